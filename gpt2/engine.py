@@ -1,0 +1,137 @@
+"""The model contract on a KV cache, and the richer interface tree methods need.
+
+    model(x: list[int], n: int = 1) -> probs [n, n_vocab]   (float32, host NumPy)
+
+Row i is the next-token distribution after the prefix x[: len(x) - n + i + 1]. Each call reuses the cache: it rolls
+back to the longest common prefix of `x` with the tokens already cached and runs only the rest (always at least
+the last n tokens, whose outputs are asked for). An algorithm never sees the cache; it sees a function.
+
+Tree methods (Medusa, SpecInfer, EAGLE, REST, lookahead) also call
+    model.tree(x, tokens, parents) -> logits [1 + m, n_vocab]
+which scores the prefix x and m tree nodes in one forward pass: node i holds `tokens[i]`, hangs below node
+`parents[i]` (-1: below the last token of x), sits at position len(x) + depth(i), and sees the prefix, its ancestors
+and itself. Row 0 is the distribution after x, row 1 + i the one after node i's path. `model.accept(path)` then
+compacts the cache to x followed by the nodes of `path`.
+
+Shapes: n_seq (tokens run in one pass), m (tree nodes), n_embd, n_vocab.
+"""
+import numpy as np
+
+from gpt2.backend import get_xp, to_numpy
+from gpt2.cache import KVCache
+from gpt2.model import gpt2_hidden, softmax
+
+
+def tree_map(f, tree):
+    if isinstance(tree, dict):
+        return {k: tree_map(f, v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [tree_map(f, v) for v in tree]
+    return f(tree)
+
+
+def common_prefix_length(a, b):
+    n = 0
+    for s, t in zip(a, b):
+        if s != t:
+            break
+        n += 1
+    return n
+
+
+def tree_mask(parents, xp):  # -> [m, m] bool: node i sees node j when j is i or one of its ancestors
+    m = len(parents)
+    mask = np.eye(m, dtype=bool)
+    for i, parent in enumerate(parents):
+        if not -1 <= parent < i:
+            raise ValueError(f"tree node {i} has parent {parent}: a parent must come before its child (or be -1)")
+        if parent >= 0:
+            mask[i] |= mask[parent]
+    return xp.asarray(mask)
+
+
+def tree_depths(parents):  # depth of each node, 1 for the children of the prefix's last token
+    depths = []
+    for parent in parents:
+        depths.append(1 if parent < 0 else depths[parent] + 1)
+    return depths
+
+
+class GPT2:
+    """A GPT-2 (hparams + params tree) behind the model contract, on NumPy or CuPy arrays."""
+
+    def __init__(self, hparams, params, device="cpu"):
+        self.hparams, self.device, self.xp = hparams, device, get_xp(device)
+        self.params = tree_map(lambda a: self.xp.asarray(a, dtype="float32"), params)
+        d = hparams["n_embd"] // hparams["n_head"]
+        self.cache = KVCache(hparams["n_layer"], hparams["n_head"], hparams["n_ctx"], d, self.xp)
+        self.tokens = []  # the tokens whose keys/values the cache holds, in order (a tree's nodes are not listed)
+        self.calls = 0  # forward passes run: the cost measure of speculative decoding
+        self.tokens_run = 0  # tokens pushed through those passes
+
+    @property
+    def n_vocab(self):
+        return self.hparams["n_vocab"]
+
+    @property
+    def n_ctx(self):
+        return self.hparams["n_ctx"]
+
+    def __call__(self, x, n=1):  # -> probs [n, n_vocab]
+        return self.logits(x, n, probs=True)
+
+    def logits(self, x, n=1, hidden=False, probs=False):
+        """Logits (or probs) [n, n_vocab] after the last n prefixes of x; with hidden=True also their hidden states."""
+        self._check(x, n, extra=0)
+        h = self._forward(x, n, tokens=[], parents=[])  # [n, n_embd]
+        return self._outputs(h, hidden, probs)
+
+    def tree(self, x, tokens, parents, hidden=False, probs=False):
+        """Score the prefix x and a token tree in one pass -> [1 + m, n_vocab] (see the module docstring)."""
+        if len(tokens) != len(parents):
+            raise ValueError(f"tree: {len(tokens)} tokens but {len(parents)} parents")
+        self._check(x, 1, extra=max(tree_depths(parents), default=0))
+        h = self._forward(x, 1, tokens, parents)  # [1 + m, n_embd]
+        self._tree = list(tokens)
+        return self._outputs(h, hidden, probs)
+
+    def accept(self, path):
+        """After tree(): keep x followed by the nodes in `path` (increasing node indices) in the cache."""
+        n = len(self.tokens)
+        self.cache.keep(list(range(n)) + [n + i for i in path])
+        self.tokens = self.tokens + [self._tree[i] for i in path]
+
+    def reset(self):
+        self.cache.n, self.tokens = 0, []
+
+    def _check(self, x, n, extra):
+        if len(x) == 0:
+            raise ValueError("the prompt is empty: give at least one token")
+        if not 1 <= n <= len(x):
+            raise ValueError(f"n must be between 1 and len(x) = {len(x)}; got {n}")
+        if len(x) + extra > self.n_ctx:
+            raise ValueError(f"{len(x) + extra} tokens do not fit the model's context window of {self.n_ctx}")
+
+    def _forward(self, x, n, tokens, parents):  # -> hidden states [n + m, n_embd]
+        xp = self.xp
+        # Step 1: reuse the cached prefix that x shares, but always run its last n tokens
+        p = min(common_prefix_length(self.tokens, x), len(x) - n)
+        self.cache.rollback(self.cache.n - p)
+        s, m = len(x) - p, len(tokens)  # linear tokens to run, tree nodes to run
+        # Step 2: positions and mask for [x[p:], tree nodes] against [cache, x[p:], tree nodes]
+        positions = list(range(p, len(x))) + [len(x) - 1 + d for d in tree_depths(parents)]
+        mask = xp.zeros((s + m, p + s + m), dtype=bool)  # [n_seq, n_kv]
+        mask[:, :p + s] = xp.tril(xp.ones((s + m, p + s), dtype=bool), k=p)  # causal over the linear part
+        mask[s:, p + s:] = tree_mask(parents, xp)  # tree nodes see their ancestors and themselves
+        # Step 3: one forward pass; the cache now holds x followed by the tree nodes
+        h = gpt2_hidden(xp.asarray(list(x[p:]) + list(tokens)), **self.params, n_head=self.hparams["n_head"],
+                        positions=xp.asarray(positions), mask=mask, cache=self.cache)  # [s + m, n_embd]
+        self.tokens = list(x)
+        self.calls += 1
+        self.tokens_run += s + m
+        return h[s - n:]  # the last n linear rows, then the tree rows
+
+    def _outputs(self, h, hidden, probs):
+        logits = h @ self.params["wte"].T  # [n, n_embd] -> [n, n_vocab]
+        out = to_numpy(softmax(logits) if probs else logits)
+        return (out, to_numpy(h)) if hidden else out

@@ -1,0 +1,98 @@
+"""GPT-2's forward pass in NumPy, picoGPT style (Radford et al. 2019, "Language Models are Unsupervised Multitask
+Learners"; the architecture is GPT's decoder with pre-layer-norm blocks).
+
+The list of functions is the architecture: gelu, softmax, layer_norm, linear, ffn, attention, mha,
+transformer_block, gpt2. Weights are the nested dicts of a checkpoint, unpacked with `**`.
+
+Two additions to picoGPT, both needed by speculative decoding:
+- `attention` takes an explicit boolean mask, so a token tree can be scored in one pass (each node sees the
+  prefix and its ancestors), and `positions` are explicit (a node's position is prefix length + its depth);
+- a KV `cache` (gpt2/cache.py) holds the keys and values of tokens already seen, so a call runs only new tokens.
+
+Shapes: n_seq = new tokens in this call, n_kv = cached + new tokens attended to, n_embd, n_head, d = n_embd // n_head,
+n_vocab. Everything stays float32: constants are Python floats, which never promote a float32 array.
+"""
+import math
+
+from gpt2.backend import xp_of
+
+
+def gelu(x):  # GPT-2's tanh approximation
+    return 0.5 * x * (1 + xp_of(x).tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def softmax(x):
+    xp = xp_of(x)
+    exp_x = xp.exp(x - xp.max(x, axis=-1, keepdims=True))
+    return exp_x / xp.sum(exp_x, axis=-1, keepdims=True)
+
+
+def layer_norm(x, g, b, eps: float = 1e-5):
+    xp = xp_of(x)
+    mean = xp.mean(x, axis=-1, keepdims=True)
+    variance = xp.var(x, axis=-1, keepdims=True)
+    return g * (x - mean) / xp.sqrt(variance + eps) + b  # normalize x to mean 0 and variance 1, then scale and offset
+
+
+def linear(x, w, b):  # [m, in], [in, out], [out] -> [m, out]
+    return x @ w + b
+
+
+def ffn(x, c_fc, c_proj):  # [n_seq, n_embd] -> [n_seq, n_embd]
+    a = gelu(linear(x, **c_fc))  # [n_seq, n_embd] -> [n_seq, 4*n_embd]
+    return linear(a, **c_proj)  # [n_seq, 4*n_embd] -> [n_seq, n_embd]
+
+
+def attention(q, k, v, mask):  # [n_head, n_seq, d], [n_head, n_kv, d], [n_head, n_kv, d], [n_seq, n_kv] bool
+    xp = xp_of(q)
+    scores = q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])  # [n_head, n_seq, n_kv]
+    scores = xp.where(mask, scores, -math.inf)  # a query never sees what mask forbids (the future, other branches)
+    return softmax(scores) @ v  # [n_head, n_seq, n_kv] @ [n_head, n_kv, d] -> [n_head, n_seq, d]
+
+
+def mha(x, c_attn, c_proj, n_head, mask, cache=None, layer=0):  # [n_seq, n_embd] -> [n_seq, n_embd]
+    n_seq, n_embd = x.shape
+    x = linear(x, **c_attn)  # [n_seq, n_embd] -> [n_seq, 3*n_embd]
+    qkv = x.reshape(n_seq, 3, n_head, n_embd // n_head).transpose(1, 2, 0, 3)  # -> [3, n_head, n_seq, d]
+    q, k, v = qkv[0], qkv[1], qkv[2]  # 3 x [n_head, n_seq, d]
+    if cache is not None:
+        k, v = cache.update(layer, k, v)  # store the new keys/values; get all of them: [n_head, n_kv, d] each
+    out = attention(q, k, v, mask)  # [n_head, n_seq, d]
+    out = out.transpose(1, 0, 2).reshape(n_seq, n_embd)  # merge heads: [n_seq, n_embd]
+    return linear(out, **c_proj)  # [n_seq, n_embd] -> [n_seq, n_embd]
+
+
+def transformer_block(x, mlp, attn, ln_1, ln_2, n_head, mask, cache=None, layer=0):  # [n_seq, n_embd] -> same
+    x = x + mha(layer_norm(x, **ln_1), **attn, n_head=n_head, mask=mask, cache=cache, layer=layer)
+    x = x + ffn(layer_norm(x, **ln_2), **mlp)
+    return x
+
+
+def causal_mask(n_seq, n_past, xp):  # -> [n_seq, n_past + n_seq] bool: token i sees the past and tokens 0..i
+    return xp.tril(xp.ones((n_seq, n_past + n_seq), dtype=bool), k=n_past)
+
+
+def gpt2_hidden(inputs, wte, wpe, blocks, ln_f, n_head, positions=None, mask=None, cache=None):
+    """Final hidden states [n_seq, n_embd] (after ln_f) of `inputs` [n_seq] token ids.
+
+    Without a cache this is picoGPT's forward with a causal mask. With a cache holding n_past tokens, `inputs` are the
+    next tokens; `positions` default to n_past, n_past+1, ... and `mask` [n_seq, n_past+n_seq] to causal. The cache
+    grows by n_seq.
+    """
+    xp = xp_of(wte)
+    n_past = 0 if cache is None else cache.n
+    if positions is None:
+        positions = xp.arange(n_past, n_past + len(inputs))
+    if mask is None:
+        mask = causal_mask(len(inputs), n_past, xp)
+    x = wte[inputs] + wpe[positions]  # token + positional embeddings: [n_seq, n_embd]
+    for layer, block in enumerate(blocks):
+        x = transformer_block(x, **block, n_head=n_head, mask=mask, cache=cache, layer=layer)  # [n_seq, n_embd]
+    if cache is not None:
+        cache.n += len(inputs)
+    return layer_norm(x, **ln_f)  # [n_seq, n_embd]
+
+
+def gpt2(inputs, wte, wpe, blocks, ln_f, n_head, positions=None, mask=None, cache=None):  # -> [n_seq, n_vocab]
+    x = gpt2_hidden(inputs, wte, wpe, blocks, ln_f, n_head, positions, mask, cache)  # [n_seq, n_embd]
+    return x @ wte.T  # the LM head is tied to the token embedding: [n_seq, n_embd] -> [n_seq, n_vocab]
