@@ -43,8 +43,6 @@ def tree_mask(parents, xp):  # -> [m, m] bool: node i sees node j when j is i or
     m = len(parents)
     mask = np.eye(m, dtype=bool)
     for i, parent in enumerate(parents):
-        if not -1 <= parent < i:
-            raise ValueError(f"tree node {i} has parent {parent}: a parent must come before its child (or be -1)")
         if parent >= 0:
             mask[i] |= mask[parent]
     return xp.asarray(mask)
@@ -52,7 +50,9 @@ def tree_mask(parents, xp):  # -> [m, m] bool: node i sees node j when j is i or
 
 def tree_depths(parents):  # depth of each node, 1 for the children of the prefix's last token
     depths = []
-    for parent in parents:
+    for i, parent in enumerate(parents):
+        if not -1 <= parent < i:
+            raise ValueError(f"tree node {i} has parent {parent}: a parent must come before its child (or be -1)")
         depths.append(1 if parent < 0 else depths[parent] + 1)
     return depths
 
