@@ -1,0 +1,163 @@
+"""picospec's front door: decode a prompt with a speculative method and with plain autoregressive decoding, side by side.
+
+    python main.py --method speculative --K 4          # the built-in tiny pair, offline, in seconds
+    python main.py --method greedy --target gpt2-xl --draft gpt2 --prompt "Alan Turing theorized that"
+    python main.py --method autoregressive --json
+
+Speculative methods are run after autoregressive decoding of the same prompt with the same seed, so the printout shows
+both texts, both times, the speedup, tokens per target call, acceptance, and (on a terminal) each token coloured by
+where it came from.
+"""
+import json
+import sys
+import time
+
+import numpy as np
+
+METHODS = ("autoregressive", "speculative", "greedy")
+COLORS = {"draft": "\033[32m", "resample": "\033[33m", "bonus": "\033[34m"}  # green, yellow, blue
+LEGEND = "green: draft token accepted, yellow: target's correction, blue: bonus token from the target"
+DEFAULT_PROMPT = "def read_lines(path):\n"
+
+
+class Counted:
+    """A model with a call counter and a stopwatch; the algorithm still sees a plain function."""
+
+    def __init__(self, model):
+        self.model, self.calls, self.seconds = model, 0, 0.0
+
+    def __call__(self, x, n=1):
+        start = time.perf_counter()
+        probs = self.model(x, n)
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        return probs
+
+
+def check_options(prompt_ids, n_tokens, n_ctx, K, temperature, top_k, top_p, method):
+    if method not in METHODS:
+        raise ValueError(f"unknown --method {method!r}: choose one of {', '.join(METHODS)}")
+    if not prompt_ids:
+        raise ValueError("the prompt is empty: pass some text with --prompt")
+    if int(n_tokens) != n_tokens or n_tokens < 1:
+        raise ValueError(f"--n_tokens must be a positive integer; got {n_tokens}")
+    if len(prompt_ids) + n_tokens > n_ctx:
+        raise ValueError(f"the prompt ({len(prompt_ids)} tokens) plus --n_tokens {n_tokens} exceeds the model's context "
+                         f"window of {n_ctx} tokens: shorten the prompt or lower --n_tokens")
+    if int(K) != K or K < 1:
+        raise ValueError(f"--K must be a positive integer; got {K}")
+    if temperature < 0:
+        raise ValueError(f"--temperature must be >= 0 (0 means greedy); got {temperature}")
+    if top_k is not None and (int(top_k) != top_k or top_k < 1):
+        raise ValueError(f"--top_k must be a positive integer; got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"--top_p must be in (0, 1]; got {top_p}")
+
+
+def decode(method, x, draft, target, N, K, seed, options):
+    """Run one method; return its output ids, per-step stats and the wall time."""
+    from picospec.autoregressive import autoregressive_sampling
+    from picospec.greedy import greedy_decoding
+    from picospec.speculative import speculative_sampling
+
+    rng, stats = np.random.default_rng(seed), []
+    start = time.perf_counter()
+    if method == "autoregressive":
+        out = autoregressive_sampling(x, target, N, rng, stats=stats, **options)
+    elif method == "speculative":
+        out = speculative_sampling(x, draft, target, N, K, rng, stats=stats, **options)
+    else:
+        out = greedy_decoding(x, draft, target, N, K, stats=stats)
+    return out, stats, time.perf_counter() - start
+
+
+def report(method, x, out, stats, seconds, draft, target):
+    drafted = sum(s.get("K", 0) for s in stats)
+    accepted = sum(s.get("accepted", 0) for s in stats)
+    n_new = len(out) - len(x)
+    return {"method": method, "output_ids": [int(t) for t in out[len(x):]], "time_s": seconds,
+            "tokens_per_s": n_new / seconds, "target_calls": target.calls,
+            "draft_calls": draft.calls if method != "autoregressive" else 0,
+            "tokens_per_target_call": n_new / max(target.calls, 1),
+            "acceptance_rate": accepted / drafted if drafted else None,
+            "origins": [o for s in stats for o in s.get("origins", [])][:n_new]}
+
+
+def colored(encoder, ids, origins, color):
+    if not color:
+        return encoder.decode(ids)
+    return "".join(COLORS.get(o, "") + encoder.decode([t]) + ("\033[0m" if o in COLORS else "")
+                   for t, o in zip(ids, origins))
+
+
+def show(run, encoder, prompt, color):
+    print(f"── {run['method']} " + "─" * 40)
+    print(prompt + colored(encoder, run["output_ids"], run["origins"], color))
+    line = (f"{len(run['output_ids'])} tokens in {run['time_s']:.3f} s ({run['tokens_per_s']:.1f} tokens/s), "
+            f"{run['target_calls']} target calls ({run['tokens_per_target_call']:.2f} tokens per target call)")
+    if run["acceptance_rate"] is not None:
+        line += f", {run['draft_calls']} draft calls, acceptance {run['acceptance_rate']:.0%}"
+    print(line + "\n")
+
+
+def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: int = 40, K: int = 4,
+         temperature: float = 0.0, top_k: int = None, top_p: float = None, seed: int = 123,
+         target: str = "tiny-target", draft: str = "tiny-draft", device: str = "cpu", offline: bool = None,
+         json_output: bool = False):
+    """Decode `prompt` with `method` (and autoregressively, to compare). --json prints one JSON object instead."""
+    from gpt2.load import load_model
+
+    target_model, encoder = load_model(str(target), device, offline)
+    draft_model, draft_encoder = (None, None) if method == "autoregressive" else load_model(str(draft), device, offline)
+    if draft_model is not None and draft_model.n_vocab != target_model.n_vocab:
+        raise ValueError(f"draft {draft!r} has {draft_model.n_vocab} tokens but target {target!r} has "
+                         f"{target_model.n_vocab}: speculative decoding needs one vocabulary; pick a matching pair")
+    prompt = str(prompt)
+    x = encoder.encode(prompt)
+    check_options(x, n_tokens, target_model.n_ctx, K, temperature, top_k, top_p, method)
+    if draft_model is not None and len(x) + n_tokens + K > getattr(draft_model, "n_ctx", 10**9):
+        raise ValueError(f"the prompt plus --n_tokens does not fit the draft's context window of {draft_model.n_ctx}")
+    options = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
+
+    runs = []
+    for m in dict.fromkeys(["autoregressive", method]):
+        for model in (target_model, draft_model):
+            getattr(model, "reset", lambda: None)()  # a cold cache for each run, so neither reuses the other's work
+        t, d = Counted(target_model), Counted(draft_model)
+        out, stats, seconds = decode(m, x, d, t, n_tokens, K, seed, options)
+        runs.append(report(m, x, out, stats, seconds, d, t))
+    result = {"prompt": prompt, "prompt_ids": [int(t) for t in x], "target": str(target),
+              "draft": None if draft_model is None else str(draft), "K": K, "seed": seed, **options,
+              "runs": [{**r, "text": encoder.decode(r["output_ids"])} for r in runs]}
+    if len(runs) == 2:
+        result["speedup"] = runs[0]["time_s"] / runs[1]["time_s"]
+        result["same_output"] = runs[0]["output_ids"] == runs[1]["output_ids"]
+
+    if json_output:
+        print(json.dumps(result))
+        return
+    color = sys.stdout.isatty()
+    for run in runs:
+        show(run, encoder, prompt, color)
+    if len(runs) == 2:
+        same = "identical" if result["same_output"] else "different"
+        note = " (temperature 0: they must be identical)" if temperature == 0 else " (sampling: texts may differ)"
+        print(f"speedup {result['speedup']:.2f}x over autoregressive; texts {same}{note}")
+        if color:
+            print(LEGEND)
+
+
+def cli(argv=None):
+    import fire
+
+    argv = sys.argv[1:] if argv is None else argv
+    argv = ["--json_output" if a == "--json" else a for a in argv]
+    try:
+        fire.Fire(main, command=argv)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    cli()
