@@ -18,7 +18,7 @@ from gpt2.backend import xp_of
 
 
 def gelu(x):  # GPT-2's tanh approximation
-    return 0.5 * x * (1 + xp_of(x).tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1 + xp_of(x).tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)))
 
 
 def softmax(x):

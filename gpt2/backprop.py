@@ -1,0 +1,181 @@
+"""Forward and backward passes of GPT-2 for training, llm.c style: paired X_forward / X_backward functions.
+
+Shape letters: B batch, T sequence length, C n_embd, H n_head, D = C // H, V n_vocab, F = 4*C.
+Each X_forward returns (output, cache); X_backward(dout, cache) returns the gradient of its inputs and params.
+Float32 in, float32 out: every constant is a Python float.
+"""
+import math
+
+from gpt2.backend import xp_of
+
+GELU_C = math.sqrt(2 / math.pi)
+
+
+def embedding_forward(ids, wte, wpe):  # [B, T] -> [B, T, C]
+    T = ids.shape[1]
+    return wte[ids] + wpe[:T], (ids, wte.shape, wpe.shape)
+
+
+def embedding_backward(dout, cache):  # [B, T, C] -> dwte [V, C], dwpe [n_ctx, C]
+    ids, wte_shape, wpe_shape = cache
+    xp = xp_of(dout)
+    dwte = xp.zeros(wte_shape, dtype=dout.dtype)
+    xp.add.at(dwte, ids.reshape(-1), dout.reshape(-1, dout.shape[-1]))  # repeated ids accumulate
+    dwpe = xp.zeros(wpe_shape, dtype=dout.dtype)
+    dwpe[: dout.shape[1]] = dout.sum(0)
+    return dwte, dwpe
+
+
+def layernorm_forward(x, g, b, eps=1e-5):  # [..., C] -> [..., C]
+    xp = xp_of(x)
+    mean = x.mean(-1, keepdims=True)
+    rstd = 1.0 / xp.sqrt(x.var(-1, keepdims=True) + eps)
+    xhat = (x - mean) * rstd
+    return xhat * g + b, (xhat, rstd, g)
+
+
+def layernorm_backward(dout, cache):
+    xhat, rstd, g = cache
+    C = xhat.shape[-1]
+    dg = (dout * xhat).reshape(-1, C).sum(0)
+    db = dout.reshape(-1, C).sum(0)
+    dxhat = dout * g
+    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True) - xhat * (dxhat * xhat).mean(-1, keepdims=True))
+    return dx, dg, db
+
+
+def linear_forward(x, w, b):  # [..., I] @ [I, O] + [O] -> [..., O]
+    return x @ w + b, x
+
+
+def linear_backward(dout, x, w):
+    I, O = w.shape
+    x2, d2 = x.reshape(-1, I), dout.reshape(-1, O)
+    return (d2 @ w.T).reshape(x.shape), x2.T @ d2, d2.sum(0)
+
+
+def gelu_forward(x):
+    xp = xp_of(x)
+    t = xp.tanh(GELU_C * (x + 0.044715 * x * x * x))  # x * x * x: x**3 is 10x slower
+    return 0.5 * x * (1 + t), (x, t)
+
+
+def gelu_backward(dout, cache):
+    x, t = cache
+    dt = (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x * x)
+    return dout * (0.5 * (1 + t) + 0.5 * x * dt)
+
+
+def attention_forward(qkv, n_head):  # [B, T, 3C] -> [B, T, C], causal
+    xp = xp_of(qkv)
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    D = C // n_head
+    q, k, v = qkv.reshape(B, T, 3, n_head, D).transpose(2, 0, 3, 1, 4)  # 3 x [B, H, T, D]
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(D)  # [B, H, T, T]
+    causal = xp.tril(xp.ones((T, T), dtype=bool))
+    scores = xp.where(causal, scores, -math.inf)
+    scores -= scores.max(-1, keepdims=True)
+    att = xp.exp(scores)
+    att /= att.sum(-1, keepdims=True)  # [B, H, T, T]
+    y = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, C)  # [B, T, C]
+    return y, (q, k, v, att)
+
+
+def attention_backward(dy, cache):  # [B, T, C] -> dqkv [B, T, 3C]
+    q, k, v, att = cache
+    B, H, T, D = q.shape
+    xp = xp_of(dy)
+    dy = dy.reshape(B, T, H, D).transpose(0, 2, 1, 3)  # [B, H, T, D]
+    datt = dy @ v.transpose(0, 1, 3, 2)  # [B, H, T, T]
+    dv = att.transpose(0, 1, 3, 2) @ dy  # [B, H, T, D]
+    dscores = att * (datt - (datt * att).sum(-1, keepdims=True)) / math.sqrt(D)  # softmax backward; masked -> 0
+    dq = dscores @ k  # [B, H, T, D]
+    dk = dscores.transpose(0, 1, 3, 2) @ q  # [B, H, T, D]
+    dqkv = xp.stack([dq, dk, dv])  # [3, B, H, T, D]
+    return dqkv.transpose(1, 3, 0, 2, 4).reshape(B, T, 3 * H * D)
+
+
+def block_forward(x, p, n_head):  # [B, T, C] -> [B, T, C]
+    h1, c_ln1 = layernorm_forward(x, **p["ln_1"])
+    qkv, c_qkv = linear_forward(h1, **p["attn"]["c_attn"])
+    y, c_att = attention_forward(qkv, n_head)
+    a, c_proj = linear_forward(y, **p["attn"]["c_proj"])
+    x2 = x + a
+    h2, c_ln2 = layernorm_forward(x2, **p["ln_2"])
+    f, c_fc = linear_forward(h2, **p["mlp"]["c_fc"])
+    g, c_gelu = gelu_forward(f)
+    m, c_mproj = linear_forward(g, **p["mlp"]["c_proj"])
+    return x2 + m, (c_ln1, c_qkv, c_att, c_proj, c_ln2, c_fc, c_gelu, c_mproj)
+
+
+def block_backward(dout, cache, p):
+    c_ln1, c_qkv, c_att, c_proj, c_ln2, c_fc, c_gelu, c_mproj = cache
+    grads = {"attn": {}, "mlp": {}}
+    dg, dw, db = linear_backward(dout, c_mproj, p["mlp"]["c_proj"]["w"])
+    grads["mlp"]["c_proj"] = {"w": dw, "b": db}
+    df = gelu_backward(dg, c_gelu)
+    dh2, dw, db = linear_backward(df, c_fc, p["mlp"]["c_fc"]["w"])
+    grads["mlp"]["c_fc"] = {"w": dw, "b": db}
+    dx2, dgn, dbn = layernorm_backward(dh2, c_ln2)
+    grads["ln_2"] = {"g": dgn, "b": dbn}
+    dx2 = dx2 + dout
+    dy, dw, db = linear_backward(dx2, c_proj, p["attn"]["c_proj"]["w"])
+    grads["attn"]["c_proj"] = {"w": dw, "b": db}
+    dqkv = attention_backward(dy, c_att)
+    dh1, dw, db = linear_backward(dqkv, c_qkv, p["attn"]["c_attn"]["w"])
+    grads["attn"]["c_attn"] = {"w": dw, "b": db}
+    dx, dgn, dbn = layernorm_backward(dh1, c_ln1)
+    grads["ln_1"] = {"g": dgn, "b": dbn}
+    return dx + dx2, grads
+
+
+def cross_entropy_forward(logits, targets):  # [B, T, V], [B, T] -> mean loss
+    xp = xp_of(logits)
+    z = logits - logits.max(-1, keepdims=True)
+    logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))
+    B, T = targets.shape
+    nll = -xp.take_along_axis(logp, targets[..., None], -1)[..., 0]
+    return nll.mean(), (logp, targets)
+
+
+def cross_entropy_backward(cache):
+    logp, targets = cache
+    xp = xp_of(logp)
+    B, T = targets.shape
+    dlogits = xp.exp(logp)
+    xp.put_along_axis(dlogits, targets[..., None], xp.take_along_axis(dlogits, targets[..., None], -1) - 1, -1)
+    return dlogits / (B * T)
+
+
+def gpt2_forward_backward(params, hparams, ids, targets):
+    """Mean cross-entropy of next-token prediction and its gradient, in the params tree's layout."""
+    x, c_emb = embedding_forward(ids, params["wte"], params["wpe"])
+    caches = []
+    for p in params["blocks"]:
+        x, c = block_forward(x, p, hparams["n_head"])
+        caches.append(c)
+    h, c_lnf = layernorm_forward(x, **params["ln_f"])
+    logits = h @ params["wte"].T  # [B, T, V]
+    loss, c_ce = cross_entropy_forward(logits, targets)
+    dlogits = cross_entropy_backward(c_ce)
+    C = h.shape[-1]
+    dh = dlogits @ params["wte"]
+    dwte_head = dlogits.reshape(-1, dlogits.shape[-1]).T @ h.reshape(-1, C)  # [V, C]
+    dx, dg, db = layernorm_backward(dh, c_lnf)
+    grads = {"ln_f": {"g": dg, "b": db}, "blocks": [None] * len(params["blocks"])}
+    for i in reversed(range(len(params["blocks"]))):
+        dx, grads["blocks"][i] = block_backward(dx, caches[i], params["blocks"][i])
+    dwte, dwpe = embedding_backward(dx, c_emb)
+    grads["wte"], grads["wpe"] = dwte + dwte_head, dwpe
+    return loss, grads
+
+
+def gpt2_loss(params, hparams, ids, targets):
+    """Mean cross-entropy only (evaluation: no caches kept)."""
+    x, _ = embedding_forward(ids, params["wte"], params["wpe"])
+    for p in params["blocks"]:
+        x, _ = block_forward(x, p, hparams["n_head"])
+    h, _ = layernorm_forward(x, **params["ln_f"])
+    loss, _ = cross_entropy_forward(h @ params["wte"].T, targets)
+    return loss

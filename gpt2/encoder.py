@@ -1,0 +1,120 @@
+"""GPT-2's byte-level BPE tokenizer (Radford et al. 2019, section 2.2), with the `regex` package.
+
+Text -> UTF-8 bytes -> each byte shown as a printable unicode character (`bytes_to_unicode`) -> GPT-2's regex splits
+the text into words -> within each word, merges are applied lowest rank first until none applies -> ids.
+
+Example (by hand): with merges [("a", "b"), ("ab", "c")], the word "abcab" starts as a b c a b; the rank-0 merge gives
+ab c ab; the rank-1 merge gives abc ab; nothing applies any more.
+
+Files: `encoder.json` + `vocab.bpe` (OpenAI's names) or `vocab.json` + `merges.txt` (Hugging Face's): same contents.
+"""
+import json
+from pathlib import Path
+
+import regex as re
+
+# GPT-2's pre-tokenisation: contractions, letters, numbers, other symbols, each optionally after one space; whitespace
+PATTERN = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+EOT = "<|endoftext|>"
+
+
+def bytes_to_unicode():
+    """Map the 256 byte values to printable characters: printable ASCII/Latin-1 map to themselves, the rest to 256+.
+
+    Example: byte 33 ('!') -> '!', byte 32 (space) -> 'Ġ' (chr(256 + 32)), byte 10 (newline) -> 'Ċ'.
+    """
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def apply_merges(word, ranks):
+    """Merge the adjacent pair of lowest rank until no pair has a rank. Example above: "abcab" -> ["abc", "ab"]."""
+    parts = list(word)
+    while len(parts) > 1:
+        rank, i = min((ranks.get(pair, len(ranks)), i) for i, pair in enumerate(zip(parts, parts[1:])))
+        if rank == len(ranks):
+            break
+        first, second = parts[i], parts[i + 1]
+        merged, j = [], 0
+        while j < len(parts):  # merge every occurrence of this pair, left to right
+            if j + 1 < len(parts) and parts[j] == first and parts[j + 1] == second:
+                merged.append(first + second)
+                j += 2
+            else:
+                merged.append(parts[j])
+                j += 1
+        parts = merged
+    return parts
+
+
+class Encoder:
+    def __init__(self, encoder, bpe_merges):
+        self.encoder = encoder  # token string -> id
+        self.decoder = {i: s for s, i in encoder.items()}
+        self.ranks = {tuple(pair): rank for rank, pair in enumerate(bpe_merges)}
+        self.byte_encoder = bytes_to_unicode()
+        self.byte_decoder = {c: b for b, c in self.byte_encoder.items()}
+        self.cache = {}  # word -> ids: source code repeats its words a lot
+
+    @property
+    def n_vocab(self):
+        return len(self.encoder)
+
+    @property
+    def eot(self):
+        return self.encoder[EOT]
+
+    def encode_word(self, word):
+        if word not in self.cache:
+            chars = "".join(self.byte_encoder[b] for b in word.encode("utf-8"))
+            self.cache[word] = [self.encoder[part] for part in apply_merges(chars, self.ranks)]
+        return self.cache[word]
+
+    def encode(self, text, allowed_special=(EOT,)):
+        """Text -> ids. `<|endoftext|>` in the text becomes its special id (as tiktoken's allowed_special="all")."""
+        ids = []
+        specials = [s for s in allowed_special if s in self.encoder]
+        chunks = re.split("(" + "|".join(map(re.escape, specials)) + ")", text) if specials else [text]
+        for chunk in chunks:
+            if chunk in specials:
+                ids.append(self.encoder[chunk])
+            else:
+                for word in PATTERN.findall(chunk):
+                    ids.extend(self.encode_word(word))
+        return ids
+
+    def decode(self, ids):
+        data = bytearray()
+        for i in ids:
+            token = self.decoder[int(i)]
+            data.extend(token.encode() if token == EOT else bytes(self.byte_decoder[c] for c in token))
+        return data.decode("utf-8", errors="replace")
+
+
+def load_encoder(folder):
+    """Read encoder.json + vocab.bpe, or vocab.json + merges.txt, from `folder`."""
+    folder = Path(folder)
+    for vocab, merges in (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt")):
+        if (folder / vocab).exists() and (folder / merges).exists():
+            encoder = json.loads((folder / vocab).read_text(encoding="utf-8"))
+            lines = (folder / merges).read_text(encoding="utf-8").split("\n")
+            pairs = [tuple(line.split()) for line in lines if line and not line.startswith("#version")]
+            return Encoder(encoder, pairs)
+    raise ValueError(f"{folder}: no tokenizer found; it needs encoder.json + vocab.bpe or vocab.json + merges.txt")
+
+
+def save_tokenizer(folder, encoder, merges):
+    """Write vocab.json + merges.txt (Hugging Face's names) atomically."""
+    from gpt2.weights import _atomic_write
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    _atomic_write(folder / "vocab.json", [json.dumps(encoder, ensure_ascii=False).encode("utf-8")])
+    _atomic_write(folder / "merges.txt", ["#version: 0.2\n".encode(), *(f"{a} {b}\n".encode("utf-8") for a, b in merges)])

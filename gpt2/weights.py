@@ -1,0 +1,211 @@
+"""Checkpoints as safetensors, read and written in NumPy (no torch, no pickle), in Hugging Face's GPT2LMHeadModel layout.
+
+A safetensors file is: 8 bytes (little-endian u64) header length N, N bytes of JSON
+{"name": {"dtype": "F16", "shape": [2, 3], "data_offsets": [begin, end]}, ..., "__metadata__": {...}}, then the raw
+little-endian tensor bytes, offsets counted from the end of the header.
+
+Example: one F32 tensor "a" of shape [2] -> header {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}.
+
+A checkpoint folder holds config.json + model.safetensors. HF names map to the params tree as h.{i}.ln_1.weight ->
+blocks[i]["ln_1"]["g"], .bias -> "b", h.{i}.attn.c_attn.weight -> blocks[i]["attn"]["c_attn"]["w"] (HF's Conv1D
+weights are already [in, out]); wte/wpe/ln_f likewise. lm_head.weight is tied to wte and ignored, as are the
+attn.bias / attn.masked_bias buffers.
+"""
+import json
+import os
+import struct
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64, "I64": np.int64,
+          "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16, "BOOL": np.bool_}
+NAMES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.float64): "F64",
+         np.dtype(np.int64): "I64", np.dtype(np.int32): "I32", np.dtype(np.int16): "I16", np.dtype(np.int8): "I8",
+         np.dtype(np.uint8): "U8", np.dtype(np.uint16): "U16", np.dtype(np.bool_): "BOOL"}
+
+
+def _fail(path, what):
+    raise ValueError(f"{path}: {what}")
+
+
+def read_header(path):
+    size = os.path.getsize(path)
+    if size < 8:
+        _fail(path, f"not a safetensors file: {size} bytes, shorter than the 8-byte header length")
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        if n > size - 8:
+            _fail(path, f"header length {n} reaches beyond the end of the file ({size} bytes): truncated or not safetensors")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            _fail(path, f"header is not valid JSON ({e})")
+    if not isinstance(header, dict):
+        _fail(path, "header is not a JSON object")
+    return header, 8 + n, size
+
+
+def read_safetensors(path):
+    """All tensors of a file as NumPy arrays; F16 and BF16 come back as float32."""
+    header, start, size = read_header(path)
+    header.pop("__metadata__", None)
+    spans, tensors = [], {}
+    for name, info in header.items():
+        if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
+            _fail(path, f"tensor {name!r}: entry needs dtype, shape and data_offsets")
+        if info["dtype"] not in DTYPES:
+            _fail(path, f"tensor {name!r}: unknown dtype {info['dtype']!r} (known: {', '.join(DTYPES)})")
+        begin, end = info["data_offsets"]
+        dtype = np.dtype(DTYPES[info["dtype"]])
+        count = int(np.prod(info["shape"], dtype=np.int64))
+        if not 0 <= begin <= end or start + end > size:
+            _fail(path, f"tensor {name!r}: data_offsets [{begin}, {end}] lie outside the file's data")
+        if end - begin != count * dtype.itemsize:
+            _fail(path, f"tensor {name!r}: {end - begin} bytes do not hold shape {info['shape']} of {info['dtype']}")
+        spans.append((begin, end, name))
+    spans.sort()
+    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            _fail(path, f"tensors {n0!r} and {n1!r} overlap")
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(size - start,)) if size > start else None
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        raw = np.frombuffer(data[begin:end], dtype=DTYPES[info["dtype"]]) if end > begin else np.zeros(0, DTYPES[info["dtype"]])
+        if info["dtype"] == "BF16":  # bfloat16 is the top half of a float32
+            raw = (raw.astype(np.uint32) << 16).view(np.float32)
+        elif raw.dtype.kind == "f":
+            raw = raw.astype(np.float32)
+        else:
+            raw = raw.copy()
+        tensors[name] = raw.reshape(info["shape"])
+    return tensors
+
+
+def to_bf16(a):  # float32 -> bfloat16 bits (uint16), rounding to nearest even
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def write_safetensors(path, tensors, metadata=None, dtype=None):
+    """Write tensors (floats cast to `dtype`: "float32", "float16" or "bfloat16") atomically: temp file, then rename."""
+    header, blobs, offset = {}, [], 0
+    for name, a in tensors.items():
+        a = np.asarray(a)
+        if a.dtype.kind == "f" and dtype == "bfloat16":
+            code, raw = "BF16", to_bf16(a).tobytes()
+        else:
+            if a.dtype.kind == "f" and dtype is not None:
+                a = a.astype(dtype)
+            if a.dtype not in NAMES:
+                raise ValueError(f"{path}: tensor {name!r} has dtype {a.dtype}, which safetensors cannot store")
+            code, raw = NAMES[a.dtype], np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)  # the data starts 8-byte aligned
+    _atomic_write(path, [struct.pack("<Q", len(head)), head, *blobs])
+
+
+def _atomic_write(path, chunks):
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def state_dict_from_params(params):
+    sd = {"wte.weight": params["wte"], "wpe.weight": params["wpe"],
+          "ln_f.weight": params["ln_f"]["g"], "ln_f.bias": params["ln_f"]["b"]}
+    for i, block in enumerate(params["blocks"]):
+        for ln in ("ln_1", "ln_2"):
+            sd[f"h.{i}.{ln}.weight"], sd[f"h.{i}.{ln}.bias"] = block[ln]["g"], block[ln]["b"]
+        for part, layers in (("attn", ("c_attn", "c_proj")), ("mlp", ("c_fc", "c_proj"))):
+            for layer in layers:
+                sd[f"h.{i}.{part}.{layer}.weight"] = block[part][layer]["w"]
+                sd[f"h.{i}.{part}.{layer}.bias"] = block[part][layer]["b"]
+    return sd
+
+
+def expected_shapes(hparams):
+    C, V, n_ctx = hparams["n_embd"], hparams["n_vocab"], hparams["n_ctx"]
+    shapes = {"wte.weight": (V, C), "wpe.weight": (n_ctx, C), "ln_f.weight": (C,), "ln_f.bias": (C,)}
+    for i in range(hparams["n_layer"]):
+        for name, shape in (("ln_1.weight", (C,)), ("ln_1.bias", (C,)), ("ln_2.weight", (C,)), ("ln_2.bias", (C,)),
+                            ("attn.c_attn.weight", (C, 3 * C)), ("attn.c_attn.bias", (3 * C,)),
+                            ("attn.c_proj.weight", (C, C)), ("attn.c_proj.bias", (C,)),
+                            ("mlp.c_fc.weight", (C, 4 * C)), ("mlp.c_fc.bias", (4 * C,)),
+                            ("mlp.c_proj.weight", (4 * C, C)), ("mlp.c_proj.bias", (C,))):
+            shapes[f"h.{i}.{name}"] = shape
+    return shapes
+
+
+def params_from_state_dict(tensors, hparams, source="checkpoint"):
+    """The params tree from HF GPT-2 tensors (with or without the `transformer.` prefix); checks every shape."""
+    sd = {k.removeprefix("transformer."): v for k, v in tensors.items()}
+    for name, shape in expected_shapes(hparams).items():
+        if name not in sd:
+            raise ValueError(f"{source}: tensor {name!r} is missing (is this a GPT-2 checkpoint of the configured shape?)")
+        if tuple(sd[name].shape) != shape:
+            raise ValueError(f"{source}: tensor {name!r} has shape {tuple(sd[name].shape)}, expected {shape} from config")
+    f = lambda name: np.asarray(sd[name], dtype=np.float32)  # noqa: E731
+    blocks = []
+    for i in range(hparams["n_layer"]):
+        p = f"h.{i}."
+        blocks.append({
+            "ln_1": {"g": f(p + "ln_1.weight"), "b": f(p + "ln_1.bias")},
+            "attn": {"c_attn": {"w": f(p + "attn.c_attn.weight"), "b": f(p + "attn.c_attn.bias")},
+                     "c_proj": {"w": f(p + "attn.c_proj.weight"), "b": f(p + "attn.c_proj.bias")}},
+            "ln_2": {"g": f(p + "ln_2.weight"), "b": f(p + "ln_2.bias")},
+            "mlp": {"c_fc": {"w": f(p + "mlp.c_fc.weight"), "b": f(p + "mlp.c_fc.bias")},
+                    "c_proj": {"w": f(p + "mlp.c_proj.weight"), "b": f(p + "mlp.c_proj.bias")}}})
+    return {"wte": f("wte.weight"), "wpe": f("wpe.weight"), "blocks": blocks,
+            "ln_f": {"g": f("ln_f.weight"), "b": f("ln_f.bias")}}
+
+
+def hparams_from_config(config, source="config.json"):
+    try:
+        return {"n_vocab": int(config["vocab_size"]), "n_ctx": int(config.get("n_positions", config.get("n_ctx"))),
+                "n_embd": int(config["n_embd"]), "n_head": int(config["n_head"]), "n_layer": int(config["n_layer"])}
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{source}: not a GPT-2 config (missing or bad {e})") from None
+
+
+def config_from_hparams(hparams):
+    V = hparams["n_vocab"]
+    return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": V,
+            "n_positions": hparams["n_ctx"], "n_ctx": hparams["n_ctx"], "n_embd": hparams["n_embd"],
+            "n_head": hparams["n_head"], "n_layer": hparams["n_layer"], "layer_norm_epsilon": 1e-5,
+            "activation_function": "gelu_new", "bos_token_id": V - 1, "eos_token_id": V - 1,
+            "tie_word_embeddings": True}
+
+
+def load_checkpoint(folder):
+    folder = Path(folder)
+    for name in ("config.json", "model.safetensors"):
+        if not (folder / name).exists():
+            raise ValueError(f"{folder}: {name} is missing; a checkpoint folder needs config.json and model.safetensors")
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{folder / 'config.json'}: not valid JSON ({e})") from None
+    hparams = hparams_from_config(config, folder / "config.json")
+    path = folder / "model.safetensors"
+    return hparams, params_from_state_dict(read_safetensors(path), hparams, source=path)
+
+
+def save_checkpoint(folder, hparams, params, dtype="float32", metadata=None):
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_safetensors(folder / "model.safetensors", state_dict_from_params(params), metadata, dtype=dtype)
+    _atomic_write(folder / "config.json", [json.dumps(config_from_hparams(hparams), indent=2).encode()])
