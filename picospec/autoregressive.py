@@ -1,0 +1,21 @@
+"""Autoregressive sampling (ArS): Chen et al. 2023 (arXiv:2302.01318), Algorithm 1. q = the target model.
+
+    for t = n .. T-1:  sample x_{t+1} ~ q(x | x_1..x_t)
+
+One target call per token: the baseline every speculative method is measured against.
+"""
+from picospec.sampling import check_inputs, sample, warp
+
+
+def autoregressive_sampling(x, model, N, rng, stats=None, **sampling_options):
+    """x (prompt ids) followed by N tokens sampled one at a time from the warped model."""
+    check_inputs(x, N, **sampling_options)
+    x = list(x)
+    T = len(x) + N
+    while len(x) < T:
+        q = warp(model(x)[-1], **sampling_options)  # [V] next-token distribution
+        token = sample(q, rng)
+        x.append(token)
+        if stats is not None:
+            stats.append({"K": 0, "accepted": 0, "tokens": [token], "origins": ["target"]})
+    return x

@@ -1,0 +1,57 @@
+"""Greedy draft-and-verify (exact-match verification), as in assisted generation (Hugging Face's "assisted
+generation"; Leviathan et al. 2023, arXiv:2211.17192, section 3 at temperature 0), with the two ways of choosing K per
+step that the survey seed describes: the heuristic schedule and an early stop on draft confidence.
+
+p = draft model, q = target model (Chen et al.'s letters, as in speculative.py).
+
+One step: draft greedily (argmax of p) up to K tokens; one target call gives argmax q at each position; keep the
+drafts up to the first mismatch, then the target's own token there (or the bonus token after K matches).
+The output equals autoregressive greedy decoding of q token for token: every kept token is q's argmax given the
+tokens before it.
+
+K per step:
+- schedule="constant": K every step;
+- schedule="heuristic": K + 2 after a fully accepted draft, K - 1 (never below 1) otherwise;
+- confidence=c: stop drafting as soon as the draft's top probability falls below c (the token is not drafted).
+"""
+import numpy as np
+
+from picospec.sampling import check_inputs, check_vocab
+
+SCHEDULES = ("constant", "heuristic")
+
+
+def greedy_decoding(x, draft_model, target_model, N, K, stats=None, schedule="constant", confidence=None):
+    """x followed by N tokens of greedy decoding of target_model, drafted by draft_model."""
+    check_inputs(x, N, K)
+    if schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {schedule!r}: use one of {', '.join(SCHEDULES)}")
+    x = list(x)
+    T = len(x) + N
+    while len(x) < T:
+        # Step 1: draft greedily, at most the tokens still needed, stopping early when the draft is unsure
+        drafts = []
+        for _ in range(min(K, T - len(x) - 1)):
+            p = draft_model(x + drafts)[-1]  # [V]
+            if confidence is not None and p.max() < confidence:
+                break
+            drafts.append(int(np.argmax(p)))
+        k = len(drafts)
+        # Step 2: one target call: its argmax after x and after each draft prefix
+        q = target_model(x + drafts, k + 1)  # [k + 1, V]
+        if k:
+            check_vocab(p, q)
+        best = [int(t) for t in np.argmax(q, -1)]
+        # Step 3: keep drafts while they equal the target's choice, then the target's token
+        n = 0
+        while n < k and drafts[n] == best[n]:
+            n += 1
+        new = drafts[:n] + [best[n]]
+        x.extend(new)
+        if stats is not None:
+            stats.append({"K": k, "accepted": n, "tokens": new,
+                          "origins": ["draft"] * n + ["bonus" if n == k else "resample"]})
+        # Step 4: the next K
+        if schedule == "heuristic":
+            K = K + 2 if n == k else max(1, K - 1)
+    return x

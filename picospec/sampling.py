@@ -1,0 +1,82 @@
+"""Sampling pieces shared by every method: warpers, sampling with an explicit generator, the residual distribution.
+
+Notation (Chen et al. 2023, arXiv:2302.01318): p = draft distribution, q = target distribution.
+Shapes: V = n_vocab; [..., V] means any leading axes. Arrays keep their float dtype (float32 stays float32).
+
+The same warp must be applied to p and to q: speculative sampling reproduces the *warped* target, and warping only
+one of them is a known source of silent bugs (tests/test_checker_power.py keeps that broken variant).
+"""
+import numpy as np
+
+
+def warp(probs, temperature=1.0, top_k=None, top_p=None):
+    """Temperature, then top-k, then top-p, row-wise on [..., V] distributions.
+
+    temperature 0 is the limit T -> 0: a one-hot at the argmax (the first one on ties), with no 1e-10 division.
+    Example: warp([0.5, 0.3, 0.2], top_k=2) -> [0.625, 0.375, 0]; warp([0.5, 0.3, 0.2], top_p=0.6) -> [0.625, 0.375, 0]
+    (0.5 alone has mass below 0.6, so the token that crosses it is kept too); warp([0.2, 0.8], temperature=0) -> [0, 1].
+    """
+    probs = np.asarray(probs)
+    if temperature == 0:
+        one_hot = np.zeros_like(probs)
+        np.put_along_axis(one_hot, probs.argmax(-1)[..., None], 1, axis=-1)
+        return one_hot
+    if temperature != 1:
+        with np.errstate(divide="ignore"):
+            logits = np.log(probs) / temperature  # q^(1/T), computed in log space; log(0) = -inf stays excluded
+        probs = np.exp(logits - logits.max(-1, keepdims=True))
+    if top_k is not None or top_p is not None:
+        order = np.argsort(-probs, axis=-1, kind="stable")  # token ids by decreasing probability
+        ranked = np.take_along_axis(probs, order, -1)  # [..., V] sorted
+        keep = np.ones(ranked.shape, dtype=bool)
+        if top_k is not None:
+            keep[..., top_k:] = False
+        if top_p is not None:
+            mass_before = np.cumsum(ranked, -1) - ranked  # mass of the tokens ranked above each one
+            keep &= mass_before < top_p * ranked.sum(-1, keepdims=True)
+        mask = np.zeros(probs.shape, dtype=bool)
+        np.put_along_axis(mask, order, keep, axis=-1)
+        probs = np.where(mask, probs, 0)
+    return probs / probs.sum(-1, keepdims=True)
+
+
+def sample(p, rng):
+    """One token id from the distribution p [V], by inverse CDF with an explicit numpy.random.Generator.
+
+    A token of probability 0 is never returned: u < cdf[i] and cdf[i-1] <= u imply p[i] > 0. Token 0 is a token.
+    """
+    cdf = np.cumsum(p, dtype=np.float64)  # float64 sum: float32 rounding never shifts mass between tokens
+    return int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+
+
+def residual(q, p):
+    """norm(max(0, q - p)): the distribution a rejected draft token is replaced from (Chen et al. Alg. 2).
+
+    When q == p the residual is all zero; rejection then has probability 0, so the value returned does not change the
+    output law; q is returned so that the function is total.
+    """
+    r = np.maximum(q - p, 0)
+    total = r.sum()
+    return r / total if total > 0 else q
+
+
+def check_inputs(x, N, K=1, temperature=1.0, top_k=None, top_p=None):
+    """Validate what a user passes to a method, once, with messages that say what to do."""
+    if len(x) == 0:
+        raise ValueError("the prompt x is empty: pass at least one token id")
+    if int(N) != N or N < 1:
+        raise ValueError(f"N (new tokens) must be a positive integer; got {N}")
+    if int(K) != K or K < 1:
+        raise ValueError(f"K (draft tokens per step) must be a positive integer; got {K}")
+    if temperature is None or temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 is greedy); got {temperature}")
+    if top_k is not None and (int(top_k) != top_k or top_k < 1):
+        raise ValueError(f"top_k must be a positive integer or None; got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1] or None; got {top_p}")
+
+
+def check_vocab(p, q):
+    if p.shape[-1] != q.shape[-1]:
+        raise ValueError(f"draft and target disagree on the vocabulary ({p.shape[-1]} vs {q.shape[-1]} tokens): "
+                         "speculative decoding needs one shared tokenizer")

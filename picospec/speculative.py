@@ -1,0 +1,51 @@
+"""Speculative sampling (SpS): Chen et al. 2023, "Accelerating Large Language Model Decoding with Speculative
+Sampling" (arXiv:2302.01318), Algorithm 2. Notation as in that paper: p = draft model, q = target model, K = drafts
+per step, N = new tokens, x = the sequence. The paper indexes tokens from 1; Python lists from 0.
+
+Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding" (arXiv:2211.17192), Algorithm 1,
+is the same method with the letters swapped: their M_q / q(x) is our draft p, their M_p / p(x) is our target q, their
+gamma is our K, and their "n = min({i - 1 | r_i > p_i(x)/q_i(x)} U {gamma})" is the accepted count that
+`verify_chain` returns. Written once, here.
+
+One step:
+  1. draft K tokens x~_1..x~_K autoregressively from p (K cheap calls);
+  2. score x + drafts with q in one call: K + 1 distributions;
+  3. accept each draft with probability min(1, q(x~_t) / p(x~_t)); at the first rejection sample from
+     norm(max(0, q - p)) and stop; if all K pass, sample one more token from the last q (the bonus).
+Every step yields between 1 and K + 1 tokens, and the output follows q exactly (see picospec/verify.py).
+"""
+import numpy as np
+
+from picospec.sampling import check_inputs, check_vocab, sample, warp
+from picospec.verify import verify_chain
+
+
+def speculative_sampling(x, draft_model, target_model, N, K, rng, stats=None, **sampling_options):
+    """x followed by exactly N tokens distributed as autoregressive sampling from the warped target.
+
+    Near the end a step drafts only as many tokens as are still needed (K <- min(K, tokens left - 1)), so nothing
+    overshoots and no call runs past len(x) + N - 1 tokens. `stats`, if a list, gets one dict per step:
+    {"K": drafted, "accepted": n, "tokens": [new ids], "origins": ["draft" | "resample" | "bonus", ...]}.
+    """
+    check_inputs(x, N, K, **sampling_options)
+    x = list(x)
+    T = len(x) + N
+    while len(x) < T:
+        k = min(K, T - len(x) - 1)
+        # Step 1: draft k tokens autoregressively from p
+        drafts, P = [], []
+        for _ in range(k):
+            p = warp(draft_model(x + drafts)[-1], **sampling_options)  # [V]
+            P.append(p)
+            drafts.append(sample(p, rng))
+        # Step 2: the target scores all k drafts (and the position after them) in one call
+        Q = warp(target_model(x + drafts, k + 1), **sampling_options)  # [k + 1, V]
+        if P:
+            check_vocab(P[0], Q)
+        # Step 3: accept or reject each draft; at the first rejection resample from the residual, else a bonus token
+        n, token, origin = verify_chain(drafts, np.asarray(P), Q, rng)
+        new = drafts[:n] + [token]
+        x.extend(new)
+        if stats is not None:
+            stats.append({"K": k, "accepted": n, "tokens": new, "origins": ["draft"] * n + [origin]})
+    return x

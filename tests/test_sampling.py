@@ -1,0 +1,87 @@
+"""Sampling pieces, and the proof of speculative sampling as code: one rejection step's exact law equals the target."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from picospec.sampling import residual, sample, warp
+from picospec.verify import accept_or_resample
+
+
+def one_step_law(p, q, resid=residual):
+    """Exact output law of accept_or_resample with draft x ~ p: accept x w.p. min(1, q/p), else draw the residual."""
+    accept = np.where(p > 0, np.minimum(1, q / np.where(p > 0, p, 1)), 0)  # [V]
+    return p * accept + (1 - np.sum(p * accept)) * resid(q, p)
+
+
+def dist(V):  # arbitrary distributions: zeros, one-hots, tiny probabilities
+    weights = st.lists(st.one_of(st.just(0.0), st.just(1e-12), st.floats(1e-6, 1.0)), min_size=V, max_size=V)
+    return weights.filter(lambda w: sum(w) > 0).map(lambda w: np.array(w) / sum(w))
+
+
+@given(st.integers(2, 6).flatmap(lambda V: st.tuples(dist(V), dist(V))))
+def test_one_rejection_step_gives_the_target(pq):
+    p, q = pq
+    np.testing.assert_allclose(one_step_law(p, q), q, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("p, q", [([1, 0, 0], [0, 0.5, 0.5]),  # disjoint supports
+                                  ([0.2, 0.3, 0.5], [0.2, 0.3, 0.5]),  # identical: the residual is all zero
+                                  ([0, 1, 0], [0, 1, 0]), ([0.5, 0.5, 0], [0, 0, 1])])
+def test_edge_cases(p, q):
+    p, q = np.array(p, float), np.array(q, float)
+    np.testing.assert_allclose(one_step_law(p, q), q, atol=1e-12)
+
+
+def test_proof_rejects_a_wrong_resampling():
+    """The same exact-law check fails for the classic bug: resampling from q instead of the residual."""
+    p, q = np.array([0.6, 0.3, 0.1]), np.array([0.2, 0.3, 0.5])
+    assert np.abs(one_step_law(p, q, resid=lambda q, p: q) - q).max() > 0.05
+
+
+def test_accept_or_resample_follows_its_law():
+    """The code's own step, sampled, against the analytic law (100k draws, 5-sigma bound)."""
+    p, q = np.array([0.5, 0.3, 0.2, 0.0]), np.array([0.1, 0.2, 0.3, 0.4])
+    rng = np.random.default_rng(0)
+    n = 100_000
+    counts = np.bincount([accept_or_resample(sample(p, rng), p, q, rng)[0] for _ in range(n)], minlength=4)
+    assert np.all(np.abs(counts / n - q) < 5 * np.sqrt(q * (1 - q) / n) + 1e-9)
+
+
+def test_warp_examples_by_hand():
+    p = np.array([0.5, 0.3, 0.2], dtype=np.float32)
+    np.testing.assert_allclose(warp(p, top_k=2), [0.625, 0.375, 0], atol=1e-7)
+    np.testing.assert_allclose(warp(p, top_p=0.6), [0.625, 0.375, 0], atol=1e-7)
+    np.testing.assert_allclose(warp(p, top_p=0.5), [1, 0, 0], atol=1e-7)
+    np.testing.assert_array_equal(warp(np.array([0.2, 0.8]), temperature=0), [0, 1])
+    np.testing.assert_array_equal(warp(np.array([0.4, 0.4, 0.2]), temperature=0), [1, 0, 0])  # first on ties
+    t = warp(p, temperature=0.5)
+    np.testing.assert_allclose(t, p**2 / np.sum(p**2), rtol=1e-6)
+    assert warp(p, temperature=0.7, top_k=2, top_p=0.9).dtype == np.float32
+    assert warp(p, temperature=0).dtype == np.float32
+
+
+def test_warp_rows_independently():
+    P = np.array([[0.1, 0.2, 0.7], [0.6, 0.3, 0.1]])
+    np.testing.assert_allclose(warp(P, top_k=1), [[0, 0, 1], [1, 0, 0]])
+
+
+@given(dist(5), st.floats(0.05, 3.0), st.one_of(st.none(), st.integers(1, 5)), st.one_of(st.none(), st.floats(0.01, 1.0)))
+def test_warp_gives_a_distribution_inside_the_support(p, T, k, top_p):
+    w = warp(p, temperature=T, top_k=k, top_p=top_p)
+    assert abs(w.sum() - 1) < 1e-9 and np.all(w[p == 0] == 0) and np.count_nonzero(w) >= 1
+    if k is not None:
+        assert np.count_nonzero(w) <= k
+
+
+def test_sample_never_returns_zero_probability_and_allows_token_0():
+    rng = np.random.default_rng(0)
+    p = np.array([0.5, 0.0, 0.5, 0.0], dtype=np.float32)
+    draws = {sample(p, rng) for _ in range(2000)}
+    assert draws == {0, 2}
+    assert sample(np.array([1.0, 0.0]), rng) == 0 and sample(np.array([0.0, 1.0]), rng) == 1
+
+
+def test_residual_of_identical_distributions_is_total():
+    q = np.array([0.25, 0.75])
+    np.testing.assert_array_equal(residual(q, q), q)
+    np.testing.assert_allclose(residual(np.array([0.5, 0.5]), np.array([0.9, 0.1])), [0, 1])
