@@ -181,7 +181,7 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
         elapsed = time.time() - start
         log.update(step=step + 1, seconds=elapsed)
         tok_s = (step + 1 - first_step) * tokens_per_step / (time.time() - t0)
-        bar.set_postfix(loss=f"{float(loss):.3f}", tok_s=f"{tok_s:.0f}")
+        bar.set_postfix(loss=f"{float(loss):.3f}", tok_s=f"{tok_s:.0f}", refresh=False)
         last = step + 1 == max_steps or (max_minutes and elapsed > 60 * max_minutes)
         if (step + 1) % eval_every == 0 or last:
             log["history"].append({"step": step + 1, "tokens": (step + 1) * tokens_per_step, "train_loss": float(loss),
