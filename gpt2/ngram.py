@@ -1,0 +1,109 @@
+"""A count-based n-gram draft model with Witten-Bell interpolation (Witten & Bell 1991; Chen & Goodman 1998, sec. 2.5).
+
+The survey seed lists n-gram models among the cheapest drafts. This one follows the model contract,
+model(x, n=1) -> probs [n, n_vocab], with a real normalised distribution over the whole vocabulary (speculative
+sampling needs the draft's probabilities to be the ones it samples from).
+
+    P(w | h) = (c(h, w) + u(h) P(w | h')) / (c(h) + u(h))
+
+h is the context of the last k-1 tokens, h' the context one token shorter, c counts, and u(h) the number of distinct
+tokens seen after h. The recursion ends in the unigram law with add-one smoothing, so every token has probability > 0.
+An unseen context has c(h) = u(h) = 0 and falls back to P(w | h') unchanged.
+
+Example (by hand): tokens [0, 1, 0, 1, 0, 2], V = 3, order 2. Unigram counts 3, 2, 1 -> add-one (4, 3, 2) / 9.
+After context 0: c(0, 1) = 2, c(0, 2) = 1, c(0) = 3, u(0) = 2 -> P(1 | 0) = (2 + 2 * 3/9) / (3 + 2) = 0.5333.
+
+Storage, per order: sorted context keys (the context read as a base-V number), CSR offsets, the next tokens and counts
+of each context. Contexts of the highest order that were seen once are pruned (`min_count`) to keep the file small.
+"""
+from pathlib import Path
+
+import numpy as np
+
+
+class NGram:
+    def __init__(self, unigram, tables, n_vocab):
+        self.unigram = unigram  # [V] float32, add-one smoothed
+        self.tables = tables  # one dict per context length 1 .. order-1: keys, offsets, next, counts
+        self.n_vocab = n_vocab
+        self.n_ctx = 10**9  # no context window
+
+    @property
+    def order(self):
+        return len(self.tables) + 1
+
+    @classmethod
+    def build(cls, tokens, n_vocab, order=4, min_count=2):
+        tokens = np.asarray(tokens, dtype=np.int64)
+        counts = np.bincount(tokens, minlength=n_vocab) + 1
+        unigram = (counts / counts.sum()).astype(np.float32)
+        tables = []
+        for k in range(1, order):  # context length k
+            key = np.zeros(len(tokens) - k, dtype=np.int64)
+            for j in range(k):
+                key = key * n_vocab + tokens[j:len(tokens) - k + j]
+            pairs, c = np.unique(key * n_vocab + tokens[k:], return_counts=True)  # sorted by (context, next)
+            if k == order - 1 and min_count > 1:
+                pairs, c = pairs[c >= min_count], c[c >= min_count]
+            ctx = pairs // n_vocab
+            keys, starts = np.unique(ctx, return_index=True)
+            tables.append({"keys": keys, "offsets": np.append(starts, len(ctx)).astype(np.int64),
+                           "next": (pairs % n_vocab).astype(np.uint16), "counts": c.astype(np.uint32)})
+        return cls(unigram, tables, n_vocab)
+
+    def distribution(self, context):  # -> [V] float32: P(. | the last order-1 tokens of context)
+        p = self.unigram.astype(np.float64)
+        for k, table in enumerate(self.tables, start=1):
+            if len(context) < k:
+                break
+            key = 0
+            for t in context[-k:]:
+                key = key * self.n_vocab + int(t)
+            i = int(np.searchsorted(table["keys"], key))
+            if i == len(table["keys"]) or table["keys"][i] != key:
+                continue  # unseen context: keep the shorter context's law
+            lo, hi = table["offsets"][i], table["offsets"][i + 1]
+            c = table["counts"][lo:hi].astype(np.float64)
+            total, distinct = c.sum(), hi - lo
+            p = p * (distinct / (total + distinct))
+            p[table["next"][lo:hi]] += c / (total + distinct)
+        return p.astype(np.float32)
+
+    def __call__(self, x, n=1):  # -> probs [n, V]
+        return np.stack([self.distribution(x[:len(x) - n + i + 1]) for i in range(n)])
+
+    def save(self, path):
+        from gpt2.weights import write_safetensors
+
+        tensors = {"unigram": self.unigram}
+        for k, table in enumerate(self.tables, start=1):
+            tensors.update({f"{k}.{name}": a for name, a in table.items()})
+        write_safetensors(path, tensors, metadata={"n_vocab": self.n_vocab, "order": self.order})
+
+    @classmethod
+    def load(cls, path):
+        from gpt2.weights import read_header, read_safetensors
+
+        header, _, _ = read_header(path)
+        meta = header.get("__metadata__", {})
+        tensors = read_safetensors(path)
+        tables = [{name: tensors[f"{k}.{name}"] for name in ("keys", "offsets", "next", "counts")}
+                  for k in range(1, int(meta["order"]))]
+        return cls(tensors["unigram"], tables, int(meta["n_vocab"]))
+
+
+def main(data, out, order=4, min_count=2):
+    """Build from DATA/train.bin (uint16 ids, see gpt2.corpus) and save to OUT (safetensors)."""
+    import json
+
+    meta = json.loads((Path(data) / "meta.json").read_text())
+    tokens = np.fromfile(Path(data) / "train.bin", dtype=np.uint16)
+    model = NGram.build(tokens, meta["n_vocab"], order, min_count)
+    model.save(out)
+    print(f"order {order}: {sum(len(t['next']) for t in model.tables)} n-grams, {Path(out).stat().st_size / 1e6:.1f} MB")
+
+
+if __name__ == "__main__":
+    import fire
+
+    fire.Fire(main)
