@@ -142,8 +142,11 @@ def load_state(folder, params, opt, rng):
 
 def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, lr=1e-3, min_lr_ratio=0.1,
          warmup=100, max_steps=2000, max_minutes=None, weight_decay=0.1, clip=1.0, eval_every=100, seed=0,
-         device="cpu", dtype="float16", resume=True):
-    """Train a GPT-2 from scratch on token files; checkpoint to OUT/ckpt, the final model to OUT (safetensors)."""
+         device="cpu", dtype="float16", resume=True, stop_at=None):
+    """Train a GPT-2 from scratch on token files; checkpoint to OUT/ckpt, the final model to OUT (safetensors).
+
+    The schedule runs over max_steps; max_minutes or stop_at end a run early, and the next run resumes from OUT/ckpt.
+    """
     from tqdm import tqdm
 
     from gpt2.backprop import gpt2_forward_backward, gpt2_loss
@@ -182,7 +185,7 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
         log.update(step=step + 1, seconds=elapsed)
         tok_s = (step + 1 - first_step) * tokens_per_step / (time.time() - t0)
         bar.set_postfix(loss=f"{float(loss):.3f}", tok_s=f"{tok_s:.0f}", refresh=False)
-        last = step + 1 == max_steps or (max_minutes and elapsed > 60 * max_minutes)
+        last = step + 1 in (max_steps, stop_at) or (max_minutes and elapsed > 60 * max_minutes)
         if (step + 1) % eval_every == 0 or last:
             log["history"].append({"step": step + 1, "tokens": (step + 1) * tokens_per_step, "train_loss": float(loss),
                                    "val_loss": val_loss(), "grad_norm": norm, "seconds": elapsed})

@@ -1,0 +1,90 @@
+"""safetensors in NumPy: round trips, every malformed file gives a clear error, and the reference reader agrees."""
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from gpt2.weights import (load_checkpoint, params_from_state_dict, read_safetensors, save_checkpoint,
+                          state_dict_from_params, write_safetensors)
+from micro import random_gpt2
+
+
+@pytest.mark.parametrize("dtype, tol", [(None, 0), ("float16", 1e-3), ("bfloat16", 1e-2)])
+def test_round_trip(tmp_path, dtype, tol):
+    a = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    tensors = {"a": a, "ids": np.arange(7, dtype=np.int64), "empty": np.zeros((0, 4), np.float32)}
+    write_safetensors(tmp_path / "t.safetensors", tensors, metadata={"k": "v"}, dtype=dtype)
+    back = read_safetensors(tmp_path / "t.safetensors")
+    assert back["a"].dtype == np.float32 and back["ids"].dtype == np.int64 and back["empty"].shape == (0, 4)
+    np.testing.assert_allclose(back["a"], a, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(back["ids"], np.arange(7))
+
+
+def test_bf16_values_exact():
+    from gpt2.weights import to_bf16
+
+    assert to_bf16(np.array([1.0, -2.0, 1 + 2**-8, 1 + 3 * 2**-8], np.float32)).tolist() == [0x3F80, 0xC000, 0x3F80, 0x3F82]
+
+
+def raw_file(path, header, data=b"", length=None):
+    head = json.dumps(header).encode() if isinstance(header, dict) else header
+    path.write_bytes(struct.pack("<Q", len(head) if length is None else length) + head + data)
+    return path
+
+
+@pytest.mark.parametrize("header, data, length, message", [
+    (None, None, None, "shorter than the 8-byte"),
+    ({}, b"", 10**6, "beyond the end of the file"),
+    (b"{not json", b"", None, "not valid JSON"),
+    (b"[1, 2]", b"", None, "not a JSON object"),
+    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 80]}}, b"\0" * 8, None, "outside the file"),
+    ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, b"\0" * 8, None, "do not hold shape"),
+    ({"a": {"dtype": "Q7", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8, None, "unknown dtype 'Q7'"),
+    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+      "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, b"\0" * 12, None, "overlap"),
+])
+def test_malformed_files(tmp_path, header, data, length, message):
+    path = tmp_path / "bad.safetensors"
+    if header is None:
+        path.write_bytes(b"\1\2")
+    else:
+        raw_file(path, header, data, length)
+    with pytest.raises(ValueError, match=message) as e:
+        read_safetensors(path)
+    assert "bad.safetensors" in str(e.value)
+
+
+def test_checkpoint_round_trip_and_errors(tmp_path):
+    hparams, params = random_gpt2()
+    save_checkpoint(tmp_path, hparams, params)
+    h2, p2 = load_checkpoint(tmp_path)
+    assert h2 == hparams
+    np.testing.assert_array_equal(p2["blocks"][1]["mlp"]["c_fc"]["w"], params["blocks"][1]["mlp"]["c_fc"]["w"])
+    sd = {"transformer." + k: v for k, v in state_dict_from_params(params).items()}  # the prefix is accepted
+    np.testing.assert_array_equal(params_from_state_dict(sd, hparams)["wte"], params["wte"])
+    del sd["transformer.h.1.ln_2.bias"]
+    with pytest.raises(ValueError, match="'h.1.ln_2.bias' is missing"):
+        params_from_state_dict(sd, hparams)
+    sd = state_dict_from_params(params)
+    sd["wpe.weight"] = sd["wpe.weight"][:5]
+    with pytest.raises(ValueError, match=r"'wpe.weight' has shape \(5, 16\), expected \(32, 16\)"):
+        params_from_state_dict(sd, hparams)
+    with pytest.raises(ValueError, match="config.json is missing"):
+        load_checkpoint(tmp_path / "nowhere")
+
+
+def test_no_half_written_file_on_failure(tmp_path):
+    with pytest.raises(ValueError):
+        write_safetensors(tmp_path / "x.safetensors", {"ok": np.zeros(2), "bad": np.array(["s"])})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reference_reader_agrees(tmp_path):
+    st = pytest.importorskip("safetensors.numpy")
+    a = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
+    write_safetensors(tmp_path / "t.safetensors", {"a": a, "b": np.arange(3, dtype=np.int32)}, dtype="float16")
+    ref = st.load_file(str(tmp_path / "t.safetensors"))
+    np.testing.assert_array_equal(ref["a"], a.astype(np.float16))
+    st.save_file({"c": a}, str(tmp_path / "r.safetensors"))
+    np.testing.assert_array_equal(read_safetensors(tmp_path / "r.safetensors")["c"], a)
