@@ -115,7 +115,10 @@ def write_safetensors(path, tensors, metadata=None, dtype=None):
 def _atomic_write(path, chunks):
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the final file gets the usual permissions
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
                 f.write(chunk)

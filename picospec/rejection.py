@@ -1,0 +1,93 @@
+"""The batched rejection sampler of serving systems, with vLLM's contract (seed 002): Chen et al. 2023 Algorithm 2's
+accept / resample / bonus steps for a batch of B sequences at once, vectorised.
+
+Notation (Chen et al.): p = draft, q = target. vLLM's names map as: draft_probs = p [B, k, V],
+target_with_bonus_probs = q at the k drafted positions plus the position after them [B, k + 1, V],
+draft_token_ids [B, k], bonus_token_ids [B, 1] (already sampled from q's last row by the caller).
+
+Output [B, k + 1] int64: row b holds its accepted drafts, then at the first rejection a token "recovered" from
+norm(max(0, q - p)), or the bonus token when all k were accepted, then -1 for the positions it did not reach.
+Example (k = 3): accepted, accepted, rejected -> [d0, d1, r2, -1]; all accepted -> [d0, d1, d2, bonus].
+
+Randomness: each row draws 2k uniforms (k to accept, k to recover) from its own generator when it has one in
+`generators` (so a seeded request's output does not depend on its batch neighbours), else from `rng`.
+Recovered tokens are sampled by inverse CDF, as picospec.sampling.sample does.
+Shapes: B batch, k drafts per row, V vocabulary.
+"""
+import numpy as np
+
+
+def row_uniforms(B, n, generators, rng):  # -> [B, n]
+    generators = generators or {}
+    return np.stack([(generators[b] if b in generators else rng).random(n) for b in range(B)]) if B else np.zeros((0, n))
+
+
+def sample_rows(probs, u):  # probs [..., V], u [...] in [0, 1) -> token ids [...] by inverse CDF
+    cdf = np.cumsum(probs, axis=-1, dtype=np.float64)  # [..., V]
+    return (cdf <= (u * cdf[..., -1])[..., None]).sum(-1)
+
+
+def recovered_probs(q, p):  # [B, k, V] x 2 -> norm(max(0, q - p)), or q where that is all zero (never used then)
+    r = np.maximum(q - p, 0)
+    total = r.sum(-1, keepdims=True)
+    return np.where(total > 0, r / np.where(total > 0, total, 1), q)
+
+
+def rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, generators=None,
+                     rng=None, strict=False):
+    if strict:
+        check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids)
+    B, k, _ = draft_probs.shape
+    if B == 0:
+        return np.zeros((0, k + 1), dtype=np.int64)
+    rng = rng if rng is not None else np.random.default_rng()
+    q = target_with_bonus_probs[:, :k]  # [B, k, V]
+    u = row_uniforms(B, 2 * k, generators, rng)  # [B, 2k]
+    rows, cols = np.arange(B)[:, None], np.arange(k)[None, :]
+    # Step 1: accept draft t with probability min(1, q(x_t) / p(x_t))
+    p_x, q_x = draft_probs[rows, cols, draft_token_ids], q[rows, cols, draft_token_ids]  # [B, k]
+    accepted = u[:, :k] < np.minimum(1, q_x / p_x)  # [B, k]
+    n_accepted = np.where(accepted.all(1), k, accepted.argmin(1))  # [B]: position of the first rejection
+    # Step 2: a recovered token for every position (only the first rejected one is used)
+    recovered = sample_rows(recovered_probs(q, draft_probs), u[:, k:])  # [B, k]
+    # Step 3: assemble [accepted drafts, recovered or bonus, -1 ...]
+    out = np.full((B, k + 1), -1, dtype=np.int64)
+    keep = cols < n_accepted[:, None]  # [B, k]
+    out[:, :k] = np.where(keep, draft_token_ids, -1)
+    last = np.where(n_accepted == k, bonus_token_ids[:, 0], recovered[np.arange(B), np.minimum(n_accepted, k - 1)])
+    out[np.arange(B), n_accepted] = last
+    return out
+
+
+def check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, atol=1e-3):
+    """Strict mode: shapes, dtypes, id ranges, finite non-negative normalised probabilities, with clear errors."""
+    arrays = {"target_with_bonus_probs": target_with_bonus_probs, "bonus_token_ids": bonus_token_ids,
+              "draft_probs": draft_probs, "draft_token_ids": draft_token_ids}
+    for name, a in arrays.items():
+        if not isinstance(a, np.ndarray):
+            raise ValueError(f"{name} must be a numpy array; got {type(a).__name__}")
+    if draft_probs.ndim != 3:
+        raise ValueError(f"draft_probs must be [B, k, V]; got shape {draft_probs.shape}")
+    B, k, V = draft_probs.shape
+    expected = {"target_with_bonus_probs": (B, k + 1, V), "bonus_token_ids": (B, 1), "draft_token_ids": (B, k)}
+    for name, shape in expected.items():
+        if arrays[name].shape != shape:
+            raise ValueError(f"{name} must have shape {shape} to match draft_probs {draft_probs.shape}; "
+                             f"got {arrays[name].shape}")
+    for name in ("target_with_bonus_probs", "draft_probs"):
+        a = arrays[name]
+        if a.dtype.kind != "f":
+            raise ValueError(f"{name} must hold floats; got dtype {a.dtype}")
+        if not np.all(np.isfinite(a)) or np.any(a < 0):
+            raise ValueError(f"{name} has NaN, infinite or negative entries")
+        if np.any(np.abs(a.sum(-1) - 1) > atol):
+            raise ValueError(f"{name} rows must sum to 1 (within {atol}); worst row sums to "
+                             f"{a.sum(-1).flat[np.abs(a.sum(-1) - 1).argmax()]:.6f}")
+    for name in ("bonus_token_ids", "draft_token_ids"):
+        a = arrays[name]
+        if a.dtype.kind not in "iu":
+            raise ValueError(f"{name} must hold integer token ids; got dtype {a.dtype}")
+        if a.size and (a.min() < 0 or a.max() >= V):
+            raise ValueError(f"{name} must lie in [0, {V}); got values from {a.min()} to {a.max()}")
+    if draft_token_ids.size and np.any(np.take_along_axis(draft_probs, draft_token_ids[..., None], -1) == 0):
+        raise ValueError("a draft token has probability 0 under draft_probs: drafts must be sampled from draft_probs")

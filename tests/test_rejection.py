@@ -1,0 +1,136 @@
+"""The batched rejection sampler (vLLM's contract) and ragged batch > 1 speculative sampling."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import picospec.batch as batch_module
+from checker import SAMPLES, check_law, exact_law
+from picospec.autoregressive import autoregressive_sampling
+from picospec.batch import batch_speculative_sampling, batched
+from picospec.rejection import recovered_probs, rejection_sample
+from toy import perturbed, random_toy
+
+V = 3
+
+
+def probs(rows):
+    return np.array(rows, dtype=np.float64)
+
+
+def test_layout_by_hand():
+    """Row 0: both drafts have q >= p (always accepted) -> [d0, d1, bonus]. Row 1: draft 0 has q = 0 (always
+    rejected) -> the recovered token is the only token with q > p, then -1."""
+    p = probs([[[0.5, 0.5, 0], [0.5, 0.5, 0]], [[1, 0, 0], [1, 0, 0]]])
+    q = probs([[[0.2, 0.8, 0], [0.6, 0.4, 0], [0, 0, 1]], [[0, 0, 1], [1, 0, 0], [1, 0, 0]]])
+    out = rejection_sample(q, np.array([[2], [0]]), p, np.array([[1, 0], [0, 0]]), rng=np.random.default_rng(0),
+                           strict=True)
+    assert out.tolist() == [[1, 0, 2], [2, -1, -1]]
+    assert out.dtype == np.int64
+
+
+def test_empty_batch():
+    out = rejection_sample(np.zeros((0, 3, V)), np.zeros((0, 1), int), np.zeros((0, 2, V)), np.zeros((0, 2), int))
+    assert out.shape == (0, 3)
+
+
+@given(st.integers(0, 10**6))
+def test_first_token_law_is_the_target(seed):
+    """Exact law of the first output token of a row, computed from the sampler's own pieces, equals q."""
+    r = np.random.default_rng(seed)
+    p, q = r.dirichlet(np.ones(4) * 0.5), r.dirichlet(np.ones(4) * 0.5)
+    p[r.integers(0, 4)] = 0
+    p /= p.sum()
+    accept = np.where(p > 0, np.minimum(1, q / np.where(p > 0, p, 1)), 0)
+    law = p * accept + (1 - (p * accept).sum()) * recovered_probs(q[None, None], p[None, None])[0, 0]
+    np.testing.assert_allclose(law, q, atol=1e-12)
+
+
+def test_first_token_law_sampled():
+    r = np.random.default_rng(0)
+    p, q = np.array([0.6, 0.3, 0.1]), np.array([0.1, 0.3, 0.6])
+    B, n = 4000, 0
+    counts = np.zeros(3)
+    for _ in range(25):
+        drafts = r.choice(3, size=(B, 1), p=p)
+        out = rejection_sample(np.tile(q, (B, 2, 1)), np.zeros((B, 1), int), np.tile(p, (B, 1, 1)), drafts, rng=r)
+        counts += np.bincount(out[:, 0], minlength=3)
+        n += B
+    assert np.all(np.abs(counts / n - q) < 5 * np.sqrt(q * (1 - q) / n))
+
+
+def test_seeded_rows_ignore_their_neighbours():
+    r = np.random.default_rng(1)
+    p, q = r.dirichlet(np.ones(V), size=(4, 3)), r.dirichlet(np.ones(V), size=(4, 4))
+    d = np.array([[int(np.argmax(row)) for row in rows] for rows in p])
+    a = rejection_sample(q, np.zeros((4, 1), int), p, d, {2: np.random.default_rng(7)}, np.random.default_rng(0))
+    q2 = q.copy()
+    q2[[0, 1, 3]] = np.roll(q2[[0, 1, 3]], 1, axis=-1)  # different neighbours, different shared rng
+    b = rejection_sample(q2, np.zeros((4, 1), int), p, d, {2: np.random.default_rng(7)}, np.random.default_rng(5))
+    assert a[2].tolist() == b[2].tolist()
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: a.update(draft_probs=a["draft_probs"][0]), r"\[B, k, V\]"),
+    (lambda a: a.update(bonus_token_ids=a["bonus_token_ids"][:, :0]), "bonus_token_ids must have shape"),
+    (lambda a: a["draft_probs"].__setitem__((0, 0, 0), np.nan), "NaN"),
+    (lambda a: a["target_with_bonus_probs"].__setitem__((0, 0, 0), 5.0), "sum to 1"),
+    (lambda a: a.update(draft_token_ids=a["draft_token_ids"] + 10), r"must lie in \[0, 3\)"),
+    (lambda a: a.update(draft_token_ids=a["draft_token_ids"].astype(float)), "integer token ids"),
+])
+def test_strict_mode_errors(change, message):
+    args = {"target_with_bonus_probs": np.full((2, 3, V), 1 / V), "bonus_token_ids": np.zeros((2, 1), int),
+            "draft_probs": np.full((2, 2, V), 1 / V), "draft_token_ids": np.zeros((2, 2), int)}
+    change(args)
+    with pytest.raises(ValueError, match=message):
+        rejection_sample(**args, strict=True)
+
+
+# Batch > 1: three prompts of different lengths, each row's law checked against the target's exact law, with
+# SAMPLES // 2 = 15,000 runs per row (half the suite's size, so less power than tests/checker.py's table states).
+
+N = 5
+TARGET = random_toy(3, seed=7)
+DRAFT = perturbed(TARGET, 0.6, seed=8)
+PROMPTS = [[1], [0, 2], [2, 2, 1]]
+
+
+def batch_runs(K, n, seed=0, **options):
+    rng = np.random.default_rng(seed)
+    runs = [batch_speculative_sampling(PROMPTS, batched(DRAFT), batched(TARGET), N, K, rng, **options)
+            for _ in range(n)]
+    return [[tuple(r[b][len(PROMPTS[b]):]) for r in runs] for b in range(len(PROMPTS))]
+
+
+@pytest.mark.parametrize("K, options", [(1, {}), (2, dict(temperature=0.7)), (4, dict(top_k=2, top_p=0.9))])
+def test_batch_joint_law_per_row(K, options):
+    rows = batch_runs(K, SAMPLES // 2, **options)
+    for prompt, samples in zip(PROMPTS, rows):
+        check_law(samples, exact_law(TARGET, prompt, N, **options))
+
+
+def test_broken_batch_sampler_is_rejected(monkeypatch):
+    """Recovering from the target instead of the residual is caught by the same per-row check."""
+    import picospec.rejection as rej
+
+    monkeypatch.setattr(rej, "recovered_probs", lambda q, p: q)
+    rows = batch_runs(2, SAMPLES // 2)
+    with pytest.raises(AssertionError, match="differs from the target"):
+        check_law(rows[0], exact_law(TARGET, PROMPTS[0], N))
+
+
+def test_batch_is_ragged_and_equals_greedy_at_temperature_zero():
+    stats = []
+    for seed in range(4):
+        target, draft = random_toy(5, seed), random_toy(5, seed + 20)
+        prompts = [[1], [2, 3], [4, 0, 1, 2]]
+        out = batch_speculative_sampling(prompts, batched(draft), batched(target), 9, 3, np.random.default_rng(seed),
+                                         stats=stats, temperature=0)
+        for prompt, row in zip(prompts, out):
+            assert row == autoregressive_sampling(prompt, target, 9, np.random.default_rng(0), temperature=0)
+    assert any(len(set(a for a in s["accepted"] if a >= 0)) > 1 for s in stats)  # rows advanced by different counts
+    assert batch_module is not None
+
+
+def test_batch_bad_input():
+    with pytest.raises(ValueError, match="K"):
+        batch_speculative_sampling([[1]], batched(DRAFT), batched(TARGET), 3, 0, np.random.default_rng(0))
