@@ -54,7 +54,7 @@ def check_options(prompt_ids, n_tokens, n_ctx, K, temperature, top_k, top_p, met
         raise ValueError(f"--top_p must be in (0, 1]; got {top_p}")
 
 
-def decode(method, x, draft, target, N, K, seed, options):
+def decode(method, x, draft, target, N, K, seed, options, schedule="constant", confidence=None):
     """Run one method; return its output ids, per-step stats and the wall time."""
     from picospec.autoregressive import autoregressive_sampling
     from picospec.greedy import greedy_decoding
@@ -67,7 +67,7 @@ def decode(method, x, draft, target, N, K, seed, options):
     elif method == "speculative":
         out = speculative_sampling(x, draft, target, N, K, rng, stats=stats, **options)
     else:
-        out = greedy_decoding(x, draft, target, N, K, stats=stats)
+        out = greedy_decoding(x, draft, target, N, K, stats=stats, schedule=schedule, confidence=confidence)
     return out, stats, time.perf_counter() - start
 
 
@@ -103,9 +103,17 @@ def show(run, encoder, prompt, color):
 def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: int = 40, K: int = 4,
          temperature: float = 0.0, top_k: int = None, top_p: float = None, seed: int = 123,
          target: str = "tiny-target", draft: str = "tiny-draft", device: str = "cpu", offline: bool = None,
-         json_output: bool = False):
-    """Decode `prompt` with `method` (and autoregressively, to compare). --json prints one JSON object instead."""
+         schedule: str = "constant", confidence: float = None, batch: str = None, json_output: bool = False):
+    """Decode `prompt` with `method` (and autoregressively, to compare). --json prints one JSON object instead.
+
+    --batch FILE decodes every line of FILE (\\n escapes allowed) together with batched speculative sampling.
+    --schedule heuristic / --confidence C choose K per step for --method greedy.
+    """
     from gpt2.load import load_model
+
+    if batch is not None:
+        return main_batch(batch, n_tokens, K, temperature, top_k, top_p, seed, target, draft, device, offline,
+                          json_output)
 
     target_model, encoder = load_model(str(target), device, offline)
     draft_model, draft_encoder = (None, None) if method == "autoregressive" else load_model(str(draft), device, offline)
@@ -124,7 +132,7 @@ def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: in
         for model in (target_model, draft_model):
             getattr(model, "reset", lambda: None)()  # a cold cache for each run, so neither reuses the other's work
         t, d = Counted(target_model), Counted(draft_model)
-        out, stats, seconds = decode(m, x, d, t, n_tokens, K, seed, options)
+        out, stats, seconds = decode(m, x, d, t, n_tokens, K, seed, options, schedule, confidence)
         runs.append(report(m, x, out, stats, seconds, d, t))
     result = {"prompt": prompt, "prompt_ids": [int(t) for t in x], "target": str(target),
               "draft": None if draft_model is None else str(draft), "K": K, "seed": seed, **options,
@@ -145,6 +153,45 @@ def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: in
         print(f"speedup {result['speedup']:.2f}x over autoregressive; texts {same}{note}")
         if color:
             print(LEGEND)
+
+
+def main_batch(path, n_tokens, K, temperature, top_k, top_p, seed, target, draft, device, offline, json_output):
+    """Batched speculative sampling of the prompts in a file, one engine (and KV cache) per row."""
+    from pathlib import Path
+
+    from gpt2.load import load_model
+    from picospec.batch import batch_speculative_sampling, batched
+
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise ValueError(f"--batch {path}: cannot read it ({e.strerror})") from None
+    prompts = [line.replace("\\n", "\n") for line in lines if line.strip()]
+    if not prompts:
+        raise ValueError(f"--batch {path}: no prompts (one per line)")
+    rows = [load_model(str(target), device, offline) for _ in prompts]
+    drafts = [load_model(str(draft), device, offline)[0] for _ in prompts]
+    encoder, n_ctx = rows[0][1], rows[0][0].n_ctx
+    xs = [encoder.encode(p) for p in prompts]
+    for x in xs:
+        check_options(x, n_tokens + K, n_ctx, K, temperature, top_k, top_p, "speculative")
+    options = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
+    stats, start = [], time.perf_counter()
+    out = batch_speculative_sampling(xs, batched([d for d in drafts]), batched([m for m, _ in rows]), n_tokens, K,
+                                     np.random.default_rng(seed), stats=stats, **options)
+    seconds = time.perf_counter() - start
+    texts = [encoder.decode(o[len(x):]) for o, x in zip(out, xs)]
+    steps = len(stats)
+    result = {"prompts": prompts, "texts": texts, "time_s": seconds, "target_calls": steps,
+              "tokens_per_target_call": [n_tokens / sum(1 for s in stats if s["accepted"][b] >= 0)
+                                         for b in range(len(xs))]}
+    if json_output:
+        print(json.dumps(result))
+        return
+    for prompt, text, tpc in zip(prompts, texts, result["tokens_per_target_call"]):
+        print(f"── {tpc:.2f} tokens per target call " + "─" * 30)
+        print(prompt + text + "\n")
+    print(f"{len(xs)} prompts x {n_tokens} tokens in {seconds:.3f} s, {steps} batched target calls")
 
 
 def cli(argv=None):
