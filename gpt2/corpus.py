@@ -79,3 +79,20 @@ if __name__ == "__main__":
     import fire
 
     fire.Fire(main)
+
+
+def heldout_prompts(encoder, n, n_tokens=64, seed=0, root=None):
+    """n prompts of n_tokens ids cut from held-out files at line starts (never trained on); deterministic."""
+    import numpy as np
+
+    root = Path(root or stdlib_root())
+    files = split_files(stdlib_files(root), root)["heldout"]
+    rng = np.random.default_rng(seed)
+    prompts = []
+    while len(prompts) < n:
+        lines = files[rng.integers(len(files))].read_text(encoding="utf-8").splitlines(keepends=True)
+        start = int(rng.integers(len(lines)))
+        ids = encoder.encode("".join(lines[start:start + 200]), allowed_special=())
+        if len(ids) >= n_tokens and lines[start].strip():
+            prompts.append(ids[:n_tokens])
+    return prompts
