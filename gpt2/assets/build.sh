@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # How the built-in models in this folder were made (the exact commands, run from the repository root on a
-# 2-core CPU machine with Python 3.11.7's standard library as the corpus). The two trainings ran at the same time,
-# one BLAS thread each. Then `python -m gpt2.card --data $DATA` measured and wrote README.md.
+# 2-core CPU machine with Python 3.11.7's standard library as the corpus). The two trainings started at the same
+# time, one BLAS thread each; the target was stopped at its step-400 checkpoint once the draft had finished and resumed
+# (exactly: optimizer, data order and clock restored) with two BLAS threads and a longer schedule (--max_steps 1300).
+# (In the recorded run the process was killed at step ~420 and resumed from its step-400 checkpoint: the same thing.)
+# Then `python -m gpt2.card --data $DATA` measured everything in README.md.
 set -euo pipefail
 DATA=${DATA:-data}
 python -m gpt2.bpe --out gpt2/assets/tiny-target --vocab_size 4096            # ~1 min; same files copied to tiny-draft
 python -m gpt2.corpus --tokenizer gpt2/assets/tiny-target --out "$DATA"       # train/val/heldout.bin + meta.json
 OPENBLAS_NUM_THREADS=1 python -m gpt2.train --data "$DATA" --out runs/tiny-target --n_layer 6 --n_embd 256 --n_head 4 \
-    --n_ctx 256 --batch_size 16 --lr 1.5e-3 --warmup 80 --max_steps 1000 --max_minutes 52 --eval_every 100 &
+    --n_ctx 256 --batch_size 16 --lr 1.5e-3 --warmup 80 --max_steps 1000 --max_minutes 52 --eval_every 100 \
+    --stop_at 400 &
 OPENBLAS_NUM_THREADS=1 python -m gpt2.train --data "$DATA" --out runs/tiny-draft --n_layer 2 --n_embd 128 --n_head 2 \
     --n_ctx 256 --batch_size 16 --lr 2e-3 --warmup 100 --max_steps 1000 --max_minutes 25 --eval_every 200
 wait
+python -m gpt2.train --data "$DATA" --out runs/tiny-target --n_layer 6 --n_embd 256 --n_head 4 --n_ctx 256 \
+    --batch_size 16 --lr 1.5e-3 --warmup 80 --max_steps 1300 --max_minutes 65 --eval_every 100   # resumes at step 400
 python -m gpt2.ngram --data "$DATA" --out gpt2/assets/ngram.safetensors --order 3 --min_count 2
 for m in tiny-target tiny-draft; do
     cp runs/$m/config.json runs/$m/model.safetensors runs/$m/train_log.json gpt2/assets/$m/
