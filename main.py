@@ -20,20 +20,6 @@ LEGEND = "green: draft token accepted, yellow: target's correction, blue: bonus 
 DEFAULT_PROMPT = "def read_lines(path):\n"
 
 
-class Counted:
-    """A model with a call counter and a stopwatch; the algorithm still sees a plain function."""
-
-    def __init__(self, model):
-        self.model, self.calls, self.seconds = model, 0, 0.0
-
-    def __call__(self, x, n=1):
-        start = time.perf_counter()
-        probs = self.model(x, n)
-        self.seconds += time.perf_counter() - start
-        self.calls += 1
-        return probs
-
-
 def check_options(prompt_ids, n_tokens, n_ctx, K, temperature, top_k, top_p, method):
     if method not in METHODS:
         raise ValueError(f"unknown --method {method!r}: choose one of {', '.join(METHODS)}")
@@ -54,33 +40,14 @@ def check_options(prompt_ids, n_tokens, n_ctx, K, temperature, top_k, top_p, met
         raise ValueError(f"--top_p must be in (0, 1]; got {top_p}")
 
 
-def decode(method, x, draft, target, N, K, seed, options, schedule="constant", confidence=None):
-    """Run one method; return its output ids, per-step stats and the wall time."""
-    from picospec.autoregressive import autoregressive_sampling
-    from picospec.greedy import greedy_decoding
-    from picospec.speculative import speculative_sampling
-
-    rng, stats = np.random.default_rng(seed), []
-    start = time.perf_counter()
-    if method == "autoregressive":
-        out = autoregressive_sampling(x, target, N, rng, stats=stats, **options)
-    elif method == "speculative":
-        out = speculative_sampling(x, draft, target, N, K, rng, stats=stats, **options)
-    else:
-        out = greedy_decoding(x, draft, target, N, K, stats=stats, schedule=schedule, confidence=confidence)
-    return out, stats, time.perf_counter() - start
-
-
-def report(method, x, out, stats, seconds, draft, target):
-    drafted = sum(s.get("K", 0) for s in stats)
-    accepted = sum(s.get("accepted", 0) for s in stats)
-    n_new = len(out) - len(x)
-    return {"method": method, "output_ids": [int(t) for t in out[len(x):]], "time_s": seconds,
-            "tokens_per_s": n_new / seconds, "target_calls": target.calls,
-            "draft_calls": draft.calls if method != "autoregressive" else 0,
-            "tokens_per_target_call": n_new / max(target.calls, 1),
+def report(method, x, run):
+    stats, n_new = run["stats"], len(run["output"]) - len(x)
+    drafted, accepted = sum(s["K"] for s in stats), sum(s["accepted"] for s in stats)
+    return {"method": method, "output_ids": [int(t) for t in run["output"][len(x):]], "time_s": run["seconds"],
+            "tokens_per_s": n_new / run["seconds"], "target_calls": run["target_calls"],
+            "draft_calls": run["draft_calls"], "tokens_per_target_call": n_new / run["target_calls"],
             "acceptance_rate": accepted / drafted if drafted else None,
-            "origins": [o for s in stats for o in s.get("origins", [])][:n_new]}
+            "origins": [o for s in stats for o in s["origins"]]}
 
 
 def colored(encoder, ids, origins, color):
@@ -110,6 +77,7 @@ def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: in
     --schedule heuristic / --confidence C choose K per step for --method greedy.
     """
     from gpt2.load import load_model
+    from picospec.bench import run_method
 
     if batch is not None:
         return main_batch(batch, n_tokens, K, temperature, top_k, top_p, seed, target, draft, device, offline,
@@ -127,13 +95,8 @@ def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: in
         raise ValueError(f"the prompt plus --n_tokens does not fit the draft's context window of {draft_model.n_ctx}")
     options = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
 
-    runs = []
-    for m in dict.fromkeys(["autoregressive", method]):
-        for model in (target_model, draft_model):
-            getattr(model, "reset", lambda: None)()  # a cold cache for each run, so neither reuses the other's work
-        t, d = Counted(target_model), Counted(draft_model)
-        out, stats, seconds = decode(m, x, d, t, n_tokens, K, seed, options, schedule, confidence)
-        runs.append(report(m, x, out, stats, seconds, d, t))
+    runs = [report(m, x, run_method(m, x, draft_model, target_model, n_tokens, K, seed, options, schedule, confidence))
+            for m in dict.fromkeys(["autoregressive", method])]
     result = {"prompt": prompt, "prompt_ids": [int(t) for t in x], "target": str(target),
               "draft": None if draft_model is None else str(draft), "K": K, "seed": seed, **options,
               "runs": [{**r, "text": encoder.decode(r["output_ids"])} for r in runs]}

@@ -34,20 +34,21 @@ class Timed:
         return out
 
 
-def run_method(method, x, draft, target, N, K, seed, options):
+def run_method(method, x, draft, target, N, K, seed, options, schedule="constant", confidence=None):
+    """One timed run from cold caches -> output ids, seconds, calls and time per model, per-step stats."""
     for model in (draft, target):
-        getattr(model, "reset", lambda: None)()
+        getattr(model, "reset", lambda: None)()  # neither run may reuse the other's cached work
     d, t, stats, rng = Timed(draft), Timed(target), [], np.random.default_rng(seed)
     start = time.perf_counter()
     if method == "autoregressive":
-        autoregressive_sampling(x, t, N, rng, stats=stats, **options)
+        out = autoregressive_sampling(x, t, N, rng, stats=stats, **options)
     elif method == "speculative":
-        speculative_sampling(x, d, t, N, K, rng, stats=stats, **options)
+        out = speculative_sampling(x, d, t, N, K, rng, stats=stats, **options)
     else:
-        greedy_decoding(x, d, t, N, K, stats=stats)
+        out = greedy_decoding(x, d, t, N, K, stats=stats, schedule=schedule, confidence=confidence)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "target_calls": t.calls, "draft_calls": d.calls, "tokens_per_call": N / t.calls,
-            "target_s": t.seconds, "draft_s": d.seconds, "stats": stats}
+    return {"output": out, "seconds": seconds, "target_calls": t.calls, "draft_calls": d.calls,
+            "tokens_per_call": N / t.calls, "target_s": t.seconds, "draft_s": d.seconds, "stats": stats}
 
 
 def per_position_acceptance(stats, K):
