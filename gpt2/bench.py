@@ -16,6 +16,7 @@ import numpy as np
 
 from gpt2.backend import get_xp, to_numpy
 from gpt2.engine import GPT2
+from gpt2.train import flatten
 
 SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12), "355M": dict(n_layer=24, n_embd=1024, n_head=16)}
 
@@ -60,7 +61,7 @@ def bench(size, device, n_cache, Ms, repeats):
     sync = (lambda: xp.cuda.Stream.null.synchronize()) if device == "gpu" else (lambda: None)
     hparams = dict(n_vocab=50257, n_ctx=1024, **SHAPES[size])
     model = GPT2(hparams, random_params(hparams, xp), device=device)
-    weight_bytes = sum(to_numpy(a).nbytes for a in _leaves(model.params)) - model.params["wpe"].nbytes
+    weight_bytes = sum(to_numpy(a).nbytes for a in flatten(model.params).values()) - model.params["wpe"].nbytes
     x = [int(t) for t in np.random.default_rng(1).integers(0, 50257, n_cache + max(Ms))]
     model(x[:n_cache])
 
@@ -74,12 +75,6 @@ def bench(size, device, n_cache, Ms, repeats):
             "cost_vs_1": {M: times[M] / times[1] for M in Ms}}
 
 
-def _leaves(tree):
-    if isinstance(tree, dict):
-        return [a for v in tree.values() for a in _leaves(v)]
-    if isinstance(tree, list):
-        return [a for v in tree for a in _leaves(v)]
-    return [tree]
 
 
 def main(sizes="124M,355M", device="cpu", n_cache=128, max_M=16, repeats=9):

@@ -14,7 +14,7 @@ Example (by hand): words {"abab": 2, "ab": 1} -> pair counts (a,b)=5, (b,a)=2 ->
 """
 from collections import Counter, defaultdict
 
-from gpt2.encoder import EOT, PATTERN, bytes_to_unicode
+from gpt2.encoder import EOT, PATTERN, bytes_to_unicode, merge_pair
 
 
 def count_words(texts):
@@ -51,15 +51,7 @@ def train_bpe(texts, vocab_size=4096, verbose=False):
             word, f = symbols[w], freqs[w]
             for pair in zip(word, word[1:]):  # take the word's old pairs out of the counts ...
                 pairs[pair] -= f
-            merged, i = [], 0
-            while i < len(word):
-                if i + 1 < len(word) and word[i] == first and word[i + 1] == second:
-                    merged.append(first + second)
-                    i += 2
-                else:
-                    merged.append(word[i])
-                    i += 1
-            symbols[w] = merged
+            merged = symbols[w] = merge_pair(word, first, second)
             for pair in zip(merged, merged[1:]):  # ... and its new pairs in
                 pairs[pair] += f
                 where[pair].add(w)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from gpt2.load import ASSETS, load_model
+from gpt2.train import flatten
 
 COMMANDS = ASSETS / "build.sh"
 SAMPLE_PROMPTS = ["def ", "class Parser:\n    def __init__(self", "import os\n\n\ndef list_files(path):\n"]
@@ -60,7 +61,7 @@ def main(data, n_windows=24):
         log = json.loads((ASSETS / name / "train_log.json").read_text())
         h = log["hparams"]
         model = target if name == "tiny-target" else drafts[name]
-        n_params = sum(a.size for a in _leaves(model.params)) if hasattr(model, "params") else 0
+        n_params = sum(a.size for a in flatten(model.params).values()) if hasattr(model, "params") else 0
         out.append(f"| {name} | {n_params / 1e6:.2f}M | {h['n_layer']} x {h['n_embd']} x {h['n_head']} | {h['n_ctx']} "
                    f"| {log['history'][-1]['tokens'] / 1e6:.2f}M | {mean_nll(model, val):.3f} | {log['seconds'] / 60:.0f} min "
                    f"| {log['machine']['cores']} CPU cores, numpy {log['machine']['numpy']}, 1 BLAS thread |")
@@ -89,12 +90,6 @@ def main(data, n_windows=24):
     print("\n".join(out))
 
 
-def _leaves(tree):
-    if isinstance(tree, dict):
-        return [a for v in tree.values() for a in _leaves(v)]
-    if isinstance(tree, list):
-        return [a for v in tree for a in _leaves(v)]
-    return [tree]
 
 
 if __name__ == "__main__":

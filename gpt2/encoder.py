@@ -41,17 +41,21 @@ def apply_merges(word, ranks):
         rank, i = min((ranks.get(pair, len(ranks)), i) for i, pair in enumerate(zip(parts, parts[1:])))
         if rank == len(ranks):
             break
-        first, second = parts[i], parts[i + 1]
-        merged, j = [], 0
-        while j < len(parts):  # merge every occurrence of this pair, left to right
-            if j + 1 < len(parts) and parts[j] == first and parts[j + 1] == second:
-                merged.append(first + second)
-                j += 2
-            else:
-                merged.append(parts[j])
-                j += 1
-        parts = merged
+        parts = merge_pair(parts, parts[i], parts[i + 1])
     return parts
+
+
+def merge_pair(parts, first, second):
+    """Merge every occurrence of the pair, left to right. Example: [a, b, a, b, b], (a, b) -> [ab, ab, b]."""
+    merged, j = [], 0
+    while j < len(parts):
+        if j + 1 < len(parts) and parts[j] == first and parts[j + 1] == second:
+            merged.append(first + second)
+            j += 2
+        else:
+            merged.append(parts[j])
+            j += 1
+    return merged
 
 
 class Encoder:

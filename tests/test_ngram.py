@@ -1,6 +1,5 @@
 """The n-gram draft: hand-checked probabilities, proper distributions, the model contract, save/load."""
 import numpy as np
-import pytest
 
 from gpt2.ngram import NGram
 

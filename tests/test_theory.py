@@ -23,7 +23,7 @@ def test_tokens_per_call_match_simulation_when_acceptance_is_iid():
     target, draft = Toy(np.tile(q, (3, 3, 1))), Toy(np.tile(p, (3, 3, 1)))
     alpha = np.minimum(p, q).sum()
     assert estimate_alpha(draft, target, [0, 1, 2, 0, 1]) == pytest.approx(alpha)
-    K, steps = 3, 0
+    K = 3
     rng = np.random.default_rng(0)
     stats = []
     for _ in range(3000):
