@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-METHODS = ("autoregressive", "speculative", "greedy")
+METHODS = ("autoregressive", "speculative", "greedy", "prompt_lookup")
 COLORS = {"draft": "\033[32m", "resample": "\033[33m", "bonus": "\033[34m"}  # green, yellow, blue
 LEGEND = "green: draft token accepted, yellow: target's correction, blue: bonus token from the target"
 DEFAULT_PROMPT = "def read_lines(path):\n"
@@ -70,11 +70,13 @@ def show(run, encoder, prompt, color):
 def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: int = 40, K: int = 4,
          temperature: float = 0.0, top_k: int = None, top_p: float = None, seed: int = 123,
          target: str = "tiny-target", draft: str = "tiny-draft", device: str = "cpu", offline: bool = None,
-         schedule: str = "constant", confidence: float = None, batch: str = None, json_output: bool = False):
+         schedule: str = "constant", confidence: float = None, max_ngram_size: int = 3, num_pred_tokens: int = 10,
+         batch: str = None, json_output: bool = False):
     """Decode `prompt` with `method` (and autoregressively, to compare). --json prints one JSON object instead.
 
     --batch FILE decodes every line of FILE (\\n escapes allowed) together with batched speculative sampling.
     --schedule heuristic / --confidence C choose K per step for --method greedy.
+    --max_ngram_size / --num_pred_tokens set prompt lookup's matching (it needs no draft model).
     """
     from gpt2.load import load_model
     from picospec.bench import run_method
@@ -84,21 +86,25 @@ def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: in
                           json_output)
 
     target_model, encoder = load_model(str(target), device, offline)
-    draft_model, draft_encoder = (None, None) if method == "autoregressive" else load_model(str(draft), device, offline)
+    no_draft = method in ("autoregressive", "prompt_lookup")
+    draft_model = None if no_draft else load_model(str(draft), device, offline)[0]
     if draft_model is not None and draft_model.n_vocab != target_model.n_vocab:
         raise ValueError(f"draft {draft!r} has {draft_model.n_vocab} tokens but target {target!r} has "
                          f"{target_model.n_vocab}: speculative decoding needs one vocabulary; pick a matching pair")
     prompt = str(prompt)
     x = encoder.encode(prompt)
     check_options(x, n_tokens, target_model.n_ctx, K, temperature, top_k, top_p, method)
-    if draft_model is not None and len(x) + n_tokens + K > getattr(draft_model, "n_ctx", 10**9):
+    if draft_model is not None and len(x) + n_tokens > getattr(draft_model, "n_ctx", 10**9):
         raise ValueError(f"the prompt plus --n_tokens does not fit the draft's context window of {draft_model.n_ctx}")
     options = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
 
-    runs = [report(m, x, run_method(m, x, draft_model, target_model, n_tokens, K, seed, options, schedule, confidence))
+    method_options = {"greedy": {"schedule": schedule, "confidence": confidence},
+                      "prompt_lookup": {"max_ngram_size": max_ngram_size, "num_pred_tokens": num_pred_tokens}}
+    runs = [report(m, x, run_method(m, x, draft_model, target_model, n_tokens, K, seed, options,
+                                    **method_options.get(m, {})))
             for m in dict.fromkeys(["autoregressive", method])]
     result = {"prompt": prompt, "prompt_ids": [int(t) for t in x], "target": str(target),
-              "draft": None if draft_model is None else str(draft), "K": K, "seed": seed, **options,
+              "draft": None if no_draft else str(draft), "K": K, "seed": seed, **options,
               "runs": [{**r, "text": encoder.decode(r["output_ids"])} for r in runs]}
     if len(runs) == 2:
         result["speedup"] = runs[0]["time_s"] / runs[1]["time_s"]

@@ -16,6 +16,7 @@ import numpy as np
 
 from picospec.autoregressive import autoregressive_sampling
 from picospec.greedy import greedy_decoding
+from picospec.prompt_lookup import prompt_lookup_decoding
 from picospec.speculative import speculative_sampling
 from picospec.theory import estimate_alpha, expected_speedup, expected_tokens_per_call
 
@@ -34,7 +35,7 @@ class Timed:
         return out
 
 
-def run_method(method, x, draft, target, N, K, seed, options, schedule="constant", confidence=None):
+def run_method(method, x, draft, target, N, K, seed, options, **method_options):
     """One timed run from cold caches -> output ids, seconds, calls and time per model, per-step stats."""
     for model in (draft, target):
         getattr(model, "reset", lambda: None)()  # neither run may reuse the other's cached work
@@ -44,8 +45,10 @@ def run_method(method, x, draft, target, N, K, seed, options, schedule="constant
         out = autoregressive_sampling(x, t, N, rng, stats=stats, **options)
     elif method == "speculative":
         out = speculative_sampling(x, d, t, N, K, rng, stats=stats, **options)
+    elif method == "greedy":
+        out = greedy_decoding(x, d, t, N, K, stats=stats, **method_options)
     else:
-        out = greedy_decoding(x, d, t, N, K, stats=stats, schedule=schedule, confidence=confidence)
+        out = prompt_lookup_decoding(x, t, N, rng, stats=stats, **method_options, **options)
     seconds = time.perf_counter() - start
     return {"output": out, "seconds": seconds, "target_calls": t.calls, "draft_calls": d.calls,
             "tokens_per_call": N / t.calls, "target_s": t.seconds, "draft_s": d.seconds, "stats": stats}

@@ -14,7 +14,7 @@ def run(*args):
                           env={"PICOSPEC_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
 
 
-@pytest.mark.parametrize("method", ["speculative", "greedy"])
+@pytest.mark.parametrize("method", ["speculative", "greedy", "prompt_lookup"])
 def test_json_output_and_temperature_zero_equality(method):
     r = run("--method", method, "--K", "3", "--n_tokens", "24", "--json")
     assert r.returncode == 0, r.stderr

@@ -1,0 +1,56 @@
+"""Prompt lookup decoding (Saxena 2023, "Prompt Lookup Decoding"; in transformers as `prompt_lookup_num_tokens`):
+speculative decoding whose draft is a string match in the sequence itself instead of a draft model.
+
+Options as users know them: `max_ngram_size` (default 3) and `num_pred_tokens` (default 10).
+
+Drafting: for n = max_ngram_size down to 1, take the last n tokens and find their first earlier occurrence (not the
+trailing n-gram itself); the tokens that followed it, at most num_pred_tokens and at most up to the end of the
+sequence (as transformers truncates), are the draft. No match for any n: no draft, and the step is one plain target call.
+
+Worked examples (max_ngram_size=3, num_pred_tokens=2):
+    x = [1, 2, 3, 4, 1, 2, 3]      last 3-gram [1, 2, 3] occurs at 0 -> draft [4, 1]
+    x = [5, 1, 2, 9, 1, 2, 7, 1, 2] no 3-gram match; 2-gram [1, 2] occurs first at 1 -> draft [9, 1]
+    x = [1, 2, 3]                  no match -> []
+    x = [7, 8, 7]                  1-gram [7] at 0 -> draft [8, 7] (the continuation runs to the very end)
+
+Verification (notation of Chen et al. 2023: p = draft, q = target). The draft is a deterministic function of the
+sequence, i.e. a one-hot proposal p = e_x. Rejection sampling with it stays lossless: x is kept with probability
+min(1, q(x) / 1) = q(x), and on rejection the residual norm(max(0, q - e_x)) is q with x removed and renormalised.
+At temperature 0 q is one-hot too, so this is exactly greedy exact-match verification.
+"""
+import numpy as np
+
+from picospec.sampling import check_inputs, warp
+from picospec.verify import verify_chain
+
+
+def find_candidates(x, max_ngram_size=3, num_pred_tokens=10):
+    """The draft: what followed the first earlier occurrence of the longest matching trailing n-gram."""
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        ngram = x[-n:]
+        for start in range(len(x) - n):  # windows x[start:start+n] before the trailing one
+            if x[start:start + n] == ngram:
+                return x[start + n:start + n + num_pred_tokens]
+    return []
+
+
+def prompt_lookup_decoding(x, target_model, N, rng, max_ngram_size=3, num_pred_tokens=10, stats=None,
+                           **sampling_options):
+    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at temperature 0)."""
+    check_inputs(x, N, num_pred_tokens, **sampling_options)
+    x = [int(t) for t in x]
+    T = len(x) + N
+    while len(x) < T:
+        # Step 1: draft by string matching, at most the tokens still needed
+        drafts = find_candidates(x, max_ngram_size, num_pred_tokens)[: T - len(x) - 1]
+        # Step 2: one target call scores every draft position and the one after
+        Q = warp(target_model(x + drafts, len(drafts) + 1), **sampling_options)  # [k + 1, V]
+        P = np.zeros((len(drafts), Q.shape[-1]), dtype=Q.dtype)  # one-hot proposals [k, V]
+        P[np.arange(len(drafts)), drafts] = 1
+        # Step 3: the lossless verification core, as for any draft
+        n, token, origin = verify_chain(drafts, P, Q, rng)
+        new = drafts[:n] + [token]
+        x.extend(new)
+        if stats is not None:
+            stats.append({"K": len(drafts), "accepted": n, "tokens": new, "origins": ["draft"] * n + [origin]})
+    return x

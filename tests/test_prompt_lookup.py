@@ -1,0 +1,62 @@
+"""Prompt lookup decoding: hand-checked candidate search, greedy equality, and the target's exact law when sampling."""
+import numpy as np
+import pytest
+
+import picospec.prompt_lookup as pl
+from checker import SAMPLES, check_law, exact_law
+from picospec.autoregressive import autoregressive_sampling
+from picospec.prompt_lookup import find_candidates, prompt_lookup_decoding
+from toy import random_toy
+
+
+@pytest.mark.parametrize("x, expected", [
+    ([1, 2, 3, 4, 1, 2, 3], [4, 1]),  # match found (3-gram)
+    ([5, 1, 2, 9, 1, 2, 7, 1, 2], [9, 1]),  # several 2-gram matches: the first wins; no 3-gram match
+    ([1, 2, 3], []),  # no match
+    ([7, 8, 7], [8, 7]),  # match whose continuation runs to the very end
+    ([4, 4], [4]),  # the smallest case: 1-gram at 0, continuation is the last token
+    ([9], []),
+])
+def test_candidate_search_by_hand(x, expected):
+    assert find_candidates(x, max_ngram_size=3, num_pred_tokens=2) == expected
+
+
+def test_longest_ngram_preferred():
+    x = [1, 9, 5, 2, 1, 7, 6, 2, 1]  # 1-gram [1] first at 0 -> [9, ...], but 2-gram [2, 1] at 3 -> [7, 6]
+    assert find_candidates(x, 3, 2) == [7, 6]
+    assert find_candidates(x, 1, 2) == [9, 5]
+
+
+@pytest.mark.parametrize("max_ngram_size, num_pred_tokens", [(3, 10), (2, 3), (1, 1)])
+def test_temperature_zero_equals_greedy(max_ngram_size, num_pred_tokens):
+    stats = []
+    for seed in range(5):
+        target = random_toy(4, seed, concentration=0.2)  # peaked: greedy text repeats, so matches are found
+        x = [1, 2, 3, 1, 2]
+        out = prompt_lookup_decoding(x, target, 30, np.random.default_rng(0), max_ngram_size, num_pred_tokens,
+                                     stats=stats, temperature=0)
+        assert out == autoregressive_sampling(x, target, 30, np.random.default_rng(0), temperature=0)
+    assert sum(s["accepted"] for s in stats) > 0  # drafts were found and some accepted
+
+
+PROMPT, N = [0, 1, 2, 0, 1], 5
+TARGET = random_toy(3, seed=7)
+
+
+def runs(n=SAMPLES, **options):
+    rng = np.random.default_rng(0)
+    return [tuple(prompt_lookup_decoding(PROMPT, TARGET, N, rng, 2, 3, **options)[len(PROMPT):]) for _ in range(n)]
+
+
+@pytest.mark.parametrize("options", [{}, dict(temperature=0.6, top_k=2)])
+def test_joint_law_equals_target(options):
+    check_law(runs(**options), exact_law(TARGET, PROMPT, N, **options))
+
+
+def test_accepting_every_match_is_rejected(monkeypatch):
+    """Broken variant: keep every proposed token (copying without verification) -> caught by the same check."""
+    from picospec.sampling import sample
+
+    monkeypatch.setattr(pl, "verify_chain", lambda d, P, Q, rng: (len(d), sample(Q[len(d)], rng), "bonus"))
+    with pytest.raises(AssertionError, match="differs from the target"):
+        check_law(runs(), exact_law(TARGET, PROMPT, N))
