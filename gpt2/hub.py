@@ -60,7 +60,7 @@ def resolve(name, offline=None, cache=None):
         if not (folder / file).exists():
             if is_offline(offline):
                 raise ValueError(f"offline: {folder / file} is not in the cache; run once online to download {repo}, "
-                                 "or unset PICOSPEC_OFFLINE")
+                                 "or drop --offline and unset PICOSPEC_OFFLINE")
             folder.mkdir(parents=True, exist_ok=True)
             base = os.environ.get("PICOSPEC_HUB_URL", "https://huggingface.co").rstrip("/")
             download(f"{base}/{repo}/resolve/main/{file}", folder / file)
