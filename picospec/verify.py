@@ -8,6 +8,8 @@ accepted with probability min(p(x), q(x)); rejection happens with probability 1 
 and then draws from norm(max(0, q - p)), adding exactly max(0, q(x) - p(x)). Together: min(p, q) + max(0, q - p) = q.
 Shapes: K drafted tokens, V = n_vocab.
 """
+import numpy as np
+
 from picospec.sampling import residual, sample
 
 
@@ -30,3 +32,41 @@ def verify_chain(drafts, P, Q, rng):
         if not accepted:
             return t, token, "resample"
     return len(drafts), sample(Q[len(drafts)], rng), "bonus"
+
+
+def verify_tree(tokens, parents, Q, rng, P=None):
+    """Multi-draft verification of a token tree by recursive rejection sampling over siblings (SpecInfer, Miao et
+    al. 2024, arXiv:2305.09781, Algorithm "multi-step speculative sampling"; the same rule verifies EAGLE's trees).
+
+    tokens/parents as in model.tree(); Q [1 + m, V] target distributions (row 0 after the root, row 1 + i after
+    node i); P [m, V] the distribution each node's token was proposed from (None: every node is a deterministic
+    proposal, a one-hot at its own token, as for top-k or retrieved candidates).
+    At a node with target law q, its children c1, c2, .. are tried in order: c is kept with probability
+    min(1, q(x_c) / p_c(x_c)) and the walk moves to it; a rejection replaces q by the residual norm(max(0, q - p_c))
+    and tries the next sibling. When no child is left, the next token is drawn from q. For one child this is
+    `accept_or_resample`; for siblings drawn independently from p (or deterministic distinct tokens) every
+    rejection step is the single-draft rule applied to the law left over, so the output follows the target.
+    -> (path: accepted node indices, next token, its origin "resample" or "bonus").
+    """
+    kids = {-1: []}
+    for i, p in enumerate(parents):
+        kids.setdefault(p, []).append(i)
+    node, path = -1, []
+    while True:
+        q = Q[node + 1]
+        for c in kids.get(node, []):
+            x = tokens[c]
+            p = P[c] if P is not None else one_hot(x, len(q), q.dtype)
+            if rng.random() < min(1, q[x] / p[x]):
+                node = c
+                path.append(c)
+                break
+            q = residual(q, p)
+        else:  # no child left: the walk ends here
+            return path, sample(q, rng), "resample" if kids.get(node) else "bonus"
+
+
+def one_hot(x, V, dtype):
+    e = np.zeros(V, dtype=dtype)
+    e[x] = 1
+    return e

@@ -33,3 +33,29 @@ def perturbed(model, eps, seed):
     """A draft near the target: mix each row with a random one (eps = 0 gives the same model)."""
     other = random_toy(model.n_vocab, seed).table
     return Toy((1 - eps) * model.table + eps * other)
+
+
+class ToyTree(Toy):
+    """A toy model with the engine's tree interface: tree(x, tokens, parents) scores every node's path exactly."""
+
+    def tree(self, x, tokens, parents, hidden=False, probs=False):
+        self.calls += 1
+        rows = [self(list(x))[-1]]
+        for i in range(len(tokens)):
+            path, node = [], i
+            while node >= 0:
+                path.append(tokens[node])
+                node = parents[node]
+            rows.append(self(list(x) + path[::-1])[-1])
+        out = np.stack(rows)
+        return out if probs else np.log(np.maximum(out, 1e-300))
+
+    def accept(self, path):
+        pass
+
+    def reset(self):
+        pass
+
+
+def random_toy_tree(V, seed, concentration=1.0, zeros=0.0):
+    return ToyTree(random_toy(V, seed, concentration, zeros).table)

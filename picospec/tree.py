@@ -1,0 +1,171 @@
+"""Token trees shared by every tree method (Medusa, REST, lookahead, SpecInfer-style verification).
+
+Notation of Medusa (Cai et al. 2024, arXiv:2401.10774), section 2.1.2 "tree attention", and its reference code:
+`medusa_choices` lists the tree's nodes, each as the path of candidate ranks that leads to it: [0, 2] is "head 1's
+top-1 candidate, then head 2's third candidate below it". Node 0 of the buffers is the root: the token the LM head
+chose, already decided. Shapes: n = 1 + len(choices) tree rows (root included), L = number of leaves, D = max depth.
+
+Buffers (`medusa_buffers(choices, topk)`), for the flat candidate vector [root, head 1's topk, head 2's topk, ...]:
+    tree_indices      [n]       where each node's token sits in that flat vector: 1 + depth_offset + rank
+    position_ids      [n]       depth of each node (the root 0): positions are prefix length + depth
+    retrieve_indices  [L, D+1]  one row per leaf: the nodes on its root-to-leaf path, -1 padded
+    attn_mask         [n, n]    node i sees node j when j is i or an ancestor of i
+    parents           [n - 1]   for the engine's tree(): parent node of node i (-1: the root)
+
+The worked example of the Medusa article, choices [[0], [0, 0], [0, 1], [0, 2], [1], [1, 0], [1, 1], [1, 2]] with 10
+candidates per head, gives tree_indices [0, 1, 2, 11, 12, 13, 11, 12, 13], position_ids [0, 1, 1, 2, 2, 2, 2, 2, 2]
+and retrieve_indices [[0, 2, 8], [0, 2, 7], [0, 2, 6], [0, 1, 5], [0, 1, 4], [0, 1, 3]] (tests/test_tree.py).
+
+Tries (`trie(sequences)`) are the other way in: candidate continuations (REST's retrievals, lookahead's n-grams)
+merged on shared prefixes into (tokens, parents), a node per distinct prefix, in first-seen order.
+"""
+import numpy as np
+
+
+def sort_choices(choices):
+    """Medusa's node order: by depth, then by the ranks along the path."""
+    return sorted((tuple(int(r) for r in c) for c in choices), key=lambda c: (len(c), c))
+
+
+def check_choices(choices, n_heads=None, topk=None):
+    """Clear errors for trees that cannot be built, naming the offending node."""
+    if not choices:
+        raise ValueError("medusa_choices is empty: give at least one node, e.g. [[0]]")
+    seen = set()
+    for c in choices:
+        c = tuple(c)
+        if len(c) == 0:
+            raise ValueError("medusa_choices holds an empty path; the root is implicit, list only nodes below it")
+        if c in seen:
+            raise ValueError(f"medusa_choices lists node {list(c)} twice")
+        if any(int(r) != r or r < 0 for r in c):
+            raise ValueError(f"node {list(c)}: ranks must be non-negative integers")
+        if n_heads is not None and len(c) > n_heads:
+            raise ValueError(f"node {list(c)} has depth {len(c)} but there are only {n_heads} heads: one head per level")
+        if topk is not None and max(c) >= topk:
+            raise ValueError(f"node {list(c)} asks for candidate rank {max(c)} but each head offers only {topk} "
+                             f"candidates (ranks 0..{topk - 1})")
+        seen.add(c)
+    for c in seen:
+        if len(c) > 1 and c[:-1] not in seen:
+            raise ValueError(f"node {list(c)} has no parent: add {list(c[:-1])} to medusa_choices")
+
+
+def medusa_buffers(choices, topk=10, n_heads=None):
+    """The buffers of the module docstring from medusa_choices (numpy int64 / bool arrays)."""
+    check_choices(choices, n_heads, topk)
+    nodes = sort_choices(choices)
+    index = {c: i + 1 for i, c in enumerate(nodes)}  # row of each node; the root is row 0
+    n = len(nodes) + 1
+    tree_indices = np.array([0] + [1 + (len(c) - 1) * topk + c[-1] for c in nodes], dtype=np.int64)
+    position_ids = np.array([0] + [len(c) for c in nodes], dtype=np.int64)
+    parents = [index.get(c[:-1], 0) - 1 for c in nodes]  # engine convention: node i is row i + 1, -1 the root
+    attn_mask = np.eye(n, dtype=bool)
+    attn_mask[:, 0] = True
+    for c in nodes:
+        for d in range(1, len(c)):
+            attn_mask[index[c], index[c[:d]]] = True
+    leaves = [c for c in nodes if not any(len(o) == len(c) + 1 and o[:-1] == c for o in nodes)]
+    depth = max(len(c) for c in nodes)
+    retrieve = np.full((len(leaves), depth + 1), -1, dtype=np.int64)
+    for row, leaf in enumerate(reversed(leaves)):  # the article's order: the last leaf first
+        retrieve[row, :len(leaf) + 1] = [0] + [index[leaf[:d]] for d in range(1, len(leaf) + 1)]
+    return {"tree_indices": tree_indices, "position_ids": position_ids, "retrieve_indices": retrieve,
+            "attn_mask": attn_mask, "parents": parents, "nodes": nodes}
+
+
+def trie(sequences):
+    """Merge token sequences on shared prefixes -> (tokens, parents, counts): a node per distinct prefix.
+
+    parents[i] < i, -1 below the current last token; counts[i] = how many sequences pass through node i.
+    Example: trie([[5, 6], [5, 7], [8]]) -> tokens [5, 6, 7, 8], parents [-1, 0, 0, -1], counts [2, 1, 1, 1].
+    """
+    tokens, parents, counts, child = [], [], [], {}
+    for seq in sequences:
+        node = -1
+        for t in seq:
+            key = (node, int(t))
+            if key not in child:
+                child[key] = len(tokens)
+                tokens.append(int(t))
+                parents.append(node)
+                counts.append(0)
+            node = child[key]
+            counts[node] += 1
+    return tokens, parents, counts
+
+
+def prune(tokens, parents, counts, budget):
+    """Keep the `budget` most frequent nodes, shallower first on ties (a node is never rarer than its child and is
+    shallower, so the kept nodes form a subtree)."""
+    depth = []
+    for p in parents:
+        depth.append(depth[p] + 1 if p >= 0 else 1)
+    order = sorted(range(len(tokens)), key=lambda i: (-counts[i], depth[i], i))[:budget]
+    keep = sorted(order)  # parents come before children in a trie, and a kept node's parent is kept too
+    new = {old: i for i, old in enumerate(keep)}
+    return [tokens[i] for i in keep], [new[parents[i]] if parents[i] >= 0 else -1 for i in keep], \
+        [counts[i] for i in keep]
+
+
+def children(parents):  # -> {node: [its children, in order]}, node -1 the root
+    kids = {-1: []}
+    for i, p in enumerate(parents):
+        kids.setdefault(p, []).append(i)
+        kids.setdefault(i, [])
+    return kids
+
+
+def greedy_path(tokens, parents, logits):
+    """Exact-match verification of a tree at temperature 0: the longest path whose every token is the argmax of
+    its parent's row. logits [1 + m, V] as from model.tree(): row 0 after the root, row 1 + i after node i.
+    -> (path: node indices, next token: argmax after the path's last node)."""
+    kids, node, path = children(parents), -1, []
+    while True:
+        best = int(np.argmax(logits[node + 1]))
+        nxt = next((c for c in kids[node] if tokens[c] == best), None)
+        if nxt is None:
+            return path, best
+        path.append(nxt)
+        node = nxt
+
+
+def paths(parents):
+    """Root-to-leaf node lists, one per leaf, in node order."""
+    kids = children(parents)
+    out = []
+    for leaf in (i for i in range(len(parents)) if not kids[i]):
+        path, node = [], leaf
+        while node >= 0:
+            path.append(node)
+            node = parents[node]
+        out.append(path[::-1])
+    return out
+
+
+def expected_length(values):
+    """Expected tokens per step of a tree whose node i is accepted with probability values[i] (the product of
+    per-level acceptance along its path, as in Medusa's sparse-tree construction): 1 (the root's bonus) + sum."""
+    return 1.0 + float(np.sum(values))
+
+
+def sparse_tree(accuracy, budget):
+    """Medusa's sparse tree: greedily add the node of largest expected contribution until `budget` nodes.
+
+    accuracy [n_heads, topk]: accuracy[k][r] = P(head k+1's rank-r candidate is right), measured on a calibration
+    set. A node [r1, .., rd] is accepted with probability prod_j accuracy[j][r_j] (heads treated as independent);
+    expected tokens per step = 1 + sum of those products. A child never beats its parent, so greedy growth from the
+    frontier is optimal for this objective. -> choices (sorted), expected tokens per step.
+    """
+    accuracy = np.asarray(accuracy, dtype=np.float64)
+    n_heads, topk = accuracy.shape
+    frontier = {(r,): accuracy[0, r] for r in range(topk)}
+    chosen = []
+    while frontier and len(chosen) < budget:
+        node = max(frontier, key=lambda c: (frontier[c], [-r for r in c]))
+        value = frontier.pop(node)
+        chosen.append((node, value))
+        if len(node) < n_heads:
+            for r in range(topk):
+                frontier[node + (r,)] = value * accuracy[len(node), r]
+    return [list(c) for c in sort_choices(c for c, _ in chosen)], expected_length([v for _, v in chosen])
