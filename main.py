@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 
-METHODS = ("autoregressive", "speculative", "greedy", "prompt_lookup")
+METHODS = ("autoregressive", "speculative", "greedy", "prompt_lookup", "medusa", "blockwise", "rest", "lookahead")
+NO_DRAFT = ("autoregressive", "prompt_lookup", "medusa", "blockwise", "rest", "lookahead")  # no draft model needed
 COLORS = {"draft": "\033[32m", "resample": "\033[33m", "bonus": "\033[34m"}  # green, yellow, blue
 LEGEND = "green: draft token accepted, yellow: target's correction, blue: bonus token from the target"
 DEFAULT_PROMPT = "def read_lines(path):\n"
@@ -71,12 +72,20 @@ def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: in
          temperature: float = 0.0, top_k: int = None, top_p: float = None, seed: int = 123,
          target: str = "tiny-target", draft: str = "tiny-draft", device: str = "cpu", offline: bool = None,
          schedule: str = "constant", confidence: float = None, max_ngram_size: int = 3, num_pred_tokens: int = 10,
-         batch: str = None, json_output: bool = False):
+         heads: str = None, tree: str = "sparse", topk: int = 10, posterior: str = "greedy",
+         posterior_threshold: float = 0.09, posterior_alpha: float = 0.3, merged: bool = True,
+         datastore: str = None, num_draft_nodes: int = 7, max_matches: int = 100, draft_len: int = 10,
+         window: int = 4, ngram: int = 3, guesses: int = 4, batch: str = None, json_output: bool = False):
     """Decode `prompt` with `method` (and autoregressively, to compare). --json prints one JSON object instead.
 
     --batch FILE decodes every line of FILE (\\n escapes allowed) together with batched speculative sampling.
     --schedule heuristic / --confidence C choose K per step for --method greedy.
     --max_ngram_size / --num_pred_tokens set prompt lookup's matching (it needs no draft model).
+    --method medusa: --heads DIR (default: the backbone's medusa/ folder), --tree sparse|chain|cartesian|'[[0],[0,0]]',
+      --topk, --posterior greedy|typical|nucleus|lossless, --posterior_threshold (epsilon), --posterior_alpha (delta).
+    --method blockwise: --K is the block size k (heads from the backbone's blockwise/ folder); --merged/--nomerged.
+    --method rest: --datastore FILE.npz (default: built once from the standard library's train split, cached),
+      --num_draft_nodes, --max_matches, --draft_len.  --method lookahead: --window W, --ngram N, --guesses G.
     """
     from gpt2.load import load_model
     from picospec.bench import run_method
@@ -86,7 +95,7 @@ def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: in
                           json_output)
 
     target_model, encoder = load_model(str(target), device, offline)
-    no_draft = method in ("autoregressive", "prompt_lookup")
+    no_draft = method in NO_DRAFT
     draft_model = None if no_draft else load_model(str(draft), device, offline)[0]
     if draft_model is not None and draft_model.n_vocab != target_model.n_vocab:
         raise ValueError(f"draft {draft!r} has {draft_model.n_vocab} tokens but target {target!r} has "
@@ -99,7 +108,23 @@ def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: in
     options = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
 
     method_options = {"greedy": {"schedule": schedule, "confidence": confidence},
-                      "prompt_lookup": {"max_ngram_size": max_ngram_size, "num_pred_tokens": num_pred_tokens}}
+                      "prompt_lookup": {"max_ngram_size": max_ngram_size, "num_pred_tokens": num_pred_tokens},
+                      "lookahead": {"window": window, "ngram": ngram, "guesses": guesses}}
+    if method == "medusa":
+        method_options["medusa"] = medusa_options(str(target), target_model, heads, tree, topk, posterior,
+                                                  posterior_threshold, posterior_alpha, offline)
+    elif method == "blockwise":
+        from gpt2.load import heads_folder, heads_function
+
+        fn, config = heads_function(heads_folder(str(target), "blockwise", heads, offline), target_model)
+        if K > config["n_heads"] + 1:
+            raise ValueError(f"--K {K} is more than the {config['n_heads']} blockwise heads + 1 allow; use --K <= "
+                             f"{config['n_heads'] + 1}")
+        method_options["blockwise"] = {"heads": lambda h: fn(h)[:K - 1], "merged": merged}  # p_2..p_K
+    elif method == "rest":
+        method_options["rest"] = {"datastore": rest_datastore(datastore, str(target), encoder),
+                                  "num_draft_nodes": num_draft_nodes, "max_matches": max_matches,
+                                  "draft_len": draft_len}
     runs = [report(m, x, run_method(m, x, draft_model, target_model, n_tokens, K, seed, options,
                                     **method_options.get(m, {})))
             for m in dict.fromkeys(["autoregressive", method])]
@@ -122,6 +147,60 @@ def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: in
         print(f"speedup {result['speedup']:.2f}x over autoregressive; texts {same}{note}")
         if color:
             print(LEGEND)
+
+
+def medusa_options(target, model, heads, tree, topk, posterior, threshold, alpha, offline):
+    """The heads function, the tree (medusa_choices) and the posterior for --method medusa."""
+    from gpt2.load import heads_folder, heads_function
+    from picospec.medusa import POSTERIORS, cartesian_choices, chain_choices
+
+    if posterior not in POSTERIORS:
+        raise ValueError(f"unknown --posterior {posterior!r}: choose one of {', '.join(POSTERIORS)}")
+    folder = heads_folder(target, "medusa", heads, offline)
+    fn, config = heads_function(folder, model)
+    n = config["n_heads"]
+    if tree == "sparse":
+        if not (folder / "medusa_choices.json").exists():
+            raise ValueError(f"no sparse tree in {folder} (medusa_choices.json): build one with `python -m "
+                             f"picospec.bench_trees --build DIR --budgets 7` or pass --tree chain, cartesian or a list of paths")
+        choices = json.loads((folder / "medusa_choices.json").read_text())["medusa_choices"]
+    elif tree == "chain":
+        choices = chain_choices(n)
+    elif tree == "cartesian":
+        choices = cartesian_choices(min(n, 3), 2)
+    else:
+        try:
+            choices = json.loads(tree) if isinstance(tree, str) else [list(c) for c in tree]
+        except json.JSONDecodeError:
+            raise ValueError(f"--tree {tree!r}: use sparse, chain, cartesian or a JSON list like '[[0],[0,0],[1]]'")
+    return {"heads": fn, "medusa_choices": choices, "topk": topk, "posterior": posterior, "epsilon": threshold,
+            "delta": alpha}
+
+
+def rest_datastore(path, target, encoder):
+    """Load --datastore FILE, or build it (once) from the standard library's train split with the model's tokenizer."""
+    from pathlib import Path
+
+    from picospec.rest import Datastore
+
+    if path is not None and Path(path).exists():
+        return Datastore.load(path)
+    from tqdm import tqdm
+
+    from gpt2.corpus import split_files, stdlib_files, tokenize
+    from gpt2.hub import cache_dir
+
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in target)
+    path = Path(path) if path is not None else cache_dir() / "rest" / f"{safe}-stdlib-train.npz"
+    if path.exists():
+        return Datastore.load(path)
+    print(f"building the REST datastore {path} (once) from the standard library's train split", file=sys.stderr)
+    files = split_files(stdlib_files())["train"]
+    ids = [t for f in tqdm(files, desc="tokenize", unit="file") for t in tokenize([f], encoder)]
+    store = Datastore.build(np.array(ids, dtype=np.uint16 if encoder.n_vocab <= 65536 else np.int64), progress=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    store.save(path)
+    return store
 
 
 def main_batch(path, n_tokens, K, temperature, top_k, top_p, seed, target, draft, device, offline, json_output):

@@ -148,26 +148,40 @@ def cross_entropy_backward(cache):
     return dlogits / (B * T)
 
 
-def gpt2_forward_backward(params, hparams, ids, targets):
-    """Mean cross-entropy of next-token prediction and its gradient, in the params tree's layout."""
+def gpt2_hidden_forward(params, hparams, ids):  # [B, T] -> final hidden states h [B, T, C] (after ln_f), cache
     x, c_emb = embedding_forward(ids, params["wte"], params["wpe"])
     caches = []
     for p in params["blocks"]:
         x, c = block_forward(x, p, hparams["n_head"])
         caches.append(c)
     h, c_lnf = layernorm_forward(x, **params["ln_f"])
-    logits = h @ params["wte"].T  # [B, T, V]
-    loss, c_ce = cross_entropy_forward(logits, targets)
-    dlogits = cross_entropy_backward(c_ce)
-    C = h.shape[-1]
-    dh = dlogits @ params["wte"]
-    dwte_head = dlogits.reshape(-1, dlogits.shape[-1]).T @ h.reshape(-1, C)  # [V, C]
+    return h, (c_emb, caches, c_lnf)
+
+
+def gpt2_hidden_backward(dh, cache, params):  # dh [B, T, C] -> grads of every param (wte: embedding use only)
+    c_emb, caches, c_lnf = cache
     dx, dg, db = layernorm_backward(dh, c_lnf)
     grads = {"ln_f": {"g": dg, "b": db}, "blocks": [None] * len(params["blocks"])}
     for i in reversed(range(len(params["blocks"]))):
         dx, grads["blocks"][i] = block_backward(dx, caches[i], params["blocks"][i])
-    dwte, dwpe = embedding_backward(dx, c_emb)
-    grads["wte"], grads["wpe"] = dwte + dwte_head, dwpe
+    grads["wte"], grads["wpe"] = embedding_backward(dx, c_emb)
+    return grads
+
+
+def lm_head_forward_backward(h, wte, targets):  # tied LM head: loss, dh [B, T, C], dwte [V, C]
+    logits = h @ wte.T  # [B, T, V]
+    loss, c_ce = cross_entropy_forward(logits, targets)
+    dlogits = cross_entropy_backward(c_ce)
+    C = h.shape[-1]
+    return loss, dlogits @ wte, dlogits.reshape(-1, dlogits.shape[-1]).T @ h.reshape(-1, C)
+
+
+def gpt2_forward_backward(params, hparams, ids, targets):
+    """Mean cross-entropy of next-token prediction and its gradient, in the params tree's layout."""
+    h, cache = gpt2_hidden_forward(params, hparams, ids)
+    loss, dh, dwte_head = lm_head_forward_backward(h, params["wte"], targets)
+    grads = gpt2_hidden_backward(dh, cache, params)
+    grads["wte"] = grads["wte"] + dwte_head
     return loss, grads
 
 

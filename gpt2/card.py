@@ -83,6 +83,7 @@ def main(data, n_windows=24):
         for _ in range(60):
             x.append(int(target(x)[-1].argmax()))
         out += ["```python", encoder.decode(x), "```", ""]
+    out += heads_section(target.hparams)
     out += ["## Files", "", "| file | bytes | sha256 |", "|---|---|---|"]
     for path in sorted(p for p in ASSETS.rglob("*") if p.is_file() and p.name not in ("README.md",)):
         out.append(f"| {path.relative_to(ASSETS)} | {path.stat().st_size} | {sha256(path)} |")
@@ -91,6 +92,26 @@ def main(data, n_windows=24):
     print("\n".join(out))
 
 
+def heads_section(hparams):
+    """Trained heads shipped beside tiny-target (MEDUSA-1 heads, Blockwise heads): size, training, accuracy."""
+    out = ["## Heads on tiny-target", "", "Trained by `python -m gpt2.train_heads` (commands in build.sh) with the "
+           "backbone frozen; accuracy on 8 x 8 windows of 128 tokens of val.bin, measured at the end of training: "
+           "top-k = the true token is among the head's k most likely (head k guesses k + 1 places ahead).", "",
+           "| heads | K | block | parameters | tokens seen | training time | top-1 per head (LM head first) "
+           "| top-5 per head |", "|---|---|---|---|---|---|---|---|"]
+    for kind in ("medusa", "blockwise"):
+        path = ASSETS / "tiny-target" / kind / "heads.json"
+        if not path.exists():
+            continue
+        r = json.loads(path.read_text())
+        C, V = hparams["n_embd"], hparams["n_vocab"]
+        per_head = C * C + C + (0 if r["tied"] else C * V)
+        block = f"{r['act']} residual + " + ("tied LM head" if r["tied"] else "own vocabulary projection")
+        out.append(f"| {kind} | {r['n_heads']} | {block} | {r['n_heads'] * per_head / 1e6:.2f}M | "
+                   f"{r['tokens_seen'] / 1e6:.2f}M | {r['machine']['minutes']:.0f} min "
+                   f"| {' '.join(f'{a:.3f}' for a in r['accuracy']['top1'])} "
+                   f"| {' '.join(f'{a:.3f}' for a in r['accuracy']['top5'])} |")
+    return out + [""]
 
 
 if __name__ == "__main__":

@@ -29,3 +29,27 @@ def load_model(name, device="cpu", offline=None):
     folder = resolve(name, offline=offline)
     hparams, params = load_checkpoint(folder)
     return GPT2(hparams, params, device=device), load_encoder(folder)
+
+
+def heads_folder(name, kind, heads=None, offline=None):
+    """Where a backbone's trained heads live: --heads DIR, else `kind` (medusa, blockwise) inside the backbone's folder
+    (the built-in tiny-target ships both)."""
+    from gpt2.hub import resolve
+
+    folder = Path(heads) if heads else resolve(name, offline=offline) / kind
+    if not (folder / "heads.json").exists():
+        raise ValueError(f"no {kind} heads for {name!r} at {folder}: train them with `python -m gpt2.train_heads "
+                         f"--backbone {name} --data DIR --out DIR` (see README) and pass --heads DIR")
+    return folder
+
+
+def heads_function(folder, model):
+    """heads(h [n, C]) -> logits [K, n, V] for an engine, from heads saved in `folder`; and the heads' record."""
+    import numpy as np
+
+    from gpt2.backend import to_numpy
+    from gpt2.heads import heads_logits, load_heads
+
+    heads, config = load_heads(folder, n_embd=model.hparams["n_embd"], n_vocab=model.n_vocab)
+    wte = to_numpy(model.params["wte"])
+    return (lambda h: heads_logits(np.asarray(h, dtype=np.float32), heads, wte, config)), config

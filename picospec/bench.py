@@ -15,8 +15,11 @@ import time
 import numpy as np
 
 from picospec.autoregressive import autoregressive_sampling
+from picospec.blockwise import blockwise_decoding
 from picospec.greedy import greedy_decoding
+from picospec.medusa import medusa_decoding
 from picospec.prompt_lookup import prompt_lookup_decoding
+from picospec.rest import rest_decoding
 from picospec.speculative import speculative_sampling
 from picospec.theory import estimate_alpha, expected_tokens_per_call
 
@@ -34,11 +37,30 @@ class Timed:
         self.calls += 1
         return out
 
+    def logits(self, x, n=1, **kw):  # the richer interface of tree methods, timed and counted alike
+        return self._timed(self.model.logits, x, n, **kw)
+
+    def tree(self, x, tokens, parents, **kw):
+        return self._timed(self.model.tree, x, tokens, parents, **kw)
+
+    def accept(self, path):
+        start = time.perf_counter()
+        self.model.accept(path)
+        self.seconds += time.perf_counter() - start
+
+    def _timed(self, f, *args, **kw):
+        start = time.perf_counter()
+        out = f(*args, **kw)
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        return out
+
 
 def run_method(method, x, draft, target, N, K, seed, options, **method_options):
     """One timed run from cold caches -> output ids, seconds, calls and time per model, per-step stats."""
     for model in (draft, target):
         getattr(model, "reset", lambda: None)()  # neither run may reuse the other's cached work
+    method_options = dict(method_options)
     d, t, stats, rng = Timed(draft), Timed(target), [], np.random.default_rng(seed)
     start = time.perf_counter()
     if method == "autoregressive":
@@ -47,8 +69,21 @@ def run_method(method, x, draft, target, N, K, seed, options, **method_options):
         out = speculative_sampling(x, d, t, N, K, rng, stats=stats, **options)
     elif method == "greedy":
         out = greedy_decoding(x, d, t, N, K, stats=stats, **method_options)
-    else:
+    elif method == "prompt_lookup":
         out = prompt_lookup_decoding(x, t, N, rng, stats=stats, **method_options, **options)
+    elif method == "medusa":
+        out = medusa_decoding(x, t, method_options.pop("heads"), N, rng, stats=stats, **method_options, **options)
+    elif method == "blockwise":
+        out = blockwise_decoding(x, t, method_options["heads"], N, K, merged=method_options.get("merged", True),
+                                 stats=stats)
+    elif method == "rest":
+        out = rest_decoding(x, t, N, rng, stats=stats, **method_options, **options)
+    elif method == "lookahead":
+        from picospec.lookahead import lookahead_decoding
+
+        out = lookahead_decoding(x, t, N, rng, stats=stats, **method_options, **options)
+    else:
+        raise ValueError(f"unknown method {method!r}")
     seconds = time.perf_counter() - start
     return {"output": out, "seconds": seconds, "target_calls": t.calls, "draft_calls": d.calls,
             "tokens_per_call": N / t.calls, "target_s": t.seconds, "draft_s": d.seconds, "stats": stats}
@@ -61,12 +96,12 @@ def per_position_acceptance(stats, K):
     return [sum(1 for s in steps if s["accepted"] >= t + 1) / r if r else float("nan") for t, r in enumerate(reached)]
 
 
-def compare(method, prompts, draft, target, N, K, seeds, options):
+def compare(method, prompts, draft, target, N, K, seeds, options, **method_options):
     rows = []
     for x in prompts:
         for seed in seeds:
             base = run_method("autoregressive", x, draft, target, N, K, seed, options)
-            run = run_method(method, x, draft, target, N, K, seed, options)
+            run = run_method(method, x, draft, target, N, K, seed, options, **method_options)
             rows.append({"speedup": base["seconds"] / run["seconds"], **run, "base": base})
     tpc = [r["tokens_per_call"] for r in rows]
     speedup = [r["speedup"] for r in rows]

@@ -27,6 +27,41 @@ def test_json_output_and_temperature_zero_equality(method):
     assert out["runs"][1]["tokens_per_target_call"] >= 1
 
 
+@pytest.fixture(scope="module")
+def datastore(tmp_path_factory):
+    """A small REST datastore (the built-in tokenizer on a few lines of Python) so no test builds the big one."""
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+
+    from gpt2.encoder import load_encoder
+    from picospec.rest import Datastore
+
+    text = "def read_lines(path):\n    with open(path) as f:\n        return f.read().splitlines()\n" * 3
+    ids = load_encoder(ROOT / "gpt2" / "assets" / "tiny-target").encode(text)
+    path = tmp_path_factory.mktemp("rest") / "store.npz"
+    Datastore.build(np.array(ids, dtype=np.uint16)).save(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("method, extra", [
+    ("medusa", []), ("medusa", ["--tree", "chain"]), ("medusa", ["--tree", "[[0],[0,0],[1]]", "--posterior", "typical"]),
+    ("blockwise", ["--K", "4"]), ("blockwise", ["--K", "2", "--nomerged"]), ("rest", []), ("lookahead", []),
+])
+def test_tree_methods_equal_autoregressive_at_temperature_zero(method, extra, datastore):
+    extra = extra + (["--datastore", datastore] if method == "rest" else [])
+    r = run("--method", method, "--n_tokens", "24", "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["same_output"] is True
+    assert len(out["runs"][1]["output_ids"]) == 24 and len(out["runs"][1]["origins"]) == 24
+
+
+def test_lossless_medusa_samples():
+    r = run("--method", "medusa", "--posterior", "lossless", "--temperature", "0.8", "--n_tokens", "16", "--json")
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["runs"][1]["output_ids"]) == 16
+
+
 def test_ngram_draft_and_sampling():
     r = run("--draft", "ngram", "--temperature", "0.8", "--top_p", "0.95", "--n_tokens", "16", "--json")
     assert r.returncode == 0, r.stderr
@@ -58,6 +93,14 @@ def test_batch_file(tmp_path):
     (["--method", "magic"], "unknown --method 'magic'"),
     (["--target", "gpt2"], "offline: .* is not in the cache"),
     (["--batch", "/nonexistent/prompts.txt"], "cannot read it"),
+    (["--method", "medusa", "--posterior", "beam"], "unknown --posterior 'beam'"),
+    (["--method", "medusa", "--tree", "[[0],[0]]"], "lists node \\[0\\] twice"),
+    (["--method", "medusa", "--tree", "[[0],[1,0]]"], "has no parent"),
+    (["--method", "medusa", "--tree", "[[0],[0,0],[0,0,0],[0,0,0,0],[0,0,0,0,0]]"], "only 4 heads"),
+    (["--method", "medusa", "--tree", "[[0"], "--tree"),
+    (["--method", "medusa", "--heads", "/nonexistent"], "no medusa heads"),
+    (["--method", "blockwise", "--K", "9"], "--K 9 is more than"),
+    (["--method", "rest", "--datastore", "main.py"], "not a readable REST datastore"),
 ])
 def test_bad_input_is_one_line_without_traceback(args, message):
     r = run(*args)

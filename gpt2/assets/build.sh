@@ -22,4 +22,11 @@ for m in tiny-target tiny-draft; do
     cp runs/$m/config.json runs/$m/model.safetensors runs/$m/train_log.json gpt2/assets/$m/
     cp gpt2/assets/tiny-target/vocab.json gpt2/assets/tiny-target/merges.txt gpt2/assets/$m/ 2>/dev/null || true
 done
+# Heads on tiny-target (this session: 2 CPU cores; MEDUSA-1 ran 200 steps, then resumed with --max_steps 600)
+python -m gpt2.train_heads --data "$DATA" --out runs/medusa1 --n_heads 4 --batch_size 16 --max_steps 600
+python -m gpt2.train_heads --data "$DATA" --out runs/blockwise --n_heads 3 --tied --act relu --batch_size 16 --max_steps 300
+mkdir -p gpt2/assets/tiny-target/medusa gpt2/assets/tiny-target/blockwise
+cp runs/medusa1/heads.json runs/medusa1/heads.safetensors gpt2/assets/tiny-target/medusa/
+cp runs/blockwise/heads.json runs/blockwise/heads.safetensors gpt2/assets/tiny-target/blockwise/
+python -m picospec.bench_trees --build gpt2/assets/tiny-target/medusa --budgets 7  # the sparse tree
 python -m gpt2.card --data "$DATA"

@@ -1,0 +1,143 @@
+"""Extra decoding heads on a GPT-2 backbone: Medusa heads and Blockwise Parallel Decoding's proposal heads.
+
+Medusa (Cai et al. 2024, arXiv:2401.10774), eq. (1): head k on the last hidden state h_t (after ln_f) is
+    p_t^(k) = softmax(W2^(k) (SiLU(W1^(k) h_t + b1^(k)) + h_t)),   W1 [C, C], W2 [C, V]
+a residual block then its own vocabulary projection; head k predicts the token k + 1 positions after the next one
+(the LM head itself predicts the next one). W1 starts at zero and W2 at the LM head, so a fresh head copies the LM head.
+Blockwise Parallel Decoding (Stern et al. 2018, arXiv:1811.03115), its proposal heads: "a single feedforward layer with a
+residual connection" per head, then the model's shared vocabulary projection: the same block with ReLU and W2 tied to
+the backbone's wte, so a head is only C x C + C numbers.
+
+Files beside their backbone: OUT/heads.safetensors (heads.{k}.res.w / .b, heads.{k}.out.w) and OUT/heads.json
+(the config below, plus training and accuracy records). Shapes: B batch, T positions, C n_embd, V n_vocab, K heads.
+"""
+import json
+from pathlib import Path
+
+import numpy as np
+
+from gpt2.backend import xp_of
+
+ACTIVATIONS = ("silu", "relu")
+
+
+def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None):
+    """K heads for a backbone whose (tied) LM head is wte [V, C]."""
+    V, C = wte.shape
+    rng = rng or np.random.default_rng(0)
+    heads = []
+    for _ in range(n_heads):
+        # SiLU heads start at zero (the head then equals the LM head); ReLU has no gradient at exactly 0, so its
+        # heads start small and random
+        w1 = np.zeros((C, C), np.float32) if act == "silu" else rng.standard_normal((C, C), dtype=np.float32) * 0.02
+        head = {"res": {"w": w1, "b": np.zeros(C, np.float32)}}
+        if not tied:
+            out = wte.T.copy() if from_lm_head else rng.standard_normal((C, V), dtype=np.float32) * np.float32(0.02)
+            head["out"] = {"w": np.ascontiguousarray(out, dtype=np.float32)}
+        heads.append(head)
+    return heads, {"n_heads": n_heads, "tied": tied, "act": act}
+
+
+def _act(z, act):  # -> a, da/dz
+    xp = xp_of(z)
+    if act == "relu":
+        return xp.maximum(z, 0), (z > 0).astype(z.dtype)
+    s = 1 / (1 + xp.exp(-z))
+    return z * s, s * (1 + z * (1 - s))
+
+
+def head_forward(h, head, wte, act):  # h [..., C] -> logits [..., V], cache
+    z = h @ head["res"]["w"] + head["res"]["b"]
+    a, da = _act(z, act)
+    r = h + a  # [..., C]
+    w_out = head["out"]["w"] if "out" in head else wte.T  # [C, V]
+    return r @ w_out, (h, r, da, w_out)
+
+
+def head_backward(dlogits, cache, head):  # -> dh [..., C], grads of the head
+    h, r, da, w_out = cache
+    C, V = w_out.shape
+    dr = dlogits @ w_out.T  # [..., C]
+    dz = dr * da
+    grads = {"res": {"w": h.reshape(-1, C).T @ dz.reshape(-1, C), "b": dz.reshape(-1, C).sum(0)}}
+    if "out" in head:
+        grads["out"] = {"w": r.reshape(-1, C).T @ dlogits.reshape(-1, V)}
+    return dr + dz @ head["res"]["w"].T, grads
+
+
+def heads_logits(h, heads, wte, config):  # h [n, C] -> [K, n, V]: for decoding, no caches
+    return np.stack([head_forward(h, head, wte, config["act"])[0] for head in heads])
+
+
+def cross_entropy(logits, targets):  # [N, V], [N] -> mean loss, dlogits
+    xp = xp_of(logits)
+    z = logits - logits.max(-1, keepdims=True)
+    logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))
+    n = len(targets)
+    loss = -logp[xp.arange(n), targets].mean()
+    d = xp.exp(logp)
+    d[xp.arange(n), targets] -= 1
+    return loss, d / n
+
+
+def heads_loss_and_grads(h, targets, heads, wte, config, lambdas):
+    """sum_k lambdas[k] * L_k, L_k = cross-entropy of head k+1 predicting targets[:, t + k + 1] from h[:, t].
+
+    h [B, T, C] hidden states, targets [B, T] (targets[:, t] is the token after position t).
+    -> total loss, per-head losses, grads (list like heads), dh [B, T, C] (for MEDUSA-2's joint training)."""
+    xp = xp_of(h)
+    B, T, C = h.shape
+    dh = xp.zeros_like(h)
+    total, losses, grads = 0.0, [], []
+    for k, head in enumerate(heads):
+        shift = k + 1
+        hk = h[:, :T - shift].reshape(-1, C)  # positions whose target k + 1 ahead is in the window
+        logits, cache = head_forward(hk, head, wte, config["act"])
+        loss, dlogits = cross_entropy(logits, targets[:, shift:].reshape(-1))
+        dhk, g = head_backward(lambdas[k] * dlogits, cache, head)
+        dh[:, :T - shift] += dhk.reshape(B, T - shift, C)
+        total += lambdas[k] * float(loss)
+        losses.append(float(loss))
+        grads.append(g)
+    return total, losses, grads, dh
+
+
+def ranks_of_targets(logits, targets):  # [N, V], [N] -> rank of each target token in its row (0 = argmax)
+    return (logits > logits[np.arange(len(targets)), targets][:, None]).sum(-1)
+
+
+def save_heads(folder, heads, config, dtype="float16", record=None):
+    from gpt2.train import flatten
+    from gpt2.weights import write_safetensors
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {f"heads.{k}": np.asarray(v) for k, v in flatten(heads).items()}
+    write_safetensors(folder / "heads.safetensors", tensors, dtype=dtype)
+    tmp = folder / "heads.json.tmp"
+    tmp.write_text(json.dumps({**config, **(record or {})}, indent=1))
+    tmp.replace(folder / "heads.json")
+
+
+def load_heads(folder, n_embd=None, n_vocab=None):
+    """-> heads (list of dicts, float32), config (dict from heads.json). Clear errors for missing or mismatched files."""
+    from gpt2.weights import read_safetensors
+
+    folder = Path(folder)
+    if not (folder / "heads.json").exists() or not (folder / "heads.safetensors").exists():
+        raise ValueError(f"no heads in {folder}: expected heads.json and heads.safetensors there "
+                         "(train them with `python -m gpt2.train_heads`)")
+    config = json.loads((folder / "heads.json").read_text())
+    tensors = read_safetensors(folder / "heads.safetensors")
+    heads = []
+    for k in range(config["n_heads"]):
+        head = {"res": {"w": tensors[f"heads.{k}.res.w"], "b": tensors[f"heads.{k}.res.b"]}}
+        if not config["tied"]:
+            head["out"] = {"w": tensors[f"heads.{k}.out.w"]}
+        heads.append({a: {b: np.asarray(v, dtype=np.float32) for b, v in d.items()} for a, d in head.items()})
+    C = heads[0]["res"]["w"].shape[0]
+    if n_embd is not None and C != n_embd:
+        raise ValueError(f"heads in {folder} were trained for n_embd {C}, but the backbone has {n_embd}")
+    if n_vocab is not None and not config["tied"] and heads[0]["out"]["w"].shape[1] != n_vocab:
+        raise ValueError(f"heads in {folder} predict {heads[0]['out']['w'].shape[1]} tokens; the backbone has {n_vocab}")
+    return heads, config

@@ -1,0 +1,110 @@
+"""Writes notebooks/medusa.ipynb (run it, then execute the notebook: see README)."""
+import nbformat as nbf
+
+nb = nbf.v4.new_notebook()
+md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
+nb.cells = [
+md("""# Medusa: heads, tree attention, typical acceptance
+
+Cai et al. 2024, *Medusa: Simple LLM Inference Acceleration Framework with Multiple Decoding Heads* (arXiv:2401.10774).
+Extra heads on the model's last hidden state guess the tokens 2, 3, ... places ahead; their top-k guesses form a
+tree; one forward pass with a tree attention mask checks every branch at once.
+
+Plan: the article's toy tree and its four buffers; a real step of the built-in model (candidates, tree, posterior);
+typical acceptance; speed against tree size."""),
+code("""import sys, json, time
+sys.path.insert(0, "..")
+import numpy as np
+import matplotlib.pyplot as plt
+from picospec.tree import medusa_buffers, sparse_tree
+from picospec.medusa import generate_candidates, medusa_decoding, typical_accept, chain_choices, cartesian_choices
+from picospec.tree import greedy_path"""),
+md("""## The toy tree of the article
+
+`medusa_choices` lists nodes as paths of candidate ranks: `[0, 2]` is head 1's top-1 candidate followed by head 2's
+third. With 10 candidates per head, the flat candidate vector is `[root, head 1's 10, head 2's 10]`. The article's demo
+puts tokens 2, 3 in head 1's first two slots and 4, 5, 6 in head 2's first three; the root (the LM head's token) is 1."""),
+code("""choices = [[0], [0, 0], [0, 1], [0, 2], [1], [1, 0], [1, 1], [1, 2]]
+b = medusa_buffers(choices, topk=10)
+flat = np.zeros(21, dtype=int); flat[0] = 1; flat[1:3] = [2, 3]; flat[11:14] = [4, 5, 6]
+print("tree_indices     ", b["tree_indices"].tolist())
+print("tree tokens      ", flat[b["tree_indices"]].tolist())
+print("position_ids     ", b["position_ids"].tolist())
+print("retrieve_indices ", b["retrieve_indices"].tolist())
+print("paths as tokens  ", np.append(flat[b["tree_indices"]], -1)[b["retrieve_indices"]].tolist())"""),
+md("""Check by hand: node `[1, 0]` is head 2's top-1 candidate, flat index 1 + 10 + 0 = 11, token 4, at depth 2; its
+row of the mask sees the root (column 0), its parent `[1]` (row 2) and itself. Each row of `retrieve_indices` is one
+root-to-leaf path, the last leaf first, as the article prints them."""),
+code("""fig, ax = plt.subplots(figsize=(4, 4))
+ax.imshow(b["attn_mask"], cmap="Blues")
+labels = [str(t) for t in flat[b["tree_indices"]]]
+ax.set_xticks(range(9), labels); ax.set_yticks(range(9), labels)
+ax.set_title("tree attention mask (row sees column)")
+plt.show()
+assert b["attn_mask"][6].tolist() == [True, False, True, False, False, False, True, False, False]"""),
+md("""## A real step of the built-in model
+
+`gpt2/assets/tiny-target/medusa` holds 4 heads trained with MEDUSA-1 (frozen backbone) by `python -m gpt2.train_heads`.
+Their accuracy on held-out text, and the sparse tree built from it, come from `heads.json` and
+`medusa_choices.json`."""),
+code("""from gpt2.load import load_model, heads_folder, heads_function
+target, encoder = load_model("tiny-target")
+folder = heads_folder("tiny-target", "medusa")
+heads, config = heads_function(folder, target)
+record = json.loads((folder / "heads.json").read_text())
+for k, (t1, t5) in enumerate(zip(record["accuracy"]["top1"], record["accuracy"]["top5"])):
+    print(("LM head" if k == 0 else f"head {k}  "), f"top-1 {t1:.3f}  top-5 {t5:.3f}")
+sparse = json.loads((folder / "medusa_choices.json").read_text())
+print("sparse tree:", sparse["medusa_choices"], " expected tokens per step", round(sparse["expected_tokens_per_step"], 2))"""),
+code("""x = encoder.encode("import os\\n\\n\\ndef list_files(path):\\n    return [")
+logits, h = target.logits(x, 1, hidden=True)                 # prefill: the LM head's row and hidden state
+root = int(np.argmax(logits[0]))                              # the root: always accepted
+head_logits = heads(h)[:, -1]                                 # [K, V]: each head's guess at its offset
+for k in range(config["n_heads"]):
+    top = np.argsort(-head_logits[k])[:3]
+    print(f"head {k + 1} top-3:", [encoder.decode([t]) for t in top])
+choices = sparse["medusa_choices"]
+b = medusa_buffers(choices, topk=10)
+tokens = generate_candidates(root, head_logits, b, topk=10)
+tree_logits, _ = target.tree(x + [root], tokens, b["parents"], hidden=True)   # ONE forward over the whole tree
+path, nxt = greedy_path(tokens, b["parents"], tree_logits)
+print("root", repr(encoder.decode([root])), "| tree:", [encoder.decode([t]) for t in tokens])
+print("accepted path:", [encoder.decode([tokens[i]]) for i in path], "| next token:", repr(encoder.decode([nxt])))
+print(f"this step produced {1 + len(path)} tokens for one target call (plus the next root)")"""),
+md("""## Typical acceptance
+
+Instead of exact matches, a candidate x is kept when the target gives it probability above
+`min(epsilon, delta * exp(-H))`, H the entropy of the target's distribution at that position. When the target is sure
+(low H) the bar is high; when it is unsure, almost any plausible token passes. It is faster than rejection sampling
+but not lossless; at temperature 0 it is exactly greedy (only the argmax has probability above the bar)."""),
+code("""H = np.linspace(0, 6, 100)
+for eps, delta in ((0.09, 0.3), (0.3, 0.6)):
+    plt.plot(H, np.minimum(eps, delta * np.exp(-H)), label=f"epsilon {eps}, delta {delta}")
+plt.xlabel("entropy H of the target (nats)"); plt.ylabel("threshold"); plt.legend(); plt.show()
+probs = np.array([[0.5, 0.5, 0.0], [0.9, 0.05, 0.05]])
+print(typical_accept([0, 2, 1], [-1, -1, 0], probs, epsilon=0.3, delta=0.3))  # 0.5 > 0.15; 0 < 0.15; 0.05 < 0.20"""),
+md("""## Speed against tree size
+
+Tokens per target call grow with the tree; the cost of one forward grows too (on a CPU, 8 rows cost about twice one
+row, 64 rows several times more). The best tree is where the two curves cross. Greedy, 48 tokens, 3 prompts, against
+autoregressive decoding in the same run."""),
+code("""from picospec.bench import compare
+from gpt2.corpus import heldout_prompts
+prompts = heldout_prompts(encoder, 3, 48)
+acc = record["accuracy"]["rank_share"][1:]
+rows = []
+for budget in (1, 3, 7, 15, 31):
+    ch = sparse_tree(acc, budget)[0]
+    r = compare("medusa", prompts, None, target, 48, 1, range(1), {"temperature": 0}, heads=heads,
+                medusa_choices=ch, topk=10, posterior="greedy")
+    rows.append((budget, r["tokens_per_call"], r["speedup"]))
+    print(f"sparse tree, {budget:2d} nodes: {r['tokens_per_call']:.2f} tokens per call, {r['speedup']:.2f}x")
+fig, ax = plt.subplots(1, 2, figsize=(9, 3))
+ax[0].plot([r[0] for r in rows], [r[1] for r in rows], "o-"); ax[0].set(xscale="log", xlabel="nodes", ylabel="tokens per call")
+ax[1].plot([r[0] for r in rows], [r[2] for r in rows], "o-"); ax[1].set(xscale="log", xlabel="nodes", ylabel="speedup")
+plt.show()"""),
+md("""Greedy Medusa decoding equals greedy decoding token for token whatever the tree (tests/test_medusa.py), so every
+point above produced the same text."""),
+]
+nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+nbf.write(nb, "notebooks/medusa.ipynb")

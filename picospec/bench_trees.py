@@ -1,0 +1,127 @@
+"""Benchmarks of the methods that need no draft model: Medusa, Blockwise, prompt lookup, REST, lookahead.
+
+    python -m picospec.bench_trees --build gpt2/assets/tiny-target/medusa --budgets 7  # sparse tree, heads' record
+    python -m picospec.bench_trees --medusa gpt2/assets/tiny-target/medusa,/tmp/medusa2 --blockwise ... --drafting
+
+Every row is picospec.bench.compare: autoregressive decoding and the method back to back on the same held-out prompts
+and seeds, each from a cold cache; medians over prompts x seeds. Shapes: none; this file only times things.
+"""
+import json
+from pathlib import Path
+
+from picospec.bench import compare, copy_prompts
+from picospec.medusa import cartesian_choices, chain_choices
+from picospec.tree import sparse_tree
+
+HEADER = ["| tree / setting | nodes | T | posterior | tokens/target call (median) | speedup vs autoregressive "
+          "(median, IQR) |", "|---|---|---|---|---|---|"]
+
+
+def build_tree(folder, budget=7):
+    """Write FOLDER/medusa_choices.json: Medusa's sparse tree for `budget` nodes from the heads' calibration record."""
+    folder = Path(folder)
+    record = json.loads((folder / "heads.json").read_text())
+    accuracy = record["accuracy"]["rank_share"][1:]  # row 0 is the LM head
+    choices, expected = sparse_tree(accuracy, budget)
+    tmp = folder / "medusa_choices.json.tmp"
+    tmp.write_text(json.dumps({"medusa_choices": choices, "budget": budget, "expected_tokens_per_step": expected,
+                               "from": "heads.json accuracy.rank_share (held-out text)"}) + "\n")
+    tmp.replace(folder / "medusa_choices.json")
+    return choices, expected
+
+
+def accuracy_table(folders):
+    lines = ["| heads | head | top-1 | top-5 |", "|---|---|---|---|"]
+    for label, folder in folders:
+        acc = json.loads((Path(folder) / "heads.json").read_text())["accuracy"]
+        for k, (t1, t5) in enumerate(zip(acc["top1"], acc["top5"])):
+            lines.append(f"| {label} | {'LM head' if k == 0 else f'head {k}'} | {t1:.3f} | {t5:.3f} |")
+    return lines
+
+
+def row(label, nodes, T, posterior, r):
+    return (f"| {label} | {nodes} | {T:g} | {posterior} | {r['tokens_per_call']:.2f} "
+            f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
+
+
+def medusa_rows(label, model, heads, n_heads, prompts, n_tokens, seeds, sparse):
+    trees = {"chain": chain_choices(n_heads), "cartesian 2x2": cartesian_choices(2, 2),
+             "cartesian 3x3": cartesian_choices(3, 3) if n_heads >= 3 else cartesian_choices(2, 3)}
+    trees.update(sparse)
+    lines = []
+    for name, choices in trees.items():
+        for T, posterior in ((0, "greedy"), (0.7, "typical"), (0.7, "lossless")):
+            options = {"heads": heads, "medusa_choices": choices, "topk": 10, "posterior": posterior}
+            r = compare("medusa", prompts, None, model, n_tokens, 1, seeds, {"temperature": T}, **options)
+            lines.append(row(f"{label}: {name}", len(choices), T, posterior, r))
+            print(lines[-1], flush=True)
+    return lines
+
+
+def main(medusa=None, blockwise=None, drafting=False, build=None, budgets="7,15", n_prompts=8, prompt_tokens=64,
+         n_tokens=64, seeds=2, out=None):
+    from gpt2.corpus import heldout_prompts
+    from gpt2.load import heads_function, load_model
+
+    budgets = [int(b) for b in (budgets if isinstance(budgets, (list, tuple)) else str(budgets).split(","))]
+    if build:
+        print(build_tree(build, budgets[0]))
+        return
+    target, encoder = load_model("tiny-target")
+    prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
+    seeds = range(seeds)
+    lines = []
+    if medusa:
+        folders = [Path(f) for f in str(medusa).split(",")]
+        lines += ["", "Medusa heads, per-head accuracy on held-out text:", ""]
+        lines += accuracy_table([(f.name, f) for f in folders])
+        lines += ["", "Medusa decoding, built-in target, held-out prompts:", ""] + HEADER
+        for folder in folders:
+            model = load_model(str(folder))[0] if (folder / "model.safetensors").exists() else target
+            heads, config = heads_function(folder, model)
+            record = json.loads((folder / "heads.json").read_text())
+            sparse = {f"sparse {b}": sparse_tree(record["accuracy"]["rank_share"][1:], b)[0] for b in budgets}
+            lines += medusa_rows(folder.name, model, heads, config["n_heads"], prompts, n_tokens, seeds, sparse)
+    if blockwise:
+        heads, config = heads_function(blockwise, target)
+        lines += ["", "Blockwise parallel decoding (greedy), built-in target, held-out prompts:", "",
+                  "| k | variant | tokens/target call (median) | speedup vs autoregressive (median, IQR) |",
+                  "|---|---|---|---|"]
+        for k in range(2, config["n_heads"] + 2):
+            for merged in (True, False):
+                r = compare("blockwise", prompts, None, target, n_tokens, k, seeds, {"temperature": 0},
+                            heads=lambda h, k=k: heads(h)[:k - 1], merged=merged)
+                lines.append(f"| {k} | {'merged' if merged else 'predict + verify'} | {r['tokens_per_call']:.2f} "
+                             f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
+                print(lines[-1], flush=True)
+    if drafting:
+        lines += drafting_rows(target, encoder, prompts, n_tokens, seeds)
+    text = "\n".join(lines)
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n")
+
+
+def drafting_rows(target, encoder, prompts, n_tokens, seeds):
+    """Prompt lookup, REST and lookahead side by side on copy-heavy and ordinary prompts, temperature 0."""
+    from main import rest_datastore
+
+    store = rest_datastore(None, "tiny-target", encoder)
+    methods = {"prompt lookup (3, 10)": ("prompt_lookup", {}), "REST (7 nodes)": ("rest", {"datastore": store}),
+               "lookahead (W 4, N 3, G 4)": ("lookahead", {})}
+    lines = ["", "Model-free drafting, built-in target, temperature 0:", "",
+             "| method | prompts | tokens/target call (median) | acceptance | speedup vs autoregressive (median, IQR) |",
+             "|---|---|---|---|---|"]
+    for label, xs in (("copy-heavy", copy_prompts(encoder, prompts)), ("ordinary", prompts)):
+        for name, (method, options) in methods.items():
+            r = compare(method, xs, None, target, n_tokens, 10, seeds, {"temperature": 0}, **options)
+            lines.append(f"| {name} | {label} | {r['tokens_per_call']:.2f} | {r['acceptance']:.2f} "
+                         f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
+            print(lines[-1], flush=True)
+    return lines
+
+
+if __name__ == "__main__":
+    import fire
+
+    fire.Fire(main)

@@ -1,0 +1,93 @@
+"""Blockwise Parallel Decoding (Stern, Shazeer, Uszkoreit 2018, "Blockwise Parallel Decoding for Deep Autoregressive
+Models", arXiv:1811.03115), greedy, as in the paper: its predict / verify / accept loop and the merged variant it
+calls "combined scoring and proposal". Draft-then-verify with no draft model: the drafts come from extra heads on
+the target's own last hidden state.
+
+Notation (the paper's). k = block size. p_1 = the model's next-token distribution; p_2..p_k = the k - 1 proposal
+heads: p_i at position j proposes the token i places ahead, y_{j+i}. One block at length j:
+    Predict  ŷ_{j+i} = argmax p_i(y_{j+i} | y_{<=j}),                              i = 1..k
+    Verify   k̂ = the largest n such that ŷ_{j+i} = argmax p_1(y_{j+i} | y_{<=j}, ŷ_{j+1..j+i-1})  for all i <= n
+    Accept   y_{j+1..j+k̂} = ŷ_{j+1..j+k̂};  j = j + k̂
+ŷ_{j+1} is p_1's own argmax given y_{<=j}, so k̂ >= 1, and every accepted token is p_1's greedy choice given all
+tokens before it: the output equals greedy decoding of p_1 token for token. Verify is one forward pass over
+x + ŷ_{j+1..j+k-1}; in the code its rows count from 0: row r is p_1 after x + ŷ_{j+1..j+r+1} and checks ŷ_{j+r+2}.
+
+Calls to the model (the cost), greedy and honest:
+- merged=False (the basic algorithm): a Predict call and a Verify call per block; a block of one token needs no Verify.
+- merged=True (combined scoring and proposal): Verify also runs ŷ_{j+k} and applies the heads to its hidden
+  states, so p_1..p_k at the last accepted position, i.e. the next block's ŷ, come out of the same call: one call
+  per block plus the first Predict. The paper's count is m/k + 1 for m tokens when every proposal is accepted.
+  Exactly, here, with every proposal accepted:
+      merged:      1 + ceil((N - 1) / k)              (= N/k + 1 when k >= 2 divides N; the last block does not
+                                                       run its last proposal, so k = 1 costs N calls, not N + 1)
+      not merged:  ceil(N / k) + ceil((N - 1) / k)    (k >= 2; N when k = 1: no block ever needs a Verify)
+  The "free" token that Verify's row after ŷ_{j+k̂} offers is p_1's argmax there, which merged takes as the next
+  block's ŷ_{j+1} (kept for sure): appending it now instead would give the same tokens and the same calls. Not merged,
+  it is left unused, as in the paper's basic algorithm.
+
+Interfaces: target.logits(x, n, hidden=True) -> (logits [n, V], h [n, C]) after the last n prefixes of x (its KV cache
+is the engine's business); heads(h) -> logits [k - 1, n, V] of p_2..p_k. Shapes: V = n_vocab, C = n_embd.
+stats gets one record per block: {"K": head proposals checked, "accepted": of them kept (k̂ - 1), "tokens": the k̂
+tokens, "origins": ["bonus"] (ŷ_{j+1}, the model's own token) + ["draft"] * (k̂ - 1), "calls": model calls made}.
+
+Worked example (k = 3, x = [5]): Predict gives ŷ = [7, 2, 9]; Verify runs 7, 2 after x (merged: 7, 2, 9) and p_1
+picks 2 after [5, 7] and 4 after [5, 7, 2]: ŷ_2 = 2 is kept, ŷ_3 = 9 != 4 is not, k̂ = 2, x = [5, 7, 2]. Merged,
+p_1 and the heads on the row after [5, 7, 2] are the next block's ŷ, whose first token is that 4.
+"""
+import numpy as np
+
+from picospec.sampling import check_inputs
+
+
+def predict(logits, h, heads, k):
+    """ŷ_{j+1..j+k} from one position: logits [V] of p_1, h [C] its hidden state -> k token ids."""
+    head_logits = heads(h[None]) if k > 1 else np.zeros((0, 1, len(logits)), logits.dtype)  # [k - 1, 1, V]
+    if head_logits.shape[0] != k - 1:
+        raise ValueError(f"heads gave {head_logits.shape[0]} proposals per position; block size k = {k} needs k - 1")
+    return [int(np.argmax(logits))] + [int(t) for t in np.argmax(head_logits[:, 0], -1)]
+
+
+def accepted_length(y_hat, best):
+    """k̂: ŷ_{j+1} always, then ŷ_{j+i+1} while it equals best[i - 1], p_1's argmax after ŷ_{j+1..j+i}.
+
+    Example: y_hat = [7, 2, 9], best = [2, 4] -> 2;  y_hat = [7, 2, 9], best = [3, 9] -> 1;  y_hat = [7] -> 1.
+    """
+    k_hat = 1
+    while k_hat < len(y_hat) and y_hat[k_hat] == best[k_hat - 1]:
+        k_hat += 1
+    return k_hat
+
+
+def blockwise_decoding(x, target, heads, N, k, merged=True, stats=None):
+    """x followed by N tokens of greedy decoding of target, k tokens proposed per block by target's p_1 and heads."""
+    check_inputs(x, N)
+    if int(k) != k or k < 1:
+        raise ValueError(f"k (block size: p_1 and k - 1 heads) must be a positive integer; got {k}")
+    x, k = [int(t) for t in x], int(k)
+    T = len(x) + N
+    y_hat = None  # the proposals of the next block, when the last Verify made them (merged)
+    while len(x) < T:
+        calls = 0
+        # Step 1 (Predict): ŷ = argmax of p_1..p_k at the last position of x; merged, only before the first block
+        if y_hat is None:
+            logits, h = target.logits(x, 1, hidden=True)  # [1, V], [1, C]
+            y_hat, calls = predict(logits[0], h[0], heads, k), calls + 1
+        y_hat = y_hat[:T - len(x)]  # never past the N tokens asked for
+        # Step 2 (Verify): one call scores every prefix x + ŷ_{j+1..j+i}. The last proposal is run too only when
+        # merged and a next block will need the heads after it.
+        more = merged and len(x) + len(y_hat) < T
+        run = y_hat if more else y_hat[:-1]
+        best = []
+        if run:
+            logits, h = target.logits(x + run, len(run), hidden=True)  # [len(run), V], [len(run), C]
+            best, calls = [int(t) for t in np.argmax(logits, -1)], calls + 1  # p_1's choice after each prefix
+        k_hat = accepted_length(y_hat, best)
+        # Step 3 (Accept): the k̂ proposals that greedy decoding would have produced too
+        new = y_hat[:k_hat]
+        x.extend(new)
+        if stats is not None:
+            stats.append({"K": len(y_hat) - 1, "accepted": k_hat - 1, "tokens": new,
+                          "origins": ["bonus"] + ["draft"] * (k_hat - 1), "calls": calls})
+        # merged: the next block's ŷ is p_1 and the heads on Verify's row after ŷ_{j+k̂}, with no further call
+        y_hat = predict(logits[k_hat - 1], h[k_hat - 1], heads, k) if merged and len(x) < T else None
+    return x

@@ -1,0 +1,139 @@
+"""Medusa decoding (Cai et al. 2024, "Medusa: Simple LLM Inference Acceleration Framework with Multiple Decoding
+Heads", arXiv:2401.10774): K extra heads on the last hidden state guess the tokens 2..K+1 ahead; their top-k
+candidates form a tree (picospec/tree.py) that the model verifies in one tree-attention forward.
+
+Notation (the paper's and its code's): the root is the LM head's token at the current position; head k's top-`topk`
+candidates fill depth k of the tree; `medusa_choices` picks which rank combinations are kept; the "posterior" decides
+how much of the tree to accept. Shapes: K heads, m tree nodes (root excluded), V n_vocab, C n_embd.
+
+    target.logits(x, 1, hidden=True) -> logits [1, V], h [1, C]        (prefill)
+    target.tree(x, tokens, parents, hidden=True) -> logits [1 + m, V], h [1 + m, C]
+    heads(h) -> logits [K, n, V]                                         (head k at each of n positions)
+
+Posteriors (sec. 2.3.1):
+    greedy    exact match with the target's argmax: the output equals greedy decoding token for token.
+    typical   typical acceptance: a candidate x is kept when p(x) > min(epsilon, delta * exp(-H(p))), p the target's
+              temperature-scaled distribution at its parent and H its entropy; the first token (the root) is always
+              kept. Faster but lossy at temperature > 0: outputs are "typical", not the target's law.
+    nucleus   a candidate is kept when it lies in the target's top-p nucleus. Lossy likewise.
+    lossless  recursive rejection sampling over siblings (picospec.verify.verify_tree, one-hot proposals because
+              top-k candidates are deterministic given the context): the output follows the warped target exactly.
+At temperature 0 typical and nucleus keep exactly the argmax matches, so they equal greedy.
+"""
+import numpy as np
+
+from picospec.sampling import check_inputs, sample, warp
+from picospec.tree import check_choices, children, greedy_path, medusa_buffers
+from picospec.verify import verify_tree
+
+POSTERIORS = ("greedy", "typical", "nucleus", "lossless")
+
+
+def softmax(logits):  # [..., V] -> [..., V]
+    z = np.exp(logits - logits.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
+
+
+def generate_candidates(root, head_logits, buffers, topk):
+    """Tree tokens from the root and each head's top-k: [root, head 1's top-k, ..] indexed by tree_indices."""
+    top = np.argsort(-head_logits, axis=-1, kind="stable")[:, :topk]  # [K, topk]
+    flat = np.concatenate([[root], top.reshape(-1)])  # [1 + K * topk]
+    return [int(t) for t in flat[buffers["tree_indices"][1:]]]  # [m]: the root itself is already in x
+
+
+def typical_accept(tokens, parents, probs, epsilon, delta):
+    """Keep candidate x below a node whose target law is p when p(x) > min(epsilon, delta * exp(-H(p)))."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        entropy = -np.sum(np.where(probs > 0, probs * np.log(probs), 0.0), -1)  # [1 + m]
+    threshold = np.minimum(epsilon, delta * np.exp(-entropy))  # [1 + m]
+    return [probs[p + 1, t] > threshold[p + 1] for t, p in zip(tokens, parents)]
+
+
+def nucleus_accept(tokens, parents, probs, top_p):
+    kept = warp(probs, top_p=top_p)  # [1 + m, V]
+    return [kept[p + 1, t] > 0 for t, p in zip(tokens, parents)]
+
+
+def longest_accepted(parents, ok):
+    """The deepest node whose whole path passes (first in node order on ties) -> its path."""
+    best, path_of = [], {-1: []}
+    for i, p in enumerate(parents):
+        if ok[i] and p in path_of:
+            path_of[i] = path_of[p] + [i]
+            if len(path_of[i]) > len(best):
+                best = path_of[i]
+    return best
+
+
+def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, top_p, **sampling_options):
+    """-> (accepted path, the next token, its origin) for one verified tree."""
+    if posterior == "greedy" or sampling_options.get("temperature", 1) == 0 and posterior != "lossless":
+        path, token = greedy_path(tokens, parents, logits)
+        return path, token, "bonus" if not children(parents)[path[-1] if path else -1] else "resample"
+    probs = warp(softmax(logits.astype(np.float64)), **sampling_options)  # [1 + m, V]
+    if posterior == "lossless":
+        return verify_tree(tokens, parents, probs, rng)
+    ok = (typical_accept(tokens, parents, probs, epsilon, delta) if posterior == "typical"
+          else nucleus_accept(tokens, parents, probs, top_p))
+    path = longest_accepted(parents, ok)
+    return path, sample(probs[(path[-1] + 1) if path else 0], rng), "bonus"
+
+
+def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior="greedy", epsilon=0.09, delta=0.3,
+                    top_p=0.8, stats=None, **sampling_options):
+    """x followed by N tokens: greedy decoding (greedy / temperature 0), the warped target's law (lossless), or
+    Medusa's typical / nucleus acceptance."""
+    check_inputs(x, N, 1, **sampling_options)
+    if posterior not in POSTERIORS:
+        raise ValueError(f"unknown posterior {posterior!r}: choose one of {', '.join(POSTERIORS)}")
+    x, T = [int(t) for t in x], len(x) + N
+    logits, h = target.logits(x, 1, hidden=True)  # prefill: [1, V], [1, C]
+    check_choices(medusa_choices, n_heads=heads(h).shape[0], topk=topk)
+    buffers = full = medusa_buffers(medusa_choices, topk)
+    root = first_token(logits[0], posterior, rng, sampling_options)
+    if stats is not None:
+        stats.append({"K": 0, "accepted": 0, "tokens": [root], "origins": ["bonus"]})
+    while True:
+        # Step 0: the root (the LM head's token) is always accepted
+        x.append(root)
+        if len(x) == T:
+            break
+        # Step 1: candidates from the heads' top-k, arranged by medusa_choices, at most the tokens still needed
+        nodes = [c for c in medusa_choices if len(c) <= T - len(x) - 1]
+        buffers = full if len(nodes) == len(medusa_choices) else (  # near the end: a shallower tree
+            medusa_buffers(nodes, topk) if nodes else {"tree_indices": np.zeros(1, int), "parents": []})
+        tokens = generate_candidates(root, heads(h)[:, -1], buffers, topk) if nodes else []  # [m]
+        parents = buffers["parents"]
+        # Step 2: one tree-attention forward scores the root's successor and every node's successor
+        logits, h_tree = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]
+        # Step 3: the posterior picks the accepted path and the next root
+        path, root, origin = evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, top_p,
+                                                **sampling_options)
+        # Step 4: keep the accepted path in the cache; its last row's hidden state feeds the heads next
+        target.accept(path)
+        x.extend(tokens[i] for i in path)
+        h = h_tree[[(path[-1] + 1) if path else 0]]  # [1, C]
+        if stats is not None:
+            stats.append({"K": max((len(c) for c in nodes), default=0), "accepted": len(path),
+                          "tokens": [tokens[i] for i in path] + [root], "origins": ["draft"] * len(path) + [origin]})
+    return x
+
+
+def first_token(logits, posterior, rng, sampling_options):  # the prefill's token: the target's own
+    if posterior == "greedy" or sampling_options.get("temperature", 1) == 0:
+        return int(np.argmax(logits))
+    return sample(warp(softmax(logits.astype(np.float64)), **sampling_options), rng)
+
+
+def chain_choices(depth):
+    """A single path of top-1 candidates: [[0], [0, 0], ...]."""
+    return [[0] * d for d in range(1, depth + 1)]
+
+
+def cartesian_choices(depth, k):
+    """Every combination of each head's top-k up to `depth`: k + k^2 + .. + k^depth nodes."""
+    level, out = [[]], []
+    for _ in range(depth):
+        level = [c + [r] for c in level for r in range(k)]
+        out += level
+    return out

@@ -1,0 +1,130 @@
+"""Medusa decoding on a real (random) GPT-2 engine with random heads: greedy equals autoregressive greedy for every
+tree shape, typical and nucleus equal greedy at temperature 0, lossless mode follows the target's exact law (and the
+longest-match flaw is rejected by the same check), bad trees give clear errors."""
+import numpy as np
+import pytest
+
+import picospec.medusa as medusa
+from checker import SAMPLES, check_law, exact_law
+from gpt2.engine import GPT2
+from gpt2.heads import heads_logits, init_heads
+from gpt2.train import flatten
+from micro import random_gpt2
+from picospec.autoregressive import autoregressive_sampling
+from picospec.medusa import cartesian_choices, chain_choices, medusa_decoding
+from test_tree import SEED_CHOICES, longest_match
+
+
+def model_and_heads(n_vocab=12, n_heads=3, seed=0, scale=0.5):
+    hparams, params = random_gpt2(n_vocab=n_vocab, n_ctx=64, n_embd=16, n_head=2, n_layer=2, seed=seed, scale=scale)
+    heads, config = init_heads(n_heads, params["wte"])
+    rng = np.random.default_rng(seed)
+    for v in flatten(heads).values():
+        v[...] = rng.standard_normal(v.shape).astype(np.float32) * 0.3
+    return GPT2(hparams, params), lambda h: heads_logits(h, heads, params["wte"], config)
+
+
+TREES = {"chain": chain_choices(3), "cartesian": cartesian_choices(2, 3), "seed": SEED_CHOICES,
+         "sparse": [[0], [1], [0, 0], [2], [0, 1], [0, 0, 0]]}
+
+
+@pytest.mark.parametrize("tree", TREES)
+@pytest.mark.parametrize("posterior", ["greedy", "typical", "nucleus"])
+def test_temperature_zero_equals_greedy(tree, posterior):
+    accepted = 0
+    for seed in range(3):
+        model, heads = model_and_heads(seed=seed)
+        x = [1, 2, 3, 4]
+        expected = autoregressive_sampling(x, model, 25, np.random.default_rng(0), temperature=0)
+        stats = []
+        out = medusa_decoding(x, model, heads, 25, np.random.default_rng(0), TREES[tree], topk=3,
+                              posterior=posterior, stats=stats, temperature=0)
+        assert out == expected
+        assert sum(len(s["tokens"]) for s in stats) == 25
+        accepted += sum(s["accepted"] for s in stats)
+    assert accepted > 0  # some candidates were right, so the tree path was exercised
+
+
+def test_oracle_heads_accept_whole_chain():
+    """Heads that know the model's greedy text: every step accepts the full chain -> depth + 1 tokens per call."""
+    model, _ = model_and_heads()
+    x = [1, 2, 3, 4]
+    text = autoregressive_sampling(x, model, 40, np.random.default_rng(0), temperature=0)
+    V = model.n_vocab
+
+    class Oracle:  # looks up where decoding is from the engine's token list
+        def __call__(self, h):
+            n = len(model.tokens)  # the position whose hidden state h is: the last token the cache holds
+            out = np.zeros((3, 1, V), np.float32)
+            for k in range(3):
+                if n + 1 + k < len(text):
+                    out[k, 0, text[n + 1 + k]] = 1
+            return out
+
+    model.reset()
+    stats = []
+    out = medusa_decoding(x, model, Oracle(), 33, np.random.default_rng(0), chain_choices(3), topk=1, stats=stats,
+                          temperature=0)
+    assert out == text[:len(x) + 33]
+    assert [s["accepted"] for s in stats[1:]] == [3] * 8  # 1 + 8 * 4 = 33 tokens, 9 calls
+
+
+PROMPT, N = [0, 1], 3
+
+
+@pytest.fixture(scope="module")
+def small():
+    return model_and_heads(n_vocab=3, n_heads=2, seed=5, scale=0.8)
+
+
+def runs(model, heads, n=SAMPLES, **options):
+    rng = np.random.default_rng(0)
+    return [tuple(medusa_decoding(PROMPT, model, heads, N, rng, SEED_CHOICES, topk=3, posterior="lossless",
+                                  **options)[len(PROMPT):]) for _ in range(n)]
+
+
+@pytest.mark.parametrize("options", [{}, dict(temperature=0.7, top_k=2)])
+def test_lossless_follows_target(small, options):
+    model, heads = small
+    check_law(runs(model, heads, **options), exact_law(model, PROMPT, N, **options))
+
+
+def test_longest_match_flaw_is_rejected(small, monkeypatch):
+    model, heads = small
+    monkeypatch.setattr(medusa, "verify_tree", longest_match)
+    with pytest.raises(AssertionError, match="empirical law differs"):
+        check_law(runs(model, heads), exact_law(model, PROMPT, N))
+
+
+def test_typical_acceptance_is_not_lossless(small):
+    """Typical acceptance trades the target's law for speed: the same check tells (a documented property)."""
+    model, heads = small
+    rng = np.random.default_rng(0)
+    samples = [tuple(medusa_decoding(PROMPT, model, heads, N, rng, SEED_CHOICES, topk=3, posterior="typical",
+                                     epsilon=0.3, delta=0.6)[len(PROMPT):]) for _ in range(SAMPLES // 3)]
+    with pytest.raises(AssertionError, match="empirical law differs"):
+        check_law(samples, exact_law(model, PROMPT, N))
+
+
+def test_typical_threshold_by_hand():
+    probs = np.array([[0.5, 0.5, 0.0], [0.9, 0.05, 0.05]])  # H = ln 2 -> delta e^-H = 0.15; H2 = 0.394 -> 0.202
+    ok = medusa.typical_accept([0, 2, 1], [-1, -1, 0], probs, epsilon=0.3, delta=0.3)
+    assert ok == [True, False, False]  # 0.5 > 0.15; 0.0 < 0.15; 0.05 < min(0.3, 0.202)
+
+
+@pytest.mark.parametrize("choices, topk, message", [
+    ([[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]], 3, "only 3 heads"),
+    ([[0], [3]], 3, "only 3 candidates"),
+    ([[0], [1, 1]], 3, "no parent"),
+    ([[0], [0]], 3, "twice"),
+])
+def test_bad_choices(choices, topk, message):
+    model, heads = model_and_heads()
+    with pytest.raises(ValueError, match=message):
+        medusa_decoding([1, 2], model, heads, 5, np.random.default_rng(0), choices, topk=topk)
+
+
+def test_bad_posterior():
+    model, heads = model_and_heads()
+    with pytest.raises(ValueError, match="unknown posterior"):
+        medusa_decoding([1, 2], model, heads, 5, np.random.default_rng(0), [[0]], posterior="beam")
