@@ -57,6 +57,9 @@ def tree_depths(parents):  # depth of each node, 1 for the children of the prefi
     return depths
 
 
+TREE_SLOTS = 256  # cache slots beyond n_ctx for tree nodes
+
+
 class GPT2:
     """A GPT-2 (hparams + params tree) behind the model contract, on NumPy or CuPy arrays."""
 
@@ -67,7 +70,9 @@ class GPT2:
         # tokens is padded to 8 with dummy rows that see only themselves and are dropped afterwards
         self.pad_rows = (8 if device == "cpu" else 1) if pad_rows is None else pad_rows
         d = hparams["n_embd"] // hparams["n_head"]
-        self.cache = KVCache(hparams["n_layer"], hparams["n_head"], hparams["n_ctx"], d, self.xp)
+        # the cache holds the context window plus TREE_SLOTS: a tree's nodes sit in the cache side by side (at
+        # positions that only go as deep as the tree), so near the end of the window they need slots beyond it
+        self.cache = KVCache(hparams["n_layer"], hparams["n_head"], hparams["n_ctx"] + TREE_SLOTS, d, self.xp)
         self.tokens = []  # the tokens whose keys/values the cache holds, in order (a tree's nodes are not listed)
         self.calls = 0  # forward passes run: the cost measure of speculative decoding
         self.tokens_run = 0  # tokens pushed through those passes
@@ -94,6 +99,9 @@ class GPT2:
         if len(tokens) != len(parents):
             raise ValueError(f"tree: {len(tokens)} tokens but {len(parents)} parents")
         self._check(x, 1, extra=max(tree_depths(parents), default=0))
+        if len(x) + len(tokens) > self.n_ctx + TREE_SLOTS:
+            raise ValueError(f"a tree of {len(tokens)} nodes after {len(x)} tokens needs more than the cache's "
+                             f"{self.n_ctx + TREE_SLOTS} slots: use a smaller tree")
         h = self._forward(x, 1, tokens, parents)  # [1 + m, n_embd]
         self._tree = list(tokens)
         return self._outputs(h, hidden, probs)

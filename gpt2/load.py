@@ -44,7 +44,8 @@ def heads_folder(name, kind, heads=None, offline=None):
 
 
 def heads_function(folder, model):
-    """heads(h [n, C]) -> logits [K, n, V] for an engine, from heads saved in `folder`; and the heads' record."""
+    """heads(h [n, C], n_heads=None) -> logits [n_heads or K, n, V] for an engine, from heads saved in `folder`
+    (only the first n_heads heads are computed); and the heads' record."""
     import numpy as np
 
     from gpt2.backend import to_numpy
@@ -52,4 +53,4 @@ def heads_function(folder, model):
 
     heads, config = load_heads(folder, n_embd=model.hparams["n_embd"], n_vocab=model.n_vocab)
     wte = to_numpy(model.params["wte"])
-    return (lambda h: heads_logits(np.asarray(h, dtype=np.float32), heads, wte, config)), config
+    return (lambda h, n_heads=None: heads_logits(np.asarray(h, dtype=np.float32), heads[:n_heads], wte, config)), config

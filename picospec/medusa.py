@@ -8,7 +8,7 @@ how much of the tree to accept. Shapes: K heads, m tree nodes (root excluded), V
 
     target.logits(x, 1, hidden=True) -> logits [1, V], h [1, C]        (prefill)
     target.tree(x, tokens, parents, hidden=True) -> logits [1 + m, V], h [1 + m, C]
-    heads(h) -> logits [K, n, V]                                         (head k at each of n positions)
+    heads(h, n_heads=None) -> logits [K, n, V]                   (the first n_heads heads at each of n positions)
 
 Posteriors (sec. 2.3.1):
     greedy    exact match with the target's argmax: the output equals greedy decoding token for token.
@@ -36,7 +36,9 @@ def softmax(logits):  # [..., V] -> [..., V]
 
 def generate_candidates(root, head_logits, buffers, topk):
     """Tree tokens from the root and each head's top-k: [root, head 1's top-k, ..] indexed by tree_indices."""
-    top = np.argsort(-head_logits, axis=-1, kind="stable")[:, :topk]  # [K, topk]
+    part = np.argpartition(-head_logits, topk - 1, axis=-1)[:, :topk]  # [K, topk] the top-k, unordered
+    order = np.argsort(-np.take_along_axis(head_logits, part, -1), axis=-1, kind="stable")
+    top = np.take_along_axis(part, order, -1)  # [K, topk] by decreasing logit
     flat = np.concatenate([[root], top.reshape(-1)])  # [1 + K * topk]
     return [int(t) for t in flat[buffers["tree_indices"][1:]]]  # [m]: the root itself is already in x
 
@@ -102,7 +104,8 @@ def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior
         nodes = [c for c in medusa_choices if len(c) <= T - len(x) - 1]
         buffers = full if len(nodes) == len(medusa_choices) else (  # near the end: a shallower tree
             medusa_buffers(nodes, topk) if nodes else {"tree_indices": np.zeros(1, int), "parents": []})
-        tokens = generate_candidates(root, heads(h)[:, -1], buffers, topk) if nodes else []  # [m]
+        depth = max(len(c) for c in nodes) if nodes else 0  # heads below it are not needed this step
+        tokens = generate_candidates(root, heads(h, depth)[:, -1], buffers, topk) if nodes else []  # [m]
         parents = buffers["parents"]
         # Step 2: one tree-attention forward scores the root's successor and every node's successor
         logits, h_tree = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]
@@ -114,7 +117,7 @@ def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior
         x.extend(tokens[i] for i in path)
         h = h_tree[[(path[-1] + 1) if path else 0]]  # [1, C]
         if stats is not None:
-            stats.append({"K": max((len(c) for c in nodes), default=0), "accepted": len(path),
+            stats.append({"K": depth, "accepted": len(path),
                           "tokens": [tokens[i] for i in path] + [root], "origins": ["draft"] * len(path) + [origin]})
     return x
 

@@ -21,7 +21,7 @@ def model_and_heads(n_vocab=12, n_heads=3, seed=0, scale=0.5):
     rng = np.random.default_rng(seed)
     for v in flatten(heads).values():
         v[...] = rng.standard_normal(v.shape).astype(np.float32) * 0.3
-    return GPT2(hparams, params), lambda h: heads_logits(h, heads, params["wte"], config)
+    return GPT2(hparams, params), lambda h, n=None: heads_logits(h, heads[:n], params["wte"], config)
 
 
 TREES = {"chain": chain_choices(3), "cartesian": cartesian_choices(2, 3), "seed": SEED_CHOICES,
@@ -53,7 +53,7 @@ def test_oracle_heads_accept_whole_chain():
     V = model.n_vocab
 
     class Oracle:  # looks up where decoding is from the engine's token list
-        def __call__(self, h):
+        def __call__(self, h, n_heads=None):
             n = len(model.tokens)  # the position whose hidden state h is: the last token the cache holds
             out = np.zeros((3, 1, V), np.float32)
             for k in range(3):
