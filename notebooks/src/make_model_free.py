@@ -1,0 +1,113 @@
+"""Writes notebooks/model_free_drafting.ipynb (then execute it: see README)."""
+import nbformat as nbf
+
+nb = nbf.v4.new_notebook()
+md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
+nb.cells = [
+md("""# Drafting without a draft model: prompt lookup, REST, lookahead
+
+Three ways to guess the next tokens for free, each verified by the same target call as speculative sampling:
+
+* **prompt lookup** (Saxena 2023): find the last n-gram earlier in the text and copy what followed;
+* **REST** (He et al. 2023, arXiv:2311.08252): find the context's longest suffix in a corpus (a suffix array) and
+  verify a trie of what followed its occurrences;
+* **lookahead** (Fu et al. 2024, arXiv:2402.02057): Jacobi iteration on a window of guesses makes n-grams, a pool
+  keeps them, the pool's n-grams starting with the last token are verified.
+
+All three are lossless: at temperature 0 they print exactly greedy decoding's text (tests/ check this)."""),
+code("""import sys
+sys.path.insert(0, "..")
+import numpy as np
+import matplotlib.pyplot as plt
+from IPython.display import HTML, display
+from gpt2.load import load_model
+from picospec.prompt_lookup import find_candidates, prompt_lookup_decoding
+from picospec.rest import Datastore, rest_decoding
+from picospec.lookahead import lookahead_tree, attention_mask, lookahead_decoding
+from picospec.tree import trie, prune
+target, encoder = load_model("tiny-target")
+
+def show(ids, origins, prompt_len):
+    colors = {"prompt": "#ddd", "draft": "#9f9", "resample": "#fd9", "bonus": "#9cf"}
+    spans = [f'<span style="background:{colors[o]}">{encoder.decode([t]).replace("<", "&lt;")}</span>'
+             for t, o in zip(ids, ["prompt"] * prompt_len + origins)]
+    display(HTML('<pre style="white-space:pre-wrap">' + "".join(spans) + "</pre>"))"""),
+md("""## Prompt lookup, one match by hand
+
+The worked example of `picospec/prompt_lookup.py`: the trailing 3-gram `[1, 2, 3]` occurs at position 0, so the
+draft is what followed it."""),
+code("""print(find_candidates([1, 2, 3, 4, 1, 2, 3], max_ngram_size=3, num_pred_tokens=2))   # -> [4, 1]
+print(find_candidates([5, 1, 2, 9, 1, 2, 7, 1, 2], 3, 2))                          # no 3-gram; 2-gram -> [9, 1]"""),
+md("""On real text: a function, then a request to write it again. Grey: the prompt; green: drafted tokens the target
+accepted; blue/orange: the target's own token closing each step."""),
+code("""src = "def area(width, height):\\n    if width < 0 or height < 0:\\n        raise ValueError('negative size')\\n    return width * height\\n\\n\\n"
+x = encoder.encode(src + "def area(width, height):\\n")
+stats = []
+out = prompt_lookup_decoding(x, target, 40, np.random.default_rng(0), stats=stats, temperature=0)
+show(out, [o for s in stats for o in s["origins"]], len(x))
+for s in stats[:4]:
+    print(f"drafted {s['K']:2d}, accepted {s['accepted']:2d}:", repr(encoder.decode(s["tokens"])))
+print(f"{40 / len(stats):.2f} tokens per target call")"""),
+md("""## REST: a suffix array over a corpus
+
+A toy corpus first, so the suffix array can be read by hand; then the built-in datastore (the standard library's
+train split, built once and cached by `main.py --method rest`)."""),
+code("""corpus = np.array([5, 1, 2, 3, 5, 1, 2, 4, 5, 1, 9], dtype=np.uint16)
+store = Datastore.build(corpus, max_suffix=4)
+print("suffix array:", store.sa.tolist())
+for i in store.sa[:6]:
+    print(f"  {int(i):2d}:", corpus[i:].tolist())
+print(store.search([7, 5, 1], max_matches=10, draft_len=2))   # the longest suffix [5, 1] occurs 3 times"""),
+code("""tokens, parents, counts = trie([[2, 3], [2, 4], [9]])
+print("trie tokens", tokens, "parents", parents, "counts", counts)
+print("pruned to 2 nodes:", prune(tokens, parents, counts, 2))"""),
+code("""from main import rest_datastore
+store = rest_datastore(None, "tiny-target", encoder)
+print(f"datastore: {len(store.tokens):,} tokens")
+x = encoder.encode("import os\\n\\n\\ndef main():\\n    parser = argparse.")
+conts, n = store.search(x, max_matches=100, draft_len=6)
+print(f"longest suffix found: {n} tokens, {len(conts)} continuations, e.g.", [encoder.decode(c) for c in conts[:3]])
+stats = []
+out = rest_decoding(x, target, 40, np.random.default_rng(0), store, stats=stats, temperature=0)
+show(out, [o for s in stats for o in s["origins"]], len(x))
+print(f"{40 / len(stats):.2f} tokens per target call")"""),
+md("""## Lookahead: the window and its mask
+
+W = 3, N = 3: two levels of three guesses, and two pool n-grams `[7, 8]`, `[7, 9]` that continue the last token.
+Because each column of the window is a chain, the whole mask is a tree mask: the engine's ordinary tree attention
+runs it."""),
+code("""tokens, parents, n_look = lookahead_tree([[10, 11, 12], [20, 21, 22]], [[7, 8], [7, 9]])
+mask = attention_mask(parents)
+fig, ax = plt.subplots(figsize=(4, 4))
+ax.imshow(mask, cmap="Blues")
+labels = ["(0,0)", "(0,1)", "(0,2)", "(1,0)", "(1,1)", "(1,2)", "7", "8", "9"]
+ax.set_xticks(range(9), labels, rotation=90); ax.set_yticks(range(9), labels)
+ax.set_title("lookahead (6) + verification (3) nodes"); plt.show()
+print("depths:", mask.sum(1).tolist())"""),
+code("""x = encoder.encode("    def __init__(self):\\n        self.")
+stats = []
+out = lookahead_decoding(x, target, 40, np.random.default_rng(0), window=4, ngram=3, guesses=4, stats=stats, temperature=0)
+show(out, [o for s in stats for o in s["origins"]], len(x))
+print(f"{40 / len(stats):.2f} tokens per target call")"""),
+md("""## Side by side
+
+Tokens per target call and wall-clock speedup against autoregressive decoding, measured in the same run on a few
+held-out prompts, copy-heavy (a chunk, a blank line, the chunk's start again) and ordinary. On a CPU a target call of
+8 rows costs about twice a call of one, so tokens per call must beat that cost before time is saved; the README has
+the full table (`python -m picospec.bench_trees --drafting`)."""),
+code("""from picospec.bench import compare, copy_prompts
+from gpt2.corpus import heldout_prompts
+prompts = heldout_prompts(encoder, 3, 48)
+rows = []
+for label, xs in (("copy-heavy", copy_prompts(encoder, prompts)), ("ordinary", prompts)):
+    for name, method, opts in (("prompt lookup", "prompt_lookup", {}), ("REST", "rest", {"datastore": store}),
+                               ("lookahead", "lookahead", {})):
+        r = compare(method, xs, None, target, 32, 10, range(1), {"temperature": 0}, **opts)
+        rows.append((label, name, r["tokens_per_call"], r["speedup"]))
+        print(f"{label:10s} {name:13s} {r['tokens_per_call']:.2f} tokens/call  {r['speedup']:.2f}x")
+fig, ax = plt.subplots(figsize=(7, 3))
+names = [f"{n}\\n{l}" for l, n, _, _ in rows]
+ax.bar(names, [r[3] for r in rows]); ax.axhline(1, color="k", lw=0.8); ax.set_ylabel("speedup"); plt.show()"""),
+]
+nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+nbf.write(nb, "notebooks/model_free_drafting.ipynb")
