@@ -1,29 +1,40 @@
 """Lookahead decoding (Fu, Bailis, Stoica, Zhang 2024, "Break the Sequential Dependency of LLM Inference Using
-Lookahead Decoding", arXiv:2402.02057; LMSYS blog 2023-11-21): Jacobi iteration makes n-grams, an n-gram pool keeps
-them, and the pool's n-grams that start with the last token are verified, all in one forward pass.
+Lookahead Decoding", arXiv:2402.02057; LMSYS blog 2023-11-21). No draft model: Jacobi iteration on a window of
+guesses produces n-grams, a pool remembers them, and the pooled n-grams that continue the text are verified, both
+branches in one forward pass of the target.
 
-Notation (the paper's): W window size, N n-gram size, G the most n-grams verified per step. In code: `window`,
-`ngram`, `guesses`; N (capital) stays the number of new tokens, as in every picospec method.
+The paper's three knobs and their names here (N stays the number of new tokens, as in every picospec method):
+    W  window size: columns of the lookahead window                      -> `window`
+    N  n-gram size (>= 2): the window has N - 1 levels                   -> `ngram`
+    G  most n-grams verified per step (0: lookahead only, no guesses)    -> `guesses`
+Shapes: W = window, L = ngram - 1 levels, m tree nodes (m_v of them in the verification branch), V = n_vocab.
 
-The lookahead branch is a 2-D window of N - 1 levels x W tokens: level 0 the oldest Jacobi guess, level N - 2 the
-newest. Its attention mask is a tree, so the engine's tree() runs it (no special kernel needed):
-    token (0, i) hangs below (0, i - 1), and (0, 0) below the last token of x;
-    token (l, i), l >= 1, hangs below (l - 1, i).
-So (l, i) sits at depth l + i + 1 and sees the prefix, (0, 0..i - 1) and its own column's levels below it: the
-sequence x, (0, 0), .., (0, i - 1), (0, i), (1, i), .., (l, i), N consecutive positions along one column plus the next.
-The row after the top token (N - 2, i) is the model's next token given that whole chain: Jacobi's update of column i.
-The n-gram (0, i), (1, i), .., (N - 2, i), new_i is what the model believes follows its context: it enters the pool
-(keyed by its first token). The window then shifts: level l <- level l + 1, the top level <- the new tokens.
-The verification branch is the trie (picospec.tree) of at most G pool entries keyed by x[-1], i.e. (N - 1)-token
-guesses of what follows x, hung below x[-1] beside the lookahead branch.
+Lookahead branch. The window holds L rows of W guesses; level 0 is the oldest Jacobi trajectory. As a token tree:
+    (0, 0) hangs below x[-1] (parent -1), (0, i) below (0, i - 1), and (l, i), l >= 1, below (l - 1, i).
+So (l, i) sits at depth l + i + 1, position len(x) + l + i, and its chain of ancestors is (l - 1, i) .. (0, i),
+(0, i - 1) .. (0, 0): a column of the window read bottom-up, after the level-0 guesses that come before it. The row
+after the top token (L - 1, i) is the target's next token after that chain, new_i (the Jacobi update of column i),
+so (0, i), (1, i), .., (L - 1, i), new_i is an n-gram the target finds plausible. It enters the pool under its first
+token; then the window shifts up one level: level l <- level l + 1, and the new tokens become the top level.
+Worked example (W = 2, N = 3): nodes (0,0) (0,1) (1,0) (1,1) get parents -1 0 0 1 and depths 1 2 2 3.
 
-Worked example (W = 2, N = 3): lookahead nodes (0,0) (0,1) (1,0) (1,1) get parents -1, 0, 0, 1: depths 1 2 2 3.
+Verification branch. The pool maps a key token to at most `pool_cap` (N - 1)-token continuations, newest first and
+without duplicates. The (at most G) continuations of key x[-1] are guesses of what follows x; their trie
+(picospec.tree.trie) hangs below x[-1] beside the window, its node indices offset by the W * L window nodes. Both
+branches are one tree, so the engine's ordinary tree attention runs them in ONE target.tree() call.
 
-Lossless: the window and the pool come from earlier steps only, so the candidates are a deterministic function of
-what came before; they are one-hot proposals, verified by exact match at temperature 0 (greedy_path) and by
-recursive rejection sampling otherwise (verify_tree, P=None). The Jacobi updates use the target's argmax at every
-temperature: they are guesses, and a guess never changes the law of the output, only the speed.
-Shapes: W window, N_g = ngram, m tree nodes, V n_vocab.
+Lossless. The window and the pool come from earlier steps only, so this step's guesses are one-hot proposals that do
+not depend on the randomness used to verify them. They are verified by exact match at temperature 0 (greedy_path)
+and by recursive rejection sampling over the trie otherwise (verify_tree with P=None); the window's own tokens are
+never accepted. The Jacobi update takes the target's argmax at every temperature: the window is only a guess
+generator, and no guess, however made, changes the law of the output, only how many tokens a step keeps.
+
+Choices of this implementation: the first window is W * L tokens of the prompt drawn with the generator `rng` (the
+paper starts from random tokens; Jacobi iteration refines any start). Candidates are cut to the tokens still needed
+minus one (the step's extra token), and the window is skipped (left as it is) on a step where its depth W + N - 2
+exceeds the tokens still needed, so no tree reaches past len(x) + N; fitting len(x) + N into the context is the
+caller's and the engine's business. stats gets one record per target call: {"K": depth of the verification trie,
+"accepted": n, "tokens": the new tokens, "origins": ["draft"] * n + ["resample" or "bonus"]}, as in Medusa.
 """
 import numpy as np
 
@@ -33,40 +44,38 @@ from picospec.verify import verify_tree
 
 
 def lookahead_tree(window, candidates):
-    """Both branches as one tree -> tokens [m], parents [m], number of lookahead nodes.
+    """Both branches as one tree -> (tokens [m], parents [m], n_look = W * L lookahead nodes).
 
-    window: list of N - 1 levels of W tokens; candidates: guesses of what follows x[-1] (the verification branch).
-    Node order: the window level by level, then the candidates' trie."""
-    levels, W = len(window), len(window[0]) if window else 0
+    window: L levels of W tokens (L = 0: no lookahead branch); candidates: continuations of x[-1]. Node order: the
+    window level by level, (0, 0) .. (0, W - 1), (1, 0) .., then the candidates' trie.
+    Example: lookahead_tree([[10, 11], [20, 21]], [[7, 8]]) -> [10, 11, 20, 21, 7, 8], parents [-1, 0, 0, 1, -1, 4].
+    """
+    W = len(window[0]) if window else 0
     tokens, parents = [], []
-    for level in range(levels):
-        for i in range(W):
-            tokens.append(int(window[level][i]))
-            if level == 0:
-                parents.append(i - 1)  # (0, i) below (0, i - 1); (0, 0) below x[-1]
-            else:
-                parents.append((level - 1) * W + i)  # (l, i) below (l - 1, i)
+    for level, row in enumerate(window):
+        for i, t in enumerate(row):
+            tokens.append(int(t))
+            parents.append(i - 1 if level == 0 else (level - 1) * W + i)  # (0, i - 1), or (l - 1, i)
     n_look = len(tokens)
     v_tokens, v_parents, _ = trie(candidates)
-    tokens += v_tokens
-    parents += [p + n_look if p >= 0 else -1 for p in v_parents]
-    return tokens, parents, n_look
+    return tokens + v_tokens, parents + [p + n_look if p >= 0 else -1 for p in v_parents], n_look
 
 
 def attention_mask(parents):
-    """[m, m] bool: node i sees node j when j is i or one of its ancestors (the prefix is seen by all)."""
-    m = len(parents)
-    mask = np.eye(m, dtype=bool)
+    """[m, m] bool: node i sees node j when j is i or one of its ancestors (every node also sees the prefix)."""
+    mask = np.eye(len(parents), dtype=bool)  # [m, m]
     for i, p in enumerate(parents):
         if p >= 0:
-            mask[i] |= mask[p]
+            mask[i] |= mask[p]  # a parent comes before its child, so its row is complete
     return mask
 
 
 def collect_ngrams(pool, window, new, cap):
-    """Add each column's n-gram (0, i), .., (N - 2, i), new_i to the pool under its first token (newest first)."""
-    for i in range(len(new)):
-        gram = [int(window[level][i]) for level in range(len(window))] + [int(new[i])]
+    """Add each column's n-gram (0, i), .., (L - 1, i), new_i to the pool: key its first token, the rest as the
+    continuation, moved to the front if already there, at most `cap` continuations per key.
+    Example: window [[1, 2], [4, 5]], new [7, 8] -> pool {1: [[4, 7]], 2: [[5, 8]]}."""
+    for i, t in enumerate(new):
+        gram = [int(row[i]) for row in window] + [int(t)]  # [N]
         entries = pool.setdefault(gram[0], [])
         if gram[1:] in entries:
             entries.remove(gram[1:])
@@ -74,44 +83,63 @@ def collect_ngrams(pool, window, new, cap):
         del entries[cap:]
 
 
+def pool_guesses(pool, key, guesses, room):
+    """The verification candidates: the newest `guesses` continuations of `key`, cut to `room` tokens (none if 0)."""
+    cut = [c[:room] for c in pool.get(key, [])[:guesses]]
+    return [c for c in cut if c]
+
+
+def verification_branch(tokens, parents, Q, n_look):
+    """The trie's part of the combined tree, renumbered from 0 -> (tokens [m_v], parents [m_v], rows [1 + m_v, V]):
+    row 0 is the distribution after x, row 1 + j the one after trie node j (combined node n_look + j)."""
+    v_parents = [p - n_look if p >= 0 else -1 for p in parents[n_look:]]
+    return tokens[n_look:], v_parents, np.concatenate([Q[:1], Q[1 + n_look:]])
+
+
 def lookahead_decoding(x, target, N, rng, window=4, ngram=3, guesses=4, pool_cap=None, stats=None,
                        **sampling_options):
-    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at temperature 0)."""
-    check_inputs(x, N, 1, **sampling_options)
-    for name, value, low in (("window", window, 1), ("ngram", ngram, 2), ("guesses", guesses, 0)):
+    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at temperature 0).
+
+    target: the model contract plus target.tree(x, tokens, parents, probs=True) -> [1 + m, V] and
+    target.accept(path). window, ngram, guesses: the paper's W, N, G; pool_cap: continuations kept per key
+    (default 4 * G, at least 4).
+    """
+    check_inputs(x, N, **sampling_options)
+    for name, value, low, meaning in (("window", window, 1, "W, columns of the lookahead window"),
+                                      ("ngram", ngram, 2, "N, the n-gram size: window levels + 1"),
+                                      ("guesses", guesses, 0, "G, pool n-grams verified per step")):
         if int(value) != value or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}; got {value}")
-    x, T = [int(t) for t in x], len(x) + N
+            raise ValueError(f"{name} ({meaning}) must be an integer >= {low}; got {value}")
+    if pool_cap is not None and (int(pool_cap) != pool_cap or pool_cap < 1):
+        raise ValueError(f"pool_cap (continuations kept per key) must be a positive integer or None; got {pool_cap}")
+    W, L, cap = int(window), int(ngram) - 1, int(pool_cap or 4 * max(guesses, 1))
     greedy = sampling_options.get("temperature", 1.0) == 0
-    # the first window: tokens of the prompt, drawn with the generator (any guess will do; Jacobi refines it)
-    window_ = [[int(t) for t in rng.choice(x, size=window)] for _ in range(ngram - 1)]  # [N_g - 1][W]
-    pool = {}
+    x, T = [int(t) for t in x], len(x) + N
+    grid = [[int(t) for t in rng.choice(x, size=W)] for _ in range(L)]  # [L][W] the first guesses: prompt tokens
+    pool = {}  # key token -> [(N - 1)-token continuations], newest first
     while len(x) < T:
-        # Step 1: verification candidates: pool n-grams that continue x[-1], cut to the tokens still needed - 1
-        candidates = [c[:T - len(x) - 1] for c in pool.get(x[-1], [])[:guesses]]
-        candidates = [c for c in candidates if c]
-        fits = len(x) + window + ngram - 2 <= getattr(target, "n_ctx", np.inf)  # near the context's end: no lookahead
-        tokens, parents, n_look = lookahead_tree(window_ if fits else [], candidates)
-        # Step 2: one forward pass over the lookahead branch and the verification branch
+        # Step 1: build the tree: the window (if no deeper than the tokens still needed) and the pool's guesses
+        look = W + L - 1 <= T - len(x)
+        candidates = pool_guesses(pool, x[-1], guesses, T - len(x) - 1)
+        tokens, parents, n_look = lookahead_tree(grid if look else [], candidates)
+        # Step 2: one forward pass of the target over x and both branches
         Q = target.tree(x, tokens, parents, probs=True)  # [1 + m, V]
-        # Step 3: lookahead branch: Jacobi update of every column from its top token's row, n-grams into the pool
-        if fits:
-            top = [(ngram - 2) * window + i for i in range(window)]  # node index of (N - 2, i)
-            new = [int(np.argmax(Q[1 + j])) for j in top]  # [W]
-            collect_ngrams(pool, window_, new, pool_cap or 4 * max(guesses, 1))
-            window_ = window_[1:] + [new]
-        # Step 4: verification branch: exact match (T = 0) or recursive rejection sampling over the trie
-        v_tokens, v_parents = tokens[n_look:], [p - n_look if p >= 0 else -1 for p in parents[n_look:]]
-        v_rows = np.concatenate([Q[:1], Q[1 + n_look:]])  # [1 + m_v, V]: the root's row, then the trie's
+        # Step 3: lookahead branch: each column's top row gives new_i; n-grams into the pool; shift the window
+        if look:
+            new = [int(np.argmax(Q[1 + (L - 1) * W + i])) for i in range(W)]  # [W] after node (L - 1, i)
+            collect_ngrams(pool, grid, new, cap)
+            grid = grid[1:] + [new]
+        # Step 4: verification branch: exact match at temperature 0, recursive rejection sampling otherwise
+        v_tokens, v_parents, rows = verification_branch(tokens, parents, Q, n_look)
         if greedy:
-            path, token = greedy_path(v_tokens, v_parents, v_rows)
+            path, token = greedy_path(v_tokens, v_parents, rows)
             origin = "resample" if children(v_parents)[path[-1] if path else -1] else "bonus"
         else:
-            path, token, origin = verify_tree(v_tokens, v_parents, warp(v_rows, **sampling_options), rng)
-        target.accept([n_look + i for i in path])
-        new_tokens = [v_tokens[i] for i in path] + [int(token)]
+            path, token, origin = verify_tree(v_tokens, v_parents, warp(rows, **sampling_options), rng)
+        target.accept([n_look + j for j in path])  # node indices of the combined tree
+        new_tokens = [v_tokens[j] for j in path] + [int(token)]
         x.extend(new_tokens)
         if stats is not None:
-            stats.append({"K": max((len(c) for c in candidates), default=0), "accepted": len(path),
-                          "tokens": new_tokens, "origins": ["draft"] * len(path) + [origin]})
+            stats.append({"K": max(map(len, candidates), default=0), "accepted": len(path), "tokens": new_tokens,
+                          "origins": ["draft"] * len(path) + [origin]})
     return x
