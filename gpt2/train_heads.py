@@ -8,7 +8,11 @@ MEDUSA-1 (Cai et al. 2024, sec. 2.2.1): backbone frozen, loss sum_k lambda_k L_k
 MEDUSA-2 (sec. 2.2.2): backbone and heads together, loss lambda_0 L_LM + sum_k lambda_k L_k; the heads' learning rate
 is `head_lr_ratio` (4x) the backbone's, and the first `warmup_heads` steps train the heads alone (the backbone's rate
 is 0), so fresh heads do not send large gradients into a trained backbone. --distill_tokens T trains on T tokens the
-backbone itself sampled from training-text prompts (self-distillation, sec. 2.3.2) instead of the text.
+backbone itself wrote after training-text prompts (self-distillation, sec. 2.3.2) instead of the text, at
+--distill_temperature (1 samples; 0 is greedy, what the heads must match when decoding greedily); the tokens are
+decoded 64 rows at a time (gpt2/generate.py) and saved as OUT/distill.bin (+ distill.json), which --distill_data FILE
+reuses. With distilled data the heads' accuracy is measured on the backbone's own continuations of validation prompts
+(`accuracy`, what the sparse tree is built from) and on the validation text (`accuracy_text`).
 DIR holds train.bin / val.bin as written by `python -m gpt2.corpus`. OUT gets heads.safetensors + heads.json (and for
 MEDUSA-2 the fine-tuned backbone, so OUT is a complete model folder). Shapes: B batch, T n_ctx, C n_embd, V n_vocab.
 """
@@ -47,30 +51,28 @@ def evaluate_heads(backbone, hparams, heads, config, data, n_ctx, batch_size=8, 
     return {"rank_share": share.tolist(), "top1": share[:, 0].tolist(), "top5": share[:, :5].sum(1).tolist()}
 
 
-def self_distill(backbone_folder, data, n_tokens, rng, prompt_len=16, new_tokens=112):
-    """Token ids sampled (temperature 1) by the backbone itself from prompts cut out of `data`."""
+def self_distill(hparams, params, data, n_tokens, rng, temperature=1.0, prompt_len=16, new_tokens=112, batch_size=64):
+    """Token ids the backbone itself wrote (at `temperature`; 0 is greedy) after prompts cut out of `data`, as
+    rows of prompt_len + new_tokens tokens, batch_size rows decoded at once (gpt2/generate.py)."""
     from tqdm import tqdm
 
-    from gpt2.engine import GPT2
-    from gpt2.weights import load_checkpoint
+    from gpt2.generate import generate_batch
 
-    model = GPT2(*load_checkpoint(backbone_folder))
-    out = []
-    with tqdm(total=n_tokens, desc="self-distillation data") as bar:
-        while len(out) < n_tokens:
-            start = int(rng.integers(0, len(data) - prompt_len))
-            x = [int(t) for t in data[start:start + prompt_len]]
-            for _ in range(new_tokens):
-                p = model(x)[-1].astype(np.float64)
-                x.append(int(rng.choice(len(p), p=p / p.sum())))
-            out += x
-            bar.update(len(x))
-    return np.array(out[:n_tokens], dtype=np.uint16)
+    new_tokens = min(new_tokens, hparams["n_ctx"] - prompt_len)  # a row fits the context window
+    rows = []
+    with tqdm(total=n_tokens, desc=f"self-distillation data (T={temperature})") as bar:
+        while len(rows) * (prompt_len + new_tokens) < n_tokens:
+            starts = rng.integers(0, len(data) - prompt_len, batch_size)
+            prompts = np.stack([data[s:s + prompt_len] for s in starts])  # [batch_size, prompt_len]
+            rows += list(generate_batch(hparams, params, prompts, new_tokens, rng, temperature))
+            bar.update(batch_size * (prompt_len + new_tokens))
+    return np.concatenate(rows)[:n_tokens].astype(np.uint16)
 
 
 def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1", tied=False, act="silu",
          decay=0.8, lambda_0=1.0, n_ctx=128, batch_size=8, lr=1e-3, head_lr_ratio=4.0, warmup=50, warmup_heads=100,
-         max_steps=1000, max_minutes=None, clip=1.0, eval_every=100, seed=0, distill_tokens=0, from_lm_head=True,
+         max_steps=1000, max_minutes=None, clip=1.0, eval_every=100, seed=0, distill_tokens=0, distill_temperature=1.0,
+         distill_data=None, from_lm_head=True,
          resume=True, dtype="float16"):
     """Train heads (and for medusa2 the backbone) on token files; checkpoints in OUT/ckpt, resumable."""
     from tqdm import tqdm
@@ -93,8 +95,23 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     rng = np.random.default_rng(seed)
     train_ids = np.fromfile(data / "train.bin", dtype=np.uint16)
     val_ids = np.fromfile(data / "val.bin", dtype=np.uint16)
-    if distill_tokens:
-        train_ids = self_distill(folder, train_ids, int(distill_tokens), rng)
+    if distill_data:  # made once with --distill_tokens and saved: reuse it (at the temperature it was made with)
+        train_ids = np.fromfile(distill_data, dtype=np.uint16)
+        made = Path(distill_data).with_suffix(".json")
+        if made.exists():
+            distill_temperature = json.loads(made.read_text())["temperature"]
+    elif distill_tokens:
+        train_ids = self_distill(hparams, backbone_params, train_ids, int(distill_tokens), rng, distill_temperature)
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = out / "distill.bin.tmp"
+        train_ids.tofile(tmp)
+        os.replace(tmp, out / "distill.bin")  # --distill_data OUT/distill.bin trains other heads on the same data
+        (out / "distill.json").write_text(json.dumps({"temperature": distill_temperature, "tokens": len(train_ids),
+                                                     "backbone": str(backbone)}) + "\n")
+    if distill_data or distill_tokens:  # calibrate on what the heads must match: the backbone's own continuations
+        text_val_ids = val_ids
+        val_ids = self_distill(hparams, backbone_params, val_ids, 8 * 8 * n_ctx + 1, np.random.default_rng(seed + 1),
+                               distill_temperature)
     heads, config = init_heads(n_heads, backbone_params["wte"], tied=tied, act=act, from_lm_head=from_lm_head, rng=rng)
     lambdas = [decay ** (k + 1) for k in range(n_heads)]
     joint = stage == "medusa2"
@@ -102,7 +119,8 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     opt = AdamW(params, lr=lr, weight_decay=0.0)
     log = {"stage": stage, "args": dict(n_ctx=n_ctx, batch_size=batch_size, lr=lr, decay=decay, lambda_0=lambda_0,
            head_lr_ratio=head_lr_ratio, warmup_heads=warmup_heads, max_steps=max_steps, seed=seed,
-           distill_tokens=distill_tokens), "history": [], "seconds": 0.0, "step": 0}
+           distill_tokens=distill_tokens, distill_temperature=distill_temperature,
+           distill_data=str(distill_data) if distill_data else None), "history": [], "seconds": 0.0, "step": 0}
     if resume and (out / "ckpt" / "state.json").exists():
         log = load_state(out / "ckpt", params, opt, rng)["log"]
         print(f"resumed from step {log['step']}")
@@ -144,6 +162,9 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
             break
     trained_backbone = params.get("backbone", backbone_params)
     log["accuracy"] = evaluate_heads(trained_backbone, hparams, params["heads"], config, val_ids, n_ctx)
+    if distill_data or distill_tokens:
+        log["accuracy"]["on"] = f"the backbone's own continuations (T={distill_temperature}) of validation prompts"
+        log["accuracy_text"] = evaluate_heads(trained_backbone, hparams, params["heads"], config, text_val_ids, n_ctx)
     log["tokens_seen"] = log["step"] * batch_size * n_ctx
     log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "minutes": round(log["seconds"] / 60, 1)}
     if joint:
