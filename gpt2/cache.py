@@ -42,6 +42,10 @@ class KVCache:
         idx = list(indices)
         if any(b <= a for a, b in zip(idx, idx[1:])) or (idx and not 0 <= idx[0] <= idx[-1] < self.n):
             raise ValueError(f"keep() needs increasing slots below {self.n}; got {idx}")
-        self.k[:, :, :len(idx)] = self.k[:, :, idx]  # fancy indexing copies first, so overlapping moves are safe
-        self.v[:, :, :len(idx)] = self.v[:, :, idx]
+        s = 0  # slots 0..s-1 stay where they are (the prefix before a tree): move only what follows
+        while s < len(idx) and idx[s] == s:
+            s += 1
+        moved = idx[s:]
+        self.k[:, :, s:len(idx)] = self.k[:, :, moved]  # fancy indexing copies first, so overlapping moves are safe
+        self.v[:, :, s:len(idx)] = self.v[:, :, moved]
         self.n = len(idx)

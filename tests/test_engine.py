@@ -2,7 +2,7 @@
 fresh full forward of the same tokens."""
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from gpt2.cache import KVCache
 from gpt2.engine import GPT2
@@ -122,3 +122,19 @@ def test_bad_calls_give_clear_errors():
         cache.rollback(1)
     with pytest.raises(ValueError, match="increasing"):
         cache.keep([1, 0])
+
+
+@given(st.sets(st.integers(0, 11), min_size=0, max_size=12))
+@settings(max_examples=60, deadline=None)
+def test_keep_moves_exactly_the_kept_slots(kept):
+    """keep(indices) leaves slot j holding what slot indices[j] held, whether or not the indices start 0, 1, 2, ..."""
+    idx = sorted(kept)
+    cache = KVCache(2, 3, 16, 4, np)
+    rng = np.random.default_rng(len(idx))
+    cache.k[:], cache.v[:] = rng.standard_normal((2, *cache.k.shape)).astype(np.float32)
+    cache.n = 12
+    before_k, before_v = cache.k.copy(), cache.v.copy()
+    cache.keep(idx)
+    assert cache.n == len(idx)
+    np.testing.assert_array_equal(cache.k[:, :, :len(idx)], before_k[:, :, idx])
+    np.testing.assert_array_equal(cache.v[:, :, :len(idx)], before_v[:, :, idx])
