@@ -95,10 +95,11 @@ def main(data, n_windows=24):
 def heads_section(hparams):
     """Trained heads shipped beside tiny-target (MEDUSA-1 heads, Blockwise heads): size, training, accuracy."""
     out = ["## Heads on tiny-target", "", "Trained by `python -m gpt2.train_heads` (commands in build.sh) with the "
-           "backbone frozen; accuracy on 8 x 8 windows of 128 tokens of val.bin, measured at the end of training: "
-           "top-k = the true token is among the head's k most likely (head k guesses k + 1 places ahead).", "",
-           "| heads | K | block | parameters | tokens seen | training time | top-1 per head (LM head first) "
-           "| top-5 per head |", "|---|---|---|---|---|---|---|---|"]
+           "backbone frozen; accuracy on 8 x 8 windows of 128 tokens, measured at the end of training on the data named "
+           "in the row (val.bin's text, or the backbone's own continuations of val.bin prompts for self-distilled "
+           "heads): top-k = the true token is among the head's k most likely (head k guesses k + 1 places ahead).", "",
+           "| heads | K | block | parameters | training data | tokens seen | training time | accuracy on "
+           "| top-1 per head (LM head first) | top-5 per head |", "|---|---|---|---|---|---|---|---|---|---|"]
     for kind in ("medusa", "blockwise"):
         path = ASSETS / "tiny-target" / kind / "heads.json"
         if not path.exists():
@@ -107,8 +108,13 @@ def heads_section(hparams):
         C, V = hparams["n_embd"], hparams["n_vocab"]
         per_head = C * C + C + (0 if r["tied"] else C * V)
         block = f"{r['act']} residual + " + ("tied LM head" if r["tied"] else "own vocabulary projection")
-        out.append(f"| {kind} | {r['n_heads']} | {block} | {r['n_heads'] * per_head / 1e6:.2f}M | "
+        args = r.get("args", {})
+        data = ("train.bin text" if not (args.get("distill_tokens") or args.get("distill_data")) else
+                f"tokens the backbone wrote (T={args['distill_temperature']:g})"
+                + (f", {args['distill_tokens'] / 1e6:.2f}M" if args.get("distill_tokens") else f": {args['distill_data']}"))
+        out.append(f"| {kind} | {r['n_heads']} | {block} | {r['n_heads'] * per_head / 1e6:.2f}M | {data} | "
                    f"{r['tokens_seen'] / 1e6:.2f}M | {r['machine']['minutes']:.0f} min "
+                   f"| {r['accuracy'].get('on', 'val.bin text')} "
                    f"| {' '.join(f'{a:.3f}' for a in r['accuracy']['top1'])} "
                    f"| {' '.join(f'{a:.3f}' for a in r['accuracy']['top5'])} |")
     return out + [""]

@@ -141,3 +141,27 @@ def load_heads(folder, n_embd=None, n_vocab=None):
     if n_vocab is not None and not config["tied"] and heads[0]["out"]["w"].shape[1] != n_vocab:
         raise ValueError(f"heads in {folder} predict {heads[0]['out']['w'].shape[1]} tokens; the backbone has {n_vocab}")
     return heads, config
+
+
+def keep_first_heads(src, dst, n):
+    """Copy the first n heads of the set in `src` to `dst` (heads are independent given a frozen backbone, so the
+    first n of K are what training n would give, up to the data order); the accuracy record is cut to match."""
+    from gpt2.weights import read_header
+
+    heads, config = load_heads(src)
+    stored = read_header(Path(src) / "heads.safetensors")[0]["heads.0.res.w"]["dtype"]  # keep the numbers as they are
+    dtype = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[stored]
+    if not 1 <= n <= config["n_heads"]:
+        raise ValueError(f"{src} has {config['n_heads']} heads; cannot keep the first {n}")
+    record = {k: v for k, v in config.items() if k not in ("n_heads", "tied", "act")}
+    for key in ("accuracy", "accuracy_text"):
+        if key in record:
+            record[key] = {name: (rows[:n + 1] if isinstance(rows, list) else rows) for name, rows in record[key].items()}
+    record["kept"] = f"the first {n} of the {config['n_heads']} heads in {src}"
+    save_heads(dst, heads[:n], {**config, "n_heads": n}, dtype=dtype, record=record)
+
+
+if __name__ == "__main__":  # python -m gpt2.heads --src DIR --dst DIR --n 2
+    import fire
+
+    fire.Fire(keep_first_heads)

@@ -13,8 +13,8 @@ from picospec.bench import compare, copy_prompts
 from picospec.medusa import cartesian_choices, chain_choices
 from picospec.tree import sparse_tree
 
-HEADER = ["| tree / setting | nodes | T | posterior | tokens/target call (median) | speedup vs autoregressive "
-          "(median, IQR) |", "|---|---|---|---|---|---|"]
+HEADER = ["| tree / setting | nodes | T | posterior | tokens/target call (median) | tree call / 1-token call (median) "
+          "| speedup vs autoregressive (median, IQR) |", "|---|---|---|---|---|---|---|"]
 
 
 def build_tree(folder, budget=7):
@@ -25,32 +25,36 @@ def build_tree(folder, budget=7):
     choices, expected = sparse_tree(accuracy, budget)
     tmp = folder / "medusa_choices.json.tmp"
     tmp.write_text(json.dumps({"medusa_choices": choices, "budget": budget, "expected_tokens_per_step": expected,
-                               "from": "heads.json accuracy.rank_share (held-out text)"}) + "\n")
+                               "from": f"heads.json accuracy.rank_share, measured on "
+                                       f"{record['accuracy'].get('on', 'held-out text')}"}) + "\n")
     tmp.replace(folder / "medusa_choices.json")
     return choices, expected
 
 
 def accuracy_table(folders):
-    lines = ["| heads | head | top-1 | top-5 |", "|---|---|---|---|"]
+    lines = ["| heads | head | top-1 | top-5 | measured on |", "|---|---|---|---|---|"]
     for label, folder in folders:
-        acc = json.loads((Path(folder) / "heads.json").read_text())["accuracy"]
-        for k, (t1, t5) in enumerate(zip(acc["top1"], acc["top5"])):
-            lines.append(f"| {label} | {'LM head' if k == 0 else f'head {k}'} | {t1:.3f} | {t5:.3f} |")
+        record = json.loads((Path(folder) / "heads.json").read_text())
+        for key in ("accuracy", "accuracy_text"):
+            acc = record.get(key)
+            for k, (t1, t5) in enumerate(zip(acc["top1"], acc["top5"]) if acc else []):
+                lines.append(f"| {label} | {'LM head' if k == 0 else f'head {k}'} | {t1:.3f} | {t5:.3f} "
+                             f"| {acc.get('on', 'held-out text')} |")
     return lines
 
 
 def row(label, nodes, T, posterior, r):
-    return (f"| {label} | {nodes} | {T:g} | {posterior} | {r['tokens_per_call']:.2f} "
+    return (f"| {label} | {nodes} | {T:g} | {posterior} | {r['tokens_per_call']:.2f} | {r['verify_cost']:.2f} "
             f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
 
 
-def medusa_rows(label, model, heads, n_heads, prompts, n_tokens, seeds, sparse):
+def medusa_rows(label, model, heads, n_heads, prompts, n_tokens, seeds, sparse, settings=None):
     trees = {"chain": chain_choices(n_heads), "cartesian 2x2": cartesian_choices(2, 2),
              "cartesian 3x3": cartesian_choices(3, 3) if n_heads >= 3 else cartesian_choices(2, 3)}
     trees.update(sparse)
     lines = []
     for name, choices in trees.items():
-        for T, posterior in ((0, "greedy"), (0.7, "typical"), (0.7, "lossless")):
+        for T, posterior in settings or ((0, "greedy"), (0.7, "typical"), (0.7, "lossless")):
             options = {"heads": heads, "medusa_choices": choices, "topk": 10, "posterior": posterior}
             r = compare("medusa", prompts, None, model, n_tokens, 1, seeds, {"temperature": T}, **options)
             lines.append(row(f"{label}: {name}", len(choices), T, posterior, r))
@@ -59,7 +63,9 @@ def medusa_rows(label, model, heads, n_heads, prompts, n_tokens, seeds, sparse):
 
 
 def main(medusa=None, blockwise=None, drafting=False, build=None, budgets="7,15", n_prompts=8, prompt_tokens=64,
-         n_tokens=64, seeds=2, out=None):
+         n_tokens=64, seeds=2, greedy_only=False, pld_sweep=None, out=None):
+    """Tables for --medusa DIRS (--greedy_only: temperature 0 rows only), --blockwise DIRS, --drafting, and
+    --pld_sweep 3,5,7,10 (prompt lookup's num_pred_tokens against the cost of a wider verification call)."""
     from gpt2.corpus import heldout_prompts
     from gpt2.load import heads_function, load_model
 
@@ -73,7 +79,7 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets="7,15"
     lines = []
     if medusa:
         folders = [Path(f) for f in str(medusa).split(",")]
-        lines += ["", "Medusa heads, per-head accuracy on held-out text:", ""]
+        lines += ["", "Medusa heads, per-head accuracy:", ""]
         lines += accuracy_table([(f.name, f) for f in folders])
         lines += ["", "Medusa decoding, built-in target, held-out prompts:", ""] + HEADER
         for folder in folders:
@@ -81,21 +87,26 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets="7,15"
             heads, config = heads_function(folder, model)
             record = json.loads((folder / "heads.json").read_text())
             sparse = {f"sparse {b}": sparse_tree(record["accuracy"]["rank_share"][1:], b)[0] for b in budgets}
-            lines += medusa_rows(folder.name, model, heads, config["n_heads"], prompts, n_tokens, seeds, sparse)
+            lines += medusa_rows(folder.name, model, heads, config["n_heads"], prompts, n_tokens, seeds, sparse,
+                                 ((0, "greedy"),) if greedy_only else None)
     if blockwise:
-        heads, config = heads_function(blockwise, target)
         lines += ["", "Blockwise parallel decoding (greedy), built-in target, held-out prompts:", "",
-                  "| k | variant | tokens/target call (median) | speedup vs autoregressive (median, IQR) |",
-                  "|---|---|---|---|"]
-        for k in range(2, config["n_heads"] + 2):
-            for merged in (True, False):
-                r = compare("blockwise", prompts, None, target, n_tokens, k, seeds, {"temperature": 0},
-                            heads=lambda h, k=k: heads(h)[:k - 1], merged=merged)
-                lines.append(f"| {k} | {'merged' if merged else 'predict + verify'} | {r['tokens_per_call']:.2f} "
-                             f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
-                print(lines[-1], flush=True)
+                  "| heads | k | variant | tokens/target call (median) | call / 1-token call (median) "
+                  "| speedup vs autoregressive (median, IQR) |", "|---|---|---|---|---|---|"]
+        for folder in str(blockwise).split(","):
+            heads, config = heads_function(folder, target)
+            for k in range(2, config["n_heads"] + 2):
+                for merged in (True, False):
+                    r = compare("blockwise", prompts, None, target, n_tokens, k, seeds, {"temperature": 0},
+                                heads=lambda h, k=k: heads(h)[:k - 1], merged=merged)
+                    lines.append(f"| {Path(folder).name} | {k} | {'merged' if merged else 'predict + verify'} "
+                                 f"| {r['tokens_per_call']:.2f} | {r['verify_cost']:.2f} "
+                                 f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
+                    print(lines[-1], flush=True)
     if drafting:
         lines += drafting_rows(target, encoder, prompts, n_tokens, seeds)
+    if pld_sweep:
+        lines += prompt_lookup_sweep(target, encoder, prompts, n_tokens, seeds, pld_sweep)
     text = "\n".join(lines)
     print(text)
     if out:
@@ -116,6 +127,21 @@ def drafting_rows(target, encoder, prompts, n_tokens, seeds):
         for name, (method, options) in methods.items():
             r = compare(method, xs, None, target, n_tokens, 10, seeds, {"temperature": 0}, **options)
             lines.append(f"| {name} | {label} | {r['tokens_per_call']:.2f} | {r['acceptance']:.2f} "
+                         f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
+            print(lines[-1], flush=True)
+    return lines
+
+
+def prompt_lookup_sweep(target, encoder, prompts, n_tokens, seeds, sizes):
+    """Prompt lookup with num_pred_tokens in `sizes`: longer drafts accept more per call, and cost more per call."""
+    sizes = [int(n) for n in (sizes if isinstance(sizes, (list, tuple)) else str(sizes).split(","))]
+    lines = ["", "Prompt lookup, num_pred_tokens against the cost of its call (max_ngram_size 3), temperature 0:", "",
+             "| prompts | num_pred_tokens | tokens/target call (median) | verify call / 1-token call (median) "
+             "| speedup vs autoregressive (median, IQR) |", "|---|---|---|---|---|"]
+    for label, xs in (("copy-heavy", copy_prompts(encoder, prompts)), ("ordinary", prompts)):
+        for n in sizes:
+            r = compare("prompt_lookup", xs, None, target, n_tokens, n, seeds, {"temperature": 0}, num_pred_tokens=n)
+            lines.append(f"| {label} | {n} | {r['tokens_per_call']:.2f} | {r['verify_cost']:.2f} "
                          f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
             print(lines[-1], flush=True)
     return lines

@@ -128,14 +128,52 @@ def test_ranks_of_targets():
 def test_self_distillation_data_come_from_the_backbone(tmp_path):
     """--distill_tokens: the training tokens are the backbone's own samples (from text prompts), not the text."""
     from gpt2.train_heads import self_distill
-    from gpt2.weights import save_checkpoint
 
     hparams, params = random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2, n_layer=1, seed=4)
     params["wte"][:, :] = 0
-    params["wte"][7, :] = 5 * params["ln_f"]["g"]  # the model puts nearly all mass on token 7 after any text
-    save_checkpoint(tmp_path, hparams, params)
+    params["wte"][7, :] = 20 * params["ln_f"]["g"]  # the model puts nearly all mass on token 7 after any text
     text = np.zeros(500, dtype=np.uint16)  # text of token 0 only
-    ids = self_distill(tmp_path, text, 300, np.random.default_rng(0), prompt_len=4, new_tokens=20)
+    ids = self_distill(hparams, params, text, 300, np.random.default_rng(0), prompt_len=4, new_tokens=20, batch_size=5)
     assert ids.dtype == np.uint16 and len(ids) == 300
     generated = np.concatenate([ids[i + 4:i + 24] for i in range(0, 288, 24)])
     assert (generated == 7).mean() > 0.9 and (ids[:4] == 0).all()
+
+
+def test_distill_data_is_saved_and_reused(tmp_path):
+    """--distill_tokens writes OUT/distill.bin (atomically); --distill_data FILE trains on exactly those tokens."""
+    from gpt2.train_heads import main
+    from gpt2.weights import save_checkpoint
+
+    hparams, params = random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2, n_layer=1, seed=3)
+    save_checkpoint(tmp_path / "backbone", hparams, params)
+    data = tmp_path / "data"
+    data.mkdir()
+    (np.arange(600) % 20).astype(np.uint16).tofile(data / "train.bin")  # text: 0, 1, 2, ..., 19, 0, 1, ...
+    (np.arange(100) % 20).astype(np.uint16).tofile(data / "val.bin")
+    common = dict(backbone=str(tmp_path / "backbone"), data=str(data), n_heads=1, n_ctx=16, batch_size=2,
+                  max_steps=2, eval_every=2, dtype="float32")
+    main(out=str(tmp_path / "a"), distill_tokens=256, distill_temperature=0.0, **common)
+    made = np.fromfile(tmp_path / "a" / "distill.bin", dtype=np.uint16)
+    assert len(made) == 256 and not list((tmp_path / "a").glob("*.tmp"))
+    steps = np.diff(made[:128].astype(int)) % 20  # the first row: 16 tokens of text, then 112 of the backbone's
+    assert (steps[:15] == 1).all() and (steps[15:] == 1).mean() < 0.5
+    main(out=str(tmp_path / "b"), distill_data=str(tmp_path / "a" / "distill.bin"), **common)
+    record = json.loads((tmp_path / "b" / "heads.json").read_text())
+    assert record["args"]["distill_data"] == str(tmp_path / "a" / "distill.bin")
+
+
+def test_keep_first_heads(tmp_path):
+    from gpt2.heads import keep_first_heads
+
+    hparams, params = random_gpt2(n_vocab=20, n_embd=16, seed=2)
+    heads, config = random_heads(3, params["wte"], tied=False, act="silu", dtype=np.float32)
+    record = {"accuracy": {"top1": [0.9, 0.5, 0.4, 0.3], "on": "text"}}
+    save_heads(tmp_path / "all", heads, config, dtype="float32", record=record)
+    keep_first_heads(tmp_path / "all", tmp_path / "two", 2)
+    kept, kept_config = load_heads(tmp_path / "two", n_embd=16, n_vocab=20)
+    assert kept_config["n_heads"] == 2 and kept_config["accuracy"] == {"top1": [0.9, 0.5, 0.4], "on": "text"}
+    for a, b in zip(kept, heads[:2]):
+        np.testing.assert_array_equal(a["out"]["w"], b["out"]["w"])
+        np.testing.assert_array_equal(a["res"]["w"], b["res"]["w"])
+    with pytest.raises(ValueError, match="cannot keep the first 4"):
+        keep_first_heads(tmp_path / "all", tmp_path / "four", 4)

@@ -44,16 +44,20 @@ plt.show()
 assert b["attn_mask"][6].tolist() == [True, False, True, False, False, False, True, False, False]"""),
 md("""## A real step of the built-in model
 
-`gpt2/assets/tiny-target/medusa` holds 4 heads trained with MEDUSA-1 (frozen backbone) by `python -m gpt2.train_heads`.
-Their accuracy on held-out text, and the sparse tree built from it, come from `heads.json` and
-`medusa_choices.json`."""),
+`gpt2/assets/tiny-target/medusa` holds 2 heads trained with MEDUSA-1 (frozen backbone) by `python -m gpt2.train_heads`
+on self-distillation data: 0.8M tokens the target itself wrote greedily after prompts from the training text (what the
+heads must guess when decoding greedily). Their accuracy, on the target's own continuations of validation prompts and on
+the validation text itself, and the sparse tree built from the first, come from `heads.json` and
+`medusa_choices.json`. (Of the first rows, 16 of every 128 are prompt text, so even the LM head is not 100% "right".)"""),
 code("""from gpt2.load import load_model, heads_folder, heads_function
 target, encoder = load_model("tiny-target")
 folder = heads_folder("tiny-target", "medusa")
 heads, config = heads_function(folder, target)
 record = json.loads((folder / "heads.json").read_text())
-for k, (t1, t5) in enumerate(zip(record["accuracy"]["top1"], record["accuracy"]["top5"])):
-    print(("LM head" if k == 0 else f"head {k}  "), f"top-1 {t1:.3f}  top-5 {t5:.3f}")
+for key in ("accuracy", "accuracy_text"):
+    print("on", record[key].get("on", "the validation text"))
+    for k, (t1, t5) in enumerate(zip(record[key]["top1"], record[key]["top5"])):
+        print("   ", ("LM head" if k == 0 else f"head {k}  "), f"top-1 {t1:.3f}  top-5 {t5:.3f}")
 sparse = json.loads((folder / "medusa_choices.json").read_text())
 print("sparse tree:", sparse["medusa_choices"], " expected tokens per step", round(sparse["expected_tokens_per_step"], 2))"""),
 code("""x = encoder.encode("import os\\n\\n\\ndef list_files(path):\\n    return [")
