@@ -5,7 +5,8 @@
 All prompts have the same length, so the batch needs no padding: one forward pass of the B prompts, then one pass of
 B new tokens per step. Speculative decoding never uses this (it decodes one sequence, in gpt2/engine.py); it exists
 because one sequence at a time leaves a CPU's matrix units idle (one row is a matrix-vector product), while B rows
-make every `linear` a real matrix product: data for the heads comes 10-100x faster.
+make every `linear` a real matrix product: for the tiny target on 2 cores, 64 rows give about 1,400 new tokens/s
+against 290 one sequence at a time through the engine (measured side by side).
 temperature 0 is greedy decoding (the same tokens as the engine's greedy decoding, up to float rounding ties).
 
 Shapes: B batch, T tokens in this pass, n_kv tokens cached + new, C n_embd, H n_head, D = C // H, V n_vocab.
