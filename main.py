@@ -243,15 +243,10 @@ def main_batch(path, n_tokens, K, temperature, top_k, top_p, seed, target, draft
 
 
 def cli(argv=None):
-    import fire
+    from gpt2.cli import fire_cli
 
     argv = sys.argv[1:] if argv is None else argv
-    argv = ["--json_output" if a == "--json" else a for a in argv]
-    try:
-        fire.Fire(main, command=argv)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    fire_cli(main, ["--json_output" if a == "--json" else a for a in argv])
 
 
 if __name__ == "__main__":

@@ -162,6 +162,6 @@ def keep_first_heads(src, dst, n):
 
 
 if __name__ == "__main__":  # python -m gpt2.heads --src DIR --dst DIR --n 2
-    import fire
+    from gpt2.cli import fire_cli
 
-    fire.Fire(keep_first_heads)
+    fire_cli(keep_first_heads)

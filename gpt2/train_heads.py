@@ -26,6 +26,7 @@ import numpy as np
 from gpt2.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
 from gpt2.heads import heads_loss_and_grads, init_heads, ranks_of_targets, head_forward, save_heads
 from gpt2.train import AdamW, clip_grads, flatten, load_state, lr_at, random_windows, save_state
+from gpt2.weights import _atomic_write
 
 
 def evaluate_heads(backbone, hparams, heads, config, data, n_ctx, batch_size=8, max_batches=8, topk=10):
@@ -89,26 +90,34 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
                          "(--stage medusa1)")
     if data is None or out is None:
         raise ValueError("give --data DIR (train.bin, val.bin from `python -m gpt2.corpus`) and --out DIR")
+    if distill_tokens and distill_data:
+        raise ValueError("give --distill_tokens N (make new data) or --distill_data FILE (reuse data), not both")
+    if distill_temperature < 0:
+        raise ValueError(f"--distill_temperature must be >= 0 (0 is greedy); got {distill_temperature}")
+    if distill_data and not Path(distill_data).is_file():
+        raise ValueError(f"--distill_data {distill_data}: no such file; make one with --distill_tokens N "
+                         "(it is saved as OUT/distill.bin)")
     folder, data, out = resolve(str(backbone)), Path(data), Path(out)
     hparams, backbone_params = load_checkpoint(folder)
     n_ctx = min(n_ctx, hparams["n_ctx"])
     rng = np.random.default_rng(seed)
     train_ids = np.fromfile(data / "train.bin", dtype=np.uint16)
     val_ids = np.fromfile(data / "val.bin", dtype=np.uint16)
+    if distill_tokens and resume and (out / "distill.bin").exists():  # a resumed run reuses the data it made
+        distill_data = out / "distill.bin"
+    elif distill_tokens:
+        ids = self_distill(hparams, backbone_params, train_ids, int(distill_tokens), rng, distill_temperature)
+        out.mkdir(parents=True, exist_ok=True)
+        made = {"temperature": distill_temperature, "tokens": len(ids), "backbone": str(backbone)}
+        _atomic_write(out / "distill.json", [(json.dumps(made) + "\n").encode()])
+        _atomic_write(out / "distill.bin", [ids.tobytes()])  # written last: it marks the data as complete
+        distill_data = out / "distill.bin"  # --distill_data OUT/distill.bin trains other heads on the same data
     if distill_data:  # made once with --distill_tokens and saved: reuse it (at the temperature it was made with)
         train_ids = np.fromfile(distill_data, dtype=np.uint16)
         made = Path(distill_data).with_suffix(".json")
         if made.exists():
             distill_temperature = json.loads(made.read_text())["temperature"]
-    elif distill_tokens:
-        train_ids = self_distill(hparams, backbone_params, train_ids, int(distill_tokens), rng, distill_temperature)
-        out.mkdir(parents=True, exist_ok=True)
-        tmp = out / "distill.bin.tmp"
-        train_ids.tofile(tmp)
-        os.replace(tmp, out / "distill.bin")  # --distill_data OUT/distill.bin trains other heads on the same data
-        (out / "distill.json").write_text(json.dumps({"temperature": distill_temperature, "tokens": len(train_ids),
-                                                     "backbone": str(backbone)}) + "\n")
-    if distill_data or distill_tokens:  # calibrate on what the heads must match: the backbone's own continuations
+    if distill_data:  # calibrate on what the heads must match: the backbone's own continuations
         text_val_ids = val_ids
         val_ids = self_distill(hparams, backbone_params, val_ids, 8 * 8 * n_ctx + 1, np.random.default_rng(seed + 1),
                                distill_temperature)
@@ -162,7 +171,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
             break
     trained_backbone = params.get("backbone", backbone_params)
     log["accuracy"] = evaluate_heads(trained_backbone, hparams, params["heads"], config, val_ids, n_ctx)
-    if distill_data or distill_tokens:
+    if distill_data:
         log["accuracy"]["on"] = f"the backbone's own continuations (T={distill_temperature}) of validation prompts"
         log["accuracy_text"] = evaluate_heads(trained_backbone, hparams, params["heads"], config, text_val_ids, n_ctx)
     log["tokens_seen"] = log["step"] * batch_size * n_ctx
@@ -189,6 +198,6 @@ def opt_step(opt, params, flat, head_rate, backbone_rate):
 
 
 if __name__ == "__main__":
-    import fire
+    from gpt2.cli import fire_cli
 
-    fire.Fire(main)
+    fire_cli(main)

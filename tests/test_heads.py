@@ -1,6 +1,7 @@
 """Medusa / Blockwise heads: gradients by finite differences (float64), MEDUSA-1 and MEDUSA-2 training lower the head
 loss, save/load round trip with clear errors, and the accuracy record the sparse tree is built from."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -177,3 +178,48 @@ def test_keep_first_heads(tmp_path):
         np.testing.assert_array_equal(a["res"]["w"], b["res"]["w"])
     with pytest.raises(ValueError, match="cannot keep the first 4"):
         keep_first_heads(tmp_path / "all", tmp_path / "four", 4)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"distill_tokens": 100, "distill_data": "x.bin"}, "not both"),
+    ({"distill_tokens": 100, "distill_temperature": -1.0}, "distill_temperature must be >= 0"),
+    ({"distill_data": "missing.bin"}, "no such file; make one with --distill_tokens"),
+])
+def test_bad_distill_options_give_clear_errors(tmp_path, options, message):
+    from gpt2.train_heads import main
+
+    with pytest.raises(ValueError, match=message):
+        main(data=str(tmp_path), out=str(tmp_path / "out"), **options)
+
+
+def test_resumed_run_reuses_its_distill_data(tmp_path, monkeypatch):
+    """A second run into the same OUT with --distill_tokens reads OUT/distill.bin instead of decoding it again."""
+    import gpt2.train_heads as th
+    from gpt2.weights import save_checkpoint
+
+    hparams, params = random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2, n_layer=1, seed=3)
+    save_checkpoint(tmp_path / "backbone", hparams, params)
+    data = tmp_path / "data"
+    data.mkdir()
+    (np.arange(600) % 20).astype(np.uint16).tofile(data / "train.bin")
+    (np.arange(100) % 20).astype(np.uint16).tofile(data / "val.bin")
+    common = dict(backbone=str(tmp_path / "backbone"), data=str(data), out=str(tmp_path / "a"), n_heads=1, n_ctx=16,
+                  batch_size=2, eval_every=2, dtype="float32", distill_tokens=256, distill_temperature=0.0)
+    th.main(max_steps=2, **common)
+    made = (tmp_path / "a" / "distill.bin").read_bytes()
+    sizes = []
+    real = th.self_distill
+    monkeypatch.setattr(th, "self_distill", lambda *a, **k: sizes.append(a[3]) or real(*a, **k))
+    th.main(max_steps=4, **common)
+    assert sizes == [8 * 8 * 16 + 1]  # only the validation continuations were decoded again
+    assert (tmp_path / "a" / "distill.bin").read_bytes() == made
+
+
+def test_heads_cli_errors_are_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "gpt2.heads", "--src", str(tmp_path / "none"), "--dst",
+                          str(tmp_path / "out"), "--n", "2"], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert run.returncode == 2 and run.stderr.startswith("error: no heads in") and "Traceback" not in run.stderr
