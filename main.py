@@ -2,53 +2,158 @@
 
     python main.py --method speculative --K 4          # the built-in tiny pair, offline, in seconds
     python main.py --method greedy --target gpt2-xl --draft gpt2 --prompt "Alan Turing theorized that"
-    python main.py --method autoregressive --json
+    python main.py --method medusa --help              # a method's own options
+    echo "def f(x):" | python main.py --prompt_file - --json
 
-Speculative methods are run after autoregressive decoding of the same prompt with the same seed, so the printout shows
-both texts, both times, the speedup, tokens per target call, acceptance, and (on a terminal) each token coloured by
-where it came from.
+The methods and their options come from the table in picospec/methods.py; this file has no per-method code. Every
+option is checked before any model loads (gpt2/cli.py), so a typo costs a second, not a run. Speculative methods
+run after autoregressive decoding of the same prompt with the same seed, so the printout shows both texts, both times,
+the speedup, tokens per target call, acceptance and (on a terminal) each token coloured by where it came from.
 """
 import json
+import re
 import sys
 import time
 
 import numpy as np
 
-METHODS = ("autoregressive", "speculative", "greedy", "prompt_lookup", "medusa", "blockwise", "rest", "lookahead")
-NO_DRAFT = ("autoregressive", "prompt_lookup", "medusa", "blockwise", "rest", "lookahead")  # no draft model needed
+from gpt2.cli import Option, UsageError, guarded, parse, split, usage
+from picospec.methods import METHODS, TABLE, check_temperature, find, law
+
 COLORS = {"draft": "\033[32m", "resample": "\033[33m", "bonus": "\033[34m"}  # green, yellow, blue
 LEGEND = "green: draft token accepted, yellow: target's correction, blue: bonus token from the target"
 DEFAULT_PROMPT = "def read_lines(path):\n"
 
+SHARED = [
+    Option("method", str, "speculative", "the method (see the list below)", choices=tuple(TABLE)),
+    Option("prompt", str, DEFAULT_PROMPT, "the prompt, taken verbatim"),
+    Option("prompt_file", "path", None, "read the prompt from this file (- for standard input)"),
+    Option("escapes", bool, False, r"decode \n, \t and \\ in --prompt and in --batch lines"),
+    Option("n_tokens", int, 40, "new tokens to generate", low=1),
+    Option("temperature", float, 0.0, "0 is greedy decoding; > 0 samples", low=0),
+    Option("top_k", int, None, "sample from the k most likely tokens only", low=1),
+    Option("top_p", float, None, "sample from the smallest set of tokens with this much mass", above=0, high=1),
+    Option("seed", int, 123, "seed of the numpy.random.Generator", low=0),
+    Option("target", str, "tiny-target", "target model: tiny-target, gpt2, gpt2-medium/large/xl, a Hugging Face "
+           "repo id, or a folder"),
+    Option("draft", str, "tiny-draft", "draft model (methods that need one): tiny-draft, ngram, gpt2, ..."),
+    Option("device", str, "cpu", "cpu, or gpu (CuPy)", choices=("cpu", "gpu")),
+    Option("offline", bool, False, "never touch the network (also PICOSPEC_OFFLINE=1)"),
+    Option("json", bool, False, "print one JSON object instead of text"),
+    Option("batch", "file", None, "decode every line of FILE as one batch (methods with a batched form)"),
+]
 
-def check_options(prompt_ids, n_tokens, n_ctx, K, temperature, top_k, top_p, method):
-    if method not in METHODS:
-        raise ValueError(f"unknown --method {method!r}: choose one of {', '.join(METHODS)}")
-    if not prompt_ids:
-        raise ValueError("the prompt is empty: pass some text with --prompt")
-    if int(n_tokens) != n_tokens or n_tokens < 1:
-        raise ValueError(f"--n_tokens must be a positive integer; got {n_tokens}")
-    if len(prompt_ids) + n_tokens > n_ctx:
-        raise ValueError(f"the prompt ({len(prompt_ids)} tokens) plus --n_tokens {n_tokens} exceeds the model's context "
-                         f"window of {n_ctx} tokens: shorten the prompt or lower --n_tokens")
-    if int(K) != K or K < 1:
-        raise ValueError(f"--K must be a positive integer; got {K}")
-    if temperature < 0:
-        raise ValueError(f"--temperature must be >= 0 (0 means greedy); got {temperature}")
-    if top_k is not None and (int(top_k) != top_k or top_k < 1):
-        raise ValueError(f"--top_k must be a positive integer; got {top_k}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"--top_p must be in (0, 1]; got {top_p}")
+
+def options_for(method):
+    """The shared options plus the method's own; --draft only where a draft model is used."""
+    shared = [o for o in SHARED if o.name != "draft" or "draft" in method.needs]
+    return shared + list(method.options)
+
+
+def elsewhere(method):
+    """Messages for options that exist, but not for this method."""
+    own = {o.name for o in options_for(method)}
+    takes = ", ".join(f"--{o.name}" for o in method.options) or "no options of its own"
+    messages = {}
+    for other in METHODS:
+        for o in other.options:
+            if o.name not in own:
+                users = [m.name for m in METHODS if o.name in {p.name for p in m.options}]
+                messages[o.name] = (f"--{o.name} is an option of {', '.join(users)}, not of --method {method.name} "
+                                    f"(which takes {takes})")
+    if "draft" not in own:
+        users = ", ".join(m.name for m in METHODS if "draft" in m.needs)
+        messages["draft"] = f"--method {method.name} uses no draft model, so --draft does not apply (it is for {users})"
+    return messages
+
+
+def method_list():
+    width = max(len(m.name) for m in METHODS)
+    kinds = {"lossless": "", "greedy": " [greedy-only]", "lossy": " [lossy]"}
+    return "\n".join(f"  {m.name:<{width}}  {m.help}{kinds.get(m.law, '') if isinstance(m.law, str) else ''}"
+                     for m in METHODS)
+
+
+def parse_command_line(argv):
+    """argv -> (method row, {option: value}) or None after printing help; UsageError for any mistake."""
+    words = split(argv)
+    chosen = [text for name, text, _ in words if name == "method"]
+    method = find(chosen[0]) if chosen and chosen[0] is not None else TABLE["speculative"]
+    options = options_for(method)
+    values = parse(argv, options, elsewhere(method))
+    if values.get("help"):
+        if chosen:
+            print(usage(f"python main.py --method {method.name}", f"{method.help}. {method.paper}.", options))
+        else:
+            print(usage("python main.py", __doc__.split("\n\n")[0], SHARED) + "\n\nmethods (--method NAME --help "
+                  "shows a method's options):\n" + method_list())
+        return None
+    return method, values
+
+
+def unescape(text):
+    r"""The one escape rule of --escapes, for --prompt and --batch alike: \n newline, \t tab, \\ backslash.
+    Example: unescape(r"a\nb\\n") -> "a" + newline + "b\\n"."""
+    return re.sub(r"\\([nt\\])", lambda m: {"n": "\n", "t": "\t", "\\": "\\"}[m.group(1)], text)
+
+
+def read_prompt(values, argv):
+    given = any(name == "prompt" for name, _, _ in split(argv))
+    if values["prompt_file"] is not None:
+        if given:
+            raise UsageError("--prompt and --prompt_file are both given: keep one")
+        path = values["prompt_file"]
+        try:
+            prompt = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--prompt_file {path}: cannot read it as UTF-8 text ({getattr(e, 'strerror', e)})") from None
+    else:
+        prompt = values["prompt"]
+    prompt = unescape(prompt) if values["escapes"] else prompt
+    if not prompt:
+        raise UsageError("the prompt is empty: pass some text with --prompt")
+    return prompt
+
+
+def method_options(method, values):
+    return {o.name: values[o.name] for o in method.options}
+
+
+def check_before_loading(method, values):
+    """Everything that can be checked without a model: laws, files, the cache folder."""
+    from bench.harness import check_needs
+
+    if values["batch"] is not None and method.batch is None:
+        batchable = ", ".join(m.name for m in METHODS if m.batch)
+        raise UsageError(f"--batch runs methods with a batched form ({batchable}); --method {method.name} has none")
+    check_temperature(method, method_options(method, values), values["temperature"])
+    check_needs(method, method_options(method, values))
+    check_cache = getattr(__import__("gpt2.hub", fromlist=["check_cache_dir"]), "check_cache_dir", None)
+    if check_cache is not None:
+        check_cache()
+
+
+def check_length(x, n_tokens, extra, models, names):
+    if not x:
+        raise UsageError("the prompt is empty: pass some text with --prompt")
+    for role, model in models.items():
+        n_ctx = getattr(model, "n_ctx", None)
+        if n_ctx is not None and len(x) + n_tokens + extra > n_ctx:
+            raise UsageError(f"the prompt ({len(x)} tokens) plus --n_tokens {n_tokens} exceeds the {role} "
+                             f"{names[role]!r}'s context window of {n_ctx} tokens: shorten the prompt or lower "
+                             f"--n_tokens")
 
 
 def report(method, x, run):
-    stats, n_new = run["stats"], len(run["output"]) - len(x)
-    drafted, accepted = sum(s["K"] for s in stats), sum(s["accepted"] for s in stats)
+    from bench.harness import summary
+
+    n_new = len(run["output"]) - len(x)
     return {"method": method, "output_ids": [int(t) for t in run["output"][len(x):]], "time_s": run["seconds"],
             "tokens_per_s": n_new / run["seconds"], "target_calls": run["target_calls"],
             "draft_calls": run["draft_calls"], "tokens_per_target_call": n_new / run["target_calls"],
-            "acceptance_rate": accepted / drafted if drafted else None,
-            "origins": [o for s in stats for o in s["origins"]]}
+            "acceptance_rate": summary(run["stats"])["acceptance"],
+            "accepted_per_node": summary(run["stats"])["accepted_per_node"],
+            "origins": [o for s in run["stats"] for o in s["origins"]]}
 
 
 def colored(encoder, ids, origins, color):
@@ -68,74 +173,40 @@ def show(run, encoder, prompt, color):
     print(line + "\n")
 
 
-def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: int = 40, K: int = 4,
-         temperature: float = 0.0, top_k: int = None, top_p: float = None, seed: int = 123,
-         target: str = "tiny-target", draft: str = "tiny-draft", device: str = "cpu", offline: bool = None,
-         schedule: str = "constant", confidence: float = None, max_ngram_size: int = 3, num_pred_tokens: int = 10,
-         heads: str = None, tree: str = "sparse", topk: int = 10, posterior: str = "greedy",
-         posterior_threshold: float = 0.09, posterior_alpha: float = 0.3, merged: bool = True,
-         datastore: str = None, num_draft_nodes: int = 7, max_matches: int = 100, draft_len: int = 10,
-         window: int = 4, ngram: int = 3, guesses: int = 4, batch: str = None, json_output: bool = False):
-    """Decode `prompt` with `method` (and autoregressively, to compare). --json prints one JSON object instead.
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    parsed = parse_command_line(argv)
+    if parsed is None:
+        return
+    method, values = parsed
+    prompt = None if values["batch"] is not None else read_prompt(values, argv)
+    check_before_loading(method, values)
+    if values["batch"] is not None:
+        return main_batch(method, values)
 
-    --batch FILE decodes every line of FILE (\\n escapes allowed) together with batched speculative sampling.
-    --schedule heuristic / --confidence C choose K per step for --method greedy.
-    --max_ngram_size / --num_pred_tokens set prompt lookup's matching (it needs no draft model).
-    --method medusa: --heads DIR (default: the backbone's medusa/ folder), --tree sparse|chain|cartesian|'[[0],[0,0]]',
-      --topk, --posterior greedy|typical|nucleus|lossless, --posterior_threshold (epsilon), --posterior_alpha (delta).
-    --method blockwise: --K is the block size k (heads from the backbone's blockwise/ folder); --merged/--nomerged.
-    --method rest: --datastore FILE.npz (default: built once from the standard library's train split, cached),
-      --num_draft_nodes, --max_matches, --draft_len.  --method lookahead: --window W, --ngram N, --guesses G.
-    """
+    from bench.harness import load_needs, run_method
     from gpt2.load import load_model
-    from picospec.bench import run_method
 
-    if batch is not None:
-        return main_batch(batch, n_tokens, K, temperature, top_k, top_p, seed, target, draft, device, offline,
-                          json_output)
-
-    target_model, encoder = load_model(str(target), device, offline)
-    no_draft = method in NO_DRAFT
-    draft_model = None if no_draft else load_model(str(draft), device, offline)[0]
-    if draft_model is not None and draft_model.n_vocab != target_model.n_vocab:
-        raise ValueError(f"draft {draft!r} has {draft_model.n_vocab} tokens but target {target!r} has "
-                         f"{target_model.n_vocab}: speculative decoding needs one vocabulary; pick a matching pair")
-    prompt = str(prompt)
+    target, encoder = load_model(values["target"], values["device"], values["offline"] or None)
+    options = method_options(method, values)
+    loaded = load_needs(method, options, target, values["target"], encoder, values.get("draft"), values["device"],
+                        values["offline"] or None)
     x = encoder.encode(prompt)
-    check_options(x, n_tokens, target_model.n_ctx, K, temperature, top_k, top_p, method)
-    if draft_model is not None and len(x) + n_tokens > getattr(draft_model, "n_ctx", 10**9):
-        raise ValueError(f"the prompt plus --n_tokens does not fit the draft's context window of {draft_model.n_ctx}")
-    options = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
-
-    method_options = {"greedy": {"schedule": schedule, "confidence": confidence},
-                      "prompt_lookup": {"max_ngram_size": max_ngram_size, "num_pred_tokens": num_pred_tokens},
-                      "lookahead": {"window": window, "ngram": ngram, "guesses": guesses}}
-    if method == "medusa":
-        method_options["medusa"] = medusa_options(str(target), target_model, heads, tree, topk, posterior,
-                                                  posterior_threshold, posterior_alpha, offline)
-    elif method == "blockwise":
-        from gpt2.load import heads_folder, heads_function
-
-        fn, config = heads_function(heads_folder(str(target), "blockwise", heads, offline), target_model)
-        if K > config["n_heads"] + 1:
-            raise ValueError(f"--K {K} is more than the {config['n_heads']} blockwise heads + 1 allow; use --K <= "
-                             f"{config['n_heads'] + 1}")
-        method_options["blockwise"] = {"heads": lambda h: fn(h)[:K - 1], "merged": merged}  # p_2..p_K
-    elif method == "rest":
-        method_options["rest"] = {"datastore": rest_datastore(datastore, str(target), encoder),
-                                  "num_draft_nodes": num_draft_nodes, "max_matches": max_matches,
-                                  "draft_len": draft_len}
-    runs = [report(m, x, run_method(m, x, draft_model, target_model, n_tokens, K, seed, options,
-                                    **method_options.get(m, {})))
-            for m in dict.fromkeys(["autoregressive", method])]
-    result = {"prompt": prompt, "prompt_ids": [int(t) for t in x], "target": str(target),
-              "draft": None if no_draft else str(draft), "K": K, "seed": seed, **options,
+    check_length(x, values["n_tokens"], 0, {k: v for k, v in loaded.items() if k in ("target", "draft")},
+                 {"target": values["target"], "draft": values.get("draft")})
+    sampling = {k: values[k] for k in ("temperature", "top_k", "top_p")}
+    runs = [report(m, x, run_method(m, x, loaded if m == method.name else {"target": target}, values["n_tokens"],
+                                    values["seed"], sampling, **(options if m == method.name else {})))
+            for m in dict.fromkeys(["autoregressive", method.name])]
+    result = {"prompt": prompt, "prompt_ids": [int(t) for t in x], "method": method.name,
+              "law": law(method, options), "target": values["target"],
+              "draft": values.get("draft") if "draft" in method.needs else None, "seed": values["seed"], **sampling,
+              "options": {k: v for k, v in options.items() if isinstance(v, (int, float, str, bool, type(None)))},
               "runs": [{**r, "text": encoder.decode(r["output_ids"])} for r in runs]}
     if len(runs) == 2:
         result["speedup"] = runs[0]["time_s"] / runs[1]["time_s"]
         result["same_output"] = runs[0]["output_ids"] == runs[1]["output_ids"]
-
-    if json_output:
+    if values["json"]:
         print(json.dumps(result))
         return
     color = sys.stdout.isatty()
@@ -143,110 +214,56 @@ def main(method: str = "speculative", prompt: str = DEFAULT_PROMPT, n_tokens: in
         show(run, encoder, prompt, color)
     if len(runs) == 2:
         same = "identical" if result["same_output"] else "different"
-        note = " (temperature 0: they must be identical)" if temperature == 0 else " (sampling: texts may differ)"
+        note = " (temperature 0: they must be identical)" if values["temperature"] == 0 else (
+            " (sampling: texts may differ)")
         print(f"speedup {result['speedup']:.2f}x over autoregressive; texts {same}{note}")
         if color:
             print(LEGEND)
 
 
-def medusa_options(target, model, heads, tree, topk, posterior, threshold, alpha, offline):
-    """The heads function, the tree (medusa_choices) and the posterior for --method medusa."""
-    from gpt2.load import heads_folder, heads_function
-    from picospec.medusa import POSTERIORS, cartesian_choices, chain_choices
-
-    if posterior not in POSTERIORS:
-        raise ValueError(f"unknown --posterior {posterior!r}: choose one of {', '.join(POSTERIORS)}")
-    folder = heads_folder(target, "medusa", heads, offline)
-    fn, config = heads_function(folder, model)
-    n = config["n_heads"]
-    if tree == "sparse":
-        if not (folder / "medusa_choices.json").exists():
-            raise ValueError(f"no sparse tree in {folder} (medusa_choices.json): build one with `python -m "
-                             f"picospec.bench_trees --build DIR --budgets 7` or pass --tree chain, cartesian or a list of paths")
-        choices = json.loads((folder / "medusa_choices.json").read_text())["medusa_choices"]
-    elif tree == "chain":
-        choices = chain_choices(n)
-    elif tree == "cartesian":
-        choices = cartesian_choices(min(n, 3), 2)
-    else:
-        try:
-            choices = json.loads(tree) if isinstance(tree, str) else [list(c) for c in tree]
-        except json.JSONDecodeError:
-            raise ValueError(f"--tree {tree!r}: use sparse, chain, cartesian or a JSON list like '[[0],[0,0],[1]]'")
-    return {"heads": fn, "medusa_choices": choices, "topk": topk, "posterior": posterior, "epsilon": threshold,
-            "delta": alpha}
-
-
-def rest_datastore(path, target, encoder):
-    """Load --datastore FILE, or build it (once) from the standard library's train split with the model's tokenizer."""
-    from pathlib import Path
-
-    from picospec.rest import Datastore
-
-    if path is not None and Path(path).exists():
-        return Datastore.load(path)
-    from tqdm import tqdm
-
-    from gpt2.corpus import split_files, stdlib_files, tokenize
-    from gpt2.hub import cache_dir
-
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in target)
-    path = Path(path) if path is not None else cache_dir() / "rest" / f"{safe}-stdlib-train.npz"
-    if path.exists():
-        return Datastore.load(path)
-    print(f"building the REST datastore {path} (once) from the standard library's train split", file=sys.stderr)
-    files = split_files(stdlib_files())["train"]
-    ids = [t for f in tqdm(files, desc="tokenize", unit="file") for t in tokenize([f], encoder)]
-    store = Datastore.build(np.array(ids, dtype=np.uint16 if encoder.n_vocab <= 65536 else np.int64), progress=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    store.save(path)
-    return store
-
-
-def main_batch(path, n_tokens, K, temperature, top_k, top_p, seed, target, draft, device, offline, json_output):
-    """Batched speculative sampling of the prompts in a file, one engine (and KV cache) per row."""
-    from pathlib import Path
-
+def main_batch(method, values):
+    """The method's batched form over the prompts in a file (one per line), one engine (and KV cache) per row."""
+    from bench.harness import load_draft
     from gpt2.load import load_model
-    from picospec.batch import batch_speculative_sampling, batched
+    from picospec.batch import batched
 
+    path = values["batch"]
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise ValueError(f"--batch {path}: cannot read it ({e.strerror})") from None
-    prompts = [line.replace("\\n", "\n") for line in lines if line.strip()]
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--batch {path}: cannot read it as UTF-8 text ({getattr(e, 'strerror', e)})") from None
+    prompts = [unescape(line) if values["escapes"] else line for line in lines if line.strip()]
     if not prompts:
-        raise ValueError(f"--batch {path}: no prompts (one per line)")
-    rows = [load_model(str(target), device, offline) for _ in prompts]
-    drafts = [load_model(str(draft), device, offline)[0] for _ in prompts]
-    encoder, n_ctx = rows[0][1], rows[0][0].n_ctx
+        raise UsageError(f"--batch {path}: no prompts (one per line)")
+    name, device, offline = values["target"], values["device"], values["offline"] or None
+    rows = [load_model(name, device, offline) for _ in prompts]
+    encoder, options = rows[0][1], method_options(method, values)
+    drafts = [load_draft(values["draft"], rows[0][0], name, device, offline) for _ in prompts]
     xs = [encoder.encode(p) for p in prompts]
     for x in xs:
-        check_options(x, n_tokens + K, n_ctx, K, temperature, top_k, top_p, "speculative")
-    options = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
+        check_length(x, values["n_tokens"], options.get("K", 0), {"target": rows[0][0], "draft": drafts[0]},
+                     {"target": name, "draft": values["draft"]})
+    sampling = {k: values[k] for k in ("temperature", "top_k", "top_p") if values[k] is not None}
+    given = {"xs": xs, "draft": batched(drafts), "target": batched([m for m, _ in rows]), "N": values["n_tokens"],
+             "rng": np.random.default_rng(values["seed"]), **options}
     stats, start = [], time.perf_counter()
-    out = batch_speculative_sampling(xs, batched([d for d in drafts]), batched([m for m, _ in rows]), n_tokens, K,
-                                     np.random.default_rng(seed), stats=stats, **options)
+    out = method.batch(*[given["xs" if a == "x" else a] for a in method.args], stats=stats, **sampling)
     seconds = time.perf_counter() - start
     texts = [encoder.decode(o[len(x):]) for o, x in zip(out, xs)]
-    steps = len(stats)
-    result = {"prompts": prompts, "texts": texts, "time_s": seconds, "target_calls": steps,
-              "tokens_per_target_call": [n_tokens / sum(1 for s in stats if s["accepted"][b] >= 0)
-                                         for b in range(len(xs))]}
-    if json_output:
+    n = values["n_tokens"]
+    result = {"method": method.name, "prompts": prompts, "texts": texts, "time_s": seconds, "target_calls": len(stats),
+              "tokens_per_target_call": [n / sum(1 for s in stats if s["accepted"][b] >= 0) for b in range(len(xs))]}
+    if values["json"]:
         print(json.dumps(result))
         return
     for prompt, text, tpc in zip(prompts, texts, result["tokens_per_target_call"]):
         print(f"── {tpc:.2f} tokens per target call " + "─" * 30)
         print(prompt + text + "\n")
-    print(f"{len(xs)} prompts x {n_tokens} tokens in {seconds:.3f} s, {steps} batched target calls")
+    print(f"{len(xs)} prompts x {n} tokens in {seconds:.3f} s, {len(stats)} batched target calls")
 
 
 def cli(argv=None):
-    from gpt2.cli import fire_cli
-
-    argv = sys.argv[1:] if argv is None else argv
-    fire_cli(main, ["--json_output" if a == "--json" else a for a in argv])
+    guarded(lambda: main(argv))
 
 
 if __name__ == "__main__":

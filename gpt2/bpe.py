@@ -13,7 +13,10 @@ Example (by hand): words {"abab": 2, "ab": 1} -> pair counts (a,b)=5, (b,a)=2 ->
     python -m gpt2.bpe --out gpt2/assets/tiny-target --vocab_size 4096        # the Python stdlib (see gpt2.corpus)
 """
 from collections import Counter, defaultdict
+from pathlib import Path
 
+from gpt2.cli import Option
+from gpt2.corpus import out_folder, output_folder, stdlib_files
 from gpt2.encoder import EOT, PATTERN, bytes_to_unicode, merge_pair
 
 
@@ -66,19 +69,42 @@ def train_bpe(texts, vocab_size=4096, verbose=False):
 
 
 def main(out, vocab_size=4096, files=None):
-    """Train on `files` (default: the Python standard library's source, all splits) and write vocab.json + merges.txt."""
-    from pathlib import Path
+    """Train a byte-level BPE vocabulary and write vocab.json + merges.txt into the folder OUT.
 
-    from gpt2.corpus import stdlib_files
+    The corpus is FILES (comma-separated UTF-8 text files), or by default the Python standard library's source (all
+    splits, see gpt2.corpus). Example: python -m gpt2.bpe --out gpt2/assets/tiny-target --vocab_size 4096
+    """
     from gpt2.encoder import save_tokenizer
 
     paths = [Path(f) for f in files] if files else stdlib_files()
-    encoder, merges = train_bpe((p.read_text(encoding="utf-8") for p in paths), vocab_size, verbose=True)
-    save_tokenizer(out, encoder, merges)
+    encoder, merges = train_bpe((read_text(p) for p in paths), vocab_size, verbose=True)
+    with output_folder(out):
+        save_tokenizer(out, encoder, merges)  # each file written to a temporary name, then renamed
     print(f"{len(encoder)} tokens from {len(paths)} files -> {out}")
 
 
-if __name__ == "__main__":
-    import fire
+def read_text(path):
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"--files {path} is not UTF-8 text ({e.reason} at byte {e.start}); leave it out") from None
 
-    fire.Fire(main)
+
+def no_file(path):  # -> None, or why one of --files cannot be read (the door checks each item of a list)
+    if not Path(path).is_file():
+        return "no such file" + (" (it is a folder)" if Path(path).is_dir() else "")
+
+
+OPTIONS = [
+    Option("out", "path", None, "folder to write vocab.json + merges.txt into (made if missing)", check=out_folder,
+           required=True),
+    Option("vocab_size", int, 4096, "tokens: 256 bytes + merges + <|endoftext|> (gpt2.corpus stores ids as uint16)",
+           low=257, high=65536),
+    Option("files", "strs", None, "comma-separated UTF-8 text files to train on (default: the Python standard library)",
+           check=no_file),
+]
+
+if __name__ == "__main__":
+    from gpt2.cli import command
+
+    command(main, OPTIONS)

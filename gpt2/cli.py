@@ -1,16 +1,259 @@
-"""Run a function as a command line (fire), with a user's mistake shown as one line instead of a traceback.
+"""The one door every command goes through: parse, check and convert the command line BEFORE any work starts.
 
-Functions raise ValueError with a message that says what is wrong and what to do; `fire_cli` prints it as
-`error: ...` on stderr and exits with status 2. Any other exception is a bug and keeps its traceback.
+    from gpt2.cli import Option, command
+    command(main, [Option("data", "dir", None, "folder of train.bin / val.bin"), Option("steps", int, 100, "...", low=1)])
+
+Why not fire alone: fire turns `--prompt 1e5` into 100000.0 and `--prompt "Hello, world"` into a tuple, runs a
+function with an unknown option until it is about to return, and maps `-h` to the first option that starts with h.
+Here every value arrives as the type its option declares (text stays text, verbatim), and a mistake is one line:
+
+    error: unknown option --temprature: did you mean --temperature?
+    error: --n_tokens must be an integer; got 'nan'
+
+Option types: int, float, str (verbatim text), bool (a flag: --json, --nojson, --json=false), "ints" / "floats" /
+"strs" (comma-separated lists), "file" (an existing file), "dir" (an existing folder), "out" (a path whose parent
+folder exists), "path" (any path, checked by the command). `low`/`high` bound numbers (inclusive), `above` is an
+exclusive lower bound, `choices` lists the allowed values, `check(value) -> message or None` does the rest.
+An option with default None is optional; `required=True` makes the command refuse to start without it.
+
+`run(fn, argv, options, ...)` then calls fn(**values). Inside, a user's mistake found later (a file that does not
+parse, a model that does not fit) is raised as ValueError with a message that says what to do: it is printed as
+`error: ...` and the command exits 2. Ctrl-C exits 130 and a closed pipe (`| head`) exits quietly, without a
+traceback; anything else is a bug and keeps its traceback.
 """
+import difflib
+import inspect
+import math
+import os
 import sys
+from pathlib import Path
+from typing import NamedTuple
+
+
+class Option(NamedTuple):
+    name: str
+    type: object  # int, float, str, bool, "ints", "floats", "strs", "file", "dir", "out", "path"
+    default: object = None
+    help: str = ""
+    low: float = None
+    high: float = None
+    above: float = None
+    choices: tuple = None
+    check: object = None
+    required: bool = False
+
+
+class UsageError(ValueError):
+    """A command line that cannot run: printed as one line, exit status 2."""
+
+
+TYPE_NAMES = {int: "an integer", float: "a number", str: "text", bool: "true or false", "ints": "integers, comma-separated",
+              "floats": "numbers, comma-separated", "strs": "names, comma-separated", "file": "an existing file",
+              "dir": "an existing folder", "out": "a path in an existing folder", "path": "a path"}
+
+
+METAVARS = {int: "N", float: "X", str: "TEXT", "ints": "N,N", "floats": "X,X", "strs": "A,B", "file": "FILE",
+            "dir": "DIR", "out": "FILE", "path": "PATH"}
+
+
+def convert(option, text):
+    """The value of `--name text` as the option's type, checked; UsageError naming the option otherwise.
+
+    Example: convert(Option("K", int, low=1), "4") -> 4; "4.0", "nan", "four" and "0" are each a one-line error.
+    """
+    flag, kind = f"--{option.name}", option.type
+    if kind in ("ints", "floats", "strs"):
+        parts = [p.strip() for p in text.split(",")]
+        if not all(parts):
+            raise UsageError(f"{flag} must be {TYPE_NAMES[kind]} like 1,2,4; got {text!r}")
+        item = {"ints": int, "floats": float, "strs": str}[kind]
+        return [convert(option._replace(type=item), p) for p in parts]
+    if kind is bool:
+        low = text.lower()
+        if low not in ("true", "false", "1", "0", "yes", "no"):
+            raise UsageError(f"{flag} is a switch: write {flag} or --no{option.name}; got {flag}={text}")
+        return low in ("true", "1", "yes")
+    if kind is int:
+        try:
+            value = int(text.replace("_", ""), 10)
+        except ValueError:
+            raise UsageError(f"{flag} must be an integer; got {text!r}") from None
+    elif kind is float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise UsageError(f"{flag} must be a number; got {text!r}") from None
+        if not math.isfinite(value):
+            raise UsageError(f"{flag} must be a finite number; got {text!r}")
+    else:
+        value = text  # text and paths arrive verbatim
+        if kind != str and not text:
+            raise UsageError(f"{flag} needs a path; got an empty string")
+        if kind == "file" and not Path(text).is_file():
+            raise UsageError(f"{flag} {text}: no such file" + (" (it is a folder)" if Path(text).is_dir() else ""))
+        if kind == "dir" and not Path(text).is_dir():
+            raise UsageError(f"{flag} {text}: no such folder")
+        if kind == "out":
+            if Path(text).is_dir():
+                raise UsageError(f"{flag} {text} is a folder: give a file name")
+            if not Path(text).resolve().parent.is_dir():
+                raise UsageError(f"{flag} {text}: the folder {Path(text).resolve().parent} does not exist; create it first")
+    check_value(option, value)
+    return value
+
+
+def check_value(option, value):
+    """Bounds, choices and the option's own check, for a value already of the right type."""
+    flag = f"--{option.name}"
+    if option.choices is not None and value not in option.choices:
+        near = difflib.get_close_matches(str(value), [str(c) for c in option.choices], 1)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        raise UsageError(f"unknown {flag} {value!r}{hint}: choose one of {', '.join(map(str, option.choices))}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if option.low is not None and value < option.low:
+            raise UsageError(f"{flag} must be >= {option.low}; got {value}")
+        if option.high is not None and value > option.high:
+            raise UsageError(f"{flag} must be <= {option.high}; got {value}")
+        if option.above is not None and value <= option.above:
+            raise UsageError(f"{flag} must be > {option.above}; got {value}")
+    if option.check is not None and (message := option.check(value)):
+        raise UsageError(f"{flag} {value}: {message}" if not message.startswith("--") else message)
+
+
+def split(argv):
+    """argv -> [(name, text or None, as written)]: --name value, --name=value, --flag; -h/--help as ("help", None)."""
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-h", "--help"):
+            out.append(("help", None, arg))
+        elif arg.startswith("--") and len(arg) > 2:
+            name, eq, text = arg[2:].partition("=")
+            out.append((name.replace("-", "_"), text if eq else None, arg))
+        elif arg.startswith("-") and len(arg) > 1 and not arg[1].isdigit():
+            raise UsageError(f"unknown option {arg}: options are written --name value (see --help)")
+        else:
+            raise UsageError(f"unexpected argument {arg!r}: options are written --name value; quote text with spaces "
+                             f"(see --help)")
+        i += 1
+        if out[-1][1] is None and out[-1][0] != "help" and i < len(argv) and not argv[i].startswith("--"):
+            out[-1] = (out[-1][0], argv[i], out[-1][2])  # the next word is this option's value
+            i += 1
+    return out
+
+
+def parse(argv, options, elsewhere=None):
+    """Command line -> {name: value} over `options` (defaults filled in), or UsageError. "help" -> {"help": True}.
+
+    elsewhere: {name: message} for options this command does not take but a user may try (another method's).
+    """
+    known = {o.name: o for o in options}
+    values, seen = {}, set()
+    for name, text, written in split(argv):
+        if name == "help":
+            return {"help": True}
+        option = known.get(name)
+        if option is None and name.startswith("no") and known.get(name[2:], Option("", None)).type is bool:
+            if text is not None:
+                raise UsageError(f"--{name} is a switch and takes no value; got {written}")
+            option, text = known[name[2:]], "false"
+        if option is None:
+            for other in (name, name[2:] if name.startswith("no") else None):
+                if elsewhere and other in elsewhere:
+                    raise UsageError(elsewhere[other])
+            near = difflib.get_close_matches(name, list(known), 1, 0.6)
+            hint = f": did you mean --{near[0]}?" if near else ""
+            raise UsageError(f"unknown option --{name}{hint} (see --help)")
+        if option.name in seen:
+            raise UsageError(f"--{option.name} is given twice: keep one")
+        seen.add(option.name)
+        if option.type is bool:
+            if text is not None and "=" not in written and text.lower() not in ("true", "false"):
+                raise UsageError(f"--{option.name} is a switch and takes no value; got {text!r} after it")
+            text = "true" if text is None else text
+        elif text is None:
+            raise UsageError(f"--{option.name} needs a value ({TYPE_NAMES.get(option.type, 'a value')})")
+        values[option.name] = convert(option, text)
+    for option in options:
+        if option.name not in values:
+            if option.required:
+                raise UsageError(f"--{option.name} is required: {option.help}")
+            values[option.name] = option.default
+    return values
+
+
+def usage(prog, doc, options):
+    """The help text: the command's description, then one line per option."""
+    lines = [f"usage: {prog} [--option value ...]", ""] + ([inspect.cleandoc(doc), ""] if doc else []) + ["options:"]
+    for o in options:
+        kind = "" if o.type is bool else " " + METAVARS.get(o.type, "VALUE")
+        shown = ",".join(map(str, o.default)) if isinstance(o.default, (list, tuple)) else repr(o.default)
+        default = "" if o.default is None or o.type is bool and not o.default else f" (default {shown})"
+        lines.append(f"  --{o.name}{kind}{'  [required]' if o.required else ''}  {o.help}{default}")
+    return "\n".join(lines)
+
+
+def options_of(fn, **overrides):
+    """Options from a function's signature: type from the annotation (or the default), help from `overrides`.
+
+    overrides maps a parameter name to an Option (used as it is) or to a dict of Option fields.
+    """
+    out = []
+    for name, p in inspect.signature(fn).parameters.items():
+        given = overrides.get(name, {})
+        if isinstance(given, Option):
+            out.append(given)
+            continue
+        default = None if p.default is inspect.Parameter.empty else p.default
+        kind = p.annotation if p.annotation is not inspect.Parameter.empty else type(default) if default is not None else str
+        out.append(Option(name, kind, default, required=p.default is inspect.Parameter.empty, **given))
+    return out
+
+
+def run(fn, argv=None, options=None, prog=None, doc=None, elsewhere=None):
+    """Parse argv against `options` (default: from fn's signature), then fn(**values), with one-line errors."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    options = options_of(fn) if options is None else options
+    prog = prog or Path(sys.argv[0]).name
+    return guarded(lambda: _run(fn, argv, options, prog, doc or fn.__doc__, elsewhere))
+
+
+def _run(fn, argv, options, prog, doc, elsewhere):
+    values = parse(argv, options, elsewhere)
+    if values.get("help"):
+        print(usage(prog, doc, options))
+        return None
+    return fn(**values)
+
+
+def guarded(work):
+    """Run work(); a ValueError is a user's mistake (one line, exit 2), Ctrl-C exits 130, a closed pipe exits 141."""
+    try:
+        result = work()
+        sys.stdout.flush()  # a closed pipe shows here, inside the guard, not at exit
+        return result
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes stdout
+        sys.exit(141)
+    except ValueError as e:
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:  # a file the user named cannot be read or written
+        where = f" {e.filename}" if e.filename else ""
+        print(f"error:{where}: {e.strerror or e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def command(fn, options=None, **overrides):
+    """`if __name__ == "__main__": command(main)`: run fn from sys.argv through the door."""
+    module = inspect.getmodule(fn)
+    prog = f"python -m {module.__spec__.name}" if module and module.__spec__ else None
+    return run(fn, options=options if options is not None else options_of(fn, **overrides), prog=prog)
 
 
 def fire_cli(fn, argv=None):
-    import fire
-
-    try:
-        fire.Fire(fn, command=sys.argv[1:] if argv is None else argv)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    """Kept for older callers: the same door, options from fn's signature."""
+    return run(fn, argv)

@@ -8,10 +8,14 @@ sha256(relative path) mod 100 < 90 -> train, < 95 -> val, else heldout (evaluati
 """
 import hashlib
 import json
+import shutil
 import sysconfig
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+
+from gpt2.cli import Option
 
 EXCLUDED = {"test", "tests", "idle_test", "site-packages"}
 
@@ -57,28 +61,30 @@ def tokenize(files, encoder):
 
 
 def main(tokenizer, out, root=None):
+    """Tokenize the standard library (or ROOT) into OUT/train.bin, val.bin, heldout.bin (uint16 ids) and meta.json.
+
+    Example: python -m gpt2.corpus --tokenizer gpt2/assets/tiny-target --out data
+    """
     from gpt2.encoder import load_encoder
     from gpt2.weights import _atomic_write
 
-    encoder, out = load_encoder(tokenizer), Path(out)
+    encoder, out, root = load_encoder(tokenizer), Path(out), Path(root or stdlib_root())
     if encoder.n_vocab > 65536:
-        raise ValueError(f"{encoder.n_vocab} tokens do not fit uint16 token files")
-    out.mkdir(parents=True, exist_ok=True)
-    root = Path(root or stdlib_root())
+        raise ValueError(f"--tokenizer {tokenizer} has {encoder.n_vocab} tokens: they do not fit uint16 token files "
+                         "(at most 65536)")
     splits = split_files(stdlib_files(root), root)
+    if not any(splits.values()):
+        raise ValueError(f"--root {root}: no UTF-8 .py files there (test folders and site-packages are left out)")
     meta = {"n_vocab": encoder.n_vocab, "root": str(root), "tokens": {}, "files": {}}
-    for name, files in splits.items():
-        ids = np.array(tokenize(files, encoder), dtype=np.uint16)
-        _atomic_write(out / f"{name}.bin", [ids.tobytes()])
-        meta["tokens"][name], meta["files"][name] = len(ids), [str(p.relative_to(root)) for p in files]
-        print(f"{name}: {len(files)} files, {len(ids)} tokens")
-    _atomic_write(out / "meta.json", [json.dumps(meta, indent=1).encode()])
-
-
-if __name__ == "__main__":
-    import fire
-
-    fire.Fire(main)
+    ids = {}
+    for name, files in splits.items():  # all the work first: a failed or interrupted run writes nothing
+        ids[name] = np.array(tokenize(files, encoder), dtype=np.uint16)
+        meta["tokens"][name], meta["files"][name] = len(ids[name]), [str(p.relative_to(root)) for p in files]
+        print(f"{name}: {len(files)} files, {len(ids[name])} tokens")
+    with output_folder(out):
+        for name, a in ids.items():  # each file written to a temporary name, then renamed
+            _atomic_write(out / f"{name}.bin", [a.tobytes()])
+        _atomic_write(out / "meta.json", [json.dumps(meta, indent=1).encode()])
 
 
 def heldout_prompts(encoder, n, n_tokens=64, seed=0, root=None):
@@ -96,3 +102,45 @@ def heldout_prompts(encoder, n, n_tokens=64, seed=0, root=None):
         if len(ids) >= n_tokens and lines[start].strip():
             prompts.append(ids[:n_tokens])
     return prompts
+
+
+def out_folder(path):  # -> None, or why `path` cannot be an output folder (made if missing, in an existing folder)
+    if Path(path).is_file():
+        return "is a file: give a folder"
+    if not Path(path).resolve().parent.is_dir():
+        return f"the folder {Path(path).resolve().parent} does not exist; create it first"
+
+
+@contextmanager
+def output_folder(path):
+    """`with output_folder(out): write files` makes `out` if missing and, if it made it, removes it when the writing
+    fails: a failed run leaves no empty or half-written folder (each file itself is written atomically)."""
+    path = Path(path)
+    made = not path.exists()
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        yield path
+    except BaseException:
+        if made:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+def has_tokenizer(folder):  # -> None, or what the tokenizer folder lacks
+    if not any((Path(folder) / a).is_file() and (Path(folder) / b).is_file()
+               for a, b in (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt"))):
+        return "has no tokenizer: it needs vocab.json + merges.txt (from python -m gpt2.bpe) or encoder.json + vocab.bpe"
+
+
+OPTIONS = [
+    Option("tokenizer", "dir", None, "folder with vocab.json + merges.txt (or encoder.json + vocab.bpe)",
+           check=has_tokenizer, required=True),
+    Option("out", "path", None, "folder to write train.bin, val.bin, heldout.bin and meta.json into (made if missing)",
+           check=out_folder, required=True),
+    Option("root", "dir", None, "folder of .py files to use instead of this Python's standard library"),
+]
+
+if __name__ == "__main__":
+    from gpt2.cli import command
+
+    command(main, OPTIONS)

@@ -66,7 +66,7 @@ class GPT2:
     def __init__(self, hparams, params, device="cpu", pad_rows=None):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
         self.params = tree_map(lambda a: self.xp.asarray(a, dtype="float32"), params)
-        # OpenBLAS multiplies 8 rows faster than 2..7 (measured by gpt2/bench.py), so on the CPU a forward of 2..7
+        # OpenBLAS multiplies 8 rows faster than 2..7 (measured by bench/engine.py), so on the CPU a forward of 2..7
         # tokens is padded to 8 with dummy rows that see only themselves and are dropped afterwards
         self.pad_rows = (8 if device == "cpu" else 1) if pad_rows is None else pad_rows
         d = hparams["n_embd"] // hparams["n_head"]

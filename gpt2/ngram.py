@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gpt2.cli import Option
+
 
 class NGram:
     def __init__(self, unigram, tables, n_vocab):
@@ -93,17 +95,43 @@ class NGram:
 
 
 def main(data, out, order=4, min_count=2):
-    """Build from DATA/train.bin (uint16 ids, see gpt2.corpus) and save to OUT (safetensors)."""
+    """Build from DATA/train.bin (uint16 ids, see gpt2.corpus) and save to OUT (safetensors).
+
+    Example: python -m gpt2.ngram --data data --out gpt2/assets/ngram.safetensors --order 3
+    """
     import json
 
-    meta = json.loads((Path(data) / "meta.json").read_text())
-    tokens = np.fromfile(Path(data) / "train.bin", dtype=np.uint16)
-    model = NGram.build(tokens, meta["n_vocab"], order, min_count)
-    model.save(out)
+    data = Path(data)
+    try:
+        n_vocab = int(json.loads((data / "meta.json").read_text())["n_vocab"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"--data {data}: meta.json does not name n_vocab ({e!r}); remake it with gpt2.corpus") from None
+    n_tokens = (data / "train.bin").stat().st_size // 2
+    if n_vocab ** order >= 2 ** 63:  # a context and its next token are one int64 key, read as a base-n_vocab number
+        raise ValueError(f"--order {order} is too high for {n_vocab} tokens: the n-gram keys would overflow int64; "
+                         f"use --order {int(63 / np.log2(n_vocab) - 1e-9)} or less")
+    if n_tokens < order:
+        raise ValueError(f"--data {data}: train.bin holds {n_tokens} tokens, fewer than --order {order}")
+    model = NGram.build(np.fromfile(data / "train.bin", dtype=np.uint16), n_vocab, order, min_count)
+    model.save(out)  # written to a temporary name, then renamed
     print(f"order {order}: {sum(len(t['next']) for t in model.tables)} n-grams, {Path(out).stat().st_size / 1e6:.1f} MB")
 
 
-if __name__ == "__main__":
-    import fire
+def has_data(folder):  # -> None, or which of the files this command reads is missing
+    missing = [name for name in ("train.bin", "meta.json") if not (Path(folder) / name).is_file()]
+    if missing:
+        return f"has no {' or '.join(missing)}: make them with python -m gpt2.corpus --out {folder}"
 
-    fire.Fire(main)
+
+OPTIONS = [
+    Option("data", "dir", None, "folder with train.bin and meta.json (from python -m gpt2.corpus)", check=has_data,
+           required=True),
+    Option("out", "out", None, "the n-gram file to write (safetensors)", required=True),
+    Option("order", int, 4, "n: the longest n-gram counted (context of n - 1 tokens)", low=1, high=8),
+    Option("min_count", int, 2, "drop n-grams of the highest order seen fewer times than this", low=1),
+]
+
+if __name__ == "__main__":
+    from gpt2.cli import command
+
+    command(main, OPTIONS)

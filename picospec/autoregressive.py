@@ -5,6 +5,7 @@
 One target call per token: the baseline every speculative method is measured against.
 """
 from picospec.sampling import check_inputs, sample, warp
+from picospec.verify import step_record
 
 
 def autoregressive_sampling(x, model, N, rng, stats=None, **sampling_options):
@@ -17,5 +18,5 @@ def autoregressive_sampling(x, model, N, rng, stats=None, **sampling_options):
         token = sample(q, rng)
         x.append(token)
         if stats is not None:
-            stats.append({"K": 0, "accepted": 0, "tokens": [token], "origins": ["target"]})
+            stats.append(step_record([token], ["target"], drafted=0))
     return x

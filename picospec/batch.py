@@ -24,7 +24,8 @@ def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=N
     """Each prompt of xs followed by exactly N tokens, distributed as autoregressive sampling from the target.
 
     Needs room for len(x) + N + K - 1 tokens per row. `stats`, if a list, gets one dict per step:
-    {"K": k, "accepted": [per row, -1 for finished rows], "tokens": [new ids per row]}.
+    {"drafted": k, "accepted": [per row, -1 for finished rows], "tokens": [new ids per row]}: the step record of
+    picospec.verify.step_record with one entry per row.
     """
     for x in xs:
         check_inputs(x, N, K, **sampling_options)
@@ -49,7 +50,7 @@ def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=N
         bonus = sample_rows(Q[:, -1], row_uniforms(len(active), 1, gens, rng)[:, 0])[:, None]  # [B, 1]
         # Step 3: the rejection sampler; each row advances by its own count
         out = rejection_sample(Q, bonus, np.stack(P, axis=1), np.array(drafts, dtype=np.int64), gens, rng)
-        step = {"K": k, "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
+        step = {"drafted": k, "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
         for i, b in enumerate(active):
             new = [int(t) for t in out[i] if t >= 0][: T[b] - len(xs[b])]
             xs[b].extend(new)

@@ -27,8 +27,9 @@ Calls to the model (the cost), greedy and honest:
 
 Interfaces: target.logits(x, n, hidden=True) -> (logits [n, V], h [n, C]) after the last n prefixes of x (its KV cache
 is the engine's business); heads(h) -> logits [k - 1, n, V] of p_2..p_k. Shapes: V = n_vocab, C = n_embd.
-stats gets one record per block: {"K": head proposals checked, "accepted": of them kept (k̂ - 1), "tokens": the k̂
-tokens, "origins": ["bonus"] (ŷ_{j+1}, the model's own token) + ["draft"] * (k̂ - 1), "calls": model calls made}.
+stats gets one picospec.verify.step_record per block: drafted = head proposals checked, accepted = of them kept
+(k̂ - 1), tokens = the k̂ tokens, origins = ["bonus"] (ŷ_{j+1}, the model's own token) + ["draft"] * (k̂ - 1), calls =
+model calls made.
 
 Worked example (k = 3, x = [5]): Predict gives ŷ = [7, 2, 9]; Verify runs 7, 2 after x (merged: 7, 2, 9) and p_1
 picks 2 after [5, 7] and 4 after [5, 7, 2]: ŷ_2 = 2 is kept, ŷ_3 = 9 != 4 is not, k̂ = 2, x = [5, 7, 2]. Merged,
@@ -37,6 +38,7 @@ p_1 and the heads on the row after [5, 7, 2] are the next block's ŷ, whose firs
 import numpy as np
 
 from picospec.sampling import check_inputs
+from picospec.verify import step_record
 
 
 def predict(logits, h, heads, k):
@@ -86,8 +88,7 @@ def blockwise_decoding(x, target, heads, N, k, merged=True, stats=None):
         new = y_hat[:k_hat]
         x.extend(new)
         if stats is not None:
-            stats.append({"K": len(y_hat) - 1, "accepted": k_hat - 1, "tokens": new,
-                          "origins": ["bonus"] + ["draft"] * (k_hat - 1), "calls": calls})
+            stats.append(step_record(new, ["bonus"] + ["draft"] * (k_hat - 1), drafted=len(y_hat) - 1, calls=calls))
         # merged: the next block's ŷ is p_1 and the heads on Verify's row after ŷ_{j+k̂}, with no further call
         y_hat = predict(logits[k_hat - 1], h[k_hat - 1], heads, k) if merged and len(x) < T else None
     return x

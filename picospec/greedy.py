@@ -17,6 +17,7 @@ K per step:
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab
+from picospec.verify import step_record
 
 SCHEDULES = ("constant", "heuristic")
 
@@ -49,8 +50,7 @@ def greedy_decoding(x, draft_model, target_model, N, K, stats=None, schedule="co
         new = drafts[:n] + [best[n]]
         x.extend(new)
         if stats is not None:
-            stats.append({"K": k, "accepted": n, "tokens": new,
-                          "origins": ["draft"] * n + ["bonus" if n == k else "resample"]})
+            stats.append(step_record(new, ["draft"] * n + ["bonus" if n == k else "resample"], drafted=k))
         # Step 4: the next K
         if schedule == "heuristic":
             K = K + 2 if n == k else max(1, K - 1)

@@ -24,8 +24,8 @@ without duplicates. The (at most G) continuations of key x[-1] are guesses of wh
 branches are one tree, so the engine's ordinary tree attention runs them in ONE target.tree() call.
 
 Lossless. The window and the pool come from earlier steps only, so this step's guesses are one-hot proposals that do
-not depend on the randomness used to verify them. They are verified by exact match at temperature 0 (greedy_path)
-and by recursive rejection sampling over the trie otherwise (verify_tree with P=None); the window's own tokens are
+not depend on the randomness used to verify them. They are verified by recursive rejection sampling over the trie
+(verify_tree with P=None), which at temperature 0, where q is one-hot, is exact match; the window's own tokens are
 never accepted. The Jacobi update takes the target's argmax at every temperature: the window is only a guess
 generator, and no guess, however made, changes the law of the output, only how many tokens a step keeps.
 
@@ -33,14 +33,14 @@ Choices of this implementation: the first window is W * L tokens of the prompt d
 paper starts from random tokens; Jacobi iteration refines any start). Candidates are cut to the tokens still needed
 minus one (the step's extra token), and the window is skipped (left as it is) on a step where its depth W + N - 2
 exceeds the tokens still needed, so no tree reaches past len(x) + N; fitting len(x) + N into the context is the
-caller's and the engine's business. stats gets one record per target call: {"K": depth of the verification trie,
-"accepted": n, "tokens": the new tokens, "origins": ["draft"] * n + ["resample" or "bonus"]}, as in Medusa.
+caller's and the engine's business. stats gets one picospec.verify.step_record per target call: drafted = depth of
+the verification trie, nodes = its size (the window's nodes are scored too but are never drafts), as in Medusa.
 """
 import numpy as np
 
 from picospec.sampling import check_inputs, warp
-from picospec.tree import children, greedy_path, trie
-from picospec.verify import verify_tree
+from picospec.tree import depth, trie
+from picospec.verify import step_record, verify_tree
 
 
 def lookahead_tree(window, candidates):
@@ -113,7 +113,6 @@ def lookahead_decoding(x, target, N, rng, window=4, ngram=3, guesses=4, pool_cap
     if pool_cap is not None and (int(pool_cap) != pool_cap or pool_cap < 1):
         raise ValueError(f"pool_cap (continuations kept per key) must be a positive integer or None; got {pool_cap}")
     W, L, cap = int(window), int(ngram) - 1, int(pool_cap or 4 * max(guesses, 1))
-    greedy = sampling_options.get("temperature", 1.0) == 0
     x, T = [int(t) for t in x], len(x) + N
     grid = [[int(t) for t in rng.choice(x, size=W)] for _ in range(L)]  # [L][W] the first guesses: prompt tokens
     pool = {}  # key token -> [(N - 1)-token continuations], newest first
@@ -129,17 +128,13 @@ def lookahead_decoding(x, target, N, rng, window=4, ngram=3, guesses=4, pool_cap
             new = [int(np.argmax(Q[1 + (L - 1) * W + i])) for i in range(W)]  # [W] after node (L - 1, i)
             collect_ngrams(pool, grid, new, cap)
             grid = grid[1:] + [new]
-        # Step 4: verification branch: exact match at temperature 0, recursive rejection sampling otherwise
+        # Step 4: verification branch: recursive rejection sampling (exact match at temperature 0: q is one-hot)
         v_tokens, v_parents, rows = verification_branch(tokens, parents, Q, n_look)
-        if greedy:
-            path, token = greedy_path(v_tokens, v_parents, rows)
-            origin = "resample" if children(v_parents)[path[-1] if path else -1] else "bonus"
-        else:
-            path, token, origin = verify_tree(v_tokens, v_parents, warp(rows, **sampling_options), rng)
+        path, token, origin = verify_tree(v_tokens, v_parents, warp(rows, **sampling_options), rng)
         target.accept([n_look + j for j in path])  # node indices of the combined tree
         new_tokens = [v_tokens[j] for j in path] + [int(token)]
         x.extend(new_tokens)
         if stats is not None:
-            stats.append({"K": max(map(len, candidates), default=0), "accepted": len(path), "tokens": new_tokens,
-                          "origins": ["draft"] * len(path) + [origin]})
+            stats.append(step_record(new_tokens, ["draft"] * len(path) + [origin], drafted=depth(v_parents),
+                                     nodes=len(v_tokens)))
     return x

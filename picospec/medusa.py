@@ -15,7 +15,8 @@ Posteriors (sec. 2.3.1):
     typical   typical acceptance: a candidate x is kept when p(x) > min(epsilon, delta * exp(-H(p))), p the target's
               temperature-scaled distribution at its parent and H its entropy; the first token (the root) is always
               kept. Faster but lossy at temperature > 0: outputs are "typical", not the target's law.
-    nucleus   a candidate is kept when it lies in the target's top-p nucleus. Lossy likewise.
+    nucleus   a candidate is kept when it lies in the target's top-`nucleus_p` nucleus. Lossy likewise. (The
+              sampling option top_p, if given, warps the target's law like every other method's.)
     lossless  recursive rejection sampling over siblings (picospec.verify.verify_tree, one-hot proposals because
               top-k candidates are deterministic given the context): the output follows the warped target exactly.
 At temperature 0 typical and nucleus keep exactly the argmax matches, so they equal greedy.
@@ -24,7 +25,7 @@ import numpy as np
 
 from picospec.sampling import check_inputs, sample, warp
 from picospec.tree import check_choices, children, greedy_path, medusa_buffers
-from picospec.verify import verify_tree
+from picospec.verify import step_record, verify_tree
 
 POSTERIORS = ("greedy", "typical", "nucleus", "lossless")
 
@@ -51,8 +52,8 @@ def typical_accept(tokens, parents, probs, epsilon, delta):
     return [probs[p + 1, t] > threshold[p + 1] for t, p in zip(tokens, parents)]
 
 
-def nucleus_accept(tokens, parents, probs, top_p):
-    kept = warp(probs, top_p=top_p)  # [1 + m, V]
+def nucleus_accept(tokens, parents, probs, nucleus_p):
+    kept = warp(probs, top_p=nucleus_p)  # [1 + m, V]
     return [kept[p + 1, t] > 0 for t, p in zip(tokens, parents)]
 
 
@@ -67,7 +68,7 @@ def longest_accepted(parents, ok):
     return best
 
 
-def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, top_p, **sampling_options):
+def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, nucleus_p, **sampling_options):
     """-> (accepted path, the next token, its origin) for one verified tree."""
     if posterior == "greedy" or sampling_options.get("temperature", 1) == 0 and posterior != "lossless":
         path, token = greedy_path(tokens, parents, logits)
@@ -76,13 +77,13 @@ def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, 
     if posterior == "lossless":
         return verify_tree(tokens, parents, probs, rng)
     ok = (typical_accept(tokens, parents, probs, epsilon, delta) if posterior == "typical"
-          else nucleus_accept(tokens, parents, probs, top_p))
+          else nucleus_accept(tokens, parents, probs, nucleus_p))
     path = longest_accepted(parents, ok)
     return path, sample(probs[(path[-1] + 1) if path else 0], rng), "bonus"
 
 
 def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior="greedy", epsilon=0.09, delta=0.3,
-                    top_p=0.8, stats=None, **sampling_options):
+                    nucleus_p=0.8, stats=None, **sampling_options):
     """x followed by N tokens: greedy decoding (greedy / temperature 0), the warped target's law (lossless), or
     Medusa's typical / nucleus acceptance."""
     check_inputs(x, N, 1, **sampling_options)
@@ -94,7 +95,7 @@ def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior
     buffers = full = medusa_buffers(medusa_choices, topk)
     root = first_token(logits[0], posterior, rng, sampling_options)
     if stats is not None:
-        stats.append({"K": 0, "accepted": 0, "tokens": [root], "origins": ["bonus"]})
+        stats.append(step_record([root], ["bonus"], drafted=0))  # the prefill call
     while True:
         # Step 0: the root (the LM head's token) is always accepted
         x.append(root)
@@ -110,15 +111,15 @@ def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior
         # Step 2: one tree-attention forward scores the root's successor and every node's successor
         logits, h_tree = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]
         # Step 3: the posterior picks the accepted path and the next root
-        path, root, origin = evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, top_p,
+        path, root, origin = evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, nucleus_p,
                                                 **sampling_options)
         # Step 4: keep the accepted path in the cache; its last row's hidden state feeds the heads next
         target.accept(path)
         x.extend(tokens[i] for i in path)
         h = h_tree[[(path[-1] + 1) if path else 0]]  # [1, C]
         if stats is not None:
-            stats.append({"K": depth, "accepted": len(path),
-                          "tokens": [tokens[i] for i in path] + [root], "origins": ["draft"] * len(path) + [origin]})
+            stats.append(step_record([tokens[i] for i in path] + [root], ["draft"] * len(path) + [origin],
+                                     drafted=depth, nodes=len(tokens)))
     return x
 
 
@@ -126,6 +127,45 @@ def first_token(logits, posterior, rng, sampling_options):  # the prefill's toke
     if posterior == "greedy" or sampling_options.get("temperature", 1) == 0:
         return int(np.argmax(logits))
     return sample(warp(softmax(logits.astype(np.float64)), **sampling_options), rng)
+
+
+TREES = ("sparse", "chain", "cartesian")
+
+
+def parse_tree(tree):
+    """A tree as a user writes it: "sparse", "chain", "cartesian" or a JSON list of rank paths like "[[0],[0,0],[1]]".
+    -> the name or the list of paths; ValueError for anything else (checked before any model loads)."""
+    import json
+
+    if tree in TREES:
+        return tree
+    try:
+        choices = json.loads(tree) if isinstance(tree, str) else tree
+    except json.JSONDecodeError:
+        choices = None
+    if not isinstance(choices, list) or not all(isinstance(c, list) and all(type(r) is int for r in c)
+                                                for c in choices):
+        raise ValueError(f"--tree {tree!r}: use sparse, chain, cartesian or a JSON list of rank paths like "
+                         "'[[0],[0,0],[1]]'")
+    check_choices(choices)
+    return choices
+
+
+def choose_tree(tree, n_heads, sparse=None):
+    """medusa_choices for --tree: the heads' own sparse tree (built from their measured accuracy, if shipped),
+    a chain of top-1 candidates, a 2-wide Cartesian tree, or the paths given."""
+    tree = parse_tree(tree)
+    if tree == "sparse":
+        if sparse is None:
+            raise ValueError("these heads have no sparse tree (medusa_choices.json): build one with `python -m "
+                             "bench.trees --build DIR --budgets 7` or pass --tree chain, cartesian or a list of paths")
+        return sparse
+    if tree == "chain":
+        return chain_choices(n_heads)
+    if tree == "cartesian":
+        return cartesian_choices(min(n_heads, 3), 2)
+    check_choices(tree, n_heads=n_heads)
+    return tree
 
 
 def chain_choices(depth):

@@ -21,7 +21,7 @@ At temperature 0 q is one-hot too, so this is exactly greedy exact-match verific
 import numpy as np
 
 from picospec.sampling import check_inputs, warp
-from picospec.verify import verify_chain
+from picospec.verify import step_record, verify_chain
 
 
 def find_candidates(x, max_ngram_size=3, num_pred_tokens=10):
@@ -52,5 +52,5 @@ def prompt_lookup_decoding(x, target_model, N, rng, max_ngram_size=3, num_pred_t
         new = drafts[:n] + [token]
         x.extend(new)
         if stats is not None:
-            stats.append({"K": len(drafts), "accepted": n, "tokens": new, "origins": ["draft"] * n + [origin]})
+            stats.append(step_record(new, ["draft"] * n + [origin], drafted=len(drafts)))
     return x

@@ -21,8 +21,8 @@ from bisect import bisect_left, bisect_right
 import numpy as np
 
 from picospec.sampling import check_inputs, warp
-from picospec.tree import children, greedy_path, prune, trie
-from picospec.verify import verify_tree
+from picospec.tree import depth, prune, trie
+from picospec.verify import step_record, verify_tree
 
 
 class Datastore:
@@ -45,7 +45,7 @@ class Datastore:
         self.tokens, self.sa, self.max_suffix = tokens, suffix_array, int(max_suffix)
 
     @classmethod
-    def build(cls, tokens, max_suffix=16, progress=False):
+    def build(cls, tokens, max_suffix=16, progress=None):
         """Index a 1-D array of token ids, e.g. np.fromfile("train.bin", np.uint16) (3.2M tokens: about 4 s)."""
         tokens = np.asarray(tokens)
         if tokens.ndim != 1 or len(tokens) == 0 or not np.issubdtype(tokens.dtype, np.integer) or tokens.min() < 0:
@@ -56,10 +56,8 @@ class Datastore:
         rank = tokens.astype(np.int64)  # [n_corpus] order of each suffix's first token: the token itself
         sa = np.argsort(rank, kind="stable")  # [n_corpus]
         steps = range((int(max_suffix) - 1).bit_length())  # doublings to reach depth 2 ** len(steps)
-        if progress:
-            from tqdm import tqdm
-
-            steps = tqdm(steps, desc="suffix array", unit="doubling")
+        if progress is not None:  # e.g. functools.partial(tqdm, desc="suffix array")
+            steps = progress(steps)
         for step in steps:
             w = 2 ** step  # rank orders the suffixes by their first w tokens
             after = np.full(n, -1, dtype=np.int64)  # [n_corpus] rank of the next w tokens; -1: past the end
@@ -133,7 +131,8 @@ def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, n
     distinct tokens; recursive rejection over them (verify_tree with P=None) keeps the first child with probability
     q(token), and after a rejection goes on with q minus that token, renormalised (the residual of a one-hot):
     every token comes out with probability q(token), and so on down the accepted path. At temperature 0, q is
-    one-hot and this is exact-match verification, which greedy_path does on the target's rows directly.
+    one-hot at the argmax and the same call is exact-match verification.
+    stats: one picospec.verify.step_record per call; drafted = the tree's depth, nodes = its size.
     """
     check_inputs(x, N, **sampling_options)
     for name, value in [("max_matches", max_matches), ("draft_len", draft_len), ("num_draft_nodes", num_draft_nodes)]:
@@ -145,7 +144,6 @@ def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, n
     if V is not None and int(datastore.tokens.max()) >= V:
         raise ValueError(f"the datastore holds token id {int(datastore.tokens.max())} but the target has {V} tokens: "
                          "build the datastore with the target's tokenizer")
-    greedy = sampling_options.get("temperature", 1.0) == 0
     x = [int(t) for t in x]
     T = len(x) + N
     while len(x) < T:
@@ -156,16 +154,11 @@ def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, n
         tokens, parents, _ = prune(tokens, parents, counts, num_draft_nodes)
         # Step 3: one target pass over x and the tree (zero nodes: a plain next-token call)
         Q = target.tree(x, tokens, parents, probs=True)  # [1 + m, V]
-        # Step 4: verification; exact match at temperature 0, recursive rejection sampling otherwise
-        if greedy:
-            path, token = greedy_path(tokens, parents, Q)
-            origin = "resample" if children(parents)[path[-1] if path else -1] else "bonus"
-        else:
-            path, token, origin = verify_tree(tokens, parents, warp(Q, **sampling_options), rng)
+        # Step 4: recursive rejection sampling over the trie (exact match at temperature 0, where q is one-hot)
+        path, token, origin = verify_tree(tokens, parents, warp(Q, **sampling_options), rng)
         target.accept(path)
         new = [tokens[i] for i in path] + [int(token)]
         x.extend(new)
         if stats is not None:
-            stats.append({"K": len(tokens), "accepted": len(path), "tokens": new,
-                          "origins": ["draft"] * len(path) + [origin]})
+            stats.append(step_record(new, ["draft"] * len(path) + [origin], drafted=depth(parents), nodes=len(tokens)))
     return x

@@ -17,15 +17,15 @@ Every step yields between 1 and K + 1 tokens, and the output follows q exactly (
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab, sample, warp
-from picospec.verify import verify_chain
+from picospec.verify import step_record, verify_chain
 
 
 def speculative_sampling(x, draft_model, target_model, N, K, rng, stats=None, **sampling_options):
     """x followed by exactly N tokens distributed as autoregressive sampling from the warped target.
 
     Near the end a step drafts only as many tokens as are still needed (K <- min(K, tokens left - 1)), so nothing
-    overshoots and no call runs past len(x) + N - 1 tokens. `stats`, if a list, gets one dict per step:
-    {"K": drafted, "accepted": n, "tokens": [new ids], "origins": ["draft" | "resample" | "bonus", ...]}.
+    overshoots and no call runs past len(x) + N - 1 tokens. `stats`, if a list, gets one
+    picospec.verify.step_record per step.
     """
     check_inputs(x, N, K, **sampling_options)
     x = list(x)
@@ -47,5 +47,5 @@ def speculative_sampling(x, draft_model, target_model, N, K, rng, stats=None, **
         new = drafts[:n] + [token]
         x.extend(new)
         if stats is not None:
-            stats.append({"K": k, "accepted": n, "tokens": new, "origins": ["draft"] * n + [origin]})
+            stats.append(step_record(new, ["draft"] * n + [origin], drafted=k))
     return x

@@ -116,6 +116,15 @@ def children(parents):  # -> {node: [its children, in order]}, node -1 the root
     return kids
 
 
+def depth(parents):
+    """Nodes on the longest root-to-leaf path: the most draft tokens one step can accept.
+    Example: depth([-1, 0, 0, 1]) -> 3; depth([]) -> 0."""
+    level = []
+    for p in parents:
+        level.append(1 + (level[p] if p >= 0 else 0))
+    return max(level, default=0)
+
+
 def greedy_path(tokens, parents, logits):
     """Exact-match verification of a tree at temperature 0: the longest path whose every token is the argmax of
     its parent's row. logits [1 + m, V] as from model.tree(): row 0 after the root, row 1 + i after node i.

@@ -66,6 +66,21 @@ def verify_tree(tokens, parents, Q, rng, P=None):
             return path, sample(q, rng), "resample" if kids.get(node) else "bonus"
 
 
+def step_record(tokens, origins, drafted, nodes=None, calls=1):
+    """The one record every method appends to `stats` per target call (the same keys everywhere):
+
+    drafted   draft tokens this step could have accepted (K for a chain, the depth of a tree)
+    nodes     draft tokens the target scored (K for a chain, every node of a tree)
+    accepted  draft tokens kept (= origins.count("draft")), so acceptance = accepted / drafted for every method
+    tokens    the new tokens, in order; origins: where each came from, "draft" | "resample" | "bonus" | "target"
+    calls     target calls this step made (1, except Blockwise's unmerged Predict + Verify)
+    Example: step_record([7, 9], ["draft", "resample"], drafted=4) -> drafted 4, nodes 4, accepted 1, calls 1.
+    """
+    return {"drafted": int(drafted), "nodes": int(drafted if nodes is None else nodes),
+            "accepted": origins.count("draft"), "tokens": [int(t) for t in tokens], "origins": list(origins),
+            "calls": int(calls)}
+
+
 def one_hot(x, V, dtype):
     e = np.zeros(V, dtype=dtype)
     e[x] = 1

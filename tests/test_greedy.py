@@ -27,7 +27,7 @@ def test_identical_draft_accepts_everything():
     stats = []
     out = greedy_decoding([0], target, target, 10, 3, stats=stats)
     assert out == greedy_reference([0], target, 10)
-    assert all(s["accepted"] == s["K"] for s in stats) and target.calls > 0
+    assert all(s["accepted"] == s["drafted"] for s in stats) and target.calls > 0
     assert [len(s["tokens"]) for s in stats] == [4, 4, 2]  # K + 1 per step, and only what is left at the end
 
 
@@ -35,11 +35,11 @@ def test_heuristic_schedule_grows_and_shrinks():
     target = random_toy(5, 1)
     stats = []
     greedy_decoding([0], target, target, 30, 1, stats=stats, schedule="heuristic")
-    assert [s["K"] for s in stats][:4] == [1, 3, 5, 7]  # +2 after each fully accepted draft
+    assert [s["drafted"] for s in stats][:4] == [1, 3, 5, 7]  # +2 after each fully accepted draft
     stats = []
     bad_draft = random_toy(5, 99, concentration=0.05)
     greedy_decoding([0], bad_draft, target, 30, 5, stats=stats, schedule="heuristic")
-    ks = [s["K"] for s in stats]
+    ks = [s["drafted"] for s in stats]
     assert min(ks[:-1]) >= 1 and any(b == a - 1 for a, b in zip(ks, ks[1:]))  # the last step may need 0 drafts
 
 
@@ -47,7 +47,7 @@ def test_confidence_stops_drafting():
     target = random_toy(5, 1)
     stats = []
     greedy_decoding([0], target, target, 10, 4, stats=stats, confidence=1.01)  # never confident: no drafts
-    assert all(s["K"] == 0 for s in stats) and len(stats) == 10
+    assert all(s["drafted"] == 0 for s in stats) and len(stats) == 10
 
 
 def test_bad_schedule():

@@ -150,7 +150,7 @@ def test_temperature_zero_equals_greedy_on_the_engine():
     stats = []  # a one-token corpus: every match continues with nothing, so each step is a plain single call
     assert rest_decoding(x, GPT2(*weights), N, np.random.default_rng(0), Datastore.build([V - 1]), stats=stats,
                          temperature=0) == expected
-    assert all(s["K"] == 0 for s in stats) and len(stats) == N
+    assert all(s["drafted"] == 0 for s in stats) and len(stats) == N
 
 
 # --- sampling reproduces the target's exact law --------------------------------------------------------------------
@@ -171,7 +171,7 @@ def runs(n=SAMPLES, stats=None, **options):
 def test_joint_law_equals_target(options):
     stats = []
     check_law(runs(stats=stats, **options), exact_law(TARGET, PROMPT, N, **options))
-    assert sum(s["accepted"] for s in stats) > SAMPLES and any(s["K"] >= 4 for s in stats)  # trees, often accepted
+    assert sum(s["accepted"] for s in stats) > SAMPLES and any(s["nodes"] >= 4 for s in stats)  # trees, often accepted
 
 
 def unverified(tokens, parents, Q, rng, P=None):  # broken: take the first retrieved path as it is

@@ -111,7 +111,7 @@ def test_exactly_N_tokens_and_stats():
     assert sum(len(s["tokens"]) for s in stats) == 11
     assert all(len(s["origins"]) == len(s["tokens"]) == s["accepted"] + 1 for s in stats)
     assert [t for s in stats for t in s["tokens"]] == out[1:]
-    assert all(s["K"] <= 4 for s in stats) and stats[0]["K"] == 4
+    assert all(s["drafted"] <= 4 for s in stats) and stats[0]["drafted"] == 4
 
 
 def test_seeded_runs_are_reproducible():

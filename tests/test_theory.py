@@ -28,6 +28,6 @@ def test_tokens_per_call_match_simulation_when_acceptance_is_iid():
     stats = []
     for _ in range(3000):
         speculative_sampling([0], draft, target, 40, K, rng, stats=stats)
-    full = [s for s in stats if s["K"] == K]
+    full = [s for s in stats if s["drafted"] == K]
     measured = np.mean([len(s["tokens"]) for s in full])
     assert measured == pytest.approx(expected_tokens_per_call(alpha, K), rel=0.01)

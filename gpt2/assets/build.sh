@@ -33,5 +33,5 @@ python -m gpt2.train_heads --data "$DATA" --out runs/blockwise --n_heads 3 --tie
 mkdir -p gpt2/assets/tiny-target/medusa gpt2/assets/tiny-target/blockwise
 python -m gpt2.heads --src runs/medusa1-distilled --dst gpt2/assets/tiny-target/medusa --n 2
 cp runs/blockwise/heads.json runs/blockwise/heads.safetensors gpt2/assets/tiny-target/blockwise/
-python -m picospec.bench_trees --build gpt2/assets/tiny-target/medusa --budgets 7  # the sparse tree
+python -m bench.trees --build gpt2/assets/tiny-target/medusa --budgets 7  # the sparse tree
 python -m gpt2.card --data "$DATA"

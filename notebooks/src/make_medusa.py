@@ -92,15 +92,15 @@ md("""## Speed against tree size
 Tokens per target call grow with the tree; the cost of one forward grows too (on a CPU, 8 rows cost about twice one
 row, 64 rows several times more). The best tree is where the two curves cross. Greedy, 48 tokens, 3 prompts, against
 autoregressive decoding in the same run."""),
-code("""from picospec.bench import compare
+code("""from bench.harness import compare, load_heads
 from gpt2.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 3, 48)
 acc = record["accuracy"]["rank_share"][1:]
 rows = []
 for budget in (1, 3, 7, 15, 31):
     ch = sparse_tree(acc, budget)[0]
-    r = compare("medusa", prompts, None, target, 48, 1, range(1), {"temperature": 0}, heads=heads,
-                medusa_choices=ch, topk=10, posterior="greedy")
+    r = compare("medusa", prompts, {"target": target, "heads": load_heads("tiny-target", "medusa", folder, target)},
+                48, range(1), {"temperature": 0}, tree=ch, topk=10, posterior="greedy")
     rows.append((budget, r["tokens_per_call"], r["speedup"]))
     print(f"sparse tree, {budget:2d} nodes: {r['tokens_per_call']:.2f} tokens per call, {r['speedup']:.2f}x")
 fig, ax = plt.subplots(1, 2, figsize=(9, 3))

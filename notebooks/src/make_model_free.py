@@ -61,7 +61,7 @@ print(store.search([7, 5, 1], max_matches=10, draft_len=2))   # the longest suff
 code("""tokens, parents, counts = trie([[2, 3], [2, 4], [9]])
 print("trie tokens", tokens, "parents", parents, "counts", counts)
 print("pruned to 2 nodes:", prune(tokens, parents, counts, 2))"""),
-code("""from main import rest_datastore
+code("""from bench.harness import rest_datastore
 store = rest_datastore(None, "tiny-target", encoder)
 print(f"datastore: {len(store.tokens):,} tokens")
 x = encoder.encode("import os\\n\\n\\ndef main():\\n    parser = argparse.")
@@ -94,15 +94,14 @@ md("""## Side by side
 Tokens per target call and wall-clock speedup against autoregressive decoding, measured in the same run on a few
 held-out prompts, copy-heavy (a chunk, a blank line, the chunk's start again) and ordinary. On a CPU a target call of
 8 rows costs about twice a call of one, so tokens per call must beat that cost before time is saved; the README has
-the full table (`python -m picospec.bench_trees --drafting`)."""),
-code("""from picospec.bench import compare, copy_prompts
+the full table (`python -m bench.trees --drafting`)."""),
+code("""from bench.harness import compare, copy_prompts
 from gpt2.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 3, 48)
 rows = []
 for label, xs in (("copy-heavy", copy_prompts(encoder, prompts)), ("ordinary", prompts)):
-    for name, method, opts in (("prompt lookup", "prompt_lookup", {}), ("REST", "rest", {"datastore": store}),
-                               ("lookahead", "lookahead", {})):
-        r = compare(method, xs, None, target, 32, 10, range(1), {"temperature": 0}, **opts)
+    for name, method in (("prompt lookup", "prompt_lookup"), ("REST", "rest"), ("lookahead", "lookahead")):
+        r = compare(method, xs, {"target": target, "datastore": store}, 32, range(1), {"temperature": 0})
         rows.append((label, name, r["tokens_per_call"], r["speedup"]))
         print(f"{label:10s} {name:13s} {r['tokens_per_call']:.2f} tokens/call  {r['speedup']:.2f}x")
 fig, ax = plt.subplots(figsize=(7, 3))

@@ -1,15 +1,15 @@
 """Benchmarks of the methods that need no draft model: Medusa, Blockwise, prompt lookup, REST, lookahead.
 
-    python -m picospec.bench_trees --build gpt2/assets/tiny-target/medusa --budgets 7  # sparse tree, heads' record
-    python -m picospec.bench_trees --medusa gpt2/assets/tiny-target/medusa,/tmp/medusa2 --blockwise ... --drafting
+    python -m bench.trees --build gpt2/assets/tiny-target/medusa --budgets 7  # sparse tree, heads' record
+    python -m bench.trees --medusa gpt2/assets/tiny-target/medusa,/tmp/medusa2 --blockwise ... --drafting
 
-Every row is picospec.bench.compare: autoregressive decoding and the method back to back on the same held-out prompts
+Every row is bench.harness.compare: autoregressive decoding and the method back to back on the same held-out prompts
 and seeds, each from a cold cache; medians over prompts x seeds. Shapes: none; this file only times things.
 """
 import json
 from pathlib import Path
 
-from picospec.bench import compare, copy_prompts
+from bench.harness import compare, copy_prompts, load_heads, rest_datastore, write_text
 from picospec.medusa import cartesian_choices, chain_choices
 from picospec.tree import sparse_tree
 
@@ -48,28 +48,34 @@ def row(label, nodes, T, posterior, r):
             f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
 
 
-def medusa_rows(label, model, heads, n_heads, prompts, n_tokens, seeds, sparse, settings=None):
+def medusa_rows(label, model, heads, prompts, n_tokens, seeds, sparse, settings=None):
+    n_heads = heads["n_heads"]
     trees = {"chain": chain_choices(n_heads), "cartesian 2x2": cartesian_choices(2, 2),
              "cartesian 3x3": cartesian_choices(3, 3) if n_heads >= 3 else cartesian_choices(2, 3)}
     trees.update(sparse)
     lines = []
     for name, choices in trees.items():
         for T, posterior in settings or ((0, "greedy"), (0.7, "typical"), (0.7, "lossless")):
-            options = {"heads": heads, "medusa_choices": choices, "topk": 10, "posterior": posterior}
-            r = compare("medusa", prompts, None, model, n_tokens, 1, seeds, {"temperature": T}, **options)
+            r = compare("medusa", prompts, {"target": model, "heads": heads}, n_tokens, seeds, {"temperature": T},
+                        tree=choices, topk=10, posterior=posterior)
             lines.append(row(f"{label}: {name}", len(choices), T, posterior, r))
             print(lines[-1], flush=True)
     return lines
 
 
-def main(medusa=None, blockwise=None, drafting=False, build=None, budgets="7,15", n_prompts=8, prompt_tokens=64,
+def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15), n_prompts=8, prompt_tokens=64,
          n_tokens=64, seeds=2, greedy_only=False, pld_sweep=None, out=None):
     """Tables for --medusa DIRS (--greedy_only: temperature 0 rows only), --blockwise DIRS, --drafting, and
     --pld_sweep 3,5,7,10 (prompt lookup's num_pred_tokens against the cost of a wider verification call)."""
+    for folder in (medusa or []) + (blockwise or []) + ([build] if build else []):
+        if not (Path(folder) / "heads.json").is_file():
+            raise ValueError(f"{folder} holds no heads.json: give folders written by `python -m gpt2.train_heads`")
+    if not (medusa or blockwise or drafting or build or pld_sweep):
+        raise ValueError("nothing to measure: pass --medusa DIRS, --blockwise DIRS, --drafting, --pld_sweep N,N or "
+                         "--build DIR (see --help)")
     from gpt2.corpus import heldout_prompts
-    from gpt2.load import heads_function, load_model
+    from gpt2.load import load_model
 
-    budgets = [int(b) for b in (budgets if isinstance(budgets, (list, tuple)) else str(budgets).split(","))]
     if build:
         print(build_tree(build, budgets[0]))
         return
@@ -78,27 +84,27 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets="7,15"
     seeds = range(seeds)
     lines = []
     if medusa:
-        folders = [Path(f) for f in str(medusa).split(",")]
+        folders = [Path(f) for f in medusa]
         lines += ["", "Medusa heads, per-head accuracy:", ""]
         lines += accuracy_table([(f.name, f) for f in folders])
         lines += ["", "Medusa decoding, built-in target, held-out prompts:", ""] + HEADER
         for folder in folders:
             model = load_model(str(folder))[0] if (folder / "model.safetensors").exists() else target
-            heads, config = heads_function(folder, model)
+            heads = load_heads("tiny-target", "medusa", folder, model)
             record = json.loads((folder / "heads.json").read_text())
             sparse = {f"sparse {b}": sparse_tree(record["accuracy"]["rank_share"][1:], b)[0] for b in budgets}
-            lines += medusa_rows(folder.name, model, heads, config["n_heads"], prompts, n_tokens, seeds, sparse,
+            lines += medusa_rows(folder.name, model, heads, prompts, n_tokens, seeds, sparse,
                                  ((0, "greedy"),) if greedy_only else None)
     if blockwise:
         lines += ["", "Blockwise parallel decoding (greedy), built-in target, held-out prompts:", "",
                   "| heads | k | variant | tokens/target call (median) | call / 1-token call (median) "
                   "| speedup vs autoregressive (median, IQR) |", "|---|---|---|---|---|---|"]
-        for folder in str(blockwise).split(","):
-            heads, config = heads_function(folder, target)
-            for k in range(2, config["n_heads"] + 2):
+        for folder in blockwise:
+            heads = load_heads("tiny-target", "blockwise", folder, target)
+            for k in range(2, heads["n_heads"] + 2):
                 for merged in (True, False):
-                    r = compare("blockwise", prompts, None, target, n_tokens, k, seeds, {"temperature": 0},
-                                heads=lambda h, k=k: heads(h)[:k - 1], merged=merged)
+                    r = compare("blockwise", prompts, {"target": target, "heads": heads}, n_tokens, seeds,
+                                {"temperature": 0}, K=k, merged=merged)
                     lines.append(f"| {Path(folder).name} | {k} | {'merged' if merged else 'predict + verify'} "
                                  f"| {r['tokens_per_call']:.2f} | {r['verify_cost']:.2f} "
                                  f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
@@ -110,22 +116,19 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets="7,15"
     text = "\n".join(lines)
     print(text)
     if out:
-        Path(out).write_text(text + "\n")
+        write_text(out, text + "\n")
 
 
 def drafting_rows(target, encoder, prompts, n_tokens, seeds):
     """Prompt lookup, REST and lookahead side by side on copy-heavy and ordinary prompts, temperature 0."""
-    from main import rest_datastore
-
     store = rest_datastore(None, "tiny-target", encoder)
-    methods = {"prompt lookup (3, 10)": ("prompt_lookup", {}), "REST (7 nodes)": ("rest", {"datastore": store}),
-               "lookahead (W 4, N 3, G 4)": ("lookahead", {})}
+    methods = {"prompt lookup (3, 10)": "prompt_lookup", "REST (7 nodes)": "rest", "lookahead (W 4, N 3, G 4)": "lookahead"}
     lines = ["", "Model-free drafting, built-in target, temperature 0:", "",
              "| method | prompts | tokens/target call (median) | acceptance | speedup vs autoregressive (median, IQR) |",
              "|---|---|---|---|---|"]
     for label, xs in (("copy-heavy", copy_prompts(encoder, prompts)), ("ordinary", prompts)):
-        for name, (method, options) in methods.items():
-            r = compare(method, xs, None, target, n_tokens, 10, seeds, {"temperature": 0}, **options)
+        for name, method in methods.items():
+            r = compare(method, xs, {"target": target, "datastore": store}, n_tokens, seeds, {"temperature": 0})
             lines.append(f"| {name} | {label} | {r['tokens_per_call']:.2f} | {r['acceptance']:.2f} "
                          f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
             print(lines[-1], flush=True)
@@ -134,13 +137,12 @@ def drafting_rows(target, encoder, prompts, n_tokens, seeds):
 
 def prompt_lookup_sweep(target, encoder, prompts, n_tokens, seeds, sizes):
     """Prompt lookup with num_pred_tokens in `sizes`: longer drafts accept more per call, and cost more per call."""
-    sizes = [int(n) for n in (sizes if isinstance(sizes, (list, tuple)) else str(sizes).split(","))]
     lines = ["", "Prompt lookup, num_pred_tokens against the cost of its call (max_ngram_size 3), temperature 0:", "",
              "| prompts | num_pred_tokens | tokens/target call (median) | verify call / 1-token call (median) "
              "| speedup vs autoregressive (median, IQR) |", "|---|---|---|---|---|"]
     for label, xs in (("copy-heavy", copy_prompts(encoder, prompts)), ("ordinary", prompts)):
         for n in sizes:
-            r = compare("prompt_lookup", xs, None, target, n_tokens, n, seeds, {"temperature": 0}, num_pred_tokens=n)
+            r = compare("prompt_lookup", xs, {"target": target}, n_tokens, seeds, {"temperature": 0}, num_pred_tokens=n)
             lines.append(f"| {label} | {n} | {r['tokens_per_call']:.2f} | {r['verify_cost']:.2f} "
                          f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
             print(lines[-1], flush=True)
@@ -148,6 +150,16 @@ def prompt_lookup_sweep(target, encoder, prompts, n_tokens, seeds, sizes):
 
 
 if __name__ == "__main__":
-    import fire
+    from gpt2.cli import Option, command
 
-    fire.Fire(main)
+    command(main, [
+        Option("medusa", "strs", None, "Medusa heads folders, compared side by side"),
+        Option("blockwise", "strs", None, "Blockwise heads folders"),
+        Option("drafting", bool, False, "prompt lookup, REST and lookahead side by side"),
+        Option("build", "dir", None, "write DIR/medusa_choices.json (the sparse tree of --budgets' first value) and stop"),
+        Option("budgets", "ints", (7, 15), "sparse tree sizes (nodes)", low=1, high=256),
+        Option("n_prompts", int, 8, "held-out prompts", low=1), Option("prompt_tokens", int, 64, "tokens per prompt", low=1),
+        Option("n_tokens", int, 64, "new tokens per run", low=1), Option("seeds", int, 2, "seeds per prompt", low=1),
+        Option("greedy_only", bool, False, "Medusa rows at temperature 0 only"),
+        Option("pld_sweep", "ints", None, "prompt lookup num_pred_tokens values to sweep", low=1, high=64),
+        Option("out", "out", None, "also write the tables to this file")])

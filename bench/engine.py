@@ -1,7 +1,7 @@
 """Engine benchmark: what one decoding step costs, and what scoring M tokens at once costs.
 
-    python -m gpt2.bench                      # random weights of the 124M and 355M shapes, on this machine
-    python -m gpt2.bench --sizes 124M --device gpu
+    python -m bench.engine                      # random weights of the 124M and 355M shapes, on this machine
+    python -m bench.engine --sizes 124M --device gpu
 
 1. Decode latency of one new token after a 128-token cache, beside the memory-bandwidth roofline: a decode step must
    read every weight once, so it cannot beat weight_bytes / bandwidth. Bandwidth is measured in the same run, as the
@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 
-from gpt2.backend import get_xp, to_numpy
+from gpt2.backend import DEVICES, get_xp, to_numpy
+from gpt2.cli import Option
 from gpt2.engine import GPT2
 from gpt2.train import flatten
 
@@ -77,7 +78,12 @@ def bench(size, device, n_cache, Ms, repeats):
 
 
 
-def main(sizes="124M,355M", device="cpu", n_cache=128, max_M=16, repeats=9):
+def main(sizes=("124M", "355M"), device="cpu", n_cache=128, max_M=16, repeats=9):
+    """Decode latency beside the bandwidth roofline, and the cost of scoring M tokens per forward, M = 1..max_M."""
+    n_ctx = 1024  # GPT-2's context: the cache and the M new tokens must fit in it
+    if n_cache + max_M > n_ctx:
+        raise ValueError(f"--n_cache {n_cache} + --max_M {max_M} exceeds GPT-2's context of {n_ctx} tokens")
+    get_xp(device)  # --device gpu without CuPy or a GPU: one clear line before any work
     Ms = list(range(1, max_M + 1))
     sizes = sizes.split(",") if isinstance(sizes, str) else list(sizes)
     rows = [bench(s, device, n_cache, Ms, repeats) for s in sizes]
@@ -93,7 +99,16 @@ def main(sizes="124M,355M", device="cpu", n_cache=128, max_M=16, repeats=9):
         print(f"| {r['size']} | " + " | ".join(f"{r['cost_vs_1'][M]:.2f}" for M in Ms) + " |")
 
 
-if __name__ == "__main__":
-    import fire
+OPTIONS = [
+    Option("sizes", "strs", ["124M", "355M"], "GPT-2 shapes to measure (random weights): " + ", ".join(SHAPES),
+           choices=tuple(SHAPES)),
+    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=DEVICES),
+    Option("n_cache", int, 128, "tokens already in the KV cache before each measured forward", low=1),
+    Option("max_M", int, 16, "measure forwards of M = 1 .. max_M new tokens", low=1),
+    Option("repeats", int, 9, "timed repeats per measurement (the median is reported)", low=1),
+]
 
-    fire.Fire(main)
+if __name__ == "__main__":
+    from gpt2.cli import command
+
+    command(main, OPTIONS)

@@ -1,0 +1,1 @@
+"""Benchmarks: the engine (bench.engine), the method harness (bench.harness), tree methods (bench.trees)."""

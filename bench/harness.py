@@ -1,0 +1,333 @@
+"""One benchmark harness for every method of the table (picospec.methods): tokens per target call and wall-clock
+speedup against autoregressive decoding measured in the same run, beside the theory's prediction. It is also the
+wiring: `load_needs` loads what a method needs (draft, heads, datastore) for main.py, the notebooks and the benches.
+
+    python -m bench.harness                       # the built-in models, held-out prompts, README's tables
+    python -m bench.harness --sweep_K 1,2,3,4,6,8 # the seeds' Figure 1: time per token, acceptance vs K
+
+For every prompt and seed, autoregressive decoding and the method run back to back, each from a cold cache, so the
+speedup is a ratio of two measurements taken side by side; tables report the median over prompts and seeds and the
+spread (25th-75th percentile). alpha (acceptance of one draft token) is measured on the same prompts with
+picospec.theory.estimate_alpha, and c (draft call time / target call time) from the runs themselves.
+Shapes: none; this file only times things.
+"""
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from picospec.autoregressive import autoregressive_sampling
+from picospec.methods import call, find
+from picospec.theory import estimate_alpha, expected_tokens_per_call
+
+
+class Timed:
+    """A model with a call counter and a stopwatch."""
+
+    def __init__(self, model):
+        self.model, self.calls, self.seconds = model, 0, 0.0
+        self.n_vocab = getattr(model, "n_vocab", None)
+
+    def __call__(self, x, n=1):
+        return self._timed(self.model, x, n)
+
+    def logits(self, x, n=1, **kw):  # the richer interface of tree methods, timed and counted alike
+        return self._timed(self.model.logits, x, n, **kw)
+
+    def tree(self, x, tokens, parents, **kw):
+        return self._timed(self.model.tree, x, tokens, parents, **kw)
+
+    def accept(self, path):
+        start = time.perf_counter()
+        self.model.accept(path)
+        self.seconds += time.perf_counter() - start
+
+    def _timed(self, f, *args, **kw):
+        start = time.perf_counter()
+        out = f(*args, **kw)
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        return out
+
+
+# ---- wiring: what a method needs, loaded once (main.py, notebooks and benches share it) ----
+
+def check_needs(method, options):
+    """Mistakes in the options that name files, found before any model loads."""
+    if "datastore" in method.needs and options.get("datastore") is not None:
+        path = Path(options["datastore"])
+        if path.is_dir():
+            raise ValueError(f"--datastore {path} is a folder: give a .npz file")
+        if not path.exists() and not options.get("build_datastore"):
+            raise ValueError(f"--datastore {path} does not exist: give an existing datastore, or add "
+                             f"--build_datastore to build it there (about 30 s)")
+        if not path.exists() and not path.resolve().parent.is_dir():
+            raise ValueError(f"--datastore {path}: the folder {path.resolve().parent} does not exist; create it first")
+
+
+def load_needs(method, options, target, target_name, encoder, draft="tiny-draft", device="cpu", offline=None):
+    """{"target", and as method.needs say: "draft", "heads", "datastore"} for picospec.methods.call."""
+    loaded = {"target": target}
+    for need in method.needs:
+        if need == "draft":
+            loaded["draft"] = load_draft(draft, target, target_name, device, offline)
+        elif need.startswith("heads:"):
+            loaded["heads"] = load_heads(target_name, need.split(":")[1], options.get("heads"), target, offline)
+        elif need == "datastore":
+            loaded["datastore"] = rest_datastore(options.get("datastore"), target_name, encoder)
+        else:
+            raise ValueError(f"method {method.name} needs {need!r}, which bench.harness.load_needs cannot load")
+    return loaded
+
+
+def load_draft(name, target, target_name, device="cpu", offline=None):
+    from gpt2.load import load_model
+
+    model = load_model(str(name), device, offline)[0]
+    if model.n_vocab != target.n_vocab:
+        raise ValueError(f"draft {name!r} has {model.n_vocab} tokens but target {target_name!r} has "
+                         f"{target.n_vocab}: speculative decoding needs one vocabulary; pick a matching pair")
+    return model
+
+
+def load_heads(target_name, kind, folder, target, offline=None):
+    """{"fn": heads(h, n_heads=None) -> logits, "n_heads", "sparse": the heads' medusa_choices.json or None}."""
+    from gpt2.load import heads_folder, heads_function
+
+    folder = heads_folder(str(target_name), kind, folder, offline)
+    fn, config = heads_function(folder, target)
+    sparse, path = None, folder / "medusa_choices.json"
+    if path.exists():
+        try:
+            sparse = json.loads(path.read_text())["medusa_choices"]
+        except (json.JSONDecodeError, KeyError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path} is not a readable tree ({e}): rebuild it with `python -m bench.trees --build "
+                             f"{folder} --budgets 7`") from None
+    return {"fn": fn, "n_heads": config["n_heads"], "sparse": sparse, "folder": folder}
+
+
+def rest_datastore(path, target, encoder):
+    """Load --datastore FILE, or build it (FILE, or once into the cache) from the standard library's train split
+    with the model's tokenizer. Written atomically: an interrupted build leaves no file."""
+    from picospec.rest import Datastore
+
+    if path is not None and Path(path).exists():
+        return Datastore.load(path)
+    from tqdm import tqdm
+
+    from gpt2.corpus import split_files, stdlib_files, tokenize
+    from gpt2.hub import cache_dir
+
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(target))
+    path = Path(path) if path is not None else cache_dir() / "rest" / f"{safe}-stdlib-train.npz"
+    if path.exists():
+        return Datastore.load(path)
+    print(f"building the REST datastore {path} (once) from the standard library's train split", file=sys.stderr)
+    files = split_files(stdlib_files())["train"]
+    ids = [t for f in tqdm(files, desc="tokenize", unit="file") for t in tokenize([f], encoder)]
+    store = Datastore.build(np.array(ids, dtype=np.uint16 if encoder.n_vocab <= 65536 else np.int64),
+                            progress=lambda steps: tqdm(steps, desc="suffix array", unit="doubling"))
+    made = not path.parent.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        store.save(path)
+    except BaseException:
+        if made and not any(path.parent.iterdir()):
+            path.parent.rmdir()
+        raise
+    return store
+
+
+# ---- timed runs ----
+
+def run_method(method, x, loaded, N, seed, sampling=None, **options):
+    """One timed run of a table row (or its name) from cold caches -> output ids, seconds, calls and time per
+    model, the step records."""
+    method = find(method) if isinstance(method, str) else method
+    for model in loaded.values():
+        getattr(model, "reset", lambda: None)()  # neither run may reuse the other's cached work
+    timed = {k: Timed(v) if k in ("target", "draft") else v for k, v in loaded.items()}
+    stats, rng = [], np.random.default_rng(seed)
+    start = time.perf_counter()
+    out = call(method, x, N, rng, timed, sampling, options, stats=stats)
+    seconds = time.perf_counter() - start
+    t, d = timed["target"], timed.get("draft", Timed(None))
+    return {"output": out, "seconds": seconds, "target_calls": t.calls, "draft_calls": d.calls,
+            "tokens_per_call": N / t.calls, "target_s": t.seconds, "draft_s": d.seconds, "stats": stats}
+
+
+def summary(stats):
+    """Acceptance = accepted / drafted, the same for every method; accepted / nodes scored beside it (trees)."""
+    drafted, nodes = sum(s["drafted"] for s in stats), sum(s["nodes"] for s in stats)
+    accepted = sum(s["accepted"] for s in stats)
+    return {"drafted": drafted, "nodes": nodes, "accepted": accepted,
+            "acceptance": accepted / drafted if drafted else None,
+            "accepted_per_node": accepted / nodes if nodes else None}
+
+
+def per_position_acceptance(stats, K):
+    """P(draft t accepted | drafts before it accepted), t = 1..K, over full-K steps."""
+    steps = [s for s in stats if s["drafted"] == K]
+    reached = [sum(1 for s in steps if s["accepted"] >= t) for t in range(K)]
+    return [sum(1 for s in steps if s["accepted"] >= t + 1) / r if r else float("nan") for t, r in enumerate(reached)]
+
+
+def compare(method, prompts, loaded, N, seeds, sampling=None, **options):
+    """method vs autoregressive, back to back on every prompt and seed -> medians and spreads."""
+    rows = []
+    for x in prompts:
+        for seed in seeds:
+            base = run_method("autoregressive", x, {"target": loaded["target"]}, N, seed, sampling)
+            run = run_method(method, x, loaded, N, seed, sampling, **options)
+            rows.append({"speedup": base["seconds"] / run["seconds"], **run, "base": base})
+    tpc = [r["tokens_per_call"] for r in rows]
+    speedup = [r["speedup"] for r in rows]
+    c = np.median([r["draft_s"] / max(r["draft_calls"], 1) for r in rows]) / np.median(  # 0 with no draft model
+        [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
+    verify = np.median([r["target_s"] / r["target_calls"] for r in rows]) / np.median(
+        [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
+    stats = [s for r in rows for s in r["stats"]]
+    K = options.get("K", 0)
+    return {"tokens_per_call": float(np.median(tpc)), "tokens_per_call_mean": float(np.mean(tpc)),
+            "speedup": float(np.median(speedup)), "speedup_iqr": np.percentile(speedup, [25, 75]).tolist(),
+            "c": float(c), "verify_cost": float(verify), "acceptance": summary(stats)["acceptance"] or 0.0,
+            "per_position": per_position_acceptance(stats, K) if K else [],
+            "ms_per_token": 1e3 * float(np.median([r["seconds"] for r in rows])) / N,
+            "ms_per_token_base": 1e3 * float(np.median([r["base"]["seconds"] for r in rows])) / N,
+            "ms_per_loop": 1e3 * float(np.median([r["seconds"] / len(r["stats"]) for r in rows]))}
+
+
+def measure_alpha(draft, target, prompts, N, options):
+    """alpha on the prompts followed by the target's own continuation (what decoding actually visits)."""
+    values = []
+    for x in prompts:
+        for model in (draft, target):
+            getattr(model, "reset", lambda: None)()
+        seq = autoregressive_sampling(x, target, N, np.random.default_rng(0), **options)
+        values.append(estimate_alpha(draft, target, seq[len(x) - 1:], **options))
+    return float(np.mean(values))
+
+
+def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures=(0.0, 1.0), n_prompts=8,
+         prompt_tokens=64, n_tokens=64, seeds=2, sweep_K=None, prompt_lookup=False, out=None):
+    """Speculative sampling and greedy drafting against autoregressive decoding on held-out prompts (README tables)."""
+    from gpt2.corpus import heldout_prompts
+    from gpt2.load import load_model
+
+    target_model, encoder = load_model(target)
+    drafts = {name: load_draft(name, target_model, target) for name in drafts}  # every model loads before any run
+    prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
+    temps = list(temperatures)
+    lines = [f"`python -m bench.harness --drafts {','.join(drafts)} --K {K} --temperatures {','.join(map(str, temps))} "
+             f"--n_prompts {n_prompts} --n_tokens {n_tokens} --seeds {seeds}`", "",
+             "| draft | T | method | alpha | tokens/target call (theory) | tokens/target call (measured, median) "
+             "| per-position acceptance | c = draft/target call | (K+1)-token verify / 1-token call "
+             "| speedup vs autoregressive (median, IQR) | theory speedup E[tokens] / (K c + v) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, draft in drafts.items():
+        for T in temps:
+            options = {"temperature": T}
+            alpha = measure_alpha(draft, target_model, prompts, n_tokens, options)
+            for method in ["speculative"] + (["greedy"] if T == 0 else []):
+                r = compare(method, prompts, {"target": target_model, "draft": draft}, n_tokens, range(seeds), options,
+                            K=K)
+                theory_tpc = expected_tokens_per_call(alpha, K)
+                lines.append(
+                    f"| {name} | {T:g} | {method} | {alpha:.3f} | {theory_tpc:.2f} | {r['tokens_per_call']:.2f} "
+                    f"| {' '.join(f'{a:.2f}' for a in r['per_position'])} | {r['c']:.3f} | {r['verify_cost']:.2f} "
+                    f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) "
+                    f"| {theory_tpc / (K * r['c'] + r['verify_cost']):.2f}x |")
+                print(lines[-1], flush=True)
+    if prompt_lookup:
+        lines += prompt_lookup_table(target_model, encoder, prompts, n_tokens, seeds)
+    if sweep_K:
+        first = next(iter(drafts))
+        lines += sweep(sweep_K, first, draft_model=drafts[first], target=target_model, prompts=prompts,
+                       n_tokens=n_tokens, seeds=seeds)
+    text = "\n".join(lines)
+    print(text)
+    if out:
+        write_text(out, text + "\n")
+
+
+def write_text(path, text):
+    """Write a table atomically: a temp file in the same folder, renamed over path."""
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def copy_prompts(encoder, prompts, n_copy=12):
+    """Input-grounded prompts: a held-out chunk, a blank line, then the chunk's start again, so copying pays off."""
+    blank = encoder.encode("\n\n")
+    return [x + blank + x[:n_copy] for x in prompts]
+
+
+def prompt_lookup_table(target, encoder, prompts, n_tokens, seeds):
+    lines = ["", "Prompt lookup decoding (max_ngram_size 3, num_pred_tokens 10), temperature 0:", "",
+             "| prompts | tokens/target call (median) | acceptance | speedup vs autoregressive (median, IQR) |",
+             "|---|---|---|---|"]
+    for label, xs in (("copy-heavy (chunk, blank line, chunk start)", copy_prompts(encoder, prompts)),
+                      ("ordinary continuation", prompts)):
+        r = compare("prompt_lookup", xs, {"target": target}, n_tokens, range(seeds), {"temperature": 0},
+                    num_pred_tokens=10)
+        lines.append(f"| {label} | {r['tokens_per_call']:.2f} | {r['acceptance']:.2f} "
+                     f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def sweep(Ks, name, draft_model, target, prompts, n_tokens, seeds):
+    """The seeds' Figure 1 at temperature 0: time per generated token, acceptance and time per loop against K."""
+    lines = ["", f"K sweep, draft {name}, temperature 0:", "",
+             "| K | ms per token (speculative) | ms per token (autoregressive) | acceptance | ms per loop | speedup |",
+             "|---|---|---|---|---|---|"]
+    curves = []
+    for K in Ks:
+        r = compare("speculative", prompts, {"target": target, "draft": draft_model}, n_tokens, range(seeds),
+                    {"temperature": 0}, K=K)
+        ms_tok, ms_base, ms_loop = r["ms_per_token"], r["ms_per_token_base"], r["ms_per_loop"]
+        curves.append((K, ms_tok, ms_base, r["acceptance"], ms_loop))
+        lines.append(f"| {K} | {ms_tok:.2f} | {ms_base:.2f} | {r['acceptance']:.2f} | {ms_loop:.2f} | {ms_base / ms_tok:.2f}x |")
+        print(lines[-1], flush=True)
+    plot(curves, name)
+    return lines
+
+
+def plot(curves, name, path="bench_K.png"):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    K, ms_tok, ms_base, acc, ms_loop = zip(*curves)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+    axes[0].plot(K, ms_tok, "o-", label="speculative")
+    axes[0].plot(K, ms_base, "--", label="autoregressive")
+    axes[0].set(xlabel="K", ylabel="ms per token")
+    axes[0].legend()
+    axes[1].plot(K, acc, "o-")
+    axes[1].set(xlabel="K", ylabel="acceptance rate")
+    axes[2].plot(K, ms_loop, "o-")
+    axes[2].set(xlabel="K", ylabel="ms per loop")
+    fig.suptitle(f"draft {name}, temperature 0")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    from gpt2.cli import Option, command
+
+    command(main, [
+        Option("drafts", "strs", ("tiny-draft", "ngram"), "draft models, a row each: tiny-draft, ngram, gpt2, a folder"),
+        Option("target", str, "tiny-target", "the target model"),
+        Option("K", int, 4, "draft tokens per step", low=1, high=64),
+        Option("temperatures", "floats", (0.0, 1.0), "temperatures, a row each", low=0),
+        Option("n_prompts", int, 8, "held-out prompts", low=1), Option("prompt_tokens", int, 64, "tokens per prompt", low=1),
+        Option("n_tokens", int, 64, "new tokens per run", low=1), Option("seeds", int, 2, "seeds per prompt", low=1),
+        Option("sweep_K", "ints", None, "K values of the K sweep (the seeds' Figure 1)", low=1, high=64),
+        Option("prompt_lookup", bool, False, "add the prompt lookup table"),
+        Option("out", "out", None, "also write the tables to this file")])

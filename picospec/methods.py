@@ -1,0 +1,233 @@
+"""THE table of methods: the one place that lists them. main.py, the benchmarks, the notebooks, the tests and the
+README's option tables read it; nothing else names a method.
+
+A row says what a method is to everyone who runs it:
+    name      what --method takes
+    fn        the algorithm (a function in its own file of picospec/)
+    args      fn's positional arguments, by name: x (prompt ids), N (new tokens), rng, target, draft, heads,
+              datastore, or one of the method's options (K)
+    needs     what must be loaded before it runs: "draft" (a draft model), "heads:medusa" / "heads:blockwise" (heads
+              on the target), "datastore" (REST's suffix array)
+    law       "lossless" (the output follows the warped target at every temperature), "greedy" (greedy-only: exact
+              at temperature 0, refuses temperature > 0) or "lossy" (samples, but not the target's law); a function
+              of the options where an option decides it (Medusa's posterior)
+    options   the method's own options: name, type, default, one-line help, bounds (the front door checks them)
+    instead   for a greedy-only method: the lossless method to use at temperature > 0
+    prepare   (options, loaded, sampling) -> keyword arguments of fn, where options need what was loaded
+    batch     the batched form, for --batch (None: the method refuses --batch)
+
+Adding a method = one file in picospec/ + one row below (+ its tests, a bench row, a notebook cell).
+Options marked load=True are read by whoever loads the method's needs (a heads folder, a datastore path) and are
+not passed to fn.
+"""
+from typing import Callable, NamedTuple
+
+from picospec.autoregressive import autoregressive_sampling
+from picospec.batch import batch_speculative_sampling
+from picospec.blockwise import blockwise_decoding
+from picospec.greedy import SCHEDULES, greedy_decoding
+from picospec.lookahead import lookahead_decoding
+from picospec.medusa import POSTERIORS, choose_tree, medusa_decoding, parse_tree
+from picospec.prompt_lookup import prompt_lookup_decoding
+from picospec.rest import rest_decoding
+from picospec.speculative import speculative_sampling
+
+LAWS = ("lossless", "greedy", "lossy")
+
+
+class Option(NamedTuple):
+    """One option of a method (the same fields as gpt2.cli.Option, which parses it)."""
+    name: str
+    type: object
+    default: object = None
+    help: str = ""
+    low: float = None
+    high: float = None
+    above: float = None
+    choices: tuple = None
+    check: Callable = None
+    required: bool = False
+    load: bool = False
+
+
+class Method(NamedTuple):
+    name: str
+    fn: Callable
+    args: tuple
+    help: str
+    paper: str
+    needs: tuple = ()
+    law: object = "lossless"
+    options: tuple = ()
+    instead: str = None
+    prepare: Callable = None
+    batch: Callable = None
+
+
+def K_option(help="draft tokens per step"):
+    return Option("K", int, 4, help, low=1, high=64)
+
+
+def tree_check(text):
+    try:
+        parse_tree(text)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def prepare_medusa(options, loaded, sampling):
+    """--tree and --posterior "auto" resolved: greedy at temperature 0, lossless above."""
+    heads, tree = loaded["heads"], options.pop("tree")
+    if options["posterior"] == "auto":
+        options["posterior"] = "greedy" if sampling.get("temperature", 1) == 0 else "lossless"
+    return {**options, "heads": heads["fn"], "medusa_choices": choose_tree(tree, heads["n_heads"], heads.get("sparse"))}
+
+
+def prepare_blockwise(options, loaded, sampling):
+    """Block size k = --K: p_1 and the first k - 1 heads."""
+    heads, K = loaded["heads"], options["K"]
+    if K > heads["n_heads"] + 1:
+        raise ValueError(f"--K {K} is more than the {heads['n_heads']} blockwise heads + 1 allow; use --K <= "
+                         f"{heads['n_heads'] + 1}")
+    return {**options, "heads": lambda h: heads["fn"](h)[:K - 1]}  # p_2..p_K
+
+
+def medusa_law(options):
+    posterior = options.get("posterior", "auto")
+    return {"greedy": "greedy", "typical": "lossy", "nucleus": "lossy"}.get(posterior, "lossless")
+
+
+METHODS = (
+    Method("autoregressive", autoregressive_sampling, ("x", "target", "N", "rng"),
+           "one target call per token: the baseline every method is timed against",
+           "Chen et al. 2023, arXiv:2302.01318, Alg. 1"),
+    Method("speculative", speculative_sampling, ("x", "draft", "target", "N", "K", "rng"),
+           "speculative sampling: K draft tokens, one target call, modified rejection sampling",
+           "Chen et al. 2023, arXiv:2302.01318, Alg. 2; Leviathan et al. 2023, arXiv:2211.17192",
+           needs=("draft",), options=(K_option(),), batch=batch_speculative_sampling),
+    Method("greedy", greedy_decoding, ("x", "draft", "target", "N", "K"),
+           "assisted generation: greedy drafts kept up to the first mismatch with the target's argmax",
+           "Leviathan et al. 2023, arXiv:2211.17192, sec. 3 at temperature 0",
+           needs=("draft",), law="greedy", instead="speculative",
+           options=(K_option("draft tokens per step (the first step's, with --schedule heuristic)"),
+                    Option("schedule", str, "constant", "how K changes per step: constant, or heuristic "
+                           "(+2 after a full accept, -1 otherwise)", choices=SCHEDULES),
+                    Option("confidence", float, None, "stop drafting when the draft's top probability falls "
+                           "below this", above=0, high=1))),
+    Method("prompt_lookup", prompt_lookup_decoding, ("x", "target", "N", "rng"),
+           "drafts copied from the sequence itself by n-gram match, verified losslessly",
+           "Saxena 2023, Prompt Lookup Decoding",
+           options=(Option("max_ngram_size", int, 3, "longest trailing n-gram searched for", low=1, high=64),
+                    Option("num_pred_tokens", int, 10, "most tokens copied as the draft", low=1, high=64))),
+    Method("medusa", medusa_decoding, ("x", "target", "heads", "N", "rng"),
+           "Medusa heads guess tokens 2..K+1 ahead; their top-k tree is verified in one tree-attention call",
+           "Cai et al. 2024, arXiv:2401.10774",
+           needs=("heads:medusa",), law=medusa_law, instead="medusa --posterior lossless", prepare=prepare_medusa,
+           options=(Option("heads", "dir", None, "folder of trained Medusa heads (default: the target's medusa/)",
+                           load=True),
+                    Option("tree", str, "sparse", "sparse (the heads' own), chain, cartesian, or JSON rank paths "
+                           "like '[[0],[0,0],[1]]'", check=tree_check),
+                    Option("topk", int, 10, "candidates per head", low=1, high=100),
+                    Option("posterior", str, "auto", "how much of the tree to accept: greedy, typical (lossy), "
+                           "nucleus (lossy), lossless; auto = greedy at temperature 0, lossless above",
+                           choices=("auto",) + POSTERIORS),
+                    Option("epsilon", float, 0.09, "typical acceptance's hard threshold (Medusa's "
+                           "posterior_threshold)", above=0, high=1),
+                    Option("delta", float, 0.3, "typical acceptance's entropy factor (Medusa's posterior_alpha)",
+                           above=0),
+                    Option("nucleus_p", float, 0.8, "the nucleus posterior's top-p", above=0, high=1))),
+    Method("blockwise", blockwise_decoding, ("x", "target", "heads", "N", "K"),
+           "Blockwise parallel decoding: k - 1 heads propose a block, the model keeps its greedy prefix",
+           "Stern, Shazeer, Uszkoreit 2018, arXiv:1811.03115",
+           needs=("heads:blockwise",), law="greedy", instead="medusa --posterior lossless",
+           prepare=prepare_blockwise,
+           options=(Option("heads", "dir", None, "folder of trained Blockwise heads (default: the target's "
+                           "blockwise/)", load=True),
+                    K_option("block size k: p_1 and k - 1 heads"),
+                    Option("merged", bool, True, "combined scoring and proposal (one call per block); "
+                           "--nomerged: the basic predict / verify loop"))),
+    Method("rest", rest_decoding, ("x", "target", "N", "rng", "datastore"),
+           "retrieval: continuations of the context's longest suffix in a datastore, verified as one trie",
+           "He et al. 2023, arXiv:2311.08252",
+           needs=("datastore",),
+           options=(Option("datastore", "path", None, "a REST datastore .npz (default: built once from the "
+                           "standard library's train split, cached)", load=True),
+                    Option("build_datastore", bool, False, "build the --datastore file if it does not exist",
+                           load=True),
+                    Option("num_draft_nodes", int, 7, "tree nodes kept (most frequent)", low=1, high=256),
+                    Option("max_matches", int, 100, "retrieved continuations per step", low=1),
+                    Option("draft_len", int, 10, "tokens per retrieved continuation", low=1, high=64))),
+    Method("lookahead", lookahead_decoding, ("x", "target", "N", "rng"),
+           "Jacobi iteration on a window of guesses, n-grams pooled and verified, both in one call",
+           "Fu, Bailis, Stoica, Zhang 2024, arXiv:2402.02057",
+           options=(Option("window", int, 4, "W: columns of the lookahead window", low=1, high=64),
+                    Option("ngram", int, 3, "N: n-gram size (window levels + 1)", low=2, high=16),
+                    Option("guesses", int, 4, "G: pooled n-grams verified per step", low=0, high=64))),
+)
+TABLE = {m.name: m for m in METHODS}
+
+
+def find(name):
+    """The row for --method name, or a ValueError that lists the methods (and the nearest name)."""
+    if name in TABLE:
+        return TABLE[name]
+    import difflib
+
+    near = difflib.get_close_matches(str(name), list(TABLE), 1)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    raise ValueError(f"unknown --method {name!r}{hint}: choose one of {', '.join(TABLE)}")
+
+
+def defaults(method):
+    return {o.name: o.default for o in method.options}
+
+
+def law(method, options):
+    """"lossless", "greedy" or "lossy" for this row with these options."""
+    return method.law(options) if callable(method.law) else method.law
+
+
+def check_temperature(method, options, temperature):
+    """A greedy-only method cannot sample: refuse temperature > 0 and name the lossless alternative."""
+    if temperature > 0 and law(method, options) == "greedy":
+        raise ValueError(f"--method {method.name}{' --posterior greedy' if method.name == 'medusa' else ''} is "
+                         f"greedy-only (exact at --temperature 0) but --temperature is {temperature:g}: use "
+                         f"--method {method.instead} to sample losslessly, or --temperature 0")
+
+
+def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None):
+    """Run one row: fn(*args, **its options, **sampling options) -> x followed by N tokens.
+
+    loaded: {"target": model, "draft": model, "heads": {...}, "datastore": ...} as its needs say; options: the
+    method's own (defaults filled in for those not given); sampling: temperature, top_k, top_p.
+    """
+    sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
+    options = {**defaults(method), **(options or {})}
+    check_temperature(method, options, sampling.get("temperature", 1.0))
+    options = {k: v for k, v in options.items() if not next(o for o in method.options if o.name == k).load}
+    if method.prepare:
+        options = method.prepare(dict(options), loaded, sampling)
+    given = {"x": x, "N": N, "rng": rng, **loaded, **options}
+    keywords = {k: v for k, v in options.items() if k not in method.args}
+    if law(method, options) == "greedy":
+        sampling = {}  # greedy-only functions take no sampling options (temperature 0 was checked above)
+    return method.fn(*[given[a] for a in method.args], stats=stats, **keywords, **sampling)
+
+
+def markdown():
+    """The README's per-method tables, generated from this table (tests/test_methods.py keeps the README equal)."""
+    lines = ["| method | what it does | paper | needs | law at temperature > 0 | --batch |", "|---|---|---|---|---|---|"]
+    for m in METHODS:
+        kind = "depends on --posterior" if callable(m.law) else {"lossless": "lossless", "greedy": "greedy-only",
+                                                                  "lossy": "lossy"}[m.law]
+        lines.append(f"| `{m.name}` | {m.help} | {m.paper} | {', '.join(m.needs) or '-'} | {kind} "
+                     f"| {'yes' if m.batch else 'no'} |")
+    for m in METHODS:
+        if m.options:
+            lines += ["", f"`python main.py --method {m.name}` options:", "", "| option | type | default | help |",
+                      "|---|---|---|---|"]
+            for o in m.options:
+                kind = o.type if isinstance(o.type, str) else o.type.__name__
+                lines.append(f"| `--{o.name}` | {kind} | {'' if o.default is None else f'`{o.default}`'} | {o.help} |")
+    return "\n".join(lines)

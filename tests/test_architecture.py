@@ -1,0 +1,100 @@
+"""The shape of the house (ARCHITECTURE.md), read from the imports: picospec never imports gpt2 and its algorithm files
+import only numpy, the standard library and picospec's shared pieces; gpt2 never imports picospec; nothing imports
+main; every method file is a row of the table. The checker is shown to fail on deliberately broken copies."""
+import ast
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = {"sampling", "verify", "tree", "rejection"}  # what a method file may import from picospec
+NOT_METHODS = SHARED | {"__init__", "methods", "theory", "batch"}  # picospec modules that are not a row of the table
+STDLIB = set(sys.stdlib_module_names)
+
+
+def imports(path):
+    """Top-level module names (and picospec submodules, as 'picospec.x') that a .py file or a notebook imports."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".ipynb":
+        text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"] if c["cell_type"] == "code")
+        text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!")))
+    names = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                names.add(a.name if a.name.startswith("picospec.") else a.name.split(".")[0])
+                names.add(a.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+            if node.module == "picospec":
+                names.update(f"picospec.{a.name}" for a in node.names)
+            elif node.module.startswith("picospec."):
+                names.add(node.module)
+    return names
+
+
+def violations(root):
+    """Every broken rule in the tree at `root`, one line each."""
+    root, found = Path(root), []
+    files = [p for p in root.rglob("*.py") if ".git" not in p.parts] + list((root / "notebooks").glob("*.ipynb"))
+    for path in files:
+        rel, names = path.relative_to(root), imports(path)
+        if "main" in names and rel.name != "main.py":
+            found.append(f"{rel} imports main: nothing may import main")
+        if rel.parts[0] == "gpt2" and names & {"picospec", "bench"}:
+            found.append(f"{rel} imports {sorted(names & {'picospec', 'bench'})}: gpt2 knows nothing of picospec")
+        if rel.parts[0] == "picospec":
+            if names & {"gpt2", "bench"}:
+                found.append(f"{rel} imports {sorted(names & {'gpt2', 'bench'})}: picospec never imports the engine")
+            outside = {n for n in names if "." not in n} - STDLIB - {"numpy", "picospec"}
+            if outside:
+                found.append(f"{rel} imports {sorted(outside)}: algorithm files import numpy and picospec only")
+            if path.stem not in ("methods", "__init__"):
+                own = {n.split(".")[1] for n in names if n.startswith("picospec.")} - SHARED - {path.stem}
+                own -= {"rejection"} if path.stem == "batch" else set()
+                if own:
+                    found.append(f"{rel} imports picospec.{sorted(own)}: methods import only {sorted(SHARED)}")
+    table = (root / "picospec" / "methods.py").read_text()
+    rows = {n.split(".")[1] for n in imports(root / "picospec" / "methods.py") if n.startswith("picospec.")}
+    for path in (root / "picospec").glob("*.py"):
+        if path.stem not in NOT_METHODS and path.stem not in rows:
+            found.append(f"picospec/{path.name} is not a row of picospec/methods.py: add its row (or list it as "
+                         "a shared piece)")
+    if "METHODS = (" not in table:
+        found.append("picospec/methods.py has no METHODS table")
+    return found
+
+
+def test_the_checkout_follows_the_architecture():
+    assert violations(ROOT) == []
+
+
+@pytest.fixture
+def copy(tmp_path):
+    for sub in ("picospec", "gpt2", "bench", "notebooks"):
+        shutil.copytree(ROOT / sub, tmp_path / sub, ignore=shutil.ignore_patterns("assets", "__pycache__", "*.png"))
+    shutil.copy(ROOT / "main.py", tmp_path / "main.py")
+    assert violations(tmp_path) == []
+    return tmp_path
+
+
+@pytest.mark.parametrize("file, line, rule", [
+    ("picospec/speculative.py", "from gpt2.engine import GPT2", "picospec never imports the engine"),
+    ("picospec/medusa.py", "import bench.harness", "picospec never imports the engine"),
+    ("picospec/rest.py", "from tqdm import tqdm", "import numpy and picospec only"),
+    ("picospec/greedy.py", "from picospec.speculative import speculative_sampling", "methods import only"),
+    ("gpt2/engine.py", "from picospec.sampling import warp", "gpt2 knows nothing of picospec"),
+    ("bench/trees.py", "from main import cli", "nothing may import main"),
+])
+def test_a_wrong_import_is_caught(copy, file, line, rule):
+    path = copy / file
+    path.write_text(line + "\n" + path.read_text())
+    assert any(rule in v for v in violations(copy)), violations(copy)
+
+
+def test_a_method_missing_from_the_table_is_caught(copy):
+    (copy / "picospec" / "specinfer.py").write_text('"""A new method."""\nimport numpy as np\n')
+    assert any("specinfer.py is not a row" in v for v in violations(copy))

@@ -1,0 +1,206 @@
+"""The front door as a user meets it: bad command lines for main.py and the benchmarks, each refused with one clear
+line, no traceback, no file left behind, and (when the mistake is in the options) before any model loads.
+Prompts arrive verbatim; -h shows the methods; Ctrl-C and closed pipes end quietly. The other commands' tables are
+in tests/test_cli_gpt2.py and tests/test_cli_train.py."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from clitools import ROOT, assert_refused, files_under, run_cli
+
+FAST = 3.0  # seconds: a mistake in the options is refused before any model loads
+
+# (command line, what the one line must say, whether a model loads before the mistake can be seen)
+MAIN_CASES = [
+    (["--temprature", "0.8"], r"unknown option --temprature: did you mean --temperature\?", False),
+    (["--method", "medusa", "--window", "4"], r"--window is an option of lookahead, not of --method medusa", False),
+    (["--method", "speculative", "--nomerged"], r"--merged is an option of blockwise", False),
+    (["--method", "autoregressive", "--K", "3"], r"--K is an option of .*not of --method autoregressive", False),
+    (["--method", "prompt_lookup", "--draft", "ngram"], r"uses no draft model, so --draft does not apply", False),
+    (["--temperature", "hot"], r"--temperature must be a number; got 'hot'", False),
+    (["--temperature", "inf"], r"--temperature must be a finite number", False),
+    (["--temperature", "-1"], r"--temperature must be >= 0", False),
+    (["--seed", "abc"], r"--seed must be an integer; got 'abc'", False),
+    (["--seed", "-3"], r"--seed must be >= 0", False),
+    (["--top_p", "nan"], r"--top_p must be a finite number", False),
+    (["--top_p", "1.5"], r"--top_p must be <= 1", False),
+    (["--top_p", "0"], r"--top_p must be > 0", False),
+    (["--top_k", "0"], r"--top_k must be >= 1", False),
+    (["--top_k", "2.5"], r"--top_k must be an integer; got '2.5'", False),
+    (["--n_tokens", "nan"], r"--n_tokens must be an integer; got 'nan'", False),
+    (["--n_tokens", "0"], r"--n_tokens must be >= 1", False),
+    (["--n_tokens", "1e3"], r"--n_tokens must be an integer", False),
+    (["--n_tokens"], r"--n_tokens needs a value", False),
+    (["--K", "0"], r"--K must be >= 1", False),
+    (["--K", "4.0"], r"--K must be an integer; got '4.0'", False),
+    (["--K", "100"], r"--K must be <= 64", False),
+    (["--K", "four"], r"--K must be an integer", False),
+    (["--method", "magic"], r"unknown --method 'magic'", False),
+    (["--method", "specultive"], r"did you mean speculative\?", False),
+    (["--method", "greedy", "--temperature", "0.8"], r"greedy-only.*--method speculative", False),
+    (["--method", "blockwise", "--temperature", "1"], r"greedy-only.*--posterior lossless", False),
+    (["--method", "medusa", "--posterior", "greedy", "--temperature", "0.7"], r"--posterior greedy is greedy-only", False),
+    (["--method", "medusa", "--posterior", "beam"], r"unknown --posterior 'beam'", False),
+    (["--method", "medusa", "--tree", "[0,1]"], r"--tree '\[0,1\]': use sparse, chain, cartesian", False),
+    (["--method", "medusa", "--tree", "[[0"], r"--tree", False),
+    (["--method", "medusa", "--tree", "[[0],[0]]"], r"lists node \[0\] twice", False),
+    (["--method", "medusa", "--tree", "[[0],[1,0]]"], r"has no parent", False),
+    (["--method", "medusa", "--tree", "[[0],[0,0],[0,0,0]]"], r"only 2 heads", True),
+    (["--method", "medusa", "--heads", "/nonexistent"], r"--heads /nonexistent: no such folder", False),
+    (["--method", "medusa", "--topk", "0"], r"--topk must be >= 1", False),
+    (["--method", "medusa", "--epsilon", "nan"], r"--epsilon must be a finite number", False),
+    (["--method", "blockwise", "--K", "9"], r"--K 9 is more than", True),
+    (["--method", "blockwise", "--merged=maybe"], r"--merged is a switch", False),
+    (["--method", "greedy", "--schedule", "fast"], r"unknown --schedule 'fast'", False),
+    (["--method", "greedy", "--confidence", "0"], r"--confidence must be > 0", False),
+    (["--method", "prompt_lookup", "--num_pred_tokens", "-1"], r"--num_pred_tokens must be >= 1", False),
+    (["--method", "lookahead", "--ngram", "1"], r"--ngram must be >= 2", False),
+    (["--method", "lookahead", "--window", "x"], r"--window must be an integer", False),
+    (["--method", "rest", "--num_draft_nodes", "0"], r"--num_draft_nodes must be >= 1", False),
+    (["--method", "rest", "--datastore", "missing.npz"], r"--datastore missing.npz does not exist.*--build_datastore", False),
+    (["--method", "rest", "--datastore", "nodir/x.npz", "--build_datastore"], r"the folder .*nodir does not exist", False),
+    (["--method", "rest", "--datastore", "."], r"--datastore \. is a folder", False),
+    (["--method", "rest", "--datastore", str(ROOT / "main.py")], r"not a readable REST datastore", True),
+    (["--prompt", ""], r"the prompt is empty", False),
+    (["--prompt", "x", "--prompt", "y"], r"--prompt is given twice", False),
+    (["--prompt", "x", "--prompt_file", "p.txt"], r"--prompt and --prompt_file are both given", False),
+    (["--prompt_file", "/nonexistent/p.txt"], r"--prompt_file /nonexistent/p.txt: cannot read it", False),
+    (["--prompt_file", "."], r"--prompt_file \.: cannot read it", False),
+    (["--n_tokens", "1000"], r"exceeds the target 'tiny-target''s context window of 256", True),
+    (["--device", "tpu"], r"unknown --device 'tpu'", False),
+    (["--json=maybe"], r"--json is a switch", False),
+    (["--offline", "yes"], r"--offline is a switch and takes no value", False),
+    (["-x"], r"unknown option -x", False),
+    (["hello"], r"unexpected argument 'hello'", False),
+    (["--batch", "/nonexistent/prompts.txt"], r"--batch /nonexistent/prompts.txt: no such file", False),
+    (["--batch", "prompts.txt", "--method", "prompt_lookup"], r"--batch runs methods with a batched form", False),
+    (["--batch", "empty.txt"], r"--batch empty.txt: no prompts", False),
+    (["--batch", "binary.txt"], r"--batch binary.txt: cannot read it as UTF-8", False),
+    (["--target", "gpt-17"], r"gpt-17", True),
+    (["--target", "gpt2"], r"gpt2.*(offline|cache)", True),
+    (["--draft", "gpt2"], r"gpt2.*(offline|cache)", True),
+]
+
+BENCH_CASES = [
+    (["-m", "bench.harness", "--K", "0"], r"--K must be >= 1"),
+    (["-m", "bench.harness", "--temperatures", "0,x"], r"--temperatures must be a number; got 'x'"),
+    (["-m", "bench.harness", "--temperatures", "0,,1"], r"--temperatures must be numbers, comma-separated"),
+    (["-m", "bench.harness", "--sweep_K", "1,100"], r"--sweep_K must be <= 64"),
+    (["-m", "bench.harness", "--out", "nodir/t.md"], r"--out nodir/t.md: the folder .* does not exist"),
+    (["-m", "bench.harness", "--seeds", "1.5"], r"--seeds must be an integer"),
+    (["-m", "bench.harness", "--n_promts", "3"], r"did you mean --n_prompts\?"),
+    (["-m", "bench.trees"], r"nothing to measure"),
+    (["-m", "bench.trees", "--medusa", "/nope"], r"/nope holds no heads.json"),
+    (["-m", "bench.trees", "--budgets", "7,x"], r"--budgets must be an integer"),
+    (["-m", "bench.trees", "--pld_sweep", "0"], r"--pld_sweep must be >= 1"),
+    (["-m", "bench.trees", "--build", "/nonexistent"], r"--build /nonexistent: no such folder"),
+    (["-m", "bench.trees", "--drafting", "--greedy"], r"did you mean --greedy_only\?"),
+]
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """A fresh folder with the files some cases name (a prompts file, an empty one, a binary one)."""
+    (tmp_path / "prompts.txt").write_text("def f(x):\nimport os\n")
+    (tmp_path / "p.txt").write_text("def f(x):")
+    (tmp_path / "empty.txt").write_text("\n\n")
+    (tmp_path / "binary.txt").write_bytes(b"\xff\xfe\x00bad")
+    return tmp_path
+
+
+@pytest.mark.parametrize("args, message, loads", MAIN_CASES, ids=[" ".join(c[0])[:60] for c in MAIN_CASES])
+def test_main_refuses_bad_command_lines(args, message, loads, folder):
+    before = files_under(folder)
+    r = run_cli(["main.py", *args], folder)
+    assert_refused(r, message, folder, before, max_seconds=None if loads else FAST)
+
+
+@pytest.mark.parametrize("args, message", BENCH_CASES, ids=[" ".join(c[0])[:60] for c in BENCH_CASES])
+def test_benchmarks_refuse_bad_command_lines(args, message, folder):
+    before = files_under(folder)
+    assert_refused(run_cli(args, folder), message, folder, before, max_seconds=FAST)
+
+
+def test_there_are_at_least_60_cases_across_all_commands():
+    import test_cli_gpt2
+    import test_cli_train  # the other commands' tables
+
+    commands = {c[0] for c in test_cli_gpt2.BAD + test_cli_train.BAD} | {"main.py", "bench.harness", "bench.trees"}
+    assert len(MAIN_CASES) + len(BENCH_CASES) + len(test_cli_gpt2.BAD) + len(test_cli_train.BAD) >= 100
+    assert len(commands) >= 11  # every command: main, 2 benches, engine bench, bpe, corpus, card, ngram, heads, 2 trainers
+
+
+@pytest.mark.parametrize("prompt", ["Hello, world", "1e5", "-x", "[1,2]", "True", "None", r"a\nb", "a\nb", "0x10",
+                                    "(1, 2)", "{'a': 1}", "  spaced  ", "--"])
+def test_prompts_arrive_verbatim(prompt, tmp_path):
+    r = run_cli(["main.py", f"--prompt={prompt}", "--method", "autoregressive", "--n_tokens", "1", "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompt"] == prompt
+
+
+def test_one_escape_rule_for_prompt_and_batch(tmp_path):
+    r = run_cli(["main.py", "--prompt", r"a\nb\\n", "--escapes", "--method", "autoregressive", "--n_tokens", "1",
+                 "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompt"] == "a\nb\\n"
+    (tmp_path / "prompts.txt").write_text("def f(x):\\n    return\nimport os\n")
+    for escapes, first in ((["--escapes"], "def f(x):\n    return"), ([], "def f(x):\\n    return")):
+        r = run_cli(["main.py", "--batch", "prompts.txt", "--n_tokens", "4", "--json", *escapes], tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["prompts"] == [first, "import os"]
+
+
+def test_prompt_from_stdin_and_file(tmp_path):
+    text = "def f(x):\n    return x\n"
+    r = run_cli(["main.py", "--prompt_file", "-", "--method", "autoregressive", "--n_tokens", "2", "--json"], tmp_path,
+                stdin=text)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompt"] == text
+    (tmp_path / "p.txt").write_text(text)
+    r = run_cli(["main.py", "--prompt_file", "p.txt", "--method", "autoregressive", "--n_tokens", "2", "--json"], tmp_path)
+    assert json.loads(r.stdout)["prompt"] == text
+
+
+def test_help_lists_methods_and_a_methods_options(tmp_path):
+    from picospec.methods import METHODS
+
+    for flag in ("-h", "--help"):
+        r = run_cli(["main.py", flag], tmp_path)
+        assert r.returncode == 0 and r.stderr == "" and r.seconds < FAST
+        assert all(m.name in r.stdout for m in METHODS) and "--temperature" in r.stdout
+    r = run_cli(["main.py", "--method", "medusa", "--help"], tmp_path)
+    assert r.returncode == 0 and "--posterior" in r.stdout and "--tree" in r.stdout and "--K" not in r.stdout
+    assert files_under(tmp_path) == []
+
+
+def test_ctrl_c_during_a_datastore_build_exits_130_and_leaves_nothing(tmp_path):
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
+           "PICOSPEC_CACHE": str(tmp_path / ".cache"), "HOME": str(tmp_path)}
+    p = subprocess.Popen([sys.executable, str(ROOT / "main.py"), "--method", "rest", "--datastore", "store.npz",
+                          "--build_datastore"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    deadline = time.time() + 60
+    while "building the REST datastore" not in (line := p.stderr.readline()) and time.time() < deadline:
+        assert line or p.poll() is None, "the build never started"
+    time.sleep(1)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "store.npz").exists() and not list(tmp_path.glob("store.npz*"))
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1", "HOME": str(tmp_path)}
+    p = subprocess.Popen([sys.executable, str(ROOT / "main.py"), "--method", "autoregressive", "--n_tokens", "30"],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # like `| head -c 0`: nobody reads the output
+    err = p.stderr.read().decode()
+    p.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert p.returncode != 0

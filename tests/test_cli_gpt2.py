@@ -1,0 +1,128 @@
+"""The engine's commands go through the one door (gpt2.cli): a mistake on the command line is one `error:` line, exit 2,
+in well under a second, before any work and with no file left behind; --help prints the options and exits 0.
+
+Commands: python -m gpt2.bpe, gpt2.corpus, gpt2.card, gpt2.ngram, gpt2.heads, bench.engine.
+"""
+import json
+
+import numpy as np
+import pytest
+
+from clitools import ROOT, assert_refused, files_under, run_cli
+from gpt2.bpe import train_bpe
+from gpt2.encoder import save_tokenizer
+
+MEDUSA = str(ROOT / "gpt2" / "assets" / "tiny-target" / "medusa")  # the shipped 2 heads on tiny-target
+COMMANDS = ["gpt2.bpe", "gpt2.corpus", "gpt2.card", "gpt2.ngram", "gpt2.heads", "bench.engine"]
+
+
+def make_inputs(folder):
+    """What the bad command lines point at: a text file, a file that is not UTF-8, an empty folder, a tokenizer,
+    and a data folder as gpt2.corpus writes it but far too short (and for a 50257-token vocabulary)."""
+    (folder / "lib").mkdir()
+    (folder / "lib" / "a.py").write_text("x = 1\n")
+    (folder / "latin1.py").write_bytes("caf\u00e9 = 1\n".encode("latin-1"))
+    (folder / "empty").mkdir()
+    save_tokenizer(folder / "tok", *train_bpe(["x = 1\n"], vocab_size=260))
+    (folder / "data").mkdir()
+    for name in ("train", "val", "heldout"):
+        np.arange(100, dtype=np.uint16).tofile(folder / "data" / f"{name}.bin")
+    (folder / "data" / "meta.json").write_text(json.dumps({"n_vocab": 50257}))
+
+
+BAD = [  # (command, arguments, what the one line must say)
+    # gpt2.bpe
+    ("gpt2.bpe", ["--out", "tok2", "--vocab_sise", "300"], r"unknown option --vocab_sise: did you mean --vocab_size\?"),
+    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "nan"], r"--vocab_size must be an integer; got 'nan'"),
+    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "300.0"], r"--vocab_size must be an integer; got '300.0'"),
+    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "1e5"], r"--vocab_size must be an integer"),
+    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "100"], r"--vocab_size must be >= 257; got 100"),
+    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "70000"], r"--vocab_size must be <= 65536"),
+    ("gpt2.bpe", ["--vocab_size", "300"], r"--out is required"),
+    ("gpt2.bpe", ["--out", "missing/tok2"], r"--out missing/tok2: the folder .*missing does not exist"),
+    ("gpt2.bpe", ["--out", "lib/a.py"], r"--out lib/a.py: is a file"),
+    ("gpt2.bpe", ["--out", "tok2", "--files", "lib/a.py,nope.py"], r"--files nope.py: no such file"),
+    ("gpt2.bpe", ["--out", "tok2", "--files", "lib"], r"--files lib: no such file \(it is a folder\)"),
+    ("gpt2.bpe", ["--out", "tok2", "--files", "latin1.py"], r"--files latin1.py is not UTF-8 text"),
+    ("gpt2.bpe", ["tok2"], r"unexpected argument 'tok2'"),
+    # gpt2.corpus
+    ("gpt2.corpus", ["--tokenizer", "nope", "--out", "d"], r"--tokenizer nope: no such folder"),
+    ("gpt2.corpus", ["--tokenizer", "empty", "--out", "d"], r"--tokenizer empty: has no tokenizer"),
+    ("gpt2.corpus", ["--tokenizer", "tok"], r"--out is required"),
+    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "missing/d"], r"the folder .*missing does not exist"),
+    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "d", "--root", "nope"], r"--root nope: no such folder"),
+    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "d", "--root", "empty"], r"--root .*empty: no UTF-8 .py files"),
+    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "d", "--tokeniser", "tok"], r"did you mean --tokenizer\?"),
+    # gpt2.card
+    ("gpt2.card", [], r"--data is required"),
+    ("gpt2.card", ["--data", "empty"], r"--data empty: has no val.bin or heldout.bin"),
+    ("gpt2.card", ["--data", "data", "--n_windows", "0"], r"--n_windows must be >= 1; got 0"),
+    ("gpt2.card", ["--data", "data", "--n_windows", "inf"], r"--n_windows must be an integer; got 'inf'"),
+    ("gpt2.card", ["--data", "data", "--nwindows", "3"], r"did you mean --n_windows\?"),
+    ("gpt2.card", ["--data", "data", "--out", "missing/card.md"], r"--out missing/card.md: the folder .* does not exist"),
+    ("gpt2.card", ["--data", "data", "--out", "card.md"], r"val.bin holds fewer than 257 tokens"),
+    # gpt2.ngram
+    ("gpt2.ngram", ["--data", "data"], r"--out is required"),
+    ("gpt2.ngram", ["--data", "lib", "--out", "ng.safetensors"], r"--data lib: has no train.bin or meta.json"),
+    ("gpt2.ngram", ["--data", "data", "--out", "."], r"--out \. is a folder: give a file name"),
+    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "0"], r"--order must be >= 1; got 0"),
+    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "five"], r"--order must be an integer; got 'five'"),
+    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "5"], r"--order 5 is too high .* int64; use --order 4"),
+    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--min_count", "-1"], r"--min_count must be >= 1; got -1"),
+    # gpt2.heads
+    ("gpt2.heads", ["--src", "nope", "--dst", "kept", "--n", "1"], r"--src nope: no such folder"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "kept"], r"--n is required"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "kept", "--n", "1.5"], r"--n must be an integer; got '1.5'"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "kept", "--n", "3"], r"--n 3: .* has 2 heads"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "lib/a.py", "--n", "1"], r"--dst lib/a.py: is a file"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "missing/kept", "--n", "1"], r"the folder .*missing does not exist"),
+    ("gpt2.heads", ["--src", "empty", "--dst", "kept", "--n", "1"], r"heads"),  # no heads.json there
+    ("gpt2.heads", ["--src", "lib", "--dst", "lib", "--n", "1"], r"--dst lib is the --src folder"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "kept", "--n", "1", "-x"], r"unknown option -x"),
+    # bench.engine
+    ("bench.engine", ["--sizes", "7B"], r"unknown --sizes '7B': choose one of 124M, 355M"),
+    ("bench.engine", ["--sizes", "124M,"], r"--sizes must be names"),
+    ("bench.engine", ["--device", "tpu"], r"unknown --device 'tpu' .*choose one of cpu, gpu"),
+    ("bench.engine", ["--repeats", "0"], r"--repeats must be >= 1; got 0"),
+    ("bench.engine", ["--max_M", "nan"], r"--max_M must be an integer; got 'nan'"),
+    ("bench.engine", ["--n_cache", "-5"], r"--n_cache must be >= 1"),
+    ("bench.engine", ["--n_cache", "1020"], r"--n_cache 1020 \+ --max_M 16 exceeds GPT-2's context of 1024"),
+    ("bench.engine", ["--sizes", "124M", "--repets", "3"], r"did you mean --repeats\?"),
+    ("bench.engine", ["--sizes", "124M", "--sizes", "355M"], r"--sizes is given twice"),
+]
+
+
+@pytest.mark.parametrize("module, args, pattern", BAD, ids=[f"{m}:{' '.join(a)}"[:70] for m, a, _ in BAD])
+def test_a_bad_command_line_is_one_line_and_leaves_nothing(tmp_path, module, args, pattern):
+    make_inputs(tmp_path)
+    before = files_under(tmp_path)
+    r = run_cli(["-m", module, *args], tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
+    assert_refused(r, "^error: .*" + pattern, tmp_path, before, max_seconds=3)
+
+
+@pytest.mark.parametrize("module", COMMANDS)
+def test_help_prints_the_options_and_exits_0(tmp_path, module):
+    r = run_cli(["-m", module, "--help"], tmp_path)
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    assert r.stdout.startswith(f"usage: python -m {module} ") and "options:" in r.stdout
+    assert files_under(tmp_path) == []
+
+
+def test_the_data_pipeline_runs_through_the_door(tmp_path):
+    """bpe -> corpus -> ngram -> heads on a toy corpus, each as a user runs it, each writing only its outputs."""
+    (tmp_path / "lib").mkdir()
+    for i in range(30):
+        (tmp_path / "lib" / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
+    steps = [["-m", "gpt2.bpe", "--out", "tok", "--vocab_size", "280", "--files", "lib/m0.py,lib/m1.py"],
+             ["-m", "gpt2.corpus", "--tokenizer", "tok", "--out", "data", "--root", "lib"],
+             ["-m", "gpt2.ngram", "--data", "data", "--out", "ng.safetensors", "--order", "3", "--min_count", "1"],
+             ["-m", "gpt2.heads", "--src", MEDUSA, "--dst", "kept", "--n", "1"]]
+    for args in steps:
+        r = run_cli(args, tmp_path)
+        assert r.returncode == 0, r.stderr[-800:]
+    made = set(files_under(tmp_path)) - {"lib"} - {f"lib/m{i}.py" for i in range(30)}
+    assert made == {"tok", "tok/vocab.json", "tok/merges.txt", "data", "ng.safetensors", "kept", "kept/heads.json",
+                    "kept/heads.safetensors", *(f"data/{n}" for n in ("train.bin", "val.bin", "heldout.bin", "meta.json"))}
+    assert json.loads((tmp_path / "kept" / "heads.json").read_text())["n_heads"] == 1
+    assert json.loads((tmp_path / "data" / "meta.json").read_text())["n_vocab"] <= 280
