@@ -242,8 +242,8 @@ def guarded(work):
         print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         sys.exit(2)
     except OSError as e:  # a file the user named cannot be read or written
-        where = f" {e.filename}" if e.filename else ""
-        print(f"error:{where}: {e.strerror or e}", file=sys.stderr)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
         sys.exit(2)
 
 

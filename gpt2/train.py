@@ -1,23 +1,26 @@
-"""Training GPT-2 (or any params tree) in NumPy: AdamW, warm-up + cosine schedule, clipping, checkpoints.
+"""Training in NumPy: AdamW, warm-up + cosine schedule, clipping, checkpoints, and the one training loop.
 
     python -m gpt2.train --data DIR --out DIR --n_layer 6 --n_embd 256 --n_head 4 --n_ctx 256 --max_minutes 60
 
 DIR holds train.bin / val.bin (uint16 token ids, `ndarray.tofile`) and meta.json ({"n_vocab": ...}), as written by
-`python -m gpt2.corpus`. The pieces are reusable: `adamw_step` updates any params tree from a grads tree of the same
-layout, and `train(loss_and_grads, params, batches, ...)` runs any loss (heads of Medusa, EAGLE, blockwise too).
+`python -m gpt2.corpus`. `train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, ...)` trains any
+params tree on any loss: `main` below trains a GPT-2 with it, gpt2/train_heads.py Medusa and Blockwise heads.
 
 AdamW (Loshchilov & Hutter 2019): m <- b1 m + (1 - b1) g; v <- b2 v + (1 - b2) g^2;
 p <- p - lr (m_hat / (sqrt(v_hat) + eps) + wd p), weight decay on matrices only (not biases, gains, or wpe).
+Shapes: B batch_size, T n_ctx.
 """
 import json
 import math
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from gpt2.backend import get_xp, to_numpy, xp_of
+from gpt2.cli import Option
 
 
 def flatten(tree, path=""):  # {"a": {"b": x}} -> {"a.b": x}, in sorted order; lists become indices
@@ -74,18 +77,22 @@ class AdamW:
         self.t = 0
 
     def step(self, params, grads, lr=None):
+        """One update of every parameter from the flat grads; lr is a rate, or {top-level key of params: rate}.
+
+        Example: lr={"heads": 1e-3, "backbone": 0.0} moves the heads and leaves the backbone where it is."""
         lr = self.lr if lr is None else lr
         self.t += 1
         c1, c2 = 1 - self.b1**self.t, 1 - self.b2**self.t
         for name, p in flatten(params).items():
+            rate = lr[name.split(".")[0]] if isinstance(lr, dict) else lr
             g, m, v = grads[name], self.m[name], self.v[name]
             m *= self.b1
             m += (1 - self.b1) * g
             v *= self.b2
             v += (1 - self.b2) * g * g
             if self.wd and self.decay(name, p):
-                p -= lr * self.wd * p
-            p -= (lr / c1) * m / (xp_of(v).sqrt(v / c2) + self.eps)
+                p -= rate * self.wd * p
+            p -= (rate / c1) * m / (xp_of(v).sqrt(v / c2) + self.eps)
 
     def state(self):
         return {**{f"m.{k}": v for k, v in self.m.items()}, **{f"v.{k}": v for k, v in self.v.items()}}
@@ -97,106 +104,241 @@ class AdamW:
         self.t = t
 
 
-def random_windows(data, n_ctx, batch_size, rng):  # -> inputs, targets [batch_size, n_ctx] int64
+def random_windows(data, n_ctx, batch_size, rng):  # -> inputs, targets [B, T] int64
     ix = rng.integers(0, len(data) - n_ctx - 1, batch_size)
-    buf = np.stack([data[i:i + n_ctx + 1] for i in ix]).astype(np.int64)  # [B, n_ctx + 1]
+    buf = np.stack([data[i:i + n_ctx + 1] for i in ix]).astype(np.int64)  # [B, T + 1]
     return buf[:, :-1], buf[:, 1:]
 
 
-def evaluate(loss_fn, data, n_ctx, batch_size, max_batches=8):
+def mean_loss(loss_fn, data, n_ctx, batch_size, max_batches=8):
     """Mean loss over consecutive non-overlapping windows from the start of `data` (deterministic)."""
     n = min(max_batches * batch_size, (len(data) - 1) // n_ctx)
     losses = []
     for start in range(0, n, batch_size):
         rows = range(start, min(n, start + batch_size))
-        buf = np.stack([data[r * n_ctx:(r + 1) * n_ctx + 1] for r in rows]).astype(np.int64)
+        buf = np.stack([data[r * n_ctx:(r + 1) * n_ctx + 1] for r in rows]).astype(np.int64)  # [B, T + 1]
         losses.append(float(loss_fn(buf[:, :-1], buf[:, 1:])) * len(rows))
     return sum(losses) / n
 
 
 def save_state(folder, params, opt, step, rng, extra):
-    from gpt2.weights import write_safetensors
+    """folder/state.safetensors (params, AdamW's moments, and the step, rng and log in its metadata: one file, written
+    atomically, so a checkpoint is never half old and half new) and a readable copy of the metadata in state.json."""
+    from gpt2.weights import _atomic_write, write_safetensors
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {f"p.{k}": to_numpy(v) for k, v in flatten(params).items()}
     tensors.update({k: to_numpy(v) for k, v in opt.state().items()})
-    write_safetensors(folder / "state.safetensors", tensors)
-    state = {"step": step, "adam_t": opt.t, "rng": rng.bit_generator.state, **extra}
-    tmp = folder / "state.json.tmp"
-    tmp.write_text(json.dumps(state))
-    os.replace(tmp, folder / "state.json")
+    state = json.dumps({"step": step, "adam_t": opt.t, "rng": rng.bit_generator.state, **extra})
+    write_safetensors(folder / "state.safetensors", tensors, metadata={"state": state})
+    _atomic_write(folder / "state.json", [state.encode()])
+
+
+def has_state(folder):
+    return (Path(folder) / "state.safetensors").exists()
+
+
+def read_state(folder):  # -> the step, rng and log saved with the checkpoint in folder
+    from gpt2.weights import read_header
+
+    meta = read_header(Path(folder) / "state.safetensors")[0].get("__metadata__", {})
+    text = meta["state"] if "state" in meta else (Path(folder) / "state.json").read_text()  # older checkpoints
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError(f"{folder}: the checkpoint's state is not valid JSON; remove the folder or give "
+                         "--noresume") from None
 
 
 def load_state(folder, params, opt, rng):
     from gpt2.weights import read_safetensors
 
+    state = read_state(folder)
     tensors = read_safetensors(Path(folder) / "state.safetensors")
-    state = json.loads((Path(folder) / "state.json").read_text())
     for k, p in flatten(params).items():
+        if tensors.get(f"p.{k}", np.zeros(0)).shape != p.shape:
+            raise ValueError(f"{folder} holds another model (its {k!r} is not of shape {p.shape}): resume with the "
+                             "options it was trained with, give another --out, or --noresume to start over")
         p[...] = xp_of(p).asarray(tensors[f"p.{k}"])
     opt.load_state({k: v for k, v in tensors.items() if not k.startswith("p.")}, state["adam_t"])
     rng.bit_generator.state = state["rng"]
     return state
 
 
-def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, lr=1e-3, min_lr_ratio=0.1,
-         warmup=100, max_steps=2000, max_minutes=None, weight_decay=0.1, clip=1.0, eval_every=100, seed=0,
-         device="cpu", dtype="float16", resume=True, stop_at=None):
-    """Train a GPT-2 from scratch on token files; checkpoint to OUT/ckpt, the final model to OUT (safetensors).
+def check_resume(ckpt, wanted):
+    """With a checkpoint in ckpt, the settings that shape its params ({name: value}) must be this run's."""
+    if not has_state(ckpt):
+        return
+    log = read_state(ckpt).get("log", {})
+    saved = {**log.get("args", {}), **log}
+    for name, value in wanted.items():
+        if name in saved and saved[name] != value:
+            raise ValueError(f"{ckpt} was trained with {name} {saved[name]}, not {value}: resume with the same "
+                             "options, give another --out, or --noresume to start over")
 
-    The schedule runs over max_steps; max_minutes or stop_at end a run early, and the next run resumes from OUT/ckpt.
+
+def check_out(out):
+    """OUT is a folder or can become one (its missing parents are made too)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file: give a folder (it gets the model, the log and OUT/ckpt)")
+    existing = next(p for p in [out, *out.absolute().parents] if p.exists())
+    if not existing.is_dir():
+        raise ValueError(f"--out {out}: {existing} is a file, so no folder can be made under it")
+
+
+def check_tokens(path, n_ctx, what):
+    """A uint16 token file holds at least n_ctx + 2 tokens (one training window and its targets)."""
+    size = Path(path).stat().st_size
+    if size % 2:
+        raise ValueError(f"{what} {path}: {size} bytes is not a file of uint16 token ids (from `python -m "
+                         "gpt2.corpus`)")
+    if size // 2 < n_ctx + 2:
+        raise ValueError(f"{what} {path} holds {size // 2} tokens, too few for a window of --n_ctx {n_ctx}; give a "
+                         "smaller --n_ctx or more data")
+
+
+def check_data(data, n_ctx, files=("train.bin", "val.bin")):
+    """DIR holds the token files, each long enough for a window of n_ctx."""
+    for name in files:
+        if not (Path(data) / name).is_file():
+            raise ValueError(f"--data {data} has no {name}: make the token files with `python -m gpt2.corpus --out "
+                             f"{data}`")
+        check_tokens(Path(data) / name, n_ctx, "--data")
+
+
+def check_ids(ids, n_vocab, where):  # token ids beyond the vocabulary would index outside wte
+    if len(ids) and int(ids.max()) >= n_vocab:
+        raise ValueError(f"{where} holds token id {int(ids.max())}, but the model has {n_vocab} tokens: the data were "
+                         "made with another tokenizer")
+
+
+@contextmanager
+def no_empty_folders_left(out):
+    """The folders a run makes (OUT, its missing parents, OUT/ckpt) are removed again if the run fails while they are
+    still empty; a checkpoint already written stays, so the next run resumes from it."""
+    out = Path(out).absolute()
+    made = [p for p in [out / "ckpt", out, *out.parents] if not p.exists()]  # deepest first
+    try:
+        yield
+    except BaseException:
+        for folder in made:
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        raise
+
+
+def train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, clip=1.0, weight_decay=0.1,
+               evaluate=None, eval_every=100, max_minutes=None, stop_at=None, log=None, resume=True,
+               tokens_per_step=None, desc="train"):
+    """Train `params` (a tree of arrays, updated in place) with AdamW, clipping the gradient norm to `clip`.
+
+    loss_and_grads(params, step, rng) -> (losses, grads): the loss on a batch it draws from rng, as a dict of numbers
+        (or lists of numbers) to log, e.g. {"loss": 5.2, "losses": [2.6, 1.8]}, and grads, a tree of params' layout.
+    learning_rate(step) -> the step's rate, or {top-level key of params: rate} (one rate per group).
+    evaluate(step) -> a dict of numbers to log (e.g. {"val_loss": 3.9}), or None to log the losses only.
+    Every eval_every steps and at the last step (max_steps, stop_at, or the first after max_minutes) the loop logs
+    {"step", **losses, **evaluate(step), "grad_norm", "seconds"} in log["history"] and checkpoints to `ckpt` (params,
+    AdamW's moments, rng's state and the log). With resume, a checkpoint in ckpt is loaded first (log too, in place),
+    so a run stopped and resumed gives the numbers of one uninterrupted run. Returns log (with "step", "seconds").
     """
     from tqdm import tqdm
 
-    from gpt2.backprop import gpt2_forward_backward, gpt2_loss
-    from gpt2.weights import save_checkpoint
-
-    data, out, xp = Path(data), Path(out), get_xp(device)
-    meta = json.loads((data / "meta.json").read_text())
-    train_ids = np.fromfile(data / "train.bin", dtype=np.uint16)
-    val_ids = np.fromfile(data / "val.bin", dtype=np.uint16)
-    hparams = {"n_vocab": meta["n_vocab"], "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head, "n_layer": n_layer}
-    rng = np.random.default_rng(seed)
-    params = _to_device(init_params(hparams, rng), xp)
-    opt = AdamW(params, lr=lr, weight_decay=weight_decay)
-    log = {"hparams": hparams, "args": dict(batch_size=batch_size, lr=lr, warmup=warmup, max_steps=max_steps,
-           weight_decay=weight_decay, clip=clip, seed=seed), "history": [], "seconds": 0.0, "step": 0}
-    if resume and (out / "ckpt" / "state.json").exists():
-        log = load_state(out / "ckpt", params, opt, rng)["log"]
+    opt = AdamW(params, weight_decay=weight_decay)
+    log = {} if log is None else log
+    log.update({"history": [], "seconds": 0.0, "step": 0, **log})  # a fresh run's record, unless given
+    if resume and has_state(ckpt):
+        saved = load_state(ckpt, params, opt, rng)["log"]
+        log.clear()
+        log.update(saved)
         print(f"resumed from step {log['step']}")
-
-    def loss_and_grads(x, y):
-        return gpt2_forward_backward(params, hparams, xp.asarray(x), xp.asarray(y))
-
-    def val_loss():
-        return evaluate(lambda x, y: gpt2_loss(params, hparams, xp.asarray(x), xp.asarray(y)), val_ids, n_ctx, batch_size)
-
-    start, tokens_per_step = time.time() - log["seconds"], batch_size * n_ctx
-    first_step, t0 = log["step"], time.time()
-    bar = tqdm(range(log["step"], max_steps), initial=log["step"], total=max_steps, desc="train",
+    start, t0, first = time.time() - log["seconds"], time.time(), log["step"]
+    bar = tqdm(range(log["step"], max_steps), initial=log["step"], total=max_steps, desc=desc,
                mininterval=1 if os.isatty(2) else 60)
     for step in bar:
-        loss, grads = loss_and_grads(*random_windows(train_ids, n_ctx, batch_size, rng))
+        losses, grads = loss_and_grads(params, step, rng)
         grads = flatten(grads)
         norm = clip_grads(grads, clip)
-        opt.step(params, grads, lr_at(step, max_steps, lr, warmup, min_lr_ratio))
+        opt.step(params, grads, learning_rate(step))
         elapsed = time.time() - start
         log.update(step=step + 1, seconds=elapsed)
-        tok_s = (step + 1 - first_step) * tokens_per_step / (time.time() - t0)
-        bar.set_postfix(loss=f"{float(loss):.3f}", tok_s=f"{tok_s:.0f}", refresh=False)
+        shown = {k: f"{v:.3f}" if np.isscalar(v) else " ".join(f"{x:.2f}" for x in v) for k, v in losses.items()}
+        if tokens_per_step:
+            shown["tok_s"] = f"{(step + 1 - first) * tokens_per_step / (time.time() - t0):.0f}"
+        bar.set_postfix(shown, refresh=False)
         last = step + 1 in (max_steps, stop_at) or (max_minutes and elapsed > 60 * max_minutes)
         if (step + 1) % eval_every == 0 or last:
-            log["history"].append({"step": step + 1, "tokens": (step + 1) * tokens_per_step, "train_loss": float(loss),
-                                   "val_loss": val_loss(), "grad_norm": norm, "seconds": elapsed})
+            log["history"].append({"step": step + 1, **losses, **(evaluate(step + 1) if evaluate else {}),
+                                   "grad_norm": norm, "seconds": elapsed})
             bar.write(json.dumps(log["history"][-1]))
-            save_state(out / "ckpt", params, opt, step + 1, rng, {"log": log})
+            save_state(ckpt, params, opt, step + 1, rng, {"log": log})
         if last:
             break
-    save_checkpoint(out, hparams, params, dtype=dtype)
-    log["final_val_loss"] = log["history"][-1]["val_loss"]
-    log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "device": device}
-    (out / "train_log.json").write_text(json.dumps(log, indent=1))
+    return log
+
+
+def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, lr=1e-3, min_lr_ratio=0.1,
+         warmup=100, max_steps=2000, max_minutes=None, weight_decay=0.1, clip=1.0, eval_every=100, seed=0,
+         device="cpu", dtype="float16", resume=True, stop_at=None):
+    """Train a GPT-2 from scratch on token files; checkpoints in OUT/ckpt, the final model in OUT (safetensors).
+
+    The schedule runs over max_steps; max_minutes or stop_at end a run early, and the next run into the same OUT
+    resumes from OUT/ckpt. OUT (and its missing parents) is made when the first checkpoint is written.
+    """
+    from gpt2.backprop import gpt2_forward_backward, gpt2_loss
+    from gpt2.weights import _atomic_write, save_checkpoint
+
+    # Step 0: every option checked before any work (a failed run leaves nothing behind)
+    data, out = Path(data), Path(out)
+    check_data(data, n_ctx)
+    if not (data / "meta.json").is_file():
+        raise ValueError(f"--data {data} has no meta.json: make the token files with `python -m gpt2.corpus --out "
+                         f"{data}`")
+    check_out(out)
+    if n_embd % n_head:
+        raise ValueError(f"--n_embd {n_embd} must be a multiple of --n_head {n_head}")
+    if stop_at is not None and stop_at > max_steps:
+        raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would never stop there")
+    try:
+        n_vocab = int(json.loads((data / "meta.json").read_text())["n_vocab"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        raise ValueError(f"{data / 'meta.json'}: expected JSON with an integer n_vocab (from `python -m "
+                         "gpt2.corpus`)") from None
+    hparams = {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head, "n_layer": n_layer}
+    if resume:
+        check_resume(out / "ckpt", {"hparams": hparams})
+    xp = get_xp(device)
+
+    # Step 1: the data and a fresh model (a checkpoint in OUT/ckpt replaces it in train_loop)
+    train_ids = np.fromfile(data / "train.bin", dtype=np.uint16)
+    val_ids = np.fromfile(data / "val.bin", dtype=np.uint16)
+    check_ids(train_ids, n_vocab, data / "train.bin")
+    check_ids(val_ids, n_vocab, data / "val.bin")
+    rng = np.random.default_rng(seed)
+    params = _to_device(init_params(hparams, rng), xp)
+    log = {"hparams": hparams, "args": dict(batch_size=batch_size, lr=lr, warmup=warmup, max_steps=max_steps,
+           weight_decay=weight_decay, clip=clip, seed=seed)}
+
+    def loss_and_grads(params, step, rng):  # next-token cross-entropy on B random windows
+        x, y = random_windows(train_ids, n_ctx, batch_size, rng)  # [B, T] each
+        loss, grads = gpt2_forward_backward(params, hparams, xp.asarray(x), xp.asarray(y))
+        return {"train_loss": float(loss)}, grads
+
+    def evaluate(step):
+        val_loss = mean_loss(lambda x, y: gpt2_loss(params, hparams, xp.asarray(x), xp.asarray(y)), val_ids, n_ctx,
+                             batch_size)
+        return {"tokens": step * batch_size * n_ctx, "val_loss": val_loss}
+
+    # Step 2: train, then write the model and the log
+    with no_empty_folders_left(out):
+        train_loop(params, loss_and_grads, out / "ckpt", max_steps, lambda step: lr_at(step, max_steps, lr, warmup,
+                   min_lr_ratio), rng, clip=clip, weight_decay=weight_decay, evaluate=evaluate, eval_every=eval_every,
+                   max_minutes=max_minutes, stop_at=stop_at, log=log, resume=resume, tokens_per_step=batch_size * n_ctx)
+        save_checkpoint(out, hparams, params, dtype=dtype)
+        log["final_val_loss"] = log["history"][-1]["val_loss"]
+        log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "device": device}
+        _atomic_write(out / "train_log.json", [json.dumps(log, indent=1).encode()])
     return log["final_val_loss"]
 
 
@@ -208,7 +350,32 @@ def _to_device(tree, xp):
     return xp.asarray(tree)
 
 
-if __name__ == "__main__":
-    import fire
+OPTIONS = [
+    Option("data", "dir", None, "folder of train.bin, val.bin and meta.json (from python -m gpt2.corpus)",
+           required=True),
+    Option("out", "path", None, "folder for the model, train_log.json and ckpt/ (made with its parents)",
+           required=True),
+    Option("n_layer", int, 6, "transformer blocks", low=1),
+    Option("n_embd", int, 256, "width of the residual stream (a multiple of --n_head)", low=1),
+    Option("n_head", int, 4, "attention heads per block", low=1),
+    Option("n_ctx", int, 256, "context window: tokens per training window", low=1),
+    Option("batch_size", int, 16, "windows per step", low=1),
+    Option("lr", float, 1e-3, "peak learning rate, after the warm-up", above=0),
+    Option("min_lr_ratio", float, 0.1, "the cosine decay ends at min_lr_ratio * lr", low=0, high=1),
+    Option("warmup", int, 100, "steps of linear warm-up", low=0),
+    Option("max_steps", int, 2000, "steps of the schedule", low=1),
+    Option("max_minutes", float, None, "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
+    Option("weight_decay", float, 0.1, "AdamW's weight decay, on matrices only", low=0),
+    Option("clip", float, 1.0, "largest gradient norm; larger gradients are scaled down", above=0),
+    Option("eval_every", int, 100, "steps between evaluations on val.bin and checkpoints", low=1),
+    Option("seed", int, 0, "seed of the initialisation and the batches", low=0),
+    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
+    Option("dtype", str, "float16", "dtype of the saved model", choices=("float32", "float16", "bfloat16")),
+    Option("resume", bool, True, "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over)"),
+    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)", low=1),
+]
 
-    fire.Fire(main)
+if __name__ == "__main__":
+    from gpt2.cli import command
+
+    command(main, OPTIONS)

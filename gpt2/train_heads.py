@@ -1,4 +1,4 @@
-"""Train extra heads on a GPT-2 backbone with the shared trainer (gpt2/train.py's AdamW, schedule, clipping, checkpoints).
+"""Train extra heads on a GPT-2 backbone with the shared training loop (gpt2/train.py's `train_loop`).
 
     python -m gpt2.train_heads --backbone tiny-target --data DIR --out DIR --n_heads 4            # MEDUSA-1
     python -m gpt2.train_heads --backbone tiny-target --data DIR --out DIR --stage medusa2        # MEDUSA-2
@@ -18,15 +18,18 @@ MEDUSA-2 the fine-tuned backbone, so OUT is a complete model folder). Shapes: B 
 """
 import json
 import os
-import time
 from pathlib import Path
 
 import numpy as np
 
 from gpt2.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
-from gpt2.heads import heads_loss_and_grads, init_heads, ranks_of_targets, head_forward, save_heads
-from gpt2.train import AdamW, clip_grads, flatten, load_state, lr_at, random_windows, save_state
+from gpt2.cli import Option
+from gpt2.heads import ACTIVATIONS, heads_loss_and_grads, init_heads, ranks_of_targets, head_forward, save_heads
+from gpt2.train import (check_data, check_ids, check_out, check_resume, check_tokens, lr_at, no_empty_folders_left,
+                        random_windows, train_loop)
 from gpt2.weights import _atomic_write
+
+PROMPT_LEN = 16  # tokens of text before each self-distilled continuation
 
 
 def evaluate_heads(backbone, hparams, heads, config, data, n_ctx, batch_size=8, max_batches=8, topk=10):
@@ -52,7 +55,8 @@ def evaluate_heads(backbone, hparams, heads, config, data, n_ctx, batch_size=8, 
     return {"rank_share": share.tolist(), "top1": share[:, 0].tolist(), "top5": share[:, :5].sum(1).tolist()}
 
 
-def self_distill(hparams, params, data, n_tokens, rng, temperature=1.0, prompt_len=16, new_tokens=112, batch_size=64):
+def self_distill(hparams, params, data, n_tokens, rng, temperature=1.0, prompt_len=PROMPT_LEN, new_tokens=112,
+                 batch_size=64):
     """Token ids the backbone itself wrote (at `temperature`; 0 is greedy) after prompts cut out of `data`, as
     rows of prompt_len + new_tokens tokens, batch_size rows decoded at once (gpt2/generate.py)."""
     from tqdm import tqdm
@@ -70,20 +74,26 @@ def self_distill(hparams, params, data, n_tokens, rng, temperature=1.0, prompt_l
     return np.concatenate(rows)[:n_tokens].astype(np.uint16)
 
 
+def distill_data_missing(path):  # -> None, or why --distill_data cannot be read
+    if not Path(path).is_file():
+        return "no such file; make one with --distill_tokens N (it is saved as OUT/distill.bin)"
+
+
 def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1", tied=False, act="silu",
          decay=0.8, lambda_0=1.0, n_ctx=128, batch_size=8, lr=1e-3, head_lr_ratio=4.0, warmup=50, warmup_heads=100,
          max_steps=1000, max_minutes=None, clip=1.0, eval_every=100, seed=0, distill_tokens=0, distill_temperature=1.0,
-         distill_data=None, from_lm_head=True,
-         resume=True, dtype="float16"):
-    """Train heads (and for medusa2 the backbone) on token files; checkpoints in OUT/ckpt, resumable."""
-    from tqdm import tqdm
+         distill_data=None, from_lm_head=True, resume=True, dtype="float16", stop_at=None):
+    """Train heads (and for medusa2 the backbone) on token files; checkpoints in OUT/ckpt, resumable.
 
+    OUT (and its missing parents) is made when the first file is written: OUT/distill.bin or the first checkpoint.
+    """
     from gpt2.hub import resolve
-    from gpt2.weights import load_checkpoint, save_checkpoint
+    from gpt2.weights import hparams_from_config, load_checkpoint, save_checkpoint
 
+    # Step 0: every option checked before any work (a failed run leaves nothing behind)
     if stage not in ("medusa1", "medusa2"):
         raise ValueError(f"--stage must be medusa1 or medusa2; got {stage!r}")
-    if act not in ("silu", "relu"):
+    if act not in ACTIVATIONS:
         raise ValueError(f"--act must be silu or relu; got {act!r}")
     if tied and stage == "medusa2":
         raise ValueError("tied heads (--tied) project with the backbone's wte; train them with a frozen backbone "
@@ -94,110 +104,151 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
         raise ValueError("give --distill_tokens N (make new data) or --distill_data FILE (reuse data), not both")
     if distill_temperature < 0:
         raise ValueError(f"--distill_temperature must be >= 0 (0 is greedy); got {distill_temperature}")
-    if distill_data and not Path(distill_data).is_file():
-        raise ValueError(f"--distill_data {distill_data}: no such file; make one with --distill_tokens N "
-                         "(it is saved as OUT/distill.bin)")
+    if distill_data and (why := distill_data_missing(distill_data)):
+        raise ValueError(f"--distill_data {distill_data}: {why}")
+    if stop_at is not None and stop_at > max_steps:
+        raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would never stop there")
     folder, data, out = resolve(str(backbone)), Path(data), Path(out)
-    hparams, backbone_params = load_checkpoint(folder)
+    check_out(out)
+    for name in ("config.json", "model.safetensors"):
+        if not (folder / name).is_file():
+            raise ValueError(f"--backbone {backbone}: {folder} has no {name}; a checkpoint folder needs config.json and "
+                             "model.safetensors")
+    try:
+        hparams = hparams_from_config(json.loads((folder / "config.json").read_text()), folder / "config.json")
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{folder / 'config.json'}: not valid JSON ({e})") from None
     n_ctx = min(n_ctx, hparams["n_ctx"])
+    if n_ctx <= n_heads:
+        raise ValueError(f"--n_ctx {n_ctx} leaves head {n_heads} no target: it predicts {n_heads + 1} tokens ahead; "
+                         "give fewer --n_heads or a longer --n_ctx")
+    check_data(data, n_ctx)
+    if distill_data:
+        check_tokens(distill_data, n_ctx, "--distill_data")
+    if distill_tokens and distill_tokens < n_ctx + 2:
+        raise ValueError(f"--distill_tokens {distill_tokens} is too few for a window of --n_ctx {n_ctx}; give at least "
+                         f"{n_ctx + 2}")
+    if (distill_tokens or distill_data) and hparams["n_ctx"] <= PROMPT_LEN:
+        raise ValueError(f"self-distillation continues {PROMPT_LEN}-token prompts; the backbone's context window "
+                         f"({hparams['n_ctx']}) has no room left")
+    if resume:
+        check_resume(out / "ckpt", {"stage": stage, "n_heads": n_heads, "tied": tied, "act": act})
+
+    # Step 1: the backbone, the data (self-distilled: written by the backbone), fresh heads
+    hparams, backbone_params = load_checkpoint(folder)
     rng = np.random.default_rng(seed)
     train_ids = np.fromfile(data / "train.bin", dtype=np.uint16)
     val_ids = np.fromfile(data / "val.bin", dtype=np.uint16)
-    if distill_tokens and resume and (out / "distill.bin").exists():  # a resumed run reuses the data it made
-        distill_data = out / "distill.bin"
-    elif distill_tokens:
-        ids = self_distill(hparams, backbone_params, train_ids, int(distill_tokens), rng, distill_temperature)
-        out.mkdir(parents=True, exist_ok=True)
-        made = {"temperature": distill_temperature, "tokens": len(ids), "backbone": str(backbone)}
-        _atomic_write(out / "distill.json", [(json.dumps(made) + "\n").encode()])
-        _atomic_write(out / "distill.bin", [ids.tobytes()])  # written last: it marks the data as complete
-        distill_data = out / "distill.bin"  # --distill_data OUT/distill.bin trains other heads on the same data
-    if distill_data:  # made once with --distill_tokens and saved: reuse it (at the temperature it was made with)
-        train_ids = np.fromfile(distill_data, dtype=np.uint16)
-        made = Path(distill_data).with_suffix(".json")
-        if made.exists():
-            distill_temperature = json.loads(made.read_text())["temperature"]
-    if distill_data:  # calibrate on what the heads must match: the backbone's own continuations
-        text_val_ids = val_ids
-        val_ids = self_distill(hparams, backbone_params, val_ids, 8 * 8 * n_ctx + 1, np.random.default_rng(seed + 1),
-                               distill_temperature)
-    heads, config = init_heads(n_heads, backbone_params["wte"], tied=tied, act=act, from_lm_head=from_lm_head, rng=rng)
-    lambdas = [decay ** (k + 1) for k in range(n_heads)]
-    joint = stage == "medusa2"
-    params = {"heads": heads, **({"backbone": backbone_params} if joint else {})}
-    opt = AdamW(params, lr=lr, weight_decay=0.0)
-    log = {"stage": stage, "args": dict(n_ctx=n_ctx, batch_size=batch_size, lr=lr, decay=decay, lambda_0=lambda_0,
-           head_lr_ratio=head_lr_ratio, warmup_heads=warmup_heads, max_steps=max_steps, seed=seed,
-           distill_tokens=distill_tokens, distill_temperature=distill_temperature,
-           distill_data=str(distill_data) if distill_data else None), "history": [], "seconds": 0.0, "step": 0}
-    if resume and (out / "ckpt" / "state.json").exists():
-        log = load_state(out / "ckpt", params, opt, rng)["log"]
-        print(f"resumed from step {log['step']}")
+    check_ids(train_ids, hparams["n_vocab"], data / "train.bin")
+    check_ids(val_ids, hparams["n_vocab"], data / "val.bin")
+    with no_empty_folders_left(out):
+        if distill_tokens and resume and (out / "distill.bin").exists():  # a resumed run reuses the data it made
+            distill_data = out / "distill.bin"
+        elif distill_tokens:
+            ids = self_distill(hparams, backbone_params, train_ids, int(distill_tokens), rng, distill_temperature)
+            out.mkdir(parents=True, exist_ok=True)
+            made = {"temperature": distill_temperature, "tokens": len(ids), "backbone": str(backbone)}
+            _atomic_write(out / "distill.json", [(json.dumps(made) + "\n").encode()])
+            _atomic_write(out / "distill.bin", [ids.tobytes()])  # written last: it marks the data as complete
+            distill_data = out / "distill.bin"  # --distill_data OUT/distill.bin trains other heads on the same data
+        if distill_data:  # made once with --distill_tokens and saved: reuse it (at the temperature it was made with)
+            train_ids = np.fromfile(distill_data, dtype=np.uint16)
+            check_ids(train_ids, hparams["n_vocab"], distill_data)
+            made = Path(distill_data).with_suffix(".json")
+            if made.exists():
+                distill_temperature = json.loads(made.read_text())["temperature"]
+        if distill_data:  # calibrate on what the heads must match: the backbone's own continuations
+            text_val_ids = val_ids
+            val_ids = self_distill(hparams, backbone_params, val_ids, 8 * 8 * n_ctx + 1,
+                                   np.random.default_rng(seed + 1), distill_temperature)
+        heads, config = init_heads(n_heads, backbone_params["wte"], tied=tied, act=act, from_lm_head=from_lm_head,
+                                   rng=rng)
+        lambdas = [decay ** (k + 1) for k in range(n_heads)]
+        joint = stage == "medusa2"
+        params = {"heads": heads, **({"backbone": backbone_params} if joint else {})}
+        log = {"stage": stage, "args": dict(n_ctx=n_ctx, batch_size=batch_size, lr=lr, decay=decay, lambda_0=lambda_0,
+               head_lr_ratio=head_lr_ratio, warmup_heads=warmup_heads, max_steps=max_steps, seed=seed,
+               distill_tokens=distill_tokens, distill_temperature=distill_temperature,
+               distill_data=str(distill_data) if distill_data else None, n_heads=n_heads, tied=tied, act=act)}
 
-    def loss_and_grads(ids, targets):
-        h, cache = gpt2_hidden_forward(params.get("backbone", backbone_params), hparams, ids)  # [B, T, C]
-        loss, losses, g_heads, dh = heads_loss_and_grads(h, targets, params["heads"], backbone_params["wte"],
-                                                         config, lambdas)
-        grads = {"heads": g_heads}
+        def loss_and_grads(params, step, rng):  # MEDUSA-1: sum_k lambda_k L_k; MEDUSA-2: + lambda_0 L_LM
+            ids, targets = random_windows(train_ids, n_ctx, batch_size, rng)  # [B, T] each
+            h, cache = gpt2_hidden_forward(params.get("backbone", backbone_params), hparams, ids)  # [B, T, C]
+            loss, losses, g_heads, dh = heads_loss_and_grads(h, targets, params["heads"], backbone_params["wte"],
+                                                             config, lambdas)
+            grads = {"heads": g_heads}
+            if joint:
+                lm_loss, dh_lm, dwte_head = lm_head_forward_backward(h, params["backbone"]["wte"], targets)
+                grads["backbone"] = gpt2_hidden_backward(dh + lambda_0 * dh_lm, cache, params["backbone"])
+                grads["backbone"]["wte"] = grads["backbone"]["wte"] + lambda_0 * dwte_head
+                loss += lambda_0 * float(lm_loss)
+                losses = [float(lm_loss)] + losses
+            log.setdefault("first_losses", losses)  # the untrained heads' losses, to compare against
+            return {"loss": loss, "losses": losses}, grads
+
+        def learning_rate(step):  # --lr is the heads' rate; MEDUSA-2's backbone learns head_lr_ratio x slower
+            rate = lr_at(step, max_steps, lr, warmup)
+            if not joint:
+                return rate
+            return {"heads": rate, "backbone": 0.0 if step < warmup_heads else rate / head_lr_ratio}
+
+        # Step 2: train, then measure each head's accuracy and write the heads (and MEDUSA-2's backbone)
+        train_loop(params, loss_and_grads, out / "ckpt", max_steps, learning_rate, rng, clip=clip, weight_decay=0.0,
+                   eval_every=eval_every, max_minutes=max_minutes, stop_at=stop_at, log=log, resume=resume,
+                   tokens_per_step=batch_size * n_ctx, desc=f"train {stage}")
+        trained_backbone = params.get("backbone", backbone_params)
+        log["accuracy"] = evaluate_heads(trained_backbone, hparams, params["heads"], config, val_ids, n_ctx)
+        if distill_data:
+            log["accuracy"]["on"] = f"the backbone's own continuations (T={distill_temperature}) of validation prompts"
+            log["accuracy_text"] = evaluate_heads(trained_backbone, hparams, params["heads"], config, text_val_ids,
+                                                  n_ctx)
+        log["tokens_seen"] = log["step"] * batch_size * n_ctx
+        log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "minutes": round(log["seconds"] / 60, 1)}
         if joint:
-            lm_loss, dh_lm, dwte_head = lm_head_forward_backward(h, params["backbone"]["wte"], targets)
-            grads["backbone"] = gpt2_hidden_backward(dh + lambda_0 * dh_lm, cache, params["backbone"])
-            grads["backbone"]["wte"] = grads["backbone"]["wte"] + lambda_0 * dwte_head
-            loss += lambda_0 * float(lm_loss)
-            losses = [float(lm_loss)] + losses
-        return loss, losses, grads
-
-    start, t0, first = time.time() - log["seconds"], time.time(), log["step"]
-    bar = tqdm(range(log["step"], max_steps), initial=log["step"], total=max_steps, desc=f"train {stage}",
-               mininterval=1 if os.isatty(2) else 60)
-    for step in bar:
-        x, y = random_windows(train_ids, n_ctx, batch_size, rng)
-        loss, losses, grads = loss_and_grads(x, y)
-        log.setdefault("first_losses", losses)  # the untrained heads' losses, to compare against
-        flat = flatten(grads)
-        norm = clip_grads(flat, clip)
-        head_rate = lr_at(step, max_steps, lr, warmup)  # --lr is the heads' rate; the backbone's is head_lr_ratio x lower
-        opt_step(opt, params, flat, head_rate, 0.0 if step < warmup_heads else head_rate / head_lr_ratio)
-        elapsed = time.time() - start
-        log.update(step=step + 1, seconds=elapsed)
-        bar.set_postfix(loss=f"{loss:.3f}", heads=" ".join(f"{v:.2f}" for v in losses), refresh=False)
-        last = step + 1 == max_steps or (max_minutes and elapsed > 60 * max_minutes)
-        if (step + 1) % eval_every == 0 or last:
-            log["history"].append({"step": step + 1, "loss": loss, "losses": losses, "grad_norm": norm,
-                                   "seconds": elapsed})
-            bar.write(json.dumps(log["history"][-1]))
-            save_state(out / "ckpt", params, opt, step + 1, rng, {"log": log})
-        if last:
-            break
-    trained_backbone = params.get("backbone", backbone_params)
-    log["accuracy"] = evaluate_heads(trained_backbone, hparams, params["heads"], config, val_ids, n_ctx)
-    if distill_data:
-        log["accuracy"]["on"] = f"the backbone's own continuations (T={distill_temperature}) of validation prompts"
-        log["accuracy_text"] = evaluate_heads(trained_backbone, hparams, params["heads"], config, text_val_ids, n_ctx)
-    log["tokens_seen"] = log["step"] * batch_size * n_ctx
-    log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "minutes": round(log["seconds"] / 60, 1)}
-    if joint:
-        import shutil
-
-        save_checkpoint(out, hparams, trained_backbone, dtype=dtype)
-        for name in ("vocab.json", "merges.txt", "encoder.json", "vocab.bpe"):  # the backbone's tokenizer, as is
-            if (folder / name).exists():
-                shutil.copyfile(folder / name, out / name)
-    save_heads(out, params["heads"], config, dtype=dtype, record={"backbone": str(backbone), **log})
+            save_checkpoint(out, hparams, trained_backbone, dtype=dtype)
+            for name in ("vocab.json", "merges.txt", "encoder.json", "vocab.bpe"):  # the backbone's tokenizer, as is
+                if (folder / name).exists():
+                    _atomic_write(out / name, [(folder / name).read_bytes()])
+        save_heads(out, params["heads"], config, dtype=dtype, record={"backbone": str(backbone), **log})
     print(json.dumps({"top1": log["accuracy"]["top1"], "top5": log["accuracy"]["top5"]}))
     return log["accuracy"]["top1"]
 
 
-def opt_step(opt, params, flat, head_rate, backbone_rate):
-    """One AdamW step with a learning rate per group: the heads' and (MEDUSA-2) the backbone's."""
-    if "backbone" not in params:
-        return opt.step(params, flat, head_rate)
-    opt.step({"heads": params["heads"]}, {k: v for k, v in flat.items() if k.startswith("heads")}, head_rate)
-    opt.t -= 1  # one step of time for both groups
-    opt.step({"backbone": params["backbone"]}, {k: v for k, v in flat.items() if k.startswith("backbone")}, backbone_rate)
-
+OPTIONS = [
+    Option("backbone", str, "tiny-target", "the GPT-2 to put heads on: tiny-target, gpt2, ..., or a checkpoint folder"),
+    Option("data", "dir", None, "folder of train.bin and val.bin (from python -m gpt2.corpus)", required=True),
+    Option("out", "path", None, "folder for heads.safetensors, heads.json, ckpt/ and distill.bin (made with its "
+           "parents)", required=True),
+    Option("n_heads", int, 4, "heads to train; head k guesses the token k + 1 places after the next", low=1),
+    Option("stage", str, "medusa1", "medusa1: the backbone frozen; medusa2: backbone and heads together",
+           choices=("medusa1", "medusa2")),
+    Option("tied", bool, False, "Blockwise heads: project with the backbone's wte (with --stage medusa1)"),
+    Option("act", str, "silu", "the heads' activation: silu (Medusa) or relu (Blockwise)", choices=ACTIVATIONS),
+    Option("decay", float, 0.8, "head k's loss weighs decay^k", above=0, high=1),
+    Option("lambda_0", float, 1.0, "medusa2: the weight of the LM head's loss", low=0),
+    Option("n_ctx", int, 128, "tokens per training window (at most the backbone's context)", low=2),
+    Option("batch_size", int, 8, "windows per step", low=1),
+    Option("lr", float, 1e-3, "the heads' peak learning rate", above=0),
+    Option("head_lr_ratio", float, 4.0, "medusa2: the backbone learns at lr / head_lr_ratio", above=0),
+    Option("warmup", int, 50, "steps of linear warm-up", low=0),
+    Option("warmup_heads", int, 100, "medusa2: the first steps train the heads alone", low=0),
+    Option("max_steps", int, 1000, "steps of the schedule", low=1),
+    Option("max_minutes", float, None, "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
+    Option("clip", float, 1.0, "largest gradient norm; larger gradients are scaled down", above=0),
+    Option("eval_every", int, 100, "steps between log entries and checkpoints", low=1),
+    Option("seed", int, 0, "seed of the batches (and of the self-distillation)", low=0),
+    Option("distill_tokens", int, 0, "train on this many tokens the backbone writes itself (0: on the text)", low=0),
+    Option("distill_temperature", float, 1.0, "temperature of the self-distillation (0 is greedy)", low=0),
+    Option("distill_data", "path", None, "train on OUT/distill.bin of an earlier --distill_tokens run",
+           check=distill_data_missing),
+    Option("from_lm_head", bool, True, "untied heads' output layer starts as the LM head (--nofrom_lm_head: random)"),
+    Option("resume", bool, True, "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over)"),
+    Option("dtype", str, "float16", "dtype of the saved heads (and backbone)",
+           choices=("float32", "float16", "bfloat16")),
+    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)", low=1),
+]
 
 if __name__ == "__main__":
-    from gpt2.cli import fire_cli
+    from gpt2.cli import command
 
-    fire_cli(main)
+    command(main, OPTIONS)

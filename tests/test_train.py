@@ -1,4 +1,5 @@
-"""The NumPy trainer: finite-difference and torch gradients, AdamW against torch, loss goes down, exact resume."""
+"""The NumPy trainer: finite-difference and torch gradients, AdamW against torch, the training loop on any loss, loss
+goes down, exact resume."""
 import json
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 from gpt2.backprop import gpt2_forward_backward, gpt2_loss
 from gpt2.engine import tree_map
 from gpt2.model import gpt2
-from gpt2.train import AdamW, flatten, lr_at, main as train_main
+from gpt2.train import AdamW, flatten, lr_at, main as train_main, train_loop
 from micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=13, n_ctx=8, n_embd=8, n_head=2, n_layer=2, seed=3, scale=0.3)
@@ -90,6 +91,52 @@ def test_adamw_matches_torch():
         tw.grad = torch.tensor(g)
         topt.step()
     np.testing.assert_allclose(params["w"], tw.detach().numpy(), atol=1e-6)
+
+
+def test_adamw_groups_get_their_own_rates():
+    """lr={group: rate}: the same update as one rate for every group, and a group at rate 0 stays where it is."""
+    r = np.random.default_rng(0)
+    start = {"a": {"w": r.standard_normal((3, 4), dtype=np.float32)}, "b": r.standard_normal((2, 2), dtype=np.float32)}
+    grads = {"a.w": r.standard_normal((3, 4), dtype=np.float32), "b": r.standard_normal((2, 2), dtype=np.float32)}
+    one, two, frozen = (tree_map(np.copy, start) for _ in range(3))
+    for params, lr in ((one, 0.01), (two, {"a": 0.01, "b": 0.01}), (frozen, {"a": 0.01, "b": 0.0})):
+        opt = AdamW(params)
+        for _ in range(3):
+            opt.step(params, grads, lr)
+    np.testing.assert_array_equal(flatten(one)["a.w"], flatten(two)["a.w"])
+    np.testing.assert_array_equal(one["b"], two["b"])
+    np.testing.assert_array_equal(frozen["a"]["w"], one["a"]["w"])
+    np.testing.assert_array_equal(frozen["b"], start["b"])
+    assert not np.array_equal(one["b"], start["b"])
+
+
+def least_squares_run(ckpt, **options):
+    """train_loop on a toy loss: fit w to y = x @ [1, -2, 3] on batches drawn from the loop's rng; group "b" is
+    frozen by a learning rate of 0 (though its gradient is not 0)."""
+    true_w = np.array([1.0, -2.0, 3.0], np.float32)
+    params = {"a": {"w": np.zeros(3, np.float32)}, "b": np.ones(2, np.float32)}
+
+    def loss_and_grads(params, step, rng):
+        x = rng.standard_normal((8, 3), dtype=np.float32)  # [8, 3]: a batch
+        err = x @ params["a"]["w"] - x @ true_w  # [8]
+        return {"loss": float((err ** 2).mean())}, {"a": {"w": 2 * x.T @ err / 8}, "b": np.ones(2, np.float32)}
+
+    log = train_loop(params, loss_and_grads, ckpt, 60, lambda step: {"a": 0.1, "b": 0.0}, np.random.default_rng(0),
+                     evaluate=lambda step: {"w0": float(params["a"]["w"][0])}, eval_every=20, **options)
+    return params, log
+
+
+def test_train_loop_trains_any_loss_and_resumes_exactly(tmp_path):
+    params, log = least_squares_run(tmp_path / "a")
+    assert [h["step"] for h in log["history"]] == [20, 40, 60] and log["step"] == 60
+    assert list(log["history"][0]) == ["step", "loss", "w0", "grad_norm", "seconds"]
+    assert log["history"][-1]["loss"] < log["history"][0]["loss"] / 10 and abs(log["history"][-1]["w0"] - 1) < 0.1
+    np.testing.assert_array_equal(params["b"], np.ones(2))
+    least_squares_run(tmp_path / "b", stop_at=30)  # stop at 30 ...
+    resumed, resumed_log = least_squares_run(tmp_path / "b")  # ... then resume to 60
+    assert [h["step"] for h in resumed_log["history"]] == [20, 30, 40, 60]
+    np.testing.assert_array_equal(resumed["a"]["w"], params["a"]["w"])
+    assert resumed_log["history"][-1]["loss"] == log["history"][-1]["loss"]
 
 
 def test_schedule():

@@ -1,0 +1,196 @@
+"""The training commands go through the one door (gpt2.cli): a mistake on the command line is one `error:` line, exit 2,
+in well under 3 seconds, before any work and with no file or folder left behind; a run that fails or is interrupted
+after it started leaves no empty OUT/ or OUT/ckpt/ either.
+
+Commands: python -m gpt2.train, python -m gpt2.train_heads.
+"""
+import errno
+import inspect
+import json
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from clitools import ROOT, assert_refused, files_under, run_cli
+from gpt2.weights import write_safetensors
+
+TRAIN = ["--data", "data", "--out", "runs/m"]  # a good start for gpt2.train; each case adds its mistake
+HEADS = ["--data", "data", "--out", "runs/h"]  # the same for gpt2.train_heads (backbone: the built-in tiny-target)
+TINY = ["--n_layer", "1", "--n_embd", "16", "--n_head", "2", "--n_ctx", "16", "--batch_size", "2", "--dtype", "float32"]
+
+
+def make_inputs(folder):
+    """What the bad command lines point at: a good data folder (20 tokens repeating), one without train.bin, one whose
+    token ids do not fit its meta.json, a plain file, and a checkpoint of another model in runs/other/ckpt."""
+    (folder / "data").mkdir()
+    tokens = np.tile(np.arange(20, dtype=np.uint16), 100)  # [2000]
+    tokens.tofile(folder / "data" / "train.bin")
+    tokens[:400].tofile(folder / "data" / "val.bin")
+    (folder / "data" / "meta.json").write_text(json.dumps({"n_vocab": 20}))
+    (folder / "empty").mkdir()
+    (folder / "small").mkdir()
+    for name in ("train.bin", "val.bin", "meta.json"):
+        (folder / "small" / name).write_bytes((folder / "data" / name).read_bytes())
+    (folder / "small" / "meta.json").write_text(json.dumps({"n_vocab": 10}))  # ids up to 19 do not fit
+    (folder / "notes.txt").write_text("not a folder\n")
+    other = {"log": {"hparams": {"n_vocab": 20, "n_ctx": 16, "n_embd": 32, "n_head": 2, "n_layer": 1}}}
+    (folder / "runs" / "other" / "ckpt").mkdir(parents=True)
+    write_safetensors(folder / "runs" / "other" / "ckpt" / "state.safetensors", {"x": np.zeros(1, np.float32)},
+                      metadata={"state": json.dumps(other)})
+
+
+BAD = [  # (command, arguments, what the one line must say)
+    # gpt2.train: the options one by one
+    ("gpt2.train", [*TRAIN, "--lrr", "0.1"], r"unknown option --lrr: did you mean --lr\?"),
+    ("gpt2.train", [*TRAIN, "--n_layer", "two"], r"--n_layer must be an integer; got 'two'"),
+    ("gpt2.train", [*TRAIN, "--max_steps", "10.5"], r"--max_steps must be an integer; got '10.5'"),
+    ("gpt2.train", [*TRAIN, "--lr", "nan"], r"--lr must be a finite number; got 'nan'"),
+    ("gpt2.train", [*TRAIN, "--clip", "inf"], r"--clip must be a finite number; got 'inf'"),
+    ("gpt2.train", [*TRAIN, "--max_minutes", "-inf"], r"--max_minutes must be a finite number"),
+    ("gpt2.train", [*TRAIN, "--lr", "ten"], r"--lr must be a number; got 'ten'"),
+    ("gpt2.train", [*TRAIN, "--batch_size", "0"], r"--batch_size must be >= 1; got 0"),
+    ("gpt2.train", [*TRAIN, "--lr", "0"], r"--lr must be > 0; got 0.0"),
+    ("gpt2.train", [*TRAIN, "--min_lr_ratio", "1.5"], r"--min_lr_ratio must be <= 1; got 1.5"),
+    ("gpt2.train", [*TRAIN, "--seed", "-1"], r"--seed must be >= 0; got -1"),
+    ("gpt2.train", [*TRAIN, "--device", "tpu"], r"unknown --device 'tpu'.*choose one of cpu, gpu"),
+    ("gpt2.train", [*TRAIN, "--dtype", "float61"], r"unknown --dtype 'float61' \(did you mean float16\?\)"),
+    ("gpt2.train", [*TRAIN, "--resume", "maybe"], r"--resume is a switch and takes no value"),
+    ("gpt2.train", [*TRAIN, "--lr", "1e-3", "--lr", "2e-3"], r"--lr is given twice"),
+    ("gpt2.train", [*TRAIN, "200"], r"unexpected argument '200'"),
+    ("gpt2.train", ["--out", "runs/m"], r"--data is required"),
+    ("gpt2.train", ["--data", "data"], r"--out is required"),
+    # gpt2.train: the folders and files
+    ("gpt2.train", ["--data", "nope", "--out", "runs/m"], r"--data nope: no such folder"),
+    ("gpt2.train", ["--data", "notes.txt", "--out", "runs/m"], r"--data notes.txt: no such folder"),
+    ("gpt2.train", ["--data", "empty", "--out", "runs/m"], r"--data empty has no train.bin: make the token files"),
+    ("gpt2.train", ["--data", "data", "--out", "notes.txt"], r"--out notes.txt is a file: give a folder"),
+    ("gpt2.train", ["--data", "data", "--out", "notes.txt/m"], r"--out notes.txt/m: .*notes.txt is a file"),
+    ("gpt2.train", [*TRAIN, "--n_ctx", "5000"], r"--data data/train.bin holds 2000 tokens, too few for a window"),
+    ("gpt2.train", ["--data", "small", "--out", "runs/m", *TINY], r"small/train.bin holds token id 19, but the model "
+                                                                 r"has 10 tokens"),
+    # gpt2.train: options that contradict each other or the checkpoint in OUT
+    ("gpt2.train", [*TRAIN, "--n_embd", "10", "--n_head", "3"], r"--n_embd 10 must be a multiple of --n_head 3"),
+    ("gpt2.train", [*TRAIN, "--max_steps", "10", "--stop_at", "20"], r"--stop_at 20 is past --max_steps 10"),
+    ("gpt2.train", ["--data", "data", "--out", "runs/other", *TINY], r"runs/other/ckpt was trained with hparams .*"
+                                                                     r"'n_embd': 32.*--noresume to start over"),
+    # gpt2.train_heads
+    ("gpt2.train_heads", [*HEADS, "--n_head", "2"], r"unknown option --n_head: did you mean --n_heads\?"),
+    ("gpt2.train_heads", [*HEADS, "--stage", "medusa3"], r"unknown --stage 'medusa3' \(did you mean medusa.\?\)"),
+    ("gpt2.train_heads", [*HEADS, "--act", "gelu"], r"unknown --act 'gelu'.*choose one of silu, relu"),
+    ("gpt2.train_heads", [*HEADS, "--n_heads", "2.5"], r"--n_heads must be an integer; got '2.5'"),
+    ("gpt2.train_heads", [*HEADS, "--decay", "1.5"], r"--decay must be <= 1; got 1.5"),
+    ("gpt2.train_heads", [*HEADS, "--decay", "nan"], r"--decay must be a finite number; got 'nan'"),
+    ("gpt2.train_heads", [*HEADS, "--distill_temperature", "-1"], r"--distill_temperature must be >= 0; got -1.0"),
+    ("gpt2.train_heads", [*HEADS, "--distill_tokens", "1e5"], r"--distill_tokens must be an integer; got '1e5'"),
+    ("gpt2.train_heads", ["--data", "data"], r"--out is required"),
+    ("gpt2.train_heads", ["--out", "runs/h"], r"--data is required"),
+    ("gpt2.train_heads", ["--data", "empty", "--out", "runs/h"], r"--data empty has no train.bin"),
+    ("gpt2.train_heads", ["--data", "data", "--out", "notes.txt"], r"--out notes.txt is a file"),
+    ("gpt2.train_heads", [*HEADS, "--backbone", "gpt5"], r"unknown model 'gpt5'"),
+    ("gpt2.train_heads", [*HEADS, "--backbone", "empty"], r"--backbone empty: empty has no config.json"),
+    ("gpt2.train_heads", [*HEADS, "--tied", "--stage", "medusa2"], r"train them with a frozen backbone"),
+    ("gpt2.train_heads", [*HEADS, "--distill_tokens", "1000", "--distill_data", "data/train.bin"], r"not both"),
+    ("gpt2.train_heads", [*HEADS, "--distill_data", "nope.bin"], r"--distill_data nope.bin: no such file; make one "
+                                                                 r"with --distill_tokens"),
+    ("gpt2.train_heads", [*HEADS, "--distill_data", "notes.txt"], r"--distill_data notes.txt: 13 bytes is not a file "
+                                                                  r"of uint16"),
+    ("gpt2.train_heads", [*HEADS, "--distill_tokens", "100"], r"--distill_tokens 100 is too few .* at least 130"),
+    ("gpt2.train_heads", [*HEADS, "--n_ctx", "4", "--n_heads", "4"], r"--n_ctx 4 leaves head 4 no target"),
+    ("gpt2.train_heads", [*HEADS, "--max_steps", "5", "--stop_at", "6"], r"--stop_at 6 is past --max_steps 5"),
+]
+
+
+@pytest.mark.parametrize("module, args, pattern", BAD, ids=[f"{m}:{' '.join(a)}"[:80] for m, a, _ in BAD])
+def test_a_bad_command_line_is_one_line_and_leaves_nothing(tmp_path, module, args, pattern):
+    make_inputs(tmp_path)
+    before = files_under(tmp_path)
+    r = run_cli(["-m", module, *args], tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
+    assert_refused(r, "^error: .*" + pattern, tmp_path, before, max_seconds=3)
+
+
+@pytest.mark.parametrize("module", ["gpt2.train", "gpt2.train_heads"])
+def test_every_parameter_has_its_option(module):
+    """The door's options and main's signature name the same parameters with the same defaults."""
+    mod = __import__(module, fromlist=["main"])
+    signature = {n: p.default for n, p in inspect.signature(mod.main).parameters.items()}
+    options = {o.name: o.default for o in mod.OPTIONS}
+    assert options == {n: (None if d is inspect.Parameter.empty else d) for n, d in signature.items()}
+
+
+@pytest.mark.parametrize("module", ["gpt2.train", "gpt2.train_heads"])
+def test_help_prints_the_options_and_exits_0(tmp_path, module):
+    r = run_cli(["-m", module, "--help"], tmp_path)
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    assert r.stdout.startswith(f"usage: python -m {module} ") and "--max_steps N" in r.stdout
+    assert files_under(tmp_path) == []
+
+
+def test_training_runs_through_the_door(tmp_path):
+    """gpt2.train then gpt2.train_heads on its model, as a user runs them, each writing only its outputs."""
+    make_inputs(tmp_path)
+    before = set(files_under(tmp_path))
+    steps = [["-m", "gpt2.train", *TRAIN, *TINY, "--max_steps", "4", "--eval_every", "2", "--warmup", "1"],
+             ["-m", "gpt2.train_heads", "--backbone", "runs/m", *HEADS, "--n_heads", "1", "--n_ctx", "16",
+              "--batch_size", "2", "--max_steps", "4", "--eval_every", "2", "--dtype", "float32"]]
+    for args in steps:
+        r = run_cli(args, tmp_path)
+        assert r.returncode == 0, r.stderr[-800:]
+    made = set(files_under(tmp_path)) - before
+    assert made == {"runs/m", "runs/m/ckpt", "runs/m/ckpt/state.json", "runs/m/ckpt/state.safetensors",
+                    "runs/m/config.json", "runs/m/model.safetensors", "runs/m/train_log.json",
+                    "runs/h", "runs/h/ckpt", "runs/h/ckpt/state.json", "runs/h/ckpt/state.safetensors",
+                    "runs/h/heads.json", "runs/h/heads.safetensors"}
+    assert json.loads((tmp_path / "runs/m/train_log.json").read_text())["step"] == 4
+    assert json.loads((tmp_path / "runs/h/heads.json").read_text())["args"]["max_steps"] == 4
+
+
+@pytest.mark.parametrize("module", ["gpt2.train", "gpt2.train_heads"])
+def test_a_failed_write_leaves_no_empty_folders(tmp_path, monkeypatch, capsys, module):
+    """The disk fills up while the first checkpoint is written (simulated): the run fails with one line and takes away
+    the folders it made (runs/x/, runs/x/y/, runs/x/y/ckpt/); nothing half-written is left."""
+    import gpt2.weights
+    from gpt2.cli import run
+    from micro import random_gpt2
+
+    make_inputs(tmp_path)
+    gpt2.weights.save_checkpoint(tmp_path / "bb", *random_gpt2(n_vocab=20, n_ctx=16, n_embd=16, n_head=2, n_layer=1))
+    monkeypatch.chdir(tmp_path)
+    before = files_under(tmp_path)
+
+    def disk_full(path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(gpt2.weights, "write_safetensors", disk_full)
+    mod = __import__(module, fromlist=["main"])
+    model = TINY if module == "gpt2.train" else ["--backbone", "bb", "--n_heads", "1", "--n_ctx", "16",
+                                                 "--batch_size", "2", "--dtype", "float32"]
+    with pytest.raises(SystemExit) as e:
+        run(mod.main, ["--data", "data", "--out", "runs/x/y", *model, "--max_steps", "4", "--eval_every", "2"],
+            mod.OPTIONS)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "error: runs/x/y/ckpt/state.safetensors: No space left on device", err[-1]
+    assert files_under(tmp_path) == before  # no runs/x/, runs/x/y/, runs/x/y/ckpt/, and no *.tmp
+
+
+def test_ctrl_c_during_training_leaves_nothing(tmp_path):
+    """An honest interruption: SIGINT while the model trains, before its first checkpoint. Exit 130, one line
+    'interrupted' after the progress bar, no traceback, and no empty runs/m/ made."""
+    make_inputs(tmp_path)
+    before = files_under(tmp_path)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1", "HOME": str(tmp_path),
+           "PYTHONUNBUFFERED": "1"}
+    p = subprocess.Popen([sys.executable, "-m", "gpt2.train", *TRAIN, *TINY, "--max_steps", "1000000",
+                          "--eval_every", "1000000"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    while "train:" not in seen:  # the progress bar appears when the loop starts
+        seen += p.stderr.read(1) or pytest.fail(f"exited early: {seen}")
+    p.send_signal(signal.SIGINT)
+    rest = p.communicate(timeout=30)[1]
+    assert p.returncode == 130, seen + rest
+    assert "Traceback" not in rest and rest.strip().splitlines()[-1] == "interrupted"
+    assert files_under(tmp_path) == before
