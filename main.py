@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from gpt2.backend import thread_policy
 from gpt2.cli import Option, UsageError, guarded, parse, split, usage
 from picospec.methods import METHODS, TABLE, check_temperature, find, law
 
@@ -39,6 +40,8 @@ SHARED = [
     Option("draft", str, "tiny-draft", "draft model (methods that need one): tiny-draft, ngram, gpt2, ..."),
     Option("device", str, "cpu", "cpu, or gpu (CuPy)", choices=("cpu", "gpu")),
     Option("offline", bool, False, "never touch the network (also PICOSPEC_OFFLINE=1)"),
+    Option("threads", int, None, "BLAS threads (default: 1 for small models, else the free cores; also "
+           "PICOSPEC_THREADS)", low=1, high=256),
     Option("json", bool, False, "print one JSON object instead of text"),
     Option("batch", "file", None, "decode every line of FILE as one batch (methods with a batched form)"),
 ]
@@ -188,6 +191,7 @@ def main(argv=None):
     from gpt2.load import load_model
 
     target, encoder = load_model(values["target"], values["device"], values["offline"] or None)
+    threads = thread_policy(getattr(target, "n_params", 0), values["threads"])
     options = method_options(method, values)
     loaded = load_needs(method, options, target, values["target"], encoder, values.get("draft"), values["device"],
                         values["offline"] or None)
@@ -202,6 +206,7 @@ def main(argv=None):
               "law": law(method, options), "target": values["target"],
               "draft": values.get("draft") if "draft" in method.needs else None, "seed": values["seed"], **sampling,
               "options": {k: v for k, v in options.items() if isinstance(v, (int, float, str, bool, type(None)))},
+              "threads": threads,
               "runs": [{**r, "text": encoder.decode(r["output_ids"])} for r in runs]}
     if len(runs) == 2:
         result["speedup"] = runs[0]["time_s"] / runs[1]["time_s"]
@@ -217,6 +222,7 @@ def main(argv=None):
         note = " (temperature 0: they must be identical)" if values["temperature"] == 0 else (
             " (sampling: texts may differ)")
         print(f"speedup {result['speedup']:.2f}x over autoregressive; texts {same}{note}")
+        print(f"BLAS threads: {threads['threads']} ({threads['why']}); timings on a busy machine vary")
         if color:
             print(LEGEND)
 
@@ -237,6 +243,7 @@ def main_batch(method, values):
         raise UsageError(f"--batch {path}: no prompts (one per line)")
     name, device, offline = values["target"], values["device"], values["offline"] or None
     rows = [load_model(name, device, offline) for _ in prompts]
+    threads = thread_policy(getattr(rows[0][0], "n_params", 0), values["threads"])
     encoder, options = rows[0][1], method_options(method, values)
     drafts = [load_draft(values["draft"], rows[0][0], name, device, offline) for _ in prompts]
     xs = [encoder.encode(p) for p in prompts]
@@ -252,6 +259,7 @@ def main_batch(method, values):
     texts = [encoder.decode(o[len(x):]) for o, x in zip(out, xs)]
     n = values["n_tokens"]
     result = {"method": method.name, "prompts": prompts, "texts": texts, "time_s": seconds, "target_calls": len(stats),
+              "threads": threads,
               "tokens_per_target_call": [n / sum(1 for s in stats if s["accepted"][b] >= 0) for b in range(len(xs))]}
     if values["json"]:
         print(json.dumps(result))

@@ -216,8 +216,11 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
     from gpt2.corpus import heldout_prompts
     from gpt2.load import load_model
 
+    from gpt2.backend import thread_policy
+
     target_model, encoder = load_model(target)
     drafts = {name: load_draft(name, target_model, target) for name in drafts}  # every model loads before any run
+    print(header(thread_policy(target_model.n_params)), flush=True)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
     temps = list(temperatures)
     lines = [f"`python -m bench.harness --drafts {','.join(drafts)} --K {K} --temperatures {','.join(map(str, temps))} "
@@ -249,6 +252,15 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
     print(text)
     if out:
         write_text(out, text + "\n")
+
+
+def header(threads):
+    """The protocol line every benchmark prints first: BLAS threads and the machine's load when it started."""
+    import os
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"BLAS threads {threads['threads']} ({threads['why']}; the library reports {threads['blas']}), "
+            f"{os.cpu_count()} CPUs, 1-minute load {load:.2f} at start")
 
 
 def write_text(path, text):

@@ -3,9 +3,10 @@
     from gpt2.cli import Option, command
     command(main, [Option("data", "dir", None, "folder of train.bin / val.bin"), Option("steps", int, 100, "...", low=1)])
 
-Why not fire alone: fire turns `--prompt 1e5` into 100000.0 and `--prompt "Hello, world"` into a tuple, runs a
-function with an unknown option until it is about to return, and maps `-h` to the first option that starts with h.
-Here every value arrives as the type its option declares (text stays text, verbatim), and a mistake is one line:
+It replaces fire, which picospec used before: fire turns `--prompt 1e5` into 100000.0 and `--prompt "Hello, world"`
+into a tuple, runs a function with an unknown option until it is about to return, and maps `-h` to the first option
+that starts with h; a layer in front of it would have had to parse everything itself anyway. Here every value
+arrives as the type its option declares (text stays text, verbatim), and a mistake is one line:
 
     error: unknown option --temprature: did you mean --temperature?
     error: --n_tokens must be an integer; got 'nan'
@@ -253,7 +254,3 @@ def command(fn, options=None, **overrides):
     prog = f"python -m {module.__spec__.name}" if module and module.__spec__ else None
     return run(fn, options=options if options is not None else options_of(fn, **overrides), prog=prog)
 
-
-def fire_cli(fn, argv=None):
-    """Kept for older callers: the same door, options from fn's signature."""
-    return run(fn, argv)

@@ -82,6 +82,11 @@ class GPT2:
         return self.hparams["n_vocab"]
 
     @property
+    def n_params(self):  # weight matrices (biases and norms left out): what the BLAS thread policy sizes its choice by
+        h = self.hparams
+        return h["n_vocab"] * h["n_embd"] + h["n_ctx"] * h["n_embd"] + h["n_layer"] * 12 * h["n_embd"] ** 2
+
+    @property
     def n_ctx(self):
         return self.hparams["n_ctx"]
 

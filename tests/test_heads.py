@@ -222,4 +222,4 @@ def test_heads_cli_errors_are_one_line(tmp_path):
     run = subprocess.run([sys.executable, "-m", "gpt2.heads", "--src", str(tmp_path / "none"), "--dst",
                           str(tmp_path / "out"), "--n", "2"], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parents[1])
-    assert run.returncode == 2 and run.stderr.startswith("error: no heads in") and "Traceback" not in run.stderr
+    assert run.returncode == 2 and run.stderr.startswith("error: --src") and "no such folder" in run.stderr and "Traceback" not in run.stderr

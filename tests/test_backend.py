@@ -1,0 +1,47 @@
+"""The BLAS thread policy (gpt2/backend.py): chosen by model size and free cores, overridable, applied for real (the
+count is read back from the BLAS library inside a run)."""
+import json
+
+import pytest
+
+from clitools import run_cli
+from gpt2 import backend
+
+pytest.importorskip("threadpoolctl")  # a runtime requirement; absent only where requirements.txt was not installed
+
+
+def test_small_models_get_one_thread_and_the_library_reports_it(monkeypatch):
+    monkeypatch.delenv("PICOSPEC_THREADS", raising=False)
+    import numpy as np  # noqa: F401  (loads the BLAS library that threadpoolctl limits)
+
+    policy = backend.thread_policy(5_850_000)
+    assert policy["threads"] == 1 and "small model" in policy["why"] and backend.blas_threads() == 1
+
+
+def test_large_models_get_the_free_cores(monkeypatch):
+    monkeypatch.delenv("PICOSPEC_THREADS", raising=False)
+    monkeypatch.setattr(backend, "free_cores", lambda: (3, 4, 1.2))
+    assert backend.choose_threads(124_000_000) == (3, "3 of 4 cores free (1-minute load 1.2)")
+
+
+def test_overrides_win(monkeypatch):
+    monkeypatch.setenv("PICOSPEC_THREADS", "2")
+    assert backend.choose_threads(5_000_000)[0] == 2
+    assert backend.choose_threads(5_000_000, requested=3)[0] == 3  # --threads over the variable
+    monkeypatch.setenv("PICOSPEC_THREADS", "many")
+    with pytest.raises(ValueError, match="PICOSPEC_THREADS='many'"):
+        backend.choose_threads(5_000_000)
+
+
+def test_free_cores_never_below_one():
+    free, cpus, load = backend.free_cores()
+    assert 1 <= free <= cpus
+
+
+@pytest.mark.parametrize("args, env, expected", [([], {}, 1), (["--threads", "2"], {}, 2),
+                                                  ([], {"PICOSPEC_THREADS": "2"}, 2)])
+def test_main_applies_and_reports_the_policy(args, env, expected, tmp_path):
+    r = run_cli(["main.py", "--method", "autoregressive", "--n_tokens", "2", "--json", *args], tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    threads = json.loads(r.stdout)["threads"]
+    assert threads["threads"] == expected and threads["blas"] == expected  # read from the library inside the run
