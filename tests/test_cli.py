@@ -100,6 +100,11 @@ BENCH_CASES = [
     (["-m", "bench.trees", "--pld_sweep", "0"], r"--pld_sweep must be >= 1"),
     (["-m", "bench.trees", "--build", "/nonexistent"], r"--build /nonexistent: no such folder"),
     (["-m", "bench.trees", "--drafting", "--greedy"], r"did you mean --greedy_only\?"),
+    (["-m", "bench.load", "--shapes", "7B"], r"unknown --shapes '7B': choose one of 124M, 355M"),
+    (["-m", "bench.load", "--K", "-1"], r"--K must be >= 1"),
+    (["-m", "bench.peers", "--n_tokens", "nan"], r"--n_tokens must be an integer"),
+    (["-m", "bench.peers", "--drafts", "x"], r"did you mean --draft\?"),
+    (["-m", "bench.readme", "--check", "--fix"], r"unknown option --fix"),
 ]
 
 

@@ -1,0 +1,104 @@
+"""Speculative speedup on a quiet machine and with one busy core, under the BLAS thread policy and under the BLAS
+default, all in one process: the policy's goal is a loaded-machine speedup within 15% of the quiet one.
+
+    python -m bench.load                        # the built-in pair, 8 held-out prompts x 2 seeds
+    python -m bench.load --shapes 124M,355M     # also GPT-2 shapes with random weights (draft: a 2-layer model)
+
+The busy core is a process this benchmark starts (a spinning loop) and stops itself. For each setting (threads x
+load) speculative sampling and autoregressive decoding run back to back on every prompt and seed (bench.harness
+.compare); the table reports the median speedup and the ratio loaded / quiet. With random weights (the GPT-2
+shapes) acceptance comes from two near-uniform models at temperature 1: the point is the cost of the calls, not the
+text. Shapes: none; this file only times things.
+"""
+import multiprocessing
+import os
+import time
+
+
+def spin():  # one busy core, like a browser tab or a compile beside the user's run
+    while True:
+        pass
+
+
+class BusyCore:
+    def __enter__(self):
+        self.process = multiprocessing.get_context("spawn").Process(target=spin, daemon=True)
+        self.process.start()
+        time.sleep(0.5)  # let it reach full speed
+        return self
+
+    def __exit__(self, *exc):
+        self.process.terminate()
+        self.process.join()
+
+
+def random_pair(shape, rng):
+    """A target of a GPT-2 shape and a 2-layer draft of the same width and vocabulary, random weights."""
+    from bench.engine import SHAPES
+    from gpt2.engine import GPT2
+    from gpt2.train import init_params
+
+    hparams = {**SHAPES[shape], "n_vocab": 50257, "n_ctx": 1024}
+    small = {**hparams, "n_layer": 2}
+    return GPT2(hparams, init_params(hparams, rng)), GPT2(small, init_params(small, rng))
+
+
+def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, shape_prompts=2, out=None):
+    """Speculative speedup: policy threads vs the BLAS default, quiet vs one busy core, side by side."""
+    import numpy as np
+
+    from bench.harness import compare, header, write_text
+    from gpt2.backend import blas_threads, choose_threads, set_threads, thread_policy
+    from gpt2.corpus import heldout_prompts
+    from gpt2.load import load_model
+
+    default = blas_threads() or os.cpu_count()
+    target, encoder = load_model("tiny-target")
+    pairs = [("tiny pair (T=0)", target, load_model("tiny-draft")[0], heldout_prompts(encoder, n_prompts, prompt_tokens),
+              range(seeds), 0.0)]
+    rng = np.random.default_rng(0)
+    for shape in shapes:
+        t, d = random_pair(shape, rng)
+        xs = [rng.integers(0, t.n_vocab, prompt_tokens).tolist() for _ in range(shape_prompts)]
+        pairs.append((f"{shape} shape, random weights (T=1)", t, d, xs, range(1), 1.0))
+    lines = [header(thread_policy(target.n_params)) + f"; BLAS default {default} threads", "",
+             f"`python -m bench.load{' --shapes ' + ','.join(shapes) if shapes else ''} --K {K} --n_prompts {n_prompts} "
+             f"--n_tokens {n_tokens} --seeds {seeds}`", "",
+             "| models | BLAS threads | speedup, quiet (median, IQR) | speedup, one busy core (median, IQR) "
+             "| loaded / quiet | autoregressive ms/token quiet, loaded |", "|---|---|---|---|---|---|"]
+    for label, t, d, xs, seed_range, T in pairs:
+        policy = choose_threads(t.n_params)[0]
+        for name, threads in ((f"policy: {policy}", policy), (f"default: {default}", default)):
+            set_threads(threads)
+            results = []
+            for busy in (False, True):
+                if busy:
+                    with BusyCore():
+                        results.append(compare("speculative", xs, {"target": t, "draft": d}, n_tokens, seed_range,
+                                               {"temperature": T}, K=K))
+                else:
+                    results.append(compare("speculative", xs, {"target": t, "draft": d}, n_tokens, seed_range,
+                                           {"temperature": T}, K=K))
+            quiet, loaded = results
+            lines.append(f"| {label} | {name} | {quiet['speedup']:.2f}x ({quiet['speedup_iqr'][0]:.2f}-"
+                         f"{quiet['speedup_iqr'][1]:.2f}) | {loaded['speedup']:.2f}x ({loaded['speedup_iqr'][0]:.2f}-"
+                         f"{loaded['speedup_iqr'][1]:.2f}) | {loaded['speedup'] / quiet['speedup']:.2f} "
+                         f"| {quiet['ms_per_token_base']:.1f}, {loaded['ms_per_token_base']:.1f} |")
+            print(lines[-1], flush=True)
+    text = "\n".join(lines)
+    print(text)
+    if out:
+        write_text(out, text + "\n")
+
+
+if __name__ == "__main__":
+    from gpt2.cli import Option, command
+
+    command(main, [Option("shapes", "strs", (), "GPT-2 shapes to add (random weights)", choices=("124M", "355M")),
+                   Option("K", int, 4, "draft tokens per step", low=1, high=64),
+                   Option("n_prompts", int, 8, "held-out prompts (tiny pair)", low=1),
+                   Option("prompt_tokens", int, 48, "tokens per prompt", low=1),
+                   Option("n_tokens", int, 48, "new tokens per run", low=1),
+                   Option("seeds", int, 2, "seeds per prompt (tiny pair)", low=1),
+                   Option("shape_prompts", int, 2, "random prompts per GPT-2 shape", low=1),
+                   Option("out", "out", None, "also write the table to this file")])
