@@ -46,7 +46,7 @@ stats = []
 out = prompt_lookup_decoding(x, target, 40, np.random.default_rng(0), stats=stats, temperature=0)
 show(out, [o for s in stats for o in s["origins"]], len(x))
 for s in stats[:4]:
-    print(f"drafted {s['K']:2d}, accepted {s['accepted']:2d}:", repr(encoder.decode(s["tokens"])))
+    print(f"drafted {s['drafted']:2d}, accepted {s['accepted']:2d}:", repr(encoder.decode(s["tokens"])))
 print(f"{40 / len(stats):.2f} tokens per target call")"""),
 md("""## REST: a suffix array over a corpus
 
