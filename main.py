@@ -131,9 +131,12 @@ def check_before_loading(method, values):
         raise UsageError(f"--batch runs methods with a batched form ({batchable}); --method {method.name} has none")
     check_temperature(method, method_options(method, values), values["temperature"])
     check_needs(method, method_options(method, values))
-    check_cache = getattr(__import__("gpt2.hub", fromlist=["check_cache_dir"]), "check_cache_dir", None)
-    if check_cache is not None:
-        check_cache()
+    from gpt2.hub import BUILTIN, check_cache_dir, is_local
+
+    models = [values["target"]] + ([values["draft"]] if "draft" in method.needs else [])
+    downloads = any(m not in BUILTIN and m != "ngram" and not is_local(m) for m in models)
+    if downloads or ("datastore" in method.needs and values.get("datastore") is None):
+        check_cache_dir()  # before a download or a datastore build, not for the built-in models alone
 
 
 def check_length(x, n_tokens, extra, models, names):

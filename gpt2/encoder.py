@@ -103,15 +103,48 @@ class Encoder:
 
 
 def load_encoder(folder):
-    """Read encoder.json + vocab.bpe, or vocab.json + merges.txt, from `folder`."""
+    """Read encoder.json + vocab.bpe, or vocab.json + merges.txt, from `folder`; a broken file is a CorruptFile error
+    that names it."""
     folder = Path(folder)
     for vocab, merges in (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt")):
         if (folder / vocab).exists() and (folder / merges).exists():
-            encoder = json.loads((folder / vocab).read_text(encoding="utf-8"))
-            lines = (folder / merges).read_text(encoding="utf-8").split("\n")
-            pairs = [tuple(line.split()) for line in lines if line and not line.startswith("#version")]
-            return Encoder(encoder, pairs)
+            encoder = read_vocab(folder / vocab)
+            return Encoder(encoder, read_merges(folder / merges, encoder))
     raise ValueError(f"{folder}: no tokenizer found; it needs encoder.json + vocab.bpe or vocab.json + merges.txt")
+
+
+def read_vocab(path):
+    """token -> id from a JSON object whose ids are whole numbers >= 0 and whose tokens include all 256 bytes."""
+    from gpt2.weights import CorruptFile, read_json
+
+    encoder = read_json(path)
+    if not isinstance(encoder, dict) or not all(type(i) is int and i >= 0 for i in encoder.values()):
+        raise CorruptFile(path, "not a vocabulary: expected a JSON object of token -> id (a whole number >= 0)")
+    missing = [c for c in bytes_to_unicode().values() if c not in encoder]
+    if missing:
+        raise CorruptFile(path, f"not a byte-level vocabulary: {len(missing)} of the 256 byte tokens are missing, "
+                                f"such as {missing[0]!r}")
+    return encoder
+
+
+def read_merges(path, encoder):
+    """Merge pairs in rank order, one "a b" a line after an optional "#version" line; each a + b must be a token.
+
+    Example: lines "#version: 0.2", "a b", "ab c" -> [("a", "b"), ("ab", "c")] when "ab" and "abc" are tokens."""
+    from gpt2.weights import CorruptFile
+
+    try:
+        lines = Path(path).read_text(encoding="utf-8").split("\n")
+    except UnicodeDecodeError as e:
+        raise CorruptFile(path, f"not UTF-8 text ({e})") from None
+    pairs = []
+    for n, line in enumerate(lines, 1):
+        if line.strip() and not line.startswith("#version"):
+            pair = tuple(line.split())
+            if len(pair) != 2 or pair[0] + pair[1] not in encoder:
+                raise CorruptFile(path, f"line {n} {line[:40]!r} is not a merge: two tokens whose join is a token")
+            pairs.append(pair)
+    return pairs
 
 
 def save_tokenizer(folder, encoder, merges):

@@ -119,22 +119,25 @@ def save_heads(folder, heads, config, dtype="float16", record=None):
     tmp.replace(folder / "heads.json")
 
 
-def load_heads(folder, n_embd=None, n_vocab=None):
-    """-> heads (list of dicts, float32), config (dict from heads.json). Clear errors for missing or mismatched files."""
-    from gpt2.weights import read_safetensors
+RETRAIN = "re-train the heads with `python -m gpt2.train_heads` (see README)"
+HEAD_SHAPES = {"res.w": ("C", "C"), "res.b": ("C",), "out.w": ("C", "V")}  # out.w only in untied heads
 
+
+def load_heads(folder, n_embd=None, n_vocab=None):
+    """-> heads (list of dicts, float32), config (dict from heads.json). Missing, corrupt (malformed, NaN or inf) or
+    mismatched files are ValueErrors that name the file."""
     folder = Path(folder)
     if not (folder / "heads.json").exists() or not (folder / "heads.safetensors").exists():
         raise ValueError(f"no heads in {folder}: expected heads.json and heads.safetensors there "
                          "(train them with `python -m gpt2.train_heads`)")
-    config = json.loads((folder / "heads.json").read_text())
-    tensors = read_safetensors(folder / "heads.safetensors")
+    config = read_heads_config(folder / "heads.json")
+    tensors = read_head_tensors(folder / "heads.safetensors", config)
     heads = []
     for k in range(config["n_heads"]):
         head = {"res": {"w": tensors[f"heads.{k}.res.w"], "b": tensors[f"heads.{k}.res.b"]}}
         if not config["tied"]:
             head["out"] = {"w": tensors[f"heads.{k}.out.w"]}
-        heads.append({a: {b: np.asarray(v, dtype=np.float32) for b, v in d.items()} for a, d in head.items()})
+        heads.append(head)
     C = heads[0]["res"]["w"].shape[0]
     if n_embd is not None and C != n_embd:
         raise ValueError(f"heads in {folder} were trained for n_embd {C}, but the backbone has {n_embd}")
@@ -143,25 +146,79 @@ def load_heads(folder, n_embd=None, n_vocab=None):
     return heads, config
 
 
+def read_heads_config(path):
+    """heads.json, checked: n_heads a whole number >= 1, tied true or false, act one of ACTIVATIONS."""
+    from gpt2.weights import CorruptFile, read_json
+
+    config = read_json(path, fix=RETRAIN)
+    if not isinstance(config, dict):
+        raise CorruptFile(path, "not a JSON object", RETRAIN)
+    n, tied, act = config.get("n_heads"), config.get("tied"), config.get("act")
+    if type(n) is not int or n < 1:
+        raise CorruptFile(path, f"n_heads is {n!r}; it must be a whole number >= 1", RETRAIN)
+    if type(tied) is not bool:
+        raise CorruptFile(path, f"tied is {tied!r}; it must be true or false", RETRAIN)
+    if act not in ACTIVATIONS:
+        raise CorruptFile(path, f"act is {act!r}; it must be one of {', '.join(ACTIVATIONS)}", RETRAIN)
+    return config
+
+
+def read_head_tensors(path, config):
+    """heads.safetensors as float32 tensors, each present, of its shape in HEAD_SHAPES (one C and one V for all heads)
+    and finite."""
+    from gpt2.weights import CorruptFile, read_safetensors
+
+    tensors, sizes = read_safetensors(path), {}
+    for k in range(config["n_heads"]):
+        for part, dims in HEAD_SHAPES.items():
+            name = f"heads.{k}.{part}"
+            if part == "out.w" and config["tied"]:
+                continue
+            if name not in tensors:
+                raise CorruptFile(path, f"tensor {name!r} is missing", RETRAIN)
+            a = tensors[name] = np.asarray(tensors[name], dtype=np.float32)
+            if a.ndim != len(dims) or any(sizes.setdefault(d, n) != n for d, n in zip(dims, a.shape)):
+                raise CorruptFile(path, f"tensor {name!r} has shape {a.shape}, not [{', '.join(dims)}] with {sizes}",
+                                  RETRAIN)
+            if not np.isfinite(a).all():
+                raise CorruptFile(path, f"tensor {name!r} holds NaN or infinite values", RETRAIN)
+    return tensors
+
+
 def keep_first_heads(src, dst, n):
     """Copy the first n heads of the set in `src` to `dst` (heads are independent given a frozen backbone, so the
-    first n of K are what training n would give, up to the data order); the accuracy record is cut to match."""
+    first n of K are what training n would give, up to the data order); the accuracy record is cut to match.
+
+    Example: python -m gpt2.heads --src runs/medusa1-distilled --dst gpt2/assets/tiny-target/medusa --n 2
+    """
+    from gpt2.corpus import output_folder
     from gpt2.weights import read_header
 
+    if Path(dst).resolve() == Path(src).resolve():
+        raise ValueError(f"--dst {dst} is the --src folder: keeping {n} heads there would lose the others; "
+                         "give another folder")
     heads, config = load_heads(src)
     stored = read_header(Path(src) / "heads.safetensors")[0]["heads.0.res.w"]["dtype"]  # keep the numbers as they are
     dtype = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[stored]
     if not 1 <= n <= config["n_heads"]:
-        raise ValueError(f"{src} has {config['n_heads']} heads; cannot keep the first {n}")
+        raise ValueError(f"--n {n}: {src} has {config['n_heads']} heads; cannot keep the first {n}")
     record = {k: v for k, v in config.items() if k not in ("n_heads", "tied", "act")}
     for key in ("accuracy", "accuracy_text"):
         if key in record:
             record[key] = {name: (rows[:n + 1] if isinstance(rows, list) else rows) for name, rows in record[key].items()}
     record["kept"] = f"the first {n} of the {config['n_heads']} heads in {src}"
-    save_heads(dst, heads[:n], {**config, "n_heads": n}, dtype=dtype, record=record)
+    with output_folder(dst):  # a failed run leaves no half-written folder behind
+        save_heads(dst, heads[:n], {**config, "n_heads": n}, dtype=dtype, record=record)
 
 
-if __name__ == "__main__":  # python -m gpt2.heads --src DIR --dst DIR --n 2
-    from gpt2.cli import fire_cli
+if __name__ == "__main__":
+    from gpt2.cli import Option, command
+    from gpt2.corpus import out_folder
 
-    fire_cli(keep_first_heads)
+    command(keep_first_heads, [
+        Option("src", "dir", None, "folder with heads.json + heads.safetensors (from python -m gpt2.train_heads)",
+               required=True),
+        Option("dst", "path", None, "folder to write the kept heads into (made if missing)", check=out_folder,
+               required=True),
+        Option("n", int, None, "how many heads to keep, counted from the first", low=1, required=True),
+    ])

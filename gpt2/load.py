@@ -3,6 +3,11 @@
     load_model("tiny-target") -> (GPT2 engine, Encoder)      # the built-in pair: "tiny-target", "tiny-draft"
     load_model("ngram")       -> (NGram, Encoder)            # the built-in count-based draft
     load_model("gpt2-xl")     -> downloads once into the cache folder, then loads from there
+    load_model("./my-ckpt")   -> a local folder with config.json, model.safetensors and a tokenizer
+
+A name, folder or file that cannot load is a ValueError that names it and says what to do: a missing local folder or
+a bad repo id (gpt2.hub.resolve), no network (gpt2.hub.Unreachable), a corrupt or impossible file
+(gpt2.weights.CorruptFile: config.json, model.safetensors, the tokenizer's files, heads.json, heads.safetensors).
 """
 from pathlib import Path
 

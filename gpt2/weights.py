@@ -6,7 +6,9 @@ little-endian tensor bytes, offsets counted from the end of the header.
 
 Example: one F32 tensor "a" of shape [2] -> header {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}.
 
-A checkpoint folder holds config.json + model.safetensors. HF names map to the params tree as h.{i}.ln_1.weight ->
+A checkpoint folder holds config.json + model.safetensors. Loading refuses, naming the file and what to do
+(CorruptFile): a malformed file, an impossible config (a size < 1 or not a whole number, n_embd not divisible by
+n_head) and weights holding NaN or inf. HF names map to the params tree as h.{i}.ln_1.weight ->
 blocks[i]["ln_1"]["g"], .bias -> "b", h.{i}.attn.c_attn.weight -> blocks[i]["attn"]["c_attn"]["w"] (HF's Conv1D
 weights are already [in, out]); wte/wpe/ln_f likewise. lm_head.weight is tied to wte and ignored, as are the
 attn.bias / attn.masked_bias buffers.
@@ -27,8 +29,26 @@ NAMES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.f
          np.dtype(np.bool_): "BOOL"}
 
 
+FIX = "delete it to download it again, or re-train it if you made it"
+
+
+class CorruptFile(ValueError):
+    """A file that is not what it should be; the message names it, says what is wrong and what to do."""
+
+    def __init__(self, path, what, fix=FIX):
+        super().__init__(f"{path}: {what}; {fix}")
+
+
 def _fail(path, what):
-    raise ValueError(f"{path}: {what}")
+    raise CorruptFile(path, what)
+
+
+def read_json(path, fix=FIX):
+    """The JSON value in `path`; CorruptFile naming the file when it is not UTF-8 JSON."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError are both ValueErrors
+        raise CorruptFile(path, f"not valid JSON ({e})", fix) from None
 
 
 def read_header(path):
@@ -54,10 +74,7 @@ def read_safetensors(path):
     header.pop("__metadata__", None)
     spans, tensors = [], {}
     for name, info in header.items():
-        if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
-            _fail(path, f"tensor {name!r}: entry needs dtype, shape and data_offsets")
-        if info["dtype"] not in DTYPES:
-            _fail(path, f"tensor {name!r}: unknown dtype {info['dtype']!r} (known: {', '.join(DTYPES)})")
+        _check_entry(path, name, info)
         begin, end = info["data_offsets"]
         dtype = np.dtype(DTYPES[info["dtype"]])
         count = int(np.prod(info["shape"], dtype=np.int64))
@@ -77,11 +94,29 @@ def read_safetensors(path):
         if info["dtype"] == "BF16":  # bfloat16 is the top half of a float32
             raw = (raw.astype(np.uint32) << 16).view(np.float32)
         elif raw.dtype.kind == "f":
-            raw = raw.astype(np.float32)
+            with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf: load_checkpoint refuses
+                raw = raw.astype(np.float32)
         else:
             raw = raw.copy()
         tensors[name] = raw.reshape(info["shape"])
     return tensors
+
+
+def _check_entry(path, name, info):
+    """A header entry has a known dtype, a shape of sizes and two byte offsets (their fit is checked by the caller)."""
+    if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
+        _fail(path, f"tensor {name!r}: entry needs dtype, shape and data_offsets")
+    if not isinstance(info["dtype"], str) or info["dtype"] not in DTYPES:
+        _fail(path, f"tensor {name!r}: unknown dtype {info['dtype']!r} (known: {', '.join(DTYPES)})")
+    shape, offsets = info["shape"], info["data_offsets"]
+    if not isinstance(shape, list) or not all(_is_size(d) for d in shape):
+        _fail(path, f"tensor {name!r}: shape {shape!r} is not a list of sizes")
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_size(o) for o in offsets):
+        _fail(path, f"tensor {name!r}: data_offsets {offsets!r} are not two byte offsets")
+
+
+def _is_size(n):
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
 
 
 def to_bf16(a):  # float32 -> bfloat16 bits (uint16), rounding to nearest even
@@ -155,14 +190,18 @@ def expected_shapes(hparams):
 
 
 def params_from_state_dict(tensors, hparams, source="checkpoint"):
-    """The params tree from HF GPT-2 tensors (with or without the `transformer.` prefix); checks every shape."""
+    """The params tree from HF GPT-2 tensors (with or without the `transformer.` prefix); checks every shape and that
+    every value is finite."""
     sd = {k.removeprefix("transformer."): v for k, v in tensors.items()}
     for name, shape in expected_shapes(hparams).items():
         if name not in sd:
-            raise ValueError(f"{source}: tensor {name!r} is missing (is this a GPT-2 checkpoint of the configured shape?)")
+            raise CorruptFile(source, f"tensor {name!r} is missing (is this a GPT-2 checkpoint of the configured shape?)")
         if tuple(sd[name].shape) != shape:
-            raise ValueError(f"{source}: tensor {name!r} has shape {tuple(sd[name].shape)}, expected {shape} from config")
-    f = lambda name: np.asarray(sd[name], dtype=np.float32)  # noqa: E731
+            raise CorruptFile(source, f"tensor {name!r} has shape {tuple(sd[name].shape)}, expected {shape} from config")
+        sd[name] = np.asarray(sd[name], dtype=np.float32)  # cast first: a float64 beyond float32's range becomes inf
+        if not np.isfinite(sd[name]).all():
+            raise CorruptFile(source, f"tensor {name!r} holds NaN or infinite values")
+    f = sd.__getitem__  # float32 now
     blocks = []
     for i in range(hparams["n_layer"]):
         p = f"h.{i}."
@@ -178,11 +217,23 @@ def params_from_state_dict(tensors, hparams, source="checkpoint"):
 
 
 def hparams_from_config(config, source="config.json"):
-    try:
-        return {"n_vocab": int(config["vocab_size"]), "n_ctx": int(config.get("n_positions", config.get("n_ctx"))),
-                "n_embd": int(config["n_embd"]), "n_head": int(config["n_head"]), "n_layer": int(config["n_layer"])}
-    except (KeyError, TypeError, ValueError) as e:
-        raise ValueError(f"{source}: not a GPT-2 config (missing or bad {e})") from None
+    """GPT-2's sizes from a Hugging Face config, each a whole number >= 1, n_embd split evenly into n_head heads.
+
+    Example: {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12} ->
+    {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12} (heads of 768 / 12 = 64)."""
+    if not isinstance(config, dict):
+        raise CorruptFile(source, "not a GPT-2 config (not a JSON object)")
+    n_ctx = "n_ctx" if "n_ctx" in config and "n_positions" not in config else "n_positions"  # older configs: n_ctx
+    keys = {"n_vocab": "vocab_size", "n_ctx": n_ctx, "n_embd": "n_embd", "n_head": "n_head", "n_layer": "n_layer"}
+    for key in keys.values():
+        if key not in config:
+            raise CorruptFile(source, f"not a GPT-2 config ({key} is missing)")
+        if not _is_size(config[key]) or config[key] < 1:
+            raise CorruptFile(source, f"{key} is {config[key]!r}; it must be a whole number >= 1")
+    hparams = {name: config[key] for name, key in keys.items()}
+    if hparams["n_embd"] % hparams["n_head"]:
+        raise CorruptFile(source, f"n_embd {hparams['n_embd']} is not divisible by n_head {hparams['n_head']}")
+    return hparams
 
 
 def config_from_hparams(hparams):
@@ -195,15 +246,12 @@ def config_from_hparams(hparams):
 
 
 def load_checkpoint(folder):
+    """(hparams, params) from folder/config.json + folder/model.safetensors, checked (see the module docstring)."""
     folder = Path(folder)
     for name in ("config.json", "model.safetensors"):
         if not (folder / name).exists():
             raise ValueError(f"{folder}: {name} is missing; a checkpoint folder needs config.json and model.safetensors")
-    try:
-        config = json.loads((folder / "config.json").read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{folder / 'config.json'}: not valid JSON ({e})") from None
-    hparams = hparams_from_config(config, folder / "config.json")
+    hparams = hparams_from_config(read_json(folder / "config.json"), folder / "config.json")
     path = folder / "model.safetensors"
     return hparams, params_from_state_dict(read_safetensors(path), hparams, source=path)
 

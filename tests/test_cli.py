@@ -84,6 +84,10 @@ MAIN_CASES = [
     (["--target", "gpt-17"], r"gpt-17", True),
     (["--target", "gpt2"], r"gpt2.*(offline|cache)", True),
     (["--draft", "gpt2"], r"gpt2.*(offline|cache)", True),
+    (["--target", "./typo"], r"local folder typo does not exist", False),
+    (["--target", "../x"], r"local folder \.\./x does not exist", False),
+    (["--target", "owner/..name"], r"unknown model 'owner/\.\.name'.*repo id", False),
+    (["--target", "a/b/c"], r"unknown model 'a/b/c'", False),
 ]
 
 BENCH_CASES = [
@@ -129,6 +133,20 @@ def test_main_refuses_bad_command_lines(args, message, loads, folder):
 def test_benchmarks_refuse_bad_command_lines(args, message, folder):
     before = files_under(folder)
     assert_refused(run_cli(args, folder), message, folder, before, max_seconds=FAST)
+
+
+@pytest.mark.parametrize("args", [["--target", "gpt2"], ["--method", "rest"]])
+def test_a_cache_folder_that_is_a_file_is_refused_before_work(args, folder):
+    (folder / "cache").write_text("not a folder")
+    before = files_under(folder)
+    r = run_cli(["main.py", *args], folder, env={"PICOSPEC_CACHE": str(folder / "cache")})
+    assert_refused(r, r"the cache folder .*cache \(PICOSPEC_CACHE\) cannot be made", folder, before, max_seconds=FAST)
+
+
+def test_the_built_in_pair_needs_no_cache_folder(folder):
+    (folder / "cache").write_text("not a folder")
+    r = run_cli(["main.py", "--n_tokens", "2", "--json"], folder, env={"PICOSPEC_CACHE": str(folder / "cache")})
+    assert r.returncode == 0, r.stderr
 
 
 def test_there_are_at_least_60_cases_across_all_commands():

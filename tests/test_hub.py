@@ -1,11 +1,20 @@
-"""Downloads against an HTTP server the test starts on 127.0.0.1: success, resume, 404, 500, truncation, offline."""
+"""Downloads against an HTTP server the test starts on 127.0.0.1: success, resume, 404, 500, truncation, stalls,
+offline, no network (a failed DNS lookup is simulated, never made); names that are folders, not repo ids; the cache
+folder. Every test here must finish within a few seconds."""
+import functools
 import hashlib
+import os
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
-from gpt2.hub import FILES, DownloadError, download, resolve
+from gpt2 import hub
+from gpt2.hub import (BACKOFF, FILES, RETRIES, TIMEOUT, DownloadError, Unreachable, check_cache_dir, check_repo_id,
+                      download, resolve)
 
 BODY = bytes(range(256)) * 400  # 102,400 bytes
 
@@ -15,6 +24,7 @@ class Server:
 
     def __init__(self):
         self.plan, self.requests = [], []
+        self.release = threading.Event()  # set at the end of the test: stalled answers may then finish
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -24,6 +34,9 @@ class Server:
             def do_GET(self):
                 server.requests.append((self.path, self.headers.get("Range")))
                 how = server.plan.pop(0) if server.plan else "ok"
+                if how == "stall":  # accept the request, answer nothing
+                    server.release.wait(10)
+                    return
                 if how in (404, 500):
                     self.send_response(how)
                     self.end_headers()
@@ -37,6 +50,11 @@ class Server:
                 if how == "bad-sha":
                     self.send_header("X-Linked-Etag", '"' + "0" * 64 + '"')
                 self.end_headers()
+                if how in ("stall-headers", "stall-mid"):  # send the headers (and half the body), then nothing more
+                    self.wfile.write(body[: len(body) // 2] if how == "stall-mid" else b"")
+                    self.wfile.flush()
+                    server.release.wait(10)
+                    return
                 if how == "cut":  # close the connection halfway: a truncated body
                     self.wfile.write(body[: len(body) // 2])
                     self.wfile.flush()
@@ -46,14 +64,24 @@ class Server:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
 
 
 @pytest.fixture
 def server():
     s = Server()
     yield s
+    s.release.set()
     s.httpd.shutdown()
+    s.httpd.server_close()
+
+
+@pytest.fixture(autouse=True)
+def quick():
+    """A download test that waits on long timeouts or retries is a bug: each must take only a few seconds."""
+    start = time.monotonic()
+    yield
+    assert time.monotonic() - start < 5, "this test took more than 5 s"
 
 
 def test_success(server, tmp_path):
@@ -89,14 +117,15 @@ def test_500_then_success(server, tmp_path):
 
 def test_500_forever(server, tmp_path):
     server.plan = [500] * 10
-    with pytest.raises(DownloadError, match="failed after 3 attempts"):
+    with pytest.raises(DownloadError, match="failed after 3 attempts") as e:
         download(server.url + "/f", tmp_path / "f", retries=2, backoff=0)
-    assert not (tmp_path / "f").exists()
+    assert not (tmp_path / "f").exists() and not (tmp_path / "f.part").exists()
+    assert "nothing was kept" in str(e.value) and ".part" not in str(e.value)
 
 
 def test_truncated_body_every_time(server, tmp_path):
     server.plan = ["cut"] * 10
-    with pytest.raises(DownloadError):
+    with pytest.raises(DownloadError, match=r"f.part \(\d+ bytes\) is kept and the next run resumes it"):
         download(server.url + "/f", tmp_path / "f", retries=0, backoff=0)
     assert not (tmp_path / "f").exists() and 0 < (tmp_path / "f.part").stat().st_size < len(BODY)
 
@@ -129,3 +158,169 @@ def test_local_folder_and_unknown_names(tmp_path):
     assert resolve(str(tmp_path)) == tmp_path
     with pytest.raises(ValueError, match="unknown model 'gpt5'.*gpt2-xl"):
         resolve("gpt5")
+
+
+# --- no network, stalled servers ---------------------------------------------------------------------------------
+
+def closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens there once the socket is closed: connections are refused
+
+
+@pytest.mark.parametrize("how", ["dns", "refused"])
+def test_no_network_fails_at_once_and_says_what_to_do(tmp_path, monkeypatch, how):
+    lookups = []
+
+    def no_dns(host, *args, **kwargs):
+        lookups.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    if how == "dns":  # the default hub URL; the lookup fails here, before any packet leaves the machine
+        monkeypatch.delenv("PICOSPEC_HUB_URL", raising=False)
+        monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    else:
+        monkeypatch.setenv("PICOSPEC_HUB_URL", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.delenv("PICOSPEC_OFFLINE", raising=False)
+    start = time.monotonic()
+    with pytest.raises(Unreachable) as e:
+        resolve("gpt2", cache=tmp_path / "cache")
+    assert time.monotonic() - start < 3  # no retries with backoff: a failed lookup or a refusal will not heal
+    message = str(e.value)
+    for hint in ("cannot connect to", "--offline", "PICOSPEC_OFFLINE=1", "PICOSPEC_CACHE",
+                 str(tmp_path / "cache" / "openai-community" / "gpt2"), "config.json, vocab.json"):
+        assert hint in message
+    assert lookups == (["huggingface.co"] if how == "dns" else [])
+    assert not (tmp_path / "cache").exists()  # the folders it made for the download are gone again
+
+
+def test_stalled_server_times_out(server, tmp_path):
+    server.plan = ["stall", "stall"]
+    start = time.monotonic()
+    with pytest.raises(DownloadError, match="failed after 2 attempts .the server stalled: no data for 0.3 s") as e:
+        download(server.url + "/f", tmp_path / "f", timeout=(1, 0.3), retries=1, backoff=0)
+    assert time.monotonic() - start < 2 and len(server.requests) == 2
+    assert "nothing was kept" in str(e.value) and list(tmp_path.iterdir()) == []
+
+
+def test_stall_after_the_headers_keeps_no_empty_part(server, tmp_path):
+    server.plan = ["stall-headers"]
+    with pytest.raises(DownloadError, match="stalled") as e:
+        download(server.url + "/f", tmp_path / "f", timeout=(1, 0.3), retries=0, backoff=0)
+    assert ".part" not in str(e.value) and list(tmp_path.iterdir()) == []
+
+
+def test_stall_mid_body_keeps_the_part_and_resumes(server, tmp_path):
+    server.plan = ["stall-mid"]
+    with pytest.raises(DownloadError, match=r"stalled.*f.part \(\d+ bytes\) is kept"):
+        download(server.url + "/f", tmp_path / "f", timeout=(1, 0.3), retries=0, backoff=0)
+    kept = (tmp_path / "f.part").stat().st_size
+    assert 0 < kept <= len(BODY) // 2
+    server.plan = ["stall-mid", "ok"]  # half of the rest, a stall, then the rest
+    assert download(server.url + "/f", tmp_path / "f", timeout=(1, 0.3), backoff=0).read_bytes() == BODY
+    ranges = [r for _, r in server.requests]
+    assert ranges[:2] == [None, f"bytes={kept}-"] and int(ranges[2][6:-1]) > kept  # each resumes where it stopped
+
+
+def test_default_timeouts_bound_a_stall_under_a_minute():
+    """The module docstring's promise: a server that accepts and then never answers fails within 59 s."""
+    attempts = RETRIES + 1
+    assert attempts * sum(TIMEOUT) + sum(BACKOFF * 2**i for i in range(RETRIES)) < 60
+
+
+def test_failed_download_leaves_no_empty_folders(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("PICOSPEC_HUB_URL", server.url)
+    server.plan = [404]
+    with pytest.raises(DownloadError, match="not found"):
+        resolve("someone/model", cache=tmp_path / "new" / "cache")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "cache" / "someone").mkdir(parents=True)  # folders that were there before stay
+    server.plan = [404]
+    with pytest.raises(DownloadError, match="not found"):
+        resolve("someone/model", cache=tmp_path / "cache")
+    assert [p.relative_to(tmp_path) for p in tmp_path.rglob("*")] == [Path("cache"), Path("cache/someone")]
+
+
+def test_failed_download_keeps_the_folder_of_a_kept_part(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("PICOSPEC_HUB_URL", server.url)
+    monkeypatch.setattr(hub, "download", functools.partial(hub.download, retries=0, backoff=0))
+    server.plan = ["ok", "cut"]
+    with pytest.raises(DownloadError, match="vocab.json.part .* is kept"):
+        resolve("someone/model", cache=tmp_path)
+    assert sorted(p.name for p in (tmp_path / "someone" / "model").iterdir()) == ["config.json", "vocab.json.part"]
+
+
+# --- names: local folders, repo ids ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["./nowhere", "../nowhere", "nowhere/", "/nowhere/at/all", "~/picospec-nowhere"])
+def test_missing_local_folders_are_errors_not_repo_ids(server, tmp_path, monkeypatch, name):
+    monkeypatch.setenv("PICOSPEC_HUB_URL", server.url)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="local folder .*nowhere.* does not exist"):
+        resolve(name, cache=tmp_path / "cache")
+    assert server.requests == [] and list(tmp_path.iterdir()) == []
+
+
+def test_local_folders_by_prefix(tmp_path, monkeypatch):
+    (tmp_path / "work").mkdir()
+    (tmp_path / "home" / "ckpt").mkdir(parents=True)
+    (tmp_path / "work" / "weights.bin").write_bytes(b"")
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert resolve("../work") == Path("../work") and resolve(".") == Path(".")
+    assert resolve("~/ckpt") == tmp_path / "home" / "ckpt"
+    with pytest.raises(ValueError, match="weights.bin is a file; give the folder"):
+        resolve("weights.bin")
+
+
+@pytest.mark.parametrize("name", ["a/../b", "a/b/c", "a/.x", "a/x.", "-a/b", "a/b-", "a/b--c", "a/b..c", "a b/c",
+                                  "a/b$", "a/b.git", "x" * 97 + "/y", "a/" + "y" * 97, "a//b"])
+def test_bad_repo_ids_are_refused_before_any_work(server, tmp_path, monkeypatch, name):
+    monkeypatch.setenv("PICOSPEC_HUB_URL", server.url)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="unknown model|local folder"):
+        resolve(name, cache=tmp_path / "cache")
+    assert server.requests == [] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("repo", ["distilbert/distilgpt2", "EleutherAI/gpt-neo-1.3B", "_a/b_", "a.b/c-d",
+                                  "x" * 96 + "/" + "y" * 96])
+def test_good_repo_ids(repo):
+    assert check_repo_id(repo) == repo
+
+
+# --- the cache folder ----------------------------------------------------------------------------------------------
+
+def test_cache_that_is_a_file_is_refused_before_any_request(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("PICOSPEC_HUB_URL", server.url)
+    (tmp_path / "file").write_text("")
+    for cache in (tmp_path / "file", tmp_path / "file" / "below"):
+        monkeypatch.setenv("PICOSPEC_CACHE", str(cache))
+        with pytest.raises(ValueError, match=f"the cache folder {cache} .PICOSPEC_CACHE. cannot be made: .*is a file"):
+            check_cache_dir()
+        with pytest.raises(ValueError, match="PICOSPEC_CACHE"):
+            resolve("gpt2")
+    assert server.requests == []
+
+
+def test_unwritable_cache_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro").chmod(0o555)
+    if os.access(tmp_path / "ro", os.W_OK):  # root may write anywhere: pretend it may not
+        monkeypatch.setattr(os, "access", lambda path, mode: False)
+    monkeypatch.setenv("PICOSPEC_CACHE", str(tmp_path / "ro" / "cache"))
+    with pytest.raises(ValueError, match="PICOSPEC_CACHE. is not writable: no write permission in .*ro"):
+        check_cache_dir()
+    (tmp_path / "ro").chmod(0o755)
+
+
+def test_cache_folder_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("PICOSPEC_CACHE", str(tmp_path / "not-yet"))
+    assert check_cache_dir() == tmp_path / "not-yet" and not (tmp_path / "not-yet").exists()  # nothing is made
+    monkeypatch.setenv("PICOSPEC_CACHE", "")
+    assert check_cache_dir() == Path.home() / ".cache" / "picospec"
+
+
+def test_errors_are_value_errors():  # the command line prints a ValueError as one line `error: ...`, exit 2
+    assert issubclass(Unreachable, DownloadError) and issubclass(DownloadError, ValueError)

@@ -1,5 +1,6 @@
 """safetensors in NumPy: round trips, every malformed file gives a clear error, and the reference reader agrees."""
 import json
+import re
 import struct
 
 import numpy as np
@@ -88,3 +89,86 @@ def test_reference_reader_agrees(tmp_path):
     np.testing.assert_array_equal(ref["a"], a.astype(np.float16))
     st.save_file({"c": a}, str(tmp_path / "r.safetensors"))
     np.testing.assert_array_equal(read_safetensors(tmp_path / "r.safetensors")["c"], a)
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"dtype": "F32", "shape": "2", "data_offsets": [0, 8]}, "shape '2' is not a list of sizes"),
+    ({"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}, "shape [-2] is not a list of sizes"),
+    ({"dtype": "F32", "shape": [2], "data_offsets": [0, 8, 9]}, "are not two byte offsets"),
+    ({"dtype": "F32", "shape": [2], "data_offsets": [0, "8"]}, "are not two byte offsets"),
+    ({"dtype": ["F32"], "shape": [2], "data_offsets": [0, 8]}, "unknown dtype"),
+])
+def test_malformed_entries_name_the_file(tmp_path, entry, message):
+    path = raw_file(tmp_path / "bad.safetensors", {"a": entry}, b"\0" * 8)
+    with pytest.raises(ValueError, match=re.escape(message)) as e:
+        read_safetensors(path)
+    assert str(e.value).startswith(f"{path}: ") and "delete it" in str(e.value)
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    hparams, params = random_gpt2()
+    save_checkpoint(tmp_path, hparams, params)
+    return tmp_path, params
+
+
+def edit_config(folder, **changes):
+    config = json.loads((folder / "config.json").read_text())
+    config.update(changes)
+    for key in [k for k, v in changes.items() if v is None]:
+        del config[key]
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"n_layer": 0}, "n_layer is 0; it must be a whole number >= 1"),
+    ({"n_head": 0}, "n_head is 0; it must be a whole number >= 1"),
+    ({"n_head": 3}, "n_embd 16 is not divisible by n_head 3"),
+    ({"n_positions": 0}, "n_positions is 0"),
+    ({"n_positions": None, "n_ctx": -1}, "n_ctx is -1"),  # an older config names the context n_ctx
+    ({"vocab_size": 0}, "vocab_size is 0"),
+    ({"n_layer": 2.5}, "n_layer is 2.5"),
+    ({"n_layer": 2.0}, "n_layer is 2.0"),
+    ({"n_embd": "16"}, "n_embd is '16'"),
+    ({"n_head": True}, "n_head is True"),
+    ({"n_embd": None}, "n_embd is missing"),
+])
+def test_impossible_configs_are_refused(checkpoint, changes, message):
+    folder, _ = checkpoint
+    edit_config(folder, **changes)
+    with pytest.raises(ValueError, match=re.escape(message)) as e:
+        load_checkpoint(folder)
+    assert str(e.value).startswith(f"{folder / 'config.json'}: ")
+
+
+@pytest.mark.parametrize("text", ['{"n_layer": 2,', "[1, 2]", b"\xff\xfe{}"])
+def test_corrupt_config_is_named(checkpoint, text):
+    folder, _ = checkpoint
+    path = folder / "config.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ValueError) as e:
+        load_checkpoint(folder)
+    assert str(e.value).startswith(f"{path}: ") and "delete it to download it again" in str(e.value)
+
+
+def test_truncated_weights_are_named(checkpoint):
+    folder, _ = checkpoint
+    path = folder / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:-100])  # an interrupted copy
+    with pytest.raises(ValueError, match="outside the file's data") as e:
+        load_checkpoint(folder)
+    assert str(e.value).startswith(f"{path}: ") and "delete it" in str(e.value)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # writing 1e5 as float16 overflows, on purpose
+@pytest.mark.parametrize("value, dtype", [(np.nan, None), (np.inf, None), (-np.inf, "bfloat16"),
+                                          (1e5, "float16"),  # beyond float16's 65504: stored as inf
+                                          (1e300, "float64")])  # finite in float64, inf as float32
+def test_non_finite_weights_are_refused(tmp_path, value, dtype):
+    hparams, params = random_gpt2()
+    params["blocks"][1]["mlp"]["c_fc"]["w"] = params["blocks"][1]["mlp"]["c_fc"]["w"].astype(np.float64)
+    params["blocks"][1]["mlp"]["c_fc"]["w"][3, 5] = value
+    save_checkpoint(tmp_path, hparams, params, dtype=dtype)
+    with pytest.raises(ValueError, match=r"tensor 'h.1.mlp.c_fc.weight' holds NaN or infinite values") as e:
+        load_checkpoint(tmp_path)
+    assert str(e.value).startswith(f"{tmp_path / 'model.safetensors'}: ")
