@@ -231,8 +231,11 @@ def main(argv=None):
 
 
 def main_batch(method, values):
-    """The method's batched form over the prompts in a file (one per line), one engine (and KV cache) per row."""
+    """The method's batched form over the prompts in a file (one per line): the target and the draft each run every
+    row in one forward pass (gpt2/batch_engine.py: one KV cache per row, rows of different lengths)."""
     from bench.harness import load_draft
+    from gpt2.batch_engine import BatchGPT2
+    from gpt2.engine import GPT2
     from gpt2.load import load_model
     from picospec.batch import batched
 
@@ -245,16 +248,20 @@ def main_batch(method, values):
     if not prompts:
         raise UsageError(f"--batch {path}: no prompts (one per line)")
     name, device, offline = values["target"], values["device"], values["offline"] or None
-    rows = [load_model(name, device, offline) for _ in prompts]
-    threads = thread_policy(getattr(rows[0][0], "n_params", 0), values["threads"])
-    encoder, options = rows[0][1], method_options(method, values)
-    drafts = [load_draft(values["draft"], rows[0][0], name, device, offline) for _ in prompts]
+    target, encoder = load_model(name, device, offline)
+    threads = thread_policy(getattr(target, "n_params", 0), values["threads"])
+    options = method_options(method, values)
+    draft = load_draft(values["draft"], target, name, device, offline)
     xs = [encoder.encode(p) for p in prompts]
     for x in xs:
-        check_length(x, values["n_tokens"], options.get("K", 0), {"target": rows[0][0], "draft": drafts[0]},
+        check_length(x, values["n_tokens"], options.get("K", 0), {"target": target, "draft": draft},
                      {"target": name, "draft": values["draft"]})
     sampling = {k: values[k] for k in ("temperature", "top_k", "top_p") if values[k] is not None}
-    given = {"xs": xs, "draft": batched(drafts), "target": batched([m for m, _ in rows]), "N": values["n_tokens"],
+
+    def rows(model):  # a GPT-2 engine becomes a batched one; a stateless draft (the n-gram) is called row by row
+        return BatchGPT2(model, len(xs)) if isinstance(model, GPT2) else batched(model)
+
+    given = {"xs": xs, "draft": rows(draft), "target": rows(target), "N": values["n_tokens"],
              "rng": np.random.default_rng(values["seed"]), **options}
     stats, start = [], time.perf_counter()
     out = method.batch(*[given["xs" if a == "x" else a] for a in method.args], stats=stats, **sampling)

@@ -1,15 +1,25 @@
-"""Engine benchmark: what one decoding step costs, and what scoring M tokens at once costs.
+"""Engine benchmark: what one decoding step costs, what scoring M tokens at once costs, and what Python costs.
 
-    python -m bench.engine                      # random weights of the 124M and 355M shapes, on this machine
+    python -m bench.engine                          # random weights of the 124M, 355M and tiny shapes, this machine
+    python -m bench.engine --sizes tiny --max_M 8   # one shape
     python -m bench.engine --sizes 124M --device gpu
 
 1. Decode latency of one new token after a 128-token cache, beside the memory-bandwidth roofline: a decode step must
    read every weight once, so it cannot beat weight_bytes / bandwidth. Bandwidth is measured in the same run, as the
    rate of a matrix-vector product over a matrix far larger than the caches (what a decode step does).
-2. The cost of scoring M new tokens in one forward relative to one token, M = 1..16: speculative decoding verifies
+2. The cost of scoring M new tokens in one forward relative to one token, M = 1..max_M: speculative decoding verifies
    K drafts in one forward of K + 1 tokens and only pays off when that costs little more than one token.
-Medians over repeats; the machine is shared and noisy, so ratios are measured side by side in one run.
+3. The layouts tried, side by side at M = 1..8: the engine's default (LM head as a contiguous [n_embd, n_vocab] copy,
+   rows padded to a multiple of 4), the head as the transposed view wte.T, no padding, padding to a multiple of 8.
+4. Why: the GEMM rate by rows, [M, n_embd] @ [n_embd, 4 n_embd] alone, with its weight in cache and streaming from
+   memory (GFLOP/s; a one-token forward is bound by the weights' bytes, an M-token one by these flops).
+5. Python: the engine's own per-call work (prefix match, rollback, positions, mask, output copy), measured as an engine
+   call whose forward is a stub that returns at once, minus the LM head product it still does; and the floor of NumPy
+   dispatch, the same forward with n_embd = 8, where the arithmetic is nothing and only the calls remain.
+Every number is a median over --repeats, with all variants interleaved in one loop so that a shared machine's load
+falls on them alike; times are CPU time of this thread (with --threads 1 it does all the work), wall time beside it.
 """
+import os
 import time
 
 import numpy as np
@@ -19,7 +29,11 @@ from gpt2.cli import Option
 from gpt2.engine import GPT2
 from gpt2.train import flatten
 
-SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12), "355M": dict(n_layer=24, n_embd=1024, n_head=16)}
+GPT2_SHAPE = dict(n_vocab=50257, n_ctx=1024)
+SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12), "355M": dict(n_layer=24, n_embd=1024, n_head=16),
+          "tiny": dict(n_layer=6, n_embd=256, n_head=4, n_vocab=4097, n_ctx=256),  # the built-in target's shape
+          "tiny-draft": dict(n_layer=2, n_embd=128, n_head=2, n_vocab=4097, n_ctx=256)}  # the built-in draft's
+LAYOUTS = {"default": {}, "head wte.T": {"head_copy": False}, "no padding": {"pad_rows": 1}, "pad 8": {"pad_rows": 8}}
 
 
 def random_params(hparams, xp, seed=0):  # GPT-2's initialisation, generated on the device in float32
@@ -40,72 +54,160 @@ def random_params(hparams, xp, seed=0):  # GPT-2's initialisation, generated on 
     return {"wte": w(V, C), "wpe": w(hparams["n_ctx"], C), "blocks": blocks, "ln_f": ln()}
 
 
-def median_time(f, repeats, sync):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        f()
-        sync()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+def hparams_of(size):
+    return {**GPT2_SHAPE, **SHAPES[size]}
 
 
-def bandwidth(xp, sync, repeats):  # bytes/s of a matrix-vector product over a 512 MiB float32 matrix
+def timed(f, sync):  # -> (CPU seconds of this thread, wall seconds)
+    c, w = time.thread_time(), time.perf_counter()
+    f()
+    sync()
+    return time.thread_time() - c, time.perf_counter() - w
+
+
+def bandwidth(xp, sync, repeats):  # -> bytes/s (CPU time, wall) of a matrix-vector product over a 512 MiB matrix
     a = xp.ones((8192, 16384), dtype="float32")
     v = xp.ones(16384, dtype="float32")
     a @ v
-    return a.nbytes / median_time(lambda: a @ v, repeats, sync)
+    times = np.array([timed(lambda: a @ v, sync) for _ in range(repeats)])  # [repeats, 2]
+    return a.nbytes / np.median(times, axis=0)
+
+
+def gemm_rates(xp, sync, C, Ms, repeats):  # -> {M: [GFLOP/s with the weight in cache, from memory]} (CPU time)
+    """The product an M-token forward is made of, [M, C] @ [C, 4C] (GPT-2's c_fc), alone: once with one weight used
+    over and over (it stays in the last-level cache), once cycling through 64 MB of weights (they stream from memory
+    as a forward's do)."""
+    rng = np.random.default_rng(0)
+    ws = [xp.asarray(rng.standard_normal((C, 4 * C), dtype=np.float32)) for _ in range(max(2, 2 ** 24 // (4 * C * C)))]
+    rates = {}
+    for M in Ms:
+        x = xp.asarray(rng.standard_normal((M, C), dtype=np.float32))
+        hot = np.median([timed(lambda: x @ ws[0], sync)[0] for _ in range(repeats * 4)])
+        cold = np.median([timed(lambda: [x @ w for w in ws], sync)[0] for _ in range(repeats)]) / len(ws)
+        rates[M] = [2 * M * C * 4 * C / t / 1e9 for t in (hot, cold)]
+    return rates
+
+
+class StubForward:
+    """Stands in for gpt2.engine's gpt2_hidden: advances the cache as a forward would and returns zeros at once, so an
+    engine call then costs only the engine's own work (prefix match, rollback, positions, mask, head, copy out)."""
+
+    def __init__(self, xp, n_embd):
+        self.h = xp.zeros((64, n_embd), dtype="float32")
+
+    def __call__(self, inputs, cache, **_):
+        cache.n += len(inputs)
+        return self.h[:len(inputs)]
+
+
+def engine_overhead(model, x, n_cache, sync):  # -> {"stubbed": engine call on a stub forward, "head": h @ head alone}
+    import gpt2.engine as engine_module
+
+    stub, h = StubForward(model.xp, model.hparams["n_embd"]), model.xp.zeros((1, model.hparams["n_embd"]), "float32")
+    real = engine_module.gpt2_hidden
+    engine_module.gpt2_hidden = stub
+    try:
+        stubbed = timed(lambda: model.logits(x[:n_cache + 1]), sync)
+    finally:
+        engine_module.gpt2_hidden = real
+    model(x[:n_cache])  # the stub left zeros where the new token's keys go: run it for real next time
+    return {"stubbed": stubbed, "head": timed(lambda: to_numpy(h @ model.head), sync)}
 
 
 def bench(size, device, n_cache, Ms, repeats):
     xp = get_xp(device)
     sync = (lambda: xp.cuda.Stream.null.synchronize()) if device == "gpu" else (lambda: None)
-    hparams = dict(n_vocab=50257, n_ctx=1024, **SHAPES[size])
-    model = GPT2(hparams, random_params(hparams, xp), device=device)
+    hparams = hparams_of(size)
+    params = random_params(hparams, xp)
+    models = {name: GPT2(hparams, params, device=device, **kw) for name, kw in LAYOUTS.items()}
+    model = models["default"]
     weight_bytes = sum(to_numpy(a).nbytes for a in flatten(model.params).values()) - model.params["wpe"].nbytes
-    x = [int(t) for t in np.random.default_rng(1).integers(0, 50257, n_cache + max(Ms))]
-    model(x[:n_cache])
+    x = [int(t) for t in np.random.default_rng(1).integers(0, hparams["n_vocab"], n_cache + max(Ms))]
+    for m in models.values():
+        m(x[:n_cache])
+    floor = GPT2({**hparams, "n_embd": 8, "n_head": min(hparams["n_head"], 8), "n_vocab": 16}, random_params(
+        {**hparams, "n_embd": 8, "n_vocab": 16}, xp), device=device)
+    x16 = [t % 16 for t in x]
+    floor(x16[:n_cache])
+    cases = [(name, M) for name in LAYOUTS for M in (Ms if name == "default" else [M for M in Ms if M <= 8])]
+    cpu, wall = {}, {}
+    for _ in range(repeats):  # every case once per round: the machine's load falls on all of them alike
+        for name, M in cases:  # roll back to the n_cache-token cache, then score M new tokens in one forward
+            c, w = timed(lambda: models[name].logits(x[:n_cache + M], M), sync)
+            cpu.setdefault((name, M), []).append(c), wall.setdefault((name, M), []).append(w)
+        extra = {**engine_overhead(model, x, n_cache, sync), "floor": timed(lambda: floor.logits(x16[:n_cache + 1]), sync)}
+        for name, (c, w) in extra.items():
+            cpu.setdefault(name, []).append(c), wall.setdefault(name, []).append(w)
+    cpu, wall = ({k: float(np.median(v)) for k, v in d.items()} for d in (cpu, wall))
+    bw = bandwidth(xp, sync, repeats)  # [CPU, wall]
+    rates = gemm_rates(xp, sync, hparams["n_embd"], sorted(set(Ms) | {32, 64}), repeats)
+    return {"size": size, "weight_MB": weight_bytes / 1e6, "bandwidth_GBps": bw / 1e9, "roofline_ms": weight_bytes / bw * 1e3,
+            "cpu": cpu, "wall": wall, "rates": rates}
 
-    def step(M):  # roll back to the 128-token cache, then score M new tokens in one forward
-        return lambda: model.logits(x[:n_cache + M], M)
 
-    times = {M: median_time(step(M), repeats, sync) for M in Ms}
-    bw = bandwidth(xp, sync, repeats)
-    return {"size": size, "device": device, "weight_MB": weight_bytes / 1e6, "bandwidth_GBps": bw / 1e9,
-            "roofline_ms": weight_bytes / bw * 1e3, "decode_ms": times[1] * 1e3,
-            "cost_vs_1": {M: times[M] / times[1] for M in Ms}}
+def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, repeats=9, threads=1):
+    """Decode latency beside the bandwidth roofline, the cost of M tokens per forward, layouts, and Python overhead."""
+    from bench.harness import header
+    from gpt2.backend import thread_policy
 
-
-
-
-def main(sizes=("124M", "355M"), device="cpu", n_cache=128, max_M=16, repeats=9):
-    """Decode latency beside the bandwidth roofline, and the cost of scoring M tokens per forward, M = 1..max_M."""
-    n_ctx = 1024  # GPT-2's context: the cache and the M new tokens must fit in it
-    if n_cache + max_M > n_ctx:
-        raise ValueError(f"--n_cache {n_cache} + --max_M {max_M} exceeds GPT-2's context of {n_ctx} tokens")
-    get_xp(device)  # --device gpu without CuPy or a GPU: one clear line before any work
-    Ms = list(range(1, max_M + 1))
     sizes = sizes.split(",") if isinstance(sizes, str) else list(sizes)
+    for s in sizes:
+        if n_cache + max_M > hparams_of(s)["n_ctx"]:
+            raise ValueError(f"--n_cache {n_cache} + --max_M {max_M} exceeds the {s} shape's context of "
+                             f"{hparams_of(s)['n_ctx']} tokens")
+    get_xp(device)  # --device gpu without CuPy or a GPU: one clear line before any work
+    print(header(thread_policy(0, threads)), flush=True)
+    Ms = list(range(1, max_M + 1))
     rows = [bench(s, device, n_cache, Ms, repeats) for s in sizes]
-    print(f"| shape | device | weights MB | bandwidth GB/s | roofline ms | decode ms ({n_cache}-token cache) | decode / roofline |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"\n`python -m bench.engine --sizes {','.join(sizes)} --device {device} --n_cache {n_cache} --max_M {max_M} "
+          f"--repeats {repeats} --threads {threads}` (1-minute load {os.getloadavg()[0]:.1f} at the end)\n")
+    print("Each pair of numbers is CPU time / wall time (bandwidth: bytes per CPU second / per wall second).\n")
+    print(f"| shape | weights MB | bandwidth GB/s | roofline ms | decode ms ({n_cache}-token cache) | decode / roofline |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['size']} | {r['device']} | {r['weight_MB']:.0f} | {r['bandwidth_GBps']:.1f} | {r['roofline_ms']:.1f} "
-              f"| {r['decode_ms']:.1f} | {r['decode_ms'] / r['roofline_ms']:.2f}x |")
-    print()
+        c, w = r["cpu"][("default", 1)] * 1e3, r["wall"][("default", 1)] * 1e3
+        (bc, bw), (rc, rw) = r["bandwidth_GBps"], r["roofline_ms"]
+        print(f"| {r['size']} | {r['weight_MB']:.0f} | {bc:.1f} / {bw:.1f} | {rc:.1f} / {rw:.1f} | {c:.1f} / {w:.1f} "
+              f"| {c / rc:.2f}x / {w / rw:.2f}x |")
+    print("\nCost of an M-token forward / one token (default layout; CPU time, wall time in parentheses):\n")
     print("| shape | " + " | ".join(f"M={M}" for M in Ms) + " |")
     print("|---|" + "---|" * len(Ms))
     for r in rows:
-        print(f"| {r['size']} | " + " | ".join(f"{r['cost_vs_1'][M]:.2f}" for M in Ms) + " |")
+        print(f"| {r['size']} | " + " | ".join(f"{r['cpu'][('default', M)] / r['cpu'][('default', 1)]:.2f} "
+                                             f"({r['wall'][('default', M)] / r['wall'][('default', 1)]:.2f})"
+                                             for M in Ms) + " |")
+    print("\nWhy: the rate of [M, n_embd] @ [n_embd, 4 n_embd] alone, GFLOP/s of CPU time, weight in cache / streaming from"
+          " memory (one row reads each weight once for 2 flops; M rows do 2M flops per weight read):\n")
+    print("| shape | " + " | ".join(f"M={M}" for M in rows[0]["rates"]) + " |")
+    print("|---|" + "---|" * len(rows[0]["rates"]))
+    for r in rows:
+        print(f"| {r['size']} | " + " | ".join(f"{hot:.0f} / {cold:.0f}" for hot, cold in r["rates"].values()) + " |")
+    small = [M for M in Ms if M <= 8]
+    print("\nLayouts: CPU time of an M-token forward / the default layout's one token:\n")
+    print("| shape | layout | " + " | ".join(f"M={M}" for M in small) + " |")
+    print("|---|---|" + "---|" * len(small))
+    for r in rows:
+        for name in LAYOUTS:
+            print(f"| {r['size']} | {name} | " + " | ".join(
+                f"{r['cpu'][(name, M)] / r['cpu'][('default', 1)]:.2f}" for M in small) + " |")
+    print("\nPython: the engine's own per-call work and NumPy's dispatch floor, beside one decoding step (CPU ms):\n")
+    print("| shape | engine step (M=1) | engine's own work | share of the step | dispatch floor (n_embd 8) "
+          "| share of the step |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        step, own, floor = r["cpu"][("default", 1)], r["cpu"]["stubbed"] - r["cpu"]["head"], r["cpu"]["floor"]
+        print(f"| {r['size']} | {step * 1e3:.3f} | {own * 1e3:.3f} | {own / step:.1%} | {floor * 1e3:.3f} | "
+              f"{floor / step:.0%} |")
 
 
 OPTIONS = [
-    Option("sizes", "strs", ["124M", "355M"], "GPT-2 shapes to measure (random weights): " + ", ".join(SHAPES),
+    Option("sizes", "strs", ["124M", "355M", "tiny"], "shapes to measure (random weights): " + ", ".join(SHAPES),
            choices=tuple(SHAPES)),
     Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=DEVICES),
     Option("n_cache", int, 128, "tokens already in the KV cache before each measured forward", low=1),
     Option("max_M", int, 16, "measure forwards of M = 1 .. max_M new tokens", low=1),
     Option("repeats", int, 9, "timed repeats per measurement (the median is reported)", low=1),
+    Option("threads", int, 1, "BLAS threads (with 1, this thread's CPU time is all the work done)", low=1, high=256),
 ]
 
 if __name__ == "__main__":

@@ -68,7 +68,8 @@ def check_needs(method, options):
 
 
 def load_needs(method, options, target, target_name, encoder, draft="tiny-draft", device="cpu", offline=None):
-    """{"target", and as method.needs say: "draft", "heads", "datastore"} for picospec.methods.call."""
+    """{"target", and as method.needs say: "draft", "draft2", "heads", "datastore"} for picospec.methods.call;
+    "self_draft:KIND" replaces the target by one engine serving both the target and its own draft."""
     loaded = {"target": target}
     for need in method.needs:
         if need == "draft":
@@ -77,9 +78,25 @@ def load_needs(method, options, target, target_name, encoder, draft="tiny-draft"
             loaded["heads"] = load_heads(target_name, need.split(":")[1], options.get("heads"), target, offline)
         elif need == "datastore":
             loaded["datastore"] = rest_datastore(options.get("datastore"), target_name, encoder)
+        elif need == "draft2":  # a second, smaller drafter (cascades): --draft2, default the n-gram
+            loaded["draft2"] = load_draft(options.get("draft2") or "ngram", target, target_name, device, offline)
+        elif need.startswith("self_draft:"):  # the target drafting for itself: both on one engine and cache
+            loaded.update(load_self_draft(need.split(":")[1], options, target, target_name, offline))
         else:
             raise ValueError(f"method {method.name} needs {need!r}, which bench.harness.load_needs cannot load")
     return loaded
+
+
+def load_self_draft(kind, options, target, target_name, offline=None):
+    """{"target", "draft", "self_draft"}: the target and its own draft path (kind layer_skip or early_exit) on one KV
+    cache, from --skip / --exit_layer / --adapter, else what the target's folder ships (gpt2/self_draft.py), and the
+    K and threshold searched with that path (the defaults of --K and --threshold)."""
+    from gpt2.hub import resolve
+    from gpt2.self_draft import load_self_draft as load
+
+    engine = load(target.hparams, target.params, resolve(str(target_name), offline=offline), kind,
+                  skip=options.get("skip"), exit_layer=options.get("exit_layer"), adapter=options.get("adapter", True))
+    return {"target": engine.target, "draft": engine.draft, "self_draft": engine.settings}
 
 
 def load_draft(name, target, target_name, device="cpu", offline=None):
@@ -93,7 +110,10 @@ def load_draft(name, target, target_name, device="cpu", offline=None):
 
 
 def load_heads(target_name, kind, folder, target, offline=None):
-    """{"fn": heads(h, n_heads=None) -> logits, "n_heads", "sparse": the heads' medusa_choices.json or None}."""
+    """{"fn": heads(h, n_heads=None) -> logits, "n_heads", "sparse": the heads' medusa_choices.json or None}; for kind
+    "eagle" the EAGLE head itself (load_eagle)."""
+    if kind == "eagle":
+        return load_eagle(target_name, folder, target, offline)
     from gpt2.load import heads_folder, heads_function
 
     folder = heads_folder(str(target_name), kind, folder, offline)
@@ -106,6 +126,17 @@ def load_heads(target_name, kind, folder, target, offline=None):
             raise ValueError(f"{path} is not a readable tree ({e}): rebuild it with `python -m bench.trees --build "
                              f"{folder} --budgets 7`") from None
     return {"fn": fn, "n_heads": config["n_heads"], "sparse": sparse, "folder": folder}
+
+
+def load_eagle(target_name, folder, target, offline=None):
+    """The EAGLE head (gpt2.eagle.EagleHead: the draft contract of picospec/eagle.py), its record's accuracy per step
+    ahead (rank_share: EAGLE-1's sparse tree) as .accuracy, its folder as .folder."""
+    from gpt2.eagle import eagle_folder, eagle_head
+
+    folder = eagle_folder(str(target_name), folder, offline)
+    head, config = eagle_head(folder, target)
+    head.accuracy, head.folder = config.get("accuracy", {}).get("rank_share"), folder
+    return head
 
 
 def rest_datastore(path, target, encoder):
@@ -148,14 +179,15 @@ def run_method(method, x, loaded, N, seed, sampling=None, **options):
     method = find(method) if isinstance(method, str) else method
     for model in loaded.values():
         getattr(model, "reset", lambda: None)()  # neither run may reuse the other's cached work
-    timed = {k: Timed(v) if k in ("target", "draft") else v for k, v in loaded.items()}
+    timed = {k: Timed(v) if k in ("target", "draft", "draft2") else v for k, v in loaded.items()}
     stats, rng = [], np.random.default_rng(seed)
     start = time.perf_counter()
     out = call(method, x, N, rng, timed, sampling, options, stats=stats)
     seconds = time.perf_counter() - start
-    t, d = timed["target"], timed.get("draft", Timed(None))
+    t, d, d2 = timed["target"], timed.get("draft", Timed(None)), timed.get("draft2", Timed(None))
     return {"output": out, "seconds": seconds, "target_calls": t.calls, "draft_calls": d.calls,
-            "tokens_per_call": N / t.calls, "target_s": t.seconds, "draft_s": d.seconds, "stats": stats}
+            "tokens_per_call": N / t.calls, "target_s": t.seconds, "draft_s": d.seconds, "stats": stats,
+            "draft2_calls": d2.calls, "draft2_s": d2.seconds}
 
 
 def summary(stats):
@@ -186,6 +218,8 @@ def compare(method, prompts, loaded, N, seeds, sampling=None, **options):
     speedup = [r["speedup"] for r in rows]
     c = np.median([r["draft_s"] / max(r["draft_calls"], 1) for r in rows]) / np.median(  # 0 with no draft model
         [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
+    c2 = np.median([r["draft2_s"] / max(r["draft2_calls"], 1) for r in rows]) / np.median(  # a second drafter's
+        [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
     verify = np.median([r["target_s"] / r["target_calls"] for r in rows]) / np.median(
         [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
     stats = [s for r in rows for s in r["stats"]]
@@ -193,6 +227,8 @@ def compare(method, prompts, loaded, N, seeds, sampling=None, **options):
     return {"tokens_per_call": float(np.median(tpc)), "tokens_per_call_mean": float(np.mean(tpc)),
             "speedup": float(np.median(speedup)), "speedup_iqr": np.percentile(speedup, [25, 75]).tolist(),
             "c": float(c), "verify_cost": float(verify), "acceptance": summary(stats)["acceptance"] or 0.0,
+            "c2": float(c2), "draft_calls_per_step": sum(r["draft_calls"] for r in rows) / len(stats),
+            "draft2_calls_per_step": sum(r["draft2_calls"] for r in rows) / len(stats),
             "per_position": per_position_acceptance(stats, K) if K else [],
             "ms_per_token": 1e3 * float(np.median([r["seconds"] for r in rows])) / N,
             "ms_per_token_base": 1e3 * float(np.median([r["base"]["seconds"] for r in rows])) / N,

@@ -91,10 +91,12 @@ def main(data, n_windows=24, out=None):
             x.append(int(target(x)[-1].argmax()))
         lines += ["```python", encoder.decode(x), "```", ""]
     lines += heads_section(target.hparams)
+    lines += eagle_section()
     lines += ["## Files", "", "| file | bytes | sha256 |", "|---|---|---|"]
     shipped = [p for p in ASSETS.rglob("*") if p.is_file() and p.name != "README.md" and p != out.resolve()]
     for path in sorted(shipped):
         lines.append(f"| {path.relative_to(ASSETS)} | {path.stat().st_size} | {sha256(path)} |")
+    lines += budget_section(shipped)
     lines += ["", f"Measured with Python {platform.python_version()}, numpy {np.__version__}."]
     _atomic_write(out, [("\n".join(lines) + "\n").encode()])
     print("\n".join(lines))
@@ -126,6 +128,58 @@ def heads_section(hparams):
                    f"| {' '.join(f'{a:.3f}' for a in r['accuracy']['top1'])} "
                    f"| {' '.join(f'{a:.3f}' for a in r['accuracy']['top5'])} |")
     return out + [""]
+
+
+def eagle_section(folder=ASSETS / "tiny-target" / "eagle"):
+    """The EAGLE head shipped beside tiny-target: size, data, training, accuracy per step ahead, measured acceptance."""
+    if not (folder / "eagle.json").exists():
+        return []
+    from gpt2.eagle import load_eagle
+
+    r = json.loads((folder / "eagle.json").read_text())
+    n_params = sum(a.size for a in flatten(load_eagle(folder)[0]).values())
+    acc, data = r["accuracy"], r["data"]
+    out = ["## EAGLE head on tiny-target", "", "Trained by `python -m gpt2.train_eagle` (command in build.sh) on the "
+           "frozen target's own features: a linear layer 2C -> C on [token embedding, feature] and one GPT-2 block guess the "
+           "next feature, which the target's LM head turns into a token law (gpt2/eagle.py). Step k ahead: the head "
+           "drafts along the true path, its steps after the first fed its own guessed features; top-k = the true token "
+           f"is among its k most likely ({acc['on']}).", "",
+           "| head | parameters | training data | tokens seen | training time (data, features, training) "
+           "| top-1 per step ahead | top-5 per step ahead |", "|---|---|---|---|---|---|---|",
+           f"| eagle | {n_params / 1e6:.2f}M (fc {2 * r['n_embd'] ** 2 + r['n_embd']:,}, block "
+           f"{n_params - 2 * r['n_embd'] ** 2 - r['n_embd']:,}) | {data['tokens'] / 1e6:.2f}M tokens the target wrote "
+           f"(T={data['temperature']:g}), {data['rows']} rows of 16 prompt + "
+           f"{data['tokens'] // data['rows'] - 16} tokens | {r['tokens_seen'] / 1e6:.2f}M | "
+           f"{r.get('distill_seconds', 0) / 60:.0f} + {r['feature_seconds'] / 60:.0f} + {r['machine']['minutes']:.0f} "
+           f"min, {r['machine']['cores']} CPU cores | {' '.join(f'{a:.3f}' for a in acc['top1'])} "
+           f"| {' '.join(f'{a:.3f}' for a in acc['top5'])} |", ""]
+    if "measured" in r:
+        out += ["Measured acceptance, written into eagle.json by `python -m bench.eagle --record "
+                f"gpt2/assets/tiny-target/eagle` (the README's table: {r['measured']['command']}); acceptance = "
+                "accepted / drafted, drafted = the depth of each step's tree:", "",
+                "| method | setting | T | tokens/target call | acceptance | speedup vs autoregressive |",
+                "|---|---|---|---|---|---|"]
+        out += [f"| {m['method']} | {m['setting']} | {m['temperature']:g} | {m['tokens_per_call']:.2f} "
+                f"| {m['acceptance']:.2f} | {m['speedup']:.2f}x |" for m in r["measured"]["rows"]]
+        out.append("")
+    return out
+
+
+BUDGET = 32e6  # bytes: everything shipped in this folder (tests/test_assets.py checks it)
+
+
+def budget_section(shipped):
+    """What each part costs of the size budget."""
+    parts = {}
+    for path in shipped:
+        part = str(path.relative_to(ASSETS).parent)
+        parts[part] = parts.get(part, 0) + path.stat().st_size
+    total = sum(parts.values())
+    out = ["", f"Size budget: the files above take {total / 1e6:.2f} MB of {BUDGET / 1e6:.0f} MB (tests/test_assets.py "
+           "counts this card too):", "", "| folder | bytes | share of the budget |", "|---|---|---|"]
+    out += [f"| {'(top)' if part == '.' else part} | {size} | {size / BUDGET:.1%} |"
+            for part, size in sorted(parts.items())]
+    return out
 
 
 def has_data(folder):  # -> None, or which of the files this command reads is missing

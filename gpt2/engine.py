@@ -31,12 +31,14 @@ def tree_map(f, tree):
 
 
 def common_prefix_length(a, b):
-    n = 0
-    for s, t in zip(a, b):
-        if s != t:
-            break
-        n += 1
-    return n
+    """Example: common_prefix_length([1, 2, 3, 4], [1, 2, 5]) -> 2."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:  # one extends the other (the usual call): a list comparison runs in C
+        return n
+    i = n - 16 if n > 16 and a[:n - 16] == b[:n - 16] else 0  # else they usually part within the last few tokens
+    while a[i] == b[i]:
+        i += 1
+    return i
 
 
 def tree_mask(parents, xp):  # -> [m, m] bool: node i sees node j when j is i or one of its ancestors
@@ -63,12 +65,17 @@ TREE_SLOTS = 256  # cache slots beyond n_ctx for tree nodes
 class GPT2:
     """A GPT-2 (hparams + params tree) behind the model contract, on NumPy or CuPy arrays."""
 
-    def __init__(self, hparams, params, device="cpu", pad_rows=None):
+    def __init__(self, hparams, params, device="cpu", pad_rows=None, head_copy=None):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
         self.params = tree_map(lambda a: self.xp.asarray(a, dtype="float32"), params)
-        # OpenBLAS multiplies 8 rows faster than 2..7 (measured by bench/engine.py), so on the CPU a forward of 2..7
-        # tokens is padded to 8 with dummy rows that see only themselves and are dropped afterwards
-        self.pad_rows = (8 if device == "cpu" else 1) if pad_rows is None else pad_rows
+        # the LM head is tied to wte [n_vocab, n_embd]; OpenBLAS multiplies by a contiguous [n_embd, n_vocab] copy
+        # 1.3-1.6x faster than by the transposed view wte.T (bench/engine.py), for one more copy of wte in memory
+        head_copy = device == "cpu" if head_copy is None else head_copy
+        wte = self.params["wte"]
+        self.head = self.xp.ascontiguousarray(wte.T) if head_copy else wte.T  # [n_embd, n_vocab]
+        # OpenBLAS multiplies 4 rows as fast as 2 or 3 and 8 as fast as 5..7 (bench/engine.py), so on the CPU the rows
+        # of a forward are padded up to a multiple of pad_rows with dummy rows that see only themselves
+        self.pad_rows = (4 if device == "cpu" else 1) if pad_rows is None else pad_rows
         d = hparams["n_embd"] // hparams["n_head"]
         # the cache holds the context window plus TREE_SLOTS: a tree's nodes sit in the cache side by side (at
         # positions that only go as deep as the tree), so near the end of the window they need slots beyond it
@@ -134,16 +141,20 @@ class GPT2:
         p = min(common_prefix_length(self.tokens, x), len(x) - n)
         self.cache.rollback(self.cache.n - p)
         s, m = len(x) - p, len(tokens)  # linear tokens to run, tree nodes to run
-        pad = self.pad_rows - s - m if 1 < s + m < self.pad_rows and p + self.pad_rows <= self.n_ctx else 0
+        pad = -(s + m) % self.pad_rows if s + m > 1 else 0  # round the rows up to a multiple of pad_rows
+        pad = pad if p + s + m + pad <= self.n_ctx + TREE_SLOTS else 0
         # Step 2: positions and mask for [x[p:], tree nodes, padding] against [cache, x[p:], tree nodes, padding]
-        positions = list(range(p, len(x))) + [len(x) - 1 + d for d in tree_depths(parents)] + [0] * pad
-        mask = xp.zeros((s + m + pad, p + s + m + pad), dtype=bool)  # [n_seq, n_kv]
-        mask[:s + m, :p + s] = xp.tril(xp.ones((s + m, p + s), dtype=bool), k=p)  # causal over the linear part
-        mask[s:s + m, p + s:p + s + m] = tree_mask(parents, xp)  # tree nodes see their ancestors and themselves
-        mask[s + m:, p + s + m:] = xp.eye(pad, dtype=bool)  # padding rows see only themselves
+        if m + pad == 0:  # a plain causal pass: gpt2_hidden's default positions and mask (none for one token)
+            positions = mask = None
+        else:
+            positions = xp.asarray(list(range(p, len(x))) + [len(x) - 1 + d for d in tree_depths(parents)] + [0] * pad)
+            mask = xp.zeros((s + m + pad, p + s + m + pad), dtype=bool)  # [n_seq, n_kv]
+            mask[:s + m, :p + s] = xp.tril(xp.ones((s + m, p + s), dtype=bool), k=p)  # causal over the linear part
+            mask[s:s + m, p + s:p + s + m] = tree_mask(parents, xp)  # tree nodes see their ancestors and themselves
+            mask[s + m:, p + s + m:] = xp.eye(pad, dtype=bool)  # padding rows see only themselves
         # Step 3: one forward pass; the cache now holds x followed by the tree nodes
         h = gpt2_hidden(xp.asarray(list(x[p:]) + list(tokens) + [0] * pad), **self.params,
-                        n_head=self.hparams["n_head"], positions=xp.asarray(positions), mask=mask, cache=self.cache)
+                        n_head=self.hparams["n_head"], positions=positions, mask=mask, cache=self.cache)
         self.cache.rollback(pad)
         h = h[:s + m]  # [s + m, n_embd]
         self.tokens = list(x)
@@ -152,6 +163,6 @@ class GPT2:
         return h[s - n:]  # the last n linear rows, then the tree rows
 
     def _outputs(self, h, hidden, probs):
-        logits = h @ self.params["wte"].T  # [n, n_embd] -> [n, n_vocab]
+        logits = h @ self.head  # [n, n_embd] @ [n_embd, n_vocab] -> [n, n_vocab]
         out = to_numpy(softmax(logits) if probs else logits)
         return (out, to_numpy(h)) if hidden else out

@@ -11,27 +11,35 @@ Two additions to picoGPT, both needed by speculative decoding:
 
 Shapes: n_seq = new tokens in this call, n_kv = cached + new tokens attended to, n_embd, n_head, d = n_embd // n_head,
 n_vocab. Everything stays float32: constants are Python floats, which never promote a float32 array.
+
+Every NumPy call costs a few microseconds of Python before any arithmetic, which for the built-in tiny models is about
+half of a decoding step (bench/engine.py measures it). So the functions use array methods (`x.sum`, `x.max`) rather
+than `np.mean`/`np.var`, whose Python wrappers cost 3-4x more, and skip the mask where every query sees every key.
+Leading dimensions pass through: the same functions run the batched engine's [B, ...] arrays (gpt2/batch_engine.py).
 """
 import math
 
 from gpt2.backend import xp_of
 
 
-def gelu(x):  # GPT-2's tanh approximation
-    return 0.5 * x * (1 + xp_of(x).tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)))
+def gelu(x):  # GPT-2's tanh approximation 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), written as
+    # x / (1 + exp(-2u)) (the same function: 1 + tanh(u) = 2 / (1 + exp(-2u))) because NumPy's exp is ~2x faster than
+    # its tanh; -2u is capped at 80 so that exp stays finite (gelu(x) is then 0 to float32 precision anyway)
+    xp = xp_of(x)
+    minus_2u = x * (-2 * math.sqrt(2 / math.pi) * (1 + 0.044715 * x * x))
+    return x / (1 + xp.exp(xp.minimum(minus_2u, 80.0)))
 
 
 def softmax(x):
-    xp = xp_of(x)
-    exp_x = xp.exp(x - xp.max(x, axis=-1, keepdims=True))
-    return exp_x / xp.sum(exp_x, axis=-1, keepdims=True)
+    exp_x = xp_of(x).exp(x - x.max(axis=-1, keepdims=True))
+    return exp_x / exp_x.sum(axis=-1, keepdims=True)
 
 
 def layer_norm(x, g, b, eps: float = 1e-5):
-    xp = xp_of(x)
-    mean = xp.mean(x, axis=-1, keepdims=True)
-    variance = xp.var(x, axis=-1, keepdims=True)
-    return g * (x - mean) / xp.sqrt(variance + eps) + b  # normalize x to mean 0 and variance 1, then scale and offset
+    n = x.shape[-1]
+    x = x - x.sum(axis=-1, keepdims=True) / n  # mean 0
+    variance = (x * x).sum(axis=-1, keepdims=True) / n
+    return x * (g / xp_of(x).sqrt(variance + eps)) + b  # variance 1, then scale and offset
 
 
 def linear(x, w, b):  # [m, in], [in, out], [out] -> [m, out]
@@ -43,10 +51,10 @@ def ffn(x, c_fc, c_proj):  # [n_seq, n_embd] -> [n_seq, n_embd]
     return linear(a, **c_proj)  # [n_seq, 4*n_embd] -> [n_seq, n_embd]
 
 
-def attention(q, k, v, mask):  # [n_head, n_seq, d], [n_head, n_kv, d], [n_head, n_kv, d], [n_seq, n_kv] bool
-    xp = xp_of(q)
-    scores = q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])  # [n_head, n_seq, n_kv]
-    scores = xp.where(mask, scores, -math.inf)  # a query never sees what mask forbids (the future, other branches)
+def attention(q, k, v, mask=None):  # [n_head, n_seq, d], [n_head, n_kv, d], [n_head, n_kv, d], [n_seq, n_kv] bool
+    scores = (q * (1 / math.sqrt(q.shape[-1]))) @ k.swapaxes(-1, -2)  # [n_head, n_seq, n_kv]
+    if mask is not None:  # None: every query sees every key (one new token after the cache)
+        scores = xp_of(q).where(mask, scores, -math.inf)  # a query never sees what mask forbids (the future, branches)
     return softmax(scores) @ v  # [n_head, n_seq, n_kv] @ [n_head, n_kv, d] -> [n_head, n_seq, d]
 
 
@@ -69,21 +77,21 @@ def transformer_block(x, mlp, attn, ln_1, ln_2, n_head, mask, cache=None, layer=
 
 
 def causal_mask(n_seq, n_past, xp):  # -> [n_seq, n_past + n_seq] bool: token i sees the past and tokens 0..i
-    return xp.tril(xp.ones((n_seq, n_past + n_seq), dtype=bool), k=n_past)
+    return xp.arange(n_past + n_seq) <= xp.arange(n_past, n_past + n_seq)[:, None]
 
 
 def gpt2_hidden(inputs, wte, wpe, blocks, ln_f, n_head, positions=None, mask=None, cache=None):
     """Final hidden states [n_seq, n_embd] (after ln_f) of `inputs` [n_seq] token ids.
 
     Without a cache this is picoGPT's forward with a causal mask. With a cache holding n_past tokens, `inputs` are the
-    next tokens; `positions` default to n_past, n_past+1, ... and `mask` [n_seq, n_past+n_seq] to causal. The cache
-    grows by n_seq.
+    next tokens; `positions` default to n_past, n_past+1, ... and `mask` [n_seq, n_past+n_seq] to causal (None for a
+    single token, which sees everything). The cache grows by n_seq.
     """
     xp = xp_of(wte)
     n_past = 0 if cache is None else cache.n
     if positions is None:
         positions = xp.arange(n_past, n_past + len(inputs))
-    if mask is None:
+    if mask is None and len(inputs) > 1:
         mask = causal_mask(len(inputs), n_past, xp)
     x = wte[inputs] + wpe[positions]  # token + positional embeddings: [n_seq, n_embd]
     for layer, block in enumerate(blocks):

@@ -2,8 +2,9 @@
 every row accepts its own number of drafts per step and so sits at its own length, like a serving system's batch.
 
 Batched model contract: model(xs: list[list[int]], n: int = 1) -> probs [B, n, V], row b being the distributions
-after the last n prefixes of xs[b]; rows may have different lengths. `batched(...)` builds one from a per-sequence
-model (for toy models) or from one model per row (GPT-2 engines, each with its own KV cache).
+after the last n prefixes of xs[b]; rows may have different lengths, and the rows passed are the active ones (a
+finished row is left out). GPT-2 engines implement it in gpt2/batch_engine.py (one forward pass for all rows, one KV
+cache per row); `batched(model)` builds it from a stateless per-sequence model (the toys, the n-gram draft).
 p = draft, q = target (Chen et al.). Shapes: B rows, k drafts, V vocabulary.
 """
 import numpy as np
@@ -12,11 +13,9 @@ from picospec.rejection import rejection_sample, row_uniforms, sample_rows
 from picospec.sampling import check_inputs, warp
 
 
-def batched(models):
-    """A batched model from one model per row (a list), or from one stateless model shared by all rows."""
-    if isinstance(models, (list, tuple)):
-        return lambda xs, n=1: np.stack([m(x, n) for m, x in zip(models, xs)])
-    return lambda xs, n=1: np.stack([models(x, n) for x in xs])
+def batched(model):
+    """A batched model from a stateless per-sequence one, called row by row."""
+    return lambda xs, n=1: np.stack([model(x, n) for x in xs])
 
 
 def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=None, generators=None,
@@ -54,6 +53,7 @@ def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=N
         for i, b in enumerate(active):
             new = [int(t) for t in out[i] if t >= 0][: T[b] - len(xs[b])]
             xs[b].extend(new)
-            step["accepted"][b], step["tokens"][b] = int((out[i] >= 0).sum()) - 1, new
+            kept = min(int((out[i] >= 0).sum()) - 1, len(new))  # a row cut short keeps only drafts
+            step["accepted"][b], step["tokens"][b] = kept, new
         if stats is not None:
             stats.append(step)

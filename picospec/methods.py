@@ -4,10 +4,12 @@ README's option tables read it; nothing else names a method.
 A row says what a method is to everyone who runs it:
     name      what --method takes
     fn        the algorithm (a function in its own file of picospec/)
-    args      fn's positional arguments, by name: x (prompt ids), N (new tokens), rng, target, draft, heads,
+    args      fn's positional arguments, by name: x (prompt ids), N (new tokens), rng, target, draft, draft2, heads,
               datastore, or one of the method's options (K)
-    needs     what must be loaded before it runs: "draft" (a draft model), "heads:medusa" / "heads:blockwise" (heads
-              on the target), "datastore" (REST's suffix array)
+    needs     what must be loaded before it runs: "draft" (a draft model), "draft2" (a second, smaller one, from
+              the option --draft2), "heads:medusa" / "heads:blockwise" (heads on the target), "datastore" (REST's
+              suffix array), "self_draft:layer_skip" / "self_draft:early_exit" (the target and its own draft path on
+              one engine: they replace "target")
     law       "lossless" (the output follows the warped target at every temperature), "greedy" (greedy-only: exact
               at temperature 0, refuses temperature > 0) or "lossy" (samples, but not the target's law); a function
               of the options where an option decides it (Medusa's posterior)
@@ -25,11 +27,17 @@ from typing import Callable, NamedTuple
 from picospec.autoregressive import autoregressive_sampling
 from picospec.batch import batch_speculative_sampling
 from picospec.blockwise import blockwise_decoding
+from picospec.cascade import cascade_decoding
+from picospec.eagle import CANDIDATES, eagle_decoding, static_tree
+from picospec.eagle2 import eagle2_decoding
 from picospec.greedy import SCHEDULES, greedy_decoding
 from picospec.lookahead import lookahead_decoding
 from picospec.medusa import POSTERIORS, choose_tree, medusa_decoding, parse_tree
 from picospec.prompt_lookup import prompt_lookup_decoding
 from picospec.rest import rest_decoding
+from picospec.sequoia import sequoia_decoding
+from picospec.self_draft import self_speculative_decoding
+from picospec.specinfer import specinfer_decoding
 from picospec.speculative import speculative_sampling
 
 LAWS = ("lossless", "greedy", "lossy")
@@ -93,6 +101,43 @@ def prepare_blockwise(options, loaded, sampling):
     return {**options, "heads": lambda h: heads["fn"](h)[:K - 1]}  # p_2..p_K
 
 
+def eagle_tree_check(text):
+    if text == "cartesian":
+        return "--tree cartesian is Medusa's; EAGLE takes sparse, chain or JSON rank paths like '[[0],[0,0],[1]]'"
+    return tree_check(text)
+
+
+def prepare_eagle(options, loaded, sampling):
+    """The static tree from --tree, --nodes and --depth (sparse: from the head's measured accuracy per step)."""
+    head = loaded["heads"]
+    choices = static_tree(parse_tree(options.pop("tree")), head.accuracy, options.pop("nodes"), options.pop("depth"))
+    return {**options, "heads": head, "choices": choices}
+
+
+def prepare_eagle2(options, loaded, sampling):
+    """The head loaded for heads:eagle is the draft function itself."""
+    return {**options, "heads": loaded["heads"]}
+
+
+def skip_check(text):
+    """--skip: sublayer names, comma-separated (a = attention, m = MLP, then the layer); the engine checks the layers."""
+    parts = [t.strip() for t in text.split(",")]
+    if not all(len(t) > 1 and t[0] in "am" and t[1:].isdigit() for t in parts):
+        return "write the sublayers to skip as a<layer> (attention) or m<layer> (MLP), comma-separated, e.g. a3,m4"
+    return None
+
+
+def prepare_specinfer(options, loaded, sampling):
+    """--merge: the trees of --draft and --draft2 grow from the same expansion and are merged (multi-draft)."""
+    merge = options.pop("merge")
+    return {**options, "draft": [loaded["draft"], loaded["draft2"]] if merge else loaded["draft"]}
+
+
+def prepare_self_draft(options, loaded, sampling):
+    """--K and --threshold left out: the values searched with the draft path (the model's self_draft.json)."""
+    return {k: loaded["self_draft"][k] if v is None and k in loaded["self_draft"] else v for k, v in options.items()}
+
+
 def medusa_law(options):
     posterior = options.get("posterior", "auto")
     return {"greedy": "greedy", "typical": "lossy", "nucleus": "lossy"}.get(posterior, "lossless")
@@ -147,6 +192,31 @@ METHODS = (
                     K_option("block size k: p_1 and k - 1 heads"),
                     Option("merged", bool, True, "combined scoring and proposal (one call per block); "
                            "--nomerged: the basic predict / verify loop"))),
+    Method("eagle", eagle_decoding, ("x", "target", "heads", "N", "rng"),
+           "EAGLE-1: a one-block head drafts on the target's features; a static tree, verified in one tree call",
+           "Li, Wei, Zhang, Zhang 2024, arXiv:2401.15077",
+           needs=("heads:eagle",), prepare=prepare_eagle,
+           options=(Option("heads", "dir", None, "folder of a trained EAGLE head (default: the target's eagle/)",
+                           load=True),
+                    Option("tree", str, "sparse", "sparse (built from the head's measured accuracy per step ahead), "
+                           "chain, or JSON rank paths like '[[0],[0,0],[1]]'", check=eagle_tree_check),
+                    Option("nodes", int, 10, "nodes of the sparse tree", low=1, high=256),
+                    Option("depth", int, 5, "most levels of the sparse tree; the chain's length", low=1, high=64),
+                    Option("candidates", str, "sample", "children at temperature > 0: sample (drawn without "
+                           "replacement from the head's warped law, judged against it) or topk (the head's top "
+                           "tokens, verified as one-hot proposals); temperature 0 always takes the top tokens",
+                           choices=CANDIDATES))),
+    Method("eagle2", eagle2_decoding, ("x", "target", "heads", "N", "rng"),
+           "EAGLE-2: the EAGLE head grows a dynamic tree by cumulative draft log-probability, reranked, one tree call",
+           "Li, Wei, Zhang, Zhang 2024, arXiv:2406.16858",
+           needs=("heads:eagle",), prepare=prepare_eagle2,
+           options=(Option("heads", "dir", None, "folder of a trained EAGLE head (default: the target's eagle/)",
+                           load=True),
+                    Option("depth", int, 5, "draft levels: the head runs once per level", low=1, high=64),
+                    Option("tree_top_k", int, 4, "the paper's top-k: nodes expanded per level and children per "
+                           "expanded node (named so beside --top_k, the sampling option)", low=1, high=64),
+                    Option("total_tokens", int, 16, "draft nodes kept after reranking (the tree the target scores)",
+                           low=1, high=256))),
     Method("rest", rest_decoding, ("x", "target", "N", "rng", "datastore"),
            "retrieval: continuations of the context's longest suffix in a datastore, verified as one trie",
            "He et al. 2023, arXiv:2311.08252",
@@ -164,6 +234,63 @@ METHODS = (
            options=(Option("window", int, 4, "W: columns of the lookahead window", low=1, high=64),
                     Option("ngram", int, 3, "N: n-gram size (window levels + 1)", low=2, high=16),
                     Option("guesses", int, 4, "G: pooled n-grams verified per step", low=0, high=64))),
+    Method("layer_skip", self_speculative_decoding, ("x", "draft", "target", "N", "K", "rng"),
+           "self-drafting: the target with a searched set of sublayers skipped drafts until unsure (adaptive)",
+           "Zhang et al. 2023 (Draft & Verify), arXiv:2309.08168",
+           needs=("self_draft:layer_skip",), prepare=prepare_self_draft,
+           options=(Option("K", int, None, "most draft tokens per step (default: the K searched with the skip "
+                           "set)", low=1, high=64),
+                    Option("skip", str, None, "sublayers to skip, e.g. a3,m4 (default: the set searched for the "
+                           "target, its self_draft.json)", check=skip_check, load=True),
+                    Option("threshold", float, None, "gamma: stop drafting after a token the draft gives less "
+                           "than this probability (0: never; default: the one searched with the skip set)", low=0,
+                           high=1),
+                    Option("adaptive", bool, True, "move gamma after each step towards --alpha acceptance "
+                           "(Draft & Verify's rule); --noadaptive keeps it fixed"),
+                    Option("alpha", float, 0.9, "the acceptance rate the adaptive threshold aims at", above=0,
+                           high=1))),
+    Method("early_exit", self_speculative_decoding, ("x", "draft", "target", "N", "K", "rng"),
+           "self-drafting: the first E layers draft, the rest verify reusing their KV cache",
+           "Elhoushi et al. 2024 (LayerSkip), arXiv:2404.16710",
+           needs=("self_draft:early_exit",), prepare=prepare_self_draft,
+           options=(Option("K", int, None, "draft tokens per step (default: the K searched with the exit layer)",
+                           low=1, high=64),
+                    Option("exit_layer", int, None, "E: draft with the first E layers (default: the target's "
+                           "self_draft.json)", low=1, load=True),
+                    Option("adapter", bool, True, "exit through the trained exit adapter shipped with the target "
+                           "(--noadapter: the plain LM head)", load=True))),
+    Method("cascade", cascade_decoding, ("x", "target", "draft", "draft2", "N", "K", "rng"),
+           "cascade drafting: the draft's own drafts come from a smaller drafter (vertical), which also adds "
+           "the last tokens (horizontal)",
+           "Chen et al. 2023 (CS Drafting), arXiv:2312.11462",
+           needs=("draft", "draft2"),
+           options=(K_option("tokens of --draft per target step"),
+                    Option("K_inner", int, 2, "--draft2 tokens per --draft review call (vertical cascade; 0: "
+                           "--draft drafts alone)", low=0, high=64),
+                    Option("K_tail", int, 2, "--draft2 tokens after --draft's (horizontal cascade; 0: none)",
+                           low=0, high=64),
+                    Option("draft2", str, "ngram", "the smaller drafter: ngram, tiny-draft, ...", load=True))),
+    Method("specinfer", specinfer_decoding, ("x", "draft", "target", "N", "rng"),
+           "a token tree of draft samples grown by an expansion configuration (several drafts merged), verified in "
+           "one tree call by multi-step speculative sampling",
+           "Miao et al. 2024, arXiv:2305.09781",
+           needs=("draft", "draft2"), prepare=prepare_specinfer,
+           options=(Option("expansion", "ints", (1, 1, 2), "children of every node at each depth (the paper's "
+                           "<1,1,3,1,1,1,1,1> is 1,1,3,1,1,1,1,1)", low=1, high=16),
+                    Option("merge", bool, False, "also grow a tree from --draft2 and merge it in (multi-draft): each "
+                           "node remembers the law it was drawn from"),
+                    Option("draft2", str, "ngram", "the second drafter of --merge: ngram, tiny-draft, ...",
+                           load=True))),
+    Method("sequoia", sequoia_decoding, ("x", "draft", "target", "N", "rng"),
+           "the token tree that maximises expected accepted tokens (a dynamic program), drawn without replacement",
+           "Chen et al. 2024, arXiv:2402.12374",
+           needs=("draft",),
+           options=(Option("nodes", int, 3, "draft nodes in the tree (the paper's n - 1; 3 is the hardware-aware "
+                           "choice for the built-in pair on a 2-core CPU)", low=1, high=255),
+                    Option("depth", int, 3, "most draft tokens on one path (the paper's d)", low=1, high=64),
+                    Option("acceptance", "floats", None, "acceptance vector a_1,a_2,..: P(the k-th child is the one "
+                           "accepted), for the dynamic program (default: the built-in pair's, measured)", low=0,
+                           high=1))),
 )
 TABLE = {m.name: m for m in METHODS}
 

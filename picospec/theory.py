@@ -35,3 +35,92 @@ def estimate_alpha(draft_model, target_model, x, **sampling_options):
     p = warp(draft_model(x[:-1], n), **sampling_options)  # [n, V]
     q = warp(target_model(x[:-1], n), **sampling_options)  # [n, V]
     return float(np.minimum(p, q).sum(-1).mean())
+
+
+# ---- self-drafting (Draft & Verify, LayerSkip) and cascades (CS Drafting) ----
+
+def greedy_walk(agree, K, confidence=None, gamma=0.0):
+    """Greedy self-drafting along new tokens the target chose: agree[i] says whether the draft, having read new token
+    i, guesses new token i + 1, with top probability confidence[i]. The first new token comes from the target; each
+    step drafts up to k = min(K, tokens left - 1) tokens, stopping after one whose confidence is below gamma, keeps the
+    agreeing run and adds the target's token -> [(drafted, accepted)] per step. Exact at temperature 0 when agree is
+    measured on the target's own greedy continuation (after a wrong draft the stop reads the confidence on the
+    target's path, an approximation of the cost only: those drafts are rejected anyway).
+
+    Example: agree = [1, 1, 0, 1, 1] (6 new tokens), K = 2 -> [(2, 2), (1, 1)]: 3 target calls, 2 tokens per call.
+    K = 3 -> [(3, 2), (1, 1)]; with confidence [0.9, 0.3, 0.9, 0.9, 0.9] and gamma 0.5 the first step stops after its
+    second draft -> [(2, 2), (1, 1)]: the same tokens for one draft call less.
+    """
+    steps, i, m = [], 0, len(agree)
+    while i < m:
+        k, most = 0, min(K, m - i - 1)
+        while k < most:
+            k += 1
+            if confidence is not None and confidence[i + k - 1] < gamma:
+                break
+        n = 0
+        while n < k and agree[i + n]:
+            n += 1
+        steps.append((k, n))
+        i += n + 1
+    return steps
+
+
+def walk_speedup(walks, c, v):
+    """Walltime improvement over one target call per token of greedy walks (one per sequence, each after the target's
+    first token): c = a draft call's time, v(k) = the target's call on k drafts + 1, both over a 1-token target call.
+
+    Example: the walk above with c = 0.25, v(k) = 1: 6 tokens in 1 + (2 c + 1) + (c + 1) = 3.75 calls' time -> 1.6.
+    """
+    tokens = sum(1 + sum(n + 1 for _, n in steps) for steps in walks)
+    return tokens / sum(1 + sum(k * c + v(k) for k, _ in steps) for steps in walks)
+
+
+def expected_tokens_chain(alphas):
+    """E[tokens per target call] when draft t is accepted with probability alphas[t] once the drafts before it were:
+    sum over j = 0..K of alphas[0] ... alphas[j-1]. Equal alphas give Leviathan's Eq. 1.
+
+    Example: alphas = [0.5, 0.5] -> 1 + 0.5 + 0.25 = 1.75, as expected_tokens_per_call(0.5, 2).
+    """
+    total, reach = 1.0, 1.0
+    for a in alphas:
+        reach *= a
+        total += reach
+    return total
+
+
+def steps_to_draft(m, alpha, k):
+    """A drafter that makes m tokens by review steps over a smaller one (k of its drafts per step, fewer near the end,
+    each accepted with probability alpha, i.i.d.) -> (expected review steps, expected drafts of the smaller one).
+
+    Example: m = 2, alpha = 0.5, k = 2: the first step drafts 1 token; half the time it is kept (2 tokens, done),
+    else one more step with 0 drafts -> (1.5, 1.0).
+    """
+    steps, drafts = [0.0], [0.0]  # index: tokens still to make
+    for left in range(1, m + 1):
+        kk = min(k, left - 1)
+        probs = [alpha ** n * (1 - alpha) for n in range(kk)] + [alpha ** kk]  # P(n drafts kept), n = 0..kk
+        steps.append(1 + sum(p * steps[max(0, left - n - 1)] for n, p in enumerate(probs)))
+        drafts.append(kk + sum(p * drafts[max(0, left - n - 1)] for n, p in enumerate(probs)))
+    return steps[m], drafts[m]
+
+
+def cascade_speedup(alpha1, alpha2, K, K_tail, c1, c2, v, alpha12=None, K_inner=0, v1=1.0):
+    """Expected walltime improvement of cascade drafting (picospec/cascade.py) over autoregressive decoding, acceptances
+    i.i.d.: the target accepts tiny-draft tokens at alpha1 and the n-gram's at alpha2; tiny-draft accepts the n-gram's
+    at alpha12. Costs over a 1-token target call: c1 (tiny-draft call), c2 (n-gram call), v (the target's verification
+    call), v1 (tiny-draft's review call over its 1-token call). One target step:
+        E[tokens] = expected_tokens_chain([alpha1] * K + [alpha2] * K_tail)
+        cost      = v + (steps * c1 * v1 + drafts * c2  if K_inner else  K * c1) + K_tail * c2,
+    steps, drafts = steps_to_draft(K, alpha12, K_inner). K_inner = K_tail = 0 is Leviathan's Theorem 3.8 with v.
+
+    Example: alpha1 = 0.5, K = 2, c1 = 0.25, v = 1, nothing else -> 1.75 / 1.5 = 1.1667, as expected_speedup(0.5, 2,
+    0.25).
+    """
+    tokens = expected_tokens_chain([alpha1] * K + [alpha2] * K_tail)
+    if K_inner:
+        steps, drafts = steps_to_draft(K, alpha12, K_inner)
+        draft_cost = steps * c1 * v1 + drafts * c2
+    else:
+        draft_cost = K * c1
+    return tokens / (v + draft_cost + K_tail * c2)

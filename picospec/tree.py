@@ -18,6 +18,11 @@ and retrieve_indices [[0, 2, 8], [0, 2, 7], [0, 2, 6], [0, 1, 5], [0, 1, 4], [0,
 
 Tries (`trie(sequences)`) are the other way in: candidate continuations (REST's retrievals, lookahead's n-grams)
 merged on shared prefixes into (tokens, parents), a node per distinct prefix, in first-seen order.
+
+Drawn trees (SpecInfer, Sequoia) are built level by level: `node_path` gives the tokens from the root to a node (what
+the draft is asked to continue), `top_tokens` a law's k most likely tokens (the children at temperature 0), and
+`ancestor_mask` the attention mask of the engine's tree forward (a node sees itself and its ancestors, never a sibling).
+A `DrawTrie` merges sampled tokens into a trie and keeps every draw (node, law): i.i.d. verification needs them all.
 """
 import numpy as np
 
@@ -178,3 +183,50 @@ def sparse_tree(accuracy, budget):
             for r in range(topk):
                 frontier[node + (r,)] = value * accuracy[len(node), r]
     return [list(c) for c in sort_choices(c for c, _ in chosen)], expected_length([v for _, v in chosen])
+
+
+def node_path(tokens, parents, node):
+    """The tokens from the root down to `node` (-1: the root itself, []).
+    Example: node_path([5, 6, 7], [-1, 0, 0], 2) -> [5, 7]."""
+    path = []
+    while node >= 0:
+        path.append(tokens[node])
+        node = parents[node]
+    return path[::-1]
+
+
+def ancestor_mask(parents):
+    """Tree attention over m nodes -> [m, m] bool: node i sees node j when j is i or an ancestor of i.
+    Example: parents [-1, 0, 0] -> rows [1, 0, 0], [1, 1, 0], [1, 0, 1]: the siblings 1 and 2 never see each other."""
+    mask = np.eye(len(parents), dtype=bool)  # [m, m]
+    for i, parent in enumerate(parents):
+        if parent >= 0:
+            mask[i] |= mask[parent]  # parents come before children: the parent's row is complete
+    return mask
+
+
+def top_tokens(p, k):
+    """The k most likely tokens of p [V], most likely first, ties to the lower id (at most the tokens with p > 0).
+    Example: top_tokens([.1, .5, .0, .4], 3) -> [1, 3, 0]."""
+    order = np.argsort(-np.asarray(p), kind="stable")[:k]  # [k]
+    return [int(t) for t in order if p[t] > 0]
+
+
+class DrawTrie:
+    """A trie of drawn tokens that remembers every draw: tokens / parents hold one node per distinct path (what the
+    target scores), draws the node each draw landed on, in draw order, and laws the law each draw came from.
+    Example: draw(-1, 4, p), draw(-1, 7, p), draw(-1, 4, p), draw(0, 5, r) -> tokens [4, 7, 5], parents [-1, -1, 0],
+    draws [0, 1, 0, 2], laws [p, p, p, r]: token 4 was drawn twice below the root and is scored once."""
+
+    def __init__(self):
+        self.tokens, self.parents, self.draws, self.laws, self.index = [], [], [], [], {}
+
+    def draw(self, parent, token, law):  # -> the node the draw landed on
+        key = (parent, int(token))
+        if key not in self.index:
+            self.index[key] = len(self.tokens)
+            self.tokens.append(int(token))
+            self.parents.append(parent)
+        self.draws.append(self.index[key])
+        self.laws.append(law)
+        return self.index[key]

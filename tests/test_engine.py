@@ -46,6 +46,25 @@ def test_cached_calls_equal_full_forward(steps, seed):
         assert np.abs(model.logits(x, n) - full(x)[-n:]).max() < TOL
 
 
+@pytest.mark.parametrize("layout", [dict(pad_rows=1), dict(pad_rows=4), dict(pad_rows=8), dict(head_copy=False)])
+def test_layouts_give_the_same_logits(layout):
+    """The speed layouts (rows padded to a multiple of pad_rows, the LM head as a contiguous copy or as wte.T) change
+    no result: cached calls, rollbacks and a tree all equal the plain forward."""
+    model, x = GPT2(HP, PARAMS, **layout), [3, 1, 4, 1, 5, 9, 2]
+    for end, n in ((3, 3), (5, 2), (4, 1), (7, 3), (7, 7)):
+        assert np.abs(model.logits(x[:end], n) - full(x[:end])[-n:]).max() < TOL
+    logits = model.tree(x, TREE_TOKENS, TREE_PARENTS)
+    for node, path in PATHS.items():
+        assert np.abs(logits[1 + node] - full(x + path)[-1]).max() < TOL
+
+
+def test_padding_rows_are_dropped():
+    """Padding runs dummy rows but counts, caches and returns only the real ones."""
+    model = GPT2(HP, PARAMS, pad_rows=4)
+    model([1, 2, 3, 4, 5, 6])
+    assert model.cache.n == 6 and model.tokens_run == 6
+
+
 def test_cache_reuse_runs_only_new_tokens():
     model = GPT2(HP, PARAMS)
     model([1, 2, 3, 4, 5])

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.harness import run_method, summary
+from bench.harness import load_needs, run_method, summary
 from gpt2.cli import check_value
 from gpt2.encoder import load_encoder
 from gpt2.load import ASSETS, load_model
@@ -26,7 +26,7 @@ def models():
     text = "def read_lines(path):\n    with open(path) as f:\n        return f.read().splitlines()\n" * 3
     store = Datastore.build(np.array(encoder.encode(text), dtype=np.uint16))
     loaded = {"target": target, "draft": load_model("tiny-draft")[0], "datastore": store}
-    heads = {kind: load_heads("tiny-target", kind, None, target) for kind in ("medusa", "blockwise")}
+    heads = {kind: load_heads("tiny-target", kind, None, target) for kind in ("medusa", "blockwise", "eagle")}
     return loaded, heads, encoder
 
 
@@ -34,6 +34,9 @@ def needs_of(method, models):
     loaded, heads, _ = models
     out = {"target": loaded["target"]}
     for need in method.needs:
+        if need == "draft2" or need.startswith("self_draft:"):  # loaded as main.py loads them (cascade, self-drafting)
+            out.update(load_needs(method._replace(needs=(need,)), defaults(method), out["target"], "tiny-target", None))
+            continue
         out.update({"draft": {"draft": loaded["draft"]}, "datastore": {"datastore": loaded["datastore"]}}.get(need)
                    or {"heads": heads[need.split(":")[1]]})
     return out
@@ -44,7 +47,7 @@ def test_rows_are_well_formed():
     for m in METHODS:
         names = [o.name for o in m.options]
         assert len(set(names)) == len(names) and not set(names) & (SHARED_NAMES - {"K"}), m.name
-        assert all(a in {"x", "N", "rng", "target", "draft", "heads", "datastore"} | set(names) for a in m.args)
+        assert all(a in {"x", "N", "rng", "target", "draft", "draft2", "heads", "datastore"} | set(names) for a in m.args)
         assert law(m, defaults(m)) in ("lossless", "greedy", "lossy") and m.help and m.paper
         assert (m.instead is not None) == (m.law == "greedy" or callable(m.law)), m.name
         for o in m.options:  # every default passes its own option's checks

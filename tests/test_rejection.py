@@ -58,6 +58,40 @@ def test_first_token_law_sampled():
     assert np.all(np.abs(counts / n - q) < 5 * np.sqrt(q * (1 - q) / n))
 
 
+
+class Fixed:
+    """A stand-in generator that hands out preset uniforms: rejection_sample reads row b's from generators[b]."""
+
+    def __init__(self, u):
+        self.u = np.asarray(u, dtype=np.float64)
+
+    def random(self, n):
+        assert n == len(self.u)
+        return self.u
+
+
+def test_one_step_law_by_quadrature_on_a_residual_of_several_tokens():
+    """k = 1, p = [.7, .1, .1, .1], q = [.1, .3, .3, .3]. Drafts 1..3 are always kept (q > p); draft 0 is kept with
+    probability q/p = 1/7, else replaced from norm(max(0, q - p)) = [0, 1/3, 1/3, 1/3]. So token 0 comes out with
+    probability .7 * 1/7 = .1 and each other token with .1 (kept as a draft) + .6 / 3 (draft 0 rejected, with
+    probability .7 * 6/7 = .6, then one of three) = .3: the law is q.
+
+    The uniforms are not drawn but laid on a grid: every row gets its own (u_accept, u_recover) from the midpoints
+    of a 42 x 42 grid, and 42 is a multiple of 7 and 3, so the thresholds 1/7 and 1/3, 2/3 fall between grid points
+    and the grid's law is exact. A residual of several tokens is what tells the two uniforms apart: recovering with
+    the acceptance uniform (which is >= 1/7 whenever it rejects) gives token 1 only 8/36 of the rejections."""
+    p, q, M = np.array([0.7, 0.1, 0.1, 0.1]), np.array([0.1, 0.3, 0.3, 0.3]), 42
+    grid = (np.arange(M) + 0.5) / M  # [M] midpoints
+    u = np.stack(np.meshgrid(grid, grid, indexing="ij"), -1).reshape(-1, 2)  # [M * M, 2]: (u_accept, u_recover)
+    law = np.zeros(4)
+    for x in range(4):  # the draft token, weighted by p(x)
+        B = len(u)
+        out = rejection_sample(np.tile(q, (B, 2, 1)), np.full((B, 1), 3), np.tile(p, (B, 1, 1)), np.full((B, 1), x),
+                               {b: Fixed(u[b]) for b in range(B)}, strict=True)
+        law += p[x] * np.bincount(out[:, 0], minlength=4) / B
+    np.testing.assert_allclose(law, q, atol=1e-12)
+
+
 def test_seeded_rows_ignore_their_neighbours():
     r = np.random.default_rng(1)
     p, q = r.dirichlet(np.ones(V), size=(4, 3)), r.dirichlet(np.ones(V), size=(4, 4))
@@ -101,6 +135,19 @@ def batch_runs(K, n, seed=0, **options):
     return [[tuple(r[b][len(PROMPTS[b]):]) for r in runs] for b in range(len(PROMPTS))]
 
 
+def test_batch_is_ragged_and_equals_greedy_at_temperature_zero():
+    stats = []
+    for seed in range(4):
+        target, draft = random_toy(5, seed), random_toy(5, seed + 20)
+        prompts = [[1], [2, 3], [4, 0, 1, 2]]
+        out = batch_speculative_sampling(prompts, batched(draft), batched(target), 9, 3, np.random.default_rng(seed),
+                                         stats=stats, temperature=0)
+        for prompt, row in zip(prompts, out):
+            assert row == autoregressive_sampling(prompt, target, 9, np.random.default_rng(0), temperature=0)
+    assert any(len(set(a for a in s["accepted"] if a >= 0)) > 1 for s in stats)  # rows advanced by different counts
+    assert batch_module is not None
+
+
 @pytest.mark.parametrize("K, options", [(1, {}), (2, dict(temperature=0.7)), (4, dict(top_k=2, top_p=0.9))])
 def test_batch_joint_law_per_row(K, options):
     rows = batch_runs(K, SAMPLES // 2, **options)
@@ -116,19 +163,6 @@ def test_broken_batch_sampler_is_rejected(monkeypatch):
     rows = batch_runs(2, SAMPLES // 2)
     with pytest.raises(AssertionError, match="differs from the target"):
         check_law(rows[0], exact_law(TARGET, PROMPTS[0], N))
-
-
-def test_batch_is_ragged_and_equals_greedy_at_temperature_zero():
-    stats = []
-    for seed in range(4):
-        target, draft = random_toy(5, seed), random_toy(5, seed + 20)
-        prompts = [[1], [2, 3], [4, 0, 1, 2]]
-        out = batch_speculative_sampling(prompts, batched(draft), batched(target), 9, 3, np.random.default_rng(seed),
-                                         stats=stats, temperature=0)
-        for prompt, row in zip(prompts, out):
-            assert row == autoregressive_sampling(prompt, target, 9, np.random.default_rng(0), temperature=0)
-    assert any(len(set(a for a in s["accepted"] if a >= 0)) > 1 for s in stats)  # rows advanced by different counts
-    assert batch_module is not None
 
 
 def test_batch_bad_input():

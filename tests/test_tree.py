@@ -89,6 +89,63 @@ def test_sparse_tree_is_greedy_by_expected_gain():
     assert sparse_tree(acc, 1) == ([[0]], pytest.approx(1.6))
 
 
+# --- the origin a verifier returns, one deterministic step each -------------------------------------------------
+
+# The tree 3 -> {1, 2 -> 0} of test_greedy_path, V = 4. Rows of Q are one-hot or zero at a child's token, so every
+# accept (q(x) = 1) and every reject (q(x) = 0) happens whatever the generator draws, and the walk is fixed:
+#   Q row:      0 (after root)   1 (after 3)   2 (after 3 1)   3 (after 3 2)   4 (after 3 2 0)
+TREE_TOKENS, TREE_PARENTS = [3, 1, 2, 0], [-1, 0, 0, 2]
+
+
+def one_hot_rows(*tokens):
+    return np.eye(4)[list(tokens)]  # [len(tokens), 4]
+
+
+@pytest.mark.parametrize("Q, expected", [
+    # 3 kept (q = 1), 1 rejected (q = 0), 2 kept, 0 kept: the walk ends at the leaf 0, whose row gives 1: a bonus
+    (one_hot_rows(3, 2, 0, 0, 1), ([0, 2, 3], 1, "bonus")),
+    # 3 kept, then both children 1 and 2 have q = 0: rejected, the next token (0) comes from what is left: resample
+    (one_hot_rows(3, 0, 0, 0, 0), ([0], 0, "resample")),
+    # the root's only child 3 has q = 0: no draft kept, token 2 from the residual: resample
+    (one_hot_rows(2, 0, 0, 0, 0), ([], 2, "resample")),
+])
+def test_verify_tree_origin_of_each_step_by_hand(Q, expected):
+    for seed in range(5):
+        assert verify_tree(TREE_TOKENS, TREE_PARENTS, Q, np.random.default_rng(seed)) == expected
+
+
+class Grid:
+    """A stand-in generator: random() hands out the next of a preset list of uniforms."""
+
+    def __init__(self, u):
+        self.u = iter(u)
+
+    def random(self):
+        return next(self.u)
+
+
+def test_siblings_law_by_quadrature_uses_the_residual_of_the_residual():
+    """Root children 0 then 1 (one-hot proposals), q = [.5, .3, .2] after the root. 0 is kept with probability .5;
+    after its rejection q becomes [0, .6, .4], so 1 is kept with .6 (.5 * .6 = .3 in all); after that rejection q is
+    [0, 0, 1] and the walk draws 2 (.5 * .4 = .2): the law is q. Each walk uses at most three uniforms (two trials,
+    one draw); laying them on the midpoints of a 10 x 10 x 10 grid puts the thresholds .5, .6 between grid points, so
+    the grid's law is exact. Taking the second residual from the first q (forgetting that 0 was rejected) keeps 1
+    with .3 only and can even return the rejected 0."""
+    Q = np.array([[0.5, 0.3, 0.2], [1, 0, 0], [1, 0, 0]])  # rows after the root, after node 0, after node 1
+    grid = (np.arange(10) + 0.5) / 10
+    counts = np.zeros(3)
+    for u in np.stack(np.meshgrid(grid, grid, grid, indexing="ij"), -1).reshape(-1, 3):  # [1000, 3]
+        tokens = [0, 1]
+        path, token, _ = verify_tree(tokens, [-1, -1], Q, Grid(u))
+        counts[tokens[path[0]] if path else token] += 1  # the step's first new token
+    np.testing.assert_allclose(counts / counts.sum(), Q[0], atol=1e-12)
+
+
+def test_verify_tree_of_no_nodes_gives_a_bonus():
+    """Nothing drafted: the token is the target's own, drawn from row 0 (a bonus, as verify_chain([]) says)."""
+    assert verify_tree([], [], one_hot_rows(2), np.random.default_rng(0)) == ([], 2, "bonus")
+
+
 # --- recursive rejection sampling over a tree reproduces the target -----------------------------------------------
 
 PROMPT, N, V = [0, 1], 4, 3

@@ -34,4 +34,17 @@ mkdir -p gpt2/assets/tiny-target/medusa gpt2/assets/tiny-target/blockwise
 python -m gpt2.heads --src runs/medusa1-distilled --dst gpt2/assets/tiny-target/medusa --n 2
 cp runs/blockwise/heads.json runs/blockwise/heads.safetensors gpt2/assets/tiny-target/blockwise/
 python -m bench.trees --build gpt2/assets/tiny-target/medusa --budgets 7  # the sparse tree
+# EAGLE head on tiny-target: 0.32M tokens the target wrote greedily after training-text prompts (2500 rows of 16 + 112;
+# 23 min of data and 12 min of features on a 2-core machine shared with other jobs, load ~11), then 18 min of training
+# with one BLAS thread; measured acceptance written into eagle.json by bench.eagle (the card reads it).
+OPENBLAS_NUM_THREADS=1 python -m gpt2.train_eagle --data "$DATA" --out runs/eagle --distill_tokens 320000 \
+    --distill_temperature 0 --batch_size 8 --max_steps 1000 --max_minutes 18 --eval_every 25
+mkdir -p gpt2/assets/tiny-target/eagle
+cp runs/eagle/eagle.json runs/eagle/eagle.safetensors gpt2/assets/tiny-target/eagle/
+python -m bench.eagle --record gpt2/assets/tiny-target/eagle --out runs/eagle/bench.md
+# Self-drafting (issue 16), 2-core machine shared with other jobs: every skip set of tiny-target scored on held-out
+# prompts (286 CPU s; self_draft.json: the set, K and threshold this machine's cost model picked, and the landscape),
+# then exit adapters for layers 1-4 trained (400 steps each, ~4 CPU min) and the best exit shipped in early_exit/.
+OPENBLAS_NUM_THREADS=1 python -m bench.self_draft --task search
+OPENBLAS_NUM_THREADS=1 python -m bench.self_draft --task exits --exit_layers 1,2,3,4
 python -m gpt2.card --data "$DATA"

@@ -1,0 +1,151 @@
+"""Batched speculative sampling: tokens per second with B prompts decoded together against one prompt at a time.
+
+    python -m bench.batch                       # the built-in tiny pair: batch 1 vs batch 8
+    python -m bench.batch --pair 124M           # GPT-2 124M's shape with random weights, and a small random draft
+
+Protocol. 8 held-out prompts of different lengths (24, 30, ..., 66 tokens), each continued by --n_tokens tokens with
+speculative sampling (--K drafts per step, --temperature). Three ways, interleaved in one process and repeated
+--repeats times; each prefills its caches with the prompts (timed apart: one padded pass of all rows in a batch),
+then decodes:
+  single    picospec.speculative.speculative_sampling on one GPT2 engine per model, one prompt after another
+  batch 1   picospec.batch.batch_speculative_sampling on BatchGPT2 engines of 1 row, one prompt after another
+  batch B   batch_speculative_sampling on BatchGPT2 engines of B rows (target AND draft), B prompts at once
+decode tokens/s = prompts x n_tokens / decoding time, the median over repeats, in CPU time of this thread (what the
+work costs; other processes on a shared machine inflate it less) and in wall time. The same acceptance enters every
+way, so the ratios compare engines, not luck: tokens per row-step (one row scored by one target call) are printed beside them,
+and rows per target call (8 while all rows decode; fewer once some have finished and the last ones go on alone).
+Before timing, greedy batch B is checked token for token against greedy single rows.
+The 124M pair: target GPT-2 124M's shape, draft 2 layers x 256 wide with GPT-2's vocabulary, random weights at
+temperature 1, where two near-uniform models accept about as often as real ones; the point is the cost of the calls.
+Shapes: none; this file only times things.
+"""
+import os
+import time
+
+import numpy as np
+
+from gpt2.cli import Option
+
+PAIRS = ("tiny", "124M")
+
+
+def load_pair(pair):
+    """-> target, draft (GPT2 engines), prompts (8 lists of ids of different lengths)."""
+    from gpt2.corpus import heldout_prompts
+    from gpt2.engine import GPT2
+    from gpt2.load import load_model
+
+    target, encoder = load_model("tiny-target")
+    prompts = [x[:24 + 6 * i] for i, x in enumerate(heldout_prompts(encoder, 8, 66))]
+    if pair == "tiny":
+        return target, load_model("tiny-draft")[0], prompts
+    from bench.engine import SHAPES, random_params
+
+    big = dict(n_vocab=50257, n_ctx=1024, **SHAPES[pair])
+    small = dict(n_vocab=50257, n_ctx=1024, n_layer=2, n_embd=256, n_head=4)
+    return GPT2(big, random_params(big, np, seed=0)), GPT2(small, random_params(small, np, seed=1)), prompts
+
+
+class Clock:
+    """CPU time of this thread and wall time, summed over the intervals it is running."""
+
+    def __init__(self):
+        self.cpu = self.wall = 0.0
+
+    def __enter__(self):
+        self.start = time.thread_time(), time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.cpu += time.thread_time() - self.start[0]
+        self.wall += time.perf_counter() - self.start[1]
+
+
+def ways(target, draft, prompts, B, N, K, options):
+    """{name: run() -> (outputs, (row-steps, target calls), prefill Clock, decode Clock)} for single, batch 1 and
+    batch B. Each group of prompts is prefilled first (its caches then hold the prompts), then decoded: the two are
+    timed apart. A row-step is one row scored by one target call (a batched call scores its active rows)."""
+    from gpt2.batch_engine import BatchGPT2
+    from picospec.batch import batch_speculative_sampling
+    from picospec.speculative import speculative_sampling
+
+    def single():
+        out, steps, prefill, decode = [], 0, Clock(), Clock()
+        for i, x in enumerate(prompts):
+            target.reset(), draft.reset()
+            stats = []
+            with prefill:
+                target(x), draft(x)
+            with decode:
+                out.append(speculative_sampling(x, draft, target, N, K, np.random.default_rng(i), stats=stats,
+                                                **options))
+            steps += len(stats)  # target calls of this row
+        return out, (steps, steps), prefill, decode
+
+    def batched(rows):
+        t, d = BatchGPT2(target, rows), BatchGPT2(draft, rows)
+
+        def run():
+            out, steps, calls, prefill, decode = [], 0, 0, Clock(), Clock()
+            for i in range(0, len(prompts), rows):
+                t.reset(), d.reset()
+                stats, xs = [], prompts[i:i + rows]
+                with prefill:
+                    t(xs), d(xs)
+                with decode:
+                    out += batch_speculative_sampling(xs, d, t, N, K, np.random.default_rng(i), stats=stats, **options)
+                steps += sum(a >= 0 for step in stats for a in step["accepted"])
+                calls += len(stats)
+            return out, (steps, calls), prefill, decode
+        return run
+
+    return {"single": single, "batch 1": batched(1), f"batch {B}": batched(B)}
+
+
+def main(pair="tiny", batch=8, n_tokens=48, K=4, temperature=1.0, repeats=3):
+    """Tokens per second of batched speculative sampling (batch B) against batch 1 and single-sequence decoding."""
+    from bench.harness import header
+    from gpt2.backend import thread_policy
+
+    target, draft, prompts = load_pair(pair)
+    threads = thread_policy(target.n_params)
+    print(header(threads), flush=True)
+    runs = ways(target, draft, prompts, batch, n_tokens, K, {"temperature": temperature})
+    greedy = ways(target, draft, prompts, batch, n_tokens, K, {"temperature": 0.0})
+    same = greedy["single"]()[0] == greedy[f"batch {batch}"]()[0]
+    cpu, wall, pre_cpu, pre_wall, steps = {}, {}, {}, {}, {}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            _, steps[name], prefill, decode = run()
+            for into, value in ((cpu, decode.cpu), (wall, decode.wall), (pre_cpu, prefill.cpu), (pre_wall, prefill.wall)):
+                into.setdefault(name, []).append(value)
+    tokens = len(prompts) * n_tokens
+    c, w = ({name: float(np.median(v)) for name, v in d.items()} for d in (cpu, wall))
+    print(f"\n`python -m bench.batch --pair {pair} --batch {batch} --n_tokens {n_tokens} --K {K} --temperature "
+          f"{temperature} --repeats {repeats}` ({len(prompts)} prompts of 24-66 tokens; 1-minute load "
+          f"{os.getloadavg()[0]:.1f} at the end)\n")
+    print("| way | decode tokens/s (CPU time) | decode tokens/s (wall) | x single (CPU / wall) | x batch 1 (CPU / wall) "
+          "| tokens per row-step | rows per target call | prefill s (CPU / wall) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in runs:
+        (row_steps, calls) = steps[name]
+        print(f"| {name} | {tokens / c[name]:.0f} | {tokens / w[name]:.0f} | {c['single'] / c[name]:.2f}x / "
+              f"{w['single'] / w[name]:.2f}x | {c['batch 1'] / c[name]:.2f}x / {w['batch 1'] / w[name]:.2f}x "
+              f"| {tokens / row_steps:.2f} | {row_steps / calls:.2f} | {np.median(pre_cpu[name]):.2f} / "
+              f"{np.median(pre_wall[name]):.2f} |")
+    print(f"\ngreedy batch {batch} equals greedy single rows token for token: {'yes' if same else 'NO'}")
+
+
+OPTIONS = [
+    Option("pair", str, "tiny", "tiny (the built-in pair) or 124M (random weights of GPT-2 124M's shape)",
+           choices=PAIRS),
+    Option("batch", int, 8, "rows decoded together (the 8 prompts in groups of this size)", low=1, high=8),
+    Option("n_tokens", int, 48, "new tokens per prompt", low=2),
+    Option("K", int, 4, "drafts per step", low=1),
+    Option("temperature", float, 1.0, "sampling temperature of the timed runs", above=0),
+    Option("repeats", int, 3, "timed repeats of each way (the median is reported)", low=1),
+]
+
+if __name__ == "__main__":
+    from gpt2.cli import command
+
+    command(main, OPTIONS)

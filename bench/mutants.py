@@ -1,0 +1,307 @@
+"""Curated mutation testing: plausible one-line bugs, each planted alone in a temporary copy of the checkout and run
+against the test files that use the module it breaks. A mutant the tests miss is a hole in the suite.
+
+    python -m bench.mutants                                   # every mutant: caught / missed, by which test, time
+    python -m bench.mutants --only verify-tree-origins,batch-generators-by-row
+    python -m bench.mutants --list                            # the list only, nothing run
+
+A mutant is (name, area, kind, file, old, new, tests, why): `old` is a piece of `file` that must occur exactly once
+(tests/test_mutants.py checks every one, so the list cannot rot silently; here a text not found is reported as an
+error of the list, never as caught); `new` replaces it; `tests` are run in that order with `pytest -x -q -p
+no:cacheprovider`, the fast and pointed ones first, so a caught mutant costs seconds. At the end the tests that
+caught mutants run once more, together, on the unmutated copy: one that fails there too proves nothing, and its
+mutant is reported as an error (a broken tree cannot pass for a good score). kind says what it breaks:
+"rule" (what is accepted, sampled or computed) or "record" (the origins and statistics a step reports). Every method
+of picospec/methods.py has at least one of each, but the rows named in UNCOVERED (new, not yet on the list).
+
+Example line: `caught  verify-tree-origins  tests/test_tree.py::test_verify_tree_origin_of_each_step_by_hand[Q0]  2 s`
+"""
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = ("rule", "record")
+
+
+class Mutant(NamedTuple):
+    name: str
+    area: str  # the module or method it breaks
+    kind: str  # "rule" or "record"
+    file: str
+    old: str
+    new: str
+    tests: tuple
+    why: str
+
+
+ORIGINS = "tests/test_verify_origins.py"
+# Rows of picospec/methods.py that have no mutants yet (they landed beside this list); tests/test_mutants.py asks
+# every other row for a "rule" and a "record" mutant.
+UNCOVERED = ("eagle", "eagle2", "layer_skip", "early_exit", "cascade", "specinfer", "sequoia")
+
+MUTANTS = (
+    # --- sampling: the pieces every method shares
+    Mutant("residual-flipped", "sampling", "rule", "picospec/sampling.py",
+           "r = np.maximum(q - p, 0)", "r = np.maximum(p - q, 0)",
+           ("tests/test_sampling.py",), "the residual's subtraction the wrong way round (Leviathan's letters)"),
+    Mutant("temperature-multiplied", "sampling", "rule", "picospec/sampling.py",
+           "logits = np.log(probs) / temperature", "logits = np.log(probs) * temperature",
+           ("tests/test_sampling.py",), "q^T instead of q^(1/T)"),
+    # --- verify: the lossless core
+    Mutant("accept-ratio-inverted", "verify", "rule", "picospec/verify.py",
+           "if r < min(1, q[x] / p[x]):", "if r < min(1, p[x] / q[x]):",
+           ("tests/test_sampling.py", "tests/test_speculative.py"), "p/q for q/p: the papers' letters mixed"),
+    Mutant("verify-chain-origin", "verify", "record", "picospec/verify.py",
+           'return t, token, "resample"', 'return t, token, "bonus"',
+           (ORIGINS,), "a rejection's token reported as a bonus"),
+    Mutant("verify-tree-origins", "verify", "record", "picospec/verify.py",
+           '"resample" if trials.get(node) else "bonus"', '"bonus" if trials.get(node) else "resample"',
+           ("tests/test_tree.py", ORIGINS), "issue 18: verify_tree's two origins swapped (got past the whole suite)"),
+    Mutant("verify-tree-residual-of-q", "verify", "rule", "picospec/verify.py",
+           "q = residual(q, p)", "q = residual(Q[node + 1], p)",
+           ("tests/test_tree.py",), "each sibling's residual taken from the node's q, forgetting earlier rejections"),
+    Mutant("step-record-nodes", "record", "record", "picospec/verify.py",
+           '"nodes": int(drafted if nodes is None else nodes)', '"nodes": int(drafted)',
+           (ORIGINS,), "the step record drops the tree's node count"),
+    Mutant("step-record-calls", "record", "record", "picospec/verify.py",
+           '"calls": int(calls)', '"calls": 1',
+           ("tests/test_blockwise.py",), "every step counted as one target call"),
+    # --- rejection: the batched sampler (vLLM's contract)
+    Mutant("recovered-reuses-accept-uniform", "rejection", "rule", "picospec/rejection.py",
+           "u[:, k:])  # [B, k]", "u[:, :k])  # [B, k]",
+           ("tests/test_rejection.py",), "issue 18: the recovered token drawn with the acceptance uniform"),
+    Mutant("first-rejection-is-a-count", "rejection", "rule", "picospec/rejection.py",
+           "n_accepted = np.where(accepted.all(1), k, accepted.argmin(1))", "n_accepted = accepted.sum(1)",
+           ("tests/test_rejection.py",), "drafts accepted counted, not the position of the first rejection"),
+    # --- batch
+    Mutant("batch-generators-by-row", "batch", "rule", "picospec/batch.py",
+           "gens = {i: generators[b]", "gens = {b: generators[b]",
+           ("tests/test_batch.py", "tests/test_rejection.py"),
+           "issue 18: seeded generators keyed by batch row, not by index among the active rows"),
+    Mutant("batch-bonus-row", "batch", "rule", "picospec/batch.py",
+           "bonus = sample_rows(Q[:, -1]", "bonus = sample_rows(Q[:, -2]",
+           ("tests/test_batch.py", "tests/test_rejection.py"), "the bonus token from the last draft's row"),
+    Mutant("batch-accepted-counts-bonus", "batch", "record", "picospec/batch.py",
+           "int((out[i] >= 0).sum()) - 1", "int((out[i] >= 0).sum())",
+           ("tests/test_batch.py",), "the per-row accepted count includes the resampled or bonus token"),
+    # --- cache and engine
+    Mutant("cache-keep-values-from-keys", "cache", "rule", "gpt2/cache.py",
+           "self.v[:, :, s:len(idx)] = self.v[:, :, moved]", "self.v[:, :, s:len(idx)] = self.k[:, :, moved]",
+           ("tests/test_engine.py",), "copy-paste: compaction moves keys into the value buffer"),
+    Mutant("cache-reuse-too-much", "cache", "rule", "gpt2/engine.py",
+           "p = min(common_prefix_length(self.tokens, x), len(x) - n)",
+           "p = min(common_prefix_length(self.tokens, x), len(x) - 1)",
+           ("tests/test_engine.py",), "the cached prefix reused up to the last token even when n rows are asked for"),
+    # --- trees
+    Mutant("tree-positions-off-by-one", "tree", "rule", "gpt2/engine.py",
+           "[len(x) - 1 + d for d in tree_depths(parents)]", "[len(x) + d for d in tree_depths(parents)]",
+           ("tests/test_engine.py",), "tree nodes one position too far right"),
+    Mutant("tree-mask-transposed", "tree", "rule", "picospec/tree.py",
+           "attn_mask[index[c], index[c[:d]]] = True", "attn_mask[index[c[:d]], index[c]] = True",
+           ("tests/test_tree.py",), "ancestors see descendants instead of the other way"),
+    Mutant("greedy-path-row", "tree", "rule", "picospec/tree.py",
+           "best = int(np.argmax(logits[node + 1]))", "best = int(np.argmax(logits[node]))",
+           ("tests/test_tree.py",), "row i taken as the row after node i (it is the row after node i - 1)"),
+    # --- medusa
+    Mutant("medusa-typical-max", "medusa", "rule", "picospec/medusa.py",
+           "threshold = np.minimum(epsilon, delta * np.exp(-entropy))",
+           "threshold = np.maximum(epsilon, delta * np.exp(-entropy))",
+           ("tests/test_medusa.py",), "issue 18: typical acceptance's min(epsilon, delta e^-H) as max"),
+    Mutant("medusa-hidden-one-row-early", "medusa", "rule", "picospec/medusa.py",
+           "h = h_tree[[(path[-1] + 1) if path else 0]]", "h = h_tree[[path[-1] if path else 0]]",
+           ("tests/test_medusa.py",), "issue 18: the heads fed the hidden state one row too early (only speed drops)"),
+    Mutant("medusa-greedy-origins", "medusa", "record", "picospec/medusa.py",
+           '"bonus" if not children(parents)[path[-1] if path else -1] else "resample"',
+           '"resample" if not children(parents)[path[-1] if path else -1] else "bonus"',
+           (ORIGINS,), "the greedy posterior's origins swapped"),
+    # --- blockwise
+    Mutant("blockwise-verify-misaligned", "blockwise", "rule", "picospec/blockwise.py",
+           "y_hat[k_hat] == best[k_hat - 1]", "y_hat[k_hat] == best[k_hat]",
+           ("tests/test_blockwise.py",), "a proposal checked against the row after itself"),
+    Mutant("blockwise-origins-order", "blockwise", "record", "picospec/blockwise.py",
+           '["bonus"] + ["draft"] * (k_hat - 1)', '["draft"] * (k_hat - 1) + ["bonus"]',
+           (ORIGINS,), "p_1's own token listed last, as the other methods list theirs"),
+    # --- prompt lookup
+    Mutant("prompt-lookup-proposal-is-q", "prompt_lookup", "rule", "picospec/prompt_lookup.py",
+           "P[np.arange(len(drafts)), drafts] = 1",
+           "P[np.arange(len(drafts)), drafts] = Q[np.arange(len(drafts)), drafts]",
+           ("tests/test_prompt_lookup.py",), "the copied draft's probability taken from the target: always accepted"),
+    Mutant("prompt-lookup-drafted", "prompt_lookup", "record", "picospec/prompt_lookup.py",
+           "drafted=len(drafts)))", "drafted=n))",
+           (ORIGINS,), "drafted counts only the kept drafts: acceptance reads 100%"),
+    # --- rest
+    Mutant("rest-unwarped", "rest", "rule", "picospec/rest.py",
+           "verify_tree(tokens, parents, warp(Q, **sampling_options), rng)", "verify_tree(tokens, parents, Q, rng)",
+           ("tests/test_rest.py",), "the trie verified against the unwarped target"),
+    Mutant("rest-drafted-is-size", "rest", "record", "picospec/rest.py",
+           "drafted=depth(parents), nodes=len(tokens)", "drafted=len(tokens), nodes=len(tokens)",
+           (ORIGINS,), "drafted = the tree's size instead of its depth"),
+    # --- lookahead
+    Mutant("lookahead-rows-off-by-one", "lookahead", "rule", "picospec/lookahead.py",
+           "np.concatenate([Q[:1], Q[1 + n_look:]])", "np.concatenate([Q[:1], Q[n_look:]])",
+           ("tests/test_lookahead.py",), "the trie's rows start one row early, in the window's"),
+    Mutant("lookahead-accept-trie-indices", "lookahead", "rule", "picospec/lookahead.py",
+           "target.accept([n_look + j for j in path])", "target.accept(path)",
+           ("tests/test_lookahead.py",), "the cache keeps window nodes: trie indices passed as tree indices"),
+    Mutant("lookahead-drafted-with-window", "lookahead", "record", "picospec/lookahead.py",
+           "drafted=depth(v_parents)", "drafted=depth(parents)",
+           (ORIGINS,), "the window's depth counted as drafted"),
+    # --- greedy
+    Mutant("greedy-verify-misaligned", "greedy", "rule", "picospec/greedy.py",
+           "drafts[n] == best[n]", "drafts[n] == best[n + 1]",
+           ("tests/test_greedy.py",), "a draft compared with the target's choice after it"),
+    Mutant("greedy-bonus-when-any", "greedy", "record", "picospec/greedy.py",
+           '"bonus" if n == k else "resample"', '"bonus" if n else "resample"',
+           (ORIGINS,), "a bonus whenever something was accepted"),
+    # --- speculative
+    Mutant("speculative-argmax-draft", "speculative", "rule", "picospec/speculative.py",
+           "drafts.append(sample(p, rng))", "drafts.append(int(np.argmax(p)))",
+           ("tests/test_speculative.py",), "drafting by argmax while judging by p (jaymody's six-month bug)"),
+    Mutant("speculative-bonus-at-K", "speculative", "record", "picospec/speculative.py",
+           '["draft"] * n + [origin], drafted=k', '["draft"] * n + ["bonus" if n == K else "resample"], drafted=k',
+           (ORIGINS,), "bonus decided against K, not the step's k (wrong on the shortened last steps)"),
+    # --- autoregressive
+    Mutant("autoregressive-unwarped", "autoregressive", "rule", "picospec/autoregressive.py",
+           "q = warp(model(x)[-1], **sampling_options)", "q = model(x)[-1]",
+           ("tests/test_greedy.py",), "the baseline ignores temperature"),
+    Mutant("autoregressive-origin", "autoregressive", "record", "picospec/autoregressive.py",
+           '["target"], drafted=0', '["bonus"], drafted=0',
+           (ORIGINS,), "the target's own token called a bonus"),
+    # --- the methods table
+    Mutant("methods-auto-posterior-swapped", "methods", "rule", "picospec/methods.py",
+           '"greedy" if sampling.get("temperature", 1) == 0 else "lossless"',
+           '"lossless" if sampling.get("temperature", 1) == 0 else "greedy"',
+           ("tests/test_medusa.py",), "--posterior auto: greedy and lossless the wrong way round"),
+    Mutant("methods-sampling-dropped", "methods", "rule", "picospec/methods.py",
+           'if law(method, options) == "greedy":', 'if law(method, options) != "greedy":',
+           ("tests/test_methods.py",), "the sampling options kept from greedy-only rows and dropped from the rest"),
+)
+
+
+def problems(mutants=MUTANTS, root=ROOT):
+    """What is wrong with the list itself, one line each: old text missing or not unique, unknown files or kinds."""
+    found, names = [], set()
+    for m in mutants:
+        if m.name in names:
+            found.append(f"{m.name}: listed twice")
+        names.add(m.name)
+        if m.kind not in KINDS:
+            found.append(f"{m.name}: kind {m.kind!r} is not one of {KINDS}")
+        if m.old == m.new:
+            found.append(f"{m.name}: new text equals old text")
+        path = root / m.file
+        if not path.is_file():
+            found.append(f"{m.name}: no file {m.file}")
+            continue
+        count = path.read_text(encoding="utf-8").count(m.old)
+        if count != 1:
+            found.append(f"{m.name}: its text occurs {count} times in {m.file} (must be exactly once): {m.old!r}")
+        found += [f"{m.name}: no test file {t}" for t in m.tests if not (root / t).is_file()]
+    return found
+
+
+def copy_checkout(dest):
+    """The working tree (tracked and untracked files alike) without .git and caches."""
+    shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache",
+                                                              ".ipynb_checkpoints", "*.pyc"))
+    return dest
+
+
+FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
+
+
+def pytest(copy, args, timeout):
+    """pytest in the copy, no cache, no bytecode written -> the finished process (TimeoutExpired past timeout)."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=copy, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def run_mutant(m, copy, timeout):
+    """Plant m in the copy, run its tests with -x, put the file back -> (status, the test that caught it, seconds)."""
+    path = copy / m.file
+    original = path.read_text(encoding="utf-8")
+    if original.count(m.old) != 1:
+        return "error", f"text occurs {original.count(m.old)} times in {m.file}", 0.0
+    path.write_text(original.replace(m.old, m.new), encoding="utf-8")
+    start = time.perf_counter()
+    try:
+        done = pytest(copy, ["-x", *m.tests], timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", f"no verdict in {timeout} s", time.perf_counter() - start
+    finally:
+        path.write_text(original, encoding="utf-8")
+    seconds = time.perf_counter() - start
+    if done.returncode == 0:
+        return "missed", "", seconds
+    if done.returncode == 1:
+        hit = FAILED.search(done.stdout)
+        return "caught", hit.group(1) if hit else "(a failing test)", seconds
+    tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or [f"pytest exit {done.returncode}"]
+    return "caught", f"collection/usage error: {tail[0][:100]}", seconds
+
+
+def confirm(results, copy, timeout):
+    """Run every test that caught a mutant once more, together, on the unmutated copy: one that fails there too
+    caught nothing (the tree is broken, or the test is) and its mutant becomes an error. -> the tests that failed."""
+    nodes = sorted({where for _, status, where, _ in results if status == "caught" and "::" in where})
+    if not nodes:
+        return set()
+    try:
+        done = pytest(copy, nodes, timeout * 2)
+    except subprocess.TimeoutExpired:
+        return set(nodes)
+    return set(FAILED.findall(done.stdout)) if done.returncode else set()
+
+
+def main(only=None, timeout=300, list=False):
+    """Run the curated mutants (or those named by --only) and print caught / missed; exit 1 if any is not caught."""
+    chosen = [m for m in MUTANTS if not only or m.name in only]
+    unknown = sorted(set(only or ()) - {m.name for m in MUTANTS})
+    if unknown:
+        raise ValueError(f"unknown mutant {', '.join(unknown)}: see python -m bench.mutants --list")
+    width = max(len(m.name) for m in chosen)
+    if list:
+        for m in chosen:
+            print(f"{m.name:<{width}}  {m.area:<14} {m.kind:<6} {m.file}: {m.why}")
+        return
+    bad = {line.split(":")[0] for line in problems(chosen)}
+    results, start, cpu = [], time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryDirectory(prefix="picospec-mutants-") as tmp:
+        copy = copy_checkout(Path(tmp) / "checkout")
+        for m in chosen:
+            status, where, seconds = ("error", "; ".join(problems([m])), 0.0) if m.name in bad \
+                else run_mutant(m, copy, timeout)
+            results.append((m, status, where, seconds))
+            print(f"{status:<7} {m.name:<{width}}  {where or '-'}  {seconds:.1f} s", flush=True)
+        # the verdicts hold only if each catching test passes without its mutant
+        broken = confirm(results, copy, timeout)
+    for i, (m, status, where, seconds) in enumerate(results):
+        if status == "caught" and where in broken:
+            results[i] = (m, "error", f"{where} fails without the mutant too", seconds)
+            print(f"error   {m.name:<{width}}  {where} fails without the mutant too: fix the tree or the test first")
+    statuses = [status for _, status, _, _ in results]
+    caught, used = statuses.count("caught"), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
+    print(f"\n{caught}/{len(statuses)} caught in {time.perf_counter() - start:.0f} s ({cpu:.0f} s of CPU); each "
+          f"catching test passes without its mutant"
+          + "".join(f", {statuses.count(s)} {s}" for s in ("missed", "timeout", "error") if statuses.count(s)))
+    if caught < len(statuses):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    from gpt2.cli import Option, command
+
+    command(main, [Option("only", "strs", None, "run only these mutants (names as --list prints them)"),
+                   Option("timeout", int, 300, "seconds one mutant's tests may run before it counts as a timeout",
+                          low=1),
+                   Option("list", bool, False, "print the list and run nothing")])

@@ -1,0 +1,137 @@
+"""B sequences of different lengths in one forward pass: the batched model contract on one KV cache per row.
+
+    model(xs: list[list[int]], n: int = 1) -> probs [B, n, n_vocab]   (float32, host NumPy)
+
+Row b is what the single-sequence engine (gpt2/engine.py) returns for xs[b] alone: the distributions after the last n
+prefixes of xs[b]. Sequences may have any lengths, and speculative decoding leaves them ragged (each row accepts its
+own number of drafts), so every row has its own cache length, positions and rollback:
+
+- each sequence takes its cached row (rows keep their order; when rows have left the batch, the later ones move
+  up), rolls back to the prefix it shares with that row and runs only the rest, always at least its last n tokens;
+- the rows' new tokens are padded to the longest, T, and run together: every `linear` is ONE matrix product over
+  B*T rows, which is where the speed comes from (one row is a matrix-vector product that leaves the CPU's arithmetic
+  idle while the weights stream in; B rows reuse each weight B times);
+- a padded query sees nothing it should not: query t of row b, at position p_b + t, sees cache slots 0 .. p_b + t
+  of its own row, which hold that row's prefix and its new tokens up to t. Padding keys land after the row's end
+  (or in the spare slot n_ctx), where only padding queries see them, and the next call overwrites them.
+
+Example: xs = [[5, 6, 7], [8]] with an empty cache: T = 3, row 1 runs [8, 0, 0] at positions 0, 1, 2; its padding
+keys sit in slots 1 and 2, beyond its length 1, and its output is read at t = 0.
+
+No trees: tree methods run one sequence at a time (gpt2/engine.py tree/accept).
+Shapes: B rows, T new tokens per row (padded), n_kv cached + new slots attended to, C n_embd, H n_head, D = C // H,
+L n_layer, S slots per row (n_ctx + 1), V n_vocab.
+"""
+import numpy as np
+
+from gpt2.backend import to_numpy, xp_of
+from gpt2.engine import common_prefix_length
+from gpt2.model import attention, ffn, layer_norm, linear, softmax
+
+KEEP = 16  # a row that parts from a sequence only in its last KEEP tokens holds that sequence (drafts are fewer)
+
+
+def mha_rows(x, c_attn, c_proj, n_head, k_cache, v_cache, slots, mask):  # [B*T, C] -> [B*T, C]
+    B, T = slots.shape
+    C = x.shape[-1]
+    qkv = linear(x, **c_attn).reshape(B, T, 3, n_head, C // n_head)  # one GEMM: [B*T, C] -> [B, T, 3, H, D]
+    rows = xp_of(x).arange(B)[:, None]  # [B, 1]
+    k_cache[rows, :, slots] = qkv[:, :, 1]  # write each row's new keys at its own slots: [B, T, H, D]
+    v_cache[rows, :, slots] = qkv[:, :, 2]
+    n_kv = mask.shape[-1]
+    q = qkv[:, :, 0].transpose(0, 2, 1, 3)  # [B, H, T, D]
+    out = attention(q, k_cache[:, :, :n_kv], v_cache[:, :, :n_kv], mask)  # [B, H, T, D] (mask [B, 1, T, n_kv])
+    return linear(out.transpose(0, 2, 1, 3).reshape(B * T, C), **c_proj)  # merge heads, one GEMM: [B*T, C]
+
+
+class BatchGPT2:
+    """`rows` sequences at once on the weights of a GPT2 engine (shared, not copied), each with its own KV cache."""
+
+    def __init__(self, model, rows):
+        self.model, self.rows, self.xp = model, rows, model.xp
+        h = model.hparams
+        L, H, D = h["n_layer"], h["n_head"], h["n_embd"] // h["n_head"]
+        # slot n_ctx is spare: padding whose position would fall past the window writes there
+        self.k = self.xp.zeros((L, rows, H, h["n_ctx"] + 1, D), dtype="float32")  # [L, B, H, S, D]
+        self.v = self.xp.zeros((L, rows, H, h["n_ctx"] + 1, D), dtype="float32")
+        self.tokens = [[] for _ in range(rows)]  # what each cache row holds
+        self.active = rows  # sequences in the last call
+        self.calls = 0  # batched forward passes
+        self.tokens_run = 0  # real (not padding) tokens pushed through them
+
+    n_vocab = property(lambda self: self.model.n_vocab)
+    n_ctx = property(lambda self: self.model.n_ctx)
+    n_params = property(lambda self: self.model.n_params)
+
+    def __call__(self, xs, n=1):  # -> probs [B, n, V]
+        return self.logits(xs, n, probs=True)
+
+    def logits(self, xs, n=1, hidden=False, probs=False):
+        """Logits (or probs) [B, n, V] after the last n prefixes of each xs[b]; with hidden=True also [B, n, C]."""
+        if not 1 <= len(xs) <= self.rows:
+            raise ValueError(f"this batched engine holds {self.rows} rows; got {len(xs)} sequences")
+        for x in xs:
+            self.model._check(x, n, extra=0)
+        h = self._forward([list(x) for x in xs], n)  # [B, n, C]
+        logits = (h.reshape(len(xs) * n, -1) @ self.model.head).reshape(len(xs), n, -1)  # one GEMM: [B, n, V]
+        out = to_numpy(softmax(logits) if probs else logits)
+        return (out, to_numpy(h)) if hidden else out
+
+    def reset(self):
+        self.tokens, self.active = [[] for _ in range(self.rows)], self.rows
+
+    def _match(self, xs):  # -> cached prefix length of each sequence, after moving rows so that sequence b is row b
+        # Rows keep their order and only leave the batch (picospec/batch.py drops finished rows), so a sequence's row is
+        # one of the next gone + 1 rows (gone: rows that left since the last call): the first that parts from it only
+        # in its last KEEP tokens, else the one sharing the longest prefix. Any choice is correct; this one reuses most.
+        gone, r, order, prefix = max(0, self.active - len(xs)), 0, [], []
+        for x in xs:
+            candidates = []  # (row, prefix it shares with x)
+            for row in range(r, r + gone + 1):
+                c = common_prefix_length(self.tokens[row], x)
+                candidates.append((row, c))
+                if len(self.tokens[row]) - c <= KEEP:  # the row parts from x only in its last KEEP tokens: it holds x
+                    break
+            row, c = candidates[-1] if len(self.tokens[row]) - c <= KEEP else max(candidates, key=lambda rc: rc[1])
+            gone, r = gone - (row - r), row + 1
+            order.append(row)
+            prefix.append(c)
+        if order != list(range(len(xs))):  # a sequence left the batch (or the order changed): move rows up
+            used = set(order)
+            order += [r for r in range(self.rows) if r not in used]
+            moved = [b for b in range(self.rows) if order[b] != b]
+            src = [order[b] for b in moved]
+            m = max(len(t) for t in self.tokens) + 1
+            self.k[:, moved, :, :m] = self.k[:, src, :, :m]  # fancy indexing copies first: safe when rows swap
+            self.v[:, moved, :, :m] = self.v[:, src, :, :m]
+            self.tokens = [self.tokens[r] for r in order]
+        self.active = len(xs)
+        return prefix
+
+    def _forward(self, xs, n):  # -> hidden states [B, n, C] of each sequence's last n tokens
+        xp, params, n_ctx = self.xp, self.model.params, self.n_ctx
+        # Step 1: each sequence's reusable prefix p_b (always running its last n tokens) and new tokens s_b
+        p = np.minimum(self._match(xs), [len(x) - n for x in xs])  # [B]
+        s = np.array([len(x) for x in xs]) - p  # [B]
+        B, T = len(xs), int(s.max())
+        # Step 2: new tokens padded to T; positions, cache slots and the mask of each row
+        ids = np.zeros((B, T), dtype=np.int64)  # [B, T]
+        for b, x in enumerate(xs):
+            ids[b, :s[b]] = x[p[b]:]
+        at = p[:, None] + np.arange(T)  # [B, T]: the position of each new token (of padding: past the row's end)
+        mask = xp.asarray(np.arange(int((p + s).max())) <= at[:, :, None])[:, None]  # [B, 1, T, n_kv]
+        slots = xp.asarray(np.minimum(at, n_ctx))  # [B, T]
+        # Step 3: one forward pass over all rows; every linear is one GEMM over B*T rows
+        x = params["wte"][xp.asarray(ids)] + params["wpe"][xp.asarray(np.minimum(at, n_ctx - 1))]  # [B, T, C]
+        x = x.reshape(B * T, -1)  # [B*T, C]
+        for layer, block in enumerate(params["blocks"]):
+            x = x + mha_rows(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=self.model.hparams["n_head"],
+                             k_cache=self.k[layer, :B], v_cache=self.v[layer, :B], slots=slots, mask=mask)
+            x = x + ffn(layer_norm(x, **block["ln_2"]), **block["mlp"])  # [B*T, C]
+        x = x.reshape(B, T, -1)
+        last = xp.asarray(s[:, None] - n + np.arange(n))  # [B, n]: where each row's last n real tokens sit
+        h = layer_norm(x[xp.arange(B)[:, None], last], **params["ln_f"])  # [B, n, C]
+        self.tokens[:B] = xs
+        self.calls += 1
+        self.tokens_run += int(s.sum())
+        return h

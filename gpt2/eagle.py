@@ -1,0 +1,279 @@
+"""EAGLE's draft head (Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature
+Uncertainty", arXiv:2401.15077): autoregression one level below the tokens, on the target's top-layer features.
+
+The feature f_i is the target's last hidden state at position i (after ln_f: what its LM head reads). The head takes
+f_i and the embedding of the token that followed it, t_(i+1), and guesses the next feature; the target's own frozen LM
+head turns the guess into a token law:
+
+    z_i     = [wte[t_(i+1)], f_i]              [2C]   token embedding (the target's, frozen) beside the feature
+    x_i     = z_i @ fc.w + fc.b                [C]    the linear layer 2C -> C
+    g_(i+1) = block(x_0 .. x_i)[i]             [C]    one GPT-2 block, causal attention over the head's own inputs
+    p_(i+2) = softmax(g_(i+1) @ wte.T)         [V]    the head's law of the token after t_(i+1)
+
+Drafting feeds the head its own guesses: (g_(i+1), t_(i+2)) gives g_(i+2), and so on down a tree. The features of
+accepted tokens come from the target's verification forward, so the head's context (its KV cache) holds true features
+and only the drafted part runs on guesses. fc starts as [small noise; I] (x_i ~ f_i: a fresh head guesses "the next
+feature is about this one"), the block as GPT-2's initialisation.
+
+Training (gpt2/train_eagle.py) on the target's own features: loss = SmoothL1(g_(i+1), f_(i+1)), averaged over
+positions and the C numbers, + w_cls * CE(p, p_hat), the cross-entropy of the head's token law p_hat = softmax(g_(i+1)
+@ wte.T) against the target's p = softmax(f_(i+1) @ wte.T) (the paper's L_reg + w_cls L_cls, w_cls = 0.1), with the
+input features f_i perturbed by uniform noise U(-0.1, 0.1).
+
+Files: FOLDER/eagle.safetensors (eagle.fc.w, eagle.fc.b, eagle.block.*: the block in GPT-2's names) and
+FOLDER/eagle.json (n_embd, n_head, and the training record). Shapes: B batch, T positions, C n_embd, V n_vocab,
+n new context pairs, m tree nodes, d = C // n_head.
+"""
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from gpt2.backprop import block_backward, block_forward, linear_backward, linear_forward
+from gpt2.model import transformer_block
+
+RETRAIN = "re-train the head with `python -m gpt2.train_eagle` (see README)"
+TREE_SLOTS = 64 * 64  # cache slots beyond the context window for the nodes the head runs (EAGLE-2: top_k x depth)
+
+
+def init_eagle(n_embd, n_head, rng):
+    """A fresh head for a target of width C = n_embd: fc = [noise(0.02); I] (the feature passes through), one block."""
+    C = n_embd
+
+    def w(*shape, std=0.02):
+        return rng.standard_normal(shape, dtype=np.float32) * np.float32(std)
+
+    fc_w = np.concatenate([w(C, C), np.eye(C, dtype=np.float32)])  # [2C, C]: rows 0..C-1 read the token, C.. f
+    block = {"ln_1": {"g": np.ones(C, np.float32), "b": np.zeros(C, np.float32)},
+             "attn": {"c_attn": {"w": w(C, 3 * C), "b": np.zeros(3 * C, np.float32)},
+                      "c_proj": {"w": w(C, C, std=0.02 / math.sqrt(2)), "b": np.zeros(C, np.float32)}},
+             "ln_2": {"g": np.ones(C, np.float32), "b": np.zeros(C, np.float32)},
+             "mlp": {"c_fc": {"w": w(C, 4 * C), "b": np.zeros(4 * C, np.float32)},
+                     "c_proj": {"w": w(4 * C, C, std=0.02 / math.sqrt(2)), "b": np.zeros(C, np.float32)}}}
+    return {"fc": {"w": fc_w, "b": np.zeros(C, np.float32)}, "block": block}, {"n_embd": C, "n_head": n_head}
+
+
+# ---- training: paired forward / backward (gpt2/backprop.py's style) ----
+
+def eagle_forward(f, tokens, params, wte, n_head):  # f [B, T, C], tokens [B, T] -> g [B, T, C], cache
+    """g[:, i] is the guess of the feature after tokens[:, i], from f[:, :i + 1] and tokens[:, :i + 1]."""
+    z = np.concatenate([wte[tokens], f], -1)  # [B, T, 2C]
+    x, c_fc = linear_forward(z, **params["fc"])  # [B, T, C]
+    g, c_block = block_forward(x, params["block"], n_head)  # [B, T, C]
+    return g, (c_fc, c_block)
+
+
+def eagle_backward(dg, cache, params):  # dg [B, T, C] -> df [B, T, C], grads of params (wte is frozen)
+    c_fc, c_block = cache
+    dx, g_block = block_backward(dg, c_block, params["block"])  # [B, T, C]
+    dz, dw, db = linear_backward(dx, c_fc, params["fc"]["w"])  # [B, T, 2C]
+    C = dg.shape[-1]
+    return dz[..., C:], {"fc": {"w": dw, "b": db}, "block": g_block}
+
+
+def smooth_l1(d):  # d [...] -> loss per entry, d(loss)/d(d): 0.5 d^2 inside |d| < 1, |d| - 0.5 outside
+    a = np.abs(d)
+    return np.where(a < 1, 0.5 * d * d, a - 0.5), np.clip(d, -1.0, 1.0)
+
+
+def log_softmax(z):  # [..., V] -> [..., V]
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def eagle_loss_and_grads(f, tokens, f_next, params, wte, n_head, w_cls=0.1):
+    """SmoothL1(g, f_next) + w_cls * CE(target law, head law) on B x T positions.
+
+    f [B, T, C] input features (noise already added), tokens [B, T] the token after each, f_next [B, T, C] the
+    target's next features. -> loss, {"reg", "cls"}, grads (params' layout), df [B, T, C] (for the gradient check)."""
+    g, cache = eagle_forward(f, tokens, params, wte, n_head)  # [B, T, C]
+    B, T, C = g.shape
+    reg, dreg = smooth_l1(g - f_next)  # [B, T, C]
+    log_q = log_softmax(g @ wte.T)  # [B, T, V] the head's law
+    p = np.exp(log_softmax(f_next @ wte.T))  # [B, T, V] the target's law (a constant)
+    cls = -(p * log_q).sum(-1).mean()
+    dlogits = (np.exp(log_q) - p) / (B * T)  # [B, T, V]: d cls / d logits
+    dg = dreg / (B * T * C) + w_cls * (dlogits @ wte)  # [B, T, C]
+    df, grads = eagle_backward(dg, cache, params)
+    loss = float(reg.mean()) + w_cls * float(cls)
+    return loss, {"reg": float(reg.mean()), "cls": float(cls)}, grads, df
+
+
+# ---- decoding: the head behind the draft contract of picospec/eagle.py and picospec/eagle2.py ----
+
+class HeadCache:
+    """The head's keys and values (one block): preallocated, trimmed by moving n (gpt2/cache.py's idea, in small)."""
+
+    def __init__(self, n_head, capacity, d):
+        self.k = np.zeros((n_head, capacity, d), np.float32)  # [n_head, capacity, d]
+        self.v = np.zeros((n_head, capacity, d), np.float32)
+        self.n = 0
+
+    def update(self, layer, k, v):  # [n_head, n_seq, d] x 2 -> [n_head, n + n_seq, d] x 2 (model.mha's interface)
+        end = self.n + k.shape[1]
+        if end > self.k.shape[1]:
+            raise ValueError(f"the EAGLE head's cache holds at most {self.k.shape[1]} inputs; got {end}")
+        self.k[:, self.n:end], self.v[:, self.n:end] = k, v
+        return self.k[:, :end], self.v[:, :end]
+
+
+def common_prefix_length(a, b):
+    n = 0
+    for s, t in zip(a, b):
+        if s != t:
+            break
+        n += 1
+    return n
+
+
+class EagleHead:
+    """head(x, F, tokens=(), parents=()) -> logits [1 + m, V]: the draft contract of EAGLE's methods.
+
+    x: the accepted tokens, L of them; F: the target's features at x's positions but the last (F[j] = f_j, the feature
+    after x[j]; L - 1 rows, [C] each, a list or an array). The context is the pairs (F[j], x[j + 1]), j = 0..L-2.
+    Row 0 is the head's law of the token after x (from the last pair). Tree node i holds tokens[i] below node
+    parents[i] (-1: below x's last token); it is fed its parent's guessed feature (row 0's for -1) and its own token,
+    sees the context, its ancestors and itself, and row 1 + i is the law of the token after its path.
+    Like the engine, a call runs only what changed: context pairs after the longest common prefix with the tokens held,
+    and the tree nodes after the part of the tree equal to the last call's (a tree grown a level per call runs each
+    level once). Nodes whose parent is new run after it, a wave per level.
+    """
+
+    def __init__(self, params, config, wte, capacity):
+        self.params, self.wte, self.n_head = params, np.asarray(wte, np.float32), config["n_head"]
+        self.lm_head = np.ascontiguousarray(self.wte.T)  # [C, V] the target's LM head (contiguous: faster for few rows)
+        C = self.wte.shape[1]
+        self.cache = HeadCache(self.n_head, capacity, C // self.n_head)
+        self.calls = 0  # forward passes of the head
+        self.reset()
+
+    @property
+    def n_vocab(self):
+        return self.wte.shape[0]
+
+    def reset(self):
+        self.cache.n, self.context, self.tree = 0, [], []  # tree: (token, parent) of the nodes held after the context
+        self.g, self.logits = [], []  # the tree nodes' guessed features [C] and laws [V], in node order
+
+    def _run(self, f, tokens, mask, last_only=False):  # f [n, C], tokens [n], mask [n, n_kv] -> g [n, C], logits
+        z = np.concatenate([self.wte[tokens], f], -1)  # [n, 2C]
+        x = z @ self.params["fc"]["w"] + self.params["fc"]["b"]  # [n, C]
+        g = transformer_block(x, **self.params["block"], n_head=self.n_head, mask=mask, cache=self.cache)  # [n, C]
+        self.cache.n += len(tokens)
+        self.calls += 1
+        return g, (g[-1:] if last_only else g) @ self.lm_head  # [n, C], [n or 1, V]
+
+    def __call__(self, x, F, tokens=(), parents=()):
+        L = len(x)
+        if L < 2 or len(F) != L - 1:
+            raise ValueError(f"the EAGLE head needs x of at least 2 tokens and one feature per token but the last; "
+                             f"got {L} tokens and {len(F)} features")
+        # Step 1: the context pairs after the common prefix (pair j is valid while x[:j + 2] is unchanged)
+        if list(x) != self.context:
+            keep = min(max(common_prefix_length(self.context, x) - 1, 0), L - 2)  # always rerun the last pair
+            self.cache.n, self.tree, self.g, self.logits = keep, [], [], []
+            n = L - 1 - keep
+            f = np.stack([np.asarray(F[j], np.float32) for j in range(keep, L - 1)])  # [n, C]
+            mask = np.tril(np.ones((n, keep + n), bool), k=keep)  # causal over the new pairs
+            g, logits = self._run(f, np.asarray(x[keep + 1:L]), mask, last_only=True)  # only the last row's law
+            self.g0, self.logits0, self.context = g[-1], logits[-1], list(x)
+        # Step 2: the tree nodes after the part equal to the last call's, a wave per level of new nodes
+        nodes = [(int(t), int(p)) for t, p in zip(tokens, parents)]
+        same = common_prefix_length(self.tree, nodes)
+        n_context = L - 1
+        self.cache.n, self.tree, self.g, self.logits = n_context + same, nodes[:same], self.g[:same], self.logits[:same]
+        while len(self.tree) < len(nodes):
+            start = len(self.tree)
+            wave = [start]  # the new nodes in order whose parents are already run
+            while start + len(wave) < len(nodes) and nodes[start + len(wave)][1] < start:
+                wave.append(start + len(wave))
+            f = np.stack([self.g0 if nodes[i][1] < 0 else self.g[nodes[i][1]] for i in wave])  # [w, C]
+            mask = np.zeros((len(wave), n_context + start + len(wave)), bool)  # [w, n_kv]
+            mask[:, :n_context] = True
+            for row, i in enumerate(wave):
+                node = i
+                while node >= 0:  # itself and its ancestors
+                    mask[row, n_context + node] = True
+                    node = nodes[node][1]
+            g, logits = self._run(f, np.asarray([nodes[i][0] for i in wave]), mask)
+            self.tree += [nodes[i] for i in wave]
+            self.g += list(g)
+            self.logits += list(logits)
+        return np.stack([self.logits0] + self.logits[:len(nodes)])  # [1 + m, V]
+
+
+# ---- files ----
+
+def save_eagle(folder, params, config, dtype="float16", record=None):
+    from gpt2.train import flatten
+    from gpt2.weights import _atomic_write, write_safetensors
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_safetensors(folder / "eagle.safetensors", {f"eagle.{k}": np.asarray(v) for k, v in flatten(params).items()},
+                      dtype=dtype)
+    _atomic_write(folder / "eagle.json", [json.dumps({**config, **(record or {})}, indent=1).encode()])
+
+
+def eagle_shapes(C):
+    """{name in eagle.safetensors: shape} for a head of width C."""
+    from gpt2.train import flatten
+
+    params, _ = init_eagle(C, 1, np.random.default_rng(0))
+    return {f"eagle.{k}": v.shape for k, v in flatten(params).items()}
+
+
+def load_eagle(folder, n_embd=None, n_vocab=None):
+    """-> params (float32), config (eagle.json). Missing, corrupt (malformed, NaN or inf) or mismatched files are
+    ValueErrors that name the file and say what to do."""
+    from gpt2.weights import CorruptFile, read_json, read_safetensors
+
+    folder = Path(folder)
+    if not (folder / "eagle.json").is_file() or not (folder / "eagle.safetensors").is_file():
+        raise ValueError(f"no EAGLE head in {folder}: expected eagle.json and eagle.safetensors there (train one with "
+                         "`python -m gpt2.train_eagle`)")
+    config = read_json(folder / "eagle.json", fix=RETRAIN)
+    if not isinstance(config, dict) or type(config.get("n_embd")) is not int or type(config.get("n_head")) is not int \
+            or config["n_head"] < 1 or config["n_embd"] % config["n_head"]:
+        raise CorruptFile(folder / "eagle.json", "n_embd and n_head must be whole numbers, n_embd a multiple of n_head",
+                          RETRAIN)
+    C = config["n_embd"]
+    if n_embd is not None and C != n_embd:
+        raise ValueError(f"the EAGLE head in {folder} was trained for n_embd {C}, but the target has {n_embd}")
+    tensors = read_safetensors(folder / "eagle.safetensors")
+    params = {}
+    for name, shape in eagle_shapes(C).items():
+        if name not in tensors:
+            raise CorruptFile(folder / "eagle.safetensors", f"tensor {name!r} is missing", RETRAIN)
+        a = np.asarray(tensors[name], dtype=np.float32)
+        if a.shape != shape:
+            raise CorruptFile(folder / "eagle.safetensors", f"tensor {name!r} has shape {a.shape}, not {shape}",
+                              RETRAIN)
+        if not np.isfinite(a).all():
+            raise CorruptFile(folder / "eagle.safetensors", f"tensor {name!r} holds NaN or infinite values", RETRAIN)
+        node = params
+        *path, last = name.split(".")[1:]
+        for key in path:
+            node = node.setdefault(key, {})
+        node[last] = a
+    return params, config
+
+
+def eagle_folder(name, folder=None, offline=None):
+    """--heads DIR, else eagle/ inside the target's folder (the built-in tiny-target ships one)."""
+    from gpt2.hub import resolve
+
+    path = Path(folder) if folder else resolve(name, offline=offline) / "eagle"
+    if not (path / "eagle.json").exists():
+        raise ValueError(f"no EAGLE head for {name!r} at {path}: train one with `python -m gpt2.train_eagle --backbone "
+                         f"{name} --data DIR --out DIR` (see README) and pass --heads DIR")
+    return path
+
+
+def eagle_head(folder, model):
+    """An EagleHead for the engine `model` from the head saved in `folder` (its cache as long as the engine's)."""
+    from gpt2.backend import to_numpy
+
+    params, config = load_eagle(folder, n_embd=model.hparams["n_embd"])
+    return EagleHead(params, config, to_numpy(model.params["wte"]), model.n_ctx + TREE_SLOTS), config

@@ -1,0 +1,370 @@
+"""Self-drafting: the draft is the target itself on a shorter path through its sublayers, on the target's KV cache.
+
+Draft & Verify (Zhang et al. 2023, arXiv:2309.08168) drafts with a set of attention and MLP sublayers skipped;
+LayerSkip (Elhoushi et al. 2024, arXiv:2404.16710) drafts with the first E layers and an early exit. Both are a
+*path*: the sublayers the draft keeps. Sublayer s = 2l is the attention of layer l, s = 2l + 1 its MLP; a skip set is
+written with their names, "a3,m4" = skip layer 3's attention and layer 4's MLP; exiting after layer E skips every
+sublayer from 2E on.
+
+One engine, two model functions on one cache (`SelfDraft(...).target`, `.draft`, each `model(x, n=1) -> probs`):
+- the draft reads the keys/values that the target wrote for the verified prefix (no cache of its own: it never
+  reads a token twice) and writes its own for its draft tokens, in the layers it keeps;
+- everything the draft computes before its first skipped sublayer, the cut f, is the target's own computation: the
+  keys/values of those layers and the residual stream at the cut. The target's verification reuses them and runs only
+  sublayers f.. on the drafted tokens (LayerSkip's single KV cache and exit query cache); the draft's last token,
+  which it never read, goes through sublayers ..f-1 first. Nothing else is reused: above the cut the draft's
+  keys/values are its own guesses and the verification overwrites them.
+
+Example (6 layers, exit after layer 2 = skip a2..m5, f = 4): after the draft read [t, d1, d2] and proposed d3, the
+target's call on the prefix + [t, d1, d2, d3] runs d3 through sublayers 0-3, then all four tokens through sublayers
+4-11, starting from the saved residuals of t, d1, d2. The logits equal a full forward (tests/test_self_draft.py).
+
+An exit adapter (optional) is a tied residual head of gpt2/heads.py on the draft's final hidden state.
+Shapes: n_seq (tokens run in one call), n_kv, n_embd, n_vocab, B (sequences), m (scored rows per sequence), T.
+"""
+import numpy as np
+
+from gpt2.backend import to_numpy, xp_of
+from gpt2.cache import KVCache
+from gpt2.model import causal_mask, ffn, layer_norm, mha, softmax
+
+
+def sublayer_name(s):  # 0 -> "a0", 3 -> "m1"
+    return f"{'am'[s % 2]}{s // 2}"
+
+
+def parse_skip(text, n_layer):
+    """"a3,m4" (or a list of names) -> sorted sublayer numbers; "" -> []. ValueError names a bad entry."""
+    names = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
+    out = set()
+    for name in names:
+        if len(name) < 2 or name[0] not in "am" or not name[1:].isdigit() or int(name[1:]) >= n_layer:
+            raise ValueError(f"skip set entry {name!r}: write a<layer> (attention) or m<layer> (MLP), layer 0.."
+                             f"{n_layer - 1}, e.g. 'a3,m4'")
+        out.add(2 * int(name[1:]) + (name[0] == "m"))
+    return sorted(out)
+
+
+def exit_skip(exit_layer, n_layer):
+    """Early exit after `exit_layer` layers as a skip set: every sublayer of the layers after it."""
+    return list(range(2 * exit_layer, 2 * n_layer))
+
+
+def sublayer(x, s, block, n_head, mask, cache=None):  # one residual sublayer: [n_seq, n_embd] -> [n_seq, n_embd]
+    if s % 2 == 0:
+        return x + mha(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=n_head, mask=mask, cache=cache)
+    return x + ffn(layer_norm(x, **block["ln_2"]), **block["mlp"])
+
+
+def lm_head(h, params, adapter=None):  # final hidden states [n, n_embd] -> logits [n, n_vocab]
+    from gpt2.heads import head_forward
+
+    x = layer_norm(h, **params["ln_f"])  # [n, n_embd]
+    if adapter is None:
+        return x @ params["wte"].T
+    return head_forward(x, adapter["head"], params["wte"], adapter["act"])[0]
+
+
+def common_prefix_length(a, b):
+    n = 0
+    for s, t in zip(a, b):
+        if s != t:
+            break
+        n += 1
+    return n
+
+
+class SelfDraft:
+    """A GPT-2 (hparams + params on one device, float32) and a draft path through it, on one per-layer KV cache."""
+
+    def __init__(self, hparams, params, skip=(), adapter=None):
+        self.hparams, self.params, self.adapter = hparams, params, adapter
+        self.xp = xp_of(params["wte"])
+        L, d = hparams["n_layer"], hparams["n_embd"] // hparams["n_head"]
+        self.skip = sorted(set(skip))
+        self.cut = min(self.skip, default=2 * L)  # first skipped sublayer: the draft is exact before it
+        self.kept = [s for s in range(2 * L) if s not in self.skip]
+        # one cache per layer, so that each layer can hold its own number of tokens
+        self.caches = [KVCache(1, hparams["n_head"], hparams["n_ctx"], d, self.xp, params["wte"].dtype)
+                       for _ in range(L)]
+        self.target, self.draft = Model(self, self._verify), Model(self, self._propose)
+        self.reset()
+
+    def reset(self):
+        self.full = []  # tokens whose keys/values are the target's in every layer
+        self.read = []  # tokens the draft has read (they extend `full`): exact in the layers before the cut
+        self.h_cut = self.xp.zeros((0, self.hparams["n_embd"]), dtype=self.params["wte"].dtype)  # their residuals
+        for cache in self.caches:
+            cache.n = 0
+
+    def _run(self, h, sublayers, start):  # the residual stream [n_seq, n_embd] of tokens at start.. through sublayers
+        for s in sublayers:
+            cache = self.caches[s // 2] if s % 2 == 0 else None
+            if cache is not None:
+                cache.rollback(cache.n - start)  # forget everything after the tokens before `start`
+            mask = causal_mask(len(h), start, self.xp) if len(h) > 1 else None  # [n_seq, start + n_seq]
+            h = sublayer(h, s, self.params["blocks"][s // 2], self.hparams["n_head"], mask, cache)
+            if cache is not None:
+                cache.n += len(h)
+        return h
+
+    def _embed(self, tokens, start):  # -> [n_seq, n_embd]
+        xp = self.xp
+        ids = xp.asarray(tokens, dtype=xp.int64)
+        return self.params["wte"][ids] + self.params["wpe"][xp.arange(start, start + len(tokens))]
+
+    def _check(self, x, n):
+        if len(x) == 0:
+            raise ValueError("the prompt is empty: give at least one token")
+        if not 1 <= n <= len(x):
+            raise ValueError(f"n must be between 1 and len(x) = {len(x)}; got {n}")
+        if len(x) > self.hparams["n_ctx"]:
+            raise ValueError(f"{len(x)} tokens do not fit the model's context window of {self.hparams['n_ctx']}")
+
+    def _propose(self, x, n=1):  # the draft: logits [n, n_vocab] after the last n prefixes of x
+        self._check(x, n)
+        p = min(common_prefix_length(self.read, x), len(x) - n)  # tokens already read stay read
+        if p < len(self.full):
+            self.full = self.full[:p]
+        self.h_cut = self.h_cut[:p - len(self.full)]
+        # Step 1: the new tokens through the sublayers before the cut: the target's own computation, kept for reuse
+        h = self._run(self._embed(x[p:], p), range(self.cut), p)  # [n_seq, n_embd]
+        self.h_cut = self.xp.concatenate([self.h_cut, h])
+        # Step 2: the rest of the draft's path (its keys/values above the cut are its own)
+        h = self._run(h, [s for s in self.kept if s >= self.cut], p)
+        self.read = list(x)
+        return lm_head(h[-n:], self.params, self.adapter)
+
+    def _verify(self, x, n=1):  # the target: logits [n, n_vocab], reusing what the draft computed before the cut
+        self._check(x, n)
+        u = min(common_prefix_length(self.full, x), len(x) - n)  # tokens whose keys/values are the target's
+        if u == len(self.full):  # the usual case: x = the verified prefix + what the draft read + its last token
+            r = min(common_prefix_length(self.read, x), len(x))
+            h_new = self._run(self._embed(x[r:], r), range(self.cut), r)  # tokens the draft has not read
+            h = self.xp.concatenate([self.h_cut[:r - u], h_new])  # [len(x) - u, n_embd] at the cut
+        else:  # x leaves the verified prefix: run it all
+            h = self._run(self._embed(x[u:], u), range(self.cut), u)
+        h = self._run(h, range(self.cut, 2 * self.hparams["n_layer"]), u)  # every sublayer after the cut
+        self.full, self.read = list(x), list(x)
+        self.h_cut = self.h_cut[:0]
+        return lm_head(h[-n:], self.params)
+
+
+class Model:
+    """One side of a SelfDraft behind the model contract: model(x, n=1) -> probs [n, n_vocab]."""
+
+    def __init__(self, engine, forward):
+        self.engine, self.forward = engine, forward
+
+    def __call__(self, x, n=1):  # -> probs [n, n_vocab]
+        return to_numpy(softmax(self.forward(list(x), n)))
+
+    def logits(self, x, n=1):  # -> logits [n, n_vocab]
+        return to_numpy(self.forward(list(x), n))
+
+    def reset(self):
+        self.engine.reset()
+
+    @property
+    def n_vocab(self):
+        return self.engine.hparams["n_vocab"]
+
+    @property
+    def n_ctx(self):
+        return self.engine.hparams["n_ctx"]
+
+
+# ---- measuring a draft path on many positions at once (the skip-set search) ----
+
+def full_forward(params, hparams, x):
+    """Every residual and every layer's keys/values of a full forward of x [B, T] (no cache).
+
+    -> residuals [2L + 1, B, T, n_embd] (before each sublayer, then after the last), keys/values [L, B, n_head, T, d].
+    """
+    xp, H = xp_of(params["wte"]), hparams["n_head"]
+    B, T = x.shape
+    h = params["wte"][x] + params["wpe"][xp.arange(T)]  # [B, T, n_embd]
+    residuals, keys, values = [h], [], []
+    mask = causal_mask(T, 0, xp)  # [T, T]
+    for s in range(2 * hparams["n_layer"]):
+        block = params["blocks"][s // 2]
+        if s % 2 == 0:
+            k, v = split_heads(layer_norm(h, **block["ln_1"]) @ block["attn"]["c_attn"]["w"]
+                               + block["attn"]["c_attn"]["b"], H)[1:]  # [B, n_head, T, d] each
+            keys.append(k)
+            values.append(v)
+        h = xp.stack([sublayer(h[b], s, block, H, mask) for b in range(B)])  # [B, T, n_embd]
+        residuals.append(h)
+    return xp.stack(residuals), xp.stack(keys), xp.stack(values)
+
+
+def split_heads(qkv, n_head):  # [B, m, 3 n_embd] -> q, k, v [B, n_head, m, d]
+    B, m, three_c = qkv.shape
+    qkv = qkv.reshape(B, m, 3, n_head, three_c // (3 * n_head)).transpose(2, 0, 3, 1, 4)  # [3, B, n_head, m, d]
+    return qkv[0], qkv[1], qkv[2]
+
+
+def draft_sublayer(h, s, block, n_head, keys, values, pos):
+    """Sublayer s for rows h [B, m, n_embd] at positions pos [m] of each sequence, as the draft computes it on the
+    target's cache: attention reads the target's keys/values [B, n_head, T, d] before each row and its own at the row.
+    """
+    xp = xp_of(h)
+    if s % 2:
+        return h + ffn(layer_norm(h, **block["ln_2"]), **block["mlp"])
+    a = block["attn"]
+    q, k, v = split_heads(layer_norm(h, **block["ln_1"]) @ a["c_attn"]["w"]
+                          + a["c_attn"]["b"], n_head)  # [B, n_head, m, d] each
+    scale = 1 / np.sqrt(q.shape[-1]).item()
+    before = q @ keys.transpose(0, 1, 3, 2) * scale  # [B, n_head, m, T]
+    before = xp.where(xp.arange(keys.shape[2]) < xp.asarray(pos)[:, None], before, -np.inf)  # keys before each row
+    own = (q * k).sum(-1, keepdims=True) * scale  # [B, n_head, m, 1]
+    scores = xp.concatenate([before, own], -1)  # [B, n_head, m, T + 1]
+    w = softmax(scores)
+    out = w[..., :-1] @ values + w[..., -1:] * v  # [B, n_head, m, d]
+    B, H, m, d = out.shape
+    return h + out.transpose(0, 2, 1, 3).reshape(B, m, H * d) @ a["c_proj"]["w"] + a["c_proj"]["b"]
+
+
+def skip_set_search(params, hparams, x, start):
+    """Agreement with the target of the draft of EVERY skip set, depth first over the sublayers, so that sets that
+    keep the same first sublayers share their computation (2^(2L) - 1 sublayer calls in all, not 2L per set).
+
+    x [B, T]: sequences whose tokens after `start` the target chose greedily; rows: positions start..T-2, where the
+    draft reads token j on the target's cache of x[:j] and guesses token j + 1 (what gpt2/self_draft.py's draft does).
+    -> agree [2^(2L), B, m] bool, indexed by the set's bit mask (bit s set = sublayer s skipped), and the draft's
+    confidence there (its top probability) [2^(2L), B, m] float16.
+    """
+    xp, L, H = xp_of(params["wte"]), hparams["n_layer"], hparams["n_head"]
+    residuals, keys, values = full_forward(params, hparams, x)
+    pos = np.arange(start, x.shape[1] - 1)  # [m] positions read by the draft
+    truth = xp.asarray(x[:, start + 1:])  # [B, m] the target's next tokens
+    agree = xp.zeros((2 ** (2 * L),) + truth.shape, dtype=bool)
+    confidence = xp.zeros((2 ** (2 * L),) + truth.shape, dtype=xp.float16)
+
+    def visit(h, s, mask):  # h [B, m, n_embd]: the rows after sublayers 0..s-1 of the sets whose bits so far are mask
+        if s == 2 * L:
+            logits = lm_head(h, params)  # [B, m, n_vocab]
+            agree[mask] = logits.argmax(-1) == truth
+            top = logits.max(-1, keepdims=True)
+            confidence[mask] = 1 / xp.exp(logits - top).sum(-1)  # the top token's probability
+            return
+        visit(h, s + 1, mask | (1 << s))  # skip sublayer s
+        visit(draft_sublayer(h, s, params["blocks"][s // 2], H, keys[s // 2], values[s // 2], pos), s + 1, mask)
+
+    visit(residuals[0][:, pos], 0, 0)
+    return to_numpy(agree), to_numpy(confidence)
+
+
+def draft_logits(params, hparams, x, start, skip, adapter=None):
+    """The draft's logits [B, m, n_vocab] at the rows of skip_set_search, for one skip set (over the whole vocabulary:
+    an exact check of the search, and the draft's law for acceptance at temperature > 0)."""
+    H = hparams["n_head"]
+    residuals, keys, values = full_forward(params, hparams, x)
+    pos = np.arange(start, x.shape[1] - 1)
+    h = residuals[0][:, pos]  # [B, m, n_embd]
+    for s in range(2 * hparams["n_layer"]):
+        if s not in skip:
+            h = draft_sublayer(h, s, params["blocks"][s // 2], H, keys[s // 2], values[s // 2], pos)
+    return lm_head(h, params, adapter)
+
+
+# ---- the shipped configuration, and the exit adapter ----
+
+CONFIG = "self_draft.json"  # in the model's folder: {"layer_skip": {"skip", "K", ...}, "early_exit": {...}}
+ADAPTER = "early_exit"  # the folder of the exit adapter (heads.json + heads.safetensors), beside CONFIG
+
+
+def read_config(folder):
+    """folder/self_draft.json as a dict ({} when there is none)."""
+    from pathlib import Path
+
+    from gpt2.weights import CorruptFile, read_json
+
+    path = Path(folder) / CONFIG
+    if not path.exists():
+        return {}
+    config = read_json(path, fix="rebuild it with `python -m bench.self_draft --task search` (see README)")
+    if not isinstance(config, dict):
+        raise CorruptFile(path, "not a JSON object", "rebuild it with `python -m bench.self_draft --task search`")
+    return config
+
+
+def load_adapter(folder, exit_layer, n_embd):
+    """The exit adapter in folder/early_exit for `exit_layer`, as {"head", "act"}; ValueError when it is missing."""
+    from pathlib import Path
+
+    from gpt2.heads import load_heads
+
+    path = Path(folder) / ADAPTER
+    if not (path / "heads.json").exists():
+        raise ValueError(f"no exit adapter in {path}: train one with `python -m bench.self_draft --task exits`, or "
+                         "pass --noadapter for the plain LM head")
+    heads, config = load_heads(path, n_embd=n_embd)
+    if config.get("exit_layer") != exit_layer:
+        raise ValueError(f"the exit adapter in {path} was trained for exit layer {config.get('exit_layer')}, not "
+                         f"{exit_layer}: pass --exit_layer {config.get('exit_layer')}, or --noadapter")
+    return {"head": heads[0], "act": config["act"]}
+
+
+def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, adapter=True):
+    """A SelfDraft for --method layer_skip (kind "layer_skip": --skip, else the set in folder/self_draft.json) or
+    early_exit (--exit_layer, else the shipped one; with the shipped exit adapter unless adapter is False).
+    Its .settings: the K and threshold searched with it (K 4, threshold 0 where nothing was searched)."""
+    L, config = hparams["n_layer"], read_config(folder).get(kind, {})
+    settings = {"K": config.get("K", 4), "threshold": config.get("threshold", 0.0)}
+    if kind == "layer_skip":
+        if skip is None and "skip" not in config:
+            raise ValueError(f"no skip set for this model: {folder}/{CONFIG} has none; search one with `python -m "
+                             "bench.self_draft --task search --target NAME` or pass --skip a3,m4")
+        engine = SelfDraft(hparams, params, parse_skip(config["skip"] if skip is None else skip, L))
+        engine.settings = settings
+        return engine
+    if exit_layer is None and "exit_layer" not in config:
+        raise ValueError(f"no exit layer for this model in {folder}/{CONFIG}: pass --exit_layer E")
+    E = config["exit_layer"] if exit_layer is None else exit_layer
+    if not 1 <= E < L:
+        raise ValueError(f"--exit_layer {E}: the model has {L} layers; exit after 1..{L - 1}")
+    head = load_adapter(folder, E, hparams["n_embd"]) if adapter else None
+    if head is not None:  # the adapter goes where the model is (CuPy or NumPy)
+        head["head"] = {k: {n: xp_of(params["wte"]).asarray(a) for n, a in v.items()} for k, v in head["head"].items()}
+    engine = SelfDraft(hparams, params, exit_skip(E, L), head)
+    engine.settings = settings
+    return engine
+
+
+def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, batch_size=512, lr=1e-3, seed=0):
+    """Train a tied residual head (gpt2/heads.py, SiLU, starting as the plain LM head) on the residual stream after
+    `exit_layer` layers to give the target's next-token law: soft cross-entropy to the target's probabilities, on
+    the positions of `windows` [B, T] (training text). THE training loop (gpt2/train.py) runs it; the adapter is saved
+    to out (heads.json with its exit layer, heads.safetensors). -> the training log."""
+    from pathlib import Path
+
+    from gpt2.heads import head_backward, head_forward, init_heads, save_heads
+    from gpt2.train import lr_at, train_loop
+
+    xp, wte = xp_of(params["wte"]), params["wte"]
+    features, finals = [], []  # ln_f of the residual at the exit and at the end: [B * T, n_embd] each
+    for i in range(0, len(windows), 16):
+        residuals = full_forward(params, hparams, windows[i:i + 16])[0]
+        features.append(layer_norm(residuals[2 * exit_layer], **params["ln_f"]).reshape(-1, hparams["n_embd"]))
+        finals.append(layer_norm(residuals[-1], **params["ln_f"]).reshape(-1, hparams["n_embd"]))
+    features, finals = xp.concatenate(features), xp.concatenate(finals)
+    heads, config = init_heads(1, to_numpy(wte), tied=True, act="silu")
+    head = {k: {n: xp.asarray(a) for n, a in v.items()} for k, v in heads[0].items()}
+
+    def loss_and_grads(head, step, rng):  # soft cross-entropy to the target's law on batch_size random positions
+        idx = rng.integers(0, len(features), batch_size)
+        logits, cache = head_forward(features[idx], head, wte, "silu")  # [batch_size, n_vocab]
+        z = logits - logits.max(-1, keepdims=True)
+        logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))  # the adapter's log-probabilities
+        q = softmax(finals[idx] @ wte.T)  # [batch_size, n_vocab] the target's
+        loss = float(-(q * logp).sum(-1).mean())
+        return {"loss": loss}, head_backward((xp.exp(logp) - q) / batch_size, cache, head)[1]
+
+    out = Path(out)
+    log = train_loop(head, loss_and_grads, out / "ckpt", steps, lambda step: lr_at(step, steps, lr, 20),
+                     np.random.default_rng(seed), weight_decay=0.0, eval_every=100, desc=f"exit adapter E={exit_layer}")
+    save_heads(out, [{k: {n: to_numpy(a) for n, a in v.items()} for k, v in head.items()}], config,
+               record={"exit_layer": exit_layer, "positions": int(len(features)), "steps": steps,
+                       "final_loss": log["history"][-1]["loss"]})
+    return log

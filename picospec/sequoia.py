@@ -1,0 +1,244 @@
+"""Sequoia: the token tree that maximises expected accepted tokens, drawn without replacement (Chen et al. 2024,
+"Sequoia: Scalable, Robust, and Hardware-aware Speculative Decoding", arXiv:2402.12374, sections 3.1 to 3.3).
+
+Notation of the paper: the acceptance vector a = (a_1, a_2, ..) gives the probability that the k-th child of an
+accepted node is the one accepted (section 3.1; the paper writes p_k, but p is the draft's law here, as in
+picospec/verify.py); n = the tree's size counting its root (the last token of x, already decided), so a tree of n has
+n - 1 draft nodes; d = its depth, the most draft tokens one step can accept. A tree is written as Medusa writes it
+(picospec/tree.py): each node is the path of child ranks that leads to it, [0, 1] = the second child of the first.
+Shapes: V n_vocab, m = n - 1 draft nodes, K = length of the acceptance vector.
+
+1. Positional acceptance (the paper's assumption): a node is accepted with probability prod_j a_(r_j) over the ranks
+   r_j on its path, whatever the context; a tree's expected tokens per step (accepted drafts + the token the target
+   adds) is the sum of that product over its nodes, the root counting 1 (`tree_value`).
+2. The dynamic program (section 3.1): c(1, d) = 1; c(n, d) = 1 + max over s_1 + .. + s_k = n - 1 (s_i >= 1, k <= K)
+   of sum_i a_i c(s_i, d - 1): the root's k children, in rank order, get subtrees of s_i nodes (`sequoia_tree`).
+   Checked against a search over every tree (`all_trees`, tests/test_sequoia.py and notebooks/token_trees.ipynb).
+3. Sampling without replacement (section 3.2, Algorithm 1): a node's k children are k distinct tokens, the first from
+   the draft's law p, each next one from p with the ones before removed; verify_without_replacement judges child i
+   against exactly that law and, after a rejection, takes the residual against it (proof in picospec/verify.py). At
+   temperature 0 the children are the draft's top-k (the limit of sampling without replacement as T -> 0), verified
+   by exact match (verify_distinct).
+4. Hardware-aware size (section 3.3): the n and d that maximise c(n, d) / (cost of a step), with the cost of an
+   n-row verification forward and of the draft calls measured on the machine (`choose_size`, bench/token_trees.py).
+"""
+import numpy as np
+
+from picospec.sampling import check_inputs, check_vocab, sample, warp
+from picospec.tree import depth as tree_depth, node_path, sort_choices, top_tokens
+from picospec.verify import step_record, verify_distinct, verify_iid, verify_without_replacement
+
+# The built-in pair's acceptance vectors (tiny-draft drafting for tiny-target), measured by
+# `python -m bench.token_trees` on 8 held-out prompts followed by 64 tokens of the target's own continuation: greedy
+# (top-k children, temperature 0) and sampled (without replacement, temperature 1). Any pair stays lossless with
+# them; only the tree they build may be a worse fit.
+ACCEPTANCE = {"greedy": (0.665, 0.187, 0.035, 0.033, 0.015, 0.002, 0.006, 0.004),
+              "sampled": (0.646, 0.096, 0.046, 0.029, 0.025, 0.018, 0.015, 0.012)}
+
+
+def tree_value(choices, acceptance):
+    """Expected tokens per step of a tree under positional acceptance: 1 + sum over nodes of prod_j a_(r_j).
+    Example: choices [[0], [1], [0, 0]], a = (.6, .2) -> 1 + .6 + .2 + .36 = 2.16."""
+    a = list(acceptance) + [0.0] * max((max(c) + 1 for c in choices), default=0)  # ranks beyond K: never accepted
+    return 1.0 + sum(float(np.prod([a[r] for r in c])) for c in choices)
+
+
+def sequoia_table(acceptance, n, d):
+    """The dynamic program of section 3.1 for every size up to n and depth up to d -> (best, choice).
+
+    best[l][s] = c(s, l): the largest expected tokens per step of a tree of s nodes (its root included) and depth
+    <= l, -inf where no such tree exists (K = len(acceptance) children per node at most). split[j][s] = the best
+    value of giving s nodes to the children of rank j, j + 1, .. of a node (each child present gets >= 1 node);
+    choice[l][j][s] = how many of them child j takes in that best split.
+    """
+    a, K = [float(v) for v in acceptance], len(acceptance)
+    best = [[0.0, 1.0] + [-np.inf] * (n - 1)]  # depth 0: the root alone (s = 0 is the empty subtree)
+    choice = [None]
+    for level in range(1, d + 1):
+        below = best[level - 1]  # the children's subtrees are one level shallower
+        split = [[0.0] + [-np.inf] * n for _ in range(K + 1)]  # split[K][s > 0]: no rank left for s nodes
+        take = [[0] * (n + 1) for _ in range(K + 1)]
+        for j in range(K - 1, -1, -1):
+            for s in range(1, n + 1):
+                # child j takes t >= 1 nodes, the children of later ranks the other s - t
+                options = [(a[j] * below[t] + split[j + 1][s - t] if below[t] > -np.inf else -np.inf, t)
+                           for t in range(1, s + 1)]
+                split[j][s], take[j][s] = max(options, key=lambda o: o[0])
+        best.append([0.0] + [1.0 + split[0][s - 1] for s in range(1, n + 1)])
+        choice.append(take)
+    return best, choice
+
+
+def sequoia_tree(acceptance, n, d):
+    """The tree of n nodes (root included) and depth <= d with the largest expected tokens per step under positional
+    acceptance -> (choices, value). Example: a = (.8, .1), n = 3, d = 2 -> ([[0], [0, 0]], 2.44): the chain
+    (1 + .8 + .8 * .8) beats two children of the root ([[0], [1]]: 1 + .8 + .1 = 1.9)."""
+    best, choice = sequoia_table(acceptance, n, d)
+    if best[d][n] == -np.inf:
+        raise ValueError(f"no tree of {n} nodes has depth <= {d} with at most {len(acceptance)} children per node: "
+                         f"raise the depth or give a longer acceptance vector")
+    return build_choices(choice, n, d), best[d][n]
+
+
+def build_choices(choice, n, d, prefix=()):
+    """The choices of the best tree of n nodes and depth <= d, read back from the dynamic program's table."""
+    out, s, j = [], n - 1, 0
+    while s > 0:
+        t = choice[d][j][s]
+        out.append(list(prefix + (j,)))
+        out += build_choices(choice, t, d - 1, prefix + (j,))
+        s, j = s - t, j + 1
+    return [list(c) for c in sort_choices(out)] if not prefix else out
+
+
+def all_trees(n, d):
+    """Every tree of n nodes (root included) and depth <= d, as choices: the brute-force search the dynamic program
+    is checked against (n = 8: 429 trees when d >= 7, the Catalan number C(7))."""
+    if n == 1:
+        yield []
+        return
+    if d == 0:
+        return
+    for first in range(1, n):  # the first child's subtree takes `first` nodes, later children the rest
+        for sub in all_trees(first, d - 1):
+            for rest in all_trees(n - first, d):
+                shifted = [[c[0] + 1] + c[1:] for c in rest]  # the rest's children become ranks 1, 2, ..
+                yield [list(c) for c in sort_choices([[0]] + [[0] + c for c in sub] + shifted)]
+
+
+def choose_size(acceptance, verify_cost, draft_cost, max_depth):
+    """Sequoia's hardware-aware choice: the n and d that maximise the modelled speedup over autoregressive decoding,
+        c(n, d) / (verify_cost[n - 1] + draft_cost * nodes with children),
+    verify_cost[m] = time of a target forward over m draft nodes (and the root) in units of a one-token call, for
+    m = 0 .. len(verify_cost) - 1; draft_cost = one draft call in the same unit (this implementation asks the draft
+    once per node that has children). Trees have at least one draft node (n >= 2): a speedup below 1 says that
+    speculation does not pay on this machine. -> (n, d, modelled speedup, choices); the smallest tree wins ties."""
+    best, choice = sequoia_table(acceptance, len(verify_cost), max_depth)
+    top = None
+    for n in range(2, len(verify_cost) + 1):
+        for d in range(1, max_depth + 1):
+            if best[d][n] == -np.inf:
+                continue
+            choices = build_choices(choice, n, d)
+            internal = len({tuple(c[:-1]) for c in choices})  # nodes with children, the root included
+            speedup = best[d][n] / (verify_cost[n - 1] + draft_cost * internal)
+            if top is None or speedup > top[2] + 1e-12:
+                top = (n, d, speedup, choices)
+    return top
+
+
+def without_replacement(p, k, rng):
+    """k distinct tokens from p [V]: the first drawn from p, each next from p with those drawn removed (at most the
+    number of tokens with p > 0). Example: p = [0, 1, 0] -> [1] whatever k is."""
+    p, picks = np.array(p), []
+    for _ in range(min(k, int(np.count_nonzero(p)))):
+        picks.append(sample(p, rng))  # sample() renormalises: a draw from norm(p) with the earlier picks removed
+        p[picks[-1]] = 0
+    return picks
+
+
+def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without_replacement", repeats=1,
+                      **sampling_options):
+    """The acceptance vector measured (section 3.1): after every prefix seq[:i], start <= i <= len(seq), draw K
+    children from the draft and verify them against the target; a[k] = the share of trials whose accepted child is
+    the (k + 1)-th -> a [K] (sum <= 1: sometimes none is accepted).
+
+    siblings: "without_replacement" (Sequoia's children, verify_without_replacement), "iid" (SpecInfer's, verify_iid;
+    a[k] = the (k + 1)-th draw is the one accepted) or, at temperature 0, the top K tokens (exact match) whatever it
+    says. repeats: trials per prefix at temperature > 0. sequences: e.g. held-out prompts followed by the target's
+    own continuation, start = the prompt's length, so the vector is measured where decoding goes.
+    Example: draft = target, K = 2: the first child is always accepted -> a = [1, 0].
+    """
+    greedy, counts, trials = sampling_options.get("temperature", 1.0) == 0, np.zeros(K), 0
+    for seq in sequences:
+        n = len(seq) - start + 1
+        P = draft(list(seq), n)  # [n, V] the draft's law after each prefix seq[:start] .. seq
+        Q = warp(target(list(seq), n), **sampling_options)  # [n, V]
+        for p, q in zip(P, Q):
+            rows = np.tile(q, (1 + K, 1))  # [1 + K, V]: one level is verified; the rows below it are not used
+            for _ in range(1 if greedy else repeats):
+                if greedy:
+                    picks = top_tokens(p, K)
+                    path, _, _ = verify_distinct(picks, [-1] * len(picks), rows, rng)
+                    accepted = path[0] if path else None
+                else:
+                    law = warp(p, **sampling_options)  # [V]
+                    picks = [sample(law, rng) for _ in range(K)] if siblings == "iid" else \
+                        without_replacement(law, K, rng)
+                    tokens = list(dict.fromkeys(picks))  # iid: one node per distinct token, every draw kept
+                    draws = [tokens.index(t) for t in picks]
+                    if siblings == "iid":
+                        path, _, _ = verify_iid(tokens, [-1] * len(tokens), rows, np.array([law] * K), rng, draws)
+                    else:
+                        path, _, _ = verify_without_replacement(tokens, [-1] * len(tokens), rows,
+                                                                np.array([law] * len(tokens)), rng)
+                    accepted = draws.index(path[0]) if path else None  # the first draw of the accepted token
+                trials += 1
+                if accepted is not None:
+                    counts[accepted] += 1
+    return counts / trials
+
+
+def draw_tree(draft, x, choices, rng, greedy, **sampling_options):
+    """Fill the tree's shape with tokens, parents first: each node asks the draft once and draws as many children
+    as the shape gives it, without replacement (its top tokens when greedy). A rank the draft's law cannot fill (too
+    few tokens with p > 0) is left out with its subtree. -> tokens, parents, P [m, V] (each node's parent's law)."""
+    kids = {}
+    for c in choices:
+        kids[tuple(c[:-1])] = kids.get(tuple(c[:-1]), 0) + 1
+    tokens, parents, P, where = [], [], [], {(): -1}  # where: rank path -> tree node
+    for c in [()] + [tuple(c) for c in sort_choices(choices)]:
+        if c not in where or c not in kids:
+            continue
+        node = where[c]
+        p = draft(x + node_path(tokens, parents, node))[-1]  # [V] the draft's law after this node
+        p = p if greedy else warp(p, **sampling_options)
+        picks = top_tokens(p, kids[c]) if greedy else without_replacement(p, kids[c], rng)
+        for rank, token in enumerate(picks):
+            where[c + (rank,)] = len(tokens)
+            tokens.append(int(token))
+            parents.append(node)
+            P.append(p)
+    return tokens, parents, P
+
+
+def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, acceptance=None, stats=None,
+                     **sampling_options):
+    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at temperature 0).
+
+    nodes: draft nodes of the tree (the paper's n - 1); depth: the paper's d (3 and 3: the hardware-aware choice for
+    the built-in pair on a 2-core CPU, bench/token_trees.py); acceptance: the vector the dynamic program uses
+    (default: the built-in pair's, measured, ACCEPTANCE). target: the model contract plus
+    target.tree(x, tokens, parents, probs=True) and target.accept(path). stats: one step_record per target call.
+    """
+    check_inputs(x, N, **sampling_options)
+    greedy = sampling_options.get("temperature", 1.0) == 0
+    acceptance = ACCEPTANCE["greedy" if greedy else "sampled"] if acceptance is None else acceptance
+    if len(acceptance) == 0 or any(not 0 <= a <= 1 for a in acceptance) or sum(acceptance) > 1 + 1e-6:
+        raise ValueError(f"acceptance must be probabilities of the 1st, 2nd, .. child being accepted (each in [0, 1], "
+                         f"summing to at most 1); got {acceptance}")
+    for name, value in [("nodes", nodes), ("depth", depth)]:
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer; got {value}")
+    choices, _ = sequoia_tree(acceptance, nodes + 1, depth)
+    x, T = [int(t) for t in x], len(x) + N
+    while len(x) < T:
+        # Step 1: the dynamic program's tree, no deeper than the tokens still needed minus one, filled by the draft
+        shape = [c for c in choices if len(c) <= T - len(x) - 1]
+        tokens, parents, P = draw_tree(draft, x, shape, rng, greedy, **sampling_options)
+        # Step 2: one tree-attention forward of the target scores every node
+        Q = warp(target.tree(x, tokens, parents, probs=True), **sampling_options)  # [1 + m, V]
+        if P:
+            check_vocab(P[0], Q)
+        # Step 3: verification without replacement (exact match at temperature 0)
+        if greedy:
+            path, token, origin = verify_distinct(tokens, parents, Q, rng)
+        else:
+            path, token, origin = verify_without_replacement(tokens, parents, Q, np.array(P), rng)
+        target.accept(path)
+        new = [tokens[i] for i in path] + [int(token)]
+        x.extend(new)
+        if stats is not None:
+            stats.append(step_record(new, ["draft"] * len(path) + [origin], drafted=tree_depth(parents),
+                                     nodes=len(tokens)))
+    return x

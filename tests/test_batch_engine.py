@@ -1,0 +1,152 @@
+"""The batched engine (gpt2/batch_engine.py) against one sequence at a time: every row of a batched forward equals the
+plain forward of that row alone, for ragged lengths, after rollbacks and when rows leave; batched speculative sampling
+on it keeps the target's exact law; greedy rows equal each row decoded alone. Batched trees are not supported (tree
+methods run one sequence at a time), so nothing here tests them."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import gpt2.batch_engine as batch_engine
+from checker import SAMPLES, check_law, exact_law
+from gpt2.batch_engine import BatchGPT2
+from gpt2.engine import GPT2
+from gpt2.model import gpt2, gpt2_hidden
+from micro import random_gpt2
+from picospec.autoregressive import autoregressive_sampling
+from picospec.batch import batch_speculative_sampling
+
+HP, PARAMS = random_gpt2(n_vocab=50, n_ctx=32, n_embd=16, n_head=2, n_layer=2, seed=1)
+TOL = 1e-5
+
+
+def full(x):  # the reference: picoGPT's forward over the whole sequence, no cache
+    return gpt2(np.array(x), **PARAMS, n_head=HP["n_head"])
+
+
+def test_ragged_rows_by_hand():
+    """Three rows of 3, 1 and 5 tokens from an empty cache (padded to 5), then 1, 2 and 0+1 new tokens."""
+    model = BatchGPT2(GPT2(HP, PARAMS), rows=3)
+    xs = [[1, 2, 3], [4], [5, 6, 7, 8, 9]]
+    out = model.logits(xs)
+    assert out.shape == (3, 1, 50) and out.dtype == np.float32
+    for b, x in enumerate(xs):
+        assert np.abs(out[b, 0] - full(x)[-1]).max() < TOL
+    xs = [[1, 2, 3, 10], [4, 11, 12], [5, 6, 7, 8, 9]]  # row 2 runs its last token again: n = 1 is always run
+    out, hidden = model.logits(xs, 1, hidden=True)
+    for b, x in enumerate(xs):
+        assert np.abs(out[b, 0] - full(x)[-1]).max() < TOL
+        assert np.abs(hidden[b, 0] - gpt2_hidden(np.array(x), **PARAMS, n_head=2)[-1]).max() < TOL
+    assert model.tokens_run == 3 + 1 + 5 + 1 + 2 + 1
+
+
+@given(st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 6)), min_size=4, max_size=4),
+                          st.integers(1, 4), st.integers(0, 4)), min_size=1, max_size=6),
+       st.integers(0, 10**6))
+@settings(max_examples=60, deadline=None)
+def test_batched_rows_equal_each_row_alone(steps, seed):
+    """Any sequence of batched calls (each row grows, rolls back or changes its tail by its own amount; rows leave)
+    gives, row by row, the full forward's last n rows."""
+    rng = np.random.default_rng(seed)
+    model, xs = BatchGPT2(GPT2(HP, PARAMS), rows=4), [[int(rng.integers(0, 50))] for _ in range(4)]
+    for changes, n, leave in steps:
+        xs = [(x[:max(0, len(x) - cut)] + [int(t) for t in rng.integers(0, 50, grow)])[-32:] or [1]
+              for x, (grow, cut) in zip(xs, changes)]
+        if leave < len(xs) and len(xs) > 1:
+            xs = xs[:leave] + xs[leave + 1:]  # a finished row leaves the batch; the others move up
+        n = min([n] + [len(x) for x in xs])
+        out = model.logits(xs, n)
+        for b, x in enumerate(xs):
+            assert np.abs(out[b] - full(x)[-n:]).max() < TOL
+
+
+def test_padding_mask_is_needed(monkeypatch):
+    """A broken variant where every query sees every slot (no per-row lengths, no causality) is caught."""
+    model = BatchGPT2(GPT2(HP, PARAMS), rows=2)
+    model.logits([[1, 2, 3, 4, 5], [6]])
+    monkeypatch.setattr(batch_engine, "attention", lambda q, k, v, mask: batch_engine.softmax(
+        q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])) @ v)
+    out = model.logits([[1, 2, 3, 4, 5, 7], [6, 8]])
+    assert np.abs(out[1, 0] - full([6, 8])[-1]).max() > 1e-3
+
+
+def test_rows_that_leave_free_their_place():
+    """Rows 0 and 2 of four finish and leave: rows 1 and 3 move up with their caches and run only their new token."""
+    model = BatchGPT2(GPT2(HP, PARAMS), rows=4)
+    xs = [list(range(1, 20)), list(range(20, 30)) * 2, list(range(30, 50)), [1, 2, 3] * 6]  # all longer than KEEP
+    model.logits(xs)
+    runs = model.tokens_run
+    left = [xs[1] + [1], xs[3] + [2]]
+    out = model.logits(left)
+    assert model.tokens_run == runs + 2
+    for b, x in enumerate(left):
+        assert np.abs(out[b, 0] - full(x)[-1]).max() < TOL
+    out = model.logits([left[0] + [5]])  # and once more, from their new places
+    assert model.tokens_run == runs + 3 and np.abs(out[0, 0] - full(left[0] + [5])[-1]).max() < TOL
+
+
+def test_bad_calls_give_clear_errors():
+    model = BatchGPT2(GPT2(HP, PARAMS), rows=2)
+    with pytest.raises(ValueError, match="holds 2 rows"):
+        model([[1], [2], [3]])
+    with pytest.raises(ValueError, match="empty"):
+        model([[1], []])
+    with pytest.raises(ValueError, match="context window of 32"):
+        model([[1], list(range(33))])
+
+
+# Batched speculative sampling on batched engines: the exact law of each row, with a 3-token vocabulary so that
+# every continuation can be enumerated. Each batch holds many copies of every prompt, one row each.
+
+V, N = 3, 5
+T_HP, T_PARAMS = random_gpt2(n_vocab=V, n_ctx=16, n_embd=8, n_head=2, n_layer=2, seed=3, scale=0.6)
+D_HP, D_PARAMS = random_gpt2(n_vocab=V, n_ctx=16, n_embd=8, n_head=2, n_layer=1, seed=4, scale=0.6)
+PROMPTS = [[1], [0, 2], [2, 2, 1]]
+COPIES = 1000
+
+
+def sampled_rows(K, n, broken=None, **options):  # -> per prompt, n sampled continuations
+    target, draft = GPT2(T_HP, T_PARAMS), GPT2(D_HP, D_PARAMS)
+    rows = len(PROMPTS) * COPIES
+    bt, bd = BatchGPT2(target, rows), BatchGPT2(draft, rows)
+    rng, samples = np.random.default_rng(0), [[] for _ in PROMPTS]
+    for _ in range(n // COPIES):
+        bt.reset(), bd.reset()
+        out = batch_speculative_sampling(PROMPTS * COPIES, bd, bt, N, K, rng, **options)
+        for i, row in enumerate(out):
+            samples[i % len(PROMPTS)].append(tuple(row[len(PROMPTS[i % len(PROMPTS)]):]))
+    return samples, target
+
+
+def test_batched_engines_keep_the_exact_law():
+    """15,000 runs per prompt, as tests/test_rejection.py checks the sampler on toy models (about 30 s quiet)."""
+    options = dict(temperature=0.7, top_k=2)
+    samples, target = sampled_rows(3, SAMPLES // 2, **options)
+    for prompt, rows in zip(PROMPTS, samples):
+        check_law(rows, exact_law(target, prompt, N, **options))
+
+
+def test_broken_batched_sampler_is_rejected(monkeypatch):
+    """Recovering from the target instead of the residual, on the same engines, fails the same check (its law is far
+    enough off that 3,000 runs reject it with p < 1e-10)."""
+    import picospec.rejection as rejection
+
+    monkeypatch.setattr(rejection, "recovered_probs", lambda q, p: q)
+    samples, target = sampled_rows(2, 3 * COPIES)
+    with pytest.raises(AssertionError, match="differs from the target"):
+        check_law(samples[0], exact_law(target, PROMPTS[0], N))
+
+
+def test_greedy_batched_rows_equal_each_row_alone():
+    """The built-in pair: greedy batched speculative sampling gives each row the target's own greedy continuation."""
+    from gpt2.load import load_model
+
+    target, encoder = load_model("tiny-target")
+    draft = load_model("tiny-draft")[0]
+    prompts = [encoder.encode(p) for p in ("def add(a, b):\n", "import os\n\n", "class Node:\n    def", "for i in")]
+    stats = []
+    out = batch_speculative_sampling(prompts, BatchGPT2(draft, 4), BatchGPT2(target, 4), 24, 4,
+                                     np.random.default_rng(0), stats=stats, temperature=0)
+    for prompt, row in zip(prompts, out):
+        target.reset()
+        assert row == autoregressive_sampling(prompt, target, 24, np.random.default_rng(0), temperature=0)
+    assert any(len({a for a in s["accepted"] if a >= 0}) > 1 for s in stats)  # the rows went ragged
