@@ -116,7 +116,8 @@ def main(pair="tiny", batch=8, n_tokens=48, K=4, temperature=1.0, repeats=3):
     for _ in range(repeats):
         for name, run in runs.items():
             _, steps[name], prefill, decode = run()
-            for into, value in ((cpu, decode.cpu), (wall, decode.wall), (pre_cpu, prefill.cpu), (pre_wall, prefill.wall)):
+            for into, value in ((cpu, decode.cpu), (wall, decode.wall), (pre_cpu, prefill.cpu),
+                                (pre_wall, prefill.wall)):
                 into.setdefault(name, []).append(value)
     tokens = len(prompts) * n_tokens
     c, w = ({name: float(np.median(v)) for name, v in d.items()} for d in (cpu, wall))
