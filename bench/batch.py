@@ -12,8 +12,8 @@ then decodes:
   batch B   batch_speculative_sampling on BatchGPT2 engines of B rows (target AND draft), B prompts at once
 decode tokens/s = prompts x n_tokens / decoding time, the median over repeats, in CPU time of this thread (what the
 work costs; other processes on a shared machine inflate it less) and in wall time. The same acceptance enters every
-way, so the ratios compare engines, not luck: tokens per row-step (one row scored by one target call) are printed beside them,
-and rows per target call (8 while all rows decode; fewer once some have finished and the last ones go on alone).
+way, so the ratios compare engines, not luck: tokens per row-step (one row scored by one target call) are printed
+beside them, and rows per target call (8 while all rows decode; fewer once some have finished and the last go on).
 Before timing, greedy batch B is checked token for token against greedy single rows.
 The 124M pair: target GPT-2 124M's shape, draft 2 layers x 256 wide with GPT-2's vocabulary, random weights at
 temperature 1, where two near-uniform models accept about as often as real ones; the point is the cost of the calls.

@@ -5,34 +5,7 @@ last two tokens (a table of V*V rows), so whole-sequence laws are non-trivial an
 """
 import numpy as np
 
-
-class Toy:
-    def __init__(self, table):
-        self.table = np.asarray(table, dtype=np.float64)  # [V, V, V]: (second-to-last, last) -> next-token law
-        self.n_vocab = self.table.shape[-1]
-        self.calls = 0
-
-    def __call__(self, x, n=1):
-        self.calls += 1
-        return np.stack([self.table[x[i - 2] if i >= 2 else 0, x[i - 1]] for i in range(len(x) - n + 1, len(x) + 1)])
-
-
-def random_toy(V, seed, concentration=1.0, zeros=0.0):
-    """Dirichlet rows; with `zeros` > 0 that share of entries is set to 0 (each row keeps at least one token)."""
-    rng = np.random.default_rng(seed)
-    table = rng.dirichlet(np.full(V, concentration), size=(V, V))
-    if zeros:
-        mask = rng.random(table.shape) < zeros
-        mask[..., rng.integers(0, V)] = False
-        table = np.where(mask, 0, table)
-        table /= table.sum(-1, keepdims=True)
-    return Toy(table)
-
-
-def perturbed(model, eps, seed):
-    """A draft near the target: mix each row with a random one (eps = 0 gives the same model)."""
-    other = random_toy(model.n_vocab, seed).table
-    return Toy((1 - eps) * model.table + eps * other)
+from picospec.check import Toy, perturbed, random_toy  # noqa: F401  (the public toys; ToyTree is the tests' own)
 
 
 class ToyTree(Toy):
