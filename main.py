@@ -86,12 +86,17 @@ def parse_command_line(argv):
     values = parse(argv, options, elsewhere(method))
     if values.get("help"):
         if chosen:
-            print(usage(f"python main.py --method {method.name}", f"{method.help}. {method.paper}.", options))
+            print(usage(f"{program()} --method {method.name}", f"{method.help}. {method.paper}.", options))
         else:
-            print(usage("python main.py", __doc__.split("\n\n")[0], SHARED) + "\n\nmethods (--method NAME --help "
+            print(usage(program(), __doc__.split("\n\n")[0], SHARED) + "\n\nmethods (--method NAME --help "
                   "shows a method's options):\n" + method_list())
         return None
     return method, values
+
+
+def program():
+    """How the user ran this: the installed `picospec` command or `python main.py`."""
+    return "picospec" if sys.argv and sys.argv[0].endswith("picospec") else "python main.py"
 
 
 def unescape(text):
