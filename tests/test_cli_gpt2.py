@@ -86,7 +86,7 @@ BAD = [  # (command, arguments, what the one line must say)
     ("bench.engine", ["--repeats", "0"], r"--repeats must be >= 1; got 0"),
     ("bench.engine", ["--max_M", "nan"], r"--max_M must be an integer; got 'nan'"),
     ("bench.engine", ["--n_cache", "-5"], r"--n_cache must be >= 1"),
-    ("bench.engine", ["--n_cache", "1020"], r"--n_cache 1020 \+ --max_M 16 exceeds GPT-2's context of 1024"),
+    ("bench.engine", ["--n_cache", "1020"], r"--n_cache 1020 \+ --max_M 16 exceeds the 124M shape's context of 1024 tokens"),
     ("bench.engine", ["--sizes", "124M", "--repets", "3"], r"did you mean --repeats\?"),
     ("bench.engine", ["--sizes", "124M", "--sizes", "355M"], r"--sizes is given twice"),
 ]
