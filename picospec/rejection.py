@@ -27,7 +27,7 @@ def sample_rows(probs, u):  # probs [..., V], u [...] in [0, 1) -> token ids [..
     return (cdf <= (u * cdf[..., -1])[..., None]).sum(-1)
 
 
-def recovered_probs(q, p):  # [B, k, V] x 2 -> norm(max(0, q - p)), or q where that is all zero (never used then)
+def recovered_probs(q, p):  # [..., V] x 2 -> norm(max(0, q - p)), or q where that is all zero (never used then)
     r = np.maximum(q - p, 0)
     total = r.sum(-1, keepdims=True)
     return np.where(total > 0, r / np.where(total > 0, total, 1), q)
@@ -48,13 +48,17 @@ def rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draf
     p_x, q_x = draft_probs[rows, cols, draft_token_ids], q[rows, cols, draft_token_ids]  # [B, k]
     accepted = u[:, :k] < np.minimum(1, q_x / p_x)  # [B, k]
     n_accepted = np.where(accepted.all(1), k, accepted.argmin(1))  # [B]: position of the first rejection
-    # Step 2: a recovered token for every position (only the first rejected one is used)
-    recovered = sample_rows(recovered_probs(q, draft_probs), u[:, k:])  # [B, k]
+    # Step 2: the recovered token, only at each rejecting row's first rejection (R rows), with that position's uniform
+    last = bonus_token_ids[:, 0].astype(np.int64)  # [B]
+    rejected = np.flatnonzero(n_accepted < k)  # [R]
+    if len(rejected):
+        at = n_accepted[rejected]  # [R]
+        U = u[:, k:][rejected, at]  # [R]: the recovering uniform of that position
+        last[rejected] = sample_rows(recovered_probs(q[rejected, at], draft_probs[rejected, at]), U)  # [R, V] -> [R]
     # Step 3: assemble [accepted drafts, recovered or bonus, -1 ...]
     out = np.full((B, k + 1), -1, dtype=np.int64)
     keep = cols < n_accepted[:, None]  # [B, k]
     out[:, :k] = np.where(keep, draft_token_ids, -1)
-    last = np.where(n_accepted == k, bonus_token_ids[:, 0], recovered[np.arange(B), np.minimum(n_accepted, k - 1)])
     out[np.arange(B), n_accepted] = last
     return out
 
