@@ -7,12 +7,12 @@ against the test files that use the module it breaks. A mutant the tests miss is
 
 A mutant is (name, area, kind, file, old, new, tests, why): `old` is a piece of `file` that must occur exactly once
 (tests/test_mutants.py checks every one, so the list cannot rot silently; here a text not found is reported as an
-error of the list, never as caught); `new` replaces it; `tests` are run in that order with `pytest -x -q -p
-no:cacheprovider`, the fast and pointed ones first, so a caught mutant costs seconds. At the end the tests that
+error of the list, never as caught); `new` replaces it; `tests` (files, or one test as file::name) are run in that
+order with `pytest -x -q -p no:cacheprovider`, the fast and pointed ones first, so a caught mutant costs seconds. At the end the tests that
 caught mutants run once more, together, on the unmutated copy: one that fails there too proves nothing, and its
 mutant is reported as an error (a broken tree cannot pass for a good score). kind says what it breaks:
 "rule" (what is accepted, sampled or computed) or "record" (the origins and statistics a step reports). Every method
-of picospec/methods.py has at least one of each, but the rows named in UNCOVERED (new, not yet on the list).
+of picospec/methods.py has at least one of each.
 
 Example line: `caught  verify-tree-origins  tests/test_tree.py::test_verify_tree_origin_of_each_step_by_hand[Q0]  2 s`
 """
@@ -43,9 +43,6 @@ class Mutant(NamedTuple):
 
 
 ORIGINS = "tests/test_verify_origins.py"
-# Rows of picospec/methods.py that have no mutants yet (they landed beside this list); tests/test_mutants.py asks
-# every other row for a "rule" and a "record" mutant.
-UNCOVERED = ("eagle", "eagle2", "layer_skip", "early_exit", "cascade", "specinfer", "sequoia")
 
 MUTANTS = (
     # --- sampling: the pieces every method shares
@@ -76,7 +73,7 @@ MUTANTS = (
            ("tests/test_blockwise.py",), "every step counted as one target call"),
     # --- rejection: the batched sampler (vLLM's contract)
     Mutant("recovered-reuses-accept-uniform", "rejection", "rule", "picospec/rejection.py",
-           "u[:, k:])  # [B, k]", "u[:, :k])  # [B, k]",
+           "U = u[:, k:][rejected, at]", "U = u[:, :k][rejected, at]",
            ("tests/test_rejection.py",), "issue 18: the recovered token drawn with the acceptance uniform"),
     Mutant("first-rejection-is-a-count", "rejection", "rule", "picospec/rejection.py",
            "n_accepted = np.where(accepted.all(1), k, accepted.argmin(1))", "n_accepted = accepted.sum(1)",
@@ -126,6 +123,10 @@ MUTANTS = (
     Mutant("blockwise-verify-misaligned", "blockwise", "rule", "picospec/blockwise.py",
            "y_hat[k_hat] == best[k_hat - 1]", "y_hat[k_hat] == best[k_hat]",
            ("tests/test_blockwise.py",), "a proposal checked against the row after itself"),
+    Mutant("blockwise-head-slice", "blockwise", "rule", "picospec/methods.py",
+           'heads["fn"](h)[:K - 1]}', 'heads["fn"](h)[:K]}',
+           ("tests/test_methods.py::test_blockwise_block_size_through_the_table", "tests/test_methods.py"),
+           "--K k hands Blockwise k heads instead of k - 1 (p_1 is the model)"),
     Mutant("blockwise-origins-order", "blockwise", "record", "picospec/blockwise.py",
            '["bonus"] + ["draft"] * (k_hat - 1)', '["draft"] * (k_hat - 1) + ["bonus"]',
            (ORIGINS,), "p_1's own token listed last, as the other methods list theirs"),
@@ -175,6 +176,69 @@ MUTANTS = (
     Mutant("autoregressive-origin", "autoregressive", "record", "picospec/autoregressive.py",
            '["target"], drafted=0', '["bonus"], drafted=0',
            (ORIGINS,), "the target's own token called a bonus"),
+    # --- EAGLE / EAGLE-2 (the head's tree, drafted at the feature level)
+    Mutant("eagle-draws-with-replacement", "eagle", "rule", "picospec/eagle.py",
+           "p[drawn[-1]] = 0", "p[drawn[-1]] *= 1",
+           ("tests/test_eagle.py::test_follows_the_target_exactly", "tests/test_eagle.py"),
+           "sampled children drawn with replacement but judged as drawn without it"),
+    Mutant("eagle-drafted-is-path", "eagle", "record", "picospec/eagle.py",
+           "drafted=tree_depth(parents), nodes=len(tokens)))", "drafted=len(path), nodes=len(tokens)))",
+           (ORIGINS + "::test_origins_are_what_happened[eagle]",), "drafted counts the accepted path, not the tree"),
+    Mutant("eagle2-value-not-cumulative", "eagle2", "rule", "picospec/eagle2.py",
+           "values.append(values[i] + logp[t])", "values.append(logp[t])",
+           ("tests/test_eagle.py::test_dynamic_tree_keeps_the_best_nodes", "tests/test_eagle.py"),
+           "a node's value is its own log p, not the path's: the reranking keeps the wrong nodes"),
+    Mutant("eagle2-target-unwarped", "eagle2", "rule", "picospec/eagle2.py",
+           "verify_tree(tokens, parents, warp(np.exp(log_softmax(logits)), **sampling_options),",
+           "verify_tree(tokens, parents, np.exp(log_softmax(logits)),",
+           ("tests/test_eagle.py::test_follows_the_target_exactly", "tests/test_eagle.py"),
+           "the tree verified against the raw target law while the root token is warped"),
+    Mutant("eagle2-greedy-origin", "eagle2", "record", "picospec/eagle2.py",
+           'origin = "bonus" if not children(parents)[path[-1] if path else -1] else "resample"',
+           'origin = "bonus" if path else "resample"',
+           (ORIGINS + "::test_origins_are_what_happened[eagle2]",), "bonus whenever a draft was kept, leaf or not"),
+    # --- self-drafting (layer_skip: Draft & Verify's skipped sublayers; early_exit: LayerSkip's first E layers)
+    Mutant("self-draft-verifies-unwarped", "layer_skip", "rule", "picospec/self_draft.py",
+           "return token, p, float(p_raw[token])", "return token, p_raw, float(p_raw[token])",
+           ("tests/test_self_draft.py::test_joint_law_equals_target_with_adaptive_stop",),
+           "drafts judged against the unwarped draft law they were not drawn from"),
+    Mutant("layer-skip-threshold-backwards", "layer_skip", "rule", "picospec/self_draft.py",
+           "gamma_next = gamma + epsilon if AR <= alpha", "gamma_next = gamma - epsilon if AR <= alpha",
+           ("tests/test_self_draft.py::test_adapt_threshold_worked_example", "tests/test_self_draft.py"),
+           "the threshold falls while drafts are rejected (more drafts when they fail)"),
+    Mutant("layer-skip-drafted-planned", "layer_skip", "record", "picospec/self_draft.py",
+           "drafted=len(drafts)))", "drafted=k))",
+           (ORIGINS + "::test_origins_are_what_happened[layer_skip]",),
+           "drafted = the tokens planned, not those drafted before the draft stopped unsure"),
+    Mutant("early-exit-verify-skips-a-sublayer", "early_exit", "rule", "gpt2/self_draft.py",
+           'range(self.cut, 2 * self.hparams["n_layer"])', 'range(self.cut + 1, 2 * self.hparams["n_layer"])',
+           ("tests/test_self_draft.py::test_verification_reusing_the_draft_equals_a_full_forward",
+            "tests/test_self_draft.py"), "the verification resumes one sublayer past the cut"),
+    Mutant("early-exit-first-token-bonus", "early_exit", "record", "picospec/self_draft.py",
+           'step_record([token], ["target"], drafted=0)', 'step_record([token], ["bonus"], drafted=0)',
+           (ORIGINS + "::test_origins_are_what_happened[early_exit]",), "the target's first token called a bonus"),
+    # --- cascade drafting
+    Mutant("cascade-verifies-against-drafter", "cascade", "rule", "picospec/cascade.py",
+           "return drafts[:n] + [token], list(Q[:n + 1])", "return drafts[:n] + [token], list(laws[:n]) + [Q[n]]",
+           ("tests/test_cascade.py::test_joint_law_equals_target", "tests/test_cascade.py"),
+           "a reviewed token verified against the smaller drafter's law, not the reviewer's"),
+    Mutant("cascade-drafted-is-accepted", "cascade", "record", "picospec/cascade.py",
+           "step_record(new, origins, drafted=drafted)", "step_record(new, origins, drafted=len(new) - 1)",
+           (ORIGINS + "::test_origins_are_what_happened[cascade]",), "drafted counts the kept drafts only"),
+    # --- token trees (SpecInfer, Sequoia)
+    Mutant("specinfer-repeats-merged", "specinfer", "rule", "picospec/specinfer.py",
+           "picks = [sample(p, rng) for _ in range(k)]", "picks = list(dict.fromkeys(sample(p, rng) for _ in range(k)))",
+           ("tests/test_specinfer.py",), "repeated i.i.d. draws tried once: the residual moves too little"),
+    Mutant("specinfer-nodes-are-draws", "specinfer", "record", "picospec/specinfer.py",
+           "drafted=depth(parents), nodes=len(tokens)))", "drafted=depth(parents), nodes=len(trie.draws)))",
+           (ORIGINS + "::test_origins_are_what_happened[specinfer]",), "nodes counts draws, not scored nodes"),
+    Mutant("sequoia-draws-with-replacement", "sequoia", "rule", "picospec/sequoia.py",
+           "p[picks[-1]] = 0", "p[picks[-1]] *= 1",
+           ("tests/test_sequoia.py",), "siblings drawn with replacement but verified as without"),
+    Mutant("sequoia-drafted-is-size", "sequoia", "record", "picospec/sequoia.py",
+           '["draft"] * len(path) + [origin], drafted=tree_depth(parents),',
+           '["draft"] * len(path) + [origin], drafted=len(tokens),', (ORIGINS + "::test_origins_are_what_happened[sequoia]",),
+           "drafted = the tree's size, not its depth"),
     # --- the methods table
     Mutant("methods-auto-posterior-swapped", "methods", "rule", "picospec/methods.py",
            '"greedy" if sampling.get("temperature", 1) == 0 else "lossless"',
@@ -204,7 +268,7 @@ def problems(mutants=MUTANTS, root=ROOT):
         count = path.read_text(encoding="utf-8").count(m.old)
         if count != 1:
             found.append(f"{m.name}: its text occurs {count} times in {m.file} (must be exactly once): {m.old!r}")
-        found += [f"{m.name}: no test file {t}" for t in m.tests if not (root / t).is_file()]
+        found += [f"{m.name}: no test file {t}" for t in m.tests if not (root / t.split("::")[0]).is_file()]
     return found
 
 

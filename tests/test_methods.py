@@ -111,3 +111,20 @@ def test_readme_tables_are_generated_from_the_table():
     assert section((ROOT / "README.md").read_text(encoding="utf-8")) == "\n" + markdown() + "\n"
     for m in METHODS:
         assert f"`{m.name}`" in markdown() and all(f"`--{o.name}`" in markdown() for o in m.options)
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_blockwise_block_size_through_the_table(K, models):
+    """--K k runs p_1 and the first k - 1 heads: every block proposes exactly k - 1 tokens (fewer only at the end),
+    and the output is still the target's greedy text. A head slice of the wrong length ([:K] or all heads) fails."""
+    method, (_, _, encoder) = TABLE["blockwise"], models
+    x, N = encoder.encode("import os\n\n\ndef list_files(path):\n    return ["), 20
+    base = run_method("autoregressive", x, {"target": models[0]["target"]}, N, 0, {"temperature": 0})
+    run = run_method(method, x, needs_of(method, models), N, 0, {"temperature": 0}, K=K)
+    assert run["output"] == base["output"]
+    left = N
+    for s in run["stats"]:
+        assert s["drafted"] == min(K, left) - 1, (K, s)
+        left -= len(s["tokens"])
+    with pytest.raises(ValueError, match="blockwise heads"):
+        run_method(method, x, needs_of(method, models), N, 0, {"temperature": 0}, K=models[1]["blockwise"]["n_heads"] + 2)
