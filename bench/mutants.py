@@ -7,12 +7,13 @@ against the test files that use the module it breaks. A mutant the tests miss is
 
 A mutant is (name, area, kind, file, old, new, tests, why): `old` is a piece of `file` that must occur exactly once
 (tests/test_mutants.py checks every one, so the list cannot rot silently; here a text not found is reported as an
-error of the list, never as caught); `new` replaces it; `tests` (files, or one test as file::name) are run in that
-order with `pytest -x -q -p no:cacheprovider`, the fast and pointed ones first, so a caught mutant costs seconds. At the end the tests that
-caught mutants run once more, together, on the unmutated copy: one that fails there too proves nothing, and its
-mutant is reported as an error (a broken tree cannot pass for a good score). kind says what it breaks:
-"rule" (what is accepted, sampled or computed) or "record" (the origins and statistics a step reports). Every method
-of picospec/methods.py has at least one of each.
+error of the list, never as caught); `new` replaces it; `tests` (files, or one test as file::name) are run one
+after another, each by `pytest -x -q -p no:cacheprovider`, until one fails: the pointed ones first, so a caught mutant
+costs seconds (one pytest call per entry: pytest given a test and its file together runs the file in its own order).
+At the end the tests that caught mutants run once more, together, on the unmutated copy: one that fails there too
+proves nothing, and its mutant is reported as an error (a broken tree cannot pass for a good score). kind says what it
+breaks: "rule" (what is accepted, sampled or computed) or "record" (the origins and statistics a step reports). Every
+method of picospec/methods.py has at least one of each.
 
 Example line: `caught  verify-tree-origins  tests/test_tree.py::test_verify_tree_origin_of_each_step_by_hand[Q0]  2 s`
 """
@@ -179,7 +180,7 @@ MUTANTS = (
     # --- EAGLE / EAGLE-2 (the head's tree, drafted at the feature level)
     Mutant("eagle-draws-with-replacement", "eagle", "rule", "picospec/eagle.py",
            "p[drawn[-1]] = 0", "p[drawn[-1]] *= 1",
-           ("tests/test_eagle.py::test_follows_the_target_exactly", "tests/test_eagle.py"),
+           ("tests/test_eagle.py::test_follows_the_target_exactly[sampled-top_k]", "tests/test_eagle.py"),
            "sampled children drawn with replacement but judged as drawn without it"),
     Mutant("eagle-drafted-is-path", "eagle", "record", "picospec/eagle.py",
            "drafted=tree_depth(parents), nodes=len(tokens)))", "drafted=len(path), nodes=len(tokens)))",
@@ -191,7 +192,7 @@ MUTANTS = (
     Mutant("eagle2-target-unwarped", "eagle2", "rule", "picospec/eagle2.py",
            "verify_tree(tokens, parents, warp(np.exp(log_softmax(logits)), **sampling_options),",
            "verify_tree(tokens, parents, np.exp(log_softmax(logits)),",
-           ("tests/test_eagle.py::test_follows_the_target_exactly", "tests/test_eagle.py"),
+           ("tests/test_eagle.py::test_follows_the_target_exactly[eagle2-one-hot-top_k]", "tests/test_eagle.py"),
            "the tree verified against the raw target law while the root token is warped"),
     Mutant("eagle2-greedy-origin", "eagle2", "record", "picospec/eagle2.py",
            'origin = "bonus" if not children(parents)[path[-1] if path else -1] else "resample"',
@@ -200,7 +201,8 @@ MUTANTS = (
     # --- self-drafting (layer_skip: Draft & Verify's skipped sublayers; early_exit: LayerSkip's first E layers)
     Mutant("self-draft-verifies-unwarped", "layer_skip", "rule", "picospec/self_draft.py",
            "return token, p, float(p_raw[token])", "return token, p_raw, float(p_raw[token])",
-           ("tests/test_self_draft.py::test_joint_law_equals_target_with_adaptive_stop",),
+           ("tests/test_self_draft.py::test_joint_law_equals_target_with_adaptive_stop[T=0.6]",
+            "tests/test_self_draft.py"),
            "drafts judged against the unwarped draft law they were not drawn from"),
     Mutant("layer-skip-threshold-backwards", "layer_skip", "rule", "picospec/self_draft.py",
            "gamma_next = gamma + epsilon if AR <= alpha", "gamma_next = gamma - epsilon if AR <= alpha",
@@ -220,14 +222,15 @@ MUTANTS = (
     # --- cascade drafting
     Mutant("cascade-verifies-against-drafter", "cascade", "rule", "picospec/cascade.py",
            "return drafts[:n] + [token], list(Q[:n + 1])", "return drafts[:n] + [token], list(laws[:n]) + [Q[n]]",
-           ("tests/test_cascade.py::test_joint_law_equals_target", "tests/test_cascade.py"),
+           ("tests/test_cascade.py::test_joint_law_equals_target[vertical-T=1]", "tests/test_cascade.py"),
            "a reviewed token verified against the smaller drafter's law, not the reviewer's"),
     Mutant("cascade-drafted-is-accepted", "cascade", "record", "picospec/cascade.py",
            "step_record(new, origins, drafted=drafted)", "step_record(new, origins, drafted=len(new) - 1)",
            (ORIGINS + "::test_origins_are_what_happened[cascade]",), "drafted counts the kept drafts only"),
     # --- token trees (SpecInfer, Sequoia)
     Mutant("specinfer-repeats-merged", "specinfer", "rule", "picospec/specinfer.py",
-           "picks = [sample(p, rng) for _ in range(k)]", "picks = list(dict.fromkeys(sample(p, rng) for _ in range(k)))",
+           "picks = [sample(p, rng) for _ in range(k)]",
+           "picks = list(dict.fromkeys(sample(p, rng) for _ in range(k)))",
            ("tests/test_specinfer.py",), "repeated i.i.d. draws tried once: the residual moves too little"),
     Mutant("specinfer-nodes-are-draws", "specinfer", "record", "picospec/specinfer.py",
            "drafted=depth(parents), nodes=len(tokens)))", "drafted=depth(parents), nodes=len(trie.draws)))",
@@ -237,7 +240,8 @@ MUTANTS = (
            ("tests/test_sequoia.py",), "siblings drawn with replacement but verified as without"),
     Mutant("sequoia-drafted-is-size", "sequoia", "record", "picospec/sequoia.py",
            '["draft"] * len(path) + [origin], drafted=tree_depth(parents),',
-           '["draft"] * len(path) + [origin], drafted=len(tokens),', (ORIGINS + "::test_origins_are_what_happened[sequoia]",),
+           '["draft"] * len(path) + [origin], drafted=len(tokens),',
+           (ORIGINS + "::test_origins_are_what_happened[sequoia]",),
            "drafted = the tree's size, not its depth"),
     # --- the methods table
     Mutant("methods-auto-posterior-swapped", "methods", "rule", "picospec/methods.py",
@@ -298,7 +302,10 @@ def run_mutant(m, copy, timeout):
     path.write_text(original.replace(m.old, m.new), encoding="utf-8")
     start = time.perf_counter()
     try:
-        done = pytest(copy, ["-x", *m.tests], timeout)
+        for tests in m.tests:  # until one fails
+            done = pytest(copy, ["-x", tests], max(1, timeout - (time.perf_counter() - start)))
+            if done.returncode != 0:
+                break
     except subprocess.TimeoutExpired:
         return "timeout", f"no verdict in {timeout} s", time.perf_counter() - start
     finally:

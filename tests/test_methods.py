@@ -126,5 +126,6 @@ def test_blockwise_block_size_through_the_table(K, models):
     for s in run["stats"]:
         assert s["drafted"] == min(K, left) - 1, (K, s)
         left -= len(s["tokens"])
+    too_many = models[1]["blockwise"]["n_heads"] + 2
     with pytest.raises(ValueError, match="blockwise heads"):
-        run_method(method, x, needs_of(method, models), N, 0, {"temperature": 0}, K=models[1]["blockwise"]["n_heads"] + 2)
+        run_method(method, x, needs_of(method, models), N, 0, {"temperature": 0}, K=too_many)
