@@ -48,13 +48,48 @@ def to_numpy(a):
 SMALL_MODEL = 30_000_000  # parameters: below this, one BLAS thread
 
 
+def idle_cpus(cpus, seconds=0.1):
+    """How many of the CPUs `cpus` (ids) other processes left idle over the next `seconds`, from Linux's /proc/stat
+    -> a float, or None where that cannot be read. Unlike the 1-minute load average it is measured now, and this
+    process's own CPU time in the window (its BLAS threads may still spin after a product) counts as free. Steal time
+    counts as busy: a VM's host took it. Example: two CPUs, one spinning process elsewhere -> about 1.0."""
+    import os
+    import time
+
+    def ticks():  # -> {cpu id: (idle ticks, total ticks)}
+        out = {}
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *values = line.split()
+                if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+                    v = [int(x) for x in values[:8]]  # user nice system idle iowait irq softirq steal
+                    out[int(name[3:])] = (v[3] + v[4], sum(v))
+        return out
+
+    try:
+        before, own, start = ticks(), os.times(), time.perf_counter()
+        time.sleep(seconds)
+        after, own_after, wall = ticks(), os.times(), time.perf_counter() - start
+    except (OSError, ValueError, IndexError):
+        return None
+    shares = [(after[c][0] - before[c][0]) / (after[c][1] - before[c][1]) for c in after
+              if c in before and after[c][1] > before[c][1]]
+    mine = (own_after.user + own_after.system - own.user - own.system) / wall  # CPUs this process kept busy
+    return min(len(shares), sum(shares) + mine) if shares else None
+
+
 def free_cores():
-    """Cores usable by this process minus the 1-minute load of the others (at least 1)."""
+    """-> (free, cpus, how it was measured): the cores usable by this process that sat idle over the last 0.1 s
+    (/proc/stat; elsewhere: cores minus the 1-minute load of every process), at least 1."""
     import os
 
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    ids = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    cpus = len(ids)
+    idle = idle_cpus(ids)
+    if idle is not None:
+        return max(1, min(cpus, round(idle))), cpus, f"{idle:.1f} idle now"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    return max(1, min(cpus, round(cpus - load))), cpus, load
+    return max(1, min(cpus, round(cpus - load))), cpus, f"1-minute load {load:.1f}"
 
 
 def choose_threads(n_params, requested=None):
@@ -71,8 +106,8 @@ def choose_threads(n_params, requested=None):
         return int(requested), "requested (--threads or PICOSPEC_THREADS)"
     if n_params < SMALL_MODEL:
         return 1, f"small model ({n_params / 1e6:.2f}M parameters)"
-    free, cpus, load = free_cores()
-    return free, f"{free} of {cpus} cores free (1-minute load {load:.1f})"
+    free, cpus, how = free_cores()
+    return free, f"{free} of {cpus} cores free ({how})"
 
 
 def set_threads(n):

@@ -20,8 +20,8 @@ def test_small_models_get_one_thread_and_the_library_reports_it(monkeypatch):
 
 def test_large_models_get_the_free_cores(monkeypatch):
     monkeypatch.delenv("PICOSPEC_THREADS", raising=False)
-    monkeypatch.setattr(backend, "free_cores", lambda: (3, 4, 1.2))
-    assert backend.choose_threads(124_000_000) == (3, "3 of 4 cores free (1-minute load 1.2)")
+    monkeypatch.setattr(backend, "free_cores", lambda: (3, 4, "3.2 idle now"))
+    assert backend.choose_threads(124_000_000) == (3, "3 of 4 cores free (3.2 idle now)")
 
 
 def test_overrides_win(monkeypatch):
@@ -34,8 +34,36 @@ def test_overrides_win(monkeypatch):
 
 
 def test_free_cores_never_below_one():
-    free, cpus, load = backend.free_cores()
+    free, cpus, how = backend.free_cores()
     assert 1 <= free <= cpus
+
+
+def test_a_busy_core_is_seen_at_once():
+    """/proc/stat, measured while one process spins on one of this process's cores: that core is not idle. (The
+    1-minute load average would take a minute to see it, and counts this process's own past work as busy.)"""
+    import multiprocessing
+    import os
+    import time
+
+    if backend.idle_cpus({0}) is None:
+        pytest.skip("no /proc/stat here: free_cores falls back to the load average")
+    cpu = min(os.sched_getaffinity(0))
+    spinner = multiprocessing.get_context("spawn").Process(target=spin_on, args=(cpu,), daemon=True)
+    spinner.start()
+    try:
+        time.sleep(0.5)
+        assert backend.idle_cpus({cpu}, seconds=0.3) < 0.2
+    finally:
+        spinner.terminate()
+        spinner.join()
+
+
+def spin_on(cpu):
+    import os
+
+    os.sched_setaffinity(0, {cpu})
+    while True:
+        pass
 
 
 @pytest.mark.parametrize("args, env, expected", [([], {}, 1), (["--threads", "2"], {}, 2),
