@@ -52,6 +52,19 @@ class Timed:
         return out
 
 
+class TimedHead(Timed):
+    """EAGLE's head: a draft model of its own (its own forward through a block and the LM head), so its calls are
+    counted and timed as draft calls. Everything else (accuracy, reset, ...) is the head's."""
+
+    def __call__(self, *args, **kw):  # head(x, F, tokens, parents)
+        return self._timed(self.model, *args, **kw)
+
+    def __getattr__(self, name):
+        if name == "model":
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+
 # ---- wiring: what a method needs, loaded once (main.py, notebooks and benches share it) ----
 
 def check_needs(method, options):
@@ -180,11 +193,14 @@ def run_method(method, x, loaded, N, seed, sampling=None, **options):
     for model in loaded.values():
         getattr(model, "reset", lambda: None)()  # neither run may reuse the other's cached work
     timed = {k: Timed(v) if k in ("target", "draft", "draft2") else v for k, v in loaded.items()}
+    if "heads:eagle" in method.needs:
+        timed["heads"] = TimedHead(loaded["heads"])
     stats, rng = [], np.random.default_rng(seed)
     start = time.perf_counter()
     out = call(method, x, N, rng, timed, sampling, options, stats=stats)
     seconds = time.perf_counter() - start
-    t, d, d2 = timed["target"], timed.get("draft", Timed(None)), timed.get("draft2", Timed(None))
+    t, d2 = timed["target"], timed.get("draft2", Timed(None))
+    d = timed.get("draft") or (timed["heads"] if isinstance(timed.get("heads"), TimedHead) else Timed(None))
     return {"output": out, "seconds": seconds, "target_calls": t.calls, "draft_calls": d.calls,
             "tokens_per_call": N / t.calls, "target_s": t.seconds, "draft_s": d.seconds, "stats": stats,
             "draft2_calls": d2.calls, "draft2_s": d2.seconds}
