@@ -65,6 +65,46 @@ def test_warp_rows_independently():
     np.testing.assert_allclose(warp(P, top_k=1), [[0, 0, 1], [1, 0, 0]])
 
 
+def test_warp_more_examples_by_hand():
+    """Temperature 2 (q ~ sqrt(p)), then top-p on the tempered law (its cut is on the tempered mass, whatever scale
+    the unnormalised intermediate has), and top-k and top-p together (both cuts apply)."""
+    p = np.array([0.5, 0.3, 0.2])
+    np.testing.assert_allclose(warp(p, temperature=2), np.sqrt(p) / np.sqrt(p).sum(), rtol=1e-12)
+    # tempered: [.4155, .3218, .2628]; mass before each: 0, .4155, .7373 -> top_p .7 keeps the first two
+    kept = np.sqrt(p[:2]) / np.sqrt(p[:2]).sum()
+    np.testing.assert_allclose(warp(p, temperature=2, top_p=0.7), [*kept, 0], rtol=1e-12)
+    np.testing.assert_allclose(warp(p, top_k=2, top_p=0.95), [0.625, 0.375, 0], atol=1e-12)  # top-p alone keeps 3
+
+
+@pytest.mark.parametrize("options", [dict(temperature=0), dict(temperature=0.5), dict(temperature=2),
+                                     dict(top_k=2), dict(top_p=0.6), dict(temperature=1.5, top_k=3, top_p=0.8)],
+                         ids=["T=0", "T=0.5", "T=2", "top_k", "top_p", "all three"])
+def test_warp_of_a_batch_is_the_warp_of_each_row(options):
+    """[2, 3, V] at once equals each [V] row alone (every reduction is over the last axis only)."""
+    P = np.random.default_rng(0).dirichlet(np.ones(6), size=(2, 3))  # [2, 3, 6]
+    rows = np.array([[warp(row, **options) for row in block] for block in P])
+    np.testing.assert_allclose(warp(P, **options), rows, rtol=1e-12, atol=1e-15)
+
+
+class FixedUniform:
+    """A generator whose next uniform is u: sample() by hand."""
+
+    def __init__(self, u):
+        self.u = u
+
+    def random(self):
+        return self.u
+
+
+def test_sample_by_hand_at_the_edges_and_unnormalised():
+    """u = 0 never picks a leading zero-probability token (side="right"); an unnormalised p [0, 2, 2] is
+    renormalised: u = 0.4 -> 1.6 of 4 -> token 1, u = 0.9 -> 3.6 -> token 2."""
+    assert sample(np.array([0.0, 1.0]), FixedUniform(0.0)) == 1
+    assert sample(np.array([0.0, 0.0, 1.0, 0.0]), FixedUniform(0.0)) == 2
+    assert sample(np.array([0.0, 2.0, 2.0]), FixedUniform(0.4)) == 1
+    assert sample(np.array([0.0, 2.0, 2.0]), FixedUniform(0.9)) == 2
+
+
 @given(dist(5), st.floats(0.05, 3.0), st.one_of(st.none(), st.integers(1, 5)), st.one_of(st.none(), st.floats(0.01, 1.0)))
 def test_warp_gives_a_distribution_inside_the_support(p, T, k, top_p):
     w = warp(p, temperature=T, top_k=k, top_p=top_p)
