@@ -10,8 +10,9 @@ then decodes:
   single    picospec.speculative.speculative_sampling on one GPT2 engine per model, one prompt after another
   batch 1   picospec.batch.batch_speculative_sampling on BatchGPT2 engines of 1 row, one prompt after another
   batch B   batch_speculative_sampling on BatchGPT2 engines of B rows (target AND draft), B prompts at once
-decode tokens/s = prompts x n_tokens / decoding time, the median over repeats, in CPU time of this thread (what the
-work costs; other processes on a shared machine inflate it less) and in wall time. The same acceptance enters every
+decode tokens/s = prompts x n_tokens / decoding time, the median over repeats, in CPU time of this process, all its
+threads (what the work costs; other processes on a shared machine inflate it less; with 2 BLAS threads it includes
+the second thread's work and its spinning between products) and in wall time. The same acceptance enters every
 way, so the ratios compare engines, not luck: tokens per row-step (one row scored by one target call) are printed
 beside them, and rows per target call (8 while all rows decode; fewer once some have finished and the last go on).
 Before timing, greedy batch B is checked token for token against greedy single rows.
@@ -47,16 +48,16 @@ def load_pair(pair):
 
 
 class Clock:
-    """CPU time of this thread and wall time, summed over the intervals it is running."""
+    """CPU time of this process (every thread) and wall time, summed over the intervals it is running."""
 
     def __init__(self):
         self.cpu = self.wall = 0.0
 
     def __enter__(self):
-        self.start = time.thread_time(), time.perf_counter()
+        self.start = time.process_time(), time.perf_counter()
 
     def __exit__(self, *exc):
-        self.cpu += time.thread_time() - self.start[0]
+        self.cpu += time.process_time() - self.start[0]
         self.wall += time.perf_counter() - self.start[1]
 
 
