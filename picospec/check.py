@@ -2,7 +2,8 @@
 
 A lossless speculative sampler must output sequences whose law is exactly the (warped) target's. On a toy model
 (a table of next-token laws over a few tokens) that law is known exactly for every whole sequence of N tokens, so a
-sampler can be run many times and its empirical law tested against it (a G-test, rare cells pooled). Notation as in
+sampler can be run many times and its empirical law tested against it (a G-test, rare cells pooled; the toys, the
+exact laws and the test are in picospec/exact_law.py, this file is the battery and its command). Notation as in
 picospec/verify.py (Chen et al. 2023, arXiv:2302.01318): p = draft, q = target. NumPy only; scipy is not needed.
 
     from picospec.check import check_sampler
@@ -57,12 +58,9 @@ Exit status: 0 every case passed, 1 a case failed, 2 a usage error, 3 no verdict
 Shapes: V vocabulary, N new tokens per sequence, K (k) drafts per step, B batch rows, m tree nodes.
 """
 import difflib
-import functools
 import importlib
 import importlib.util
-import itertools
 import json
-import math
 import sys
 from collections import Counter
 from pathlib import Path
@@ -70,228 +68,15 @@ from typing import NamedTuple
 
 import numpy as np
 
+# the toys, exact laws and G-test live in picospec/exact_law.py; re-exported here, the public checker's names
+from picospec.exact_law import (ALPHA, SAMPLES, SAMPLES_HIGH, SHAPES, Toy, all_sequences, cells,  # noqa: F401
+                                check_law, chi2_isf, chi2_sf, detectable_tv, exact_law, g_statistic, g_test, index,
+                                law_vector, perturb, perturbed, power, power_table, random_toy)
 from picospec.rejection import rejection_sample, sample_rows
 from picospec.sampling import sample, warp
 from picospec.verify import verify_chain, verify_tree
 
-ALPHA = 1e-4  # per case (and per check in the test suite)
-SAMPLES = 30_000  # sequences per check in the test suite
-SAMPLES_HIGH = 120_000  # the suite's one high-power check of speculative sampling
 DEFAULT_SAMPLES = 20_000  # sequences per case of the command and of check_sampler
-
-
-# Toy models: next-token laws that depend on the last two tokens (a [V, V, V] table), so whole-sequence laws are
-# non-trivial and cheap to compute exactly. A Toy follows the model contract model(x, n=1) -> probs [n, V].
-
-class Toy:
-    def __init__(self, table):
-        self.table = np.asarray(table, dtype=np.float64)  # [V, V, V]: (second-to-last, last) -> next-token law
-        self.n_vocab = self.table.shape[-1]
-        self.calls = 0
-
-    def __call__(self, x, n=1):
-        self.calls += 1
-        return np.stack([self.table[x[i - 2] if i >= 2 else 0, x[i - 1]] for i in range(len(x) - n + 1, len(x) + 1)])
-
-
-def random_toy(V, seed, concentration=1.0, zeros=0.0):
-    """Dirichlet rows; with `zeros` > 0 that share of entries is set to 0 (each row keeps at least one token)."""
-    rng = np.random.default_rng(seed)
-    table = rng.dirichlet(np.full(V, concentration), size=(V, V))
-    if zeros:
-        mask = rng.random(table.shape) < zeros
-        mask[..., rng.integers(0, V)] = False
-        table = np.where(mask, 0, table)
-        table /= table.sum(-1, keepdims=True)
-    return Toy(table)
-
-
-def perturbed(model, eps, seed):
-    """A draft near the target: mix each row with a random one (eps = 0 gives the same model)."""
-    other = random_toy(model.n_vocab, seed).table
-    return Toy((1 - eps) * model.table + eps * other)
-
-
-# Exact laws of whole sequences. A law is a vector over the V^N sequences in base-V order (index(seq)).
-
-def exact_law(model, x, N, **sampling_options):
-    """{sequence of N new tokens: probability} for autoregressive sampling from the warped model after prompt x."""
-    law = {(): 1.0}
-    for _ in range(N):
-        grown = {}
-        for seq, prob in law.items():
-            q = warp(model(list(x) + list(seq))[-1], **sampling_options)  # [V]
-            for token, qt in enumerate(q):
-                if qt > 0:
-                    grown[seq + (token,)] = prob * float(qt)
-        law = grown
-    return law
-
-
-def law_vector(model, x, N, **sampling_options):  # -> [V^N]
-    law, V = exact_law(model, x, N, **sampling_options), model.n_vocab
-    probs = np.zeros(V**N)
-    probs[[index(s, V) for s in law]] = list(law.values())
-    return probs
-
-
-def index(seqs, V):
-    """Base-V index of sequences [..., N]. Example: index([2, 0, 1], V=3) -> 2*9 + 0*3 + 1 = 19."""
-    seqs = np.asarray(seqs)
-    return seqs @ V ** np.arange(seqs.shape[-1] - 1, -1, -1)
-
-
-def all_sequences(V, N):
-    return list(itertools.product(range(V), repeat=N))
-
-
-# The G-test (likelihood-ratio chi-square) with rare cells pooled, and its chi-square tail in plain Python.
-
-def chi2_sf(x, df):
-    """P(X > x), X ~ chi-square(df): the regularized upper incomplete gamma Q(df/2, x/2) (Numerical Recipes 6.2:
-    the series below a + 1, Lentz's continued fraction above). Example: chi2_sf(3.841459, 1) -> 0.05."""
-    if x <= 0:
-        return 1.0
-    a, z = df / 2, x / 2
-    front = math.exp(-z + a * math.log(z) - math.lgamma(a))
-    if z < a + 1:  # P(a, z) = front * sum_n z^n / (a (a+1) .. (a+n)); Q = 1 - P
-        term = total = 1 / a
-        for n in range(1, 10_000):
-            term *= z / (a + n)
-            total += term
-            if term < total * 1e-16:
-                break
-        return max(0.0, 1 - front * total)
-    b, c, d = z + 1 - a, 1e300, 1 / (z + 1 - a)
-    h = d
-    for n in range(1, 10_000):
-        an = -n * (n - a)
-        b += 2
-        d = an * d + b
-        d = 1 / (d if abs(d) > 1e-300 else 1e-300)
-        c = b + an / c
-        c = c if abs(c) > 1e-300 else 1e-300
-        h *= d * c
-        if abs(d * c - 1) < 1e-16:
-            break
-    return front * h
-
-
-@functools.lru_cache
-def chi2_isf(alpha, df):
-    """The x with chi2_sf(x, df) = alpha, by bisection (critical values for the power simulations)."""
-    low, high = 0.0, df + 20 * math.sqrt(2 * df) + 100
-    for _ in range(100):
-        mid = (low + high) / 2
-        low, high = (mid, high) if chi2_sf(mid, df) > alpha else (low, mid)
-    return high
-
-
-def cells(probs, n, min_expected=5.0):
-    """The G-test's cells at n samples: a [C] -> cell map (-1: impossible, C - 1: the pool of cells below
-    min_expected) and the expected counts [C]."""
-    big = n * probs >= min_expected
-    small = (probs > 0) & ~big
-    cell = np.full(len(probs), -1)
-    cell[big] = np.arange(big.sum())
-    expected = list(n * probs[big])
-    if small.any():
-        cell[small] = len(expected)
-        expected.append(n * probs[small].sum())
-    return cell, np.array(expected)
-
-
-def g_statistic(counts, probs):
-    """counts [..., C] of samples in each sequence -> G [...] against the law probs [C]; inf when a sequence of
-    probability 0 was drawn. Cells expected fewer than 5 times are pooled into one."""
-    n = counts.sum(-1).max()
-    cell, expected = cells(probs, n)
-    possible = cell >= 0
-    pooled = counts[..., possible] @ np.eye(len(expected))[cell[possible]]  # [..., C] -> [..., cells]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        G = 2 * np.sum(np.where(pooled > 0, pooled * np.log(pooled / expected), 0.0), -1)
-    return np.where(counts[..., ~possible].sum(-1) > 0, np.inf, G), len(expected) - 1
-
-
-def g_test(counts, law):
-    """{sequence: count}, {sequence: probability} -> (G, degrees of freedom, p-value); p = 0 when a sequence of
-    probability 0 was sampled."""
-    if any(seq not in law for seq in counts):
-        return np.inf, 0, 0.0
-    seqs = list(law)
-    G, df = g_statistic(np.array([counts.get(s, 0) for s in seqs], float), np.array([law[s] for s in seqs]))
-    return float(G), df, (0.0 if G == np.inf else chi2_sf(float(G), df) if df > 0 else 1.0)
-
-
-def check_law(samples, law, alpha=ALPHA):
-    """Raise AssertionError (with the worst cells) when the samples reject the law at level alpha; return p-value."""
-    counts = Counter(tuple(s) for s in samples)
-    G, df, p = g_test(counts, law)
-    if p < alpha:
-        n = len(samples)
-        rows = sorted(set(law) | set(counts), key=lambda s: -abs(counts.get(s, 0) - n * law.get(s, 0)))[:8]
-        table = "\n".join(f"  {s}: observed {counts.get(s, 0)}, expected {n * law.get(s, 0):.1f}" for s in rows)
-        raise AssertionError(f"empirical law differs from the target (G = {G:.1f}, df = {df}, p = {p:.2e}):\n{table}")
-    return p
-
-
-# Power, measured by simulation: draws from a perturbed law, the share the test rejects.
-
-SHAPES = ("between two large cells", "out of a rare cell", "spread")
-
-
-def perturb(probs, how, tv):
-    """probs [C] with total variation tv moved: between the two cells nearest 0.02, from the cell nearest 0.005 to
-    the largest, or "spread": in proportion to the law from one half of its mass to the other (the least
-    detectable error of a given TV: its chi-square distance n tv^2 (1/P(half) + 1/P(rest)), about 4 n tv^2, is the
-    smallest possible)."""
-    moved = probs.copy()
-    if how == "spread":
-        order = np.argsort(probs)
-        half = order[np.cumsum(probs[order]) <= 0.5]  # the smaller cells, about half of the mass
-        rest = np.setdiff1d(np.flatnonzero(probs > 0), half)
-        moved[half] *= 1 + tv / probs[half].sum()
-        moved[rest] *= 1 - tv / probs[rest].sum()
-    else:
-        if how == "between two large cells":
-            i, j = np.argsort(np.abs(probs - 0.02))[:2]
-        else:
-            i, j = int(np.argmin(np.abs(probs - 0.005))), int(np.argmax(probs))
-        moved[i] -= tv
-        moved[j] += tv
-    return moved  # negative entries where tv is more than the shape can move
-
-
-def power(probs, how, tv, n, alpha=ALPHA, repeats=100, seed=0):
-    """The share of `repeats` runs of n samples from the perturbed law that the G-test rejects at alpha."""
-    moved = perturb(probs, how, tv)
-    if moved.min() < 0:
-        return float("nan")
-    counts = np.random.default_rng(seed).multinomial(n, moved / moved.sum(), size=repeats).astype(float)
-    G, df = g_statistic(counts, probs)
-    return float(np.mean(G > chi2_isf(alpha, df))) if df > 0 else float(np.mean(G == np.inf))
-
-
-def detectable_tv(probs, n, how="spread", alpha=ALPHA, at=0.9, repeats=100, seed=0):
-    """The smallest TV error of shape `how` that n samples detect with probability `at` (bisection in log TV).
-    A law with one possible sequence: only mass on impossible sequences can be wrong, caught once one is drawn."""
-    if (probs > 0).sum() < 2:
-        return 1 - (1 - at) ** (1 / n)
-    low, high = 1e-4, 0.5
-    while perturb(probs, how, high).min() < 0:  # the largest error of this shape
-        high *= 0.9
-    if not power(probs, how, high, n, alpha, repeats, seed) >= at:
-        return float("nan")
-    for _ in range(10):
-        mid = math.sqrt(low * high)
-        low, high = (low, mid) if power(probs, how, mid, n, alpha, repeats, seed) >= at else (mid, high)
-    return high
-
-
-def power_table(samples=(SAMPLES, SAMPLES_HIGH), alpha=ALPHA):
-    """[(samples, shape, tv90)] on the reference law: 5 tokens over 3 (243 sequences) of random_toy(3, seed=7)."""
-    probs = law_vector(random_toy(3, seed=7), [1], 5)
-    return [(n, how, detectable_tv(probs, n, how, alpha)) for n in samples for how in SHAPES]
 
 
 # The battery: cases of toy target and draft, warping, K and (for trees) tree shapes; drivers that run a sampler of
@@ -819,8 +604,8 @@ def table(spec, contract, values, report, controls=True):
         if r.detail:
             lines.append(f"      {r.detail}")
     passed, tvs = sum(r.verdict == "pass" for r in report.cases), [r.tv90 for r in report.cases if r.tv90 == r.tv90]
-    power = f"; each law case catches any error of TV >= {max(tvs):.3f} with probability 0.9" if tvs else ""
-    lines.append(f"verdict: {report.verdict} ({passed} of {len(report.cases)} cases passed{power})")
+    caught = f"; each law case catches any error of TV >= {max(tvs):.3f} with probability 0.9" if tvs else ""
+    lines.append(f"verdict: {report.verdict} ({passed} of {len(report.cases)} cases passed{caught})")
     return "\n".join(lines)
 
 

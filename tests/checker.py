@@ -1,5 +1,5 @@
 """The distribution checker used by the statistical tests: picospec.check, re-exported (it is public now, so anyone
-can check their own sampler with it; see picospec/check.py for the G-test, its error rates and its measured power).
+can check their own sampler with it; see picospec/exact_law.py for the G-test, its error rates and its measured power).
 
 Error rates. Every statistical test in the suite uses ALPHA = 1e-4 per check. Seeds are fixed (and hypothesis is
 derandomised), so CI is deterministic: a check either always passes or always fails. Over a new seed, each correct
