@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from gpt2.backprop import block_backward, block_forward, linear_backward, linear_forward
+from gpt2.cache import KVCache
+from gpt2.engine import common_prefix_length
 from gpt2.model import transformer_block
 
 RETRAIN = "re-train the head with `python -m gpt2.train_eagle` (see README)"
@@ -102,31 +104,6 @@ def eagle_loss_and_grads(f, tokens, f_next, params, wte, n_head, w_cls=0.1):
 
 # ---- decoding: the head behind the draft contract of picospec/eagle.py and picospec/eagle2.py ----
 
-class HeadCache:
-    """The head's keys and values (one block): preallocated, trimmed by moving n (gpt2/cache.py's idea, in small)."""
-
-    def __init__(self, n_head, capacity, d):
-        self.k = np.zeros((n_head, capacity, d), np.float32)  # [n_head, capacity, d]
-        self.v = np.zeros((n_head, capacity, d), np.float32)
-        self.n = 0
-
-    def update(self, layer, k, v):  # [n_head, n_seq, d] x 2 -> [n_head, n + n_seq, d] x 2 (model.mha's interface)
-        end = self.n + k.shape[1]
-        if end > self.k.shape[1]:
-            raise ValueError(f"the EAGLE head's cache holds at most {self.k.shape[1]} inputs; got {end}")
-        self.k[:, self.n:end], self.v[:, self.n:end] = k, v
-        return self.k[:, :end], self.v[:, :end]
-
-
-def common_prefix_length(a, b):
-    n = 0
-    for s, t in zip(a, b):
-        if s != t:
-            break
-        n += 1
-    return n
-
-
 class EagleHead:
     """head(x, F, tokens=(), parents=()) -> logits [1 + m, V]: the draft contract of EAGLE's methods.
 
@@ -144,7 +121,7 @@ class EagleHead:
         self.params, self.wte, self.n_head = params, np.asarray(wte, np.float32), config["n_head"]
         self.lm_head = np.ascontiguousarray(self.wte.T)  # [C, V] the target's LM head (contiguous: faster for few rows)
         C = self.wte.shape[1]
-        self.cache = HeadCache(self.n_head, capacity, C // self.n_head)
+        self.cache = KVCache(1, self.n_head, capacity, C // self.n_head, np)  # the head's one block
         self.calls = 0  # forward passes of the head
         self.reset()
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from gpt2.backend import to_numpy, xp_of
 from gpt2.cache import KVCache
+from gpt2.engine import common_prefix_length
 from gpt2.model import causal_mask, ffn, layer_norm, mha, softmax
 
 
@@ -63,15 +64,6 @@ def lm_head(h, params, adapter=None):  # final hidden states [n, n_embd] -> logi
     if adapter is None:
         return x @ params["wte"].T
     return head_forward(x, adapter["head"], params["wte"], adapter["act"])[0]
-
-
-def common_prefix_length(a, b):
-    n = 0
-    for s, t in zip(a, b):
-        if s != t:
-            break
-        n += 1
-    return n
 
 
 class SelfDraft:

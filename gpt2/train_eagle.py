@@ -29,7 +29,7 @@ from gpt2.cli import Option
 from gpt2.eagle import EagleHead, eagle_forward, eagle_loss_and_grads, init_eagle, save_eagle, TREE_SLOTS
 from gpt2.train import check_data, check_ids, check_out, check_resume, check_tokens, lr_at, no_empty_folders_left, \
     train_loop
-from gpt2.train_heads import PROMPT_LEN, distill_data_missing, self_distill
+from gpt2.train_heads import PROMPT_LEN, backbone_hparams, distill_data_missing, self_distill
 from gpt2.weights import _atomic_write
 
 
@@ -77,7 +77,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
          noise=0.1, steps=5, eval_rows=32, seed=0, resume=True, dtype="float16", stop_at=None):
     """Train an EAGLE head on a frozen backbone's self-distilled features; checkpoints in OUT/ckpt, resumable."""
     from gpt2.hub import resolve
-    from gpt2.weights import hparams_from_config, load_checkpoint
+    from gpt2.weights import load_checkpoint
 
     # Step 0: every option checked before any work (a failed run leaves nothing behind)
     if data is None or out is None:
@@ -91,11 +91,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
         raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would never stop there")
     folder, data, out = resolve(str(backbone)), Path(data), Path(out)
     check_out(out)
-    for name in ("config.json", "model.safetensors"):
-        if not (folder / name).is_file():
-            raise ValueError(f"--backbone {backbone}: {folder} has no {name}; a checkpoint folder needs config.json "
-                             "and model.safetensors")
-    hparams = hparams_from_config(json.loads((folder / "config.json").read_text()), folder / "config.json")
+    hparams = backbone_hparams(backbone, folder)
     if hparams["n_ctx"] <= PROMPT_LEN + 2:
         raise ValueError(f"self-distillation continues {PROMPT_LEN}-token prompts; the backbone's context window "
                          f"({hparams['n_ctx']}) leaves no room")

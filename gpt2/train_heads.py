@@ -79,6 +79,20 @@ def distill_data_missing(path):  # -> None, or why --distill_data cannot be read
         return "no such file; make one with --distill_tokens N (it is saved as OUT/distill.bin)"
 
 
+def backbone_hparams(backbone, folder):
+    """The hparams of --backbone's checkpoint folder, or a ValueError naming the missing or broken file."""
+    from gpt2.weights import hparams_from_config
+
+    for name in ("config.json", "model.safetensors"):
+        if not (folder / name).is_file():
+            raise ValueError(f"--backbone {backbone}: {folder} has no {name}; a checkpoint folder needs config.json and "
+                             "model.safetensors")
+    try:
+        return hparams_from_config(json.loads((folder / "config.json").read_text()), folder / "config.json")
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{folder / 'config.json'}: not valid JSON ({e})") from None
+
+
 def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1", tied=False, act="silu",
          decay=0.8, lambda_0=1.0, n_ctx=128, batch_size=8, lr=1e-3, head_lr_ratio=4.0, warmup=50, warmup_heads=100,
          max_steps=1000, max_minutes=None, clip=1.0, eval_every=100, seed=0, distill_tokens=0, distill_temperature=1.0,
@@ -88,7 +102,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     OUT (and its missing parents) is made when the first file is written: OUT/distill.bin or the first checkpoint.
     """
     from gpt2.hub import resolve
-    from gpt2.weights import hparams_from_config, load_checkpoint, save_checkpoint
+    from gpt2.weights import load_checkpoint, save_checkpoint
 
     # Step 0: every option checked before any work (a failed run leaves nothing behind)
     if stage not in ("medusa1", "medusa2"):
@@ -110,14 +124,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
         raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would never stop there")
     folder, data, out = resolve(str(backbone)), Path(data), Path(out)
     check_out(out)
-    for name in ("config.json", "model.safetensors"):
-        if not (folder / name).is_file():
-            raise ValueError(f"--backbone {backbone}: {folder} has no {name}; a checkpoint folder needs config.json and "
-                             "model.safetensors")
-    try:
-        hparams = hparams_from_config(json.loads((folder / "config.json").read_text()), folder / "config.json")
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{folder / 'config.json'}: not valid JSON ({e})") from None
+    hparams = backbone_hparams(backbone, folder)
     n_ctx = min(n_ctx, hparams["n_ctx"])
     if n_ctx <= n_heads:
         raise ValueError(f"--n_ctx {n_ctx} leaves head {n_heads} no target: it predicts {n_heads + 1} tokens ahead; "

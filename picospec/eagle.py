@@ -28,7 +28,8 @@ One step (x ends with the root: the token the last verification produced, always
 import numpy as np
 
 from picospec.sampling import check_inputs, sample, warp
-from picospec.tree import check_choices, children, depth as tree_depth, greedy_path, sort_choices, sparse_tree
+from picospec.tree import (check_choices, children, depth as tree_depth, greedy_path, sort_choices, sparse_tree,
+                           top_ranked)
 from picospec.verify import step_record, verify_tree, verify_without_replacement
 
 CANDIDATES = ("sample", "topk")
@@ -38,17 +39,6 @@ TREES = ("sparse", "chain")
 def softmax(logits):  # [..., V] -> [..., V], float64
     z = np.exp(logits.astype(np.float64) - logits.max(-1, keepdims=True))
     return z / z.sum(-1, keepdims=True)
-
-
-def top_tokens(logits, r):
-    """The r most likely tokens, by decreasing logit (ties: the lower id first). Example: [.1, .7, .2], 2 -> [1, 2].
-    (np.partition finds the r-th largest value without sorting all V.)"""
-    if r >= len(logits):
-        return [int(t) for t in np.argsort(-logits, kind="stable")]
-    cut = np.partition(logits, len(logits) - r)[len(logits) - r]  # the r-th largest value
-    above = np.flatnonzero(logits > cut)
-    chosen = np.concatenate([above, np.flatnonzero(logits == cut)[:r - len(above)]])  # ids ascending in each part
-    return [int(t) for t in chosen[np.argsort(-logits[chosen], kind="stable")]]
 
 
 def draw_without_replacement(p, r, rng):
@@ -103,7 +93,7 @@ def draft_tree(x, F, draft, choices, rng, sampled, sampling_options):
                 candidates = draw_without_replacement(p, len(below), rng)
                 ranked = list(zip(below, candidates))  # the j-th child is the j-th draw
             else:
-                candidates = top_tokens(z, max(c[-1] for c in below) + 1)
+                candidates = top_ranked(z, max(c[-1] for c in below) + 1)
                 ranked = [(c, candidates[c[-1]]) for c in below if c[-1] < len(candidates)]  # ranks past V: none
             for c, token in ranked:
                 index[c] = len(tokens)

@@ -26,7 +26,7 @@ above token 1's log .3, so with total_tokens 2 the tree is the chain 0 -> 0.
 import numpy as np
 
 from picospec.sampling import check_inputs, sample, warp
-from picospec.tree import children, greedy_path, depth as tree_depth
+from picospec.tree import children, greedy_path, depth as tree_depth, top_ranked
 from picospec.verify import step_record, verify_tree
 
 
@@ -35,23 +35,12 @@ def log_softmax(logits):  # [..., V] -> [..., V], float64
     return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-def top_tokens(logp, k):
-    """The k most likely tokens, by decreasing log-probability (ties: the lower id first); np.partition finds the k-th
-    largest value without sorting all V. Example: log [.1, .6, .3], 2 -> [1, 2]."""
-    if k >= len(logp):
-        return [int(t) for t in np.argsort(-logp, kind="stable")]
-    cut = np.partition(logp, len(logp) - k)[len(logp) - k]  # the k-th largest value
-    above = np.flatnonzero(logp > cut)
-    chosen = np.concatenate([above, np.flatnonzero(logp == cut)[:k - len(above)]])  # ids ascending in each part
-    return [int(t) for t in chosen[np.argsort(-logp[chosen], kind="stable")]]
-
-
 def expand(x, F, draft, depth, top_k):
     """Step 1: the draft pool -> tokens, parents (pool nodes, -1: the root), values (cumulative log p), in the order
     drafted (by layer, so a parent comes before its children)."""
     logp = log_softmax(draft(x, F)[0])  # [V] the head's law after the root
     tokens, parents, values = [], [], []
-    for t in top_tokens(logp, top_k):  # layer 1: the root's top_k
+    for t in top_ranked(logp, top_k):  # layer 1: the root's top_k
         tokens.append(t), parents.append(-1), values.append(logp[t])
     layer, run = list(range(len(tokens))), []  # layer: pool nodes to expand; run: nodes the head has run, in order
     for _ in range(depth - 1):
@@ -60,7 +49,7 @@ def expand(x, F, draft, depth, top_k):
         new = []
         for i in layer:  # each expanded node's top_k children
             logp = log_softmax(logits[1 + run.index(i)])  # [V]
-            for t in top_tokens(logp, top_k):
+            for t in top_ranked(logp, top_k):
                 new.append(len(tokens))
                 tokens.append(t), parents.append(i), values.append(values[i] + logp[t])
         layer = sorted(new, key=lambda i: -values[i])[:top_k]  # the next layer: the top_k new nodes by value

@@ -205,11 +205,23 @@ def ancestor_mask(parents):
     return mask
 
 
+def top_ranked(scores, k):
+    """The k highest-scoring tokens of scores [V] (probabilities, logits or log-probabilities), highest first, ties to
+    the lower id; np.partition finds the k-th largest value without sorting all V.
+    Example: top_ranked([.1, .7, .2], 2) -> [1, 2]."""
+    scores = np.asarray(scores)
+    if k >= len(scores):
+        return [int(t) for t in np.argsort(-scores, kind="stable")]
+    cut = np.partition(scores, len(scores) - k)[len(scores) - k]  # the k-th largest value
+    above = np.flatnonzero(scores > cut)
+    chosen = np.concatenate([above, np.flatnonzero(scores == cut)[:k - len(above)]])  # ids ascending in each part
+    return [int(t) for t in chosen[np.argsort(-scores[chosen], kind="stable")]]
+
+
 def top_tokens(p, k):
     """The k most likely tokens of p [V], most likely first, ties to the lower id (at most the tokens with p > 0).
     Example: top_tokens([.1, .5, .0, .4], 3) -> [1, 3, 0]."""
-    order = np.argsort(-np.asarray(p), kind="stable")[:k]  # [k]
-    return [int(t) for t in order if p[t] > 0]
+    return [t for t in top_ranked(p, k) if p[t] > 0]
 
 
 class DrawTrie:

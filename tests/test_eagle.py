@@ -272,7 +272,7 @@ def with_duplicates(logits, r):  # candidates where the top token comes twice: [
 def test_duplicate_one_hot_candidates_are_harmless_with_the_residual(monkeypatch):
     """The one-hot rule itself survives duplicates: a rejected token has q = 0 afterwards, so its copy is rejected
     for sure and leaves q as it is (lossless, only a wasted node)."""
-    monkeypatch.setattr(eagle1, "top_tokens", with_duplicates)
+    monkeypatch.setattr(eagle1, "top_ranked", with_duplicates)
     check_law(runs(n=SAMPLES // 3, candidates="topk", temperature=1.0), exact_law(TARGET, PROMPT, N))
 
 
@@ -281,7 +281,7 @@ def test_duplicate_one_hot_candidates_are_harmless_with_the_residual(monkeypatch
 def test_broken_one_hot_rules_are_rejected(monkeypatch, rule, duplicates):
     monkeypatch.setattr(eagle1, "verify_tree", rule)
     if duplicates:
-        monkeypatch.setattr(eagle1, "top_tokens", with_duplicates)
+        monkeypatch.setattr(eagle1, "top_ranked", with_duplicates)
     with pytest.raises(AssertionError, match="empirical law differs"):
         check_law(runs(n=SAMPLES // 3, candidates="topk", temperature=1.0), exact_law(TARGET, PROMPT, N))
 
