@@ -18,14 +18,25 @@ own number of drafts), so every row has its own cache length, positions and roll
 Example: xs = [[5, 6, 7], [8]] with an empty cache: T = 3, row 1 runs [8, 0, 0] at positions 0, 1, 2; its padding
 keys sit in slots 1 and 2, beyond its length 1, and its output is read at t = 0.
 
-No trees: tree methods run one sequence at a time (gpt2/engine.py tree/accept).
+Trees, one per row, in the same pass (batched Medusa):
+
+    model.tree(xs, trees, hidden=False, probs=False) -> [logits [1 + m_b, V] for each row b]  (and hidden states)
+    model.accept(paths)
+
+trees[b] = (tokens, parents) is row b's token tree, as gpt2/engine.py's tree() takes it (node i hangs below
+parents[i], -1 being the last token of xs[b]). Row b's list equals GPT2.tree(xs[b], *trees[b]): row 0 the law after
+xs[b], row 1 + i the law after node i's path. The nodes sit in the slots right after xs[b] (len(xs[b]) + i), at
+positions len(xs[b]) - 1 + depth(i); a node's query sees the row's prefix, its ancestors and itself. accept(paths)
+then moves each row's accepted nodes up behind its prefix, as GPT2.accept does; rows may accept different numbers of
+nodes (or none). Trees differ in size between rows: smaller ones are padded like short rows.
+
 Shapes: B rows, T new tokens per row (padded), n_kv cached + new slots attended to, C n_embd, H n_head, D = C // H,
-L n_layer, S slots per row (n_ctx + 1), V n_vocab.
+L n_layer, S slots per row (n_ctx + TREE_SLOTS + 1), V n_vocab, m_b nodes in row b's tree.
 """
 import numpy as np
 
 from gpt2.backend import to_numpy, xp_of
-from gpt2.engine import common_prefix_length
+from gpt2.engine import TREE_SLOTS, common_prefix_length, tree_depths, tree_mask
 from gpt2.model import attention, ffn, layer_norm, linear, softmax
 
 KEEP = 16  # a row that parts from a sequence only in its last KEEP tokens holds that sequence (drafts are fewer)
@@ -51,10 +62,13 @@ class BatchGPT2:
         self.model, self.rows, self.xp = model, rows, model.xp
         h = model.hparams
         L, H, D = h["n_layer"], h["n_head"], h["n_embd"] // h["n_head"]
-        # slot n_ctx is spare: padding whose position would fall past the window writes there
-        self.k = self.xp.zeros((L, rows, H, h["n_ctx"] + 1, D), dtype="float32")  # [L, B, H, S, D]
-        self.v = self.xp.zeros((L, rows, H, h["n_ctx"] + 1, D), dtype="float32")
-        self.tokens = [[] for _ in range(rows)]  # what each cache row holds
+        # the slots: the window, TREE_SLOTS for the nodes of a tree near its end, and one spare slot where padding whose
+        # slot would fall past them writes
+        self.slots = h["n_ctx"] + TREE_SLOTS + 1
+        self.k = self.xp.zeros((L, rows, H, self.slots, D), dtype="float32")  # [L, B, H, S, D]
+        self.v = self.xp.zeros((L, rows, H, self.slots, D), dtype="float32")
+        self.tokens = [[] for _ in range(rows)]  # what each cache row holds (a tree's nodes are not listed)
+        self._trees = None  # the token lists of the last tree() call, for accept()
         self.active = rows  # sequences in the last call
         self.calls = 0  # batched forward passes
         self.tokens_run = 0  # real (not padding) tokens pushed through them
@@ -72,10 +86,43 @@ class BatchGPT2:
             raise ValueError(f"this batched engine holds {self.rows} rows; got {len(xs)} sequences")
         for x in xs:
             self.model._check(x, n, extra=0)
-        h = self._forward([list(x) for x in xs], n)  # [B, n, C]
-        logits = (h.reshape(len(xs) * n, -1) @ self.model.head).reshape(len(xs), n, -1)  # one GEMM: [B, n, V]
+        h = self._forward([list(x) for x in xs], n, [([], [])] * len(xs))  # [B * n, C]
+        logits = (h @ self.model.head).reshape(len(xs), n, -1)  # one GEMM: [B, n, V]
         out = to_numpy(softmax(logits) if probs else logits)
-        return (out, to_numpy(h)) if hidden else out
+        return (out, to_numpy(h).reshape(len(xs), n, -1)) if hidden else out
+
+    def tree(self, xs, trees, hidden=False, probs=False):
+        """Score each prefix xs[b] and its tree trees[b] = (tokens, parents) in one pass -> a list of B arrays
+        [1 + m_b, V] (with hidden=True also a list of [1 + m_b, C]); see the module docstring."""
+        if not 1 <= len(xs) <= self.rows or len(trees) != len(xs):
+            raise ValueError(f"this batched engine holds {self.rows} rows and tree() takes one tree per sequence; got "
+                             f"{len(xs)} sequences and {len(trees)} trees")
+        for x, (tokens, parents) in zip(xs, trees):
+            if len(tokens) != len(parents):
+                raise ValueError(f"tree: {len(tokens)} tokens but {len(parents)} parents")
+            self.model._check(x, 1, extra=max(tree_depths(parents), default=0))
+            if len(x) + len(tokens) > self.slots - 1:
+                raise ValueError(f"a tree of {len(tokens)} nodes after {len(x)} tokens needs more than the cache's "
+                                 f"{self.slots - 1} slots: use a smaller tree")
+        trees = [(list(tokens), list(parents)) for tokens, parents in trees]
+        h = self._forward([list(x) for x in xs], 1, trees)  # [sum of (1 + m_b), C]
+        logits = h @ self.model.head  # one GEMM for every row's nodes: [sum of (1 + m_b), V]
+        logits = to_numpy(softmax(logits) if probs else logits)
+        ends = np.cumsum([1 + len(tokens) for tokens, _ in trees])[:-1]
+        self._trees = [tokens for tokens, _ in trees]
+        out = np.split(logits, ends)
+        return (out, np.split(to_numpy(h), ends)) if hidden else out
+
+    def accept(self, paths):
+        """After tree(): row b keeps xs[b] followed by the nodes paths[b] (increasing node indices) in its cache."""
+        if self._trees is None or len(paths) != len(self._trees):
+            raise ValueError("accept() takes one path per row of the tree() call just before it")
+        for b, (path, tokens) in enumerate(zip(paths, self._trees)):
+            n = len(self.tokens[b])
+            for cache in (self.k[:, b], self.v[:, b]):  # [L, H, S, D]: the path moves up behind the prefix
+                cache[:, :, n:n + len(path)] = cache[:, :, [n + i for i in path]]  # fancy indexing copies first
+            self.tokens[b] = self.tokens[b] + [tokens[i] for i in path]
+        self._trees = None
 
     def reset(self):
         self.tokens, self.active = [[] for _ in range(self.rows)], self.rows
@@ -108,30 +155,39 @@ class BatchGPT2:
         self.active = len(xs)
         return prefix
 
-    def _forward(self, xs, n):  # -> hidden states [B, n, C] of each sequence's last n tokens
+    def _forward(self, xs, n, trees):  # -> hidden states [sum over rows of (n + m_b), C]
+        """Each row's last n tokens, then its tree's m_b nodes (none for a plain call), row after row."""
         xp, params, n_ctx = self.xp, self.model.params, self.n_ctx
-        # Step 1: each sequence's reusable prefix p_b (always running its last n tokens) and new tokens s_b
+        # Step 1: each sequence's reusable prefix p_b (always running its last n tokens), new tokens s_b, nodes m_b
         p = np.minimum(self._match(xs), [len(x) - n for x in xs])  # [B]
         s = np.array([len(x) for x in xs]) - p  # [B]
-        B, T = len(xs), int(s.max())
-        # Step 2: new tokens padded to T; positions, cache slots and the mask of each row
+        m = np.array([len(tokens) for tokens, _ in trees])  # [B]
+        B, T = len(xs), int((s + m).max())
+        # Step 2: new tokens and nodes padded to T; positions, cache slots and the mask of each row. Token t of row b
+        # goes to slot p_b + t; a node's position is len(x_b) - 1 + its depth; padding sits past the row's end
         ids = np.zeros((B, T), dtype=np.int64)  # [B, T]
-        for b, x in enumerate(xs):
-            ids[b, :s[b]] = x[p[b]:]
-        at = p[:, None] + np.arange(T)  # [B, T]: the position of each new token (of padding: past the row's end)
-        mask = xp.asarray(np.arange(int((p + s).max())) <= at[:, :, None])[:, None]  # [B, 1, T, n_kv]
-        slots = xp.asarray(np.minimum(at, n_ctx))  # [B, T]
+        at = p[:, None] + np.arange(T)  # [B, T]: slot of each new token (of padding: past the row's end)
+        positions = at.copy()  # [B, T]
+        mask = np.arange(int((p + s + m).max())) <= at[:, :, None]  # [B, T, n_kv]: causal over the slots
+        for b, (x, (tokens, parents)) in enumerate(zip(xs, trees)):
+            ids[b, :s[b] + m[b]] = x[p[b]:] + tokens
+            if m[b]:  # a node sees the prefix, its ancestors and itself: not the slots of the nodes before it
+                nodes = slice(s[b], s[b] + m[b])
+                positions[b, nodes] = len(x) - 1 + np.array(tree_depths(parents))
+                mask[b, nodes, len(x):len(x) + m[b]] = tree_mask(parents, np)
+        mask = xp.asarray(mask)[:, None]  # [B, 1, T, n_kv]
+        slots = xp.asarray(np.minimum(at, self.slots - 1))  # [B, T]
         # Step 3: one forward pass over all rows; every linear is one GEMM over B*T rows
-        x = params["wte"][xp.asarray(ids)] + params["wpe"][xp.asarray(np.minimum(at, n_ctx - 1))]  # [B, T, C]
+        x = params["wte"][xp.asarray(ids)] + params["wpe"][xp.asarray(np.minimum(positions, n_ctx - 1))]  # [B, T, C]
         x = x.reshape(B * T, -1)  # [B*T, C]
         for layer, block in enumerate(params["blocks"]):
             x = x + mha_rows(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=self.model.hparams["n_head"],
                              k_cache=self.k[layer, :B], v_cache=self.v[layer, :B], slots=slots, mask=mask)
             x = x + ffn(layer_norm(x, **block["ln_2"]), **block["mlp"])  # [B*T, C]
-        x = x.reshape(B, T, -1)
-        last = xp.asarray(s[:, None] - n + np.arange(n))  # [B, n]: where each row's last n real tokens sit
-        h = layer_norm(x[xp.arange(B)[:, None], last], **params["ln_f"])  # [B, n, C]
+        # Step 4: the rows asked for: each row's last n real tokens, then its nodes
+        read = np.concatenate([b * T + np.arange(s[b] - n, s[b] + m[b]) for b in range(B)])  # [sum of (n + m_b)]
+        h = layer_norm(x[xp.asarray(read)], **params["ln_f"])  # [sum of (n + m_b), C]
         self.tokens[:B] = xs
         self.calls += 1
-        self.tokens_run += int(s.sum())
+        self.tokens_run += int((s + m).sum())
         return h

@@ -1,7 +1,7 @@
 """The batched engine (gpt2/batch_engine.py) against one sequence at a time: every row of a batched forward equals the
 plain forward of that row alone, for ragged lengths, after rollbacks and when rows leave; batched speculative sampling
-on it keeps the target's exact law; greedy rows equal each row decoded alone. Batched trees are not supported (tree
-methods run one sequence at a time), so nothing here tests them."""
+on it keeps the target's exact law; greedy rows equal each row decoded alone; a tree per row in one pass (and the
+accepted paths kept) equals the single-sequence engine's tree() on each row alone."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -84,6 +84,71 @@ def test_rows_that_leave_free_their_place():
     assert model.tokens_run == runs + 3 and np.abs(out[0, 0] - full(left[0] + [5])[-1]).max() < TOL
 
 
+def random_tree(rng, m):  # -> (tokens, parents): m nodes, each below an earlier node or the prefix (-1)
+    parents = [int(rng.integers(-1, i)) for i in range(m)]
+    return [int(t) for t in rng.integers(0, 50, m)], parents
+
+
+def random_path(rng, parents):  # a root-to-node path of increasing node indices, maybe empty
+    path, node = [], -1
+    while True:
+        below = [i for i, q in enumerate(parents) if q == node]
+        if not below or rng.random() < 0.25:
+            return path
+        node = int(rng.choice(below))
+        path.append(node)
+
+
+@given(st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(0, 7)), min_size=3,
+                                   max_size=3), st.booleans(), st.integers(0, 3)), min_size=1, max_size=6),
+       st.integers(0, 10**6))
+@settings(max_examples=60, deadline=None)
+def test_batched_trees_equal_each_row_alone(steps, seed):
+    """Any mix of plain calls and tree steps (a tree of its own size per row, empty ones too, each row accepting its
+    own path) gives, row by row, what GPT2.tree gives on that row alone, and after accept() the plain forward of the
+    prefix followed by the path."""
+    rng = np.random.default_rng(seed)
+    model, alone = BatchGPT2(GPT2(HP, PARAMS), rows=3), GPT2(HP, PARAMS)
+    xs = [[int(rng.integers(0, 50))] for _ in range(3)]
+    for changes, is_tree, leave in steps:
+        xs = [(x[:max(0, len(x) - cut)] + [int(t) for t in rng.integers(0, 50, grow)])[-20:] or [1]
+              for x, (grow, cut, _) in zip(xs, changes)]
+        if leave < len(xs) and len(xs) > 1:
+            xs = xs[:leave] + xs[leave + 1:]  # a finished row leaves the batch; the others move up
+        if not is_tree:
+            out = model.logits(xs)
+            for b, x in enumerate(xs):
+                assert np.abs(out[b, 0] - full(x)[-1]).max() < TOL
+            continue
+        trees = [random_tree(rng, m) for (_, _, m) in changes[:len(xs)]]
+        out, hidden = model.tree(xs, trees, hidden=True)
+        paths = []
+        for b, (x, (tokens, parents)) in enumerate(zip(xs, trees)):
+            alone.reset()
+            logits, h = alone.tree(x, tokens, parents, hidden=True)
+            assert out[b].shape == (1 + len(tokens), 50) and hidden[b].shape == (1 + len(tokens), HP["n_embd"])
+            assert np.abs(out[b] - logits).max() < TOL and np.abs(hidden[b] - h).max() < TOL
+            paths.append(random_path(rng, parents))
+        model.accept(paths)
+        xs = [x + [tokens[i] for i in path] for x, (tokens, _), path in zip(xs, trees, paths)]
+        assert model.tokens[:len(xs)] == xs
+        out = model.logits(xs)  # the kept nodes' keys and values now serve the plain forward
+        for b, x in enumerate(xs):
+            assert np.abs(out[b, 0] - full(x)[-1]).max() < TOL
+
+
+def test_tree_mask_is_needed(monkeypatch):
+    """A broken variant where a node sees every node before it (a causal chain, not its ancestors) is caught."""
+    tokens, parents = [7, 8, 9], [-1, -1, 1]  # node 1 must not see node 0, nor node 2 node 0
+    model = BatchGPT2(GPT2(HP, PARAMS), rows=2)
+    out = model.tree([[1, 2, 3], [4]], [(tokens, parents), ([], [])])
+    assert np.abs(out[0][2] - full([1, 2, 3, 8])[-1]).max() < TOL  # node 1's law: after 1 2 3 8
+    monkeypatch.setattr(batch_engine, "tree_mask", lambda parents, xp: np.tril(np.ones((len(parents),) * 2, bool)))
+    model = BatchGPT2(GPT2(HP, PARAMS), rows=2)
+    out = model.tree([[1, 2, 3], [4]], [(tokens, parents), ([], [])])
+    assert np.abs(out[0][2] - full([1, 2, 3, 8])[-1]).max() > 1e-3
+
+
 def test_bad_calls_give_clear_errors():
     model = BatchGPT2(GPT2(HP, PARAMS), rows=2)
     with pytest.raises(ValueError, match="holds 2 rows"):
@@ -92,6 +157,14 @@ def test_bad_calls_give_clear_errors():
         model([[1], []])
     with pytest.raises(ValueError, match="context window of 32"):
         model([[1], list(range(33))])
+    with pytest.raises(ValueError, match="one tree per sequence"):
+        model.tree([[1], [2]], [([3], [-1])])
+    with pytest.raises(ValueError, match="2 tokens but 1 parents"):
+        model.tree([[1]], [([3, 4], [-1])])
+    with pytest.raises(ValueError, match="context window of 32"):  # a node's position is past the window
+        model.tree([list(range(31))], [([3, 4], [-1, 0])])
+    with pytest.raises(ValueError, match="one path per row"):
+        model.accept([[0], [0]])
 
 
 # Batched speculative sampling on batched engines: the exact law of each row, with a 3-token vocabulary so that
