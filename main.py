@@ -19,7 +19,7 @@ import numpy as np
 
 from gpt2.backend import thread_policy
 from gpt2.cli import Option, UsageError, guarded, parse, split, usage
-from picospec.methods import METHODS, TABLE, check_temperature, find, law
+from picospec.methods import METHODS, TABLE, call, check_temperature, find, law
 
 COLORS = {"draft": "\033[32m", "resample": "\033[33m", "bonus": "\033[34m"}  # green, yellow, blue
 LEGEND = "green: draft token accepted, yellow: target's correction, blue: bonus token from the target"
@@ -238,7 +238,7 @@ def main(argv=None):
 def main_batch(method, values):
     """The method's batched form over the prompts in a file (one per line): the target and the draft each run every
     row in one forward pass (gpt2/batch_engine.py: one KV cache per row, rows of different lengths)."""
-    from bench.harness import load_draft
+    from bench.harness import load_needs
     from gpt2.batch_engine import BatchGPT2
     from gpt2.engine import GPT2
     from gpt2.load import load_model
@@ -256,20 +256,21 @@ def main_batch(method, values):
     target, encoder = load_model(name, device, offline)
     threads = thread_policy(getattr(target, "n_params", 0), values["threads"])
     options = method_options(method, values)
-    draft = load_draft(values["draft"], target, name, device, offline)
+    loaded = load_needs(method, options, target, name, encoder, values.get("draft"), device, offline)
     xs = [encoder.encode(p) for p in prompts]
     for x in xs:
-        check_length(x, values["n_tokens"], options.get("K", 0), {"target": target, "draft": draft},
-                     {"target": name, "draft": values["draft"]})
+        check_length(x, values["n_tokens"], options.get("K", 0),
+                     {k: v for k, v in loaded.items() if k in ("target", "draft")},
+                     {"target": name, "draft": values.get("draft")})
     sampling = {k: values[k] for k in ("temperature", "top_k", "top_p") if values[k] is not None}
 
     def rows(model):  # a GPT-2 engine becomes a batched one; a stateless draft (the n-gram) is called row by row
         return BatchGPT2(model, len(xs)) if isinstance(model, GPT2) else batched(model)
 
-    given = {"xs": xs, "draft": rows(draft), "target": rows(target), "N": values["n_tokens"],
-             "rng": np.random.default_rng(values["seed"]), **options}
+    loaded = {k: rows(v) if k in ("target", "draft") else v for k, v in loaded.items()}
     stats, start = [], time.perf_counter()
-    out = method.batch(*[given["xs" if a == "x" else a] for a in method.args], stats=stats, **sampling)
+    out = call(method, xs, values["n_tokens"], np.random.default_rng(values["seed"]), loaded, sampling, options,
+               stats=stats, batch=True)
     seconds = time.perf_counter() - start
     texts = [encoder.decode(o[len(x):]) for o, x in zip(out, xs)]
     n = values["n_tokens"]

@@ -58,13 +58,13 @@ def mha_rows(x, c_attn, c_proj, n_head, k_cache, v_cache, slots, mask):  # [B*T,
 class BatchGPT2:
     """`rows` sequences at once on the weights of a GPT2 engine (shared, not copied), each with its own KV cache."""
 
-    def __init__(self, model, rows):
+    def __init__(self, model, rows, tree_slots=TREE_SLOTS):
         self.model, self.rows, self.xp = model, rows, model.xp
         h = model.hparams
         L, H, D = h["n_layer"], h["n_head"], h["n_embd"] // h["n_head"]
-        # the slots: the window, TREE_SLOTS for the nodes of a tree near its end, and one spare slot where padding whose
+        # the slots: the window, tree_slots for the nodes of a tree near its end, and one spare slot where padding whose
         # slot would fall past them writes
-        self.slots = h["n_ctx"] + TREE_SLOTS + 1
+        self.slots = h["n_ctx"] + tree_slots + 1
         self.k = self.xp.zeros((L, rows, H, self.slots, D), dtype="float32")  # [L, B, H, S, D]
         self.v = self.xp.zeros((L, rows, H, self.slots, D), dtype="float32")
         self.tokens = [[] for _ in range(rows)]  # what each cache row holds (a tree's nodes are not listed)

@@ -20,6 +20,11 @@ Posteriors (sec. 2.3.1):
     lossless  recursive rejection sampling over siblings (picospec.verify.verify_tree, one-hot proposals because
               top-k candidates are deterministic given the context): the output follows the warped target exactly.
 At temperature 0 typical and nucleus keep exactly the argmax matches, so they equal greedy.
+
+Batched (`batch_medusa_decoding`, for --batch): B prompts, each with its own tree from its own heads' guesses, all
+scored in one batched tree-attention forward (gpt2/batch_engine.py: target.tree(xs, trees) -> one [1 + m_b, V] per
+row, target.accept(paths)); every row is verified by the same posterior as a single sequence, with its own generator
+when it has one, so a row's output is the single-sequence output of its prompt.
 """
 import numpy as np
 
@@ -92,7 +97,7 @@ def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior
     x, T = [int(t) for t in x], len(x) + N
     logits, h = target.logits(x, 1, hidden=True)  # prefill: [1, V], [1, C]
     check_choices(medusa_choices, n_heads=heads(h).shape[0], topk=topk)
-    buffers = full = medusa_buffers(medusa_choices, topk)
+    full = medusa_buffers(medusa_choices, topk)
     root = first_token(logits[0], posterior, rng, sampling_options)
     if stats is not None:
         stats.append(step_record([root], ["bonus"], drafted=0))  # the prefill call
@@ -102,12 +107,9 @@ def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior
         if len(x) == T:
             break
         # Step 1: candidates from the heads' top-k, arranged by medusa_choices, at most the tokens still needed
-        nodes = [c for c in medusa_choices if len(c) <= T - len(x) - 1]
-        buffers = full if len(nodes) == len(medusa_choices) else (  # near the end: a shallower tree
-            medusa_buffers(nodes, topk) if nodes else {"tree_indices": np.zeros(1, int), "parents": []})
-        depth = max(len(c) for c in nodes) if nodes else 0  # heads below it are not needed this step
-        tokens = generate_candidates(root, heads(h, depth)[:, -1], buffers, topk) if nodes else []  # [m]
-        parents = buffers["parents"]
+        buffers, depth = tree_shape(medusa_choices, full, topk, T - len(x) - 1)  # heads below depth are not needed
+        tokens = generate_candidates(root, heads(h, depth)[:, -1], buffers, topk) if depth else []  # [m]
+        parents = buffers["parents"] if depth else []
         # Step 2: one tree-attention forward scores the root's successor and every node's successor
         logits, h_tree = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]
         # Step 3: the posterior picks the accepted path and the next root
@@ -121,6 +123,71 @@ def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior
             stats.append(step_record([tokens[i] for i in path] + [root], ["draft"] * len(path) + [origin],
                                      drafted=depth, nodes=len(tokens)))
     return x
+
+
+def tree_shape(medusa_choices, full, topk, room):
+    """-> (buffers, depth) of this step's tree: the paths of medusa_choices no longer than `room` (the tokens still
+    needed after the root, minus one), so trees get shallower near the end; (None, 0) when none fits."""
+    nodes = [c for c in medusa_choices if len(c) <= room]
+    if not nodes:
+        return None, 0
+    return (full if len(nodes) == len(medusa_choices) else medusa_buffers(nodes, topk)), max(len(c) for c in nodes)
+
+
+def batch_medusa_decoding(xs, target, heads, N, rng, medusa_choices, topk=10, posterior="greedy", epsilon=0.09,
+                          delta=0.3, nucleus_p=0.8, stats=None, generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens, as medusa_decoding gives it alone: every step scores all rows' trees
+    in one batched target call. generators: {row: numpy Generator} for rows with their own randomness (else rng).
+
+    stats, if a list, gets one dict per target call: {"drafted": the deepest tree, "nodes": the largest,
+    "accepted": [per row, -1 for finished rows], "tokens": [new ids per row]} (the first call is the prefill).
+    """
+    for x in xs:
+        check_inputs(x, N, 1, **sampling_options)
+    if posterior not in POSTERIORS:
+        raise ValueError(f"unknown posterior {posterior!r}: choose one of {', '.join(POSTERIORS)}")
+    xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
+    gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
+    logits, h = target.logits(xs, 1, hidden=True)  # prefill: [B, 1, V], [B, 1, C]
+    check_choices(medusa_choices, n_heads=heads(h[0]).shape[0], topk=topk)
+    full = medusa_buffers(medusa_choices, topk)
+    roots = [first_token(logits[b, 0], posterior, gen[b], sampling_options) for b in range(len(xs))]
+    h = list(h)  # [1, C] per row: the hidden state the heads read
+    if stats is not None:
+        stats.append({"drafted": 0, "nodes": 0, "accepted": [0] * len(xs), "tokens": [[r] for r in roots]})
+    active = list(range(len(xs)))
+    while True:
+        # Step 0: each row's root (the LM head's token) is always accepted; rows that are complete leave the batch
+        for b in active:
+            xs[b].append(roots[b])
+        active = [b for b in active if len(xs[b]) < T[b]]
+        if not active:
+            return xs
+        # Step 1: each row's candidate tree from its heads' top-k (one call of the heads for all rows), no deeper than
+        # its tokens still need
+        shapes = [tree_shape(medusa_choices, full, topk, T[b] - len(xs[b]) - 1) for b in active]
+        depth = max(d for _, d in shapes)
+        guesses = heads(np.concatenate([h[b] for b in active]), depth) if depth else None  # [depth, B, V]
+        trees = [(generate_candidates(roots[b], guesses[:d, i], buffers, topk), buffers["parents"], d) if d else
+                 ([], [], 0) for i, (b, (buffers, d)) in enumerate(zip(active, shapes))]
+        # Step 2: ONE batched tree-attention forward scores every row's root successor and node successors
+        logits, h_tree = target.tree([xs[b] for b in active], [(t, p) for t, p, _ in trees], hidden=True)
+        # Step 3: each row's posterior picks its accepted path and next root
+        step = {"drafted": depth, "nodes": max(len(t) for t, _, _ in trees),
+                "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
+        paths = []
+        for i, (b, (tokens, parents, _)) in enumerate(zip(active, trees)):
+            path, roots[b], _ = evaluate_posterior(tokens, parents, logits[i], posterior, gen[b], epsilon, delta,
+                                                   nucleus_p, **sampling_options)
+            paths.append(path)
+            h[b] = h_tree[i][[(path[-1] + 1) if path else 0]]  # [1, C]
+            step["accepted"][b], step["tokens"][b] = len(path), [tokens[j] for j in path] + [roots[b]]
+        # Step 4: every row keeps its accepted path in its cache
+        target.accept(paths)
+        for b, path, (tokens, _, _) in zip(active, paths, trees):
+            xs[b].extend(tokens[j] for j in path)
+        if stats is not None:
+            stats.append(step)
 
 
 def first_token(logits, posterior, rng, sampling_options):  # the prefill's token: the target's own

@@ -32,7 +32,7 @@ from picospec.eagle import CANDIDATES, eagle_decoding, static_tree
 from picospec.eagle2 import eagle2_decoding
 from picospec.greedy import SCHEDULES, greedy_decoding
 from picospec.lookahead import lookahead_decoding
-from picospec.medusa import POSTERIORS, choose_tree, medusa_decoding, parse_tree
+from picospec.medusa import POSTERIORS, batch_medusa_decoding, choose_tree, medusa_decoding, parse_tree
 from picospec.prompt_lookup import prompt_lookup_decoding
 from picospec.rest import rest_decoding
 from picospec.sequoia import sequoia_decoding
@@ -181,7 +181,8 @@ METHODS = (
                            "posterior_threshold)", above=0, high=1),
                     Option("delta", float, 0.3, "typical acceptance's entropy factor (Medusa's posterior_alpha)",
                            above=0),
-                    Option("nucleus_p", float, 0.8, "the nucleus posterior's top-p", above=0, high=1))),
+                    Option("nucleus_p", float, 0.8, "the nucleus posterior's top-p", above=0, high=1)),
+           batch=batch_medusa_decoding),
     Method("blockwise", blockwise_decoding, ("x", "target", "heads", "N", "K"),
            "Blockwise parallel decoding: k - 1 heads propose a block, the model keeps its greedy prefix",
            "Stern, Shazeer, Uszkoreit 2018, arXiv:1811.03115",
@@ -323,8 +324,9 @@ def check_temperature(method, options, temperature):
                          f"--method {method.instead} to sample losslessly, or --temperature 0")
 
 
-def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None):
-    """Run one row: fn(*args, **its options, **sampling options) -> x followed by N tokens.
+def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, batch=False):
+    """Run one row: fn(*args, **its options, **sampling options) -> x followed by N tokens. With batch=True, x is a
+    list of prompts, the models in `loaded` follow the batched contract, and the row's batched form runs.
 
     loaded: {"target": model, "draft": model, "heads": {...}, "datastore": ...} as its needs say; options: the
     method's own (defaults filled in for those not given); sampling: temperature, top_k, top_p.
@@ -339,7 +341,10 @@ def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None):
     keywords = {k: v for k, v in options.items() if k not in method.args}
     if law(method, options) == "greedy":
         sampling = {}  # greedy-only functions take no sampling options (temperature 0 was checked above)
-    return method.fn(*[given[a] for a in method.args], stats=stats, **keywords, **sampling)
+    if batch and method.batch is None:
+        raise ValueError(f"--method {method.name} has no batched form")
+    return (method.batch if batch else method.fn)(*[given[a] for a in method.args], stats=stats, **keywords,
+                                                  **sampling)
 
 
 def markdown():
