@@ -1,15 +1,16 @@
-"""Batched speculative sampling: tokens per second with B prompts decoded together against one prompt at a time.
+"""Batched decoding: tokens per second with B prompts decoded together against one prompt at a time.
 
     python -m bench.batch                       # the built-in tiny pair: batch 1 vs batch 8
     python -m bench.batch --pair 124M           # GPT-2 124M's shape with random weights, and a small random draft
+    python -m bench.batch --method medusa       # batched trees: Medusa on the built-in target and its shipped heads
 
 Protocol. 8 held-out prompts of different lengths (24, 30, ..., 66 tokens), each continued by --n_tokens tokens with
-speculative sampling (--K drafts per step, --temperature). Three ways, interleaved in one process and repeated
---repeats times; each prefills its caches with the prompts (timed apart: one padded pass of all rows in a batch),
-then decodes:
-  single    picospec.speculative.speculative_sampling on one GPT2 engine per model, one prompt after another
-  batch 1   picospec.batch.batch_speculative_sampling on BatchGPT2 engines of 1 row, one prompt after another
-  batch B   batch_speculative_sampling on BatchGPT2 engines of B rows (target AND draft), B prompts at once
+the method (speculative sampling: --K drafts per step; Medusa: the shipped heads' sparse tree, lossless posterior),
+at --temperature. Three ways, interleaved in one process and repeated --repeats times; each prefills its caches with
+the prompts (timed apart: one padded pass of all rows in a batch), then decodes:
+  single    the method's per-sequence form on one GPT2 engine per model, one prompt after another
+  batch 1   its batched form (picospec.methods row .batch) on BatchGPT2 engines of 1 row, one prompt after another
+  batch B   its batched form on BatchGPT2 engines of B rows (target AND draft), B prompts at once
 decode tokens/s = prompts x n_tokens / decoding time, the median over repeats, in CPU time of this process, all its
 threads (what the work costs; other processes on a shared machine inflate it less; with 2 BLAS threads it includes
 the second thread's work and its spinning between products) and in wall time. The same acceptance enters every
@@ -47,6 +48,17 @@ def load_pair(pair):
     return GPT2(big, random_params(big, np, seed=0)), GPT2(small, random_params(small, np, seed=1)), prompts
 
 
+def load_method(method, pair, target, draft, K):
+    """-> (the table's row, what it needs loaded, its options) for --method."""
+    from picospec.methods import TABLE
+
+    if method == "speculative":
+        return TABLE[method], {"target": target, "draft": draft}, {"K": K}
+    from bench.harness import load_heads
+
+    return TABLE[method], {"target": target, "heads": load_heads("tiny-target", "medusa", None, target)}, {}
+
+
 class Clock:
     """CPU time of this process (every thread) and wall time, summed over the intervals it is running."""
 
@@ -61,39 +73,44 @@ class Clock:
         self.wall += time.perf_counter() - self.start[1]
 
 
-def ways(target, draft, prompts, B, N, K, options):
+def ways(method, loaded, prompts, B, N, options, sampling):
     """{name: run() -> (outputs, (row-steps, target calls), prefill Clock, decode Clock)} for single, batch 1 and
     batch B. Each group of prompts is prefilled first (its caches then hold the prompts), then decoded: the two are
     timed apart. A row-step is one row scored by one target call (a batched call scores its active rows)."""
     from gpt2.batch_engine import BatchGPT2
-    from picospec.batch import batch_speculative_sampling
-    from picospec.speculative import speculative_sampling
+    from picospec.methods import call
+
+    models = [k for k in ("target", "draft") if k in loaded]
 
     def single():
         out, steps, prefill, decode = [], 0, Clock(), Clock()
         for i, x in enumerate(prompts):
-            target.reset(), draft.reset()
             stats = []
+            for k in models:
+                loaded[k].reset()
             with prefill:
-                target(x), draft(x)
+                for k in models:
+                    loaded[k](x)
             with decode:
-                out.append(speculative_sampling(x, draft, target, N, K, np.random.default_rng(i), stats=stats,
-                                                **options))
+                out.append(call(method, x, N, np.random.default_rng(i), loaded, sampling, options, stats=stats))
             steps += len(stats)  # target calls of this row
         return out, (steps, steps), prefill, decode
 
     def batched(rows):
-        t, d = BatchGPT2(target, rows), BatchGPT2(draft, rows)
+        engines = {k: BatchGPT2(loaded[k], rows) for k in models}
 
         def run():
             out, steps, calls, prefill, decode = [], 0, 0, Clock(), Clock()
             for i in range(0, len(prompts), rows):
-                t.reset(), d.reset()
                 stats, xs = [], prompts[i:i + rows]
+                for e in engines.values():
+                    e.reset()
                 with prefill:
-                    t(xs), d(xs)
+                    for e in engines.values():
+                        e(xs)
                 with decode:
-                    out += batch_speculative_sampling(xs, d, t, N, K, np.random.default_rng(i), stats=stats, **options)
+                    out += call(method, xs, N, np.random.default_rng(i), {**loaded, **engines}, sampling, options,
+                                stats=stats, batch=True)
                 steps += sum(a >= 0 for step in stats for a in step["accepted"])
                 calls += len(stats)
             return out, (steps, calls), prefill, decode
@@ -102,16 +119,19 @@ def ways(target, draft, prompts, B, N, K, options):
     return {"single": single, "batch 1": batched(1), f"batch {B}": batched(B)}
 
 
-def main(pair="tiny", batch=8, n_tokens=48, K=4, temperature=1.0, repeats=3):
-    """Tokens per second of batched speculative sampling (batch B) against batch 1 and single-sequence decoding."""
+def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperature=1.0, repeats=3):
+    """Tokens per second of a method's batched form (batch B) against batch 1 and single-sequence decoding."""
     from bench.harness import header
     from gpt2.backend import thread_policy
 
+    if method != "speculative" and pair != "tiny":
+        raise ValueError(f"--method {method} runs on the built-in target and its shipped heads: use --pair tiny")
     target, draft, prompts = load_pair(pair)
+    row, loaded, options = load_method(method, pair, target, draft, K)
     threads = thread_policy(target.n_params)
     print(header(threads), flush=True)
-    runs = ways(target, draft, prompts, batch, n_tokens, K, {"temperature": temperature})
-    greedy = ways(target, draft, prompts, batch, n_tokens, K, {"temperature": 0.0})
+    runs = ways(row, loaded, prompts, batch, n_tokens, options, {"temperature": temperature})
+    greedy = ways(row, loaded, prompts, batch, n_tokens, options, {"temperature": 0.0})
     same = greedy["single"]()[0] == greedy[f"batch {batch}"]()[0]
     cpu, wall, pre_cpu, pre_wall, steps = {}, {}, {}, {}, {}
     for _ in range(repeats):
@@ -122,8 +142,8 @@ def main(pair="tiny", batch=8, n_tokens=48, K=4, temperature=1.0, repeats=3):
                 into.setdefault(name, []).append(value)
     tokens = len(prompts) * n_tokens
     c, w = ({name: float(np.median(v)) for name, v in d.items()} for d in (cpu, wall))
-    print(f"\n`python -m bench.batch --pair {pair} --batch {batch} --n_tokens {n_tokens} --K {K} --temperature "
-          f"{temperature} --repeats {repeats}` ({len(prompts)} prompts of 24-66 tokens; 1-minute load "
+    print(f"\n`python -m bench.batch --pair {pair} --method {method} --batch {batch} --n_tokens {n_tokens} --K {K} "
+          f"--temperature {temperature} --repeats {repeats}` ({len(prompts)} prompts of 24-66 tokens; 1-minute load "
           f"{os.getloadavg()[0]:.1f} at the end)\n")
     print("| way | decode tokens/s (CPU time) | decode tokens/s (wall) | x single (CPU / wall) | x batch 1 (CPU / wall) "
           "| tokens per row-step | rows per target call | prefill s (CPU / wall) |")
@@ -140,10 +160,12 @@ def main(pair="tiny", batch=8, n_tokens=48, K=4, temperature=1.0, repeats=3):
 OPTIONS = [
     Option("pair", str, "tiny", "tiny (the built-in pair) or 124M (random weights of GPT-2 124M's shape)",
            choices=PAIRS),
+    Option("method", str, "speculative", "the method batched: speculative (draft model) or medusa (batched trees; "
+           "--pair tiny)", choices=("speculative", "medusa")),
     Option("batch", int, 8, "rows decoded together (the 8 prompts in groups of this size)", low=1, high=8),
     Option("n_tokens", int, 48, "new tokens per prompt", low=2),
-    Option("K", int, 4, "drafts per step", low=1),
-    Option("temperature", float, 1.0, "sampling temperature of the timed runs", above=0),
+    Option("K", int, 4, "drafts per step (speculative)", low=1),
+    Option("temperature", float, 1.0, "sampling temperature of the timed runs (0: greedy)", low=0),
     Option("repeats", int, 3, "timed repeats of each way (the median is reported)", low=1),
 ]
 

@@ -80,6 +80,8 @@ def test_batched_rows_equal_each_row_alone(shipped, posterior, options):
     assert any(len({a for a in s["accepted"] if a >= 0}) > 1 for s in stats)  # the rows went ragged
     assert [sum(len(s["tokens"][b]) for s in stats) for b in range(len(prompts))] == [30] * len(prompts)
     assert any(-1 in s["accepted"] for s in stats)  # and some finished before others
+    for s in stats[1:]:  # a row's record: the nodes it accepted, then the next root; a finished row: nothing
+        assert all(a == len(t) - 1 if a >= 0 else t == [] for a, t in zip(s["accepted"], s["tokens"]))
 
 
 def test_main_batch_runs_medusa(shipped, tmp_path, capsys):
