@@ -45,6 +45,28 @@ def random_pair(shape, rng):
     return GPT2(hparams, init_params(hparams, rng)), GPT2(small, init_params(small, rng))
 
 
+def verification_cost(model, threads, repeats=8, prompt=128):
+    """-> {(M, threads): median wall ms} of an M-token forward (M = 1, 5) after a `prompt`-token cache."""
+    import numpy as np
+
+    from gpt2.backend import set_threads
+
+    x = np.random.default_rng(0).integers(0, model.n_vocab, prompt + 5).tolist()
+    model.reset()
+    model(x[:prompt])
+    out = {}
+    for n in threads:
+        set_threads(n)
+        for M in (1, 5):
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                model.logits(x[:prompt + M], M)
+                times.append(time.perf_counter() - start)
+            out[(M, n)] = float(np.median(times)) * 1e3
+    return out
+
+
 def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, shape_prompts=2, out=None):
     """Speculative speedup: policy threads vs the BLAS default, quiet vs one busy core, side by side."""
     import numpy as np
@@ -85,6 +107,19 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
                          f"{loaded['speedup'] / quiet['speedup']:.2f} "
                          f"| {quiet['ms_per_token_base']:.1f}, {loaded['ms_per_token_base']:.1f} |")
             print(lines[-1], flush=True)
+    if len(pairs) > 1:  # why the ratio falls for the GPT-2 shapes: c(5) at the threads each load leaves
+        lines += ["", "Cost of verification, c(5) = a 5-token forward / a 1-token forward (median wall ms of 8, the "
+                  "target alone), by BLAS threads:", "",
+                  "| target | load | 1 token, 1 thread | 5 tokens, 1 thread | c(5), 1 thread | 1 token, 2 threads "
+                  "| 5 tokens, 2 threads | c(5), 2 threads |", "|---|---|---|---|---|---|---|---|"]
+        for label, t, *_ in pairs[1:]:
+            for busy in (False, True):
+                with BusyCore() if busy else contextlib.nullcontext():
+                    c = verification_cost(t, (1, 2))
+                lines.append(f"| {label.split(',')[0]} | {'one busy core' if busy else 'quiet'} | {c[1, 1]:.1f} | "
+                             f"{c[5, 1]:.1f} | {c[5, 1] / c[1, 1]:.2f} | {c[1, 2]:.1f} | {c[5, 2]:.1f} | "
+                             f"{c[5, 2] / c[1, 2]:.2f} |")
+                print(lines[-1], flush=True)
     text = "\n".join(lines)
     print(text)
     if out:
