@@ -33,7 +33,7 @@ from picospec.eagle2 import eagle2_decoding
 from picospec.greedy import SCHEDULES, greedy_decoding
 from picospec.lookahead import lookahead_decoding
 from picospec.medusa import POSTERIORS, batch_medusa_decoding, choose_tree, medusa_decoding, parse_tree
-from picospec.prompt_lookup import prompt_lookup_decoding
+from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
 from picospec.rest import rest_decoding
 from picospec.sequoia import sequoia_decoding
 from picospec.self_draft import self_speculative_decoding
@@ -164,7 +164,8 @@ METHODS = (
            "drafts copied from the sequence itself by n-gram match, verified losslessly",
            "Saxena 2023, Prompt Lookup Decoding",
            options=(Option("max_ngram_size", int, 3, "longest trailing n-gram searched for", low=1, high=64),
-                    Option("num_pred_tokens", int, 10, "most tokens copied as the draft", low=1, high=64))),
+                    Option("num_pred_tokens", int, 10, "most tokens copied as the draft", low=1, high=64)),
+           batch=batch_prompt_lookup_decoding),
     Method("medusa", medusa_decoding, ("x", "target", "heads", "N", "rng"),
            "Medusa heads guess tokens 2..K+1 ahead; their top-k tree is verified in one tree-attention call",
            "Cai et al. 2024, arXiv:2401.10774",

@@ -17,6 +17,12 @@ Verification (notation of Chen et al. 2023: p = draft, q = target). The draft is
 sequence, i.e. a one-hot proposal p = e_x. Rejection sampling with it stays lossless: x is kept with probability
 min(1, q(x) / 1) = q(x), and on rejection the residual norm(max(0, q - e_x)) is q with x removed and renormalised.
 At temperature 0 q is one-hot too, so this is exactly greedy exact-match verification.
+
+Batched (`batch_prompt_lookup_decoding`, for --batch): every row drafts from its own sequence, so drafts have
+different lengths (none, for a row without a match). A chain is a tree whose node i hangs below node i - 1, so the
+rows' drafts are scored in one batched tree call (gpt2/batch_engine.py: target.tree(xs, trees) -> one [1 + k_b, V]
+per row), each row is verified as above with its own generator when it has one, and target.accept(paths) keeps each
+row's accepted drafts in its cache.
 """
 import numpy as np
 
@@ -54,3 +60,41 @@ def prompt_lookup_decoding(x, target_model, N, rng, max_ngram_size=3, num_pred_t
         if stats is not None:
             stats.append(step_record(new, ["draft"] * n + [origin], drafted=len(drafts)))
     return x
+
+
+def batch_prompt_lookup_decoding(xs, target_model, N, rng, max_ngram_size=3, num_pred_tokens=10, stats=None,
+                                 generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens, as prompt_lookup_decoding gives it alone; one batched target call
+    per step. target_model: the batched contract plus tree(xs, trees, probs=True) and accept(paths).
+    generators: {row: numpy Generator} for rows with their own randomness (else rng). stats, if a list, gets one dict
+    per target call: {"drafted": the longest draft, "accepted": [per row, -1 for finished rows], "tokens": [per row]}.
+    """
+    for x in xs:
+        check_inputs(x, N, num_pred_tokens, **sampling_options)
+    xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
+    gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
+    while True:
+        active = [b for b in range(len(xs)) if len(xs[b]) < T[b]]
+        if not active:
+            return xs
+        # Step 1: every row drafts by string matching in its own sequence, at most the tokens it still needs
+        drafts = [find_candidates(xs[b], max_ngram_size, num_pred_tokens)[: T[b] - len(xs[b]) - 1] for b in active]
+        # Step 2: one batched call scores every row's chain of drafts (node i below node i - 1) and the one after
+        chains = [(d, list(range(-1, len(d) - 1))) for d in drafts]
+        probs = target_model.tree([xs[b] for b in active], chains, probs=True)  # per row [k_b + 1, V]
+        # Step 3: each row's drafts verified as one-hot proposals by the lossless core
+        step = {"drafted": max(len(d) for d in drafts), "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
+        paths = []
+        for i, (b, d) in enumerate(zip(active, drafts)):
+            Q = warp(probs[i], **sampling_options)  # [k_b + 1, V]
+            P = np.zeros((len(d), Q.shape[-1]), dtype=Q.dtype)  # one-hot proposals [k_b, V]
+            P[np.arange(len(d)), d] = 1
+            n, token, _ = verify_chain(d, P, Q, gen[b])
+            paths.append(list(range(n)))
+            step["accepted"][b], step["tokens"][b] = n, d[:n] + [token]
+        # Step 4: each row keeps its accepted drafts in its cache, then takes them and the next token
+        target_model.accept(paths)
+        for b in active:
+            xs[b].extend(step["tokens"][b])
+        if stats is not None:
+            stats.append(step)

@@ -45,7 +45,7 @@ def test_batched_longest_match_flaw_is_rejected(small, monkeypatch):
     """The longest-match flaw (tests/test_tree.py) on the same batched engines fails the same check."""
     model, heads = small
     monkeypatch.setattr(medusa, "verify_tree", longest_match)
-    samples = sampled_rows(model, heads, SAMPLES // 2)
+    samples = sampled_rows(model, heads, 6 * COPIES)  # 3,000 runs of the first prompt: it draws sequences of law 0
     with pytest.raises(AssertionError, match="empirical law differs"):
         check_law(samples[0], exact_law(model, PROMPTS[0], N))
 
@@ -84,24 +84,27 @@ def test_batched_rows_equal_each_row_alone(shipped, posterior, options):
         assert all(a == len(t) - 1 if a >= 0 else t == [] for a, t in zip(s["accepted"], s["tokens"]))
 
 
-def test_main_batch_runs_medusa(shipped, tmp_path, capsys):
-    """`python main.py --method medusa --batch FILE` runs the batched form through the method table; at temperature 0
-    each text is the single-sequence method's."""
+@pytest.mark.parametrize("method", ["medusa", "prompt_lookup"])
+def test_main_batch_runs_tree_rows(shipped, tmp_path, method):
+    """`python main.py --method medusa|prompt_lookup --batch FILE` runs the row's batched form through the method
+    table; at temperature 0 each text is the single-sequence method's (here: greedy decoding's)."""
     import json
 
-    import main
-
-    target, heads, _ = shipped
+    from clitools import run_cli
     from gpt2.load import load_model
+    from picospec.autoregressive import autoregressive_sampling
+
+    target = shipped[0]
     encoder = load_model("tiny-target")[1]
     lines = ["def add(a, b):", "import os", "class Node:"]
     (tmp_path / "prompts.txt").write_text("\n".join(lines) + "\n")
-    main.main(["--method", "medusa", "--batch", str(tmp_path / "prompts.txt"), "--n_tokens", "12", "--temperature",
-               "0", "--json"])
-    result = json.loads(capsys.readouterr().out)
+    r = run_cli(["main.py", "--method", method, "--batch", "prompts.txt", "--n_tokens", "12", "--temperature", "0",
+                 "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
     for line, text in zip(lines, result["texts"]):
         x = encoder.encode(line)
         target.reset()
-        alone = medusa_decoding(x, target, heads["fn"], 12, np.random.default_rng(0), heads["sparse"], temperature=0)
-        assert text == encoder.decode(alone[len(x):])
-    assert result["target_calls"] < 12 and len(result["tokens_per_target_call"]) == 3
+        greedy = autoregressive_sampling(x, target, 12, np.random.default_rng(0), temperature=0)
+        assert text == encoder.decode(greedy[len(x):])
+    assert len(result["texts"]) == len(result["tokens_per_target_call"]) == 3
