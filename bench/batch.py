@@ -4,10 +4,11 @@
     python -m bench.batch --pair 124M           # GPT-2 124M's shape with random weights, and a small random draft
     python -m bench.batch --method medusa       # batched trees: Medusa on the built-in target and its shipped heads
     python -m bench.batch --method prompt_lookup   # ragged draft chains from each row's own text
+    python -m bench.batch --method rest         # a retrieved trie per row (REST's datastore, built once and cached)
 
 Protocol. 8 held-out prompts of different lengths (24, 30, ..., 66 tokens), each continued by --n_tokens tokens with
 the method (speculative sampling: --K drafts per step; Medusa: the shipped heads' sparse tree, lossless posterior;
-prompt lookup: its defaults),
+prompt lookup and REST: their defaults),
 at --temperature. Three ways, interleaved in one process and repeated --repeats times; each prefills its caches with
 the prompts (timed apart: one padded pass of all rows in a batch), then decodes:
   single    the method's per-sequence form on one GPT2 engine per model, one prompt after another
@@ -58,6 +59,12 @@ def load_method(method, pair, target, draft, K):
         return TABLE[method], {"target": target, "draft": draft}, {"K": K}
     if method == "prompt_lookup":
         return TABLE[method], {"target": target}, {}
+    if method == "rest":
+        from bench.harness import rest_datastore
+        from gpt2.load import load_model
+
+        return TABLE[method], {"target": target, "datastore": rest_datastore(None, "tiny-target",
+                                                                             load_model("tiny-target")[1])}, {}
     from bench.harness import load_heads
 
     return TABLE[method], {"target": target, "heads": load_heads("tiny-target", "medusa", None, target)}, {}
@@ -164,8 +171,8 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
 OPTIONS = [
     Option("pair", str, "tiny", "tiny (the built-in pair) or 124M (random weights of GPT-2 124M's shape)",
            choices=PAIRS),
-    Option("method", str, "speculative", "the method batched: speculative (draft model), or medusa or prompt_lookup "
-           "(batched trees and chains; --pair tiny)", choices=("speculative", "medusa", "prompt_lookup")),
+    Option("method", str, "speculative", "the method batched: speculative (draft model), or medusa, prompt_lookup or "
+           "rest (batched trees and chains; --pair tiny)", choices=("speculative", "medusa", "prompt_lookup", "rest")),
     Option("batch", int, 8, "rows decoded together (the 8 prompts in groups of this size)", low=1, high=8),
     Option("n_tokens", int, 48, "new tokens per prompt", low=2),
     Option("K", int, 4, "drafts per step (speculative)", low=1),

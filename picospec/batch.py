@@ -6,11 +6,16 @@ after the last n prefixes of xs[b]; rows may have different lengths, and the row
 finished row is left out). GPT-2 engines implement it in gpt2/batch_engine.py (one forward pass for all rows, one KV
 cache per row); `batched(model)` builds it from a stateless per-sequence model (the toys, the n-gram draft).
 p = draft, q = target (Chen et al.). Shapes: B rows, k drafts, V vocabulary.
+
+`batch_tree_decoding` is the batched loop of the methods whose drafts come from the text alone (prompt lookup's
+chain, REST's trie): every row proposes its own tree, one batched tree call scores them all, and each row is verified
+by its method's own rule. Those methods' batched forms are this loop with their propose and verify.
 """
 import numpy as np
 
 from picospec.rejection import rejection_sample, row_uniforms, sample_rows
 from picospec.sampling import check_inputs, warp
+from picospec.tree import depth
 
 
 def batched(model):
@@ -55,5 +60,43 @@ def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=N
             xs[b].extend(new)
             kept = min(int((out[i] >= 0).sum()) - 1, len(new))  # a row cut short keeps only drafts
             step["accepted"][b], step["tokens"][b] = kept, new
+        if stats is not None:
+            stats.append(step)
+
+
+def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generators=None):
+    """Each prompt of xs followed by N tokens, one batched target call per step:
+
+        propose(x, room) -> (tokens, parents)    row x's draft tree (nothing from the verifier's randomness), no path
+                                                 longer than room = the tokens it still needs - 1
+        verify(tokens, parents, Q, rng) -> (path, token)    Q [1 + m, V] the target's (unwarped) probs at the root and
+                                                 at every node; path the accepted nodes, token the one after them
+    target: the batched contract plus tree(xs, trees, probs=True) -> one [1 + m_b, V] per row, and accept(paths).
+    generators: {row: numpy Generator} for rows with their own randomness (else rng). stats, if a list, gets one dict
+    per target call: {"drafted": the deepest tree, "nodes": the largest, "accepted": [per row, -1 for finished rows],
+    "tokens": [new ids per row]}.
+    """
+    xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
+    gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
+    while True:
+        active = [b for b in range(len(xs)) if len(xs[b]) < T[b]]
+        if not active:
+            return xs
+        # Step 1: every row proposes its tree from its own text, no deeper than the tokens it still needs
+        trees = [propose(xs[b], T[b] - len(xs[b]) - 1) for b in active]
+        # Step 2: ONE batched tree-attention call scores every row's root and nodes
+        probs = target.tree([xs[b] for b in active], trees, probs=True)  # per row [1 + m_b, V]
+        # Step 3: each row's rule picks its accepted path and next token
+        step = {"drafted": max(depth(parents) for _, parents in trees), "nodes": max(len(t) for t, _ in trees),
+                "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
+        paths = []
+        for i, (b, (tokens, parents)) in enumerate(zip(active, trees)):
+            path, token = verify(tokens, parents, probs[i], gen[b])
+            paths.append(path)
+            step["accepted"][b], step["tokens"][b] = len(path), [tokens[j] for j in path] + [int(token)]
+        # Step 4: every row keeps its accepted nodes in its cache, then takes them and the next token
+        target.accept(paths)
+        for b in active:
+            xs[b].extend(step["tokens"][b])
         if stats is not None:
             stats.append(step)

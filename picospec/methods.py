@@ -34,7 +34,7 @@ from picospec.greedy import SCHEDULES, greedy_decoding
 from picospec.lookahead import lookahead_decoding
 from picospec.medusa import POSTERIORS, batch_medusa_decoding, choose_tree, medusa_decoding, parse_tree
 from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
-from picospec.rest import rest_decoding
+from picospec.rest import batch_rest_decoding, rest_decoding
 from picospec.sequoia import sequoia_decoding
 from picospec.self_draft import self_speculative_decoding
 from picospec.specinfer import specinfer_decoding
@@ -229,7 +229,8 @@ METHODS = (
                            load=True),
                     Option("num_draft_nodes", int, 7, "tree nodes kept (most frequent)", low=1, high=256),
                     Option("max_matches", int, 100, "retrieved continuations per step", low=1),
-                    Option("draft_len", int, 10, "tokens per retrieved continuation", low=1, high=64))),
+                    Option("draft_len", int, 10, "tokens per retrieved continuation", low=1, high=64)),
+           batch=batch_rest_decoding),
     Method("lookahead", lookahead_decoding, ("x", "target", "N", "rng"),
            "Jacobi iteration on a window of guesses, n-grams pooled and verified, both in one call",
            "Fu, Bailis, Stoica, Zhang 2024, arXiv:2402.02057",

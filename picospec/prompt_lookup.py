@@ -26,6 +26,7 @@ row's accepted drafts in its cache.
 """
 import numpy as np
 
+from picospec.batch import batch_tree_decoding
 from picospec.sampling import check_inputs, warp
 from picospec.verify import step_record, verify_chain
 
@@ -40,6 +41,14 @@ def find_candidates(x, max_ngram_size=3, num_pred_tokens=10):
     return []
 
 
+def verify_copied(drafts, Q, rng):
+    """The drafts [k] as one-hot proposals p = e_x against Q [k + 1, V], by the lossless core (verify_chain)
+    -> (n accepted, the next token, its origin)."""
+    P = np.zeros((len(drafts), Q.shape[-1]), dtype=Q.dtype)  # one-hot proposals [k, V]
+    P[np.arange(len(drafts)), drafts] = 1
+    return verify_chain(drafts, P, Q, rng)
+
+
 def prompt_lookup_decoding(x, target_model, N, rng, max_ngram_size=3, num_pred_tokens=10, stats=None,
                            **sampling_options):
     """x followed by N tokens distributed as sampling from the warped target (greedy decoding at temperature 0)."""
@@ -51,10 +60,8 @@ def prompt_lookup_decoding(x, target_model, N, rng, max_ngram_size=3, num_pred_t
         drafts = find_candidates(x, max_ngram_size, num_pred_tokens)[: T - len(x) - 1]
         # Step 2: one target call scores every draft position and the one after
         Q = warp(target_model(x + drafts, len(drafts) + 1), **sampling_options)  # [k + 1, V]
-        P = np.zeros((len(drafts), Q.shape[-1]), dtype=Q.dtype)  # one-hot proposals [k, V]
-        P[np.arange(len(drafts)), drafts] = 1
         # Step 3: the lossless verification core, as for any draft
-        n, token, origin = verify_chain(drafts, P, Q, rng)
+        n, token, origin = verify_copied(drafts, Q, rng)
         new = drafts[:n] + [token]
         x.extend(new)
         if stats is not None:
@@ -65,36 +72,16 @@ def prompt_lookup_decoding(x, target_model, N, rng, max_ngram_size=3, num_pred_t
 def batch_prompt_lookup_decoding(xs, target_model, N, rng, max_ngram_size=3, num_pred_tokens=10, stats=None,
                                  generators=None, **sampling_options):
     """Each prompt of xs followed by N tokens, as prompt_lookup_decoding gives it alone; one batched target call
-    per step. target_model: the batched contract plus tree(xs, trees, probs=True) and accept(paths).
-    generators: {row: numpy Generator} for rows with their own randomness (else rng). stats, if a list, gets one dict
-    per target call: {"drafted": the longest draft, "accepted": [per row, -1 for finished rows], "tokens": [per row]}.
-    """
+    per step (picospec.batch.batch_tree_decoding: its stats, generators and target). A row's draft is a chain."""
     for x in xs:
         check_inputs(x, N, num_pred_tokens, **sampling_options)
-    xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
-    gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
-    while True:
-        active = [b for b in range(len(xs)) if len(xs[b]) < T[b]]
-        if not active:
-            return xs
-        # Step 1: every row drafts by string matching in its own sequence, at most the tokens it still needs
-        drafts = [find_candidates(xs[b], max_ngram_size, num_pred_tokens)[: T[b] - len(xs[b]) - 1] for b in active]
-        # Step 2: one batched call scores every row's chain of drafts (node i below node i - 1) and the one after
-        chains = [(d, list(range(-1, len(d) - 1))) for d in drafts]
-        probs = target_model.tree([xs[b] for b in active], chains, probs=True)  # per row [k_b + 1, V]
-        # Step 3: each row's drafts verified as one-hot proposals by the lossless core
-        step = {"drafted": max(len(d) for d in drafts), "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
-        paths = []
-        for i, (b, d) in enumerate(zip(active, drafts)):
-            Q = warp(probs[i], **sampling_options)  # [k_b + 1, V]
-            P = np.zeros((len(d), Q.shape[-1]), dtype=Q.dtype)  # one-hot proposals [k_b, V]
-            P[np.arange(len(d)), d] = 1
-            n, token, _ = verify_chain(d, P, Q, gen[b])
-            paths.append(list(range(n)))
-            step["accepted"][b], step["tokens"][b] = n, d[:n] + [token]
-        # Step 4: each row keeps its accepted drafts in its cache, then takes them and the next token
-        target_model.accept(paths)
-        for b in active:
-            xs[b].extend(step["tokens"][b])
-        if stats is not None:
-            stats.append(step)
+
+    def propose(x, room):  # the draft as a chain: node i hangs below node i - 1
+        drafts = find_candidates(x, max_ngram_size, num_pred_tokens)[:room]
+        return drafts, list(range(-1, len(drafts) - 1))
+
+    def verify(drafts, parents, probs, rng):  # Step 3 of prompt_lookup_decoding, on the row's [k + 1, V]
+        n, token, _ = verify_copied(drafts, warp(probs, **sampling_options), rng)
+        return list(range(n)), token
+
+    return batch_tree_decoding(xs, target_model, N, rng, propose, verify, stats, generators)

@@ -20,6 +20,7 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 
+from picospec.batch import batch_tree_decoding
 from picospec.sampling import check_inputs, warp
 from picospec.tree import depth, prune, trie
 from picospec.verify import step_record, verify_tree
@@ -121,6 +122,30 @@ class Datastore:
         return [], 0
 
 
+def retrieve(datastore, x, room, max_matches, draft_len, num_draft_nodes):
+    """Step 1: the continuations S of the context's longest suffix found in the datastore; step 2: S merged into a
+    trie, cut to at most `room` tokens a path (the tokens still needed - 1) and pruned to its most frequent nodes
+    -> (tokens, parents)."""
+    continuations, _ = datastore.search(x, max_matches, draft_len)
+    tokens, parents, counts = trie(c[:room] for c in continuations)
+    tokens, parents, _ = prune(tokens, parents, counts, num_draft_nodes)
+    return tokens, parents
+
+
+def check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options):
+    """rest_decoding's inputs checked: a ValueError that names the bad one."""
+    check_inputs(x, N, **sampling_options)
+    for name, value in [("max_matches", max_matches), ("draft_len", draft_len), ("num_draft_nodes", num_draft_nodes)]:
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer; got {value}")
+    if not isinstance(datastore, Datastore):
+        raise ValueError("datastore must be a picospec.rest.Datastore: Datastore.build(tokens) or Datastore.load(path)")
+    V = getattr(target, "n_vocab", None)
+    if V is not None and int(datastore.tokens.max()) >= V:
+        raise ValueError(f"the datastore holds token id {int(datastore.tokens.max())} but the target has {V} tokens: "
+                         "build the datastore with the target's tokenizer")
+
+
 def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, num_draft_nodes=7, stats=None,
                   **sampling_options):
     """x followed by N tokens distributed as sampling from the warped target (greedy decoding at temperature 0).
@@ -134,24 +159,12 @@ def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, n
     one-hot at the argmax and the same call is exact-match verification.
     stats: one picospec.verify.step_record per call; drafted = the tree's depth, nodes = its size.
     """
-    check_inputs(x, N, **sampling_options)
-    for name, value in [("max_matches", max_matches), ("draft_len", draft_len), ("num_draft_nodes", num_draft_nodes)]:
-        if int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer; got {value}")
-    if not isinstance(datastore, Datastore):
-        raise ValueError("datastore must be a picospec.rest.Datastore: Datastore.build(tokens) or Datastore.load(path)")
-    V = getattr(target, "n_vocab", None)
-    if V is not None and int(datastore.tokens.max()) >= V:
-        raise ValueError(f"the datastore holds token id {int(datastore.tokens.max())} but the target has {V} tokens: "
-                         "build the datastore with the target's tokenizer")
+    check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options)
     x = [int(t) for t in x]
     T = len(x) + N
     while len(x) < T:
-        # Step 1: retrieve the continuations S of the context's longest suffix found in the datastore
-        continuations, _ = datastore.search(x, max_matches, draft_len)
-        # Step 2: merge S into a trie, keep the most frequent nodes; no path longer than the tokens still needed - 1
-        tokens, parents, counts = trie(c[:T - len(x) - 1] for c in continuations)
-        tokens, parents, _ = prune(tokens, parents, counts, num_draft_nodes)
+        # Steps 1-2: the trie of what followed the context's longest suffix in the datastore, pruned
+        tokens, parents = retrieve(datastore, x, T - len(x) - 1, max_matches, draft_len, num_draft_nodes)
         # Step 3: one target pass over x and the tree (zero nodes: a plain next-token call)
         Q = target.tree(x, tokens, parents, probs=True)  # [1 + m, V]
         # Step 4: recursive rejection sampling over the trie (exact match at temperature 0, where q is one-hot)
@@ -162,3 +175,21 @@ def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, n
         if stats is not None:
             stats.append(step_record(new, ["draft"] * len(path) + [origin], drafted=depth(parents), nodes=len(tokens)))
     return x
+
+
+def batch_rest_decoding(xs, target, N, rng, datastore, max_matches=100, draft_len=10, num_draft_nodes=7, stats=None,
+                        generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens, as rest_decoding gives it alone: every row retrieves its own trie, and
+    all tries are scored in one batched tree call per step (picospec.batch.batch_tree_decoding: its stats,
+    generators and target)."""
+    for x in xs:
+        check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options)
+
+    def propose(x, room):  # Steps 1-2 of rest_decoding
+        return retrieve(datastore, x, room, max_matches, draft_len, num_draft_nodes)
+
+    def verify(tokens, parents, probs, rng):  # Step 4: recursive rejection over the trie's one-hot proposals
+        path, token, _ = verify_tree(tokens, parents, warp(probs, **sampling_options), rng)
+        return path, token
+
+    return batch_tree_decoding(xs, target, N, rng, propose, verify, stats, generators)
