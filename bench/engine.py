@@ -31,6 +31,7 @@ from gpt2.train import flatten
 
 GPT2_SHAPE = dict(n_vocab=50257, n_ctx=1024)
 SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12), "355M": dict(n_layer=24, n_embd=1024, n_head=16),
+          "774M": dict(n_layer=36, n_embd=1280, n_head=20), "1558M": dict(n_layer=48, n_embd=1600, n_head=25),
           "tiny": dict(n_layer=6, n_embd=256, n_head=4, n_vocab=4097, n_ctx=256),  # the built-in target's shape
           "tiny-draft": dict(n_layer=2, n_embd=128, n_head=2, n_vocab=4097, n_ctx=256)}  # the built-in draft's
 LAYOUTS = {"default": {}, "head wte.T": {"head_copy": False}, "no padding": {"pad_rows": 1}, "pad 8": {"pad_rows": 8}}

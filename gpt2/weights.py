@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gpt2.backend import to_numpy
+
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64, "I64": np.int64,
           "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16, "U32": np.uint32, "U64": np.uint64, "BOOL": np.bool_}
 NAMES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.float64): "F64",
@@ -128,7 +130,7 @@ def write_safetensors(path, tensors, metadata=None, dtype=None):
     """Write tensors (floats cast to `dtype`: "float32", "float16" or "bfloat16") atomically: temp file, then rename."""
     header, blobs, offset = {}, [], 0
     for name, a in tensors.items():
-        a = np.asarray(a)
+        a = to_numpy(a) if type(a).__module__.startswith("cupy") else np.asarray(a)  # a model trained on the GPU
         if a.dtype.kind == "f" and dtype == "bfloat16":
             code, raw = "BF16", to_bf16(a).tobytes()
         else:

@@ -1,7 +1,7 @@
 """The engine's commands go through the one door (gpt2.cli): a mistake on the command line is one `error:` line, exit 2,
 in well under a second, before any work and with no file left behind; --help prints the options and exits 0.
 
-Commands: python -m gpt2.bpe, gpt2.corpus, gpt2.card, gpt2.ngram, gpt2.heads, bench.engine.
+Commands: python -m gpt2.bpe, gpt2.corpus, gpt2.card, gpt2.ngram, gpt2.heads, bench.engine, bench.gpu.
 """
 import json
 
@@ -13,7 +13,7 @@ from gpt2.bpe import train_bpe
 from gpt2.encoder import save_tokenizer
 
 MEDUSA = str(ROOT / "gpt2" / "assets" / "tiny-target" / "medusa")  # the shipped 2 heads on tiny-target
-COMMANDS = ["gpt2.bpe", "gpt2.corpus", "gpt2.card", "gpt2.ngram", "gpt2.heads", "bench.engine"]
+COMMANDS = ["gpt2.bpe", "gpt2.corpus", "gpt2.card", "gpt2.ngram", "gpt2.heads", "bench.engine", "bench.gpu"]
 
 
 def make_inputs(folder):
@@ -89,6 +89,9 @@ BAD = [  # (command, arguments, what the one line must say)
     ("bench.engine", ["--n_cache", "1020"], r"--n_cache 1020 \+ --max_M 16 exceeds the 124M shape's context of 1024 tokens"),
     ("bench.engine", ["--sizes", "124M", "--repets", "3"], r"did you mean --repeats\?"),
     ("bench.engine", ["--sizes", "124M", "--sizes", "355M"], r"--sizes is given twice"),
+    # bench.gpu
+    ("bench.gpu", ["--task", "fast"], r"unknown --task 'fast'.*choose one of check, speed, large"),
+    ("bench.gpu", ["--n_prompts", "0"], r"--n_prompts must be >= 1; got 0"),
 ]
 
 
@@ -107,6 +110,17 @@ def test_help_prints_the_options_and_exits_0(tmp_path, module):
     assert r.returncode == 0 and not r.stderr, r.stderr
     assert r.stdout.startswith(f"usage: python -m {module} ") and "options:" in r.stdout
     assert files_under(tmp_path) == []
+
+
+def test_bench_gpu_without_cupy_is_one_line(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed here: this refusal is for machines without it")
+    before = files_under(tmp_path)
+    r = run_cli(["-m", "bench.gpu", "--task", "check"], tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
+    assert_refused(r, r"^error: --device gpu needs CuPy, which is not importable here", tmp_path, before, max_seconds=3)
 
 
 def test_the_data_pipeline_runs_through_the_door(tmp_path):

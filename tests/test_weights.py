@@ -172,3 +172,30 @@ def test_non_finite_weights_are_refused(tmp_path, value, dtype):
     with pytest.raises(ValueError, match=r"tensor 'h.1.mlp.c_fc.weight' holds NaN or infinite values") as e:
         load_checkpoint(tmp_path)
     assert str(e.value).startswith(f"{tmp_path / 'model.safetensors'}: ")
+
+
+class DeviceArray:
+    """Stands in for a CuPy array: its type lives in a module named cupy..., it refuses NumPy's implicit conversion
+    (as CuPy does) and comes to the host only through .get()."""
+    __module__ = "cupy._core.core"
+
+    def __init__(self, a):
+        self.a = a
+
+    def __array__(self, *args, **kw):
+        raise TypeError("Implicit conversion to a NumPy array is not allowed. Please use `.get()`")
+
+    def get(self):
+        return self.a
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_arrays_on_the_gpu_are_written_from_the_host(tmp_path, dtype):
+    """A model trained with --device gpu is saved from CuPy arrays (this failed on the GPU before: implicit conversion)."""
+    from gpt2.weights import write_safetensors
+
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with pytest.raises(TypeError, match="Implicit conversion"):
+        np.asarray(DeviceArray(a))
+    write_safetensors(tmp_path / "w.safetensors", {"w": DeviceArray(a)}, dtype=dtype)
+    assert np.array_equal(read_safetensors(tmp_path / "w.safetensors")["w"], a)
