@@ -16,26 +16,35 @@ Every NumPy call costs a few microseconds of Python before any arithmetic, which
 half of a decoding step (bench/engine.py measures it). So the functions use array methods (`x.sum`, `x.max`) rather
 than `np.mean`/`np.var`, whose Python wrappers cost 3-4x more, and skip the mask where every query sees every key.
 Leading dimensions pass through: the same functions run the batched engine's [B, ...] arrays (gpt2/batch_engine.py).
+On a GPU, gelu, softmax and layer_norm each run as one CUDA kernel that computes the same thing
+(gpt2/gpu_kernels.py): there a step is bound by the number of calls, not by arithmetic.
 """
 import math
 
+from gpt2 import gpu_kernels as gpu
 from gpt2.backend import xp_of
 
 
 def gelu(x):  # GPT-2's tanh approximation 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), written as
     # x / (1 + exp(-2u)) (the same function: 1 + tanh(u) = 2 / (1 + exp(-2u))) because NumPy's exp is ~2x faster than
     # its tanh; -2u is capped at 80 so that exp stays finite (gelu(x) is then 0 to float32 precision anyway)
+    if gpu.fused(x):
+        return gpu.gelu(x)
     xp = xp_of(x)
     minus_2u = x * (-2 * math.sqrt(2 / math.pi) * (1 + 0.044715 * x * x))
     return x / (1 + xp.exp(xp.minimum(minus_2u, 80.0)))
 
 
 def softmax(x):
+    if gpu.fused(x):
+        return gpu.softmax(x)
     exp_x = xp_of(x).exp(x - x.max(axis=-1, keepdims=True))
     return exp_x / exp_x.sum(axis=-1, keepdims=True)
 
 
 def layer_norm(x, g, b, eps: float = 1e-5):
+    if gpu.fused(x):
+        return gpu.layer_norm(x, g, b, eps)
     n = x.shape[-1]
     x = x - x.sum(axis=-1, keepdims=True) / n  # mean 0
     variance = (x * x).sum(axis=-1, keepdims=True) / n

@@ -1,0 +1,116 @@
+"""Three of the forward's functions as one CUDA kernel each, for CuPy arrays: layer_norm, softmax and gelu.
+
+Why: on a GPU a decoding step of these models is bound by launches, not by arithmetic or memory. Every CuPy call
+costs 10-15 us of host time (measured on an H100 machine: an add 11.8 us, a row sum 13.8 us), and gpt2/model.py's
+layer_norm is 11 calls, its softmax 5 and its gelu 9: about 50 calls per block, so the 124M shape decoded one token
+in 13-18 ms where reading its weights takes 0.2 ms (bench/engine.py --device gpu). One kernel per function takes
+these 25 launches down to 3.
+
+Each kernel computes what the NumPy function beside it in gpt2/model.py computes, in the same order (the mean, then
+the variance of the centred row; the row maximum, then the sum of exponentials), in float32.
+Shapes: any leading dimensions; the functions work along the last axis of length n.
+PICOSPEC_FUSED=0 turns them off (bench.gpu compares both).
+"""
+import math
+import os
+
+ENABLED = os.environ.get("PICOSPEC_FUSED", "1") != "0"
+THREADS = 128  # threads per row (a power of two); rows are n_embd = 256..1600 or n_kv <= 1280 long
+
+SOURCE = r"""
+__device__ float block_reduce(float v, float* buf, bool take_max) {  // every thread gets the block's sum (or max)
+    buf[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            float o = buf[threadIdx.x + s];
+            buf[threadIdx.x] = take_max ? fmaxf(buf[threadIdx.x], o) : buf[threadIdx.x] + o;
+        }
+        __syncthreads();
+    }
+    float r = buf[0];
+    __syncthreads();
+    return r;
+}
+
+extern "C" __global__ void layer_norm(const float* x, const float* g, const float* b, float* y, int n, float eps) {
+    __shared__ float buf[THREADS];
+    const float* row = x + (size_t)blockIdx.x * n;  // one block per row
+    float* out = y + (size_t)blockIdx.x * n;
+    float s = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += row[i];
+    float mean = block_reduce(s, buf, false) / n;
+    float v = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) { float d = row[i] - mean; v += d * d; }
+    float scale = 1.f / sqrtf(block_reduce(v, buf, false) / n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = (row[i] - mean) * (g[i] * scale) + b[i];
+}
+
+extern "C" __global__ void softmax(const float* x, float* y, int n) {
+    __shared__ float buf[THREADS];
+    const float* row = x + (size_t)blockIdx.x * n;
+    float* out = y + (size_t)blockIdx.x * n;
+    float m = __int_as_float(0xff800000);  // -inf
+    for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, row[i]);
+    m = block_reduce(m, buf, true);
+    float s = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) { float e = expf(row[i] - m); out[i] = e; s += e; }
+    float inv = 1.f / block_reduce(s, buf, false);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] *= inv;
+}
+""".replace("THREADS", str(THREADS))
+
+_kernels = {}
+
+
+def _get(name):
+    if name not in _kernels:
+        import cupy
+
+        if name == "gelu":  # x / (1 + exp(-2u)), -2u capped at 80, as gpt2.model.gelu
+            c = -2 * math.sqrt(2 / math.pi)
+            _kernels[name] = cupy.ElementwiseKernel(
+                "float32 x", "float32 y",
+                f"float u = x * ({c!r}f * (1.f + 0.044715f * x * x)); y = x / (1.f + expf(fminf(u, 80.f)));",
+                "picospec_gelu")
+        else:
+            _kernels[name] = cupy.RawModule(code=SOURCE).get_function(name)
+    return _kernels[name]
+
+
+def fused(x):
+    """True where x is a float32 CuPy array and the kernels are on."""
+    return ENABLED and type(x).__module__.startswith("cupy") and x.dtype == "float32"
+
+
+def _rows(x):  # -> (x as a C-contiguous array, rows, n)
+    import cupy
+
+    x = cupy.ascontiguousarray(x)
+    n = x.shape[-1]
+    return x, x.size // n if n else 0, n
+
+
+def layer_norm(x, g, b, eps):
+    import cupy
+
+    x, rows, n = _rows(x)
+    y = cupy.empty_like(x)
+    if rows:
+        _get("layer_norm")((rows,), (THREADS,), (x, cupy.ascontiguousarray(g), cupy.ascontiguousarray(b), y,
+                                                  cupy.int32(n), cupy.float32(eps)))
+    return y
+
+
+def softmax(x):
+    import cupy
+
+    x, rows, n = _rows(x)
+    y = cupy.empty_like(x)
+    if rows:
+        _get("softmax")((rows,), (THREADS,), (x, y, cupy.int32(n)))
+    return y
+
+
+def gelu(x):
+    return _get("gelu")(x)

@@ -1,0 +1,48 @@
+"""gpt2/gpu_kernels.py: each CUDA kernel equals the NumPy function it replaces in gpt2/model.py. Runs only where CuPy
+and a GPU are present (bench.gpu's machine); elsewhere these tests are skipped, and say why."""
+import numpy as np
+import pytest
+
+from gpt2 import gpu_kernels, model
+
+cupy = pytest.importorskip("cupy", reason="CuPy is not installed: the CUDA kernels cannot run here")
+try:
+    cupy.cuda.runtime.getDeviceCount()
+except Exception as e:  # noqa: BLE001 - any CUDA failure means no GPU to test on
+    pytest.skip(f"no usable GPU ({e})", allow_module_level=True)
+
+SHAPES = [(1, 8), (3, 256), (5, 768), (2, 3, 1600), (4, 12, 7, 131), (1, 50257)]
+
+
+def numpy_of(f, *args):  # the NumPy path of gpt2.model's function (kernels off), on host arrays
+    return f(*args)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_kernels_equal_the_numpy_functions(shape):
+    rng = np.random.default_rng(len(shape))
+    x = (rng.standard_normal(shape, dtype=np.float32) * 3).astype(np.float32)
+    g = rng.standard_normal(shape[-1], dtype=np.float32)
+    b = rng.standard_normal(shape[-1], dtype=np.float32)
+    assert gpu_kernels.fused(cupy.asarray(x)) and not gpu_kernels.fused(x)
+    for name, args in (("layer_norm", (x, g, b)), ("softmax", (x,)), ("gelu", (x,))):
+        f = getattr(model, name)
+        want = numpy_of(f, *args)
+        got = f(*[cupy.asarray(a) for a in args]).get()
+        assert got.dtype == np.float32 and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=f"{name} {shape}")
+
+
+def test_softmax_of_masked_scores():
+    """Attention's masked entries are -inf: they get probability 0 and the rest still sums to 1."""
+    x = np.random.default_rng(0).standard_normal((4, 6, 9), dtype=np.float32)
+    x[:, :, 5:] = -np.inf
+    got = model.softmax(cupy.asarray(x)).get()
+    assert (got[:, :, 5:] == 0).all()
+    np.testing.assert_allclose(got, model.softmax(x), rtol=2e-5, atol=1e-7)
+
+
+def test_a_non_contiguous_input():
+    x = np.random.default_rng(1).standard_normal((8, 6), dtype=np.float32)
+    got = model.softmax(cupy.asarray(x).T).get()  # [6, 8], a transposed view
+    np.testing.assert_allclose(got, model.softmax(x.T), rtol=2e-5, atol=1e-7)
