@@ -5,6 +5,7 @@
     python -m bench.batch --method medusa       # batched trees: Medusa on the built-in target and its shipped heads
     python -m bench.batch --method prompt_lookup   # ragged draft chains from each row's own text
     python -m bench.batch --method rest         # a retrieved trie per row (REST's datastore, built once and cached)
+    python -m bench.batch --method lookahead    # each row's lookahead window and pooled guesses as one tree
 
 Protocol. 8 held-out prompts of different lengths (24, 30, ..., 66 tokens), each continued by --n_tokens tokens with
 the method (speculative sampling: --K drafts per step; Medusa: the shipped heads' sparse tree, lossless posterior;
@@ -57,7 +58,7 @@ def load_method(method, pair, target, draft, K):
 
     if method == "speculative":
         return TABLE[method], {"target": target, "draft": draft}, {"K": K}
-    if method == "prompt_lookup":
+    if method in ("prompt_lookup", "lookahead"):
         return TABLE[method], {"target": target}, {}
     if method == "rest":
         from bench.harness import rest_datastore
@@ -171,8 +172,9 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
 OPTIONS = [
     Option("pair", str, "tiny", "tiny (the built-in pair) or 124M (random weights of GPT-2 124M's shape)",
            choices=PAIRS),
-    Option("method", str, "speculative", "the method batched: speculative (draft model), or medusa, prompt_lookup or "
-           "rest (batched trees and chains; --pair tiny)", choices=("speculative", "medusa", "prompt_lookup", "rest")),
+    Option("method", str, "speculative", "the method batched: speculative (draft model), or medusa, prompt_lookup, "
+           "rest or lookahead (batched trees and chains; --pair tiny)",
+           choices=("speculative", "medusa", "prompt_lookup", "rest", "lookahead")),
     Option("batch", int, 8, "rows decoded together (the 8 prompts in groups of this size)", low=1, high=8),
     Option("n_tokens", int, 48, "new tokens per prompt", low=2),
     Option("K", int, 4, "drafts per step (speculative)", low=1),

@@ -67,10 +67,11 @@ def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=N
 def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generators=None):
     """Each prompt of xs followed by N tokens, one batched target call per step:
 
-        propose(x, room) -> (tokens, parents)    row x's draft tree (nothing from the verifier's randomness), no path
-                                                 longer than room = the tokens it still needs - 1
-        verify(tokens, parents, Q, rng) -> (path, token)    Q [1 + m, V] the target's (unwarped) probs at the root and
-                                                 at every node; path the accepted nodes, token the one after them
+        propose(b, x, room) -> (tokens, parents)    row b's draft tree from its text x (nothing from the verifier's
+                                                 randomness), no path longer than room = the tokens it still needs - 1
+        verify(b, tokens, parents, Q, rng) -> (path, token)    Q [1 + m, V] the target's (unwarped) probs at the root
+                                                 and at every node; path the accepted nodes, token the one after them
+    (b, the row's index in xs, lets a method keep state per row: lookahead's window and n-gram pool.)
     target: the batched contract plus tree(xs, trees, probs=True) -> one [1 + m_b, V] per row, and accept(paths).
     generators: {row: numpy Generator} for rows with their own randomness (else rng). stats, if a list, gets one dict
     per target call: {"drafted": the deepest tree, "nodes": the largest, "accepted": [per row, -1 for finished rows],
@@ -83,7 +84,7 @@ def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generat
         if not active:
             return xs
         # Step 1: every row proposes its tree from its own text, no deeper than the tokens it still needs
-        trees = [propose(xs[b], T[b] - len(xs[b]) - 1) for b in active]
+        trees = [propose(b, xs[b], T[b] - len(xs[b]) - 1) for b in active]
         # Step 2: ONE batched tree-attention call scores every row's root and nodes
         probs = target.tree([xs[b] for b in active], trees, probs=True)  # per row [1 + m_b, V]
         # Step 3: each row's rule picks its accepted path and next token
@@ -91,7 +92,7 @@ def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generat
                 "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
         paths = []
         for i, (b, (tokens, parents)) in enumerate(zip(active, trees)):
-            path, token = verify(tokens, parents, probs[i], gen[b])
+            path, token = verify(b, tokens, parents, probs[i], gen[b])
             paths.append(path)
             step["accepted"][b], step["tokens"][b] = len(path), [tokens[j] for j in path] + [int(token)]
         # Step 4: every row keeps its accepted nodes in its cache, then takes them and the next token

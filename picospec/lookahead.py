@@ -38,6 +38,7 @@ the verification trie, nodes = its size (the window's nodes are scored too but a
 """
 import numpy as np
 
+from picospec.batch import batch_tree_decoding
 from picospec.sampling import check_inputs, warp
 from picospec.tree import depth, trie
 from picospec.verify import step_record, verify_tree
@@ -96,14 +97,7 @@ def verification_branch(tokens, parents, Q, n_look):
     return tokens[n_look:], v_parents, np.concatenate([Q[:1], Q[1 + n_look:]])
 
 
-def lookahead_decoding(x, target, N, rng, window=4, ngram=3, guesses=4, pool_cap=None, stats=None,
-                       **sampling_options):
-    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at temperature 0).
-
-    target: the model contract plus target.tree(x, tokens, parents, probs=True) -> [1 + m, V] and
-    target.accept(path). window, ngram, guesses: the paper's W, N, G; pool_cap: continuations kept per key
-    (default 4 * G, at least 4).
-    """
+def check_lookahead(x, N, window, ngram, guesses, pool_cap, sampling_options):  # -> W, L, cap
     check_inputs(x, N, **sampling_options)
     for name, value, low, meaning in (("window", window, 1, "W, columns of the lookahead window"),
                                       ("ngram", ngram, 2, "N, the n-gram size: window levels + 1"),
@@ -112,9 +106,32 @@ def lookahead_decoding(x, target, N, rng, window=4, ngram=3, guesses=4, pool_cap
             raise ValueError(f"{name} ({meaning}) must be an integer >= {low}; got {value}")
     if pool_cap is not None and (int(pool_cap) != pool_cap or pool_cap < 1):
         raise ValueError(f"pool_cap (continuations kept per key) must be a positive integer or None; got {pool_cap}")
-    W, L, cap = int(window), int(ngram) - 1, int(pool_cap or 4 * max(guesses, 1))
+    return int(window), int(ngram) - 1, int(pool_cap or 4 * max(guesses, 1))
+
+
+def first_window(x, W, L, rng):  # [L][W] the first guesses: prompt tokens
+    return [[int(t) for t in rng.choice(x, size=W)] for _ in range(L)]
+
+
+def jacobi_update(pool, grid, Q, W, L, cap):
+    """Step 3: each column's top row gives new_i (the target's argmax after node (L - 1, i)); the n-grams go into the
+    pool, and the window shifts up one level -> the new window."""
+    new = [int(np.argmax(Q[1 + (L - 1) * W + i])) for i in range(W)]  # [W]
+    collect_ngrams(pool, grid, new, cap)
+    return grid[1:] + [new]
+
+
+def lookahead_decoding(x, target, N, rng, window=4, ngram=3, guesses=4, pool_cap=None, stats=None,
+                       **sampling_options):
+    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at temperature 0).
+
+    target: the model contract plus target.tree(x, tokens, parents, probs=True) -> [1 + m, V] and
+    target.accept(path). window, ngram, guesses: the paper's W, N, G; pool_cap: continuations kept per key
+    (default 4 * G, at least 4).
+    """
+    W, L, cap = check_lookahead(x, N, window, ngram, guesses, pool_cap, sampling_options)
     x, T = [int(t) for t in x], len(x) + N
-    grid = [[int(t) for t in rng.choice(x, size=W)] for _ in range(L)]  # [L][W] the first guesses: prompt tokens
+    grid = first_window(x, W, L, rng)  # [L][W]
     pool = {}  # key token -> [(N - 1)-token continuations], newest first
     while len(x) < T:
         # Step 1: build the tree: the window (if no deeper than the tokens still needed) and the pool's guesses
@@ -125,9 +142,7 @@ def lookahead_decoding(x, target, N, rng, window=4, ngram=3, guesses=4, pool_cap
         Q = target.tree(x, tokens, parents, probs=True)  # [1 + m, V]
         # Step 3: lookahead branch: each column's top row gives new_i; n-grams into the pool; shift the window
         if look:
-            new = [int(np.argmax(Q[1 + (L - 1) * W + i])) for i in range(W)]  # [W] after node (L - 1, i)
-            collect_ngrams(pool, grid, new, cap)
-            grid = grid[1:] + [new]
+            grid = jacobi_update(pool, grid, Q, W, L, cap)
         # Step 4: verification branch: recursive rejection sampling (exact match at temperature 0: q is one-hot)
         v_tokens, v_parents, rows = verification_branch(tokens, parents, Q, n_look)
         path, token, origin = verify_tree(v_tokens, v_parents, warp(rows, **sampling_options), rng)
@@ -138,3 +153,31 @@ def lookahead_decoding(x, target, N, rng, window=4, ngram=3, guesses=4, pool_cap
             stats.append(step_record(new_tokens, ["draft"] * len(path) + [origin], drafted=depth(v_parents),
                                      nodes=len(v_tokens)))
     return x
+
+
+def batch_lookahead_decoding(xs, target, N, rng, window=4, ngram=3, guesses=4, pool_cap=None, stats=None,
+                             generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens, as lookahead_decoding gives it alone: every row keeps its own window and
+    n-gram pool, and both branches of every row are scored in one batched tree call per step
+    (picospec.batch.batch_tree_decoding: its stats, generators and target; a row's stats count the window's nodes
+    too). A row's first window is drawn from its own generator, before any step, as the single method draws it."""
+    for x in xs:
+        W, L, cap = check_lookahead(x, N, window, ngram, guesses, pool_cap, sampling_options)
+    grids = [first_window([int(t) for t in x], W, L, (generators or {}).get(b, rng)) for b, x in enumerate(xs)]
+    pools = [{} for _ in xs]  # per row: key token -> [(N - 1)-token continuations], newest first
+    n_look = [0] * len(xs)  # per row: the window's nodes in this step's tree (0: the window is skipped)
+
+    def propose(b, x, room):  # Step 1 of lookahead_decoding, on row b's window and pool
+        look = W + L - 1 <= room + 1
+        tokens, parents, n_look[b] = lookahead_tree(grids[b] if look else [], pool_guesses(pools[b], x[-1], guesses,
+                                                                                            room))
+        return tokens, parents
+
+    def verify(b, tokens, parents, Q, rng):  # Steps 3-4, on the row's [1 + m, V]
+        if n_look[b]:
+            grids[b] = jacobi_update(pools[b], grids[b], Q, W, L, cap)
+        v_tokens, v_parents, rows = verification_branch(tokens, parents, Q, n_look[b])
+        path, token, _ = verify_tree(v_tokens, v_parents, warp(rows, **sampling_options), rng)
+        return [n_look[b] + j for j in path], token  # node indices of the combined tree
+
+    return batch_tree_decoding(xs, target, N, rng, propose, verify, stats, generators)

@@ -31,7 +31,7 @@ from picospec.cascade import cascade_decoding
 from picospec.eagle import CANDIDATES, eagle_decoding, static_tree
 from picospec.eagle2 import eagle2_decoding
 from picospec.greedy import SCHEDULES, greedy_decoding
-from picospec.lookahead import lookahead_decoding
+from picospec.lookahead import batch_lookahead_decoding, lookahead_decoding
 from picospec.medusa import POSTERIORS, batch_medusa_decoding, choose_tree, medusa_decoding, parse_tree
 from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
 from picospec.rest import batch_rest_decoding, rest_decoding
@@ -236,7 +236,8 @@ METHODS = (
            "Fu, Bailis, Stoica, Zhang 2024, arXiv:2402.02057",
            options=(Option("window", int, 4, "W: columns of the lookahead window", low=1, high=64),
                     Option("ngram", int, 3, "N: n-gram size (window levels + 1)", low=2, high=16),
-                    Option("guesses", int, 4, "G: pooled n-grams verified per step", low=0, high=64))),
+                    Option("guesses", int, 4, "G: pooled n-grams verified per step", low=0, high=64)),
+           batch=batch_lookahead_decoding),
     Method("layer_skip", self_speculative_decoding, ("x", "draft", "target", "N", "K", "rng"),
            "self-drafting: the target with a searched set of sublayers skipped drafts until unsure (adaptive)",
            "Zhang et al. 2023 (Draft & Verify), arXiv:2309.08168",

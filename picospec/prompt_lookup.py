@@ -76,11 +76,11 @@ def batch_prompt_lookup_decoding(xs, target_model, N, rng, max_ngram_size=3, num
     for x in xs:
         check_inputs(x, N, num_pred_tokens, **sampling_options)
 
-    def propose(x, room):  # the draft as a chain: node i hangs below node i - 1
+    def propose(b, x, room):  # the draft as a chain: node i hangs below node i - 1
         drafts = find_candidates(x, max_ngram_size, num_pred_tokens)[:room]
         return drafts, list(range(-1, len(drafts) - 1))
 
-    def verify(drafts, parents, probs, rng):  # Step 3 of prompt_lookup_decoding, on the row's [k + 1, V]
+    def verify(b, drafts, parents, probs, rng):  # Step 3 of prompt_lookup_decoding, on the row's [k + 1, V]
         n, token, _ = verify_copied(drafts, warp(probs, **sampling_options), rng)
         return list(range(n)), token
 

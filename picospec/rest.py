@@ -185,10 +185,10 @@ def batch_rest_decoding(xs, target, N, rng, datastore, max_matches=100, draft_le
     for x in xs:
         check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options)
 
-    def propose(x, room):  # Steps 1-2 of rest_decoding
+    def propose(b, x, room):  # Steps 1-2 of rest_decoding
         return retrieve(datastore, x, room, max_matches, draft_len, num_draft_nodes)
 
-    def verify(tokens, parents, probs, rng):  # Step 4: recursive rejection over the trie's one-hot proposals
+    def verify(b, tokens, parents, probs, rng):  # Step 4: recursive rejection over the trie's one-hot proposals
         path, token, _ = verify_tree(tokens, parents, warp(probs, **sampling_options), rng)
         return path, token
 

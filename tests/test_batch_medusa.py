@@ -84,9 +84,9 @@ def test_batched_rows_equal_each_row_alone(shipped, posterior, options):
         assert all(a == len(t) - 1 if a >= 0 else t == [] for a, t in zip(s["accepted"], s["tokens"]))
 
 
-@pytest.mark.parametrize("method", ["medusa", "prompt_lookup"])
+@pytest.mark.parametrize("method", ["medusa", "prompt_lookup", "lookahead"])
 def test_main_batch_runs_tree_rows(shipped, tmp_path, method):
-    """`python main.py --method medusa|prompt_lookup --batch FILE` runs the row's batched form through the method
+    """`python main.py --method medusa|prompt_lookup|lookahead --batch FILE` runs the row's batched form through the method
     table; at temperature 0 each text is the single-sequence method's (here: greedy decoding's)."""
     import json
 
