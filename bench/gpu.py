@@ -2,7 +2,7 @@
 
     python -m bench.gpu --task check   # logits on both devices; every row of the method table, GPU tokens vs CPU
     python -m bench.gpu --task speed   # every row: speedup over autoregressive decoding on the GPU (and the CPU)
-    python -m bench.gpu --task large   # GPT-2 774M/1558M shapes: what a speculative step costs on the GPU
+    python -m bench.gpu --task large   # GPT-2's 124M-1558M shapes: what a speculative step costs on the GPU
 
 check: the built-in target and draft and a random 124M shape, on both devices, through a prompt, one-token steps, a
     rollback and a token tree (and the batched engine over ragged rows): the largest logit difference. Then every row
@@ -10,12 +10,15 @@ check: the built-in target and draft and a random 124M shape, on both devices, t
     decoding's on the GPU; at temperature 1 (rows that sample) with the same seed, the share of runs whose tokens equal
     the CPU's (float32 sums in another order can move a draw that sits on a boundary; the law is the same).
 speed: every row against autoregressive decoding, back to back on each prompt (bench.harness.compare), on the GPU and
-    on this machine's CPU: tokens per target call, ms per token, speedup (medians).
-large: random weights of GPT-2's 774M and 1558M shapes as targets and the 124M shape as the draft: wall time of a
-    draft call, of a target call over 1 and K + 1 tokens, and of a whole speculative sampling step (measured, with
-    random weights the draft is almost never accepted, so only the cost is read off); beside it the speedup these costs
-    give at assumed acceptance rates alpha (Leviathan et al.'s formula E[tokens] / (K c + v), a prediction).
-Times are wall-clock after a device synchronisation, medians over --repeats.
+    on this machine's CPU: tokens per target call, ms per token (medians over prompts), and the speedup as the median
+    of the per-prompt ratios of the two runs' times.
+large: random weights of GPT-2's 124M-1558M shapes as targets and the 124M shape as the draft: wall time of a
+    draft call, of a target call over 1 and K + 1 tokens (medians over --repeats), and of a speculative sampling step
+    (the mean over the steps of --repeats runs of K + 1 tokens). Random weights give near-uniform laws that agree
+    often, so their acceptance says nothing of a real pair and only the costs are read off; beside them the speedup
+    these costs give at assumed acceptance rates alpha (Leviathan et al.'s formula E[tokens] / (K c + v), a
+    prediction).
+Times are wall-clock between two device synchronisations.
 """
 import time
 
@@ -60,7 +63,7 @@ def engine_steps(model, x, batch=False):
     return out
 
 
-def logit_check(xp_models):
+def logit_check():
     """-> table rows: largest |GPU - CPU| logit over every call, and the logits' scale."""
     from bench.engine import hparams_of, random_params
     from gpt2.batch_engine import BatchGPT2
@@ -115,7 +118,7 @@ def setup(n_prompts, prompt_tokens):
 
 def check(n_prompts, n_tokens):
     lines = ["Logits, GPU (CuPy) against CPU (NumPy), the same calls on both:", ""]
-    lines += table(["model", "calls", "largest difference", "largest logit", "relative"], logit_check(None))
+    lines += table(["model", "calls", "largest difference", "largest logit", "relative"], logit_check())
     encoder, prompts, store = setup(n_prompts, 48)
     rows = {d: load_rows(d, encoder, store) for d in ("cpu", "gpu")}
     out = []
@@ -169,8 +172,8 @@ def speed(n_prompts, n_tokens):
     lines = [f"Every row against autoregressive decoding, back to back per prompt, {n_prompts} held-out prompts x "
              f"{n_tokens} new tokens, temperature 0 (last row: 1), the built-in pair, each row's default options:", ""]
     return lines + table(["method", "tokens / target call", "GPU autoregressive ms/token", "GPU method ms/token",
-                          "GPU verify / 1-token call", "GPU speedup", "CPU autoregressive ms/token",
-                          "CPU method ms/token", "CPU speedup"], out)
+                          "GPU verify / 1-token call", "GPU speedup (median of per-prompt ratios)",
+                          "CPU autoregressive ms/token", "CPU method ms/token", "CPU speedup"], out)
 
 
 def large(repeats, K=4, alphas=(0.6, 0.7, 0.8)):
@@ -216,8 +219,8 @@ def large(repeats, K=4, alphas=(0.6, 0.7, 0.8)):
         print(out[-1], flush=True)
         del target
         xp.get_default_memory_pool().free_all_blocks()
-    lines = [f"Random weights, GPU, 128-token cache, K = {K}, draft = the 124M shape; ms wall, medians of {repeats}. "
-             "The speedup columns are predictions from the measured costs at an assumed alpha, not measurements:", ""]
+    lines = [f"Random weights, GPU, 128-token cache, K = {K}, draft = the 124M shape; ms wall: calls are medians of "
+             f"{repeats}, the step is the mean over the steps of {repeats} runs. The speedup columns are predictions from the measured costs at an assumed alpha, not measurements:", ""]
     return lines + table(["target", "1-token call ms", f"{K + 1}-token call ms (/ 1 token)", "draft call ms",
                           "speculative step ms (measured; model: drafts x t_draft + t_verify)"]
                          + [f"predicted speedup, alpha = {a}" for a in alphas], out)
@@ -238,7 +241,7 @@ def main(task="check", n_prompts=4, n_tokens=32, repeats=9):
 
 
 OPTIONS = [
-    Option("task", str, "check", "check (GPU against CPU), speed (every row's speedup), large (774M/1558M costs)",
+    Option("task", str, "check", "check (GPU against CPU), speed (every row's speedup), large (124M-1558M costs)",
            choices=("check", "speed", "large")),
     Option("n_prompts", int, 4, "held-out prompts", low=1),
     Option("n_tokens", int, 32, "new tokens per run (speed: twice this)", low=2),

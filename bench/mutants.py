@@ -123,6 +123,12 @@ MUTANTS = (
            "return [n_look[b] + j for j in path], token", "return [j for j in path], token",
            ("tests/test_batch_lookahead.py::test_batched_rows_equal_each_row_alone",),
            "batched lookahead keeps the window's nodes in the cache instead of the accepted trie path"),
+    Mutant("batch-tree-row-by-position", "batch", "rule", "picospec/batch.py",
+           "trees = [propose(b, xs[b], T[b] - len(xs[b]) - 1) for b in active]",
+           "trees = [propose(i, xs[b], T[b] - len(xs[b]) - 1) for i, b in enumerate(active)]",
+           ("tests/test_batch_lookahead.py::test_batched_rows_equal_each_row_alone",),
+           "the batched tree loop names a row by its place among the active rows, so once a row finishes the next "
+           "row proposes from another row's window and pool"),
     Mutant("batch-tree-accepted-counts-token", "batch", "record", "picospec/batch.py",
            'step["accepted"][b], step["tokens"][b] = len(path),',
            'step["accepted"][b], step["tokens"][b] = len(path) + 1,',

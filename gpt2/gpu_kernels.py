@@ -2,20 +2,24 @@
 
 Why: on a GPU a decoding step of these models is bound by launches, not by arithmetic or memory. Every CuPy call
 costs 10-15 us of host time (measured on an H100 machine: an add 11.8 us, a row sum 13.8 us), and gpt2/model.py's
-layer_norm is 11 calls, its softmax 5 and its gelu 9: about 50 calls per block, so the 124M shape decoded one token
-in 13-18 ms where reading its weights takes 0.2 ms (bench/engine.py --device gpu). One kernel per function takes
-these 25 launches down to 3.
+layer_norm is 11 calls, its softmax 5 and its gelu 9. A block has two layer_norms, one softmax and one gelu:
+2 x 11 + 5 + 9 = 36 calls, which these kernels make 4. Without them the 124M shape decoded one token in 13-19 ms
+where reading its weights takes 0.2 ms; with them 10.7 ms (`python -m bench.engine --device gpu`, run once with
+PICOSPEC_FUSED=0 for the "before" figure; README, "On a GPU").
 
-Each kernel computes what the NumPy function beside it in gpt2/model.py computes, in the same order (the mean, then
-the variance of the centred row; the row maximum, then the sum of exponentials), in float32.
-Shapes: any leading dimensions; the functions work along the last axis of length n.
-PICOSPEC_FUSED=0 turns them off (bench.gpu compares both).
+Each kernel computes the formula of the NumPy function beside it in gpt2/model.py (the mean, then the variance of
+the centred row; the row maximum, then the sum of exponentials), in float32, but its sums run in another order
+(a tree over 128 threads), so results differ from NumPy's by about 1e-6 relative (tests/test_gpu_kernels.py).
+Shapes: any leading dimensions; the functions work along the last axis of length n, read as a C-contiguous copy.
+Rows are n_embd long for layer_norm (128 for the tiny draft up to 1600), n_kv or n_vocab (4097, 50257) for softmax.
+The compiled kernels are cached per process for the current GPU (one device; a second GPU would need its own).
+PICOSPEC_FUSED=0 turns them off.
 """
 import math
 import os
 
 ENABLED = os.environ.get("PICOSPEC_FUSED", "1") != "0"
-THREADS = 128  # threads per row (a power of two); rows are n_embd = 256..1600 or n_kv <= 1280 long
+THREADS = 128  # threads per row (a power of two); each thread strides over the row, whatever its length
 
 SOURCE = r"""
 __device__ float block_reduce(float v, float* buf, bool take_max) {  // every thread gets the block's sum (or max)
@@ -50,7 +54,7 @@ extern "C" __global__ void softmax(const float* x, float* y, int n) {
     __shared__ float buf[THREADS];
     const float* row = x + (size_t)blockIdx.x * n;
     float* out = y + (size_t)blockIdx.x * n;
-    float m = __int_as_float(0xff800000);  // -inf
+    float m = __int_as_float(0xff800000);  // -inf as bits: NVRTC's headers lack INFINITY
     for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, row[i]);
     m = block_reduce(m, buf, true);
     float s = 0.f;

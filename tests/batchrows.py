@@ -13,10 +13,10 @@ HP, PARAMS = random_gpt2(n_vocab=V, n_ctx=16, n_embd=8, n_head=2, n_layer=2, see
 PROMPTS = [[0, 1, 2, 0, 1], [2, 2], [1, 0, 1, 0]]  # each repeats itself, so drafts are found (of different lengths)
 
 
-def sampled_rows(method, n, tree_slots=8):
+def sampled_rows(method, n, tree_slots=8, check=None):
     """-> (per prompt, n continuations of N tokens, the target): method(target) gives decode(xs, batch, rng, stats),
     which runs the batched method on COPIES rows of every prompt at once; it runs n // COPIES times, on one BatchGPT2
-    of the micro target."""
+    of the micro target. check(stats), if given, asserts what the method's step records must show."""
     target = GPT2(HP, PARAMS)
     decode = method(target)
     batch = BatchGPT2(target, len(PROMPTS) * COPIES, tree_slots=tree_slots)
@@ -26,6 +26,8 @@ def sampled_rows(method, n, tree_slots=8):
         for i, row in enumerate(decode(PROMPTS * COPIES, batch, rng, stats)):
             samples[i % len(PROMPTS)].append(tuple(row[len(PROMPTS[i % len(PROMPTS)]):]))
     assert sum(a for s in stats for a in s["accepted"] if a > 0) > 0  # drafts were accepted
+    if check:
+        check(stats)
     return samples, target
 
 

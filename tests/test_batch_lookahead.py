@@ -48,7 +48,7 @@ def test_batched_rows_equal_each_row_alone(options):
     for b, prompt in enumerate(prompts):
         target.reset()
         assert out[b] == lookahead_decoding(prompt, target, 30, np.random.default_rng(b), 3, 3, 3, **options)
-    check_records(stats, finished=False)
+    check_records(stats)
 
 
 def test_bad_options_are_refused_for_every_row():

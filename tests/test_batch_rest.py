@@ -28,7 +28,10 @@ def sampled_rows(n, **options):  # -> per prompt, n sampled continuations, COPIE
         return lambda xs, batch, rng, stats: batch_rest_decoding(xs, batch, N, rng, store, 8, 3, 6, stats=stats,
                                                                  **options)
 
-    return batchrows.sampled_rows(method, n)
+    def branched(stats):  # the tries branched: some step scored more nodes than the deepest path holds
+        assert any(s["nodes"] > s["drafted"] for s in stats)
+
+    return batchrows.sampled_rows(method, n, check=branched)
 
 
 def test_batched_rows_keep_the_exact_law():
@@ -62,4 +65,4 @@ def test_batched_rows_equal_each_row_alone(options):
     for b, prompt in enumerate(prompts):
         target.reset()
         assert out[b] == rest_decoding(prompt, target, 24, np.random.default_rng(b), store, **options)
-    check_records(stats, finished=False)
+    check_records(stats)

@@ -14,10 +14,6 @@ except Exception as e:  # noqa: BLE001 - any CUDA failure means no GPU to test o
 SHAPES = [(1, 8), (3, 256), (5, 768), (2, 3, 1600), (4, 12, 7, 131), (1, 50257)]
 
 
-def numpy_of(f, *args):  # the NumPy path of gpt2.model's function (kernels off), on host arrays
-    return f(*args)
-
-
 @pytest.mark.parametrize("shape", SHAPES)
 def test_kernels_equal_the_numpy_functions(shape):
     rng = np.random.default_rng(len(shape))
@@ -27,22 +23,29 @@ def test_kernels_equal_the_numpy_functions(shape):
     assert gpu_kernels.fused(cupy.asarray(x)) and not gpu_kernels.fused(x)
     for name, args in (("layer_norm", (x, g, b)), ("softmax", (x,)), ("gelu", (x,))):
         f = getattr(model, name)
-        want = numpy_of(f, *args)
+        want = f(*args)  # host arrays: gpt2.model's NumPy path
         got = f(*[cupy.asarray(a) for a in args]).get()
         assert got.dtype == np.float32 and got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=f"{name} {shape}")
 
 
 def test_softmax_of_masked_scores():
-    """Attention's masked entries are -inf: they get probability 0 and the rest still sums to 1."""
+    """Attention's masked entries are -inf (a causal pattern: row i sees at most i + 1 entries): they get probability 0 and the
+    rest still sums to 1."""
     x = np.random.default_rng(0).standard_normal((4, 6, 9), dtype=np.float32)
     x[:, :, 5:] = -np.inf
+    above = np.triu_indices(6, 1)  # (i, j) with j > i
+    x[:, above[0], above[1]] = -np.inf
     got = model.softmax(cupy.asarray(x)).get()
     assert (got[:, :, 5:] == 0).all()
     np.testing.assert_allclose(got, model.softmax(x), rtol=2e-5, atol=1e-7)
 
 
-def test_a_non_contiguous_input():
-    x = np.random.default_rng(1).standard_normal((8, 6), dtype=np.float32)
-    got = model.softmax(cupy.asarray(x).T).get()  # [6, 8], a transposed view
-    np.testing.assert_allclose(got, model.softmax(x.T), rtol=2e-5, atol=1e-7)
+@pytest.mark.parametrize("name", ["layer_norm", "softmax", "gelu"])
+def test_a_non_contiguous_input(name):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 6), dtype=np.float32)
+    extra = [rng.standard_normal(8, dtype=np.float32) for _ in range(2)] if name == "layer_norm" else []
+    f = getattr(model, name)
+    got = f(cupy.asarray(x).T, *map(cupy.asarray, extra)).get()  # [6, 8], a transposed view
+    np.testing.assert_allclose(got, f(x.T, *extra), rtol=2e-5, atol=2e-6)
