@@ -273,27 +273,53 @@ def main_batch(method, values):
         return BatchGPT2(model, len(xs)) if isinstance(model, GPT2) else batched(model)
 
     loaded = {k: rows(v) if k in ("target", "draft") else v for k, v in loaded.items()}
-    if device == "gpu":  # CuPy compiles each kernel at its first use: do that before the clock starts
-        call(method, xs, min(4, values["n_tokens"]), np.random.default_rng(values["seed"]), loaded, sampling, options,
-             batch=True)
-        for model in loaded.values():
+    order = list(dict.fromkeys(["autoregressive", method.name]))  # the baseline first, as for one prompt
+    needs = {m: loaded if m == method.name else {"target": loaded["target"]} for m in order}
+    kwargs = {m: options if m == method.name else {} for m in order}
+
+    def run(m, n, stats=None):  # -> (outputs, seconds), on caches emptied first
+        for model in needs[m].values():
             getattr(model, "reset", lambda: None)()
-    stats, start = [], time.perf_counter()
-    out = call(method, xs, values["n_tokens"], np.random.default_rng(values["seed"]), loaded, sampling, options,
-               stats=stats, batch=True)
-    seconds = time.perf_counter() - start
-    texts = [encoder.decode(o[len(x):]) for o, x in zip(out, xs)]
-    n = values["n_tokens"]
-    result = {"method": method.name, "prompts": prompts, "texts": texts, "time_s": seconds, "target_calls": len(stats),
-              "threads": threads,
-              "tokens_per_target_call": [n / sum(1 for s in stats if s["accepted"][b] >= 0) for b in range(len(xs))]}
+        start = time.perf_counter()
+        out = call(TABLE[m], xs, n, np.random.default_rng(values["seed"]), needs[m], sampling, kwargs[m],
+                   stats=stats, batch=True)
+        return out, time.perf_counter() - start
+
+    if device == "gpu":  # CuPy compiles each kernel at its first use: do that before the clocks start
+        for m in order:
+            run(m, min(4, values["n_tokens"]))
+    n, runs = values["n_tokens"], {}
+    for m in order:
+        stats = []
+        out, seconds = run(m, n, stats)
+        runs[m] = {"texts": [encoder.decode(o[len(x):]) for o, x in zip(out, xs)], "ids": [o[len(x):] for o, x in
+                   zip(out, xs)], "time_s": seconds, "target_calls": len(stats),
+                   "tokens_per_target_call": [n / sum(1 for s in stats if s["accepted"][b] >= 0)
+                                              for b in range(len(xs))]}
+    mine, base = runs[method.name], runs["autoregressive"]
+    result = {"method": method.name, "prompts": prompts, "texts": mine["texts"], "time_s": mine["time_s"],
+              "target_calls": mine["target_calls"], "threads": threads,
+              "tokens_per_target_call": mine["tokens_per_target_call"],
+              "autoregressive": {"texts": base["texts"], "time_s": base["time_s"],
+                                 "target_calls": base["target_calls"]},
+              "speedup": base["time_s"] / mine["time_s"],
+              "same_output": [a == b for a, b in zip(mine["ids"], base["ids"])]}
     if values["json"]:
         print(json.dumps(result))
         return
-    for prompt, text, tpc in zip(prompts, texts, result["tokens_per_target_call"]):
+    for prompt, text, tpc in zip(prompts, mine["texts"], mine["tokens_per_target_call"]):
         print(f"── {tpc:.2f} tokens per target call " + "─" * 30)
         print(prompt + text + "\n")
-    print(f"{len(xs)} prompts x {n} tokens in {seconds:.3f} s, {len(stats)} batched target calls")
+    print(f"{method.name}: {len(xs)} prompts x {n} tokens in {mine['time_s']:.3f} s, {mine['target_calls']} batched "
+          f"target calls")
+    if method.name != "autoregressive":
+        same = sum(result["same_output"])
+        note = " (temperature 0: they must be identical)" if values["temperature"] == 0 else (
+            " (sampling: texts may differ)")
+        print(f"autoregressive, batched the same way: {base['time_s']:.3f} s, {base['target_calls']} batched target "
+              f"calls")
+        print(f"speedup {result['speedup']:.2f}x over batched autoregressive; {same}/{len(xs)} texts identical{note}")
+    print(f"BLAS threads: {threads['threads']} ({threads['why']}); timings on a busy machine vary")
 
 
 def cli(argv=None):

@@ -2,8 +2,10 @@
 
     for t = n .. T-1:  sample x_{t+1} ~ q(x | x_1..x_t)
 
-One target call per token: the baseline every speculative method is measured against.
+One target call per token: the baseline every speculative method is measured against. Its batched form runs B
+prompts at once, one batched target call per token (the baseline of `main.py --batch`).
 """
+from picospec.rejection import row_uniforms, sample_rows
 from picospec.sampling import check_inputs, sample, warp
 from picospec.verify import step_record
 
@@ -20,3 +22,23 @@ def autoregressive_sampling(x, model, N, rng, stats=None, **sampling_options):
         if stats is not None:
             stats.append(step_record([token], ["target"], drafted=0))
     return x
+
+
+def batch_autoregressive_sampling(xs, model, N, rng, stats=None, generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens, one batched call per token (picospec/batch.py's batched contract).
+
+    Row b is what autoregressive_sampling gives xs[b] alone with generators[b] (else rng, drawn in row order): the
+    same warped law and the same inverse-CDF draw. stats, if a list, gets one dict per call: {"drafted": 0,
+    "accepted": [0 per row], "tokens": [[new id] per row]}.
+    """
+    for x in xs:
+        check_inputs(x, N, **sampling_options)
+    xs = [[int(t) for t in x] for x in xs]
+    for _ in range(N):
+        q = warp(model(xs)[:, -1], **sampling_options)  # [B, V] every row's next-token law
+        tokens = sample_rows(q, row_uniforms(len(xs), 1, generators, rng)[:, 0])  # [B]
+        for x, t in zip(xs, tokens):
+            x.append(int(t))
+        if stats is not None:
+            stats.append({"drafted": 0, "accepted": [0] * len(xs), "tokens": [[int(t)] for t in tokens]})
+    return xs

@@ -64,11 +64,13 @@ def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=N
             stats.append(step)
 
 
-def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generators=None):
+def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generators=None, propose_rows=False):
     """Each prompt of xs followed by N tokens, one batched target call per step:
 
         propose(b, x, room) -> (tokens, parents)    row b's draft tree from its text x (nothing from the verifier's
                                                  randomness), no path longer than room = the tokens it still needs - 1
+        (propose_rows=True: propose(bs, xs, rooms) -> one tree per active row, in one go: for drafts that come
+        from a batched draft model, which drafts every row in one call)
         verify(b, tokens, parents, Q, rng) -> (path, token)    Q [1 + m, V] the target's (unwarped) probs at the root
                                                  and at every node; path the accepted nodes, token the one after them
     (b, the row's index in xs, lets a method keep state per row: lookahead's window and n-gram pool.)
@@ -84,7 +86,9 @@ def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generat
         if not active:
             return xs
         # Step 1: every row proposes its tree from its own text, no deeper than the tokens it still needs
-        trees = [propose(b, xs[b], T[b] - len(xs[b]) - 1) for b in active]
+        rooms = [T[b] - len(xs[b]) - 1 for b in active]
+        trees = (propose(active, [xs[b] for b in active], rooms) if propose_rows else
+                 [propose(b, xs[b], room) for b, room in zip(active, rooms)])
         # Step 2: ONE batched tree-attention call scores every row's root and nodes
         probs = target.tree([xs[b] for b in active], trees, probs=True)  # per row [1 + m_b, V]
         # Step 3: each row's rule picks its accepted path and next token

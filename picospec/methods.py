@@ -24,13 +24,13 @@ not passed to fn.
 """
 from typing import Callable, NamedTuple
 
-from picospec.autoregressive import autoregressive_sampling
+from picospec.autoregressive import autoregressive_sampling, batch_autoregressive_sampling
 from picospec.batch import batch_speculative_sampling
 from picospec.blockwise import blockwise_decoding
 from picospec.cascade import cascade_decoding
 from picospec.eagle import CANDIDATES, eagle_decoding, static_tree
 from picospec.eagle2 import eagle2_decoding
-from picospec.greedy import SCHEDULES, greedy_decoding
+from picospec.greedy import SCHEDULES, batch_greedy_decoding, greedy_decoding
 from picospec.lookahead import batch_lookahead_decoding, lookahead_decoding
 from picospec.medusa import POSTERIORS, batch_medusa_decoding, choose_tree, medusa_decoding, parse_tree
 from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
@@ -146,7 +146,7 @@ def medusa_law(options):
 METHODS = (
     Method("autoregressive", autoregressive_sampling, ("x", "target", "N", "rng"),
            "one target call per token: the baseline every method is timed against",
-           "Chen et al. 2023, arXiv:2302.01318, Alg. 1"),
+           "Chen et al. 2023, arXiv:2302.01318, Alg. 1", batch=batch_autoregressive_sampling),
     Method("speculative", speculative_sampling, ("x", "draft", "target", "N", "K", "rng"),
            "speculative sampling: K draft tokens, one target call, modified rejection sampling",
            "Chen et al. 2023, arXiv:2302.01318, Alg. 2; Leviathan et al. 2023, arXiv:2211.17192",
@@ -159,7 +159,7 @@ METHODS = (
                     Option("schedule", str, "constant", "how K changes per step: constant, or heuristic "
                            "(+2 after a full accept, -1 otherwise)", choices=SCHEDULES),
                     Option("confidence", float, None, "stop drafting when the draft's top probability falls "
-                           "below this", above=0, high=1))),
+                           "below this", above=0, high=1)), batch=batch_greedy_decoding),
     Method("prompt_lookup", prompt_lookup_decoding, ("x", "target", "N", "rng"),
            "drafts copied from the sequence itself by n-gram match, verified losslessly",
            "Saxena 2023, Prompt Lookup Decoding",

@@ -84,10 +84,11 @@ def test_batched_rows_equal_each_row_alone(shipped, posterior, options):
         assert all(a == len(t) - 1 if a >= 0 else t == [] for a, t in zip(s["accepted"], s["tokens"]))
 
 
-@pytest.mark.parametrize("method", ["medusa", "prompt_lookup", "lookahead"])
-def test_main_batch_runs_tree_rows(shipped, tmp_path, method):
-    """`python main.py --method medusa|prompt_lookup|lookahead --batch FILE` runs the row's batched form through the method
-    table; at temperature 0 each text is the single-sequence method's (here: greedy decoding's)."""
+@pytest.mark.parametrize("method", ["medusa", "prompt_lookup", "lookahead", "greedy", "autoregressive"])
+def test_main_batch_runs_batched_rows(shipped, tmp_path, method):
+    """`python main.py --method M --batch FILE` runs the row's batched form through the method table, and batched
+    autoregressive decoding beside it; at temperature 0 each text is the single-sequence method's (here: greedy
+    decoding's), and the two runs' texts are reported identical."""
     import json
 
     from clitools import run_cli
@@ -108,3 +109,5 @@ def test_main_batch_runs_tree_rows(shipped, tmp_path, method):
         greedy = autoregressive_sampling(x, target, 12, np.random.default_rng(0), temperature=0)
         assert text == encoder.decode(greedy[len(x):])
     assert len(result["texts"]) == len(result["tokens_per_target_call"]) == 3
+    assert result["autoregressive"]["texts"] == result["texts"] and result["same_output"] == [True] * 3
+    assert result["autoregressive"]["target_calls"] == 12 and result["speedup"] > 0

@@ -1,5 +1,6 @@
 """main.py as a user runs it: the built-in pair offline, JSON for scripts, and one-line errors for bad input."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,17 @@ def test_batch_file(tmp_path):
     r = run("--batch", str(prompts), "--n_tokens", "10", "--json")
     assert r.returncode == 0, r.stderr
     assert len(json.loads(r.stdout)["texts"]) == 2
+
+
+def test_batch_plain_output(tmp_path):
+    """--batch prints every row's text, then both runs (the method and batched autoregressive decoding), the speedup
+    and how many texts are identical (all of them at temperature 0)."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def add(a, b):\nimport os\nclass A:\n")
+    r = run("--batch", str(prompts), "--method", "speculative", "--n_tokens", "10", "--temperature", "0")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("tokens per target call") == 3 and "autoregressive, batched the same way" in r.stdout
+    assert re.search(r"speedup \d+\.\d\dx over batched autoregressive; 3/3 texts identical", r.stdout), r.stdout
 
 
 # Bad command lines (every one a single clear line, before any model loads) are in tests/test_cli.py.
