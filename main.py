@@ -272,7 +272,7 @@ def main_batch(method, values):
     def rows(model):  # a GPT-2 engine becomes a batched one; a stateless draft (the n-gram) is called row by row
         return BatchGPT2(model, len(xs)) if isinstance(model, GPT2) else batched(model)
 
-    loaded = {k: rows(v) if k in ("target", "draft") else v for k, v in loaded.items()}
+    loaded = {k: rows(v) if k in ("target", "draft", "draft2") else v for k, v in loaded.items()}
     order = list(dict.fromkeys(["autoregressive", method.name]))  # the baseline first, as for one prompt
     needs = {m: loaded if m == method.name else {"target": loaded["target"]} for m in order}
     kwargs = {m: options if m == method.name else {} for m in order}

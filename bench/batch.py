@@ -8,6 +8,8 @@
     python -m bench.batch --method lookahead    # each row's lookahead window and pooled guesses as one tree
     python -m bench.batch --method autoregressive   # the baseline: one token per row per batched call
     python -m bench.batch --method greedy --temperature 0   # greedy drafts, one batched draft call per position
+    python -m bench.batch --method specinfer    # draft token trees (also sequoia): one batched draft call per level
+    python -m bench.batch --method blockwise --temperature 0   # the shipped Blockwise heads, a chain per row
 
 Protocol. 8 held-out prompts of different lengths (24, 30, ..., 66 tokens), each continued by --n_tokens tokens with
 the method (speculative sampling: --K drafts per step; Medusa: the shipped heads' sparse tree, lossless posterior;
@@ -54,6 +56,9 @@ def load_pair(pair):
     return GPT2(big, random_params(big, np, seed=0)), GPT2(small, random_params(small, np, seed=1)), prompts
 
 
+DRAFTED = ("speculative", "greedy", "autoregressive", "specinfer", "sequoia")  # any pair: a draft model or none
+
+
 def load_method(method, pair, target, draft, K):
     """-> (the table's row, what it needs loaded, its options) for --method."""
     from picospec.methods import TABLE
@@ -62,6 +67,8 @@ def load_method(method, pair, target, draft, K):
         return TABLE[method], {"target": target, "draft": draft}, {"K": K}
     if method == "autoregressive":
         return TABLE[method], {"target": target}, {}
+    if method in ("specinfer", "sequoia"):
+        return TABLE[method], {"target": target, "draft": draft}, {}
     if method in ("prompt_lookup", "lookahead"):
         return TABLE[method], {"target": target}, {}
     if method == "rest":
@@ -72,6 +79,8 @@ def load_method(method, pair, target, draft, K):
                                                                              load_model("tiny-target")[1])}, {}
     from bench.harness import load_heads
 
+    if method == "blockwise":
+        return TABLE[method], {"target": target, "heads": load_heads("tiny-target", "blockwise", None, target)}, {"K": K}
     return TABLE[method], {"target": target, "heads": load_heads("tiny-target", "medusa", None, target)}, {}
 
 
@@ -140,10 +149,10 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
     from bench.harness import header
     from gpt2.backend import thread_policy
 
-    if method not in ("speculative", "greedy", "autoregressive") and pair != "tiny":
+    if method not in DRAFTED and pair != "tiny":
         raise ValueError(f"--method {method} runs on the built-in target and its shipped heads: use --pair tiny")
-    if method == "greedy" and temperature != 0:
-        raise ValueError("--method greedy is greedy-only: pass --temperature 0")
+    if method in ("greedy", "blockwise") and temperature != 0:
+        raise ValueError(f"--method {method} is greedy-only: pass --temperature 0")
     target, draft, prompts = load_pair(pair)
     row, loaded, options = load_method(method, pair, target, draft, K)
     threads = thread_policy(target.n_params)
@@ -178,12 +187,13 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
 OPTIONS = [
     Option("pair", str, "tiny", "tiny (the built-in pair) or 124M (random weights of GPT-2 124M's shape)",
            choices=PAIRS),
-    Option("method", str, "speculative", "the method batched: speculative, greedy (--temperature 0) or autoregressive "
-           "(any pair), or medusa, prompt_lookup, rest or lookahead (batched trees and chains; --pair tiny)",
-           choices=("speculative", "greedy", "autoregressive", "medusa", "prompt_lookup", "rest", "lookahead")),
+    Option("method", str, "speculative", "the method batched: speculative, greedy (--temperature 0), specinfer, sequoia "
+           "or autoregressive (any pair), or medusa, blockwise (--temperature 0), prompt_lookup, rest or lookahead (--pair "
+           "tiny)",
+           choices=DRAFTED + ("medusa", "blockwise", "prompt_lookup", "rest", "lookahead")),
     Option("batch", int, 8, "rows decoded together (the 8 prompts in groups of this size)", low=1, high=8),
     Option("n_tokens", int, 48, "new tokens per prompt", low=2),
-    Option("K", int, 4, "drafts per step (speculative, greedy)", low=1),
+    Option("K", int, 4, "drafts per step (speculative, greedy; blockwise: the block size)", low=1),
     Option("temperature", float, 1.0, "sampling temperature of the timed runs (0: greedy)", low=0),
     Option("repeats", int, 3, "timed repeats of each way (the median is reported)", low=1),
 ]

@@ -15,12 +15,28 @@ import numpy as np
 
 from picospec.rejection import rejection_sample, row_uniforms, sample_rows
 from picospec.sampling import check_inputs, warp
-from picospec.tree import depth
+from picospec.tree import depth, node_path
 
 
-def batched(model):
-    """A batched model from a stateless per-sequence one, called row by row."""
-    return lambda xs, n=1: np.stack([model(x, n) for x in xs])
+class batched:
+    """A batched model from a stateless per-sequence one (a toy law, the n-gram draft), called row by row; its tree()
+    scores a token tree per row node by node, as gpt2/batch_engine.py's does in one pass (accept() has nothing to
+    keep: the model holds no cache)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __call__(self, xs, n=1):  # -> probs [B, n, V]
+        return np.stack([self.model(x, n) for x in xs])
+
+    def tree(self, xs, trees, probs=True):  # -> per row [1 + m_b, V]: the law after x_b, then after each node's path
+        if not probs:
+            raise ValueError("a stateless model gives probabilities only: call tree(..., probs=True)")
+        return [np.stack([self.model(list(x) + node_path(tokens, parents, node), 1)[-1]
+                          for node in range(-1, len(tokens))]) for x, (tokens, parents) in zip(xs, trees)]
+
+    def accept(self, paths):
+        pass
 
 
 def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=None, generators=None,

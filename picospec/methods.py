@@ -26,7 +26,7 @@ from typing import Callable, NamedTuple
 
 from picospec.autoregressive import autoregressive_sampling, batch_autoregressive_sampling
 from picospec.batch import batch_speculative_sampling
-from picospec.blockwise import blockwise_decoding
+from picospec.blockwise import batch_blockwise_decoding, blockwise_decoding
 from picospec.cascade import cascade_decoding
 from picospec.eagle import CANDIDATES, eagle_decoding, static_tree
 from picospec.eagle2 import eagle2_decoding
@@ -35,9 +35,9 @@ from picospec.lookahead import batch_lookahead_decoding, lookahead_decoding
 from picospec.medusa import POSTERIORS, batch_medusa_decoding, choose_tree, medusa_decoding, parse_tree
 from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
 from picospec.rest import batch_rest_decoding, rest_decoding
-from picospec.sequoia import sequoia_decoding
+from picospec.sequoia import batch_sequoia_decoding, sequoia_decoding
 from picospec.self_draft import self_speculative_decoding
-from picospec.specinfer import specinfer_decoding
+from picospec.specinfer import batch_specinfer_decoding, specinfer_decoding
 from picospec.speculative import speculative_sampling
 
 LAWS = ("lossless", "greedy", "lossy")
@@ -193,7 +193,7 @@ METHODS = (
                            "blockwise/)", load=True),
                     K_option("block size k: p_1 and k - 1 heads"),
                     Option("merged", bool, True, "combined scoring and proposal (one call per block); "
-                           "--nomerged: the basic predict / verify loop"))),
+                           "--nomerged: the basic predict / verify loop")), batch=batch_blockwise_decoding),
     Method("eagle", eagle_decoding, ("x", "target", "heads", "N", "rng"),
            "EAGLE-1: a one-block head drafts on the target's features; a static tree, verified in one tree call",
            "Li, Wei, Zhang, Zhang 2024, arXiv:2401.15077",
@@ -284,7 +284,7 @@ METHODS = (
                     Option("merge", bool, False, "also grow a tree from --draft2 and merge it in (multi-draft): each "
                            "node remembers the law it was drawn from"),
                     Option("draft2", str, "ngram", "the second drafter of --merge: ngram, tiny-draft, ...",
-                           load=True))),
+                           load=True)), batch=batch_specinfer_decoding),
     Method("sequoia", sequoia_decoding, ("x", "draft", "target", "N", "rng"),
            "the token tree that maximises expected accepted tokens (a dynamic program), drawn without replacement",
            "Chen et al. 2024, arXiv:2402.12374",
@@ -294,7 +294,7 @@ METHODS = (
                     Option("depth", int, 3, "most draft tokens on one path (the paper's d)", low=1, high=64),
                     Option("acceptance", "floats", None, "acceptance vector a_1,a_2,..: P(the k-th child is the one "
                            "accepted), for the dynamic program (default: the built-in pair's, measured)", low=0,
-                           high=1))),
+                           high=1)), batch=batch_sequoia_decoding),
 )
 TABLE = {m.name: m for m in METHODS}
 

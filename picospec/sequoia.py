@@ -24,6 +24,7 @@ Shapes: V n_vocab, m = n - 1 draft nodes, K = length of the acceptance vector.
 """
 import numpy as np
 
+from picospec.batch import batch_tree_decoding
 from picospec.sampling import check_inputs, check_vocab, sample, warp
 from picospec.tree import depth as tree_depth, node_path, sort_choices, top_tokens
 from picospec.verify import step_record, verify_distinct, verify_iid, verify_without_replacement
@@ -179,27 +180,61 @@ def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without
     return counts / trials
 
 
+class Filling:
+    """A tree's shape (rank paths) being filled with tokens, parents first: tokens, parents, P (each node's parent's
+    law), where (rank path -> tree node). A rank the draft's law cannot fill (too few tokens with p > 0) is left out
+    with its subtree."""
+
+    def __init__(self, choices):
+        self.kids = {}  # rank path -> how many children the shape gives it
+        for c in choices:
+            self.kids[tuple(c[:-1])] = self.kids.get(tuple(c[:-1]), 0) + 1
+        self.order = [c for c in [()] + sort_choices(choices) if c in self.kids]  # parents first, by depth
+        self.tokens, self.parents, self.P, self.where = [], [], [], {(): -1}
+
+    def draw(self, c, p, rng, greedy, **sampling_options):
+        """The children of rank path c from the draft's law p [V] after it: without replacement (top tokens when
+        greedy)."""
+        p = p if greedy else warp(p, **sampling_options)
+        picks = top_tokens(p, self.kids[c]) if greedy else without_replacement(p, self.kids[c], rng)
+        for rank, token in enumerate(picks):
+            self.where[c + (rank,)] = len(self.tokens)
+            self.tokens.append(int(token))
+            self.parents.append(self.where[c])
+            self.P.append(p)
+
+
 def draw_tree(draft, x, choices, rng, greedy, **sampling_options):
     """Fill the tree's shape with tokens, parents first: each node asks the draft once and draws as many children
-    as the shape gives it, without replacement (its top tokens when greedy). A rank the draft's law cannot fill (too
-    few tokens with p > 0) is left out with its subtree. -> tokens, parents, P [m, V] (each node's parent's law)."""
-    kids = {}
-    for c in choices:
-        kids[tuple(c[:-1])] = kids.get(tuple(c[:-1]), 0) + 1
-    tokens, parents, P, where = [], [], [], {(): -1}  # where: rank path -> tree node
-    for c in [()] + [tuple(c) for c in sort_choices(choices)]:
-        if c not in where or c not in kids:
-            continue
-        node = where[c]
-        p = draft(x + node_path(tokens, parents, node))[-1]  # [V] the draft's law after this node
-        p = p if greedy else warp(p, **sampling_options)
-        picks = top_tokens(p, kids[c]) if greedy else without_replacement(p, kids[c], rng)
-        for rank, token in enumerate(picks):
-            where[c + (rank,)] = len(tokens)
-            tokens.append(int(token))
-            parents.append(node)
-            P.append(p)
-    return tokens, parents, P
+    as the shape gives it, without replacement (its top tokens when greedy). -> tokens, parents, P [m, V]."""
+    tree = Filling(choices)
+    for c in tree.order:
+        if c in tree.where:
+            p = draft(x + node_path(tree.tokens, tree.parents, tree.where[c]))[-1]  # [V] the draft's law after c
+            tree.draw(c, p, rng, greedy, **sampling_options)
+    return tree.tokens, tree.parents, tree.P
+
+
+def verify_filled(tokens, parents, P, Q, rng, greedy, **sampling_options):
+    """Step 3 on the target's probs [1 + m, V] -> (path, token, origin): verification without replacement (exact
+    match at temperature 0)."""
+    Q = warp(Q, **sampling_options)
+    if P:
+        check_vocab(P[0], Q)
+    if greedy:
+        return verify_distinct(tokens, parents, Q, rng)
+    return verify_without_replacement(tokens, parents, Q, np.array(P), rng)
+
+
+def check_sequoia(acceptance, nodes, depth, greedy):  # -> the acceptance vector to use
+    acceptance = ACCEPTANCE["greedy" if greedy else "sampled"] if acceptance is None else acceptance
+    if len(acceptance) == 0 or any(not 0 <= a <= 1 for a in acceptance) or sum(acceptance) > 1 + 1e-6:
+        raise ValueError(f"acceptance must be probabilities of the 1st, 2nd, .. child being accepted (each in [0, 1], "
+                         f"summing to at most 1); got {acceptance}")
+    for name, value in [("nodes", nodes), ("depth", depth)]:
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer; got {value}")
+    return acceptance
 
 
 def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, acceptance=None, stats=None,
@@ -213,28 +248,16 @@ def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, acceptance=None
     """
     check_inputs(x, N, **sampling_options)
     greedy = sampling_options.get("temperature", 1.0) == 0
-    acceptance = ACCEPTANCE["greedy" if greedy else "sampled"] if acceptance is None else acceptance
-    if len(acceptance) == 0 or any(not 0 <= a <= 1 for a in acceptance) or sum(acceptance) > 1 + 1e-6:
-        raise ValueError(f"acceptance must be probabilities of the 1st, 2nd, .. child being accepted (each in [0, 1], "
-                         f"summing to at most 1); got {acceptance}")
-    for name, value in [("nodes", nodes), ("depth", depth)]:
-        if int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer; got {value}")
-    choices, _ = sequoia_tree(acceptance, nodes + 1, depth)
+    choices, _ = sequoia_tree(check_sequoia(acceptance, nodes, depth, greedy), nodes + 1, depth)
     x, T = [int(t) for t in x], len(x) + N
     while len(x) < T:
         # Step 1: the dynamic program's tree, no deeper than the tokens still needed minus one, filled by the draft
         shape = [c for c in choices if len(c) <= T - len(x) - 1]
         tokens, parents, P = draw_tree(draft, x, shape, rng, greedy, **sampling_options)
         # Step 2: one tree-attention forward of the target scores every node
-        Q = warp(target.tree(x, tokens, parents, probs=True), **sampling_options)  # [1 + m, V]
-        if P:
-            check_vocab(P[0], Q)
+        Q = target.tree(x, tokens, parents, probs=True)  # [1 + m, V]
         # Step 3: verification without replacement (exact match at temperature 0)
-        if greedy:
-            path, token, origin = verify_distinct(tokens, parents, Q, rng)
-        else:
-            path, token, origin = verify_without_replacement(tokens, parents, Q, np.array(P), rng)
+        path, token, origin = verify_filled(tokens, parents, P, Q, rng, greedy, **sampling_options)
         target.accept(path)
         new = [tokens[i] for i in path] + [int(token)]
         x.extend(new)
@@ -242,3 +265,33 @@ def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, acceptance=None
             stats.append(step_record(new, ["draft"] * len(path) + [origin], drafted=tree_depth(parents),
                                      nodes=len(tokens)))
     return x
+
+
+def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, acceptance=None, stats=None, generators=None,
+                           **sampling_options):
+    """Each prompt of xs followed by N tokens, as sequoia_decoding gives it alone with generators[b] (else rng): every
+    row's tree is filled level by level, ONE batched tree call of the draft per level (the laws after that level's
+    nodes, for every row), and verified in one batched target call (picospec.batch.batch_tree_decoding: its stats).
+    draft: a batched model with tree(xs, trees, probs=True); target: the same plus accept(paths)."""
+    for x in xs:
+        check_inputs(x, N, **sampling_options)
+    greedy = sampling_options.get("temperature", 1.0) == 0
+    choices, _ = sequoia_tree(check_sequoia(acceptance, nodes, depth, greedy), nodes + 1, depth)
+    gen, fills = [(generators or {}).get(b, rng) for b in range(len(xs))], {}
+
+    def propose(bs, rows, rooms):  # Step 1 for every active row, parents first, one level per draft call
+        for b, room in zip(bs, rooms):
+            fills[b] = Filling([c for c in choices if len(c) <= room])
+        for level in range(max((len(c) + 1 for b in bs for c in fills[b].order), default=0)):
+            laws = draft.tree(rows, [(fills[b].tokens, fills[b].parents) for b in bs], probs=True)  # [1 + m, V] each
+            for i, b in enumerate(bs):
+                for c in fills[b].order:
+                    if len(c) == level and c in fills[b].where:
+                        fills[b].draw(c, laws[i][fills[b].where[c] + 1], gen[b], greedy, **sampling_options)
+        return [(fills[b].tokens, fills[b].parents) for b in bs]
+
+    def verify(b, tokens, parents, Q, rng):  # Step 3 on the row's [1 + m, V]
+        path, token, _ = verify_filled(tokens, parents, fills[b].P, Q, rng, greedy, **sampling_options)
+        return path, token
+
+    return batch_tree_decoding(xs, target, N, rng, propose, verify, stats, generators, propose_rows=True)

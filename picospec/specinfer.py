@@ -20,12 +20,32 @@ but that trial moves q to norm(max(0, q - p)) before the next sibling is tried (
 trying each distinct token once gives the wrong law).
 Temperature 0 ("the greedy path"): the children are the draft's top-k_i tokens, verified by verify_distinct, which at
 temperature 0 keeps exactly the argmax matches.
+
+Batched (`batch_specinfer_decoding`, B prompts): each draft grows every row's tree level by level, ONE batched tree
+call of the draft per level scoring every row's tree so far (the laws after its frontier nodes among them), where the
+single form calls the draft once per frontier node; the rows' trees are verified in one batched target call
+(picospec.batch.batch_tree_decoding). A row draws from its own generator in the single form's order.
 """
 import numpy as np
 
+from picospec.batch import batch_tree_decoding
 from picospec.sampling import check_inputs, check_vocab, sample, warp
 from picospec.tree import DrawTrie, depth, node_path, top_tokens
 from picospec.verify import step_record, verify_distinct, verify_iid
+
+
+def expand(trie, node, p, k, rng, greedy, reached, **sampling_options):
+    """One node's k children drawn from the draft's law p [V] after it (i.i.d. samples of warped p, or the top k
+    tokens when greedy) into `trie`; the nodes they land on are added to `reached` (once each)."""
+    if greedy:
+        picks = top_tokens(p, k)
+    else:
+        p = warp(p, **sampling_options)
+        picks = [sample(p, rng) for _ in range(k)]
+    for token in picks:
+        child = trie.draw(node, token, p)
+        if child not in reached:
+            reached.append(child)
 
 
 def grow(draft, x, expansion, trie, rng, greedy, **sampling_options):
@@ -36,17 +56,25 @@ def grow(draft, x, expansion, trie, rng, greedy, **sampling_options):
         reached = []
         for node in frontier:
             p = draft(x + node_path(trie.tokens, trie.parents, node))[-1]  # [V] the draft's law after the node
-            if greedy:
-                picks = top_tokens(p, k)
-            else:
-                p = warp(p, **sampling_options)
-                picks = [sample(p, rng) for _ in range(k)]
-            for token in picks:
-                child = trie.draw(node, token, p)
-                if child not in reached:
-                    reached.append(child)
+            expand(trie, node, p, k, rng, greedy, reached, **sampling_options)
         frontier = reached
     return trie
+
+
+def verify_trie(trie, Q, rng, greedy, **sampling_options):
+    """Step 3 on the target's probs [1 + m, V] at the root and every node of the trie -> (path, token, origin)."""
+    Q = warp(Q, **sampling_options)
+    if trie.laws:
+        check_vocab(trie.laws[0], Q)
+    if greedy:
+        return verify_distinct(trie.tokens, trie.parents, Q, rng)
+    return verify_iid(trie.tokens, trie.parents, Q, np.array(trie.laws), rng, trie.draws)
+
+
+def check_expansion(expansion):
+    if len(expansion) == 0 or any(int(k) != k or k < 1 for k in expansion):
+        raise ValueError(f"expansion must be positive integers like (1, 1, 3, 1): children per node at each depth; "
+                         f"got {expansion}")
 
 
 def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None, **sampling_options):
@@ -57,9 +85,7 @@ def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None
     stats: one picospec.verify.step_record per target call: drafted = the tree's depth, nodes = its size.
     """
     check_inputs(x, N, **sampling_options)
-    if len(expansion) == 0 or any(int(k) != k or k < 1 for k in expansion):
-        raise ValueError(f"expansion must be positive integers like (1, 1, 3, 1): children per node at each depth; "
-                         f"got {expansion}")
+    check_expansion(expansion)
     drafts = list(draft) if isinstance(draft, (list, tuple)) else [draft]
     greedy = sampling_options.get("temperature", 1.0) == 0
     x, T = [int(t) for t in x], len(x) + N
@@ -71,17 +97,49 @@ def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None
             grow(model, x, expansion[:T - len(x) - 1], trie, rng, greedy, **sampling_options)
         tokens, parents = trie.tokens, trie.parents
         # Step 2: one tree-attention forward of the target scores the root's successor and every node's successor
-        Q = warp(target.tree(x, tokens, parents, probs=True), **sampling_options)  # [1 + m, V]
-        if trie.laws:
-            check_vocab(trie.laws[0], Q)
+        Q = target.tree(x, tokens, parents, probs=True)  # [1 + m, V]
         # Step 3: multi-step speculative sampling over the draws (exact match at temperature 0)
-        if greedy:
-            path, token, origin = verify_distinct(tokens, parents, Q, rng)
-        else:
-            path, token, origin = verify_iid(tokens, parents, Q, np.array(trie.laws), rng, trie.draws)
+        path, token, origin = verify_trie(trie, Q, rng, greedy, **sampling_options)
         target.accept(path)
         new = [tokens[i] for i in path] + [int(token)]
         x.extend(new)
         if stats is not None:
             stats.append(step_record(new, ["draft"] * len(path) + [origin], drafted=depth(parents), nodes=len(tokens)))
     return x
+
+
+def batch_specinfer_decoding(xs, draft, target, N, rng, expansion=(1, 1, 2), stats=None, generators=None,
+                             **sampling_options):
+    """Each prompt of xs followed by N tokens, as specinfer_decoding gives it alone with generators[b] (else rng).
+
+    draft: a batched model with tree(xs, trees, probs=True) (gpt2/batch_engine.py, or picospec.batch.batched of a
+    stateless one), or a list of them (merged). target: the same contract plus accept(paths). stats: those of
+    picospec.batch.batch_tree_decoding (one dict per target call).
+    """
+    for x in xs:
+        check_inputs(x, N, **sampling_options)
+    check_expansion(expansion)
+    drafts = list(draft) if isinstance(draft, (list, tuple)) else [draft]
+    greedy = sampling_options.get("temperature", 1.0) == 0
+    gen, tries = [(generators or {}).get(b, rng) for b in range(len(xs))], {}
+
+    def propose(bs, rows, rooms):  # Step 1 for every active row: one batched draft call per draft and level
+        for b in bs:
+            tries[b] = DrawTrie()
+        for model in drafts:
+            frontier = {b: [-1] for b in bs}  # per row: the nodes this draft reached at the previous depth
+            for level, k in enumerate(expansion[:max(rooms)]):
+                laws = model.tree(rows, [(tries[b].tokens, tries[b].parents) for b in bs], probs=True)
+                for i, b in enumerate(bs):  # per row [1 + m, V]: row 1 + node is the law after that node
+                    if level < rooms[i]:  # no deeper than the tokens the row still needs minus one
+                        reached = []
+                        for node in frontier[b]:
+                            expand(tries[b], node, laws[i][node + 1], k, gen[b], greedy, reached, **sampling_options)
+                        frontier[b] = reached
+        return [(tries[b].tokens, tries[b].parents) for b in bs]
+
+    def verify(b, tokens, parents, Q, rng):  # Step 3 on the row's [1 + m, V]
+        path, token, _ = verify_trie(tries[b], Q, rng, greedy, **sampling_options)
+        return path, token
+
+    return batch_tree_decoding(xs, target, N, rng, propose, verify, stats, generators, propose_rows=True)

@@ -1,0 +1,50 @@
+"""Batched Blockwise Parallel Decoding (picospec/blockwise.py batch_blockwise_decoding): every row's Predict in one
+batched call and one heads call, every row's Verify chain in one batched tree call. On the built-in target and its
+shipped Blockwise heads, each row equals blockwise_decoding on its prompt alone in its tokens and in its blocks (the
+tokens each block added), merged and not, for block sizes 1 to 4, with rows going ragged and finishing at different
+steps; the calls per block are the single form's (merged: one, after the first; basic: Predict and Verify)."""
+import numpy as np
+import pytest
+
+from batchrows import check_records
+from bench.harness import load_heads
+from gpt2.batch_engine import BatchGPT2
+from gpt2.load import load_model
+from picospec.blockwise import batch_blockwise_decoding, blockwise_decoding
+
+PROMPTS = ["def add(a, b):", "import os", "class Node:\n    def __init__(self", "x", "for i in range(10):"]
+N = 30
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    target, encoder = load_model("tiny-target")
+    heads = load_heads("tiny-target", "blockwise", None, target)
+    return target, heads["fn"], [encoder.encode(p) for p in PROMPTS]
+
+
+@pytest.mark.parametrize("merged", [True, False])
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_batched_rows_equal_each_row_alone(shipped, merged, k):
+    target, fn, xs = shipped
+    heads = lambda h: fn(h)[:k - 1]  # noqa: E731 - p_2..p_k, as the method table prepares them
+    stats = []
+    out = batch_blockwise_decoding(xs, BatchGPT2(target, len(xs)), heads, N, k, merged=merged, stats=stats)
+    for b, x in enumerate(xs):
+        target.reset()
+        blocks = []
+        assert out[b] == blockwise_decoding(x, target, heads, N, k, merged=merged, stats=blocks)
+        assert [s["tokens"][b] for s in stats if s["accepted"][b] >= 0] == [s["tokens"] for s in blocks]
+    if k > 1:
+        check_records(stats)  # proposals accepted, rows ragged, some finished first; a record: k̂ - 1 kept, k̂ tokens
+    calls = [s["calls"] for s in stats]
+    if merged:  # Predict and Verify first, then Verify alone (none for a last block of one token)
+        assert calls[0] == 2 and set(calls[1:]) <= {0, 1}
+    else:  # Predict, and Verify unless every row's block is one token
+        assert calls[0] == (2 if k > 1 else 1) and set(calls) <= {1, 2}
+
+
+def test_bad_block_size_is_refused(shipped):
+    target, fn, xs = shipped
+    with pytest.raises(ValueError, match="positive integer"):
+        batch_blockwise_decoding(xs, BatchGPT2(target, len(xs)), fn, 4, 0)
