@@ -293,8 +293,8 @@ def main_batch(method, values):
         stats = []
         out, seconds = run(m, n, stats)
         runs[m] = {"texts": [encoder.decode(o[len(x):]) for o, x in zip(out, xs)], "ids": [o[len(x):] for o, x in
-                   zip(out, xs)], "time_s": seconds, "target_calls": len(stats),
-                   "tokens_per_target_call": [n / sum(1 for s in stats if s["accepted"][b] >= 0)
+                   zip(out, xs)], "time_s": seconds, "target_calls": sum(s.get("calls", 1) for s in stats),
+                   "tokens_per_target_call": [n / sum(s.get("calls", 1) for s in stats if s["accepted"][b] >= 0)
                                               for b in range(len(xs))]}
     mine, base = runs[method.name], runs["autoregressive"]
     result = {"method": method.name, "prompts": prompts, "texts": mine["texts"], "time_s": mine["time_s"],

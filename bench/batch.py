@@ -80,7 +80,8 @@ def load_method(method, pair, target, draft, K):
     from bench.harness import load_heads
 
     if method == "blockwise":
-        return TABLE[method], {"target": target, "heads": load_heads("tiny-target", "blockwise", None, target)}, {"K": K}
+        heads = load_heads("tiny-target", "blockwise", None, target)
+        return TABLE[method], {"target": target, "heads": heads}, {"K": K}
     return TABLE[method], {"target": target, "heads": load_heads("tiny-target", "medusa", None, target)}, {}
 
 
@@ -118,7 +119,7 @@ def ways(method, loaded, prompts, B, N, options, sampling):
                     loaded[k](x)
             with decode:
                 out.append(call(method, x, N, np.random.default_rng(i), loaded, sampling, options, stats=stats))
-            steps += len(stats)  # target calls of this row
+            steps += sum(s.get("calls", 1) for s in stats)  # target calls of this row (a Blockwise block makes 0-2)
         return out, (steps, steps), prefill, decode
 
     def batched(rows):
@@ -136,8 +137,8 @@ def ways(method, loaded, prompts, B, N, options, sampling):
                 with decode:
                     out += call(method, xs, N, np.random.default_rng(i), {**loaded, **engines}, sampling, options,
                                 stats=stats, batch=True)
-                steps += sum(a >= 0 for step in stats for a in step["accepted"])
-                calls += len(stats)
+                steps += sum(step.get("calls", 1) for step in stats for a in step["accepted"] if a >= 0)
+                calls += sum(step.get("calls", 1) for step in stats)  # a Blockwise block makes 0-2 calls
             return out, (steps, calls), prefill, decode
         return run
 
@@ -187,9 +188,9 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
 OPTIONS = [
     Option("pair", str, "tiny", "tiny (the built-in pair) or 124M (random weights of GPT-2 124M's shape)",
            choices=PAIRS),
-    Option("method", str, "speculative", "the method batched: speculative, greedy (--temperature 0), specinfer, sequoia "
-           "or autoregressive (any pair), or medusa, blockwise (--temperature 0), prompt_lookup, rest or lookahead (--pair "
-           "tiny)",
+    Option("method", str, "speculative", "the method batched: speculative, greedy (--temperature 0), specinfer, "
+           "sequoia or autoregressive (any pair), or medusa, blockwise (--temperature 0), prompt_lookup, rest or "
+           "lookahead (--pair tiny)",
            choices=DRAFTED + ("medusa", "blockwise", "prompt_lookup", "rest", "lookahead")),
     Option("batch", int, 8, "rows decoded together (the 8 prompts in groups of this size)", low=1, high=8),
     Option("n_tokens", int, 48, "new tokens per prompt", low=2),

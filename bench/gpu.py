@@ -220,7 +220,8 @@ def large(repeats, K=4, alphas=(0.6, 0.7, 0.8)):
         del target
         xp.get_default_memory_pool().free_all_blocks()
     lines = [f"Random weights, GPU, 128-token cache, K = {K}, draft = the 124M shape; ms wall: calls are medians of "
-             f"{repeats}, the step is the mean over the steps of {repeats} runs. The speedup columns are predictions from the measured costs at an assumed alpha, not measurements:", ""]
+             f"{repeats}, the step is the mean over the steps of {repeats} runs. The speedup columns are predictions "
+             "from the measured costs at an assumed alpha, not measurements:", ""]
     return lines + table(["target", "1-token call ms", f"{K + 1}-token call ms (/ 1 token)", "draft call ms",
                           "speculative step ms (measured; model: drafts x t_draft + t_verify)"]
                          + [f"predicted speedup, alpha = {a}" for a in alphas], out)

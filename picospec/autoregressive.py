@@ -34,7 +34,7 @@ def batch_autoregressive_sampling(xs, model, N, rng, stats=None, generators=None
     for x in xs:
         check_inputs(x, N, **sampling_options)
     xs = [[int(t) for t in x] for x in xs]
-    for _ in range(N):
+    for _ in range(N if xs else 0):  # B rows, V vocabulary
         q = warp(model(xs)[:, -1], **sampling_options)  # [B, V] every row's next-token law
         tokens = sample_rows(q, row_uniforms(len(xs), 1, generators, rng)[:, 0])  # [B]
         for x, t in zip(xs, tokens):

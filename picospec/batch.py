@@ -7,9 +7,10 @@ finished row is left out). GPT-2 engines implement it in gpt2/batch_engine.py (o
 cache per row); `batched(model)` builds it from a stateless per-sequence model (the toys, the n-gram draft).
 p = draft, q = target (Chen et al.). Shapes: B rows, k drafts, V vocabulary.
 
-`batch_tree_decoding` is the batched loop of the methods whose drafts come from the text alone (prompt lookup's
-chain, REST's trie): every row proposes its own tree, one batched tree call scores them all, and each row is verified
-by its method's own rule. Those methods' batched forms are this loop with their propose and verify.
+`batch_tree_decoding` is the batched loop of the tree and chain methods: every row proposes its own tree (from its
+text: prompt lookup's chain, REST's trie, lookahead's window; or, with propose_rows, from a batched draft model for all
+rows at once: greedy's chain, SpecInfer's and Sequoia's trees), one batched tree call scores them all, and each row is
+verified by its method's own rule. Those methods' batched forms are this loop with their propose and verify.
 """
 import numpy as np
 

@@ -3,6 +3,7 @@ generation"; Leviathan et al. 2023, arXiv:2211.17192, section 3 at temperature 0
 step that the survey seed describes: the heuristic schedule and an early stop on draft confidence.
 
 p = draft model, q = target model (Chen et al.'s letters, as in speculative.py).
+Shapes: V vocabulary, k drafts, B rows (the batched form).
 
 One step: draft greedily (argmax of p) up to K tokens; one target call gives argmax q at each position; keep the
 drafts up to the first mismatch, then the target's own token there (or the bonus token after K matches).

@@ -21,6 +21,9 @@ Shapes: V n_vocab, m = n - 1 draft nodes, K = length of the acceptance vector.
    by exact match (verify_distinct).
 4. Hardware-aware size (section 3.3): the n and d that maximise c(n, d) / (cost of a step), with the cost of an
    n-row verification forward and of the draft calls measured on the machine (`choose_size`, bench/token_trees.py).
+Batched (`batch_sequoia_decoding`, B prompts): every row's tree is filled level by level, one batched tree call of the
+draft per level giving the laws after that level's nodes for every row (the single form calls the draft once per
+node), and all rows are verified in one batched target call (picospec.batch.batch_tree_decoding).
 """
 import numpy as np
 

@@ -8,7 +8,8 @@ picospec/verify.py); the LLM is the target, law q. An expansion configuration <k
 grows one path, branches three ways at depth 3 and continues each branch to depth 8 (1 + 1 + 3 + 5 * 3 = 20 nodes).
 With several drafts ("merge-based construction") each grows its own tree from the same configuration and the trees
 are merged into one trie. The target scores the trie in one forward pass where a node attends to its ancestors only
-(picospec.tree.ancestor_mask), and the verifier walks it (section 4). Shapes: V n_vocab, m tree nodes.
+(picospec.tree.ancestor_mask), and the verifier walks it (section 4).
+Shapes: V n_vocab, m tree nodes, B rows (the batched form).
 
 Temperature > 0: a node's k_i children are i.i.d. samples from the warped draft at that node (each draft's own law).
 Samples of the same token are one node of the trie, scored once and expanded once (by every draft that drew it), but

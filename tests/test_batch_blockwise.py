@@ -2,7 +2,8 @@
 batched call and one heads call, every row's Verify chain in one batched tree call. On the built-in target and its
 shipped Blockwise heads, each row equals blockwise_decoding on its prompt alone in its tokens and in its blocks (the
 tokens each block added), merged and not, for block sizes 1 to 4, with rows going ragged and finishing at different
-steps; the calls per block are the single form's (merged: one, after the first; basic: Predict and Verify)."""
+steps; each block makes the single form's calls (0-2: merged, Predict only before the first block), which main.py
+--batch and bench.batch add up."""
 import numpy as np
 import pytest
 
@@ -24,7 +25,7 @@ def shipped():
 
 
 @pytest.mark.parametrize("merged", [True, False])
-@pytest.mark.parametrize("k", [1, 2, 4])
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_batched_rows_equal_each_row_alone(shipped, merged, k):
     target, fn, xs = shipped
     heads = lambda h: fn(h)[:k - 1]  # noqa: E731 - p_2..p_k, as the method table prepares them
@@ -35,6 +36,11 @@ def test_batched_rows_equal_each_row_alone(shipped, merged, k):
         blocks = []
         assert out[b] == blockwise_decoding(x, target, heads, N, k, merged=merged, stats=blocks)
         assert [s["tokens"][b] for s in stats if s["accepted"][b] >= 0] == [s["tokens"] for s in blocks]
+        # a block's calls are the single form's, except a last one-token block that needs no Verify alone: another
+        # row's Verify call serves it too
+        together = [s["calls"] for s in stats if s["accepted"][b] >= 0]
+        assert all(t == s["calls"] or (t == s["calls"] + 1 and len(s["tokens"]) == 1)
+                   for t, s in zip(together, blocks))
     if k > 1:
         check_records(stats)  # proposals accepted, rows ragged, some finished first; a record: k̂ - 1 kept, k̂ tokens
     calls = [s["calls"] for s in stats]

@@ -30,8 +30,8 @@ def test_kernels_equal_the_numpy_functions(shape):
 
 
 def test_softmax_of_masked_scores():
-    """Attention's masked entries are -inf (a causal pattern: row i sees at most i + 1 entries): they get probability 0 and the
-    rest still sums to 1."""
+    """Attention's masked entries are -inf (a causal pattern: row i sees at most i + 1 entries): they get
+    probability 0 and the rest still sums to 1."""
     x = np.random.default_rng(0).standard_normal((4, 6, 9), dtype=np.float32)
     x[:, :, 5:] = -np.inf
     above = np.triu_indices(6, 1)  # (i, j) with j > i
