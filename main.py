@@ -244,7 +244,8 @@ def main_batch(method, values):
     """The method's batched form over the prompts in a file (one per line): the target and the draft each run every
     row in one forward pass (gpt2/batch_engine.py: one KV cache per row, rows of different lengths)."""
     from bench.harness import load_needs
-    from gpt2.batch_engine import BatchGPT2
+    from gpt2.batch_engine import BatchEagleHead, BatchGPT2
+    from gpt2.eagle import EagleHead
     from gpt2.engine import GPT2
     from gpt2.load import load_model
     from picospec.batch import batched
@@ -269,10 +270,13 @@ def main_batch(method, values):
                      {"target": name, "draft": values.get("draft")})
     sampling = {k: values[k] for k in ("temperature", "top_k", "top_p") if values[k] is not None}
 
-    def rows(model):  # a GPT-2 engine becomes a batched one; a stateless draft (the n-gram) is called row by row
+    def rows(model):  # a GPT-2 engine (or EAGLE head) becomes a batched one; a stateless draft is called row by row
+        if isinstance(model, EagleHead):
+            return BatchEagleHead(model, len(xs))
         return BatchGPT2(model, len(xs)) if isinstance(model, GPT2) else batched(model)
 
-    loaded = {k: rows(v) if k in ("target", "draft", "draft2") else v for k, v in loaded.items()}
+    loaded = {k: rows(v) if k in ("target", "draft", "draft2") or isinstance(v, EagleHead) else v
+              for k, v in loaded.items()}
     order = list(dict.fromkeys(["autoregressive", method.name]))  # the baseline first, as for one prompt
     needs = {m: loaded if m == method.name else {"target": loaded["target"]} for m in order}
     kwargs = {m: options if m == method.name else {} for m in order}

@@ -10,6 +10,7 @@
     python -m bench.batch --method greedy --temperature 0   # greedy drafts, one batched draft call per position
     python -m bench.batch --method specinfer    # draft token trees (also sequoia): one batched draft call per level
     python -m bench.batch --method blockwise --temperature 0   # the shipped Blockwise heads, a chain per row
+    python -m bench.batch --method eagle        # the shipped EAGLE head, batched too (one pass per tree level)
 
 Protocol. 8 held-out prompts of different lengths (24, 30, ..., 66 tokens), each continued by --n_tokens tokens with
 the method (speculative sampling: --K drafts per step; Medusa: the shipped heads' sparse tree, lossless posterior;
@@ -79,6 +80,8 @@ def load_method(method, pair, target, draft, K):
                                                                              load_model("tiny-target")[1])}, {}
     from bench.harness import load_heads
 
+    if method == "eagle":
+        return TABLE[method], {"target": target, "heads": load_heads("tiny-target", "eagle", None, target)}, {}
     if method == "blockwise":
         heads = load_heads("tiny-target", "blockwise", None, target)
         return TABLE[method], {"target": target, "heads": heads}, {"K": K}
@@ -103,10 +106,12 @@ def ways(method, loaded, prompts, B, N, options, sampling):
     """{name: run() -> (outputs, (row-steps, target calls), prefill Clock, decode Clock)} for single, batch 1 and
     batch B. Each group of prompts is prefilled first (its caches then hold the prompts), then decoded: the two are
     timed apart. A row-step is one row scored by one target call (a batched call scores its active rows)."""
-    from gpt2.batch_engine import BatchGPT2
+    from gpt2.batch_engine import BatchEagleHead, BatchGPT2
+    from gpt2.eagle import EagleHead
     from picospec.methods import call
 
     models = [k for k in ("target", "draft") if k in loaded]
+    eagle = isinstance(loaded.get("heads"), EagleHead)  # its batched head (its prefill is the method's own)
 
     def single():
         out, steps, prefill, decode = [], 0, Clock(), Clock()
@@ -134,9 +139,10 @@ def ways(method, loaded, prompts, B, N, options, sampling):
                 with prefill:
                     for e in engines.values():
                         e(xs)
+                heads = {"heads": BatchEagleHead(loaded["heads"], rows)} if eagle else {}
                 with decode:
-                    out += call(method, xs, N, np.random.default_rng(i), {**loaded, **engines}, sampling, options,
-                                stats=stats, batch=True)
+                    out += call(method, xs, N, np.random.default_rng(i), {**loaded, **engines, **heads}, sampling,
+                                options, stats=stats, batch=True)
                 steps += sum(step.get("calls", 1) for step in stats for a in step["accepted"] if a >= 0)
                 calls += sum(step.get("calls", 1) for step in stats)  # a Blockwise block makes 0-2 calls
             return out, (steps, calls), prefill, decode
@@ -189,9 +195,9 @@ OPTIONS = [
     Option("pair", str, "tiny", "tiny (the built-in pair) or 124M (random weights of GPT-2 124M's shape)",
            choices=PAIRS),
     Option("method", str, "speculative", "the method batched: speculative, greedy (--temperature 0), specinfer, "
-           "sequoia or autoregressive (any pair), or medusa, blockwise (--temperature 0), prompt_lookup, rest or "
-           "lookahead (--pair tiny)",
-           choices=DRAFTED + ("medusa", "blockwise", "prompt_lookup", "rest", "lookahead")),
+           "sequoia or autoregressive (any pair), or medusa, blockwise (--temperature 0), eagle, prompt_lookup, "
+           "rest or lookahead (--pair tiny)",
+           choices=DRAFTED + ("medusa", "blockwise", "eagle", "prompt_lookup", "rest", "lookahead")),
     Option("batch", int, 8, "rows decoded together (the 8 prompts in groups of this size)", low=1, high=8),
     Option("n_tokens", int, 48, "new tokens per prompt", low=2),
     Option("K", int, 4, "drafts per step (speculative, greedy; blockwise: the block size)", low=1),

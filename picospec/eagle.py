@@ -65,42 +65,80 @@ def static_tree(tree, accuracy=None, nodes=10, depth=5):
     return sort_choices(tree)
 
 
-def draft_tree(x, F, draft, choices, rng, sampled, sampling_options):
-    """Step 1: fill the rank paths `choices` with tokens, a level per head call.
-    -> tokens, parents (node order: by depth, siblings in rank order), laws (the warped p each node was drawn from,
-    for sampled children; None otherwise)."""
-    tokens, parents, laws, index = [], [], [], {(): -1}  # index: rank path -> node (the root's is -1)
-    run = []  # nodes the head has run (their laws are rows 1.. of its output), in the order it ran them
-    levels = {}
-    for c in sort_choices(choices):
-        levels.setdefault(len(c), []).append(c)
-    for d in sorted(levels):
+class TreeDraft:
+    """Step 1 for one sequence, a level at a time: request() -> (tokens, parents) of the nodes the head must run for
+    this level (the nodes above that have children here, in the order first run; parents as indices into that list),
+    or None when the tree is full; fill(logits [1 + m, V]) draws this level's children from the head's rows.
+    result() -> tokens, parents (node order: by depth, siblings in rank order), laws (the warped p each node was drawn
+    from, for sampled children; None otherwise)."""
+
+    def __init__(self, choices, rng, sampled, sampling_options):
+        self.rng, self.sampled, self.sampling_options = rng, sampled, sampling_options
+        self.levels = {}
+        for c in sort_choices(choices):
+            self.levels.setdefault(len(c), []).append(c)
+        self.todo = sorted(self.levels)
+        self.tokens, self.parents, self.laws, self.index = [], [], [], {(): -1}  # index: rank path -> node (root: -1)
+        self.run = []  # nodes the head has run (their laws are rows 1.. of its output), in the order it ran them
+
+    def request(self):
+        if not self.todo:
+            return None
         # the head's laws at the parents of this level: run the nodes of the level above that have children here
-        wanted = [index[c[:-1]] for c in levels[d] if c[:-1] in index]
-        run += [i for i in dict.fromkeys(wanted) if i >= 0 and i not in run]
-        row = {-1: 0, **{node: 1 + k for k, node in enumerate(run)}}
-        logits = draft(x, F, [tokens[i] for i in run], [run.index(parents[i]) if parents[i] >= 0 else -1 for i in run])
+        wanted = [self.index[c[:-1]] for c in self.levels[self.todo[0]] if c[:-1] in self.index]
+        self.run += [i for i in dict.fromkeys(wanted) if i >= 0 and i not in self.run]
+        return ([self.tokens[i] for i in self.run],
+                [self.run.index(self.parents[i]) if self.parents[i] >= 0 else -1 for i in self.run])
+
+    def fill(self, logits):
+        d = self.todo.pop(0)
+        row = {-1: 0, **{node: 1 + k for k, node in enumerate(self.run)}}
         # the children of each parent: deterministic top-ranked tokens, or draws without replacement from p
         kids = {}
-        for c in levels[d]:
-            if c[:-1] in index:
+        for c in self.levels[d]:
+            if c[:-1] in self.index:
                 kids.setdefault(c[:-1], []).append(c)
         for path, below in kids.items():
-            parent = index[path]
+            parent = self.index[path]
             z = logits[row[parent]]  # [V]
-            if sampled:
-                p = warp(softmax(z), **sampling_options)  # [V] the law the children are drawn from
-                candidates = draw_without_replacement(p, len(below), rng)
+            if self.sampled:
+                p = warp(softmax(z), **self.sampling_options)  # [V] the law the children are drawn from
+                candidates = draw_without_replacement(p, len(below), self.rng)
                 ranked = list(zip(below, candidates))  # the j-th child is the j-th draw
             else:
                 candidates = top_ranked(z, max(c[-1] for c in below) + 1)
                 ranked = [(c, candidates[c[-1]]) for c in below if c[-1] < len(candidates)]  # ranks past V: none
             for c, token in ranked:
-                index[c] = len(tokens)
-                tokens.append(token)
-                parents.append(parent)
-                laws.append(p if sampled else None)
-    return tokens, parents, (laws if sampled else None)
+                self.index[c] = len(self.tokens)
+                self.tokens.append(token)
+                self.parents.append(parent)
+                self.laws.append(p if self.sampled else None)
+
+    def result(self):
+        return self.tokens, self.parents, (self.laws if self.sampled else None)
+
+
+def draft_tree(x, F, draft, choices, rng, sampled, sampling_options):
+    """Step 1: fill the rank paths `choices` with tokens, a level per head call -> TreeDraft.result()."""
+    tree = TreeDraft(choices, rng, sampled, sampling_options)
+    while (asked := tree.request()) is not None:
+        tree.fill(draft(x, F, *asked))
+    return tree.result()
+
+
+def verify_step(tokens, parents, laws, logits, greedy, rng, sampling_options):
+    """Step 3 on the target's logits [1 + m, V] at the root and every node -> (path, next root, its origin)."""
+    if greedy:
+        path, root = greedy_path(tokens, parents, logits)
+        return path, root, "bonus" if not children(parents)[path[-1] if path else -1] else "resample"
+    Q = warp(softmax(logits), **sampling_options)  # [1 + m, V] the target's laws
+    if laws:  # sampled children: judged against the law they were drawn from
+        return verify_without_replacement(tokens, parents, Q, laws, rng)
+    return verify_tree(tokens, parents, Q, rng)  # deterministic candidates (or no tree): one-hot proposals
+
+
+def first_root(logits, greedy, rng, sampling_options):  # the prefill's token: the target's own
+    return int(np.argmax(logits)) if greedy else sample(warp(softmax(logits), **sampling_options), rng)
 
 
 def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats=None, **sampling_options):
@@ -113,7 +151,7 @@ def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats
     x, T = [int(t) for t in x], len(x) + N
     logits, H = target.logits(x, len(x), hidden=True)  # prefill: [L, V], the features of every prompt position [L, C]
     F = list(H)  # F[j]: the target's feature after x[j]
-    root = int(np.argmax(logits[-1])) if greedy else sample(warp(softmax(logits[-1]), **sampling_options), rng)
+    root = first_root(logits[-1], greedy, rng, sampling_options)
     if stats is not None:
         stats.append(step_record([root], ["bonus"], drafted=0))  # the prefill call
     while True:
@@ -127,15 +165,7 @@ def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats
         # Step 2: one tree-attention forward of the target over every node
         logits, H = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]
         # Step 3: lossless verification
-        if greedy:
-            path, root = greedy_path(tokens, parents, logits)
-            origin = "bonus" if not children(parents)[path[-1] if path else -1] else "resample"
-        else:
-            Q = warp(softmax(logits), **sampling_options)  # [1 + m, V] the target's laws
-            if laws:  # sampled children: judged against the law they were drawn from
-                path, root, origin = verify_without_replacement(tokens, parents, Q, laws, rng)
-            else:  # deterministic candidates (or no tree): one-hot proposals
-                path, root, origin = verify_tree(tokens, parents, Q, rng)
+        path, root, origin = verify_step(tokens, parents, laws, logits, greedy, rng, sampling_options)
         # Step 4: keep the path; its true features (the root's row, then the accepted nodes') feed the head
         target.accept(path)
         F += [H[0]] + [H[1 + i] for i in path]
@@ -144,3 +174,64 @@ def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats
             stats.append(step_record([tokens[i] for i in path] + [root], ["draft"] * len(path) + [origin],
                                      drafted=tree_depth(parents), nodes=len(tokens)))
     return x
+
+
+def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample", stats=None, generators=None,
+                         **sampling_options):
+    """Each prompt of xs followed by N tokens, as eagle_decoding gives it alone with generators[b] (else rng): every
+    row's tree drafted a level per batched head call, every row's tree scored in one batched target call.
+
+    target: gpt2/batch_engine.py's BatchGPT2 (tree(xs, trees, hidden=True), accept(paths)); draft: its BatchEagleHead,
+    draft(bs, xs, Fs, trees) -> per row [1 + m, V]. stats, if a list, gets one dict per target call: {"drafted": the
+    deepest tree, "nodes": the largest, "accepted": [per row, -1 for finished rows], "tokens": [new ids per row]}
+    (the first call is the prefill). Shapes: B rows, m_b row b's nodes, L_b its prompt's length.
+    """
+    for x in xs:
+        check_inputs(x, N, 1, **sampling_options)
+    if candidates not in CANDIDATES:
+        raise ValueError(f"unknown candidates {candidates!r}: choose one of {', '.join(CANDIDATES)}")
+    check_choices(choices)
+    greedy = sampling_options.get("temperature", 1) == 0
+    sampled = candidates == "sample" and not greedy
+    xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
+    gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
+    # prefill: each prompt as a chain below its first token, in one batched tree call: the law and feature after
+    # every prompt position (a chain's rows are a causal forward's)
+    logits, H = target.tree([x[:1] for x in xs], [(x[1:], list(range(-1, len(x) - 2))) for x in xs], hidden=True)
+    target.accept([list(range(len(x) - 1)) for x in xs])
+    F = [list(h) for h in H]  # per row: the target's feature after each x[j], [L_b, C]
+    roots = [first_root(logits[b][-1], greedy, gen[b], sampling_options) for b in range(len(xs))]
+    if stats is not None:
+        stats.append({"drafted": 0, "nodes": 0, "accepted": [0] * len(xs), "tokens": [[r] for r in roots]})
+    active = list(range(len(xs)))
+    while True:
+        for b in active:  # the root is always accepted
+            xs[b].append(roots[b])
+        active = [b for b in active if len(xs[b]) < T[b]]
+        if not active:
+            return xs
+        # Step 1: every row's static tree, cut to the tokens it still needs, a level per batched head call
+        trees = {b: TreeDraft([c for c in choices if len(c) <= T[b] - len(xs[b]) - 1], gen[b], sampled,
+                              sampling_options) for b in active}
+        while asked := {b: a for b in active if (a := trees[b].request()) is not None}:
+            for b, out in zip(asked, draft(list(asked), [xs[b] for b in asked], [F[b] for b in asked],
+                                           list(asked.values()))):
+                trees[b].fill(out)
+        trees = [trees[b].result() for b in active]
+        # Step 2: ONE batched tree-attention forward scores every row's root and nodes
+        logits, H = target.tree([xs[b] for b in active], [(t, p) for t, p, _ in trees], hidden=True)
+        # Step 3: each row's verification
+        step = {"drafted": max(tree_depth(p) for _, p, _ in trees), "nodes": max(len(t) for t, _, _ in trees),
+                "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
+        paths = []
+        for i, (b, (tokens, parents, laws)) in enumerate(zip(active, trees)):
+            path, roots[b], _ = verify_step(tokens, parents, laws, logits[i], greedy, gen[b], sampling_options)
+            paths.append(path)
+            F[b] += [H[i][0]] + [H[i][1 + j] for j in path]  # the root's and the accepted nodes' true features
+            step["accepted"][b], step["tokens"][b] = len(path), [tokens[j] for j in path] + [roots[b]]
+        # Step 4: every row keeps its accepted path in its cache
+        target.accept(paths)
+        for b, path, (tokens, _, _) in zip(active, paths, trees):
+            xs[b] += [tokens[j] for j in path]
+        if stats is not None:
+            stats.append(step)

@@ -28,7 +28,7 @@ from picospec.autoregressive import autoregressive_sampling, batch_autoregressiv
 from picospec.batch import batch_speculative_sampling
 from picospec.blockwise import batch_blockwise_decoding, blockwise_decoding
 from picospec.cascade import cascade_decoding
-from picospec.eagle import CANDIDATES, eagle_decoding, static_tree
+from picospec.eagle import CANDIDATES, batch_eagle_decoding, eagle_decoding, static_tree
 from picospec.eagle2 import eagle2_decoding
 from picospec.greedy import SCHEDULES, batch_greedy_decoding, greedy_decoding
 from picospec.lookahead import batch_lookahead_decoding, lookahead_decoding
@@ -207,7 +207,7 @@ METHODS = (
                     Option("candidates", str, "sample", "children at temperature > 0: sample (drawn without "
                            "replacement from the head's warped law, judged against it) or topk (the head's top "
                            "tokens, verified as one-hot proposals); temperature 0 always takes the top tokens",
-                           choices=CANDIDATES))),
+                           choices=CANDIDATES)), batch=batch_eagle_decoding),
     Method("eagle2", eagle2_decoding, ("x", "target", "heads", "N", "rng"),
            "EAGLE-2: the EAGLE head grows a dynamic tree by cumulative draft log-probability, reranked, one tree call",
            "Li, Wei, Zhang, Zhang 2024, arXiv:2406.16858",

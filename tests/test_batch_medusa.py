@@ -85,7 +85,7 @@ def test_batched_rows_equal_each_row_alone(shipped, posterior, options):
 
 
 @pytest.mark.parametrize("method", ["medusa", "prompt_lookup", "lookahead", "greedy", "autoregressive", "specinfer",
-                                    "sequoia", "blockwise"])
+                                    "sequoia", "blockwise", "eagle"])
 def test_main_batch_runs_batched_rows(shipped, tmp_path, method):
     """`python main.py --method M --batch FILE` runs the row's batched form through the method table, and batched
     autoregressive decoding beside it; at temperature 0 each text is the single-sequence method's (here: greedy
