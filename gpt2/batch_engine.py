@@ -36,6 +36,7 @@ L n_layer, S slots per row (n_ctx + TREE_SLOTS + 1), V n_vocab, m_b nodes in row
 import numpy as np
 
 from gpt2.backend import to_numpy, xp_of
+from gpt2.eagle import next_wave
 from gpt2.engine import TREE_SLOTS, common_prefix_length, tree_depths, tree_mask
 from gpt2.model import attention, ffn, layer_norm, linear, softmax
 
@@ -290,17 +291,8 @@ class BatchEagleHead:
                 start, n_context = len(self.tree[b]), len(self.context[b]) - 1
                 if start == len(nodes[b]):
                     continue
-                wave = [start]  # the new nodes in order whose parents are already run
-                while start + len(wave) < len(nodes[b]) and nodes[b][start + len(wave)][1] < start:
-                    wave.append(start + len(wave))
+                wave, mask = next_wave(nodes[b], start, n_context)  # [w], [w, n_kv]
                 f = np.stack([self.g0[b] if nodes[b][i][1] < 0 else self.g[b][nodes[b][i][1]] for i in wave])
-                mask = np.zeros((len(wave), n_context + start + len(wave)), bool)  # [w, n_kv]
-                mask[:, :n_context] = True
-                for row, i in enumerate(wave):
-                    node = i
-                    while node >= 0:  # itself and its ancestors
-                        mask[row, n_context + node] = True
-                        node = nodes[b][node][1]
                 items[b] = (f, np.asarray([nodes[b][i][0] for i in wave]), n_context + start, mask)
                 waves[b] = wave
             if not items:

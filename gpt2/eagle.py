@@ -104,6 +104,22 @@ def eagle_loss_and_grads(f, tokens, f_next, params, wte, n_head, w_cls=0.1):
 
 # ---- decoding: the head behind the draft contract of picospec/eagle.py and picospec/eagle2.py ----
 
+def next_wave(nodes, start, n_context):
+    """The tree nodes (token, parent) from `start` on that can run together, those whose parents are already run ->
+    (their indices [w], their mask [w, n_context + start + w]: the context, their ancestors and themselves)."""
+    wave = [start]
+    while start + len(wave) < len(nodes) and nodes[start + len(wave)][1] < start:
+        wave.append(start + len(wave))
+    mask = np.zeros((len(wave), n_context + start + len(wave)), bool)  # [w, n_kv]
+    mask[:, :n_context] = True
+    for row, i in enumerate(wave):
+        node = i
+        while node >= 0:  # itself and its ancestors
+            mask[row, n_context + node] = True
+            node = nodes[node][1]
+    return wave, mask
+
+
 class EagleHead:
     """head(x, F, tokens=(), parents=()) -> logits [1 + m, V]: the draft contract of EAGLE's methods.
 
@@ -161,18 +177,8 @@ class EagleHead:
         n_context = L - 1
         self.cache.n, self.tree, self.g, self.logits = n_context + same, nodes[:same], self.g[:same], self.logits[:same]
         while len(self.tree) < len(nodes):
-            start = len(self.tree)
-            wave = [start]  # the new nodes in order whose parents are already run
-            while start + len(wave) < len(nodes) and nodes[start + len(wave)][1] < start:
-                wave.append(start + len(wave))
+            wave, mask = next_wave(nodes, len(self.tree), n_context)
             f = np.stack([self.g0 if nodes[i][1] < 0 else self.g[nodes[i][1]] for i in wave])  # [w, C]
-            mask = np.zeros((len(wave), n_context + start + len(wave)), bool)  # [w, n_kv]
-            mask[:, :n_context] = True
-            for row, i in enumerate(wave):
-                node = i
-                while node >= 0:  # itself and its ancestors
-                    mask[row, n_context + node] = True
-                    node = nodes[node][1]
             g, logits = self._run(f, np.asarray([nodes[i][0] for i in wave]), mask)
             self.tree += [nodes[i] for i in wave]
             self.g += list(g)
