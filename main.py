@@ -244,7 +244,8 @@ def main_batch(method, values):
     """The method's batched form over the prompts in a file (one per line): the target and the draft each run every
     row in one forward pass (gpt2/batch_engine.py: one KV cache per row, rows of different lengths)."""
     from bench.harness import load_needs
-    from gpt2.batch_engine import BatchEagleHead, BatchGPT2
+    from gpt2.batch_eagle import BatchEagleHead
+    from gpt2.batch_engine import BatchGPT2
     from gpt2.eagle import EagleHead
     from gpt2.engine import GPT2
     from gpt2.load import load_model

@@ -106,7 +106,8 @@ def ways(method, loaded, prompts, B, N, options, sampling):
     """{name: run() -> (outputs, (row-steps, target calls), prefill Clock, decode Clock)} for single, batch 1 and
     batch B. Each group of prompts is prefilled first (its caches then hold the prompts), then decoded: the two are
     timed apart. A row-step is one row scored by one target call (a batched call scores its active rows)."""
-    from gpt2.batch_engine import BatchEagleHead, BatchGPT2
+    from gpt2.batch_eagle import BatchEagleHead
+    from gpt2.batch_engine import BatchGPT2
     from gpt2.eagle import EagleHead
     from picospec.methods import call
 

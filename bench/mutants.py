@@ -165,7 +165,7 @@ MUTANTS = (
            "np.argmax(logits[i][1:], -1)", "np.argmax(logits[i][:-1], -1)",
            ("tests/test_batch_blockwise.py::test_batched_rows_equal_each_row_alone",),
            "batched Blockwise checks each proposal against p_1 one prefix too early (the tree's root row first)"),
-    Mutant("batch-eagle-head-own-row-state", "eagle", "rule", "gpt2/batch_engine.py",
+    Mutant("batch-eagle-head-own-row-state", "eagle", "rule", "gpt2/batch_eagle.py",
            "self.g0[b] if nodes[b][i][1] < 0 else self.g[b][nodes[b][i][1]]",
            "self.g0[b] if nodes[b][i][1] < 0 else self.g[bs[0]][nodes[b][i][1]]",
            ("tests/test_batch_eagle.py::test_batched_head_equals_each_head_alone",),

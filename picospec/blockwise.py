@@ -133,7 +133,8 @@ def batch_blockwise_decoding(xs, target, heads, N, k, merged=True, stats=None):
         # Step 2 (Verify): one batched tree call scores every row's chain x + ŷ_{j+1..}; merged, the last proposal is
         # run too where a next block will need the heads after it
         runs = [y_hat[b] if merged and len(xs[b]) + len(y_hat[b]) < T[b] else y_hat[b][:-1] for b in active]
-        if any(runs):
+        verified = any(runs)  # else every row's block is its last token: no Verify call
+        if verified:
             logits, h = target.tree([xs[b] for b in active], [(r, list(range(-1, len(r) - 1))) for r in runs],
                                     hidden=True)  # per row [1 + m, V], [1 + m, C]: row 1 + r after ŷ_{j+1..j+r+1}
             calls += 1
@@ -150,7 +151,7 @@ def batch_blockwise_decoding(xs, target, heads, N, k, merged=True, stats=None):
             y_hat[b] = None
             if merged and len(xs[b]) < T[b]:
                 again.append((b, i, k_hat))
-        if any(runs):
+        if verified:
             target.accept(paths)
         if again:  # one heads call for every row that goes on
             ys = predict_rows(np.stack([logits[i][k_hat] for _, i, k_hat in again]),

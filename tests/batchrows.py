@@ -6,11 +6,20 @@ import pytest
 from checker import check_law, exact_law
 from gpt2.batch_engine import BatchGPT2
 from gpt2.engine import GPT2
+from gpt2.load import load_model
 from micro import random_gpt2
 
 V, N, COPIES = 3, 5, 500
 HP, PARAMS = random_gpt2(n_vocab=V, n_ctx=16, n_embd=8, n_head=2, n_layer=2, seed=7, scale=0.6)
 PROMPTS = [[0, 1, 2, 0, 1], [2, 2], [1, 0, 1, 0]]  # each repeats itself, so drafts are found (of different lengths)
+# for the rows-equal-alone tests on the built-in models: texts of different lengths, so rows go ragged
+TEXTS = ["def add(a, b):", "import os", "class Node:\n    def __init__(self", "x", "for i in range(10):"]
+
+
+def built_in():
+    """-> (the built-in target, TEXTS encoded by its tokenizer)."""
+    target, encoder = load_model("tiny-target")
+    return target, [encoder.encode(t) for t in TEXTS]
 
 
 def sampled_rows(method, n, tree_slots=8, check=None):

@@ -4,24 +4,20 @@ shipped Blockwise heads, each row equals blockwise_decoding on its prompt alone 
 tokens each block added), merged and not, for block sizes 1 to 4, with rows going ragged and finishing at different
 steps; each block makes the single form's calls (0-2: merged, Predict only before the first block), which main.py
 --batch and bench.batch add up."""
-import numpy as np
 import pytest
 
-from batchrows import check_records
+from batchrows import built_in, check_records
 from bench.harness import load_heads
 from gpt2.batch_engine import BatchGPT2
-from gpt2.load import load_model
 from picospec.blockwise import batch_blockwise_decoding, blockwise_decoding
 
-PROMPTS = ["def add(a, b):", "import os", "class Node:\n    def __init__(self", "x", "for i in range(10):"]
 N = 30
 
 
 @pytest.fixture(scope="module")
 def shipped():
-    target, encoder = load_model("tiny-target")
-    heads = load_heads("tiny-target", "blockwise", None, target)
-    return target, heads["fn"], [encoder.encode(p) for p in PROMPTS]
+    target, xs = built_in()
+    return target, load_heads("tiny-target", "blockwise", None, target)["fn"], xs
 
 
 @pytest.mark.parametrize("merged", [True, False])

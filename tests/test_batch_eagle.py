@@ -1,4 +1,4 @@
-"""Batched EAGLE-1: the batched head (gpt2/batch_engine.py BatchEagleHead) gives each row what EagleHead gives it
+"""Batched EAGLE-1: the batched head (gpt2/batch_eagle.py BatchEagleHead) gives each row what EagleHead gives it
 alone, through calls with ragged contexts, trees grown a level per call, contexts that move on or change, and rows left
 out of a call; batch_eagle_decoding (picospec/eagle.py) gives each row what eagle_decoding gives its prompt alone with
 its own generator, on the built-in target and its shipped head, at temperature 0, 1 (sampled and top-k candidates)
@@ -9,12 +9,12 @@ import pytest
 
 import batchrows
 import picospec.eagle as eagle1
-from batchrows import COPIES, check_laws, check_records, check_rejected
+from batchrows import COPIES, TEXTS, built_in, check_laws, check_records, check_rejected
 from checker import SAMPLES
 from bench.harness import load_heads
-from gpt2.batch_engine import BatchEagleHead, BatchGPT2
+from gpt2.batch_eagle import BatchEagleHead
+from gpt2.batch_engine import BatchGPT2
 from gpt2.eagle import EagleHead
-from gpt2.load import load_model
 from picospec.eagle import batch_eagle_decoding
 from test_eagle import random_head
 from test_rest import unverified
@@ -54,15 +54,13 @@ def test_batched_head_equals_each_head_alone():
     assert batch.calls < sum(h.calls for h in alone)  # rows shared passes
 
 
-PROMPTS = ["def add(a, b):", "import os", "class Node:\n    def __init__(self", "x", "for i in range(10):"]
 N = 24
 
 
 @pytest.fixture(scope="module")
 def shipped():
-    target, encoder = load_model("tiny-target")
-    head = load_heads("tiny-target", "eagle", None, target)
-    return target, head, [encoder.encode(p) for p in PROMPTS]
+    target, xs = built_in()
+    return target, load_heads("tiny-target", "eagle", None, target), xs
 
 
 @pytest.mark.parametrize("candidates, options", [("sample", {"temperature": 0}), ("sample", {"temperature": 1.0}),
@@ -80,7 +78,7 @@ def test_batched_rows_equal_each_row_alone(shipped, candidates, options):
     for b, x in enumerate(xs):
         target.reset(), head.reset()
         assert out[b] == eagle_decoding(x, target, head, N, np.random.default_rng(b), choices, candidates,
-                                        **options), PROMPTS[b]
+                                        **options), TEXTS[b]
     check_records(stats[1:])  # drafts accepted, rows ragged, some finished first; a record: kept nodes, then a root
 
 

@@ -13,7 +13,7 @@
 import numpy as np
 import pytest
 
-from batchrows import check_records
+from batchrows import built_in, check_records
 from gpt2.batch_engine import BatchGPT2
 from gpt2.engine import GPT2
 from gpt2.load import load_model
@@ -21,14 +21,13 @@ from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling, batch_autoregressive_sampling
 from picospec.greedy import batch_greedy_decoding, greedy_decoding
 
-PROMPTS = ["def add(a, b):", "import os", "class Node:\n    def __init__(self", "x", "for i in range(10):"]
 N = 30
 
 
 @pytest.fixture(scope="module")
 def pair():
-    target, encoder = load_model("tiny-target")
-    return target, load_model("tiny-draft")[0], [encoder.encode(p) for p in PROMPTS]
+    target, xs = built_in()
+    return target, load_model("tiny-draft")[0], xs
 
 
 @pytest.mark.parametrize("options", [{}, {"schedule": "heuristic"}, {"confidence": 0.4},

@@ -18,7 +18,7 @@ import pytest
 import batchrows
 import picospec.sequoia as sequoia
 import picospec.specinfer as specinfer
-from batchrows import COPIES, N, check_laws, check_records, check_rejected
+from batchrows import COPIES, N, TEXTS, built_in, check_laws, check_records, check_rejected
 from checker import SAMPLES
 from gpt2.batch_engine import BatchGPT2
 from gpt2.engine import GPT2
@@ -68,13 +68,10 @@ def test_broken_rules_are_rejected(monkeypatch, name, rule, broken):
     check_rejected(samples, target)
 
 
-PROMPTS = ["def add(a, b):", "import os", "class Node:\n    def __init__(self", "x", "for i in range(10):"]
-
-
 @pytest.fixture(scope="module")
 def pair():
-    target, encoder = load_model("tiny-target")
-    return target, load_model("tiny-draft")[0], load_model("ngram")[0], [encoder.encode(p) for p in PROMPTS]
+    target, xs = built_in()
+    return target, load_model("tiny-draft")[0], load_model("ngram")[0], xs
 
 
 @pytest.mark.parametrize("name, merge", [("specinfer", False), ("specinfer", True), ("sequoia", False)])
@@ -92,5 +89,5 @@ def test_batched_rows_equal_each_row_alone(pair, name, merge, options):
         target.reset(), draft.reset()
         alone = single(x, [draft, ngram] if merge else draft, target, 24, np.random.default_rng(b), **kwargs,
                        **options)
-        assert out[b] == alone, (b, PROMPTS[b])
+        assert out[b] == alone, (b, TEXTS[b])
     check_records(stats)
