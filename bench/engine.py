@@ -9,8 +9,11 @@
    rate of a matrix-vector product over a matrix far larger than the caches (what a decode step does).
 2. The cost of scoring M new tokens in one forward relative to one token, M = 1..max_M: speculative decoding verifies
    K drafts in one forward of K + 1 tokens and only pays off when that costs little more than one token.
-3. The layouts tried, side by side at M = 1..8: the engine's default (LM head as a contiguous [n_embd, n_vocab] copy,
-   rows padded to a multiple of 4), the head as the transposed view wte.T, no padding, padding to a multiple of 8.
+3. The layouts tried, side by side at M = 1..8: the engine's default (LM head as a contiguous [n_embd, n_vocab] copy;
+   where gpt2/backend.py's panel_policy turns them on, weight panels (gpt2/panels.py) and no padding, else rows padded
+   to a multiple of 4), then without panels: as is, with the head as the transposed view wte.T, no padding, padding to
+   a multiple of 8; and panels with padding to 4.
+   Then each weight matrix alone: M rows times W against times its column panels of 32, 64 and 128 columns.
 4. Why: the GEMM rate by rows, [M, n_embd] @ [n_embd, 4 n_embd] alone, with its weight in cache and streaming from
    memory (GFLOP/s; a one-token forward is bound by the weights' bytes, an M-token one by these flops).
 5. Python: the engine's own per-call work (prefix match, rollback, positions, mask, output copy), measured as an engine
@@ -34,7 +37,11 @@ SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12), "355M": dict(n_layer=
           "774M": dict(n_layer=36, n_embd=1280, n_head=20), "1558M": dict(n_layer=48, n_embd=1600, n_head=25),
           "tiny": dict(n_layer=6, n_embd=256, n_head=4, n_vocab=4097, n_ctx=256),  # the built-in target's shape
           "tiny-draft": dict(n_layer=2, n_embd=128, n_head=2, n_vocab=4097, n_ctx=256)}  # the built-in draft's
-LAYOUTS = {"default": {}, "head wte.T": {"head_copy": False}, "no padding": {"pad_rows": 1}, "pad 8": {"pad_rows": 8}}
+LAYOUTS = {"default": {}, "no panels": {"panels": False}, "no panels, head wte.T": {"panels": False, "head_copy": False},
+           "no panels, no padding": {"panels": False, "pad_rows": 1}, "no panels, pad 8": {"panels": False, "pad_rows": 8},
+           "panels, pad 4": {"panels": True, "pad_rows": 4}}
+CURVES = ("default", "no panels")  # the layouts measured at every M (the others up to M = 8)
+WIDTHS = (32, 64, 128)  # panel widths tried in the panel grid
 
 
 def random_params(hparams, xp, seed=0):  # GPT-2's initialisation, generated on the device in float32
@@ -89,6 +96,33 @@ def gemm_rates(xp, sync, C, Ms, repeats):  # -> {M: [GFLOP/s with the weight in 
     return rates
 
 
+def panel_grid(hparams, Ms, repeats):  # -> {(matrix, M): {"W": ratio, width: ratio}} (CPU time / one row by W)
+    """Each weight matrix of the shape alone (QKV, MLP up, MLP down, LM head; random values): M rows times W and times
+    its column panels of each width in WIDTHS (gpt2/panels.py), against one row times W. Cycling through enough
+    copies of a matrix to fill 64 MB, so that the weights stream from memory as a forward's do."""
+    from gpt2 import panels as P
+
+    C, V = hparams["n_embd"], hparams["n_vocab"]
+    rng = np.random.default_rng(0)
+    grid = {}
+    for name, (n_in, n_out) in {"QKV": (C, 3 * C), "MLP up": (C, 4 * C), "MLP down": (4 * C, C),
+                                "LM head": (C, V)}.items():
+        ws = [rng.standard_normal((n_in, n_out), dtype=np.float32) for _ in range(max(1, 2 ** 24 // (n_in * n_out)))]
+        cut = {width: [P.panels(w, width) for w in ws] for width in WIDTHS}
+        one = rng.standard_normal((1, n_in), dtype=np.float32)
+        base = np.median([timed(lambda: [one @ w for w in ws], lambda: None)[0] for _ in range(repeats)])
+        for M in Ms:
+            x = rng.standard_normal((M, n_in), dtype=np.float32)
+            row = {"W": [lambda: [x @ w for w in ws]]}
+            row.update({width: [lambda p=p: [P.panel_matmul(x, q, n_out) for q in p]] for width, p in cut.items()})
+            times = {k: [] for k in row}
+            for _ in range(repeats):  # interleaved: load falls on every variant alike
+                for k, (f,) in row.items():
+                    times[k].append(timed(f, lambda: None)[0])
+            grid[(name, M)] = {k: float(np.median(t)) / base for k, t in times.items()}
+    return grid
+
+
 class StubForward:
     """Stands in for gpt2.engine's gpt2_hidden: advances the cache as a forward would and returns zeros at once."""
 
@@ -132,7 +166,7 @@ def bench(size, device, n_cache, Ms, repeats):
         {**hparams, "n_embd": 8, "n_vocab": 16}, xp), device=device)
     x16 = [t % 16 for t in x]
     floor(x16[:n_cache])
-    cases = [(name, M) for name in LAYOUTS for M in (Ms if name == "default" else [M for M in Ms if M <= 8])]
+    cases = [(name, M) for name in LAYOUTS for M in (Ms if name in CURVES else [M for M in Ms if M <= 8])]
     cpu, wall = {}, {}
     for _ in range(repeats):  # every case once per round: the machine's load falls on all of them alike
         for name, M in cases:  # roll back to the n_cache-token cache, then score M new tokens in one forward
@@ -145,8 +179,10 @@ def bench(size, device, n_cache, Ms, repeats):
     cpu, wall = ({k: float(np.median(v)) for k, v in d.items()} for d in (cpu, wall))
     bw = bandwidth(xp, sync, repeats)  # [CPU, wall]
     rates = gemm_rates(xp, sync, hparams["n_embd"], sorted(set(Ms) | {32, 64}), repeats)
+    grid = panel_grid(hparams, [M for M in (2, 5, 8, 16) if M <= max(Ms)], repeats) if device == "cpu" else {}
     return {"size": size, "weight_MB": weight_bytes / 1e6, "bandwidth_GBps": bw / 1e9,
-            "roofline_ms": weight_bytes / bw * 1e3, "cpu": cpu, "wall": wall, "rates": rates}
+            "roofline_ms": weight_bytes / bw * 1e3, "cpu": cpu, "wall": wall, "rates": rates, "grid": grid,
+            "panels": model.panels}
 
 
 def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, repeats=9, threads=1):
@@ -173,13 +209,16 @@ def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, re
         (bc, bw), (rc, rw) = r["bandwidth_GBps"], r["roofline_ms"]
         print(f"| {r['size']} | {r['weight_MB']:.0f} | {bc:.1f} / {bw:.1f} | {rc:.1f} / {rw:.1f} | {c:.1f} / {w:.1f} "
               f"| {c / rc:.2f}x / {w / rw:.2f}x |")
-    print("\nCost of an M-token forward / one token (default layout; CPU time, wall time in parentheses):\n")
-    print("| shape | " + " | ".join(f"M={M}" for M in Ms) + " |")
-    print("|---|" + "---|" * len(Ms))
+    print("\nCost of an M-token forward / one token, with the engine's default layout (weight panels where the "
+          "policy turns them on) and without panels; CPU time, wall time in parentheses:\n")
+    print("| shape | layout | " + " | ".join(f"M={M}" for M in Ms) + " |")
+    print("|---|---|" + "---|" * len(Ms))
     for r in rows:
-        print(f"| {r['size']} | " + " | ".join(f"{r['cpu'][('default', M)] / r['cpu'][('default', 1)]:.2f} "
-                                             f"({r['wall'][('default', M)] / r['wall'][('default', 1)]:.2f})"
-                                             for M in Ms) + " |")
+        for name in CURVES:
+            label = f"{name} (panels {'on' if r['panels'] else 'off'})" if name == "default" else name
+            print(f"| {r['size']} | {label} | " + " | ".join(
+                f"{r['cpu'][(name, M)] / r['cpu'][(name, 1)]:.2f} ({r['wall'][(name, M)] / r['wall'][(name, 1)]:.2f})"
+                for M in Ms) + " |")
     print("\nWhy: the rate of [M, n_embd] @ [n_embd, 4 n_embd] alone, GFLOP/s of CPU time, weight in cache / streaming "
           "from memory (one row reads each weight once for 2 flops; M rows do 2M flops per weight read):\n")
     print("| shape | " + " | ".join(f"M={M}" for M in rows[0]["rates"]) + " |")
@@ -194,6 +233,15 @@ def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, re
         for name in LAYOUTS:
             print(f"| {r['size']} | {name} | " + " | ".join(
                 f"{r['cpu'][(name, M)] / r['cpu'][('default', 1)]:.2f}" for M in small) + " |")
+    if any(r["grid"] for r in rows):
+        print("\nWeight panels, each matrix alone (streaming from memory): M rows times W, and times its column "
+              "panels of each width, CPU time / one row times W:\n")
+        print("| shape | matrix | M | x @ W | " + " | ".join(f"panels of {w}" for w in WIDTHS) + " |")
+        print("|---|---|---|---|" + "---|" * len(WIDTHS))
+        for r in rows:
+            for (matrix, M), t in r["grid"].items():
+                print(f"| {r['size']} | {matrix} | {M} | {t['W']:.2f} | " + " | ".join(f"{t[w]:.2f}" for w in WIDTHS)
+                      + " |")
     print("\nPython: the engine's own per-call work and NumPy's dispatch floor, beside one decoding step (CPU ms):\n")
     print("| shape | engine step (M=1) | engine's own work | share of the step | dispatch floor (n_embd 8) "
           "| share of the step |")

@@ -107,7 +107,8 @@ def load_self_draft(kind, options, target, target_name, offline=None):
     from gpt2.hub import resolve
     from gpt2.self_draft import load_self_draft as load
 
-    engine = load(target.hparams, target.params, resolve(str(target_name), offline=offline), kind,
+    # forward_params: the target engine's weights, with its weight panels where it has them (gpt2/panels.py)
+    engine = load(target.hparams, target.forward_params, resolve(str(target_name), offline=offline), kind,
                   skip=options.get("skip"), exit_layer=options.get("exit_layer"), adapter=options.get("adapter", True))
     return {"target": engine.target, "draft": engine.draft, "self_draft": engine.settings}
 
@@ -307,12 +308,15 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
 
 
 def header(threads):
-    """The protocol line every benchmark prints first: BLAS threads and the machine's load when it started."""
+    """The protocol line every benchmark prints first: BLAS threads, weight panels and the machine's load when it
+    started."""
     import os
 
+    from gpt2.backend import panels_line
+
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"BLAS threads {threads['threads']} ({threads['why']}; the library reports {threads['blas']}), "
-            f"{os.cpu_count()} CPUs, 1-minute load {load:.2f} at start")
+    return (f"BLAS threads {threads['threads']} ({threads['why']}; the library reports {threads['blas']}), weight "
+            f"panels {panels_line(threads)}, {os.cpu_count()} CPUs, 1-minute load {load:.2f} at start")
 
 
 def write_text(path, text):

@@ -3,6 +3,8 @@
 `get_xp("cpu")` is NumPy; `get_xp("gpu")` imports CuPy only when asked and says clearly why it cannot when it cannot.
 `xp_of(a)` gives the module an array belongs to, so array code runs unchanged on either.
 """
+import functools
+
 import numpy as np
 
 DEVICES = ("cpu", "gpu")
@@ -132,7 +134,50 @@ def blas_threads():
 
 
 def thread_policy(n_params, requested=None):
-    """Choose and apply the BLAS thread count -> {"threads", "why", "blas" (what the library reports)} for --json
-    and benchmark headers."""
+    """Choose and apply the BLAS thread count -> {"threads", "why", "blas" (what the library reports), "panels" (the
+    weight panel choice for a model of n_params on the CPU: panel_policy)} for --json and benchmark headers."""
     n, why = choose_threads(n_params, requested)
-    return {"threads": n, "why": why, "blas": set_threads(n)}
+    return {"threads": n, "why": why, "blas": set_threads(n), "panels": panel_policy(n_params)}
+
+
+# ---- Weight panels (gpt2/panels.py): where OpenBLAS multiplies a few rows by small panels without packing ----
+DIRECT_SGEMM = ("SkylakeX", "Cooperlake", "SapphireRapids")  # OpenBLAS kernels with the direct (unpacked) SGEMM
+PANEL_MAX_PARAMS = 400_000_000  # the panels are one more copy of the weights: up to 355M's shape (+1.4 GB)
+
+
+@functools.lru_cache(maxsize=1)  # the library NumPy loaded does not change within a process
+def blas_kernels():
+    """-> (library, architecture) of the BLAS NumPy loaded, as threadpoolctl reports it (None where unknown).
+    Example on this project's machines: ("openblas", "SkylakeX")."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None, None
+    libs = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    return (libs[0].get("internal_api"), libs[0].get("architecture")) if libs else (None, None)
+
+
+def panel_policy(n_params):
+    """Whether a CPU engine for a model of n_params keeps its weights also as column panels -> {"on", "why"}.
+    PICOSPEC_PANELS=1 or 0 decides; else on where the BLAS is OpenBLAS with a direct SGEMM (AVX-512 kernels) and the
+    model is at most PANEL_MAX_PARAMS. Example: panel_policy(5_830_000) on a SkylakeX machine -> {"on": True, "why":
+    "OpenBLAS SkylakeX kernels: direct SGEMM for small products"}."""
+    import os
+
+    env = os.environ.get("PICOSPEC_PANELS")
+    if env:
+        if env not in ("0", "1"):
+            raise ValueError(f"PICOSPEC_PANELS={env!r}: set it to 1 (weight panels on) or 0 (off), or unset it for the "
+                             "policy")
+        return {"on": env == "1", "why": "requested (PICOSPEC_PANELS)"}
+    library, arch = blas_kernels()
+    if library != "openblas" or arch not in DIRECT_SGEMM:
+        return {"on": False, "why": f"BLAS {library} {arch}: no direct SGEMM for small products, panels would not help"}
+    if n_params > PANEL_MAX_PARAMS:
+        return {"on": False, "why": f"{n_params / 1e6:.0f}M parameters: a second copy of the weights would cost too "
+                                    "much memory"}
+    return {"on": True, "why": f"OpenBLAS {arch} kernels: direct SGEMM for small products"}
+
+
+def panels_line(policy):  # thread_policy's dict -> "on (why)" / "off (why)" for headers
+    return f"{'on' if policy['panels']['on'] else 'off'} ({policy['panels']['why']})"

@@ -38,6 +38,7 @@ import numpy as np
 from gpt2.backend import to_numpy, xp_of
 from gpt2.engine import TREE_SLOTS, common_prefix_length, tree_depths, tree_mask
 from gpt2.model import attention, ffn, layer_norm, linear, softmax
+from gpt2.panels import matmul
 
 KEEP = 16  # a row that parts from a sequence only in its last KEEP tokens holds that sequence (drafts are fewer)
 
@@ -90,7 +91,7 @@ class BatchGPT2:
         for x in xs:
             self.model._check(x, n, extra=0)
         h = self._forward([list(x) for x in xs], n, [([], [])] * len(xs))  # [B * n, C]
-        logits = (h @ self.model.head).reshape(len(xs), n, -1)  # one GEMM: [B, n, V]
+        logits = matmul(h, self.model.head, self.model.head_panels).reshape(len(xs), n, -1)  # one GEMM: [B, n, V]
         out = to_numpy(softmax(logits) if probs else logits)
         return (out, to_numpy(h).reshape(len(xs), n, -1)) if hidden else out
 
@@ -109,7 +110,7 @@ class BatchGPT2:
                                  f"{self.slots - 1} slots: use a smaller tree")
         trees = [(list(tokens), list(parents)) for tokens, parents in trees]
         h = self._forward([list(x) for x in xs], 1, trees)  # [sum of (1 + m_b), C]
-        logits = h @ self.model.head  # one GEMM for every row's nodes: [sum of (1 + m_b), V]
+        logits = matmul(h, self.model.head, self.model.head_panels)  # every row's nodes: [sum of (1 + m_b), V]
         logits = to_numpy(softmax(logits) if probs else logits)
         ends = np.cumsum([1 + len(tokens) for tokens, _ in trees])[:-1]
         self._trees = [tokens for tokens, _ in trees]
@@ -160,7 +161,7 @@ class BatchGPT2:
 
     def _forward(self, xs, n, trees):  # -> hidden states [sum over rows of (n + m_b), C]
         """Each row's last n tokens, then its tree's m_b nodes (none for a plain call), row after row."""
-        xp, params, n_ctx = self.xp, self.model.params, self.n_ctx
+        xp, params, n_ctx = self.xp, self.model.forward_params, self.n_ctx
         # Step 1: each sequence's reusable prefix p_b (always running its last n tokens), new tokens s_b, nodes m_b
         p = np.minimum(self._match(xs), [len(x) - n for x in xs])  # [B]
         s = np.array([len(x) for x in xs]) - p  # [B]

@@ -17,9 +17,10 @@ Shapes: n_seq (tokens run in one pass), m (tree nodes), n_embd, n_vocab.
 """
 import numpy as np
 
-from gpt2.backend import get_xp, to_numpy
+from gpt2.backend import get_xp, panel_policy, to_numpy
 from gpt2.cache import KVCache
 from gpt2.model import gpt2_hidden, softmax
+from gpt2.panels import matmul, panels as gpt2_panels, with_panels
 
 
 def tree_map(f, tree):
@@ -65,7 +66,7 @@ TREE_SLOTS = 256  # cache slots beyond n_ctx for tree nodes
 class GPT2:
     """A GPT-2 (hparams + params tree) behind the model contract, on NumPy or CuPy arrays."""
 
-    def __init__(self, hparams, params, device="cpu", pad_rows=None, head_copy=None):
+    def __init__(self, hparams, params, device="cpu", pad_rows=None, head_copy=None, panels=None):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
         self.params = tree_map(lambda a: self.xp.asarray(a, dtype="float32"), params)
         # the LM head is tied to wte [n_vocab, n_embd]; OpenBLAS multiplies by a contiguous [n_embd, n_vocab] copy
@@ -73,9 +74,15 @@ class GPT2:
         head_copy = device == "cpu" if head_copy is None else head_copy
         wte = self.params["wte"]
         self.head = self.xp.ascontiguousarray(wte.T) if head_copy else wte.T  # [n_embd, n_vocab]
-        # OpenBLAS multiplies 4 rows as fast as 2 or 3 and 8 as fast as 5..7 (bench/engine.py), so on the CPU the rows
-        # of a forward are padded up to a multiple of pad_rows with dummy rows that see only themselves
-        self.pad_rows = (4 if device == "cpu" else 1) if pad_rows is None else pad_rows
+        # on CPUs where OpenBLAS multiplies a few rows by small panels without packing them (gpt2/panels.py), the
+        # forward's weights (and the head) also come as column panels: forward_params has them, params does not
+        use = device == "cpu" and (panel_policy(self.n_params)["on"] if panels is None else panels)
+        self.forward_params = with_panels(self.params) if use else self.params
+        self.head_panels = gpt2_panels(self.head) if use else None  # [n_panels, n_embd, width]
+        self.panels = use  # reported by main.py --json and the benchmarks
+        # without panels, OpenBLAS multiplies 4 rows as fast as 2 or 3 and 8 as fast as 5..7 (bench/engine.py), so on
+        # the CPU the rows of a forward are padded up to a multiple of pad_rows with dummy rows that see only themselves
+        self.pad_rows = (4 if device == "cpu" and not use else 1) if pad_rows is None else pad_rows
         d = hparams["n_embd"] // hparams["n_head"]
         # the cache holds the context window plus TREE_SLOTS: a tree's nodes sit in the cache side by side (at
         # positions that only go as deep as the tree), so near the end of the window they need slots beyond it
@@ -153,7 +160,7 @@ class GPT2:
             mask[s:s + m, p + s:p + s + m] = tree_mask(parents, xp)  # tree nodes see their ancestors and themselves
             mask[s + m:, p + s + m:] = xp.eye(pad, dtype=bool)  # padding rows see only themselves
         # Step 3: one forward pass; the cache now holds x followed by the tree nodes
-        h = gpt2_hidden(xp.asarray(list(x[p:]) + list(tokens) + [0] * pad), **self.params,
+        h = gpt2_hidden(xp.asarray(list(x[p:]) + list(tokens) + [0] * pad), **self.forward_params,
                         n_head=self.hparams["n_head"], positions=positions, mask=mask, cache=self.cache)
         self.cache.rollback(pad)
         h = h[:s + m]  # [s + m, n_embd]
@@ -163,6 +170,6 @@ class GPT2:
         return h[s - n:]  # the last n linear rows, then the tree rows
 
     def _outputs(self, h, hidden, probs):
-        logits = h @ self.head  # [n, n_embd] @ [n_embd, n_vocab] -> [n, n_vocab]
+        logits = matmul(h, self.head, self.head_panels)  # [n, n_embd] @ [n_embd, n_vocab] -> [n, n_vocab]
         out = to_numpy(softmax(logits) if probs else logits)
         return (out, to_numpy(h)) if hidden else out

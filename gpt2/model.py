@@ -17,12 +17,15 @@ half of a decoding step (bench/engine.py measures it). So the functions use arra
 than `np.mean`/`np.var`, whose Python wrappers cost 3-4x more, and skip the mask where every query sees every key.
 Leading dimensions pass through: the same functions run the batched engine's [B, ...] arrays (gpt2/batch_engine.py).
 On a GPU, gelu, softmax and layer_norm each run as one CUDA kernel that computes the same thing
-(gpt2/gpu_kernels.py): there a step is bound by the number of calls, not by arithmetic.
+(gpt2/gpu_kernels.py): there a step is bound by the number of calls, not by arithmetic. On CPUs where it helps, a
+linear layer also holds its weight cut into column panels, which a product of a few rows (verifying K drafts) uses
+instead of W (gpt2/panels.py).
 """
 import math
 
 from gpt2 import gpu_kernels as gpu
 from gpt2.backend import xp_of
+from gpt2.panels import matmul
 
 
 def gelu(x):  # GPT-2's tanh approximation 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), written as
@@ -51,8 +54,8 @@ def layer_norm(x, g, b, eps: float = 1e-5):
     return x * (g / xp_of(x).sqrt(variance + eps)) + b  # variance 1, then scale and offset
 
 
-def linear(x, w, b):  # [m, in], [in, out], [out] -> [m, out]
-    return x @ w + b
+def linear(x, w, b, panels=None):  # [m, in], [in, out], [out] -> [m, out]
+    return matmul(x, w, panels) + b  # x @ w + b; a few rows go through w's column panels if given (gpt2/panels.py)
 
 
 def ffn(x, c_fc, c_proj):  # [n_seq, n_embd] -> [n_seq, n_embd]

@@ -1,0 +1,68 @@
+"""Weight panels: a few rows times a weight matrix at close to the cost of one row, on CPUs where OpenBLAS can.
+
+Verifying K drafts multiplies K + 1 rows by every weight matrix. A one-row product (GEMV) streams the weight once; a
+5-row product goes through OpenBLAS's general GEMM, which first copies ("packs") the weight panel by panel and then
+computes in fixed tiles: 3-3.7x one row on the 124M shape's matrices, for work the memory bus could do in ~1x.
+
+On AVX-512 CPUs (OpenBLAS's SkylakeX, Cooperlake and SapphireRapids kernels) OpenBLAS also has a "direct" SGEMM that
+reads its operands in place without packing, and it takes that path only for small products (m * n * k up to about
+10^6 here). So the engine keeps a second copy of each weight W [n_in, n_out] cut into column panels of `width`
+columns, P [n_panels, n_in, width] (the last panel padded with zero columns), and multiplies a few rows x [m, n_in] by
+all panels in one call: x @ P -> [n_panels, m, width], every panel product small enough for the direct path.
+Measured on this project's machine (bench/engine.py; one thread, SkylakeX kernels), 5 rows against one row:
+
+    weight              x @ W    x @ P (width 64)
+    768 x 2304 (QKV)    3.8x     1.3x
+    768 x 3072 (MLP)    3.7x     1.3x
+    3072 x 768 (MLP)    3.0x     1.4x
+    768 x 50257 (head)  2.5x     1.8x
+
+Under OpenBLAS's Haswell kernels (AMD Zen and older Intel: OPENBLAS_CORETYPE=Haswell on the same machine) the panels
+gain nothing (2.5x either way), so gpt2/backend.py's panel_policy turns them on only where they help. One row keeps
+the plain product (GEMV is already at the memory roofline) and so do more than MAX_ROWS rows (from ~16 rows the
+packing pays for itself). The panels cost one more copy of the weights in memory.
+
+Shapes: m (rows), n_in, n_out, n_panels = ceil(n_out / width), width.
+"""
+import numpy as np
+
+MAX_ROWS = 16  # products of 2..MAX_ROWS rows use the panels; more rows (prefill, a full batch) use W itself
+
+
+def panel_width(n_in):  # 64 columns keep a 5-row panel product under the direct path's size for n_in <= 3072;
+    return 64 if n_in <= 3072 else 32  # 355M's 4096 x 1024 MLP projection needs 32 (bench/engine.py's grid)
+
+
+def panels(w, width=None):  # [n_in, n_out] -> [n_panels, n_in, width], contiguous, zero columns after n_out
+    n_in, n_out = w.shape
+    width = width or panel_width(n_in)
+    n_panels = -(-n_out // width)
+    padded = np.zeros((n_in, n_panels * width), dtype=w.dtype)  # [n_in, n_panels * width]
+    padded[:, :n_out] = w
+    return np.ascontiguousarray(padded.reshape(n_in, n_panels, width).transpose(1, 0, 2))
+
+
+def panel_matmul(x, p, n_out):  # [m, n_in], [n_panels, n_in, width] -> [m, n_out], equal to x @ w
+    m = x.shape[0]
+    out = x @ p  # one call, one small product per panel: [n_panels, m, width]
+    return out.transpose(1, 0, 2).reshape(m, -1)[:, :n_out]  # panels side by side: [m, n_panels * width] -> [m, n_out]
+
+
+def matmul(x, w, p=None):  # [m, n_in] @ [n_in, n_out] -> [m, n_out], through w's panels p when they help
+    if p is not None and 2 <= x.shape[0] <= MAX_ROWS:
+        return panel_matmul(x, p, w.shape[1])
+    return x @ w
+
+
+def with_panels(params):
+    """A copy of a checkpoint's params tree in which every linear layer {"w", "b"} also holds "panels" (the arrays
+    themselves are shared, not copied). Example: {"c_fc": {"w": W, "b": b}} -> {"c_fc": {"w": W, "b": b,
+    "panels": panels(W)}}."""
+    if isinstance(params, list):
+        return [with_panels(v) for v in params]
+    if not isinstance(params, dict):
+        return params
+    out = {k: with_panels(v) for k, v in params.items()}
+    if set(params) == {"w", "b"} and params["w"].ndim == 2:
+        out["panels"] = panels(params["w"])
+    return out

@@ -1,0 +1,125 @@
+"""Weight panels (gpt2/panels.py): a few rows times W's column panels equal x @ W, the engines take that path exactly
+for 2..MAX_ROWS rows and give the same logits with panels as without, and the policy (gpt2/backend.py) turns them on
+only where the BLAS has a direct SGEMM, with an environment variable over it."""
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from clitools import run_cli
+from gpt2 import backend
+from gpt2.batch_engine import BatchGPT2
+from gpt2.engine import GPT2
+from gpt2.model import gpt2
+from gpt2.panels import MAX_ROWS, panel_matmul, panels, with_panels
+from micro import random_gpt2
+
+HP, PARAMS = random_gpt2(n_vocab=50, n_ctx=48, n_embd=16, n_head=2, n_layer=2, seed=3)
+TOL = 2e-6
+
+
+def full(x):  # picoGPT's forward over the whole sequence, no cache, no panels
+    return gpt2(np.array(x), **PARAMS, n_head=HP["n_head"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 200), st.integers(1, 20), st.sampled_from([None, 8, 32, 64]),
+       st.integers(0, 10**6))
+def test_panel_product_equals_the_plain_product(n_in, n_out, m, width, seed):
+    """Any shape, n_out a multiple of the width or not (the last panel is padded with zero columns)."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((n_in, n_out), dtype=np.float32)
+    x = rng.standard_normal((m, n_in), dtype=np.float32)
+    p = panels(w, width)
+    assert p.dtype == np.float32 and p.shape[1] == n_in and p.shape[0] * p.shape[2] >= n_out
+    out = panel_matmul(x, p, n_out)
+    assert out.shape == (m, n_out) and out.dtype == np.float32
+    np.testing.assert_allclose(out, x @ w, rtol=1e-5, atol=1e-5 * np.sqrt(n_in))
+
+
+def test_with_panels_adds_panels_to_every_linear_and_copies_nothing_else():
+    tree = with_panels(PARAMS)
+    block, old = tree["blocks"][1], PARAMS["blocks"][1]
+    for layer in ("attn", "mlp"):
+        for name, lin in block[layer].items():
+            assert set(lin) == {"w", "b", "panels"} and lin["w"] is old[layer][name]["w"]
+    assert "panels" not in tree["ln_f"] and tree["wte"] is PARAMS["wte"]
+    assert "panels" not in PARAMS["blocks"][1]["attn"]["c_attn"]  # the checkpoint's own tree is left as it was
+
+
+def test_the_engine_takes_the_panels_exactly_for_a_few_rows():
+    """The equality tests below would pass if the panels were never used; so spoil them and watch which calls change:
+    calls of 2..MAX_ROWS new tokens must, calls of 1 or more than MAX_ROWS must not."""
+    x = [int(t) for t in np.random.default_rng(0).integers(0, 50, 40)]
+    good = GPT2(HP, PARAMS, panels=True, pad_rows=1)
+    spoiled = GPT2(HP, PARAMS, panels=True, pad_rows=1)
+    spoiled.head_panels = spoiled.head_panels * 0  # the LM head's panels
+    spoiled.forward_params["blocks"][0]["mlp"]["c_fc"]["panels"] *= 0  # one layer's (a copy: with_panels made them)
+    assert np.abs(PARAMS["blocks"][0]["mlp"]["c_fc"]["w"]).max() > 0
+    for n in (1, 2, 5, MAX_ROWS, MAX_ROWS + 1, 30):
+        spoiled.reset(), good.reset()
+        a, b = good.logits(x, n), spoiled.logits(x, n)
+        assert (np.abs(a - b).max() > 1e-3) == (2 <= n <= MAX_ROWS), n
+
+
+@pytest.mark.parametrize("pad_rows", [1, 4])
+def test_panels_change_no_result(pad_rows):
+    """Cached calls of 1..20 tokens, rollbacks and a tree, with panels: the full forward's rows."""
+    model, x = GPT2(HP, PARAMS, panels=True, pad_rows=pad_rows), [int(t) for t in range(3, 45)]
+    for end, n in ((3, 3), (9, 5), (8, 1), (20, 12), (40, 17), (42, 2), (42, 20)):
+        assert np.abs(model.logits(x[:end], n) - full(x[:end])[-n:]).max() < TOL, (end, n)
+    tokens, parents = [5, 6, 7, 8, 9, 10], [-1, 0, 0, -1, 3, 4]
+    logits = model.tree(x[:30], tokens, parents)
+    for node, path in {0: [5], 2: [5, 7], 5: [8, 9, 10]}.items():
+        assert np.abs(logits[1 + node] - full(x[:30] + path)[-1]).max() < TOL
+
+
+def test_batched_engine_with_panels_equals_rows_alone():
+    """The batched engine shares its model's panels: few rows in all (a batch of decode steps) go through them."""
+    plain = GPT2(HP, PARAMS, panels=False)
+    batch = BatchGPT2(GPT2(HP, PARAMS, panels=True), 3)
+    xs = [[1, 2, 3, 4], [5, 6], [7, 8, 9, 10, 11, 12]]
+    batch(xs)
+    for step in range(3):  # one new token per row: 3 rows in all, the panels' range
+        xs = [x + [(7 * step + b) % 50] for b, x in enumerate(xs)]
+        out = batch.logits(xs)
+        for b, x in enumerate(xs):
+            plain.reset()
+            assert np.abs(out[b, 0] - plain.logits(x)[0]).max() < TOL
+
+
+def test_policy_follows_the_blas_and_the_size(monkeypatch):
+    monkeypatch.delenv("PICOSPEC_PANELS", raising=False)
+    monkeypatch.setattr(backend, "blas_kernels", lambda: ("openblas", "SkylakeX"))
+    assert backend.panel_policy(5_000_000)["on"]
+    big = backend.panel_policy(backend.PANEL_MAX_PARAMS + 1)
+    assert not big["on"] and "memory" in big["why"]
+    for kernels in (("openblas", "Haswell"), ("mkl", None), (None, None)):
+        monkeypatch.setattr(backend, "blas_kernels", lambda: kernels)
+        assert not backend.panel_policy(5_000_000)["on"]
+    monkeypatch.setenv("PICOSPEC_PANELS", "1")  # the variable decides over both
+    assert backend.panel_policy(10**10) == {"on": True, "why": "requested (PICOSPEC_PANELS)"}
+    monkeypatch.setenv("PICOSPEC_PANELS", "yes")
+    with pytest.raises(ValueError, match="PICOSPEC_PANELS='yes': set it to 1"):
+        backend.panel_policy(5_000_000)
+
+
+def test_the_engine_follows_the_policy(monkeypatch):
+    """The policy's choice reaches the engine, and with it the padding that suits each path; a GPU engine has none."""
+    for env, on in (("1", True), ("0", False)):
+        monkeypatch.setenv("PICOSPEC_PANELS", env)
+        model = GPT2(HP, PARAMS)
+        assert model.panels == on and (model.head_panels is not None) == on and model.pad_rows == (1 if on else 4)
+        assert ("panels" in model.forward_params["blocks"][0]["attn"]["c_attn"]) == on
+        assert "panels" not in model.params["blocks"][0]["attn"]["c_attn"]  # params stay the checkpoint's arrays
+
+
+@pytest.mark.parametrize("env", ["0", "1"])
+def test_main_reports_the_choice(env, tmp_path):
+    r = run_cli(["main.py", "--method", "speculative", "--n_tokens", "4", "--temperature", "0", "--json"], tmp_path,
+                env={"PICOSPEC_PANELS": env})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["threads"]["panels"] == {"on": env == "1", "why": "requested (PICOSPEC_PANELS)"}
+    assert out["same_output"] is True  # temperature 0: speculative text equals autoregressive text on either path
