@@ -12,7 +12,7 @@
 3. The layouts tried, side by side at M = 1..8: the engine's default (LM head as a contiguous [n_embd, n_vocab] copy;
    where gpt2/backend.py's panel_policy turns them on, weight panels (gpt2/panels.py) and no padding, else rows padded
    to a multiple of 4), then without panels: as is, with the head as the transposed view wte.T, no padding, padding to
-   a multiple of 8; and panels with padding to 4.
+   a multiple of 8; and panels with padding to 4, panels 32 and 64 columns wide.
    Then each weight matrix alone: M rows times W against times its column panels of 32, 64 and 128 columns.
 4. Why: the GEMM rate by rows, [M, n_embd] @ [n_embd, 4 n_embd] alone, with its weight in cache and streaming from
    memory (GFLOP/s; a one-token forward is bound by the weights' bytes, an M-token one by these flops).
@@ -37,9 +37,13 @@ SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12), "355M": dict(n_layer=
           "774M": dict(n_layer=36, n_embd=1280, n_head=20), "1558M": dict(n_layer=48, n_embd=1600, n_head=25),
           "tiny": dict(n_layer=6, n_embd=256, n_head=4, n_vocab=4097, n_ctx=256),  # the built-in target's shape
           "tiny-draft": dict(n_layer=2, n_embd=128, n_head=2, n_vocab=4097, n_ctx=256)}  # the built-in draft's
-LAYOUTS = {"default": {}, "no panels": {"panels": False}, "no panels, head wte.T": {"panels": False, "head_copy": False},
-           "no panels, no padding": {"panels": False, "pad_rows": 1}, "no panels, pad 8": {"panels": False, "pad_rows": 8},
-           "panels, pad 4": {"panels": True, "pad_rows": 4}}
+LAYOUTS = {"default": {}, "no panels": {"panels": False},
+           "no panels, head wte.T": {"panels": False, "head_copy": False},
+           "no panels, no padding": {"panels": False, "pad_rows": 1},
+           "no panels, pad 8": {"panels": False, "pad_rows": 8},
+           "panels, pad 4": {"panels": True, "pad_rows": 4},
+           "panels of 32": {"panels": True, "panel_width": 32},
+           "panels of 64": {"panels": True, "panel_width": 64}}
 CURVES = ("default", "no panels")  # the layouts measured at every M (the others up to M = 8)
 WIDTHS = (32, 64, 128)  # panel widths tried in the panel grid
 

@@ -188,6 +188,13 @@ MUTANTS = (
            "p = min(common_prefix_length(self.tokens, x), len(x) - n)",
            "p = min(common_prefix_length(self.tokens, x), len(x) - 1)",
            ("tests/test_engine.py",), "the cached prefix reused up to the last token even when n rows are asked for"),
+    Mutant("panels-out-of-order", "panels", "rule", "gpt2/panels.py",
+           "return out.transpose(1, 0, 2).reshape(m, -1)[:, :n_out]", "return out.reshape(m, -1)[:, :n_out]",
+           ("tests/test_panels.py",), "the panel products laid side by side in the wrong order (a reshape that "
+           "fits the shape but not the layout)"),
+    Mutant("panels-padding-first", "panels", "rule", "gpt2/panels.py",
+           "padded[:, :n_out] = w", "padded[:, padded.shape[1] - n_out:] = w",
+           ("tests/test_panels.py",), "the last panel's zero columns put before the weight instead of after it"),
     # --- trees
     Mutant("tree-positions-off-by-one", "tree", "rule", "gpt2/engine.py",
            "[len(x) - 1 + d for d in tree_depths(parents)]", "[len(x) + d for d in tree_depths(parents)]",

@@ -66,7 +66,7 @@ TREE_SLOTS = 256  # cache slots beyond n_ctx for tree nodes
 class GPT2:
     """A GPT-2 (hparams + params tree) behind the model contract, on NumPy or CuPy arrays."""
 
-    def __init__(self, hparams, params, device="cpu", pad_rows=None, head_copy=None, panels=None):
+    def __init__(self, hparams, params, device="cpu", pad_rows=None, head_copy=None, panels=None, panel_width=None):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
         self.params = tree_map(lambda a: self.xp.asarray(a, dtype="float32"), params)
         # the LM head is tied to wte [n_vocab, n_embd]; OpenBLAS multiplies by a contiguous [n_embd, n_vocab] copy
@@ -77,8 +77,8 @@ class GPT2:
         # on CPUs where OpenBLAS multiplies a few rows by small panels without packing them (gpt2/panels.py), the
         # forward's weights (and the head) also come as column panels: forward_params has them, params does not
         use = device == "cpu" and (panel_policy(self.n_params)["on"] if panels is None else panels)
-        self.forward_params = with_panels(self.params) if use else self.params
-        self.head_panels = gpt2_panels(self.head) if use else None  # [n_panels, n_embd, width]
+        self.forward_params = with_panels(self.params, panel_width) if use else self.params
+        self.head_panels = gpt2_panels(self.head, panel_width) if use else None  # [n_panels, n_embd, width]
         self.panels = use  # reported by main.py --json and the benchmarks
         # without panels, OpenBLAS multiplies 4 rows as fast as 2 or 3 and 8 as fast as 5..7 (bench/engine.py), so on
         # the CPU the rows of a forward are padded up to a multiple of pad_rows with dummy rows that see only themselves

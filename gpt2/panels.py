@@ -19,18 +19,19 @@ Measured on this project's machine (bench/engine.py; one thread, SkylakeX kernel
 
 Under OpenBLAS's Haswell kernels (AMD Zen and older Intel: OPENBLAS_CORETYPE=Haswell on the same machine) the panels
 gain nothing (2.5x either way), so gpt2/backend.py's panel_policy turns them on only where they help. One row keeps
-the plain product (GEMV is already at the memory roofline) and so do more than MAX_ROWS rows (from ~16 rows the
+the plain product (GEMV is already at the memory roofline) and so do more than MAX_ROWS rows (whole forwards of 32
+new tokens cost the same either way on the tiny target, 15% less with panels on the 124M shape; from about 48 the
 packing pays for itself). The panels cost one more copy of the weights in memory.
 
 Shapes: m (rows), n_in, n_out, n_panels = ceil(n_out / width), width.
 """
 import numpy as np
 
-MAX_ROWS = 16  # products of 2..MAX_ROWS rows use the panels; more rows (prefill, a full batch) use W itself
+MAX_ROWS = 32  # products of 2..MAX_ROWS rows use the panels; more rows (a prompt, a full batch) use W itself
 
 
-def panel_width(n_in):  # 64 columns keep a 5-row panel product under the direct path's size for n_in <= 3072;
-    return 64 if n_in <= 3072 else 32  # 355M's 4096 x 1024 MLP projection needs 32 (bench/engine.py's grid)
+def panel_width(n_in):  # columns per panel, from whole forwards of 5 new tokens against 1 (one thread, SkylakeX):
+    return 64 if n_in <= 512 else 32  # 124M: 1.47x with 32, 1.56x with 64; 355M: 1.48x, 1.71x; tiny: equal
 
 
 def panels(w, width=None):  # [n_in, n_out] -> [n_panels, n_in, width], contiguous, zero columns after n_out
@@ -54,15 +55,15 @@ def matmul(x, w, p=None):  # [m, n_in] @ [n_in, n_out] -> [m, n_out], through w'
     return x @ w
 
 
-def with_panels(params):
-    """A copy of a checkpoint's params tree in which every linear layer {"w", "b"} also holds "panels" (the arrays
-    themselves are shared, not copied). Example: {"c_fc": {"w": W, "b": b}} -> {"c_fc": {"w": W, "b": b,
-    "panels": panels(W)}}."""
+def with_panels(params, width=None):
+    """A copy of a checkpoint's params tree in which every linear layer {"w", "b"} also holds "panels", `width` columns
+    wide (default: panel_width); the arrays themselves are shared, not copied. Example: {"c_fc": {"w": W, "b": b}} ->
+    {"c_fc": {"w": W, "b": b, "panels": panels(W)}}."""
     if isinstance(params, list):
-        return [with_panels(v) for v in params]
+        return [with_panels(v, width) for v in params]
     if not isinstance(params, dict):
         return params
-    out = {k: with_panels(v) for k, v in params.items()}
+    out = {k: with_panels(v, width) for k, v in params.items()}
     if set(params) == {"w", "b"} and params["w"].ndim == 2:
-        out["panels"] = panels(params["w"])
+        out["panels"] = panels(params["w"], width)
     return out

@@ -57,7 +57,7 @@ def test_the_engine_takes_the_panels_exactly_for_a_few_rows():
     spoiled.head_panels = spoiled.head_panels * 0  # the LM head's panels
     spoiled.forward_params["blocks"][0]["mlp"]["c_fc"]["panels"] *= 0  # one layer's (a copy: with_panels made them)
     assert np.abs(PARAMS["blocks"][0]["mlp"]["c_fc"]["w"]).max() > 0
-    for n in (1, 2, 5, MAX_ROWS, MAX_ROWS + 1, 30):
+    for n in (1, 2, 5, 17, MAX_ROWS, MAX_ROWS + 1, 40):
         spoiled.reset(), good.reset()
         a, b = good.logits(x, n), spoiled.logits(x, n)
         assert (np.abs(a - b).max() > 1e-3) == (2 <= n <= MAX_ROWS), n
@@ -65,9 +65,10 @@ def test_the_engine_takes_the_panels_exactly_for_a_few_rows():
 
 @pytest.mark.parametrize("pad_rows", [1, 4])
 def test_panels_change_no_result(pad_rows):
-    """Cached calls of 1..20 tokens, rollbacks and a tree, with panels: the full forward's rows."""
+    """Cached calls of 1..40 tokens (in and past the panels' range), rollbacks and a tree, with panels: the full
+    forward's rows."""
     model, x = GPT2(HP, PARAMS, panels=True, pad_rows=pad_rows), [int(t) for t in range(3, 45)]
-    for end, n in ((3, 3), (9, 5), (8, 1), (20, 12), (40, 17), (42, 2), (42, 20)):
+    for end, n in ((3, 3), (9, 5), (8, 1), (20, 12), (40, 17), (42, 2), (42, 40), (44, 30)):
         assert np.abs(model.logits(x[:end], n) - full(x[:end])[-n:]).max() < TOL, (end, n)
     tokens, parents = [5, 6, 7, 8, 9, 10], [-1, 0, 0, -1, 3, 4]
     logits = model.tree(x[:30], tokens, parents)
