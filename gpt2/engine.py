@@ -76,13 +76,12 @@ class GPT2:
         self.head = self.xp.ascontiguousarray(wte.T) if head_copy else wte.T  # [n_embd, n_vocab]
         # on CPUs where OpenBLAS multiplies a few rows by small panels without packing them (gpt2/panels.py), the
         # forward's weights (and the head) also come as column panels: forward_params has them, params does not
-        use = device == "cpu" and (panel_policy(self.n_params)["on"] if panels is None else panels)
-        self.forward_params = with_panels(self.params, panel_width) if use else self.params
-        self.head_panels = gpt2_panels(self.head, panel_width) if use else None  # [n_panels, n_embd, width]
-        self.panels = use  # reported by main.py --json and the benchmarks
+        self.panels = device == "cpu" and (panel_policy(self.n_params)["on"] if panels is None else panels)
+        self.forward_params = with_panels(self.params, panel_width) if self.panels else self.params
+        self.head_panels = gpt2_panels(self.head, panel_width) if self.panels else None  # [n_panels, n_embd, width]
         # without panels, OpenBLAS multiplies 4 rows as fast as 2 or 3 and 8 as fast as 5..7 (bench/engine.py), so on
         # the CPU the rows of a forward are padded up to a multiple of pad_rows with dummy rows that see only themselves
-        self.pad_rows = (4 if device == "cpu" and not use else 1) if pad_rows is None else pad_rows
+        self.pad_rows = (4 if device == "cpu" and not self.panels else 1) if pad_rows is None else pad_rows
         d = hparams["n_embd"] // hparams["n_head"]
         # the cache holds the context window plus TREE_SLOTS: a tree's nodes sit in the cache side by side (at
         # positions that only go as deep as the tree), so near the end of the window they need slots beyond it

@@ -2,20 +2,21 @@
 
 Verifying K drafts multiplies K + 1 rows by every weight matrix. A one-row product (GEMV) streams the weight once; a
 5-row product goes through OpenBLAS's general GEMM, which first copies ("packs") the weight panel by panel and then
-computes in fixed tiles: 3-3.7x one row on the 124M shape's matrices, for work the memory bus could do in ~1x.
+computes in fixed tiles: 2.7-5.4x one row on the 124M shape's matrices, for work the memory bus could do in ~1x.
 
 On AVX-512 CPUs (OpenBLAS's SkylakeX, Cooperlake and SapphireRapids kernels) OpenBLAS also has a "direct" SGEMM that
 reads its operands in place without packing, and it takes that path only for small products (m * n * k up to about
 10^6 here). So the engine keeps a second copy of each weight W [n_in, n_out] cut into column panels of `width`
 columns, P [n_panels, n_in, width] (the last panel padded with zero columns), and multiplies a few rows x [m, n_in] by
 all panels in one call: x @ P -> [n_panels, m, width], every panel product small enough for the direct path.
-Measured on this project's machine (bench/engine.py; one thread, SkylakeX kernels), 5 rows against one row:
+Measured by `python -m bench.engine` (its panel grid: each matrix alone, streaming from memory; one thread, SkylakeX
+kernels), 5 rows against one row:
 
-    weight              x @ W    x @ P (width 64)
-    768 x 2304 (QKV)    3.8x     1.3x
-    768 x 3072 (MLP)    3.7x     1.3x
-    3072 x 768 (MLP)    3.0x     1.4x
-    768 x 50257 (head)  2.5x     1.8x
+    weight              x @ W    x @ P (width 32)   (width 64)
+    768 x 2304 (QKV)    5.3x     2.5x               2.7x
+    768 x 3072 (MLP)    5.4x     2.6x               2.4x
+    3072 x 768 (MLP)    4.6x     2.4x               2.7x
+    768 x 50257 (head)  2.7x     1.6x               1.7x
 
 Under OpenBLAS's Haswell kernels (AMD Zen and older Intel: OPENBLAS_CORETYPE=Haswell on the same machine) the panels
 gain nothing (2.5x either way), so gpt2/backend.py's panel_policy turns them on only where they help. One row keeps
@@ -30,8 +31,8 @@ import numpy as np
 MAX_ROWS = 32  # products of 2..MAX_ROWS rows use the panels; more rows (a prompt, a full batch) use W itself
 
 
-def panel_width(n_in):  # columns per panel, from whole forwards of 5 new tokens against 1 (one thread, SkylakeX):
-    return 64 if n_in <= 512 else 32  # 124M: 1.47x with 32, 1.56x with 64; 355M: 1.48x, 1.71x; tiny: equal
+def panel_width(n_in):  # columns per panel, from whole forwards of 5 new tokens against 1: 124M 1.50x with 32, 1.59x
+    return 64 if n_in <= 512 else 32  # with 64 (bench/engine.py's layouts); 355M 1.48x, 1.71x (a side-by-side run)
 
 
 def panels(w, width=None):  # [n_in, n_out] -> [n_panels, n_in, width], contiguous, zero columns after n_out
