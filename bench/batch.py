@@ -40,21 +40,24 @@ from gpt2.cli import Option
 PAIRS = ("tiny", "124M")
 
 
-def load_pair(pair):
-    """-> target, draft (GPT2 engines), prompts (8 lists of ids of different lengths)."""
+def load_pair(pair, device="cpu"):
+    """-> target, draft (GPT2 engines on `device`), prompts (8 lists of ids of different lengths)."""
+    from gpt2.backend import get_xp
     from gpt2.corpus import heldout_prompts
     from gpt2.engine import GPT2
     from gpt2.load import load_model
 
-    target, encoder = load_model("tiny-target")
+    target, encoder = load_model("tiny-target", device)
     prompts = [x[:24 + 6 * i] for i, x in enumerate(heldout_prompts(encoder, 8, 66))]
     if pair == "tiny":
-        return target, load_model("tiny-draft")[0], prompts
+        return target, load_model("tiny-draft", device)[0], prompts
     from bench.engine import SHAPES, random_params
 
+    xp = get_xp(device)
     big = dict(n_vocab=50257, n_ctx=1024, **SHAPES[pair])
     small = dict(n_vocab=50257, n_ctx=1024, n_layer=2, n_embd=256, n_head=4)
-    return GPT2(big, random_params(big, np, seed=0)), GPT2(small, random_params(small, np, seed=1)), prompts
+    return (GPT2(big, random_params(big, xp, seed=0), device=device),
+            GPT2(small, random_params(small, xp, seed=1), device=device), prompts)
 
 
 DRAFTED = ("speculative", "greedy", "autoregressive", "specinfer", "sequoia")  # any pair: a draft model or none
@@ -152,19 +155,26 @@ def ways(method, loaded, prompts, B, N, options, sampling):
     return {"single": single, "batch 1": batched(1), f"batch {B}": batched(B)}
 
 
-def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperature=1.0, repeats=3):
+def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperature=1.0, repeats=3, device="cpu"):
     """Tokens per second of a method's batched form (batch B) against batch 1 and single-sequence decoding."""
     from bench.harness import header
-    from gpt2.backend import thread_policy
+    from gpt2.backend import get_xp, thread_policy
 
     if method not in DRAFTED and pair != "tiny":
         raise ValueError(f"--method {method} runs on the built-in target and its shipped heads: use --pair tiny")
     if method in ("greedy", "blockwise") and temperature != 0:
         raise ValueError(f"--method {method} is greedy-only: pass --temperature 0")
-    target, draft, prompts = load_pair(pair)
+    get_xp(device)  # no CuPy or no GPU: one clear line before any work
+    target, draft, prompts = load_pair(pair, device)
     row, loaded, options = load_method(method, pair, target, draft, K)
     threads = thread_policy(target.n_params)
     print(header(threads), flush=True)
+    if device == "gpu":
+        import cupy
+
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        print(f"device: {name} (CuPy {cupy.__version__}); every step brings its tokens to the host, so wall time "
+              "is the GPU's; CPU time counts the host waiting", flush=True)
     runs = ways(row, loaded, prompts, batch, n_tokens, options, {"temperature": temperature})
     greedy = ways(row, loaded, prompts, batch, n_tokens, options, {"temperature": 0.0})
     same = greedy["single"]()[0] == greedy[f"batch {batch}"]()[0]
@@ -178,7 +188,7 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
     tokens = len(prompts) * n_tokens
     c, w = ({name: float(np.median(v)) for name, v in d.items()} for d in (cpu, wall))
     print(f"\n`python -m bench.batch --pair {pair} --method {method} --batch {batch} --n_tokens {n_tokens} --K {K} "
-          f"--temperature {temperature} --repeats {repeats}` ({len(prompts)} prompts of 24-66 tokens; 1-minute load "
+          f"--temperature {temperature} --repeats {repeats}{' --device gpu' if device == 'gpu' else ''}` ({len(prompts)} prompts of 24-66 tokens; 1-minute load "
           f"{os.getloadavg()[0]:.1f} at the end)\n")
     print("| way | decode tokens/s (CPU time) | decode tokens/s (wall) | x single (CPU / wall) | x batch 1 (CPU / wall) "
           "| tokens per row-step | rows per target call | prefill s (CPU / wall) |")
@@ -204,6 +214,7 @@ OPTIONS = [
     Option("K", int, 4, "drafts per step (speculative, greedy; blockwise: the block size)", low=1),
     Option("temperature", float, 1.0, "sampling temperature of the timed runs (0: greedy)", low=0),
     Option("repeats", int, 3, "timed repeats of each way (the median is reported)", low=1),
+    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy): where the engines run", choices=("cpu", "gpu")),
 ]
 
 if __name__ == "__main__":
