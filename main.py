@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from gpt2.backend import panels_line, thread_policy
+from gpt2.backend import panels_line, thread_policy, wide_line
 from gpt2.cli import Option, UsageError, guarded, parse, split, usage
 from picospec.methods import METHODS, TABLE, call, check_temperature, find, law
 
@@ -235,8 +235,8 @@ def main(argv=None):
         note = " (temperature 0: they must be identical)" if values["temperature"] == 0 else (
             " (sampling: texts may differ)")
         print(f"speedup {result['speedup']:.2f}x over autoregressive; texts {same}{note}")
-        print(f"BLAS threads: {threads['threads']} ({threads['why']}); weight panels {panels_line(threads)}; timings on a "
-              "busy machine vary")
+        print(f"BLAS threads: {threads['threads']} ({threads['why']}{wide_line(threads)}); weight panels "
+              f"{panels_line(threads)}; timings on a busy machine vary")
         if color:
             print(LEGEND)
 
@@ -325,8 +325,8 @@ def main_batch(method, values):
         print(f"autoregressive, batched the same way: {base['time_s']:.3f} s, {base['target_calls']} batched target "
               f"calls")
         print(f"speedup {result['speedup']:.2f}x over batched autoregressive; {same}/{len(xs)} texts identical{note}")
-    print(f"BLAS threads: {threads['threads']} ({threads['why']}); weight panels {panels_line(threads)}; timings on a "
-              "busy machine vary")
+    print(f"BLAS threads: {threads['threads']} ({threads['why']}{wide_line(threads)}); weight panels "
+              f"{panels_line(threads)}; timings on a busy machine vary")
 
 
 def cli(argv=None):

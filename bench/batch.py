@@ -25,7 +25,9 @@ threads (what the work costs; other processes on a shared machine inflate it les
 the second thread's work and its spinning between products) and in wall time. The same acceptance enters every
 way, so the ratios compare engines, not luck: tokens per row-step (one row scored by one target call) are printed
 beside them, and rows per target call (8 while all rows decode; fewer once some have finished and the last go on).
-Before timing, greedy batch B is checked token for token against greedy single rows.
+Before timing, greedy batch B is checked token for token against greedy single rows. Where the thread policy runs
+forwards of many rows on more threads than one-row steps (gpt2/backend.py: small models on idle cores), a fourth way
+"batch B, narrow" runs batch B with them held to the one-row count, interleaved with the others: what that buys.
 The 124M pair: target GPT-2 124M's shape, draft 2 layers x 256 wide with GPT-2's vocabulary, random weights at
 temperature 1, where two near-uniform models accept about as often as real ones; the point is the cost of the calls.
 Shapes: none; this file only times things.
@@ -155,6 +157,19 @@ def ways(method, loaded, prompts, B, N, options, sampling):
     return {"single": single, "batch 1": batched(1), f"batch {B}": batched(B)}
 
 
+def narrow(run, threads):
+    """`run` with the thread policy's wide forwards (gpt2/backend.py) held to the policy's own count."""
+    from gpt2 import backend
+
+    def run_narrow():
+        wide, backend.APPLIED["wide"] = backend.APPLIED["wide"], threads
+        try:
+            return run()
+        finally:
+            backend.APPLIED["wide"] = wide
+    return run_narrow
+
+
 def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperature=1.0, repeats=3, device="cpu"):
     """Tokens per second of a method's batched form (batch B) against batch 1 and single-sequence decoding."""
     from bench.harness import header
@@ -177,6 +192,8 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
               "is the GPU's; CPU time counts the host waiting", flush=True)
     runs = ways(row, loaded, prompts, batch, n_tokens, options, {"temperature": temperature})
     greedy = ways(row, loaded, prompts, batch, n_tokens, options, {"temperature": 0.0})
+    if device == "cpu" and threads["wide"]["threads"] > threads["threads"]:  # what the wide count buys, side by side
+        runs[f"batch {batch}, narrow"] = narrow(runs[f"batch {batch}"], threads["threads"])
     same = greedy["single"]()[0] == greedy[f"batch {batch}"]()[0]
     cpu, wall, pre_cpu, pre_wall, steps = {}, {}, {}, {}, {}
     for _ in range(repeats):

@@ -312,10 +312,11 @@ def header(threads):
     started."""
     import os
 
-    from gpt2.backend import panels_line
+    from gpt2.backend import panels_line, wide_line
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"BLAS threads {threads['threads']} ({threads['why']}; the library reports {threads['blas']}), weight "
+    return (f"BLAS threads {threads['threads']} ({threads['why']}; the library reports {threads['blas']}"
+            f"{wide_line(threads)}), weight "
             f"panels {panels_line(threads)}, {os.cpu_count()} CPUs, 1-minute load {load:.2f} at start")
 
 

@@ -91,7 +91,8 @@ class BatchGPT2:
         for x in xs:
             self.model._check(x, n, extra=0)
         h = self._forward([list(x) for x in xs], n, [([], [])] * len(xs))  # [B * n, C]
-        logits = matmul(h, self.model.head, self.model.head_panels).reshape(len(xs), n, -1)  # one GEMM: [B, n, V]
+        with self.model._threads(h.shape[0]):  # one GEMM: [B, n, V]
+            logits = matmul(h, self.model.head, self.model.head_panels).reshape(len(xs), n, -1)
         out = to_numpy(softmax(logits) if probs else logits)
         return (out, to_numpy(h).reshape(len(xs), n, -1)) if hidden else out
 
@@ -110,7 +111,8 @@ class BatchGPT2:
                                  f"{self.slots - 1} slots: use a smaller tree")
         trees = [(list(tokens), list(parents)) for tokens, parents in trees]
         h = self._forward([list(x) for x in xs], 1, trees)  # [sum of (1 + m_b), C]
-        logits = matmul(h, self.model.head, self.model.head_panels)  # every row's nodes: [sum of (1 + m_b), V]
+        with self.model._threads(h.shape[0]):  # every row's nodes: [sum of (1 + m_b), V]
+            logits = matmul(h, self.model.head, self.model.head_panels)
         logits = to_numpy(softmax(logits) if probs else logits)
         ends = np.cumsum([1 + len(tokens) for tokens, _ in trees])[:-1]
         self._trees = [tokens for tokens, _ in trees]
@@ -184,10 +186,11 @@ class BatchGPT2:
         # Step 3: one forward pass over all rows; every linear is one GEMM over B*T rows
         x = params["wte"][xp.asarray(ids)] + params["wpe"][xp.asarray(np.minimum(positions, n_ctx - 1))]  # [B, T, C]
         x = x.reshape(B * T, -1)  # [B*T, C]
-        for layer, block in enumerate(params["blocks"]):
-            x = x + mha_rows(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=self.model.hparams["n_head"],
-                             k_cache=self.k[layer, :B], v_cache=self.v[layer, :B], slots=slots, mask=mask)
-            x = x + ffn(layer_norm(x, **block["ln_2"]), **block["mlp"])  # [B*T, C]
+        with self.model._threads(B * T):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
+            for layer, block in enumerate(params["blocks"]):
+                x = x + mha_rows(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=self.model.hparams["n_head"],
+                                 k_cache=self.k[layer, :B], v_cache=self.v[layer, :B], slots=slots, mask=mask)
+                x = x + ffn(layer_norm(x, **block["ln_2"]), **block["mlp"])  # [B*T, C]
         # Step 4: the rows asked for: each row's last n real tokens, then its nodes
         read = np.concatenate([b * T + np.arange(s[b] - n, s[b] + m[b]) for b in range(B)])  # [sum of (n + m_b)]
         h = layer_norm(x[xp.asarray(read)], **params["ln_f"])  # [sum of (n + m_b), C]

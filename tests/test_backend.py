@@ -73,3 +73,52 @@ def test_main_applies_and_reports_the_policy(args, env, expected, tmp_path):
     assert r.returncode == 0, r.stderr
     threads = json.loads(r.stdout)["threads"]
     assert threads["threads"] == expected and threads["blas"] == expected  # read from the library inside the run
+
+
+def test_wide_forwards_get_the_free_cores_on_small_models_only(monkeypatch):
+    monkeypatch.delenv("PICOSPEC_THREADS", raising=False)
+    monkeypatch.setattr(backend, "free_cores", lambda: (2, 2, "2.0 idle now"))
+    assert backend.choose_wide(5_850_000, 1) == (2, "2 of 2 cores free (2.0 idle now)")
+    assert backend.choose_wide(124_000_000, 2)[0] == 2  # a large model already runs every product on them
+    assert backend.choose_wide(5_850_000, 1, requested=1) == (1, "as every product")  # --threads decides all
+    monkeypatch.setenv("PICOSPEC_THREADS", "1")
+    assert backend.choose_wide(5_850_000, 1)[0] == 1
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, batched):
+    """Inside a forward of WIDE_ROWS token rows or more (layers and LM head) the BLAS library reports the policy's wide
+    count; a short forward and everything after run on the policy's own count."""
+    import gpt2.batch_engine as batch_engine
+    import gpt2.engine as engine
+    from micro import random_gpt2
+
+    monkeypatch.delenv("PICOSPEC_THREADS", raising=False)
+    monkeypatch.setattr(backend, "free_cores", lambda: (2, 2, "2.0 idle now"))
+    policy = backend.thread_policy(5_850_000)
+    assert (policy["threads"], policy["wide"]["threads"]) == (1, 2)
+    seen = []
+
+    def spy(f):
+        def g(*args, **kwargs):
+            seen.append(backend.blas_threads())
+            return f(*args, **kwargs)
+        return g
+
+    hparams, params = random_gpt2(n_ctx=128, n_embd=32, n_head=2)
+    model = engine.GPT2(hparams, params)
+    if batched:
+        monkeypatch.setattr(batch_engine, "ffn", spy(batch_engine.ffn))
+        monkeypatch.setattr(batch_engine, "matmul", spy(batch_engine.matmul))
+        model = batch_engine.BatchGPT2(model, 8)
+        wide, narrow = (lambda: model([list(range(10))] * 8, 5)), (lambda: model([list(range(11))] * 8))
+    else:
+        monkeypatch.setattr(engine, "gpt2_hidden", spy(engine.gpt2_hidden))
+        monkeypatch.setattr(engine, "matmul", spy(engine.matmul))
+        wide, narrow = (lambda: model(list(range(40)), 40)), (lambda: model(list(range(41))))
+    wide()
+    assert seen and set(seen) == {2}  # every spied product of the 40-row forward ran on 2 threads
+    seen.clear()
+    narrow()
+    assert seen and set(seen) == {1}
+    assert backend.blas_threads() == 1
