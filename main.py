@@ -19,7 +19,7 @@ import numpy as np
 
 from gpt2.backend import panels_line, thread_policy, wide_line
 from gpt2.cli import Option, UsageError, guarded, parse, split, usage
-from picospec.methods import METHODS, TABLE, call, check_temperature, find, law
+from picospec.methods import METHODS, TABLE, batch_refusal, call, check_temperature, find, law
 
 COLORS = {"draft": "\033[32m", "resample": "\033[33m", "bonus": "\033[34m"}  # green, yellow, blue
 LEGEND = "green: draft token accepted, yellow: target's correction, blue: bonus token from the target"
@@ -131,9 +131,8 @@ def check_before_loading(method, values):
     """Everything that can be checked without a model: laws, files, the cache folder."""
     from bench.harness import check_needs
 
-    if values["batch"] is not None and method.batch is None:
-        batchable = ", ".join(m.name for m in METHODS if m.batch)
-        raise UsageError(f"--batch runs methods with a batched form ({batchable}); --method {method.name} has none")
+    if values["batch"] is not None and (refusal := batch_refusal(method)):
+        raise UsageError(refusal)
     check_temperature(method, method_options(method, values), values["temperature"])
     check_needs(method, method_options(method, values))
     from gpt2.hub import BUILTIN, check_cache_dir, is_local
@@ -244,13 +243,8 @@ def main(argv=None):
 def main_batch(method, values):
     """The method's batched form over the prompts in a file (one per line): the target and the draft each run every
     row in one forward pass (gpt2/batch_engine.py: one KV cache per row, rows of different lengths)."""
-    from bench.harness import load_needs
-    from gpt2.batch_eagle import BatchEagleHead
-    from gpt2.batch_engine import BatchGPT2
-    from gpt2.eagle import EagleHead
-    from gpt2.engine import GPT2
+    from bench.harness import batched_models, load_needs
     from gpt2.load import load_model
-    from picospec.batch import batched
 
     path = values["batch"]
     try:
@@ -267,18 +261,12 @@ def main_batch(method, values):
     loaded = load_needs(method, options, target, name, encoder, values.get("draft"), device, offline)
     xs = [encoder.encode(p) for p in prompts]
     for x in xs:
-        check_length(x, values["n_tokens"], options.get("K", 0),
+        check_length(x, values["n_tokens"], options.get("K") or 0,  # K None: the searched K of the self-drafting rows
                      {k: v for k, v in loaded.items() if k in ("target", "draft")},
                      {"target": name, "draft": values.get("draft")})
     sampling = {k: values[k] for k in ("temperature", "top_k", "top_p") if values[k] is not None}
 
-    def rows(model):  # a GPT-2 engine (or EAGLE head) becomes a batched one; a stateless draft is called row by row
-        if isinstance(model, EagleHead):
-            return BatchEagleHead(model, len(xs))
-        return BatchGPT2(model, len(xs)) if isinstance(model, GPT2) else batched(model)
-
-    loaded = {k: rows(v) if k in ("target", "draft", "draft2") or isinstance(v, EagleHead) else v
-              for k, v in loaded.items()}
+    loaded = batched_models(loaded, len(xs))
     order = list(dict.fromkeys(["autoregressive", method.name]))  # the baseline first, as for one prompt
     needs = {m: loaded if m == method.name else {"target": loaded["target"]} for m in order}
     kwargs = {m: options if m == method.name else {} for m in order}

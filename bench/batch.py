@@ -11,6 +11,9 @@
     python -m bench.batch --method specinfer    # draft token trees (also sequoia): one batched draft call per level
     python -m bench.batch --method blockwise --temperature 0   # the shipped Blockwise heads, a chain per row
     python -m bench.batch --method eagle        # the shipped EAGLE head, batched too (one pass per tree level)
+    python -m bench.batch --method eagle2       # EAGLE-2's dynamic tree: one batched head pass per layer
+    python -m bench.batch --method cascade      # tiny-draft reviewing the n-gram, the target reviewing both
+    python -m bench.batch --method layer_skip   # the target drafting for itself (also early_exit), shipped settings
 
 Protocol. 8 held-out prompts of different lengths (24, 30, ..., 66 tokens), each continued by --n_tokens tokens with
 the method (speculative sampling: --K drafts per step; Medusa: the shipped heads' sparse tree, lossless posterior;
@@ -63,6 +66,8 @@ def load_pair(pair, device="cpu"):
 
 
 DRAFTED = ("speculative", "greedy", "autoregressive", "specinfer", "sequoia")  # any pair: a draft model or none
+ON_TINY = ("medusa", "blockwise", "eagle", "eagle2", "prompt_lookup", "rest", "lookahead", "cascade", "layer_skip",
+           "early_exit")  # --pair tiny: the built-in target and what ships with it
 
 
 def load_method(method, pair, target, draft, K):
@@ -84,9 +89,16 @@ def load_method(method, pair, target, draft, K):
         return TABLE[method], {"target": target, "datastore": rest_datastore(None, "tiny-target",
                                                                              load_model("tiny-target")[1])}, {}
     from bench.harness import load_heads
+    from gpt2.load import load_model
 
-    if method == "eagle":
+    if method in ("eagle", "eagle2"):
         return TABLE[method], {"target": target, "heads": load_heads("tiny-target", "eagle", None, target)}, {}
+    if method in ("layer_skip", "early_exit"):  # the target drafting for itself, with its shipped settings
+        from bench.harness import load_self_draft
+
+        return TABLE[method], load_self_draft(method, {}, target, "tiny-target"), {}
+    if method == "cascade":  # the n-gram as the smaller drafter, called row by row (it is stateless)
+        return TABLE[method], {"target": target, "draft": draft, "draft2": load_model("ngram")[0]}, {"K": K}
     if method == "blockwise":
         heads = load_heads("tiny-target", "blockwise", None, target)
         return TABLE[method], {"target": target, "heads": heads}, {"K": K}
@@ -111,13 +123,10 @@ def ways(method, loaded, prompts, B, N, options, sampling):
     """{name: run() -> (outputs, (row-steps, target calls), prefill Clock, decode Clock)} for single, batch 1 and
     batch B. Each group of prompts is prefilled first (its caches then hold the prompts), then decoded: the two are
     timed apart. A row-step is one row scored by one target call (a batched call scores its active rows)."""
-    from gpt2.batch_eagle import BatchEagleHead
-    from gpt2.batch_engine import BatchGPT2
-    from gpt2.eagle import EagleHead
+    from bench.harness import batched_models
     from picospec.methods import call
 
-    models = [k for k in ("target", "draft") if k in loaded]
-    eagle = isinstance(loaded.get("heads"), EagleHead)  # its batched head (its prefill is the method's own)
+    models = [k for k in ("target", "draft") if k in loaded]  # prefilled before the clock (both self-draft sides)
 
     def single():
         out, steps, prefill, decode = [], 0, Clock(), Clock()
@@ -134,21 +143,20 @@ def ways(method, loaded, prompts, B, N, options, sampling):
         return out, (steps, steps), prefill, decode
 
     def batched(rows):
-        engines = {k: BatchGPT2(loaded[k], rows) for k in models}
+        batch = batched_models(loaded, rows)  # engines of `rows` rows, emptied before each group
 
         def run():
             out, steps, calls, prefill, decode = [], 0, 0, Clock(), Clock()
             for i in range(0, len(prompts), rows):
                 stats, xs = [], prompts[i:i + rows]
-                for e in engines.values():
-                    e.reset()
+                for model in batch.values():
+                    getattr(model, "reset", lambda: None)()
                 with prefill:
-                    for e in engines.values():
-                        e(xs)
-                heads = {"heads": BatchEagleHead(loaded["heads"], rows)} if eagle else {}
+                    for k in models:
+                        batch[k](xs)
                 with decode:
-                    out += call(method, xs, N, np.random.default_rng(i), {**loaded, **engines, **heads}, sampling,
-                                options, stats=stats, batch=True)
+                    out += call(method, xs, N, np.random.default_rng(i), batch, sampling, options, stats=stats,
+                                batch=True)
                 steps += sum(step.get("calls", 1) for step in stats for a in step["accepted"] if a >= 0)
                 calls += sum(step.get("calls", 1) for step in stats)  # a Blockwise block makes 0-2 calls
             return out, (steps, calls), prefill, decode
@@ -223,9 +231,9 @@ OPTIONS = [
     Option("pair", str, "tiny", "tiny (the built-in pair) or 124M (random weights of GPT-2 124M's shape)",
            choices=PAIRS),
     Option("method", str, "speculative", "the method batched: speculative, greedy (--temperature 0), specinfer, "
-           "sequoia or autoregressive (any pair), or medusa, blockwise (--temperature 0), eagle, prompt_lookup, "
-           "rest or lookahead (--pair tiny)",
-           choices=DRAFTED + ("medusa", "blockwise", "eagle", "prompt_lookup", "rest", "lookahead")),
+           "sequoia or autoregressive (any pair), or medusa, blockwise (--temperature 0), eagle, eagle2, "
+           "prompt_lookup, rest, lookahead, cascade, layer_skip or early_exit (--pair tiny)",
+           choices=DRAFTED + ON_TINY),
     Option("batch", int, 8, "rows decoded together (the 8 prompts in groups of this size)", low=1, high=8),
     Option("n_tokens", int, 48, "new tokens per prompt", low=2),
     Option("K", int, 4, "drafts per step (speculative, greedy; blockwise: the block size)", low=1),

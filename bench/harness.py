@@ -113,6 +113,30 @@ def load_self_draft(kind, options, target, target_name, offline=None):
     return {"target": engine.target, "draft": engine.draft, "self_draft": engine.settings}
 
 
+def batched_models(loaded, rows):
+    """What load_needs loaded, for a method's batched form over `rows` rows (main.py --batch, bench.batch): a GPT-2
+    engine becomes a BatchGPT2, an EAGLE head a BatchEagleHead, a self-drafting side its side of one BatchSelfDraft
+    (both sides share it, as they share one cache alone), a stateless model (the n-gram) one called row by row;
+    heads' functions, datastores and settings stay as they are."""
+    from gpt2.batch_eagle import BatchEagleHead
+    from gpt2.batch_engine import BatchGPT2
+    from gpt2.batch_self_draft import batch_side
+    from gpt2.eagle import EagleHead
+    from gpt2.engine import GPT2
+    from gpt2.self_draft import Model as SelfDraftSide
+    from picospec.batch import batched
+
+    def batch(model):
+        if isinstance(model, SelfDraftSide):
+            return batch_side(model, rows)
+        if isinstance(model, EagleHead):
+            return BatchEagleHead(model, rows)
+        return BatchGPT2(model, rows) if isinstance(model, GPT2) else batched(model)
+
+    return {k: batch(v) if k in ("target", "draft", "draft2") or isinstance(v, EagleHead) else v
+            for k, v in loaded.items()}
+
+
 def load_draft(name, target, target_name, device="cpu", offline=None):
     from gpt2.load import load_model
 

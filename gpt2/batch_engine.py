@@ -59,23 +59,95 @@ def mha_rows(x, c_attn, c_proj, n_head, k_cache, v_cache, slots, mask, rows=None
     return linear(out.transpose(0, 2, 1, 3).reshape(B * T, C), **c_proj)  # merge heads, one GEMM: [B*T, C]
 
 
-class BatchGPT2:
-    """`rows` sequences at once on the weights of a GPT2 engine (shared, not copied), each with its own KV cache."""
+def padded_rows(params, xs, p, trees, n_slots):
+    """The rows of a batched forward: each sequence's new tokens xs[b][p_b:] and then its tree's nodes, padded to T.
+    -> embeddings [B*T, C], cache slots [B, T], mask [B, 1, T, n_kv], new tokens s [B] and nodes m [B] per row.
 
-    def __init__(self, model, rows, tree_slots=TREE_SLOTS):
-        self.model, self.rows, self.xp = model, rows, model.xp
-        h = model.hparams
-        L, H, D = h["n_layer"], h["n_head"], h["n_embd"] // h["n_head"]
+    Token t of row b goes to slot p_b + t; a node's position is len(x_b) - 1 + its depth; padding sits past the row's
+    end (its slots clipped to the spare slot n_slots - 1). trees[b] = (tokens, parents), ([], []) for none.
+    """
+    xp = xp_of(params["wte"])
+    s = np.array([len(x) for x in xs]) - p  # [B]
+    m = np.array([len(tokens) for tokens, _ in trees])  # [B]
+    B, T = len(xs), int((s + m).max())
+    ids = np.zeros((B, T), dtype=np.int64)  # [B, T]
+    at = p[:, None] + np.arange(T)  # [B, T]: slot of each new token (of padding: past the row's end)
+    positions = at.copy()  # [B, T]
+    mask = np.arange(int((p + s + m).max())) <= at[:, :, None]  # [B, T, n_kv]: causal over the slots
+    for b, (x, (tokens, parents)) in enumerate(zip(xs, trees)):
+        ids[b, :s[b] + m[b]] = x[p[b]:] + tokens
+        if m[b]:  # a node sees the prefix, its ancestors and itself: not the slots of the nodes before it
+            nodes = slice(s[b], s[b] + m[b])
+            positions[b, nodes] = len(x) - 1 + np.array(tree_depths(parents))
+            mask[b, nodes, len(x):len(x) + m[b]] = tree_mask(parents, np)
+    n_ctx = params["wpe"].shape[0]
+    x = params["wte"][xp.asarray(ids)] + params["wpe"][xp.asarray(np.minimum(positions, n_ctx - 1))]  # [B, T, C]
+    return x.reshape(B * T, -1), xp.asarray(np.minimum(at, n_slots - 1)), xp.asarray(mask)[:, None], s, m
+
+
+class RowCaches:
+    """One KV cache per row, [L, rows, H, S, D], the tokens each row holds, and _match(xs), which gives each sequence
+    of a call its row and the prefix it can reuse there. BatchGPT2 and gpt2/batch_self_draft.py stand on it."""
+
+    def __init__(self, hparams, rows, xp, tree_slots, dtype="float32"):
+        self.hparams, self.rows, self.xp = hparams, rows, xp
+        L, H, D = hparams["n_layer"], hparams["n_head"], hparams["n_embd"] // hparams["n_head"]
         # the slots: the window, tree_slots for the nodes of a tree near its end, and one spare slot where padding whose
         # slot would fall past them writes
-        self.slots = h["n_ctx"] + tree_slots + 1
-        self.k = self.xp.zeros((L, rows, H, self.slots, D), dtype="float32")  # [L, B, H, S, D]
-        self.v = self.xp.zeros((L, rows, H, self.slots, D), dtype="float32")
+        self.slots = hparams["n_ctx"] + tree_slots + 1
+        self.k = xp.zeros((L, rows, H, self.slots, D), dtype=dtype)  # [L, B, H, S, D]
+        self.v = xp.zeros((L, rows, H, self.slots, D), dtype=dtype)
         self.tokens = [[] for _ in range(rows)]  # what each cache row holds (a tree's nodes are not listed)
-        self._trees = None  # the token lists of the last tree() call, for accept()
         self.active = rows  # sequences in the last call
         self.calls = 0  # batched forward passes
         self.tokens_run = 0  # real (not padding) tokens pushed through them
+
+    def reset(self):
+        self.tokens, self.active = [[] for _ in range(self.rows)], self.rows
+
+    def _match(self, xs):  # -> cached prefix length of each sequence, after moving rows so that sequence b is row b
+        # Rows keep their order and only leave the batch (picospec/batch.py drops finished rows), so a sequence's row is
+        # one of the next gone + 1 rows (gone: rows that left since the last call): the first that parts from it only
+        # in its last KEEP tokens, else the one sharing the longest prefix. Any choice is correct; this one reuses most.
+        gone, r, order, prefix = max(0, self.active - len(xs)), 0, [], []
+        for x in xs:
+            candidates = []  # (row, prefix it shares with x)
+            for row in range(r, r + gone + 1):
+                c = common_prefix_length(self.tokens[row], x)
+                candidates.append((row, c))
+                if len(self.tokens[row]) - c <= KEEP:  # the row parts from x only in its last KEEP tokens: it holds x
+                    break
+            row, c = candidates[-1] if len(self.tokens[row]) - c <= KEEP else max(candidates, key=lambda rc: rc[1])
+            gone, r = gone - (row - r), row + 1
+            order.append(row)
+            prefix.append(c)
+        if order != list(range(len(xs))):  # a sequence left the batch (or the order changed): move rows up
+            used = set(order)
+            self._move(order + [r for r in range(self.rows) if r not in used])
+        self.active = len(xs)
+        return prefix
+
+    def _move(self, order):  # row b takes what row order[b] held (order: a permutation of the rows)
+        moved = [b for b in range(self.rows) if order[b] != b]
+        src = [order[b] for b in moved]
+        m = max(len(t) for t in self.tokens) + 1
+        self.k[:, moved, :, :m] = self.k[:, src, :, :m]  # fancy indexing copies first: safe when rows swap
+        self.v[:, moved, :, :m] = self.v[:, src, :, :m]
+        self.tokens = [self.tokens[r] for r in order]
+
+    def _ran(self, xs, new):  # after a forward pass that ran `new` real tokens, the caches' rows hold xs
+        self.tokens[:len(xs)] = xs
+        self.calls += 1
+        self.tokens_run += new
+
+
+class BatchGPT2(RowCaches):
+    """`rows` sequences at once on the weights of a GPT2 engine (shared, not copied), each with its own KV cache."""
+
+    def __init__(self, model, rows, tree_slots=TREE_SLOTS):
+        super().__init__(model.hparams, rows, model.xp, tree_slots)
+        self.model = model
+        self._trees = None  # the token lists of the last tree() call, for accept()
 
     n_vocab = property(lambda self: self.model.n_vocab)
     n_ctx = property(lambda self: self.model.n_ctx)
@@ -130,62 +202,15 @@ class BatchGPT2:
             self.tokens[b] = self.tokens[b] + [tokens[i] for i in path]
         self._trees = None
 
-    def reset(self):
-        self.tokens, self.active = [[] for _ in range(self.rows)], self.rows
-
-    def _match(self, xs):  # -> cached prefix length of each sequence, after moving rows so that sequence b is row b
-        # Rows keep their order and only leave the batch (picospec/batch.py drops finished rows), so a sequence's row is
-        # one of the next gone + 1 rows (gone: rows that left since the last call): the first that parts from it only
-        # in its last KEEP tokens, else the one sharing the longest prefix. Any choice is correct; this one reuses most.
-        gone, r, order, prefix = max(0, self.active - len(xs)), 0, [], []
-        for x in xs:
-            candidates = []  # (row, prefix it shares with x)
-            for row in range(r, r + gone + 1):
-                c = common_prefix_length(self.tokens[row], x)
-                candidates.append((row, c))
-                if len(self.tokens[row]) - c <= KEEP:  # the row parts from x only in its last KEEP tokens: it holds x
-                    break
-            row, c = candidates[-1] if len(self.tokens[row]) - c <= KEEP else max(candidates, key=lambda rc: rc[1])
-            gone, r = gone - (row - r), row + 1
-            order.append(row)
-            prefix.append(c)
-        if order != list(range(len(xs))):  # a sequence left the batch (or the order changed): move rows up
-            used = set(order)
-            order += [r for r in range(self.rows) if r not in used]
-            moved = [b for b in range(self.rows) if order[b] != b]
-            src = [order[b] for b in moved]
-            m = max(len(t) for t in self.tokens) + 1
-            self.k[:, moved, :, :m] = self.k[:, src, :, :m]  # fancy indexing copies first: safe when rows swap
-            self.v[:, moved, :, :m] = self.v[:, src, :, :m]
-            self.tokens = [self.tokens[r] for r in order]
-        self.active = len(xs)
-        return prefix
-
     def _forward(self, xs, n, trees):  # -> hidden states [sum over rows of (n + m_b), C]
         """Each row's last n tokens, then its tree's m_b nodes (none for a plain call), row after row."""
-        xp, params, n_ctx = self.xp, self.model.forward_params, self.n_ctx
-        # Step 1: each sequence's reusable prefix p_b (always running its last n tokens), new tokens s_b, nodes m_b
+        xp, params = self.xp, self.model.forward_params
+        # Step 1: each sequence's reusable prefix p_b (always running its last n tokens)
         p = np.minimum(self._match(xs), [len(x) - n for x in xs])  # [B]
-        s = np.array([len(x) for x in xs]) - p  # [B]
-        m = np.array([len(tokens) for tokens, _ in trees])  # [B]
-        B, T = len(xs), int((s + m).max())
-        # Step 2: new tokens and nodes padded to T; positions, cache slots and the mask of each row. Token t of row b
-        # goes to slot p_b + t; a node's position is len(x_b) - 1 + its depth; padding sits past the row's end
-        ids = np.zeros((B, T), dtype=np.int64)  # [B, T]
-        at = p[:, None] + np.arange(T)  # [B, T]: slot of each new token (of padding: past the row's end)
-        positions = at.copy()  # [B, T]
-        mask = np.arange(int((p + s + m).max())) <= at[:, :, None]  # [B, T, n_kv]: causal over the slots
-        for b, (x, (tokens, parents)) in enumerate(zip(xs, trees)):
-            ids[b, :s[b] + m[b]] = x[p[b]:] + tokens
-            if m[b]:  # a node sees the prefix, its ancestors and itself: not the slots of the nodes before it
-                nodes = slice(s[b], s[b] + m[b])
-                positions[b, nodes] = len(x) - 1 + np.array(tree_depths(parents))
-                mask[b, nodes, len(x):len(x) + m[b]] = tree_mask(parents, np)
-        mask = xp.asarray(mask)[:, None]  # [B, 1, T, n_kv]
-        slots = xp.asarray(np.minimum(at, self.slots - 1))  # [B, T]
+        # Step 2: new tokens and nodes padded to T, with each row's positions, cache slots and mask
+        x, slots, mask, s, m = padded_rows(params, xs, p, trees, self.slots)  # [B*T, C]
+        B, T = len(xs), len(x) // len(xs)
         # Step 3: one forward pass over all rows; every linear is one GEMM over B*T rows
-        x = params["wte"][xp.asarray(ids)] + params["wpe"][xp.asarray(np.minimum(positions, n_ctx - 1))]  # [B, T, C]
-        x = x.reshape(B * T, -1)  # [B*T, C]
         with self.model._threads(B * T):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
             for layer, block in enumerate(params["blocks"]):
                 x = x + mha_rows(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=self.model.hparams["n_head"],
@@ -194,7 +219,5 @@ class BatchGPT2:
         # Step 4: the rows asked for: each row's last n real tokens, then its nodes
         read = np.concatenate([b * T + np.arange(s[b] - n, s[b] + m[b]) for b in range(B)])  # [sum of (n + m_b)]
         h = layer_norm(x[xp.asarray(read)], **params["ln_f"])  # [sum of (n + m_b), C]
-        self.tokens[:B] = xs
-        self.calls += 1
-        self.tokens_run += int((s + m).sum())
+        self._ran(xs, int((s + m).sum()))
         return h

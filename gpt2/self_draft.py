@@ -80,6 +80,7 @@ class SelfDraft:
         self.caches = [KVCache(1, hparams["n_head"], hparams["n_ctx"], d, self.xp, params["wte"].dtype)
                        for _ in range(L)]
         self.target, self.draft = Model(self, self._verify), Model(self, self._propose)
+        self.batch = None  # its batched form for --batch, once gpt2/batch_self_draft.py's batch_side has built it
         self.reset()
 
     def reset(self):
@@ -143,15 +144,16 @@ class SelfDraft:
 
 
 class Model:
-    """One side of a SelfDraft behind the model contract: model(x, n=1) -> probs [n, n_vocab]."""
+    """One side of a SelfDraft behind the model contract: model(x, n=1) -> probs [n, n_vocab]; of a BatchSelfDraft
+    (gpt2/batch_self_draft.py) behind the batched one: model(xs, n=1) -> probs [B, n, n_vocab]."""
 
     def __init__(self, engine, forward):
         self.engine, self.forward = engine, forward
 
-    def __call__(self, x, n=1):  # -> probs [n, n_vocab]
+    def __call__(self, x, n=1):  # -> probs [n, n_vocab] (batched: [B, n, n_vocab])
         return to_numpy(softmax(self.forward(list(x), n)))
 
-    def logits(self, x, n=1):  # -> logits [n, n_vocab]
+    def logits(self, x, n=1):  # -> logits [n, n_vocab] (batched: [B, n, n_vocab])
         return to_numpy(self.forward(list(x), n))
 
     def reset(self):

@@ -40,6 +40,22 @@ class batched:
         pass
 
 
+def eagle_prefill(xs, N, target, rng, generators, root, stats=None):
+    """The start of both batched EAGLE forms -> (xs as lists of ids, T the length each row must reach, gen each row's
+    generator, F per row the target's features after every prompt position [L_b, C], roots per row the token after its
+    prompt). Each prompt is scored as a chain below its first token, all rows in one batched tree call (a chain's rows
+    are a causal forward's), and the caches then hold the prompts; root(logits [V], generator) draws the token after
+    a prompt. stats, if a list, gets the prefill's step record."""
+    xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
+    gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
+    logits, H = target.tree([x[:1] for x in xs], [(x[1:], list(range(-1, len(x) - 2))) for x in xs], hidden=True)
+    target.accept([list(range(len(x) - 1)) for x in xs])
+    roots = [root(z[-1], g) for z, g in zip(logits, gen)]
+    if stats is not None:
+        stats.append({"drafted": 0, "nodes": 0, "accepted": [0] * len(xs), "tokens": [[r] for r in roots]})
+    return xs, T, gen, [list(h) for h in H], roots
+
+
 def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=None, generators=None,
                                **sampling_options):
     """Each prompt of xs followed by exactly N tokens, distributed as autoregressive sampling from the target.

@@ -10,7 +10,8 @@ models = [M_0, M_1, ..., M_n]: M_0 the target, then the drafters from largest to
 n-gram). k_matrix[i][j] (j > i, the paper's K): tokens drafter j adds, in turn, to a draft that M_i reviews. With
 target, tiny-draft and n-gram: k_matrix[0][1] = K (tiny-draft's tokens), k_matrix[0][2] = K_tail (n-gram tokens after
 them: horizontal), k_matrix[1][2] = K_inner (n-gram drafts per tiny-draft call: vertical). Letters as in
-picospec/speculative.py: p = a drafter's law, q = the reviewer's; every law is warped alike.
+picospec/speculative.py: p = a drafter's law, q = the reviewer's; every law is warped alike. Shapes: B rows of a
+batch, n positions scored, V vocabulary.
 
 Lossless at every temperature: every drafted token carries the law it was drawn from, and the reviewer verifies it
 against that law. A token from a reviewing step of M_j follows p_j given the tokens before it (that step is lossless
@@ -23,20 +24,59 @@ the reviewer's law exactly as for one draft model. Verifying a vertical token ag
 Example (by hand, temperature 0, K = 3, K_inner = 2, K_tail = 1): the n-gram proposes a, b; tiny-draft keeps a, rejects
 b and puts c; the n-gram proposes d (K_inner is capped by the 1 token still needed), tiny-draft keeps it: a c d; the
 n-gram adds e; the target scores a c d e in one call.
+
+Batched (batch_cascade_decoding, for `main.py --batch`; models follow picospec/batch.py's batched contract): the same
+recursion over B rows, every model call made once for all the rows at that point of it. Each row keeps its own
+count of review steps, so a row that reaches its goal in a drafter's turn before the others rides along in that
+turn's calls (its text unchanged, nothing drafted or drawn, its output not read: a batched engine's cache rows stay
+put, as in picospec/greedy.py); rows that have all N tokens leave. Rows ask a reviewer for different numbers of
+positions n_b; one call asks for the largest, n, and row b reads its last n_b (the rest is wasted work, never a
+different law). Every row can give n: a draft falls short of the longest only where K or the tokens its row still
+needs cut it, and then the row's text already holds the K, or N - 1, tokens that bound n. What stays per row is
+the coins: each row's drafts are sampled and verified by the single form's own sample / verify_chain on its own
+generator (picospec/rejection.py's vectorised sampler draws in another order), so no model call is left unbatched
+and row b is cascade_decoding on xs[b] alone, draw for draw.
 """
 from picospec.sampling import check_inputs, sample, warp
 from picospec.verify import step_record, verify_chain
 
 
-def review_step(x, models, k_matrix, limit, rng, sampling_options):
-    """One speculative step of reviewer models[0] on the cascade below it: at most `limit` drafts.
+def cascade(target_model, draft_model, draft2_model, K, K_inner, K_tail):
+    """-> (models, k_matrix) of the three-model cascade (the module docstring's example)."""
+    return [target_model, draft_model, draft2_model], [[0, K, K_tail], [0, 0, K_inner], [0, 0, 0]]
+
+
+def below(k_matrix, j):
+    """The K matrix of drafter j as a reviewer of the drafters after it: below(k_matrix, j)[0][1:] all zero = drafter j
+    has none to review and samples alone. Example: below([[0, 3, 1], [0, 0, 2], [0, 0, 0]], 1) = [[0, 2], [0, 0]]."""
+    return [row[j:] for row in k_matrix[j:]]
+
+
+def sample_step(p, rng):
+    """The smallest drafter's step: one token from its warped law p [V] -> (new tokens, their laws)."""
+    return [sample(p, rng)], [p]
+
+
+def keep(drafts, laws, new, new_laws, goal):
+    """Add a step's new tokens to the draft up to goal, each with the law it was drawn from (in place)."""
+    drafts += new[:goal - len(drafts)]
+    laws += new_laws[:len(drafts) - len(laws)]
+
+
+def verify_drafts(drafts, laws, Q, rng):
+    """The reviewer's check of its draft: Q [len(drafts) + 1, V] its warped law after each prefix.
 
     -> (new tokens, the reviewer's law of each [len(new), V], origins, drafts it reviewed).
     """
-    drafts, laws = cascade_draft(x, models, k_matrix, limit, rng, sampling_options)
-    Q = warp(models[0](x + drafts, len(drafts) + 1), **sampling_options)  # [len(drafts) + 1, V]
     n, token, origin = verify_chain(drafts, laws, Q, rng)
     return drafts[:n] + [token], list(Q[:n + 1]), ["draft"] * n + [origin], len(drafts)
+
+
+def review_step(x, models, k_matrix, limit, rng, sampling_options):
+    """One speculative step of reviewer models[0] on the cascade below it: at most `limit` drafts (verify_drafts)."""
+    drafts, laws = cascade_draft(x, models, k_matrix, limit, rng, sampling_options)
+    Q = warp(models[0](x + drafts, len(drafts) + 1), **sampling_options)  # [len(drafts) + 1, V]
+    return verify_drafts(drafts, laws, Q, rng)
 
 
 def cascade_draft(x, models, k_matrix, limit, rng, sampling_options):
@@ -48,16 +88,13 @@ def cascade_draft(x, models, k_matrix, limit, rng, sampling_options):
     drafts, laws = [], []
     for j in range(1, len(models)):
         goal = min(len(drafts) + k_matrix[0][j], limit)
-        below = [row[j:] for row in k_matrix[j:]]  # drafter j's own K, as a reviewer of the models after it
         while len(drafts) < goal:
-            if any(below[0][1:]):  # vertical: drafter j reviews the smaller drafters' tokens
-                new, new_laws, _, _ = review_step(x + drafts, models[j:], below, goal - len(drafts) - 1, rng,
-                                                  sampling_options)
+            if any(below(k_matrix, j)[0][1:]):  # vertical: drafter j reviews the smaller drafters' tokens
+                new, new_laws, _, _ = review_step(x + drafts, models[j:], below(k_matrix, j), goal - len(drafts) - 1,
+                                                  rng, sampling_options)
             else:  # the smallest drafter (or one with none below it) samples
-                new_laws = [warp(models[j](x + drafts)[-1], **sampling_options)]  # [V]
-                new = [sample(new_laws[0], rng)]
-            drafts += new[:goal - len(drafts)]
-            laws += new_laws[:len(drafts) - len(laws)]
+                new, new_laws = sample_step(warp(models[j](x + drafts)[-1], **sampling_options), rng)  # [V]
+            keep(drafts, laws, new, new_laws, goal)
     return drafts, laws
 
 
@@ -69,7 +106,7 @@ def cascade_decoding(x, target_model, draft_model, draft2_model, N, K, rng, K_in
     (vertical; 0 = draft_model samples its own), then K_tail tokens of draft2_model (horizontal; 0 = none).
     """
     check_inputs(x, N, K, **sampling_options)
-    models, k_matrix = [target_model, draft_model, draft2_model], [[0, K, K_tail], [0, 0, K_inner], [0, 0, 0]]
+    models, k_matrix = cascade(target_model, draft_model, draft2_model, K, K_inner, K_tail)
     x = list(x)
     T = len(x) + N
     while len(x) < T:
@@ -78,3 +115,67 @@ def cascade_decoding(x, target_model, draft_model, draft2_model, N, K, rng, K_in
         if stats is not None:
             stats.append(step_record(new, origins, drafted=drafted))
     return x
+
+
+# ---- the batched form: the same steps for B rows, one model call for all of them ----
+
+def batch_review_step(xs, models, k_matrix, limits, rngs, sampling_options):
+    """review_step for every row b of xs with at most limits[b] drafts and generator rngs[b]: one batched call of
+    the reviewer. A row whose limit is None rides along (no draft, no draw) -> per row verify_drafts' tuple, or None.
+    """
+    drafts, laws = batch_cascade_draft(xs, models, k_matrix, limits, rngs, sampling_options)
+    n = max(len(d) for d in drafts) + 1  # every row's reviewer laws: row b reads the last len(drafts[b]) + 1
+    Q = warp(models[0]([x + d for x, d in zip(xs, drafts)], n), **sampling_options)  # [B, n, V]
+    return [None if limit is None else verify_drafts(d, p, q[n - len(d) - 1:], rng)
+            for d, p, q, rng, limit in zip(drafts, laws, Q, rngs, limits)]
+
+
+def batch_cascade_draft(xs, models, k_matrix, limits, rngs, sampling_options):
+    """cascade_draft for every row b of xs (limits[b] None: the row rides along, its draft stays empty); each step of a
+    turn calls the drafter once for all rows, and a row that has reached its goal rides along -> (drafts, laws)."""
+    drafts, laws = [[] for _ in xs], [[] for _ in xs]
+    for j in range(1, len(models)):
+        goals = [0 if limit is None else min(len(d) + k_matrix[0][j], limit) for d, limit in zip(drafts, limits)]
+        while any(len(d) < goal for d, goal in zip(drafts, goals)):
+            ys = [x + d for x, d in zip(xs, drafts)]
+            # room for drafts below drafter j; None: the row has reached its goal and rides along
+            rooms = [goal - len(d) - 1 if len(d) < goal else None for d, goal in zip(drafts, goals)]
+            if any(below(k_matrix, j)[0][1:]):  # vertical: drafter j reviews the smaller drafters' tokens
+                steps = batch_review_step(ys, models[j:], below(k_matrix, j), rooms, rngs, sampling_options)
+            else:  # the smallest drafter samples
+                P = warp(models[j](ys)[:, -1], **sampling_options)  # [B, V]
+                steps = [None if room is None else sample_step(p, rng) for p, rng, room in zip(P, rngs, rooms)]
+            for d, p, step, goal in zip(drafts, laws, steps, goals):
+                if step is not None:
+                    keep(d, p, step[0], step[1], goal)
+    return drafts, laws
+
+
+def batch_cascade_decoding(xs, target_model, draft_model, draft2_model, N, K, rng, K_inner=2, K_tail=2, stats=None,
+                           generators=None, **sampling_options):
+    """Each prompt of xs followed by exactly N tokens, row b distributed as cascade_decoding gives xs[b] alone, and
+    equal to it draw for draw with generators[b] (a numpy Generator; rows without one draw from rng).
+
+    The models follow the batched contract (picospec/batch.py). `stats`, if a list, gets one dict per target call:
+    {"drafted": the longest draft, "accepted": [per row, -1 for finished rows], "tokens": [new ids per row]}.
+    """
+    for x in xs:
+        check_inputs(x, N, K, **sampling_options)
+    models, k_matrix = cascade(target_model, draft_model, draft2_model, K, K_inner, K_tail)
+    xs, T = [list(x) for x in xs], [len(x) + N for x in xs]
+    gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
+    while True:
+        active = [b for b in range(len(xs)) if len(xs[b]) < T[b]]
+        if not active:
+            return xs
+        # Step 1: the target's review step for every active row (each model called once where the recursion calls it)
+        steps = batch_review_step([xs[b] for b in active], models, k_matrix, [T[b] - len(xs[b]) - 1 for b in active],
+                                  [gen[b] for b in active], sampling_options)
+        records = {b: step_record(new, origins, drafted) for b, (new, _, origins, drafted) in zip(active, steps)}
+        # Step 2: each row takes its own new tokens
+        for b, record in records.items():
+            xs[b].extend(record["tokens"])
+        if stats is not None:
+            stats.append({"drafted": max(r["drafted"] for r in records.values()),
+                          "accepted": [records[b]["accepted"] if b in records else -1 for b in range(len(xs))],
+                          "tokens": [records[b]["tokens"] if b in records else [] for b in range(len(xs))]})

@@ -27,6 +27,7 @@ One step (x ends with the root: the token the last verification produced, always
 """
 import numpy as np
 
+from picospec.batch import eagle_prefill
 from picospec.sampling import check_inputs, sample, warp
 from picospec.tree import (check_choices, children, depth as tree_depth, greedy_path, sort_choices, sparse_tree,
                            top_ranked)
@@ -193,16 +194,8 @@ def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample"
     check_choices(choices)
     greedy = sampling_options.get("temperature", 1) == 0
     sampled = candidates == "sample" and not greedy
-    xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
-    gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
-    # prefill: each prompt as a chain below its first token, in one batched tree call: the law and feature after
-    # every prompt position (a chain's rows are a causal forward's)
-    logits, H = target.tree([x[:1] for x in xs], [(x[1:], list(range(-1, len(x) - 2))) for x in xs], hidden=True)
-    target.accept([list(range(len(x) - 1)) for x in xs])
-    F = [list(h) for h in H]  # per row: the target's feature after each x[j], [L_b, C]
-    roots = [first_root(logits[b][-1], greedy, gen[b], sampling_options) for b in range(len(xs))]
-    if stats is not None:
-        stats.append({"drafted": 0, "nodes": 0, "accepted": [0] * len(xs), "tokens": [[r] for r in roots]})
+    xs, T, gen, F, roots = eagle_prefill(xs, N, target, rng, generators,
+                                         lambda z, g: first_root(z, greedy, g, sampling_options), stats)
     active = list(range(len(xs)))
     while True:
         for b in active:  # the root is always accepted

@@ -22,9 +22,12 @@ One step (x ends with the root):
 Worked example (tests/test_eagle.py checks it): top_k 2, the root's law [.6, .3, .1] over tokens 0..2 -> layer 1 is
 tokens 0 (log .6) and 1 (log .3); if the head then gives token 0's children [.9, .05, .05], child 0 has value log .54,
 above token 1's log .3, so with total_tokens 2 the tree is the chain 0 -> 0.
+Batched (batch_eagle2_decoding): the same steps per row, Step 1 a layer per head call for every row still expanding
+(Expansion holds one row's pool between calls), Step 3 one target call for every row's tree.
 """
 import numpy as np
 
+from picospec.batch import eagle_prefill
 from picospec.sampling import check_inputs, sample, warp
 from picospec.tree import children, greedy_path, depth as tree_depth, top_ranked
 from picospec.verify import step_record, verify_tree
@@ -35,25 +38,55 @@ def log_softmax(logits):  # [..., V] -> [..., V], float64
     return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-def expand(x, F, draft, depth, top_k):
-    """Step 1: the draft pool -> tokens, parents (pool nodes, -1: the root), values (cumulative log p), in the order
-    drafted (by layer, so a parent comes before its children)."""
-    logp = log_softmax(draft(x, F)[0])  # [V] the head's law after the root
-    tokens, parents, values = [], [], []
-    for t in top_ranked(logp, top_k):  # layer 1: the root's top_k
-        tokens.append(t), parents.append(-1), values.append(logp[t])
-    layer, run = list(range(len(tokens))), []  # layer: pool nodes to expand; run: nodes the head has run, in order
-    for _ in range(depth - 1):
-        run += layer
-        logits = draft(x, F, [tokens[i] for i in run], [run.index(parents[i]) if parents[i] >= 0 else -1 for i in run])
+class Expansion:
+    """Step 1 for one context, a layer per head call: request() -> (tokens, parents) of the nodes the head must run
+    next (every node expanded so far, in the order first run; parents as indices into that list; the first request
+    asks for none: the root's law), or None once depth layers are drafted; fill(logits [1 + m, V]) drafts the next
+    layer from the head's rows. pool() -> tokens, parents (pool nodes, -1: the root), values (cumulative log p), in
+    the order drafted (by layer, so a parent comes before its children)."""
+
+    def __init__(self, depth, top_k):
+        self.depth, self.top_k = depth, top_k
+        self.tokens, self.parents, self.values = [], [], []
+        self.layer, self.run = None, []  # layer: pool nodes to expand (None: the root); run: nodes the head has run
+        self.layers = 0  # layers drafted
+
+    def request(self):
+        if self.layer is None:
+            return [], []
+        if self.layers == self.depth:
+            return None
+        self.run += self.layer
+        return ([self.tokens[i] for i in self.run],
+                [self.run.index(self.parents[i]) if self.parents[i] >= 0 else -1 for i in self.run])
+
+    def fill(self, logits):
+        tokens, parents, values = self.tokens, self.parents, self.values
+        if self.layer is None:  # layer 1: the root's top_k
+            logp = log_softmax(logits[0])  # [V] the head's law after the root
+            for t in top_ranked(logp, self.top_k):
+                tokens.append(t), parents.append(-1), values.append(logp[t])
+            self.layer, self.layers = list(range(len(tokens))), 1
+            return
         new = []
-        for i in layer:  # each expanded node's top_k children
-            logp = log_softmax(logits[1 + run.index(i)])  # [V]
-            for t in top_ranked(logp, top_k):
+        for i in self.layer:  # each expanded node's top_k children
+            logp = log_softmax(logits[1 + self.run.index(i)])  # [V]
+            for t in top_ranked(logp, self.top_k):
                 new.append(len(tokens))
                 tokens.append(t), parents.append(i), values.append(values[i] + logp[t])
-        layer = sorted(new, key=lambda i: -values[i])[:top_k]  # the next layer: the top_k new nodes by value
-    return tokens, parents, values
+        self.layer = sorted(new, key=lambda i: -values[i])[:self.top_k]  # the next layer: the top_k new nodes by value
+        self.layers += 1
+
+    def pool(self):
+        return self.tokens, self.parents, self.values
+
+
+def expand(x, F, draft, depth, top_k):
+    """Step 1: the draft pool -> tokens, parents, values (Expansion.pool()), one head call per layer."""
+    tree = Expansion(depth, top_k)
+    while (asked := tree.request()) is not None:
+        tree.fill(draft(x, F, *asked))
+    return tree.pool()
 
 
 def rerank(tokens, parents, values, total_tokens):
@@ -70,19 +103,45 @@ def dynamic_tree(x, F, draft, depth, top_k, total_tokens):
     return rerank(*expand(x, F, draft, depth, top_k), total_tokens)
 
 
-def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_tokens=16, stats=None, **sampling_options):
-    """x followed by N tokens of the warped target's law (its greedy tokens at temperature 0).
-    tree_top_k is the paper's top-k (--top_k is the shared sampling option that warps the target's law)."""
-    check_inputs(x, N, 1, **sampling_options)
+def check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options):
+    """The prompts and options, checked once where they enter -> greedy (temperature 0)."""
+    for x in xs:
+        check_inputs(x, N, 1, **sampling_options)
     for name, value in (("depth", depth), ("tree_top_k", tree_top_k), ("total_tokens", total_tokens)):
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value}")
-    greedy = sampling_options.get("temperature", 1) == 0
+    return sampling_options.get("temperature", 1) == 0
+
+
+def first_root(logits, greedy, rng, sampling_options):  # logits [V] after the prompt -> the prefill's token
+    return int(np.argmax(logits)) if greedy else sample(warp(np.exp(log_softmax(logits)), **sampling_options), rng)
+
+
+def verify_step(tokens, parents, logits, greedy, rng, sampling_options):
+    """Step 3 on the target's logits [1 + m, V] at the root and every node -> (path, next root, its origin): the greedy
+    path at temperature 0; above, verify_tree with one-hot proposals (deterministic, distinct candidates)."""
+    if greedy:
+        path, root = greedy_path(tokens, parents, logits)
+        origin = "bonus" if not children(parents)[path[-1] if path else -1] else "resample"
+        return path, root, origin
+    return verify_tree(tokens, parents, warp(np.exp(log_softmax(logits)), **sampling_options), rng)
+
+
+def keep(x, F, tokens, path, H):
+    """Step 4: the accepted nodes join x; the root's feature and theirs (H [1 + m, C], rows of the verifying forward)
+    join F, so the head's context always holds true features."""
+    F += [H[0]] + [H[1 + i] for i in path]
+    x += [tokens[i] for i in path]
+
+
+def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_tokens=16, stats=None, **sampling_options):
+    """x followed by N tokens of the warped target's law (its greedy tokens at temperature 0).
+    tree_top_k is the paper's top-k (--top_k is the shared sampling option that warps the target's law)."""
+    greedy = check_options([x], N, depth, tree_top_k, total_tokens, sampling_options)
     x, T = [int(t) for t in x], len(x) + N
     logits, H = target.logits(x, len(x), hidden=True)  # prefill: [L, V], [L, C]
     F = list(H)  # F[j]: the target's feature after x[j]
-    law = warp(np.exp(log_softmax(logits[-1])), **sampling_options)
-    root = int(np.argmax(logits[-1])) if greedy else sample(law, rng)
+    root = first_root(logits[-1], greedy, rng, sampling_options)
     if stats is not None:
         stats.append(step_record([root], ["bonus"], drafted=0))  # the prefill call
     while True:
@@ -94,17 +153,56 @@ def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_token
         tokens, parents, _ = dynamic_tree(x, F, draft, levels, tree_top_k, total_tokens) if levels else ([], [], [])
         # Step 3: one tree-attention forward; lossless verification of deterministic, distinct candidates
         logits, H = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]
-        if greedy:
-            path, root = greedy_path(tokens, parents, logits)
-            origin = "bonus" if not children(parents)[path[-1] if path else -1] else "resample"
-        else:
-            path, root, origin = verify_tree(tokens, parents, warp(np.exp(log_softmax(logits)), **sampling_options),
-                                             rng)
+        path, root, origin = verify_step(tokens, parents, logits, greedy, rng, sampling_options)
         # Step 4: keep the path; its true features feed the head
         target.accept(path)
-        F += [H[0]] + [H[1 + i] for i in path]
-        x += [tokens[i] for i in path]
+        keep(x, F, tokens, path, H)
         if stats is not None:
             stats.append(step_record([tokens[i] for i in path] + [root], ["draft"] * len(path) + [origin],
                                      drafted=tree_depth(parents), nodes=len(tokens)))
     return x
+
+
+def batch_eagle2_decoding(xs, target, draft, N, rng, depth=5, tree_top_k=4, total_tokens=16, stats=None,
+                          generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens, as eagle2_decoding gives it alone with generators[b] (else rng): every
+    row's tree expanded a layer per batched head call (all rows still expanding in it), reranked per row, and every
+    row's tree scored in ONE batched target call.
+
+    target: gpt2/batch_engine.py's BatchGPT2 (tree(xs, trees, hidden=True), accept(paths)); draft:
+    gpt2/batch_eagle.py's BatchEagleHead, draft(bs, xs, Fs, trees) -> per row [1 + m, V]. stats, if a list, gets one
+    dict per target call: {"drafted": the deepest tree, "nodes": the largest, "accepted": [per row, -1 for finished
+    rows], "tokens": [new ids per row]} (the first call is the prefill). Shapes: B rows, m_b row b's nodes.
+    """
+    greedy = check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options)
+    xs, T, gen, F, roots = eagle_prefill(xs, N, target, rng, generators,
+                                         lambda z, g: first_root(z, greedy, g, sampling_options), stats)
+    active = list(range(len(xs)))
+    while True:
+        for b in active:  # the root is always accepted
+            xs[b].append(roots[b])
+        active = [b for b in active if len(xs[b]) < T[b]]
+        if not active:
+            return xs
+        # Step 1: every row's expansion, no deeper than the tokens it still needs, a layer per batched head call
+        grow = {b: Expansion(levels, tree_top_k) for b in active if (levels := min(depth, T[b] - len(xs[b]) - 1))}
+        while asked := {b: a for b, tree in grow.items() if (a := tree.request()) is not None}:
+            out = draft(list(asked), [xs[b] for b in asked], [F[b] for b in asked], list(asked.values()))
+            for b, z in zip(asked, out):  # z [1 + m, V]
+                grow[b].fill(z)
+        # Step 2: each row's rerank
+        trees = [rerank(*grow[b].pool(), total_tokens)[:2] if b in grow else ([], []) for b in active]
+        # Step 3: ONE batched tree-attention forward scores every row's tree; each row verified with its generator
+        logits, H = target.tree([xs[b] for b in active], trees, hidden=True)  # per row [1 + m_b, V], [1 + m_b, C]
+        verdicts = [verify_step(*tree, z, greedy, gen[b], sampling_options)
+                    for b, tree, z in zip(active, trees, logits)]
+        # Step 4: every row keeps its accepted path, in its cache and in x and F
+        target.accept([path for path, _, _ in verdicts])
+        step = {"drafted": max(tree_depth(p) for _, p in trees), "nodes": max(len(t) for t, _ in trees),
+                "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
+        for b, (tokens, _), h, (path, root, _) in zip(active, trees, H, verdicts):
+            keep(xs[b], F[b], tokens, path, h)
+            roots[b] = root
+            step["accepted"][b], step["tokens"][b] = len(path), [tokens[i] for i in path] + [root]
+        if stats is not None:
+            stats.append(step)

@@ -27,16 +27,16 @@ from typing import Callable, NamedTuple
 from picospec.autoregressive import autoregressive_sampling, batch_autoregressive_sampling
 from picospec.batch import batch_speculative_sampling
 from picospec.blockwise import batch_blockwise_decoding, blockwise_decoding
-from picospec.cascade import cascade_decoding
+from picospec.cascade import batch_cascade_decoding, cascade_decoding
 from picospec.eagle import CANDIDATES, batch_eagle_decoding, eagle_decoding, static_tree
-from picospec.eagle2 import eagle2_decoding
+from picospec.eagle2 import batch_eagle2_decoding, eagle2_decoding
 from picospec.greedy import SCHEDULES, batch_greedy_decoding, greedy_decoding
 from picospec.lookahead import batch_lookahead_decoding, lookahead_decoding
 from picospec.medusa import POSTERIORS, batch_medusa_decoding, choose_tree, medusa_decoding, parse_tree
 from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
 from picospec.rest import batch_rest_decoding, rest_decoding
 from picospec.sequoia import batch_sequoia_decoding, sequoia_decoding
-from picospec.self_draft import self_speculative_decoding
+from picospec.self_draft import batch_self_speculative_decoding, self_speculative_decoding
 from picospec.specinfer import batch_specinfer_decoding, specinfer_decoding
 from picospec.speculative import speculative_sampling
 
@@ -218,7 +218,7 @@ METHODS = (
                     Option("tree_top_k", int, 4, "the paper's top-k: nodes expanded per level and children per "
                            "expanded node (named so beside --top_k, the sampling option)", low=1, high=64),
                     Option("total_tokens", int, 16, "draft nodes kept after reranking (the tree the target scores)",
-                           low=1, high=256))),
+                           low=1, high=256)), batch=batch_eagle2_decoding),
     Method("rest", rest_decoding, ("x", "target", "N", "rng", "datastore"),
            "retrieval: continuations of the context's longest suffix in a datastore, verified as one trie",
            "He et al. 2023, arXiv:2311.08252",
@@ -252,7 +252,7 @@ METHODS = (
                     Option("adaptive", bool, True, "move gamma after each step towards --alpha acceptance "
                            "(Draft & Verify's rule); --noadaptive keeps it fixed"),
                     Option("alpha", float, 0.9, "the acceptance rate the adaptive threshold aims at", above=0,
-                           high=1))),
+                           high=1)), batch=batch_self_speculative_decoding),
     Method("early_exit", self_speculative_decoding, ("x", "draft", "target", "N", "K", "rng"),
            "self-drafting: the first E layers draft, the rest verify reusing their KV cache",
            "Elhoushi et al. 2024 (LayerSkip), arXiv:2404.16710",
@@ -262,7 +262,7 @@ METHODS = (
                     Option("exit_layer", int, None, "E: draft with the first E layers (default: the target's "
                            "self_draft.json)", low=1, load=True),
                     Option("adapter", bool, True, "exit through the trained exit adapter shipped with the target "
-                           "(--noadapter: the plain LM head)", load=True))),
+                           "(--noadapter: the plain LM head)", load=True)), batch=batch_self_speculative_decoding),
     Method("cascade", cascade_decoding, ("x", "target", "draft", "draft2", "N", "K", "rng"),
            "cascade drafting: the draft's own drafts come from a smaller drafter (vertical), which also adds "
            "the last tokens (horizontal)",
@@ -273,7 +273,8 @@ METHODS = (
                            "--draft drafts alone)", low=0, high=64),
                     Option("K_tail", int, 2, "--draft2 tokens after --draft's (horizontal cascade; 0: none)",
                            low=0, high=64),
-                    Option("draft2", str, "ngram", "the smaller drafter: ngram, tiny-draft, ...", load=True))),
+                    Option("draft2", str, "ngram", "the smaller drafter: ngram, tiny-draft, ...", load=True)),
+           batch=batch_cascade_decoding),
     Method("specinfer", specinfer_decoding, ("x", "draft", "target", "N", "rng"),
            "a token tree of draft samples grown by an expansion configuration (several drafts merged), verified in "
            "one tree call by multi-step speculative sampling",
@@ -325,6 +326,14 @@ def check_temperature(method, options, temperature):
         raise ValueError(f"--method {method.name}{' --posterior greedy' if method.name == 'medusa' else ''} is "
                          f"greedy-only (exact at --temperature 0) but --temperature is {temperature:g}: use "
                          f"--method {method.instead} to sample losslessly, or --temperature 0")
+
+
+def batch_refusal(method):
+    """Why --batch cannot run `method` (it has no batched form), naming those that can -> a message, or None."""
+    if method.batch is not None:
+        return None
+    batchable = ", ".join(m.name for m in METHODS if m.batch)
+    return f"--batch runs methods with a batched form ({batchable}); --method {method.name} has none"
 
 
 def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, batch=False):

@@ -78,7 +78,6 @@ MAIN_CASES = [
     (["-x"], r"unknown option -x", False),
     (["hello"], r"unexpected argument 'hello'", False),
     (["--batch", "/nonexistent/prompts.txt"], r"--batch /nonexistent/prompts.txt: no such file", False),
-    (["--batch", "prompts.txt", "--method", "cascade"], r"--batch runs methods with a batched form", False),
     (["--batch", "empty.txt"], r"--batch empty.txt: no prompts", False),
     (["--batch", "binary.txt"], r"--batch binary.txt: cannot read it as UTF-8", False),
     (["--target", "gpt-17"], r"gpt-17", True),

@@ -129,3 +129,13 @@ def test_blockwise_block_size_through_the_table(K, models):
     too_many = models[1]["blockwise"]["n_heads"] + 2
     with pytest.raises(ValueError, match="blockwise heads"):
         run_method(method, x, needs_of(method, models), N, 0, {"temperature": 0}, K=too_many)
+
+
+def test_batch_refusal_names_the_batched_rows():
+    """Every row has a batched form today; a row without one is refused by --batch with the rows that have one."""
+    from picospec.methods import batch_refusal
+
+    assert all(batch_refusal(m) is None for m in METHODS)
+    message = batch_refusal(TABLE["speculative"]._replace(batch=None))
+    assert message.startswith("--batch runs methods with a batched form (autoregressive, ")
+    assert message.endswith("--method speculative has none")
