@@ -170,7 +170,7 @@ def narrow(run, threads):
     from gpt2 import backend
 
     def run_narrow():
-        wide, backend.APPLIED["wide"] = backend.APPLIED["wide"], threads
+        wide, backend.APPLIED["wide"] = backend.APPLIED.get("wide", threads), threads
         try:
             return run()
         finally:
@@ -190,7 +190,7 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
     get_xp(device)  # no CuPy or no GPU: one clear line before any work
     target, draft, prompts = load_pair(pair, device)
     row, loaded, options = load_method(method, pair, target, draft, K)
-    threads = thread_policy(target.n_params)
+    threads = thread_policy(target.n_params, device=device)
     print(header(threads), flush=True)
     if device == "gpu":
         import cupy
@@ -213,8 +213,8 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
     tokens = len(prompts) * n_tokens
     c, w = ({name: float(np.median(v)) for name, v in d.items()} for d in (cpu, wall))
     print(f"\n`python -m bench.batch --pair {pair} --method {method} --batch {batch} --n_tokens {n_tokens} --K {K} "
-          f"--temperature {temperature} --repeats {repeats}{' --device gpu' if device == 'gpu' else ''}` ({len(prompts)} prompts of 24-66 tokens; 1-minute load "
-          f"{os.getloadavg()[0]:.1f} at the end)\n")
+          f"--temperature {temperature} --repeats {repeats}{' --device gpu' if device == 'gpu' else ''}` "
+          f"({len(prompts)} prompts of 24-66 tokens; 1-minute load {os.getloadavg()[0]:.1f} at the end)\n")
     print("| way | decode tokens/s (CPU time) | decode tokens/s (wall) | x single (CPU / wall) | x batch 1 (CPU / wall) "
           "| tokens per row-step | rows per target call | prefill s (CPU / wall) |")
     print("|---|---|---|---|---|---|---|---|")

@@ -8,6 +8,8 @@ import functools
 
 import numpy as np
 
+from gpt2.panels import MAX_ROWS
+
 DEVICES = ("cpu", "gpu")
 
 
@@ -123,7 +125,7 @@ def choose_wide(n_params, threads, requested=None):
     """-> (threads, why) for a forward of at least WIDE_ROWS token rows (a batch of rows, a long prompt, a big tree):
     what was requested, else for a small model the free cores, else `threads`. Such products are too big for the
     weight panels and go through OpenBLAS's packed GEMM, which splits them over threads: on the tiny target's
-    matrices 40 rows took 1.2-1.9x less time on 2 threads than on 1 (the measurements above WIDE_ROWS)."""
+    matrices 40 rows took 1.2-1.6x less time on 2 threads than the best on 1 (the measurements above WIDE_ROWS)."""
     if requested_threads(requested) is not None or n_params >= SMALL_MODEL:
         return threads, "as every product"
     free, cpus, how = free_cores()
@@ -151,26 +153,33 @@ def blas_threads():
     return max(counts) if counts else None
 
 
-def thread_policy(n_params, requested=None):
+def thread_policy(n_params, requested=None, device="cpu"):
     """Choose and apply the BLAS thread count -> {"threads", "why", "blas" (what the library reports), "wide" (threads
-    for forwards of WIDE_ROWS token rows or more: choose_wide), "panels" (the weight panel choice for a model of
-    n_params on the CPU: panel_policy)} for --json and benchmark headers."""
+    for forwards of WIDE_ROWS token rows or more: choose_wide; where it is not applied, on a GPU or without
+    threadpoolctl, the same as "threads"), "panels" (the weight panel choice for a model of n_params on the CPU:
+    panel_policy)} for --json and benchmark headers."""
     n, why = choose_threads(n_params, requested)
-    wide, wide_why = choose_wide(n_params, n, requested)
     blas = set_threads(n)
+    if device != "cpu":
+        wide, wide_why = n, "the model runs on the GPU"
+    elif blas is None:
+        wide, wide_why = n, "threadpoolctl is not installed: no switch"
+    else:
+        wide, wide_why = choose_wide(n_params, n, requested)
     APPLIED.clear()
-    if blas is not None:  # threadpoolctl is there to switch the count around wide forwards
-        APPLIED.update(threads=n, wide=wide)
+    APPLIED.update(threads=n, wide=wide)
     return {"threads": n, "why": why, "blas": blas, "wide": {"threads": wide, "rows": WIDE_ROWS, "why": wide_why},
             "panels": panel_policy(n_params)}
 
 
 # ---- Wide forwards: a small model's products over many rows gain from the cores that a one-row step cannot use ----
 # Measured on a 2-core AVX-512 machine (one thread runs a large SGEMM at 93 GFLOP/s, two at 198): the tiny target's
-# products over 40 rows (a batch of 8 rows verifying 4 drafts each) took 117-596 us on 2 threads against 145-800 us
-# on 1 (panels or not), while 5-8 rows gain nothing from a second thread (the panels' direct SGEMM runs on one).
-WIDE_ROWS = 33  # token rows in one forward from which it runs on the policy's wide count: past panels.MAX_ROWS
-APPLIED = {}  # what thread_policy set for this process, as the BLAS's own count is: {"threads", "wide"}
+# products over 40 rows (a batch of 8 rows verifying 4 drafts each) took 40-596 us on 2 threads against 49-800 us for
+# the best on 1 (panels or not): 1.2-1.6x less, the LM head 1.34x; products of 5-8 rows gain nothing from a second
+# thread (the panels' direct SGEMM runs on one). The wide count is chosen once, when the policy runs (like the
+# policy's own count): a core that gets busy later slows the wide products, as it would a large model's.
+WIDE_ROWS = MAX_ROWS + 1  # token rows in one forward from which it runs on the wide count: what the panels leave
+APPLIED = {}  # what thread_policy set for this process, as the BLAS's own count is process-wide: {"threads", "wide"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -181,9 +190,10 @@ def blas_controller():
 
 
 def threads_for(rows):
-    """A context for a CPU forward over `rows` token rows: at WIDE_ROWS rows or more it runs on the policy's wide
-    count (the count before is restored on exit, ~3 us for both), else as it is. Example: after thread_policy(5.83M)
-    on a quiet 2-core machine (threads 1, wide 2), `with threads_for(40): ...` runs the BLAS on 2 threads."""
+    """The BLAS count for a CPU forward over `rows` token rows -> a context manager (use it in a `with`): at WIDE_ROWS
+    rows or more the policy's wide count, restored on exit (a few microseconds for both: 2.6 us measured on a quiet
+    machine), else nothing changes. Example: after thread_policy(5.83M) on a quiet 2-core machine (threads 1, wide 2),
+    `with threads_for(40): ...` runs the BLAS on 2 threads."""
     if rows < WIDE_ROWS or APPLIED.get("wide", 0) <= APPLIED.get("threads", 0):
         return contextlib.nullcontext()
     return blas_controller().limit(limits=APPLIED["wide"], user_api="blas")

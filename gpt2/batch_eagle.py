@@ -6,6 +6,7 @@ form:
 """
 import numpy as np
 
+from gpt2.backend import threads_for
 from gpt2.batch_engine import mha_rows
 from gpt2.eagle import next_wave
 from gpt2.engine import common_prefix_length
@@ -63,15 +64,18 @@ class BatchEagleHead:
             mask[i, len(tb):, 0] = True  # padding queries see one slot (their outputs are never read)
         params = self.head.params
         x = np.concatenate([self.head.wte[tokens], f], -1).reshape(len(bs) * T, 2 * C)  # [B*T, 2C]
-        x = linear(x, **params["fc"])  # [B*T, C]
         block = params["block"]
-        x = x + mha_rows(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=self.head.n_head,
-                         k_cache=self.k, v_cache=self.v, slots=at, mask=mask[:, None], rows=np.array(bs))
-        x = x + ffn(layer_norm(x, **block["ln_2"]), **block["mlp"])  # [B*T, C]
+        with threads_for(len(bs) * T):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
+            x = linear(x, **params["fc"])  # [B*T, C]
+            x = x + mha_rows(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=self.head.n_head,
+                             k_cache=self.k, v_cache=self.v, slots=at, mask=mask[:, None], rows=np.array(bs))
+            x = x + ffn(layer_norm(x, **block["ln_2"]), **block["mlp"])  # [B*T, C]
         self.calls += 1
         g = x.reshape(len(bs), T, C)
         g = [g[i, :len(items[b][1])] for i, b in enumerate(bs)]  # per row [n, C]
-        logits = np.concatenate([h[-1:] if last_only else h for h in g]) @ self.head.lm_head  # [sum of n (or B), V]
+        h = np.concatenate([h[-1:] if last_only else h for h in g])  # [sum of n (or B), C]
+        with threads_for(len(h)):
+            logits = h @ self.head.lm_head  # [sum of n (or B), V]
         ends = np.cumsum([1 if last_only else len(h) for h in g])[:-1]
         return {b: (h, z) for b, h, z in zip(bs, g, np.split(logits, ends))}
 

@@ -11,6 +11,8 @@ p = draft, q = target (Chen et al.). Shapes: B rows, k drafts, V vocabulary.
 text: prompt lookup's chain, REST's trie, lookahead's window; or, with propose_rows, from a batched draft model for all
 rows at once: greedy's chain, SpecInfer's and Sequoia's trees), one batched tree call scores them all, and each row is
 verified by its method's own rule. Those methods' batched forms are this loop with their propose and verify.
+`eagle_prefill` is the start that the two batched EAGLE forms share (they keep their own loops: their drafts need the
+target's features).
 """
 import numpy as np
 

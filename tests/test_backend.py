@@ -79,18 +79,39 @@ def test_wide_forwards_get_the_free_cores_on_small_models_only(monkeypatch):
     monkeypatch.delenv("PICOSPEC_THREADS", raising=False)
     monkeypatch.setattr(backend, "free_cores", lambda: (2, 2, "2.0 idle now"))
     assert backend.choose_wide(5_850_000, 1) == (2, "2 of 2 cores free (2.0 idle now)")
-    assert backend.choose_wide(124_000_000, 2)[0] == 2  # a large model already runs every product on them
+    assert backend.choose_wide(124_000_000, 3) == (3, "as every product")  # a large model: its own count
     assert backend.choose_wide(5_850_000, 1, requested=1) == (1, "as every product")  # --threads decides all
     monkeypatch.setenv("PICOSPEC_THREADS", "1")
     assert backend.choose_wide(5_850_000, 1)[0] == 1
 
 
-@pytest.mark.parametrize("batched", [False, True])
-def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, batched):
+@pytest.fixture
+def policy_restored():
+    """The thread policy's process-wide state (the BLAS count and backend.APPLIED) as it was before the test."""
+    applied, blas = dict(backend.APPLIED), backend.blas_threads()
+    yield
+    backend.APPLIED.clear()
+    backend.APPLIED.update(applied)
+    if blas is not None:
+        backend.set_threads(blas)
+
+
+def test_no_wide_count_on_a_gpu(monkeypatch, policy_restored):
+    monkeypatch.delenv("PICOSPEC_THREADS", raising=False)
+    monkeypatch.setattr(backend, "free_cores", lambda: (2, 2, "2.0 idle now"))
+    assert backend.thread_policy(5_850_000)["wide"]["threads"] == 2
+    policy = backend.thread_policy(5_850_000, device="gpu")
+    assert policy["wide"]["threads"] == 1 and backend.wide_line(policy) == ""
+
+
+@pytest.mark.parametrize("engine_kind", ["single", "batched", "self_draft"])
+def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, engine_kind, policy_restored):
     """Inside a forward of WIDE_ROWS token rows or more (layers and LM head) the BLAS library reports the policy's wide
     count; a short forward and everything after run on the policy's own count."""
     import gpt2.batch_engine as batch_engine
+    import gpt2.batch_self_draft as batch_self_draft
     import gpt2.engine as engine
+    from gpt2.self_draft import SelfDraft
     from micro import random_gpt2
 
     monkeypatch.delenv("PICOSPEC_THREADS", raising=False)
@@ -107,10 +128,15 @@ def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, batched
 
     hparams, params = random_gpt2(n_ctx=128, n_embd=32, n_head=2)
     model = engine.GPT2(hparams, params)
-    if batched:
+    if engine_kind == "batched":
         monkeypatch.setattr(batch_engine, "ffn", spy(batch_engine.ffn))
         monkeypatch.setattr(batch_engine, "matmul", spy(batch_engine.matmul))
         model = batch_engine.BatchGPT2(model, 8)
+        wide, narrow = (lambda: model([list(range(10))] * 8, 5)), (lambda: model([list(range(11))] * 8))
+    elif engine_kind == "self_draft":  # the target side's verification: every sublayer, then the LM head
+        monkeypatch.setattr(batch_self_draft, "ffn", spy(batch_self_draft.ffn))
+        monkeypatch.setattr(batch_self_draft, "lm_head", spy(batch_self_draft.lm_head))
+        model = batch_self_draft.BatchSelfDraft(SelfDraft(hparams, params, skip=[1]), 8).target
         wide, narrow = (lambda: model([list(range(10))] * 8, 5)), (lambda: model([list(range(11))] * 8))
     else:
         monkeypatch.setattr(engine, "gpt2_hidden", spy(engine.gpt2_hidden))

@@ -187,10 +187,11 @@ def test_batched_rows_equal_each_row_alone(tiny, kind, settings, options):
 
 # ---- the front door ----
 
+@pytest.mark.parametrize("K", [["--K", "3"], []], ids=["K3", "searched-K"])
 @pytest.mark.parametrize("method", ["layer_skip", "early_exit"])
-def test_main_batch_prints_the_autoregressive_texts_at_temperature_zero(tmp_path, method):
+def test_main_batch_prints_the_autoregressive_texts_at_temperature_zero(tmp_path, method, K):
     (tmp_path / "prompts.txt").write_text("\n".join(t.replace("\n", " ") for t in TEXTS) + "\n")
-    r = run_cli(["main.py", "--batch", "prompts.txt", "--method", method, "--K", "3", "--n_tokens", "16",
+    r = run_cli(["main.py", "--batch", "prompts.txt", "--method", method, *K, "--n_tokens", "16",
                  "--temperature", "0", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["same_output"] == [True] * len(TEXTS)
