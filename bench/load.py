@@ -72,7 +72,7 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
     import numpy as np
 
     from bench.harness import compare, header, write_text
-    from gpt2.backend import blas_threads, choose_threads, set_threads, thread_policy
+    from gpt2.backend import blas_threads, thread_policy
     from gpt2.corpus import heldout_prompts
     from gpt2.load import load_model
 
@@ -95,9 +95,11 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
             results, used = [], []
             for busy in (False, True):
                 with BusyCore() if busy else contextlib.nullcontext():
-                    # the policy chooses again under each load, as a user's run would when it starts
-                    threads = choose_threads(t.n_params)[0] if way == "policy" else default
-                    used.append(set_threads(threads) or threads)
+                    # the policy (its wide count too) chooses again under each load, as a user's run would when it
+                    # starts; the default is every product on the BLAS's own count
+                    policy = thread_policy(t.n_params, requested=None if way == "policy" else default)
+                    n, wide = policy["blas"] or policy["threads"], policy["wide"]["threads"]
+                    used.append(f"{n}" + (f" (wide {wide})" if wide != n else ""))
                     results.append(compare("speculative", xs, {"target": t, "draft": d}, n_tokens, seed_range,
                                            {"temperature": T}, K=K))
             quiet, loaded = results
