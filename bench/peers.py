@@ -67,8 +67,10 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
 
     ours_target, encoder = load_model(target)
     ours_draft = load_model(draft)[0]
-    threads = thread_policy(ours_target.n_params)
-    torch.set_num_threads(threads["threads"])  # both sides on the same number of threads
+    # both sides on the same number of threads: the policy's count for every product (no wide count for picospec's
+    # long forwards, which torch could not match call by call)
+    threads = thread_policy(ours_target.n_params, requested=thread_policy(ours_target.n_params)["threads"])
+    torch.set_num_threads(threads["threads"])
     hf_target, hf_draft = hf_model(resolve(target), torch), hf_model(resolve(draft), torch)
     counter = CallCounter(hf_target)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
