@@ -11,8 +11,8 @@ p = draft, q = target (Chen et al.). Shapes: B rows, k drafts, V vocabulary.
 text: prompt lookup's chain, REST's trie, lookahead's window; or, with propose_rows, from a batched draft model for all
 rows at once: greedy's chain, SpecInfer's and Sequoia's trees), one batched tree call scores them all, and each row is
 verified by its method's own rule. Those methods' batched forms are this loop with their propose and verify.
-`eagle_prefill` is the start that the two batched EAGLE forms share (they keep their own loops: their drafts need the
-target's features).
+`eagle_prefill` is the start that the two batched EAGLE forms share, and `root_rounds` the rounds of the batched forms
+whose steps end in a root token (Medusa, EAGLE, EAGLE-2); each keeps its own draft and verification.
 """
 import numpy as np
 
@@ -56,6 +56,21 @@ def eagle_prefill(xs, N, target, rng, generators, root, stats=None):
     if stats is not None:
         stats.append({"drafted": 0, "nodes": 0, "accepted": [0] * len(xs), "tokens": [[r] for r in roots]})
     return xs, T, gen, [list(h) for h in H], roots
+
+
+def root_rounds(xs, T, roots):
+    """The rounds of the batched forms whose every step ends in a root token (Medusa, EAGLE, EAGLE-2): each round every
+    active row takes its root (the token the last verification gave: always accepted), then -> the rows still short of
+    their length T[b]; none left ends it. The caller updates roots[b] in place during a round. Example: T = [6, 5], xs of lengths 3 and 3, roots [7, 9]: the
+    first round appends 7 and 9 and yields [0, 1] (both rows still short)."""
+    active = list(range(len(xs)))
+    while True:
+        for b in active:
+            xs[b].append(roots[b])
+        active = [b for b in active if len(xs[b]) < T[b]]
+        if not active:
+            return
+        yield active
 
 
 def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=None, generators=None,

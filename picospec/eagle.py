@@ -27,7 +27,7 @@ One step (x ends with the root: the token the last verification produced, always
 """
 import numpy as np
 
-from picospec.batch import eagle_prefill
+from picospec.batch import eagle_prefill, root_rounds
 from picospec.sampling import check_inputs, sample, warp
 from picospec.tree import (check_choices, children, depth as tree_depth, greedy_path, sort_choices, sparse_tree,
                            top_ranked)
@@ -196,13 +196,7 @@ def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample"
     sampled = candidates == "sample" and not greedy
     xs, T, gen, F, roots = eagle_prefill(xs, N, target, rng, generators,
                                          lambda z, g: first_root(z, greedy, g, sampling_options), stats)
-    active = list(range(len(xs)))
-    while True:
-        for b in active:  # the root is always accepted
-            xs[b].append(roots[b])
-        active = [b for b in active if len(xs[b]) < T[b]]
-        if not active:
-            return xs
+    for active in root_rounds(xs, T, roots):  # each round: every row takes its root; the rows still short of T
         # Step 1: every row's static tree, cut to the tokens it still needs, a level per batched head call
         trees = {b: TreeDraft([c for c in choices if len(c) <= T[b] - len(xs[b]) - 1], gen[b], sampled,
                               sampling_options) for b in active}
@@ -228,3 +222,4 @@ def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample"
             xs[b] += [tokens[j] for j in path]
         if stats is not None:
             stats.append(step)
+    return xs

@@ -27,7 +27,7 @@ Batched (batch_eagle2_decoding): the same steps per row, Step 1 a layer per head
 """
 import numpy as np
 
-from picospec.batch import eagle_prefill
+from picospec.batch import eagle_prefill, root_rounds
 from picospec.sampling import check_inputs, sample, warp
 from picospec.tree import children, greedy_path, depth as tree_depth, top_ranked
 from picospec.verify import step_record, verify_tree
@@ -177,13 +177,7 @@ def batch_eagle2_decoding(xs, target, draft, N, rng, depth=5, tree_top_k=4, tota
     greedy = check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options)
     xs, T, gen, F, roots = eagle_prefill(xs, N, target, rng, generators,
                                          lambda z, g: first_root(z, greedy, g, sampling_options), stats)
-    active = list(range(len(xs)))
-    while True:
-        for b in active:  # the root is always accepted
-            xs[b].append(roots[b])
-        active = [b for b in active if len(xs[b]) < T[b]]
-        if not active:
-            return xs
+    for active in root_rounds(xs, T, roots):  # each round: every row takes its root; the rows still short of T
         # Step 1: every row's expansion, no deeper than the tokens it still needs, a layer per batched head call
         grow = {b: Expansion(levels, tree_top_k) for b in active if (levels := min(depth, T[b] - len(xs[b]) - 1))}
         while asked := {b: a for b, tree in grow.items() if (a := tree.request()) is not None}:
@@ -206,3 +200,4 @@ def batch_eagle2_decoding(xs, target, draft, N, rng, depth=5, tree_top_k=4, tota
             step["accepted"][b], step["tokens"][b] = len(path), [tokens[i] for i in path] + [root]
         if stats is not None:
             stats.append(step)
+    return xs

@@ -28,6 +28,7 @@ when it has one, so a row's output is the single-sequence output of its prompt.
 """
 import numpy as np
 
+from picospec.batch import root_rounds
 from picospec.sampling import check_inputs, sample, warp
 from picospec.tree import check_choices, children, greedy_path, medusa_buffers
 from picospec.verify import step_record, verify_tree
@@ -155,14 +156,8 @@ def batch_medusa_decoding(xs, target, heads, N, rng, medusa_choices, topk=10, po
     h = list(h)  # [1, C] per row: the hidden state the heads read
     if stats is not None:
         stats.append({"drafted": 0, "nodes": 0, "accepted": [0] * len(xs), "tokens": [[r] for r in roots]})
-    active = list(range(len(xs)))
-    while True:
-        # Step 0: each row's root (the LM head's token) is always accepted; rows that are complete leave the batch
-        for b in active:
-            xs[b].append(roots[b])
-        active = [b for b in active if len(xs[b]) < T[b]]
-        if not active:
-            return xs
+    # Step 0 of each round: each row's root (the LM head's token) is always accepted; rows that are complete leave
+    for active in root_rounds(xs, T, roots):
         # Step 1: each row's candidate tree from its heads' top-k (one call of the heads for all rows), no deeper than
         # its tokens still need
         shapes = [tree_shape(medusa_choices, full, topk, T[b] - len(xs[b]) - 1) for b in active]
@@ -188,6 +183,7 @@ def batch_medusa_decoding(xs, target, heads, N, rng, medusa_choices, topk=10, po
             xs[b].extend(tokens[j] for j in path)
         if stats is not None:
             stats.append(step)
+    return xs
 
 
 def first_token(logits, posterior, rng, sampling_options):  # the prefill's token: the target's own

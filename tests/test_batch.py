@@ -83,3 +83,15 @@ def test_accepted_counts_only_the_drafts_kept_on_a_cut_step():
                                stats=stats)
     assert [len(t) for t in (s["tokens"][0] for s in stats[:3])] == [4, 4, 2]  # the cut step happened
     assert stats[2]["accepted"][0] == 2
+
+
+def test_root_rounds_by_hand():
+    """The docstring's example, then a second round: every active row takes its root; rows that reach T leave."""
+    from picospec.batch import root_rounds
+
+    xs, roots = [[1, 2, 3], [4, 5, 6]], [7, 9]
+    rounds = root_rounds(xs, [6, 5], roots)
+    assert next(rounds) == [0, 1] and xs == [[1, 2, 3, 7], [4, 5, 6, 9]]
+    xs[0].append(11)  # the round's verification: row 0 accepts a draft, row 1 none; both get a new root
+    roots[:] = [8, 10]
+    assert next(rounds, None) is None and xs == [[1, 2, 3, 7, 11, 8], [4, 5, 6, 9, 10]]
