@@ -10,6 +10,18 @@ from gpt2 import backend
 pytest.importorskip("threadpoolctl")  # a runtime requirement; absent only where requirements.txt was not installed
 
 
+@pytest.fixture(autouse=True)
+def policy_restored():
+    """Every test here leaves the thread policy's process-wide state (the BLAS count and backend.APPLIED) as it found it:
+    the other tests of the worker run on it."""
+    applied, blas = dict(backend.APPLIED), backend.blas_threads()
+    yield
+    backend.APPLIED.clear()
+    backend.APPLIED.update(applied)
+    if blas is not None:
+        backend.set_threads(blas)
+
+
 def test_small_models_get_one_thread_and_the_library_reports_it(monkeypatch):
     monkeypatch.delenv("PICOSPEC_THREADS", raising=False)
     import numpy as np  # noqa: F401  (loads the BLAS library that threadpoolctl limits)
@@ -85,18 +97,7 @@ def test_wide_forwards_get_the_free_cores_on_small_models_only(monkeypatch):
     assert backend.choose_wide(5_850_000, 1)[0] == 1
 
 
-@pytest.fixture
-def policy_restored():
-    """The thread policy's process-wide state (the BLAS count and backend.APPLIED) as it was before the test."""
-    applied, blas = dict(backend.APPLIED), backend.blas_threads()
-    yield
-    backend.APPLIED.clear()
-    backend.APPLIED.update(applied)
-    if blas is not None:
-        backend.set_threads(blas)
-
-
-def test_no_wide_count_on_a_gpu(monkeypatch, policy_restored):
+def test_no_wide_count_on_a_gpu(monkeypatch):
     monkeypatch.delenv("PICOSPEC_THREADS", raising=False)
     monkeypatch.setattr(backend, "free_cores", lambda: (2, 2, "2.0 idle now"))
     assert backend.thread_policy(5_850_000)["wide"]["threads"] == 2
@@ -105,7 +106,7 @@ def test_no_wide_count_on_a_gpu(monkeypatch, policy_restored):
 
 
 @pytest.mark.parametrize("engine_kind", ["single", "batched", "self_draft"])
-def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, engine_kind, policy_restored):
+def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, engine_kind):
     """Inside a forward of WIDE_ROWS token rows or more (layers and LM head) the BLAS library reports the policy's wide
     count; a short forward and everything after run on the policy's own count."""
     import gpt2.batch_engine as batch_engine
