@@ -30,7 +30,8 @@ way, so the ratios compare engines, not luck: tokens per row-step (one row score
 beside them, and rows per target call (8 while all rows decode; fewer once some have finished and the last go on).
 Before timing, greedy batch B is checked token for token against greedy single rows. Where the thread policy runs
 forwards of many rows on more threads than one-row steps (gpt2/backend.py: small models on idle cores), a fourth way
-"batch B, narrow" runs batch B with them held to the one-row count, interleaved with the others: what that buys.
+"batch B, narrow" runs batch B with them held to the one-row count, interleaved with the others: what that buys
+(--wide 1,2,4: one such way per count).
 The 124M pair: target GPT-2 124M's shape, draft 2 layers x 256 wide with GPT-2's vocabulary, random weights at
 temperature 1, where two near-uniform models accept about as often as real ones; the point is the cost of the calls.
 Shapes: none; this file only times things.
@@ -165,20 +166,21 @@ def ways(method, loaded, prompts, B, N, options, sampling):
     return {"single": single, "batch 1": batched(1), f"batch {B}": batched(B)}
 
 
-def narrow(run, threads):
-    """`run` with the thread policy's wide forwards (gpt2/backend.py) held to the policy's own count."""
+def with_wide(run, threads):
+    """`run` with the thread policy's wide forwards (gpt2/backend.py) on `threads` threads instead of its wide count."""
     from gpt2 import backend
 
-    def run_narrow():
+    def run_with():
         wide, backend.APPLIED["wide"] = backend.APPLIED.get("wide", threads), threads
         try:
             return run()
         finally:
             backend.APPLIED["wide"] = wide
-    return run_narrow
+    return run_with
 
 
-def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperature=1.0, repeats=3, device="cpu"):
+def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperature=1.0, repeats=3, device="cpu",
+         wide=()):
     """Tokens per second of a method's batched form (batch B) against batch 1 and single-sequence decoding."""
     from bench.harness import header
     from gpt2.backend import get_xp, thread_policy
@@ -201,7 +203,9 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
     runs = ways(row, loaded, prompts, batch, n_tokens, options, {"temperature": temperature})
     greedy = ways(row, loaded, prompts, batch, n_tokens, options, {"temperature": 0.0})
     if device == "cpu" and threads["wide"]["threads"] > threads["threads"]:  # what the wide count buys, side by side
-        runs[f"batch {batch}, narrow"] = narrow(runs[f"batch {batch}"], threads["threads"])
+        runs[f"batch {batch}, narrow"] = with_wide(runs[f"batch {batch}"], threads["threads"])
+    for n in wide if device == "cpu" else ():  # --wide: batch B with other wide counts, interleaved with the rest
+        runs[f"batch {batch}, wide {n}"] = with_wide(runs[f"batch {batch}"], n)
     same = greedy["single"]()[0] == greedy[f"batch {batch}"]()[0]
     cpu, wall, pre_cpu, pre_wall, steps = {}, {}, {}, {}, {}
     for _ in range(repeats):
@@ -213,7 +217,8 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
     tokens = len(prompts) * n_tokens
     c, w = ({name: float(np.median(v)) for name, v in d.items()} for d in (cpu, wall))
     print(f"\n`python -m bench.batch --pair {pair} --method {method} --batch {batch} --n_tokens {n_tokens} --K {K} "
-          f"--temperature {temperature} --repeats {repeats}{' --device gpu' if device == 'gpu' else ''}` "
+          f"--temperature {temperature} --repeats {repeats}{' --device gpu' if device == 'gpu' else ''}"
+          f"{' --wide ' + ','.join(map(str, wide)) if wide else ''}` "
           f"({len(prompts)} prompts of 24-66 tokens; 1-minute load {os.getloadavg()[0]:.1f} at the end)\n")
     print("| way | decode tokens/s (CPU time) | decode tokens/s (wall) | x single (CPU / wall) | x batch 1 (CPU / wall) "
           "| tokens per row-step | rows per target call | prefill s (CPU / wall) |")
@@ -240,6 +245,8 @@ OPTIONS = [
     Option("temperature", float, 1.0, "sampling temperature of the timed runs (0: greedy)", low=0),
     Option("repeats", int, 3, "timed repeats of each way (the median is reported)", low=1),
     Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy): where the engines run", choices=("cpu", "gpu")),
+    Option("wide", "ints", (), "also run batch B with its wide forwards (33+ token rows) on each of these thread counts "
+           "(CPU; e.g. 1,2,4,8,16)"),
 ]
 
 if __name__ == "__main__":
