@@ -196,10 +196,10 @@ MUTANTS = (
            "padded[:, :n_out] = w", "padded[:, padded.shape[1] - n_out:] = w",
            ("tests/test_panels.py",), "the last panel's zero columns put before the weight instead of after it"),
     Mutant("wide-threads-never", "backend", "rule", "gpt2/backend.py",
-           "if rows < WIDE_ROWS or APPLIED", "if True or rows < WIDE_ROWS or APPLIED",
+           "or rows < WIDE_ROWS or APPLIED", "or True or rows < WIDE_ROWS or APPLIED",
            ("tests/test_backend.py",), "the thread policy's wide count chosen and reported but never applied"),
     Mutant("wide-threads-head-narrow", "backend", "rule", "gpt2/batch_engine.py",
-           "with self.model._threads(h.shape[0]):  # one GEMM: [B, n, V]", "with self.model._threads(1):",
+           "with threads_for(h.shape[0], self.xp):  # one GEMM: [B, n, V]", "with threads_for(1, self.xp):",
            ("tests/test_backend.py",), "the batched LM head (the largest product of a tiny model) left on one thread"),
     # --- trees
     Mutant("tree-positions-off-by-one", "tree", "rule", "gpt2/engine.py",

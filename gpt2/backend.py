@@ -189,12 +189,12 @@ def blas_controller():
     return ThreadpoolController()
 
 
-def threads_for(rows):
-    """The BLAS count for a CPU forward over `rows` token rows -> a context manager (use it in a `with`): at WIDE_ROWS
-    rows or more the policy's wide count, restored on exit (a few microseconds for both: 2.6 us measured on a quiet
-    machine), else nothing changes. Example: after thread_policy(5.83M) on a quiet 2-core machine (threads 1, wide 2),
+def threads_for(rows, xp=np):
+    """The BLAS count for a forward over `rows` token rows on arrays of module xp -> a context manager (use it in a
+    `with`): on NumPy at WIDE_ROWS rows or more the policy's wide count, restored on exit (a few microseconds for both:
+    2.6 us measured on a quiet machine), else (CuPy, fewer rows) nothing changes. Example: after thread_policy(5.83M) on a quiet 2-core machine (threads 1, wide 2),
     `with threads_for(40): ...` runs the BLAS on 2 threads."""
-    if rows < WIDE_ROWS or APPLIED.get("wide", 0) <= APPLIED.get("threads", 0):
+    if xp is not np or rows < WIDE_ROWS or APPLIED.get("wide", 0) <= APPLIED.get("threads", 0):
         return contextlib.nullcontext()
     return blas_controller().limit(limits=APPLIED["wide"], user_api="blas")
 

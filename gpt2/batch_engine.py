@@ -35,7 +35,7 @@ L n_layer, S slots per row (n_ctx + TREE_SLOTS + 1), V n_vocab, m_b nodes in row
 """
 import numpy as np
 
-from gpt2.backend import to_numpy, xp_of
+from gpt2.backend import threads_for, to_numpy, xp_of
 from gpt2.engine import TREE_SLOTS, common_prefix_length, tree_depths, tree_mask
 from gpt2.model import attention, ffn, layer_norm, linear, softmax
 from gpt2.panels import matmul
@@ -163,7 +163,7 @@ class BatchGPT2(RowCaches):
         for x in xs:
             self.model._check(x, n, extra=0)
         h = self._forward([list(x) for x in xs], n, [([], [])] * len(xs))  # [B * n, C]
-        with self.model._threads(h.shape[0]):  # one GEMM: [B, n, V]
+        with threads_for(h.shape[0], self.xp):  # one GEMM: [B, n, V]
             logits = matmul(h, self.model.head, self.model.head_panels).reshape(len(xs), n, -1)
         out = to_numpy(softmax(logits) if probs else logits)
         return (out, to_numpy(h).reshape(len(xs), n, -1)) if hidden else out
@@ -183,7 +183,7 @@ class BatchGPT2(RowCaches):
                                  f"{self.slots - 1} slots: use a smaller tree")
         trees = [(list(tokens), list(parents)) for tokens, parents in trees]
         h = self._forward([list(x) for x in xs], 1, trees)  # [sum of (1 + m_b), C]
-        with self.model._threads(h.shape[0]):  # every row's nodes: [sum of (1 + m_b), V]
+        with threads_for(h.shape[0], self.xp):  # every row's nodes: [sum of (1 + m_b), V]
             logits = matmul(h, self.model.head, self.model.head_panels)
         logits = to_numpy(softmax(logits) if probs else logits)
         ends = np.cumsum([1 + len(tokens) for tokens, _ in trees])[:-1]
@@ -211,7 +211,7 @@ class BatchGPT2(RowCaches):
         x, slots, mask, s, m = padded_rows(params, xs, p, trees, self.slots)  # [B*T, C]
         B, T = len(xs), len(x) // len(xs)
         # Step 3: one forward pass over all rows; every linear is one GEMM over B*T rows
-        with self.model._threads(B * T):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
+        with threads_for(B * T, xp):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
             for layer, block in enumerate(params["blocks"]):
                 x = x + mha_rows(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=self.model.hparams["n_head"],
                                  k_cache=self.k[layer, :B], v_cache=self.v[layer, :B], slots=slots, mask=mask)

@@ -26,8 +26,6 @@ through every sublayer, d1's draft keys/values overwritten, and then verified = 
 
 Shapes: B rows, T new tokens per row (padded), C n_embd, V n_vocab, L n_layer.
 """
-import contextlib
-
 import numpy as np
 
 from gpt2.backend import threads_for
@@ -70,7 +68,7 @@ class BatchSelfDraft(RowCaches):
         self.verified[:len(xs)] = np.minimum(self.verified[:len(xs)], p).tolist()
         # Step 2: the new tokens through the kept sublayers, on the target's keys/values of the verified prefix
         h = self._run(xs, p, n, self.engine.kept)  # [B*n, C]
-        with self._threads(len(h)):
+        with threads_for(len(h), self.xp):
             return lm_head(h, self.engine.params, self.engine.adapter).reshape(len(xs), n, -1)
 
     def _verify(self, xs, n=1):  # the target: logits [B, n, V] after the last n prefixes of each xs[b]
@@ -80,11 +78,8 @@ class BatchSelfDraft(RowCaches):
         # Step 2: everything after it through every sublayer (the draft's keys/values there are overwritten)
         h = self._run(xs, p, n, range(2 * self.hparams["n_layer"]))  # [B*n, C]
         self.verified[:len(xs)] = [len(x) for x in xs]
-        with self._threads(len(h)):
+        with threads_for(len(h), self.xp):
             return lm_head(h, self.engine.params).reshape(len(xs), n, -1)
-
-    def _threads(self, rows):  # the BLAS count for a CPU product over `rows` rows (gpt2/backend.py)
-        return threads_for(rows) if self.xp is np else contextlib.nullcontext()
 
     def _prefixes(self, xs, n):  # -> [B] the prefix each row holds of its sequence, always running its last n tokens
         if not 1 <= len(xs) <= self.rows:
@@ -98,7 +93,7 @@ class BatchSelfDraft(RowCaches):
         params, xp = self.engine.params, self.xp
         x, slots, mask, new, _ = padded_rows(params, xs, p, [([], [])] * len(xs), self.slots)  # [B*T, C]
         B, T = len(xs), len(x) // len(xs)
-        with self._threads(B * T):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
+        with threads_for(B * T, xp):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
             for s in sublayers:
                 x = sublayer_rows(x, s, params["blocks"][s // 2], self.hparams["n_head"], self.k[s // 2, :B],
                                   self.v[s // 2, :B], slots, mask)  # [B*T, C]

@@ -15,8 +15,6 @@ compacts the cache to x followed by the nodes of `path`.
 
 Shapes: n_seq (tokens run in one pass), m (tree nodes), n_embd, n_vocab.
 """
-import contextlib
-
 import numpy as np
 
 from gpt2.backend import get_xp, panel_policy, threads_for, to_numpy
@@ -161,7 +159,7 @@ class GPT2:
             mask[s:s + m, p + s:p + s + m] = tree_mask(parents, xp)  # tree nodes see their ancestors and themselves
             mask[s + m:, p + s + m:] = xp.eye(pad, dtype=bool)  # padding rows see only themselves
         # Step 3: one forward pass; the cache now holds x followed by the tree nodes
-        with self._threads(s + m + pad):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
+        with threads_for(s + m + pad, xp):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
             h = gpt2_hidden(xp.asarray(list(x[p:]) + list(tokens) + [0] * pad), **self.forward_params,
                             n_head=self.hparams["n_head"], positions=positions, mask=mask, cache=self.cache)
         self.cache.rollback(pad)
@@ -171,11 +169,8 @@ class GPT2:
         self.tokens_run += s + m
         return h[s - n:]  # the last n linear rows, then the tree rows
 
-    def _threads(self, rows):  # the BLAS thread count for a CPU product over `rows` rows (gpt2/backend.py)
-        return threads_for(rows) if self.device == "cpu" else contextlib.nullcontext()
-
     def _outputs(self, h, hidden, probs):
-        with self._threads(h.shape[0]):
+        with threads_for(h.shape[0], self.xp):
             logits = matmul(h, self.head, self.head_panels)  # [n, n_embd] @ [n_embd, n_vocab] -> [n, n_vocab]
         out = to_numpy(softmax(logits) if probs else logits)
         return (out, to_numpy(h)) if hidden else out

@@ -28,7 +28,7 @@ One step (x ends with the root: the token the last verification produced, always
 import numpy as np
 
 from picospec.batch import eagle_prefill, root_rounds
-from picospec.sampling import check_inputs, sample, warp
+from picospec.sampling import check_inputs, first_token, sample, warp
 from picospec.tree import (check_choices, children, depth as tree_depth, greedy_path, sort_choices, sparse_tree,
                            top_ranked)
 from picospec.verify import step_record, verify_tree, verify_without_replacement
@@ -138,10 +138,6 @@ def verify_step(tokens, parents, laws, logits, greedy, rng, sampling_options):
     return verify_tree(tokens, parents, Q, rng)  # deterministic candidates (or no tree): one-hot proposals
 
 
-def first_root(logits, greedy, rng, sampling_options):  # the prefill's token: the target's own
-    return int(np.argmax(logits)) if greedy else sample(warp(softmax(logits), **sampling_options), rng)
-
-
 def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats=None, **sampling_options):
     """x followed by N tokens of the warped target's law (its greedy tokens at temperature 0)."""
     check_inputs(x, N, 1, **sampling_options)
@@ -152,7 +148,7 @@ def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats
     x, T = [int(t) for t in x], len(x) + N
     logits, H = target.logits(x, len(x), hidden=True)  # prefill: [L, V], the features of every prompt position [L, C]
     F = list(H)  # F[j]: the target's feature after x[j]
-    root = first_root(logits[-1], greedy, rng, sampling_options)
+    root = first_token(logits[-1], greedy, rng, **sampling_options)
     if stats is not None:
         stats.append(step_record([root], ["bonus"], drafted=0))  # the prefill call
     while True:
@@ -195,7 +191,7 @@ def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample"
     greedy = sampling_options.get("temperature", 1) == 0
     sampled = candidates == "sample" and not greedy
     xs, T, gen, F, roots = eagle_prefill(xs, N, target, rng, generators,
-                                         lambda z, g: first_root(z, greedy, g, sampling_options), stats)
+                                         lambda z, g: first_token(z, greedy, g, **sampling_options), stats)
     for active in root_rounds(xs, T, roots):  # each round: every row takes its root; the rows still short of T
         # Step 1: every row's static tree, cut to the tokens it still needs, a level per batched head call
         trees = {b: TreeDraft([c for c in choices if len(c) <= T[b] - len(xs[b]) - 1], gen[b], sampled,

@@ -28,7 +28,7 @@ Batched (batch_eagle2_decoding): the same steps per row, Step 1 a layer per head
 import numpy as np
 
 from picospec.batch import eagle_prefill, root_rounds
-from picospec.sampling import check_inputs, sample, warp
+from picospec.sampling import check_inputs, first_token, warp
 from picospec.tree import children, greedy_path, depth as tree_depth, top_ranked
 from picospec.verify import step_record, verify_tree
 
@@ -113,10 +113,6 @@ def check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options):
     return sampling_options.get("temperature", 1) == 0
 
 
-def first_root(logits, greedy, rng, sampling_options):  # logits [V] after the prompt -> the prefill's token
-    return int(np.argmax(logits)) if greedy else sample(warp(np.exp(log_softmax(logits)), **sampling_options), rng)
-
-
 def verify_step(tokens, parents, logits, greedy, rng, sampling_options):
     """Step 3 on the target's logits [1 + m, V] at the root and every node -> (path, next root, its origin): the greedy
     path at temperature 0; above, verify_tree with one-hot proposals (deterministic, distinct candidates)."""
@@ -141,7 +137,7 @@ def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_token
     x, T = [int(t) for t in x], len(x) + N
     logits, H = target.logits(x, len(x), hidden=True)  # prefill: [L, V], [L, C]
     F = list(H)  # F[j]: the target's feature after x[j]
-    root = first_root(logits[-1], greedy, rng, sampling_options)
+    root = first_token(logits[-1], greedy, rng, **sampling_options)
     if stats is not None:
         stats.append(step_record([root], ["bonus"], drafted=0))  # the prefill call
     while True:
@@ -176,7 +172,7 @@ def batch_eagle2_decoding(xs, target, draft, N, rng, depth=5, tree_top_k=4, tota
     """
     greedy = check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options)
     xs, T, gen, F, roots = eagle_prefill(xs, N, target, rng, generators,
-                                         lambda z, g: first_root(z, greedy, g, sampling_options), stats)
+                                         lambda z, g: first_token(z, greedy, g, **sampling_options), stats)
     for active in root_rounds(xs, T, roots):  # each round: every row takes its root; the rows still short of T
         # Step 1: every row's expansion, no deeper than the tokens it still needs, a layer per batched head call
         grow = {b: Expansion(levels, tree_top_k) for b in active if (levels := min(depth, T[b] - len(xs[b]) - 1))}

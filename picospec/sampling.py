@@ -49,6 +49,15 @@ def sample(p, rng):
     return int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
 
 
+def first_token(logits, greedy, rng, **sampling_options):
+    """The target's own token after logits [V] (the token a prefill gives): its argmax when greedy, else a draw from
+    its warped law (softmax in float64). Example: logits [0, 2, 1], greedy -> 1."""
+    if greedy:
+        return int(np.argmax(logits))
+    z = np.exp(logits.astype(np.float64) - logits.max())  # [V]
+    return sample(warp(z / z.sum(), **sampling_options), rng)
+
+
 def residual(q, p):
     """norm(max(0, q - p)): the distribution a rejected draft token is replaced from (Chen et al. Alg. 2).
 

@@ -125,3 +125,15 @@ def test_residual_of_identical_distributions_is_total():
     q = np.array([0.25, 0.75])
     np.testing.assert_array_equal(residual(q, q), q)
     np.testing.assert_allclose(residual(np.array([0.5, 0.5]), np.array([0.9, 0.1])), [0, 1])
+
+
+def test_first_token_by_hand():
+    """The prefill's token: the argmax when greedy (the docstring's example); sampled, its frequencies follow the
+    warped softmax (logits log [.5, .3, .2] -> about .5, .3, .2; top_k 1 leaves only the argmax)."""
+    from picospec.sampling import first_token
+
+    assert first_token(np.array([0.0, 2.0, 1.0], np.float32), True, None) == 1
+    logits, rng = np.log(np.array([0.5, 0.3, 0.2], np.float32)), np.random.default_rng(0)
+    counts = np.bincount([first_token(logits, False, rng) for _ in range(20000)], minlength=3) / 20000
+    np.testing.assert_allclose(counts, [0.5, 0.3, 0.2], atol=0.015)
+    assert {first_token(logits, False, rng, top_k=1) for _ in range(50)} == {0}
