@@ -45,6 +45,15 @@ def to_numpy(a):
     return a if isinstance(a, np.ndarray) else a.get()
 
 
+def to_device(tree, xp):
+    """A tree (dicts and lists) of arrays, each moved to array module xp: numpy brings CuPy arrays to the host."""
+    if isinstance(tree, dict):
+        return {k: to_device(v, xp) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [to_device(v, xp) for v in tree]
+    return to_numpy(tree) if xp is np else xp.asarray(tree)
+
+
 # ---- BLAS threads: one policy, applied in one place ----
 # Measured on 2 shared cores: with one other busy process, default BLAS threading made autoregressive decoding of the
 # tiny model 2x slower and speculative decoding slower than not speculating (0.68-0.73x); one thread kept 0.90-0.97x,

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpt2.backend import xp_of
 from gpt2.backprop import block_backward, block_forward, linear_backward, linear_forward
 from gpt2.cache import KVCache
 from gpt2.engine import common_prefix_length
@@ -60,7 +61,7 @@ def init_eagle(n_embd, n_head, rng):
 
 def eagle_forward(f, tokens, params, wte, n_head):  # f [B, T, C], tokens [B, T] -> g [B, T, C], cache
     """g[:, i] is the guess of the feature after tokens[:, i], from f[:, :i + 1] and tokens[:, :i + 1]."""
-    z = np.concatenate([wte[tokens], f], -1)  # [B, T, 2C]
+    z = xp_of(f).concatenate([wte[tokens], f], -1)  # [B, T, 2C]
     x, c_fc = linear_forward(z, **params["fc"])  # [B, T, C]
     g, c_block = block_forward(x, params["block"], n_head)  # [B, T, C]
     return g, (c_fc, c_block)
@@ -75,13 +76,15 @@ def eagle_backward(dg, cache, params):  # dg [B, T, C] -> df [B, T, C], grads of
 
 
 def smooth_l1(d):  # d [...] -> loss per entry, d(loss)/d(d): 0.5 d^2 inside |d| < 1, |d| - 0.5 outside
-    a = np.abs(d)
-    return np.where(a < 1, 0.5 * d * d, a - 0.5), np.clip(d, -1.0, 1.0)
+    xp = xp_of(d)
+    a = xp.abs(d)
+    return xp.where(a < 1, 0.5 * d * d, a - 0.5), xp.clip(d, -1.0, 1.0)
 
 
 def log_softmax(z):  # [..., V] -> [..., V]
     z = z - z.max(-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+    xp = xp_of(z)
+    return z - xp.log(xp.exp(z).sum(-1, keepdims=True))
 
 
 def eagle_loss_and_grads(f, tokens, f_next, params, wte, n_head, w_cls=0.1):
@@ -91,11 +94,12 @@ def eagle_loss_and_grads(f, tokens, f_next, params, wte, n_head, w_cls=0.1):
     target's next features. -> loss, {"reg", "cls"}, grads (params' layout), df [B, T, C] (for the gradient check)."""
     g, cache = eagle_forward(f, tokens, params, wte, n_head)  # [B, T, C]
     B, T, C = g.shape
+    xp = xp_of(g)
     reg, dreg = smooth_l1(g - f_next)  # [B, T, C]
     log_q = log_softmax(g @ wte.T)  # [B, T, V] the head's law
-    p = np.exp(log_softmax(f_next @ wte.T))  # [B, T, V] the target's law (a constant)
+    p = xp.exp(log_softmax(f_next @ wte.T))  # [B, T, V] the target's law (a constant)
     cls = -(p * log_q).sum(-1).mean()
-    dlogits = (np.exp(log_q) - p) / (B * T)  # [B, T, V]: d cls / d logits
+    dlogits = (xp.exp(log_q) - p) / (B * T)  # [B, T, V]: d cls / d logits
     dg = dreg / (B * T * C) + w_cls * (dlogits @ wte)  # [B, T, C]
     df, grads = eagle_backward(dg, cache, params)
     loss = float(reg.mean()) + w_cls * float(cls)
@@ -194,7 +198,7 @@ def save_eagle(folder, params, config, dtype="float16", record=None):
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    write_safetensors(folder / "eagle.safetensors", {f"eagle.{k}": np.asarray(v) for k, v in flatten(params).items()},
+    write_safetensors(folder / "eagle.safetensors", {f"eagle.{k}": v for k, v in flatten(params).items()},
                       dtype=dtype)
     _atomic_write(folder / "eagle.json", [json.dumps({**config, **(record or {})}, indent=1).encode()])
 

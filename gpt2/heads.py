@@ -103,7 +103,7 @@ def heads_loss_and_grads(h, targets, heads, wte, config, lambdas):
 
 
 def ranks_of_targets(logits, targets):  # [N, V], [N] -> rank of each target token in its row (0 = argmax)
-    return (logits > logits[np.arange(len(targets)), targets][:, None]).sum(-1)
+    return (logits > logits[xp_of(logits).arange(len(targets)), targets][:, None]).sum(-1)
 
 
 def save_heads(folder, heads, config, dtype="float16", record=None):
@@ -112,7 +112,7 @@ def save_heads(folder, heads, config, dtype="float16", record=None):
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tensors = {f"heads.{k}": np.asarray(v) for k, v in flatten(heads).items()}
+    tensors = {f"heads.{k}": v for k, v in flatten(heads).items()}  # NumPy or CuPy: write_safetensors takes both
     write_safetensors(folder / "heads.safetensors", tensors, dtype=dtype)
     tmp = folder / "heads.json.tmp"
     tmp.write_text(json.dumps({**config, **(record or {})}, indent=1))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2.backend import get_xp, to_numpy, xp_of
+from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from gpt2.cli import Option
 
 
@@ -316,7 +316,7 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
     check_ids(train_ids, n_vocab, data / "train.bin")
     check_ids(val_ids, n_vocab, data / "val.bin")
     rng = np.random.default_rng(seed)
-    params = _to_device(init_params(hparams, rng), xp)
+    params = to_device(init_params(hparams, rng), xp)
     log = {"hparams": hparams, "args": dict(batch_size=batch_size, lr=lr, warmup=warmup, max_steps=max_steps,
            weight_decay=weight_decay, clip=clip, seed=seed)}
 
@@ -340,14 +340,6 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
         log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "device": device}
         _atomic_write(out / "train_log.json", [json.dumps(log, indent=1).encode()])
     return log["final_val_loss"]
-
-
-def _to_device(tree, xp):
-    if isinstance(tree, dict):
-        return {k: _to_device(v, xp) for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [_to_device(v, xp) for v in tree]
-    return xp.asarray(tree)
 
 
 OPTIONS = [

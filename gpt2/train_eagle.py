@@ -16,6 +16,8 @@ At the end the head drafts `steps` tokens ahead along the true path from every p
 validation rows (the backbone's continuations of val.bin prompts), through the EagleHead that decodes:
 accuracy.rank_share[k][r] = share of positions whose true token k + 1 steps ahead is the head's rank-r candidate, its
 k earlier steps fed with the head's own guessed features (the record EAGLE-1's sparse tree is built from).
+--device gpu runs the backbone (self-distillation, features) and the head's training on CuPy arrays; the rows, the
+noise and the batches are drawn on the host as on the CPU, and the final accuracy is measured on the CPU.
 OUT gets eagle.safetensors + eagle.json. Shapes: R rows, B batch of rows, T row length, C n_embd, V n_vocab.
 """
 import json
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from gpt2.cli import Option
 from gpt2.eagle import EagleHead, eagle_forward, eagle_loss_and_grads, init_eagle, save_eagle, TREE_SLOTS
 from gpt2.train import check_data, check_ids, check_out, check_resume, check_tokens, lr_at, no_empty_folders_left, \
@@ -43,9 +46,10 @@ def features_of(hparams, params, rows, batch=32, desc="target features"):
 
     from gpt2.backprop import gpt2_hidden_forward
 
+    xp = xp_of(params["wte"])  # numpy, or cupy: the features come back to the host
     out = np.empty(rows.shape + (hparams["n_embd"],), np.float16)
     for s in tqdm(range(0, len(rows), batch), desc=desc, mininterval=1 if os.isatty(2) else 60):
-        out[s:s + batch] = gpt2_hidden_forward(params, hparams, rows[s:s + batch])[0]
+        out[s:s + batch] = to_numpy(gpt2_hidden_forward(params, hparams, xp.asarray(rows[s:s + batch]))[0])
     return out
 
 
@@ -74,7 +78,7 @@ def accuracy_ahead(head, wte, rows, feats, steps, start=PROMPT_LEN, topk=10):
 
 def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_temperature=0.0, distill_data=None,
          batch_size=8, lr=1e-3, warmup=50, max_steps=1000, max_minutes=None, clip=1.0, eval_every=50, w_cls=0.1,
-         noise=0.1, steps=5, eval_rows=32, seed=0, resume=True, dtype="float16", stop_at=None):
+         noise=0.1, steps=5, eval_rows=32, seed=0, resume=True, dtype="float16", stop_at=None, device="cpu"):
     """Train an EAGLE head on a frozen backbone's self-distilled features; checkpoints in OUT/ckpt, resumable."""
     from gpt2.hub import resolve
     from gpt2.weights import load_checkpoint
@@ -89,6 +93,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
         raise ValueError(f"--distill_data {distill_data}: {why}")
     if stop_at is not None and stop_at > max_steps:
         raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would never stop there")
+    xp = get_xp(device)  # a ValueError without CuPy, before any work
     folder, data, out = resolve(str(backbone)), Path(data), Path(out)
     check_out(out)
     hparams = backbone_hparams(backbone, folder)
@@ -107,6 +112,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
 
     # Step 1: the backbone, the self-distilled rows (made once, reused), their features, a fresh head
     hparams, target = load_checkpoint(folder)
+    target = to_device(target, xp)
     rng = np.random.default_rng(seed)
     train_ids = np.fromfile(data / "train.bin", dtype=np.uint16)
     val_ids = np.fromfile(data / "val.bin", dtype=np.uint16)
@@ -141,12 +147,13 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
                        "temperature": distill_temperature}
         wte = target["wte"]
         params, config = init_eagle(hparams["n_embd"], hparams["n_head"], rng)
+        params = to_device(params, xp)
 
         def batch(ids, f, noisy, rng):  # -> f + noise, tokens, f_next for the pairs of each row
             f_in = f[:, :-1].astype(np.float32)
             if noisy:
                 f_in += rng.uniform(-noise, noise, f_in.shape).astype(np.float32)  # EAGLE's feature noise
-            return f_in, ids[:, 1:], f[:, 1:].astype(np.float32)
+            return xp.asarray(f_in), xp.asarray(ids[:, 1:]), xp.asarray(f[:, 1:].astype(np.float32))
 
         def loss_and_grads(params, step, rng):
             pick = rng.integers(0, len(rows), batch_size)
@@ -159,15 +166,15 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
             f, tokens, f_next = batch(val_rows[:16], val_feats[:16], False, None)
             loss, parts, _, _ = eagle_loss_and_grads(f, tokens, f_next, params, wte, hparams["n_head"], w_cls)
             g, _ = eagle_forward(f, tokens, params, wte, hparams["n_head"])
-            top1 = float(np.mean((g @ wte.T).argmax(-1)[:, PROMPT_LEN:] == (f_next @ wte.T).argmax(-1)[:, PROMPT_LEN:]))
+            top1 = float(xp.mean((g @ wte.T).argmax(-1)[:, PROMPT_LEN:] == (f_next @ wte.T).argmax(-1)[:, PROMPT_LEN:]))
             return {"val_loss": loss, "val_reg": parts["reg"], "val_cls": parts["cls"], "val_top1": top1}
 
         # Step 2: train, then measure the accuracy per step ahead and write the head
         train_loop(params, loss_and_grads, out / "ckpt", max_steps, lambda step: lr_at(step, max_steps, lr, warmup),
                    rng, clip=clip, weight_decay=0.0, evaluate=evaluate, eval_every=eval_every, max_minutes=max_minutes,
                    stop_at=stop_at, log=log, resume=resume, tokens_per_step=batch_size * (T - 1), desc="train eagle")
-        head = EagleHead(params, config, wte, hparams["n_ctx"] + TREE_SLOTS)
-        log["accuracy"] = accuracy_ahead(head, wte, val_rows, val_feats.astype(np.float32), steps)
+        head = EagleHead(to_device(params, np), config, to_numpy(wte), hparams["n_ctx"] + TREE_SLOTS)  # on the CPU
+        log["accuracy"] = accuracy_ahead(head, to_numpy(wte), val_rows, val_feats.astype(np.float32), steps)
         log["accuracy"]["on"] = (f"the backbone's own continuations (T={distill_temperature:g}) of validation prompts, "
                                  f"{len(val_rows)} rows")
         log["tokens_seen"] = log["step"] * batch_size * (T - 1)
@@ -203,6 +210,7 @@ OPTIONS = [
     Option("resume", bool, True, "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over)"),
     Option("dtype", str, "float16", "dtype of the saved head", choices=("float32", "float16", "bfloat16")),
     Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)", low=1),
+    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
 ]
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ backbone itself wrote after training-text prompts (self-distillation, sec. 2.3.2
 decoded 64 rows at a time (gpt2/generate.py) and saved as OUT/distill.bin (+ distill.json), which --distill_data FILE
 reuses. With distilled data the heads' accuracy is measured on the backbone's own continuations of validation prompts
 (`accuracy`, what the sparse tree is built from) and on the validation text (`accuracy_text`).
+--device gpu runs the backbone, the heads' training and the self-distillation's forwards on CuPy arrays (the same
+loop and the same rng draws: the data and the seed make the same batches on both).
 DIR holds train.bin / val.bin as written by `python -m gpt2.corpus`. OUT gets heads.safetensors + heads.json (and for
 MEDUSA-2 the fine-tuned backbone, so OUT is a complete model folder). Shapes: B batch, T n_ctx, C n_embd, V n_vocab.
 """
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from gpt2.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
 from gpt2.cli import Option
 from gpt2.heads import ACTIVATIONS, heads_loss_and_grads, init_heads, ranks_of_targets, head_forward, save_heads
@@ -37,18 +40,19 @@ def evaluate_heads(backbone, hparams, heads, config, data, n_ctx, batch_size=8, 
 
     rank_share[k][r] = share of positions where the true token is head k's rank-r candidate, so top-1 accuracy is
     rank_share[k][0] and top-5 is rank_share[k][:5].sum(); the sparse tree is built from these (picospec.tree)."""
+    xp = xp_of(backbone["wte"])  # numpy, or cupy for a backbone on the GPU
     counts = np.zeros((len(heads) + 1, topk))
     totals = np.zeros(len(heads) + 1)
     n = min(max_batches * batch_size, (len(data) - 1) // n_ctx)
     for start in range(0, n, batch_size):
         buf = np.stack([data[r * n_ctx:(r + 1) * n_ctx + 1] for r in range(start, min(n, start + batch_size))])
-        ids, targets = buf[:, :-1].astype(np.int64), buf[:, 1:].astype(np.int64)
+        ids, targets = xp.asarray(buf[:, :-1].astype(np.int64)), xp.asarray(buf[:, 1:].astype(np.int64))
         h, _ = gpt2_hidden_forward(backbone, hparams, ids)  # [B, T, C]
         C = h.shape[-1]
         for k in range(len(heads) + 1):  # k = 0: the LM head predicts targets[:, t]; head k: targets[:, t + k]
             hk = h[:, :n_ctx - k].reshape(-1, C)
             logits = hk @ backbone["wte"].T if k == 0 else head_forward(hk, heads[k - 1], backbone["wte"], config["act"])[0]
-            ranks = ranks_of_targets(logits, targets[:, k:].reshape(-1))
+            ranks = to_numpy(ranks_of_targets(logits, targets[:, k:].reshape(-1)))
             counts[k] += np.bincount(ranks[ranks < topk], minlength=topk)
             totals[k] += len(ranks)
     share = counts / totals[:, None]
@@ -96,7 +100,7 @@ def backbone_hparams(backbone, folder):
 def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1", tied=False, act="silu",
          decay=0.8, lambda_0=1.0, n_ctx=128, batch_size=8, lr=1e-3, head_lr_ratio=4.0, warmup=50, warmup_heads=100,
          max_steps=1000, max_minutes=None, clip=1.0, eval_every=100, seed=0, distill_tokens=0, distill_temperature=1.0,
-         distill_data=None, from_lm_head=True, resume=True, dtype="float16", stop_at=None):
+         distill_data=None, from_lm_head=True, resume=True, dtype="float16", stop_at=None, device="cpu"):
     """Train heads (and for medusa2 the backbone) on token files; checkpoints in OUT/ckpt, resumable.
 
     OUT (and its missing parents) is made when the first file is written: OUT/distill.bin or the first checkpoint.
@@ -122,6 +126,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
         raise ValueError(f"--distill_data {distill_data}: {why}")
     if stop_at is not None and stop_at > max_steps:
         raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would never stop there")
+    xp = get_xp(device)  # a ValueError without CuPy, before any work
     folder, data, out = resolve(str(backbone)), Path(data), Path(out)
     check_out(out)
     hparams = backbone_hparams(backbone, folder)
@@ -143,6 +148,8 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
 
     # Step 1: the backbone, the data (self-distilled: written by the backbone), fresh heads
     hparams, backbone_params = load_checkpoint(folder)
+    wte_host = backbone_params["wte"]  # [V, C] NumPy: fresh heads start from it
+    backbone_params = to_device(backbone_params, xp)
     rng = np.random.default_rng(seed)
     train_ids = np.fromfile(data / "train.bin", dtype=np.uint16)
     val_ids = np.fromfile(data / "val.bin", dtype=np.uint16)
@@ -168,8 +175,9 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
             text_val_ids = val_ids
             val_ids = self_distill(hparams, backbone_params, val_ids, 8 * 8 * n_ctx + 1,
                                    np.random.default_rng(seed + 1), distill_temperature)
-        heads, config = init_heads(n_heads, backbone_params["wte"], tied=tied, act=act, from_lm_head=from_lm_head,
+        heads, config = init_heads(n_heads, wte_host, tied=tied, act=act, from_lm_head=from_lm_head,
                                    rng=rng)
+        heads = to_device(heads, xp)
         lambdas = [decay ** (k + 1) for k in range(n_heads)]
         joint = stage == "medusa2"
         params = {"heads": heads, **({"backbone": backbone_params} if joint else {})}
@@ -179,7 +187,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
                distill_data=str(distill_data) if distill_data else None, n_heads=n_heads, tied=tied, act=act)}
 
         def loss_and_grads(params, step, rng):  # MEDUSA-1: sum_k lambda_k L_k; MEDUSA-2: + lambda_0 L_LM
-            ids, targets = random_windows(train_ids, n_ctx, batch_size, rng)  # [B, T] each
+            ids, targets = (xp.asarray(a) for a in random_windows(train_ids, n_ctx, batch_size, rng))  # [B, T] each
             h, cache = gpt2_hidden_forward(params.get("backbone", backbone_params), hparams, ids)  # [B, T, C]
             loss, losses, g_heads, dh = heads_loss_and_grads(h, targets, params["heads"], backbone_params["wte"],
                                                              config, lambdas)
@@ -253,6 +261,7 @@ OPTIONS = [
     Option("dtype", str, "float16", "dtype of the saved heads (and backbone)",
            choices=("float32", "float16", "bfloat16")),
     Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)", low=1),
+    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
 ]
 
 if __name__ == "__main__":
