@@ -71,7 +71,7 @@ def main(data, n_windows=24, out=None):
         n_params = sum(a.size for a in flatten(model.params).values()) if hasattr(model, "params") else 0
         lines.append(f"| {name} | {n_params / 1e6:.2f}M | {h['n_layer']} x {h['n_embd']} x {h['n_head']} | {h['n_ctx']} "
                      f"| {log['history'][-1]['tokens'] / 1e6:.2f}M | {mean_nll(model, val):.3f} | {log['seconds'] / 60:.0f} min "
-                     f"| {log['machine']['cores']} CPU cores, numpy {log['machine']['numpy']} (BLAS threads: build.sh) |")
+                     f"| {machine(log['machine'])}, numpy {log['machine']['numpy']} (threads, device: build.sh) |")
     ng = drafts["ngram"]
     lines.append(f"| ngram | {sum(t['next'].size for t in ng.tables) / 1e6:.2f}M n-grams | order {ng.order}, Witten-Bell "
                  f"| unbounded | counts of train.bin | {mean_nll(ng, val):.3f} | seconds | (counting) |")
@@ -102,6 +102,12 @@ def main(data, n_windows=24, out=None):
     print("\n".join(lines))
 
 
+def machine(m):  # a training record's "machine" -> where it ran, in words
+    if m.get("device", "cpu") == "gpu":
+        return f"one GPU (CuPy; {m['cores']} host cores)"
+    return f"{m['cores']} CPU cores"
+
+
 def heads_section(hparams):
     """Trained heads shipped beside tiny-target (MEDUSA-1 heads, Blockwise heads): size, training, accuracy."""
     out = ["## Heads on tiny-target", "", "Trained by `python -m gpt2.train_heads` (commands in build.sh) with the "
@@ -123,7 +129,7 @@ def heads_section(hparams):
                 f"tokens the backbone wrote (T={args['distill_temperature']:g})"
                 + (f", {args['distill_tokens'] / 1e6:.2f}M" if args.get("distill_tokens") else f": {args['distill_data']}"))
         out.append(f"| {kind} | {r['n_heads']} | {block} | {r['n_heads'] * per_head / 1e6:.2f}M | {data} | "
-                   f"{r['tokens_seen'] / 1e6:.2f}M | {r['machine']['minutes']:.0f} min "
+                   f"{r['tokens_seen'] / 1e6:.2f}M | {r['machine']['minutes']:.0f} min, {machine(r['machine'])} "
                    f"| {r['accuracy'].get('on', 'val.bin text')} "
                    f"| {' '.join(f'{a:.3f}' for a in r['accuracy']['top1'])} "
                    f"| {' '.join(f'{a:.3f}' for a in r['accuracy']['top5'])} |")
@@ -151,7 +157,7 @@ def eagle_section(folder=ASSETS / "tiny-target" / "eagle"):
            f"(T={data['temperature']:g}), {data['rows']} rows of 16 prompt + "
            f"{data['tokens'] // data['rows'] - 16} tokens | {r['tokens_seen'] / 1e6:.2f}M | "
            f"{r.get('distill_seconds', 0) / 60:.0f} + {r['feature_seconds'] / 60:.0f} + {r['machine']['minutes']:.0f} "
-           f"min, {r['machine']['cores']} CPU cores | {' '.join(f'{a:.3f}' for a in acc['top1'])} "
+           f"min, {machine(r['machine'])} | {' '.join(f'{a:.3f}' for a in acc['top1'])} "
            f"| {' '.join(f'{a:.3f}' for a in acc['top5'])} |", ""]
     if "measured" in r:
         out += ["Measured acceptance, written into eagle.json by `python -m bench.eagle --record "

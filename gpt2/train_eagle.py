@@ -178,7 +178,8 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
         log["accuracy"]["on"] = (f"the backbone's own continuations (T={distill_temperature:g}) of validation prompts, "
                                  f"{len(val_rows)} rows")
         log["tokens_seen"] = log["step"] * batch_size * (T - 1)
-        log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "minutes": round(log["seconds"] / 60, 1)}
+        log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "minutes": round(log["seconds"] / 60, 1),
+                          "device": device}
         save_eagle(out, params, config, dtype=dtype, record=log)
     print(json.dumps({"top1": log["accuracy"]["top1"], "top5": log["accuracy"]["top5"]}))
     return log["accuracy"]["top1"]

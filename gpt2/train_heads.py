@@ -218,7 +218,8 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
             log["accuracy_text"] = evaluate_heads(trained_backbone, hparams, params["heads"], config, text_val_ids,
                                                   n_ctx)
         log["tokens_seen"] = log["step"] * batch_size * n_ctx
-        log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "minutes": round(log["seconds"] / 60, 1)}
+        log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "minutes": round(log["seconds"] / 60, 1),
+                          "device": device}
         if joint:
             save_checkpoint(out, hparams, trained_backbone, dtype=dtype)
             for name in ("vocab.json", "merges.txt", "encoder.json", "vocab.bpe"):  # the backbone's tokenizer, as is
