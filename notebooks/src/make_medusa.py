@@ -45,15 +45,18 @@ assert b["attn_mask"][6].tolist() == [True, False, True, False, False, False, Tr
 md("""## A real step of the built-in model
 
 `gpt2/assets/tiny-target/medusa` holds 2 heads trained with MEDUSA-1 (frozen backbone) by `python -m gpt2.train_heads`
-on self-distillation data: 0.8M tokens the target itself wrote greedily after prompts from the training text (what the
-heads must guess when decoding greedily). Their accuracy, on the target's own continuations of validation prompts and on
-the validation text itself, and the sparse tree built from the first, come from `heads.json` and
-`medusa_choices.json`. (Of the first rows, 16 of every 128 are prompt text, so even the LM head is not 100% "right".)"""),
+on self-distillation data: 1.6M tokens the target itself wrote greedily after prompts from the training text (what the
+heads must guess when decoding greedily); 4 heads were trained and the first 2 kept. Their accuracy, on the target's own
+continuations of validation prompts and on the validation text itself, and the sparse tree built from the first, come
+from `heads.json` and `medusa_choices.json`. (Of the first rows, 16 of every 128 are prompt text, so even the LM head is
+not 100% "right".)"""),
 code("""from gpt2.load import load_model, heads_folder, heads_function
 target, encoder = load_model("tiny-target")
 folder = heads_folder("tiny-target", "medusa")
 heads, config = heads_function(folder, target)
 record = json.loads((folder / "heads.json").read_text())
+print(f"{record['args']['distill_tokens']:,} self-distilled tokens; {record['args']['n_heads']} heads trained, "
+      f"{record['n_heads']} kept")
 for key in ("accuracy", "accuracy_text"):
     print("on", record[key].get("on", "the validation text"))
     for k, (t1, t5) in enumerate(zip(record[key]["top1"], record[key]["top5"])):
@@ -89,9 +92,10 @@ probs = np.array([[0.5, 0.5, 0.0], [0.9, 0.05, 0.05]])
 print(typical_accept([0, 2, 1], [-1, -1, 0], probs, epsilon=0.3, delta=0.3))  # 0.5 > 0.15; 0 < 0.15; 0.05 < 0.20"""),
 md("""## Speed against tree size
 
-Tokens per target call grow with the tree; the cost of one forward grows too (on a CPU, 8 rows cost about twice one
-row, 64 rows several times more). The best tree is where the two curves cross. Greedy, 48 tokens, 3 prompts, against
-autoregressive decoding in the same run."""),
+Tokens per target call grow with the tree until they level off; the cost of one forward grows too (printed as the
+cost of a target call over the tree against a one-token call of autoregressive decoding). The best tree is where the
+two curves cross. Greedy, 48 tokens, 3 prompts, against autoregressive decoding in the same run; timings on this
+shared machine vary from run to run."""),
 code("""from bench.harness import compare, load_heads
 from gpt2.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 3, 48)
@@ -102,7 +106,8 @@ for budget in (1, 3, 7, 15, 31):
     r = compare("medusa", prompts, {"target": target, "heads": load_heads("tiny-target", "medusa", folder, target)},
                 48, range(1), {"temperature": 0}, tree=ch, topk=10, posterior="greedy")
     rows.append((budget, r["tokens_per_call"], r["speedup"]))
-    print(f"sparse tree, {budget:2d} nodes: {r['tokens_per_call']:.2f} tokens per call, {r['speedup']:.2f}x")
+    print(f"sparse tree, {budget:2d} nodes: {r['tokens_per_call']:.2f} tokens per call, "
+          f"a call costs {r['verify_cost']:.2f} one-token calls, {r['speedup']:.2f}x")
 fig, ax = plt.subplots(1, 2, figsize=(9, 3))
 ax[0].plot([r[0] for r in rows], [r[1] for r in rows], "o-"); ax[0].set(xscale="log", xlabel="nodes", ylabel="tokens per call")
 ax[1].plot([r[0] for r in rows], [r[2] for r in rows], "o-"); ax[1].set(xscale="log", xlabel="nodes", ylabel="speedup")
