@@ -70,7 +70,7 @@ def main(data, n_windows=24, out=None):
         model = target if name == "tiny-target" else drafts[name]
         n_params = sum(a.size for a in flatten(model.params).values()) if hasattr(model, "params") else 0
         lines.append(f"| {name} | {n_params / 1e6:.2f}M | {h['n_layer']} x {h['n_embd']} x {h['n_head']} | {h['n_ctx']} "
-                     f"| {log['history'][-1]['tokens'] / 1e6:.2f}M | {mean_nll(model, val):.3f} | {log['seconds'] / 60:.0f} min "
+                     f"| {log['history'][-1]['tokens'] / 1e6:.2f}M | {mean_nll(model, val):.3f} | {minutes(log['seconds'] / 60)} min "
                      f"| {machine(log['machine'])}, numpy {log['machine']['numpy']} (threads, device: build.sh) |")
     ng = drafts["ngram"]
     lines.append(f"| ngram | {sum(t['next'].size for t in ng.tables) / 1e6:.2f}M n-grams | order {ng.order}, Witten-Bell "
@@ -102,6 +102,10 @@ def main(data, n_windows=24, out=None):
     print("\n".join(lines))
 
 
+def minutes(m):  # 54 -> '54', 0.4 -> '0.4': a GPU's runs take less than a minute
+    return f"{m:.0f}" if m >= 10 else f"{m:.1f}"
+
+
 def machine(m):  # a training record's "machine" -> where it ran, in words
     if m.get("device", "cpu") == "gpu":
         return f"one GPU (CuPy; {m['cores']} host cores)"
@@ -129,7 +133,7 @@ def heads_section(hparams):
                 f"tokens the backbone wrote (T={args['distill_temperature']:g})"
                 + (f", {args['distill_tokens'] / 1e6:.2f}M" if args.get("distill_tokens") else f": {args['distill_data']}"))
         out.append(f"| {kind} | {r['n_heads']} | {block} | {r['n_heads'] * per_head / 1e6:.2f}M | {data} | "
-                   f"{r['tokens_seen'] / 1e6:.2f}M | {r['machine']['minutes']:.0f} min, {machine(r['machine'])} "
+                   f"{r['tokens_seen'] / 1e6:.2f}M | {minutes(r['machine']['minutes'])} min, {machine(r['machine'])} "
                    f"| {r['accuracy'].get('on', 'val.bin text')} "
                    f"| {' '.join(f'{a:.3f}' for a in r['accuracy']['top1'])} "
                    f"| {' '.join(f'{a:.3f}' for a in r['accuracy']['top5'])} |")
@@ -156,7 +160,7 @@ def eagle_section(folder=ASSETS / "tiny-target" / "eagle"):
            f"{n_params - 2 * r['n_embd'] ** 2 - r['n_embd']:,}) | {data['tokens'] / 1e6:.2f}M tokens the target wrote "
            f"(T={data['temperature']:g}), {data['rows']} rows of 16 prompt + "
            f"{data['tokens'] // data['rows'] - 16} tokens | {r['tokens_seen'] / 1e6:.2f}M | "
-           f"{r.get('distill_seconds', 0) / 60:.0f} + {r['feature_seconds'] / 60:.0f} + {r['machine']['minutes']:.0f} "
+           f"{minutes(r.get('distill_seconds', 0) / 60)} + {minutes(r['feature_seconds'] / 60)} + {minutes(r['machine']['minutes'])} "
            f"min, {machine(r['machine'])} | {' '.join(f'{a:.3f}' for a in acc['top1'])} "
            f"| {' '.join(f'{a:.3f}' for a in acc['top5'])} |", ""]
     if "measured" in r:
