@@ -2,7 +2,7 @@
 in well under 3 seconds, before any work and with no file or folder left behind; a run that fails or is interrupted
 after it started leaves no empty OUT/ or OUT/ckpt/ either.
 
-Commands: python -m gpt2.train, python -m gpt2.train_heads.
+Commands: python -m gpt2.train, python -m gpt2.train_heads (and gpt2.train_eagle: --device gpu without CuPy).
 """
 import errno
 import inspect
@@ -110,6 +110,21 @@ def test_a_bad_command_line_is_one_line_and_leaves_nothing(tmp_path, module, arg
     r = run_cli(["-m", module, *args], tmp_path)
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
     assert_refused(r, "^error: .*" + pattern, tmp_path, before, max_seconds=3)
+
+
+@pytest.mark.parametrize("module, extra", [("gpt2.train", []), ("gpt2.train_heads", []),
+                                           ("gpt2.train_eagle", ["--distill_tokens", "1000"])])
+def test_device_gpu_without_cupy_is_one_line(tmp_path, module, extra):
+    import importlib.util
+
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed here: this refusal is for machines without it")
+    make_inputs(tmp_path)
+    before = files_under(tmp_path)
+    out = "runs/m" if module == "gpt2.train" else "runs/h"
+    r = run_cli(["-m", module, "--data", "data", "--out", out, *extra, "--device", "gpu"], tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
+    assert_refused(r, r"^error: --device gpu needs CuPy, which is not importable here", tmp_path, before, max_seconds=3)
 
 
 @pytest.mark.parametrize("module", ["gpt2.train", "gpt2.train_heads"])
