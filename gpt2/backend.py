@@ -45,13 +45,18 @@ def to_numpy(a):
     return a if isinstance(a, np.ndarray) else a.get()
 
 
-def to_device(tree, xp):
-    """A tree (dicts and lists) of arrays, each moved to array module xp: numpy brings CuPy arrays to the host."""
+def tree_map(f, tree):
+    """f applied to every array of a tree of dicts and lists (a model's params), the tree's shape kept."""
     if isinstance(tree, dict):
-        return {k: to_device(v, xp) for k, v in tree.items()}
+        return {k: tree_map(f, v) for k, v in tree.items()}
     if isinstance(tree, list):
-        return [to_device(v, xp) for v in tree]
-    return to_numpy(tree) if xp is np else xp.asarray(tree)
+        return [tree_map(f, v) for v in tree]
+    return f(tree)
+
+
+def to_device(tree, xp):
+    """A tree of arrays, each moved to array module xp: numpy brings CuPy arrays to the host."""
+    return tree_map(to_numpy if xp is np else xp.asarray, tree)
 
 
 # ---- BLAS threads: one policy, applied in one place ----

@@ -17,18 +17,10 @@ Shapes: n_seq (tokens run in one pass), m (tree nodes), n_embd, n_vocab.
 """
 import numpy as np
 
-from gpt2.backend import get_xp, panel_policy, threads_for, to_numpy
+from gpt2.backend import get_xp, panel_policy, threads_for, to_numpy, tree_map
 from gpt2.cache import KVCache
 from gpt2.model import gpt2_hidden, softmax
 from gpt2.panels import matmul, panels as gpt2_panels, with_panels
-
-
-def tree_map(f, tree):
-    if isinstance(tree, dict):
-        return {k: tree_map(f, v) for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [tree_map(f, v) for v in tree]
-    return f(tree)
 
 
 def common_prefix_length(a, b):
