@@ -14,8 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # loop that prompt lookup and REST share)
 SHARED = {"sampling", "verify", "tree", "rejection", "batch"}
 # picospec modules that are not a row of the table
-NOT_METHODS = SHARED | {"__init__", "methods", "theory", "check", "exact_law"}
-ALSO = {"check": {"exact_law"}}  # non-method modules and the extra picospec pieces they use
+NOT_METHODS = SHARED | {"__init__", "methods", "theory", "exact_law", "check", "check_cases", "check_steps",
+                        "check_controls", "check_command"}
+# non-method modules and the extra picospec pieces they use (check imports check_command only when run as __main__)
+ALSO = {"check": {"exact_law", "check_cases", "check_steps", "check_controls", "check_command"},
+        "check_cases": {"exact_law"}, "check_steps": {"check_cases"}, "check_command": {"check", "exact_law"}}
 STDLIB = set(sys.stdlib_module_names)
 
 

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import broken_samplers
-from picospec.check import (CASES, LowestUniforms, Toy, chi2_sf, check_case, check_sampler, exact_law, index,
-                            law_vector, main, random_toy)
+from picospec.check import CASES, Toy, chi2_sf, check_case, check_sampler, exact_law, index, law_vector, random_toy
+from picospec.check_command import main
+from picospec.check_steps import LowestUniforms
 from picospec.rejection import rejection_sample
 from picospec.verify import verify_chain
 
