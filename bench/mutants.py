@@ -340,6 +340,11 @@ MUTANTS = (
            'step = {"drafted": k, "accepted"', 'step = {"drafted": K, "accepted"',
            ("tests/test_batch_self_draft.py::test_batched_rows_equal_each_row_alone",),
            "batched: drafted = the K asked, not the most drafts a row made before it stopped unsure"),
+    Mutant("batch-self-draft-reuses-a-left-prefix", "layer_skip", "rule", "gpt2/batch_self_draft.py",
+           "r = np.where(u == self.verified[:B], read, u)", "r = np.where(u <= self.verified[:B], read, u)",
+           ("tests/test_batch_self_draft.py::test_batched_logits_equal_each_row_on_its_own_engine",
+            "tests/test_batch_self_draft.py"),
+           "batched: a row whose call leaves its verified prefix still reuses the draft's residuals at the cut"),
     # --- cascade drafting
     Mutant("cascade-verifies-against-drafter", "cascade", "rule", "picospec/cascade.py",
            "return drafts[:n] + [token], list(Q[:n + 1])", "return drafts[:n] + [token], list(laws[:n]) + [Q[n]]",

@@ -67,6 +67,16 @@ def padded_rows(params, xs, p, trees, n_slots):
     end (its slots clipped to the spare slot n_slots - 1). trees[b] = (tokens, parents), ([], []) for none.
     """
     xp = xp_of(params["wte"])
+    ids, positions, slots, mask, s, m = row_layout(xs, p, trees, n_slots, xp)
+    n_ctx = params["wpe"].shape[0]
+    x = params["wte"][xp.asarray(ids)] + params["wpe"][xp.asarray(np.minimum(positions, n_ctx - 1))]  # [B, T, C]
+    return x.reshape(len(xs) * ids.shape[1], -1), slots, mask, s, m
+
+
+def row_layout(xs, p, trees, n_slots, xp):
+    """Where padded_rows' rows go, without embedding them -> token ids [B, T] and positions [B, T] (host), cache
+    slots [B, T] and mask [B, 1, T, n_kv] (on xp), new tokens s [B] and nodes m [B] per row. For passes whose inputs
+    are residuals already (gpt2/batch_self_draft.py's verification above the draft's cut)."""
     s = np.array([len(x) for x in xs]) - p  # [B]
     m = np.array([len(tokens) for tokens, _ in trees])  # [B]
     B, T = len(xs), int((s + m).max())
@@ -80,9 +90,7 @@ def padded_rows(params, xs, p, trees, n_slots):
             nodes = slice(s[b], s[b] + m[b])
             positions[b, nodes] = len(x) - 1 + np.array(tree_depths(parents))
             mask[b, nodes, len(x):len(x) + m[b]] = tree_mask(parents, np)
-    n_ctx = params["wpe"].shape[0]
-    x = params["wte"][xp.asarray(ids)] + params["wpe"][xp.asarray(np.minimum(positions, n_ctx - 1))]  # [B, T, C]
-    return x.reshape(B * T, -1), xp.asarray(np.minimum(at, n_slots - 1)), xp.asarray(mask)[:, None], s, m
+    return ids, positions, xp.asarray(np.minimum(at, n_slots - 1)), xp.asarray(mask)[:, None], s, m
 
 
 class RowCaches:

@@ -19,7 +19,7 @@ import picospec.self_draft as sd
 from batchrows import COPIES, HP, N, PARAMS, PROMPTS, TEXTS, built_in, check_records, check_rejected
 from checker import SAMPLES, check_law, exact_law
 from clitools import run_cli
-from gpt2.batch_self_draft import BatchSelfDraft, batch_side
+from gpt2.batch_self_draft import BatchSelfDraft, batch_side, sublayer_rows
 from gpt2.engine import GPT2
 from gpt2.load import ASSETS
 from gpt2.self_draft import SelfDraft, exit_skip, load_self_draft, parse_skip
@@ -92,6 +92,45 @@ def test_a_target_that_reuses_the_drafts_keys_and_values_is_caught(tiny):
     engine = engines(tiny, "a3,m4", "float64")
     singles = [SelfDraft(engine.hparams, engine.params, engine.skip) for _ in range(4)]
     assert run_calls(VerifiesOnTheDraftsCache(engine, 4), singles, 0) > 1e-3
+
+
+class ReusesOffByOne(BatchSelfDraft):
+    """Bug: each row's reused residuals at the cut are shifted by one position."""
+
+    def _verify(self, xs, n=1):
+        self.h_cut = [np.roll(h, 1, axis=0) for h in self.h_cut]
+        return super()._verify(xs, n)
+
+
+def test_a_wrong_reuse_of_the_residuals_at_the_cut_is_caught(tiny):
+    engine = engines(tiny, "a3,m4", "float64")
+    singles = [SelfDraft(engine.hparams, engine.params, engine.skip) for _ in range(4)]
+    assert run_calls(ReusesOffByOne(engine, 4), singles, 0) > 1e-3
+
+
+@pytest.mark.parametrize("path, cut", [("a3,m4", 6), ("E2", 4), ("m5", 11)])
+def test_verification_runs_only_unread_tokens_below_the_cut(tiny, monkeypatch, path, cut):
+    """After the draft read t and d1 in every row, verifying [.., t, d1, d2] runs d2 alone through the sublayers below
+    the cut and the three tokens through the rest, one batched pass each; the logits are each row's own engine's."""
+    import gpt2.batch_self_draft as batch_self_draft
+
+    engine = engines(tiny, path, "float64")
+    batch = BatchSelfDraft(engine, 3)
+    xs = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16]]
+    calls = [("target", [], 1), ("draft", [1], 1), ("draft", [1, 2], 1), ("target", [1, 2, 3], 3)]  # (side, x +, n)
+    for side, more, n in calls[:3]:
+        getattr(batch, side).logits([x + more for x in xs], n)
+    seen = []  # (sublayer, padded rows it ran)
+    monkeypatch.setattr(batch_self_draft, "sublayer_rows", lambda x, s, *args, **kwargs: (
+        seen.append((s, len(x))), sublayer_rows(x, s, *args, **kwargs))[1])
+    out = batch.target.logits([x + calls[3][1] for x in xs], 3)  # [3, 3, V]
+    assert [s for s, _ in seen] == list(range(12))
+    assert {rows for s, rows in seen if s < cut} == {3} and {rows for s, rows in seen if s >= cut} == {9}
+    for b, x in enumerate(xs):
+        single = SelfDraft(engine.hparams, engine.params, engine.skip)
+        for side, more, n in calls:
+            alone = getattr(single, side).logits(x + more, n)
+        assert np.abs(out[b] - alone).max() < 1e-5
 
 
 def test_both_sides_of_one_self_draft_get_one_batched_engine(tiny):
