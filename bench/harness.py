@@ -109,7 +109,8 @@ def load_self_draft(kind, options, target, target_name, offline=None):
 
     # forward_params: the target engine's weights, with its weight panels where it has them (gpt2/panels.py)
     engine = load(target.hparams, target.forward_params, resolve(str(target_name), offline=offline), kind,
-                  skip=options.get("skip"), exit_layer=options.get("exit_layer"), adapter=options.get("adapter", True))
+                  skip=options.get("skip"), exit_layer=options.get("exit_layer"), adapter=options.get("adapter", True),
+                  head=(target.head, target.head_panels))
     return {"target": engine.target, "draft": engine.draft, "self_draft": engine.settings}
 
 

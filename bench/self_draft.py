@@ -37,15 +37,17 @@ def search_sequences(target, encoder, n_prompts, prompt_tokens, new_tokens, seed
 
 # ---- the cost model of a draft path (ms on this machine, one BLAS thread) ----
 
-def measure_costs(hparams, params, reps=60):
+def measure_costs(target, reps=60):
     """Draft calls of four paths (none, attention only, MLPs only, all) give a call's fixed cost and each sublayer's;
-    target calls of n = 1..9 new tokens give the verification's cost. Interleaved, medians."""
+    target calls of n = 1..9 new tokens give the verification's cost. Interleaved, medians. On the weights the target
+    engine decodes with (its weight panels and LM head copy, where it has them), as main.py loads a self-draft."""
     from gpt2.self_draft import SelfDraft
 
+    hparams, params, head = target.hparams, target.forward_params, (target.head, target.head_panels)
     L, x = hparams["n_layer"], list(range(7, 7 + 100))
     paths = {"none": range(2 * L), "attention": range(1, 2 * L, 2), "mlp": range(0, 2 * L, 2), "all": ()}
-    engines = {k: SelfDraft(hparams, params, skip) for k, skip in paths.items()}
-    full = SelfDraft(hparams, params, ())
+    engines = {k: SelfDraft(hparams, params, skip, head=head) for k, skip in paths.items()}
+    full = SelfDraft(hparams, params, (), head=head)
     for e in list(engines.values()) + [full]:
         e.target(x)
     times = {k: [] for k in list(paths) + [f"v{n}" for n in range(1, 10)]}
@@ -154,7 +156,7 @@ def search(target, encoder, n_prompts, prompt_tokens, new_tokens, seed, restarts
         seconds = time.thread_time() - start
         saved.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(saved, x=x, agree=agree, confidence=confidence, seconds=seconds)
-    costs = measure_costs(h, params)
+    costs = measure_costs(target)
     scores = [score(agree[mask], confidence[mask], [cpu_costs(skip_of(mask, L), costs, L),
                                                     memory_bound_costs(skip_of(mask, L), h)])
               for mask in range(n_sets)]
@@ -308,8 +310,9 @@ def self_draft_alpha(engine, target, prompts, n_tokens, options):
         target.reset()
         seqs.append(autoregressive_sampling(x, target, n_tokens, np.random.default_rng(0), **options))
     x, start = np.array(seqs), len(prompts[0])
-    p = warp(softmax_np(draft_logits(engine.params, engine.hparams, x, start, engine.skip, engine.adapter)), **options)
-    q = warp(softmax_np(draft_logits(engine.params, engine.hparams, x, start, [])), **options)
+    params = target.params  # the engine's weights without its panels (draft_logits runs [B, T] arrays)
+    p = warp(softmax_np(draft_logits(params, engine.hparams, x, start, engine.skip, engine.adapter)), **options)
+    q = warp(softmax_np(draft_logits(params, engine.hparams, x, start, [])), **options)
     return float(np.minimum(p, q).sum(-1).mean())
 
 
@@ -322,9 +325,11 @@ def bench(target, encoder, target_name, n_prompts, prompt_tokens, n_tokens, seed
     tiny, ngram = (load_draft(name, target, target_name) for name in ("tiny-draft", "ngram"))
     folder = resolve(target_name)
     config = read_config(folder)
-    skip = load_self_draft(target.hparams, target.params, folder, "layer_skip")
-    paper = load_self_draft(target.hparams, target.params, folder, "layer_skip", skip="m2")  # the most agreeing set
-    exit_ = load_self_draft(target.hparams, target.params, folder, "early_exit")
+    # on the weights the target engine decodes with (its panels and LM head copy), as main.py loads them
+    shared = dict(head=(target.head, target.head_panels))
+    skip = load_self_draft(target.hparams, target.forward_params, folder, "layer_skip", **shared)
+    paper = load_self_draft(target.hparams, target.forward_params, folder, "layer_skip", skip="m2", **shared)
+    exit_ = load_self_draft(target.hparams, target.forward_params, folder, "early_exit", **shared)
     K_skip, K_exit, E = config["layer_skip"]["K"], config["early_exit"]["K"], config["early_exit"]["exit_layer"]
     rows = [("speculative", "tiny-draft", {"draft": tiny}, {"K": 4}, "tiny"),  # ..., the alpha of the theory column
             ("speculative", "ngram", {"draft": ngram}, {"K": 4}, "ngram"),

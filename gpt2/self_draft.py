@@ -28,6 +28,7 @@ from gpt2.backend import to_numpy, xp_of
 from gpt2.cache import KVCache
 from gpt2.engine import common_prefix_length
 from gpt2.model import causal_mask, ffn, layer_norm, mha, softmax
+from gpt2.panels import matmul, panels
 
 
 def sublayer_name(s):  # 0 -> "a0", 3 -> "m1"
@@ -57,21 +58,34 @@ def sublayer(x, s, block, n_head, mask, cache=None):  # one residual sublayer: [
     return x + ffn(layer_norm(x, **block["ln_2"]), **block["mlp"])
 
 
-def lm_head(h, params, adapter=None):  # final hidden states [n, n_embd] -> logits [n, n_vocab]
+def lm_head(h, params, adapter=None, head=None):  # final hidden states [n, n_embd] -> logits [n, n_vocab]
+    """head: (W [n_embd, n_vocab] contiguous, its column panels or None), the engine's copy of the tied head (a few
+    rows times wte.T, a transposed view, cost 1.5-6x more on the built-in target); None: wte.T itself."""
     from gpt2.heads import head_forward
 
     x = layer_norm(h, **params["ln_f"])  # [n, n_embd]
+    W, P = head if head is not None else (params["wte"].T, None)  # [n_embd, n_vocab]
     if adapter is None:
-        return x @ params["wte"].T
-    return head_forward(x, adapter["head"], params["wte"], adapter["act"])[0]
+        return matmul(x, W, P)
+    return head_forward(x, adapter["head"], W.T, adapter["act"])[0]  # head_forward multiplies by (W.T).T = W
+
+
+def tied_head(params, xp):  # -> (W, panels) for lm_head: a contiguous copy of wte.T on the CPU, panels where the
+    # forward's linears have them (gpt2/panels.py); on a GPU the transposed view as it is
+    W = params["wte"].T  # [n_embd, n_vocab]
+    if xp is not np:
+        return W, None
+    W = np.ascontiguousarray(W)
+    return W, (panels(W) if "panels" in params["blocks"][0]["mlp"]["c_fc"] else None)
 
 
 class SelfDraft:
     """A GPT-2 (hparams + params on one device, float32) and a draft path through it, on one per-layer KV cache."""
 
-    def __init__(self, hparams, params, skip=(), adapter=None):
+    def __init__(self, hparams, params, skip=(), adapter=None, head=None):
         self.hparams, self.params, self.adapter = hparams, params, adapter
         self.xp = xp_of(params["wte"])
+        self.head = tied_head(params, self.xp) if head is None else head  # the LM head's weights for lm_head
         L, d = hparams["n_layer"], hparams["n_embd"] // hparams["n_head"]
         self.skip = sorted(set(skip))
         self.cut = min(self.skip, default=2 * L)  # first skipped sublayer: the draft is exact before it
@@ -126,7 +140,7 @@ class SelfDraft:
         # Step 2: the rest of the draft's path (its keys/values above the cut are its own)
         h = self._run(h, [s for s in self.kept if s >= self.cut], p)
         self.read = list(x)
-        return lm_head(h[-n:], self.params, self.adapter)
+        return lm_head(h[-n:], self.params, self.adapter, self.head)
 
     def _verify(self, x, n=1):  # the target: logits [n, n_vocab], reusing what the draft computed before the cut
         self._check(x, n)
@@ -140,7 +154,7 @@ class SelfDraft:
         h = self._run(h, range(self.cut, 2 * self.hparams["n_layer"]), u)  # every sublayer after the cut
         self.full, self.read = list(x), list(x)
         self.h_cut = self.h_cut[:0]
-        return lm_head(h[-n:], self.params)
+        return lm_head(h[-n:], self.params, head=self.head)
 
 
 class Model:
@@ -300,17 +314,18 @@ def load_adapter(folder, exit_layer, n_embd):
     return {"head": heads[0], "act": config["act"]}
 
 
-def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, adapter=True):
+def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, adapter=True, head=None):
     """A SelfDraft for --method layer_skip (kind "layer_skip": --skip, else the set in folder/self_draft.json) or
     early_exit (--exit_layer, else the shipped one; with the shipped exit adapter unless adapter is False).
-    Its .settings: the K and threshold searched with it (K 4, threshold 0 where nothing was searched)."""
+    Its .settings: the K and threshold searched with it (K 4, threshold 0 where nothing was searched). head: the
+    target engine's (W, panels) for the LM head (GPT2.head, .head_panels), shared instead of copied."""
     L, config = hparams["n_layer"], read_config(folder).get(kind, {})
     settings = {"K": config.get("K", 4), "threshold": config.get("threshold", 0.0)}
     if kind == "layer_skip":
         if skip is None and "skip" not in config:
             raise ValueError(f"no skip set for this model: {folder}/{CONFIG} has none; search one with `python -m "
                              "bench.self_draft --task search --target NAME` or pass --skip a3,m4")
-        engine = SelfDraft(hparams, params, parse_skip(config["skip"] if skip is None else skip, L))
+        engine = SelfDraft(hparams, params, parse_skip(config["skip"] if skip is None else skip, L), head=head)
         engine.settings = settings
         return engine
     if exit_layer is None and "exit_layer" not in config:
@@ -318,10 +333,11 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
     E = config["exit_layer"] if exit_layer is None else exit_layer
     if not 1 <= E < L:
         raise ValueError(f"--exit_layer {E}: the model has {L} layers; exit after 1..{L - 1}")
-    head = load_adapter(folder, E, hparams["n_embd"]) if adapter else None
-    if head is not None:  # the adapter goes where the model is (CuPy or NumPy)
-        head["head"] = {k: {n: xp_of(params["wte"]).asarray(a) for n, a in v.items()} for k, v in head["head"].items()}
-    engine = SelfDraft(hparams, params, exit_skip(E, L), head)
+    exit_head = load_adapter(folder, E, hparams["n_embd"]) if adapter else None
+    if exit_head is not None:  # the adapter goes where the model is (CuPy or NumPy)
+        exit_head["head"] = {k: {n: xp_of(params["wte"]).asarray(a) for n, a in v.items()}
+                             for k, v in exit_head["head"].items()}
+    engine = SelfDraft(hparams, params, exit_skip(E, L), exit_head, head=head)
     engine.settings = settings
     return engine
 

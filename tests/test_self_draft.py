@@ -143,6 +143,28 @@ def test_a_wrong_reuse_is_caught(tiny, broken):
     assert np.abs(draft_then_verify(engine, x, drafts) - full_logits(model, x + drafts, 5)).max() > 1e-2
 
 
+@pytest.mark.parametrize("kind", ["layer_skip", "early_exit"])
+def test_the_lm_head_is_the_target_engines_own(tiny, kind):
+    """Loaded as main.py loads it (bench.harness.load_self_draft), a self-draft multiplies by the target engine's head
+    copy and panels (shared, not copied) and gives the logits of the plain tied head wte.T, on both sides; a SelfDraft
+    built without one makes its own contiguous copy."""
+    from bench.harness import load_self_draft as load_as_main
+
+    model, _ = tiny
+    loaded = load_as_main(kind, {}, model, "tiny-target")
+    engine = loaded["target"].engine
+    assert engine.head[0] is model.head and engine.head[1] is model.head_panels
+    plain = SelfDraft(model.hparams, model.params, engine.skip, engine.adapter, head=(model.params["wte"].T, None))
+    x = list(range(40, 60))
+    for side in ("target", "draft", "target"):
+        for n in (1, 2, 5):
+            got, want = getattr(engine, side).logits(x, n), getattr(plain, side).logits(x, n)
+            assert np.abs(got - want).max() < 1e-4
+        x = x + [7]
+    own = SelfDraft(model.hparams, model.params, engine.skip)
+    assert own.head[0].flags.c_contiguous and np.array_equal(own.head[0], model.params["wte"].T)
+
+
 def test_the_draft_is_the_skipped_path_on_the_target_cache(tiny):
     """What the engine drafts equals the batched rows the search scores (gpt2.self_draft.draft_logits)."""
     model, encoder = tiny
