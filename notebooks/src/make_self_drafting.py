@@ -53,9 +53,10 @@ md("""## Every skip set: the landscape
 `python -m bench.self_draft --task search` scored all 2^12 = 4096 skip sets of the 6-layer target: for each, the
 draft's agreement with the target at 16 x 32 positions of held-out prompts' greedy continuations (one depth-first
 pass in which sets that keep the same first sublayers share their computation), walked with each K and threshold,
-and timed by two cost models: this CPU (measured sublayer costs, and a verification of k + 1 tokens that costs
-1.74 to 2.88 one-token calls for k = 1..8, printed below) and a memory-bound accelerator (a call costs the weights it
-reads, whatever its tokens)."""),
+and timed by two cost models: this CPU (measured sublayer costs, and the cost of verifying k + 1 tokens, printed
+below in one-token calls) and a memory-bound accelerator (a call costs the weights it reads, whatever its tokens). On
+this CPU a one-token step of the tiny target is bound by reading its weights, so verifying a few tokens costs about
+as much as one token, and the cheapest drafts win: the search keeps one or two sublayers."""),
 code("""search = config["layer_skip"]["search"]
 agreement = np.array(search["agreement"])
 skipped = np.array([bin(m).count("1") for m in range(4096)])
@@ -177,19 +178,19 @@ md("""## Side by side on a few held-out prompts
 
 A small live run (2 prompts, 32 new tokens, temperature 0): tokens per target call and wall-clock speedup against
 autoregressive decoding with the same engine. The README has the full table with temperature 1 and the theory
-beside it (`python -m bench.self_draft`). A verification call costs more than a one-token call and each draft call
-adds its own cost; both are printed beside each row, measured in this run in one-token target calls of
+beside it (`python -m bench.self_draft`). A verification call costs about one one-token call here and each draft
+call adds its own cost; both are printed beside each row, measured in this run in one-token target calls of
 autoregressive decoding (c: a draft call, v: a verification call). Tokens per target call must beat what a step costs
 before time is saved. Timings of a run this small vary from run to run."""),
-code("""from bench.harness import compare, load_draft
+code("""from bench.harness import compare, load_self_draft as load_as_main
 from gpt2.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 2, 64)
-skip = load_self_draft(target.hparams, target.params, ASSETS / "tiny-target", "layer_skip")
+# as main.py loads them: on the target engine's weights, with its weight panels and LM head copy
+skip, exit_ = (load_as_main(kind, {}, target, "tiny-target") for kind in ("layer_skip", "early_exit"))
 rows = [("speculative", "tiny-draft", {"draft": tiny}, {"K": 4}),
         ("speculative", "ngram", {"draft": ngram}, {"K": 4}),
-        ("layer_skip", record["skip"], {"target": skip.target, "draft": skip.draft, "self_draft": skip.settings}, {}),
-        ("early_exit", f"exit {engine.skip[0] // 2}", {"target": engine.target, "draft": engine.draft,
-                                                       "self_draft": engine.settings}, {}),
+        ("layer_skip", record["skip"], skip, {}),
+        ("early_exit", f"exit {exit_['target'].engine.skip[0] // 2}", exit_, {}),
         ("cascade", "vertical", {"draft": tiny, "draft2": ngram}, {"K": 4, "K_inner": 2, "K_tail": 0}),
         ("cascade", "horizontal", {"draft": tiny, "draft2": ngram}, {"K": 3, "K_inner": 0, "K_tail": 2}),
         ("cascade", "both", {"draft": tiny, "draft2": ngram}, {"K": 3, "K_inner": 2, "K_tail": 2})]
