@@ -8,7 +8,7 @@ layer_skip (Draft & Verify), early_exit (LayerSkip) and cascade (CS Drafting) ag
 search and exits write the choices into the target's folder (self_draft.json, early_exit/) unless --nowrite.
 The search scores a skip set by the speedup its draft would give greedy decoding: its agreement with the target at
 every position of held-out prompts' greedy continuations (batched, on the target's cache, as the engine drafts:
-gpt2/self_draft.py skip_set_search), walked step by step with K drafts (picospec.theory.greedy_walk), timed by a cost
+gpt2/skip_search.py skip_set_search), walked step by step with K drafts (picospec.theory.greedy_walk), timed by a cost
 model of the engine measured here (a draft call from its kept sublayers, the verification from its cut).
 Shapes: B prompts, m scored positions per prompt.
 """
@@ -141,7 +141,7 @@ MODELS = ("this CPU (measured)", "memory-bound (weights read)")
 
 
 def search(target, encoder, n_prompts, prompt_tokens, new_tokens, seed, restarts, write, folder, runs):
-    from gpt2.self_draft import skip_set_search
+    from gpt2.skip_search import skip_set_search
 
     h, params = target.hparams, target.params
     L, n_sets = h["n_layer"], 2 ** (2 * h["n_layer"])
@@ -236,7 +236,9 @@ def exits(target, encoder, exit_layers, steps, n_windows, write, folder, runs):
     """Each exit layer's agreement on the search's sequences (self_draft.json), with the plain LM head and with an
     exit adapter trained for it; ships the exit layer (and adapter) with the best expected speedup on this machine."""
     from gpt2.heads import load_heads
-    from gpt2.self_draft import ADAPTER, draft_logits, exit_skip, read_config, train_exit_adapter
+    from gpt2.exit_adapter import ADAPTER, train_exit_adapter
+    from gpt2.self_draft import exit_skip, read_config
+    from gpt2.skip_search import draft_logits
 
     h, params = target.hparams, target.params
     L = h["n_layer"]
@@ -303,7 +305,7 @@ def call_cost(model, x, n, reps=30):
 
 def self_draft_alpha(engine, target, prompts, n_tokens, options):
     """alpha of a self-draft on the target's own continuations, the draft reading the target's cache (as it drafts)."""
-    from gpt2.self_draft import draft_logits
+    from gpt2.skip_search import draft_logits
 
     seqs = []
     for x in prompts:

@@ -19,8 +19,9 @@ Example (6 layers, exit after layer 2 = skip a2..m5, f = 4): after the draft rea
 target's call on the prefix + [t, d1, d2, d3] runs d3 through sublayers 0-3, then all four tokens through sublayers
 4-11, starting from the saved residuals of t, d1, d2. The logits equal a full forward (tests/test_self_draft.py).
 
-An exit adapter (optional) is a tied residual head of gpt2/heads.py on the draft's final hidden state.
-Shapes: n_seq (tokens run in one call), n_kv, n_embd, n_vocab, B (sequences), m (scored rows per sequence), T.
+An exit adapter (optional) is a tied residual head of gpt2/heads.py on the draft's final hidden state; it is trained
+and loaded in gpt2/exit_adapter.py. The batched skip-set search that picks a skip set is gpt2/skip_search.py.
+Shapes: n_seq (tokens run in one call), n_kv, n_embd, n_vocab, B (sequences).
 """
 import numpy as np
 
@@ -182,104 +183,9 @@ class Model:
         return self.engine.hparams["n_ctx"]
 
 
-# ---- measuring a draft path on many positions at once (the skip-set search) ----
-
-def full_forward(params, hparams, x):
-    """Every residual and every layer's keys/values of a full forward of x [B, T] (no cache).
-
-    -> residuals [2L + 1, B, T, n_embd] (before each sublayer, then after the last), keys/values [L, B, n_head, T, d].
-    """
-    xp, H = xp_of(params["wte"]), hparams["n_head"]
-    B, T = x.shape
-    h = params["wte"][x] + params["wpe"][xp.arange(T)]  # [B, T, n_embd]
-    residuals, keys, values = [h], [], []
-    mask = causal_mask(T, 0, xp)  # [T, T]
-    for s in range(2 * hparams["n_layer"]):
-        block = params["blocks"][s // 2]
-        if s % 2 == 0:
-            k, v = split_heads(layer_norm(h, **block["ln_1"]) @ block["attn"]["c_attn"]["w"]
-                               + block["attn"]["c_attn"]["b"], H)[1:]  # [B, n_head, T, d] each
-            keys.append(k)
-            values.append(v)
-        h = xp.stack([sublayer(h[b], s, block, H, mask) for b in range(B)])  # [B, T, n_embd]
-        residuals.append(h)
-    return xp.stack(residuals), xp.stack(keys), xp.stack(values)
-
-
-def split_heads(qkv, n_head):  # [B, m, 3 n_embd] -> q, k, v [B, n_head, m, d]
-    B, m, three_c = qkv.shape
-    qkv = qkv.reshape(B, m, 3, n_head, three_c // (3 * n_head)).transpose(2, 0, 3, 1, 4)  # [3, B, n_head, m, d]
-    return qkv[0], qkv[1], qkv[2]
-
-
-def draft_sublayer(h, s, block, n_head, keys, values, pos):
-    """Sublayer s for rows h [B, m, n_embd] at positions pos [m] of each sequence, as the draft computes it on the
-    target's cache: attention reads the target's keys/values [B, n_head, T, d] before each row and its own at the row.
-    """
-    xp = xp_of(h)
-    if s % 2:
-        return h + ffn(layer_norm(h, **block["ln_2"]), **block["mlp"])
-    a = block["attn"]
-    q, k, v = split_heads(layer_norm(h, **block["ln_1"]) @ a["c_attn"]["w"]
-                          + a["c_attn"]["b"], n_head)  # [B, n_head, m, d] each
-    scale = 1 / np.sqrt(q.shape[-1]).item()
-    before = q @ keys.transpose(0, 1, 3, 2) * scale  # [B, n_head, m, T]
-    before = xp.where(xp.arange(keys.shape[2]) < xp.asarray(pos)[:, None], before, -np.inf)  # keys before each row
-    own = (q * k).sum(-1, keepdims=True) * scale  # [B, n_head, m, 1]
-    scores = xp.concatenate([before, own], -1)  # [B, n_head, m, T + 1]
-    w = softmax(scores)
-    out = w[..., :-1] @ values + w[..., -1:] * v  # [B, n_head, m, d]
-    B, H, m, d = out.shape
-    return h + out.transpose(0, 2, 1, 3).reshape(B, m, H * d) @ a["c_proj"]["w"] + a["c_proj"]["b"]
-
-
-def skip_set_search(params, hparams, x, start):
-    """Agreement with the target of the draft of EVERY skip set, depth first over the sublayers, so that sets that
-    keep the same first sublayers share their computation (2^(2L) - 1 sublayer calls in all, not 2L per set).
-
-    x [B, T]: sequences whose tokens after `start` the target chose greedily; rows: positions start..T-2, where the
-    draft reads token j on the target's cache of x[:j] and guesses token j + 1 (what gpt2/self_draft.py's draft does).
-    -> agree [2^(2L), B, m] bool, indexed by the set's bit mask (bit s set = sublayer s skipped), and the draft's
-    confidence there (its top probability) [2^(2L), B, m] float16.
-    """
-    xp, L, H = xp_of(params["wte"]), hparams["n_layer"], hparams["n_head"]
-    residuals, keys, values = full_forward(params, hparams, x)
-    pos = np.arange(start, x.shape[1] - 1)  # [m] positions read by the draft
-    truth = xp.asarray(x[:, start + 1:])  # [B, m] the target's next tokens
-    agree = xp.zeros((2 ** (2 * L),) + truth.shape, dtype=bool)
-    confidence = xp.zeros((2 ** (2 * L),) + truth.shape, dtype=xp.float16)
-
-    def visit(h, s, mask):  # h [B, m, n_embd]: the rows after sublayers 0..s-1 of the sets whose bits so far are mask
-        if s == 2 * L:
-            logits = lm_head(h, params)  # [B, m, n_vocab]
-            agree[mask] = logits.argmax(-1) == truth
-            top = logits.max(-1, keepdims=True)
-            confidence[mask] = 1 / xp.exp(logits - top).sum(-1)  # the top token's probability
-            return
-        visit(h, s + 1, mask | (1 << s))  # skip sublayer s
-        visit(draft_sublayer(h, s, params["blocks"][s // 2], H, keys[s // 2], values[s // 2], pos), s + 1, mask)
-
-    visit(residuals[0][:, pos], 0, 0)
-    return to_numpy(agree), to_numpy(confidence)
-
-
-def draft_logits(params, hparams, x, start, skip, adapter=None):
-    """The draft's logits [B, m, n_vocab] at the rows of skip_set_search, for one skip set (over the whole vocabulary:
-    an exact check of the search, and the draft's law for acceptance at temperature > 0)."""
-    H = hparams["n_head"]
-    residuals, keys, values = full_forward(params, hparams, x)
-    pos = np.arange(start, x.shape[1] - 1)
-    h = residuals[0][:, pos]  # [B, m, n_embd]
-    for s in range(2 * hparams["n_layer"]):
-        if s not in skip:
-            h = draft_sublayer(h, s, params["blocks"][s // 2], H, keys[s // 2], values[s // 2], pos)
-    return lm_head(h, params, adapter)
-
-
-# ---- the shipped configuration, and the exit adapter ----
+# ---- the shipped configuration ----
 
 CONFIG = "self_draft.json"  # in the model's folder: {"layer_skip": {"skip", "K", ...}, "early_exit": {...}}
-ADAPTER = "early_exit"  # the folder of the exit adapter (heads.json + heads.safetensors), beside CONFIG
 
 
 def read_config(folder):
@@ -297,28 +203,13 @@ def read_config(folder):
     return config
 
 
-def load_adapter(folder, exit_layer, n_embd):
-    """The exit adapter in folder/early_exit for `exit_layer`, as {"head", "act"}; ValueError when it is missing."""
-    from pathlib import Path
-
-    from gpt2.heads import load_heads
-
-    path = Path(folder) / ADAPTER
-    if not (path / "heads.json").exists():
-        raise ValueError(f"no exit adapter in {path}: train one with `python -m bench.self_draft --task exits`, or "
-                         "pass --noadapter for the plain LM head")
-    heads, config = load_heads(path, n_embd=n_embd)
-    if config.get("exit_layer") != exit_layer:
-        raise ValueError(f"the exit adapter in {path} was trained for exit layer {config.get('exit_layer')}, not "
-                         f"{exit_layer}: pass --exit_layer {config.get('exit_layer')}, or --noadapter")
-    return {"head": heads[0], "act": config["act"]}
-
-
 def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, adapter=True, head=None):
     """A SelfDraft for --method layer_skip (kind "layer_skip": --skip, else the set in folder/self_draft.json) or
     early_exit (--exit_layer, else the shipped one; with the shipped exit adapter unless adapter is False).
     Its .settings: the K and threshold searched with it (K 4, threshold 0 where nothing was searched). head: the
     target engine's (W, panels) for the LM head (GPT2.head, .head_panels), shared instead of copied."""
+    from gpt2.exit_adapter import load_adapter  # here, not above: gpt2/exit_adapter.py imports this file
+
     L, config = hparams["n_layer"], read_config(folder).get(kind, {})
     settings = {"K": config.get("K", 4), "threshold": config.get("threshold", 0.0)}
     if kind == "layer_skip":
@@ -340,41 +231,3 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
     engine = SelfDraft(hparams, params, exit_skip(E, L), exit_head, head=head)
     engine.settings = settings
     return engine
-
-
-def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, batch_size=512, lr=1e-3, seed=0):
-    """Train a tied residual head (gpt2/heads.py, SiLU, starting as the plain LM head) on the residual stream after
-    `exit_layer` layers to give the target's next-token law: soft cross-entropy to the target's probabilities, on
-    the positions of `windows` [B, T] (training text). THE training loop (gpt2/train.py) runs it; the adapter is saved
-    to out (heads.json with its exit layer, heads.safetensors). -> the training log."""
-    from pathlib import Path
-
-    from gpt2.heads import head_backward, head_forward, init_heads, save_heads
-    from gpt2.train import lr_at, train_loop
-
-    xp, wte = xp_of(params["wte"]), params["wte"]
-    features, finals = [], []  # ln_f of the residual at the exit and at the end: [B * T, n_embd] each
-    for i in range(0, len(windows), 16):
-        residuals = full_forward(params, hparams, windows[i:i + 16])[0]
-        features.append(layer_norm(residuals[2 * exit_layer], **params["ln_f"]).reshape(-1, hparams["n_embd"]))
-        finals.append(layer_norm(residuals[-1], **params["ln_f"]).reshape(-1, hparams["n_embd"]))
-    features, finals = xp.concatenate(features), xp.concatenate(finals)
-    heads, config = init_heads(1, to_numpy(wte), tied=True, act="silu")
-    head = {k: {n: xp.asarray(a) for n, a in v.items()} for k, v in heads[0].items()}
-
-    def loss_and_grads(head, step, rng):  # soft cross-entropy to the target's law on batch_size random positions
-        idx = rng.integers(0, len(features), batch_size)
-        logits, cache = head_forward(features[idx], head, wte, "silu")  # [batch_size, n_vocab]
-        z = logits - logits.max(-1, keepdims=True)
-        logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))  # the adapter's log-probabilities
-        q = softmax(finals[idx] @ wte.T)  # [batch_size, n_vocab] the target's
-        loss = float(-(q * logp).sum(-1).mean())
-        return {"loss": loss}, head_backward((xp.exp(logp) - q) / batch_size, cache, head)[1]
-
-    out = Path(out)
-    log = train_loop(head, loss_and_grads, out / "ckpt", steps, lambda step: lr_at(step, steps, lr, 20),
-                     np.random.default_rng(seed), weight_decay=0.0, eval_every=100, desc=f"exit adapter E={exit_layer}")
-    save_heads(out, [{k: {n: to_numpy(a) for n, a in v.items()} for k, v in head.items()}], config,
-               record={"exit_layer": exit_layer, "positions": int(len(features)), "steps": steps,
-                       "final_loss": log["history"][-1]["loss"]})
-    return log

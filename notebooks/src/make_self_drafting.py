@@ -23,7 +23,8 @@ import numpy as np
 import matplotlib.pyplot as plt
 from IPython.display import HTML, display
 from gpt2.load import ASSETS, load_model
-from gpt2.self_draft import SelfDraft, draft_logits, exit_skip, load_self_draft, parse_skip, read_config, sublayer_name
+from gpt2.self_draft import SelfDraft, exit_skip, load_self_draft, parse_skip, read_config, sublayer_name
+from gpt2.skip_search import draft_logits
 from picospec.theory import greedy_walk, walk_speedup, cascade_speedup, expected_speedup
 from picospec.self_draft import adapt_threshold
 target, encoder = load_model("tiny-target")
