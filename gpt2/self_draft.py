@@ -231,3 +231,18 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
     engine = SelfDraft(hparams, params, exit_skip(E, L), exit_head, head=head)
     engine.settings = settings
     return engine
+
+
+# the search and the exit adapter lived in this file until it was split by concept (2026-11-25): their old names
+# still import from here
+MOVED = {"gpt2.skip_search": ("draft_logits", "draft_sublayer", "full_forward", "skip_set_search", "split_heads"),
+         "gpt2.exit_adapter": ("ADAPTER", "load_adapter", "train_exit_adapter")}
+
+
+def __getattr__(name):  # `from gpt2.self_draft import skip_set_search`: the module that holds it now (on first use)
+    import importlib
+
+    for module, names in MOVED.items():
+        if name in names:
+            return getattr(importlib.import_module(module), name)
+    raise AttributeError(f"module 'gpt2.self_draft' has no attribute {name!r}")

@@ -159,6 +159,26 @@ def check_sampler(fn, contract="chain", samples=DEFAULT_SAMPLES, seed=0, cases=N
     return Report("pass" if all(r.verdict == "pass" for r in results) else "fail", results, caught)
 
 
+# the pieces that lived in this file until it was split by concept (2026-11-25): their old names still import from here
+MOVED = {"picospec.check_cases": ("Case",),
+         "picospec.check_steps": ("ContractError", "LowestUniforms", "STEPS", "draft_chains", "padded", "step_chain",
+                                  "step_rejection", "step_tree"),
+         "picospec.check_controls": ("bonus_from_draft", "bonus_is_last_draft", "judged_as_iid",
+                                     "recovered_from_target", "resample_from_target", "tree_scored_by_parent",
+                                     "tree_without_residual", "without_replacement_without_residual"),
+         "picospec.check_command": ("OPTIONS", "Option", "USAGE", "UsageError", "as_json", "convert", "help_text",
+                                    "load", "main", "number", "parse", "print_power", "table")}
+
+
+def __getattr__(name):  # `from picospec.check import main`: the module that holds it now (imported on first use)
+    import importlib
+
+    for module, names in MOVED.items():
+        if name in names:
+            return getattr(importlib.import_module(module), name)
+    raise AttributeError(f"module 'picospec.check' has no attribute {name!r}")
+
+
 if __name__ == "__main__":
     from picospec.check_command import main  # here, not at the top: the command imports this file
     try:

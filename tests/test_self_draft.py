@@ -250,3 +250,18 @@ def test_a_model_without_a_search_says_how_to_make_one(tiny, tmp_path):
     model, _ = tiny
     with pytest.raises(ValueError, match="bench.self_draft --task search"):
         load_self_draft(model.hparams, model.params, tmp_path, "layer_skip")
+
+
+def test_names_from_before_the_split_still_import_from_gpt2_self_draft():
+    """The skip-set search and the exit adapter moved to gpt2/skip_search.py and gpt2/exit_adapter.py; their old
+    import path still gives the moved objects."""
+    import gpt2.exit_adapter
+    import gpt2.self_draft
+    import gpt2.skip_search
+    from gpt2.self_draft import skip_set_search as old_path, train_exit_adapter as old_adapter
+
+    assert old_path is gpt2.skip_search.skip_set_search and old_adapter is gpt2.exit_adapter.train_exit_adapter
+    assert all(getattr(gpt2.self_draft, name) is not None for names in gpt2.self_draft.MOVED.values()
+               for name in names)
+    with pytest.raises(AttributeError):
+        gpt2.self_draft.nothing_here
