@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import compare, header, load_draft, measure_alpha, write_text
+from bench.harness import compare, header, load_draft, load_self_draft as load_as_main, measure_alpha, write_text
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import warp
 from picospec.theory import cascade_speedup, expected_tokens_per_call, greedy_walk, walk_speedup
@@ -321,17 +321,15 @@ def self_draft_alpha(engine, target, prompts, n_tokens, options):
 def bench(target, encoder, target_name, n_prompts, prompt_tokens, n_tokens, seeds, temperatures):
     from gpt2.corpus import heldout_prompts
     from gpt2.hub import resolve
-    from gpt2.self_draft import load_self_draft, read_config
+    from gpt2.self_draft import read_config
 
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)  # seed 0, as bench.harness
     tiny, ngram = (load_draft(name, target, target_name) for name in ("tiny-draft", "ngram"))
     folder = resolve(target_name)
     config = read_config(folder)
-    # on the weights the target engine decodes with (its panels and LM head copy), as main.py loads them
-    shared = dict(head=(target.head, target.head_panels))
-    skip = load_self_draft(target.hparams, target.forward_params, folder, "layer_skip", **shared)
-    paper = load_self_draft(target.hparams, target.forward_params, folder, "layer_skip", skip="m2", **shared)
-    exit_ = load_self_draft(target.hparams, target.forward_params, folder, "early_exit", **shared)
+    # loaded as main.py loads them: on the weights the target engine decodes with (its panels and LM head copy)
+    skip, paper, exit_ = (load_as_main(kind, options, target, target_name)["target"].engine for kind, options in
+                          (("layer_skip", {}), ("layer_skip", {"skip": "m2"}), ("early_exit", {})))
     K_skip, K_exit, E = config["layer_skip"]["K"], config["early_exit"]["K"], config["early_exit"]["exit_layer"]
     rows = [("speculative", "tiny-draft", {"draft": tiny}, {"K": 4}, "tiny"),  # ..., the alpha of the theory column
             ("speculative", "ngram", {"draft": ngram}, {"K": 4}, "ngram"),

@@ -29,7 +29,7 @@ from gpt2.backend import to_numpy, xp_of
 from gpt2.cache import KVCache
 from gpt2.engine import common_prefix_length
 from gpt2.model import causal_mask, ffn, layer_norm, mha, softmax
-from gpt2.panels import matmul, panels
+from gpt2.panels import matmul
 
 
 def sublayer_name(s):  # 0 -> "a0", 3 -> "m1"
@@ -71,13 +71,10 @@ def lm_head(h, params, adapter=None, head=None):  # final hidden states [n, n_em
     return head_forward(x, adapter["head"], W.T, adapter["act"])[0]  # head_forward multiplies by (W.T).T = W
 
 
-def tied_head(params, xp):  # -> (W, panels) for lm_head: a contiguous copy of wte.T on the CPU, panels where the
-    # forward's linears have them (gpt2/panels.py); on a GPU the transposed view as it is
+def tied_head(params, xp):  # -> (W, None) for lm_head: a contiguous copy of wte.T on the CPU, the transposed view on
+    # a GPU. An engine's own copy and its panels come in through SelfDraft(head=...), as bench.harness passes them.
     W = params["wte"].T  # [n_embd, n_vocab]
-    if xp is not np:
-        return W, None
-    W = np.ascontiguousarray(W)
-    return W, (panels(W) if "panels" in params["blocks"][0]["mlp"]["c_fc"] else None)
+    return (np.ascontiguousarray(W) if xp is np else W), None
 
 
 class SelfDraft:
