@@ -23,8 +23,11 @@ def warp(probs, temperature=1.0, top_k=None, top_p=None):
         return one_hot
     if temperature != 1:
         with np.errstate(divide="ignore"):
-            logits = np.log(probs) / temperature  # q^(1/T), computed in log space; log(0) = -inf stays excluded
-        probs = np.exp(logits - logits.max(-1, keepdims=True))
+            logs = np.log(probs)  # log(0) = -inf stays excluded
+        logs = logs - logs.max(-1, keepdims=True)  # the top token at 0 before dividing: no T, however small, loses it
+        with np.errstate(over="ignore"):  # q^(1/T) in log space, divided in float64 (T = 1e-40 is 0 in float32)
+            logits = (logs / np.float64(temperature)).astype(probs.dtype)  # far tokens may become -inf: excluded
+        probs = np.exp(logits)
     if top_k is not None or top_p is not None:
         order = np.argsort(-probs, axis=-1, kind="stable")  # token ids by decreasing probability
         ranked = np.take_along_axis(probs, order, -1)  # [..., V] sorted
@@ -34,6 +37,7 @@ def warp(probs, temperature=1.0, top_k=None, top_p=None):
         if top_p is not None:
             mass_before = np.cumsum(ranked, -1) - ranked  # mass of the tokens ranked above each one
             keep &= mass_before < top_p * ranked.sum(-1, keepdims=True)
+            keep[..., 0] = True  # the top token always stays, even when top_p * mass underflows to 0
         mask = np.zeros(probs.shape, dtype=bool)
         np.put_along_axis(mask, order, keep, axis=-1)
         probs = np.where(mask, probs, 0)

@@ -1,4 +1,6 @@
 """Sampling pieces, and the proof of speculative sampling as code: one rejection step's exact law equals the target."""
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -84,6 +86,22 @@ def test_warp_of_a_batch_is_the_warp_of_each_row(options):
     P = np.random.default_rng(0).dirichlet(np.ones(6), size=(2, 3))  # [2, 3, 6]
     rows = np.array([[warp(row, **options) for row in block] for block in P])
     np.testing.assert_allclose(warp(P, **options), rows, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_warp_at_extreme_settings_stays_a_distribution_without_warnings(dtype):
+    """A temperature so small that log(p) / T overflows (1e-40 is 0 in float32), or so large that it does (1e308 is
+    inf in float32), and a top_p whose share of the mass underflows to 0: the limits are the argmax one-hot (ties
+    shared), the uniform law on the support, and the top token alone; no NaN, no RuntimeWarning, dtype kept."""
+    p = np.array([0.4, 0.4, 0.2, 0.0], dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # overflow, invalid value, division: each a RuntimeWarning, now an error
+        np.testing.assert_allclose(warp(p, temperature=1e-40), [0.5, 0.5, 0, 0])
+        np.testing.assert_allclose(warp(p, temperature=1e-300), [0.5, 0.5, 0, 0])
+        np.testing.assert_allclose(warp(p, temperature=1e308), [1 / 3, 1 / 3, 1 / 3, 0], rtol=1e-6)
+        np.testing.assert_allclose(warp(p, top_p=1e-50), [1, 0, 0, 0])
+        np.testing.assert_allclose(warp(p, temperature=1e-40, top_p=1e-50), [1, 0, 0, 0])
+        assert warp(p, temperature=1e-40).dtype == dtype
 
 
 class FixedUniform:
