@@ -189,6 +189,10 @@ def main(argv=None):
     if parsed is None:
         return
     method, values = parsed
+    if values["batch"] is not None:
+        for name in ("prompt", "prompt_file"):
+            if any(n == name for n, _, _ in split(argv)):
+                raise UsageError(f"--batch reads its prompts from {values['batch']} (one per line): drop --{name}")
     prompt = None if values["batch"] is not None else read_prompt(values, argv)
     check_before_loading(method, values)
     if values["batch"] is not None:
@@ -215,7 +219,7 @@ def main(argv=None):
                                     values["seed"], sampling, **(options if m == method.name else {})))
             for m in order]
     result = {"prompt": prompt, "prompt_ids": [int(t) for t in x], "method": method.name,
-              "law": law(method, options), "target": values["target"],
+              "law": law(method, options, values["temperature"]), "target": values["target"],
               "draft": values.get("draft") if "draft" in method.needs else None, "seed": values["seed"], **sampling,
               "options": {k: v for k, v in options.items() if isinstance(v, (int, float, str, bool, type(None)))},
               "threads": threads,
@@ -248,10 +252,12 @@ def main_batch(method, values):
 
     path = values["batch"]
     try:
-        lines = open(path, encoding="utf-8").read().splitlines()
+        text = open(path, encoding="utf-8", newline="").read()
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"--batch {path}: cannot read it as UTF-8 text ({getattr(e, 'strerror', e)})") from None
-    prompts = [unescape(line) if values["escapes"] else line for line in lines if line.strip()]
+    # lines end at "\n" (or "\r\n") only: str.splitlines would also cut a prompt at a form feed or U+2028
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    prompts = [unescape(line) if values["escapes"] else line for line in lines if line.strip()]  # blank lines skipped
     if not prompts:
         raise UsageError(f"--batch {path}: no prompts (one per line)")
     name, device, offline = values["target"], values["device"], values["offline"] or None
@@ -260,9 +266,8 @@ def main_batch(method, values):
     options = method_options(method, values)
     loaded = load_needs(method, options, target, name, encoder, values.get("draft"), device, offline)
     xs = [encoder.encode(p) for p in prompts]
-    K = options.get("K") or loaded.get("self_draft", {}).get("K", 0)  # K None: the self-drafting rows' searched K
-    for x in xs:
-        check_length(x, values["n_tokens"], K, {k: v for k, v in loaded.items() if k in ("target", "draft")},
+    for x in xs:  # as for one prompt: the methods stop drafting at the context's end, so K needs no extra room
+        check_length(x, values["n_tokens"], 0, {k: v for k, v in loaded.items() if k in ("target", "draft")},
                      {"target": name, "draft": values.get("draft")})
     sampling = {k: values[k] for k in ("temperature", "top_k", "top_p") if values[k] is not None}
 

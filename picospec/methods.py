@@ -138,8 +138,11 @@ def prepare_self_draft(options, loaded, sampling):
     return {k: loaded["self_draft"][k] if v is None and k in loaded["self_draft"] else v for k, v in options.items()}
 
 
-def medusa_law(options):
+def medusa_law(options, temperature=None):
+    """The posterior's law; "auto" resolves as prepare_medusa does when the temperature is known (0: greedy)."""
     posterior = options.get("posterior", "auto")
+    if posterior == "auto" and temperature == 0:
+        posterior = "greedy"
     return {"greedy": "greedy", "typical": "lossy", "nucleus": "lossy"}.get(posterior, "lossless")
 
 
@@ -316,9 +319,9 @@ def defaults(method):
     return {o.name: o.default for o in method.options}
 
 
-def law(method, options):
-    """"lossless", "greedy" or "lossy" for this row with these options."""
-    return method.law(options) if callable(method.law) else method.law
+def law(method, options, temperature=None):
+    """"lossless", "greedy" or "lossy" for this row with these options (and the temperature, where it decides)."""
+    return method.law(options, temperature) if callable(method.law) else method.law
 
 
 def check_temperature(method, options, temperature):

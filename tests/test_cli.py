@@ -80,6 +80,8 @@ MAIN_CASES = [
     (["--batch", "/nonexistent/prompts.txt"], r"--batch /nonexistent/prompts.txt: no such file", False),
     (["--batch", "empty.txt"], r"--batch empty.txt: no prompts", False),
     (["--batch", "binary.txt"], r"--batch binary.txt: cannot read it as UTF-8", False),
+    (["--batch", "empty.txt", "--prompt", "hi"], r"--batch reads its prompts from empty.txt .*drop --prompt$", False),
+    (["--batch", "empty.txt", "--prompt_file", "p.txt"], r"drop --prompt_file", False),
     (["--target", "gpt-17"], r"gpt-17", True),
     (["--target", "gpt2"], r"gpt2.*(offline|cache)", True),
     (["--draft", "gpt2"], r"gpt2.*(offline|cache)", True),
@@ -180,6 +182,32 @@ def test_one_escape_rule_for_prompt_and_batch(tmp_path):
         r = run_cli(["main.py", "--batch", "prompts.txt", "--n_tokens", "4", "--json", *escapes], tmp_path)
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["prompts"] == [first, "import os"]
+
+
+def test_batch_lines_end_at_newlines_only_and_every_prompt_that_fits_runs(tmp_path):
+    """A form feed or U+2028 inside a line stays in its prompt (str.splitlines would cut there), "\r\n" ends a line
+    as "\n" does, blank lines are skipped; a prompt of 250 tokens with --n_tokens 6 fills the 256-token context
+    exactly and runs (with K = 4 drafts per step: the methods stop drafting at the context's end)."""
+    (tmp_path / "prompts.txt").write_bytes("a\x0cb\r\nc\u2028d\n  \n\ne f\n".encode())
+    r = run_cli(["main.py", "--batch", "prompts.txt", "--n_tokens", "2", "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompts"] == ["a\x0cb", "c\u2028d", "e f"]
+    (tmp_path / "long.txt").write_text(" x" * 250 + "\n")  # 250 tokens of " x"
+    r = run_cli(["main.py", "--batch", "long.txt", "--n_tokens", "6", "--K", "4", "--temperature", "0", "--json"],
+                tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["prompts"]) == 1 and all(json.loads(r.stdout)["same_output"])
+    r = run_cli(["main.py", "--batch", "long.txt", "--n_tokens", "7", "--json"], tmp_path)
+    assert r.returncode == 2 and "exceeds the target 'tiny-target''s context window of 256" in r.stderr
+
+
+@pytest.mark.parametrize("extra", [["--temperature", "1e-40"], ["--top_p", "1e-50"], ["--temperature", "1e308"]])
+def test_extreme_sampling_settings_run(extra, tmp_path):
+    """Settings at the edge of float32 (log p / T overflowing, top_p times the mass underflowing) sample from the
+    limit law instead of failing with an IndexError."""
+    r = run_cli(["main.py", "--method", "speculative", "--n_tokens", "4", "--json", *extra], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["runs"][1]["output_ids"]) == 4
 
 
 def test_prompt_from_stdin_and_file(tmp_path):

@@ -39,6 +39,7 @@ def test_auto_posterior_is_greedy_at_temperature_zero_and_lossless_above():
         options = {**{k: v for k, v in defaults(row).items() if k != "heads"}, "tree": "chain"}
         assert prepare_medusa(options, {"heads": heads}, sampling)["posterior"] == expected
     assert law(row, defaults(row)) == "lossless"
+    assert law(row, defaults(row), 0) == "greedy" and law(row, defaults(row), 0.7) == "lossless"  # as prepared
 
 
 def test_typical_threshold_when_epsilon_is_the_smaller_term():
