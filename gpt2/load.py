@@ -33,7 +33,21 @@ def load_model(name, device="cpu", offline=None):
 
     folder = resolve(name, offline=offline)
     hparams, params = load_checkpoint(folder)
-    return GPT2(hparams, params, device=device), load_encoder(folder)
+    encoder = load_encoder(folder)
+    check_vocabulary(folder, hparams["n_vocab"], encoder)
+    return GPT2(hparams, params, device=device), encoder
+
+
+def check_vocabulary(folder, n_vocab, encoder):
+    """The tokenizer's ids are the model's rows: a token id >= n_vocab has no embedding, a row with no token cannot be
+    printed. Both mean the tokenizer and the weights in `folder` do not belong together."""
+    from gpt2.weights import CorruptFile
+
+    ids = set(encoder.decoder)
+    if max(ids) >= n_vocab or len(ids) != n_vocab:
+        raise CorruptFile(folder, f"the tokenizer has {len(ids)} tokens (ids up to {max(ids)}) but the model has "
+                                  f"{n_vocab} (vocab_size in config.json): the tokenizer and the weights do not "
+                                  f"belong together", "put the tokenizer files of this model beside its weights")
 
 
 def heads_folder(name, kind, heads=None, offline=None):

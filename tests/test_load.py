@@ -55,6 +55,16 @@ def test_corrupt_files_are_named(checkpoint, file, damage, message):
     assert str(e.value).startswith(f"{path}: ") and "delete it to download it again" in str(e.value)
 
 
+@pytest.mark.parametrize("n_vocab", [4000, 4200])
+def test_a_tokenizer_that_does_not_fit_the_weights_is_named(checkpoint, n_vocab):
+    """The built-in tokenizer has 4097 tokens: beside a model of 4000 rows its ids 4000+ would index past the embedding,
+    beside one of 4200 the rows 4097+ could be sampled and never printed."""
+    save_checkpoint(checkpoint, *random_gpt2(n_vocab=n_vocab))
+    with pytest.raises(ValueError, match=f"the tokenizer has 4097 tokens .*but the model has {n_vocab} .*do not belong "
+                                         "together; put the tokenizer files of this model beside its weights"):
+        load_model(str(checkpoint))
+
+
 def test_nan_weights_are_named(tmp_path, checkpoint):
     hparams, params = random_gpt2(n_vocab=4097)
     params["ln_f"]["g"][7] = np.nan
