@@ -18,9 +18,11 @@ class Case(NamedTuple):
     K: int = 2  # drafts per step (chain, rejection)
     sampling: dict = {}  # temperature, top_k, top_p: applied alike to draft and target
     target: int = 7  # random_toy seed
-    draft: tuple = ("near", 0.6)  # ("near", eps) | ("far",) | ("zeros", share) | ("same",) | ("one-hot",)
+    draft: tuple = ("near", 0.6)  # ("near", eps) | ("far",) | ("zeros", share) | ("same",) | ("one-hot",) | ("swap", d)
     parents: tuple = None  # tree shape (tree contract)
-    siblings: str = "iid"  # tree: drawn i.i.d. from the draft, "top" (its top tokens) or "without_replacement"
+    siblings: str = "iid"  # tree: drawn i.i.d. from the draft, "two drafts" (i.i.d., every second sibling of a node
+    #                        from a second toy draft: siblings follow different laws), "top" (the draft's top tokens)
+    #                        or "without_replacement"
     dtype: str = "float64"
     lowest: bool = False  # every uniform the sampler draws is 0.0: checks the support, not the law
 
@@ -32,8 +34,27 @@ class Case(NamedTuple):
                  "far": lambda: random_toy(self.V, self.target + 1),
                  "zeros": lambda: random_toy(self.V, self.target + 1, zeros=self.draft[1]),
                  "same": lambda: target,
-                 "one-hot": lambda: Toy(np.tile(np.eye(self.V)[0], (self.V, self.V, 1)))}[kind]()
+                 "one-hot": lambda: Toy(np.tile(np.eye(self.V)[0], (self.V, self.V, 1))),
+                 "swap": lambda: swapped(target, self.draft[1])}[kind]()
         return warp(target.table, **self.sampling), warp(draft.table, **self.sampling)
+
+    def second_draft(self):
+        """The warped table [V, V, V] that every second sibling is drawn from when siblings="two drafts"."""
+        return warp(random_toy(self.V, self.target + 2).table, **self.sampling)
+
+
+def swapped(target, d):
+    """A draft p equal to the target q on every token but two: in each row, mass d (at most all of it) moved from
+    q's top token to the next token id. The residual max(0, q - p) is then d on the top token alone, so a rule that
+    fires only when the residual is small (a guard on its mass) or when p == q on a token acts at every rejection.
+    Example: q = [0.1, 0.6, 0.3], d = 0.04 -> p = [0.1, 0.56, 0.34], residual [0, 0.04, 0]."""
+    table = target.table.copy()  # [V, V, V]
+    top = table.argmax(-1)[..., None]  # [V, V, 1]
+    moved = np.minimum(d, np.take_along_axis(table, top, -1))  # [V, V, 1]
+    np.put_along_axis(table, top, np.take_along_axis(table, top, -1) - moved, -1)
+    nxt = (top + 1) % table.shape[-1]  # [V, V, 1]
+    np.put_along_axis(table, nxt, np.take_along_axis(table, nxt, -1) + moved, -1)
+    return Toy(table)
 
 
 PROMPT = (1,)
@@ -49,6 +70,7 @@ CASES = {
         Case("V=3 K=2 draft = target", 3, 5, 2, target=67, draft=("same",)),
         Case("V=4 K=3 one-hot draft", 4, 4, 3, target=77, draft=("one-hot",)),
         Case("V=4 K=2 T=0", 4, 4, 2, dict(temperature=0), target=87),
+        Case("V=4 K=3 draft = target but 2 tokens", 4, 4, 3, target=107, draft=("swap", 0.04)),
     ],
     "tree": [
         Case("uniforms at 0: support", 3, 5, target=97, draft=("far",), parents=(-1, -1, 0, 1), lowest=True),
@@ -62,6 +84,8 @@ CASES = {
              parents=(-1, -1, 0, 0, 1, 1), siblings="top"),
         Case("V=3 sampled, draft = target", 3, 5, target=67, draft=("same",), parents=(-1, -1, 0, 1)),
         Case("V=4 T=0", 4, 4, sampling=dict(temperature=0), target=87, parents=(-1, -1, 0)),
+        Case("V=4 siblings from two drafts", 4, 4, target=107, parents=(-1, -1, -1, 0, 0), siblings="two drafts"),
+        Case("V=4 draft = target but 2 tokens", 4, 4, target=117, draft=("swap", 0.04), parents=(-1, -1, 0, 0)),
     ],
     "tree_without_replacement": [
         Case("uniforms at 0: support", 3, 5, target=97, draft=("far",), parents=(-1, -1, 0, 0), lowest=True,
@@ -77,6 +101,8 @@ CASES = {
              siblings="without_replacement"),
         Case("V=4 T=0 chain", 4, 4, sampling=dict(temperature=0), target=87, parents=(-1, 0, 1),
              siblings="without_replacement"),
+        Case("V=4 draft = target but 2 tokens", 4, 4, target=107, draft=("swap", 0.04), parents=(-1, -1, 0, 0),
+             siblings="without_replacement"),
     ],
     "rejection": [
         Case("uniforms at 0: support", 3, 5, 3, target=97, draft=("far",), lowest=True),
@@ -88,5 +114,6 @@ CASES = {
         Case("V=3 k=2 draft = target", 3, 5, 2, target=67, draft=("same",)),
         Case("V=4 k=3 float32", 4, 4, 3, target=77, dtype="float32"),
         Case("V=4 k=2 T=0", 4, 4, 2, dict(temperature=0), target=87),
+        Case("V=4 k=3 draft = target but 2 tokens", 4, 4, 3, target=107, draft=("swap", 0.04)),
     ],
 }

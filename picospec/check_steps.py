@@ -19,10 +19,14 @@ class ContractError(Exception):
 class LowestUniforms(np.random.Generator):
     """A Generator whose uniforms are all 0.0, the lowest value of [0, 1): a right sampler still never emits a token
     the target forbids (accept when u < q/p; inverse CDF picks a token of positive mass), one that breaks the tie
-    u == q/p toward the draft does. Its other draws (integers, choice, ...) are ordinary."""
+    u == q/p toward the draft does. rng.uniform(low, high) returns low; its other draws (integers, choice, ...) are
+    ordinary."""
 
     def random(self, size=None, dtype=np.float64, out=None):
         return 0.0 if size is None else np.zeros(size, dtype=dtype)
+
+    def uniform(self, low=0.0, high=1.0, size=None):  # Generator.uniform does not call random(): its 0.0 maps to low
+        return low if size is None else np.full(size, low, dtype=np.float64)
 
 
 def draft_chains(D, T, last2, last1, K, rng):
@@ -88,18 +92,21 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng):
     tokens = np.zeros((len(last1), m), dtype=np.int64)
     ctx = {-1: (last2, last1)}  # node -> the (second-to-last, last) tokens of its path
     P = np.zeros((len(last1), m, case.V))
-    rank, removed = Counter(), {}
+    rank, removed = Counter(), {}  # parent -> its children so far; parent -> [rows, V] tokens drawn (without repl.)
+    D2 = case.second_draft() if case.siblings == "two drafts" else None  # [V, V, V]
     for i, parent in enumerate(parents):
         p = D[ctx[parent]]  # [rows, V]: the draft's law after the parent's path
-        if case.siblings == "iid":
+        if case.siblings == "two drafts" and rank[parent] % 2:  # every second sibling: the second draft's law
+            p = D2[ctx[parent]]  # [rows, V]
+        if case.siblings in ("iid", "two drafts"):
             tokens[:, i] = sample_rows(p, rng.random(len(p)))
         elif case.siblings == "top":  # deterministic: the parent's children are the draft's top tokens, in order
             tokens[:, i] = np.argsort(-p, -1, kind="stable")[:, rank[parent]]
-            rank[parent] += 1
         else:  # without replacement: p with the siblings drawn before removed (sample_rows renormalises)
             drawn = removed.setdefault(parent, np.zeros(p.shape, dtype=bool))  # [rows, V]
             tokens[:, i] = sample_rows(np.where(drawn, 0, p), rng.random(len(p)))
             drawn[np.arange(len(p)), tokens[:, i]] = True
+        rank[parent] += 1
         P[:, i] = p
         ctx[i] = (ctx[parent][1], tokens[:, i])
     Q = np.stack([T[ctx[i]] for i in range(-1, m)], 1)  # [rows, 1 + m, V]

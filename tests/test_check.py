@@ -51,6 +51,16 @@ def test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one(contra
         assert r["verdict"] == "fail" and r["cases"][-1]["verdict"] == "FAIL", r
 
 
+def test_the_swap_draft_differs_from_the_target_on_two_tokens_per_row():
+    """The cases "draft = target but 2 tokens": the residual max(0, q - p) is d = 0.04 on q's top token, every row."""
+    for contract in CASES:
+        for case in [c for c in CASES[contract] if c.draft[0] == "swap"]:
+            q, p = case.laws()  # [V, V, V] each
+            residual = np.maximum(q - p, 0)
+            assert np.allclose(residual.sum(-1), case.draft[1]) and ((~np.isclose(q, p)).sum(-1) == 2).all()
+            assert (residual.argmax(-1) == q.argmax(-1)).all() and np.allclose(p.sum(-1), 1)
+
+
 def test_table_and_exit_status_of_a_failing_sampler():
     out = command("tests/broken_samplers.py:last_residual_skipped", "--samples", str(SAMPLES), "--cases", "2")
     assert out.returncode == 1
@@ -82,6 +92,7 @@ def test_check_sampler_returns_a_verdict_per_case():
 def test_the_support_case_hands_the_sampler_zero_uniforms():
     rng = LowestUniforms(np.random.PCG64(0))
     assert rng.random() == 0.0 and not rng.random(3).any() and 0 <= rng.integers(5) < 5
+    assert rng.uniform() == 0.0 and not rng.uniform(size=(2, 3)).any() and rng.uniform(2, 5) == 2
     P, Q = np.array([[0.0, 1.0]]), np.array([[1.0, 0.0], [0.5, 0.5]])  # the draft's token 1 is forbidden by q
     assert verify_chain([1], P, Q, rng)[:2] == (0, 0)
     assert broken_samplers.ties_toward_draft([1], P, Q, rng)[0] == 1  # u = 0 <= q/p = 0: the forbidden token is kept
@@ -152,7 +163,7 @@ def test_exact_law_by_hand_and_as_a_vector():
     (["picospec.verify:verify_chain", "--samples"], "--samples needs a value"),
     (["picospec.verify:verify_chain", "--contract", "chian"], "got 'chian' (did you mean chain?)"),
     (["picospec.verify:verify_chain", "--cases", "0"], "--cases must be >= 1; got 0"),
-    (["picospec.verify:verify_chain", "--cases", "2,11"], "the chain battery has cases 1 to 10"),
+    (["picospec.verify:verify_chain", "--cases", "2,12"], "the chain battery has cases 1 to 11"),
     (["picospec.verify:verify_chain", "--json=maybe"], "--json is a switch"),
     (["--seed", "1"], "name the sampler to check as MODULE:FUNCTION"),
     (["verify_chain"], "give the sampler as MODULE:FUNCTION"),
