@@ -12,10 +12,10 @@ from picospec.sampling import residual, sample
 
 
 def chain(drafts, P, Q, rng, accept=lambda u, q, p: u < min(1, q / p), resample=lambda t, q, p: residual(q, p),
-          bonus=lambda P, Q: Q[-1]):
+          bonus=lambda P, Q: Q[-1], uniform=lambda rng: rng.random()):
     """Chen et al. Alg. 2's verification with each step replaceable (the defaults are the right rules)."""
     for t, x in enumerate(drafts):
-        if not accept(rng.random(), Q[t][x], P[t][x]):
+        if not accept(uniform(rng), Q[t][x], P[t][x]):
             return t, sample(resample(t, Q[t], P[t]), rng)
     return len(drafts), sample(bonus(P, Q), rng)
 
@@ -52,13 +52,33 @@ def last_residual_skipped(drafts, P, Q, rng):
     return chain(drafts, P, Q, rng, resample=lambda t, q, p: q if t == len(drafts) - 1 else residual(q, p))
 
 
+def guarded(q, p):
+    """A 'numerical guard' in the residual: when max(0, q - p) has mass below 0.05 it is taken for rounding noise and
+    q is returned instead. Example: q = [0.5, 0.5], p = [0.46, 0.54] -> mass 0.04 -> q, not [1, 0]."""
+    return q if np.maximum(q - p, 0).sum() < 0.05 else residual(q, p)
+
+
+def small_residual_guard(drafts, P, Q, rng):
+    """A rejected draft is replaced from q when the residual's mass is below 0.05 (guarded). Rejections are rare
+    exactly then, so a sampled law shows it only when the draft is that close to the target: the battery's
+    "draft = target but 2 tokens" case."""
+    return chain(drafts, P, Q, rng, resample=lambda t, q, p: guarded(q, p))
+
+
+def ties_toward_draft_by_uniform(drafts, P, Q, rng):
+    """ties_toward_draft with its uniforms from rng.uniform() instead of rng.random(): the support case must hand
+    u = 0 through every way a Generator draws a uniform."""
+    return chain(drafts, P, Q, rng, accept=lambda u, q, p: u <= q / p, uniform=lambda rng: rng.uniform())
+
+
 CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
-         "last_residual_skipped"]
+         "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform"]
 
 
-def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p), last_residual=True):
-    """verify_tree's recursive rejection sampling over siblings, with the acceptance test and the residual update
-    after the last sibling replaceable."""
+def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p), last_residual=True,
+         update=residual):
+    """verify_tree's recursive rejection sampling over siblings, with the acceptance test, the residual update and
+    whether it follows the last sibling replaceable."""
     node, path = -1, []
     while True:
         q, kids = Q[node + 1], [i for i, parent in enumerate(parents) if parent == node]
@@ -69,7 +89,7 @@ def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / 
                 path.append(c)
                 break
             if last_residual or n < len(kids) - 1:
-                q = residual(q, p)
+                q = update(q, p)
         else:
             return path, sample(q, rng)
 
@@ -84,26 +104,48 @@ def tree_last_residual_skipped(tokens, parents, Q, rng, P=None):
     return tree(tokens, parents, Q, rng, P, last_residual=False)
 
 
-TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped"]
+def tree_draft_law_hoisted(tokens, parents, Q, rng, P=None):
+    """Every sibling judged against the law of its parent's first child, as if that row were hoisted out of the
+    sibling loop: right while all siblings come from one law, wrong when they do not (two drafters, a temperature per
+    branch), which the contract allows: the battery's "siblings from two drafts" case.
+    Example: parents (-1, -1, -1, 0, 0) -> rows P[[0, 0, 0, 3, 3]]."""
+    first = [list(parents).index(parent) for parent in parents]  # [m]: node -> the first child of its parent
+    return tree(tokens, parents, Q, rng, None if P is None else P[first])
+
+
+TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted"]
+
+
+def without_replacement_laws(tokens, parents, P, renormalise=True):
+    """Sequoia's law of each node [m, V]: P's row with the tokens of its earlier siblings removed, renormalised."""
+    laws = np.array(P, dtype=float)  # [m, V]
+    for i, parent in enumerate(parents):
+        laws[i, [tokens[j] for j in range(i) if parents[j] == parent]] = 0
+        if renormalise:
+            laws[i] /= laws[i].sum()
+    return laws
 
 
 def without_replacement_not_renormalised(tokens, parents, Q, P, rng):
     """Sequoia's rule with the siblings drawn before removed from p but p not renormalised: child i is judged against
     (and its rejection subtracts) too small a law."""
-    laws = np.array(P, dtype=float)  # [m, V]
-    for i, parent in enumerate(parents):
-        laws[i, [tokens[j] for j in range(i) if parents[j] == parent]] = 0  # bug: no laws[i] /= laws[i].sum()
-    return tree(tokens, parents, Q, rng, laws)
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P, renormalise=False))
 
 
-WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised"]
+def without_replacement_small_residual_guard(tokens, parents, Q, P, rng):
+    """Sequoia's rule with the residual guarded: q kept when max(0, q - p) has mass below 0.05."""
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P), update=guarded)
 
 
-def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs):
-    """vLLM's contract, vectorised (as picospec.rejection), with the acceptance test and the recovered law
-    replaceable."""
+WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised", "without_replacement_small_residual_guard"]
+
+
+def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
+            uniforms=lambda rng, shape: rng.random(shape)):
+    """vLLM's contract, vectorised (as picospec.rejection), with the acceptance test, its uniforms and the recovered
+    law replaceable."""
     (B, k, _), rows, cols = p.shape, np.arange(len(p))[:, None], np.arange(p.shape[1])[None, :]
-    accepted = accept(rng.random((B, k)), q[rows, cols, drafts] / p[rows, cols, drafts])  # [B, k]
+    accepted = accept(uniforms(rng, (B, k)), q[rows, cols, drafts] / p[rows, cols, drafts])  # [B, k]
     n = np.where(accepted.all(1), k, accepted.argmin(1))  # [B]: first rejection
     at = np.minimum(n, k - 1)
     recovered = sample_rows(recover(q[:, :k], p)[np.arange(B), at], rng.random(B))  # [B]
@@ -132,4 +174,20 @@ def batched_ratio_inverted(target_with_bonus_probs, bonus_token_ids, draft_probs
                    accept=lambda u, ratio: u < 1 / ratio)
 
 
-REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised", "batched_ratio_inverted"]
+def batched_small_residual_guard(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
+    """The recovered law is q itself at positions where max(0, q - p) has mass below 0.05 (guarded, vectorised)."""
+    def recover(q, p):
+        r = np.maximum(q - p, 0)  # [B, k, V]
+        small = r.sum(-1, keepdims=True) < 0.05  # [B, k, 1]
+        return np.where(small, q, r / np.where(small, 1, r.sum(-1, keepdims=True)))
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng, recover=recover)
+
+
+def batched_ties_toward_draft_by_uniform(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
+    """batched_ties_toward_draft with its uniforms from rng.uniform(size=...) instead of rng.random(...)."""
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng, accept=np.less_equal,
+                   uniforms=lambda rng, shape: rng.uniform(size=shape))
+
+
+REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised", "batched_ratio_inverted",
+             "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform"]
