@@ -194,10 +194,32 @@ def read_config(folder):
     path = Path(folder) / CONFIG
     if not path.exists():
         return {}
-    config = read_json(path, fix="rebuild it with `python -m bench.self_draft --task search` (see README)")
+    fix = "rebuild it with `python -m bench.self_draft --task search` (see README)"
+    config = read_json(path, fix=fix)
     if not isinstance(config, dict):
-        raise CorruptFile(path, "not a JSON object", "rebuild it with `python -m bench.self_draft --task search`")
+        raise CorruptFile(path, "not a JSON object", fix)
+    for kind, entry in config.items():
+        if not isinstance(entry, dict):
+            raise CorruptFile(path, f"{kind!r} is not a JSON object", fix)
+        for key, value in entry.items():
+            if (problem := config_problem(key, value)) is not None:
+                raise CorruptFile(path, f"{kind}.{key} is {value!r}: {problem}", fix)
     return config
+
+
+def config_problem(key, value):
+    """What is wrong with one self_draft.json setting, or None (keys this file does not use pass)."""
+    whole = type(value) is int  # not bool, not 4.0
+    if key == "K" and not (whole and 1 <= value <= 64):
+        return "K must be a whole number from 1 to 64"
+    if key == "threshold" and not (type(value) in (int, float) and 0 <= value <= 1):
+        return "the threshold must be a number from 0 to 1"
+    if key == "exit_layer" and not (whole and value >= 1):
+        return "the exit layer must be a whole number >= 1"
+    if key == "skip" and not (isinstance(value, str) or isinstance(value, list) and all(isinstance(v, str)
+                                                                                          for v in value)):
+        return "the skip set must be a string such as 'a3,m4' or a list of such names"
+    return None
 
 
 def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, adapter=True, head=None):

@@ -252,6 +252,25 @@ def test_a_model_without_a_search_says_how_to_make_one(tiny, tmp_path):
         load_self_draft(model.hparams, model.params, tmp_path, "layer_skip")
 
 
+@pytest.mark.parametrize("kind, key, value, message", [
+    ("layer_skip", "K", "4", "K must be a whole number from 1 to 64"), ("layer_skip", "K", 0, "from 1 to 64"),
+    ("layer_skip", "K", 4.0, "whole number"), ("layer_skip", "threshold", "x", "a number from 0 to 1"),
+    ("layer_skip", "skip", 3, "a string such as 'a3,m4'"), ("early_exit", "exit_layer", True, "whole number >= 1"),
+    ("early_exit", None, [], "'early_exit' is not a JSON object")])
+def test_a_damaged_self_draft_json_is_named(tiny, tmp_path, kind, key, value, message):
+    """Wrong types or ranges in self_draft.json: one ValueError naming the file, the entry and how to rebuild it
+    (before: a TypeError deep in the loop, or a K = 0 refusal that did not say where the 0 came from)."""
+    model, _ = tiny
+    config = json.loads((ASSETS / "tiny-target" / "self_draft.json").read_text())
+    if key is None:
+        config[kind] = value
+    else:
+        config[kind][key] = value
+    (tmp_path / "self_draft.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=f"{tmp_path / 'self_draft.json'}: .*{message}.*bench.self_draft --task search"):
+        load_self_draft(model.hparams, model.params, tmp_path, kind)
+
+
 def test_names_from_before_the_split_still_import_from_gpt2_self_draft():
     """The skip-set search and the exit adapter moved to gpt2/skip_search.py and gpt2/exit_adapter.py; their old
     import path still gives the moved objects."""
