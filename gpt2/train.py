@@ -208,6 +208,21 @@ def check_data(data, n_ctx, files=("train.bin", "val.bin")):
         check_tokens(Path(data) / name, n_ctx, "--data")
 
 
+def read_n_vocab(meta):
+    """meta.json's n_vocab: an integer from 1 to 65536 (token files hold uint16 ids), else a ValueError naming the file.
+
+    Example: {"n_vocab": 4096} -> 4096; {"n_vocab": 1e9}, {"n_vocab": -5}, {"n_vocab": "20"}, {"n_vocab": 20.5} -> error."""
+    remake = f"remake the token files with `python -m gpt2.corpus --out {meta.parent}`"
+    try:
+        n_vocab = json.loads(meta.read_text())["n_vocab"]
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        raise ValueError(f"{meta}: expected JSON with an integer n_vocab; {remake}") from None
+    if type(n_vocab) is not int or not 1 <= n_vocab <= 65536:
+        raise ValueError(f"{meta}: n_vocab {json.dumps(n_vocab)} is not a vocabulary size (an integer from 1 to 65536, "
+                         f"what uint16 token files hold); {remake}")
+    return n_vocab
+
+
 def check_ids(ids, n_vocab, where):  # token ids beyond the vocabulary would index outside wte
     if len(ids) and int(ids.max()) >= n_vocab:
         raise ValueError(f"{where} holds token id {int(ids.max())}, but the model has {n_vocab} tokens: the data were "
@@ -300,11 +315,7 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
         raise ValueError(f"--n_embd {n_embd} must be a multiple of --n_head {n_head}")
     if stop_at is not None and stop_at > max_steps:
         raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would never stop there")
-    try:
-        n_vocab = int(json.loads((data / "meta.json").read_text())["n_vocab"])
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-        raise ValueError(f"{data / 'meta.json'}: expected JSON with an integer n_vocab (from `python -m "
-                         "gpt2.corpus`)") from None
+    n_vocab = read_n_vocab(data / "meta.json")
     hparams = {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head, "n_layer": n_layer}
     if resume:
         check_resume(out / "ckpt", {"hparams": hparams})

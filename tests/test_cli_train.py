@@ -22,6 +22,11 @@ HEADS = ["--data", "data", "--out", "runs/h"]  # the same for gpt2.train_heads (
 TINY = ["--n_layer", "1", "--n_embd", "16", "--n_head", "2", "--n_ctx", "16", "--batch_size", "2", "--dtype", "float32"]
 
 
+BAD_META = {"vocab-huge": '{"n_vocab": 1e9}', "vocab-negative": '{"n_vocab": -5}', "vocab-zero": '{"n_vocab": 0}',
+            "vocab-text": '{"n_vocab": "20"}', "vocab-fraction": '{"n_vocab": 20.5}', "vocab-over-uint16": '{"n_vocab": 65537}',
+            "vocab-none": '{"tokens": 2000}', "meta-broken": '{"n_vocab": 2', "meta-list": '[20]'}
+
+
 def make_inputs(folder):
     """What the bad command lines point at: a good data folder (20 tokens repeating), one without train.bin, one whose
     token ids do not fit its meta.json, a plain file, and a checkpoint of another model in runs/other/ckpt."""
@@ -35,6 +40,11 @@ def make_inputs(folder):
     for name in ("train.bin", "val.bin", "meta.json"):
         (folder / "small" / name).write_bytes((folder / "data" / name).read_bytes())
     (folder / "small" / "meta.json").write_text(json.dumps({"n_vocab": 10}))  # ids up to 19 do not fit
+    for name, meta in BAD_META.items():  # the good token files beside a corrupt or mismatched meta.json
+        (folder / name).mkdir()
+        for file in ("train.bin", "val.bin"):
+            (folder / name / file).write_bytes((folder / "data" / file).read_bytes())
+        (folder / name / "meta.json").write_text(meta)
     (folder / "notes.txt").write_text("not a folder\n")
     other = {"log": {"hparams": {"n_vocab": 20, "n_ctx": 16, "n_embd": 32, "n_head": 2, "n_layer": 1}}}
     (folder / "runs" / "other" / "ckpt").mkdir(parents=True)
@@ -71,6 +81,19 @@ BAD = [  # (command, arguments, what the one line must say)
     ("gpt2.train", [*TRAIN, "--n_ctx", "5000"], r"--data data/train.bin holds 2000 tokens, too few for a window"),
     ("gpt2.train", ["--data", "small", "--out", "runs/m", *TINY], r"small/train.bin holds token id 19, but the model "
                                                                  r"has 10 tokens"),
+    ("gpt2.train", ["--data", "vocab-huge", "--out", "runs/m"], r"vocab-huge/meta.json: n_vocab 1000000000.0 "
+                                                                r"is not a vocabulary size \(an integer from 1 to 65536"
+                                                                r".*remake the token files with `python -m gpt2.corpus"),
+    ("gpt2.train", ["--data", "vocab-negative", "--out", "runs/m"], r"vocab-negative/meta.json: n_vocab -5 is not a "
+                                                                    r"vocabulary size"),
+    ("gpt2.train", ["--data", "vocab-zero", "--out", "runs/m"], r"vocab-zero/meta.json: n_vocab 0 is not"),
+    ("gpt2.train", ["--data", "vocab-text", "--out", "runs/m"], r"vocab-text/meta.json: n_vocab \"20\" is not"),
+    ("gpt2.train", ["--data", "vocab-fraction", "--out", "runs/m"], r"vocab-fraction/meta.json: n_vocab 20.5 is not"),
+    ("gpt2.train", ["--data", "vocab-over-uint16", "--out", "runs/m"], r"n_vocab 65537 is not a vocabulary size"),
+    ("gpt2.train", ["--data", "vocab-none", "--out", "runs/m"], r"vocab-none/meta.json: expected JSON with an integer "
+                                                                r"n_vocab; remake the token files"),
+    ("gpt2.train", ["--data", "meta-broken", "--out", "runs/m"], r"meta-broken/meta.json: expected JSON"),
+    ("gpt2.train", ["--data", "meta-list", "--out", "runs/m"], r"meta-list/meta.json: expected JSON"),
     # gpt2.train: options that contradict each other or the checkpoint in OUT
     ("gpt2.train", [*TRAIN, "--n_embd", "10", "--n_head", "3"], r"--n_embd 10 must be a multiple of --n_head 3"),
     ("gpt2.train", [*TRAIN, "--max_steps", "10", "--stop_at", "20"], r"--stop_at 20 is past --max_steps 10"),
