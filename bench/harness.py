@@ -159,9 +159,16 @@ def load_heads(target_name, kind, folder, target, offline=None):
     fn, config = heads_function(folder, target)
     sparse, path = None, folder / "medusa_choices.json"
     if path.exists():
+        from picospec.tree import check_choices
+
         try:
-            sparse = json.loads(path.read_text())["medusa_choices"]
-        except (json.JSONDecodeError, KeyError, UnicodeDecodeError) as e:
+            sparse = json.loads(path.read_text(encoding="utf-8"))
+            sparse = sparse.get("medusa_choices") if isinstance(sparse, dict) else None
+            if not (isinstance(sparse, list) and all(isinstance(c, list) and all(type(r) is int for r in c)
+                                                     for c in sparse)):
+                raise ValueError('expected {"medusa_choices": [[0], [0, 0], [1], ...]}, a list of rank paths')
+            check_choices(sparse, n_heads=config["n_heads"])  # no duplicates, every parent listed, one head per level
+        except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise ValueError(f"{path} is not a readable tree ({e}): rebuild it with `python -m bench.trees --build "
                              f"{folder} --budgets 7`") from None
     return {"fn": fn, "n_heads": config["n_heads"], "sparse": sparse, "folder": folder}

@@ -225,6 +225,13 @@ def load_eagle(folder, n_embd=None, n_vocab=None):
             or config["n_head"] < 1 or config["n_embd"] % config["n_head"]:
         raise CorruptFile(folder / "eagle.json", "n_embd and n_head must be whole numbers, n_embd a multiple of n_head",
                           RETRAIN)
+    accuracy = config.get("accuracy", {})
+    share = accuracy.get("rank_share", [[1.0]]) if isinstance(accuracy, dict) else None
+    if not (isinstance(share, list) and share and all(isinstance(row, list) and row and len(row) == len(share[0]) and
+                                                      all(type(v) in (int, float) and 0 <= v <= 1 for v in row)
+                                                      for row in share)):
+        raise CorruptFile(folder / "eagle.json", "accuracy.rank_share must be a table of shares from 0 to 1 (one row "
+                                                 "per step ahead, one column per rank)", RETRAIN)
     C = config["n_embd"]
     if n_embd is not None and C != n_embd:
         raise ValueError(f"the EAGLE head in {folder} was trained for n_embd {C}, but the target has {n_embd}")

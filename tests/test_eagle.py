@@ -118,6 +118,18 @@ def test_training_lowers_the_loss(tmp_path):
     assert config["n_head"] == 2 and set(loaded) == {"fc", "block"}
 
 
+@pytest.mark.parametrize("accuracy", ["x", {"rank_share": "x"}, {"rank_share": [[0.5, "x"]]}, {"rank_share": []},
+                                      {"rank_share": [[0.5, 0.2], [0.5]]}, {"rank_share": [[1.5]]}])
+def test_a_damaged_accuracy_record_is_named(tmp_path, accuracy):
+    """eagle.json's accuracy.rank_share builds EAGLE-1's sparse tree: anything but a table of shares is refused when
+    the head loads, naming the file (before: an AttributeError or TypeError when the tree was built)."""
+    params, config = random_head(C=8)
+    save_eagle(tmp_path, params, config, dtype="float32", record={"accuracy": accuracy})
+    with pytest.raises(ValueError, match=f"{tmp_path / 'eagle.json'}: accuracy.rank_share must be a table of shares "
+                                         "from 0 to 1.*re-train the head"):
+        load_eagle(tmp_path, n_embd=8)
+
+
 def test_save_load_round_trip_and_errors(tmp_path):
     params, config = random_head(C=8)
     save_eagle(tmp_path, params, config, dtype="float32", record={"note": 1})

@@ -42,6 +42,28 @@ def test_auto_posterior_is_greedy_at_temperature_zero_and_lossless_above():
     assert law(row, defaults(row), 0) == "greedy" and law(row, defaults(row), 0.7) == "lossless"  # as prepared
 
 
+@pytest.mark.parametrize("text, message", [
+    ("[[0], [1]]", "expected .*a list of rank paths"), ('{"medusa_choices": "abc"}', "a list of rank paths"),
+    ('{"medusa_choices": [[0], [true]]}', "a list of rank paths"), ('{"budget": 7}', "a list of rank paths"),
+    ('{"medusa_choices": [[0], [1, 0]]}', r"node \[1, 0\] has no parent"),
+    ('{"medusa_choices": [[0], [0, 0], [0, 0, 0]]}', "only 2 heads"), ("{", "Expecting property name")])
+def test_a_damaged_sparse_tree_is_named(tmp_path, text, message):
+    """medusa_choices.json beside the heads: anything but a tree of rank paths the heads can fill is refused when the
+    heads load, naming the file and how to rebuild it (before: a TypeError, or a message about --tree)."""
+    import shutil
+
+    from bench.harness import load_heads
+    from gpt2.load import ASSETS, load_model
+
+    shutil.copytree(ASSETS / "tiny-target" / "medusa", tmp_path / "medusa")
+    (tmp_path / "medusa" / "medusa_choices.json").write_text(text)
+    target, _ = load_model("tiny-target")
+    assert load_heads("tiny-target", "medusa", None, target)["sparse"] is not None  # the shipped tree reads
+    with pytest.raises(ValueError, match=f"medusa_choices.json is not a readable tree \\(.*{message}.*\\): rebuild it "
+                                         "with `python -m bench.trees --build"):
+        load_heads("tiny-target", "medusa", tmp_path / "medusa", target)
+
+
 def test_typical_threshold_when_epsilon_is_the_smaller_term():
     """Row 0 = [.45, .45, .1]: H = -(.9 ln .45 + .1 ln .1) = 0.949, delta e^-H = .3 * 0.387 = 0.116 > epsilon = .09,
     so the threshold is epsilon and token 2 (p = .1 > .09) is kept; max(epsilon, delta e^-H) would drop it.
