@@ -97,7 +97,8 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
     try:
         with np.errstate(divide="ignore", invalid="ignore"):
             seqs = run(fn, contract, case, samples, seed)
-    except Exception as e:  # the sampler raised or broke its contract: its case fails, the battery goes on
+    except (Exception, SystemExit) as e:  # the sampler raised (sys.exit too) or broke its contract: its case fails,
+        # the battery goes on (Ctrl-C still stops it)
         hint = f" (does the sampler take the arguments of the {contract} contract?)" if type(e) is TypeError else ""
         return CaseResult(case.name, samples, float("nan"), float("nan"), "error", f"{type(e).__name__}: {e}{hint}")
     counts = np.bincount(index(seqs, case.V), minlength=case.V**case.N).astype(float)  # [V^N]

@@ -140,7 +140,7 @@ def load(spec):
     except ModuleNotFoundError as e:
         raise UsageError(f"cannot import {where}: {e} (run from the folder that holds it, or pass FILE.py:FUNCTION)"
                          ) from None
-    except Exception as e:  # the module itself fails to import
+    except (Exception, SystemExit) as e:  # the module itself fails to import (or calls sys.exit when imported)
         raise UsageError(f"importing {where} raised {type(e).__name__}: {e}") from None
     fn = module
     for part in name.split("."):

@@ -124,6 +124,10 @@ def raises(drafts, P, Q, rng):
     raise RuntimeError("boom")
 
 
+def exits(drafts, P, Q, rng):
+    raise SystemExit(3)  # a sampler that calls sys.exit(3)
+
+
 def wrong_path(tokens, parents, Q, rng, P=None):
     return [2], 0  # node 2 is not a child of the root: parents = (-1, -1, 0, 0)
 
@@ -140,7 +144,7 @@ def skips_a_draft(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_t
 
 @pytest.mark.parametrize("fn, contract, case, message", [
     (wrong_count, "chain", 2, "n_accepted = 3 with K = 2"), (wrong_token, "chain", 1, "token ids in [0, 3)"),
-    (raises, "chain", 1, "RuntimeError: boom"), (wrong_path, "tree", 1, "is not a root-to-node path"),
+    (raises, "chain", 1, "RuntimeError: boom"), (exits, "chain", 1, "SystemExit: 3"), (wrong_path, "tree", 1, "is not a root-to-node path"),
     (wrong_shape, "rejection", 2, "expected integer ids [200, 3]"), (skips_a_draft, "rejection", 2, "accepted drafts"),
 ])
 def test_a_broken_contract_fails_its_case_with_a_reason(fn, contract, case, message):
@@ -185,8 +189,11 @@ def test_exact_law_by_hand_and_as_a_vector():
     (["picospec.verify:verify_chian"], "has no function 'verify_chian': did you mean verify_chain?"),
     (["missing/file.py:f"], "missing/file.py: no such file"),
     (["picospec.verify:verify_chain", "--power"], "--power measures the checker itself and takes no sampler"),
+    (["EXITS.py:f"], "importing EXITS.py raised SystemExit: 4"),
 ])
-def test_usage_errors_are_one_line(capsys, argv, message):
+def test_usage_errors_are_one_line(capsys, argv, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "EXITS.py").write_text("import sys\nsys.exit(4)\n")  # a module that exits when imported
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
