@@ -13,6 +13,7 @@ Shapes: B batch_size, T n_ctx.
 import json
 import math
 import os
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -179,13 +180,24 @@ def check_resume(ckpt, wanted):
 
 
 def check_out(out):
-    """OUT is a folder or can become one (its missing parents are made too)."""
+    """OUT is a folder or can become one (its missing parents are made too), in a place this user can write to."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file: give a folder (it gets the model, the log and OUT/ckpt)")
     existing = next(p for p in [out, *out.absolute().parents] if p.exists())
     if not existing.is_dir():
         raise ValueError(f"--out {out}: {existing} is a file, so no folder can be made under it")
+    check_writable(existing, f"--out {out}")
+
+
+def check_writable(folder, what):
+    """A folder can be made in `folder` (made and removed at once: permission bits say nothing for root, nor for
+    /proc or a full disk); else a one-line ValueError. Like gpt2/hub.py's check_cache_dir, before any work."""
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=folder, prefix=".picospec-write-check-"))
+    except OSError as e:
+        raise ValueError(f"{what}: cannot write in {folder} ({e.strerror or e}): give a folder you can write to") \
+            from None
 
 
 def check_tokens(path, n_ctx, what):

@@ -94,8 +94,9 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     if stop_at is not None and stop_at > max_steps:
         raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would never stop there")
     xp = get_xp(device)  # a ValueError without CuPy, before any work
-    folder, data, out = resolve(str(backbone)), Path(data), Path(out)
-    check_out(out)
+    data, out = Path(data), Path(out)
+    check_out(out)  # before the backbone is resolved (it may be downloaded)
+    folder = resolve(str(backbone))
     hparams = backbone_hparams(backbone, folder)
     if hparams["n_ctx"] <= PROMPT_LEN + 2:
         raise ValueError(f"self-distillation continues {PROMPT_LEN}-token prompts; the backbone's context window "

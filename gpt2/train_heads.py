@@ -127,8 +127,9 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     if stop_at is not None and stop_at > max_steps:
         raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would never stop there")
     xp = get_xp(device)  # a ValueError without CuPy, before any work
-    folder, data, out = resolve(str(backbone)), Path(data), Path(out)
-    check_out(out)
+    data, out = Path(data), Path(out)
+    check_out(out)  # before the backbone is resolved (it may be downloaded)
+    folder = resolve(str(backbone))
     hparams = backbone_hparams(backbone, folder)
     n_ctx = min(n_ctx, hparams["n_ctx"])
     if n_ctx <= n_heads:

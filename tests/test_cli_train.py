@@ -7,9 +7,11 @@ Commands: python -m gpt2.train, python -m gpt2.train_heads (and gpt2.train_eagle
 import errno
 import inspect
 import json
+import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -232,3 +234,33 @@ def test_ctrl_c_during_training_leaves_nothing(tmp_path):
     assert p.returncode == 130, seen + rest
     assert "Traceback" not in rest and rest.strip().splitlines()[-1] == "interrupted"
     assert files_under(tmp_path) == before
+
+
+def unwritable_folder(tmp_path):
+    """A folder in which this user cannot make folders: a read-only one, or for root (who may write anywhere) /proc."""
+    if os.geteuid() != 0:
+        (tmp_path / "ro").mkdir(mode=0o555)
+        return "ro"
+    if not Path("/proc/self").is_dir():
+        pytest.skip("running as root without /proc: no folder here refuses a new folder")
+    return "/proc"
+
+
+@pytest.mark.parametrize("module, extra", [
+    ("gpt2.train", [*TINY, "--max_steps", "200", "--eval_every", "200"]),
+    ("gpt2.train_heads", ["--n_heads", "1", "--n_ctx", "16", "--batch_size", "2", "--max_steps", "200"]),
+    ("gpt2.train_eagle", ["--distill_tokens", "1000", "--batch_size", "2", "--max_steps", "200"])])
+@pytest.mark.parametrize("below", ["m", "new/deeper/m"])
+def test_an_unwritable_out_is_refused_before_any_work(tmp_path, module, extra, below):
+    """--out in a folder the user cannot write to (or below it, in folders still to be made): one line, at once, not
+    when the first file is written after minutes of training."""
+    make_inputs(tmp_path)
+    out = f"{unwritable_folder(tmp_path)}/{below}"
+    before = files_under(tmp_path)
+    r = run_cli(["-m", module, "--data", "data", "--out", out, *extra], tmp_path)
+    if (tmp_path / "ro").exists():
+        (tmp_path / "ro").chmod(0o755)  # so that pytest can remove it
+    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
+    folder = out.rsplit("/", below.count("/") + 1)[0]
+    assert_refused(r, f"^error: --out {out}: cannot write in .*{folder} .*: give a folder you can write to", tmp_path,
+                   before, max_seconds=3)
