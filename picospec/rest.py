@@ -88,19 +88,39 @@ class Datastore:
 
     @classmethod
     def load(cls, path):
-        """Read what save() wrote; a missing or unreadable file is a ValueError that says how to rebuild it."""
-        rebuild = "build one with Datastore.build(np.fromfile('train.bin', np.uint16)).save(path)"
+        """Read what save() wrote; a missing, unreadable or inconsistent file is a ValueError that names it and says how
+        to rebuild it (nothing pickled is ever loaded)."""
+        rebuild = (f"delete it and build it again: `python main.py --method rest --datastore {path} --build_datastore` "
+                   "(the standard library's train split), or Datastore.build(tokens).save(path) in Python")
         if not os.path.isfile(path):
-            raise ValueError(f"no REST datastore at {path}: {rebuild}")
+            raise ValueError(f"no REST datastore at {path}: build one with `python main.py --method rest --datastore "
+                             f"{path} --build_datastore`, or Datastore.build(tokens).save(path) in Python")
         try:
             with np.load(path, allow_pickle=False) as f:
-                store = cls(f["tokens"], f["suffix_array"], f["max_suffix"])
+                tokens, sa, max_suffix = f["tokens"], f["suffix_array"], f["max_suffix"]
         except Exception as e:
-            raise ValueError(f"{path} is not a readable REST datastore ({e}); delete it and {rebuild}") from e
-        if store.tokens.ndim != 1 or store.sa.shape != store.tokens.shape:
-            raise ValueError(f"{path} is not a consistent REST datastore (corpus and suffix array differ in length); "
-                             f"delete it and {rebuild}")
-        return store
+            why = "it holds pickled Python objects, which are never loaded" if "pickle" in str(e) else (
+                f"not a .npz archive of the arrays tokens, suffix_array and max_suffix: {e}")
+            raise ValueError(f"{path} is not a readable REST datastore ({why}); {rebuild}") from None
+        if (problem := cls.problem(tokens, sa, max_suffix)) is not None:
+            raise ValueError(f"{path} is not a consistent REST datastore ({problem}); {rebuild}")
+        return cls(tokens, sa, int(max_suffix))
+
+    @staticmethod
+    def problem(tokens, sa, max_suffix):
+        """What makes three arrays not a datastore that build() could have made, or None. Checked in O(n): a
+        permutation whose suffixes start in token order (a full order check would cost a sort)."""
+        if tokens.ndim != 1 or tokens.dtype.kind not in "ui" or len(tokens) == 0:
+            return f"tokens must be a non-empty 1-D array of token ids; it is {tokens.dtype} of shape {tokens.shape}"
+        if sa.shape != tokens.shape or sa.dtype.kind not in "ui":
+            return f"suffix_array must hold {len(tokens)} integer positions; it is {sa.dtype} of shape {sa.shape}"
+        if max_suffix.shape != () or max_suffix.dtype.kind not in "ui" or max_suffix < 1:
+            return f"max_suffix must be one whole number >= 1; it is {max_suffix.tolist()!r}"
+        if tokens.min() < 0 or sa.min() < 0 or sa.max() >= len(tokens) or np.bincount(sa).max() > 1:
+            return "suffix_array is not a permutation of the positions, or a token id is negative"
+        if np.any(np.diff(tokens[sa].astype(np.int64)) < 0):
+            return "suffix_array is not sorted: its suffixes do not start in token order"
+        return None
 
     def search(self, context, max_matches, draft_len):
         """-> (continuations, n): up to max_matches lists of the draft_len tokens after an occurrence (fewer at the

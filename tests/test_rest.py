@@ -94,6 +94,39 @@ def test_load_errors_say_how_to_rebuild(tmp_path):
         Datastore.load(tmp_path / "other.npz")
 
 
+def good_arrays():
+    store = Datastore.build([3, 1, 4, 1, 5, 9, 2, 6], max_suffix=4)
+    return {"tokens": store.tokens, "suffix_array": store.sa, "max_suffix": np.int64(store.max_suffix)}
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(tokens=np.arange(8.0), suffix_array=np.arange(8.0)), "tokens must be a non-empty 1-D array of token ids"),
+    (dict(tokens=np.zeros(0, np.uint16), suffix_array=np.zeros(0, np.int32)), "non-empty"),
+    (dict(suffix_array=np.arange(7)), "suffix_array must hold 8 integer positions"),
+    (dict(suffix_array=np.arange(8.0)), "integer positions"),
+    (dict(max_suffix=np.int64(-5)), "max_suffix must be one whole number >= 1; it is -5"),
+    (dict(max_suffix=np.array([1, 2])), r"it is \[1, 2\]"),
+    (dict(suffix_array=np.array([0, 1, 2, 3, 4, 5, 6, 99])), "not a permutation"),
+    (dict(suffix_array=np.zeros(8, np.int32)), "not a permutation"),
+    (dict(suffix_array=np.arange(8)), "not sorted"),
+    (dict(tokens=np.array([3, 1, 4, 1, 5, 9, 2, -6])), "negative"),
+    (dict(tokens=np.array(["a"] * 8)), "token ids"),
+    (dict(tokens=np.array([None] * 8, dtype=object)), "pickled Python objects, which are never loaded"),
+])
+def test_a_damaged_datastore_file_is_named_and_says_how_to_rebuild(tmp_path, change, message):
+    """Arrays of the wrong kind, shape or order in a datastore file: one ValueError naming the file, what is wrong
+    and the command that rebuilds it (before: a TypeError in the search, or a run whose search silently found
+    nothing); a good file still loads."""
+    np.savez(tmp_path / "good.npz", **good_arrays())
+    assert Datastore.load(tmp_path / "good.npz").search([1], 2, 2)[1] == 1
+    path = tmp_path / "bad.npz"
+    np.savez(path, **{**good_arrays(), **change})
+    with pytest.raises(ValueError, match=f"{path} is not a (readable|consistent) REST datastore \\(.*{message}.*\\); "
+                                         "delete it and build it again: `python main.py --method rest --datastore "
+                                         ".*--build_datastore`"):
+        Datastore.load(path)
+
+
 TOY = random_toy_tree(4, seed=0)
 
 
