@@ -111,12 +111,21 @@ def read_prompt(values, argv):
         if given:
             raise UsageError("--prompt and --prompt_file are both given: keep one")
         path = values["prompt_file"]
+        if path == "-" and sys.stdin is None:
+            raise UsageError("--prompt_file -: standard input is closed; pipe the prompt in or name a file")
         try:
             prompt = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
         except (OSError, UnicodeDecodeError) as e:
             raise UsageError(f"--prompt_file {path}: cannot read it as UTF-8 text ({getattr(e, 'strerror', e)})") from None
+        if not prompt:
+            raise UsageError(f"--prompt_file {path}: it is empty; put the prompt in it")
     else:
         prompt = values["prompt"]
+        try:
+            prompt.encode("utf-8")  # bytes that were not UTF-8 arrive from the shell as lone surrogates
+        except UnicodeEncodeError:
+            raise UsageError("--prompt is not UTF-8 text (the terminal sent other bytes): set a UTF-8 locale, or "
+                             "save the prompt as UTF-8 and pass --prompt_file") from None
     prompt = unescape(prompt) if values["escapes"] else prompt
     if not prompt:
         raise UsageError("the prompt is empty: pass some text with --prompt")

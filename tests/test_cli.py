@@ -71,6 +71,8 @@ MAIN_CASES = [
     (["--prompt", "x", "--prompt_file", "p.txt"], r"--prompt and --prompt_file are both given", False),
     (["--prompt_file", "/nonexistent/p.txt"], r"--prompt_file /nonexistent/p.txt: cannot read it", False),
     (["--prompt_file", "."], r"--prompt_file \.: cannot read it", False),
+    (["--prompt_file", "blank.txt"], r"--prompt_file blank.txt: it is empty; put the prompt in it", False),
+    ([b"--prompt=def f\xff(x):"], r"--prompt is not UTF-8 text .*--prompt_file", False),
     (["--n_tokens", "1000"], r"exceeds the target 'tiny-target''s context window of 256", True),
     (["--device", "tpu"], r"unknown --device 'tpu'", False),
     (["--json=maybe"], r"--json is a switch", False),
@@ -125,10 +127,12 @@ def folder(tmp_path):
     (tmp_path / "p.txt").write_text("def f(x):")
     (tmp_path / "empty.txt").write_text("\n\n")
     (tmp_path / "binary.txt").write_bytes(b"\xff\xfe\x00bad")
+    (tmp_path / "blank.txt").write_text("")
     return tmp_path
 
 
-@pytest.mark.parametrize("args, message, loads", MAIN_CASES, ids=[" ".join(c[0])[:60] for c in MAIN_CASES])
+@pytest.mark.parametrize("args, message, loads", MAIN_CASES,
+                         ids=[" ".join(map(str, c[0]))[:60] for c in MAIN_CASES])
 def test_main_refuses_bad_command_lines(args, message, loads, folder):
     before = files_under(folder)
     r = run_cli(["main.py", *args], folder)
@@ -208,6 +212,14 @@ def test_extreme_sampling_settings_run(extra, tmp_path):
     r = run_cli(["main.py", "--method", "speculative", "--n_tokens", "4", "--json", *extra], tmp_path)
     assert r.returncode == 0, r.stderr
     assert len(json.loads(r.stdout)["runs"][1]["output_ids"]) == 4
+
+
+def test_a_closed_standard_input_is_one_line(tmp_path):
+    """`--prompt_file -` with standard input closed (`<&-` in a shell): Python's sys.stdin is None."""
+    r = subprocess.run(["sh", "-c", f"'{sys.executable}' '{ROOT / 'main.py'}' --prompt_file - <&-"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PICOSPEC_OFFLINE": "1"})
+    assert r.returncode == 2 and r.stderr == "error: --prompt_file -: standard input is closed; pipe the prompt in or " \
+                                             "name a file\n", r.stderr
 
 
 def test_prompt_from_stdin_and_file(tmp_path):
