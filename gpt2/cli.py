@@ -40,8 +40,9 @@ class Option(NamedTuple):
     high: float = None
     above: float = None
     choices: tuple = None
-    check: object = None
+    check: object = None  # check(value) -> message or None; for a list type, of each item
     required: bool = False
+    check_list: object = None  # for a list type: check(values) -> message or None, of the whole list
 
 
 class UsageError(ValueError):
@@ -68,7 +69,10 @@ def convert(option, text):
         if not all(parts):
             raise UsageError(f"{flag} must be {TYPE_NAMES[kind]} like 1,2,4; got {text!r}")
         item = {"ints": int, "floats": float, "strs": str}[kind]
-        return [convert(option._replace(type=item), p) for p in parts]
+        values = [convert(option._replace(type=item), p) for p in parts]
+        if option.check_list is not None and (message := option.check_list(values)):
+            raise UsageError(f"{flag} {text}: {message}")
+        return values
     if kind is bool:
         low = text.lower()
         if low not in ("true", "false", "1", "0", "yes", "no"):

@@ -22,6 +22,7 @@ Adding a method = one file in picospec/ + one row below (+ its tests, a bench ro
 Options marked load=True are read by whoever loads the method's needs (a heads folder, a datastore path) and are
 not passed to fn.
 """
+import math
 from typing import Callable, NamedTuple
 
 from picospec.autoregressive import autoregressive_sampling, batch_autoregressive_sampling
@@ -56,6 +57,7 @@ class Option(NamedTuple):
     check: Callable = None
     required: bool = False
     load: bool = False
+    check_list: Callable = None  # for a list type: check(values) -> message or None, of the whole list
 
 
 class Method(NamedTuple):
@@ -117,6 +119,15 @@ def prepare_eagle(options, loaded, sampling):
 def prepare_eagle2(options, loaded, sampling):
     """The head loaded for heads:eagle is the draft function itself."""
     return {**options, "heads": loaded["heads"]}
+
+
+def expansion_check(expansion):
+    """A tree of at most 256 draft nodes (each level's children times the nodes above it): the most one tree call
+    scores, as --nodes and --num_draft_nodes are bounded elsewhere. Example: 1,1,2 -> 1 + 1 + 2 = 4 nodes."""
+    nodes = sum(math.prod(expansion[:i + 1]) for i in range(len(expansion)))
+    if nodes > 256:
+        return f"a tree of {nodes} draft nodes, more than the 256 one target call scores: use fewer levels or children"
+    return None
 
 
 def skip_check(text):
@@ -284,7 +295,7 @@ METHODS = (
            "Miao et al. 2024, arXiv:2305.09781",
            needs=("draft", "draft2"), prepare=prepare_specinfer,
            options=(Option("expansion", "ints", (1, 1, 2), "children of every node at each depth (the paper's "
-                           "<1,1,3,1,1,1,1,1> is 1,1,3,1,1,1,1,1)", low=1, high=16),
+                           "<1,1,3,1,1,1,1,1> is 1,1,3,1,1,1,1,1)", low=1, high=16, check_list=expansion_check),
                     Option("merge", bool, False, "also grow a tree from --draft2 and merge it in (multi-draft): each "
                            "node remembers the law it was drawn from"),
                     Option("draft2", str, "ngram", "the second drafter of --merge: ngram, tiny-draft, ...",

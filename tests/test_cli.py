@@ -62,6 +62,9 @@ MAIN_CASES = [
     (["--method", "lookahead", "--ngram", "1"], r"--ngram must be >= 2", False),
     (["--method", "lookahead", "--window", "x"], r"--window must be an integer", False),
     (["--method", "rest", "--num_draft_nodes", "0"], r"--num_draft_nodes must be >= 1", False),
+    (["--method", "specinfer", "--expansion", "4,4,4,4"], r"--expansion 4,4,4,4: a tree of 340 draft nodes, more "
+                                                          r"than the 256 one target call scores", False),
+    (["--method", "specinfer", "--expansion", "1,0"], r"--expansion must be >= 1; got 0", False),
     (["--method", "rest", "--datastore", "missing.npz"], r"--datastore missing.npz does not exist.*--build_datastore", False),
     (["--method", "rest", "--datastore", "nodir/x.npz", "--build_datastore"], r"the folder .*nodir does not exist", False),
     (["--method", "rest", "--datastore", "."], r"--datastore \. is a folder", False),
