@@ -117,8 +117,9 @@ def requested_threads(requested=None):
 
     env = os.environ.get("PICOSPEC_THREADS")
     if requested is None and env:
-        if not env.isdigit() or int(env) < 1:
-            raise ValueError(f"PICOSPEC_THREADS={env!r}: set it to a positive integer, or unset it for the policy")
+        if not env.isdigit() or not 1 <= int(env) <= 256:
+            raise ValueError(f"PICOSPEC_THREADS={env!r}: set it to a whole number from 1 to 256 (as --threads), or "
+                             "unset it for the policy")
         requested = int(env)
     return None if requested is None else int(requested)
 

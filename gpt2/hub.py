@@ -68,7 +68,9 @@ def check_cache_dir(cache=None):
 
 
 def is_offline(offline=None):
-    return offline if offline is not None else os.environ.get("PICOSPEC_OFFLINE", "") not in ("", "0")
+    """--offline, else PICOSPEC_OFFLINE: any value but "", 0, false, no or off (in any case) means offline."""
+    setting = os.environ.get("PICOSPEC_OFFLINE", "").strip().lower()
+    return offline if offline is not None else setting not in ("", "0", "false", "no", "off")
 
 
 def hub_url():
@@ -83,6 +85,8 @@ def valid_names():
 def resolve(name, offline=None, cache=None):
     """The local folder holding checkpoint `name`, downloading its missing files first (see the module docstring)."""
     name = str(name)
+    if not name.strip():
+        raise ValueError(f"the model name is empty: name one ({valid_names()})")
     if name in BUILTIN:
         if not (BUILTIN[name] / "model.safetensors").exists():
             raise ValueError(f"built-in model {name!r} is missing from {BUILTIN[name]}; rebuild it (see README)")

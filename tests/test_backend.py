@@ -40,9 +40,10 @@ def test_overrides_win(monkeypatch):
     monkeypatch.setenv("PICOSPEC_THREADS", "2")
     assert backend.choose_threads(5_000_000)[0] == 2
     assert backend.choose_threads(5_000_000, requested=3)[0] == 3  # --threads over the variable
-    monkeypatch.setenv("PICOSPEC_THREADS", "many")
-    with pytest.raises(ValueError, match="PICOSPEC_THREADS='many'"):
-        backend.choose_threads(5_000_000)
+    for bad in ("many", "0", "99999"):  # the bounds of --threads
+        monkeypatch.setenv("PICOSPEC_THREADS", bad)
+        with pytest.raises(ValueError, match=f"PICOSPEC_THREADS='{bad}': set it to a whole number from 1 to 256"):
+            backend.choose_threads(5_000_000)
 
 
 def test_free_cores_never_below_one():

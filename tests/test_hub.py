@@ -154,10 +154,21 @@ def test_offline_never_touches_the_network(server, tmp_path, monkeypatch):
     assert server.requests == []
 
 
+@pytest.mark.parametrize("setting, offline", [("1", True), ("yes", True), ("TRUE", True), ("", False), ("0", False),
+                                              ("false", False), ("False", False), ("no", False), ("off", False)])
+def test_picospec_offline_reads_as_a_switch(monkeypatch, setting, offline):
+    """PICOSPEC_OFFLINE=false means online (it used to mean offline: anything but "" and "0" did); --offline wins."""
+    monkeypatch.setenv("PICOSPEC_OFFLINE", setting)
+    assert hub.is_offline() is offline and hub.is_offline(True) is True and hub.is_offline(False) is False
+
+
 def test_local_folder_and_unknown_names(tmp_path):
     assert resolve(str(tmp_path)) == tmp_path
     with pytest.raises(ValueError, match="unknown model 'gpt5'.*gpt2-xl"):
         resolve("gpt5")
+    for empty in ("", "  "):  # not the current folder
+        with pytest.raises(ValueError, match="the model name is empty: name one \\(built-in: tiny-target"):
+            resolve(empty)
 
 
 # --- no network, stalled servers ---------------------------------------------------------------------------------
