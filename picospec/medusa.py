@@ -204,11 +204,12 @@ def parse_tree(tree):
         return tree
     try:
         choices = json.loads(tree) if isinstance(tree, str) else tree
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # RecursionError: brackets nested thousands deep
         choices = None
     if not isinstance(choices, list) or not all(isinstance(c, list) and all(type(r) is int for r in c)
                                                 for c in choices):
-        raise ValueError(f"--tree {tree!r}: use sparse, chain, cartesian or a JSON list of rank paths like "
+        shown = repr(tree) if len(repr(tree)) <= 80 else repr(tree)[:76] + "...'"
+        raise ValueError(f"--tree {shown}: use sparse, chain, cartesian or a JSON list of rank paths like "
                          "'[[0],[0,0],[1]]'")
     check_choices(choices)
     return choices

@@ -48,8 +48,8 @@ def check_choices(choices, n_heads=None, topk=None):
         if n_heads is not None and len(c) > n_heads:
             raise ValueError(f"node {list(c)} has depth {len(c)} but there are only {n_heads} heads: one head per level")
         if topk is not None and max(c) >= topk:
-            raise ValueError(f"node {list(c)} asks for candidate rank {max(c)} but each head offers only {topk} "
-                             f"candidates (ranks 0..{topk - 1})")
+            raise ValueError(f"node {list(c)} asks for candidate rank {max(c)} but each head offers only topk = "
+                             f"{topk} candidates (ranks 0..{topk - 1}): raise topk (--topk) or use smaller ranks")
         seen.add(c)
     for c in seen:
         if len(c) > 1 and c[:-1] not in seen:

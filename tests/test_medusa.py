@@ -209,7 +209,7 @@ def test_typical_threshold_by_hand():
 
 @pytest.mark.parametrize("choices, topk, message", [
     ([[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]], 3, "only 3 heads"),
-    ([[0], [3]], 3, "only 3 candidates"),
+    ([[0], [3]], 3, "only topk = 3 candidates"),
     ([[0], [1, 1]], 3, "no parent"),
     ([[0], [0]], 3, "twice"),
 ])

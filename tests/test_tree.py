@@ -56,7 +56,7 @@ def test_buffers_agree_with_engine_parents():
     ([[0], [0]], "twice"),
     ([[0], [1, 0]], "no parent: add [1]"),
     ([[0], [0, 0], [0, 0, 0]], "only 2 heads"),
-    ([[0], [12]], "only 10 candidates"),
+    ([[0], [12]], "only topk = 10 candidates"),
     ([], "empty"),
     ([[0], [-1]], "non-negative"),
 ])
