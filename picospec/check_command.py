@@ -68,7 +68,7 @@ def convert(option, text):
 
 def parse(argv):
     """argv -> (sampler specs, {option: value}); UsageError for any mistake, SystemExit(0) after -h."""
-    values, specs, i = {o.name: o.default for o in OPTIONS.values()}, [], 0
+    values, specs, i, given = {o.name: o.default for o in OPTIONS.values()}, [], 0, set()
     while i < len(argv):
         arg = argv[i]
         if arg in ("-h", "--help"):
@@ -77,6 +77,10 @@ def parse(argv):
         if arg.startswith("-") and arg != "-":
             name, eq, text = arg.lstrip("-").partition("=")
             name = name.replace("-", "_")
+            base = name[2:] if name not in OPTIONS and name.startswith("no") else name
+            if base in given:  # --samples 200 --samples 300: which one was meant?
+                raise UsageError(f"--{base} is given twice: keep one")
+            given.add(base)
             if name not in OPTIONS and name.startswith("no") and getattr(OPTIONS.get(name[2:]), "type", 0) is bool:
                 values[name[2:]] = False
             elif name not in OPTIONS:

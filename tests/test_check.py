@@ -179,6 +179,8 @@ def test_exact_law_by_hand_and_as_a_vector():
     (["picospec.verify:verify_chain", "--samples", "ten"], "--samples must be an integer; got 'ten'"),
     (["picospec.verify:verify_chain", "--samples", "5"], "--samples must be >= 100; got 5"),
     (["picospec.verify:verify_chain", "--samples"], "--samples needs a value"),
+    (["picospec.verify:verify_chain", "--samples", "200", "--samples=300"], "--samples is given twice: keep one"),
+    (["picospec.verify:verify_chain", "--json", "--nojson"], "--json is given twice: keep one"),
     (["picospec.verify:verify_chain", "--contract", "chian"], "got 'chian' (did you mean chain?)"),
     (["picospec.verify:verify_chain", "--cases", "0"], "--cases must be >= 1; got 0"),
     (["picospec.verify:verify_chain", "--cases", "2,12"], "the chain battery has cases 1 to 11"),
