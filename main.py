@@ -152,13 +152,13 @@ def check_before_loading(method, values):
         check_cache_dir()  # before a download or a datastore build, not for the built-in models alone
 
 
-def check_length(x, n_tokens, extra, models, names):
+def check_length(x, n_tokens, models, names, which="the prompt"):
     if not x:
         raise UsageError("the prompt is empty: pass some text with --prompt")
     for role, model in models.items():
         n_ctx = getattr(model, "n_ctx", None)
-        if n_ctx is not None and len(x) + n_tokens + extra > n_ctx:
-            raise UsageError(f"the prompt ({len(x)} tokens) plus --n_tokens {n_tokens} exceeds the {role} "
+        if n_ctx is not None and len(x) + n_tokens > n_ctx:
+            raise UsageError(f"{which} ({len(x)} tokens) plus --n_tokens {n_tokens} exceeds the {role} "
                              f"{names[role]!r}'s context window of {n_ctx} tokens: shorten the prompt or lower "
                              f"--n_tokens")
 
@@ -216,7 +216,7 @@ def main(argv=None):
     loaded = load_needs(method, options, target, values["target"], encoder, values.get("draft"), values["device"],
                         values["offline"] or None)
     x = encoder.encode(prompt)
-    check_length(x, values["n_tokens"], 0, {k: v for k, v in loaded.items() if k in ("target", "draft")},
+    check_length(x, values["n_tokens"], {k: v for k, v in loaded.items() if k in ("target", "draft")},
                  {"target": values["target"], "draft": values.get("draft")})
     sampling = {k: values[k] for k in ("temperature", "top_k", "top_p")}
     order = list(dict.fromkeys(["autoregressive", method.name]))
@@ -266,7 +266,8 @@ def main_batch(method, values):
         raise UsageError(f"--batch {path}: cannot read it as UTF-8 text ({getattr(e, 'strerror', e)})") from None
     # lines end at "\n" (or "\r\n") only: str.splitlines would also cut a prompt at a form feed or U+2028
     lines = [line.removesuffix("\r") for line in text.split("\n")]
-    prompts = [unescape(line) if values["escapes"] else line for line in lines if line.strip()]  # blank lines skipped
+    numbers = [n for n, line in enumerate(lines, 1) if line.strip()]  # blank lines skipped
+    prompts = [unescape(lines[n - 1]) if values["escapes"] else lines[n - 1] for n in numbers]
     if not prompts:
         raise UsageError(f"--batch {path}: no prompts (one per line)")
     name, device, offline = values["target"], values["device"], values["offline"] or None
@@ -275,9 +276,9 @@ def main_batch(method, values):
     options = method_options(method, values)
     loaded = load_needs(method, options, target, name, encoder, values.get("draft"), device, offline)
     xs = [encoder.encode(p) for p in prompts]
-    for x in xs:  # as for one prompt: the methods stop drafting at the context's end, so K needs no extra room
-        check_length(x, values["n_tokens"], 0, {k: v for k, v in loaded.items() if k in ("target", "draft")},
-                     {"target": name, "draft": values.get("draft")})
+    for x, n in zip(xs, numbers):  # as for one prompt: the methods stop drafting at the context's end (no room for K)
+        check_length(x, values["n_tokens"], {k: v for k, v in loaded.items() if k in ("target", "draft")},
+                     {"target": name, "draft": values.get("draft")}, f"the prompt on line {n} of {path}")
     sampling = {k: values[k] for k in ("temperature", "top_k", "top_p") if values[k] is not None}
 
     # the baseline on the plain target's batched engine, as for one prompt (a self-drafting row's target side is

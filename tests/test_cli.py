@@ -206,8 +206,9 @@ def test_batch_lines_end_at_newlines_only_and_every_prompt_that_fits_runs(tmp_pa
                 tmp_path)
     assert r.returncode == 0, r.stderr
     assert len(json.loads(r.stdout)["prompts"]) == 1 and all(json.loads(r.stdout)["same_output"])
+    (tmp_path / "long.txt").write_text("short\n\n" + " x" * 250 + "\n")  # the long prompt on line 3
     r = run_cli(["main.py", "--batch", "long.txt", "--n_tokens", "7", "--json"], tmp_path)
-    assert r.returncode == 2 and "exceeds the target 'tiny-target''s context window of 256" in r.stderr
+    assert r.returncode == 2 and "the prompt on line 3 of long.txt (250 tokens) plus --n_tokens 7 exceeds the target 'tiny-target''s context window of 256" in r.stderr
 
 
 @pytest.mark.parametrize("extra", [["--temperature", "1e-40"], ["--top_p", "1e-50"], ["--temperature", "1e308"]])
