@@ -241,6 +241,9 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
     if exit_layer is None and "exit_layer" not in config:
         raise ValueError(f"no exit layer for this model in {folder}/{CONFIG}: pass --exit_layer E")
     E = config["exit_layer"] if exit_layer is None else exit_layer
+    if L < 2:
+        raise ValueError(f"early exit drafts with the first layers of the target, which has only {L} layer: use a "
+                         "target of 2 or more layers, or another method")
     if not 1 <= E < L:
         raise ValueError(f"--exit_layer {E}: the model has {L} layers; exit after 1..{L - 1}")
     exit_head = load_adapter(folder, E, hparams["n_embd"]) if adapter else None

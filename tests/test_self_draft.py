@@ -246,6 +246,14 @@ def test_bad_choices_say_what_to_do(tiny, kwargs, message):
         load_self_draft(model.hparams, model.params, ASSETS / "tiny-target", **kwargs)
 
 
+def test_early_exit_on_a_one_layer_model_says_why_not(tmp_path):
+    from micro import random_gpt2
+
+    hparams, params = random_gpt2(n_vocab=50, n_layer=1)
+    with pytest.raises(ValueError, match="only 1 layer: use a target of 2 or more layers"):
+        load_self_draft(hparams, params, tmp_path, "early_exit", exit_layer=1)
+
+
 def test_a_model_without_a_search_says_how_to_make_one(tiny, tmp_path):
     model, _ = tiny
     with pytest.raises(ValueError, match="bench.self_draft --task search"):
