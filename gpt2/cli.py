@@ -103,6 +103,9 @@ def convert(option, text):
                 raise UsageError(f"{flag} {text} is a folder: give a file name")
             if not Path(text).resolve().parent.is_dir():
                 raise UsageError(f"{flag} {text}: the folder {Path(text).resolve().parent} does not exist; create it first")
+            if (why := cannot_write_in(Path(text).resolve().parent)) is not None:
+                raise UsageError(f"{flag} {text}: cannot write in {Path(text).resolve().parent} ({why}): give a "
+                                 "folder you can write to")
     check_value(option, value)
     return value
 
@@ -123,6 +126,21 @@ def check_value(option, value):
             raise UsageError(f"{flag} must be > {option.above}; got {value}")
     if option.check is not None and (message := option.check(value)):
         raise UsageError(f"{flag} {value}: {message}" if not message.startswith("--") else message)
+
+
+def cannot_write_in(folder):
+    """Why no file can be made in `folder`, or None: a file is made and removed at once, before any work (permission
+    bits say nothing for root, nor for /proc or a full disk)."""
+    import os
+    import tempfile
+
+    try:
+        fd, path = tempfile.mkstemp(dir=folder, prefix=".picospec-write-check-")
+        os.close(fd)
+        os.remove(path)
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
 
 
 def split(argv):

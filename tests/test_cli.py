@@ -104,6 +104,8 @@ BENCH_CASES = [
     (["-m", "bench.harness", "--temperatures", "0,,1"], r"--temperatures must be numbers, comma-separated"),
     (["-m", "bench.harness", "--sweep_K", "1,100"], r"--sweep_K must be <= 64"),
     (["-m", "bench.harness", "--out", "nodir/t.md"], r"--out nodir/t.md: the folder .* does not exist"),
+    (["-m", "bench.harness", "--out", "/proc/t.md"], r"--out /proc/t.md: cannot write in /proc \(.*\): give a folder "
+                                                     "you can write to"),  # found before the benchmark, not after
     (["-m", "bench.harness", "--seeds", "1.5"], r"--seeds must be an integer"),
     (["-m", "bench.harness", "--n_promts", "3"], r"did you mean --n_prompts\?"),
     (["-m", "bench.trees"], r"nothing to measure"),
