@@ -12,8 +12,12 @@ gpt2/skip_search.py skip_set_search), walked step by step with K drafts (picospe
 model of the engine measured here (a draft call from its kept sublayers, the verification from its cut).
 Shapes: B prompts, m scored positions per prompt.
 """
+import hashlib
 import json
+import os
+import shutil
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -146,16 +150,19 @@ def search(target, encoder, n_prompts, prompt_tokens, new_tokens, seed, restarts
     h, params = target.hparams, target.params
     L, n_sets = h["n_layer"], 2 ** (2 * h["n_layer"])
     x = search_sequences(target, encoder, n_prompts, prompt_tokens, new_tokens, seed)
-    saved = Path(runs) / f"agree-{n_prompts}-{prompt_tokens}-{new_tokens}-{seed}.npz"  # the slow part, kept
-    if saved.exists() and np.array_equal(np.load(saved)["x"], x):
-        data = np.load(saved)
-        agree, confidence, seconds = data["agree"], data["confidence"], float(data["seconds"])
+    saved = Path(runs) / f"agree-{fingerprint(target)}-{n_prompts}-{prompt_tokens}-{new_tokens}-{seed}.npz"  # kept
+    cached = read_search(saved, x, n_sets)
+    if cached is not None:
+        agree, confidence, seconds = cached
     else:
         start = time.thread_time()
         agree, confidence = skip_set_search(params, h, x, prompt_tokens)  # [2^(2L), B, m] each
         seconds = time.thread_time() - start
         saved.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(saved, x=x, agree=agree, confidence=confidence, seconds=seconds)
+        tmp = saved.with_name(saved.name + ".partial")
+        with open(tmp, "wb") as f:  # a temp file renamed over the cache: an interrupted save leaves no broken cache
+            np.savez_compressed(f, x=x, agree=agree, confidence=confidence, seconds=seconds)
+        os.replace(tmp, saved)
     costs = measure_costs(target)
     scores = [score(agree[mask], confidence[mask], [cpu_costs(skip_of(mask, L), costs, L),
                                                     memory_bound_costs(skip_of(mask, L), h)])
@@ -207,6 +214,38 @@ def search(target, encoder, n_prompts, prompt_tokens, new_tokens, seed, restarts
     return lines
 
 
+def fingerprint(target):
+    """12 hex digits of a hash of the target's shape and weights: the key of what --runs keeps for this target."""
+    from gpt2.backend import to_numpy
+
+    digest = hashlib.sha1(json.dumps(target.hparams, sort_keys=True, default=str).encode())
+
+    def walk(tree):
+        if isinstance(tree, dict):
+            for k in sorted(tree):
+                walk(tree[k])
+        elif isinstance(tree, (list, tuple)):
+            for v in tree:
+                walk(v)
+        else:
+            digest.update(np.ascontiguousarray(to_numpy(tree)).view(np.uint8))
+
+    walk(target.params)
+    return digest.hexdigest()[:12]
+
+
+def read_search(saved, x, n_sets):
+    """The kept agreement and confidence [2^(2L), B, m] and CPU seconds of these sequences x, or None when the file is
+    missing, unreadable (an interrupted save of an older version) or of other sequences: then the search runs again."""
+    try:
+        with np.load(saved) as data:
+            if not np.array_equal(data["x"], x) or data["agree"].shape[0] != n_sets:
+                return None
+            return data["agree"], data["confidence"], float(data["seconds"])
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None
+
+
 def target_name(folder):
     return Path(folder).name
 
@@ -242,7 +281,7 @@ def exits(target, encoder, exit_layers, steps, n_windows, write, folder, runs):
 
     h, params = target.hparams, target.params
     L = h["n_layer"]
-    search_record = read_config(folder)["layer_skip"]["search"]
+    search_record = read_config(folder)["layer_skip"]["search"]  # there: checked by main before any work
     x, start, costs = np.array(search_record["sequences"]), search_record["start"], search_record["costs_ms"]
     windows = training_windows(encoder, n_windows, 128, 0)
     q = softmax_np(draft_logits(params, h, x, start, []))  # the target's law at the rows
@@ -250,10 +289,15 @@ def exits(target, encoder, exit_layers, steps, n_windows, write, folder, runs):
              "| tokens/target call | expected speedup (this CPU) | expected speedup (memory-bound) |",
              "|---|---|---|---|---|---|---|---|---|"]
     results, curve = [], {"LM head": {}, "adapter": {}}
+    key = fingerprint(target)
     for E in exit_layers:
-        out = Path(runs) / f"exit{E}"
+        out = Path(runs) / f"exit{E}-{key}-{steps}steps-{n_windows}windows"  # what the adapter depends on
         if not (out / "heads.json").exists():
-            train_exit_adapter(params, h, windows, E, out, steps=steps)
+            partial = out.with_name(out.name + ".partial")  # trained aside, renamed when whole
+            for old in (partial, out):
+                shutil.rmtree(old, ignore_errors=True)
+            train_exit_adapter(params, h, windows, E, partial, steps=steps)
+            os.replace(partial, out)
         heads, config = load_heads(out)
         for label, adapter in (("LM head", None), ("adapter", {"head": heads[0], "act": config["act"]})):
             skip = exit_skip(E, L)
@@ -269,8 +313,6 @@ def exits(target, encoder, exit_layers, steps, n_windows, write, folder, runs):
             print(lines[-1], flush=True)
     sp, E, label, K, gamma, tpc, out = max(results)
     if write:
-        import shutil
-
         record = {"exit_layer": E, "adapter": label == "adapter", "K": K, "threshold": gamma,
                   "predicted": {"tokens_per_call": tpc, "speedup": sp}, "curve": curve,
                   "command": f"python -m bench.self_draft --task exits --exit_layers "
@@ -278,7 +320,9 @@ def exits(target, encoder, exit_layers, steps, n_windows, write, folder, runs):
         if label == "adapter":
             (Path(folder) / ADAPTER).mkdir(exist_ok=True)
             for name in ("heads.json", "heads.safetensors"):
-                shutil.copy(out / name, Path(folder) / ADAPTER / name)
+                tmp = Path(folder) / ADAPTER / f"{name}.tmp"
+                shutil.copy(out / name, tmp)
+                os.replace(tmp, Path(folder) / ADAPTER / name)
         update_config(folder, "early_exit", record)
     return lines
 
@@ -391,6 +435,38 @@ def bench(target, encoder, target_name, n_prompts, prompt_tokens, n_tokens, seed
     return lines
 
 
+def check_before_work(task, target, folder, exit_layers, runs):
+    """The mistakes the search and the exit layers would meet only after minutes, as one line each, before any work:
+    a model too deep to score every skip set, exits without a saved search or past the last layer, a --runs folder
+    that cannot be made or written."""
+    from gpt2.cli import cannot_write_in
+    from gpt2.self_draft import CONFIG, read_config
+    from gpt2.skip_search import MAX_LAYERS, too_many_layers
+    from gpt2.weights import hparams_from_config, read_json
+
+    L = hparams_from_config(read_json(Path(folder) / "config.json"))["n_layer"]
+    if task == "search" and (problem := too_many_layers(L)) is not None:
+        raise ValueError(f"--task search on {target}: {problem}; search a model of at most {MAX_LAYERS} layers, or "
+                         f"choose a skip set by hand: python main.py --target {target} --method layer_skip "
+                         "--skip a3,m4 (or --method early_exit --exit_layer E --noadapter)")
+    if task == "exits":
+        if "search" not in read_config(folder).get("layer_skip", {}):
+            raise ValueError(f"--task exits measures the exit layers on the sequences of the skip-set search, and "
+                             f"{Path(folder) / CONFIG} has none: run `python -m bench.self_draft --task search "
+                             f"--target {target}` first (without --nowrite)")
+        if bad := [E for E in exit_layers if E >= L]:
+            raise ValueError(f"--exit_layers {','.join(map(str, exit_layers))}: {target} has {L} layers; exit after "
+                             f"1..{L - 1}, not {','.join(map(str, bad))}" if L > 1 else
+                             f"--task exits: {target} has 1 layer, so there is no layer to exit after")
+    path = Path(runs)
+    first = next(p for p in [path, *path.parents] if p.exists() or p == Path(p.anchor) or p == Path("."))
+    if not first.is_dir():
+        raise ValueError(f"--runs {runs}: {first} is a file, not a folder; name a folder for the kept search and "
+                         "adapters")
+    if (why := cannot_write_in(first)) is not None:
+        raise ValueError(f"--runs {runs}: no file can be made in {first} ({why}); name another folder")
+
+
 def main(task="bench", target="tiny-target", n_prompts=16, prompt_tokens=64, new_tokens=33, seed=1, restarts=10,
          exit_layers=(1, 2, 3, 4), steps=400, n_windows=256, runs="runs/self_draft", write=True, bench_prompts=8,
          n_tokens=64, seeds=2, temperatures=(0.0, 1.0), out=None):
@@ -399,9 +475,11 @@ def main(task="bench", target="tiny-target", n_prompts=16, prompt_tokens=64, new
     from gpt2.hub import resolve
     from gpt2.load import load_model
 
+    folder = resolve(target)
+    if task in ("search", "exits"):
+        check_before_work(task, target, folder, exit_layers, runs)
     model, encoder = load_model(target)
     print(header(thread_policy(model.n_params)), flush=True)
-    folder = resolve(target)
     if task == "search":
         lines = search(model, encoder, n_prompts, prompt_tokens, new_tokens, seed, restarts, write, folder, runs)
     elif task == "exits":

@@ -46,6 +46,10 @@ def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, bat
     from gpt2.heads import head_backward, head_forward, init_heads, save_heads
     from gpt2.train import lr_at, train_loop
 
+    L = hparams["n_layer"]
+    if not 1 <= exit_layer < L:
+        raise ValueError(f"exit layer {exit_layer}: the model has {L} layers; an exit adapter reads the residual after "
+                         f"1..{L - 1} of them")
     xp, wte = xp_of(params["wte"]), params["wte"]
     features, finals = [], []  # ln_f of the residual at the exit and at the end: [B * T, n_embd] each
     for i in range(0, len(windows), 16):

@@ -18,6 +18,17 @@ from gpt2.backend import to_numpy, xp_of
 from gpt2.model import causal_mask, ffn, layer_norm, softmax
 from gpt2.self_draft import lm_head, sublayer
 
+MAX_LAYERS = 7  # the most layers skip_set_search takes: 2^14 = 16384 sets (4x tiny-target's); its arrays and the
+#                 scoring grow 4x a layer (8 layers: 65536 sets, 100 MB of arrays at 16 prompts x 32 positions)
+
+
+def too_many_layers(n_layer):
+    """Why skip_set_search cannot score every skip set of an n_layer model, or None."""
+    if n_layer <= MAX_LAYERS:
+        return None
+    return (f"{n_layer} layers have 2^{2 * n_layer} = {2 ** (2 * n_layer):,} skip sets, too many to score each "
+            f"(at most {MAX_LAYERS} layers: {2 ** (2 * MAX_LAYERS):,} sets)")
+
 
 def full_forward(params, hparams, x):
     """Every residual and every layer's keys/values of a full forward of x [B, T] (no cache).
@@ -78,6 +89,8 @@ def skip_set_search(params, hparams, x, start):
     confidence there (its top probability) [2^(2L), B, m] float16.
     """
     xp, L, H = xp_of(params["wte"]), hparams["n_layer"], hparams["n_head"]
+    if (problem := too_many_layers(L)) is not None:
+        raise ValueError(problem)
     residuals, keys, values = full_forward(params, hparams, x)
     pos = np.arange(start, x.shape[1] - 1)  # [m] positions read by the draft
     truth = xp.asarray(x[:, start + 1:])  # [B, m] the target's next tokens
