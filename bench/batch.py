@@ -182,7 +182,7 @@ def with_wide(run, threads):
 def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperature=1.0, repeats=3, device="cpu",
          wide=()):
     """Tokens per second of a method's batched form (batch B) against batch 1 and single-sequence decoding."""
-    from bench.harness import header
+    from bench.harness import check_room, header
     from gpt2.backend import get_xp, thread_policy
 
     if method not in DRAFTED and pair != "tiny":
@@ -191,6 +191,7 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
         raise ValueError(f"--method {method} is greedy-only: pass --temperature 0")
     get_xp(device)  # no CuPy or no GPU: one clear line before any work
     target, draft, prompts = load_pair(pair, device)
+    check_room(target.n_ctx, max(map(len, prompts)), n_tokens, fixed=True)  # the longest: 66 tokens
     row, loaded, options = load_method(method, pair, target, draft, K)
     threads = thread_policy(target.n_params, device=device)
     print(header(threads), flush=True)

@@ -305,6 +305,7 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
 
     target_model, encoder = load_model(target)
     drafts = {name: load_draft(name, target_model, target) for name in drafts}  # every model loads before any run
+    check_room(target_model.n_ctx, prompt_tokens, n_tokens, encoder if prompt_lookup else None)
     print(header(thread_policy(target_model.n_params)), flush=True)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
     temps = list(temperatures)
@@ -357,6 +358,19 @@ def write_text(path, text):
     tmp = Path(f"{path}.tmp")
     tmp.write_text(text)
     tmp.replace(path)
+
+
+def check_room(n_ctx, prompt_tokens, n_tokens, encoder=None, n_copy=12, fixed=False):
+    """Before any run: held-out prompts of prompt_tokens (with encoder: also the copy-heavy ones, copy_prompts' blank
+    line and n_copy tokens longer) and n_tokens new tokens fit the context window; else one line naming the options
+    (fixed: the prompts' length is no option). Example: check_room(256, 64, 200) -> error (264 tokens)."""
+    extra = len(encoder.encode("\n\n")) + n_copy if encoder is not None else 0
+    need = prompt_tokens + extra + n_tokens
+    if need > n_ctx:
+        prompts = f"the longest prompt's {prompt_tokens} tokens" if fixed else f"--prompt_tokens {prompt_tokens}"
+        copies = f" + {extra} for the copy-heavy prompts" if extra else ""
+        raise ValueError(f"{prompts}{copies} + --n_tokens {n_tokens} = {need} tokens, more than the model's context "
+                         f"window of {n_ctx}: lower {'' if fixed else '--prompt_tokens or '}--n_tokens")
 
 
 def copy_prompts(encoder, prompts, n_copy=12):

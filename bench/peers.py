@@ -59,13 +59,14 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
     except ImportError as e:
         raise ValueError(f"the peer benchmark needs torch and transformers ({e}): pip install -r "
                          "requirements-reference.txt") from None
-    from bench.harness import copy_prompts, header, run_method, write_text
+    from bench.harness import check_room, copy_prompts, header, run_method, write_text
     from gpt2.backend import thread_policy
     from gpt2.corpus import heldout_prompts
     from gpt2.hub import resolve
     from gpt2.load import load_model
 
     ours_target, encoder = load_model(target)
+    check_room(ours_target.n_ctx, prompt_tokens, n_tokens, encoder)  # the prompt lookup rows run copy-heavy prompts
     ours_draft = load_model(draft)[0]
     # both sides on the same number of threads: the policy's count for every product (no wide count for picospec's
     # long forwards, which torch could not match call by call)

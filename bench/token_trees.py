@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from bench.harness import header, load_draft, run_method, write_text
+from bench.harness import check_room, header, load_draft, run_method, write_text
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sequoia import acceptance_vector, build_choices, choose_size, sequoia_table, sequoia_tree, tree_value
 
@@ -79,6 +79,7 @@ def main(draft="tiny-draft", second_draft="ngram", budgets=(4, 8), temperatures=
     from gpt2.load import load_model
 
     target, encoder = load_model("tiny-target")
+    check_room(target.n_ctx, prompt_tokens, n_tokens)
     drafts = {name: load_draft(name, target, "tiny-target") for name in (draft, second_draft)}
     lines = [header(thread_policy(target.n_params)), "",
              f"`python -m bench.token_trees --draft {draft} --second_draft {second_draft} --budgets "

@@ -9,7 +9,7 @@ and seeds, each from a cold cache; medians over prompts x seeds. Shapes: none; t
 import json
 from pathlib import Path
 
-from bench.harness import compare, copy_prompts, header, load_heads, rest_datastore, write_text
+from bench.harness import check_room, compare, copy_prompts, header, load_heads, rest_datastore, write_text
 from picospec.medusa import cartesian_choices, chain_choices
 from picospec.tree import sparse_tree
 
@@ -82,6 +82,7 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
     from gpt2.backend import thread_policy
 
     target, encoder = load_model("tiny-target")
+    check_room(target.n_ctx, prompt_tokens, n_tokens, encoder if drafting or pld_sweep else None)
     print(header(thread_policy(target.n_params)), flush=True)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
     seeds = range(seeds)

@@ -152,6 +152,27 @@ def test_benchmarks_refuse_bad_command_lines(args, message, folder):
     assert_refused(run_cli(args, folder), message, folder, before, max_seconds=FAST)
 
 
+ROOM_CASES = [
+    (["-m", "bench.harness", "--drafts", "ngram", "--prompt_tokens", "64", "--n_tokens", "185", "--prompt_lookup",
+      "--out", "t.md"], r"--prompt_tokens 64 \+ \d+ for the copy-heavy prompts \+ --n_tokens 185 = \d+ tokens, more "
+                        r"than the model's context window of 256: lower --prompt_tokens or --n_tokens"),
+    (["-m", "bench.harness", "--drafts", "ngram", "--prompt_tokens", "200", "--n_tokens", "57"], r"= 257 tokens"),
+    (["-m", "bench.eagle", "--n_tokens", "250"], r"--prompt_tokens 64 \+ --n_tokens 250 = 314 tokens"),
+    (["-m", "bench.trees", "--drafting", "--n_tokens", "190"], r"copy-heavy prompts \+ --n_tokens 190"),
+    (["-m", "bench.token_trees", "--n_tokens", "250"], r"= 314 tokens"),
+    (["-m", "bench.batch", "--n_tokens", "200"], r"the longest prompt's 66 tokens \+ --n_tokens 200 = 266 tokens, "
+                                                 r"more than the model's context window of 256: lower --n_tokens$"),
+]
+
+
+@pytest.mark.parametrize("args, message", ROOM_CASES, ids=[" ".join(c[0])[:60] for c in ROOM_CASES])
+def test_benchmarks_refuse_prompts_that_do_not_fit_before_any_run(args, message, folder):
+    """Prompt and new tokens beyond the context window: one line once the model has loaded, before the first run
+    (bench.harness used to run its whole main table, then fail in the prompt lookup table without writing --out)."""
+    before = files_under(folder)
+    assert_refused(run_cli(args, folder), message, folder, before)
+
+
 @pytest.mark.parametrize("args", [["--target", "gpt2"], ["--method", "rest"]])
 def test_a_cache_folder_that_is_a_file_is_refused_before_work(args, folder):
     (folder / "cache").write_text("not a folder")
