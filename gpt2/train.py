@@ -13,6 +13,8 @@ Shapes: B batch_size, T n_ctx.
 import json
 import math
 import os
+import shutil
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -223,7 +225,7 @@ def check_data(data, n_ctx, files=("train.bin", "val.bin")):
 def read_n_vocab(meta):
     """meta.json's n_vocab: an integer from 1 to 65536 (token files hold uint16 ids), else a ValueError naming the file.
 
-    Example: {"n_vocab": 4096} -> 4096; {"n_vocab": 1e9}, {"n_vocab": -5}, {"n_vocab": "20"}, {"n_vocab": 20.5} -> error."""
+    Example: {"n_vocab": 4096} -> 4096; {"n_vocab": 1e9}, {"n_vocab": -5}, {"n_vocab": "20"} or 20.5 -> error."""
     remake = f"remake the token files with `python -m gpt2.corpus --out {meta.parent}`"
     try:
         n_vocab = json.loads(meta.read_text())["n_vocab"]
@@ -239,6 +241,76 @@ def check_ids(ids, n_vocab, where):  # token ids beyond the vocabulary would ind
     if len(ids) and int(ids.max()) >= n_vocab:
         raise ValueError(f"{where} holds token id {int(ids.max())}, but the model has {n_vocab} tokens: the data were "
                          "made with another tokenizer")
+
+
+def holds_run(out, wanted, marks=()):
+    """OUT holds a run of this command: a checkpoint in OUT/ckpt whose log names every setting in `wanted`, or (with no
+    checkpoint) one of `marks`, files only this command writes (distill.bin, made before the first checkpoint)."""
+    if has_state(Path(out) / "ckpt"):
+        try:
+            log = read_state(Path(out) / "ckpt").get("log", {})
+        except (OSError, ValueError):  # a broken checkpoint is no run to resume
+            return False
+        return all(name in {**log.get("args", {}), **log} for name in wanted)
+    return any((Path(out) / mark).exists() for mark in marks)
+
+
+def replaces_out(out, wanted, resume, overwrite, inputs, marks=()):
+    """Before any work: True when the run starts over in a non-empty OUT (its outputs take the place of OUT's contents
+    when it ends, see written_into), False when it writes into OUT as it is. Refuses anything else with one line.
+
+    OUT missing or empty: a new run. OUT holding a run of this command (holds_run): resumed (the settings `wanted` must
+    be the checkpoint's), or with --noresume started over. Any other files in OUT: refused unless --overwrite (which
+    starts over too). Starting over, no input ({flag: path}) may lie inside OUT, nor the current or home folder."""
+    out = Path(out)
+    held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if not held:
+        return False
+    ours = holds_run(out, wanted, marks)
+    if ours and resume and not overwrite:
+        check_resume(out / "ckpt", wanted)
+        return False
+    if not ours and not overwrite:
+        shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+        raise ValueError(f"--out {out} is not empty ({shown}) and holds no run of this command to resume: give a new "
+                         "or empty folder, or --overwrite to replace its contents with this run's")
+    how, where = "--overwrite" if overwrite else "--noresume", out.resolve()
+    for flag, path in inputs.items():
+        if path is not None and where in (Path(path).resolve(), *Path(path).resolve().parents):
+            raise ValueError(f"{how} replaces {out} when the run ends, and {flag} {path} lies inside it: move it out "
+                             "first, or give another --out")
+    for name, place in (("the current folder", Path.cwd()), ("your home folder", Path.home())):
+        if where in (place.resolve(), *place.resolve().parents):
+            raise ValueError(f"{how} would replace {out}, which holds {name}: give another --out")
+    check_writable(where.parent, f"{how} replaces --out {out}")  # the new folder is made beside OUT, then renamed
+    return True
+
+
+@contextmanager
+def written_into(out, replace):
+    """The folder the run writes into. Not replace: OUT itself (the folders made for it are removed again if the run
+    fails while they are still empty). Replace: a new folder beside OUT that takes OUT's place whole when the run ends,
+    so nothing of the old OUT stays beside the new outputs, and a run that fails or is interrupted leaves OUT as it was
+    (and removes its own folder)."""
+    if not replace:
+        with no_empty_folders_left(out):
+            yield Path(out)
+        return
+    print(f"starting over: this run's outputs replace the contents of {out} when it ends", file=sys.stderr)
+    out = Path(out).resolve()
+    work = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.new-"))
+    try:
+        yield work
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    work.chmod(out.stat().st_mode & 0o7777)  # mkdtemp makes 0700; the new OUT keeps the old one's permissions
+    old = work.with_name(work.name.replace(".new-", ".old-", 1))
+    out.rename(old)
+    work.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+    if old.exists():
+        print(f"note: the old contents of {out} are left in {old}: remove it by hand", file=sys.stderr)
 
 
 @contextmanager
@@ -307,11 +379,13 @@ def train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, clip
 
 def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, lr=1e-3, min_lr_ratio=0.1,
          warmup=100, max_steps=2000, max_minutes=None, weight_decay=0.1, clip=1.0, eval_every=100, seed=0,
-         device="cpu", dtype="float16", resume=True, stop_at=None):
+         device="cpu", dtype="float16", resume=True, stop_at=None, overwrite=False):
     """Train a GPT-2 from scratch on token files; checkpoints in OUT/ckpt, the final model in OUT (safetensors).
 
     The schedule runs over max_steps; max_minutes or stop_at end a run early, and the next run into the same OUT
-    resumes from OUT/ckpt. OUT (and its missing parents) is made when the first checkpoint is written.
+    resumes from OUT/ckpt. OUT (and its missing parents) is made when the first checkpoint is written. An OUT that
+    holds other files is refused; --noresume (on a run) or --overwrite (on anything) start over, and the new run's
+    outputs replace OUT's whole contents when it ends (replaces_out, written_into).
     """
     from gpt2.backprop import gpt2_forward_backward, gpt2_loss
     from gpt2.weights import _atomic_write, save_checkpoint
@@ -329,8 +403,7 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
         raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would never stop there")
     n_vocab = read_n_vocab(data / "meta.json")
     hparams = {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head, "n_layer": n_layer}
-    if resume:
-        check_resume(out / "ckpt", {"hparams": hparams})
+    replace = replaces_out(out, {"hparams": hparams}, resume, overwrite, {"--data": data})
     xp = get_xp(device)
 
     # Step 1: the data and a fresh model (a checkpoint in OUT/ckpt replaces it in train_loop)
@@ -354,22 +427,22 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
         return {"tokens": step * batch_size * n_ctx, "val_loss": val_loss}
 
     # Step 2: train, then write the model and the log
-    with no_empty_folders_left(out):
-        train_loop(params, loss_and_grads, out / "ckpt", max_steps, lambda step: lr_at(step, max_steps, lr, warmup,
+    with written_into(out, replace) as work:
+        train_loop(params, loss_and_grads, work / "ckpt", max_steps, lambda step: lr_at(step, max_steps, lr, warmup,
                    min_lr_ratio), rng, clip=clip, weight_decay=weight_decay, evaluate=evaluate, eval_every=eval_every,
                    max_minutes=max_minutes, stop_at=stop_at, log=log, resume=resume, tokens_per_step=batch_size * n_ctx)
-        save_checkpoint(out, hparams, params, dtype=dtype)
+        save_checkpoint(work, hparams, params, dtype=dtype)
         log["final_val_loss"] = log["history"][-1]["val_loss"]
         log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "device": device}
-        _atomic_write(out / "train_log.json", [json.dumps(log, indent=1).encode()])
+        _atomic_write(work / "train_log.json", [json.dumps(log, indent=1).encode()])
     return log["final_val_loss"]
 
 
 OPTIONS = [
     Option("data", "dir", None, "folder of train.bin, val.bin and meta.json (from python -m gpt2.corpus)",
            required=True),
-    Option("out", "path", None, "folder for the model, train_log.json and ckpt/ (made with its parents)",
-           required=True),
+    Option("out", "path", None, "folder for the model, train_log.json and ckpt/ (made with its parents): new, empty, "
+           "or a run to resume", required=True),
     Option("n_layer", int, 6, "transformer blocks", low=1),
     Option("n_embd", int, 256, "width of the residual stream (a multiple of --n_head)", low=1),
     Option("n_head", int, 4, "attention heads per block", low=1),
@@ -386,8 +459,11 @@ OPTIONS = [
     Option("seed", int, 0, "seed of the initialisation and the batches", low=0),
     Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
     Option("dtype", str, "float16", "dtype of the saved model", choices=("float32", "float16", "bfloat16")),
-    Option("resume", bool, True, "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over)"),
+    Option("resume", bool, True, "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
+           "run replaces OUT's contents when it ends)"),
     Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)", low=1),
+    Option("overwrite", bool, False, "an --out holding other files is replaced: the run starts over, and its outputs "
+           "take the place of OUT's whole contents when it ends"),
 ]
 
 if __name__ == "__main__":

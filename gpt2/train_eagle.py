@@ -30,8 +30,7 @@ import numpy as np
 from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from gpt2.cli import Option
 from gpt2.eagle import EagleHead, eagle_forward, eagle_loss_and_grads, init_eagle, save_eagle, TREE_SLOTS
-from gpt2.train import check_data, check_ids, check_out, check_resume, check_tokens, lr_at, no_empty_folders_left, \
-    train_loop
+from gpt2.train import check_data, check_ids, check_out, check_tokens, lr_at, replaces_out, train_loop, written_into
 from gpt2.train_heads import PROMPT_LEN, backbone_hparams, distill_data_missing, self_distill
 from gpt2.weights import _atomic_write
 
@@ -78,8 +77,12 @@ def accuracy_ahead(head, wte, rows, feats, steps, start=PROMPT_LEN, topk=10):
 
 def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_temperature=0.0, distill_data=None,
          batch_size=8, lr=1e-3, warmup=50, max_steps=1000, max_minutes=None, clip=1.0, eval_every=50, w_cls=0.1,
-         noise=0.1, steps=5, eval_rows=32, seed=0, resume=True, dtype="float16", stop_at=None, device="cpu"):
-    """Train an EAGLE head on a frozen backbone's self-distilled features; checkpoints in OUT/ckpt, resumable."""
+         noise=0.1, steps=5, eval_rows=32, seed=0, resume=True, dtype="float16", stop_at=None, device="cpu",
+         overwrite=False):
+    """Train an EAGLE head on a frozen backbone's self-distilled features; checkpoints in OUT/ckpt, resumable.
+
+    An OUT that holds other files is refused; --noresume (on a run) or --overwrite (on anything) start over, and the
+    new run's outputs replace OUT's whole contents when it ends."""
     from gpt2.hub import resolve
     from gpt2.weights import load_checkpoint
 
@@ -108,8 +111,9 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     if distill_tokens and distill_tokens < 2 * T:
         raise ValueError(f"--distill_tokens {distill_tokens} is too few: give at least two rows of {T} tokens "
                          f"({2 * T})")
-    if resume:
-        check_resume(out / "ckpt", {"backbone": str(backbone), "n_embd": hparams["n_embd"]})
+    inputs = {"--data": data, "--backbone": folder, "--distill_data": distill_data}  # none may be in an OUT replaced
+    replace = replaces_out(out, {"backbone": str(backbone), "n_embd": hparams["n_embd"]}, resume, overwrite, inputs,
+                           marks=["distill.bin"])
 
     # Step 1: the backbone, the self-distilled rows (made once, reused), their features, a fresh head
     hparams, target = load_checkpoint(folder)
@@ -121,17 +125,18 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     log = {"backbone": str(backbone), "n_embd": hparams["n_embd"],
            "args": dict(batch_size=batch_size, lr=lr, warmup=warmup, max_steps=max_steps, clip=clip, w_cls=w_cls,
                         noise=noise, steps=steps, seed=seed, row=T)}
-    with no_empty_folders_left(out):
+    with written_into(out, replace) as work:
         made = {"temperature": distill_temperature, "tokens": distill_tokens, "backbone": str(backbone)}
         start = time.time()
-        if distill_tokens and (out / "distill.bin").exists() and json.loads((out / "distill.json").read_text()) == made:
-            distill_data = out / "distill.bin"  # a rerun into the same OUT reuses the rows it made
+        own = work / "distill.bin"
+        if distill_tokens and own.exists() and json.loads((work / "distill.json").read_text()) == made:
+            distill_data = own  # a rerun into the same OUT reuses the rows it made
         elif distill_tokens:
             ids = self_distill(hparams, target, train_ids, int(distill_tokens), rng, distill_temperature)
-            out.mkdir(parents=True, exist_ok=True)
-            _atomic_write(out / "distill.json", [(json.dumps(made) + "\n").encode()])
-            _atomic_write(out / "distill.bin", [ids.tobytes()])  # written last: it marks the data as complete
-            distill_data = out / "distill.bin"
+            work.mkdir(parents=True, exist_ok=True)
+            _atomic_write(work / "distill.json", [(json.dumps(made) + "\n").encode()])
+            _atomic_write(work / "distill.bin", [ids.tobytes()])  # written last: it marks the data as complete
+            distill_data = own
             log["distill_seconds"] = time.time() - start
         ids = np.fromfile(distill_data, dtype=np.uint16)
         check_ids(ids, hparams["n_vocab"], distill_data)
@@ -144,7 +149,8 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
         feats = features_of(hparams, target, rows)  # [R, T, C] float16
         val_feats = features_of(hparams, target, val_rows, desc="val features")
         log["feature_seconds"] = time.time() - start
-        log["data"] = {"rows": len(rows), "tokens": int(rows.size), "file": str(distill_data),
+        kept = out / "distill.bin" if distill_data == own else distill_data  # where the run leaves it
+        log["data"] = {"rows": len(rows), "tokens": int(rows.size), "file": str(kept),
                        "temperature": distill_temperature}
         wte = target["wte"]
         params, config = init_eagle(hparams["n_embd"], hparams["n_head"], rng)
@@ -171,7 +177,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
             return {"val_loss": loss, "val_reg": parts["reg"], "val_cls": parts["cls"], "val_top1": top1}
 
         # Step 2: train, then measure the accuracy per step ahead and write the head
-        train_loop(params, loss_and_grads, out / "ckpt", max_steps, lambda step: lr_at(step, max_steps, lr, warmup),
+        train_loop(params, loss_and_grads, work / "ckpt", max_steps, lambda step: lr_at(step, max_steps, lr, warmup),
                    rng, clip=clip, weight_decay=0.0, evaluate=evaluate, eval_every=eval_every, max_minutes=max_minutes,
                    stop_at=stop_at, log=log, resume=resume, tokens_per_step=batch_size * (T - 1), desc="train eagle")
         head = EagleHead(to_device(params, np), config, to_numpy(wte), hparams["n_ctx"] + TREE_SLOTS)  # on the CPU
@@ -181,7 +187,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
         log["tokens_seen"] = log["step"] * batch_size * (T - 1)
         log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "minutes": round(log["seconds"] / 60, 1),
                           "device": device}
-        save_eagle(out, params, config, dtype=dtype, record=log)
+        save_eagle(work, params, config, dtype=dtype, record=log)
     print(json.dumps({"top1": log["accuracy"]["top1"], "top5": log["accuracy"]["top5"]}))
     return log["accuracy"]["top1"]
 
@@ -192,7 +198,7 @@ OPTIONS = [
     Option("data", "dir", None, "folder of train.bin and val.bin (from python -m gpt2.corpus): the prompts",
            required=True),
     Option("out", "path", None, "folder for eagle.safetensors, eagle.json, ckpt/ and distill.bin (made with its "
-           "parents)", required=True),
+           "parents): new, empty, or a run to resume", required=True),
     Option("distill_tokens", int, 0, "train on this many tokens the backbone writes itself", low=0),
     Option("distill_temperature", float, 0.0, "temperature of the self-distillation (0 is greedy)", low=0),
     Option("distill_data", "path", None, "train on the distill.bin of an earlier run instead",
@@ -209,10 +215,13 @@ OPTIONS = [
     Option("steps", int, 5, "steps ahead measured at the end (top-1 / top-5 per step)", low=1, high=32),
     Option("eval_rows", int, 32, "validation rows (the backbone's continuations of val.bin prompts)", low=1),
     Option("seed", int, 0, "seed of the data, the initialisation and the batches", low=0),
-    Option("resume", bool, True, "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over)"),
+    Option("resume", bool, True, "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
+           "run replaces OUT's contents when it ends)"),
     Option("dtype", str, "float16", "dtype of the saved head", choices=("float32", "float16", "bfloat16")),
     Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)", low=1),
     Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
+    Option("overwrite", bool, False, "an --out holding other files is replaced: the run starts over, and its outputs "
+           "take the place of OUT's whole contents when it ends"),
 ]
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ MEDUSA-2 the fine-tuned backbone, so OUT is a complete model folder). Shapes: B 
 """
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +29,8 @@ from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from gpt2.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
 from gpt2.cli import Option
 from gpt2.heads import ACTIVATIONS, heads_loss_and_grads, init_heads, ranks_of_targets, head_forward, save_heads
-from gpt2.train import (check_data, check_ids, check_out, check_resume, check_tokens, lr_at, no_empty_folders_left,
-                        random_windows, train_loop)
+from gpt2.train import (check_data, check_ids, check_out, check_tokens, has_state, lr_at, random_windows, read_state,
+                        replaces_out, train_loop, written_into)
 from gpt2.weights import _atomic_write
 
 PROMPT_LEN = 16  # tokens of text before each self-distilled continuation
@@ -100,10 +101,14 @@ def backbone_hparams(backbone, folder):
 def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1", tied=False, act="silu",
          decay=0.8, lambda_0=1.0, n_ctx=128, batch_size=8, lr=1e-3, head_lr_ratio=4.0, warmup=50, warmup_heads=100,
          max_steps=1000, max_minutes=None, clip=1.0, eval_every=100, seed=0, distill_tokens=0, distill_temperature=1.0,
-         distill_data=None, from_lm_head=True, resume=True, dtype="float16", stop_at=None, device="cpu"):
+         distill_data=None, from_lm_head=True, resume=True, dtype="float16", stop_at=None, device="cpu",
+         overwrite=False):
     """Train heads (and for medusa2 the backbone) on token files; checkpoints in OUT/ckpt, resumable.
 
     OUT (and its missing parents) is made when the first file is written: OUT/distill.bin or the first checkpoint.
+    An OUT that holds other files is refused; --noresume (on a run) or --overwrite (on anything) start over, and the
+    new run's outputs replace OUT's whole contents when it ends. A resumed run that trains further removes the sparse
+    tree OUT/medusa_choices.json: it was built from the heads before.
     """
     from gpt2.hub import resolve
     from gpt2.weights import load_checkpoint, save_checkpoint
@@ -144,8 +149,9 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     if (distill_tokens or distill_data) and hparams["n_ctx"] <= PROMPT_LEN:
         raise ValueError(f"self-distillation continues {PROMPT_LEN}-token prompts; the backbone's context window "
                          f"({hparams['n_ctx']}) has no room left")
-    if resume:
-        check_resume(out / "ckpt", {"stage": stage, "n_heads": n_heads, "tied": tied, "act": act})
+    inputs = {"--data": data, "--backbone": folder, "--distill_data": distill_data}  # none may be in an OUT replaced
+    replace = replaces_out(out, {"stage": stage, "n_heads": n_heads, "tied": tied, "act": act}, resume, overwrite,
+                           inputs, marks=["distill.bin"])
 
     # Step 1: the backbone, the data (self-distilled: written by the backbone), fresh heads
     hparams, backbone_params = load_checkpoint(folder)
@@ -156,16 +162,16 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     val_ids = np.fromfile(data / "val.bin", dtype=np.uint16)
     check_ids(train_ids, hparams["n_vocab"], data / "train.bin")
     check_ids(val_ids, hparams["n_vocab"], data / "val.bin")
-    with no_empty_folders_left(out):
-        if distill_tokens and resume and (out / "distill.bin").exists():  # a resumed run reuses the data it made
-            distill_data = out / "distill.bin"
+    with written_into(out, replace) as work:
+        if distill_tokens and resume and (work / "distill.bin").exists():  # a resumed run reuses the data it made
+            distill_data = work / "distill.bin"
         elif distill_tokens:
             ids = self_distill(hparams, backbone_params, train_ids, int(distill_tokens), rng, distill_temperature)
-            out.mkdir(parents=True, exist_ok=True)
+            work.mkdir(parents=True, exist_ok=True)
             made = {"temperature": distill_temperature, "tokens": len(ids), "backbone": str(backbone)}
-            _atomic_write(out / "distill.json", [(json.dumps(made) + "\n").encode()])
-            _atomic_write(out / "distill.bin", [ids.tobytes()])  # written last: it marks the data as complete
-            distill_data = out / "distill.bin"  # --distill_data OUT/distill.bin trains other heads on the same data
+            _atomic_write(work / "distill.json", [(json.dumps(made) + "\n").encode()])
+            _atomic_write(work / "distill.bin", [ids.tobytes()])  # written last: it marks the data as complete
+            distill_data = work / "distill.bin"  # --distill_data OUT/distill.bin trains other heads on the same data
         if distill_data:  # made once with --distill_tokens and saved: reuse it (at the temperature it was made with)
             train_ids = np.fromfile(distill_data, dtype=np.uint16)
             check_ids(train_ids, hparams["n_vocab"], distill_data)
@@ -182,10 +188,11 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
         lambdas = [decay ** (k + 1) for k in range(n_heads)]
         joint = stage == "medusa2"
         params = {"heads": heads, **({"backbone": backbone_params} if joint else {})}
+        kept = out / "distill.bin" if distill_data == work / "distill.bin" else distill_data  # where the run leaves it
         log = {"stage": stage, "args": dict(n_ctx=n_ctx, batch_size=batch_size, lr=lr, decay=decay, lambda_0=lambda_0,
                head_lr_ratio=head_lr_ratio, warmup_heads=warmup_heads, max_steps=max_steps, seed=seed,
                distill_tokens=distill_tokens, distill_temperature=distill_temperature,
-               distill_data=str(distill_data) if distill_data else None, n_heads=n_heads, tied=tied, act=act)}
+               distill_data=str(kept) if distill_data else None, n_heads=n_heads, tied=tied, act=act)}
 
         def loss_and_grads(params, step, rng):  # MEDUSA-1: sum_k lambda_k L_k; MEDUSA-2: + lambda_0 L_LM
             ids, targets = (xp.asarray(a) for a in random_windows(train_ids, n_ctx, batch_size, rng))  # [B, T] each
@@ -209,7 +216,8 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
             return {"heads": rate, "backbone": 0.0 if step < warmup_heads else rate / head_lr_ratio}
 
         # Step 2: train, then measure each head's accuracy and write the heads (and MEDUSA-2's backbone)
-        train_loop(params, loss_and_grads, out / "ckpt", max_steps, learning_rate, rng, clip=clip, weight_decay=0.0,
+        resumed_at = read_state(work / "ckpt")["step"] if resume and has_state(work / "ckpt") else 0
+        train_loop(params, loss_and_grads, work / "ckpt", max_steps, learning_rate, rng, clip=clip, weight_decay=0.0,
                    eval_every=eval_every, max_minutes=max_minutes, stop_at=stop_at, log=log, resume=resume,
                    tokens_per_step=batch_size * n_ctx, desc=f"train {stage}")
         trained_backbone = params.get("backbone", backbone_params)
@@ -222,11 +230,15 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
         log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "minutes": round(log["seconds"] / 60, 1),
                           "device": device}
         if joint:
-            save_checkpoint(out, hparams, trained_backbone, dtype=dtype)
+            save_checkpoint(work, hparams, trained_backbone, dtype=dtype)
             for name in ("vocab.json", "merges.txt", "encoder.json", "vocab.bpe"):  # the backbone's tokenizer, as is
                 if (folder / name).exists():
-                    _atomic_write(out / name, [(folder / name).read_bytes()])
-        save_heads(out, params["heads"], config, dtype=dtype, record={"backbone": str(backbone), **log})
+                    _atomic_write(work / name, [(folder / name).read_bytes()])
+        save_heads(work, params["heads"], config, dtype=dtype, record={"backbone": str(backbone), **log})
+        if log["step"] > resumed_at and (work / "medusa_choices.json").exists():  # heads newer than their tree
+            (work / "medusa_choices.json").unlink()
+            print(f"removed {out / 'medusa_choices.json'}: it was built from the heads before this run; rebuild it "
+                  f"with `python -m bench.trees --build {out}`", file=sys.stderr)
     print(json.dumps({"top1": log["accuracy"]["top1"], "top5": log["accuracy"]["top5"]}))
     return log["accuracy"]["top1"]
 
@@ -235,7 +247,7 @@ OPTIONS = [
     Option("backbone", str, "tiny-target", "the GPT-2 to put heads on: tiny-target, gpt2, ..., or a checkpoint folder"),
     Option("data", "dir", None, "folder of train.bin and val.bin (from python -m gpt2.corpus)", required=True),
     Option("out", "path", None, "folder for heads.safetensors, heads.json, ckpt/ and distill.bin (made with its "
-           "parents)", required=True),
+           "parents): new, empty, or a run to resume", required=True),
     Option("n_heads", int, 4, "heads to train; head k guesses the token k + 1 places after the next", low=1),
     Option("stage", str, "medusa1", "medusa1: the backbone frozen; medusa2: backbone and heads together",
            choices=("medusa1", "medusa2")),
@@ -259,11 +271,14 @@ OPTIONS = [
     Option("distill_data", "path", None, "train on OUT/distill.bin of an earlier --distill_tokens run",
            check=distill_data_missing),
     Option("from_lm_head", bool, True, "untied heads' output layer starts as the LM head (--nofrom_lm_head: random)"),
-    Option("resume", bool, True, "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over)"),
+    Option("resume", bool, True, "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
+           "run replaces OUT's contents when it ends)"),
     Option("dtype", str, "float16", "dtype of the saved heads (and backbone)",
            choices=("float32", "float16", "bfloat16")),
     Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)", low=1),
     Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
+    Option("overwrite", bool, False, "an --out holding other files is replaced: the run starts over, and its outputs "
+           "take the place of OUT's whole contents when it ends"),
 ]
 
 if __name__ == "__main__":

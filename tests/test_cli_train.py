@@ -2,7 +2,11 @@
 in well under 3 seconds, before any work and with no file or folder left behind; a run that fails or is interrupted
 after it started leaves no empty OUT/ or OUT/ckpt/ either.
 
-Commands: python -m gpt2.train, python -m gpt2.train_heads (and gpt2.train_eagle: --device gpu without CuPy).
+--out is new, empty, or a run of the same command (resumed). Any other folder is refused unless --overwrite; starting
+over (--noresume on a run, or --overwrite) writes beside OUT and swaps the new outputs in whole when the run ends, so no
+stale file (an old medusa_choices.json) survives and a failed or interrupted run leaves OUT as it was.
+
+Commands: python -m gpt2.train, python -m gpt2.train_heads, python -m gpt2.train_eagle.
 """
 import errno
 import inspect
@@ -17,7 +21,7 @@ import numpy as np
 import pytest
 
 from clitools import ROOT, assert_refused, files_under, run_cli
-from gpt2.weights import write_safetensors
+from gpt2.weights import save_checkpoint, write_safetensors
 
 TRAIN = ["--data", "data", "--out", "runs/m"]  # a good start for gpt2.train; each case adds its mistake
 HEADS = ["--data", "data", "--out", "runs/h"]  # the same for gpt2.train_heads (backbone: the built-in tiny-target)
@@ -31,7 +35,10 @@ BAD_META = {"vocab-huge": '{"n_vocab": 1e9}', "vocab-negative": '{"n_vocab": -5}
 
 def make_inputs(folder):
     """What the bad command lines point at: a good data folder (20 tokens repeating), one without train.bin, one whose
-    token ids do not fit its meta.json, a plain file, and a checkpoint of another model in runs/other/ckpt."""
+    token ids do not fit its meta.json, a plain file, a checkpoint of another model in runs/other/ckpt (beside a
+    distill.bin), and a tiny backbone in bb (20 tokens, n_ctx 32)."""
+    from micro import random_gpt2
+
     (folder / "data").mkdir()
     tokens = np.tile(np.arange(20, dtype=np.uint16), 100)  # [2000]
     tokens.tofile(folder / "data" / "train.bin")
@@ -52,6 +59,8 @@ def make_inputs(folder):
     (folder / "runs" / "other" / "ckpt").mkdir(parents=True)
     write_safetensors(folder / "runs" / "other" / "ckpt" / "state.safetensors", {"x": np.zeros(1, np.float32)},
                       metadata={"state": json.dumps(other)})
+    tokens.tofile(folder / "runs" / "other" / "distill.bin")
+    save_checkpoint(folder / "bb", *random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2, n_layer=1))
 
 
 BAD = [  # (command, arguments, what the one line must say)
@@ -101,6 +110,27 @@ BAD = [  # (command, arguments, what the one line must say)
     ("gpt2.train", [*TRAIN, "--max_steps", "10", "--stop_at", "20"], r"--stop_at 20 is past --max_steps 10"),
     ("gpt2.train", ["--data", "data", "--out", "runs/other", *TINY], r"runs/other/ckpt was trained with hparams .*"
                                                                      r"'n_embd': 32.*--noresume to start over"),
+    # an --out that holds something else is refused, naming --overwrite; starting over never removes an input
+    ("gpt2.train", ["--data", "data", "--out", "data"], r"--out data is not empty \(meta.json, train.bin, val.bin\) "
+                                                        r"and holds no run of this command to resume: give a new or "
+                                                        r"empty folder, or --overwrite to replace its contents"),
+    ("gpt2.train", ["--data", "data", "--out", "data", "--noresume"], r"--out data is not empty"),
+    ("gpt2.train", ["--data", "data", "--out", "data", "--overwrite"], r"--overwrite replaces data when the run ends, "
+                                                                       r"and --data data lies inside it: move it out"),
+    ("gpt2.train", ["--data", "data", "--out", ".", "--overwrite"], r"--overwrite replaces \. when the run ends, and "
+                                                                    r"--data data lies inside it"),
+    ("gpt2.train", [*TRAIN, "--overwrite=maybe"], r"--overwrite is a switch: write --overwrite or --nooverwrite"),
+    ("gpt2.train_heads", ["--data", "data", "--out", "runs/other"], r"--out runs/other is not empty \(ckpt, "
+                                                                    r"distill.bin\) and holds no run of this command"),
+    ("gpt2.train_heads", ["--data", "data", "--out", "runs/other", "--noresume"], r"--out runs/other is not empty"),
+    ("gpt2.train_heads", ["--data", "data", "--out", "bb", "--backbone", "bb", "--overwrite"], r"--overwrite replaces "
+                                                                    r"bb when the run ends, and --backbone bb lies"),
+    ("gpt2.train_heads", ["--data", "data", "--out", "runs", "--overwrite", "--distill_data", "runs/other/distill.bin"],
+     r"--overwrite replaces runs when the run ends, and --distill_data runs/other/distill.bin lies inside it"),
+    ("gpt2.train_eagle", ["--data", "data", "--out", "runs/other", "--distill_tokens", "1000"], r"--out runs/other is "
+                                                                                               r"not empty"),
+    ("gpt2.train_eagle", ["--data", "data", "--out", "runs", "--overwrite", "--distill_data", "runs/other/distill.bin"],
+     r"--distill_data runs/other/distill.bin lies inside it"),
     # gpt2.train_heads
     ("gpt2.train_heads", [*HEADS, "--n_head", "2"], r"unknown option --n_head: did you mean --n_heads\?"),
     ("gpt2.train_heads", [*HEADS, "--stage", "medusa3"], r"unknown --stage 'medusa3' \(did you mean medusa.\?\)"),
@@ -152,7 +182,7 @@ def test_device_gpu_without_cupy_is_one_line(tmp_path, module, extra):
     assert_refused(r, r"^error: --device gpu needs CuPy, which is not importable here", tmp_path, before, max_seconds=3)
 
 
-@pytest.mark.parametrize("module", ["gpt2.train", "gpt2.train_heads"])
+@pytest.mark.parametrize("module", ["gpt2.train", "gpt2.train_heads", "gpt2.train_eagle"])
 def test_every_parameter_has_its_option(module):
     """The door's options and main's signature name the same parameters with the same defaults."""
     mod = __import__(module, fromlist=["main"])
@@ -264,3 +294,127 @@ def test_an_unwritable_out_is_refused_before_any_work(tmp_path, module, extra, b
     folder = out.rsplit("/", below.count("/") + 1)[0]
     assert_refused(r, f"^error: --out {out}: cannot write in .*{folder} .*: give a folder you can write to", tmp_path,
                    before, max_seconds=3)
+
+
+RUNS = {  # a run of each trainer in seconds, on the tiny backbone bb; -> (arguments, the files it makes in OUT)
+    "gpt2.train": ([*TINY, "--eval_every", "2", "--warmup", "1"],
+                   {"ckpt", "ckpt/state.json", "ckpt/state.safetensors", "config.json", "model.safetensors",
+                    "train_log.json"}),
+    "gpt2.train_heads": (["--backbone", "bb", "--n_heads", "1", "--n_ctx", "16", "--batch_size", "2", "--eval_every",
+                          "2", "--dtype", "float32"],
+                         {"ckpt", "ckpt/state.json", "ckpt/state.safetensors", "heads.json", "heads.safetensors"}),
+    "gpt2.train_eagle": (["--backbone", "bb", "--distill_tokens", "64", "--batch_size", "2", "--eval_every", "2",
+                          "--eval_rows", "2", "--steps", "2", "--dtype", "float32"],
+                         {"ckpt", "ckpt/state.json", "ckpt/state.safetensors", "eagle.json", "eagle.safetensors",
+                          "distill.bin", "distill.json"}),
+}
+
+
+def train(tmp_path, module, out, *extra, steps=4):
+    args, _ = RUNS[module]
+    r = run_cli(["-m", module, "--data", "data", "--out", out, *args, "--max_steps", str(steps), *extra], tmp_path)
+    assert r.returncode == 0, r.stderr[-800:]
+    return r
+
+
+@pytest.mark.parametrize("module", RUNS)
+def test_starting_over_leaves_no_stale_file(tmp_path, module):
+    """--noresume on a run, or --overwrite on a folder of other files: the new run's outputs replace the folder's whole
+    contents when it ends (an old medusa_choices.json or notes do not stay beside them); no temporary folder is left."""
+    make_inputs(tmp_path)
+    made = RUNS[module][1]
+    train(tmp_path, module, "runs/x")
+    assert set(files_under(tmp_path / "runs/x")) == made
+    (tmp_path / "runs/x/medusa_choices.json").write_text('{"medusa_choices": [[0]]}')  # built from the old run
+    (tmp_path / "runs/x/notes.txt").write_text("about the old run\n")
+    r = train(tmp_path, module, "runs/x", "--noresume", "--seed", "1")
+    assert "starting over: this run's outputs replace the contents of runs/x when it ends" in r.stderr
+    assert set(files_under(tmp_path / "runs/x")) == made
+    assert json.loads((tmp_path / "runs/x/ckpt/state.json").read_text())["log"]["args"]["seed"] == 1
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "old.txt").write_text("replaced\n")
+    train(tmp_path, module, "mine", "--overwrite")
+    assert set(files_under(tmp_path / "mine")) == made
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["other", "x"]  # no .x.new-* nor .x.old-*
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".mine.")]
+
+
+def test_a_resumed_heads_run_that_trains_on_drops_the_stale_tree(tmp_path):
+    """OUT/medusa_choices.json was built from the heads' accuracy: a resumed run that trains them further removes it
+    (saying how to rebuild it); a rerun that trains nothing more keeps it."""
+    make_inputs(tmp_path)
+    tree = tmp_path / "runs/h/medusa_choices.json"
+    train(tmp_path, "gpt2.train_heads", "runs/h")
+    tree.write_text('{"medusa_choices": [[0]]}')
+    r = train(tmp_path, "gpt2.train_heads", "runs/h", steps=6)
+    assert not tree.exists() and "rebuild it with `python -m bench.trees --build runs/h`" in r.stderr
+    assert json.loads((tmp_path / "runs/h/heads.json").read_text())["step"] == 6
+    tree.write_text('{"medusa_choices": [[0]]}')
+    train(tmp_path, "gpt2.train_heads", "runs/h", steps=6)
+    assert tree.exists()
+
+
+@pytest.mark.parametrize("module", ["gpt2.train", "gpt2.train_heads"])
+def test_a_failed_start_over_leaves_out_as_it_was(tmp_path, monkeypatch, capsys, module):
+    """The disk fills up after the new run wrote its first checkpoint (simulated): OUT keeps the old run, byte for
+    byte, and the new run's folder beside it is gone."""
+    import gpt2.weights
+    from gpt2.cli import run
+
+    make_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    mod = __import__(module, fromlist=["main"])
+    args = ["--data", "data", "--out", "runs/x", *RUNS[module][0], "--max_steps", "4"]
+    run(mod.main, args, mod.OPTIONS)  # the old run
+    before = {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path) if (tmp_path / p).is_file()}
+
+    written, write = [], gpt2.weights.write_safetensors
+
+    def disk_full_at_the_second_write(path, *args, **kwargs):
+        if written:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        written.append(path)
+        return write(path, *args, **kwargs)
+
+    monkeypatch.setattr(gpt2.weights, "write_safetensors", disk_full_at_the_second_write)
+    with pytest.raises(SystemExit) as e:
+        run(mod.main, [*args, "--noresume", "--seed", "1"], mod.OPTIONS)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("state.safetensors: No space left on device")
+    assert {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path) if (tmp_path / p).is_file()} == before
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["other", "x"]
+
+
+def test_ctrl_c_while_starting_over_keeps_the_old_run(tmp_path):
+    """SIGINT during a --noresume run into an existing run: exit 130, and OUT holds the old run as it was."""
+    make_inputs(tmp_path)
+    train(tmp_path, "gpt2.train", "runs/m")
+    before = {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path) if (tmp_path / p).is_file()}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1", "HOME": str(tmp_path),
+           "PYTHONUNBUFFERED": "1"}
+    p = subprocess.Popen([sys.executable, "-m", "gpt2.train", *TRAIN, *TINY, "--noresume", "--max_steps", "1000000",
+                          "--eval_every", "1000000"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    while "train:" not in seen:  # the progress bar appears when the loop starts, in its folder beside runs/m
+        seen += p.stderr.read(1) or pytest.fail(f"exited early: {seen}")
+    assert len(list((tmp_path / "runs").glob(".m.new-*"))) == 1
+    p.send_signal(signal.SIGINT)
+    rest = p.communicate(timeout=30)[1]
+    assert p.returncode == 130 and rest.strip().splitlines()[-1] == "interrupted", rest
+    assert {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path) if (tmp_path / p).is_file()} == before
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["m", "other"]
+
+
+def test_overwrite_never_replaces_the_current_or_the_home_folder(tmp_path):
+    make_inputs(tmp_path)
+    (tmp_path / "work" / "here").mkdir(parents=True)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "notes.txt").write_text("mine\n")
+    data = str(tmp_path / "data")
+    before = files_under(tmp_path)
+    r = run_cli(["-m", "gpt2.train", "--data", data, "--out", "..", "--overwrite"], tmp_path / "work" / "here")
+    assert_refused(r, r"^error: --overwrite would replace \.\., which holds the current folder: give another --out",
+                   tmp_path, before, max_seconds=3)
+    r = run_cli(["-m", "gpt2.train", "--data", data, "--out", str(tmp_path / "home"), "--overwrite"], tmp_path / "work",
+                env={"HOME": str(tmp_path / "home")})
+    assert_refused(r, r"which holds your home folder: give another --out", tmp_path, before, max_seconds=3)
