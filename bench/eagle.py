@@ -12,7 +12,7 @@ over one autoregressive call, and the wall-clock speedup. Shapes: none; this fil
 import json
 from pathlib import Path
 
-from bench.harness import check_room, compare, header, load_draft, load_eagle, load_heads, write_text
+from bench.harness import check_room, check_target, compare, header, load_draft, load_eagle, load_heads, write_text
 
 HEADER = ["| method | setting | T | tokens/target call (median) | acceptance | target call / 1-token call (median) "
           "| speedup vs autoregressive (median, IQR) |", "|---|---|---|---|---|---|---|"]
@@ -41,6 +41,7 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
     from gpt2.corpus import heldout_prompts
     from gpt2.load import load_model
 
+    check_target(target)
     model, encoder = load_model(target)
     check_room(model.n_ctx, prompt_tokens, n_tokens)
     needs = {"draft": {"draft": load_draft("tiny-draft", model, target)},

@@ -298,6 +298,7 @@ def measure_alpha(draft, target, prompts, N, options):
 def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures=(0.0, 1.0), n_prompts=8,
          prompt_tokens=64, n_tokens=64, seeds=2, sweep_K=None, prompt_lookup=False, out=None):
     """Speculative sampling and greedy drafting against autoregressive decoding on held-out prompts (README tables)."""
+    check_target(target)
     from gpt2.corpus import heldout_prompts
     from gpt2.load import load_model
 
@@ -358,6 +359,12 @@ def write_text(path, text):
     tmp = Path(f"{path}.tmp")
     tmp.write_text(text)
     tmp.replace(path)
+
+
+def check_target(name):
+    """The n-gram drafts only (no hidden states, no heads, no checkpoint a peer library could load)."""
+    if str(name) == "ngram":
+        raise ValueError("--target ngram: the n-gram model drafts only; give a GPT-2 target such as tiny-target")
 
 
 def check_room(n_ctx, prompt_tokens, n_tokens, encoder=None, n_copy=12, fixed=False):

@@ -59,12 +59,16 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
     except ImportError as e:
         raise ValueError(f"the peer benchmark needs torch and transformers ({e}): pip install -r "
                          "requirements-reference.txt") from None
-    from bench.harness import check_room, copy_prompts, header, run_method, write_text
+    from bench.harness import check_room, check_target, copy_prompts, header, run_method, write_text
     from gpt2.backend import thread_policy
     from gpt2.corpus import heldout_prompts
     from gpt2.hub import resolve
     from gpt2.load import load_model
 
+    check_target(target)
+    if draft == "ngram":
+        raise ValueError("--draft ngram: transformers runs the same checkpoints as picospec, and the n-gram has none; "
+                         "give a GPT-2 draft such as tiny-draft")
     ours_target, encoder = load_model(target)
     check_room(ours_target.n_ctx, prompt_tokens, n_tokens, encoder)  # the prompt lookup rows run copy-heavy prompts
     ours_draft = load_model(draft)[0]

@@ -100,6 +100,8 @@ MAIN_CASES = [
 
 BENCH_CASES = [
     (["-m", "bench.harness", "--K", "0"], r"--K must be >= 1"),
+    (["-m", "bench.harness", "--target", "ngram"], r"--target ngram: the n-gram model drafts only"),
+    (["-m", "bench.eagle", "--target", "ngram"], r"--target ngram: the n-gram model drafts only"),
     (["-m", "bench.harness", "--temperatures", "0,x"], r"--temperatures must be a number; got 'x'"),
     (["-m", "bench.harness", "--temperatures", "0,,1"], r"--temperatures must be numbers, comma-separated"),
     (["-m", "bench.harness", "--sweep_K", "1,100"], r"--sweep_K must be <= 64"),
@@ -160,6 +162,8 @@ ROOM_CASES = [
     (["-m", "bench.eagle", "--n_tokens", "250"], r"--prompt_tokens 64 \+ --n_tokens 250 = 314 tokens"),
     (["-m", "bench.trees", "--drafting", "--n_tokens", "190"], r"copy-heavy prompts \+ --n_tokens 190"),
     (["-m", "bench.token_trees", "--n_tokens", "250"], r"= 314 tokens"),
+    (["-m", "bench.peers", "--draft", "ngram"], r"--draft ngram: transformers runs the same checkpoints as picospec, "
+                                                r"and the n-gram has none"),
     (["-m", "bench.batch", "--n_tokens", "200"], r"the longest prompt's 66 tokens \+ --n_tokens 200 = 266 tokens, "
                                                  r"more than the model's context window of 256: lower --n_tokens$"),
 ]
