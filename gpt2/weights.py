@@ -160,8 +160,9 @@ def _atomic_write(path, chunks):
             for chunk in chunks:
                 f.write(chunk)
         os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
+    except BaseException:  # Ctrl-C may land after os.replace: then tmp is already gone
+        if os.path.exists(tmp):
+            os.unlink(tmp)
         raise
 
 

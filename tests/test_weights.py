@@ -199,3 +199,24 @@ def test_arrays_on_the_gpu_are_written_from_the_host(tmp_path, dtype):
         np.asarray(DeviceArray(a))
     write_safetensors(tmp_path / "w.safetensors", {"w": DeviceArray(a)}, dtype=dtype)
     assert np.array_equal(read_safetensors(tmp_path / "w.safetensors")["w"], a)
+
+
+def test_ctrl_c_just_after_the_rename_is_still_an_interrupt(tmp_path, monkeypatch):
+    """Ctrl-C landing after os.replace (the file is complete, the temp name gone): the KeyboardInterrupt reaches the
+    command (exit 130, "interrupted"), not a FileNotFoundError from removing the temp file a second time."""
+    import os
+
+    from gpt2 import weights
+
+    real_replace = os.replace
+
+    def replace_then_interrupt(src, dst):
+        real_replace(src, dst)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(weights.os, "replace", replace_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        weights.write_safetensors(tmp_path / "a.safetensors", {"w": np.ones(3, np.float32)})
+    monkeypatch.undo()
+    assert read_safetensors(tmp_path / "a.safetensors")["w"].tolist() == [1, 1, 1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.safetensors"]
