@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2.cli import Option
+from gpt2.cli import Option, cannot_write_in
 
 EXCLUDED = {"test", "tests", "idle_test", "site-packages"}
 
@@ -109,6 +109,9 @@ def out_folder(path):  # -> None, or why `path` cannot be an output folder (made
         return "is a file: give a folder"
     if not Path(path).resolve().parent.is_dir():
         return f"the folder {Path(path).resolve().parent} does not exist; create it first"
+    folder = Path(path) if Path(path).is_dir() else Path(path).resolve().parent
+    if (why := cannot_write_in(folder)) is not None:  # found now, not after the work
+        return f"cannot write in {folder} ({why}): give a folder you can write to"
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from gpt2.backend import get_xp, to_device, to_numpy, xp_of
-from gpt2.cli import Option
+from gpt2.cli import Option, cannot_write_in
 
 
 def flatten(tree, path=""):  # {"a": {"b": x}} -> {"a.b": x}, in sorted order; lists become indices
@@ -195,11 +195,8 @@ def check_out(out):
 def check_writable(folder, what):
     """A folder can be made in `folder` (made and removed at once: permission bits say nothing for root, nor for
     /proc or a full disk); else a one-line ValueError. Like gpt2/hub.py's check_cache_dir, before any work."""
-    try:
-        os.rmdir(tempfile.mkdtemp(dir=folder, prefix=".picospec-write-check-"))
-    except OSError as e:
-        raise ValueError(f"{what}: cannot write in {folder} ({e.strerror or e}): give a folder you can write to") \
-            from None
+    if (why := cannot_write_in(folder)) is not None:
+        raise ValueError(f"{what}: cannot write in {folder} ({why}): give a folder you can write to")
 
 
 def check_tokens(path, n_ctx, what):

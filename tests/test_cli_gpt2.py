@@ -33,6 +33,8 @@ def make_inputs(folder):
 BAD = [  # (command, arguments, what the one line must say)
     # gpt2.bpe
     ("gpt2.bpe", ["--out", "tok2", "--vocab_sise", "300"], r"unknown option --vocab_sise: did you mean --vocab_size\?"),
+    ("gpt2.bpe", ["--out", "/proc/tok"], r"--out /proc/tok: cannot write in /proc \(.*\): give a folder you can write to"),
+    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "/proc/d"], r"--out /proc/d: cannot write in /proc"),
     ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "nan"], r"--vocab_size must be an integer; got 'nan'"),
     ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "300.0"], r"--vocab_size must be an integer; got '300.0'"),
     ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "1e5"], r"--vocab_size must be an integer"),
