@@ -42,11 +42,17 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
     from gpt2.load import load_model
 
     check_target(target)
+    if record and not (Path(record) / "eagle.json").is_file():
+        raise ValueError(f"--record {record} holds no eagle.json: give the folder of the EAGLE head measured")
     model, encoder = load_model(target)
     check_room(model.n_ctx, prompt_tokens, n_tokens)
     needs = {"draft": {"draft": load_draft("tiny-draft", model, target)},
              "medusa": {"heads": load_heads(target, "medusa", None, model)},
              "eagle": {"heads": load_eagle(target, heads, model)}}
+    measured_head = Path(needs["eagle"]["heads"].folder).resolve()
+    if record and Path(record).resolve() != measured_head:  # one head's rows on another's card
+        raise ValueError(f"--record {record} is not the EAGLE head measured ({measured_head}): record into the same "
+                         "folder as --heads (default: the target's eagle/)")
     top = header(thread_policy(model.n_params))
     print(top, flush=True)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)

@@ -205,5 +205,6 @@ if __name__ == "__main__":
         Option("prompt_tokens", int, 64, "tokens per prompt", low=1),
         Option("n_tokens", int, 64, "new tokens per run", low=1), Option("seeds", int, 2, "seeds per prompt", low=1),
         Option("calibration_prompts", int, 8, "prompts the acceptance vectors are measured on", low=1),
-        Option("max_depth", int, 8, "deepest tree the dynamic program considers", low=1, high=32),
+        Option("max_depth", int, 8, "deepest tree the dynamic program considers (2 or more: the table's largest "
+               "trees do not fit in one level)", low=2, high=32),
         Option("out", "out", None, "also write the tables to this file")])

@@ -102,6 +102,8 @@ BENCH_CASES = [
     (["-m", "bench.harness", "--K", "0"], r"--K must be >= 1"),
     (["-m", "bench.harness", "--target", "ngram"], r"--target ngram: the n-gram model drafts only"),
     (["-m", "bench.eagle", "--target", "ngram"], r"--target ngram: the n-gram model drafts only"),
+    (["-m", "bench.eagle", "--record", "."], r"--record \. holds no eagle.json: give the folder of the EAGLE head"),
+    (["-m", "bench.token_trees", "--max_depth", "1"], r"--max_depth must be >= 2; got 1"),
     (["-m", "bench.harness", "--temperatures", "0,x"], r"--temperatures must be a number; got 'x'"),
     (["-m", "bench.harness", "--temperatures", "0,,1"], r"--temperatures must be numbers, comma-separated"),
     (["-m", "bench.harness", "--sweep_K", "1,100"], r"--sweep_K must be <= 64"),
@@ -137,6 +139,8 @@ def folder(tmp_path):
     (tmp_path / "empty.txt").write_text("\n\n")
     (tmp_path / "binary.txt").write_bytes(b"\xff\xfe\x00bad")
     (tmp_path / "blank.txt").write_text("")
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "eagle.json").write_text("{}")  # an EAGLE record that is not the head measured
     return tmp_path
 
 
@@ -162,6 +166,7 @@ ROOM_CASES = [
     (["-m", "bench.eagle", "--n_tokens", "250"], r"--prompt_tokens 64 \+ --n_tokens 250 = 314 tokens"),
     (["-m", "bench.trees", "--drafting", "--n_tokens", "190"], r"copy-heavy prompts \+ --n_tokens 190"),
     (["-m", "bench.token_trees", "--n_tokens", "250"], r"= 314 tokens"),
+    (["-m", "bench.eagle", "--record", "fake"], r"--record fake is not the EAGLE head measured \(.*tiny-target/eagle\)"),
     (["-m", "bench.peers", "--draft", "ngram"], r"--draft ngram: transformers runs the same checkpoints as picospec, "
                                                 r"and the n-gram has none"),
     (["-m", "bench.batch", "--n_tokens", "200"], r"the longest prompt's 66 tokens \+ --n_tokens 200 = 266 tokens, "
