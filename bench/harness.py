@@ -334,7 +334,7 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
     if sweep_K:
         first = next(iter(drafts))
         lines += sweep(sweep_K, first, draft_model=drafts[first], target=target_model, prompts=prompts,
-                       n_tokens=n_tokens, seeds=seeds)
+                       n_tokens=n_tokens, seeds=seeds, plot_path=out and Path(out).with_name(Path(out).stem + "_K.png"))
     text = "\n".join(lines)
     print(text)
     if out:
@@ -400,8 +400,9 @@ def prompt_lookup_table(target, encoder, prompts, n_tokens, seeds):
     return lines
 
 
-def sweep(Ks, name, draft_model, target, prompts, n_tokens, seeds):
-    """The seeds' Figure 1 at temperature 0: time per generated token, acceptance and time per loop against K."""
+def sweep(Ks, name, draft_model, target, prompts, n_tokens, seeds, plot_path=None):
+    """The seeds' Figure 1 at temperature 0: time per generated token, acceptance and time per loop against K (and
+    as a figure at plot_path, when matplotlib is installed)."""
     lines = ["", f"K sweep, draft {name}, temperature 0:", "",
              "| K | ms per token (speculative) | ms per token (autoregressive) | acceptance | ms per loop | speedup |",
              "|---|---|---|---|---|---|"]
@@ -413,11 +414,12 @@ def sweep(Ks, name, draft_model, target, prompts, n_tokens, seeds):
         curves.append((K, ms_tok, ms_base, r["acceptance"], ms_loop))
         lines.append(f"| {K} | {ms_tok:.2f} | {ms_base:.2f} | {r['acceptance']:.2f} | {ms_loop:.2f} | {ms_base / ms_tok:.2f}x |")
         print(lines[-1], flush=True)
-    plot(curves, name)
+    if plot_path is not None:
+        plot(curves, name, plot_path)
     return lines
 
 
-def plot(curves, name, path="bench_K.png"):
+def plot(curves, name, path):
     try:
         import matplotlib
 
@@ -437,7 +439,10 @@ def plot(curves, name, path="bench_K.png"):
     axes[2].set(xlabel="K", ylabel="ms per loop")
     fig.suptitle(f"draft {name}, temperature 0")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    tmp = Path(path).with_name(Path(path).name + ".tmp.png")  # written whole, then renamed: no half a figure
+    fig.savefig(tmp, dpi=100)
+    tmp.replace(path)
+    print(f"K sweep figure: {path}", flush=True)
 
 
 if __name__ == "__main__":
@@ -450,6 +455,7 @@ if __name__ == "__main__":
         Option("temperatures", "floats", (0.0, 1.0), "temperatures, a row each", low=0),
         Option("n_prompts", int, 8, "held-out prompts", low=1), Option("prompt_tokens", int, 64, "tokens per prompt", low=1),
         Option("n_tokens", int, 64, "new tokens per run", low=1), Option("seeds", int, 2, "seeds per prompt", low=1),
-        Option("sweep_K", "ints", None, "K values of the K sweep (the seeds' Figure 1)", low=1, high=64),
+        Option("sweep_K", "ints", None, "K values of the K sweep (the seeds' Figure 1; with --out, "
+               "also as a figure beside it: OUT's name + _K.png, when matplotlib is installed)", low=1, high=64),
         Option("prompt_lookup", bool, False, "add the prompt lookup table"),
         Option("out", "out", None, "also write the tables to this file")])
