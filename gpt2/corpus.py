@@ -94,8 +94,12 @@ def heldout_prompts(encoder, n, n_tokens=64, seed=0, root=None):
     root = Path(root or stdlib_root())
     files = split_files(stdlib_files(root), root)["heldout"]
     rng = np.random.default_rng(seed)
-    prompts = []
+    prompts, tries = [], 0
     while len(prompts) < n:
+        tries += 1
+        if tries > 1000 + 100 * n:  # a prompt longer than any 200 lines of the held-out files: never found
+            raise ValueError(f"found only {len(prompts)} of {n} held-out prompts of {n_tokens} tokens in {tries - 1} "
+                             "tries: ask for fewer tokens per prompt (--prompt_tokens)")
         lines = files[rng.integers(len(files))].read_text(encoding="utf-8").splitlines(keepends=True)
         start = int(rng.integers(len(lines)))
         ids = encoder.encode("".join(lines[start:start + 200]), allowed_special=())

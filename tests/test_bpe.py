@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from gpt2.bpe import train_bpe
@@ -61,3 +62,15 @@ def test_corpus_cli(tmp_path):
     corpus_main(tmp_path / "tok", tmp_path / "out", root=root)
     ids = np.concatenate([np.fromfile(tmp_path / "out" / f"{s}.bin", dtype=np.uint16) for s in ("train", "val", "heldout")])
     assert (ids == encoder[EOT]).sum() == 40  # one <|endoftext|> after each file, tests/ excluded
+
+
+def test_heldout_prompts_longer_than_any_chunk_are_refused_not_searched_forever():
+    """A held-out prompt is cut from 200 lines of one file: 100,000 tokens never fit, and the search stops with what to
+    do (it looped forever); ordinary prompts are unchanged (the tries do not draw from the generator)."""
+    from gpt2.corpus import heldout_prompts
+    from gpt2.encoder import load_encoder
+
+    encoder = load_encoder(Path(__file__).resolve().parents[1] / "gpt2" / "assets" / "tiny-target")
+    assert [len(x) for x in heldout_prompts(encoder, 3, 64)] == [64, 64, 64]
+    with pytest.raises(ValueError, match="found only 0 of 1 held-out prompts of 100000 tokens .*--prompt_tokens"):
+        heldout_prompts(encoder, 1, 100000)
