@@ -195,10 +195,11 @@ def rest_datastore(path, target, encoder):
     from tqdm import tqdm
 
     from gpt2.corpus import split_files, stdlib_files, tokenize
-    from gpt2.hub import cache_dir
+    from gpt2.hub import check_cache_dir
 
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(target))
-    path = Path(path) if path is not None else cache_dir() / "rest" / f"{safe}-stdlib-train.npz"
+    # into the cache: a PICOSPEC_CACHE no file can be made in is named before the build, not after it
+    path = Path(path) if path is not None else check_cache_dir() / "rest" / f"{safe}-stdlib-train.npz"
     if path.exists():
         return Datastore.load(path)
     print(f"building the REST datastore {path} (once) from the standard library's train split", file=sys.stderr)

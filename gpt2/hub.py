@@ -61,9 +61,11 @@ def check_cache_dir(cache=None):
     fix = "set PICOSPEC_CACHE to a folder you can write to, or unset it to use ~/.cache/picospec"
     if not existing.is_dir():
         raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) cannot be made: {existing} is a file; {fix}")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) is not writable: no write permission in "
-                         f"{existing}; {fix}")
+    from gpt2.cli import cannot_write_in  # a file made and removed: permission bits say nothing for root or /proc
+
+    if (why := cannot_write_in(existing)) is not None:
+        raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) is not writable: cannot write in {existing} "
+                         f"({why}); {fix}")
     return folder
 
 
