@@ -17,10 +17,24 @@ HEADER = ["| tree / setting | nodes | T | posterior | tokens/target call (median
           "| speedup vs autoregressive (median, IQR) |", "|---|---|---|---|---|---|---|"]
 
 
+def heads_record(folder):
+    """FOLDER/heads.json with its calibration record (accuracy.rank_share, a table per head); one line naming the file
+    when it is not JSON or has no such record."""
+    from gpt2.weights import CorruptFile, read_json
+
+    path, fix = Path(folder) / "heads.json", "re-train the heads with `python -m gpt2.train_heads` (see README)"
+    record = read_json(path, fix=fix)
+    share = record.get("accuracy", {}).get("rank_share") if isinstance(record, dict) and isinstance(
+        record.get("accuracy"), dict) else None
+    if not (isinstance(share, list) and len(share) >= 2 and all(isinstance(r, list) and r for r in share)):
+        raise CorruptFile(path, "has no accuracy.rank_share (the calibration record a sparse tree is built from)", fix)
+    return record
+
+
 def build_tree(folder, budget=7):
     """Write FOLDER/medusa_choices.json: Medusa's sparse tree for `budget` nodes from the heads' calibration record."""
     folder = Path(folder)
-    record = json.loads((folder / "heads.json").read_text())
+    record = heads_record(folder)
     accuracy = record["accuracy"]["rank_share"][1:]  # row 0 is the LM head
     choices, expected = sparse_tree(accuracy, budget)
     tmp = folder / "medusa_choices.json.tmp"
@@ -34,7 +48,7 @@ def build_tree(folder, budget=7):
 def accuracy_table(folders):
     lines = ["| heads | head | top-1 | top-5 | measured on |", "|---|---|---|---|---|"]
     for label, folder in folders:
-        record = json.loads((Path(folder) / "heads.json").read_text())
+        record = heads_record(folder)
         for key in ("accuracy", "accuracy_text"):
             acc = record.get(key)
             for k, (t1, t5) in enumerate(zip(acc["top1"], acc["top5"]) if acc else []):
@@ -70,6 +84,9 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
     for folder in (medusa or []) + (blockwise or []) + ([build] if build else []):
         if not (Path(folder) / "heads.json").is_file():
             raise ValueError(f"{folder} holds no heads.json: give folders written by `python -m gpt2.train_heads`")
+    if build and (medusa or blockwise or drafting or pld_sweep or out):
+        raise ValueError("--build DIR only writes DIR/medusa_choices.json and measures nothing: run it alone, then the "
+                         "tables (--medusa, --blockwise, --drafting, --pld_sweep, --out) in a second command")
     if not (medusa or blockwise or drafting or build or pld_sweep):
         raise ValueError("nothing to measure: pass --medusa DIRS, --blockwise DIRS, --drafting, --pld_sweep N,N or "
                          "--build DIR (see --help)")
@@ -95,7 +112,7 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
         for folder in folders:
             model = load_model(str(folder))[0] if (folder / "model.safetensors").exists() else target
             heads = load_heads("tiny-target", "medusa", folder, model)
-            record = json.loads((folder / "heads.json").read_text())
+            record = heads_record(folder)
             sparse = {f"sparse {b}": sparse_tree(record["accuracy"]["rank_share"][1:], b)[0] for b in budgets}
             lines += medusa_rows(folder.name, model, heads, prompts, n_tokens, seeds, sparse,
                                  ((0, "greedy"),) if greedy_only else None)

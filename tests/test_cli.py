@@ -113,6 +113,10 @@ BENCH_CASES = [
     (["-m", "bench.harness", "--seeds", "1.5"], r"--seeds must be an integer"),
     (["-m", "bench.harness", "--n_promts", "3"], r"did you mean --n_prompts\?"),
     (["-m", "bench.trees"], r"nothing to measure"),
+    (["-m", "bench.trees", "--build", str(ROOT / "gpt2" / "assets" / "tiny-target" / "medusa"), "--drafting"],
+     r"--build DIR only writes DIR/medusa_choices.json and measures nothing: run it alone"),
+    (["-m", "bench.trees", "--build", "badheads"], r"badheads/heads.json: has no accuracy.rank_share"),
+    (["-m", "bench.trees", "--build", "brokenheads"], r"brokenheads/heads.json: not valid JSON"),
     (["-m", "bench.batch", "--method", "greedy"], r"--method greedy is greedy-only: pass --temperature 0"),
     (["-m", "bench.batch", "--method", "medusa", "--pair", "124M"], r"use --pair tiny"),
     (["-m", "bench.trees", "--medusa", "/nope"], r"/nope holds no heads.json"),
@@ -139,6 +143,9 @@ def folder(tmp_path):
     (tmp_path / "empty.txt").write_text("\n\n")
     (tmp_path / "binary.txt").write_bytes(b"\xff\xfe\x00bad")
     (tmp_path / "blank.txt").write_text("")
+    for name, text in (("badheads", '{"n_heads": 2}'), ("brokenheads", "{")):  # heads.json without a record, not JSON
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "heads.json").write_text(text)
     (tmp_path / "fake").mkdir()
     (tmp_path / "fake" / "eagle.json").write_text("{}")  # an EAGLE record that is not the head measured
     return tmp_path
