@@ -57,6 +57,13 @@ def main(data, n_windows=24, out=None):
         if (data / f"{name}.bin").stat().st_size < 2 * 257:
             raise ValueError(f"--data {data}: {name}.bin holds fewer than 257 tokens, too few for one window of 256")
     target, encoder = load_model("tiny-target")
+    if (data / "meta.json").exists():
+        from gpt2.train import read_n_vocab
+
+        if (n_vocab := read_n_vocab(data / "meta.json")) != target.n_vocab:
+            raise ValueError(f"--data {data} holds ids of a {n_vocab}-token vocabulary, the built-in models have "
+                             f"{target.n_vocab}: make the data with `python -m gpt2.corpus --tokenizer "
+                             f"gpt2/assets/tiny-target --out DIR`")
     drafts = {"tiny-draft": load_model("tiny-draft")[0], "ngram": load_model("ngram")[0]}
     val = windows(np.fromfile(data / "val.bin", dtype=np.uint16), 255, n_windows)
     held = windows(np.fromfile(data / "heldout.bin", dtype=np.uint16), 255, n_windows)

@@ -99,20 +99,19 @@ def main(data, out, order=4, min_count=2):
 
     Example: python -m gpt2.ngram --data data --out gpt2/assets/ngram.safetensors --order 3
     """
-    import json
+    from gpt2.train import check_ids, read_n_vocab
 
     data = Path(data)
-    try:
-        n_vocab = int(json.loads((data / "meta.json").read_text())["n_vocab"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"--data {data}: meta.json does not name n_vocab ({e!r}); remake it with gpt2.corpus") from None
+    n_vocab = read_n_vocab(data / "meta.json")  # an integer from 1 to 65536, else one line naming the file
     n_tokens = (data / "train.bin").stat().st_size // 2
     if n_vocab ** order >= 2 ** 63:  # a context and its next token are one int64 key, read as a base-n_vocab number
         raise ValueError(f"--order {order} is too high for {n_vocab} tokens: the n-gram keys would overflow int64; "
                          f"use --order {int(63 / np.log2(n_vocab) - 1e-9)} or less")
     if n_tokens < order:
         raise ValueError(f"--data {data}: train.bin holds {n_tokens} tokens, fewer than --order {order}")
-    model = NGram.build(np.fromfile(data / "train.bin", dtype=np.uint16), n_vocab, order, min_count)
+    tokens = np.fromfile(data / "train.bin", dtype=np.uint16)
+    check_ids(tokens, n_vocab, f"--data {data}: train.bin")  # meta.json must cover the ids: the table is [n_vocab]
+    model = NGram.build(tokens, n_vocab, order, min_count)
     model.save(out)  # written to a temporary name, then renamed
     print(f"order {order}: {sum(len(t['next']) for t in model.tables)} n-grams, {Path(out).stat().st_size / 1e6:.1f} MB")
 

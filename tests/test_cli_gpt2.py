@@ -28,6 +28,11 @@ def make_inputs(folder):
     for name in ("train", "val", "heldout"):
         np.arange(100, dtype=np.uint16).tofile(folder / "data" / f"{name}.bin")
     (folder / "data" / "meta.json").write_text(json.dumps({"n_vocab": 50257}))
+    for name, n_vocab, n in (("gpt2data", 50257, 600), ("smallvocab", 50, 100)):  # long enough; a vocab too small
+        (folder / name).mkdir()
+        for split in ("train", "val", "heldout"):
+            np.arange(n, dtype=np.uint16).tofile(folder / name / f"{split}.bin")
+        (folder / name / "meta.json").write_text(json.dumps({"n_vocab": n_vocab}))
 
 
 BAD = [  # (command, arguments, what the one line must say)
@@ -63,6 +68,10 @@ BAD = [  # (command, arguments, what the one line must say)
     ("gpt2.card", ["--data", "data", "--nwindows", "3"], r"did you mean --n_windows\?"),
     ("gpt2.card", ["--data", "data", "--out", "missing/card.md"], r"--out missing/card.md: the folder .* does not exist"),
     ("gpt2.card", ["--data", "data", "--out", "card.md"], r"val.bin holds fewer than 257 tokens"),
+    ("gpt2.card", ["--data", "gpt2data", "--out", "card.md"], r"--data gpt2data holds ids of a 50257-token "
+                                                               r"vocabulary, the built-in models have 4097"),
+    ("gpt2.ngram", ["--data", "smallvocab", "--out", "ng.safetensors"], r"train.bin holds token id 99, but the model "
+                                                                         r"has 50 tokens"),
     # gpt2.ngram
     ("gpt2.ngram", ["--data", "data"], r"--out is required"),
     ("gpt2.ngram", ["--data", "lib", "--out", "ng.safetensors"], r"--data lib: has no train.bin or meta.json"),
