@@ -51,7 +51,7 @@ MUTANTS = (
            "r = np.maximum(q - p, 0)", "r = np.maximum(p - q, 0)",
            ("tests/test_sampling.py",), "the residual's subtraction the wrong way round (Leviathan's letters)"),
     Mutant("temperature-multiplied", "sampling", "rule", "picospec/sampling.py",
-           "logits = np.log(probs) / temperature", "logits = np.log(probs) * temperature",
+           "logits = (logs / np.float64(temperature))", "logits = (logs * np.float64(temperature))",
            ("tests/test_sampling.py",), "q^T instead of q^(1/T)"),
     # --- verify: the lossless core
     Mutant("accept-ratio-inverted", "verify", "rule", "picospec/verify.py",

@@ -17,7 +17,9 @@ import pytest
 
 import batchrows
 import picospec.sequoia as sequoia
+import picospec.sampling as sampling
 import picospec.specinfer as specinfer
+import picospec.verify as verify
 from batchrows import COPIES, N, TEXTS, built_in, check_laws, check_records, check_rejected
 from checker import SAMPLES
 from gpt2.batch_engine import BatchGPT2
@@ -76,7 +78,11 @@ def pair():
 
 @pytest.mark.parametrize("name, merge", [("specinfer", False), ("specinfer", True), ("sequoia", False)])
 @pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0}, {"temperature": 0.7, "top_k": 5}])
-def test_batched_rows_equal_each_row_alone(pair, name, merge, options):
+def test_batched_rows_equal_each_row_alone(pair, name, merge, options, monkeypatch):
+    """Token for token, with one allowance: the batched forward's logits may differ from a single row's in the last
+    float32 bit (other GEMM shapes, other BLAS kernels: measured on AVX2 OpenBLAS), and a draw whose uniform falls
+    within 1e-5 of a CDF boundary may then pick the neighbouring token. A row may differ only when its single run made
+    such a draw (a logic error would split rows without one; 1 row in 20 on the built-in pair split so, at 6e-7)."""
     target, draft, ngram, xs = pair
     single = {"specinfer": specinfer_decoding, "sequoia": sequoia_decoding}[name]
     batch = {"specinfer": batch_specinfer_decoding, "sequoia": batch_sequoia_decoding}[name]
@@ -85,9 +91,22 @@ def test_batched_rows_equal_each_row_alone(pair, name, merge, options):
     stats = []
     out = batch(xs, drafts, BatchGPT2(target, len(xs)), 24, np.random.default_rng(9), stats=stats,
                 generators={b: np.random.default_rng(b) for b in range(len(xs))}, **kwargs, **options)
+    margins = []  # the single run's draws: how far each uniform fell from the nearest CDF boundary
+
+    def recorded(p, rng):
+        cdf = np.cumsum(p, dtype=np.float64)
+        u = rng.random() * cdf[-1]
+        i = int(np.searchsorted(cdf, u, side="right"))
+        margins.append(min(abs(u - cdf[j]) for j in (i - 1, i) if 0 <= j < len(cdf)))
+        return i
+
+    for module in (sampling, specinfer, sequoia, verify):
+        if hasattr(module, "sample"):
+            monkeypatch.setattr(module, "sample", recorded)
     for b, x in enumerate(xs):
         target.reset(), draft.reset()
+        margins.clear()
         alone = single(x, [draft, ngram] if merge else draft, target, 24, np.random.default_rng(b), **kwargs,
                        **options)
-        assert out[b] == alone, (b, TEXTS[b])
+        assert out[b] == alone or min(margins, default=1) < 1e-5, (b, TEXTS[b])
     check_records(stats)
