@@ -41,3 +41,12 @@ def assert_refused(r, pattern, cwd=None, before=(), max_seconds=None):
         assert files_under(cwd) == sorted(before), f"files left behind: {set(files_under(cwd)) - set(before)}"
     if max_seconds is not None:
         assert r.seconds < max_seconds, f"took {r.seconds:.1f} s: the options should be refused before any work"
+
+
+def sigint_as_in_a_terminal():
+    """Popen(preexec_fn=...) for a test that sends Ctrl-C: a suite started in the background of a non-interactive
+    shell (`bash .ci/run &`) passes SIGINT on ignored, and Python keeps an inherited SIG_IGN; a user's terminal does
+    not. The child gets the default disposition, so Python installs its KeyboardInterrupt handler."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from clitools import ROOT, assert_refused, files_under, run_cli
+from clitools import ROOT, assert_refused, files_under, run_cli, sigint_as_in_a_terminal
 
 FAST = 3.0  # seconds: a mistake in the options is refused before any model loads
 
@@ -298,7 +298,7 @@ def test_ctrl_c_during_a_datastore_build_exits_130_and_leaves_nothing(tmp_path):
            "PICOSPEC_CACHE": str(tmp_path / ".cache"), "HOME": str(tmp_path)}
     p = subprocess.Popen([sys.executable, str(ROOT / "main.py"), "--method", "rest", "--datastore", "store.npz",
                           "--build_datastore"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, preexec_fn=sigint_as_in_a_terminal)
     deadline = time.time() + 60
     while "building the REST datastore" not in (line := p.stderr.readline()) and time.time() < deadline:
         assert line or p.poll() is None, "the build never started"

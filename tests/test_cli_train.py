@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clitools import ROOT, assert_refused, files_under, run_cli
+from clitools import ROOT, assert_refused, files_under, run_cli, sigint_as_in_a_terminal
 from gpt2.weights import save_checkpoint, write_safetensors
 
 TRAIN = ["--data", "data", "--out", "runs/m"]  # a good start for gpt2.train; each case adds its mistake
@@ -255,7 +255,8 @@ def test_ctrl_c_during_training_leaves_nothing(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1", "HOME": str(tmp_path),
            "PYTHONUNBUFFERED": "1"}
     p = subprocess.Popen([sys.executable, "-m", "gpt2.train", *TRAIN, *TINY, "--max_steps", "1000000",
-                          "--eval_every", "1000000"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+                          "--eval_every", "1000000"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=sigint_as_in_a_terminal)
     seen = ""
     while "train:" not in seen:  # the progress bar appears when the loop starts
         seen += p.stderr.read(1) or pytest.fail(f"exited early: {seen}")
@@ -393,7 +394,8 @@ def test_ctrl_c_while_starting_over_keeps_the_old_run(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1", "HOME": str(tmp_path),
            "PYTHONUNBUFFERED": "1"}
     p = subprocess.Popen([sys.executable, "-m", "gpt2.train", *TRAIN, *TINY, "--noresume", "--max_steps", "1000000",
-                          "--eval_every", "1000000"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+                          "--eval_every", "1000000"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=sigint_as_in_a_terminal)
     seen = ""
     while "train:" not in seen:  # the progress bar appears when the loop starts, in its folder beside runs/m
         seen += p.stderr.read(1) or pytest.fail(f"exited early: {seen}")
