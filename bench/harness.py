@@ -159,13 +159,13 @@ def load_heads(target_name, kind, folder, target, offline=None):
     fn, config = heads_function(folder, target)
     sparse, path = None, folder / "medusa_choices.json"
     if path.exists():
+        from picospec.medusa import rank_paths
         from picospec.tree import check_choices
 
         try:
             sparse = json.loads(path.read_text(encoding="utf-8"))
             sparse = sparse.get("medusa_choices") if isinstance(sparse, dict) else None
-            if not (isinstance(sparse, list) and all(isinstance(c, list) and all(type(r) is int for r in c)
-                                                     for c in sparse)):
+            if not rank_paths(sparse):
                 raise ValueError('expected {"medusa_choices": [[0], [0, 0], [1], ...]}, a list of rank paths')
             check_choices(sparse, n_heads=config["n_heads"])  # no duplicates, every parent listed, one head per level
         except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors

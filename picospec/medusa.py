@@ -195,6 +195,11 @@ def first_token(logits, posterior, rng, sampling_options):  # the prefill's toke
 TREES = ("sparse", "chain", "cartesian")
 
 
+def rank_paths(value):
+    """Whether value is written as a list of rank paths: [[0], [0, 0], [1]] yes; [0, 1], [[True]], "[[0]]" no."""
+    return isinstance(value, list) and all(isinstance(c, list) and all(type(r) is int for r in c) for c in value)
+
+
 def parse_tree(tree):
     """A tree as a user writes it: "sparse", "chain", "cartesian" or a JSON list of rank paths like "[[0],[0,0],[1]]".
     -> the name or the list of paths; ValueError for anything else (checked before any model loads)."""
@@ -206,8 +211,7 @@ def parse_tree(tree):
         choices = json.loads(tree) if isinstance(tree, str) else tree
     except (json.JSONDecodeError, RecursionError):  # RecursionError: brackets nested thousands deep
         choices = None
-    if not isinstance(choices, list) or not all(isinstance(c, list) and all(type(r) is int for r in c)
-                                                for c in choices):
+    if not rank_paths(choices):
         shown = repr(tree) if len(repr(tree)) <= 80 else repr(tree)[:76] + "...'"
         raise ValueError(f"--tree {shown}: use sparse, chain, cartesian or a JSON list of rank paths like "
                          "'[[0],[0,0],[1]]'")
