@@ -4,12 +4,19 @@ that matches what was wrong, no traceback, no file left behind, and (for a mista
     r = run_cli(["main.py", "--temprature", "0.8"], tmp_path)
     assert_refused(r, "did you mean --temperature", tmp_path)
 """
+import contextlib
+import io
 import os
 import re
+import runpy
 import subprocess
 import sys
 import time
+import traceback
+import warnings
 from pathlib import Path
+
+import threadpoolctl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,6 +31,54 @@ def run_cli(args, cwd, stdin=None, env=None, timeout=120):
                        env=environment, input=stdin)
     r.seconds = time.perf_counter() - start
     return r
+
+
+class _Stdin(io.TextIOWrapper):
+    """Standard input for run_here: text, with .buffer, as a terminal's pipe gives it."""
+
+
+def blas_threads():
+    return min((i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"), default=1)
+
+
+def run_here(args, cwd, stdin=None, env=None, timeout=None):
+    """run_cli's command, run inside this process (runpy as `python -m` / `python FILE` would), the same result
+    fields (returncode, stdout, stderr, seconds) and the same surroundings: the folder, offline, the cache and home
+    in cwd. An exception that escapes the door is written to stderr as a traceback, as Python would."""
+    args = [os.fsdecode(a) for a in args]  # bytes -> str with surrogate escapes, as Python's own argv decoding
+    saved = os.getcwd(), dict(os.environ), sys.argv[:], sys.stdin, blas_threads()
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.update({"PICOSPEC_OFFLINE": "1", "PICOSPEC_CACHE": str(Path(cwd) / ".cache"), "HOME": str(cwd),
+                       **(env or {})})
+    os.chdir(cwd)
+    sys.stdin = _Stdin(io.BytesIO((stdin or "").encode()), encoding="utf-8")
+    start, code = time.perf_counter(), 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # runpy: the module was imported before, by a test
+            try:
+                if args[0] == "-m":
+                    sys.argv = [args[1], *args[2:]]
+                    runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+                else:
+                    sys.argv = [str(ROOT / args[0]), *args[1:]]
+                    runpy.run_path(str(ROOT / args[0]), run_name="__main__")
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+                if isinstance(e.code, str):
+                    print(e.code, file=sys.stderr)
+            except BaseException:  # noqa: BLE001: a bug past the door, shown as Python shows it
+                traceback.print_exc()
+                code = 1
+    finally:
+        os.chdir(saved[0])
+        os.environ.clear()
+        os.environ.update(saved[1])
+        sys.argv, sys.stdin = saved[2], saved[3]
+        threadpoolctl.threadpool_limits(saved[4], user_api="blas")  # main.py applies its thread policy
+    result = subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+    result.seconds = time.perf_counter() - start
+    return result
 
 
 def files_under(folder):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from clitools import run_cli
+from clitools import run_here
 from gpt2 import backend
 
 pytest.importorskip("threadpoolctl")  # a runtime requirement; absent only where requirements.txt was not installed
@@ -82,7 +82,7 @@ def spin_on(cpu):
 @pytest.mark.parametrize("args, env, expected", [([], {}, 1), (["--threads", "2"], {}, 2),
                                                   ([], {"PICOSPEC_THREADS": "2"}, 2)])
 def test_main_applies_and_reports_the_policy(args, env, expected, tmp_path):
-    r = run_cli(["main.py", "--method", "autoregressive", "--n_tokens", "2", "--json", *args], tmp_path, env=env)
+    r = run_here(["main.py", "--method", "autoregressive", "--n_tokens", "2", "--json", *args], tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     threads = json.loads(r.stdout)["threads"]
     assert threads["threads"] == expected and threads["blas"] == expected  # read from the library inside the run

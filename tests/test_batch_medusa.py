@@ -92,7 +92,7 @@ def test_main_batch_runs_batched_rows(shipped, tmp_path, method):
     decoding's), and the two runs' texts are reported identical."""
     import json
 
-    from clitools import run_cli
+    from clitools import run_here
     from gpt2.load import load_model
     from picospec.autoregressive import autoregressive_sampling
 
@@ -100,7 +100,7 @@ def test_main_batch_runs_batched_rows(shipped, tmp_path, method):
     encoder = load_model("tiny-target")[1]
     lines = ["def add(a, b):", "import os", "class Node:"]
     (tmp_path / "prompts.txt").write_text("\n".join(lines) + "\n")
-    r = run_cli(["main.py", "--method", method, "--batch", "prompts.txt", "--n_tokens", "12", "--temperature", "0",
+    r = run_here(["main.py", "--method", method, "--batch", "prompts.txt", "--n_tokens", "12", "--temperature", "0",
                  "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)

@@ -18,7 +18,7 @@ import pytest
 import picospec.self_draft as sd
 from batchrows import COPIES, HP, N, PARAMS, PROMPTS, TEXTS, built_in, check_records, check_rejected
 from checker import SAMPLES, check_law, exact_law
-from clitools import run_cli
+from clitools import run_here
 from gpt2.batch_self_draft import BatchSelfDraft, batch_side, sublayer_rows
 from gpt2.engine import GPT2
 from gpt2.load import ASSETS
@@ -230,7 +230,7 @@ def test_batched_rows_equal_each_row_alone(tiny, kind, settings, options):
 @pytest.mark.parametrize("method", ["layer_skip", "early_exit"])
 def test_main_batch_prints_the_autoregressive_texts_at_temperature_zero(tmp_path, method, K):
     (tmp_path / "prompts.txt").write_text("\n".join(t.replace("\n", " ") for t in TEXTS) + "\n")
-    r = run_cli(["main.py", "--batch", "prompts.txt", "--method", method, *K, "--n_tokens", "16",
+    r = run_here(["main.py", "--batch", "prompts.txt", "--method", method, *K, "--n_tokens", "16",
                  "--temperature", "0", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["same_output"] == [True] * len(TEXTS)

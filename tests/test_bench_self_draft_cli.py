@@ -8,7 +8,7 @@ import types
 import numpy as np
 import pytest
 
-from clitools import ROOT, assert_refused, files_under, run_cli
+from clitools import ROOT, assert_refused, files_under, run_here
 from micro import random_gpt2
 
 FAST = 10.0  # seconds: refused before the model loads, before any data or search
@@ -49,7 +49,7 @@ CASES = [
 @pytest.mark.parametrize("args, message", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
 def test_mistakes_are_refused_before_any_work(args, message, folder):
     before = files_under(folder)
-    r = run_cli(["-m", "bench.self_draft", *args, "--nowrite"], folder)
+    r = run_here(["-m", "bench.self_draft", *args, "--nowrite"], folder)
     assert_refused(r, message, folder, before, max_seconds=FAST)
     assert (folder / "notes.txt").read_text() == "a file, not a folder\n"
 
@@ -68,23 +68,23 @@ def test_the_library_refuses_too_many_layers_and_an_exit_past_the_last():
 
 def test_a_broken_search_cache_is_a_miss_and_is_rewritten_whole(folder):
     args = ["-m", "bench.self_draft", "--task", "search", "--target", "./m2", *TINY, "--runs", "r", "--nowrite"]
-    r = run_cli(args, folder)
+    r = run_here(args, folder)
     assert r.returncode == 0, r.stderr
     (saved,) = (folder / "r").iterdir()
     saved.write_bytes(saved.read_bytes()[:100])  # as an interrupted save of an older version left it
-    r = run_cli(args, folder)
+    r = run_here(args, folder)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert files_under(folder / "r") == [saved.name]  # rewritten in place of the broken one, no temp file left
     assert np.load(saved)["agree"].shape[0] == 2 ** 4
 
 
 def test_exit_adapters_are_kept_per_target_steps_and_windows(folder):
-    r = run_cli(["-m", "bench.self_draft", "--task", "search", "--target", "./m2", *TINY, "--runs", "r"], folder)
+    r = run_here(["-m", "bench.self_draft", "--task", "search", "--target", "./m2", *TINY, "--runs", "r"], folder)
     assert r.returncode == 0, r.stderr
     exits = ["-m", "bench.self_draft", "--task", "exits", "--target", "./m2", "--exit_layers", "1", "--n_windows", "1",
              "--runs", "r", "--nowrite"]
     for steps in ("1", "2"):
-        r = run_cli(exits + ["--steps", steps], folder)
+        r = run_here(exits + ["--steps", steps], folder)
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     adapters = sorted(p.name for p in (folder / "r").iterdir() if p.name.startswith("exit"))
     assert len(adapters) == 2 and adapters[0].endswith("-1steps-1windows") and adapters[1].endswith("-2steps-1windows")

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from clitools import ROOT, assert_refused, files_under, run_cli, sigint_as_in_a_terminal
+from clitools import ROOT, assert_refused, files_under, run_cli, run_here, sigint_as_in_a_terminal
 
 FAST = 3.0  # seconds: a mistake in the options is refused before any model loads
 
@@ -155,15 +155,32 @@ def folder(tmp_path):
                          ids=[" ".join(map(str, c[0]))[:60] for c in MAIN_CASES])
 def test_main_refuses_bad_command_lines(args, message, loads, folder):
     before = files_under(folder)
-    r = run_cli(["main.py", *args], folder)
+    r = run_here(["main.py", *args], folder)
     assert_refused(r, message, folder, before, max_seconds=None if loads else FAST)
 
 
 @pytest.mark.parametrize("args, message", BENCH_CASES, ids=[" ".join(c[0])[:60] for c in BENCH_CASES])
 def test_benchmarks_refuse_bad_command_lines(args, message, folder):
     before = files_under(folder)
-    assert_refused(run_cli(args, folder), message, folder, before, max_seconds=FAST)
+    assert_refused(run_here(args, folder), message, folder, before, max_seconds=FAST)
 
+
+
+PROCESS_CASES = [(["main.py", "--temprature", "0.8"], r"did you mean --temperature\?"),
+                 (["main.py", b"--prompt=def f\xff(x):"], r"--prompt is not UTF-8 text"),
+                 (["main.py", "--target", "./typo"], r"local folder typo does not exist"),
+                 (["-m", "bench.harness", "--K", "0"], r"--K must be >= 1"),
+                 (["-m", "picospec.check", "--samples", "x"], r"--samples must be an integer")]
+
+
+@pytest.mark.parametrize("args, message", PROCESS_CASES, ids=[str(c[0][:3])[:60] for c in PROCESS_CASES])
+def test_a_refusal_in_a_real_process_is_exit_2_and_one_line(args, message, folder):
+    """The tables above run in this process (tests/clitools.py run_here); a few run as a user starts them, so that
+    the exit status, the one line on stderr and the argv decoding are those of a real Python process."""
+    before = files_under(folder)
+    r = run_cli(args, folder)
+    assert r.returncode == 2
+    assert_refused(r, message, folder, before)
 
 ROOM_CASES = [
     (["-m", "bench.harness", "--drafts", "ngram", "--prompt_tokens", "64", "--n_tokens", "185", "--prompt_lookup",
@@ -186,7 +203,7 @@ def test_benchmarks_refuse_prompts_that_do_not_fit_before_any_run(args, message,
     """Prompt and new tokens beyond the context window: one line once the model has loaded, before the first run
     (bench.harness used to run its whole main table, then fail in the prompt lookup table without writing --out)."""
     before = files_under(folder)
-    assert_refused(run_cli(args, folder), message, folder, before)
+    assert_refused(run_here(args, folder), message, folder, before)
 
 
 @pytest.mark.parametrize("args", [["main.py", "--target", "gpt2"], ["main.py", "--method", "rest"],
@@ -195,14 +212,14 @@ def test_a_cache_folder_that_is_a_file_is_refused_before_work(args, folder):
     """Before a download or a REST datastore build (bench.trees built the datastore for 15 s first)."""
     (folder / "cache").write_text("not a folder")
     before = files_under(folder)
-    r = run_cli(args, folder, env={"PICOSPEC_CACHE": str(folder / "cache")})
+    r = run_here(args, folder, env={"PICOSPEC_CACHE": str(folder / "cache")})
     assert_refused(r, r"the cache folder .*cache \(PICOSPEC_CACHE\) cannot be made", folder, before,
                    max_seconds=FAST if args[0] == "main.py" else None)
 
 
 def test_the_built_in_pair_needs_no_cache_folder(folder):
     (folder / "cache").write_text("not a folder")
-    r = run_cli(["main.py", "--n_tokens", "2", "--json"], folder, env={"PICOSPEC_CACHE": str(folder / "cache")})
+    r = run_here(["main.py", "--n_tokens", "2", "--json"], folder, env={"PICOSPEC_CACHE": str(folder / "cache")})
     assert r.returncode == 0, r.stderr
 
 
@@ -218,19 +235,19 @@ def test_there_are_at_least_60_cases_across_all_commands():
 @pytest.mark.parametrize("prompt", ["Hello, world", "1e5", "-x", "[1,2]", "True", "None", r"a\nb", "a\nb", "0x10",
                                     "(1, 2)", "{'a': 1}", "  spaced  ", "--"])
 def test_prompts_arrive_verbatim(prompt, tmp_path):
-    r = run_cli(["main.py", f"--prompt={prompt}", "--method", "autoregressive", "--n_tokens", "1", "--json"], tmp_path)
+    r = run_here(["main.py", f"--prompt={prompt}", "--method", "autoregressive", "--n_tokens", "1", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["prompt"] == prompt
 
 
 def test_one_escape_rule_for_prompt_and_batch(tmp_path):
-    r = run_cli(["main.py", "--prompt", r"a\nb\\n", "--escapes", "--method", "autoregressive", "--n_tokens", "1",
+    r = run_here(["main.py", "--prompt", r"a\nb\\n", "--escapes", "--method", "autoregressive", "--n_tokens", "1",
                  "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["prompt"] == "a\nb\\n"
     (tmp_path / "prompts.txt").write_text("def f(x):\\n    return\nimport os\n")
     for escapes, first in ((["--escapes"], "def f(x):\n    return"), ([], "def f(x):\\n    return")):
-        r = run_cli(["main.py", "--batch", "prompts.txt", "--n_tokens", "4", "--json", *escapes], tmp_path)
+        r = run_here(["main.py", "--batch", "prompts.txt", "--n_tokens", "4", "--json", *escapes], tmp_path)
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["prompts"] == [first, "import os"]
 
@@ -240,16 +257,16 @@ def test_batch_lines_end_at_newlines_only_and_every_prompt_that_fits_runs(tmp_pa
     as "\n" does, blank lines are skipped; a prompt of 250 tokens with --n_tokens 6 fills the 256-token context
     exactly and runs (with K = 4 drafts per step: the methods stop drafting at the context's end)."""
     (tmp_path / "prompts.txt").write_bytes("a\x0cb\r\nc\u2028d\n  \n\ne f\n".encode())
-    r = run_cli(["main.py", "--batch", "prompts.txt", "--n_tokens", "2", "--json"], tmp_path)
+    r = run_here(["main.py", "--batch", "prompts.txt", "--n_tokens", "2", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["prompts"] == ["a\x0cb", "c\u2028d", "e f"]
     (tmp_path / "long.txt").write_text(" x" * 250 + "\n")  # 250 tokens of " x"
-    r = run_cli(["main.py", "--batch", "long.txt", "--n_tokens", "6", "--K", "4", "--temperature", "0", "--json"],
+    r = run_here(["main.py", "--batch", "long.txt", "--n_tokens", "6", "--K", "4", "--temperature", "0", "--json"],
                 tmp_path)
     assert r.returncode == 0, r.stderr
     assert len(json.loads(r.stdout)["prompts"]) == 1 and all(json.loads(r.stdout)["same_output"])
     (tmp_path / "long.txt").write_text("short\n\n" + " x" * 250 + "\n")  # the long prompt on line 3
-    r = run_cli(["main.py", "--batch", "long.txt", "--n_tokens", "7", "--json"], tmp_path)
+    r = run_here(["main.py", "--batch", "long.txt", "--n_tokens", "7", "--json"], tmp_path)
     assert r.returncode == 2 and "the prompt on line 3 of long.txt (250 tokens) plus --n_tokens 7 exceeds the target 'tiny-target''s context window of 256" in r.stderr
 
 
@@ -257,7 +274,7 @@ def test_batch_lines_end_at_newlines_only_and_every_prompt_that_fits_runs(tmp_pa
 def test_extreme_sampling_settings_run(extra, tmp_path):
     """Settings at the edge of float32 (log p / T overflowing, top_p times the mass underflowing) sample from the
     limit law instead of failing with an IndexError."""
-    r = run_cli(["main.py", "--method", "speculative", "--n_tokens", "4", "--json", *extra], tmp_path)
+    r = run_here(["main.py", "--method", "speculative", "--n_tokens", "4", "--json", *extra], tmp_path)
     assert r.returncode == 0, r.stderr
     assert len(json.loads(r.stdout)["runs"][1]["output_ids"]) == 4
 
@@ -272,12 +289,12 @@ def test_a_closed_standard_input_is_one_line(tmp_path):
 
 def test_prompt_from_stdin_and_file(tmp_path):
     text = "def f(x):\n    return x\n"
-    r = run_cli(["main.py", "--prompt_file", "-", "--method", "autoregressive", "--n_tokens", "2", "--json"], tmp_path,
+    r = run_here(["main.py", "--prompt_file", "-", "--method", "autoregressive", "--n_tokens", "2", "--json"], tmp_path,
                 stdin=text)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["prompt"] == text
     (tmp_path / "p.txt").write_text(text)
-    r = run_cli(["main.py", "--prompt_file", "p.txt", "--method", "autoregressive", "--n_tokens", "2", "--json"], tmp_path)
+    r = run_here(["main.py", "--prompt_file", "p.txt", "--method", "autoregressive", "--n_tokens", "2", "--json"], tmp_path)
     assert json.loads(r.stdout)["prompt"] == text
 
 
@@ -285,10 +302,10 @@ def test_help_lists_methods_and_a_methods_options(tmp_path):
     from picospec.methods import METHODS
 
     for flag in ("-h", "--help"):
-        r = run_cli(["main.py", flag], tmp_path)
+        r = run_here(["main.py", flag], tmp_path)
         assert r.returncode == 0 and r.stderr == "" and r.seconds < FAST
         assert all(m.name in r.stdout for m in METHODS) and "--temperature" in r.stdout
-    r = run_cli(["main.py", "--method", "medusa", "--help"], tmp_path)
+    r = run_here(["main.py", "--method", "medusa", "--help"], tmp_path)
     assert r.returncode == 0 and "--posterior" in r.stdout and "--tree" in r.stdout and "--K" not in r.stdout
     assert files_under(tmp_path) == []
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from clitools import ROOT, assert_refused, files_under, run_cli
+from clitools import ROOT, assert_refused, files_under, run_here
 from gpt2.bpe import train_bpe
 from gpt2.encoder import save_tokenizer
 
@@ -110,14 +110,14 @@ BAD = [  # (command, arguments, what the one line must say)
 def test_a_bad_command_line_is_one_line_and_leaves_nothing(tmp_path, module, args, pattern):
     make_inputs(tmp_path)
     before = files_under(tmp_path)
-    r = run_cli(["-m", module, *args], tmp_path)
+    r = run_here(["-m", module, *args], tmp_path)
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
     assert_refused(r, "^error: .*" + pattern, tmp_path, before, max_seconds=3)
 
 
 @pytest.mark.parametrize("module", COMMANDS)
 def test_help_prints_the_options_and_exits_0(tmp_path, module):
-    r = run_cli(["-m", module, "--help"], tmp_path)
+    r = run_here(["-m", module, "--help"], tmp_path)
     assert r.returncode == 0 and not r.stderr, r.stderr
     assert r.stdout.startswith(f"usage: python -m {module} ") and "options:" in r.stdout
     assert files_under(tmp_path) == []
@@ -129,7 +129,7 @@ def test_bench_gpu_without_cupy_is_one_line(tmp_path):
     if importlib.util.find_spec("cupy") is not None:
         pytest.skip("CuPy is installed here: this refusal is for machines without it")
     before = files_under(tmp_path)
-    r = run_cli(["-m", "bench.gpu", "--task", "check"], tmp_path)
+    r = run_here(["-m", "bench.gpu", "--task", "check"], tmp_path)
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
     assert_refused(r, r"^error: --device gpu needs CuPy, which is not importable here", tmp_path, before, max_seconds=3)
 
@@ -144,7 +144,7 @@ def test_the_data_pipeline_runs_through_the_door(tmp_path):
              ["-m", "gpt2.ngram", "--data", "data", "--out", "ng.safetensors", "--order", "3", "--min_count", "1"],
              ["-m", "gpt2.heads", "--src", MEDUSA, "--dst", "kept", "--n", "1"]]
     for args in steps:
-        r = run_cli(args, tmp_path)
+        r = run_here(args, tmp_path)
         assert r.returncode == 0, r.stderr[-800:]
     made = set(files_under(tmp_path)) - {"lib"} - {f"lib/m{i}.py" for i in range(30)}
     assert made == {"tok", "tok/vocab.json", "tok/merges.txt", "data", "ng.safetensors", "kept", "kept/heads.json",

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clitools import ROOT, assert_refused, files_under, run_cli, sigint_as_in_a_terminal
+from clitools import ROOT, assert_refused, files_under, run_here, sigint_as_in_a_terminal
 from gpt2.weights import save_checkpoint, write_safetensors
 
 TRAIN = ["--data", "data", "--out", "runs/m"]  # a good start for gpt2.train; each case adds its mistake
@@ -162,7 +162,7 @@ BAD = [  # (command, arguments, what the one line must say)
 def test_a_bad_command_line_is_one_line_and_leaves_nothing(tmp_path, module, args, pattern):
     make_inputs(tmp_path)
     before = files_under(tmp_path)
-    r = run_cli(["-m", module, *args], tmp_path)
+    r = run_here(["-m", module, *args], tmp_path)
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
     assert_refused(r, "^error: .*" + pattern, tmp_path, before, max_seconds=3)
 
@@ -177,7 +177,7 @@ def test_device_gpu_without_cupy_is_one_line(tmp_path, module, extra):
     make_inputs(tmp_path)
     before = files_under(tmp_path)
     out = "runs/m" if module == "gpt2.train" else "runs/h"
-    r = run_cli(["-m", module, "--data", "data", "--out", out, *extra, "--device", "gpu"], tmp_path)
+    r = run_here(["-m", module, "--data", "data", "--out", out, *extra, "--device", "gpu"], tmp_path)
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
     assert_refused(r, r"^error: --device gpu needs CuPy, which is not importable here", tmp_path, before, max_seconds=3)
 
@@ -193,7 +193,7 @@ def test_every_parameter_has_its_option(module):
 
 @pytest.mark.parametrize("module", ["gpt2.train", "gpt2.train_heads"])
 def test_help_prints_the_options_and_exits_0(tmp_path, module):
-    r = run_cli(["-m", module, "--help"], tmp_path)
+    r = run_here(["-m", module, "--help"], tmp_path)
     assert r.returncode == 0 and not r.stderr, r.stderr
     assert r.stdout.startswith(f"usage: python -m {module} ") and "--max_steps N" in r.stdout
     assert files_under(tmp_path) == []
@@ -207,7 +207,7 @@ def test_training_runs_through_the_door(tmp_path):
              ["-m", "gpt2.train_heads", "--backbone", "runs/m", *HEADS, "--n_heads", "1", "--n_ctx", "16",
               "--batch_size", "2", "--max_steps", "4", "--eval_every", "2", "--dtype", "float32"]]
     for args in steps:
-        r = run_cli(args, tmp_path)
+        r = run_here(args, tmp_path)
         assert r.returncode == 0, r.stderr[-800:]
     made = set(files_under(tmp_path)) - before
     assert made == {"runs/m", "runs/m/ckpt", "runs/m/ckpt/state.json", "runs/m/ckpt/state.safetensors",
@@ -288,7 +288,7 @@ def test_an_unwritable_out_is_refused_before_any_work(tmp_path, module, extra, b
     make_inputs(tmp_path)
     out = f"{unwritable_folder(tmp_path)}/{below}"
     before = files_under(tmp_path)
-    r = run_cli(["-m", module, "--data", "data", "--out", out, *extra], tmp_path)
+    r = run_here(["-m", module, "--data", "data", "--out", out, *extra], tmp_path)
     if (tmp_path / "ro").exists():
         (tmp_path / "ro").chmod(0o755)  # so that pytest can remove it
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
@@ -313,7 +313,7 @@ RUNS = {  # a run of each trainer in seconds, on the tiny backbone bb; -> (argum
 
 def train(tmp_path, module, out, *extra, steps=4):
     args, _ = RUNS[module]
-    r = run_cli(["-m", module, "--data", "data", "--out", out, *args, "--max_steps", str(steps), *extra], tmp_path)
+    r = run_here(["-m", module, "--data", "data", "--out", out, *args, "--max_steps", str(steps), *extra], tmp_path)
     assert r.returncode == 0, r.stderr[-800:]
     return r
 
@@ -414,9 +414,9 @@ def test_overwrite_never_replaces_the_current_or_the_home_folder(tmp_path):
     (tmp_path / "home" / "notes.txt").write_text("mine\n")
     data = str(tmp_path / "data")
     before = files_under(tmp_path)
-    r = run_cli(["-m", "gpt2.train", "--data", data, "--out", "..", "--overwrite"], tmp_path / "work" / "here")
+    r = run_here(["-m", "gpt2.train", "--data", data, "--out", "..", "--overwrite"], tmp_path / "work" / "here")
     assert_refused(r, r"^error: --overwrite would replace \.\., which holds the current folder: give another --out",
                    tmp_path, before, max_seconds=3)
-    r = run_cli(["-m", "gpt2.train", "--data", data, "--out", str(tmp_path / "home"), "--overwrite"], tmp_path / "work",
+    r = run_here(["-m", "gpt2.train", "--data", data, "--out", str(tmp_path / "home"), "--overwrite"], tmp_path / "work",
                 env={"HOME": str(tmp_path / "home")})
     assert_refused(r, r"which holds your home folder: give another --out", tmp_path, before, max_seconds=3)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from clitools import run_cli
+from clitools import run_here
 from gpt2 import backend
 from gpt2.batch_engine import BatchGPT2
 from gpt2.engine import GPT2
@@ -118,7 +118,7 @@ def test_the_engine_follows_the_policy(monkeypatch):
 
 @pytest.mark.parametrize("env", ["0", "1"])
 def test_main_reports_the_choice(env, tmp_path):
-    r = run_cli(["main.py", "--method", "speculative", "--n_tokens", "4", "--temperature", "0", "--json"], tmp_path,
+    r = run_here(["main.py", "--method", "speculative", "--n_tokens", "4", "--temperature", "0", "--json"], tmp_path,
                 env={"PICOSPEC_PANELS": env})
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
