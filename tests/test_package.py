@@ -3,8 +3,9 @@
 offline, and a `python -m picospec.check` that checks picospec's own verifier. The notebooks' requirements include a
 front end: `jupyter lab notebooks/` serves them.
 
-The install is offline: the virtualenv sees the system's site packages (numpy, setuptools, ...) and pip installs
-picospec alone (--no-deps --no-build-isolation --no-index), so nothing is downloaded.
+The install is offline: the new virtualenv sees the packages of the interpreter running the tests (numpy,
+setuptools, ...: a virtualenv's own, not its base interpreter's, through a .pth file) and pip installs picospec alone
+(--no-deps --no-build-isolation --no-index), so nothing is downloaded.
 """
 import fnmatch
 import importlib.util
@@ -12,8 +13,10 @@ import json
 import os
 import shutil
 import socket
+import site
 import subprocess
 import sys
+import sysconfig
 import time
 import urllib.request
 from pathlib import Path
@@ -64,8 +67,15 @@ def venv(tmp_path_factory):
         shutil.copy(ROOT / name, src)
     for package in ("gpt2", "picospec", "bench"):
         shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", tmp / "venv"], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", tmp / "venv"], check=True)
     python = tmp / "venv" / "bin" / "python"
+    inner = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    outer = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()])
+    (Path(inner) / "outer-environment.pth").write_text("\n".join(outer) + "\n")  # this interpreter's packages
+    seen = subprocess.run([python, "-c", "import setuptools; print(setuptools.__file__)"], capture_output=True,
+                          text=True).stdout.strip()
+    assert seen == importlib.util.find_spec("setuptools").origin, "the build would use another setuptools"
     out = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
                           "--no-build-isolation", "--no-index", "--no-cache-dir", "--quiet", src],
                          capture_output=True, text=True, timeout=300)
