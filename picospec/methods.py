@@ -305,7 +305,7 @@ METHODS = (
            "Chen et al. 2024, arXiv:2402.12374",
            needs=("draft",),
            options=(Option("nodes", int, 3, "draft nodes in the tree (the paper's n - 1; 3: the hardware-aware "
-                           "choice for the first built-in pair on a 2-core CPU; the README has this engine's)", low=1,
+                           "choice for the first built-in pair on a 2-core CPU; docs/results/token_trees.md has this engine's)", low=1,
                            high=255),
                     Option("depth", int, 3, "most draft tokens on one path (the paper's d)", low=1, high=64),
                     Option("acceptance", "floats", None, "acceptance vector a_1,a_2,..: P(the k-th child is the one "
