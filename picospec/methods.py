@@ -1,5 +1,5 @@
 """THE table of methods: the one place that lists them. main.py, the benchmarks, the notebooks, the tests and the
-README's option tables read it; nothing else names a method.
+generated tables of README.md and docs/methods.md read it; nothing else names a method.
 
 A row says what a method is to everyone who runs it:
     name      what --method takes
@@ -375,7 +375,7 @@ def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, bat
 
 
 def markdown():
-    """The README's per-method tables, generated from this table (tests/test_methods.py keeps the README equal)."""
+    """docs/methods.md's tables, generated from this table (tests/test_methods.py keeps the page equal)."""
     lines = ["| method | what it does | paper | needs | law at temperature > 0 | --batch |", "|---|---|---|---|---|---|"]
     for m in METHODS:
         kind = "depends on --posterior" if callable(m.law) else {"lossless": "lossless", "greedy": "greedy-only",
