@@ -256,7 +256,7 @@ OPTIONS = [
     Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy): where the engines run", choices=("cpu", "gpu")),
     Option("wide", "ints", (), "also run batch B with its wide forwards (33+ token rows) on each of these thread "
            "counts (CPU; e.g. 1,2,4,8,16)", low=1),
-    Option("out", "out", None, "also write what it prints as a results page (docs/results/batch.md)"),
+    Option("out", "out", None, "also write what it prints as a results page (docs/results/)"),
 ]
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
-"""Results pages: what a benchmark printed, under the protocol it ran with, written by the benchmark itself.
+"""Results pages: what a benchmark printed, under the protocol it ran with, written by itself.
 
-    python -m bench.harness --out docs/results/harness.md     # every benchmark with figures takes --out
+    python -m bench.harness --out docs/results/harness.md   # each benchmark with figures has --out
 
-The header names the command (run it again to regenerate the page), the commit, the CPU and its BLAS kernel family,
-the threads, the machine's load, the versions and the date of the run, so that a figure cannot outlive the code or
-the machine it was measured on without saying so.
+The header names the command (run it again to regenerate the page), the commit, the CPU and its BLAS
+kernel family, the threads, the machine's load, the versions and the date of the run, so that a
+figure cannot outlive the code or the machine it was measured on without saying so.
 """
 import contextlib
 import io
@@ -28,7 +28,7 @@ def command_line():
 
 
 def commit():
-    """The short commit id, and whether the measured code (main.py, bench/, gpt2/, picospec/) differs from it."""
+    """The short commit id, and whether the measured code (CODE) differs from it."""
     def git(*args):
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30)
 
@@ -65,7 +65,8 @@ def blas():
     i = libs[0]
     coretype = os.environ.get("OPENBLAS_CORETYPE")
     forced = f", OPENBLAS_CORETYPE={coretype}" if coretype else ""
-    return (f"{i.get('internal_api')} {i.get('version')}, kernel family {i.get('architecture', 'unknown')}{forced}, "
+    kernels = i.get("architecture", "unknown")
+    return (f"{i.get('internal_api')} {i.get('version')}, kernel family {kernels}{forced}, "
             f"thread limit {i.get('num_threads')}")
 
 
@@ -83,15 +84,16 @@ def load():
     if not hasattr(os, "getloadavg"):
         return "unknown"
     one, five, fifteen = os.getloadavg()
-    return (f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15-minute averages at the end of the run; "
-            f"{os.cpu_count()} logical CPUs)")
+    return (f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15-minute averages at the end of the "
+            f"run; {os.cpu_count()} logical CPUs)")
 
 
 def protocol(threads):
     """The header table: one row per field."""
     rows = [("command", f"`{command_line()}`"), ("commit", commit()),
-            ("date", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())), ("CPU", cpu_model()), ("BLAS", blas()),
-            ("threads", threads or "as the first line below says"), ("load", load()), ("versions", versions())]
+            ("date", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())), ("CPU", cpu_model()),
+            ("BLAS", blas()), ("threads", threads or "as the first line below says"),
+            ("load", load()), ("versions", versions())]
     return ["| protocol | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
 
 
@@ -99,8 +101,9 @@ def write_page(path, text, threads=None):
     """Write the results page at path atomically: title, protocol header, then text (Markdown)."""
     name = command_line().split()[2]
     page = [f"# Results: `{name}`", "",
-            "Written by the command below; run it again to regenerate this page. Timings depend on the machine and "
-            "its load, both recorded here.", ""] + protocol(threads) + ["", text.strip(), ""]
+            "Written by the command below; run it again to regenerate this page. Timings depend "
+            "on the machine and its load, both recorded here.", ""]
+    page += protocol(threads) + ["", text.strip(), ""]
     tmp = Path(f"{path}.tmp")
     tmp.write_text("\n".join(page), encoding="utf-8")
     tmp.replace(path)
@@ -109,8 +112,8 @@ def write_page(path, text, threads=None):
 
 @contextlib.contextmanager
 def page_of_output(path, threads=None):
-    """Print as usual; when the block ends without an error and path is set, also write what it printed as the
-    results page at path."""
+    """Print as usual; when the block ends without an error and path is set, also write what it
+    printed as the results page at path."""
     if not path:
         yield
         return

@@ -53,11 +53,13 @@ def main(n_prompts=4, n_tokens=64, out=None):
                     f"{r[True]['ms_per_token_base']:.2f}", f"{r[False]['ms_per_token']:.2f} / "
                     f"{r[True]['ms_per_token']:.2f}", f"{r[False]['speedup']:.2f}x", f"**{r[True]['speedup']:.2f}x**"])
         print(rows_out[-1], flush=True)
-    text = "\n".join([f"\n`python -m bench.panels --n_prompts {n_prompts} --n_tokens {n_tokens}` ({n_prompts} "
-                      f"held-out prompts x {n_tokens} new tokens, temperature 0 except the last row; 1-minute load "
-                      f"{os.getloadavg()[0]:.1f} at the end)\n"] + table(
-        ["method", "tokens / target call", "verify / 1-token call (off / on)", "autoregressive ms/token (off / on)",
-         "method ms/token (off / on)", "speedup, panels off", "speedup, panels on"], rows_out))
+    line = (f"\n`python -m bench.panels --n_prompts {n_prompts} --n_tokens {n_tokens}` ({n_prompts} "
+            f"held-out prompts x {n_tokens} new tokens, temperature 0 except the last row; 1-minute "
+            f"load {os.getloadavg()[0]:.1f} at the end)\n")
+    columns = ["method", "tokens / target call", "verify / 1-token call (off / on)",
+               "autoregressive ms/token (off / on)", "method ms/token (off / on)", "speedup, panels off",
+               "speedup, panels on"]
+    text = "\n".join([line] + table(columns, rows_out))
     print(text)
     if out:
         from bench.page import write_page

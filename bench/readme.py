@@ -1,11 +1,12 @@
 """Regenerate the tables of README.md and docs/ from their sources, so that they cannot drift.
 
     python -m bench.readme            # rewrite every generated section
-    python -m bench.readme --check    # exit 2 if a generated section differs from its source (a test does the same)
+    python -m bench.readme --check    # exit 2 if a section differs from its source (a test runs it)
 
 Each generated section sits between two markers, <!-- NAME:begin (python -m bench.readme) --> and
-<!-- NAME:end -->. Sources: the method table (picospec/methods.py) for the method tables, and the results pages
-docs/results/panels.md (every row on a CPU) and docs/results/gpu.md (every row on a GPU) for the README's results.
+<!-- NAME:end -->. Sources: the method table (picospec/methods.py) for the method tables; the
+results pages docs/results/panels.md (every row on a CPU) and docs/results/gpu.md (every row on a
+GPU) for the README's results.
 """
 import re
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 from picospec.methods import METHODS, markdown
 
 ROOT = Path(__file__).resolve().parents[1]
-CPU_PAGE, GPU_PAGE = "docs/results/panels.md", "docs/results/gpu.md"  # every row on a CPU, on a GPU
+CPU_PAGE, GPU_PAGE = "docs/results/panels.md", "docs/results/gpu.md"  # every row on a CPU, a GPU
 
 
 def markers(name):
@@ -24,30 +25,33 @@ def section(text, name="methods", path="README.md"):
     """The generated part of a text, markers excluded."""
     begin, end = markers(name)
     if begin not in text or end not in text:
-        raise ValueError(f"{path} has no {begin} ... {end} section: add the two markers where the table goes")
+        raise ValueError(f"{path} has no {begin} ... {end} section: add the two markers where "
+                         "the table goes")
     return text.split(begin, 1)[1].split(end, 1)[0]
 
 
 def method_summary():
-    """One row per method: what it does, its paper, its law, and the command that runs it on the built-in models."""
+    """One row per method: what it does, its paper, its law, the command that runs it."""
     laws = {"lossless": "lossless", "greedy": "greedy-only", "lossy": "lossy"}
-    lines = ["| method | what it does | paper | law at temperature > 0 | run it |", "|---|---|---|---|---|"]
+    lines = ["| method | what it does | paper | law at temperature > 0 | run it |",
+             "|---|---|---|---|---|"]
     for m in METHODS:
         law = "depends on --posterior" if callable(m.law) else laws[m.law]
-        lines.append(f"| `{m.name}` | {m.help} | {m.paper} | {law} | `python main.py --method {m.name}` |")
+        run = f"`python main.py --method {m.name}`"
+        lines.append(f"| `{m.name}` | {m.help} | {m.paper} | {law} | {run} |")
     return "\n".join(lines)
 
 
-def table_rows(root, path, first_header_cell):
-    """The rows of the Markdown table in a results page whose header starts with first_header_cell -> (page text,
-    [[cells]]); bold marks removed."""
+def table_rows(root, path, first_cell):
+    """The rows of the table in a results page whose header starts with first_cell -> (page text,
+    [[cells]]), bold marks removed."""
     if not (root / path).exists():
         raise ValueError(f"{path} is missing: write it with the command its page names")
     text = (root / path).read_text(encoding="utf-8")
     lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith(f"| {first_header_cell} |")), None)
+    start = next((i for i, line in enumerate(lines) if line.startswith(f"| {first_cell} |")), None)
     if start is None:
-        raise ValueError(f"{path} has no table starting with '| {first_header_cell} |'")
+        raise ValueError(f"{path} has no table starting with '| {first_cell} |'")
     rows = []
     for line in lines[start + 2:]:
         if not line.startswith("|"):
@@ -62,29 +66,32 @@ def protocol_field(text, field):
 
 
 def results_table(root):
-    """Every method's tokens per target call and speedup on a CPU (docs/results/panels.md, the column of the layout
-    the engine's policy chose there) and on a GPU (docs/results/gpu.md)."""
+    """Every method's tokens per target call and speedup on a CPU (panels.md, the column of the
+    layout the engine's policy chose there) and on a GPU (gpu.md)."""
     cpu_text, cpu_rows = table_rows(root, CPU_PAGE, "method")
     gpu_text, gpu_rows = table_rows(root, GPU_PAGE, "method")
     panels = "on" if "weight panels on" in protocol_field(cpu_text, "threads") else "off"
     cpu = {r[0]: (r[1], r[5] if panels == "off" else r[6]) for r in cpu_rows}
     gpu = {r[0]: (r[1], r[5]) for r in gpu_rows}
     names = [m.name for m in METHODS if m.name != "autoregressive"] + ["speculative, T = 1"]
-    lines = [f"CPU: {protocol_field(cpu_text, 'CPU')}, {protocol_field(cpu_text, 'BLAS')}, weight panels {panels} "
-             f"([results/panels.md](docs/results/panels.md)). GPU: {protocol_field(gpu_text, 'versions')} "
-             f"([results/gpu.md](docs/results/gpu.md)). Temperature 0 unless noted; speedups against autoregressive "
-             "decoding on the same device.", "",
-             "| method | CPU: tokens / target call | CPU: speedup | GPU: tokens / target call | GPU: speedup |",
-             "|---|---|---|---|---|"]
+    lines = [f"CPU: {protocol_field(cpu_text, 'CPU')}, {protocol_field(cpu_text, 'BLAS')}, "
+             f"weight panels {panels} ([results/panels.md](docs/results/panels.md)). "
+             f"GPU: {protocol_field(gpu_text, 'versions')} "
+             "([results/gpu.md](docs/results/gpu.md)). "
+             "Temperature 0 unless noted; speedups against autoregressive decoding on the same "
+             "device.", "",
+             "| method | CPU: tokens / target call | CPU: speedup | GPU: tokens / target call "
+             "| GPU: speedup |", "|---|---|---|---|---|"]
     for name in names:
         c, g = cpu.get(name, ("not measured",) * 2), gpu.get(name, ("not measured",) * 2)
-        lines.append(f"| `{name}` | {c[0]} | {c[1]} | {g[0]} | {g[1]} |" if not name.endswith("T = 1") else
-                     f"| `speculative`, T = 1 | {c[0]} | {c[1]} | {g[0]} | {g[1]} |")
+        label = "`speculative`, T = 1" if name.endswith("T = 1") else f"`{name}`"
+        lines.append(f"| {label} | {c[0]} | {c[1]} | {g[0]} | {g[1]} |")
     return "\n".join(lines)
 
 
-GENERATED = [("README.md", "methods", lambda root: method_summary()), ("README.md", "results", results_table),
-             ("docs/methods.md", "methods", lambda root: markdown())]  # (file, section, its source)
+GENERATED = [("README.md", "methods", lambda root: method_summary()),
+             ("README.md", "results", results_table),
+             ("docs/methods.md", "methods", lambda root: markdown())]  # (file, section, source)
 
 
 def main(check=False, root=ROOT):
@@ -103,7 +110,8 @@ def main(check=False, root=ROOT):
         print("every generated table is up to date")
         return
     if check:
-        raise ValueError(f"generated tables differ from their sources: {', '.join(stale)}; run python -m bench.readme")
+        raise ValueError(f"generated tables differ from their sources: {', '.join(stale)}; "
+                         "run python -m bench.readme")
     for path in dict.fromkeys(p for p, _, _ in GENERATED):
         tmp = root / f"{path}.tmp"
         tmp.write_text(texts[path], encoding="utf-8")
@@ -114,4 +122,4 @@ def main(check=False, root=ROOT):
 if __name__ == "__main__":
     from gpt2.cli import Option, command
 
-    command(main, [Option("check", bool, False, "only compare; exit 2 when a generated table is out of date")])
+    command(main, [Option("check", bool, False, "only compare; exit 2 when a table is stale")])

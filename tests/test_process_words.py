@@ -1,10 +1,10 @@
 """The repository speaks of the software, not of how it was made.
 
-No tracked file (code, docs, notebooks' cell sources, scripts) names work sessions, stops, leases, lent machines,
-issue numbers, helpers or agents, a development machine's temporary paths, "this checkout", or dates and commits as
-history. History lives in git. A results page's protocol header (docs/results/) names its commit and date: those
-two rows are the only dates and commits allowed. Notebook outputs and metadata are written by executing the
-notebooks and are not scanned here.
+No tracked file (code, docs, notebooks' cell sources, scripts) names work sessions, stops, leases,
+lent machines, issue numbers, helpers or agents, a development machine's temporary paths, "this
+checkout", or dates and commits as history. History lives in git. A results page's protocol header
+(docs/results/) names its commit and date: those two rows are the only dates and commits allowed.
+Notebook outputs and metadata are written by executing the notebooks and are not scanned here.
 """
 import json
 import re
@@ -18,15 +18,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 RULES = {
     "a work session": r"(?<!test )(?<!pytest )(?<!scope=\")(?<!scope=')\bsessions?\b",
-    "a stop of the work": r"\b(?:this|that|each|every|earlier|later|previous|last|next) stops?\b|\bstop \d+\b"
-                          r"|\bstop's\b",
+    "a stop of the work": r"\b(?:this|that|each|every|earlier|later|previous|last|next) stops?\b"
+                          r"|\bstop \d+\b|\bstop's\b",
     "a lease or a lent machine": r"\bleas(?:e|es|ed)\b|\blent\b",
     "an issue number": r"(?<![/\w])issues? #?\d+|\bwork (?:items?|steps?)\b",
     "a helper or an agent": r"\b(?:helpers?|agents?|subagents?)\b",
     "a temporary path of a development machine": r"(?<![\w.~])/(?:tmp|work|root|home)/",
     "this checkout": r"\b(?:this|an? older?|the old|our) checkout(?:'s)?\b",
     "a date as history": r"\b20\d\d-[01]\d-[0-3]\d\b",
-    "a commit as history": r"\b(?:commit|checkout|show|archive|at|before|since|of) [0-9a-f]{7,40}\b",
+    "a commit as history":
+        r"\b(?:commit|checkout|show|archive|at|before|since|of) [0-9a-f]{7,40}\b",
 }
 PATTERNS = {name: re.compile(rule, re.IGNORECASE) for name, rule in RULES.items()}
 NOT_TEXT = (".safetensors", ".bpe", ".png", ".npz", ".bin")
@@ -37,7 +38,7 @@ PROTOCOL_ROW = re.compile(r"^\| (?:commit|date) \|")  # a results page's header 
 
 
 def scanned(paths):
-    """The files whose words are the repository's own: not binaries, vocabularies or third-party data."""
+    """The files whose words are the repository's own: no binaries, vocabularies, copied data."""
     return [p for p in paths if not p.endswith(NOT_TEXT) and not p.startswith(THIRD_PARTY)
             and Path(p).name not in VOCABULARIES and Path(p).name != "LICENSE" and p != SELF]
 
@@ -56,7 +57,7 @@ def lines_of(root, path):
 
 
 def offences(root, paths):
-    """[(path, where, rule, line)] for every line that speaks of the work rather than the software."""
+    """[(path, where, rule, line)] for every line that speaks of the work, not the software."""
     found = []
     for path in scanned(paths):
         header = path.startswith("docs/results/")
@@ -119,8 +120,9 @@ def test_a_planted_phrase_is_caught_in_a_copy(tmp_path, files, path, phrase):
 
 
 def test_words_about_the_software_pass():
-    """The same words in their ordinary senses are not offences: a pytest session scope, a stop token, the checkout a
-    user cloned, a paper's year, a hex constant."""
-    fine = ['@pytest.fixture(scope="session")', "the draft stops at the first rejection", "run from your checkout",
-            "Chen et al. 2023, arXiv:2302.01318", "mask = 0xffffffff", "a date in a results header, 2026"]
+    """The same words in their ordinary senses are not offences: a pytest session scope, a stop
+    token, the checkout a user cloned, a paper's year, a hex constant."""
+    fine = ['@pytest.fixture(scope="session")', "the draft stops at the first rejection",
+            "run from your checkout", "Chen et al. 2023, arXiv:2302.01318", "mask = 0xffffffff",
+            "a results header, 2026"]
     assert [line for line in fine for p in PATTERNS.values() if p.search(line)] == []

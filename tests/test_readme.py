@@ -1,5 +1,6 @@
-"""The README and docs/ stay true: every `python main.py ...` command of the README runs (with few tokens), and
-every generated table equals what its source produces (`python -m bench.readme --check`)."""
+"""The README and docs/ stay true: every `python main.py ...` command of the README runs (with few
+tokens), and every generated table equals what its source produces (python -m bench.readme --check).
+"""
 import re
 import shlex
 import shutil
@@ -16,7 +17,7 @@ BUILT_IN = {"tiny-target", "tiny-draft", "ngram"}
 
 
 def readme_commands(text):
-    """Every `python main.py ...` of a text: in backticks, or a line of a code block (after `$ ` or `&& `)."""
+    """Every `python main.py ...` of a text: in backticks, or in a code block (after $ or &&)."""
     found = re.findall(r"(?:^|`|&& |\$ )(python main\.py[^`\n]*)", text, flags=re.M)
     return list(dict.fromkeys(c.strip() for c in found))
 
@@ -26,25 +27,26 @@ COMMANDS = readme_commands(README)
 
 def test_the_readme_has_its_commands():
     assert "python main.py --method speculative --K 4" in COMMANDS
-    assert len(COMMANDS) >= 15  # the two set-up commands' demo, the table of uses and one line per method
+    assert len(COMMANDS) >= 15  # the demo, the table of uses, one line per method
 
 
 def test_the_extractor_finds_commands_in_backticks_code_and_chains():
-    text = ("run `python main.py --K 2` or\n```\n$ python main.py --json\npip install x && python main.py --draft "
-            "ngram\n```\nnot `python -m bench.x` nor python main.pyc")
-    assert readme_commands(text) == ["python main.py --K 2", "python main.py --json", "python main.py --draft ngram"]
+    text = ("run `python main.py --K 2` or\n```\n$ python main.py --json\npip install x && "
+            "python main.py --draft ngram\n```\nnot `python -m bench.x` nor python main.pyc")
+    assert readme_commands(text) == ["python main.py --K 2", "python main.py --json",
+                                     "python main.py --draft ngram"]
 
 
 @pytest.fixture(scope="module")
 def datastore(tmp_path_factory):
-    """A small REST datastore (the built-in tokenizer on a few lines of Python) so no test builds the big one."""
+    """A small REST datastore (a few lines of Python), so that no test builds the big one."""
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
     from gpt2.encoder import load_encoder
     from picospec.rest import Datastore
 
-    text = "def read_lines(path):\n    with open(path) as f:\n        return f.read().splitlines()\n" * 3
+    text = "def read_lines(path):\n    with open(path) as f:\n        return f.read()\n" * 3
     ids = load_encoder(ROOT / "gpt2" / "assets" / "tiny-target").encode(text)
     path = tmp_path_factory.mktemp("rest") / "store.npz"
     Datastore.build(np.array(ids, dtype=np.uint16)).save(path)
@@ -52,13 +54,15 @@ def datastore(tmp_path_factory):
 
 
 def models_named(args):
-    return {args[i + 1] for i, a in enumerate(args[:-1]) if a in ("--target", "--draft", "--draft2")}
+    flags = ("--target", "--draft", "--draft2")
+    return {args[i + 1] for i, a in enumerate(args[:-1]) if a in flags}
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_readme_command_runs(command, tmp_path, datastore):
-    """Each command with 4 new tokens, offline. Files it names (--batch, --prompt_file) are made first; a command
-    that names a model to download must stop at the download with one line naming what is missing."""
+    """Each command with 4 new tokens, offline. Files it names (--batch, --prompt_file) are made
+    first; a command that names a model to download stops there with one line naming what is
+    missing."""
     args = shlex.split(command)[2:]
     for i, a in enumerate(args[:-1]):
         if a in ("--batch", "--prompt_file"):
@@ -87,10 +91,12 @@ def copy_of_the_pages(tmp_path):
 
 
 @pytest.mark.parametrize("path, old, new, stale", [
-    ("README.md", "| `speculative`, T = 1 |", "| `speculative`, T = 1 | 9.99 |", "README.md (results)"),  # edited
-    ("docs/methods.md", "| `--K` | int | `4` |", "| `--K` | int | `5` |", "docs/methods.md (methods)"),
-    ("README.md", "`python main.py --method rest`", "`python main.py --method rest --fast`", "README.md (methods)"),
-    ("docs/results/panels.md", "| speculative | ", "| speculative | 9", "README.md (results)"),  # a new source
+    ("README.md", "| `speculative`, T = 1 |", "| `speculative`, T = 1 | 9 |",
+     "README.md (results)"),
+    ("docs/methods.md", "| `--K` | int | `4` |", "| `--K` | int | `5` |",
+     "docs/methods.md (methods)"),
+    ("README.md", "--method rest`", "--method rest --fast`", "README.md (methods)"),
+    ("docs/results/panels.md", "| speculative | ", "| speculative | 9", "README.md (results)"),
 ])
 def test_check_fails_on_a_stale_table(tmp_path, path, old, new, stale):
     sys.path.insert(0, str(ROOT))
