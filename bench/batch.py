@@ -180,8 +180,16 @@ def with_wide(run, threads):
 
 
 def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperature=1.0, repeats=3, device="cpu",
-         wide=()):
+         wide=(), out=None):
     """Tokens per second of a method's batched form (batch B) against batch 1 and single-sequence decoding."""
+    from bench.page import page_of_output
+
+    with page_of_output(out):
+        run(pair, method, batch, n_tokens, K, temperature, repeats, device, wide)
+
+
+def run(pair, method, batch, n_tokens, K, temperature, repeats, device, wide):
+    """main's measurement, printed as Markdown."""
     from bench.harness import check_room, header
     from gpt2.backend import get_xp, thread_policy
 
@@ -248,6 +256,7 @@ OPTIONS = [
     Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy): where the engines run", choices=("cpu", "gpu")),
     Option("wide", "ints", (), "also run batch B with its wide forwards (33+ token rows) on each of these thread "
            "counts (CPU; e.g. 1,2,4,8,16)", low=1),
+    Option("out", "out", None, "also write what it prints as a results page (docs/results/)"),
 ]
 
 if __name__ == "__main__":

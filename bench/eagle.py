@@ -1,6 +1,6 @@
 """EAGLE-1 and EAGLE-2 beside Medusa and the draft-model methods on the built-in target.
 
-    python -m bench.eagle                                  # the README's table (8 held-out prompts x 2 seeds)
+    python -m bench.eagle                                  # the full table (8 held-out prompts x 2 seeds)
     python -m bench.eagle --record gpt2/assets/tiny-target/eagle   # also store the EAGLE rows in the head's eagle.json
 
 Every row is bench.harness.compare: autoregressive decoding and the method back to back on the same held-out prompts
@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from bench.harness import check_room, check_target, compare, header, load_draft, load_eagle, load_heads, write_text
+from bench.page import write_page
 
 HEADER = ["| method | setting | T | tokens/target call (median) | acceptance | target call / 1-token call (median) "
           "| speedup vs autoregressive (median, IQR) |", "|---|---|---|---|---|---|---|"]
@@ -75,7 +76,7 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
     text = "\n".join(lines)
     print(text)
     if out:
-        write_text(out, text + "\n")
+        write_page(out, text, top)
     if record:  # the head's card entry reads these (gpt2/card.py)
         path = Path(record) / "eagle.json"
         config = json.loads(path.read_text())

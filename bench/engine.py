@@ -189,8 +189,17 @@ def bench(size, device, n_cache, Ms, repeats):
             "panels": model.panels}
 
 
-def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, repeats=9, threads=1):
+def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, repeats=9, threads=1,
+         out=None):
     """Decode latency beside the bandwidth roofline, the cost of M tokens per forward, layouts, and Python overhead."""
+    from bench.page import page_of_output
+
+    with page_of_output(out):
+        run(sizes, device, n_cache, max_M, repeats, threads)
+
+
+def run(sizes, device, n_cache, max_M, repeats, threads):
+    """main's measurement, printed as Markdown."""
     from bench.harness import header
     from gpt2.backend import thread_policy
 
@@ -264,6 +273,7 @@ OPTIONS = [
     Option("max_M", int, 16, "measure forwards of M = 1 .. max_M new tokens", low=1),
     Option("repeats", int, 9, "timed repeats per measurement (the median is reported)", low=1),
     Option("threads", int, 1, "BLAS threads (with 1, this thread's CPU time is all the work done)", low=1, high=256),
+    Option("out", "out", None, "also write what it prints as a results page (docs/results/)"),
 ]
 
 if __name__ == "__main__":

@@ -227,18 +227,26 @@ def large(repeats, K=4, alphas=(0.6, 0.7, 0.8)):
                          + [f"predicted speedup, alpha = {a}" for a in alphas], out)
 
 
-def main(task="check", n_prompts=4, n_tokens=32, repeats=9):
+def main(task="check", n_prompts=4, n_tokens=32, repeats=9, out=None):
     get_xp("gpu")  # no CuPy or no GPU: one clear line before any work
-    print(header(thread_policy(0)), flush=True)
+    top = header(thread_policy(0))
+    print(top, flush=True)
     import cupy
 
     props = cupy.cuda.runtime.getDeviceProperties(0)
-    print(f"GPU: {props['name'].decode()}, CuPy {cupy.__version__}, CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}",
-          flush=True)
+    runtime = cupy.cuda.runtime.runtimeGetVersion()
+    gpu = f"GPU: {props['name'].decode()}, CuPy {cupy.__version__}, CUDA runtime {runtime}"
+    print(gpu, flush=True)
     lines = {"check": lambda: check(n_prompts, n_tokens), "speed": lambda: speed(n_prompts, n_tokens * 2),
              "large": lambda: large(repeats)}[task]()
-    print(f"\n`python -m bench.gpu --task {task} --n_prompts {n_prompts} --n_tokens {n_tokens} --repeats {repeats}`\n")
-    print("\n".join(lines))
+    line = (f"`python -m bench.gpu --task {task} --n_prompts {n_prompts} --n_tokens {n_tokens} "
+            f"--repeats {repeats}`")
+    text = "\n".join([gpu, "", line, ""] + lines)
+    print(text)
+    if out:
+        from bench.page import write_page
+
+        write_page(out, text, top)
 
 
 OPTIONS = [
@@ -247,6 +255,7 @@ OPTIONS = [
     Option("n_prompts", int, 4, "held-out prompts", low=1),
     Option("n_tokens", int, 32, "new tokens per run (speed: twice this)", low=2),
     Option("repeats", int, 9, "timed repeats per cost (large)", low=1),
+    Option("out", "out", None, "also write the tables as a results page (docs/results/)"),
 ]
 
 if __name__ == "__main__":

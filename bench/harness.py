@@ -2,7 +2,7 @@
 speedup against autoregressive decoding measured in the same run, beside the theory's prediction. It is also the
 wiring: `load_needs` loads what a method needs (draft, heads, datastore) for main.py, the notebooks and the benches.
 
-    python -m bench.harness                       # the built-in models, held-out prompts, README's tables
+    python -m bench.harness                       # the built-in models, held-out prompts
     python -m bench.harness --sweep_K 1,2,3,4,6,8 # the seeds' Figure 1: time per token, acceptance vs K
 
 For every prompt and seed, autoregressive decoding and the method run back to back, each from a cold cache, so the
@@ -298,7 +298,7 @@ def measure_alpha(draft, target, prompts, N, options):
 
 def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures=(0.0, 1.0), n_prompts=8,
          prompt_tokens=64, n_tokens=64, seeds=2, sweep_K=None, prompt_lookup=False, out=None):
-    """Speculative sampling and greedy drafting against autoregressive decoding on held-out prompts (README tables)."""
+    """Speculative sampling and greedy drafting against autoregressive decoding on held-out prompts."""
     check_target(target)
     from gpt2.corpus import heldout_prompts
     from gpt2.load import load_model
@@ -308,7 +308,8 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
     target_model, encoder = load_model(target)
     drafts = {name: load_draft(name, target_model, target) for name in drafts}  # every model loads before any run
     check_room(target_model.n_ctx, prompt_tokens, n_tokens, encoder if prompt_lookup else None)
-    print(header(thread_policy(target_model.n_params)), flush=True)
+    top = header(thread_policy(target_model.n_params))
+    print(top, flush=True)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
     temps = list(temperatures)
     lines = [f"`python -m bench.harness --drafts {','.join(drafts)} --K {K} --temperatures {','.join(map(str, temps))} "
@@ -339,7 +340,9 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
     text = "\n".join(lines)
     print(text)
     if out:
-        write_text(out, text + "\n")
+        from bench.page import write_page
+
+        write_page(out, text, top)
 
 
 def header(threads):

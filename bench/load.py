@@ -71,7 +71,7 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
     """Speculative speedup: policy threads vs the BLAS default, quiet vs one busy core, side by side."""
     import numpy as np
 
-    from bench.harness import compare, header, write_text
+    from bench.harness import compare, header
     from gpt2.backend import blas_threads, thread_policy
     from gpt2.corpus import heldout_prompts
     from gpt2.load import load_model
@@ -125,7 +125,9 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
     text = "\n".join(lines)
     print(text)
     if out:
-        write_text(out, text + "\n")
+        from bench.page import write_page
+
+        write_page(out, text)
 
 
 if __name__ == "__main__":

@@ -35,34 +35,42 @@ def rows_with(panels, encoder, store):
             os.environ["PICOSPEC_PANELS"] = before
 
 
-def main(n_prompts=4, n_tokens=64):
+def main(n_prompts=4, n_tokens=64, out=None):
     """Every row's speedup over autoregressive decoding with weight panels off and on, side by side."""
     encoder, prompts, store = setup(n_prompts, 64)
     rows = {on: rows_with(on, encoder, store) for on in (False, True)}
-    print(header(thread_policy(rows[True]["speculative"]["target"].n_params)), flush=True)
+    top = header(thread_policy(rows[True]["speculative"]["target"].n_params))
+    print(top, flush=True)
     cases = [(m, {"temperature": 0.0}, [0], {}) for m in METHODS if m.name != "autoregressive"]
     cases.append((next(m for m in METHODS if m.name == "speculative"), {"temperature": 1.0}, [0, 1], {"K": 4}))
-    out = []
+    rows_out = []
     for i, (m, sampling, seeds, options) in enumerate(cases):
         order = (False, True) if i % 2 == 0 else (True, False)  # neither setting always runs second
         r = {on: compare(m, prompts, rows[on][m.name], n_tokens, seeds, sampling, **options) for on in order}
         name = m.name if sampling["temperature"] == 0 else f"{m.name}, T = 1"
-        out.append([name, f"{r[True]['tokens_per_call']:.2f}", f"{r[False]['verify_cost']:.2f} / "
+        rows_out.append([name, f"{r[True]['tokens_per_call']:.2f}", f"{r[False]['verify_cost']:.2f} / "
                     f"{r[True]['verify_cost']:.2f}", f"{r[False]['ms_per_token_base']:.2f} / "
                     f"{r[True]['ms_per_token_base']:.2f}", f"{r[False]['ms_per_token']:.2f} / "
                     f"{r[True]['ms_per_token']:.2f}", f"{r[False]['speedup']:.2f}x", f"**{r[True]['speedup']:.2f}x**"])
-        print(out[-1], flush=True)
-    print(f"\n`python -m bench.panels --n_prompts {n_prompts} --n_tokens {n_tokens}` ({n_prompts} held-out prompts x "
-          f"{n_tokens} new tokens, temperature 0 except the last row; 1-minute load {os.getloadavg()[0]:.1f} at the "
-          "end)\n")
-    print("\n".join(table(["method", "tokens / target call", "verify / 1-token call (off / on)",
-                           "autoregressive ms/token (off / on)", "method ms/token (off / on)", "speedup, panels off",
-                           "speedup, panels on"], out)))
+        print(rows_out[-1], flush=True)
+    line = (f"\n`python -m bench.panels --n_prompts {n_prompts} --n_tokens {n_tokens}` ({n_prompts} "
+            f"held-out prompts x {n_tokens} new tokens, temperature 0 except the last row; 1-minute "
+            f"load {os.getloadavg()[0]:.1f} at the end)\n")
+    columns = ["method", "tokens / target call", "verify / 1-token call (off / on)",
+               "autoregressive ms/token (off / on)", "method ms/token (off / on)", "speedup, panels off",
+               "speedup, panels on"]
+    text = "\n".join([line] + table(columns, rows_out))
+    print(text)
+    if out:
+        from bench.page import write_page
+
+        write_page(out, text, top)
 
 
 OPTIONS = [
     Option("n_prompts", int, 4, "held-out prompts", low=1),
     Option("n_tokens", int, 64, "new tokens per run", low=2),
+    Option("out", "out", None, "also write the table as a results page (docs/results/panels.md)"),
 ]
 
 if __name__ == "__main__":

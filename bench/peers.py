@@ -59,7 +59,7 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
     except ImportError as e:
         raise ValueError(f"the peer benchmark needs torch and transformers ({e}): pip install -r "
                          "requirements-reference.txt") from None
-    from bench.harness import check_room, check_target, copy_prompts, header, run_method, write_text
+    from bench.harness import check_room, check_target, copy_prompts, header, run_method
     from gpt2.backend import thread_policy
     from gpt2.corpus import heldout_prompts
     from gpt2.hub import resolve
@@ -109,7 +109,9 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
     text = "\n".join(lines)
     print(text)
     if out:
-        write_text(out, text + "\n")
+        from bench.page import write_page
+
+        write_page(out, text)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ layer_skip (Draft & Verify), early_exit (LayerSkip) and cascade (CS Drafting) ag
 
     python -m bench.self_draft --task search   # all 4096 skip sets of tiny-target; greedy and hill climbing beside
     python -m bench.self_draft --task exits    # each exit layer's agreement, plain LM head and trained exit adapter
-    python -m bench.self_draft                 # the bench table (README), temperature 0 and 1
+    python -m bench.self_draft                 # the bench table, temperature 0 and 1
 
 search and exits write the choices into the target's folder (self_draft.json, early_exit/) unless --nowrite.
 The search scores a skip set by the speedup its draft would give greedy decoding: its agreement with the target at
@@ -479,7 +479,8 @@ def main(task="bench", target="tiny-target", n_prompts=16, prompt_tokens=64, new
     if task in ("search", "exits"):
         check_before_work(task, target, folder, exit_layers, runs)
     model, encoder = load_model(target)
-    print(header(thread_policy(model.n_params)), flush=True)
+    top = header(thread_policy(model.n_params))
+    print(top, flush=True)
     if task == "search":
         lines = search(model, encoder, n_prompts, prompt_tokens, new_tokens, seed, restarts, write, folder, runs)
     elif task == "exits":
@@ -489,7 +490,9 @@ def main(task="bench", target="tiny-target", n_prompts=16, prompt_tokens=64, new
     text = "\n".join(lines)
     print(text)
     if out:
-        write_text(out, text + "\n")
+        from bench.page import write_page
+
+        write_page(out, text, top)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,16 @@
-"""Self-drafting engines side by side in one process: this checkout's, an older checkout's batched engine, and each
-with its LM head forced back to the transposed view wte.T, so that each change of 2026-11-25 is measured alone (the
-batched reuse below the cut; the LM head through the target engine's copy and panels).
+"""Self-drafting engines side by side in one process: the current one, the batched engine of another revision, and
+each with its LM head forced back to the transposed view wte.T, so that each change between the revisions is measured
+alone (the batched reuse below the cut; the LM head through the target engine's copy and panels).
 
-    git archive a0305f7 | tar -x -C /tmp/old       # a checkout whose batched engine reran the sublayers below the cut
-    python -m bench.self_draft_engines --old /tmp/old --settings /tmp/old/gpt2/assets/tiny-target
+    git archive REV | tar -x -C OLD     # OLD: an empty folder; REV: a revision whose batched engine reran the
+                                        # sublayers below the cut
+    python -m bench.self_draft_engines --old OLD --settings OLD/gpt2/assets/tiny-target
 
 Ways, for layer_skip and early_exit (the skip set, exit layer, adapter, K and threshold in --settings):
   single        the single engine (it always reused the draft's work below the cut), head wte.T, then as main.py
                 loads it (the target engine's head copy and weight panels)
-  batch R       the batched engine of OLD (its gpt2/batch_self_draft.py run on this checkout's gpt2 otherwise) with
-                head wte.T; this checkout's with head wte.T; this checkout's as main.py loads it
+  batch R       the batched engine of OLD (its gpt2/batch_self_draft.py run on the current gpt2 otherwise) with
+                head wte.T; the current one with head wte.T; the current one as main.py loads it
 8 held-out prompts x --n_tokens, temperature --temperature, decoding's wall time (each prompt's prefill apart), the
 median of --repeats interleaved runs. Every way must give the same tokens; the last line says whether they did.
 Shapes: none; this file only times things.

@@ -1,7 +1,7 @@
 """Token trees from drafts: a chain, SpecInfer's expansion trees and Sequoia's dynamic-program trees at equal node
 budgets on the built-in pair (tiny-target, tiny-draft), with what verification costs here.
 
-    python -m bench.token_trees                     # the README's tables (about 15 minutes on 2 cores)
+    python -m bench.token_trees                     # the full tables (about 15 minutes on 2 cores)
     python -m bench.token_trees --budgets 4 --temperatures 0 --n_prompts 2 --seeds 1   # a quick look
 
 1. Cost: a target tree forward over m draft nodes (and the root) in units of a one-token call, and one draft call
@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from bench.harness import check_room, header, load_draft, run_method, write_text
+from bench.harness import check_room, header, load_draft, run_method
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sequoia import acceptance_vector, build_choices, choose_size, sequoia_table, sequoia_tree, tree_value
 
@@ -173,7 +173,9 @@ def main(draft="tiny-draft", second_draft="ngram", budgets=(4, 8), temperatures=
     text = "\n".join(lines)
     print(text)
     if out:
-        write_text(out, text + "\n")
+        from bench.page import write_page
+
+        write_page(out, text)
 
 
 def measure(method, prompts, loaded, n_tokens, seeds, sampling, **options):

@@ -1,7 +1,7 @@
 """Benchmarks of the methods that need no draft model: Medusa, Blockwise, prompt lookup, REST, lookahead.
 
     python -m bench.trees --build gpt2/assets/tiny-target/medusa --budgets 7  # sparse tree, heads' record
-    python -m bench.trees --medusa gpt2/assets/tiny-target/medusa,/tmp/medusa2 --blockwise ... --drafting
+    python -m bench.trees --medusa gpt2/assets/tiny-target/medusa,runs/medusa4 --blockwise ... --drafting
 
 Every row is bench.harness.compare: autoregressive decoding and the method back to back on the same held-out prompts
 and seeds, each from a cold cache; medians over prompts x seeds. Shapes: none; this file only times things.
@@ -9,7 +9,8 @@ and seeds, each from a cold cache; medians over prompts x seeds. Shapes: none; t
 import json
 from pathlib import Path
 
-from bench.harness import check_room, compare, copy_prompts, header, load_heads, rest_datastore, write_text
+from bench.harness import check_room, compare, copy_prompts, header, load_heads, rest_datastore
+from bench.page import write_page
 from picospec.medusa import cartesian_choices, chain_choices
 from picospec.tree import sparse_tree
 
@@ -100,7 +101,8 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
 
     target, encoder = load_model("tiny-target")
     check_room(target.n_ctx, prompt_tokens, n_tokens, encoder if drafting or pld_sweep else None)
-    print(header(thread_policy(target.n_params)), flush=True)
+    top = header(thread_policy(target.n_params))
+    print(top, flush=True)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
     seeds = range(seeds)
     lines = []
@@ -137,7 +139,7 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
     text = "\n".join(lines)
     print(text)
     if out:
-        write_text(out, text + "\n")
+        write_page(out, text, top)
 
 
 def drafting_rows(target, encoder, prompts, n_tokens, seeds):

@@ -5,7 +5,7 @@ costs 10-15 us of host time (measured on an H100 machine: an add 11.8 us, a row 
 layer_norm is 11 calls, its softmax 5 and its gelu 9. A block has two layer_norms, one softmax and one gelu:
 2 x 11 + 5 + 9 = 36 calls, which these kernels make 4. Without them the 124M shape decoded one token in 13-19 ms
 where reading its weights takes 0.2 ms; with them 10.7 ms (`python -m bench.engine --device gpu`, run once with
-PICOSPEC_FUSED=0 for the "before" figure; README, "On a GPU").
+PICOSPEC_FUSED=0 for the "before" figure; docs/results/gpu.md).
 
 Each kernel computes the formula of the NumPy function beside it in gpt2/model.py (the mean, then the variance of
 the centred row; the row maximum, then the sum of exponentials), in float32, but its sums run in another order

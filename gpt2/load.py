@@ -23,7 +23,7 @@ def load_model(name, device="cpu", offline=None):
 
         path = ASSETS / "ngram.safetensors"
         if not path.exists():
-            raise ValueError(f"the built-in n-gram draft {path} is missing from this checkout; "
+            raise ValueError(f"the built-in n-gram draft {path} is missing from gpt2/assets; "
                              "rebuild it with `python -m gpt2.ngram` (see README) or choose another --draft")
         return NGram.load(path), load_encoder(ASSETS / "tiny-target")  # the built-in models share one tokenizer
 

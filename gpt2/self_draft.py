@@ -255,7 +255,7 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
     return engine
 
 
-# the search and the exit adapter lived in this file until it was split by concept (2026-11-25): their old names
+# the search and the exit adapter lived in this file until it was split by concept: their old names
 # still import from here
 MOVED = {"gpt2.skip_search": ("draft_logits", "draft_sublayer", "full_forward", "skip_set_search", "split_heads"),
          "gpt2.exit_adapter": ("ADAPTER", "load_adapter", "train_exit_adapter")}

@@ -160,7 +160,7 @@ def check_sampler(fn, contract="chain", samples=DEFAULT_SAMPLES, seed=0, cases=N
     return Report("pass" if all(r.verdict == "pass" for r in results) else "fail", results, caught)
 
 
-# the pieces that lived in this file until it was split by concept (2026-11-25): their old names still import from here
+# the pieces that lived in this file until it was split by concept: their old names still import from here
 MOVED = {"picospec.check_cases": ("Case",),
          "picospec.check_steps": ("ContractError", "LowestUniforms", "STEPS", "draft_chains", "padded", "step_chain",
                                   "step_rejection", "step_tree"),

@@ -1,5 +1,5 @@
 """Lookahead decoding (Fu, Bailis, Stoica, Zhang 2024, "Break the Sequential Dependency of LLM Inference Using
-Lookahead Decoding", arXiv:2402.02057; LMSYS blog 2023-11-21). No draft model: Jacobi iteration on a window of
+Lookahead Decoding", arXiv:2402.02057; LMSYS blog, November 2023). No draft model: Jacobi iteration on a window of
 guesses produces n-grams, a pool remembers them, and the pooled n-grams that continue the text are verified, both
 branches in one forward pass of the target.
 

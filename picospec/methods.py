@@ -1,5 +1,5 @@
 """THE table of methods: the one place that lists them. main.py, the benchmarks, the notebooks, the tests and the
-README's option tables read it; nothing else names a method.
+generated tables of README.md and docs/methods.md read it; nothing else names a method.
 
 A row says what a method is to everyone who runs it:
     name      what --method takes
@@ -305,7 +305,7 @@ METHODS = (
            "Chen et al. 2024, arXiv:2402.12374",
            needs=("draft",),
            options=(Option("nodes", int, 3, "draft nodes in the tree (the paper's n - 1; 3: the hardware-aware "
-                           "choice for the first built-in pair on a 2-core CPU; the README has this engine's)", low=1,
+                           "choice for the first built-in pair on a 2-core CPU; docs/results/token_trees.md has this engine's)", low=1,
                            high=255),
                     Option("depth", int, 3, "most draft tokens on one path (the paper's d)", low=1, high=64),
                     Option("acceptance", "floats", None, "acceptance vector a_1,a_2,..: P(the k-th child is the one "
@@ -375,7 +375,7 @@ def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, bat
 
 
 def markdown():
-    """The README's per-method tables, generated from this table (tests/test_methods.py keeps the README equal)."""
+    """docs/methods.md's tables, generated from this table (tests/test_methods.py keeps the page equal)."""
     lines = ["| method | what it does | paper | needs | law at temperature > 0 | --batch |", "|---|---|---|---|---|---|"]
     for m in METHODS:
         kind = "depends on --posterior" if callable(m.law) else {"lossless": "lossless", "greedy": "greedy-only",

@@ -1,4 +1,4 @@
-"""The shape of the house (ARCHITECTURE.md), read from the imports: picospec never imports gpt2 and its algorithm files
+"""The shape of the house (docs/architecture.md), read from the imports: picospec never imports gpt2 and its algorithm files
 import only numpy, the standard library and picospec's shared pieces; gpt2 never imports picospec; nothing imports
 main; every method file is a row of the table. The checker is shown to fail on deliberately broken copies."""
 import ast

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # How the built-in models in this folder were made (the exact commands, run from the repository root, with Python
-# 3.11.7's standard library as the corpus). Since 2026-11-25 every training runs with --device gpu (CuPy; one H100,
-# the session's lent GPU); the same commands without --device gpu give the same models on the CPU up to float
+# 3.11.7's standard library as the corpus). Every training runs with --device gpu (CuPy; they ran on one H100);
+# the same commands without --device gpu give the same models on the CPU up to float
 # rounding (tests/test_gpu_train.py), in hours instead of minutes. The measuring (the sparse tree, bench.eagle's
 # record, the self-drafting search, the card) ran on the 2-core CPU machine, because its choices are cost models of
-# that CPU. The models before (trained on 2 CPU cores, 1.7 passes over the data; card val loss 3.74) are in git
-# history (commit 236433b); README.md "The built-in models, retrained" compares them.
+# that CPU. An earlier pair (trained on 2 CPU cores, 1.7 passes over the data; card val loss 3.74) is in git
+# history.
 set -euo pipefail
 DATA=${DATA:-data}
 python -m gpt2.bpe --out gpt2/assets/tiny-target --vocab_size 4096            # ~1 min; same files copied to tiny-draft
@@ -45,7 +45,7 @@ python -m gpt2.train_eagle --device gpu --data "$DATA" --out runs/eagle-long --d
 mkdir -p gpt2/assets/tiny-target/eagle
 cp runs/eagle-long/eagle.json runs/eagle-long/eagle.safetensors gpt2/assets/tiny-target/eagle/
 python -m bench.eagle --record gpt2/assets/tiny-target/eagle --out runs/eagle-long/bench.md
-# Self-drafting (issue 16), on the 2-core CPU machine: every skip set of tiny-target scored on held-out
+# Self-drafting, on the 2-core CPU machine: every skip set of tiny-target scored on held-out
 # prompts (286 CPU s; self_draft.json: the set, K and threshold this machine's cost model picked, and the landscape),
 # then exit adapters for layers 1-4 trained (400 steps each, ~4 CPU min) and the best exit shipped in early_exit/.
 OPENBLAS_NUM_THREADS=1 python -m bench.self_draft --task search

@@ -1,0 +1,135 @@
+"""Results pages: what a benchmark printed, under the protocol it ran with, written by itself.
+
+    python -m bench.harness --out docs/results/harness.md   # each benchmark with figures has --out
+
+The header names the command (run it again to regenerate the page), the commit, the CPU and its BLAS
+kernel family, the threads, the machine's load, the versions and the date of the run, so that a
+figure cannot outlive the code or the machine it was measured on without saying so.
+"""
+import contextlib
+import io
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CODE = ("main.py", "bench", "gpt2", "picospec")  # what a figure depends on
+
+
+def command_line():
+    """The command as it was typed: python -m bench.NAME ARGS."""
+    module = getattr(sys.modules["__main__"], "__spec__", None)
+    name = module.name if module else Path(sys.argv[0]).name
+    return " ".join(["python", "-m", name] + [shlex.quote(a) for a in sys.argv[1:]])
+
+
+def commit():
+    """The short commit id, and whether the measured code (CODE) differs from it."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30)
+
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", *CODE)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (git not found)"
+    if head.returncode != 0:
+        return "unknown (not a git tree)"
+    return head.stdout.strip() + (" with uncommitted changes" if changed.stdout.strip() else "")
+
+
+def cpu_model():
+    """The CPU's model name (Linux: /proc/cpuinfo; elsewhere: platform) and its logical CPUs."""
+    name = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    return f"{name}, {os.cpu_count()} logical CPUs"
+
+
+def blas():
+    """The BLAS library NumPy calls, its version, kernel family and thread limit (threadpoolctl)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "unknown (threadpoolctl missing)"
+    libs = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    if not libs:
+        return "none found"
+    i = libs[0]
+    coretype = os.environ.get("OPENBLAS_CORETYPE")
+    forced = f", OPENBLAS_CORETYPE={coretype}" if coretype else ""
+    kernels = i.get("architecture", "unknown")
+    return (f"{i.get('internal_api')} {i.get('version')}, kernel family {kernels}{forced}, "
+            f"thread limit {i.get('num_threads')}")
+
+
+def versions():
+    import numpy
+
+    found = [f"Python {platform.python_version()}", f"NumPy {numpy.__version__}"]
+    for name in ("cupy", "torch", "transformers"):
+        if name in sys.modules:
+            found.append(f"{name} {getattr(sys.modules[name], '__version__', '?')}")
+    return ", ".join(found)
+
+
+def load():
+    if not hasattr(os, "getloadavg"):
+        return "unknown"
+    one, five, fifteen = os.getloadavg()
+    return (f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15-minute averages at the end of the "
+            f"run; {os.cpu_count()} logical CPUs)")
+
+
+def protocol(threads):
+    """The header table: one row per field."""
+    rows = [("command", f"`{command_line()}`"), ("commit", commit()),
+            ("date", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())), ("CPU", cpu_model()),
+            ("BLAS", blas()), ("threads", threads or "as the first line below says"),
+            ("load", load()), ("versions", versions())]
+    return ["| protocol | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+
+
+def write_page(path, text, threads=None):
+    """Write the results page at path atomically: title, protocol header, then text (Markdown)."""
+    name = command_line().split()[2]
+    page = [f"# Results: `{name}`", "",
+            "Written by the command below; run it again to regenerate this page. Timings depend "
+            "on the machine and its load, both recorded here.", ""]
+    page += protocol(threads) + ["", text.strip(), ""]
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text("\n".join(page), encoding="utf-8")
+    tmp.replace(path)
+    print(f"wrote {path}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def page_of_output(path, threads=None):
+    """Print as usual; when the block ends without an error and path is set, also write what it
+    printed as the results page at path."""
+    if not path:
+        yield
+        return
+    printed, real = io.StringIO(), sys.stdout
+
+    class Both(io.TextIOBase):
+        def write(self, s):
+            printed.write(s)
+            return real.write(s)
+
+        def flush(self):
+            real.flush()
+
+    sys.stdout = Both()
+    try:
+        yield
+    finally:
+        sys.stdout = real
+    write_page(path, printed.getvalue(), threads)

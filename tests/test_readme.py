@@ -1,0 +1,113 @@
+"""The README and docs/ stay true: every `python main.py ...` command of the README runs (with few
+tokens), and every generated table equals what its source produces (python -m bench.readme --check).
+"""
+import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from clitools import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+BUILT_IN = {"tiny-target", "tiny-draft", "ngram"}
+
+
+def readme_commands(text):
+    """Every `python main.py ...` of a text: in backticks, or in a code block (after $ or &&)."""
+    found = re.findall(r"(?:^|`|&& |\$ )(python main\.py[^`\n]*)", text, flags=re.M)
+    return list(dict.fromkeys(c.strip() for c in found))
+
+
+COMMANDS = readme_commands(README)
+
+
+def test_the_readme_has_its_commands():
+    assert "python main.py --method speculative --K 4" in COMMANDS
+    assert len(COMMANDS) >= 15  # the demo, the table of uses, one line per method
+
+
+def test_the_extractor_finds_commands_in_backticks_code_and_chains():
+    text = ("run `python main.py --K 2` or\n```\n$ python main.py --json\npip install x && "
+            "python main.py --draft ngram\n```\nnot `python -m bench.x` nor python main.pyc")
+    assert readme_commands(text) == ["python main.py --K 2", "python main.py --json",
+                                     "python main.py --draft ngram"]
+
+
+@pytest.fixture(scope="module")
+def datastore(tmp_path_factory):
+    """A small REST datastore (a few lines of Python), so that no test builds the big one."""
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+
+    from gpt2.encoder import load_encoder
+    from picospec.rest import Datastore
+
+    text = "def read_lines(path):\n    with open(path) as f:\n        return f.read()\n" * 3
+    ids = load_encoder(ROOT / "gpt2" / "assets" / "tiny-target").encode(text)
+    path = tmp_path_factory.mktemp("rest") / "store.npz"
+    Datastore.build(np.array(ids, dtype=np.uint16)).save(path)
+    return str(path)
+
+
+def models_named(args):
+    flags = ("--target", "--draft", "--draft2")
+    return {args[i + 1] for i, a in enumerate(args[:-1]) if a in flags}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_readme_command_runs(command, tmp_path, datastore):
+    """Each command with 4 new tokens, offline. Files it names (--batch, --prompt_file) are made
+    first; a command that names a model to download stops there with one line naming what is
+    missing."""
+    args = shlex.split(command)[2:]
+    for i, a in enumerate(args[:-1]):
+        if a in ("--batch", "--prompt_file"):
+            (tmp_path / args[i + 1]).write_text("def read_lines(path):\nimport os\n")
+    if "rest" in args and "--datastore" not in args:
+        args += ["--datastore", datastore]
+    r = run_cli(["main.py", *args, "--n_tokens", "4"], tmp_path, timeout=300)
+    if models_named(args) - BUILT_IN:
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "offline" in r.stderr.lower(), r.stderr
+        return
+    assert r.returncode == 0, f"{command}: {r.stderr[-800:]}"
+    assert "Traceback" not in r.stderr
+
+
+def test_generated_tables_are_up_to_date():
+    r = run_cli(["-m", "bench.readme", "--check"], ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "up to date" in r.stdout
+
+
+def copy_of_the_pages(tmp_path):
+    shutil.copyfile(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    return tmp_path
+
+
+@pytest.mark.parametrize("path, old, new, stale", [
+    ("README.md", "| `speculative`, T = 1 |", "| `speculative`, T = 1 | 9 |",
+     "README.md (results)"),
+    ("docs/methods.md", "| `--K` | int | `4` |", "| `--K` | int | `5` |",
+     "docs/methods.md (methods)"),
+    ("README.md", "--method rest`", "--method rest --fast`", "README.md (methods)"),
+    ("docs/results/panels.md", "| speculative | ", "| speculative | 9", "README.md (results)"),
+])
+def test_check_fails_on_a_stale_table(tmp_path, path, old, new, stale):
+    sys.path.insert(0, str(ROOT))
+    from bench.readme import main
+
+    root = copy_of_the_pages(tmp_path)
+    main(check=True, root=root)  # the copy is up to date
+    text = (root / path).read_text(encoding="utf-8")
+    assert old in text
+    (root / path).write_text(text.replace(old, new, 1), encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape(stale)):
+        main(check=True, root=root)
+    main(root=root)  # regenerating puts the source's table back
+    main(check=True, root=root)
