@@ -101,13 +101,12 @@ PLANTED = [
 
 @pytest.mark.parametrize("path, phrase", PLANTED)
 def test_a_planted_phrase_is_caught_in_a_copy(tmp_path, files, path, phrase):
-    paths = [p for p in scanned(files) if (ROOT / p).exists()]
-    for p in paths:
-        (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / p, tmp_path / p)
-    assert offences(tmp_path, paths) == []  # the copy is clean before the phrase goes in
+    """The file as tracked is clean; with the phrase planted in a copy, that line of it is found."""
+    assert path in scanned(files)
     target = tmp_path / path
     target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(ROOT / path, target)
+    assert offences(tmp_path, [path]) == []  # the copy is clean before the phrase goes in
     if path.endswith(".ipynb"):
         book = json.loads(target.read_text(encoding="utf-8"))
         book["cells"].append({"cell_type": "markdown", "metadata": {}, "source": [phrase]})
@@ -115,7 +114,7 @@ def test_a_planted_phrase_is_caught_in_a_copy(tmp_path, files, path, phrase):
     else:
         with target.open("a", encoding="utf-8") as f:
             f.write("\n" + phrase + "\n")
-    found = offences(tmp_path, sorted(set(paths) | {path}))
+    found = offences(tmp_path, [path])
     assert found and all(p == path for p, *_ in found), found
 
 

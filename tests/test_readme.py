@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clitools import run_cli
+from clitools import run_here
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -69,7 +69,7 @@ def test_every_readme_command_runs(command, tmp_path, datastore):
             (tmp_path / args[i + 1]).write_text("def read_lines(path):\nimport os\n")
     if "rest" in args and "--datastore" not in args:
         args += ["--datastore", datastore]
-    r = run_cli(["main.py", *args, "--n_tokens", "4"], tmp_path, timeout=300)
+    r = run_here(["main.py", *args, "--n_tokens", "4"], tmp_path)
     if models_named(args) - BUILT_IN:
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and "offline" in r.stderr.lower(), r.stderr
@@ -79,7 +79,7 @@ def test_every_readme_command_runs(command, tmp_path, datastore):
 
 
 def test_generated_tables_are_up_to_date():
-    r = run_cli(["-m", "bench.readme", "--check"], ROOT)
+    r = run_here(["-m", "bench.readme", "--check"], ROOT)
     assert r.returncode == 0, r.stderr
     assert "up to date" in r.stdout
 
