@@ -174,6 +174,7 @@ def thread_policy(n_params, requested=None, device="cpu"):
     threadpoolctl, the same as "threads"), "panels" (the weight panel choice for a model of n_params on the CPU:
     panel_policy)} for --json and benchmark headers."""
     n, why = choose_threads(n_params, requested)
+    asked = requested_threads(requested) is not None
     blas = set_threads(n)
     if device != "cpu":
         wide, wide_why = n, "the model runs on the GPU"
@@ -182,9 +183,34 @@ def thread_policy(n_params, requested=None, device="cpu"):
     else:
         wide, wide_why = choose_wide(n_params, n, requested)
     APPLIED.clear()
-    APPLIED.update(threads=n, wide=wide)
+    APPLIED.update(threads=n, wide=wide, n_params=n_params, requested=asked)
     return {"threads": n, "why": why, "blas": blas, "wide": {"threads": wide, "rows": WIDE_ROWS, "why": wide_why},
             "panels": panel_policy(n_params)}
+
+
+def engine_policy(n_params, device="cpu"):
+    """thread_policy for an engine being built (gpt2/engine.py), so that notebooks, benchmarks and library code get
+    main.py's BLAS count without asking -> thread_policy's dict, or None where it keeps the policy in force: on a GPU,
+    after a requested count (--threads, PICOSPEC_THREADS), or after the policy ran for a model at least as large (a
+    draft built after its target keeps the target's count). Example: tiny-target (5.83M) then tiny-draft -> one
+    policy, 1 thread; gpt2-xl after tiny-draft -> the free cores."""
+    if device != "cpu" or APPLIED.get("requested") or APPLIED.get("n_params", -1) >= n_params:
+        return None
+    return thread_policy(n_params, device=device)
+
+
+def blas_line(policy):
+    """thread_policy's dict -> the report's BLAS line: library, kernel family, threads and whether the small-matrix
+    path (OpenBLAS's direct SGEMM on weight panels, gpt2/panels.py) is on. Example: "BLAS: openblas, Haswell kernels
+    (OPENBLAS_CORETYPE=Haswell), 1 thread (small model (5.83M parameters)); small-matrix path off (...)"."""
+    import os
+
+    library, arch = blas_kernels()
+    chosen = f" (OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']})" if os.environ.get("OPENBLAS_CORETYPE") and (
+        library == "openblas") else ""
+    n = policy["threads"]
+    return (f"BLAS: {library or 'unknown library'}, {arch or 'unknown'} kernels{chosen}, {n} thread"
+            f"{'s' if n != 1 else ''} ({policy['why']}{wide_line(policy)}); small-matrix path {panels_line(policy)}")
 
 
 # ---- Wide forwards: a small model's products over many rows gain from the cores that a one-row step cannot use ----
