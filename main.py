@@ -6,11 +6,11 @@
     echo "def f(x):" | python main.py --prompt_file - --json
 
 The methods and their options come from the table in picospec/methods.py; this file has no per-method code. Every
-option is checked before any model loads (gpt2/cli.py), so a typo costs a second, not a run. Autoregressive decoding
-and the method run in turns on the same prompt with the same seed (A B A B ..., --runs rounds), so the printout shows
-both texts, their median times, the median speedup and its range, tokens per target call, acceptance, the speedup the
-cost model predicts from the measured call costs and what limits it, and (on a terminal) each token coloured by where
-it came from.
+option is checked before any model loads (gpt2/cli.py), so a typo costs a second, not a run.
+Autoregressive decoding and the method run in turns on the same prompt with the same seed (A B A B
+..., --runs rounds), so the printout shows both texts, their median times, the median speedup and
+its range, tokens per target call, acceptance, the speedup the cost model predicts from the measured
+call costs and what limits it, and (on a terminal) each token coloured by where it came from.
 """
 import json
 import re
@@ -44,8 +44,8 @@ SHARED = [
     Option("offline", bool, False, "never touch the network (also PICOSPEC_OFFLINE=1)"),
     Option("threads", int, None, "BLAS threads (default: 1 for small models, else the free cores; also "
            "PICOSPEC_THREADS)", low=1, high=256),
-    Option("runs", int, None, "timed rounds of autoregressive decoding and the method, interleaved (default: about a "
-           "second of measurement, at least 3)", low=1),
+    Option("runs", int, None, "timed rounds of autoregressive decoding and the method, interleaved "
+           "(default: about a second of measurement, at least 3)", low=1),
     Option("json", bool, False, "print one JSON object instead of text"),
     Option("batch", "file", None, "decode every line of FILE as one batch (methods with a batched form)"),
 ]
@@ -189,8 +189,8 @@ def colored(encoder, ids, origins, color):
 def show(run, encoder, prompt, color):
     print(f"── {run['method']} " + "─" * 40)
     print(prompt + colored(encoder, run["output_ids"], run["origins"], color))
-    line = (f"{len(run['output_ids'])} tokens in {run['time_s']:.3f} s (median of {run['rounds']} runs, "
-            f"{run['tokens_per_s']:.1f} tokens/s), "
+    line = (f"{len(run['output_ids'])} tokens in {run['time_s']:.3f} s (median of {run['rounds']} "
+            f"runs, {run['tokens_per_s']:.1f} tokens/s), "
             f"{run['target_calls']} target calls ({run['tokens_per_target_call']:.2f} tokens per target call)")
     if run["acceptance_rate"] is not None:
         line += f", {run['draft_calls']} draft calls, acceptance {run['acceptance_rate']:.0%}"
@@ -212,7 +212,8 @@ def main(argv=None):
     if values["batch"] is not None:
         return main_batch(method, values)
 
-    from bench.harness import call_costs, interleaved, limit_line, load_needs, median_run, run_method, speedup_of
+    from bench.harness import (call_costs, interleaved, limit_line, load_needs, median_run,
+                               run_method, speedup_of)
     from gpt2.load import load_model
 
     target, encoder = load_model(values["target"], values["device"], values["offline"] or None)
@@ -227,13 +228,14 @@ def main(argv=None):
     order = list(dict.fromkeys(["autoregressive", method.name]))
 
     def timed(m):  # one run of autoregressive decoding or of the method, from cold caches
-        return run_method(m, x, loaded if m == method.name else {"target": target}, values["n_tokens"],
-                          values["seed"], sampling, **(options if m == method.name else {}))
+        mine = m == method.name
+        return run_method(m, x, loaded if mine else {"target": target}, values["n_tokens"],
+                          values["seed"], sampling, **(options if mine else {}))
 
     if values["device"] == "gpu":  # CuPy compiles each kernel at its first use: do that before the clocks start, on
         for m in order:            # the timed run itself (a shorter one left kernels to compile inside the clock)
             timed(m)
-    rounds = interleaved([lambda m=m: timed(m) for m in order], values["runs"])  # A B A B ...: load falls on both
+    rounds = interleaved([lambda m=m: timed(m) for m in order], values["runs"])  # A B A B ...
     runs = [{**report(m, x, median_run(r)), "rounds": len(r), "times_s": [t["seconds"] for t in r]}
             for m, r in zip(order, rounds)]
     result = {"prompt": prompt, "prompt_ids": [int(t) for t in x], "method": method.name,
@@ -245,7 +247,8 @@ def main(argv=None):
     if len(runs) == 2:
         speedup = speedup_of(*rounds)  # the median of the rounds' ratios, and their range
         costs = call_costs(*rounds)
-        result.update(speedup=speedup["median"], speedup_range=speedup["range"], rounds=speedup["rounds"],
+        result.update(speedup=speedup["median"], speedup_range=speedup["range"],
+                      rounds=speedup["rounds"],
                       cost_model={**costs, "limit": limit_line(costs, speedup["median"])},
                       same_output=runs[0]["output_ids"] == runs[1]["output_ids"])
     if values["json"]:
@@ -259,8 +262,8 @@ def main(argv=None):
         note = " (temperature 0: they must be identical)" if values["temperature"] == 0 else (
             " (sampling: texts may differ)")
         low, high = result["speedup_range"]
-        print(f"speedup {result['speedup']:.2f}x over autoregressive (median of {result['rounds']} interleaved "
-              f"rounds, range {low:.2f}-{high:.2f}x); texts {same}{note}")
+        print(f"speedup {result['speedup']:.2f}x over autoregressive (median of {result['rounds']} "
+              f"interleaved rounds, range {low:.2f}-{high:.2f}x); texts {same}{note}")
         print(cost_line(result["cost_model"], result["speedup"]))
         print(result["cost_model"]["limit"])
     print(f"{result['blas']}; timings on a busy machine vary")
@@ -270,16 +273,17 @@ def main(argv=None):
 
 
 def cost_line(costs, measured):
-    """The cost model's line: E, c, each drafter's c_d and calls per target call, and the speedup they predict
-    (picospec.theory.cost_model_speedup) beside the measured one."""
+    """The cost model's line: E, c, each drafter's c_d and calls per target call, and the speedup
+    they predict (picospec.theory.cost_model_speedup) beside the measured one."""
     drafts = costs["drafts"]
-    calls = "".join(f", a {name} call c_d = {d['c_d']:.3f} ({d['per_target_call']:.2f} per target call)"
-                    for name, d in drafts.items())
+    calls = "".join(f", a {name} call c_d = {d['c_d']:.3f} ({d['per_target_call']:.2f} per target "
+                    f"call)" for name, d in drafts.items())
     sums = "".join(f" + {d['per_target_call']:.2f} x {d['c_d']:.3f}" for d in drafts.values())
     formula = f"E / (c + k c_d) = {costs['E']:.2f} / ({costs['c']:.2f}{sums})" if drafts else (
         f"E / c = {costs['E']:.2f} / {costs['c']:.2f}")
-    return (f"why: {costs['E']:.2f} tokens per target call; a target call costs c = {costs['c']:.2f} one-token "
-            f"calls{calls}; cost model {formula} = {costs['predicted']:.2f}x predicted, {measured:.2f}x measured")
+    return (f"why: {costs['E']:.2f} tokens per target call; a target call costs c = "
+            f"{costs['c']:.2f} one-token calls{calls}; cost model {formula} = "
+            f"{costs['predicted']:.2f}x predicted, {measured:.2f}x measured")
 
 
 def main_batch(method, values):

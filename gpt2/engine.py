@@ -60,7 +60,7 @@ class GPT2:
 
     def __init__(self, hparams, params, device="cpu", pad_rows=None, head_copy=None, panels=None, panel_width=None):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
-        engine_policy(self.n_params, device)  # the BLAS thread policy, as main.py applies it (gpt2/backend.py)
+        engine_policy(self.n_params, device)  # main.py's BLAS thread policy (gpt2/backend.py)
         self.params = tree_map(lambda a: self.xp.asarray(a, dtype="float32"), params)
         # the LM head is tied to wte [n_vocab, n_embd]; OpenBLAS multiplies by a contiguous [n_embd, n_vocab] copy
         # 1.3-1.6x faster than by the transposed view wte.T (bench/engine.py), for one more copy of wte in memory
