@@ -1,6 +1,6 @@
 """Every notebook runs top to bottom (CI installs nbclient, nbformat and ipykernel) in quick mode:
 PICOSPEC_QUICK=1 makes each one run every cell on fewer prompts, tokens and repeats. The committed
-outputs come from the full mode (`python notebooks/src/notebook.py`), with no execution times."""
+outputs come from the full mode (`python notebooks/src/notebook_io.py`), with no execution times."""
 import json
 import sys
 from pathlib import Path
@@ -24,7 +24,7 @@ print(_json.dumps({"blas": _blas_threads(), "applied": _A.get("threads"),
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs_with_the_thread_policy(path):
-    from notebook import execute
+    from notebook_io import execute
 
     nb = execute(path, quick=True, timeout=600, then=[THREADS])
     seen = json.loads(nb.cells[-1].outputs[0]["text"])
@@ -50,14 +50,15 @@ def test_each_notebook_is_what_its_maker_writes(maker, monkeypatch):
     """The cells' sources of the committed notebook are the ones its maker writes."""
     import runpy
 
-    import notebook
+    import notebook_io
 
     written = {}
-    monkeypatch.setattr(notebook, "save", lambda nb, path: written.update({Path(path).name: nb}))
+    monkeypatch.setattr(notebook_io, "save", lambda nb, path: written.update({Path(path).name: nb}))
     runpy.run_path(str(maker))
     (name, nb), = written.items()
     committed = nbformat.read(FOLDER / name, as_version=4)
-    assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in nb.cells]
+    sources = [(c.cell_type, c.source) for c in nb.cells]
+    assert [(c.cell_type, c.source) for c in committed.cells] == sources
 
 
 def test_every_notebook_has_a_maker():

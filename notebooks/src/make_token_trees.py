@@ -1,7 +1,7 @@
-"""Writes notebooks/token_trees.ipynb without outputs (notebooks/src/notebook.py runs it)."""
+"""Writes notebooks/token_trees.ipynb without outputs (run it: notebook_io.py)."""
 import nbformat as nbf
 
-from notebook import NOTEBOOKS, save
+from notebook_io import NOTEBOOKS, save
 
 nb = nbf.v4.new_notebook()
 md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell

@@ -1,8 +1,8 @@
 """What the notebook makers share: writing a notebook normalised, and executing notebooks in full.
 
     python notebooks/src/make_medusa.py      # writes notebooks/medusa.ipynb, cells without outputs
-    python notebooks/src/notebook.py         # executes every notebook top to bottom, writes it back
-    python notebooks/src/notebook.py notebooks/medusa.ipynb
+    python notebooks/src/notebook_io.py      # executes every notebook in full, writes it back
+    python notebooks/src/notebook_io.py notebooks/medusa.ipynb
 
 A notebook is written without execution timestamps (each cell's metadata "execution"), so executing
 it again changes only what its cells print. Every notebook reads PICOSPEC_QUICK: set to 1
