@@ -6,9 +6,11 @@
     echo "def f(x):" | python main.py --prompt_file - --json
 
 The methods and their options come from the table in picospec/methods.py; this file has no per-method code. Every
-option is checked before any model loads (gpt2/cli.py), so a typo costs a second, not a run. Speculative methods
-run after autoregressive decoding of the same prompt with the same seed, so the printout shows both texts, both times,
-the speedup, tokens per target call, acceptance and (on a terminal) each token coloured by where it came from.
+option is checked before any model loads (gpt2/cli.py), so a typo costs a second, not a run.
+Autoregressive decoding and the method run in turns on the same prompt with the same seed (A B A B
+..., --runs rounds), so the printout shows both texts, their median times, the median speedup and
+its range, tokens per target call, acceptance, the speedup the cost model predicts from the measured
+call costs and what limits it, and (on a terminal) each token coloured by where it came from.
 """
 import json
 import re
@@ -17,7 +19,7 @@ import time
 
 import numpy as np
 
-from gpt2.backend import panels_line, thread_policy, wide_line
+from gpt2.backend import blas_line, thread_policy
 from gpt2.cli import Option, UsageError, guarded, parse, split, usage
 from picospec.methods import METHODS, TABLE, batch_refusal, call, check_temperature, find, law
 
@@ -42,6 +44,8 @@ SHARED = [
     Option("offline", bool, False, "never touch the network (also PICOSPEC_OFFLINE=1)"),
     Option("threads", int, None, "BLAS threads (default: 1 for small models, else the free cores; also "
            "PICOSPEC_THREADS)", low=1, high=256),
+    Option("runs", int, None, "timed rounds of autoregressive decoding and the method, interleaved "
+           "(default: about a second of measurement, at least 3)", low=1),
     Option("json", bool, False, "print one JSON object instead of text"),
     Option("batch", "file", None, "decode every line of FILE as one batch (methods with a batched form)"),
 ]
@@ -185,7 +189,8 @@ def colored(encoder, ids, origins, color):
 def show(run, encoder, prompt, color):
     print(f"── {run['method']} " + "─" * 40)
     print(prompt + colored(encoder, run["output_ids"], run["origins"], color))
-    line = (f"{len(run['output_ids'])} tokens in {run['time_s']:.3f} s ({run['tokens_per_s']:.1f} tokens/s), "
+    line = (f"{len(run['output_ids'])} tokens in {run['time_s']:.3f} s (median of {run['rounds']} "
+            f"runs, {run['tokens_per_s']:.1f} tokens/s), "
             f"{run['target_calls']} target calls ({run['tokens_per_target_call']:.2f} tokens per target call)")
     if run["acceptance_rate"] is not None:
         line += f", {run['draft_calls']} draft calls, acceptance {run['acceptance_rate']:.0%}"
@@ -207,7 +212,8 @@ def main(argv=None):
     if values["batch"] is not None:
         return main_batch(method, values)
 
-    from bench.harness import load_needs, run_method
+    from bench.harness import (call_costs, interleaved, limit_line, load_needs, median_run,
+                               run_method, speedup_of)
     from gpt2.load import load_model
 
     target, encoder = load_model(values["target"], values["device"], values["offline"] or None)
@@ -220,22 +226,31 @@ def main(argv=None):
                  {"target": values["target"], "draft": values.get("draft")})
     sampling = {k: values[k] for k in ("temperature", "top_k", "top_p")}
     order = list(dict.fromkeys(["autoregressive", method.name]))
+
+    def timed(m):  # one run of autoregressive decoding or of the method, from cold caches
+        mine = m == method.name
+        return run_method(m, x, loaded if mine else {"target": target}, values["n_tokens"],
+                          values["seed"], sampling, **(options if mine else {}))
+
     if values["device"] == "gpu":  # CuPy compiles each kernel at its first use: do that before the clocks start, on
         for m in order:            # the timed run itself (a shorter one left kernels to compile inside the clock)
-            run_method(m, x, loaded if m == method.name else {"target": target}, values["n_tokens"],
-                       values["seed"], sampling, **(options if m == method.name else {}))
-    runs = [report(m, x, run_method(m, x, loaded if m == method.name else {"target": target}, values["n_tokens"],
-                                    values["seed"], sampling, **(options if m == method.name else {})))
-            for m in order]
+            timed(m)
+    rounds = interleaved([lambda m=m: timed(m) for m in order], values["runs"])  # A B A B ...
+    runs = [{**report(m, x, median_run(r)), "rounds": len(r), "times_s": [t["seconds"] for t in r]}
+            for m, r in zip(order, rounds)]
     result = {"prompt": prompt, "prompt_ids": [int(t) for t in x], "method": method.name,
               "law": law(method, options, values["temperature"]), "target": values["target"],
               "draft": values.get("draft") if "draft" in method.needs else None, "seed": values["seed"], **sampling,
               "options": {k: v for k, v in options.items() if isinstance(v, (int, float, str, bool, type(None)))},
-              "threads": threads,
+              "threads": threads, "blas": blas_line(threads),
               "runs": [{**r, "text": encoder.decode(r["output_ids"])} for r in runs]}
     if len(runs) == 2:
-        result["speedup"] = runs[0]["time_s"] / runs[1]["time_s"]
-        result["same_output"] = runs[0]["output_ids"] == runs[1]["output_ids"]
+        speedup = speedup_of(*rounds)  # the median of the rounds' ratios, and their range
+        costs = call_costs(*rounds)
+        result.update(speedup=speedup["median"], speedup_range=speedup["range"],
+                      rounds=speedup["rounds"],
+                      cost_model={**costs, "limit": limit_line(costs, speedup["median"])},
+                      same_output=runs[0]["output_ids"] == runs[1]["output_ids"])
     if values["json"]:
         print(json.dumps(result))
         return
@@ -246,11 +261,29 @@ def main(argv=None):
         same = "identical" if result["same_output"] else "different"
         note = " (temperature 0: they must be identical)" if values["temperature"] == 0 else (
             " (sampling: texts may differ)")
-        print(f"speedup {result['speedup']:.2f}x over autoregressive; texts {same}{note}")
-        print(f"BLAS threads: {threads['threads']} ({threads['why']}{wide_line(threads)}); weight panels "
-              f"{panels_line(threads)}; timings on a busy machine vary")
+        low, high = result["speedup_range"]
+        print(f"speedup {result['speedup']:.2f}x over autoregressive (median of {result['rounds']} "
+              f"interleaved rounds, range {low:.2f}-{high:.2f}x); texts {same}{note}")
+        print(cost_line(result["cost_model"], result["speedup"]))
+        print(result["cost_model"]["limit"])
+    print(f"{result['blas']}; timings on a busy machine vary")
+    if len(runs) == 2:
         if color:
             print(LEGEND)
+
+
+def cost_line(costs, measured):
+    """The cost model's line: E, c, each drafter's c_d and calls per target call, and the speedup
+    they predict (picospec.theory.cost_model_speedup) beside the measured one."""
+    drafts = costs["drafts"]
+    calls = "".join(f", a {name} call c_d = {d['c_d']:.3f} ({d['per_target_call']:.2f} per target "
+                    f"call)" for name, d in drafts.items())
+    sums = "".join(f" + {d['per_target_call']:.2f} x {d['c_d']:.3f}" for d in drafts.values())
+    formula = f"E / (c + k c_d) = {costs['E']:.2f} / ({costs['c']:.2f}{sums})" if drafts else (
+        f"E / c = {costs['E']:.2f} / {costs['c']:.2f}")
+    return (f"why: {costs['E']:.2f} tokens per target call; a target call costs c = "
+            f"{costs['c']:.2f} one-token calls{calls}; cost model {formula} = "
+            f"{costs['predicted']:.2f}x predicted, {measured:.2f}x measured")
 
 
 def main_batch(method, values):
@@ -331,8 +364,7 @@ def main_batch(method, values):
         print(f"autoregressive, batched the same way: {base['time_s']:.3f} s, {base['target_calls']} batched target "
               f"calls")
         print(f"speedup {result['speedup']:.2f}x over batched autoregressive; {same}/{len(xs)} texts identical{note}")
-    print(f"BLAS threads: {threads['threads']} ({threads['why']}{wide_line(threads)}); weight panels "
-              f"{panels_line(threads)}; timings on a busy machine vary")
+    print(f"{blas_line(threads)}; timings on a busy machine vary")
 
 
 def cli(argv=None):

@@ -174,6 +174,7 @@ def thread_policy(n_params, requested=None, device="cpu"):
     threadpoolctl, the same as "threads"), "panels" (the weight panel choice for a model of n_params on the CPU:
     panel_policy)} for --json and benchmark headers."""
     n, why = choose_threads(n_params, requested)
+    asked = requested_threads(requested) is not None
     blas = set_threads(n)
     if device != "cpu":
         wide, wide_why = n, "the model runs on the GPU"
@@ -182,9 +183,55 @@ def thread_policy(n_params, requested=None, device="cpu"):
     else:
         wide, wide_why = choose_wide(n_params, n, requested)
     APPLIED.clear()
-    APPLIED.update(threads=n, wide=wide)
-    return {"threads": n, "why": why, "blas": blas, "wide": {"threads": wide, "rows": WIDE_ROWS, "why": wide_why},
-            "panels": panel_policy(n_params)}
+    policy = {"threads": n, "why": why, "blas": blas, "panels": panel_policy(n_params),
+              "wide": {"threads": wide, "rows": WIDE_ROWS, "why": wide_why}}
+    APPLIED.update(threads=n, wide=wide, n_params=n_params, requested=asked, policy=policy)
+    return policy
+
+
+def engine_policy(n_params, device="cpu"):
+    """thread_policy for an engine being built (gpt2/engine.py), so that notebooks, benchmarks and
+    library code get main.py's BLAS count without asking -> thread_policy's dict, or None where the
+    policy in force stays: on a GPU, after a requested count (--threads, PICOSPEC_THREADS), or after
+    the policy ran for a model at least as large (a draft built after its target keeps the target's
+    count). Example: tiny-target (5.83M) then tiny-draft -> one policy, 1 thread; gpt2-xl after
+    tiny-draft -> the free cores."""
+    if device != "cpu" or APPLIED.get("requested") or APPLIED.get("n_params", -1) >= n_params:
+        return None
+    return thread_policy(n_params, device=device)
+
+
+def machine():
+    """The CPU this runs on, for reports: its model name (Linux's /proc/cpuinfo, else the platform's)
+    and the CPUs this process may use. Example: "AMD EPYC, 2 CPUs"."""
+    import os
+    import platform
+
+    name = platform.processor() or platform.machine() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")),
+                        name)
+    except OSError:
+        pass
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{name}, {cpus} CPU{'s' if cpus != 1 else ''}"
+
+
+def blas_line(policy):
+    """thread_policy's dict -> the report's BLAS line: library, kernel family, threads and whether
+    the small-matrix path (OpenBLAS's direct SGEMM on weight panels, gpt2/panels.py) is on.
+    Example: "BLAS: openblas, Haswell kernels (OPENBLAS_CORETYPE=Haswell) on AMD EPYC, 2 CPUs; 1
+    thread (small model (5.83M parameters)); small-matrix path off (...)"."""
+    import os
+
+    library, arch = blas_kernels()
+    core = os.environ.get("OPENBLAS_CORETYPE") if library == "openblas" else None
+    chosen = f" (OPENBLAS_CORETYPE={core})" if core else ""
+    n = policy["threads"]
+    threads = f"{n} thread{'s' if n != 1 else ''} ({policy['why']}{wide_line(policy)})"
+    return (f"BLAS: {library or 'unknown'}, {arch or 'unknown'} kernels{chosen} on {machine()}; "
+            f"{threads}; small-matrix path {panels_line(policy)}")
 
 
 # ---- Wide forwards: a small model's products over many rows gain from the cores that a one-row step cannot use ----
@@ -194,7 +241,7 @@ def thread_policy(n_params, requested=None, device="cpu"):
 # thread (the panels' direct SGEMM runs on one). The wide count is chosen once, when the policy runs (like the
 # policy's own count): a core that gets busy later slows the wide products, as it would a large model's.
 WIDE_ROWS = MAX_ROWS + 1  # token rows in one forward from which it runs on the wide count: what the panels leave
-APPLIED = {}  # what thread_policy set for this process, as the BLAS's own count is process-wide: {"threads", "wide"}
+APPLIED = {}  # what thread_policy set for this process (the BLAS count is process-wide)
 
 
 @functools.lru_cache(maxsize=1)

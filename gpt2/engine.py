@@ -17,7 +17,7 @@ Shapes: n_seq (tokens run in one pass), m (tree nodes), n_embd, n_vocab.
 """
 import numpy as np
 
-from gpt2.backend import get_xp, panel_policy, threads_for, to_numpy, tree_map
+from gpt2.backend import engine_policy, get_xp, panel_policy, threads_for, to_numpy, tree_map
 from gpt2.cache import KVCache
 from gpt2.model import gpt2_hidden, softmax
 from gpt2.panels import matmul, panels as gpt2_panels, with_panels
@@ -60,6 +60,7 @@ class GPT2:
 
     def __init__(self, hparams, params, device="cpu", pad_rows=None, head_copy=None, panels=None, panel_width=None):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
+        engine_policy(self.n_params, device)  # main.py's BLAS thread policy (gpt2/backend.py)
         self.params = tree_map(lambda a: self.xp.asarray(a, dtype="float32"), params)
         # the LM head is tied to wte [n_vocab, n_embd]; OpenBLAS multiplies by a contiguous [n_embd, n_vocab] copy
         # 1.3-1.6x faster than by the transposed view wte.T (bench/engine.py), for one more copy of wte in memory

@@ -150,3 +150,25 @@ def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, engine_
     narrow()
     assert seen and set(seen) == {1}
     assert backend.blas_threads() == 1
+
+
+def test_building_an_engine_applies_the_policy(monkeypatch):
+    """Library code (a notebook, a benchmark) that builds an engine gets main.py's BLAS count without asking; a smaller
+    model built after it (a draft) keeps it, a larger one gets its own, and a requested count is never overridden."""
+    import gpt2.engine as engine
+    from micro import random_gpt2
+
+    monkeypatch.delenv("PICOSPEC_THREADS", raising=False)
+    monkeypatch.setattr(backend, "free_cores", lambda: (2, 2, "2.0 idle now"))
+    backend.set_threads(2)
+    backend.APPLIED.clear()
+    big = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=32, n_head=2))
+    assert backend.APPLIED["n_params"] == big.n_params and backend.blas_threads() == 1  # small model: 1 thread
+    monkeypatch.setattr(backend, "SMALL_MODEL", big.n_params)  # models of big's size and up count as large now
+    engine.GPT2(*random_gpt2(n_ctx=32, n_embd=16, n_head=2))
+    assert backend.APPLIED["n_params"] == big.n_params and backend.blas_threads() == 1  # a draft keeps the count
+    bigger = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=48, n_head=2))
+    assert backend.APPLIED["n_params"] == bigger.n_params and backend.blas_threads() == 2  # the free cores
+    backend.thread_policy(5_850_000, requested=1)
+    engine.GPT2(*random_gpt2(n_ctx=128, n_embd=64, n_head=2))
+    assert backend.blas_threads() == 1 and backend.APPLIED["requested"]

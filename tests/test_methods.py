@@ -14,7 +14,7 @@ from picospec.rest import Datastore
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_NAMES = {"method", "prompt", "prompt_file", "escapes", "n_tokens", "temperature", "top_k", "top_p", "seed",
-                "target", "draft", "device", "offline", "json", "batch", "help"}
+                "target", "draft", "device", "offline", "json", "batch", "help", "runs", "threads"}
 RECORD = {"drafted", "nodes", "accepted", "tokens", "origins", "calls"}
 
 

@@ -1,5 +1,7 @@
-"""Writes notebooks/eagle.ipynb (run it, then execute the notebook: see README)."""
+"""Writes notebooks/eagle.ipynb without outputs (run it: notebook_io.py)."""
 import nbformat as nbf
+
+from notebook_io import NOTEBOOKS, save
 
 nb = nbf.v4.new_notebook()
 md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
@@ -15,8 +17,9 @@ target's LM head to get token laws.
 
 Plan: the shipped head's shapes, counted by hand; its training curve and accuracy per step ahead; one dynamic tree of
 EAGLE-2 drawn with its scores, then verified; the one-hot question answered with exact laws; the bench rows."""),
-code("""import sys, json
+code("""import os, sys, json
 sys.path.insert(0, "..")
+QUICK = os.environ.get("PICOSPEC_QUICK") == "1"  # CI: fewer prompts, tokens, repeats; all cells run
 import numpy as np
 import matplotlib.pyplot as plt
 from gpt2.load import load_model
@@ -163,23 +166,33 @@ temperature 1 with top-k / top-p warping on toy models and checks the exact law 
 rules above, swapped into EAGLE-1, are rejected by the same check."""),
 md("""## Bench rows
 
-EAGLE-1, EAGLE-2, Medusa and speculative sampling against autoregressive decoding on the built-in target, side by
-side (a small run here, 2 prompts x 1 seed x 48 tokens; the README's table is `python -m bench.eagle`, 8 prompts x 2
-seeds x 64 tokens). Every EAGLE row at temperature 0 produces the same text as greedy decoding."""),
-code("""from bench.harness import compare, load_draft, load_heads
+EAGLE-1, EAGLE-2, Medusa and speculative sampling against autoregressive decoding on the built-in
+target, side by side (a small run here, 2 prompts x 1 seed x 48 tokens, 5 interleaved rounds each,
+medians; the README's table is `python -m bench.eagle`, 8 prompts x 2 seeds x 64 tokens). Every
+EAGLE row at temperature 0 produces the same text as greedy decoding. Beside each measured speedup,
+the cost model's (bench.harness.explain): E tokens per target call, c the target call's cost in
+one-token calls, the drafting cost of a step in the same unit (EAGLE's head calls, or the draft
+model's), the speedup E / (c + drafting) they predict, the same with c = 1.2 (verification nearly
+free, as on a GPU), and which cost limits the row. On a CPU a target call over a tree of 10-16 nodes
+costs several one-token calls, so a row that decodes 3 tokens per call can still lose; the same step
+at the GPU's verification cost shows what the method gains where that call is nearly free."""),
+code("""from bench.harness import compare, explain, load_draft, load_heads
 from gpt2.corpus import heldout_prompts
-prompts = heldout_prompts(encoder, 2, 48)
+prompts = heldout_prompts(encoder, 1 if QUICK else 2, 48)
+N, REPEATS, TEMPERATURES = (24, 1, (0.0,)) if QUICK else (48, 5, (0.0, 1.0))
 needs = {"draft": {"draft": load_draft("tiny-draft", target, "tiny-target")},
          "medusa": {"heads": load_heads("tiny-target", "medusa", None, target)},
          "eagle": {"heads": head}}
 rows = [("speculative", "K 4", {"K": 4}, "draft"), ("medusa", "sparse 7", {"tree": "sparse"}, "medusa"),
         ("eagle", "sparse 10", {"tree": "sparse", "nodes": 10}, "eagle"),
         ("eagle2", "depth 5, top-k 4, 16", {}, "eagle")]
-print("| method | setting | T | tokens/target call | acceptance | speedup |")
-for T in (0.0, 1.0):
+print("| method | setting | T | tokens/target call | acceptance | speedup | cost model |")
+for T in TEMPERATURES:
     for method, setting, options, need in rows:
-        r = compare(method, prompts, {"target": target, **needs[need]}, 48, range(1), {"temperature": T}, **options)
-        print(f"| {method} | {setting} | {T:g} | {r['tokens_per_call']:.2f} | {r['acceptance']:.2f} | {r['speedup']:.2f}x |")"""),
+        r = compare(method, prompts, {"target": target, **needs[need]}, N, range(1),
+                    {"temperature": T}, repeats=REPEATS, **options)
+        print(f"| {method} | {setting} | {T:g} | {r['tokens_per_call']:.2f} | "
+              f"{r['acceptance']:.2f} | {r['speedup']:.2f}x | {explain(r)} |")"""),
 ]
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nbf.write(nb, "notebooks/eagle.ipynb")
+save(nb, NOTEBOOKS / "eagle.ipynb")

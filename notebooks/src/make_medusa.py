@@ -1,5 +1,7 @@
-"""Writes notebooks/medusa.ipynb (run it, then execute the notebook: see README)."""
+"""Writes notebooks/medusa.ipynb without outputs (run it: notebook_io.py)."""
 import nbformat as nbf
+
+from notebook_io import NOTEBOOKS, save
 
 nb = nbf.v4.new_notebook()
 md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
@@ -12,8 +14,9 @@ tree; one forward pass with a tree attention mask checks every branch at once.
 
 Plan: the article's toy tree and its four buffers; a real step of the built-in model (candidates, tree, posterior);
 typical acceptance; speed against tree size."""),
-code("""import sys, json, time
+code("""import os, sys, json, time
 sys.path.insert(0, "..")
+QUICK = os.environ.get("PICOSPEC_QUICK") == "1"  # CI: fewer prompts, tokens, repeats; all cells run
 import numpy as np
 import matplotlib.pyplot as plt
 from picospec.tree import medusa_buffers, sparse_tree
@@ -92,28 +95,40 @@ probs = np.array([[0.5, 0.5, 0.0], [0.9, 0.05, 0.05]])
 print(typical_accept([0, 2, 1], [-1, -1, 0], probs, epsilon=0.3, delta=0.3))  # 0.5 > 0.15; 0 < 0.15; 0.05 < 0.20"""),
 md("""## Speed against tree size
 
-Tokens per target call grow with the tree until they level off; the cost of one forward grows too (printed as the
-cost of a target call over the tree against a one-token call of autoregressive decoding). The best tree is where the
-two curves cross. Greedy, 48 tokens, 3 prompts, against autoregressive decoding in the same run; timings on this
-shared machine vary from run to run."""),
-code("""from bench.harness import compare, load_heads
+Tokens per target call grow with the tree until they level off; the cost of one forward grows too
+(printed as the cost of a target call over the tree against a one-token call of autoregressive
+decoding). The best tree is where the two curves cross. Greedy, 48 tokens, 3 prompts, against
+autoregressive decoding in interleaved rounds (5 each, medians), so a change of load falls on both
+alike.
+
+Each row also prints the cost model (bench.harness.explain): with E tokens per target call and a
+target call costing c one-token calls, the predicted speedup is E / c (the heads run inside the
+target call); beside it, the same E with c = 1.2, verification nearly free as on a GPU. On a CPU c
+grows with the tree, so past a few nodes each extra node costs more than the tokens it adds; on a
+GPU c stays near 1.2 up to 16 rows, and the bigger trees pay."""),
+code("""from bench.harness import compare, explain, load_heads
 from gpt2.corpus import heldout_prompts
-prompts = heldout_prompts(encoder, 3, 48)
+prompts = heldout_prompts(encoder, 1 if QUICK else 3, 48)
+N, REPEATS, BUDGETS = (24, 1, (1, 7)) if QUICK else (48, 5, (1, 3, 7, 15, 31))
 acc = record["accuracy"]["rank_share"][1:]
 rows = []
-for budget in (1, 3, 7, 15, 31):
+for budget in BUDGETS:
     ch = sparse_tree(acc, budget)[0]
     r = compare("medusa", prompts, {"target": target, "heads": load_heads("tiny-target", "medusa", folder, target)},
-                48, range(1), {"temperature": 0}, tree=ch, topk=10, posterior="greedy")
-    rows.append((budget, r["tokens_per_call"], r["speedup"]))
+                N, range(1), {"temperature": 0}, repeats=REPEATS, tree=ch, topk=10,
+                posterior="greedy")
+    rows.append((budget, r["tokens_per_call"], r["speedup"], r["predicted"], r["predicted_gpu"]))
     print(f"sparse tree, {budget:2d} nodes: {r['tokens_per_call']:.2f} tokens per call, "
-          f"a call costs {r['verify_cost']:.2f} one-token calls, {r['speedup']:.2f}x")
+          f"a call costs {r['verify_cost']:.2f} one-token calls, {r['speedup']:.2f}x; {explain(r)}")
 fig, ax = plt.subplots(1, 2, figsize=(9, 3))
 ax[0].plot([r[0] for r in rows], [r[1] for r in rows], "o-"); ax[0].set(xscale="log", xlabel="nodes", ylabel="tokens per call")
-ax[1].plot([r[0] for r in rows], [r[2] for r in rows], "o-"); ax[1].set(xscale="log", xlabel="nodes", ylabel="speedup")
+ax[1].plot([r[0] for r in rows], [r[2] for r in rows], "o-", label="measured")
+ax[1].plot([r[0] for r in rows], [r[3] for r in rows], "s:", label="cost model, c measured")
+ax[1].plot([r[0] for r in rows], [r[4] for r in rows], "^--", label="cost model, c = 1.2")
+ax[1].set(xscale="log", xlabel="nodes", ylabel="speedup"); ax[1].legend(fontsize=7)
 plt.show()"""),
 md("""Greedy Medusa decoding equals greedy decoding token for token whatever the tree (tests/test_medusa.py), so every
 point above produced the same text."""),
 ]
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nbf.write(nb, "notebooks/medusa.ipynb")
+save(nb, NOTEBOOKS / "medusa.ipynb")

@@ -1,5 +1,7 @@
-"""Writes notebooks/token_trees.ipynb (then execute it: see README)."""
+"""Writes notebooks/token_trees.ipynb without outputs (run it: notebook_io.py)."""
 import nbformat as nbf
+
+from notebook_io import NOTEBOOKS, save
 
 nb = nbf.v4.new_notebook()
 md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
@@ -19,8 +21,9 @@ with a tree attention mask, and a rejection-sampling walk keeps one path of it, 
 Plan: a drawn tree and its attention mask; one verification step by hand (and why merged duplicates keep their
 draws); the acceptance vector of the built-in pair; the dynamic program's trees beside a brute-force search; a small
 bench."""),
-code("""import sys, itertools
+code("""import os, sys, itertools
 sys.path.insert(0, "..")
+QUICK = os.environ.get("PICOSPEC_QUICK") == "1"  # CI: fewer prompts, tokens, repeats; all cells run
 import numpy as np
 import matplotlib.pyplot as plt
 from gpt2.load import load_model
@@ -30,11 +33,11 @@ from picospec.tree import DrawTrie, ancestor_mask, node_path
 from picospec.specinfer import grow
 from picospec.sequoia import (acceptance_vector, all_trees, sequoia_tree, tree_value, without_replacement,
                               ACCEPTANCE)
-from gpt2.backend import thread_policy
-target, encoder = load_model("tiny-target")
+from gpt2.backend import APPLIED, blas_line
+target, encoder = load_model("tiny-target")  # building an engine applies main.py's BLAS policy
 draft = load_model("tiny-draft")[0]
 ngram = load_model("ngram")[0]
-print("BLAS threads:", thread_policy(target.n_params)["threads"])   # as main.py and the benches choose them
+print(blas_line(APPLIED["policy"]))
 
 def draw(choices, labels=None, ax=None, title=""):
     \"\"\"Draw a tree given as rank paths (root at the top, children left to right in rank order).\"\"\"
@@ -189,25 +192,33 @@ for row, kind in enumerate(("greedy", "sampled")):
 plt.tight_layout(); plt.show()"""),
 md("""## Side by side (a small run)
 
-Chain (speculative sampling, K = 6), SpecInfer `<1, 1, 2, 1>` and Sequoia's tree at an equal budget of 6 draft nodes,
-against autoregressive decoding on a few held-out prompts (`bench.token_trees.measure`: the harness's protocol, step
-records kept). The README has the full table from `python -m bench.token_trees`. A target call over 7 rows costs
-more than a one-token call (the "call cost" column: the method's mean target call over autoregressive decoding's,
-measured in the same run), so tokens per call must beat that before time is saved. Timings on this shared machine
-vary from run to run."""),
-code("""from bench.token_trees import measure, mean_accepted
-prompts = heldout_prompts(encoder, 2, 48)
+Chain (speculative sampling, K = 6), SpecInfer `<1, 1, 2, 1>` and Sequoia's tree at an equal budget
+of 6 draft nodes, against autoregressive decoding on a few held-out prompts
+(`bench.harness.compare`: 5 interleaved rounds per prompt, autoregressive, method, autoregressive,
+..., medians). The README has the full table from `python -m bench.token_trees`. A target call over
+7 rows costs more than a one-token call (the "call cost" column: the method's mean target call over
+autoregressive decoding's, measured in the same run), so tokens per call must beat that before time
+is saved. The last column is the cost model (bench.harness.explain): E / (c + drafting) from the
+measured costs beside the measured speedup, and the same with c = 1.2, verification nearly free as
+on a GPU. Every row here scores 7 rows in its target call; where a row loses on a CPU without a
+small-matrix path, that call's cost c is why (the "limit" at the end of each row), and the c = 1.2
+column shows the same steps where verification is nearly free."""),
+code("""from bench.harness import compare, explain
+from bench.token_trees import mean_accepted
+prompts = heldout_prompts(encoder, 1 if QUICK else 2, 48)
+N, REPEATS, TEMPERATURES = (16, 1, (0.0,)) if QUICK else (32, 5, (0.0, 1.0))
 loaded = {"target": target, "draft": draft}
 print(f"{'method':28s} {'T':>3s} {'accepted/step':>14s} {'tokens/call':>12s} {'call cost':>10s} {'speedup':>8s}")
-for T in (0.0, 1.0):
+for T in TEMPERATURES:
     a = ACCEPTANCE["greedy" if T == 0 else "sampled"]
     for label, method, options, depth in (("chain K=6", "speculative", dict(K=6), 6),
                                           ("SpecInfer <1,1,2,1>", "specinfer", dict(expansion=(1, 1, 2, 1)), 4),
                                           ("Sequoia, 6 nodes", "sequoia", dict(nodes=6, depth=6),
                                            max(map(len, sequoia_tree(a, 7, 6)[0])))):
-        r = measure(method, prompts, loaded, 32, range(1), {"temperature": T}, **options)
+        r = compare(method, prompts, loaded, N, range(1), {"temperature": T}, repeats=REPEATS,
+                    **options)
         print(f"{label:28s} {T:3g} {mean_accepted(r['stats'], depth):14.2f} {r['tokens_per_call']:12.2f} "
-              f"{r['verify_cost']:10.2f} {r['speedup']:7.2f}x")"""),
+              f"{r['verify_cost']:10.2f} {r['speedup']:7.2f}x  {explain(r)}")"""),
 ]
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nbf.write(nb, "notebooks/token_trees.ipynb")
+save(nb, NOTEBOOKS / "token_trees.ipynb")

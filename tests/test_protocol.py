@@ -1,0 +1,134 @@
+"""The comparison protocol of main.py and the notebooks (bench/harness.py): autoregressive decoding
+and the method timed in turns, medians of the rounds, and the cost model's prediction from the
+measured call costs. Every clock here is a stub, so the figures are known exactly; no test times
+anything."""
+import itertools
+import json
+import re
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench import harness
+from picospec.theory import GPU_VERIFY_COST, cost_model_speedup
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def stub_runs(log, name, seconds):
+    """A zero-argument run that logs its name and takes the next of `seconds` (a stub clock)."""
+    times = iter(seconds)
+    return lambda: log.append(name) or {"seconds": next(times)}
+
+
+def test_rounds_run_in_turns():
+    log = []
+    runs = [stub_runs(log, "A", [1.0] * 4), stub_runs(log, "B", [0.5] * 4)]
+    a, b = harness.interleaved(runs, rounds=4)
+    assert log == ["A", "B"] * 4 and len(a) == len(b) == 4
+
+
+@pytest.mark.parametrize("each, rounds", [(0.125, 4), (1.0, 3), (1e-4, 50)])
+def test_default_rounds_fill_about_a_second_and_at_least_three(each, rounds):
+    """Rounds of two runs of `each` seconds until 1 s of measurement, at least 3, at most 50."""
+    log = []
+    out = harness.interleaved([stub_runs(log, "A", [each] * 99), stub_runs(log, "B", [each] * 99)])
+    assert len(out[0]) == rounds and log == ["A", "B"] * rounds
+
+
+def test_speedup_is_the_median_of_the_rounds_ratios():
+    base = [{"seconds": s} for s in (1.0, 1.2, 0.9, 5.0)]  # one slow round: the median stays
+    runs = [{"seconds": s} for s in (0.5, 0.5, 0.6, 0.5)]
+    assert harness.speedup_of(base, runs) == {"median": pytest.approx(2.2), "range": [1.5, 10.0],
+                                              "rounds": 4}
+
+
+def test_costs_and_prediction_follow_the_formula():
+    """E = tokens per target call, c and c_d over autoregressive decoding's one-token call, medians
+    over the rounds."""
+    base = [{"target_s": 0.040 * f, "target_calls": 40} for f in (1.0, 1.1, 0.9)]  # 1 ms a call
+    runs = [{"tokens_per_call": 40 / 12, "target_s": 12 * 0.0025 * f, "target_calls": 12,
+             "draft_s": 48 * 0.0002 * f, "draft_calls": 48, "draft2_s": 0.0, "draft2_calls": 0}
+            for f in (1.0, 1.2, 0.8)]
+    costs = harness.call_costs(base, runs)
+    assert costs["E"] == pytest.approx(40 / 12) and costs["c"] == pytest.approx(2.5)
+    assert costs["drafts"] == {"draft": {"per_target_call": 4.0, "c_d": pytest.approx(0.2)}}
+    assert costs["predicted"] == pytest.approx((40 / 12) / (2.5 + 4 * 0.2))
+    assert costs["predicted_gpu"] == pytest.approx((40 / 12) / (GPU_VERIFY_COST + 4 * 0.2))
+    assert cost_model_speedup(2.36, 2.2, [(4, 0.19)]) == pytest.approx(0.797, abs=5e-4)  # docstring
+
+
+@pytest.mark.parametrize("c, draft_cost, measured, limit", [
+    (2.5, 0.2, 0.9, "verification"),  # E / 0.9 = 3.7 calls a step: 1.5 verify, 0.8 draft, 0.4 rest
+    (1.1, 0.5, 1.0, "drafting"),  # 0.1 verify, 2.0 draft, 0.23 rest
+    (1.1, 0.05, 1.0, "the rest of the step"),  # 0.1 verify, 0.2 draft, 2.03 rest
+])
+def test_the_limit_is_the_largest_excess(c, draft_cost, measured, limit):
+    costs = {"E": 40 / 12, "c": c, "drafts": {"draft": {"per_target_call": 4.0, "c_d": draft_cost}},
+             "predicted_gpu": 1.5}
+    assert harness.limit_line(costs, measured).startswith(f"limit here: {limit} (")
+
+
+# main.py end to end, its run_method replaced by the real run with stub times: autoregressive
+# decoding takes 1 ms a target call, the method's target call C_TARGET ms, a draft call C_DRAFT ms,
+# and each round's total time comes from the lists below, so the printed figures are known.
+C_TARGET, C_DRAFT = 2.5, 0.2
+ROUND_BASE = [0.040, 0.048, 0.036, 0.200]
+ROUND_METHOD = [0.020, 0.030, 0.024, 0.020]  # median of ratios 1.8, ratio of medians 2.0
+
+
+@pytest.fixture
+def main_with_stub_clock(monkeypatch):
+    real, cache, log = harness.run_method, {}, []
+    clocks = {"autoregressive": itertools.cycle(ROUND_BASE),
+              "speculative": itertools.cycle(ROUND_METHOD)}
+
+    def stub(method, x, loaded, N, seed, sampling=None, **options):
+        log.append(method)
+        if method not in cache:
+            cache[method] = real(method, x, loaded, N, seed, sampling, **options)
+        run = cache[method]
+        per_call = 1e-3 if method == "autoregressive" else C_TARGET * 1e-3
+        return {**run, "seconds": next(clocks[method]), "target_s": run["target_calls"] * per_call,
+                "draft_s": run["draft_calls"] * C_DRAFT * 1e-3}
+
+    monkeypatch.setattr(harness, "run_method", stub)
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    namespace = runpy.run_path(str(ROOT / "main.py"), run_name="main_under_test")
+    return namespace["main"], log
+
+
+def test_main_prints_the_median_and_the_prediction_of_its_costs(main_with_stub_clock, capsys):
+    main, log = main_with_stub_clock
+    main(["--method", "speculative", "--K", "4", "--n_tokens", "24", "--runs", "4", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert log == ["autoregressive", "speculative"] * 4  # interleaved
+    ratios = [b / m for b, m in zip(ROUND_BASE, ROUND_METHOD)]
+    assert out["speedup"] == pytest.approx(np.median(ratios))
+    assert out["speedup_range"] == [min(ratios), max(ratios)]
+    method = out["runs"][1]
+    E, k = 24 / method["target_calls"], method["draft_calls"] / method["target_calls"]
+    costs = out["cost_model"]
+    assert (costs["E"], costs["c"]) == (pytest.approx(E), pytest.approx(C_TARGET))
+    assert costs["drafts"]["draft"]["c_d"] == pytest.approx(C_DRAFT)
+    assert costs["predicted"] == pytest.approx(E / (C_TARGET + k * C_DRAFT))
+    assert method["time_s"] == pytest.approx(np.median(ROUND_METHOD))  # the median run's time
+
+    log.clear()
+    main(["--method", "speculative", "--K", "4", "--n_tokens", "24", "--runs", "4"])
+    text = capsys.readouterr().out
+    assert (f"speedup {np.median(ratios):.2f}x over autoregressive (median of 4 interleaved "
+            f"rounds, range {min(ratios):.2f}-{max(ratios):.2f}x)") in text
+    line = next(line for line in text.splitlines() if line.startswith("why: "))
+    assert re.search(rf"c = {C_TARGET:.2f} one-token calls, a draft call c_d = {C_DRAFT:.3f} "
+                     rf"\({k:.2f} per target", line), line
+    predicted = E / (C_TARGET + k * C_DRAFT)
+    assert line.endswith(f"= {predicted:.2f}x predicted, {np.median(ratios):.2f}x measured")
+    gpu = E / (GPU_VERIFY_COST + k * C_DRAFT)
+    assert (f"limit here: verification (a target call of this method costs c = {C_TARGET:.2f} "
+            f"one-token calls); with c = {GPU_VERIFY_COST} (verification nearly free, as on a GPU) "
+            f"the cost model gives {gpu:.2f}x") in text
+    blas = r"^BLAS: \w+, \w+ kernels.* on .*, \d+ CPUs?; 1 thread .*; small-matrix path (on|off) \("
+    assert re.search(blas, text, re.M), text
