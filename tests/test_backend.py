@@ -82,7 +82,7 @@ def spin_on(cpu):
 @pytest.mark.parametrize("args, env, expected", [([], {}, 1), (["--threads", "2"], {}, 2),
                                                   ([], {"PICOSPEC_THREADS": "2"}, 2)])
 def test_main_applies_and_reports_the_policy(args, env, expected, tmp_path):
-    r = run_here(["main.py", "--method", "autoregressive", "--n_tokens", "2", "--json", *args], tmp_path, env=env)
+    r = run_here(["main.py", "--method", "autoregressive", "--n_tokens", "2", "--runs", "1", "--json", *args], tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     threads = json.loads(r.stdout)["threads"]
     assert threads["threads"] == expected and threads["blas"] == expected  # read from the library inside the run

@@ -219,7 +219,7 @@ def test_a_cache_folder_that_is_a_file_is_refused_before_work(args, folder):
 
 def test_the_built_in_pair_needs_no_cache_folder(folder):
     (folder / "cache").write_text("not a folder")
-    r = run_here(["main.py", "--n_tokens", "2", "--json"], folder, env={"PICOSPEC_CACHE": str(folder / "cache")})
+    r = run_here(["main.py", "--n_tokens", "2", "--runs", "1", "--json"], folder, env={"PICOSPEC_CACHE": str(folder / "cache")})
     assert r.returncode == 0, r.stderr
 
 
@@ -235,13 +235,13 @@ def test_there_are_at_least_60_cases_across_all_commands():
 @pytest.mark.parametrize("prompt", ["Hello, world", "1e5", "-x", "[1,2]", "True", "None", r"a\nb", "a\nb", "0x10",
                                     "(1, 2)", "{'a': 1}", "  spaced  ", "--"])
 def test_prompts_arrive_verbatim(prompt, tmp_path):
-    r = run_here(["main.py", f"--prompt={prompt}", "--method", "autoregressive", "--n_tokens", "1", "--json"], tmp_path)
+    r = run_here(["main.py", f"--prompt={prompt}", "--method", "autoregressive", "--n_tokens", "1", "--runs", "1", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["prompt"] == prompt
 
 
 def test_one_escape_rule_for_prompt_and_batch(tmp_path):
-    r = run_here(["main.py", "--prompt", r"a\nb\\n", "--escapes", "--method", "autoregressive", "--n_tokens", "1",
+    r = run_here(["main.py", "--prompt", r"a\nb\\n", "--escapes", "--method", "autoregressive", "--n_tokens", "1", "--runs", "1",
                  "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["prompt"] == "a\nb\\n"
@@ -274,7 +274,7 @@ def test_batch_lines_end_at_newlines_only_and_every_prompt_that_fits_runs(tmp_pa
 def test_extreme_sampling_settings_run(extra, tmp_path):
     """Settings at the edge of float32 (log p / T overflowing, top_p times the mass underflowing) sample from the
     limit law instead of failing with an IndexError."""
-    r = run_here(["main.py", "--method", "speculative", "--n_tokens", "4", "--json", *extra], tmp_path)
+    r = run_here(["main.py", "--method", "speculative", "--n_tokens", "4", "--runs", "1", "--json", *extra], tmp_path)
     assert r.returncode == 0, r.stderr
     assert len(json.loads(r.stdout)["runs"][1]["output_ids"]) == 4
 
@@ -289,12 +289,12 @@ def test_a_closed_standard_input_is_one_line(tmp_path):
 
 def test_prompt_from_stdin_and_file(tmp_path):
     text = "def f(x):\n    return x\n"
-    r = run_here(["main.py", "--prompt_file", "-", "--method", "autoregressive", "--n_tokens", "2", "--json"], tmp_path,
+    r = run_here(["main.py", "--prompt_file", "-", "--method", "autoregressive", "--n_tokens", "2", "--runs", "1", "--json"], tmp_path,
                 stdin=text)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["prompt"] == text
     (tmp_path / "p.txt").write_text(text)
-    r = run_here(["main.py", "--prompt_file", "p.txt", "--method", "autoregressive", "--n_tokens", "2", "--json"], tmp_path)
+    r = run_here(["main.py", "--prompt_file", "p.txt", "--method", "autoregressive", "--n_tokens", "2", "--runs", "1", "--json"], tmp_path)
     assert json.loads(r.stdout)["prompt"] == text
 
 

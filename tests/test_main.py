@@ -1,18 +1,21 @@
 """main.py as a user runs it: the built-in pair offline, JSON for scripts, and one-line errors for bad input."""
 import json
 import re
-import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from clitools import run_here
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={"PICOSPEC_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    """main.py ARGS in this process (tests/clitools.py), one timed round: the tests read tokens, not times."""
+    with tempfile.TemporaryDirectory() as folder:
+        return run_here(["main.py", *args, "--runs", "1"], folder)
 
 
 @pytest.mark.parametrize("method", ["speculative", "greedy", "prompt_lookup"])

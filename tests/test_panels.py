@@ -118,7 +118,7 @@ def test_the_engine_follows_the_policy(monkeypatch):
 
 @pytest.mark.parametrize("env", ["0", "1"])
 def test_main_reports_the_choice(env, tmp_path):
-    r = run_here(["main.py", "--method", "speculative", "--n_tokens", "4", "--temperature", "0", "--json"], tmp_path,
+    r = run_here(["main.py", "--method", "speculative", "--n_tokens", "4", "--temperature", "0", "--runs", "1", "--json"], tmp_path,
                 env={"PICOSPEC_PANELS": env})
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)

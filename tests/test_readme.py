@@ -69,7 +69,7 @@ def test_every_readme_command_runs(command, tmp_path, datastore):
             (tmp_path / args[i + 1]).write_text("def read_lines(path):\nimport os\n")
     if "rest" in args and "--datastore" not in args:
         args += ["--datastore", datastore]
-    r = run_here(["main.py", *args, "--n_tokens", "4"], tmp_path)
+    r = run_here(["main.py", *args, "--n_tokens", "4", "--runs", "1"], tmp_path)
     if models_named(args) - BUILT_IN:
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and "offline" in r.stderr.lower(), r.stderr
