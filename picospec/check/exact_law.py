@@ -1,5 +1,5 @@
 """Toy models, the exact law of their whole sequences, and the G-test that compares a sampler's output with it: the
-statistics behind picospec.check (the battery and its command) and behind every statistical test of the suite.
+statistics behind the checker's battery and command and behind every statistical test of the suite.
 
 A toy model is a table of next-token laws that depend on the last two tokens ([V, V, V]), so the law of every whole
 sequence of N new tokens is known exactly (`exact_law`, `law_vector`: V^N cells in base-V order). A sampler run many
