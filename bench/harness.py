@@ -96,9 +96,29 @@ def load_needs(method, options, target, target_name, encoder, draft="tiny-draft"
             loaded["draft2"] = load_draft(options.get("draft2") or "ngram", target, target_name, device, offline)
         elif need.startswith("self_draft:"):  # the target drafting for itself: both on one engine and cache
             loaded.update(load_self_draft(need.split(":")[1], options, target, target_name, offline))
+        elif need == "acceptance":  # Sequoia's vectors measured for this pair, unless --acceptance gives one
+            if options.get("acceptance") is None:
+                loaded["acceptance"] = load_acceptance(target_name, draft, offline)
         else:
             raise ValueError(f"method {method.name} needs {need!r}, which bench.harness.load_needs cannot load")
     return loaded
+
+
+def load_acceptance(target_name, draft, offline=None):
+    """{"greedy": a, "sampled": a}: the acceptance vectors of `draft` for the target (at temperature 0 and 1),
+    measured by `python -m bench.token_trees --record` into the target folder's sequoia.json."""
+    from gpt2.hub import resolve
+
+    path = resolve(str(target_name), offline=offline) / "sequoia.json"
+    try:
+        vectors = json.loads(path.read_text()).get(str(draft)) if path.exists() else None
+    except (ValueError, AttributeError):
+        raise ValueError(f"{path} is not a JSON object of acceptance vectors by draft: measure them again with "
+                         "python -m bench.token_trees --record, or give --acceptance a_1,a_2,..") from None
+    if not vectors:
+        raise ValueError(f"no acceptance vector of draft {draft!r} for target {target_name!r} was measured (sequoia.json "
+                         "in the target's folder): give --acceptance a_1,a_2,.., e.g. --acceptance 0.6,0.1,0.05")
+    return vectors
 
 
 def load_self_draft(kind, options, target, target_name, offline=None):

@@ -9,7 +9,7 @@ A row says what a method is to everyone who runs it:
     needs     what must be loaded before it runs: "draft" (a draft model), "draft2" (a second, smaller one, from
               the option --draft2), "heads:medusa" / "heads:blockwise" (heads on the target), "datastore" (REST's
               suffix array), "self_draft:layer_skip" / "self_draft:early_exit" (the target and its own draft path on
-              one engine: they replace "target")
+              one engine: they replace "target"), "acceptance" (Sequoia's vectors measured for the pair)
     law       "lossless" (the output follows the warped target at every temperature), "greedy" (greedy-only: exact
               at temperature 0, refuses temperature > 0) or "lossy" (samples, but not the target's law); a function
               of the options where an option decides it (Medusa's posterior)
@@ -142,6 +142,13 @@ def prepare_specinfer(options, loaded, sampling):
     """--merge: the trees of --draft and --draft2 grow from the same expansion and are merged (multi-draft)."""
     merge = options.pop("merge")
     return {**options, "draft": [loaded["draft"], loaded["draft2"]] if merge else loaded["draft"]}
+
+
+def prepare_sequoia(options, loaded, sampling):
+    """--acceptance left out: the pair's measured vector (greedy at temperature 0, sampled above)."""
+    if options["acceptance"] is None:
+        options["acceptance"] = loaded["acceptance"]["greedy" if sampling.get("temperature", 1) == 0 else "sampled"]
+    return options
 
 
 def prepare_self_draft(options, loaded, sampling):
@@ -303,14 +310,14 @@ METHODS = (
     Method("sequoia", sequoia_decoding, ("x", "draft", "target", "N", "rng"),
            "the token tree that maximises expected accepted tokens (a dynamic program), drawn without replacement",
            "Chen et al. 2024, arXiv:2402.12374",
-           needs=("draft",),
+           needs=("draft", "acceptance"), prepare=prepare_sequoia,
            options=(Option("nodes", int, 3, "draft nodes in the tree (the paper's n - 1; 3: the hardware-aware "
                            "choice for the first built-in pair on a 2-core CPU; docs/results/token_trees.md has this engine's)", low=1,
                            high=255),
                     Option("depth", int, 3, "most draft tokens on one path (the paper's d)", low=1, high=64),
                     Option("acceptance", "floats", None, "acceptance vector a_1,a_2,..: P(the k-th child is the one "
-                           "accepted), for the dynamic program (default: the built-in pair's, measured)", low=0,
-                           high=1)), batch=batch_sequoia_decoding),
+                           "accepted), for the dynamic program (default: the pair's, measured: sequoia.json in "
+                           "the target's folder)", low=0, high=1)), batch=batch_sequoia_decoding),
 )
 TABLE = {m.name: m for m in METHODS}
 

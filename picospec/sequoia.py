@@ -30,15 +30,7 @@ import numpy as np
 from picospec.batch import batch_tree_decoding
 from picospec.sampling import check_inputs, check_vocab, sample, warp
 from picospec.tree import depth as tree_depth, node_path, sort_choices, top_tokens
-from picospec.verify import step_record, verify_distinct, verify_iid, verify_without_replacement
-
-# The built-in pair's acceptance vectors (tiny-draft drafting for tiny-target), measured by
-# `python -m bench.token_trees` on 8 held-out prompts followed by 64 tokens of the target's own continuation: greedy
-# (top-k children, temperature 0) and sampled (without replacement, temperature 1). Any pair stays lossless with
-# them; only the tree they build may be a worse fit.
-ACCEPTANCE = {"greedy": (0.658, 0.144, 0.046, 0.037, 0.012, 0.008, 0.008, 0.004),  # the shipped pair's
-              "sampled": (0.609, 0.100, 0.054, 0.031, 0.019, 0.015, 0.013, 0.013)}
-
+from picospec.verify import step_record, verify_distinct, verify_without_replacement
 
 def tree_value(choices, acceptance):
     """Expected tokens per step of a tree under positional acceptance: 1 + sum over nodes of prod_j a_(r_j).
@@ -141,48 +133,6 @@ def without_replacement(p, k, rng):
     return picks
 
 
-def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without_replacement", repeats=1,
-                      **sampling_options):
-    """The acceptance vector measured (section 3.1): after every prefix seq[:i], start <= i <= len(seq), draw K
-    children from the draft and verify them against the target; a[k] = the share of trials whose accepted child is
-    the (k + 1)-th -> a [K] (sum <= 1: sometimes none is accepted).
-
-    siblings: "without_replacement" (Sequoia's children, verify_without_replacement), "iid" (SpecInfer's, verify_iid;
-    a[k] = the (k + 1)-th draw is the one accepted) or, at temperature 0, the top K tokens (exact match) whatever it
-    says. repeats: trials per prefix at temperature > 0. sequences: e.g. held-out prompts followed by the target's
-    own continuation, start = the prompt's length, so the vector is measured where decoding goes.
-    Example: draft = target, K = 2: the first child is always accepted -> a = [1, 0].
-    """
-    greedy, counts, trials = sampling_options.get("temperature", 1.0) == 0, np.zeros(K), 0
-    for seq in sequences:
-        n = len(seq) - start + 1
-        P = draft(list(seq), n)  # [n, V] the draft's law after each prefix seq[:start] .. seq
-        Q = warp(target(list(seq), n), **sampling_options)  # [n, V]
-        for p, q in zip(P, Q):
-            rows = np.tile(q, (1 + K, 1))  # [1 + K, V]: one level is verified; the rows below it are not used
-            for _ in range(1 if greedy else repeats):
-                if greedy:
-                    picks = top_tokens(p, K)
-                    path, _, _ = verify_distinct(picks, [-1] * len(picks), rows, rng)
-                    accepted = path[0] if path else None
-                else:
-                    law = warp(p, **sampling_options)  # [V]
-                    picks = [sample(law, rng) for _ in range(K)] if siblings == "iid" else \
-                        without_replacement(law, K, rng)
-                    tokens = list(dict.fromkeys(picks))  # iid: one node per distinct token, every draw kept
-                    draws = [tokens.index(t) for t in picks]
-                    if siblings == "iid":
-                        path, _, _ = verify_iid(tokens, [-1] * len(tokens), rows, np.array([law] * K), rng, draws)
-                    else:
-                        path, _, _ = verify_without_replacement(tokens, [-1] * len(tokens), rows,
-                                                                np.array([law] * len(tokens)), rng)
-                    accepted = draws.index(path[0]) if path else None  # the first draw of the accepted token
-                trials += 1
-                if accepted is not None:
-                    counts[accepted] += 1
-    return counts / trials
-
-
 class Filling:
     """A tree's shape (rank paths) being filled with tokens, parents first: tokens, parents, P (each node's parent's
     law), where (rank path -> tree node). A rank the draft's law cannot fill (too few tokens with p > 0) is left out
@@ -229,29 +179,28 @@ def verify_filled(tokens, parents, P, Q, rng, greedy, **sampling_options):
     return verify_without_replacement(tokens, parents, Q, np.array(P), rng)
 
 
-def check_sequoia(acceptance, nodes, depth, greedy):  # -> the acceptance vector to use
-    acceptance = ACCEPTANCE["greedy" if greedy else "sampled"] if acceptance is None else acceptance
+def check_sequoia(acceptance, nodes, depth):
     if len(acceptance) == 0 or any(not 0 <= a <= 1 for a in acceptance) or sum(acceptance) > 1 + 1e-6:
         raise ValueError(f"acceptance must be probabilities of the 1st, 2nd, .. child being accepted (each in [0, 1], "
                          f"summing to at most 1); got {acceptance}")
     for name, value in [("nodes", nodes), ("depth", depth)]:
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value}")
-    return acceptance
 
 
-def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, acceptance=None, stats=None,
+def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, stats=None,
                      **sampling_options):
     """x followed by N tokens distributed as sampling from the warped target (greedy decoding at temperature 0).
 
     nodes: draft nodes of the tree (the paper's n - 1); depth: the paper's d (3 and 3: the hardware-aware choice for
-    the built-in pair on a 2-core CPU, bench/token_trees.py); acceptance: the vector the dynamic program uses
-    (default: the built-in pair's, measured, ACCEPTANCE). target: the model contract plus
+    the built-in pair on a 2-core CPU, bench/token_trees.py); acceptance: the vector a the dynamic program uses
+    (measured for a pair by bench/token_trees.py; any vector keeps the method lossless). target: the model contract plus
     target.tree(x, tokens, parents, probs=True) and target.accept(path). stats: one step_record per target call.
     """
     check_inputs(x, N, **sampling_options)
+    check_sequoia(acceptance, nodes, depth)
     greedy = sampling_options.get("temperature", 1.0) == 0
-    choices, _ = sequoia_tree(check_sequoia(acceptance, nodes, depth, greedy), nodes + 1, depth)
+    choices, _ = sequoia_tree(acceptance, nodes + 1, depth)
     x, T = [int(t) for t in x], len(x) + N
     while len(x) < T:
         # Step 1: the dynamic program's tree, no deeper than the tokens still needed minus one, filled by the draft
@@ -270,16 +219,17 @@ def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, acceptance=None
     return x
 
 
-def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, acceptance=None, stats=None, generators=None,
-                           **sampling_options):
+def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, *, acceptance, stats=None,
+                           generators=None, **sampling_options):
     """Each prompt of xs followed by N tokens, as sequoia_decoding gives it alone with generators[b] (else rng): every
     row's tree is filled level by level, ONE batched tree call of the draft per level (the laws after that level's
     nodes, for every row), and verified in one batched target call (picospec.batch.batch_tree_decoding: its stats).
     draft: a batched model with tree(xs, trees, probs=True); target: the same plus accept(paths)."""
     for x in xs:
         check_inputs(x, N, **sampling_options)
+    check_sequoia(acceptance, nodes, depth)
     greedy = sampling_options.get("temperature", 1.0) == 0
-    choices, _ = sequoia_tree(check_sequoia(acceptance, nodes, depth, greedy), nodes + 1, depth)
+    choices, _ = sequoia_tree(acceptance, nodes + 1, depth)
     gen, fills = [(generators or {}).get(b, rng) for b in range(len(xs))], {}
 
     def propose(bs, rows, rooms):  # Step 1 for every active row, parents first, one level per draft call
