@@ -180,7 +180,7 @@ def load_heads(target_name, kind, folder, target, offline=None):
     fn, config = heads_function(folder, target)
     sparse, path = None, folder / "medusa_choices.json"
     if path.exists():
-        from picospec.medusa import rank_paths
+        from picospec.options import rank_paths
         from picospec.tree import check_choices
 
         try:
@@ -206,13 +206,25 @@ def load_eagle(target_name, folder, target, offline=None):
     return head
 
 
+def load_datastore(path):
+    """Datastore.load, its refusal worded for the command line: the fact, then how to build a good one."""
+    from picospec.rest import Datastore
+
+    try:
+        return Datastore.load(path)
+    except ValueError as e:
+        raise ValueError(f"{e}; build one with `python main.py --method rest --datastore NEW.npz --build_datastore` "
+                         "(from the standard library's train split), or Datastore.build(tokens).save(path) in Python"
+                         ) from None
+
+
 def rest_datastore(path, target, encoder):
     """Load --datastore FILE, or build it (FILE, or once into the cache) from the standard library's train split
     with the model's tokenizer. Written atomically: an interrupted build leaves no file."""
     from picospec.rest import Datastore
 
     if path is not None and Path(path).exists():
-        return Datastore.load(path)
+        return load_datastore(path)
     from tqdm import tqdm
 
     from gpt2.corpus import split_files, stdlib_files, tokenize
@@ -222,7 +234,7 @@ def rest_datastore(path, target, encoder):
     # into the cache: a PICOSPEC_CACHE no file can be made in is named before the build, not after it
     path = Path(path) if path is not None else check_cache_dir() / "rest" / f"{safe}-stdlib-train.npz"
     if path.exists():
-        return Datastore.load(path)
+        return load_datastore(path)
     print(f"building the REST datastore {path} (once) from the standard library's train split", file=sys.stderr)
     files = split_files(stdlib_files())["train"]
     ids = [t for f in tqdm(files, desc="tokenize", unit="file") for t in tokenize([f], encoder)]

@@ -29,7 +29,8 @@ import numpy as np
 
 from picospec.batch import eagle_prefill, root_rounds
 from picospec.sampling import check_inputs, first_token, sample, warp
-from picospec.tree import (check_choices, children, depth as tree_depth, greedy_path, sort_choices, sparse_tree,
+from picospec.tree import (chain_choices, check_choices, children, depth as tree_depth, greedy_path, sort_choices,
+                           sparse_tree,
                            top_ranked)
 from picospec.verify import step_record, verify_tree, verify_without_replacement
 
@@ -56,11 +57,10 @@ def static_tree(tree, accuracy=None, nodes=10, depth=5):
     picospec.tree.sparse_tree, from the head's measured rank_share per step ahead: P(the true token k + 1 steps ahead
     is rank r | the k before it right), `nodes` nodes at most `depth` deep), or the paths themselves."""
     if tree == "chain":
-        return [[0] * d for d in range(1, depth + 1)]
+        return chain_choices(depth)
     if tree == "sparse":
         if accuracy is None:
-            raise ValueError("this EAGLE head has no accuracy record to build the sparse tree from: pass --tree chain "
-                             "or a list of rank paths like '[[0],[0,0],[1]]'")
+            raise ValueError("no accuracy record to build the sparse tree from")
         return sparse_tree(np.asarray(accuracy)[:depth], nodes)[0]
     check_choices(tree)
     return sort_choices(tree)

@@ -13,7 +13,8 @@ A row says what a method is to everyone who runs it:
     law       "lossless" (the output follows the warped target at every temperature), "greedy" (greedy-only: exact
               at temperature 0, refuses temperature > 0) or "lossy" (samples, but not the target's law); a function
               of the options where an option decides it (Medusa's posterior)
-    options   the method's own options: name, type, default, one-line help, bounds (the front door checks them)
+    options   the method's own options: name, type, default, one-line help, bounds, checks (picospec/options.py;
+              the front door runs them before anything loads)
     instead   for a greedy-only method: the lossless method to use at temperature > 0
     prepare   (options, loaded, sampling) -> keyword arguments of fn, where options need what was loaded
     batch     the batched form, for --batch (None: the method refuses --batch)
@@ -22,7 +23,6 @@ Adding a method = one file in picospec/ + one row below (+ its tests, a bench ro
 Options marked load=True are read by whoever loads the method's needs (a heads folder, a datastore path) and are
 not passed to fn.
 """
-import math
 from typing import Callable, NamedTuple
 
 from picospec.autoregressive import autoregressive_sampling, batch_autoregressive_sampling
@@ -33,7 +33,9 @@ from picospec.eagle import CANDIDATES, batch_eagle_decoding, eagle_decoding, sta
 from picospec.eagle2 import batch_eagle2_decoding, eagle2_decoding
 from picospec.greedy import SCHEDULES, batch_greedy_decoding, greedy_decoding
 from picospec.lookahead import batch_lookahead_decoding, lookahead_decoding
-from picospec.medusa import POSTERIORS, batch_medusa_decoding, choose_tree, medusa_decoding, parse_tree
+from picospec.medusa import POSTERIORS, batch_medusa_decoding, medusa_decoding
+from picospec.options import (K_option, Option, eagle_tree_check, expansion_check, medusa_tree, parse_tree,
+                              skip_check, tree_check)
 from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
 from picospec.rest import batch_rest_decoding, rest_decoding
 from picospec.sequoia import batch_sequoia_decoding, sequoia_decoding
@@ -42,22 +44,6 @@ from picospec.specinfer import batch_specinfer_decoding, specinfer_decoding
 from picospec.speculative import speculative_sampling
 
 LAWS = ("lossless", "greedy", "lossy")
-
-
-class Option(NamedTuple):
-    """One option of a method (the same fields as gpt2.cli.Option, which parses it)."""
-    name: str
-    type: object
-    default: object = None
-    help: str = ""
-    low: float = None
-    high: float = None
-    above: float = None
-    choices: tuple = None
-    check: Callable = None
-    required: bool = False
-    load: bool = False
-    check_list: Callable = None  # for a list type: check(values) -> message or None, of the whole list
 
 
 class Method(NamedTuple):
@@ -74,24 +60,12 @@ class Method(NamedTuple):
     batch: Callable = None
 
 
-def K_option(help="draft tokens per step"):
-    return Option("K", int, 4, help, low=1, high=64)
-
-
-def tree_check(text):
-    try:
-        parse_tree(text)
-    except ValueError as e:
-        return str(e)
-    return None
-
-
 def prepare_medusa(options, loaded, sampling):
     """--tree and --posterior "auto" resolved: greedy at temperature 0, lossless above."""
     heads, tree = loaded["heads"], options.pop("tree")
     if options["posterior"] == "auto":
         options["posterior"] = "greedy" if sampling.get("temperature", 1) == 0 else "lossless"
-    return {**options, "heads": heads["fn"], "medusa_choices": choose_tree(tree, heads["n_heads"], heads.get("sparse"))}
+    return {**options, "heads": heads["fn"], "medusa_choices": medusa_tree(tree, heads["n_heads"], heads.get("sparse"))}
 
 
 def prepare_blockwise(options, loaded, sampling):
@@ -103,39 +77,19 @@ def prepare_blockwise(options, loaded, sampling):
     return {**options, "heads": lambda h: heads["fn"](h)[:K - 1]}  # p_2..p_K
 
 
-def eagle_tree_check(text):
-    if text == "cartesian":
-        return "--tree cartesian is Medusa's; EAGLE takes sparse, chain or JSON rank paths like '[[0],[0,0],[1]]'"
-    return tree_check(text)
-
-
 def prepare_eagle(options, loaded, sampling):
     """The static tree from --tree, --nodes and --depth (sparse: from the head's measured accuracy per step)."""
-    head = loaded["heads"]
-    choices = static_tree(parse_tree(options.pop("tree")), head.accuracy, options.pop("nodes"), options.pop("depth"))
+    head, tree = loaded["heads"], parse_tree(options.pop("tree"))
+    if tree == "sparse" and head.accuracy is None:
+        raise ValueError("this EAGLE head has no accuracy record to build the sparse tree from: pass --tree chain "
+                         "or a list of rank paths like '[[0],[0,0],[1]]'")
+    choices = static_tree(tree, head.accuracy, options.pop("nodes"), options.pop("depth"))
     return {**options, "heads": head, "choices": choices}
 
 
 def prepare_eagle2(options, loaded, sampling):
     """The head loaded for heads:eagle is the draft function itself."""
     return {**options, "heads": loaded["heads"]}
-
-
-def expansion_check(expansion):
-    """A tree of at most 256 draft nodes (each level's children times the nodes above it): the most one tree call
-    scores, as --nodes and --num_draft_nodes are bounded elsewhere. Example: 1,1,2 -> 1 + 1 + 2 = 4 nodes."""
-    nodes = sum(math.prod(expansion[:i + 1]) for i in range(len(expansion)))
-    if nodes > 256:
-        return f"a tree of {nodes} draft nodes, more than the 256 one target call scores: use fewer levels or children"
-    return None
-
-
-def skip_check(text):
-    """--skip: sublayer names, comma-separated (a = attention, m = MLP, then the layer); the engine checks the layers."""
-    parts = [t.strip() for t in text.split(",")]
-    if not all(len(t) > 1 and t[0] in "am" and t[1:].isdigit() for t in parts):
-        return "write the sublayers to skip as a<layer> (attention) or m<layer> (MLP), comma-separated, e.g. a3,m4"
-    return None
 
 
 def prepare_specinfer(options, loaded, sampling):

@@ -88,22 +88,19 @@ class Datastore:
 
     @classmethod
     def load(cls, path):
-        """Read what save() wrote; a missing, unreadable or inconsistent file is a ValueError that names it and says how
-        to rebuild it (nothing pickled is ever loaded)."""
-        rebuild = (f"delete it and build it again: `python main.py --method rest --datastore {path} --build_datastore` "
-                   "(the standard library's train split), or Datastore.build(tokens).save(path) in Python")
+        """Read what save() wrote; a missing, unreadable or inconsistent file is a ValueError that names it and
+        what is wrong (nothing pickled is ever loaded)."""
         if not os.path.isfile(path):
-            raise ValueError(f"no REST datastore at {path}: build one with `python main.py --method rest --datastore "
-                             f"{path} --build_datastore`, or Datastore.build(tokens).save(path) in Python")
+            raise ValueError(f"no REST datastore at {path}")
         try:
             with np.load(path, allow_pickle=False) as f:
                 tokens, sa, max_suffix = f["tokens"], f["suffix_array"], f["max_suffix"]
         except Exception as e:
             why = "it holds pickled Python objects, which are never loaded" if "pickle" in str(e) else (
                 f"not a .npz archive of the arrays tokens, suffix_array and max_suffix: {e}")
-            raise ValueError(f"{path} is not a readable REST datastore ({why}); {rebuild}") from None
+            raise ValueError(f"{path} is not a readable REST datastore ({why})") from None
         if (problem := cls.problem(tokens, sa, max_suffix)) is not None:
-            raise ValueError(f"{path} is not a consistent REST datastore ({problem}); {rebuild}")
+            raise ValueError(f"{path} is not a consistent REST datastore ({problem})")
         return cls(tokens, sa, int(max_suffix))
 
     @staticmethod

@@ -49,7 +49,7 @@ def check_choices(choices, n_heads=None, topk=None):
             raise ValueError(f"node {list(c)} has depth {len(c)} but there are only {n_heads} heads: one head per level")
         if topk is not None and max(c) >= topk:
             raise ValueError(f"node {list(c)} asks for candidate rank {max(c)} but each head offers only topk = "
-                             f"{topk} candidates (ranks 0..{topk - 1}): raise topk (--topk) or use smaller ranks")
+                             f"{topk} candidates (ranks 0..{topk - 1}): raise topk or use smaller ranks")
         seen.add(c)
     for c in seen:
         if len(c) > 1 and c[:-1] not in seen:
@@ -242,3 +242,17 @@ class DrawTrie:
         self.draws.append(self.index[key])
         self.laws.append(law)
         return self.index[key]
+
+
+def chain_choices(depth):
+    """A single path of top-1 candidates: [[0], [0, 0], ...]."""
+    return [[0] * d for d in range(1, depth + 1)]
+
+
+def cartesian_choices(depth, k):
+    """Every combination of each head's top-k up to `depth`: k + k^2 + .. + k^depth nodes."""
+    level, out = [[]], []
+    for _ in range(depth):
+        level = [c + [r] for c in level for r in range(k)]
+        out += level
+    return out

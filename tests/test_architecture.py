@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # loop that prompt lookup and REST share)
 SHARED = {"sampling", "verify", "tree", "rejection", "batch"}
 # picospec modules that are not a row of the table
-NOT_METHODS = SHARED | {"__init__", "methods", "theory"}
+NOT_METHODS = SHARED | {"__init__", "methods", "options", "theory"}
 # packages of picospec and the extra picospec pieces their modules use (the checker imports its own modules)
 ALSO = {"check": {"check"}}
 STDLIB = set(sys.stdlib_module_names)
