@@ -1,0 +1,67 @@
+"""What an add-on folder holds, by the kind its config declares, so that a method refuses another method's add-on.
+
+Each trainer writes "kind" into the config it saves: heads.json says "medusa", "blockwise" or "early_exit" (an exit
+adapter), eagle.json says "eagle", and each entry of a model's self_draft.json says "skip_set" or "exit_layer".
+Folders written before the field existed are recognised by their shapes: eagle.json is an EAGLE head; heads.json with
+an exit_layer is an exit adapter, with their own output layer (untied, out.w) Medusa heads, tied to the backbone's
+wte Blockwise heads (the two papers' designs); config.json with model.safetensors is a model.
+
+    folder_kind("gpt2/assets/tiny-target/medusa") -> "medusa"
+    check_kind(folder, "blockwise", "--heads", "--method blockwise")   # ValueError naming both kinds
+"""
+from pathlib import Path
+
+KINDS = {"medusa": "Medusa heads", "blockwise": "Blockwise heads", "early_exit": "an exit adapter",
+         "eagle": "an EAGLE head", "model": "a model (config.json, model.safetensors)"}
+HEADS_KINDS = ("medusa", "blockwise", "early_exit")  # the kinds heads.json may declare
+USED_BY = {"medusa": "--method medusa", "blockwise": "--method blockwise", "early_exit": "--method early_exit",
+           "eagle": "--method eagle or eagle2", "model": "--target or --draft"}
+TRAIN = {"medusa": "python -m gpt2.train_heads --out DIR", "blockwise": "python -m gpt2.train_heads --tied --act relu "
+         "--out DIR", "early_exit": "python -m bench.self_draft --task exits", "eagle": "python -m gpt2.train_eagle "
+         "--out DIR"}
+
+
+def heads_kind(config):
+    """The kind of the heads described by a heads.json (already checked by gpt2.heads.read_heads_config): declared,
+    else by shape. Example: {"n_heads": 3, "tied": true, "act": "relu"} -> "blockwise"."""
+    if config.get("kind") is not None:
+        return config["kind"]
+    if "exit_layer" in config:
+        return "early_exit"
+    return "blockwise" if config["tied"] else "medusa"
+
+
+def folder_kind(folder):
+    """The kind of add-on in `folder` (a key of KINDS), or None where it holds none of them."""
+    from gpt2.heads import read_heads_config
+
+    folder = Path(folder)
+    if (folder / "heads.json").is_file():
+        return heads_kind(read_heads_config(folder / "heads.json"))
+    if (folder / "eagle.json").is_file():
+        return "eagle"
+    if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
+        return "model"
+    return None
+
+
+def check_kind(folder, kind, where, method):
+    """ValueError unless `folder` holds add-on `kind`: what it holds instead, what `method` needs and what to do.
+    where: how the user named the folder (--heads DIR, or the target's folder)."""
+    held = folder_kind(folder)
+    if held == kind:
+        return
+    if held is None:
+        raise ValueError(f"{where} holds no {KINDS[kind]} ({_files(folder)}), which {method} needs: train them with "
+                         f"`{TRAIN[kind]}` and pass that folder")
+    inside = f" (its {kind}/ folder may)" if held == "model" and (Path(folder) / kind).is_dir() else ""
+    raise ValueError(f"{where} holds {KINDS[held]} (for {USED_BY[held]}), not the {KINDS[kind].removeprefix('an ')} "
+                     f"that {method} runs on{inside}: pass a folder of {KINDS[kind]}, or use this one with "
+                     f"{USED_BY[held]}")
+
+
+def _files(folder):  # "no heads.json or eagle.json" / "not a folder"
+    folder = Path(folder)
+    if not folder.is_dir():
+        return "no such folder"
+    return "no heads.json or eagle.json there"
