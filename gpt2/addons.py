@@ -16,9 +16,6 @@ KINDS = {"medusa": "Medusa heads", "blockwise": "Blockwise heads", "early_exit":
 HEADS_KINDS = ("medusa", "blockwise", "early_exit")  # the kinds heads.json may declare
 USED_BY = {"medusa": "--method medusa", "blockwise": "--method blockwise", "early_exit": "--method early_exit",
            "eagle": "--method eagle or eagle2", "model": "--target or --draft"}
-TRAIN = {"medusa": "python -m gpt2.train_heads --out DIR", "blockwise": "python -m gpt2.train_heads --tied --act relu "
-         "--out DIR", "early_exit": "python -m bench.self_draft --task exits", "eagle": "python -m gpt2.train_eagle "
-         "--out DIR"}
 
 
 def heads_kind(config):
@@ -47,21 +44,13 @@ def folder_kind(folder):
 
 def check_kind(folder, kind, where, method):
     """ValueError unless `folder` holds add-on `kind`: what it holds instead, what `method` needs and what to do.
-    where: how the user named the folder (--heads DIR, or the target's folder)."""
+    where: how the user named the folder (--heads DIR, or the target's folder). A folder of no add-on at all is the
+    caller's to name (with how to train one)."""
     held = folder_kind(folder)
-    if held == kind:
+    if held in (kind, None):
         return
-    if held is None:
-        raise ValueError(f"{where} holds no {KINDS[kind]} ({_files(folder)}), which {method} needs: train them with "
-                         f"`{TRAIN[kind]}` and pass that folder")
     inside = f" (its {kind}/ folder may)" if held == "model" and (Path(folder) / kind).is_dir() else ""
     raise ValueError(f"{where} holds {KINDS[held]} (for {USED_BY[held]}), not the {KINDS[kind].removeprefix('an ')} "
                      f"that {method} runs on{inside}: pass a folder of {KINDS[kind]}, or use this one with "
                      f"{USED_BY[held]}")
 
-
-def _files(folder):  # "no heads.json or eagle.json" / "not a folder"
-    folder = Path(folder)
-    if not folder.is_dir():
-        return "no such folder"
-    return "no heads.json or eagle.json there"
