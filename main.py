@@ -45,8 +45,8 @@ SHARED = [
            "PICOSPEC_THREADS)", low=1, high=256),
     Option("json", bool, False, "print one JSON object instead of text"),
     Option("batch", "file", None, "decode every line of FILE as one batch (methods with a batched form)"),
-    Option("batch_memory", int, None, "MB the --batch rows may take at once (KV caches, activations): rows run in "
-           "groups that fit (default: half the free memory)", low=1),
+    Option("batch_memory", int, None, "MB the --batch rows may take at once (KV caches, "
+           "activations): rows run in groups that fit (default: half the free memory)", low=1),
 ]
 
 
@@ -98,10 +98,12 @@ def parse_command_line(argv):
 
 
 def program():
-    """How the user ran this, for the usage line: `python PATH` as typed for a .py file (python main.py), else the
-    installed command's name (picospec). Example: argv[0] "/usr/local/bin/picospec" -> "picospec"."""
+    """How the user ran this, for the usage line: `python PATH` as typed for a .py file (python
+    main.py), else the installed command's name. Example: /usr/local/bin/picospec -> picospec."""
     invoked = sys.argv[0] if sys.argv and sys.argv[0] else "main.py"
-    return f"python {invoked}" if invoked.endswith(".py") else Path(invoked).name.removesuffix(".exe")
+    if invoked.endswith(".py"):
+        return f"python {invoked}"
+    return Path(invoked).name.removesuffix(".exe")
 
 
 def unescape(text):
@@ -157,13 +159,13 @@ def check_before_loading(method, values):
     if values.get("draft2") is not None and ("draft2" in method.needs and method.name != "specinfer"
                                              or values.get("merge")):
         if same_model(values["draft2"], values["target"]):
-            raise UsageError(f"--draft2 {values['draft2']} is the target itself: the second drafter must be another, "
-                             f"cheaper model (ngram, tiny-draft, ...)")
-    if values["temperature"] == 0 and (values["top_k"] is not None or values["top_p"] is not None):
-        given = " and ".join(f"--{k}" for k in ("top_k", "top_p") if values[k] is not None)
-        print(f"note: {given} {'have' if ' and ' in given else 'has'} no effect at --temperature 0 (greedy decoding "
-              f"takes the argmax); {'they apply' if ' and ' in given else 'it applies'} when sampling, at "
-              f"--temperature > 0", file=sys.stderr)
+            raise UsageError(f"--draft2 {values['draft2']} is the target itself: the second "
+                             "drafter must be another, cheaper model (ngram, tiny-draft, ...)")
+    filters = [f"--{k}" for k in ("top_k", "top_p") if values[k] is not None]
+    if values["temperature"] == 0 and filters:  # a note: the run means something, the option not
+        has, applies = ("have", "they apply") if len(filters) == 2 else ("has", "it applies")
+        print(f"note: {' and '.join(filters)} {has} no effect at --temperature 0 (greedy decoding "
+              f"takes the argmax); {applies} when sampling, at --temperature > 0", file=sys.stderr)
 
     models = [values["target"]] + ([values["draft"]] if "draft" in method.needs else [])
     downloads = any(m not in BUILTIN and m != "ngram" and not is_local(m) for m in models)
@@ -172,14 +174,15 @@ def check_before_loading(method, values):
 
 
 def same_model(a, b):
-    """Whether two model names mean one checkpoint: the same name, or local folders (built-in ones included) that
-    are one folder. Example: same_model("tiny-target", "gpt2/assets/tiny-target") -> True."""
+    """Whether two model names mean one checkpoint: the same name, or local folders (built-in ones
+    included) that are one folder. Example: same_model("tiny-target", "gpt2/assets/tiny-target")."""
     from gpt2.hub import BUILTIN, is_local
 
     def folder(name):
         if name in BUILTIN:
             return BUILTIN[name].resolve()
-        return Path(name).expanduser().resolve() if is_local(name) and Path(name).expanduser().exists() else name
+        path = Path(name).expanduser()
+        return path.resolve() if is_local(name) and path.exists() else name
 
     return a == b or folder(a) == folder(b)
 
@@ -231,7 +234,8 @@ def main(argv=None):
         return
     method, values = parsed
     if values["batch_memory"] is not None and values["batch"] is None:
-        raise UsageError("--batch_memory sets the memory of --batch's rows: add --batch FILE, or drop it")
+        raise UsageError("--batch_memory sets the memory of --batch's rows: add --batch FILE, or "
+                         "drop it")
     if values["batch"] is not None:
         for name in ("prompt", "prompt_file"):
             if any(n == name for n, _, _ in split(argv)):
@@ -319,17 +323,18 @@ def main_batch(method, values):
     order = list(dict.fromkeys(["autoregressive", method.name]))  # the baseline first, as for one prompt
     kwargs = {m: options if m == method.name else {} for m in order}
 
-    def run(m, n, stats=None):  # -> (outputs, seconds): every group of rows on engines of its size, caches emptied
-        out, seconds, rng = [], 0.0, np.random.default_rng(values["seed"])  # one generator through the groups
-        for group in groups:
-            # the baseline on the plain target's batched engine, as for one prompt (a self-drafting row's target
-            # side is another engine: its speedup is measured against the same baseline as every row's)
+    def run(m, n, stats=None):  # -> (outputs, seconds): each group on engines of its size, emptied
+        out, seconds = [], 0.0
+        rng = np.random.default_rng(values["seed"])  # one generator through the groups
+        for g, group in enumerate(groups):
+            # the baseline on the plain target's batched engine, as for one prompt (a
+            # self-drafting row's target side is another engine, measured against the same baseline)
             needs = batched_models(loaded if m == method.name else {"target": target}, len(group))
             for model in needs.values():
                 getattr(model, "reset", lambda: None)()
             start = time.perf_counter()
             out += call(TABLE[m], [xs[i] for i in group], n, rng, needs, sampling, kwargs[m],
-                        stats=None if stats is None else stats.setdefault(len(stats), []), batch=True)
+                        stats=None if stats is None else stats.setdefault(g, []), batch=True)
             seconds += time.perf_counter() - start
             del needs  # the group's caches go before the next group's are made
         return out, seconds
@@ -342,17 +347,20 @@ def main_batch(method, values):
         stats = {}  # group number -> that group's step records
         try:
             out, seconds = run(m, n, stats)
-        except MemoryError:  # the bound was not enough on this machine (memory taken by others meanwhile)
-            raise UsageError(f"--batch: out of memory with groups of {len(groups[0])} rows: pass a smaller "
-                             f"--batch_memory than {-(-len(groups[0]) * row_bytes // 2**20)}") from None
+        except MemoryError:  # the bound fell short here (memory taken by others meanwhile)
+            mb = -(-len(groups[0]) * row_bytes // 2**20)
+            raise UsageError(f"--batch: out of memory with groups of {len(groups[0])} rows: pass a "
+                             f"smaller --batch_memory than {mb}") from None
         calls = [sum(s.get("calls", 1) for s in stats[g]) for g in range(len(groups))]
         per_row = [n / sum(s.get("calls", 1) for s in stats[g] if s["accepted"][b] >= 0)
                    for g, group in enumerate(groups) for b in range(len(group))]
-        runs[m] = {"texts": [encoder.decode(o[len(x):]) for o, x in zip(out, xs)], "ids": [o[len(x):] for o, x in
-                   zip(out, xs)], "time_s": seconds, "target_calls": sum(calls), "tokens_per_target_call": per_row}
+        ids = [o[len(x):] for o, x in zip(out, xs)]
+        runs[m] = {"texts": [encoder.decode(i) for i in ids], "ids": ids, "time_s": seconds,
+                   "target_calls": sum(calls), "tokens_per_target_call": per_row}
     mine, base = runs[method.name], runs["autoregressive"]
     result = {"method": method.name, "prompts": prompts, "texts": mine["texts"], "time_s": mine["time_s"],
-              "target_calls": mine["target_calls"], "threads": threads, "groups": [len(g) for g in groups],
+              "target_calls": mine["target_calls"], "threads": threads,
+              "groups": [len(g) for g in groups],
               "tokens_per_target_call": mine["tokens_per_target_call"],
               "autoregressive": {"texts": base["texts"], "time_s": base["time_s"],
                                  "target_calls": base["target_calls"]},
@@ -363,9 +371,9 @@ def main_batch(method, values):
         return
     for row, (line, prompt, text, tpc) in enumerate(zip(numbers, prompts, mine["texts"],
                                                         mine["tokens_per_target_call"]), 1):
-        print(f"── row {row} (line {line} of {path}): {tpc:.2f} tokens per target call " + "─" * 20)
+        print(f"── row {row} (line {line} of {path}): {tpc:.2f} tokens per target call " + "─" * 10)
         print(prompt + text + "\n")
-    in_groups = f" in {len(groups)} groups of at most {len(groups[0])} rows" if len(groups) > 1 else ""
+    in_groups = f" in {len(groups)} groups of up to {len(groups[0])} rows" * (len(groups) > 1)
     print(f"{method.name}: {len(xs)} prompts x {n} tokens{in_groups} in {mine['time_s']:.3f} s, "
           f"{mine['target_calls']} batched target calls")
     if method.name != "autoregressive":
@@ -380,16 +388,18 @@ def main_batch(method, values):
 
 
 def row_groups(xs, values, loaded, device):
-    """--batch's rows in groups (consecutive line numbers) whose batched engines fit the memory budget: --batch_memory
-    MB, else half the free memory; one row's bytes are bounded by bench.harness.batch_row_bytes for passes of the
-    longest prompt plus --n_tokens. -> (groups of row indices, bytes per row). A row that alone does not fit is one
-    line naming the memory and the option."""
+    """--batch's rows in groups (consecutive lines) whose batched engines fit the memory budget:
+    --batch_memory MB, else half the free memory; a row's bytes are bounded by
+    bench.harness.batch_row_bytes for passes of the longest prompt plus --n_tokens.
+    -> (groups of row indices, bytes per row). A row that alone does not fit is one line naming the
+    memory it needs and the option."""
     from bench.harness import batch_row_bytes
     from gpt2.backend import free_memory
 
     row = batch_row_bytes(loaded, max(len(x) for x in xs) + values["n_tokens"])
     if values["batch_memory"] is not None:
-        budget, what = values["batch_memory"] * 2**20, f"the {values['batch_memory']} MB of --batch_memory"
+        budget = values["batch_memory"] * 2**20
+        what = f"the {values['batch_memory']} MB of --batch_memory"
     else:
         free = free_memory(device)
         budget = free // 2 if free is not None else 4 * 2**30
@@ -397,9 +407,10 @@ def row_groups(xs, values, loaded, device):
                 "the default of 4096 MB (the free memory cannot be read here)")
     size = min(len(xs), budget // row) if row else len(xs)
     if size < 1:
-        raise UsageError(f"--batch: one row needs about {-(-row // 2**20)} MB (KV caches and activations of the "
-                         f"longest prompt plus --n_tokens {values['n_tokens']}), more than {what}: pass "
-                         f"--batch_memory {-(-row // 2**20)} or more, or lower --n_tokens")
+        need = -(-row // 2**20)
+        raise UsageError(f"--batch: one row needs about {need} MB (KV caches and activations of "
+                         f"the longest prompt plus --n_tokens {values['n_tokens']}), more than "
+                         f"{what}: pass --batch_memory {need} or more, or lower --n_tokens")
     return [list(range(i, min(i + size, len(xs)))) for i in range(0, len(xs), size)], row
 
 

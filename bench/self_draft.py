@@ -254,7 +254,7 @@ def update_config(folder, kind, record):
     from gpt2.self_draft import CONFIG, ENTRY_KINDS, read_config
 
     config = read_config(folder)
-    config[kind] = {"kind": ENTRY_KINDS[kind], **record}  # the entry declares what it holds (gpt2/addons.py)
+    config[kind] = {"kind": ENTRY_KINDS[kind], **record}  # the entry declares what it holds
     write_text(Path(folder) / CONFIG, json.dumps(config, separators=(",", ":")) + "\n")
 
 

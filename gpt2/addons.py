@@ -1,26 +1,30 @@
-"""What an add-on folder holds, by the kind its config declares, so that a method refuses another method's add-on.
+"""What an add-on folder holds, by the kind its config declares: a method refuses another method's
+add-on, naming both.
 
-Each trainer writes "kind" into the config it saves: heads.json says "medusa", "blockwise" or "early_exit" (an exit
-adapter), eagle.json says "eagle", and each entry of a model's self_draft.json says "skip_set" or "exit_layer".
-Folders written before the field existed are recognised by their shapes: eagle.json is an EAGLE head; heads.json with
-an exit_layer is an exit adapter, with their own output layer (untied, out.w) Medusa heads, tied to the backbone's
-wte Blockwise heads (the two papers' designs); config.json with model.safetensors is a model.
+Each trainer writes "kind" into the config it saves: heads.json says "medusa", "blockwise" or
+"early_exit" (an exit adapter), eagle.json says "eagle", and each entry of a model's
+self_draft.json says "skip_set" or "exit_layer" (gpt2/self_draft.py). Folders written before the
+field existed are recognised by their shapes: eagle.json is an EAGLE head; heads.json with an
+exit_layer is an exit adapter, heads with their own output layer (untied, out.w) are Medusa heads,
+heads tied to the backbone's wte Blockwise heads (the two papers' designs); config.json with
+model.safetensors is a model.
 
     folder_kind("gpt2/assets/tiny-target/medusa") -> "medusa"
-    check_kind(folder, "blockwise", "--heads", "--method blockwise")   # ValueError naming both kinds
+    check_kind(folder, "blockwise", "--heads DIR", "--method blockwise")   # ValueError naming both
 """
 from pathlib import Path
 
 KINDS = {"medusa": "Medusa heads", "blockwise": "Blockwise heads", "early_exit": "an exit adapter",
          "eagle": "an EAGLE head", "model": "a model (config.json, model.safetensors)"}
 HEADS_KINDS = ("medusa", "blockwise", "early_exit")  # the kinds heads.json may declare
-USED_BY = {"medusa": "--method medusa", "blockwise": "--method blockwise", "early_exit": "--method early_exit",
-           "eagle": "--method eagle or eagle2", "model": "--target or --draft"}
+USED_BY = {"medusa": "--method medusa", "blockwise": "--method blockwise",
+           "early_exit": "--method early_exit", "eagle": "--method eagle or eagle2",
+           "model": "--target or --draft"}
 
 
 def heads_kind(config):
-    """The kind of the heads described by a heads.json (already checked by gpt2.heads.read_heads_config): declared,
-    else by shape. Example: {"n_heads": 3, "tied": true, "act": "relu"} -> "blockwise"."""
+    """The kind of the heads a heads.json describes (checked by gpt2.heads.read_heads_config):
+    declared, else by shape. Example: {"n_heads": 3, "tied": true, "act": "relu"} -> "blockwise"."""
     if config.get("kind") is not None:
         return config["kind"]
     if "exit_layer" in config:
@@ -43,14 +47,14 @@ def folder_kind(folder):
 
 
 def check_kind(folder, kind, where, method):
-    """ValueError unless `folder` holds add-on `kind`: what it holds instead, what `method` needs and what to do.
-    where: how the user named the folder (--heads DIR, or the target's folder). A folder of no add-on at all is the
-    caller's to name (with how to train one)."""
+    """ValueError where `folder` holds another add-on than `kind`: what it holds, what `method`
+    runs on and what to do. where: how the user named the folder (--heads DIR, or the target's
+    folder). A folder of no add-on at all is the caller's to name (with how to train one)."""
     held = folder_kind(folder)
     if held in (kind, None):
         return
-    inside = f" (its {kind}/ folder may)" if held == "model" and (Path(folder) / kind).is_dir() else ""
-    raise ValueError(f"{where} holds {KINDS[held]} (for {USED_BY[held]}), not the {KINDS[kind].removeprefix('an ')} "
-                     f"that {method} runs on{inside}: pass a folder of {KINDS[kind]}, or use this one with "
-                     f"{USED_BY[held]}")
-
+    inside = held == "model" and (Path(folder) / kind).is_dir()
+    raise ValueError(f"{where} holds {KINDS[held]} (for {USED_BY[held]}), not the "
+                     f"{KINDS[kind].removeprefix('an ')} that {method} runs on"
+                     f"{f' (its {kind}/ folder may)' if inside else ''}: pass a folder of "
+                     f"{KINDS[kind]}, or use this one with {USED_BY[held]}")

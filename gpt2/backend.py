@@ -112,8 +112,8 @@ def free_cores():
 
 
 def free_memory(device="cpu"):
-    """Bytes free now: the GPU's (CuPy) for device "gpu", else the host's MemAvailable (Linux), else its physical
-    memory, else None where neither can be read."""
+    """Bytes free now: the GPU's (CuPy) for device "gpu", else the host's MemAvailable (Linux),
+    else its physical memory, else None where neither can be read."""
     import os
 
     if device == "gpu":

@@ -30,8 +30,9 @@ class BatchEagleHead:
 
     @staticmethod
     def row_bytes(head, tokens):
-        """An upper bound on the bytes one row takes: its cache (2 x S x C numbers) and the activations of a pass of
-        `tokens` items (features, the block's 16 C, attention over S slots per head, logits [V])."""
+        """An upper bound on the bytes one row takes: its cache (2 x S x C numbers) and the
+        activations of a pass of `tokens` items (features, the block's 16 C, attention over S
+        slots per head, logits [V])."""
         C, H, V, S = head.wte.shape[1], head.n_head, head.wte.shape[0], head.cache.n_ctx + 1
         return 4 * (2 * S * C + min(tokens, S) * (16 * C + H * S + 3 * V))
 

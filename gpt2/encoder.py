@@ -73,8 +73,8 @@ class Encoder:
 
     @property
     def fingerprint(self):
-        """sha256 of the vocabulary (tokens in id order) and the merges (in rank order): tokenizers with equal
-        fingerprints encode and decode alike, whatever their files' names, formatting or key order."""
+        """sha256 of the vocabulary (tokens in id order) and the merges (in rank order): tokenizers
+        with equal fingerprints encode and decode alike, whatever their files' names or format."""
         if not hasattr(self, "_fingerprint"):
             import hashlib
 

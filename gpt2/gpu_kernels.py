@@ -84,7 +84,8 @@ def fused(x):
     """True where x is a float32 CuPy array and the kernels are on."""
     from gpt2.cli import env_flag
 
-    return type(x).__module__.startswith("cupy") and x.dtype == "float32" and env_flag("PICOSPEC_FUSED", True)
+    on = env_flag("PICOSPEC_FUSED", True) if type(x).__module__.startswith("cupy") else False
+    return on and x.dtype == "float32"
 
 
 def _rows(x):  # -> (x as a C-contiguous array, rows, n)

@@ -22,8 +22,9 @@ ACTIVATIONS = ("silu", "relu")
 
 
 def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None, kind=None):
-    """K heads for a backbone whose (tied) LM head is wte [V, C]; kind (gpt2/addons.py) goes into their config:
-    "medusa", "blockwise" or "early_exit", by default Blockwise for tied heads and Medusa for untied ones."""
+    """K heads for a backbone whose (tied) LM head is wte [V, C]; kind (gpt2/addons.py) goes into
+    their config: "medusa", "blockwise" or "early_exit", by default blockwise for tied heads and
+    medusa for untied ones."""
     V, C = wte.shape
     rng = rng or np.random.default_rng(0)
     heads = []
@@ -149,8 +150,8 @@ def load_heads(folder, n_embd=None, n_vocab=None):
 
 
 def read_heads_config(path):
-    """heads.json, checked: n_heads a whole number >= 1, tied true or false, act one of ACTIVATIONS, kind (where
-    declared) one of gpt2.addons.HEADS_KINDS."""
+    """heads.json, checked: n_heads a whole number >= 1, tied true or false, act one of
+    ACTIVATIONS, kind (where declared) one of gpt2.addons.HEADS_KINDS."""
     from gpt2.addons import HEADS_KINDS
     from gpt2.weights import CorruptFile, read_json
 
@@ -165,7 +166,8 @@ def read_heads_config(path):
     if act not in ACTIVATIONS:
         raise CorruptFile(path, f"act is {act!r}; it must be one of {', '.join(ACTIVATIONS)}", RETRAIN)
     if config.get("kind") is not None and config["kind"] not in HEADS_KINDS:
-        raise CorruptFile(path, f"kind is {config['kind']!r}; it must be one of {', '.join(HEADS_KINDS)}", RETRAIN)
+        raise CorruptFile(path, f"kind is {config['kind']!r}; it must be one of "
+                                f"{', '.join(HEADS_KINDS)}", RETRAIN)
     return config
 
 
@@ -216,8 +218,9 @@ def keep_first_heads(src, dst, n):
             record[key] = {name: (rows[:n + 1] if isinstance(rows, list) else rows) for name, rows in record[key].items()}
     record["kept"] = f"the first {n} of the {config['n_heads']} heads in {src}"
     with output_folder(dst):  # a failed run leaves no half-written folder behind
-        save_heads(dst, heads[:n], {"kind": heads_kind(config), "n_heads": n, "tied": config["tied"],
-                                    "act": config["act"]}, dtype=dtype, record=record)
+        kept = {"kind": heads_kind(config), "n_heads": n, "tied": config["tied"],
+                "act": config["act"]}
+        save_heads(dst, heads[:n], kept, dtype=dtype, record=record)
 
 
 if __name__ == "__main__":

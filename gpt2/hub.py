@@ -70,11 +70,12 @@ def check_cache_dir(cache=None):
 
 
 def is_offline(offline=None):
-    """--offline, else PICOSPEC_OFFLINE: 1, true, yes or on (in any case) means offline; unset, empty, 0, false, no or
-    off means online; another value is a ValueError naming it (gpt2.cli.env_flag)."""
+    """--offline, else PICOSPEC_OFFLINE: 1, true, yes or on (any case) means offline; unset, empty,
+    0, false, no or off means online; another value is a ValueError naming it
+    (gpt2.cli.env_flag)."""
     from gpt2.cli import env_flag
 
-    setting = env_flag("PICOSPEC_OFFLINE", default=False)  # checked even where --offline decides: a typo shows
+    setting = env_flag("PICOSPEC_OFFLINE", default=False)  # even under --offline: a typo shows
     return offline if offline is not None else setting
 
 

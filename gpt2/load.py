@@ -25,8 +25,8 @@ def load_model(name, device="cpu", offline=None):
         if not path.exists():
             raise ValueError(f"the built-in n-gram draft {path} is missing from this checkout; "
                              "rebuild it with `python -m gpt2.ngram` (see README) or choose another --draft")
-        model, encoder = NGram.load(path), load_encoder(ASSETS / "tiny-target")  # the built-in models' tokenizer
-        model.tokenizer = model.tokenizer or encoder.fingerprint  # a file without the record: counted with it
+        model, encoder = NGram.load(path), load_encoder(ASSETS / "tiny-target")  # the built-ins'
+        model.tokenizer = model.tokenizer or encoder.fingerprint  # no record: counted with theirs
         model.folder = path
         return model, encoder
 
@@ -44,18 +44,22 @@ def load_model(name, device="cpu", offline=None):
 
 
 def check_tokenizers(draft, target, draft_name, target_name, role="draft"):
-    """Speculative decoding compares the draft's and the target's laws token by token, so both must read ids with one
-    tokenizer: the same vocabulary size is not enough (the same ids may spell other strings). ValueError naming both
-    folders where their tokenizers' fingerprints (gpt2/encoder.py) differ."""
+    """Speculative decoding compares the draft's and the target's laws token by token, so both
+    must read ids with one tokenizer: the same vocabulary size is not enough (the same ids may
+    spell other strings). ValueError naming both folders where the tokenizers' fingerprints
+    (gpt2/encoder.py) differ."""
     if draft.n_vocab != target.n_vocab:
-        raise ValueError(f"{role} {draft_name!r} has {draft.n_vocab} tokens but target {target_name!r} has "
-                         f"{target.n_vocab}: speculative decoding needs one vocabulary; pick a matching pair")
+        raise ValueError(f"{role} {draft_name!r} has {draft.n_vocab} tokens but target "
+                         f"{target_name!r} has {target.n_vocab}: speculative decoding needs one "
+                         "vocabulary; pick a matching pair")
     mine, theirs = getattr(draft, "tokenizer", None), getattr(target, "tokenizer", None)
     if mine is not None and theirs is not None and mine != theirs:
-        raise ValueError(f"{role} {draft_name!r} ({getattr(draft, 'folder', draft_name)}) and target {target_name!r} "
-                         f"({getattr(target, 'folder', target_name)}) have {target.n_vocab} tokens each but different "
-                         f"tokenizers (vocabulary or merges differ, fingerprints {mine[:12]} and {theirs[:12]}): "
-                         f"speculative decoding needs one tokenizer; pick a {role} trained with the target's")
+        where = getattr(draft, "folder", draft_name), getattr(target, "folder", target_name)
+        raise ValueError(f"{role} {draft_name!r} ({where[0]}) and target {target_name!r} "
+                         f"({where[1]}) have {target.n_vocab} tokens each but different tokenizers "
+                         f"(vocabulary or merges differ, fingerprints {mine[:12]} and "
+                         f"{theirs[:12]}): speculative decoding needs one tokenizer; pick a {role} "
+                         "trained with the target's")
 
 
 def check_vocabulary(folder, n_vocab, encoder):
@@ -72,7 +76,8 @@ def check_vocabulary(folder, n_vocab, encoder):
 
 def heads_folder(name, kind, heads=None, offline=None):
     """Where a backbone's trained heads live: --heads DIR, else `kind` (medusa, blockwise) inside the backbone's folder
-    (the built-in tiny-target ships both); a folder of another kind of add-on is refused (gpt2/addons.py)."""
+    (the built-in tiny-target ships both); a folder of another kind of add-on is refused
+    (gpt2/addons.py)."""
     from gpt2.addons import check_kind, folder_kind
     from gpt2.hub import resolve
 

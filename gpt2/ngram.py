@@ -29,7 +29,7 @@ class NGram:
         self.tables = tables  # one dict per context length 1 .. order-1: keys, offsets, next, counts
         self.n_vocab = n_vocab
         self.n_ctx = 10**9  # no context window
-        self.tokenizer = tokenizer  # the fingerprint of the tokenizer it was counted with (gpt2/encoder.py), if known
+        self.tokenizer = tokenizer  # fingerprint of the tokenizer it was counted with, if known
 
     @property
     def order(self):
@@ -82,7 +82,9 @@ class NGram:
         for k, table in enumerate(self.tables, start=1):
             tensors.update({f"{k}.{name}": a for name, a in table.items()})
         meta = {"n_vocab": self.n_vocab, "order": self.order}
-        write_safetensors(path, tensors, metadata={**meta, **({"tokenizer": self.tokenizer} if self.tokenizer else {})})
+        if self.tokenizer:  # what its ids mean (gpt2/encoder.py's fingerprint)
+            meta["tokenizer"] = self.tokenizer
+        write_safetensors(path, tensors, metadata=meta)
 
     @classmethod
     def load(cls, path):
@@ -114,13 +116,13 @@ def main(data, out, order=4, min_count=2):
     tokens = np.fromfile(data / "train.bin", dtype=np.uint16)
     check_ids(tokens, n_vocab, f"--data {data}: train.bin")  # meta.json must cover the ids: the table is [n_vocab]
     model = NGram.build(tokens, n_vocab, order, min_count)
-    model.tokenizer = read_tokenizer(data / "meta.json")  # what the ids mean, for the check against a target
+    model.tokenizer = read_tokenizer(data / "meta.json")  # checked against a target's tokenizer
     model.save(out)  # written to a temporary name, then renamed
     print(f"order {order}: {sum(len(t['next']) for t in model.tables)} n-grams, {Path(out).stat().st_size / 1e6:.1f} MB")
 
 
 def read_tokenizer(path):
-    """The tokenizer fingerprint gpt2.corpus recorded in meta.json, or None for data made before it did."""
+    """The tokenizer fingerprint gpt2.corpus recorded in meta.json, or None (data made before)."""
     import json
 
     try:

@@ -32,16 +32,19 @@ NAMES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.f
 
 
 def fix_for(path):
-    """What to do about a bad file: delete it only where picospec downloaded it (inside its cache folder); a file the
-    user supplied is theirs to replace. Example: ~/.cache/picospec/openai-community/gpt2/config.json -> "delete it to
-    download it again"."""
+    """What to do about a bad file: delete it only where picospec downloaded it (inside its cache
+    folder); a file the user supplied is theirs to replace.
+    Example: ~/.cache/picospec/openai-community/gpt2/config.json -> "delete it to download it
+    again"."""
     from gpt2.hub import cache_dir
 
     try:
         ours = Path(path).resolve().is_relative_to(cache_dir().resolve())
     except (OSError, RuntimeError, ValueError):
         ours = False
-    return "delete it to download it again" if ours else "replace it with a good copy, or re-train it if you made it"
+    if ours:
+        return "delete it to download it again"
+    return "replace it with a good copy, or re-train it if you made it"
 
 
 class CorruptFile(ValueError):
@@ -268,14 +271,17 @@ def load_checkpoint(folder):
     path = folder / "model.safetensors"
     tensors = read_safetensors(path)
     if differences := sizes_differ(tensors, hparams):
-        raise CorruptFile(folder / "config.json", f"{'; '.join(differences)}: the config and the weights do not "
-                          "belong together", "put this model's own config.json beside its model.safetensors")
+        raise CorruptFile(folder / "config.json", f"{'; '.join(differences)}: the config and the "
+                          "weights do not belong together",
+                          "put this model's own config.json beside its model.safetensors")
     return hparams, params_from_state_dict(tensors, hparams, source=path)
 
 
 def sizes_differ(tensors, hparams):
-    """The sizes config.json states that the weights contradict (the vocabulary and width of wte, the positions of wpe,
-    the number of layers h.0..h.{L-1}) -> ["n_layer is 1000 but model.safetensors holds 6 layers", ...], or []."""
+    """The sizes config.json states that the weights contradict (the vocabulary and width of wte,
+    the positions of wpe, the layers h.0..h.{L-1}).
+    Example: n_layer 1000 beside 6 layers -> ["n_layer is 1000 but model.safetensors holds 6
+    layers"]."""
     sd = {k.removeprefix("transformer."): v for k, v in tensors.items()}
     held = {}
     if getattr(sd.get("wte.weight"), "ndim", 0) == 2:
@@ -285,11 +291,12 @@ def sizes_differ(tensors, hparams):
     layers = {int(k.split(".")[1]) for k in sd if k.startswith("h.") and k.split(".")[1].isdigit()}
     if layers:
         held["n_layer"] = max(layers) + 1
-    stated = {"vocab_size": hparams["n_vocab"], "n_embd": hparams["n_embd"], "n_positions": hparams["n_ctx"],
-              "n_layer": hparams["n_layer"]}
-    unit = {"vocab_size": "tokens", "n_embd": "numbers per token", "n_positions": "positions", "n_layer": "layers"}
-    return [f"{key} is {stated[key]} but model.safetensors holds {held[key]} {unit[key]}" for key in stated
-            if key in held and held[key] != stated[key]]
+    stated = {"vocab_size": hparams["n_vocab"], "n_embd": hparams["n_embd"],
+              "n_positions": hparams["n_ctx"], "n_layer": hparams["n_layer"]}
+    unit = {"vocab_size": "tokens", "n_embd": "numbers per token", "n_positions": "positions",
+            "n_layer": "layers"}
+    return [f"{key} is {stated[key]} but model.safetensors holds {held[key]} {unit[key]}"
+            for key in stated if key in held and held[key] != stated[key]]
 
 
 def save_checkpoint(folder, hparams, params, dtype="float32", metadata=None):

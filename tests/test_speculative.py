@@ -17,7 +17,7 @@ N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)
 DRAFT = perturbed(TARGET, 0.6, seed=8)  # acceptance about 0.7: both acceptance and rejection paths are exercised
 OPTIONS = [dict(), dict(temperature=0.6), dict(temperature=1.4, top_k=2), dict(top_p=0.8),
-           dict(temperature=1.2, top_k=2, top_p=0.7)]  # both filters: top-k, renormalised, then top-p
+           dict(temperature=1.2, top_k=2, top_p=0.7)]  # top-k, renormalised, then top-p
 
 
 def run(sampler, n, seed, **options):
