@@ -156,8 +156,7 @@ def check_before_loading(method, values):
 
     is_offline(values["offline"] or None)  # PICOSPEC_OFFLINE holds one of its values
     check_target(values["target"])
-    if values.get("draft2") is not None and ("draft2" in method.needs and method.name != "specinfer"
-                                             or values.get("merge")):
+    if "draft2" in method.needs and values.get("draft2") is not None:
         if same_model(values["draft2"], values["target"]):
             raise UsageError(f"--draft2 {values['draft2']} is the target itself: the second "
                              "drafter must be another, cheaper model (ngram, tiny-draft, ...)")

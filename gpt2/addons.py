@@ -41,9 +41,13 @@ def folder_kind(folder):
         return heads_kind(read_heads_config(folder / "heads.json"))
     if (folder / "eagle.json").is_file():
         return "eagle"
-    if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
-        return "model"
-    return None
+    return "model" if is_model(folder) else None
+
+
+def is_model(folder):
+    """config.json and model.safetensors: a model, also where heads live beside it (MEDUSA-2's output
+    folder holds the fine-tuned backbone and its heads)."""
+    return (Path(folder) / "config.json").is_file() and (Path(folder) / "model.safetensors").is_file()
 
 
 def check_kind(folder, kind, where, method):
@@ -51,10 +55,10 @@ def check_kind(folder, kind, where, method):
     runs on and what to do. where: how the user named the folder (--heads DIR, or the target's
     folder). A folder of no add-on at all is the caller's to name (with how to train one)."""
     held = folder_kind(folder)
-    if held in (kind, None):
+    if held in (kind, None) or kind == "model" and is_model(folder):
         return
     inside = held == "model" and (Path(folder) / kind).is_dir()
     raise ValueError(f"{where} holds {KINDS[held]} (for {USED_BY[held]}), not the "
-                     f"{KINDS[kind].removeprefix('an ')} that {method} runs on"
+                     f"{KINDS[kind].removeprefix('an ').removeprefix('a ')} that {method} runs on"
                      f"{f' (its {kind}/ folder may)' if inside else ''}: pass a folder of "
                      f"{KINDS[kind]}, or use this one with {USED_BY[held]}")

@@ -34,7 +34,10 @@ def load_model(name, device="cpu", offline=None):
     from gpt2.hub import resolve
     from gpt2.weights import load_checkpoint
 
+    from gpt2.addons import check_kind
+
     folder = resolve(name, offline=offline)
+    check_kind(folder, "model", f"model {name!r}", "--target or --draft")  # not a folder of heads
     hparams, params = load_checkpoint(folder)
     encoder = load_encoder(folder)
     check_vocabulary(folder, hparams["n_vocab"], encoder)

@@ -94,6 +94,11 @@ CASES = [
     ([M, "eagle2", "--heads", H],
      r"holds a model \(config.json, model.safetensors\) \(for --target or --draft\), not the EAGLE "
      r"head .*\(its eagle/ folder may\)", True, {}),
+    (["--target", f"{H}/medusa"], r"model '\S+/medusa' holds Medusa heads \(for --method medusa\), "
+                                  r"not the model \(config.json, model.safetensors\) that --target "
+                                  r"or --draft runs on", True, {}),
+    (["--draft", f"{H}/eagle"], r"holds an EAGLE head \(for --method eagle or eagle2\), not the "
+                                r"model", True, {}),
     ([M, "medusa", "--heads", "."], r"no medusa heads for 'tiny-target' at \.: train them", True,
      {}),
     # folders written before kinds were declared: read by their shapes, named correctly
@@ -228,6 +233,21 @@ def test_every_shipped_add_on_declares_its_kind_and_old_folders_are_read_by_shap
     assert heads_kind({"n_heads": 2, "tied": False, "act": "silu"}) == "medusa"
     declared = {"kind": "medusa", "n_heads": 2, "tied": True, "act": "silu"}
     assert heads_kind(declared) == "medusa"  # the declared kind wins over the shape
+
+
+def test_a_medusa2_folder_is_a_model_and_medusa_heads(tmp_path):
+    """MEDUSA-2 writes the fine-tuned backbone beside its heads: the folder loads as a model and its
+    heads serve --method medusa, but not --method blockwise."""
+    from gpt2.addons import check_kind
+    from gpt2.load import load_model
+
+    shutil.copytree(TARGET / "medusa", tmp_path / "m2")
+    for name in ("config.json", "model.safetensors", "vocab.json", "merges.txt"):
+        shutil.copy(TARGET / name, tmp_path / "m2" / name)
+    assert load_model(str(tmp_path / "m2"))[0].n_vocab == 4097
+    check_kind(tmp_path / "m2", "medusa", "--heads m2", "--method medusa")
+    with pytest.raises(ValueError, match="holds Medusa heads .*not the Blockwise heads"):
+        check_kind(tmp_path / "m2", "blockwise", "--heads m2", "--method blockwise")
 
 
 def test_trainers_write_the_kind(tmp_path):
