@@ -322,7 +322,15 @@ def main_batch(method, values):
     order = list(dict.fromkeys(["autoregressive", method.name]))  # the baseline first, as for one prompt
     kwargs = {m: options if m == method.name else {} for m in order}
 
-    def run(m, n, stats=None):  # -> (outputs, seconds): each group on engines of its size, emptied
+    def run(m, n, stats=None):  # -> (outputs, seconds); one line where memory runs out after all
+        try:
+            return run_groups(m, n, stats)
+        except MemoryError:  # the bound fell short (memory taken meanwhile; CuPy's error too)
+            mb = -(-len(groups[0]) * row_bytes // 2**20)
+            raise UsageError(f"--batch: out of memory with groups of {len(groups[0])} rows: pass a "
+                             f"smaller --batch_memory than {mb}") from None
+
+    def run_groups(m, n, stats):  # each group on batched engines of its size, emptied first
         out, seconds = [], 0.0
         rng = np.random.default_rng(values["seed"])  # one generator through the groups
         for g, group in enumerate(groups):
@@ -344,12 +352,7 @@ def main_batch(method, values):
     n, runs = values["n_tokens"], {}
     for m in order:
         stats = {}  # group number -> that group's step records
-        try:
-            out, seconds = run(m, n, stats)
-        except MemoryError:  # the bound fell short here (memory taken by others meanwhile)
-            mb = -(-len(groups[0]) * row_bytes // 2**20)
-            raise UsageError(f"--batch: out of memory with groups of {len(groups[0])} rows: pass a "
-                             f"smaller --batch_memory than {mb}") from None
+        out, seconds = run(m, n, stats)
         calls = [sum(s.get("calls", 1) for s in stats[g]) for g in range(len(groups))]
         per_row = [n / sum(s.get("calls", 1) for s in stats[g] if s["accepted"][b] >= 0)
                    for g, group in enumerate(groups) for b in range(len(group))]

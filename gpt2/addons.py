@@ -45,9 +45,10 @@ def folder_kind(folder):
 
 
 def is_model(folder):
-    """config.json and model.safetensors: a model, also where heads live beside it (MEDUSA-2's output
-    folder holds the fine-tuned backbone and its heads)."""
-    return (Path(folder) / "config.json").is_file() and (Path(folder) / "model.safetensors").is_file()
+    """config.json and model.safetensors: a model, also where heads live beside it (MEDUSA-2's
+    output folder holds the fine-tuned backbone and its heads)."""
+    folder = Path(folder)
+    return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
 
 
 def check_kind(folder, kind, where, method):
