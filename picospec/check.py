@@ -184,7 +184,8 @@ if __name__ == "__main__":
     from picospec.check_command import main  # here, not at the top: the command imports this file
     try:
         sys.exit(main())
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # one line, as every command says it (gpt2/cli.py's guarded)
+        print("\ninterrupted", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:
         sys.stderr.close()

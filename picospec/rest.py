@@ -87,14 +87,19 @@ class Datastore:
             raise
 
     @classmethod
-    def load(cls, path):
-        """Read what save() wrote; a missing, unreadable or inconsistent file is a ValueError that names it and says how
-        to rebuild it (nothing pickled is ever loaded)."""
-        rebuild = (f"delete it and build it again: `python main.py --method rest --datastore {path} --build_datastore` "
-                   "(the standard library's train split), or Datastore.build(tokens).save(path) in Python")
+    def load(cls, path, rebuild=None):
+        """Read what save() wrote; a missing, unreadable or inconsistent file is a ValueError that
+        names it and says what to do (nothing pickled is ever loaded). rebuild: that advice, where
+        the caller knows better (a file it built itself may be deleted); by default the user's file
+        is left alone and a new one is built elsewhere."""
+        rebuild = rebuild or ("give a datastore that --build_datastore wrote, or build one into a "
+                              "new file with --method rest --datastore NEW.npz --build_datastore "
+                              "(the standard library's train split), or "
+                              "Datastore.build(tokens).save(path) in Python")
         if not os.path.isfile(path):
-            raise ValueError(f"no REST datastore at {path}: build one with `python main.py --method rest --datastore "
-                             f"{path} --build_datastore`, or Datastore.build(tokens).save(path) in Python")
+            raise ValueError(f"no REST datastore at {path}: build one with --method rest "
+                             f"--datastore {path} --build_datastore, or "
+                             "Datastore.build(tokens).save(path) in Python")
         try:
             with np.load(path, allow_pickle=False) as f:
                 tokens, sa, max_suffix = f["tokens"], f["suffix_array"], f["max_suffix"]
