@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from clitools import ROOT, assert_refused, files_under, run_cli, sigint_as_in_a_terminal
+from clitools import ROOT, assert_refused, files_under, run_cli, run_here, sigint_as_in_a_terminal
 from gpt2.load import ASSETS
 
 FAST = 3.0  # seconds: a mistake in the options is refused before any model loads
@@ -161,7 +161,7 @@ CASES = [
                          ids=[" ".join(c[0])[-60:] or str(c[3]) for c in CASES])
 def test_mistakes_end_in_one_true_line(args, message, loads, env, folder):
     before = files_under(folder)
-    r = run_cli(["main.py", *args, "--n_tokens", "4"], folder, env=env)
+    r = run_here(["main.py", *args, "--n_tokens", "4"], folder, env=env)
     assert_refused(r, message, folder, before, max_seconds=None if loads else FAST)
     assert r.returncode == 2 and "delete" not in r.stderr  # never: delete a file the user supplied
 
@@ -171,13 +171,13 @@ def test_mistakes_end_in_one_true_line(args, message, loads, env, folder):
 def test_sampling_filters_at_temperature_zero_get_a_note(args, tmp_path):
     """They have no effect there: one line on stderr, and the run goes on (exit 0, the JSON
     untouched); when sampling they apply, and no note is printed."""
-    r = run_cli(["main.py", *args, "--n_tokens", "3", "--json"], tmp_path)
+    r = run_here(["main.py", *args, "--n_tokens", "3", "--runs", "1", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("note: --top"), r.stderr
     assert "no effect at --temperature 0" in lines[0]
     assert json.loads(r.stdout)["runs"][1]["output_ids"]
-    quiet = run_cli(["main.py", *args, "--temperature", "0.8", "--n_tokens", "3", "--json"],
+    quiet = run_here(["main.py", *args, "--temperature", "0.8", "--n_tokens", "3", "--runs", "1", "--json"],
                     tmp_path)
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
 
@@ -189,11 +189,11 @@ def test_batch_rows_in_memory_groups_equal_one_batch_and_each_row_alone(tmp_path
     lines = ["def f(x):", "import os", "class A:", "for i in range(3):", "x = [1, 2"]
     (tmp_path / "p.txt").write_text("\n".join(lines) + "\n")
     base = ["main.py", "--batch", "p.txt", "--n_tokens", "6", "--temperature", "0", "--json"]
-    refused = run_cli([*base, "--batch_memory", "1"], tmp_path)
+    refused = run_here([*base, "--batch_memory", "1"], tmp_path)
     per_row = int(refused.stderr.split("one row needs about ")[1].split(" MB")[0])
     outs = {}
     for budget in (None, per_row, 2 * per_row + 1):
-        r = run_cli(base + ([] if budget is None else ["--batch_memory", str(budget)]), tmp_path)
+        r = run_here(base + ([] if budget is None else ["--batch_memory", str(budget)]), tmp_path)
         assert r.returncode == 0, r.stderr
         outs[budget] = json.loads(r.stdout)
     assert outs[None]["groups"] == [5]
