@@ -79,6 +79,12 @@ def check_needs(method, options):
                              f"--build_datastore to build it there (about 30 s)")
         if not path.exists() and not path.resolve().parent.is_dir():
             raise ValueError(f"--datastore {path}: the folder {path.resolve().parent} does not exist; create it first")
+        if not path.exists():  # --build_datastore: an unwritable folder is named before the build
+            from gpt2.cli import cannot_write_in
+
+            if (why := cannot_write_in(path.resolve().parent)) is not None:
+                raise ValueError(f"--datastore {path}: cannot write in {path.resolve().parent} "
+                                 f"({why}); give a folder you can write to")
 
 
 def load_needs(method, options, target, target_name, encoder, draft="tiny-draft", device="cpu", offline=None):
@@ -93,7 +99,8 @@ def load_needs(method, options, target, target_name, encoder, draft="tiny-draft"
         elif need == "datastore":
             loaded["datastore"] = rest_datastore(options.get("datastore"), target_name, encoder)
         elif need == "draft2":  # a second, smaller drafter (cascades): --draft2, default the n-gram
-            loaded["draft2"] = load_draft(options.get("draft2") or "ngram", target, target_name, device, offline)
+            name = options.get("draft2") or "ngram"
+            loaded["draft2"] = load_draft(name, target, target_name, device, offline, "--draft2")
         elif need.startswith("self_draft:"):  # the target drafting for itself: both on one engine and cache
             loaded.update(load_self_draft(need.split(":")[1], options, target, target_name, offline))
         elif need == "acceptance":  # Sequoia's vectors measured for this pair, unless --acceptance gives one
@@ -159,13 +166,36 @@ def batched_models(loaded, rows):
             for k, v in loaded.items()}
 
 
-def load_draft(name, target, target_name, device="cpu", offline=None):
+def batch_row_bytes(loaded, tokens):
+    """An upper bound on the bytes one row of batched_models(loaded, rows) takes, for passes of at
+    most `tokens` tokens per row: the KV caches and activations of each batched engine (a
+    self-drafting pair's one engine counted once); stateless models and heads' functions take
+    none."""
+    from gpt2.batch_eagle import BatchEagleHead
+    from gpt2.batch_engine import TREE_SLOTS, row_bytes
+    from gpt2.eagle import EagleHead
+    from gpt2.engine import GPT2
+    from gpt2.self_draft import Model as SelfDraftSide
+
+    total, engines = 0, set()
+    for model in loaded.values():
+        if isinstance(model, SelfDraftSide) and id(model.engine) not in engines:
+            engines.add(id(model.engine))
+            total += row_bytes(model.engine.hparams, 0, tokens)
+        elif isinstance(model, EagleHead):
+            total += BatchEagleHead.row_bytes(model, tokens)
+        elif isinstance(model, GPT2):
+            total += row_bytes(model.hparams, TREE_SLOTS, tokens)
+    return total
+
+
+def load_draft(name, target, target_name, device="cpu", offline=None, role="draft"):
     from gpt2.load import load_model
 
+    from gpt2.load import check_tokenizers
+
     model = load_model(str(name), device, offline)[0]
-    if model.n_vocab != target.n_vocab:
-        raise ValueError(f"draft {name!r} has {model.n_vocab} tokens but target {target_name!r} has "
-                         f"{target.n_vocab}: speculative decoding needs one vocabulary; pick a matching pair")
+    check_tokenizers(model, target, name, target_name, role)
     return model
 
 
@@ -206,16 +236,19 @@ def load_eagle(target_name, folder, target, offline=None):
     return head
 
 
-def load_datastore(path):
-    """Datastore.load, its refusal worded for the command line: the fact, then how to build a good one."""
+def load_datastore(path, rebuild=None):
+    """Datastore.load, its refusal worded for the command line: the fact, then what to do. rebuild: that advice,
+    where the caller knows better (a file it built itself may be deleted); by default the user's file is left
+    alone and a new one is built elsewhere."""
     from picospec.rest import Datastore
 
+    rebuild = rebuild or ("give a datastore that --build_datastore wrote, or build one into a new file with "
+                          "--method rest --datastore NEW.npz --build_datastore (the standard library's train "
+                          "split), or Datastore.build(tokens).save(path) in Python")
     try:
         return Datastore.load(path)
     except ValueError as e:
-        raise ValueError(f"{e}; build one with `python main.py --method rest --datastore NEW.npz --build_datastore` "
-                         "(from the standard library's train split), or Datastore.build(tokens).save(path) in Python"
-                         ) from None
+        raise ValueError(f"{e}; {rebuild}") from None
 
 
 def rest_datastore(path, target, encoder):
@@ -233,8 +266,9 @@ def rest_datastore(path, target, encoder):
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(target))
     # into the cache: a PICOSPEC_CACHE no file can be made in is named before the build, not after it
     path = Path(path) if path is not None else check_cache_dir() / "rest" / f"{safe}-stdlib-train.npz"
-    if path.exists():
-        return load_datastore(path)
+    if path.exists():  # only here, in the cache, is the file picospec's own to delete
+        return load_datastore(path, rebuild="picospec built it into its cache: delete it and run again to "
+                                            "rebuild it")
     print(f"building the REST datastore {path} (once) from the standard library's train split", file=sys.stderr)
     files = split_files(stdlib_files())["train"]
     ids = [t for f in tqdm(files, desc="tokenize", unit="file") for t in tokenize([f], encoder)]

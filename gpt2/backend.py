@@ -111,6 +111,26 @@ def free_cores():
     return max(1, min(cpus, round(cpus - load))), cpus, f"1-minute load {load:.1f}"
 
 
+def free_memory(device="cpu"):
+    """Bytes free now: the GPU's (CuPy) for device "gpu", else the host's MemAvailable (Linux),
+    else its physical memory, else None where neither can be read."""
+    import os
+
+    if device == "gpu":
+        return int(get_xp("gpu").cuda.Device().mem_info[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def requested_threads(requested=None):
     """--threads (`requested`), else PICOSPEC_THREADS, else None: the count a user asked for, if any."""
     import os

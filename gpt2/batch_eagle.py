@@ -28,6 +28,14 @@ class BatchEagleHead:
     C n_embd, H heads, D = C // H, S slots per row, V n_vocab.
     """
 
+    @staticmethod
+    def row_bytes(head, tokens):
+        """An upper bound on the bytes one row takes: its cache (2 x S x C numbers) and the
+        activations of a pass of `tokens` items (features, the block's 16 C, attention over S
+        slots per head, logits [V])."""
+        C, H, V, S = head.wte.shape[1], head.n_head, head.wte.shape[0], head.cache.n_ctx + 1
+        return 4 * (2 * S * C + min(tokens, S) * (16 * C + H * S + 3 * V))
+
     def __init__(self, head, rows):
         self.head, self.rows = head, rows
         C, H = head.wte.shape[1], head.n_head

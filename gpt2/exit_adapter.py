@@ -25,10 +25,14 @@ def load_adapter(folder, exit_layer, n_embd):
 
     from gpt2.heads import load_heads
 
+    from gpt2.addons import check_kind, folder_kind
+
     path = Path(folder) / ADAPTER
-    if not (path / "heads.json").exists():
+    if folder_kind(path) is None:
         raise ValueError(f"no exit adapter in {path}: train one with `python -m bench.self_draft --task exits`, or "
                          "pass --noadapter for the plain LM head")
+    check_kind(path, "early_exit", f"{path} (the target's exit adapter folder)",
+               "--method early_exit")
     heads, config = load_heads(path, n_embd=n_embd)
     if config.get("exit_layer") != exit_layer:
         raise ValueError(f"the exit adapter in {path} was trained for exit layer {config.get('exit_layer')}, not "
@@ -57,7 +61,7 @@ def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, bat
         features.append(layer_norm(residuals[2 * exit_layer], **params["ln_f"]).reshape(-1, hparams["n_embd"]))
         finals.append(layer_norm(residuals[-1], **params["ln_f"]).reshape(-1, hparams["n_embd"]))
     features, finals = xp.concatenate(features), xp.concatenate(finals)
-    heads, config = init_heads(1, to_numpy(wte), tied=True, act="silu")
+    heads, config = init_heads(1, to_numpy(wte), tied=True, act="silu", kind="early_exit")
     head = {k: {n: xp.asarray(a) for n, a in v.items()} for k, v in heads[0].items()}
 
     def loss_and_grads(head, step, rng):  # soft cross-entropy to the target's law on batch_size random positions

@@ -21,8 +21,10 @@ from gpt2.backend import xp_of
 ACTIVATIONS = ("silu", "relu")
 
 
-def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None):
-    """K heads for a backbone whose (tied) LM head is wte [V, C]."""
+def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None, kind=None):
+    """K heads for a backbone whose (tied) LM head is wte [V, C]; kind (gpt2/addons.py) goes into
+    their config: "medusa", "blockwise" or "early_exit", by default blockwise for tied heads and
+    medusa for untied ones."""
     V, C = wte.shape
     rng = rng or np.random.default_rng(0)
     heads = []
@@ -35,7 +37,8 @@ def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None
             out = wte.T.copy() if from_lm_head else rng.standard_normal((C, V), dtype=np.float32) * np.float32(0.02)
             head["out"] = {"w": np.ascontiguousarray(out, dtype=np.float32)}
         heads.append(head)
-    return heads, {"n_heads": n_heads, "tied": tied, "act": act}
+    kind = kind or ("blockwise" if tied else "medusa")
+    return heads, {"kind": kind, "n_heads": n_heads, "tied": tied, "act": act}
 
 
 def _act(z, act):  # -> a, da/dz
@@ -147,7 +150,9 @@ def load_heads(folder, n_embd=None, n_vocab=None):
 
 
 def read_heads_config(path):
-    """heads.json, checked: n_heads a whole number >= 1, tied true or false, act one of ACTIVATIONS."""
+    """heads.json, checked: n_heads a whole number >= 1, tied true or false, act one of
+    ACTIVATIONS, kind (where declared) one of gpt2.addons.HEADS_KINDS."""
+    from gpt2.addons import HEADS_KINDS
     from gpt2.weights import CorruptFile, read_json
 
     config = read_json(path, fix=RETRAIN)
@@ -160,6 +165,9 @@ def read_heads_config(path):
         raise CorruptFile(path, f"tied is {tied!r}; it must be true or false", RETRAIN)
     if act not in ACTIVATIONS:
         raise CorruptFile(path, f"act is {act!r}; it must be one of {', '.join(ACTIVATIONS)}", RETRAIN)
+    if config.get("kind") is not None and config["kind"] not in HEADS_KINDS:
+        raise CorruptFile(path, f"kind is {config['kind']!r}; it must be one of "
+                                f"{', '.join(HEADS_KINDS)}", RETRAIN)
     return config
 
 
@@ -202,13 +210,17 @@ def keep_first_heads(src, dst, n):
     dtype = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[stored]
     if not 1 <= n <= config["n_heads"]:
         raise ValueError(f"--n {n}: {src} has {config['n_heads']} heads; cannot keep the first {n}")
-    record = {k: v for k, v in config.items() if k not in ("n_heads", "tied", "act")}
+    from gpt2.addons import heads_kind
+
+    record = {k: v for k, v in config.items() if k not in ("kind", "n_heads", "tied", "act")}
     for key in ("accuracy", "accuracy_text"):
         if key in record:
             record[key] = {name: (rows[:n + 1] if isinstance(rows, list) else rows) for name, rows in record[key].items()}
     record["kept"] = f"the first {n} of the {config['n_heads']} heads in {src}"
     with output_folder(dst):  # a failed run leaves no half-written folder behind
-        save_heads(dst, heads[:n], {**config, "n_heads": n}, dtype=dtype, record=record)
+        kept = {"kind": heads_kind(config), "n_heads": n, "tied": config["tied"],
+                "act": config["act"]}
+        save_heads(dst, heads[:n], kept, dtype=dtype, record=record)
 
 
 if __name__ == "__main__":

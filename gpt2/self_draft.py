@@ -183,6 +183,16 @@ class Model:
 # ---- the shipped configuration ----
 
 CONFIG = "self_draft.json"  # in the model's folder: {"layer_skip": {"skip", "K", ...}, "early_exit": {...}}
+ENTRY_KINDS = {"layer_skip": "skip_set", "early_exit": "exit_layer"}  # each entry's declared "kind"
+HOLDS = {"skip_set": "a skip set", "exit_layer": "an exit layer"}
+
+
+def entry_kind(entry):
+    """The kind of one self_draft.json entry: declared, else by its fields (skip: a skip set;
+    exit_layer: an exit layer), else None. Example: {"skip": "a1", "K": 2} -> "skip_set"."""
+    if entry.get("kind") is not None:
+        return entry["kind"]
+    return "skip_set" if "skip" in entry else "exit_layer" if "exit_layer" in entry else None
 
 
 def read_config(folder):
@@ -219,6 +229,8 @@ def config_problem(key, value):
     if key == "skip" and not (isinstance(value, str) or isinstance(value, list) and all(isinstance(v, str)
                                                                                           for v in value)):
         return "the skip set must be a string such as 'a3,m4' or a list of such names"
+    if key == "kind" and value not in HOLDS:
+        return f"the kind must be one of {', '.join(HOLDS)}"
     return None
 
 
@@ -230,12 +242,24 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
     from gpt2.exit_adapter import load_adapter  # here, not above: gpt2/exit_adapter.py imports this file
 
     L, config = hparams["n_layer"], read_config(folder).get(kind, {})
+    held = entry_kind(config)
+    if held is not None and held != ENTRY_KINDS[kind]:
+        task = "search" if kind == "layer_skip" else "exits"
+        raise ValueError(f"the {kind!r} entry of {folder}/{CONFIG} holds {HOLDS[held]}, but "
+                         f"--method {kind} needs {HOLDS[ENTRY_KINDS[kind]]}: rebuild it with "
+                         f"`python -m bench.self_draft --task {task}`")
     settings = {"K": config.get("K", 4), "threshold": config.get("threshold", 0.0)}
     if kind == "layer_skip":
         if skip is None and "skip" not in config:
             raise ValueError(f"no skip set for this model: {folder}/{CONFIG} has none; search one with `python -m "
                              "bench.self_draft --task search --target NAME` or pass --skip a3,m4")
-        engine = SelfDraft(hparams, params, parse_skip(config["skip"] if skip is None else skip, L), head=head)
+        skipped = parse_skip(config["skip"] if skip is None else skip, L)
+        if len(skipped) == 2 * L:  # a draft of the embeddings alone: one guess whatever the context
+            where = f"--skip {skip}" if skip is not None else f"the skip set in {folder}/{CONFIG}"
+            raise ValueError(f"{where} skips all {2 * L} sublayers of the target's {L} layers, so "
+                             "the draft would have no layers at all: keep at least one sublayer "
+                             "(the search's set is the default)")
+        engine = SelfDraft(hparams, params, skipped, head=head)
         engine.settings = settings
         return engine
     if exit_layer is None and "exit_layer" not in config:

@@ -10,11 +10,15 @@ import numpy as np
 
 
 def warp(probs, temperature=1.0, top_k=None, top_p=None):
-    """Temperature, then top-k, then top-p, row-wise on [..., V] distributions.
+    """Temperature, then top-k, then top-p on the law top-k left (renormalised), row-wise on
+    [..., V] distributions: the order of transformers' TopKLogitsWarper then TopPLogitsWarper, and
+    of vLLM.
 
     temperature 0 is the limit T -> 0: a one-hot at the argmax (the first one on ties), with no 1e-10 division.
     Example: warp([0.5, 0.3, 0.2], top_k=2) -> [0.625, 0.375, 0]; warp([0.5, 0.3, 0.2], top_p=0.6) -> [0.625, 0.375, 0]
-    (0.5 alone has mass below 0.6, so the token that crosses it is kept too); warp([0.2, 0.8], temperature=0) -> [0, 1].
+    (0.5 alone has mass below 0.6, so the token that crosses it is kept too);
+    warp([0.5, 0.3, 0.2], top_k=2, top_p=0.6) -> [1, 0, 0] (after top-k, 0.625 alone reaches 0.6);
+    warp([0.2, 0.8], temperature=0) -> [0, 1].
     """
     probs = np.asarray(probs)
     if temperature == 0:
@@ -34,9 +38,10 @@ def warp(probs, temperature=1.0, top_k=None, top_p=None):
         keep = np.ones(ranked.shape, dtype=bool)
         if top_k is not None:
             keep[..., top_k:] = False
-        if top_p is not None:
+        if top_p is not None:  # on the law top-k left: the kept tokens are a prefix of the ranking
             mass_before = np.cumsum(ranked, -1) - ranked  # mass of the tokens ranked above each one
-            keep &= mass_before < top_p * ranked.sum(-1, keepdims=True)
+            kept_mass = np.where(keep, ranked, 0).sum(-1, keepdims=True)  # [..., 1] renormalised by
+            keep &= mass_before < top_p * kept_mass
             keep[..., 0] = True  # the top token always stays, even when top_p * mass underflows to 0
         mask = np.zeros(probs.shape, dtype=bool)
         np.put_along_axis(mask, order, keep, axis=-1)

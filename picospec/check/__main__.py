@@ -238,7 +238,8 @@ def main(argv=None):
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # one line, as every command says it (gpt2/cli.py's guarded)
+        print("\ninterrupted", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:
         sys.stderr.close()
