@@ -1,28 +1,6 @@
 """THE table of methods: the one place that lists them. main.py, the benchmarks, the notebooks, the tests and the
-generated tables of README.md and docs/methods.md read it; nothing else names a method.
-
-A row says what a method is to everyone who runs it:
-    name      what --method takes
-    fn        the algorithm (a function in its own file of picospec/)
-    args      fn's positional arguments, by name: x (prompt ids), N (new tokens), rng, target, draft, draft2, heads,
-              datastore, or one of the method's options (K)
-    needs     what must be loaded before it runs: "draft" (a draft model), "draft2" (a second, smaller one, from
-              the option --draft2), "heads:medusa" / "heads:blockwise" (heads on the target), "datastore" (REST's
-              suffix array), "self_draft:layer_skip" / "self_draft:early_exit" (the target and its own draft path on
-              one engine: they replace "target"), "acceptance" (Sequoia's vectors measured for the pair)
-    law       "lossless" (the output follows the warped target at every temperature), "greedy" (greedy-only: exact
-              at temperature 0, refuses temperature > 0) or "lossy" (samples, but not the target's law); a function
-              of the options where an option decides it (Medusa's posterior)
-    options   the method's own options: name, type, default, one-line help, bounds, checks (picospec/options.py;
-              the front door runs them before anything loads)
-    instead   for a greedy-only method: the lossless method to use at temperature > 0
-    prepare   (options, loaded, sampling) -> keyword arguments of fn, where options need what was loaded
-    batch     the batched form, for --batch (None: the method refuses --batch)
-
-Adding a method = one file in picospec/ + one row below (+ its tests, a bench row, a notebook cell).
-Options marked load=True are read by whoever loads the method's needs (a heads folder, a datastore path) and are
-not passed to fn.
-"""
+generated tables of README.md and docs/methods.md read it. Adding a method = one file in picospec/ + one row below
+(+ its tests, a bench row, a notebook cell)."""
 from typing import Callable, NamedTuple
 
 from picospec.autoregressive import autoregressive_sampling, batch_autoregressive_sampling
@@ -47,17 +25,25 @@ LAWS = ("lossless", "greedy", "lossy")
 
 
 class Method(NamedTuple):
-    name: str
-    fn: Callable
-    args: tuple
+    name: str  # what --method takes
+    fn: Callable  # the algorithm, a function in its own file of picospec/
+    args: tuple  # fn's positional arguments by name: x, N, rng, target, draft, draft2, heads, datastore, or an option
     help: str
     paper: str
+    # what must be loaded before it runs: "draft", "draft2" (a second, smaller drafter, from --draft2),
+    # "heads:medusa" / "heads:blockwise" / "heads:eagle" (heads on the target), "datastore" (REST's suffix array),
+    # "self_draft:layer_skip" / "self_draft:early_exit" (the target and its own draft path on one engine: they
+    # replace "target"), "acceptance" (Sequoia's vectors measured for the pair)
     needs: tuple = ()
+    # "lossless" (the warped target's law at every temperature), "greedy" (exact at temperature 0, refuses
+    # temperature > 0) or "lossy"; a function of the options where an option decides it (Medusa's posterior)
     law: object = "lossless"
+    # the method's own options (picospec/options.py: type, default, help, bounds, checks; the door runs them before
+    # anything loads); load=True: read by the loader of the needs, not passed to fn
     options: tuple = ()
-    instead: str = None
-    prepare: Callable = None
-    batch: Callable = None
+    instead: str = None  # for a greedy-only method: the lossless method to use at temperature > 0
+    prepare: Callable = None  # (options, loaded, sampling) -> keyword arguments of fn, where options need what loaded
+    batch: Callable = None  # the batched form, for --batch (None: the method refuses --batch)
 
 
 def prepare_medusa(options, loaded, sampling):
@@ -313,12 +299,8 @@ def batch_refusal(method):
 
 
 def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, batch=False):
-    """Run one row: fn(*args, **its options, **sampling options) -> x followed by N tokens. With batch=True, x is a
-    list of prompts, the models in `loaded` follow the batched contract, and the row's batched form runs.
-
-    loaded: {"target": model, "draft": model, "heads": {...}, "datastore": ...} as its needs say; options: the
-    method's own (defaults filled in for those not given); sampling: temperature, top_k, top_p.
-    """
+    """Run one row: fn(*args, **its options, **sampling options) -> x followed by N tokens. More:
+    docs/algorithms.md (methods.py, call)."""
     sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
     options = {**defaults(method), **(options or {})}
     check_temperature(method, options, sampling.get("temperature", 1.0))

@@ -1,25 +1,13 @@
 """Sampling pieces shared by every method: warpers, sampling with an explicit generator, the residual distribution.
-
-Notation (Chen et al. 2023, arXiv:2302.01318): p = draft distribution, q = target distribution.
 Shapes: V = n_vocab; [..., V] means any leading axes. Arrays keep their float dtype (float32 stays float32).
-
-The same warp must be applied to p and to q: speculative sampling reproduces the *warped* target, and warping only
-one of them is a known source of silent bugs (tests/test_checker_power.py keeps that broken variant).
+Notation in full, worked examples and choices: docs/algorithms.md (sampling.py).
 """
 import numpy as np
 
 
 def warp(probs, temperature=1.0, top_k=None, top_p=None):
-    """Temperature, then top-k, then top-p on the law top-k left (renormalised), row-wise on
-    [..., V] distributions: the order of transformers' TopKLogitsWarper then TopPLogitsWarper, and
-    of vLLM.
-
-    temperature 0 is the limit T -> 0: a one-hot at the argmax (the first one on ties), with no 1e-10 division.
-    Example: warp([0.5, 0.3, 0.2], top_k=2) -> [0.625, 0.375, 0]; warp([0.5, 0.3, 0.2], top_p=0.6) -> [0.625, 0.375, 0]
-    (0.5 alone has mass below 0.6, so the token that crosses it is kept too);
-    warp([0.5, 0.3, 0.2], top_k=2, top_p=0.6) -> [1, 0, 0] (after top-k, 0.625 alone reaches 0.6);
-    warp([0.2, 0.8], temperature=0) -> [0, 1].
-    """
+    """Temperature, then top-k, then top-p on the law top-k left (renormalised), row-wise on [...,
+    V] distributions. More: docs/algorithms.md (sampling.py, warp)."""
     probs = np.asarray(probs)
     if temperature == 0:
         one_hot = np.zeros_like(probs)

@@ -1,13 +1,5 @@
 """The battery: run a sampler on every case of its contract, after the negative controls, and give a verdict.
-
-    from picospec.check.battery import check_sampler
-    from picospec.verify import verify_chain
-    report = check_sampler(verify_chain, contract="chain")
-    report.verdict, [(c.name, c.verdict, c.p_value, c.tv90) for c in report.cases]
-
-Each case draws `samples` whole sequences and G-tests their law against the exact one at ALPHA = 1e-4, so a right
-sampler fails a battery of ~10 cases with probability below 0.1%. tv90 is the smallest total-variation error the case
-catches with probability 0.9 wherever it lies. The contracts and what a verdict means: docs/checker.md.
+Example: check_sampler(picospec.verify.verify_chain, contract="chain").verdict -> "pass". docs/checker.md.
 """
 from typing import NamedTuple
 
