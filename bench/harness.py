@@ -153,7 +153,7 @@ def batched_models(loaded, rows):
     from gpt2.eagle import EagleHead
     from gpt2.engine import GPT2
     from gpt2.self_draft import Model as SelfDraftSide
-    from picospec.batch import batched
+    from picospec.batched.loop import batched
 
     def batch(model):
         if isinstance(model, SelfDraftSide):

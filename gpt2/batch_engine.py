@@ -126,7 +126,7 @@ class RowCaches:
         self.tokens, self.active = [[] for _ in range(self.rows)], self.rows
 
     def _match(self, xs):  # -> cached prefix length of each sequence, after moving rows so that sequence b is row b
-        # Rows keep their order and only leave the batch (picospec/batch.py drops finished rows), so a sequence's row is
+        # Rows keep their order and only leave the batch (picospec/batched/ drops finished rows), so a sequence's row is
         # one of the next gone + 1 rows (gone: rows that left since the last call): the first that parts from it only
         # in its last KEEP tokens, else the one sharing the longest prefix. Any choice is correct; this one reuses most.
         gone, r, order, prefix = max(0, self.active - len(xs)), 0, [], []

@@ -13,17 +13,16 @@ from picospec.verify import step_record
 
 
 def predict(logits, h, heads, k):
-    """ŷ_{j+1..j+k} from one position: logits [V] of p_1, h [C] its hidden state -> k token ids."""
-    return predict_rows(logits[None], h[None], heads, k)[0]
+    """Step 1 (Predict): ŷ_{j+1..j+k} from one position: p_1's argmax and each head's -> k token ids.
+    logits [V] of p_1, h [C] its hidden state; heads(h [n, C]) -> [k - 1, n, V]."""
+    head_logits = heads(h[None])[:, 0] if k > 1 else np.zeros((0, len(logits)), logits.dtype)  # [k - 1, V]
+    check_heads(head_logits.shape[0], k)
+    return [int(np.argmax(logits))] + [int(t) for t in np.argmax(head_logits, -1)]
 
 
-def predict_rows(logits, h, heads, k):
-    """predict for n positions at once (one call of the heads): logits [n, V], h [n, C] -> n lists of k token ids."""
-    head_logits = heads(h) if k > 1 else np.zeros((0, len(h), logits.shape[-1]), logits.dtype)  # [k - 1, n, V]
-    if head_logits.shape[0] != k - 1:
-        raise ValueError(f"heads gave {head_logits.shape[0]} proposals per position; block size k = {k} needs k - 1")
-    own, proposed = np.argmax(logits, -1), np.argmax(head_logits, -1)  # [n], [k - 1, n]
-    return [[int(own[i])] + [int(t) for t in proposed[:, i]] for i in range(len(h))]
+def check_heads(n_proposals, k):
+    if n_proposals != k - 1:
+        raise ValueError(f"heads gave {n_proposals} proposals per position; block size k = {k} needs k - 1")
 
 
 def accepted_length(y_hat, best):
@@ -73,57 +72,3 @@ def blockwise_decoding(x, target, heads, N, k, merged=True, stats=None):
         # merged: the next block's ŷ is p_1 and the heads on Verify's row after ŷ_{j+k̂}, with no further call
         y_hat = predict(logits[k_hat - 1], h[k_hat - 1], heads, k) if merged and len(x) < T else None
     return x
-
-
-def batch_blockwise_decoding(xs, target, heads, N, k, merged=True, stats=None):
-    """Each prompt of xs followed by N tokens, as blockwise_decoding gives it alone. More:
-    docs/algorithms.md (blockwise.py, batch_blockwise_decoding)."""
-    for x in xs:
-        check_inputs(x, N)
-    check_block_size(k)
-    xs, k = [[int(t) for t in x] for x in xs], int(k)
-    T = [len(x) + N for x in xs]
-    y_hat = [None] * len(xs)  # each row's proposals for its next block, when the last Verify made them (merged)
-    while True:
-        active = [b for b in range(len(xs)) if len(xs[b]) < T[b]]
-        if not active:
-            return xs
-        calls = 0
-        # Step 1 (Predict), every row that has no proposals (all or none of them): one batched call, one heads call
-        if y_hat[active[0]] is None:
-            logits, h = target.logits([xs[b] for b in active], 1, hidden=True)  # [B, 1, V], [B, 1, C]
-            for b, y in zip(active, predict_rows(logits[:, 0], h[:, 0], heads, k)):
-                y_hat[b] = y
-            calls += 1
-        for b in active:
-            y_hat[b] = y_hat[b][:T[b] - len(xs[b])]  # never past the N tokens asked for
-        # Step 2 (Verify): one batched tree call scores every row's chain x + ŷ_{j+1..}; merged, the last proposal is
-        # run too where a next block will need the heads after it
-        runs = [y_hat[b] if merged and len(xs[b]) + len(y_hat[b]) < T[b] else y_hat[b][:-1] for b in active]
-        verified = any(runs)  # else every row's block is its last token: no Verify call
-        if verified:
-            logits, h = target.tree([xs[b] for b in active], [(r, list(range(-1, len(r) - 1))) for r in runs],
-                                    hidden=True)  # per row [1 + m, V], [1 + m, C]: row 1 + r after ŷ_{j+1..j+r+1}
-            calls += 1
-        # Step 3 (Accept): each row's k̂ proposals; merged, the next block's ŷ from the row after ŷ_{j+k̂}
-        step = {"drafted": max(len(y_hat[b]) - 1 for b in active), "accepted": [-1] * len(xs),
-                "tokens": [[] for _ in xs], "calls": calls}
-        paths, again = [], []
-        for i, (b, run) in enumerate(zip(active, runs)):
-            best = [int(t) for t in np.argmax(logits[i][1:], -1)] if run else []  # p_1's choice after each prefix
-            k_hat = accepted_length(y_hat[b], best)
-            paths.append(list(range(min(k_hat, len(run)))))
-            step["accepted"][b], step["tokens"][b] = k_hat - 1, y_hat[b][:k_hat]
-            xs[b].extend(y_hat[b][:k_hat])
-            y_hat[b] = None
-            if merged and len(xs[b]) < T[b]:
-                again.append((b, i, k_hat))
-        if verified:
-            target.accept(paths)
-        if again:  # one heads call for every row that goes on
-            ys = predict_rows(np.stack([logits[i][k_hat] for _, i, k_hat in again]),
-                              np.stack([h[i][k_hat] for _, i, k_hat in again]), heads, k)
-            for (b, _, _), y in zip(again, ys):
-                y_hat[b] = y
-        if stats is not None:
-            stats.append(step)

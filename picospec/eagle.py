@@ -5,20 +5,13 @@ Notation in full, worked examples and choices: docs/algorithms.md (eagle.py).
 """
 import numpy as np
 
-from picospec.batch import eagle_prefill, root_rounds
-from picospec.sampling import check_inputs, first_token, sample, warp
+from picospec.sampling import check_inputs, first_token, sample, softmax, warp
 from picospec.tree import (chain_choices, check_choices, children, depth as tree_depth, greedy_path, sort_choices,
-                           sparse_tree,
-                           top_ranked)
+                           sparse_tree, subtree, top_ranked)
 from picospec.verify import step_record, verify_tree, verify_without_replacement
 
 CANDIDATES = ("sample", "topk")
 TREES = ("sparse", "chain")
-
-
-def softmax(logits):  # [..., V] -> [..., V], float64
-    z = np.exp(logits.astype(np.float64) - logits.max(-1, keepdims=True))
-    return z / z.sum(-1, keepdims=True)
 
 
 def draw_without_replacement(p, r, rng):
@@ -44,64 +37,57 @@ def static_tree(tree, accuracy=None, nodes=10, depth=5):
     return sort_choices(tree)
 
 
-class TreeDraft:
-    """Step 1 for one sequence, a level at a time. More: docs/algorithms.md (eagle.py, TreeDraft)."""
+def levels(choices):
+    """The rank paths by depth, parents first -> {depth: [rank paths]}.
+    Example: levels([[0], [1], [0, 0]]) -> {1: [(0,), (1,)], 2: [(0, 0)]}."""
+    out = {}
+    for c in sort_choices(choices):
+        out.setdefault(len(c), []).append(c)
+    return out
 
-    def __init__(self, choices, rng, sampled, sampling_options):
-        self.rng, self.sampled, self.sampling_options = rng, sampled, sampling_options
-        self.levels = {}
-        for c in sort_choices(choices):
-            self.levels.setdefault(len(c), []).append(c)
-        self.todo = sorted(self.levels)
-        self.tokens, self.parents, self.laws, self.index = [], [], [], {(): -1}  # index: rank path -> node (root: -1)
-        self.run = []  # nodes the head has run (their laws are rows 1.. of its output), in the order it ran them
 
-    def request(self):
-        if not self.todo:
-            return None
-        # the head's laws at the parents of this level: run the nodes of the level above that have children here
-        wanted = [self.index[c[:-1]] for c in self.levels[self.todo[0]] if c[:-1] in self.index]
-        self.run += [i for i in dict.fromkeys(wanted) if i >= 0 and i not in self.run]
-        return ([self.tokens[i] for i in self.run],
-                [self.run.index(self.parents[i]) if self.parents[i] >= 0 else -1 for i in self.run])
+def by_parent(level, node):
+    """The rank paths of one level grouped below their parents, for the parents in the tree (node: rank path ->
+    tree node) -> {parent's rank path: [its children's]}. Example: by_parent([(0, 0), (0, 1)], {(): -1, (0,): 0})
+    -> {(0,): [(0, 0), (0, 1)]}."""
+    kids = {}
+    for c in level:
+        if c[:-1] in node:
+            kids.setdefault(c[:-1], []).append(c)
+    return kids
 
-    def fill(self, logits):
-        d = self.todo.pop(0)
-        row = {-1: 0, **{node: 1 + k for k, node in enumerate(self.run)}}
-        # the children of each parent: deterministic top-ranked tokens, or draws without replacement from p
-        kids = {}
-        for c in self.levels[d]:
-            if c[:-1] in self.index:
-                kids.setdefault(c[:-1], []).append(c)
-        for path, below in kids.items():
-            parent = self.index[path]
-            z = logits[row[parent]]  # [V]
-            if self.sampled:
-                p = warp(softmax(z), **self.sampling_options)  # [V] the law the children are drawn from
-                candidates = draw_without_replacement(p, len(below), self.rng)
-                ranked = list(zip(below, candidates))  # the j-th child is the j-th draw
-            else:
-                candidates = top_ranked(z, max(c[-1] for c in below) + 1)
-                ranked = [(c, candidates[c[-1]]) for c in below if c[-1] < len(candidates)]  # ranks past V: none
-            for c, token in ranked:
-                self.index[c] = len(self.tokens)
-                self.tokens.append(token)
-                self.parents.append(parent)
-                self.laws.append(p if self.sampled else None)
 
-    def result(self):
-        return self.tokens, self.parents, (self.laws if self.sampled else None)
+def head_children(z, below, rng, sampled, sampling_options):
+    """The children of one node from the head's logits z [V] after it -> [(rank path, token, law)]: the j-th draw
+    without replacement from the warped law (sampled; law [V]), or the token of each rank (law None; ranks past V
+    give none)."""
+    if sampled:
+        p = warp(softmax(z), **sampling_options)  # [V] the law the children are drawn from
+        return [(c, t, p) for c, t in zip(below, draw_without_replacement(p, len(below), rng))]
+    candidates = top_ranked(z, max(c[-1] for c in below) + 1)
+    return [(c, candidates[c[-1]], None) for c in below if c[-1] < len(candidates)]
 
 
 def draft_tree(x, F, draft, choices, rng, sampled, sampling_options):
-    """Step 1: fill the rank paths `choices` with tokens, a level per head call -> TreeDraft.result()."""
-    tree = TreeDraft(choices, rng, sampled, sampling_options)
-    while (asked := tree.request()) is not None:
-        tree.fill(draft(x, F, *asked))
-    return tree.result()
+    """Step 1: fill the rank paths `choices` with tokens, a level per head call -> (tokens, parents, laws): laws[i]
+    [V] the law node i was drawn from (laws None when the children are the top-ranked tokens)."""
+    tokens, parents, laws, node = [], [], [], {(): -1}  # node: rank path -> tree node (the root: -1)
+    run = []  # nodes the head has run: row 1 + i of its output is the law after run[i]
+    for level in levels(choices).values():
+        kids = by_parent(level, node)
+        run += [i for i in dict.fromkeys(node[c] for c in kids) if i >= 0 and i not in run]
+        logits = draft(x, F, *subtree(tokens, parents, run))  # [1 + len(run), V]
+        row = {-1: 0, **{i: 1 + k for k, i in enumerate(run)}}
+        for path, below in kids.items():
+            for c, token, law in head_children(logits[row[node[path]]], below, rng, sampled, sampling_options):
+                node[c] = len(tokens)
+                tokens.append(token)
+                parents.append(node[path])
+                laws.append(law)
+    return tokens, parents, (laws if sampled else None)
 
 
-def verify_step(tokens, parents, laws, logits, greedy, rng, sampling_options):
+def verify_static_tree(tokens, parents, laws, logits, greedy, rng, sampling_options):
     """Step 3 on the target's logits [1 + m, V] at the root and every node -> (path, next root, its origin)."""
     if greedy:
         path, root = greedy_path(tokens, parents, logits)
@@ -136,7 +122,7 @@ def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats
         # Step 2: one tree-attention forward of the target over every node
         logits, H = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]
         # Step 3: lossless verification
-        path, root, origin = verify_step(tokens, parents, laws, logits, greedy, rng, sampling_options)
+        path, root, origin = verify_static_tree(tokens, parents, laws, logits, greedy, rng, sampling_options)
         # Step 4: keep the path; its true features (the root's row, then the accepted nodes') feed the head
         target.accept(path)
         F += [H[0]] + [H[1 + i] for i in path]
@@ -145,45 +131,3 @@ def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats
             stats.append(step_record([tokens[i] for i in path] + [root], ["draft"] * len(path) + [origin],
                                      drafted=tree_depth(parents), nodes=len(tokens)))
     return x
-
-
-def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample", stats=None, generators=None,
-                         **sampling_options):
-    """Each prompt of xs followed by N tokens, as eagle_decoding gives it alone with generators[b]
-    (else rng). More: docs/algorithms.md (eagle.py, batch_eagle_decoding)."""
-    for x in xs:
-        check_inputs(x, N, 1, **sampling_options)
-    if candidates not in CANDIDATES:
-        raise ValueError(f"unknown candidates {candidates!r}: choose one of {', '.join(CANDIDATES)}")
-    check_choices(choices)
-    greedy = sampling_options.get("temperature", 1) == 0
-    sampled = candidates == "sample" and not greedy
-    xs, T, gen, F, roots = eagle_prefill(xs, N, target, rng, generators,
-                                         lambda z, g: first_token(z, greedy, g, **sampling_options), stats)
-    for active in root_rounds(xs, T, roots):  # each round: every row takes its root; the rows still short of T
-        # Step 1: every row's static tree, cut to the tokens it still needs, a level per batched head call
-        trees = {b: TreeDraft([c for c in choices if len(c) <= T[b] - len(xs[b]) - 1], gen[b], sampled,
-                              sampling_options) for b in active}
-        while asked := {b: a for b in active if (a := trees[b].request()) is not None}:
-            for b, out in zip(asked, draft(list(asked), [xs[b] for b in asked], [F[b] for b in asked],
-                                           list(asked.values()))):
-                trees[b].fill(out)
-        trees = [trees[b].result() for b in active]
-        # Step 2: ONE batched tree-attention forward scores every row's root and nodes
-        logits, H = target.tree([xs[b] for b in active], [(t, p) for t, p, _ in trees], hidden=True)
-        # Step 3: each row's verification
-        step = {"drafted": max(tree_depth(p) for _, p, _ in trees), "nodes": max(len(t) for t, _, _ in trees),
-                "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
-        paths = []
-        for i, (b, (tokens, parents, laws)) in enumerate(zip(active, trees)):
-            path, roots[b], _ = verify_step(tokens, parents, laws, logits[i], greedy, gen[b], sampling_options)
-            paths.append(path)
-            F[b] += [H[i][0]] + [H[i][1 + j] for j in path]  # the root's and the accepted nodes' true features
-            step["accepted"][b], step["tokens"][b] = len(path), [tokens[j] for j in path] + [roots[b]]
-        # Step 4: every row keeps its accepted path in its cache
-        target.accept(paths)
-        for b, path, (tokens, _, _) in zip(active, paths, trees):
-            xs[b] += [tokens[j] for j in path]
-        if stats is not None:
-            stats.append(step)
-    return xs

@@ -7,9 +7,8 @@ Notation in full, worked examples and choices: docs/algorithms.md (eagle2.py).
 """
 import numpy as np
 
-from picospec.batch import eagle_prefill, root_rounds
 from picospec.sampling import check_inputs, first_token, warp
-from picospec.tree import children, greedy_path, depth as tree_depth, top_ranked
+from picospec.tree import children, depth as tree_depth, greedy_path, subtree, top_ranked
 from picospec.verify import step_record, verify_tree
 
 
@@ -18,52 +17,28 @@ def log_softmax(logits):  # [..., V] -> [..., V], float64
     return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-class Expansion:
-    """Step 1 for one context, a layer per head call. More: docs/algorithms.md (eagle2.py,
-    Expansion)."""
-
-    def __init__(self, depth, top_k):
-        self.depth, self.top_k = depth, top_k
-        self.tokens, self.parents, self.values = [], [], []
-        self.layer, self.run = None, []  # layer: pool nodes to expand (None: the root); run: nodes the head has run
-        self.layers = 0  # layers drafted
-
-    def request(self):
-        if self.layer is None:
-            return [], []
-        if self.layers == self.depth:
-            return None
-        self.run += self.layer
-        return ([self.tokens[i] for i in self.run],
-                [self.run.index(self.parents[i]) if self.parents[i] >= 0 else -1 for i in self.run])
-
-    def fill(self, logits):
-        tokens, parents, values = self.tokens, self.parents, self.values
-        if self.layer is None:  # layer 1: the root's top_k
-            logp = log_softmax(logits[0])  # [V] the head's law after the root
-            for t in top_ranked(logp, self.top_k):
-                tokens.append(t), parents.append(-1), values.append(logp[t])
-            self.layer, self.layers = list(range(len(tokens))), 1
-            return
-        new = []
-        for i in self.layer:  # each expanded node's top_k children
-            logp = log_softmax(logits[1 + self.run.index(i)])  # [V]
-            for t in top_ranked(logp, self.top_k):
-                new.append(len(tokens))
-                tokens.append(t), parents.append(i), values.append(values[i] + logp[t])
-        self.layer = sorted(new, key=lambda i: -values[i])[:self.top_k]  # the next layer: the top_k new nodes by value
-        self.layers += 1
-
-    def pool(self):
-        return self.tokens, self.parents, self.values
+def expand_layer(tokens, parents, values, layer, logits, run, top_k):
+    """One layer of the expansion, in place: each node i of `layer` (-1: the root) gets the top_k tokens of the
+    head's law after it (logits [1 + len(run), V]: row 0 after the root, row 1 + run.index(i) after node i), each
+    valued by its parent's value plus its log-probability -> the next layer: the top_k new nodes by value."""
+    new = []
+    for i in layer:
+        logp = log_softmax(logits[0 if i < 0 else 1 + run.index(i)])  # [V] the head's law after node i
+        for t in top_ranked(logp, top_k):
+            new.append(len(tokens))
+            tokens.append(t), parents.append(i), values.append((values[i] if i >= 0 else 0.0) + logp[t])
+    return sorted(new, key=lambda i: -values[i])[:top_k]
 
 
 def expand(x, F, draft, depth, top_k):
-    """Step 1: the draft pool -> tokens, parents, values (Expansion.pool()), one head call per layer."""
-    tree = Expansion(depth, top_k)
-    while (asked := tree.request()) is not None:
-        tree.fill(draft(x, F, *asked))
-    return tree.pool()
+    """Step 1 (expansion): depth head calls, the first on the root, each next on the layer before it -> the draft
+    pool: tokens, parents, values (a node's value: the sum of the head's log-probabilities along its path)."""
+    tokens, parents, values = [], [], []
+    layer, run = [-1], []  # layer: the nodes to expand (the root first); run: the nodes the head has run
+    for d in range(depth):
+        run += layer if d else []
+        layer = expand_layer(tokens, parents, values, layer, draft(x, F, *subtree(tokens, parents, run)), run, top_k)
+    return tokens, parents, values
 
 
 def rerank(tokens, parents, values, total_tokens):
@@ -90,7 +65,7 @@ def check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options):
     return sampling_options.get("temperature", 1) == 0
 
 
-def verify_step(tokens, parents, logits, greedy, rng, sampling_options):
+def verify_dynamic_tree(tokens, parents, logits, greedy, rng, sampling_options):
     """Step 3 on the target's logits [1 + m, V] at the root and every node -> (path, next root, its origin): the greedy
     path at temperature 0; above, verify_tree with one-hot proposals (deterministic, distinct candidates)."""
     if greedy:
@@ -100,7 +75,7 @@ def verify_step(tokens, parents, logits, greedy, rng, sampling_options):
     return verify_tree(tokens, parents, warp(np.exp(log_softmax(logits)), **sampling_options), rng)
 
 
-def keep(x, F, tokens, path, H):
+def extend_context(x, F, tokens, path, H):
     """Step 4: the accepted nodes join x; the root's feature and theirs (H [1 + m, C], rows of the verifying forward)
     join F, so the head's context always holds true features."""
     F += [H[0]] + [H[1 + i] for i in path]
@@ -126,44 +101,11 @@ def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_token
         tokens, parents, _ = dynamic_tree(x, F, draft, levels, tree_top_k, total_tokens) if levels else ([], [], [])
         # Step 3: one tree-attention forward; lossless verification of deterministic, distinct candidates
         logits, H = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]
-        path, root, origin = verify_step(tokens, parents, logits, greedy, rng, sampling_options)
+        path, root, origin = verify_dynamic_tree(tokens, parents, logits, greedy, rng, sampling_options)
         # Step 4: keep the path; its true features feed the head
         target.accept(path)
-        keep(x, F, tokens, path, H)
+        extend_context(x, F, tokens, path, H)
         if stats is not None:
             stats.append(step_record([tokens[i] for i in path] + [root], ["draft"] * len(path) + [origin],
                                      drafted=tree_depth(parents), nodes=len(tokens)))
     return x
-
-
-def batch_eagle2_decoding(xs, target, draft, N, rng, depth=5, tree_top_k=4, total_tokens=16, stats=None,
-                          generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, as eagle2_decoding gives it alone with generators[b]
-    (else rng). More: docs/algorithms.md (eagle2.py, batch_eagle2_decoding)."""
-    greedy = check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options)
-    xs, T, gen, F, roots = eagle_prefill(xs, N, target, rng, generators,
-                                         lambda z, g: first_token(z, greedy, g, **sampling_options), stats)
-    for active in root_rounds(xs, T, roots):  # each round: every row takes its root; the rows still short of T
-        # Step 1: every row's expansion, no deeper than the tokens it still needs, a layer per batched head call
-        grow = {b: Expansion(levels, tree_top_k) for b in active if (levels := min(depth, T[b] - len(xs[b]) - 1))}
-        while asked := {b: a for b, tree in grow.items() if (a := tree.request()) is not None}:
-            out = draft(list(asked), [xs[b] for b in asked], [F[b] for b in asked], list(asked.values()))
-            for b, z in zip(asked, out):  # z [1 + m, V]
-                grow[b].fill(z)
-        # Step 2: each row's rerank
-        trees = [rerank(*grow[b].pool(), total_tokens)[:2] if b in grow else ([], []) for b in active]
-        # Step 3: ONE batched tree-attention forward scores every row's tree; each row verified with its generator
-        logits, H = target.tree([xs[b] for b in active], trees, hidden=True)  # per row [1 + m_b, V], [1 + m_b, C]
-        verdicts = [verify_step(*tree, z, greedy, gen[b], sampling_options)
-                    for b, tree, z in zip(active, trees, logits)]
-        # Step 4: every row keeps its accepted path, in its cache and in x and F
-        target.accept([path for path, _, _ in verdicts])
-        step = {"drafted": max(tree_depth(p) for _, p in trees), "nodes": max(len(t) for t, _ in trees),
-                "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
-        for b, (tokens, _), h, (path, root, _) in zip(active, trees, H, verdicts):
-            keep(xs[b], F[b], tokens, path, h)
-            roots[b] = root
-            step["accepted"][b], step["tokens"][b] = len(path), [tokens[i] for i in path] + [root]
-        if stats is not None:
-            stats.append(step)
-    return xs

@@ -1,12 +1,11 @@
 """Greedy draft-and-verify (exact-match verification), as in assisted generation (Hugging Face's "assisted
 generation"; Leviathan et al. 2023, arXiv:2211.17192, section 3 at temperature 0), with two ways of choosing K
 per step: the heuristic schedule and an early stop on draft confidence.
-Shapes: V vocabulary, k drafts, B rows (the batched form).
+Shapes: V vocabulary, k drafts.
 Notation in full, worked examples and choices: docs/algorithms.md (greedy.py).
 """
 import numpy as np
 
-from picospec.batch import batch_tree_decoding
 from picospec.sampling import check_inputs, check_vocab
 from picospec.verify import step_record
 
@@ -53,39 +52,3 @@ def greedy_decoding(x, draft_model, target_model, N, K, stats=None, schedule="co
         if schedule == "heuristic":
             K = K + 2 if n == k else max(1, K - 1)
     return x
-
-
-def batch_greedy_decoding(xs, draft_model, target_model, N, K, stats=None, schedule="constant", confidence=None):
-    """Each prompt of xs followed by N tokens, as greedy_decoding gives it alone. draft_model: the batched contract
-    (picospec/batch.py); target_model: the batched contract with tree() and accept(), which score every row's chain
-    of drafts (a chain: node i hangs below node i - 1) in one call (picospec.batch.batch_tree_decoding: its stats)."""
-    for x in xs:
-        check_inputs(x, N, K)
-    if schedule not in SCHEDULES:
-        raise ValueError(f"unknown schedule {schedule!r}: use one of {', '.join(SCHEDULES)}")
-    Ks, last_p = [K] * len(xs), {}
-
-    def propose(bs, rows, rooms):  # Step 1 for every active row: one batched draft call per draft position
-        limit = [min(Ks[b], room) for b, room in zip(bs, rooms)]
-        drafts, going = [[] for _ in rows], [n > 0 for n in limit]
-        while any(going):  # a row that stopped still rides along (its cache stays put); its draft is not read
-            p = draft_model([x + d for x, d in zip(rows, drafts)])[:, -1]  # [B, V]
-            last_p["p"] = p
-            for i in range(len(rows)):
-                if going[i] and confidence is not None and p[i].max() < confidence:
-                    going[i] = False  # unsure: this row stops drafting
-                elif going[i]:
-                    drafts[i].append(int(np.argmax(p[i])))
-                    going[i] = len(drafts[i]) < limit[i]
-        return [(d, list(range(-1, len(d) - 1))) for d in drafts]
-
-    def verify(b, drafts, parents, q, rng):  # Steps 3-4 on the row's [k + 1, V]: keep drafts up to the first mismatch
-        if drafts:
-            check_vocab(last_p["p"], q)
-        best = [int(t) for t in np.argmax(q, -1)]
-        n = matched(drafts, best)
-        if schedule == "heuristic":
-            Ks[b] = Ks[b] + 2 if n == len(drafts) else max(1, Ks[b] - 1)
-        return list(range(n)), best[n]
-
-    return batch_tree_decoding(xs, target_model, N, None, propose, verify, stats, propose_rows=True)

@@ -3,22 +3,35 @@ generated tables of README.md and docs/methods.md read it. Adding a method = one
 (+ its tests, a bench row, a notebook cell)."""
 from typing import Callable, NamedTuple
 
-from picospec.autoregressive import autoregressive_sampling, batch_autoregressive_sampling
-from picospec.batch import batch_speculative_sampling
-from picospec.blockwise import batch_blockwise_decoding, blockwise_decoding
-from picospec.cascade import batch_cascade_decoding, cascade_decoding
-from picospec.eagle import CANDIDATES, batch_eagle_decoding, eagle_decoding, static_tree
-from picospec.eagle2 import batch_eagle2_decoding, eagle2_decoding
-from picospec.greedy import SCHEDULES, batch_greedy_decoding, greedy_decoding
-from picospec.lookahead import batch_lookahead_decoding, lookahead_decoding
-from picospec.medusa import POSTERIORS, batch_medusa_decoding, medusa_decoding
+from picospec.autoregressive import autoregressive_sampling
+from picospec.batched.autoregressive import batch_autoregressive_sampling
+from picospec.batched.blockwise import batch_blockwise_decoding
+from picospec.batched.cascade import batch_cascade_decoding
+from picospec.batched.eagle import batch_eagle_decoding
+from picospec.batched.eagle2 import batch_eagle2_decoding
+from picospec.batched.greedy import batch_greedy_decoding
+from picospec.batched.lookahead import batch_lookahead_decoding
+from picospec.batched.medusa import batch_medusa_decoding
+from picospec.batched.prompt_lookup import batch_prompt_lookup_decoding
+from picospec.batched.rest import batch_rest_decoding
+from picospec.batched.self_draft import batch_self_speculative_decoding
+from picospec.batched.sequoia import batch_sequoia_decoding
+from picospec.batched.specinfer import batch_specinfer_decoding
+from picospec.batched.speculative import batch_speculative_sampling
+from picospec.blockwise import blockwise_decoding
+from picospec.cascade import cascade_decoding
+from picospec.eagle import CANDIDATES, eagle_decoding, static_tree
+from picospec.eagle2 import eagle2_decoding
+from picospec.greedy import SCHEDULES, greedy_decoding
+from picospec.lookahead import lookahead_decoding
+from picospec.medusa import POSTERIORS, medusa_decoding
 from picospec.options import (K_option, Option, eagle_tree_check, expansion_check, medusa_tree, parse_tree,
                               skip_check, tree_check)
-from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
-from picospec.rest import batch_rest_decoding, rest_decoding
-from picospec.sequoia import batch_sequoia_decoding, sequoia_decoding
-from picospec.self_draft import batch_self_speculative_decoding, self_speculative_decoding
-from picospec.specinfer import batch_specinfer_decoding, specinfer_decoding
+from picospec.prompt_lookup import prompt_lookup_decoding
+from picospec.rest import rest_decoding
+from picospec.self_draft import self_speculative_decoding
+from picospec.sequoia import sequoia_decoding
+from picospec.specinfer import specinfer_decoding
 from picospec.speculative import speculative_sampling
 
 LAWS = ("lossless", "greedy", "lossy")

@@ -4,7 +4,6 @@ Notation in full, worked examples and choices: docs/algorithms.md (prompt_lookup
 """
 import numpy as np
 
-from picospec.batch import batch_tree_decoding
 from picospec.sampling import check_inputs, warp
 from picospec.verify import step_record, verify_chain
 
@@ -45,21 +44,3 @@ def prompt_lookup_decoding(x, target_model, N, rng, max_ngram_size=3, num_pred_t
         if stats is not None:
             stats.append(step_record(new, ["draft"] * n + [origin], drafted=len(drafts)))
     return x
-
-
-def batch_prompt_lookup_decoding(xs, target_model, N, rng, max_ngram_size=3, num_pred_tokens=10, stats=None,
-                                 generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, as prompt_lookup_decoding gives it alone; one batched target call
-    per step (picospec.batch.batch_tree_decoding: its stats, generators and target). A row's draft is a chain."""
-    for x in xs:
-        check_inputs(x, N, num_pred_tokens, **sampling_options)
-
-    def propose(b, x, room):  # the draft as a chain: node i hangs below node i - 1
-        drafts = find_candidates(x, max_ngram_size, num_pred_tokens)[:room]
-        return drafts, list(range(-1, len(drafts) - 1))
-
-    def verify(b, drafts, parents, probs, rng):  # Step 3 of prompt_lookup_decoding, on the row's [k + 1, V]
-        n, token, _ = verify_copied(drafts, warp(probs, **sampling_options), rng)
-        return list(range(n)), token
-
-    return batch_tree_decoding(xs, target_model, N, rng, propose, verify, stats, generators)

@@ -8,7 +8,6 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 
-from picospec.batch import batch_tree_decoding
 from picospec.sampling import check_inputs, warp
 from picospec.tree import depth, prune, trie
 from picospec.verify import step_record, verify_tree
@@ -155,21 +154,3 @@ def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, n
         if stats is not None:
             stats.append(step_record(new, ["draft"] * len(path) + [origin], drafted=depth(parents), nodes=len(tokens)))
     return x
-
-
-def batch_rest_decoding(xs, target, N, rng, datastore, max_matches=100, draft_len=10, num_draft_nodes=7, stats=None,
-                        generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, as rest_decoding gives it alone: every row retrieves its own trie, and
-    all tries are scored in one batched tree call per step (picospec.batch.batch_tree_decoding: its stats,
-    generators and target)."""
-    for x in xs:
-        check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options)
-
-    def propose(b, x, room):  # Steps 1-2 of rest_decoding
-        return retrieve(datastore, x, room, max_matches, draft_len, num_draft_nodes)
-
-    def verify(b, tokens, parents, probs, rng):  # Step 4: recursive rejection over the trie's one-hot proposals
-        path, token, _ = verify_tree(tokens, parents, warp(probs, **sampling_options), rng)
-        return path, token
-
-    return batch_tree_decoding(xs, target, N, rng, propose, verify, stats, generators)

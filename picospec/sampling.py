@@ -46,13 +46,18 @@ def sample(p, rng):
     return int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
 
 
+def softmax(logits):
+    """The law of logits [..., V], in float64 -> [..., V]. Example: softmax([0, 0]) -> [0.5, 0.5]."""
+    z = np.exp(logits.astype(np.float64) - logits.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
+
+
 def first_token(logits, greedy, rng, **sampling_options):
     """The target's own token after logits [V] (the token a prefill gives): its argmax when greedy, else a draw from
-    its warped law (softmax in float64). Example: logits [0, 2, 1], greedy -> 1."""
+    its warped law. Example: logits [0, 2, 1], greedy -> 1."""
     if greedy:
         return int(np.argmax(logits))
-    z = np.exp(logits.astype(np.float64) - logits.max())  # [V]
-    return sample(warp(z / z.sum(), **sampling_options), rng)
+    return sample(warp(softmax(logits), **sampling_options), rng)
 
 
 def residual(q, p):

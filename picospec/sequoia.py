@@ -5,7 +5,6 @@ Notation in full, worked examples and choices: docs/algorithms.md (sequoia.py).
 """
 import numpy as np
 
-from picospec.batch import batch_tree_decoding
 from picospec.sampling import check_inputs, check_vocab, sample, warp
 from picospec.tree import depth as tree_depth, node_path, sort_choices, top_tokens
 from picospec.verify import step_record, verify_distinct, verify_without_replacement
@@ -102,39 +101,37 @@ def without_replacement(p, k, rng):
     return picks
 
 
-class Filling:
-    """A tree's shape (rank paths) being filled with tokens, parents first: tokens, parents, P (each node's parent's
-    law), where (rank path -> tree node). A rank the draft's law cannot fill (too few tokens with p > 0) is left out
-    with its subtree."""
+def child_counts(choices):
+    """How many children the shape gives each rank path, parents first -> {rank path: count}.
+    Example: child_counts([[0], [1], [0, 0]]) -> {(): 2, (0,): 1}."""
+    kids = {}
+    for c in sort_choices(choices):
+        kids[c[:-1]] = kids.get(c[:-1], 0) + 1
+    return kids
 
-    def __init__(self, choices):
-        self.kids = {}  # rank path -> how many children the shape gives it
-        for c in choices:
-            self.kids[tuple(c[:-1])] = self.kids.get(tuple(c[:-1]), 0) + 1
-        self.order = [c for c in [()] + sort_choices(choices) if c in self.kids]  # parents first, by depth
-        self.tokens, self.parents, self.P, self.where = [], [], [], {(): -1}
 
-    def draw(self, c, p, rng, greedy, **sampling_options):
-        """The children of rank path c from the draft's law p [V] after it: without replacement (top tokens when
-        greedy)."""
-        p = p if greedy else warp(p, **sampling_options)
-        picks = top_tokens(p, self.kids[c]) if greedy else without_replacement(p, self.kids[c], rng)
-        for rank, token in enumerate(picks):
-            self.where[c + (rank,)] = len(self.tokens)
-            self.tokens.append(int(token))
-            self.parents.append(self.where[c])
-            self.P.append(p)
+def draft_children(p, k, rng, greedy, **sampling_options):
+    """The k children of a node from the draft's law p [V] after it -> (tokens, the law they are judged against):
+    drawn without replacement from the warped law, or its top k tokens when greedy (fewer where the law has fewer
+    tokens with p > 0)."""
+    law = p if greedy else warp(p, **sampling_options)
+    return (top_tokens(law, k) if greedy else without_replacement(law, k, rng)), law
 
 
 def draw_tree(draft, x, choices, rng, greedy, **sampling_options):
-    """Fill the tree's shape with tokens, parents first: each node asks the draft once and draws as many children
-    as the shape gives it, without replacement (its top tokens when greedy). -> tokens, parents, P [m, V]."""
-    tree = Filling(choices)
-    for c in tree.order:
-        if c in tree.where:
-            p = draft(x + node_path(tree.tokens, tree.parents, tree.where[c]))[-1]  # [V] the draft's law after c
-            tree.draw(c, p, rng, greedy, **sampling_options)
-    return tree.tokens, tree.parents, tree.P
+    """Step 1: fill the tree's shape with tokens, parents first: each node asks the draft once and draws as many
+    children as the shape gives it. -> tokens, parents, P [m, V] (the law each node was drawn from)."""
+    tokens, parents, P, node = [], [], [], {(): -1}  # node: rank path -> tree node (the root: -1)
+    for c, k in child_counts(choices).items():
+        if c in node:  # a rank the draft's law could not fill is left out with its subtree
+            p = draft(x + node_path(tokens, parents, node[c]))[-1]  # [V] the draft's law after c
+            picks, law = draft_children(p, k, rng, greedy, **sampling_options)
+            for rank, token in enumerate(picks):
+                node[c + (rank,)] = len(tokens)
+                tokens.append(int(token))
+                parents.append(node[c])
+                P.append(law)
+    return tokens, parents, P
 
 
 def verify_filled(tokens, parents, P, Q, rng, greedy, **sampling_options):
@@ -181,32 +178,3 @@ def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, 
             stats.append(step_record(new, ["draft"] * len(path) + [origin], drafted=tree_depth(parents),
                                      nodes=len(tokens)))
     return x
-
-
-def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, *, acceptance, stats=None,
-                           generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, as sequoia_decoding gives it alone with generators[b]
-    (else rng). More: docs/algorithms.md (sequoia.py, batch_sequoia_decoding)."""
-    for x in xs:
-        check_inputs(x, N, **sampling_options)
-    check_sequoia(acceptance, nodes, depth)
-    greedy = sampling_options.get("temperature", 1.0) == 0
-    choices, _ = sequoia_tree(acceptance, nodes + 1, depth)
-    gen, fills = [(generators or {}).get(b, rng) for b in range(len(xs))], {}
-
-    def propose(bs, rows, rooms):  # Step 1 for every active row, parents first, one level per draft call
-        for b, room in zip(bs, rooms):
-            fills[b] = Filling([c for c in choices if len(c) <= room])
-        for level in range(max((len(c) + 1 for b in bs for c in fills[b].order), default=0)):
-            laws = draft.tree(rows, [(fills[b].tokens, fills[b].parents) for b in bs], probs=True)  # [1 + m, V] each
-            for i, b in enumerate(bs):
-                for c in fills[b].order:
-                    if len(c) == level and c in fills[b].where:
-                        fills[b].draw(c, laws[i][fills[b].where[c] + 1], gen[b], greedy, **sampling_options)
-        return [(fills[b].tokens, fills[b].parents) for b in bs]
-
-    def verify(b, tokens, parents, Q, rng):  # Step 3 on the row's [1 + m, V]
-        path, token, _ = verify_filled(tokens, parents, fills[b].P, Q, rng, greedy, **sampling_options)
-        return path, token
-
-    return batch_tree_decoding(xs, target, N, rng, propose, verify, stats, generators, propose_rows=True)

@@ -1,18 +1,17 @@
 """SpecInfer: a token tree from draft samples, scored in one tree-attention forward, verified by multi-step
 speculative sampling (Miao et al. 2024, "SpecInfer: Accelerating Large Language Model Serving with Tree-based
 Speculative Inference and Verification", arXiv:2305.09781, sections 3 and 4).
-Shapes: V n_vocab, m tree nodes, B rows (the batched form).
+Shapes: V n_vocab, m tree nodes.
 Notation in full, worked examples and choices: docs/algorithms.md (specinfer.py).
 """
 import numpy as np
 
-from picospec.batch import batch_tree_decoding
 from picospec.sampling import check_inputs, check_vocab, sample, warp
 from picospec.tree import DrawTrie, depth, node_path, top_tokens
 from picospec.verify import step_record, verify_distinct, verify_iid
 
 
-def expand(trie, node, p, k, rng, greedy, reached, **sampling_options):
+def sample_children(trie, node, p, k, rng, greedy, reached, **sampling_options):
     """One node's k children drawn from the draft's law p [V] after it (i.i.d. samples of warped p, or the top k
     tokens when greedy) into `trie`; the nodes they land on are added to `reached` (once each)."""
     if greedy:
@@ -34,7 +33,7 @@ def grow(draft, x, expansion, trie, rng, greedy, **sampling_options):
         reached = []
         for node in frontier:
             p = draft(x + node_path(trie.tokens, trie.parents, node))[-1]  # [V] the draft's law after the node
-            expand(trie, node, p, k, rng, greedy, reached, **sampling_options)
+            sample_children(trie, node, p, k, rng, greedy, reached, **sampling_options)
         frontier = reached
     return trie
 
@@ -80,36 +79,3 @@ def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None
         if stats is not None:
             stats.append(step_record(new, ["draft"] * len(path) + [origin], drafted=depth(parents), nodes=len(tokens)))
     return x
-
-
-def batch_specinfer_decoding(xs, draft, target, N, rng, expansion=(1, 1, 2), stats=None, generators=None,
-                             **sampling_options):
-    """Each prompt of xs followed by N tokens, as specinfer_decoding gives it alone with
-    generators[b] (else rng). More: docs/algorithms.md (specinfer.py, batch_specinfer_decoding)."""
-    for x in xs:
-        check_inputs(x, N, **sampling_options)
-    check_expansion(expansion)
-    drafts = list(draft) if isinstance(draft, (list, tuple)) else [draft]
-    greedy = sampling_options.get("temperature", 1.0) == 0
-    gen, tries = [(generators or {}).get(b, rng) for b in range(len(xs))], {}
-
-    def propose(bs, rows, rooms):  # Step 1 for every active row: one batched draft call per draft and level
-        for b in bs:
-            tries[b] = DrawTrie()
-        for model in drafts:
-            frontier = {b: [-1] for b in bs}  # per row: the nodes this draft reached at the previous depth
-            for level, k in enumerate(expansion[:max(rooms)]):
-                laws = model.tree(rows, [(tries[b].tokens, tries[b].parents) for b in bs], probs=True)
-                for i, b in enumerate(bs):  # per row [1 + m, V]: row 1 + node is the law after that node
-                    if level < rooms[i]:  # no deeper than the tokens the row still needs minus one
-                        reached = []
-                        for node in frontier[b]:
-                            expand(tries[b], node, laws[i][node + 1], k, gen[b], greedy, reached, **sampling_options)
-                        frontier[b] = reached
-        return [(tries[b].tokens, tries[b].parents) for b in bs]
-
-    def verify(b, tokens, parents, Q, rng):  # Step 3 on the row's [1 + m, V]
-        path, token, _ = verify_trie(tries[b], Q, rng, greedy, **sampling_options)
-        return path, token
-
-    return batch_tree_decoding(xs, target, N, rng, propose, verify, stats, generators, propose_rows=True)

@@ -168,6 +168,12 @@ def node_path(tokens, parents, node):
     return path[::-1]
 
 
+def subtree(tokens, parents, nodes):
+    """The listed nodes as a tree of their own, each one's parent listed before it (or the root) -> (tokens, parents)
+    re-indexed by place in `nodes`. Example: subtree([5, 6, 7], [-1, 0, 0], [0, 2]) -> ([5, 7], [-1, 0])."""
+    return [tokens[i] for i in nodes], [nodes.index(parents[i]) if parents[i] >= 0 else -1 for i in nodes]
+
+
 def ancestor_mask(parents):
     """Tree attention over m nodes -> [m, m] bool: node i sees node j when j is i or an ancestor of i.
     Example: parents [-1, 0, 0] -> rows [1, 0, 0], [1, 1, 0], [1, 0, 1]: the siblings 1 and 2 never see each other."""

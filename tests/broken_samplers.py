@@ -7,7 +7,7 @@ before every verdict (picospec.check.controls.CONTROLS) are further broken sampl
 """
 import numpy as np
 
-from picospec.rejection import recovered_probs, sample_rows
+from picospec.batched.rejection import recovered_probs, sample_rows
 from picospec.sampling import residual, sample
 
 
@@ -142,7 +142,7 @@ WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised", "without_replacem
 
 def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
             uniforms=lambda rng, shape: rng.random(shape)):
-    """vLLM's contract, vectorised (as picospec.rejection), with the acceptance test, its uniforms and the recovered
+    """vLLM's contract, vectorised (as picospec.batched.rejection), with the acceptance test, its uniforms and the recovered
     law replaceable."""
     (B, k, _), rows, cols = p.shape, np.arange(len(p))[:, None], np.arange(p.shape[1])[None, :]
     accepted = accept(uniforms(rng, (B, k)), q[rows, cols, drafts] / p[rows, cols, drafts])  # [B, k]

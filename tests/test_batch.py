@@ -1,4 +1,4 @@
-"""Batched speculative sampling (picospec/batch.py) beyond its law: a seeded row's output is a function of its own
+"""Batched speculative sampling (picospec/batched/speculative.py) beyond its law: a seeded row's output is a function of its own
 generator and prompt alone, whichever rows beside it have finished, and the per-row step record says what happened.
 
 The models: after token 0 both target and draft always say 0, so a row whose prompt ends in 0 accepts every draft
@@ -10,7 +10,8 @@ not change at all when its neighbours do.
 import numpy as np
 import pytest
 
-from picospec.batch import batch_speculative_sampling, batched
+from picospec.batched.loop import batched
+from picospec.batched.speculative import batch_speculative_sampling
 from toy import Toy, perturbed, random_toy
 
 N = 12
@@ -87,7 +88,7 @@ def test_accepted_counts_only_the_drafts_kept_on_a_cut_step():
 
 def test_root_rounds_by_hand():
     """The docstring's example, then a second round: every active row takes its root; rows that reach T leave."""
-    from picospec.batch import root_rounds
+    from picospec.batched.loop import root_rounds
 
     xs, roots = [[1, 2, 3], [4, 5, 6]], [7, 9]
     rounds = root_rounds(xs, [6, 5], roots)

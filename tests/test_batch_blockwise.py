@@ -9,7 +9,8 @@ import pytest
 from batchrows import built_in, check_records
 from bench.harness import load_heads
 from gpt2.batch_engine import BatchGPT2
-from picospec.blockwise import batch_blockwise_decoding, blockwise_decoding
+from picospec.batched.blockwise import batch_blockwise_decoding
+from picospec.blockwise import blockwise_decoding
 
 N = 30
 

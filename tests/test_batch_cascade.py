@@ -14,15 +14,17 @@ import numpy as np
 import pytest
 
 import batchrows
-import picospec.cascade as cs
+import picospec.batched.cascade as cs
 from batchrows import COPIES, TEXTS, built_in, check_laws, check_records, check_rejected
 from checker import SAMPLES
 from gpt2.batch_engine import BatchGPT2
 from gpt2.engine import GPT2
 from gpt2.load import load_model
 from micro import random_gpt2
-from picospec.batch import batch_speculative_sampling, batched
-from picospec.cascade import batch_cascade_decoding, cascade_decoding
+from picospec.batched.cascade import batch_cascade_decoding
+from picospec.batched.loop import batched
+from picospec.batched.speculative import batch_speculative_sampling
+from picospec.cascade import cascade_decoding
 from picospec.sampling import warp
 from toy import perturbed, random_toy
 

@@ -15,7 +15,7 @@ from bench.harness import load_heads
 from gpt2.batch_eagle import BatchEagleHead
 from gpt2.batch_engine import BatchGPT2
 from gpt2.eagle import EagleHead
-from picospec.eagle import batch_eagle_decoding
+from picospec.batched.eagle import batch_eagle_decoding
 from test_eagle import random_head
 from test_rest import unverified
 

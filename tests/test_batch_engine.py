@@ -13,7 +13,7 @@ from gpt2.engine import GPT2
 from gpt2.model import gpt2, gpt2_hidden
 from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
-from picospec.batch import batch_speculative_sampling
+from picospec.batched.speculative import batch_speculative_sampling
 
 HP, PARAMS = random_gpt2(n_vocab=50, n_ctx=32, n_embd=16, n_head=2, n_layer=2, seed=1)
 TOL = 1e-5
@@ -201,7 +201,7 @@ def test_batched_engines_keep_the_exact_law():
 def test_broken_batched_sampler_is_rejected(monkeypatch):
     """Recovering from the target instead of the residual, on the same engines, fails the same check (its law is far
     enough off that 3,000 runs reject it with p < 1e-10)."""
-    import picospec.rejection as rejection
+    import picospec.batched.rejection as rejection
 
     monkeypatch.setattr(rejection, "recovered_probs", lambda q, p: q)
     samples, target = sampled_rows(2, 3 * COPIES)

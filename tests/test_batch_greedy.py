@@ -18,8 +18,10 @@ from gpt2.batch_engine import BatchGPT2
 from gpt2.engine import GPT2
 from gpt2.load import load_model
 from micro import random_gpt2
-from picospec.autoregressive import autoregressive_sampling, batch_autoregressive_sampling
-from picospec.greedy import batch_greedy_decoding, greedy_decoding
+from picospec.autoregressive import autoregressive_sampling
+from picospec.batched.autoregressive import batch_autoregressive_sampling
+from picospec.batched.greedy import batch_greedy_decoding
+from picospec.greedy import greedy_decoding
 
 N = 30
 

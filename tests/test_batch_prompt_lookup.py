@@ -10,7 +10,8 @@ import picospec.prompt_lookup as pl
 from batchrows import COPIES, N, check_laws, check_records, check_rejected
 from checker import SAMPLES
 from gpt2.batch_engine import BatchGPT2
-from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
+from picospec.batched.prompt_lookup import batch_prompt_lookup_decoding
+from picospec.prompt_lookup import prompt_lookup_decoding
 
 
 def sampled_rows(n, **options):  # -> per prompt, n sampled continuations, COPIES rows of each per batch

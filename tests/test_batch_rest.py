@@ -1,4 +1,4 @@
-"""Batched REST (picospec/rest.py batch_rest_decoding: every row's retrieved trie scored in one batched tree call):
+"""Batched REST (picospec/batched/rest.py batch_rest_decoding: every row's retrieved trie scored in one batched tree call):
 each row keeps the target's exact law, and taking the first retrieved path unverified is rejected by the same check
 on the same engines; each row equals rest_decoding on its prompt alone, greedy and, with its own generator,
 sampled."""
@@ -6,14 +6,15 @@ import numpy as np
 import pytest
 
 import batchrows
-import picospec.rest as rest
+import picospec.batched.rest as batched_rest
 from batchrows import COPIES, N, check_laws, check_records, check_rejected
 from checker import SAMPLES
 from gpt2.batch_engine import BatchGPT2
 from gpt2.engine import GPT2
 from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
-from picospec.rest import Datastore, batch_rest_decoding, rest_decoding
+from picospec.batched.rest import batch_rest_decoding
+from picospec.rest import Datastore, rest_decoding
 from test_rest import unverified
 
 
@@ -44,7 +45,7 @@ def test_batched_rows_keep_the_exact_law():
 
 def test_unverified_paths_are_rejected(monkeypatch):
     """Broken variant: the first retrieved path taken as it is, on the same batched engines."""
-    monkeypatch.setattr(rest, "verify_tree", unverified)
+    monkeypatch.setattr(batched_rest, "verify_tree", unverified)
     samples, target = sampled_rows(3 * COPIES)
     check_rejected(samples, target)
 

@@ -15,7 +15,7 @@ import json
 import numpy as np
 import pytest
 
-import picospec.self_draft as sd
+import picospec.batched.self_draft as sd
 from batchrows import COPIES, HP, N, PARAMS, PROMPTS, TEXTS, built_in, check_records, check_rejected
 from checker import SAMPLES, check_law, exact_law
 from clitools import run_here
@@ -24,7 +24,8 @@ from gpt2.engine import GPT2
 from gpt2.load import ASSETS
 from gpt2.self_draft import SelfDraft, exit_skip, load_self_draft, parse_skip
 from picospec.sampling import sample, warp
-from picospec.self_draft import batch_self_speculative_decoding, self_speculative_decoding
+from picospec.batched.self_draft import batch_self_speculative_decoding
+from picospec.self_draft import self_speculative_decoding
 from test_self_draft import ADAPTIVE, as_dtype
 
 

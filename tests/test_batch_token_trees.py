@@ -1,4 +1,4 @@
-"""Batched SpecInfer and Sequoia (picospec/specinfer.py batch_specinfer_decoding, picospec/sequoia.py
+"""Batched SpecInfer and Sequoia (picospec/batched/specinfer.py batch_specinfer_decoding, picospec/batched/sequoia.py
 batch_sequoia_decoding): every row's tree grown by the draft one level per batched tree call, every row's tree
 verified in one batched target call.
 
@@ -26,9 +26,11 @@ from gpt2.batch_engine import BatchGPT2
 from gpt2.engine import GPT2
 from gpt2.load import load_model
 from micro import random_gpt2
-from picospec.batch import batched
-from picospec.sequoia import batch_sequoia_decoding, sequoia_decoding
-from picospec.specinfer import batch_specinfer_decoding, specinfer_decoding
+from picospec.batched.loop import batched
+from picospec.batched.sequoia import batch_sequoia_decoding
+from picospec.batched.specinfer import batch_specinfer_decoding
+from picospec.sequoia import sequoia_decoding
+from picospec.specinfer import specinfer_decoding
 from picospec.verify import verify_iid
 from test_rest import unverified
 

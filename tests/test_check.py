@@ -21,14 +21,14 @@ from picospec.check.battery import DEFAULT_SAMPLES, check_case, check_sampler
 from picospec.check.cases import CASES
 from picospec.check.drivers import LowestUniforms
 from picospec.check.exact_law import Toy, chi2_sf, exact_law, index, law_vector, random_toy
-from picospec.rejection import rejection_sample
+from picospec.batched.rejection import rejection_sample
 from picospec.verify import verify_chain
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = 4000
 RIGHT = {"chain": "picospec.verify:verify_chain", "tree": "picospec.verify:verify_tree",
          "tree_without_replacement": "picospec.verify:verify_without_replacement",
-         "rejection": "picospec.rejection:rejection_sample"}
+         "rejection": "picospec.batched.rejection:rejection_sample"}
 BROKEN = {"chain": broken_samplers.CHAIN, "tree": broken_samplers.TREE,
           "tree_without_replacement": broken_samplers.WITHOUT_REPLACEMENT, "rejection": broken_samplers.REJECTION}
 CLOSE_DRAFT = {"small_residual_guard", "without_replacement_small_residual_guard", "batched_small_residual_guard"}

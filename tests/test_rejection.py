@@ -3,11 +3,12 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-import picospec.batch as batch_module
+import picospec.batched.speculative as batch_module
 from checker import SAMPLES, check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
-from picospec.batch import batch_speculative_sampling, batched
-from picospec.rejection import recovered_probs, rejection_sample
+from picospec.batched.loop import batched
+from picospec.batched.rejection import recovered_probs, rejection_sample
+from picospec.batched.speculative import batch_speculative_sampling
 from toy import perturbed, random_toy
 
 V = 3
@@ -157,7 +158,7 @@ def test_batch_joint_law_per_row(K, options):
 
 def test_broken_batch_sampler_is_rejected(monkeypatch):
     """Recovering from the target instead of the residual is caught by the same per-row check."""
-    import picospec.rejection as rej
+    import picospec.batched.rejection as rej
 
     monkeypatch.setattr(rej, "recovered_probs", lambda q, p: q)
     rows = batch_runs(2, SAMPLES // 2)

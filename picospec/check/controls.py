@@ -5,7 +5,7 @@ Shapes: V vocabulary, K (k) drafts per step, B batch rows, m tree nodes.
 """
 import numpy as np
 
-from picospec.rejection import rejection_sample, sample_rows
+from picospec.batched.rejection import rejection_sample, sample_rows
 from picospec.sampling import sample
 from picospec.verify import verify_chain, verify_tree
 

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 
 from picospec.check.cases import PROMPT
-from picospec.rejection import sample_rows
+from picospec.batched.rejection import sample_rows
 
 
 class ContractError(Exception):

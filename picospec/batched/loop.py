@@ -1,12 +1,10 @@
-"""Speculative sampling for a batch of prompts (Chen et al. 2023, Algorithm 2, B sequences at a time), ragged:
-every row accepts its own number of drafts per step and so sits at its own length, like a serving system's batch.
-Shapes: B rows, k drafts, V vocabulary.
-Notation in full, worked examples and choices: docs/algorithms.md (batch.py).
+"""The batched loops the serving forms share: B prompts at once, ragged (every row accepts its own number of
+tokens per step and so sits at its own length, like a serving system's batch), finished rows leave.
+Shapes: B rows, m_b nodes of row b's tree, V vocabulary.
+Notation in full, worked examples and choices: docs/algorithms.md (batched/loop.py).
 """
 import numpy as np
 
-from picospec.rejection import rejection_sample, row_uniforms, sample_rows
-from picospec.sampling import check_inputs, warp
 from picospec.tree import depth, node_path
 
 
@@ -34,7 +32,7 @@ class batched:
 def eagle_prefill(xs, N, target, rng, generators, root, stats=None):
     """The start of both batched EAGLE forms -> (xs as lists of ids, T the length each row must
     reach, gen each row's generator, F per row the target's features after every prompt position
-    [L_b, C], and the roots). More: docs/algorithms.md (batch.py, eagle_prefill)."""
+    [L_b, C], and the roots). More: docs/algorithms.md (batched/loop.py, eagle_prefill)."""
     xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
     gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
     logits, H = target.tree([x[:1] for x in xs], [(x[1:], list(range(-1, len(x) - 2))) for x in xs], hidden=True)
@@ -47,7 +45,7 @@ def eagle_prefill(xs, N, target, rng, generators, root, stats=None):
 
 def root_rounds(xs, T, roots):
     """The rounds of the batched forms whose every step ends in a root token (Medusa, EAGLE,
-    EAGLE-2). More: docs/algorithms.md (batch.py, root_rounds)."""
+    EAGLE-2). More: docs/algorithms.md (batched/loop.py, root_rounds)."""
     active = list(range(len(xs)))
     while True:
         for b in active:
@@ -58,46 +56,9 @@ def root_rounds(xs, T, roots):
         yield active
 
 
-def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=None, generators=None,
-                               **sampling_options):
-    """Each prompt of xs followed by exactly N tokens, distributed as autoregressive sampling from
-    the target. More: docs/algorithms.md (batch.py, batch_speculative_sampling)."""
-    for x in xs:
-        check_inputs(x, N, K, **sampling_options)
-    xs = [list(x) for x in xs]
-    T = [len(x) + N for x in xs]
-    while True:
-        active = [b for b, x in enumerate(xs) if len(x) < T[b]]
-        if not active:
-            return xs
-        rows = [xs[b] for b in active]
-        gens = {i: generators[b] for i, b in enumerate(active) if generators and b in generators}
-        k = min(K, max(T[b] - len(xs[b]) for b in active) - 1) or 1
-        # Step 1: draft k tokens for every active row (k batched draft calls)
-        drafts, P = [[] for _ in active], []
-        for _ in range(k):
-            p = warp(draft_model([x + d for x, d in zip(rows, drafts)])[:, -1], **sampling_options)  # [B, V]
-            P.append(p)
-            for d, t in zip(drafts, sample_rows(p, row_uniforms(len(active), 1, gens, rng)[:, 0])):
-                d.append(int(t))
-        # Step 2: one batched target call scores k + 1 positions of every row
-        Q = warp(target_model([x + d for x, d in zip(rows, drafts)], k + 1), **sampling_options)  # [B, k + 1, V]
-        bonus = sample_rows(Q[:, -1], row_uniforms(len(active), 1, gens, rng)[:, 0])[:, None]  # [B, 1]
-        # Step 3: the rejection sampler; each row advances by its own count
-        out = rejection_sample(Q, bonus, np.stack(P, axis=1), np.array(drafts, dtype=np.int64), gens, rng)
-        step = {"drafted": k, "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
-        for i, b in enumerate(active):
-            new = [int(t) for t in out[i] if t >= 0][: T[b] - len(xs[b])]
-            xs[b].extend(new)
-            kept = min(int((out[i] >= 0).sum()) - 1, len(new))  # a row cut short keeps only drafts
-            step["accepted"][b], step["tokens"][b] = kept, new
-        if stats is not None:
-            stats.append(step)
-
-
 def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generators=None, propose_rows=False):
     """Each prompt of xs followed by N tokens, one batched target call per step. More:
-    docs/algorithms.md (batch.py, batch_tree_decoding)."""
+    docs/algorithms.md (batched/loop.py, batch_tree_decoding)."""
     xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
     gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
     while True:

@@ -1,0 +1,45 @@
+"""Greedy draft-and-verify for a batch of prompts (picospec/greedy.py, B rows at a time): one batched draft call per
+draft position, every row's chain scored in one batched tree call. Shapes: B rows, k drafts, V vocabulary.
+Notation in full, worked examples and choices: docs/algorithms.md (batched/greedy.py).
+"""
+import numpy as np
+
+from picospec.batched.loop import batch_tree_decoding
+from picospec.greedy import SCHEDULES, matched
+from picospec.sampling import check_inputs, check_vocab
+
+
+def batch_greedy_decoding(xs, draft_model, target_model, N, K, stats=None, schedule="constant", confidence=None):
+    """Each prompt of xs followed by N tokens, as greedy_decoding gives it alone. draft_model: the batched contract
+    (picospec/batched/loop.py); target_model: the batched contract with tree() and accept(), which score every row's chain
+    of drafts (a chain: node i hangs below node i - 1) in one call (picospec.batched.loop.batch_tree_decoding: its stats)."""
+    for x in xs:
+        check_inputs(x, N, K)
+    if schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {schedule!r}: use one of {', '.join(SCHEDULES)}")
+    Ks, last_p = [K] * len(xs), {}
+
+    def propose(bs, rows, rooms):  # Step 1 for every active row: one batched draft call per draft position
+        limit = [min(Ks[b], room) for b, room in zip(bs, rooms)]
+        drafts, going = [[] for _ in rows], [n > 0 for n in limit]
+        while any(going):  # a row that stopped still rides along (its cache stays put); its draft is not read
+            p = draft_model([x + d for x, d in zip(rows, drafts)])[:, -1]  # [B, V]
+            last_p["p"] = p
+            for i in range(len(rows)):
+                if going[i] and confidence is not None and p[i].max() < confidence:
+                    going[i] = False  # unsure: this row stops drafting
+                elif going[i]:
+                    drafts[i].append(int(np.argmax(p[i])))
+                    going[i] = len(drafts[i]) < limit[i]
+        return [(d, list(range(-1, len(d) - 1))) for d in drafts]
+
+    def verify(b, drafts, parents, q, rng):  # Steps 3-4 on the row's [k + 1, V]: keep drafts up to the first mismatch
+        if drafts:
+            check_vocab(last_p["p"], q)
+        best = [int(t) for t in np.argmax(q, -1)]
+        n = matched(drafts, best)
+        if schedule == "heuristic":
+            Ks[b] = Ks[b] + 2 if n == len(drafts) else max(1, Ks[b] - 1)
+        return list(range(n)), best[n]
+
+    return batch_tree_decoding(xs, target_model, N, None, propose, verify, stats, propose_rows=True)

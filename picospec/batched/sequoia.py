@@ -1,0 +1,44 @@
+"""Sequoia for a batch of prompts (picospec/sequoia.py, B rows at a time): every row's tree filled a level per
+batched draft call, all rows verified in one batched target call. Shapes: B rows, m_b nodes of row b's tree,
+V n_vocab.
+Notation in full, worked examples and choices: docs/algorithms.md (batched/sequoia.py).
+"""
+from picospec.batched.loop import batch_tree_decoding
+from picospec.sampling import check_inputs
+from picospec.sequoia import check_sequoia, child_counts, draft_children, sequoia_tree, verify_filled
+
+
+def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, *, acceptance, stats=None,
+                           generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens, as sequoia_decoding gives it alone with generators[b]
+    (else rng). More: docs/algorithms.md (batched/sequoia.py)."""
+    for x in xs:
+        check_inputs(x, N, **sampling_options)
+    check_sequoia(acceptance, nodes, depth)
+    greedy = sampling_options.get("temperature", 1.0) == 0
+    choices, _ = sequoia_tree(acceptance, nodes + 1, depth)
+    gen, kids, trees = [(generators or {}).get(b, rng) for b in range(len(xs))], {}, {}
+
+    def propose(bs, rows, rooms):  # Step 1 for every active row, parents first, one level per draft call
+        for b, room in zip(bs, rooms):
+            kids[b] = child_counts([c for c in choices if len(c) <= room])
+            trees[b] = ([], [], [], {(): -1})  # tokens, parents, P, rank path -> node
+        for level in range(max((len(c) + 1 for b in bs for c in kids[b]), default=0)):
+            laws = draft.tree(rows, [trees[b][:2] for b in bs], probs=True)  # per row [1 + m, V]
+            for i, b in enumerate(bs):
+                tokens, parents, P, node = trees[b]
+                for c, k in kids[b].items():
+                    if len(c) == level and c in node:
+                        picks, law = draft_children(laws[i][node[c] + 1], k, gen[b], greedy, **sampling_options)
+                        for rank, token in enumerate(picks):
+                            node[c + (rank,)] = len(tokens)
+                            tokens.append(int(token))
+                            parents.append(node[c])
+                            P.append(law)
+        return [trees[b][:2] for b in bs]
+
+    def verify(b, tokens, parents, Q, rng):  # Step 3 on the row's [1 + m, V]
+        path, token, _ = verify_filled(tokens, parents, trees[b][2], Q, rng, greedy, **sampling_options)
+        return path, token
+
+    return batch_tree_decoding(xs, target, N, rng, propose, verify, stats, generators, propose_rows=True)

@@ -1,0 +1,42 @@
+"""SpecInfer for a batch of prompts (picospec/specinfer.py, B rows at a time): each draft grows every row's tree a
+level per batched draft call; the rows' trees are verified in one batched target call.
+Shapes: B rows, m_b nodes of row b's tree, V vocabulary.
+Notation in full, worked examples and choices: docs/algorithms.md (batched/specinfer.py).
+"""
+from picospec.batched.loop import batch_tree_decoding
+from picospec.sampling import check_inputs
+from picospec.specinfer import check_expansion, sample_children, verify_trie
+from picospec.tree import DrawTrie
+
+
+def batch_specinfer_decoding(xs, draft, target, N, rng, expansion=(1, 1, 2), stats=None, generators=None,
+                             **sampling_options):
+    """Each prompt of xs followed by N tokens, as specinfer_decoding gives it alone with
+    generators[b] (else rng). More: docs/algorithms.md (batched/specinfer.py, batch_specinfer_decoding)."""
+    for x in xs:
+        check_inputs(x, N, **sampling_options)
+    check_expansion(expansion)
+    drafts = list(draft) if isinstance(draft, (list, tuple)) else [draft]
+    greedy = sampling_options.get("temperature", 1.0) == 0
+    gen, tries = [(generators or {}).get(b, rng) for b in range(len(xs))], {}
+
+    def propose(bs, rows, rooms):  # Step 1 for every active row: one batched draft call per draft and level
+        for b in bs:
+            tries[b] = DrawTrie()
+        for model in drafts:
+            frontier = {b: [-1] for b in bs}  # per row: the nodes this draft reached at the previous depth
+            for level, k in enumerate(expansion[:max(rooms)]):
+                laws = model.tree(rows, [(tries[b].tokens, tries[b].parents) for b in bs], probs=True)
+                for i, b in enumerate(bs):  # per row [1 + m, V]: row 1 + node is the law after that node
+                    if level < rooms[i]:  # no deeper than the tokens the row still needs minus one
+                        reached = []
+                        for node in frontier[b]:
+                            sample_children(tries[b], node, laws[i][node + 1], k, gen[b], greedy, reached, **sampling_options)
+                        frontier[b] = reached
+        return [(tries[b].tokens, tries[b].parents) for b in bs]
+
+    def verify(b, tokens, parents, Q, rng):  # Step 3 on the row's [1 + m, V]
+        path, token, _ = verify_trie(tries[b], Q, rng, greedy, **sampling_options)
+        return path, token
+
+    return batch_tree_decoding(xs, target, N, rng, propose, verify, stats, generators, propose_rows=True)

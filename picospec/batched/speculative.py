@@ -1,0 +1,46 @@
+"""Speculative sampling for a batch of prompts (Chen et al. 2023, Algorithm 2, B sequences at a time), ragged:
+every row accepts its own number of drafts per step, verified by the vLLM-contract rejection sampler.
+Shapes: B rows, k drafts, V vocabulary.
+Notation in full, worked examples and choices: docs/algorithms.md (batched/speculative.py).
+"""
+import numpy as np
+
+from picospec.batched.rejection import rejection_sample, row_uniforms, sample_rows
+from picospec.sampling import check_inputs, warp
+
+
+def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=None, generators=None,
+                               **sampling_options):
+    """Each prompt of xs followed by exactly N tokens, distributed as autoregressive sampling from
+    the target. More: docs/algorithms.md (batched/speculative.py, batch_speculative_sampling)."""
+    for x in xs:
+        check_inputs(x, N, K, **sampling_options)
+    xs = [list(x) for x in xs]
+    T = [len(x) + N for x in xs]
+    while True:
+        active = [b for b, x in enumerate(xs) if len(x) < T[b]]
+        if not active:
+            return xs
+        rows = [xs[b] for b in active]
+        gens = {i: generators[b] for i, b in enumerate(active) if generators and b in generators}
+        k = min(K, max(T[b] - len(xs[b]) for b in active) - 1) or 1
+        # Step 1: draft k tokens for every active row (k batched draft calls)
+        drafts, P = [[] for _ in active], []
+        for _ in range(k):
+            p = warp(draft_model([x + d for x, d in zip(rows, drafts)])[:, -1], **sampling_options)  # [B, V]
+            P.append(p)
+            for d, t in zip(drafts, sample_rows(p, row_uniforms(len(active), 1, gens, rng)[:, 0])):
+                d.append(int(t))
+        # Step 2: one batched target call scores k + 1 positions of every row
+        Q = warp(target_model([x + d for x, d in zip(rows, drafts)], k + 1), **sampling_options)  # [B, k + 1, V]
+        bonus = sample_rows(Q[:, -1], row_uniforms(len(active), 1, gens, rng)[:, 0])[:, None]  # [B, 1]
+        # Step 3: the rejection sampler; each row advances by its own count
+        out = rejection_sample(Q, bonus, np.stack(P, axis=1), np.array(drafts, dtype=np.int64), gens, rng)
+        step = {"drafted": k, "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
+        for i, b in enumerate(active):
+            new = [int(t) for t in out[i] if t >= 0][: T[b] - len(xs[b])]
+            xs[b].extend(new)
+            kept = min(int((out[i] >= 0).sum()) - 1, len(new))  # a row cut short keeps only drafts
+            step["accepted"][b], step["tokens"][b] = kept, new
+        if stats is not None:
+            stats.append(step)
