@@ -1,5 +1,3 @@
-"""picospec: speculative decoding methods, each a small file that reads beside its paper.
-
-Models are functions: model(x: list[int], n: int = 1) -> probs [n, n_vocab] (see docs/architecture.md).
-picospec.check tests any sampler, picospec's or yours, against the target's exact law: python -m picospec.check --help.
+"""picospec: speculative decoding, one file per paper. Models are functions: model(x, n=1) -> probs
+[n, n_vocab] (docs/architecture.md); `python -m picospec.check --help` tests any sampler's law.
 """

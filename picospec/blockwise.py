@@ -4,7 +4,7 @@ calls "combined scoring and proposal". Draft-then-verify with no draft model: th
 the target's own last hidden state.
 k = block size; p_1 = the model's next-token law, p_2..p_k = the proposal heads. Steps: Predict, Verify, Accept.
 Shapes: V = n_vocab, C = n_embd.
-Notation in full, worked examples and choices: docs/algorithms.md (blockwise.py).
+More: docs/algorithms.md (blockwise.py).
 """
 import numpy as np
 

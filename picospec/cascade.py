@@ -3,7 +3,7 @@ Inference" (arXiv:2312.11462), Algorithm 1 (the recursive step), with the paper'
 target), M_1, .., M_n (drafters, largest first)]; k_matrix[i][j] = tokens drafter j adds to a draft M_i reviews.
 p = a drafter's law, q = the reviewer's. Shapes: n positions scored, V vocabulary.
 Lossless: each drafted token is verified against the law it was drawn from (docs/proofs.md).
-Notation in full, worked examples and choices: docs/algorithms.md (cascade.py).
+More: docs/algorithms.md (cascade.py).
 """
 from picospec.sampling import check_inputs, sample, warp
 from picospec.verify import step_record, verify_chain

@@ -1,7 +1,7 @@
 """EAGLE-1 (Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty",
 arXiv:2401.15077): a one-block head drafts at the feature level (gpt2/eagle.py); a static tree of its guesses is scored
 by one tree-attention forward of the target and verified losslessly. Shapes: V n_vocab, m tree nodes, C n_embd.
-Notation in full, worked examples and choices: docs/algorithms.md (eagle.py).
+More: docs/algorithms.md (eagle.py).
 """
 import numpy as np
 
@@ -47,9 +47,8 @@ def levels(choices):
 
 
 def by_parent(level, node):
-    """The rank paths of one level grouped below their parents, for the parents in the tree (node: rank path ->
-    tree node) -> {parent's rank path: [its children's]}. Example: by_parent([(0, 0), (0, 1)], {(): -1, (0,): 0})
-    -> {(0,): [(0, 0), (0, 1)]}."""
+    """One level's rank paths grouped below their parents present in `node` (rank path -> tree node).
+    Example: by_parent([(0, 0), (0, 1)], {(): -1, (0,): 0}) -> {(0,): [(0, 0), (0, 1)]}."""
     kids = {}
     for c in level:
         if c[:-1] in node:

@@ -3,7 +3,7 @@ arXiv:2406.16858): EAGLE's head (picospec/eagle.py, gpt2/eagle.py), but the tree
 head's own confidence instead of being fixed in advance.
 Shapes: V n_vocab; n drafted nodes, m kept.
     draft(x, F, tokens, parents) -> logits [1 + m, V]       (the contract of picospec/eagle.py)
-Notation in full, worked examples and choices: docs/algorithms.md (eagle2.py).
+More: docs/algorithms.md (eagle2.py).
 """
 import numpy as np
 
@@ -18,9 +18,9 @@ def log_softmax(logits):  # [..., V] -> [..., V], float64
 
 
 def expand_layer(tokens, parents, values, layer, logits, run, top_k):
-    """One layer of the expansion, in place: each node i of `layer` (-1: the root) gets the top_k tokens of the
-    head's law after it (logits [1 + len(run), V]: row 0 after the root, row 1 + run.index(i) after node i), each
-    valued by its parent's value plus its log-probability -> the next layer: the top_k new nodes by value."""
+    """One layer of the expansion, in place: each node i of `layer` (-1: the root) gets the top_k tokens of
+    the head's law after it (logits [1 + len(run), V], row 1 + run.index(i)), valued by i's value + log p
+    -> the next layer: the top_k new nodes by value."""
     new = []
     for i in layer:
         logp = log_softmax(logits[0 if i < 0 else 1 + run.index(i)])  # [V] the head's law after node i

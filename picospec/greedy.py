@@ -2,7 +2,7 @@
 generation"; Leviathan et al. 2023, arXiv:2211.17192, section 3 at temperature 0), with two ways of choosing K
 per step: the heuristic schedule and an early stop on draft confidence.
 Shapes: V vocabulary, k drafts.
-Notation in full, worked examples and choices: docs/algorithms.md (greedy.py).
+More: docs/algorithms.md (greedy.py).
 """
 import numpy as np
 

@@ -3,7 +3,7 @@ Lookahead Decoding", arXiv:2402.02057; LMSYS blog, November 2023). No draft mode
 guesses produces n-grams, a pool remembers them, and the pooled n-grams that continue the text are verified, both
 branches in one forward pass of the target.
 Shapes: W = window, L = ngram - 1 levels, m tree nodes (m_v of them in the verification branch), V = n_vocab.
-Notation in full, worked examples and choices: docs/algorithms.md (lookahead.py).
+More: docs/algorithms.md (lookahead.py).
 """
 import numpy as np
 

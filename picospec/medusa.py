@@ -2,7 +2,7 @@
 Heads", arXiv:2401.10774): K extra heads on the last hidden state guess the tokens 2..K+1 ahead; their top-k
 candidates form a tree (picospec/tree.py) that the model verifies in one tree-attention forward.
 Shapes: K heads, m tree nodes (root excluded), V n_vocab, C n_embd.
-Notation in full, worked examples and choices: docs/algorithms.md (medusa.py).
+More: docs/algorithms.md (medusa.py).
 """
 import numpy as np
 

@@ -1,6 +1,6 @@
 """Prompt lookup decoding (Saxena 2023, "Prompt Lookup Decoding"; in transformers as `prompt_lookup_num_tokens`):
 speculative decoding whose draft is a string match in the sequence itself instead of a draft model.
-Notation in full, worked examples and choices: docs/algorithms.md (prompt_lookup.py).
+More: docs/algorithms.md (prompt_lookup.py).
 """
 import numpy as np
 

@@ -1,7 +1,7 @@
 """REST: retrieval-based speculative decoding (He et al. 2023, "REST: Retrieval-Based Speculative Decoding",
 arXiv:2311.08252, section 3). No draft model: the draft is what followed the context's longest suffix in a datastore.
 Shapes: n_corpus = corpus length, k = matches kept, m = tree nodes, V = n_vocab.
-Notation in full, worked examples and choices: docs/algorithms.md (rest.py).
+More: docs/algorithms.md (rest.py).
 """
 import os
 from bisect import bisect_left, bisect_right

@@ -1,6 +1,6 @@
 """Sampling pieces shared by every method: warpers, sampling with an explicit generator, the residual distribution.
 Shapes: V = n_vocab; [..., V] means any leading axes. Arrays keep their float dtype (float32 stays float32).
-Notation in full, worked examples and choices: docs/algorithms.md (sampling.py).
+More: docs/algorithms.md (sampling.py).
 """
 import numpy as np
 

@@ -1,6 +1,6 @@
 """Self-speculative decoding: the draft is the target itself, on a shorter path through its own layers.
 Shapes: K drafts, V vocabulary.
-Notation in full, worked examples and choices: docs/algorithms.md (self_draft.py).
+More: docs/algorithms.md (self_draft.py).
 """
 from picospec.sampling import check_inputs, sample, warp
 from picospec.verify import step_record, verify_chain

@@ -1,7 +1,7 @@
 """Sequoia: the token tree that maximises expected accepted tokens, drawn without replacement (Chen et al. 2024,
 "Sequoia: Scalable, Robust, and Hardware-aware Speculative Decoding", arXiv:2402.12374, sections 3.1 to 3.3).
 Shapes: V n_vocab, m = n - 1 draft nodes, K = length of the acceptance vector.
-Notation in full, worked examples and choices: docs/algorithms.md (sequoia.py).
+More: docs/algorithms.md (sequoia.py).
 """
 import numpy as np
 
@@ -111,9 +111,8 @@ def child_counts(choices):
 
 
 def draft_children(p, k, rng, greedy, **sampling_options):
-    """The k children of a node from the draft's law p [V] after it -> (tokens, the law they are judged against):
-    drawn without replacement from the warped law, or its top k tokens when greedy (fewer where the law has fewer
-    tokens with p > 0)."""
+    """k children from the draft's law p [V] after a node -> (tokens, the law they are judged against):
+    without replacement from the warped law, or its top k when greedy (fewer when fewer tokens have p > 0)."""
     law = p if greedy else warp(p, **sampling_options)
     return (top_tokens(law, k) if greedy else without_replacement(law, k, rng)), law
 

@@ -2,7 +2,7 @@
 speculative sampling (Miao et al. 2024, "SpecInfer: Accelerating Large Language Model Serving with Tree-based
 Speculative Inference and Verification", arXiv:2305.09781, sections 3 and 4).
 Shapes: V n_vocab, m tree nodes.
-Notation in full, worked examples and choices: docs/algorithms.md (specinfer.py).
+More: docs/algorithms.md (specinfer.py).
 """
 import numpy as np
 

@@ -1,7 +1,7 @@
 """Speculative sampling (SpS): Chen et al. 2023, "Accelerating Large Language Model Decoding with Speculative
 Sampling" (arXiv:2302.01318), Algorithm 2. Notation as in that paper: p = draft model, q = target model, K = drafts
 per step, N = new tokens, x = the sequence. The paper indexes tokens from 1; Python lists from 0.
-Notation in full, worked examples and choices: docs/algorithms.md (speculative.py).
+More: docs/algorithms.md (speculative.py).
 """
 import numpy as np
 

@@ -1,5 +1,5 @@
 """What speculative decoding should gain: Leviathan et al. 2023 (arXiv:2211.17192), section 3.
-Notation in full, worked examples and choices: docs/algorithms.md (theory.py).
+More: docs/algorithms.md (theory.py).
 """
 import numpy as np
 

@@ -1,6 +1,6 @@
 """Token trees shared by every tree method (Medusa, REST, lookahead, SpecInfer-style verification).
 Shapes: n = 1 + len(choices) tree rows (root included), L = number of leaves, D = max depth.
-Notation in full, worked examples and choices: docs/algorithms.md (tree.py).
+More: docs/algorithms.md (tree.py).
 """
 import numpy as np
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# what a method file may import from picospec; batch holds the batched loops (speculative sampling's, and the tree
-# loop that prompt lookup and REST share)
-SHARED = {"sampling", "verify", "tree", "rejection", "batch"}
+# what a method file may import from picospec
+SHARED = {"sampling", "verify", "tree"}
 # picospec modules that are not a row of the table
 NOT_METHODS = SHARED | {"__init__", "methods", "options", "theory"}
-# packages of picospec and the extra picospec pieces their modules use (the checker imports its own modules)
-ALSO = {"check": {"check"}}
+# packages of picospec and the extra picospec pieces their modules use: the checker imports its own modules and the
+# batched sampler; a batched form imports batched/'s loops (and its own method's steps, checked by batched_imports)
+ALSO = {"check": {"check", "batched"}, "batched": {"batched"}}
 STDLIB = set(sys.stdlib_module_names)
 
 
@@ -60,9 +60,13 @@ def violations(root):
             key = rel.parts[1] if len(rel.parts) > 2 else path.stem  # a package's modules share its rules
             if key not in ("methods", "__init__"):
                 own = {n.split(".")[1] for n in names if n.startswith("picospec.")} - SHARED - {key}
-                own -= ALSO.get(key, set())
+                own -= ALSO.get(key, set()) | ({path.stem} if key == "batched" else set())
                 if own:
                     found.append(f"{rel} imports picospec.{sorted(own)}: methods import only {sorted(SHARED)}")
+            if key == "batched":
+                found += batched_imports(root, path)
+            elif len(rel.parts) == 2 and path.stem not in NOT_METHODS:
+                found += batched_forms(rel, path)
     table = (root / "picospec" / "methods.py").read_text()
     rows = {n.split(".")[1] for n in imports(root / "picospec" / "methods.py") if n.startswith("picospec.")}
     for path in (root / "picospec").glob("*.py"):
@@ -71,6 +75,35 @@ def violations(root):
                          "a shared piece)")
     if "METHODS = (" not in table:
         found.append("picospec/methods.py has no METHODS table")
+    return found
+
+
+def batched_forms(rel, path):
+    """A method file that defines a batched form: a batch_ function, or an entry taking per-row generators."""
+    found = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef) and (node.name.startswith("batch_") or "generators" in {
+                a.arg for a in node.args.args + node.args.kwonlyargs}):
+            found.append(f"{rel} defines the batched form {node.name}: batched forms live in picospec/batched/")
+    return found
+
+
+def batched_imports(root, path):
+    """What picospec/batched/<m>.py takes from a method: only its own method's named steps (functions and constants),
+    never a class of it (a step's state shared between the forms) nor another method's pieces."""
+    found, rel = [], path.relative_to(root)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("picospec.")):
+            continue
+        module = node.module.split(".")[1]
+        if module in SHARED | {"batched"} or module != path.stem:
+            continue
+        source = root / "picospec" / f"{module}.py"
+        classes = {n.name for n in ast.parse(source.read_text(encoding="utf-8")).body if isinstance(n, ast.ClassDef)}
+        for a in node.names:
+            if a.name in classes:
+                found.append(f"{rel} imports the class {module}.{a.name}: a batched form writes its step itself and "
+                             "shares the method's step functions and the verification rules, not a state machine")
     return found
 
 
@@ -92,6 +125,11 @@ def copy(tmp_path):
     ("picospec/medusa.py", "import bench.harness", "picospec never imports the engine"),
     ("picospec/rest.py", "from tqdm import tqdm", "import numpy and picospec only"),
     ("picospec/greedy.py", "from picospec.speculative import speculative_sampling", "methods import only"),
+    ("picospec/greedy.py", "from picospec.batched.loop import batch_tree_decoding", "methods import only"),
+    ("picospec/batched/greedy.py", "from picospec.cascade import verify_drafts", "methods import only"),
+    ("picospec/batched/rest.py", "from picospec.rest import Datastore", "imports the class rest.Datastore"),
+    ("picospec/rest.py", "def batch_rest(xs):\n    pass", "defines the batched form batch_rest"),
+    ("picospec/medusa.py", "def medusa_rows(xs, generators=None):\n    pass", "defines the batched form medusa_rows"),
     ("gpt2/engine.py", "from picospec.sampling import warp", "gpt2 knows nothing of picospec"),
     ("bench/trees.py", "from main import cli", "nothing may import main"),
 ])

@@ -1,14 +1,13 @@
-"""Autoregressive sampling for a batch of prompts (Chen et al. 2023, Algorithm 1, B sequences at a time): one
-batched target call per token, the baseline of `main.py --batch`. Shapes: B rows, V vocabulary.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/autoregressive.py).
+"""Autoregressive sampling for B prompts at once, one batched target call per token. Shapes: B rows, V vocabulary.
+More: docs/algorithms.md (batched/autoregressive.py).
 """
 from picospec.batched.rejection import row_uniforms, sample_rows
 from picospec.sampling import check_inputs, warp
 
 
 def batch_autoregressive_sampling(xs, model, N, rng, stats=None, generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, one batched call per token (picospec/batched/loop.py's
-    batched contract). More: docs/algorithms.md (batched/autoregressive.py, batch_autoregressive_sampling)."""
+    """Each prompt of xs followed by N tokens: row b is what autoregressive_sampling gives xs[b] alone with generators[b]
+    (else rng)."""
     for x in xs:
         check_inputs(x, N, **sampling_options)
     xs = [[int(t) for t in x] for x in xs]

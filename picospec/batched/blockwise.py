@@ -1,7 +1,5 @@
-"""Blockwise parallel decoding for a batch of prompts (picospec/blockwise.py, B rows at a time): Predict for every
-row in one batched call and one heads call, every row's Verify chain in one batched tree call.
-Shapes: B rows, k block size, V vocabulary, C n_embd.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/blockwise.py).
+"""Blockwise parallel decoding for B prompts at once. Shapes: B rows, k block size, V vocabulary, C n_embd.
+More: docs/algorithms.md (batched/blockwise.py).
 """
 import numpy as np
 
@@ -19,8 +17,7 @@ def predict_rows(logits, h, heads, k):
 
 
 def batch_blockwise_decoding(xs, target, heads, N, k, merged=True, stats=None):
-    """Each prompt of xs followed by N tokens, as blockwise_decoding gives it alone. More:
-    docs/algorithms.md (batched/blockwise.py, batch_blockwise_decoding)."""
+    """Each prompt of xs followed by N tokens: row b is what blockwise_decoding gives xs[b] alone."""
     for x in xs:
         check_inputs(x, N)
     check_block_size(k)

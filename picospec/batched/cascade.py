@@ -1,6 +1,5 @@
-"""Cascade speculative drafting for a batch of prompts (picospec/cascade.py, B rows at a time): the same recursion,
-each model called once for all rows where the recursion calls it. Shapes: B rows, n positions scored, V vocabulary.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/cascade.py).
+"""Cascade speculative drafting for B prompts at once. Shapes: B rows, n positions scored, V vocabulary.
+More: docs/algorithms.md (batched/cascade.py).
 """
 from picospec.cascade import append_drafts, below, cascade, sample_step, verify_drafts
 from picospec.sampling import check_inputs, warp
@@ -8,9 +7,8 @@ from picospec.verify import step_record
 
 
 def batch_review_step(xs, models, k_matrix, limits, rngs, sampling_options):
-    """review_step for every row b of xs with at most limits[b] drafts and generator rngs[b]: one batched call of
-    the reviewer. A row whose limit is None rides along (no draft, no draw) -> per row verify_drafts' tuple, or None.
-    """
+    """cascade_draft for every row b (limits[b] None: rides along, drafts nothing), each drafter called once
+    for all rows per step -> (drafts, laws)."""
     drafts, laws = batch_cascade_draft(xs, models, k_matrix, limits, rngs, sampling_options)
     n = max(len(d) for d in drafts) + 1  # every row's reviewer laws: row b reads the last len(drafts[b]) + 1
     Q = warp(models[0]([x + d for x, d in zip(xs, drafts)], n), **sampling_options)  # [B, n, V]
@@ -19,8 +17,8 @@ def batch_review_step(xs, models, k_matrix, limits, rngs, sampling_options):
 
 
 def batch_cascade_draft(xs, models, k_matrix, limits, rngs, sampling_options):
-    """cascade_draft for every row b of xs (limits[b] None: the row rides along, its draft stays empty); each step of a
-    turn calls the drafter once for all rows, and a row that has reached its goal rides along -> (drafts, laws)."""
+    """cascade_draft for every row b (limits[b] None: rides along, drafts nothing), each drafter called once
+    for all rows per step -> (drafts, laws)."""
     drafts, laws = [[] for _ in xs], [[] for _ in xs]
     for j in range(1, len(models)):
         goals = [0 if limit is None else min(len(d) + k_matrix[0][j], limit) for d, limit in zip(drafts, limits)]
@@ -41,9 +39,8 @@ def batch_cascade_draft(xs, models, k_matrix, limits, rngs, sampling_options):
 
 def batch_cascade_decoding(xs, target_model, draft_model, draft2_model, N, K, rng, K_inner=2, K_tail=2, stats=None,
                            generators=None, **sampling_options):
-    """Each prompt of xs followed by exactly N tokens, row b distributed as cascade_decoding gives
-    xs[b] alone, and equal to it draw for draw with generators[b] (a numpy Generator). More:
-    docs/algorithms.md (batched/cascade.py, batch_cascade_decoding)."""
+    """cascade_draft for every row b (limits[b] None: rides along, drafts nothing), each drafter called once
+    for all rows per step -> (drafts, laws)."""
     for x in xs:
         check_inputs(x, N, K, **sampling_options)
     models, k_matrix = cascade(target_model, draft_model, draft2_model, K, K_inner, K_tail)

@@ -1,7 +1,5 @@
-"""EAGLE-1 for a batch of prompts (picospec/eagle.py, B rows at a time): every row's static tree a level per batched
-head call, all rows' trees scored in one batched tree-attention forward. Shapes: B rows, m_b nodes of row b's tree,
-V n_vocab, C n_embd.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/eagle.py).
+"""EAGLE-1 for B prompts at once. Shapes: B rows, m_b nodes of row b's tree, V n_vocab, C n_embd.
+More: docs/algorithms.md (batched/eagle.py).
 """
 from picospec.batched.loop import eagle_prefill, root_rounds
 from picospec.eagle import CANDIDATES, by_parent, head_children, levels, verify_static_tree
@@ -11,8 +9,8 @@ from picospec.tree import check_choices, depth as tree_depth, subtree
 
 def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample", stats=None, generators=None,
                          **sampling_options):
-    """Each prompt of xs followed by N tokens, as eagle_decoding gives it alone with generators[b]
-    (else rng). More: docs/algorithms.md (batched/eagle.py)."""
+    """Each prompt of xs followed by N tokens: row b is what eagle_decoding gives xs[b] alone with generators[b]
+    (else rng)."""
     for x in xs:
         check_inputs(x, N, 1, **sampling_options)
     if candidates not in CANDIDATES:

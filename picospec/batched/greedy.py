@@ -1,6 +1,5 @@
-"""Greedy draft-and-verify for a batch of prompts (picospec/greedy.py, B rows at a time): one batched draft call per
-draft position, every row's chain scored in one batched tree call. Shapes: B rows, k drafts, V vocabulary.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/greedy.py).
+"""Greedy draft-and-verify for B prompts at once. Shapes: B rows, k drafts, V vocabulary.
+More: docs/algorithms.md (batched/greedy.py).
 """
 import numpy as np
 
@@ -10,9 +9,7 @@ from picospec.sampling import check_inputs, check_vocab
 
 
 def batch_greedy_decoding(xs, draft_model, target_model, N, K, stats=None, schedule="constant", confidence=None):
-    """Each prompt of xs followed by N tokens, as greedy_decoding gives it alone. draft_model: the batched contract
-    (picospec/batched/loop.py); target_model: the batched contract with tree() and accept(), which score every row's chain
-    of drafts (a chain: node i hangs below node i - 1) in one call (picospec.batched.loop.batch_tree_decoding: its stats)."""
+    """Each prompt of xs followed by N tokens: row b is what greedy_decoding gives xs[b] alone."""
     for x in xs:
         check_inputs(x, N, K)
     if schedule not in SCHEDULES:

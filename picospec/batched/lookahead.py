@@ -1,7 +1,5 @@
-"""Lookahead decoding for a batch of prompts (picospec/lookahead.py, B rows at a time): every row keeps its own
-window and n-gram pool; both branches of every row are scored in one batched tree call.
-Shapes: B rows, W window, L levels, m_b nodes of row b's tree, V vocabulary.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/lookahead.py).
+"""Lookahead decoding for B prompts at once. Shapes: B rows, W window, L levels, m_b nodes, V vocabulary.
+More: docs/algorithms.md (batched/lookahead.py).
 """
 from picospec.batched.loop import batch_tree_decoding
 from picospec.lookahead import (check_lookahead, first_window, jacobi_update, lookahead_tree, pool_guesses,
@@ -12,8 +10,8 @@ from picospec.verify import verify_tree
 
 def batch_lookahead_decoding(xs, target, N, rng, window=4, ngram=3, guesses=4, pool_cap=None, stats=None,
                              generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, as lookahead_decoding gives it alone. More:
-    docs/algorithms.md (batched/lookahead.py, batch_lookahead_decoding)."""
+    """Each prompt of xs followed by N tokens: row b is what lookahead_decoding gives xs[b] alone with generators[b]
+    (else rng)."""
     for x in xs:
         W, L, cap = check_lookahead(x, N, window, ngram, guesses, pool_cap, sampling_options)
     grids = [first_window([int(t) for t in x], W, L, (generators or {}).get(b, rng)) for b, x in enumerate(xs)]

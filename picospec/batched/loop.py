@@ -1,7 +1,5 @@
-"""The batched loops the serving forms share: B prompts at once, ragged (every row accepts its own number of
-tokens per step and so sits at its own length, like a serving system's batch), finished rows leave.
-Shapes: B rows, m_b nodes of row b's tree, V vocabulary.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/loop.py).
+"""The batched loops the serving forms share (ragged rows). Shapes: B rows, m_b nodes of row b's tree, V vocabulary.
+More: docs/algorithms.md (batched/loop.py).
 """
 import numpy as np
 
@@ -9,9 +7,8 @@ from picospec.tree import depth, node_path
 
 
 class batched:
-    """A batched model from a stateless per-sequence one (a toy law, the n-gram draft), called row by row; its tree()
-    scores a token tree per row node by node, as gpt2/batch_engine.py's does in one pass (accept() has nothing to
-    keep: the model holds no cache)."""
+    """A batched model from a stateless per-sequence one (a toy law, the n-gram draft), called row by
+    row; tree() scores each row's tree node by node (accept() keeps nothing: there is no cache)."""
 
     def __init__(self, model):
         self.model = model
@@ -30,9 +27,8 @@ class batched:
 
 
 def eagle_prefill(xs, N, target, rng, generators, root, stats=None):
-    """The start of both batched EAGLE forms -> (xs as lists of ids, T the length each row must
-    reach, gen each row's generator, F per row the target's features after every prompt position
-    [L_b, C], and the roots). More: docs/algorithms.md (batched/loop.py, eagle_prefill)."""
+    """The start of both batched EAGLE forms -> (xs, T the length each row must reach, gen each row's
+    generator, F per row the target's features [L_b, C], the roots). More: docs/algorithms.md (batched/loop.py)."""
     xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
     gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
     logits, H = target.tree([x[:1] for x in xs], [(x[1:], list(range(-1, len(x) - 2))) for x in xs], hidden=True)

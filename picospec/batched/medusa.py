@@ -1,6 +1,5 @@
-"""Medusa decoding for a batch of prompts (picospec/medusa.py, B rows at a time): each row's tree from its own heads'
-guesses, all rows scored in one batched tree-attention forward. Shapes: B rows, m_b nodes, V n_vocab, C n_embd.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/medusa.py).
+"""Medusa decoding for B prompts at once. Shapes: B rows, m_b nodes of row b's tree, V n_vocab, C n_embd.
+More: docs/algorithms.md (batched/medusa.py).
 """
 import numpy as np
 
@@ -12,8 +11,8 @@ from picospec.tree import check_choices, medusa_buffers
 
 def batch_medusa_decoding(xs, target, heads, N, rng, medusa_choices, topk=10, posterior="greedy", epsilon=0.09,
                           delta=0.3, nucleus_p=0.8, stats=None, generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, as medusa_decoding gives it alone. More:
-    docs/algorithms.md (batched/medusa.py, batch_medusa_decoding)."""
+    """Each prompt of xs followed by N tokens: row b is what medusa_decoding gives xs[b] alone with generators[b]
+    (else rng)."""
     for x in xs:
         check_inputs(x, N, 1, **sampling_options)
     if posterior not in POSTERIORS:

@@ -1,6 +1,5 @@
-"""Prompt lookup decoding for a batch of prompts (picospec/prompt_lookup.py, B rows at a time): every row drafts
-from its own text; the drafts are chains scored in one batched tree call. Shapes: B rows, k drafts, V vocabulary.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/prompt_lookup.py).
+"""Prompt lookup decoding for B prompts at once. Shapes: B rows, k drafts, V vocabulary.
+More: docs/algorithms.md (batched/prompt_lookup.py).
 """
 from picospec.batched.loop import batch_tree_decoding
 from picospec.prompt_lookup import find_candidates, verify_copied
@@ -9,8 +8,8 @@ from picospec.sampling import check_inputs, warp
 
 def batch_prompt_lookup_decoding(xs, target_model, N, rng, max_ngram_size=3, num_pred_tokens=10, stats=None,
                                  generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, as prompt_lookup_decoding gives it alone; one batched target call
-    per step (picospec.batched.loop.batch_tree_decoding: its stats, generators and target). A row's draft is a chain."""
+    """Each prompt of xs followed by N tokens: row b is what prompt_lookup_decoding gives xs[b] alone with generators[b]
+    (else rng)."""
     for x in xs:
         check_inputs(x, N, num_pred_tokens, **sampling_options)
 

@@ -1,7 +1,7 @@
 """The batched rejection sampler of serving systems, with vLLM's contract : Chen et al. 2023 Algorithm 2's
 accept / resample / bonus steps for a batch of B sequences at once, vectorised.
 Shapes: B batch, k drafts per row, V vocabulary.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/rejection.py).
+More: docs/algorithms.md (batched/rejection.py).
 """
 import numpy as np
 

@@ -1,6 +1,5 @@
-"""REST for a batch of prompts (picospec/rest.py, B rows at a time): every row retrieves its own trie; all tries are
-scored in one batched tree call per step. Shapes: B rows, m_b nodes of row b's trie, V vocabulary.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/rest.py).
+"""REST for B prompts at once. Shapes: B rows, m_b nodes of row b's trie, V vocabulary.
+More: docs/algorithms.md (batched/rest.py).
 """
 from picospec.batched.loop import batch_tree_decoding
 from picospec.rest import check_rest, retrieve
@@ -10,9 +9,8 @@ from picospec.verify import verify_tree
 
 def batch_rest_decoding(xs, target, N, rng, datastore, max_matches=100, draft_len=10, num_draft_nodes=7, stats=None,
                         generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, as rest_decoding gives it alone: every row retrieves its own trie, and
-    all tries are scored in one batched tree call per step (picospec.batched.loop.batch_tree_decoding: its stats,
-    generators and target)."""
+    """Each prompt of xs followed by N tokens: row b is what rest_decoding gives xs[b] alone with generators[b]
+    (else rng)."""
     for x in xs:
         check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options)
 

@@ -1,7 +1,5 @@
-"""Self-speculative decoding for a batch of prompts (picospec/self_draft.py, B rows at a time): every row keeps its
-own threshold and stop; one batched draft call per draft position, one batched target call per step.
-Shapes: B rows, k drafts, V vocabulary.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/self_draft.py).
+"""Self-speculative decoding for B prompts at once. Shapes: B rows, k drafts, V vocabulary.
+More: docs/algorithms.md (batched/self_draft.py).
 """
 from picospec.sampling import check_inputs, sample, warp
 from picospec.self_draft import adapt_threshold, draw
@@ -11,8 +9,8 @@ from picospec.verify import verify_chain
 def batch_self_speculative_decoding(xs, draft_model, target_model, N, K, rng, threshold=0.0, adaptive=False, alpha=0.9,
                                     epsilon=0.01, beta1=0.5, beta2=0.9, stats=None, generators=None,
                                     **sampling_options):
-    """Each prompt of xs followed by N tokens. More: docs/algorithms.md (batched/self_draft.py,
-    batch_self_speculative_decoding)."""
+    """Each prompt of xs followed by N tokens: row b is what self_speculative_decoding gives xs[b] alone with generators[b]
+    (else rng)."""
     for x in xs:
         check_inputs(x, N, K, **sampling_options)
     xs, B = [list(x) for x in xs], len(xs)
@@ -49,9 +47,8 @@ def batch_self_speculative_decoding(xs, draft_model, target_model, N, K, rng, th
 
 
 def draft_rows(draft_model, rows, ks, gammas, gens, **sampling_options):
-    """Step 1 for B rows at once: row i drafts until it has ks[i] tokens or drew one of confidence below gammas[i],
-    each draw from its generator gens[i] -> (drafts, laws), per row a list of tokens and one of warped laws [V].
-    Every call has all B rows: a row that stopped rides along (its cache stays put) and its law is not read."""
+    """Step 1 for B rows at once: row i drafts until ks[i] tokens or one of confidence below gammas[i], drawn
+    with gens[i] -> (drafts, laws [V] per token), per row; a row that stopped rides along, its law unread."""
     drafts, P, going = [[] for _ in rows], [[] for _ in rows], [k > 0 for k in ks]
     while any(going):
         p_raw = draft_model([x + d for x, d in zip(rows, drafts)])[:, -1]  # [B, V] the draft's own laws

@@ -1,7 +1,5 @@
-"""Sequoia for a batch of prompts (picospec/sequoia.py, B rows at a time): every row's tree filled a level per
-batched draft call, all rows verified in one batched target call. Shapes: B rows, m_b nodes of row b's tree,
-V n_vocab.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/sequoia.py).
+"""Sequoia for B prompts at once. Shapes: B rows, m_b nodes of row b's tree, V n_vocab.
+More: docs/algorithms.md (batched/sequoia.py).
 """
 from picospec.batched.loop import batch_tree_decoding
 from picospec.sampling import check_inputs
@@ -10,8 +8,8 @@ from picospec.sequoia import check_sequoia, child_counts, draft_children, sequoi
 
 def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, *, acceptance, stats=None,
                            generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, as sequoia_decoding gives it alone with generators[b]
-    (else rng). More: docs/algorithms.md (batched/sequoia.py)."""
+    """Each prompt of xs followed by N tokens: row b is what sequoia_decoding gives xs[b] alone with generators[b]
+    (else rng)."""
     for x in xs:
         check_inputs(x, N, **sampling_options)
     check_sequoia(acceptance, nodes, depth)

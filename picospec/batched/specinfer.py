@@ -1,7 +1,5 @@
-"""SpecInfer for a batch of prompts (picospec/specinfer.py, B rows at a time): each draft grows every row's tree a
-level per batched draft call; the rows' trees are verified in one batched target call.
-Shapes: B rows, m_b nodes of row b's tree, V vocabulary.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/specinfer.py).
+"""SpecInfer for B prompts at once. Shapes: B rows, m_b nodes of row b's tree, V vocabulary.
+More: docs/algorithms.md (batched/specinfer.py).
 """
 from picospec.batched.loop import batch_tree_decoding
 from picospec.sampling import check_inputs
@@ -11,8 +9,8 @@ from picospec.tree import DrawTrie
 
 def batch_specinfer_decoding(xs, draft, target, N, rng, expansion=(1, 1, 2), stats=None, generators=None,
                              **sampling_options):
-    """Each prompt of xs followed by N tokens, as specinfer_decoding gives it alone with
-    generators[b] (else rng). More: docs/algorithms.md (batched/specinfer.py, batch_specinfer_decoding)."""
+    """Each prompt of xs followed by N tokens: row b is what specinfer_decoding gives xs[b] alone with generators[b]
+    (else rng)."""
     for x in xs:
         check_inputs(x, N, **sampling_options)
     check_expansion(expansion)

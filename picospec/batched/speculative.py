@@ -1,7 +1,6 @@
-"""Speculative sampling for a batch of prompts (Chen et al. 2023, Algorithm 2, B sequences at a time), ragged:
-every row accepts its own number of drafts per step, verified by the vLLM-contract rejection sampler.
-Shapes: B rows, k drafts, V vocabulary.
-Notation in full, worked examples and choices: docs/algorithms.md (batched/speculative.py).
+"""Speculative sampling for B prompts at once (Chen et al. 2023, Algorithm 2), verified by the vLLM-contract
+rejection sampler. Shapes: B rows, k drafts, V vocabulary.
+More: docs/algorithms.md (batched/speculative.py).
 """
 import numpy as np
 
@@ -11,8 +10,8 @@ from picospec.sampling import check_inputs, warp
 
 def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=None, generators=None,
                                **sampling_options):
-    """Each prompt of xs followed by exactly N tokens, distributed as autoregressive sampling from
-    the target. More: docs/algorithms.md (batched/speculative.py, batch_speculative_sampling)."""
+    """Each prompt of xs followed by N tokens: row b is what speculative_sampling gives xs[b] alone with generators[b]
+    (else rng)."""
     for x in xs:
         check_inputs(x, N, K, **sampling_options)
     xs = [list(x) for x in xs]

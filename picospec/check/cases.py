@@ -44,9 +44,8 @@ class Case(NamedTuple):
 
 
 def swapped(target, d):
-    """A draft p equal to the target q on every token but two: in each row, mass d (at most all of it) moved from
-    q's top token to the next token id. The residual max(0, q - p) is then d on the top token alone, so a rule that
-    fires only when the residual is small (a guard on its mass) or when p == q on a token acts at every rejection.
+    """A draft p equal to the target q but for mass d moved, in each row, from q's top token to the next
+    id: the residual is d on the top token alone, so a guard on its mass, or on p == q, acts at every rejection.
     Example: q = [0.1, 0.6, 0.3], d = 0.04 -> p = [0.1, 0.56, 0.34], residual [0, 0.04, 0]."""
     table = target.table.copy()  # [V, V, V]
     top = table.argmax(-1)[..., None]  # [V, V, 1]

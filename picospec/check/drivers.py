@@ -17,10 +17,9 @@ class ContractError(Exception):
 
 
 class LowestUniforms(np.random.Generator):
-    """A Generator whose uniforms are all 0.0, the lowest value of [0, 1): a right sampler still never emits a token
-    the target forbids (accept when u < q/p; inverse CDF picks a token of positive mass), one that breaks the tie
-    u == q/p toward the draft does. rng.uniform(low, high) returns low; its other draws (integers, choice, ...) are
-    ordinary."""
+    """A Generator whose uniforms are all 0.0, the lowest of [0, 1): a right sampler still never emits a token
+    the target forbids; one that breaks the tie u == q/p toward the draft does. rng.uniform(low, high) returns
+    low; its other draws (integers, choice, ...) are ordinary."""
 
     def random(self, size=None, dtype=np.float64, out=None):
         return 0.0 if size is None else np.zeros(size, dtype=dtype)

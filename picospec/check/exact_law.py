@@ -179,8 +179,7 @@ SHAPES = ("between two large cells", "out of a rare cell", "spread")
 def perturb(probs, how, tv):
     """probs [C] with total variation tv moved: between the two cells nearest 0.02, from the cell nearest 0.005 to
     the largest, or "spread": in proportion to the law from one half of its mass to the other (the least
-    detectable error of a given TV: its chi-square distance n tv^2 (1/P(half) + 1/P(rest)), about 4 n tv^2, is the
-    smallest possible)."""
+    detectable error of a given TV: docs/checker.md)."""
     moved = probs.copy()
     if how == "spread":
         order = np.argsort(probs)
