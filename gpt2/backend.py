@@ -8,7 +8,7 @@ import functools
 
 import numpy as np
 
-from gpt2.panels import MAX_ROWS
+from gpt2.fast.panels import MAX_ROWS
 
 DEVICES = ("cpu", "gpu")
 
@@ -29,6 +29,9 @@ def get_xp(device="cpu"):
         raise ValueError(f"--device gpu: CuPy is installed but CUDA is not usable ({e}); use --device cpu") from None
     if n == 0:
         raise ValueError("--device gpu: CuPy is installed but no GPU is visible; use --device cpu")
+    from gpt2.fast import use_gpu_kernels
+
+    use_gpu_kernels()  # the forward's gelu, softmax and layer_norm as one CUDA kernel each (gpt2/fast/)
     return cupy
 
 
@@ -220,7 +223,7 @@ def machine():
 
 def blas_line(policy):
     """thread_policy's dict -> the report's BLAS line: library, kernel family, threads and whether
-    the small-matrix path (OpenBLAS's direct SGEMM on weight panels, gpt2/panels.py) is on.
+    the small-matrix path (OpenBLAS's direct SGEMM on weight panels, gpt2/fast/panels.py) is on.
     Example: "BLAS: openblas, Haswell kernels (OPENBLAS_CORETYPE=Haswell) on AMD EPYC, 2 CPUs; 1
     thread (small model (5.83M parameters)); small-matrix path off (...)"."""
     import os
@@ -261,7 +264,7 @@ def threads_for(rows, xp=np):
     return blas_controller().limit(limits=APPLIED["wide"], user_api="blas")
 
 
-# ---- Weight panels (gpt2/panels.py): where OpenBLAS multiplies a few rows by small panels without packing ----
+# ---- Weight panels (gpt2/fast/panels.py): where OpenBLAS multiplies a few rows by small panels without packing ----
 DIRECT_SGEMM = ("SkylakeX", "Cooperlake", "SapphireRapids")  # OpenBLAS kernels with the direct (unpacked) SGEMM
 PANEL_MAX_PARAMS = 400_000_000  # the panels are one more copy of the weights: up to 355M's shape (+1.4 GB)
 

@@ -3,7 +3,7 @@ every row accepts its own number of drafts per step and so sits at its own lengt
 
 Batched model contract: model(xs: list[list[int]], n: int = 1) -> probs [B, n, V], row b being the distributions
 after the last n prefixes of xs[b]; rows may have different lengths, and the rows passed are the active ones (a
-finished row is left out). GPT-2 engines implement it in gpt2/batch_engine.py (one forward pass for all rows, one KV
+finished row is left out). GPT-2 engines implement it in gpt2/engine.py (one forward pass for all rows, one KV
 cache per row); `batched(model)` builds it from a stateless per-sequence model (the toys, the n-gram draft).
 p = draft, q = target (Chen et al.). Shapes: B rows, k drafts, V vocabulary.
 
@@ -23,7 +23,7 @@ from picospec.tree import depth, node_path
 
 class batched:
     """A batched model from a stateless per-sequence one (a toy law, the n-gram draft), called row by row; its tree()
-    scores a token tree per row node by node, as gpt2/batch_engine.py's does in one pass (accept() has nothing to
+    scores a token tree per row node by node, as gpt2/engine.py's does in one pass (accept() has nothing to
     keep: the model holds no cache)."""
 
     def __init__(self, model):

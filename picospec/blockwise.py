@@ -107,7 +107,7 @@ def blockwise_decoding(x, target, heads, N, k, merged=True, stats=None):
 def batch_blockwise_decoding(xs, target, heads, N, k, merged=True, stats=None):
     """Each prompt of xs followed by N tokens, as blockwise_decoding gives it alone: every row's Predict in one
     batched call (merged: only before the first block) and one call of the heads, every row's Verify chain
-    x + ŷ_{j+1..} in one batched tree call. target: the batched contract (gpt2/batch_engine.py) with
+    x + ŷ_{j+1..} in one batched tree call. target: the batched contract (gpt2/engine.py) with
     logits(xs, 1, hidden=True), tree(xs, trees, hidden=True) and accept(paths). stats, if a list, gets one dict per
     block: {"drafted": the most proposals a row checked, "accepted": [k̂ - 1 per row, -1 for finished rows],
     "tokens": [new ids per row], "calls": target calls}."""

@@ -178,8 +178,8 @@ def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample"
     """Each prompt of xs followed by N tokens, as eagle_decoding gives it alone with generators[b] (else rng): every
     row's tree drafted a level per batched head call, every row's tree scored in one batched target call.
 
-    target: gpt2/batch_engine.py's BatchGPT2 (tree(xs, trees, hidden=True), accept(paths)); draft:
-    gpt2/batch_eagle.py's BatchEagleHead, draft(bs, xs, Fs, trees) -> per row [1 + m, V]. stats, if a list, gets one dict per target call: {"drafted": the
+    target: gpt2/engine.py's BatchGPT2 (tree(xs, trees, hidden=True), accept(paths)); draft:
+    gpt2/eagle.py's BatchEagleHead, draft(bs, xs, Fs, trees) -> per row [1 + m, V]. stats, if a list, gets one dict per target call: {"drafted": the
     deepest tree, "nodes": the largest, "accepted": [per row, -1 for finished rows], "tokens": [new ids per row]}
     (the first call is the prefill). Shapes: B rows, m_b row b's nodes, L_b its prompt's length.
     """

@@ -165,8 +165,8 @@ def batch_eagle2_decoding(xs, target, draft, N, rng, depth=5, tree_top_k=4, tota
     row's tree expanded a layer per batched head call (all rows still expanding in it), reranked per row, and every
     row's tree scored in ONE batched target call.
 
-    target: gpt2/batch_engine.py's BatchGPT2 (tree(xs, trees, hidden=True), accept(paths)); draft:
-    gpt2/batch_eagle.py's BatchEagleHead, draft(bs, xs, Fs, trees) -> per row [1 + m, V]. stats, if a list, gets one
+    target: gpt2/engine.py's BatchGPT2 (tree(xs, trees, hidden=True), accept(paths)); draft:
+    gpt2/eagle.py's BatchEagleHead, draft(bs, xs, Fs, trees) -> per row [1 + m, V]. stats, if a list, gets one
     dict per target call: {"drafted": the deepest tree, "nodes": the largest, "accepted": [per row, -1 for finished
     rows], "tokens": [new ids per row]} (the first call is the prefill). Shapes: B rows, m_b row b's nodes.
     """

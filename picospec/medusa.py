@@ -22,7 +22,7 @@ Posteriors (sec. 2.3.1):
 At temperature 0 typical and nucleus keep exactly the argmax matches, so they equal greedy.
 
 Batched (`batch_medusa_decoding`, for --batch): B prompts, each with its own tree from its own heads' guesses, all
-scored in one batched tree-attention forward (gpt2/batch_engine.py: target.tree(xs, trees) -> one [1 + m_b, V] per
+scored in one batched tree-attention forward (gpt2/engine.py: target.tree(xs, trees) -> one [1 + m_b, V] per
 row, target.accept(paths)); every row is verified by the same posterior as a single sequence, with its own generator
 when it has one, so a row's output is the single-sequence output of its prompt.
 """

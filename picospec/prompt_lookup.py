@@ -20,7 +20,7 @@ At temperature 0 q is one-hot too, so this is exactly greedy exact-match verific
 
 Batched (`batch_prompt_lookup_decoding`, for --batch): every row drafts from its own sequence, so drafts have
 different lengths (none, for a row without a match). A chain is a tree whose node i hangs below node i - 1, so the
-rows' drafts are scored in one batched tree call (gpt2/batch_engine.py: target.tree(xs, trees) -> one [1 + k_b, V]
+rows' drafts are scored in one batched tree call (gpt2/engine.py: target.tree(xs, trees) -> one [1 + k_b, V]
 per row), each row is verified as above with its own generator when it has one, and target.accept(paths) keeps each
 row's accepted drafts in its cache.
 """

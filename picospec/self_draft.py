@@ -25,7 +25,7 @@ changes between steps as a function of what came before; given that past, every 
 Example (by hand, temperature 0): gamma = 0.5, the draft's top probabilities 0.9, 0.7, 0.4 -> 3 drafts, then stop.
 
 The batched form runs B prompts at once (models behind picospec/batch.py's batched contract; for the self-drafting
-engine, gpt2/batch_self_draft.py): every row keeps its own gamma, AR and stop, and the draft calls and the target call
+engine, gpt2/self_draft.py): every row keeps its own gamma, AR and stop, and the draft calls and the target call
 of a step take all active rows. The target's call asks every row for k + 1 laws (k: the most drafts of a row), so a row
 with fewer drafts is filled up to k with a token whose laws are not read. Shapes: B rows, V vocabulary.
 """

@@ -113,7 +113,7 @@ def batch_specinfer_decoding(xs, draft, target, N, rng, expansion=(1, 1, 2), sta
                              **sampling_options):
     """Each prompt of xs followed by N tokens, as specinfer_decoding gives it alone with generators[b] (else rng).
 
-    draft: a batched model with tree(xs, trees, probs=True) (gpt2/batch_engine.py, or picospec.batch.batched of a
+    draft: a batched model with tree(xs, trees, probs=True) (gpt2/engine.py, or picospec.batch.batched of a
     stateless one), or a list of them (merged). target: the same contract plus accept(paths). stats: those of
     picospec.batch.batch_tree_decoding (one dict per target call).
     """

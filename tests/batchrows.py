@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from checker import check_law, exact_law
-from gpt2.batch_engine import BatchGPT2
+from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from gpt2.load import load_model
 from micro import random_gpt2

@@ -8,7 +8,7 @@ import pytest
 
 from batchrows import built_in, check_records
 from bench.harness import load_heads
-from gpt2.batch_engine import BatchGPT2
+from gpt2.engine import BatchGPT2
 from picospec.blockwise import batch_blockwise_decoding, blockwise_decoding
 
 N = 30

@@ -17,7 +17,7 @@ import batchrows
 import picospec.cascade as cs
 from batchrows import COPIES, TEXTS, built_in, check_laws, check_records, check_rejected
 from checker import SAMPLES
-from gpt2.batch_engine import BatchGPT2
+from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from gpt2.load import load_model
 from micro import random_gpt2

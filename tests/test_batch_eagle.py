@@ -1,4 +1,4 @@
-"""Batched EAGLE-1: the batched head (gpt2/batch_eagle.py BatchEagleHead) gives each row what EagleHead gives it
+"""Batched EAGLE-1: the batched head (gpt2/eagle.py BatchEagleHead) gives each row what EagleHead gives it
 alone, through calls with ragged contexts, trees grown a level per call, contexts that move on or change, and rows left
 out of a call; batch_eagle_decoding (picospec/eagle.py) gives each row what eagle_decoding gives its prompt alone with
 its own generator, on the built-in target and its shipped head, at temperature 0, 1 (sampled and top-k candidates)
@@ -12,8 +12,8 @@ import picospec.eagle as eagle1
 from batchrows import COPIES, TEXTS, built_in, check_laws, check_records, check_rejected
 from checker import SAMPLES
 from bench.harness import load_heads
-from gpt2.batch_eagle import BatchEagleHead
-from gpt2.batch_engine import BatchGPT2
+from gpt2.eagle import BatchEagleHead
+from gpt2.engine import BatchGPT2
 from gpt2.eagle import EagleHead
 from picospec.eagle import batch_eagle_decoding
 from test_eagle import random_head

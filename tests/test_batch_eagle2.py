@@ -1,4 +1,4 @@
-"""Batched EAGLE-2: batch_eagle2_decoding (picospec/eagle2.py) on the batched head (gpt2/batch_eagle.py) gives each row
+"""Batched EAGLE-2: batch_eagle2_decoding (picospec/eagle2.py) on the batched head (gpt2/eagle.py) gives each row
 what eagle2_decoding gives its prompt alone with its own generator, in its tokens and in its step records, on the
 built-in target and its shipped head, at temperature 0, 1 and 0.7 with top-k 5, rows finishing at different steps;
 the head runs once per layer for all rows still expanding; the records have the keys of batched EAGLE-1's; and each
@@ -12,8 +12,8 @@ import picospec.eagle2 as eagle2
 from batchrows import COPIES, TEXTS, built_in, check_laws, check_records, check_rejected
 from checker import SAMPLES
 from bench.harness import load_heads
-from gpt2.batch_eagle import BatchEagleHead
-from gpt2.batch_engine import BatchGPT2
+from gpt2.eagle import BatchEagleHead
+from gpt2.engine import BatchGPT2
 from gpt2.eagle import EagleHead
 from picospec.eagle import batch_eagle_decoding, static_tree
 from picospec.eagle2 import batch_eagle2_decoding, eagle2_decoding

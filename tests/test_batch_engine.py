@@ -1,4 +1,4 @@
-"""The batched engine (gpt2/batch_engine.py) against one sequence at a time: every row of a batched forward equals the
+"""The batched engine (gpt2/engine.py) against one sequence at a time: every row of a batched forward equals the
 plain forward of that row alone, for ragged lengths, after rollbacks and when rows leave; batched speculative sampling
 on it keeps the target's exact law; greedy rows equal each row decoded alone; a tree per row in one pass (and the
 accepted paths kept) equals the single-sequence engine's tree() on each row alone."""
@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import gpt2.batch_engine as batch_engine
+import gpt2.engine as batch_engine
+import gpt2.model as model_module
 from checker import SAMPLES, check_law, exact_law
-from gpt2.batch_engine import BatchGPT2
+from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from gpt2.model import gpt2, gpt2_hidden
 from micro import random_gpt2
@@ -63,7 +64,7 @@ def test_padding_mask_is_needed(monkeypatch):
     """A broken variant where every query sees every slot (no per-row lengths, no causality) is caught."""
     model = BatchGPT2(GPT2(HP, PARAMS), rows=2)
     model.logits([[1, 2, 3, 4, 5], [6]])
-    monkeypatch.setattr(batch_engine, "attention", lambda q, k, v, mask: batch_engine.softmax(
+    monkeypatch.setattr(model_module, "attention", lambda q, k, v, mask: model_module.softmax(
         q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])) @ v)
     out = model.logits([[1, 2, 3, 4, 5, 7], [6, 8]])
     assert np.abs(out[1, 0] - full([6, 8])[-1]).max() > 1e-3

@@ -9,7 +9,7 @@ import batchrows
 import picospec.lookahead as la
 from batchrows import COPIES, HP, N, PARAMS, check_laws, check_records, check_rejected
 from checker import SAMPLES
-from gpt2.batch_engine import BatchGPT2
+from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from micro import random_gpt2
 from picospec.lookahead import batch_lookahead_decoding, lookahead_decoding

@@ -1,4 +1,4 @@
-"""Batched Medusa (picospec/medusa.py batch_medusa_decoding on gpt2/batch_engine.py's batched trees): the lossless
+"""Batched Medusa (picospec/medusa.py batch_medusa_decoding on gpt2/engine.py's batched trees): the lossless
 posterior keeps each row's exact law (and the longest-match flaw is rejected by the same check on the same engines);
 each row equals the single-sequence method on its prompt alone, greedy and, with its own generator, sampled."""
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 import picospec.medusa as medusa
 from checker import SAMPLES, check_law, exact_law
-from gpt2.batch_engine import BatchGPT2
+from gpt2.engine import BatchGPT2
 from picospec.medusa import batch_medusa_decoding, medusa_decoding
 from test_medusa import model_and_heads
 from test_tree import SEED_CHOICES, longest_match

@@ -9,7 +9,7 @@ import batchrows
 import picospec.prompt_lookup as pl
 from batchrows import COPIES, N, check_laws, check_records, check_rejected
 from checker import SAMPLES
-from gpt2.batch_engine import BatchGPT2
+from gpt2.engine import BatchGPT2
 from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
 
 

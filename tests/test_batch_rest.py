@@ -9,7 +9,7 @@ import batchrows
 import picospec.rest as rest
 from batchrows import COPIES, N, check_laws, check_records, check_rejected
 from checker import SAMPLES
-from gpt2.batch_engine import BatchGPT2
+from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling

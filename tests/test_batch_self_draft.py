@@ -1,4 +1,4 @@
-"""Batched self-drafting (layer_skip, early_exit): gpt2/batch_self_draft.py's BatchSelfDraft and
+"""Batched self-drafting (layer_skip, early_exit): gpt2/self_draft.py's BatchSelfDraft and
 picospec/self_draft.py's batch_self_speculative_decoding.
 
 - The engine: any run of batched draft and target calls (rows growing, cut back, asking for n rows, leaving) gives,
@@ -19,10 +19,9 @@ import picospec.self_draft as sd
 from batchrows import COPIES, HP, N, PARAMS, PROMPTS, TEXTS, built_in, check_records, check_rejected
 from checker import SAMPLES, check_law, exact_law
 from clitools import run_here
-from gpt2.batch_self_draft import BatchSelfDraft, batch_side, sublayer_rows
 from gpt2.engine import GPT2
 from gpt2.load import ASSETS
-from gpt2.self_draft import SelfDraft, exit_skip, load_self_draft, parse_skip
+from gpt2.self_draft import BatchSelfDraft, SelfDraft, batch_side, exit_skip, load_self_draft, parse_skip, sublayer
 from picospec.sampling import sample, warp
 from picospec.self_draft import batch_self_speculative_decoding, self_speculative_decoding
 from test_self_draft import ADAPTIVE, as_dtype
@@ -112,7 +111,7 @@ def test_a_wrong_reuse_of_the_residuals_at_the_cut_is_caught(tiny):
 def test_verification_runs_only_unread_tokens_below_the_cut(tiny, monkeypatch, path, cut):
     """After the draft read t and d1 in every row, verifying [.., t, d1, d2] runs d2 alone through the sublayers below
     the cut and the three tokens through the rest, one batched pass each; the logits are each row's own engine's."""
-    import gpt2.batch_self_draft as batch_self_draft
+    import gpt2.self_draft as self_draft
 
     engine = engines(tiny, path, "float64")
     batch = BatchSelfDraft(engine, 3)
@@ -121,8 +120,8 @@ def test_verification_runs_only_unread_tokens_below_the_cut(tiny, monkeypatch, p
     for side, more, n in calls[:3]:
         getattr(batch, side).logits([x + more for x in xs], n)
     seen = []  # (sublayer, padded rows it ran)
-    monkeypatch.setattr(batch_self_draft, "sublayer_rows", lambda x, s, *args, **kwargs: (
-        seen.append((s, len(x))), sublayer_rows(x, s, *args, **kwargs))[1])
+    monkeypatch.setattr(self_draft, "sublayer", lambda x, s, *args, **kwargs: (
+        seen.append((s, x.shape[0] * x.shape[1])), sublayer(x, s, *args, **kwargs))[1])
     out = batch.target.logits([x + calls[3][1] for x in xs], 3)  # [3, 3, V]
     assert [s for s, _ in seen] == list(range(12))
     assert {rows for s, rows in seen if s < cut} == {3} and {rows for s, rows in seen if s >= cut} == {9}
