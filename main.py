@@ -16,6 +16,7 @@ import json
 import re
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -48,6 +49,8 @@ SHARED = [
            "(default: about a second of measurement, at least 3)", low=1),
     Option("json", bool, False, "print one JSON object instead of text"),
     Option("batch", "file", None, "decode every line of FILE as one batch (methods with a batched form)"),
+    Option("batch_memory", int, None, "MB the --batch rows may take at once (KV caches, "
+           "activations): rows run in groups that fit (default: half the free memory)", low=1),
 ]
 
 
@@ -99,8 +102,12 @@ def parse_command_line(argv):
 
 
 def program():
-    """How the user ran this: the installed `picospec` command or `python main.py`."""
-    return "picospec" if sys.argv and sys.argv[0].endswith("picospec") else "python main.py"
+    """How the user ran this, for the usage line: `python PATH` as typed for a .py file (python
+    main.py), else the installed command's name. Example: /usr/local/bin/picospec -> picospec."""
+    invoked = sys.argv[0] if sys.argv and sys.argv[0] else "main.py"
+    if invoked.endswith(".py"):
+        return f"python {invoked}"
+    return Path(invoked).name.removesuffix(".exe")
 
 
 def unescape(text):
@@ -148,12 +155,39 @@ def check_before_loading(method, values):
         raise UsageError(refusal)
     check_temperature(method, method_options(method, values), values["temperature"])
     check_needs(method, method_options(method, values))
-    from gpt2.hub import BUILTIN, check_cache_dir, is_local
+    from bench.harness import check_target
+    from gpt2.hub import BUILTIN, check_cache_dir, is_local, is_offline
+
+    is_offline(values["offline"] or None)  # PICOSPEC_OFFLINE holds one of its values
+    check_target(values["target"])
+    if "draft2" in method.needs and values.get("draft2") is not None:
+        if same_model(values["draft2"], values["target"]):
+            raise UsageError(f"--draft2 {values['draft2']} is the target itself: the second "
+                             "drafter must be another, cheaper model (ngram, tiny-draft, ...)")
+    filters = [f"--{k}" for k in ("top_k", "top_p") if values[k] is not None]
+    if values["temperature"] == 0 and filters:  # a note: the run means something, the option not
+        has, applies = ("have", "they apply") if len(filters) == 2 else ("has", "it applies")
+        print(f"note: {' and '.join(filters)} {has} no effect at --temperature 0 (greedy decoding "
+              f"takes the argmax); {applies} when sampling, at --temperature > 0", file=sys.stderr)
 
     models = [values["target"]] + ([values["draft"]] if "draft" in method.needs else [])
     downloads = any(m not in BUILTIN and m != "ngram" and not is_local(m) for m in models)
     if downloads or ("datastore" in method.needs and values.get("datastore") is None):
         check_cache_dir()  # before a download or a datastore build, not for the built-in models alone
+
+
+def same_model(a, b):
+    """Whether two model names mean one checkpoint: the same name, or local folders (built-in ones
+    included) that are one folder. Example: same_model("tiny-target", "gpt2/assets/tiny-target")."""
+    from gpt2.hub import BUILTIN, is_local
+
+    def folder(name):
+        if name in BUILTIN:
+            return BUILTIN[name].resolve()
+        path = Path(name).expanduser()
+        return path.resolve() if is_local(name) and path.exists() else name
+
+    return a == b or folder(a) == folder(b)
 
 
 def check_length(x, n_tokens, models, names, which="the prompt"):
@@ -203,6 +237,9 @@ def main(argv=None):
     if parsed is None:
         return
     method, values = parsed
+    if values["batch_memory"] is not None and values["batch"] is None:
+        raise UsageError("--batch_memory sets the memory of --batch's rows: add --batch FILE, or "
+                         "drop it")
     if values["batch"] is not None:
         for name in ("prompt", "prompt_file"):
             if any(n == name for n, _, _ in split(argv)):
@@ -313,37 +350,52 @@ def main_batch(method, values):
         check_length(x, values["n_tokens"], {k: v for k, v in loaded.items() if k in ("target", "draft")},
                      {"target": name, "draft": values.get("draft")}, f"the prompt on line {n} of {path}")
     sampling = {k: values[k] for k in ("temperature", "top_k", "top_p") if values[k] is not None}
+    groups, row_bytes = row_groups(xs, values, loaded, device)
 
-    # the baseline on the plain target's batched engine, as for one prompt (a self-drafting row's target side is
-    # another engine: its speedup is measured against the same baseline as every row's)
-    baseline = batched_models({"target": target}, len(xs))
-    loaded = batched_models(loaded, len(xs))
     order = list(dict.fromkeys(["autoregressive", method.name]))  # the baseline first, as for one prompt
-    needs = {m: loaded if m == method.name else baseline for m in order}
     kwargs = {m: options if m == method.name else {} for m in order}
 
-    def run(m, n, stats=None):  # -> (outputs, seconds), on caches emptied first
-        for model in needs[m].values():
-            getattr(model, "reset", lambda: None)()
-        start = time.perf_counter()
-        out = call(TABLE[m], xs, n, np.random.default_rng(values["seed"]), needs[m], sampling, kwargs[m],
-                   stats=stats, batch=True)
-        return out, time.perf_counter() - start
+    def run(m, n, stats=None):  # -> (outputs, seconds); one line where memory runs out after all
+        try:
+            return run_groups(m, n, stats)
+        except MemoryError:  # the bound fell short (memory taken meanwhile; CuPy's error too)
+            mb = -(-len(groups[0]) * row_bytes // 2**20)
+            raise UsageError(f"--batch: out of memory with groups of {len(groups[0])} rows: pass a "
+                             f"smaller --batch_memory than {mb}") from None
+
+    def run_groups(m, n, stats):  # each group on batched engines of its size, emptied first
+        out, seconds = [], 0.0
+        rng = np.random.default_rng(values["seed"])  # one generator through the groups
+        for g, group in enumerate(groups):
+            # the baseline on the plain target's batched engine, as for one prompt (a
+            # self-drafting row's target side is another engine, measured against the same baseline)
+            needs = batched_models(loaded if m == method.name else {"target": target}, len(group))
+            for model in needs.values():
+                getattr(model, "reset", lambda: None)()
+            start = time.perf_counter()
+            out += call(TABLE[m], [xs[i] for i in group], n, rng, needs, sampling, kwargs[m],
+                        stats=None if stats is None else stats.setdefault(g, []), batch=True)
+            seconds += time.perf_counter() - start
+            del needs  # the group's caches go before the next group's are made
+        return out, seconds
 
     if device == "gpu":  # CuPy compiles each kernel at its first use: do that before the clocks start, on the timed
         for m in order:  # run itself (a 4-token run left kernels to compile inside the clock: a 0.26x "speedup")
             run(m, values["n_tokens"])
     n, runs = values["n_tokens"], {}
     for m in order:
-        stats = []
+        stats = {}  # group number -> that group's step records
         out, seconds = run(m, n, stats)
-        runs[m] = {"texts": [encoder.decode(o[len(x):]) for o, x in zip(out, xs)], "ids": [o[len(x):] for o, x in
-                   zip(out, xs)], "time_s": seconds, "target_calls": sum(s.get("calls", 1) for s in stats),
-                   "tokens_per_target_call": [n / sum(s.get("calls", 1) for s in stats if s["accepted"][b] >= 0)
-                                              for b in range(len(xs))]}
+        calls = [sum(s.get("calls", 1) for s in stats[g]) for g in range(len(groups))]
+        per_row = [n / sum(s.get("calls", 1) for s in stats[g] if s["accepted"][b] >= 0)
+                   for g, group in enumerate(groups) for b in range(len(group))]
+        ids = [o[len(x):] for o, x in zip(out, xs)]
+        runs[m] = {"texts": [encoder.decode(i) for i in ids], "ids": ids, "time_s": seconds,
+                   "target_calls": sum(calls), "tokens_per_target_call": per_row}
     mine, base = runs[method.name], runs["autoregressive"]
     result = {"method": method.name, "prompts": prompts, "texts": mine["texts"], "time_s": mine["time_s"],
               "target_calls": mine["target_calls"], "threads": threads,
+              "groups": [len(g) for g in groups],
               "tokens_per_target_call": mine["tokens_per_target_call"],
               "autoregressive": {"texts": base["texts"], "time_s": base["time_s"],
                                  "target_calls": base["target_calls"]},
@@ -352,11 +404,13 @@ def main_batch(method, values):
     if values["json"]:
         print(json.dumps(result))
         return
-    for prompt, text, tpc in zip(prompts, mine["texts"], mine["tokens_per_target_call"]):
-        print(f"── {tpc:.2f} tokens per target call " + "─" * 30)
+    for row, (line, prompt, text, tpc) in enumerate(zip(numbers, prompts, mine["texts"],
+                                                        mine["tokens_per_target_call"]), 1):
+        print(f"── row {row} (line {line} of {path}): {tpc:.2f} tokens per target call " + "─" * 10)
         print(prompt + text + "\n")
-    print(f"{method.name}: {len(xs)} prompts x {n} tokens in {mine['time_s']:.3f} s, {mine['target_calls']} batched "
-          f"target calls")
+    in_groups = f" in {len(groups)} groups of up to {len(groups[0])} rows" * (len(groups) > 1)
+    print(f"{method.name}: {len(xs)} prompts x {n} tokens{in_groups} in {mine['time_s']:.3f} s, "
+          f"{mine['target_calls']} batched target calls")
     if method.name != "autoregressive":
         same = sum(result["same_output"])
         note = " (temperature 0: they must be identical)" if values["temperature"] == 0 else (
@@ -365,6 +419,33 @@ def main_batch(method, values):
               f"calls")
         print(f"speedup {result['speedup']:.2f}x over batched autoregressive; {same}/{len(xs)} texts identical{note}")
     print(f"{blas_line(threads)}; timings on a busy machine vary")
+
+
+def row_groups(xs, values, loaded, device):
+    """--batch's rows in groups (consecutive lines) whose batched engines fit the memory budget:
+    --batch_memory MB, else half the free memory; a row's bytes are bounded by
+    bench.harness.batch_row_bytes for passes of the longest prompt plus --n_tokens.
+    -> (groups of row indices, bytes per row). A row that alone does not fit is one line naming the
+    memory it needs and the option."""
+    from bench.harness import batch_row_bytes
+    from gpt2.backend import free_memory
+
+    row = batch_row_bytes(loaded, max(len(x) for x in xs) + values["n_tokens"])
+    if values["batch_memory"] is not None:
+        budget = values["batch_memory"] * 2**20
+        what = f"the {values['batch_memory']} MB of --batch_memory"
+    else:
+        free = free_memory(device)
+        budget = free // 2 if free is not None else 4 * 2**30
+        what = (f"half the free memory ({budget / 2**20:.0f} MB)" if free is not None else
+                "the default of 4096 MB (the free memory cannot be read here)")
+    size = min(len(xs), budget // row) if row else len(xs)
+    if size < 1:
+        need = -(-row // 2**20)
+        raise UsageError(f"--batch: one row needs about {need} MB (KV caches and activations of "
+                         f"the longest prompt plus --n_tokens {values['n_tokens']}), more than "
+                         f"{what}: pass --batch_memory {need} or more, or lower --n_tokens")
+    return [list(range(i, min(i + size, len(xs)))) for i in range(0, len(xs), size)], row
 
 
 def cli(argv=None):

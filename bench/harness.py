@@ -79,6 +79,12 @@ def check_needs(method, options):
                              f"--build_datastore to build it there (about 30 s)")
         if not path.exists() and not path.resolve().parent.is_dir():
             raise ValueError(f"--datastore {path}: the folder {path.resolve().parent} does not exist; create it first")
+        if not path.exists():  # --build_datastore: an unwritable folder is named before the build
+            from gpt2.cli import cannot_write_in
+
+            if (why := cannot_write_in(path.resolve().parent)) is not None:
+                raise ValueError(f"--datastore {path}: cannot write in {path.resolve().parent} "
+                                 f"({why}); give a folder you can write to")
 
 
 def load_needs(method, options, target, target_name, encoder, draft="tiny-draft", device="cpu", offline=None):
@@ -93,12 +99,33 @@ def load_needs(method, options, target, target_name, encoder, draft="tiny-draft"
         elif need == "datastore":
             loaded["datastore"] = rest_datastore(options.get("datastore"), target_name, encoder)
         elif need == "draft2":  # a second, smaller drafter (cascades): --draft2, default the n-gram
-            loaded["draft2"] = load_draft(options.get("draft2") or "ngram", target, target_name, device, offline)
+            name = options.get("draft2") or "ngram"
+            loaded["draft2"] = load_draft(name, target, target_name, device, offline, "--draft2")
         elif need.startswith("self_draft:"):  # the target drafting for itself: both on one engine and cache
             loaded.update(load_self_draft(need.split(":")[1], options, target, target_name, offline))
+        elif need == "acceptance":  # Sequoia's vectors measured for this pair, unless --acceptance gives one
+            if options.get("acceptance") is None:
+                loaded["acceptance"] = load_acceptance(target_name, draft, offline)
         else:
             raise ValueError(f"method {method.name} needs {need!r}, which bench.harness.load_needs cannot load")
     return loaded
+
+
+def load_acceptance(target_name, draft, offline=None):
+    """{"greedy": a, "sampled": a}: the acceptance vectors of `draft` for the target (at temperature 0 and 1),
+    measured by `python -m bench.token_trees --record` into the target folder's sequoia.json."""
+    from gpt2.hub import resolve
+
+    path = resolve(str(target_name), offline=offline) / "sequoia.json"
+    try:
+        vectors = json.loads(path.read_text()).get(str(draft)) if path.exists() else None
+    except (ValueError, AttributeError):
+        raise ValueError(f"{path} is not a JSON object of acceptance vectors by draft: measure them again with "
+                         "python -m bench.token_trees --record, or give --acceptance a_1,a_2,..") from None
+    if not vectors:
+        raise ValueError(f"no acceptance vector of draft {draft!r} for target {target_name!r} was measured (sequoia.json "
+                         "in the target's folder): give --acceptance a_1,a_2,.., e.g. --acceptance 0.6,0.1,0.05")
+    return vectors
 
 
 def load_self_draft(kind, options, target, target_name, offline=None):
@@ -139,13 +166,35 @@ def batched_models(loaded, rows):
             for k, v in loaded.items()}
 
 
-def load_draft(name, target, target_name, device="cpu", offline=None):
+def batch_row_bytes(loaded, tokens):
+    """An upper bound on the bytes one row of batched_models(loaded, rows) takes, for passes of at
+    most `tokens` tokens per row: the KV caches and activations of each batched engine (a
+    self-drafting pair's one engine counted once); stateless models and heads' functions take
+    none."""
+    from gpt2.eagle import BatchEagleHead, EagleHead
+    from gpt2.engine import TREE_SLOTS, row_bytes
+    from gpt2.engine import GPT2
+    from gpt2.self_draft import Model as SelfDraftSide
+
+    total, engines = 0, set()
+    for model in loaded.values():
+        if isinstance(model, SelfDraftSide) and id(model.engine) not in engines:
+            engines.add(id(model.engine))
+            total += row_bytes(model.engine.hparams, 0, tokens)
+        elif isinstance(model, EagleHead):
+            total += BatchEagleHead.row_bytes(model, tokens)
+        elif isinstance(model, GPT2):
+            total += row_bytes(model.hparams, TREE_SLOTS, tokens)
+    return total
+
+
+def load_draft(name, target, target_name, device="cpu", offline=None, role="draft"):
     from gpt2.load import load_model
 
+    from gpt2.load import check_tokenizers
+
     model = load_model(str(name), device, offline)[0]
-    if model.n_vocab != target.n_vocab:
-        raise ValueError(f"draft {name!r} has {model.n_vocab} tokens but target {target_name!r} has "
-                         f"{target.n_vocab}: speculative decoding needs one vocabulary; pick a matching pair")
+    check_tokenizers(model, target, name, target_name, role)
     return model
 
 
@@ -160,7 +209,7 @@ def load_heads(target_name, kind, folder, target, offline=None):
     fn, config = heads_function(folder, target)
     sparse, path = None, folder / "medusa_choices.json"
     if path.exists():
-        from picospec.medusa import rank_paths
+        from picospec.options import rank_paths
         from picospec.tree import check_choices
 
         try:
@@ -186,13 +235,28 @@ def load_eagle(target_name, folder, target, offline=None):
     return head
 
 
+def load_datastore(path, rebuild=None):
+    """Datastore.load, its refusal worded for the command line: the fact, then what to do. rebuild: that advice,
+    where the caller knows better (a file it built itself may be deleted); by default the user's file is left
+    alone and a new one is built elsewhere."""
+    from picospec.rest import Datastore
+
+    rebuild = rebuild or ("give a datastore that --build_datastore wrote, or build one into a new file with "
+                          "--method rest --datastore NEW.npz --build_datastore (the standard library's train "
+                          "split), or Datastore.build(tokens).save(path) in Python")
+    try:
+        return Datastore.load(path)
+    except ValueError as e:
+        raise ValueError(f"{e}; {rebuild}") from None
+
+
 def rest_datastore(path, target, encoder):
     """Load --datastore FILE, or build it (FILE, or once into the cache) from the standard library's train split
     with the model's tokenizer. Written atomically: an interrupted build leaves no file."""
     from picospec.rest import Datastore
 
     if path is not None and Path(path).exists():
-        return Datastore.load(path)
+        return load_datastore(path)
     from tqdm import tqdm
 
     from gpt2.corpus import split_files, stdlib_files, tokenize
@@ -201,8 +265,9 @@ def rest_datastore(path, target, encoder):
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(target))
     # into the cache: a PICOSPEC_CACHE no file can be made in is named before the build, not after it
     path = Path(path) if path is not None else check_cache_dir() / "rest" / f"{safe}-stdlib-train.npz"
-    if path.exists():
-        return Datastore.load(path)
+    if path.exists():  # only here, in the cache, is the file picospec's own to delete
+        return load_datastore(path, rebuild="picospec built it into its cache: delete it and run again to "
+                                            "rebuild it")
     print(f"building the REST datastore {path} (once) from the standard library's train split", file=sys.stderr)
     files = split_files(stdlib_files())["train"]
     ids = [t for f in tqdm(files, desc="tokenize", unit="file") for t in tokenize([f], encoder)]

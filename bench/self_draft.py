@@ -251,10 +251,10 @@ def target_name(folder):
 
 
 def update_config(folder, kind, record):
-    from gpt2.self_draft import CONFIG, read_config
+    from gpt2.self_draft import CONFIG, ENTRY_KINDS, read_config
 
     config = read_config(folder)
-    config[kind] = record
+    config[kind] = {"kind": ENTRY_KINDS[kind], **record}  # the entry declares what it holds
     write_text(Path(folder) / CONFIG, json.dumps(config, separators=(",", ":")) + "\n")
 
 

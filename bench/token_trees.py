@@ -3,12 +3,14 @@ budgets on the built-in pair (tiny-target, tiny-draft), with what verification c
 
     python -m bench.token_trees                     # the full tables (about 15 minutes on 2 cores)
     python -m bench.token_trees --budgets 4 --temperatures 0 --n_prompts 2 --seeds 1   # a quick look
+    python -m bench.token_trees --record gpt2/assets/tiny-target   # also store the vectors in its sequoia.json
 
 1. Cost: a target tree forward over m draft nodes (and the root) in units of a one-token call, and one draft call
    (medians of repeated calls after a held-out prompt).
 2. Acceptance vectors (Sequoia section 3.1): on calibration prompts (held-out, a different seed from the evaluation
    prompts) followed by the target's own continuation: top-k children at temperature 0, children drawn without
-   replacement (Sequoia) and i.i.d. (SpecInfer) at temperature > 0.
+   replacement (Sequoia) and i.i.d. (SpecInfer) at temperature > 0 (`acceptance_vector`). --record stores the
+   draft's vectors at temperatures 0 and 1 in the target folder's sequoia.json, where main.py's Sequoia finds them.
 3. Tree size against cost: the dynamic program's expected tokens per step for each size and the modelled speedup
    c(n, d) / (v(n) + draft calls * c), and Sequoia's hardware-aware choice of n and d.
 4. Equal budgets: every row follows bench.harness.compare (autoregressive decoding and the method back to back on the
@@ -17,13 +19,20 @@ budgets on the built-in pair (tiny-target, tiny-draft), with what verification c
    short by the end of the text.
 Shapes: none; this file only times things.
 """
+import json
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 
 from bench.harness import check_room, header, load_draft, run_method
 from picospec.autoregressive import autoregressive_sampling
-from picospec.sequoia import acceptance_vector, build_choices, choose_size, sequoia_table, sequoia_tree, tree_value
+from picospec.sampling import sample, warp
+from picospec.sequoia import (build_choices, choose_size, sequoia_table, sequoia_tree, tree_value,
+                              without_replacement)
+from picospec.tree import top_tokens
+from picospec.verify import verify_distinct, verify_iid, verify_without_replacement
 
 CONFIGS = {4: (1, 1, 2), 8: (1, 1, 3, 1), 16: (1, 3, 1, 1, 1, 1)}  # SpecInfer expansions of that many nodes, shaped
 # like the paper's <1, 1, 3, 1, 1, 1, 1, 1> (20 nodes): one path, then three branches
@@ -36,6 +45,61 @@ def expansion_choices(expansion):
         level = [c + (r,) for c in level for r in range(k)]
         out += [list(c) for c in level]
     return out
+
+
+def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without_replacement", repeats=1,
+                      **sampling_options):
+    """The acceptance vector measured (section 3.1): after every prefix seq[:i], start <= i <= len(seq), draw K
+    children from the draft and verify them against the target; a[k] = the share of trials whose accepted child is
+    the (k + 1)-th -> a [K] (sum <= 1: sometimes none is accepted).
+
+    siblings: "without_replacement" (Sequoia's children, verify_without_replacement), "iid" (SpecInfer's, verify_iid;
+    a[k] = the (k + 1)-th draw is the one accepted) or, at temperature 0, the top K tokens (exact match) whatever it
+    says. repeats: trials per prefix at temperature > 0. sequences: e.g. held-out prompts followed by the target's
+    own continuation, start = the prompt's length, so the vector is measured where decoding goes.
+    Example: draft = target, K = 2: the first child is always accepted -> a = [1, 0].
+    """
+    greedy, counts, trials = sampling_options.get("temperature", 1.0) == 0, np.zeros(K), 0
+    for seq in sequences:
+        n = len(seq) - start + 1
+        P = draft(list(seq), n)  # [n, V] the draft's law after each prefix seq[:start] .. seq
+        Q = warp(target(list(seq), n), **sampling_options)  # [n, V]
+        for p, q in zip(P, Q):
+            rows = np.tile(q, (1 + K, 1))  # [1 + K, V]: one level is verified; the rows below it are not used
+            for _ in range(1 if greedy else repeats):
+                if greedy:
+                    picks = top_tokens(p, K)
+                    path, _, _ = verify_distinct(picks, [-1] * len(picks), rows, rng)
+                    accepted = path[0] if path else None
+                else:
+                    law = warp(p, **sampling_options)  # [V]
+                    picks = [sample(law, rng) for _ in range(K)] if siblings == "iid" else \
+                        without_replacement(law, K, rng)
+                    tokens = list(dict.fromkeys(picks))  # iid: one node per distinct token, every draw kept
+                    draws = [tokens.index(t) for t in picks]
+                    if siblings == "iid":
+                        path, _, _ = verify_iid(tokens, [-1] * len(tokens), rows, np.array([law] * K), rng, draws)
+                    else:
+                        path, _, _ = verify_without_replacement(tokens, [-1] * len(tokens), rows,
+                                                                np.array([law] * len(tokens)), rng)
+                    accepted = draws.index(path[0]) if path else None  # the first draw of the accepted token
+                trials += 1
+                if accepted is not None:
+                    counts[accepted] += 1
+    return counts / trials
+
+
+def record_vectors(folder, draft, vectors, protocol):
+    """Store the draft's measured vectors (greedy: T = 0, sampled: T = 1) in folder/sequoia.json, beside the other
+    drafts' entries; the file is replaced whole, never half-written."""
+    path = Path(folder) / "sequoia.json"
+    entries = json.loads(path.read_text()) if path.exists() else {}
+    entries[draft] = {"greedy": [round(float(a), 3) for a in vectors[0.0, "top"]],
+                      "sampled": [round(float(a), 3) for a in vectors[1.0, "without_replacement"]],
+                      "protocol": protocol}
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(entries, indent=1) + "\n")
+    os.replace(tmp, path)
 
 
 def verification_costs(target, draft, x, sizes, repeats=50):
@@ -72,12 +136,18 @@ def row(label, tree, T, expected, r, full_depth):
 
 
 def main(draft="tiny-draft", second_draft="ngram", budgets=(4, 8), temperatures=(0.0, 1.0), n_prompts=8,
-         prompt_tokens=64, n_tokens=64, seeds=2, calibration_prompts=8, max_depth=8, out=None):
+         prompt_tokens=64, n_tokens=64, seeds=2, calibration_prompts=8, max_depth=8, out=None, record=None):
     """Chain vs SpecInfer vs Sequoia at equal node budgets, with the cost of verification and the acceptance vectors."""
     from gpt2.backend import thread_policy
     from gpt2.corpus import heldout_prompts
+    from gpt2.hub import resolve
     from gpt2.load import load_model
 
+    if record and Path(record).resolve() != resolve("tiny-target").resolve():
+        raise ValueError(f"--record {record} is not the folder of tiny-target, the target measured: give "
+                         f"{resolve('tiny-target')}")
+    if record and not {0.0, 1.0} <= set(temperatures):
+        raise ValueError("--record stores the vectors at temperatures 0 and 1: include both in --temperatures")
     target, encoder = load_model("tiny-target")
     check_room(target.n_ctx, prompt_tokens, n_tokens)
     drafts = {name: load_draft(name, target, "tiny-target") for name in (draft, second_draft)}
@@ -111,6 +181,11 @@ def main(draft="tiny-draft", second_draft="ngram", budgets=(4, 8), temperatures=
     for (T, kind), a in vectors.items():
         lines.append(f"| {T:g} | {kind} | {' '.join(f'{x:.3f}' for x in a)} | {a.sum():.3f} |")
     print("\n".join(lines[-len(vectors) - 4:]), flush=True)
+    if record:
+        record_vectors(record, draft, vectors, f"python -m bench.token_trees --record: {calibration_prompts} held-out "
+                       f"calibration prompts followed by {n_tokens} tokens of the target's own continuation; greedy: "
+                       "top-k children at temperature 0, sampled: children drawn without replacement at "
+                       "temperature 1")
 
     # 3. tree size against cost, and the hardware-aware choice
     main_vector = {T: vectors[T, "top" if T == 0 else "without_replacement"] for T in temperatures}
@@ -209,4 +284,6 @@ if __name__ == "__main__":
         Option("calibration_prompts", int, 8, "prompts the acceptance vectors are measured on", low=1),
         Option("max_depth", int, 8, "deepest tree the dynamic program considers (2 or more: the table's largest "
                "trees do not fit in one level)", low=2, high=32),
-        Option("out", "out", None, "also write the tables to this file")])
+        Option("out", "out", None, "also write the tables to this file"),
+        Option("record", "dir", None, "store the draft's acceptance vectors in DIR/sequoia.json (DIR: the "
+               "target's folder; main.py's Sequoia reads them)")])

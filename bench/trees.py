@@ -11,8 +11,7 @@ from pathlib import Path
 
 from bench.harness import check_room, compare, copy_prompts, header, load_heads, rest_datastore
 from bench.page import write_page
-from picospec.medusa import cartesian_choices, chain_choices
-from picospec.tree import sparse_tree
+from picospec.tree import cartesian_choices, chain_choices, sparse_tree
 
 HEADER = ["| tree / setting | nodes | T | posterior | tokens/target call (median) | tree call / 1-token call (median) "
           "| speedup vs autoregressive (median, IQR) |", "|---|---|---|---|---|---|---|"]

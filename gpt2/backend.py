@@ -8,7 +8,6 @@ import functools
 
 import numpy as np
 
-from gpt2.fast.panels import MAX_ROWS
 
 DEVICES = ("cpu", "gpu")
 
@@ -29,9 +28,6 @@ def get_xp(device="cpu"):
         raise ValueError(f"--device gpu: CuPy is installed but CUDA is not usable ({e}); use --device cpu") from None
     if n == 0:
         raise ValueError("--device gpu: CuPy is installed but no GPU is visible; use --device cpu")
-    from gpt2.fast import use_gpu_kernels
-
-    use_gpu_kernels()  # the forward's gelu, softmax and layer_norm as one CUDA kernel each (gpt2/fast/)
     return cupy
 
 
@@ -112,6 +108,26 @@ def free_cores():
         return max(1, min(cpus, round(idle))), cpus, f"{idle:.1f} idle now"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return max(1, min(cpus, round(cpus - load))), cpus, f"1-minute load {load:.1f}"
+
+
+def free_memory(device="cpu"):
+    """Bytes free now: the GPU's (CuPy) for device "gpu", else the host's MemAvailable (Linux),
+    else its physical memory, else None where neither can be read."""
+    import os
+
+    if device == "gpu":
+        return int(get_xp("gpu").cuda.Device().mem_info[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def requested_threads(requested=None):
@@ -243,6 +259,7 @@ def blas_line(policy):
 # the best on 1 (panels or not): 1.2-1.6x less, the LM head 1.34x; products of 5-8 rows gain nothing from a second
 # thread (the panels' direct SGEMM runs on one). The wide count is chosen once, when the policy runs (like the
 # policy's own count): a core that gets busy later slows the wide products, as it would a large model's.
+MAX_ROWS = 32  # products of 2..MAX_ROWS rows go through weight panels (gpt2/fast/panels.py); more use W itself
 WIDE_ROWS = MAX_ROWS + 1  # token rows in one forward from which it runs on the wide count: what the panels leave
 APPLIED = {}  # what thread_policy set for this process (the BLAS count is process-wide)
 

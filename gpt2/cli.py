@@ -128,6 +128,21 @@ def check_value(option, value):
         raise UsageError(f"{flag} {value}: {message}" if not message.startswith("--") else message)
 
 
+FLAG_VALUES = {"1": True, "true": True, "yes": True, "on": True,
+               "0": False, "false": False, "no": False, "off": False, "": None}
+
+
+def env_flag(name, default=None):
+    """An on/off environment variable: 1, true, yes, on -> True; 0, false, no, off -> False (any
+    case); unset or empty -> default; anything else is a ValueError naming it.
+    Example: PICOSPEC_OFFLINE=maybe -> error."""
+    value = os.environ.get(name, "")
+    setting = FLAG_VALUES.get(value.strip().lower(), "bad")
+    if setting == "bad":
+        raise ValueError(f"{name}={value!r}: set it to 1 (on) or 0 (off), or unset it")
+    return default if setting is None else setting
+
+
 def cannot_write_in(folder):
     """Why no file can be made in `folder`, or None: a file is made and removed at once, before any work (permission
     bits say nothing for root, nor for /proc or a full disk)."""

@@ -75,7 +75,8 @@ def main(tokenizer, out, root=None):
     splits = split_files(stdlib_files(root), root)
     if not any(splits.values()):
         raise ValueError(f"--root {root}: no UTF-8 .py files there (test folders and site-packages are left out)")
-    meta = {"n_vocab": encoder.n_vocab, "root": str(root), "tokens": {}, "files": {}}
+    meta = {"n_vocab": encoder.n_vocab, "tokenizer": encoder.fingerprint, "root": str(root),
+            "tokens": {}, "files": {}}
     ids = {}
     for name, files in splits.items():  # all the work first: a failed or interrupted run writes nothing
         ids[name] = np.array(tokenize(files, encoder), dtype=np.uint16)

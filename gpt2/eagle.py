@@ -54,7 +54,8 @@ def init_eagle(n_embd, n_head, rng):
              "ln_2": {"g": np.ones(C, np.float32), "b": np.zeros(C, np.float32)},
              "mlp": {"c_fc": {"w": w(C, 4 * C), "b": np.zeros(4 * C, np.float32)},
                      "c_proj": {"w": w(4 * C, C, std=0.02 / math.sqrt(2)), "b": np.zeros(C, np.float32)}}}
-    return {"fc": {"w": fc_w, "b": np.zeros(C, np.float32)}, "block": block}, {"n_embd": C, "n_head": n_head}
+    config = {"kind": "eagle", "n_embd": C, "n_head": n_head}  # the kind: gpt2/addons.py
+    return {"fc": {"w": fc_w, "b": np.zeros(C, np.float32)}, "block": block}, config
 
 
 # ---- training: paired forward / backward (gpt2/backprop.py's style) ----
@@ -168,6 +169,14 @@ class BatchEagleHead:
     context; a node sees the context, its ancestors and itself). Shapes: B rows in a pass, T items per row (padded),
     C n_embd, H heads, D = C // H, S slots per row, V n_vocab.
     """
+
+    @staticmethod
+    def row_bytes(head, tokens):
+        """An upper bound on the bytes one row takes: its cache (2 x S x C numbers) and the
+        activations of a pass of `tokens` items (features, the block's 16 C, attention over S
+        slots per head, logits [V])."""
+        C, H, V, S = head.wte.shape[1], head.n_head, head.wte.shape[0], head.capacity + 1
+        return 4 * (2 * S * C + min(tokens, S) * (16 * C + H * S + 3 * V))
 
     def __init__(self, head, rows):
         self.head, self.rows = head, rows
@@ -295,6 +304,9 @@ def load_eagle(folder, n_embd=None, n_vocab=None):
             or config["n_head"] < 1 or config["n_embd"] % config["n_head"]:
         raise CorruptFile(folder / "eagle.json", "n_embd and n_head must be whole numbers, n_embd a multiple of n_head",
                           RETRAIN)
+    if config.get("kind", "eagle") != "eagle":
+        raise CorruptFile(folder / "eagle.json", f"kind is {config['kind']!r}, not 'eagle'",
+                          RETRAIN)
     accuracy = config.get("accuracy", {})
     share = accuracy.get("rank_share", [[1.0]]) if isinstance(accuracy, dict) else None
     if not (isinstance(share, list) and share and all(isinstance(row, list) and row and len(row) == len(share[0]) and
@@ -325,13 +337,16 @@ def load_eagle(folder, n_embd=None, n_vocab=None):
 
 
 def eagle_folder(name, folder=None, offline=None):
-    """--heads DIR, else eagle/ inside the target's folder (the built-in tiny-target ships one)."""
+    """--heads DIR, else eagle/ inside the target's folder (the built-in tiny-target ships one);
+    a folder of another kind of add-on is refused (gpt2/addons.py)."""
+    from gpt2.addons import check_kind, folder_kind
     from gpt2.hub import resolve
 
     path = Path(folder) if folder else resolve(name, offline=offline) / "eagle"
-    if not (path / "eagle.json").exists():
+    if folder_kind(path) is None:
         raise ValueError(f"no EAGLE head for {name!r} at {path}: train one with `python -m gpt2.train_eagle --backbone "
                          f"{name} --data DIR --out DIR` (see README) and pass --heads DIR")
+    check_kind(path, "eagle", f"--heads {folder}" if folder else f"{path}", "--method eagle/eagle2")
     return path
 
 

@@ -72,6 +72,19 @@ class Encoder:
         return len(self.encoder)
 
     @property
+    def fingerprint(self):
+        """sha256 of the vocabulary (tokens in id order) and the merges (in rank order): tokenizers
+        with equal fingerprints encode and decode alike, whatever their files' names or format."""
+        if not hasattr(self, "_fingerprint"):
+            import hashlib
+
+            vocab = sorted(self.encoder.items(), key=lambda item: item[1])
+            merges = sorted(self.ranks, key=self.ranks.get)
+            text = json.dumps([vocab, merges], ensure_ascii=False, separators=(",", ":"))
+            self._fingerprint = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return self._fingerprint
+
+    @property
     def eot(self):
         return self.encoder[EOT]
 

@@ -112,6 +112,18 @@ def row_layout(xs, p, trees, n_slots, n_ctx, xp, pad_rows=1):
     return out
 
 
+def row_bytes(hparams, tree_slots, tokens, itemsize=4):
+    """An upper bound on the bytes one row takes in a batched engine of these hparams: its KV
+    cache (2 x L x S x C numbers) and the activations of its largest pass of `tokens` tokens (the
+    residual stream, q/k/v, the MLP's 4C, attention scores over S slots per head, and logits,
+    softmax and a warped copy of [V] each). Example: tiny-target (L 6, C 256, H 4, n_ctx 256,
+    V 4097), tree_slots 256, 64 tokens: 6.3 MB of cache + 4.7 MB of activations."""
+    L, C, H, V = hparams["n_layer"], hparams["n_embd"], hparams["n_head"], hparams["n_vocab"]
+    S = hparams["n_ctx"] + tree_slots + 1
+    T = min(tokens, S)
+    return itemsize * (2 * L * S * C + T * (16 * C + H * S + 3 * V))
+
+
 class RowCaches:
     """One KV cache row per sequence, the tokens each row holds, and _match(xs), which gives each sequence of a call
     its row and the prefix it can reuse there. BatchGPT2 and gpt2/self_draft.py's engine stand on it."""

@@ -37,7 +37,7 @@ def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, bat
         features.append(layer_norm(residuals[2 * exit_layer], **params["ln_f"]).reshape(-1, hparams["n_embd"]))
         finals.append(layer_norm(residuals[-1], **params["ln_f"]).reshape(-1, hparams["n_embd"]))
     features, finals = xp.concatenate(features), xp.concatenate(finals)
-    heads, config = init_heads(1, to_numpy(wte), tied=True, act="silu")
+    heads, config = init_heads(1, to_numpy(wte), tied=True, act="silu", kind="early_exit")
     head = {k: {n: xp.asarray(a) for n, a in v.items()} for k, v in heads[0].items()}
 
     def loss_and_grads(head, step, rng):  # soft cross-entropy to the target's law on batch_size random positions

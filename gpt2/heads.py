@@ -16,13 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
+from gpt2.addons import ACTIVATIONS, RETRAIN, read_heads_config
 from gpt2.backend import xp_of
 
-ACTIVATIONS = ("silu", "relu")
 
 
-def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None):
-    """K heads for a backbone whose (tied) LM head is wte [V, C]."""
+def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None, kind=None):
+    """K heads for a backbone whose (tied) LM head is wte [V, C]; kind (gpt2/addons.py) goes into
+    their config: "medusa", "blockwise" or "early_exit", by default blockwise for tied heads and
+    medusa for untied ones."""
     V, C = wte.shape
     rng = rng or np.random.default_rng(0)
     heads = []
@@ -35,7 +37,8 @@ def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None
             out = wte.T.copy() if from_lm_head else rng.standard_normal((C, V), dtype=np.float32) * np.float32(0.02)
             head["out"] = {"w": np.ascontiguousarray(out, dtype=np.float32)}
         heads.append(head)
-    return heads, {"n_heads": n_heads, "tied": tied, "act": act}
+    kind = kind or ("blockwise" if tied else "medusa")
+    return heads, {"kind": kind, "n_heads": n_heads, "tied": tied, "act": act}
 
 
 def _act(z, act):  # -> a, da/dz
@@ -119,7 +122,6 @@ def save_heads(folder, heads, config, dtype="float16", record=None):
     tmp.replace(folder / "heads.json")
 
 
-RETRAIN = "re-train the heads with `python -m gpt2.train_heads` (see README)"
 HEAD_SHAPES = {"res.w": ("C", "C"), "res.b": ("C",), "out.w": ("C", "V")}  # out.w only in untied heads
 
 
@@ -144,23 +146,6 @@ def load_heads(folder, n_embd=None, n_vocab=None):
     if n_vocab is not None and not config["tied"] and heads[0]["out"]["w"].shape[1] != n_vocab:
         raise ValueError(f"heads in {folder} predict {heads[0]['out']['w'].shape[1]} tokens; the backbone has {n_vocab}")
     return heads, config
-
-
-def read_heads_config(path):
-    """heads.json, checked: n_heads a whole number >= 1, tied true or false, act one of ACTIVATIONS."""
-    from gpt2.weights import CorruptFile, read_json
-
-    config = read_json(path, fix=RETRAIN)
-    if not isinstance(config, dict):
-        raise CorruptFile(path, "not a JSON object", RETRAIN)
-    n, tied, act = config.get("n_heads"), config.get("tied"), config.get("act")
-    if type(n) is not int or n < 1:
-        raise CorruptFile(path, f"n_heads is {n!r}; it must be a whole number >= 1", RETRAIN)
-    if type(tied) is not bool:
-        raise CorruptFile(path, f"tied is {tied!r}; it must be true or false", RETRAIN)
-    if act not in ACTIVATIONS:
-        raise CorruptFile(path, f"act is {act!r}; it must be one of {', '.join(ACTIVATIONS)}", RETRAIN)
-    return config
 
 
 def read_head_tensors(path, config):
@@ -202,13 +187,17 @@ def keep_first_heads(src, dst, n):
     dtype = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[stored]
     if not 1 <= n <= config["n_heads"]:
         raise ValueError(f"--n {n}: {src} has {config['n_heads']} heads; cannot keep the first {n}")
-    record = {k: v for k, v in config.items() if k not in ("n_heads", "tied", "act")}
+    from gpt2.addons import heads_kind
+
+    record = {k: v for k, v in config.items() if k not in ("kind", "n_heads", "tied", "act")}
     for key in ("accuracy", "accuracy_text"):
         if key in record:
             record[key] = {name: (rows[:n + 1] if isinstance(rows, list) else rows) for name, rows in record[key].items()}
     record["kept"] = f"the first {n} of the {config['n_heads']} heads in {src}"
     with output_folder(dst):  # a failed run leaves no half-written folder behind
-        save_heads(dst, heads[:n], {**config, "n_heads": n}, dtype=dtype, record=record)
+        kept = {"kind": heads_kind(config), "n_heads": n, "tied": config["tied"],
+                "act": config["act"]}
+        save_heads(dst, heads[:n], kept, dtype=dtype, record=record)
 
 
 if __name__ == "__main__":

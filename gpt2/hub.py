@@ -70,9 +70,13 @@ def check_cache_dir(cache=None):
 
 
 def is_offline(offline=None):
-    """--offline, else PICOSPEC_OFFLINE: any value but "", 0, false, no or off (in any case) means offline."""
-    setting = os.environ.get("PICOSPEC_OFFLINE", "").strip().lower()
-    return offline if offline is not None else setting not in ("", "0", "false", "no", "off")
+    """--offline, else PICOSPEC_OFFLINE: 1, true, yes or on (any case) means offline; unset, empty,
+    0, false, no or off means online; another value is a ValueError naming it
+    (gpt2.cli.env_flag)."""
+    from gpt2.cli import env_flag
+
+    setting = env_flag("PICOSPEC_OFFLINE", default=False)  # even under --offline: a typo shows
+    return offline if offline is not None else setting
 
 
 def hub_url():

@@ -25,17 +25,44 @@ def load_model(name, device="cpu", offline=None):
         if not path.exists():
             raise ValueError(f"the built-in n-gram draft {path} is missing from gpt2/assets; "
                              "rebuild it with `python -m gpt2.ngram` (see README) or choose another --draft")
-        return NGram.load(path), load_encoder(ASSETS / "tiny-target")  # the built-in models share one tokenizer
+        model, encoder = NGram.load(path), load_encoder(ASSETS / "tiny-target")  # the built-ins'
+        model.tokenizer = model.tokenizer or encoder.fingerprint  # no record: counted with theirs
+        model.folder = path
+        return model, encoder
 
     from gpt2.engine import GPT2
     from gpt2.hub import resolve
     from gpt2.weights import load_checkpoint
 
+    from gpt2.addons import check_kind
+
     folder = resolve(name, offline=offline)
+    check_kind(folder, "model", f"model {name!r}", "--target or --draft")  # not a folder of heads
     hparams, params = load_checkpoint(folder)
     encoder = load_encoder(folder)
     check_vocabulary(folder, hparams["n_vocab"], encoder)
-    return GPT2(hparams, params, device=device), encoder
+    model = GPT2(hparams, params, device=device)
+    model.tokenizer, model.folder = encoder.fingerprint, folder  # for check_tokenizers
+    return model, encoder
+
+
+def check_tokenizers(draft, target, draft_name, target_name, role="draft"):
+    """Speculative decoding compares the draft's and the target's laws token by token, so both
+    must read ids with one tokenizer: the same vocabulary size is not enough (the same ids may
+    spell other strings). ValueError naming both folders where the tokenizers' fingerprints
+    (gpt2/encoder.py) differ."""
+    if draft.n_vocab != target.n_vocab:
+        raise ValueError(f"{role} {draft_name!r} has {draft.n_vocab} tokens but target "
+                         f"{target_name!r} has {target.n_vocab}: speculative decoding needs one "
+                         "vocabulary; pick a matching pair")
+    mine, theirs = getattr(draft, "tokenizer", None), getattr(target, "tokenizer", None)
+    if mine is not None and theirs is not None and mine != theirs:
+        where = getattr(draft, "folder", draft_name), getattr(target, "folder", target_name)
+        raise ValueError(f"{role} {draft_name!r} ({where[0]}) and target {target_name!r} "
+                         f"({where[1]}) have {target.n_vocab} tokens each but different tokenizers "
+                         f"(vocabulary or merges differ, fingerprints {mine[:12]} and "
+                         f"{theirs[:12]}): speculative decoding needs one tokenizer; pick a {role} "
+                         "trained with the target's")
 
 
 def check_vocabulary(folder, n_vocab, encoder):
@@ -52,13 +79,16 @@ def check_vocabulary(folder, n_vocab, encoder):
 
 def heads_folder(name, kind, heads=None, offline=None):
     """Where a backbone's trained heads live: --heads DIR, else `kind` (medusa, blockwise) inside the backbone's folder
-    (the built-in tiny-target ships both)."""
+    (the built-in tiny-target ships both); a folder of another kind of add-on is refused
+    (gpt2/addons.py)."""
+    from gpt2.addons import check_kind, folder_kind
     from gpt2.hub import resolve
 
     folder = Path(heads) if heads else resolve(name, offline=offline) / kind
-    if not (folder / "heads.json").exists():
+    if folder_kind(folder) is None:
         raise ValueError(f"no {kind} heads for {name!r} at {folder}: train them with `python -m gpt2.train_heads "
                          f"--backbone {name} --data DIR --out DIR` (see README) and pass --heads DIR")
+    check_kind(folder, kind, f"--heads {heads}" if heads else f"{folder}", f"--method {kind}")
     return folder
 
 

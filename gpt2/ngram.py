@@ -24,11 +24,12 @@ from gpt2.cli import Option
 
 
 class NGram:
-    def __init__(self, unigram, tables, n_vocab):
+    def __init__(self, unigram, tables, n_vocab, tokenizer=None):
         self.unigram = unigram  # [V] float32, add-one smoothed
         self.tables = tables  # one dict per context length 1 .. order-1: keys, offsets, next, counts
         self.n_vocab = n_vocab
         self.n_ctx = 10**9  # no context window
+        self.tokenizer = tokenizer  # fingerprint of the tokenizer it was counted with, if known
 
     @property
     def order(self):
@@ -80,7 +81,10 @@ class NGram:
         tensors = {"unigram": self.unigram}
         for k, table in enumerate(self.tables, start=1):
             tensors.update({f"{k}.{name}": a for name, a in table.items()})
-        write_safetensors(path, tensors, metadata={"n_vocab": self.n_vocab, "order": self.order})
+        meta = {"n_vocab": self.n_vocab, "order": self.order}
+        if self.tokenizer:  # what its ids mean (gpt2/encoder.py's fingerprint)
+            meta["tokenizer"] = self.tokenizer
+        write_safetensors(path, tensors, metadata=meta)
 
     @classmethod
     def load(cls, path):
@@ -91,7 +95,7 @@ class NGram:
         tensors = read_safetensors(path)
         tables = [{name: tensors[f"{k}.{name}"] for name in ("keys", "offsets", "next", "counts")}
                   for k in range(1, int(meta["order"]))]
-        return cls(tensors["unigram"], tables, int(meta["n_vocab"]))
+        return cls(tensors["unigram"], tables, int(meta["n_vocab"]), meta.get("tokenizer"))
 
 
 def main(data, out, order=4, min_count=2):
@@ -112,8 +116,20 @@ def main(data, out, order=4, min_count=2):
     tokens = np.fromfile(data / "train.bin", dtype=np.uint16)
     check_ids(tokens, n_vocab, f"--data {data}: train.bin")  # meta.json must cover the ids: the table is [n_vocab]
     model = NGram.build(tokens, n_vocab, order, min_count)
+    model.tokenizer = read_tokenizer(data / "meta.json")  # checked against a target's tokenizer
     model.save(out)  # written to a temporary name, then renamed
     print(f"order {order}: {sum(len(t['next']) for t in model.tables)} n-grams, {Path(out).stat().st_size / 1e6:.1f} MB")
+
+
+def read_tokenizer(path):
+    """The tokenizer fingerprint gpt2.corpus recorded in meta.json, or None (data made before)."""
+    import json
+
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8")).get("tokenizer")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def has_data(folder):  # -> None, or which of the files this command reads is missing

@@ -245,12 +245,15 @@ def load_adapter(folder, exit_layer, n_embd):
     """The exit adapter in folder/early_exit for `exit_layer`, as {"head", "act"}; ValueError when it is missing."""
     from pathlib import Path
 
+    from gpt2.addons import check_kind, folder_kind
     from gpt2.heads import load_heads
 
     path = Path(folder) / ADAPTER
-    if not (path / "heads.json").exists():
+    if folder_kind(path) is None:
         raise ValueError(f"no exit adapter in {path}: train one with `python -m bench.self_draft --task exits`, or "
                          "pass --noadapter for the plain LM head")
+    check_kind(path, "early_exit", f"{path} (the target's exit adapter folder)",
+               "--method early_exit")
     heads, config = load_heads(path, n_embd=n_embd)
     if config.get("exit_layer") != exit_layer:
         raise ValueError(f"the exit adapter in {path} was trained for exit layer {config.get('exit_layer')}, not "
@@ -261,6 +264,16 @@ def load_adapter(folder, exit_layer, n_embd):
 # ---- the shipped configuration ----
 
 CONFIG = "self_draft.json"  # in the model's folder: {"layer_skip": {"skip", "K", ...}, "early_exit": {...}}
+ENTRY_KINDS = {"layer_skip": "skip_set", "early_exit": "exit_layer"}  # each entry's declared "kind"
+HOLDS = {"skip_set": "a skip set", "exit_layer": "an exit layer"}
+
+
+def entry_kind(entry):
+    """The kind of one self_draft.json entry: declared, else by its fields (skip: a skip set;
+    exit_layer: an exit layer), else None. Example: {"skip": "a1", "K": 2} -> "skip_set"."""
+    if entry.get("kind") is not None:
+        return entry["kind"]
+    return "skip_set" if "skip" in entry else "exit_layer" if "exit_layer" in entry else None
 
 
 def read_config(folder):
@@ -297,6 +310,8 @@ def config_problem(key, value):
     if key == "skip" and not (isinstance(value, str) or isinstance(value, list) and all(isinstance(v, str)
                                                                                           for v in value)):
         return "the skip set must be a string such as 'a3,m4' or a list of such names"
+    if key == "kind" and value not in HOLDS:
+        return f"the kind must be one of {', '.join(HOLDS)}"
     return None
 
 
@@ -306,12 +321,24 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
     Its .settings: the K and threshold searched with it (K 4, threshold 0 where nothing was searched). head: the
     target engine's LM head weights (GPT2.head), shared instead of copied."""
     L, config = hparams["n_layer"], read_config(folder).get(kind, {})
+    held = entry_kind(config)
+    if held is not None and held != ENTRY_KINDS[kind]:
+        task = "search" if kind == "layer_skip" else "exits"
+        raise ValueError(f"the {kind!r} entry of {folder}/{CONFIG} holds {HOLDS[held]}, but "
+                         f"--method {kind} needs {HOLDS[ENTRY_KINDS[kind]]}: rebuild it with "
+                         f"`python -m bench.self_draft --task {task}`")
     settings = {"K": config.get("K", 4), "threshold": config.get("threshold", 0.0)}
     if kind == "layer_skip":
         if skip is None and "skip" not in config:
             raise ValueError(f"no skip set for this model: {folder}/{CONFIG} has none; search one with `python -m "
                              "bench.self_draft --task search --target NAME` or pass --skip a3,m4")
-        engine = SelfDraft(hparams, params, parse_skip(config["skip"] if skip is None else skip, L), head=head)
+        skipped = parse_skip(config["skip"] if skip is None else skip, L)
+        if len(skipped) == 2 * L:  # a draft of the embeddings alone: one guess whatever the context
+            where = f"--skip {skip}" if skip is not None else f"the skip set in {folder}/{CONFIG}"
+            raise ValueError(f"{where} skips all {2 * L} sublayers of the target's {L} layers, so "
+                             "the draft would have no layers at all: keep at least one sublayer "
+                             "(the search's set is the default)")
+        engine = SelfDraft(hparams, params, skipped, head=head)
         engine.settings = settings
         return engine
     if exit_layer is None and "exit_layer" not in config:

@@ -15,7 +15,8 @@ reuses. With distilled data the heads' accuracy is measured on the backbone's ow
 (`accuracy`, what the sparse tree is built from) and on the validation text (`accuracy_text`).
 --device gpu runs the backbone, the heads' training and the self-distillation's forwards on CuPy arrays (the same
 loop and the same rng draws: the data and the seed make the same batches on both).
-DIR holds train.bin / val.bin as written by `python -m gpt2.corpus`. OUT gets heads.safetensors + heads.json (and for
+DIR holds train.bin / val.bin as written by `python -m gpt2.corpus`. OUT gets heads.safetensors +
+heads.json (its "kind": blockwise for --tied heads, else medusa, checked by those methods; and for
 MEDUSA-2 the fine-tuned backbone, so OUT is a complete model folder). Shapes: B batch, T n_ctx, C n_embd, V n_vocab.
 """
 import json

@@ -31,21 +31,34 @@ NAMES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.f
          np.dtype(np.bool_): "BOOL"}
 
 
-FIX = "delete it to download it again, or re-train it if you made it"
+def fix_for(path):
+    """What to do about a bad file: delete it only where picospec downloaded it (inside its cache
+    folder); a file the user supplied is theirs to replace.
+    Example: ~/.cache/picospec/openai-community/gpt2/config.json -> "delete it to download it
+    again"."""
+    from gpt2.hub import cache_dir
+
+    try:
+        ours = Path(path).resolve().is_relative_to(cache_dir().resolve())
+    except (OSError, RuntimeError, ValueError):
+        ours = False
+    if ours:
+        return "delete it to download it again"
+    return "replace it with a good copy, or re-train it if you made it"
 
 
 class CorruptFile(ValueError):
     """A file that is not what it should be; the message names it, says what is wrong and what to do."""
 
-    def __init__(self, path, what, fix=FIX):
-        super().__init__(f"{path}: {what}; {fix}")
+    def __init__(self, path, what, fix=None):
+        super().__init__(f"{path}: {what}; {fix or fix_for(path)}")
 
 
 def _fail(path, what):
     raise CorruptFile(path, what)
 
 
-def read_json(path, fix=FIX):
+def read_json(path, fix=None):
     """The JSON value in `path`; CorruptFile naming the file when it is not UTF-8 JSON."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
@@ -256,7 +269,34 @@ def load_checkpoint(folder):
             raise ValueError(f"{folder}: {name} is missing; a checkpoint folder needs config.json and model.safetensors")
     hparams = hparams_from_config(read_json(folder / "config.json"), folder / "config.json")
     path = folder / "model.safetensors"
-    return hparams, params_from_state_dict(read_safetensors(path), hparams, source=path)
+    tensors = read_safetensors(path)
+    if differences := sizes_differ(tensors, hparams):
+        raise CorruptFile(folder / "config.json", f"{'; '.join(differences)}: the config and the "
+                          "weights do not belong together",
+                          "put this model's own config.json beside its model.safetensors")
+    return hparams, params_from_state_dict(tensors, hparams, source=path)
+
+
+def sizes_differ(tensors, hparams):
+    """The sizes config.json states that the weights contradict (the vocabulary and width of wte,
+    the positions of wpe, the layers h.0..h.{L-1}).
+    Example: n_layer 1000 beside 6 layers -> ["n_layer is 1000 but model.safetensors holds 6
+    layers"]."""
+    sd = {k.removeprefix("transformer."): v for k, v in tensors.items()}
+    held = {}
+    if getattr(sd.get("wte.weight"), "ndim", 0) == 2:
+        held["vocab_size"], held["n_embd"] = sd["wte.weight"].shape
+    if getattr(sd.get("wpe.weight"), "ndim", 0) == 2:
+        held["n_positions"] = sd["wpe.weight"].shape[0]
+    layers = {int(k.split(".")[1]) for k in sd if k.startswith("h.") and k.split(".")[1].isdigit()}
+    if layers:
+        held["n_layer"] = max(layers) + 1
+    stated = {"vocab_size": hparams["n_vocab"], "n_embd": hparams["n_embd"],
+              "n_positions": hparams["n_ctx"], "n_layer": hparams["n_layer"]}
+    unit = {"vocab_size": "tokens", "n_embd": "numbers per token", "n_positions": "positions",
+            "n_layer": "layers"}
+    return [f"{key} is {stated[key]} but model.safetensors holds {held[key]} {unit[key]}"
+            for key in stated if key in held and held[key] != stated[key]]
 
 
 def save_checkpoint(folder, hparams, params, dtype="float32", metadata=None):

@@ -1,9 +1,5 @@
 """Autoregressive sampling (ArS): Chen et al. 2023 (arXiv:2302.01318), Algorithm 1. q = the target model.
-
-    for t = n .. T-1:  sample x_{t+1} ~ q(x | x_1..x_t)
-
-One target call per token: the baseline every speculative method is measured against. Its batched form runs B
-prompts at once, one batched target call per token (the baseline of `main.py --batch`).
+Notation in full, worked examples and choices: docs/algorithms.md (autoregressive.py).
 """
 from picospec.rejection import row_uniforms, sample_rows
 from picospec.sampling import check_inputs, sample, warp
@@ -25,12 +21,8 @@ def autoregressive_sampling(x, model, N, rng, stats=None, **sampling_options):
 
 
 def batch_autoregressive_sampling(xs, model, N, rng, stats=None, generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, one batched call per token (picospec/batch.py's batched contract).
-
-    Row b is what autoregressive_sampling gives xs[b] alone with generators[b] (else rng, drawn in row order): the
-    same warped law and the same inverse-CDF draw. stats, if a list, gets one dict per call: {"drafted": 0,
-    "accepted": [0 per row], "tokens": [[new id] per row]}.
-    """
+    """Each prompt of xs followed by N tokens, one batched call per token (picospec/batch.py's
+    batched contract). More: docs/algorithms.md (autoregressive.py, batch_autoregressive_sampling)."""
     for x in xs:
         check_inputs(x, N, **sampling_options)
     xs = [[int(t) for t in x] for x in xs]

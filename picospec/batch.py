@@ -1,18 +1,7 @@
 """Speculative sampling for a batch of prompts (Chen et al. 2023, Algorithm 2, B sequences at a time), ragged:
 every row accepts its own number of drafts per step and so sits at its own length, like a serving system's batch.
-
-Batched model contract: model(xs: list[list[int]], n: int = 1) -> probs [B, n, V], row b being the distributions
-after the last n prefixes of xs[b]; rows may have different lengths, and the rows passed are the active ones (a
-finished row is left out). GPT-2 engines implement it in gpt2/engine.py (one forward pass for all rows, one KV
-cache per row); `batched(model)` builds it from a stateless per-sequence model (the toys, the n-gram draft).
-p = draft, q = target (Chen et al.). Shapes: B rows, k drafts, V vocabulary.
-
-`batch_tree_decoding` is the batched loop of the tree and chain methods: every row proposes its own tree (from its
-text: prompt lookup's chain, REST's trie, lookahead's window; or, with propose_rows, from a batched draft model for all
-rows at once: greedy's chain, SpecInfer's and Sequoia's trees), one batched tree call scores them all, and each row is
-verified by its method's own rule. Those methods' batched forms are this loop with their propose and verify.
-`eagle_prefill` is the start that the two batched EAGLE forms share, and `root_rounds` the rounds of the batched forms
-whose steps end in a root token (Medusa, EAGLE, EAGLE-2); each keeps its own draft and verification.
+Shapes: B rows, k drafts, V vocabulary.
+Notation in full, worked examples and choices: docs/algorithms.md (batch.py).
 """
 import numpy as np
 
@@ -43,11 +32,9 @@ class batched:
 
 
 def eagle_prefill(xs, N, target, rng, generators, root, stats=None):
-    """The start of both batched EAGLE forms -> (xs as lists of ids, T the length each row must reach, gen each row's
-    generator, F per row the target's features after every prompt position [L_b, C], roots per row the token after its
-    prompt). Each prompt is scored as a chain below its first token, all rows in one batched tree call (a chain's rows
-    are a causal forward's), and the caches then hold the prompts; root(logits [V], generator) draws the token after
-    a prompt. stats, if a list, gets the prefill's step record."""
+    """The start of both batched EAGLE forms -> (xs as lists of ids, T the length each row must
+    reach, gen each row's generator, F per row the target's features after every prompt position
+    [L_b, C], and the roots). More: docs/algorithms.md (batch.py, eagle_prefill)."""
     xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
     gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
     logits, H = target.tree([x[:1] for x in xs], [(x[1:], list(range(-1, len(x) - 2))) for x in xs], hidden=True)
@@ -59,10 +46,8 @@ def eagle_prefill(xs, N, target, rng, generators, root, stats=None):
 
 
 def root_rounds(xs, T, roots):
-    """The rounds of the batched forms whose every step ends in a root token (Medusa, EAGLE, EAGLE-2): each round every
-    active row takes its root (the token the last verification gave: always accepted), then -> the rows still short of
-    their length T[b]; none left ends it. The caller updates roots[b] in place during a round. Example: T = [6, 5], xs of lengths 3 and 3, roots [7, 9]: the
-    first round appends 7 and 9 and yields [0, 1] (both rows still short)."""
+    """The rounds of the batched forms whose every step ends in a root token (Medusa, EAGLE,
+    EAGLE-2). More: docs/algorithms.md (batch.py, root_rounds)."""
     active = list(range(len(xs)))
     while True:
         for b in active:
@@ -75,12 +60,8 @@ def root_rounds(xs, T, roots):
 
 def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=None, generators=None,
                                **sampling_options):
-    """Each prompt of xs followed by exactly N tokens, distributed as autoregressive sampling from the target.
-
-    Needs room for len(x) + N + K - 1 tokens per row. `stats`, if a list, gets one dict per step:
-    {"drafted": k, "accepted": [per row, -1 for finished rows], "tokens": [new ids per row]}: the step record of
-    picospec.verify.step_record with one entry per row.
-    """
+    """Each prompt of xs followed by exactly N tokens, distributed as autoregressive sampling from
+    the target. More: docs/algorithms.md (batch.py, batch_speculative_sampling)."""
     for x in xs:
         check_inputs(x, N, K, **sampling_options)
     xs = [list(x) for x in xs]
@@ -115,20 +96,8 @@ def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=N
 
 
 def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generators=None, propose_rows=False):
-    """Each prompt of xs followed by N tokens, one batched target call per step:
-
-        propose(b, x, room) -> (tokens, parents)    row b's draft tree from its text x (nothing from the verifier's
-                                                 randomness), no path longer than room = the tokens it still needs - 1
-        (propose_rows=True: propose(bs, xs, rooms) -> one tree per active row, in one go: for drafts that come
-        from a batched draft model, which drafts every row in one call)
-        verify(b, tokens, parents, Q, rng) -> (path, token)    Q [1 + m, V] the target's (unwarped) probs at the root
-                                                 and at every node; path the accepted nodes, token the one after them
-    (b, the row's index in xs, lets a method keep state per row: lookahead's window and n-gram pool.)
-    target: the batched contract plus tree(xs, trees, probs=True) -> one [1 + m_b, V] per row, and accept(paths).
-    generators: {row: numpy Generator} for rows with their own randomness (else rng). stats, if a list, gets one dict
-    per target call: {"drafted": the deepest tree, "nodes": the largest, "accepted": [per row, -1 for finished rows],
-    "tokens": [new ids per row]}.
-    """
+    """Each prompt of xs followed by N tokens, one batched target call per step. More:
+    docs/algorithms.md (batch.py, batch_tree_decoding)."""
     xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
     gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
     while True:

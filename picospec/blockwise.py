@@ -2,38 +2,9 @@
 Models", arXiv:1811.03115), greedy, as in the paper: its predict / verify / accept loop and the merged variant it
 calls "combined scoring and proposal". Draft-then-verify with no draft model: the drafts come from extra heads on
 the target's own last hidden state.
-
-Notation (the paper's). k = block size. p_1 = the model's next-token distribution; p_2..p_k = the k - 1 proposal
-heads: p_i at position j proposes the token i places ahead, y_{j+i}. One block at length j:
-    Predict  ŷ_{j+i} = argmax p_i(y_{j+i} | y_{<=j}),                              i = 1..k
-    Verify   k̂ = the largest n such that ŷ_{j+i} = argmax p_1(y_{j+i} | y_{<=j}, ŷ_{j+1..j+i-1})  for all i <= n
-    Accept   y_{j+1..j+k̂} = ŷ_{j+1..j+k̂};  j = j + k̂
-ŷ_{j+1} is p_1's own argmax given y_{<=j}, so k̂ >= 1, and every accepted token is p_1's greedy choice given all
-tokens before it: the output equals greedy decoding of p_1 token for token. Verify is one forward pass over
-x + ŷ_{j+1..j+k-1}; in the code its rows count from 0: row r is p_1 after x + ŷ_{j+1..j+r+1} and checks ŷ_{j+r+2}.
-
-Calls to the model (the cost), greedy and honest:
-- merged=False (the basic algorithm): a Predict call and a Verify call per block; a block of one token needs no Verify.
-- merged=True (combined scoring and proposal): Verify also runs ŷ_{j+k} and applies the heads to its hidden
-  states, so p_1..p_k at the last accepted position, i.e. the next block's ŷ, come out of the same call: one call
-  per block plus the first Predict. The paper's count is m/k + 1 for m tokens when every proposal is accepted.
-  Exactly, here, with every proposal accepted:
-      merged:      1 + ceil((N - 1) / k)              (= N/k + 1 when k >= 2 divides N; the last block does not
-                                                       run its last proposal, so k = 1 costs N calls, not N + 1)
-      not merged:  ceil(N / k) + ceil((N - 1) / k)    (k >= 2; N when k = 1: no block ever needs a Verify)
-  The "free" token that Verify's row after ŷ_{j+k̂} offers is p_1's argmax there, which merged takes as the next
-  block's ŷ_{j+1} (kept for sure): appending it now instead would give the same tokens and the same calls. Not merged,
-  it is left unused, as in the paper's basic algorithm.
-
-Interfaces: target.logits(x, n, hidden=True) -> (logits [n, V], h [n, C]) after the last n prefixes of x (its KV cache
-is the engine's business); heads(h) -> logits [k - 1, n, V] of p_2..p_k. Shapes: V = n_vocab, C = n_embd.
-stats gets one picospec.verify.step_record per block: drafted = head proposals checked, accepted = of them kept
-(k̂ - 1), tokens = the k̂ tokens, origins = ["bonus"] (ŷ_{j+1}, the model's own token) + ["draft"] * (k̂ - 1), calls =
-model calls made.
-
-Worked example (k = 3, x = [5]): Predict gives ŷ = [7, 2, 9]; Verify runs 7, 2 after x (merged: 7, 2, 9) and p_1
-picks 2 after [5, 7] and 4 after [5, 7, 2]: ŷ_2 = 2 is kept, ŷ_3 = 9 != 4 is not, k̂ = 2, x = [5, 7, 2]. Merged,
-p_1 and the heads on the row after [5, 7, 2] are the next block's ŷ, whose first token is that 4.
+k = block size; p_1 = the model's next-token law, p_2..p_k = the proposal heads. Steps: Predict, Verify, Accept.
+Shapes: V = n_vocab, C = n_embd.
+Notation in full, worked examples and choices: docs/algorithms.md (blockwise.py).
 """
 import numpy as np
 
@@ -105,12 +76,8 @@ def blockwise_decoding(x, target, heads, N, k, merged=True, stats=None):
 
 
 def batch_blockwise_decoding(xs, target, heads, N, k, merged=True, stats=None):
-    """Each prompt of xs followed by N tokens, as blockwise_decoding gives it alone: every row's Predict in one
-    batched call (merged: only before the first block) and one call of the heads, every row's Verify chain
-    x + ŷ_{j+1..} in one batched tree call. target: the batched contract (gpt2/engine.py) with
-    logits(xs, 1, hidden=True), tree(xs, trees, hidden=True) and accept(paths). stats, if a list, gets one dict per
-    block: {"drafted": the most proposals a row checked, "accepted": [k̂ - 1 per row, -1 for finished rows],
-    "tokens": [new ids per row], "calls": target calls}."""
+    """Each prompt of xs followed by N tokens, as blockwise_decoding gives it alone. More:
+    docs/algorithms.md (blockwise.py, batch_blockwise_decoding)."""
     for x in xs:
         check_inputs(x, N)
     check_block_size(k)

@@ -1,41 +1,9 @@
 """Cascade speculative drafting (CS Drafting): Chen et al. 2023, "Cascade Speculative Drafting for Even Faster LLM
-Inference" (arXiv:2312.11462), Algorithm 1 (the recursive step), with the paper's two cascades:
-
-- vertical: a drafter's own tokens come from speculative steps in which it reviews the next smaller drafter's
-  drafts (one call scores several tokens), down to the smallest one, which simply samples;
-- horizontal: the first positions of a draft come from the larger drafter, later positions (which the reviewer rejects
-  more often) from the smaller, cheaper one.
-
-models = [M_0, M_1, ..., M_n]: M_0 the target, then the drafters from largest to smallest (here: target, tiny-draft,
-n-gram). k_matrix[i][j] (j > i, the paper's K): tokens drafter j adds, in turn, to a draft that M_i reviews. With
-target, tiny-draft and n-gram: k_matrix[0][1] = K (tiny-draft's tokens), k_matrix[0][2] = K_tail (n-gram tokens after
-them: horizontal), k_matrix[1][2] = K_inner (n-gram drafts per tiny-draft call: vertical). Letters as in
-picospec/speculative.py: p = a drafter's law, q = the reviewer's; every law is warped alike. Shapes: B rows of a
-batch, n positions scored, V vocabulary.
-
-Lossless at every temperature: every drafted token carries the law it was drawn from, and the reviewer verifies it
-against that law. A token from a reviewing step of M_j follows p_j given the tokens before it (that step is lossless
-for M_j: picospec/verify.py), whatever the smaller drafters proposed inside it; a token sampled by the smallest
-drafter follows its own p_n. So the draft is an autoregressive draw from the position-wise law r_t (p_1 for the first
-K positions, p_2 after them), drawn independently of the reviewer's coins, and verify_chain(drafts, [r_t], Q) keeps
-the reviewer's law exactly as for one draft model. Verifying a vertical token against the smallest drafter's law
-(what it proposed before its reviewer corrected it) instead breaks this: tests/test_cascade.py rejects that variant.
-
-Example (by hand, temperature 0, K = 3, K_inner = 2, K_tail = 1): the n-gram proposes a, b; tiny-draft keeps a, rejects
-b and puts c; the n-gram proposes d (K_inner is capped by the 1 token still needed), tiny-draft keeps it: a c d; the
-n-gram adds e; the target scores a c d e in one call.
-
-Batched (batch_cascade_decoding, for `main.py --batch`; models follow picospec/batch.py's batched contract): the same
-recursion over B rows, every model call made once for all the rows at that point of it. Each row keeps its own
-count of review steps, so a row that reaches its goal in a drafter's turn before the others rides along in that
-turn's calls (its text unchanged, nothing drafted or drawn, its output not read: a batched engine's cache rows stay
-put, as in picospec/greedy.py); rows that have all N tokens leave. Rows ask a reviewer for different numbers of
-positions n_b; one call asks for the largest, n, and row b reads its last n_b (the rest is wasted work, never a
-different law). Every row can give n: a draft falls short of the longest only where K or the tokens its row still
-needs cut it, and then the row's text already holds the K, or N - 1, tokens that bound n. What stays per row is
-the coins: each row's drafts are sampled and verified by the single form's own sample / verify_chain on its own
-generator (picospec/rejection.py's vectorised sampler draws in another order), so no model call is left unbatched
-and row b is cascade_decoding on xs[b] alone, draw for draw.
+Inference" (arXiv:2312.11462), Algorithm 1 (the recursive step), with the paper's vertical and horizontal cascades. models = [M_0 (the
+target), M_1, .., M_n (drafters, largest first)]; k_matrix[i][j] = tokens drafter j adds to a draft M_i reviews.
+p = a drafter's law, q = the reviewer's. Shapes: B rows of a batch, n positions scored, V vocabulary.
+Lossless: each drafted token is verified against the law it was drawn from (docs/proofs.md).
+Notation in full, worked examples and choices: docs/algorithms.md (cascade.py).
 """
 from picospec.sampling import check_inputs, sample, warp
 from picospec.verify import step_record, verify_chain
@@ -153,12 +121,9 @@ def batch_cascade_draft(xs, models, k_matrix, limits, rngs, sampling_options):
 
 def batch_cascade_decoding(xs, target_model, draft_model, draft2_model, N, K, rng, K_inner=2, K_tail=2, stats=None,
                            generators=None, **sampling_options):
-    """Each prompt of xs followed by exactly N tokens, row b distributed as cascade_decoding gives xs[b] alone, and
-    equal to it draw for draw with generators[b] (a numpy Generator; rows without one draw from rng).
-
-    The models follow the batched contract (picospec/batch.py). `stats`, if a list, gets one dict per target call:
-    {"drafted": the longest draft, "accepted": [per row, -1 for finished rows], "tokens": [new ids per row]}.
-    """
+    """Each prompt of xs followed by exactly N tokens, row b distributed as cascade_decoding gives
+    xs[b] alone, and equal to it draw for draw with generators[b] (a numpy Generator). More:
+    docs/algorithms.md (cascade.py, batch_cascade_decoding)."""
     for x in xs:
         check_inputs(x, N, K, **sampling_options)
     models, k_matrix = cascade(target_model, draft_model, draft2_model, K, K_inner, K_tail)

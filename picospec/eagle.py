@@ -1,35 +1,14 @@
 """EAGLE-1 (Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty",
 arXiv:2401.15077): a one-block head drafts at the feature level (gpt2/eagle.py); a static tree of its guesses is scored
-by one tree-attention forward of the target and verified losslessly.
-
-Symbols (the paper's): t_i the tokens, f_i the target's feature (last hidden state) at position i; the head guesses
-f_(i+1) from f_(<=i) and t_(<=i+1), and the target's frozen LM head turns the guess into p, the draft law of t_(i+2);
-q is the target's law. Shapes: m tree nodes, V n_vocab, C n_embd. The models, as functions:
-    target.logits(x, n, hidden=True) -> logits [n, V], features [n, C]         (prefill)
-    target.tree(x, tokens, parents, hidden=True) -> logits [1 + m, V], features [1 + m, C]
-    draft(x, F, tokens, parents) -> logits [1 + m, V]      F: the target's features at x's positions but the last
-Row 0 of draft is its law of the token after x; row 1 + i its law after node i, which it reaches on its own guessed
-features (so the tree is drafted a level per call). The head keeps its context cached, like the engine.
-
-One step (x ends with the root: the token the last verification produced, always accepted):
-  Step 1: draft the static tree `choices` (rank paths, picospec/tree.py) level by level. The children of a node are
-          at temperature 0 or with candidates="topk": the head's top-ranked tokens (rank r: the (r+1)-th most likely),
-          deterministic given the context;
-          at temperature > 0 with candidates="sample": tokens drawn one after another without replacement from the
-          head's law p, warped like the target's (the paper's multi-round speculative sampling; a node's j-th child
-          in rank order is the j-th draw).
-  Step 2: one target forward scores every node (row 0 after the root, row 1 + i after node i).
-  Step 3: verify: temperature 0: the greedy path (exact match); sampled children: verify_without_replacement, each
-          judged against p with the siblings drawn before it removed; top-k children: verify_tree with one-hot
-          proposals (a token fixed by the context is a draw from the one-hot at itself). Lossless both ways.
-  Step 4: keep the accepted path in the target's cache; the root's and the accepted nodes' features, rows of the same
-          forward, join F: the head's context always holds true features.
+by one tree-attention forward of the target and verified losslessly. Shapes: V n_vocab, m tree nodes, C n_embd.
+Notation in full, worked examples and choices: docs/algorithms.md (eagle.py).
 """
 import numpy as np
 
 from picospec.batch import eagle_prefill, root_rounds
 from picospec.sampling import check_inputs, first_token, sample, warp
-from picospec.tree import (check_choices, children, depth as tree_depth, greedy_path, sort_choices, sparse_tree,
+from picospec.tree import (chain_choices, check_choices, children, depth as tree_depth, greedy_path, sort_choices,
+                           sparse_tree,
                            top_ranked)
 from picospec.verify import step_record, verify_tree, verify_without_replacement
 
@@ -56,22 +35,17 @@ def static_tree(tree, accuracy=None, nodes=10, depth=5):
     picospec.tree.sparse_tree, from the head's measured rank_share per step ahead: P(the true token k + 1 steps ahead
     is rank r | the k before it right), `nodes` nodes at most `depth` deep), or the paths themselves."""
     if tree == "chain":
-        return [[0] * d for d in range(1, depth + 1)]
+        return chain_choices(depth)
     if tree == "sparse":
         if accuracy is None:
-            raise ValueError("this EAGLE head has no accuracy record to build the sparse tree from: pass --tree chain "
-                             "or a list of rank paths like '[[0],[0,0],[1]]'")
+            raise ValueError("no accuracy record to build the sparse tree from")
         return sparse_tree(np.asarray(accuracy)[:depth], nodes)[0]
     check_choices(tree)
     return sort_choices(tree)
 
 
 class TreeDraft:
-    """Step 1 for one sequence, a level at a time: request() -> (tokens, parents) of the nodes the head must run for
-    this level (the nodes above that have children here, in the order first run; parents as indices into that list),
-    or None when the tree is full; fill(logits [1 + m, V]) draws this level's children from the head's rows.
-    result() -> tokens, parents (node order: by depth, siblings in rank order), laws (the warped p each node was drawn
-    from, for sampled children; None otherwise)."""
+    """Step 1 for one sequence, a level at a time. More: docs/algorithms.md (eagle.py, TreeDraft)."""
 
     def __init__(self, choices, rng, sampled, sampling_options):
         self.rng, self.sampled, self.sampling_options = rng, sampled, sampling_options
@@ -175,14 +149,8 @@ def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats
 
 def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample", stats=None, generators=None,
                          **sampling_options):
-    """Each prompt of xs followed by N tokens, as eagle_decoding gives it alone with generators[b] (else rng): every
-    row's tree drafted a level per batched head call, every row's tree scored in one batched target call.
-
-    target: gpt2/engine.py's BatchGPT2 (tree(xs, trees, hidden=True), accept(paths)); draft:
-    gpt2/eagle.py's BatchEagleHead, draft(bs, xs, Fs, trees) -> per row [1 + m, V]. stats, if a list, gets one dict per target call: {"drafted": the
-    deepest tree, "nodes": the largest, "accepted": [per row, -1 for finished rows], "tokens": [new ids per row]}
-    (the first call is the prefill). Shapes: B rows, m_b row b's nodes, L_b its prompt's length.
-    """
+    """Each prompt of xs followed by N tokens, as eagle_decoding gives it alone with generators[b]
+    (else rng). More: docs/algorithms.md (eagle.py, batch_eagle_decoding)."""
     for x in xs:
         check_inputs(x, N, 1, **sampling_options)
     if candidates not in CANDIDATES:

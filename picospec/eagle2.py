@@ -1,29 +1,9 @@
 """EAGLE-2 (Li, Wei, Zhang, Zhang 2024, "EAGLE-2: Faster Inference of Language Models with Dynamic Draft Trees",
 arXiv:2406.16858): EAGLE's head (picospec/eagle.py, gpt2/eagle.py), but the tree is grown for each context by the
 head's own confidence instead of being fixed in advance.
-
-The paper's observation: the head's probability of a token approximates the chance the target accepts it, so a node's
-value V_i = prod of the head's probabilities along its path (here log V_i = sum of log p, "the cumulative draft
-log-probability") approximates the chance the whole path is accepted. Shapes: V n_vocab; n drafted nodes, m kept.
+Shapes: V n_vocab; n drafted nodes, m kept.
     draft(x, F, tokens, parents) -> logits [1 + m, V]       (the contract of picospec/eagle.py)
-
-One step (x ends with the root):
-  Step 1 (expansion): the root's top_k tokens are layer 1. For each further layer (depth layers in all): the head
-          runs on the top_k nodes of the layer with the highest value (one head call per layer), and each of them
-          gets its top_k tokens as children, value = parent's value + log p(child). Every child joins the draft pool;
-          the top_k of them by value are the next layer's nodes to expand.
-  Step 2 (reranking): of all drafted nodes, keep the total_tokens of highest value. A child's value is never above its
-          parent's (log p <= 0), and ties go to the node drafted first, so the kept nodes form a tree (every kept
-          node's parent is kept); flattened in the order drafted, parents come before children.
-  Step 3: one target forward scores the kept tree; verification as for EAGLE-1 with top-k candidates: the greedy path
-          at temperature 0, verify_tree with one-hot proposals above (the candidates are fixed by the context, and the
-          siblings are distinct, being one node's top-k), so the output follows the warped target exactly.
-  Step 4: keep the accepted path; its true features join F.
-Worked example (tests/test_eagle.py checks it): top_k 2, the root's law [.6, .3, .1] over tokens 0..2 -> layer 1 is
-tokens 0 (log .6) and 1 (log .3); if the head then gives token 0's children [.9, .05, .05], child 0 has value log .54,
-above token 1's log .3, so with total_tokens 2 the tree is the chain 0 -> 0.
-Batched (batch_eagle2_decoding): the same steps per row, Step 1 a layer per head call for every row still expanding
-(Expansion holds one row's pool between calls), Step 3 one target call for every row's tree.
+Notation in full, worked examples and choices: docs/algorithms.md (eagle2.py).
 """
 import numpy as np
 
@@ -39,11 +19,8 @@ def log_softmax(logits):  # [..., V] -> [..., V], float64
 
 
 class Expansion:
-    """Step 1 for one context, a layer per head call: request() -> (tokens, parents) of the nodes the head must run
-    next (every node expanded so far, in the order first run; parents as indices into that list; the first request
-    asks for none: the root's law), or None once depth layers are drafted; fill(logits [1 + m, V]) drafts the next
-    layer from the head's rows. pool() -> tokens, parents (pool nodes, -1: the root), values (cumulative log p), in
-    the order drafted (by layer, so a parent comes before its children)."""
+    """Step 1 for one context, a layer per head call. More: docs/algorithms.md (eagle2.py,
+    Expansion)."""
 
     def __init__(self, depth, top_k):
         self.depth, self.top_k = depth, top_k
@@ -161,15 +138,8 @@ def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_token
 
 def batch_eagle2_decoding(xs, target, draft, N, rng, depth=5, tree_top_k=4, total_tokens=16, stats=None,
                           generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, as eagle2_decoding gives it alone with generators[b] (else rng): every
-    row's tree expanded a layer per batched head call (all rows still expanding in it), reranked per row, and every
-    row's tree scored in ONE batched target call.
-
-    target: gpt2/engine.py's BatchGPT2 (tree(xs, trees, hidden=True), accept(paths)); draft:
-    gpt2/eagle.py's BatchEagleHead, draft(bs, xs, Fs, trees) -> per row [1 + m, V]. stats, if a list, gets one
-    dict per target call: {"drafted": the deepest tree, "nodes": the largest, "accepted": [per row, -1 for finished
-    rows], "tokens": [new ids per row]} (the first call is the prefill). Shapes: B rows, m_b row b's nodes.
-    """
+    """Each prompt of xs followed by N tokens, as eagle2_decoding gives it alone with generators[b]
+    (else rng). More: docs/algorithms.md (eagle2.py, batch_eagle2_decoding)."""
     greedy = check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options)
     xs, T, gen, F, roots = eagle_prefill(xs, N, target, rng, generators,
                                          lambda z, g: first_token(z, greedy, g, **sampling_options), stats)

@@ -1,22 +1,8 @@
 """Greedy draft-and-verify (exact-match verification), as in assisted generation (Hugging Face's "assisted
-generation"; Leviathan et al. 2023, arXiv:2211.17192, section 3 at temperature 0), with the two ways of choosing K per
-step that the survey seed describes: the heuristic schedule and an early stop on draft confidence.
-
-p = draft model, q = target model (Chen et al.'s letters, as in speculative.py).
+generation"; Leviathan et al. 2023, arXiv:2211.17192, section 3 at temperature 0), with two ways of choosing K
+per step: the heuristic schedule and an early stop on draft confidence.
 Shapes: V vocabulary, k drafts, B rows (the batched form).
-
-One step: draft greedily (argmax of p) up to K tokens; one target call gives argmax q at each position; keep the
-drafts up to the first mismatch, then the target's own token there (or the bonus token after K matches).
-The output equals autoregressive greedy decoding of q token for token: every kept token is q's argmax given the
-tokens before it.
-
-K per step:
-- schedule="constant": K every step;
-- schedule="heuristic": K + 2 after a fully accepted draft, K - 1 (never below 1) otherwise;
-- confidence=c: stop drafting as soon as the draft's top probability falls below c (the token is not drafted).
-
-The batched form drafts every row in one batched draft call per draft position and verifies every row's chain in one
-batched target call; each row keeps its own K and schedule, and equals the single form on its prompt alone.
+Notation in full, worked examples and choices: docs/algorithms.md (greedy.py).
 """
 import numpy as np
 

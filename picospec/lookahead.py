@@ -2,39 +2,8 @@
 Lookahead Decoding", arXiv:2402.02057; LMSYS blog, November 2023). No draft model: Jacobi iteration on a window of
 guesses produces n-grams, a pool remembers them, and the pooled n-grams that continue the text are verified, both
 branches in one forward pass of the target.
-
-The paper's three knobs and their names here (N stays the number of new tokens, as in every picospec method):
-    W  window size: columns of the lookahead window                      -> `window`
-    N  n-gram size (>= 2): the window has N - 1 levels                   -> `ngram`
-    G  most n-grams verified per step (0: lookahead only, no guesses)    -> `guesses`
 Shapes: W = window, L = ngram - 1 levels, m tree nodes (m_v of them in the verification branch), V = n_vocab.
-
-Lookahead branch. The window holds L rows of W guesses; level 0 is the oldest Jacobi trajectory. As a token tree:
-    (0, 0) hangs below x[-1] (parent -1), (0, i) below (0, i - 1), and (l, i), l >= 1, below (l - 1, i).
-So (l, i) sits at depth l + i + 1, position len(x) + l + i, and its chain of ancestors is (l - 1, i) .. (0, i),
-(0, i - 1) .. (0, 0): a column of the window read bottom-up, after the level-0 guesses that come before it. The row
-after the top token (L - 1, i) is the target's next token after that chain, new_i (the Jacobi update of column i),
-so (0, i), (1, i), .., (L - 1, i), new_i is an n-gram the target finds plausible. It enters the pool under its first
-token; then the window shifts up one level: level l <- level l + 1, and the new tokens become the top level.
-Worked example (W = 2, N = 3): nodes (0,0) (0,1) (1,0) (1,1) get parents -1 0 0 1 and depths 1 2 2 3.
-
-Verification branch. The pool maps a key token to at most `pool_cap` (N - 1)-token continuations, newest first and
-without duplicates. The (at most G) continuations of key x[-1] are guesses of what follows x; their trie
-(picospec.tree.trie) hangs below x[-1] beside the window, its node indices offset by the W * L window nodes. Both
-branches are one tree, so the engine's ordinary tree attention runs them in ONE target.tree() call.
-
-Lossless. The window and the pool come from earlier steps only, so this step's guesses are one-hot proposals that do
-not depend on the randomness used to verify them. They are verified by recursive rejection sampling over the trie
-(verify_tree with P=None), which at temperature 0, where q is one-hot, is exact match; the window's own tokens are
-never accepted. The Jacobi update takes the target's argmax at every temperature: the window is only a guess
-generator, and no guess, however made, changes the law of the output, only how many tokens a step keeps.
-
-Choices of this implementation: the first window is W * L tokens of the prompt drawn with the generator `rng` (the
-paper starts from random tokens; Jacobi iteration refines any start). Candidates are cut to the tokens still needed
-minus one (the step's extra token), and the window is skipped (left as it is) on a step where its depth W + N - 2
-exceeds the tokens still needed, so no tree reaches past len(x) + N; fitting len(x) + N into the context is the
-caller's and the engine's business. stats gets one picospec.verify.step_record per target call: drafted = depth of
-the verification trie, nodes = its size (the window's nodes are scored too but are never drafts), as in Medusa.
+Notation in full, worked examples and choices: docs/algorithms.md (lookahead.py).
 """
 import numpy as np
 
@@ -45,12 +14,8 @@ from picospec.verify import step_record, verify_tree
 
 
 def lookahead_tree(window, candidates):
-    """Both branches as one tree -> (tokens [m], parents [m], n_look = W * L lookahead nodes).
-
-    window: L levels of W tokens (L = 0: no lookahead branch); candidates: continuations of x[-1]. Node order: the
-    window level by level, (0, 0) .. (0, W - 1), (1, 0) .., then the candidates' trie.
-    Example: lookahead_tree([[10, 11], [20, 21]], [[7, 8]]) -> [10, 11, 20, 21, 7, 8], parents [-1, 0, 0, 1, -1, 4].
-    """
+    """Both branches as one tree -> (tokens [m], parents [m], n_look = W * L lookahead nodes). More:
+    docs/algorithms.md (lookahead.py, lookahead_tree)."""
     W = len(window[0]) if window else 0
     tokens, parents = [], []
     for level, row in enumerate(window):
@@ -157,10 +122,8 @@ def lookahead_decoding(x, target, N, rng, window=4, ngram=3, guesses=4, pool_cap
 
 def batch_lookahead_decoding(xs, target, N, rng, window=4, ngram=3, guesses=4, pool_cap=None, stats=None,
                              generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, as lookahead_decoding gives it alone: every row keeps its own window and
-    n-gram pool, and both branches of every row are scored in one batched tree call per step
-    (picospec.batch.batch_tree_decoding: its stats, generators and target; a row's stats count the window's nodes
-    too). A row's first window is drawn from its own generator, before any step, as the single method draws it."""
+    """Each prompt of xs followed by N tokens, as lookahead_decoding gives it alone. More:
+    docs/algorithms.md (lookahead.py, batch_lookahead_decoding)."""
     for x in xs:
         W, L, cap = check_lookahead(x, N, window, ngram, guesses, pool_cap, sampling_options)
     grids = [first_window([int(t) for t in x], W, L, (generators or {}).get(b, rng)) for b, x in enumerate(xs)]

@@ -1,30 +1,8 @@
 """Medusa decoding (Cai et al. 2024, "Medusa: Simple LLM Inference Acceleration Framework with Multiple Decoding
 Heads", arXiv:2401.10774): K extra heads on the last hidden state guess the tokens 2..K+1 ahead; their top-k
 candidates form a tree (picospec/tree.py) that the model verifies in one tree-attention forward.
-
-Notation (the paper's and its code's): the root is the LM head's token at the current position; head k's top-`topk`
-candidates fill depth k of the tree; `medusa_choices` picks which rank combinations are kept; the "posterior" decides
-how much of the tree to accept. Shapes: K heads, m tree nodes (root excluded), V n_vocab, C n_embd.
-
-    target.logits(x, 1, hidden=True) -> logits [1, V], h [1, C]        (prefill)
-    target.tree(x, tokens, parents, hidden=True) -> logits [1 + m, V], h [1 + m, C]
-    heads(h, n_heads=None) -> logits [K, n, V]                   (the first n_heads heads at each of n positions)
-
-Posteriors (sec. 2.3.1):
-    greedy    exact match with the target's argmax: the output equals greedy decoding token for token.
-    typical   typical acceptance: a candidate x is kept when p(x) > min(epsilon, delta * exp(-H(p))), p the target's
-              temperature-scaled distribution at its parent and H its entropy; the first token (the root) is always
-              kept. Faster but lossy at temperature > 0: outputs are "typical", not the target's law.
-    nucleus   a candidate is kept when it lies in the target's top-`nucleus_p` nucleus. Lossy likewise. (The
-              sampling option top_p, if given, warps the target's law like every other method's.)
-    lossless  recursive rejection sampling over siblings (picospec.verify.verify_tree, one-hot proposals because
-              top-k candidates are deterministic given the context): the output follows the warped target exactly.
-At temperature 0 typical and nucleus keep exactly the argmax matches, so they equal greedy.
-
-Batched (`batch_medusa_decoding`, for --batch): B prompts, each with its own tree from its own heads' guesses, all
-scored in one batched tree-attention forward (gpt2/engine.py: target.tree(xs, trees) -> one [1 + m_b, V] per
-row, target.accept(paths)); every row is verified by the same posterior as a single sequence, with its own generator
-when it has one, so a row's output is the single-sequence output of its prompt.
+Shapes: K heads, m tree nodes (root excluded), V n_vocab, C n_embd.
+Notation in full, worked examples and choices: docs/algorithms.md (medusa.py).
 """
 import numpy as np
 
@@ -137,12 +115,8 @@ def tree_shape(medusa_choices, full, topk, room):
 
 def batch_medusa_decoding(xs, target, heads, N, rng, medusa_choices, topk=10, posterior="greedy", epsilon=0.09,
                           delta=0.3, nucleus_p=0.8, stats=None, generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens, as medusa_decoding gives it alone: every step scores all rows' trees
-    in one batched target call. generators: {row: numpy Generator} for rows with their own randomness (else rng).
-
-    stats, if a list, gets one dict per target call: {"drafted": the deepest tree, "nodes": the largest,
-    "accepted": [per row, -1 for finished rows], "tokens": [new ids per row]} (the first call is the prefill).
-    """
+    """Each prompt of xs followed by N tokens, as medusa_decoding gives it alone. More:
+    docs/algorithms.md (medusa.py, batch_medusa_decoding)."""
     for x in xs:
         check_inputs(x, N, 1, **sampling_options)
     if posterior not in POSTERIORS:
@@ -190,61 +164,3 @@ def first_token(logits, posterior, rng, sampling_options):  # the prefill's toke
     if posterior == "greedy" or sampling_options.get("temperature", 1) == 0:
         return int(np.argmax(logits))
     return sample(warp(softmax(logits.astype(np.float64)), **sampling_options), rng)
-
-
-TREES = ("sparse", "chain", "cartesian")
-
-
-def rank_paths(value):
-    """Whether value is written as a list of rank paths: [[0], [0, 0], [1]] yes; [0, 1], [[True]], "[[0]]" no."""
-    return isinstance(value, list) and all(isinstance(c, list) and all(type(r) is int for r in c) for c in value)
-
-
-def parse_tree(tree):
-    """A tree as a user writes it: "sparse", "chain", "cartesian" or a JSON list of rank paths like "[[0],[0,0],[1]]".
-    -> the name or the list of paths; ValueError for anything else (checked before any model loads)."""
-    import json
-
-    if tree in TREES:
-        return tree
-    try:
-        choices = json.loads(tree) if isinstance(tree, str) else tree
-    except (json.JSONDecodeError, RecursionError):  # RecursionError: brackets nested thousands deep
-        choices = None
-    if not rank_paths(choices):
-        shown = repr(tree) if len(repr(tree)) <= 80 else repr(tree)[:76] + "...'"
-        raise ValueError(f"--tree {shown}: use sparse, chain, cartesian or a JSON list of rank paths like "
-                         "'[[0],[0,0],[1]]'")
-    check_choices(choices)
-    return choices
-
-
-def choose_tree(tree, n_heads, sparse=None):
-    """medusa_choices for --tree: the heads' own sparse tree (built from their measured accuracy, if shipped),
-    a chain of top-1 candidates, a 2-wide Cartesian tree, or the paths given."""
-    tree = parse_tree(tree)
-    if tree == "sparse":
-        if sparse is None:
-            raise ValueError("these heads have no sparse tree (medusa_choices.json): build one with `python -m "
-                             "bench.trees --build DIR --budgets 7` or pass --tree chain, cartesian or a list of paths")
-        return sparse
-    if tree == "chain":
-        return chain_choices(n_heads)
-    if tree == "cartesian":
-        return cartesian_choices(min(n_heads, 3), 2)
-    check_choices(tree, n_heads=n_heads)
-    return tree
-
-
-def chain_choices(depth):
-    """A single path of top-1 candidates: [[0], [0, 0], ...]."""
-    return [[0] * d for d in range(1, depth + 1)]
-
-
-def cartesian_choices(depth, k):
-    """Every combination of each head's top-k up to `depth`: k + k^2 + .. + k^depth nodes."""
-    level, out = [[]], []
-    for _ in range(depth):
-        level = [c + [r] for c in level for r in range(k)]
-        out += level
-    return out

@@ -1,28 +1,6 @@
 """THE table of methods: the one place that lists them. main.py, the benchmarks, the notebooks, the tests and the
-generated tables of README.md and docs/methods.md read it; nothing else names a method.
-
-A row says what a method is to everyone who runs it:
-    name      what --method takes
-    fn        the algorithm (a function in its own file of picospec/)
-    args      fn's positional arguments, by name: x (prompt ids), N (new tokens), rng, target, draft, draft2, heads,
-              datastore, or one of the method's options (K)
-    needs     what must be loaded before it runs: "draft" (a draft model), "draft2" (a second, smaller one, from
-              the option --draft2), "heads:medusa" / "heads:blockwise" (heads on the target), "datastore" (REST's
-              suffix array), "self_draft:layer_skip" / "self_draft:early_exit" (the target and its own draft path on
-              one engine: they replace "target")
-    law       "lossless" (the output follows the warped target at every temperature), "greedy" (greedy-only: exact
-              at temperature 0, refuses temperature > 0) or "lossy" (samples, but not the target's law); a function
-              of the options where an option decides it (Medusa's posterior)
-    options   the method's own options: name, type, default, one-line help, bounds (the front door checks them)
-    instead   for a greedy-only method: the lossless method to use at temperature > 0
-    prepare   (options, loaded, sampling) -> keyword arguments of fn, where options need what was loaded
-    batch     the batched form, for --batch (None: the method refuses --batch)
-
-Adding a method = one file in picospec/ + one row below (+ its tests, a bench row, a notebook cell).
-Options marked load=True are read by whoever loads the method's needs (a heads folder, a datastore path) and are
-not passed to fn.
-"""
-import math
+generated tables of README.md and docs/methods.md read it. Adding a method = one file in picospec/ + one row below
+(+ its tests, a bench row, a notebook cell)."""
 from typing import Callable, NamedTuple
 
 from picospec.autoregressive import autoregressive_sampling, batch_autoregressive_sampling
@@ -33,7 +11,9 @@ from picospec.eagle import CANDIDATES, batch_eagle_decoding, eagle_decoding, sta
 from picospec.eagle2 import batch_eagle2_decoding, eagle2_decoding
 from picospec.greedy import SCHEDULES, batch_greedy_decoding, greedy_decoding
 from picospec.lookahead import batch_lookahead_decoding, lookahead_decoding
-from picospec.medusa import POSTERIORS, batch_medusa_decoding, choose_tree, medusa_decoding, parse_tree
+from picospec.medusa import POSTERIORS, batch_medusa_decoding, medusa_decoding
+from picospec.options import (K_option, Option, eagle_tree_check, expansion_check, medusa_tree, parse_tree,
+                              skip_check, tree_check)
 from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
 from picospec.rest import batch_rest_decoding, rest_decoding
 from picospec.sequoia import batch_sequoia_decoding, sequoia_decoding
@@ -44,46 +24,26 @@ from picospec.speculative import speculative_sampling
 LAWS = ("lossless", "greedy", "lossy")
 
 
-class Option(NamedTuple):
-    """One option of a method (the same fields as gpt2.cli.Option, which parses it)."""
-    name: str
-    type: object
-    default: object = None
-    help: str = ""
-    low: float = None
-    high: float = None
-    above: float = None
-    choices: tuple = None
-    check: Callable = None
-    required: bool = False
-    load: bool = False
-    check_list: Callable = None  # for a list type: check(values) -> message or None, of the whole list
-
-
 class Method(NamedTuple):
-    name: str
-    fn: Callable
-    args: tuple
+    name: str  # what --method takes
+    fn: Callable  # the algorithm, a function in its own file of picospec/
+    args: tuple  # fn's positional arguments by name: x, N, rng, target, draft, draft2, heads, datastore, or an option
     help: str
     paper: str
+    # what must be loaded before it runs: "draft", "draft2" (a second, smaller drafter, from --draft2),
+    # "heads:medusa" / "heads:blockwise" / "heads:eagle" (heads on the target), "datastore" (REST's suffix array),
+    # "self_draft:layer_skip" / "self_draft:early_exit" (the target and its own draft path on one engine: they
+    # replace "target"), "acceptance" (Sequoia's vectors measured for the pair)
     needs: tuple = ()
+    # "lossless" (the warped target's law at every temperature), "greedy" (exact at temperature 0, refuses
+    # temperature > 0) or "lossy"; a function of the options where an option decides it (Medusa's posterior)
     law: object = "lossless"
+    # the method's own options (picospec/options.py: type, default, help, bounds, checks; the door runs them before
+    # anything loads); load=True: read by the loader of the needs, not passed to fn
     options: tuple = ()
-    instead: str = None
-    prepare: Callable = None
-    batch: Callable = None
-
-
-def K_option(help="draft tokens per step"):
-    return Option("K", int, 4, help, low=1, high=64)
-
-
-def tree_check(text):
-    try:
-        parse_tree(text)
-    except ValueError as e:
-        return str(e)
-    return None
+    instead: str = None  # for a greedy-only method: the lossless method to use at temperature > 0
+    prepare: Callable = None  # (options, loaded, sampling) -> keyword arguments of fn, where options need what loaded
+    batch: Callable = None  # the batched form, for --batch (None: the method refuses --batch)
 
 
 def prepare_medusa(options, loaded, sampling):
@@ -91,7 +51,7 @@ def prepare_medusa(options, loaded, sampling):
     heads, tree = loaded["heads"], options.pop("tree")
     if options["posterior"] == "auto":
         options["posterior"] = "greedy" if sampling.get("temperature", 1) == 0 else "lossless"
-    return {**options, "heads": heads["fn"], "medusa_choices": choose_tree(tree, heads["n_heads"], heads.get("sparse"))}
+    return {**options, "heads": heads["fn"], "medusa_choices": medusa_tree(tree, heads["n_heads"], heads.get("sparse"))}
 
 
 def prepare_blockwise(options, loaded, sampling):
@@ -103,16 +63,13 @@ def prepare_blockwise(options, loaded, sampling):
     return {**options, "heads": lambda h: heads["fn"](h)[:K - 1]}  # p_2..p_K
 
 
-def eagle_tree_check(text):
-    if text == "cartesian":
-        return "--tree cartesian is Medusa's; EAGLE takes sparse, chain or JSON rank paths like '[[0],[0,0],[1]]'"
-    return tree_check(text)
-
-
 def prepare_eagle(options, loaded, sampling):
     """The static tree from --tree, --nodes and --depth (sparse: from the head's measured accuracy per step)."""
-    head = loaded["heads"]
-    choices = static_tree(parse_tree(options.pop("tree")), head.accuracy, options.pop("nodes"), options.pop("depth"))
+    head, tree = loaded["heads"], parse_tree(options.pop("tree"))
+    if tree == "sparse" and head.accuracy is None:
+        raise ValueError("this EAGLE head has no accuracy record to build the sparse tree from: pass --tree chain "
+                         "or a list of rank paths like '[[0],[0,0],[1]]'")
+    choices = static_tree(tree, head.accuracy, options.pop("nodes"), options.pop("depth"))
     return {**options, "heads": head, "choices": choices}
 
 
@@ -121,27 +78,17 @@ def prepare_eagle2(options, loaded, sampling):
     return {**options, "heads": loaded["heads"]}
 
 
-def expansion_check(expansion):
-    """A tree of at most 256 draft nodes (each level's children times the nodes above it): the most one tree call
-    scores, as --nodes and --num_draft_nodes are bounded elsewhere. Example: 1,1,2 -> 1 + 1 + 2 = 4 nodes."""
-    nodes = sum(math.prod(expansion[:i + 1]) for i in range(len(expansion)))
-    if nodes > 256:
-        return f"a tree of {nodes} draft nodes, more than the 256 one target call scores: use fewer levels or children"
-    return None
-
-
-def skip_check(text):
-    """--skip: sublayer names, comma-separated (a = attention, m = MLP, then the layer); the engine checks the layers."""
-    parts = [t.strip() for t in text.split(",")]
-    if not all(len(t) > 1 and t[0] in "am" and t[1:].isdigit() for t in parts):
-        return "write the sublayers to skip as a<layer> (attention) or m<layer> (MLP), comma-separated, e.g. a3,m4"
-    return None
-
-
 def prepare_specinfer(options, loaded, sampling):
     """--merge: the trees of --draft and --draft2 grow from the same expansion and are merged (multi-draft)."""
     merge = options.pop("merge")
     return {**options, "draft": [loaded["draft"], loaded["draft2"]] if merge else loaded["draft"]}
+
+
+def prepare_sequoia(options, loaded, sampling):
+    """--acceptance left out: the pair's measured vector (greedy at temperature 0, sampled above)."""
+    if options["acceptance"] is None:
+        options["acceptance"] = loaded["acceptance"]["greedy" if sampling.get("temperature", 1) == 0 else "sampled"]
+    return options
 
 
 def prepare_self_draft(options, loaded, sampling):
@@ -303,14 +250,14 @@ METHODS = (
     Method("sequoia", sequoia_decoding, ("x", "draft", "target", "N", "rng"),
            "the token tree that maximises expected accepted tokens (a dynamic program), drawn without replacement",
            "Chen et al. 2024, arXiv:2402.12374",
-           needs=("draft",),
+           needs=("draft", "acceptance"), prepare=prepare_sequoia,
            options=(Option("nodes", int, 3, "draft nodes in the tree (the paper's n - 1; 3: the hardware-aware "
                            "choice for the first built-in pair on a 2-core CPU; docs/results/token_trees.md has this engine's)", low=1,
                            high=255),
                     Option("depth", int, 3, "most draft tokens on one path (the paper's d)", low=1, high=64),
                     Option("acceptance", "floats", None, "acceptance vector a_1,a_2,..: P(the k-th child is the one "
-                           "accepted), for the dynamic program (default: the built-in pair's, measured)", low=0,
-                           high=1)), batch=batch_sequoia_decoding),
+                           "accepted), for the dynamic program (default: the pair's, measured: sequoia.json in "
+                           "the target's folder)", low=0, high=1)), batch=batch_sequoia_decoding),
 )
 TABLE = {m.name: m for m in METHODS}
 
@@ -352,12 +299,8 @@ def batch_refusal(method):
 
 
 def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, batch=False):
-    """Run one row: fn(*args, **its options, **sampling options) -> x followed by N tokens. With batch=True, x is a
-    list of prompts, the models in `loaded` follow the batched contract, and the row's batched form runs.
-
-    loaded: {"target": model, "draft": model, "heads": {...}, "datastore": ...} as its needs say; options: the
-    method's own (defaults filled in for those not given); sampling: temperature, top_k, top_p.
-    """
+    """Run one row: fn(*args, **its options, **sampling options) -> x followed by N tokens. More:
+    docs/algorithms.md (methods.py, call)."""
     sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
     options = {**defaults(method), **(options or {})}
     check_temperature(method, options, sampling.get("temperature", 1.0))

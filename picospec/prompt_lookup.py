@@ -1,28 +1,6 @@
 """Prompt lookup decoding (Saxena 2023, "Prompt Lookup Decoding"; in transformers as `prompt_lookup_num_tokens`):
 speculative decoding whose draft is a string match in the sequence itself instead of a draft model.
-
-Options as users know them: `max_ngram_size` (default 3) and `num_pred_tokens` (default 10).
-
-Drafting: for n = max_ngram_size down to 1, take the last n tokens and find their first earlier occurrence (not the
-trailing n-gram itself); the tokens that followed it, at most num_pred_tokens and at most up to the end of the
-sequence (as transformers truncates), are the draft. No match for any n: no draft, and the step is one plain target call.
-
-Worked examples (max_ngram_size=3, num_pred_tokens=2):
-    x = [1, 2, 3, 4, 1, 2, 3]      last 3-gram [1, 2, 3] occurs at 0 -> draft [4, 1]
-    x = [5, 1, 2, 9, 1, 2, 7, 1, 2] no 3-gram match; 2-gram [1, 2] occurs first at 1 -> draft [9, 1]
-    x = [1, 2, 3]                  no match -> []
-    x = [7, 8, 7]                  1-gram [7] at 0 -> draft [8, 7] (the continuation runs to the very end)
-
-Verification (notation of Chen et al. 2023: p = draft, q = target). The draft is a deterministic function of the
-sequence, i.e. a one-hot proposal p = e_x. Rejection sampling with it stays lossless: x is kept with probability
-min(1, q(x) / 1) = q(x), and on rejection the residual norm(max(0, q - e_x)) is q with x removed and renormalised.
-At temperature 0 q is one-hot too, so this is exactly greedy exact-match verification.
-
-Batched (`batch_prompt_lookup_decoding`, for --batch): every row drafts from its own sequence, so drafts have
-different lengths (none, for a row without a match). A chain is a tree whose node i hangs below node i - 1, so the
-rows' drafts are scored in one batched tree call (gpt2/engine.py: target.tree(xs, trees) -> one [1 + k_b, V]
-per row), each row is verified as above with its own generator when it has one, and target.accept(paths) keeps each
-row's accepted drafts in its cache.
+Notation in full, worked examples and choices: docs/algorithms.md (prompt_lookup.py).
 """
 import numpy as np
 

@@ -1,18 +1,7 @@
-"""The batched rejection sampler of serving systems, with vLLM's contract (seed 002): Chen et al. 2023 Algorithm 2's
+"""The batched rejection sampler of serving systems, with vLLM's contract : Chen et al. 2023 Algorithm 2's
 accept / resample / bonus steps for a batch of B sequences at once, vectorised.
-
-Notation (Chen et al.): p = draft, q = target. vLLM's names map as: draft_probs = p [B, k, V],
-target_with_bonus_probs = q at the k drafted positions plus the position after them [B, k + 1, V],
-draft_token_ids [B, k], bonus_token_ids [B, 1] (already sampled from q's last row by the caller).
-
-Output [B, k + 1] int64: row b holds its accepted drafts, then at the first rejection a token "recovered" from
-norm(max(0, q - p)), or the bonus token when all k were accepted, then -1 for the positions it did not reach.
-Example (k = 3): accepted, accepted, rejected -> [d0, d1, r2, -1]; all accepted -> [d0, d1, d2, bonus].
-
-Randomness: each row draws 2k uniforms (k to accept, k to recover) from its own generator when it has one in
-`generators` (so a seeded request's output does not depend on its batch neighbours), else from `rng`.
-Recovered tokens are sampled by inverse CDF, as picospec.sampling.sample does.
 Shapes: B batch, k drafts per row, V vocabulary.
+Notation in full, worked examples and choices: docs/algorithms.md (rejection.py).
 """
 import numpy as np
 

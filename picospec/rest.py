@@ -1,19 +1,7 @@
 """REST: retrieval-based speculative decoding (He et al. 2023, "REST: Retrieval-Based Speculative Decoding",
 arXiv:2311.08252, section 3). No draft model: the draft is what followed the context's longest suffix in a datastore.
-
-Notation of the paper: D = the datastore, here one corpus of token ids indexed by a suffix array (the paper's exact
-match retrieval); s = the context's longest suffix found in D, of length n <= n_max (`max_suffix`); S = the retrieved
-continuations, each of up to `draft_len` tokens; their trie is pruned to the most frequent nodes (`num_draft_nodes`)
-and verified in one target pass with tree attention. q = the target (Chen et al.'s letter, as in picospec/verify.py).
 Shapes: n_corpus = corpus length, k = matches kept, m = tree nodes, V = n_vocab.
-
-Defaults. REST's code uses n_max = 16, the first 5,000 matches, draft_len 10 and 64 tree nodes for a 7B model on a
-GPU, where 64 rows cost about what one costs. Here, on 2 CPU cores with the built-in 5.85M-parameter target, a pass
-of 8 rows costs about 2x one row and 65 rows 7.5x (measured), so the default tree is 7 nodes (8 rows with the root);
-the matches are spread evenly over all occurrences, which lets 100 of them do as well as 5,000 of REST's first ones.
-Measured with a datastore of the 3.2M training tokens, greedy, 64 tokens after held-out prompts: 1.71 tokens per
-target call with 7 nodes (1.80 with 15; 2.11 with REST's 5,000 matches and 64 nodes), still 0.7x autoregressive
-speed on this CPU.
+Notation in full, worked examples and choices: docs/algorithms.md (rest.py).
 """
 import os
 from bisect import bisect_left, bisect_right
@@ -27,20 +15,7 @@ from picospec.verify import step_record, verify_tree
 
 
 class Datastore:
-    """A corpus and its suffix array: sa[r] is the start of the r-th smallest suffix corpus[sa[r]:].
-
-    Suffixes are sorted on their first `depth` tokens only, depth = the smallest power of two >= max_suffix (prefix
-    doubling sorts 1, 2, 4, .. tokens), a suffix shorter than that before its extensions, ties by start position.
-    That is enough for every query of at most max_suffix tokens: the suffixes that start with it are one run of sa.
-
-    Worked example, corpus [5, 1, 2, 3, 9, 1, 2, 4, 2, 3] (positions 0..9), max_suffix 4: sa = [1, 5, 8, 2, 6, 9, 3,
-    7, 0, 4] ([1, 2, 3, 9] < [1, 2, 4, 2] < [2, 3] < [2, 3, 9, 1] < .. < [9, 1, 2, 4]); with draft_len 2:
-        search([7, 1, 2], 3, 2)    -> ([[3, 9], [4, 2]], 2)  [7, 1, 2] never occurs; [1, 2] occurs at 1 and 5
-        search([3, 9, 1, 2], 3, 2) -> ([[4, 2]], 4)          the longest suffix wins: [3, 9, 1, 2] at 3
-        search([9, 2], 2, 2)       -> ([[3], [3, 9]], 1)     [2] at 8, 2, 6 in suffix order ([2, 3] < [2, 3, 9..]
-                                                             < [2, 4..]); at 8 the corpus ends after one token
-        search([8], 3, 2)          -> ([], 0)                no match
-    """
+    """A corpus and its suffix array. More: docs/algorithms.md (rest.py, Datastore)."""
 
     def __init__(self, tokens, suffix_array, max_suffix):
         self.tokens, self.sa, self.max_suffix = tokens, suffix_array, int(max_suffix)
@@ -88,22 +63,19 @@ class Datastore:
 
     @classmethod
     def load(cls, path):
-        """Read what save() wrote; a missing, unreadable or inconsistent file is a ValueError that names it and says how
-        to rebuild it (nothing pickled is ever loaded)."""
-        rebuild = (f"delete it and build it again: `python main.py --method rest --datastore {path} --build_datastore` "
-                   "(the standard library's train split), or Datastore.build(tokens).save(path) in Python")
+        """Read what save() wrote; a missing, unreadable or inconsistent file is a ValueError that names it and
+        what is wrong (nothing pickled is ever loaded)."""
         if not os.path.isfile(path):
-            raise ValueError(f"no REST datastore at {path}: build one with `python main.py --method rest --datastore "
-                             f"{path} --build_datastore`, or Datastore.build(tokens).save(path) in Python")
+            raise ValueError(f"no REST datastore at {path}")
         try:
             with np.load(path, allow_pickle=False) as f:
                 tokens, sa, max_suffix = f["tokens"], f["suffix_array"], f["max_suffix"]
         except Exception as e:
             why = "it holds pickled Python objects, which are never loaded" if "pickle" in str(e) else (
                 f"not a .npz archive of the arrays tokens, suffix_array and max_suffix: {e}")
-            raise ValueError(f"{path} is not a readable REST datastore ({why}); {rebuild}") from None
+            raise ValueError(f"{path} is not a readable REST datastore ({why})") from None
         if (problem := cls.problem(tokens, sa, max_suffix)) is not None:
-            raise ValueError(f"{path} is not a consistent REST datastore ({problem}); {rebuild}")
+            raise ValueError(f"{path} is not a consistent REST datastore ({problem})")
         return cls(tokens, sa, int(max_suffix))
 
     @staticmethod
@@ -123,10 +95,7 @@ class Datastore:
         return None
 
     def search(self, context, max_matches, draft_len):
-        """-> (continuations, n): up to max_matches lists of the draft_len tokens after an occurrence (fewer at the
-        corpus end), for the longest n <= max_suffix whose last n context tokens occur; ([], 0) when none does.
-        The matches are spread evenly over the run of suffixes that start with s (REST's code takes the first ones):
-        the run is sorted by what follows s, so each distinct continuation keeps about its share of the matches."""
+        """-> (continuations, n). More: docs/algorithms.md (rest.py, search)."""
         for n in range(min(self.max_suffix, len(context)), 0, -1):
             s = [int(t) for t in context[-n:]]  # the suffix s of length n
 
@@ -168,17 +137,8 @@ def check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes,
 
 def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, num_draft_nodes=7, stats=None,
                   **sampling_options):
-    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at temperature 0).
-
-    target: the model contract plus target.tree(x, tokens, parents, probs=True) -> [1 + m, V] and target.accept(path).
-    Lossless: the retrieved tree is a deterministic function of the accepted text x (the datastore is fixed) and uses
-    none of the verifier's randomness, so given x each node is a one-hot proposal p = e_token. A trie's siblings are
-    distinct tokens; recursive rejection over them (verify_tree with P=None) keeps the first child with probability
-    q(token), and after a rejection goes on with q minus that token, renormalised (the residual of a one-hot):
-    every token comes out with probability q(token), and so on down the accepted path. At temperature 0, q is
-    one-hot at the argmax and the same call is exact-match verification.
-    stats: one picospec.verify.step_record per call; drafted = the tree's depth, nodes = its size.
-    """
+    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at
+    temperature 0). More: docs/algorithms.md (rest.py, rest_decoding)."""
     check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options)
     x = [int(t) for t in x]
     T = len(x) + N

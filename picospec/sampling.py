@@ -1,21 +1,13 @@
 """Sampling pieces shared by every method: warpers, sampling with an explicit generator, the residual distribution.
-
-Notation (Chen et al. 2023, arXiv:2302.01318): p = draft distribution, q = target distribution.
 Shapes: V = n_vocab; [..., V] means any leading axes. Arrays keep their float dtype (float32 stays float32).
-
-The same warp must be applied to p and to q: speculative sampling reproduces the *warped* target, and warping only
-one of them is a known source of silent bugs (tests/test_checker_power.py keeps that broken variant).
+Notation in full, worked examples and choices: docs/algorithms.md (sampling.py).
 """
 import numpy as np
 
 
 def warp(probs, temperature=1.0, top_k=None, top_p=None):
-    """Temperature, then top-k, then top-p, row-wise on [..., V] distributions.
-
-    temperature 0 is the limit T -> 0: a one-hot at the argmax (the first one on ties), with no 1e-10 division.
-    Example: warp([0.5, 0.3, 0.2], top_k=2) -> [0.625, 0.375, 0]; warp([0.5, 0.3, 0.2], top_p=0.6) -> [0.625, 0.375, 0]
-    (0.5 alone has mass below 0.6, so the token that crosses it is kept too); warp([0.2, 0.8], temperature=0) -> [0, 1].
-    """
+    """Temperature, then top-k, then top-p on the law top-k left (renormalised), row-wise on [...,
+    V] distributions. More: docs/algorithms.md (sampling.py, warp)."""
     probs = np.asarray(probs)
     if temperature == 0:
         one_hot = np.zeros_like(probs)
@@ -34,9 +26,10 @@ def warp(probs, temperature=1.0, top_k=None, top_p=None):
         keep = np.ones(ranked.shape, dtype=bool)
         if top_k is not None:
             keep[..., top_k:] = False
-        if top_p is not None:
+        if top_p is not None:  # on the law top-k left: the kept tokens are a prefix of the ranking
             mass_before = np.cumsum(ranked, -1) - ranked  # mass of the tokens ranked above each one
-            keep &= mass_before < top_p * ranked.sum(-1, keepdims=True)
+            kept_mass = np.where(keep, ranked, 0).sum(-1, keepdims=True)  # [..., 1] renormalised by
+            keep &= mass_before < top_p * kept_mass
             keep[..., 0] = True  # the top token always stays, even when top_p * mass underflows to 0
         mask = np.zeros(probs.shape, dtype=bool)
         np.put_along_axis(mask, order, keep, axis=-1)

@@ -1,33 +1,6 @@
 """Self-speculative decoding: the draft is the target itself, on a shorter path through its own layers.
-
-Draft & Verify (Zhang et al. 2023, arXiv:2309.08168), self-speculative decoding with its adaptive draft-exiting
-mechanism: the draft skips a set of attention and MLP sublayers, stops drafting early when it is unsure, and the
-threshold of "unsure" follows the measured acceptance. LayerSkip (Elhoushi et al. 2024, arXiv:2404.16710) runs the same
-loop (its self-speculative decoding) with a draft that exits after the first E layers and a fixed number of drafts.
-
-Notation as in picospec/speculative.py (Chen's letters): p = draft, q = target, K = most drafts per step, N = new
-tokens. Draft & Verify's own: gamma = the confidence threshold, AR = the running acceptance rate, alpha = the rate the
-threshold aims at, epsilon = its step, beta1 / beta2 = the momenta of AR and gamma.
-To this file the draft is one more model function. That it is the target on a shorter path, reading and writing the
-target's KV cache, and that the verification reuses what the draft computed before its first skipped sublayer, is
-the engine's business (gpt2/self_draft.py).
-
-One step:
-  1. draft up to K tokens from p; stop after a token whose probability under the draft's own (unwarped) law is below
-     gamma (at temperature 0 that is the draft's top probability: its confidence);
-  2. the target scores them in one call; accept or resample with verify_chain;
-  3. AR <- beta1 AR + (1 - beta1) accepted / drafted;  gamma' = gamma + epsilon if AR <= alpha else gamma - epsilon;
-     gamma <- beta2 gamma + (1 - beta2) gamma'  (fewer drafts while they are rejected, more while they are kept).
-Why stopping early keeps the target's law: whether token t + 1 is drafted depends only on the tokens drafted so far
-(their draft probabilities are functions of them), never on the target or on the verifier's coins, so each drafted
-token is still drawn from p given the ones before it, which is all that verify_chain needs (picospec/verify.py). gamma
-changes between steps as a function of what came before; given that past, every step is a lossless step.
-Example (by hand, temperature 0): gamma = 0.5, the draft's top probabilities 0.9, 0.7, 0.4 -> 3 drafts, then stop.
-
-The batched form runs B prompts at once (models behind picospec/batch.py's batched contract; for the self-drafting
-engine, gpt2/self_draft.py): every row keeps its own gamma, AR and stop, and the draft calls and the target call
-of a step take all active rows. The target's call asks every row for k + 1 laws (k: the most drafts of a row), so a row
-with fewer drafts is filled up to k with a token whose laws are not read. Shapes: B rows, V vocabulary.
+Shapes: B rows, V vocabulary.
+Notation in full, worked examples and choices: docs/algorithms.md (self_draft.py).
 """
 from picospec.sampling import check_inputs, sample, warp
 from picospec.verify import step_record, verify_chain
@@ -98,13 +71,8 @@ def self_speculative_decoding(x, draft_model, target_model, N, K, rng, threshold
 def batch_self_speculative_decoding(xs, draft_model, target_model, N, K, rng, threshold=0.0, adaptive=False, alpha=0.9,
                                     epsilon=0.01, beta1=0.5, beta2=0.9, stats=None, generators=None,
                                     **sampling_options):
-    """Each prompt of xs followed by N tokens; the models follow the batched contract (picospec/batch.py), called for
-    all active rows at once. Row b is what self_speculative_decoding gives xs[b] alone with generators[b] (else rng,
-    drawn in row order): its own confidence stop, its own gamma and AR when adaptive, the same draws.
-
-    Needs room for len(x) + N + K - 1 tokens per row. `stats`, if a list, gets one dict per target call:
-    {"drafted": the most drafts of a row, "accepted": [per row, -1 for finished rows], "tokens": [new ids per row]}.
-    """
+    """Each prompt of xs followed by N tokens. More: docs/algorithms.md (self_draft.py,
+    batch_self_speculative_decoding)."""
     for x in xs:
         check_inputs(x, N, K, **sampling_options)
     xs, B = [list(x) for x in xs], len(xs)

@@ -1,44 +1,14 @@
 """Sequoia: the token tree that maximises expected accepted tokens, drawn without replacement (Chen et al. 2024,
 "Sequoia: Scalable, Robust, and Hardware-aware Speculative Decoding", arXiv:2402.12374, sections 3.1 to 3.3).
-
-Notation of the paper: the acceptance vector a = (a_1, a_2, ..) gives the probability that the k-th child of an
-accepted node is the one accepted (section 3.1; the paper writes p_k, but p is the draft's law here, as in
-picospec/verify.py); n = the tree's size counting its root (the last token of x, already decided), so a tree of n has
-n - 1 draft nodes; d = its depth, the most draft tokens one step can accept. A tree is written as Medusa writes it
-(picospec/tree.py): each node is the path of child ranks that leads to it, [0, 1] = the second child of the first.
 Shapes: V n_vocab, m = n - 1 draft nodes, K = length of the acceptance vector.
-
-1. Positional acceptance (the paper's assumption): a node is accepted with probability prod_j a_(r_j) over the ranks
-   r_j on its path, whatever the context; a tree's expected tokens per step (accepted drafts + the token the target
-   adds) is the sum of that product over its nodes, the root counting 1 (`tree_value`).
-2. The dynamic program (section 3.1): c(1, d) = 1; c(n, d) = 1 + max over s_1 + .. + s_k = n - 1 (s_i >= 1, k <= K)
-   of sum_i a_i c(s_i, d - 1): the root's k children, in rank order, get subtrees of s_i nodes (`sequoia_tree`).
-   Checked against a search over every tree (`all_trees`, tests/test_sequoia.py and notebooks/token_trees.ipynb).
-3. Sampling without replacement (section 3.2, Algorithm 1): a node's k children are k distinct tokens, the first from
-   the draft's law p, each next one from p with the ones before removed; verify_without_replacement judges child i
-   against exactly that law and, after a rejection, takes the residual against it (proof in picospec/verify.py). At
-   temperature 0 the children are the draft's top-k (the limit of sampling without replacement as T -> 0), verified
-   by exact match (verify_distinct).
-4. Hardware-aware size (section 3.3): the n and d that maximise c(n, d) / (cost of a step), with the cost of an
-   n-row verification forward and of the draft calls measured on the machine (`choose_size`, bench/token_trees.py).
-Batched (`batch_sequoia_decoding`, B prompts): every row's tree is filled level by level, one batched tree call of the
-draft per level giving the laws after that level's nodes for every row (the single form calls the draft once per
-node), and all rows are verified in one batched target call (picospec.batch.batch_tree_decoding).
+Notation in full, worked examples and choices: docs/algorithms.md (sequoia.py).
 """
 import numpy as np
 
 from picospec.batch import batch_tree_decoding
 from picospec.sampling import check_inputs, check_vocab, sample, warp
 from picospec.tree import depth as tree_depth, node_path, sort_choices, top_tokens
-from picospec.verify import step_record, verify_distinct, verify_iid, verify_without_replacement
-
-# The built-in pair's acceptance vectors (tiny-draft drafting for tiny-target), measured by
-# `python -m bench.token_trees` on 8 held-out prompts followed by 64 tokens of the target's own continuation: greedy
-# (top-k children, temperature 0) and sampled (without replacement, temperature 1). Any pair stays lossless with
-# them; only the tree they build may be a worse fit.
-ACCEPTANCE = {"greedy": (0.658, 0.144, 0.046, 0.037, 0.012, 0.008, 0.008, 0.004),  # the shipped pair's
-              "sampled": (0.609, 0.100, 0.054, 0.031, 0.019, 0.015, 0.013, 0.013)}
-
+from picospec.verify import step_record, verify_distinct, verify_without_replacement
 
 def tree_value(choices, acceptance):
     """Expected tokens per step of a tree under positional acceptance: 1 + sum over nodes of prod_j a_(r_j).
@@ -48,13 +18,8 @@ def tree_value(choices, acceptance):
 
 
 def sequoia_table(acceptance, n, d):
-    """The dynamic program of section 3.1 for every size up to n and depth up to d -> (best, choice).
-
-    best[l][s] = c(s, l): the largest expected tokens per step of a tree of s nodes (its root included) and depth
-    <= l, -inf where no such tree exists (K = len(acceptance) children per node at most). split[j][s] = the best
-    value of giving s nodes to the children of rank j, j + 1, .. of a node (each child present gets >= 1 node);
-    choice[l][j][s] = how many of them child j takes in that best split.
-    """
+    """The dynamic program of section 3.1 for every size up to n and depth up to d -> (best,
+    choice). More: docs/algorithms.md (sequoia.py, sequoia_table)."""
     a, K = [float(v) for v in acceptance], len(acceptance)
     best = [[0.0, 1.0] + [-np.inf] * (n - 1)]  # depth 0: the root alone (s = 0 is the empty subtree)
     choice = [None]
@@ -111,12 +76,8 @@ def all_trees(n, d):
 
 
 def choose_size(acceptance, verify_cost, draft_cost, max_depth):
-    """Sequoia's hardware-aware choice: the n and d that maximise the modelled speedup over autoregressive decoding,
-        c(n, d) / (verify_cost[n - 1] + draft_cost * nodes with children),
-    verify_cost[m] = time of a target forward over m draft nodes (and the root) in units of a one-token call, for
-    m = 0 .. len(verify_cost) - 1; draft_cost = one draft call in the same unit (this implementation asks the draft
-    once per node that has children). Trees have at least one draft node (n >= 2): a speedup below 1 says that
-    speculation does not pay on this machine. -> (n, d, modelled speedup, choices); the smallest tree wins ties."""
+    """Section 3.3, the hardware-aware size: the n and d that maximise c(n, d) / (verify_cost[n - 1] + draft_cost
+    * nodes with children) -> (n, d, modelled speedup, choices). More: docs/algorithms.md (sequoia.py)."""
     best, choice = sequoia_table(acceptance, len(verify_cost), max_depth)
     top = None
     for n in range(2, len(verify_cost) + 1):
@@ -139,48 +100,6 @@ def without_replacement(p, k, rng):
         picks.append(sample(p, rng))  # sample() renormalises: a draw from norm(p) with the earlier picks removed
         p[picks[-1]] = 0
     return picks
-
-
-def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without_replacement", repeats=1,
-                      **sampling_options):
-    """The acceptance vector measured (section 3.1): after every prefix seq[:i], start <= i <= len(seq), draw K
-    children from the draft and verify them against the target; a[k] = the share of trials whose accepted child is
-    the (k + 1)-th -> a [K] (sum <= 1: sometimes none is accepted).
-
-    siblings: "without_replacement" (Sequoia's children, verify_without_replacement), "iid" (SpecInfer's, verify_iid;
-    a[k] = the (k + 1)-th draw is the one accepted) or, at temperature 0, the top K tokens (exact match) whatever it
-    says. repeats: trials per prefix at temperature > 0. sequences: e.g. held-out prompts followed by the target's
-    own continuation, start = the prompt's length, so the vector is measured where decoding goes.
-    Example: draft = target, K = 2: the first child is always accepted -> a = [1, 0].
-    """
-    greedy, counts, trials = sampling_options.get("temperature", 1.0) == 0, np.zeros(K), 0
-    for seq in sequences:
-        n = len(seq) - start + 1
-        P = draft(list(seq), n)  # [n, V] the draft's law after each prefix seq[:start] .. seq
-        Q = warp(target(list(seq), n), **sampling_options)  # [n, V]
-        for p, q in zip(P, Q):
-            rows = np.tile(q, (1 + K, 1))  # [1 + K, V]: one level is verified; the rows below it are not used
-            for _ in range(1 if greedy else repeats):
-                if greedy:
-                    picks = top_tokens(p, K)
-                    path, _, _ = verify_distinct(picks, [-1] * len(picks), rows, rng)
-                    accepted = path[0] if path else None
-                else:
-                    law = warp(p, **sampling_options)  # [V]
-                    picks = [sample(law, rng) for _ in range(K)] if siblings == "iid" else \
-                        without_replacement(law, K, rng)
-                    tokens = list(dict.fromkeys(picks))  # iid: one node per distinct token, every draw kept
-                    draws = [tokens.index(t) for t in picks]
-                    if siblings == "iid":
-                        path, _, _ = verify_iid(tokens, [-1] * len(tokens), rows, np.array([law] * K), rng, draws)
-                    else:
-                        path, _, _ = verify_without_replacement(tokens, [-1] * len(tokens), rows,
-                                                                np.array([law] * len(tokens)), rng)
-                    accepted = draws.index(path[0]) if path else None  # the first draw of the accepted token
-                trials += 1
-                if accepted is not None:
-                    counts[accepted] += 1
-    return counts / trials
 
 
 class Filling:
@@ -229,29 +148,23 @@ def verify_filled(tokens, parents, P, Q, rng, greedy, **sampling_options):
     return verify_without_replacement(tokens, parents, Q, np.array(P), rng)
 
 
-def check_sequoia(acceptance, nodes, depth, greedy):  # -> the acceptance vector to use
-    acceptance = ACCEPTANCE["greedy" if greedy else "sampled"] if acceptance is None else acceptance
+def check_sequoia(acceptance, nodes, depth):
     if len(acceptance) == 0 or any(not 0 <= a <= 1 for a in acceptance) or sum(acceptance) > 1 + 1e-6:
         raise ValueError(f"acceptance must be probabilities of the 1st, 2nd, .. child being accepted (each in [0, 1], "
                          f"summing to at most 1); got {acceptance}")
     for name, value in [("nodes", nodes), ("depth", depth)]:
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value}")
-    return acceptance
 
 
-def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, acceptance=None, stats=None,
+def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, stats=None,
                      **sampling_options):
-    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at temperature 0).
-
-    nodes: draft nodes of the tree (the paper's n - 1); depth: the paper's d (3 and 3: the hardware-aware choice for
-    the built-in pair on a 2-core CPU, bench/token_trees.py); acceptance: the vector the dynamic program uses
-    (default: the built-in pair's, measured, ACCEPTANCE). target: the model contract plus
-    target.tree(x, tokens, parents, probs=True) and target.accept(path). stats: one step_record per target call.
-    """
+    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at
+    temperature 0). More: docs/algorithms.md (sequoia.py, sequoia_decoding)."""
     check_inputs(x, N, **sampling_options)
+    check_sequoia(acceptance, nodes, depth)
     greedy = sampling_options.get("temperature", 1.0) == 0
-    choices, _ = sequoia_tree(check_sequoia(acceptance, nodes, depth, greedy), nodes + 1, depth)
+    choices, _ = sequoia_tree(acceptance, nodes + 1, depth)
     x, T = [int(t) for t in x], len(x) + N
     while len(x) < T:
         # Step 1: the dynamic program's tree, no deeper than the tokens still needed minus one, filled by the draft
@@ -270,16 +183,15 @@ def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, acceptance=None
     return x
 
 
-def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, acceptance=None, stats=None, generators=None,
-                           **sampling_options):
-    """Each prompt of xs followed by N tokens, as sequoia_decoding gives it alone with generators[b] (else rng): every
-    row's tree is filled level by level, ONE batched tree call of the draft per level (the laws after that level's
-    nodes, for every row), and verified in one batched target call (picospec.batch.batch_tree_decoding: its stats).
-    draft: a batched model with tree(xs, trees, probs=True); target: the same plus accept(paths)."""
+def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, *, acceptance, stats=None,
+                           generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens, as sequoia_decoding gives it alone with generators[b]
+    (else rng). More: docs/algorithms.md (sequoia.py, batch_sequoia_decoding)."""
     for x in xs:
         check_inputs(x, N, **sampling_options)
+    check_sequoia(acceptance, nodes, depth)
     greedy = sampling_options.get("temperature", 1.0) == 0
-    choices, _ = sequoia_tree(check_sequoia(acceptance, nodes, depth, greedy), nodes + 1, depth)
+    choices, _ = sequoia_tree(acceptance, nodes + 1, depth)
     gen, fills = [(generators or {}).get(b, rng) for b in range(len(xs))], {}
 
     def propose(bs, rows, rooms):  # Step 1 for every active row, parents first, one level per draft call

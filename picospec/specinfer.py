@@ -1,31 +1,8 @@
 """SpecInfer: a token tree from draft samples, scored in one tree-attention forward, verified by multi-step
 speculative sampling (Miao et al. 2024, "SpecInfer: Accelerating Large Language Model Serving with Tree-based
 Speculative Inference and Verification", arXiv:2305.09781, sections 3 and 4).
-
-Notation: the paper's small speculative models (SSMs) are our drafts, with law p (Chen's letter, as in
-picospec/verify.py); the LLM is the target, law q. An expansion configuration <k_1, .., k_d> (section 3,
-"expansion-based construction") gives every node of depth i - 1 k_i children at step i: <1, 1, 3, 1, 1, 1, 1, 1>
-grows one path, branches three ways at depth 3 and continues each branch to depth 8 (1 + 1 + 3 + 5 * 3 = 20 nodes).
-With several drafts ("merge-based construction") each grows its own tree from the same configuration and the trees
-are merged into one trie. The target scores the trie in one forward pass where a node attends to its ancestors only
-(picospec.tree.ancestor_mask), and the verifier walks it (section 4).
 Shapes: V n_vocab, m tree nodes, B rows (the batched form).
-
-Temperature > 0: a node's k_i children are i.i.d. samples from the warped draft at that node (each draft's own law).
-Samples of the same token are one node of the trie, scored once and expanded once (by every draft that drew it), but
-every draw is kept, in order, with the law it came from (picospec.tree.DrawTrie), and verify_iid tries them all.
-Lossless, proof: a draw's law given everything drawn before it is the law of the draft that drew it at that node, so
-each trial meets verify_iid's condition (picospec/verify.py); merging changes where a draw is scored, not its law nor
-its trial. What merging must not do is drop the repeats: a repeated token, once rejected, is rejected again for sure,
-but that trial moves q to norm(max(0, q - p)) before the next sibling is tried (tests/test_verify_rules.py shows that
-trying each distinct token once gives the wrong law).
-Temperature 0 ("the greedy path"): the children are the draft's top-k_i tokens, verified by verify_distinct, which at
-temperature 0 keeps exactly the argmax matches.
-
-Batched (`batch_specinfer_decoding`, B prompts): each draft grows every row's tree level by level, ONE batched tree
-call of the draft per level scoring every row's tree so far (the laws after its frontier nodes among them), where the
-single form calls the draft once per frontier node; the rows' trees are verified in one batched target call
-(picospec.batch.batch_tree_decoding). A row draws from its own generator in the single form's order.
+Notation in full, worked examples and choices: docs/algorithms.md (specinfer.py).
 """
 import numpy as np
 
@@ -79,12 +56,8 @@ def check_expansion(expansion):
 
 
 def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None, **sampling_options):
-    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at temperature 0).
-
-    draft: a model, or a list of models whose trees are merged (each node remembers the law it was drawn from).
-    target: the model contract plus target.tree(x, tokens, parents, probs=True) -> [1 + m, V] and target.accept(path).
-    stats: one picospec.verify.step_record per target call: drafted = the tree's depth, nodes = its size.
-    """
+    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at
+    temperature 0). More: docs/algorithms.md (specinfer.py, specinfer_decoding)."""
     check_inputs(x, N, **sampling_options)
     check_expansion(expansion)
     drafts = list(draft) if isinstance(draft, (list, tuple)) else [draft]
@@ -111,12 +84,8 @@ def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None
 
 def batch_specinfer_decoding(xs, draft, target, N, rng, expansion=(1, 1, 2), stats=None, generators=None,
                              **sampling_options):
-    """Each prompt of xs followed by N tokens, as specinfer_decoding gives it alone with generators[b] (else rng).
-
-    draft: a batched model with tree(xs, trees, probs=True) (gpt2/engine.py, or picospec.batch.batched of a
-    stateless one), or a list of them (merged). target: the same contract plus accept(paths). stats: those of
-    picospec.batch.batch_tree_decoding (one dict per target call).
-    """
+    """Each prompt of xs followed by N tokens, as specinfer_decoding gives it alone with
+    generators[b] (else rng). More: docs/algorithms.md (specinfer.py, batch_specinfer_decoding)."""
     for x in xs:
         check_inputs(x, N, **sampling_options)
     check_expansion(expansion)

@@ -1,18 +1,7 @@
 """Speculative sampling (SpS): Chen et al. 2023, "Accelerating Large Language Model Decoding with Speculative
 Sampling" (arXiv:2302.01318), Algorithm 2. Notation as in that paper: p = draft model, q = target model, K = drafts
 per step, N = new tokens, x = the sequence. The paper indexes tokens from 1; Python lists from 0.
-
-Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding" (arXiv:2211.17192), Algorithm 1,
-is the same method with the letters swapped: their M_q / q(x) is our draft p, their M_p / p(x) is our target q, their
-gamma is our K, and their "n = min({i - 1 | r_i > p_i(x)/q_i(x)} U {gamma})" is the accepted count that
-`verify_chain` returns. Written once, here.
-
-One step:
-  1. draft K tokens x~_1..x~_K autoregressively from p (K cheap calls);
-  2. score x + drafts with q in one call: K + 1 distributions;
-  3. accept each draft with probability min(1, q(x~_t) / p(x~_t)); at the first rejection sample from
-     norm(max(0, q - p)) and stop; if all K pass, sample one more token from the last q (the bonus).
-Every step yields between 1 and K + 1 tokens, and the output follows q exactly (see picospec/verify.py).
+Notation in full, worked examples and choices: docs/algorithms.md (speculative.py).
 """
 import numpy as np
 

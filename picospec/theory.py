@@ -1,12 +1,5 @@
 """What speculative decoding should gain: Leviathan et al. 2023 (arXiv:2211.17192), section 3.
-
-alpha = E[sum_x min(p(x), q(x))] is the acceptance rate of one draft token (p = draft, q = target; Chen's letters).
-If acceptances are i.i.d. with rate alpha, one step of K drafts yields (1 - alpha^(K+1)) / (1 - alpha) tokens on
-average (Leviathan Eq. 1), costs K draft calls and one target call, and so with c = (draft call time) / (target call
-time) the walltime improvement is (1 - alpha^(K+1)) / ((1 - alpha)(K c + 1)) (Leviathan Theorem 3.8).
-
-Example (by hand): alpha = 0.5, K = 2 -> (1 - 0.125) / 0.5 = 1.75 tokens per target call; with c = 0.25 the
-improvement is 1.75 / 1.5 = 1.1667.
+Notation in full, worked examples and choices: docs/algorithms.md (theory.py).
 """
 import numpy as np
 
@@ -30,13 +23,8 @@ GPU_VERIFY_COST = 1.2
 
 
 def cost_model_speedup(E, c, drafts=()):
-    """Walltime improvement predicted from measured call costs: E tokens per target call, c = the
-    method's target call over a one-token target call, drafts = [(calls per target call, c_d = one
-    call over a one-token target call)] -> E / (c + sum k c_d). With c = 1 and one drafter called K
-    times it is Leviathan's Theorem 3.8.
-
-    Example: E = 2.36, c = 2.2, drafts [(4, 0.19)] -> 2.36 / (2.2 + 0.76) = 0.797; c = 1.2 -> 1.204.
-    """
+    """Walltime improvement predicted from measured call costs. More: docs/algorithms.md (theory.py,
+    cost_model_speedup)."""
     return E / (c + sum(k * c_d for k, c_d in drafts))
 
 
@@ -56,17 +44,8 @@ def estimate_alpha(draft_model, target_model, x, **sampling_options):
 # ---- self-drafting (Draft & Verify, LayerSkip) and cascades (CS Drafting) ----
 
 def greedy_walk(agree, K, confidence=None, gamma=0.0):
-    """Greedy self-drafting along new tokens the target chose: agree[i] says whether the draft, having read new token
-    i, guesses new token i + 1, with top probability confidence[i]. The first new token comes from the target; each
-    step drafts up to k = min(K, tokens left - 1) tokens, stopping after one whose confidence is below gamma, keeps the
-    agreeing run and adds the target's token -> [(drafted, accepted)] per step. Exact at temperature 0 when agree is
-    measured on the target's own greedy continuation (after a wrong draft the stop reads the confidence on the
-    target's path, an approximation of the cost only: those drafts are rejected anyway).
-
-    Example: agree = [1, 1, 0, 1, 1] (6 new tokens), K = 2 -> [(2, 2), (1, 1)]: 3 target calls, 2 tokens per call.
-    K = 3 -> [(3, 2), (1, 1)]; with confidence [0.9, 0.3, 0.9, 0.9, 0.9] and gamma 0.5 the first step stops after its
-    second draft -> [(2, 2), (1, 1)]: the same tokens for one draft call less.
-    """
+    """Greedy self-drafting along new tokens the target chose. More: docs/algorithms.md (theory.py,
+    greedy_walk)."""
     steps, i, m = [], 0, len(agree)
     while i < m:
         k, most = 0, min(K, m - i - 1)
@@ -106,12 +85,9 @@ def expected_tokens_chain(alphas):
 
 
 def steps_to_draft(m, alpha, k):
-    """A drafter that makes m tokens by review steps over a smaller one (k of its drafts per step, fewer near the end,
-    each accepted with probability alpha, i.i.d.) -> (expected review steps, expected drafts of the smaller one).
-
-    Example: m = 2, alpha = 0.5, k = 2: the first step drafts 1 token; half the time it is kept (2 tokens, done),
-    else one more step with 0 drafts -> (1.5, 1.0).
-    """
+    """A drafter that makes m tokens by review steps over a smaller one (k of its drafts per step,
+    fewer near the end, each accepted with probability alpha, i.i.d.) -> (expected review steps,
+    expected drafts of the smaller one). More: docs/algorithms.md (theory.py, steps_to_draft)."""
     steps, drafts = [0.0], [0.0]  # index: tokens still to make
     for left in range(1, m + 1):
         kk = min(k, left - 1)
@@ -122,17 +98,8 @@ def steps_to_draft(m, alpha, k):
 
 
 def cascade_speedup(alpha1, alpha2, K, K_tail, c1, c2, v, alpha12=None, K_inner=0, v1=1.0):
-    """Expected walltime improvement of cascade drafting (picospec/cascade.py) over autoregressive decoding, acceptances
-    i.i.d.: the target accepts tiny-draft tokens at alpha1 and the n-gram's at alpha2; tiny-draft accepts the n-gram's
-    at alpha12. Costs over a 1-token target call: c1 (tiny-draft call), c2 (n-gram call), v (the target's verification
-    call), v1 (tiny-draft's review call over its 1-token call). One target step:
-        E[tokens] = expected_tokens_chain([alpha1] * K + [alpha2] * K_tail)
-        cost      = v + (steps * c1 * v1 + drafts * c2  if K_inner else  K * c1) + K_tail * c2,
-    steps, drafts = steps_to_draft(K, alpha12, K_inner). K_inner = K_tail = 0 is Leviathan's Theorem 3.8 with v.
-
-    Example: alpha1 = 0.5, K = 2, c1 = 0.25, v = 1, nothing else -> 1.75 / 1.5 = 1.1667, as expected_speedup(0.5, 2,
-    0.25).
-    """
+    """Expected walltime improvement of cascade drafting (picospec/cascade.py) over autoregressive
+    decoding, acceptances i.i.d. More: docs/algorithms.md (theory.py, cascade_speedup)."""
     tokens = expected_tokens_chain([alpha1] * K + [alpha2] * K_tail)
     if K_inner:
         steps, drafts = steps_to_draft(K, alpha12, K_inner)

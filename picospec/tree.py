@@ -1,28 +1,6 @@
 """Token trees shared by every tree method (Medusa, REST, lookahead, SpecInfer-style verification).
-
-Notation of Medusa (Cai et al. 2024, arXiv:2401.10774), section 2.1.2 "tree attention", and its reference code:
-`medusa_choices` lists the tree's nodes, each as the path of candidate ranks that leads to it: [0, 2] is "head 1's
-top-1 candidate, then head 2's third candidate below it". Node 0 of the buffers is the root: the token the LM head
-chose, already decided. Shapes: n = 1 + len(choices) tree rows (root included), L = number of leaves, D = max depth.
-
-Buffers (`medusa_buffers(choices, topk)`), for the flat candidate vector [root, head 1's topk, head 2's topk, ...]:
-    tree_indices      [n]       where each node's token sits in that flat vector: 1 + depth_offset + rank
-    position_ids      [n]       depth of each node (the root 0): positions are prefix length + depth
-    retrieve_indices  [L, D+1]  one row per leaf: the nodes on its root-to-leaf path, -1 padded
-    attn_mask         [n, n]    node i sees node j when j is i or an ancestor of i
-    parents           [n - 1]   for the engine's tree(): parent node of node i (-1: the root)
-
-The worked example of the Medusa article, choices [[0], [0, 0], [0, 1], [0, 2], [1], [1, 0], [1, 1], [1, 2]] with 10
-candidates per head, gives tree_indices [0, 1, 2, 11, 12, 13, 11, 12, 13], position_ids [0, 1, 1, 2, 2, 2, 2, 2, 2]
-and retrieve_indices [[0, 2, 8], [0, 2, 7], [0, 2, 6], [0, 1, 5], [0, 1, 4], [0, 1, 3]] (tests/test_tree.py).
-
-Tries (`trie(sequences)`) are the other way in: candidate continuations (REST's retrievals, lookahead's n-grams)
-merged on shared prefixes into (tokens, parents), a node per distinct prefix, in first-seen order.
-
-Drawn trees (SpecInfer, Sequoia) are built level by level: `node_path` gives the tokens from the root to a node (what
-the draft is asked to continue), `top_tokens` a law's k most likely tokens (the children at temperature 0), and
-`ancestor_mask` the attention mask of the engine's tree forward (a node sees itself and its ancestors, never a sibling).
-A `DrawTrie` merges sampled tokens into a trie and keeps every draw (node, law): i.i.d. verification needs them all.
+Shapes: n = 1 + len(choices) tree rows (root included), L = number of leaves, D = max depth.
+Notation in full, worked examples and choices: docs/algorithms.md (tree.py).
 """
 import numpy as np
 
@@ -49,7 +27,7 @@ def check_choices(choices, n_heads=None, topk=None):
             raise ValueError(f"node {list(c)} has depth {len(c)} but there are only {n_heads} heads: one head per level")
         if topk is not None and max(c) >= topk:
             raise ValueError(f"node {list(c)} asks for candidate rank {max(c)} but each head offers only topk = "
-                             f"{topk} candidates (ranks 0..{topk - 1}): raise topk (--topk) or use smaller ranks")
+                             f"{topk} candidates (ranks 0..{topk - 1}): raise topk or use smaller ranks")
         seen.add(c)
     for c in seen:
         if len(c) > 1 and c[:-1] not in seen:
@@ -164,13 +142,8 @@ def expected_length(values):
 
 
 def sparse_tree(accuracy, budget):
-    """Medusa's sparse tree: greedily add the node of largest expected contribution until `budget` nodes.
-
-    accuracy [n_heads, topk]: accuracy[k][r] = P(head k+1's rank-r candidate is right), measured on a calibration
-    set. A node [r1, .., rd] is accepted with probability prod_j accuracy[j][r_j] (heads treated as independent);
-    expected tokens per step = 1 + sum of those products. A child never beats its parent, so greedy growth from the
-    frontier is optimal for this objective. -> choices (sorted), expected tokens per step.
-    """
+    """Medusa's sparse tree: the `budget` nodes of largest expected gain under accuracy [depth, ranks] (P(rank r
+    is right at depth d)) -> (choices, expected tokens per step). More: docs/algorithms.md (tree.py)."""
     accuracy = np.asarray(accuracy, dtype=np.float64)
     n_heads, topk = accuracy.shape
     frontier = {(r,): accuracy[0, r] for r in range(topk)}
@@ -225,10 +198,8 @@ def top_tokens(p, k):
 
 
 class DrawTrie:
-    """A trie of drawn tokens that remembers every draw: tokens / parents hold one node per distinct path (what the
-    target scores), draws the node each draw landed on, in draw order, and laws the law each draw came from.
-    Example: draw(-1, 4, p), draw(-1, 7, p), draw(-1, 4, p), draw(0, 5, r) -> tokens [4, 7, 5], parents [-1, -1, 0],
-    draws [0, 1, 0, 2], laws [p, p, p, r]: token 4 was drawn twice below the root and is scored once."""
+    """A trie of drawn tokens that remembers every draw. More: docs/algorithms.md (tree.py,
+    DrawTrie)."""
 
     def __init__(self):
         self.tokens, self.parents, self.draws, self.laws, self.index = [], [], [], [], {}
@@ -242,3 +213,17 @@ class DrawTrie:
         self.draws.append(self.index[key])
         self.laws.append(law)
         return self.index[key]
+
+
+def chain_choices(depth):
+    """A single path of top-1 candidates: [[0], [0, 0], ...]."""
+    return [[0] * d for d in range(1, depth + 1)]
+
+
+def cartesian_choices(depth, k):
+    """Every combination of each head's top-k up to `depth`: k + k^2 + .. + k^depth nodes."""
+    level, out = [[]], []
+    for _ in range(depth):
+        level = [c + [r] for c in level for r in range(k)]
+        out += level
+    return out

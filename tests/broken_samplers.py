@@ -3,7 +3,7 @@
     python -m picospec.check tests/broken_samplers.py:ties_toward_draft --contract chain     # exit status 1
 
 Notation as in picospec/verify.py (Chen et al.): p = draft, q = target. The negative controls that the command runs
-before every verdict (picospec.check_controls.CONTROLS) are further broken samplers of the same kind.
+before every verdict (picospec.check.controls.CONTROLS) are further broken samplers of the same kind.
 """
 import numpy as np
 

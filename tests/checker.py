@@ -1,5 +1,6 @@
-"""The distribution checker used by the statistical tests: picospec.check, re-exported (it is public now, so anyone
-can check their own sampler with it; see picospec/exact_law.py for the G-test, its error rates and its measured power).
+"""The distribution checker used by the statistical tests: picospec.check.exact_law, re-exported (it is public, so
+anyone can check their own sampler with it; see picospec/check/exact_law.py for the G-test, its error rates and
+its measured power).
 
 Error rates. Every statistical test in the suite uses ALPHA = 1e-4 per check. Seeds are fixed (and hypothesis is
 derandomised), so CI is deterministic: a check either always passes or always fails. Over a new seed, each correct
@@ -18,5 +19,5 @@ law of sequences of 5 tokens over a 3-token vocabulary (243 cells). With power >
 TV, so any error of that TV or more is caught with power 0.9. At a tenth of these errors the same check cannot tell
 (power <= 0.2): the thresholds are measured, not bounds.
 """
-from picospec.check import (ALPHA, SAMPLES, SAMPLES_HIGH, all_sequences, check_law, exact_law,  # noqa: F401
-                            g_test)
+from picospec.check.exact_law import (ALPHA, SAMPLES, SAMPLES_HIGH, all_sequences,  # noqa: F401
+                                      check_law, exact_law, g_test)

@@ -14,11 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # loop that prompt lookup and REST share)
 SHARED = {"sampling", "verify", "tree", "rejection", "batch"}
 # picospec modules that are not a row of the table
-NOT_METHODS = SHARED | {"__init__", "methods", "theory", "exact_law", "check", "check_cases", "check_steps",
-                        "check_controls", "check_command"}
-# non-method modules and the extra picospec pieces they use (check imports check_command only when run as __main__)
-ALSO = {"check": {"exact_law", "check_cases", "check_steps", "check_controls", "check_command"},
-        "check_cases": {"exact_law"}, "check_steps": {"check_cases"}, "check_command": {"check", "exact_law"}}
+NOT_METHODS = SHARED | {"__init__", "methods", "options", "theory"}
+# packages of picospec and the extra picospec pieces their modules use (the checker imports its own modules)
+ALSO = {"check": {"check"}}
 STDLIB = set(sys.stdlib_module_names)
 
 
@@ -59,9 +57,10 @@ def violations(root):
             outside = {n for n in names if "." not in n} - STDLIB - {"numpy", "picospec"}
             if outside:
                 found.append(f"{rel} imports {sorted(outside)}: algorithm files import numpy and picospec only")
-            if path.stem not in ("methods", "__init__"):
-                own = {n.split(".")[1] for n in names if n.startswith("picospec.")} - SHARED - {path.stem}
-                own -= ALSO.get(path.stem, set())
+            key = rel.parts[1] if len(rel.parts) > 2 else path.stem  # a package's modules share its rules
+            if key not in ("methods", "__init__"):
+                own = {n.split(".")[1] for n in names if n.startswith("picospec.")} - SHARED - {key}
+                own -= ALSO.get(key, set())
                 if own:
                     found.append(f"{rel} imports picospec.{sorted(own)}: methods import only {sorted(SHARED)}")
     table = (root / "picospec" / "methods.py").read_text()
@@ -105,3 +104,103 @@ def test_a_wrong_import_is_caught(copy, file, line, rule):
 def test_a_method_missing_from_the_table_is_caught(copy):
     (copy / "picospec" / "my_new_method.py").write_text('"""A new method."""\nimport numpy as np\n')
     assert any("my_new_method.py is not a row" in v for v in violations(copy))
+
+
+def module_name(root, path):
+    """picospec/check/battery.py -> 'picospec.check.battery'; a package's __init__.py -> the package."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root):
+    """{module: the project's modules it imports}, every import counted, those inside functions (lazy) too; `from
+    a.b import c` counts a.b.c when that is a module of the project, else a.b."""
+    root = Path(root)
+    files = {module_name(root, p): p for sub in ("picospec", "gpt2", "bench") for p in (root / sub).rglob("*.py")}
+    files["main"] = root / "main.py"
+    graph = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names if a.name in files}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                for a in node.names:
+                    edges.add(f"{base}.{a.name}" if f"{base}.{a.name}" in files else base)
+        graph[name] = {e for e in edges if e in files and e != name}
+    return graph
+
+
+def circles(graph):
+    """Every import circle, as a list of modules (depth-first search; each circle reported once)."""
+    found, state = [], {}
+
+    def visit(node, stack):
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                found.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return found
+
+
+@pytest.mark.parametrize("part", ["picospec", "bench", "main", "gpt2"])
+def test_no_import_circles_anywhere_lazy_imports_included(part):
+    assert [c for c in circles(import_graph(ROOT)) if c[0].split(".")[0] == part] == []
+
+
+def test_an_import_circle_is_caught(copy):
+    path = copy / "picospec" / "sampling.py"
+    path.write_text(path.read_text() + "\n\ndef late():\n    from picospec.verify import verify_chain\n")
+    assert any("picospec.sampling" in c and "picospec.verify" in c for c in circles(import_graph(copy)))
+
+
+def shims(root):
+    """picospec modules that define a module __getattr__ or a table of moved names (MOVED = {...})."""
+    out = []
+    for path in (Path(root) / "picospec").rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+                out.append(f"{path.relative_to(root)}: module __getattr__")
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "").upper() in ("MOVED", "RENAMED", "ALIASES")
+                                                    for t in node.targets):
+                out.append(f"{path.relative_to(root)}: a table of moved names")
+    return out
+
+
+def test_no_shims_for_moved_names():
+    assert shims(ROOT) == []
+
+
+def test_a_shim_is_caught(copy):
+    path = copy / "picospec" / "tree.py"
+    path.write_text(path.read_text() + '\n\nMOVED = {"old": "new"}\n\n\ndef __getattr__(name):\n    return MOVED[name]\n')
+    assert len(shims(copy)) == 2
+
+
+def docstring_share(root):
+    """Characters of docstrings (module, class, function) over all characters of picospec/."""
+    total = docs = 0
+    for path in (Path(root) / "picospec").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        total += len(text)
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                docs += len(ast.get_docstring(node, clean=False) or "")
+    return docs / total
+
+
+def test_docstrings_say_what_not_the_proofs():
+    """Docstrings stay under a fifth of picospec/ (picoGPT and minbpe: 6-11%); proofs live in docs/proofs.md."""
+    assert docstring_share(ROOT) < 0.20

@@ -86,7 +86,7 @@ def test_batched_rows_equal_each_row_alone(pair, name, merge, options, monkeypat
     target, draft, ngram, xs = pair
     single = {"specinfer": specinfer_decoding, "sequoia": sequoia_decoding}[name]
     batch = {"specinfer": batch_specinfer_decoding, "sequoia": batch_sequoia_decoding}[name]
-    kwargs = {"expansion": (1, 2, 1)} if name == "specinfer" else {"nodes": 5, "depth": 3}
+    kwargs = {"expansion": (1, 2, 1)} if name == "specinfer" else {"nodes": 5, "depth": 3, "acceptance": BUSHY}
     drafts = [BatchGPT2(draft, len(xs)), batched(ngram)] if merge else BatchGPT2(draft, len(xs))
     stats = []
     out = batch(xs, drafts, BatchGPT2(target, len(xs)), 24, np.random.default_rng(9), stats=stats,

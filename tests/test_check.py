@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 import broken_samplers
-from picospec.check import (CASES, DEFAULT_SAMPLES, Toy, chi2_sf, check_case, check_sampler, exact_law, index,
-                            law_vector, random_toy)
-from picospec.check_command import load, main
-from picospec.check_steps import LowestUniforms
+from picospec.check.__main__ import load, main
+from picospec.check.battery import DEFAULT_SAMPLES, check_case, check_sampler
+from picospec.check.cases import CASES
+from picospec.check.drivers import LowestUniforms
+from picospec.check.exact_law import Toy, chi2_sf, exact_law, index, law_vector, random_toy
 from picospec.rejection import rejection_sample
 from picospec.verify import verify_chain
 
@@ -246,19 +247,3 @@ def test_transformers_breaks_the_tie_toward_the_draft(monkeypatch):
     assert int(n) == 1 and tokens[0, 0] == 1  # a token of target probability 0 was kept
     assert verify_chain([1], np.array([[0.0, 1.0]]), np.array([[1.0, 0.0], [0.5, 0.5]]),
                         LowestUniforms(np.random.PCG64(0)))[1] == 0  # picospec's rule (u < q/p) rejects it
-
-
-def test_names_from_before_the_split_still_import_from_picospec_check():
-    """picospec/check.py was split by concept (cases, steps, controls, command): every name it held still imports
-    from it and is the moved object; an unknown name is still an AttributeError."""
-    import picospec.check as check
-    import picospec.check_command as command
-    import picospec.check_controls as controls
-    import picospec.check_steps as steps
-
-    from picospec.check import LowestUniforms as moved_class, main as moved_main, resample_from_target as control
-    assert moved_main is command.main and moved_class is steps.LowestUniforms
-    assert control is controls.resample_from_target
-    assert all(getattr(check, name) is not None for names in check.MOVED.values() for name in names)
-    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
-        check.nothing_here

@@ -22,6 +22,8 @@ MAIN_CASES = [
     (["--method", "speculative", "--nomerged"], r"--merged is an option of blockwise", False),
     (["--method", "autoregressive", "--K", "3"], r"--K is an option of .*not of --method autoregressive", False),
     (["--method", "prompt_lookup", "--draft", "ngram"], r"uses no draft model, so --draft does not apply", False),
+    (["--method", "sequoia", "--draft", "ngram"], r"no acceptance vector of draft 'ngram' for target 'tiny-target' "
+     r"was measured .*give --acceptance", True),
     (["--temperature", "hot"], r"--temperature must be a number; got 'hot'", False),
     (["--temperature", "inf"], r"--temperature must be a finite number", False),
     (["--temperature", "-1"], r"--temperature must be >= 0", False),
@@ -49,7 +51,7 @@ MAIN_CASES = [
     (["--method", "medusa", "--tree", "[0,1]"], r"--tree '\[0,1\]': use sparse, chain, cartesian", False),
     (["--method", "medusa", "--tree", "[[0"], r"--tree", False),
     (["--method", "medusa", "--tree", "[" * 5000 + "]" * 5000], r"--tree '\[{75}\.\.\.': use sparse, chain", False),
-    (["--method", "medusa", "--topk", "1"], r"only topk = 1 candidates .*raise topk \(--topk\)", True),
+    (["--method", "medusa", "--topk", "1"], r"only topk = 1 candidates .*raise topk", True),
     (["--method", "medusa", "--tree", "[[0],[0]]"], r"lists node \[0\] twice", False),
     (["--method", "medusa", "--tree", "[[0],[1,0]]"], r"has no parent", False),
     (["--method", "medusa", "--tree", "[[0],[0,0],[0,0,0]]"], r"only 2 heads", True),
@@ -104,6 +106,10 @@ BENCH_CASES = [
     (["-m", "bench.eagle", "--target", "ngram"], r"--target ngram: the n-gram model drafts only"),
     (["-m", "bench.eagle", "--record", "."], r"--record \. holds no eagle.json: give the folder of the EAGLE head"),
     (["-m", "bench.token_trees", "--max_depth", "1"], r"--max_depth must be >= 2; got 1"),
+    (["-m", "bench.token_trees", "--record", "."], r"--record \. is not the folder of tiny-target, the target "
+     r"measured"),
+    (["-m", "bench.token_trees", "--record", str(ROOT / "gpt2" / "assets" / "tiny-target"), "--temperatures", "0"],
+     r"--record stores the vectors at temperatures 0 and 1: include both in --temperatures"),
     (["-m", "bench.harness", "--temperatures", "0,x"], r"--temperatures must be a number; got 'x'"),
     (["-m", "bench.harness", "--temperatures", "0,,1"], r"--temperatures must be numbers, comma-separated"),
     (["-m", "bench.harness", "--sweep_K", "1,100"], r"--sweep_K must be <= 64"),

@@ -121,4 +121,4 @@ def test_corrupt_tokenizer_files_are_named(tmp_path, vocab_name, merges_name, br
     path = tmp_path / (vocab_name if broken == "vocab" else merges_name)
     with pytest.raises(ValueError, match=re.escape(message)) as e:
         load_encoder(tmp_path)
-    assert str(e.value).startswith(f"{path}: ") and "delete it" in str(e.value)
+    assert str(e.value).startswith(f"{path}: ") and "replace it with a good copy" in str(e.value)

@@ -4,15 +4,14 @@ import numpy as np
 import pytest
 
 from gpt2 import model
-from gpt2.backend import get_xp
-from gpt2.fast import REFERENCE, gpu_kernels
+from gpt2.fast import REFERENCE, gpu_kernels, use_gpu_kernels
 
 cupy = pytest.importorskip("cupy", reason="CuPy is not installed: the CUDA kernels cannot run here")
 try:
     cupy.cuda.runtime.getDeviceCount()
 except Exception as e:  # noqa: BLE001 - any CUDA failure means no GPU to test on
     pytest.skip(f"no usable GPU ({e})", allow_module_level=True)
-get_xp("gpu")  # swaps the kernels into gpt2.model (gpt2/fast/__init__.py's use_gpu_kernels)
+use_gpu_kernels()  # swaps the kernels into gpt2.model, as an engine on the GPU does
 
 SHAPES = [(1, 8), (3, 256), (5, 768), (2, 3, 1600), (4, 12, 7, 131), (1, 50257)]
 

@@ -11,7 +11,8 @@ from gpt2.heads import heads_logits, init_heads
 from gpt2.train import flatten
 from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
-from picospec.medusa import cartesian_choices, chain_choices, medusa_decoding
+from picospec.medusa import medusa_decoding
+from picospec.tree import cartesian_choices, chain_choices
 from test_tree import SEED_CHOICES, longest_match
 
 

@@ -37,6 +37,9 @@ def needs_of(method, models):
         if need == "draft2" or need.startswith("self_draft:"):  # loaded as main.py loads them (cascade, self-drafting)
             out.update(load_needs(method._replace(needs=(need,)), defaults(method), out["target"], "tiny-target", None))
             continue
+        if need == "acceptance":  # Sequoia's vectors, measured for the built-in pair
+            out.update(load_needs(method._replace(needs=(need,)), defaults(method), out["target"], "tiny-target", None))
+            continue
         out.update({"draft": {"draft": loaded["draft"]}, "datastore": {"datastore": loaded["datastore"]}}.get(need)
                    or {"heads": heads[need.split(":")[1]]})
     return out

@@ -22,6 +22,7 @@ print(_json.dumps({"blas": _blas_threads(), "applied": _A.get("threads"),
                    "policy": _choose(_A["n_params"])[0] if "n_params" in _A else None}))"""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs_with_the_thread_policy(path):
     from notebook_io import execute

@@ -86,6 +86,7 @@ def venv(tmp_path_factory):
     return python, tmp / "elsewhere", env
 
 
+@pytest.mark.slow
 def test_installed_command_runs_the_built_in_pair_from_any_folder(venv):
     python, elsewhere, env = venv
     where = subprocess.run([python, "-c", "import gpt2, main, picospec; print(gpt2.__file__, main.__file__)"],
@@ -100,6 +101,7 @@ def test_installed_command_runs_the_built_in_pair_from_any_folder(venv):
     assert out.returncode == 2 and out.stderr.startswith("error: --K") and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_installed_checker_checks_picospecs_verifier(venv):
     python, elsewhere, env = venv
     out = subprocess.run([python, "-m", "picospec.check", "picospec.verify:verify_chain", "--samples", "1000",
@@ -115,6 +117,7 @@ def free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_jupyter_lab_serves_the_notebooks(tmp_path):
     """`jupyter lab notebooks/` as a reader would run it (no browser; on 127.0.0.1; stopped after one request)."""
     if importlib.util.find_spec("jupyterlab") is None:

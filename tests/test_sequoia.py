@@ -4,6 +4,7 @@ acceptance vector against its exact value, the dynamic program's expected accept
 the target's exact law of whole sequences, which the same check rejects when the without-replacement siblings are
 judged by the i.i.d. rule."""
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -12,11 +13,15 @@ import picospec.sequoia as sequoia
 from checker import SAMPLES, check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import residual
-from picospec.sequoia import ACCEPTANCE, acceptance_vector, all_trees, choose_size, sequoia_decoding, \
-    sequoia_tree, tree_value, without_replacement
+from bench.harness import load_acceptance
+from bench.token_trees import acceptance_vector
+from picospec.sequoia import all_trees, choose_size, sequoia_decoding, sequoia_tree, tree_value, without_replacement
 from picospec.verify import verify_iid
 from test_verify_rules import MaskedToyTree, Toy1
 from toy import Toy, random_toy, random_toy_tree
+
+
+SHIPPED = load_acceptance("tiny-target", "tiny-draft")  # measured by bench.token_trees, beside the target
 
 
 def test_examples_by_hand():
@@ -33,7 +38,7 @@ def test_all_trees_counts_are_catalan_numbers():
     assert sorted(all_trees(3, 2)) == [[[0], [0, 0]], [[0], [1]]]
 
 
-@pytest.mark.parametrize("acceptance", [ACCEPTANCE["greedy"], ACCEPTANCE["sampled"], (.3, .3, .3),
+@pytest.mark.parametrize("acceptance", [SHIPPED["greedy"], SHIPPED["sampled"], (.3, .3, .3),
                                         (.1, .6, .05), (.9,)])
 def test_dynamic_program_equals_brute_force(acceptance):
     K = len(acceptance)
@@ -134,7 +139,8 @@ def test_expected_tokens_of_the_dynamic_program_match_the_measured_mean():
 ])
 def test_bad_options_give_clear_errors(options, message):
     with pytest.raises(ValueError, match=message):
-        sequoia_decoding([1, 2], random_toy(4, 1), random_toy_tree(4, 0), 3, np.random.default_rng(0), **options)
+        sequoia_decoding([1, 2], random_toy(4, 1), random_toy_tree(4, 0), 3, np.random.default_rng(0),
+                         **{"acceptance": (.6, .2), **options})
 
 
 @pytest.mark.parametrize("nodes, depth", [(1, 1), (6, 3), (12, 6)])
@@ -143,7 +149,8 @@ def test_temperature_zero_equals_greedy_on_toys(nodes, depth):
     for seed in range(6):
         target, draft = random_toy_tree(4, seed), random_toy(4, seed + 50)
         for x in ([1, 2, 3], [0], [3, 3]):
-            out = sequoia_decoding(x, draft, target, 20, np.random.default_rng(0), nodes, depth, stats=stats,
+            out = sequoia_decoding(x, draft, target, 20, np.random.default_rng(0), nodes, depth,
+                                   acceptance=SHIPPED["greedy"], stats=stats,
                                    temperature=0)
             assert out == autoregressive_sampling(x, target, 20, np.random.default_rng(0), temperature=0)
     assert sum(s["accepted"] for s in stats) > 0 and all(s["drafted"] <= depth for s in stats)
@@ -157,7 +164,8 @@ def test_temperature_zero_equals_greedy_on_the_built_in_pair():
     x = encoder.encode("def read_lines(path):\n    with open(path) as f:\n")
     expected = autoregressive_sampling(x, target, 24, np.random.default_rng(0), temperature=0)
     stats = []
-    assert sequoia_decoding(x, draft, target, 24, np.random.default_rng(0), 12, 5, stats=stats,
+    assert sequoia_decoding(x, draft, target, 24, np.random.default_rng(0), 12, 5, acceptance=SHIPPED["greedy"],
+                            stats=stats,
                             temperature=0) == expected
     assert sum(s["accepted"] for s in stats) > 0 and max(s["nodes"] for s in stats) == 12
 
@@ -172,7 +180,7 @@ BUSHY = (.4, .3, .2)  # an acceptance vector whose best tree of 5 nodes branches
 
 def runs(n=SAMPLES, n_tokens=N, **options):
     target, rng = MaskedToyTree(TABLE), np.random.default_rng(0)
-    return [tuple(sequoia_decoding(PROMPT, DRAFT, target, n_tokens, rng, 4, 2, BUSHY, **options)[len(PROMPT):])
+    return [tuple(sequoia_decoding(PROMPT, DRAFT, target, n_tokens, rng, 4, 2, acceptance=BUSHY, **options)[len(PROMPT):])
             for _ in range(n)]
 
 
@@ -189,3 +197,19 @@ def test_without_replacement_judged_as_iid_is_rejected(monkeypatch):
     monkeypatch.setattr(sequoia, "verify_without_replacement", verify_iid)
     with pytest.raises(AssertionError, match="empirical law differs"):
         check_law(runs(), exact_law(Toy(TABLE), PROMPT, N))
+
+
+def test_recorded_vectors_are_what_the_loader_reads(tmp_path):
+    """bench.token_trees --record writes a draft's vectors beside the target (keeping other drafts'), and the loader
+    of main.py's Sequoia reads them back; a draft never measured is refused with the way out."""
+    from bench.token_trees import record_vectors
+
+    (tmp_path / "sequoia.json").write_text('{"other": {"greedy": [1.0], "sampled": [0.5]}}')
+    vectors = {(0.0, "top"): np.array([.61234, .1]), (1.0, "without_replacement"): np.array([.5, .2])}
+    record_vectors(tmp_path, "mine", vectors, "by hand")
+    entries = json.loads((tmp_path / "sequoia.json").read_text())
+    assert entries["other"] == {"greedy": [1.0], "sampled": [0.5]}
+    assert entries["mine"] == {"greedy": [.612, .1], "sampled": [.5, .2], "protocol": "by hand"}
+    assert load_acceptance(tmp_path, "mine")["greedy"] == [.612, .1]
+    with pytest.raises(ValueError, match="no acceptance vector of draft 'nobody'.*give --acceptance"):
+        load_acceptance(tmp_path, "nobody")

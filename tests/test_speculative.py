@@ -16,7 +16,8 @@ from toy import Toy, perturbed, random_toy
 N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)
 DRAFT = perturbed(TARGET, 0.6, seed=8)  # acceptance about 0.7: both acceptance and rejection paths are exercised
-OPTIONS = [dict(), dict(temperature=0.6), dict(temperature=1.4, top_k=2), dict(top_p=0.8)]
+OPTIONS = [dict(), dict(temperature=0.6), dict(temperature=1.4, top_k=2), dict(top_p=0.8),
+           dict(temperature=1.2, top_k=2, top_p=0.7)]  # top-k, renormalised, then top-p
 
 
 def run(sampler, n, seed, **options):
@@ -29,7 +30,8 @@ def sps_runs(K, n=SAMPLES, seed=0, draft=DRAFT, target=TARGET, **options):
 
 
 @pytest.mark.parametrize("K", [1, 2, 4])
-@pytest.mark.parametrize("options", OPTIONS, ids=["T=1", "T=0.6", "T=1.4,top_k=2", "top_p=0.8"])
+@pytest.mark.parametrize("options", OPTIONS, ids=["T=1", "T=0.6", "T=1.4,top_k=2", "top_p=0.8",
+                                                  "T=1.2,top_k=2,top_p=0.7"])
 def test_joint_law_equals_target(K, options):
     check_law(sps_runs(K, **options), exact_law(TARGET, PROMPT, N, **options))
 

@@ -299,7 +299,7 @@ def specinfer():
 def sequoia():
     from picospec.sequoia import sequoia_decoding
 
-    return drawn_trees(sequoia_decoding, DRAFT, nodes=6, depth=3)
+    return drawn_trees(sequoia_decoding, DRAFT, nodes=6, depth=3, acceptance=(.6, .1, .05, .03))
 
 
 RUNS = {"autoregressive": autoregressive, "speculative": speculative, "greedy": greedy,

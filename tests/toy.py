@@ -5,7 +5,7 @@ last two tokens (a table of V*V rows), so whole-sequence laws are non-trivial an
 """
 import numpy as np
 
-from picospec.check import Toy, perturbed, random_toy  # noqa: F401  (the public toys; ToyTree is the tests' own)
+from picospec.check.exact_law import Toy, perturbed, random_toy  # noqa: F401  (the public toys; ToyTree is the tests' own)
 
 
 class ToyTree(Toy):

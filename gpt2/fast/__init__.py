@@ -5,7 +5,7 @@ gpt2/model.py holds the formulas; these change only how fast they run, never wha
 - padded rows and a contiguous copy of the tied LM head (layout below), chosen per engine;
 - fused CUDA kernels for gelu, softmax and layer_norm (gpu_kernels.py), swapped in by use_gpu_kernels;
 - the BLAS thread policy (gpt2/backend.py), applied by the engines around each forward.
-gpt2/engine.py takes its weights from layout(), the one place a model's weights get their fast form.
+gpt2/engine.py takes its weights from layout(), the one place a model gets its fast form (on a GPU, the kernels).
 """
 from gpt2.fast.panels import Panels, with_panels
 
@@ -20,6 +20,8 @@ def layout(params, n_params, device, panels=None, panel_width=None, head_copy=No
     from gpt2.backend import panel_policy, xp_of
 
     xp = xp_of(params["wte"])
+    if device == "gpu":
+        use_gpu_kernels()
     on = device == "cpu" and (panel_policy(n_params)["on"] if panels is None else panels)
     head_copy = device == "cpu" if head_copy is None else head_copy
     head = xp.ascontiguousarray(params["wte"].T) if head_copy else params["wte"].T  # [n_embd, n_vocab]
@@ -31,7 +33,7 @@ def layout(params, n_params, device, panels=None, panel_width=None, head_copy=No
 def use_gpu_kernels():
     """On a GPU, gpt2/model.py's gelu, softmax and layer_norm run as one CUDA kernel each for float32 CuPy arrays
     (a step there is bound by the number of calls, gpu_kernels.py); NumPy arrays keep the reference. The one place the
-    reference functions are swapped, called by gpt2/backend.py's get_xp("gpu")."""
+    reference functions are swapped, called by layout() for an engine on the GPU."""
     from gpt2 import model
     from gpt2.fast import gpu_kernels as gpu
 

@@ -16,9 +16,7 @@ The compiled kernels are cached per process for the current GPU (one device; a s
 PICOSPEC_FUSED=0 turns them off.
 """
 import math
-import os
 
-ENABLED = os.environ.get("PICOSPEC_FUSED", "1") != "0"
 THREADS = 128  # threads per row (a power of two); each thread strides over the row, whatever its length
 
 SOURCE = r"""
@@ -84,7 +82,10 @@ def _get(name):
 
 def fused(x):
     """True where x is a float32 CuPy array and the kernels are on."""
-    return ENABLED and type(x).__module__.startswith("cupy") and x.dtype == "float32"
+    from gpt2.cli import env_flag
+
+    on = env_flag("PICOSPEC_FUSED", True) if type(x).__module__.startswith("cupy") else False
+    return on and x.dtype == "float32"
 
 
 def _rows(x):  # -> (x as a C-contiguous array, rows, n)

@@ -28,7 +28,7 @@ Shapes: m (rows), n_in, n_out, n_panels = ceil(n_out / width), width.
 """
 import numpy as np
 
-MAX_ROWS = 32  # products of 2..MAX_ROWS rows use the panels; more rows (a prompt, a full batch) use W itself
+from gpt2.backend import MAX_ROWS  # products of 2..MAX_ROWS rows use the panels; more rows use W itself
 
 
 def panel_width(n_in):  # columns per panel, from whole forwards of 5 new tokens against 1: 124M 1.50x with 32, 1.59x

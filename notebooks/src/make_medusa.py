@@ -19,8 +19,8 @@ sys.path.insert(0, "..")
 QUICK = os.environ.get("PICOSPEC_QUICK") == "1"  # CI: fewer prompts, tokens, repeats; all cells run
 import numpy as np
 import matplotlib.pyplot as plt
-from picospec.tree import medusa_buffers, sparse_tree
-from picospec.medusa import generate_candidates, medusa_decoding, typical_accept, chain_choices, cartesian_choices
+from picospec.tree import medusa_buffers, sparse_tree, chain_choices, cartesian_choices
+from picospec.medusa import generate_candidates, medusa_decoding, typical_accept
 from picospec.tree import greedy_path"""),
 md("""## The toy tree of the article
 

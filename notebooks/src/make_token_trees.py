@@ -31,8 +31,10 @@ from gpt2.engine import tree_mask
 from picospec.sampling import residual, warp
 from picospec.tree import DrawTrie, ancestor_mask, node_path
 from picospec.specinfer import grow
-from picospec.sequoia import (acceptance_vector, all_trees, sequoia_tree, tree_value, without_replacement,
-                              ACCEPTANCE)
+from picospec.sequoia import all_trees, sequoia_tree, tree_value, without_replacement
+from bench.harness import load_acceptance
+from bench.token_trees import acceptance_vector
+ACCEPTANCE = load_acceptance("tiny-target", "tiny-draft")  # measured by bench.token_trees, beside the target
 from gpt2.backend import APPLIED, blas_line
 target, encoder = load_model("tiny-target")  # building an engine applies main.py's BLAS policy
 draft = load_model("tiny-draft")[0]
@@ -146,7 +148,8 @@ md("""## The acceptance vector of the built-in pair
 Sequoia's acceptance vector: a_k = P(the k-th child is the one accepted), measured where decoding goes (held-out
 prompts followed by the target's own continuation). At temperature 0 the children are the draft's top-k tokens;
 at temperature 1 they are drawn without replacement (Sequoia) or i.i.d. (SpecInfer). A small measurement here
-(`python -m bench.token_trees` measures on more text; the defaults in `picospec/sequoia.py` come from it)."""),
+(`python -m bench.token_trees --record gpt2/assets/tiny-target` measures on more text and stores the vectors that
+`main.py --method sequoia` uses in `gpt2/assets/tiny-target/sequoia.json`, loaded above as `ACCEPTANCE`)."""),
 code("""from gpt2.corpus import heldout_prompts
 from picospec.autoregressive import autoregressive_sampling
 prompts = heldout_prompts(encoder, 3, 48, seed=1)
@@ -207,7 +210,7 @@ code("""from bench.harness import compare, explain
 from bench.token_trees import mean_accepted
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 48)
 N, REPEATS, TEMPERATURES = (16, 1, (0.0,)) if QUICK else (32, 5, (0.0, 1.0))
-loaded = {"target": target, "draft": draft}
+loaded = {"target": target, "draft": draft, "acceptance": ACCEPTANCE}
 print(f"{'method':28s} {'T':>3s} {'accepted/step':>14s} {'tokens/call':>12s} {'call cost':>10s} {'speedup':>8s}")
 for T in TEMPERATURES:
     a = ACCEPTANCE["greedy" if T == 0 else "sampled"]

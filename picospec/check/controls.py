@@ -1,5 +1,5 @@
 """The exact-law checker's negative controls: for each contract, deliberately broken samplers that every run of the
-battery must catch before its verdict counts (picospec/check.py runs them first). If one passes every case, the run
+battery must catch before its verdict counts (battery.py runs them first). If one passes every case, the run
 has no power and gives no verdict. Notation as in picospec/verify.py: p = draft (P), q = target (Q).
 Shapes: V vocabulary, K (k) drafts per step, B batch rows, m tree nodes.
 """

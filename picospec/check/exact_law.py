@@ -1,15 +1,7 @@
-"""Toy models, the exact law of their whole sequences, and the G-test that compares a sampler's output with it: the
-statistics behind picospec.check (the battery and its command) and behind every statistical test of the suite.
-
-A toy model is a table of next-token laws that depend on the last two tokens ([V, V, V]), so the law of every whole
-sequence of N new tokens is known exactly (`exact_law`, `law_vector`: V^N cells in base-V order). A sampler run many
-times gives counts over the same cells; the G-test (likelihood-ratio chi-square, rare cells pooled so each has an
-expected count of at least 5) rejects when they do not follow the law, at ALPHA per check. Its chi-square tail is
-computed here in plain Python (tests/test_check.py checks it against scipy to 1e-10), so NumPy is the only need.
-Its power is measured, not assumed: `power` draws from a law with a total-variation error of a given shape and
-counts the rejections; `detectable_tv` finds the smallest error detected with probability 0.9 (`python -m
-picospec.check --power` prints the table). Notation as in picospec/verify.py: p = draft, q = target.
-Shapes: V vocabulary, N new tokens, C cells after pooling.
+"""Toy models, the exact law of their whole sequences, and the G-test that compares a sampler's output with it
+(rare cells pooled; its chi-square tail in plain Python, so NumPy is the only need), with its power measured by
+simulation (`power`, `detectable_tv`). Behind the checker and every statistical test of the suite; docs/checker.md.
+Notation as in picospec/verify.py: p = draft, q = target. Shapes: V vocabulary, N new tokens, C cells after pooling.
 """
 import functools
 import itertools

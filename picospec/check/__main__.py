@@ -1,7 +1,8 @@
-"""The exact-law checker's command line: python -m picospec.check MODULE:FUNCTION ... [options] (picospec/check.py
-hands its `__main__` to main here). A hand parser with the guarantees of picospec's other commands (gpt2/cli.py, which
-picospec may not import): typed values, suggestions for unknown options, one `error: ...` line and exit status 2 for a
-mistake, no traceback. Then a table per sampler (or one JSON object), and the exit status of the verdicts.
+"""The checker's command: python -m picospec.check MODULE:FUNCTION ... [options].
+
+A hand parser with the guarantees of gpt2/cli.py (which picospec may not import): typed values, suggestions for
+unknown options, one `error: ...` line and exit status 2 for a mistake. Then a table per sampler (or one JSON
+object), and the exit status of the verdicts.
 """
 import difflib
 import importlib
@@ -11,8 +12,9 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from picospec.check import CASES, DEFAULT_SAMPLES, Report, cases_of, check_sampler, run_controls
-from picospec.exact_law import ALPHA, SAMPLES, SAMPLES_HIGH, SHAPES, power_table
+from picospec.check.battery import DEFAULT_SAMPLES, Report, cases_of, check_sampler, run_controls
+from picospec.check.cases import CASES
+from picospec.check.exact_law import ALPHA, SAMPLES, SAMPLES_HIGH, SHAPES, power_table
 
 
 class Option(NamedTuple):
@@ -116,8 +118,8 @@ def help_text():
                                                           else "") for o in OPTIONS.values())
     cases = "\n".join(f"  {contract}: " + "; ".join(f"{i}. {c.name}" for i, c in cases_of(contract))
                       for contract in CASES)
-    return (f"{USAGE}\n\nCheck a speculative sampler against the exact law of toy targets (see the module docstring "
-            f"of picospec/check.py for the contracts).\n\noptions:\n{options}\n\nbatteries:\n{cases}\n\nexit status: "
+    return (f"{USAGE}\n\nCheck a speculative sampler against the exact law of toy targets (the contracts: "
+            f"docs/checker.md).\n\noptions:\n{options}\n\nbatteries:\n{cases}\n\nexit status: "
             "0 every case passed, 1 a case failed, 2 a usage error, 3 no verdict (a negative control passed)")
 
 
@@ -231,3 +233,14 @@ def main(argv=None):
         print(as_json(contract, values, reports))
     verdicts = {r.verdict for _, r in reports}
     return 3 if "no verdict" in verdicts else 1 if "fail" in verdicts else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # one line, as every command says it (gpt2/cli.py's guarded)
+        print("\ninterrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.stderr.close()
+        sys.exit(0)

@@ -1,5 +1,5 @@
-"""The exact-law checker's drivers (picospec/check.py runs them): a sampler of each contract run on a case of the
-battery (picospec/check_cases.py), step by step, until every row holds N new tokens. Each step draws the drafts (a
+"""The exact-law checker's drivers (battery.py runs them): a sampler of each contract run on a case of the
+battery (cases.py), step by step, until every row holds N new tokens. Each step draws the drafts (a
 chain or a tree) from the toy draft, scores them with the toy target, calls the sampler and checks that its output
 keeps the contract. Shapes: V vocabulary, N new tokens per sequence, K (k) drafts per step, B (rows) the rows a step
 serves, m tree nodes, W the most tokens a step emits.
@@ -8,7 +8,7 @@ from collections import Counter
 
 import numpy as np
 
-from picospec.check_cases import PROMPT
+from picospec.check.cases import PROMPT
 from picospec.rejection import sample_rows
 
 

@@ -1,13 +1,13 @@
-"""The exact-law checker's battery (picospec/check.py runs it): for each contract, the cases of toy target and
+"""The exact-law checker's battery (battery.py runs it): for each contract, the cases of toy target and
 draft, warping, K and (for trees) tree shapes and how siblings were drawn. A Case's laws are the warped tables
-[V, V, V] of its toy target and draft (picospec/exact_law.py); every sequence starts after PROMPT.
+[V, V, V] of its toy target and draft (exact_law.py); every sequence starts after PROMPT.
 Shapes: V vocabulary, N new tokens per sequence, K (k) drafts per step, m tree nodes.
 """
 from typing import NamedTuple
 
 import numpy as np
 
-from picospec.exact_law import Toy, perturbed, random_toy
+from picospec.check.exact_law import Toy, perturbed, random_toy
 from picospec.sampling import warp
 
 

@@ -1,0 +1,88 @@
+"""What an add-on folder holds, by the kind its config declares: a method refuses another method's
+add-on, naming both.
+
+Each trainer writes "kind" into the config it saves: heads.json says "medusa", "blockwise" or
+"early_exit" (an exit adapter), eagle.json says "eagle", and each entry of a model's
+self_draft.json says "skip_set" or "exit_layer" (gpt2/self_draft.py). Folders written before the
+field existed are recognised by their shapes: eagle.json is an EAGLE head; heads.json with an
+exit_layer is an exit adapter, heads with their own output layer (untied, out.w) are Medusa heads,
+heads tied to the backbone's wte Blockwise heads (the two papers' designs); config.json with
+model.safetensors is a model.
+
+    folder_kind("gpt2/assets/tiny-target/medusa") -> "medusa"
+    check_kind(folder, "blockwise", "--heads DIR", "--method blockwise")   # ValueError naming both
+"""
+from pathlib import Path
+
+KINDS = {"medusa": "Medusa heads", "blockwise": "Blockwise heads", "early_exit": "an exit adapter",
+         "eagle": "an EAGLE head", "model": "a model (config.json, model.safetensors)"}
+HEADS_KINDS = ("medusa", "blockwise", "early_exit")  # the kinds heads.json may declare
+USED_BY = {"medusa": "--method medusa", "blockwise": "--method blockwise",
+           "early_exit": "--method early_exit", "eagle": "--method eagle or eagle2",
+           "model": "--target or --draft"}
+
+
+def heads_kind(config):
+    """The kind of the heads a heads.json describes (checked by read_heads_config):
+    declared, else by shape. Example: {"n_heads": 3, "tied": true, "act": "relu"} -> "blockwise"."""
+    if config.get("kind") is not None:
+        return config["kind"]
+    if "exit_layer" in config:
+        return "early_exit"
+    return "blockwise" if config["tied"] else "medusa"
+
+
+def folder_kind(folder):
+    """The kind of add-on in `folder` (a key of KINDS), or None where it holds none of them."""
+    folder = Path(folder)
+    if (folder / "heads.json").is_file():
+        return heads_kind(read_heads_config(folder / "heads.json"))
+    if (folder / "eagle.json").is_file():
+        return "eagle"
+    return "model" if is_model(folder) else None
+
+
+def is_model(folder):
+    """config.json and model.safetensors: a model, also where heads live beside it (MEDUSA-2's
+    output folder holds the fine-tuned backbone and its heads)."""
+    folder = Path(folder)
+    return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+
+
+def check_kind(folder, kind, where, method):
+    """ValueError where `folder` holds another add-on than `kind`: what it holds, what `method`
+    runs on and what to do. where: how the user named the folder (--heads DIR, or the target's
+    folder). A folder of no add-on at all is the caller's to name (with how to train one)."""
+    held = folder_kind(folder)
+    if held in (kind, None) or kind == "model" and is_model(folder):
+        return
+    inside = held == "model" and (Path(folder) / kind).is_dir()
+    raise ValueError(f"{where} holds {KINDS[held]} (for {USED_BY[held]}), not the "
+                     f"{KINDS[kind].removeprefix('an ').removeprefix('a ')} that {method} runs on"
+                     f"{f' (its {kind}/ folder may)' if inside else ''}: pass a folder of "
+                     f"{KINDS[kind]}, or use this one with {USED_BY[held]}")
+
+
+ACTIVATIONS = ("silu", "relu")  # of Medusa heads (SiLU), Blockwise heads (ReLU), exit adapters
+RETRAIN = "re-train the heads with `python -m gpt2.train_heads` (see README)"
+
+
+def read_heads_config(path):
+    """heads.json, checked: n_heads a whole number >= 1, tied true or false, act one of
+    ACTIVATIONS, kind (where declared) one of HEADS_KINDS."""
+    from gpt2.weights import CorruptFile, read_json
+
+    config = read_json(path, fix=RETRAIN)
+    if not isinstance(config, dict):
+        raise CorruptFile(path, "not a JSON object", RETRAIN)
+    n, tied, act = config.get("n_heads"), config.get("tied"), config.get("act")
+    if type(n) is not int or n < 1:
+        raise CorruptFile(path, f"n_heads is {n!r}; it must be a whole number >= 1", RETRAIN)
+    if type(tied) is not bool:
+        raise CorruptFile(path, f"tied is {tied!r}; it must be true or false", RETRAIN)
+    if act not in ACTIVATIONS:
+        raise CorruptFile(path, f"act is {act!r}; it must be one of {', '.join(ACTIVATIONS)}", RETRAIN)
+    if config.get("kind") is not None and config["kind"] not in HEADS_KINDS:
+        raise CorruptFile(path, f"kind is {config['kind']!r}; it must be one of "
+                                f"{', '.join(HEADS_KINDS)}", RETRAIN)
+    return config
