@@ -6,6 +6,7 @@ gpt2/model.py holds the formulas; these change only how fast they run, never wha
 - fused CUDA kernels for gelu, softmax and layer_norm (gpu_kernels.py), swapped in by use_gpu_kernels;
 - the BLAS thread policy (gpt2/backend.py), applied by the engines around each forward.
 gpt2/engine.py takes its weights from layout(), the one place a model gets its fast form (on a GPU, the kernels).
+Where this sits among the layers: docs/architecture.md.
 """
 from gpt2.fast.panels import Panels, with_panels
 
