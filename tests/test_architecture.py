@@ -212,7 +212,7 @@ FORWARD = ("linear", "ffn", "attention", "mha", "transformer_block")  # the bloc
 
 def forward_copies(root):
     """Definitions of the forward's functions outside gpt2/model.py, and gpt2 modules that gpt2/model.py imports
-    besides the backend's array helpers (no performance module: docs/architecture.md)."""
+    besides the backend's array functions (no performance module: docs/architecture.md)."""
     root, out = Path(root), []
     for path in [*root.rglob("*.py")]:
         if ".git" in path.parts or path.parts[len(root.parts)] == "tests" or path == root / "gpt2" / "model.py":
