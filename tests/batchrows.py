@@ -1,16 +1,19 @@
-"""What the tests of the batched forms share. A batched form is held to its single form row by row: row b of one
-batched run, with its own generator, is token for token what the single form gives row b's prompt alone with that
-generator (at temperature 0, and with the same seeded draws at temperature > 0). That carries the single form's
-law, checked by its own sampled test, over to every row; a batched-only flaw (a row read from another row's laws,
-the wrong generator, a broken rule planted in the batched run) makes some row differ.
+"""What the tests of the batched forms share. A batched form is held to its single form row by row:
+row b of one batched run, with its own generator, is token for token what the single form gives row
+b's prompt alone with that generator (at temperature 0, and with the same seeded draws at
+temperature > 0). That carries the single form's law, checked by its own sampled test, over to every
+row; a batched-only flaw (a row read from another row's laws, the wrong generator, a broken rule
+planted in the batched run) makes some row differ.
 
-One allowance, and only one: the batched forward's logits may differ from a single row's in the last float32 bit
-(other GEMM shapes, other BLAS kernels: measured on AVX2 OpenBLAS), so a draw whose uniform falls within MARGIN of
-a CDF boundary may pick the neighbouring token. A row may differ only when its single run made such a draw
-(`check_rows_alone` records every draw of picospec's `sample`); a logic error splits rows without one.
+One allowance, and only one: the batched forward's logits may differ from a single row's in the last
+float32 bit (other GEMM shapes, other BLAS kernels: measured on AVX2 OpenBLAS), so a draw whose
+uniform falls within MARGIN of a CDF boundary may pick the neighbouring token. A row may differ only
+when its single run made such a draw (`check_rows_alone` records every draw of picospec's `sample`);
+a logic error splits rows without one.
 
-Two settings: a micro GPT-2 of three tokens (HP, PARAMS, PROMPTS), on which acceptance and rejection both happen
-often, and the built-in models on code prompts of different lengths (TEXTS). Both load once per test session.
+Two settings: a micro GPT-2 of three tokens (HP, PARAMS, PROMPTS), on which acceptance and rejection
+both happen often, and the built-in models on code prompts of different lengths (TEXTS). Both load
+once per test session.
 """
 import functools
 import sys
@@ -32,13 +35,13 @@ TEXTS = ["def add(a, b):", "import os", "class Node:\n    def __init__(self", "x
 
 
 def micro():
-    """-> a fresh single-sequence engine of the micro target (an engine holds a cache: one per use)."""
+    """-> a fresh single-sequence engine of the micro target (it holds a cache: one per use)."""
     return GPT2(HP, PARAMS)
 
 
 @functools.cache
 def model(name):
-    """-> (model, encoder) of a built-in model, loaded once per session (callers reset() its cache before use)."""
+    """-> (model, encoder) of a built-in model, loaded once per session (reset() it before use)."""
     return load_model(name)
 
 
@@ -54,8 +57,8 @@ def generators(n, seed=0):
 
 
 def record_draws(monkeypatch):
-    """Every picospec module's `sample` records, for each draw, how far its uniform fell from the nearest CDF
-    boundary (the draws are unchanged) -> the list of those distances."""
+    """Every picospec module's `sample` records, for each draw, how far its uniform fell from the
+    nearest CDF boundary (the draws are unchanged) -> the list of those distances."""
     margins = []
 
     def recorded(p, rng):
@@ -73,9 +76,9 @@ def record_draws(monkeypatch):
 
 
 def check_rows_alone(out, alone, monkeypatch):
-    """out[b] == alone(b, steps) for every row b, alone being the single form on row b's prompt with row b's
-    generator (it appends its step records to steps), but for a row whose single run drew within MARGIN of a CDF
-    boundary -> the single runs' step records, per row."""
+    """out[b] == alone(b, steps) for every row b, alone being the single form on row b's prompt with
+    row b's generator (it appends its step records to steps), but for a row whose single run drew
+    within MARGIN of a CDF boundary -> the single runs' step records, per row."""
     records = []
     with monkeypatch.context() as patch:  # the recording sample for the single runs only
         margins = record_draws(patch)
@@ -84,19 +87,21 @@ def check_rows_alone(out, alone, monkeypatch):
             steps = []
             single = alone(b, steps)
             records.append(steps)
-            assert row == single or min(margins, default=1) < MARGIN, f"row {b} differs from its single run"
+            near = min(margins, default=1) < MARGIN
+            assert row == single or near, f"row {b} differs from its single run"
     return records
 
 
 def check_paths(records):
-    """The rows compared took both paths of verification: some draft accepted, some rejected (a token resampled)."""
+    """The rows compared took both paths of verification: some draft accepted, some rejected (a
+    token resampled)."""
     origins = [o for steps in records for s in steps for o in s.get("origins", [])]
     assert "draft" in origins and "resample" in origins
 
 
 def check_records(stats, finished=True):
-    """Drafts were accepted, the rows went ragged (and, if `finished`, some finished before others), and each row's
-    record is the nodes it kept, then one token (a finished row: nothing)."""
+    """Drafts were accepted, the rows went ragged (and, if `finished`, some finished before others),
+    and each row's record is the nodes it kept, then one token (a finished row: nothing)."""
     assert sum(a for s in stats for a in s["accepted"] if a > 0) > 0
     assert any(len({a for a in s["accepted"] if a >= 0}) > 1 for s in stats)
     assert not finished or any(-1 in s["accepted"] for s in stats)
@@ -106,7 +111,8 @@ def check_records(stats, finished=True):
 
 @functools.cache
 def heads(method):
-    """-> the built-in target's shipped heads for `method` (bench.harness.load_heads), loaded once per session."""
+    """-> the built-in target's shipped heads for `method` (bench.harness.load_heads), loaded once
+    per session."""
     from bench.harness import load_heads
 
     return load_heads("tiny-target", method, None, model("tiny-target")[0])

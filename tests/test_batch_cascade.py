@@ -1,22 +1,25 @@
-"""Batched cascade drafting (picospec/cascade.py batch_cascade_decoding: every review step of every drafter made for all
-rows at once, one batched call of each model where the recursion calls it, rows ragged and riding along), row by row
-against cascade_decoding (tests/batchrows.py), so each row has the law that tests/test_cascade.py checks:
+"""Batched cascade drafting (picospec/cascade.py batch_cascade_decoding: every review step of every
+drafter made for all rows at once, one batched call of each model where the recursion calls it, rows
+ragged and riding along), row by row against cascade_decoding (tests/batchrows.py), so each row has
+the law that tests/test_cascade.py checks:
 
-- on micro GPT-2s of three tokens on batched engines (target and draft: the draft's cache rows also serve the rows
-  that ride along) with a toy as the smallest drafter, 24 rows, vertical and horizontal at once, at temperature 1.3
-  with top-p 0.9: each row's tokens are the single form's. The broken cascade of tests/test_cascade.py (a reviewing
-  drafter hands up, as the law of its tokens, the smallest drafter's) planted in the batched run is caught;
-- each row equals cascade_decoding on its prompt alone with its own generator, tokens and step records: on toys for
-  every cascade down to N = 1 (drafts cut short, rows riding along, reviewers asked for different numbers of
-  positions in one call), and on the built-in pair with the n-gram at temperature 0 and 1;
+- on micro GPT-2s of three tokens on batched engines (target and draft: the draft's cache rows also
+  serve the rows that ride along) with a toy as the smallest drafter, 24 rows, vertical and
+  horizontal at once, at temperature 1.3 with top-p 0.9: each row's tokens are the single form's.
+  The broken cascade of tests/test_cascade.py (a reviewing drafter hands up, as the law of its
+  tokens, the smallest drafter's) planted in the batched run is caught;
+- each row equals cascade_decoding on its prompt alone with its own generator, tokens and step
+  records: on toys for every cascade down to N = 1 (drafts cut short, rows riding along, reviewers
+  asked for different numbers of positions in one call), and on the built-in pair with the n-gram at
+  temperature 0 and 1;
 - the step records have the other batched forms' keys: accepted per row, -1 once a row has finished.
 """
 import numpy as np
 import pytest
 
 import picospec.cascade as cs
-from batchrows import (N, ROWS, TEXTS, built_in, check_paths, check_records, check_rows_alone, generators, micro,
-                       model)
+from batchrows import (N, ROWS, TEXTS, built_in, check_paths, check_records, check_rows_alone,
+                       generators, micro, model)
 from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.batch_engine import BatchGPT2
 from gpt2.engine import GPT2
@@ -34,20 +37,21 @@ WARPED = dict(temperature=1.3, top_p=0.9)
 
 
 def micro_rows(monkeypatch, broken=None):
-    """Both cascades at once on ROWS, warped (a broken batch_review_step planted in the batched run), each row against
-    the single form alone -> the batch's step records."""
+    """Both cascades at once on ROWS, warped (a broken batch_review_step planted in the batched
+    run), each row against the single form alone -> the batch's step records."""
     target, draft, stats = micro(), GPT2(DRAFT_HP, DRAFT_PARAMS), []
     with monkeypatch.context() as patch:
         if broken:
             patch.setattr(cs, "batch_review_step", broken)
-        out = batch_cascade_decoding(ROWS, BatchGPT2(target, len(ROWS)), BatchGPT2(draft, len(ROWS)), batched(DRAFT2),
-                                     N, rng=np.random.default_rng(99), stats=stats, generators=generators(len(ROWS)),
-                                     **CASCADES["both"], **WARPED)
+        out = batch_cascade_decoding(ROWS, BatchGPT2(target, len(ROWS)),
+                                     BatchGPT2(draft, len(ROWS)), batched(DRAFT2), N,
+                                     rng=np.random.default_rng(99), stats=stats,
+                                     generators=generators(len(ROWS)), **CASCADES["both"], **WARPED)
 
     def alone(b, steps):
         target.reset(), draft.reset()
-        return cascade_decoding(ROWS[b], target, draft, DRAFT2, N, rng=np.random.default_rng(b), stats=steps,
-                                **CASCADES["both"], **WARPED)
+        return cascade_decoding(ROWS[b], target, draft, DRAFT2, N, rng=np.random.default_rng(b),
+                                stats=steps, **CASCADES["both"], **WARPED)
 
     check_paths(check_rows_alone(out, alone, monkeypatch))
     return stats
@@ -69,7 +73,7 @@ def review_with_the_smallest_law(xs, models, k_matrix, limits, rngs, sampling_op
     return [step and (step[0], laws, *step[2:]) for step, laws in zip(steps, smallest)]
 
 
-@pytest.mark.filterwarnings("ignore:.*encountered in scalar divide:RuntimeWarning")  # the broken laws hold zeros
+@pytest.mark.filterwarnings("ignore:.*in scalar divide:RuntimeWarning")  # broken laws hold zeros
 def test_verifying_against_the_smallest_drafters_law_is_caught(monkeypatch):
     with pytest.raises(AssertionError, match="differs from its single run"):
         micro_rows(monkeypatch, review_with_the_smallest_law)

@@ -1,17 +1,18 @@
-"""Batched EAGLE-1: the batched head (gpt2/batch_eagle.py BatchEagleHead) gives each row what EagleHead gives it
-alone, through calls with ragged contexts, trees grown a level per call, contexts that move on or change, and rows left
-out of a call; batch_eagle_decoding (picospec/eagle.py) gives each row what eagle_decoding gives its prompt alone with
-its own generator, on the built-in target and its shipped head, at temperature 0, 1 (sampled and top-k candidates)
-and 0.7 with top-k 5, rows finishing at different steps; and so on a micro GPT-2 of three tokens with a random head
-(24 rows, nodes accepted and rejected, at temperature 1 and 0.7 with top-k 2), where the first drafted path taken
-unverified in the batched run is caught. So each row has the law that tests/test_eagle.py checks
-(tests/batchrows.py)."""
+"""Batched EAGLE-1: the batched head (gpt2/batch_eagle.py BatchEagleHead) gives each row what
+EagleHead gives it alone, through calls with ragged contexts, trees grown a level per call, contexts
+that move on or change, and rows left out of a call; batch_eagle_decoding (picospec/eagle.py) gives
+each row what eagle_decoding gives its prompt alone with its own generator, on the built-in target
+and its shipped head, at temperature 0, 1 (sampled and top-k candidates) and 0.7 with top-k 5, rows
+finishing at different steps; and so on a micro GPT-2 of three tokens with a random head (24 rows,
+nodes accepted and rejected, at temperature 1 and 0.7 with top-k 2), where the first drafted path
+taken unverified in the batched run is caught. So each row has the law that tests/test_eagle.py
+checks (tests/batchrows.py)."""
 import numpy as np
 import pytest
 
 import picospec.eagle as eagle1
-from batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths, check_records, check_rows_alone,
-                       generators, heads, micro)
+from batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths, check_records,
+                       check_rows_alone, generators, heads, micro)
 from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.batch_eagle import BatchEagleHead
 from gpt2.batch_engine import BatchGPT2
@@ -87,8 +88,8 @@ CHOICES = [[0], [1], [0, 0]]  # two sampled children of the root, one grandchild
 
 
 def micro_rows(monkeypatch, broken=None, **options):
-    """Batched EAGLE on ROWS with a random head (a broken verify_without_replacement planted in the batched run
-    only), each row against eagle_decoding alone -> the batch's step records."""
+    """Batched EAGLE on ROWS with a random head (a broken verify_without_replacement planted in the
+    batched run only), each row against eagle_decoding alone -> the batch's step records."""
     from picospec.eagle import eagle_decoding
 
     target, stats = micro(), []
@@ -97,14 +98,15 @@ def micro_rows(monkeypatch, broken=None, **options):
     with monkeypatch.context() as patch:
         if broken:
             patch.setattr(eagle1, "verify_without_replacement", broken)
-        out = batch_eagle_decoding(ROWS, BatchGPT2(target, len(ROWS), tree_slots=8), BatchEagleHead(head, len(ROWS)),
-                                   MICRO_N, np.random.default_rng(99), CHOICES, stats=stats,
+        out = batch_eagle_decoding(ROWS, BatchGPT2(target, len(ROWS), tree_slots=8),
+                                   BatchEagleHead(head, len(ROWS)), MICRO_N,
+                                   np.random.default_rng(99), CHOICES, stats=stats,
                                    generators=generators(len(ROWS)), **options)
 
     def alone(b, steps):
         target.reset(), head.reset()
-        return eagle_decoding(ROWS[b], target, head, MICRO_N, np.random.default_rng(b), CHOICES, stats=steps,
-                              **options)
+        return eagle_decoding(ROWS[b], target, head, MICRO_N, np.random.default_rng(b), CHOICES,
+                              stats=steps, **options)
 
     check_paths(check_rows_alone(out, alone, monkeypatch))
     return stats
@@ -119,4 +121,5 @@ def test_unverified_drafts_are_caught(monkeypatch):
     """Broken variant: the first drafted path taken as it is. (Judging the sampled children as one-hot proposals
     instead would be no flaw: one-hot verification is lossless whatever chose the candidates.)"""
     with pytest.raises(AssertionError, match="differs from its single run"):
-        micro_rows(monkeypatch, lambda tokens, parents, Q, laws, rng: unverified(tokens, parents, Q, rng))
+        micro_rows(monkeypatch, lambda tokens, parents, Q, laws, rng: unverified(tokens, parents, Q,
+                                                                                 rng))

@@ -1,16 +1,17 @@
-"""Batched EAGLE-2: batch_eagle2_decoding (picospec/eagle2.py) on the batched head (gpt2/batch_eagle.py) gives each row
-what eagle2_decoding gives its prompt alone with its own generator, in its tokens and in its step records, on the
-built-in target and its shipped head, at temperature 0, 1 and 0.7 with top-k 5, rows finishing at different steps;
-the head runs once per layer for all rows still expanding; the records have the keys of batched EAGLE-1's; and so on
-a micro GPT-2 of three tokens with a random head (24 rows, nodes accepted and rejected, at temperature 1 and 0.7
-with top-k 2), where the first drafted path taken unverified in the batched run is caught. So each row has the law
-that tests/test_eagle.py checks (tests/batchrows.py)."""
+"""Batched EAGLE-2: batch_eagle2_decoding (picospec/eagle2.py) on the batched head
+(gpt2/batch_eagle.py) gives each row what eagle2_decoding gives its prompt alone with its own
+generator, in its tokens and in its step records, on the built-in target and its shipped head, at
+temperature 0, 1 and 0.7 with top-k 5, rows finishing at different steps; the head runs once per
+layer for all rows still expanding; the records have the keys of batched EAGLE-1's; and so on a
+micro GPT-2 of three tokens with a random head (24 rows, nodes accepted and rejected, at temperature
+1 and 0.7 with top-k 2), where the first drafted path taken unverified in the batched run is caught.
+So each row has the law that tests/test_eagle.py checks (tests/batchrows.py)."""
 import numpy as np
 import pytest
 
 import picospec.eagle2 as eagle2
-from batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths, check_records, check_rows_alone,
-                       generators, heads, micro)
+from batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths, check_records,
+                       check_rows_alone, generators, heads, micro)
 from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.batch_eagle import BatchEagleHead
 from gpt2.batch_engine import BatchGPT2
@@ -97,8 +98,8 @@ def test_one_head_call_per_layer_and_the_records_of_batched_eagle(shipped):
 
 
 def micro_rows(monkeypatch, broken=None, **options):
-    """Batched EAGLE-2 on ROWS with a random head (a broken verify_tree planted in the batched run only), each row
-    against eagle2_decoding alone -> the batch's step records."""
+    """Batched EAGLE-2 on ROWS with a random head (a broken verify_tree planted in the batched run
+    only), each row against eagle2_decoding alone -> the batch's step records."""
     target, stats = micro(), []
     params, config = random_head(HP["n_embd"], HP["n_head"], seed=6, scale=0.8)
     head = EagleHead(params, config, target.params["wte"], 32)
@@ -107,12 +108,14 @@ def micro_rows(monkeypatch, broken=None, **options):
         if broken:
             patch.setattr(eagle2, "verify_tree", broken)
         out = batch_eagle2_decoding(ROWS, BatchGPT2(target, len(ROWS), tree_slots=8),
-                                    BatchEagleHead(head, len(ROWS)), MICRO_N, np.random.default_rng(99), stats=stats,
+                                    BatchEagleHead(head, len(ROWS)), MICRO_N,
+                                    np.random.default_rng(99), stats=stats,
                                     generators=generators(len(ROWS)), **kwargs)
 
     def alone(b, steps):
         target.reset(), head.reset()
-        return eagle2_decoding(ROWS[b], target, head, MICRO_N, np.random.default_rng(b), stats=steps, **kwargs)
+        return eagle2_decoding(ROWS[b], target, head, MICRO_N, np.random.default_rng(b),
+                               stats=steps, **kwargs)
 
     check_paths(check_rows_alone(out, alone, monkeypatch))
     return stats

@@ -1,8 +1,9 @@
-"""The batched engine (gpt2/batch_engine.py) against one sequence at a time: every row of a batched forward equals the
-plain forward of that row alone, for ragged lengths, after rollbacks and when rows leave; batched speculative sampling
-on it keeps the target's exact law (the suite's one sampled law test of the batched loop, sized by power); greedy
-rows equal each row decoded alone; a tree per row in one pass (and the accepted paths kept) equals the
-single-sequence engine's tree() on each row alone."""
+"""The batched engine (gpt2/batch_engine.py) against one sequence at a time: every row of a batched
+forward equals the plain forward of that row alone, for ragged lengths, after rollbacks and when
+rows leave; batched speculative sampling on it keeps the target's exact law (the suite's one sampled
+law test of the batched loop, sized by power); greedy rows equal each row decoded alone; a tree per
+row in one pass (and the accepted paths kept) equals the single-sequence engine's tree() on each row
+alone."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -169,18 +170,22 @@ def test_bad_calls_give_clear_errors():
         model.accept([[0], [0]])
 
 
-# Batched speculative sampling on batched engines: the exact law of each row, with a 3-token vocabulary so that
-# every continuation can be enumerated. One batch holds ROWS rows of every prompt, each row drawn from the shared rng.
+# Batched speculative sampling on batched engines: the exact law of each row, with a 3-token
+# vocabulary so that every continuation can be enumerated. One batch holds ROWS rows of every
+# prompt.
 #
-# ROWS is sized by power: the smallest count (in steps of 50) at which the broken variant below (recovering from the
-# target instead of the residual, on the same engines, prompts and options) is rejected with probability >= 0.999 by
-# the three checks at ALPHA = 1e-4 together. Measured by simulation: 40,000 runs per prompt of the broken variant
-# (batches of 3 x 1,000 rows, every batch drafting k = 3, 3, 2, 1, 1 as one of 3 x 750 rows does) gave its law
-# (total variation 0.057, 0.033 and 0.073 from the target's per prompt); 20,000 sets of ROWS multinomial draws per
-# prompt from that law, G-tested against the exact target law as check_law does, were rejected in 99.95% at ROWS =
-# 750 and 99.85% at 700 (per prompt at 750: 90%, 81%, 97%). To re-measure: run the broken variant many times
-# (sampled_rows with rejection.recovered_probs = lambda q, p: q), then draw counts from its empirical law and
-# count rejections with picospec.exact_law.g_statistic against chi2_isf(ALPHA, df).
+# ROWS is sized by power: the smallest count (in steps of 50) at which the broken variant below
+# (recovering from the target instead of the residual, same engines, prompts and options) is
+# rejected with probability >= 0.999 by the three checks at ALPHA = 1e-4 together. Measured by
+# simulation: 40,000 runs per prompt of the broken variant (batches of 3 x 1,000 rows, each drafting
+# k = 3, 3, 2, 1, 1 as the test's batch of 3 x 750 rows does) gave its law (total variation 0.057,
+# 0.033 and 0.073 from the target's, per prompt); 20,000 sets of ROWS multinomial draws per prompt
+# from that law, G-tested against the exact target law as check_law does, were rejected in 99.95% at
+# ROWS = 750 and 99.85% at 700 (per prompt at 750: 90%, 81%, 97%). The same procedure on 40,000 runs
+# of the correct sampler rejected 0.055% (the nominal 3 x 1e-4): the estimated law's own noise adds
+# next to nothing. To re-measure: run sampled_rows many times with rejection.recovered_probs =
+# lambda q, p: q, draw counts from the empirical law, and count the sets whose
+# picospec.exact_law.g_statistic against the exact law exceeds chi2_isf(ALPHA, df) for some prompt.
 
 V, N = 3, 5
 T_HP, T_PARAMS = random_gpt2(n_vocab=V, n_ctx=16, n_embd=8, n_head=2, n_layer=2, seed=3, scale=0.6)
@@ -190,13 +195,13 @@ ROWS = 750
 OPTIONS = dict(temperature=0.7, top_k=2)
 
 
-def sampled_rows(rows=ROWS):  # -> per prompt, `rows` sampled continuations, all prompts in one batch
+def sampled_rows(rows=ROWS):  # -> per prompt, `rows` sampled continuations, all in one batch
     target, draft = GPT2(T_HP, T_PARAMS), GPT2(D_HP, D_PARAMS)
     B = len(PROMPTS) * rows
-    out = batch_speculative_sampling(PROMPTS * rows, BatchGPT2(draft, B), BatchGPT2(target, B), N, 3,
-                                     np.random.default_rng(0), **OPTIONS)
-    samples = [[tuple(row[len(PROMPTS[i % len(PROMPTS)]):]) for i, row in enumerate(out) if i % len(PROMPTS) == b]
-               for b in range(len(PROMPTS))]
+    out = batch_speculative_sampling(PROMPTS * rows, BatchGPT2(draft, B), BatchGPT2(target, B), N,
+                                     3, np.random.default_rng(0), **OPTIONS)
+    samples = [[tuple(row[len(prompt):]) for row in out[b::len(PROMPTS)]]
+               for b, prompt in enumerate(PROMPTS)]
     return samples, target
 
 
@@ -206,12 +211,14 @@ def check_laws(samples, target):
 
 
 def test_batched_engines_keep_the_exact_law():
-    """750 runs per prompt, three prompts of different lengths in one batch, warped (temperature 0.7, top-k 2)."""
+    """750 runs per prompt, three prompts of different lengths in one batch, warped (temperature
+    0.7, top-k 2)."""
     check_laws(*sampled_rows())
 
 
 def test_broken_batched_sampler_is_rejected(monkeypatch):
-    """Recovering from the target instead of the residual, on the same engines, fails the same checks."""
+    """Recovering from the target instead of the residual, on the same engines, fails the same
+    checks."""
     import picospec.rejection as rejection
 
     monkeypatch.setattr(rejection, "recovered_probs", lambda q, p: q)

@@ -1,14 +1,16 @@
-"""Batched lookahead decoding (picospec/lookahead.py batch_lookahead_decoding: every row's window and pooled guesses
-scored in one batched tree call), row by row against lookahead_decoding (tests/batchrows.py): each row of one batch,
-with its own generator, is token for token what the single form gives its prompt alone, so it has the law that
-tests/test_lookahead.py checks. On a micro GPT-2 of three tokens (24 rows, windows and pools of their own, guesses
-accepted and rejected, at temperature 1), where keeping the first pooled guess unverified in the batched run is
-caught, and on a random engine of 50 tokens, greedy and sampled."""
+"""Batched lookahead decoding (picospec/lookahead.py batch_lookahead_decoding: every row's window
+and pooled guesses scored in one batched tree call), row by row against lookahead_decoding
+(tests/batchrows.py): each row of one batch, with its own generator, is token for token what the
+single form gives its prompt alone, so it has the law that tests/test_lookahead.py checks. On a
+micro GPT-2 of three tokens (24 rows, windows and pools of their own, guesses accepted and rejected,
+at temperature 1), where keeping the first pooled guess unverified in the batched run is caught, and
+on a random engine of 50 tokens, greedy and sampled."""
 import numpy as np
 import pytest
 
 import picospec.lookahead as la
-from batchrows import HP, N, PARAMS, ROWS, check_paths, check_records, check_rows_alone, generators, micro
+from batchrows import (HP, N, PARAMS, ROWS, check_paths, check_records, check_rows_alone,
+                       generators, micro)
 from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.batch_engine import BatchGPT2
 from gpt2.engine import GPT2
@@ -18,8 +20,8 @@ from test_lookahead import unverified
 
 
 def micro_rows(monkeypatch, broken=None, **options):
-    """Batched lookahead on ROWS (a broken verify_tree planted in the batched run only), each row against the single
-    form alone -> the batch's step records."""
+    """Batched lookahead on ROWS (a broken verify_tree planted in the batched run only), each row
+    against the single form alone -> the batch's step records."""
     target, stats = micro(), []
     with monkeypatch.context() as patch:
         if broken:
@@ -30,7 +32,8 @@ def micro_rows(monkeypatch, broken=None, **options):
 
     def alone(b, steps):
         target.reset()
-        return lookahead_decoding(ROWS[b], target, N, np.random.default_rng(b), 2, 3, 3, stats=steps, **options)
+        return lookahead_decoding(ROWS[b], target, N, np.random.default_rng(b), 2, 3, 3,
+                                  stats=steps, **options)
 
     check_paths(check_rows_alone(out, alone, monkeypatch))
     return stats
@@ -42,7 +45,8 @@ def test_micro_rows_equal_each_row_alone(monkeypatch, options):
 
 
 def test_unverified_guesses_are_caught(monkeypatch):
-    """Broken variant: the first pooled guess kept whole without verification, in the batched run."""
+    """Broken variant: the first pooled guess kept whole without verification, in the batched
+    run."""
     with pytest.raises(AssertionError, match="differs from its single run"):
         micro_rows(monkeypatch, unverified)
 

@@ -1,9 +1,10 @@
-"""Batched Medusa (picospec/medusa.py batch_medusa_decoding on gpt2/batch_engine.py's batched trees), row by row
-against medusa_decoding (tests/batchrows.py): each row of one batch, with its own generator, is token for token what
-the single form gives its prompt alone, so it has the law that tests/test_medusa.py checks for the lossless
-posterior. On a micro GPT-2 of three tokens with two random heads (24 rows, the seed's tree, nodes accepted and rejected, at
-temperature 1 and at 0.7 with top-k 2), where the longest-match flaw planted in the batched run is caught, and on
-the built-in target and its shipped heads, greedy and, with its own generator, sampled."""
+"""Batched Medusa (picospec/medusa.py batch_medusa_decoding on gpt2/batch_engine.py's batched
+trees), row by row against medusa_decoding (tests/batchrows.py): each row of one batch, with its own
+generator, is token for token what the single form gives its prompt alone, so it has the law that
+tests/test_medusa.py checks for the lossless posterior. On a micro GPT-2 of three tokens with two
+random heads (24 rows, the seed's tree, nodes accepted and rejected, at temperature 1 and at 0.7
+with top-k 2), where the longest-match flaw planted in the batched run is caught, and on the
+built-in target and its shipped heads, greedy and, with its own generator, sampled."""
 import functools
 
 import numpy as np
@@ -26,19 +27,21 @@ def small():
 
 
 def micro_rows(monkeypatch, broken=None, **options):
-    """Batched lossless Medusa on ROWS (a broken verify_tree planted in the batched run only), each row against the
-    single form alone -> the batch's step records."""
+    """Batched lossless Medusa on ROWS (a broken verify_tree planted in the batched run only), each
+    row against the single form alone -> the batch's step records."""
     (target, fn), stats = small(), []
     kwargs = dict(medusa_choices=SEED_CHOICES, topk=3, posterior="lossless", **options)
     with monkeypatch.context() as patch:
         if broken:
             patch.setattr(medusa, "verify_tree", broken)
         out = batch_medusa_decoding(ROWS, BatchGPT2(target, len(ROWS), tree_slots=16), fn, N,
-                                    np.random.default_rng(99), stats=stats, generators=generators(len(ROWS)), **kwargs)
+                                    np.random.default_rng(99), stats=stats,
+                                    generators=generators(len(ROWS)), **kwargs)
 
     def alone(b, steps):
         target.reset()
-        return medusa_decoding(ROWS[b], target, fn, N, np.random.default_rng(b), stats=steps, **kwargs)
+        return medusa_decoding(ROWS[b], target, fn, N, np.random.default_rng(b), stats=steps,
+                               **kwargs)
 
     check_paths(check_rows_alone(out, alone, monkeypatch))
     return stats

@@ -1,14 +1,16 @@
-"""Batched prompt lookup (picospec/prompt_lookup.py batch_prompt_lookup_decoding: every row's draft chain scored in
-one batched tree call), row by row against prompt_lookup_decoding (tests/batchrows.py): each row of one batch, with
-its own generator, is token for token what the single form gives its prompt alone, so it has the law that
-tests/test_prompt_lookup.py checks. On a micro GPT-2 of three tokens (24 rows, drafts accepted and rejected, at
-temperature 1 and at 0.6 with top-k 2), where accepting every match in the batched run is caught, and on the
-built-in target at temperature 0, 1 and 0.7 with top-p 0.9."""
+"""Batched prompt lookup (picospec/prompt_lookup.py batch_prompt_lookup_decoding: every row's draft
+chain scored in one batched tree call), row by row against prompt_lookup_decoding
+(tests/batchrows.py): each row of one batch, with its own generator, is token for token what the
+single form gives its prompt alone, so it has the law that tests/test_prompt_lookup.py checks. On a
+micro GPT-2 of three tokens (24 rows, drafts accepted and rejected, at temperature 1 and at 0.6 with
+top-k 2), where accepting every match in the batched run is caught, and on the built-in target at
+temperature 0, 1 and 0.7 with top-p 0.9."""
 import numpy as np
 import pytest
 
 import picospec.prompt_lookup as pl
-from batchrows import N, ROWS, check_paths, check_records, check_rows_alone, generators, micro, model
+from batchrows import (N, ROWS, check_paths, check_records, check_rows_alone, generators, micro,
+                       model)
 from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.batch_engine import BatchGPT2
 from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
@@ -16,18 +18,20 @@ from picospec.sampling import sample
 
 
 def micro_rows(monkeypatch, broken=None, **options):
-    """Batched prompt lookup on ROWS (a broken verify_chain planted in the batched run only), each row against the
-    single form alone -> the batch's step records."""
+    """Batched prompt lookup on ROWS (a broken verify_chain planted in the batched run only), each
+    row against the single form alone -> the batch's step records."""
     target, stats = micro(), []
     with monkeypatch.context() as patch:
         if broken:
             patch.setattr(pl, "verify_chain", broken)
-        out = batch_prompt_lookup_decoding(ROWS, BatchGPT2(target, len(ROWS)), N, np.random.default_rng(99), 2, 3,
-                                           stats=stats, generators=generators(len(ROWS)), **options)
+        out = batch_prompt_lookup_decoding(ROWS, BatchGPT2(target, len(ROWS)), N,
+                                           np.random.default_rng(99), 2, 3, stats=stats,
+                                           generators=generators(len(ROWS)), **options)
 
     def alone(b, steps):
         target.reset()
-        return prompt_lookup_decoding(ROWS[b], target, N, np.random.default_rng(b), 2, 3, stats=steps, **options)
+        return prompt_lookup_decoding(ROWS[b], target, N, np.random.default_rng(b), 2, 3,
+                                      stats=steps, **options)
 
     check_paths(check_rows_alone(out, alone, monkeypatch))
     return stats
@@ -39,7 +43,8 @@ def test_micro_rows_equal_each_row_alone(monkeypatch, options):
 
 
 def test_accepting_every_match_is_caught(monkeypatch):
-    """Broken variant: keep every proposed token (copying without verification), in the batched run."""
+    """Broken variant: keep every proposed token (copying without verification), in the batched
+    run."""
     with pytest.raises(AssertionError, match="differs from its single run"):
         micro_rows(monkeypatch, lambda d, P, Q, rng: (len(d), sample(Q[len(d)], rng), "bonus"))
 

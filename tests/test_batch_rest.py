@@ -1,9 +1,10 @@
-"""Batched REST (picospec/rest.py batch_rest_decoding: every row's retrieved trie scored in one batched tree call), row
-by row against rest_decoding (tests/batchrows.py): each row of one batch, with its own generator, is token for token
-what the single form gives its prompt alone, so it has the law that tests/test_rest.py checks. On a micro GPT-2 of
-three tokens whose datastore holds its own sampled text (24 rows, branching tries, drafts accepted and rejected, at
-temperature 1 and at 0.7 with top-k 2), where taking the first retrieved path unverified in the batched run is
-caught, and on a random engine of 50 tokens at temperature 0, 1 and 0.7 with top-k 5."""
+"""Batched REST (picospec/rest.py batch_rest_decoding: every row's retrieved trie scored in one
+batched tree call), row by row against rest_decoding (tests/batchrows.py): each row of one batch,
+with its own generator, is token for token what the single form gives its prompt alone, so it has
+the law that tests/test_rest.py checks. On a micro GPT-2 of three tokens whose datastore holds its
+own sampled text (24 rows, branching tries, drafts accepted and rejected, at temperature 1 and at
+0.7 with top-k 2), where taking the first retrieved path unverified in the batched run is caught,
+and on a random engine of 50 tokens at temperature 0, 1 and 0.7 with top-k 5."""
 import functools
 
 import numpy as np
@@ -22,23 +23,26 @@ from test_rest import unverified
 
 @functools.cache
 def micro_store(n_texts=10, length=12):  # the micro target's own likely text, with branches
-    return Datastore.build(sum((autoregressive_sampling([0, 1], micro(), length, np.random.default_rng(seed))
-                                for seed in range(n_texts)), []), max_suffix=4)
+    texts = [autoregressive_sampling([0, 1], micro(), length, np.random.default_rng(seed))
+             for seed in range(n_texts)]
+    return Datastore.build(sum(texts, []), max_suffix=4)
 
 
 def micro_rows(monkeypatch, broken=None, **options):
-    """Batched REST on ROWS (a broken verify_tree planted in the batched run only), each row against the single form
-    alone -> the batch's step records."""
+    """Batched REST on ROWS (a broken verify_tree planted in the batched run only), each row against
+    the single form alone -> the batch's step records."""
     target, store, stats = micro(), micro_store(), []
     with monkeypatch.context() as patch:
         if broken:
             patch.setattr(rest, "verify_tree", broken)
-        out = batch_rest_decoding(ROWS, BatchGPT2(target, len(ROWS), tree_slots=8), N, np.random.default_rng(99),
-                                  store, 8, 3, 6, stats=stats, generators=generators(len(ROWS)), **options)
+        out = batch_rest_decoding(ROWS, BatchGPT2(target, len(ROWS), tree_slots=8), N,
+                                  np.random.default_rng(99), store, 8, 3, 6, stats=stats,
+                                  generators=generators(len(ROWS)), **options)
 
     def alone(b, steps):
         target.reset()
-        return rest_decoding(ROWS[b], target, N, np.random.default_rng(b), store, 8, 3, 6, stats=steps, **options)
+        return rest_decoding(ROWS[b], target, N, np.random.default_rng(b), store, 8, 3, 6,
+                             stats=steps, **options)
 
     check_paths(check_rows_alone(out, alone, monkeypatch))
     return stats

@@ -1,15 +1,18 @@
 """Batched self-drafting (layer_skip, early_exit): gpt2/batch_self_draft.py's BatchSelfDraft and
 picospec/self_draft.py's batch_self_speculative_decoding.
 
-- The engine: any run of batched draft and target calls (rows growing, cut back, asking for n rows, leaving) gives,
-  row by row, the logits of that row's own SelfDraft after the same calls, for skip sets and early exits, with and
-  without the shipped exit adapter; a target that reuses the draft's keys/values is caught.
-- The micro rows: on a micro GPT-2 of three tokens, skipping a sublayer or exiting early, with the adaptive stop, at
-  temperature 1 and at 0.6 with top-k 2, each of 24 rows is self_speculative_decoding's on its prompt alone
-  (tests/batchrows.py: so it has the law tests/test_self_draft.py checks); drafts verified against the draft's
-  unwarped law in the batched run are caught.
-- The rows: on the built-in tiny-target and its shipped self_draft.json, each row of one batch is what
-  self_speculative_decoding gives its prompt alone with its own generator, in tokens and in step records.
+- The engine: any run of batched draft and target calls (rows growing, cut back, asking for n rows,
+  leaving) gives, row by row, the logits of that row's own SelfDraft after the same calls, for skip
+  sets and early exits, with and without the shipped exit adapter; a target that reuses the draft's
+  keys/values is caught.
+- The micro rows: on a micro GPT-2 of three tokens, skipping a sublayer or exiting early, with the
+  adaptive stop, at temperature 1 and at 0.6 with top-k 2, each of 24 rows is
+  self_speculative_decoding's on its prompt alone (tests/batchrows.py: so it has the law
+  tests/test_self_draft.py checks); drafts verified against the draft's unwarped law in the batched
+  run are caught.
+- The rows: on the built-in tiny-target and its shipped self_draft.json, each row of one batch is
+  what self_speculative_decoding gives its prompt alone with its own generator, in tokens and in
+  step records.
 - The front door: main.py --batch on both rows prints the autoregressive texts at temperature 0.
 """
 import json
@@ -18,7 +21,8 @@ import numpy as np
 import pytest
 
 import picospec.self_draft as sd
-from batchrows import HP, N, PARAMS, ROWS, TEXTS, built_in, check_paths, check_records, check_rows_alone, generators
+from batchrows import (HP, N, PARAMS, ROWS, TEXTS, built_in, check_paths, check_records,
+                       check_rows_alone, generators)
 from clitools import run_here
 from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.batch_self_draft import BatchSelfDraft, batch_side, sublayer_rows
@@ -145,20 +149,23 @@ def test_both_sides_of_one_self_draft_get_one_batched_engine(tiny):
 # ---- the micro rows, on a micro GPT-2 of three tokens ----
 
 def micro_rows(monkeypatch, skip, broken=None, **options):
-    """Batched self-drafting on ROWS with the adaptive stop (a broken draw planted in the batched run only), each row
-    against self_speculative_decoding alone -> the batch's step records."""
+    """Batched self-drafting on ROWS with the adaptive stop (a broken draw planted in the batched
+    run only), each row against self_speculative_decoding alone -> the batch's step records."""
     engine, stats = SelfDraft(HP, PARAMS, parse_skip(skip, 2)), []
     batch = BatchSelfDraft(engine, len(ROWS))
     with monkeypatch.context() as patch:
         if broken:
             patch.setattr(sd, "draw", broken)
-        out = batch_self_speculative_decoding(ROWS, batch.draft, batch.target, N, 3, np.random.default_rng(99),
-                                              stats=stats, generators=generators(len(ROWS)), **ADAPTIVE, **options)
+        out = batch_self_speculative_decoding(ROWS, batch.draft, batch.target, N, 3,
+                                              np.random.default_rng(99), stats=stats,
+                                              generators=generators(len(ROWS)), **ADAPTIVE,
+                                              **options)
 
     def alone(b, steps):
         engine.reset()
-        return self_speculative_decoding(ROWS[b], engine.draft, engine.target, N, 3, np.random.default_rng(b),
-                                         stats=steps, **ADAPTIVE, **options)
+        return self_speculative_decoding(ROWS[b], engine.draft, engine.target, N, 3,
+                                         np.random.default_rng(b), stats=steps, **ADAPTIVE,
+                                         **options)
 
     check_paths(check_rows_alone(out, alone, monkeypatch))
     return stats
@@ -167,7 +174,7 @@ def micro_rows(monkeypatch, skip, broken=None, **options):
 @pytest.mark.parametrize("skip, options", [("a1", {}), ("a1,m1", dict(temperature=0.6, top_k=2))],
                          ids=["skip-a1-T1", "exit1-T0.6-top_k2"])
 def test_micro_rows_equal_each_row_alone(monkeypatch, skip, options):
-    check_records(micro_rows(monkeypatch, skip, **options))  # drafts accepted, rows ragged, some finished first
+    check_records(micro_rows(monkeypatch, skip, **options))  # accepted, ragged, some finished first
 
 
 def unwarped_draw(p_raw, rng, **sampling_options):
