@@ -29,7 +29,7 @@ MARGIN = 1e-5
 V, N = 3, 5
 HP, PARAMS = random_gpt2(n_vocab=V, n_ctx=16, n_embd=8, n_head=2, n_layer=2, seed=7, scale=0.6)
 PROMPTS = [[0, 1, 2, 0, 1], [2, 2], [1, 0, 1, 0]]  # each repeats itself, so drafts are found (of different lengths)
-ROWS = PROMPTS * 8  # the micro rows: 24, each with its own generator
+ROWS = PROMPTS * 16  # the micro rows: 48, each with its own generator
 # for the rows-equal-alone tests on the built-in models: texts of different lengths, so rows go ragged
 TEXTS = ["def add(a, b):", "import os", "class Node:\n    def __init__(self", "x", "for i in range(10):"]
 

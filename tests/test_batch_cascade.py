@@ -4,7 +4,7 @@ ragged and riding along), row by row against cascade_decoding (tests/batchrows.p
 the law that tests/test_cascade.py checks:
 
 - on micro GPT-2s of three tokens on batched engines (target and draft: the draft's cache rows also
-  serve the rows that ride along) with a toy as the smallest drafter, 24 rows, vertical and
+  serve the rows that ride along) with a toy as the smallest drafter, 48 rows, vertical and
   horizontal at once, at temperature 1.3 with top-p 0.9: each row's tokens are the single form's.
   The broken cascade of tests/test_cascade.py (a reviewing drafter hands up, as the law of its
   tokens, the smallest drafter's) planted in the batched run is caught;

@@ -3,7 +3,7 @@ EagleHead gives it alone, through calls with ragged contexts, trees grown a leve
 that move on or change, and rows left out of a call; batch_eagle_decoding (picospec/eagle.py) gives
 each row what eagle_decoding gives its prompt alone with its own generator, on the built-in target
 and its shipped head, at temperature 0, 1 (sampled and top-k candidates) and 0.7 with top-k 5, rows
-finishing at different steps; and so on a micro GPT-2 of three tokens with a random head (24 rows,
+finishing at different steps; and so on a micro GPT-2 of three tokens with a random head (48 rows,
 nodes accepted and rejected, at temperature 1 and 0.7 with top-k 2), where the first drafted path
 taken unverified in the batched run is caught. So each row has the law that tests/test_eagle.py
 checks (tests/batchrows.py)."""

@@ -3,7 +3,7 @@
 generator, in its tokens and in its step records, on the built-in target and its shipped head, at
 temperature 0, 1 and 0.7 with top-k 5, rows finishing at different steps; the head runs once per
 layer for all rows still expanding; the records have the keys of batched EAGLE-1's; and so on a
-micro GPT-2 of three tokens with a random head (24 rows, nodes accepted and rejected, at temperature
+micro GPT-2 of three tokens with a random head (48 rows, nodes accepted and rejected, at temperature
 1 and 0.7 with top-k 2), where the first drafted path taken unverified in the batched run is caught.
 So each row has the law that tests/test_eagle.py checks (tests/batchrows.py)."""
 import numpy as np

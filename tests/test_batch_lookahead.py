@@ -2,7 +2,7 @@
 and pooled guesses scored in one batched tree call), row by row against lookahead_decoding
 (tests/batchrows.py): each row of one batch, with its own generator, is token for token what the
 single form gives its prompt alone, so it has the law that tests/test_lookahead.py checks. On a
-micro GPT-2 of three tokens (24 rows, windows and pools of their own, guesses accepted and rejected,
+micro GPT-2 of three tokens (48 rows, windows and pools of their own, guesses accepted and rejected,
 at temperature 1), where keeping the first pooled guess unverified in the batched run is caught, and
 on a random engine of 50 tokens, greedy and sampled."""
 import numpy as np

@@ -2,7 +2,7 @@
 trees), row by row against medusa_decoding (tests/batchrows.py): each row of one batch, with its own
 generator, is token for token what the single form gives its prompt alone, so it has the law that
 tests/test_medusa.py checks for the lossless posterior. On a micro GPT-2 of three tokens with two
-random heads (24 rows, the seed's tree, nodes accepted and rejected, at temperature 1 and at 0.7
+random heads (48 rows, the seed's tree, nodes accepted and rejected, at temperature 1 and at 0.7
 with top-k 2), where the longest-match flaw planted in the batched run is caught, and on the
 built-in target and its shipped heads, greedy and, with its own generator, sampled."""
 import functools
@@ -18,7 +18,7 @@ from picospec.medusa import batch_medusa_decoding, medusa_decoding
 from test_medusa import model_and_heads
 from test_tree import SEED_CHOICES, longest_match
 
-ROWS, N = [[0, 1], [2], [1, 0, 2]] * 8, 4
+ROWS, N = [[0, 1], [2], [1, 0, 2]] * 16, 4
 
 
 @functools.cache

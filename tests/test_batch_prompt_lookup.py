@@ -2,7 +2,7 @@
 chain scored in one batched tree call), row by row against prompt_lookup_decoding
 (tests/batchrows.py): each row of one batch, with its own generator, is token for token what the
 single form gives its prompt alone, so it has the law that tests/test_prompt_lookup.py checks. On a
-micro GPT-2 of three tokens (24 rows, drafts accepted and rejected, at temperature 1 and at 0.6 with
+micro GPT-2 of three tokens (48 rows, drafts accepted and rejected, at temperature 1 and at 0.6 with
 top-k 2), where accepting every match in the batched run is caught, and on the built-in target at
 temperature 0, 1 and 0.7 with top-p 0.9."""
 import numpy as np

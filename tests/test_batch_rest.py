@@ -2,7 +2,7 @@
 batched tree call), row by row against rest_decoding (tests/batchrows.py): each row of one batch,
 with its own generator, is token for token what the single form gives its prompt alone, so it has
 the law that tests/test_rest.py checks. On a micro GPT-2 of three tokens whose datastore holds its
-own sampled text (24 rows, branching tries, drafts accepted and rejected, at temperature 1 and at
+own sampled text (48 rows, branching tries, drafts accepted and rejected, at temperature 1 and at
 0.7 with top-k 2), where taking the first retrieved path unverified in the batched run is caught,
 and on a random engine of 50 tokens at temperature 0, 1 and 0.7 with top-k 5."""
 import functools

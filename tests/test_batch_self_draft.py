@@ -6,7 +6,7 @@ picospec/self_draft.py's batch_self_speculative_decoding.
   sets and early exits, with and without the shipped exit adapter; a target that reuses the draft's
   keys/values is caught.
 - The micro rows: on a micro GPT-2 of three tokens, skipping a sublayer or exiting early, with the
-  adaptive stop, at temperature 1 and at 0.6 with top-k 2, each of 24 rows is
+  adaptive stop, at temperature 1 and at 0.6 with top-k 2, each of 48 rows is
   self_speculative_decoding's on its prompt alone (tests/batchrows.py: so it has the law
   tests/test_self_draft.py checks); drafts verified against the draft's unwarped law in the batched
   run are caught.

@@ -4,7 +4,7 @@ batched tree call, every row's tree verified in one batched target call. Each ro
 single form on its prompt alone with its own generator (tests/batchrows.py), so it has the law that
 tests/test_specinfer.py and tests/test_sequoia.py check:
 
-- on micro GPT-2s of three tokens (the draft's tree calls go through BatchGPT2.tree too), 24 rows,
+- on micro GPT-2s of three tokens (the draft's tree calls go through BatchGPT2.tree too), 48 rows,
   branching trees, nodes accepted and rejected: SpecInfer at temperature 1, Sequoia at 0.7 with
   top-k 2. Broken rules planted in the batched run are caught: SpecInfer taking its first drawn path
   unverified, Sequoia judging its without-replacement siblings by the i.i.d. rule;
