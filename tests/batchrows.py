@@ -41,7 +41,7 @@ def micro():
 
 @functools.cache
 def model(name):
-    """-> (model, encoder) of a built-in model, loaded once per session (reset() it before use)."""
+    """-> (model, encoder) of a built-in model, loaded once per test session (reset() it before use)."""
     return load_model(name)
 
 
@@ -112,7 +112,7 @@ def check_records(stats, finished=True):
 @functools.cache
 def heads(method):
     """-> the built-in target's shipped heads for `method` (bench.harness.load_heads), loaded once
-    per session."""
+    per test session."""
     from bench.harness import load_heads
 
     return load_heads("tiny-target", method, None, model("tiny-target")[0])
