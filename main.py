@@ -325,7 +325,7 @@ def cost_line(costs, measured):
 
 def main_batch(method, values):
     """The method's batched form over the prompts in a file (one per line): the target and the draft each run every
-    row in one forward pass (gpt2/batch_engine.py: one KV cache per row, rows of different lengths)."""
+    row in one forward pass (gpt2/engine.py: one KV cache per row, rows of different lengths)."""
     from bench.harness import batched_models, load_needs
     from gpt2.load import load_model
 

@@ -10,7 +10,7 @@
 2. The cost of scoring M new tokens in one forward relative to one token, M = 1..max_M: speculative decoding verifies
    K drafts in one forward of K + 1 tokens and only pays off when that costs little more than one token.
 3. The layouts tried, side by side at M = 1..8: the engine's default (LM head as a contiguous [n_embd, n_vocab] copy;
-   where gpt2/backend.py's panel_policy turns them on, weight panels (gpt2/panels.py) and no padding, else rows padded
+   where gpt2/backend.py's panel_policy turns them on, weight panels (gpt2/fast/panels.py) and no padding, else rows padded
    to a multiple of 4), then without panels: as is, with the head as the transposed view wte.T, no padding, padding to
    a multiple of 8; and panels with padding to 4, panels 32 and 64 columns wide.
    Then each weight matrix alone: M rows times W against times its column panels of 32, 64 and 128 columns.
@@ -102,9 +102,9 @@ def gemm_rates(xp, sync, C, Ms, repeats):  # -> {M: [GFLOP/s with the weight in 
 
 def panel_grid(hparams, Ms, repeats):  # -> {(matrix, M): {"W": ratio, width: ratio}} (CPU time / one row by W)
     """Each weight matrix of the shape alone (QKV, MLP up, MLP down, LM head; random values): M rows times W and times
-    its column panels of each width in WIDTHS (gpt2/panels.py), against one row times W. Cycling through enough
+    its column panels of each width in WIDTHS (gpt2/fast/panels.py), against one row times W. Cycling through enough
     copies of a matrix to fill 64 MB, so that the weights stream from memory as a forward's do."""
-    from gpt2 import panels as P
+    from gpt2.fast import panels as P
 
     C, V = hparams["n_embd"], hparams["n_vocab"]
     rng = np.random.default_rng(0)
@@ -131,11 +131,11 @@ class StubForward:
     """Stands in for gpt2.engine's gpt2_hidden: advances the cache as a forward would and returns zeros at once."""
 
     def __init__(self, xp, n_embd):
-        self.h = xp.zeros((64, n_embd), dtype="float32")
+        self.h = xp.zeros((1, 64, n_embd), dtype="float32")
 
-    def __call__(self, inputs, cache, **_):
-        cache.n += len(inputs)
-        return self.h[:len(inputs)]
+    def __call__(self, inputs, cache, **_):  # inputs [B, n_seq] -> [B, n_seq, n_embd]
+        cache.n += inputs.shape[1]
+        return self.h[:, :inputs.shape[1]].repeat(len(inputs), 0)
 
 
 def engine_overhead(model, x, n_cache, sync):  # -> (CPU, wall) of an engine call that does only the engine's own work

@@ -66,7 +66,7 @@ def engine_steps(model, x, batch=False):
 def logit_check():
     """-> table rows: largest |GPU - CPU| logit over every call, and the logits' scale."""
     from bench.engine import hparams_of, random_params
-    from gpt2.batch_engine import BatchGPT2
+    from gpt2.engine import BatchGPT2
     from gpt2.engine import GPT2
     from gpt2.load import load_model
 

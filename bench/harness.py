@@ -135,10 +135,10 @@ def load_self_draft(kind, options, target, target_name, offline=None):
     from gpt2.hub import resolve
     from gpt2.self_draft import load_self_draft as load
 
-    # forward_params: the target engine's weights, with its weight panels where it has them (gpt2/panels.py)
+    # forward_params: the target engine's weights, with its weight panels where it has them (gpt2/fast/)
     engine = load(target.hparams, target.forward_params, resolve(str(target_name), offline=offline), kind,
                   skip=options.get("skip"), exit_layer=options.get("exit_layer"), adapter=options.get("adapter", True),
-                  head=(target.head, target.head_panels))
+                  head=target.head)
     return {"target": engine.target, "draft": engine.draft, "self_draft": engine.settings}
 
 
@@ -147,9 +147,9 @@ def batched_models(loaded, rows):
     engine becomes a BatchGPT2, an EAGLE head a BatchEagleHead, a self-drafting side its side of one BatchSelfDraft
     (both sides share it, as they share one cache alone), a stateless model (the n-gram) one called row by row;
     heads' functions, datastores and settings stay as they are."""
-    from gpt2.batch_eagle import BatchEagleHead
-    from gpt2.batch_engine import BatchGPT2
-    from gpt2.batch_self_draft import batch_side
+    from gpt2.eagle import BatchEagleHead
+    from gpt2.engine import BatchGPT2
+    from gpt2.self_draft import batch_side
     from gpt2.eagle import EagleHead
     from gpt2.engine import GPT2
     from gpt2.self_draft import Model as SelfDraftSide
@@ -171,9 +171,8 @@ def batch_row_bytes(loaded, tokens):
     most `tokens` tokens per row: the KV caches and activations of each batched engine (a
     self-drafting pair's one engine counted once); stateless models and heads' functions take
     none."""
-    from gpt2.batch_eagle import BatchEagleHead
-    from gpt2.batch_engine import TREE_SLOTS, row_bytes
-    from gpt2.eagle import EagleHead
+    from gpt2.eagle import BatchEagleHead, EagleHead
+    from gpt2.engine import TREE_SLOTS, row_bytes
     from gpt2.engine import GPT2
     from gpt2.self_draft import Model as SelfDraftSide
 

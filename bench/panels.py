@@ -1,4 +1,4 @@
-"""Weight panels (gpt2/panels.py) on and off, every row of the method table on this machine's CPU.
+"""Weight panels (gpt2/fast/panels.py) on and off, every row of the method table on this machine's CPU.
 
     python -m bench.panels                        # the built-in pair, 4 held-out prompts x 64 new tokens
     python -m bench.panels --n_prompts 8 --n_tokens 48

@@ -47,7 +47,7 @@ def measure_costs(target, reps=60):
     engine decodes with (its weight panels and LM head copy, where it has them), as main.py loads a self-draft."""
     from gpt2.self_draft import SelfDraft
 
-    hparams, params, head = target.hparams, target.forward_params, (target.head, target.head_panels)
+    hparams, params, head = target.hparams, target.forward_params, target.head
     L, x = hparams["n_layer"], list(range(7, 7 + 100))
     paths = {"none": range(2 * L), "attention": range(1, 2 * L, 2), "mlp": range(0, 2 * L, 2), "all": ()}
     engines = {k: SelfDraft(hparams, params, skip, head=head) for k, skip in paths.items()}
@@ -275,7 +275,8 @@ def exits(target, encoder, exit_layers, steps, n_windows, write, folder, runs):
     """Each exit layer's agreement on the search's sequences (self_draft.json), with the plain LM head and with an
     exit adapter trained for it; ships the exit layer (and adapter) with the best expected speedup on this machine."""
     from gpt2.heads import load_heads
-    from gpt2.exit_adapter import ADAPTER, train_exit_adapter
+    from gpt2.exit_adapter import train_exit_adapter
+    from gpt2.self_draft import ADAPTER
     from gpt2.self_draft import exit_skip, read_config
     from gpt2.skip_search import draft_logits
 

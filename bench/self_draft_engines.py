@@ -31,7 +31,7 @@ def old_batch_engine(old):  # OLD/gpt2/batch_self_draft.py as a module of its ow
 
 
 def main(old, settings=None, n_tokens=48, temperature=0.0, repeats=5):
-    import gpt2.batch_self_draft as this
+    import gpt2.self_draft as this
     from bench.batch import load_pair
     from bench.harness import header, load_self_draft
     from gpt2.backend import thread_policy
@@ -48,8 +48,7 @@ def main(old, settings=None, n_tokens=48, temperature=0.0, repeats=5):
     for method in ("layer_skip", "early_exit"):
         loaded = load_self_draft(method, {}, target, settings or "tiny-target")  # self_draft.json, exit adapter
         engine = loaded["target"].engine  # as main.py loads it
-        view = SelfDraft(engine.hparams, engine.params, engine.skip, engine.adapter, head=(engine.params["wte"].T,
-                                                                                          None))
+        view = SelfDraft(engine.hparams, engine.params, engine.skip, engine.adapter, head=engine.params["wte"].T)
         ways = {("single", "head wte.T"): (view, None), ("single", "as main.py loads it"): (engine, None)}
         for rows in (1, 8):
             ways[f"batch {rows}", "old engine, head wte.T"] = (before.BatchSelfDraft(view, rows), rows)

@@ -23,7 +23,7 @@ USED_BY = {"medusa": "--method medusa", "blockwise": "--method blockwise",
 
 
 def heads_kind(config):
-    """The kind of the heads a heads.json describes (checked by gpt2.heads.read_heads_config):
+    """The kind of the heads a heads.json describes (checked by read_heads_config):
     declared, else by shape. Example: {"n_heads": 3, "tied": true, "act": "relu"} -> "blockwise"."""
     if config.get("kind") is not None:
         return config["kind"]
@@ -34,8 +34,6 @@ def heads_kind(config):
 
 def folder_kind(folder):
     """The kind of add-on in `folder` (a key of KINDS), or None where it holds none of them."""
-    from gpt2.heads import read_heads_config
-
     folder = Path(folder)
     if (folder / "heads.json").is_file():
         return heads_kind(read_heads_config(folder / "heads.json"))
@@ -63,3 +61,28 @@ def check_kind(folder, kind, where, method):
                      f"{KINDS[kind].removeprefix('an ').removeprefix('a ')} that {method} runs on"
                      f"{f' (its {kind}/ folder may)' if inside else ''}: pass a folder of "
                      f"{KINDS[kind]}, or use this one with {USED_BY[held]}")
+
+
+ACTIVATIONS = ("silu", "relu")  # of Medusa heads (SiLU), Blockwise heads (ReLU), exit adapters
+RETRAIN = "re-train the heads with `python -m gpt2.train_heads` (see README)"
+
+
+def read_heads_config(path):
+    """heads.json, checked: n_heads a whole number >= 1, tied true or false, act one of
+    ACTIVATIONS, kind (where declared) one of HEADS_KINDS."""
+    from gpt2.weights import CorruptFile, read_json
+
+    config = read_json(path, fix=RETRAIN)
+    if not isinstance(config, dict):
+        raise CorruptFile(path, "not a JSON object", RETRAIN)
+    n, tied, act = config.get("n_heads"), config.get("tied"), config.get("act")
+    if type(n) is not int or n < 1:
+        raise CorruptFile(path, f"n_heads is {n!r}; it must be a whole number >= 1", RETRAIN)
+    if type(tied) is not bool:
+        raise CorruptFile(path, f"tied is {tied!r}; it must be true or false", RETRAIN)
+    if act not in ACTIVATIONS:
+        raise CorruptFile(path, f"act is {act!r}; it must be one of {', '.join(ACTIVATIONS)}", RETRAIN)
+    if config.get("kind") is not None and config["kind"] not in HEADS_KINDS:
+        raise CorruptFile(path, f"kind is {config['kind']!r}; it must be one of "
+                                f"{', '.join(HEADS_KINDS)}", RETRAIN)
+    return config

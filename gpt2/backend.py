@@ -8,7 +8,6 @@ import functools
 
 import numpy as np
 
-from gpt2.panels import MAX_ROWS
 
 DEVICES = ("cpu", "gpu")
 
@@ -240,7 +239,7 @@ def machine():
 
 def blas_line(policy):
     """thread_policy's dict -> the report's BLAS line: library, kernel family, threads and whether
-    the small-matrix path (OpenBLAS's direct SGEMM on weight panels, gpt2/panels.py) is on.
+    the small-matrix path (OpenBLAS's direct SGEMM on weight panels, gpt2/fast/panels.py) is on.
     Example: "BLAS: openblas, Haswell kernels (OPENBLAS_CORETYPE=Haswell) on AMD EPYC, 2 CPUs; 1
     thread (small model (5.83M parameters)); small-matrix path off (...)"."""
     import os
@@ -260,6 +259,7 @@ def blas_line(policy):
 # the best on 1 (panels or not): 1.2-1.6x less, the LM head 1.34x; products of 5-8 rows gain nothing from a second
 # thread (the panels' direct SGEMM runs on one). The wide count is chosen once, when the policy runs (like the
 # policy's own count): a core that gets busy later slows the wide products, as it would a large model's.
+MAX_ROWS = 32  # products of 2..MAX_ROWS rows go through weight panels (gpt2/fast/panels.py); more use W itself
 WIDE_ROWS = MAX_ROWS + 1  # token rows in one forward from which it runs on the wide count: what the panels leave
 APPLIED = {}  # what thread_policy set for this process (the BLAS count is process-wide)
 
@@ -281,7 +281,7 @@ def threads_for(rows, xp=np):
     return blas_controller().limit(limits=APPLIED["wide"], user_api="blas")
 
 
-# ---- Weight panels (gpt2/panels.py): where OpenBLAS multiplies a few rows by small panels without packing ----
+# ---- Weight panels (gpt2/fast/panels.py): where OpenBLAS multiplies a few rows by small panels without packing ----
 DIRECT_SGEMM = ("SkylakeX", "Cooperlake", "SapphireRapids")  # OpenBLAS kernels with the direct (unpacked) SGEMM
 PANEL_MAX_PARAMS = 400_000_000  # the panels are one more copy of the weights: up to 355M's shape (+1.4 GB)
 

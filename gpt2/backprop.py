@@ -1,12 +1,16 @@
 """Forward and backward passes of GPT-2 for training, llm.c style: paired X_forward / X_backward functions.
 
+Each X_forward computes its output with gpt2/model.py's function (the one forward of the project) and keeps what the
+backward needs; X_backward(dout, cache) returns the gradient of its inputs and params. A backward recomputes from
+the saved inputs what its rule reads (the normalised x of a layer norm, tanh of gelu's argument, the attention
+probabilities), as flash attention recomputes them.
 Shape letters: B batch, T sequence length, C n_embd, H n_head, D = C // H, V n_vocab, F = 4*C.
-Each X_forward returns (output, cache); X_backward(dout, cache) returns the gradient of its inputs and params.
 Float32 in, float32 out: every constant is a Python float.
 """
 import math
 
 from gpt2.backend import xp_of
+from gpt2.model import attention, causal_mask, gelu, gpt2_hidden, layer_norm, linear, softmax
 
 GELU_C = math.sqrt(2 / math.pi)
 
@@ -27,16 +31,15 @@ def embedding_backward(dout, cache):  # [B, T, C] -> dwte [V, C], dwpe [n_ctx, C
 
 
 def layernorm_forward(x, g, b, eps=1e-5):  # [..., C] -> [..., C]
-    xp = xp_of(x)
-    mean = x.mean(-1, keepdims=True)
-    rstd = 1.0 / xp.sqrt(x.var(-1, keepdims=True) + eps)
-    xhat = (x - mean) * rstd
-    return xhat * g + b, (xhat, rstd, g)
+    return layer_norm(x, g, b, eps), (x, g, eps)
 
 
 def layernorm_backward(dout, cache):
-    xhat, rstd, g = cache
-    C = xhat.shape[-1]
+    x, g, eps = cache
+    C = x.shape[-1]
+    mean = x.mean(-1, keepdims=True)
+    rstd = 1.0 / xp_of(x).sqrt(x.var(-1, keepdims=True) + eps)
+    xhat = (x - mean) * rstd  # the normalised x
     dg = (dout * xhat).reshape(-1, C).sum(0)
     db = dout.reshape(-1, C).sum(0)
     dxhat = dout * g
@@ -44,8 +47,8 @@ def layernorm_backward(dout, cache):
     return dx, dg, db
 
 
-def linear_forward(x, w, b):  # [..., I] @ [I, O] + [O] -> [..., O]
-    return x @ w + b, x
+def linear_forward(x, w, b):  # [B, T, I] @ [I, O] + [O] -> [B, T, O]
+    return linear(x, w, b), x
 
 
 def linear_backward(dout, x, w):
@@ -55,37 +58,29 @@ def linear_backward(dout, x, w):
 
 
 def gelu_forward(x):
-    xp = xp_of(x)
-    t = xp.tanh(GELU_C * (x + 0.044715 * x * x * x))  # x * x * x: x**3 is 10x slower
-    return 0.5 * x * (1 + t), (x, t)
+    return gelu(x), x
 
 
-def gelu_backward(dout, cache):
-    x, t = cache
+def gelu_backward(dout, x):  # gelu(x) = 0.5 x (1 + t), t = tanh(GELU_C (x + 0.044715 x^3))
+    t = xp_of(x).tanh(GELU_C * (x + 0.044715 * x * x * x))  # x * x * x: x**3 is 10x slower
     dt = (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x * x)
     return dout * (0.5 * (1 + t) + 0.5 * x * dt)
 
 
 def attention_forward(qkv, n_head):  # [B, T, 3C] -> [B, T, C], causal
-    xp = xp_of(qkv)
     B, T, C3 = qkv.shape
     C = C3 // 3
-    D = C // n_head
-    q, k, v = qkv.reshape(B, T, 3, n_head, D).transpose(2, 0, 3, 1, 4)  # 3 x [B, H, T, D]
-    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(D)  # [B, H, T, T]
-    causal = xp.tril(xp.ones((T, T), dtype=bool))
-    scores = xp.where(causal, scores, -math.inf)
-    scores -= scores.max(-1, keepdims=True)
-    att = xp.exp(scores)
-    att /= att.sum(-1, keepdims=True)  # [B, H, T, T]
-    y = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, C)  # [B, T, C]
-    return y, (q, k, v, att)
+    q, k, v = qkv.reshape(B, T, 3, n_head, C // n_head).transpose(2, 0, 3, 1, 4)  # 3 x [B, H, T, D]
+    mask = causal_mask(T, 0, xp_of(qkv))  # [T, T]
+    y = attention(q, k, v, mask).transpose(0, 2, 1, 3).reshape(B, T, C)  # [B, T, C]
+    return y, (q, k, v, mask)
 
 
 def attention_backward(dy, cache):  # [B, T, C] -> dqkv [B, T, 3C]
-    q, k, v, att = cache
+    q, k, v, mask = cache
     B, H, T, D = q.shape
     xp = xp_of(dy)
+    att = softmax(xp.where(mask, (q * (1 / math.sqrt(D))) @ k.transpose(0, 1, 3, 2), -math.inf))  # [B, H, T, T]
     dy = dy.reshape(B, T, H, D).transpose(0, 2, 1, 3)  # [B, H, T, D]
     datt = dy @ v.transpose(0, 1, 3, 2)  # [B, H, T, T]
     dv = att.transpose(0, 1, 3, 2) @ dy  # [B, H, T, D]
@@ -186,10 +181,7 @@ def gpt2_forward_backward(params, hparams, ids, targets):
 
 
 def gpt2_loss(params, hparams, ids, targets):
-    """Mean cross-entropy only (evaluation: no caches kept)."""
-    x, _ = embedding_forward(ids, params["wte"], params["wpe"])
-    for p in params["blocks"]:
-        x, _ = block_forward(x, p, hparams["n_head"])
-    h, _ = layernorm_forward(x, **params["ln_f"])
+    """Mean cross-entropy only (evaluation: gpt2/model.py's forward, no caches kept)."""
+    h = gpt2_hidden(ids, **params, n_head=hparams["n_head"])  # [B, T, C]
     loss, _ = cross_entropy_forward(h @ params["wte"].T, targets)
     return loss

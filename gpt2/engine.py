@@ -1,26 +1,36 @@
-"""The model contract on a KV cache, and the richer interface tree methods need.
+"""The model contract on a KV cache, for B >= 1 sequences at once, and the richer interface tree methods need.
 
-    model(x: list[int], n: int = 1) -> probs [n, n_vocab]   (float32, host NumPy)
+    model(x: list[int], n: int = 1) -> probs [n, n_vocab]            (GPT2: one sequence; float32, host NumPy)
+    batch(xs: list of B lists, n: int = 1) -> probs [B, n, n_vocab]   (BatchGPT2: B sequences of any lengths)
 
 Row i is the next-token distribution after the prefix x[: len(x) - n + i + 1]. Each call reuses the cache: it rolls
 back to the longest common prefix of `x` with the tokens already cached and runs only the rest (always at least
 the last n tokens, whose outputs are asked for). An algorithm never sees the cache; it sees a function.
 
 Tree methods (Medusa, SpecInfer, EAGLE, REST, lookahead) also call
-    model.tree(x, tokens, parents) -> logits [1 + m, n_vocab]
+    model.tree(x, tokens, parents) -> logits [1 + m, n_vocab]     (batched: tree(xs, trees) -> B arrays)
 which scores the prefix x and m tree nodes in one forward pass: node i holds `tokens[i]`, hangs below node
 `parents[i]` (-1: below the last token of x), sits at position len(x) + depth(i), and sees the prefix, its ancestors
 and itself. Row 0 is the distribution after x, row 1 + i the one after node i's path. `model.accept(path)` then
 compacts the cache to x followed by the nodes of `path`.
 
-Shapes: n_seq (tokens run in one pass), m (tree nodes), n_embd, n_vocab.
+One engine, BatchGPT2, runs every call: each sequence has a row of the cache, its new tokens and tree nodes are
+padded to T per row, and one forward of gpt2/model.py runs all rows (every linear one product over B*T rows).
+GPT2 is the single sequence: a model's weights and a one-row BatchGPT2 on them. Rows have their own lengths,
+positions and rollback, and leave when done (picospec/batched/ drops finished rows).
+
+Shapes: B rows, T tokens per row in a pass (padded), m tree nodes, n_embd, n_head, d, n_vocab, S slots per row.
 """
 import numpy as np
 
-from gpt2.backend import engine_policy, get_xp, panel_policy, threads_for, to_numpy, tree_map
+from gpt2.backend import engine_policy, get_xp, threads_for, to_numpy, tree_map
 from gpt2.cache import KVCache
-from gpt2.model import gpt2_hidden, softmax
-from gpt2.panels import matmul, panels as gpt2_panels, with_panels
+from gpt2.fast import layout
+from gpt2.model import causal_mask, gpt2_hidden, softmax
+
+TREE_SLOTS = 256  # cache slots beyond n_ctx for tree nodes
+NO_TREE = [([], [])]  # one row's tree in a plain call: no nodes
+KEEP = 16  # a row that parts from a sequence only in its last KEEP tokens holds that sequence (drafts are fewer)
 
 
 def common_prefix_length(a, b):
@@ -52,118 +62,262 @@ def tree_depths(parents):  # depth of each node, 1 for the children of the prefi
     return depths
 
 
-TREE_SLOTS = 256  # cache slots beyond n_ctx for tree nodes
+def check(x, n, extra, n_ctx):
+    if len(x) == 0:
+        raise ValueError("the prompt is empty: give at least one token")
+    if not 1 <= n <= len(x):
+        raise ValueError(f"n must be between 1 and len(x) = {len(x)}; got {n}")
+    if len(x) + extra > n_ctx:
+        raise ValueError(f"{len(x) + extra} tokens do not fit the model's context window of {n_ctx}")
+
+
+def row_layout(xs, p, trees, n_slots, n_ctx, xp, pad_rows=1):
+    """Where a pass's rows go: row b runs its new tokens xs[b][p_b:] and then its tree's nodes (trees[b] = (tokens,
+    parents), ([], []) for none), padded to T -> a dict: ids [B, T] and positions [B, T] (on xp; [T] when every row
+    runs T tokens after the same prefix p0), slots [B, T] (None: every row writes from p0 on),
+    mask [B, 1, T, n_kv] (None: one token per row, after the same prefix p0: it sees every key), n_kv, new tokens
+    s [B] and nodes m [B] per row.
+
+    Token t of row b goes to slot p_b + t; a node's position is len(x_b) - 1 + its depth; it sees the prefix, its
+    ancestors and itself. Padding sits past the row's end (its slots clipped to the spare slot n_slots - 1) and
+    its outputs are never read; a pass of one row is padded up to a multiple of pad_rows rows."""
+    s = [len(x) - pb for x, pb in zip(xs, p)]
+    m = [len(tokens) for tokens, _ in trees]
+    B, p0 = len(xs), p[0]
+    if not any(m) and min(p) == max(p) and min(s) == max(s) and (s[0] == 1 or pad_rows == 1):
+        T = s[0]  # the plain causal pass: every row runs T tokens after p0
+        return {"ids": xp.asarray([x[p0:] for x in xs]), "positions": xp.arange(p0, p0 + T), "slots": None,
+                "mask": causal_mask(T, p0, xp) if T > 1 else None, "n_kv": p0 + T, "s": s, "m": m, "p0": p0}
+    T = max(sb + mb for sb, mb in zip(s, m))
+    pad = -T % pad_rows if T > 1 else 0
+    pad = pad if p0 + T + pad <= n_slots - 1 else 0
+    T += pad
+    n_kv = max(pb + sb + mb for pb, sb, mb in zip(p, s, m)) + pad
+    same = min(p) == max(p) and p0 + T <= n_slots
+    out = {"slots": None, "n_kv": n_kv, "s": s, "m": m, "p0": p0}
+    ids = np.zeros((B, T), dtype=np.int64)  # [B, T]
+    for b, (x, (tokens, _)) in enumerate(zip(xs, trees)):
+        ids[b, :s[b] + m[b]] = x[p[b]:] + tokens
+    out["ids"] = xp.asarray(ids)
+    at = np.asarray(p)[:, None] + np.arange(T)  # [B, T]: slot of each new token (of padding: past the row's end)
+    positions = at.copy()  # [B, T]
+    mask = np.arange(n_kv) <= at[:, :, None]  # [B, T, n_kv]: causal over the slots
+    for b, (x, (tokens, parents)) in enumerate(zip(xs, trees)):
+        if m[b]:  # a node sees the prefix, its ancestors and itself: not the slots of the nodes before it
+            nodes = slice(s[b], s[b] + m[b])
+            positions[b, nodes] = len(x) - 1 + np.array(tree_depths(parents))
+            mask[b, nodes, len(x):len(x) + m[b]] = tree_mask(parents, np)
+    out.update(positions=xp.asarray(np.minimum(positions, n_ctx - 1)), mask=xp.asarray(mask)[:, None],
+               slots=None if same else xp.asarray(np.minimum(at, n_slots - 1)))
+    return out
+
+
+def row_bytes(hparams, tree_slots, tokens, itemsize=4):
+    """An upper bound on the bytes one row takes in a batched engine of these hparams: its KV
+    cache (2 x L x S x C numbers) and the activations of its largest pass of `tokens` tokens (the
+    residual stream, q/k/v, the MLP's 4C, attention scores over S slots per head, and logits,
+    softmax and a warped copy of [V] each). Example: tiny-target (L 6, C 256, H 4, n_ctx 256,
+    V 4097), tree_slots 256, 64 tokens: 6.3 MB of cache + 4.7 MB of activations."""
+    L, C, H, V = hparams["n_layer"], hparams["n_embd"], hparams["n_head"], hparams["n_vocab"]
+    S = hparams["n_ctx"] + tree_slots + 1
+    T = min(tokens, S)
+    return itemsize * (2 * L * S * C + T * (16 * C + H * S + 3 * V))
+
+
+class RowCaches:
+    """One KV cache row per sequence, the tokens each row holds, and _match(xs), which gives each sequence of a call
+    its row and the prefix it can reuse there. BatchGPT2 and gpt2/self_draft.py's engine stand on it."""
+
+    def __init__(self, hparams, rows, xp, tree_slots, dtype="float32"):
+        self.hparams, self.rows, self.xp = hparams, rows, xp
+        L, H, D = hparams["n_layer"], hparams["n_head"], hparams["n_embd"] // hparams["n_head"]
+        # the slots: the window, tree_slots for the nodes of a tree near its end, and one spare slot where padding whose
+        # slot would fall past them writes
+        self.slots = hparams["n_ctx"] + tree_slots + 1
+        self.cache = KVCache(L, H, self.slots, D, xp, dtype, rows=rows)  # [L, B, H, S, D]
+        self.tokens = [[] for _ in range(rows)]  # what each cache row holds (a tree's nodes are not listed)
+        self.active = rows  # sequences in the last call
+        self.calls = 0  # forward passes
+        self.tokens_run = 0  # real (not padding) tokens pushed through them
+
+    def reset(self):
+        self.tokens, self.active = [[] for _ in range(self.rows)], self.rows
+
+    def _match(self, xs):  # -> cached prefix length of each sequence, after moving rows so that sequence b is row b
+        # Rows keep their order and only leave the batch (picospec/batched/ drops finished rows), so a sequence's row is
+        # one of the next gone + 1 rows (gone: rows that left since the last call): the first that parts from it only
+        # in its last KEEP tokens, else the one sharing the longest prefix. Any choice is correct; this one reuses most.
+        if self.rows == 1:
+            return [common_prefix_length(self.tokens[0], xs[0])]
+        gone, r, order, prefix = max(0, self.active - len(xs)), 0, [], []
+        for x in xs:
+            candidates = []  # (row, prefix it shares with x)
+            for row in range(r, r + gone + 1):
+                c = common_prefix_length(self.tokens[row], x)
+                candidates.append((row, c))
+                if len(self.tokens[row]) - c <= KEEP:  # the row parts from x only in its last KEEP tokens: it holds x
+                    break
+            row, c = candidates[-1] if len(self.tokens[row]) - c <= KEEP else max(candidates, key=lambda rc: rc[1])
+            gone, r = gone - (row - r), row + 1
+            order.append(row)
+            prefix.append(c)
+        if order != list(range(len(xs))):  # a sequence left the batch (or the order changed): move rows up
+            used = set(order)
+            self._move(order + [r for r in range(self.rows) if r not in used])
+        self.active = len(xs)
+        return prefix
+
+    def _move(self, order):  # row b takes what row order[b] held (order: a permutation of the rows)
+        self.cache.move(order, max(len(t) for t in self.tokens) + 1)
+        self.tokens = [self.tokens[r] for r in order]
+
+    def _ran(self, xs, new):  # after a forward pass that ran `new` real tokens, the caches' rows hold xs
+        self.tokens[:len(xs)] = xs
+        self.calls += 1
+        self.tokens_run += new
+
+    def _pass(self, rows, forward):  # forward() after pointing the cache at a row_layout's slots -> its result
+        if rows["slots"] is None:  # every row writes after the same prefix: plain slices
+            self.cache.n = rows["p0"]
+        self.cache.at(rows["slots"], rows["n_kv"])
+        B, T = rows["ids"].shape
+        with threads_for(B * T, self.xp):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
+            return forward()
+
+
+def read_rows(h, s, m, n, xp):  # hidden [B, T, C] -> [sum of (n + m_b), C]: each row's last n tokens, then its nodes
+    if len(s) == 1:
+        return h[0, s[0] - n:s[0] + m[0]]
+    T = h.shape[1]
+    read = np.concatenate([b * T + np.arange(s[b] - n, s[b] + m[b]) for b in range(len(s))])
+    return h.reshape(-1, h.shape[-1])[xp.asarray(read)]
+
+
+class BatchGPT2(RowCaches):
+    """`rows` sequences at once on the weights of a GPT2 (shared, not copied), each with its own cache row."""
+
+    def __init__(self, model, rows, tree_slots=TREE_SLOTS, pad_rows=1):
+        super().__init__(model.hparams, rows, model.xp, tree_slots)
+        self.model, self.pad_rows = model, pad_rows
+        self._trees = None  # the token lists of the last tree() call, for accept()
+
+    n_vocab = property(lambda self: self.model.n_vocab)
+    n_ctx = property(lambda self: self.model.n_ctx)
+    n_params = property(lambda self: self.model.n_params)
+
+    def __call__(self, xs, n=1):  # -> probs [B, n, V]
+        return self.logits(xs, n, probs=True)
+
+    def logits(self, xs, n=1, hidden=False, probs=False):
+        """Logits (or probs) [B, n, V] after the last n prefixes of each xs[b]; with hidden=True also [B, n, C]."""
+        if not 1 <= len(xs) <= self.rows:
+            raise ValueError(f"this batched engine holds {self.rows} rows; got {len(xs)} sequences")
+        for x in xs:
+            check(x, n, 0, self.n_ctx)
+        h = self._forward([list(x) for x in xs], n, NO_TREE * len(xs))  # [B * n, C]
+        logits = self._head(h, probs).reshape(len(xs), n, -1)  # [B, n, V]
+        return (logits, to_numpy(h).reshape(len(xs), n, -1)) if hidden else logits
+
+    def tree(self, xs, trees, hidden=False, probs=False):
+        """Score each prefix xs[b] and its tree trees[b] = (tokens, parents) in one pass -> a list of B arrays
+        [1 + m_b, V] (with hidden=True also a list of [1 + m_b, C]); see the module docstring."""
+        if not 1 <= len(xs) <= self.rows or len(trees) != len(xs):
+            raise ValueError(f"this batched engine holds {self.rows} rows and tree() takes one tree per sequence; got "
+                             f"{len(xs)} sequences and {len(trees)} trees")
+        for x, (tokens, parents) in zip(xs, trees):
+            if len(tokens) != len(parents):
+                raise ValueError(f"tree: {len(tokens)} tokens but {len(parents)} parents")
+            check(x, 1, max(tree_depths(parents), default=0), self.n_ctx)
+            if len(x) + len(tokens) > self.slots - 1:
+                raise ValueError(f"a tree of {len(tokens)} nodes after {len(x)} tokens needs more than the cache's "
+                                 f"{self.slots - 1} slots: use a smaller tree")
+        trees = [(list(tokens), list(parents)) for tokens, parents in trees]
+        h = self._forward([list(x) for x in xs], 1, trees)  # [sum of (1 + m_b), C]
+        logits = self._head(h, probs)  # every row's nodes: [sum of (1 + m_b), V]
+        ends = np.cumsum([1 + len(tokens) for tokens, _ in trees])[:-1]
+        self._trees = [tokens for tokens, _ in trees]
+        out = np.split(logits, ends)
+        return (out, np.split(to_numpy(h), ends)) if hidden else out
+
+    def accept(self, paths):
+        """After tree(): row b keeps xs[b] followed by the nodes paths[b] (increasing node indices) in its cache."""
+        if self._trees is None or len(paths) != len(self._trees):
+            raise ValueError("accept() takes one path per row of the tree() call just before it")
+        for b, (path, tokens) in enumerate(zip(paths, self._trees)):
+            n = len(self.tokens[b])  # the path moves up behind the prefix
+            self.cache.keep(list(range(n)) + [n + i for i in path], row=b)
+            self.tokens[b] = self.tokens[b] + [tokens[i] for i in path]
+        self._trees = None
+
+    def _forward(self, xs, n, trees):  # -> hidden states [sum over rows of (n + m_b), C]
+        """Each row's last n tokens, then its tree's m_b nodes (none for a plain call), row after row."""
+        params = self.model.forward_params
+        # Step 1: each sequence's reusable prefix p_b (always running its last n tokens)
+        p = [min(c, len(x) - n) for c, x in zip(self._match(xs), xs)]  # [B]
+        # Step 2: new tokens and nodes padded to T, with each row's positions, cache slots and mask
+        rows = row_layout(xs, p, trees, self.slots, self.n_ctx, self.xp, self.pad_rows)
+        # Step 3: one forward pass over all rows; every linear is one product over B*T rows
+        h = self._pass(rows, lambda: gpt2_hidden(rows["ids"], **params, n_head=self.hparams["n_head"],
+                                                 positions=rows["positions"], mask=rows["mask"], cache=self.cache))
+        s, m = rows["s"], rows["m"]
+        self.cache.n = p[0] + s[0] + m[0]  # (a one-row cache: its tokens and nodes, the padding forgotten)
+        self._ran(xs, sum(s) + sum(m))
+        # Step 4: the rows asked for: each row's last n real tokens, then its nodes
+        return read_rows(h, s, m, n, self.xp)  # [sum of (n + m_b), C]
+
+    def _head(self, h, probs):  # hidden [r, C] -> logits or probs [r, V] on the host
+        with threads_for(h.shape[0], self.xp):  # one product: [r, C] @ [C, V]
+            logits = h @ self.model.head
+        return to_numpy(softmax(logits) if probs else logits)
 
 
 class GPT2:
-    """A GPT-2 (hparams + params tree) behind the model contract, on NumPy or CuPy arrays."""
+    """A GPT-2 (hparams + params tree) behind the model contract, on NumPy or CuPy arrays: one sequence, the one row
+    of a BatchGPT2 on its weights. layout: performance choices (panels, panel_width, head_copy, pad_rows) for
+    gpt2/fast's layout, which picks each by default."""
 
-    def __init__(self, hparams, params, device="cpu", pad_rows=None, head_copy=None, panels=None, panel_width=None):
+    def __init__(self, hparams, params, device="cpu", **layout_choices):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
         engine_policy(self.n_params, device)  # main.py's BLAS thread policy (gpt2/backend.py)
         self.params = tree_map(lambda a: self.xp.asarray(a, dtype="float32"), params)
-        # the LM head is tied to wte [n_vocab, n_embd]; OpenBLAS multiplies by a contiguous [n_embd, n_vocab] copy
-        # 1.3-1.6x faster than by the transposed view wte.T (bench/engine.py), for one more copy of wte in memory
-        head_copy = device == "cpu" if head_copy is None else head_copy
-        wte = self.params["wte"]
-        self.head = self.xp.ascontiguousarray(wte.T) if head_copy else wte.T  # [n_embd, n_vocab]
-        # on CPUs where OpenBLAS multiplies a few rows by small panels without packing them (gpt2/panels.py), the
-        # forward's weights (and the head) also come as column panels: forward_params has them, params does not
-        self.panels = device == "cpu" and (panel_policy(self.n_params)["on"] if panels is None else panels)
-        self.forward_params = with_panels(self.params, panel_width) if self.panels else self.params
-        self.head_panels = gpt2_panels(self.head, panel_width) if self.panels else None  # [n_panels, n_embd, width]
-        # without panels, OpenBLAS multiplies 4 rows as fast as 2 or 3 and 8 as fast as 5..7 (bench/engine.py), so on
-        # the CPU the rows of a forward are padded up to a multiple of pad_rows with dummy rows that see only themselves
-        self.pad_rows = (4 if device == "cpu" and not self.panels else 1) if pad_rows is None else pad_rows
-        d = hparams["n_embd"] // hparams["n_head"]
-        # the cache holds the context window plus TREE_SLOTS: a tree's nodes sit in the cache side by side (at
-        # positions that only go as deep as the tree), so near the end of the window they need slots beyond it
-        self.cache = KVCache(hparams["n_layer"], hparams["n_head"], hparams["n_ctx"] + TREE_SLOTS, d, self.xp)
-        self.tokens = []  # the tokens whose keys/values the cache holds, in order (a tree's nodes are not listed)
-        self.calls = 0  # forward passes run: the cost measure of speculative decoding
-        self.tokens_run = 0  # tokens pushed through those passes
+        fast = layout(self.params, self.n_params, device, **layout_choices)
+        self.forward_params, self.head = fast["params"], fast["head"]  # what the forward multiplies by
+        self.panels, self.pad_rows = fast["panels"], fast["pad_rows"]
+        self.engine = BatchGPT2(self, 1, pad_rows=self.pad_rows)
 
-    @property
-    def n_vocab(self):
-        return self.hparams["n_vocab"]
+    n_vocab = property(lambda self: self.hparams["n_vocab"])
+    n_ctx = property(lambda self: self.hparams["n_ctx"])
+    cache = property(lambda self: self.engine.cache)
+    tokens = property(lambda self: self.engine.tokens[0])  # what the cache holds (a tree's nodes are not listed)
+    calls = property(lambda self: self.engine.calls)  # forward passes run: the cost measure of speculative decoding
+    tokens_run = property(lambda self: self.engine.tokens_run)  # tokens pushed through those passes
 
     @property
     def n_params(self):  # weight matrices (biases and norms left out): what the BLAS thread policy sizes its choice by
         h = self.hparams
         return h["n_vocab"] * h["n_embd"] + h["n_ctx"] * h["n_embd"] + h["n_layer"] * 12 * h["n_embd"] ** 2
 
-    @property
-    def n_ctx(self):
-        return self.hparams["n_ctx"]
-
     def __call__(self, x, n=1):  # -> probs [n, n_vocab]
         return self.logits(x, n, probs=True)
 
     def logits(self, x, n=1, hidden=False, probs=False):
         """Logits (or probs) [n, n_vocab] after the last n prefixes of x; with hidden=True also their hidden states."""
-        self._check(x, n, extra=0)
-        h = self._forward(x, n, tokens=[], parents=[])  # [n, n_embd]
-        return self._outputs(h, hidden, probs)
+        check(x, n, 0, self.n_ctx)
+        h = self.engine._forward([list(x)], n, NO_TREE)  # [n, C]
+        logits = self.engine._head(h, probs)  # [n, V]
+        return (logits, to_numpy(h)) if hidden else logits
 
     def tree(self, x, tokens, parents, hidden=False, probs=False):
         """Score the prefix x and a token tree in one pass -> [1 + m, n_vocab] (see the module docstring)."""
         if len(tokens) != len(parents):
             raise ValueError(f"tree: {len(tokens)} tokens but {len(parents)} parents")
-        self._check(x, 1, extra=max(tree_depths(parents), default=0))
-        if len(x) + len(tokens) > self.n_ctx + TREE_SLOTS:
-            raise ValueError(f"a tree of {len(tokens)} nodes after {len(x)} tokens needs more than the cache's "
-                             f"{self.n_ctx + TREE_SLOTS} slots: use a smaller tree")
-        h = self._forward(x, 1, tokens, parents)  # [1 + m, n_embd]
-        self._tree = list(tokens)
-        return self._outputs(h, hidden, probs)
+        out = self.engine.tree([x], [(tokens, parents)], hidden, probs)
+        return (out[0][0], out[1][0]) if hidden else out[0]
 
     def accept(self, path):
         """After tree(): keep x followed by the nodes in `path` (increasing node indices) in the cache."""
-        n = len(self.tokens)
-        self.cache.keep(list(range(n)) + [n + i for i in path])
-        self.tokens = self.tokens + [self._tree[i] for i in path]
+        self.engine.accept([path])
 
     def reset(self):
-        self.cache.n, self.tokens = 0, []
-
-    def _check(self, x, n, extra):
-        if len(x) == 0:
-            raise ValueError("the prompt is empty: give at least one token")
-        if not 1 <= n <= len(x):
-            raise ValueError(f"n must be between 1 and len(x) = {len(x)}; got {n}")
-        if len(x) + extra > self.n_ctx:
-            raise ValueError(f"{len(x) + extra} tokens do not fit the model's context window of {self.n_ctx}")
-
-    def _forward(self, x, n, tokens, parents):  # -> hidden states [n + m, n_embd]
-        xp = self.xp
-        # Step 1: reuse the cached prefix that x shares, but always run its last n tokens
-        p = min(common_prefix_length(self.tokens, x), len(x) - n)
-        self.cache.rollback(self.cache.n - p)
-        s, m = len(x) - p, len(tokens)  # linear tokens to run, tree nodes to run
-        pad = -(s + m) % self.pad_rows if s + m > 1 else 0  # round the rows up to a multiple of pad_rows
-        pad = pad if p + s + m + pad <= self.n_ctx + TREE_SLOTS else 0
-        # Step 2: positions and mask for [x[p:], tree nodes, padding] against [cache, x[p:], tree nodes, padding]
-        if m + pad == 0:  # a plain causal pass: gpt2_hidden's default positions and mask (none for one token)
-            positions = mask = None
-        else:
-            positions = xp.asarray(list(range(p, len(x))) + [len(x) - 1 + d for d in tree_depths(parents)] + [0] * pad)
-            mask = xp.zeros((s + m + pad, p + s + m + pad), dtype=bool)  # [n_seq, n_kv]
-            mask[:s + m, :p + s] = xp.tril(xp.ones((s + m, p + s), dtype=bool), k=p)  # causal over the linear part
-            mask[s:s + m, p + s:p + s + m] = tree_mask(parents, xp)  # tree nodes see their ancestors and themselves
-            mask[s + m:, p + s + m:] = xp.eye(pad, dtype=bool)  # padding rows see only themselves
-        # Step 3: one forward pass; the cache now holds x followed by the tree nodes
-        with threads_for(s + m + pad, xp):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
-            h = gpt2_hidden(xp.asarray(list(x[p:]) + list(tokens) + [0] * pad), **self.forward_params,
-                            n_head=self.hparams["n_head"], positions=positions, mask=mask, cache=self.cache)
-        self.cache.rollback(pad)
-        h = h[:s + m]  # [s + m, n_embd]
-        self.tokens = list(x)
-        self.calls += 1
-        self.tokens_run += s + m
-        return h[s - n:]  # the last n linear rows, then the tree rows
-
-    def _outputs(self, h, hidden, probs):
-        with threads_for(h.shape[0], self.xp):
-            logits = matmul(h, self.head, self.head_panels)  # [n, n_embd] @ [n_embd, n_vocab] -> [n, n_vocab]
-        out = to_numpy(softmax(logits) if probs else logits)
-        return (out, to_numpy(h)) if hidden else out
+        self.engine.reset()
+        self.engine.cache.n = 0

@@ -7,7 +7,7 @@ an adapter for one exit layer E: a tied residual head of gpt2/heads.py on the fi
 layers, logits = wte (SiLU(W1 x + b1) + x) with x = ln_f(h_E), W1 [n_embd, n_embd] starting at zero (a fresh adapter is
 the plain LM head), trained to give the target's next-token law (soft cross-entropy to its probabilities) through THE
 training loop (gpt2/train.py). It lives beside the model as folder/early_exit/ (heads.json with its exit layer,
-heads.safetensors); gpt2/self_draft.py's load_self_draft loads it for --method early_exit and its lm_head applies it.
+heads.safetensors); gpt2/self_draft.py's load_adapter loads it for --method early_exit and its lm_head applies it.
 Shapes: B (training windows), T (tokens per window), n_embd, n_vocab, batch_size (positions per step).
 """
 import numpy as np
@@ -15,30 +15,6 @@ import numpy as np
 from gpt2.backend import to_numpy, xp_of
 from gpt2.model import layer_norm, softmax
 from gpt2.skip_search import full_forward
-
-ADAPTER = "early_exit"  # the folder of the exit adapter (heads.json + heads.safetensors), beside self_draft.json
-
-
-def load_adapter(folder, exit_layer, n_embd):
-    """The exit adapter in folder/early_exit for `exit_layer`, as {"head", "act"}; ValueError when it is missing."""
-    from pathlib import Path
-
-    from gpt2.heads import load_heads
-
-    from gpt2.addons import check_kind, folder_kind
-
-    path = Path(folder) / ADAPTER
-    if folder_kind(path) is None:
-        raise ValueError(f"no exit adapter in {path}: train one with `python -m bench.self_draft --task exits`, or "
-                         "pass --noadapter for the plain LM head")
-    check_kind(path, "early_exit", f"{path} (the target's exit adapter folder)",
-               "--method early_exit")
-    heads, config = load_heads(path, n_embd=n_embd)
-    if config.get("exit_layer") != exit_layer:
-        raise ValueError(f"the exit adapter in {path} was trained for exit layer {config.get('exit_layer')}, not "
-                         f"{exit_layer}: pass --exit_layer {config.get('exit_layer')}, or --noadapter")
-    return {"head": heads[0], "act": config["act"]}
-
 
 def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, batch_size=512, lr=1e-3, seed=0):
     """Train a tied residual head (gpt2/heads.py, SiLU, starting as the plain LM head) on the residual stream after

@@ -11,26 +11,14 @@ temperature 0 is greedy decoding (the same tokens as the engine's greedy decodin
 With params on CuPy arrays (gpt2.backend.to_device) the forwards run on the GPU; each step's logits come to the host,
 where the next tokens are drawn with the same `rng` as on the CPU.
 
-Shapes: B batch, T tokens in this pass, n_kv tokens cached + new, C n_embd, H n_head, D = C // H, V n_vocab.
+The forward is gpt2/model.py's, on a cache whose B rows all hold the same number of tokens.
+Shapes: B batch, T tokens in this pass, C n_embd, H n_head, D = C // H, V n_vocab.
 """
-import math
-
 import numpy as np
 
 from gpt2.backend import to_numpy, xp_of
-from gpt2.model import ffn, layer_norm, linear, softmax
-
-
-def mha_batch(x, c_attn, c_proj, n_head, k_cache, v_cache, n_past):  # [B, T, C] -> [B, T, C]
-    B, T, C = x.shape
-    xp = xp_of(x)
-    qkv = linear(x, **c_attn).reshape(B, T, 3, n_head, C // n_head).transpose(2, 0, 3, 1, 4)  # [3, B, H, T, D]
-    k_cache[:, :, n_past:n_past + T], v_cache[:, :, n_past:n_past + T] = qkv[1], qkv[2]  # store: [B, H, T, D]
-    k, v = k_cache[:, :, :n_past + T], v_cache[:, :, :n_past + T]  # [B, H, n_kv, D]
-    scores = qkv[0] @ k.transpose(0, 1, 3, 2) / math.sqrt(C // n_head)  # [B, H, T, n_kv]
-    causal = xp.tril(xp.ones((T, n_past + T), dtype=bool), k=n_past)  # [T, n_kv]
-    out = softmax(xp.where(causal, scores, -math.inf)) @ v  # [B, H, T, D]
-    return linear(out.transpose(0, 2, 1, 3).reshape(B, T, C), **c_proj)  # [B, T, C]
+from gpt2.cache import KVCache
+from gpt2.model import gpt2_hidden, softmax
 
 
 def generate_batch(hparams, params, prompts, n_new, rng, temperature=1.0):
@@ -40,20 +28,14 @@ def generate_batch(hparams, params, prompts, n_new, rng, temperature=1.0):
     H, L = hparams["n_head"], len(params["blocks"])
     if T0 + n_new > hparams["n_ctx"]:
         raise ValueError(f"{T0} prompt + {n_new} new tokens do not fit the context window of {hparams['n_ctx']}")
-    D, xp = hparams["n_embd"] // H, xp_of(params["wte"])
-    k_cache = xp.zeros((L, B, H, T0 + n_new, D), dtype=np.float32)  # [L, B, H, n_ctx, D]
-    v_cache = xp.zeros_like(k_cache)
+    xp = xp_of(params["wte"])
+    cache = KVCache(L, H, T0 + n_new, hparams["n_embd"] // H, xp, rows=B)  # [L, B, H, T0 + n_new, D]
     ids = np.empty((B, T0 + n_new), dtype=np.int64)  # [B, T0 + n_new] on the host
     ids[:, :T0] = prompts
-    x, n_past = xp.asarray(prompts), 0
+    x = xp.asarray(prompts)
     for step in range(n_new):
-        h = params["wte"][x] + params["wpe"][n_past:n_past + x.shape[1]]  # [B, T, C]
-        for layer, block in enumerate(params["blocks"]):
-            h = h + mha_batch(layer_norm(h, **block["ln_1"]), **block["attn"], n_head=H, k_cache=k_cache[layer],
-                              v_cache=v_cache[layer], n_past=n_past)
-            h = h + ffn(layer_norm(h, **block["ln_2"]), **block["mlp"])
-        n_past += x.shape[1]
-        logits = to_numpy(layer_norm(h[:, -1], **params["ln_f"]) @ params["wte"].T)  # [B, V] on the host
+        h = gpt2_hidden(x, **params, n_head=H, cache=cache)  # every row after the same prefix: [B, T, C]
+        logits = to_numpy(h[:, -1] @ params["wte"].T)  # [B, V] on the host
         if temperature == 0:
             nxt = logits.argmax(-1)  # [B]
         else:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from gpt2.addons import ACTIVATIONS, RETRAIN, read_heads_config
 from gpt2.backend import xp_of
 
-ACTIVATIONS = ("silu", "relu")
 
 
 def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None, kind=None):
@@ -122,7 +122,6 @@ def save_heads(folder, heads, config, dtype="float16", record=None):
     tmp.replace(folder / "heads.json")
 
 
-RETRAIN = "re-train the heads with `python -m gpt2.train_heads` (see README)"
 HEAD_SHAPES = {"res.w": ("C", "C"), "res.b": ("C",), "out.w": ("C", "V")}  # out.w only in untied heads
 
 
@@ -147,28 +146,6 @@ def load_heads(folder, n_embd=None, n_vocab=None):
     if n_vocab is not None and not config["tied"] and heads[0]["out"]["w"].shape[1] != n_vocab:
         raise ValueError(f"heads in {folder} predict {heads[0]['out']['w'].shape[1]} tokens; the backbone has {n_vocab}")
     return heads, config
-
-
-def read_heads_config(path):
-    """heads.json, checked: n_heads a whole number >= 1, tied true or false, act one of
-    ACTIVATIONS, kind (where declared) one of gpt2.addons.HEADS_KINDS."""
-    from gpt2.addons import HEADS_KINDS
-    from gpt2.weights import CorruptFile, read_json
-
-    config = read_json(path, fix=RETRAIN)
-    if not isinstance(config, dict):
-        raise CorruptFile(path, "not a JSON object", RETRAIN)
-    n, tied, act = config.get("n_heads"), config.get("tied"), config.get("act")
-    if type(n) is not int or n < 1:
-        raise CorruptFile(path, f"n_heads is {n!r}; it must be a whole number >= 1", RETRAIN)
-    if type(tied) is not bool:
-        raise CorruptFile(path, f"tied is {tied!r}; it must be true or false", RETRAIN)
-    if act not in ACTIVATIONS:
-        raise CorruptFile(path, f"act is {act!r}; it must be one of {', '.join(ACTIVATIONS)}", RETRAIN)
-    if config.get("kind") is not None and config["kind"] not in HEADS_KINDS:
-        raise CorruptFile(path, f"kind is {config['kind']!r}; it must be one of "
-                                f"{', '.join(HEADS_KINDS)}", RETRAIN)
-    return config
 
 
 def read_head_tensors(path, config):

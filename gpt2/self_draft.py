@@ -2,34 +2,44 @@
 
 Draft & Verify (Zhang et al. 2023, arXiv:2309.08168) drafts with a set of attention and MLP sublayers skipped;
 LayerSkip (Elhoushi et al. 2024, arXiv:2404.16710) drafts with the first E layers and an early exit. Both are a
-*path*: the sublayers the draft keeps. Sublayer s = 2l is the attention of layer l, s = 2l + 1 its MLP; a skip set is
-written with their names, "a3,m4" = skip layer 3's attention and layer 4's MLP; exiting after layer E skips every
-sublayer from 2E on.
+*path*: the sublayers the draft keeps. Sublayer s = 2l is the attention of layer l, s = 2l + 1 its MLP (the two
+halves of gpt2/model.py's transformer_block); a skip set is written with their names, "a3,m4" = skip layer 3's
+attention and layer 4's MLP; exiting after layer E skips every sublayer from 2E on.
 
-One engine, two model functions on one cache (`SelfDraft(...).target`, `.draft`, each `model(x, n=1) -> probs`):
+One engine, two model functions on one cache, for B >= 1 rows (gpt2/engine.py's rows: matched to the sequences of
+a call, ragged, moved up when rows leave):
+
+    engine = BatchSelfDraft(self_draft, rows)
+    engine.draft(xs, n=1), engine.target(xs, n=1) -> probs [B, n, n_vocab]   (and .logits(xs, n): the logits)
+
+SelfDraft(...) holds the weights and the path, and its .target and .draft are the single-sequence sides
+(`model(x, n=1) -> probs [n, n_vocab]`) on a one-row BatchSelfDraft.
 - the draft reads the keys/values that the target wrote for the verified prefix (no cache of its own: it never
-  reads a token twice) and writes its own for its draft tokens, in the layers it keeps;
+  reads a token twice) and writes its own for its draft tokens, in the layers it keeps; the target overwrites them
+  when it verifies. The draft's law depends on this sharing (a draft on a cache of its own would read its own
+  guesses for the tokens the target accepted);
 - everything the draft computes before its first skipped sublayer, the cut f, is the target's own computation: the
   keys/values of those layers and the residual stream at the cut. The target's verification reuses them and runs only
   sublayers f.. on the drafted tokens (LayerSkip's single KV cache and exit query cache); the draft's last token,
-  which it never read, goes through sublayers ..f-1 first. Nothing else is reused: above the cut the draft's
-  keys/values are its own guesses and the verification overwrites them.
+  which it never read, goes through sublayers ..f-1 first. Nothing else is reused.
 
+Per row the engine keeps `tokens` (what its cache holds: what the draft has read), `verified`, how many of them hold
+the target's keys/values in every layer, and `h_cut`, the residuals at the cut of tokens[verified:].
 Example (6 layers, exit after layer 2 = skip a2..m5, f = 4): after the draft read [t, d1, d2] and proposed d3, the
 target's call on the prefix + [t, d1, d2, d3] runs d3 through sublayers 0-3, then all four tokens through sublayers
 4-11, starting from the saved residuals of t, d1, d2. The logits equal a full forward (tests/test_self_draft.py).
 
-An exit adapter (optional) is a tied residual head of gpt2/heads.py on the draft's final hidden state; it is trained
-and loaded in gpt2/exit_adapter.py. The batched skip-set search that picks a skip set is gpt2/skip_search.py.
-Shapes: n_seq (tokens run in one call), n_kv, n_embd, n_vocab, B (sequences).
+An exit adapter (optional) is a tied residual head of gpt2/heads.py on the draft's final hidden state (loaded by
+load_adapter below, trained by gpt2/train/exit_adapter.py). The skip-set search is gpt2/skip_search.py.
+Shapes: B rows, T new tokens per row (padded), C = n_embd, V = n_vocab, L = n_layer.
 """
 import numpy as np
 
-from gpt2.backend import to_numpy, xp_of
-from gpt2.cache import KVCache
-from gpt2.engine import common_prefix_length
-from gpt2.model import causal_mask, ffn, layer_norm, mha, softmax
-from gpt2.panels import matmul
+from gpt2.backend import threads_for, to_numpy, xp_of
+from gpt2.engine import NO_TREE, RowCaches, check, read_rows, row_layout
+from gpt2.model import ffn, layer_norm, mha, softmax
+
+ADAPTER = "early_exit"  # the folder of the exit adapter (heads.json + heads.safetensors), beside self_draft.json
 
 
 def sublayer_name(s):  # 0 -> "a0", 3 -> "m1"
@@ -53,120 +63,161 @@ def exit_skip(exit_layer, n_layer):
     return list(range(2 * exit_layer, 2 * n_layer))
 
 
-def sublayer(x, s, block, n_head, mask, cache=None):  # one residual sublayer: [n_seq, n_embd] -> [n_seq, n_embd]
+def sublayer(x, s, block, n_head, mask=None, cache=None):  # one residual sublayer: [B, T, C] -> [B, T, C]
+    """Half of gpt2/model.py's transformer_block: s = 2l its attention (on the cache's layer l), 2l + 1 its MLP."""
     if s % 2 == 0:
-        return x + mha(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=n_head, mask=mask, cache=cache)
+        return x + mha(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=n_head, mask=mask, cache=cache,
+                       layer=s // 2)
     return x + ffn(layer_norm(x, **block["ln_2"]), **block["mlp"])
 
 
-def lm_head(h, params, adapter=None, head=None):  # final hidden states [n, n_embd] -> logits [n, n_vocab]
-    """head: (W [n_embd, n_vocab] contiguous, its column panels or None), the engine's copy of the tied head (a few
-    rows times wte.T, a transposed view, cost 1.5-6x more on the built-in target); None: wte.T itself."""
+def lm_head(h, params, adapter=None, head=None):  # final hidden states [..., C] -> logits [..., V]
+    """head: W [C, V] (the target engine's copy of the tied head, gpt2/engine.py's GPT2.head, which may multiply
+    through panels); None: wte.T itself."""
     from gpt2.heads import head_forward
 
-    x = layer_norm(h, **params["ln_f"])  # [n, n_embd]
-    W, P = head if head is not None else (params["wte"].T, None)  # [n_embd, n_vocab]
+    x = layer_norm(h, **params["ln_f"])  # [..., C]
+    W = params["wte"].T if head is None else head  # [C, V]
     if adapter is None:
-        return matmul(x, W, P)
-    return head_forward(x, adapter["head"], W.T, adapter["act"])[0]  # head_forward multiplies by (W.T).T = W
+        return x @ W
+    return head_forward(x, adapter["head"], params["wte"], adapter["act"])[0]
 
 
-def tied_head(params, xp):  # -> (W, None) for lm_head: a contiguous copy of wte.T on the CPU, the transposed view on
-    # a GPU. An engine's own copy and its panels come in through SelfDraft(head=...), as bench.harness passes them.
-    W = params["wte"].T  # [n_embd, n_vocab]
-    return (np.ascontiguousarray(W) if xp is np else W), None
+def tied_head(params, xp):  # -> W for lm_head: a contiguous copy of wte.T on the CPU, the transposed view on a GPU.
+    # An engine's own copy comes in through SelfDraft(head=...), as the app passes it.
+    W = params["wte"].T  # [C, V]
+    return np.ascontiguousarray(W) if xp is np else W
 
 
 class SelfDraft:
-    """A GPT-2 (hparams + params on one device, float32) and a draft path through it, on one per-layer KV cache."""
+    """A GPT-2 (hparams + params on one device, float32) and a draft path through it; .target and .draft are the
+    single-sequence sides, on a one-row BatchSelfDraft."""
 
     def __init__(self, hparams, params, skip=(), adapter=None, head=None):
         self.hparams, self.params, self.adapter = hparams, params, adapter
         self.xp = xp_of(params["wte"])
         self.head = tied_head(params, self.xp) if head is None else head  # the LM head's weights for lm_head
-        L, d = hparams["n_layer"], hparams["n_embd"] // hparams["n_head"]
+        L = hparams["n_layer"]
         self.skip = sorted(set(skip))
         self.cut = min(self.skip, default=2 * L)  # first skipped sublayer: the draft is exact before it
         self.kept = [s for s in range(2 * L) if s not in self.skip]
-        # one cache per layer, so that each layer can hold its own number of tokens
-        self.caches = [KVCache(1, hparams["n_head"], hparams["n_ctx"], d, self.xp, params["wte"].dtype)
-                       for _ in range(L)]
+        self.rows = BatchSelfDraft(self, 1)
+        self.target = Model(self, self.rows._verify, one=True)
+        self.draft = Model(self, self.rows._propose, one=True)
+        self.batch = None  # its batched form for --batch, once batch_side has built it
+
+    def reset(self):
+        self.rows.reset()
+
+
+class BatchSelfDraft(RowCaches):
+    """A SelfDraft's two sides, .target and .draft, for `rows` sequences at once, on its weights (shared, not copied)
+    and one cache row per sequence."""
+
+    def __init__(self, engine, rows):
+        super().__init__(engine.hparams, rows, engine.xp, tree_slots=0, dtype=engine.params["wte"].dtype)
+        self.engine = engine
         self.target, self.draft = Model(self, self._verify), Model(self, self._propose)
-        self.batch = None  # its batched form for --batch, once gpt2/batch_self_draft.py's batch_side has built it
         self.reset()
 
     def reset(self):
-        self.full = []  # tokens whose keys/values are the target's in every layer
-        self.read = []  # tokens the draft has read (they extend `full`): exact in the layers before the cut
-        self.h_cut = self.xp.zeros((0, self.hparams["n_embd"]), dtype=self.params["wte"].dtype)  # their residuals
-        for cache in self.caches:
-            cache.n = 0
+        super().reset()
+        self.verified = [0] * self.rows  # per row: the tokens whose keys/values are the target's in every layer
+        self.h_cut = [self._no_residuals() for _ in range(self.rows)]  # per row [tokens - verified, C] at the cut
 
-    def _run(self, h, sublayers, start):  # the residual stream [n_seq, n_embd] of tokens at start.. through sublayers
-        for s in sublayers:
-            cache = self.caches[s // 2] if s % 2 == 0 else None
-            if cache is not None:
-                cache.rollback(cache.n - start)  # forget everything after the tokens before `start`
-            mask = causal_mask(len(h), start, self.xp) if len(h) > 1 else None  # [n_seq, start + n_seq]
-            h = sublayer(h, s, self.params["blocks"][s // 2], self.hparams["n_head"], mask, cache)
-            if cache is not None:
-                cache.n += len(h)
-        return h
+    def _no_residuals(self):  # -> [0, C]
+        return self.xp.zeros((0, self.hparams["n_embd"]), dtype=self.engine.params["wte"].dtype)
 
-    def _embed(self, tokens, start):  # -> [n_seq, n_embd]
-        xp = self.xp
-        ids = xp.asarray(tokens, dtype=xp.int64)
-        return self.params["wte"][ids] + self.params["wpe"][xp.arange(start, start + len(tokens))]
+    def _move(self, order):  # rows move up with what they hold, verified and residuals too
+        super()._move(order)
+        self.verified = [self.verified[r] for r in order]
+        self.h_cut = [self.h_cut[r] for r in order]
 
-    def _check(self, x, n):
-        if len(x) == 0:
-            raise ValueError("the prompt is empty: give at least one token")
-        if not 1 <= n <= len(x):
-            raise ValueError(f"n must be between 1 and len(x) = {len(x)}; got {n}")
-        if len(x) > self.hparams["n_ctx"]:
-            raise ValueError(f"{len(x)} tokens do not fit the model's context window of {self.hparams['n_ctx']}")
+    def _layout(self, xs, p):  # -> gpt2/engine.py's row_layout of each row's tokens from p_b on (no trees)
+        return row_layout(xs, [int(pb) for pb in p], NO_TREE * len(xs), self.slots, self.hparams["n_ctx"], self.xp)
 
-    def _propose(self, x, n=1):  # the draft: logits [n, n_vocab] after the last n prefixes of x
-        self._check(x, n)
-        p = min(common_prefix_length(self.read, x), len(x) - n)  # tokens already read stay read
-        if p < len(self.full):
-            self.full = self.full[:p]
-        self.h_cut = self.h_cut[:p - len(self.full)]
-        # Step 1: the new tokens through the sublayers before the cut: the target's own computation, kept for reuse
-        h = self._run(self._embed(x[p:], p), range(self.cut), p)  # [n_seq, n_embd]
-        self.h_cut = self.xp.concatenate([self.h_cut, h])
-        # Step 2: the rest of the draft's path (its keys/values above the cut are its own)
-        h = self._run(h, [s for s in self.kept if s >= self.cut], p)
-        self.read = list(x)
-        return lm_head(h[-n:], self.params, self.adapter, self.head)
+    def _embed(self, rows):  # -> token + position embeddings [B, T, C] of a row_layout
+        return self.engine.params["wte"][rows["ids"]] + self.engine.params["wpe"][rows["positions"]]
 
-    def _verify(self, x, n=1):  # the target: logits [n, n_vocab], reusing what the draft computed before the cut
-        self._check(x, n)
-        u = min(common_prefix_length(self.full, x), len(x) - n)  # tokens whose keys/values are the target's
-        if u == len(self.full):  # the usual case: x = the verified prefix + what the draft read + its last token
-            r = min(common_prefix_length(self.read, x), len(x))
-            h_new = self._run(self._embed(x[r:], r), range(self.cut), r)  # tokens the draft has not read
-            h = self.xp.concatenate([self.h_cut[:r - u], h_new])  # [len(x) - u, n_embd] at the cut
-        else:  # x leaves the verified prefix: run it all
-            h = self._run(self._embed(x[u:], u), range(self.cut), u)
-        h = self._run(h, range(self.cut, 2 * self.hparams["n_layer"]), u)  # every sublayer after the cut
-        self.full, self.read = list(x), list(x)
-        self.h_cut = self.h_cut[:0]
-        return lm_head(h[-n:], self.params, head=self.head)
+    def _propose(self, xs, n=1):  # the draft: logits [B, n, V] after the last n prefixes of each xs[b]
+        xs, B, cut = [list(x) for x in xs], len(xs), self.engine.cut
+        # Step 1: the tokens each row has read stay read; the verified prefix ends where the row is read again
+        p = np.minimum(self._prefixes(xs, n), [len(x) - n for x in xs])  # [B]
+        self.verified[:B] = np.minimum(self.verified[:B], p).tolist()
+        # Step 2: the new tokens through the sublayers below the cut (the target's own computation), kept per row
+        rows = self._layout(xs, p)
+        x = self._pass(self._embed(rows), rows, range(cut))  # [B, T, C]
+        new = rows["s"]
+        for b in range(B):
+            self.h_cut[b] = self.xp.concatenate([self.h_cut[b][:p[b] - self.verified[b]], x[b, :new[b]]])
+        # Step 3: the rest of the draft's path (its keys/values above the cut are its own)
+        x = self._pass(x, rows, [s for s in self.engine.kept if s >= cut])
+        self._ran(xs, sum(new))
+        h = read_rows(x, new, [0] * B, n, self.xp)  # [B*n, C]
+        with threads_for(len(h), self.xp):
+            return lm_head(h, self.engine.params, self.engine.adapter, self.engine.head).reshape(B, n, -1)
+
+    def _verify(self, xs, n=1):  # the target: logits [B, n, V] after the last n prefixes of each xs[b]
+        xs, B, cut, C = [list(x) for x in xs], len(xs), self.engine.cut, self.hparams["n_embd"]
+        # Step 1: per row, u the prefix whose keys/values are the target's; when the row keeps its verified prefix,
+        # its tokens up to r (those the draft read) have their residuals at the cut, and only the rest runs below it
+        read = self._prefixes(xs, n)  # [B]
+        lengths = np.array([len(x) for x in xs])  # [B]
+        u = np.minimum(np.minimum(read, lengths - n), self.verified[:B])  # [B]
+        r = np.where(u == self.verified[:B], read, u)  # [B]
+        # Step 2: the tokens from r on through the sublayers below the cut
+        below, ran = None, int((lengths - r).sum())
+        if ran:
+            rows = self._layout(xs, r)
+            below = self._pass(self._embed(rows), rows, range(cut))  # [B, T1, C]
+        # Step 3: every row's tokens from u on, from their residuals at the cut, through the sublayers from the cut on
+        rows = self._layout(xs, u)
+        new = rows["s"]
+        x = self.xp.zeros((B, max(new), C), dtype=self.engine.params["wte"].dtype)  # [B, T, C]
+        for b in range(B):
+            x[b, :r[b] - u[b]] = self.h_cut[b][:r[b] - u[b]]
+            if r[b] < lengths[b]:
+                x[b, r[b] - u[b]:new[b]] = below[b, :lengths[b] - r[b]]
+        x = self._pass(x, rows, range(cut, 2 * self.hparams["n_layer"]))  # [B, T, C]
+        self._ran(xs, ran + sum(new))
+        self.verified[:B] = lengths.tolist()
+        self.h_cut[:B] = [self._no_residuals() for _ in range(B)]
+        h = read_rows(x, new, [0] * B, n, self.xp)  # [B*n, C]
+        with threads_for(len(h), self.xp):
+            return lm_head(h, self.engine.params, head=self.engine.head).reshape(B, n, -1)
+
+    def _prefixes(self, xs, n):  # -> [B] the prefix each row's cache holds of its sequence (rows matched, moved up)
+        if not 1 <= len(xs) <= self.rows:
+            raise ValueError(f"this batched engine holds {self.rows} rows; got {len(xs)} sequences")
+        for x in xs:
+            check(x, n, 0, self.hparams["n_ctx"])
+        return np.array(self._match(xs))
+
+    def _pass(self, x, rows, sublayers):  # padded rows [B, T, C] through `sublayers` in one batched pass
+        def run(x=x):
+            for s in sublayers:
+                x = sublayer(x, s, self.engine.params["blocks"][s // 2], self.hparams["n_head"], rows["mask"],
+                             self.cache)  # [B, T, C]
+            return x
+
+        return super()._pass(rows, run)
 
 
 class Model:
-    """One side of a SelfDraft behind the model contract: model(x, n=1) -> probs [n, n_vocab]; of a BatchSelfDraft
-    (gpt2/batch_self_draft.py) behind the batched one: model(xs, n=1) -> probs [B, n, n_vocab]."""
+    """One side of a BatchSelfDraft behind the batched model contract: model(xs, n=1) -> probs [B, n, n_vocab]; with
+    one=True (a SelfDraft's sides, engine the SelfDraft) behind the single one: model(x, n=1) -> probs [n, n_vocab]."""
 
-    def __init__(self, engine, forward):
-        self.engine, self.forward = engine, forward
+    def __init__(self, engine, forward, one=False):
+        self.engine, self.forward, self.one = engine, forward, one
 
     def __call__(self, x, n=1):  # -> probs [n, n_vocab] (batched: [B, n, n_vocab])
-        return to_numpy(softmax(self.forward(list(x), n)))
+        return to_numpy(softmax(self.logits_on_device(x, n)))
 
     def logits(self, x, n=1):  # -> logits [n, n_vocab] (batched: [B, n, n_vocab])
-        return to_numpy(self.forward(list(x), n))
+        return to_numpy(self.logits_on_device(x, n))
+
+    def logits_on_device(self, x, n):
+        return self.forward([list(x)], n)[0] if self.one else self.forward([list(row) for row in x], n)
 
     def reset(self):
         self.engine.reset()
@@ -178,6 +229,36 @@ class Model:
     @property
     def n_ctx(self):
         return self.engine.hparams["n_ctx"]
+
+
+def batch_side(model, rows):
+    """A SelfDraft's .target or .draft -> the same side of a BatchSelfDraft of `rows` rows on that SelfDraft. Both
+    sides get the sides of ONE batched engine (kept as the SelfDraft's .batch), so that they share its caches as the
+    single sides share theirs (what main.py --batch does with the loaded pair)."""
+    engine = model.engine
+    if engine.batch is None or engine.batch.rows != rows:
+        engine.batch = BatchSelfDraft(engine, rows)
+    return engine.batch.target if model is engine.target else engine.batch.draft
+
+
+def load_adapter(folder, exit_layer, n_embd):
+    """The exit adapter in folder/early_exit for `exit_layer`, as {"head", "act"}; ValueError when it is missing."""
+    from pathlib import Path
+
+    from gpt2.addons import check_kind, folder_kind
+    from gpt2.heads import load_heads
+
+    path = Path(folder) / ADAPTER
+    if folder_kind(path) is None:
+        raise ValueError(f"no exit adapter in {path}: train one with `python -m bench.self_draft --task exits`, or "
+                         "pass --noadapter for the plain LM head")
+    check_kind(path, "early_exit", f"{path} (the target's exit adapter folder)",
+               "--method early_exit")
+    heads, config = load_heads(path, n_embd=n_embd)
+    if config.get("exit_layer") != exit_layer:
+        raise ValueError(f"the exit adapter in {path} was trained for exit layer {config.get('exit_layer')}, not "
+                         f"{exit_layer}: pass --exit_layer {config.get('exit_layer')}, or --noadapter")
+    return {"head": heads[0], "act": config["act"]}
 
 
 # ---- the shipped configuration ----
@@ -238,9 +319,7 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
     """A SelfDraft for --method layer_skip (kind "layer_skip": --skip, else the set in folder/self_draft.json) or
     early_exit (--exit_layer, else the shipped one; with the shipped exit adapter unless adapter is False).
     Its .settings: the K and threshold searched with it (K 4, threshold 0 where nothing was searched). head: the
-    target engine's (W, panels) for the LM head (GPT2.head, .head_panels), shared instead of copied."""
-    from gpt2.exit_adapter import load_adapter  # here, not above: gpt2/exit_adapter.py imports this file
-
+    target engine's LM head weights (GPT2.head), shared instead of copied."""
     L, config = hparams["n_layer"], read_config(folder).get(kind, {})
     held = entry_kind(config)
     if held is not None and held != ENTRY_KINDS[kind]:
@@ -277,18 +356,3 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
     engine = SelfDraft(hparams, params, exit_skip(E, L), exit_head, head=head)
     engine.settings = settings
     return engine
-
-
-# the search and the exit adapter lived in this file until it was split by concept: their old names
-# still import from here
-MOVED = {"gpt2.skip_search": ("draft_logits", "draft_sublayer", "full_forward", "skip_set_search", "split_heads"),
-         "gpt2.exit_adapter": ("ADAPTER", "load_adapter", "train_exit_adapter")}
-
-
-def __getattr__(name):  # `from gpt2.self_draft import skip_set_search`: the module that holds it now (on first use)
-    import importlib
-
-    for module, names in MOVED.items():
-        if name in names:
-            return getattr(importlib.import_module(module), name)
-    raise AttributeError(f"module 'gpt2.self_draft' has no attribute {name!r}")

@@ -15,7 +15,7 @@ d = n_embd / n_head, n_vocab, L (layers: 2L sublayers).
 import numpy as np
 
 from gpt2.backend import to_numpy, xp_of
-from gpt2.model import causal_mask, ffn, layer_norm, softmax
+from gpt2.model import attention, causal_mask, layer_norm, linear
 from gpt2.self_draft import lm_head, sublayer
 
 MAX_LAYERS = 7  # the most layers skip_set_search takes: 2^14 = 16384 sets (4x tiny-target's); its arrays and the
@@ -43,11 +43,10 @@ def full_forward(params, hparams, x):
     for s in range(2 * hparams["n_layer"]):
         block = params["blocks"][s // 2]
         if s % 2 == 0:
-            k, v = split_heads(layer_norm(h, **block["ln_1"]) @ block["attn"]["c_attn"]["w"]
-                               + block["attn"]["c_attn"]["b"], H)[1:]  # [B, n_head, T, d] each
-            keys.append(k)
+            k, v = split_heads(linear(layer_norm(h, **block["ln_1"]), **block["attn"]["c_attn"]), H)[1:]
+            keys.append(k)  # [B, n_head, T, d]
             values.append(v)
-        h = xp.stack([sublayer(h[b], s, block, H, mask) for b in range(B)])  # [B, T, n_embd]
+        h = sublayer(h, s, block, H, mask)  # [B, T, n_embd]
         residuals.append(h)
     return xp.stack(residuals), xp.stack(keys), xp.stack(values)
 
@@ -64,19 +63,14 @@ def draft_sublayer(h, s, block, n_head, keys, values, pos):
     """
     xp = xp_of(h)
     if s % 2:
-        return h + ffn(layer_norm(h, **block["ln_2"]), **block["mlp"])
+        return sublayer(h, s, block, n_head)
     a = block["attn"]
-    q, k, v = split_heads(layer_norm(h, **block["ln_1"]) @ a["c_attn"]["w"]
-                          + a["c_attn"]["b"], n_head)  # [B, n_head, m, d] each
-    scale = 1 / np.sqrt(q.shape[-1]).item()
-    before = q @ keys.transpose(0, 1, 3, 2) * scale  # [B, n_head, m, T]
-    before = xp.where(xp.arange(keys.shape[2]) < xp.asarray(pos)[:, None], before, -np.inf)  # keys before each row
-    own = (q * k).sum(-1, keepdims=True) * scale  # [B, n_head, m, 1]
-    scores = xp.concatenate([before, own], -1)  # [B, n_head, m, T + 1]
-    w = softmax(scores)
-    out = w[..., :-1] @ values + w[..., -1:] * v  # [B, n_head, m, d]
+    q, k, v = split_heads(linear(layer_norm(h, **block["ln_1"]), **a["c_attn"]), n_head)  # [B, n_head, m, d] each
+    T, m = keys.shape[2], len(pos)
+    mask = xp.concatenate([xp.arange(T) < xp.asarray(pos)[:, None], xp.eye(m, dtype=bool)], -1)  # [m, T + m]
+    out = attention(q, xp.concatenate([keys, k], 2), xp.concatenate([values, v], 2), mask)  # [B, n_head, m, d]
     B, H, m, d = out.shape
-    return h + out.transpose(0, 2, 1, 3).reshape(B, m, H * d) @ a["c_proj"]["w"] + a["c_proj"]["b"]
+    return h + linear(out.transpose(0, 2, 1, 3).reshape(B, m, H * d), **a["c_proj"])
 
 
 def skip_set_search(params, hparams, x, start):

@@ -193,9 +193,7 @@ def circles(graph):
     return found
 
 
-@pytest.mark.parametrize("part", ["picospec", "bench", "main", pytest.param("gpt2", marks=pytest.mark.xfail(
-    strict=True, reason="gpt2/ still has two circles (addons <-> heads; self_draft -> exit_adapter -> skip_search -> "
-    "self_draft), left to the engine's restructuring; strict: this fails once they are gone"))])
+@pytest.mark.parametrize("part", ["picospec", "bench", "main", "gpt2"])
 def test_no_import_circles_anywhere_lazy_imports_included(part):
     assert [c for c in circles(import_graph(ROOT)) if c[0].split(".")[0] == part] == []
 
@@ -207,14 +205,15 @@ def test_an_import_circle_is_caught(copy):
 
 
 def shims(root):
-    """picospec modules that define a module __getattr__ or a table of moved names (MOVED = {...})."""
+    """picospec and gpt2 modules that define a module __getattr__ or a table of moved names (MOVED = {...})."""
     out = []
-    for path in (Path(root) / "picospec").rglob("*.py"):
+    for path in [*(Path(root) / "picospec").rglob("*.py"), *(Path(root) / "gpt2").rglob("*.py")]:
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
                 out.append(f"{path.relative_to(root)}: module __getattr__")
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", "").upper() in ("MOVED", "RENAMED", "ALIASES")
-                                                    for t in node.targets):
+            tables = ("MOVED", "RENAMED", "ALIASES") if path.relative_to(root).parts[0] == "picospec" else ("MOVED", "RENAMED")
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "").upper() in tables  # gpt2/hub.py's ALIASES
+                                                    for t in node.targets):  # are model names, not moved code
                 out.append(f"{path.relative_to(root)}: a table of moved names")
     return out
 
@@ -244,3 +243,38 @@ def docstring_share(root):
 def test_docstrings_say_what_not_the_proofs():
     """Docstrings stay under a fifth of picospec/ (picoGPT and minbpe: 6-11%); proofs live in docs/proofs.md."""
     assert docstring_share(ROOT) < 0.20
+
+
+FORWARD = ("linear", "ffn", "attention", "mha", "transformer_block")  # the block (gpt2/fast/ holds kernels)
+
+
+def forward_copies(root):
+    """Definitions of the forward's functions outside gpt2/model.py, and gpt2 modules that gpt2/model.py imports
+    besides the backend's array functions (no performance module: docs/architecture.md)."""
+    root, out = Path(root), []
+    for path in [*root.rglob("*.py")]:
+        if ".git" in path.parts or path.parts[len(root.parts)] == "tests" or path == root / "gpt2" / "model.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name in FORWARD:
+                out.append(f"{path.relative_to(root)} defines {node.name}: the forward is written once, in model.py")
+    for node in ast.walk(ast.parse((root / "gpt2" / "model.py").read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            out += [f"gpt2/model.py imports {n}" for n in names if n and n.startswith("gpt2") and n != "gpt2.backend"]
+    return out
+
+
+def test_one_forward_and_no_performance_module_in_it():
+    assert forward_copies(ROOT) == []
+
+
+@pytest.mark.parametrize("file, text", [
+    ("gpt2/eagle.py", "\n\ndef mha(x):\n    return x\n"),
+    ("gpt2/model.py", "\nfrom gpt2.fast.panels import Panels\n"),
+])
+def test_a_second_forward_or_a_fast_import_is_caught(copy, file, text):
+    assert forward_copies(copy) == []
+    path = copy / file
+    path.write_text(path.read_text() + text)
+    assert len(forward_copies(copy)) == 1

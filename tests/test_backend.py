@@ -110,10 +110,9 @@ def test_no_wide_count_on_a_gpu(monkeypatch):
 def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, engine_kind):
     """Inside a forward of WIDE_ROWS token rows or more (layers and LM head) the BLAS library reports the policy's wide
     count; a short forward and everything after run on the policy's own count."""
-    import gpt2.batch_engine as batch_engine
-    import gpt2.batch_self_draft as batch_self_draft
     import gpt2.engine as engine
-    from gpt2.self_draft import SelfDraft
+    import gpt2.model as model_module
+    import gpt2.self_draft as self_draft
     from micro import random_gpt2
 
     monkeypatch.delenv("PICOSPEC_THREADS", raising=False)
@@ -128,21 +127,30 @@ def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, engine_
             return f(*args, **kwargs)
         return g
 
+    class SpiedHead:  # the LM head's weight: x @ it records the BLAS count of the product
+        __array_ufunc__ = None
+
+        def __init__(self, w):
+            self.w = w
+
+        def __rmatmul__(self, x):
+            seen.append(backend.blas_threads())
+            return x @ self.w
+
     hparams, params = random_gpt2(n_ctx=128, n_embd=32, n_head=2)
     model = engine.GPT2(hparams, params)
+    model.head = SpiedHead(model.head)
     if engine_kind == "batched":
-        monkeypatch.setattr(batch_engine, "ffn", spy(batch_engine.ffn))
-        monkeypatch.setattr(batch_engine, "matmul", spy(batch_engine.matmul))
-        model = batch_engine.BatchGPT2(model, 8)
+        monkeypatch.setattr(model_module, "ffn", spy(model_module.ffn))
+        model = engine.BatchGPT2(model, 8)
         wide, narrow = (lambda: model([list(range(10))] * 8, 5)), (lambda: model([list(range(11))] * 8))
     elif engine_kind == "self_draft":  # the target side's verification: every sublayer, then the LM head
-        monkeypatch.setattr(batch_self_draft, "ffn", spy(batch_self_draft.ffn))
-        monkeypatch.setattr(batch_self_draft, "lm_head", spy(batch_self_draft.lm_head))
-        model = batch_self_draft.BatchSelfDraft(SelfDraft(hparams, params, skip=[1]), 8).target
+        monkeypatch.setattr(self_draft, "ffn", spy(self_draft.ffn))
+        monkeypatch.setattr(self_draft, "lm_head", spy(self_draft.lm_head))
+        model = self_draft.BatchSelfDraft(self_draft.SelfDraft(hparams, params, skip=[1]), 8).target
         wide, narrow = (lambda: model([list(range(10))] * 8, 5)), (lambda: model([list(range(11))] * 8))
     else:
-        monkeypatch.setattr(engine, "gpt2_hidden", spy(engine.gpt2_hidden))
-        monkeypatch.setattr(engine, "matmul", spy(engine.matmul))
+        monkeypatch.setattr(model_module, "ffn", spy(model_module.ffn))
         wide, narrow = (lambda: model(list(range(40)), 40)), (lambda: model(list(range(41))))
     wide()
     assert seen and set(seen) == {2}  # every spied product of the 40-row forward ran on 2 threads

@@ -107,8 +107,8 @@ def test_accept_compacts_cache_to_path(path):
     assert model.tokens == kept and model.cache.n == len(kept)
     fresh = KVCache(2, 2, 32, 8, np)
     gpt2_hidden(np.array(kept), **PARAMS, n_head=2, cache=fresh)
-    np.testing.assert_allclose(model.cache.k[:, :, :len(kept)], fresh.k[:, :, :len(kept)], atol=TOL)
-    np.testing.assert_allclose(model.cache.v[:, :, :len(kept)], fresh.v[:, :, :len(kept)], atol=TOL)
+    np.testing.assert_allclose(model.cache.k[:, 0, :, :len(kept)], fresh.k[:, 0, :, :len(kept)], atol=TOL)
+    np.testing.assert_allclose(model.cache.v[:, 0, :, :len(kept)], fresh.v[:, 0, :, :len(kept)], atol=TOL)
     nxt = kept + [11]
     runs = model.tokens_run
     assert np.abs(model.logits(nxt) - full(nxt)[-1]).max() < TOL
@@ -122,8 +122,8 @@ def test_rollback_leaves_cache_as_fresh():
     cache.rollback(2)
     gpt2_hidden(np.array(x[:4]), **PARAMS, n_head=2, cache=fresh)
     assert cache.n == fresh.n == 4
-    np.testing.assert_allclose(cache.k[:, :, :4], fresh.k[:, :, :4], atol=TOL)
-    np.testing.assert_allclose(cache.v[:, :, :4], fresh.v[:, :, :4], atol=TOL)
+    np.testing.assert_allclose(cache.k[:, 0, :, :4], fresh.k[:, 0, :, :4], atol=TOL)
+    np.testing.assert_allclose(cache.v[:, 0, :, :4], fresh.v[:, 0, :, :4], atol=TOL)
 
 
 def test_bad_calls_give_clear_errors():
@@ -155,5 +155,5 @@ def test_keep_moves_exactly_the_kept_slots(kept):
     before_k, before_v = cache.k.copy(), cache.v.copy()
     cache.keep(idx)
     assert cache.n == len(idx)
-    np.testing.assert_array_equal(cache.k[:, :, :len(idx)], before_k[:, :, idx])
-    np.testing.assert_array_equal(cache.v[:, :, :len(idx)], before_v[:, :, idx])
+    np.testing.assert_array_equal(cache.k[:, 0, :, :len(idx)], before_k[:, 0][:, :, idx])
+    np.testing.assert_array_equal(cache.v[:, 0, :, :len(idx)], before_v[:, 0][:, :, idx])

@@ -1,15 +1,17 @@
-"""gpt2/gpu_kernels.py: each CUDA kernel equals the NumPy function it replaces in gpt2/model.py. Runs only where CuPy
+"""gpt2/fast/gpu_kernels.py: each CUDA kernel equals the NumPy function it replaces in gpt2/model.py. Runs only where CuPy
 and a GPU are present (bench.gpu's machine); elsewhere these tests are skipped, and say why."""
 import numpy as np
 import pytest
 
-from gpt2 import gpu_kernels, model
+from gpt2 import model
+from gpt2.fast import REFERENCE, gpu_kernels, use_gpu_kernels
 
 cupy = pytest.importorskip("cupy", reason="CuPy is not installed: the CUDA kernels cannot run here")
 try:
     cupy.cuda.runtime.getDeviceCount()
 except Exception as e:  # noqa: BLE001 - any CUDA failure means no GPU to test on
     pytest.skip(f"no usable GPU ({e})", allow_module_level=True)
+use_gpu_kernels()  # swaps the kernels into gpt2.model, as an engine on the GPU does
 
 SHAPES = [(1, 8), (3, 256), (5, 768), (2, 3, 1600), (4, 12, 7, 131), (1, 50257)]
 
@@ -23,7 +25,8 @@ def test_kernels_equal_the_numpy_functions(shape):
     assert gpu_kernels.fused(cupy.asarray(x)) and not gpu_kernels.fused(x)
     for name, args in (("layer_norm", (x, g, b)), ("softmax", (x,)), ("gelu", (x,))):
         f = getattr(model, name)
-        want = f(*args)  # host arrays: gpt2.model's NumPy path
+        assert f is not REFERENCE[name] and f.__name__ == name  # the swapped-in function
+        want = REFERENCE[name](*args)  # gpt2.model's own NumPy function
         got = f(*[cupy.asarray(a) for a in args]).get()
         assert got.dtype == np.float32 and got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=f"{name} {shape}")

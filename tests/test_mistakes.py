@@ -214,8 +214,8 @@ def test_row_bytes_bound_what_the_batched_engines_allocate():
         method = TABLE[name]
         loaded = load_needs(method, defaults(method), target, "tiny-target", encoder)
         engines = [getattr(m, "engine", m) for m in batched_models(loaded, 3).values()]
-        caches = {id(e): e for e in engines if hasattr(e, "k")}  # a self-drafting pair's one engine
-        cached = sum(e.k.nbytes + e.v.nbytes for e in caches.values()) / 3
+        caches = {id(e): e.cache for e in engines if hasattr(e, "cache")}  # a self-drafting pair's one
+        cached = sum(c.k.nbytes + c.v.nbytes for c in caches.values()) / 3
         assert cached <= batch_row_bytes(loaded, 20) <= 4 * cached, name
 
 

@@ -1,4 +1,4 @@
-"""Weight panels (gpt2/panels.py): a few rows times W's column panels equal x @ W, the engines take that path exactly
+"""Weight panels (gpt2/fast/panels.py): a few rows times W's column panels equal x @ W, the engines take that path exactly
 for 2..MAX_ROWS rows and give the same logits with panels as without, and the policy (gpt2/backend.py) turns them on
 only where the BLAS has a direct SGEMM, with an environment variable over it."""
 import json
@@ -9,10 +9,10 @@ from hypothesis import given, settings, strategies as st
 
 from clitools import run_here
 from gpt2 import backend
-from gpt2.batch_engine import BatchGPT2
+from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from gpt2.model import gpt2
-from gpt2.panels import MAX_ROWS, panel_matmul, panels, with_panels
+from gpt2.fast.panels import MAX_ROWS, Panels, panel_matmul, panels, with_panels
 from micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=50, n_ctx=48, n_embd=16, n_head=2, n_layer=2, seed=3)
@@ -38,14 +38,24 @@ def test_panel_product_equals_the_plain_product(n_in, n_out, m, width, seed):
     np.testing.assert_allclose(out, x @ w, rtol=1e-5, atol=1e-5 * np.sqrt(n_in))
 
 
-def test_with_panels_adds_panels_to_every_linear_and_copies_nothing_else():
+def test_with_panels_gives_every_linear_panels_and_copies_nothing_else():
     tree = with_panels(PARAMS)
     block, old = tree["blocks"][1], PARAMS["blocks"][1]
     for layer in ("attn", "mlp"):
         for name, lin in block[layer].items():
-            assert set(lin) == {"w", "b", "panels"} and lin["w"] is old[layer][name]["w"]
-    assert "panels" not in tree["ln_f"] and tree["wte"] is PARAMS["wte"]
-    assert "panels" not in PARAMS["blocks"][1]["attn"]["c_attn"]  # the checkpoint's own tree is left as it was
+            assert set(lin) == {"w", "b"} and isinstance(lin["w"], Panels) and lin["w"].w is old[layer][name]["w"]
+            assert lin["b"] is old[layer][name]["b"]
+    assert tree["ln_f"]["g"] is PARAMS["ln_f"]["g"] and tree["wte"] is PARAMS["wte"]
+    assert isinstance(PARAMS["blocks"][1]["attn"]["c_attn"]["w"], np.ndarray)  # the checkpoint's tree is left as it was
+
+
+@pytest.mark.parametrize("m", [1, 2, 5, MAX_ROWS, MAX_ROWS + 1])
+def test_a_panelled_weight_multiplies_as_the_weight(m):
+    """x @ Panels(W) is x @ W for rows [m, n_in] and for gpt2/model.py's [1, m, n_in]."""
+    rng = np.random.default_rng(m)
+    w, x = rng.standard_normal((16, 70), dtype=np.float32), rng.standard_normal((m, 16), dtype=np.float32)
+    np.testing.assert_allclose(x @ Panels(w, 32), x @ w, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(x[None] @ Panels(w, 32), (x @ w)[None], rtol=1e-5, atol=1e-5)
 
 
 def test_the_engine_takes_the_panels_exactly_for_a_few_rows():
@@ -54,8 +64,8 @@ def test_the_engine_takes_the_panels_exactly_for_a_few_rows():
     x = [int(t) for t in np.random.default_rng(0).integers(0, 50, 40)]
     good = GPT2(HP, PARAMS, panels=True, pad_rows=1)
     spoiled = GPT2(HP, PARAMS, panels=True, pad_rows=1)
-    spoiled.head_panels = spoiled.head_panels * 0  # the LM head's panels
-    spoiled.forward_params["blocks"][0]["mlp"]["c_fc"]["panels"] *= 0  # one layer's (a copy: with_panels made them)
+    spoiled.head.p = spoiled.head.p * 0  # the LM head's panels
+    spoiled.forward_params["blocks"][0]["mlp"]["c_fc"]["w"].p *= 0  # one layer's (a copy: with_panels made them)
     assert np.abs(PARAMS["blocks"][0]["mlp"]["c_fc"]["w"]).max() > 0
     for n in (1, 2, 5, 17, MAX_ROWS, MAX_ROWS + 1, 40):
         spoiled.reset(), good.reset()
@@ -111,9 +121,9 @@ def test_the_engine_follows_the_policy(monkeypatch):
     for env, on in (("1", True), ("0", False)):
         monkeypatch.setenv("PICOSPEC_PANELS", env)
         model = GPT2(HP, PARAMS)
-        assert model.panels == on and (model.head_panels is not None) == on and model.pad_rows == (1 if on else 4)
-        assert ("panels" in model.forward_params["blocks"][0]["attn"]["c_attn"]) == on
-        assert "panels" not in model.params["blocks"][0]["attn"]["c_attn"]  # params stay the checkpoint's arrays
+        assert model.panels == on and isinstance(model.head, Panels) == on and model.pad_rows == (1 if on else 4)
+        assert isinstance(model.forward_params["blocks"][0]["attn"]["c_attn"]["w"], Panels) == on
+        assert isinstance(model.params["blocks"][0]["attn"]["c_attn"]["w"], np.ndarray)  # the checkpoint's arrays
 
 
 @pytest.mark.parametrize("env", ["0", "1"])

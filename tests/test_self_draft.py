@@ -12,7 +12,7 @@ import picospec.self_draft as sd
 from checker import SAMPLES, check_law, exact_law
 from gpt2.load import ASSETS, load_model
 from gpt2.model import gpt2
-from gpt2.self_draft import SelfDraft, exit_skip, load_self_draft, parse_skip, read_config, sublayer_name
+from gpt2.self_draft import Model, SelfDraft, exit_skip, load_self_draft, parse_skip, read_config, sublayer_name
 from gpt2.skip_search import draft_logits, skip_set_search
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import sample, warp
@@ -130,9 +130,15 @@ def test_verification_reusing_the_draft_equals_a_full_forward(tiny, skip, dtype,
 class ReusesOffByOne(SelfDraft):
     """Bug: the reused residuals are shifted by one position."""
 
-    def _verify(self, x, n=1):
-        self.h_cut = np.roll(self.h_cut, 1, axis=0)
-        return super()._verify(x, n)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        rows, verify = self.rows, self.rows._verify
+
+        def shifted(xs, n=1):
+            rows.h_cut = [np.roll(h, 1, axis=0) for h in rows.h_cut]
+            return verify(xs, n)
+
+        self.target = Model(self, shifted, one=True)
 
 
 @pytest.mark.parametrize("broken", [ReusesOffByOne])
@@ -153,8 +159,8 @@ def test_the_lm_head_is_the_target_engines_own(tiny, kind):
     model, _ = tiny
     loaded = load_as_main(kind, {}, model, "tiny-target")
     engine = loaded["target"].engine
-    assert engine.head[0] is model.head and engine.head[1] is model.head_panels
-    plain = SelfDraft(model.hparams, model.params, engine.skip, engine.adapter, head=(model.params["wte"].T, None))
+    assert engine.head is model.head
+    plain = SelfDraft(model.hparams, model.params, engine.skip, engine.adapter, head=model.params["wte"].T)
     x = list(range(40, 60))
     for side in ("target", "draft", "target"):
         for n in (1, 2, 5):
@@ -162,7 +168,7 @@ def test_the_lm_head_is_the_target_engines_own(tiny, kind):
             assert np.abs(got - want).max() < 1e-4
         x = x + [7]
     own = SelfDraft(model.hparams, model.params, engine.skip)
-    assert own.head[0].flags.c_contiguous and np.array_equal(own.head[0], model.params["wte"].T)
+    assert own.head.flags.c_contiguous and np.array_equal(own.head, model.params["wte"].T)
 
 
 def test_the_draft_is_the_skipped_path_on_the_target_cache(tiny):
@@ -277,18 +283,3 @@ def test_a_damaged_self_draft_json_is_named(tiny, tmp_path, kind, key, value, me
     (tmp_path / "self_draft.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=f"{tmp_path / 'self_draft.json'}: .*{message}.*bench.self_draft --task search"):
         load_self_draft(model.hparams, model.params, tmp_path, kind)
-
-
-def test_names_from_before_the_split_still_import_from_gpt2_self_draft():
-    """The skip-set search and the exit adapter moved to gpt2/skip_search.py and gpt2/exit_adapter.py; their old
-    import path still gives the moved objects."""
-    import gpt2.exit_adapter
-    import gpt2.self_draft
-    import gpt2.skip_search
-    from gpt2.self_draft import skip_set_search as old_path, train_exit_adapter as old_adapter
-
-    assert old_path is gpt2.skip_search.skip_set_search and old_adapter is gpt2.exit_adapter.train_exit_adapter
-    assert all(getattr(gpt2.self_draft, name) is not None for names in gpt2.self_draft.MOVED.values()
-               for name in names)
-    with pytest.raises(AttributeError):
-        gpt2.self_draft.nothing_here
