@@ -1,4 +1,7 @@
-"""Shared test set-up: a deterministic hypothesis profile, so CI never flakes on a new random example."""
+"""Shared test set-up: a deterministic hypothesis profile, so CI never flakes on a new random example; one BLAS thread,
+the policy gpt2/backend.py applies to every model below SMALL_MODEL (all the suite's models): on 2 shared cores the
+BLAS default spins threads over the tiny products and cost some tests 15x the CPU time (a test that sets its own count
+still does)."""
 import os
 import sys
 from pathlib import Path
@@ -10,3 +13,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import gpt2/ and
 settings.register_profile("ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+from gpt2.backend import set_threads  # noqa: E402  (after the checkout is on the path)
+
+set_threads(1)
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_target():
+    """The shipped tiny-target engine and its tokenizer, loaded once per session. The engine keeps a cache of the
+    last text it read and reuses only a matching prefix, so any test may decode any prompt with it."""
+    from gpt2.load import load_model
+
+    return load_model("tiny-target")
+
+
+@pytest.fixture(scope="session")
+def tiny_draft():
+    from gpt2.load import load_model
+
+    return load_model("tiny-draft")
