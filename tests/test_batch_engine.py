@@ -186,7 +186,7 @@ def test_bad_calls_give_clear_errors():
 # of the correct sampler rejected 0.055% (the nominal 3 x 1e-4): the estimated law's own noise adds
 # next to nothing. To re-measure: run sampled_rows many times with rejection.recovered_probs =
 # lambda q, p: q, draw counts from the empirical law, and count the sets whose
-# picospec.exact_law.g_statistic against the exact law exceeds chi2_isf(ALPHA, df) for some prompt.
+# picospec.check.exact_law.g_statistic against the exact law exceeds chi2_isf(ALPHA, df) for some prompt.
 
 V, N = 3, 5
 T_HP, T_PARAMS = random_gpt2(n_vocab=V, n_ctx=16, n_embd=8, n_head=2, n_layer=2, seed=3, scale=0.6)
