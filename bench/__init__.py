@@ -1,1 +1,2 @@
-"""Benchmarks: the engine (bench.engine), the method harness (bench.harness), tree methods (bench.trees)."""
+"""Benchmarks: the engine (bench.engine), the method harness (bench.harness), tree methods
+(bench.trees)."""

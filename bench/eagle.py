@@ -1,26 +1,32 @@
 """EAGLE-1 and EAGLE-2 beside Medusa and the draft-model methods on the built-in target.
 
-    python -m bench.eagle                                  # the full table (8 held-out prompts x 2 seeds)
-    python -m bench.eagle --record gpt2/assets/tiny-target/eagle   # also store the EAGLE rows in the head's eagle.json
+    # the full table (8 held-out prompts x 2 seeds)
+    python -m bench.eagle
+    # also store the EAGLE rows in the head's eagle.json
+    python -m bench.eagle --record gpt2/assets/tiny-target/eagle
 
-Every row is bench.harness.compare: autoregressive decoding and the method back to back on the same held-out prompts
-and seeds, each from a cold cache (the EAGLE head's too); medians over prompts x seeds. Columns: tokens per target call
-(new tokens / target forwards, prefill included), acceptance (accepted / drafted, drafted = the depth of each step's
-tree or the chain's length, the same definition for every method), the cost of one of the method's target calls
-over one autoregressive call, and the wall-clock speedup. Shapes: none; this file only times things.
+Every row is bench.harness.compare: autoregressive decoding and the method back to back on the same
+held-out prompts and seeds, each from a cold cache (the EAGLE head's too); medians over prompts x
+seeds. Columns: tokens per target call (new tokens / target forwards, prefill included), acceptance
+(accepted / drafted, drafted = the depth of each step's tree or the chain's length, the same
+definition for every method), the cost of one of the method's target calls over one autoregressive
+call, and the wall-clock speedup. Shapes: none; this file only times things.
 """
 import json
 from pathlib import Path
 
-from bench.harness import check_room, check_target, compare, header, load_draft, load_eagle, load_heads, write_text
+from bench.harness import (check_room, check_target, compare, header, load_draft, load_eagle,
+                           load_heads, write_text)
 from bench.page import write_page
 
-HEADER = ["| method | setting | T | tokens/target call (median) | acceptance | target call / 1-token call (median) "
+HEADER = ["| method | setting | T | tokens/target call (median) | acceptance | target call / "
+          "1-token call (median) "
           "| speedup vs autoregressive (median, IQR) |", "|---|---|---|---|---|---|---|"]
 
 
 def rows(temperature):
-    """(method, setting shown, options, need) at one temperature: draft-model methods, Medusa, EAGLE-1, EAGLE-2."""
+    """(method, setting shown, options, need) at one temperature: draft-model methods, Medusa,
+    EAGLE-1, EAGLE-2."""
     out = [("speculative", "tiny-draft, K 4", {"K": 4}, "draft")]
     if temperature == 0:
         out.append(("greedy", "tiny-draft, K 4", {"K": 4}, "draft"))
@@ -30,13 +36,14 @@ def rows(temperature):
     if temperature > 0:
         out.append(("eagle", "sparse tree, 10 nodes, top-k candidates (one-hot)",
                     {"tree": "sparse", "nodes": 10, "candidates": "topk"}, "eagle"))
-    out += [("eagle2", "depth 5, top-k 4, 8 nodes", {"depth": 5, "tree_top_k": 4, "total_tokens": 8}, "eagle"),
+    out += [("eagle2", "depth 5, top-k 4, 8 nodes",
+             {"depth": 5, "tree_top_k": 4, "total_tokens": 8}, "eagle"),
             ("eagle2", "depth 5, top-k 4, 16 nodes (default)", {}, "eagle")]
     return out
 
 
-def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8, prompt_tokens=64, n_tokens=64,
-         seeds=2, out=None, record=None):
+def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8, prompt_tokens=64,
+         n_tokens=64, seeds=2, out=None, record=None):
     """The EAGLE table: every row against autoregressive decoding, side by side."""
     from gpt2.backend import thread_policy
     from gpt2.corpus import heldout_prompts
@@ -44,7 +51,8 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
 
     check_target(target)
     if record and not (Path(record) / "eagle.json").is_file():
-        raise ValueError(f"--record {record} holds no eagle.json: give the folder of the EAGLE head measured")
+        raise ValueError(f"--record {record} holds no eagle.json: give the folder of the EAGLE "
+                         f"head measured")
     model, encoder = load_model(target)
     check_room(model.n_ctx, prompt_tokens, n_tokens)
     needs = {"draft": {"draft": load_draft("tiny-draft", model, target)},
@@ -52,27 +60,28 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
              "eagle": {"heads": load_eagle(target, heads, model)}}
     measured_head = Path(needs["eagle"]["heads"].folder).resolve()
     if record and Path(record).resolve() != measured_head:  # one head's rows on another's card
-        raise ValueError(f"--record {record} is not the EAGLE head measured ({measured_head}): record into the same "
-                         "folder as --heads (default: the target's eagle/)")
+        raise ValueError(f"--record {record} is not the EAGLE head measured ({measured_head}): "
+                         f"record into the same folder as --heads (default: the target's eagle/)")
     top = header(thread_policy(model.n_params))
     print(top, flush=True)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
     temps = ",".join(f"{t:g}" for t in temperatures)
-    lines = [f"`python -m bench.eagle --temperatures {temps} --n_prompts {n_prompts} --n_tokens {n_tokens} "
-             f"--seeds {seeds}` ({top})", ""] + HEADER
+    lines = [f"`python -m bench.eagle --temperatures {temps} --n_prompts {n_prompts} --n_tokens "
+             f"{n_tokens} --seeds {seeds}` ({top})", ""] + HEADER
     measured = []
     for T in temperatures:
         for method, setting, options, need in rows(T):
-            r = compare(method, prompts, {"target": model, **needs[need]}, n_tokens, range(seeds), {"temperature": T},
-                        **options)
-            lines.append(f"| {method} | {setting} | {T:g} | {r['tokens_per_call']:.2f} | {r['acceptance']:.2f} "
-                         f"| {r['verify_cost']:.2f} | {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-"
-                         f"{r['speedup_iqr'][1]:.2f}) |")
+            r = compare(method, prompts, {"target": model, **needs[need]}, n_tokens, range(seeds),
+                        {"temperature": T}, **options)
+            lines.append(f"| {method} | {setting} | {T:g} | {r['tokens_per_call']:.2f} | "
+                         f"{r['acceptance']:.2f} | {r['verify_cost']:.2f} | {r['speedup']:.2f}x "
+                         f"({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
             print(lines[-1], flush=True)
             if need == "eagle":
                 measured.append({"method": method, "setting": setting, "temperature": T,
                                  "tokens_per_call": round(r["tokens_per_call"], 3),
-                                 "acceptance": round(r["acceptance"], 3), "speedup": round(r["speedup"], 3)})
+                                 "acceptance": round(r["acceptance"], 3),
+                                 "speedup": round(r["speedup"], 3)})
     text = "\n".join(lines)
     print(text)
     if out:
@@ -88,7 +97,8 @@ if __name__ == "__main__":
     from gpt2.cli import Option, command
 
     command(main, [
-        Option("target", str, "tiny-target", "the target model (its eagle/ and medusa/ heads are used)"),
+        Option("target", str, "tiny-target",
+               "the target model (its eagle/ and medusa/ heads are used)"),
         Option("heads", "dir", None, "folder of the EAGLE head (default: the target's eagle/)"),
         Option("temperatures", "floats", (0.0, 1.0), "temperatures, a block of rows each", low=0),
         Option("n_prompts", int, 8, "held-out prompts", low=1),
@@ -96,4 +106,5 @@ if __name__ == "__main__":
         Option("n_tokens", int, 64, "new tokens per run", low=1),
         Option("seeds", int, 2, "seeds per prompt", low=1),
         Option("out", "out", None, "also write the table to this file"),
-        Option("record", "dir", None, "store the EAGLE rows in DIR/eagle.json (the head's card entry reads them)")])
+        Option("record", "dir", None,
+               "store the EAGLE rows in DIR/eagle.json (the head's card entry reads them)")])

@@ -1,28 +1,36 @@
-"""Engine benchmark: what one decoding step costs, what scoring M tokens at once costs, and what Python costs.
+"""Engine benchmark: what one decoding step costs, what scoring M tokens at once costs, and what
+Python costs.
 
-    python -m bench.engine                          # random weights of the 124M, 355M and tiny shapes, this machine
+    # random weights of the 124M, 355M and tiny shapes, this machine
+    python -m bench.engine
     python -m bench.engine --sizes tiny --max_M 8   # one shape
     python -m bench.engine --sizes 124M --device gpu
 
-1. Decode latency of one new token after a 128-token cache, beside the memory-bandwidth roofline: a decode step must
-   read every weight once, so it cannot beat weight_bytes / bandwidth. Bandwidth is measured in the same run, as the
-   rate of a matrix-vector product over a matrix far larger than the caches (what a decode step does).
-2. The cost of scoring M new tokens in one forward relative to one token, M = 1..max_M: speculative decoding verifies
-   K drafts in one forward of K + 1 tokens and only pays off when that costs little more than one token.
-3. The layouts tried, side by side at M = 1..8: the engine's default (LM head as a contiguous [n_embd, n_vocab] copy;
-   where gpt2/backend.py's panel_policy turns them on, weight panels (gpt2/fast/panels.py) and no padding, else rows padded
-   to a multiple of 4), then without panels: as is, with the head as the transposed view wte.T, no padding, padding to
-   a multiple of 8; and panels with padding to 4, panels 32 and 64 columns wide; and the static-
-   shape step (gpt2/fast/static.py: on a GPU each pass shape replayed as a CUDA graph; on the CPU
-   it only adds work).
-   Then each weight matrix alone: M rows times W against times its column panels of 32, 64 and 128 columns.
-4. Why: the GEMM rate by rows, [M, n_embd] @ [n_embd, 4 n_embd] alone, with its weight in cache and streaming from
-   memory (GFLOP/s; a one-token forward is bound by the weights' bytes, an M-token one by these flops).
-5. Python: the engine's own per-call work (prefix match, rollback, positions, mask, output copy), measured as an engine
-   call whose forward is a stub that returns at once and whose LM head has one column; and the floor of NumPy
-   dispatch, the same forward with n_embd = 8, where the arithmetic is nothing and only the calls remain.
-Every number is a median over --repeats, with all variants interleaved in one loop so that a shared machine's load
-falls on them alike; times are CPU time of this thread (with --threads 1 it does all the work), wall time beside it.
+1. Decode latency of one new token after a 128-token cache, beside the memory-bandwidth roofline: a
+   decode step must read every weight once, so it cannot beat weight_bytes / bandwidth. Bandwidth is
+   measured in the same run, as the rate of a matrix-vector product over a matrix far larger than
+   the caches (what a decode step does).
+2. The cost of scoring M new tokens in one forward relative to one token, M = 1..max_M: speculative
+   decoding verifies K drafts in one forward of K + 1 tokens and only pays off when that costs
+   little more than one token.
+3. The layouts tried, side by side at M = 1..8: the engine's default (LM head as a contiguous
+   [n_embd, n_vocab] copy; where gpt2/backend.py's panel_policy turns them on, weight panels
+   (gpt2/fast/panels.py) and no padding, else rows padded to a multiple of 4), then without panels:
+   as is, with the head as the transposed view wte.T, no padding, padding to a multiple of 8; and
+   panels with padding to 4, panels 32 and 64 columns wide; and the static-shape step
+   (gpt2/fast/static.py: on a GPU each pass shape replayed as a CUDA graph; on the CPU it only adds
+   work). Then each weight matrix alone: M rows times W against times its column panels of 32, 64
+   and 128 columns.
+4. Why: the GEMM rate by rows, [M, n_embd] @ [n_embd, 4 n_embd] alone, with its weight in cache and
+   streaming from memory (GFLOP/s; a one-token forward is bound by the weights' bytes, an M-token
+   one by these flops).
+5. Python: the engine's own per-call work (prefix match, rollback, positions, mask, output copy),
+   measured as an engine call whose forward is a stub that returns at once and whose LM head has one
+   column; and the floor of NumPy dispatch, the same forward with n_embd = 8, where the arithmetic
+   is nothing and only the calls remain.
+Every number is a median over --repeats, with all variants interleaved in one loop so that a shared
+machine's load falls on them alike; times are CPU time of this thread (with --threads 1 it does all
+the work), wall time beside it.
 """
 import os
 import time
@@ -35,10 +43,14 @@ from gpt2.engine import GPT2
 from gpt2.train import flatten
 
 GPT2_SHAPE = dict(n_vocab=50257, n_ctx=1024)
-SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12), "355M": dict(n_layer=24, n_embd=1024, n_head=16),
-          "774M": dict(n_layer=36, n_embd=1280, n_head=20), "1558M": dict(n_layer=48, n_embd=1600, n_head=25),
-          "tiny": dict(n_layer=6, n_embd=256, n_head=4, n_vocab=4097, n_ctx=256),  # the built-in target's shape
-          "tiny-draft": dict(n_layer=2, n_embd=128, n_head=2, n_vocab=4097, n_ctx=256)}  # the built-in draft's
+SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12),
+          "355M": dict(n_layer=24, n_embd=1024, n_head=16),
+          "774M": dict(n_layer=36, n_embd=1280, n_head=20),
+          "1558M": dict(n_layer=48, n_embd=1600, n_head=25),
+          # the built-in target's shape
+          "tiny": dict(n_layer=6, n_embd=256, n_head=4, n_vocab=4097, n_ctx=256),
+          # the built-in draft's
+          "tiny-draft": dict(n_layer=2, n_embd=128, n_head=2, n_vocab=4097, n_ctx=256)}
 LAYOUTS = {"default": {}, "no panels": {"panels": False},
            "no panels, head wte.T": {"panels": False, "head_copy": False},
            "no panels, no padding": {"panels": False, "pad_rows": 1},
@@ -51,7 +63,8 @@ CURVES = ("default", "no panels")  # the layouts measured at every M (the others
 WIDTHS = (32, 64, 128)  # panel widths tried in the panel grid
 
 
-def random_params(hparams, xp, seed=0):  # GPT-2's initialisation, generated on the device in float32
+# GPT-2's initialisation, generated on the device in float32
+def random_params(hparams, xp, seed=0):
     rng = np.random.default_rng(seed)
     C, V = hparams["n_embd"], hparams["n_vocab"]
 
@@ -65,7 +78,8 @@ def random_params(hparams, xp, seed=0):  # GPT-2's initialisation, generated on 
         return {"w": w(i, o), "b": xp.zeros(o, dtype="float32")}
 
     blocks = [{"ln_1": ln(), "attn": {"c_attn": lin(C, 3 * C), "c_proj": lin(C, C)}, "ln_2": ln(),
-               "mlp": {"c_fc": lin(C, 4 * C), "c_proj": lin(4 * C, C)}} for _ in range(hparams["n_layer"])]
+               "mlp": {"c_fc": lin(C, 4 * C), "c_proj": lin(4 * C, C)}}
+               for _ in range(hparams["n_layer"])]
     return {"wte": w(V, C), "wpe": w(hparams["n_ctx"], C), "blocks": blocks, "ln_f": ln()}
 
 
@@ -80,7 +94,8 @@ def timed(f, sync):  # -> (CPU seconds of this thread, wall seconds)
     return time.thread_time() - c, time.perf_counter() - w
 
 
-def bandwidth(xp, sync, repeats):  # -> bytes/s (CPU time, wall) of a matrix-vector product over a 512 MiB matrix
+# -> bytes/s (CPU time, wall) of a matrix-vector product over a 512 MiB matrix
+def bandwidth(xp, sync, repeats):
     a = xp.ones((8192, 16384), dtype="float32")
     v = xp.ones(16384, dtype="float32")
     a @ v
@@ -88,25 +103,30 @@ def bandwidth(xp, sync, repeats):  # -> bytes/s (CPU time, wall) of a matrix-vec
     return a.nbytes / np.median(times, axis=0)
 
 
-def gemm_rates(xp, sync, C, Ms, repeats):  # -> {M: [GFLOP/s with the weight in cache, from memory]} (CPU time)
-    """The product an M-token forward is made of, [M, C] @ [C, 4C] (GPT-2's c_fc), alone: once with one weight used
-    over and over (it stays in the last-level cache), once cycling through 64 MB of weights (they stream from memory
-    as a forward's do)."""
+# -> {M: [GFLOP/s with the weight in cache, from memory]} (CPU time)
+def gemm_rates(xp, sync, C, Ms, repeats):
+    """The product an M-token forward is made of, [M, C] @ [C, 4C] (GPT-2's c_fc), alone: once with
+    one weight used over and over (it stays in the last-level cache), once cycling through 64 MB of
+    weights (they stream from memory as a forward's do)."""
     rng = np.random.default_rng(0)
-    ws = [xp.asarray(rng.standard_normal((C, 4 * C), dtype=np.float32)) for _ in range(max(2, 2 ** 24 // (4 * C * C)))]
+    ws = [xp.asarray(rng.standard_normal((C, 4 * C), dtype=np.float32))
+          for _ in range(max(2, 2 ** 24 // (4 * C * C)))]
     rates = {}
     for M in Ms:
         x = xp.asarray(rng.standard_normal((M, C), dtype=np.float32))
         hot = np.median([timed(lambda: x @ ws[0], sync)[0] for _ in range(repeats * 4)])
-        cold = np.median([timed(lambda: [x @ w for w in ws], sync)[0] for _ in range(repeats)]) / len(ws)
+        cold = np.median([timed(lambda: [x @ w for w in ws], sync)[0]
+                          for _ in range(repeats)]) / len(ws)
         rates[M] = [2 * M * C * 4 * C / t / 1e9 for t in (hot, cold)]
     return rates
 
 
-def panel_grid(hparams, Ms, repeats):  # -> {(matrix, M): {"W": ratio, width: ratio}} (CPU time / one row by W)
-    """Each weight matrix of the shape alone (QKV, MLP up, MLP down, LM head; random values): M rows times W and times
-    its column panels of each width in WIDTHS (gpt2/fast/panels.py), against one row times W. Cycling through enough
-    copies of a matrix to fill 64 MB, so that the weights stream from memory as a forward's do."""
+# -> {(matrix, M): {"W": ratio, width: ratio}} (CPU time / one row by W)
+def panel_grid(hparams, Ms, repeats):
+    """Each weight matrix of the shape alone (QKV, MLP up, MLP down, LM head; random values): M rows
+    times W and times its column panels of each width in WIDTHS (gpt2/fast/panels.py), against one
+    row times W. Cycling through enough copies of a matrix to fill 64 MB, so that the weights stream
+    from memory as a forward's do."""
     from gpt2.fast import panels as P
 
     C, V = hparams["n_embd"], hparams["n_vocab"]
@@ -114,14 +134,17 @@ def panel_grid(hparams, Ms, repeats):  # -> {(matrix, M): {"W": ratio, width: ra
     grid = {}
     for name, (n_in, n_out) in {"QKV": (C, 3 * C), "MLP up": (C, 4 * C), "MLP down": (4 * C, C),
                                 "LM head": (C, V)}.items():
-        ws = [rng.standard_normal((n_in, n_out), dtype=np.float32) for _ in range(max(1, 2 ** 24 // (n_in * n_out)))]
+        ws = [rng.standard_normal((n_in, n_out), dtype=np.float32)
+              for _ in range(max(1, 2 ** 24 // (n_in * n_out)))]
         cut = {width: [P.panels(w, width) for w in ws] for width in WIDTHS}
         one = rng.standard_normal((1, n_in), dtype=np.float32)
-        base = np.median([timed(lambda: [one @ w for w in ws], lambda: None)[0] for _ in range(repeats)])
+        base = np.median([timed(lambda: [one @ w for w in ws], lambda: None)[0]
+                          for _ in range(repeats)])
         for M in Ms:
             x = rng.standard_normal((M, n_in), dtype=np.float32)
             row = {"W": [lambda: [x @ w for w in ws]]}
-            row.update({width: [lambda p=p: [P.panel_matmul(x, q, n_out) for q in p]] for width, p in cut.items()})
+            row.update({width: [lambda p=p: [P.panel_matmul(x, q, n_out) for q in p]] for width,
+                        p in cut.items()})
             times = {k: [] for k in row}
             for _ in range(repeats):  # interleaved: load falls on every variant alike
                 for k, (f,) in row.items():
@@ -131,7 +154,8 @@ def panel_grid(hparams, Ms, repeats):  # -> {(matrix, M): {"W": ratio, width: ra
 
 
 class StubForward:
-    """Stands in for gpt2.engine's gpt2_hidden: advances the cache as a forward would and returns zeros at once."""
+    """Stands in for gpt2.engine's gpt2_hidden: advances the cache as a forward would and returns
+    zeros at once."""
 
     def __init__(self, xp, n_embd):
         self.h = xp.zeros((1, 64, n_embd), dtype="float32")
@@ -141,9 +165,11 @@ class StubForward:
         return self.h[:, :inputs.shape[1]].repeat(len(inputs), 0)
 
 
-def engine_overhead(model, x, n_cache, sync):  # -> (CPU, wall) of an engine call that does only the engine's own work
-    """The forward replaced by StubForward and the LM head by a [n_embd, 1] one, so that what is left is the engine's
-    own work: prefix match, rollback, positions and mask, bookkeeping, the copy out."""
+# -> (CPU, wall) of an engine call that does only the engine's own work
+def engine_overhead(model, x, n_cache, sync):
+    """The forward replaced by StubForward and the LM head by a [n_embd, 1] one, so that what is
+    left is the engine's own work: prefix match, rollback, positions and mask, bookkeeping, the copy
+    out."""
     import gpt2.engine as engine_module
 
     real, head = engine_module.gpt2_hidden, model.head
@@ -154,7 +180,8 @@ def engine_overhead(model, x, n_cache, sync):  # -> (CPU, wall) of an engine cal
         cpu, wall = timed(lambda: [model.logits(y) for _ in range(100)], sync)
     finally:
         engine_module.gpt2_hidden, model.head = real, head
-    model(x[:n_cache])  # the stub left zeros where the new token's keys go: the next call runs it for real
+    # the stub left zeros where the new token's keys go: the next call runs it for real
+    model(x[:n_cache])
     return cpu / 100, wall / 100
 
 
@@ -165,18 +192,24 @@ def bench(size, device, n_cache, Ms, repeats):
     params = random_params(hparams, xp)
     models = {name: GPT2(hparams, params, device=device, **kw) for name, kw in LAYOUTS.items()}
     model = models["default"]
-    weight_bytes = sum(to_numpy(a).nbytes for a in flatten(model.params).values()) - model.params["wpe"].nbytes
-    x = [int(t) for t in np.random.default_rng(1).integers(0, hparams["n_vocab"], n_cache + max(Ms))]
+    weight_bytes = sum(to_numpy(a).nbytes
+                       for a in flatten(model.params).values()) - model.params["wpe"].nbytes
+    x = [int(t)
+         for t in np.random.default_rng(1).integers(0, hparams["n_vocab"], n_cache + max(Ms))]
     for m in models.values():
         m(x[:n_cache])
-    floor = GPT2({**hparams, "n_embd": 8, "n_head": min(hparams["n_head"], 8), "n_vocab": 16}, random_params(
+    floor = GPT2({**hparams, "n_embd": 8, "n_head": min(hparams["n_head"], 8), "n_vocab": 16},
+                 random_params(
         {**hparams, "n_embd": 8, "n_vocab": 16}, xp), device=device)
     x16 = [t % 16 for t in x]
     floor(x16[:n_cache])
-    cases = [(name, M) for name in LAYOUTS for M in (Ms if name in CURVES else [M for M in Ms if M <= 8])]
+    cases = [(name, M) for name in LAYOUTS
+             for M in (Ms if name in CURVES else [M for M in Ms if M <= 8])]
     cpu, wall = {}, {}
-    for _ in range(repeats):  # every case once per round: the machine's load falls on all of them alike
-        for name, M in cases:  # roll back to the n_cache-token cache, then score M new tokens in one forward
+    # every case once per round: the machine's load falls on all of them alike
+    for _ in range(repeats):
+        # roll back to the n_cache-token cache, then score M new tokens in one forward
+        for name, M in cases:
             c, w = timed(lambda: models[name].logits(x[:n_cache + M], M), sync)
             cpu.setdefault((name, M), []).append(c), wall.setdefault((name, M), []).append(w)
         extra = {"own": engine_overhead(model, x, n_cache, sync),
@@ -186,15 +219,17 @@ def bench(size, device, n_cache, Ms, repeats):
     cpu, wall = ({k: float(np.median(v)) for k, v in d.items()} for d in (cpu, wall))
     bw = bandwidth(xp, sync, repeats)  # [CPU, wall]
     rates = gemm_rates(xp, sync, hparams["n_embd"], sorted(set(Ms) | {32, 64}), repeats)
-    grid = panel_grid(hparams, [M for M in (2, 5, 8, 16) if M <= max(Ms)], repeats) if device == "cpu" else {}
+    grid = panel_grid(hparams, [M for M in (2, 5, 8, 16) if M <= max(Ms)],
+                      repeats) if device == "cpu" else {}
     return {"size": size, "weight_MB": weight_bytes / 1e6, "bandwidth_GBps": bw / 1e9,
-            "roofline_ms": weight_bytes / bw * 1e3, "cpu": cpu, "wall": wall, "rates": rates, "grid": grid,
-            "panels": model.panels}
+            "roofline_ms": weight_bytes / bw * 1e3, "cpu": cpu, "wall": wall, "rates": rates,
+            "grid": grid, "panels": model.panels}
 
 
 def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, repeats=9, threads=1,
          out=None):
-    """Decode latency beside the bandwidth roofline, the cost of M tokens per forward, layouts, and Python overhead."""
+    """Decode latency beside the bandwidth roofline, the cost of M tokens per forward, layouts, and
+    Python overhead."""
     from bench.page import page_of_output
 
     with page_of_output(out):
@@ -209,15 +244,17 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
     sizes = sizes.split(",") if isinstance(sizes, str) else list(sizes)
     for s in sizes:
         if n_cache + max_M > hparams_of(s)["n_ctx"]:
-            raise ValueError(f"--n_cache {n_cache} + --max_M {max_M} exceeds the {s} shape's context of "
-                             f"{hparams_of(s)['n_ctx']} tokens")
+            raise ValueError(f"--n_cache {n_cache} + --max_M {max_M} exceeds the {s} shape's "
+                             f"context of {hparams_of(s)['n_ctx']} tokens")
     get_xp(device)  # --device gpu without CuPy or a GPU: one clear line before any work
     print(header(thread_policy(0, threads)), flush=True)
     Ms = list(range(1, max_M + 1))
     rows = [bench(s, device, n_cache, Ms, repeats) for s in sizes]
-    print(f"\n`python -m bench.engine --sizes {','.join(sizes)} --device {device} --n_cache {n_cache} --max_M {max_M} "
-          f"--repeats {repeats} --threads {threads}` (1-minute load {os.getloadavg()[0]:.1f} at the end)\n")
-    print("Each pair of numbers is CPU time / wall time (bandwidth: bytes per CPU second / per wall second).\n")
+    print(f"\n`python -m bench.engine --sizes {','.join(sizes)} --device {device} --n_cache "
+          f"{n_cache} --max_M {max_M} --repeats {repeats} --threads {threads}` (1-minute load "
+          f"{os.getloadavg()[0]:.1f} at the end)\n")
+    print("Each pair of numbers is CPU time / wall time (bandwidth: bytes per CPU second / per "
+          "wall second).\n")
     graphs = " (CUDA graphs)" if device == "gpu" else ""
     print(f"| shape | weights MB | bandwidth GB/s | roofline ms | decode ms ({n_cache}-token cache)"
           f" | decode / roofline | static step ms{graphs} | static / roofline |")
@@ -229,22 +266,27 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
         print(f"| {r['size']} | {r['weight_MB']:.0f} | {bc:.1f} / {bw:.1f} | {rc:.1f} / {rw:.1f} "
               f"| {c:.1f} / {w:.1f} | {c / rc:.2f}x / {w / rw:.2f}x | {sc:.1f} / {sw:.1f} "
               f"| {sc / rc:.2f}x / {sw / rw:.2f}x |")
-    print("\nCost of an M-token forward / one token, with the engine's default layout (weight panels where the "
+    print("\nCost of an M-token forward / one token, with the engine's default layout (weight "
+          "panels where the "
           "policy turns them on) and without panels; CPU time, wall time in parentheses:\n")
     print("| shape | layout | " + " | ".join(f"M={M}" for M in Ms) + " |")
     print("|---|---|" + "---|" * len(Ms))
     for r in rows:
         for name in CURVES:
-            label = f"{name} (panels {'on' if r['panels'] else 'off'})" if name == "default" else name
+            label = (f"{name} (panels {'on' if r['panels'] else 'off'})" if name == "default"
+                     else name)
             print(f"| {r['size']} | {label} | " + " | ".join(
-                f"{r['cpu'][(name, M)] / r['cpu'][(name, 1)]:.2f} ({r['wall'][(name, M)] / r['wall'][(name, 1)]:.2f})"
+                f"{r['cpu'][(name, M)] / r['cpu'][(name, 1)]:.2f} "
+                f"({r['wall'][(name, M)] / r['wall'][(name, 1)]:.2f})"
                 for M in Ms) + " |")
-    print("\nWhy: the rate of [M, n_embd] @ [n_embd, 4 n_embd] alone, GFLOP/s of CPU time, weight in cache / streaming "
-          "from memory (one row reads each weight once for 2 flops; M rows do 2M flops per weight read):\n")
+    print("\nWhy: the rate of [M, n_embd] @ [n_embd, 4 n_embd] alone, GFLOP/s of CPU time, weight "
+          "in cache / streaming from memory (one row reads each weight once for 2 flops; M rows do "
+          "2M flops per weight read):\n")
     print("| shape | " + " | ".join(f"M={M}" for M in rows[0]["rates"]) + " |")
     print("|---|" + "---|" * len(rows[0]["rates"]))
     for r in rows:
-        print(f"| {r['size']} | " + " | ".join(f"{hot:.0f} / {cold:.0f}" for hot, cold in r["rates"].values()) + " |")
+        print(f"| {r['size']} | "
+              + " | ".join(f"{hot:.0f} / {cold:.0f}" for hot, cold in r["rates"].values()) + " |")
     small = [M for M in Ms if M <= 8]
     print("\nLayouts: CPU time of an M-token forward / the default layout's one token:\n")
     print("| shape | layout | " + " | ".join(f"M={M}" for M in small) + " |")
@@ -254,32 +296,37 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
             print(f"| {r['size']} | {name} | " + " | ".join(
                 f"{r['cpu'][(name, M)] / r['cpu'][('default', 1)]:.2f}" for M in small) + " |")
     if any(r["grid"] for r in rows):
-        print("\nWeight panels, each matrix alone (streaming from memory): M rows times W, and times its column "
-              "panels of each width, CPU time / one row times W:\n")
-        print("| shape | matrix | M | x @ W | " + " | ".join(f"panels of {w}" for w in WIDTHS) + " |")
+        print("\nWeight panels, each matrix alone (streaming from memory): M rows times W, and "
+              "times its column panels of each width, CPU time / one row times W:\n")
+        print("| shape | matrix | M | x @ W | " + " | ".join(f"panels of {w}" for w in WIDTHS)
+              + " |")
         print("|---|---|---|---|" + "---|" * len(WIDTHS))
         for r in rows:
             for (matrix, M), t in r["grid"].items():
-                print(f"| {r['size']} | {matrix} | {M} | {t['W']:.2f} | " + " | ".join(f"{t[w]:.2f}" for w in WIDTHS)
+                print(f"| {r['size']} | {matrix} | {M} | {t['W']:.2f} | "
+                      + " | ".join(f"{t[w]:.2f}" for w in WIDTHS)
                       + " |")
-    print("\nPython: the engine's own per-call work and NumPy's dispatch floor, beside one decoding step (CPU ms):\n")
-    print("| shape | engine step (M=1) | engine's own work | share of the step | dispatch floor (n_embd 8) "
-          "| share of the step |")
+    print("\nPython: the engine's own per-call work and NumPy's dispatch floor, beside one "
+          "decoding step (CPU ms):\n")
+    print("| shape | engine step (M=1) | engine's own work | share of the step | dispatch floor "
+          "(n_embd 8) | share of the step |")
     print("|---|---|---|---|---|---|")
     for r in rows:
         step, own, floor = r["cpu"][("default", 1)], r["cpu"]["own"], r["cpu"]["floor"]
-        print(f"| {r['size']} | {step * 1e3:.3f} | {own * 1e3:.3f} | {own / step:.1%} | {floor * 1e3:.3f} | "
-              f"{floor / step:.0%} |")
+        print(f"| {r['size']} | {step * 1e3:.3f} | {own * 1e3:.3f} | {own / step:.1%} | "
+              f"{floor * 1e3:.3f} | {floor / step:.0%} |")
 
 
 OPTIONS = [
-    Option("sizes", "strs", ["124M", "355M", "tiny"], "shapes to measure (random weights): " + ", ".join(SHAPES),
-           choices=tuple(SHAPES)),
+    Option("sizes", "strs", ["124M", "355M", "tiny"],
+           "shapes to measure (random weights): " + ", ".join(SHAPES), choices=tuple(SHAPES)),
     Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=DEVICES),
-    Option("n_cache", int, 128, "tokens already in the KV cache before each measured forward", low=1),
+    Option("n_cache", int, 128, "tokens already in the KV cache before each measured forward",
+           low=1),
     Option("max_M", int, 16, "measure forwards of M = 1 .. max_M new tokens", low=1),
     Option("repeats", int, 9, "timed repeats per measurement (the median is reported)", low=1),
-    Option("threads", int, 1, "BLAS threads (with 1, this thread's CPU time is all the work done)", low=1, high=256),
+    Option("threads", int, 1, "BLAS threads (with 1, this thread's CPU time is all the work done)",
+           low=1, high=256),
     Option("out", "out", None, "also write what it prints as a results page (docs/results/)"),
 ]
 

@@ -1,23 +1,30 @@
 """The GPU path (CuPy) checked against the CPU path (NumPy) on one machine, then timed.
 
-    python -m bench.gpu --task check   # logits on both devices; every row of the method table, GPU tokens vs CPU
-    python -m bench.gpu --task speed   # every row: speedup over autoregressive decoding on the GPU (and the CPU)
-    python -m bench.gpu --task large   # GPT-2's 124M-1558M shapes: what a speculative step costs on the GPU
+    # logits on both devices; every row of the method table, GPU tokens vs CPU
+    python -m bench.gpu --task check
+    # every row: speedup over autoregressive decoding on the GPU (and the CPU)
+    python -m bench.gpu --task speed
+    # GPT-2's 124M-1558M shapes: what a speculative step costs on the GPU
+    python -m bench.gpu --task large
 
-check: the built-in target and draft and a random 124M shape, on both devices, through a prompt, one-token steps, a
-    rollback and a token tree (and the batched engine over ragged rows): the largest logit difference. Then every row
-    of the table at temperature 0 on held-out prompts: the GPU's tokens must equal the CPU's and autoregressive
-    decoding's on the GPU; at temperature 1 (rows that sample) with the same seed, the share of runs whose tokens equal
-    the CPU's (float32 sums in another order can move a draw that sits on a boundary; the law is the same).
-speed: every row against autoregressive decoding, back to back on each prompt (bench.harness.compare), on the GPU and
-    on this machine's CPU: tokens per target call, ms per token (medians over prompts), and the speedup as the median
-    of the per-prompt ratios of the two runs' times.
-large: random weights of GPT-2's 124M-1558M shapes as targets and the 124M shape as the draft: wall time of a
-    draft call, of a target call over 1 and K + 1 tokens (medians over --repeats), and of a speculative sampling step
-    (the mean over the steps of --repeats runs of K + 1 tokens). Random weights give near-uniform laws that agree
-    often, so their acceptance says nothing of a real pair and only the costs are read off; beside them the speedup
-    these costs give at assumed acceptance rates alpha (Leviathan et al.'s formula E[tokens] / (K c + v), a
-    prediction).
+check: the built-in target and draft and a random 124M shape, on both devices, through a prompt,
+one-token steps, a
+    rollback and a token tree (and the batched engine over ragged rows): the largest logit
+    difference. Then every row of the table at temperature 0 on held-out prompts: the GPU's tokens
+    must equal the CPU's and autoregressive decoding's on the GPU; at temperature 1 (rows that
+    sample) with the same seed, the share of runs whose tokens equal the CPU's (float32 sums in
+    another order can move a draw that sits on a boundary; the law is the same).
+speed: every row against autoregressive decoding, back to back on each prompt
+(bench.harness.compare), on the GPU and
+    on this machine's CPU: tokens per target call, ms per token (medians over prompts), and the
+    speedup as the median of the per-prompt ratios of the two runs' times.
+large: random weights of GPT-2's 124M-1558M shapes as targets and the 124M shape as the draft: wall
+time of a
+    draft call, of a target call over 1 and K + 1 tokens (medians over --repeats), and of a
+    speculative sampling step (the mean over the steps of --repeats runs of K + 1 tokens). Random
+    weights give near-uniform laws that agree often, so their acceptance says nothing of a real pair
+    and only the costs are read off; beside them the speedup these costs give at assumed acceptance
+    rates alpha (Leviathan et al.'s formula E[tokens] / (K c + v), a prediction).
 Times are wall-clock between two device synchronisations.
 """
 import time
@@ -40,13 +47,15 @@ def sync_of(device):
 
 
 def table(head, rows):  # -> markdown lines
-    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(map(str, r)) + " |"
+    return ["| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head)] + ["| " + " | ".join(map(str, r)) + " |"
                                                                         for r in rows]
 
 
 def engine_steps(model, x, batch=False):
-    """The engine's ways of being called, in order -> list of logits arrays: a prompt, four one-token steps, a
-    rollback of three tokens re-scored together, and a token tree with one accepted path (or, batched, ragged rows)."""
+    """The engine's ways of being called, in order -> list of logits arrays: a prompt, four
+    one-token steps, a rollback of three tokens re-scored together, and a token tree with one
+    accepted path (or, batched, ragged rows)."""
     if batch:
         xs = [x[:20], x[:33], x[:27]]
         out = [model.logits(xs, 2)]
@@ -83,21 +92,24 @@ def logit_check():
             cpu, gpu = (engine_steps(m, x, batch) for m in models)
             diff = max(float(np.abs(a - b).max()) for a, b in zip(cpu, gpu))
             scale = max(float(np.abs(a).max()) for a in cpu)
-            rows.append([name, "batched, 3 ragged rows" if batch else "one row (steps, rollback, tree)",
+            rows.append([name,
+                         "batched, 3 ragged rows" if batch else "one row (steps, rollback, tree)",
                          f"{diff:.2e}", f"{scale:.1f}", f"{diff / scale:.1e}"])
             print(rows[-1], flush=True)
     return rows
 
 
 def load_rows(device, encoder, store):
-    """{row name: what it needs loaded on `device`} for every row of the method table (REST: `store`)."""
+    """{row name: what it needs loaded on `device`} for every row of the method table (REST:
+    `store`)."""
     from gpt2.load import load_model
 
     target = load_model(TARGET, device)[0]
     out = {}
     for m in METHODS:
         needs = tuple(n for n in m.needs if n != "datastore")
-        loaded = load_needs(m._replace(needs=needs), defaults(m), target, TARGET, encoder, DRAFT, device)
+        loaded = load_needs(m._replace(needs=needs), defaults(m), target, TARGET, encoder, DRAFT,
+                            device)
         if "datastore" in m.needs:
             loaded["datastore"] = store
         out[m.name] = loaded
@@ -111,21 +123,24 @@ def setup(n_prompts, prompt_tokens):
 
     encoder = load_model(TARGET)[1]
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
-    files = split_files(stdlib_files())["train"][:300]  # a small REST datastore: enough to draft from
+    # a small REST datastore: enough to draft from
+    files = split_files(stdlib_files())["train"][:300]
     store = Datastore.build(np.array(tokenize(files, encoder), dtype=np.uint16))
     return encoder, prompts, store
 
 
 def check(n_prompts, n_tokens):
     lines = ["Logits, GPU (CuPy) against CPU (NumPy), the same calls on both:", ""]
-    lines += table(["model", "calls", "largest difference", "largest logit", "relative"], logit_check())
+    lines += table(["model", "calls", "largest difference", "largest logit", "relative"],
+                   logit_check())
     encoder, prompts, store = setup(n_prompts, 48)
     rows = {d: load_rows(d, encoder, store) for d in ("cpu", "gpu")}
     out = []
     for m in METHODS:
-        zero = [[run_method(m, x, rows[d][m.name], n_tokens, 0, {"temperature": 0})["output"] for d in ("cpu", "gpu")]
-                + [run_method("autoregressive", x, {"target": rows["gpu"][m.name]["target"]}, n_tokens, 0,
-                              {"temperature": 0})["output"]] for x in prompts]
+        zero = [[run_method(m, x, rows[d][m.name], n_tokens, 0, {"temperature": 0})["output"]
+                 for d in ("cpu", "gpu")]
+                + [run_method("autoregressive", x, {"target": rows["gpu"][m.name]["target"]},
+                              n_tokens, 0, {"temperature": 0})["output"]] for x in prompts]
         same_cpu = sum(g == c for c, g, _ in zero)
         same_ar = sum(g == a for _, g, a in zero)
         if law(m, defaults(m)) == "greedy":
@@ -136,9 +151,12 @@ def check(n_prompts, n_tokens):
             sampled = f"{sum(c == g for c, g in pairs)}/{len(pairs)}"
         out.append([m.name, f"{same_cpu}/{len(prompts)}", f"{same_ar}/{len(prompts)}", sampled])
         print(out[-1], flush=True)
-    lines += ["", f"Every row of the method table on {n_prompts} held-out prompts, {n_tokens} new tokens, GPU against "
+    lines += ["",
+              f"Every row of the method table on {n_prompts} held-out prompts, {n_tokens} new "
+              f"tokens, GPU against "
               "CPU (temperature 1: 2 seeds per prompt, the same seed on both devices):", ""]
-    lines += table(["method", "T = 0: GPU tokens = CPU tokens", "T = 0: GPU = autoregressive on the GPU",
+    lines += table(["method", "T = 0: GPU tokens = CPU tokens",
+                    "T = 0: GPU = autoregressive on the GPU",
                     "T = 1: GPU tokens = CPU tokens"], out)
     return lines
 
@@ -147,21 +165,26 @@ def speed(n_prompts, n_tokens):
     encoder, prompts, store = setup(n_prompts, 64)
     rows = {d: load_rows(d, encoder, store) for d in ("cpu", "gpu")}
     for d in rows:  # warm-up: the first GPU calls compile kernels
-        run_method("speculative", prompts[0], rows[d]["speculative"], 8, 0, {"temperature": 1.0}, K=4)
+        run_method("speculative", prompts[0], rows[d]["speculative"], 8, 0, {"temperature": 1.0},
+                   K=4)
     out = []
     for m in METHODS:
         if m.name == "autoregressive":
             continue
-        for d in rows:  # CuPy compiles each kernel at its first use (the row's own, e.g. a tree's): not timed
+        # CuPy compiles each kernel at its first use (the row's own, e.g. a tree's): not timed
+        for d in rows:
             run_method(m, prompts[0], rows[d][m.name], 8, 0, {"temperature": 0})
-        r = {d: compare(m, prompts, rows[d][m.name], n_tokens, [0], {"temperature": 0}) for d in ("gpu", "cpu")}
-        out.append([m.name, f"{r['gpu']['tokens_per_call']:.2f}", f"{r['gpu']['ms_per_token_base']:.2f}",
+        r = {d: compare(m, prompts, rows[d][m.name], n_tokens, [0], {"temperature": 0})
+             for d in ("gpu", "cpu")}
+        out.append([m.name, f"{r['gpu']['tokens_per_call']:.2f}",
+                    f"{r['gpu']['ms_per_token_base']:.2f}",
                     f"{r['gpu']['ms_per_token']:.2f}", f"{r['gpu']['verify_cost']:.2f}",
                     f"**{r['gpu']['speedup']:.2f}x**", f"{r['cpu']['ms_per_token_base']:.2f}",
                     f"{r['cpu']['ms_per_token']:.2f}", f"{r['cpu']['speedup']:.2f}x"])
         print(out[-1], flush=True)
     for T in (1.0,):  # speculative sampling proper
-        r = {d: compare("speculative", prompts, rows[d]["speculative"], n_tokens, [0, 1], {"temperature": T}, K=4)
+        r = {d: compare("speculative", prompts, rows[d]["speculative"], n_tokens, [0, 1],
+                        {"temperature": T}, K=4)
              for d in ("gpu", "cpu")}
         out.append([f"speculative, T = {T:g}", f"{r['gpu']['tokens_per_call']:.2f}",
                     f"{r['gpu']['ms_per_token_base']:.2f}", f"{r['gpu']['ms_per_token']:.2f}",
@@ -169,9 +192,11 @@ def speed(n_prompts, n_tokens):
                     f"{r['cpu']['ms_per_token_base']:.2f}", f"{r['cpu']['ms_per_token']:.2f}",
                     f"{r['cpu']['speedup']:.2f}x"])
         print(out[-1], flush=True)
-    lines = [f"Every row against autoregressive decoding, back to back per prompt, {n_prompts} held-out prompts x "
-             f"{n_tokens} new tokens, temperature 0 (last row: 1), the built-in pair, each row's default options:", ""]
-    return lines + table(["method", "tokens / target call", "GPU autoregressive ms/token", "GPU method ms/token",
+    lines = [f"Every row against autoregressive decoding, back to back per prompt, {n_prompts} "
+             f"held-out prompts x {n_tokens} new tokens, temperature 0 (last row: 1), the built-in "
+             f"pair, each row's default options:", ""]
+    return lines + table(["method", "tokens / target call", "GPU autoregressive ms/token",
+                          "GPU method ms/token",
                           "GPU verify / 1-token call", "GPU speedup (median of per-prompt ratios)",
                           "CPU autoregressive ms/token", "CPU method ms/token", "CPU speedup"], out)
 
@@ -200,29 +225,37 @@ def large(repeats, K=4, alphas=(0.6, 0.7, 0.8)):
     for size in ("124M", "355M", "774M", "1558M"):
         target = GPT2(hparams_of(size), random_params(hparams_of(size), xp), device="gpu")
         target(x[:128]), draft(x[:128])
-        t1 = wall(lambda: target(x[:129]))  # one new token's law after a 128-token cache (rolled back each time)
-        tk = wall(lambda: target(x[:128 + K + 1], K + 1))  # as a step calls them: probabilities, on the host
+        # one new token's law after a 128-token cache (rolled back each time)
+        t1 = wall(lambda: target(x[:129]))
+        # as a step calls them: probabilities, on the host
+        tk = wall(lambda: target(x[:128 + K + 1], K + 1))
         td = wall(lambda: draft(x[:129]))
         stats = []
         sync()
         start = time.perf_counter()
-        for i in range(repeats):  # runs of K + 1 new tokens: one step when every draft is accepted, else more
-            speculative_sampling(x[:128], draft, target, K + 1, K, np.random.default_rng(i), stats=stats,
-                                 temperature=1.0)
+        # runs of K + 1 new tokens: one step when every draft is accepted, else more
+        for i in range(repeats):
+            speculative_sampling(x[:128], draft, target, K + 1, K, np.random.default_rng(i),
+                                 stats=stats, temperature=1.0)
         sync()
         t_step = (time.perf_counter() - start) / len(stats)  # mean wall time of one step
-        drafted = float(np.mean([s["drafted"] for s in stats]))  # drafts per step (fewer near the run's end)
+        # drafts per step (fewer near the run's end)
+        drafted = float(np.mean([s["drafted"] for s in stats]))
         c, v = td / t1, tk / t1
         predicted = [expected_tokens_per_call(a, K) / (K * c + v) for a in alphas]
-        out.append([size, f"{t1 * 1e3:.2f}", f"{tk * 1e3:.2f} ({v:.2f}x)", f"{td * 1e3:.2f} (c = {c:.2f})",
-                    f"{t_step * 1e3:.2f} ({drafted:.1f} drafts: model {(drafted * td + tk) * 1e3:.2f})"] + [f"{p:.2f}x" for p in predicted])
+        out.append([size, f"{t1 * 1e3:.2f}", f"{tk * 1e3:.2f} ({v:.2f}x)",
+                    f"{td * 1e3:.2f} (c = {c:.2f})",
+                    f"{t_step * 1e3:.2f} ({drafted:.1f} drafts: model "
+                    f"{(drafted * td + tk) * 1e3:.2f})"] + [f"{p:.2f}x" for p in predicted])
         print(out[-1], flush=True)
-        del target
+        target = None  # its memory freed before the next size
         xp.get_default_memory_pool().free_all_blocks()
-    lines = [f"Random weights, GPU, 128-token cache, K = {K}, draft = the 124M shape; ms wall: calls are medians of "
-             f"{repeats}, the step is the mean over the steps of {repeats} runs. The speedup columns are predictions "
-             "from the measured costs at an assumed alpha, not measurements:", ""]
-    return lines + table(["target", "1-token call ms", f"{K + 1}-token call ms (/ 1 token)", "draft call ms",
+    lines = [f"Random weights, GPU, 128-token cache, K = {K}, draft = the 124M shape; ms wall: "
+             f"calls are medians of {repeats}, the step is the mean over the steps of {repeats} "
+             f"runs. The speedup columns are predictions from the measured costs at an assumed "
+             f"alpha, not measurements:", ""]
+    return lines + table(["target", "1-token call ms", f"{K + 1}-token call ms (/ 1 token)",
+                          "draft call ms",
                           "speculative step ms (measured; model: drafts x t_draft + t_verify)"]
                          + [f"predicted speedup, alpha = {a}" for a in alphas], out)
 
@@ -237,7 +270,8 @@ def main(task="check", n_prompts=4, n_tokens=32, repeats=9, out=None):
     runtime = cupy.cuda.runtime.runtimeGetVersion()
     gpu = f"GPU: {props['name'].decode()}, CuPy {cupy.__version__}, CUDA runtime {runtime}"
     print(gpu, flush=True)
-    lines = {"check": lambda: check(n_prompts, n_tokens), "speed": lambda: speed(n_prompts, n_tokens * 2),
+    lines = {"check": lambda: check(n_prompts, n_tokens),
+             "speed": lambda: speed(n_prompts, n_tokens * 2),
              "large": lambda: large(repeats)}[task]()
     line = (f"`python -m bench.gpu --task {task} --n_prompts {n_prompts} --n_tokens {n_tokens} "
             f"--repeats {repeats}`")
@@ -250,7 +284,8 @@ def main(task="check", n_prompts=4, n_tokens=32, repeats=9, out=None):
 
 
 OPTIONS = [
-    Option("task", str, "check", "check (GPU against CPU), speed (every row's speedup), large (124M-1558M costs)",
+    Option("task", str, "check",
+           "check (GPU against CPU), speed (every row's speedup), large (124M-1558M costs)",
            choices=("check", "speed", "large")),
     Option("n_prompts", int, 4, "held-out prompts", low=1),
     Option("n_tokens", int, 32, "new tokens per run (speed: twice this)", low=2),

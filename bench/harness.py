@@ -1,15 +1,17 @@
-"""One benchmark harness for every method of the table (picospec.methods): tokens per target call and wall-clock
-speedup against autoregressive decoding measured in the same run, beside the theory's prediction. It is also the
-wiring: `load_needs` loads what a method needs (draft, heads, datastore) for main.py, the notebooks and the benches.
+"""One benchmark harness for every method of the table (picospec.methods): tokens per target call
+and wall-clock speedup against autoregressive decoding measured in the same run, beside the theory's
+prediction. It is also the wiring: `load_needs` loads what a method needs (draft, heads, datastore)
+for main.py, the notebooks and the benches.
 
     python -m bench.harness                       # the built-in models, held-out prompts
-    python -m bench.harness --sweep_K 1,2,3,4,6,8 # the seeds' Figure 1: time per token, acceptance vs K
+    # the seeds' Figure 1: time per token, acceptance vs K
+    python -m bench.harness --sweep_K 1,2,3,4,6,8
 
-For every prompt and seed, autoregressive decoding and the method run back to back, each from a cold cache, so the
-speedup is a ratio of two measurements taken side by side; tables report the median over prompts and seeds and the
-spread (25th-75th percentile). alpha (acceptance of one draft token) is measured on the same prompts with
-picospec.theory.estimate_alpha, and c (draft call time / target call time) from the runs themselves.
-Shapes: none; this file only times things.
+For every prompt and seed, autoregressive decoding and the method run back to back, each from a cold
+cache, so the speedup is a ratio of two measurements taken side by side; tables report the median
+over prompts and seeds and the spread (25th-75th percentile). alpha (acceptance of one draft token)
+is measured on the same prompts with picospec.theory.estimate_alpha, and c (draft call time / target
+call time) from the runs themselves. Shapes: none; this file only times things.
 """
 import json
 import sys
@@ -54,8 +56,9 @@ class Timed:
 
 
 class TimedHead(Timed):
-    """EAGLE's head: a draft model of its own (its own forward through a block and the LM head), so its calls are
-    counted and timed as draft calls. Everything else (accuracy, reset, ...) is the head's."""
+    """EAGLE's head: a draft model of its own (its own forward through a block and the LM head), so
+    its calls are counted and timed as draft calls. Everything else (accuracy, reset, ...) is the
+    head's."""
 
     def __call__(self, *args, **kw):  # head(x, F, tokens, parents)
         return self._timed(self.model, *args, **kw)
@@ -75,10 +78,11 @@ def check_needs(method, options):
         if path.is_dir():
             raise ValueError(f"--datastore {path} is a folder: give a .npz file")
         if not path.exists() and not options.get("build_datastore"):
-            raise ValueError(f"--datastore {path} does not exist: give an existing datastore, or add "
-                             f"--build_datastore to build it there (about 30 s)")
+            raise ValueError(f"--datastore {path} does not exist: give an existing datastore, or "
+                             f"add --build_datastore to build it there (about 30 s)")
         if not path.exists() and not path.resolve().parent.is_dir():
-            raise ValueError(f"--datastore {path}: the folder {path.resolve().parent} does not exist; create it first")
+            raise ValueError(f"--datastore {path}: the folder {path.resolve().parent} does not "
+                             f"exist; create it first")
         if not path.exists():  # --build_datastore: an unwritable folder is named before the build
             from gpt2.cli import cannot_write_in
 
@@ -87,66 +91,80 @@ def check_needs(method, options):
                                  f"({why}); give a folder you can write to")
 
 
-def load_needs(method, options, target, target_name, encoder, draft="tiny-draft", device="cpu", offline=None):
-    """{"target", and as method.needs say: "draft", "draft2", "heads", "datastore"} for picospec.methods.call;
-    "self_draft:KIND" replaces the target by one engine serving both the target and its own draft."""
+def load_needs(method, options, target, target_name, encoder, draft="tiny-draft", device="cpu",
+               offline=None):
+    """{"target", and as method.needs say: "draft", "draft2", "heads", "datastore"} for
+    picospec.methods.call; "self_draft:KIND" replaces the target by one engine serving both the
+    target and its own draft."""
     loaded = {"target": target}
     for need in method.needs:
         if need == "draft":
             loaded["draft"] = load_draft(draft, target, target_name, device, offline)
         elif need.startswith("heads:"):
-            loaded["heads"] = load_heads(target_name, need.split(":")[1], options.get("heads"), target, offline)
+            loaded["heads"] = load_heads(target_name, need.split(":")[1], options.get("heads"),
+                                         target, offline)
         elif need == "datastore":
             loaded["datastore"] = rest_datastore(options.get("datastore"), target_name, encoder)
         elif need == "draft2":  # a second, smaller drafter (cascades): --draft2, default the n-gram
             name = options.get("draft2") or "ngram"
             loaded["draft2"] = load_draft(name, target, target_name, device, offline, "--draft2")
-        elif need.startswith("self_draft:"):  # the target drafting for itself: both on one engine and cache
-            loaded.update(load_self_draft(need.split(":")[1], options, target, target_name, offline))
-        elif need == "acceptance":  # Sequoia's vectors measured for this pair, unless --acceptance gives one
+        # the target drafting for itself: both on one engine and cache
+        elif need.startswith("self_draft:"):
+            loaded.update(load_self_draft(need.split(":")[1], options, target, target_name,
+                                          offline))
+        # Sequoia's vectors measured for this pair, unless --acceptance gives one
+        elif need == "acceptance":
             if options.get("acceptance") is None:
                 loaded["acceptance"] = load_acceptance(target_name, draft, offline)
         else:
-            raise ValueError(f"method {method.name} needs {need!r}, which bench.harness.load_needs cannot load")
+            raise ValueError(f"method {method.name} needs {need!r}, which bench.harness.load_needs "
+                             f"cannot load")
     return loaded
 
 
 def load_acceptance(target_name, draft, offline=None):
-    """{"greedy": a, "sampled": a}: the acceptance vectors of `draft` for the target (at temperature 0 and 1),
-    measured by `python -m bench.token_trees --record` into the target folder's sequoia.json."""
+    """{"greedy": a, "sampled": a}: the acceptance vectors of `draft` for the target (at temperature
+    0 and 1), measured by `python -m bench.token_trees --record` into the target folder's
+    sequoia.json."""
     from gpt2.hub import resolve
 
     path = resolve(str(target_name), offline=offline) / "sequoia.json"
     try:
         vectors = json.loads(path.read_text()).get(str(draft)) if path.exists() else None
     except (ValueError, AttributeError):
-        raise ValueError(f"{path} is not a JSON object of acceptance vectors by draft: measure them again with "
-                         "python -m bench.token_trees --record, or give --acceptance a_1,a_2,..") from None
+        raise ValueError(f"{path} is not a JSON object of acceptance vectors by draft: measure "
+                         "them again with python -m bench.token_trees --record, or give "
+                         "--acceptance a_1,a_2,..") from None
     if not vectors:
-        raise ValueError(f"no acceptance vector of draft {draft!r} for target {target_name!r} was measured (sequoia.json "
-                         "in the target's folder): give --acceptance a_1,a_2,.., e.g. --acceptance 0.6,0.1,0.05")
+        raise ValueError(f"no acceptance vector of draft {draft!r} for target {target_name!r} was "
+                         f"measured (sequoia.json in the target's folder): give --acceptance "
+                         f"a_1,a_2,.., e.g. --acceptance 0.6,0.1,0.05")
     return vectors
 
 
 def load_self_draft(kind, options, target, target_name, offline=None):
-    """{"target", "draft", "self_draft"}: the target and its own draft path (kind layer_skip or early_exit) on one KV
-    cache, from --skip / --exit_layer / --adapter, else what the target's folder ships (gpt2/self_draft.py), and the
-    K and threshold searched with that path (the defaults of --K and --threshold)."""
+    """{"target", "draft", "self_draft"}: the target and its own draft path (kind layer_skip or
+    early_exit) on one KV cache, from --skip / --exit_layer / --adapter, else what the target's
+    folder ships (gpt2/self_draft.py), and the K and threshold searched with that path (the defaults
+    of --K and --threshold)."""
     from gpt2.hub import resolve
     from gpt2.self_draft import load_self_draft as load
 
-    # forward_params: the target engine's weights, with its weight panels where it has them (gpt2/fast/)
-    engine = load(target.hparams, target.forward_params, resolve(str(target_name), offline=offline), kind,
-                  skip=options.get("skip"), exit_layer=options.get("exit_layer"), adapter=options.get("adapter", True),
-                  head=target.head)
+    # forward_params: the target engine's weights, with its weight panels where it has them
+    # (gpt2/fast/)
+    engine = load(target.hparams, target.forward_params, resolve(str(target_name), offline=offline),
+                  kind,
+                  skip=options.get("skip"), exit_layer=options.get("exit_layer"),
+                  adapter=options.get("adapter", True), head=target.head)
     return {"target": engine.target, "draft": engine.draft, "self_draft": engine.settings}
 
 
 def batched_models(loaded, rows):
-    """What load_needs loaded, for a method's batched form over `rows` rows (main.py --batch, bench.batch): a GPT-2
-    engine becomes a BatchGPT2, an EAGLE head a BatchEagleHead, a self-drafting side its side of one BatchSelfDraft
-    (both sides share it, as they share one cache alone), a stateless model (the n-gram) one called row by row;
-    heads' functions, datastores and settings stay as they are."""
+    """What load_needs loaded, for a method's batched form over `rows` rows (main.py --batch,
+    bench.batch): a GPT-2 engine becomes a BatchGPT2, an EAGLE head a BatchEagleHead, a
+    self-drafting side its side of one BatchSelfDraft (both sides share it, as they share one cache
+    alone), a stateless model (the n-gram) one called row by row; heads' functions, datastores and
+    settings stay as they are."""
     from gpt2.eagle import BatchEagleHead
     from gpt2.engine import BatchGPT2
     from gpt2.self_draft import batch_side
@@ -199,8 +217,8 @@ def load_draft(name, target, target_name, device="cpu", offline=None, role="draf
 
 
 def load_heads(target_name, kind, folder, target, offline=None):
-    """{"fn": heads(h, n_heads=None) -> logits, "n_heads", "sparse": the heads' medusa_choices.json or None}; for kind
-    "eagle" the EAGLE head itself (load_eagle)."""
+    """{"fn": heads(h, n_heads=None) -> logits, "n_heads", "sparse": the heads' medusa_choices.json
+    or None}; for kind "eagle" the EAGLE head itself (load_eagle)."""
     if kind == "eagle":
         return load_eagle(target_name, folder, target, offline)
     from gpt2.load import heads_folder, heads_function
@@ -216,17 +234,20 @@ def load_heads(target_name, kind, folder, target, offline=None):
             sparse = json.loads(path.read_text(encoding="utf-8"))
             sparse = sparse.get("medusa_choices") if isinstance(sparse, dict) else None
             if not rank_paths(sparse):
-                raise ValueError('expected {"medusa_choices": [[0], [0, 0], [1], ...]}, a list of rank paths')
-            check_choices(sparse, n_heads=config["n_heads"])  # no duplicates, every parent listed, one head per level
+                raise ValueError('expected {"medusa_choices": [[0], [0, 0], [1], ...]}, a list of '
+                                 'rank paths')
+            # no duplicates, every parent listed, one head per level
+            check_choices(sparse, n_heads=config["n_heads"])
         except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
-            raise ValueError(f"{path} is not a readable tree ({e}): rebuild it with `python -m bench.trees --build "
-                             f"{folder} --budgets 7`") from None
+            raise ValueError(f"{path} is not a readable tree ({e}): rebuild it with `python -m "
+                             f"bench.trees --build {folder} --budgets 7`") from None
     return {"fn": fn, "n_heads": config["n_heads"], "sparse": sparse, "folder": folder}
 
 
 def load_eagle(target_name, folder, target, offline=None):
-    """The EAGLE head (gpt2.eagle.EagleHead: the draft contract of picospec/eagle.py), its record's accuracy per step
-    ahead (rank_share: EAGLE-1's sparse tree) as .accuracy, its folder as .folder."""
+    """The EAGLE head (gpt2.eagle.EagleHead: the draft contract of picospec/eagle.py), its record's
+    accuracy per step ahead (rank_share: EAGLE-1's sparse tree) as .accuracy, its folder as
+    .folder."""
     from gpt2.eagle import eagle_folder, eagle_head
 
     folder = eagle_folder(str(target_name), folder, offline)
@@ -236,14 +257,15 @@ def load_eagle(target_name, folder, target, offline=None):
 
 
 def load_datastore(path, rebuild=None):
-    """Datastore.load, its refusal worded for the command line: the fact, then what to do. rebuild: that advice,
-    where the caller knows better (a file it built itself may be deleted); by default the user's file is left
-    alone and a new one is built elsewhere."""
+    """Datastore.load, its refusal worded for the command line: the fact, then what to do. rebuild:
+    that advice, where the caller knows better (a file it built itself may be deleted); by default
+    the user's file is left alone and a new one is built elsewhere."""
     from picospec.rest import Datastore
 
-    rebuild = rebuild or ("give a datastore that --build_datastore wrote, or build one into a new file with "
-                          "--method rest --datastore NEW.npz --build_datastore (the standard library's train "
-                          "split), or Datastore.build(tokens).save(path) in Python")
+    rebuild = rebuild or ("give a datastore that --build_datastore wrote, or build one into a new "
+                          "file with "
+                          "--method rest --datastore NEW.npz --build_datastore (the standard "
+                          "library's train split), or Datastore.build(tokens).save(path) in Python")
     try:
         return Datastore.load(path)
     except ValueError as e:
@@ -251,8 +273,9 @@ def load_datastore(path, rebuild=None):
 
 
 def rest_datastore(path, target, encoder):
-    """Load --datastore FILE, or build it (FILE, or once into the cache) from the standard library's train split
-    with the model's tokenizer. Written atomically: an interrupted build leaves no file."""
+    """Load --datastore FILE, or build it (FILE, or once into the cache) from the standard library's
+    train split with the model's tokenizer. Written atomically: an interrupted build leaves no
+    file."""
     from picospec.rest import Datastore
 
     if path is not None and Path(path).exists():
@@ -263,16 +286,22 @@ def rest_datastore(path, target, encoder):
     from gpt2.hub import check_cache_dir
 
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(target))
-    # into the cache: a PICOSPEC_CACHE no file can be made in is named before the build, not after it
-    path = Path(path) if path is not None else check_cache_dir() / "rest" / f"{safe}-stdlib-train.npz"
+    # into the cache: a PICOSPEC_CACHE no file can be made in is named before the build, not after
+    # it
+    path = (Path(path) if path is not None
+            else check_cache_dir() / "rest" / (f"{safe}-stdlib-train.npz"))
     if path.exists():  # only here, in the cache, is the file picospec's own to delete
-        return load_datastore(path, rebuild="picospec built it into its cache: delete it and run again to "
-                                            "rebuild it")
-    print(f"building the REST datastore {path} (once) from the standard library's train split", file=sys.stderr)
+        return load_datastore(path,
+                              rebuild="picospec built it into its cache: delete it and run again "
+                                      "to rebuild it")
+    print(f"building the REST datastore {path} (once) from the standard library's train split",
+          file=sys.stderr)
     files = split_files(stdlib_files())["train"]
     ids = [t for f in tqdm(files, desc="tokenize", unit="file") for t in tokenize([f], encoder)]
-    store = Datastore.build(np.array(ids, dtype=np.uint16 if encoder.n_vocab <= 65536 else np.int64),
-                            progress=lambda steps: tqdm(steps, desc="suffix array", unit="doubling"))
+    store = Datastore.build(np.array(ids,
+                                     dtype=np.uint16 if encoder.n_vocab <= 65536 else np.int64),
+                            progress=lambda steps: tqdm(steps, desc="suffix array",
+                                                        unit="doubling"))
     made = not path.parent.exists()
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -287,8 +316,8 @@ def rest_datastore(path, target, encoder):
 # ---- timed runs ----
 
 def run_method(method, x, loaded, N, seed, sampling=None, **options):
-    """One timed run of a table row (or its name) from cold caches -> output ids, seconds, calls and time per
-    model, the step records."""
+    """One timed run of a table row (or its name) from cold caches -> output ids, seconds, calls and
+    time per model, the step records."""
     method = find(method) if isinstance(method, str) else method
     for model in loaded.values():
         getattr(model, "reset", lambda: None)()  # neither run may reuse the other's cached work
@@ -300,10 +329,11 @@ def run_method(method, x, loaded, N, seed, sampling=None, **options):
     out = call(method, x, N, rng, timed, sampling, options, stats=stats)
     seconds = time.perf_counter() - start
     t, d2 = timed["target"], timed.get("draft2", Timed(None))
-    d = timed.get("draft") or (timed["heads"] if isinstance(timed.get("heads"), TimedHead) else Timed(None))
+    d = timed.get("draft") or (timed["heads"] if isinstance(timed.get("heads"), TimedHead)
+                               else Timed(None))
     return {"output": out, "seconds": seconds, "target_calls": t.calls, "draft_calls": d.calls,
-            "tokens_per_call": N / t.calls, "target_s": t.seconds, "draft_s": d.seconds, "stats": stats,
-            "draft2_calls": d2.calls, "draft2_s": d2.seconds}
+            "tokens_per_call": N / t.calls, "target_s": t.seconds, "draft_s": d.seconds,
+            "stats": stats, "draft2_calls": d2.calls, "draft2_s": d2.seconds}
 
 
 def interleaved(runs, rounds=None, seconds=1.0, least=3, most=50):
@@ -377,7 +407,8 @@ def limit_line(costs, measured):
 
 
 def summary(stats):
-    """Acceptance = accepted / drafted, the same for every method; accepted / nodes scored beside it (trees)."""
+    """Acceptance = accepted / drafted, the same for every method; accepted / nodes scored beside it
+    (trees)."""
     drafted, nodes = sum(s["drafted"] for s in stats), sum(s["nodes"] for s in stats)
     accepted = sum(s["accepted"] for s in stats)
     return {"drafted": drafted, "nodes": nodes, "accepted": accepted,
@@ -389,7 +420,8 @@ def per_position_acceptance(stats, K):
     """P(draft t accepted | drafts before it accepted), t = 1..K, over full-K steps."""
     steps = [s for s in stats if s["drafted"] == K]
     reached = [sum(1 for s in steps if s["accepted"] >= t) for t in range(K)]
-    return [sum(1 for s in steps if s["accepted"] >= t + 1) / r if r else float("nan") for t, r in enumerate(reached)]
+    return [sum(1 for s in steps if s["accepted"] >= t + 1) / r if r else float("nan") for t,
+            r in enumerate(reached)]
 
 
 def median_run(runs):
@@ -414,18 +446,23 @@ def compare(method, prompts, loaded, N, seeds, sampling=None, repeats=1, **optio
                          "base": median_run(bases), "costs": call_costs(bases, runs)})
     tpc = [r["tokens_per_call"] for r in rows]
     speedup = [r["speedup"] for r in rows]
-    c = np.median([r["draft_s"] / max(r["draft_calls"], 1) for r in rows]) / np.median(  # 0 with no draft model
+    # 0 with no draft model
+    c = np.median([r["draft_s"] / max(r["draft_calls"], 1) for r in rows]) / np.median(
         [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
-    c2 = np.median([r["draft2_s"] / max(r["draft2_calls"], 1) for r in rows]) / np.median(  # a second drafter's
+    # a second drafter's
+    c2 = np.median([r["draft2_s"] / max(r["draft2_calls"], 1) for r in rows]) / np.median(
         [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
     verify = np.median([r["target_s"] / r["target_calls"] for r in rows]) / np.median(
         [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
     stats = [s for r in rows for s in r["stats"]]
     K = options.get("K", 0)
     return {"tokens_per_call": float(np.median(tpc)), "tokens_per_call_mean": float(np.mean(tpc)),
-            "speedup": float(np.median(speedup)), "speedup_iqr": np.percentile(speedup, [25, 75]).tolist(),
-            "c": float(c), "verify_cost": float(verify), "acceptance": summary(stats)["acceptance"] or 0.0,
-            "c2": float(c2), "draft_calls_per_step": sum(r["draft_calls"] for r in rows) / len(stats),
+            "speedup": float(np.median(speedup)),
+            "speedup_iqr": np.percentile(speedup, [25, 75]).tolist(),
+            "c": float(c), "verify_cost": float(verify),
+            "acceptance": summary(stats)["acceptance"] or 0.0,
+            "c2": float(c2),
+            "draft_calls_per_step": sum(r["draft_calls"] for r in rows) / len(stats),
             "draft2_calls_per_step": sum(r["draft2_calls"] for r in rows) / len(stats),
             "per_position": per_position_acceptance(stats, K) if K else [],
             "ms_per_token": 1e3 * float(np.median([r["seconds"] for r in rows])) / N,
@@ -435,11 +472,6 @@ def compare(method, prompts, loaded, N, seeds, sampling=None, repeats=1, **optio
             "predicted_gpu": float(np.median([r["costs"]["predicted_gpu"] for r in rows])),
             "drafting": float(np.median([drafting(r["costs"]) for r in rows])),
             "stats": stats}
-
-
-def drafting(costs):
-    """call_costs' dict -> the drafts' cost of one step, in one-token target calls: sum of k c_d."""
-    return sum(d["per_target_call"] * d["c_d"] for d in costs["drafts"].values())
 
 
 def explain(r):
@@ -454,7 +486,8 @@ def explain(r):
 
 
 def measure_alpha(draft, target, prompts, N, options):
-    """alpha on the prompts followed by the target's own continuation (what decoding actually visits)."""
+    """alpha on the prompts followed by the target's own continuation (what decoding actually
+    visits)."""
     values = []
     for x in prompts:
         for model in (draft, target):
@@ -464,9 +497,11 @@ def measure_alpha(draft, target, prompts, N, options):
     return float(np.mean(values))
 
 
-def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures=(0.0, 1.0), n_prompts=8,
+def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures=(0.0, 1.0),
+         n_prompts=8,
          prompt_tokens=64, n_tokens=64, seeds=2, sweep_K=None, prompt_lookup=False, out=None):
-    """Speculative sampling and greedy drafting against autoregressive decoding on held-out prompts."""
+    """Speculative sampling and greedy drafting against autoregressive decoding on held-out
+    prompts."""
     check_target(target)
     from gpt2.corpus import heldout_prompts
     from gpt2.load import load_model
@@ -474,28 +509,34 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
     from gpt2.backend import thread_policy
 
     target_model, encoder = load_model(target)
-    drafts = {name: load_draft(name, target_model, target) for name in drafts}  # every model loads before any run
+    # every model loads before any run
+    drafts = {name: load_draft(name, target_model, target) for name in drafts}
     check_room(target_model.n_ctx, prompt_tokens, n_tokens, encoder if prompt_lookup else None)
     top = header(thread_policy(target_model.n_params))
     print(top, flush=True)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
     temps = list(temperatures)
-    lines = [f"`python -m bench.harness --drafts {','.join(drafts)} --K {K} --temperatures {','.join(map(str, temps))} "
+    lines = [f"`python -m bench.harness --drafts {','.join(drafts)} --K {K} --temperatures "
+             f"{','.join(map(str, temps))} "
              f"--n_prompts {n_prompts} --n_tokens {n_tokens} --seeds {seeds}`", "",
-             "| draft | T | method | alpha | tokens/target call (theory) | tokens/target call (measured, median) "
-             "| per-position acceptance | c = draft/target call | (K+1)-token verify / 1-token call "
-             "| speedup vs autoregressive (median, IQR) | theory speedup E[tokens] / (K c + v) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| draft | T | method | alpha | tokens/target call (theory) | tokens/target call "
+             "(measured, median) | per-position acceptance | c = draft/target call | (K+1)-token "
+             "verify / 1-token call | speedup vs autoregressive (median, IQR) | theory speedup "
+             "E[tokens] / (K c + v) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, draft in drafts.items():
         for T in temps:
             options = {"temperature": T}
             alpha = measure_alpha(draft, target_model, prompts, n_tokens, options)
             for method in ["speculative"] + (["greedy"] if T == 0 else []):
-                r = compare(method, prompts, {"target": target_model, "draft": draft}, n_tokens, range(seeds), options,
-                            K=K)
+                r = compare(method, prompts, {"target": target_model, "draft": draft}, n_tokens,
+                            range(seeds), options, K=K)
                 theory_tpc = expected_tokens_per_call(alpha, K)
                 lines.append(
-                    f"| {name} | {T:g} | {method} | {alpha:.3f} | {theory_tpc:.2f} | {r['tokens_per_call']:.2f} "
-                    f"| {' '.join(f'{a:.2f}' for a in r['per_position'])} | {r['c']:.3f} | {r['verify_cost']:.2f} "
+                    f"| {name} | {T:g} | {method} | {alpha:.3f} | {theory_tpc:.2f} | "
+                    f"{r['tokens_per_call']:.2f} "
+                    f"| {' '.join(f'{a:.2f}' for a in r['per_position'])} | {r['c']:.3f} | "
+                    f"{r['verify_cost']:.2f} "
                     f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) "
                     f"| {theory_tpc / (K * r['c'] + r['verify_cost']):.2f}x |")
                 print(lines[-1], flush=True)
@@ -503,8 +544,10 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
         lines += prompt_lookup_table(target_model, encoder, prompts, n_tokens, seeds)
     if sweep_K:
         first = next(iter(drafts))
-        lines += sweep(sweep_K, first, draft_model=drafts[first], target=target_model, prompts=prompts,
-                       n_tokens=n_tokens, seeds=seeds, plot_path=out and Path(out).with_name(Path(out).stem + "_K.png"))
+        lines += sweep(sweep_K, first, draft_model=drafts[first], target=target_model,
+                       prompts=prompts,
+                       n_tokens=n_tokens, seeds=seeds,
+                       plot_path=out and Path(out).with_name(Path(out).stem + "_K.png"))
     text = "\n".join(lines)
     print(text)
     if out:
@@ -523,10 +566,9 @@ def header(threads):
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     static = "on (PICOSPEC_STATIC=1; CUDA graphs on a GPU)" if static_step_on() else "off"
-    return (f"BLAS threads {threads['threads']} ({threads['why']}; the library reports {threads['blas']}"
-            f"{wide_line(threads)}), weight "
-            f"panels {panels_line(threads)}, static step {static}, {os.cpu_count()} CPUs, "
-            f"1-minute load {load:.2f} at start")
+    return (f"BLAS threads {threads['threads']} ({threads['why']}; the library reports "
+            f"{threads['blas']}{wide_line(threads)}), weight panels {panels_line(threads)}, static "
+            f"step {static}, {os.cpu_count()} CPUs, 1-minute load {load:.2f} at start")
 
 
 def write_text(path, text):
@@ -537,57 +579,68 @@ def write_text(path, text):
 
 
 def check_target(name):
-    """The n-gram drafts only (no hidden states, no heads, no checkpoint a peer library could load)."""
+    """The n-gram drafts only (no hidden states, no heads, no checkpoint a peer library could
+    load)."""
     if str(name) == "ngram":
-        raise ValueError("--target ngram: the n-gram model drafts only; give a GPT-2 target such as tiny-target")
+        raise ValueError("--target ngram: the n-gram model drafts only; give a GPT-2 target such "
+                         "as tiny-target")
 
 
 def check_room(n_ctx, prompt_tokens, n_tokens, encoder=None, n_copy=12, fixed=False):
-    """Before any run: held-out prompts of prompt_tokens (with encoder: also the copy-heavy ones, copy_prompts' blank
-    line and n_copy tokens longer) and n_tokens new tokens fit the context window; else one line naming the options
-    (fixed: the prompts' length is no option). Example: check_room(256, 64, 200) -> error (264 tokens)."""
+    """Before any run: held-out prompts of prompt_tokens (with encoder: also the copy-heavy ones,
+    copy_prompts' blank line and n_copy tokens longer) and n_tokens new tokens fit the context
+    window; else one line naming the options (fixed: the prompts' length is no option). Example:
+    check_room(256, 64, 200) -> error (264 tokens)."""
     extra = len(encoder.encode("\n\n")) + n_copy if encoder is not None else 0
     need = prompt_tokens + extra + n_tokens
     if need > n_ctx:
-        prompts = f"the longest prompt's {prompt_tokens} tokens" if fixed else f"--prompt_tokens {prompt_tokens}"
+        prompts = f"the longest prompt's {prompt_tokens} tokens" if fixed else (f"--prompt_tokens "
+                                                                                f"{prompt_tokens}")
         copies = f" + {extra} for the copy-heavy prompts" if extra else ""
-        raise ValueError(f"{prompts}{copies} + --n_tokens {n_tokens} = {need} tokens, more than the model's context "
-                         f"window of {n_ctx}: lower {'' if fixed else '--prompt_tokens or '}--n_tokens")
+        raise ValueError(f"{prompts}{copies} + --n_tokens {n_tokens} = {need} tokens, more than "
+                         f"the model's context window of {n_ctx}: lower "
+                         f"{'' if fixed else '--prompt_tokens or '}--n_tokens")
 
 
 def copy_prompts(encoder, prompts, n_copy=12):
-    """Input-grounded prompts: a held-out chunk, a blank line, then the chunk's start again, so copying pays off."""
+    """Input-grounded prompts: a held-out chunk, a blank line, then the chunk's start again, so
+    copying pays off."""
     blank = encoder.encode("\n\n")
     return [x + blank + x[:n_copy] for x in prompts]
 
 
 def prompt_lookup_table(target, encoder, prompts, n_tokens, seeds):
-    lines = ["", "Prompt lookup decoding (max_ngram_size 3, num_pred_tokens 10), temperature 0:", "",
-             "| prompts | tokens/target call (median) | acceptance | speedup vs autoregressive (median, IQR) |",
+    lines = ["", "Prompt lookup decoding (max_ngram_size 3, num_pred_tokens 10), temperature 0:",
+             "",
+             "| prompts | tokens/target call (median) | acceptance | speedup vs autoregressive "
+             "(median, IQR) |",
              "|---|---|---|---|"]
-    for label, xs in (("copy-heavy (chunk, blank line, chunk start)", copy_prompts(encoder, prompts)),
+    for label, xs in (("copy-heavy (chunk, blank line, chunk start)",
+                       copy_prompts(encoder, prompts)),
                       ("ordinary continuation", prompts)):
-        r = compare("prompt_lookup", xs, {"target": target}, n_tokens, range(seeds), {"temperature": 0},
-                    num_pred_tokens=10)
-        lines.append(f"| {label} | {r['tokens_per_call']:.2f} | {r['acceptance']:.2f} "
-                     f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
+        r = compare("prompt_lookup", xs, {"target": target}, n_tokens, range(seeds),
+                    {"temperature": 0}, num_pred_tokens=10)
+        lines.append(f"| {label} | {r['tokens_per_call']:.2f} | {r['acceptance']:.2f} | "
+                     f"{r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
         print(lines[-1], flush=True)
     return lines
 
 
 def sweep(Ks, name, draft_model, target, prompts, n_tokens, seeds, plot_path=None):
-    """The seeds' Figure 1 at temperature 0: time per generated token, acceptance and time per loop against K (and
-    as a figure at plot_path, when matplotlib is installed)."""
+    """The seeds' Figure 1 at temperature 0: time per generated token, acceptance and time per loop
+    against K (and as a figure at plot_path, when matplotlib is installed)."""
     lines = ["", f"K sweep, draft {name}, temperature 0:", "",
-             "| K | ms per token (speculative) | ms per token (autoregressive) | acceptance | ms per loop | speedup |",
+             "| K | ms per token (speculative) | ms per token (autoregressive) | acceptance | ms "
+             "per loop | speedup |",
              "|---|---|---|---|---|---|"]
     curves = []
     for K in Ks:
-        r = compare("speculative", prompts, {"target": target, "draft": draft_model}, n_tokens, range(seeds),
-                    {"temperature": 0}, K=K)
+        r = compare("speculative", prompts, {"target": target, "draft": draft_model}, n_tokens,
+                    range(seeds), {"temperature": 0}, K=K)
         ms_tok, ms_base, ms_loop = r["ms_per_token"], r["ms_per_token_base"], r["ms_per_loop"]
         curves.append((K, ms_tok, ms_base, r["acceptance"], ms_loop))
-        lines.append(f"| {K} | {ms_tok:.2f} | {ms_base:.2f} | {r['acceptance']:.2f} | {ms_loop:.2f} | {ms_base / ms_tok:.2f}x |")
+        lines.append(f"| {K} | {ms_tok:.2f} | {ms_base:.2f} | {r['acceptance']:.2f} | "
+                     f"{ms_loop:.2f} | {ms_base / ms_tok:.2f}x |")
         print(lines[-1], flush=True)
     if plot_path is not None:
         plot(curves, name, plot_path)
@@ -614,7 +667,8 @@ def plot(curves, name, path):
     axes[2].set(xlabel="K", ylabel="ms per loop")
     fig.suptitle(f"draft {name}, temperature 0")
     fig.tight_layout()
-    tmp = Path(path).with_name(Path(path).name + ".tmp.png")  # written whole, then renamed: no half a figure
+    # written whole, then renamed: no half a figure
+    tmp = Path(path).with_name(Path(path).name + ".tmp.png")
     fig.savefig(tmp, dpi=100)
     tmp.replace(path)
     print(f"K sweep figure: {path}", flush=True)
@@ -624,13 +678,17 @@ if __name__ == "__main__":
     from gpt2.cli import Option, command
 
     command(main, [
-        Option("drafts", "strs", ("tiny-draft", "ngram"), "draft models, a row each: tiny-draft, ngram, gpt2, a folder"),
+        Option("drafts", "strs", ("tiny-draft", "ngram"),
+               "draft models, a row each: tiny-draft, ngram, gpt2, a folder"),
         Option("target", str, "tiny-target", "the target model"),
         Option("K", int, 4, "draft tokens per step", low=1, high=64),
         Option("temperatures", "floats", (0.0, 1.0), "temperatures, a row each", low=0),
-        Option("n_prompts", int, 8, "held-out prompts", low=1), Option("prompt_tokens", int, 64, "tokens per prompt", low=1),
-        Option("n_tokens", int, 64, "new tokens per run", low=1), Option("seeds", int, 2, "seeds per prompt", low=1),
+        Option("n_prompts", int, 8, "held-out prompts", low=1),
+        Option("prompt_tokens", int, 64, "tokens per prompt", low=1),
+        Option("n_tokens", int, 64, "new tokens per run", low=1),
+        Option("seeds", int, 2, "seeds per prompt", low=1),
         Option("sweep_K", "ints", None, "K values of the K sweep (the seeds' Figure 1; with --out, "
-               "also as a figure beside it: OUT's name + _K.png, when matplotlib is installed)", low=1, high=64),
+               "also as a figure beside it: OUT's name + _K.png, when matplotlib is installed)",
+               low=1, high=64),
         Option("prompt_lookup", bool, False, "add the prompt lookup table"),
         Option("out", "out", None, "also write the tables to this file")])

@@ -1,15 +1,18 @@
-"""Speculative speedup on a quiet machine and with one busy core, under the BLAS thread policy and under the BLAS
-default, all in one process: the policy's goal is a loaded-machine speedup within 15% of the quiet one.
+"""Speculative speedup on a quiet machine and with one busy core, under the BLAS thread policy and
+under the BLAS default, all in one process: the policy's goal is a loaded-machine speedup within 15%
+of the quiet one.
 
     python -m bench.load                        # the built-in pair, 8 held-out prompts x 2 seeds
-    python -m bench.load --shapes 124M,355M     # also GPT-2 shapes with random weights (draft: a 2-layer model)
+    # also GPT-2 shapes with random weights (draft: a 2-layer model)
+    python -m bench.load --shapes 124M,355M
 
-The busy core is a process this benchmark starts (a spinning loop) and stops itself. For each setting (threads x
-load) speculative sampling and autoregressive decoding run back to back on every prompt and seed (bench.harness
-.compare); the table reports the median speedup and the ratio loaded / quiet. The policy chooses its thread count
-afresh under each load, once the busy core is running, as a user's run does when it starts. With random weights (the GPT-2
-shapes) acceptance comes from two near-uniform models at temperature 1: the point is the cost of the calls, not the
-text. Shapes: none; this file only times things.
+The busy core is a process this benchmark starts (a spinning loop) and stops itself. For each
+setting (threads x load) speculative sampling and autoregressive decoding run back to back on every
+prompt and seed (bench.harness .compare); the table reports the median speedup and the ratio loaded
+/ quiet. The policy chooses its thread count afresh under each load, once the busy core is running,
+as a user's run does when it starts. With random weights (the GPT-2 shapes) acceptance comes from
+two near-uniform models at temperature 1: the point is the cost of the calls, not the text. Shapes:
+none; this file only times things.
 """
 import contextlib
 import multiprocessing
@@ -35,7 +38,8 @@ class BusyCore:
 
 
 def random_pair(shape, rng):
-    """A target of a GPT-2 shape and a 2-layer draft of the same width and vocabulary, random weights."""
+    """A target of a GPT-2 shape and a 2-layer draft of the same width and vocabulary, random
+    weights."""
     from bench.engine import SHAPES
     from gpt2.engine import GPT2
     from gpt2.train import init_params
@@ -46,7 +50,8 @@ def random_pair(shape, rng):
 
 
 def verification_cost(model, threads, repeats=8, prompt=128):
-    """-> {(M, threads): median wall ms} of an M-token forward (M = 1, 5) after a `prompt`-token cache."""
+    """-> {(M, threads): median wall ms} of an M-token forward (M = 1, 5) after a `prompt`-token
+    cache."""
     import numpy as np
 
     from gpt2.backend import set_threads
@@ -67,8 +72,10 @@ def verification_cost(model, threads, repeats=8, prompt=128):
     return out
 
 
-def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, shape_prompts=2, out=None):
-    """Speculative speedup: policy threads vs the BLAS default, quiet vs one busy core, side by side."""
+def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, shape_prompts=2,
+         out=None):
+    """Speculative speedup: policy threads vs the BLAS default, quiet vs one busy core, side by
+    side."""
     import numpy as np
 
     from bench.harness import compare, header
@@ -78,49 +85,56 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
 
     default = blas_threads() or os.cpu_count()
     target, encoder = load_model("tiny-target")
-    pairs = [("tiny pair (T=0)", target, load_model("tiny-draft")[0], heldout_prompts(encoder, n_prompts, prompt_tokens),
-              range(seeds), 0.0)]
+    pairs = [("tiny pair (T=0)", target, load_model("tiny-draft")[0],
+              heldout_prompts(encoder, n_prompts, prompt_tokens), range(seeds), 0.0)]
     rng = np.random.default_rng(0)
     for shape in shapes:
         t, d = random_pair(shape, rng)
         xs = [rng.integers(0, t.n_vocab, prompt_tokens).tolist() for _ in range(shape_prompts)]
         pairs.append((f"{shape} shape, random weights (T=1)", t, d, xs, range(1), 1.0))
     lines = [header(thread_policy(target.n_params)) + f"; BLAS default {default} threads", "",
-             f"`python -m bench.load{' --shapes ' + ','.join(shapes) if shapes else ''} --K {K} --n_prompts {n_prompts} "
-             f"--n_tokens {n_tokens} --seeds {seeds}`", "",
-             "| models | BLAS threads, quiet and loaded | speedup, quiet (median, IQR) | speedup, one busy core (median, IQR) "
-             "| loaded / quiet | autoregressive ms/token quiet, loaded |", "|---|---|---|---|---|---|"]
+             f"`python -m bench.load{' --shapes ' + ','.join(shapes) if shapes else ''} --K {K} "
+             f"--n_prompts {n_prompts} --n_tokens {n_tokens} --seeds {seeds}`", "",
+             "| models | BLAS threads, quiet and loaded | speedup, quiet (median, IQR) | speedup, "
+             "one busy core (median, IQR) "
+             "| loaded / quiet | autoregressive ms/token quiet, loaded |",
+             "|---|---|---|---|---|---|"]
     for label, t, d, xs, seed_range, T in pairs:
         for way in ("policy", "default"):
             results, used = [], []
             for busy in (False, True):
                 with BusyCore() if busy else contextlib.nullcontext():
-                    # the policy (its wide count too) chooses again under each load, as a user's run would when it
-                    # starts; the default is every product on the BLAS's own count
-                    policy = thread_policy(t.n_params, requested=None if way == "policy" else default)
+                    # the policy (its wide count too) chooses again under each load, as a user's run
+                    # would when it starts; the default is every product on the BLAS's own count
+                    policy = thread_policy(t.n_params,
+                                           requested=None if way == "policy" else default)
                     n, wide = policy["blas"] or policy["threads"], policy["wide"]["threads"]
                     used.append(f"{n}" + (f" (wide {wide})" if wide != n else ""))
-                    results.append(compare("speculative", xs, {"target": t, "draft": d}, n_tokens, seed_range,
-                                           {"temperature": T}, K=K))
+                    results.append(compare("speculative", xs, {"target": t, "draft": d}, n_tokens,
+                                           seed_range, {"temperature": T}, K=K))
             quiet, loaded = results
             lines.append(f"| {label} | {way}: {used[0]}, {used[1]} | {quiet['speedup']:.2f}x "
-                         f"({quiet['speedup_iqr'][0]:.2f}-{quiet['speedup_iqr'][1]:.2f}) | {loaded['speedup']:.2f}x "
+                         f"({quiet['speedup_iqr'][0]:.2f}-{quiet['speedup_iqr'][1]:.2f}) | "
+                         f"{loaded['speedup']:.2f}x "
                          f"({loaded['speedup_iqr'][0]:.2f}-{loaded['speedup_iqr'][1]:.2f}) | "
                          f"{loaded['speedup'] / quiet['speedup']:.2f} "
                          f"| {quiet['ms_per_token_base']:.1f}, {loaded['ms_per_token_base']:.1f} |")
             print(lines[-1], flush=True)
-    if len(pairs) > 1:  # why the ratio falls for the GPT-2 shapes: c(5) at the threads each load leaves
-        lines += ["", "Cost of verification, c(5) = a 5-token forward / a 1-token forward (median wall ms of 8, the "
-                  "target alone), by BLAS threads:", "",
-                  "| target | load | 1 token, 1 thread | 5 tokens, 1 thread | c(5), 1 thread | 1 token, 2 threads "
+    # why the ratio falls for the GPT-2 shapes: c(5) at the threads each load leaves
+    if len(pairs) > 1:
+        lines += ["",
+                  "Cost of verification, c(5) = a 5-token forward / a 1-token forward (median wall "
+                  "ms of 8, the target alone), by BLAS threads:", "",
+                  "| target | load | 1 token, 1 thread | 5 tokens, 1 thread | c(5), 1 thread | 1 "
+                  "token, 2 threads "
                   "| 5 tokens, 2 threads | c(5), 2 threads |", "|---|---|---|---|---|---|---|---|"]
         for label, t, *_ in pairs[1:]:
             for busy in (False, True):
                 with BusyCore() if busy else contextlib.nullcontext():
                     c = verification_cost(t, (1, 2))
-                lines.append(f"| {label.split(',')[0]} | {'one busy core' if busy else 'quiet'} | {c[1, 1]:.1f} | "
-                             f"{c[5, 1]:.1f} | {c[5, 1] / c[1, 1]:.2f} | {c[1, 2]:.1f} | {c[5, 2]:.1f} | "
-                             f"{c[5, 2] / c[1, 2]:.2f} |")
+                lines.append(f"| {label.split(',')[0]} | {'one busy core' if busy else 'quiet'} | "
+                             f"{c[1, 1]:.1f} | {c[5, 1]:.1f} | {c[5, 1] / c[1, 1]:.2f} | "
+                             f"{c[1, 2]:.1f} | {c[5, 2]:.1f} | {c[5, 2] / c[1, 2]:.2f} |")
                 print(lines[-1], flush=True)
     text = "\n".join(lines)
     print(text)
@@ -133,7 +147,9 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
 if __name__ == "__main__":
     from gpt2.cli import Option, command
 
-    command(main, [Option("shapes", "strs", (), "GPT-2 shapes to add (random weights)", choices=("124M", "355M")),
+    command(main,
+            [Option("shapes", "strs", (), "GPT-2 shapes to add (random weights)",
+                    choices=("124M", "355M")),
                    Option("K", int, 4, "draft tokens per step", low=1, high=64),
                    Option("n_prompts", int, 8, "held-out prompts (tiny pair)", low=1),
                    Option("prompt_tokens", int, 48, "tokens per prompt", low=1),

@@ -1,21 +1,26 @@
-"""Curated mutation testing: plausible one-line bugs, each planted alone in a temporary copy of the checkout and run
-against the test files that use the module it breaks. A mutant the tests miss is a hole in the suite.
+"""Curated mutation testing: plausible one-line bugs, each planted alone in a temporary copy of the
+checkout and run against the test files that use the module it breaks. A mutant the tests miss is a
+hole in the suite.
 
-    python -m bench.mutants                                   # every mutant: caught / missed, by which test, time
+    # every mutant: caught / missed, by which test, time
+    python -m bench.mutants
     python -m bench.mutants --only verify-tree-origins,batch-generators-by-row
     python -m bench.mutants --list                            # the list only, nothing run
 
-A mutant is (name, area, kind, file, old, new, tests, why): `old` is a piece of `file` that must occur exactly once
-(tests/test_mutants.py checks every one, so the list cannot rot silently; here a text not found is reported as an
-error of the list, never as caught); `new` replaces it; `tests` (files, or one test as file::name) are run one
-after another, each by `pytest -x -q -p no:cacheprovider`, until one fails: the pointed ones first, so a caught mutant
-costs seconds (one pytest call per entry: pytest given a test and its file together runs the file in its own order).
-At the end the tests that caught mutants run once more, together, on the unmutated copy: one that fails there too
-proves nothing, and its mutant is reported as an error (a broken tree cannot pass for a good score). kind says what it
-breaks: "rule" (what is accepted, sampled or computed) or "record" (the origins and statistics a step reports). Every
-method of picospec/methods.py has at least one of each.
+A mutant is (name, area, kind, file, old, new, tests, why): `old` is a piece of `file` that must
+occur exactly once (tests/test_mutants.py checks every one, so the list cannot rot silently; here a
+text not found is reported as an error of the list, never as caught); `new` replaces it; `tests`
+(files, or one test as file::name) are run one after another, each by `pytest -x -q -p
+no:cacheprovider`, until one fails: the pointed ones first, so a caught mutant costs seconds (one
+pytest call per entry: pytest given a test and its file together runs the file in its own order). At
+the end the tests that caught mutants run once more, together, on the unmutated copy: one that fails
+there too proves nothing, and its mutant is reported as an error (a broken tree cannot pass for a
+good score). kind says what it breaks: "rule" (what is accepted, sampled or computed) or "record"
+(the origins and statistics a step reports). Every method of picospec/methods.py has at least one of
+each.
 
-Example line: `caught  verify-tree-origins  tests/test_tree.py::test_verify_tree_origin_of_each_step_by_hand[Q0]  2 s`
+Example line: `caught  verify-tree-origins
+tests/test_tree.py::test_verify_tree_origin_of_each_step_by_hand[Q0]  2 s`
 """
 import os
 import re
@@ -49,23 +54,28 @@ MUTANTS = (
     # --- sampling: the pieces every method shares
     Mutant("residual-flipped", "sampling", "rule", "picospec/sampling.py",
            "r = np.maximum(q - p, 0)", "r = np.maximum(p - q, 0)",
-           ("tests/test_sampling.py",), "the residual's subtraction the wrong way round (Leviathan's letters)"),
+           ("tests/test_sampling.py",),
+           "the residual's subtraction the wrong way round (Leviathan's letters)"),
     Mutant("temperature-multiplied", "sampling", "rule", "picospec/sampling.py",
            "logits = (logs / np.float64(temperature))", "logits = (logs * np.float64(temperature))",
            ("tests/test_sampling.py",), "q^T instead of q^(1/T)"),
     # --- verify: the lossless core
     Mutant("accept-ratio-inverted", "verify", "rule", "picospec/verify.py",
            "if r < min(1, q[x] / p[x]):", "if r < min(1, p[x] / q[x]):",
-           ("tests/test_sampling.py", "tests/test_speculative.py"), "p/q for q/p: the papers' letters mixed"),
+           ("tests/test_sampling.py", "tests/test_speculative.py"),
+           "p/q for q/p: the papers' letters mixed"),
     Mutant("verify-chain-origin", "verify", "record", "picospec/verify.py",
            'return t, token, "resample"', 'return t, token, "bonus"',
            (ORIGINS,), "a rejection's token reported as a bonus"),
     Mutant("verify-tree-origins", "verify", "record", "picospec/verify.py",
-           '"resample" if trials.get(node) else "bonus"', '"bonus" if trials.get(node) else "resample"',
-           ("tests/test_tree.py", ORIGINS), "once missed: verify_tree's two origins swapped (got past the whole suite)"),
+           '"resample" if trials.get(node) else "bonus"',
+           '"bonus" if trials.get(node) else "resample"',
+           ("tests/test_tree.py", ORIGINS),
+           "once missed: verify_tree's two origins swapped (got past the whole suite)"),
     Mutant("verify-tree-residual-of-q", "verify", "rule", "picospec/verify.py",
            "q = residual(q, p)", "q = residual(Q[node + 1], p)",
-           ("tests/test_tree.py",), "each sibling's residual taken from the node's q, forgetting earlier rejections"),
+           ("tests/test_tree.py",),
+           "each sibling's residual taken from the node's q, forgetting earlier rejections"),
     Mutant("step-record-nodes", "record", "record", "picospec/verify.py",
            '"nodes": int(drafted if nodes is None else nodes)', '"nodes": int(drafted)',
            (ORIGINS,), "the step record drops the tree's node count"),
@@ -75,10 +85,13 @@ MUTANTS = (
     # --- rejection: the batched sampler (vLLM's contract)
     Mutant("recovered-reuses-accept-uniform", "rejection", "rule", "picospec/batched/rejection.py",
            "U = u[:, k:][rejected, at]", "U = u[:, :k][rejected, at]",
-           ("tests/test_rejection.py",), "once missed: the recovered token drawn with the acceptance uniform"),
+           ("tests/test_rejection.py",),
+           "once missed: the recovered token drawn with the acceptance uniform"),
     Mutant("first-rejection-is-a-count", "rejection", "rule", "picospec/batched/rejection.py",
-           "n_accepted = np.where(accepted.all(1), k, accepted.argmin(1))", "n_accepted = accepted.sum(1)",
-           ("tests/test_rejection.py",), "drafts accepted counted, not the position of the first rejection"),
+           "n_accepted = np.where(accepted.all(1), k, accepted.argmin(1))",
+           "n_accepted = accepted.sum(1)",
+           ("tests/test_rejection.py",),
+           "drafts accepted counted, not the position of the first rejection"),
     # --- batch
     Mutant("batch-generators-by-row", "batch", "rule", "picospec/batched/speculative.py",
            "gens = {i: generators[b]", "gens = {b: generators[b]",
@@ -86,19 +99,23 @@ MUTANTS = (
            "once missed: seeded generators keyed by batch row, not by index among the active rows"),
     Mutant("batch-bonus-row", "batch", "rule", "picospec/batched/speculative.py",
            "bonus = sample_rows(Q[:, -1]", "bonus = sample_rows(Q[:, -2]",
-           ("tests/test_batch.py", "tests/test_rejection.py"), "the bonus token from the last draft's row"),
+           ("tests/test_batch.py", "tests/test_rejection.py"),
+           "the bonus token from the last draft's row"),
     Mutant("batch-accepted-counts-bonus", "batch", "record", "picospec/batched/speculative.py",
            "int((out[i] >= 0).sum()) - 1", "int((out[i] >= 0).sum())",
-           ("tests/test_batch.py",), "the per-row accepted count includes the resampled or bonus token"),
+           ("tests/test_batch.py",),
+           "the per-row accepted count includes the resampled or bonus token"),
     Mutant("batch-tree-mask-chain", "batch engine", "rule", "gpt2/engine.py",
            "mask[b, nodes, len(x):len(x) + m[b]] = tree_mask(parents, np)",
            "mask[b, nodes, len(x):len(x) + m[b]] = np.tril(np.ones((m[b], m[b]), bool))",
-           ("tests/test_batch_engine.py",), "a row's tree nodes see every node before them, not just their ancestors"),
+           ("tests/test_batch_engine.py",),
+           "a row's tree nodes see every node before them, not just their ancestors"),
     Mutant("batch-accept-keeps-nothing", "batch engine", "rule", "gpt2/engine.py",
            "self.cache.keep(list(range(n)) + [n + i for i in path], row=b)", "pass",
-           ("tests/test_batch_engine.py",), "accept() lists the path's tokens but leaves their keys and values behind"),
+           ("tests/test_batch_engine.py",),
+           "accept() lists the path's tokens but leaves their keys and values behind"),
     Mutant("batch-medusa-shared-rng", "medusa", "rule", "picospec/batched/medusa.py",
-           "logits[i], posterior, gen[b], epsilon", "logits[i], posterior, rng, epsilon",
+           "logits[i], posterior, gen[b],", "logits[i], posterior, rng,",
            ("tests/test_batch_medusa.py::test_batched_rows_equal_each_row_alone",),
            "batched Medusa's posterior ignores the row's own generator"),
     Mutant("batch-medusa-accepted-counts-root", "medusa", "record", "picospec/batched/medusa.py",
@@ -106,7 +123,8 @@ MUTANTS = (
            'step["accepted"][b], step["tokens"][b] = len(path) + 1,',
            ("tests/test_batch_medusa.py::test_batched_rows_equal_each_row_alone",),
            "batched Medusa's per-row accepted count includes the next root"),
-    Mutant("batch-lookup-chain-as-siblings", "prompt_lookup", "rule", "picospec/batched/prompt_lookup.py",
+    Mutant("batch-lookup-chain-as-siblings", "prompt_lookup", "rule",
+           "picospec/batched/prompt_lookup.py",
            "return drafts, list(range(-1, len(drafts) - 1))", "return drafts, [-1] * len(drafts)",
            ("tests/test_batch_prompt_lookup.py::test_batched_rows_equal_each_row_alone",),
            "batched prompt lookup scores its drafts as siblings of the last token, not as a chain"),
@@ -118,60 +136,72 @@ MUTANTS = (
     Mutant("batch-lookahead-shared-pool", "lookahead", "rule", "picospec/batched/lookahead.py",
            "pools = [{} for _ in xs]", "pools = [{}] * len(xs)",
            ("tests/test_batch_lookahead.py::test_batched_rows_equal_each_row_alone",),
-           "batched lookahead's rows share one n-gram pool, so a row verifies guesses another row's text made"),
+           "batched lookahead's rows share one n-gram pool, so a row verifies guesses another "
+           "row's text made"),
     Mutant("batch-lookahead-path-unshifted", "lookahead", "rule", "picospec/batched/lookahead.py",
            "return [n_look[b] + j for j in path], token", "return [j for j in path], token",
            ("tests/test_batch_lookahead.py::test_batched_rows_equal_each_row_alone",),
-           "batched lookahead keeps the window's nodes in the cache instead of the accepted trie path"),
+           "batched lookahead keeps the window's nodes in the cache instead of the accepted trie "
+           "path"),
     Mutant("batch-tree-row-by-position", "batch", "rule", "picospec/batched/loop.py",
            "[propose(b, xs[b], room) for b, room in zip(active, rooms)])",
            "[propose(i, xs[b], room) for i, (b, room) in enumerate(zip(active, rooms))])",
            ("tests/test_batch_lookahead.py::test_batched_rows_equal_each_row_alone",),
-           "the batched tree loop names a row by its place among the active rows, so once a row finishes the next "
-           "row proposes from another row's window and pool"),
+           "the batched tree loop names a row by its place among the active rows, so once a row "
+           "finishes the next row proposes from another row's window and pool"),
     Mutant("batch-greedy-shared-K", "greedy", "rule", "picospec/batched/greedy.py",
            "Ks[b] = Ks[b] + 2 if n == len(drafts) else max(1, Ks[b] - 1)",
            "Ks[:] = [Ks[b] + 2 if n == len(drafts) else max(1, Ks[b] - 1)] * len(Ks)",
            ("tests/test_batch_greedy.py::test_batched_greedy_rows_equal_each_row_alone",),
-           "batched greedy keeps one heuristic K for the whole batch, set by the last row verified"),
+           "batched greedy keeps one heuristic K for the whole batch, set by the last row "
+           "verified"),
     Mutant("batch-greedy-confidence-stops-all", "greedy", "rule", "picospec/batched/greedy.py",
            "going[i] = False  # unsure", "going[:] = [False] * len(rows)  # unsure",
            ("tests/test_batch_greedy.py::test_batched_greedy_rows_equal_each_row_alone",),
            "batched greedy stops every row's drafting when one row's draft is unsure"),
-    Mutant("batch-autoregressive-one-generator", "autoregressive", "rule", "picospec/batched/autoregressive.py",
+    Mutant("batch-autoregressive-one-generator", "autoregressive", "rule",
+           "picospec/batched/autoregressive.py",
            "row_uniforms(len(xs), 1, generators, rng)", "row_uniforms(len(xs), 1, None, rng)",
            ("tests/test_batch_greedy.py::test_batched_autoregressive_rows_equal_each_row_alone",),
-           "batched autoregressive sampling draws every row from the shared generator, ignoring each row's own"),
+           "batched autoregressive sampling draws every row from the shared generator, ignoring "
+           "each row's own"),
     Mutant("batch-specinfer-shared-generator", "specinfer", "rule", "picospec/batched/specinfer.py",
-           "k, gen[b], greedy, reached", "k, rng, greedy, reached",
+           "k, gen[b], greedy,", "k, rng, greedy,",
            ("tests/test_batch_token_trees.py::test_batched_rows_equal_each_row_alone",),
            "batched SpecInfer draws every row's tree from the shared generator, not the row's own"),
-    Mutant("batch-specinfer-law-of-the-parent", "specinfer", "rule", "picospec/batched/specinfer.py",
-           "sample_children(tries[b], node, laws[i][node + 1],", "sample_children(tries[b], node, laws[i][max(node, 0)],",
+    Mutant("batch-specinfer-law-of-the-parent", "specinfer", "rule",
+           "picospec/batched/specinfer.py",
+           "sample_children(tries[b], node, laws[i][node + 1],",
+           "sample_children(tries[b], node, laws[i][max(node, 0)],",
            ("tests/test_batch_token_trees.py::test_batched_rows_equal_each_row_alone",
             "tests/test_batch_token_trees.py::test_micro_rows_equal_each_row_alone"),
-           "batched SpecInfer draws a node's children from the law one row too early (its parent's, or the root's)"),
+           "batched SpecInfer draws a node's children from the law one row too early (its "
+           "parent's, or the root's)"),
     Mutant("batch-sequoia-law-of-the-parent", "sequoia", "rule", "picospec/batched/sequoia.py",
            "laws[i][node[c] + 1]", "laws[i][max(node[c], 0)]",
            ("tests/test_batch_token_trees.py::test_batched_rows_equal_each_row_alone",
             "tests/test_batch_token_trees.py::test_micro_rows_equal_each_row_alone"),
            "batched Sequoia fills a node's children from the law one row too early"),
-    Mutant("batch-blockwise-next-block-from-root", "blockwise", "rule", "picospec/batched/blockwise.py",
-           "np.stack([logits[i][k_hat] for _, i, k_hat in again])",
+    Mutant("batch-blockwise-next-block-from-root", "blockwise", "rule",
+           "picospec/batched/blockwise.py", "np.stack([logits[i][k_hat] for _, i, k_hat in again])",
            "np.stack([logits[i][k_hat - 1] for _, i, k_hat in again])",
            ("tests/test_batch_blockwise.py::test_batched_rows_equal_each_row_alone",),
-           "batched Blockwise (merged) takes the next block's first token from the row one before the accepted end"),
+           "batched Blockwise (merged) takes the next block's first token from the row one before "
+           "the accepted end"),
     Mutant("batch-blockwise-verify-shifted", "blockwise", "rule", "picospec/batched/blockwise.py",
            "np.argmax(logits[i][1:], -1)", "np.argmax(logits[i][:-1], -1)",
            ("tests/test_batch_blockwise.py::test_batched_rows_equal_each_row_alone",),
-           "batched Blockwise checks each proposal against p_1 one prefix too early (the tree's root row first)"),
+           "batched Blockwise checks each proposal against p_1 one prefix too early (the tree's "
+           "root row first)"),
     Mutant("batch-eagle-head-own-row-state", "eagle", "rule", "gpt2/eagle.py",
            "self.g0[b] if nodes[b][i][1] < 0 else self.g[b][nodes[b][i][1]]",
            "self.g0[b] if nodes[b][i][1] < 0 else self.g[bs[0]][nodes[b][i][1]]",
            ("tests/test_batch_eagle.py::test_batched_head_equals_each_head_alone",),
-           "the batched EAGLE head feeds a node the guessed feature of its parent in the first row's tree"),
+           "the batched EAGLE head feeds a node the guessed feature of its parent in the first "
+           "row's tree"),
     Mutant("batch-eagle-features-one-early", "eagle", "rule", "picospec/batched/eagle.py",
-           "F[b] += [H[i][0]] + [H[i][1 + j] for j in path]", "F[b] += [H[i][0]] + [H[i][j] for j in path]",
+           "F[b] += [H[i][0]] + [H[i][1 + j] for j in path]",
+           "F[b] += [H[i][0]] + [H[i][j] for j in path]",
            ("tests/test_batch_eagle.py::test_batched_rows_equal_each_row_alone",),
            "batched EAGLE feeds the head each accepted node's parent's feature instead of its own"),
     Mutant("batch-tree-accepted-counts-token", "batch", "record", "picospec/batched/loop.py",
@@ -187,20 +217,26 @@ MUTANTS = (
     Mutant("cache-reuse-too-much", "cache", "rule", "gpt2/engine.py",
            "p = [min(c, len(x) - n) for c, x in zip(self._match(xs), xs)]",
            "p = [min(c, len(x) - 1) for c, x in zip(self._match(xs), xs)]",
-           ("tests/test_engine.py",), "the cached prefix reused up to the last token even when n rows are asked for"),
+           ("tests/test_engine.py",),
+           "the cached prefix reused up to the last token even when n rows are asked for"),
     Mutant("panels-out-of-order", "panels", "rule", "gpt2/fast/panels.py",
-           "return out.transpose(1, 0, 2).reshape(m, -1)[:, :n_out]", "return out.reshape(m, -1)[:, :n_out]",
-           ("tests/test_panels.py",), "the panel products laid side by side in the wrong order (a reshape that "
+           "return out.transpose(1, 0, 2).reshape(m, -1)[:, :n_out]",
+           "return out.reshape(m, -1)[:, :n_out]",
+           ("tests/test_panels.py",),
+           "the panel products laid side by side in the wrong order (a reshape that "
            "fits the shape but not the layout)"),
     Mutant("panels-padding-first", "panels", "rule", "gpt2/fast/panels.py",
            "padded[:, :n_out] = w", "padded[:, padded.shape[1] - n_out:] = w",
-           ("tests/test_panels.py",), "the last panel's zero columns put before the weight instead of after it"),
+           ("tests/test_panels.py",),
+           "the last panel's zero columns put before the weight instead of after it"),
     Mutant("wide-threads-never", "backend", "rule", "gpt2/backend.py",
            "or rows < WIDE_ROWS or APPLIED", "or True or rows < WIDE_ROWS or APPLIED",
-           ("tests/test_backend.py",), "the thread policy's wide count chosen and reported but never applied"),
+           ("tests/test_backend.py",),
+           "the thread policy's wide count chosen and reported but never applied"),
     Mutant("wide-threads-head-narrow", "backend", "rule", "gpt2/engine.py",
            "with threads_for(h.shape[0], self.xp):  # one product", "with threads_for(1, self.xp):",
-           ("tests/test_backend.py",), "the batched LM head (the largest product of a tiny model) left on one thread"),
+           ("tests/test_backend.py",),
+           "the batched LM head (the largest product of a tiny model) left on one thread"),
     # --- trees
     Mutant("tree-positions-off-by-one", "tree", "rule", "gpt2/engine.py",
            "len(x) - 1 + np.array(tree_depths(parents))", "len(x) + np.array(tree_depths(parents))",
@@ -210,18 +246,21 @@ MUTANTS = (
            ("tests/test_tree.py",), "ancestors see descendants instead of the other way"),
     Mutant("greedy-path-row", "tree", "rule", "picospec/tree.py",
            "best = int(np.argmax(logits[node + 1]))", "best = int(np.argmax(logits[node]))",
-           ("tests/test_tree.py",), "row i taken as the row after node i (it is the row after node i - 1)"),
+           ("tests/test_tree.py",),
+           "row i taken as the row after node i (it is the row after node i - 1)"),
     # --- medusa
     Mutant("medusa-typical-max", "medusa", "rule", "picospec/medusa.py",
            "threshold = np.minimum(epsilon, delta * np.exp(-entropy))",
            "threshold = np.maximum(epsilon, delta * np.exp(-entropy))",
-           ("tests/test_medusa.py",), "once missed: typical acceptance's min(epsilon, delta e^-H) as max"),
+           ("tests/test_medusa.py",),
+           "once missed: typical acceptance's min(epsilon, delta e^-H) as max"),
     Mutant("medusa-hidden-one-row-early", "medusa", "rule", "picospec/medusa.py",
            "h = h_tree[[(path[-1] + 1) if path else 0]]", "h = h_tree[[path[-1] if path else 0]]",
-           ("tests/test_medusa.py",), "once missed: the heads fed the hidden state one row too early (only speed drops)"),
+           ("tests/test_medusa.py",),
+           "once missed: the heads fed the hidden state one row too early (only speed drops)"),
     Mutant("medusa-greedy-origins", "medusa", "record", "picospec/medusa.py",
-           '"bonus" if not children(parents)[path[-1] if path else -1] else "resample"',
-           '"resample" if not children(parents)[path[-1] if path else -1] else "bonus"',
+           'return path, token, "bonus" if leaf else "resample"',
+           'return path, token, "resample" if leaf else "bonus"',
            (ORIGINS,), "the greedy posterior's origins swapped"),
     # --- blockwise
     Mutant("blockwise-verify-misaligned", "blockwise", "rule", "picospec/blockwise.py",
@@ -229,7 +268,8 @@ MUTANTS = (
            ("tests/test_blockwise.py",), "a proposal checked against the row after itself"),
     Mutant("blockwise-head-slice", "blockwise", "rule", "picospec/methods.py",
            'heads["fn"](h)[:K - 1]}', 'heads["fn"](h)[:K]}',
-           ("tests/test_methods.py::test_blockwise_block_size_through_the_table", "tests/test_methods.py"),
+           ("tests/test_methods.py::test_blockwise_block_size_through_the_table",
+            "tests/test_methods.py"),
            "--K k hands Blockwise k heads instead of k - 1 (p_1 is the model)"),
     Mutant("blockwise-origins-order", "blockwise", "record", "picospec/blockwise.py",
            '["bonus"] + ["draft"] * (k_hat - 1)', '["draft"] * (k_hat - 1) + ["bonus"]',
@@ -238,16 +278,18 @@ MUTANTS = (
     Mutant("prompt-lookup-proposal-is-q", "prompt_lookup", "rule", "picospec/prompt_lookup.py",
            "P[np.arange(len(drafts)), drafts] = 1",
            "P[np.arange(len(drafts)), drafts] = Q[np.arange(len(drafts)), drafts]",
-           ("tests/test_prompt_lookup.py",), "the copied draft's probability taken from the target: always accepted"),
+           ("tests/test_prompt_lookup.py",),
+           "the copied draft's probability taken from the target: always accepted"),
     Mutant("prompt-lookup-drafted", "prompt_lookup", "record", "picospec/prompt_lookup.py",
            "drafted=len(drafts)))", "drafted=n))",
            (ORIGINS,), "drafted counts only the kept drafts: acceptance reads 100%"),
     # --- rest
     Mutant("rest-unwarped", "rest", "rule", "picospec/rest.py",
-           "verify_tree(tokens, parents, warp(Q, **sampling_options), rng)", "verify_tree(tokens, parents, Q, rng)",
+           "verify_tree(tokens, parents, warp(Q, **sampling_options), rng)",
+           "verify_tree(tokens, parents, Q, rng)",
            ("tests/test_rest.py",), "the trie verified against the unwarped target"),
     Mutant("rest-drafted-is-size", "rest", "record", "picospec/rest.py",
-           "drafted=depth(parents), nodes=len(tokens)", "drafted=len(tokens), nodes=len(tokens)",
+           "drafted=depth(parents),", "drafted=len(tokens),",
            (ORIGINS,), "drafted = the tree's size instead of its depth"),
     # --- lookahead
     Mutant("lookahead-rows-off-by-one", "lookahead", "rule", "picospec/lookahead.py",
@@ -255,7 +297,8 @@ MUTANTS = (
            ("tests/test_lookahead.py",), "the trie's rows start one row early, in the window's"),
     Mutant("lookahead-accept-trie-indices", "lookahead", "rule", "picospec/lookahead.py",
            "target.accept([n_look + j for j in path])", "target.accept(path)",
-           ("tests/test_lookahead.py",), "the cache keeps window nodes: trie indices passed as tree indices"),
+           ("tests/test_lookahead.py",),
+           "the cache keeps window nodes: trie indices passed as tree indices"),
     Mutant("lookahead-drafted-with-window", "lookahead", "record", "picospec/lookahead.py",
            "drafted=depth(v_parents)", "drafted=depth(parents)",
            (ORIGINS,), "the window's depth counted as drafted"),
@@ -269,10 +312,13 @@ MUTANTS = (
     # --- speculative
     Mutant("speculative-argmax-draft", "speculative", "rule", "picospec/speculative.py",
            "drafts.append(sample(p, rng))", "drafts.append(int(np.argmax(p)))",
-           ("tests/test_speculative.py",), "drafting by argmax while judging by p (jaymody's six-month bug)"),
+           ("tests/test_speculative.py",),
+           "drafting by argmax while judging by p (jaymody's six-month bug)"),
     Mutant("speculative-bonus-at-K", "speculative", "record", "picospec/speculative.py",
-           '["draft"] * n + [origin], drafted=k', '["draft"] * n + ["bonus" if n == K else "resample"], drafted=k',
-           (ORIGINS,), "bonus decided against K, not the step's k (wrong on the shortened last steps)"),
+           '["draft"] * n + [origin], drafted=k',
+           '["draft"] * n + ["bonus" if n == K else "resample"], drafted=k',
+           (ORIGINS,),
+           "bonus decided against K, not the step's k (wrong on the shortened last steps)"),
     # --- autoregressive
     Mutant("autoregressive-unwarped", "autoregressive", "rule", "picospec/autoregressive.py",
            "q = warp(model(x)[-1], **sampling_options)", "q = model(x)[-1]",
@@ -283,43 +329,51 @@ MUTANTS = (
     # --- EAGLE / EAGLE-2 (the head's tree, drafted at the feature level)
     Mutant("eagle-draws-with-replacement", "eagle", "rule", "picospec/eagle.py",
            "p[drawn[-1]] = 0", "p[drawn[-1]] *= 1",
-           ("tests/test_eagle.py::test_follows_the_target_exactly[sampled-top_k]", "tests/test_eagle.py"),
+           ("tests/test_eagle.py::test_follows_the_target_exactly[sampled-top_k]",
+            "tests/test_eagle.py"),
            "sampled children drawn with replacement but judged as drawn without it"),
     Mutant("eagle-drafted-is-path", "eagle", "record", "picospec/eagle.py",
-           "drafted=tree_depth(parents), nodes=len(tokens)))", "drafted=len(path), nodes=len(tokens)))",
-           (ORIGINS + "::test_origins_are_what_happened[eagle]",), "drafted counts the accepted path, not the tree"),
+           "drafted=tree_depth(parents), nodes=len(tokens)))",
+           "drafted=len(path), nodes=len(tokens)))",
+           (ORIGINS + "::test_origins_are_what_happened[eagle]",),
+           "drafted counts the accepted path, not the tree"),
     Mutant("eagle2-value-not-cumulative", "eagle2", "rule", "picospec/eagle2.py",
-           "values.append((values[i] if i >= 0 else 0.0) + logp[t])", "values.append(logp[t])",
+           "value = (values[i] if i >= 0 else 0.0) + logp[t]", "value = logp[t]",
            ("tests/test_eagle.py::test_dynamic_tree_keeps_the_best_nodes", "tests/test_eagle.py"),
            "a node's value is its own log p, not the path's: the reranking keeps the wrong nodes"),
     Mutant("eagle2-target-unwarped", "eagle2", "rule", "picospec/eagle2.py",
            "verify_tree(tokens, parents, warp(np.exp(log_softmax(logits)), **sampling_options),",
            "verify_tree(tokens, parents, np.exp(log_softmax(logits)),",
-           ("tests/test_eagle.py::test_follows_the_target_exactly[eagle2-one-hot-top_k]", "tests/test_eagle.py"),
+           ("tests/test_eagle.py::test_follows_the_target_exactly[eagle2-one-hot-top_k]",
+            "tests/test_eagle.py"),
            "the tree verified against the raw target law while the root token is warped"),
     Mutant("eagle2-greedy-origin", "eagle2", "record", "picospec/eagle2.py",
            'origin = "bonus" if not children(parents)[path[-1] if path else -1] else "resample"',
            'origin = "bonus" if path else "resample"',
-           (ORIGINS + "::test_origins_are_what_happened[eagle2]",), "bonus whenever a draft was kept, leaf or not"),
+           (ORIGINS + "::test_origins_are_what_happened[eagle2]",),
+           "bonus whenever a draft was kept, leaf or not"),
     Mutant("batch-eagle2-shared-generator", "eagle2", "rule", "picospec/batched/eagle2.py",
            "verify_dynamic_tree(*tree, z, greedy, gen[b], sampling_options)",
            "verify_dynamic_tree(*tree, z, greedy, rng, sampling_options)",
            ("tests/test_batch_eagle2.py::test_batched_rows_equal_each_row_alone",),
            "batched EAGLE-2 verifies every row with the shared generator, not the row's own"),
-    Mutant("batch-eagle2-finished-rows-accept-zero", "eagle2", "record", "picospec/batched/eagle2.py",
-           '"accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}',
+    Mutant("batch-eagle2-finished-rows-accept-zero", "eagle2", "record",
+           "picospec/batched/eagle2.py", '"accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}',
            '"accepted": [0] * len(xs), "tokens": [[] for _ in xs]}',
            ("tests/test_batch_eagle2.py::test_batched_rows_equal_each_row_alone",),
            "batched EAGLE-2 reports a finished row as a row that accepted nothing (0, not -1)"),
-    # --- self-drafting (layer_skip: Draft & Verify's skipped sublayers; early_exit: LayerSkip's first E layers)
+    # --- self-drafting (layer_skip: Draft & Verify's skipped sublayers; early_exit: LayerSkip's
+    # first E layers)
     Mutant("self-draft-verifies-unwarped", "layer_skip", "rule", "picospec/self_draft.py",
            "return token, p, float(p_raw[token])", "return token, p_raw, float(p_raw[token])",
            ("tests/test_self_draft.py::test_joint_law_equals_target_with_adaptive_stop[T=0.6]",
             "tests/test_self_draft.py"),
            "drafts judged against the unwarped draft law they were not drawn from"),
     Mutant("layer-skip-threshold-backwards", "layer_skip", "rule", "picospec/self_draft.py",
-           "gamma_next = gamma + epsilon if AR <= alpha", "gamma_next = gamma - epsilon if AR <= alpha",
-           ("tests/test_self_draft.py::test_adapt_threshold_worked_example", "tests/test_self_draft.py"),
+           "gamma_next = gamma + epsilon if AR <= alpha",
+           "gamma_next = gamma - epsilon if AR <= alpha",
+           ("tests/test_self_draft.py::test_adapt_threshold_worked_example",
+            "tests/test_self_draft.py"),
            "the threshold falls while drafts are rejected (more drafts when they fail)"),
     Mutant("layer-skip-drafted-planned", "layer_skip", "record", "picospec/self_draft.py",
            "drafted=len(drafts)))", "drafted=k))",
@@ -330,37 +384,53 @@ MUTANTS = (
            ("tests/test_self_draft.py::test_verification_reusing_the_draft_equals_a_full_forward",
             "tests/test_self_draft.py"), "the verification resumes one sublayer past the cut"),
     Mutant("early-exit-first-token-bonus", "early_exit", "record", "picospec/self_draft.py",
-           'step_record([token], ["target"], drafted=0)', 'step_record([token], ["bonus"], drafted=0)',
-           (ORIGINS + "::test_origins_are_what_happened[early_exit]",), "the target's first token called a bonus"),
-    Mutant("batch-self-draft-reads-the-filler", "layer_skip", "rule", "picospec/batched/self_draft.py",
-           "verify_chain(d, P[i], Q[i, :len(d) + 1], gen[b])", "verify_chain(d, P[i], Q[i, -len(d) - 1:], gen[b])",
-           ("tests/test_batch_self_draft.py::test_batched_rows_equal_each_row_alone", "tests/test_batch_self_draft.py"),
-           "batched: a row that drafted fewer than the step's k is verified against the laws after the filler"),
-    Mutant("batch-self-draft-drafted-planned", "early_exit", "record", "picospec/batched/self_draft.py",
+           'step_record([token], ["target"], drafted=0)',
+           'step_record([token], ["bonus"], drafted=0)',
+           (ORIGINS + "::test_origins_are_what_happened[early_exit]",),
+           "the target's first token called a bonus"),
+    Mutant("batch-self-draft-reads-the-filler", "layer_skip", "rule",
+           "picospec/batched/self_draft.py",
+           "verify_chain(d, P[i], Q[i, :len(d) + 1], gen[b])",
+           "verify_chain(d, P[i], Q[i, -len(d) - 1:], gen[b])",
+           ("tests/test_batch_self_draft.py::test_batched_rows_equal_each_row_alone",
+            "tests/test_batch_self_draft.py"),
+           "batched: a row that drafted fewer than the step's k is verified against the laws after "
+           "the filler"),
+    Mutant("batch-self-draft-drafted-planned", "early_exit", "record",
+           "picospec/batched/self_draft.py",
            'step = {"drafted": k, "accepted"', 'step = {"drafted": K, "accepted"',
            ("tests/test_batch_self_draft.py::test_batched_rows_equal_each_row_alone",),
-           "batched: drafted = the K asked, not the most drafts a row made before it stopped unsure"),
+           "batched: drafted = the K asked, not the most drafts a row made before it stopped "
+           "unsure"),
     Mutant("batch-self-draft-reuses-a-left-prefix", "layer_skip", "rule", "gpt2/self_draft.py",
-           "r = np.where(u == self.verified[:B], read, u)", "r = np.where(u <= self.verified[:B], read, u)",
+           "r = np.where(u == self.verified[:B], read, u)",
+           "r = np.where(u <= self.verified[:B], read, u)",
            ("tests/test_batch_self_draft.py::test_batched_logits_equal_each_row_on_its_own_engine",
             "tests/test_batch_self_draft.py"),
-           "batched: a row whose call leaves its verified prefix still reuses the draft's residuals at the cut"),
+           "batched: a row whose call leaves its verified prefix still reuses the draft's "
+           "residuals at the cut"),
     # --- cascade drafting
     Mutant("cascade-verifies-against-drafter", "cascade", "rule", "picospec/cascade.py",
-           "return drafts[:n] + [token], list(Q[:n + 1])", "return drafts[:n] + [token], list(laws[:n]) + [Q[n]]",
-           ("tests/test_cascade.py::test_joint_law_equals_target[vertical-T=1]", "tests/test_cascade.py"),
+           "return drafts[:n] + [token], list(Q[:n + 1])",
+           "return drafts[:n] + [token], list(laws[:n]) + [Q[n]]",
+           ("tests/test_cascade.py::test_joint_law_equals_target[vertical-T=1]",
+            "tests/test_cascade.py"),
            "a reviewed token verified against the smaller drafter's law, not the reviewer's"),
     Mutant("cascade-drafted-is-accepted", "cascade", "record", "picospec/cascade.py",
-           "step_record(new, origins, drafted=drafted)", "step_record(new, origins, drafted=len(new) - 1)",
-           (ORIGINS + "::test_origins_are_what_happened[cascade]",), "drafted counts the kept drafts only"),
+           "step_record(new, origins, drafted=drafted)",
+           "step_record(new, origins, drafted=len(new) - 1)",
+           (ORIGINS + "::test_origins_are_what_happened[cascade]",),
+           "drafted counts the kept drafts only"),
     Mutant("batch-cascade-reviewer-first-rows", "cascade", "rule", "picospec/batched/cascade.py",
-           "verify_drafts(d, p, q[n - len(d) - 1:], rng)", "verify_drafts(d, p, q[:len(d) + 1], rng)",
+           "verify_drafts(d, p, q[n - len(d) - 1:], rng)",
+           "verify_drafts(d, p, q[:len(d) + 1], rng)",
            ("tests/test_batch_cascade.py::test_batched_rows_equal_each_row_alone_on_toys",
             "tests/test_batch_cascade.py"),
-           "batched cascade reads a row's reviewer laws from the first rows of the batched call, not its last: a row "
-           "with a shorter draft than its neighbours is verified against the laws after the wrong prefixes"),
-    Mutant("batch-cascade-accepted-counts-token", "cascade", "record", "picospec/batched/cascade.py",
-           '"accepted": [records[b]["accepted"] if b in records',
+           "batched cascade reads a row's reviewer laws from the first rows of the batched call, "
+           "not its last: a row with a shorter draft than its neighbours is verified against the "
+           "laws after the wrong prefixes"),
+    Mutant("batch-cascade-accepted-counts-token", "cascade", "record",
+           "picospec/batched/cascade.py", '"accepted": [records[b]["accepted"] if b in records',
            '"accepted": [len(records[b]["tokens"]) if b in records',
            ("tests/test_batch_cascade.py::test_batched_rows_equal_each_row_alone_on_toys",
             "tests/test_batch_cascade.py"),
@@ -369,16 +439,19 @@ MUTANTS = (
     Mutant("specinfer-repeats-merged", "specinfer", "rule", "picospec/specinfer.py",
            "picks = [sample(p, rng) for _ in range(k)]",
            "picks = list(dict.fromkeys(sample(p, rng) for _ in range(k)))",
-           ("tests/test_specinfer.py",), "repeated i.i.d. draws tried once: the residual moves too little"),
+           ("tests/test_specinfer.py",),
+           "repeated i.i.d. draws tried once: the residual moves too little"),
     Mutant("specinfer-nodes-are-draws", "specinfer", "record", "picospec/specinfer.py",
-           "drafted=depth(parents), nodes=len(tokens)))", "drafted=depth(parents), nodes=len(trie.draws)))",
-           (ORIGINS + "::test_origins_are_what_happened[specinfer]",), "nodes counts draws, not scored nodes"),
+           "nodes=len(tokens)))",
+           "nodes=len(trie.draws)))",
+           (ORIGINS + "::test_origins_are_what_happened[specinfer]",),
+           "nodes counts draws, not scored nodes"),
     Mutant("sequoia-draws-with-replacement", "sequoia", "rule", "picospec/sequoia.py",
            "p[picks[-1]] = 0", "p[picks[-1]] *= 1",
            ("tests/test_sequoia.py",), "siblings drawn with replacement but verified as without"),
     Mutant("sequoia-drafted-is-size", "sequoia", "record", "picospec/sequoia.py",
-           '["draft"] * len(path) + [origin], drafted=tree_depth(parents),',
-           '["draft"] * len(path) + [origin], drafted=len(tokens),',
+           "drafted=tree_depth(parents), nodes",
+           "drafted=len(tokens), nodes",
            (ORIGINS + "::test_origins_are_what_happened[sequoia]",),
            "drafted = the tree's size, not its depth"),
     # --- the methods table
@@ -388,12 +461,14 @@ MUTANTS = (
            ("tests/test_medusa.py",), "--posterior auto: greedy and lossless the wrong way round"),
     Mutant("methods-sampling-dropped", "methods", "rule", "picospec/methods.py",
            'if law(method, options) == "greedy":', 'if law(method, options) != "greedy":',
-           ("tests/test_methods.py",), "the sampling options kept from greedy-only rows and dropped from the rest"),
+           ("tests/test_methods.py",),
+           "the sampling options kept from greedy-only rows and dropped from the rest"),
 )
 
 
 def problems(mutants=MUTANTS, root=ROOT):
-    """What is wrong with the list itself, one line each: old text missing or not unique, unknown files or kinds."""
+    """What is wrong with the list itself, one line each: old text missing or not unique, unknown
+    files or kinds."""
     found, names = [], set()
     for m in mutants:
         if m.name in names:
@@ -409,14 +484,17 @@ def problems(mutants=MUTANTS, root=ROOT):
             continue
         count = path.read_text(encoding="utf-8").count(m.old)
         if count != 1:
-            found.append(f"{m.name}: its text occurs {count} times in {m.file} (must be exactly once): {m.old!r}")
-        found += [f"{m.name}: no test file {t}" for t in m.tests if not (root / t.split("::")[0]).is_file()]
+            found.append(f"{m.name}: its text occurs {count} times in {m.file} (must be exactly "
+                         f"once): {m.old!r}")
+        found += [f"{m.name}: no test file {t}" for t in m.tests
+                  if not (root / t.split("::")[0]).is_file()]
     return found
 
 
 def copy_checkout(dest):
     """The working tree (tracked and untracked files alike) without .git and caches."""
-    shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache",
+    shutil.copytree(ROOT, dest,
+                    ignore=shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache",
                                                               ".ipynb_checkpoints", "*.pyc"))
     return dest
 
@@ -425,14 +503,16 @@ FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
 
 
 def pytest(copy, args, timeout):
-    """pytest in the copy, no cache, no bytecode written -> the finished process (TimeoutExpired past timeout)."""
+    """pytest in the copy, no cache, no bytecode written -> the finished process (TimeoutExpired
+    past timeout)."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=copy, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+                          cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def run_mutant(m, copy, timeout):
-    """Plant m in the copy, run its tests with -x, put the file back -> (status, the test that caught it, seconds)."""
+    """Plant m in the copy, run its tests with -x, put the file back -> (status, the test that
+    caught it, seconds)."""
     path = copy / m.file
     original = path.read_text(encoding="utf-8")
     if original.count(m.old) != 1:
@@ -454,14 +534,17 @@ def run_mutant(m, copy, timeout):
     if done.returncode == 1:
         hit = FAILED.search(done.stdout)
         return "caught", hit.group(1) if hit else "(a failing test)", seconds
-    tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or [f"pytest exit {done.returncode}"]
+    tail = (done.stdout
+            + done.stderr).strip().splitlines()[-1:] or [f"pytest exit {done.returncode}"]
     return "caught", f"collection/usage error: {tail[0][:100]}", seconds
 
 
 def confirm(results, copy, timeout):
-    """Run every test that caught a mutant once more, together, on the unmutated copy: one that fails there too
-    caught nothing (the tree is broken, or the test is) and its mutant becomes an error. -> the tests that failed."""
-    nodes = sorted({where for _, status, where, _ in results if status == "caught" and "::" in where})
+    """Run every test that caught a mutant once more, together, on the unmutated copy: one that
+    fails there too caught nothing (the tree is broken, or the test is) and its mutant becomes an
+    error. -> the tests that failed."""
+    nodes = sorted({where for _, status, where,
+                    _ in results if status == "caught" and "::" in where})
     if not nodes:
         return set()
     try:
@@ -472,7 +555,8 @@ def confirm(results, copy, timeout):
 
 
 def main(only=None, timeout=300, list=False):
-    """Run the curated mutants (or those named by --only) and print caught / missed; exit 1 if any is not caught."""
+    """Run the curated mutants (or those named by --only) and print caught / missed; exit 1 if any
+    is not caught."""
     chosen = [m for m in MUTANTS if not only or m.name in only]
     unknown = sorted(set(only or ()) - {m.name for m in MUTANTS})
     if unknown:
@@ -496,13 +580,15 @@ def main(only=None, timeout=300, list=False):
     for i, (m, status, where, seconds) in enumerate(results):
         if status == "caught" and where in broken:
             results[i] = (m, "error", f"{where} fails without the mutant too", seconds)
-            print(f"error   {m.name:<{width}}  {where} fails without the mutant too: fix the tree or the test first")
+            print(f"error   {m.name:<{width}}  {where} fails without the mutant too: fix the tree "
+                  f"or the test first")
     statuses = [status for _, status, _, _ in results]
     caught, used = statuses.count("caught"), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
-    print(f"\n{caught}/{len(statuses)} caught in {time.perf_counter() - start:.0f} s ({cpu:.0f} s of CPU); each "
-          f"catching test passes without its mutant"
-          + "".join(f", {statuses.count(s)} {s}" for s in ("missed", "timeout", "error") if statuses.count(s)))
+    print(f"\n{caught}/{len(statuses)} caught in {time.perf_counter() - start:.0f} s ({cpu:.0f} s "
+          f"of CPU); each catching test passes without its mutant"
+          + "".join(f", {statuses.count(s)} {s}" for s in ("missed", "timeout", "error")
+                    if statuses.count(s)))
     if caught < len(statuses):
         sys.exit(1)
 
@@ -510,7 +596,9 @@ def main(only=None, timeout=300, list=False):
 if __name__ == "__main__":
     from gpt2.cli import Option, command
 
-    command(main, [Option("only", "strs", None, "run only these mutants (names as --list prints them)"),
-                   Option("timeout", int, 300, "seconds one mutant's tests may run before it counts as a timeout",
+    command(main,
+            [Option("only", "strs", None, "run only these mutants (names as --list prints them)"),
+                   Option("timeout", int, 300,
+                          "seconds one mutant's tests may run before it counts as a timeout",
                           low=1),
                    Option("list", bool, False, "print the list and run nothing")])

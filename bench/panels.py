@@ -1,17 +1,20 @@
-"""Weight panels (gpt2/fast/panels.py) on and off, every row of the method table on this machine's CPU.
+"""Weight panels (gpt2/fast/panels.py) on and off, every row of the method table on this machine's
+CPU.
 
-    python -m bench.panels                        # the built-in pair, 4 held-out prompts x 64 new tokens
+    # the built-in pair, 4 held-out prompts x 64 new tokens
+    python -m bench.panels
     python -m bench.panels --n_prompts 8 --n_tokens 48
 
-Protocol. The rows are loaded twice, with PICOSPEC_PANELS=0 and =1 (models, drafts and heads: the engines read the
-policy when they are built). For each row of the table (each with its default options) and each setting, the row runs
-against autoregressive decoding back to back on every prompt (bench.harness.compare), temperature 0, then speculative
-sampling at temperature 1 (seeds 0 and 1); the two settings run one after the other, in alternating order row
-by row. Reported: tokens per target call,
-what one verification call costs against a one-token call, ms per token of autoregressive decoding and of the method
-(medians over prompts), and the speedup as the median of the per-prompt ratios. Autoregressive decoding makes one-row
-calls, which the panels leave alone, so its ms per token should agree between the two settings (a check on load).
-BLAS threads: the policy's (one for the built-in pair). Shapes: none; this file only times things.
+Protocol. The rows are loaded twice, with PICOSPEC_PANELS=0 and =1 (models, drafts and heads: the
+engines read the policy when they are built). For each row of the table (each with its default
+options) and each setting, the row runs against autoregressive decoding back to back on every prompt
+(bench.harness.compare), temperature 0, then speculative sampling at temperature 1 (seeds 0 and 1);
+the two settings run one after the other, in alternating order row by row. Reported: tokens per
+target call, what one verification call costs against a one-token call, ms per token of
+autoregressive decoding and of the method (medians over prompts), and the speedup as the median of
+the per-prompt ratios. Autoregressive decoding makes one-row calls, which the panels leave alone, so
+its ms per token should agree between the two settings (a check on load). BLAS threads: the policy's
+(one for the built-in pair). Shapes: none; this file only times things.
 """
 import os
 
@@ -23,7 +26,8 @@ from picospec.methods import METHODS
 
 
 def rows_with(panels, encoder, store):
-    """Every row of the table loaded with weight panels on or off (the variable decides over the policy)."""
+    """Every row of the table loaded with weight panels on or off (the variable decides over the
+    policy)."""
     before = os.environ.get("PICOSPEC_PANELS")
     os.environ["PICOSPEC_PANELS"] = "1" if panels else "0"
     try:
@@ -36,29 +40,34 @@ def rows_with(panels, encoder, store):
 
 
 def main(n_prompts=4, n_tokens=64, out=None):
-    """Every row's speedup over autoregressive decoding with weight panels off and on, side by side."""
+    """Every row's speedup over autoregressive decoding with weight panels off and on, side by
+    side."""
     encoder, prompts, store = setup(n_prompts, 64)
     rows = {on: rows_with(on, encoder, store) for on in (False, True)}
     top = header(thread_policy(rows[True]["speculative"]["target"].n_params))
     print(top, flush=True)
     cases = [(m, {"temperature": 0.0}, [0], {}) for m in METHODS if m.name != "autoregressive"]
-    cases.append((next(m for m in METHODS if m.name == "speculative"), {"temperature": 1.0}, [0, 1], {"K": 4}))
+    cases.append((next(m for m in METHODS if m.name == "speculative"), {"temperature": 1.0}, [0, 1],
+                  {"K": 4}))
     rows_out = []
     for i, (m, sampling, seeds, options) in enumerate(cases):
         order = (False, True) if i % 2 == 0 else (True, False)  # neither setting always runs second
-        r = {on: compare(m, prompts, rows[on][m.name], n_tokens, seeds, sampling, **options) for on in order}
+        r = {on: compare(m, prompts, rows[on][m.name], n_tokens, seeds, sampling, **options)
+             for on in order}
         name = m.name if sampling["temperature"] == 0 else f"{m.name}, T = 1"
-        rows_out.append([name, f"{r[True]['tokens_per_call']:.2f}", f"{r[False]['verify_cost']:.2f} / "
+        rows_out.append([name, f"{r[True]['tokens_per_call']:.2f}",
+                         f"{r[False]['verify_cost']:.2f} / "
                     f"{r[True]['verify_cost']:.2f}", f"{r[False]['ms_per_token_base']:.2f} / "
                     f"{r[True]['ms_per_token_base']:.2f}", f"{r[False]['ms_per_token']:.2f} / "
-                    f"{r[True]['ms_per_token']:.2f}", f"{r[False]['speedup']:.2f}x", f"**{r[True]['speedup']:.2f}x**"])
+                    f"{r[True]['ms_per_token']:.2f}", f"{r[False]['speedup']:.2f}x",
+                    f"**{r[True]['speedup']:.2f}x**"])
         print(rows_out[-1], flush=True)
-    line = (f"\n`python -m bench.panels --n_prompts {n_prompts} --n_tokens {n_tokens}` ({n_prompts} "
-            f"held-out prompts x {n_tokens} new tokens, temperature 0 except the last row; 1-minute "
-            f"load {os.getloadavg()[0]:.1f} at the end)\n")
+    line = (f"\n`python -m bench.panels --n_prompts {n_prompts} --n_tokens {n_tokens}` "
+            f"({n_prompts} held-out prompts x {n_tokens} new tokens, temperature 0 except the last "
+            f"row; 1-minute load {os.getloadavg()[0]:.1f} at the end)\n")
     columns = ["method", "tokens / target call", "verify / 1-token call (off / on)",
-               "autoregressive ms/token (off / on)", "method ms/token (off / on)", "speedup, panels off",
-               "speedup, panels on"]
+               "autoregressive ms/token (off / on)", "method ms/token (off / on)",
+               "speedup, panels off", "speedup, panels on"]
     text = "\n".join([line] + table(columns, rows_out))
     print(text)
     if out:

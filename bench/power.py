@@ -12,9 +12,9 @@ target law q [C] until its chi-square distance from q is a lower confidence boun
 (M draws add (C - 1) / M to it on average, with sd 2 sqrt(chi2 / M); two sd are taken off), so an
 estimate's noise can only ask for more sequences. Then REPEATS = 20,000 multinomial draws of n
 sequences from that law are each G-tested against q at ALPHA exactly as check_law tests
-(picospec.check.exact_law.g_statistic: rare cells pooled, a sequence of probability 0 rejects); the power
-is the share rejected, and n the smallest on a grid of two significant digits with power >= 0.999,
-and at least LEAST = 100 (fewer sequences pool nearly every cell: the G-test would check the
+(picospec.check.exact_law.g_statistic: rare cells pooled, a sequence of probability 0 rejects); the
+power is the share rejected, and n the smallest on a grid of two significant digits with power >=
+0.999, and at least LEAST = 100 (fewer sequences pool nearly every cell: the G-test would check the
 support alone). A test with several cases (parametrized, or one check per batch row) uses one n,
 the largest its cases need; its line gives the least power over its cases at the n it uses,
 measured again on fresh draws (below 0.999 there, within the noise of 20,000 draws, the test gets
@@ -157,9 +157,9 @@ def speculative():
     resample = patch("sps.verify_chain", "resample_from_target")
     T = "tests/test_speculative.py::"
 
-    def sps(K=2, options={}, **kw):
+    def sps(K=2, options=None, **kw):
         models = lambda m: {k: getattr(m, v) for k, v in kw.items()}  # noqa: E731  draft=, target=
-        return lambda m, n, seed: m.sps_runs(K, n, seed, **models(m), **options)
+        return lambda m, n, seed: m.sps_runs(K, n, seed, **models(m), **(options or {}))
     joint = tuple(Case(f"K={K},{o or 'T=1'}", resample, sps(K, o), law_of(o))
                   for K in (1, 2, 4) for o in OPTIONS)
     argmax = patch("sps.sample", "argmax_sample")

@@ -74,12 +74,11 @@ def results_table(root):
     cpu = {r[0]: (r[1], r[5] if panels == "off" else r[6]) for r in cpu_rows}
     gpu = {r[0]: (r[1], r[5]) for r in gpu_rows}
     names = [m.name for m in METHODS if m.name != "autoregressive"] + ["speculative, T = 1"]
-    lines = [f"CPU: {protocol_field(cpu_text, 'CPU')}, {protocol_field(cpu_text, 'BLAS')}, "
-             f"weight panels {panels} ([results/panels.md](docs/results/panels.md)). "
-             f"GPU: {protocol_field(gpu_text, 'versions')} "
-             "([results/gpu.md](docs/results/gpu.md)). "
-             "Temperature 0 unless noted; speedups against autoregressive decoding on the same "
-             "device.", "",
+    lines = [f"CPU: {protocol_field(cpu_text, 'CPU')}, {protocol_field(cpu_text, 'BLAS')}, weight "
+             f"panels {panels} ([results/panels.md](docs/results/panels.md)). GPU: "
+             f"{protocol_field(gpu_text, 'versions')} ([results/gpu.md](docs/results/gpu.md)). "
+             f"Temperature 0 unless noted; speedups against autoregressive decoding on the same "
+             f"device.", "",
              "| method | CPU: tokens / target call | CPU: speedup | GPU: tokens / target call "
              "| GPU: speedup |", "|---|---|---|---|---|"]
     for name in names:

@@ -1,12 +1,13 @@
 """The test suite's cost: run it as CI does, then list where the time went.
 
-    python -m bench.suite                            # the whole suite on 2 workers: wall time, the 40 slowest
+    # the whole suite on 2 workers: wall time, the 40 slowest
+    python -m bench.suite
     python -m bench.suite --marks "not slow"         # the quick tier
     python -m bench.suite --out docs/results/suite.md
 
-Each test's time is its wall time inside its pytest-xdist worker (pytest's --junitxml), so the sums per file are
-what a file costs the workers; the suite's wall time and the CPU time of all its processes are measured around it.
-The exit status is pytest's: non-zero when a test fails.
+Each test's time is its wall time inside its pytest-xdist worker (pytest's --junitxml), so the sums
+per file are what a file costs the workers; the suite's wall time and the CPU time of all its
+processes are measured around it. The exit status is pytest's: non-zero when a test fails.
 """
 import os
 import resource
@@ -56,8 +57,9 @@ def main(workers=2, marks=None, slowest=40, out=None):
         per_file[file] += seconds
     selected = f"`-m \"{marks}\"`" if marks else "every test"
     with page_of_output(out, threads=f"{workers} pytest-xdist workers, one BLAS thread each"):
-        print(f"Suite: {selected}, {workers} worker(s): {wall:.0f} s wall, {cpu:.0f} s CPU in all its "
-              f"processes; {len(found)} tests: " + ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items()))
+        print(f"Suite: {selected}, {workers} worker(s): {wall:.0f} s wall, {cpu:.0f} s CPU in all "
+              f"its processes; {len(found)} tests: "
+              + ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items()))
               + f"; 1-minute load {load:.2f} before the run.\n")
         print("| file | seconds in workers |\n|---|---|")
         for file, seconds in per_file.most_common(15):
@@ -73,6 +75,8 @@ if __name__ == "__main__":
     from gpt2.cli import Option, command
 
     command(main, [Option("workers", int, 2, "pytest-xdist workers (1: no xdist)", low=1, high=64),
-                   Option("marks", str, None, "run only tests matching this marker expression, e.g. 'not slow'"),
+                   Option("marks", str, None,
+                          "run only tests matching this marker expression, e.g. 'not slow'"),
                    Option("slowest", int, 40, "how many of the slowest tests to list", low=1),
-                   Option("out", "out", None, "also write the results page here (docs/results/suite.md)")])
+                   Option("out", "out", None,
+                          "also write the results page here (docs/results/suite.md)")])

@@ -81,7 +81,8 @@ def read_heads_config(path):
     if type(tied) is not bool:
         raise CorruptFile(path, f"tied is {tied!r}; it must be true or false", RETRAIN)
     if act not in ACTIVATIONS:
-        raise CorruptFile(path, f"act is {act!r}; it must be one of {', '.join(ACTIVATIONS)}", RETRAIN)
+        raise CorruptFile(path, f"act is {act!r}; it must be one of {', '.join(ACTIVATIONS)}",
+                          RETRAIN)
     if config.get("kind") is not None and config["kind"] not in HEADS_KINDS:
         raise CorruptFile(path, f"kind is {config['kind']!r}; it must be one of "
                                 f"{', '.join(HEADS_KINDS)}", RETRAIN)

@@ -1,9 +1,10 @@
-"""Forward and backward passes of GPT-2 for training, llm.c style: paired X_forward / X_backward functions.
+"""Forward and backward passes of GPT-2 for training, llm.c style: paired X_forward / X_backward
+functions.
 
-Each X_forward computes its output with gpt2/model.py's function (the one forward of the project) and keeps what the
-backward needs; X_backward(dout, cache) returns the gradient of its inputs and params. A backward recomputes from
-the saved inputs what its rule reads (the normalised x of a layer norm, tanh of gelu's argument, the attention
-probabilities), as flash attention recomputes them.
+Each X_forward computes its output with gpt2/model.py's function (the one forward of the project)
+and keeps what the backward needs; X_backward(dout, cache) returns the gradient of its inputs and
+params. A backward recomputes from the saved inputs what its rule reads (the normalised x of a layer
+norm, tanh of gelu's argument, the attention probabilities), as flash attention recomputes them.
 Shape letters: B batch, T sequence length, C n_embd, H n_head, D = C // H, V n_vocab, F = 4*C.
 Float32 in, float32 out: every constant is a Python float.
 """
@@ -43,7 +44,8 @@ def layernorm_backward(dout, cache):
     dg = (dout * xhat).reshape(-1, C).sum(0)
     db = dout.reshape(-1, C).sum(0)
     dxhat = dout * g
-    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True) - xhat * (dxhat * xhat).mean(-1, keepdims=True))
+    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True) - xhat
+                 * (dxhat * xhat).mean(-1, keepdims=True))
     return dx, dg, db
 
 
@@ -52,8 +54,8 @@ def linear_forward(x, w, b):  # [B, T, I] @ [I, O] + [O] -> [B, T, O]
 
 
 def linear_backward(dout, x, w):
-    I, O = w.shape
-    x2, d2 = x.reshape(-1, I), dout.reshape(-1, O)
+    n_in, n_out = w.shape
+    x2, d2 = x.reshape(-1, n_in), dout.reshape(-1, n_out)
     return (d2 @ w.T).reshape(x.shape), x2.T @ d2, d2.sum(0)
 
 
@@ -80,11 +82,13 @@ def attention_backward(dy, cache):  # [B, T, C] -> dqkv [B, T, 3C]
     q, k, v, mask = cache
     B, H, T, D = q.shape
     xp = xp_of(dy)
-    att = softmax(xp.where(mask, (q * (1 / math.sqrt(D))) @ k.transpose(0, 1, 3, 2), -math.inf))  # [B, H, T, T]
+    # [B, H, T, T]
+    att = softmax(xp.where(mask, (q * (1 / math.sqrt(D))) @ k.transpose(0, 1, 3, 2), -math.inf))
     dy = dy.reshape(B, T, H, D).transpose(0, 2, 1, 3)  # [B, H, T, D]
     datt = dy @ v.transpose(0, 1, 3, 2)  # [B, H, T, T]
     dv = att.transpose(0, 1, 3, 2) @ dy  # [B, H, T, D]
-    dscores = att * (datt - (datt * att).sum(-1, keepdims=True)) / math.sqrt(D)  # softmax backward; masked -> 0
+    # softmax backward; masked -> 0
+    dscores = att * (datt - (datt * att).sum(-1, keepdims=True)) / math.sqrt(D)
     dq = dscores @ k  # [B, H, T, D]
     dk = dscores.transpose(0, 1, 3, 2) @ q  # [B, H, T, D]
     dqkv = xp.stack([dq, dk, dv])  # [3, B, H, T, D]
@@ -139,11 +143,13 @@ def cross_entropy_backward(cache):
     xp = xp_of(logp)
     B, T = targets.shape
     dlogits = xp.exp(logp)
-    xp.put_along_axis(dlogits, targets[..., None], xp.take_along_axis(dlogits, targets[..., None], -1) - 1, -1)
+    xp.put_along_axis(dlogits, targets[..., None],
+                      xp.take_along_axis(dlogits, targets[..., None], -1) - 1, -1)
     return dlogits / (B * T)
 
 
-def gpt2_hidden_forward(params, hparams, ids):  # [B, T] -> final hidden states h [B, T, C] (after ln_f), cache
+# [B, T] -> final hidden states h [B, T, C] (after ln_f), cache
+def gpt2_hidden_forward(params, hparams, ids):
     x, c_emb = embedding_forward(ids, params["wte"], params["wpe"])
     caches = []
     for p in params["blocks"]:
@@ -153,7 +159,8 @@ def gpt2_hidden_forward(params, hparams, ids):  # [B, T] -> final hidden states 
     return h, (c_emb, caches, c_lnf)
 
 
-def gpt2_hidden_backward(dh, cache, params):  # dh [B, T, C] -> grads of every param (wte: embedding use only)
+# dh [B, T, C] -> grads of every param (wte: embedding use only)
+def gpt2_hidden_backward(dh, cache, params):
     c_emb, caches, c_lnf = cache
     dx, dg, db = layernorm_backward(dh, c_lnf)
     grads = {"ln_f": {"g": dg, "b": db}, "blocks": [None] * len(params["blocks"])}

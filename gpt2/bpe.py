@@ -1,16 +1,20 @@
-"""Training a byte-level BPE vocabulary in GPT-2's file formats (Sennrich et al. 2016; GPT-2's byte-level variant).
+"""Training a byte-level BPE vocabulary in GPT-2's file formats (Sennrich et al. 2016; GPT-2's
+byte-level variant).
 
-Start from the 256 byte symbols; split the corpus into words with GPT-2's regex and count each distinct word once
-with its frequency; then repeatedly merge the most frequent adjacent pair of symbols into a new symbol. Pair counts
-are updated incrementally: a merge only revisits the words that contain the merged pair, so ~4,000 merges over the
-Python standard library take about half a minute rather than hours.
+Start from the 256 byte symbols; split the corpus into words with GPT-2's regex and count each
+distinct word once with its frequency; then repeatedly merge the most frequent adjacent pair of
+symbols into a new symbol. Pair counts are updated incrementally: a merge only revisits the words
+that contain the merged pair, so ~4,000 merges over the Python standard library take about half a
+minute rather than hours.
 
-Tie-breaking: among pairs of equal count, the lexicographically largest (first, second) pair of symbol strings wins.
+Tie-breaking: among pairs of equal count, the lexicographically largest (first, second) pair of
+symbol strings wins.
 
-Example (by hand): words {"abab": 2, "ab": 1} -> pair counts (a,b)=5, (b,a)=2 -> merge 1 is (a,b) -> words
-"ab ab" x2 and "ab" -> pair counts (ab,ab)=2 -> merge 2 is (ab,ab) -> "abab".
+Example (by hand): words {"abab": 2, "ab": 1} -> pair counts (a,b)=5, (b,a)=2 -> merge 1 is (a,b) ->
+words "ab ab" x2 and "ab" -> pair counts (ab,ab)=2 -> merge 2 is (ab,ab) -> "abab".
 
-    python -m gpt2.bpe --out gpt2/assets/tiny-target --vocab_size 4096        # the Python stdlib (see gpt2.corpus)
+    # the Python stdlib (see gpt2.corpus)
+    python -m gpt2.bpe --out gpt2/assets/tiny-target --vocab_size 4096
 """
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -28,12 +32,15 @@ def count_words(texts):
 
 
 def train_bpe(texts, vocab_size=4096, verbose=False):
-    """-> (encoder {token: id}, merges [(a, b)]): ids 0..255 are the bytes, then one id per merge, then <|endoftext|>."""
+    """-> (encoder {token: id}, merges [(a, b)]): ids 0..255 are the bytes, then one id per merge,
+    then <|endoftext|>."""
     byte_encoder = bytes_to_unicode()
     words = count_words(texts)
-    symbols = [[byte_encoder[b] for b in word.encode("utf-8")] for word in words]  # each word as its symbols
+    # each word as its symbols
+    symbols = [[byte_encoder[b] for b in word.encode("utf-8")] for word in words]
     freqs = list(words.values())
-    pairs, where = Counter(), defaultdict(set)  # pair -> count over the corpus; pair -> words that contain it
+    # pair -> count over the corpus; pair -> words that contain it
+    pairs, where = Counter(), defaultdict(set)
     for w, (word, f) in enumerate(zip(symbols, freqs)):
         for pair in zip(word, word[1:]):
             pairs[pair] += f
@@ -71,8 +78,9 @@ def train_bpe(texts, vocab_size=4096, verbose=False):
 def main(out, vocab_size=4096, files=None):
     """Train a byte-level BPE vocabulary and write vocab.json + merges.txt into the folder OUT.
 
-    The corpus is FILES (comma-separated UTF-8 text files), or by default the Python standard library's source (all
-    splits, see gpt2.corpus). Example: python -m gpt2.bpe --out gpt2/assets/tiny-target --vocab_size 4096
+    The corpus is FILES (comma-separated UTF-8 text files), or by default the Python standard
+    library's source (all splits, see gpt2.corpus). Example: python -m gpt2.bpe --out
+    gpt2/assets/tiny-target --vocab_size 4096
     """
     from gpt2.encoder import save_tokenizer
 
@@ -87,20 +95,24 @@ def read_text(path):
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"--files {path} is not UTF-8 text ({e.reason} at byte {e.start}); leave it out") from None
+        raise ValueError(f"--files {path} is not UTF-8 text ({e.reason} at byte {e.start}); leave "
+                         f"it out") from None
 
 
-def no_file(path):  # -> None, or why one of --files cannot be read (the door checks each item of a list)
+# -> None, or why one of --files cannot be read (the door checks each item of a list)
+def no_file(path):
     if not Path(path).is_file():
         return "no such file" + (" (it is a folder)" if Path(path).is_dir() else "")
 
 
 OPTIONS = [
-    Option("out", "path", None, "folder to write vocab.json + merges.txt into (made if missing)", check=out_folder,
-           required=True),
-    Option("vocab_size", int, 4096, "tokens: 256 bytes + merges + <|endoftext|> (gpt2.corpus stores ids as uint16)",
+    Option("out", "path", None, "folder to write vocab.json + merges.txt into (made if missing)",
+           check=out_folder, required=True),
+    Option("vocab_size", int, 4096,
+           "tokens: 256 bytes + merges + <|endoftext|> (gpt2.corpus stores ids as uint16)",
            low=257, high=65536),
-    Option("files", "strs", None, "comma-separated UTF-8 text files to train on (default: the Python standard library)",
+    Option("files", "strs", None,
+           "comma-separated UTF-8 text files to train on (default: the Python standard library)",
            check=no_file),
 ]
 

@@ -1,26 +1,30 @@
-"""The one door every command goes through: parse, check and convert the command line BEFORE any work starts.
+"""The one door every command goes through: parse, check and convert the command line BEFORE any
+work starts.
 
     from gpt2.cli import Option, command
-    command(main, [Option("data", "dir", None, "folder of train.bin / val.bin"), Option("steps", int, 100, "...", low=1)])
+    command(main, [Option("data", "dir", None, "folder of train.bin / val.bin"), Option("steps",
+    int, 100, "...", low=1)])
 
-It replaces fire, which picospec used before: fire turns `--prompt 1e5` into 100000.0 and `--prompt "Hello, world"`
-into a tuple, runs a function with an unknown option until it is about to return, and maps `-h` to the first option
-that starts with h; a layer in front of it would have had to parse everything itself anyway. Here every value
-arrives as the type its option declares (text stays text, verbatim), and a mistake is one line:
+It replaces fire, which picospec used before: fire turns `--prompt 1e5` into 100000.0 and `--prompt
+"Hello, world"` into a tuple, runs a function with an unknown option until it is about to return,
+and maps `-h` to the first option that starts with h; a layer in front of it would have had to parse
+everything itself anyway. Here every value arrives as the type its option declares (text stays text,
+verbatim), and a mistake is one line:
 
     error: unknown option --temprature: did you mean --temperature?
     error: --n_tokens must be an integer; got 'nan'
 
-Option types: int, float, str (verbatim text), bool (a flag: --json, --nojson, --json=false), "ints" / "floats" /
-"strs" (comma-separated lists), "file" (an existing file), "dir" (an existing folder), "out" (a path whose parent
-folder exists), "path" (any path, checked by the command). `low`/`high` bound numbers (inclusive), `above` is an
-exclusive lower bound, `choices` lists the allowed values, `check(value) -> message or None` does the rest.
-An option with default None is optional; `required=True` makes the command refuse to start without it.
+Option types: int, float, str (verbatim text), bool (a flag: --json, --nojson, --json=false), "ints"
+/ "floats" / "strs" (comma-separated lists), "file" (an existing file), "dir" (an existing folder),
+"out" (a path whose parent folder exists), "path" (any path, checked by the command). `low`/`high`
+bound numbers (inclusive), `above` is an exclusive lower bound, `choices` lists the allowed values,
+`check(value) -> message or None` does the rest. An option with default None is optional;
+`required=True` makes the command refuse to start without it.
 
-`run(fn, argv, options, ...)` then calls fn(**values). Inside, a user's mistake found later (a file that does not
-parse, a model that does not fit) is raised as ValueError with a message that says what to do: it is printed as
-`error: ...` and the command exits 2. Ctrl-C exits 130 and a closed pipe (`| head`) exits quietly, without a
-traceback; anything else is a bug and keeps its traceback.
+`run(fn, argv, options, ...)` then calls fn(**values). Inside, a user's mistake found later (a file
+that does not parse, a model that does not fit) is raised as ValueError with a message that says
+what to do: it is printed as `error: ...` and the command exits 2. Ctrl-C exits 130 and a closed
+pipe (`| head`) exits quietly, without a traceback; anything else is a bug and keeps its traceback.
 """
 import difflib
 import inspect
@@ -42,26 +46,31 @@ class Option(NamedTuple):
     choices: tuple = None
     check: object = None  # check(value) -> message or None; for a list type, of each item
     required: bool = False
-    check_list: object = None  # for a list type: check(values) -> message or None, of the whole list
+    # for a list type: check(values) -> message or None, of the whole list
+    check_list: object = None
 
 
 class UsageError(ValueError):
     """A command line that cannot run: printed as one line, exit status 2."""
 
 
-TYPE_NAMES = {int: "an integer", float: "a number", str: "text", bool: "true or false", "ints": "integers, comma-separated",
-              "floats": "numbers, comma-separated", "strs": "names, comma-separated", "file": "an existing file",
+TYPE_NAMES = {int: "an integer", float: "a number", str: "text", bool: "true or false",
+              "ints": "integers, comma-separated",
+              "floats": "numbers, comma-separated", "strs": "names, comma-separated",
+              "file": "an existing file",
               "dir": "an existing folder", "out": "a path in an existing folder", "path": "a path"}
 
 
-METAVARS = {int: "N", float: "X", str: "TEXT", "ints": "N,N", "floats": "X,X", "strs": "A,B", "file": "FILE",
-            "dir": "DIR", "out": "FILE", "path": "PATH"}
+METAVARS = {int: "N", float: "X", str: "TEXT", "ints": "N,N", "floats": "X,X", "strs": "A,B",
+            "file": "FILE", "dir": "DIR", "out": "FILE", "path": "PATH"}
 
 
 def convert(option, text):
-    """The value of `--name text` as the option's type, checked; UsageError naming the option otherwise.
+    """The value of `--name text` as the option's type, checked; UsageError naming the option
+    otherwise.
 
-    Example: convert(Option("K", int, low=1), "4") -> 4; "4.0", "nan", "four" and "0" are each a one-line error.
+    Example: convert(Option("K", int, low=1), "4") -> 4; "4.0", "nan", "four" and "0" are each a
+    one-line error.
     """
     flag, kind = f"--{option.name}", option.type
     if kind in ("ints", "floats", "strs"):
@@ -76,7 +85,8 @@ def convert(option, text):
     if kind is bool:
         low = text.lower()
         if low not in ("true", "false", "1", "0", "yes", "no"):
-            raise UsageError(f"{flag} is a switch: write {flag} or --no{option.name}; got {flag}={text}")
+            raise UsageError(f"{flag} is a switch: write {flag} or --no{option.name}; got "
+                             f"{flag}={text}")
         return low in ("true", "1", "yes")
     if kind is int:
         try:
@@ -92,20 +102,22 @@ def convert(option, text):
             raise UsageError(f"{flag} must be a finite number; got {text!r}")
     else:
         value = text  # text and paths arrive verbatim
-        if kind != str and not text:
+        if kind is not str and not text:
             raise UsageError(f"{flag} needs a path; got an empty string")
         if kind == "file" and not Path(text).is_file():
-            raise UsageError(f"{flag} {text}: no such file" + (" (it is a folder)" if Path(text).is_dir() else ""))
+            raise UsageError(f"{flag} {text}: no such file"
+                             + (" (it is a folder)" if Path(text).is_dir() else ""))
         if kind == "dir" and not Path(text).is_dir():
             raise UsageError(f"{flag} {text}: no such folder")
         if kind == "out":
             if Path(text).is_dir():
                 raise UsageError(f"{flag} {text} is a folder: give a file name")
             if not Path(text).resolve().parent.is_dir():
-                raise UsageError(f"{flag} {text}: the folder {Path(text).resolve().parent} does not exist; create it first")
+                raise UsageError(f"{flag} {text}: the folder {Path(text).resolve().parent} does "
+                                 f"not exist; create it first")
             if (why := cannot_write_in(Path(text).resolve().parent)) is not None:
-                raise UsageError(f"{flag} {text}: cannot write in {Path(text).resolve().parent} ({why}): give a "
-                                 "folder you can write to")
+                raise UsageError(f"{flag} {text}: cannot write in {Path(text).resolve().parent} "
+                                 f"({why}): give a folder you can write to")
     check_value(option, value)
     return value
 
@@ -116,7 +128,8 @@ def check_value(option, value):
     if option.choices is not None and value not in option.choices:
         near = difflib.get_close_matches(str(value), [str(c) for c in option.choices], 1)
         hint = f" (did you mean {near[0]}?)" if near else ""
-        raise UsageError(f"unknown {flag} {value!r}{hint}: choose one of {', '.join(map(str, option.choices))}")
+        raise UsageError(f"unknown {flag} {value!r}{hint}: choose one of "
+                         f"{', '.join(map(str, option.choices))}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if option.low is not None and value < option.low:
             raise UsageError(f"{flag} must be >= {option.low}; got {value}")
@@ -144,8 +157,8 @@ def env_flag(name, default=None):
 
 
 def cannot_write_in(folder):
-    """Why no file can be made in `folder`, or None: a file is made and removed at once, before any work (permission
-    bits say nothing for root, nor for /proc or a full disk)."""
+    """Why no file can be made in `folder`, or None: a file is made and removed at once, before any
+    work (permission bits say nothing for root, nor for /proc or a full disk)."""
     import os
     import tempfile
 
@@ -159,7 +172,8 @@ def cannot_write_in(folder):
 
 
 def split(argv):
-    """argv -> [(name, text or None, as written)]: --name value, --name=value, --flag; -h/--help as ("help", None)."""
+    """argv -> [(name, text or None, as written)]: --name value, --name=value, --flag; -h/--help as
+    ("help", None)."""
     out, i = [], 0
     while i < len(argv):
         arg = argv[i]
@@ -171,19 +185,22 @@ def split(argv):
         elif arg.startswith("-") and len(arg) > 1 and not arg[1].isdigit():
             raise UsageError(f"unknown option {arg}: options are written --name value (see --help)")
         else:
-            raise UsageError(f"unexpected argument {arg!r}: options are written --name value; quote text with spaces "
-                             f"(see --help)")
+            raise UsageError(f"unexpected argument {arg!r}: options are written --name value; "
+                             f"quote text with spaces (see --help)")
         i += 1
-        if out[-1][1] is None and out[-1][0] != "help" and i < len(argv) and not argv[i].startswith("--"):
+        if (out[-1][1] is None and out[-1][0] != "help" and i < len(argv)
+            and not argv[i].startswith("--")):
             out[-1] = (out[-1][0], argv[i], out[-1][2])  # the next word is this option's value
             i += 1
     return out
 
 
 def parse(argv, options, elsewhere=None):
-    """Command line -> {name: value} over `options` (defaults filled in), or UsageError. "help" -> {"help": True}.
+    """Command line -> {name: value} over `options` (defaults filled in), or UsageError. "help" ->
+    {"help": True}.
 
-    elsewhere: {name: message} for options this command does not take but a user may try (another method's).
+    elsewhere: {name: message} for options this command does not take but a user may try (another
+    method's).
     """
     known = {o.name: o for o in options}
     values, seen = {}, set()
@@ -191,7 +208,8 @@ def parse(argv, options, elsewhere=None):
         if name == "help":
             return {"help": True}
         option = known.get(name)
-        if option is None and name.startswith("no") and known.get(name[2:], Option("", None)).type is bool:
+        if option is None and name.startswith("no") and known.get(name[2:],
+                                                                  Option("", None)).type is bool:
             if text is not None:
                 raise UsageError(f"--{name} is a switch and takes no value; got {written}")
             option, text = known[name[2:]], "false"
@@ -207,10 +225,12 @@ def parse(argv, options, elsewhere=None):
         seen.add(option.name)
         if option.type is bool:
             if text is not None and "=" not in written and text.lower() not in ("true", "false"):
-                raise UsageError(f"--{option.name} is a switch and takes no value; got {text!r} after it")
+                raise UsageError(f"--{option.name} is a switch and takes no value; got {text!r} "
+                                 f"after it")
             text = "true" if text is None else text
         elif text is None:
-            raise UsageError(f"--{option.name} needs a value ({TYPE_NAMES.get(option.type, 'a value')})")
+            raise UsageError(f"--{option.name} needs a value "
+                             f"({TYPE_NAMES.get(option.type, 'a value')})")
         values[option.name] = convert(option, text)
     for option in options:
         if option.name not in values:
@@ -222,17 +242,21 @@ def parse(argv, options, elsewhere=None):
 
 def usage(prog, doc, options):
     """The help text: the command's description, then one line per option."""
-    lines = [f"usage: {prog} [--option value ...]", ""] + ([inspect.cleandoc(doc), ""] if doc else []) + ["options:"]
+    lines = [f"usage: {prog} [--option value ...]",
+             ""] + ([inspect.cleandoc(doc), ""] if doc else []) + ["options:"]
     for o in options:
         kind = "" if o.type is bool else " " + METAVARS.get(o.type, "VALUE")
-        shown = ",".join(map(str, o.default)) if isinstance(o.default, (list, tuple)) else repr(o.default)
-        default = "" if o.default is None or o.type is bool and not o.default else f" (default {shown})"
+        shown = ",".join(map(str, o.default)) if isinstance(o.default,
+                                                            (list, tuple)) else repr(o.default)
+        default = "" if o.default is None or o.type is bool and not o.default else (f" (default "
+                                                                                    f"{shown})")
         lines.append(f"  --{o.name}{kind}{'  [required]' if o.required else ''}  {o.help}{default}")
     return "\n".join(lines)
 
 
 def options_of(fn, **overrides):
-    """Options from a function's signature: type from the annotation (or the default), help from `overrides`.
+    """Options from a function's signature: type from the annotation (or the default), help from
+    `overrides`.
 
     overrides maps a parameter name to an Option (used as it is) or to a dict of Option fields.
     """
@@ -243,13 +267,16 @@ def options_of(fn, **overrides):
             out.append(given)
             continue
         default = None if p.default is inspect.Parameter.empty else p.default
-        kind = p.annotation if p.annotation is not inspect.Parameter.empty else type(default) if default is not None else str
-        out.append(Option(name, kind, default, required=p.default is inspect.Parameter.empty, **given))
+        kind = (p.annotation if p.annotation is not inspect.Parameter.empty else type(default)
+                if default is not None else str)
+        out.append(Option(name, kind, default, required=p.default is inspect.Parameter.empty,
+                          **given))
     return out
 
 
 def run(fn, argv=None, options=None, prog=None, doc=None, elsewhere=None):
-    """Parse argv against `options` (default: from fn's signature), then fn(**values), with one-line errors."""
+    """Parse argv against `options` (default: from fn's signature), then fn(**values), with one-line
+    errors."""
     argv = sys.argv[1:] if argv is None else list(argv)
     options = options_of(fn) if options is None else options
     prog = prog or Path(sys.argv[0]).name
@@ -265,7 +292,8 @@ def _run(fn, argv, options, prog, doc, elsewhere):
 
 
 def guarded(work):
-    """Run work(); a ValueError is a user's mistake (one line, exit 2), Ctrl-C exits 130, a closed pipe exits 141."""
+    """Run work(); a ValueError is a user's mistake (one line, exit 2), Ctrl-C exits 130, a closed
+    pipe exits 141."""
     try:
         result = work()
         sys.stdout.flush()  # a closed pipe shows here, inside the guard, not at exit
@@ -274,7 +302,8 @@ def guarded(work):
         print("\ninterrupted", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes stdout
+        # no second error when Python flushes stdout
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
     except ValueError as e:
         print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
@@ -289,5 +318,6 @@ def command(fn, options=None, **overrides):
     """`if __name__ == "__main__": command(main)`: run fn from sys.argv through the door."""
     module = inspect.getmodule(fn)
     prog = f"python -m {module.__spec__.name}" if module and module.__spec__ else None
-    return run(fn, options=options if options is not None else options_of(fn, **overrides), prog=prog)
+    return run(fn, options=options if options is not None else options_of(fn, **overrides),
+               prog=prog)
 

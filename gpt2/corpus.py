@@ -1,10 +1,12 @@
 """The training corpus, with no downloads: the Python standard library's own source on this machine.
 
-Anyone with the same Python version reproduces the built-in models' data. Files are split by a hash of their path
-relative to the standard library folder, so the split never depends on file order or machine:
-sha256(relative path) mod 100 < 90 -> train, < 95 -> val, else heldout (evaluation prompts; never trained on).
+Anyone with the same Python version reproduces the built-in models' data. Files are split by a hash
+of their path relative to the standard library folder, so the split never depends on file order or
+machine: sha256(relative path) mod 100 < 90 -> train, < 95 -> val, else heldout (evaluation prompts;
+never trained on).
 
-    python -m gpt2.corpus --tokenizer gpt2/assets/tiny-target --out data/     # train.bin, val.bin, heldout.bin, meta.json
+    # train.bin, val.bin, heldout.bin, meta.json
+    python -m gpt2.corpus --tokenizer gpt2/assets/tiny-target --out data/
 """
 import hashlib
 import json
@@ -61,7 +63,8 @@ def tokenize(files, encoder):
 
 
 def main(tokenizer, out, root=None):
-    """Tokenize the standard library (or ROOT) into OUT/train.bin, val.bin, heldout.bin (uint16 ids) and meta.json.
+    """Tokenize the standard library (or ROOT) into OUT/train.bin, val.bin, heldout.bin (uint16 ids)
+    and meta.json.
 
     Example: python -m gpt2.corpus --tokenizer gpt2/assets/tiny-target --out data
     """
@@ -70,17 +73,20 @@ def main(tokenizer, out, root=None):
 
     encoder, out, root = load_encoder(tokenizer), Path(out), Path(root or stdlib_root())
     if encoder.n_vocab > 65536:
-        raise ValueError(f"--tokenizer {tokenizer} has {encoder.n_vocab} tokens: they do not fit uint16 token files "
-                         "(at most 65536)")
+        raise ValueError(f"--tokenizer {tokenizer} has {encoder.n_vocab} tokens: they do not fit "
+                         f"uint16 token files (at most 65536)")
     splits = split_files(stdlib_files(root), root)
     if not any(splits.values()):
-        raise ValueError(f"--root {root}: no UTF-8 .py files there (test folders and site-packages are left out)")
+        raise ValueError(f"--root {root}: no UTF-8 .py files there (test folders and site-packages "
+                         f"are left out)")
     meta = {"n_vocab": encoder.n_vocab, "tokenizer": encoder.fingerprint, "root": str(root),
             "tokens": {}, "files": {}}
     ids = {}
-    for name, files in splits.items():  # all the work first: a failed or interrupted run writes nothing
+    # all the work first: a failed or interrupted run writes nothing
+    for name, files in splits.items():
         ids[name] = np.array(tokenize(files, encoder), dtype=np.uint16)
-        meta["tokens"][name], meta["files"][name] = len(ids[name]), [str(p.relative_to(root)) for p in files]
+        meta["tokens"][name], meta["files"][name] = len(ids[name]), [str(p.relative_to(root))
+                                                                     for p in files]
         print(f"{name}: {len(files)} files, {len(ids[name])} tokens")
     with output_folder(out):
         for name, a in ids.items():  # each file written to a temporary name, then renamed
@@ -89,7 +95,8 @@ def main(tokenizer, out, root=None):
 
 
 def heldout_prompts(encoder, n, n_tokens=64, seed=0, root=None):
-    """n prompts of n_tokens ids cut from held-out files at line starts (never trained on); deterministic."""
+    """n prompts of n_tokens ids cut from held-out files at line starts (never trained on);
+    deterministic."""
     import numpy as np
 
     root = Path(root or stdlib_root())
@@ -98,10 +105,13 @@ def heldout_prompts(encoder, n, n_tokens=64, seed=0, root=None):
     prompts, tries = [], 0
     while len(prompts) < n:
         tries += 1
-        if tries > 1000 + 100 * n:  # a prompt longer than any 200 lines of the held-out files: never found
-            raise ValueError(f"found only {len(prompts)} of {n} held-out prompts of {n_tokens} tokens in {tries - 1} "
+        # a prompt longer than any 200 lines of the held-out files: never found
+        if tries > 1000 + 100 * n:
+            raise ValueError(f"found only {len(prompts)} of {n} held-out prompts of {n_tokens} "
+                             f"tokens in {tries - 1} "
                              "tries: ask for fewer tokens per prompt (--prompt_tokens)")
-        lines = files[rng.integers(len(files))].read_text(encoding="utf-8").splitlines(keepends=True)
+        text = files[rng.integers(len(files))].read_text(encoding="utf-8")
+        lines = text.splitlines(keepends=True)
         start = int(rng.integers(len(lines)))
         ids = encoder.encode("".join(lines[start:start + 200]), allowed_special=())
         if len(ids) >= n_tokens and lines[start].strip():
@@ -109,7 +119,8 @@ def heldout_prompts(encoder, n, n_tokens=64, seed=0, root=None):
     return prompts
 
 
-def out_folder(path):  # -> None, or why `path` cannot be an output folder (made if missing, in an existing folder)
+# -> None, or why `path` cannot be an output folder (made if missing, in an existing folder)
+def out_folder(path):
     if Path(path).is_file():
         return "is a file: give a folder"
     if not Path(path).resolve().parent.is_dir():
@@ -121,8 +132,9 @@ def out_folder(path):  # -> None, or why `path` cannot be an output folder (made
 
 @contextmanager
 def output_folder(path):
-    """`with output_folder(out): write files` makes `out` if missing and, if it made it, removes it when the writing
-    fails: a failed run leaves no empty or half-written folder (each file itself is written atomically)."""
+    """`with output_folder(out): write files` makes `out` if missing and, if it made it, removes it
+    when the writing fails: a failed run leaves no empty or half-written folder (each file itself is
+    written atomically)."""
     path = Path(path)
     made = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
@@ -137,15 +149,19 @@ def output_folder(path):
 def has_tokenizer(folder):  # -> None, or what the tokenizer folder lacks
     if not any((Path(folder) / a).is_file() and (Path(folder) / b).is_file()
                for a, b in (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt"))):
-        return "has no tokenizer: it needs vocab.json + merges.txt (from python -m gpt2.bpe) or encoder.json + vocab.bpe"
+        return ("has no tokenizer: it needs vocab.json + merges.txt (from python -m gpt2.bpe) or "
+                "encoder.json + vocab.bpe")
 
 
 OPTIONS = [
-    Option("tokenizer", "dir", None, "folder with vocab.json + merges.txt (or encoder.json + vocab.bpe)",
+    Option("tokenizer", "dir", None,
+           "folder with vocab.json + merges.txt (or encoder.json + vocab.bpe)",
            check=has_tokenizer, required=True),
-    Option("out", "path", None, "folder to write train.bin, val.bin, heldout.bin and meta.json into (made if missing)",
+    Option("out", "path", None,
+           "folder to write train.bin, val.bin, heldout.bin and meta.json into (made if missing)",
            check=out_folder, required=True),
-    Option("root", "dir", None, "folder of .py files to use instead of this Python's standard library"),
+    Option("root", "dir", None,
+           "folder of .py files to use instead of this Python's standard library"),
 ]
 
 if __name__ == "__main__":

@@ -1,28 +1,32 @@
-"""EAGLE's draft head (Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature
-Uncertainty", arXiv:2401.15077): autoregression one level below the tokens, on the target's top-layer features.
+"""EAGLE's draft head (Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking
+Feature Uncertainty", arXiv:2401.15077): autoregression one level below the tokens, on the target's
+top-layer features.
 
-The feature f_i is the target's last hidden state at position i (after ln_f: what its LM head reads). The head takes
-f_i and the embedding of the token that followed it, t_(i+1), and guesses the next feature; the target's own frozen LM
-head turns the guess into a token law:
+The feature f_i is the target's last hidden state at position i (after ln_f: what its LM head
+reads). The head takes f_i and the embedding of the token that followed it, t_(i+1), and guesses the
+next feature; the target's own frozen LM head turns the guess into a token law:
 
-    z_i     = [wte[t_(i+1)], f_i]              [2C]   token embedding (the target's, frozen) beside the feature
-    x_i     = z_i @ fc.w + fc.b                [C]    the linear layer 2C -> C
-    g_(i+1) = block(x_0 .. x_i)[i]             [C]    one GPT-2 block, causal attention over the head's own inputs
-    p_(i+2) = softmax(g_(i+1) @ wte.T)         [V]    the head's law of the token after t_(i+1)
+    z_i     = [wte[t_(i+1)], f_i]              [2C]   token embedding (the target's, frozen) beside
+    the feature x_i     = z_i @ fc.w + fc.b                [C]    the linear layer 2C -> C
+    g_(i+1) = block(x_0 .. x_i)[i]             [C]    one GPT-2 block, causal attention over the
+    head's own inputs p_(i+2) = softmax(g_(i+1) @ wte.T)         [V]    the head's law of the token
+    after t_(i+1)
 
-Drafting feeds the head its own guesses: (g_(i+1), t_(i+2)) gives g_(i+2), and so on down a tree. The features of
-accepted tokens come from the target's verification forward, so the head's context (its KV cache) holds true features
-and only the drafted part runs on guesses. fc starts as [small noise; I] (x_i ~ f_i: a fresh head guesses "the next
-feature is about this one"), the block as GPT-2's initialisation.
+Drafting feeds the head its own guesses: (g_(i+1), t_(i+2)) gives g_(i+2), and so on down a tree.
+The features of accepted tokens come from the target's verification forward, so the head's context
+(its KV cache) holds true features and only the drafted part runs on guesses. fc starts as [small
+noise; I] (x_i ~ f_i: a fresh head guesses "the next feature is about this one"), the block as
+GPT-2's initialisation.
 
-Training (gpt2/train_eagle.py) on the target's own features: loss = SmoothL1(g_(i+1), f_(i+1)), averaged over
-positions and the C numbers, + w_cls * CE(p, p_hat), the cross-entropy of the head's token law p_hat = softmax(g_(i+1)
-@ wte.T) against the target's p = softmax(f_(i+1) @ wte.T) (the paper's L_reg + w_cls L_cls, w_cls = 0.1), with the
-input features f_i perturbed by uniform noise U(-0.1, 0.1).
+Training (gpt2/train_eagle.py) on the target's own features: loss = SmoothL1(g_(i+1), f_(i+1)),
+averaged over positions and the C numbers, + w_cls * CE(p, p_hat), the cross-entropy of the head's
+token law p_hat = softmax(g_(i+1) @ wte.T) against the target's p = softmax(f_(i+1) @ wte.T) (the
+paper's L_reg + w_cls L_cls, w_cls = 0.1), with the input features f_i perturbed by uniform noise
+U(-0.1, 0.1).
 
-Files: FOLDER/eagle.safetensors (eagle.fc.w, eagle.fc.b, eagle.block.*: the block in GPT-2's names) and
-FOLDER/eagle.json (n_embd, n_head, and the training record). Shapes: B batch, T positions, C n_embd, V n_vocab,
-n new context pairs, m tree nodes, d = C // n_head.
+Files: FOLDER/eagle.safetensors (eagle.fc.w, eagle.fc.b, eagle.block.*: the block in GPT-2's names)
+and FOLDER/eagle.json (n_embd, n_head, and the training record). Shapes: B batch, T positions, C
+n_embd, V n_vocab, n new context pairs, m tree nodes, d = C // n_head.
 """
 import json
 import math
@@ -37,38 +41,46 @@ from gpt2.engine import common_prefix_length
 from gpt2.model import linear, transformer_block
 
 RETRAIN = "re-train the head with `python -m gpt2.train_eagle` (see README)"
-TREE_SLOTS = 64 * 64  # cache slots beyond the context window for the nodes the head runs (EAGLE-2: top_k x depth)
+# cache slots beyond the context window for the nodes the head runs (EAGLE-2: top_k x depth)
+TREE_SLOTS = 64 * 64
 
 
 def init_eagle(n_embd, n_head, rng):
-    """A fresh head for a target of width C = n_embd: fc = [noise(0.02); I] (the feature passes through), one block."""
+    """A fresh head for a target of width C = n_embd: fc = [noise(0.02); I] (the feature passes
+    through), one block."""
     C = n_embd
 
     def w(*shape, std=0.02):
         return rng.standard_normal(shape, dtype=np.float32) * np.float32(std)
 
-    fc_w = np.concatenate([w(C, C), np.eye(C, dtype=np.float32)])  # [2C, C]: rows 0..C-1 read the token, C.. f
+    # [2C, C]: rows 0..C-1 read the token, C.. f
+    fc_w = np.concatenate([w(C, C), np.eye(C, dtype=np.float32)])
     block = {"ln_1": {"g": np.ones(C, np.float32), "b": np.zeros(C, np.float32)},
              "attn": {"c_attn": {"w": w(C, 3 * C), "b": np.zeros(3 * C, np.float32)},
-                      "c_proj": {"w": w(C, C, std=0.02 / math.sqrt(2)), "b": np.zeros(C, np.float32)}},
+                      "c_proj": {"w": w(C, C, std=0.02 / math.sqrt(2)),
+                                 "b": np.zeros(C, np.float32)}},
              "ln_2": {"g": np.ones(C, np.float32), "b": np.zeros(C, np.float32)},
              "mlp": {"c_fc": {"w": w(C, 4 * C), "b": np.zeros(4 * C, np.float32)},
-                     "c_proj": {"w": w(4 * C, C, std=0.02 / math.sqrt(2)), "b": np.zeros(C, np.float32)}}}
+                     "c_proj": {"w": w(4 * C, C, std=0.02 / math.sqrt(2)),
+                                "b": np.zeros(C, np.float32)}}}
     config = {"kind": "eagle", "n_embd": C, "n_head": n_head}  # the kind: gpt2/addons.py
     return {"fc": {"w": fc_w, "b": np.zeros(C, np.float32)}, "block": block}, config
 
 
 # ---- training: paired forward / backward (gpt2/backprop.py's style) ----
 
-def eagle_forward(f, tokens, params, wte, n_head):  # f [B, T, C], tokens [B, T] -> g [B, T, C], cache
-    """g[:, i] is the guess of the feature after tokens[:, i], from f[:, :i + 1] and tokens[:, :i + 1]."""
+# f [B, T, C], tokens [B, T] -> g [B, T, C], cache
+def eagle_forward(f, tokens, params, wte, n_head):
+    """g[:, i] is the guess of the feature after tokens[:, i], from f[:, :i + 1] and tokens[:, :i +
+    1]."""
     z = xp_of(f).concatenate([wte[tokens], f], -1)  # [B, T, 2C]
     x, c_fc = linear_forward(z, **params["fc"])  # [B, T, C]
     g, c_block = block_forward(x, params["block"], n_head)  # [B, T, C]
     return g, (c_fc, c_block)
 
 
-def eagle_backward(dg, cache, params):  # dg [B, T, C] -> df [B, T, C], grads of params (wte is frozen)
+# dg [B, T, C] -> df [B, T, C], grads of params (wte is frozen)
+def eagle_backward(dg, cache, params):
     c_fc, c_block = cache
     dx, g_block = block_backward(dg, c_block, params["block"])  # [B, T, C]
     dz, dw, db = linear_backward(dx, c_fc, params["fc"]["w"])  # [B, T, 2C]
@@ -76,7 +88,8 @@ def eagle_backward(dg, cache, params):  # dg [B, T, C] -> df [B, T, C], grads of
     return dz[..., C:], {"fc": {"w": dw, "b": db}, "block": g_block}
 
 
-def smooth_l1(d):  # d [...] -> loss per entry, d(loss)/d(d): 0.5 d^2 inside |d| < 1, |d| - 0.5 outside
+# d [...] -> loss per entry, d(loss)/d(d): 0.5 d^2 inside |d| < 1, |d| - 0.5 outside
+def smooth_l1(d):
     xp = xp_of(d)
     a = xp.abs(d)
     return xp.where(a < 1, 0.5 * d * d, a - 0.5), xp.clip(d, -1.0, 1.0)
@@ -91,8 +104,9 @@ def log_softmax(z):  # [..., V] -> [..., V]
 def eagle_loss_and_grads(f, tokens, f_next, params, wte, n_head, w_cls=0.1):
     """SmoothL1(g, f_next) + w_cls * CE(target law, head law) on B x T positions.
 
-    f [B, T, C] input features (noise already added), tokens [B, T] the token after each, f_next [B, T, C] the
-    target's next features. -> loss, {"reg", "cls"}, grads (params' layout), df [B, T, C] (for the gradient check)."""
+    f [B, T, C] input features (noise already added), tokens [B, T] the token after each, f_next [B,
+    T, C] the target's next features. -> loss, {"reg", "cls"}, grads (params' layout), df [B, T, C]
+    (for the gradient check)."""
     g, cache = eagle_forward(f, tokens, params, wte, n_head)  # [B, T, C]
     B, T, C = g.shape
     xp = xp_of(g)
@@ -110,8 +124,9 @@ def eagle_loss_and_grads(f, tokens, f_next, params, wte, n_head, w_cls=0.1):
 # ---- decoding: the head behind the draft contract of picospec/eagle.py and picospec/eagle2.py ----
 
 def next_wave(nodes, start, n_context):
-    """The tree nodes (token, parent) from `start` on that can run together, those whose parents are already run ->
-    (their indices [w], their mask [w, n_context + start + w]: the context, their ancestors and themselves)."""
+    """The tree nodes (token, parent) from `start` on that can run together, those whose parents are
+    already run -> (their indices [w], their mask [w, n_context + start + w]: the context, their
+    ancestors and themselves)."""
     wave = [start]
     while start + len(wave) < len(nodes) and nodes[start + len(wave)][1] < start:
         wave.append(start + len(wave))
@@ -126,22 +141,25 @@ def next_wave(nodes, start, n_context):
 
 
 class EagleHead:
-    """head(x, F, tokens=(), parents=()) -> logits [1 + m, V]: the draft contract of EAGLE's methods.
+    """head(x, F, tokens=(), parents=()) -> logits [1 + m, V]: the draft contract of EAGLE's
+    methods.
 
-    x: the accepted tokens, L of them; F: the target's features at x's positions but the last (F[j] = f_j, the feature
-    after x[j]; L - 1 rows, [C] each, a list or an array). The context is the pairs (F[j], x[j + 1]), j = 0..L-2.
-    Row 0 is the head's law of the token after x (from the last pair). Tree node i holds tokens[i] below node
-    parents[i] (-1: below x's last token); it is fed its parent's guessed feature (row 0's for -1) and its own token,
-    sees the context, its ancestors and itself, and row 1 + i is the law of the token after its path.
-    Like the engine, a call runs only what changed: context pairs after the longest common prefix with the tokens held,
-    and the tree nodes after the part of the tree equal to the last call's (a tree grown a level per call runs each
-    level once). Nodes whose parent is new run after it, a wave per level. The head's weights, and a one-row
-    BatchEagleHead that runs it.
+    x: the accepted tokens, L of them; F: the target's features at x's positions but the last (F[j]
+    = f_j, the feature after x[j]; L - 1 rows, [C] each, a list or an array). The context is the
+    pairs (F[j], x[j + 1]), j = 0..L-2. Row 0 is the head's law of the token after x (from the last
+    pair). Tree node i holds tokens[i] below node parents[i] (-1: below x's last token); it is fed
+    its parent's guessed feature (row 0's for -1) and its own token, sees the context, its ancestors
+    and itself, and row 1 + i is the law of the token after its path. Like the engine, a call runs
+    only what changed: context pairs after the longest common prefix with the tokens held, and the
+    tree nodes after the part of the tree equal to the last call's (a tree grown a level per call
+    runs each level once). Nodes whose parent is new run after it, a wave per level. The head's
+    weights, and a one-row BatchEagleHead that runs it.
     """
 
     def __init__(self, params, config, wte, capacity):
         self.params, self.wte, self.n_head = params, np.asarray(wte, np.float32), config["n_head"]
-        self.lm_head = np.ascontiguousarray(self.wte.T)  # [C, V] the target's LM head (contiguous: faster for few rows)
+        # [C, V] the target's LM head (contiguous: faster for few rows)
+        self.lm_head = np.ascontiguousarray(self.wte.T)
         self.capacity = capacity  # cache slots per row: the context and the tree nodes
         self.rows = BatchEagleHead(self, 1)
 
@@ -156,18 +174,20 @@ class EagleHead:
 
 
 class BatchEagleHead:
-    """`rows` EAGLE draft heads at once (an EagleHead's weights, shared), each row with its own cache row:
+    """`rows` EAGLE draft heads at once (an EagleHead's weights, shared), each row with its own
+    cache row:
 
         head(bs, xs, Fs, trees) -> [logits [1 + m, V] for each row]
 
-    bs: the rows called (any subset, by index: a row keeps its cache whether or not it is called); xs[i], Fs[i] and
-    trees[i] = (tokens, parents) are what EagleHead(x, F, tokens, parents) takes, and row i of the answer is what it
-    gives. Every call runs, for all rows in one padded pass per wave, what changed since that row's last call: first
-    each row's new context pairs (after the longest common prefix with the context it holds), then the new tree nodes
-    a level (wave) at a time, a node fed its parent's guessed feature. The head has no position embedding, so a row's
-    items only need their cache slots (context pairs, then tree nodes in node order) and masks (causal over the
-    context; a node sees the context, its ancestors and itself). Shapes: B rows in a pass, T items per row (padded),
-    C n_embd, H heads, D = C // H, S slots per row, V n_vocab.
+    bs: the rows called (any subset, by index: a row keeps its cache whether or not it is called);
+    xs[i], Fs[i] and trees[i] = (tokens, parents) are what EagleHead(x, F, tokens, parents) takes,
+    and row i of the answer is what it gives. Every call runs, for all rows in one padded pass per
+    wave, what changed since that row's last call: first each row's new context pairs (after the
+    longest common prefix with the context it holds), then the new tree nodes a level (wave) at a
+    time, a node fed its parent's guessed feature. The head has no position embedding, so a row's
+    items only need their cache slots (context pairs, then tree nodes in node order) and masks
+    (causal over the context; a node sees the context, its ancestors and itself). Shapes: B rows in
+    a pass, T items per row (padded), C n_embd, H heads, D = C // H, S slots per row, V n_vocab.
     """
 
     @staticmethod
@@ -181,8 +201,10 @@ class BatchEagleHead:
     def __init__(self, head, rows):
         self.head, self.rows = head, rows
         C, H = head.wte.shape[1], head.n_head
-        self.slots = head.capacity + 1  # the head's capacity, and a spare slot where far padding writes
-        self.cache = KVCache(1, H, self.slots, C // H, np, rows=rows)  # the head's one block: [1, R, H, S, D]
+        # the head's capacity, and a spare slot where far padding writes
+        self.slots = head.capacity + 1
+        # the head's one block: [1, R, H, S, D]
+        self.cache = KVCache(1, H, self.slots, C // H, np, rows=rows)
         self.calls = 0  # padded passes of the head
         self.reset()
 
@@ -190,33 +212,40 @@ class BatchEagleHead:
     accuracy = property(lambda self: getattr(self.head, "accuracy", None))
 
     def reset(self):
-        self.context = [[] for _ in range(self.rows)]  # the tokens x each row's context pairs come from
-        self.tree = [[] for _ in range(self.rows)]  # the (token, parent) nodes held after the context
+        # the tokens x each row's context pairs come from
+        self.context = [[] for _ in range(self.rows)]
+        # the (token, parent) nodes held after the context
+        self.tree = [[] for _ in range(self.rows)]
         self.g = [[] for _ in range(self.rows)]  # their guessed features [C], in node order
         self.logits = [[] for _ in range(self.rows)]  # their laws [V]
         self.g0, self.logits0 = [None] * self.rows, [None] * self.rows  # the last context pair's
 
     def _pass(self, items, last_only=False):
-        """items: {row: (f [n, C], tokens [n], first slot, mask [n, n_kv])} -> {row: (g [n, C], logits [n or 1, V])},
-        the laws from ONE product with the LM head over every row's items (or its last item only)."""
+        """items: {row: (f [n, C], tokens [n], first slot, mask [n, n_kv])} -> {row: (g [n, C],
+        logits [n or 1, V])}, the laws from ONE product with the LM head over every row's items (or
+        its last item only)."""
         bs = list(items)
         T, n_kv = max(len(items[b][1]) for b in bs), max(items[b][3].shape[1] for b in bs)
         C = self.head.wte.shape[1]
-        f, tokens = np.zeros((len(bs), T, C), np.float32), np.zeros((len(bs), T), np.int64)  # [B, T, C], [B, T]
-        at = np.zeros((len(bs), T), np.int64)  # [B, T] the slot of each item (padding: past the row's end)
+        # [B, T, C], [B, T]
+        f, tokens = np.zeros((len(bs), T, C), np.float32), np.zeros((len(bs), T), np.int64)
+        # [B, T] the slot of each item (padding: past the row's end)
+        at = np.zeros((len(bs), T), np.int64)
         mask = np.zeros((len(bs), T, n_kv), bool)  # [B, T, n_kv]
         for i, b in enumerate(bs):
             fb, tb, start, mb = items[b]
             f[i, :len(tb)], tokens[i, :len(tb)] = fb, tb
             at[i] = np.minimum(start + np.arange(T), self.slots - 1)
             mask[i, :len(tb), :mb.shape[1]] = mb
-            mask[i, len(tb):, 0] = True  # padding queries see one slot (their outputs are never read)
+            # padding queries see one slot (their outputs are never read)
+            mask[i, len(tb):, 0] = True
         params = self.head.params
         x = np.concatenate([self.head.wte[tokens], f], -1)  # [B, T, 2C]
         self.cache.at(at, n_kv, rows=np.array(bs))
         with threads_for(len(bs) * T):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
             x = linear(x, **params["fc"])  # [B, T, C]
-            x = transformer_block(x, **params["block"], n_head=self.head.n_head, mask=mask[:, None], cache=self.cache)
+            x = transformer_block(x, **params["block"], n_head=self.head.n_head, mask=mask[:, None],
+                                  cache=self.cache)
         self.calls += 1
         g = [x[i, :len(items[b][1])] for i, b in enumerate(bs)]  # per row [n, C]
         h = np.concatenate([h[-1:] if last_only else h for h in g])  # [sum of n (or B), C]
@@ -226,30 +255,36 @@ class BatchEagleHead:
         return {b: (h, z) for b, h, z in zip(bs, g, np.split(logits, ends))}
 
     def __call__(self, bs, xs, Fs, trees):
-        if not (len(bs) == len(xs) == len(Fs) == len(trees)) or any(not 0 <= b < self.rows for b in bs):
-            raise ValueError(f"this batched head holds {self.rows} rows; call it with one row index, x, F and tree "
-                             f"each")
-        # Step 1: each row's context pairs after its common prefix (pair j is valid while x[:j + 2] is unchanged)
+        if not (len(bs) == len(xs) == len(Fs) == len(trees)) or any(not 0 <= b < self.rows
+                                                                    for b in bs):
+            raise ValueError(f"this batched head holds {self.rows} rows; call it with one row "
+                             f"index, x, F and tree each")
+        # Step 1: each row's context pairs after its common prefix (pair j is valid while x[:j + 2]
+        # is unchanged)
         items = {}
         for b, x, F in zip(bs, xs, Fs):
             L = len(x)
             if L < 2 or len(F) != L - 1:
-                raise ValueError(f"the EAGLE head needs x of at least 2 tokens and one feature per token but the "
-                                 f"last; got {L} tokens and {len(F)} features")
+                raise ValueError(f"the EAGLE head needs x of at least 2 tokens and one feature per "
+                                 f"token but the last; got {L} tokens and {len(F)} features")
             if list(x) != self.context[b]:
-                keep = min(max(common_prefix_length(self.context[b], x) - 1, 0), L - 2)  # always rerun the last pair
+                # always rerun the last pair
+                keep = min(max(common_prefix_length(self.context[b], x) - 1, 0), L - 2)
                 n = L - 1 - keep
                 f = np.stack([np.asarray(F[j], np.float32) for j in range(keep, L - 1)])  # [n, C]
-                items[b] = (f, np.asarray(x[keep + 1:L]), keep, np.tril(np.ones((n, keep + n), bool), k=keep))
+                items[b] = (f, np.asarray(x[keep + 1:L]), keep,
+                            np.tril(np.ones((n, keep + n), bool), k=keep))
                 self.context[b], self.tree[b], self.g[b], self.logits[b] = list(x), [], [], []
         if items:
             for b, (g, logits) in self._pass(items, last_only=True).items():
                 self.g0[b], self.logits0[b] = g[-1], logits[-1]  # [C], [V]
-        # Step 2: each row's tree nodes after the part equal to its last call's, a wave of new nodes per pass
+        # Step 2: each row's tree nodes after the part equal to its last call's, a wave of new nodes
+        # per pass
         nodes = {b: [(int(t), int(p)) for t, p in zip(*tree)] for b, tree in zip(bs, trees)}
         for b in bs:
             same = common_prefix_length(self.tree[b], nodes[b])
-            self.tree[b], self.g[b], self.logits[b] = self.tree[b][:same], self.g[b][:same], self.logits[b][:same]
+            self.tree[b], self.g[b], self.logits[b] = (self.tree[b][:same], self.g[b][:same],
+                                                       self.logits[b][:same])
         while True:
             items, waves = {}, {}
             for b in bs:
@@ -257,7 +292,8 @@ class BatchEagleHead:
                 if start == len(nodes[b]):
                     continue
                 wave, mask = next_wave(nodes[b], start, n_context)  # [w], [w, n_kv]
-                f = np.stack([self.g0[b] if nodes[b][i][1] < 0 else self.g[b][nodes[b][i][1]] for i in wave])
+                f = np.stack([self.g0[b] if nodes[b][i][1] < 0 else self.g[b][nodes[b][i][1]]
+                              for i in wave])
                 items[b] = (f, np.asarray([nodes[b][i][0] for i in wave]), n_context + start, mask)
                 waves[b] = wave
             if not items:
@@ -266,7 +302,8 @@ class BatchEagleHead:
                 self.tree[b] += [nodes[b][i] for i in waves[b]]
                 self.g[b] += list(g)
                 self.logits[b] += list(logits)
-        return [np.stack([self.logits0[b]] + self.logits[b][:len(nodes[b])]) for b in bs]  # [1 + m, V] each
+        # [1 + m, V] each
+        return [np.stack([self.logits0[b]] + self.logits[b][:len(nodes[b])]) for b in bs]
 
 
 # ---- files ----
@@ -277,9 +314,10 @@ def save_eagle(folder, params, config, dtype="float16", record=None):
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    write_safetensors(folder / "eagle.safetensors", {f"eagle.{k}": v for k, v in flatten(params).items()},
-                      dtype=dtype)
-    _atomic_write(folder / "eagle.json", [json.dumps({**config, **(record or {})}, indent=1).encode()])
+    write_safetensors(folder / "eagle.safetensors",
+                      {f"eagle.{k}": v for k, v in flatten(params).items()}, dtype=dtype)
+    _atomic_write(folder / "eagle.json",
+                  [json.dumps({**config, **(record or {})}, indent=1).encode()])
 
 
 def eagle_shapes(C):
@@ -291,32 +329,38 @@ def eagle_shapes(C):
 
 
 def load_eagle(folder, n_embd=None, n_vocab=None):
-    """-> params (float32), config (eagle.json). Missing, corrupt (malformed, NaN or inf) or mismatched files are
-    ValueErrors that name the file and say what to do."""
+    """-> params (float32), config (eagle.json). Missing, corrupt (malformed, NaN or inf) or
+    mismatched files are ValueErrors that name the file and say what to do."""
     from gpt2.weights import CorruptFile, read_json, read_safetensors
 
     folder = Path(folder)
     if not (folder / "eagle.json").is_file() or not (folder / "eagle.safetensors").is_file():
-        raise ValueError(f"no EAGLE head in {folder}: expected eagle.json and eagle.safetensors there (train one with "
-                         "`python -m gpt2.train_eagle`)")
+        raise ValueError(f"no EAGLE head in {folder}: expected eagle.json and eagle.safetensors "
+                         f"there (train one with `python -m gpt2.train_eagle`)")
     config = read_json(folder / "eagle.json", fix=RETRAIN)
-    if not isinstance(config, dict) or type(config.get("n_embd")) is not int or type(config.get("n_head")) is not int \
+    if not isinstance(config, dict) or type(config.get("n_embd")) is not int \
+            or type(config.get("n_head")) is not int \
             or config["n_head"] < 1 or config["n_embd"] % config["n_head"]:
-        raise CorruptFile(folder / "eagle.json", "n_embd and n_head must be whole numbers, n_embd a multiple of n_head",
+        raise CorruptFile(folder / "eagle.json",
+                          "n_embd and n_head must be whole numbers, n_embd a multiple of n_head",
                           RETRAIN)
     if config.get("kind", "eagle") != "eagle":
         raise CorruptFile(folder / "eagle.json", f"kind is {config['kind']!r}, not 'eagle'",
                           RETRAIN)
     accuracy = config.get("accuracy", {})
     share = accuracy.get("rank_share", [[1.0]]) if isinstance(accuracy, dict) else None
-    if not (isinstance(share, list) and share and all(isinstance(row, list) and row and len(row) == len(share[0]) and
-                                                      all(type(v) in (int, float) and 0 <= v <= 1 for v in row)
+    if not (isinstance(share, list) and share
+            and all(isinstance(row, list) and row and len(row) == len(share[0]) and
+                                                      all(type(v) in (int, float) and 0 <= v <= 1
+                                                          for v in row)
                                                       for row in share)):
-        raise CorruptFile(folder / "eagle.json", "accuracy.rank_share must be a table of shares from 0 to 1 (one row "
+        raise CorruptFile(folder / "eagle.json",
+                          "accuracy.rank_share must be a table of shares from 0 to 1 (one row "
                                                  "per step ahead, one column per rank)", RETRAIN)
     C = config["n_embd"]
     if n_embd is not None and C != n_embd:
-        raise ValueError(f"the EAGLE head in {folder} was trained for n_embd {C}, but the target has {n_embd}")
+        raise ValueError(f"the EAGLE head in {folder} was trained for n_embd {C}, but the target "
+                         f"has {n_embd}")
     tensors = read_safetensors(folder / "eagle.safetensors")
     params = {}
     for name, shape in eagle_shapes(C).items():
@@ -324,10 +368,11 @@ def load_eagle(folder, n_embd=None, n_vocab=None):
             raise CorruptFile(folder / "eagle.safetensors", f"tensor {name!r} is missing", RETRAIN)
         a = np.asarray(tensors[name], dtype=np.float32)
         if a.shape != shape:
-            raise CorruptFile(folder / "eagle.safetensors", f"tensor {name!r} has shape {a.shape}, not {shape}",
-                              RETRAIN)
+            raise CorruptFile(folder / "eagle.safetensors",
+                              f"tensor {name!r} has shape {a.shape}, not {shape}", RETRAIN)
         if not np.isfinite(a).all():
-            raise CorruptFile(folder / "eagle.safetensors", f"tensor {name!r} holds NaN or infinite values", RETRAIN)
+            raise CorruptFile(folder / "eagle.safetensors",
+                              f"tensor {name!r} holds NaN or infinite values", RETRAIN)
         node = params
         *path, last = name.split(".")[1:]
         for key in path:
@@ -344,15 +389,18 @@ def eagle_folder(name, folder=None, offline=None):
 
     path = Path(folder) if folder else resolve(name, offline=offline) / "eagle"
     if folder_kind(path) is None:
-        raise ValueError(f"no EAGLE head for {name!r} at {path}: train one with `python -m gpt2.train_eagle --backbone "
+        raise ValueError(f"no EAGLE head for {name!r} at {path}: train one with `python -m "
+                         f"gpt2.train_eagle --backbone "
                          f"{name} --data DIR --out DIR` (see README) and pass --heads DIR")
     check_kind(path, "eagle", f"--heads {folder}" if folder else f"{path}", "--method eagle/eagle2")
     return path
 
 
 def eagle_head(folder, model):
-    """An EagleHead for the engine `model` from the head saved in `folder` (its cache as long as the engine's)."""
+    """An EagleHead for the engine `model` from the head saved in `folder` (its cache as long as the
+    engine's)."""
     from gpt2.backend import to_numpy
 
     params, config = load_eagle(folder, n_embd=model.hparams["n_embd"])
-    return EagleHead(params, config, to_numpy(model.params["wte"]), model.n_ctx + TREE_SLOTS), config
+    return EagleHead(params, config, to_numpy(model.params["wte"]),
+                     model.n_ctx + TREE_SLOTS), config

@@ -1,29 +1,36 @@
 """GPT-2's byte-level BPE tokenizer (Radford et al. 2019, section 2.2), with the `regex` package.
 
-Text -> UTF-8 bytes -> each byte shown as a printable unicode character (`bytes_to_unicode`) -> GPT-2's regex splits
-the text into words -> within each word, merges are applied lowest rank first until none applies -> ids.
+Text -> UTF-8 bytes -> each byte shown as a printable unicode character (`bytes_to_unicode`) ->
+GPT-2's regex splits the text into words -> within each word, merges are applied lowest rank first
+until none applies -> ids.
 
-Example (by hand): with merges [("a", "b"), ("ab", "c")], the word "abcab" starts as a b c a b; the rank-0 merge gives
-ab c ab; the rank-1 merge gives abc ab; nothing applies any more.
+Example (by hand): with merges [("a", "b"), ("ab", "c")], the word "abcab" starts as a b c a b; the
+rank-0 merge gives ab c ab; the rank-1 merge gives abc ab; nothing applies any more.
 
-Files: `encoder.json` + `vocab.bpe` (OpenAI's names) or `vocab.json` + `merges.txt` (Hugging Face's): same contents.
+Files: `encoder.json` + `vocab.bpe` (OpenAI's names) or `vocab.json` + `merges.txt` (Hugging
+Face's): same contents.
 """
 import json
 from pathlib import Path
 
 import regex as re
 
-# GPT-2's pre-tokenisation: contractions, letters, numbers, other symbols, each optionally after one space; whitespace
-PATTERN = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+# GPT-2's pre-tokenisation: contractions, letters, numbers, other symbols, each optionally after one
+# space; whitespace
+PATTERN = re.compile(
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 EOT = "<|endoftext|>"
 
 
 def bytes_to_unicode():
-    """Map the 256 byte values to printable characters: printable ASCII/Latin-1 map to themselves, the rest to 256+.
+    """Map the 256 byte values to printable characters: printable ASCII/Latin-1 map to themselves,
+    the rest to 256+.
 
     Example: byte 33 ('!') -> '!', byte 32 (space) -> 'Ġ' (chr(256 + 32)), byte 10 (newline) -> 'Ċ'.
     """
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"),
+                                                          ord("¬") + 1)) + list(range(ord("®"),
+                                                                                      ord("ÿ") + 1))
     cs = bs[:]
     n = 0
     for b in range(256):
@@ -35,10 +42,12 @@ def bytes_to_unicode():
 
 
 def apply_merges(word, ranks):
-    """Merge the adjacent pair of lowest rank until no pair has a rank. Example above: "abcab" -> ["abc", "ab"]."""
+    """Merge the adjacent pair of lowest rank until no pair has a rank. Example above: "abcab" ->
+    ["abc", "ab"]."""
     parts = list(word)
     while len(parts) > 1:
-        rank, i = min((ranks.get(pair, len(ranks)), i) for i, pair in enumerate(zip(parts, parts[1:])))
+        rank, i = min((ranks.get(pair, len(ranks)), i) for i,
+                      pair in enumerate(zip(parts, parts[1:])))
         if rank == len(ranks):
             break
         parts = merge_pair(parts, parts[i], parts[i + 1])
@@ -46,7 +55,8 @@ def apply_merges(word, ranks):
 
 
 def merge_pair(parts, first, second):
-    """Merge every occurrence of the pair, left to right. Example: [a, b, a, b, b], (a, b) -> [ab, ab, b]."""
+    """Merge every occurrence of the pair, left to right. Example: [a, b, a, b, b], (a, b) -> [ab,
+    ab, b]."""
     merged, j = [], 0
     while j < len(parts):
         if j + 1 < len(parts) and parts[j] == first and parts[j + 1] == second:
@@ -95,10 +105,12 @@ class Encoder:
         return self.cache[word]
 
     def encode(self, text, allowed_special=(EOT,)):
-        """Text -> ids. `<|endoftext|>` in the text becomes its special id (as tiktoken's allowed_special="all")."""
+        """Text -> ids. `<|endoftext|>` in the text becomes its special id (as tiktoken's
+        allowed_special="all")."""
         ids = []
         specials = [s for s in allowed_special if s in self.encoder]
-        chunks = re.split("(" + "|".join(map(re.escape, specials)) + ")", text) if specials else [text]
+        chunks = re.split("(" + "|".join(map(re.escape, specials)) + ")",
+                          text) if specials else [text]
         for chunk in chunks:
             if chunk in specials:
                 ids.append(self.encoder[chunk])
@@ -111,39 +123,48 @@ class Encoder:
         data = bytearray()
         for i in ids:
             token = self.decoder[int(i)]
-            data.extend(token.encode() if token == EOT else bytes(self.byte_decoder[c] for c in token))
+            data.extend(token.encode() if token == EOT
+                        else bytes(self.byte_decoder[c] for c in token))
         return data.decode("utf-8", errors="replace")
 
 
 def load_encoder(folder):
-    """Read encoder.json + vocab.bpe, or vocab.json + merges.txt, from `folder`; a broken file is a CorruptFile error
-    that names it."""
+    """Read encoder.json + vocab.bpe, or vocab.json + merges.txt, from `folder`; a broken file is a
+    CorruptFile error that names it."""
     folder = Path(folder)
     for vocab, merges in (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt")):
         if (folder / vocab).exists() and (folder / merges).exists():
             encoder = read_vocab(folder / vocab)
             return Encoder(encoder, read_merges(folder / merges, encoder))
-    raise ValueError(f"{folder}: no tokenizer found; it needs encoder.json + vocab.bpe or vocab.json + merges.txt")
+    raise ValueError(f"{folder}: no tokenizer found; it needs encoder.json + vocab.bpe or "
+                     f"vocab.json + merges.txt")
 
 
 def read_vocab(path):
-    """token -> id from a JSON object whose ids are whole numbers >= 0 and whose tokens include all 256 bytes."""
+    """token -> id from a JSON object whose ids are whole numbers >= 0 and whose tokens include all
+    256 bytes."""
     from gpt2.weights import CorruptFile, read_json
 
     encoder = read_json(path)
-    if not isinstance(encoder, dict) or not all(type(i) is int and i >= 0 for i in encoder.values()):
-        raise CorruptFile(path, "not a vocabulary: expected a JSON object of token -> id (a whole number >= 0)")
+    if not isinstance(encoder,
+                      dict) or not all(type(i) is int and i >= 0 for i in encoder.values()):
+        raise CorruptFile(path,
+                          "not a vocabulary: expected a JSON object of token -> id (a whole number "
+                          ">= 0)")
     missing = [c for c in bytes_to_unicode().values() if c not in encoder]
     if missing:
-        raise CorruptFile(path, f"not a byte-level vocabulary: {len(missing)} of the 256 byte tokens are missing, "
-                                f"such as {missing[0]!r}")
+        raise CorruptFile(path,
+                          f"not a byte-level vocabulary: {len(missing)} of the 256 byte tokens are "
+                          f"missing, such as {missing[0]!r}")
     return encoder
 
 
 def read_merges(path, encoder):
-    """Merge pairs in rank order, one "a b" a line after an optional "#version" line; each a + b must be a token.
+    """Merge pairs in rank order, one "a b" a line after an optional "#version" line; each a + b
+    must be a token.
 
-    Example: lines "#version: 0.2", "a b", "ab c" -> [("a", "b"), ("ab", "c")] when "ab" and "abc" are tokens."""
+    Example: lines "#version: 0.2", "a b", "ab c" -> [("a", "b"), ("ab", "c")] when "ab" and "abc"
+    are tokens."""
     from gpt2.weights import CorruptFile
 
     try:
@@ -155,7 +176,9 @@ def read_merges(path, encoder):
         if line.strip() and not line.startswith("#version"):
             pair = tuple(line.split())
             if len(pair) != 2 or pair[0] + pair[1] not in encoder:
-                raise CorruptFile(path, f"line {n} {line[:40]!r} is not a merge: two tokens whose join is a token")
+                raise CorruptFile(path,
+                                  f"line {n} {line[:40]!r} is not a merge: two tokens whose join "
+                                  f"is a token")
             pairs.append(pair)
     return pairs
 
@@ -167,4 +190,5 @@ def save_tokenizer(folder, encoder, merges):
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     _atomic_write(folder / "vocab.json", [json.dumps(encoder, ensure_ascii=False).encode("utf-8")])
-    _atomic_write(folder / "merges.txt", ["#version: 0.2\n".encode(), *(f"{a} {b}\n".encode("utf-8") for a, b in merges)])
+    _atomic_write(folder / "merges.txt",
+                  ["#version: 0.2\n".encode(), *(f"{a} {b}\n".encode("utf-8") for a, b in merges)])

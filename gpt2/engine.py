@@ -1,25 +1,32 @@
-"""The model contract on a KV cache, for B >= 1 sequences at once, and the richer interface tree methods need.
+"""The model contract on a KV cache, for B >= 1 sequences at once, and the richer interface tree
+methods need.
 
-    model(x: list[int], n: int = 1) -> probs [n, n_vocab]            (GPT2: one sequence; float32, host NumPy)
-    batch(xs: list of B lists, n: int = 1) -> probs [B, n, n_vocab]   (BatchGPT2: B sequences of any lengths)
+    model(x: list[int], n: int = 1) -> probs [n, n_vocab]            (GPT2: one sequence; float32,
+    host NumPy) batch(xs: list of B lists, n: int = 1) -> probs [B, n, n_vocab]   (BatchGPT2: B
+    sequences of any lengths)
 
-Row i is the next-token distribution after the prefix x[: len(x) - n + i + 1]. Each call reuses the cache: it rolls
-back to the longest common prefix of `x` with the tokens already cached and runs only the rest (always at least
-the last n tokens, whose outputs are asked for). An algorithm never sees the cache; it sees a function.
+Row i is the next-token distribution after the prefix x[: len(x) - n + i + 1]. Each call reuses the
+cache: it rolls back to the longest common prefix of `x` with the tokens already cached and runs
+only the rest (always at least the last n tokens, whose outputs are asked for). An algorithm never
+sees the cache; it sees a function.
 
 Tree methods (Medusa, SpecInfer, EAGLE, REST, lookahead) also call
-    model.tree(x, tokens, parents) -> logits [1 + m, n_vocab]     (batched: tree(xs, trees) -> B arrays)
-which scores the prefix x and m tree nodes in one forward pass: node i holds `tokens[i]`, hangs below node
-`parents[i]` (-1: below the last token of x), sits at position len(x) + depth(i), and sees the prefix, its ancestors
-and itself. Row 0 is the distribution after x, row 1 + i the one after node i's path. `model.accept(path)` then
-compacts the cache to x followed by the nodes of `path`.
+    model.tree(x, tokens, parents) -> logits [1 + m, n_vocab]     (batched: tree(xs, trees) -> B
+    arrays)
+which scores the prefix x and m tree nodes in one forward pass: node i holds `tokens[i]`, hangs
+below node `parents[i]` (-1: below the last token of x), sits at position len(x) + depth(i), and
+sees the prefix, its ancestors and itself. Row 0 is the distribution after x, row 1 + i the one
+after node i's path. `model.accept(path)` then compacts the cache to x followed by the nodes of
+`path`.
 
-One engine, BatchGPT2, runs every call: each sequence has a row of the cache, its new tokens and tree nodes are
-padded to T per row, and one forward of gpt2/model.py runs all rows (every linear one product over B*T rows).
-GPT2 is the single sequence: a model's weights and a one-row BatchGPT2 on them. Rows have their own lengths,
-positions and rollback, and leave when done (picospec/batched/ drops finished rows).
+One engine, BatchGPT2, runs every call: each sequence has a row of the cache, its new tokens and
+tree nodes are padded to T per row, and one forward of gpt2/model.py runs all rows (every linear one
+product over B*T rows). GPT2 is the single sequence: a model's weights and a one-row BatchGPT2 on
+them. Rows have their own lengths, positions and rollback, and leave when done (picospec/batched/
+drops finished rows).
 
-Shapes: B rows, T tokens per row in a pass (padded), m tree nodes, n_embd, n_head, d, n_vocab, S slots per row.
+Shapes: B rows, T tokens per row in a pass (padded), m tree nodes, n_embd, n_head, d, n_vocab, S
+slots per row.
 """
 import numpy as np
 
@@ -31,7 +38,9 @@ from gpt2.model import causal_mask, gpt2_hidden, softmax
 
 TREE_SLOTS = 256  # cache slots beyond n_ctx for tree nodes
 NO_TREE = [([], [])]  # one row's tree in a plain call: no nodes
-KEEP = 16  # a row that parts from a sequence only in its last KEEP tokens holds that sequence (drafts are fewer)
+# a row that parts from a sequence only in its last KEEP tokens holds that sequence (drafts are
+# fewer)
+KEEP = 16
 
 
 def common_prefix_length(a, b):
@@ -39,13 +48,15 @@ def common_prefix_length(a, b):
     n = min(len(a), len(b))
     if a[:n] == b[:n]:  # one extends the other (the usual call): a list comparison runs in C
         return n
-    i = n - 16 if n > 16 and a[:n - 16] == b[:n - 16] else 0  # else they usually part within the last few tokens
+    # else they usually part within the last few tokens
+    i = n - 16 if n > 16 and a[:n - 16] == b[:n - 16] else 0
     while a[i] == b[i]:
         i += 1
     return i
 
 
-def tree_mask(parents, xp):  # -> [m, m] bool: node i sees node j when j is i or one of its ancestors
+# -> [m, m] bool: node i sees node j when j is i or one of its ancestors
+def tree_mask(parents, xp):
     m = len(parents)
     mask = np.eye(m, dtype=bool)
     for i, parent in enumerate(parents):
@@ -58,7 +69,8 @@ def tree_depths(parents):  # depth of each node, 1 for the children of the prefi
     depths = []
     for i, parent in enumerate(parents):
         if not -1 <= parent < i:
-            raise ValueError(f"tree node {i} has parent {parent}: a parent must come before its child (or be -1)")
+            raise ValueError(f"tree node {i} has parent {parent}: a parent must come before its "
+                             f"child (or be -1)")
         depths.append(1 if parent < 0 else depths[parent] + 1)
     return depths
 
@@ -69,26 +81,30 @@ def check(x, n, extra, n_ctx):
     if not 1 <= n <= len(x):
         raise ValueError(f"n must be between 1 and len(x) = {len(x)}; got {n}")
     if len(x) + extra > n_ctx:
-        raise ValueError(f"{len(x) + extra} tokens do not fit the model's context window of {n_ctx}")
+        raise (ValueError(f"{len(x) + extra} tokens do not fit the model's context window of "
+                          f"{n_ctx}"))
 
 
 def row_layout(xs, p, trees, n_slots, n_ctx, xp, pad_rows=1):
-    """Where a pass's rows go: row b runs its new tokens xs[b][p_b:] and then its tree's nodes (trees[b] = (tokens,
-    parents), ([], []) for none), padded to T -> a dict: ids [B, T] and positions [B, T] (on xp; [T] when every row
-    runs T tokens after the same prefix p0), slots [B, T] (None: every row writes from p0 on),
-    mask [B, 1, T, n_kv] (None: one token per row, after the same prefix p0: it sees every key), n_kv, new tokens
-    s [B] and nodes m [B] per row.
+    """Where a pass's rows go: row b runs its new tokens xs[b][p_b:] and then its tree's nodes
+    (trees[b] = (tokens, parents), ([], []) for none), padded to T -> a dict: ids [B, T] and
+    positions [B, T] (on xp; [T] when every row runs T tokens after the same prefix p0), slots [B,
+    T] (None: every row writes from p0 on), mask [B, 1, T, n_kv] (None: one token per row, after the
+    same prefix p0: it sees every key), n_kv, new tokens s [B] and nodes m [B] per row.
 
-    Token t of row b goes to slot p_b + t; a node's position is len(x_b) - 1 + its depth; it sees the prefix, its
-    ancestors and itself. Padding sits past the row's end (its slots clipped to the spare slot n_slots - 1) and
-    its outputs are never read; a pass of one row is padded up to a multiple of pad_rows rows."""
+    Token t of row b goes to slot p_b + t; a node's position is len(x_b) - 1 + its depth; it sees
+    the prefix, its ancestors and itself. Padding sits past the row's end (its slots clipped to the
+    spare slot n_slots - 1) and its outputs are never read; a pass of one row is padded up to a
+    multiple of pad_rows rows."""
     s = [len(x) - pb for x, pb in zip(xs, p)]
     m = [len(tokens) for tokens, _ in trees]
     B, p0 = len(xs), p[0]
     if not any(m) and min(p) == max(p) and min(s) == max(s) and (s[0] == 1 or pad_rows == 1):
         T = s[0]  # the plain causal pass: every row runs T tokens after p0
-        return {"ids": xp.asarray([x[p0:] for x in xs]), "positions": xp.arange(p0, p0 + T), "slots": None,
-                "mask": causal_mask(T, p0, xp) if T > 1 else None, "n_kv": p0 + T, "s": s, "m": m, "p0": p0}
+        return {"ids": xp.asarray([x[p0:] for x in xs]), "positions": xp.arange(p0, p0 + T),
+                "slots": None,
+                "mask": causal_mask(T, p0, xp) if T > 1 else None, "n_kv": p0 + T, "s": s, "m": m,
+                "p0": p0}
     T = max(sb + mb for sb, mb in zip(s, m))
     pad = -T % pad_rows if T > 1 else 0
     pad = pad if p0 + T + pad <= n_slots - 1 else 0
@@ -100,15 +116,18 @@ def row_layout(xs, p, trees, n_slots, n_ctx, xp, pad_rows=1):
     for b, (x, (tokens, _)) in enumerate(zip(xs, trees)):
         ids[b, :s[b] + m[b]] = x[p[b]:] + tokens
     out["ids"] = xp.asarray(ids)
-    at = np.asarray(p)[:, None] + np.arange(T)  # [B, T]: slot of each new token (of padding: past the row's end)
+    # [B, T]: slot of each new token (of padding: past the row's end)
+    at = np.asarray(p)[:, None] + np.arange(T)
     positions = at.copy()  # [B, T]
     mask = np.arange(n_kv) <= at[:, :, None]  # [B, T, n_kv]: causal over the slots
-    for b, (x, (tokens, parents)) in enumerate(zip(xs, trees)):
-        if m[b]:  # a node sees the prefix, its ancestors and itself: not the slots of the nodes before it
+    for b, (x, (_, parents)) in enumerate(zip(xs, trees)):
+        # a node sees the prefix, its ancestors and itself: not the slots of the nodes before it
+        if m[b]:
             nodes = slice(s[b], s[b] + m[b])
             positions[b, nodes] = len(x) - 1 + np.array(tree_depths(parents))
             mask[b, nodes, len(x):len(x) + m[b]] = tree_mask(parents, np)
-    out.update(positions=xp.asarray(np.minimum(positions, n_ctx - 1)), mask=xp.asarray(mask)[:, None],
+    out.update(positions=xp.asarray(np.minimum(positions, n_ctx - 1)),
+               mask=xp.asarray(mask)[:, None],
                slots=None if same else xp.asarray(np.minimum(at, n_slots - 1)))
     return out
 
@@ -126,17 +145,19 @@ def row_bytes(hparams, tree_slots, tokens, itemsize=4):
 
 
 class RowCaches:
-    """One KV cache row per sequence, the tokens each row holds, and _match(xs), which gives each sequence of a call
-    its row and the prefix it can reuse there. BatchGPT2 and gpt2/self_draft.py's engine stand on it."""
+    """One KV cache row per sequence, the tokens each row holds, and _match(xs), which gives each
+    sequence of a call its row and the prefix it can reuse there. BatchGPT2 and gpt2/self_draft.py's
+    engine stand on it."""
 
     def __init__(self, hparams, rows, xp, tree_slots, dtype="float32"):
         self.hparams, self.rows, self.xp = hparams, rows, xp
         L, H, D = hparams["n_layer"], hparams["n_head"], hparams["n_embd"] // hparams["n_head"]
-        # the slots: the window, tree_slots for the nodes of a tree near its end, and one spare slot where padding whose
-        # slot would fall past them writes
+        # the slots: the window, tree_slots for the nodes of a tree near its end, and one spare slot
+        # where padding whose slot would fall past them writes
         self.slots = hparams["n_ctx"] + tree_slots + 1
         self.cache = KVCache(L, H, self.slots, D, xp, dtype, rows=rows)  # [L, B, H, S, D]
-        self.tokens = [[] for _ in range(rows)]  # what each cache row holds (a tree's nodes are not listed)
+        # what each cache row holds (a tree's nodes are not listed)
+        self.tokens = [[] for _ in range(rows)]
         self.active = rows  # sequences in the last call
         self.calls = 0  # forward passes
         self.tokens_run = 0  # real (not padding) tokens pushed through them
@@ -144,10 +165,12 @@ class RowCaches:
     def reset(self):
         self.tokens, self.active = [[] for _ in range(self.rows)], self.rows
 
-    def _match(self, xs):  # -> cached prefix length of each sequence, after moving rows so that sequence b is row b
-        # Rows keep their order and only leave the batch (picospec/batched/ drops finished rows), so a sequence's row is
-        # one of the next gone + 1 rows (gone: rows that left since the last call): the first that parts from it only
-        # in its last KEEP tokens, else the one sharing the longest prefix. Any choice is correct; this one reuses most.
+    # -> cached prefix length of each sequence, after moving rows so that sequence b is row b
+    def _match(self, xs):
+        # Rows keep their order and only leave the batch (picospec/batched/ drops finished rows), so
+        # a sequence's row is one of the next gone + 1 rows (gone: rows that left since the last
+        # call): the first that parts from it only in its last KEEP tokens, else the one sharing the
+        # longest prefix. Any choice is correct; this one reuses most.
         if self.rows == 1:
             return [common_prefix_length(self.tokens[0], xs[0])]
         gone, r, order, prefix = max(0, self.active - len(xs)), 0, [], []
@@ -156,13 +179,16 @@ class RowCaches:
             for row in range(r, r + gone + 1):
                 c = common_prefix_length(self.tokens[row], x)
                 candidates.append((row, c))
-                if len(self.tokens[row]) - c <= KEEP:  # the row parts from x only in its last KEEP tokens: it holds x
+                # the row parts from x only in its last KEEP tokens: it holds x
+                if len(self.tokens[row]) - c <= KEEP:
                     break
-            row, c = candidates[-1] if len(self.tokens[row]) - c <= KEEP else max(candidates, key=lambda rc: rc[1])
+            row, c = (candidates[-1] if len(self.tokens[row]) - c <= KEEP
+                      else max(candidates, key=lambda rc: rc[1]))
             gone, r = gone - (row - r), row + 1
             order.append(row)
             prefix.append(c)
-        if order != list(range(len(xs))):  # a sequence left the batch (or the order changed): move rows up
+        # a sequence left the batch (or the order changed): move rows up
+        if order != list(range(len(xs))):
             used = set(order)
             self._move(order + [r for r in range(self.rows) if r not in used])
         self.active = len(xs)
@@ -172,21 +198,25 @@ class RowCaches:
         self.cache.move(order, max(len(t) for t in self.tokens) + 1)
         self.tokens = [self.tokens[r] for r in order]
 
-    def _ran(self, xs, new):  # after a forward pass that ran `new` real tokens, the caches' rows hold xs
+    # after a forward pass that ran `new` real tokens, the caches' rows hold xs
+    def _ran(self, xs, new):
         self.tokens[:len(xs)] = xs
         self.calls += 1
         self.tokens_run += new
 
-    def _pass(self, rows, forward):  # forward() after pointing the cache at a row_layout's slots -> its result
+    # forward() after pointing the cache at a row_layout's slots -> its result
+    def _pass(self, rows, forward):
         if rows["slots"] is None:  # every row writes after the same prefix: plain slices
             self.cache.n = rows["p0"]
         self.cache.at(rows["slots"], rows["n_kv"])
         B, T = rows["ids"].shape
-        with threads_for(B * T, self.xp):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
+        # many rows: the BLAS policy's wide count (gpt2/backend.py)
+        with threads_for(B * T, self.xp):
             return forward()
 
 
-def read_rows(h, s, m, n, xp):  # hidden [B, T, C] -> [sum of (n + m_b), C]: each row's last n tokens, then its nodes
+# hidden [B, T, C] -> [sum of (n + m_b), C]: each row's last n tokens, then its nodes
+def read_rows(h, s, m, n, xp):
     if len(s) == 1:
         return h[0, s[0] - n:s[0] + m[0]]
     T = h.shape[1]
@@ -195,7 +225,8 @@ def read_rows(h, s, m, n, xp):  # hidden [B, T, C] -> [sum of (n + m_b), C]: eac
 
 
 class BatchGPT2(RowCaches):
-    """`rows` sequences at once on the weights of a GPT2 (shared, not copied), each with its own cache row."""
+    """`rows` sequences at once on the weights of a GPT2 (shared, not copied), each with its own
+    cache row."""
 
     def __init__(self, model, rows, tree_slots=TREE_SLOTS, pad_rows=1):
         super().__init__(model.hparams, rows, model.xp, tree_slots)
@@ -214,7 +245,8 @@ class BatchGPT2(RowCaches):
         return self.logits(xs, n, probs=True)
 
     def logits(self, xs, n=1, hidden=False, probs=False):
-        """Logits (or probs) [B, n, V] after the last n prefixes of each xs[b]; with hidden=True also [B, n, C]."""
+        """Logits (or probs) [B, n, V] after the last n prefixes of each xs[b]; with hidden=True
+        also [B, n, C]."""
         if not 1 <= len(xs) <= self.rows:
             raise ValueError(f"this batched engine holds {self.rows} rows; got {len(xs)} sequences")
         for x in xs:
@@ -224,18 +256,19 @@ class BatchGPT2(RowCaches):
         return (logits, to_numpy(h).reshape(len(xs), n, -1)) if hidden else logits
 
     def tree(self, xs, trees, hidden=False, probs=False):
-        """Score each prefix xs[b] and its tree trees[b] = (tokens, parents) in one pass -> a list of B arrays
-        [1 + m_b, V] (with hidden=True also a list of [1 + m_b, C]); see the module docstring."""
+        """Score each prefix xs[b] and its tree trees[b] = (tokens, parents) in one pass -> a list
+        of B arrays [1 + m_b, V] (with hidden=True also a list of [1 + m_b, C]); see the module
+        docstring."""
         if not 1 <= len(xs) <= self.rows or len(trees) != len(xs):
-            raise ValueError(f"this batched engine holds {self.rows} rows and tree() takes one tree per sequence; got "
-                             f"{len(xs)} sequences and {len(trees)} trees")
+            raise ValueError(f"this batched engine holds {self.rows} rows and tree() takes one "
+                             f"tree per sequence; got {len(xs)} sequences and {len(trees)} trees")
         for x, (tokens, parents) in zip(xs, trees):
             if len(tokens) != len(parents):
                 raise ValueError(f"tree: {len(tokens)} tokens but {len(parents)} parents")
             check(x, 1, max(tree_depths(parents), default=0), self.n_ctx)
             if len(x) + len(tokens) > self.slots - 1:
-                raise ValueError(f"a tree of {len(tokens)} nodes after {len(x)} tokens needs more than the cache's "
-                                 f"{self.slots - 1} slots: use a smaller tree")
+                raise ValueError(f"a tree of {len(tokens)} nodes after {len(x)} tokens needs more "
+                                 f"than the cache's {self.slots - 1} slots: use a smaller tree")
         trees = [(list(tokens), list(parents)) for tokens, parents in trees]
         h = self._forward([list(x) for x in xs], 1, trees)  # [sum of (1 + m_b), C]
         logits = self._head(h, probs)  # every row's nodes: [sum of (1 + m_b), V]
@@ -245,7 +278,8 @@ class BatchGPT2(RowCaches):
         return (out, np.split(to_numpy(h), ends)) if hidden else out
 
     def accept(self, paths):
-        """After tree(): row b keeps xs[b] followed by the nodes paths[b] (increasing node indices) in its cache."""
+        """After tree(): row b keeps xs[b] followed by the nodes paths[b] (increasing node indices)
+        in its cache."""
         if self._trees is None or len(paths) != len(self._trees):
             raise ValueError("accept() takes one path per row of the tree() call just before it")
         for b, (path, tokens) in enumerate(zip(paths, self._trees)):
@@ -255,7 +289,8 @@ class BatchGPT2(RowCaches):
         self._trees = None
 
     def _forward(self, xs, n, trees):  # -> hidden states [sum over rows of (n + m_b), C]
-        """Each row's last n tokens, then its tree's m_b nodes (none for a plain call), row after row."""
+        """Each row's last n tokens, then its tree's m_b nodes (none for a plain call), row after
+        row."""
         params = self.model.forward_params
         # Step 1: each sequence's reusable prefix p_b (always running its last n tokens)
         p = [min(c, len(x) - n) for c, x in zip(self._match(xs), xs)]  # [B]
@@ -272,7 +307,8 @@ class BatchGPT2(RowCaches):
         else:
             h = self._pass(rows, lambda: forward(rows["ids"], rows["positions"], rows["mask"]))
         s, m = rows["s"], rows["m"]
-        self.cache.n = p[0] + s[0] + m[0]  # (a one-row cache: its tokens and nodes, the padding forgotten)
+        # (a one-row cache: its tokens and nodes, the padding forgotten)
+        self.cache.n = p[0] + s[0] + m[0]
         self._ran(xs, sum(s) + sum(m))
         # Step 4: the rows asked for: each row's last n real tokens, then its nodes
         h = read_rows(h, s, m, n, self.xp)  # [sum of (n + m_b), C]
@@ -285,50 +321,59 @@ class BatchGPT2(RowCaches):
 
 
 class GPT2:
-    """A GPT-2 (hparams + params tree) behind the model contract, on NumPy or CuPy arrays: one sequence, the one row
-    of a BatchGPT2 on its weights. layout: performance choices (panels, panel_width, head_copy, pad_rows) for
-    gpt2/fast's layout, which picks each by default (static: the static-shape step, off)."""
+    """A GPT-2 (hparams + params tree) behind the model contract, on NumPy or CuPy arrays: one
+    sequence, the one row of a BatchGPT2 on its weights. layout: performance choices (panels,
+    panel_width, head_copy, pad_rows) for gpt2/fast's layout, which picks each by default (static:
+    the static-shape step, off)."""
 
     def __init__(self, hparams, params, device="cpu", **layout_choices):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
         engine_policy(self.n_params, device)  # main.py's BLAS thread policy (gpt2/backend.py)
         self.params = tree_map(lambda a: self.xp.asarray(a, dtype="float32"), params)
         fast = layout(self.params, self.n_params, device, **layout_choices)
-        self.forward_params, self.head = fast["params"], fast["head"]  # what the forward multiplies by
+        # what the forward multiplies by
+        self.forward_params, self.head = fast["params"], fast["head"]
         self.panels, self.pad_rows, self.static = fast["panels"], fast["pad_rows"], fast["static"]
         self.engine = BatchGPT2(self, 1, pad_rows=self.pad_rows)
 
     n_vocab = property(lambda self: self.hparams["n_vocab"])
     n_ctx = property(lambda self: self.hparams["n_ctx"])
     cache = property(lambda self: self.engine.cache)
-    tokens = property(lambda self: self.engine.tokens[0])  # what the cache holds (a tree's nodes are not listed)
-    calls = property(lambda self: self.engine.calls)  # forward passes run: the cost measure of speculative decoding
+    # what the cache holds (a tree's nodes are not listed)
+    tokens = property(lambda self: self.engine.tokens[0])
+    # forward passes run: the cost measure of speculative decoding
+    calls = property(lambda self: self.engine.calls)
     tokens_run = property(lambda self: self.engine.tokens_run)  # tokens pushed through those passes
 
     @property
-    def n_params(self):  # weight matrices (biases and norms left out): what the BLAS thread policy sizes its choice by
+    # weight matrices (biases and norms left out): what the BLAS thread policy sizes its choice by
+    def n_params(self):
         h = self.hparams
-        return h["n_vocab"] * h["n_embd"] + h["n_ctx"] * h["n_embd"] + h["n_layer"] * 12 * h["n_embd"] ** 2
+        return (h["n_vocab"] * h["n_embd"] + h["n_ctx"] * h["n_embd"] + h["n_layer"] * 12
+                * h["n_embd"] ** 2)
 
     def __call__(self, x, n=1):  # -> probs [n, n_vocab]
         return self.logits(x, n, probs=True)
 
     def logits(self, x, n=1, hidden=False, probs=False):
-        """Logits (or probs) [n, n_vocab] after the last n prefixes of x; with hidden=True also their hidden states."""
+        """Logits (or probs) [n, n_vocab] after the last n prefixes of x; with hidden=True also
+        their hidden states."""
         check(x, n, 0, self.n_ctx)
         h = self.engine._forward([list(x)], n, NO_TREE)  # [n, C]
         logits = self.engine._head(h, probs)  # [n, V]
         return (logits, to_numpy(h)) if hidden else logits
 
     def tree(self, x, tokens, parents, hidden=False, probs=False):
-        """Score the prefix x and a token tree in one pass -> [1 + m, n_vocab] (see the module docstring)."""
+        """Score the prefix x and a token tree in one pass -> [1 + m, n_vocab] (see the module
+        docstring)."""
         if len(tokens) != len(parents):
             raise ValueError(f"tree: {len(tokens)} tokens but {len(parents)} parents")
         out = self.engine.tree([x], [(tokens, parents)], hidden, probs)
         return (out[0][0], out[1][0]) if hidden else out[0]
 
     def accept(self, path):
-        """After tree(): keep x followed by the nodes in `path` (increasing node indices) in the cache."""
+        """After tree(): keep x followed by the nodes in `path` (increasing node indices) in the
+        cache."""
         self.engine.accept([path])
 
     def reset(self):

@@ -1,14 +1,16 @@
-"""LayerSkip's exit adapter (Elhoushi et al. 2024, arXiv:2404.16710): a head that reads the next token from the
-residual stream after an early exit.
+"""LayerSkip's exit adapter (Elhoushi et al. 2024, arXiv:2404.16710): a head that reads the next
+token from the residual stream after an early exit.
 
-LayerSkip drafts with the first E layers and the model's own LM head, after training the model with layer dropout and
-an early-exit loss so that the head reads well from early layers. picospec leaves the target as it is and trains only
-an adapter for one exit layer E: a tied residual head of gpt2/heads.py on the final layer norm of the residual after E
-layers, logits = wte (SiLU(W1 x + b1) + x) with x = ln_f(h_E), W1 [n_embd, n_embd] starting at zero (a fresh adapter is
-the plain LM head), trained to give the target's next-token law (soft cross-entropy to its probabilities) through THE
-training loop (gpt2/train.py). It lives beside the model as folder/early_exit/ (heads.json with its exit layer,
-heads.safetensors); gpt2/self_draft.py's load_adapter loads it for --method early_exit and its lm_head applies it.
-Shapes: B (training windows), T (tokens per window), n_embd, n_vocab, batch_size (positions per step).
+LayerSkip drafts with the first E layers and the model's own LM head, after training the model with
+layer dropout and an early-exit loss so that the head reads well from early layers. picospec leaves
+the target as it is and trains only an adapter for one exit layer E: a tied residual head of
+gpt2/heads.py on the final layer norm of the residual after E layers, logits = wte (SiLU(W1 x + b1)
++ x) with x = ln_f(h_E), W1 [n_embd, n_embd] starting at zero (a fresh adapter is the plain LM
+head), trained to give the target's next-token law (soft cross-entropy to its probabilities) through
+THE training loop (gpt2/train.py). It lives beside the model as folder/early_exit/ (heads.json with
+its exit layer, heads.safetensors); gpt2/self_draft.py's load_adapter loads it for --method
+early_exit and its lm_head applies it. Shapes: B (training windows), T (tokens per window), n_embd,
+n_vocab, batch_size (positions per step).
 """
 import numpy as np
 
@@ -16,11 +18,13 @@ from gpt2.backend import to_numpy, xp_of
 from gpt2.model import layer_norm, softmax
 from gpt2.skip_search import full_forward
 
-def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, batch_size=512, lr=1e-3, seed=0):
-    """Train a tied residual head (gpt2/heads.py, SiLU, starting as the plain LM head) on the residual stream after
-    `exit_layer` layers to give the target's next-token law: soft cross-entropy to the target's probabilities, on
-    the positions of `windows` [B, T] (training text). THE training loop (gpt2/train.py) runs it; the adapter is saved
-    to out (heads.json with its exit layer, heads.safetensors). -> the training log."""
+def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, batch_size=512,
+                       lr=1e-3, seed=0):
+    """Train a tied residual head (gpt2/heads.py, SiLU, starting as the plain LM head) on the
+    residual stream after `exit_layer` layers to give the target's next-token law: soft
+    cross-entropy to the target's probabilities, on the positions of `windows` [B, T] (training
+    text). THE training loop (gpt2/train.py) runs it; the adapter is saved to out (heads.json with
+    its exit layer, heads.safetensors). -> the training log."""
     from pathlib import Path
 
     from gpt2.heads import head_backward, head_forward, init_heads, save_heads
@@ -28,19 +32,22 @@ def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, bat
 
     L = hparams["n_layer"]
     if not 1 <= exit_layer < L:
-        raise ValueError(f"exit layer {exit_layer}: the model has {L} layers; an exit adapter reads the residual after "
-                         f"1..{L - 1} of them")
+        raise ValueError(f"exit layer {exit_layer}: the model has {L} layers; an exit adapter "
+                         f"reads the residual after 1..{L - 1} of them")
     xp, wte = xp_of(params["wte"]), params["wte"]
-    features, finals = [], []  # ln_f of the residual at the exit and at the end: [B * T, n_embd] each
+    # ln_f of the residual at the exit and at the end: [B * T, n_embd] each
+    features, finals = [], []
     for i in range(0, len(windows), 16):
         residuals = full_forward(params, hparams, windows[i:i + 16])[0]
-        features.append(layer_norm(residuals[2 * exit_layer], **params["ln_f"]).reshape(-1, hparams["n_embd"]))
+        features.append(layer_norm(residuals[2 * exit_layer], **params["ln_f"]).reshape(-1,
+                                                                                        hparams["n_embd"]))
         finals.append(layer_norm(residuals[-1], **params["ln_f"]).reshape(-1, hparams["n_embd"]))
     features, finals = xp.concatenate(features), xp.concatenate(finals)
     heads, config = init_heads(1, to_numpy(wte), tied=True, act="silu", kind="early_exit")
     head = {k: {n: xp.asarray(a) for n, a in v.items()} for k, v in heads[0].items()}
 
-    def loss_and_grads(head, step, rng):  # soft cross-entropy to the target's law on batch_size random positions
+    # soft cross-entropy to the target's law on batch_size random positions
+    def loss_and_grads(head, step, rng):
         idx = rng.integers(0, len(features), batch_size)
         logits, cache = head_forward(features[idx], head, wte, "silu")  # [batch_size, n_vocab]
         z = logits - logits.max(-1, keepdims=True)
@@ -50,8 +57,10 @@ def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, bat
         return {"loss": loss}, head_backward((xp.exp(logp) - q) / batch_size, cache, head)[1]
 
     out = Path(out)
-    log = train_loop(head, loss_and_grads, out / "ckpt", steps, lambda step: lr_at(step, steps, lr, 20),
-                     np.random.default_rng(seed), weight_decay=0.0, eval_every=100, desc=f"exit adapter E={exit_layer}")
+    log = train_loop(head, loss_and_grads, out / "ckpt", steps,
+                     lambda step: lr_at(step, steps, lr, 20),
+                     np.random.default_rng(seed), weight_decay=0.0, eval_every=100,
+                     desc=f"exit adapter E={exit_layer}")
     save_heads(out, [{k: {n: to_numpy(a) for n, a in v.items()} for k, v in head.items()}], config,
                record={"exit_layer": exit_layer, "positions": int(len(features)), "steps": steps,
                        "final_loss": log["history"][-1]["loss"]})

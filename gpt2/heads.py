@@ -1,22 +1,26 @@
-"""Extra decoding heads on a GPT-2 backbone: Medusa heads and Blockwise Parallel Decoding's proposal heads.
+"""Extra decoding heads on a GPT-2 backbone: Medusa heads and Blockwise Parallel Decoding's proposal
+heads.
 
-Medusa (Cai et al. 2024, arXiv:2401.10774), eq. (1): head k on the last hidden state h_t (after ln_f) is
+Medusa (Cai et al. 2024, arXiv:2401.10774), eq. (1): head k on the last hidden state h_t (after
+ln_f) is
     p_t^(k) = softmax(W2^(k) (SiLU(W1^(k) h_t + b1^(k)) + h_t)),   W1 [C, C], W2 [C, V]
-a residual block then its own vocabulary projection; head k predicts the token k + 1 positions after the next one
-(the LM head itself predicts the next one). W1 starts at zero and W2 at the LM head, so a fresh head copies the LM head.
-Blockwise Parallel Decoding (Stern et al. 2018, arXiv:1811.03115), its proposal heads: "a single feedforward layer with a
-residual connection" per head, then the model's shared vocabulary projection: the same block with ReLU and W2 tied to
-the backbone's wte, so a head is only C x C + C numbers.
+a residual block then its own vocabulary projection; head k predicts the token k + 1 positions after
+the next one (the LM head itself predicts the next one). W1 starts at zero and W2 at the LM head, so
+a fresh head copies the LM head. Blockwise Parallel Decoding (Stern et al. 2018, arXiv:1811.03115),
+its proposal heads: "a single feedforward layer with a residual connection" per head, then the
+model's shared vocabulary projection: the same block with ReLU and W2 tied to the backbone's wte, so
+a head is only C x C + C numbers.
 
-Files beside their backbone: OUT/heads.safetensors (heads.{k}.res.w / .b, heads.{k}.out.w) and OUT/heads.json
-(the config below, plus training and accuracy records). Shapes: B batch, T positions, C n_embd, V n_vocab, K heads.
+Files beside their backbone: OUT/heads.safetensors (heads.{k}.res.w / .b, heads.{k}.out.w) and
+OUT/heads.json (the config below, plus training and accuracy records). Shapes: B batch, T positions,
+C n_embd, V n_vocab, K heads.
 """
 import json
 from pathlib import Path
 
 import numpy as np
 
-from gpt2.addons import ACTIVATIONS, RETRAIN, read_heads_config
+from gpt2.addons import RETRAIN, read_heads_config
 from gpt2.backend import xp_of
 
 
@@ -29,12 +33,14 @@ def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None
     rng = rng or np.random.default_rng(0)
     heads = []
     for _ in range(n_heads):
-        # SiLU heads start at zero (the head then equals the LM head); ReLU has no gradient at exactly 0, so its
-        # heads start small and random
-        w1 = np.zeros((C, C), np.float32) if act == "silu" else rng.standard_normal((C, C), dtype=np.float32) * 0.02
+        # SiLU heads start at zero (the head then equals the LM head); ReLU has no gradient at
+        # exactly 0, so its heads start small and random
+        w1 = (np.zeros((C, C), np.float32) if act == "silu"
+              else rng.standard_normal((C, C), dtype=np.float32) * 0.02)
         head = {"res": {"w": w1, "b": np.zeros(C, np.float32)}}
         if not tied:
-            out = wte.T.copy() if from_lm_head else rng.standard_normal((C, V), dtype=np.float32) * np.float32(0.02)
+            out = (wte.T.copy() if from_lm_head
+                   else rng.standard_normal((C, V), dtype=np.float32) * np.float32(0.02))
             head["out"] = {"w": np.ascontiguousarray(out, dtype=np.float32)}
         heads.append(head)
     kind = kind or ("blockwise" if tied else "medusa")
@@ -84,10 +90,12 @@ def cross_entropy(logits, targets):  # [N, V], [N] -> mean loss, dlogits
 
 
 def heads_loss_and_grads(h, targets, heads, wte, config, lambdas):
-    """sum_k lambdas[k] * L_k, L_k = cross-entropy of head k+1 predicting targets[:, t + k + 1] from h[:, t].
+    """sum_k lambdas[k] * L_k, L_k = cross-entropy of head k+1 predicting targets[:, t + k + 1] from
+    h[:, t].
 
     h [B, T, C] hidden states, targets [B, T] (targets[:, t] is the token after position t).
-    -> total loss, per-head losses, grads (list like heads), dh [B, T, C] (for MEDUSA-2's joint training)."""
+    -> total loss, per-head losses, grads (list like heads), dh [B, T, C] (for MEDUSA-2's joint
+    training)."""
     xp = xp_of(h)
     B, T, C = h.shape
     dh = xp.zeros_like(h)
@@ -105,7 +113,8 @@ def heads_loss_and_grads(h, targets, heads, wte, config, lambdas):
     return total, losses, grads, dh
 
 
-def ranks_of_targets(logits, targets):  # [N, V], [N] -> rank of each target token in its row (0 = argmax)
+# [N, V], [N] -> rank of each target token in its row (0 = argmax)
+def ranks_of_targets(logits, targets):
     return (logits > logits[xp_of(logits).arange(len(targets)), targets][:, None]).sum(-1)
 
 
@@ -115,19 +124,21 @@ def save_heads(folder, heads, config, dtype="float16", record=None):
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    tensors = {f"heads.{k}": v for k, v in flatten(heads).items()}  # NumPy or CuPy: write_safetensors takes both
+    # NumPy or CuPy: write_safetensors takes both
+    tensors = {f"heads.{k}": v for k, v in flatten(heads).items()}
     write_safetensors(folder / "heads.safetensors", tensors, dtype=dtype)
     tmp = folder / "heads.json.tmp"
     tmp.write_text(json.dumps({**config, **(record or {})}, indent=1))
     tmp.replace(folder / "heads.json")
 
 
-HEAD_SHAPES = {"res.w": ("C", "C"), "res.b": ("C",), "out.w": ("C", "V")}  # out.w only in untied heads
+# out.w only in untied heads
+HEAD_SHAPES = {"res.w": ("C", "C"), "res.b": ("C",), "out.w": ("C", "V")}
 
 
 def load_heads(folder, n_embd=None, n_vocab=None):
-    """-> heads (list of dicts, float32), config (dict from heads.json). Missing, corrupt (malformed, NaN or inf) or
-    mismatched files are ValueErrors that name the file."""
+    """-> heads (list of dicts, float32), config (dict from heads.json). Missing, corrupt
+    (malformed, NaN or inf) or mismatched files are ValueErrors that name the file."""
     folder = Path(folder)
     if not (folder / "heads.json").exists() or not (folder / "heads.safetensors").exists():
         raise ValueError(f"no heads in {folder}: expected heads.json and heads.safetensors there "
@@ -142,15 +153,17 @@ def load_heads(folder, n_embd=None, n_vocab=None):
         heads.append(head)
     C = heads[0]["res"]["w"].shape[0]
     if n_embd is not None and C != n_embd:
-        raise ValueError(f"heads in {folder} were trained for n_embd {C}, but the backbone has {n_embd}")
+        raise ValueError(f"heads in {folder} were trained for n_embd {C}, but the backbone has "
+                         f"{n_embd}")
     if n_vocab is not None and not config["tied"] and heads[0]["out"]["w"].shape[1] != n_vocab:
-        raise ValueError(f"heads in {folder} predict {heads[0]['out']['w'].shape[1]} tokens; the backbone has {n_vocab}")
+        raise ValueError(f"heads in {folder} predict {heads[0]['out']['w'].shape[1]} tokens; the "
+                         f"backbone has {n_vocab}")
     return heads, config
 
 
 def read_head_tensors(path, config):
-    """heads.safetensors as float32 tensors, each present, of its shape in HEAD_SHAPES (one C and one V for all heads)
-    and finite."""
+    """heads.safetensors as float32 tensors, each present, of its shape in HEAD_SHAPES (one C and
+    one V for all heads) and finite."""
     from gpt2.weights import CorruptFile, read_safetensors
 
     tensors, sizes = read_safetensors(path), {}
@@ -162,8 +175,11 @@ def read_head_tensors(path, config):
             if name not in tensors:
                 raise CorruptFile(path, f"tensor {name!r} is missing", RETRAIN)
             a = tensors[name] = np.asarray(tensors[name], dtype=np.float32)
-            if a.ndim != len(dims) or any(sizes.setdefault(d, n) != n for d, n in zip(dims, a.shape)):
-                raise CorruptFile(path, f"tensor {name!r} has shape {a.shape}, not [{', '.join(dims)}] with {sizes}",
+            if a.ndim != len(dims) or any(sizes.setdefault(d, n) != n for d,
+                                          n in zip(dims, a.shape)):
+                raise CorruptFile(path,
+                                  f"tensor {name!r} has shape {a.shape}, not [{', '.join(dims)}] "
+                                  f"with {sizes}",
                                   RETRAIN)
             if not np.isfinite(a).all():
                 raise CorruptFile(path, f"tensor {name!r} holds NaN or infinite values", RETRAIN)
@@ -171,19 +187,22 @@ def read_head_tensors(path, config):
 
 
 def keep_first_heads(src, dst, n):
-    """Copy the first n heads of the set in `src` to `dst` (heads are independent given a frozen backbone, so the
-    first n of K are what training n would give, up to the data order); the accuracy record is cut to match.
+    """Copy the first n heads of the set in `src` to `dst` (heads are independent given a frozen
+    backbone, so the first n of K are what training n would give, up to the data order); the
+    accuracy record is cut to match.
 
-    Example: python -m gpt2.heads --src runs/medusa1-distilled --dst gpt2/assets/tiny-target/medusa --n 2
+    Example: python -m gpt2.heads --src runs/medusa1-distilled --dst gpt2/assets/tiny-target/medusa
+    --n 2
     """
     from gpt2.corpus import output_folder
     from gpt2.weights import read_header
 
     if Path(dst).resolve() == Path(src).resolve():
-        raise ValueError(f"--dst {dst} is the --src folder: keeping {n} heads there would lose the others; "
-                         "give another folder")
+        raise ValueError(f"--dst {dst} is the --src folder: keeping {n} heads there would lose the "
+                         f"others; give another folder")
     heads, config = load_heads(src)
-    stored = read_header(Path(src) / "heads.safetensors")[0]["heads.0.res.w"]["dtype"]  # keep the numbers as they are
+    # keep the numbers as they are
+    stored = read_header(Path(src) / "heads.safetensors")[0]["heads.0.res.w"]["dtype"]
     dtype = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[stored]
     if not 1 <= n <= config["n_heads"]:
         raise ValueError(f"--n {n}: {src} has {config['n_heads']} heads; cannot keep the first {n}")
@@ -192,7 +211,8 @@ def keep_first_heads(src, dst, n):
     record = {k: v for k, v in config.items() if k not in ("kind", "n_heads", "tied", "act")}
     for key in ("accuracy", "accuracy_text"):
         if key in record:
-            record[key] = {name: (rows[:n + 1] if isinstance(rows, list) else rows) for name, rows in record[key].items()}
+            record[key] = {name: (rows[:n + 1] if isinstance(rows, list) else rows) for name,
+                           rows in record[key].items()}
     record["kept"] = f"the first {n} of the {config['n_heads']} heads in {src}"
     with output_folder(dst):  # a failed run leaves no half-written folder behind
         kept = {"kind": heads_kind(config), "n_heads": n, "tied": config["tied"],
@@ -205,9 +225,11 @@ if __name__ == "__main__":
     from gpt2.corpus import out_folder
 
     command(keep_first_heads, [
-        Option("src", "dir", None, "folder with heads.json + heads.safetensors (from python -m gpt2.train_heads)",
+        Option("src", "dir", None,
+               "folder with heads.json + heads.safetensors (from python -m gpt2.train_heads)",
                required=True),
-        Option("dst", "path", None, "folder to write the kept heads into (made if missing)", check=out_folder,
+        Option("dst", "path", None, "folder to write the kept heads into (made if missing)",
+               check=out_folder, required=True),
+        Option("n", int, None, "how many heads to keep, counted from the first", low=1,
                required=True),
-        Option("n", int, None, "how many heads to keep, counted from the first", low=1, required=True),
     ])

@@ -1,13 +1,16 @@
-"""Turn a model name into a model: built-in tiny models, the n-gram draft, GPT-2 sizes, Hugging Face ids, folders.
+"""Turn a model name into a model: built-in tiny models, the n-gram draft, GPT-2 sizes, Hugging Face
+ids, folders.
 
-    load_model("tiny-target") -> (GPT2 engine, Encoder)      # the built-in pair: "tiny-target", "tiny-draft"
+    # the built-in pair: "tiny-target", "tiny-draft"
+    load_model("tiny-target") -> (GPT2 engine, Encoder)
     load_model("ngram")       -> (NGram, Encoder)            # the built-in count-based draft
     load_model("gpt2-xl")     -> downloads once into the cache folder, then loads from there
     load_model("./my-ckpt")   -> a local folder with config.json, model.safetensors and a tokenizer
 
-A name, folder or file that cannot load is a ValueError that names it and says what to do: a missing local folder or
-a bad repo id (gpt2.hub.resolve), no network (gpt2.hub.Unreachable), a corrupt or impossible file
-(gpt2.weights.CorruptFile: config.json, model.safetensors, the tokenizer's files, heads.json, heads.safetensors).
+A name, folder or file that cannot load is a ValueError that names it and says what to do: a missing
+local folder or a bad repo id (gpt2.hub.resolve), no network (gpt2.hub.Unreachable), a corrupt or
+impossible file (gpt2.weights.CorruptFile: config.json, model.safetensors, the tokenizer's files,
+heads.json, heads.safetensors).
 """
 from pathlib import Path
 
@@ -24,7 +27,8 @@ def load_model(name, device="cpu", offline=None):
         path = ASSETS / "ngram.safetensors"
         if not path.exists():
             raise ValueError(f"the built-in n-gram draft {path} is missing from gpt2/assets; "
-                             "rebuild it with `python -m gpt2.ngram` (see README) or choose another --draft")
+                             "rebuild it with `python -m gpt2.ngram` (see README) or choose "
+                             "another --draft")
         model, encoder = NGram.load(path), load_encoder(ASSETS / "tiny-target")  # the built-ins'
         model.tokenizer = model.tokenizer or encoder.fingerprint  # no record: counted with theirs
         model.folder = path
@@ -66,35 +70,39 @@ def check_tokenizers(draft, target, draft_name, target_name, role="draft"):
 
 
 def check_vocabulary(folder, n_vocab, encoder):
-    """The tokenizer's ids are the model's rows: a token id >= n_vocab has no embedding, a row with no token cannot be
-    printed. Both mean the tokenizer and the weights in `folder` do not belong together."""
+    """The tokenizer's ids are the model's rows: a token id >= n_vocab has no embedding, a row with
+    no token cannot be printed. Both mean the tokenizer and the weights in `folder` do not belong
+    together."""
     from gpt2.weights import CorruptFile
 
     ids = set(encoder.decoder)
     if max(ids) >= n_vocab or len(ids) != n_vocab:
-        raise CorruptFile(folder, f"the tokenizer has {len(ids)} tokens (ids up to {max(ids)}) but the model has "
-                                  f"{n_vocab} (vocab_size in config.json): the tokenizer and the weights do not "
-                                  f"belong together", "put the tokenizer files of this model beside its weights")
+        raise CorruptFile(folder,
+                          f"the tokenizer has {len(ids)} tokens (ids up to {max(ids)}) but the "
+                          f"model has {n_vocab} (vocab_size in config.json): the tokenizer and the "
+                          f"weights do not belong together",
+                                  "put the tokenizer files of this model beside its weights")
 
 
 def heads_folder(name, kind, heads=None, offline=None):
-    """Where a backbone's trained heads live: --heads DIR, else `kind` (medusa, blockwise) inside the backbone's folder
-    (the built-in tiny-target ships both); a folder of another kind of add-on is refused
-    (gpt2/addons.py)."""
+    """Where a backbone's trained heads live: --heads DIR, else `kind` (medusa, blockwise) inside
+    the backbone's folder (the built-in tiny-target ships both); a folder of another kind of add-on
+    is refused (gpt2/addons.py)."""
     from gpt2.addons import check_kind, folder_kind
     from gpt2.hub import resolve
 
     folder = Path(heads) if heads else resolve(name, offline=offline) / kind
     if folder_kind(folder) is None:
-        raise ValueError(f"no {kind} heads for {name!r} at {folder}: train them with `python -m gpt2.train_heads "
-                         f"--backbone {name} --data DIR --out DIR` (see README) and pass --heads DIR")
+        raise ValueError(f"no {kind} heads for {name!r} at {folder}: train them with `python -m "
+                         f"gpt2.train_heads --backbone {name} --data DIR --out DIR` (see README) "
+                         f"and pass --heads DIR")
     check_kind(folder, kind, f"--heads {heads}" if heads else f"{folder}", f"--method {kind}")
     return folder
 
 
 def heads_function(folder, model):
-    """heads(h [n, C], n_heads=None) -> logits [n_heads or K, n, V] for an engine, from heads saved in `folder`
-    (only the first n_heads heads are computed); and the heads' record."""
+    """heads(h [n, C], n_heads=None) -> logits [n_heads or K, n, V] for an engine, from heads saved
+    in `folder` (only the first n_heads heads are computed); and the heads' record."""
     import numpy as np
 
     from gpt2.backend import to_numpy
@@ -102,4 +110,6 @@ def heads_function(folder, model):
 
     heads, config = load_heads(folder, n_embd=model.hparams["n_embd"], n_vocab=model.n_vocab)
     wte = to_numpy(model.params["wte"])
-    return (lambda h, n_heads=None: heads_logits(np.asarray(h, dtype=np.float32), heads[:n_heads], wte, config)), config
+    return (lambda h,
+            n_heads=None: heads_logits(np.asarray(h, dtype=np.float32), heads[:n_heads], wte,
+                                       config)), config

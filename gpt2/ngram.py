@@ -1,20 +1,24 @@
-"""A count-based n-gram draft model with Witten-Bell interpolation (Witten & Bell 1991; Chen & Goodman 1998, sec. 2.5).
+"""A count-based n-gram draft model with Witten-Bell interpolation (Witten & Bell 1991; Chen &
+Goodman 1998, sec. 2.5).
 
 The survey seed lists n-gram models among the cheapest drafts. This one follows the model contract,
-model(x, n=1) -> probs [n, n_vocab], with a real normalised distribution over the whole vocabulary (speculative
-sampling needs the draft's probabilities to be the ones it samples from).
+model(x, n=1) -> probs [n, n_vocab], with a real normalised distribution over the whole vocabulary
+(speculative sampling needs the draft's probabilities to be the ones it samples from).
 
     P(w | h) = (c(h, w) + u(h) P(w | h')) / (c(h) + u(h))
 
-h is the context of the last k-1 tokens, h' the context one token shorter, c counts, and u(h) the number of distinct
-tokens seen after h. The recursion ends in the unigram law with add-one smoothing, so every token has probability > 0.
-An unseen context has c(h) = u(h) = 0 and falls back to P(w | h') unchanged.
+h is the context of the last k-1 tokens, h' the context one token shorter, c counts, and u(h) the
+number of distinct tokens seen after h. The recursion ends in the unigram law with add-one
+smoothing, so every token has probability > 0. An unseen context has c(h) = u(h) = 0 and falls back
+to P(w | h') unchanged.
 
-Example (by hand): tokens [0, 1, 0, 1, 0, 2], V = 3, order 2. Unigram counts 3, 2, 1 -> add-one (4, 3, 2) / 9.
-After context 0: c(0, 1) = 2, c(0, 2) = 1, c(0) = 3, u(0) = 2 -> P(1 | 0) = (2 + 2 * 3/9) / (3 + 2) = 0.5333.
+Example (by hand): tokens [0, 1, 0, 1, 0, 2], V = 3, order 2. Unigram counts 3, 2, 1 -> add-one (4,
+3, 2) / 9. After context 0: c(0, 1) = 2, c(0, 2) = 1, c(0) = 3, u(0) = 2 -> P(1 | 0) = (2 + 2 * 3/9)
+/ (3 + 2) = 0.5333.
 
-Storage, per order: sorted context keys (the context read as a base-V number), CSR offsets, the next tokens and counts
-of each context. Contexts of the highest order that were seen once are pruned (`min_count`) to keep the file small.
+Storage, per order: sorted context keys (the context read as a base-V number), CSR offsets, the next
+tokens and counts of each context. Contexts of the highest order that were seen once are pruned
+(`min_count`) to keep the file small.
 """
 from pathlib import Path
 
@@ -26,7 +30,8 @@ from gpt2.cli import Option
 class NGram:
     def __init__(self, unigram, tables, n_vocab, tokenizer=None):
         self.unigram = unigram  # [V] float32, add-one smoothed
-        self.tables = tables  # one dict per context length 1 .. order-1: keys, offsets, next, counts
+        # one dict per context length 1 .. order-1: keys, offsets, next, counts
+        self.tables = tables
         self.n_vocab = n_vocab
         self.n_ctx = 10**9  # no context window
         self.tokenizer = tokenizer  # fingerprint of the tokenizer it was counted with, if known
@@ -45,13 +50,15 @@ class NGram:
             key = np.zeros(len(tokens) - k, dtype=np.int64)
             for j in range(k):
                 key = key * n_vocab + tokens[j:len(tokens) - k + j]
-            pairs, c = np.unique(key * n_vocab + tokens[k:], return_counts=True)  # sorted by (context, next)
+            # sorted by (context, next)
+            pairs, c = np.unique(key * n_vocab + tokens[k:], return_counts=True)
             if k == order - 1 and min_count > 1:
                 pairs, c = pairs[c >= min_count], c[c >= min_count]
             ctx = pairs // n_vocab
             keys, starts = np.unique(ctx, return_index=True)
             tables.append({"keys": keys, "offsets": np.append(starts, len(ctx)).astype(np.int64),
-                           "next": (pairs % n_vocab).astype(np.uint16), "counts": c.astype(np.uint32)})
+                           "next": (pairs % n_vocab).astype(np.uint16),
+                           "counts": c.astype(np.uint32)})
         return cls(unigram, tables, n_vocab)
 
     def distribution(self, context):  # -> [V] float32: P(. | the last order-1 tokens of context)
@@ -106,19 +113,24 @@ def main(data, out, order=4, min_count=2):
     from gpt2.train import check_ids, read_n_vocab
 
     data = Path(data)
-    n_vocab = read_n_vocab(data / "meta.json")  # an integer from 1 to 65536, else one line naming the file
+    # an integer from 1 to 65536, else one line naming the file
+    n_vocab = read_n_vocab(data / "meta.json")
     n_tokens = (data / "train.bin").stat().st_size // 2
-    if n_vocab ** order >= 2 ** 63:  # a context and its next token are one int64 key, read as a base-n_vocab number
-        raise ValueError(f"--order {order} is too high for {n_vocab} tokens: the n-gram keys would overflow int64; "
-                         f"use --order {int(63 / np.log2(n_vocab) - 1e-9)} or less")
+    # a context and its next token are one int64 key, read as a base-n_vocab number
+    if n_vocab ** order >= 2 ** 63:
+        raise ValueError(f"--order {order} is too high for {n_vocab} tokens: the n-gram keys would "
+                         f"overflow int64; use --order {int(63 / np.log2(n_vocab) - 1e-9)} or less")
     if n_tokens < order:
-        raise ValueError(f"--data {data}: train.bin holds {n_tokens} tokens, fewer than --order {order}")
+        raise ValueError(f"--data {data}: train.bin holds {n_tokens} tokens, fewer than --order "
+                         f"{order}")
     tokens = np.fromfile(data / "train.bin", dtype=np.uint16)
-    check_ids(tokens, n_vocab, f"--data {data}: train.bin")  # meta.json must cover the ids: the table is [n_vocab]
+    # meta.json must cover the ids: the table is [n_vocab]
+    check_ids(tokens, n_vocab, f"--data {data}: train.bin")
     model = NGram.build(tokens, n_vocab, order, min_count)
     model.tokenizer = read_tokenizer(data / "meta.json")  # checked against a target's tokenizer
     model.save(out)  # written to a temporary name, then renamed
-    print(f"order {order}: {sum(len(t['next']) for t in model.tables)} n-grams, {Path(out).stat().st_size / 1e6:.1f} MB")
+    print(f"order {order}: {sum(len(t['next']) for t in model.tables)} n-grams, "
+          f"{Path(out).stat().st_size / 1e6:.1f} MB")
 
 
 def read_tokenizer(path):
@@ -139,11 +151,13 @@ def has_data(folder):  # -> None, or which of the files this command reads is mi
 
 
 OPTIONS = [
-    Option("data", "dir", None, "folder with train.bin and meta.json (from python -m gpt2.corpus)", check=has_data,
-           required=True),
+    Option("data", "dir", None, "folder with train.bin and meta.json (from python -m gpt2.corpus)",
+           check=has_data, required=True),
     Option("out", "out", None, "the n-gram file to write (safetensors)", required=True),
-    Option("order", int, 4, "n: the longest n-gram counted (context of n - 1 tokens)", low=1, high=8),
-    Option("min_count", int, 2, "drop n-grams of the highest order seen fewer times than this", low=1),
+    Option("order", int, 4, "n: the longest n-gram counted (context of n - 1 tokens)", low=1,
+           high=8),
+    Option("min_count", int, 2, "drop n-grams of the highest order seen fewer times than this",
+           low=1),
 ]
 
 if __name__ == "__main__":

@@ -1,37 +1,44 @@
-"""Self-drafting: the draft is the target itself on a shorter path through its sublayers, on the target's KV cache.
+"""Self-drafting: the draft is the target itself on a shorter path through its sublayers, on the
+target's KV cache.
 
-Draft & Verify (Zhang et al. 2023, arXiv:2309.08168) drafts with a set of attention and MLP sublayers skipped;
-LayerSkip (Elhoushi et al. 2024, arXiv:2404.16710) drafts with the first E layers and an early exit. Both are a
-*path*: the sublayers the draft keeps. Sublayer s = 2l is the attention of layer l, s = 2l + 1 its MLP (the two
-halves of gpt2/model.py's transformer_block); a skip set is written with their names, "a3,m4" = skip layer 3's
-attention and layer 4's MLP; exiting after layer E skips every sublayer from 2E on.
+Draft & Verify (Zhang et al. 2023, arXiv:2309.08168) drafts with a set of attention and MLP
+sublayers skipped; LayerSkip (Elhoushi et al. 2024, arXiv:2404.16710) drafts with the first E layers
+and an early exit. Both are a *path*: the sublayers the draft keeps. Sublayer s = 2l is the
+attention of layer l, s = 2l + 1 its MLP (the two halves of gpt2/model.py's transformer_block); a
+skip set is written with their names, "a3,m4" = skip layer 3's attention and layer 4's MLP; exiting
+after layer E skips every sublayer from 2E on.
 
-One engine, two model functions on one cache, for B >= 1 rows (gpt2/engine.py's rows: matched to the sequences of
-a call, ragged, moved up when rows leave):
+One engine, two model functions on one cache, for B >= 1 rows (gpt2/engine.py's rows: matched to the
+sequences of a call, ragged, moved up when rows leave):
 
     engine = BatchSelfDraft(self_draft, rows)
-    engine.draft(xs, n=1), engine.target(xs, n=1) -> probs [B, n, n_vocab]   (and .logits(xs, n): the logits)
+    engine.draft(xs, n=1), engine.target(xs, n=1) -> probs [B, n, n_vocab]   (and .logits(xs, n):
+    the logits)
 
-SelfDraft(...) holds the weights and the path, and its .target and .draft are the single-sequence sides
-(`model(x, n=1) -> probs [n, n_vocab]`) on a one-row BatchSelfDraft.
-- the draft reads the keys/values that the target wrote for the verified prefix (no cache of its own: it never
-  reads a token twice) and writes its own for its draft tokens, in the layers it keeps; the target overwrites them
-  when it verifies. The draft's law depends on this sharing (a draft on a cache of its own would read its own
-  guesses for the tokens the target accepted);
-- everything the draft computes before its first skipped sublayer, the cut f, is the target's own computation: the
-  keys/values of those layers and the residual stream at the cut. The target's verification reuses them and runs only
-  sublayers f.. on the drafted tokens (LayerSkip's single KV cache and exit query cache); the draft's last token,
-  which it never read, goes through sublayers ..f-1 first. Nothing else is reused.
+SelfDraft(...) holds the weights and the path, and its .target and .draft are the single-sequence
+sides (`model(x, n=1) -> probs [n, n_vocab]`) on a one-row BatchSelfDraft.
+- the draft reads the keys/values that the target wrote for the verified prefix (no cache of its
+  own: it never reads a token twice) and writes its own for its draft tokens, in the layers it
+  keeps; the target overwrites them when it verifies. The draft's law depends on this sharing (a
+  draft on a cache of its own would read its own guesses for the tokens the target accepted);
+- everything the draft computes before its first skipped sublayer, the cut f, is the target's own
+  computation: the keys/values of those layers and the residual stream at the cut. The target's
+  verification reuses them and runs only sublayers f.. on the drafted tokens (LayerSkip's single KV
+  cache and exit query cache); the draft's last token, which it never read, goes through sublayers
+  ..f-1 first. Nothing else is reused.
 
-Per row the engine keeps `tokens` (what its cache holds: what the draft has read), `verified`, how many of them hold
-the target's keys/values in every layer, and `h_cut`, the residuals at the cut of tokens[verified:].
-Example (6 layers, exit after layer 2 = skip a2..m5, f = 4): after the draft read [t, d1, d2] and proposed d3, the
-target's call on the prefix + [t, d1, d2, d3] runs d3 through sublayers 0-3, then all four tokens through sublayers
-4-11, starting from the saved residuals of t, d1, d2. The logits equal a full forward (tests/test_self_draft.py).
+Per row the engine keeps `tokens` (what its cache holds: what the draft has read), `verified`, how
+many of them hold the target's keys/values in every layer, and `h_cut`, the residuals at the cut of
+tokens[verified:].
+Example (6 layers, exit after layer 2 = skip a2..m5, f = 4): after the draft read [t, d1, d2] and
+proposed d3, the target's call on the prefix + [t, d1, d2, d3] runs d3 through sublayers 0-3, then
+all four tokens through sublayers 4-11, starting from the saved residuals of t, d1, d2. The logits
+equal a full forward (tests/test_self_draft.py).
 
-An exit adapter (optional) is a tied residual head of gpt2/heads.py on the draft's final hidden state (loaded by
-load_adapter below, trained by gpt2/train/exit_adapter.py). The skip-set search is gpt2/skip_search.py.
-Shapes: B rows, T new tokens per row (padded), C = n_embd, V = n_vocab, L = n_layer.
+An exit adapter (optional) is a tied residual head of gpt2/heads.py on the draft's final hidden
+state (loaded by load_adapter below, trained by gpt2/train/exit_adapter.py). The skip-set search is
+gpt2/skip_search.py. Shapes: B rows, T new tokens per row (padded), C = n_embd, V = n_vocab, L =
+n_layer.
 """
 import numpy as np
 
@@ -39,7 +46,8 @@ from gpt2.backend import threads_for, to_numpy, xp_of
 from gpt2.engine import NO_TREE, RowCaches, check, read_rows, row_layout
 from gpt2.model import ffn, layer_norm, mha, softmax
 
-ADAPTER = "early_exit"  # the folder of the exit adapter (heads.json + heads.safetensors), beside self_draft.json
+# the folder of the exit adapter (heads.json + heads.safetensors), beside self_draft.json
+ADAPTER = "early_exit"
 
 
 def sublayer_name(s):  # 0 -> "a0", 3 -> "m1"
@@ -47,13 +55,15 @@ def sublayer_name(s):  # 0 -> "a0", 3 -> "m1"
 
 
 def parse_skip(text, n_layer):
-    """"a3,m4" (or a list of names) -> sorted sublayer numbers; "" -> []. ValueError names a bad entry."""
+    """"a3,m4" (or a list of names) -> sorted sublayer numbers; "" -> []. ValueError names a bad
+    entry."""
     names = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
     out = set()
     for name in names:
-        if len(name) < 2 or name[0] not in "am" or not name[1:].isdigit() or int(name[1:]) >= n_layer:
-            raise ValueError(f"skip set entry {name!r}: write a<layer> (attention) or m<layer> (MLP), layer 0.."
-                             f"{n_layer - 1}, e.g. 'a3,m4'")
+        if (len(name) < 2 or name[0] not in "am" or not name[1:].isdigit()
+            or int(name[1:]) >= n_layer):
+            raise ValueError(f"skip set entry {name!r}: write a<layer> (attention) or m<layer> "
+                             f"(MLP), layer 0..{n_layer - 1}, e.g. 'a3,m4'")
         out.add(2 * int(name[1:]) + (name[0] == "m"))
     return sorted(out)
 
@@ -63,17 +73,19 @@ def exit_skip(exit_layer, n_layer):
     return list(range(2 * exit_layer, 2 * n_layer))
 
 
-def sublayer(x, s, block, n_head, mask=None, cache=None):  # one residual sublayer: [B, T, C] -> [B, T, C]
-    """Half of gpt2/model.py's transformer_block: s = 2l its attention (on the cache's layer l), 2l + 1 its MLP."""
+# one residual sublayer: [B, T, C] -> [B, T, C]
+def sublayer(x, s, block, n_head, mask=None, cache=None):
+    """Half of gpt2/model.py's transformer_block: s = 2l its attention (on the cache's layer l), 2l
+    + 1 its MLP."""
     if s % 2 == 0:
-        return x + mha(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=n_head, mask=mask, cache=cache,
-                       layer=s // 2)
+        return x + mha(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=n_head, mask=mask,
+                       cache=cache, layer=s // 2)
     return x + ffn(layer_norm(x, **block["ln_2"]), **block["mlp"])
 
 
 def lm_head(h, params, adapter=None, head=None):  # final hidden states [..., C] -> logits [..., V]
-    """head: W [C, V] (the target engine's copy of the tied head, gpt2/engine.py's GPT2.head, which may multiply
-    through panels); None: wte.T itself."""
+    """head: W [C, V] (the target engine's copy of the tied head, gpt2/engine.py's GPT2.head, which
+    may multiply through panels); None: wte.T itself."""
     from gpt2.heads import head_forward
 
     x = layer_norm(h, **params["ln_f"])  # [..., C]
@@ -83,23 +95,26 @@ def lm_head(h, params, adapter=None, head=None):  # final hidden states [..., C]
     return head_forward(x, adapter["head"], params["wte"], adapter["act"])[0]
 
 
-def tied_head(params, xp):  # -> W for lm_head: a contiguous copy of wte.T on the CPU, the transposed view on a GPU.
+# -> W for lm_head: a contiguous copy of wte.T on the CPU, the transposed view on a GPU.
+def tied_head(params, xp):
     # An engine's own copy comes in through SelfDraft(head=...), as the app passes it.
     W = params["wte"].T  # [C, V]
     return np.ascontiguousarray(W) if xp is np else W
 
 
 class SelfDraft:
-    """A GPT-2 (hparams + params on one device, float32) and a draft path through it; .target and .draft are the
-    single-sequence sides, on a one-row BatchSelfDraft."""
+    """A GPT-2 (hparams + params on one device, float32) and a draft path through it; .target and
+    .draft are the single-sequence sides, on a one-row BatchSelfDraft."""
 
     def __init__(self, hparams, params, skip=(), adapter=None, head=None):
         self.hparams, self.params, self.adapter = hparams, params, adapter
         self.xp = xp_of(params["wte"])
-        self.head = tied_head(params, self.xp) if head is None else head  # the LM head's weights for lm_head
+        # the LM head's weights for lm_head
+        self.head = tied_head(params, self.xp) if head is None else head
         L = hparams["n_layer"]
         self.skip = sorted(set(skip))
-        self.cut = min(self.skip, default=2 * L)  # first skipped sublayer: the draft is exact before it
+        # first skipped sublayer: the draft is exact before it
+        self.cut = min(self.skip, default=2 * L)
         self.kept = [s for s in range(2 * L) if s not in self.skip]
         self.rows = BatchSelfDraft(self, 1)
         self.target = Model(self, self.rows._verify, one=True)
@@ -111,19 +126,22 @@ class SelfDraft:
 
 
 class BatchSelfDraft(RowCaches):
-    """A SelfDraft's two sides, .target and .draft, for `rows` sequences at once, on its weights (shared, not copied)
-    and one cache row per sequence."""
+    """A SelfDraft's two sides, .target and .draft, for `rows` sequences at once, on its weights
+    (shared, not copied) and one cache row per sequence."""
 
     def __init__(self, engine, rows):
-        super().__init__(engine.hparams, rows, engine.xp, tree_slots=0, dtype=engine.params["wte"].dtype)
+        super().__init__(engine.hparams, rows, engine.xp, tree_slots=0,
+                         dtype=engine.params["wte"].dtype)
         self.engine = engine
         self.target, self.draft = Model(self, self._verify), Model(self, self._propose)
         self.reset()
 
     def reset(self):
         super().reset()
-        self.verified = [0] * self.rows  # per row: the tokens whose keys/values are the target's in every layer
-        self.h_cut = [self._no_residuals() for _ in range(self.rows)]  # per row [tokens - verified, C] at the cut
+        # per row: the tokens whose keys/values are the target's in every layer
+        self.verified = [0] * self.rows
+        # per row [tokens - verified, C] at the cut
+        self.h_cut = [self._no_residuals() for _ in range(self.rows)]
 
     def _no_residuals(self):  # -> [0, C]
         return self.xp.zeros((0, self.hparams["n_embd"]), dtype=self.engine.params["wte"].dtype)
@@ -133,34 +151,44 @@ class BatchSelfDraft(RowCaches):
         self.verified = [self.verified[r] for r in order]
         self.h_cut = [self.h_cut[r] for r in order]
 
-    def _layout(self, xs, p):  # -> gpt2/engine.py's row_layout of each row's tokens from p_b on (no trees)
-        return row_layout(xs, [int(pb) for pb in p], NO_TREE * len(xs), self.slots, self.hparams["n_ctx"], self.xp)
+    # -> gpt2/engine.py's row_layout of each row's tokens from p_b on (no trees)
+    def _layout(self, xs, p):
+        return row_layout(xs, [int(pb) for pb in p], NO_TREE * len(xs), self.slots,
+                          self.hparams["n_ctx"], self.xp)
 
     def _embed(self, rows):  # -> token + position embeddings [B, T, C] of a row_layout
         return self.engine.params["wte"][rows["ids"]] + self.engine.params["wpe"][rows["positions"]]
 
-    def _propose(self, xs, n=1):  # the draft: logits [B, n, V] after the last n prefixes of each xs[b]
+    # the draft: logits [B, n, V] after the last n prefixes of each xs[b]
+    def _propose(self, xs, n=1):
         xs, B, cut = [list(x) for x in xs], len(xs), self.engine.cut
-        # Step 1: the tokens each row has read stay read; the verified prefix ends where the row is read again
+        # Step 1: the tokens each row has read stay read; the verified prefix ends where the row is
+        # read again
         p = np.minimum(self._prefixes(xs, n), [len(x) - n for x in xs])  # [B]
         self.verified[:B] = np.minimum(self.verified[:B], p).tolist()
-        # Step 2: the new tokens through the sublayers below the cut (the target's own computation), kept per row
+        # Step 2: the new tokens through the sublayers below the cut (the target's own computation),
+        # kept per row
         rows = self._layout(xs, p)
         x = self._pass(self._embed(rows), rows, range(cut))  # [B, T, C]
         new = rows["s"]
         for b in range(B):
-            self.h_cut[b] = self.xp.concatenate([self.h_cut[b][:p[b] - self.verified[b]], x[b, :new[b]]])
+            self.h_cut[b] = self.xp.concatenate([self.h_cut[b][:p[b] - self.verified[b]],
+                                                 x[b, :new[b]]])
         # Step 3: the rest of the draft's path (its keys/values above the cut are its own)
         x = self._pass(x, rows, [s for s in self.engine.kept if s >= cut])
         self._ran(xs, sum(new))
         h = read_rows(x, new, [0] * B, n, self.xp)  # [B*n, C]
         with threads_for(len(h), self.xp):
-            return lm_head(h, self.engine.params, self.engine.adapter, self.engine.head).reshape(B, n, -1)
+            return lm_head(h, self.engine.params, self.engine.adapter, self.engine.head).reshape(B,
+                                                                                                 n,
+                                                                                                 -1)
 
-    def _verify(self, xs, n=1):  # the target: logits [B, n, V] after the last n prefixes of each xs[b]
+    # the target: logits [B, n, V] after the last n prefixes of each xs[b]
+    def _verify(self, xs, n=1):
         xs, B, cut, C = [list(x) for x in xs], len(xs), self.engine.cut, self.hparams["n_embd"]
-        # Step 1: per row, u the prefix whose keys/values are the target's; when the row keeps its verified prefix,
-        # its tokens up to r (those the draft read) have their residuals at the cut, and only the rest runs below it
+        # Step 1: per row, u the prefix whose keys/values are the target's; when the row keeps its
+        # verified prefix, its tokens up to r (those the draft read) have their residuals at the
+        # cut, and only the rest runs below it
         read = self._prefixes(xs, n)  # [B]
         lengths = np.array([len(x) for x in xs])  # [B]
         u = np.minimum(np.minimum(read, lengths - n), self.verified[:B])  # [B]
@@ -170,7 +198,8 @@ class BatchSelfDraft(RowCaches):
         if ran:
             rows = self._layout(xs, r)
             below = self._pass(self._embed(rows), rows, range(cut))  # [B, T1, C]
-        # Step 3: every row's tokens from u on, from their residuals at the cut, through the sublayers from the cut on
+        # Step 3: every row's tokens from u on, from their residuals at the cut, through the
+        # sublayers from the cut on
         rows = self._layout(xs, u)
         new = rows["s"]
         x = self.xp.zeros((B, max(new), C), dtype=self.engine.params["wte"].dtype)  # [B, T, C]
@@ -186,17 +215,20 @@ class BatchSelfDraft(RowCaches):
         with threads_for(len(h), self.xp):
             return lm_head(h, self.engine.params, head=self.engine.head).reshape(B, n, -1)
 
-    def _prefixes(self, xs, n):  # -> [B] the prefix each row's cache holds of its sequence (rows matched, moved up)
+    # -> [B] the prefix each row's cache holds of its sequence (rows matched, moved up)
+    def _prefixes(self, xs, n):
         if not 1 <= len(xs) <= self.rows:
             raise ValueError(f"this batched engine holds {self.rows} rows; got {len(xs)} sequences")
         for x in xs:
             check(x, n, 0, self.hparams["n_ctx"])
         return np.array(self._match(xs))
 
-    def _pass(self, x, rows, sublayers):  # padded rows [B, T, C] through `sublayers` in one batched pass
+    # padded rows [B, T, C] through `sublayers` in one batched pass
+    def _pass(self, x, rows, sublayers):
         def run(x=x):
             for s in sublayers:
-                x = sublayer(x, s, self.engine.params["blocks"][s // 2], self.hparams["n_head"], rows["mask"],
+                x = sublayer(x, s, self.engine.params["blocks"][s // 2], self.hparams["n_head"],
+                             rows["mask"],
                              self.cache)  # [B, T, C]
             return x
 
@@ -204,8 +236,9 @@ class BatchSelfDraft(RowCaches):
 
 
 class Model:
-    """One side of a BatchSelfDraft behind the batched model contract: model(xs, n=1) -> probs [B, n, n_vocab]; with
-    one=True (a SelfDraft's sides, engine the SelfDraft) behind the single one: model(x, n=1) -> probs [n, n_vocab]."""
+    """One side of a BatchSelfDraft behind the batched model contract: model(xs, n=1) -> probs [B,
+    n, n_vocab]; with one=True (a SelfDraft's sides, engine the SelfDraft) behind the single one:
+    model(x, n=1) -> probs [n, n_vocab]."""
 
     def __init__(self, engine, forward, one=False):
         self.engine, self.forward, self.one = engine, forward, one
@@ -217,7 +250,8 @@ class Model:
         return to_numpy(self.logits_on_device(x, n))
 
     def logits_on_device(self, x, n):
-        return self.forward([list(x)], n)[0] if self.one else self.forward([list(row) for row in x], n)
+        return self.forward([list(x)], n)[0] if self.one else self.forward([list(row) for row in x],
+                                                                           n)
 
     def reset(self):
         self.engine.reset()
@@ -232,9 +266,10 @@ class Model:
 
 
 def batch_side(model, rows):
-    """A SelfDraft's .target or .draft -> the same side of a BatchSelfDraft of `rows` rows on that SelfDraft. Both
-    sides get the sides of ONE batched engine (kept as the SelfDraft's .batch), so that they share its caches as the
-    single sides share theirs (what main.py --batch does with the loaded pair)."""
+    """A SelfDraft's .target or .draft -> the same side of a BatchSelfDraft of `rows` rows on that
+    SelfDraft. Both sides get the sides of ONE batched engine (kept as the SelfDraft's .batch), so
+    that they share its caches as the single sides share theirs (what main.py --batch does with the
+    loaded pair)."""
     engine = model.engine
     if engine.batch is None or engine.batch.rows != rows:
         engine.batch = BatchSelfDraft(engine, rows)
@@ -242,7 +277,8 @@ def batch_side(model, rows):
 
 
 def load_adapter(folder, exit_layer, n_embd):
-    """The exit adapter in folder/early_exit for `exit_layer`, as {"head", "act"}; ValueError when it is missing."""
+    """The exit adapter in folder/early_exit for `exit_layer`, as {"head", "act"}; ValueError when
+    it is missing."""
     from pathlib import Path
 
     from gpt2.addons import check_kind, folder_kind
@@ -250,20 +286,22 @@ def load_adapter(folder, exit_layer, n_embd):
 
     path = Path(folder) / ADAPTER
     if folder_kind(path) is None:
-        raise ValueError(f"no exit adapter in {path}: train one with `python -m bench.self_draft --task exits`, or "
-                         "pass --noadapter for the plain LM head")
+        raise ValueError(f"no exit adapter in {path}: train one with `python -m bench.self_draft "
+                         f"--task exits`, or pass --noadapter for the plain LM head")
     check_kind(path, "early_exit", f"{path} (the target's exit adapter folder)",
                "--method early_exit")
     heads, config = load_heads(path, n_embd=n_embd)
     if config.get("exit_layer") != exit_layer:
-        raise ValueError(f"the exit adapter in {path} was trained for exit layer {config.get('exit_layer')}, not "
-                         f"{exit_layer}: pass --exit_layer {config.get('exit_layer')}, or --noadapter")
+        raise ValueError(f"the exit adapter in {path} was trained for exit layer "
+                         f"{config.get('exit_layer')}, not {exit_layer}: pass --exit_layer "
+                         f"{config.get('exit_layer')}, or --noadapter")
     return {"head": heads[0], "act": config["act"]}
 
 
 # ---- the shipped configuration ----
 
-CONFIG = "self_draft.json"  # in the model's folder: {"layer_skip": {"skip", "K", ...}, "early_exit": {...}}
+# in the model's folder: {"layer_skip": {"skip", "K", ...}, "early_exit": {...}}
+CONFIG = "self_draft.json"
 ENTRY_KINDS = {"layer_skip": "skip_set", "early_exit": "exit_layer"}  # each entry's declared "kind"
 HOLDS = {"skip_set": "a skip set", "exit_layer": "an exit layer"}
 
@@ -299,7 +337,8 @@ def read_config(folder):
 
 
 def config_problem(key, value):
-    """What is wrong with one self_draft.json setting, or None (keys this file does not use pass)."""
+    """What is wrong with one self_draft.json setting, or None (keys this file does not use
+    pass)."""
     whole = type(value) is int  # not bool, not 4.0
     if key == "K" and not (whole and 1 <= value <= 64):
         return "K must be a whole number from 1 to 64"
@@ -307,19 +346,21 @@ def config_problem(key, value):
         return "the threshold must be a number from 0 to 1"
     if key == "exit_layer" and not (whole and value >= 1):
         return "the exit layer must be a whole number >= 1"
-    if key == "skip" and not (isinstance(value, str) or isinstance(value, list) and all(isinstance(v, str)
-                                                                                          for v in value)):
+    if key == "skip" and not (isinstance(value, str) or isinstance(value, list)
+                              and all(isinstance(v, str) for v in value)):
         return "the skip set must be a string such as 'a3,m4' or a list of such names"
     if key == "kind" and value not in HOLDS:
         return f"the kind must be one of {', '.join(HOLDS)}"
     return None
 
 
-def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, adapter=True, head=None):
-    """A SelfDraft for --method layer_skip (kind "layer_skip": --skip, else the set in folder/self_draft.json) or
-    early_exit (--exit_layer, else the shipped one; with the shipped exit adapter unless adapter is False).
-    Its .settings: the K and threshold searched with it (K 4, threshold 0 where nothing was searched). head: the
-    target engine's LM head weights (GPT2.head), shared instead of copied."""
+def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, adapter=True,
+                    head=None):
+    """A SelfDraft for --method layer_skip (kind "layer_skip": --skip, else the set in
+    folder/self_draft.json) or early_exit (--exit_layer, else the shipped one; with the shipped exit
+    adapter unless adapter is False). Its .settings: the K and threshold searched with it (K 4,
+    threshold 0 where nothing was searched). head: the target engine's LM head weights (GPT2.head),
+    shared instead of copied."""
     L, config = hparams["n_layer"], read_config(folder).get(kind, {})
     held = entry_kind(config)
     if held is not None and held != ENTRY_KINDS[kind]:
@@ -330,7 +371,8 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
     settings = {"K": config.get("K", 4), "threshold": config.get("threshold", 0.0)}
     if kind == "layer_skip":
         if skip is None and "skip" not in config:
-            raise ValueError(f"no skip set for this model: {folder}/{CONFIG} has none; search one with `python -m "
+            raise ValueError(f"no skip set for this model: {folder}/{CONFIG} has none; search one "
+                             f"with `python -m "
                              "bench.self_draft --task search --target NAME` or pass --skip a3,m4")
         skipped = parse_skip(config["skip"] if skip is None else skip, L)
         if len(skipped) == 2 * L:  # a draft of the embeddings alone: one guess whatever the context
@@ -345,8 +387,8 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
         raise ValueError(f"no exit layer for this model in {folder}/{CONFIG}: pass --exit_layer E")
     E = config["exit_layer"] if exit_layer is None else exit_layer
     if L < 2:
-        raise ValueError(f"early exit drafts with the first layers of the target, which has only {L} layer: use a "
-                         "target of 2 or more layers, or another method")
+        raise ValueError(f"early exit drafts with the first layers of the target, which has only "
+                         f"{L} layer: use a target of 2 or more layers, or another method")
     if not 1 <= E < L:
         raise ValueError(f"--exit_layer {E}: the model has {L} layers; exit after 1..{L - 1}")
     exit_head = load_adapter(folder, E, hparams["n_embd"]) if adapter else None

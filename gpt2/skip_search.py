@@ -1,16 +1,18 @@
-"""The skip-set search of Draft & Verify (Zhang et al. 2023, arXiv:2309.08168): how often the draft of a skip set
-agrees with the target, on many positions of many sequences at once.
+"""The skip-set search of Draft & Verify (Zhang et al. 2023, arXiv:2309.08168): how often the draft
+of a skip set agrees with the target, on many positions of many sequences at once.
 
-The paper picks the sublayers to skip with Bayesian optimisation; a tiny target has few enough sets to score them all
-(2^(2L): 4096 for 6 layers). Sublayers and skip sets are those of gpt2/self_draft.py (s = 2l: layer l's attention,
-2l + 1: its MLP). A row is one position j of a sequence x [B, T] whose tokens the target chose greedily: the draft
-reads token j on the target's cache of x[:j] (the target's keys/values before j, its own at j) and agrees when its
-argmax is x[j + 1], as the engine of gpt2/self_draft.py drafts. full_forward computes the target's residuals and
-keys/values once; draft_sublayer runs one sublayer of the draft on every row; skip_set_search walks all sets depth
-first, sharing the sublayers they keep in common; draft_logits gives one set's logits (the exact check of the search,
-and the draft's law at temperature > 0). gpt2/exit_adapter.py trains on full_forward's residuals.
-Shapes: B (sequences), T (tokens per sequence), m (scored rows per sequence: positions start..T-2), n_embd, n_head,
-d = n_embd / n_head, n_vocab, L (layers: 2L sublayers).
+The paper picks the sublayers to skip with Bayesian optimisation; a tiny target has few enough sets
+to score them all (2^(2L): 4096 for 6 layers). Sublayers and skip sets are those of
+gpt2/self_draft.py (s = 2l: layer l's attention, 2l + 1: its MLP). A row is one position j of a
+sequence x [B, T] whose tokens the target chose greedily: the draft reads token j on the target's
+cache of x[:j] (the target's keys/values before j, its own at j) and agrees when its argmax is x[j +
+1], as the engine of gpt2/self_draft.py drafts. full_forward computes the target's residuals and
+keys/values once; draft_sublayer runs one sublayer of the draft on every row; skip_set_search walks
+all sets depth first, sharing the sublayers they keep in common; draft_logits gives one set's logits
+(the exact check of the search, and the draft's law at temperature > 0). gpt2/exit_adapter.py trains
+on full_forward's residuals. Shapes: B (sequences), T (tokens per sequence), m (scored rows per
+sequence: positions start..T-2), n_embd, n_head, d = n_embd / n_head, n_vocab, L (layers: 2L
+sublayers).
 """
 import numpy as np
 
@@ -18,22 +20,24 @@ from gpt2.backend import to_numpy, xp_of
 from gpt2.model import attention, causal_mask, layer_norm, linear
 from gpt2.self_draft import lm_head, sublayer
 
-MAX_LAYERS = 7  # the most layers skip_set_search takes: 2^14 = 16384 sets (4x tiny-target's); its arrays and the
-#                 scoring grow 4x a layer (8 layers: 65536 sets, 100 MB of arrays at 16 prompts x 32 positions)
+# the most layers skip_set_search takes: 2^14 = 16384 sets (4x tiny-target's); its arrays and the
+MAX_LAYERS = 7
+# scoring grow 4x a layer (8 layers: 65536 sets, 100 MB of arrays at 16 prompts x 32 positions)
 
 
 def too_many_layers(n_layer):
     """Why skip_set_search cannot score every skip set of an n_layer model, or None."""
     if n_layer <= MAX_LAYERS:
         return None
-    return (f"{n_layer} layers have 2^{2 * n_layer} = {2 ** (2 * n_layer):,} skip sets, too many to score each "
-            f"(at most {MAX_LAYERS} layers: {2 ** (2 * MAX_LAYERS):,} sets)")
+    return (f"{n_layer} layers have 2^{2 * n_layer} = {2 ** (2 * n_layer):,} skip sets, too many "
+            f"to score each (at most {MAX_LAYERS} layers: {2 ** (2 * MAX_LAYERS):,} sets)")
 
 
 def full_forward(params, hparams, x):
     """Every residual and every layer's keys/values of a full forward of x [B, T] (no cache).
 
-    -> residuals [2L + 1, B, T, n_embd] (before each sublayer, then after the last), keys/values [L, B, n_head, T, d].
+    -> residuals [2L + 1, B, T, n_embd] (before each sublayer, then after the last), keys/values [L,
+    B, n_head, T, d].
     """
     xp, H = xp_of(params["wte"]), hparams["n_head"]
     B, T = x.shape
@@ -43,7 +47,8 @@ def full_forward(params, hparams, x):
     for s in range(2 * hparams["n_layer"]):
         block = params["blocks"][s // 2]
         if s % 2 == 0:
-            k, v = split_heads(linear(layer_norm(h, **block["ln_1"]), **block["attn"]["c_attn"]), H)[1:]
+            k, v = split_heads(linear(layer_norm(h, **block["ln_1"]), **block["attn"]["c_attn"]),
+                               H)[1:]
             keys.append(k)  # [B, n_head, T, d]
             values.append(v)
         h = sublayer(h, s, block, H, mask)  # [B, T, n_embd]
@@ -53,34 +58,41 @@ def full_forward(params, hparams, x):
 
 def split_heads(qkv, n_head):  # [B, m, 3 n_embd] -> q, k, v [B, n_head, m, d]
     B, m, three_c = qkv.shape
-    qkv = qkv.reshape(B, m, 3, n_head, three_c // (3 * n_head)).transpose(2, 0, 3, 1, 4)  # [3, B, n_head, m, d]
+    # [3, B, n_head, m, d]
+    qkv = qkv.reshape(B, m, 3, n_head, three_c // (3 * n_head)).transpose(2, 0, 3, 1, 4)
     return qkv[0], qkv[1], qkv[2]
 
 
 def draft_sublayer(h, s, block, n_head, keys, values, pos):
-    """Sublayer s for rows h [B, m, n_embd] at positions pos [m] of each sequence, as the draft computes it on the
-    target's cache: attention reads the target's keys/values [B, n_head, T, d] before each row and its own at the row.
+    """Sublayer s for rows h [B, m, n_embd] at positions pos [m] of each sequence, as the draft
+    computes it on the target's cache: attention reads the target's keys/values [B, n_head, T, d]
+    before each row and its own at the row.
     """
     xp = xp_of(h)
     if s % 2:
         return sublayer(h, s, block, n_head)
     a = block["attn"]
-    q, k, v = split_heads(linear(layer_norm(h, **block["ln_1"]), **a["c_attn"]), n_head)  # [B, n_head, m, d] each
+    # [B, n_head, m, d] each
+    q, k, v = split_heads(linear(layer_norm(h, **block["ln_1"]), **a["c_attn"]), n_head)
     T, m = keys.shape[2], len(pos)
-    mask = xp.concatenate([xp.arange(T) < xp.asarray(pos)[:, None], xp.eye(m, dtype=bool)], -1)  # [m, T + m]
-    out = attention(q, xp.concatenate([keys, k], 2), xp.concatenate([values, v], 2), mask)  # [B, n_head, m, d]
+    # [m, T + m]
+    mask = xp.concatenate([xp.arange(T) < xp.asarray(pos)[:, None], xp.eye(m, dtype=bool)], -1)
+    # [B, n_head, m, d]
+    out = attention(q, xp.concatenate([keys, k], 2), xp.concatenate([values, v], 2), mask)
     B, H, m, d = out.shape
     return h + linear(out.transpose(0, 2, 1, 3).reshape(B, m, H * d), **a["c_proj"])
 
 
 def skip_set_search(params, hparams, x, start):
-    """Agreement with the target of the draft of EVERY skip set, depth first over the sublayers, so that sets that
-    keep the same first sublayers share their computation (2^(2L) - 1 sublayer calls in all, not 2L per set).
+    """Agreement with the target of the draft of EVERY skip set, depth first over the sublayers, so
+    that sets that keep the same first sublayers share their computation (2^(2L) - 1 sublayer calls
+    in all, not 2L per set).
 
-    x [B, T]: sequences whose tokens after `start` the target chose greedily; rows: positions start..T-2, where the
-    draft reads token j on the target's cache of x[:j] and guesses token j + 1 (what gpt2/self_draft.py's draft does).
-    -> agree [2^(2L), B, m] bool, indexed by the set's bit mask (bit s set = sublayer s skipped), and the draft's
-    confidence there (its top probability) [2^(2L), B, m] float16.
+    x [B, T]: sequences whose tokens after `start` the target chose greedily; rows: positions
+    start..T-2, where the draft reads token j on the target's cache of x[:j] and guesses token j + 1
+    (what gpt2/self_draft.py's draft does). -> agree [2^(2L), B, m] bool, indexed by the set's bit
+    mask (bit s set = sublayer s skipped), and the draft's confidence there (its top probability)
+    [2^(2L), B, m] float16.
     """
     xp, L, H = xp_of(params["wte"]), hparams["n_layer"], hparams["n_head"]
     if (problem := too_many_layers(L)) is not None:
@@ -91,7 +103,8 @@ def skip_set_search(params, hparams, x, start):
     agree = xp.zeros((2 ** (2 * L),) + truth.shape, dtype=bool)
     confidence = xp.zeros((2 ** (2 * L),) + truth.shape, dtype=xp.float16)
 
-    def visit(h, s, mask):  # h [B, m, n_embd]: the rows after sublayers 0..s-1 of the sets whose bits so far are mask
+    # h [B, m, n_embd]: the rows after sublayers 0..s-1 of the sets whose bits so far are mask
+    def visit(h, s, mask):
         if s == 2 * L:
             logits = lm_head(h, params)  # [B, m, n_vocab]
             agree[mask] = logits.argmax(-1) == truth
@@ -99,15 +112,17 @@ def skip_set_search(params, hparams, x, start):
             confidence[mask] = 1 / xp.exp(logits - top).sum(-1)  # the top token's probability
             return
         visit(h, s + 1, mask | (1 << s))  # skip sublayer s
-        visit(draft_sublayer(h, s, params["blocks"][s // 2], H, keys[s // 2], values[s // 2], pos), s + 1, mask)
+        visit(draft_sublayer(h, s, params["blocks"][s // 2], H, keys[s // 2], values[s // 2], pos),
+              s + 1, mask)
 
     visit(residuals[0][:, pos], 0, 0)
     return to_numpy(agree), to_numpy(confidence)
 
 
 def draft_logits(params, hparams, x, start, skip, adapter=None):
-    """The draft's logits [B, m, n_vocab] at the rows of skip_set_search, for one skip set (over the whole vocabulary:
-    an exact check of the search, and the draft's law for acceptance at temperature > 0)."""
+    """The draft's logits [B, m, n_vocab] at the rows of skip_set_search, for one skip set (over the
+    whole vocabulary: an exact check of the search, and the draft's law for acceptance at
+    temperature > 0)."""
     H = hparams["n_head"]
     residuals, keys, values = full_forward(params, hparams, x)
     pos = np.arange(start, x.shape[1] - 1)

@@ -1,14 +1,17 @@
-"""Training in NumPy: AdamW, warm-up + cosine schedule, clipping, checkpoints, and the one training loop.
+"""Training in NumPy: AdamW, warm-up + cosine schedule, clipping, checkpoints, and the one training
+loop.
 
-    python -m gpt2.train --data DIR --out DIR --n_layer 6 --n_embd 256 --n_head 4 --n_ctx 256 --max_minutes 60
+    python -m gpt2.train --data DIR --out DIR --n_layer 6 --n_embd 256 --n_head 4 --n_ctx 256 \
+        --max_minutes 60
 
-DIR holds train.bin / val.bin (uint16 token ids, `ndarray.tofile`) and meta.json ({"n_vocab": ...}), as written by
-`python -m gpt2.corpus`. `train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, ...)` trains any
-params tree on any loss: `main` below trains a GPT-2 with it, gpt2/train_heads.py Medusa and Blockwise heads.
+DIR holds train.bin / val.bin (uint16 token ids, `ndarray.tofile`) and meta.json ({"n_vocab": ...}),
+as written by `python -m gpt2.corpus`. `train_loop(params, loss_and_grads, ckpt, max_steps,
+learning_rate, rng, ...)` trains any params tree on any loss: `main` below trains a GPT-2 with it,
+gpt2/train_heads.py Medusa and Blockwise heads.
 
 AdamW (Loshchilov & Hutter 2019): m <- b1 m + (1 - b1) g; v <- b2 v + (1 - b2) g^2;
-p <- p - lr (m_hat / (sqrt(v_hat) + eps) + wd p), weight decay on matrices only (not biases, gains, or wpe).
-Shapes: B batch_size, T n_ctx.
+p <- p - lr (m_hat / (sqrt(v_hat) + eps) + wd p), weight decay on matrices only (not biases, gains,
+or wpe). Shapes: B batch_size, T n_ctx.
 """
 import json
 import math
@@ -28,14 +31,17 @@ from gpt2.cli import Option, cannot_write_in
 
 def flatten(tree, path=""):  # {"a": {"b": x}} -> {"a.b": x}, in sorted order; lists become indices
     if isinstance(tree, dict):
-        return {k: v for key in sorted(tree) for k, v in flatten(tree[key], f"{path}{key}.").items()}
+        return {k: v for key in sorted(tree) for k,
+                v in flatten(tree[key], f"{path}{key}.").items()}
     if isinstance(tree, list):
-        return {k: v for i, item in enumerate(tree) for k, v in flatten(item, f"{path}{i}.").items()}
+        return {k: v for i, item in enumerate(tree) for k,
+                v in flatten(item, f"{path}{i}.").items()}
     return {path[:-1]: tree}
 
 
 def init_params(hparams, rng):
-    """GPT-2's initialisation: normal(0, 0.02), residual projections scaled by 1/sqrt(2 n_layer), LN gains 1."""
+    """GPT-2's initialisation: normal(0, 0.02), residual projections scaled by 1/sqrt(2 n_layer), LN
+    gains 1."""
     C, V, L = hparams["n_embd"], hparams["n_vocab"], hparams["n_layer"]
 
     def w(*shape, std=0.02):
@@ -49,19 +55,22 @@ def init_params(hparams, rng):
 
     proj_std = 0.02 / math.sqrt(2 * L)
     blocks = [{"ln_1": ln(), "attn": {"c_attn": lin(C, 3 * C), "c_proj": lin(C, C, proj_std)},
-               "ln_2": ln(), "mlp": {"c_fc": lin(C, 4 * C), "c_proj": lin(4 * C, C, proj_std)}} for _ in range(L)]
+               "ln_2": ln(), "mlp": {"c_fc": lin(C, 4 * C), "c_proj": lin(4 * C, C, proj_std)}}
+               for _ in range(L)]
     return {"wte": w(V, C), "wpe": w(hparams["n_ctx"], C, std=0.01), "blocks": blocks, "ln_f": ln()}
 
 
 def lr_at(step, max_steps, lr, warmup, min_lr_ratio=0.1):
-    """Linear warm-up to lr over `warmup` steps, then cosine decay to min_lr_ratio * lr at max_steps."""
+    """Linear warm-up to lr over `warmup` steps, then cosine decay to min_lr_ratio * lr at
+    max_steps."""
     if step < warmup:
         return lr * (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, max_steps - warmup))
     return lr * (min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def clip_grads(grads, max_norm):  # scales the flat grads dict in place; returns the norm before clipping
+# scales the flat grads dict in place; returns the norm before clipping
+def clip_grads(grads, max_norm):
     xp = xp_of(next(iter(grads.values())))
     norm = float(xp.sqrt(sum(xp.sum(g * g) for g in grads.values())))
     if norm > max_norm:
@@ -80,9 +89,11 @@ class AdamW:
         self.t = 0
 
     def step(self, params, grads, lr=None):
-        """One update of every parameter from the flat grads; lr is a rate, or {top-level key of params: rate}.
+        """One update of every parameter from the flat grads; lr is a rate, or {top-level key of
+        params: rate}.
 
-        Example: lr={"heads": 1e-3, "backbone": 0.0} moves the heads and leaves the backbone where it is."""
+        Example: lr={"heads": 1e-3, "backbone": 0.0} moves the heads and leaves the backbone where
+        it is."""
         lr = self.lr if lr is None else lr
         self.t += 1
         c1, c2 = 1 - self.b1**self.t, 1 - self.b2**self.t
@@ -98,7 +109,8 @@ class AdamW:
             p -= (rate / c1) * m / (xp_of(v).sqrt(v / c2) + self.eps)
 
     def state(self):
-        return {**{f"m.{k}": v for k, v in self.m.items()}, **{f"v.{k}": v for k, v in self.v.items()}}
+        return {**{f"m.{k}": v for k, v in self.m.items()},
+                **{f"v.{k}": v for k, v in self.v.items()}}
 
     def load_state(self, tensors, t):
         for k in self.m:
@@ -114,19 +126,22 @@ def random_windows(data, n_ctx, batch_size, rng):  # -> inputs, targets [B, T] i
 
 
 def mean_loss(loss_fn, data, n_ctx, batch_size, max_batches=8):
-    """Mean loss over consecutive non-overlapping windows from the start of `data` (deterministic)."""
+    """Mean loss over consecutive non-overlapping windows from the start of `data`
+    (deterministic)."""
     n = min(max_batches * batch_size, (len(data) - 1) // n_ctx)
     losses = []
     for start in range(0, n, batch_size):
         rows = range(start, min(n, start + batch_size))
-        buf = np.stack([data[r * n_ctx:(r + 1) * n_ctx + 1] for r in rows]).astype(np.int64)  # [B, T + 1]
+        # [B, T + 1]
+        buf = np.stack([data[r * n_ctx:(r + 1) * n_ctx + 1] for r in rows]).astype(np.int64)
         losses.append(float(loss_fn(buf[:, :-1], buf[:, 1:])) * len(rows))
     return sum(losses) / n
 
 
 def save_state(folder, params, opt, step, rng, extra):
-    """folder/state.safetensors (params, AdamW's moments, and the step, rng and log in its metadata: one file, written
-    atomically, so a checkpoint is never half old and half new) and a readable copy of the metadata in state.json."""
+    """folder/state.safetensors (params, AdamW's moments, and the step, rng and log in its metadata:
+    one file, written atomically, so a checkpoint is never half old and half new) and a readable
+    copy of the metadata in state.json."""
     from gpt2.weights import _atomic_write, write_safetensors
 
     folder = Path(folder)
@@ -146,12 +161,13 @@ def read_state(folder):  # -> the step, rng and log saved with the checkpoint in
     from gpt2.weights import read_header
 
     meta = read_header(Path(folder) / "state.safetensors")[0].get("__metadata__", {})
-    text = meta["state"] if "state" in meta else (Path(folder) / "state.json").read_text()  # older checkpoints
+    # older checkpoints
+    text = meta["state"] if "state" in meta else (Path(folder) / "state.json").read_text()
     try:
         return json.loads(text)
     except json.JSONDecodeError:
-        raise ValueError(f"{folder}: the checkpoint's state is not valid JSON; remove the folder or give "
-                         "--noresume") from None
+        raise ValueError(f"{folder}: the checkpoint's state is not valid JSON; remove the folder "
+                         f"or give --noresume") from None
 
 
 def load_state(folder, params, opt, rng):
@@ -161,8 +177,9 @@ def load_state(folder, params, opt, rng):
     tensors = read_safetensors(Path(folder) / "state.safetensors")
     for k, p in flatten(params).items():
         if tensors.get(f"p.{k}", np.zeros(0)).shape != p.shape:
-            raise ValueError(f"{folder} holds another model (its {k!r} is not of shape {p.shape}): resume with the "
-                             "options it was trained with, give another --out, or --noresume to start over")
+            raise ValueError(f"{folder} holds another model (its {k!r} is not of shape {p.shape}): "
+                             f"resume with the options it was trained with, give another --out, or "
+                             f"--noresume to start over")
         p[...] = xp_of(p).asarray(tensors[f"p.{k}"])
     opt.load_state({k: v for k, v in tensors.items() if not k.startswith("p.")}, state["adam_t"])
     rng.bit_generator.state = state["rng"]
@@ -170,22 +187,26 @@ def load_state(folder, params, opt, rng):
 
 
 def check_resume(ckpt, wanted):
-    """With a checkpoint in ckpt, the settings that shape its params ({name: value}) must be this run's."""
+    """With a checkpoint in ckpt, the settings that shape its params ({name: value}) must be this
+    run's."""
     if not has_state(ckpt):
         return
     log = read_state(ckpt).get("log", {})
     saved = {**log.get("args", {}), **log}
     for name, value in wanted.items():
         if name in saved and saved[name] != value:
-            raise ValueError(f"{ckpt} was trained with {name} {saved[name]}, not {value}: resume with the same "
+            raise ValueError(f"{ckpt} was trained with {name} {saved[name]}, not {value}: resume "
+                             f"with the same "
                              "options, give another --out, or --noresume to start over")
 
 
 def check_out(out):
-    """OUT is a folder or can become one (its missing parents are made too), in a place this user can write to."""
+    """OUT is a folder or can become one (its missing parents are made too), in a place this user
+    can write to."""
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file: give a folder (it gets the model, the log and OUT/ckpt)")
+        raise ValueError(f"--out {out} is a file: give a folder (it gets the model, the log and "
+                         f"OUT/ckpt)")
     existing = next(p for p in [out, *out.absolute().parents] if p.exists())
     if not existing.is_dir():
         raise ValueError(f"--out {out}: {existing} is a file, so no folder can be made under it")
@@ -193,56 +214,61 @@ def check_out(out):
 
 
 def check_writable(folder, what):
-    """A folder can be made in `folder` (made and removed at once: permission bits say nothing for root, nor for
-    /proc or a full disk); else a one-line ValueError. Like gpt2/hub.py's check_cache_dir, before any work."""
+    """A folder can be made in `folder` (made and removed at once: permission bits say nothing for
+    root, nor for /proc or a full disk); else a one-line ValueError. Like gpt2/hub.py's
+    check_cache_dir, before any work."""
     if (why := cannot_write_in(folder)) is not None:
-        raise ValueError(f"{what}: cannot write in {folder} ({why}): give a folder you can write to")
+        raise (ValueError(f"{what}: cannot write in {folder} ({why}): give a folder you can write "
+                          f"to"))
 
 
 def check_tokens(path, n_ctx, what):
     """A uint16 token file holds at least n_ctx + 2 tokens (one training window and its targets)."""
     size = Path(path).stat().st_size
     if size % 2:
-        raise ValueError(f"{what} {path}: {size} bytes is not a file of uint16 token ids (from `python -m "
-                         "gpt2.corpus`)")
+        raise ValueError(f"{what} {path}: {size} bytes is not a file of uint16 token ids (from "
+                         f"`python -m gpt2.corpus`)")
     if size // 2 < n_ctx + 2:
-        raise ValueError(f"{what} {path} holds {size // 2} tokens, too few for a window of --n_ctx {n_ctx}; give a "
-                         "smaller --n_ctx or more data")
+        raise ValueError(f"{what} {path} holds {size // 2} tokens, too few for a window of --n_ctx "
+                         f"{n_ctx}; give a smaller --n_ctx or more data")
 
 
 def check_data(data, n_ctx, files=("train.bin", "val.bin")):
     """DIR holds the token files, each long enough for a window of n_ctx."""
     for name in files:
         if not (Path(data) / name).is_file():
-            raise ValueError(f"--data {data} has no {name}: make the token files with `python -m gpt2.corpus --out "
-                             f"{data}`")
+            raise ValueError(f"--data {data} has no {name}: make the token files with `python -m "
+                             f"gpt2.corpus --out {data}`")
         check_tokens(Path(data) / name, n_ctx, "--data")
 
 
 def read_n_vocab(meta):
-    """meta.json's n_vocab: an integer from 1 to 65536 (token files hold uint16 ids), else a ValueError naming the file.
+    """meta.json's n_vocab: an integer from 1 to 65536 (token files hold uint16 ids), else a
+    ValueError naming the file.
 
-    Example: {"n_vocab": 4096} -> 4096; {"n_vocab": 1e9}, {"n_vocab": -5}, {"n_vocab": "20"} or 20.5 -> error."""
+    Example: {"n_vocab": 4096} -> 4096; {"n_vocab": 1e9}, {"n_vocab": -5}, {"n_vocab": "20"} or 20.5
+    -> error."""
     remake = f"remake the token files with `python -m gpt2.corpus --out {meta.parent}`"
     try:
         n_vocab = json.loads(meta.read_text())["n_vocab"]
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
         raise ValueError(f"{meta}: expected JSON with an integer n_vocab; {remake}") from None
     if type(n_vocab) is not int or not 1 <= n_vocab <= 65536:
-        raise ValueError(f"{meta}: n_vocab {json.dumps(n_vocab)} is not a vocabulary size (an integer from 1 to 65536, "
-                         f"what uint16 token files hold); {remake}")
+        raise ValueError(f"{meta}: n_vocab {json.dumps(n_vocab)} is not a vocabulary size (an "
+                         f"integer from 1 to 65536, what uint16 token files hold); {remake}")
     return n_vocab
 
 
 def check_ids(ids, n_vocab, where):  # token ids beyond the vocabulary would index outside wte
     if len(ids) and int(ids.max()) >= n_vocab:
-        raise ValueError(f"{where} holds token id {int(ids.max())}, but the model has {n_vocab} tokens: the data were "
-                         "made with another tokenizer")
+        raise ValueError(f"{where} holds token id {int(ids.max())}, but the model has {n_vocab} "
+                         f"tokens: the data were made with another tokenizer")
 
 
 def holds_run(out, wanted, marks=()):
-    """OUT holds a run of this command: a checkpoint in OUT/ckpt whose log names every setting in `wanted`, or (with no
-    checkpoint) one of `marks`, files only this command writes (distill.bin, made before the first checkpoint)."""
+    """OUT holds a run of this command: a checkpoint in OUT/ckpt whose log names every setting in
+    `wanted`, or (with no checkpoint) one of `marks`, files only this command writes (distill.bin,
+    made before the first checkpoint)."""
     if has_state(Path(out) / "ckpt"):
         try:
             log = read_state(Path(out) / "ckpt").get("log", {})
@@ -253,12 +279,14 @@ def holds_run(out, wanted, marks=()):
 
 
 def replaces_out(out, wanted, resume, overwrite, inputs, marks=()):
-    """Before any work: True when the run starts over in a non-empty OUT (its outputs take the place of OUT's contents
-    when it ends, see written_into), False when it writes into OUT as it is. Refuses anything else with one line.
+    """Before any work: True when the run starts over in a non-empty OUT (its outputs take the place
+    of OUT's contents when it ends, see written_into), False when it writes into OUT as it is.
+    Refuses anything else with one line.
 
-    OUT missing or empty: a new run. OUT holding a run of this command (holds_run): resumed (the settings `wanted` must
-    be the checkpoint's), or with --noresume started over. Any other files in OUT: refused unless --overwrite (which
-    starts over too). Starting over, no input ({flag: path}) may lie inside OUT, nor the current or home folder."""
+    OUT missing or empty: a new run. OUT holding a run of this command (holds_run): resumed (the
+    settings `wanted` must be the checkpoint's), or with --noresume started over. Any other files in
+    OUT: refused unless --overwrite (which starts over too). Starting over, no input ({flag: path})
+    may lie inside OUT, nor the current or home folder."""
     out = Path(out)
     held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
     if not held:
@@ -269,31 +297,34 @@ def replaces_out(out, wanted, resume, overwrite, inputs, marks=()):
         return False
     if not ours and not overwrite:
         shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
-        raise ValueError(f"--out {out} is not empty ({shown}) and holds no run of this command to resume: give a new "
+        raise ValueError(f"--out {out} is not empty ({shown}) and holds no run of this command to "
+                         f"resume: give a new "
                          "or empty folder, or --overwrite to replace its contents with this run's")
     how, where = "--overwrite" if overwrite else "--noresume", out.resolve()
     for flag, path in inputs.items():
         if path is not None and where in (Path(path).resolve(), *Path(path).resolve().parents):
-            raise ValueError(f"{how} replaces {out} when the run ends, and {flag} {path} lies inside it: move it out "
-                             "first, or give another --out")
+            raise ValueError(f"{how} replaces {out} when the run ends, and {flag} {path} lies "
+                             f"inside it: move it out first, or give another --out")
     for name, place in (("the current folder", Path.cwd()), ("your home folder", Path.home())):
         if where in (place.resolve(), *place.resolve().parents):
             raise ValueError(f"{how} would replace {out}, which holds {name}: give another --out")
-    check_writable(where.parent, f"{how} replaces --out {out}")  # the new folder is made beside OUT, then renamed
+    # the new folder is made beside OUT, then renamed
+    check_writable(where.parent, f"{how} replaces --out {out}")
     return True
 
 
 @contextmanager
 def written_into(out, replace):
-    """The folder the run writes into. Not replace: OUT itself (the folders made for it are removed again if the run
-    fails while they are still empty). Replace: a new folder beside OUT that takes OUT's place whole when the run ends,
-    so nothing of the old OUT stays beside the new outputs, and a run that fails or is interrupted leaves OUT as it was
-    (and removes its own folder)."""
+    """The folder the run writes into. Not replace: OUT itself (the folders made for it are removed
+    again if the run fails while they are still empty). Replace: a new folder beside OUT that takes
+    OUT's place whole when the run ends, so nothing of the old OUT stays beside the new outputs, and
+    a run that fails or is interrupted leaves OUT as it was (and removes its own folder)."""
     if not replace:
         with no_empty_folders_left(out):
             yield Path(out)
         return
-    print(f"starting over: this run's outputs replace the contents of {out} when it ends", file=sys.stderr)
+    print(f"starting over: this run's outputs replace the contents of {out} when it ends",
+          file=sys.stderr)
     out = Path(out).resolve()
     work = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.new-"))
     try:
@@ -301,19 +332,22 @@ def written_into(out, replace):
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    work.chmod(out.stat().st_mode & 0o7777)  # mkdtemp makes 0700; the new OUT keeps the old one's permissions
+    # mkdtemp makes 0700; the new OUT keeps the old one's permissions
+    work.chmod(out.stat().st_mode & 0o7777)
     old = work.with_name(work.name.replace(".new-", ".old-", 1))
     out.rename(old)
     work.rename(out)
     shutil.rmtree(old, ignore_errors=True)
     if old.exists():
-        print(f"note: the old contents of {out} are left in {old}: remove it by hand", file=sys.stderr)
+        print(f"note: the old contents of {out} are left in {old}: remove it by hand",
+              file=sys.stderr)
 
 
 @contextmanager
 def no_empty_folders_left(out):
-    """The folders a run makes (OUT, its missing parents, OUT/ckpt) are removed again if the run fails while they are
-    still empty; a checkpoint already written stays, so the next run resumes from it."""
+    """The folders a run makes (OUT, its missing parents, OUT/ckpt) are removed again if the run
+    fails while they are still empty; a checkpoint already written stays, so the next run resumes
+    from it."""
     out = Path(out).absolute()
     made = [p for p in [out / "ckpt", out, *out.parents] if not p.exists()]  # deepest first
     try:
@@ -325,25 +359,31 @@ def no_empty_folders_left(out):
         raise
 
 
-def train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, clip=1.0, weight_decay=0.1,
+def train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, clip=1.0,
+               weight_decay=0.1,
                evaluate=None, eval_every=100, max_minutes=None, stop_at=None, log=None, resume=True,
                tokens_per_step=None, desc="train"):
-    """Train `params` (a tree of arrays, updated in place) with AdamW, clipping the gradient norm to `clip`.
+    """Train `params` (a tree of arrays, updated in place) with AdamW, clipping the gradient norm to
+    `clip`.
 
-    loss_and_grads(params, step, rng) -> (losses, grads): the loss on a batch it draws from rng, as a dict of numbers
-        (or lists of numbers) to log, e.g. {"loss": 5.2, "losses": [2.6, 1.8]}, and grads, a tree of params' layout.
+    loss_and_grads(params, step, rng) -> (losses, grads): the loss on a batch it draws from rng, as
+    a dict of numbers
+        (or lists of numbers) to log, e.g. {"loss": 5.2, "losses": [2.6, 1.8]}, and grads, a tree of
+        params' layout.
     learning_rate(step) -> the step's rate, or {top-level key of params: rate} (one rate per group).
-    evaluate(step) -> a dict of numbers to log (e.g. {"val_loss": 3.9}), or None to log the losses only.
-    Every eval_every steps and at the last step (max_steps, stop_at, or the first after max_minutes) the loop logs
-    {"step", **losses, **evaluate(step), "grad_norm", "seconds"} in log["history"] and checkpoints to `ckpt` (params,
-    AdamW's moments, rng's state and the log). With resume, a checkpoint in ckpt is loaded first (log too, in place),
-    so a run stopped and resumed gives the numbers of one uninterrupted run. Returns log (with "step", "seconds").
+    evaluate(step) -> a dict of numbers to log (e.g. {"val_loss": 3.9}), or None to log the losses
+    only. Every eval_every steps and at the last step (max_steps, stop_at, or the first after
+    max_minutes) the loop logs {"step", **losses, **evaluate(step), "grad_norm", "seconds"} in
+    log["history"] and checkpoints to `ckpt` (params, AdamW's moments, rng's state and the log).
+    With resume, a checkpoint in ckpt is loaded first (log too, in place), so a run stopped and
+    resumed gives the numbers of one uninterrupted run. Returns log (with "step", "seconds").
     """
     from tqdm import tqdm
 
     opt = AdamW(params, weight_decay=weight_decay)
     log = {} if log is None else log
-    log.update({"history": [], "seconds": 0.0, "step": 0, **log})  # a fresh run's record, unless given
+    # a fresh run's record, unless given
+    log.update({"history": [], "seconds": 0.0, "step": 0, **log})
     if resume and has_state(ckpt):
         saved = load_state(ckpt, params, opt, rng)["log"]
         log.clear()
@@ -359,13 +399,15 @@ def train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, clip
         opt.step(params, grads, learning_rate(step))
         elapsed = time.time() - start
         log.update(step=step + 1, seconds=elapsed)
-        shown = {k: f"{v:.3f}" if np.isscalar(v) else " ".join(f"{x:.2f}" for x in v) for k, v in losses.items()}
+        shown = {k: f"{v:.3f}" if np.isscalar(v) else " ".join(f"{x:.2f}" for x in v) for k,
+                 v in losses.items()}
         if tokens_per_step:
             shown["tok_s"] = f"{(step + 1 - first) * tokens_per_step / (time.time() - t0):.0f}"
         bar.set_postfix(shown, refresh=False)
         last = step + 1 in (max_steps, stop_at) or (max_minutes and elapsed > 60 * max_minutes)
         if (step + 1) % eval_every == 0 or last:
-            log["history"].append({"step": step + 1, **losses, **(evaluate(step + 1) if evaluate else {}),
+            log["history"].append({"step": step + 1, **losses,
+                                   **(evaluate(step + 1) if evaluate else {}),
                                    "grad_norm": norm, "seconds": elapsed})
             bar.write(json.dumps(log["history"][-1]))
             save_state(ckpt, params, opt, step + 1, rng, {"log": log})
@@ -374,15 +416,18 @@ def train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, clip
     return log
 
 
-def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, lr=1e-3, min_lr_ratio=0.1,
-         warmup=100, max_steps=2000, max_minutes=None, weight_decay=0.1, clip=1.0, eval_every=100, seed=0,
-         device="cpu", dtype="float16", resume=True, stop_at=None, overwrite=False):
-    """Train a GPT-2 from scratch on token files; checkpoints in OUT/ckpt, the final model in OUT (safetensors).
+def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, lr=1e-3,
+         min_lr_ratio=0.1,
+         warmup=100, max_steps=2000, max_minutes=None, weight_decay=0.1, clip=1.0, eval_every=100,
+         seed=0, device="cpu", dtype="float16", resume=True, stop_at=None, overwrite=False):
+    """Train a GPT-2 from scratch on token files; checkpoints in OUT/ckpt, the final model in OUT
+    (safetensors).
 
-    The schedule runs over max_steps; max_minutes or stop_at end a run early, and the next run into the same OUT
-    resumes from OUT/ckpt. OUT (and its missing parents) is made when the first checkpoint is written. An OUT that
-    holds other files is refused; --noresume (on a run) or --overwrite (on anything) start over, and the new run's
-    outputs replace OUT's whole contents when it ends (replaces_out, written_into).
+    The schedule runs over max_steps; max_minutes or stop_at end a run early, and the next run into
+    the same OUT resumes from OUT/ckpt. OUT (and its missing parents) is made when the first
+    checkpoint is written. An OUT that holds other files is refused; --noresume (on a run) or
+    --overwrite (on anything) start over, and the new run's outputs replace OUT's whole contents
+    when it ends (replaces_out, written_into).
     """
     from gpt2.backprop import gpt2_forward_backward, gpt2_loss
     from gpt2.weights import _atomic_write, save_checkpoint
@@ -391,15 +436,17 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
     data, out = Path(data), Path(out)
     check_data(data, n_ctx)
     if not (data / "meta.json").is_file():
-        raise ValueError(f"--data {data} has no meta.json: make the token files with `python -m gpt2.corpus --out "
-                         f"{data}`")
+        raise ValueError(f"--data {data} has no meta.json: make the token files with `python -m "
+                         f"gpt2.corpus --out {data}`")
     check_out(out)
     if n_embd % n_head:
         raise ValueError(f"--n_embd {n_embd} must be a multiple of --n_head {n_head}")
     if stop_at is not None and stop_at > max_steps:
-        raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would never stop there")
+        raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would "
+                         f"never stop there")
     n_vocab = read_n_vocab(data / "meta.json")
-    hparams = {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head, "n_layer": n_layer}
+    hparams = {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head,
+               "n_layer": n_layer}
     replace = replaces_out(out, {"hparams": hparams}, resume, overwrite, {"--data": data})
     xp = get_xp(device)
 
@@ -410,7 +457,8 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
     check_ids(val_ids, n_vocab, data / "val.bin")
     rng = np.random.default_rng(seed)
     params = to_device(init_params(hparams, rng), xp)
-    log = {"hparams": hparams, "args": dict(batch_size=batch_size, lr=lr, warmup=warmup, max_steps=max_steps,
+    log = {"hparams": hparams,
+           "args": dict(batch_size=batch_size, lr=lr, warmup=warmup, max_steps=max_steps,
            weight_decay=weight_decay, clip=clip, seed=seed)}
 
     def loss_and_grads(params, step, rng):  # next-token cross-entropy on B random windows
@@ -419,15 +467,18 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
         return {"train_loss": float(loss)}, grads
 
     def evaluate(step):
-        val_loss = mean_loss(lambda x, y: gpt2_loss(params, hparams, xp.asarray(x), xp.asarray(y)), val_ids, n_ctx,
-                             batch_size)
+        val_loss = mean_loss(lambda x, y: gpt2_loss(params, hparams, xp.asarray(x), xp.asarray(y)),
+                             val_ids, n_ctx, batch_size)
         return {"tokens": step * batch_size * n_ctx, "val_loss": val_loss}
 
     # Step 2: train, then write the model and the log
     with written_into(out, replace) as work:
-        train_loop(params, loss_and_grads, work / "ckpt", max_steps, lambda step: lr_at(step, max_steps, lr, warmup,
-                   min_lr_ratio), rng, clip=clip, weight_decay=weight_decay, evaluate=evaluate, eval_every=eval_every,
-                   max_minutes=max_minutes, stop_at=stop_at, log=log, resume=resume, tokens_per_step=batch_size * n_ctx)
+        train_loop(params, loss_and_grads, work / "ckpt", max_steps,
+                   lambda step: lr_at(step, max_steps, lr, warmup,
+                   min_lr_ratio), rng, clip=clip, weight_decay=weight_decay, evaluate=evaluate,
+                   eval_every=eval_every,
+                   max_minutes=max_minutes, stop_at=stop_at, log=log, resume=resume,
+                   tokens_per_step=batch_size * n_ctx)
         save_checkpoint(work, hparams, params, dtype=dtype)
         log["final_val_loss"] = log["history"][-1]["val_loss"]
         log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "device": device}
@@ -436,9 +487,11 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
 
 
 OPTIONS = [
-    Option("data", "dir", None, "folder of train.bin, val.bin and meta.json (from python -m gpt2.corpus)",
+    Option("data", "dir", None,
+           "folder of train.bin, val.bin and meta.json (from python -m gpt2.corpus)",
            required=True),
-    Option("out", "path", None, "folder for the model, train_log.json and ckpt/ (made with its parents): new, empty, "
+    Option("out", "path", None,
+           "folder for the model, train_log.json and ckpt/ (made with its parents): new, empty, "
            "or a run to resume", required=True),
     Option("n_layer", int, 6, "transformer blocks", low=1),
     Option("n_embd", int, 256, "width of the residual stream (a multiple of --n_head)", low=1),
@@ -449,17 +502,22 @@ OPTIONS = [
     Option("min_lr_ratio", float, 0.1, "the cosine decay ends at min_lr_ratio * lr", low=0, high=1),
     Option("warmup", int, 100, "steps of linear warm-up", low=0),
     Option("max_steps", int, 2000, "steps of the schedule", low=1),
-    Option("max_minutes", float, None, "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
+    Option("max_minutes", float, None,
+           "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
     Option("weight_decay", float, 0.1, "AdamW's weight decay, on matrices only", low=0),
     Option("clip", float, 1.0, "largest gradient norm; larger gradients are scaled down", above=0),
     Option("eval_every", int, 100, "steps between evaluations on val.bin and checkpoints", low=1),
     Option("seed", int, 0, "seed of the initialisation and the batches", low=0),
     Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
-    Option("dtype", str, "float16", "dtype of the saved model", choices=("float32", "float16", "bfloat16")),
-    Option("resume", bool, True, "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
+    Option("dtype", str, "float16", "dtype of the saved model",
+           choices=("float32", "float16", "bfloat16")),
+    Option("resume", bool, True,
+           "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
            "run replaces OUT's contents when it ends)"),
-    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)", low=1),
-    Option("overwrite", bool, False, "an --out holding other files is replaced: the run starts over, and its outputs "
+    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)",
+           low=1),
+    Option("overwrite", bool, False,
+           "an --out holding other files is replaced: the run starts over, and its outputs "
            "take the place of OUT's whole contents when it ends"),
 ]
 

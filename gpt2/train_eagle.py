@@ -1,24 +1,30 @@
-"""Train an EAGLE head (gpt2/eagle.py) on a frozen GPT-2 with the shared training loop (gpt2/train.py's `train_loop`).
+"""Train an EAGLE head (gpt2/eagle.py) on a frozen GPT-2 with the shared training loop
+(gpt2/train.py's `train_loop`).
 
     python -m gpt2.train_eagle --backbone tiny-target --data DIR --out DIR --distill_tokens 320000 \
-        --distill_temperature 0 --batch_size 8 --max_steps 1000 --max_minutes 18 --eval_every 25   # the shipped head
+        # the shipped head
+        --distill_temperature 0 --batch_size 8 --max_steps 1000 --max_minutes 18 --eval_every 25
 
-Data (self-distillation, as the shipped Medusa heads were made): rows of 16 prompt tokens cut from DIR/train.bin, each
-followed by the tokens the backbone itself wrote after them (gpt2/train_heads.py's `self_distill`, 64 rows decoded at
-once), saved as OUT/distill.bin + distill.json; a later run into the same OUT reuses them, and --distill_data FILE
-trains on a file made before (a Medusa run's distill.bin, say). The backbone is frozen, so the features of every row
+Data (self-distillation, as the shipped Medusa heads were made): rows of 16 prompt tokens cut from
+DIR/train.bin, each followed by the tokens the backbone itself wrote after them
+(gpt2/train_heads.py's `self_distill`, 64 rows decoded at once), saved as OUT/distill.bin +
+distill.json; a later run into the same OUT reuses them, and --distill_data FILE trains on a file
+made before (a Medusa run's distill.bin, say). The backbone is frozen, so the features of every row
 are computed once (float16, in memory) and each step trains on `batch_size` random rows:
     f = features[:, :-1] + U(-noise, noise),  tokens = ids[:, 1:],  f_next = features[:, 1:]
-    loss = SmoothL1(head(f, tokens), f_next) + w_cls * CE(target's law, head's law)     (gpt2/eagle.py)
-Every eval_every steps the loop logs the training loss and, on validation rows, the loss and the head's step-1 top-1
-agreement with the target's argmax (the training curve), and checkpoints to OUT/ckpt (rerun to resume).
-At the end the head drafts `steps` tokens ahead along the true path from every position of the generated part of
-validation rows (the backbone's continuations of val.bin prompts), through the EagleHead that decodes:
-accuracy.rank_share[k][r] = share of positions whose true token k + 1 steps ahead is the head's rank-r candidate, its
-k earlier steps fed with the head's own guessed features (the record EAGLE-1's sparse tree is built from).
---device gpu runs the backbone (self-distillation, features) and the head's training on CuPy arrays; the rows, the
-noise and the batches are drawn on the host as on the CPU, and the final accuracy is measured on the CPU.
-OUT gets eagle.safetensors + eagle.json. Shapes: R rows, B batch of rows, T row length, C n_embd, V n_vocab.
+    loss = SmoothL1(head(f, tokens), f_next) + w_cls * CE(target's law, head's law)
+    (gpt2/eagle.py)
+Every eval_every steps the loop logs the training loss and, on validation rows, the loss and the
+head's step-1 top-1 agreement with the target's argmax (the training curve), and checkpoints to
+OUT/ckpt (rerun to resume). At the end the head drafts `steps` tokens ahead along the true path from
+every position of the generated part of validation rows (the backbone's continuations of val.bin
+prompts), through the EagleHead that decodes: accuracy.rank_share[k][r] = share of positions whose
+true token k + 1 steps ahead is the head's rank-r candidate, its k earlier steps fed with the head's
+own guessed features (the record EAGLE-1's sparse tree is built from). --device gpu runs the
+backbone (self-distillation, features) and the head's training on CuPy arrays; the rows, the noise
+and the batches are drawn on the host as on the CPU, and the final accuracy is measured on the CPU.
+OUT gets eagle.safetensors + eagle.json. Shapes: R rows, B batch of rows, T row length, C n_embd, V
+n_vocab.
 """
 import json
 import os
@@ -29,18 +35,22 @@ import numpy as np
 
 from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from gpt2.cli import Option
-from gpt2.eagle import EagleHead, eagle_forward, eagle_loss_and_grads, init_eagle, save_eagle, TREE_SLOTS
-from gpt2.train import check_data, check_ids, check_out, check_tokens, lr_at, replaces_out, train_loop, written_into
+from gpt2.eagle import (EagleHead, eagle_forward, eagle_loss_and_grads, init_eagle, save_eagle,
+                        TREE_SLOTS)
+from gpt2.train import (check_data, check_ids, check_out, check_tokens, lr_at, replaces_out,
+                        train_loop, written_into)
 from gpt2.train_heads import PROMPT_LEN, backbone_hparams, distill_data_missing, self_distill
 from gpt2.weights import _atomic_write
 
 
-def row_length(hparams, new_tokens=112):  # tokens per self-distilled row: the prompt and what the backbone wrote
+# tokens per self-distilled row: the prompt and what the backbone wrote
+def row_length(hparams, new_tokens=112):
     return PROMPT_LEN + min(new_tokens, hparams["n_ctx"] - PROMPT_LEN)
 
 
 def features_of(hparams, params, rows, batch=32, desc="target features"):
-    """The backbone's features (last hidden state after ln_f) of every row: ids [R, T] -> [R, T, C] float16."""
+    """The backbone's features (last hidden state after ln_f) of every row: ids [R, T] -> [R, T, C]
+    float16."""
     from tqdm import tqdm
 
     from gpt2.backprop import gpt2_hidden_forward
@@ -48,74 +58,87 @@ def features_of(hparams, params, rows, batch=32, desc="target features"):
     xp = xp_of(params["wte"])  # numpy, or cupy: the features come back to the host
     out = np.empty(rows.shape + (hparams["n_embd"],), np.float16)
     for s in tqdm(range(0, len(rows), batch), desc=desc, mininterval=1 if os.isatty(2) else 60):
-        out[s:s + batch] = to_numpy(gpt2_hidden_forward(params, hparams, xp.asarray(rows[s:s + batch]))[0])
+        out[s:s
+            + batch] = to_numpy(gpt2_hidden_forward(params, hparams,
+                                                    xp.asarray(rows[s:s + batch]))[0])
     return out
 
 
 def accuracy_ahead(head, wte, rows, feats, steps, start=PROMPT_LEN, topk=10):
-    """Rank of the true token 1..steps ahead under the head's drafts along the true path -> rank_share [steps, topk].
+    """Rank of the true token 1..steps ahead under the head's drafts along the true path ->
+    rank_share [steps, topk].
 
-    From position i (the last true feature used is f_i), row 0 of head(x[:i + 2], f[:i + 1]) guesses x[i + 2]; the
-    chain tokens = x[i + 2 .. i + k], parents = [-1, 0, 1, ..] gives the guess k + 1 ahead (fed its own features)."""
+    From position i (the last true feature used is f_i), row 0 of head(x[:i + 2], f[:i + 1]) guesses
+    x[i + 2]; the chain tokens = x[i + 2 .. i + k], parents = [-1, 0, 1, ..] gives the guess k + 1
+    ahead (fed its own features)."""
     counts, totals = np.zeros((steps, topk)), np.zeros(steps)
     for ids, f in zip(rows, feats):
         ids = [int(t) for t in ids]
         head.reset()
         for i in range(start - 1, len(ids) - 2):
             k = min(steps, len(ids) - i - 2)  # steps with a true token inside the row
-            logits = head(ids[:i + 2], f[:i + 1], ids[i + 2:i + 1 + k], list(range(-1, k - 2)))  # [k, V]
+            # [k, V]
+            logits = head(ids[:i + 2], f[:i + 1], ids[i + 2:i + 1 + k], list(range(-1, k - 2)))
             truth = ids[i + 2:i + 2 + k]
-            ranks = (logits > logits[np.arange(k), truth][:, None]).sum(-1)  # [k] 0 = the head's top token
+            # [k] 0 = the head's top token
+            ranks = (logits > logits[np.arange(k), truth][:, None]).sum(-1)
             totals[:k] += 1
             for s, r in enumerate(ranks):
                 if r < topk:
                     counts[s, r] += 1
     share = counts / totals[:, None]
-    return {"rank_share": share.tolist(), "top1": share[:, 0].tolist(), "top5": share[:, :5].sum(1).tolist(),
-            "positions": totals.astype(int).tolist()}
+    return {"rank_share": share.tolist(), "top1": share[:, 0].tolist(),
+            "top5": share[:, :5].sum(1).tolist(), "positions": totals.astype(int).tolist()}
 
 
-def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_temperature=0.0, distill_data=None,
-         batch_size=8, lr=1e-3, warmup=50, max_steps=1000, max_minutes=None, clip=1.0, eval_every=50, w_cls=0.1,
-         noise=0.1, steps=5, eval_rows=32, seed=0, resume=True, dtype="float16", stop_at=None, device="cpu",
-         overwrite=False):
-    """Train an EAGLE head on a frozen backbone's self-distilled features; checkpoints in OUT/ckpt, resumable.
+def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_temperature=0.0,
+         distill_data=None,
+         batch_size=8, lr=1e-3, warmup=50, max_steps=1000, max_minutes=None, clip=1.0,
+         eval_every=50, w_cls=0.1,
+         noise=0.1, steps=5, eval_rows=32, seed=0, resume=True, dtype="float16", stop_at=None,
+         device="cpu", overwrite=False):
+    """Train an EAGLE head on a frozen backbone's self-distilled features; checkpoints in OUT/ckpt,
+    resumable.
 
-    An OUT that holds other files is refused; --noresume (on a run) or --overwrite (on anything) start over, and the
-    new run's outputs replace OUT's whole contents when it ends."""
+    An OUT that holds other files is refused; --noresume (on a run) or --overwrite (on anything)
+    start over, and the new run's outputs replace OUT's whole contents when it ends."""
     from gpt2.hub import resolve
     from gpt2.weights import load_checkpoint
 
     # Step 0: every option checked before any work (a failed run leaves nothing behind)
     if data is None or out is None:
-        raise ValueError("give --data DIR (train.bin, val.bin from `python -m gpt2.corpus`) and --out DIR")
+        raise ValueError("give --data DIR (train.bin, val.bin from `python -m gpt2.corpus`) and "
+                         "--out DIR")
     if bool(distill_tokens) == bool(distill_data):
-        raise ValueError("give --distill_tokens N (the backbone writes N tokens to train on) or --distill_data FILE "
-                         "(an OUT/distill.bin made before), one of them")
+        raise ValueError("give --distill_tokens N (the backbone writes N tokens to train on) or "
+                         "--distill_data FILE (an OUT/distill.bin made before), one of them")
     if distill_data and (why := distill_data_missing(distill_data)):
         raise ValueError(f"--distill_data {distill_data}: {why}")
     if stop_at is not None and stop_at > max_steps:
-        raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would never stop there")
+        raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would "
+                         f"never stop there")
     xp = get_xp(device)  # a ValueError without CuPy, before any work
     data, out = Path(data), Path(out)
     check_out(out)  # before the backbone is resolved (it may be downloaded)
     folder = resolve(str(backbone))
     hparams = backbone_hparams(backbone, folder)
     if hparams["n_ctx"] <= PROMPT_LEN + 2:
-        raise ValueError(f"self-distillation continues {PROMPT_LEN}-token prompts; the backbone's context window "
-                         f"({hparams['n_ctx']}) leaves no room")
+        raise ValueError(f"self-distillation continues {PROMPT_LEN}-token prompts; the backbone's "
+                         f"context window ({hparams['n_ctx']}) leaves no room")
     T = row_length(hparams)
     check_data(data, T)
     if distill_data:
         check_tokens(distill_data, T, "--distill_data")
     if distill_tokens and distill_tokens < 2 * T:
-        raise ValueError(f"--distill_tokens {distill_tokens} is too few: give at least two rows of {T} tokens "
-                         f"({2 * T})")
-    inputs = {"--data": data, "--backbone": folder, "--distill_data": distill_data}  # none may be in an OUT replaced
-    replace = replaces_out(out, {"backbone": str(backbone), "n_embd": hparams["n_embd"]}, resume, overwrite, inputs,
-                           marks=["distill.bin"])
+        raise ValueError(f"--distill_tokens {distill_tokens} is too few: give at least two rows of "
+                         f"{T} tokens ({2 * T})")
+    # none may be in an OUT replaced
+    inputs = {"--data": data, "--backbone": folder, "--distill_data": distill_data}
+    replace = replaces_out(out, {"backbone": str(backbone), "n_embd": hparams["n_embd"]}, resume,
+                           overwrite, inputs, marks=["distill.bin"])
 
-    # Step 1: the backbone, the self-distilled rows (made once, reused), their features, a fresh head
+    # Step 1: the backbone, the self-distilled rows (made once, reused), their features, a fresh
+    # head
     hparams, target = load_checkpoint(folder)
     target = to_device(target, xp)
     rng = np.random.default_rng(seed)
@@ -123,33 +146,41 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     val_ids = np.fromfile(data / "val.bin", dtype=np.uint16)
     check_ids(train_ids, hparams["n_vocab"], data / "train.bin")
     log = {"backbone": str(backbone), "n_embd": hparams["n_embd"],
-           "args": dict(batch_size=batch_size, lr=lr, warmup=warmup, max_steps=max_steps, clip=clip, w_cls=w_cls,
-                        noise=noise, steps=steps, seed=seed, row=T)}
+           "args": dict(batch_size=batch_size, lr=lr, warmup=warmup, max_steps=max_steps, clip=clip,
+                        w_cls=w_cls, noise=noise, steps=steps, seed=seed, row=T)}
     with written_into(out, replace) as work:
-        made = {"temperature": distill_temperature, "tokens": distill_tokens, "backbone": str(backbone)}
+        made = {"temperature": distill_temperature, "tokens": distill_tokens,
+                "backbone": str(backbone)}
         start = time.time()
         own = work / "distill.bin"
-        if distill_tokens and own.exists() and json.loads((work / "distill.json").read_text()) == made:
+        if distill_tokens and own.exists() and json.loads((work
+                                                           / "distill.json").read_text()) == made:
             distill_data = own  # a rerun into the same OUT reuses the rows it made
         elif distill_tokens:
-            ids = self_distill(hparams, target, train_ids, int(distill_tokens), rng, distill_temperature)
+            ids = self_distill(hparams, target, train_ids, int(distill_tokens), rng,
+                               distill_temperature)
             work.mkdir(parents=True, exist_ok=True)
             _atomic_write(work / "distill.json", [(json.dumps(made) + "\n").encode()])
-            _atomic_write(work / "distill.bin", [ids.tobytes()])  # written last: it marks the data as complete
+            # written last: it marks the data as complete
+            _atomic_write(work / "distill.bin", [ids.tobytes()])
             distill_data = own
             log["distill_seconds"] = time.time() - start
         ids = np.fromfile(distill_data, dtype=np.uint16)
         check_ids(ids, hparams["n_vocab"], distill_data)
         if Path(distill_data).with_suffix(".json").exists():
-            distill_temperature = json.loads(Path(distill_data).with_suffix(".json").read_text())["temperature"]
+            meta = json.loads(Path(distill_data).with_suffix(".json").read_text())
+            distill_temperature = meta["temperature"]
         rows = ids[:len(ids) // T * T].reshape(-1, T).astype(np.int64)  # [R, T]
-        val_rows = self_distill(hparams, target, val_ids, eval_rows * T, np.random.default_rng(seed + 1),
-                                distill_temperature).reshape(-1, T).astype(np.int64)  # the same recipe, val prompts
+        val_rows = self_distill(hparams, target, val_ids, eval_rows * T,
+                                np.random.default_rng(seed + 1),
+                                # the same recipe, val prompts
+                                distill_temperature).reshape(-1, T).astype(np.int64)
         start = time.time()
         feats = features_of(hparams, target, rows)  # [R, T, C] float16
         val_feats = features_of(hparams, target, val_rows, desc="val features")
         log["feature_seconds"] = time.time() - start
-        kept = out / "distill.bin" if distill_data == own else distill_data  # where the run leaves it
+        # where the run leaves it
+        kept = out / "distill.bin" if distill_data == own else distill_data
         log["data"] = {"rows": len(rows), "tokens": int(rows.size), "file": str(kept),
                        "temperature": distill_temperature}
         wte = target["wte"]
@@ -159,68 +190,91 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
         def batch(ids, f, noisy, rng):  # -> f + noise, tokens, f_next for the pairs of each row
             f_in = f[:, :-1].astype(np.float32)
             if noisy:
-                f_in += rng.uniform(-noise, noise, f_in.shape).astype(np.float32)  # EAGLE's feature noise
+                # EAGLE's feature noise
+                f_in += rng.uniform(-noise, noise, f_in.shape).astype(np.float32)
             return xp.asarray(f_in), xp.asarray(ids[:, 1:]), xp.asarray(f[:, 1:].astype(np.float32))
 
         def loss_and_grads(params, step, rng):
             pick = rng.integers(0, len(rows), batch_size)
-            loss, parts, grads, _ = eagle_loss_and_grads(*batch(rows[pick], feats[pick], True, rng), params, wte,
-                                                         hparams["n_head"], w_cls)
-            log.setdefault("first_losses", {"loss": loss, **parts})  # the fresh head's, to compare against
+            loss, parts, grads, _ = eagle_loss_and_grads(*batch(rows[pick], feats[pick], True, rng),
+                                                         params, wte, hparams["n_head"], w_cls)
+            # the fresh head's, to compare against
+            log.setdefault("first_losses", {"loss": loss, **parts})
             return {"loss": loss, **parts}, grads
 
         def evaluate(step):  # validation loss and step-1 top-1 agreement (teacher-forced), 16 rows
             f, tokens, f_next = batch(val_rows[:16], val_feats[:16], False, None)
-            loss, parts, _, _ = eagle_loss_and_grads(f, tokens, f_next, params, wte, hparams["n_head"], w_cls)
+            loss, parts, _, _ = eagle_loss_and_grads(f, tokens, f_next, params, wte,
+                                                     hparams["n_head"], w_cls)
             g, _ = eagle_forward(f, tokens, params, wte, hparams["n_head"])
-            top1 = float(xp.mean((g @ wte.T).argmax(-1)[:, PROMPT_LEN:] == (f_next @ wte.T).argmax(-1)[:, PROMPT_LEN:]))
-            return {"val_loss": loss, "val_reg": parts["reg"], "val_cls": parts["cls"], "val_top1": top1}
+            top1 = float(xp.mean((g @ wte.T).argmax(-1)[:, PROMPT_LEN:]
+                                 == (f_next @ wte.T).argmax(-1)[:, PROMPT_LEN:]))
+            return {"val_loss": loss, "val_reg": parts["reg"], "val_cls": parts["cls"],
+                    "val_top1": top1}
 
         # Step 2: train, then measure the accuracy per step ahead and write the head
-        train_loop(params, loss_and_grads, work / "ckpt", max_steps, lambda step: lr_at(step, max_steps, lr, warmup),
-                   rng, clip=clip, weight_decay=0.0, evaluate=evaluate, eval_every=eval_every, max_minutes=max_minutes,
-                   stop_at=stop_at, log=log, resume=resume, tokens_per_step=batch_size * (T - 1), desc="train eagle")
-        head = EagleHead(to_device(params, np), config, to_numpy(wte), hparams["n_ctx"] + TREE_SLOTS)  # on the CPU
-        log["accuracy"] = accuracy_ahead(head, to_numpy(wte), val_rows, val_feats.astype(np.float32), steps)
-        log["accuracy"]["on"] = (f"the backbone's own continuations (T={distill_temperature:g}) of validation prompts, "
-                                 f"{len(val_rows)} rows")
+        train_loop(params, loss_and_grads, work / "ckpt", max_steps,
+                   lambda step: lr_at(step, max_steps, lr, warmup),
+                   rng, clip=clip, weight_decay=0.0, evaluate=evaluate, eval_every=eval_every,
+                   max_minutes=max_minutes,
+                   stop_at=stop_at, log=log, resume=resume, tokens_per_step=batch_size * (T - 1),
+                   desc="train eagle")
+        head = EagleHead(to_device(params, np), config, to_numpy(wte),
+                         hparams["n_ctx"] + TREE_SLOTS)  # on the CPU
+        log["accuracy"] = accuracy_ahead(head, to_numpy(wte), val_rows,
+                                         val_feats.astype(np.float32), steps)
+        log["accuracy"]["on"] = (f"the backbone's own continuations (T={distill_temperature:g}) of "
+                                 f"validation prompts, {len(val_rows)} rows")
         log["tokens_seen"] = log["step"] * batch_size * (T - 1)
-        log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "minutes": round(log["seconds"] / 60, 1),
-                          "device": device}
+        log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__,
+                          "minutes": round(log["seconds"] / 60, 1), "device": device}
         save_eagle(work, params, config, dtype=dtype, record=log)
     print(json.dumps({"top1": log["accuracy"]["top1"], "top5": log["accuracy"]["top5"]}))
     return log["accuracy"]["top1"]
 
 
 OPTIONS = [
-    Option("backbone", str, "tiny-target", "the GPT-2 whose features the head learns: tiny-target, gpt2, ..., or a "
+    Option("backbone", str, "tiny-target",
+           "the GPT-2 whose features the head learns: tiny-target, gpt2, ..., or a "
            "checkpoint folder"),
-    Option("data", "dir", None, "folder of train.bin and val.bin (from python -m gpt2.corpus): the prompts",
+    Option("data", "dir", None,
+           "folder of train.bin and val.bin (from python -m gpt2.corpus): the prompts",
            required=True),
-    Option("out", "path", None, "folder for eagle.safetensors, eagle.json, ckpt/ and distill.bin (made with its "
+    Option("out", "path", None,
+           "folder for eagle.safetensors, eagle.json, ckpt/ and distill.bin (made with its "
            "parents): new, empty, or a run to resume", required=True),
     Option("distill_tokens", int, 0, "train on this many tokens the backbone writes itself", low=0),
-    Option("distill_temperature", float, 0.0, "temperature of the self-distillation (0 is greedy)", low=0),
+    Option("distill_temperature", float, 0.0, "temperature of the self-distillation (0 is greedy)",
+           low=0),
     Option("distill_data", "path", None, "train on the distill.bin of an earlier run instead",
            check=distill_data_missing),
     Option("batch_size", int, 8, "rows per step", low=1),
     Option("lr", float, 1e-3, "peak learning rate", above=0),
     Option("warmup", int, 50, "steps of linear warm-up", low=0),
     Option("max_steps", int, 1000, "steps of the schedule", low=1),
-    Option("max_minutes", float, None, "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
+    Option("max_minutes", float, None,
+           "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
     Option("clip", float, 1.0, "largest gradient norm; larger gradients are scaled down", above=0),
-    Option("eval_every", int, 50, "steps between log entries (validation loss) and checkpoints", low=1),
-    Option("w_cls", float, 0.1, "weight of the token cross-entropy beside the feature SmoothL1", low=0),
+    Option("eval_every", int, 50, "steps between log entries (validation loss) and checkpoints",
+           low=1),
+    Option("w_cls", float, 0.1, "weight of the token cross-entropy beside the feature SmoothL1",
+           low=0),
     Option("noise", float, 0.1, "input features get uniform noise U(-noise, noise)", low=0),
-    Option("steps", int, 5, "steps ahead measured at the end (top-1 / top-5 per step)", low=1, high=32),
-    Option("eval_rows", int, 32, "validation rows (the backbone's continuations of val.bin prompts)", low=1),
+    Option("steps", int, 5, "steps ahead measured at the end (top-1 / top-5 per step)", low=1,
+           high=32),
+    Option("eval_rows", int, 32,
+           "validation rows (the backbone's continuations of val.bin prompts)", low=1),
     Option("seed", int, 0, "seed of the data, the initialisation and the batches", low=0),
-    Option("resume", bool, True, "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
+    Option("resume", bool, True,
+           "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
            "run replaces OUT's contents when it ends)"),
-    Option("dtype", str, "float16", "dtype of the saved head", choices=("float32", "float16", "bfloat16")),
-    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)", low=1),
+    Option("dtype", str, "float16", "dtype of the saved head",
+           choices=("float32", "float16", "bfloat16")),
+    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)",
+           low=1),
     Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
-    Option("overwrite", bool, False, "an --out holding other files is replaced: the run starts over, and its outputs "
+    Option("overwrite", bool, False,
+           "an --out holding other files is replaced: the run starts over, and its outputs "
            "take the place of OUT's whole contents when it ends"),
 ]
 

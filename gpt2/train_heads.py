@@ -1,23 +1,29 @@
-"""Train extra heads on a GPT-2 backbone with the shared training loop (gpt2/train.py's `train_loop`).
+"""Train extra heads on a GPT-2 backbone with the shared training loop (gpt2/train.py's
+`train_loop`).
 
-    python -m gpt2.train_heads --backbone tiny-target --data DIR --out DIR --n_heads 4            # MEDUSA-1
-    python -m gpt2.train_heads --backbone tiny-target --data DIR --out DIR --stage medusa2        # MEDUSA-2
-    python -m gpt2.train_heads --backbone tiny-target --data DIR --out DIR --tied --act relu       # Blockwise heads
+    # MEDUSA-1
+    python -m gpt2.train_heads --backbone tiny-target --data DIR --out DIR --n_heads 4
+    # MEDUSA-2
+    python -m gpt2.train_heads --backbone tiny-target --data DIR --out DIR --stage medusa2
+    # Blockwise heads
+    python -m gpt2.train_heads --backbone tiny-target --data DIR --out DIR --tied --act relu
 
-MEDUSA-1 (Cai et al. 2024, sec. 2.2.1): backbone frozen, loss sum_k lambda_k L_k with lambda_k = decay^k (0.8^k).
-MEDUSA-2 (sec. 2.2.2): backbone and heads together, loss lambda_0 L_LM + sum_k lambda_k L_k; the heads' learning rate
-is `head_lr_ratio` (4x) the backbone's, and the first `warmup_heads` steps train the heads alone (the backbone's rate
-is 0), so fresh heads do not send large gradients into a trained backbone. --distill_tokens T trains on T tokens the
-backbone itself wrote after training-text prompts (self-distillation, sec. 2.3.2) instead of the text, at
---distill_temperature (1 samples; 0 is greedy, what the heads must match when decoding greedily); the tokens are
-decoded 64 rows at a time (gpt2/generate.py) and saved as OUT/distill.bin (+ distill.json), which --distill_data FILE
-reuses. With distilled data the heads' accuracy is measured on the backbone's own continuations of validation prompts
-(`accuracy`, what the sparse tree is built from) and on the validation text (`accuracy_text`).
---device gpu runs the backbone, the heads' training and the self-distillation's forwards on CuPy arrays (the same
-loop and the same rng draws: the data and the seed make the same batches on both).
-DIR holds train.bin / val.bin as written by `python -m gpt2.corpus`. OUT gets heads.safetensors +
-heads.json (its "kind": blockwise for --tied heads, else medusa, checked by those methods; and for
-MEDUSA-2 the fine-tuned backbone, so OUT is a complete model folder). Shapes: B batch, T n_ctx, C n_embd, V n_vocab.
+MEDUSA-1 (Cai et al. 2024, sec. 2.2.1): backbone frozen, loss sum_k lambda_k L_k with lambda_k =
+decay^k (0.8^k). MEDUSA-2 (sec. 2.2.2): backbone and heads together, loss lambda_0 L_LM + sum_k
+lambda_k L_k; the heads' learning rate is `head_lr_ratio` (4x) the backbone's, and the first
+`warmup_heads` steps train the heads alone (the backbone's rate is 0), so fresh heads do not send
+large gradients into a trained backbone. --distill_tokens T trains on T tokens the backbone itself
+wrote after training-text prompts (self-distillation, sec. 2.3.2) instead of the text, at
+--distill_temperature (1 samples; 0 is greedy, what the heads must match when decoding greedily);
+the tokens are decoded 64 rows at a time (gpt2/generate.py) and saved as OUT/distill.bin (+
+distill.json), which --distill_data FILE reuses. With distilled data the heads' accuracy is measured
+on the backbone's own continuations of validation prompts (`accuracy`, what the sparse tree is built
+from) and on the validation text (`accuracy_text`). --device gpu runs the backbone, the heads'
+training and the self-distillation's forwards on CuPy arrays (the same loop and the same rng draws:
+the data and the seed make the same batches on both). DIR holds train.bin / val.bin as written by
+`python -m gpt2.corpus`. OUT gets heads.safetensors + heads.json (its "kind": blockwise for --tied
+heads, else medusa, checked by those methods; and for MEDUSA-2 the fine-tuned backbone, so OUT is a
+complete model folder). Shapes: B batch, T n_ctx, C n_embd, V n_vocab.
 """
 import json
 import os
@@ -29,42 +35,53 @@ import numpy as np
 from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from gpt2.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
 from gpt2.cli import Option
-from gpt2.heads import ACTIVATIONS, heads_loss_and_grads, init_heads, ranks_of_targets, head_forward, save_heads
-from gpt2.train import (check_data, check_ids, check_out, check_tokens, has_state, lr_at, random_windows, read_state,
-                        replaces_out, train_loop, written_into)
+from gpt2.heads import (ACTIVATIONS, heads_loss_and_grads, init_heads, ranks_of_targets,
+                        head_forward, save_heads)
+from gpt2.train import (check_data, check_ids, check_out, check_tokens, has_state, lr_at,
+                        random_windows, read_state, replaces_out, train_loop, written_into)
 from gpt2.weights import _atomic_write
 
 PROMPT_LEN = 16  # tokens of text before each self-distilled continuation
 
 
-def evaluate_heads(backbone, hparams, heads, config, data, n_ctx, batch_size=8, max_batches=8, topk=10):
-    """Per-head accuracy on consecutive windows of `data`: rank histogram [K + 1, topk] (row 0: the LM head).
+def evaluate_heads(backbone, hparams, heads, config, data, n_ctx, batch_size=8, max_batches=8,
+                   topk=10):
+    """Per-head accuracy on consecutive windows of `data`: rank histogram [K + 1, topk] (row 0: the
+    LM head).
 
-    rank_share[k][r] = share of positions where the true token is head k's rank-r candidate, so top-1 accuracy is
-    rank_share[k][0] and top-5 is rank_share[k][:5].sum(); the sparse tree is built from these (picospec.tree)."""
+    rank_share[k][r] = share of positions where the true token is head k's rank-r candidate, so
+    top-1 accuracy is rank_share[k][0] and top-5 is rank_share[k][:5].sum(); the sparse tree is
+    built from these (picospec.tree)."""
     xp = xp_of(backbone["wte"])  # numpy, or cupy for a backbone on the GPU
     counts = np.zeros((len(heads) + 1, topk))
     totals = np.zeros(len(heads) + 1)
     n = min(max_batches * batch_size, (len(data) - 1) // n_ctx)
     for start in range(0, n, batch_size):
-        buf = np.stack([data[r * n_ctx:(r + 1) * n_ctx + 1] for r in range(start, min(n, start + batch_size))])
-        ids, targets = xp.asarray(buf[:, :-1].astype(np.int64)), xp.asarray(buf[:, 1:].astype(np.int64))
+        buf = np.stack([data[r * n_ctx:(r + 1) * n_ctx + 1]
+                        for r in range(start, min(n, start + batch_size))])
+        ids, targets = xp.asarray(buf[:, :-1].astype(np.int64)), xp.asarray(buf[:,
+                                                                                1:].astype(np.int64))
         h, _ = gpt2_hidden_forward(backbone, hparams, ids)  # [B, T, C]
         C = h.shape[-1]
-        for k in range(len(heads) + 1):  # k = 0: the LM head predicts targets[:, t]; head k: targets[:, t + k]
+        # k = 0: the LM head predicts targets[:, t]; head k: targets[:, t + k]
+        for k in range(len(heads) + 1):
             hk = h[:, :n_ctx - k].reshape(-1, C)
-            logits = hk @ backbone["wte"].T if k == 0 else head_forward(hk, heads[k - 1], backbone["wte"], config["act"])[0]
+            logits = hk @ backbone["wte"].T if k == 0 else head_forward(hk, heads[k - 1],
+                                                                        backbone["wte"],
+                                                                        config["act"])[0]
             ranks = to_numpy(ranks_of_targets(logits, targets[:, k:].reshape(-1)))
             counts[k] += np.bincount(ranks[ranks < topk], minlength=topk)
             totals[k] += len(ranks)
     share = counts / totals[:, None]
-    return {"rank_share": share.tolist(), "top1": share[:, 0].tolist(), "top5": share[:, :5].sum(1).tolist()}
+    return {"rank_share": share.tolist(), "top1": share[:, 0].tolist(),
+            "top5": share[:, :5].sum(1).tolist()}
 
 
-def self_distill(hparams, params, data, n_tokens, rng, temperature=1.0, prompt_len=PROMPT_LEN, new_tokens=112,
-                 batch_size=64):
-    """Token ids the backbone itself wrote (at `temperature`; 0 is greedy) after prompts cut out of `data`, as
-    rows of prompt_len + new_tokens tokens, batch_size rows decoded at once (gpt2/generate.py)."""
+def self_distill(hparams, params, data, n_tokens, rng, temperature=1.0, prompt_len=PROMPT_LEN,
+                 new_tokens=112, batch_size=64):
+    """Token ids the backbone itself wrote (at `temperature`; 0 is greedy) after prompts cut out of
+    `data`, as rows of prompt_len + new_tokens tokens, batch_size rows decoded at once
+    (gpt2/generate.py)."""
     from tqdm import tqdm
 
     from gpt2.generate import generate_batch
@@ -86,30 +103,37 @@ def distill_data_missing(path):  # -> None, or why --distill_data cannot be read
 
 
 def backbone_hparams(backbone, folder):
-    """The hparams of --backbone's checkpoint folder, or a ValueError naming the missing or broken file."""
+    """The hparams of --backbone's checkpoint folder, or a ValueError naming the missing or broken
+    file."""
     from gpt2.weights import hparams_from_config
 
     for name in ("config.json", "model.safetensors"):
         if not (folder / name).is_file():
-            raise ValueError(f"--backbone {backbone}: {folder} has no {name}; a checkpoint folder needs config.json and "
-                             "model.safetensors")
+            raise ValueError(f"--backbone {backbone}: {folder} has no {name}; a checkpoint folder "
+                             f"needs config.json and model.safetensors")
     try:
-        return hparams_from_config(json.loads((folder / "config.json").read_text()), folder / "config.json")
+        return hparams_from_config(json.loads((folder / "config.json").read_text()),
+                                   folder / "config.json")
     except json.JSONDecodeError as e:
         raise ValueError(f"{folder / 'config.json'}: not valid JSON ({e})") from None
 
 
-def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1", tied=False, act="silu",
-         decay=0.8, lambda_0=1.0, n_ctx=128, batch_size=8, lr=1e-3, head_lr_ratio=4.0, warmup=50, warmup_heads=100,
-         max_steps=1000, max_minutes=None, clip=1.0, eval_every=100, seed=0, distill_tokens=0, distill_temperature=1.0,
-         distill_data=None, from_lm_head=True, resume=True, dtype="float16", stop_at=None, device="cpu",
-         overwrite=False):
-    """Train heads (and for medusa2 the backbone) on token files; checkpoints in OUT/ckpt, resumable.
+def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1", tied=False,
+         act="silu",
+         decay=0.8, lambda_0=1.0, n_ctx=128, batch_size=8, lr=1e-3, head_lr_ratio=4.0, warmup=50,
+         warmup_heads=100,
+         max_steps=1000, max_minutes=None, clip=1.0, eval_every=100, seed=0, distill_tokens=0,
+         distill_temperature=1.0,
+         distill_data=None, from_lm_head=True, resume=True, dtype="float16", stop_at=None,
+         device="cpu", overwrite=False):
+    """Train heads (and for medusa2 the backbone) on token files; checkpoints in OUT/ckpt,
+    resumable.
 
-    OUT (and its missing parents) is made when the first file is written: OUT/distill.bin or the first checkpoint.
-    An OUT that holds other files is refused; --noresume (on a run) or --overwrite (on anything) start over, and the
-    new run's outputs replace OUT's whole contents when it ends. A resumed run that trains further removes the sparse
-    tree OUT/medusa_choices.json: it was built from the heads before.
+    OUT (and its missing parents) is made when the first file is written: OUT/distill.bin or the
+    first checkpoint. An OUT that holds other files is refused; --noresume (on a run) or --overwrite
+    (on anything) start over, and the new run's outputs replace OUT's whole contents when it ends. A
+    resumed run that trains further removes the sparse tree OUT/medusa_choices.json: it was built
+    from the heads before.
     """
     from gpt2.hub import resolve
     from gpt2.weights import load_checkpoint, save_checkpoint
@@ -120,18 +144,22 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     if act not in ACTIVATIONS:
         raise ValueError(f"--act must be silu or relu; got {act!r}")
     if tied and stage == "medusa2":
-        raise ValueError("tied heads (--tied) project with the backbone's wte; train them with a frozen backbone "
-                         "(--stage medusa1)")
+        raise ValueError("tied heads (--tied) project with the backbone's wte; train them with a "
+                         "frozen backbone (--stage medusa1)")
     if data is None or out is None:
-        raise ValueError("give --data DIR (train.bin, val.bin from `python -m gpt2.corpus`) and --out DIR")
+        raise ValueError("give --data DIR (train.bin, val.bin from `python -m gpt2.corpus`) and "
+                         "--out DIR")
     if distill_tokens and distill_data:
-        raise ValueError("give --distill_tokens N (make new data) or --distill_data FILE (reuse data), not both")
+        raise ValueError("give --distill_tokens N (make new data) or --distill_data FILE (reuse "
+                         "data), not both")
     if distill_temperature < 0:
-        raise ValueError(f"--distill_temperature must be >= 0 (0 is greedy); got {distill_temperature}")
+        raise ValueError(f"--distill_temperature must be >= 0 (0 is greedy); got "
+                         f"{distill_temperature}")
     if distill_data and (why := distill_data_missing(distill_data)):
         raise ValueError(f"--distill_data {distill_data}: {why}")
     if stop_at is not None and stop_at > max_steps:
-        raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would never stop there")
+        raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would "
+                         f"never stop there")
     xp = get_xp(device)  # a ValueError without CuPy, before any work
     data, out = Path(data), Path(out)
     check_out(out)  # before the backbone is resolved (it may be downloaded)
@@ -139,20 +167,21 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     hparams = backbone_hparams(backbone, folder)
     n_ctx = min(n_ctx, hparams["n_ctx"])
     if n_ctx <= n_heads:
-        raise ValueError(f"--n_ctx {n_ctx} leaves head {n_heads} no target: it predicts {n_heads + 1} tokens ahead; "
-                         "give fewer --n_heads or a longer --n_ctx")
+        raise ValueError(f"--n_ctx {n_ctx} leaves head {n_heads} no target: it predicts "
+                         f"{n_heads + 1} tokens ahead; give fewer --n_heads or a longer --n_ctx")
     check_data(data, n_ctx)
     if distill_data:
         check_tokens(distill_data, n_ctx, "--distill_data")
     if distill_tokens and distill_tokens < n_ctx + 2:
-        raise ValueError(f"--distill_tokens {distill_tokens} is too few for a window of --n_ctx {n_ctx}; give at least "
-                         f"{n_ctx + 2}")
+        raise ValueError(f"--distill_tokens {distill_tokens} is too few for a window of --n_ctx "
+                         f"{n_ctx}; give at least {n_ctx + 2}")
     if (distill_tokens or distill_data) and hparams["n_ctx"] <= PROMPT_LEN:
-        raise ValueError(f"self-distillation continues {PROMPT_LEN}-token prompts; the backbone's context window "
-                         f"({hparams['n_ctx']}) has no room left")
-    inputs = {"--data": data, "--backbone": folder, "--distill_data": distill_data}  # none may be in an OUT replaced
-    replace = replaces_out(out, {"stage": stage, "n_heads": n_heads, "tied": tied, "act": act}, resume, overwrite,
-                           inputs, marks=["distill.bin"])
+        raise ValueError(f"self-distillation continues {PROMPT_LEN}-token prompts; the backbone's "
+                         f"context window ({hparams['n_ctx']}) has no room left")
+    # none may be in an OUT replaced
+    inputs = {"--data": data, "--backbone": folder, "--distill_data": distill_data}
+    replace = replaces_out(out, {"stage": stage, "n_heads": n_heads, "tied": tied, "act": act},
+                           resume, overwrite, inputs, marks=["distill.bin"])
 
     # Step 1: the backbone, the data (self-distilled: written by the backbone), fresh heads
     hparams, backbone_params = load_checkpoint(folder)
@@ -164,16 +193,22 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     check_ids(train_ids, hparams["n_vocab"], data / "train.bin")
     check_ids(val_ids, hparams["n_vocab"], data / "val.bin")
     with written_into(out, replace) as work:
-        if distill_tokens and resume and (work / "distill.bin").exists():  # a resumed run reuses the data it made
+        # a resumed run reuses the data it made
+        if distill_tokens and resume and (work / "distill.bin").exists():
             distill_data = work / "distill.bin"
         elif distill_tokens:
-            ids = self_distill(hparams, backbone_params, train_ids, int(distill_tokens), rng, distill_temperature)
+            ids = self_distill(hparams, backbone_params, train_ids, int(distill_tokens), rng,
+                               distill_temperature)
             work.mkdir(parents=True, exist_ok=True)
-            made = {"temperature": distill_temperature, "tokens": len(ids), "backbone": str(backbone)}
+            made = {"temperature": distill_temperature, "tokens": len(ids),
+                    "backbone": str(backbone)}
             _atomic_write(work / "distill.json", [(json.dumps(made) + "\n").encode()])
-            _atomic_write(work / "distill.bin", [ids.tobytes()])  # written last: it marks the data as complete
-            distill_data = work / "distill.bin"  # --distill_data OUT/distill.bin trains other heads on the same data
-        if distill_data:  # made once with --distill_tokens and saved: reuse it (at the temperature it was made with)
+            # written last: it marks the data as complete
+            _atomic_write(work / "distill.bin", [ids.tobytes()])
+            # --distill_data OUT/distill.bin trains other heads on the same data
+            distill_data = work / "distill.bin"
+        # made once with --distill_tokens and saved: reuse it (at the temperature it was made with)
+        if distill_data:
             train_ids = np.fromfile(distill_data, dtype=np.uint16)
             check_ids(train_ids, hparams["n_vocab"], distill_data)
             made = Path(distill_data).with_suffix(".json")
@@ -189,96 +224,132 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
         lambdas = [decay ** (k + 1) for k in range(n_heads)]
         joint = stage == "medusa2"
         params = {"heads": heads, **({"backbone": backbone_params} if joint else {})}
-        kept = out / "distill.bin" if distill_data == work / "distill.bin" else distill_data  # where the run leaves it
-        log = {"stage": stage, "args": dict(n_ctx=n_ctx, batch_size=batch_size, lr=lr, decay=decay, lambda_0=lambda_0,
-               head_lr_ratio=head_lr_ratio, warmup_heads=warmup_heads, max_steps=max_steps, seed=seed,
-               distill_tokens=distill_tokens, distill_temperature=distill_temperature,
-               distill_data=str(kept) if distill_data else None, n_heads=n_heads, tied=tied, act=act)}
+        # where the run leaves it
+        kept = out / "distill.bin" if distill_data == work / "distill.bin" else distill_data
+        log = {"stage": stage,
+               "args": dict(n_ctx=n_ctx, batch_size=batch_size, lr=lr, decay=decay,
+                            lambda_0=lambda_0,
+               head_lr_ratio=head_lr_ratio, warmup_heads=warmup_heads, max_steps=max_steps,
+               seed=seed, distill_tokens=distill_tokens, distill_temperature=distill_temperature,
+               distill_data=str(kept) if distill_data else None, n_heads=n_heads, tied=tied,
+               act=act)}
 
-        def loss_and_grads(params, step, rng):  # MEDUSA-1: sum_k lambda_k L_k; MEDUSA-2: + lambda_0 L_LM
-            ids, targets = (xp.asarray(a) for a in random_windows(train_ids, n_ctx, batch_size, rng))  # [B, T] each
-            h, cache = gpt2_hidden_forward(params.get("backbone", backbone_params), hparams, ids)  # [B, T, C]
-            loss, losses, g_heads, dh = heads_loss_and_grads(h, targets, params["heads"], backbone_params["wte"],
+        # MEDUSA-1: sum_k lambda_k L_k; MEDUSA-2: + lambda_0 L_LM
+        def loss_and_grads(params, step, rng):
+            ids, targets = (xp.asarray(a)
+                            # [B, T] each
+                            for a in random_windows(train_ids, n_ctx, batch_size, rng))
+            # [B, T, C]
+            h, cache = gpt2_hidden_forward(params.get("backbone", backbone_params), hparams, ids)
+            loss, losses, g_heads, dh = heads_loss_and_grads(h, targets, params["heads"],
+                                                             backbone_params["wte"],
                                                              config, lambdas)
             grads = {"heads": g_heads}
             if joint:
-                lm_loss, dh_lm, dwte_head = lm_head_forward_backward(h, params["backbone"]["wte"], targets)
-                grads["backbone"] = gpt2_hidden_backward(dh + lambda_0 * dh_lm, cache, params["backbone"])
+                lm_loss, dh_lm, dwte_head = lm_head_forward_backward(h, params["backbone"]["wte"],
+                                                                     targets)
+                grads["backbone"] = gpt2_hidden_backward(dh + lambda_0 * dh_lm, cache,
+                                                         params["backbone"])
                 grads["backbone"]["wte"] = grads["backbone"]["wte"] + lambda_0 * dwte_head
                 loss += lambda_0 * float(lm_loss)
                 losses = [float(lm_loss)] + losses
-            log.setdefault("first_losses", losses)  # the untrained heads' losses, to compare against
+            # the untrained heads' losses, to compare against
+            log.setdefault("first_losses", losses)
             return {"loss": loss, "losses": losses}, grads
 
-        def learning_rate(step):  # --lr is the heads' rate; MEDUSA-2's backbone learns head_lr_ratio x slower
+        # --lr is the heads' rate; MEDUSA-2's backbone learns head_lr_ratio x slower
+        def learning_rate(step):
             rate = lr_at(step, max_steps, lr, warmup)
             if not joint:
                 return rate
             return {"heads": rate, "backbone": 0.0 if step < warmup_heads else rate / head_lr_ratio}
 
-        # Step 2: train, then measure each head's accuracy and write the heads (and MEDUSA-2's backbone)
+        # Step 2: train, then measure each head's accuracy and write the heads (and MEDUSA-2's
+        # backbone)
         resumed_at = read_state(work / "ckpt")["step"] if resume and has_state(work / "ckpt") else 0
-        train_loop(params, loss_and_grads, work / "ckpt", max_steps, learning_rate, rng, clip=clip, weight_decay=0.0,
-                   eval_every=eval_every, max_minutes=max_minutes, stop_at=stop_at, log=log, resume=resume,
-                   tokens_per_step=batch_size * n_ctx, desc=f"train {stage}")
+        train_loop(params, loss_and_grads, work / "ckpt", max_steps, learning_rate, rng, clip=clip,
+                   weight_decay=0.0,
+                   eval_every=eval_every, max_minutes=max_minutes, stop_at=stop_at, log=log,
+                   resume=resume, tokens_per_step=batch_size * n_ctx, desc=f"train {stage}")
         trained_backbone = params.get("backbone", backbone_params)
-        log["accuracy"] = evaluate_heads(trained_backbone, hparams, params["heads"], config, val_ids, n_ctx)
+        log["accuracy"] = evaluate_heads(trained_backbone, hparams, params["heads"], config,
+                                         val_ids, n_ctx)
         if distill_data:
-            log["accuracy"]["on"] = f"the backbone's own continuations (T={distill_temperature}) of validation prompts"
-            log["accuracy_text"] = evaluate_heads(trained_backbone, hparams, params["heads"], config, text_val_ids,
-                                                  n_ctx)
+            log["accuracy"]["on"] = (f"the backbone's own continuations (T={distill_temperature}) "
+                                     f"of validation prompts")
+            log["accuracy_text"] = evaluate_heads(trained_backbone, hparams, params["heads"],
+                                                  config, text_val_ids, n_ctx)
         log["tokens_seen"] = log["step"] * batch_size * n_ctx
-        log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "minutes": round(log["seconds"] / 60, 1),
-                          "device": device}
+        log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__,
+                          "minutes": round(log["seconds"] / 60, 1), "device": device}
         if joint:
             save_checkpoint(work, hparams, trained_backbone, dtype=dtype)
-            for name in ("vocab.json", "merges.txt", "encoder.json", "vocab.bpe"):  # the backbone's tokenizer, as is
+            # the backbone's tokenizer, as is
+            for name in ("vocab.json", "merges.txt", "encoder.json", "vocab.bpe"):
                 if (folder / name).exists():
                     _atomic_write(work / name, [(folder / name).read_bytes()])
-        save_heads(work, params["heads"], config, dtype=dtype, record={"backbone": str(backbone), **log})
-        if log["step"] > resumed_at and (work / "medusa_choices.json").exists():  # heads newer than their tree
+        save_heads(work, params["heads"], config, dtype=dtype,
+                   record={"backbone": str(backbone), **log})
+        # heads newer than their tree
+        if log["step"] > resumed_at and (work / "medusa_choices.json").exists():
             (work / "medusa_choices.json").unlink()
-            print(f"removed {out / 'medusa_choices.json'}: it was built from the heads before this run; rebuild it "
-                  f"with `python -m bench.trees --build {out}`", file=sys.stderr)
+            print(f"removed {out / 'medusa_choices.json'}: it was built from the heads before this "
+                  f"run; rebuild it with `python -m bench.trees --build {out}`", file=sys.stderr)
     print(json.dumps({"top1": log["accuracy"]["top1"], "top5": log["accuracy"]["top5"]}))
     return log["accuracy"]["top1"]
 
 
 OPTIONS = [
-    Option("backbone", str, "tiny-target", "the GPT-2 to put heads on: tiny-target, gpt2, ..., or a checkpoint folder"),
-    Option("data", "dir", None, "folder of train.bin and val.bin (from python -m gpt2.corpus)", required=True),
-    Option("out", "path", None, "folder for heads.safetensors, heads.json, ckpt/ and distill.bin (made with its "
+    Option("backbone", str, "tiny-target",
+           "the GPT-2 to put heads on: tiny-target, gpt2, ..., or a checkpoint folder"),
+    Option("data", "dir", None, "folder of train.bin and val.bin (from python -m gpt2.corpus)",
+           required=True),
+    Option("out", "path", None,
+           "folder for heads.safetensors, heads.json, ckpt/ and distill.bin (made with its "
            "parents): new, empty, or a run to resume", required=True),
-    Option("n_heads", int, 4, "heads to train; head k guesses the token k + 1 places after the next", low=1),
-    Option("stage", str, "medusa1", "medusa1: the backbone frozen; medusa2: backbone and heads together",
+    Option("n_heads", int, 4,
+           "heads to train; head k guesses the token k + 1 places after the next", low=1),
+    Option("stage", str, "medusa1",
+           "medusa1: the backbone frozen; medusa2: backbone and heads together",
            choices=("medusa1", "medusa2")),
-    Option("tied", bool, False, "Blockwise heads: project with the backbone's wte (with --stage medusa1)"),
-    Option("act", str, "silu", "the heads' activation: silu (Medusa) or relu (Blockwise)", choices=ACTIVATIONS),
+    Option("tied", bool, False,
+           "Blockwise heads: project with the backbone's wte (with --stage medusa1)"),
+    Option("act", str, "silu", "the heads' activation: silu (Medusa) or relu (Blockwise)",
+           choices=ACTIVATIONS),
     Option("decay", float, 0.8, "head k's loss weighs decay^k", above=0, high=1),
     Option("lambda_0", float, 1.0, "medusa2: the weight of the LM head's loss", low=0),
     Option("n_ctx", int, 128, "tokens per training window (at most the backbone's context)", low=2),
     Option("batch_size", int, 8, "windows per step", low=1),
     Option("lr", float, 1e-3, "the heads' peak learning rate", above=0),
-    Option("head_lr_ratio", float, 4.0, "medusa2: the backbone learns at lr / head_lr_ratio", above=0),
+    Option("head_lr_ratio", float, 4.0, "medusa2: the backbone learns at lr / head_lr_ratio",
+           above=0),
     Option("warmup", int, 50, "steps of linear warm-up", low=0),
     Option("warmup_heads", int, 100, "medusa2: the first steps train the heads alone", low=0),
     Option("max_steps", int, 1000, "steps of the schedule", low=1),
-    Option("max_minutes", float, None, "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
+    Option("max_minutes", float, None,
+           "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
     Option("clip", float, 1.0, "largest gradient norm; larger gradients are scaled down", above=0),
     Option("eval_every", int, 100, "steps between log entries and checkpoints", low=1),
     Option("seed", int, 0, "seed of the batches (and of the self-distillation)", low=0),
-    Option("distill_tokens", int, 0, "train on this many tokens the backbone writes itself (0: on the text)", low=0),
-    Option("distill_temperature", float, 1.0, "temperature of the self-distillation (0 is greedy)", low=0),
-    Option("distill_data", "path", None, "train on OUT/distill.bin of an earlier --distill_tokens run",
+    Option("distill_tokens", int, 0,
+           "train on this many tokens the backbone writes itself (0: on the text)", low=0),
+    Option("distill_temperature", float, 1.0, "temperature of the self-distillation (0 is greedy)",
+           low=0),
+    Option("distill_data", "path", None,
+           "train on OUT/distill.bin of an earlier --distill_tokens run",
            check=distill_data_missing),
-    Option("from_lm_head", bool, True, "untied heads' output layer starts as the LM head (--nofrom_lm_head: random)"),
-    Option("resume", bool, True, "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
+    Option("from_lm_head", bool, True,
+           "untied heads' output layer starts as the LM head (--nofrom_lm_head: random)"),
+    Option("resume", bool, True,
+           "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
            "run replaces OUT's contents when it ends)"),
     Option("dtype", str, "float16", "dtype of the saved heads (and backbone)",
            choices=("float32", "float16", "bfloat16")),
-    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)", low=1),
+    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)",
+           low=1),
     Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
-    Option("overwrite", bool, False, "an --out holding other files is replaced: the run starts over, and its outputs "
+    Option("overwrite", bool, False,
+           "an --out holding other files is replaced: the run starts over, and its outputs "
            "take the place of OUT's whole contents when it ends"),
 ]
 

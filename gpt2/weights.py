@@ -1,17 +1,19 @@
-"""Checkpoints as safetensors, read and written in NumPy (no torch, no pickle), in Hugging Face's GPT2LMHeadModel layout.
+"""Checkpoints as safetensors, read and written in NumPy (no torch, no pickle), in Hugging Face's
+GPT2LMHeadModel layout.
 
 A safetensors file is: 8 bytes (little-endian u64) header length N, N bytes of JSON
-{"name": {"dtype": "F16", "shape": [2, 3], "data_offsets": [begin, end]}, ..., "__metadata__": {...}}, then the raw
-little-endian tensor bytes, offsets counted from the end of the header.
+{"name": {"dtype": "F16", "shape": [2, 3], "data_offsets": [begin, end]}, ..., "__metadata__":
+{...}}, then the raw little-endian tensor bytes, offsets counted from the end of the header.
 
-Example: one F32 tensor "a" of shape [2] -> header {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}.
+Example: one F32 tensor "a" of shape [2] -> header {"a": {"dtype": "F32", "shape": [2],
+"data_offsets": [0, 8]}}.
 
-A checkpoint folder holds config.json + model.safetensors. Loading refuses, naming the file and what to do
-(CorruptFile): a malformed file, an impossible config (a size < 1 or not a whole number, n_embd not divisible by
-n_head) and weights holding NaN or inf. HF names map to the params tree as h.{i}.ln_1.weight ->
-blocks[i]["ln_1"]["g"], .bias -> "b", h.{i}.attn.c_attn.weight -> blocks[i]["attn"]["c_attn"]["w"] (HF's Conv1D
-weights are already [in, out]); wte/wpe/ln_f likewise. lm_head.weight is tied to wte and ignored, as are the
-attn.bias / attn.masked_bias buffers.
+A checkpoint folder holds config.json + model.safetensors. Loading refuses, naming the file and what
+to do (CorruptFile): a malformed file, an impossible config (a size < 1 or not a whole number,
+n_embd not divisible by n_head) and weights holding NaN or inf. HF names map to the params tree as
+h.{i}.ln_1.weight -> blocks[i]["ln_1"]["g"], .bias -> "b", h.{i}.attn.c_attn.weight ->
+blocks[i]["attn"]["c_attn"]["w"] (HF's Conv1D weights are already [in, out]); wte/wpe/ln_f likewise.
+lm_head.weight is tied to wte and ignored, as are the attn.bias / attn.masked_bias buffers.
 """
 import json
 import os
@@ -23,12 +25,15 @@ import numpy as np
 
 from gpt2.backend import to_numpy
 
-DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64, "I64": np.int64,
-          "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16, "U32": np.uint32, "U64": np.uint64, "BOOL": np.bool_}
+DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64,
+          "I64": np.int64,
+          "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16,
+          "U32": np.uint32, "U64": np.uint64, "BOOL": np.bool_}
 NAMES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.float64): "F64",
-         np.dtype(np.int64): "I64", np.dtype(np.int32): "I32", np.dtype(np.int16): "I16", np.dtype(np.int8): "I8",
-         np.dtype(np.uint8): "U8", np.dtype(np.uint16): "U16", np.dtype(np.uint32): "U32", np.dtype(np.uint64): "U64",
-         np.dtype(np.bool_): "BOOL"}
+         np.dtype(np.int64): "I64", np.dtype(np.int32): "I32", np.dtype(np.int16): "I16",
+         np.dtype(np.int8): "I8",
+         np.dtype(np.uint8): "U8", np.dtype(np.uint16): "U16", np.dtype(np.uint32): "U32",
+         np.dtype(np.uint64): "U64", np.dtype(np.bool_): "BOOL"}
 
 
 def fix_for(path):
@@ -48,7 +53,8 @@ def fix_for(path):
 
 
 class CorruptFile(ValueError):
-    """A file that is not what it should be; the message names it, says what is wrong and what to do."""
+    """A file that is not what it should be; the message names it, says what is wrong and what to
+    do."""
 
     def __init__(self, path, what, fix=None):
         super().__init__(f"{path}: {what}; {fix or fix_for(path)}")
@@ -73,7 +79,9 @@ def read_header(path):
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
         if n > size - 8:
-            _fail(path, f"header length {n} reaches beyond the end of the file ({size} bytes): truncated or not safetensors")
+            _fail(path,
+                  f"header length {n} reaches beyond the end of the file ({size} bytes): truncated "
+                  f"or not safetensors")
         try:
             header = json.loads(f.read(n))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -94,22 +102,29 @@ def read_safetensors(path):
         dtype = np.dtype(DTYPES[info["dtype"]])
         count = int(np.prod(info["shape"], dtype=np.int64))
         if not 0 <= begin <= end or start + end > size:
-            _fail(path, f"tensor {name!r}: data_offsets [{begin}, {end}] lie outside the file's data")
+            _fail(path,
+                  f"tensor {name!r}: data_offsets [{begin}, {end}] lie outside the file's data")
         if end - begin != count * dtype.itemsize:
-            _fail(path, f"tensor {name!r}: {end - begin} bytes do not hold shape {info['shape']} of {info['dtype']}")
+            _fail(path,
+                  f"tensor {name!r}: {end - begin} bytes do not hold shape {info['shape']} of "
+                  f"{info['dtype']}")
         spans.append((begin, end, name))
     spans.sort()
-    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+    for (_, e0, n0), (b1, _, n1) in zip(spans, spans[1:]):
         if b1 < e0:
             _fail(path, f"tensors {n0!r} and {n1!r} overlap")
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(size - start,)) if size > start else None
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=start,
+                     shape=(size - start,)) if size > start else None
     for name, info in header.items():
         begin, end = info["data_offsets"]
-        raw = np.frombuffer(data[begin:end], dtype=DTYPES[info["dtype"]]) if end > begin else np.zeros(0, DTYPES[info["dtype"]])
+        raw = np.frombuffer(data[begin:end],
+                            dtype=DTYPES[info["dtype"]]) if end > begin else np.zeros(0,
+                                                                                      DTYPES[info["dtype"]])
         if info["dtype"] == "BF16":  # bfloat16 is the top half of a float32
             raw = (raw.astype(np.uint32) << 16).view(np.float32)
         elif raw.dtype.kind == "f":
-            with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf: load_checkpoint refuses
+            # a float64 beyond float32's range becomes inf: load_checkpoint refuses
+            with np.errstate(over="ignore"):
                 raw = raw.astype(np.float32)
         else:
             raw = raw.copy()
@@ -118,11 +133,13 @@ def read_safetensors(path):
 
 
 def _check_entry(path, name, info):
-    """A header entry has a known dtype, a shape of sizes and two byte offsets (their fit is checked by the caller)."""
+    """A header entry has a known dtype, a shape of sizes and two byte offsets (their fit is checked
+    by the caller)."""
     if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
         _fail(path, f"tensor {name!r}: entry needs dtype, shape and data_offsets")
     if not isinstance(info["dtype"], str) or info["dtype"] not in DTYPES:
-        _fail(path, f"tensor {name!r}: unknown dtype {info['dtype']!r} (known: {', '.join(DTYPES)})")
+        _fail(path,
+              f"tensor {name!r}: unknown dtype {info['dtype']!r} (known: {', '.join(DTYPES)})")
     shape, offsets = info["shape"], info["data_offsets"]
     if not isinstance(shape, list) or not all(_is_size(d) for d in shape):
         _fail(path, f"tensor {name!r}: shape {shape!r} is not a list of sizes")
@@ -140,19 +157,24 @@ def to_bf16(a):  # float32 -> bfloat16 bits (uint16), rounding to nearest even
 
 
 def write_safetensors(path, tensors, metadata=None, dtype=None):
-    """Write tensors (floats cast to `dtype`: "float32", "float16" or "bfloat16") atomically: temp file, then rename."""
+    """Write tensors (floats cast to `dtype`: "float32", "float16" or "bfloat16") atomically: temp
+    file, then rename."""
     header, blobs, offset = {}, [], 0
     for name, a in tensors.items():
-        a = to_numpy(a) if type(a).__module__.startswith("cupy") else np.asarray(a)  # a model trained on the GPU
+        # a model trained on the GPU
+        a = to_numpy(a) if type(a).__module__.startswith("cupy") else np.asarray(a)
         if a.dtype.kind == "f" and dtype == "bfloat16":
             code, raw = "BF16", to_bf16(a).tobytes()
         else:
             if a.dtype.kind == "f" and dtype is not None:
                 a = a.astype(dtype)
             if a.dtype not in NAMES:
-                raise ValueError(f"{path}: tensor {name!r} has dtype {a.dtype}, which safetensors cannot store")
-            code, raw = NAMES[a.dtype], np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+                raise ValueError(f"{path}: tensor {name!r} has dtype {a.dtype}, which safetensors "
+                                 f"cannot store")
+            code, raw = (NAMES[a.dtype],
+                         np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes())
+        header[name] = {"dtype": code, "shape": list(a.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
     if metadata:
@@ -168,7 +190,8 @@ def _atomic_write(path, chunks):
     umask = os.umask(0)
     os.umask(umask)
     try:
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the final file gets the usual permissions
+        # mkstemp makes 0600; the final file gets the usual permissions
+        os.chmod(tmp, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
                 f.write(chunk)
@@ -194,9 +217,11 @@ def state_dict_from_params(params):
 
 def expected_shapes(hparams):
     C, V, n_ctx = hparams["n_embd"], hparams["n_vocab"], hparams["n_ctx"]
-    shapes = {"wte.weight": (V, C), "wpe.weight": (n_ctx, C), "ln_f.weight": (C,), "ln_f.bias": (C,)}
+    shapes = {"wte.weight": (V, C), "wpe.weight": (n_ctx, C), "ln_f.weight": (C,),
+              "ln_f.bias": (C,)}
     for i in range(hparams["n_layer"]):
-        for name, shape in (("ln_1.weight", (C,)), ("ln_1.bias", (C,)), ("ln_2.weight", (C,)), ("ln_2.bias", (C,)),
+        for name, shape in (("ln_1.weight", (C,)), ("ln_1.bias", (C,)), ("ln_2.weight", (C,)),
+                            ("ln_2.bias", (C,)),
                             ("attn.c_attn.weight", (C, 3 * C)), ("attn.c_attn.bias", (3 * C,)),
                             ("attn.c_proj.weight", (C, C)), ("attn.c_proj.bias", (C,)),
                             ("mlp.c_fc.weight", (C, 4 * C)), ("mlp.c_fc.bias", (4 * C,)),
@@ -206,15 +231,20 @@ def expected_shapes(hparams):
 
 
 def params_from_state_dict(tensors, hparams, source="checkpoint"):
-    """The params tree from HF GPT-2 tensors (with or without the `transformer.` prefix); checks every shape and that
-    every value is finite."""
+    """The params tree from HF GPT-2 tensors (with or without the `transformer.` prefix); checks
+    every shape and that every value is finite."""
     sd = {k.removeprefix("transformer."): v for k, v in tensors.items()}
     for name, shape in expected_shapes(hparams).items():
         if name not in sd:
-            raise CorruptFile(source, f"tensor {name!r} is missing (is this a GPT-2 checkpoint of the configured shape?)")
+            raise CorruptFile(source,
+                              f"tensor {name!r} is missing (is this a GPT-2 checkpoint of the "
+                              f"configured shape?)")
         if tuple(sd[name].shape) != shape:
-            raise CorruptFile(source, f"tensor {name!r} has shape {tuple(sd[name].shape)}, expected {shape} from config")
-        sd[name] = np.asarray(sd[name], dtype=np.float32)  # cast first: a float64 beyond float32's range becomes inf
+            raise CorruptFile(source,
+                              f"tensor {name!r} has shape {tuple(sd[name].shape)}, expected "
+                              f"{shape} from config")
+        # cast first: a float64 beyond float32's range becomes inf
+        sd[name] = np.asarray(sd[name], dtype=np.float32)
         if not np.isfinite(sd[name]).all():
             raise CorruptFile(source, f"tensor {name!r} holds NaN or infinite values")
     f = sd.__getitem__  # float32 now
@@ -233,14 +263,18 @@ def params_from_state_dict(tensors, hparams, source="checkpoint"):
 
 
 def hparams_from_config(config, source="config.json"):
-    """GPT-2's sizes from a Hugging Face config, each a whole number >= 1, n_embd split evenly into n_head heads.
+    """GPT-2's sizes from a Hugging Face config, each a whole number >= 1, n_embd split evenly into
+    n_head heads.
 
-    Example: {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12} ->
-    {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12} (heads of 768 / 12 = 64)."""
+    Example: {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12}
+    -> {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12} (heads of 768 /
+    12 = 64)."""
     if not isinstance(config, dict):
         raise CorruptFile(source, "not a GPT-2 config (not a JSON object)")
-    n_ctx = "n_ctx" if "n_ctx" in config and "n_positions" not in config else "n_positions"  # older configs: n_ctx
-    keys = {"n_vocab": "vocab_size", "n_ctx": n_ctx, "n_embd": "n_embd", "n_head": "n_head", "n_layer": "n_layer"}
+    # older configs: n_ctx
+    n_ctx = "n_ctx" if "n_ctx" in config and "n_positions" not in config else "n_positions"
+    keys = {"n_vocab": "vocab_size", "n_ctx": n_ctx, "n_embd": "n_embd", "n_head": "n_head",
+            "n_layer": "n_layer"}
     for key in keys.values():
         if key not in config:
             raise CorruptFile(source, f"not a GPT-2 config ({key} is missing)")
@@ -248,7 +282,9 @@ def hparams_from_config(config, source="config.json"):
             raise CorruptFile(source, f"{key} is {config[key]!r}; it must be a whole number >= 1")
     hparams = {name: config[key] for name, key in keys.items()}
     if hparams["n_embd"] % hparams["n_head"]:
-        raise CorruptFile(source, f"n_embd {hparams['n_embd']} is not divisible by n_head {hparams['n_head']}")
+        raise CorruptFile(source,
+                          f"n_embd {hparams['n_embd']} is not divisible by n_head "
+                          f"{hparams['n_head']}")
     return hparams
 
 
@@ -262,11 +298,13 @@ def config_from_hparams(hparams):
 
 
 def load_checkpoint(folder):
-    """(hparams, params) from folder/config.json + folder/model.safetensors, checked (see the module docstring)."""
+    """(hparams, params) from folder/config.json + folder/model.safetensors, checked (see the module
+    docstring)."""
     folder = Path(folder)
     for name in ("config.json", "model.safetensors"):
         if not (folder / name).exists():
-            raise ValueError(f"{folder}: {name} is missing; a checkpoint folder needs config.json and model.safetensors")
+            raise ValueError(f"{folder}: {name} is missing; a checkpoint folder needs config.json "
+                             f"and model.safetensors")
     hparams = hparams_from_config(read_json(folder / "config.json"), folder / "config.json")
     path = folder / "model.safetensors"
     tensors = read_safetensors(path)
@@ -302,5 +340,7 @@ def sizes_differ(tensors, hparams):
 def save_checkpoint(folder, hparams, params, dtype="float32", metadata=None):
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    write_safetensors(folder / "model.safetensors", state_dict_from_params(params), metadata, dtype=dtype)
-    _atomic_write(folder / "config.json", [json.dumps(config_from_hparams(hparams), indent=2).encode()])
+    write_safetensors(folder / "model.safetensors", state_dict_from_params(params), metadata,
+                      dtype=dtype)
+    _atomic_write(folder / "config.json",
+                  [json.dumps(config_from_hparams(hparams), indent=2).encode()])

@@ -1,5 +1,5 @@
-"""Autoregressive sampling (ArS): Chen et al. 2023 (arXiv:2302.01318), Algorithm 1. q = the target model.
-More: docs/algorithms.md (autoregressive.py).
+"""Autoregressive sampling (ArS): Chen et al. 2023 (arXiv:2302.01318), Algorithm 1. q = the target
+model. More: docs/algorithms.md (autoregressive.py).
 """
 from picospec.sampling import check_inputs, sample, warp
 from picospec.verify import step_record

@@ -1,9 +1,9 @@
-"""Blockwise Parallel Decoding (Stern, Shazeer, Uszkoreit 2018, "Blockwise Parallel Decoding for Deep Autoregressive
-Models", arXiv:1811.03115), greedy, as in the paper: its predict / verify / accept loop and the merged variant it
-calls "combined scoring and proposal". Draft-then-verify with no draft model: the drafts come from extra heads on
-the target's own last hidden state.
-k = block size; p_1 = the model's next-token law, p_2..p_k = the proposal heads. Steps: Predict, Verify, Accept.
-Shapes: V = n_vocab, C = n_embd.
+"""Blockwise Parallel Decoding (Stern, Shazeer, Uszkoreit 2018, "Blockwise Parallel Decoding for
+Deep Autoregressive Models", arXiv:1811.03115), greedy, as in the paper: its predict / verify /
+accept loop and the merged variant it calls "combined scoring and proposal". Draft-then-verify with
+no draft model: the drafts come from extra heads on the target's own last hidden state.
+k = block size; p_1 = the model's next-token law, p_2..p_k = the proposal heads. Steps: Predict,
+Verify, Accept. Shapes: V = n_vocab, C = n_embd.
 More: docs/algorithms.md (blockwise.py).
 """
 import numpy as np
@@ -13,22 +13,26 @@ from picospec.verify import step_record
 
 
 def predict(logits, h, heads, k):
-    """Step 1 (Predict): ŷ_{j+1..j+k} from one position: p_1's argmax and each head's -> k token ids.
-    logits [V] of p_1, h [C] its hidden state; heads(h [n, C]) -> [k - 1, n, V]."""
-    head_logits = heads(h[None])[:, 0] if k > 1 else np.zeros((0, len(logits)), logits.dtype)  # [k - 1, V]
+    """Step 1 (Predict): ŷ_{j+1..j+k} from one position: p_1's argmax and each head's -> k token
+    ids. logits [V] of p_1, h [C] its hidden state; heads(h [n, C]) -> [k - 1, n, V]."""
+    # [k - 1, V]
+    head_logits = heads(h[None])[:, 0] if k > 1 else np.zeros((0, len(logits)), logits.dtype)
     check_heads(head_logits.shape[0], k)
     return [int(np.argmax(logits))] + [int(t) for t in np.argmax(head_logits, -1)]
 
 
 def check_heads(n_proposals, k):
     if n_proposals != k - 1:
-        raise ValueError(f"heads gave {n_proposals} proposals per position; block size k = {k} needs k - 1")
+        raise ValueError(f"heads gave {n_proposals} proposals per position; block size k = {k} "
+                         f"needs k - 1")
 
 
 def accepted_length(y_hat, best):
-    """k̂: ŷ_{j+1} always, then ŷ_{j+i+1} while it equals best[i - 1], p_1's argmax after ŷ_{j+1..j+i}.
+    """k̂: ŷ_{j+1} always, then ŷ_{j+i+1} while it equals best[i - 1], p_1's argmax after
+    ŷ_{j+1..j+i}.
 
-    Example: y_hat = [7, 2, 9], best = [2, 4] -> 2;  y_hat = [7, 2, 9], best = [3, 9] -> 1;  y_hat = [7] -> 1.
+    Example: y_hat = [7, 2, 9], best = [2, 4] -> 2;  y_hat = [7, 2, 9], best = [3, 9] -> 1;  y_hat =
+    [7] -> 1.
     """
     k_hat = 1
     while k_hat < len(y_hat) and y_hat[k_hat] == best[k_hat - 1]:
@@ -42,7 +46,8 @@ def check_block_size(k):
 
 
 def blockwise_decoding(x, target, heads, N, k, merged=True, stats=None):
-    """x followed by N tokens of greedy decoding of target, k tokens proposed per block by target's p_1 and heads."""
+    """x followed by N tokens of greedy decoding of target, k tokens proposed per block by target's
+    p_1 and heads."""
     check_inputs(x, N)
     check_block_size(k)
     x, k = [int(t) for t in x], int(k)
@@ -50,25 +55,31 @@ def blockwise_decoding(x, target, heads, N, k, merged=True, stats=None):
     y_hat = None  # the proposals of the next block, when the last Verify made them (merged)
     while len(x) < T:
         calls = 0
-        # Step 1 (Predict): ŷ = argmax of p_1..p_k at the last position of x; merged, only before the first block
+        # Step 1 (Predict): ŷ = argmax of p_1..p_k at the last position of x; merged, only before
+        # the first block
         if y_hat is None:
             logits, h = target.logits(x, 1, hidden=True)  # [1, V], [1, C]
             y_hat, calls = predict(logits[0], h[0], heads, k), calls + 1
         y_hat = y_hat[:T - len(x)]  # never past the N tokens asked for
-        # Step 2 (Verify): one call scores every prefix x + ŷ_{j+1..j+i}. The last proposal is run too only when
-        # merged and a next block will need the heads after it.
+        # Step 2 (Verify): one call scores every prefix x + ŷ_{j+1..j+i}. The last proposal is run
+        # too only when merged and a next block will need the heads after it.
         more = merged and len(x) + len(y_hat) < T
         run = y_hat if more else y_hat[:-1]
         best = []
         if run:
-            logits, h = target.logits(x + run, len(run), hidden=True)  # [len(run), V], [len(run), C]
-            best, calls = [int(t) for t in np.argmax(logits, -1)], calls + 1  # p_1's choice after each prefix
+            # [len(run), V], [len(run), C]
+            logits, h = target.logits(x + run, len(run), hidden=True)
+            # p_1's choice after each prefix
+            best, calls = [int(t) for t in np.argmax(logits, -1)], calls + 1
         k_hat = accepted_length(y_hat, best)
         # Step 3 (Accept): the k̂ proposals that greedy decoding would have produced too
         new = y_hat[:k_hat]
         x.extend(new)
         if stats is not None:
-            stats.append(step_record(new, ["bonus"] + ["draft"] * (k_hat - 1), drafted=len(y_hat) - 1, calls=calls))
-        # merged: the next block's ŷ is p_1 and the heads on Verify's row after ŷ_{j+k̂}, with no further call
-        y_hat = predict(logits[k_hat - 1], h[k_hat - 1], heads, k) if merged and len(x) < T else None
+            stats.append(step_record(new, ["bonus"] + ["draft"] * (k_hat - 1),
+                                     drafted=len(y_hat) - 1, calls=calls))
+        # merged: the next block's ŷ is p_1 and the heads on Verify's row after ŷ_{j+k̂}, with no
+        # further call
+        y_hat = predict(logits[k_hat - 1], h[k_hat - 1], heads,
+                        k) if merged and len(x) < T else None
     return x

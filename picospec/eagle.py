@@ -1,13 +1,13 @@
-"""EAGLE-1 (Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty",
-arXiv:2401.15077): a one-block head drafts at the feature level (gpt2/eagle.py); a static tree of its guesses is scored
-by one tree-attention forward of the target and verified losslessly. Shapes: V n_vocab, m tree nodes, C n_embd.
-More: docs/algorithms.md (eagle.py).
+"""EAGLE-1 (Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature
+Uncertainty", arXiv:2401.15077): a one-block head drafts at the feature level (gpt2/eagle.py); a
+static tree of its guesses is scored by one tree-attention forward of the target and verified
+losslessly. Shapes: V n_vocab, m tree nodes, C n_embd. More: docs/algorithms.md (eagle.py).
 """
 import numpy as np
 
 from picospec.sampling import check_inputs, first_token, sample, softmax, warp
-from picospec.tree import (chain_choices, check_choices, children, depth as tree_depth, greedy_path, sort_choices,
-                           sparse_tree, subtree, top_ranked)
+from picospec.tree import (chain_choices, check_choices, children, depth as tree_depth, greedy_path,
+                           sort_choices, sparse_tree, subtree, top_ranked)
 from picospec.verify import step_record, verify_tree, verify_without_replacement
 
 CANDIDATES = ("sample", "topk")
@@ -15,18 +15,21 @@ TREES = ("sparse", "chain")
 
 
 def draw_without_replacement(p, r, rng):
-    """r tokens drawn one after another from p [V], each removed once drawn (fewer when p has fewer than r tokens)."""
+    """r tokens drawn one after another from p [V], each removed once drawn (fewer when p has fewer
+    than r tokens)."""
     p, drawn = np.array(p, dtype=np.float64), []
     while len(drawn) < r and p.sum() > 0:
-        drawn.append(sample(p, rng))  # sample() renormalises: a draw from p with the earlier draws removed
+        # sample() renormalises: a draw from p with the earlier draws removed
+        drawn.append(sample(p, rng))
         p[drawn[-1]] = 0
     return drawn
 
 
 def static_tree(tree, accuracy=None, nodes=10, depth=5):
-    """The draft tree as rank paths: "chain" (depth top-1 tokens), "sparse" (Medusa's greedy construction,
-    picospec.tree.sparse_tree, from the head's measured rank_share per step ahead: P(the true token k + 1 steps ahead
-    is rank r | the k before it right), `nodes` nodes at most `depth` deep), or the paths themselves."""
+    """The draft tree as rank paths: "chain" (depth top-1 tokens), "sparse" (Medusa's greedy
+    construction, picospec.tree.sparse_tree, from the head's measured rank_share per step ahead:
+    P(the true token k + 1 steps ahead is rank r | the k before it right), `nodes` nodes at most
+    `depth` deep), or the paths themselves."""
     if tree == "chain":
         return chain_choices(depth)
     if tree == "sparse":
@@ -47,7 +50,8 @@ def levels(choices):
 
 
 def by_parent(level, node):
-    """One level's rank paths grouped below their parents present in `node` (rank path -> tree node).
+    """One level's rank paths grouped below their parents present in `node` (rank path -> tree
+    node).
     Example: by_parent([(0, 0), (0, 1)], {(): -1, (0,): 0}) -> {(0,): [(0, 0), (0, 1)]}."""
     kids = {}
     for c in level:
@@ -57,9 +61,9 @@ def by_parent(level, node):
 
 
 def head_children(z, below, rng, sampled, sampling_options):
-    """The children of one node from the head's logits z [V] after it -> [(rank path, token, law)]: the j-th draw
-    without replacement from the warped law (sampled; law [V]), or the token of each rank (law None; ranks past V
-    give none)."""
+    """The children of one node from the head's logits z [V] after it -> [(rank path, token, law)]:
+    the j-th draw without replacement from the warped law (sampled; law [V]), or the token of each
+    rank (law None; ranks past V give none)."""
     if sampled:
         p = warp(softmax(z), **sampling_options)  # [V] the law the children are drawn from
         return [(c, t, p) for c, t in zip(below, draw_without_replacement(p, len(below), rng))]
@@ -68,9 +72,11 @@ def head_children(z, below, rng, sampled, sampling_options):
 
 
 def draft_tree(x, F, draft, choices, rng, sampled, sampling_options):
-    """Step 1: fill the rank paths `choices` with tokens, a level per head call -> (tokens, parents, laws): laws[i]
-    [V] the law node i was drawn from (laws None when the children are the top-ranked tokens)."""
-    tokens, parents, laws, node = [], [], [], {(): -1}  # node: rank path -> tree node (the root: -1)
+    """Step 1: fill the rank paths `choices` with tokens, a level per head call -> (tokens, parents,
+    laws): laws[i] [V] the law node i was drawn from (laws None when the children are the top-ranked
+    tokens)."""
+    # node: rank path -> tree node (the root: -1)
+    tokens, parents, laws, node = [], [], [], {(): -1}
     run = []  # nodes the head has run: row 1 + i of its output is the law after run[i]
     for level in levels(choices).values():
         kids = by_parent(level, node)
@@ -78,7 +84,8 @@ def draft_tree(x, F, draft, choices, rng, sampled, sampling_options):
         logits = draft(x, F, *subtree(tokens, parents, run))  # [1 + len(run), V]
         row = {-1: 0, **{i: 1 + k for k, i in enumerate(run)}}
         for path, below in kids.items():
-            for c, token, law in head_children(logits[row[node[path]]], below, rng, sampled, sampling_options):
+            for c, token, law in head_children(logits[row[node[path]]], below, rng, sampled,
+                                               sampling_options):
                 node[c] = len(tokens)
                 tokens.append(token)
                 parents.append(node[path])
@@ -87,25 +94,31 @@ def draft_tree(x, F, draft, choices, rng, sampled, sampling_options):
 
 
 def verify_static_tree(tokens, parents, laws, logits, greedy, rng, sampling_options):
-    """Step 3 on the target's logits [1 + m, V] at the root and every node -> (path, next root, its origin)."""
+    """Step 3 on the target's logits [1 + m, V] at the root and every node -> (path, next root, its
+    origin)."""
     if greedy:
         path, root = greedy_path(tokens, parents, logits)
-        return path, root, "bonus" if not children(parents)[path[-1] if path else -1] else "resample"
+        return path, root, "bonus" if not children(parents)[path[-1] if path
+                                                            else -1] else "resample"
     Q = warp(softmax(logits), **sampling_options)  # [1 + m, V] the target's laws
     if laws:  # sampled children: judged against the law they were drawn from
         return verify_without_replacement(tokens, parents, Q, laws, rng)
-    return verify_tree(tokens, parents, Q, rng)  # deterministic candidates (or no tree): one-hot proposals
+    # deterministic candidates (or no tree): one-hot proposals
+    return verify_tree(tokens, parents, Q, rng)
 
 
-def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats=None, **sampling_options):
+def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats=None,
+                   **sampling_options):
     """x followed by N tokens of the warped target's law (its greedy tokens at temperature 0)."""
     check_inputs(x, N, 1, **sampling_options)
     if candidates not in CANDIDATES:
-        raise ValueError(f"unknown candidates {candidates!r}: choose one of {', '.join(CANDIDATES)}")
+        raise (ValueError(f"unknown candidates {candidates!r}: choose one of "
+                          f"{', '.join(CANDIDATES)}"))
     check_choices(choices)
     greedy = sampling_options.get("temperature", 1) == 0
     x, T = [int(t) for t in x], len(x) + N
-    logits, H = target.logits(x, len(x), hidden=True)  # prefill: [L, V], the features of every prompt position [L, C]
+    # prefill: [L, V], the features of every prompt position [L, C]
+    logits, H = target.logits(x, len(x), hidden=True)
     F = list(H)  # F[j]: the target's feature after x[j]
     root = first_token(logits[-1], greedy, rng, **sampling_options)
     if stats is not None:
@@ -114,19 +127,24 @@ def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats
         x.append(root)  # the root is always accepted
         if len(x) == T:
             break
-        # Step 1: the static tree, cut to the tokens still needed (each step ends with one token of the target's)
+        # Step 1: the static tree, cut to the tokens still needed (each step ends with one token of
+        # the target's)
         cut = [c for c in choices if len(c) <= T - len(x) - 1]
-        tokens, parents, laws = draft_tree(x, F, draft, cut, rng, candidates == "sample" and not greedy,
+        tokens, parents, laws = draft_tree(x, F, draft, cut, rng,
+                                           candidates == "sample" and not greedy,
                                            sampling_options) if cut else ([], [], None)
         # Step 2: one tree-attention forward of the target over every node
         logits, H = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]
         # Step 3: lossless verification
-        path, root, origin = verify_static_tree(tokens, parents, laws, logits, greedy, rng, sampling_options)
-        # Step 4: keep the path; its true features (the root's row, then the accepted nodes') feed the head
+        path, root, origin = verify_static_tree(tokens, parents, laws, logits, greedy, rng,
+                                                sampling_options)
+        # Step 4: keep the path; its true features (the root's row, then the accepted nodes') feed
+        # the head
         target.accept(path)
         F += [H[0]] + [H[1 + i] for i in path]
         x += [tokens[i] for i in path]
         if stats is not None:
-            stats.append(step_record([tokens[i] for i in path] + [root], ["draft"] * len(path) + [origin],
+            stats.append(step_record([tokens[i] for i in path] + [root],
+                                     ["draft"] * len(path) + [origin],
                                      drafted=tree_depth(parents), nodes=len(tokens)))
     return x

@@ -1,6 +1,6 @@
-"""EAGLE-2 (Li, Wei, Zhang, Zhang 2024, "EAGLE-2: Faster Inference of Language Models with Dynamic Draft Trees",
-arXiv:2406.16858): EAGLE's head (picospec/eagle.py, gpt2/eagle.py), but the tree is grown for each context by the
-head's own confidence instead of being fixed in advance.
+"""EAGLE-2 (Li, Wei, Zhang, Zhang 2024, "EAGLE-2: Faster Inference of Language Models with Dynamic
+Draft Trees", arXiv:2406.16858): EAGLE's head (picospec/eagle.py, gpt2/eagle.py), but the tree is
+grown for each context by the head's own confidence instead of being fixed in advance.
 Shapes: V n_vocab; n drafted nodes, m kept.
     draft(x, F, tokens, parents) -> logits [1 + m, V]       (the contract of picospec/eagle.py)
 More: docs/algorithms.md (eagle2.py).
@@ -18,32 +18,37 @@ def log_softmax(logits):  # [..., V] -> [..., V], float64
 
 
 def expand_layer(tokens, parents, values, layer, logits, run, top_k):
-    """One layer of the expansion, in place: each node i of `layer` (-1: the root) gets the top_k tokens of
-    the head's law after it (logits [1 + len(run), V], row 1 + run.index(i)), valued by i's value + log p
-    -> the next layer: the top_k new nodes by value."""
+    """One layer of the expansion, in place: each node i of `layer` (-1: the root) gets the top_k
+    tokens of the head's law after it (logits [1 + len(run), V], row 1 + run.index(i)), valued by
+    i's value + log p -> the next layer: the top_k new nodes by value."""
     new = []
     for i in layer:
-        logp = log_softmax(logits[0 if i < 0 else 1 + run.index(i)])  # [V] the head's law after node i
+        # [V] the head's law after node i
+        logp = log_softmax(logits[0 if i < 0 else 1 + run.index(i)])
         for t in top_ranked(logp, top_k):
             new.append(len(tokens))
-            tokens.append(t), parents.append(i), values.append((values[i] if i >= 0 else 0.0) + logp[t])
+            value = (values[i] if i >= 0 else 0.0) + logp[t]  # the path's log-probability
+            tokens.append(t), parents.append(i), values.append(value)
     return sorted(new, key=lambda i: -values[i])[:top_k]
 
 
 def expand(x, F, draft, depth, top_k):
-    """Step 1 (expansion): depth head calls, the first on the root, each next on the layer before it -> the draft
-    pool: tokens, parents, values (a node's value: the sum of the head's log-probabilities along its path)."""
+    """Step 1 (expansion): depth head calls, the first on the root, each next on the layer before it
+    -> the draft pool: tokens, parents, values (a node's value: the sum of the head's
+    log-probabilities along its path)."""
     tokens, parents, values = [], [], []
-    layer, run = [-1], []  # layer: the nodes to expand (the root first); run: the nodes the head has run
+    # layer: the nodes to expand (the root first); run: the nodes the head has run
+    layer, run = [-1], []
     for d in range(depth):
         run += layer if d else []
-        layer = expand_layer(tokens, parents, values, layer, draft(x, F, *subtree(tokens, parents, run)), run, top_k)
+        layer = expand_layer(tokens, parents, values, layer,
+                             draft(x, F, *subtree(tokens, parents, run)), run, top_k)
     return tokens, parents, values
 
 
 def rerank(tokens, parents, values, total_tokens):
-    """Step 2: the total_tokens nodes of highest value (ties: drafted first), in drafted order, re-indexed.
-    -> tokens, parents, values of the kept tree."""
+    """Step 2: the total_tokens nodes of highest value (ties: drafted first), in drafted order,
+    re-indexed. -> tokens, parents, values of the kept tree."""
     kept = sorted(sorted(range(len(tokens)), key=lambda i: (-values[i], i))[:total_tokens])
     new = {old: i for i, old in enumerate(kept)}
     return [tokens[i] for i in kept], [new[parents[i]] if parents[i] >= 0 else -1 for i in kept], \
@@ -59,15 +64,17 @@ def check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options):
     """The prompts and options, checked once where they enter -> greedy (temperature 0)."""
     for x in xs:
         check_inputs(x, N, 1, **sampling_options)
-    for name, value in (("depth", depth), ("tree_top_k", tree_top_k), ("total_tokens", total_tokens)):
+    for name, value in (("depth", depth), ("tree_top_k", tree_top_k),
+                        ("total_tokens", total_tokens)):
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value}")
     return sampling_options.get("temperature", 1) == 0
 
 
 def verify_dynamic_tree(tokens, parents, logits, greedy, rng, sampling_options):
-    """Step 3 on the target's logits [1 + m, V] at the root and every node -> (path, next root, its origin): the greedy
-    path at temperature 0; above, verify_tree with one-hot proposals (deterministic, distinct candidates)."""
+    """Step 3 on the target's logits [1 + m, V] at the root and every node -> (path, next root, its
+    origin): the greedy path at temperature 0; above, verify_tree with one-hot proposals
+    (deterministic, distinct candidates)."""
     if greedy:
         path, root = greedy_path(tokens, parents, logits)
         origin = "bonus" if not children(parents)[path[-1] if path else -1] else "resample"
@@ -76,15 +83,17 @@ def verify_dynamic_tree(tokens, parents, logits, greedy, rng, sampling_options):
 
 
 def extend_context(x, F, tokens, path, H):
-    """Step 4: the accepted nodes join x; the root's feature and theirs (H [1 + m, C], rows of the verifying forward)
-    join F, so the head's context always holds true features."""
+    """Step 4: the accepted nodes join x; the root's feature and theirs (H [1 + m, C], rows of the
+    verifying forward) join F, so the head's context always holds true features."""
     F += [H[0]] + [H[1 + i] for i in path]
     x += [tokens[i] for i in path]
 
 
-def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_tokens=16, stats=None, **sampling_options):
+def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_tokens=16, stats=None,
+                    **sampling_options):
     """x followed by N tokens of the warped target's law (its greedy tokens at temperature 0).
-    tree_top_k is the paper's top-k (--top_k is the shared sampling option that warps the target's law)."""
+    tree_top_k is the paper's top-k (--top_k is the shared sampling option that warps the target's
+    law)."""
     greedy = check_options([x], N, depth, tree_top_k, total_tokens, sampling_options)
     x, T = [int(t) for t in x], len(x) + N
     logits, H = target.logits(x, len(x), hidden=True)  # prefill: [L, V], [L, C]
@@ -98,14 +107,18 @@ def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_token
             break
         # Steps 1-2: expand and rerank, no deeper than the tokens still needed
         levels = min(depth, T - len(x) - 1)
-        tokens, parents, _ = dynamic_tree(x, F, draft, levels, tree_top_k, total_tokens) if levels else ([], [], [])
-        # Step 3: one tree-attention forward; lossless verification of deterministic, distinct candidates
+        tokens, parents, _ = dynamic_tree(x, F, draft, levels, tree_top_k,
+                                          total_tokens) if levels else ([], [], [])
+        # Step 3: one tree-attention forward; lossless verification of deterministic, distinct
+        # candidates
         logits, H = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]
-        path, root, origin = verify_dynamic_tree(tokens, parents, logits, greedy, rng, sampling_options)
+        path, root, origin = verify_dynamic_tree(tokens, parents, logits, greedy, rng,
+                                                 sampling_options)
         # Step 4: keep the path; its true features feed the head
         target.accept(path)
         extend_context(x, F, tokens, path, H)
         if stats is not None:
-            stats.append(step_record([tokens[i] for i in path] + [root], ["draft"] * len(path) + [origin],
+            stats.append(step_record([tokens[i] for i in path] + [root],
+                                     ["draft"] * len(path) + [origin],
                                      drafted=tree_depth(parents), nodes=len(tokens)))
     return x

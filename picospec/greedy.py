@@ -1,6 +1,6 @@
-"""Greedy draft-and-verify (exact-match verification), as in assisted generation (Hugging Face's "assisted
-generation"; Leviathan et al. 2023, arXiv:2211.17192, section 3 at temperature 0), with two ways of choosing K
-per step: the heuristic schedule and an early stop on draft confidence.
+"""Greedy draft-and-verify (exact-match verification), as in assisted generation (Hugging Face's
+"assisted generation"; Leviathan et al. 2023, arXiv:2211.17192, section 3 at temperature 0), with
+two ways of choosing K per step: the heuristic schedule and an early stop on draft confidence.
 Shapes: V vocabulary, k drafts.
 More: docs/algorithms.md (greedy.py).
 """
@@ -13,15 +13,16 @@ SCHEDULES = ("constant", "heuristic")
 
 
 def matched(drafts, best):
-    """-> n, the drafts kept: those equal to the target's argmax after the tokens before them, up to the first
-    mismatch. Example: matched([5, 7, 2], [5, 7, 9, 4]) -> 2."""
+    """-> n, the drafts kept: those equal to the target's argmax after the tokens before them, up to
+    the first mismatch. Example: matched([5, 7, 2], [5, 7, 9, 4]) -> 2."""
     n = 0
     while n < len(drafts) and drafts[n] == best[n]:
         n += 1
     return n
 
 
-def greedy_decoding(x, draft_model, target_model, N, K, stats=None, schedule="constant", confidence=None):
+def greedy_decoding(x, draft_model, target_model, N, K, stats=None, schedule="constant",
+                    confidence=None):
     """x followed by N tokens of greedy decoding of target_model, drafted by draft_model."""
     check_inputs(x, N, K)
     if schedule not in SCHEDULES:
@@ -29,7 +30,8 @@ def greedy_decoding(x, draft_model, target_model, N, K, stats=None, schedule="co
     x = list(x)
     T = len(x) + N
     while len(x) < T:
-        # Step 1: draft greedily, at most the tokens still needed, stopping early when the draft is unsure
+        # Step 1: draft greedily, at most the tokens still needed, stopping early when the draft is
+        # unsure
         drafts = []
         for _ in range(min(K, T - len(x) - 1)):
             p = draft_model(x + drafts)[-1]  # [V]
@@ -47,7 +49,8 @@ def greedy_decoding(x, draft_model, target_model, N, K, stats=None, schedule="co
         new = drafts[:n] + [best[n]]
         x.extend(new)
         if stats is not None:
-            stats.append(step_record(new, ["draft"] * n + ["bonus" if n == k else "resample"], drafted=k))
+            stats.append(step_record(new, ["draft"] * n + ["bonus" if n == k else "resample"],
+                                     drafted=k))
         # Step 4: the next K
         if schedule == "heuristic":
             K = K + 2 if n == k else max(1, K - 1)

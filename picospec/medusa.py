@@ -1,7 +1,7 @@
-"""Medusa decoding (Cai et al. 2024, "Medusa: Simple LLM Inference Acceleration Framework with Multiple Decoding
-Heads", arXiv:2401.10774): K extra heads on the last hidden state guess the tokens 2..K+1 ahead; their top-k
-candidates form a tree (picospec/tree.py) that the model verifies in one tree-attention forward.
-Shapes: K heads, m tree nodes (root excluded), V n_vocab, C n_embd.
+"""Medusa decoding (Cai et al. 2024, "Medusa: Simple LLM Inference Acceleration Framework with
+Multiple Decoding Heads", arXiv:2401.10774): K extra heads on the last hidden state guess the tokens
+2..K+1 ahead; their top-k candidates form a tree (picospec/tree.py) that the model verifies in one
+tree-attention forward. Shapes: K heads, m tree nodes (root excluded), V n_vocab, C n_embd.
 More: docs/algorithms.md (medusa.py).
 """
 import numpy as np
@@ -14,16 +14,20 @@ POSTERIORS = ("greedy", "typical", "nucleus", "lossless")
 
 
 def generate_candidates(root, head_logits, buffers, topk):
-    """Tree tokens from the root and each head's top-k: [root, head 1's top-k, ..] indexed by tree_indices."""
-    part = np.argpartition(-head_logits, topk - 1, axis=-1)[:, :topk]  # [K, topk] the top-k, unordered
+    """Tree tokens from the root and each head's top-k: [root, head 1's top-k, ..] indexed by
+    tree_indices."""
+    # [K, topk] the top-k, unordered
+    part = np.argpartition(-head_logits, topk - 1, axis=-1)[:, :topk]
     order = np.argsort(-np.take_along_axis(head_logits, part, -1), axis=-1, kind="stable")
     top = np.take_along_axis(part, order, -1)  # [K, topk] by decreasing logit
     flat = np.concatenate([[root], top.reshape(-1)])  # [1 + K * topk]
-    return [int(t) for t in flat[buffers["tree_indices"][1:]]]  # [m]: the root itself is already in x
+    # [m]: the root itself is already in x
+    return [int(t) for t in flat[buffers["tree_indices"][1:]]]
 
 
 def typical_accept(tokens, parents, probs, epsilon, delta):
-    """Keep candidate x below a node whose target law is p when p(x) > min(epsilon, delta * exp(-H(p)))."""
+    """Keep candidate x below a node whose target law is p when p(x) > min(epsilon, delta *
+    exp(-H(p)))."""
     with np.errstate(divide="ignore", invalid="ignore"):
         entropy = -np.sum(np.where(probs > 0, probs * np.log(probs), 0.0), -1)  # [1 + m]
     threshold = np.minimum(epsilon, delta * np.exp(-entropy))  # [1 + m]
@@ -46,11 +50,14 @@ def longest_accepted(parents, ok):
     return best
 
 
-def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, nucleus_p, **sampling_options):
+def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, nucleus_p,
+                       **sampling_options):
     """-> (accepted path, the next token, its origin) for one verified tree."""
-    if posterior == "greedy" or sampling_options.get("temperature", 1) == 0 and posterior != "lossless":
+    if posterior == "greedy" or sampling_options.get("temperature",
+                                                     1) == 0 and posterior != "lossless":
         path, token = greedy_path(tokens, parents, logits)
-        return path, token, "bonus" if not children(parents)[path[-1] if path else -1] else "resample"
+        leaf = not children(parents)[path[-1] if path else -1]
+        return path, token, "bonus" if leaf else "resample"
     probs = warp(softmax(logits), **sampling_options)  # [1 + m, V]
     if posterior == "lossless":
         return verify_tree(tokens, parents, probs, rng)
@@ -60,10 +67,10 @@ def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, 
     return path, sample(probs[(path[-1] + 1) if path else 0], rng), "bonus"
 
 
-def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior="greedy", epsilon=0.09, delta=0.3,
-                    nucleus_p=0.8, stats=None, **sampling_options):
-    """x followed by N tokens: greedy decoding (greedy / temperature 0), the warped target's law (lossless), or
-    Medusa's typical / nucleus acceptance."""
+def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior="greedy",
+                    epsilon=0.09, delta=0.3, nucleus_p=0.8, stats=None, **sampling_options):
+    """x followed by N tokens: greedy decoding (greedy / temperature 0), the warped target's law
+    (lossless), or Medusa's typical / nucleus acceptance."""
     check_inputs(x, N, 1, **sampling_options)
     if posterior not in POSTERIORS:
         raise ValueError(f"unknown posterior {posterior!r}: choose one of {', '.join(POSTERIORS)}")
@@ -71,7 +78,8 @@ def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior
     logits, h = target.logits(x, 1, hidden=True)  # prefill: [1, V], [1, C]
     check_choices(medusa_choices, n_heads=heads(h).shape[0], topk=topk)
     full = medusa_buffers(medusa_choices, topk)
-    root = first_token(logits[0], root_is_greedy(posterior, sampling_options), rng, **sampling_options)
+    root = first_token(logits[0], root_is_greedy(posterior, sampling_options), rng,
+                       **sampling_options)
     if stats is not None:
         stats.append(step_record([root], ["bonus"], drafted=0))  # the prefill call
     while True:
@@ -79,34 +87,42 @@ def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior
         x.append(root)
         if len(x) == T:
             break
-        # Step 1: candidates from the heads' top-k, arranged by medusa_choices, at most the tokens still needed
-        buffers, depth = tree_shape(medusa_choices, full, topk, T - len(x) - 1)  # heads below depth are not needed
-        tokens = generate_candidates(root, heads(h, depth)[:, -1], buffers, topk) if depth else []  # [m]
+        # Step 1: candidates from the heads' top-k, arranged by medusa_choices, at most the tokens
+        # still needed
+        # heads below depth are not needed
+        buffers, depth = tree_shape(medusa_choices, full, topk, T - len(x) - 1)
+        # [m]
+        tokens = generate_candidates(root, heads(h, depth)[:, -1], buffers, topk) if depth else []
         parents = buffers["parents"] if depth else []
         # Step 2: one tree-attention forward scores the root's successor and every node's successor
         logits, h_tree = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]
         # Step 3: the posterior picks the accepted path and the next root
-        path, root, origin = evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, nucleus_p,
-                                                **sampling_options)
-        # Step 4: keep the accepted path in the cache; its last row's hidden state feeds the heads next
+        path, root, origin = evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon,
+                                                delta, nucleus_p, **sampling_options)
+        # Step 4: keep the accepted path in the cache; its last row's hidden state feeds the heads
+        # next
         target.accept(path)
         x.extend(tokens[i] for i in path)
         h = h_tree[[(path[-1] + 1) if path else 0]]  # [1, C]
         if stats is not None:
-            stats.append(step_record([tokens[i] for i in path] + [root], ["draft"] * len(path) + [origin],
+            stats.append(step_record([tokens[i] for i in path] + [root],
+                                     ["draft"] * len(path) + [origin],
                                      drafted=depth, nodes=len(tokens)))
     return x
 
 
 def tree_shape(medusa_choices, full, topk, room):
-    """-> (buffers, depth) of this step's tree: the paths of medusa_choices no longer than `room` (the tokens still
-    needed after the root, minus one), so trees get shallower near the end; (None, 0) when none fits."""
+    """-> (buffers, depth) of this step's tree: the paths of medusa_choices no longer than `room`
+    (the tokens still needed after the root, minus one), so trees get shallower near the end; (None,
+    0) when none fits."""
     nodes = [c for c in medusa_choices if len(c) <= room]
     if not nodes:
         return None, 0
-    return (full if len(nodes) == len(medusa_choices) else medusa_buffers(nodes, topk)), max(len(c) for c in nodes)
+    buffers = full if len(nodes) == len(medusa_choices) else medusa_buffers(nodes, topk)
+    return buffers, max(len(c) for c in nodes)
 
 
 def root_is_greedy(posterior, sampling_options):
-    """Whether the root (the LM head's own token) is the argmax: the greedy posterior, or temperature 0."""
+    """Whether the root (the LM head's own token) is the argmax: the greedy posterior, or
+    temperature 0."""
     return posterior == "greedy" or sampling_options.get("temperature", 1) == 0

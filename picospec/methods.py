@@ -1,6 +1,6 @@
-"""THE table of methods: the one place that lists them. main.py, the benchmarks, the notebooks, the tests and the
-generated tables of README.md and docs/methods.md read it. Adding a method = one file in picospec/ + one row below
-(+ its tests, a bench row, a notebook cell)."""
+"""THE table of methods: the one place that lists them. main.py, the benchmarks, the notebooks, the
+tests and the generated tables of README.md and docs/methods.md read it. Adding a method = one file
+in picospec/ + one row below (+ its tests, a bench row, a notebook cell)."""
 from typing import Callable, NamedTuple
 
 from picospec.autoregressive import autoregressive_sampling
@@ -25,8 +25,8 @@ from picospec.eagle2 import eagle2_decoding
 from picospec.greedy import SCHEDULES, greedy_decoding
 from picospec.lookahead import lookahead_decoding
 from picospec.medusa import POSTERIORS, medusa_decoding
-from picospec.options import (K_option, Option, eagle_tree_check, expansion_check, medusa_tree, parse_tree,
-                              skip_check, tree_check)
+from picospec.options import (K_option, Option, eagle_tree_check, expansion_check, medusa_tree,
+                              parse_tree, skip_check, tree_check)
 from picospec.prompt_lookup import prompt_lookup_decoding
 from picospec.rest import rest_decoding
 from picospec.self_draft import self_speculative_decoding
@@ -40,22 +40,27 @@ LAWS = ("lossless", "greedy", "lossy")
 class Method(NamedTuple):
     name: str  # what --method takes
     fn: Callable  # the algorithm, a function in its own file of picospec/
-    args: tuple  # fn's positional arguments by name: x, N, rng, target, draft, draft2, heads, datastore, or an option
+    # fn's positional arguments by name: x, N, rng, target, draft, draft2, heads, datastore, or an
+    # option
+    args: tuple
     help: str
     paper: str
-    # what must be loaded before it runs: "draft", "draft2" (a second, smaller drafter, from --draft2),
-    # "heads:medusa" / "heads:blockwise" / "heads:eagle" (heads on the target), "datastore" (REST's suffix array),
-    # "self_draft:layer_skip" / "self_draft:early_exit" (the target and its own draft path on one engine: they
-    # replace "target"), "acceptance" (Sequoia's vectors measured for the pair)
+    # what must be loaded before it runs: "draft", "draft2" (a second, smaller drafter, from
+    # --draft2), "heads:medusa" / "heads:blockwise" / "heads:eagle" (heads on the target),
+    # "datastore" (REST's suffix array), "self_draft:layer_skip" / "self_draft:early_exit" (the
+    # target and its own draft path on one engine: they replace "target"), "acceptance" (Sequoia's
+    # vectors measured for the pair)
     needs: tuple = ()
-    # "lossless" (the warped target's law at every temperature), "greedy" (exact at temperature 0, refuses
-    # temperature > 0) or "lossy"; a function of the options where an option decides it (Medusa's posterior)
+    # "lossless" (the warped target's law at every temperature), "greedy" (exact at temperature 0,
+    # refuses temperature > 0) or "lossy"; a function of the options where an option decides it
+    # (Medusa's posterior)
     law: object = "lossless"
-    # the method's own options (picospec/options.py: type, default, help, bounds, checks; the door runs them before
-    # anything loads); load=True: read by the loader of the needs, not passed to fn
+    # the method's own options (picospec/options.py: type, default, help, bounds, checks; the door
+    # runs them before anything loads); load=True: read by the loader of the needs, not passed to fn
     options: tuple = ()
     instead: str = None  # for a greedy-only method: the lossless method to use at temperature > 0
-    prepare: Callable = None  # (options, loaded, sampling) -> keyword arguments of fn, where options need what loaded
+    # (options, loaded, sampling) -> keyword arguments of fn, where options need what loaded
+    prepare: Callable = None
     batch: Callable = None  # the batched form, for --batch (None: the method refuses --batch)
 
 
@@ -64,24 +69,26 @@ def prepare_medusa(options, loaded, sampling):
     heads, tree = loaded["heads"], options.pop("tree")
     if options["posterior"] == "auto":
         options["posterior"] = "greedy" if sampling.get("temperature", 1) == 0 else "lossless"
-    return {**options, "heads": heads["fn"], "medusa_choices": medusa_tree(tree, heads["n_heads"], heads.get("sparse"))}
+    return {**options, "heads": heads["fn"],
+            "medusa_choices": medusa_tree(tree, heads["n_heads"], heads.get("sparse"))}
 
 
 def prepare_blockwise(options, loaded, sampling):
     """Block size k = --K: p_1 and the first k - 1 heads."""
     heads, K = loaded["heads"], options["K"]
     if K > heads["n_heads"] + 1:
-        raise ValueError(f"--K {K} is more than the {heads['n_heads']} blockwise heads + 1 allow; use --K <= "
-                         f"{heads['n_heads'] + 1}")
+        raise ValueError(f"--K {K} is more than the {heads['n_heads']} blockwise heads + 1 allow; "
+                         f"use --K <= {heads['n_heads'] + 1}")
     return {**options, "heads": lambda h: heads["fn"](h)[:K - 1]}  # p_2..p_K
 
 
 def prepare_eagle(options, loaded, sampling):
-    """The static tree from --tree, --nodes and --depth (sparse: from the head's measured accuracy per step)."""
+    """The static tree from --tree, --nodes and --depth (sparse: from the head's measured accuracy
+    per step)."""
     head, tree = loaded["heads"], parse_tree(options.pop("tree"))
     if tree == "sparse" and head.accuracy is None:
-        raise ValueError("this EAGLE head has no accuracy record to build the sparse tree from: pass --tree chain "
-                         "or a list of rank paths like '[[0],[0,0],[1]]'")
+        raise ValueError("this EAGLE head has no accuracy record to build the sparse tree from: "
+                         "pass --tree chain or a list of rank paths like '[[0],[0,0],[1]]'")
     choices = static_tree(tree, head.accuracy, options.pop("nodes"), options.pop("depth"))
     return {**options, "heads": head, "choices": choices}
 
@@ -92,25 +99,32 @@ def prepare_eagle2(options, loaded, sampling):
 
 
 def prepare_specinfer(options, loaded, sampling):
-    """--merge: the trees of --draft and --draft2 grow from the same expansion and are merged (multi-draft)."""
+    """--merge: the trees of --draft and --draft2 grow from the same expansion and are merged
+    (multi-draft)."""
     merge = options.pop("merge")
     return {**options, "draft": [loaded["draft"], loaded["draft2"]] if merge else loaded["draft"]}
 
 
 def prepare_sequoia(options, loaded, sampling):
-    """--acceptance left out: the pair's measured vector (greedy at temperature 0, sampled above)."""
+    """--acceptance left out: the pair's measured vector (greedy at temperature 0, sampled
+    above)."""
     if options["acceptance"] is None:
-        options["acceptance"] = loaded["acceptance"]["greedy" if sampling.get("temperature", 1) == 0 else "sampled"]
+        options["acceptance"] = loaded["acceptance"]["greedy"
+                                                     if sampling.get("temperature", 1) == 0
+                                                     else "sampled"]
     return options
 
 
 def prepare_self_draft(options, loaded, sampling):
-    """--K and --threshold left out: the values searched with the draft path (the model's self_draft.json)."""
-    return {k: loaded["self_draft"][k] if v is None and k in loaded["self_draft"] else v for k, v in options.items()}
+    """--K and --threshold left out: the values searched with the draft path (the model's
+    self_draft.json)."""
+    return {k: loaded["self_draft"][k] if v is None and k in loaded["self_draft"] else v for k,
+            v in options.items()}
 
 
 def medusa_law(options, temperature=None):
-    """The posterior's law; "auto" resolves as prepare_medusa does when the temperature is known (0: greedy)."""
+    """The posterior's law; "auto" resolves as prepare_medusa does when the temperature is known (0:
+    greedy)."""
     posterior = options.get("posterior", "auto")
     if posterior == "auto" and temperature == 0:
         posterior = "greedy"
@@ -126,150 +140,208 @@ METHODS = (
            "Chen et al. 2023, arXiv:2302.01318, Alg. 2; Leviathan et al. 2023, arXiv:2211.17192",
            needs=("draft",), options=(K_option(),), batch=batch_speculative_sampling),
     Method("greedy", greedy_decoding, ("x", "draft", "target", "N", "K"),
-           "assisted generation: greedy drafts kept up to the first mismatch with the target's argmax",
+           "assisted generation: greedy drafts kept up to the first mismatch with the target's "
+           "argmax",
            "Leviathan et al. 2023, arXiv:2211.17192, sec. 3 at temperature 0",
            needs=("draft",), law="greedy", instead="speculative",
            options=(K_option("draft tokens per step (the first step's, with --schedule heuristic)"),
-                    Option("schedule", str, "constant", "how K changes per step: constant, or heuristic "
+                    Option("schedule", str, "constant",
+                           "how K changes per step: constant, or heuristic "
                            "(+2 after a full accept, -1 otherwise)", choices=SCHEDULES),
-                    Option("confidence", float, None, "stop drafting when the draft's top probability falls "
+                    Option("confidence", float, None,
+                           "stop drafting when the draft's top probability falls "
                            "below this", above=0, high=1)), batch=batch_greedy_decoding),
     Method("prompt_lookup", prompt_lookup_decoding, ("x", "target", "N", "rng"),
            "drafts copied from the sequence itself by n-gram match, verified losslessly",
            "Saxena 2023, Prompt Lookup Decoding",
-           options=(Option("max_ngram_size", int, 3, "longest trailing n-gram searched for", low=1, high=64),
-                    Option("num_pred_tokens", int, 10, "most tokens copied as the draft", low=1, high=64)),
+           options=(Option("max_ngram_size", int, 3, "longest trailing n-gram searched for", low=1,
+                           high=64),
+                    Option("num_pred_tokens", int, 10, "most tokens copied as the draft", low=1,
+                           high=64)),
            batch=batch_prompt_lookup_decoding),
     Method("medusa", medusa_decoding, ("x", "target", "heads", "N", "rng"),
-           "Medusa heads guess tokens 2..K+1 ahead; their top-k tree is verified in one tree-attention call",
+           "Medusa heads guess tokens 2..K+1 ahead; their top-k tree is verified in one "
+           "tree-attention call",
            "Cai et al. 2024, arXiv:2401.10774",
-           needs=("heads:medusa",), law=medusa_law, instead="medusa --posterior lossless", prepare=prepare_medusa,
-           options=(Option("heads", "dir", None, "folder of trained Medusa heads (default: the target's medusa/)",
+           needs=("heads:medusa",), law=medusa_law, instead="medusa --posterior lossless",
+           prepare=prepare_medusa,
+           options=(Option("heads", "dir", None,
+                           "folder of trained Medusa heads (default: the target's medusa/)",
                            load=True),
-                    Option("tree", str, "sparse", "sparse (the heads' own), chain, cartesian, or JSON rank paths "
+                    Option("tree", str, "sparse",
+                           "sparse (the heads' own), chain, cartesian, or JSON rank paths "
                            "like '[[0],[0,0],[1]]'", check=tree_check),
                     Option("topk", int, 10, "candidates per head", low=1, high=100),
-                    Option("posterior", str, "auto", "how much of the tree to accept: greedy, typical (lossy), "
-                           "nucleus (lossy), lossless; auto = greedy at temperature 0, lossless above",
+                    Option("posterior", str, "auto",
+                           "how much of the tree to accept: greedy, typical (lossy), nucleus "
+                           "(lossy), lossless; auto = greedy at temperature 0, lossless above",
                            choices=("auto",) + POSTERIORS),
                     Option("epsilon", float, 0.09, "typical acceptance's hard threshold (Medusa's "
                            "posterior_threshold)", above=0, high=1),
-                    Option("delta", float, 0.3, "typical acceptance's entropy factor (Medusa's posterior_alpha)",
+                    Option("delta", float, 0.3,
+                           "typical acceptance's entropy factor (Medusa's posterior_alpha)",
                            above=0),
-                    Option("nucleus_p", float, 0.8, "the nucleus posterior's top-p", above=0, high=1)),
+                    Option("nucleus_p", float, 0.8, "the nucleus posterior's top-p", above=0,
+                           high=1)),
            batch=batch_medusa_decoding),
     Method("blockwise", blockwise_decoding, ("x", "target", "heads", "N", "K"),
-           "Blockwise parallel decoding: k - 1 heads propose a block, the model keeps its greedy prefix",
+           "Blockwise parallel decoding: k - 1 heads propose a block, the model keeps its greedy "
+           "prefix",
            "Stern, Shazeer, Uszkoreit 2018, arXiv:1811.03115",
            needs=("heads:blockwise",), law="greedy", instead="medusa --posterior lossless",
            prepare=prepare_blockwise,
-           options=(Option("heads", "dir", None, "folder of trained Blockwise heads (default: the target's "
+           options=(Option("heads", "dir", None,
+                           "folder of trained Blockwise heads (default: the target's "
                            "blockwise/)", load=True),
                     K_option("block size k: p_1 and k - 1 heads"),
-                    Option("merged", bool, True, "combined scoring and proposal (one call per block); "
-                           "--nomerged: the basic predict / verify loop")), batch=batch_blockwise_decoding),
+                    Option("merged", bool, True,
+                           "combined scoring and proposal (one call per block); "
+                           "--nomerged: the basic predict / verify loop")),
+                           batch=batch_blockwise_decoding),
     Method("eagle", eagle_decoding, ("x", "target", "heads", "N", "rng"),
-           "EAGLE-1: a one-block head drafts on the target's features; a static tree, verified in one tree call",
+           "EAGLE-1: a one-block head drafts on the target's features; a static tree, verified in "
+           "one tree call",
            "Li, Wei, Zhang, Zhang 2024, arXiv:2401.15077",
            needs=("heads:eagle",), prepare=prepare_eagle,
-           options=(Option("heads", "dir", None, "folder of a trained EAGLE head (default: the target's eagle/)",
+           options=(Option("heads", "dir", None,
+                           "folder of a trained EAGLE head (default: the target's eagle/)",
                            load=True),
-                    Option("tree", str, "sparse", "sparse (built from the head's measured accuracy per step ahead), "
-                           "chain, or JSON rank paths like '[[0],[0,0],[1]]'", check=eagle_tree_check),
+                    Option("tree", str, "sparse",
+                           "sparse (built from the head's measured accuracy per step ahead), "
+                           "chain, or JSON rank paths like '[[0],[0,0],[1]]'",
+                           check=eagle_tree_check),
                     Option("nodes", int, 10, "nodes of the sparse tree", low=1, high=256),
-                    Option("depth", int, 5, "most levels of the sparse tree; the chain's length", low=1, high=64),
-                    Option("candidates", str, "sample", "children at temperature > 0: sample (drawn without "
-                           "replacement from the head's warped law, judged against it) or topk (the head's top "
-                           "tokens, verified as one-hot proposals); temperature 0 always takes the top tokens",
+                    Option("depth", int, 5, "most levels of the sparse tree; the chain's length",
+                           low=1, high=64),
+                    Option("candidates", str, "sample",
+                           "children at temperature > 0: sample (drawn without replacement from "
+                           "the head's warped law, judged against it) or topk (the head's top "
+                           "tokens, verified as one-hot proposals); temperature 0 always takes the "
+                           "top tokens",
                            choices=CANDIDATES)), batch=batch_eagle_decoding),
     Method("eagle2", eagle2_decoding, ("x", "target", "heads", "N", "rng"),
-           "EAGLE-2: the EAGLE head grows a dynamic tree by cumulative draft log-probability, reranked, one tree call",
+           "EAGLE-2: the EAGLE head grows a dynamic tree by cumulative draft log-probability, "
+           "reranked, one tree call",
            "Li, Wei, Zhang, Zhang 2024, arXiv:2406.16858",
            needs=("heads:eagle",), prepare=prepare_eagle2,
-           options=(Option("heads", "dir", None, "folder of a trained EAGLE head (default: the target's eagle/)",
+           options=(Option("heads", "dir", None,
+                           "folder of a trained EAGLE head (default: the target's eagle/)",
                            load=True),
-                    Option("depth", int, 5, "draft levels: the head runs once per level", low=1, high=64),
-                    Option("tree_top_k", int, 4, "the paper's top-k: nodes expanded per level and children per "
-                           "expanded node (named so beside --top_k, the sampling option)", low=1, high=64),
-                    Option("total_tokens", int, 16, "draft nodes kept after reranking (the tree the target scores)",
+                    Option("depth", int, 5, "draft levels: the head runs once per level", low=1,
+                           high=64),
+                    Option("tree_top_k", int, 4,
+                           "the paper's top-k: nodes expanded per level and children per "
+                           "expanded node (named so beside --top_k, the sampling option)", low=1,
+                           high=64),
+                    Option("total_tokens", int, 16,
+                           "draft nodes kept after reranking (the tree the target scores)",
                            low=1, high=256)), batch=batch_eagle2_decoding),
     Method("rest", rest_decoding, ("x", "target", "N", "rng", "datastore"),
-           "retrieval: continuations of the context's longest suffix in a datastore, verified as one trie",
+           "retrieval: continuations of the context's longest suffix in a datastore, verified as "
+           "one trie",
            "He et al. 2023, arXiv:2311.08252",
            needs=("datastore",),
-           options=(Option("datastore", "path", None, "a REST datastore .npz (default: built once from the "
+           options=(Option("datastore", "path", None,
+                           "a REST datastore .npz (default: built once from the "
                            "standard library's train split, cached)", load=True),
-                    Option("build_datastore", bool, False, "build the --datastore file if it does not exist",
-                           load=True),
-                    Option("num_draft_nodes", int, 7, "tree nodes kept (most frequent)", low=1, high=256),
+                    Option("build_datastore", bool, False,
+                           "build the --datastore file if it does not exist", load=True),
+                    Option("num_draft_nodes", int, 7, "tree nodes kept (most frequent)", low=1,
+                           high=256),
                     Option("max_matches", int, 100, "retrieved continuations per step", low=1),
-                    Option("draft_len", int, 10, "tokens per retrieved continuation", low=1, high=64)),
+                    Option("draft_len", int, 10, "tokens per retrieved continuation", low=1,
+                           high=64)),
            batch=batch_rest_decoding),
     Method("lookahead", lookahead_decoding, ("x", "target", "N", "rng"),
            "Jacobi iteration on a window of guesses, n-grams pooled and verified, both in one call",
            "Fu, Bailis, Stoica, Zhang 2024, arXiv:2402.02057",
            options=(Option("window", int, 4, "W: columns of the lookahead window", low=1, high=64),
                     Option("ngram", int, 3, "N: n-gram size (window levels + 1)", low=2, high=16),
-                    Option("guesses", int, 4, "G: pooled n-grams verified per step", low=0, high=64)),
+                    Option("guesses", int, 4, "G: pooled n-grams verified per step", low=0,
+                           high=64)),
            batch=batch_lookahead_decoding),
     Method("layer_skip", self_speculative_decoding, ("x", "draft", "target", "N", "K", "rng"),
-           "self-drafting: the target with a searched set of sublayers skipped drafts until unsure (adaptive)",
+           "self-drafting: the target with a searched set of sublayers skipped drafts until unsure "
+           "(adaptive)",
            "Zhang et al. 2023 (Draft & Verify), arXiv:2309.08168",
            needs=("self_draft:layer_skip",), prepare=prepare_self_draft,
-           options=(Option("K", int, None, "most draft tokens per step (default: the K searched with the skip "
+           options=(Option("K", int, None,
+                           "most draft tokens per step (default: the K searched with the skip "
                            "set)", low=1, high=64),
-                    Option("skip", str, None, "sublayers to skip, e.g. a3,m4 (default: the set searched for the "
+                    Option("skip", str, None,
+                           "sublayers to skip, e.g. a3,m4 (default: the set searched for the "
                            "target, its self_draft.json)", check=skip_check, load=True),
-                    Option("threshold", float, None, "gamma: stop drafting after a token the draft gives less "
-                           "than this probability (0: never; default: the one searched with the skip set)", low=0,
+                    Option("threshold", float, None,
+                           "gamma: stop drafting after a token the draft gives less "
+                           "than this probability (0: never; default: the one searched with the "
+                           "skip set)", low=0,
                            high=1),
-                    Option("adaptive", bool, True, "move gamma after each step towards --alpha acceptance "
+                    Option("adaptive", bool, True,
+                           "move gamma after each step towards --alpha acceptance "
                            "(Draft & Verify's rule); --noadaptive keeps it fixed"),
-                    Option("alpha", float, 0.9, "the acceptance rate the adaptive threshold aims at", above=0,
+                    Option("alpha", float, 0.9,
+                           "the acceptance rate the adaptive threshold aims at", above=0,
                            high=1)), batch=batch_self_speculative_decoding),
     Method("early_exit", self_speculative_decoding, ("x", "draft", "target", "N", "K", "rng"),
            "self-drafting: the first E layers draft, the rest verify reusing their KV cache",
            "Elhoushi et al. 2024 (LayerSkip), arXiv:2404.16710",
            needs=("self_draft:early_exit",), prepare=prepare_self_draft,
-           options=(Option("K", int, None, "draft tokens per step (default: the K searched with the exit layer)",
+           options=(Option("K", int, None,
+                           "draft tokens per step (default: the K searched with the exit layer)",
                            low=1, high=64),
-                    Option("exit_layer", int, None, "E: draft with the first E layers (default: the target's "
+                    Option("exit_layer", int, None,
+                           "E: draft with the first E layers (default: the target's "
                            "self_draft.json)", low=1, load=True),
-                    Option("adapter", bool, True, "exit through the trained exit adapter shipped with the target "
-                           "(--noadapter: the plain LM head)", load=True)), batch=batch_self_speculative_decoding),
+                    Option("adapter", bool, True,
+                           "exit through the trained exit adapter shipped with the target "
+                           "(--noadapter: the plain LM head)", load=True)),
+                           batch=batch_self_speculative_decoding),
     Method("cascade", cascade_decoding, ("x", "target", "draft", "draft2", "N", "K", "rng"),
-           "cascade drafting: the draft's own drafts come from a smaller drafter (vertical), which also adds "
-           "the last tokens (horizontal)",
+           "cascade drafting: the draft's own drafts come from a smaller drafter (vertical), which "
+           "also adds the last tokens (horizontal)",
            "Chen et al. 2023 (CS Drafting), arXiv:2312.11462",
            needs=("draft", "draft2"),
            options=(K_option("tokens of --draft per target step"),
-                    Option("K_inner", int, 2, "--draft2 tokens per --draft review call (vertical cascade; 0: "
+                    Option("K_inner", int, 2,
+                           "--draft2 tokens per --draft review call (vertical cascade; 0: "
                            "--draft drafts alone)", low=0, high=64),
-                    Option("K_tail", int, 2, "--draft2 tokens after --draft's (horizontal cascade; 0: none)",
+                    Option("K_tail", int, 2,
+                           "--draft2 tokens after --draft's (horizontal cascade; 0: none)",
                            low=0, high=64),
-                    Option("draft2", str, "ngram", "the smaller drafter: ngram, tiny-draft, ...", load=True)),
+                    Option("draft2", str, "ngram", "the smaller drafter: ngram, tiny-draft, ...",
+                           load=True)),
            batch=batch_cascade_decoding),
     Method("specinfer", specinfer_decoding, ("x", "draft", "target", "N", "rng"),
-           "a token tree of draft samples grown by an expansion configuration (several drafts merged), verified in "
-           "one tree call by multi-step speculative sampling",
+           "a token tree of draft samples grown by an expansion configuration (several drafts "
+           "merged), verified in one tree call by multi-step speculative sampling",
            "Miao et al. 2024, arXiv:2305.09781",
            needs=("draft", "draft2"), prepare=prepare_specinfer,
-           options=(Option("expansion", "ints", (1, 1, 2), "children of every node at each depth (the paper's "
-                           "<1,1,3,1,1,1,1,1> is 1,1,3,1,1,1,1,1)", low=1, high=16, check_list=expansion_check),
-                    Option("merge", bool, False, "also grow a tree from --draft2 and merge it in (multi-draft): each "
+           options=(Option("expansion", "ints", (1, 1, 2),
+                           "children of every node at each depth (the paper's "
+                           "<1,1,3,1,1,1,1,1> is 1,1,3,1,1,1,1,1)", low=1, high=16,
+                           check_list=expansion_check),
+                    Option("merge", bool, False,
+                           "also grow a tree from --draft2 and merge it in (multi-draft): each "
                            "node remembers the law it was drawn from"),
-                    Option("draft2", str, "ngram", "the second drafter of --merge: ngram, tiny-draft, ...",
+                    Option("draft2", str, "ngram",
+                           "the second drafter of --merge: ngram, tiny-draft, ...",
                            load=True)), batch=batch_specinfer_decoding),
     Method("sequoia", sequoia_decoding, ("x", "draft", "target", "N", "rng"),
-           "the token tree that maximises expected accepted tokens (a dynamic program), drawn without replacement",
+           "the token tree that maximises expected accepted tokens (a dynamic program), drawn "
+           "without replacement",
            "Chen et al. 2024, arXiv:2402.12374",
            needs=("draft", "acceptance"), prepare=prepare_sequoia,
-           options=(Option("nodes", int, 3, "draft nodes in the tree (the paper's n - 1; 3: the hardware-aware "
-                           "choice for the first built-in pair on a 2-core CPU; docs/results/token_trees.md has this engine's)", low=1,
+           options=(Option("nodes", int, 3,
+                           "draft nodes in the tree (the paper's n - 1; 3: the hardware-aware "
+                           "choice for the first built-in pair on a 2-core CPU; "
+                           "docs/results/token_trees.md has this engine's)", low=1,
                            high=255),
-                    Option("depth", int, 3, "most draft tokens on one path (the paper's d)", low=1, high=64),
-                    Option("acceptance", "floats", None, "acceptance vector a_1,a_2,..: P(the k-th child is the one "
-                           "accepted), for the dynamic program (default: the pair's, measured: sequoia.json in "
+                    Option("depth", int, 3, "most draft tokens on one path (the paper's d)", low=1,
+                           high=64),
+                    Option("acceptance", "floats", None,
+                           "acceptance vector a_1,a_2,..: P(the k-th child is the one "
+                           "accepted), for the dynamic program (default: the pair's, measured: "
+                           "sequoia.json in "
                            "the target's folder)", low=0, high=1)), batch=batch_sequoia_decoding),
 )
 TABLE = {m.name: m for m in METHODS}
@@ -291,24 +363,30 @@ def defaults(method):
 
 
 def law(method, options, temperature=None):
-    """"lossless", "greedy" or "lossy" for this row with these options (and the temperature, where it decides)."""
+    """"lossless", "greedy" or "lossy" for this row with these options (and the temperature, where
+    it decides)."""
     return method.law(options, temperature) if callable(method.law) else method.law
 
 
 def check_temperature(method, options, temperature):
-    """A greedy-only method cannot sample: refuse temperature > 0 and name the lossless alternative."""
+    """A greedy-only method cannot sample: refuse temperature > 0 and name the lossless
+    alternative."""
     if temperature > 0 and law(method, options) == "greedy":
-        raise ValueError(f"--method {method.name}{' --posterior greedy' if method.name == 'medusa' else ''} is "
-                         f"greedy-only (exact at --temperature 0) but --temperature is {temperature:g}: use "
-                         f"--method {method.instead} to sample losslessly, or --temperature 0")
+        raise ValueError(f"--method "
+                         f"{method.name}{' --posterior greedy' if method.name == 'medusa' else ''} "
+                         f"is greedy-only (exact at --temperature 0) but --temperature is "
+                         f"{temperature:g}: use --method {method.instead} to sample losslessly, or "
+                         f"--temperature 0")
 
 
 def batch_refusal(method):
-    """Why --batch cannot run `method` (it has no batched form), naming those that can -> a message, or None."""
+    """Why --batch cannot run `method` (it has no batched form), naming those that can -> a message,
+    or None."""
     if method.batch is not None:
         return None
     batchable = ", ".join(m.name for m in METHODS if m.batch)
-    return f"--batch runs methods with a batched form ({batchable}); --method {method.name} has none"
+    return (f"--batch runs methods with a batched form ({batchable}); --method {method.name} has "
+            f"none")
 
 
 def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, batch=False):
@@ -317,32 +395,38 @@ def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, bat
     sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
     options = {**defaults(method), **(options or {})}
     check_temperature(method, options, sampling.get("temperature", 1.0))
-    options = {k: v for k, v in options.items() if not next(o for o in method.options if o.name == k).load}
+    options = {k: v for k,
+               v in options.items() if not next(o for o in method.options if o.name == k).load}
     if method.prepare:
         options = method.prepare(dict(options), loaded, sampling)
     given = {"x": x, "N": N, "rng": rng, **loaded, **options}
     keywords = {k: v for k, v in options.items() if k not in method.args}
     if law(method, options) == "greedy":
-        sampling = {}  # greedy-only functions take no sampling options (temperature 0 was checked above)
+        # greedy-only functions take no sampling options (temperature 0 was checked above)
+        sampling = {}
     if batch and method.batch is None:
         raise ValueError(f"--method {method.name} has no batched form")
-    return (method.batch if batch else method.fn)(*[given[a] for a in method.args], stats=stats, **keywords,
-                                                  **sampling)
+    return (method.batch if batch else method.fn)(*[given[a] for a in method.args], stats=stats,
+                                                  **keywords, **sampling)
 
 
 def markdown():
-    """docs/methods.md's tables, generated from this table (tests/test_methods.py keeps the page equal)."""
-    lines = ["| method | what it does | paper | needs | law at temperature > 0 | --batch |", "|---|---|---|---|---|---|"]
+    """docs/methods.md's tables, generated from this table (tests/test_methods.py keeps the page
+    equal)."""
+    lines = ["| method | what it does | paper | needs | law at temperature > 0 | --batch |",
+             "|---|---|---|---|---|---|"]
     for m in METHODS:
-        kind = "depends on --posterior" if callable(m.law) else {"lossless": "lossless", "greedy": "greedy-only",
+        kind = "depends on --posterior" if callable(m.law) else {"lossless": "lossless",
+                                                                 "greedy": "greedy-only",
                                                                   "lossy": "lossy"}[m.law]
         lines.append(f"| `{m.name}` | {m.help} | {m.paper} | {', '.join(m.needs) or '-'} | {kind} "
                      f"| {'yes' if m.batch else 'no'} |")
     for m in METHODS:
         if m.options:
-            lines += ["", f"`python main.py --method {m.name}` options:", "", "| option | type | default | help |",
-                      "|---|---|---|---|"]
+            lines += ["", f"`python main.py --method {m.name}` options:", "",
+                      "| option | type | default | help |", "|---|---|---|---|"]
             for o in m.options:
                 kind = o.type if isinstance(o.type, str) else o.type.__name__
-                lines.append(f"| `--{o.name}` | {kind} | {'' if o.default is None else f'`{o.default}`'} | {o.help} |")
+                lines.append(f"| `--{o.name}` | {kind} | "
+                             f"{'' if o.default is None else f'`{o.default}`'} | {o.help} |")
     return "\n".join(lines)

@@ -1,7 +1,7 @@
-"""REST: retrieval-based speculative decoding (He et al. 2023, "REST: Retrieval-Based Speculative Decoding",
-arXiv:2311.08252, section 3). No draft model: the draft is what followed the context's longest suffix in a datastore.
-Shapes: n_corpus = corpus length, k = matches kept, m = tree nodes, V = n_vocab.
-More: docs/algorithms.md (rest.py).
+"""REST: retrieval-based speculative decoding (He et al. 2023, "REST: Retrieval-Based Speculative
+Decoding", arXiv:2311.08252, section 3). No draft model: the draft is what followed the context's
+longest suffix in a datastore. Shapes: n_corpus = corpus length, k = matches kept, m = tree nodes, V
+= n_vocab. More: docs/algorithms.md (rest.py).
 """
 import os
 from bisect import bisect_left, bisect_right
@@ -21,31 +21,40 @@ class Datastore:
 
     @classmethod
     def build(cls, tokens, max_suffix=16, progress=None):
-        """Index a 1-D array of token ids, e.g. np.fromfile("train.bin", np.uint16) (3.2M tokens: about 4 s)."""
+        """Index a 1-D array of token ids, e.g. np.fromfile("train.bin", np.uint16) (3.2M tokens:
+        about 4 s)."""
         tokens = np.asarray(tokens)
-        if tokens.ndim != 1 or len(tokens) == 0 or not np.issubdtype(tokens.dtype, np.integer) or tokens.min() < 0:
-            raise ValueError("the datastore needs a non-empty 1-D array of non-negative integer token ids")
+        if (tokens.ndim != 1 or len(tokens) == 0 or not np.issubdtype(tokens.dtype, np.integer)
+                or tokens.min() < 0):
+            raise ValueError("the datastore needs a non-empty 1-D array of non-negative integer "
+                             "token ids")
         if int(max_suffix) != max_suffix or max_suffix < 1:
             raise ValueError(f"max_suffix must be a positive integer; got {max_suffix}")
         n = len(tokens)
-        rank = tokens.astype(np.int64)  # [n_corpus] order of each suffix's first token: the token itself
+        # [n_corpus] order of each suffix's first token: the token itself
+        rank = tokens.astype(np.int64)
         sa = np.argsort(rank, kind="stable")  # [n_corpus]
-        steps = range((int(max_suffix) - 1).bit_length())  # doublings to reach depth 2 ** len(steps)
+        # doublings to reach depth 2 ** len(steps)
+        steps = range((int(max_suffix) - 1).bit_length())
         if progress is not None:  # e.g. functools.partial(tqdm, desc="suffix array")
             steps = progress(steps)
         for step in steps:
             w = 2 ** step  # rank orders the suffixes by their first w tokens
-            after = np.full(n, -1, dtype=np.int64)  # [n_corpus] rank of the next w tokens; -1: past the end
+            # [n_corpus] rank of the next w tokens; -1: past the end
+            after = np.full(n, -1, dtype=np.int64)
             after[:max(n - w, 0)] = rank[w:]
-            sa = np.lexsort((after, rank))  # by the first w tokens, then the next w, then position: the first 2w
+            # by the first w tokens, then the next w, then position: the first 2w
+            sa = np.lexsort((after, rank))
             first, second = rank[sa], after[sa]  # [n_corpus] each, in suffix order
             new = np.zeros(n, dtype=np.int64)
             new[1:] = np.cumsum((first[1:] != first[:-1]) | (second[1:] != second[:-1]))
             rank[sa] = new
-            if new[-1] == n - 1:  # every prefix already differs: longer ones cannot change the order
+            # every prefix already differs: longer ones cannot change the order
+            if new[-1] == n - 1:
                 break
         small = np.uint16 if tokens.max() < 2 ** 16 else np.int64
-        return cls(tokens.astype(small), sa.astype(np.int32 if n < 2 ** 31 else np.int64), max_suffix)
+        return cls(tokens.astype(small), sa.astype(np.int32 if n < 2 ** 31 else np.int64),
+                   max_suffix)
 
     def save(self, path):
         """Write a .npz atomically: to path + ".tmp" in the same folder, then renamed over path."""
@@ -62,16 +71,17 @@ class Datastore:
 
     @classmethod
     def load(cls, path):
-        """Read what save() wrote; a missing, unreadable or inconsistent file is a ValueError that names it and
-        what is wrong (nothing pickled is ever loaded)."""
+        """Read what save() wrote; a missing, unreadable or inconsistent file is a ValueError that
+        names it and what is wrong (nothing pickled is ever loaded)."""
         if not os.path.isfile(path):
             raise ValueError(f"no REST datastore at {path}")
         try:
             with np.load(path, allow_pickle=False) as f:
                 tokens, sa, max_suffix = f["tokens"], f["suffix_array"], f["max_suffix"]
         except Exception as e:
-            why = "it holds pickled Python objects, which are never loaded" if "pickle" in str(e) else (
-                f"not a .npz archive of the arrays tokens, suffix_array and max_suffix: {e}")
+            why = ("it holds pickled Python objects, which are never loaded" if "pickle" in str(e)
+                   else "not a .npz archive of the arrays tokens, suffix_array and max_suffix: "
+                   f"{e}")
             raise ValueError(f"{path} is not a readable REST datastore ({why})") from None
         if (problem := cls.problem(tokens, sa, max_suffix)) is not None:
             raise ValueError(f"{path} is not a consistent REST datastore ({problem})")
@@ -79,12 +89,15 @@ class Datastore:
 
     @staticmethod
     def problem(tokens, sa, max_suffix):
-        """What makes three arrays not a datastore that build() could have made, or None. Checked in O(n): a
-        permutation whose suffixes start in token order (a full order check would cost a sort)."""
+        """What makes three arrays not a datastore that build() could have made, or None. Checked in
+        O(n): a permutation whose suffixes start in token order (a full order check would cost a
+        sort)."""
         if tokens.ndim != 1 or tokens.dtype.kind not in "ui" or len(tokens) == 0:
-            return f"tokens must be a non-empty 1-D array of token ids; it is {tokens.dtype} of shape {tokens.shape}"
+            return (f"tokens must be a non-empty 1-D array of token ids; it is {tokens.dtype} of "
+                    f"shape {tokens.shape}")
         if sa.shape != tokens.shape or sa.dtype.kind not in "ui":
-            return f"suffix_array must hold {len(tokens)} integer positions; it is {sa.dtype} of shape {sa.shape}"
+            return (f"suffix_array must hold {len(tokens)} integer positions; it is {sa.dtype} of "
+                    f"shape {sa.shape}")
         if max_suffix.shape != () or max_suffix.dtype.kind not in "ui" or max_suffix < 1:
             return f"max_suffix must be one whole number >= 1; it is {max_suffix.tolist()!r}"
         if tokens.min() < 0 or sa.min() < 0 or sa.max() >= len(tokens) or np.bincount(sa).max() > 1:
@@ -105,15 +118,16 @@ class Datastore:
             if lo < len(self.sa) and key(self.sa[lo]) == s:
                 hi = bisect_right(self.sa, s, lo=lo, key=key)
                 k = min(hi - lo, max_matches)
-                starts = self.sa[lo + np.arange(k) * (hi - lo) // k] + n  # [k] evenly spaced over the run
+                # [k] evenly spaced over the run
+                starts = self.sa[lo + np.arange(k) * (hi - lo) // k] + n
                 return [self.tokens[i:i + draft_len].tolist() for i in starts], n
         return [], 0
 
 
 def retrieve(datastore, x, room, max_matches, draft_len, num_draft_nodes):
-    """Step 1: the continuations S of the context's longest suffix found in the datastore; step 2: S merged into a
-    trie, cut to at most `room` tokens a path (the tokens still needed - 1) and pruned to its most frequent nodes
-    -> (tokens, parents)."""
+    """Step 1: the continuations S of the context's longest suffix found in the datastore; step 2: S
+    merged into a trie, cut to at most `room` tokens a path (the tokens still needed - 1) and pruned
+    to its most frequent nodes -> (tokens, parents)."""
     continuations, _ = datastore.search(x, max_matches, draft_len)
     tokens, parents, counts = trie(c[:room] for c in continuations)
     tokens, parents, _ = prune(tokens, parents, counts, num_draft_nodes)
@@ -123,19 +137,21 @@ def retrieve(datastore, x, room, max_matches, draft_len, num_draft_nodes):
 def check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options):
     """rest_decoding's inputs checked: a ValueError that names the bad one."""
     check_inputs(x, N, **sampling_options)
-    for name, value in [("max_matches", max_matches), ("draft_len", draft_len), ("num_draft_nodes", num_draft_nodes)]:
+    for name, value in [("max_matches", max_matches), ("draft_len", draft_len),
+                        ("num_draft_nodes", num_draft_nodes)]:
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value}")
     if not isinstance(datastore, Datastore):
-        raise ValueError("datastore must be a picospec.rest.Datastore: Datastore.build(tokens) or Datastore.load(path)")
+        raise ValueError("datastore must be a picospec.rest.Datastore: Datastore.build(tokens) or "
+                         "Datastore.load(path)")
     V = getattr(target, "n_vocab", None)
     if V is not None and int(datastore.tokens.max()) >= V:
-        raise ValueError(f"the datastore holds token id {int(datastore.tokens.max())} but the target has {V} tokens: "
-                         "build the datastore with the target's tokenizer")
+        raise ValueError(f"the datastore holds token id {int(datastore.tokens.max())} but the "
+                         f"target has {V} tokens: build the datastore with the target's tokenizer")
 
 
-def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, num_draft_nodes=7, stats=None,
-                  **sampling_options):
+def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, num_draft_nodes=7,
+                  stats=None, **sampling_options):
     """x followed by N tokens distributed as sampling from the warped target (greedy decoding at
     temperature 0). More: docs/algorithms.md (rest.py, rest_decoding)."""
     check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options)
@@ -143,14 +159,17 @@ def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, n
     T = len(x) + N
     while len(x) < T:
         # Steps 1-2: the trie of what followed the context's longest suffix in the datastore, pruned
-        tokens, parents = retrieve(datastore, x, T - len(x) - 1, max_matches, draft_len, num_draft_nodes)
+        tokens, parents = retrieve(datastore, x, T - len(x) - 1, max_matches, draft_len,
+                                   num_draft_nodes)
         # Step 3: one target pass over x and the tree (zero nodes: a plain next-token call)
         Q = target.tree(x, tokens, parents, probs=True)  # [1 + m, V]
-        # Step 4: recursive rejection sampling over the trie (exact match at temperature 0, where q is one-hot)
+        # Step 4: recursive rejection sampling over the trie (exact match at temperature 0, where q
+        # is one-hot)
         path, token, origin = verify_tree(tokens, parents, warp(Q, **sampling_options), rng)
         target.accept(path)
         new = [tokens[i] for i in path] + [int(token)]
         x.extend(new)
         if stats is not None:
-            stats.append(step_record(new, ["draft"] * len(path) + [origin], drafted=depth(parents), nodes=len(tokens)))
+            stats.append(step_record(new, ["draft"] * len(path) + [origin], drafted=depth(parents),
+                                     nodes=len(tokens)))
     return x

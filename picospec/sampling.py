@@ -1,6 +1,6 @@
-"""Sampling pieces shared by every method: warpers, sampling with an explicit generator, the residual distribution.
-Shapes: V = n_vocab; [..., V] means any leading axes. Arrays keep their float dtype (float32 stays float32).
-More: docs/algorithms.md (sampling.py).
+"""Sampling pieces shared by every method: warpers, sampling with an explicit generator, the
+residual distribution. Shapes: V = n_vocab; [..., V] means any leading axes. Arrays keep their float
+dtype (float32 stays float32). More: docs/algorithms.md (sampling.py).
 """
 import numpy as np
 
@@ -16,9 +16,12 @@ def warp(probs, temperature=1.0, top_k=None, top_p=None):
     if temperature != 1:
         with np.errstate(divide="ignore"):
             logs = np.log(probs)  # log(0) = -inf stays excluded
-        logs = logs - logs.max(-1, keepdims=True)  # the top token at 0 before dividing: no T, however small, loses it
-        with np.errstate(over="ignore"):  # q^(1/T) in log space, divided in float64 (T = 1e-40 is 0 in float32)
-            logits = (logs / np.float64(temperature)).astype(probs.dtype)  # far tokens may become -inf: excluded
+        # the top token at 0 before dividing: no T, however small, loses it
+        logs = logs - logs.max(-1, keepdims=True)
+        # q^(1/T) in log space, divided in float64 (T = 1e-40 is 0 in float32)
+        with np.errstate(over="ignore"):
+            # far tokens may become -inf: excluded
+            logits = (logs / np.float64(temperature)).astype(probs.dtype)
         probs = np.exp(logits)
     if top_k is not None or top_p is not None:
         order = np.argsort(-probs, axis=-1, kind="stable")  # token ids by decreasing probability
@@ -30,7 +33,8 @@ def warp(probs, temperature=1.0, top_k=None, top_p=None):
             mass_before = np.cumsum(ranked, -1) - ranked  # mass of the tokens ranked above each one
             kept_mass = np.where(keep, ranked, 0).sum(-1, keepdims=True)  # [..., 1] renormalised by
             keep &= mass_before < top_p * kept_mass
-            keep[..., 0] = True  # the top token always stays, even when top_p * mass underflows to 0
+            # the top token always stays, even when top_p * mass underflows to 0
+            keep[..., 0] = True
         mask = np.zeros(probs.shape, dtype=bool)
         np.put_along_axis(mask, order, keep, axis=-1)
         probs = np.where(mask, probs, 0)
@@ -38,33 +42,38 @@ def warp(probs, temperature=1.0, top_k=None, top_p=None):
 
 
 def sample(p, rng):
-    """One token id from the distribution p [V], by inverse CDF with an explicit numpy.random.Generator.
+    """One token id from the distribution p [V], by inverse CDF with an explicit
+    numpy.random.Generator.
 
-    A token of probability 0 is never returned: u < cdf[i] and cdf[i-1] <= u imply p[i] > 0. Token 0 is a token.
+    A token of probability 0 is never returned: u < cdf[i] and cdf[i-1] <= u imply p[i] > 0. Token 0
+    is a token.
     """
-    cdf = np.cumsum(p, dtype=np.float64)  # float64 sum: float32 rounding never shifts mass between tokens
+    # float64 sum: float32 rounding never shifts mass between tokens
+    cdf = np.cumsum(p, dtype=np.float64)
     return int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
 
 
 def softmax(logits):
-    """The law of logits [..., V], in float64 -> [..., V]. Example: softmax([0, 0]) -> [0.5, 0.5]."""
+    """The law of logits [..., V], in float64 -> [..., V]. Example: softmax([0, 0]) -> [0.5,
+    0.5]."""
     z = np.exp(logits.astype(np.float64) - logits.max(-1, keepdims=True))
     return z / z.sum(-1, keepdims=True)
 
 
 def first_token(logits, greedy, rng, **sampling_options):
-    """The target's own token after logits [V] (the token a prefill gives): its argmax when greedy, else a draw from
-    its warped law. Example: logits [0, 2, 1], greedy -> 1."""
+    """The target's own token after logits [V] (the token a prefill gives): its argmax when greedy,
+    else a draw from its warped law. Example: logits [0, 2, 1], greedy -> 1."""
     if greedy:
         return int(np.argmax(logits))
     return sample(warp(softmax(logits), **sampling_options), rng)
 
 
 def residual(q, p):
-    """norm(max(0, q - p)): the distribution a rejected draft token is replaced from (Chen et al. Alg. 2).
+    """norm(max(0, q - p)): the distribution a rejected draft token is replaced from (Chen et al.
+    Alg. 2).
 
-    When q == p the residual is all zero; rejection then has probability 0, so the value returned does not change the
-    output law; q is returned so that the function is total.
+    When q == p the residual is all zero; rejection then has probability 0, so the value returned
+    does not change the output law; q is returned so that the function is total.
     """
     r = np.maximum(q - p, 0)
     total = r.sum()
@@ -89,5 +98,5 @@ def check_inputs(x, N, K=1, temperature=1.0, top_k=None, top_p=None):
 
 def check_vocab(p, q):
     if p.shape[-1] != q.shape[-1]:
-        raise ValueError(f"draft and target disagree on the vocabulary ({p.shape[-1]} vs {q.shape[-1]} tokens): "
-                         "speculative decoding needs one shared tokenizer")
+        raise ValueError(f"draft and target disagree on the vocabulary ({p.shape[-1]} vs "
+                         f"{q.shape[-1]} tokens): speculative decoding needs one shared tokenizer")

@@ -1,6 +1,6 @@
-"""Sequoia: the token tree that maximises expected accepted tokens, drawn without replacement (Chen et al. 2024,
-"Sequoia: Scalable, Robust, and Hardware-aware Speculative Decoding", arXiv:2402.12374, sections 3.1 to 3.3).
-Shapes: V n_vocab, m = n - 1 draft nodes, K = length of the acceptance vector.
+"""Sequoia: the token tree that maximises expected accepted tokens, drawn without replacement (Chen
+et al. 2024, "Sequoia: Scalable, Robust, and Hardware-aware Speculative Decoding", arXiv:2402.12374,
+sections 3.1 to 3.3). Shapes: V n_vocab, m = n - 1 draft nodes, K = length of the acceptance vector.
 More: docs/algorithms.md (sequoia.py).
 """
 import numpy as np
@@ -10,9 +10,11 @@ from picospec.tree import depth as tree_depth, node_path, sort_choices, top_toke
 from picospec.verify import step_record, verify_distinct, verify_without_replacement
 
 def tree_value(choices, acceptance):
-    """Expected tokens per step of a tree under positional acceptance: 1 + sum over nodes of prod_j a_(r_j).
+    """Expected tokens per step of a tree under positional acceptance: 1 + sum over nodes of prod_j
+    a_(r_j).
     Example: choices [[0], [1], [0, 0]], a = (.6, .2) -> 1 + .6 + .2 + .36 = 2.16."""
-    a = list(acceptance) + [0.0] * max((max(c) + 1 for c in choices), default=0)  # ranks beyond K: never accepted
+    # ranks beyond K: never accepted
+    a = list(acceptance) + [0.0] * max((max(c) + 1 for c in choices), default=0)
     return 1.0 + sum(float(np.prod([a[r] for r in c])) for c in choices)
 
 
@@ -20,16 +22,19 @@ def sequoia_table(acceptance, n, d):
     """The dynamic program of section 3.1 for every size up to n and depth up to d -> (best,
     choice). More: docs/algorithms.md (sequoia.py, sequoia_table)."""
     a, K = [float(v) for v in acceptance], len(acceptance)
-    best = [[0.0, 1.0] + [-np.inf] * (n - 1)]  # depth 0: the root alone (s = 0 is the empty subtree)
+    # depth 0: the root alone (s = 0 is the empty subtree)
+    best = [[0.0, 1.0] + [-np.inf] * (n - 1)]
     choice = [None]
     for level in range(1, d + 1):
         below = best[level - 1]  # the children's subtrees are one level shallower
-        split = [[0.0] + [-np.inf] * n for _ in range(K + 1)]  # split[K][s > 0]: no rank left for s nodes
+        # split[K][s > 0]: no rank left for s nodes
+        split = [[0.0] + [-np.inf] * n for _ in range(K + 1)]
         take = [[0] * (n + 1) for _ in range(K + 1)]
         for j in range(K - 1, -1, -1):
             for s in range(1, n + 1):
                 # child j takes t >= 1 nodes, the children of later ranks the other s - t
-                options = [(a[j] * below[t] + split[j + 1][s - t] if below[t] > -np.inf else -np.inf, t)
+                options = [(a[j] * below[t] + split[j + 1][s - t] if below[t] > -np.inf
+                            else -np.inf, t)
                            for t in range(1, s + 1)]
                 split[j][s], take[j][s] = max(options, key=lambda o: o[0])
         best.append([0.0] + [1.0 + split[0][s - 1] for s in range(1, n + 1)])
@@ -38,18 +43,20 @@ def sequoia_table(acceptance, n, d):
 
 
 def sequoia_tree(acceptance, n, d):
-    """The tree of n nodes (root included) and depth <= d with the largest expected tokens per step under positional
-    acceptance -> (choices, value). Example: a = (.8, .1), n = 3, d = 2 -> ([[0], [0, 0]], 2.44): the chain
-    (1 + .8 + .8 * .8) beats two children of the root ([[0], [1]]: 1 + .8 + .1 = 1.9)."""
+    """The tree of n nodes (root included) and depth <= d with the largest expected tokens per step
+    under positional acceptance -> (choices, value). Example: a = (.8, .1), n = 3, d = 2 -> ([[0],
+    [0, 0]], 2.44): the chain (1 + .8 + .8 * .8) beats two children of the root ([[0], [1]]: 1 + .8
+    + .1 = 1.9)."""
     best, choice = sequoia_table(acceptance, n, d)
     if best[d][n] == -np.inf:
-        raise ValueError(f"no tree of {n} nodes has depth <= {d} with at most {len(acceptance)} children per node: "
-                         f"raise the depth or give a longer acceptance vector")
+        raise ValueError(f"no tree of {n} nodes has depth <= {d} with at most {len(acceptance)} "
+                         f"children per node: raise the depth or give a longer acceptance vector")
     return build_choices(choice, n, d), best[d][n]
 
 
 def build_choices(choice, n, d, prefix=()):
-    """The choices of the best tree of n nodes and depth <= d, read back from the dynamic program's table."""
+    """The choices of the best tree of n nodes and depth <= d, read back from the dynamic program's
+    table."""
     out, s, j = [], n - 1, 0
     while s > 0:
         t = choice[d][j][s]
@@ -60,23 +67,27 @@ def build_choices(choice, n, d, prefix=()):
 
 
 def all_trees(n, d):
-    """Every tree of n nodes (root included) and depth <= d, as choices: the brute-force search the dynamic program
-    is checked against (n = 8: 429 trees when d >= 7, the Catalan number C(7))."""
+    """Every tree of n nodes (root included) and depth <= d, as choices: the brute-force search the
+    dynamic program is checked against (n = 8: 429 trees when d >= 7, the Catalan number C(7))."""
     if n == 1:
         yield []
         return
     if d == 0:
         return
-    for first in range(1, n):  # the first child's subtree takes `first` nodes, later children the rest
+    # the first child's subtree takes `first` nodes, later children the rest
+    for first in range(1, n):
         for sub in all_trees(first, d - 1):
             for rest in all_trees(n - first, d):
-                shifted = [[c[0] + 1] + c[1:] for c in rest]  # the rest's children become ranks 1, 2, ..
+                # the rest's children become ranks 1, 2, ..
+                shifted = [[c[0] + 1] + c[1:] for c in rest]
                 yield [list(c) for c in sort_choices([[0]] + [[0] + c for c in sub] + shifted)]
 
 
 def choose_size(acceptance, verify_cost, draft_cost, max_depth):
-    """Section 3.3, the hardware-aware size: the n and d that maximise c(n, d) / (verify_cost[n - 1] + draft_cost
-    * nodes with children) -> (n, d, modelled speedup, choices). More: docs/algorithms.md (sequoia.py)."""
+    """Section 3.3, the hardware-aware size: the n and d that maximise c(n, d) / (verify_cost[n - 1]
+    + draft_cost
+    * nodes with children) -> (n, d, modelled speedup, choices). More: docs/algorithms.md
+      (sequoia.py)."""
     best, choice = sequoia_table(acceptance, len(verify_cost), max_depth)
     top = None
     for n in range(2, len(verify_cost) + 1):
@@ -84,7 +95,8 @@ def choose_size(acceptance, verify_cost, draft_cost, max_depth):
             if best[d][n] == -np.inf:
                 continue
             choices = build_choices(choice, n, d)
-            internal = len({tuple(c[:-1]) for c in choices})  # nodes with children, the root included
+            # nodes with children, the root included
+            internal = len({tuple(c[:-1]) for c in choices})
             speedup = best[d][n] / (verify_cost[n - 1] + draft_cost * internal)
             if top is None or speedup > top[2] + 1e-12:
                 top = (n, d, speedup, choices)
@@ -92,11 +104,13 @@ def choose_size(acceptance, verify_cost, draft_cost, max_depth):
 
 
 def without_replacement(p, k, rng):
-    """k distinct tokens from p [V]: the first drawn from p, each next from p with those drawn removed (at most the
-    number of tokens with p > 0). Example: p = [0, 1, 0] -> [1] whatever k is."""
+    """k distinct tokens from p [V]: the first drawn from p, each next from p with those drawn
+    removed (at most the number of tokens with p > 0). Example: p = [0, 1, 0] -> [1] whatever k
+    is."""
     p, picks = np.array(p), []
     for _ in range(min(k, int(np.count_nonzero(p)))):
-        picks.append(sample(p, rng))  # sample() renormalises: a draw from norm(p) with the earlier picks removed
+        # sample() renormalises: a draw from norm(p) with the earlier picks removed
+        picks.append(sample(p, rng))
         p[picks[-1]] = 0
     return picks
 
@@ -111,15 +125,17 @@ def child_counts(choices):
 
 
 def draft_children(p, k, rng, greedy, **sampling_options):
-    """k children from the draft's law p [V] after a node -> (tokens, the law they are judged against):
-    without replacement from the warped law, or its top k when greedy (fewer when fewer tokens have p > 0)."""
+    """k children from the draft's law p [V] after a node -> (tokens, the law they are judged
+    against): without replacement from the warped law, or its top k when greedy (fewer when fewer
+    tokens have p > 0)."""
     law = p if greedy else warp(p, **sampling_options)
     return (top_tokens(law, k) if greedy else without_replacement(law, k, rng)), law
 
 
 def draw_tree(draft, x, choices, rng, greedy, **sampling_options):
-    """Step 1: fill the tree's shape with tokens, parents first: each node asks the draft once and draws as many
-    children as the shape gives it. -> tokens, parents, P [m, V] (the law each node was drawn from)."""
+    """Step 1: fill the tree's shape with tokens, parents first: each node asks the draft once and
+    draws as many children as the shape gives it. -> tokens, parents, P [m, V] (the law each node
+    was drawn from)."""
     tokens, parents, P, node = [], [], [], {(): -1}  # node: rank path -> tree node (the root: -1)
     for c, k in child_counts(choices).items():
         if c in node:  # a rank the draft's law could not fill is left out with its subtree
@@ -134,8 +150,8 @@ def draw_tree(draft, x, choices, rng, greedy, **sampling_options):
 
 
 def verify_filled(tokens, parents, P, Q, rng, greedy, **sampling_options):
-    """Step 3 on the target's probs [1 + m, V] -> (path, token, origin): verification without replacement (exact
-    match at temperature 0)."""
+    """Step 3 on the target's probs [1 + m, V] -> (path, token, origin): verification without
+    replacement (exact match at temperature 0)."""
     Q = warp(Q, **sampling_options)
     if P:
         check_vocab(P[0], Q)
@@ -145,9 +161,10 @@ def verify_filled(tokens, parents, P, Q, rng, greedy, **sampling_options):
 
 
 def check_sequoia(acceptance, nodes, depth):
-    if len(acceptance) == 0 or any(not 0 <= a <= 1 for a in acceptance) or sum(acceptance) > 1 + 1e-6:
-        raise ValueError(f"acceptance must be probabilities of the 1st, 2nd, .. child being accepted (each in [0, 1], "
-                         f"summing to at most 1); got {acceptance}")
+    if len(acceptance) == 0 or any(not 0 <= a <= 1
+                                   for a in acceptance) or sum(acceptance) > 1 + 1e-6:
+        raise ValueError(f"acceptance must be probabilities of the 1st, 2nd, .. child being "
+                         f"accepted (each in [0, 1], summing to at most 1); got {acceptance}")
     for name, value in [("nodes", nodes), ("depth", depth)]:
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value}")
@@ -163,7 +180,8 @@ def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, 
     choices, _ = sequoia_tree(acceptance, nodes + 1, depth)
     x, T = [int(t) for t in x], len(x) + N
     while len(x) < T:
-        # Step 1: the dynamic program's tree, no deeper than the tokens still needed minus one, filled by the draft
+        # Step 1: the dynamic program's tree, no deeper than the tokens still needed minus one,
+        # filled by the draft
         shape = [c for c in choices if len(c) <= T - len(x) - 1]
         tokens, parents, P = draw_tree(draft, x, shape, rng, greedy, **sampling_options)
         # Step 2: one tree-attention forward of the target scores every node
@@ -174,6 +192,6 @@ def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, 
         new = [tokens[i] for i in path] + [int(token)]
         x.extend(new)
         if stats is not None:
-            stats.append(step_record(new, ["draft"] * len(path) + [origin], drafted=tree_depth(parents),
-                                     nodes=len(tokens)))
+            stats.append(step_record(new, ["draft"] * len(path) + [origin],
+                                     drafted=tree_depth(parents), nodes=len(tokens)))
     return x

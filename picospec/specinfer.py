@@ -1,7 +1,7 @@
-"""SpecInfer: a token tree from draft samples, scored in one tree-attention forward, verified by multi-step
-speculative sampling (Miao et al. 2024, "SpecInfer: Accelerating Large Language Model Serving with Tree-based
-Speculative Inference and Verification", arXiv:2305.09781, sections 3 and 4).
-Shapes: V n_vocab, m tree nodes.
+"""SpecInfer: a token tree from draft samples, scored in one tree-attention forward, verified by
+multi-step speculative sampling (Miao et al. 2024, "SpecInfer: Accelerating Large Language Model
+Serving with Tree-based Speculative Inference and Verification", arXiv:2305.09781, sections 3 and
+4). Shapes: V n_vocab, m tree nodes.
 More: docs/algorithms.md (specinfer.py).
 """
 import numpy as np
@@ -12,8 +12,9 @@ from picospec.verify import step_record, verify_distinct, verify_iid
 
 
 def sample_children(trie, node, p, k, rng, greedy, reached, **sampling_options):
-    """One node's k children drawn from the draft's law p [V] after it (i.i.d. samples of warped p, or the top k
-    tokens when greedy) into `trie`; the nodes they land on are added to `reached` (once each)."""
+    """One node's k children drawn from the draft's law p [V] after it (i.i.d. samples of warped p,
+    or the top k tokens when greedy) into `trie`; the nodes they land on are added to `reached`
+    (once each)."""
     if greedy:
         picks = top_tokens(p, k)
     else:
@@ -26,20 +27,23 @@ def sample_children(trie, node, p, k, rng, greedy, reached, **sampling_options):
 
 
 def grow(draft, x, expansion, trie, rng, greedy, **sampling_options):
-    """Expansion-based construction for one draft, merged into `trie`: at step i every node of depth i - 1 that this
-    draft reached gets k_i = expansion[i - 1] children (i.i.d. samples, or the top k_i tokens when greedy)."""
+    """Expansion-based construction for one draft, merged into `trie`: at step i every node of depth
+    i - 1 that this draft reached gets k_i = expansion[i - 1] children (i.i.d. samples, or the top
+    k_i tokens when greedy)."""
     frontier = [-1]  # the nodes this draft reached at the previous depth (-1: the root)
     for k in expansion:
         reached = []
         for node in frontier:
-            p = draft(x + node_path(trie.tokens, trie.parents, node))[-1]  # [V] the draft's law after the node
+            # [V] the draft's law after the node
+            p = draft(x + node_path(trie.tokens, trie.parents, node))[-1]
             sample_children(trie, node, p, k, rng, greedy, reached, **sampling_options)
         frontier = reached
     return trie
 
 
 def verify_trie(trie, Q, rng, greedy, **sampling_options):
-    """Step 3 on the target's probs [1 + m, V] at the root and every node of the trie -> (path, token, origin)."""
+    """Step 3 on the target's probs [1 + m, V] at the root and every node of the trie -> (path,
+    token, origin)."""
     Q = warp(Q, **sampling_options)
     if trie.laws:
         check_vocab(trie.laws[0], Q)
@@ -50,11 +54,12 @@ def verify_trie(trie, Q, rng, greedy, **sampling_options):
 
 def check_expansion(expansion):
     if len(expansion) == 0 or any(int(k) != k or k < 1 for k in expansion):
-        raise ValueError(f"expansion must be positive integers like (1, 1, 3, 1): children per node at each depth; "
-                         f"got {expansion}")
+        raise ValueError(f"expansion must be positive integers like (1, 1, 3, 1): children per "
+                         f"node at each depth; got {expansion}")
 
 
-def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None, **sampling_options):
+def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None,
+                       **sampling_options):
     """x followed by N tokens distributed as sampling from the warped target (greedy decoding at
     temperature 0). More: docs/algorithms.md (specinfer.py, specinfer_decoding)."""
     check_inputs(x, N, **sampling_options)
@@ -63,13 +68,15 @@ def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None
     greedy = sampling_options.get("temperature", 1.0) == 0
     x, T = [int(t) for t in x], len(x) + N
     while len(x) < T:
-        # Step 1: every draft grows its tree from the expansion configuration, no deeper than the tokens still needed
-        # minus one; the trees merge into one trie that keeps every draw and its law
+        # Step 1: every draft grows its tree from the expansion configuration, no deeper than the
+        # tokens still needed minus one; the trees merge into one trie that keeps every draw and its
+        # law
         trie = DrawTrie()
         for model in drafts:
             grow(model, x, expansion[:T - len(x) - 1], trie, rng, greedy, **sampling_options)
         tokens, parents = trie.tokens, trie.parents
-        # Step 2: one tree-attention forward of the target scores the root's successor and every node's successor
+        # Step 2: one tree-attention forward of the target scores the root's successor and every
+        # node's successor
         Q = target.tree(x, tokens, parents, probs=True)  # [1 + m, V]
         # Step 3: multi-step speculative sampling over the draws (exact match at temperature 0)
         path, token, origin = verify_trie(trie, Q, rng, greedy, **sampling_options)
@@ -77,5 +84,6 @@ def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None
         new = [tokens[i] for i in path] + [int(token)]
         x.extend(new)
         if stats is not None:
-            stats.append(step_record(new, ["draft"] * len(path) + [origin], drafted=depth(parents), nodes=len(tokens)))
+            stats.append(step_record(new, ["draft"] * len(path) + [origin], drafted=depth(parents),
+                                     nodes=len(tokens)))
     return x

@@ -34,7 +34,8 @@ def optimal_K(alpha, c, K_max=32):
 
 
 def estimate_alpha(draft_model, target_model, x, **sampling_options):
-    """Mean over the positions of x of sum_v min(p, q), the warped draft and target distributions after each prefix."""
+    """Mean over the positions of x of sum_v min(p, q), the warped draft and target distributions
+    after each prefix."""
     n = len(x) - 1
     p = warp(draft_model(x[:-1], n), **sampling_options)  # [n, V]
     q = warp(target_model(x[:-1], n), **sampling_options)  # [n, V]
@@ -62,18 +63,21 @@ def greedy_walk(agree, K, confidence=None, gamma=0.0):
 
 
 def walk_speedup(walks, c, v):
-    """Walltime improvement over one target call per token of greedy walks (one per sequence, each after the target's
-    first token): c = a draft call's time, v(k) = the target's call on k drafts + 1, both over a 1-token target call.
+    """Walltime improvement over one target call per token of greedy walks (one per sequence, each
+    after the target's first token): c = a draft call's time, v(k) = the target's call on k drafts +
+    1, both over a 1-token target call.
 
-    Example: the walk above with c = 0.25, v(k) = 1: 6 tokens in 1 + (2 c + 1) + (c + 1) = 3.75 calls' time -> 1.6.
+    Example: the walk above with c = 0.25, v(k) = 1: 6 tokens in 1 + (2 c + 1) + (c + 1) = 3.75
+    calls' time -> 1.6.
     """
     tokens = sum(1 + sum(n + 1 for _, n in steps) for steps in walks)
     return tokens / sum(1 + sum(k * c + v(k) for k, _ in steps) for steps in walks)
 
 
 def expected_tokens_chain(alphas):
-    """E[tokens per target call] when draft t is accepted with probability alphas[t] once the drafts before it were:
-    sum over j = 0..K of alphas[0] ... alphas[j-1]. Equal alphas give Leviathan's Eq. 1.
+    """E[tokens per target call] when draft t is accepted with probability alphas[t] once the drafts
+    before it were: sum over j = 0..K of alphas[0] ... alphas[j-1]. Equal alphas give Leviathan's
+    Eq. 1.
 
     Example: alphas = [0.5, 0.5] -> 1 + 0.5 + 0.25 = 1.75, as expected_tokens_per_call(0.5, 2).
     """
@@ -91,7 +95,8 @@ def steps_to_draft(m, alpha, k):
     steps, drafts = [0.0], [0.0]  # index: tokens still to make
     for left in range(1, m + 1):
         kk = min(k, left - 1)
-        probs = [alpha ** n * (1 - alpha) for n in range(kk)] + [alpha ** kk]  # P(n drafts kept), n = 0..kk
+        # P(n drafts kept), n = 0..kk
+        probs = [alpha ** n * (1 - alpha) for n in range(kk)] + [alpha ** kk]
         steps.append(1 + sum(p * steps[max(0, left - n - 1)] for n, p in enumerate(probs)))
         drafts.append(kk + sum(p * drafts[max(0, left - n - 1)] for n, p in enumerate(probs)))
     return steps[m], drafts[m]

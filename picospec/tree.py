@@ -18,16 +18,19 @@ def check_choices(choices, n_heads=None, topk=None):
     for c in choices:
         c = tuple(c)
         if len(c) == 0:
-            raise ValueError("medusa_choices holds an empty path; the root is implicit, list only nodes below it")
+            raise ValueError("medusa_choices holds an empty path; the root is implicit, list only "
+                             "nodes below it")
         if c in seen:
             raise ValueError(f"medusa_choices lists node {list(c)} twice")
         if any(int(r) != r or r < 0 for r in c):
             raise ValueError(f"node {list(c)}: ranks must be non-negative integers")
         if n_heads is not None and len(c) > n_heads:
-            raise ValueError(f"node {list(c)} has depth {len(c)} but there are only {n_heads} heads: one head per level")
+            raise ValueError(f"node {list(c)} has depth {len(c)} but there are only {n_heads} "
+                             f"heads: one head per level")
         if topk is not None and max(c) >= topk:
-            raise ValueError(f"node {list(c)} asks for candidate rank {max(c)} but each head offers only topk = "
-                             f"{topk} candidates (ranks 0..{topk - 1}): raise topk or use smaller ranks")
+            raise ValueError(f"node {list(c)} asks for candidate rank {max(c)} but each head "
+                             f"offers only topk = {topk} candidates (ranks 0..{topk - 1}): raise "
+                             f"topk or use smaller ranks")
         seen.add(c)
     for c in seen:
         if len(c) > 1 and c[:-1] not in seen:
@@ -42,7 +45,8 @@ def medusa_buffers(choices, topk=10, n_heads=None):
     n = len(nodes) + 1
     tree_indices = np.array([0] + [1 + (len(c) - 1) * topk + c[-1] for c in nodes], dtype=np.int64)
     position_ids = np.array([0] + [len(c) for c in nodes], dtype=np.int64)
-    parents = [index.get(c[:-1], 0) - 1 for c in nodes]  # engine convention: node i is row i + 1, -1 the root
+    # engine convention: node i is row i + 1, -1 the root
+    parents = [index.get(c[:-1], 0) - 1 for c in nodes]
     attn_mask = np.eye(n, dtype=bool)
     attn_mask[:, 0] = True
     for c in nodes:
@@ -53,15 +57,19 @@ def medusa_buffers(choices, topk=10, n_heads=None):
     retrieve = np.full((len(leaves), depth + 1), -1, dtype=np.int64)
     for row, leaf in enumerate(reversed(leaves)):  # the article's order: the last leaf first
         retrieve[row, :len(leaf) + 1] = [0] + [index[leaf[:d]] for d in range(1, len(leaf) + 1)]
-    return {"tree_indices": tree_indices, "position_ids": position_ids, "retrieve_indices": retrieve,
+    return {"tree_indices": tree_indices, "position_ids": position_ids,
+            "retrieve_indices": retrieve,
             "attn_mask": attn_mask, "parents": parents, "nodes": nodes}
 
 
 def trie(sequences):
-    """Merge token sequences on shared prefixes -> (tokens, parents, counts): a node per distinct prefix.
+    """Merge token sequences on shared prefixes -> (tokens, parents, counts): a node per distinct
+    prefix.
 
-    parents[i] < i, -1 below the current last token; counts[i] = how many sequences pass through node i.
-    Example: trie([[5, 6], [5, 7], [8]]) -> tokens [5, 6, 7, 8], parents [-1, 0, 0, -1], counts [2, 1, 1, 1].
+    parents[i] < i, -1 below the current last token; counts[i] = how many sequences pass through
+    node i.
+    Example: trie([[5, 6], [5, 7], [8]]) -> tokens [5, 6, 7, 8], parents [-1, 0, 0, -1], counts [2,
+    1, 1, 1].
     """
     tokens, parents, counts, child = [], [], [], {}
     for seq in sequences:
@@ -79,13 +87,14 @@ def trie(sequences):
 
 
 def prune(tokens, parents, counts, budget):
-    """Keep the `budget` most frequent nodes, shallower first on ties (a node is never rarer than its child and is
-    shallower, so the kept nodes form a subtree)."""
+    """Keep the `budget` most frequent nodes, shallower first on ties (a node is never rarer than
+    its child and is shallower, so the kept nodes form a subtree)."""
     depth = []
     for p in parents:
         depth.append(depth[p] + 1 if p >= 0 else 1)
     order = sorted(range(len(tokens)), key=lambda i: (-counts[i], depth[i], i))[:budget]
-    keep = sorted(order)  # parents come before children in a trie, and a kept node's parent is kept too
+    # parents come before children in a trie, and a kept node's parent is kept too
+    keep = sorted(order)
     new = {old: i for i, old in enumerate(keep)}
     return [tokens[i] for i in keep], [new[parents[i]] if parents[i] >= 0 else -1 for i in keep], \
         [counts[i] for i in keep]
@@ -109,9 +118,10 @@ def depth(parents):
 
 
 def greedy_path(tokens, parents, logits):
-    """Exact-match verification of a tree at temperature 0: the longest path whose every token is the argmax of
-    its parent's row. logits [1 + m, V] as from model.tree(): row 0 after the root, row 1 + i after node i.
-    -> (path: node indices, next token: argmax after the path's last node)."""
+    """Exact-match verification of a tree at temperature 0: the longest path whose every token is
+    the argmax of its parent's row. logits [1 + m, V] as from model.tree(): row 0 after the root,
+    row 1 + i after node i. -> (path: node indices, next token: argmax after the path's last
+    node)."""
     kids, node, path = children(parents), -1, []
     while True:
         best = int(np.argmax(logits[node + 1]))
@@ -136,14 +146,16 @@ def paths(parents):
 
 
 def expected_length(values):
-    """Expected tokens per step of a tree whose node i is accepted with probability values[i] (the product of
-    per-level acceptance along its path, as in Medusa's sparse-tree construction): 1 (the root's bonus) + sum."""
+    """Expected tokens per step of a tree whose node i is accepted with probability values[i] (the
+    product of per-level acceptance along its path, as in Medusa's sparse-tree construction): 1 (the
+    root's bonus) + sum."""
     return 1.0 + float(np.sum(values))
 
 
 def sparse_tree(accuracy, budget):
-    """Medusa's sparse tree: the `budget` nodes of largest expected gain under accuracy [depth, ranks] (P(rank r
-    is right at depth d)) -> (choices, expected tokens per step). More: docs/algorithms.md (tree.py)."""
+    """Medusa's sparse tree: the `budget` nodes of largest expected gain under accuracy [depth,
+    ranks] (P(rank r is right at depth d)) -> (choices, expected tokens per step). More:
+    docs/algorithms.md (tree.py)."""
     accuracy = np.asarray(accuracy, dtype=np.float64)
     n_heads, topk = accuracy.shape
     frontier = {(r,): accuracy[0, r] for r in range(topk)}
@@ -155,7 +167,8 @@ def sparse_tree(accuracy, budget):
         if len(node) < n_heads:
             for r in range(topk):
                 frontier[node + (r,)] = value * accuracy[len(node), r]
-    return [list(c) for c in sort_choices(c for c, _ in chosen)], expected_length([v for _, v in chosen])
+    return [list(c)
+            for c in sort_choices(c for c, _ in chosen)], expected_length([v for _, v in chosen])
 
 
 def node_path(tokens, parents, node):
@@ -169,14 +182,18 @@ def node_path(tokens, parents, node):
 
 
 def subtree(tokens, parents, nodes):
-    """The listed nodes as a tree of their own, each one's parent listed before it (or the root) -> (tokens, parents)
-    re-indexed by place in `nodes`. Example: subtree([5, 6, 7], [-1, 0, 0], [0, 2]) -> ([5, 7], [-1, 0])."""
-    return [tokens[i] for i in nodes], [nodes.index(parents[i]) if parents[i] >= 0 else -1 for i in nodes]
+    """The listed nodes as a tree of their own, each one's parent listed before it (or the root) ->
+    (tokens, parents) re-indexed by place in `nodes`. Example: subtree([5, 6, 7], [-1, 0, 0], [0,
+    2]) -> ([5, 7], [-1, 0])."""
+    return [tokens[i] for i in nodes], [nodes.index(parents[i]) if parents[i] >= 0 else -1
+                                        for i in nodes]
 
 
 def ancestor_mask(parents):
-    """Tree attention over m nodes -> [m, m] bool: node i sees node j when j is i or an ancestor of i.
-    Example: parents [-1, 0, 0] -> rows [1, 0, 0], [1, 1, 0], [1, 0, 1]: the siblings 1 and 2 never see each other."""
+    """Tree attention over m nodes -> [m, m] bool: node i sees node j when j is i or an ancestor of
+    i.
+    Example: parents [-1, 0, 0] -> rows [1, 0, 0], [1, 1, 0], [1, 0, 1]: the siblings 1 and 2 never
+    see each other."""
     mask = np.eye(len(parents), dtype=bool)  # [m, m]
     for i, parent in enumerate(parents):
         if parent >= 0:
@@ -185,20 +202,23 @@ def ancestor_mask(parents):
 
 
 def top_ranked(scores, k):
-    """The k highest-scoring tokens of scores [V] (probabilities, logits or log-probabilities), highest first, ties to
-    the lower id; np.partition finds the k-th largest value without sorting all V.
+    """The k highest-scoring tokens of scores [V] (probabilities, logits or log-probabilities),
+    highest first, ties to the lower id; np.partition finds the k-th largest value without sorting
+    all V.
     Example: top_ranked([.1, .7, .2], 2) -> [1, 2]."""
     scores = np.asarray(scores)
     if k >= len(scores):
         return [int(t) for t in np.argsort(-scores, kind="stable")]
     cut = np.partition(scores, len(scores) - k)[len(scores) - k]  # the k-th largest value
     above = np.flatnonzero(scores > cut)
-    chosen = np.concatenate([above, np.flatnonzero(scores == cut)[:k - len(above)]])  # ids ascending in each part
+    # ids ascending in each part
+    chosen = np.concatenate([above, np.flatnonzero(scores == cut)[:k - len(above)]])
     return [int(t) for t in chosen[np.argsort(-scores[chosen], kind="stable")]]
 
 
 def top_tokens(p, k):
-    """The k most likely tokens of p [V], most likely first, ties to the lower id (at most the tokens with p > 0).
+    """The k most likely tokens of p [V], most likely first, ties to the lower id (at most the
+    tokens with p > 0).
     Example: top_tokens([.1, .5, .0, .4], 3) -> [1, 3, 0]."""
     return [t for t in top_ranked(p, k) if p[t] > 0]
 

@@ -28,10 +28,13 @@ from micro import random_gpt2
 MARGIN = 1e-5
 V, N = 3, 5
 HP, PARAMS = random_gpt2(n_vocab=V, n_ctx=16, n_embd=8, n_head=2, n_layer=2, seed=7, scale=0.6)
-PROMPTS = [[0, 1, 2, 0, 1], [2, 2], [1, 0, 1, 0]]  # each repeats itself, so drafts are found (of different lengths)
+# each repeats itself, so drafts are found (of different lengths)
+PROMPTS = [[0, 1, 2, 0, 1], [2, 2], [1, 0, 1, 0]]
 ROWS = PROMPTS * 16  # the micro rows: 48, each with its own generator
-# for the rows-equal-alone tests on the built-in models: texts of different lengths, so rows go ragged
-TEXTS = ["def add(a, b):", "import os", "class Node:\n    def __init__(self", "x", "for i in range(10):"]
+# for the rows-equal-alone tests on the built-in models: texts of different lengths, so rows go
+# ragged
+TEXTS = ["def add(a, b):", "import os", "class Node:\n    def __init__(self", "x",
+         "for i in range(10):"]
 
 
 def micro():
@@ -41,7 +44,8 @@ def micro():
 
 @functools.cache
 def model(name):
-    """-> (model, encoder) of a built-in model, loaded once per test session (reset() it before use)."""
+    """-> (model, encoder) of a built-in model, loaded once per test session (reset() it before
+    use)."""
     return load_model(name)
 
 
@@ -106,7 +110,8 @@ def check_records(stats, finished=True):
     assert any(len({a for a in s["accepted"] if a >= 0}) > 1 for s in stats)
     assert not finished or any(-1 in s["accepted"] for s in stats)
     for s in stats:
-        assert all(a == len(t) - 1 if a >= 0 else t == [] for a, t in zip(s["accepted"], s["tokens"]))
+        assert all(a == len(t) - 1 if a >= 0 else t == [] for a,
+                   t in zip(s["accepted"], s["tokens"]))
 
 
 @functools.cache

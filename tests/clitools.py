@@ -1,5 +1,6 @@
-"""Run a command as a user does and hold it to the door's promise for a mistake: a non-zero exit, one line on stderr
-that matches what was wrong, no traceback, no file left behind, and (for a mistake in the options) no time spent.
+"""Run a command as a user does and hold it to the door's promise for a mistake: a non-zero exit,
+one line on stderr that matches what was wrong, no traceback, no file left behind, and (for a
+mistake in the options) no time spent.
 
     r = run_cli(["main.py", "--temprature", "0.8"], tmp_path)
     assert_refused(r, "did you mean --temperature", tmp_path)
@@ -22,13 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(args, cwd, stdin=None, env=None, timeout=120):
-    """python ARGS in folder cwd (a fresh tmp_path, so new files are seen), offline, with the checkout importable."""
+    """python ARGS in folder cwd (a fresh tmp_path, so new files are seen), offline, with the
+    checkout importable."""
     args = [str(ROOT / a) if i == 0 and a.endswith(".py") else a for i, a in enumerate(args)]
-    environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
+    environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT),
+                   "PICOSPEC_OFFLINE": "1",
                    "PICOSPEC_CACHE": str(Path(cwd) / ".cache"), "HOME": str(cwd), **(env or {})}
     start = time.perf_counter()
-    r = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                       env=environment, input=stdin)
+    r = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
+                       timeout=timeout, env=environment, input=stdin)
     r.seconds = time.perf_counter() - start
     return r
 
@@ -38,24 +41,29 @@ class _Stdin(io.TextIOWrapper):
 
 
 def blas_threads():
-    return min((i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"), default=1)
+    return min((i["num_threads"] for i in threadpoolctl.threadpool_info()
+                if i["user_api"] == "blas"), default=1)
 
 
 def run_here(args, cwd, stdin=None, env=None, timeout=None):
-    """run_cli's command, run inside this process (runpy as `python -m` / `python FILE` would), the same result
-    fields (returncode, stdout, stderr, seconds) and the same surroundings: the folder, offline, the cache and home
-    in cwd. An exception that escapes the door is written to stderr as a traceback, as Python would."""
-    args = [os.fsdecode(a) for a in args]  # bytes -> str with surrogate escapes, as Python's own argv decoding
+    """run_cli's command, run inside this process (runpy as `python -m` / `python FILE` would), the
+    same result fields (returncode, stdout, stderr, seconds) and the same surroundings: the folder,
+    offline, the cache and home in cwd. An exception that escapes the door is written to stderr as a
+    traceback, as Python would."""
+    # bytes -> str with surrogate escapes, as Python's own argv decoding
+    args = [os.fsdecode(a) for a in args]
     saved = os.getcwd(), dict(os.environ), sys.argv[:], sys.stdin, blas_threads()
     out, err = io.StringIO(), io.StringIO()
-    os.environ.update({"PICOSPEC_OFFLINE": "1", "PICOSPEC_CACHE": str(Path(cwd) / ".cache"), "HOME": str(cwd),
-                       **(env or {})})
+    os.environ.update({"PICOSPEC_OFFLINE": "1", "PICOSPEC_CACHE": str(Path(cwd) / ".cache"),
+                       "HOME": str(cwd), **(env or {})})
     os.chdir(cwd)
     sys.stdin = _Stdin(io.BytesIO((stdin or "").encode()), encoding="utf-8")
     start, code = time.perf_counter(), 0
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # runpy: the module was imported before, by a test
+        with (contextlib.redirect_stdout(out), contextlib.redirect_stderr(err),
+              warnings.catch_warnings()):
+            # runpy: the module was imported before, by a test
+            warnings.simplefilter("ignore", RuntimeWarning)
             try:
                 if args[0] == "-m":
                     sys.argv = [args[1], *args[2:]]
@@ -67,7 +75,7 @@ def run_here(args, cwd, stdin=None, env=None, timeout=None):
                 code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
                 if isinstance(e.code, str):
                     print(e.code, file=sys.stderr)
-            except BaseException:  # noqa: BLE001: a bug past the door, shown as Python shows it
+            except BaseException:  # a bug past the door, shown as Python shows it
                 traceback.print_exc()
                 code = 1
     finally:
@@ -75,7 +83,8 @@ def run_here(args, cwd, stdin=None, env=None, timeout=None):
         os.environ.clear()
         os.environ.update(saved[1])
         sys.argv, sys.stdin = saved[2], saved[3]
-        threadpoolctl.threadpool_limits(saved[4], user_api="blas")  # main.py applies its thread policy
+        # main.py applies its thread policy
+        threadpoolctl.threadpool_limits(saved[4], user_api="blas")
     result = subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
     result.seconds = time.perf_counter() - start
     return result
@@ -93,15 +102,18 @@ def assert_refused(r, pattern, cwd=None, before=(), max_seconds=None):
     assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}: {r.stderr[-800:]}"
     assert re.search(pattern, lines[0]), f"{pattern!r} not in {lines[0]!r}"
     if cwd is not None:
-        assert files_under(cwd) == sorted(before), f"files left behind: {set(files_under(cwd)) - set(before)}"
+        assert files_under(cwd) == sorted(before), (f"files left behind: "
+                                                    f"{set(files_under(cwd)) - set(before)}")
     if max_seconds is not None:
-        assert r.seconds < max_seconds, f"took {r.seconds:.1f} s: the options should be refused before any work"
+        assert r.seconds < max_seconds, (f"took {r.seconds:.1f} s: the options should be refused "
+                                         f"before any work")
 
 
 def sigint_as_in_a_terminal():
-    """Popen(preexec_fn=...) for a test that sends Ctrl-C: a suite started in the background of a non-interactive
-    shell (`bash .ci/run &`) passes SIGINT on ignored, and Python keeps an inherited SIG_IGN; a user's terminal does
-    not. The child gets the default disposition, so Python installs its KeyboardInterrupt handler."""
+    """Popen(preexec_fn=...) for a test that sends Ctrl-C: a suite started in the background of a
+    non-interactive shell (`bash .ci/run &`) passes SIGINT on ignored, and Python keeps an inherited
+    SIG_IGN; a user's terminal does not. The child gets the default disposition, so Python installs
+    its KeyboardInterrupt handler."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)

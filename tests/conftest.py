@@ -1,16 +1,19 @@
-"""Shared test set-up: a deterministic hypothesis profile, so CI never flakes on a new random example; one BLAS thread,
-the policy gpt2/backend.py applies to every model below SMALL_MODEL (all the suite's models): on 2 shared cores (and
-with `-n 2`, two workers) the BLAS default spins threads over the tiny products and cost some tests 15x the CPU time
-(a test that sets its own count still does); the built-in models loaded once per test session."""
+"""Shared test set-up: a deterministic hypothesis profile, so CI never flakes on a new random
+example; one BLAS thread, the policy gpt2/backend.py applies to every model below SMALL_MODEL (all
+the suite's models): on 2 shared cores (and with `-n 2`, two workers) the BLAS default spins threads
+over the tiny products and cost some tests 15x the CPU time (a test that sets its own count still
+does); the built-in models loaded once per test session."""
 import os
 import sys
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # import gpt2/ and picospec/ from the checkout
+# import gpt2/ and picospec/ from the checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-settings.register_profile("ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", derandomize=True, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
@@ -23,8 +26,9 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def tiny_target():
-    """The shipped tiny-target engine and its tokenizer, loaded once per test session. The engine keeps a cache of the
-    last text it read and reuses only a matching prefix, so any test may decode any prompt with it."""
+    """The shipped tiny-target engine and its tokenizer, loaded once per test session. The engine
+    keeps a cache of the last text it read and reuses only a matching prefix, so any test may decode
+    any prompt with it."""
     from gpt2.load import load_model
 
     return load_model("tiny-target")

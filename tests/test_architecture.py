@@ -1,6 +1,7 @@
-"""The shape of the house (docs/architecture.md), read from the imports: picospec never imports gpt2 and its algorithm files
-import only numpy, the standard library and picospec's shared pieces; gpt2 never imports picospec; nothing imports
-main; every method file is a row of the table. The checker is shown to fail on deliberately broken copies."""
+"""The shape of the house (docs/architecture.md), read from the imports: picospec never imports gpt2
+and its algorithm files import only numpy, the standard library and picospec's shared pieces; gpt2
+never imports picospec; nothing imports main; every method file is a row of the table. The checker
+is shown to fail on deliberately broken copies."""
 import ast
 import json
 import shutil
@@ -14,18 +15,22 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = {"sampling", "verify", "tree"}
 # picospec modules that are not a row of the table
 NOT_METHODS = SHARED | {"__init__", "methods", "options", "theory"}
-# packages of picospec and the extra picospec pieces their modules use: the checker imports its own modules and the
-# batched sampler; a batched form imports batched/'s loops (and its own method's steps, checked by batched_imports)
+# packages of picospec and the extra picospec pieces their modules use: the checker imports its own
+# modules and the batched sampler; a batched form imports batched/'s loops (and its own method's
+# steps, checked by batched_imports)
 ALSO = {"check": {"check", "batched"}, "batched": {"batched"}}
 STDLIB = set(sys.stdlib_module_names)
 
 
 def imports(path):
-    """Top-level module names (and picospec submodules, as 'picospec.x') that a .py file or a notebook imports."""
+    """Top-level module names (and picospec submodules, as 'picospec.x') that a .py file or a
+    notebook imports."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".ipynb":
-        text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"] if c["cell_type"] == "code")
-        text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!")))
+        text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"]
+                         if c["cell_type"] == "code")
+        text = "\n".join(line for line in text.splitlines()
+                         if not line.lstrip().startswith(("%", "!")))
     names = set()
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
@@ -44,53 +49,64 @@ def imports(path):
 def violations(root):
     """Every broken rule in the tree at `root`, one line each."""
     root, found = Path(root), []
-    files = [p for p in root.rglob("*.py") if ".git" not in p.parts] + list((root / "notebooks").glob("*.ipynb"))
+    files = [p for p in root.rglob("*.py")
+             if ".git" not in p.parts] + list((root / "notebooks").glob("*.ipynb"))
     for path in files:
         rel, names = path.relative_to(root), imports(path)
         if "main" in names and rel.name != "main.py":
             found.append(f"{rel} imports main: nothing may import main")
         if rel.parts[0] == "gpt2" and names & {"picospec", "bench"}:
-            found.append(f"{rel} imports {sorted(names & {'picospec', 'bench'})}: gpt2 knows nothing of picospec")
+            found.append(f"{rel} imports {sorted(names & {'picospec', 'bench'})}: gpt2 knows "
+                         f"nothing of picospec")
         if rel.parts[0] == "picospec":
             if names & {"gpt2", "bench"}:
-                found.append(f"{rel} imports {sorted(names & {'gpt2', 'bench'})}: picospec never imports the engine")
+                found.append(f"{rel} imports {sorted(names & {'gpt2', 'bench'})}: picospec never "
+                             f"imports the engine")
             outside = {n for n in names if "." not in n} - STDLIB - {"numpy", "picospec"}
             if outside:
-                found.append(f"{rel} imports {sorted(outside)}: algorithm files import numpy and picospec only")
-            key = rel.parts[1] if len(rel.parts) > 2 else path.stem  # a package's modules share its rules
+                found.append(f"{rel} imports {sorted(outside)}: algorithm files import numpy and "
+                             f"picospec only")
+            # a package's modules share its rules
+            key = rel.parts[1] if len(rel.parts) > 2 else path.stem
             if key not in ("methods", "__init__"):
                 own = {n.split(".")[1] for n in names if n.startswith("picospec.")} - SHARED - {key}
                 own -= ALSO.get(key, set()) | ({path.stem} if key == "batched" else set())
                 if own:
-                    found.append(f"{rel} imports picospec.{sorted(own)}: methods import only {sorted(SHARED)}")
+                    found.append(f"{rel} imports picospec.{sorted(own)}: methods import only "
+                                 f"{sorted(SHARED)}")
             if key == "batched":
                 found += batched_imports(root, path)
             elif len(rel.parts) == 2 and path.stem not in NOT_METHODS:
                 found += batched_forms(rel, path)
     table = (root / "picospec" / "methods.py").read_text()
-    rows = {n.split(".")[1] for n in imports(root / "picospec" / "methods.py") if n.startswith("picospec.")}
+    rows = {n.split(".")[1] for n in imports(root / "picospec" / "methods.py")
+            if n.startswith("picospec.")}
     for path in (root / "picospec").glob("*.py"):
         if path.stem not in NOT_METHODS and path.stem not in rows:
-            found.append(f"picospec/{path.name} is not a row of picospec/methods.py: add its row (or list it as "
-                         "a shared piece)")
+            found.append(f"picospec/{path.name} is not a row of picospec/methods.py: add its row "
+                         f"(or list it as a shared piece)")
     if "METHODS = (" not in table:
         found.append("picospec/methods.py has no METHODS table")
     return found
 
 
 def batched_forms(rel, path):
-    """A method file that defines a batched form: a batch_ function, or an entry taking per-row generators."""
+    """A method file that defines a batched form: a batch_ function, or an entry taking per-row
+    generators."""
     found = []
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.FunctionDef) and (node.name.startswith("batch_") or "generators" in {
+        if isinstance(node,
+                      ast.FunctionDef) and (node.name.startswith("batch_") or "generators" in {
                 a.arg for a in node.args.args + node.args.kwonlyargs}):
-            found.append(f"{rel} defines the batched form {node.name}: batched forms live in picospec/batched/")
+            found.append(f"{rel} defines the batched form {node.name}: batched forms live in "
+                         f"picospec/batched/")
     return found
 
 
 def batched_imports(root, path):
-    """What picospec/batched/<m>.py takes from a method: only its own method's named steps (functions and constants),
-    never a class of it (a step's state shared between the forms) nor another method's pieces."""
+    """What picospec/batched/<m>.py takes from a method: only its own method's named steps
+    (functions and constants), never a class of it (a step's state shared between the forms) nor
+    another method's pieces."""
     found, rel = [], path.relative_to(root)
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("picospec.")):
@@ -99,11 +115,13 @@ def batched_imports(root, path):
         if module in SHARED | {"batched"} or module != path.stem:
             continue
         source = root / "picospec" / f"{module}.py"
-        classes = {n.name for n in ast.parse(source.read_text(encoding="utf-8")).body if isinstance(n, ast.ClassDef)}
+        classes = {n.name for n in ast.parse(source.read_text(encoding="utf-8")).body
+                   if isinstance(n, ast.ClassDef)}
         for a in node.names:
             if a.name in classes:
-                found.append(f"{rel} imports the class {module}.{a.name}: a batched form writes its step itself and "
-                             "shares the method's step functions and the verification rules, not a state machine")
+                found.append(f"{rel} imports the class {module}.{a.name}: a batched form writes "
+                             f"its step itself and shares the method's step functions and the "
+                             f"verification rules, not a state machine")
     return found
 
 
@@ -114,22 +132,29 @@ def test_the_checkout_follows_the_architecture():
 @pytest.fixture
 def copy(tmp_path):
     for sub in ("picospec", "gpt2", "bench", "notebooks"):
-        shutil.copytree(ROOT / sub, tmp_path / sub, ignore=shutil.ignore_patterns("assets", "__pycache__", "*.png"))
+        shutil.copytree(ROOT / sub, tmp_path / sub,
+                        ignore=shutil.ignore_patterns("assets", "__pycache__", "*.png"))
     shutil.copy(ROOT / "main.py", tmp_path / "main.py")
     assert violations(tmp_path) == []
     return tmp_path
 
 
 @pytest.mark.parametrize("file, line, rule", [
-    ("picospec/speculative.py", "from gpt2.engine import GPT2", "picospec never imports the engine"),
+    ("picospec/speculative.py", "from gpt2.engine import GPT2",
+     "picospec never imports the engine"),
     ("picospec/medusa.py", "import bench.harness", "picospec never imports the engine"),
     ("picospec/rest.py", "from tqdm import tqdm", "import numpy and picospec only"),
-    ("picospec/greedy.py", "from picospec.speculative import speculative_sampling", "methods import only"),
-    ("picospec/greedy.py", "from picospec.batched.loop import batch_tree_decoding", "methods import only"),
-    ("picospec/batched/greedy.py", "from picospec.cascade import verify_drafts", "methods import only"),
-    ("picospec/batched/rest.py", "from picospec.rest import Datastore", "imports the class rest.Datastore"),
+    ("picospec/greedy.py", "from picospec.speculative import speculative_sampling",
+     "methods import only"),
+    ("picospec/greedy.py", "from picospec.batched.loop import batch_tree_decoding",
+     "methods import only"),
+    ("picospec/batched/greedy.py", "from picospec.cascade import verify_drafts",
+     "methods import only"),
+    ("picospec/batched/rest.py", "from picospec.rest import Datastore",
+     "imports the class rest.Datastore"),
     ("picospec/rest.py", "def batch_rest(xs):\n    pass", "defines the batched form batch_rest"),
-    ("picospec/medusa.py", "def medusa_rows(xs, generators=None):\n    pass", "defines the batched form medusa_rows"),
+    ("picospec/medusa.py", "def medusa_rows(xs, generators=None):\n    pass",
+     "defines the batched form medusa_rows"),
     ("gpt2/engine.py", "from picospec.sampling import warp", "gpt2 knows nothing of picospec"),
     ("bench/trees.py", "from main import cli", "nothing may import main"),
 ])
@@ -145,16 +170,18 @@ def test_a_method_missing_from_the_table_is_caught(copy):
 
 
 def module_name(root, path):
-    """picospec/check/battery.py -> 'picospec.check.battery'; a package's __init__.py -> the package."""
+    """picospec/check/battery.py -> 'picospec.check.battery'; a package's __init__.py -> the
+    package."""
     parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def import_graph(root):
-    """{module: the project's modules it imports}, every import counted, those inside functions (lazy) too; `from
-    a.b import c` counts a.b.c when that is a module of the project, else a.b."""
+    """{module: the project's modules it imports}, every import counted, those inside functions
+    (lazy) too; `from a.b import c` counts a.b.c when that is a module of the project, else a.b."""
     root = Path(root)
-    files = {module_name(root, p): p for sub in ("picospec", "gpt2", "bench") for p in (root / sub).rglob("*.py")}
+    files = {module_name(root, p): p for sub in ("picospec", "gpt2", "bench")
+             for p in (root / sub).rglob("*.py")}
     files["main"] = root / "main.py"
     graph = {}
     for name, path in files.items():
@@ -200,20 +227,27 @@ def test_no_import_circles_anywhere_lazy_imports_included(part):
 
 def test_an_import_circle_is_caught(copy):
     path = copy / "picospec" / "sampling.py"
-    path.write_text(path.read_text() + "\n\ndef late():\n    from picospec.verify import verify_chain\n")
-    assert any("picospec.sampling" in c and "picospec.verify" in c for c in circles(import_graph(copy)))
+    path.write_text(path.read_text()
+                    + "\n\ndef late():\n    from picospec.verify import verify_chain\n")
+    assert any("picospec.sampling" in c and "picospec.verify" in c
+               for c in circles(import_graph(copy)))
 
 
 def shims(root):
-    """picospec and gpt2 modules that define a module __getattr__ or a table of moved names (MOVED = {...})."""
+    """picospec and gpt2 modules that define a module __getattr__ or a table of moved names (MOVED =
+    {...})."""
     out = []
     for path in [*(Path(root) / "picospec").rglob("*.py"), *(Path(root) / "gpt2").rglob("*.py")]:
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
                 out.append(f"{path.relative_to(root)}: module __getattr__")
-            tables = ("MOVED", "RENAMED", "ALIASES") if path.relative_to(root).parts[0] == "picospec" else ("MOVED", "RENAMED")
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", "").upper() in tables  # gpt2/hub.py's ALIASES
-                                                    for t in node.targets):  # are model names, not moved code
+            tables = ("MOVED", "RENAMED",
+                      "ALIASES") if path.relative_to(root).parts[0] == "picospec" else ("MOVED",
+                                                                                        "RENAMED")
+            # gpt2/hub.py's ALIASES
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "").upper() in tables
+                                                    # are model names, not moved code
+                                                    for t in node.targets):
                 out.append(f"{path.relative_to(root)}: a table of moved names")
     return out
 
@@ -224,7 +258,9 @@ def test_no_shims_for_moved_names():
 
 def test_a_shim_is_caught(copy):
     path = copy / "picospec" / "tree.py"
-    path.write_text(path.read_text() + '\n\nMOVED = {"old": "new"}\n\n\ndef __getattr__(name):\n    return MOVED[name]\n')
+    path.write_text(path.read_text()
+                    + '\n\nMOVED = {"old": "new"}\n\n\ndef __getattr__(name):\n    return '
+                      'MOVED[name]\n')
     assert len(shims(copy)) == 2
 
 
@@ -241,27 +277,34 @@ def docstring_share(root):
 
 
 def test_docstrings_say_what_not_the_proofs():
-    """Docstrings stay under a fifth of picospec/ (picoGPT and minbpe: 6-11%); proofs live in docs/proofs.md."""
+    """Docstrings stay under a fifth of picospec/ (picoGPT and minbpe: 6-11%); proofs live in
+    docs/proofs.md."""
     assert docstring_share(ROOT) < 0.20
 
 
-FORWARD = ("linear", "ffn", "attention", "mha", "transformer_block")  # the block (gpt2/fast/ holds kernels)
+# the block (gpt2/fast/ holds kernels)
+FORWARD = ("linear", "ffn", "attention", "mha", "transformer_block")
 
 
 def forward_copies(root):
-    """Definitions of the forward's functions outside gpt2/model.py, and gpt2 modules that gpt2/model.py imports
-    besides the backend's array functions (no performance module: docs/architecture.md)."""
+    """Definitions of the forward's functions outside gpt2/model.py, and gpt2 modules that
+    gpt2/model.py imports besides the backend's array functions (no performance module:
+    docs/architecture.md)."""
     root, out = Path(root), []
     for path in [*root.rglob("*.py")]:
-        if ".git" in path.parts or path.parts[len(root.parts)] == "tests" or path == root / "gpt2" / "model.py":
+        if (".git" in path.parts or path.parts[len(root.parts)] == "tests"
+            or path == root / "gpt2" / "model.py"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.FunctionDef) and node.name in FORWARD:
-                out.append(f"{path.relative_to(root)} defines {node.name}: the forward is written once, in model.py")
+                out.append(f"{path.relative_to(root)} defines {node.name}: the forward is written "
+                           f"once, in model.py")
     for node in ast.walk(ast.parse((root / "gpt2" / "model.py").read_text(encoding="utf-8"))):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
-            out += [f"gpt2/model.py imports {n}" for n in names if n and n.startswith("gpt2") and n != "gpt2.backend"]
+            names = [node.module] if isinstance(node,
+                                                ast.ImportFrom) else [a.name for a in node.names]
+            out += [f"gpt2/model.py imports {n}" for n in names if n and n.startswith("gpt2")
+                    and n != "gpt2.backend"]
     return out
 
 

@@ -1,4 +1,5 @@
-"""The shipped built-in models: they load, give finite distributions, match the sha256 in their card, share a vocabulary."""
+"""The shipped built-in models: they load, give finite distributions, match the sha256 in their
+card, share a vocabulary."""
 import hashlib
 import re
 
@@ -17,14 +18,16 @@ def card_hashes():
 
 def test_card_lists_every_file_with_its_sha256():
     hashes = card_hashes()
-    files = {str(p.relative_to(ASSETS)) for p in ASSETS.rglob("*") if p.is_file() and p.name != "README.md"}
+    files = {str(p.relative_to(ASSETS)) for p in ASSETS.rglob("*") if p.is_file()
+             and p.name != "README.md"}
     assert set(hashes) == files
     for name, digest in hashes.items():
         assert hashlib.sha256((ASSETS / name).read_bytes()).hexdigest() == digest, name
 
 
 def test_assets_fit_the_size_budget():
-    assert sum(p.stat().st_size for p in ASSETS.rglob("*") if p.is_file()) <= 32e6  # gpt2/card.py BUDGET
+    # gpt2/card.py BUDGET
+    assert sum(p.stat().st_size for p in ASSETS.rglob("*") if p.is_file()) <= 32e6
 
 
 @pytest.mark.parametrize("name", ["tiny-target", "tiny-draft", "ngram"])

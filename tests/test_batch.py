@@ -1,11 +1,13 @@
-"""Batched speculative sampling (picospec/batched/speculative.py) beyond its law: a seeded row's output is a function of its own
-generator and prompt alone, whichever rows beside it have finished, and the per-row step record says what happened.
+"""Batched speculative sampling (picospec/batched/speculative.py) beyond its law: a seeded row's
+output is a function of its own generator and prompt alone, whichever rows beside it have finished,
+and the per-row step record says what happened.
 
-The models: after token 0 both target and draft always say 0, so a row whose prompt ends in 0 accepts every draft
-and finishes first; elsewhere they are random toys, and the target never says 0 (the draft does, and is rejected).
-With K = 1 every step of every row draws exactly four uniforms (its draft, its bonus, accept, recover): the batch's
-shared k = min(K, most tokens any row still needs - 1) cannot change how many a seeded row takes, so its output may
-not change at all when its neighbours do.
+The models: after token 0 both target and draft always say 0, so a row whose prompt ends in 0
+accepts every draft and finishes first; elsewhere they are random toys, and the target never says 0
+(the draft does, and is rejected). With K = 1 every step of every row draws exactly four uniforms
+(its draft, its bonus, accept, recover): the batch's shared k = min(K, most tokens any row still
+needs - 1) cannot change how many a seeded row takes, so its output may not change at all when its
+neighbours do.
 """
 import numpy as np
 import pytest
@@ -17,7 +19,8 @@ from toy import Toy, perturbed, random_toy
 N = 12
 
 
-def absorbing(model, reachable):  # the same model, but token 0 is always followed by 0 (and never reached)
+# the same model, but token 0 is always followed by 0 (and never reached)
+def absorbing(model, reachable):
     table = model.table.copy()
     table[:, 1:, 0] *= reachable
     table[:, 0] = [1.0, 0.0, 0.0]
@@ -31,13 +34,14 @@ SEEDED = [2, 1]
 
 def run(prompts, K, shared_seed, generators=None, stats=None):
     return batch_speculative_sampling(prompts, batched(DRAFT), batched(TARGET), N, K,
-                                      np.random.default_rng(shared_seed), stats=stats, generators=generators)
+                                      np.random.default_rng(shared_seed), stats=stats,
+                                      generators=generators)
 
 
 @pytest.mark.parametrize("neighbours", [[[0]], [[1, 0], [2]], [[0], [0, 0], [1, 2]]])
 def test_seeded_row_ignores_which_rows_have_finished(neighbours):
-    """The seeded row last, after rows that finish before it: once they have, it sits at a lower index of the active
-    rows than of the batch, and its generator must follow it there."""
+    """The seeded row last, after rows that finish before it: once they have, it sits at a lower
+    index of the active rows than of the batch, and its generator must follow it there."""
     for seed in range(3):
         alone = run([SEEDED], 1, 100 + seed, {0: np.random.default_rng(seed)})[0]
         stats, prompts = [], neighbours + [SEEDED]
@@ -57,8 +61,9 @@ def test_seeded_rows_in_the_middle_of_a_batch():
 
 @pytest.mark.parametrize("K", [1, 3])
 def test_step_record_per_row(K):
-    """accepted[b] = the drafts row b kept: its new tokens are those drafts and one more (a row that cannot take
-    k + 1 more tokens is cut to what it needs, and is left out here); finished rows are -1 with no tokens."""
+    """accepted[b] = the drafts row b kept: its new tokens are those drafts and one more (a row that
+    cannot take k + 1 more tokens is cut to what it needs, and is left out here); finished rows are
+    -1 with no tokens."""
     for seed in range(3):
         prompts, stats = [[0], SEEDED, [1, 2, 1]], []
         out = run(prompts, K, seed, stats=stats)
@@ -69,30 +74,36 @@ def test_step_record_per_row(K):
                 if length[b] == len(prompts[b]) + N:
                     assert (accepted, tokens) == (-1, [])
                     continue
-                assert 0 <= accepted <= s["drafted"] and tokens == out[b][length[b]:length[b] + len(tokens)]
-                if len(prompts[b]) + N - length[b] > s["drafted"]:  # room for all k + 1: nothing was cut
+                assert 0 <= accepted <= s["drafted"] and tokens == out[b][length[b]:length[b]
+                                                                          + len(tokens)]
+                # room for all k + 1: nothing was cut
+                if len(prompts[b]) + N - length[b] > s["drafted"]:
                     assert len(tokens) == accepted + 1
                 length[b] += len(tokens)
         assert length == [len(x) for x in out] == [len(x) + N for x in prompts]
 
 
 def test_accepted_counts_only_the_drafts_kept_on_a_cut_step():
-    """N = 10, K = 3: row 0 accepts every draft (4 tokens a step) and needs 2 on its third step while row 1 still
-    needs more, so k stays 3: the sampler accepts 3 drafts, the row keeps 2, and both kept tokens are drafts."""
+    """N = 10, K = 3: row 0 accepts every draft (4 tokens a step) and needs 2 on its third step
+    while row 1 still needs more, so k stays 3: the sampler accepts 3 drafts, the row keeps 2, and
+    both kept tokens are drafts."""
     stats = []
-    batch_speculative_sampling([[0], SEEDED], batched(DRAFT), batched(TARGET), 10, 3, np.random.default_rng(0),
-                               stats=stats)
-    assert [len(t) for t in (s["tokens"][0] for s in stats[:3])] == [4, 4, 2]  # the cut step happened
+    batch_speculative_sampling([[0], SEEDED], batched(DRAFT), batched(TARGET), 10, 3,
+                               np.random.default_rng(0), stats=stats)
+    # the cut step happened
+    assert [len(t) for t in (s["tokens"][0] for s in stats[:3])] == [4, 4, 2]
     assert stats[2]["accepted"][0] == 2
 
 
 def test_root_rounds_by_hand():
-    """The docstring's example, then a second round: every active row takes its root; rows that reach T leave."""
+    """The docstring's example, then a second round: every active row takes its root; rows that
+    reach T leave."""
     from picospec.batched.loop import root_rounds
 
     xs, roots = [[1, 2, 3], [4, 5, 6]], [7, 9]
     rounds = root_rounds(xs, [6, 5], roots)
     assert next(rounds) == [0, 1] and xs == [[1, 2, 3, 7], [4, 5, 6, 9]]
-    xs[0].append(11)  # the round's verification: row 0 accepts a draft, row 1 none; both get a new root
+    # the round's verification: row 0 accepts a draft, row 1 none; both get a new root
+    xs[0].append(11)
     roots[:] = [8, 10]
     assert next(rounds, None) is None and xs == [[1, 2, 3, 7, 11, 8], [4, 5, 6, 9, 10]]

@@ -48,7 +48,8 @@ def test_batched_head_equals_each_head_alone():
                 k = int(rng.integers(1, 4))
                 first = len(tokens)
                 trees[b] = (tokens + list(rng.integers(0, V, k)),
-                            parents + [int(rng.integers(-1, first)) if first else -1 for _ in range(k)])
+                            parents
+                            + [int(rng.integers(-1, first)) if first else -1 for _ in range(k)])
         got = batch(bs, [xs[b] for b in bs], [Fs[b] for b in bs], [trees[b] for b in bs])
         for b, logits in zip(bs, got):
             want = alone[b](xs[b], Fs[b], *trees[b])
@@ -65,7 +66,8 @@ def shipped():
     return target, heads("eagle"), xs
 
 
-@pytest.mark.parametrize("candidates, options", [("sample", {"temperature": 0}), ("sample", {"temperature": 1.0}),
+@pytest.mark.parametrize("candidates, options",
+                         [("sample", {"temperature": 0}), ("sample", {"temperature": 1.0}),
                                                  ("topk", {"temperature": 1.0}),
                                                  ("sample", {"temperature": 0.7, "top_k": 5})])
 def test_batched_rows_equal_each_row_alone(shipped, candidates, options):
@@ -76,12 +78,14 @@ def test_batched_rows_equal_each_row_alone(shipped, candidates, options):
     stats = []
     out = batch_eagle_decoding(xs, BatchGPT2(target, len(xs)), BatchEagleHead(head, len(xs)), N,
                                np.random.default_rng(9), choices, candidates, stats=stats,
-                               generators={b: np.random.default_rng(b) for b in range(len(xs))}, **options)
+                               generators={b: np.random.default_rng(b) for b in range(len(xs))},
+                               **options)
     for b, x in enumerate(xs):
         target.reset(), head.reset()
-        assert out[b] == eagle_decoding(x, target, head, N, np.random.default_rng(b), choices, candidates,
-                                        **options), TEXTS[b]
-    check_records(stats[1:])  # drafts accepted, rows ragged, some finished first; a record: kept nodes, then a root
+        assert out[b] == eagle_decoding(x, target, head, N, np.random.default_rng(b), choices,
+                                        candidates, **options), TEXTS[b]
+    # drafts accepted, rows ragged, some finished first; a record: kept nodes, then a root
+    check_records(stats[1:])
 
 
 CHOICES = [[0], [1], [0, 0]]  # two sampled children of the root, one grandchild
@@ -118,8 +122,9 @@ def test_micro_rows_equal_each_row_alone(monkeypatch, options):
 
 
 def test_unverified_drafts_are_caught(monkeypatch):
-    """Broken variant: the first drafted path taken as it is. (Judging the sampled children as one-hot proposals
-    instead would be no flaw: one-hot verification is lossless whatever chose the candidates.)"""
+    """Broken variant: the first drafted path taken as it is. (Judging the sampled children as
+    one-hot proposals instead would be no flaw: one-hot verification is lossless whatever chose the
+    candidates.)"""
     with pytest.raises(AssertionError, match="differs from its single run"):
         micro_rows(monkeypatch, lambda tokens, parents, Q, laws, rng: unverified(tokens, parents, Q,
                                                                                  rng))

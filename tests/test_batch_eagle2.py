@@ -39,30 +39,40 @@ def alone(target, head, xs, options):
     for b, x in enumerate(xs):
         target.reset(), head.reset()
         stats = []
-        out.append((eagle2_decoding(x, target, head, N, np.random.default_rng(b), stats=stats, **options), stats))
+        out.append((eagle2_decoding(x, target, head, N, np.random.default_rng(b), stats=stats,
+                                    **options), stats))
     return out
 
 
-@pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0}, {"temperature": 0.7, "top_k": 5}],
+@pytest.mark.parametrize("options",
+                         [{"temperature": 0}, {"temperature": 1.0},
+                          {"temperature": 0.7, "top_k": 5}],
                          ids=["T0", "T1", "T0.7-top_k5"])
 def test_batched_rows_equal_each_row_alone(shipped, options):
-    """Tokens, and per step: each row's accepted count and new tokens (-1 and none once it has finished); the step's
-    drafted and nodes are the largest of the rows still running."""
+    """Tokens, and per step: each row's accepted count and new tokens (-1 and none once it has
+    finished); the step's drafted and nodes are the largest of the rows still running."""
     target, head, xs = shipped
     stats = []
     out = batch_eagle2_decoding(xs, BatchGPT2(target, len(xs)), BatchEagleHead(head, len(xs)), N,
                                 np.random.default_rng(9), stats=stats,
-                                generators={b: np.random.default_rng(b) for b in range(len(xs))}, **options)
+                                generators={b: np.random.default_rng(b) for b in range(len(xs))},
+                                **options)
     rows = alone(target, head, xs, options)
     assert len(stats) == max(len(s) for _, s in rows)
     for b, (x, single) in enumerate(rows):
         assert out[b] == x, TEXTS[b]
-        assert [s["accepted"][b] for s in stats] == [r["accepted"] for r in single] + [-1] * (len(stats) - len(single))
-        assert [s["tokens"][b] for s in stats] == [r["tokens"] for r in single] + [[]] * (len(stats) - len(single))
+        assert [s["accepted"][b] for s in stats] == [r["accepted"]
+                                                     for r in single] + [-1] * (len(stats)
+                                                                                - len(single))
+        assert [s["tokens"][b] for s in stats] == [r["tokens"]
+                                                   for r in single] + [[]] * (len(stats)
+                                                                              - len(single))
     for k, s in enumerate(stats):
         running = [single[k] for _, single in rows if k < len(single)]
-        assert (s["drafted"], s["nodes"]) == (max(r["drafted"] for r in running), max(r["nodes"] for r in running))
-    check_records(stats[1:])  # drafts accepted, rows ragged, some finished first; a record: kept nodes, then a root
+        assert (s["drafted"], s["nodes"]) == (max(r["drafted"] for r in running),
+                                              max(r["nodes"] for r in running))
+    # drafts accepted, rows ragged, some finished first; a record: kept nodes, then a root
+    check_records(stats[1:])
 
 
 class Counted:
@@ -77,16 +87,18 @@ class Counted:
 
 
 def test_one_head_call_per_layer_and_the_records_of_batched_eagle(shipped):
-    """A step calls the head `depth` times (the root's law, then a layer per call) for all rows still expanding, fewer
-    near the end (no deeper than the tokens a row still needs); the records have batched EAGLE-1's keys."""
+    """A step calls the head `depth` times (the root's law, then a layer per call) for all rows
+    still expanding, fewer near the end (no deeper than the tokens a row still needs); the records
+    have batched EAGLE-1's keys."""
     target, head, xs = shipped
     depth, n = 3, 10
     batch, counted, stats = BatchGPT2(target, len(xs)), Counted(BatchEagleHead(head, len(xs))), []
-    batch_eagle2_decoding(xs, batch, counted, n, np.random.default_rng(0), depth=depth, tree_top_k=2, total_tokens=5,
-                          stats=stats, temperature=0)
+    batch_eagle2_decoding(xs, batch, counted, n, np.random.default_rng(0), depth=depth,
+                          tree_top_k=2, total_tokens=5, stats=stats, temperature=0)
     lengths, calls = [len(x) + 1 for x in xs], []  # every row's length after the prefill's token
     for s in stats[1:]:
-        levels = {b: min(depth, len(x) + n - lengths[b] - 1) for b, x in enumerate(xs) if s["accepted"][b] >= 0}
+        levels = {b: min(depth, len(x) + n - lengths[b] - 1) for b,
+                  x in enumerate(xs) if s["accepted"][b] >= 0}
         calls += [[b for b in levels if levels[b] > k] for k in range(max(levels.values()))]
         lengths = [L + len(t) for L, t in zip(lengths, s["tokens"])]
     assert counted.called == calls and any(len(c) < len(xs) for c in calls)

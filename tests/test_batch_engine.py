@@ -28,14 +28,16 @@ def full(x):  # the reference: picoGPT's forward over the whole sequence, no cac
 
 
 def test_ragged_rows_by_hand():
-    """Three rows of 3, 1 and 5 tokens from an empty cache (padded to 5), then 1, 2 and 0+1 new tokens."""
+    """Three rows of 3, 1 and 5 tokens from an empty cache (padded to 5), then 1, 2 and 0+1 new
+    tokens."""
     model = BatchGPT2(GPT2(HP, PARAMS), rows=3)
     xs = [[1, 2, 3], [4], [5, 6, 7, 8, 9]]
     out = model.logits(xs)
     assert out.shape == (3, 1, 50) and out.dtype == np.float32
     for b, x in enumerate(xs):
         assert np.abs(out[b, 0] - full(x)[-1]).max() < TOL
-    xs = [[1, 2, 3, 10], [4, 11, 12], [5, 6, 7, 8, 9]]  # row 2 runs its last token again: n = 1 is always run
+    # row 2 runs its last token again: n = 1 is always run
+    xs = [[1, 2, 3, 10], [4, 11, 12], [5, 6, 7, 8, 9]]
     out, hidden = model.logits(xs, 1, hidden=True)
     for b, x in enumerate(xs):
         assert np.abs(out[b, 0] - full(x)[-1]).max() < TOL
@@ -43,13 +45,14 @@ def test_ragged_rows_by_hand():
     assert model.tokens_run == 3 + 1 + 5 + 1 + 2 + 1
 
 
-@given(st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 6)), min_size=4, max_size=4),
+@given(st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 6)), min_size=4,
+                                   max_size=4),
                           st.integers(1, 4), st.integers(0, 4)), min_size=1, max_size=6),
        st.integers(0, 10**6))
 @settings(max_examples=60, deadline=None)
 def test_batched_rows_equal_each_row_alone(steps, seed):
-    """Any sequence of batched calls (each row grows, rolls back or changes its tail by its own amount; rows leave)
-    gives, row by row, the full forward's last n rows."""
+    """Any sequence of batched calls (each row grows, rolls back or changes its tail by its own
+    amount; rows leave) gives, row by row, the full forward's last n rows."""
     rng = np.random.default_rng(seed)
     model, xs = BatchGPT2(GPT2(HP, PARAMS), rows=4), [[int(rng.integers(0, 50))] for _ in range(4)]
     for changes, n, leave in steps:
@@ -64,7 +67,8 @@ def test_batched_rows_equal_each_row_alone(steps, seed):
 
 
 def test_padding_mask_is_needed(monkeypatch):
-    """A broken variant where every query sees every slot (no per-row lengths, no causality) is caught."""
+    """A broken variant where every query sees every slot (no per-row lengths, no causality) is
+    caught."""
     model = BatchGPT2(GPT2(HP, PARAMS), rows=2)
     model.logits([[1, 2, 3, 4, 5], [6]])
     monkeypatch.setattr(model_module, "attention", lambda q, k, v, mask: model_module.softmax(
@@ -74,9 +78,11 @@ def test_padding_mask_is_needed(monkeypatch):
 
 
 def test_rows_that_leave_free_their_place():
-    """Rows 0 and 2 of four finish and leave: rows 1 and 3 move up with their caches and run only their new token."""
+    """Rows 0 and 2 of four finish and leave: rows 1 and 3 move up with their caches and run only
+    their new token."""
     model = BatchGPT2(GPT2(HP, PARAMS), rows=4)
-    xs = [list(range(1, 20)), list(range(20, 30)) * 2, list(range(30, 50)), [1, 2, 3] * 6]  # all longer than KEEP
+    # all longer than KEEP
+    xs = [list(range(1, 20)), list(range(20, 30)) * 2, list(range(30, 50)), [1, 2, 3] * 6]
     model.logits(xs)
     runs = model.tokens_run
     left = [xs[1] + [1], xs[3] + [2]]
@@ -88,7 +94,8 @@ def test_rows_that_leave_free_their_place():
     assert model.tokens_run == runs + 3 and np.abs(out[0, 0] - full(left[0] + [5])[-1]).max() < TOL
 
 
-def random_tree(rng, m):  # -> (tokens, parents): m nodes, each below an earlier node or the prefix (-1)
+# -> (tokens, parents): m nodes, each below an earlier node or the prefix (-1)
+def random_tree(rng, m):
     parents = [int(rng.integers(-1, i)) for i in range(m)]
     return [int(t) for t in rng.integers(0, 50, m)], parents
 
@@ -103,14 +110,16 @@ def random_path(rng, parents):  # a root-to-node path of increasing node indices
         path.append(node)
 
 
-@given(st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(0, 7)), min_size=3,
-                                   max_size=3), st.booleans(), st.integers(0, 3)), min_size=1, max_size=6),
+@given(st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3),
+                                             st.integers(0, 7)), min_size=3,
+                                   max_size=3), st.booleans(), st.integers(0, 3)), min_size=1,
+                                   max_size=6),
        st.integers(0, 10**6))
 @settings(max_examples=60, deadline=None)
 def test_batched_trees_equal_each_row_alone(steps, seed):
-    """Any mix of plain calls and tree steps (a tree of its own size per row, empty ones too, each row accepting its
-    own path) gives, row by row, what GPT2.tree gives on that row alone, and after accept() the plain forward of the
-    prefix followed by the path."""
+    """Any mix of plain calls and tree steps (a tree of its own size per row, empty ones too, each
+    row accepting its own path) gives, row by row, what GPT2.tree gives on that row alone, and after
+    accept() the plain forward of the prefix followed by the path."""
     rng = np.random.default_rng(seed)
     model, alone = BatchGPT2(GPT2(HP, PARAMS), rows=3), GPT2(HP, PARAMS)
     xs = [[int(rng.integers(0, 50))] for _ in range(3)]
@@ -130,7 +139,8 @@ def test_batched_trees_equal_each_row_alone(steps, seed):
         for b, (x, (tokens, parents)) in enumerate(zip(xs, trees)):
             alone.reset()
             logits, h = alone.tree(x, tokens, parents, hidden=True)
-            assert out[b].shape == (1 + len(tokens), 50) and hidden[b].shape == (1 + len(tokens), HP["n_embd"])
+            assert out[b].shape == (1 + len(tokens), 50) and hidden[b].shape == (1 + len(tokens),
+                                                                                 HP["n_embd"])
             assert np.abs(out[b] - logits).max() < TOL and np.abs(hidden[b] - h).max() < TOL
             paths.append(random_path(rng, parents))
         model.accept(paths)
@@ -142,12 +152,14 @@ def test_batched_trees_equal_each_row_alone(steps, seed):
 
 
 def test_tree_mask_is_needed(monkeypatch):
-    """A broken variant where a node sees every node before it (a causal chain, not its ancestors) is caught."""
+    """A broken variant where a node sees every node before it (a causal chain, not its ancestors)
+    is caught."""
     tokens, parents = [7, 8, 9], [-1, -1, 1]  # node 1 must not see node 0, nor node 2 node 0
     model = BatchGPT2(GPT2(HP, PARAMS), rows=2)
     out = model.tree([[1, 2, 3], [4]], [(tokens, parents), ([], [])])
     assert np.abs(out[0][2] - full([1, 2, 3, 8])[-1]).max() < TOL  # node 1's law: after 1 2 3 8
-    monkeypatch.setattr(batch_engine, "tree_mask", lambda parents, xp: np.tril(np.ones((len(parents),) * 2, bool)))
+    monkeypatch.setattr(batch_engine, "tree_mask", lambda parents,
+                        xp: np.tril(np.ones((len(parents),) * 2, bool)))
     model = BatchGPT2(GPT2(HP, PARAMS), rows=2)
     out = model.tree([[1, 2, 3], [4]], [(tokens, parents), ([], [])])
     assert np.abs(out[0][2] - full([1, 2, 3, 8])[-1]).max() > 1e-3
@@ -165,7 +177,8 @@ def test_bad_calls_give_clear_errors():
         model.tree([[1], [2]], [([3], [-1])])
     with pytest.raises(ValueError, match="2 tokens but 1 parents"):
         model.tree([[1]], [([3, 4], [-1])])
-    with pytest.raises(ValueError, match="context window of 32"):  # a node's position is past the window
+    # a node's position is past the window
+    with pytest.raises(ValueError, match="context window of 32"):
         model.tree([list(range(31))], [([3, 4], [-1, 0])])
     with pytest.raises(ValueError, match="one path per row"):
         model.accept([[0], [0]])
@@ -186,7 +199,8 @@ def test_bad_calls_give_clear_errors():
 # of the correct sampler rejected 0.055% (the nominal 3 x 1e-4): the estimated law's own noise adds
 # next to nothing. To re-measure: run sampled_rows many times with rejection.recovered_probs =
 # lambda q, p: q, draw counts from the empirical law, and count the sets whose
-# picospec.check.exact_law.g_statistic against the exact law exceeds chi2_isf(ALPHA, df) for some prompt.
+# picospec.check.exact_law.g_statistic against the exact law exceeds chi2_isf(ALPHA, df) for some
+# prompt.
 
 V, N = 3, 5
 T_HP, T_PARAMS = random_gpt2(n_vocab=V, n_ctx=16, n_embd=8, n_head=2, n_layer=2, seed=3, scale=0.6)
@@ -228,16 +242,19 @@ def test_broken_batched_sampler_is_rejected(monkeypatch):
 
 
 def test_greedy_batched_rows_equal_each_row_alone():
-    """The built-in pair: greedy batched speculative sampling gives each row the target's own greedy continuation."""
+    """The built-in pair: greedy batched speculative sampling gives each row the target's own greedy
+    continuation."""
     from batchrows import model
 
     target, encoder = model("tiny-target")
     draft = model("tiny-draft")[0]
-    prompts = [encoder.encode(p) for p in ("def add(a, b):\n", "import os\n\n", "class Node:\n    def", "for i in")]
+    prompts = [encoder.encode(p)
+               for p in ("def add(a, b):\n", "import os\n\n", "class Node:\n    def", "for i in")]
     stats = []
     out = batch_speculative_sampling(prompts, BatchGPT2(draft, 4), BatchGPT2(target, 4), 24, 4,
                                      np.random.default_rng(0), stats=stats, temperature=0)
     for prompt, row in zip(prompts, out):
         target.reset()
-        assert row == autoregressive_sampling(prompt, target, 24, np.random.default_rng(0), temperature=0)
+        assert row == autoregressive_sampling(prompt, target, 24, np.random.default_rng(0),
+                                              temperature=0)
     assert any(len({a for a in s["accepted"] if a >= 0}) > 1 for s in stats)  # the rows went ragged

@@ -52,20 +52,26 @@ def test_unverified_guesses_are_caught(monkeypatch):
         micro_rows(monkeypatch, unverified)
 
 
-@pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0}, {"temperature": 0.7, "top_k": 5}])
+@pytest.mark.parametrize("options",
+                         [{"temperature": 0}, {"temperature": 1.0},
+                          {"temperature": 0.7, "top_k": 5}])
 def test_batched_rows_equal_each_row_alone(options):
-    """A random engine with peaked laws (scale 1), whose text falls into cycles so that the pool's n-grams come true
-    when sampling too: each row of one batch, with its own generator, is token for token what lookahead_decoding
-    gives its prompt alone."""
+    """A random engine with peaked laws (scale 1), whose text falls into cycles so that the pool's
+    n-grams come true when sampling too: each row of one batch, with its own generator, is token for
+    token what lookahead_decoding gives its prompt alone."""
     hp, params = random_gpt2(n_vocab=50, n_ctx=64, seed=3, scale=1.0)
     target = GPT2(hp, params)
     prompts = [[7, 3, 11, 3, 7, 20], [1, 2], [9, 40, 9, 1], [5]]
     stats = []
-    out = batch_lookahead_decoding(prompts, BatchGPT2(target, len(prompts)), 30, np.random.default_rng(5), 3, 3, 3,
-                                   stats=stats, generators={b: np.random.default_rng(b) for b in range(4)}, **options)
+    out = batch_lookahead_decoding(prompts, BatchGPT2(target, len(prompts)), 30,
+                                   np.random.default_rng(5), 3, 3, 3,
+                                   stats=stats,
+                                   generators={b: np.random.default_rng(b) for b in range(4)},
+                                   **options)
     for b, prompt in enumerate(prompts):
         target.reset()
-        assert out[b] == lookahead_decoding(prompt, target, 30, np.random.default_rng(b), 3, 3, 3, **options)
+        assert out[b] == lookahead_decoding(prompt, target, 30, np.random.default_rng(b), 3, 3, 3,
+                                            **options)
     check_records(stats)
 
 

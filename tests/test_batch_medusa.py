@@ -63,40 +63,51 @@ def test_batched_longest_match_flaw_is_caught(monkeypatch):
 @pytest.fixture(scope="module")
 def shipped():
     target, encoder = model("tiny-target")
-    prompts = [encoder.encode(p) for p in ("def add(a, b):\n", "import os\n\n", "class Node:\n    def", "for i in",
+    prompts = [encoder.encode(p)
+               for p in ("def add(a, b):\n", "import os\n\n", "class Node:\n    def", "for i in",
                                            "    return [x for x in")]
     return target, heads("medusa"), prompts
 
 
-@pytest.mark.parametrize("posterior,options", [("greedy", {"temperature": 0}), ("typical", {"temperature": 0.8}),
+@pytest.mark.parametrize("posterior,options",
+                         [("greedy", {"temperature": 0}), ("typical", {"temperature": 0.8}),
                                                ("lossless", {"temperature": 1.0}),
                                                ("lossless", {"temperature": 0.7, "top_k": 20})])
 def test_batched_rows_equal_each_row_alone(shipped, posterior, options):
-    """The built-in target and its shipped heads: each row of one batch, with its own generator, is token for token
-    what medusa_decoding gives its prompt alone with that generator (rows finish at different steps)."""
+    """The built-in target and its shipped heads: each row of one batch, with its own generator, is
+    token for token what medusa_decoding gives its prompt alone with that generator (rows finish at
+    different steps)."""
     target, heads, prompts = shipped
     stats = []
-    out = batch_medusa_decoding(prompts, BatchGPT2(target, len(prompts)), heads["fn"], 30, np.random.default_rng(9),
+    out = batch_medusa_decoding(prompts, BatchGPT2(target, len(prompts)), heads["fn"], 30,
+                                np.random.default_rng(9),
                                 heads["sparse"], posterior=posterior, stats=stats,
-                                generators={b: np.random.default_rng(b) for b in range(len(prompts))}, **options)
+                                generators={b: np.random.default_rng(b)
+                                            for b in range(len(prompts))}, **options)
     for b, prompt in enumerate(prompts):
         target.reset()
-        alone = medusa_decoding(prompt, target, heads["fn"], 30, np.random.default_rng(b), heads["sparse"],
-                                posterior=posterior, **options)
+        alone = medusa_decoding(prompt, target, heads["fn"], 30, np.random.default_rng(b),
+                                heads["sparse"], posterior=posterior, **options)
         assert out[b] == alone
     assert any(len({a for a in s["accepted"] if a >= 0}) > 1 for s in stats)  # the rows went ragged
-    assert [sum(len(s["tokens"][b]) for s in stats) for b in range(len(prompts))] == [30] * len(prompts)
+    assert [sum(len(s["tokens"][b]) for s in stats)
+            for b in range(len(prompts))] == [30] * len(prompts)
     assert any(-1 in s["accepted"] for s in stats)  # and some finished before others
-    for s in stats[1:]:  # a row's record: the nodes it accepted, then the next root; a finished row: nothing
-        assert all(a == len(t) - 1 if a >= 0 else t == [] for a, t in zip(s["accepted"], s["tokens"]))
+    # a row's record: the nodes it accepted, then the next root; a finished row: nothing
+    for s in stats[1:]:
+        assert all(a == len(t) - 1 if a >= 0 else t == [] for a,
+                   t in zip(s["accepted"], s["tokens"]))
 
 
-@pytest.mark.parametrize("method", ["medusa", "prompt_lookup", "lookahead", "greedy", "autoregressive", "specinfer",
+@pytest.mark.parametrize("method",
+                         ["medusa", "prompt_lookup", "lookahead", "greedy", "autoregressive",
+                          "specinfer",
                                     "sequoia", "blockwise", "eagle"])
 def test_main_batch_runs_batched_rows(shipped, tmp_path, method):
-    """`python main.py --method M --batch FILE` runs the row's batched form through the method table, and batched
-    autoregressive decoding beside it; at temperature 0 each text is the single-sequence method's (here: greedy
-    decoding's), and the two runs' texts are reported identical."""
+    """`python main.py --method M --batch FILE` runs the row's batched form through the method
+    table, and batched autoregressive decoding beside it; at temperature 0 each text is the
+    single-sequence method's (here: greedy decoding's), and the two runs' texts are reported
+    identical."""
     import json
 
     from clitools import run_here
@@ -106,7 +117,8 @@ def test_main_batch_runs_batched_rows(shipped, tmp_path, method):
     encoder = model("tiny-target")[1]
     lines = ["def add(a, b):", "import os", "class Node:"]
     (tmp_path / "prompts.txt").write_text("\n".join(lines) + "\n")
-    r = run_here(["main.py", "--method", method, "--batch", "prompts.txt", "--n_tokens", "12", "--temperature", "0",
+    r = run_here(["main.py", "--method", method, "--batch", "prompts.txt", "--n_tokens", "12",
+                  "--temperature", "0",
                  "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
@@ -116,5 +128,6 @@ def test_main_batch_runs_batched_rows(shipped, tmp_path, method):
         greedy = autoregressive_sampling(x, target, 12, np.random.default_rng(0), temperature=0)
         assert text == encoder.decode(greedy[len(x):])
     assert len(result["texts"]) == len(result["tokens_per_target_call"]) == 3
-    assert result["autoregressive"]["texts"] == result["texts"] and result["same_output"] == [True] * 3
+    assert (result["autoregressive"]["texts"] == result["texts"]
+            and result["same_output"] == [True] * 3)
     assert result["autoregressive"]["target_calls"] == 12 and result["speedup"] > 0

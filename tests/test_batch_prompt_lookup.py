@@ -50,19 +50,25 @@ def test_accepting_every_match_is_caught(monkeypatch):
         micro_rows(monkeypatch, lambda d, P, Q, rng: (len(d), sample(Q[len(d)], rng), "bonus"))
 
 
-@pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0}, {"temperature": 0.7, "top_p": 0.9}])
+@pytest.mark.parametrize("options",
+                         [{"temperature": 0}, {"temperature": 1.0},
+                          {"temperature": 0.7, "top_p": 0.9}])
 def test_batched_rows_equal_each_row_alone(options):
-    """The built-in target on code prompts: each row of one batch, with its own generator, is token for token what
-    prompt_lookup_decoding gives its prompt alone with that generator; drafts of different lengths, rows finishing at
-    different steps."""
+    """The built-in target on code prompts: each row of one batch, with its own generator, is token
+    for token what prompt_lookup_decoding gives its prompt alone with that generator; drafts of
+    different lengths, rows finishing at different steps."""
     target, encoder = model("tiny-target")
-    prompts = [encoder.encode(p) for p in ("def f(self, x):\n    return self.x + x\n\ndef g(self, x):\n",
+    prompts = [encoder.encode(p)
+               for p in ("def f(self, x):\n    return self.x + x\n\ndef g(self, x):\n",
                                            "import os\nimport sys\nimport", "a = 1\nb = 2\n", "x")]
     stats = []
-    out = batch_prompt_lookup_decoding(prompts, BatchGPT2(target, len(prompts)), 32, np.random.default_rng(5),
-                                       stats=stats, generators={b: np.random.default_rng(b) for b in range(4)},
+    out = batch_prompt_lookup_decoding(prompts, BatchGPT2(target, len(prompts)), 32,
+                                       np.random.default_rng(5),
+                                       stats=stats,
+                                       generators={b: np.random.default_rng(b) for b in range(4)},
                                        **options)
     for b, prompt in enumerate(prompts):
         target.reset()
-        assert out[b] == prompt_lookup_decoding(prompt, target, 32, np.random.default_rng(b), **options)
+        assert out[b] == prompt_lookup_decoding(prompt, target, 32, np.random.default_rng(b),
+                                                **options)
     check_records(stats)

@@ -1,9 +1,9 @@
-"""Batched REST (picospec/batched/rest.py batch_rest_decoding: every row's retrieved trie scored in one
-batched tree call), row by row against rest_decoding (tests/batchrows.py): each row of one batch,
-with its own generator, is token for token what the single form gives its prompt alone, so it has
-the law that tests/test_rest.py checks. On a micro GPT-2 of three tokens whose datastore holds its
-own sampled text (48 rows, branching tries, drafts accepted and rejected, at temperature 1 and at
-0.7 with top-k 2), where taking the first retrieved path unverified in the batched run is caught,
+"""Batched REST (picospec/batched/rest.py batch_rest_decoding: every row's retrieved trie scored in
+one batched tree call), row by row against rest_decoding (tests/batchrows.py): each row of one
+batch, with its own generator, is token for token what the single form gives its prompt alone, so it
+has the law that tests/test_rest.py checks. On a micro GPT-2 of three tokens whose datastore holds
+its own sampled text (48 rows, branching tries, drafts accepted and rejected, at temperature 1 and
+at 0.7 with top-k 2), where taking the first retrieved path unverified in the batched run is caught,
 and on a random engine of 50 tokens at temperature 0, 1 and 0.7 with top-k 5."""
 import functools
 
@@ -62,20 +62,27 @@ def test_unverified_paths_are_caught(monkeypatch):
         micro_rows(monkeypatch, unverified)
 
 
-@pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0}, {"temperature": 0.7, "top_k": 5}])
+@pytest.mark.parametrize("options",
+                         [{"temperature": 0}, {"temperature": 1.0},
+                          {"temperature": 0.7, "top_k": 5}])
 def test_batched_rows_equal_each_row_alone(options):
-    """A random engine whose datastore holds its own greedy text (partly corrupted) and noise: each row of one
-    batch, with its own generator, is token for token what rest_decoding gives its prompt alone."""
+    """A random engine whose datastore holds its own greedy text (partly corrupted) and noise: each
+    row of one batch, with its own generator, is token for token what rest_decoding gives its prompt
+    alone."""
     hp, params = random_gpt2(n_vocab=50, n_ctx=64, seed=3)
     target = GPT2(hp, params)
     prompts = [[7, 3, 11, 3, 7, 20], [1, 2], [9, 40, 9, 1], [5]]
-    text = sum((autoregressive_sampling(x, target, 30, np.random.default_rng(0), temperature=0) for x in prompts), [])
+    text = sum((autoregressive_sampling(x, target, 30, np.random.default_rng(0), temperature=0)
+                for x in prompts), [])
     noise = np.random.default_rng(1).integers(0, 50, 200).tolist()
     store = Datastore.build([(t + 1) % 50 if i % 9 == 8 else t for i, t in enumerate(text)] + noise)
     stats = []
-    out = batch_rest_decoding(prompts, BatchGPT2(target, len(prompts)), 24, np.random.default_rng(5), store,
-                              stats=stats, generators={b: np.random.default_rng(b) for b in range(4)}, **options)
+    out = batch_rest_decoding(prompts, BatchGPT2(target, len(prompts)), 24,
+                              np.random.default_rng(5), store,
+                              stats=stats,
+                              generators={b: np.random.default_rng(b) for b in range(4)}, **options)
     for b, prompt in enumerate(prompts):
         target.reset()
-        assert out[b] == rest_decoding(prompt, target, 24, np.random.default_rng(b), store, **options)
+        assert out[b] == rest_decoding(prompt, target, 24, np.random.default_rng(b), store,
+                                       **options)
     check_records(stats)

@@ -25,10 +25,9 @@ from batchrows import (HP, N, PARAMS, ROWS, TEXTS, built_in, check_paths, check_
                        check_rows_alone, generators)
 from clitools import run_here
 from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
-from gpt2.engine import GPT2
 from gpt2.load import ASSETS
-from gpt2.self_draft import (BatchSelfDraft, SelfDraft, batch_side, exit_skip, load_self_draft, parse_skip,
-                             sublayer)
+from gpt2.self_draft import (BatchSelfDraft, SelfDraft, batch_side, exit_skip, load_self_draft,
+                             parse_skip, sublayer)
 from picospec.sampling import sample, warp
 from picospec.batched.self_draft import batch_self_speculative_decoding
 from picospec.self_draft import self_speculative_decoding
@@ -41,8 +40,8 @@ def tiny():
 
 
 def engines(tiny, path, dtype):
-    """-> a SelfDraft on tiny-target for `path` ("a3,m4": a skip set; "E2": exit after layer 2, plain LM head;
-    "shipped exit": the shipped exit layer and adapter), its weights in dtype."""
+    """-> a SelfDraft on tiny-target for `path` ("a3,m4": a skip set; "E2": exit after layer 2,
+    plain LM head; "shipped exit": the shipped exit layer and adapter), its weights in dtype."""
     params = as_dtype(tiny.params, dtype)
     if path == "shipped exit":
         shipped = load_self_draft(tiny.hparams, tiny.params, ASSETS / "tiny-target", "early_exit")
@@ -52,15 +51,17 @@ def engines(tiny, path, dtype):
 
 
 def run_calls(batch, singles, seed, steps=14):
-    """Random batched calls, each row changed by its own amount, and the same calls on each row's own engine -> the
-    largest difference of logits between a batched row and its own engine's."""
+    """Random batched calls, each row changed by its own amount, and the same calls on each row's
+    own engine -> the largest difference of logits between a batched row and its own engine's."""
     rng, worst = np.random.default_rng(seed), 0.0
     xs = [[int(t) for t in rng.integers(0, 4096, rng.integers(1, 12))] for _ in singles]
     for step in range(steps):
         side = "target" if step == 0 or rng.random() < 0.4 else "draft"
-        xs = [x[:max(1, len(x) - int(rng.choice([0, 0, 0, 1, 3])))] + [int(t) for t in rng.integers(0, 4096, 1 + int(
+        xs = [x[:max(1, len(x) - int(rng.choice([0, 0, 0, 1, 3])))]
+              + [int(t) for t in rng.integers(0, 4096, 1 + int(
             rng.integers(0, 3 if side == "target" else 2)))] for x in xs]
-        if len(xs) > 1 and rng.random() < 0.15:  # a finished row leaves the batch; the others move up
+        # a finished row leaves the batch; the others move up
+        if len(xs) > 1 and rng.random() < 0.15:
             gone = int(rng.integers(0, len(xs)))
             xs, singles = xs[:gone] + xs[gone + 1:], singles[:gone] + singles[gone + 1:]
         n = int(rng.integers(1, min(4, min(len(x) for x in xs)) + 1)) if side == "target" else 1
@@ -74,21 +75,26 @@ def run_calls(batch, singles, seed, steps=14):
 @pytest.mark.parametrize("path", ["a3,m4", "a5", "m0,a2", "E2", "shipped exit"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_batched_logits_equal_each_row_on_its_own_engine(tiny, path, seed):
-    """float64 weights show the two equal up to the order of sums (the rows run together, then one by one)."""
+    """float64 weights show the two equal up to the order of sums (the rows run together, then one
+    by one)."""
     engine = engines(tiny, path, "float64")
-    singles = [SelfDraft(engine.hparams, engine.params, engine.skip, engine.adapter) for _ in range(4)]
+    singles = [SelfDraft(engine.hparams, engine.params, engine.skip, engine.adapter)
+               for _ in range(4)]
     assert run_calls(BatchSelfDraft(engine, 4), singles, seed) < 1e-5
 
 
 def test_float32_rows_agree_as_closely_as_the_engine_does_with_itself(tiny):
-    """In float32 the logits differ by the order of sums only, as in tests/test_self_draft.py (1e-4)."""
+    """In float32 the logits differ by the order of sums only, as in tests/test_self_draft.py
+    (1e-4)."""
     engine = engines(tiny, "shipped exit", "float32")
-    singles = [SelfDraft(engine.hparams, engine.params, engine.skip, engine.adapter) for _ in range(3)]
+    singles = [SelfDraft(engine.hparams, engine.params, engine.skip, engine.adapter)
+               for _ in range(3)]
     assert run_calls(BatchSelfDraft(engine, 3), singles, 2) < 1e-4
 
 
 class VerifiesOnTheDraftsCache(BatchSelfDraft):
-    """Bug: the target reuses every key/value the row's cache holds, also those the draft wrote above the cut."""
+    """Bug: the target reuses every key/value the row's cache holds, also those the draft wrote
+    above the cut."""
 
     def _verify(self, xs, n=1):
         self.verified = [len(t) for t in self.tokens]
@@ -117,14 +123,16 @@ def test_a_wrong_reuse_of_the_residuals_at_the_cut_is_caught(tiny):
 
 @pytest.mark.parametrize("path, cut", [("a3,m4", 6), ("E2", 4), ("m5", 11)])
 def test_verification_runs_only_unread_tokens_below_the_cut(tiny, monkeypatch, path, cut):
-    """After the draft read t and d1 in every row, verifying [.., t, d1, d2] runs d2 alone through the sublayers below
-    the cut and the three tokens through the rest, one batched pass each; the logits are each row's own engine's."""
+    """After the draft read t and d1 in every row, verifying [.., t, d1, d2] runs d2 alone through
+    the sublayers below the cut and the three tokens through the rest, one batched pass each; the
+    logits are each row's own engine's."""
     import gpt2.self_draft as self_draft
 
     engine = engines(tiny, path, "float64")
     batch = BatchSelfDraft(engine, 3)
     xs = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16]]
-    calls = [("target", [], 1), ("draft", [1], 1), ("draft", [1, 2], 1), ("target", [1, 2, 3], 3)]  # (side, x +, n)
+    # (side, x +, n)
+    calls = [("target", [], 1), ("draft", [1], 1), ("draft", [1, 2], 1), ("target", [1, 2, 3], 3)]
     for side, more, n in calls[:3]:
         getattr(batch, side).logits([x + more for x in xs], n)
     seen = []  # (sublayer, padded rows it ran)
@@ -132,7 +140,8 @@ def test_verification_runs_only_unread_tokens_below_the_cut(tiny, monkeypatch, p
         seen.append((s, x.shape[0] * x.shape[1])), sublayer(x, s, *args, **kwargs))[1])
     out = batch.target.logits([x + calls[3][1] for x in xs], 3)  # [3, 3, V]
     assert [s for s, _ in seen] == list(range(12))
-    assert {rows for s, rows in seen if s < cut} == {3} and {rows for s, rows in seen if s >= cut} == {9}
+    assert {rows for s, rows in seen if s < cut} == {3} and {rows for s,
+                                                             rows in seen if s >= cut} == {9}
     for b, x in enumerate(xs):
         single = SelfDraft(engine.hparams, engine.params, engine.skip)
         for side, more, n in calls:
@@ -179,7 +188,8 @@ def test_micro_rows_equal_each_row_alone(monkeypatch, skip, options):
 
 
 def unwarped_draw(p_raw, rng, **sampling_options):
-    """Bug: verify against the draft's unwarped law (the one its confidence reads), not the warped law it sampled."""
+    """Bug: verify against the draft's unwarped law (the one its confidence reads), not the warped
+    law it sampled."""
     token = sample(warp(p_raw, **sampling_options), rng)
     return token, p_raw, float(p_raw[token])
 
@@ -192,44 +202,57 @@ def test_verifying_against_the_unwarped_draft_law_is_caught(monkeypatch):
 # ---- the rows, on the built-in target and its shipped self_draft.json ----
 
 def alone(engine, xs, settings, options):
-    """-> per prompt, (self_speculative_decoding's output alone with generator b, its step records)."""
+    """-> per prompt, (self_speculative_decoding's output alone with generator b, its step
+    records)."""
     out = []
     for b, x in enumerate(xs):
         engine.reset()
         stats = []
         out.append((self_speculative_decoding(x, engine.draft, engine.target, 24, settings["K"],
-                                              np.random.default_rng(b), stats=stats, **settings["loop"], **options),
+                                              np.random.default_rng(b), stats=stats,
+                                              **settings["loop"], **options),
                     stats))
     return out
 
 
-SETTINGS = {"shipped": {}, "K4-adaptive": {"K": 4, "loop": dict(threshold=0.6, adaptive=True, alpha=0.9)}}
+SETTINGS = {"shipped": {},
+            "K4-adaptive": {"K": 4, "loop": dict(threshold=0.6, adaptive=True, alpha=0.9)}}
 
 
-@pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0}, {"temperature": 0.7, "top_k": 5}],
+@pytest.mark.parametrize("options",
+                         [{"temperature": 0}, {"temperature": 1.0},
+                          {"temperature": 0.7, "top_k": 5}],
                          ids=["T0", "T1", "T0.7-top_k5"])
 @pytest.mark.parametrize("settings", list(SETTINGS), ids=list(SETTINGS))
 @pytest.mark.parametrize("kind", ["layer_skip", "early_exit"])
 def test_batched_rows_equal_each_row_alone(tiny, kind, settings, options):
-    """Tokens, and per step: each row's accepted count and new tokens (-1 and none once it has finished); the step's
-    drafted is the most drafts of the rows still running. "shipped": the K and threshold of self_draft.json (fixed
-    threshold); "K4-adaptive": Draft & Verify's adaptive threshold, so rows stop drafting at their own counts."""
+    """Tokens, and per step: each row's accepted count and new tokens (-1 and none once it has
+    finished); the step's drafted is the most drafts of the rows still running. "shipped": the K and
+    threshold of self_draft.json (fixed threshold); "K4-adaptive": Draft & Verify's adaptive
+    threshold, so rows stop drafting at their own counts."""
     _, xs = built_in()
     engine = load_self_draft(tiny.hparams, tiny.params, ASSETS / "tiny-target", kind)
-    settings = {"K": engine.settings["K"], "loop": {"threshold": engine.settings["threshold"]}, **SETTINGS[settings]}
+    settings = {"K": engine.settings["K"], "loop": {"threshold": engine.settings["threshold"]},
+                **SETTINGS[settings]}
     stats, batch = [], BatchSelfDraft(engine, len(xs))
-    out = batch_self_speculative_decoding(xs, batch.draft, batch.target, 24, settings["K"], np.random.default_rng(9),
-                                          stats=stats, generators={b: np.random.default_rng(b) for b in range(len(xs))},
+    out = batch_self_speculative_decoding(xs, batch.draft, batch.target, 24, settings["K"],
+                                          np.random.default_rng(9),
+                                          stats=stats,
+                                          generators={b: np.random.default_rng(b)
+                                                      for b in range(len(xs))},
                                           **settings["loop"], **options)
     rows = alone(engine, xs, settings, options)
     assert len(stats) == max(len(s) for _, s in rows)
     for b, (x, single) in enumerate(rows):
         records = [(s["accepted"][b], s["tokens"][b]) for s in stats]
-        assert out[b] == x and records == [(r["accepted"], r["tokens"]) for r in single] + [(-1, [])] * (
+        assert out[b] == x and records == [(r["accepted"], r["tokens"])
+                                           for r in single] + [(-1, [])] * (
             len(stats) - len(single)), TEXTS[b]
-    drafted = [[single[k]["drafted"] for _, single in rows if k < len(single)] for k in range(len(stats))]
+    drafted = [[single[k]["drafted"] for _, single in rows if k < len(single)]
+               for k in range(len(stats))]
     assert [s["drafted"] for s in stats] == [max(d) for d in drafted]
-    check_records(stats)  # drafts accepted, rows ragged, some finished first; a record: kept drafts, then one token
+    # drafts accepted, rows ragged, some finished first; a record: kept drafts, then one token
+    check_records(stats)
     if settings["K"] > 1:  # rows stopped drafting at their own counts in the same step
         assert any(len(set(d)) > 1 for d in drafted)
 

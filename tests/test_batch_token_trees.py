@@ -1,6 +1,6 @@
 """Batched SpecInfer and Sequoia (picospec/batched/specinfer.py batch_specinfer_decoding,
-picospec/batched/sequoia.py batch_sequoia_decoding): every row's tree grown by the draft one level per
-batched tree call, every row's tree verified in one batched target call. Each row is held to the
+picospec/batched/sequoia.py batch_sequoia_decoding): every row's tree grown by the draft one level
+per batched tree call, every row's tree verified in one batched target call. Each row is held to the
 single form on its prompt alone with its own generator (tests/batchrows.py), so it has the law that
 tests/test_specinfer.py and tests/test_sequoia.py check:
 
@@ -17,7 +17,7 @@ import pytest
 
 import picospec.sequoia as sequoia
 import picospec.specinfer as specinfer
-from batchrows import (N, ROWS, TEXTS, built_in, check_paths, check_records, check_rows_alone,
+from batchrows import (N, ROWS, built_in, check_paths, check_records, check_rows_alone,
                        generators, micro, model)
 from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
@@ -31,7 +31,8 @@ from picospec.specinfer import specinfer_decoding
 from picospec.verify import verify_iid
 from test_rest import unverified
 
-DRAFT_HP, DRAFT_PARAMS = random_gpt2(n_vocab=3, n_ctx=16, n_embd=8, n_head=2, n_layer=1, seed=11, scale=0.6)
+DRAFT_HP, DRAFT_PARAMS = random_gpt2(n_vocab=3, n_ctx=16, n_embd=8, n_head=2, n_layer=1, seed=11,
+                                     scale=0.6)
 BUSHY = (.4, .3, .2)  # Sequoia's tree of 4 nodes at depth 2 branches: [[0], [1], [2], [0, 0]]
 METHODS = {"specinfer": (specinfer_decoding, batch_specinfer_decoding, {"expansion": (3, 2)}),
            "sequoia": (sequoia_decoding, batch_sequoia_decoding,
@@ -88,19 +89,24 @@ def pair():
     return target, model("tiny-draft")[0], model("ngram")[0], xs
 
 
-@pytest.mark.parametrize("name, merge", [("specinfer", False), ("specinfer", True), ("sequoia", False)])
-@pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0}, {"temperature": 0.7, "top_k": 5}])
+@pytest.mark.parametrize("name, merge",
+                         [("specinfer", False), ("specinfer", True), ("sequoia", False)])
+@pytest.mark.parametrize("options",
+                         [{"temperature": 0}, {"temperature": 1.0},
+                          {"temperature": 0.7, "top_k": 5}])
 def test_batched_rows_equal_each_row_alone(pair, name, merge, options, monkeypatch):
     """Token for token, but for a draw within MARGIN of a CDF boundary (tests/batchrows.py: 1 row in
     20 on the built-in pair split so, at 6e-7)."""
     target, draft, ngram, xs = pair
     single = {"specinfer": specinfer_decoding, "sequoia": sequoia_decoding}[name]
     batch = {"specinfer": batch_specinfer_decoding, "sequoia": batch_sequoia_decoding}[name]
-    kwargs = {"expansion": (1, 2, 1)} if name == "specinfer" else {"nodes": 5, "depth": 3, "acceptance": BUSHY}
+    kwargs = {"expansion": (1, 2, 1)} if name == "specinfer" else {"nodes": 5, "depth": 3,
+                                                                   "acceptance": BUSHY}
     drafts = [BatchGPT2(draft, len(xs)), batched(ngram)] if merge else BatchGPT2(draft, len(xs))
     stats = []
     out = batch(xs, drafts, BatchGPT2(target, len(xs)), 24, np.random.default_rng(9), stats=stats,
-                generators={b: np.random.default_rng(b) for b in range(len(xs))}, **kwargs, **options)
+                generators={b: np.random.default_rng(b) for b in range(len(xs))}, **kwargs,
+                **options)
 
     def alone(b, steps):
         target.reset(), draft.reset()

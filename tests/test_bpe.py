@@ -14,7 +14,8 @@ def test_merges_by_hand():
     # words: "abab" x2, "ab" x1 -> (a,b) = 5 -> then (ab,ab) = 2
     encoder, merges = train_bpe(["abab abab ab"], vocab_size=258)
     assert merges[0] == ("a", "b")
-    assert merges[1] in {("ab", "ab"), ("Ġ", "ab")}  # tie at 2: " ab" occurs twice too; the larger pair wins
+    # tie at 2: " ab" occurs twice too; the larger pair wins
+    assert merges[1] in {("ab", "ab"), ("Ġ", "ab")}
     assert merges[1] == max(("ab", "ab"), ("Ġ", "ab"))
     assert encoder[EOT] == 258 == len(encoder) - 1
     assert all(encoder[chr(c)] == c for c in range(ord("!"), ord("~") + 1))
@@ -60,17 +61,20 @@ def test_corpus_cli(tmp_path):
     encoder, merges = train_bpe(["x = 1\n"], vocab_size=260)
     save_tokenizer(tmp_path / "tok", encoder, merges)
     corpus_main(tmp_path / "tok", tmp_path / "out", root=root)
-    ids = np.concatenate([np.fromfile(tmp_path / "out" / f"{s}.bin", dtype=np.uint16) for s in ("train", "val", "heldout")])
+    ids = np.concatenate([np.fromfile(tmp_path / "out" / f"{s}.bin", dtype=np.uint16)
+                          for s in ("train", "val", "heldout")])
     assert (ids == encoder[EOT]).sum() == 40  # one <|endoftext|> after each file, tests/ excluded
 
 
 def test_heldout_prompts_longer_than_any_chunk_are_refused_not_searched_forever():
-    """A held-out prompt is cut from 200 lines of one file: 100,000 tokens never fit, and the search stops with what to
-    do (it looped forever); ordinary prompts are unchanged (the tries do not draw from the generator)."""
+    """A held-out prompt is cut from 200 lines of one file: 100,000 tokens never fit, and the search
+    stops with what to do (it looped forever); ordinary prompts are unchanged (the tries do not draw
+    from the generator)."""
     from gpt2.corpus import heldout_prompts
     from gpt2.encoder import load_encoder
 
     encoder = load_encoder(Path(__file__).resolve().parents[1] / "gpt2" / "assets" / "tiny-target")
     assert [len(x) for x in heldout_prompts(encoder, 3, 64)] == [64, 64, 64]
-    with pytest.raises(ValueError, match="found only 0 of 1 held-out prompts of 100000 tokens .*--prompt_tokens"):
+    with pytest.raises(ValueError, match="found only 0 of 1 held-out prompts of 100000 tokens "
+                                         ".*--prompt_tokens"):
         heldout_prompts(encoder, 1, 100000)

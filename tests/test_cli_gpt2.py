@@ -1,7 +1,9 @@
-"""The engine's commands go through the one door (gpt2.cli): a mistake on the command line is one `error:` line, exit 2,
-in well under a second, before any work and with no file left behind; --help prints the options and exits 0.
+"""The engine's commands go through the one door (gpt2.cli): a mistake on the command line is one
+`error:` line, exit 2, in well under a second, before any work and with no file left behind; --help
+prints the options and exits 0.
 
-Commands: python -m gpt2.bpe, gpt2.corpus, gpt2.card, gpt2.ngram, gpt2.heads, bench.engine, bench.gpu.
+Commands: python -m gpt2.bpe, gpt2.corpus, gpt2.card, gpt2.ngram, gpt2.heads, bench.engine,
+bench.gpu.
 """
 import json
 
@@ -12,13 +14,16 @@ from clitools import ROOT, assert_refused, files_under, run_here
 from gpt2.bpe import train_bpe
 from gpt2.encoder import save_tokenizer
 
-MEDUSA = str(ROOT / "gpt2" / "assets" / "tiny-target" / "medusa")  # the shipped 2 heads on tiny-target
-COMMANDS = ["gpt2.bpe", "gpt2.corpus", "gpt2.card", "gpt2.ngram", "gpt2.heads", "bench.engine", "bench.gpu"]
+# the shipped 2 heads on tiny-target
+MEDUSA = str(ROOT / "gpt2" / "assets" / "tiny-target" / "medusa")
+COMMANDS = ["gpt2.bpe", "gpt2.corpus", "gpt2.card", "gpt2.ngram", "gpt2.heads", "bench.engine",
+            "bench.gpu"]
 
 
 def make_inputs(folder):
-    """What the bad command lines point at: a text file, a file that is not UTF-8, an empty folder, a tokenizer,
-    and a data folder as gpt2.corpus writes it but far too short (and for a 50257-token vocabulary)."""
+    """What the bad command lines point at: a text file, a file that is not UTF-8, an empty folder,
+    a tokenizer, and a data folder as gpt2.corpus writes it but far too short (and for a 50257-token
+    vocabulary)."""
     (folder / "lib").mkdir()
     (folder / "lib" / "a.py").write_text("x = 1\n")
     (folder / "latin1.py").write_bytes("caf\u00e9 = 1\n".encode("latin-1"))
@@ -28,7 +33,8 @@ def make_inputs(folder):
     for name in ("train", "val", "heldout"):
         np.arange(100, dtype=np.uint16).tofile(folder / "data" / f"{name}.bin")
     (folder / "data" / "meta.json").write_text(json.dumps({"n_vocab": 50257}))
-    for name, n_vocab, n in (("gpt2data", 50257, 600), ("smallvocab", 50, 100)):  # long enough; a vocab too small
+    # long enough; a vocab too small
+    for name, n_vocab, n in (("gpt2data", 50257, 600), ("smallvocab", 50, 100)):
         (folder / name).mkdir()
         for split in ("train", "val", "heldout"):
             np.arange(n, dtype=np.uint16).tofile(folder / name / f"{split}.bin")
@@ -37,57 +43,83 @@ def make_inputs(folder):
 
 BAD = [  # (command, arguments, what the one line must say)
     # gpt2.bpe
-    ("gpt2.bpe", ["--out", "tok2", "--vocab_sise", "300"], r"unknown option --vocab_sise: did you mean --vocab_size\?"),
-    ("gpt2.bpe", ["--out", "/proc/tok"], r"--out /proc/tok: cannot write in /proc \(.*\): give a folder you can write to"),
-    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "/proc/d"], r"--out /proc/d: cannot write in /proc"),
-    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "nan"], r"--vocab_size must be an integer; got 'nan'"),
-    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "300.0"], r"--vocab_size must be an integer; got '300.0'"),
+    ("gpt2.bpe", ["--out", "tok2", "--vocab_sise", "300"],
+     r"unknown option --vocab_sise: did you mean --vocab_size\?"),
+    ("gpt2.bpe", ["--out", "/proc/tok"],
+     r"--out /proc/tok: cannot write in /proc \(.*\): give a folder you can write to"),
+    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "/proc/d"],
+     r"--out /proc/d: cannot write in /proc"),
+    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "nan"],
+     r"--vocab_size must be an integer; got 'nan'"),
+    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "300.0"],
+     r"--vocab_size must be an integer; got '300.0'"),
     ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "1e5"], r"--vocab_size must be an integer"),
     ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "100"], r"--vocab_size must be >= 257; got 100"),
     ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "70000"], r"--vocab_size must be <= 65536"),
     ("gpt2.bpe", ["--vocab_size", "300"], r"--out is required"),
-    ("gpt2.bpe", ["--out", "missing/tok2"], r"--out missing/tok2: the folder .*missing does not exist"),
+    ("gpt2.bpe", ["--out", "missing/tok2"],
+     r"--out missing/tok2: the folder .*missing does not exist"),
     ("gpt2.bpe", ["--out", "lib/a.py"], r"--out lib/a.py: is a file"),
-    ("gpt2.bpe", ["--out", "tok2", "--files", "lib/a.py,nope.py"], r"--files nope.py: no such file"),
-    ("gpt2.bpe", ["--out", "tok2", "--files", "lib"], r"--files lib: no such file \(it is a folder\)"),
+    ("gpt2.bpe", ["--out", "tok2", "--files", "lib/a.py,nope.py"],
+     r"--files nope.py: no such file"),
+    ("gpt2.bpe", ["--out", "tok2", "--files", "lib"],
+     r"--files lib: no such file \(it is a folder\)"),
     ("gpt2.bpe", ["--out", "tok2", "--files", "latin1.py"], r"--files latin1.py is not UTF-8 text"),
     ("gpt2.bpe", ["tok2"], r"unexpected argument 'tok2'"),
     # gpt2.corpus
     ("gpt2.corpus", ["--tokenizer", "nope", "--out", "d"], r"--tokenizer nope: no such folder"),
     ("gpt2.corpus", ["--tokenizer", "empty", "--out", "d"], r"--tokenizer empty: has no tokenizer"),
     ("gpt2.corpus", ["--tokenizer", "tok"], r"--out is required"),
-    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "missing/d"], r"the folder .*missing does not exist"),
-    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "d", "--root", "nope"], r"--root nope: no such folder"),
-    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "d", "--root", "empty"], r"--root .*empty: no UTF-8 .py files"),
-    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "d", "--tokeniser", "tok"], r"did you mean --tokenizer\?"),
+    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "missing/d"],
+     r"the folder .*missing does not exist"),
+    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "d", "--root", "nope"],
+     r"--root nope: no such folder"),
+    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "d", "--root", "empty"],
+     r"--root .*empty: no UTF-8 .py files"),
+    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "d", "--tokeniser", "tok"],
+     r"did you mean --tokenizer\?"),
     # gpt2.card
     ("gpt2.card", [], r"--data is required"),
     ("gpt2.card", ["--data", "empty"], r"--data empty: has no val.bin or heldout.bin"),
     ("gpt2.card", ["--data", "data", "--n_windows", "0"], r"--n_windows must be >= 1; got 0"),
-    ("gpt2.card", ["--data", "data", "--n_windows", "inf"], r"--n_windows must be an integer; got 'inf'"),
+    ("gpt2.card", ["--data", "data", "--n_windows", "inf"],
+     r"--n_windows must be an integer; got 'inf'"),
     ("gpt2.card", ["--data", "data", "--nwindows", "3"], r"did you mean --n_windows\?"),
-    ("gpt2.card", ["--data", "data", "--out", "missing/card.md"], r"--out missing/card.md: the folder .* does not exist"),
+    ("gpt2.card", ["--data", "data", "--out", "missing/card.md"],
+     r"--out missing/card.md: the folder .* does not exist"),
     ("gpt2.card", ["--data", "data", "--out", "card.md"], r"val.bin holds fewer than 257 tokens"),
-    ("gpt2.card", ["--data", "gpt2data", "--out", "card.md"], r"--data gpt2data holds ids of a 50257-token "
-                                                               r"vocabulary, the built-in models have 4097"),
-    ("gpt2.ngram", ["--data", "smallvocab", "--out", "ng.safetensors"], r"train.bin holds token id 99, but the model "
+    ("gpt2.card", ["--data", "gpt2data", "--out", "card.md"],
+     r"--data gpt2data holds ids of a 50257-token "
+                                                               r"vocabulary, the built-in models "
+                                                               r"have 4097"),
+    ("gpt2.ngram", ["--data", "smallvocab", "--out", "ng.safetensors"],
+     r"train.bin holds token id 99, but the model "
                                                                          r"has 50 tokens"),
     # gpt2.ngram
     ("gpt2.ngram", ["--data", "data"], r"--out is required"),
-    ("gpt2.ngram", ["--data", "lib", "--out", "ng.safetensors"], r"--data lib: has no train.bin or meta.json"),
+    ("gpt2.ngram", ["--data", "lib", "--out", "ng.safetensors"],
+     r"--data lib: has no train.bin or meta.json"),
     ("gpt2.ngram", ["--data", "data", "--out", "."], r"--out \. is a folder: give a file name"),
-    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "0"], r"--order must be >= 1; got 0"),
-    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "five"], r"--order must be an integer; got 'five'"),
-    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "5"], r"--order 5 is too high .* int64; use --order 4"),
-    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--min_count", "-1"], r"--min_count must be >= 1; got -1"),
+    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "0"],
+     r"--order must be >= 1; got 0"),
+    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "five"],
+     r"--order must be an integer; got 'five'"),
+    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "5"],
+     r"--order 5 is too high .* int64; use --order 4"),
+    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--min_count", "-1"],
+     r"--min_count must be >= 1; got -1"),
     # gpt2.heads
     ("gpt2.heads", ["--src", "nope", "--dst", "kept", "--n", "1"], r"--src nope: no such folder"),
     ("gpt2.heads", ["--src", MEDUSA, "--dst", "kept"], r"--n is required"),
-    ("gpt2.heads", ["--src", MEDUSA, "--dst", "kept", "--n", "1.5"], r"--n must be an integer; got '1.5'"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "kept", "--n", "1.5"],
+     r"--n must be an integer; got '1.5'"),
     ("gpt2.heads", ["--src", MEDUSA, "--dst", "kept", "--n", "3"], r"--n 3: .* has 2 heads"),
-    ("gpt2.heads", ["--src", MEDUSA, "--dst", "lib/a.py", "--n", "1"], r"--dst lib/a.py: is a file"),
-    ("gpt2.heads", ["--src", MEDUSA, "--dst", "missing/kept", "--n", "1"], r"the folder .*missing does not exist"),
-    ("gpt2.heads", ["--src", "empty", "--dst", "kept", "--n", "1"], r"heads"),  # no heads.json there
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "lib/a.py", "--n", "1"],
+     r"--dst lib/a.py: is a file"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "missing/kept", "--n", "1"],
+     r"the folder .*missing does not exist"),
+    # no heads.json there
+    ("gpt2.heads", ["--src", "empty", "--dst", "kept", "--n", "1"], r"heads"),
     ("gpt2.heads", ["--src", "lib", "--dst", "lib", "--n", "1"], r"--dst lib is the --src folder"),
     ("gpt2.heads", ["--src", MEDUSA, "--dst", "kept", "--n", "1", "-x"], r"unknown option -x"),
     # bench.engine
@@ -97,7 +129,8 @@ BAD = [  # (command, arguments, what the one line must say)
     ("bench.engine", ["--repeats", "0"], r"--repeats must be >= 1; got 0"),
     ("bench.engine", ["--max_M", "nan"], r"--max_M must be an integer; got 'nan'"),
     ("bench.engine", ["--n_cache", "-5"], r"--n_cache must be >= 1"),
-    ("bench.engine", ["--n_cache", "1020"], r"--n_cache 1020 \+ --max_M 16 exceeds the 124M shape's context of 1024 tokens"),
+    ("bench.engine", ["--n_cache", "1020"],
+     r"--n_cache 1020 \+ --max_M 16 exceeds the 124M shape's context of 1024 tokens"),
     ("bench.engine", ["--sizes", "124M", "--repets", "3"], r"did you mean --repeats\?"),
     ("bench.engine", ["--sizes", "124M", "--sizes", "355M"], r"--sizes is given twice"),
     # bench.gpu
@@ -106,7 +139,8 @@ BAD = [  # (command, arguments, what the one line must say)
 ]
 
 
-@pytest.mark.parametrize("module, args, pattern", BAD, ids=[f"{m}:{' '.join(a)}"[:70] for m, a, _ in BAD])
+@pytest.mark.parametrize("module, args, pattern", BAD,
+                         ids=[f"{m}:{' '.join(a)}"[:70] for m, a, _ in BAD])
 def test_a_bad_command_line_is_one_line_and_leaves_nothing(tmp_path, module, args, pattern):
     make_inputs(tmp_path)
     before = files_under(tmp_path)
@@ -131,23 +165,29 @@ def test_bench_gpu_without_cupy_is_one_line(tmp_path):
     before = files_under(tmp_path)
     r = run_here(["-m", "bench.gpu", "--task", "check"], tmp_path)
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
-    assert_refused(r, r"^error: --device gpu needs CuPy, which is not importable here", tmp_path, before, max_seconds=3)
+    assert_refused(r, r"^error: --device gpu needs CuPy, which is not importable here", tmp_path,
+                   before, max_seconds=3)
 
 
 def test_the_data_pipeline_runs_through_the_door(tmp_path):
-    """bpe -> corpus -> ngram -> heads on a toy corpus, each as a user runs it, each writing only its outputs."""
+    """bpe -> corpus -> ngram -> heads on a toy corpus, each as a user runs it, each writing only
+    its outputs."""
     (tmp_path / "lib").mkdir()
     for i in range(30):
         (tmp_path / "lib" / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
-    steps = [["-m", "gpt2.bpe", "--out", "tok", "--vocab_size", "280", "--files", "lib/m0.py,lib/m1.py"],
+    steps = [["-m", "gpt2.bpe", "--out", "tok", "--vocab_size", "280", "--files",
+              "lib/m0.py,lib/m1.py"],
              ["-m", "gpt2.corpus", "--tokenizer", "tok", "--out", "data", "--root", "lib"],
-             ["-m", "gpt2.ngram", "--data", "data", "--out", "ng.safetensors", "--order", "3", "--min_count", "1"],
+             ["-m", "gpt2.ngram", "--data", "data", "--out", "ng.safetensors", "--order", "3",
+              "--min_count", "1"],
              ["-m", "gpt2.heads", "--src", MEDUSA, "--dst", "kept", "--n", "1"]]
     for args in steps:
         r = run_here(args, tmp_path)
         assert r.returncode == 0, r.stderr[-800:]
     made = set(files_under(tmp_path)) - {"lib"} - {f"lib/m{i}.py" for i in range(30)}
-    assert made == {"tok", "tok/vocab.json", "tok/merges.txt", "data", "ng.safetensors", "kept", "kept/heads.json",
-                    "kept/heads.safetensors", *(f"data/{n}" for n in ("train.bin", "val.bin", "heldout.bin", "meta.json"))}
+    assert made == {"tok", "tok/vocab.json", "tok/merges.txt", "data", "ng.safetensors", "kept",
+                    "kept/heads.json",
+                    "kept/heads.safetensors",
+                    *(f"data/{n}" for n in ("train.bin", "val.bin", "heldout.bin", "meta.json"))}
     assert json.loads((tmp_path / "kept" / "heads.json").read_text())["n_heads"] == 1
     assert json.loads((tmp_path / "data" / "meta.json").read_text())["n_vocab"] <= 280

@@ -1,8 +1,10 @@
-"""EAGLE: the head's gradients against finite differences, its decoding path against its training forward, training
-lowers the loss, save/load; EAGLE-1 and EAGLE-2 equal greedy decoding at temperature 0 on a real GPT-2; at temperature
-1 (with top-k / top-p warping) they follow the target's exact law on toy models, with sampled drafts and with
-deterministic top-k candidates verified as one-hot proposals, while two broken one-hot rules are rejected by the same
-check; the dynamic tree keeps exactly the total_tokens best nodes by cumulative log-probability (brute force)."""
+"""EAGLE: the head's gradients against finite differences, its decoding path against its training
+forward, training lowers the loss, save/load; EAGLE-1 and EAGLE-2 equal greedy decoding at
+temperature 0 on a real GPT-2; at temperature 1 (with top-k / top-p warping) they follow the
+target's exact law on toy models, with sampled drafts and with deterministic top-k candidates
+verified as one-hot proposals, while two broken one-hot rules are rejected by the same check; the
+dynamic tree keeps exactly the total_tokens best nodes by cumulative log-probability (brute
+force)."""
 import itertools
 import json
 
@@ -12,7 +14,8 @@ import pytest
 import picospec.eagle as eagle1
 import picospec.eagle2 as eagle2  # noqa: F401  (python -m bench.power plants a broken rule in it)
 from checker import check_law, exact_law
-from gpt2.eagle import EagleHead, eagle_forward, eagle_loss_and_grads, init_eagle, load_eagle, save_eagle
+from gpt2.eagle import (EagleHead, eagle_forward, eagle_loss_and_grads, init_eagle, load_eagle,
+                        save_eagle)
 from gpt2.engine import GPT2, tree_map
 from gpt2.train import flatten
 from micro import random_gpt2
@@ -26,7 +29,8 @@ from toy import ToyTree, random_toy
 def random_head(C=8, n_head=2, seed=0, scale=0.3, dtype=np.float32):
     rng = np.random.default_rng(seed)
     params, config = init_eagle(C, n_head, rng)
-    return tree_map(lambda a: (a + rng.standard_normal(a.shape) * scale).astype(dtype), params), config
+    return tree_map(lambda a: (a + rng.standard_normal(a.shape) * scale).astype(dtype),
+                    params), config
 
 
 # ---- the head ----
@@ -36,7 +40,8 @@ def test_head_gradients_match_finite_differences():
     V, C, B, T = 11, 8, 2, 5
     params, _ = random_head(C, dtype=np.float64)
     wte = rng.standard_normal((V, C))
-    f, f_next = rng.standard_normal((B, T, C)), 2 * rng.standard_normal((B, T, C))  # SmoothL1 on both of its sides
+    # SmoothL1 on both of its sides
+    f, f_next = rng.standard_normal((B, T, C)), 2 * rng.standard_normal((B, T, C))
     tokens = rng.integers(0, V, (B, T))
     _, _, grads, df = eagle_loss_and_grads(f, tokens, f_next, params, wte, 2)
     flat_p, flat_g = flatten(params), flatten(grads)
@@ -71,11 +76,12 @@ def head_and_inputs():
 
 
 def test_decoding_path_equals_the_training_forward(head_and_inputs):
-    """Row 0 and a chain drafted on the head's own features equal eagle_forward fed those features by hand."""
+    """Row 0 and a chain drafted on the head's own features equal eagle_forward fed those features
+    by hand."""
     head, params, wte, x, F = head_and_inputs
     head.reset()
     out = head(x, F, [3, 5], [-1, 0])  # [3, V]
-    f, tokens = np.stack(F), list(x[1:])
+    f, tokens, g = np.stack(F), list(x[1:]), None
     for k, t in enumerate([None, 3, 5]):
         if t is not None:  # feed the guessed feature of the previous row and the drafted token
             f, tokens = np.concatenate([f, g[:, -1]]), tokens + [t]
@@ -102,15 +108,17 @@ def test_training_lowers_the_loss(tmp_path):
     from gpt2.train_eagle import main
     from gpt2.weights import save_checkpoint
 
-    hparams, params = random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2, n_layer=1, seed=3, scale=0.5)
+    hparams, params = random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2, n_layer=1, seed=3,
+                                  scale=0.5)
     save_checkpoint(tmp_path / "backbone", hparams, params)
     text = np.tile(np.random.default_rng(0).integers(0, 20, 37), 60).astype(np.uint16)
     (tmp_path / "data").mkdir()
     text.tofile(tmp_path / "data" / "train.bin")
     text[:400].tofile(tmp_path / "data" / "val.bin")
-    main(backbone=str(tmp_path / "backbone"), data=str(tmp_path / "data"), out=str(tmp_path / "out"),
-         distill_tokens=3200, distill_temperature=1.0, batch_size=8, lr=3e-3, warmup=5, max_steps=150, eval_every=50,
-         eval_rows=4, steps=3, dtype="float32")
+    main(backbone=str(tmp_path / "backbone"), data=str(tmp_path / "data"),
+         out=str(tmp_path / "out"),
+         distill_tokens=3200, distill_temperature=1.0, batch_size=8, lr=3e-3, warmup=5,
+         max_steps=150, eval_every=50, eval_rows=4, steps=3, dtype="float32")
     record = json.loads((tmp_path / "out" / "eagle.json").read_text())
     assert record["history"][-1]["loss"] < 0.8 * record["first_losses"]["loss"]
     assert record["history"][-1]["val_loss"] < record["history"][0]["val_loss"]
@@ -119,15 +127,19 @@ def test_training_lowers_the_loss(tmp_path):
     assert config["n_head"] == 2 and set(loaded) == {"fc", "block"}
 
 
-@pytest.mark.parametrize("accuracy", ["x", {"rank_share": "x"}, {"rank_share": [[0.5, "x"]]}, {"rank_share": []},
+@pytest.mark.parametrize("accuracy",
+                         ["x", {"rank_share": "x"}, {"rank_share": [[0.5, "x"]]},
+                          {"rank_share": []},
                                       {"rank_share": [[0.5, 0.2], [0.5]]}, {"rank_share": [[1.5]]}])
 def test_a_damaged_accuracy_record_is_named(tmp_path, accuracy):
-    """eagle.json's accuracy.rank_share builds EAGLE-1's sparse tree: anything but a table of shares is refused when
-    the head loads, naming the file (before: an AttributeError or TypeError when the tree was built)."""
+    """eagle.json's accuracy.rank_share builds EAGLE-1's sparse tree: anything but a table of shares
+    is refused when the head loads, naming the file (before: an AttributeError or TypeError when the
+    tree was built)."""
     params, config = random_head(C=8)
     save_eagle(tmp_path, params, config, dtype="float32", record={"accuracy": accuracy})
-    with pytest.raises(ValueError, match=f"{tmp_path / 'eagle.json'}: accuracy.rank_share must be a table of shares "
-                                         "from 0 to 1.*re-train the head"):
+    with pytest.raises(ValueError,
+                       match=f"{tmp_path / 'eagle.json'}: accuracy.rank_share must be a table of "
+                             f"shares from 0 to 1.*re-train the head"):
         load_eagle(tmp_path, n_embd=8)
 
 
@@ -151,7 +163,8 @@ def test_save_load_round_trip_and_errors(tmp_path):
 # ---- temperature 0 on a real (random) GPT-2 ----
 
 def engine_and_head(seed):
-    hparams, params = random_gpt2(n_vocab=12, n_ctx=64, n_embd=16, n_head=2, n_layer=2, seed=seed, scale=0.5)
+    hparams, params = random_gpt2(n_vocab=12, n_ctx=64, n_embd=16, n_head=2, n_layer=2, seed=seed,
+                                  scale=0.5)
     head_params, config = random_head(C=16, seed=seed)
     return GPT2(hparams, params), EagleHead(head_params, config, params["wte"], 128)
 
@@ -165,22 +178,27 @@ def test_temperature_zero_equals_greedy(method):
         expected = autoregressive_sampling(x, model, 25, np.random.default_rng(0), temperature=0)
         stats, rng = [], np.random.default_rng(0)
         if method == "eagle2":
-            out = eagle2_decoding(x, model, head, 25, rng, depth=3, tree_top_k=3, total_tokens=8, stats=stats,
-                                  temperature=0)
+            out = eagle2_decoding(x, model, head, 25, rng, depth=3, tree_top_k=3, total_tokens=8,
+                                  stats=stats, temperature=0)
         else:
-            choices = static_tree("chain", depth=3) if method == "chain" else [[0], [1], [2], [0, 0], [0, 1], [1, 0]]
-            out = eagle_decoding(x, model, head, 25, rng, choices, candidates="topk" if "topk" in method else "sample",
+            choices = static_tree("chain", depth=3) if method == "chain" else [[0], [1], [2],
+                                                                               [0, 0], [0, 1],
+                                                                               [1, 0]]
+            out = eagle_decoding(x, model, head, 25, rng, choices,
+                                 candidates="topk" if "topk" in method else "sample",
                                  stats=stats, temperature=0)
         assert out == expected
         assert sum(len(s["tokens"]) for s in stats) == 25
         accepted += sum(s["accepted"] for s in stats)
-    assert accepted > 0  # some drafts were right, so the accepted-path bookkeeping (features, caches) was exercised
+    # some drafts were right, so the accepted-path bookkeeping (features, caches) was exercised
+    assert accepted > 0
 
 
 # ---- exact laws on toy models ----
 
 class ToyTarget(ToyTree):
-    """A toy target with features: the feature at a position is the one-hot of its token (so F can be checked)."""
+    """A toy target with features: the feature at a position is the one-hot of its token (so F can
+    be checked)."""
 
     def logits(self, x, n=1, hidden=False):
         out = np.log(np.maximum(self(x, n), 1e-300))
@@ -192,15 +210,17 @@ class ToyTarget(ToyTree):
 
 
 class ToyDraft:
-    """The draft contract on a toy table: law after (second-to-last, last) token of each path; it reads the
-    second-to-last token of x from the features, which must be the target's (one-hot) features of x."""
+    """The draft contract on a toy table: law after (second-to-last, last) token of each path; it
+    reads the second-to-last token of x from the features, which must be the target's (one-hot)
+    features of x."""
 
     def __init__(self, table):
         self.table, self.calls = table, 0
 
     def __call__(self, x, F, tokens=(), parents=()):
         self.calls += 1
-        assert len(F) == len(x) - 1 and all(int(np.argmax(f)) == t for f, t in zip(F, x)), "wrong features"
+        assert len(F) == len(x) - 1 and all(int(np.argmax(f)) == t for f,
+                                            t in zip(F, x)), "wrong features"
         rows = [self.table[int(np.argmax(F[-1])), x[-1]]]
         for i in range(len(tokens)):
             path, node = [], i
@@ -236,7 +256,8 @@ def runs(method="eagle", n=FOLLOWS_N, seed=0, **options):
     rng, out = np.random.default_rng(seed), []
     for _ in range(n):
         if method == "eagle2":
-            seq = eagle2_decoding(PROMPT, TARGET, DRAFT, N, rng, depth=2, tree_top_k=2, total_tokens=4, **options)
+            seq = eagle2_decoding(PROMPT, TARGET, DRAFT, N, rng, depth=2, tree_top_k=2,
+                                  total_tokens=4, **options)
         else:
             seq = eagle_decoding(PROMPT, TARGET, DRAFT, N, rng, TREE, **options)
         out.append(tuple(seq[len(PROMPT):]))
@@ -250,7 +271,8 @@ def test_follows_the_target_exactly(method, options):
 
 
 def one_hot_without_residual(tokens, parents, Q, rng, P=None):
-    """Broken: each one-hot sibling is kept with q(x) of the unchanged q; when all fail, the token comes from q."""
+    """Broken: each one-hot sibling is kept with q(x) of the unchanged q; when all fail, the token
+    comes from q."""
     kids, node, path = {}, -1, []
     for i, p in enumerate(parents):
         kids.setdefault(p, []).append(i)
@@ -266,8 +288,9 @@ def one_hot_without_residual(tokens, parents, Q, rng, P=None):
 
 
 def distinct_shortcut(tokens, parents, Q, rng, P=None):
-    """Right only for distinct siblings: sibling i kept with q(x_i) / (1 - mass of the siblings tried before), the
-    renormalised residual computed without removing anything; a repeated token is counted twice."""
+    """Right only for distinct siblings: sibling i kept with q(x_i) / (1 - mass of the siblings
+    tried before), the renormalised residual computed without removing anything; a repeated token is
+    counted twice."""
     kids, node, path = {}, -1, []
     for i, p in enumerate(parents):
         kids.setdefault(p, []).append(i)
@@ -287,8 +310,8 @@ def distinct_shortcut(tokens, parents, Q, rng, P=None):
 
 
 def with_replacement(p, r, rng):
-    """Broken: sampled children drawn with replacement, while verify_without_replacement judges them as drawn
-    without it."""
+    """Broken: sampled children drawn with replacement, while verify_without_replacement judges them
+    as drawn without it."""
     return [sample(p, rng) for _ in range(min(r, int((np.asarray(p) > 0).sum())))]
 
 
@@ -296,22 +319,25 @@ def test_sampled_children_drawn_with_replacement_are_rejected(monkeypatch):
     monkeypatch.setattr(eagle1, "draw_without_replacement", with_replacement)
     method, options = FOLLOWS["sampled-top_k"]
     with pytest.raises(AssertionError, match="empirical law differs"):
-        check_law(runs(method, BROKEN["drawn-with-replacement"], **options), exact_law(TARGET, PROMPT, N, top_k=2))
+        check_law(runs(method, BROKEN["drawn-with-replacement"], **options),
+                  exact_law(TARGET, PROMPT, N, top_k=2))
 
 
-def with_duplicates(logits, r):  # candidates where the top token comes twice: [top, top, second, ...]
+# candidates where the top token comes twice: [top, top, second, ...]
+def with_duplicates(logits, r):
     order = [int(t) for t in np.argsort(-logits, kind="stable")]
     return ([order[0]] + order)[:r]
 
 
 def test_duplicate_one_hot_candidates_are_harmless_with_the_residual(monkeypatch):
-    """The one-hot rule itself survives duplicates: a rejected token has q = 0 afterwards, so its copy is rejected
-    for sure and leaves q as it is (lossless, only a wasted node)."""
+    """The one-hot rule itself survives duplicates: a rejected token has q = 0 afterwards, so its
+    copy is rejected for sure and leaves q as it is (lossless, only a wasted node)."""
     monkeypatch.setattr(eagle1, "top_ranked", with_duplicates)
     check_law(runs(n=DUPLICATES, candidates="topk", temperature=1.0), exact_law(TARGET, PROMPT, N))
 
 
-@pytest.mark.parametrize("rule, duplicates", [(distinct_shortcut, True), (one_hot_without_residual, False)],
+@pytest.mark.parametrize("rule, duplicates",
+                         [(distinct_shortcut, True), (one_hot_without_residual, False)],
                          ids=["duplicates-verified-as-distinct", "one-hot-without-residual"])
 def test_broken_one_hot_rules_are_rejected(request, monkeypatch, rule, duplicates):
     monkeypatch.setattr(eagle1, "verify_tree", rule)
@@ -330,7 +356,8 @@ def test_distinct_shortcut_is_right_for_distinct_siblings(monkeypatch):
 # ---- the dynamic tree ----
 
 def all_paths(draft, x, F, depth, V):
-    """Every node of the full V-ary tree up to `depth`, with its cumulative log-probability (brute force)."""
+    """Every node of the full V-ary tree up to `depth`, with its cumulative log-probability (brute
+    force)."""
     values = {}
     for d in range(1, depth + 1):
         for path in itertools.product(range(V), repeat=d):
@@ -354,8 +381,8 @@ def as_paths(tokens, parents):
 
 @pytest.mark.parametrize("total_tokens", [1, 3, 6, 9])
 def test_dynamic_tree_keeps_the_best_nodes(total_tokens):
-    """With top_k >= total_tokens every best node is reachable, so the kept tree is the global best total_tokens
-    nodes of the full tree by cumulative log-probability."""
+    """With top_k >= total_tokens every best node is reachable, so the kept tree is the global best
+    total_tokens nodes of the full tree by cumulative log-probability."""
     V, depth = 4, 3
     draft = ToyDraft(random_toy(V, seed=5, concentration=0.5).table)
     x, F = [0, 1], [np.eye(V)[0]]
@@ -367,8 +394,9 @@ def test_dynamic_tree_keeps_the_best_nodes(total_tokens):
 
 
 def test_dynamic_tree_with_a_narrow_beam_keeps_the_best_of_its_pool():
-    """top_k < total_tokens: the pool is what expansion reached (each layer's top_k expanded, top_k children each);
-    the kept nodes are its total_tokens best, checked against an expansion written over paths."""
+    """top_k < total_tokens: the pool is what expansion reached (each layer's top_k expanded, top_k
+    children each); the kept nodes are its total_tokens best, checked against an expansion written
+    over paths."""
     V, depth, top_k, total = 5, 4, 2, 7
     draft = ToyDraft(random_toy(V, seed=6, concentration=0.5).table)
     x, F = [0, 1], [np.eye(V)[0]]
@@ -394,7 +422,8 @@ def test_the_worked_example_of_eagle2():
     table[:, :] = [0.6, 0.3, 0.1]  # the root's law (after any two tokens)
     table[:, 0] = [0.9, 0.05, 0.05]  # after token 0
     draft = ToyDraft(table)
-    tokens, parents, values = dynamic_tree([1, 2], [np.eye(3)[1]], draft, depth=2, top_k=2, total_tokens=2)
+    tokens, parents, values = dynamic_tree([1, 2], [np.eye(3)[1]], draft, depth=2, top_k=2,
+                                           total_tokens=2)
     assert (tokens, parents) == ([0, 0], [-1, 0])
     np.testing.assert_allclose(values, np.log([0.6, 0.54]))
 

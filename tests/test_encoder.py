@@ -1,5 +1,6 @@
-"""The BPE tokenizer against tiktoken's GPT-2 encoding, built offline from the real vocabulary files (a test fixture
-in tests/fixtures/gpt2-tokenizer); broken tokenizer files give errors that name them."""
+"""The BPE tokenizer against tiktoken's GPT-2 encoding, built offline from the real vocabulary files
+(a test fixture in tests/fixtures/gpt2-tokenizer); broken tokenizer files give errors that name
+them."""
 import hashlib
 import json
 import re
@@ -12,9 +13,12 @@ from hypothesis import given, strategies as st
 from gpt2.encoder import EOT, Encoder, apply_merges, bytes_to_unicode, load_encoder
 
 GPT2_FILES = Path(__file__).resolve().parent / "fixtures" / "gpt2-tokenizer"
-TEXTS = ["Hello world!", "  multiple   spaces\n\n\ttabs and trailing   ", "emoji 😀 naïve café 日本語 ελληνικά",
-         "def f(x):\n    return x**2  # square\n", "before<|endoftext|>after", "", "I'll say it's 're 've 'd 'm",
-         "\u00a0\u2003x\r\n", "1234567890 3.14159 0xFF", "<|endoftext|><|endoftext|>", "a" * 300, "\U0001F600" * 5]
+TEXTS = ["Hello world!", "  multiple   spaces\n\n\ttabs and trailing   ",
+         "emoji 😀 naïve café 日本語 ελληνικά",
+         "def f(x):\n    return x**2  # square\n", "before<|endoftext|>after", "",
+         "I'll say it's 're 've 'd 'm",
+         "\u00a0\u2003x\r\n", "1234567890 3.14159 0xFF", "<|endoftext|><|endoftext|>", "a" * 300,
+         "\U0001F600" * 5]
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +33,8 @@ def tiktoken_gpt2():
     vocab = json.loads((GPT2_FILES / "encoder.json").read_text())
     ranks = {bytes(byte_decoder[c] for c in tok): i for tok, i in vocab.items() if tok != EOT}
     pattern = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-    return tiktoken.Encoding("gpt2-offline", pat_str=pattern, mergeable_ranks=ranks, special_tokens={EOT: vocab[EOT]})
+    return tiktoken.Encoding("gpt2-offline", pat_str=pattern, mergeable_ranks=ranks,
+                             special_tokens={EOT: vocab[EOT]})
 
 
 @pytest.mark.parametrize("text", TEXTS)
@@ -94,18 +99,22 @@ def tiny_tokenizer(folder, vocab_name="vocab.json", merges_name="merges.txt", vo
     """The hand-made vocabulary above as files: the 256 bytes, "ab", "abc" and <|endoftext|>."""
     if vocab is None:
         vocab = {**BYTES, "ab": 256, "abc": 257, EOT: 258}
-    (folder / vocab_name).write_text(vocab if isinstance(vocab, str) else json.dumps(vocab), encoding="utf-8")
-    (folder / merges_name).write_bytes(merges if isinstance(merges, bytes) else merges.encode("utf-8"))
+    (folder / vocab_name).write_text(vocab if isinstance(vocab, str) else json.dumps(vocab),
+                                     encoding="utf-8")
+    (folder / merges_name).write_bytes(merges if isinstance(merges, bytes)
+                                       else merges.encode("utf-8"))
     return folder
 
 
-@pytest.mark.parametrize("vocab_name, merges_name", [("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe")])
+@pytest.mark.parametrize("vocab_name, merges_name",
+                         [("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe")])
 def test_tiny_tokenizer_files_load(tmp_path, vocab_name, merges_name):
     enc = load_encoder(tiny_tokenizer(tmp_path, vocab_name, merges_name))
     assert enc.encode("abcab") == [257, 256] and enc.n_vocab == 259
 
 
-@pytest.mark.parametrize("vocab_name, merges_name", [("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe")])
+@pytest.mark.parametrize("vocab_name, merges_name",
+                         [("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe")])
 @pytest.mark.parametrize("broken, vocab, merges, message", [
     ("vocab", '{"a": 1,', None, "not valid JSON"),  # cut short, as by an interrupted copy
     ("vocab", "[1, 2]", None, "not a vocabulary"),
@@ -115,7 +124,8 @@ def test_tiny_tokenizer_files_load(tmp_path, vocab_name, merges_name):
     ("merges", None, "a b\nab d\n", "line 2 'ab d' is not a merge"),
     ("merges", None, b"a b\n\xff\xfe\n", "not UTF-8"),
 ])
-def test_corrupt_tokenizer_files_are_named(tmp_path, vocab_name, merges_name, broken, vocab, merges, message):
+def test_corrupt_tokenizer_files_are_named(tmp_path, vocab_name, merges_name, broken, vocab, merges,
+                                           message):
     kwargs = {k: v for k, v in (("vocab", vocab), ("merges", merges)) if v is not None}
     tiny_tokenizer(tmp_path, vocab_name, merges_name, **kwargs)
     path = tmp_path / (vocab_name if broken == "vocab" else merges_name)

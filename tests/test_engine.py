@@ -1,5 +1,5 @@
-"""The engine against the plain forward pass: cached, tree-masked, rolled back and compacted results must all equal a
-fresh full forward of the same tokens."""
+"""The engine against the plain forward pass: cached, tree-masked, rolled back and compacted results
+must all equal a fresh full forward of the same tokens."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -20,7 +20,8 @@ def full(x):  # the reference: picoGPT's forward over the whole sequence, no cac
 def test_float32_end_to_end():
     model = GPT2(HP, PARAMS)
     logits, hidden = model.logits([1, 2, 3], 2, hidden=True)
-    assert logits.dtype == np.float32 and hidden.dtype == np.float32 and model(([1, 2, 3])).dtype == np.float32
+    assert logits.dtype == np.float32 and hidden.dtype == np.float32
+    assert model(([1, 2, 3])).dtype == np.float32
     assert full([1, 2, 3]).dtype == np.float32
 
 
@@ -33,7 +34,8 @@ def test_probs_are_softmax_of_logits():
     np.testing.assert_allclose(probs, np.exp(z) / np.exp(z).sum(-1, keepdims=True), atol=1e-6)
 
 
-@given(st.lists(st.tuples(st.integers(1, 12), st.integers(0, 6), st.integers(1, 4)), min_size=1, max_size=6),
+@given(st.lists(st.tuples(st.integers(1, 12), st.integers(0, 6), st.integers(1, 4)), min_size=1,
+                max_size=6),
        st.integers(0, 10**6))
 def test_cached_calls_equal_full_forward(steps, seed):
     """Any sequence of calls (grow, roll back, change the tail) gives the full forward's rows."""
@@ -46,10 +48,12 @@ def test_cached_calls_equal_full_forward(steps, seed):
         assert np.abs(model.logits(x, n) - full(x)[-n:]).max() < TOL
 
 
-@pytest.mark.parametrize("layout", [dict(pad_rows=1), dict(pad_rows=4), dict(pad_rows=8), dict(head_copy=False)])
+@pytest.mark.parametrize("layout",
+                         [dict(pad_rows=1), dict(pad_rows=4), dict(pad_rows=8),
+                          dict(head_copy=False)])
 def test_layouts_give_the_same_logits(layout):
-    """The speed layouts (rows padded to a multiple of pad_rows, the LM head as a contiguous copy or as wte.T) change
-    no result: cached calls, rollbacks and a tree all equal the plain forward."""
+    """The speed layouts (rows padded to a multiple of pad_rows, the LM head as a contiguous copy or
+    as wte.T) change no result: cached calls, rollbacks and a tree all equal the plain forward."""
     model, x = GPT2(HP, PARAMS, **layout), [3, 1, 4, 1, 5, 9, 2]
     for end, n in ((3, 3), (5, 2), (4, 1), (7, 3), (7, 7)):
         assert np.abs(model.logits(x[:end], n) - full(x[:end])[-n:]).max() < TOL
@@ -92,7 +96,8 @@ def test_tree_forward_equals_each_path():
 
 
 def test_tree_mask_is_needed():
-    """A broken variant (every node sees every node, as a plain causal pass would) does not match the paths."""
+    """A broken variant (every node sees every node, as a plain causal pass would) does not match
+    the paths."""
     x = [3, 1, 4]
     causal = gpt2(np.array(x + TREE_TOKENS), **PARAMS, n_head=2)
     assert np.abs(causal[len(x) + 2] - full(x + PATHS[2])[-1]).max() > 1e-3
@@ -107,8 +112,10 @@ def test_accept_compacts_cache_to_path(path):
     assert model.tokens == kept and model.cache.n == len(kept)
     fresh = KVCache(2, 2, 32, 8, np)
     gpt2_hidden(np.array(kept), **PARAMS, n_head=2, cache=fresh)
-    np.testing.assert_allclose(model.cache.k[:, 0, :, :len(kept)], fresh.k[:, 0, :, :len(kept)], atol=TOL)
-    np.testing.assert_allclose(model.cache.v[:, 0, :, :len(kept)], fresh.v[:, 0, :, :len(kept)], atol=TOL)
+    np.testing.assert_allclose(model.cache.k[:, 0, :, :len(kept)], fresh.k[:, 0, :, :len(kept)],
+                               atol=TOL)
+    np.testing.assert_allclose(model.cache.v[:, 0, :, :len(kept)], fresh.v[:, 0, :, :len(kept)],
+                               atol=TOL)
     nxt = kept + [11]
     runs = model.tokens_run
     assert np.abs(model.logits(nxt) - full(nxt)[-1]).max() < TOL
@@ -146,7 +153,8 @@ def test_bad_calls_give_clear_errors():
 @given(st.sets(st.integers(0, 11), min_size=0, max_size=12))
 @settings(max_examples=60, deadline=None)
 def test_keep_moves_exactly_the_kept_slots(kept):
-    """keep(indices) leaves slot j holding what slot indices[j] held, whether or not the indices start 0, 1, 2, ..."""
+    """keep(indices) leaves slot j holding what slot indices[j] held, whether or not the indices
+    start 0, 1, 2, ..."""
     idx = sorted(kept)
     cache = KVCache(2, 3, 16, 4, np)
     rng = np.random.default_rng(len(idx))

@@ -1,5 +1,6 @@
-"""gpt2/fast/gpu_kernels.py: each CUDA kernel equals the NumPy function it replaces in gpt2/model.py. Runs only where CuPy
-and a GPU are present (bench.gpu's machine); elsewhere these tests are skipped, and say why."""
+"""gpt2/fast/gpu_kernels.py: each CUDA kernel equals the NumPy function it replaces in
+gpt2/model.py. Runs only where CuPy and a GPU are present (bench.gpu's machine); elsewhere these
+tests are skipped, and say why."""
 import numpy as np
 import pytest
 
@@ -33,8 +34,8 @@ def test_kernels_equal_the_numpy_functions(shape):
 
 
 def test_softmax_of_masked_scores():
-    """Attention's masked entries are -inf (a causal pattern: row i sees at most i + 1 entries): they get
-    probability 0 and the rest still sums to 1."""
+    """Attention's masked entries are -inf (a causal pattern: row i sees at most i + 1 entries):
+    they get probability 0 and the rest still sums to 1."""
     x = np.random.default_rng(0).standard_normal((4, 6, 9), dtype=np.float32)
     x[:, :, 5:] = -np.inf
     above = np.triu_indices(6, 1)  # (i, j) with j > i
@@ -48,7 +49,8 @@ def test_softmax_of_masked_scores():
 def test_a_non_contiguous_input(name):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((8, 6), dtype=np.float32)
-    extra = [rng.standard_normal(8, dtype=np.float32) for _ in range(2)] if name == "layer_norm" else []
+    extra = [rng.standard_normal(8, dtype=np.float32)
+             for _ in range(2)] if name == "layer_norm" else []
     f = getattr(model, name)
     got = f(cupy.asarray(x).T, *map(cupy.asarray, extra)).get()  # [6, 8], a transposed view
     np.testing.assert_allclose(got, f(x.T, *extra), rtol=2e-5, atol=2e-6)

@@ -1,5 +1,6 @@
-"""Medusa / Blockwise heads: gradients by finite differences (float64), MEDUSA-1 and MEDUSA-2 training lower the head
-loss, save/load round trip with clear errors, and the accuracy record the sparse tree is built from."""
+"""Medusa / Blockwise heads: gradients by finite differences (float64), MEDUSA-1 and MEDUSA-2
+training lower the head loss, save/load round trip with clear errors, and the accuracy record the
+sparse tree is built from."""
 import json
 from pathlib import Path
 
@@ -16,9 +17,10 @@ from micro import random_gpt2
 def random_heads(n_heads, wte, tied, act, seed=0, dtype=np.float64):
     rng = np.random.default_rng(seed)
     heads, config = init_heads(n_heads, wte, tied=tied, act=act)
-    for k, v in flatten(heads).items():
+    for v in flatten(heads).values():
         v[...] = rng.standard_normal(v.shape) * 0.3
-    return [{a: {b: w.astype(dtype) for b, w in d.items()} for a, d in h.items()} for h in heads], config
+    return [{a: {b: w.astype(dtype) for b, w in d.items()} for a, d in h.items()}
+            for h in heads], config
 
 
 @pytest.mark.parametrize("tied, act", [(False, "silu"), (True, "relu"), (False, "relu")])
@@ -46,7 +48,8 @@ def test_head_gradients_match_finite_differences(tied, act):
 
 
 def test_joint_medusa2_gradient_reaches_backbone():
-    """MEDUSA-2's loss lambda_0 L_LM + sum_k lambda_k L_k: the backbone gradient matches finite differences."""
+    """MEDUSA-2's loss lambda_0 L_LM + sum_k lambda_k L_k: the backbone gradient matches finite
+    differences."""
     hp, tree = random_gpt2(n_vocab=11, n_ctx=8, n_embd=8, n_head=2, n_layer=1)
     tree = tree_map(lambda a: a.astype(np.float64), tree)
     heads, config = random_heads(2, tree["wte"], False, "silu")
@@ -69,7 +72,8 @@ def test_joint_medusa2_gradient_reaches_backbone():
         w[idx] = old - 1e-6
         down = loss_and_grad()[0]
         w[idx] = old
-        assert g["blocks"][0]["mlp"]["c_fc"]["w"][idx] == pytest.approx((up - down) / 2e-6, rel=1e-4, abs=1e-8)
+        assert g["blocks"][0]["mlp"]["c_fc"]["w"][idx] == pytest.approx((up - down) / 2e-6,
+                                                                        rel=1e-4, abs=1e-8)
 
 
 def test_fresh_head_copies_lm_head():
@@ -92,14 +96,16 @@ def test_training_lowers_head_loss(tmp_path, stage, tied):
     hparams, params = random_gpt2(n_vocab=20, n_ctx=16, n_embd=16, n_head=2, n_layer=1, seed=3)
     save_checkpoint(tmp_path / "backbone", hparams, params)
     rng = np.random.default_rng(0)
-    text = np.tile(rng.integers(0, 20, 37), 60).astype(np.uint16)  # a repeating pattern: every head can learn it
+    # a repeating pattern: every head can learn it
+    text = np.tile(rng.integers(0, 20, 37), 60).astype(np.uint16)
     data = tmp_path / "data"
     data.mkdir()
     text.tofile(data / "train.bin")
     text[:400].tofile(data / "val.bin")
-    main(backbone=str(tmp_path / "backbone"), data=str(data), out=str(tmp_path / "out"), n_heads=2, stage=stage,
-         tied=tied, act="relu" if tied else "silu", n_ctx=16, batch_size=4, lr=3e-2, warmup=2, warmup_heads=5,
-         max_steps=300, eval_every=150, dtype="float32")
+    main(backbone=str(tmp_path / "backbone"), data=str(data), out=str(tmp_path / "out"), n_heads=2,
+         stage=stage,
+         tied=tied, act="relu" if tied else "silu", n_ctx=16, batch_size=4, lr=3e-2, warmup=2,
+         warmup_heads=5, max_steps=300, eval_every=150, dtype="float32")
     record = json.loads((tmp_path / "out" / "heads.json").read_text())
     first, last = record["first_losses"], record["history"][-1]["losses"]
     assert all(b < a for a, b in zip(first[-2:], last[-2:]))  # both heads' losses fell
@@ -127,21 +133,25 @@ def test_ranks_of_targets():
 
 
 def test_self_distillation_data_come_from_the_backbone(tmp_path):
-    """--distill_tokens: the training tokens are the backbone's own samples (from text prompts), not the text."""
+    """--distill_tokens: the training tokens are the backbone's own samples (from text prompts), not
+    the text."""
     from gpt2.train_heads import self_distill
 
     hparams, params = random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2, n_layer=1, seed=4)
     params["wte"][:, :] = 0
-    params["wte"][7, :] = 20 * params["ln_f"]["g"]  # the model puts nearly all mass on token 7 after any text
+    # the model puts nearly all mass on token 7 after any text
+    params["wte"][7, :] = 20 * params["ln_f"]["g"]
     text = np.zeros(500, dtype=np.uint16)  # text of token 0 only
-    ids = self_distill(hparams, params, text, 300, np.random.default_rng(0), prompt_len=4, new_tokens=20, batch_size=5)
+    ids = self_distill(hparams, params, text, 300, np.random.default_rng(0), prompt_len=4,
+                       new_tokens=20, batch_size=5)
     assert ids.dtype == np.uint16 and len(ids) == 300
     generated = np.concatenate([ids[i + 4:i + 24] for i in range(0, 288, 24)])
     assert (generated == 7).mean() > 0.9 and (ids[:4] == 0).all()
 
 
 def test_distill_data_is_saved_and_reused(tmp_path):
-    """--distill_tokens writes OUT/distill.bin (atomically); --distill_data FILE trains on exactly those tokens."""
+    """--distill_tokens writes OUT/distill.bin (atomically); --distill_data FILE trains on exactly
+    those tokens."""
     from gpt2.train_heads import main
     from gpt2.weights import save_checkpoint
 
@@ -149,14 +159,16 @@ def test_distill_data_is_saved_and_reused(tmp_path):
     save_checkpoint(tmp_path / "backbone", hparams, params)
     data = tmp_path / "data"
     data.mkdir()
-    (np.arange(600) % 20).astype(np.uint16).tofile(data / "train.bin")  # text: 0, 1, 2, ..., 19, 0, 1, ...
+    # text: 0, 1, 2, ..., 19, 0, 1, ...
+    (np.arange(600) % 20).astype(np.uint16).tofile(data / "train.bin")
     (np.arange(100) % 20).astype(np.uint16).tofile(data / "val.bin")
-    common = dict(backbone=str(tmp_path / "backbone"), data=str(data), n_heads=1, n_ctx=16, batch_size=2,
-                  max_steps=2, eval_every=2, dtype="float32")
+    common = dict(backbone=str(tmp_path / "backbone"), data=str(data), n_heads=1, n_ctx=16,
+                  batch_size=2, max_steps=2, eval_every=2, dtype="float32")
     main(out=str(tmp_path / "a"), distill_tokens=256, distill_temperature=0.0, **common)
     made = np.fromfile(tmp_path / "a" / "distill.bin", dtype=np.uint16)
     assert len(made) == 256 and not list((tmp_path / "a").glob("*.tmp"))
-    steps = np.diff(made[:128].astype(int)) % 20  # the first row: 16 tokens of text, then 112 of the backbone's
+    # the first row: 16 tokens of text, then 112 of the backbone's
+    steps = np.diff(made[:128].astype(int)) % 20
     assert (steps[:15] == 1).all() and (steps[15:] == 1).mean() < 0.5
     main(out=str(tmp_path / "b"), distill_data=str(tmp_path / "a" / "distill.bin"), **common)
     record = json.loads((tmp_path / "b" / "heads.json").read_text())
@@ -172,7 +184,8 @@ def test_keep_first_heads(tmp_path):
     save_heads(tmp_path / "all", heads, config, dtype="float32", record=record)
     keep_first_heads(tmp_path / "all", tmp_path / "two", 2)
     kept, kept_config = load_heads(tmp_path / "two", n_embd=16, n_vocab=20)
-    assert kept_config["n_heads"] == 2 and kept_config["accuracy"] == {"top1": [0.9, 0.5, 0.4], "on": "text"}
+    assert kept_config["n_heads"] == 2 and kept_config["accuracy"] == {"top1": [0.9, 0.5, 0.4],
+                                                                       "on": "text"}
     for a, b in zip(kept, heads[:2]):
         np.testing.assert_array_equal(a["out"]["w"], b["out"]["w"])
         np.testing.assert_array_equal(a["res"]["w"], b["res"]["w"])
@@ -193,7 +206,8 @@ def test_bad_distill_options_give_clear_errors(tmp_path, options, message):
 
 
 def test_resumed_run_reuses_its_distill_data(tmp_path, monkeypatch):
-    """A second run into the same OUT with --distill_tokens reads OUT/distill.bin instead of decoding it again."""
+    """A second run into the same OUT with --distill_tokens reads OUT/distill.bin instead of
+    decoding it again."""
     import gpt2.train_heads as th
     from gpt2.weights import save_checkpoint
 
@@ -203,8 +217,10 @@ def test_resumed_run_reuses_its_distill_data(tmp_path, monkeypatch):
     data.mkdir()
     (np.arange(600) % 20).astype(np.uint16).tofile(data / "train.bin")
     (np.arange(100) % 20).astype(np.uint16).tofile(data / "val.bin")
-    common = dict(backbone=str(tmp_path / "backbone"), data=str(data), out=str(tmp_path / "a"), n_heads=1, n_ctx=16,
-                  batch_size=2, eval_every=2, dtype="float32", distill_tokens=256, distill_temperature=0.0)
+    common = dict(backbone=str(tmp_path / "backbone"), data=str(data), out=str(tmp_path / "a"),
+                  n_heads=1, n_ctx=16,
+                  batch_size=2, eval_every=2, dtype="float32", distill_tokens=256,
+                  distill_temperature=0.0)
     th.main(max_steps=2, **common)
     made = (tmp_path / "a" / "distill.bin").read_bytes()
     sizes = []
@@ -219,7 +235,9 @@ def test_heads_cli_errors_are_one_line(tmp_path):
     import subprocess
     import sys
 
-    run = subprocess.run([sys.executable, "-m", "gpt2.heads", "--src", str(tmp_path / "none"), "--dst",
+    run = subprocess.run([sys.executable, "-m", "gpt2.heads", "--src", str(tmp_path / "none"),
+                          "--dst",
                           str(tmp_path / "out"), "--n", "2"], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parents[1])
-    assert run.returncode == 2 and run.stderr.startswith("error: --src") and "no such folder" in run.stderr and "Traceback" not in run.stderr
+    assert (run.returncode == 2 and run.stderr.startswith("error: --src")
+            and "no such folder" in run.stderr and "Traceback" not in run.stderr)

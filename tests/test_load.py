@@ -1,5 +1,6 @@
-"""Loading through the front door (load_model, heads_function): every broken input is a ValueError that names the
-file or the name and says what to do, and nothing reaches the network (the hub URL points at a closed port)."""
+"""Loading through the front door (load_model, heads_function): every broken input is a ValueError
+that names the file or the name and says what to do, and nothing reaches the network (the hub URL
+points at a closed port)."""
 import json
 import shutil
 import socket
@@ -15,7 +16,8 @@ from micro import random_gpt2
 
 @pytest.fixture(autouse=True)
 def no_hub(tmp_path, monkeypatch):
-    """A cache of its own and a hub URL nothing listens on: a test that tried to download would fail at once."""
+    """A cache of its own and a hub URL nothing listens on: a test that tried to download would fail
+    at once."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -42,7 +44,8 @@ def test_a_local_checkpoint_loads(checkpoint):
 
 @pytest.mark.parametrize("file, damage, message", [
     ("config.json", lambda b: b[:20], "not valid JSON"),
-    ("config.json", lambda b: b.replace(b'"n_head": 2', b'"n_head": 3'), "n_embd 16 is not divisible by n_head 3"),
+    ("config.json", lambda b: b.replace(b'"n_head": 2', b'"n_head": 3'),
+     "n_embd 16 is not divisible by n_head 3"),
     ("model.safetensors", lambda b: b[:-64], "outside the file's data"),
     ("vocab.json", lambda b: b[: len(b) // 2], "not valid JSON"),
     ("merges.txt", lambda b: b + b"loose\n", "is not a merge"),
@@ -58,11 +61,13 @@ def test_corrupt_files_are_named(checkpoint, file, damage, message):
 
 @pytest.mark.parametrize("n_vocab", [4000, 4200])
 def test_a_tokenizer_that_does_not_fit_the_weights_is_named(checkpoint, n_vocab):
-    """The built-in tokenizer has 4097 tokens: beside a model of 4000 rows its ids 4000+ would index past the embedding,
-    beside one of 4200 the rows 4097+ could be sampled and never printed."""
+    """The built-in tokenizer has 4097 tokens: beside a model of 4000 rows its ids 4000+ would index
+    past the embedding, beside one of 4200 the rows 4097+ could be sampled and never printed."""
     save_checkpoint(checkpoint, *random_gpt2(n_vocab=n_vocab))
-    with pytest.raises(ValueError, match=f"the tokenizer has 4097 tokens .*but the model has {n_vocab} .*do not belong "
-                                         "together; put the tokenizer files of this model beside its weights"):
+    with pytest.raises(ValueError,
+                       match=f"the tokenizer has 4097 tokens .*but the model has {n_vocab} .*do "
+                             f"not belong together; put the tokenizer files of this model beside "
+                             f"its weights"):
         load_model(str(checkpoint))
 
 
@@ -113,21 +118,25 @@ def test_corrupt_heads_are_named(heads, checkpoint):
     from gpt2.weights import read_safetensors, write_safetensors
 
     model, _ = load_model(str(checkpoint))
-    assert heads_function(heads_folder(str(checkpoint), "medusa", heads=heads), model)[1]["n_heads"] == 2
+    assert heads_function(heads_folder(str(checkpoint), "medusa", heads=heads),
+                          model)[1]["n_heads"] == 2
     good = (heads / "heads.json").read_text()
     (heads / "heads.json").write_text("{")
     with pytest.raises(ValueError, match=f"{heads / 'heads.json'}: not valid JSON"):
         heads_function(heads, model)
     (heads / "heads.json").write_text(good)
     tensors = read_safetensors(heads / "heads.safetensors")
-    for name, value, message in [("heads.1.out.w", np.full((16, 4097), np.inf, np.float32), "holds NaN or infinite"),
-                                 ("heads.1.res.b", np.zeros(15, np.float32), r"has shape \(15,\), not \[C\]")]:
+    for name, value, message in [("heads.1.out.w", np.full((16, 4097), np.inf, np.float32),
+                                  "holds NaN or infinite"),
+                                 ("heads.1.res.b", np.zeros(15, np.float32),
+                                  r"has shape \(15,\), not \[C\]")]:
         write_safetensors(heads / "heads.safetensors", {**tensors, name: value})
         with pytest.raises(ValueError, match=f"heads.safetensors: tensor '{name}' {message}"):
             heads_function(heads, model)
 
 
-def test_every_loading_error_is_a_value_error():  # the command line prints them as one line `error: ...`, exit 2
+# the command line prints them as one line `error: ...`, exit 2
+def test_every_loading_error_is_a_value_error():
     from gpt2.hub import DownloadError, Unreachable
     from gpt2.weights import CorruptFile
 

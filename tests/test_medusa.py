@@ -1,6 +1,7 @@
-"""Medusa decoding on a real (random) GPT-2 engine with random heads: greedy equals autoregressive greedy for every
-tree shape, typical and nucleus equal greedy at temperature 0, lossless mode follows the target's exact law (and the
-longest-match flaw is rejected by the same check), bad trees give clear errors."""
+"""Medusa decoding on a real (random) GPT-2 engine with random heads: greedy equals autoregressive
+greedy for every tree shape, typical and nucleus equal greedy at temperature 0, lossless mode
+follows the target's exact law (and the longest-match flaw is rejected by the same check), bad trees
+give clear errors."""
 import numpy as np
 import pytest
 
@@ -17,12 +18,14 @@ from test_tree import SEED_CHOICES, longest_match
 
 
 def model_and_heads(n_vocab=12, n_heads=3, seed=0, scale=0.5):
-    hparams, params = random_gpt2(n_vocab=n_vocab, n_ctx=64, n_embd=16, n_head=2, n_layer=2, seed=seed, scale=scale)
+    hparams, params = random_gpt2(n_vocab=n_vocab, n_ctx=64, n_embd=16, n_head=2, n_layer=2,
+                                  seed=seed, scale=scale)
     heads, config = init_heads(n_heads, params["wte"])
     rng = np.random.default_rng(seed)
     for v in flatten(heads).values():
         v[...] = rng.standard_normal(v.shape).astype(np.float32) * 0.3
-    return GPT2(hparams, params), lambda h, n=None: heads_logits(h, heads[:n], params["wte"], config)
+    return GPT2(hparams, params), lambda h, n=None: heads_logits(h, heads[:n], params["wte"],
+                                                                 config)
 
 
 TREES = {"chain": chain_choices(3), "cartesian": cartesian_choices(2, 3), "seed": SEED_CHOICES,
@@ -30,27 +33,33 @@ TREES = {"chain": chain_choices(3), "cartesian": cartesian_choices(2, 3), "seed"
 
 
 def test_auto_posterior_is_greedy_at_temperature_zero_and_lossless_above():
-    """--posterior auto, as the methods table resolves it before the run: greedy exact match at temperature 0, the
-    lossless rule at any other temperature (the default temperature is 1)."""
+    """--posterior auto, as the methods table resolves it before the run: greedy exact match at
+    temperature 0, the lossless rule at any other temperature (the default temperature is 1)."""
     from picospec.methods import TABLE, defaults, law, prepare_medusa
 
     row = TABLE["medusa"]
     heads = {"fn": None, "n_heads": 3, "sparse": None}
-    for sampling, expected in (({"temperature": 0}, "greedy"), ({"temperature": 0.7}, "lossless"), ({}, "lossless")):
+    for sampling, expected in (({"temperature": 0}, "greedy"), ({"temperature": 0.7}, "lossless"),
+                               ({}, "lossless")):
         options = {**{k: v for k, v in defaults(row).items() if k != "heads"}, "tree": "chain"}
         assert prepare_medusa(options, {"heads": heads}, sampling)["posterior"] == expected
     assert law(row, defaults(row)) == "lossless"
-    assert law(row, defaults(row), 0) == "greedy" and law(row, defaults(row), 0.7) == "lossless"  # as prepared
+    # as prepared
+    assert law(row, defaults(row), 0) == "greedy" and law(row, defaults(row), 0.7) == "lossless"
 
 
 @pytest.mark.parametrize("text, message", [
-    ("[[0], [1]]", "expected .*a list of rank paths"), ('{"medusa_choices": "abc"}', "a list of rank paths"),
-    ('{"medusa_choices": [[0], [true]]}', "a list of rank paths"), ('{"budget": 7}', "a list of rank paths"),
+    ("[[0], [1]]", "expected .*a list of rank paths"),
+    ('{"medusa_choices": "abc"}', "a list of rank paths"),
+    ('{"medusa_choices": [[0], [true]]}', "a list of rank paths"),
+    ('{"budget": 7}', "a list of rank paths"),
     ('{"medusa_choices": [[0], [1, 0]]}', r"node \[1, 0\] has no parent"),
-    ('{"medusa_choices": [[0], [0, 0], [0, 0, 0]]}', "only 2 heads"), ("{", "Expecting property name")])
+    ('{"medusa_choices": [[0], [0, 0], [0, 0, 0]]}', "only 2 heads"),
+    ("{", "Expecting property name")])
 def test_a_damaged_sparse_tree_is_named(tiny_target, tmp_path, text, message):
-    """medusa_choices.json beside the heads: anything but a tree of rank paths the heads can fill is refused when the
-    heads load, naming the file and how to rebuild it (before: a TypeError, or a message about --tree)."""
+    """medusa_choices.json beside the heads: anything but a tree of rank paths the heads can fill is
+    refused when the heads load, naming the file and how to rebuild it (before: a TypeError, or a
+    message about --tree)."""
     import shutil
 
     from bench.harness import load_heads
@@ -59,25 +68,29 @@ def test_a_damaged_sparse_tree_is_named(tiny_target, tmp_path, text, message):
     shutil.copytree(ASSETS / "tiny-target" / "medusa", tmp_path / "medusa")
     (tmp_path / "medusa" / "medusa_choices.json").write_text(text)
     target, _ = tiny_target
-    assert load_heads("tiny-target", "medusa", None, target)["sparse"] is not None  # the shipped tree reads
-    with pytest.raises(ValueError, match=f"medusa_choices.json is not a readable tree \\(.*{message}.*\\): rebuild it "
-                                         "with `python -m bench.trees --build"):
+    # the shipped tree reads
+    assert load_heads("tiny-target", "medusa", None, target)["sparse"] is not None
+    with pytest.raises(ValueError,
+                       match=f"medusa_choices.json is not a readable tree \\(.*{message}.*\\): "
+                             f"rebuild it with `python -m bench.trees --build"):
         load_heads("tiny-target", "medusa", tmp_path / "medusa", target)
 
 
 def test_typical_threshold_when_epsilon_is_the_smaller_term():
-    """Row 0 = [.45, .45, .1]: H = -(.9 ln .45 + .1 ln .1) = 0.949, delta e^-H = .3 * 0.387 = 0.116 > epsilon = .09,
-    so the threshold is epsilon and token 2 (p = .1 > .09) is kept; max(epsilon, delta e^-H) would drop it.
-    Row 1 = [.92, .05, .03]: H = 0.332, delta e^-H = 0.215, threshold .09 again: token 1 (.05) out, token 0 in."""
+    """Row 0 = [.45, .45, .1]: H = -(.9 ln .45 + .1 ln .1) = 0.949, delta e^-H = .3 * 0.387 = 0.116
+    > epsilon = .09, so the threshold is epsilon and token 2 (p = .1 > .09) is kept; max(epsilon,
+    delta e^-H) would drop it. Row 1 = [.92, .05, .03]: H = 0.332, delta e^-H = 0.215, threshold .09
+    again: token 1 (.05) out, token 0 in."""
     probs = np.array([[0.45, 0.45, 0.1], [0.92, 0.05, 0.03]])
     ok = medusa.typical_accept([2, 1, 0], [-1, 0, 0], probs, epsilon=0.09, delta=0.3)
     assert ok == [True, False, True]
 
 
 def test_heads_see_the_hidden_state_of_the_last_accepted_token():
-    """Each time the heads run, the hidden state they get is a fresh forward's at the last accepted token (the one
-    before the new root): the prefill's at the prompt's end, then the row of the last node of the accepted path.
-    A row too early still decodes greedy text exactly (the heads only guess), so only this check tells."""
+    """Each time the heads run, the hidden state they get is a fresh forward's at the last accepted
+    token (the one before the new root): the prefill's at the prompt's end, then the row of the last
+    node of the accepted path. A row too early still decodes greedy text exactly (the heads only
+    guess), so only this check tells."""
     accepted = 0
     for seed in range(3):
         model, heads = model_and_heads(seed=seed)
@@ -88,15 +101,17 @@ def test_heads_see_the_hidden_state_of_the_last_accepted_token():
             seen.append((len(stats), h.copy()))
             return heads(h, n_heads)
 
-        medusa_decoding(x, model, recording, 25, np.random.default_rng(0), TREES["seed"], topk=3, stats=stats,
-                        temperature=0)
+        medusa_decoding(x, model, recording, 25, np.random.default_rng(0), TREES["seed"], topk=3,
+                        stats=stats, temperature=0)
         for steps, h in seen:
-            text = x + [t for s in stats[:steps] for t in s["tokens"]]  # accepted so far, the newest root last
+            # accepted so far, the newest root last
+            text = x + [t for s in stats[:steps] for t in s["tokens"]]
             last = text if steps == 0 else text[:-1]
             fresh.reset()
             np.testing.assert_allclose(h[-1], fresh.logits(last, 1, hidden=True)[1][0], atol=1e-4)
         accepted += sum(s["accepted"] for s in stats)
-    assert accepted > 0 and len(seen) > 10  # paths were accepted, so the row after a path was tested
+    # paths were accepted, so the row after a path was tested
+    assert accepted > 0 and len(seen) > 10
 
 
 @pytest.fixture(scope="module")
@@ -108,17 +123,20 @@ def shipped(tiny_target):
 
 
 def test_shipped_heads_keep_their_speed(shipped):
-    """The shipped heads with their sparse tree, greedy, on three code prompts: 2.09 tokens per target call (measured;
-    1.67 when the heads are fed the hidden state one row too early, which leaves the text unchanged). The floor sits
-    halfway; greedy decoding of fixed weights makes the count deterministic."""
+    """The shipped heads with their sparse tree, greedy, on three code prompts: 2.09 tokens per
+    target call (measured; 1.67 when the heads are fed the hidden state one row too early, which
+    leaves the text unchanged). The floor sits halfway; greedy decoding of fixed weights makes the
+    count deterministic."""
     target, heads, encoder = shipped
     tokens = calls = 0
-    for prompt in ("import os\n\n\ndef list_files(path):\n    return [", "class Stack:\n    def __init__(self):\n",
+    for prompt in ("import os\n\n\ndef list_files(path):\n    return [",
+                   "class Stack:\n    def __init__(self):\n",
                    "def read_lines(path):\n    with open(path) as f:\n"):
         target.reset()
         before = target.calls
         x = encoder.encode(prompt)
-        out = medusa_decoding(x, target, heads["fn"], 48, np.random.default_rng(0), heads["sparse"], temperature=0)
+        out = medusa_decoding(x, target, heads["fn"], 48, np.random.default_rng(0), heads["sparse"],
+                              temperature=0)
         tokens, calls = tokens + len(out) - len(x), calls + target.calls - before
     assert tokens / calls >= 1.9, f"{tokens / calls:.2f} tokens per target call"
 
@@ -141,7 +159,8 @@ def test_temperature_zero_equals_greedy(tree, posterior):
 
 
 def test_oracle_heads_accept_whole_chain():
-    """Heads that know the model's greedy text: every step accepts the full chain -> depth + 1 tokens per call."""
+    """Heads that know the model's greedy text: every step accepts the full chain -> depth + 1
+    tokens per call."""
     model, _ = model_and_heads()
     x = [1, 2, 3, 4]
     text = autoregressive_sampling(x, model, 40, np.random.default_rng(0), temperature=0)
@@ -149,7 +168,8 @@ def test_oracle_heads_accept_whole_chain():
 
     class Oracle:  # looks up where decoding is from the engine's token list
         def __call__(self, h, n_heads=None):
-            n = len(model.tokens)  # the position whose hidden state h is: the last token the cache holds
+            # the position whose hidden state h is: the last token the cache holds
+            n = len(model.tokens)
             out = np.zeros((3, 1, V), np.float32)
             for k in range(3):
                 if n + 1 + k < len(text):
@@ -158,8 +178,8 @@ def test_oracle_heads_accept_whole_chain():
 
     model.reset()
     stats = []
-    out = medusa_decoding(x, model, Oracle(), 33, np.random.default_rng(0), chain_choices(3), topk=1, stats=stats,
-                          temperature=0)
+    out = medusa_decoding(x, model, Oracle(), 33, np.random.default_rng(0), chain_choices(3),
+                          topk=1, stats=stats, temperature=0)
     assert out == text[:len(x) + 33]
     assert [s["accepted"] for s in stats[1:]] == [3] * 8  # 1 + 8 * 4 = 33 tokens, 9 calls
 
@@ -185,8 +205,8 @@ def small():
 
 def runs(model, heads, n, seed=0, posterior="lossless", **options):
     rng = np.random.default_rng(seed)
-    return [tuple(medusa_decoding(PROMPT, model, heads, N, rng, SEED_CHOICES, topk=3, posterior=posterior,
-                                  **options)[len(PROMPT):]) for _ in range(n)]
+    return [tuple(medusa_decoding(PROMPT, model, heads, N, rng, SEED_CHOICES, topk=3,
+                                  posterior=posterior, **options)[len(PROMPT):]) for _ in range(n)]
 
 
 @pytest.mark.parametrize("options", LOSSLESS)
@@ -203,7 +223,8 @@ def test_longest_match_flaw_is_rejected(small, monkeypatch):
 
 
 def test_typical_acceptance_is_not_lossless(small):
-    """Typical acceptance trades the target's law for speed: the same check tells (a documented property)."""
+    """Typical acceptance trades the target's law for speed: the same check tells (a documented
+    property)."""
     model, heads = small
     samples = runs(model, heads, TYPICAL, posterior="typical", epsilon=0.3, delta=0.6)
     with pytest.raises(AssertionError, match="empirical law differs"):
@@ -211,7 +232,8 @@ def test_typical_acceptance_is_not_lossless(small):
 
 
 def test_typical_threshold_by_hand():
-    probs = np.array([[0.5, 0.5, 0.0], [0.9, 0.05, 0.05]])  # H = ln 2 -> delta e^-H = 0.15; H2 = 0.394 -> 0.202
+    # H = ln 2 -> delta e^-H = 0.15; H2 = 0.394 -> 0.202
+    probs = np.array([[0.5, 0.5, 0.0], [0.9, 0.05, 0.05]])
     ok = medusa.typical_accept([0, 2, 1], [-1, -1, 0], probs, epsilon=0.3, delta=0.3)
     assert ok == [True, False, False]  # 0.5 > 0.15; 0.0 < 0.15; 0.05 < min(0.3, 0.202)
 

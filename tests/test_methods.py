@@ -1,5 +1,6 @@
-"""The method table: every row runs through one call and one step record, equals autoregressive decoding at
-temperature 0 on the built-in target, refuses to sample when it is greedy-only, and documents itself in the README."""
+"""The method table: every row runs through one call and one step record, equals autoregressive
+decoding at temperature 0 on the built-in target, refuses to sample when it is greedy-only, and
+documents itself in the README."""
 from pathlib import Path
 
 import numpy as np
@@ -7,13 +8,13 @@ import pytest
 
 from bench.harness import load_needs, run_method, summary
 from gpt2.cli import check_value
-from gpt2.encoder import load_encoder
-from gpt2.load import ASSETS, load_model
+from gpt2.load import load_model
 from picospec.methods import METHODS, TABLE, call, check_temperature, defaults, find, law, markdown
 from picospec.rest import Datastore
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_NAMES = {"method", "prompt", "prompt_file", "escapes", "n_tokens", "temperature", "top_k", "top_p", "seed",
+SHARED_NAMES = {"method", "prompt", "prompt_file", "escapes", "n_tokens", "temperature", "top_k",
+                "top_p", "seed",
                 "target", "draft", "device", "offline", "json", "batch", "help", "runs", "threads"}
 RECORD = {"drafted", "nodes", "accepted", "tokens", "origins", "calls"}
 
@@ -23,10 +24,12 @@ def models():
     from bench.harness import load_heads
 
     target, encoder = load_model("tiny-target")
-    text = "def read_lines(path):\n    with open(path) as f:\n        return f.read().splitlines()\n" * 3
+    text = ("def read_lines(path):\n    with open(path) as f:\n        return "
+            "f.read().splitlines()\n" * 3)
     store = Datastore.build(np.array(encoder.encode(text), dtype=np.uint16))
     loaded = {"target": target, "draft": load_model("tiny-draft")[0], "datastore": store}
-    heads = {kind: load_heads("tiny-target", kind, None, target) for kind in ("medusa", "blockwise", "eagle")}
+    heads = {kind: load_heads("tiny-target", kind, None, target)
+             for kind in ("medusa", "blockwise", "eagle")}
     return loaded, heads, encoder
 
 
@@ -34,13 +37,17 @@ def needs_of(method, models):
     loaded, heads, _ = models
     out = {"target": loaded["target"]}
     for need in method.needs:
-        if need == "draft2" or need.startswith("self_draft:"):  # loaded as main.py loads them (cascade, self-drafting)
-            out.update(load_needs(method._replace(needs=(need,)), defaults(method), out["target"], "tiny-target", None))
+        # loaded as main.py loads them (cascade, self-drafting)
+        if need == "draft2" or need.startswith("self_draft:"):
+            out.update(load_needs(method._replace(needs=(need,)), defaults(method), out["target"],
+                                  "tiny-target", None))
             continue
         if need == "acceptance":  # Sequoia's vectors, measured for the built-in pair
-            out.update(load_needs(method._replace(needs=(need,)), defaults(method), out["target"], "tiny-target", None))
+            out.update(load_needs(method._replace(needs=(need,)), defaults(method), out["target"],
+                                  "tiny-target", None))
             continue
-        out.update({"draft": {"draft": loaded["draft"]}, "datastore": {"datastore": loaded["datastore"]}}.get(need)
+        out.update({"draft": {"draft": loaded["draft"]},
+                    "datastore": {"datastore": loaded["datastore"]}}.get(need)
                    or {"heads": heads[need.split(":")[1]]})
     return out
 
@@ -50,13 +57,14 @@ def test_rows_are_well_formed():
     for m in METHODS:
         names = [o.name for o in m.options]
         assert len(set(names)) == len(names) and not set(names) & (SHARED_NAMES - {"K"}), m.name
-        assert all(a in {"x", "N", "rng", "target", "draft", "draft2", "heads", "datastore"} | set(names) for a in m.args)
+        assert all(a in {"x", "N", "rng", "target", "draft", "draft2", "heads", "datastore"}
+                   | set(names) for a in m.args)
         assert law(m, defaults(m)) in ("lossless", "greedy", "lossy") and m.help and m.paper
         assert (m.instead is not None) == (m.law == "greedy" or callable(m.law)), m.name
         for o in m.options:  # every default passes its own option's checks
             if o.default is not None and not o.load:
                 check_value(o, o.default)
-        if any(o.type == int for o in m.options):
+        if any(o.type is int for o in m.options):
             assert all(o.low is not None for o in m.options if o.type is int), m.name
 
 
@@ -70,16 +78,20 @@ def test_find_suggests_the_nearest_name():
 def test_every_row_equals_autoregressive_at_temperature_zero(name, models):
     method, (_, _, encoder) = TABLE[name], models
     x = encoder.encode("import os\n\n\ndef list_files(path):\n    return [")
-    base = run_method("autoregressive", x, {"target": models[0]["target"]}, 24, 0, {"temperature": 0})
+    base = run_method("autoregressive", x, {"target": models[0]["target"]}, 24, 0,
+                      {"temperature": 0})
     run = run_method(method, x, needs_of(method, models), 24, 0, {"temperature": 0})
     assert run["output"] == base["output"]
-    for s in run["stats"]:  # one step record, the same keys for every method, consistent with itself
+    # one step record, the same keys for every method, consistent with itself
+    for s in run["stats"]:
         assert set(s) == RECORD and len(s["tokens"]) == len(s["origins"]) >= 1
         assert s["accepted"] == s["origins"].count("draft") <= s["drafted"] <= s["nodes"]
         assert set(s["origins"]) <= {"draft", "resample", "bonus", "target"}
     assert sum(len(s["tokens"]) for s in run["stats"]) == 24
-    assert sum(s["calls"] for s in run["stats"]) == run["target_calls"]  # calls counted by the step = calls made
-    assert summary(run["stats"])["accepted"] == sum(o == "draft" for s in run["stats"] for o in s["origins"])
+    # calls counted by the step = calls made
+    assert sum(s["calls"] for s in run["stats"]) == run["target_calls"]
+    assert summary(run["stats"])["accepted"] == sum(o == "draft" for s in run["stats"]
+                                                    for o in s["origins"])
 
 
 @pytest.mark.parametrize("name", [m.name for m in METHODS if law(m, defaults(m)) != "greedy"])
@@ -96,34 +108,43 @@ def test_greedy_only_rows_refuse_to_sample(models):
         options = {**defaults(m), **({"posterior": "greedy"} if m.name == "medusa" else {})}
         check_temperature(m, options, 0.0)  # fine at temperature 0
         with pytest.raises(ValueError, match=f"greedy-only.*--method {m.instead}"):
-            call(m, [1, 2], 4, np.random.default_rng(0), needs_of(m, models), {"temperature": 0.5}, options)
+            call(m, [1, 2], 4, np.random.default_rng(0), needs_of(m, models), {"temperature": 0.5},
+                 options)
 
 
 def test_medusa_warps_with_top_p_like_every_method(models):
-    """--top_p reaches the target's law (it was once taken as the nucleus posterior's threshold instead)."""
+    """--top_p reaches the target's law (it was once taken as the nucleus posterior's threshold
+    instead)."""
     x = [5, 6, 7, 8]
-    runs = [run_method("medusa", x, needs_of(TABLE["medusa"], models), 16, 3, {"temperature": 1.0, "top_p": p},
+    runs = [run_method("medusa", x, needs_of(TABLE["medusa"], models), 16, 3,
+                       {"temperature": 1.0, "top_p": p},
                        posterior="lossless")["output"] for p in (None, 1e-6)]
-    greedy = run_method("autoregressive", x, {"target": models[0]["target"]}, 16, 3, {"temperature": 0})["output"]
-    assert runs[1] == greedy and runs[0] != greedy  # top_p 1e-6 keeps only the top token: greedy text
+    greedy = run_method("autoregressive", x, {"target": models[0]["target"]}, 16, 3,
+                        {"temperature": 0})["output"]
+    # top_p 1e-6 keeps only the top token: greedy text
+    assert runs[1] == greedy and runs[0] != greedy
 
 
 def test_readme_tables_are_generated_from_the_table():
     from bench.readme import method_summary, section
 
-    assert section((ROOT / "docs" / "methods.md").read_text(encoding="utf-8")) == "\n" + markdown() + "\n"
-    assert section((ROOT / "README.md").read_text(encoding="utf-8")) == "\n" + method_summary() + "\n"
+    assert section((ROOT / "docs"
+                    / "methods.md").read_text(encoding="utf-8")) == "\n" + markdown() + "\n"
+    assert section((ROOT
+                    / "README.md").read_text(encoding="utf-8")) == "\n" + method_summary() + "\n"
     for m in METHODS:
         assert f"`{m.name}`" in markdown() and all(f"`--{o.name}`" in markdown() for o in m.options)
 
 
 @pytest.mark.parametrize("K", [2, 3])
 def test_blockwise_block_size_through_the_table(K, models):
-    """--K k runs p_1 and the first k - 1 heads: every block proposes exactly k - 1 tokens (fewer only at the end),
-    and the output is still the target's greedy text. A head slice of the wrong length ([:K] or all heads) fails."""
+    """--K k runs p_1 and the first k - 1 heads: every block proposes exactly k - 1 tokens (fewer
+    only at the end), and the output is still the target's greedy text. A head slice of the wrong
+    length ([:K] or all heads) fails."""
     method, (_, _, encoder) = TABLE["blockwise"], models
     x, N = encoder.encode("import os\n\n\ndef list_files(path):\n    return ["), 20
-    base = run_method("autoregressive", x, {"target": models[0]["target"]}, N, 0, {"temperature": 0})
+    base = run_method("autoregressive", x, {"target": models[0]["target"]}, N, 0,
+                      {"temperature": 0})
     run = run_method(method, x, needs_of(method, models), N, 0, {"temperature": 0}, K=K)
     assert run["output"] == base["output"]
     left = N
@@ -136,7 +157,8 @@ def test_blockwise_block_size_through_the_table(K, models):
 
 
 def test_batch_refusal_names_the_batched_rows():
-    """Every row has a batched form today; a row without one is refused by --batch with the rows that have one."""
+    """Every row has a batched form today; a row without one is refused by --batch with the rows
+    that have one."""
     from picospec.methods import batch_refusal
 
     assert all(batch_refusal(m) is None for m in METHODS)

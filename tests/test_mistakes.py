@@ -177,7 +177,8 @@ def test_sampling_filters_at_temperature_zero_get_a_note(args, tmp_path):
     assert len(lines) == 1 and lines[0].startswith("note: --top"), r.stderr
     assert "no effect at --temperature 0" in lines[0]
     assert json.loads(r.stdout)["runs"][1]["output_ids"]
-    quiet = run_here(["main.py", *args, "--temperature", "0.8", "--n_tokens", "3", "--runs", "1", "--json"],
+    quiet = run_here(["main.py", *args, "--temperature", "0.8", "--n_tokens", "3", "--runs", "1",
+                      "--json"],
                     tmp_path)
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
 
@@ -214,7 +215,8 @@ def test_row_bytes_bound_what_the_batched_engines_allocate():
         method = TABLE[name]
         loaded = load_needs(method, defaults(method), target, "tiny-target", encoder)
         engines = [getattr(m, "engine", m) for m in batched_models(loaded, 3).values()]
-        caches = {id(e): e.cache for e in engines if hasattr(e, "cache")}  # a self-drafting pair's one
+        # a self-drafting pair's one
+        caches = {id(e): e.cache for e in engines if hasattr(e, "cache")}
         cached = sum(c.k.nbytes + c.v.nbytes for c in caches.values()) / 3
         assert cached <= batch_row_bytes(loaded, 20) <= 4 * cached, name
 

@@ -1,4 +1,5 @@
-"""The n-gram draft: hand-checked probabilities, proper distributions, the model contract, save/load."""
+"""The n-gram draft: hand-checked probabilities, proper distributions, the model contract,
+save/load."""
 import numpy as np
 
 from gpt2.ngram import NGram
@@ -10,7 +11,8 @@ def test_worked_example_by_hand():
     # after 0: c(0,1) = 2, c(0,2) = 1, c(0) = 3, u(0) = 2
     expect = [(0 + 2 * 4 / 9) / 5, (2 + 2 * 3 / 9) / 5, (1 + 2 * 2 / 9) / 5]
     np.testing.assert_allclose(m([0])[0], expect, rtol=1e-6)
-    np.testing.assert_allclose(m([2])[0], m.unigram, rtol=1e-6)  # 2 was never followed by anything: back off
+    # 2 was never followed by anything: back off
+    np.testing.assert_allclose(m([2])[0], m.unigram, rtol=1e-6)
 
 
 def test_unseen_context_backs_off_to_lower_order():

@@ -1,11 +1,11 @@
-"""picospec as a package: pyproject.toml lists what the requirements files list, ships every built-in model, and
-`pip install .` into a fresh virtualenv gives a `picospec` command that runs the built-in pair from any folder,
-offline, and a `python -m picospec.check` that checks picospec's own verifier. The notebooks' requirements include a
-front end: `jupyter lab notebooks/` serves them.
+"""picospec as a package: pyproject.toml lists what the requirements files list, ships every
+built-in model, and `pip install .` into a fresh virtualenv gives a `picospec` command that runs the
+built-in pair from any folder, offline, and a `python -m picospec.check` that checks picospec's own
+verifier. The notebooks' requirements include a front end: `jupyter lab notebooks/` serves them.
 
-The install is offline: the new virtualenv sees the packages of the interpreter running the tests (numpy,
-setuptools, ...: a virtualenv's own, not its base interpreter's, through a .pth file) and pip installs picospec alone
-(--no-deps --no-build-isolation --no-index), so nothing is downloaded.
+The install is offline: the new virtualenv sees the packages of the interpreter running the tests
+(numpy, setuptools, ...: a virtualenv's own, not its base interpreter's, through a .pth file) and
+pip installs picospec alone (--no-deps --no-build-isolation --no-index), so nothing is downloaded.
 """
 import fnmatch
 import importlib.util
@@ -34,7 +34,8 @@ def pyproject():
 
 
 def requirements(name):
-    """Requirement lines of a requirements file, comments dropped. Example: 'numpy>=1.26  # arrays' -> 'numpy>=1.26'."""
+    """Requirement lines of a requirements file, comments dropped.
+    Example: 'numpy>=1.26  # arrays' -> 'numpy>=1.26'."""
     lines = (line.split("#")[0].strip() for line in (ROOT / name).read_text().splitlines())
     return [line for line in lines if line]
 
@@ -44,38 +45,48 @@ def test_pyproject_lists_equal_the_requirements_files():
     assert project["dependencies"] == requirements("requirements.txt")
     for extra, name in EXTRAS.items():
         assert project["optional-dependencies"][extra] == requirements(name), extra
-    assert "jupyterlab" in requirements("requirements-notebooks.txt")  # the front end that opens the notebooks
+    # the front end that opens the notebooks
+    assert "jupyterlab" in requirements("requirements-notebooks.txt")
     assert project["scripts"] == {"picospec": "main:cli"}
 
 
 def test_every_built_in_asset_is_package_data():
     patterns = pyproject()["tool"]["setuptools"]["package-data"]["gpt2"]
-    files = [p.relative_to(ROOT / "gpt2").as_posix() for p in (ROOT / "gpt2" / "assets").rglob("*") if p.is_file()]
-    assert files and all(any(fnmatch.fnmatch(f, pat) and f.count("/") == pat.count("/") for pat in patterns)
+    files = [p.relative_to(ROOT / "gpt2").as_posix() for p in (ROOT / "gpt2" / "assets").rglob("*")
+             if p.is_file()]
+    assert files and all(any(fnmatch.fnmatch(f, pat) and f.count("/") == pat.count("/")
+                             for pat in patterns)
                          for f in files)
 
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
-    """picospec installed into a fresh virtualenv from a copy of the checkout (the checkout stays clean)."""
+    """picospec installed into a fresh virtualenv from a copy of the checkout (the checkout stays
+    clean)."""
     if importlib.util.find_spec("setuptools") is None:
-        pytest.skip("setuptools is not installed: an offline build needs it in the system site packages")
+        pytest.skip("setuptools is not installed: an offline build needs it in the system site "
+                    "packages")
     tmp = tmp_path_factory.mktemp("package")
     src = tmp / "src"
     src.mkdir()
-    for name in ["pyproject.toml", "MANIFEST.in", "README.md", "main.py", *map(str, ROOT.glob("requirements*.txt"))]:
+    for name in ["pyproject.toml", "MANIFEST.in", "README.md", "main.py",
+                 *map(str, ROOT.glob("requirements*.txt"))]:
         shutil.copy(ROOT / name, src)
     for package in ("gpt2", "picospec", "bench"):
         shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", tmp / "venv"], check=True)
     python = tmp / "venv" / "bin" / "python"
-    inner = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+    inner = subprocess.run([python, "-c",
+                            "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                            capture_output=True, text=True, check=True).stdout.strip()
-    outer = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()])
-    (Path(inner) / "outer-environment.pth").write_text("\n".join(outer) + "\n")  # this interpreter's packages
-    seen = subprocess.run([python, "-c", "import setuptools; print(setuptools.__file__)"], capture_output=True,
-                          text=True).stdout.strip()
-    assert seen == importlib.util.find_spec("setuptools").origin, "the build would use another setuptools"
+    outer = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+                           *site.getsitepackages()])
+    # this interpreter's packages
+    (Path(inner) / "outer-environment.pth").write_text("\n".join(outer) + "\n")
+    seen = subprocess.run([python, "-c", "import setuptools; print(setuptools.__file__)"],
+                          capture_output=True, text=True).stdout.strip()
+    assert seen == importlib.util.find_spec("setuptools").origin, ("the build would use another "
+                                                                   "setuptools")
     out = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
                           "--no-build-isolation", "--no-index", "--no-cache-dir", "--quiet", src],
                          capture_output=True, text=True, timeout=300)
@@ -89,23 +100,28 @@ def venv(tmp_path_factory):
 @pytest.mark.slow
 def test_installed_command_runs_the_built_in_pair_from_any_folder(venv):
     python, elsewhere, env = venv
-    where = subprocess.run([python, "-c", "import gpt2, main, picospec; print(gpt2.__file__, main.__file__)"],
+    where = subprocess.run([python, "-c",
+                            "import gpt2, main, picospec; print(gpt2.__file__, main.__file__)"],
                            cwd=elsewhere, env=env, capture_output=True, text=True)
-    assert all(str(python.parents[1]) in p for p in where.stdout.split()), where.stdout + where.stderr
-    out = subprocess.run([python.parent / "picospec", "--method", "speculative", "--K", "4"], cwd=elsewhere, env=env,
-                         capture_output=True, text=True, timeout=300)
+    assert all(str(python.parents[1]) in p
+               for p in where.stdout.split()), where.stdout + where.stderr
+    out = subprocess.run([python.parent / "picospec", "--method", "speculative", "--K", "4"],
+                         cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "── speculative" in out.stdout and "texts identical" in out.stdout
-    out = subprocess.run([python.parent / "picospec", "--method", "speculative", "--K", "0"], cwd=elsewhere, env=env,
-                         capture_output=True, text=True)
-    assert out.returncode == 2 and out.stderr.startswith("error: --K") and "Traceback" not in out.stderr
+    out = subprocess.run([python.parent / "picospec", "--method", "speculative", "--K", "0"],
+                         cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert (out.returncode == 2 and out.stderr.startswith("error: --K")
+            and "Traceback" not in out.stderr)
 
 
 @pytest.mark.slow
 def test_installed_checker_checks_picospecs_verifier(venv):
     python, elsewhere, env = venv
-    out = subprocess.run([python, "-m", "picospec.check", "picospec.verify:verify_chain", "--samples", "1000",
-                          "--cases", "1,2", "--json"], cwd=elsewhere, env=env, capture_output=True, text=True,
+    out = subprocess.run([python, "-m", "picospec.check", "picospec.verify:verify_chain",
+                          "--samples", "1000",
+                          "--cases", "1,2", "--json"], cwd=elsewhere, env=env, capture_output=True,
+                          text=True,
                          timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout)["results"][0]["verdict"] == "pass"
@@ -119,20 +135,23 @@ def free_port():
 
 @pytest.mark.slow
 def test_jupyter_lab_serves_the_notebooks(tmp_path):
-    """`jupyter lab notebooks/` as a reader would run it (no browser; on 127.0.0.1; stopped after one request)."""
+    """`jupyter lab notebooks/` as a reader would run it (no browser; on 127.0.0.1; stopped after
+    one request)."""
     if importlib.util.find_spec("jupyterlab") is None:
         pytest.skip("jupyterlab is not installed (pip install -r requirements-notebooks.txt)")
     port, token = free_port(), "picospec-test"
-    argv = [sys.executable, "-m", "jupyterlab", "notebooks/", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-            f"--IdentityProvider.token={token}", "--ServerApp.port_retries=0"]
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path), "JUPYTER_DATA_DIR": str(tmp_path / "data")}
-    server = subprocess.Popen(argv + (["--allow-root"] if os.geteuid() == 0 else []), cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    argv = [sys.executable, "-m", "jupyterlab", "notebooks/", "--no-browser", f"--port={port}",
+            "--ip=127.0.0.1", f"--IdentityProvider.token={token}", "--ServerApp.port_retries=0"]
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path),
+           "JUPYTER_DATA_DIR": str(tmp_path / "data")}
+    server = subprocess.Popen(argv + (["--allow-root"] if os.geteuid() == 0 else []), cwd=ROOT,
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         names, deadline = None, time.time() + 90
         while names is None and time.time() < deadline and server.poll() is None:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents?token={token}", timeout=5) as r:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents?token={token}",
+                                            timeout=5) as r:
                     names = {c["name"] for c in json.load(r)["content"]}
             except OSError:
                 time.sleep(0.5)

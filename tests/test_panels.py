@@ -1,6 +1,7 @@
-"""Weight panels (gpt2/fast/panels.py): a few rows times W's column panels equal x @ W, the engines take that path exactly
-for 2..MAX_ROWS rows and give the same logits with panels as without, and the policy (gpt2/backend.py) turns them on
-only where the BLAS has a direct SGEMM, with an environment variable over it."""
+"""Weight panels (gpt2/fast/panels.py): a few rows times W's column panels equal x @ W, the engines
+take that path exactly for 2..MAX_ROWS rows and give the same logits with panels as without, and the
+policy (gpt2/backend.py) turns them on only where the BLAS has a direct SGEMM, with an environment
+variable over it."""
 import json
 
 import numpy as np
@@ -24,10 +25,11 @@ def full(x):  # picoGPT's forward over the whole sequence, no cache, no panels
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 40), st.integers(1, 200), st.integers(1, 20), st.sampled_from([None, 8, 32, 64]),
-       st.integers(0, 10**6))
+@given(st.integers(1, 40), st.integers(1, 200), st.integers(1, 20),
+       st.sampled_from([None, 8, 32, 64]), st.integers(0, 10**6))
 def test_panel_product_equals_the_plain_product(n_in, n_out, m, width, seed):
-    """Any shape, n_out a multiple of the width or not (the last panel is padded with zero columns)."""
+    """Any shape, n_out a multiple of the width or not (the last panel is padded with zero
+    columns)."""
     rng = np.random.default_rng(seed)
     w = rng.standard_normal((n_in, n_out), dtype=np.float32)
     x = rng.standard_normal((m, n_in), dtype=np.float32)
@@ -43,29 +45,34 @@ def test_with_panels_gives_every_linear_panels_and_copies_nothing_else():
     block, old = tree["blocks"][1], PARAMS["blocks"][1]
     for layer in ("attn", "mlp"):
         for name, lin in block[layer].items():
-            assert set(lin) == {"w", "b"} and isinstance(lin["w"], Panels) and lin["w"].w is old[layer][name]["w"]
+            assert set(lin) == {"w", "b"} and isinstance(lin["w"], Panels)
+            assert lin["w"].w is old[layer][name]["w"]
             assert lin["b"] is old[layer][name]["b"]
     assert tree["ln_f"]["g"] is PARAMS["ln_f"]["g"] and tree["wte"] is PARAMS["wte"]
-    assert isinstance(PARAMS["blocks"][1]["attn"]["c_attn"]["w"], np.ndarray)  # the checkpoint's tree is left as it was
+    # the checkpoint's tree is left as it was
+    assert isinstance(PARAMS["blocks"][1]["attn"]["c_attn"]["w"], np.ndarray)
 
 
 @pytest.mark.parametrize("m", [1, 2, 5, MAX_ROWS, MAX_ROWS + 1])
 def test_a_panelled_weight_multiplies_as_the_weight(m):
     """x @ Panels(W) is x @ W for rows [m, n_in] and for gpt2/model.py's [1, m, n_in]."""
     rng = np.random.default_rng(m)
-    w, x = rng.standard_normal((16, 70), dtype=np.float32), rng.standard_normal((m, 16), dtype=np.float32)
+    w, x = rng.standard_normal((16, 70), dtype=np.float32), rng.standard_normal((m, 16),
+                                                                                dtype=np.float32)
     np.testing.assert_allclose(x @ Panels(w, 32), x @ w, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(x[None] @ Panels(w, 32), (x @ w)[None], rtol=1e-5, atol=1e-5)
 
 
 def test_the_engine_takes_the_panels_exactly_for_a_few_rows():
-    """The equality tests below would pass if the panels were never used; so spoil them and watch which calls change:
-    calls of 2..MAX_ROWS new tokens must, calls of 1 or more than MAX_ROWS must not."""
+    """The equality tests below would pass if the panels were never used; so spoil them and watch
+    which calls change: calls of 2..MAX_ROWS new tokens must, calls of 1 or more than MAX_ROWS must
+    not."""
     x = [int(t) for t in np.random.default_rng(0).integers(0, 50, 40)]
     good = GPT2(HP, PARAMS, panels=True, pad_rows=1)
     spoiled = GPT2(HP, PARAMS, panels=True, pad_rows=1)
     spoiled.head.p = spoiled.head.p * 0  # the LM head's panels
-    spoiled.forward_params["blocks"][0]["mlp"]["c_fc"]["w"].p *= 0  # one layer's (a copy: with_panels made them)
+    # one layer's (a copy: with_panels made them)
+    spoiled.forward_params["blocks"][0]["mlp"]["c_fc"]["w"].p *= 0
     assert np.abs(PARAMS["blocks"][0]["mlp"]["c_fc"]["w"]).max() > 0
     for n in (1, 2, 5, 17, MAX_ROWS, MAX_ROWS + 1, 40):
         spoiled.reset(), good.reset()
@@ -75,8 +82,8 @@ def test_the_engine_takes_the_panels_exactly_for_a_few_rows():
 
 @pytest.mark.parametrize("pad_rows", [1, 4])
 def test_panels_change_no_result(pad_rows):
-    """Cached calls of 1..40 tokens (in and past the panels' range), rollbacks and a tree, with panels: the full
-    forward's rows."""
+    """Cached calls of 1..40 tokens (in and past the panels' range), rollbacks and a tree, with
+    panels: the full forward's rows."""
     model, x = GPT2(HP, PARAMS, panels=True, pad_rows=pad_rows), [int(t) for t in range(3, 45)]
     for end, n in ((3, 3), (9, 5), (8, 1), (20, 12), (40, 17), (42, 2), (42, 40), (44, 30)):
         assert np.abs(model.logits(x[:end], n) - full(x[:end])[-n:]).max() < TOL, (end, n)
@@ -87,7 +94,8 @@ def test_panels_change_no_result(pad_rows):
 
 
 def test_batched_engine_with_panels_equals_rows_alone():
-    """The batched engine shares its model's panels: few rows in all (a batch of decode steps) go through them."""
+    """The batched engine shares its model's panels: few rows in all (a batch of decode steps) go
+    through them."""
     plain = GPT2(HP, PARAMS, panels=False)
     batch = BatchGPT2(GPT2(HP, PARAMS, panels=True), 3)
     xs = [[1, 2, 3, 4], [5, 6], [7, 8, 9, 10, 11, 12]]
@@ -117,20 +125,26 @@ def test_policy_follows_the_blas_and_the_size(monkeypatch):
 
 
 def test_the_engine_follows_the_policy(monkeypatch):
-    """The policy's choice reaches the engine, and with it the padding that suits each path; a GPU engine has none."""
+    """The policy's choice reaches the engine, and with it the padding that suits each path; a GPU
+    engine has none."""
     for env, on in (("1", True), ("0", False)):
         monkeypatch.setenv("PICOSPEC_PANELS", env)
         model = GPT2(HP, PARAMS)
-        assert model.panels == on and isinstance(model.head, Panels) == on and model.pad_rows == (1 if on else 4)
+        assert model.panels == on and isinstance(model.head,
+                                                 Panels) == on and model.pad_rows == (1 if on
+                                                                                      else 4)
         assert isinstance(model.forward_params["blocks"][0]["attn"]["c_attn"]["w"], Panels) == on
-        assert isinstance(model.params["blocks"][0]["attn"]["c_attn"]["w"], np.ndarray)  # the checkpoint's arrays
+        # the checkpoint's arrays
+        assert isinstance(model.params["blocks"][0]["attn"]["c_attn"]["w"], np.ndarray)
 
 
 @pytest.mark.parametrize("env", ["0", "1"])
 def test_main_reports_the_choice(env, tmp_path):
-    r = run_here(["main.py", "--method", "speculative", "--n_tokens", "4", "--temperature", "0", "--runs", "1", "--json"], tmp_path,
+    r = run_here(["main.py", "--method", "speculative", "--n_tokens", "4", "--temperature", "0",
+                  "--runs", "1", "--json"], tmp_path,
                 env={"PICOSPEC_PANELS": env})
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["threads"]["panels"] == {"on": env == "1", "why": "requested (PICOSPEC_PANELS)"}
-    assert out["same_output"] is True  # temperature 0: speculative text equals autoregressive text on either path
+    # temperature 0: speculative text equals autoregressive text on either path
+    assert out["same_output"] is True

@@ -1,8 +1,10 @@
-"""Logits parity with Hugging Face transformers' GPT2LMHeadModel on randomly initialised checkpoints.
+"""Logits parity with Hugging Face transformers' GPT2LMHeadModel on randomly initialised
+checkpoints.
 
-The reference is independent code (PyTorch), loaded through our own checkpoint reader from a folder written by
-`save_pretrained`, so the test covers the safetensors reader, the key mapping and the forward pass together.
-CI installs torch and transformers, so these always run there; elsewhere they skip when either is missing.
+The reference is independent code (PyTorch), loaded through our own checkpoint reader from a folder
+written by `save_pretrained`, so the test covers the safetensors reader, the key mapping and the
+forward pass together. CI installs torch and transformers, so these always run there; elsewhere they
+skip when either is missing.
 """
 import numpy as np
 import pytest
@@ -26,8 +28,9 @@ def reference_checkpoint(tmp_path, shape, seed=0):
     torch.manual_seed(seed)
     config = transformers.GPT2Config(**SHAPES[shape], resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
     hf = transformers.GPT2LMHeadModel(config).eval()
-    with torch.no_grad():  # move layer-norm and bias parameters off their 1/0 init so every weight matters
-        for name, p in hf.named_parameters():
+    # move layer-norm and bias parameters off their 1/0 init so every weight matters
+    with torch.no_grad():
+        for p in hf.parameters():
             if p.ndim == 1:
                 p.add_(0.1 * torch.randn_like(p))
     hf.save_pretrained(tmp_path, safe_serialization=True)

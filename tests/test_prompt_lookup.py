@@ -1,4 +1,5 @@
-"""Prompt lookup decoding: hand-checked candidate search, greedy equality, and the target's exact law when sampling."""
+"""Prompt lookup decoding: hand-checked candidate search, greedy equality, and the target's exact
+law when sampling."""
 import numpy as np
 import pytest
 
@@ -12,7 +13,8 @@ from toy import random_toy
 
 @pytest.mark.parametrize("x, expected", [
     ([1, 2, 3, 4, 1, 2, 3], [4, 1]),  # match found (3-gram)
-    ([5, 1, 2, 9, 1, 2, 7, 1, 2], [9, 1]),  # several 2-gram matches: the first wins; no 3-gram match
+    # several 2-gram matches: the first wins; no 3-gram match
+    ([5, 1, 2, 9, 1, 2, 7, 1, 2], [9, 1]),
     ([1, 2, 3], []),  # no match
     ([7, 8, 7], [8, 7]),  # match whose continuation runs to the very end
     ([4, 4], [4]),  # the smallest case: 1-gram at 0, continuation is the last token
@@ -23,7 +25,8 @@ def test_candidate_search_by_hand(x, expected):
 
 
 def test_longest_ngram_preferred():
-    x = [1, 9, 5, 2, 1, 7, 6, 2, 1]  # 1-gram [1] first at 0 -> [9, ...], but 2-gram [2, 1] at 3 -> [7, 6]
+    # 1-gram [1] first at 0 -> [9, ...], but 2-gram [2, 1] at 3 -> [7, 6]
+    x = [1, 9, 5, 2, 1, 7, 6, 2, 1]
     assert find_candidates(x, 3, 2) == [7, 6]
     assert find_candidates(x, 1, 2) == [9, 5]
 
@@ -32,11 +35,13 @@ def test_longest_ngram_preferred():
 def test_temperature_zero_equals_greedy(max_ngram_size, num_pred_tokens):
     stats = []
     for seed in range(5):
-        target = random_toy(4, seed, concentration=0.2)  # peaked: greedy text repeats, so matches are found
+        # peaked: greedy text repeats, so matches are found
+        target = random_toy(4, seed, concentration=0.2)
         x = [1, 2, 3, 1, 2]
-        out = prompt_lookup_decoding(x, target, 30, np.random.default_rng(0), max_ngram_size, num_pred_tokens,
-                                     stats=stats, temperature=0)
-        assert out == autoregressive_sampling(x, target, 30, np.random.default_rng(0), temperature=0)
+        out = prompt_lookup_decoding(x, target, 30, np.random.default_rng(0), max_ngram_size,
+                                     num_pred_tokens, stats=stats, temperature=0)
+        assert out == autoregressive_sampling(x, target, 30, np.random.default_rng(0),
+                                              temperature=0)
     assert sum(s["accepted"] for s in stats) > 0  # drafts were found and some accepted
 
 
@@ -53,7 +58,8 @@ BROKEN = 100  # itself: 1.0000
 
 def runs(n, seed=0, **options):
     rng = np.random.default_rng(seed)
-    return [tuple(prompt_lookup_decoding(PROMPT, TARGET, N, rng, 2, 3, **options)[len(PROMPT):]) for _ in range(n)]
+    return [tuple(prompt_lookup_decoding(PROMPT, TARGET, N, rng, 2, 3, **options)[len(PROMPT):])
+            for _ in range(n)]
 
 
 @pytest.mark.parametrize("options", [{}, dict(temperature=0.6, top_k=2)])
@@ -61,7 +67,8 @@ def test_joint_law_equals_target(options):
     check_law(runs(JOINT, **options), exact_law(TARGET, PROMPT, N, **options))
 
 
-def accept_every_match(drafts, P, Q, rng):  # broken: every proposed token kept (copying without verification)
+# broken: every proposed token kept (copying without verification)
+def accept_every_match(drafts, P, Q, rng):
     return len(drafts), sample(Q[len(drafts)], rng), "bonus"
 
 

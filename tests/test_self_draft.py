@@ -1,7 +1,8 @@
-"""Self-drafting (layer_skip: Draft & Verify; early_exit: LayerSkip): the loop keeps the target's exact law with its
-adaptive early stop, a broken variant is rejected by the same check; the engine's verification reuses the draft's
-cache and still equals a full forward (a broken reuse is caught); the batched skip-set search computes what the
-engine drafts; the shipped skip set decodes at the tokens per target call its search predicted.
+"""Self-drafting (layer_skip: Draft & Verify; early_exit: LayerSkip): the loop keeps the target's
+exact law with its adaptive early stop, a broken variant is rejected by the same check; the engine's
+verification reuses the draft's cache and still equals a full forward (a broken reuse is caught);
+the batched skip-set search computes what the engine drafts; the shipped skip set decodes at the
+tokens per target call its search predicted.
 """
 import json
 
@@ -12,7 +13,8 @@ import picospec.self_draft as sd
 from checker import check_law, exact_law
 from gpt2.load import ASSETS
 from gpt2.model import gpt2
-from gpt2.self_draft import Model, SelfDraft, exit_skip, load_self_draft, parse_skip, read_config, sublayer_name
+from gpt2.self_draft import (Model, SelfDraft, exit_skip, load_self_draft, parse_skip, read_config,
+                             sublayer_name)
 from gpt2.skip_search import draft_logits, skip_set_search
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import sample, warp
@@ -22,10 +24,13 @@ from toy import perturbed, random_toy
 
 N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)
-SKIPPED = perturbed(TARGET, 0.6, seed=8)  # the target's "skipped" version: another toy law, acceptance about 0.7
+# the target's "skipped" version: another toy law, acceptance about 0.7
+SKIPPED = perturbed(TARGET, 0.6, seed=8)
 OPTIONS = [dict(), dict(temperature=0.6), dict(temperature=1.4, top_k=2, top_p=0.9)]
-ADAPTIVE = dict(threshold=0.5, adaptive=True, alpha=0.8, epsilon=0.2, beta1=0.5, beta2=0.5)  # gamma moves a lot
-ONE_TOKEN = dict(threshold=1.01)  # a draft that always stops after one token (one that never stops is SpS)
+# gamma moves a lot
+ADAPTIVE = dict(threshold=0.5, adaptive=True, alpha=0.8, epsilon=0.2, beta1=0.5, beta2=0.5)
+# a draft that always stops after one token (one that never stops is SpS)
+ONE_TOKEN = dict(threshold=1.01)
 
 # Sequences per check, each sized by `python -m bench.power --only self_draft`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
@@ -39,7 +44,8 @@ RESAMPLE = 3_000  # itself: 0.9994
 
 def runs(n, seed=0, draft=SKIPPED, K=3, stop=ADAPTIVE, **options):
     rng = np.random.default_rng(seed)
-    return [tuple(self_speculative_decoding(PROMPT, draft, TARGET, N, K, rng, **stop, **options)[len(PROMPT):])
+    return [tuple(self_speculative_decoding(PROMPT, draft, TARGET, N, K, rng, **stop,
+                                            **options)[len(PROMPT):])
             for _ in range(n)]
 
 
@@ -53,7 +59,8 @@ def test_a_draft_that_always_stops_after_one_token():
 
 
 def raw_law_draft_token(draft_model, x, rng, **sampling_options):
-    """Bug: verify against the draft's unwarped law (the one its confidence reads), not the warped law it sampled."""
+    """Bug: verify against the draft's unwarped law (the one its confidence reads), not the warped
+    law it sampled."""
     p_raw = draft_model(x)[-1]
     token = sample(warp(p_raw, **sampling_options), rng)
     return token, p_raw, float(p_raw[token])
@@ -66,7 +73,8 @@ def test_verifying_against_the_unwarped_draft_law_is_rejected(monkeypatch):
 
 
 def resample_from_target(drafts, P, Q, rng):
-    """Bug: a rejected draft is replaced by a draw from q instead of from the residual norm(max(0, q - p))."""
+    """Bug: a rejected draft is replaced by a draw from q instead of from the residual norm(max(0, q
+    - p))."""
     for t, x in enumerate(drafts):
         if rng.random() >= min(1, Q[t][x] / P[t][x]):
             return t, sample(Q[t], rng), "resample"
@@ -83,9 +91,10 @@ def test_resampling_from_the_target_is_rejected(monkeypatch):
 def test_temperature_zero_equals_greedy(K):
     for seed in range(4):
         target, draft = random_toy(5, seed), random_toy(5, seed + 100)
-        greedy = autoregressive_sampling([2, 3], target, 12, np.random.default_rng(0), temperature=0)
-        out = self_speculative_decoding([2, 3], draft, target, 12, K, np.random.default_rng(0), temperature=0,
-                                        **ADAPTIVE)
+        greedy = autoregressive_sampling([2, 3], target, 12, np.random.default_rng(0),
+                                         temperature=0)
+        out = self_speculative_decoding([2, 3], draft, target, 12, K, np.random.default_rng(0),
+                                        temperature=0, **ADAPTIVE)
         assert out == greedy
 
 
@@ -98,8 +107,10 @@ def test_adapt_threshold_worked_example():
 
 def test_steps_draft_fewer_tokens_when_unsure():
     stats = []
-    self_speculative_decoding([0], SKIPPED, TARGET, 30, 4, np.random.default_rng(2), threshold=0.99, stats=stats)
-    assert stats[0]["origins"] == ["target"] and all(s["drafted"] == 1 for s in stats[1:])  # V = 3: never that sure
+    self_speculative_decoding([0], SKIPPED, TARGET, 30, 4, np.random.default_rng(2), threshold=0.99,
+                              stats=stats)
+    # V = 3: never that sure
+    assert stats[0]["origins"] == ["target"] and all(s["drafted"] == 1 for s in stats[1:])
     assert sum(len(s["tokens"]) for s in stats) == 30
 
 
@@ -115,8 +126,8 @@ def full_logits(model, x, n):
 
 
 def draft_then_verify(engine, x, drafts):
-    """The engine as the loop drives it: the target has read x but its last token (the token it just gave), the draft
-    reads that token and each draft but the last, the target scores them all."""
+    """The engine as the loop drives it: the target has read x but its last token (the token it just
+    gave), the draft reads that token and each draft but the last, the target scores them all."""
     engine.target(x[:-1])
     for i in range(len(drafts)):
         engine.draft(x + drafts[:i])
@@ -132,17 +143,24 @@ def as_dtype(tree, dtype):
 
 
 @pytest.mark.parametrize("dtype, atol", [("float64", 1e-9), ("float32", 1e-4)])
-@pytest.mark.parametrize("skip", ["", "a3,m4", "a0", "m0,a5", ",".join(sublayer_name(s) for s in exit_skip(2, 6)),
+@pytest.mark.parametrize("skip",
+                         ["", "a3,m4", "a0", "m0,a5",
+                          ",".join(sublayer_name(s) for s in exit_skip(2, 6)),
                                   ",".join(sublayer_name(s) for s in exit_skip(4, 6))])
 def test_verification_reusing_the_draft_equals_a_full_forward(tiny, skip, dtype, atol):
-    """float64 shows the reuse exact (1e-9, far inside 1e-5); float32 differs from a full forward only by the order
-    of its sums (rows run one by one, then together)."""
+    """float64 shows the reuse exact (1e-9, far inside 1e-5); float32 differs from a full forward
+    only by the order of its sums (rows run one by one, then together)."""
     model, encoder = tiny
     params = as_dtype(model.params, dtype)
-    reference = lambda tokens, n: gpt2(np.asarray(tokens), **params, n_head=model.hparams["n_head"])[-n:]  # noqa: E731
-    x, drafts = encoder.encode("def read_lines(path):\n    with open(path) as f:\n"), [11, 22, 33, 44]
+
+    def reference(tokens, n):
+        return gpt2(np.asarray(tokens), **params, n_head=model.hparams["n_head"])[-n:]
+
+    x = encoder.encode("def read_lines(path):\n    with open(path) as f:\n")
+    drafts = [11, 22, 33, 44]
     engine = SelfDraft(model.hparams, params, parse_skip(skip, 6))
-    np.testing.assert_allclose(draft_then_verify(engine, x, drafts), reference(x + drafts, 5), atol=atol, rtol=0)
+    np.testing.assert_allclose(draft_then_verify(engine, x, drafts), reference(x + drafts, 5),
+                               atol=atol, rtol=0)
     # a second step after a rejection: the cache rolls back and still matches
     got = draft_then_verify(engine, x + drafts[:2] + [55], [66, 77])
     np.testing.assert_allclose(got, reference(x + drafts[:2] + [55, 66, 77], 3), atol=atol, rtol=0)
@@ -165,23 +183,26 @@ class ReusesOffByOne(SelfDraft):
 @pytest.mark.parametrize("broken", [ReusesOffByOne])
 def test_a_wrong_reuse_is_caught(tiny, broken):
     model, encoder = tiny
-    x, drafts = encoder.encode("def read_lines(path):\n    with open(path) as f:\n"), [11, 22, 33, 44]
+    x, drafts = encoder.encode("def read_lines(path):\n    with open(path) as f:\n"), [11, 22, 33,
+                                                                                       44]
     engine = broken(model.hparams, model.params, exit_skip(2, 6))
-    assert np.abs(draft_then_verify(engine, x, drafts) - full_logits(model, x + drafts, 5)).max() > 1e-2
+    assert np.abs(draft_then_verify(engine, x, drafts)
+                  - full_logits(model, x + drafts, 5)).max() > 1e-2
 
 
 @pytest.mark.parametrize("kind", ["layer_skip", "early_exit"])
 def test_the_lm_head_is_the_target_engines_own(tiny, kind):
-    """Loaded as main.py loads it (bench.harness.load_self_draft), a self-draft multiplies by the target engine's head
-    copy and panels (shared, not copied) and gives the logits of the plain tied head wte.T, on both sides; a SelfDraft
-    built without one makes its own contiguous copy."""
+    """Loaded as main.py loads it (bench.harness.load_self_draft), a self-draft multiplies by the
+    target engine's head copy and panels (shared, not copied) and gives the logits of the plain tied
+    head wte.T, on both sides; a SelfDraft built without one makes its own contiguous copy."""
     from bench.harness import load_self_draft as load_as_main
 
     model, _ = tiny
     loaded = load_as_main(kind, {}, model, "tiny-target")
     engine = loaded["target"].engine
     assert engine.head is model.head
-    plain = SelfDraft(model.hparams, model.params, engine.skip, engine.adapter, head=model.params["wte"].T)
+    plain = SelfDraft(model.hparams, model.params, engine.skip, engine.adapter,
+                      head=model.params["wte"].T)
     x = list(range(40, 60))
     for side in ("target", "draft", "target"):
         for n in (1, 2, 5):
@@ -193,25 +214,32 @@ def test_the_lm_head_is_the_target_engines_own(tiny, kind):
 
 
 def test_the_draft_is_the_skipped_path_on_the_target_cache(tiny):
-    """What the engine drafts equals the batched rows the search scores (gpt2.skip_search.draft_logits)."""
+    """What the engine drafts equals the batched rows the search scores
+    (gpt2.skip_search.draft_logits)."""
     model, encoder = tiny
-    x = np.array([encoder.encode("import os\n\n\ndef list_files(path):\n    return [name for name in os.")[:20]])
+    x = np.array([encoder.encode("import os\n\n\ndef list_files(path):\n    return [name for name "
+                                 "in os.")[:20]])
     skip = parse_skip("a1,m2,a4", 6)
-    batched = draft_logits(model.params, model.hparams, x, 14, skip)[0]  # rows: the draft reads tokens 14..18
+    # rows: the draft reads tokens 14..18
+    batched = draft_logits(model.params, model.hparams, x, 14, skip)[0]
     engine = SelfDraft(model.hparams, model.params, skip)
     for j in range(14, 19):
         engine.target(list(x[0, :j]))
-        np.testing.assert_allclose(engine.draft.logits(list(x[0, :j + 1]))[0], batched[j - 14], atol=1e-4)
+        np.testing.assert_allclose(engine.draft.logits(list(x[0, :j + 1]))[0], batched[j - 14],
+                                   atol=1e-4)
 
 
 def test_search_of_every_set_equals_one_set_at_a_time(tiny_draft):
     """Depth-first sharing gives each set's own agreement (the 2-layer tiny-draft: 16 sets)."""
     model, encoder = tiny_draft
-    texts = ("import os\nimport sys\n\n\ndef main(argv):\n", "class Point:\n    def __init__(self, x, y):\n")
-    x = np.array([autoregressive_sampling(encoder.encode(t)[:12], model, 8, np.random.default_rng(0), temperature=0)
+    texts = ("import os\nimport sys\n\n\ndef main(argv):\n",
+             "class Point:\n    def __init__(self, x, y):\n")
+    x = np.array([autoregressive_sampling(encoder.encode(t)[:12], model, 8,
+                                          np.random.default_rng(0), temperature=0)
                   for t in texts])
     agree, confidence = skip_set_search(model.params, model.hparams, x, 12)
-    assert agree.shape == (16, 2, 7) and agree[0].all()  # skipping nothing: the target agrees with itself
+    # skipping nothing: the target agrees with itself
+    assert agree.shape == (16, 2, 7) and agree[0].all()
     for mask in range(16):
         skip = [s for s in range(4) if mask >> s & 1]
         logits = draft_logits(model.params, model.hparams, x, 12, skip)
@@ -223,8 +251,8 @@ def test_search_of_every_set_equals_one_set_at_a_time(tiny_draft):
 # ---- what ships with tiny-target ----
 
 def test_shipped_skip_set_decodes_as_its_search_predicted(tiny):
-    """The exhaustive search's best set, decoded greedily on the search's own prompts with its K, gives the tokens per
-    target call it predicted (within 5%) and the target's text."""
+    """The exhaustive search's best set, decoded greedily on the search's own prompts with its K,
+    gives the tokens per target call it predicted (within 5%) and the target's text."""
     model, _ = tiny
     record = read_config(ASSETS / "tiny-target")["layer_skip"]
     seqs, start = record["search"]["sequences"], record["search"]["start"]
@@ -233,38 +261,46 @@ def test_shipped_skip_set_decodes_as_its_search_predicted(tiny):
     for seq in seqs:
         engine.reset()
         stats = []
-        out = self_speculative_decoding(seq[:start], engine.draft, engine.target, len(seq) - start, record["K"],
-                                        np.random.default_rng(0), threshold=record["threshold"], temperature=0,
-                                        stats=stats)
+        out = self_speculative_decoding(seq[:start], engine.draft, engine.target, len(seq) - start,
+                                        record["K"],
+                                        np.random.default_rng(0), threshold=record["threshold"],
+                                        temperature=0, stats=stats)
         assert out == seq
         tokens, calls = tokens + len(seq) - start, calls + len(stats)
     assert tokens / calls == pytest.approx(record["predicted"]["tokens_per_call"], rel=0.05)
 
 
 def test_shipped_prediction_is_the_walk_of_the_shipped_agreement(tiny):
-    """A second way: the prediction is greedy_walk over the set's agreement, recomputed here in one batched pass."""
+    """A second way: the prediction is greedy_walk over the set's agreement, recomputed here in one
+    batched pass."""
     model, _ = tiny
     record = read_config(ASSETS / "tiny-target")["layer_skip"]
     x, start = np.array(record["search"]["sequences"]), record["search"]["start"]
     logits = draft_logits(model.params, model.hparams, x, start, parse_skip(record["skip"], 6))
     agree = logits.argmax(-1) == x[:, start + 1:]
-    confidence = 1 / np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)  # the draft's top probability
+    # the draft's top probability
+    confidence = 1 / np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)
     assert agree.mean() == pytest.approx(record["predicted"]["agreement"], abs=1e-9)
     walks = [greedy_walk(a, record["K"], q, record["threshold"]) for a, q in zip(agree, confidence)]
-    assert x[:, start:].size / sum(1 + len(w) for w in walks) == pytest.approx(record["predicted"]["tokens_per_call"])
+    assert x[:,
+             start:].size / sum(1 + len(w)
+                                for w
+                                in walks) == pytest.approx(record["predicted"]["tokens_per_call"])
 
 
 def test_shipped_configuration_loads(tiny):
     model, _ = tiny
     config = json.loads((ASSETS / "tiny-target" / "self_draft.json").read_text())
-    assert all(len(config["layer_skip"]["search"][key]["speedup"]) == 4096 for key in ("cpu", "memory_bound"))
+    assert all(len(config["layer_skip"]["search"][key]["speedup"]) == 4096
+               for key in ("cpu", "memory_bound"))
     engine = load_self_draft(model.hparams, model.params, ASSETS / "tiny-target", "early_exit")
     assert engine.skip == exit_skip(config["early_exit"]["exit_layer"], 6)
     assert (engine.adapter is not None) == config["early_exit"]["adapter"]
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(kind="layer_skip", skip="a9"), "layer 0..5"), (dict(kind="layer_skip", skip="x1"), "a<layer>"),
+    (dict(kind="layer_skip", skip="a9"), "layer 0..5"),
+    (dict(kind="layer_skip", skip="x1"), "a<layer>"),
     (dict(kind="early_exit", exit_layer=6), "exit after 1..5"),
     (dict(kind="early_exit", exit_layer=5), "trained for exit layer")])
 def test_bad_choices_say_what_to_do(tiny, kwargs, message):
@@ -288,13 +324,17 @@ def test_a_model_without_a_search_says_how_to_make_one(tiny, tmp_path):
 
 
 @pytest.mark.parametrize("kind, key, value, message", [
-    ("layer_skip", "K", "4", "K must be a whole number from 1 to 64"), ("layer_skip", "K", 0, "from 1 to 64"),
-    ("layer_skip", "K", 4.0, "whole number"), ("layer_skip", "threshold", "x", "a number from 0 to 1"),
-    ("layer_skip", "skip", 3, "a string such as 'a3,m4'"), ("early_exit", "exit_layer", True, "whole number >= 1"),
+    ("layer_skip", "K", "4", "K must be a whole number from 1 to 64"),
+    ("layer_skip", "K", 0, "from 1 to 64"),
+    ("layer_skip", "K", 4.0, "whole number"),
+    ("layer_skip", "threshold", "x", "a number from 0 to 1"),
+    ("layer_skip", "skip", 3, "a string such as 'a3,m4'"),
+    ("early_exit", "exit_layer", True, "whole number >= 1"),
     ("early_exit", None, [], "'early_exit' is not a JSON object")])
 def test_a_damaged_self_draft_json_is_named(tiny, tmp_path, kind, key, value, message):
-    """Wrong types or ranges in self_draft.json: one ValueError naming the file, the entry and how to rebuild it
-    (before: a TypeError deep in the loop, or a K = 0 refusal that did not say where the 0 came from)."""
+    """Wrong types or ranges in self_draft.json: one ValueError naming the file, the entry and how
+    to rebuild it (before: a TypeError deep in the loop, or a K = 0 refusal that did not say where
+    the 0 came from)."""
     model, _ = tiny
     config = json.loads((ASSETS / "tiny-target" / "self_draft.json").read_text())
     if key is None:
@@ -302,5 +342,7 @@ def test_a_damaged_self_draft_json_is_named(tiny, tmp_path, kind, key, value, me
     else:
         config[kind][key] = value
     (tmp_path / "self_draft.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=f"{tmp_path / 'self_draft.json'}: .*{message}.*bench.self_draft --task search"):
+    with pytest.raises(ValueError,
+                       match=f"{tmp_path / 'self_draft.json'}: .*{message}.*bench.self_draft "
+                             f"--task search"):
         load_self_draft(model.hparams, model.params, tmp_path, kind)

@@ -1,8 +1,10 @@
-"""Speculative sampling reproduces the target's law of whole sequences; broken variants are caught by the same check.
+"""Speculative sampling reproduces the target's law of whole sequences; broken variants are caught
+by the same check.
 
-Toy models over a 3-token vocabulary; sequences of N = 5 new tokens (243 cells). Each check draws the sequences its
-broken variant needs: the smallest n at which that variant is rejected with probability >= 0.999 (measured by
-`python -m bench.power --only speculative`; tests/checker.py has the G-test and its error rates).
+Toy models over a 3-token vocabulary; sequences of N = 5 new tokens (243 cells). Each check draws
+the sequences its broken variant needs: the smallest n at which that variant is rejected with
+probability >= 0.999 (measured by `python -m bench.power --only speculative`; tests/checker.py has
+the G-test and its error rates).
 """
 import numpy as np
 import pytest
@@ -17,12 +19,14 @@ from toy import Toy, perturbed, random_toy
 
 N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)
-DRAFT = perturbed(TARGET, 0.6, seed=8)  # acceptance about 0.7: both acceptance and rejection paths are exercised
+# acceptance about 0.7: both acceptance and rejection paths are exercised
+DRAFT = perturbed(TARGET, 0.6, seed=8)
 OPTIONS = [dict(), dict(temperature=0.6), dict(temperature=1.4, top_k=2), dict(top_p=0.8),
            dict(temperature=1.2, top_k=2, top_p=0.7)]  # top-k, renormalised, then top-p
 CLOSE = perturbed(TARGET, 0.15, seed=8)  # acceptance about 0.95: the residual is rarely used
 ONE_HOT, SPREAD = Toy(np.tile([1.0, 0.0, 0.0], (3, 3, 1))), Toy(np.tile([0.0, 0.3, 0.7], (3, 3, 1)))
-EDGE_DRAFTS = [random_toy(3, seed=9, zeros=0.4), ONE_HOT, TARGET]  # zeros in rows, one-hot, identical models
+# zeros in rows, one-hot, identical models
+EDGE_DRAFTS = [random_toy(3, seed=9, zeros=0.4), ONE_HOT, TARGET]
 
 # Sequences per check, each sized by `python -m bench.power --only speculative`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
@@ -42,7 +46,8 @@ def run(sampler, n, seed, **options):
 
 
 def sps_runs(K, n, seed=0, draft=DRAFT, target=TARGET, **options):
-    return run(lambda rng, **o: speculative_sampling(PROMPT, draft, target, N, K, rng, **o), n, seed, **options)
+    return run(lambda rng, **o: speculative_sampling(PROMPT, draft, target, N, K, rng, **o), n,
+               seed, **options)
 
 
 @pytest.mark.parametrize("K", [1, 2, 4])
@@ -53,7 +58,8 @@ def test_joint_law_equals_target(K, options):
 
 
 def test_joint_law_high_power():
-    """The close draft (acceptance about 0.95), where resampling from q instead of the residual changes little."""
+    """The close draft (acceptance about 0.95), where resampling from q instead of the residual
+    changes little."""
     check_law(sps_runs(2, HIGH, seed=1, draft=CLOSE), exact_law(TARGET, PROMPT, N))
 
 
@@ -63,25 +69,30 @@ def test_joint_law_edge_drafts(draft):
 
 
 def test_disjoint_supports():
-    check_law(sps_runs(2, DISJOINT, draft=ONE_HOT, target=SPREAD), exact_law(SPREAD, PROMPT, N))  # all rejected
+    # all rejected
+    check_law(sps_runs(2, DISJOINT, draft=ONE_HOT, target=SPREAD), exact_law(SPREAD, PROMPT, N))
 
 
 def ars_runs(n, seed=0, **options):
-    return run(lambda rng, **o: autoregressive_sampling(PROMPT, TARGET, N, rng, **o), n, seed, **options)
+    return run(lambda rng, **o: autoregressive_sampling(PROMPT, TARGET, N, rng, **o), n, seed,
+               **options)
 
 
 def test_autoregressive_law_equals_target():
-    check_law(ars_runs(AUTOREGRESSIVE, temperature=0.6), exact_law(TARGET, PROMPT, N, temperature=0.6))
+    check_law(ars_runs(AUTOREGRESSIVE, temperature=0.6),
+              exact_law(TARGET, PROMPT, N, temperature=0.6))
 
 
-def unwarped(probs, **options):  # bug: the baseline samples the raw target law, whatever the temperature
+# bug: the baseline samples the raw target law, whatever the temperature
+def unwarped(probs, **options):
     return probs
 
 
 def test_an_unwarped_autoregressive_sampler_is_rejected(monkeypatch):
     monkeypatch.setattr(ars, "warp", unwarped)
     with pytest.raises(AssertionError, match="differs from the target"):
-        check_law(ars_runs(AUTOREGRESSIVE, temperature=0.6), exact_law(TARGET, PROMPT, N, temperature=0.6))
+        check_law(ars_runs(AUTOREGRESSIVE, temperature=0.6),
+                  exact_law(TARGET, PROMPT, N, temperature=0.6))
 
 
 # The power of the check: the same test must reject each deliberately broken sampler.
@@ -105,9 +116,12 @@ def warp_draft_only(probs, **options):  # bug: the target's [k+1, V] rows go unw
     return probs if np.ndim(probs) == 2 else warp(probs, **options)
 
 
-@pytest.mark.parametrize("patch, options", [("verify_chain", accept_everything), ("verify_chain", resample_from_target),
+@pytest.mark.parametrize("patch, options",
+                         [("verify_chain", accept_everything),
+                          ("verify_chain", resample_from_target),
                                             ("sample", argmax_sample), ("warp", warp_draft_only)],
-                         ids=["accept-everything", "resample-from-target", "argmax-draft", "warp-draft-only"])
+                         ids=["accept-everything", "resample-from-target", "argmax-draft",
+                              "warp-draft-only"])
 def test_broken_samplers_are_rejected(request, monkeypatch, patch, options):
     name, broken = patch, options
     monkeypatch.setattr(sps, name, broken)
@@ -118,7 +132,8 @@ def test_broken_samplers_are_rejected(request, monkeypatch, patch, options):
 
 
 def test_residual_matters_even_for_close_models(monkeypatch):
-    """A subtler bug: resampling from q when the draft is close (acceptance ~0.95) is still caught."""
+    """A subtler bug: resampling from q when the draft is close (acceptance ~0.95) is still
+    caught."""
     monkeypatch.setattr(sps, "verify_chain", resample_from_target)
     with pytest.raises(AssertionError, match="differs from the target"):
         check_law(sps_runs(2, HIGH, draft=CLOSE), exact_law(TARGET, PROMPT, N))
@@ -149,11 +164,13 @@ def test_seeded_runs_are_reproducible():
     assert a == b
 
 
-@pytest.mark.parametrize("kwargs, message", [(dict(K=0), "K"), (dict(N=0), "N"), (dict(x=[]), "empty"),
-                                             (dict(temperature=-1), "temperature"), (dict(top_p=0), "top_p"),
-                                             (dict(top_k=0), "top_k")])
+@pytest.mark.parametrize("kwargs, message",
+                         [(dict(K=0), "K"), (dict(N=0), "N"), (dict(x=[]), "empty"),
+                                             (dict(temperature=-1), "temperature"),
+                                             (dict(top_p=0), "top_p"), (dict(top_k=0), "top_k")])
 def test_bad_inputs(kwargs, message):
-    args = dict(x=[0], draft_model=DRAFT, target_model=TARGET, N=3, K=2, rng=np.random.default_rng(0))
+    args = dict(x=[0], draft_model=DRAFT, target_model=TARGET, N=3, K=2,
+                rng=np.random.default_rng(0))
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         speculative_sampling(**args)

@@ -13,11 +13,13 @@ def test_hand_examples():
     assert expected_tokens_per_call(1.0, 4) == 5 and expected_tokens_per_call(0.0, 4) == 1
     assert optimal_K(0.0, 0.1) == 1
     assert optimal_K(0.9, 0.01) > optimal_K(0.6, 0.01) > 1
-    assert expected_speedup(0.8, optimal_K(0.8, 0.05), 0.05) >= max(expected_speedup(0.8, K, 0.05) for K in range(1, 33))
+    assert expected_speedup(0.8, optimal_K(0.8, 0.05),
+                            0.05) >= max(expected_speedup(0.8, K, 0.05) for K in range(1, 33))
 
 
 def test_tokens_per_call_match_simulation_when_acceptance_is_iid():
-    """Context-free draft and target: acceptance is i.i.d. with rate alpha, so the formula is exact in expectation."""
+    """Context-free draft and target: acceptance is i.i.d. with rate alpha, so the formula is exact
+    in expectation."""
     q = np.array([0.5, 0.3, 0.2])
     p = np.array([0.2, 0.3, 0.5])
     target, draft = Toy(np.tile(q, (3, 3, 1))), Toy(np.tile(p, (3, 3, 1)))

@@ -1,5 +1,6 @@
-"""The shared tree module and the tree verifier: the Medusa article's buffers exactly, tries, sparse trees, clear
-errors for bad medusa_choices, and recursive rejection sampling over siblings reproducing the target's exact law."""
+"""The shared tree module and the tree verifier: the Medusa article's buffers exactly, tries, sparse
+trees, clear errors for bad medusa_choices, and recursive rejection sampling over siblings
+reproducing the target's exact law."""
 import numpy as np
 import pytest
 
@@ -27,7 +28,8 @@ def test_seed_example_buffers_exactly():
     b = medusa_buffers(SEED_CHOICES, topk=10)
     assert b["tree_indices"].tolist() == [0, 1, 2, 11, 12, 13, 11, 12, 13]
     assert b["position_ids"].tolist() == [0, 1, 1, 2, 2, 2, 2, 2, 2]
-    assert b["retrieve_indices"].tolist() == [[0, 2, 8], [0, 2, 7], [0, 2, 6], [0, 1, 5], [0, 1, 4], [0, 1, 3]]
+    assert b["retrieve_indices"].tolist() == [[0, 2, 8], [0, 2, 7], [0, 2, 6], [0, 1, 5], [0, 1, 4],
+                                              [0, 1, 3]]
     mask = np.array([[int(c) for c in row] for row in SEED_MASK.split()], dtype=bool)
     np.testing.assert_array_equal(b["attn_mask"], mask)
     # the article's demo tensor: root token 1, head 1 offers [2, 3], head 2 offers [4, 5, 6]
@@ -35,8 +37,8 @@ def test_seed_example_buffers_exactly():
     flat[0], flat[1:3], flat[11:14] = 1, [2, 3], [4, 5, 6]
     tree = flat[b["tree_indices"]]
     assert tree.tolist() == [1, 2, 3, 4, 5, 6, 4, 5, 6]
-    assert np.append(tree, -1)[b["retrieve_indices"]].tolist() == [[1, 3, 6], [1, 3, 5], [1, 3, 4], [1, 2, 6],
-                                                                   [1, 2, 5], [1, 2, 4]]
+    assert np.append(tree, -1)[b["retrieve_indices"]].tolist() == [[1, 3, 6], [1, 3, 5], [1, 3, 4],
+                                                                   [1, 2, 6], [1, 2, 5], [1, 2, 4]]
 
 
 def test_buffers_agree_with_engine_parents():
@@ -67,15 +69,18 @@ def test_bad_choices_give_clear_errors(choices, message):
 
 def test_trie_and_prune():
     tokens, parents, counts = trie([[5, 6, 1], [5, 7], [8], [5, 6, 2]])
-    assert (tokens, parents, counts) == ([5, 6, 1, 7, 8, 2], [-1, 0, 1, 0, -1, 1], [3, 2, 1, 1, 1, 1])
-    assert prune(tokens, parents, counts, 3) == ([5, 6, 8], [-1, 0, -1], [3, 2, 1])  # ties: shallower first
+    assert (tokens, parents, counts) == ([5, 6, 1, 7, 8, 2], [-1, 0, 1, 0, -1, 1],
+                                         [3, 2, 1, 1, 1, 1])
+    # ties: shallower first
+    assert prune(tokens, parents, counts, 3) == ([5, 6, 8], [-1, 0, -1], [3, 2, 1])
     assert prune(tokens, parents, counts, 4) == ([5, 6, 7, 8], [-1, 0, 0, -1], [3, 2, 1, 1])
 
 
 def test_greedy_path():
     tokens, parents = [3, 1, 2, 0], [-1, 0, 0, 2]  # 3 -> {1, 2 -> 0}
     logits = np.full((5, 4), -1.0)
-    logits[0, 3] = logits[1, 2] = logits[3, 0] = logits[4, 1] = 5  # after root: 3; after node 0: 2; after 2: 0; then 1
+    # after root: 3; after node 0: 2; after 2: 0; then 1
+    logits[0, 3] = logits[1, 2] = logits[3, 0] = logits[4, 1] = 5
     assert greedy_path(tokens, parents, logits) == ([0, 2, 3], 1)
     logits[0, 3], logits[0, 2] = -1, 5  # root's argmax 2 is not a child
     assert greedy_path(tokens, parents, logits) == ([], 2)
@@ -84,16 +89,19 @@ def test_greedy_path():
 def test_sparse_tree_is_greedy_by_expected_gain():
     acc = [[0.6, 0.2, 0.1], [0.4, 0.2, 0.1]]
     choices, expected = sparse_tree(acc, 5)
-    assert choices == [[0], [1], [2], [0, 0], [0, 1]]  # values .6 .24 .2 .12 .1 (not [2]'s .1 and [0,2]'s .06)
+    # values .6 .24 .2 .12 .1 (not [2]'s .1 and [0,2]'s .06)
+    assert choices == [[0], [1], [2], [0, 0], [0, 1]]
     assert expected == pytest.approx(1 + 0.6 + 0.2 + 0.1 + 0.24 + 0.12)
     assert sparse_tree(acc, 1) == ([[0]], pytest.approx(1.6))
 
 
-# --- the origin a verifier returns, one deterministic step each -------------------------------------------------
+# --- the origin a verifier returns, one deterministic step each
+# -------------------------------------------------
 
-# The tree 3 -> {1, 2 -> 0} of test_greedy_path, V = 4. Rows of Q are one-hot or zero at a child's token, so every
-# accept (q(x) = 1) and every reject (q(x) = 0) happens whatever the generator draws, and the walk is fixed:
-#   Q row:      0 (after root)   1 (after 3)   2 (after 3 1)   3 (after 3 2)   4 (after 3 2 0)
+# The tree 3 -> {1, 2 -> 0} of test_greedy_path, V = 4. Rows of Q are one-hot or zero at a child's
+# token, so every accept (q(x) = 1) and every reject (q(x) = 0) happens whatever the generator
+# draws, and the walk is fixed: Q row:      0 (after root)   1 (after 3)   2 (after 3 1)   3 (after
+# 3 2)   4 (after 3 2 0)
 TREE_TOKENS, TREE_PARENTS = [3, 1, 2, 0], [-1, 0, 0, 2]
 
 
@@ -102,9 +110,11 @@ def one_hot_rows(*tokens):
 
 
 @pytest.mark.parametrize("Q, expected", [
-    # 3 kept (q = 1), 1 rejected (q = 0), 2 kept, 0 kept: the walk ends at the leaf 0, whose row gives 1: a bonus
+    # 3 kept (q = 1), 1 rejected (q = 0), 2 kept, 0 kept: the walk ends at the leaf 0, whose row
+    # gives 1: a bonus
     (one_hot_rows(3, 2, 0, 0, 1), ([0, 2, 3], 1, "bonus")),
-    # 3 kept, then both children 1 and 2 have q = 0: rejected, the next token (0) comes from what is left: resample
+    # 3 kept, then both children 1 and 2 have q = 0: rejected, the next token (0) comes from what is
+    # left: resample
     (one_hot_rows(3, 0, 0, 0, 0), ([0], 0, "resample")),
     # the root's only child 3 has q = 0: no draft kept, token 2 from the residual: resample
     (one_hot_rows(2, 0, 0, 0, 0), ([], 2, "resample")),
@@ -125,13 +135,15 @@ class Grid:
 
 
 def test_siblings_law_by_quadrature_uses_the_residual_of_the_residual():
-    """Root children 0 then 1 (one-hot proposals), q = [.5, .3, .2] after the root. 0 is kept with probability .5;
-    after its rejection q becomes [0, .6, .4], so 1 is kept with .6 (.5 * .6 = .3 in all); after that rejection q is
-    [0, 0, 1] and the walk draws 2 (.5 * .4 = .2): the law is q. Each walk uses at most three uniforms (two trials,
-    one draw); laying them on the midpoints of a 10 x 10 x 10 grid puts the thresholds .5, .6 between grid points, so
-    the grid's law is exact. Taking the second residual from the first q (forgetting that 0 was rejected) keeps 1
-    with .3 only and can even return the rejected 0."""
-    Q = np.array([[0.5, 0.3, 0.2], [1, 0, 0], [1, 0, 0]])  # rows after the root, after node 0, after node 1
+    """Root children 0 then 1 (one-hot proposals), q = [.5, .3, .2] after the root. 0 is kept with
+    probability .5; after its rejection q becomes [0, .6, .4], so 1 is kept with .6 (.5 * .6 = .3 in
+    all); after that rejection q is [0, 0, 1] and the walk draws 2 (.5 * .4 = .2): the law is q.
+    Each walk uses at most three uniforms (two trials, one draw); laying them on the midpoints of a
+    10 x 10 x 10 grid puts the thresholds .5, .6 between grid points, so the grid's law is exact.
+    Taking the second residual from the first q (forgetting that 0 was rejected) keeps 1 with .3
+    only and can even return the rejected 0."""
+    # rows after the root, after node 0, after node 1
+    Q = np.array([[0.5, 0.3, 0.2], [1, 0, 0], [1, 0, 0]])
     grid = (np.arange(10) + 0.5) / 10
     counts = np.zeros(3)
     for u in np.stack(np.meshgrid(grid, grid, grid, indexing="ij"), -1).reshape(-1, 3):  # [1000, 3]
@@ -142,19 +154,22 @@ def test_siblings_law_by_quadrature_uses_the_residual_of_the_residual():
 
 
 def test_verify_tree_of_no_nodes_gives_a_bonus():
-    """Nothing drafted: the token is the target's own, drawn from row 0 (a bonus, as verify_chain([]) says)."""
+    """Nothing drafted: the token is the target's own, drawn from row 0 (a bonus, as
+    verify_chain([]) says)."""
     assert verify_tree([], [], one_hot_rows(2), np.random.default_rng(0)) == ([], 2, "bonus")
 
 
-# --- recursive rejection sampling over a tree reproduces the target -----------------------------------------------
+# --- recursive rejection sampling over a tree reproduces the target
+# -----------------------------------------------
 
 PROMPT, N, V = [0, 1], 4, 3
 TARGET, DRAFT = random_toy(V, seed=11), random_toy(V, seed=12)
 
 
 def tree_decode(x, rng, draft_rng, branch, depth, sampled, options, one_hot=False):
-    """A SpecInfer-style loop: a draft tree of `branch` children per node, `depth` levels, verified by verify_tree.
-    sampled=True: children drawn i.i.d. from the draft (P given); False: the draft's top-`branch` tokens (P=None)."""
+    """A SpecInfer-style loop: a draft tree of `branch` children per node, `depth` levels, verified
+    by verify_tree. sampled=True: children drawn i.i.d. from the draft (P given); False: the draft's
+    top-`branch` tokens (P=None)."""
     x, T = list(x), len(x) + N
     while len(x) < T:
         tokens, parents, P, frontier = [], [], [], [(-1, [])]
@@ -175,7 +190,8 @@ def tree_decode(x, rng, draft_rng, branch, depth, sampled, options, one_hot=Fals
                 path, node = [tokens[node]] + path, parents[node]
             rows.append(TARGET(x + path)[-1])
         Q = warp(np.stack(rows), **options)
-        path, token, _ = verify_tree(tokens, parents, Q, rng, np.array(P) if sampled and not one_hot else None)
+        path, token, _ = verify_tree(tokens, parents, Q, rng,
+                                     np.array(P) if sampled and not one_hot else None)
         x += [tokens[i] for i in path] + [token]
     return tuple(x[len(PROMPT):T])
 
@@ -204,8 +220,9 @@ def test_tree_verification_follows_target(branch, depth, sampled, options):
 
 
 def longest_match(tokens, parents, Q, rng, P=None):
-    """The known flaw: every candidate path gets its own independent target sample at each of its positions (as if
-    the paths were separate sequences) and the longest matching path wins. More paths -> more chances to match."""
+    """The known flaw: every candidate path gets its own independent target sample at each of its
+    positions (as if the paths were separate sequences) and the longest matching path wins. More
+    paths -> more chances to match."""
     best, next_token = [], None
     for path in paths(parents):
         rows = [-1] + path  # row of the distribution each position is drawn from
@@ -227,16 +244,20 @@ def test_longest_match_of_independent_samples_is_rejected(monkeypatch, sampled):
 
 
 def test_siblings_without_residual_are_rejected(monkeypatch):
-    """Broken variant: siblings tried with min(1, q/p) but q is not replaced by the residual after a rejection."""
+    """Broken variant: siblings tried with min(1, q/p) but q is not replaced by the residual after a
+    rejection."""
     monkeypatch.setattr(verify, "residual", lambda q, p: q)
     with pytest.raises(AssertionError, match="empirical law differs"):
-        check_law(runs(NO_RESIDUAL, branch=3, depth=2, sampled=True, options={}), exact_law(TARGET, PROMPT, N))
+        check_law(runs(NO_RESIDUAL, branch=3, depth=2, sampled=True, options={}),
+                  exact_law(TARGET, PROMPT, N))
 
 
 def test_one_hot_semantics_is_lossless_for_any_independent_draft():
-    """Treating even sampled drafts as deterministic (P=None) stays lossless: given its value, a draft token is a
-    one-hot proposal. It only accepts less often. This is why retrieved or top-k candidates need no P."""
-    check_law(runs(ONE_HOT, branch=2, depth=2, sampled=True, options={}, one_hot=True), exact_law(TARGET, PROMPT, N))
+    """Treating even sampled drafts as deterministic (P=None) stays lossless: given its value, a
+    draft token is a one-hot proposal. It only accepts less often. This is why retrieved or top-k
+    candidates need no P."""
+    check_law(runs(ONE_HOT, branch=2, depth=2, sampled=True, options={}, one_hot=True),
+              exact_law(TARGET, PROMPT, N))
 
 
 def test_temperature_zero_equals_greedy_path():

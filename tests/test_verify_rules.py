@@ -1,10 +1,12 @@
-"""The named verification rules of picospec/verify.py: i.i.d. siblings (SpecInfer), siblings drawn without
-replacement (Sequoia), deterministic distinct candidates. Hand-checked examples, verify_tree unchanged for its
-callers, and the target's exact law of whole sequences when trees are drawn here (independently of the methods'
-code) and verified by each rule, with the broken pairings the same check rejects.
+"""The named verification rules of picospec/verify.py: i.i.d. siblings (SpecInfer), siblings drawn
+without replacement (Sequoia), deterministic distinct candidates. Hand-checked examples, verify_tree
+unchanged for its callers, and the target's exact law of whole sequences when trees are drawn here
+(independently of the methods' code) and verified by each rule, with the broken pairings the same
+check rejects.
 
-Also the toy tree models the method tests share: `Toy1` (tests/toy.py's Toy with a quicker one-row call) and
-`MaskedToyTree`, whose tree() rows are computed from the attention mask it is given, so a wrong mask gives wrong rows.
+Also the toy tree models the method tests share: `Toy1` (tests/toy.py's Toy with a quicker one-row
+call) and `MaskedToyTree`, whose tree() rows are computed from the attention mask it is given, so a
+wrong mask gives wrong rows.
 """
 from collections import Counter
 
@@ -21,7 +23,8 @@ from toy import Toy, random_toy, random_toy_tree
 
 
 class Toy1(Toy):
-    """tests/toy.py's Toy (the same law), with the one-row call the tree methods make taken directly from the table."""
+    """tests/toy.py's Toy (the same law), with the one-row call the tree methods make taken directly
+    from the table."""
 
     def __call__(self, x, n=1):
         if n > 1:
@@ -31,9 +34,10 @@ class Toy1(Toy):
 
 
 class MaskedToyTree(Toy1):
-    """A toy with the engine's tree interface whose rows depend on the mask it is given: node i's row is the toy's law
-    after x followed by the nodes row i of mask(parents) lets it see, in node order. With picospec.tree.ancestor_mask
-    that is x + the node's path, the right context; a mask that shows a node its siblings gives wrong rows."""
+    """A toy with the engine's tree interface whose rows depend on the mask it is given: node i's
+    row is the toy's law after x followed by the nodes row i of mask(parents) lets it see, in node
+    order. With picospec.tree.ancestor_mask that is x + the node's path, the right context; a mask
+    that shows a node its siblings gives wrong rows."""
 
     def __init__(self, table, mask=ancestor_mask):
         super().__init__(table)
@@ -55,7 +59,8 @@ class MaskedToyTree(Toy1):
         pass
 
 
-def sibling_mask(parents):  # broken: every node also sees the nodes before it (the "regular" causal mask)
+# broken: every node also sees the nodes before it (the "regular" causal mask)
+def sibling_mask(parents):
     return np.tril(np.ones((len(parents), len(parents)), dtype=bool))
 
 
@@ -69,12 +74,14 @@ def test_masked_toy_equals_the_toy_tree_and_a_wrong_mask_changes_it():
 
 
 def test_ancestor_mask_by_hand():
-    assert ancestor_mask([-1, 0, 0, 2]).astype(int).tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 0, 1, 1]]
+    assert ancestor_mask([-1, 0, 0, 2]).astype(int).tolist() == [[1, 0, 0, 0], [1, 1, 0, 0],
+                                                                 [1, 0, 1, 0], [1, 0, 1, 1]]
 
 
 def test_draw_trie_by_hand():
     trie, p, r = DrawTrie(), np.full(9, 1 / 9), np.full(9, 1 / 9)
-    assert [trie.draw(-1, 4, p), trie.draw(-1, 7, p), trie.draw(-1, 4, p), trie.draw(0, 5, r)] == [0, 1, 0, 2]
+    assert [trie.draw(-1, 4, p), trie.draw(-1, 7, p), trie.draw(-1, 4, p),
+            trie.draw(0, 5, r)] == [0, 1, 0, 2]
     assert (trie.tokens, trie.parents, trie.draws) == ([4, 7, 5], [-1, -1, 0], [0, 1, 0, 2])
 
 
@@ -86,19 +93,23 @@ def frequencies(rule, n=20_000, seed=0):  # the next token's law after one verif
 def test_verify_siblings_example_by_hand():
     """The docstring's example: token 2 kept with probability .5, else token 0 for sure."""
     Q = np.array([[.5, 0, .5], [1, 0, 0], [0, 1, 0]])
-    for trials in ({-1: [(0, None), (1, None)]}, {-1: [(0, one_hot(2, 3, Q.dtype)), (1, one_hot(0, 3, Q.dtype))]}):
+    for trials in ({-1: [(0, None), (1, None)]},
+                   {-1: [(0, one_hot(2, 3, Q.dtype)), (1, one_hot(0, 3, Q.dtype))]}):
         counts = frequencies(lambda rng: tuple(verify_siblings([2, 0], trials, Q, rng)[0]))
         assert set(counts) == {(0,), (1,)} and abs(counts[(0,)] / 20_000 - .5) < .02
 
 
 def test_without_replacement_example_by_hand():
-    """The docstring's example: child 0 kept with probability .4; after its rejection child 1 is kept for sure."""
+    """The docstring's example: child 0 kept with probability .4; after its rejection child 1 is
+    kept for sure."""
     p, Q = np.array([.5, .3, .2]), np.array([[.2, .5, .3], [1, 0, 0], [0, 1, 0]])
-    counts = frequencies(lambda rng: tuple(verify_without_replacement([0, 1], [-1, -1], Q, np.array([p, p]), rng)[0]))
+    counts = frequencies(lambda rng: tuple(verify_without_replacement([0, 1], [-1, -1], Q,
+                                                                      np.array([p, p]), rng)[0]))
     assert set(counts) == {(0,), (1,)} and abs(counts[(0,)] / 20_000 - .4) < .02
 
 
-def old_verify_tree(tokens, parents, Q, rng, P=None):  # verify_tree as it was before the named rules, for reference
+# verify_tree as it was before the named rules, for reference
+def old_verify_tree(tokens, parents, Q, rng, P=None):
     kids = {-1: []}
     for i, p in enumerate(parents):
         kids.setdefault(p, []).append(i)
@@ -142,20 +153,23 @@ def test_distinct_rule_at_temperature_zero_is_exact_match():
         assert (path, token) == expected
 
 
-# --- whole sequences: siblings drawn here, verified by each rule ---------------------------------------------------
-# One level of siblings below the root and the token after them: N = 2 tokens, so every sequence is one verification
-# (and, after a rejection, one plain target draw). Depth is the same walk repeated: tests/test_specinfer.py and
+# --- whole sequences: siblings drawn here, verified by each rule
+# --------------------------------------------------- One level of siblings below the root and the
+# token after them: N = 2 tokens, so every sequence is one verification (and, after a rejection, one
+# plain target draw). Depth is the same walk repeated: tests/test_specinfer.py and
 # tests/test_sequoia.py cover it through the methods.
 
 PROMPT, N, V = [0, 1], 2, 3
 TARGET = MaskedToyTree(random_toy(V, seed=25).table)
-# a draft far from the target after the prompt: with 3 siblings, trying each merged token once moves 0.21 of
-# probability (total variation) and judging without-replacement siblings as i.i.d. 0.50 (computed exactly)
+# a draft far from the target after the prompt: with 3 siblings, trying each merged token once moves
+# 0.21 of probability (total variation) and judging without-replacement siblings as i.i.d. 0.50
+# (computed exactly)
 DRAFTS = [Toy1(random_toy(V, seed=39, concentration=0.5).table), Toy1(random_toy(V, seed=23).table)]
 
 
 def draw_iid(x, k, rng, options, drafts=DRAFTS[:1]):
-    """SpecInfer's siblings: k i.i.d. draws from each draft, merged in a trie that keeps every draw and its law."""
+    """SpecInfer's siblings: k i.i.d. draws from each draft, merged in a trie that keeps every draw
+    and its law."""
     trie = DrawTrie()
     for draft in drafts:
         p = warp(draft(x)[-1], **options)  # [V]
@@ -165,7 +179,8 @@ def draw_iid(x, k, rng, options, drafts=DRAFTS[:1]):
 
 
 def draw_without_replacement(x, k, rng, options):
-    """Sequoia's siblings: k distinct tokens, each drawn from the draft with the earlier ones removed."""
+    """Sequoia's siblings: k distinct tokens, each drawn from the draft with the earlier ones
+    removed."""
     p = warp(DRAFTS[0](x)[-1], **options)  # [V]
     left, tokens = p.copy(), []
     for _ in range(min(k, np.count_nonzero(p))):
@@ -193,8 +208,10 @@ def distinct(tokens, parents, Q, P, rng, draws):
 
 
 def iid_each_token_once(tokens, parents, Q, P, rng, draws):
-    """Broken: merged duplicates tried once each (the repeated draw, a sure rejection, is dropped with its residual)."""
-    keep = sorted({node: j for j, node in reversed(list(enumerate(draws)))}.values())  # each node's first draw
+    """Broken: merged duplicates tried once each (the repeated draw, a sure rejection, is dropped
+    with its residual)."""
+    # each node's first draw
+    keep = sorted({node: j for j, node in reversed(list(enumerate(draws)))}.values())
     return verify_iid(tokens, parents, Q, P[keep], rng, [draws[j] for j in keep])
 
 
@@ -214,30 +231,37 @@ def decode(draw, rule, options, n, k=3, seed=0, **draw_options):
         Q = warp(TARGET.tree(x, tokens, parents, probs=True), **options)  # [1 + m, V]
         path, token, _ = rule(tokens, parents, Q, P, rng, draws)
         x += [tokens[i] for i in path] + [token]
-        if len(x) < len(PROMPT) + N:  # a rejection: the second token is a plain draw from the target
+        # a rejection: the second token is a plain draw from the target
+        if len(x) < len(PROMPT) + N:
             x.append(sample(warp(TARGET(x)[-1], **options), rng))
         out.append(tuple(x[len(PROMPT):]))
     return out
 
 
-RULES = {"iid": (draw_iid, iid, {}, {}),  # SpecInfer: 3 i.i.d. siblings over 3 tokens, duplicates merged, every draw
-         "iid-two-drafters-T0.7-top_k2": (draw_iid, iid, dict(temperature=0.7, top_k=2), dict(drafts=DRAFTS)),
+# SpecInfer: 3 i.i.d. siblings over 3 tokens, duplicates merged, every draw
+RULES = {"iid": (draw_iid, iid, {}, {}),
+         "iid-two-drafters-T0.7-top_k2": (draw_iid, iid, dict(temperature=0.7, top_k=2),
+                                          dict(drafts=DRAFTS)),
          "without-replacement": (draw_without_replacement, without_replacement, {}, {}),  # Sequoia
          "distinct": (draw_top, distinct, dict(temperature=1.3), {})}  # top-k candidates
 
 
 @pytest.mark.parametrize("draw, rule, options, draw_options", RULES.values(), ids=RULES)
 def test_rule_follows_the_target(draw, rule, options, draw_options):
-    check_law(decode(draw, rule, options, FOLLOWS, **draw_options), exact_law(TARGET, PROMPT, N, **options))
+    check_law(decode(draw, rule, options, FOLLOWS, **draw_options),
+              exact_law(TARGET, PROMPT, N, **options))
 
 
-def no_residual(q, p):  # broken: after a rejection the next sibling is judged against the unchanged q
+# broken: after a rejection the next sibling is judged against the unchanged q
+def no_residual(q, p):
     return q
 
 
-WRONG = {"iid-dropping-repeats": (draw_iid, iid_each_token_once, None),  # merged duplicates, repeats not tried
+# merged duplicates, repeats not tried
+WRONG = {"iid-dropping-repeats": (draw_iid, iid_each_token_once, None),
          "without-replacement-judged-iid": (draw_without_replacement, iid, None),  # as if i.i.d.
-         "iid-without-residual": (draw_iid, iid, no_residual)}  # the i.i.d. rule without the residual update
+         # the i.i.d. rule without the residual update
+         "iid-without-residual": (draw_iid, iid, no_residual)}
 
 
 @pytest.mark.parametrize("draw, rule, patch", WRONG.values(), ids=WRONG)
@@ -245,4 +269,5 @@ def test_wrong_rule_is_rejected(request, monkeypatch, draw, rule, patch):
     if patch:
         monkeypatch.setattr(verify, "residual", patch)
     with pytest.raises(AssertionError, match="empirical law differs"):
-        check_law(decode(draw, rule, {}, BROKEN[request.node.callspec.id]), exact_law(TARGET, PROMPT, N))
+        check_law(decode(draw, rule, {}, BROKEN[request.node.callspec.id]),
+                  exact_law(TARGET, PROMPT, N))

@@ -1,4 +1,5 @@
-"""safetensors in NumPy: round trips, every malformed file gives a clear error, and the reference reader agrees."""
+"""safetensors in NumPy: round trips, every malformed file gives a clear error, and the reference
+reader agrees."""
 import json
 import re
 import struct
@@ -6,8 +7,8 @@ import struct
 import numpy as np
 import pytest
 
-from gpt2.weights import (load_checkpoint, params_from_state_dict, read_safetensors, save_checkpoint,
-                          state_dict_from_params, write_safetensors)
+from gpt2.weights import (load_checkpoint, params_from_state_dict, read_safetensors,
+                          save_checkpoint, state_dict_from_params, write_safetensors)
 from micro import random_gpt2
 
 
@@ -17,7 +18,8 @@ def test_round_trip(tmp_path, dtype, tol):
     tensors = {"a": a, "ids": np.arange(7, dtype=np.int64), "empty": np.zeros((0, 4), np.float32)}
     write_safetensors(tmp_path / "t.safetensors", tensors, metadata={"k": "v"}, dtype=dtype)
     back = read_safetensors(tmp_path / "t.safetensors")
-    assert back["a"].dtype == np.float32 and back["ids"].dtype == np.int64 and back["empty"].shape == (0, 4)
+    assert (back["a"].dtype == np.float32 and back["ids"].dtype == np.int64
+            and back["empty"].shape == (0, 4))
     np.testing.assert_allclose(back["a"], a, rtol=tol, atol=tol)
     np.testing.assert_array_equal(back["ids"], np.arange(7))
 
@@ -25,7 +27,10 @@ def test_round_trip(tmp_path, dtype, tol):
 def test_bf16_values_exact():
     from gpt2.weights import to_bf16
 
-    assert to_bf16(np.array([1.0, -2.0, 1 + 2**-8, 1 + 3 * 2**-8], np.float32)).tolist() == [0x3F80, 0xC000, 0x3F80, 0x3F82]
+    assert to_bf16(np.array([1.0, -2.0, 1 + 2**-8, 1 + 3 * 2**-8], np.float32)).tolist() == [0x3F80,
+                                                                                             0xC000,
+                                                                                             0x3F80,
+                                                                                             0x3F82]
 
 
 def raw_file(path, header, data=b"", length=None):
@@ -39,9 +44,12 @@ def raw_file(path, header, data=b"", length=None):
     ({}, b"", 10**6, "beyond the end of the file"),
     (b"{not json", b"", None, "not valid JSON"),
     (b"[1, 2]", b"", None, "not a JSON object"),
-    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 80]}}, b"\0" * 8, None, "outside the file"),
-    ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, b"\0" * 8, None, "do not hold shape"),
-    ({"a": {"dtype": "Q7", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8, None, "unknown dtype 'Q7'"),
+    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 80]}}, b"\0" * 8, None,
+     "outside the file"),
+    ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, b"\0" * 8, None,
+     "do not hold shape"),
+    ({"a": {"dtype": "Q7", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8, None,
+     "unknown dtype 'Q7'"),
     ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
       "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, b"\0" * 12, None, "overlap"),
 ])
@@ -61,8 +69,10 @@ def test_checkpoint_round_trip_and_errors(tmp_path):
     save_checkpoint(tmp_path, hparams, params)
     h2, p2 = load_checkpoint(tmp_path)
     assert h2 == hparams
-    np.testing.assert_array_equal(p2["blocks"][1]["mlp"]["c_fc"]["w"], params["blocks"][1]["mlp"]["c_fc"]["w"])
-    sd = {"transformer." + k: v for k, v in state_dict_from_params(params).items()}  # the prefix is accepted
+    np.testing.assert_array_equal(p2["blocks"][1]["mlp"]["c_fc"]["w"],
+                                  params["blocks"][1]["mlp"]["c_fc"]["w"])
+    # the prefix is accepted
+    sd = {"transformer." + k: v for k, v in state_dict_from_params(params).items()}
     np.testing.assert_array_equal(params_from_state_dict(sd, hparams)["wte"], params["wte"])
     del sd["transformer.h.1.ln_2.bias"]
     with pytest.raises(ValueError, match="'h.1.ln_2.bias' is missing"):
@@ -84,7 +94,8 @@ def test_no_half_written_file_on_failure(tmp_path):
 def test_reference_reader_agrees(tmp_path):
     st = pytest.importorskip("safetensors.numpy")
     a = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
-    write_safetensors(tmp_path / "t.safetensors", {"a": a, "b": np.arange(3, dtype=np.int32)}, dtype="float16")
+    write_safetensors(tmp_path / "t.safetensors", {"a": a, "b": np.arange(3, dtype=np.int32)},
+                      dtype="float16")
     ref = st.load_file(str(tmp_path / "t.safetensors"))
     np.testing.assert_array_equal(ref["a"], a.astype(np.float16))
     st.save_file({"c": a}, str(tmp_path / "r.safetensors"))
@@ -161,23 +172,26 @@ def test_truncated_weights_are_named(checkpoint):
     assert str(e.value).startswith(f"{path}: ") and "replace it with a good copy" in str(e.value)
 
 
-@pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # writing 1e5 as float16 overflows, on purpose
+# writing 1e5 as float16 overflows, on purpose
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")
 @pytest.mark.parametrize("value, dtype", [(np.nan, None), (np.inf, None), (-np.inf, "bfloat16"),
                                           (1e5, "float16"),  # beyond float16's 65504: stored as inf
                                           (1e300, "float64")])  # finite in float64, inf as float32
 def test_non_finite_weights_are_refused(tmp_path, value, dtype):
     hparams, params = random_gpt2()
-    params["blocks"][1]["mlp"]["c_fc"]["w"] = params["blocks"][1]["mlp"]["c_fc"]["w"].astype(np.float64)
+    fc = params["blocks"][1]["mlp"]["c_fc"]
+    fc["w"] = fc["w"].astype(np.float64)
     params["blocks"][1]["mlp"]["c_fc"]["w"][3, 5] = value
     save_checkpoint(tmp_path, hparams, params, dtype=dtype)
-    with pytest.raises(ValueError, match=r"tensor 'h.1.mlp.c_fc.weight' holds NaN or infinite values") as e:
+    with pytest.raises(ValueError,
+                       match=r"tensor 'h.1.mlp.c_fc.weight' holds NaN or infinite values") as e:
         load_checkpoint(tmp_path)
     assert str(e.value).startswith(f"{tmp_path / 'model.safetensors'}: ")
 
 
 class DeviceArray:
-    """Stands in for a CuPy array: its type lives in a module named cupy..., it refuses NumPy's implicit conversion
-    (as CuPy does) and comes to the host only through .get()."""
+    """Stands in for a CuPy array: its type lives in a module named cupy..., it refuses NumPy's
+    implicit conversion (as CuPy does) and comes to the host only through .get()."""
     __module__ = "cupy._core.core"
 
     def __init__(self, a):
@@ -192,7 +206,8 @@ class DeviceArray:
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_arrays_on_the_gpu_are_written_from_the_host(tmp_path, dtype):
-    """A model trained with --device gpu is saved from CuPy arrays (this failed on the GPU before: implicit conversion)."""
+    """A model trained with --device gpu is saved from CuPy arrays (this failed on the GPU before:
+    implicit conversion)."""
     from gpt2.weights import write_safetensors
 
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -203,8 +218,9 @@ def test_arrays_on_the_gpu_are_written_from_the_host(tmp_path, dtype):
 
 
 def test_ctrl_c_just_after_the_rename_is_still_an_interrupt(tmp_path, monkeypatch):
-    """Ctrl-C landing after os.replace (the file is complete, the temp name gone): the KeyboardInterrupt reaches the
-    command (exit 130, "interrupted"), not a FileNotFoundError from removing the temp file a second time."""
+    """Ctrl-C landing after os.replace (the file is complete, the temp name gone): the
+    KeyboardInterrupt reaches the command (exit 130, "interrupted"), not a FileNotFoundError from
+    removing the temp file a second time."""
     import os
 
     from gpt2 import weights

@@ -1,15 +1,18 @@
 """Toy models for the statistical tests: exact conditional tables over a vocabulary of a few tokens.
 
-A toy model follows the model contract, model(x, n=1) -> probs [n, V]; its next-token distribution depends on the
-last two tokens (a table of V*V rows), so whole-sequence laws are non-trivial and cheap to compute exactly.
+A toy model follows the model contract, model(x, n=1) -> probs [n, V]; its next-token distribution
+depends on the last two tokens (a table of V*V rows), so whole-sequence laws are non-trivial and
+cheap to compute exactly.
 """
 import numpy as np
 
-from picospec.check.exact_law import Toy, perturbed, random_toy  # noqa: F401  (the public toys; ToyTree is the tests' own)
+# the public toys; ToyTree is the tests' own
+from picospec.check.exact_law import Toy, perturbed, random_toy  # noqa: F401
 
 
 class ToyTree(Toy):
-    """A toy model with the engine's tree interface: tree(x, tokens, parents) scores every node's path exactly."""
+    """A toy model with the engine's tree interface: tree(x, tokens, parents) scores every node's
+    path exactly."""
 
     def tree(self, x, tokens, parents, hidden=False, probs=False):
         self.calls += 1

@@ -1,26 +1,31 @@
-"""Three of the forward's functions as one CUDA kernel each, for CuPy arrays: layer_norm, softmax and gelu.
+"""Three of the forward's functions as one CUDA kernel each, for CuPy arrays: layer_norm, softmax
+and gelu.
 
-Why: on a GPU a decoding step of these models is bound by launches, not by arithmetic or memory. Every CuPy call
-costs 10-15 us of host time (measured on an H100 machine: an add 11.8 us, a row sum 13.8 us), and gpt2/model.py's
-layer_norm is 11 calls, its softmax 5 and its gelu 9. A block has two layer_norms, one softmax and one gelu:
-2 x 11 + 5 + 9 = 36 calls, which these kernels make 4. Without them the 124M shape decoded one token in 13-19 ms
-where reading its weights takes 0.2 ms; with them 10.7 ms (`python -m bench.engine --device gpu`, run once with
-PICOSPEC_FUSED=0 for the "before" figure; docs/results/gpu.md).
+Why: on a GPU a decoding step of these models is bound by launches, not by arithmetic or memory.
+Every CuPy call costs 10-15 us of host time (measured on an H100 machine: an add 11.8 us, a row sum
+13.8 us), and gpt2/model.py's layer_norm is 11 calls, its softmax 5 and its gelu 9. A block has two
+layer_norms, one softmax and one gelu: 2 x 11 + 5 + 9 = 36 calls, which these kernels make 4.
+Without them the 124M shape decoded one token in 13-19 ms where reading its weights takes 0.2 ms;
+with them 10.7 ms (`python -m bench.engine --device gpu`, run once with PICOSPEC_FUSED=0 for the
+"before" figure; docs/results/gpu.md).
 
-Each kernel computes the formula of the NumPy function beside it in gpt2/model.py (the mean, then the variance of
-the centred row; the row maximum, then the sum of exponentials), in float32, but its sums run in another order
-(a tree over 128 threads), so results differ from NumPy's by about 1e-6 relative (tests/test_gpu_kernels.py).
-Shapes: any leading dimensions; the functions work along the last axis of length n, read as a C-contiguous copy.
-Rows are n_embd long for layer_norm (128 for the tiny draft up to 1600), n_kv or n_vocab (4097, 50257) for softmax.
-The compiled kernels are cached per process for the current GPU (one device; a second GPU would need its own).
-PICOSPEC_FUSED=0 turns them off.
+Each kernel computes the formula of the NumPy function beside it in gpt2/model.py (the mean, then
+the variance of the centred row; the row maximum, then the sum of exponentials), in float32, but its
+sums run in another order (a tree over 128 threads), so results differ from NumPy's by about 1e-6
+relative (tests/test_gpu_kernels.py). Shapes: any leading dimensions; the functions work along the
+last axis of length n, read as a C-contiguous copy. Rows are n_embd long for layer_norm (128 for the
+tiny draft up to 1600), n_kv or n_vocab (4097, 50257) for softmax. The compiled kernels are cached
+per process for the current GPU (one device; a second GPU would need its own). PICOSPEC_FUSED=0
+turns them off.
 """
 import math
 
-THREADS = 128  # threads per row (a power of two); each thread strides over the row, whatever its length
+# threads per row (a power of two); each thread strides over the row, whatever its length
+THREADS = 128
 
 SOURCE = r"""
-__device__ float block_reduce(float v, float* buf, bool take_max) {  // every thread gets the block's sum (or max)
+// every thread gets the block's sum (or max)
+__device__ float block_reduce(float v, float* buf, bool take_max) {
     buf[threadIdx.x] = v;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -35,7 +40,8 @@ __device__ float block_reduce(float v, float* buf, bool take_max) {  // every th
     return r;
 }
 
-extern "C" __global__ void layer_norm(const float* x, const float* g, const float* b, float* y, int n, float eps) {
+extern "C" __global__ void layer_norm(const float* x, const float* g, const float* b, float* y,
+                                      int n, float eps) {
     __shared__ float buf[THREADS];
     const float* row = x + (size_t)blockIdx.x * n;  // one block per row
     float* out = y + (size_t)blockIdx.x * n;
@@ -45,7 +51,8 @@ extern "C" __global__ void layer_norm(const float* x, const float* g, const floa
     float v = 0.f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) { float d = row[i] - mean; v += d * d; }
     float scale = 1.f / sqrtf(block_reduce(v, buf, false) / n + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = (row[i] - mean) * (g[i] * scale) + b[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        out[i] = (row[i] - mean) * (g[i] * scale) + b[i];
 }
 
 extern "C" __global__ void softmax(const float* x, float* y, int n) {
@@ -56,7 +63,9 @@ extern "C" __global__ void softmax(const float* x, float* y, int n) {
     for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, row[i]);
     m = block_reduce(m, buf, true);
     float s = 0.f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) { float e = expf(row[i] - m); out[i] = e; s += e; }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float e = expf(row[i] - m); out[i] = e; s += e;
+    }
     float inv = 1.f / block_reduce(s, buf, false);
     for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] *= inv;
 }
@@ -73,7 +82,8 @@ def _get(name):
             c = -2 * math.sqrt(2 / math.pi)
             _kernels[name] = cupy.ElementwiseKernel(
                 "float32 x", "float32 y",
-                f"float u = x * ({c!r}f * (1.f + 0.044715f * x * x)); y = x / (1.f + expf(fminf(u, 80.f)));",
+                f"float u = x * ({c!r}f * (1.f + 0.044715f * x * x)); y = x / (1.f + expf(fminf(u, "
+                f"80.f)));",
                 "picospec_gelu")
         else:
             _kernels[name] = cupy.RawModule(code=SOURCE).get_function(name)
@@ -102,7 +112,8 @@ def layer_norm(x, g, b, eps=1e-5):
     x, rows, n = _rows(x)
     y = cupy.empty_like(x)
     if rows:
-        _get("layer_norm")((rows,), (THREADS,), (x, cupy.ascontiguousarray(g), cupy.ascontiguousarray(b), y,
+        _get("layer_norm")((rows,), (THREADS,),
+                           (x, cupy.ascontiguousarray(g), cupy.ascontiguousarray(b), y,
                                                   cupy.int32(n), cupy.float32(eps)))
     return y
 
@@ -121,7 +132,8 @@ def gelu(x):
     return _get("gelu")(x)
 
 
-def dispatch(kernel, reference):  # -> the function that runs `kernel` on float32 CuPy arrays, else `reference`
+# -> the function that runs `kernel` on float32 CuPy arrays, else `reference`
+def dispatch(kernel, reference):
     def f(x, *args, **kwargs):
         return kernel(x, *args, **kwargs) if fused(x) else reference(x, *args, **kwargs)
 

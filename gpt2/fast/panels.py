@@ -1,15 +1,18 @@
-"""Weight panels: a few rows times a weight matrix at close to the cost of one row, on CPUs where OpenBLAS can.
+"""Weight panels: a few rows times a weight matrix at close to the cost of one row, on CPUs where
+OpenBLAS can.
 
-Verifying K drafts multiplies K + 1 rows by every weight matrix. A one-row product (GEMV) streams the weight once; a
-5-row product goes through OpenBLAS's general GEMM, which first copies ("packs") the weight panel by panel and then
-computes in fixed tiles: 2.7-5.4x one row on the 124M shape's matrices, for work the memory bus could do in ~1x.
+Verifying K drafts multiplies K + 1 rows by every weight matrix. A one-row product (GEMV) streams
+the weight once; a 5-row product goes through OpenBLAS's general GEMM, which first copies ("packs")
+the weight panel by panel and then computes in fixed tiles: 2.7-5.4x one row on the 124M shape's
+matrices, for work the memory bus could do in ~1x.
 
-On AVX-512 CPUs (OpenBLAS's SkylakeX, Cooperlake and SapphireRapids kernels) OpenBLAS also has a "direct" SGEMM that
-reads its operands in place without packing, and it takes that path only for small products (m * n * k up to about
-10^6 here). So the engine keeps a second copy of each weight W [n_in, n_out] cut into column panels of `width`
-columns, P [n_panels, n_in, width] (the last panel padded with zero columns), and multiplies a few rows x [m, n_in] by
-all panels in one call: x @ P -> [n_panels, m, width], every panel product small enough for the direct path.
-Measured by `python -m bench.engine` (its panel grid: each matrix alone, streaming from memory; one thread, SkylakeX
+On AVX-512 CPUs (OpenBLAS's SkylakeX, Cooperlake and SapphireRapids kernels) OpenBLAS also has a
+"direct" SGEMM that reads its operands in place without packing, and it takes that path only for
+small products (m * n * k up to about 10^6 here). So the engine keeps a second copy of each weight W
+[n_in, n_out] cut into column panels of `width` columns, P [n_panels, n_in, width] (the last panel
+padded with zero columns), and multiplies a few rows x [m, n_in] by all panels in one call: x @ P ->
+[n_panels, m, width], every panel product small enough for the direct path. Measured by `python -m
+bench.engine` (its panel grid: each matrix alone, streaming from memory; one thread, SkylakeX
 kernels), 5 rows against one row:
 
     weight              x @ W    x @ P (width 32)   (width 64)
@@ -18,24 +21,29 @@ kernels), 5 rows against one row:
     3072 x 768 (MLP)    4.6x     2.4x               2.7x
     768 x 50257 (head)  2.7x     1.6x               1.7x
 
-Under OpenBLAS's Haswell kernels (AMD Zen and older Intel: OPENBLAS_CORETYPE=Haswell on the same machine) the panels
-gain nothing (2.5x either way), so gpt2/backend.py's panel_policy turns them on only where they help. One row keeps
-the plain product (GEMV is already at the memory roofline) and so do more than MAX_ROWS rows (whole forwards of 32
-new tokens cost the same either way on the tiny target, 15% less with panels on the 124M shape; from about 48 the
-packing pays for itself). The panels cost one more copy of the weights in memory.
+Under OpenBLAS's Haswell kernels (AMD Zen and older Intel: OPENBLAS_CORETYPE=Haswell on the same
+machine) the panels gain nothing (2.5x either way), so gpt2/backend.py's panel_policy turns them on
+only where they help. One row keeps the plain product (GEMV is already at the memory roofline) and
+so do more than MAX_ROWS rows (whole forwards of 32 new tokens cost the same either way on the tiny
+target, 15% less with panels on the 124M shape; from about 48 the packing pays for itself). The
+panels cost one more copy of the weights in memory.
 
 Shapes: m (rows), n_in, n_out, n_panels = ceil(n_out / width), width.
 """
 import numpy as np
 
-from gpt2.backend import MAX_ROWS  # products of 2..MAX_ROWS rows use the panels; more rows use W itself
+# products of 2..MAX_ROWS rows use the panels; more rows use W itself
+from gpt2.backend import MAX_ROWS
 
 
-def panel_width(n_in):  # columns per panel, from whole forwards of 5 new tokens against 1: 124M 1.50x with 32, 1.59x
-    return 64 if n_in <= 512 else 32  # with 64 (bench/engine.py's layouts); 355M 1.48x, 1.71x (a side-by-side run)
+# columns per panel, from whole forwards of 5 new tokens against 1: 124M 1.50x with 32, 1.59x
+def panel_width(n_in):
+    # with 64 (bench/engine.py's layouts); 355M 1.48x, 1.71x (a side-by-side run)
+    return 64 if n_in <= 512 else 32
 
 
-def panels(w, width=None):  # [n_in, n_out] -> [n_panels, n_in, width], contiguous, zero columns after n_out
+# [n_in, n_out] -> [n_panels, n_in, width], contiguous, zero columns after n_out
+def panels(w, width=None):
     n_in, n_out = w.shape
     width = width or panel_width(n_in)
     n_panels = -(-n_out // width)
@@ -47,12 +55,14 @@ def panels(w, width=None):  # [n_in, n_out] -> [n_panels, n_in, width], contiguo
 def panel_matmul(x, p, n_out):  # [m, n_in], [n_panels, n_in, width] -> [m, n_out], equal to x @ w
     m = x.shape[0]
     out = x @ p  # one call, one small product per panel: [n_panels, m, width]
-    return out.transpose(1, 0, 2).reshape(m, -1)[:, :n_out]  # panels side by side: [m, n_panels * width] -> [m, n_out]
+    # panels side by side: [m, n_panels * width] -> [m, n_out]
+    return out.transpose(1, 0, 2).reshape(m, -1)[:, :n_out]
 
 
 class Panels:
-    """A weight W [n_in, n_out] that also holds its column panels P: `x @ Panels(W)` equals x @ W, through P for
-    2..MAX_ROWS rows. gpt2/model.py's linear multiplies by it as by W and never knows which it got."""
+    """A weight W [n_in, n_out] that also holds its column panels P: `x @ Panels(W)` equals x @ W,
+    through P for 2..MAX_ROWS rows. gpt2/model.py's linear multiplies by it as by W and never knows
+    which it got."""
 
     __array_ufunc__ = None  # NumPy then leaves `x @ self` to __rmatmul__
 
@@ -62,7 +72,8 @@ class Panels:
     shape = property(lambda self: self.w.shape)
     dtype = property(lambda self: self.w.dtype)
 
-    def __rmatmul__(self, x):  # [m, n_in] -> [m, n_out], or [1, m, n_in] -> [1, m, n_out] (gpt2/model.py's linear)
+    # [m, n_in] -> [m, n_out], or [1, m, n_in] -> [1, m, n_out] (gpt2/model.py's linear)
+    def __rmatmul__(self, x):
         if x.ndim == 3:
             return (x[0] @ self)[None]
         if 2 <= x.shape[0] <= MAX_ROWS:
@@ -71,9 +82,9 @@ class Panels:
 
 
 def with_panels(params, width=None):
-    """A copy of a checkpoint's params tree in which every linear layer's weight W is Panels(W), `width` columns wide
-    (default: panel_width); the other arrays are shared, not copied. Example: {"c_fc": {"w": W, "b": b}} ->
-    {"c_fc": {"w": Panels(W), "b": b}}."""
+    """A copy of a checkpoint's params tree in which every linear layer's weight W is Panels(W),
+    `width` columns wide (default: panel_width); the other arrays are shared, not copied. Example:
+    {"c_fc": {"w": W, "b": b}} -> {"c_fc": {"w": Panels(W), "b": b}}."""
     if isinstance(params, list):
         return [with_panels(v, width) for v in params]
     if not isinstance(params, dict):

@@ -1,5 +1,5 @@
-"""Blockwise parallel decoding for B prompts at once. Shapes: B rows, k block size, V vocabulary, C n_embd.
-More: docs/algorithms.md (batched/blockwise.py).
+"""Blockwise parallel decoding for B prompts at once. Shapes: B rows, k block size, V vocabulary, C
+n_embd. More: docs/algorithms.md (batched/blockwise.py).
 """
 import numpy as np
 
@@ -8,49 +8,59 @@ from picospec.sampling import check_inputs
 
 
 def predict_rows(logits, h, heads, k):
-    """Step 1 (Predict) for n positions at once, one call of the heads: logits [n, V], h [n, C] -> n lists of k
-    token ids (p_1's argmax, then each head's)."""
-    head_logits = heads(h) if k > 1 else np.zeros((0, len(h), logits.shape[-1]), logits.dtype)  # [k - 1, n, V]
+    """Step 1 (Predict) for n positions at once, one call of the heads: logits [n, V], h [n, C] -> n
+    lists of k token ids (p_1's argmax, then each head's)."""
+    # [k - 1, n, V]
+    head_logits = heads(h) if k > 1 else np.zeros((0, len(h), logits.shape[-1]), logits.dtype)
     check_heads(head_logits.shape[0], k)
     own, proposed = np.argmax(logits, -1), np.argmax(head_logits, -1)  # [n], [k - 1, n]
     return [[int(own[i])] + [int(t) for t in proposed[:, i]] for i in range(len(h))]
 
 
 def batch_blockwise_decoding(xs, target, heads, N, k, merged=True, stats=None):
-    """Each prompt of xs followed by N tokens: row b is what blockwise_decoding gives xs[b] alone."""
+    """Each prompt of xs followed by N tokens: row b is what blockwise_decoding gives xs[b]
+    alone."""
     for x in xs:
         check_inputs(x, N)
     check_block_size(k)
     xs, k = [[int(t) for t in x] for x in xs], int(k)
     T = [len(x) + N for x in xs]
-    y_hat = [None] * len(xs)  # each row's proposals for its next block, when the last Verify made them (merged)
+    # each row's proposals for its next block, when the last Verify made them (merged)
+    y_hat = [None] * len(xs)
     while True:
         active = [b for b in range(len(xs)) if len(xs[b]) < T[b]]
         if not active:
             return xs
         calls = 0
-        # Step 1 (Predict), every row that has no proposals (all or none of them): one batched call, one heads call
+        # Step 1 (Predict), every row that has no proposals (all or none of them): one batched call,
+        # one heads call
         if y_hat[active[0]] is None:
-            logits, h = target.logits([xs[b] for b in active], 1, hidden=True)  # [B, 1, V], [B, 1, C]
+            # [B, 1, V], [B, 1, C]
+            logits, h = target.logits([xs[b] for b in active], 1, hidden=True)
             for b, y in zip(active, predict_rows(logits[:, 0], h[:, 0], heads, k)):
                 y_hat[b] = y
             calls += 1
         for b in active:
             y_hat[b] = y_hat[b][:T[b] - len(xs[b])]  # never past the N tokens asked for
-        # Step 2 (Verify): one batched tree call scores every row's chain x + ŷ_{j+1..}; merged, the last proposal is
-        # run too where a next block will need the heads after it
-        runs = [y_hat[b] if merged and len(xs[b]) + len(y_hat[b]) < T[b] else y_hat[b][:-1] for b in active]
+        # Step 2 (Verify): one batched tree call scores every row's chain x + ŷ_{j+1..}; merged, the
+        # last proposal is run too where a next block will need the heads after it
+        runs = [y_hat[b] if merged and len(xs[b]) + len(y_hat[b]) < T[b] else y_hat[b][:-1]
+                for b in active]
         verified = any(runs)  # else every row's block is its last token: no Verify call
         if verified:
-            logits, h = target.tree([xs[b] for b in active], [(r, list(range(-1, len(r) - 1))) for r in runs],
-                                    hidden=True)  # per row [1 + m, V], [1 + m, C]: row 1 + r after ŷ_{j+1..j+r+1}
+            logits, h = target.tree([xs[b] for b in active],
+                                    [(r, list(range(-1, len(r) - 1))) for r in runs],
+                                    # per row [1 + m, V], [1 + m, C]: row 1 + r after ŷ_{j+1..j+r+1}
+                                    hidden=True)
             calls += 1
-        # Step 3 (Accept): each row's k̂ proposals; merged, the next block's ŷ from the row after ŷ_{j+k̂}
+        # Step 3 (Accept): each row's k̂ proposals; merged, the next block's ŷ from the row after
+        # ŷ_{j+k̂}
         step = {"drafted": max(len(y_hat[b]) - 1 for b in active), "accepted": [-1] * len(xs),
                 "tokens": [[] for _ in xs], "calls": calls}
         paths, again = [], []
         for i, (b, run) in enumerate(zip(active, runs)):
-            best = [int(t) for t in np.argmax(logits[i][1:], -1)] if run else []  # p_1's choice after each prefix
+            # p_1's choice after each prefix
+            best = [int(t) for t in np.argmax(logits[i][1:], -1)] if run else []
             k_hat = accepted_length(y_hat[b], best)
             paths.append(list(range(min(k_hat, len(run)))))
             step["accepted"][b], step["tokens"][b] = k_hat - 1, y_hat[b][:k_hat]

@@ -7,31 +7,38 @@ from picospec.sampling import check_inputs, first_token
 from picospec.tree import check_choices, depth as tree_depth, subtree
 
 
-def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample", stats=None, generators=None,
-                         **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what eagle_decoding gives xs[b] alone with generators[b]
-    (else rng)."""
+def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample", stats=None,
+                         generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens: row b is what eagle_decoding gives xs[b] alone with
+    generators[b] (else rng)."""
     for x in xs:
         check_inputs(x, N, 1, **sampling_options)
     if candidates not in CANDIDATES:
-        raise ValueError(f"unknown candidates {candidates!r}: choose one of {', '.join(CANDIDATES)}")
+        raise (ValueError(f"unknown candidates {candidates!r}: choose one of "
+                          f"{', '.join(CANDIDATES)}"))
     check_choices(choices)
     greedy = sampling_options.get("temperature", 1) == 0
     sampled = candidates == "sample" and not greedy
     xs, T, gen, F, roots = eagle_prefill(xs, N, target, rng, generators,
-                                         lambda z, g: first_token(z, greedy, g, **sampling_options), stats)
-    for active in root_rounds(xs, T, roots):  # each round: every row takes its root; the rows still short of T
-        # Step 1: every row's static tree, cut to the tokens it still needs, a level per batched head call
+                                         lambda z, g: first_token(z, greedy, g, **sampling_options),
+                                         stats)
+    # each round: every row takes its root; the rows still short of T
+    for active in root_rounds(xs, T, roots):
+        # Step 1: every row's static tree, cut to the tokens it still needs, a level per batched
+        # head call
         shape = {b: levels([c for c in choices if len(c) <= T[b] - len(xs[b]) - 1]) for b in active}
         tokens_b, parents_b, laws_b = ({b: [] for b in active} for _ in range(3))
-        node, run = {b: {(): -1} for b in active}, {b: [] for b in active}  # rank path -> node; nodes run
+        # rank path -> node; nodes run
+        node, run = {b: {(): -1} for b in active}, {b: [] for b in active}
         for d in range(1, 1 + max(len(shape[b]) for b in active)):
             rows = [b for b in active if d in shape[b]]
             kids = {b: by_parent(shape[b][d], node[b]) for b in rows}
             for b in rows:
-                run[b] += [i for i in dict.fromkeys(node[b][c] for c in kids[b]) if i >= 0 and i not in run[b]]
+                run[b] += [i for i in dict.fromkeys(node[b][c] for c in kids[b]) if i >= 0
+                           and i not in run[b]]
             out = draft(rows, [xs[b] for b in rows], [F[b] for b in rows],
-                        [subtree(tokens_b[b], parents_b[b], run[b]) for b in rows])  # per row [1 + len(run), V]
+                        # per row [1 + len(run), V]
+                        [subtree(tokens_b[b], parents_b[b], run[b]) for b in rows])
             for b, logits in zip(rows, out):
                 row = {-1: 0, **{i: 1 + k for k, i in enumerate(run[b])}}
                 for path, below in kids[b].items():
@@ -45,15 +52,18 @@ def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample"
         # Step 2: ONE batched tree-attention forward scores every row's root and nodes
         logits, H = target.tree([xs[b] for b in active], [(t, p) for t, p, _ in trees], hidden=True)
         # Step 3: each row's verification
-        step = {"drafted": max(tree_depth(p) for _, p, _ in trees), "nodes": max(len(t) for t, _, _ in trees),
+        step = {"drafted": max(tree_depth(p) for _, p, _ in trees),
+                "nodes": max(len(t) for t, _, _ in trees),
                 "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
         paths = []
         for i, (b, (tokens, parents, laws)) in enumerate(zip(active, trees)):
             path, roots[b], _ = verify_static_tree(tokens, parents, laws, logits[i], greedy, gen[b],
                                                    sampling_options)
             paths.append(path)
-            F[b] += [H[i][0]] + [H[i][1 + j] for j in path]  # the root's and the accepted nodes' true features
-            step["accepted"][b], step["tokens"][b] = len(path), [tokens[j] for j in path] + [roots[b]]
+            # the root's and the accepted nodes' true features
+            F[b] += [H[i][0]] + [H[i][1 + j] for j in path]
+            step["accepted"][b], step["tokens"][b] = len(path), [tokens[j]
+                                                                 for j in path] + [roots[b]]
         # Step 4: every row keeps its accepted path in its cache
         target.accept(paths)
         for b, path, (tokens, _, _) in zip(active, paths, trees):

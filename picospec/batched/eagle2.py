@@ -7,15 +7,18 @@ from picospec.sampling import first_token
 from picospec.tree import depth as tree_depth, subtree
 
 
-def batch_eagle2_decoding(xs, target, draft, N, rng, depth=5, tree_top_k=4, total_tokens=16, stats=None,
-                          generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what eagle2_decoding gives xs[b] alone with generators[b]
-    (else rng)."""
+def batch_eagle2_decoding(xs, target, draft, N, rng, depth=5, tree_top_k=4, total_tokens=16,
+                          stats=None, generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens: row b is what eagle2_decoding gives xs[b] alone with
+    generators[b] (else rng)."""
     greedy = check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options)
     xs, T, gen, F, roots = eagle_prefill(xs, N, target, rng, generators,
-                                         lambda z, g: first_token(z, greedy, g, **sampling_options), stats)
-    for active in root_rounds(xs, T, roots):  # each round: every row takes its root; the rows still short of T
-        # Step 1: every row's expansion, no deeper than the tokens it still needs, a layer per batched head call
+                                         lambda z, g: first_token(z, greedy, g, **sampling_options),
+                                         stats)
+    # each round: every row takes its root; the rows still short of T
+    for active in root_rounds(xs, T, roots):
+        # Step 1: every row's expansion, no deeper than the tokens it still needs, a layer per
+        # batched head call
         levels = {b: min(depth, T[b] - len(xs[b]) - 1) for b in active}
         tokens_b, parents_b, values_b = ({b: [] for b in active} for _ in range(3))
         layer, run = {b: [-1] for b in active}, {b: [] for b in active}
@@ -26,16 +29,20 @@ def batch_eagle2_decoding(xs, target, draft, N, rng, depth=5, tree_top_k=4, tota
             out = draft(rows, [xs[b] for b in rows], [F[b] for b in rows],
                         [subtree(tokens_b[b], parents_b[b], run[b]) for b in rows])
             for b, z in zip(rows, out):  # z [1 + len(run), V]
-                layer[b] = expand_layer(tokens_b[b], parents_b[b], values_b[b], layer[b], z, run[b], tree_top_k)
+                layer[b] = expand_layer(tokens_b[b], parents_b[b], values_b[b], layer[b], z, run[b],
+                                        tree_top_k)
         # Step 2: each row's rerank
         trees = [rerank(tokens_b[b], parents_b[b], values_b[b], total_tokens)[:2] for b in active]
-        # Step 3: ONE batched tree-attention forward scores every row's tree; each row verified with its generator
-        logits, H = target.tree([xs[b] for b in active], trees, hidden=True)  # per row [1 + m_b, V], [1 + m_b, C]
+        # Step 3: ONE batched tree-attention forward scores every row's tree; each row verified with
+        # its generator
+        # per row [1 + m_b, V], [1 + m_b, C]
+        logits, H = target.tree([xs[b] for b in active], trees, hidden=True)
         verdicts = [verify_dynamic_tree(*tree, z, greedy, gen[b], sampling_options)
                     for b, tree, z in zip(active, trees, logits)]
         # Step 4: every row keeps its accepted path, in its cache and in x and F
         target.accept([path for path, _, _ in verdicts])
-        step = {"drafted": max(tree_depth(p) for _, p in trees), "nodes": max(len(t) for t, _ in trees),
+        step = {"drafted": max(tree_depth(p) for _, p in trees),
+                "nodes": max(len(t) for t, _ in trees),
                 "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
         for b, (tokens, _), h, (path, root, _) in zip(active, trees, H, verdicts):
             extend_context(xs[b], F[b], tokens, path, h)

@@ -8,7 +8,8 @@ from picospec.greedy import SCHEDULES, matched
 from picospec.sampling import check_inputs, check_vocab
 
 
-def batch_greedy_decoding(xs, draft_model, target_model, N, K, stats=None, schedule="constant", confidence=None):
+def batch_greedy_decoding(xs, draft_model, target_model, N, K, stats=None, schedule="constant",
+                          confidence=None):
     """Each prompt of xs followed by N tokens: row b is what greedy_decoding gives xs[b] alone."""
     for x in xs:
         check_inputs(x, N, K)
@@ -16,10 +17,12 @@ def batch_greedy_decoding(xs, draft_model, target_model, N, K, stats=None, sched
         raise ValueError(f"unknown schedule {schedule!r}: use one of {', '.join(SCHEDULES)}")
     Ks, last_p = [K] * len(xs), {}
 
-    def propose(bs, rows, rooms):  # Step 1 for every active row: one batched draft call per draft position
+    # Step 1 for every active row: one batched draft call per draft position
+    def propose(bs, rows, rooms):
         limit = [min(Ks[b], room) for b, room in zip(bs, rooms)]
         drafts, going = [[] for _ in rows], [n > 0 for n in limit]
-        while any(going):  # a row that stopped still rides along (its cache stays put); its draft is not read
+        # a row that stopped still rides along (its cache stays put); its draft is not read
+        while any(going):
             p = draft_model([x + d for x, d in zip(rows, drafts)])[:, -1]  # [B, V]
             last_p["p"] = p
             for i in range(len(rows)):
@@ -30,7 +33,8 @@ def batch_greedy_decoding(xs, draft_model, target_model, N, K, stats=None, sched
                     going[i] = len(drafts[i]) < limit[i]
         return [(d, list(range(-1, len(d) - 1))) for d in drafts]
 
-    def verify(b, drafts, parents, q, rng):  # Steps 3-4 on the row's [k + 1, V]: keep drafts up to the first mismatch
+    # Steps 3-4 on the row's [k + 1, V]: keep drafts up to the first mismatch
+    def verify(b, drafts, parents, q, rng):
         if drafts:
             check_vocab(last_p["p"], q)
         best = [int(t) for t in np.argmax(q, -1)]

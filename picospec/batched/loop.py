@@ -1,5 +1,5 @@
-"""The batched loops the serving forms share (ragged rows). Shapes: B rows, m_b nodes of row b's tree, V vocabulary.
-More: docs/algorithms.md (batched/loop.py).
+"""The batched loops the serving forms share (ragged rows). Shapes: B rows, m_b nodes of row b's
+tree, V vocabulary. More: docs/algorithms.md (batched/loop.py).
 """
 import numpy as np
 
@@ -7,8 +7,9 @@ from picospec.tree import depth, node_path
 
 
 class batched:
-    """A batched model from a stateless per-sequence one (a toy law, the n-gram draft), called row by
-    row; tree() scores each row's tree node by node (accept() keeps nothing: there is no cache)."""
+    """A batched model from a stateless per-sequence one (a toy law, the n-gram draft), called row
+    by row; tree() scores each row's tree node by node (accept() keeps nothing: there is no
+    cache)."""
 
     def __init__(self, model):
         self.model = model
@@ -16,26 +17,32 @@ class batched:
     def __call__(self, xs, n=1):  # -> probs [B, n, V]
         return np.stack([self.model(x, n) for x in xs])
 
-    def tree(self, xs, trees, probs=True):  # -> per row [1 + m_b, V]: the law after x_b, then after each node's path
+    # -> per row [1 + m_b, V]: the law after x_b, then after each node's path
+    def tree(self, xs, trees, probs=True):
         if not probs:
-            raise ValueError("a stateless model gives probabilities only: call tree(..., probs=True)")
+            raise ValueError("a stateless model gives probabilities only: call tree(..., "
+                             "probs=True)")
         return [np.stack([self.model(list(x) + node_path(tokens, parents, node), 1)[-1]
-                          for node in range(-1, len(tokens))]) for x, (tokens, parents) in zip(xs, trees)]
+                          for node in range(-1, len(tokens))]) for x,
+                          (tokens, parents) in zip(xs, trees)]
 
     def accept(self, paths):
         pass
 
 
 def eagle_prefill(xs, N, target, rng, generators, root, stats=None):
-    """The start of both batched EAGLE forms -> (xs, T the length each row must reach, gen each row's
-    generator, F per row the target's features [L_b, C], the roots). More: docs/algorithms.md (batched/loop.py)."""
+    """The start of both batched EAGLE forms -> (xs, T the length each row must reach, gen each
+    row's generator, F per row the target's features [L_b, C], the roots). More: docs/algorithms.md
+    (batched/loop.py)."""
     xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
     gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
-    logits, H = target.tree([x[:1] for x in xs], [(x[1:], list(range(-1, len(x) - 2))) for x in xs], hidden=True)
+    logits, H = target.tree([x[:1] for x in xs], [(x[1:], list(range(-1, len(x) - 2))) for x in xs],
+                            hidden=True)
     target.accept([list(range(len(x) - 1)) for x in xs])
     roots = [root(z[-1], g) for z, g in zip(logits, gen)]
     if stats is not None:
-        stats.append({"drafted": 0, "nodes": 0, "accepted": [0] * len(xs), "tokens": [[r] for r in roots]})
+        stats.append({"drafted": 0, "nodes": 0, "accepted": [0] * len(xs),
+                      "tokens": [[r] for r in roots]})
     return xs, T, gen, [list(h) for h in H], roots
 
 
@@ -52,7 +59,8 @@ def root_rounds(xs, T, roots):
         yield active
 
 
-def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generators=None, propose_rows=False):
+def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generators=None,
+                        propose_rows=False):
     """Each prompt of xs followed by N tokens, one batched target call per step. More:
     docs/algorithms.md (batched/loop.py, batch_tree_decoding)."""
     xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
@@ -61,21 +69,25 @@ def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generat
         active = [b for b in range(len(xs)) if len(xs[b]) < T[b]]
         if not active:
             return xs
-        # Step 1: every row proposes its tree from its own text, no deeper than the tokens it still needs
+        # Step 1: every row proposes its tree from its own text, no deeper than the tokens it still
+        # needs
         rooms = [T[b] - len(xs[b]) - 1 for b in active]
         trees = (propose(active, [xs[b] for b in active], rooms) if propose_rows else
                  [propose(b, xs[b], room) for b, room in zip(active, rooms)])
         # Step 2: ONE batched tree-attention call scores every row's root and nodes
         probs = target.tree([xs[b] for b in active], trees, probs=True)  # per row [1 + m_b, V]
         # Step 3: each row's rule picks its accepted path and next token
-        step = {"drafted": max(depth(parents) for _, parents in trees), "nodes": max(len(t) for t, _ in trees),
+        step = {"drafted": max(depth(parents) for _, parents in trees),
+                "nodes": max(len(t) for t, _ in trees),
                 "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
         paths = []
         for i, (b, (tokens, parents)) in enumerate(zip(active, trees)):
             path, token = verify(b, tokens, parents, probs[i], gen[b])
             paths.append(path)
-            step["accepted"][b], step["tokens"][b] = len(path), [tokens[j] for j in path] + [int(token)]
-        # Step 4: every row keeps its accepted nodes in its cache, then takes them and the next token
+            step["accepted"][b], step["tokens"][b] = len(path), [tokens[j]
+                                                                 for j in path] + [int(token)]
+        # Step 4: every row keeps its accepted nodes in its cache, then takes them and the next
+        # token
         target.accept(paths)
         for b in active:
             xs[b].extend(step["tokens"][b])

@@ -1,18 +1,21 @@
-"""Medusa decoding for B prompts at once. Shapes: B rows, m_b nodes of row b's tree, V n_vocab, C n_embd.
-More: docs/algorithms.md (batched/medusa.py).
+"""Medusa decoding for B prompts at once. Shapes: B rows, m_b nodes of row b's tree, V n_vocab, C
+n_embd. More: docs/algorithms.md (batched/medusa.py).
 """
 import numpy as np
 
 from picospec.batched.loop import root_rounds
-from picospec.medusa import POSTERIORS, evaluate_posterior, generate_candidates, root_is_greedy, tree_shape
+from picospec.medusa import (POSTERIORS, evaluate_posterior, generate_candidates, root_is_greedy,
+                             tree_shape)
 from picospec.sampling import check_inputs, first_token
 from picospec.tree import check_choices, medusa_buffers
 
 
-def batch_medusa_decoding(xs, target, heads, N, rng, medusa_choices, topk=10, posterior="greedy", epsilon=0.09,
-                          delta=0.3, nucleus_p=0.8, stats=None, generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what medusa_decoding gives xs[b] alone with generators[b]
-    (else rng)."""
+def batch_medusa_decoding(xs, target, heads, N, rng, medusa_choices, topk=10, posterior="greedy",
+                          epsilon=0.09,
+                          delta=0.3, nucleus_p=0.8, stats=None, generators=None,
+                          **sampling_options):
+    """Each prompt of xs followed by N tokens: row b is what medusa_decoding gives xs[b] alone with
+    generators[b] (else rng)."""
     for x in xs:
         check_inputs(x, N, 1, **sampling_options)
     if posterior not in POSTERIORS:
@@ -26,28 +29,35 @@ def batch_medusa_decoding(xs, target, heads, N, rng, medusa_choices, topk=10, po
     roots = [first_token(logits[b, 0], greedy, gen[b], **sampling_options) for b in range(len(xs))]
     h = list(h)  # [1, C] per row: the hidden state the heads read
     if stats is not None:
-        stats.append({"drafted": 0, "nodes": 0, "accepted": [0] * len(xs), "tokens": [[r] for r in roots]})
-    # Step 0 of each round: each row's root (the LM head's token) is always accepted; rows that are complete leave
+        stats.append({"drafted": 0, "nodes": 0, "accepted": [0] * len(xs),
+                      "tokens": [[r] for r in roots]})
+    # Step 0 of each round: each row's root (the LM head's token) is always accepted; rows that are
+    # complete leave
     for active in root_rounds(xs, T, roots):
-        # Step 1: each row's candidate tree from its heads' top-k (one call of the heads for all rows), no deeper than
-        # its tokens still need
+        # Step 1: each row's candidate tree from its heads' top-k (one call of the heads for all
+        # rows), no deeper than its tokens still need
         shapes = [tree_shape(medusa_choices, full, topk, T[b] - len(xs[b]) - 1) for b in active]
         depth = max(d for _, d in shapes)
-        guesses = heads(np.concatenate([h[b] for b in active]), depth) if depth else None  # [depth, B, V]
-        trees = [(generate_candidates(roots[b], guesses[:d, i], buffers, topk), buffers["parents"], d) if d else
+        # [depth, B, V]
+        guesses = heads(np.concatenate([h[b] for b in active]), depth) if depth else None
+        trees = [(generate_candidates(roots[b], guesses[:d, i], buffers, topk), buffers["parents"],
+                  d) if d else
                  ([], [], 0) for i, (b, (buffers, d)) in enumerate(zip(active, shapes))]
-        # Step 2: ONE batched tree-attention forward scores every row's root successor and node successors
-        logits, h_tree = target.tree([xs[b] for b in active], [(t, p) for t, p, _ in trees], hidden=True)
+        # Step 2: ONE batched tree-attention forward scores every row's root successor and node
+        # successors
+        logits, h_tree = target.tree([xs[b] for b in active], [(t, p) for t, p, _ in trees],
+                                     hidden=True)
         # Step 3: each row's posterior picks its accepted path and next root
         step = {"drafted": depth, "nodes": max(len(t) for t, _, _ in trees),
                 "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
         paths = []
         for i, (b, (tokens, parents, _)) in enumerate(zip(active, trees)):
-            path, roots[b], _ = evaluate_posterior(tokens, parents, logits[i], posterior, gen[b], epsilon, delta,
-                                                   nucleus_p, **sampling_options)
+            path, roots[b], _ = evaluate_posterior(tokens, parents, logits[i], posterior, gen[b],
+                                                   epsilon, delta, nucleus_p, **sampling_options)
             paths.append(path)
             h[b] = h_tree[i][[(path[-1] + 1) if path else 0]]  # [1, C]
-            step["accepted"][b], step["tokens"][b] = len(path), [tokens[j] for j in path] + [roots[b]]
+            step["accepted"][b], step["tokens"][b] = len(path), [tokens[j]
+                                                                 for j in path] + [roots[b]]
         # Step 4: every row keeps its accepted path in its cache
         target.accept(paths)
         for b, path, (tokens, _, _) in zip(active, paths, trees):

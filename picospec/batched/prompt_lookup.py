@@ -6,10 +6,10 @@ from picospec.prompt_lookup import find_candidates, verify_copied
 from picospec.sampling import check_inputs, warp
 
 
-def batch_prompt_lookup_decoding(xs, target_model, N, rng, max_ngram_size=3, num_pred_tokens=10, stats=None,
-                                 generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what prompt_lookup_decoding gives xs[b] alone with generators[b]
-    (else rng)."""
+def batch_prompt_lookup_decoding(xs, target_model, N, rng, max_ngram_size=3, num_pred_tokens=10,
+                                 stats=None, generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens: row b is what prompt_lookup_decoding gives xs[b]
+    alone with generators[b] (else rng)."""
     for x in xs:
         check_inputs(x, N, num_pred_tokens, **sampling_options)
 
@@ -17,7 +17,8 @@ def batch_prompt_lookup_decoding(xs, target_model, N, rng, max_ngram_size=3, num
         drafts = find_candidates(x, max_ngram_size, num_pred_tokens)[:room]
         return drafts, list(range(-1, len(drafts) - 1))
 
-    def verify(b, drafts, parents, probs, rng):  # Step 3 of prompt_lookup_decoding, on the row's [k + 1, V]
+    # Step 3 of prompt_lookup_decoding, on the row's [k + 1, V]
+    def verify(b, drafts, parents, probs, rng):
         n, token, _ = verify_copied(drafts, warp(probs, **sampling_options), rng)
         return list(range(n)), token
 

@@ -1,5 +1,5 @@
-"""The batched rejection sampler of serving systems, with vLLM's contract : Chen et al. 2023 Algorithm 2's
-accept / resample / bonus steps for a batch of B sequences at once, vectorised.
+"""The batched rejection sampler of serving systems, with vLLM's contract : Chen et al. 2023
+Algorithm 2's accept / resample / bonus steps for a batch of B sequences at once, vectorised.
 Shapes: B batch, k drafts per row, V vocabulary.
 More: docs/algorithms.md (batched/rejection.py).
 """
@@ -8,7 +8,8 @@ import numpy as np
 
 def row_uniforms(B, n, generators, rng):  # -> [B, n]
     generators = generators or {}
-    return np.stack([(generators[b] if b in generators else rng).random(n) for b in range(B)]) if B else np.zeros((0, n))
+    return np.stack([(generators[b] if b in generators else rng).random(n)
+                     for b in range(B)]) if B else np.zeros((0, n))
 
 
 def sample_rows(probs, u):  # probs [..., V], u [...] in [0, 1) -> token ids [...] by inverse CDF
@@ -16,14 +17,15 @@ def sample_rows(probs, u):  # probs [..., V], u [...] in [0, 1) -> token ids [..
     return (cdf <= (u * cdf[..., -1])[..., None]).sum(-1)
 
 
-def recovered_probs(q, p):  # [..., V] x 2 -> norm(max(0, q - p)), or q where that is all zero (never used then)
+# [..., V] x 2 -> norm(max(0, q - p)), or q where that is all zero (never used then)
+def recovered_probs(q, p):
     r = np.maximum(q - p, 0)
     total = r.sum(-1, keepdims=True)
     return np.where(total > 0, r / np.where(total > 0, total, 1), q)
 
 
-def rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, generators=None,
-                     rng=None, strict=False):
+def rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                     generators=None, rng=None, strict=False):
     if strict:
         check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids)
     B, k, _ = draft_probs.shape
@@ -36,14 +38,17 @@ def rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draf
     # Step 1: accept draft t with probability min(1, q(x_t) / p(x_t))
     p_x, q_x = draft_probs[rows, cols, draft_token_ids], q[rows, cols, draft_token_ids]  # [B, k]
     accepted = u[:, :k] < np.minimum(1, q_x / p_x)  # [B, k]
-    n_accepted = np.where(accepted.all(1), k, accepted.argmin(1))  # [B]: position of the first rejection
-    # Step 2: the recovered token, only at each rejecting row's first rejection (R rows), with that position's uniform
+    # [B]: position of the first rejection
+    n_accepted = np.where(accepted.all(1), k, accepted.argmin(1))
+    # Step 2: the recovered token, only at each rejecting row's first rejection (R rows), with that
+    # position's uniform
     last = bonus_token_ids[:, 0].astype(np.int64)  # [B]
     rejected = np.flatnonzero(n_accepted < k)  # [R]
     if len(rejected):
         at = n_accepted[rejected]  # [R]
         U = u[:, k:][rejected, at]  # [R]: the recovering uniform of that position
-        last[rejected] = sample_rows(recovered_probs(q[rejected, at], draft_probs[rejected, at]), U)  # [R, V] -> [R]
+        # [R, V] -> [R]
+        last[rejected] = sample_rows(recovered_probs(q[rejected, at], draft_probs[rejected, at]), U)
     # Step 3: assemble [accepted drafts, recovered or bonus, -1 ...]
     out = np.full((B, k + 1), -1, dtype=np.int64)
     keep = cols < n_accepted[:, None]  # [B, k]
@@ -53,8 +58,10 @@ def rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draf
 
 
 def check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, atol=1e-3):
-    """Strict mode: shapes, dtypes, id ranges, finite non-negative normalised probabilities, with clear errors."""
-    arrays = {"target_with_bonus_probs": target_with_bonus_probs, "bonus_token_ids": bonus_token_ids,
+    """Strict mode: shapes, dtypes, id ranges, finite non-negative normalised probabilities, with
+    clear errors."""
+    arrays = {"target_with_bonus_probs": target_with_bonus_probs,
+              "bonus_token_ids": bonus_token_ids,
               "draft_probs": draft_probs, "draft_token_ids": draft_token_ids}
     for name, a in arrays.items():
         if not isinstance(a, np.ndarray):
@@ -62,11 +69,12 @@ def check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_to
     if draft_probs.ndim != 3:
         raise ValueError(f"draft_probs must be [B, k, V]; got shape {draft_probs.shape}")
     B, k, V = draft_probs.shape
-    expected = {"target_with_bonus_probs": (B, k + 1, V), "bonus_token_ids": (B, 1), "draft_token_ids": (B, k)}
+    expected = {"target_with_bonus_probs": (B, k + 1, V), "bonus_token_ids": (B, 1),
+                "draft_token_ids": (B, k)}
     for name, shape in expected.items():
         if arrays[name].shape != shape:
-            raise ValueError(f"{name} must have shape {shape} to match draft_probs {draft_probs.shape}; "
-                             f"got {arrays[name].shape}")
+            raise ValueError(f"{name} must have shape {shape} to match draft_probs "
+                             f"{draft_probs.shape}; got {arrays[name].shape}")
     for name in ("target_with_bonus_probs", "draft_probs"):
         a = arrays[name]
         if a.dtype.kind != "f":
@@ -82,5 +90,7 @@ def check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_to
             raise ValueError(f"{name} must hold integer token ids; got dtype {a.dtype}")
         if a.size and (a.min() < 0 or a.max() >= V):
             raise ValueError(f"{name} must lie in [0, {V}); got values from {a.min()} to {a.max()}")
-    if draft_token_ids.size and np.any(np.take_along_axis(draft_probs, draft_token_ids[..., None], -1) == 0):
-        raise ValueError("a draft token has probability 0 under draft_probs: drafts must be sampled from draft_probs")
+    if draft_token_ids.size and np.any(np.take_along_axis(draft_probs, draft_token_ids[..., None],
+                                                          -1) == 0):
+        raise ValueError("a draft token has probability 0 under draft_probs: drafts must be "
+                         "sampled from draft_probs")

@@ -7,17 +7,19 @@ from picospec.sampling import warp
 from picospec.verify import verify_tree
 
 
-def batch_rest_decoding(xs, target, N, rng, datastore, max_matches=100, draft_len=10, num_draft_nodes=7, stats=None,
-                        generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what rest_decoding gives xs[b] alone with generators[b]
-    (else rng)."""
+def batch_rest_decoding(xs, target, N, rng, datastore, max_matches=100, draft_len=10,
+                        num_draft_nodes=7, stats=None, generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens: row b is what rest_decoding gives xs[b] alone with
+    generators[b] (else rng)."""
     for x in xs:
-        check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options)
+        check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes,
+                   sampling_options)
 
     def propose(b, x, room):  # Steps 1-2 of rest_decoding
         return retrieve(datastore, x, room, max_matches, draft_len, num_draft_nodes)
 
-    def verify(b, tokens, parents, probs, rng):  # Step 4: recursive rejection over the trie's one-hot proposals
+    # Step 4: recursive rejection over the trie's one-hot proposals
+    def verify(b, tokens, parents, probs, rng):
         path, token, _ = verify_tree(tokens, parents, warp(probs, **sampling_options), rng)
         return path, token
 

@@ -6,11 +6,12 @@ from picospec.self_draft import adapt_threshold, draw
 from picospec.verify import verify_chain
 
 
-def batch_self_speculative_decoding(xs, draft_model, target_model, N, K, rng, threshold=0.0, adaptive=False, alpha=0.9,
+def batch_self_speculative_decoding(xs, draft_model, target_model, N, K, rng, threshold=0.0,
+                                    adaptive=False, alpha=0.9,
                                     epsilon=0.01, beta1=0.5, beta2=0.9, stats=None, generators=None,
                                     **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what self_speculative_decoding gives xs[b] alone with generators[b]
-    (else rng)."""
+    """Each prompt of xs followed by N tokens: row b is what self_speculative_decoding gives xs[b]
+    alone with generators[b] (else rng)."""
     for x in xs:
         check_inputs(x, N, K, **sampling_options)
     xs, B = [list(x) for x in xs], len(xs)
@@ -26,13 +27,18 @@ def batch_self_speculative_decoding(xs, draft_model, target_model, N, K, rng, th
         active = [b for b in range(B) if len(xs[b]) < T[b]]
         if not active:
             return xs
-        # Step 1: every row drafts until its K tokens or until unsure, one batched draft call per draft position
-        drafts, P = draft_rows(draft_model, [xs[b] for b in active], [min(K, T[b] - len(xs[b]) - 1) for b in active],
-                               [gamma[b] for b in active], [gen[b] for b in active], **sampling_options)
-        # Step 2: ONE batched target call scores every row's drafts. Rows with fewer drafts than k are filled up to k
-        # with token 0, whose laws come after the ones read and change none of them (the target is causal)
+        # Step 1: every row drafts until its K tokens or until unsure, one batched draft call per
+        # draft position
+        drafts, P = draft_rows(draft_model, [xs[b] for b in active],
+                               [min(K, T[b] - len(xs[b]) - 1) for b in active],
+                               [gamma[b] for b in active], [gen[b] for b in active],
+                               **sampling_options)
+        # Step 2: ONE batched target call scores every row's drafts. Rows with fewer drafts than k
+        # are filled up to k with token 0, whose laws come after the ones read and change none of
+        # them (the target is causal)
         k = max(len(d) for d in drafts)
-        Q = warp(target_model([xs[b] + d + [0] * (k - len(d)) for b, d in zip(active, drafts)], k + 1),
+        Q = warp(target_model([xs[b] + d + [0] * (k - len(d)) for b, d in zip(active, drafts)],
+                              k + 1),
                  **sampling_options)  # [B, k + 1, V]
         step = {"drafted": k, "accepted": [-1] * B, "tokens": [[] for _ in xs]}
         for i, (b, d) in enumerate(zip(active, drafts)):
@@ -41,17 +47,20 @@ def batch_self_speculative_decoding(xs, draft_model, target_model, N, K, rng, th
             step["accepted"][b], step["tokens"][b] = n, d[:n] + [token]
             # Step 3: the row's own threshold moves towards the acceptance rate alpha
             if adaptive and d:
-                gamma[b], AR[b] = adapt_threshold(gamma[b], AR[b], n, len(d), alpha, epsilon, beta1, beta2)
+                gamma[b], AR[b] = adapt_threshold(gamma[b], AR[b], n, len(d), alpha, epsilon, beta1,
+                                                  beta2)
         if stats is not None:
             stats.append(step)
 
 
 def draft_rows(draft_model, rows, ks, gammas, gens, **sampling_options):
-    """Step 1 for B rows at once: row i drafts until ks[i] tokens or one of confidence below gammas[i], drawn
-    with gens[i] -> (drafts, laws [V] per token), per row; a row that stopped rides along, its law unread."""
+    """Step 1 for B rows at once: row i drafts until ks[i] tokens or one of confidence below
+    gammas[i], drawn with gens[i] -> (drafts, laws [V] per token), per row; a row that stopped rides
+    along, its law unread."""
     drafts, P, going = [[] for _ in rows], [[] for _ in rows], [k > 0 for k in ks]
     while any(going):
-        p_raw = draft_model([x + d for x, d in zip(rows, drafts)])[:, -1]  # [B, V] the draft's own laws
+        # [B, V] the draft's own laws
+        p_raw = draft_model([x + d for x, d in zip(rows, drafts)])[:, -1]
         for i in [i for i, g in enumerate(going) if g]:
             token, p, confidence = draw(p_raw[i], gens[i], **sampling_options)
             drafts[i].append(token)

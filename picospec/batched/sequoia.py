@@ -3,13 +3,14 @@ More: docs/algorithms.md (batched/sequoia.py).
 """
 from picospec.batched.loop import batch_tree_decoding
 from picospec.sampling import check_inputs
-from picospec.sequoia import check_sequoia, child_counts, draft_children, sequoia_tree, verify_filled
+from picospec.sequoia import (check_sequoia, child_counts, draft_children, sequoia_tree,
+                              verify_filled)
 
 
 def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, *, acceptance, stats=None,
                            generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what sequoia_decoding gives xs[b] alone with generators[b]
-    (else rng)."""
+    """Each prompt of xs followed by N tokens: row b is what sequoia_decoding gives xs[b] alone with
+    generators[b] (else rng)."""
     for x in xs:
         check_inputs(x, N, **sampling_options)
     check_sequoia(acceptance, nodes, depth)
@@ -17,7 +18,8 @@ def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, *, accep
     choices, _ = sequoia_tree(acceptance, nodes + 1, depth)
     gen, kids, trees = [(generators or {}).get(b, rng) for b in range(len(xs))], {}, {}
 
-    def propose(bs, rows, rooms):  # Step 1 for every active row, parents first, one level per draft call
+    # Step 1 for every active row, parents first, one level per draft call
+    def propose(bs, rows, rooms):
         for b, room in zip(bs, rooms):
             kids[b] = child_counts([c for c in choices if len(c) <= room])
             trees[b] = ([], [], [], {(): -1})  # tokens, parents, P, rank path -> node
@@ -27,7 +29,8 @@ def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, *, accep
                 tokens, parents, P, node = trees[b]
                 for c, k in kids[b].items():
                     if len(c) == level and c in node:
-                        picks, law = draft_children(laws[i][node[c] + 1], k, gen[b], greedy, **sampling_options)
+                        picks, law = draft_children(laws[i][node[c] + 1], k, gen[b], greedy,
+                                                    **sampling_options)
                         for rank, token in enumerate(picks):
                             node[c + (rank,)] = len(tokens)
                             tokens.append(int(token))
@@ -36,7 +39,9 @@ def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, *, accep
         return [trees[b][:2] for b in bs]
 
     def verify(b, tokens, parents, Q, rng):  # Step 3 on the row's [1 + m, V]
-        path, token, _ = verify_filled(tokens, parents, trees[b][2], Q, rng, greedy, **sampling_options)
+        path, token, _ = verify_filled(tokens, parents, trees[b][2], Q, rng, greedy,
+                                       **sampling_options)
         return path, token
 
-    return batch_tree_decoding(xs, target, N, rng, propose, verify, stats, generators, propose_rows=True)
+    return batch_tree_decoding(xs, target, N, rng, propose, verify, stats, generators,
+                               propose_rows=True)

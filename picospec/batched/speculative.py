@@ -1,5 +1,5 @@
-"""Speculative sampling for B prompts at once (Chen et al. 2023, Algorithm 2), verified by the vLLM-contract
-rejection sampler. Shapes: B rows, k drafts, V vocabulary.
+"""Speculative sampling for B prompts at once (Chen et al. 2023, Algorithm 2), verified by the
+vLLM-contract rejection sampler. Shapes: B rows, k drafts, V vocabulary.
 More: docs/algorithms.md (batched/speculative.py).
 """
 import numpy as np
@@ -8,10 +8,10 @@ from picospec.batched.rejection import rejection_sample, row_uniforms, sample_ro
 from picospec.sampling import check_inputs, warp
 
 
-def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=None, generators=None,
-                               **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what speculative_sampling gives xs[b] alone with generators[b]
-    (else rng)."""
+def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=None,
+                               generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens: row b is what speculative_sampling gives xs[b] alone
+    with generators[b] (else rng)."""
     for x in xs:
         check_inputs(x, N, K, **sampling_options)
     xs = [list(x) for x in xs]
@@ -26,15 +26,19 @@ def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=N
         # Step 1: draft k tokens for every active row (k batched draft calls)
         drafts, P = [[] for _ in active], []
         for _ in range(k):
-            p = warp(draft_model([x + d for x, d in zip(rows, drafts)])[:, -1], **sampling_options)  # [B, V]
+            # [B, V]
+            p = warp(draft_model([x + d for x, d in zip(rows, drafts)])[:, -1], **sampling_options)
             P.append(p)
             for d, t in zip(drafts, sample_rows(p, row_uniforms(len(active), 1, gens, rng)[:, 0])):
                 d.append(int(t))
         # Step 2: one batched target call scores k + 1 positions of every row
-        Q = warp(target_model([x + d for x, d in zip(rows, drafts)], k + 1), **sampling_options)  # [B, k + 1, V]
-        bonus = sample_rows(Q[:, -1], row_uniforms(len(active), 1, gens, rng)[:, 0])[:, None]  # [B, 1]
+        # [B, k + 1, V]
+        Q = warp(target_model([x + d for x, d in zip(rows, drafts)], k + 1), **sampling_options)
+        # [B, 1]
+        bonus = sample_rows(Q[:, -1], row_uniforms(len(active), 1, gens, rng)[:, 0])[:, None]
         # Step 3: the rejection sampler; each row advances by its own count
-        out = rejection_sample(Q, bonus, np.stack(P, axis=1), np.array(drafts, dtype=np.int64), gens, rng)
+        out = rejection_sample(Q, bonus, np.stack(P, axis=1), np.array(drafts, dtype=np.int64),
+                               gens, rng)
         step = {"drafted": k, "accepted": [-1] * len(xs), "tokens": [[] for _ in xs]}
         for i, b in enumerate(active):
             new = [int(t) for t in out[i] if t >= 0][: T[b] - len(xs[b])]

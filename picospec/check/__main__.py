@@ -1,8 +1,8 @@
 """The checker's command: python -m picospec.check MODULE:FUNCTION ... [options].
 
-A hand parser with the guarantees of gpt2/cli.py (which picospec may not import): typed values, suggestions for
-unknown options, one `error: ...` line and exit status 2 for a mistake. Then a table per sampler (or one JSON
-object), and the exit status of the verdicts.
+A hand parser with the guarantees of gpt2/cli.py (which picospec may not import): typed values,
+suggestions for unknown options, one `error: ...` line and exit status 2 for a mistake. Then a table
+per sampler (or one JSON object), and the exit status of the verdicts.
 """
 import difflib
 import importlib
@@ -27,16 +27,20 @@ class Option(NamedTuple):
 
 
 OPTIONS = {o.name: o for o in [
-    Option("contract", str, "chain", "the sampler's signature: " + ", ".join(CASES), choices=tuple(CASES)),
-    Option("samples", int, None, f"sequences per case (default {DEFAULT_SAMPLES:,}; more: more power)", low=100),
-    Option("seed", int, 0, "seed of the run (every case and control derives its generators from it)", low=0),
-    Option("cases", "ints", None, "run only these cases of the battery, e.g. 1,3 (default: all)", low=1),
+    Option("contract", str, "chain", "the sampler's signature: " + ", ".join(CASES),
+           choices=tuple(CASES)),
+    Option("samples", int, None,
+           f"sequences per case (default {DEFAULT_SAMPLES:,}; more: more power)", low=100),
+    Option("seed", int, 0,
+           "seed of the run (every case and control derives its generators from it)", low=0),
+    Option("cases", "ints", None, "run only these cases of the battery, e.g. 1,3 (default: all)",
+           low=1),
     Option("first_failure", bool, False, "stop a sampler's battery at its first failing case"),
     Option("json", bool, False, "print one JSON object instead of the table"),
     Option("power", bool, False, "print the checker's power, measured by simulation, and exit"),
 ]}
-USAGE = ("usage: python -m picospec.check MODULE:FUNCTION [MODULE:FUNCTION ...] [--contract CONTRACT] "
-         "[--samples N] [--seed N] [--cases 1,2] [--first_failure] [--json]\n"
+USAGE = ("usage: python -m picospec.check MODULE:FUNCTION [MODULE:FUNCTION ...] [--contract "
+         "CONTRACT] [--samples N] [--seed N] [--cases 1,2] [--first_failure] [--json]\n"
          "       python -m picospec.check --power [--samples N] [--json]")
 
 
@@ -45,13 +49,15 @@ class UsageError(ValueError):
 
 
 def convert(option, text):
-    """The value of --name text, typed and checked. Example: convert(OPTIONS["samples"], "2_000") -> 2000."""
+    """The value of --name text, typed and checked. Example: convert(OPTIONS["samples"], "2_000") ->
+    2000."""
     flag = f"--{option.name}"
     if option.type == "ints":
         return [convert(option._replace(type=int), part.strip()) for part in text.split(",")]
     if option.type is bool:
         if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise UsageError(f"{flag} is a switch: write {flag} or --no{option.name}; got {flag}={text}")
+            raise UsageError(f"{flag} is a switch: write {flag} or --no{option.name}; got "
+                             f"{flag}={text}")
         return text.lower() in ("true", "1", "yes")
     if option.type is int:
         try:
@@ -69,7 +75,8 @@ def convert(option, text):
 
 
 def parse(argv):
-    """argv -> (sampler specs, {option: value}); UsageError for any mistake, SystemExit(0) after -h."""
+    """argv -> (sampler specs, {option: value}); UsageError for any mistake, SystemExit(0) after
+    -h."""
     values, specs, i, given = {o.name: o.default for o in OPTIONS.values()}, [], 0, set()
     while i < len(argv):
         arg = argv[i]
@@ -83,11 +90,13 @@ def parse(argv):
             if base in given:  # --samples 200 --samples 300: which one was meant?
                 raise UsageError(f"--{base} is given twice: keep one")
             given.add(base)
-            if name not in OPTIONS and name.startswith("no") and getattr(OPTIONS.get(name[2:]), "type", 0) is bool:
+            if name not in OPTIONS and name.startswith("no") and getattr(OPTIONS.get(name[2:]),
+                                                                         "type", 0) is bool:
                 values[name[2:]] = False
             elif name not in OPTIONS:
                 near = difflib.get_close_matches(name, list(OPTIONS), 1)
-                raise UsageError(f"unknown option {arg.partition('=')[0]}" + (f": did you mean --{near[0]}?" if near
+                raise UsageError(f"unknown option {arg.partition('=')[0]}"
+                                 + (f": did you mean --{near[0]}?" if near
                                  else f"; options: {', '.join('--' + o for o in OPTIONS)}"))
             elif OPTIONS[name].type is bool:
                 values[name] = convert(OPTIONS[name], text) if eq else True
@@ -102,33 +111,37 @@ def parse(argv):
             specs.append(arg)
         i += 1
     if values["power"] and specs:
-        raise UsageError("--power measures the checker itself and takes no sampler: drop " + " ".join(specs))
+        raise UsageError("--power measures the checker itself and takes no sampler: drop "
+                         + " ".join(specs))
     if not values["power"] and not specs:
         raise UsageError("name the sampler to check as MODULE:FUNCTION or FILE.py:FUNCTION, e.g. "
                          "picospec.verify:verify_chain (see --help)")
     numbers = range(1, len(CASES[values["contract"]]) + 1)
     if values["cases"] and not set(values["cases"]) <= set(numbers):
-        raise UsageError(f"--cases {','.join(map(str, values['cases']))}: the {values['contract']} battery has cases "
-                         f"1 to {numbers[-1]}")
+        raise UsageError(f"--cases {','.join(map(str, values['cases']))}: the {values['contract']} "
+                         f"battery has cases 1 to {numbers[-1]}")
     return specs, values
 
 
 def help_text():
-    options = "\n".join(f"  --{o.name:<15} {o.help}" + (f" (default {o.default})" if o.default not in (None, False)
+    options = "\n".join(f"  --{o.name:<15} {o.help}"
+                        + (f" (default {o.default})" if o.default not in (None, False)
                                                           else "") for o in OPTIONS.values())
     cases = "\n".join(f"  {contract}: " + "; ".join(f"{i}. {c.name}" for i, c in cases_of(contract))
                       for contract in CASES)
-    return (f"{USAGE}\n\nCheck a speculative sampler against the exact law of toy targets (the contracts: "
-            f"docs/checker.md).\n\noptions:\n{options}\n\nbatteries:\n{cases}\n\nexit status: "
-            "0 every case passed, 1 a case failed, 2 a usage error, 3 no verdict (a negative control passed)")
+    return (f"{USAGE}\n\nCheck a speculative sampler against the exact law of toy targets (the "
+            f"contracts: docs/checker.md).\n\noptions:\n{options}\n\nbatteries:\n{cases}\n\nexit "
+            f"status: 0 every case passed, 1 a case failed, 2 a usage error, 3 no verdict (a "
+            f"negative control passed)")
 
 
 def load(spec):
-    """'package.module:function' or 'path/file.py:function' -> the function; UsageError naming what is missing."""
+    """'package.module:function' or 'path/file.py:function' -> the function; UsageError naming what
+    is missing."""
     where, colon, name = spec.rpartition(":")
     if not colon or not where or not name:
-        raise UsageError(f"give the sampler as MODULE:FUNCTION or FILE.py:FUNCTION, e.g. picospec.verify:verify_chain;"
-                         f" got {spec!r}")
+        raise UsageError(f"give the sampler as MODULE:FUNCTION or FILE.py:FUNCTION, e.g. "
+                         f"picospec.verify:verify_chain; got {spec!r}")
     try:
         if where.endswith(".py"):
             path = Path(where)
@@ -144,16 +157,21 @@ def load(spec):
     except UsageError:
         raise
     except ModuleNotFoundError as e:
-        raise UsageError(f"cannot import {where}: {e} (run from the folder that holds it, or pass FILE.py:FUNCTION)"
+        raise UsageError(f"cannot import {where}: {e} (run from the folder that holds it, or pass "
+                         f"FILE.py:FUNCTION)"
                          ) from None
-    except (Exception, SystemExit) as e:  # the module itself fails to import (or calls sys.exit when imported)
+    # the module itself fails to import (or calls sys.exit when imported)
+    except (Exception, SystemExit) as e:
         raise UsageError(f"importing {where} raised {type(e).__name__}: {e}") from None
     fn = module
     for part in name.split("."):
         fn = getattr(fn, part, None)
     if not callable(fn):
-        near = difflib.get_close_matches(name, [n for n in dir(module) if callable(getattr(module, n))], 1)
-        raise UsageError(f"{where} has no function {name!r}" + (f": did you mean {near[0]}?" if near else ""))
+        near = difflib.get_close_matches(name,
+                                         [n for n in dir(module) if callable(getattr(module, n))],
+                                         1)
+        raise UsageError(f"{where} has no function {name!r}"
+                         + (f": did you mean {near[0]}?" if near else ""))
     return fn
 
 
@@ -162,26 +180,32 @@ def number(x, digits=3):
 
 
 def table(spec, contract, values, report, controls=True):
-    """The command's printout for one sampler: a header, the negative controls (controls=True), a row per case."""
-    lines = [f"{spec}: contract {contract}, {values['samples']:,} sequences per case, seed {values['seed']}, "
-             f"alpha {ALPHA:g} per case"]
+    """The command's printout for one sampler: a header, the negative controls (controls=True), a
+    row per case."""
+    lines = [f"{spec}: contract {contract}, {values['samples']:,} sequences per case, seed "
+             f"{values['seed']}, alpha {ALPHA:g} per case"]
     if controls and report.controls:
         lines.append("negative controls (broken samplers the run must catch): " + "; ".join(
-            f"{name} caught by case {case}" if case else f"{name} NOT CAUGHT" for name, case in report.controls))
+            f"{name} caught by case {case}" if case else f"{name} NOT CAUGHT" for name,
+            case in report.controls))
     if report.verdict == "no verdict":
-        lines.append(f"no verdict: a deliberately broken sampler passed every case at --samples {values['samples']:,}, "
+        lines.append(f"no verdict: a deliberately broken sampler passed every case at --samples "
+                     f"{values['samples']:,}, "
                      "so this run cannot tell a broken sampler from a right one; raise --samples")
         return "\n".join(lines)
     width = max(len(r.name) for r in report.cases)
     lines += ["", f" #  {'case':<{width}}  {'samples':>8}  {'p-value':>8}  {'tv90':>6}  verdict"]
     for (i, _), r in zip(cases_of(contract, values["cases"]), report.cases):
-        lines.append(f"{i:>2}  {r.name:<{width}}  {r.samples:>8,}  {number(r.p_value):>8}  {number(r.tv90):>6}  "
-                     f"{r.verdict}")
+        lines.append(f"{i:>2}  {r.name:<{width}}  {r.samples:>8,}  {number(r.p_value):>8}  "
+                     f"{number(r.tv90):>6}  {r.verdict}")
         if r.detail:
             lines.append(f"      {r.detail}")
-    passed, tvs = sum(r.verdict == "pass" for r in report.cases), [r.tv90 for r in report.cases if r.tv90 == r.tv90]
-    caught = f"; each law case catches any error of TV >= {max(tvs):.3f} with probability 0.9" if tvs else ""
-    lines.append(f"verdict: {report.verdict} ({passed} of {len(report.cases)} cases passed{caught})")
+    passed, tvs = sum(r.verdict == "pass" for r in report.cases), [r.tv90 for r in report.cases
+                                                                   if r.tv90 == r.tv90]
+    caught = (f"; each law case catches any error of TV >= {max(tvs):.3f} with probability 0.9"
+              if tvs else "")
+    lines.append(f"verdict: {report.verdict} ({passed} of {len(report.cases)} cases passed"
+                 f"{caught})")
     return "\n".join(lines)
 
 
@@ -189,26 +213,30 @@ def as_json(contract, values, reports):
     """One JSON object for the run (NaN, which JSON lacks, as null)."""
     def row(i, case):
         return {"number": i, **{k: None if v != v else v for k, v in case._asdict().items()}}
-    return json.dumps({"contract": contract, "samples": values["samples"], "seed": values["seed"], "alpha": ALPHA,
+    return json.dumps({"contract": contract, "samples": values["samples"], "seed": values["seed"],
+                       "alpha": ALPHA,
                        "controls": [{"name": n, "caught_by": c} for n, c in reports[0][1].controls],
                        "results": [{"sampler": spec, "verdict": r.verdict, "cases": [
-                           row(i, c) for (i, _), c in zip(cases_of(contract, values["cases"]), r.cases)]}
+                           row(i, c) for (i, _),
+                           c in zip(cases_of(contract, values["cases"]), r.cases)]}
                            for spec, r in reports]})
 
 
 def print_power(values):
-    rows = power_table((values["samples"],) if values["samples"] else (DEFAULT_SAMPLES, SAMPLES, SAMPLES_HIGH))
+    rows = power_table((values["samples"],) if values["samples"]
+                       else (DEFAULT_SAMPLES, SAMPLES, SAMPLES_HIGH))
     if values["json"]:
         return print(json.dumps([{"samples": n, "shape": how, "tv90": tv} for n, how, tv in rows]))
-    print(f"smallest TV error caught with probability 0.9 at alpha {ALPHA:g} (measured by simulation: 100 runs per "
-          "point; law of 5 tokens over 3, 243 sequences)\n")
+    print(f"smallest TV error caught with probability 0.9 at alpha {ALPHA:g} (measured by "
+          f"simulation: 100 runs per point; law of 5 tokens over 3, 243 sequences)\n")
     print(f"{'samples':>8}  " + "  ".join(f"{how:>24}" for how in SHAPES))
     for n in dict.fromkeys(n for n, _, _ in rows):
         print(f"{n:>8,}  " + "  ".join(f"{tv:>24.4f}" for m, _, tv in rows if m == n))
 
 
 def main(argv=None):
-    """The command; returns its exit status (0 pass, 1 a case failed, 2 usage error, 3 no verdict)."""
+    """The command; returns its exit status (0 pass, 1 a case failed, 2 usage error, 3 no
+    verdict)."""
     try:
         specs, values = parse(sys.argv[1:] if argv is None else argv)
         if values["power"]:
@@ -218,17 +246,20 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     contract, values["samples"] = values["contract"], values["samples"] or DEFAULT_SAMPLES
-    controls = run_controls(contract, values["samples"], values["seed"], values["cases"])  # once for every sampler
+    # once for every sampler
+    controls = run_controls(contract, values["samples"], values["seed"], values["cases"])
     reports = []
     for spec, fn in zip(specs, fns):
         if any(case is None for _, case in controls):
             report = Report("no verdict", [], controls)
         else:
-            report = check_sampler(fn, contract, values["samples"], values["seed"], values["cases"], controls=False,
+            report = check_sampler(fn, contract, values["samples"], values["seed"], values["cases"],
+                                   controls=False,
                                    first_failure=values["first_failure"])._replace(controls=controls)
         reports.append((spec, report))
         if not values["json"]:
-            print(table(spec, contract, values, report, controls=len(reports) == 1) + "\n", flush=True)
+            print(table(spec, contract, values, report, controls=len(reports) == 1) + "\n",
+                  flush=True)
     if values["json"]:
         print(as_json(contract, values, reports))
     verdicts = {r.verdict for _, r in reports}

@@ -1,5 +1,7 @@
-"""The battery: run a sampler on every case of its contract, after the negative controls, and give a verdict.
-Example: check_sampler(picospec.verify.verify_chain, contract="chain").verdict -> "pass". docs/checker.md.
+"""The battery: run a sampler on every case of its contract, after the negative controls, and give a
+verdict.
+Example: check_sampler(picospec.verify.verify_chain, contract="chain").verdict -> "pass".
+docs/checker.md.
 """
 from typing import NamedTuple
 
@@ -8,7 +10,8 @@ import numpy as np
 from picospec.check.cases import CASES, PROMPT
 from picospec.check.controls import CONTROLS
 from picospec.check.drivers import run
-from picospec.check.exact_law import ALPHA, Toy, chi2_sf, detectable_tv, g_statistic, index, law_vector
+from picospec.check.exact_law import (ALPHA, Toy, chi2_sf, detectable_tv, g_statistic, index,
+                                      law_vector)
 
 DEFAULT_SAMPLES = 20_000  # sequences per case of the command and of check_sampler
 
@@ -17,7 +20,8 @@ class CaseResult(NamedTuple):
     name: str
     samples: int
     p_value: float  # nan for the support case (it counts forbidden sequences, it tests no law)
-    tv90: float  # the smallest TV error caught with probability 0.9 wherever it lies (nan for the support case)
+    # the smallest TV error caught with probability 0.9 wherever it lies (nan for the support case)
+    tv90: float
     verdict: str  # "pass", "FAIL" or "error"
     detail: str = ""
 
@@ -29,27 +33,33 @@ class Report(NamedTuple):
 
 
 def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
-    """Run fn on one case and test the law of the sequences it produced -> CaseResult (tv=False: no tv90)."""
+    """Run fn on one case and test the law of the sequences it produced -> CaseResult (tv=False: no
+    tv90)."""
     T, _ = case.laws()
     probs = law_vector(Toy(T), PROMPT, case.N)  # [V^N]: the warped target's exact law
     try:
         with np.errstate(divide="ignore", invalid="ignore"):
             seqs = run(fn, contract, case, samples, seed)
-    except (Exception, SystemExit) as e:  # the sampler raised (sys.exit too) or broke its contract: its case fails,
+    # the sampler raised (sys.exit too) or broke its contract: its case fails,
+    except (Exception, SystemExit) as e:
         # the battery goes on (Ctrl-C still stops it)
-        hint = f" (does the sampler take the arguments of the {contract} contract?)" if type(e) is TypeError else ""
-        return CaseResult(case.name, samples, float("nan"), float("nan"), "error", f"{type(e).__name__}: {e}{hint}")
+        hint = (f" (does the sampler take the arguments of the {contract} contract?)"
+                if type(e) is TypeError else "")
+        return CaseResult(case.name, samples, float("nan"), float("nan"), "error",
+                          f"{type(e).__name__}: {e}{hint}")
     counts = np.bincount(index(seqs, case.V), minlength=case.V**case.N).astype(float)  # [V^N]
     forbidden = int(counts[probs == 0].sum())
     if case.lowest:
         detail = f"{forbidden} sequences the target forbids" if forbidden else ""
-        return CaseResult(case.name, samples, float("nan"), float("nan"), "FAIL" if forbidden else "pass", detail)
+        return CaseResult(case.name, samples, float("nan"), float("nan"),
+                          "FAIL" if forbidden else "pass", detail)
     G, df = g_statistic(counts, probs)
     p = 0.0 if G == np.inf else chi2_sf(float(G), df) if df > 0 else 1.0
     detail = ""
     if p < alpha:
         worst = np.argsort(-np.abs(counts - samples * probs))[:3]
-        detail = "; ".join(f"{tuple(int(t) for t in np.unravel_index(i, (case.V,) * case.N))}: observed "
+        detail = "; ".join(f"{tuple(int(t) for t in np.unravel_index(i, (case.V,) * case.N))}: "
+                           f"observed "
                            f"{int(counts[i])}, expected {samples * probs[i]:.1f}" for i in worst)
     tv90 = detectable_tv(probs, samples) if tv else float("nan")
     return CaseResult(case.name, samples, p, tv90, "pass" if p >= alpha else "FAIL", detail)
@@ -62,8 +72,9 @@ def cases_of(contract, numbers=None):
 
 
 def run_controls(contract, samples=DEFAULT_SAMPLES, seed=0, numbers=None):
-    """Each negative control over the law cases, stopping at the first that catches it -> [(name, case or None)].
-    No law case selected (only the support case, which needs no power): no controls."""
+    """Each negative control over the law cases, stopping at the first that catches it -> [(name,
+    case or None)]. No law case selected (only the support case, which needs no power): no
+    controls."""
     law_cases = [(i, case) for i, case in cases_of(contract, numbers) if not case.lowest]
     caught = []
     for control in CONTROLS[contract] if law_cases else ():
@@ -80,9 +91,10 @@ def check_sampler(fn, contract="chain", samples=DEFAULT_SAMPLES, seed=0, cases=N
                   first_failure=False):
     """Run fn through the contract's battery (after its negative controls) -> Report.
 
-    contract: one of CASES ("chain", "tree", "tree_without_replacement", "rejection"; docs/checker.md gives each
-    signature); cases: case numbers to run (default: all); controls=False skips the negative controls (and their
-    guarantee); first_failure: stop at the first case that does not pass.
+    contract: one of CASES ("chain", "tree", "tree_without_replacement", "rejection";
+    docs/checker.md gives each signature); cases: case numbers to run (default: all); controls=False
+    skips the negative controls (and their guarantee); first_failure: stop at the first case that
+    does not pass.
     Example: check_sampler(picospec.verify.verify_chain).verdict -> "pass".
     """
     if contract not in CASES:

@@ -1,7 +1,7 @@
-"""The exact-law checker's battery (battery.py runs it): for each contract, the cases of toy target and
-draft, warping, K and (for trees) tree shapes and how siblings were drawn. A Case's laws are the warped tables
-[V, V, V] of its toy target and draft (exact_law.py); every sequence starts after PROMPT.
-Shapes: V vocabulary, N new tokens per sequence, K (k) drafts per step, m tree nodes.
+"""The exact-law checker's battery (battery.py runs it): for each contract, the cases of toy target
+and draft, warping, K and (for trees) tree shapes and how siblings were drawn. A Case's laws are the
+warped tables [V, V, V] of its toy target and draft (exact_law.py); every sequence starts after
+PROMPT. Shapes: V vocabulary, N new tokens per sequence, K (k) drafts per step, m tree nodes.
 """
 from typing import NamedTuple
 
@@ -18,17 +18,20 @@ class Case(NamedTuple):
     K: int = 2  # drafts per step (chain, rejection)
     sampling: dict = {}  # temperature, top_k, top_p: applied alike to draft and target
     target: int = 7  # random_toy seed
-    draft: tuple = ("near", 0.6)  # ("near", eps) | ("far",) | ("zeros", share) | ("same",) | ("one-hot",) | ("swap", d)
+    # ("near", eps) | ("far",) | ("zeros", share) | ("same",) | ("one-hot",) | ("swap", d)
+    draft: tuple = ("near", 0.6)
     parents: tuple = None  # tree shape (tree contract)
-    siblings: str = "iid"  # tree: drawn i.i.d. from the draft, "two drafts" (i.i.d., every second sibling of a node
-    #                        from a second toy draft: siblings follow different laws), "top" (the draft's top tokens)
+    # tree: drawn i.i.d. from the draft, "two drafts" (i.i.d., every second sibling of a node
+    siblings: str = "iid"
+    # from a second toy draft: siblings follow different laws), "top" (the draft's top tokens)
     #                        or "without_replacement"
     dtype: str = "float64"
     lowest: bool = False  # every uniform the sampler draws is 0.0: checks the support, not the law
 
     def laws(self):
         """Warped target and draft tables [V, V, V]."""
-        target = random_toy(self.V, self.target, zeros=0.3 if self.draft[0] == "one-hot" or self.lowest else 0)
+        target = random_toy(self.V, self.target,
+                            zeros=0.3 if self.draft[0] == "one-hot" or self.lowest else 0)
         kind = self.draft[0]
         draft = {"near": lambda: perturbed(target, self.draft[1], self.target + 1),
                  "far": lambda: random_toy(self.V, self.target + 1),
@@ -39,13 +42,15 @@ class Case(NamedTuple):
         return warp(target.table, **self.sampling), warp(draft.table, **self.sampling)
 
     def second_draft(self):
-        """The warped table [V, V, V] that every second sibling is drawn from when siblings="two drafts"."""
+        """The warped table [V, V, V] that every second sibling is drawn from when siblings="two
+        drafts"."""
         return warp(random_toy(self.V, self.target + 2).table, **self.sampling)
 
 
 def swapped(target, d):
-    """A draft p equal to the target q but for mass d moved, in each row, from q's top token to the next
-    id: the residual is d on the top token alone, so a guard on its mass, or on p == q, acts at every rejection.
+    """A draft p equal to the target q but for mass d moved, in each row, from q's top token to the
+    next id: the residual is d on the top token alone, so a guard on its mass, or on p == q, acts at
+    every rejection.
     Example: q = [0.1, 0.6, 0.3], d = 0.04 -> p = [0.1, 0.56, 0.34], residual [0, 0.04, 0]."""
     table = target.table.copy()  # [V, V, V]
     top = table.argmax(-1)[..., None]  # [V, V, 1]
@@ -72,26 +77,32 @@ CASES = {
         Case("V=4 K=3 draft = target but 2 tokens", 4, 4, 3, target=107, draft=("swap", 0.04)),
     ],
     "tree": [
-        Case("uniforms at 0: support", 3, 5, target=97, draft=("far",), parents=(-1, -1, 0, 1), lowest=True),
+        Case("uniforms at 0: support", 3, 5, target=97, draft=("far",), parents=(-1, -1, 0, 1),
+             lowest=True),
         Case("V=3 sampled siblings", 3, 5, parents=(-1, -1, 0, 0)),
-        Case("V=3 top tokens T=0.7", 3, 5, sampling=dict(temperature=0.7), target=17, parents=(-1, -1, -1, 0, 1),
-             siblings="top"),
-        Case("V=4 chain of 4 top_k=3", 4, 4, sampling=dict(top_k=3), target=27, parents=(-1, 0, 1, 2)),
-        Case("V=4 four siblings top_p=0.9", 4, 4, sampling=dict(top_p=0.9), target=37, draft=("far",),
-             parents=(-1, -1, -1, -1)),
+        Case("V=3 top tokens T=0.7", 3, 5, sampling=dict(temperature=0.7), target=17,
+             parents=(-1, -1, -1, 0, 1), siblings="top"),
+        Case("V=4 chain of 4 top_k=3", 4, 4, sampling=dict(top_k=3), target=27,
+             parents=(-1, 0, 1, 2)),
+        Case("V=4 four siblings top_p=0.9", 4, 4, sampling=dict(top_p=0.9), target=37,
+             draft=("far",), parents=(-1, -1, -1, -1)),
         Case("V=5 top tokens, draft with zeros", 5, 3, target=47, draft=("zeros", 0.4),
              parents=(-1, -1, 0, 0, 1, 1), siblings="top"),
-        Case("V=3 sampled, draft = target", 3, 5, target=67, draft=("same",), parents=(-1, -1, 0, 1)),
+        Case("V=3 sampled, draft = target", 3, 5, target=67, draft=("same",),
+             parents=(-1, -1, 0, 1)),
         Case("V=4 T=0", 4, 4, sampling=dict(temperature=0), target=87, parents=(-1, -1, 0)),
-        Case("V=4 siblings from two drafts", 4, 4, target=107, parents=(-1, -1, -1, 0, 0), siblings="two drafts"),
-        Case("V=4 draft = target but 2 tokens", 4, 4, target=117, draft=("swap", 0.04), parents=(-1, -1, 0, 0)),
+        Case("V=4 siblings from two drafts", 4, 4, target=107, parents=(-1, -1, -1, 0, 0),
+             siblings="two drafts"),
+        Case("V=4 draft = target but 2 tokens", 4, 4, target=117, draft=("swap", 0.04),
+             parents=(-1, -1, 0, 0)),
     ],
     "tree_without_replacement": [
-        Case("uniforms at 0: support", 3, 5, target=97, draft=("far",), parents=(-1, -1, 0, 0), lowest=True,
+        Case("uniforms at 0: support", 3, 5, target=97, draft=("far",), parents=(-1, -1, 0, 0),
+             lowest=True, siblings="without_replacement"),
+        Case("V=3 two pairs of siblings", 3, 5, parents=(-1, -1, 0, 0),
              siblings="without_replacement"),
-        Case("V=3 two pairs of siblings", 3, 5, parents=(-1, -1, 0, 0), siblings="without_replacement"),
-        Case("V=4 three siblings T=0.7", 4, 4, sampling=dict(temperature=0.7), target=17, parents=(-1, -1, -1, 0, 1),
-             siblings="without_replacement"),
+        Case("V=4 three siblings T=0.7", 4, 4, sampling=dict(temperature=0.7), target=17,
+             parents=(-1, -1, -1, 0, 1), siblings="without_replacement"),
         Case("V=4 three siblings top_k=3", 4, 4, sampling=dict(top_k=3), target=27, draft=("far",),
              parents=(-1, -1, -1), siblings="without_replacement"),
         Case("V=5 far draft", 5, 3, target=47, draft=("far",), parents=(-1, -1, 0, 0, 1, 1),
@@ -100,15 +111,16 @@ CASES = {
              siblings="without_replacement"),
         Case("V=4 T=0 chain", 4, 4, sampling=dict(temperature=0), target=87, parents=(-1, 0, 1),
              siblings="without_replacement"),
-        Case("V=4 draft = target but 2 tokens", 4, 4, target=107, draft=("swap", 0.04), parents=(-1, -1, 0, 0),
-             siblings="without_replacement"),
+        Case("V=4 draft = target but 2 tokens", 4, 4, target=107, draft=("swap", 0.04),
+             parents=(-1, -1, 0, 0), siblings="without_replacement"),
     ],
     "rejection": [
         Case("uniforms at 0: support", 3, 5, 3, target=97, draft=("far",), lowest=True),
         Case("V=3 k=1", 3, 5, 1),
         Case("V=3 k=2 T=0.7", 3, 5, 2, dict(temperature=0.7), target=17),
         Case("V=4 k=4 top_k=3", 4, 4, 4, dict(top_k=3), target=27),
-        Case("V=5 k=3 top_p=0.8 draft with zeros", 5, 3, 3, dict(top_p=0.8), target=47, draft=("zeros", 0.4)),
+        Case("V=5 k=3 top_p=0.8 draft with zeros", 5, 3, 3, dict(top_p=0.8), target=47,
+             draft=("zeros", 0.4)),
         Case("V=2 k=5 far draft", 2, 7, 5, target=57, draft=("far",)),
         Case("V=3 k=2 draft = target", 3, 5, 2, target=67, draft=("same",)),
         Case("V=4 k=3 float32", 4, 4, 3, target=77, dtype="float32"),

@@ -1,8 +1,8 @@
-"""The exact-law checker's drivers (battery.py runs them): a sampler of each contract run on a case of the
-battery (cases.py), step by step, until every row holds N new tokens. Each step draws the drafts (a
-chain or a tree) from the toy draft, scores them with the toy target, calls the sampler and checks that its output
-keeps the contract. Shapes: V vocabulary, N new tokens per sequence, K (k) drafts per step, B (rows) the rows a step
-serves, m tree nodes, W the most tokens a step emits.
+"""The exact-law checker's drivers (battery.py runs them): a sampler of each contract run on a case
+of the battery (cases.py), step by step, until every row holds N new tokens. Each step draws the
+drafts (a chain or a tree) from the toy draft, scores them with the toy target, calls the sampler
+and checks that its output keeps the contract. Shapes: V vocabulary, N new tokens per sequence, K
+(k) drafts per step, B (rows) the rows a step serves, m tree nodes, W the most tokens a step emits.
 """
 from collections import Counter
 
@@ -13,18 +13,20 @@ from picospec.batched.rejection import sample_rows
 
 
 class ContractError(Exception):
-    """The sampler's output breaks its contract (wrong shape, a token outside the vocabulary, a wrong path)."""
+    """The sampler's output breaks its contract (wrong shape, a token outside the vocabulary, a
+    wrong path)."""
 
 
 class LowestUniforms(np.random.Generator):
-    """A Generator whose uniforms are all 0.0, the lowest of [0, 1): a right sampler still never emits a token
-    the target forbids; one that breaks the tie u == q/p toward the draft does. rng.uniform(low, high) returns
-    low; its other draws (integers, choice, ...) are ordinary."""
+    """A Generator whose uniforms are all 0.0, the lowest of [0, 1): a right sampler still never
+    emits a token the target forbids; one that breaks the tie u == q/p toward the draft does.
+    rng.uniform(low, high) returns low; its other draws (integers, choice, ...) are ordinary."""
 
     def random(self, size=None, dtype=np.float64, out=None):
         return 0.0 if size is None else np.zeros(size, dtype=dtype)
 
-    def uniform(self, low=0.0, high=1.0, size=None):  # Generator.uniform does not call random(): its 0.0 maps to low
+    # Generator.uniform does not call random(): its 0.0 maps to low
+    def uniform(self, low=0.0, high=1.0, size=None):
         return low if size is None else np.full(size, low, dtype=np.float64)
 
 
@@ -42,10 +44,12 @@ def draft_chains(D, T, last2, last1, K, rng):
 
 
 def run(fn, contract, case, n, seed):
-    """n sequences of case.N new tokens from fn on this case -> int array [n, N]; seed: a tuple of ints."""
+    """n sequences of case.N new tokens from fn on this case -> int array [n, N]; seed: a tuple of
+    ints."""
     T, D = case.laws()
     rng = np.random.default_rng([*seed, 0])  # the checker's draws: drafts, bonus tokens
-    fn_rng = (LowestUniforms if case.lowest else np.random.Generator)(np.random.PCG64([*seed, 1]))  # the sampler's
+    # the sampler's
+    fn_rng = (LowestUniforms if case.lowest else np.random.Generator)(np.random.PCG64([*seed, 1]))
     L = len(PROMPT)
     seqs = np.zeros((n, L + case.N), dtype=np.int64)
     seqs[:, :L] = PROMPT
@@ -53,12 +57,13 @@ def run(fn, contract, case, n, seed):
     while (rows := np.flatnonzero(length < L + case.N)).size:
         last1 = seqs[rows, length[rows] - 1]
         last2 = np.where(length[rows] >= 2, seqs[rows, length[rows] - 2], 0)
-        new = STEPS[contract](fn, case, T, D, last2, last1, rng, fn_rng)  # [rows, W]: new tokens, then -1
+        # [rows, W]: new tokens, then -1
+        new = STEPS[contract](fn, case, T, D, last2, last1, rng, fn_rng)
         count = (new >= 0).sum(1)  # [rows]
         if (count < 1).any() or (new >= case.V).any():
             row = int(np.flatnonzero((count < 1) | (new >= case.V).any(1))[0])
-            raise ContractError(f"a step emitted {new[row][new[row] >= 0].tolist()}: expected 1 or more token ids "
-                                f"in [0, {case.V})")
+            raise ContractError(f"a step emitted {new[row][new[row] >= 0].tolist()}: expected 1 or "
+                                f"more token ids in [0, {case.V})")
         at = length[rows, None] + np.arange(new.shape[1])  # [rows, W]: where each new token goes
         keep = (new >= 0) & (at < seqs.shape[1])
         seqs[np.broadcast_to(rows[:, None], at.shape)[keep], at[keep]] = new[keep]
@@ -86,22 +91,27 @@ def step_chain(fn, case, T, D, last2, last1, rng, fn_rng):
 
 
 def step_tree(fn, case, T, D, last2, last1, rng, fn_rng):
-    """Grow every row's tree from the draft (node i after its parent's path), score it with the target, verify."""
+    """Grow every row's tree from the draft (node i after its parent's path), score it with the
+    target, verify."""
     parents, m = list(case.parents), len(case.parents)
     tokens = np.zeros((len(last1), m), dtype=np.int64)
     ctx = {-1: (last2, last1)}  # node -> the (second-to-last, last) tokens of its path
     P = np.zeros((len(last1), m, case.V))
-    rank, removed = Counter(), {}  # parent -> its children so far; parent -> [rows, V] tokens drawn (without repl.)
+    # parent -> its children so far; parent -> [rows, V] tokens drawn (without repl.)
+    rank, removed = Counter(), {}
     D2 = case.second_draft() if case.siblings == "two drafts" else None  # [V, V, V]
     for i, parent in enumerate(parents):
         p = D[ctx[parent]]  # [rows, V]: the draft's law after the parent's path
-        if case.siblings == "two drafts" and rank[parent] % 2:  # every second sibling: the second draft's law
+        # every second sibling: the second draft's law
+        if case.siblings == "two drafts" and rank[parent] % 2:
             p = D2[ctx[parent]]  # [rows, V]
         if case.siblings in ("iid", "two drafts"):
             tokens[:, i] = sample_rows(p, rng.random(len(p)))
-        elif case.siblings == "top":  # deterministic: the parent's children are the draft's top tokens, in order
+        # deterministic: the parent's children are the draft's top tokens, in order
+        elif case.siblings == "top":
             tokens[:, i] = np.argsort(-p, -1, kind="stable")[:, rank[parent]]
-        else:  # without replacement: p with the siblings drawn before removed (sample_rows renormalises)
+        # without replacement: p with the siblings drawn before removed (sample_rows renormalises)
+        else:
             drawn = removed.setdefault(parent, np.zeros(p.shape, dtype=bool))  # [rows, V]
             tokens[:, i] = sample_rows(np.where(drawn, 0, p), rng.random(len(p)))
             drawn[np.arange(len(p)), tokens[:, i]] = True
@@ -111,31 +121,37 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng):
     Q = np.stack([T[ctx[i]] for i in range(-1, m)], 1)  # [rows, 1 + m, V]
     new = []
     for row, (t, q) in enumerate(zip(tokens.tolist(), Q)):
-        if case.siblings == "without_replacement":  # P [m, V]: the law of each node's siblings before removals
+        # P [m, V]: the law of each node's siblings before removals
+        if case.siblings == "without_replacement":
             out = fn(t, parents, q, P[row], fn_rng)
         else:
             out = fn(t, parents, q, fn_rng, P=None if case.siblings == "top" else P[row])
         path = [int(i) for i in out[0]]
-        if any(not 0 <= i < m or parents[i] != (path[j - 1] if j else -1) for j, i in enumerate(path)):
-            raise ContractError(f"path {path} is not a root-to-node path of the tree with parents {parents}")
+        if any(not 0 <= i < m or parents[i] != (path[j - 1] if j else -1) for j,
+               i in enumerate(path)):
+            raise ContractError(f"path {path} is not a root-to-node path of the tree with parents "
+                                f"{parents}")
         new.append([t[i] for i in path] + [int(out[1])])
     return padded(new, m + 1)
 
 
 def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng):
     drafts, P, Q = draft_chains(D, T, last2, last1, case.K, rng)
-    bonus = sample_rows(Q[:, -1], rng.random(len(Q)))[:, None]  # [B, 1]: the caller samples it, as in vLLM
+    # [B, 1]: the caller samples it, as in vLLM
+    bonus = sample_rows(Q[:, -1], rng.random(len(Q)))[:, None]
     out = np.asarray(fn(Q.astype(case.dtype), bonus, P.astype(case.dtype), drafts, rng=fn_rng))
     B, k = drafts.shape
     if out.shape != (B, k + 1) or out.dtype.kind not in "iu":
-        raise ContractError(f"output of shape {out.shape} and dtype {out.dtype}: expected integer ids [{B}, {k + 1}]")
+        raise ContractError(f"output of shape {out.shape} and dtype {out.dtype}: expected integer "
+                            f"ids [{B}, {k + 1}]")
     emitted = (out >= 0).cumprod(1).sum(1)  # [B]: tokens before the first -1
     accepted_ok = np.where(np.arange(k) < emitted[:, None] - 1, out[:, :k] == drafts, True).all(1)
     if (emitted == 0).any() or ((out >= 0).sum(1) != emitted).any() or not accepted_ok.all():
         row = int(np.flatnonzero((emitted == 0) | ((out >= 0).sum(1) != emitted) | ~accepted_ok)[0])
-        raise ContractError(f"row {row}: {out[row].tolist()} for drafts {drafts[row].tolist()}: expected accepted "
-                            "drafts, one recovered or bonus token, then -1")
+        raise ContractError(f"row {row}: {out[row].tolist()} for drafts {drafts[row].tolist()}: "
+                            f"expected accepted drafts, one recovered or bonus token, then -1")
     return out
 
 
-STEPS = {"chain": step_chain, "tree": step_tree, "tree_without_replacement": step_tree, "rejection": step_rejection}
+STEPS = {"chain": step_chain, "tree": step_tree, "tree_without_replacement": step_tree,
+         "rejection": step_rejection}

@@ -1,7 +1,8 @@
-"""Toy models, the exact law of their whole sequences, and the G-test that compares a sampler's output with it
-(rare cells pooled; its chi-square tail in plain Python, so NumPy is the only need), with its power measured by
-simulation (`power`, `detectable_tv`). Behind the checker and every statistical test of the suite; docs/checker.md.
-Notation as in picospec/verify.py: p = draft, q = target. Shapes: V vocabulary, N new tokens, C cells after pooling.
+"""Toy models, the exact law of their whole sequences, and the G-test that compares a sampler's
+output with it (rare cells pooled; its chi-square tail in plain Python, so NumPy is the only need),
+with its power measured by simulation (`power`, `detectable_tv`). Behind the checker and every
+statistical test of the suite; docs/checker.md. Notation as in picospec/verify.py: p = draft, q =
+target. Shapes: V vocabulary, N new tokens, C cells after pooling.
 """
 import functools
 import itertools
@@ -16,22 +17,26 @@ ALPHA = 1e-4  # per check (a battery case of picospec.check, a statistical test 
 SAMPLES = 30_000  # the reference size of the power table (tests size their own n: bench/power.py)
 SAMPLES_HIGH = 120_000  # its larger reference size
 
-# Toy models: next-token laws that depend on the last two tokens (a [V, V, V] table), so whole-sequence laws are
-# non-trivial and cheap to compute exactly. A Toy follows the model contract model(x, n=1) -> probs [n, V].
+# Toy models: next-token laws that depend on the last two tokens (a [V, V, V] table), so
+# whole-sequence laws are non-trivial and cheap to compute exactly. A Toy follows the model contract
+# model(x, n=1) -> probs [n, V].
 
 class Toy:
     def __init__(self, table):
-        self.table = np.asarray(table, dtype=np.float64)  # [V, V, V]: (second-to-last, last) -> next-token law
+        # [V, V, V]: (second-to-last, last) -> next-token law
+        self.table = np.asarray(table, dtype=np.float64)
         self.n_vocab = self.table.shape[-1]
         self.calls = 0
 
     def __call__(self, x, n=1):
         self.calls += 1
-        return np.stack([self.table[x[i - 2] if i >= 2 else 0, x[i - 1]] for i in range(len(x) - n + 1, len(x) + 1)])
+        return np.stack([self.table[x[i - 2] if i >= 2 else 0, x[i - 1]]
+                         for i in range(len(x) - n + 1, len(x) + 1)])
 
 
 def random_toy(V, seed, concentration=1.0, zeros=0.0):
-    """Dirichlet rows; with `zeros` > 0 that share of entries is set to 0 (each row keeps at least one token)."""
+    """Dirichlet rows; with `zeros` > 0 that share of entries is set to 0 (each row keeps at least
+    one token)."""
     rng = np.random.default_rng(seed)
     table = rng.dirichlet(np.full(V, concentration), size=(V, V))
     if zeros:
@@ -48,10 +53,12 @@ def perturbed(model, eps, seed):
     return Toy((1 - eps) * model.table + eps * other)
 
 
-# Exact laws of whole sequences. A law is a vector over the V^N sequences in base-V order (index(seq)).
+# Exact laws of whole sequences. A law is a vector over the V^N sequences in base-V order
+# (index(seq)).
 
 def exact_law(model, x, N, **sampling_options):
-    """{sequence of N new tokens: probability} for autoregressive sampling from the warped model after prompt x."""
+    """{sequence of N new tokens: probability} for autoregressive sampling from the warped model
+    after prompt x."""
     law = {(): 1.0}
     for _ in range(N):
         grown = {}
@@ -81,11 +88,13 @@ def all_sequences(V, N):
     return list(itertools.product(range(V), repeat=N))
 
 
-# The G-test (likelihood-ratio chi-square) with rare cells pooled, and its chi-square tail in plain Python.
+# The G-test (likelihood-ratio chi-square) with rare cells pooled, and its chi-square tail in plain
+# Python.
 
 def chi2_sf(x, df):
-    """P(X > x), X ~ chi-square(df): the regularized upper incomplete gamma Q(df/2, x/2) (Numerical Recipes 6.2:
-    the series below a + 1, Lentz's continued fraction above). Example: chi2_sf(3.841459, 1) -> 0.05."""
+    """P(X > x), X ~ chi-square(df): the regularized upper incomplete gamma Q(df/2, x/2) (Numerical
+    Recipes 6.2: the series below a + 1, Lentz's continued fraction above). Example:
+    chi2_sf(3.841459, 1) -> 0.05."""
     if x <= 0:
         return 1.0
     a, z = df / 2, x / 2
@@ -115,7 +124,8 @@ def chi2_sf(x, df):
 
 @functools.lru_cache
 def chi2_isf(alpha, df):
-    """The x with chi2_sf(x, df) = alpha, by bisection (critical values for the power simulations)."""
+    """The x with chi2_sf(x, df) = alpha, by bisection (critical values for the power
+    simulations)."""
     low, high = 0.0, df + 20 * math.sqrt(2 * df) + 100
     for _ in range(100):
         mid = (low + high) / 2
@@ -124,8 +134,8 @@ def chi2_isf(alpha, df):
 
 
 def cells(probs, n, min_expected=5.0):
-    """The G-test's cells at n samples: a [C] -> cell map (-1: impossible, C - 1: the pool of cells below
-    min_expected) and the expected counts [C]."""
+    """The G-test's cells at n samples: a [C] -> cell map (-1: impossible, C - 1: the pool of cells
+    below min_expected) and the expected counts [C]."""
     big = n * probs >= min_expected
     small = (probs > 0) & ~big
     cell = np.full(len(probs), -1)
@@ -138,36 +148,42 @@ def cells(probs, n, min_expected=5.0):
 
 
 def g_statistic(counts, probs):
-    """counts [..., C] of samples in each sequence -> G [...] against the law probs [C]; inf when a sequence of
-    probability 0 was drawn. Cells expected fewer than 5 times are pooled into one."""
+    """counts [..., C] of samples in each sequence -> G [...] against the law probs [C]; inf when a
+    sequence of probability 0 was drawn. Cells expected fewer than 5 times are pooled into one."""
     n = counts.sum(-1).max()
     cell, expected = cells(probs, n)
     possible = cell >= 0
-    pooled = counts[..., possible] @ np.eye(len(expected))[cell[possible]]  # [..., C] -> [..., cells]
+    # [..., C] -> [..., cells]
+    pooled = counts[..., possible] @ np.eye(len(expected))[cell[possible]]
     with np.errstate(divide="ignore", invalid="ignore"):
         G = 2 * np.sum(np.where(pooled > 0, pooled * np.log(pooled / expected), 0.0), -1)
     return np.where(counts[..., ~possible].sum(-1) > 0, np.inf, G), len(expected) - 1
 
 
 def g_test(counts, law):
-    """{sequence: count}, {sequence: probability} -> (G, degrees of freedom, p-value); p = 0 when a sequence of
-    probability 0 was sampled."""
+    """{sequence: count}, {sequence: probability} -> (G, degrees of freedom, p-value); p = 0 when a
+    sequence of probability 0 was sampled."""
     if any(seq not in law for seq in counts):
         return np.inf, 0, 0.0
     seqs = list(law)
-    G, df = g_statistic(np.array([counts.get(s, 0) for s in seqs], float), np.array([law[s] for s in seqs]))
+    G, df = g_statistic(np.array([counts.get(s, 0) for s in seqs], float),
+                        np.array([law[s] for s in seqs]))
     return float(G), df, (0.0 if G == np.inf else chi2_sf(float(G), df) if df > 0 else 1.0)
 
 
 def check_law(samples, law, alpha=ALPHA):
-    """Raise AssertionError (with the worst cells) when the samples reject the law at level alpha; return p-value."""
+    """Raise AssertionError (with the worst cells) when the samples reject the law at level alpha;
+    return p-value."""
     counts = Counter(tuple(s) for s in samples)
     G, df, p = g_test(counts, law)
     if p < alpha:
         n = len(samples)
-        rows = sorted(set(law) | set(counts), key=lambda s: -abs(counts.get(s, 0) - n * law.get(s, 0)))[:8]
-        table = "\n".join(f"  {s}: observed {counts.get(s, 0)}, expected {n * law.get(s, 0):.1f}" for s in rows)
-        raise AssertionError(f"empirical law differs from the target (G = {G:.1f}, df = {df}, p = {p:.2e}):\n{table}")
+        rows = sorted(set(law) | set(counts),
+                      key=lambda s: -abs(counts.get(s, 0) - n * law.get(s, 0)))[:8]
+        table = "\n".join(f"  {s}: observed {counts.get(s, 0)}, expected {n * law.get(s, 0):.1f}"
+                          for s in rows)
+        raise AssertionError(f"empirical law differs from the target (G = {G:.1f}, df = {df}, p = "
+                             f"{p:.2e}):\n{table}")
     return p
 
 
@@ -177,9 +193,9 @@ SHAPES = ("between two large cells", "out of a rare cell", "spread")
 
 
 def perturb(probs, how, tv):
-    """probs [C] with total variation tv moved: between the two cells nearest 0.02, from the cell nearest 0.005 to
-    the largest, or "spread": in proportion to the law from one half of its mass to the other (the least
-    detectable error of a given TV: docs/checker.md)."""
+    """probs [C] with total variation tv moved: between the two cells nearest 0.02, from the cell
+    nearest 0.005 to the largest, or "spread": in proportion to the law from one half of its mass to
+    the other (the least detectable error of a given TV: docs/checker.md)."""
     moved = probs.copy()
     if how == "spread":
         order = np.argsort(probs)
@@ -198,18 +214,21 @@ def perturb(probs, how, tv):
 
 
 def power(probs, how, tv, n, alpha=ALPHA, repeats=100, seed=0):
-    """The share of `repeats` runs of n samples from the perturbed law that the G-test rejects at alpha."""
+    """The share of `repeats` runs of n samples from the perturbed law that the G-test rejects at
+    alpha."""
     moved = perturb(probs, how, tv)
     if moved.min() < 0:
         return float("nan")
-    counts = np.random.default_rng(seed).multinomial(n, moved / moved.sum(), size=repeats).astype(float)
+    counts = np.random.default_rng(seed).multinomial(n, moved / moved.sum(),
+                                                     size=repeats).astype(float)
     G, df = g_statistic(counts, probs)
     return float(np.mean(G > chi2_isf(alpha, df))) if df > 0 else float(np.mean(G == np.inf))
 
 
 def detectable_tv(probs, n, how="spread", alpha=ALPHA, at=0.9, repeats=100, seed=0):
-    """The smallest TV error of shape `how` that n samples detect with probability `at` (bisection in log TV).
-    A law with one possible sequence: only mass on impossible sequences can be wrong, caught once one is drawn."""
+    """The smallest TV error of shape `how` that n samples detect with probability `at` (bisection
+    in log TV). A law with one possible sequence: only mass on impossible sequences can be wrong,
+    caught once one is drawn."""
     if (probs > 0).sum() < 2:
         return 1 - (1 - at) ** (1 / n)
     low, high = 1e-4, 0.5
@@ -219,11 +238,13 @@ def detectable_tv(probs, n, how="spread", alpha=ALPHA, at=0.9, repeats=100, seed
         return float("nan")
     for _ in range(10):
         mid = math.sqrt(low * high)
-        low, high = (low, mid) if power(probs, how, mid, n, alpha, repeats, seed) >= at else (mid, high)
+        low, high = (low, mid) if power(probs, how, mid, n, alpha, repeats, seed) >= at else (mid,
+                                                                                              high)
     return high
 
 
 def power_table(samples=(SAMPLES, SAMPLES_HIGH), alpha=ALPHA):
-    """[(samples, shape, tv90)] on the reference law: 5 tokens over 3 (243 sequences) of random_toy(3, seed=7)."""
+    """[(samples, shape, tv90)] on the reference law: 5 tokens over 3 (243 sequences) of
+    random_toy(3, seed=7)."""
     probs = law_vector(random_toy(3, seed=7), [1], 5)
     return [(n, how, detectable_tv(probs, n, how, alpha)) for n in samples for how in SHAPES]
