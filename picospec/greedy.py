@@ -23,7 +23,8 @@ def matched(drafts, best):
 
 def greedy_decoding(x, draft_model, target_model, N, K, stats=None, schedule="constant",
                     confidence=None):
-    """x followed by N tokens of greedy decoding of target_model, drafted by draft_model."""
+    """x followed by N tokens of greedy decoding of target_model, drafted by draft_model: per step
+    k <= K argmax drafts, one target call [k + 1, V], the drafts kept up to the first mismatch."""
     check_inputs(x, N, K)
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}: use one of {', '.join(SCHEDULES)}")

@@ -107,7 +107,9 @@ class Datastore:
         return None
 
     def search(self, context, max_matches, draft_len):
-        """-> (continuations, n). More: docs/algorithms.md (rest.py, search)."""
+        """Step 1: the longest suffix s of context (n <= max_suffix tokens) found in the corpus ->
+        (continuations: up to max_matches lists of draft_len tokens after s, spread evenly over its
+        occurrences, n); ([], 0) when none is found. More: docs/algorithms.md (rest.py, search)."""
         for n in range(min(self.max_suffix, len(context)), 0, -1):
             s = [int(t) for t in context[-n:]]  # the suffix s of length n
 
@@ -153,7 +155,8 @@ def check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes,
 def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, num_draft_nodes=7,
                   stats=None, **sampling_options):
     """x followed by N tokens distributed as sampling from the warped target (greedy decoding at
-    temperature 0). More: docs/algorithms.md (rest.py, rest_decoding)."""
+    temperature 0). Per step: retrieve, build the trie, one tree call [1 + m, V], verify.
+    More: docs/algorithms.md (rest.py, rest_decoding)."""
     check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options)
     x = [int(t) for t in x]
     T = len(x) + N

@@ -84,10 +84,9 @@ def all_trees(n, d):
 
 
 def choose_size(acceptance, verify_cost, draft_cost, max_depth):
-    """Section 3.3, the hardware-aware size: the n and d that maximise c(n, d) / (verify_cost[n - 1]
-    + draft_cost
-    * nodes with children) -> (n, d, modelled speedup, choices). More: docs/algorithms.md
-      (sequoia.py)."""
+    """Section 3.3, the hardware-aware size: the n and d that maximise
+    c(n, d) / (verify_cost[n - 1] + draft_cost * nodes with children), verify_cost [n_max] in
+    one-token calls -> (n, d, modelled speedup, choices). More: docs/algorithms.md (sequoia.py)."""
     best, choice = sequoia_table(acceptance, len(verify_cost), max_depth)
     top = None
     for n in range(2, len(verify_cost) + 1):
@@ -173,7 +172,8 @@ def check_sequoia(acceptance, nodes, depth):
 def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, stats=None,
                      **sampling_options):
     """x followed by N tokens distributed as sampling from the warped target (greedy decoding at
-    temperature 0). More: docs/algorithms.md (sequoia.py, sequoia_decoding)."""
+    temperature 0). Per step: the dynamic program's tree filled by the draft, one tree call
+    [1 + m, V], verification without replacement. More: docs/algorithms.md (sequoia.py)."""
     check_inputs(x, N, **sampling_options)
     check_sequoia(acceptance, nodes, depth)
     greedy = sampling_options.get("temperature", 1.0) == 0

@@ -61,7 +61,9 @@ def check_expansion(expansion):
 def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None,
                        **sampling_options):
     """x followed by N tokens distributed as sampling from the warped target (greedy decoding at
-    temperature 0). More: docs/algorithms.md (specinfer.py, specinfer_decoding)."""
+    temperature 0). Per step: each draft grows its tree by `expansion`, merged into one trie; one
+    tree call [1 + m, V]; multi-step speculative sampling. More: docs/algorithms.md
+    (specinfer.py)."""
     check_inputs(x, N, **sampling_options)
     check_expansion(expansion)
     drafts = list(draft) if isinstance(draft, (list, tuple)) else [draft]

@@ -38,7 +38,9 @@ def check_choices(choices, n_heads=None, topk=None):
 
 
 def medusa_buffers(choices, topk=10, n_heads=None):
-    """The buffers of the module docstring from medusa_choices (numpy int64 / bool arrays)."""
+    """Medusa's buffers from medusa_choices -> {tree_indices [n], position_ids [n], retrieve_indices
+    [L, D + 1], attn_mask [n, n] bool, parents [n - 1], nodes}: n = 1 + len(choices) rows, the root
+    first (docs/algorithms.md (tree.py) draws an example)."""
     check_choices(choices, n_heads, topk)
     nodes = sort_choices(choices)
     index = {c: i + 1 for i, c in enumerate(nodes)}  # row of each node; the root is row 0
