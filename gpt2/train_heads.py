@@ -32,11 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
+from gpt2.addons import ACTIVATIONS
 from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from gpt2.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
 from gpt2.cli import Option
-from gpt2.heads import (ACTIVATIONS, heads_loss_and_grads, init_heads, ranks_of_targets,
-                        head_forward, save_heads)
+from gpt2.heads import (heads_loss_and_grads, init_heads, ranks_of_targets, head_forward,
+                        save_heads)
 from gpt2.train import (check_data, check_ids, check_out, check_tokens, has_state, lr_at,
                         random_windows, read_state, replaces_out, train_loop, written_into)
 from gpt2.weights import _atomic_write
