@@ -82,25 +82,25 @@ def load_method(method, pair, target, draft, K):
     if method == "specinfer":
         return TABLE[method], {"target": target, "draft": draft}, {}
     if method == "sequoia":  # the built-in pair's measured vectors shape the tree on any pair (never the law)
-        from bench.harness import load_acceptance
+        from picospec_app.load import load_acceptance
 
         return TABLE[method], {"target": target, "draft": draft,
                                "acceptance": load_acceptance("tiny-target", "tiny-draft")}, {}
     if method in ("prompt_lookup", "lookahead"):
         return TABLE[method], {"target": target}, {}
     if method == "rest":
-        from bench.harness import rest_datastore
+        from picospec_app.load import rest_datastore
         from gpt2.load import load_model
 
         return TABLE[method], {"target": target, "datastore": rest_datastore(None, "tiny-target",
                                                                              load_model("tiny-target")[1])}, {}
-    from bench.harness import load_heads
+    from picospec_app.load import load_heads
     from gpt2.load import load_model
 
     if method in ("eagle", "eagle2"):
         return TABLE[method], {"target": target, "heads": load_heads("tiny-target", "eagle", None, target)}, {}
     if method in ("layer_skip", "early_exit"):  # the target drafting for itself, with its shipped settings
-        from bench.harness import load_self_draft
+        from picospec_app.load import load_self_draft
 
         return TABLE[method], load_self_draft(method, {}, target, "tiny-target"), {}
     if method == "cascade":  # the n-gram as the smaller drafter, called row by row (it is stateless)
@@ -129,7 +129,7 @@ def ways(method, loaded, prompts, B, N, options, sampling):
     """{name: run() -> (outputs, (row-steps, target calls), prefill Clock, decode Clock)} for single, batch 1 and
     batch B. Each group of prompts is prefilled first (its caches then hold the prompts), then decoded: the two are
     timed apart. A row-step is one row scored by one target call (a batched call scores its active rows)."""
-    from bench.harness import batched_models
+    from picospec_app.load import batched_models
     from picospec.methods import call
 
     models = [k for k in ("target", "draft") if k in loaded]  # prefilled before the clock (both self-draft sides)

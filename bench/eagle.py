@@ -3,7 +3,7 @@
     python -m bench.eagle                                  # the full table (8 held-out prompts x 2 seeds)
     python -m bench.eagle --record gpt2/assets/tiny-target/eagle   # also store the EAGLE rows in the head's eagle.json
 
-Every row is bench.harness.compare: autoregressive decoding and the method back to back on the same held-out prompts
+Every row is picospec_app.run.compare: autoregressive decoding and the method back to back on the same held-out prompts
 and seeds, each from a cold cache (the EAGLE head's too); medians over prompts x seeds. Columns: tokens per target call
 (new tokens / target forwards, prefill included), acceptance (accepted / drafted, drafted = the depth of each step's
 tree or the chain's length, the same definition for every method), the cost of one of the method's target calls
@@ -12,7 +12,9 @@ over one autoregressive call, and the wall-clock speedup. Shapes: none; this fil
 import json
 from pathlib import Path
 
-from bench.harness import check_room, check_target, compare, header, load_draft, load_eagle, load_heads, write_text
+from bench.harness import check_room, header, write_text
+from picospec_app.load import check_target, load_draft, load_eagle, load_heads
+from picospec_app.run import compare
 from bench.page import write_page
 
 HEADER = ["| method | setting | T | tokens/target call (median) | acceptance | target call / 1-token call (median) "

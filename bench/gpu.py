@@ -9,7 +9,7 @@ check: the built-in target and draft and a random 124M shape, on both devices, t
     of the table at temperature 0 on held-out prompts: the GPU's tokens must equal the CPU's and autoregressive
     decoding's on the GPU; at temperature 1 (rows that sample) with the same seed, the share of runs whose tokens equal
     the CPU's (float32 sums in another order can move a draw that sits on a boundary; the law is the same).
-speed: every row against autoregressive decoding, back to back on each prompt (bench.harness.compare), on the GPU and
+speed: every row against autoregressive decoding, back to back on each prompt (picospec_app.run.compare), on the GPU and
     on this machine's CPU: tokens per target call, ms per token (medians over prompts), and the speedup as the median
     of the per-prompt ratios of the two runs' times.
 large: random weights of GPT-2's 124M-1558M shapes as targets and the 124M shape as the draft: wall time of a
@@ -24,7 +24,9 @@ import time
 
 import numpy as np
 
-from bench.harness import compare, header, load_needs, run_method
+from bench.harness import header
+from picospec_app.load import load_needs
+from picospec_app.run import compare, run_method
 from gpt2.backend import get_xp, thread_policy
 from gpt2.cli import Option
 from picospec.methods import METHODS, defaults, law

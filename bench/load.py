@@ -71,7 +71,8 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
     """Speculative speedup: policy threads vs the BLAS default, quiet vs one busy core, side by side."""
     import numpy as np
 
-    from bench.harness import compare, header
+    from bench.harness import header
+    from picospec_app.run import compare
     from gpt2.backend import blas_threads, thread_policy
     from gpt2.corpus import heldout_prompts
     from gpt2.load import load_model

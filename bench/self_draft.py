@@ -22,7 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import compare, header, load_draft, load_self_draft as load_as_main, measure_alpha, write_text
+from bench.harness import header, write_text
+from picospec_app.load import load_draft, load_self_draft as load_as_main
+from picospec_app.run import compare, measure_alpha
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import warp
 from picospec.theory import cascade_speedup, expected_tokens_per_call, greedy_walk, walk_speedup

@@ -13,7 +13,7 @@ budgets on the built-in pair (tiny-target, tiny-draft), with what verification c
    draft's vectors at temperatures 0 and 1 in the target folder's sequoia.json, where main.py's Sequoia finds them.
 3. Tree size against cost: the dynamic program's expected tokens per step for each size and the modelled speedup
    c(n, d) / (v(n) + draft calls * c), and Sequoia's hardware-aware choice of n and d.
-4. Equal budgets: every row follows bench.harness.compare (autoregressive decoding and the method back to back on the
+4. Equal budgets: every row follows picospec_app.run.compare (autoregressive decoding and the method back to back on the
    same prompts and seeds, each from a cold cache; medians over prompts x seeds), beside the expected accepted tokens
    per step under positional acceptance; "measured" is the mean accepted per step over steps whose tree was not cut
    short by the end of the text.
@@ -26,7 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import check_room, header, load_draft, run_method
+from bench.harness import check_room, header
+from picospec_app.load import load_draft
+from picospec_app.run import run_method
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import sample, warp
 from picospec.sequoia import (build_choices, choose_size, sequoia_table, sequoia_tree, tree_value,
@@ -254,7 +256,7 @@ def main(draft="tiny-draft", second_draft="ngram", budgets=(4, 8), temperatures=
 
 
 def measure(method, prompts, loaded, n_tokens, seeds, sampling, **options):
-    """bench.harness.compare's protocol (autoregressive decoding and the method back to back, from cold caches, on
+    """picospec_app.run.compare's protocol (autoregressive decoding and the method back to back, from cold caches, on
     every prompt and seed; medians), keeping the method's step records, which compare does not return."""
     rows = []
     for x in prompts:

@@ -3,13 +3,15 @@
     python -m bench.trees --build gpt2/assets/tiny-target/medusa --budgets 7  # sparse tree, heads' record
     python -m bench.trees --medusa gpt2/assets/tiny-target/medusa,runs/medusa4 --blockwise ... --drafting
 
-Every row is bench.harness.compare: autoregressive decoding and the method back to back on the same held-out prompts
+Every row is picospec_app.run.compare: autoregressive decoding and the method back to back on the same held-out prompts
 and seeds, each from a cold cache; medians over prompts x seeds. Shapes: none; this file only times things.
 """
 import json
 from pathlib import Path
 
-from bench.harness import check_room, compare, copy_prompts, header, load_heads, rest_datastore
+from bench.harness import check_room, header
+from picospec_app.load import load_heads, rest_datastore
+from picospec_app.run import compare, copy_prompts
 from bench.page import write_page
 from picospec.tree import cartesian_choices, chain_choices, sparse_tree
 

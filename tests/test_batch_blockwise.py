@@ -7,7 +7,7 @@ steps; each block makes the single form's calls (0-2: merged, Predict only befor
 import pytest
 
 from batchrows import built_in, check_records
-from bench.harness import load_heads
+from picospec_app.load import load_heads
 from gpt2.engine import BatchGPT2
 from picospec.blockwise import batch_blockwise_decoding, blockwise_decoding
 

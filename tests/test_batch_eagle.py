@@ -11,7 +11,7 @@ import batchrows
 import picospec.eagle as eagle1
 from batchrows import COPIES, TEXTS, built_in, check_laws, check_records, check_rejected
 from checker import SAMPLES
-from bench.harness import load_heads
+from picospec_app.load import load_heads
 from gpt2.eagle import BatchEagleHead
 from gpt2.engine import BatchGPT2
 from gpt2.eagle import EagleHead

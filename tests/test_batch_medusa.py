@@ -52,7 +52,7 @@ def test_batched_longest_match_flaw_is_rejected(small, monkeypatch):
 
 @pytest.fixture(scope="module")
 def shipped():
-    from bench.harness import load_heads
+    from picospec_app.load import load_heads
     from gpt2.load import load_model
 
     target, encoder = load_model("tiny-target")

@@ -53,7 +53,7 @@ def test_a_damaged_sparse_tree_is_named(tmp_path, text, message):
     heads load, naming the file and how to rebuild it (before: a TypeError, or a message about --tree)."""
     import shutil
 
-    from bench.harness import load_heads
+    from picospec_app.load import load_heads
     from gpt2.load import ASSETS, load_model
 
     shutil.copytree(ASSETS / "tiny-target" / "medusa", tmp_path / "medusa")
@@ -101,7 +101,7 @@ def test_heads_see_the_hidden_state_of_the_last_accepted_token():
 
 @pytest.fixture(scope="module")
 def shipped():
-    from bench.harness import load_heads
+    from picospec_app.load import load_heads
     from gpt2.load import load_model
 
     target, encoder = load_model("tiny-target")

@@ -5,7 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.harness import load_needs, run_method, summary
+from picospec_app.load import load_needs
+from picospec_app.run import run_method, summary
 from gpt2.cli import check_value
 from gpt2.encoder import load_encoder
 from gpt2.load import ASSETS, load_model
@@ -20,7 +21,7 @@ RECORD = {"drafted", "nodes", "accepted", "tokens", "origins", "calls"}
 
 @pytest.fixture(scope="module")
 def models():
-    from bench.harness import load_heads
+    from picospec_app.load import load_heads
 
     target, encoder = load_model("tiny-target")
     text = "def read_lines(path):\n    with open(path) as f:\n        return f.read().splitlines()\n" * 3

@@ -205,7 +205,7 @@ def test_batch_rows_in_memory_groups_equal_one_batch_and_each_row_alone(tmp_path
 
 def test_row_bytes_bound_what_the_batched_engines_allocate():
     """The bound per row is at least the caches the engines really make, so a budget holds them."""
-    from bench.harness import batch_row_bytes, batched_models, load_needs
+    from picospec_app.load import batch_row_bytes, batched_models, load_needs
     from gpt2.load import load_model
     from picospec.methods import TABLE, defaults
 
@@ -364,11 +364,11 @@ def test_other_env_flag_values_are_refused(value, monkeypatch):
 
 
 def test_the_command_names_itself_as_invoked(tmp_path):
-    """The installed command (a script named picospec that calls main's cli, as pip writes it)
+    """The installed command (a script named picospec that calls the app's cli, as pip writes it)
     says picospec in its usage lines; python main.py says python and the path it was given."""
     script = tmp_path / "bin" / "picospec"
     script.parent.mkdir()
-    script.write_text("import sys\nfrom main import cli\nsys.exit(cli())\n")
+    script.write_text("import sys\nfrom picospec_app.command import cli\nsys.exit(cli())\n")
     for args, usage in (([str(script), "--help"], "usage: picospec [--option"),
                         ([str(script), M, "medusa", "--help"], "usage: picospec --method medusa"),
                         (["main.py", "--help"], f"usage: python {ROOT / 'main.py'} [--option")):

@@ -45,7 +45,7 @@ def test_pyproject_lists_equal_the_requirements_files():
     for extra, name in EXTRAS.items():
         assert project["optional-dependencies"][extra] == requirements(name), extra
     assert "jupyterlab" in requirements("requirements-notebooks.txt")  # the front end that opens the notebooks
-    assert project["scripts"] == {"picospec": "main:cli"}
+    assert project["scripts"] == {"picospec": "picospec_app.command:cli"}
 
 
 def test_every_built_in_asset_is_package_data():
@@ -65,7 +65,7 @@ def venv(tmp_path_factory):
     src.mkdir()
     for name in ["pyproject.toml", "MANIFEST.in", "README.md", "main.py", *map(str, ROOT.glob("requirements*.txt"))]:
         shutil.copy(ROOT / name, src)
-    for package in ("gpt2", "picospec", "bench"):
+    for package in ("gpt2", "picospec", "picospec_app", "bench"):  # bench/ and main.py are there, not installed
         shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", tmp / "venv"], check=True)
     python = tmp / "venv" / "bin" / "python"
@@ -89,9 +89,13 @@ def venv(tmp_path_factory):
 @pytest.mark.slow
 def test_installed_command_runs_the_built_in_pair_from_any_folder(venv):
     python, elsewhere, env = venv
-    where = subprocess.run([python, "-c", "import gpt2, main, picospec; print(gpt2.__file__, main.__file__)"],
-                           cwd=elsewhere, env=env, capture_output=True, text=True)
+    where = subprocess.run([python, "-c", "import gpt2, picospec, picospec_app; print(gpt2.__file__, "
+                            "picospec_app.__file__)"], cwd=elsewhere, env=env, capture_output=True, text=True)
     assert all(str(python.parents[1]) in p for p in where.stdout.split()), where.stdout + where.stderr
+    for module in ("main", "bench"):  # the front-door file and the benchmarks stay in the repository
+        found = subprocess.run([python, "-c", f"import importlib.util as u; print(u.find_spec({module!r}))"],
+                               cwd=elsewhere, env=env, capture_output=True, text=True)
+        assert found.stdout.strip() == "None", f"{module} is installed: {found.stdout}{found.stderr}"
     out = subprocess.run([python.parent / "picospec", "--method", "speculative", "--K", "4"], cwd=elsewhere, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -151,10 +151,10 @@ def test_a_wrong_reuse_is_caught(tiny, broken):
 
 @pytest.mark.parametrize("kind", ["layer_skip", "early_exit"])
 def test_the_lm_head_is_the_target_engines_own(tiny, kind):
-    """Loaded as main.py loads it (bench.harness.load_self_draft), a self-draft multiplies by the target engine's head
+    """Loaded as main.py loads it (picospec_app.load.load_self_draft), a self-draft multiplies by the target engine's head
     copy and panels (shared, not copied) and gives the logits of the plain tied head wte.T, on both sides; a SelfDraft
     built without one makes its own contiguous copy."""
-    from bench.harness import load_self_draft as load_as_main
+    from picospec_app.load import load_self_draft as load_as_main
 
     model, _ = tiny
     loaded = load_as_main(kind, {}, model, "tiny-target")

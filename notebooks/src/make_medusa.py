@@ -101,12 +101,13 @@ decoding). The best tree is where the two curves cross. Greedy, 48 tokens, 3 pro
 autoregressive decoding in interleaved rounds (5 each, medians), so a change of load falls on both
 alike.
 
-Each row also prints the cost model (bench.harness.explain): with E tokens per target call and a
+Each row also prints the cost model (picospec_app.run.explain): with E tokens per target call and a
 target call costing c one-token calls, the predicted speedup is E / c (the heads run inside the
 target call); beside it, the same E with c = 1.2, verification nearly free as on a GPU. On a CPU c
 grows with the tree, so past a few nodes each extra node costs more than the tokens it adds; on a
 GPU c stays near 1.2 up to 16 rows, and the bigger trees pay."""),
-code("""from bench.harness import compare, explain, load_heads
+code("""from picospec_app.load import load_heads
+from picospec_app.run import compare, explain
 from gpt2.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 1 if QUICK else 3, 48)
 N, REPEATS, BUDGETS = (24, 1, (1, 7)) if QUICK else (48, 5, (1, 3, 7, 15, 31))

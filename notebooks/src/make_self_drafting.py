@@ -189,7 +189,7 @@ temperature 1 and the theory beside it (`python -m bench.self_draft`). Each prom
 medians of 5 interleaved rounds (autoregressive, method, autoregressive, ...), so a change of load
 falls on both alike.
 
-Each row prints the cost model (bench.harness.explain), every cost measured in this run in one-token
+Each row prints the cost model (picospec_app.run.explain), every cost measured in this run in one-token
 target calls of autoregressive decoding: E tokens per target call, c the verification call, c_d one
 draft call and "drafting" the draft calls of a step (k c_d), the speedup E / (c + drafting) they
 predict beside the measured one, the same with c = 1.2 (verification nearly free, as on a GPU), and
@@ -198,7 +198,8 @@ skips the first layers of the drafted tokens (the draft already ran them), yet o
 small-matrix path it still costs well over one call. And with E = 1.2-1.3 tokens per call, the
 self-drafting rows cannot gain even where verification is nearly free: E must exceed 1.2 plus the
 drafting cost."""),
-code("""from bench.harness import compare, explain, load_self_draft as load_as_main
+code("""from picospec_app.load import load_self_draft as load_as_main
+from picospec_app.run import compare, explain
 from gpt2.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 64)
 N, REPEATS = (16, 1) if QUICK else (32, 5)

@@ -32,7 +32,7 @@ from picospec.sampling import residual, warp
 from picospec.tree import DrawTrie, ancestor_mask, node_path
 from picospec.specinfer import grow
 from picospec.sequoia import all_trees, sequoia_tree, tree_value, without_replacement
-from bench.harness import load_acceptance
+from picospec_app.load import load_acceptance
 from bench.token_trees import acceptance_vector
 ACCEPTANCE = load_acceptance("tiny-target", "tiny-draft")  # measured by bench.token_trees, beside the target
 from gpt2.backend import APPLIED, blas_line
@@ -197,16 +197,16 @@ md("""## Side by side (a small run)
 
 Chain (speculative sampling, K = 6), SpecInfer `<1, 1, 2, 1>` and Sequoia's tree at an equal budget
 of 6 draft nodes, against autoregressive decoding on a few held-out prompts
-(`bench.harness.compare`: 5 interleaved rounds per prompt, autoregressive, method, autoregressive,
+(`picospec_app.run.compare`: 5 interleaved rounds per prompt, autoregressive, method, autoregressive,
 ..., medians). The README has the full table from `python -m bench.token_trees`. A target call over
 7 rows costs more than a one-token call (the "call cost" column: the method's mean target call over
 autoregressive decoding's, measured in the same run), so tokens per call must beat that before time
-is saved. The last column is the cost model (bench.harness.explain): E / (c + drafting) from the
+is saved. The last column is the cost model (picospec_app.run.explain): E / (c + drafting) from the
 measured costs beside the measured speedup, and the same with c = 1.2, verification nearly free as
 on a GPU. Every row here scores 7 rows in its target call; where a row loses on a CPU without a
 small-matrix path, that call's cost c is why (the "limit" at the end of each row), and the c = 1.2
 column shows the same steps where verification is nearly free."""),
-code("""from bench.harness import compare, explain
+code("""from picospec_app.run import compare, explain
 from bench.token_trees import mean_accepted
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 48)
 N, REPEATS, TEMPERATURES = (16, 1, (0.0,)) if QUICK else (32, 5, (0.0, 1.0))
