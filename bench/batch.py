@@ -49,7 +49,7 @@ PAIRS = ("tiny", "124M")
 def load_pair(pair, device="cpu"):
     """-> target, draft (GPT2 engines on `device`), prompts (8 lists of ids of different lengths)."""
     from gpt2.backend import get_xp
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.engine import GPT2
     from gpt2.load import load_model
 

@@ -41,7 +41,7 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
          seeds=2, out=None, record=None):
     """The EAGLE table: every row against autoregressive decoding, side by side."""
     from gpt2.backend import thread_policy
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.load import load_model
 
     check_target(target)
@@ -79,7 +79,7 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
     print(text)
     if out:
         write_page(out, text, top)
-    if record:  # the head's card entry reads these (gpt2/card.py)
+    if record:  # the head's card entry reads these (gpt2/train/card.py)
         path = Path(record) / "eagle.json"
         config = json.loads(path.read_text())
         config["measured"] = {"command": lines[0], "rows": measured}

@@ -30,7 +30,7 @@ import numpy as np
 from gpt2.backend import DEVICES, get_xp, to_numpy
 from gpt2.cli import Option
 from gpt2.engine import GPT2
-from gpt2.train import flatten
+from gpt2.weights import flatten
 
 GPT2_SHAPE = dict(n_vocab=50257, n_ctx=1024)
 SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12), "355M": dict(n_layer=24, n_embd=1024, n_head=16),

@@ -107,7 +107,7 @@ def load_rows(device, encoder, store):
 
 
 def setup(n_prompts, prompt_tokens):
-    from gpt2.corpus import heldout_prompts, split_files, stdlib_files, tokenize
+    from gpt2.train.corpus import heldout_prompts, split_files, stdlib_files, tokenize
     from gpt2.load import load_model
     from picospec.rest import Datastore
 

@@ -23,7 +23,7 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
          prompt_tokens=64, n_tokens=64, seeds=2, sweep_K=None, prompt_lookup=False, out=None):
     """Speculative sampling and greedy drafting against autoregressive decoding on held-out prompts."""
     check_target(target)
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.load import load_model
 
     from gpt2.backend import thread_policy

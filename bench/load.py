@@ -38,7 +38,7 @@ def random_pair(shape, rng):
     """A target of a GPT-2 shape and a 2-layer draft of the same width and vocabulary, random weights."""
     from bench.engine import SHAPES
     from gpt2.engine import GPT2
-    from gpt2.train import init_params
+    from gpt2.train.gpt2 import init_params
 
     hparams = {**SHAPES[shape], "n_vocab": 50257, "n_ctx": 1024}
     small = {**hparams, "n_layer": 2}
@@ -74,7 +74,7 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
     from bench.harness import header
     from picospec_app.run import compare
     from gpt2.backend import blas_threads, thread_policy
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.load import load_model
 
     default = blas_threads() or os.cpu_count()

@@ -63,7 +63,7 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
     from picospec_app.load import check_target
     from picospec_app.run import copy_prompts, run_method
     from gpt2.backend import thread_policy
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.hub import resolve
     from gpt2.load import load_model
 

@@ -8,7 +8,7 @@ layer_skip (Draft & Verify), early_exit (LayerSkip) and cascade (CS Drafting) ag
 search and exits write the choices into the target's folder (self_draft.json, early_exit/) unless --nowrite.
 The search scores a skip set by the speedup its draft would give greedy decoding: its agreement with the target at
 every position of held-out prompts' greedy continuations (batched, on the target's cache, as the engine drafts:
-gpt2/skip_search.py skip_set_search), walked step by step with K drafts (picospec.theory.greedy_walk), timed by a cost
+gpt2/train/skip_search.py skip_set_search), walked step by step with K drafts (picospec.theory.greedy_walk), timed by a cost
 model of the engine measured here (a draft call from its kept sublayers, the verification from its cut).
 Shapes: B prompts, m scored positions per prompt.
 """
@@ -32,7 +32,7 @@ from picospec.theory import cascade_speedup, expected_tokens_per_call, greedy_wa
 
 def search_sequences(target, encoder, n_prompts, prompt_tokens, new_tokens, seed):
     """Held-out prompts, each followed by the target's greedy continuation -> ids [B, prompt_tokens + new_tokens]."""
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
 
     seqs = []
     for x in heldout_prompts(encoder, n_prompts, prompt_tokens, seed=seed):
@@ -147,7 +147,7 @@ MODELS = ("this CPU (measured)", "memory-bound (weights read)")
 
 
 def search(target, encoder, n_prompts, prompt_tokens, new_tokens, seed, restarts, write, folder, runs):
-    from gpt2.skip_search import skip_set_search
+    from gpt2.train.skip_search import skip_set_search
 
     h, params = target.hparams, target.params
     L, n_sets = h["n_layer"], 2 ** (2 * h["n_layer"])
@@ -264,7 +264,7 @@ def update_config(folder, kind, record):
 
 def training_windows(encoder, n_windows, n_ctx, seed):
     """n_windows random windows of n_ctx tokens from the standard library's train split."""
-    from gpt2.corpus import split_files, stdlib_files, tokenize
+    from gpt2.train.corpus import split_files, stdlib_files, tokenize
 
     rng = np.random.default_rng(seed)
     files = split_files(stdlib_files())["train"]
@@ -277,10 +277,10 @@ def exits(target, encoder, exit_layers, steps, n_windows, write, folder, runs):
     """Each exit layer's agreement on the search's sequences (self_draft.json), with the plain LM head and with an
     exit adapter trained for it; ships the exit layer (and adapter) with the best expected speedup on this machine."""
     from gpt2.heads import load_heads
-    from gpt2.exit_adapter import train_exit_adapter
+    from gpt2.train.exit_adapter import train_exit_adapter
     from gpt2.self_draft import ADAPTER
     from gpt2.self_draft import exit_skip, read_config
-    from gpt2.skip_search import draft_logits
+    from gpt2.train.skip_search import draft_logits
 
     h, params = target.hparams, target.params
     L = h["n_layer"]
@@ -352,7 +352,7 @@ def call_cost(model, x, n, reps=30):
 
 def self_draft_alpha(engine, target, prompts, n_tokens, options):
     """alpha of a self-draft on the target's own continuations, the draft reading the target's cache (as it drafts)."""
-    from gpt2.skip_search import draft_logits
+    from gpt2.train.skip_search import draft_logits
 
     seqs = []
     for x in prompts:
@@ -366,7 +366,7 @@ def self_draft_alpha(engine, target, prompts, n_tokens, options):
 
 
 def bench(target, encoder, target_name, n_prompts, prompt_tokens, n_tokens, seeds, temperatures):
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.hub import resolve
     from gpt2.self_draft import read_config
 
@@ -444,7 +444,7 @@ def check_before_work(task, target, folder, exit_layers, runs):
     that cannot be made or written."""
     from gpt2.cli import cannot_write_in
     from gpt2.self_draft import CONFIG, read_config
-    from gpt2.skip_search import MAX_LAYERS, too_many_layers
+    from gpt2.train.skip_search import MAX_LAYERS, too_many_layers
     from gpt2.weights import hparams_from_config, read_json
 
     L = hparams_from_config(read_json(Path(folder) / "config.json"))["n_layer"]

@@ -141,7 +141,7 @@ def main(draft="tiny-draft", second_draft="ngram", budgets=(4, 8), temperatures=
          prompt_tokens=64, n_tokens=64, seeds=2, calibration_prompts=8, max_depth=8, out=None, record=None):
     """Chain vs SpecInfer vs Sequoia at equal node budgets, with the cost of verification and the acceptance vectors."""
     from gpt2.backend import thread_policy
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.hub import resolve
     from gpt2.load import load_model
 

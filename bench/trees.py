@@ -24,7 +24,7 @@ def heads_record(folder):
     when it is not JSON or has no such record."""
     from gpt2.weights import CorruptFile, read_json
 
-    path, fix = Path(folder) / "heads.json", "re-train the heads with `python -m gpt2.train_heads` (see README)"
+    path, fix = Path(folder) / "heads.json", "re-train the heads with `python -m gpt2.train.heads` (see README)"
     record = read_json(path, fix=fix)
     share = record.get("accuracy", {}).get("rank_share") if isinstance(record, dict) and isinstance(
         record.get("accuracy"), dict) else None
@@ -85,14 +85,14 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
     --pld_sweep 3,5,7,10 (prompt lookup's num_pred_tokens against the cost of a wider verification call)."""
     for folder in (medusa or []) + (blockwise or []) + ([build] if build else []):
         if not (Path(folder) / "heads.json").is_file():
-            raise ValueError(f"{folder} holds no heads.json: give folders written by `python -m gpt2.train_heads`")
+            raise ValueError(f"{folder} holds no heads.json: give folders written by `python -m gpt2.train.heads`")
     if build and (medusa or blockwise or drafting or pld_sweep or out):
         raise ValueError("--build DIR only writes DIR/medusa_choices.json and measures nothing: run it alone, then the "
                          "tables (--medusa, --blockwise, --drafting, --pld_sweep, --out) in a second command")
     if not (medusa or blockwise or drafting or build or pld_sweep):
         raise ValueError("nothing to measure: pass --medusa DIRS, --blockwise DIRS, --drafting, --pld_sweep N,N or "
                          "--build DIR (see --help)")
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.load import load_model
 
     if build:

@@ -22,10 +22,12 @@ parse, a model that does not fit) is raised as ValueError with a message that sa
 `error: ...` and the command exits 2. Ctrl-C exits 130 and a closed pipe (`| head`) exits quietly, without a
 traceback; anything else is a bug and keeps its traceback.
 """
+import contextlib
 import difflib
 import inspect
 import math
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -156,6 +158,31 @@ def cannot_write_in(folder):
     except OSError as e:
         return e.strerror or str(e)
     return None
+
+
+def out_folder(path):  # -> None, or why `path` cannot be an output folder (made if missing, in an existing folder)
+    if Path(path).is_file():
+        return "is a file: give a folder"
+    if not Path(path).resolve().parent.is_dir():
+        return f"the folder {Path(path).resolve().parent} does not exist; create it first"
+    folder = Path(path) if Path(path).is_dir() else Path(path).resolve().parent
+    if (why := cannot_write_in(folder)) is not None:  # found now, not after the work
+        return f"cannot write in {folder} ({why}): give a folder you can write to"
+
+
+@contextlib.contextmanager
+def output_folder(path):
+    """`with output_folder(out): write files` makes `out` if missing and, if it made it, removes it when the writing
+    fails: a failed run leaves no empty or half-written folder (each file itself is written atomically)."""
+    path = Path(path)
+    made = not path.exists()
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        yield path
+    except BaseException:
+        if made:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
 
 
 def split(argv):

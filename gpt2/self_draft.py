@@ -30,7 +30,7 @@ target's call on the prefix + [t, d1, d2, d3] runs d3 through sublayers 0-3, the
 4-11, starting from the saved residuals of t, d1, d2. The logits equal a full forward (tests/test_self_draft.py).
 
 An exit adapter (optional) is a tied residual head of gpt2/heads.py on the draft's final hidden state (loaded by
-load_adapter below, trained by gpt2/train/exit_adapter.py). The skip-set search is gpt2/skip_search.py.
+load_adapter below, trained by gpt2/train/exit_adapter.py). The skip-set search is gpt2/train/skip_search.py.
 Shapes: B rows, T new tokens per row (padded), C = n_embd, V = n_vocab, L = n_layer.
 """
 import numpy as np

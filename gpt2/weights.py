@@ -304,3 +304,11 @@ def save_checkpoint(folder, hparams, params, dtype="float32", metadata=None):
     folder.mkdir(parents=True, exist_ok=True)
     write_safetensors(folder / "model.safetensors", state_dict_from_params(params), metadata, dtype=dtype)
     _atomic_write(folder / "config.json", [json.dumps(config_from_hparams(hparams), indent=2).encode()])
+
+
+def flatten(tree, path=""):  # {"a": {"b": x}} -> {"a.b": x}, in sorted order; lists become indices
+    if isinstance(tree, dict):
+        return {k: v for key in sorted(tree) for k, v in flatten(tree[key], f"{path}{key}.").items()}
+    if isinstance(tree, list):
+        return {k: v for i, item in enumerate(tree) for k, v in flatten(item, f"{path}{i}.").items()}
+    return {path[:-1]: tree}

@@ -207,7 +207,7 @@ def rest_datastore(path, target, encoder):
         return load_datastore(path)
     from tqdm import tqdm
 
-    from gpt2.corpus import split_files, stdlib_files, tokenize
+    from gpt2.train.corpus import split_files, stdlib_files, tokenize
     from gpt2.hub import check_cache_dir
 
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(target))

@@ -1,4 +1,4 @@
-"""Batched decoding (gpt2/generate.py), the source of Medusa's self-distillation data: greedy rows equal the engine's
+"""Batched decoding (gpt2/train/generate.py), the source of Medusa's self-distillation data: greedy rows equal the engine's
 greedy decoding token for token; sampled rows follow the model's exact law of whole sequences (and a wrong temperature
 is rejected by the same check)."""
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 from checker import SAMPLES, check_law, exact_law
 from gpt2.engine import GPT2
-from gpt2.generate import generate_batch
+from gpt2.train.generate import generate_batch
 from micro import random_gpt2
 
 

@@ -8,7 +8,7 @@ import picospec.medusa as medusa
 from checker import SAMPLES, check_law, exact_law
 from gpt2.engine import GPT2
 from gpt2.heads import heads_logits, init_heads
-from gpt2.train import flatten
+from gpt2.weights import flatten
 from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.medusa import medusa_decoding

@@ -309,7 +309,8 @@ def test_tokenizer_fingerprint_is_the_vocabulary_and_merges_not_the_files(folder
 def test_the_ngram_file_carries_the_tokenizer_it_was_counted_with(tmp_path):
     from gpt2.encoder import load_encoder
     from gpt2.load import load_model
-    from gpt2.ngram import NGram, main as build
+    from gpt2.ngram import NGram
+    from gpt2.train.ngram import main as build
 
     fingerprint = load_encoder(TARGET).fingerprint
     assert NGram.load(ASSETS / "ngram.safetensors").tokenizer == fingerprint  # in the shipped file

@@ -13,7 +13,7 @@ from checker import SAMPLES, check_law, exact_law
 from gpt2.load import ASSETS, load_model
 from gpt2.model import gpt2
 from gpt2.self_draft import Model, SelfDraft, exit_skip, load_self_draft, parse_skip, read_config, sublayer_name
-from gpt2.skip_search import draft_logits, skip_set_search
+from gpt2.train.skip_search import draft_logits, skip_set_search
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import sample, warp
 from picospec.self_draft import adapt_threshold, self_speculative_decoding
@@ -172,7 +172,7 @@ def test_the_lm_head_is_the_target_engines_own(tiny, kind):
 
 
 def test_the_draft_is_the_skipped_path_on_the_target_cache(tiny):
-    """What the engine drafts equals the batched rows the search scores (gpt2.skip_search.draft_logits)."""
+    """What the engine drafts equals the batched rows the search scores (gpt2.train.skip_search.draft_logits)."""
     model, encoder = tiny
     x = np.array([encoder.encode("import os\n\n\ndef list_files(path):\n    return [name for name in os.")[:20]])
     skip = parse_skip("a1,m2,a4", 6)

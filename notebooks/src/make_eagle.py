@@ -24,7 +24,7 @@ import numpy as np
 import matplotlib.pyplot as plt
 from gpt2.load import load_model
 from picospec_app.load import load_eagle
-from gpt2.train import flatten
+from gpt2.weights import flatten
 from picospec.eagle2 import expand, rerank, log_softmax
 from picospec.tree import greedy_path
 from picospec.sampling import residual"""),
@@ -47,7 +47,7 @@ assert n == by_hand
 print(f"stored in float16: {(folder / 'eagle.safetensors').stat().st_size:,} bytes")"""),
 md("""## Training
 
-`python -m gpt2.train_eagle` (command in `gpt2/assets/build.sh`): rows of 16 prompt tokens from the training text,
+`python -m gpt2.train.eagle` (command in `gpt2/assets/build.sh`): rows of 16 prompt tokens from the training text,
 each continued greedily by the target itself (self-distillation), the target's features of every row computed once,
 then loss = SmoothL1(guess, next feature) + 0.1 x cross-entropy(target's law, head's law), input features perturbed by
 U(-0.1, 0.1). The log holds the training loss and, on validation rows, the loss and step-1 top-1 agreement."""),
@@ -178,7 +178,7 @@ costs several one-token calls, so a row that decodes 3 tokens per call can still
 at the GPU's verification cost shows what the method gains where that call is nearly free."""),
 code("""from picospec_app.load import load_draft, load_heads
 from picospec_app.run import compare, explain
-from gpt2.corpus import heldout_prompts
+from gpt2.train.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 48)
 N, REPEATS, TEMPERATURES = (24, 1, (0.0,)) if QUICK else (48, 5, (0.0, 1.0))
 needs = {"draft": {"draft": load_draft("tiny-draft", target, "tiny-target")},

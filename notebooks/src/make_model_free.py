@@ -69,7 +69,7 @@ print("trie tokens", tokens, "parents", parents, "counts", counts)
 print("pruned to 2 nodes:", prune(tokens, parents, counts, 2))"""),
 code("""from picospec_app.load import rest_datastore
 if QUICK:   # a small datastore, built here in seconds: 20 files of the train split
-    from gpt2.corpus import split_files, stdlib_files, tokenize
+    from gpt2.train.corpus import split_files, stdlib_files, tokenize
     files = split_files(stdlib_files())["train"][:20]
     store = Datastore.build(np.array(tokenize(files, encoder), dtype=np.uint16))
 else:
@@ -118,7 +118,7 @@ prediction, and the same E with c = 1.2, verification nearly free as on a GPU). 
 on this CPU, c is why: lookahead pays for its whole window on every call, and a few extra accepted
 tokens do not cover a call that costs two or three."""),
 code("""from picospec_app.run import compare, copy_prompts, explain
-from gpt2.corpus import heldout_prompts
+from gpt2.train.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 1 if QUICK else 3, 48)
 N, REPEATS = (16, 1) if QUICK else (32, 5)
 rows = []

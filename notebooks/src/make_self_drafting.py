@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt
 from IPython.display import HTML, display
 from gpt2.load import ASSETS, load_model
 from gpt2.self_draft import SelfDraft, exit_skip, load_self_draft, parse_skip, read_config, sublayer_name
-from gpt2.skip_search import draft_logits
+from gpt2.train.skip_search import draft_logits
 from picospec.theory import greedy_walk, walk_speedup, cascade_speedup, expected_speedup
 from picospec.self_draft import adapt_threshold
 target, encoder = load_model("tiny-target")
@@ -200,7 +200,7 @@ self-drafting rows cannot gain even where verification is nearly free: E must ex
 drafting cost."""),
 code("""from picospec_app.load import load_self_draft as load_as_main
 from picospec_app.run import compare, explain
-from gpt2.corpus import heldout_prompts
+from gpt2.train.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 64)
 N, REPEATS = (16, 1) if QUICK else (32, 5)
 # as main.py loads them: on the target engine's weights, with its weight panels and LM head copy

@@ -150,7 +150,7 @@ prompts followed by the target's own continuation). At temperature 0 the childre
 at temperature 1 they are drawn without replacement (Sequoia) or i.i.d. (SpecInfer). A small measurement here
 (`python -m bench.token_trees --record gpt2/assets/tiny-target` measures on more text and stores the vectors that
 `main.py --method sequoia` uses in `gpt2/assets/tiny-target/sequoia.json`, loaded above as `ACCEPTANCE`)."""),
-code("""from gpt2.corpus import heldout_prompts
+code("""from gpt2.train.corpus import heldout_prompts
 from picospec.autoregressive import autoregressive_sampling
 prompts = heldout_prompts(encoder, 3, 48, seed=1)
 vectors = {}
