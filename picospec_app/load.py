@@ -55,7 +55,7 @@ def load_needs(method, options, target, target_name, encoder, draft="tiny-draft"
             if options.get("acceptance") is None:
                 loaded["acceptance"] = load_acceptance(target_name, draft, offline)
         else:
-            raise ValueError(f"method {method.name} needs {need!r}, which bench.harness.load_needs cannot load")
+            raise ValueError(f"method {method.name} needs {need!r}, which picospec_app.load.load_needs cannot load")
     return loaded
 
 

@@ -1,5 +1,7 @@
-"""Shared test set-up: a deterministic hypothesis profile, so CI never flakes on a new random example, and one BLAS
-thread per pytest-xdist worker (`-n 2` on two cores: two workers, each with two BLAS threads, would fight)."""
+"""Shared test set-up: a deterministic hypothesis profile, so CI never flakes on a new random example; one BLAS thread,
+the policy gpt2/backend.py applies to every model below SMALL_MODEL (all the suite's models): on 2 shared cores (and
+with `-n 2`, two workers) the BLAS default spins threads over the tiny products and cost some tests 15x the CPU time
+(a test that sets its own count still does); the built-in models loaded once per test session."""
 import os
 import sys
 from pathlib import Path
@@ -12,9 +14,24 @@ settings.register_profile("ci", derandomize=True, deadline=None, suppress_health
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+from gpt2.backend import set_threads  # noqa: E402  (after the checkout is on the path)
 
-def pytest_configure(config):
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        import threadpoolctl
+set_threads(1)
 
-        threadpoolctl.threadpool_limits(1, user_api="blas")
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_target():
+    """The shipped tiny-target engine and its tokenizer, loaded once per test session. The engine keeps a cache of the
+    last text it read and reuses only a matching prefix, so any test may decode any prompt with it."""
+    from gpt2.load import load_model
+
+    return load_model("tiny-target")
+
+
+@pytest.fixture(scope="session")
+def tiny_draft():
+    from gpt2.load import load_model
+
+    return load_model("tiny-draft")

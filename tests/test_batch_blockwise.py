@@ -6,8 +6,8 @@ steps; each block makes the single form's calls (0-2: merged, Predict only befor
 --batch and bench.batch add up."""
 import pytest
 
-from batchrows import built_in, check_records
-from picospec_app.load import load_heads
+from batchrows import built_in, check_records, heads
+from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from picospec.blockwise import batch_blockwise_decoding, blockwise_decoding
 
@@ -17,7 +17,7 @@ N = 30
 @pytest.fixture(scope="module")
 def shipped():
     target, xs = built_in()
-    return target, load_heads("tiny-target", "blockwise", None, target)["fn"], xs
+    return target, heads("blockwise")["fn"], xs
 
 
 @pytest.mark.parametrize("merged", [True, False])

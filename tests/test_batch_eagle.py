@@ -1,17 +1,19 @@
-"""Batched EAGLE-1: the batched head (gpt2/eagle.py BatchEagleHead) gives each row what EagleHead gives it
-alone, through calls with ragged contexts, trees grown a level per call, contexts that move on or change, and rows left
-out of a call; batch_eagle_decoding (picospec/eagle.py) gives each row what eagle_decoding gives its prompt alone with
-its own generator, on the built-in target and its shipped head, at temperature 0, 1 (sampled and top-k candidates)
-and 0.7 with top-k 5, rows finishing at different steps; and each row keeps the target's exact law on a micro GPT-2
-of three tokens with a random head (1,500 rows a batch), the first drafted path taken unverified rejected."""
+"""Batched EAGLE-1: the batched head (gpt2/eagle.py BatchEagleHead) gives each row what
+EagleHead gives it alone, through calls with ragged contexts, trees grown a level per call, contexts
+that move on or change, and rows left out of a call; batch_eagle_decoding (picospec/eagle.py) gives
+each row what eagle_decoding gives its prompt alone with its own generator, on the built-in target
+and its shipped head, at temperature 0, 1 (sampled and top-k candidates) and 0.7 with top-k 5, rows
+finishing at different steps; and so on a micro GPT-2 of three tokens with a random head (48 rows,
+nodes accepted and rejected, at temperature 1 and 0.7 with top-k 2), where the first drafted path
+taken unverified in the batched run is caught. So each row has the law that tests/test_eagle.py
+checks (tests/batchrows.py)."""
 import numpy as np
 import pytest
 
-import batchrows
 import picospec.eagle as eagle1
-from batchrows import COPIES, TEXTS, built_in, check_laws, check_records, check_rejected
-from checker import SAMPLES
-from picospec_app.load import load_heads
+from batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths, check_records,
+                       check_rows_alone, generators, heads, micro)
+from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.eagle import BatchEagleHead
 from gpt2.engine import BatchGPT2
 from gpt2.eagle import EagleHead
@@ -60,7 +62,7 @@ N = 24
 @pytest.fixture(scope="module")
 def shipped():
     target, xs = built_in()
-    return target, load_heads("tiny-target", "eagle", None, target), xs
+    return target, heads("eagle"), xs
 
 
 @pytest.mark.parametrize("candidates, options", [("sample", {"temperature": 0}), ("sample", {"temperature": 1.0}),
@@ -85,26 +87,39 @@ def test_batched_rows_equal_each_row_alone(shipped, candidates, options):
 CHOICES = [[0], [1], [0, 0]]  # two sampled children of the root, one grandchild
 
 
-def sampled_rows(n, **options):  # -> per prompt, n sampled continuations, COPIES rows of each per batch
-    def method(target):
-        params, config = random_head(batchrows.HP["n_embd"], batchrows.HP["n_head"], seed=6, scale=0.8)
-        head = BatchEagleHead(EagleHead(params, config, target.params["wte"], 32), len(batchrows.PROMPTS) * COPIES)
-        return lambda xs, batch, rng, stats: batch_eagle_decoding(xs, batch, head, batchrows.N, rng, CHOICES,
-                                                                  stats=stats, **options)
+def micro_rows(monkeypatch, broken=None, **options):
+    """Batched EAGLE on ROWS with a random head (a broken verify_without_replacement planted in the
+    batched run only), each row against eagle_decoding alone -> the batch's step records."""
+    from picospec.eagle import eagle_decoding
 
-    return batchrows.sampled_rows(method, n)
+    target, stats = micro(), []
+    params, config = random_head(HP["n_embd"], HP["n_head"], seed=6, scale=0.8)
+    head = EagleHead(params, config, target.params["wte"], 32)
+    with monkeypatch.context() as patch:
+        if broken:
+            patch.setattr(eagle1, "verify_without_replacement", broken)
+        out = batch_eagle_decoding(ROWS, BatchGPT2(target, len(ROWS), tree_slots=8),
+                                   BatchEagleHead(head, len(ROWS)), MICRO_N,
+                                   np.random.default_rng(99), CHOICES, stats=stats,
+                                   generators=generators(len(ROWS)), **options)
+
+    def alone(b, steps):
+        target.reset(), head.reset()
+        return eagle_decoding(ROWS[b], target, head, MICRO_N, np.random.default_rng(b), CHOICES,
+                              stats=steps, **options)
+
+    check_paths(check_rows_alone(out, alone, monkeypatch))
+    return stats
 
 
-def test_batched_rows_keep_the_exact_law():
-    """15,000 runs per prompt, three prompts of different lengths in every batch, at temperature 1."""
-    samples, target = sampled_rows(SAMPLES // 2)
-    check_laws(samples, target)
+@pytest.mark.parametrize("options", [{}, dict(temperature=0.7, top_k=2)])
+def test_micro_rows_equal_each_row_alone(monkeypatch, options):
+    check_records(micro_rows(monkeypatch, **options)[1:])
 
 
-def test_unverified_drafts_are_rejected(monkeypatch):
+def test_unverified_drafts_are_caught(monkeypatch):
     """Broken variant: the first drafted path taken as it is. (Judging the sampled children as one-hot proposals
     instead would be no flaw: one-hot verification is lossless whatever chose the candidates.)"""
-    monkeypatch.setattr(eagle1, "verify_without_replacement",
-                        lambda tokens, parents, Q, laws, rng: unverified(tokens, parents, Q, rng))
-    samples, target = sampled_rows(6 * COPIES)
-    check_rejected(samples, target)
+    with pytest.raises(AssertionError, match="differs from its single run"):
+        micro_rows(monkeypatch, lambda tokens, parents, Q, laws, rng: unverified(tokens, parents, Q,
+                                                                                 rng))

@@ -1,17 +1,18 @@
-"""Batched EAGLE-2: batch_eagle2_decoding (picospec/eagle2.py) on the batched head (gpt2/eagle.py) gives each row
-what eagle2_decoding gives its prompt alone with its own generator, in its tokens and in its step records, on the
-built-in target and its shipped head, at temperature 0, 1 and 0.7 with top-k 5, rows finishing at different steps;
-the head runs once per layer for all rows still expanding; the records have the keys of batched EAGLE-1's; and each
-row keeps the target's exact law on a micro GPT-2 of three tokens with a random head (1,500 rows a batch), the first
-drafted path taken unverified rejected."""
+"""Batched EAGLE-2: batch_eagle2_decoding (picospec/eagle2.py) on the batched head
+(gpt2/eagle.py) gives each row what eagle2_decoding gives its prompt alone with its own
+generator, in its tokens and in its step records, on the built-in target and its shipped head, at
+temperature 0, 1 and 0.7 with top-k 5, rows finishing at different steps; the head runs once per
+layer for all rows still expanding; the records have the keys of batched EAGLE-1's; and so on a
+micro GPT-2 of three tokens with a random head (48 rows, nodes accepted and rejected, at temperature
+1 and 0.7 with top-k 2), where the first drafted path taken unverified in the batched run is caught.
+So each row has the law that tests/test_eagle.py checks (tests/batchrows.py)."""
 import numpy as np
 import pytest
 
-import batchrows
 import picospec.eagle2 as eagle2
-from batchrows import COPIES, TEXTS, built_in, check_laws, check_records, check_rejected
-from checker import SAMPLES
-from picospec_app.load import load_heads
+from batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths, check_records,
+                       check_rows_alone, generators, heads, micro)
+from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.eagle import BatchEagleHead
 from gpt2.engine import BatchGPT2
 from gpt2.eagle import EagleHead
@@ -27,7 +28,7 @@ KEYS = {"drafted", "nodes", "accepted", "tokens"}
 @pytest.fixture(scope="module")
 def shipped():
     target, xs = built_in()
-    return target, load_heads("tiny-target", "eagle", None, target), xs
+    return target, heads("eagle"), xs
 
 
 def alone(target, head, xs, options):
@@ -96,25 +97,36 @@ def test_one_head_call_per_layer_and_the_records_of_batched_eagle(shipped):
     check_records(stats[1:])
 
 
-def sampled_rows(n, **options):  # -> per prompt, n sampled continuations, COPIES rows of each per batch
-    def method(target):
-        params, config = random_head(batchrows.HP["n_embd"], batchrows.HP["n_head"], seed=6, scale=0.8)
-        head = BatchEagleHead(EagleHead(params, config, target.params["wte"], 32), len(batchrows.PROMPTS) * COPIES)
-        return lambda xs, batch, rng, stats: batch_eagle2_decoding(xs, batch, head, batchrows.N, rng, depth=2,
-                                                                   tree_top_k=2, total_tokens=3, stats=stats,
-                                                                   **options)
+def micro_rows(monkeypatch, broken=None, **options):
+    """Batched EAGLE-2 on ROWS with a random head (a broken verify_tree planted in the batched run
+    only), each row against eagle2_decoding alone -> the batch's step records."""
+    target, stats = micro(), []
+    params, config = random_head(HP["n_embd"], HP["n_head"], seed=6, scale=0.8)
+    head = EagleHead(params, config, target.params["wte"], 32)
+    kwargs = dict(depth=2, tree_top_k=2, total_tokens=3, **options)
+    with monkeypatch.context() as patch:
+        if broken:
+            patch.setattr(eagle2, "verify_tree", broken)
+        out = batch_eagle2_decoding(ROWS, BatchGPT2(target, len(ROWS), tree_slots=8),
+                                    BatchEagleHead(head, len(ROWS)), MICRO_N,
+                                    np.random.default_rng(99), stats=stats,
+                                    generators=generators(len(ROWS)), **kwargs)
 
-    return batchrows.sampled_rows(method, n)
+    def alone(b, steps):
+        target.reset(), head.reset()
+        return eagle2_decoding(ROWS[b], target, head, MICRO_N, np.random.default_rng(b),
+                               stats=steps, **kwargs)
+
+    check_paths(check_rows_alone(out, alone, monkeypatch))
+    return stats
 
 
-def test_batched_rows_keep_the_exact_law():
-    """15,000 runs per prompt, three prompts of different lengths in every batch, at temperature 1."""
-    samples, target = sampled_rows(SAMPLES // 2, temperature=1.0)
-    check_laws(samples, target)
+@pytest.mark.parametrize("options", [{}, dict(temperature=0.7, top_k=2)])
+def test_micro_rows_equal_each_row_alone(monkeypatch, options):
+    check_records(micro_rows(monkeypatch, **options)[1:])
 
 
-def test_unverified_drafts_are_rejected(monkeypatch):
-    """Broken variant: the first drafted path taken as it is, on the same batched engines."""
-    monkeypatch.setattr(eagle2, "verify_tree", unverified)
-    samples, target = sampled_rows(6 * COPIES, temperature=1.0)
-    check_rejected(samples, target)
+def test_unverified_drafts_are_caught(monkeypatch):
+    """Broken variant: the first drafted path taken as it is, in the batched run."""
+    with pytest.raises(AssertionError, match="differs from its single run"):
+        micro_rows(monkeypatch, unverified)

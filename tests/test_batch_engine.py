@@ -1,14 +1,17 @@
-"""The batched engine (gpt2/engine.py) against one sequence at a time: every row of a batched forward equals the
-plain forward of that row alone, for ragged lengths, after rollbacks and when rows leave; batched speculative sampling
-on it keeps the target's exact law; greedy rows equal each row decoded alone; a tree per row in one pass (and the
-accepted paths kept) equals the single-sequence engine's tree() on each row alone."""
+"""The batched engine (gpt2/engine.py) against one sequence at a time: every row of a batched
+forward equals the plain forward of that row alone, for ragged lengths, after rollbacks and when
+rows leave; batched speculative sampling on it keeps the target's exact law (the suite's one sampled
+law test of the batched loop, sized by power); greedy rows equal each row decoded alone; a tree per
+row in one pass (and the accepted paths kept) equals the single-sequence engine's tree() on each row
+alone."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import gpt2.engine as batch_engine
 import gpt2.model as model_module
-from checker import SAMPLES, check_law, exact_law
+from checker import check_law, exact_law
+from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from gpt2.model import gpt2, gpt2_hidden
@@ -168,54 +171,68 @@ def test_bad_calls_give_clear_errors():
         model.accept([[0], [0]])
 
 
-# Batched speculative sampling on batched engines: the exact law of each row, with a 3-token vocabulary so that
-# every continuation can be enumerated. Each batch holds many copies of every prompt, one row each.
+# Batched speculative sampling on batched engines: the exact law of each row, with a 3-token
+# vocabulary so that every continuation can be enumerated. One batch holds ROWS rows of every
+# prompt.
+#
+# ROWS is sized by power: the smallest count (in steps of 50) at which the broken variant below
+# (recovering from the target instead of the residual, same engines, prompts and options) is
+# rejected with probability >= 0.999 by the three checks at ALPHA = 1e-4 together. Measured by
+# simulation: 40,000 runs per prompt of the broken variant (batches of 3 x 1,000 rows, each drafting
+# k = 3, 3, 2, 1, 1 as the test's batch of 3 x 750 rows does) gave its law (total variation 0.057,
+# 0.033 and 0.073 from the target's, per prompt); 20,000 sets of ROWS multinomial draws per prompt
+# from that law, G-tested against the exact target law as check_law does, were rejected in 99.95% at
+# ROWS = 750 and 99.85% at 700 (per prompt at 750: 90%, 81%, 97%). The same procedure on 40,000 runs
+# of the correct sampler rejected 0.055% (the nominal 3 x 1e-4): the estimated law's own noise adds
+# next to nothing. To re-measure: run sampled_rows many times with rejection.recovered_probs =
+# lambda q, p: q, draw counts from the empirical law, and count the sets whose
+# picospec.check.exact_law.g_statistic against the exact law exceeds chi2_isf(ALPHA, df) for some prompt.
 
 V, N = 3, 5
 T_HP, T_PARAMS = random_gpt2(n_vocab=V, n_ctx=16, n_embd=8, n_head=2, n_layer=2, seed=3, scale=0.6)
 D_HP, D_PARAMS = random_gpt2(n_vocab=V, n_ctx=16, n_embd=8, n_head=2, n_layer=1, seed=4, scale=0.6)
 PROMPTS = [[1], [0, 2], [2, 2, 1]]
-COPIES = 1000
+ROWS = 750
+OPTIONS = dict(temperature=0.7, top_k=2)
 
 
-def sampled_rows(K, n, broken=None, **options):  # -> per prompt, n sampled continuations
+def sampled_rows(rows=ROWS):  # -> per prompt, `rows` sampled continuations, all in one batch
     target, draft = GPT2(T_HP, T_PARAMS), GPT2(D_HP, D_PARAMS)
-    rows = len(PROMPTS) * COPIES
-    bt, bd = BatchGPT2(target, rows), BatchGPT2(draft, rows)
-    rng, samples = np.random.default_rng(0), [[] for _ in PROMPTS]
-    for _ in range(n // COPIES):
-        bt.reset(), bd.reset()
-        out = batch_speculative_sampling(PROMPTS * COPIES, bd, bt, N, K, rng, **options)
-        for i, row in enumerate(out):
-            samples[i % len(PROMPTS)].append(tuple(row[len(PROMPTS[i % len(PROMPTS)]):]))
+    B = len(PROMPTS) * rows
+    out = batch_speculative_sampling(PROMPTS * rows, BatchGPT2(draft, B), BatchGPT2(target, B), N,
+                                     3, np.random.default_rng(0), **OPTIONS)
+    samples = [[tuple(row[len(prompt):]) for row in out[b::len(PROMPTS)]]
+               for b, prompt in enumerate(PROMPTS)]
     return samples, target
 
 
-def test_batched_engines_keep_the_exact_law():
-    """15,000 runs per prompt, as tests/test_rejection.py checks the sampler on toy models (about 30 s quiet)."""
-    options = dict(temperature=0.7, top_k=2)
-    samples, target = sampled_rows(3, SAMPLES // 2, **options)
+def check_laws(samples, target):
     for prompt, rows in zip(PROMPTS, samples):
-        check_law(rows, exact_law(target, prompt, N, **options))
+        check_law(rows, exact_law(target, prompt, N, **OPTIONS))
+
+
+def test_batched_engines_keep_the_exact_law():
+    """750 runs per prompt, three prompts of different lengths in one batch, warped (temperature
+    0.7, top-k 2)."""
+    check_laws(*sampled_rows())
 
 
 def test_broken_batched_sampler_is_rejected(monkeypatch):
-    """Recovering from the target instead of the residual, on the same engines, fails the same check (its law is far
-    enough off that 3,000 runs reject it with p < 1e-10)."""
+    """Recovering from the target instead of the residual, on the same engines, fails the same
+    checks."""
     import picospec.rejection as rejection
 
     monkeypatch.setattr(rejection, "recovered_probs", lambda q, p: q)
-    samples, target = sampled_rows(2, 3 * COPIES)
     with pytest.raises(AssertionError, match="differs from the target"):
-        check_law(samples[0], exact_law(target, PROMPTS[0], N))
+        check_laws(*sampled_rows())
 
 
 def test_greedy_batched_rows_equal_each_row_alone():
     """The built-in pair: greedy batched speculative sampling gives each row the target's own greedy continuation."""
-    from gpt2.load import load_model
+    from batchrows import model
 
-    target, encoder = load_model("tiny-target")
-    draft = load_model("tiny-draft")[0]
+    target, encoder = model("tiny-target")
+    draft = model("tiny-draft")[0]
     prompts = [encoder.encode(p) for p in ("def add(a, b):\n", "import os\n\n", "class Node:\n    def", "for i in")]
     stats = []
     out = batch_speculative_sampling(prompts, BatchGPT2(draft, 4), BatchGPT2(target, 4), 24, 4,

@@ -13,10 +13,10 @@
 import numpy as np
 import pytest
 
-from batchrows import built_in, check_records
+from batchrows import built_in, check_records, model
+from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
-from gpt2.load import load_model
 from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling, batch_autoregressive_sampling
 from picospec.greedy import batch_greedy_decoding, greedy_decoding
@@ -27,7 +27,7 @@ N = 30
 @pytest.fixture(scope="module")
 def pair():
     target, xs = built_in()
-    return target, load_model("tiny-draft")[0], xs
+    return target, model("tiny-draft")[0], xs
 
 
 @pytest.mark.parametrize("options", [{}, {"schedule": "heuristic"}, {"confidence": 0.4},

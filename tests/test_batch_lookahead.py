@@ -1,14 +1,17 @@
-"""Batched lookahead decoding (picospec/lookahead.py batch_lookahead_decoding: every row's window and pooled guesses
-scored in one batched tree call): each row keeps the target's exact law, and keeping the first pooled guess
-unverified is rejected by the same check on the same engines; each row equals lookahead_decoding on its prompt
-alone, greedy and, with its own generator, sampled."""
+"""Batched lookahead decoding (picospec/lookahead.py batch_lookahead_decoding: every row's window
+and pooled guesses scored in one batched tree call), row by row against lookahead_decoding
+(tests/batchrows.py): each row of one batch, with its own generator, is token for token what the
+single form gives its prompt alone, so it has the law that tests/test_lookahead.py checks. On a
+micro GPT-2 of three tokens (48 rows, windows and pools of their own, guesses accepted and rejected,
+at temperature 1), where keeping the first pooled guess unverified in the batched run is caught, and
+on a random engine of 50 tokens, greedy and sampled."""
 import numpy as np
 import pytest
 
-import batchrows
 import picospec.lookahead as la
-from batchrows import COPIES, HP, N, PARAMS, check_laws, check_records, check_rejected
-from checker import SAMPLES
+from batchrows import (HP, N, PARAMS, ROWS, check_paths, check_records, check_rows_alone,
+                       generators, micro)
+from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from micro import random_gpt2
@@ -16,22 +19,36 @@ from picospec.lookahead import batch_lookahead_decoding, lookahead_decoding
 from test_lookahead import unverified
 
 
-def sampled_rows(n, **options):  # -> per prompt, n sampled continuations, COPIES rows of each per batch
-    return batchrows.sampled_rows(lambda target: lambda xs, batch, rng, stats: batch_lookahead_decoding(
-        xs, batch, N, rng, 2, 3, 3, stats=stats, **options), n, tree_slots=16)
+def micro_rows(monkeypatch, broken=None, **options):
+    """Batched lookahead on ROWS (a broken verify_tree planted in the batched run only), each row
+    against the single form alone -> the batch's step records."""
+    target, stats = micro(), []
+    with monkeypatch.context() as patch:
+        if broken:
+            patch.setattr(la, "verify_tree", broken)
+        out = batch_lookahead_decoding(ROWS, BatchGPT2(target, len(ROWS), tree_slots=16), N,
+                                       np.random.default_rng(99), 2, 3, 3, stats=stats,
+                                       generators=generators(len(ROWS)), **options)
+
+    def alone(b, steps):
+        target.reset()
+        return lookahead_decoding(ROWS[b], target, N, np.random.default_rng(b), 2, 3, 3,
+                                  stats=steps, **options)
+
+    check_paths(check_rows_alone(out, alone, monkeypatch))
+    return stats
 
 
-def test_batched_rows_keep_the_exact_law():
-    """15,000 runs per prompt, three prompts of different lengths (so windows and pools) in every batch, T = 1."""
-    samples, target = sampled_rows(SAMPLES // 2)
-    check_laws(samples, target)
+@pytest.mark.parametrize("options", [{}, dict(temperature=0.7, top_p=0.8)])
+def test_micro_rows_equal_each_row_alone(monkeypatch, options):
+    check_records(micro_rows(monkeypatch, **options))
 
 
-def test_unverified_guesses_are_rejected(monkeypatch):
-    """Broken variant: the first pooled guess kept whole without verification, on the same batched engines."""
-    monkeypatch.setattr(la, "verify_tree", unverified)
-    samples, target = sampled_rows(3 * COPIES)
-    check_rejected(samples, target)
+def test_unverified_guesses_are_caught(monkeypatch):
+    """Broken variant: the first pooled guess kept whole without verification, in the batched
+    run."""
+    with pytest.raises(AssertionError, match="differs from its single run"):
+        micro_rows(monkeypatch, unverified)
 
 
 @pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0}, {"temperature": 0.7, "top_k": 5}])

@@ -1,64 +1,70 @@
-"""Batched Medusa (picospec/medusa.py batch_medusa_decoding on gpt2/engine.py's batched trees): the lossless
-posterior keeps each row's exact law (and the longest-match flaw is rejected by the same check on the same engines);
-each row equals the single-sequence method on its prompt alone, greedy and, with its own generator, sampled."""
+"""Batched Medusa (picospec/medusa.py batch_medusa_decoding on gpt2/engine.py's batched
+trees), row by row against medusa_decoding (tests/batchrows.py): each row of one batch, with its own
+generator, is token for token what the single form gives its prompt alone, so it has the law that
+tests/test_medusa.py checks for the lossless posterior. On a micro GPT-2 of three tokens with two
+random heads (48 rows, the seed's tree, nodes accepted and rejected, at temperature 1 and at 0.7
+with top-k 2), where the longest-match flaw planted in the batched run is caught, and on the
+built-in target and its shipped heads, greedy and, with its own generator, sampled."""
+import functools
+
 import numpy as np
 import pytest
 
 import picospec.medusa as medusa
-from checker import SAMPLES, check_law, exact_law
+from batchrows import check_paths, check_rows_alone, generators, heads, model
+from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from picospec.medusa import batch_medusa_decoding, medusa_decoding
 from test_medusa import model_and_heads
 from test_tree import SEED_CHOICES, longest_match
 
-PROMPTS, N, COPIES = [[0, 1], [2], [1, 0, 2]], 3, 500
+ROWS, N = [[0, 1], [2], [1, 0, 2]] * 16, 4
 
 
-@pytest.fixture(scope="module")
+@functools.cache
 def small():
     return model_and_heads(n_vocab=3, n_heads=2, seed=5, scale=0.8)
 
 
-def sampled_rows(model, heads, n, **options):  # -> per prompt, n sampled continuations, COPIES rows of each per batch
-    batch = BatchGPT2(model, len(PROMPTS) * COPIES, tree_slots=16)
-    rng, samples = np.random.default_rng(0), [[] for _ in PROMPTS]
-    for _ in range(n // COPIES):
-        batch.reset()
-        out = batch_medusa_decoding(PROMPTS * COPIES, batch, heads, N, rng, SEED_CHOICES, topk=3,
-                                    posterior="lossless", **options)
-        for i, row in enumerate(out):
-            prompt = PROMPTS[i % len(PROMPTS)]
-            assert row[:len(prompt)] == prompt
-            samples[i % len(PROMPTS)].append(tuple(row[len(prompt):]))
-    return samples
+def micro_rows(monkeypatch, broken=None, **options):
+    """Batched lossless Medusa on ROWS (a broken verify_tree planted in the batched run only), each
+    row against the single form alone -> the batch's step records."""
+    (target, fn), stats = small(), []
+    kwargs = dict(medusa_choices=SEED_CHOICES, topk=3, posterior="lossless", **options)
+    with monkeypatch.context() as patch:
+        if broken:
+            patch.setattr(medusa, "verify_tree", broken)
+        out = batch_medusa_decoding(ROWS, BatchGPT2(target, len(ROWS), tree_slots=16), fn, N,
+                                    np.random.default_rng(99), stats=stats,
+                                    generators=generators(len(ROWS)), **kwargs)
+
+    def alone(b, steps):
+        target.reset()
+        return medusa_decoding(ROWS[b], target, fn, N, np.random.default_rng(b), stats=steps,
+                               **kwargs)
+
+    check_paths(check_rows_alone(out, alone, monkeypatch))
+    return stats
 
 
 @pytest.mark.parametrize("options", [{}, dict(temperature=0.7, top_k=2)])
-def test_batched_lossless_keeps_each_rows_law(small, options):
-    """15,000 runs per prompt, three prompts of different lengths in every batch (ragged rows, ragged acceptance)."""
-    model, heads = small
-    for prompt, rows in zip(PROMPTS, sampled_rows(model, heads, SAMPLES // 2, **options)):
-        check_law(rows, exact_law(model, prompt, N, **options))
+def test_micro_rows_equal_each_row_alone(monkeypatch, options):
+    stats = micro_rows(monkeypatch, **options)
+    assert any(len({a for a in s["accepted"] if a >= 0}) > 1 for s in stats)  # the rows went ragged
 
 
-def test_batched_longest_match_flaw_is_rejected(small, monkeypatch):
-    """The longest-match flaw (tests/test_tree.py) on the same batched engines fails the same check."""
-    model, heads = small
-    monkeypatch.setattr(medusa, "verify_tree", longest_match)
-    samples = sampled_rows(model, heads, 6 * COPIES)  # 3,000 runs of the first prompt: it draws sequences of law 0
-    with pytest.raises(AssertionError, match="empirical law differs"):
-        check_law(samples[0], exact_law(model, PROMPTS[0], N))
+def test_batched_longest_match_flaw_is_caught(monkeypatch):
+    """The longest-match flaw (tests/test_tree.py), in the batched run."""
+    with pytest.raises(AssertionError, match="differs from its single run"):
+        micro_rows(monkeypatch, longest_match)
 
 
 @pytest.fixture(scope="module")
 def shipped():
-    from picospec_app.load import load_heads
-    from gpt2.load import load_model
-
-    target, encoder = load_model("tiny-target")
+    target, encoder = model("tiny-target")
     prompts = [encoder.encode(p) for p in ("def add(a, b):\n", "import os\n\n", "class Node:\n    def", "for i in",
                                            "    return [x for x in")]
-    return target, load_heads("tiny-target", "medusa", None, target), prompts
+    return target, heads("medusa"), prompts
 
 
 @pytest.mark.parametrize("posterior,options", [("greedy", {"temperature": 0}), ("typical", {"temperature": 0.8}),
@@ -93,11 +99,10 @@ def test_main_batch_runs_batched_rows(shipped, tmp_path, method):
     import json
 
     from clitools import run_here
-    from gpt2.load import load_model
     from picospec.autoregressive import autoregressive_sampling
 
     target = shipped[0]
-    encoder = load_model("tiny-target")[1]
+    encoder = model("tiny-target")[1]
     lines = ["def add(a, b):", "import os", "class Node:"]
     (tmp_path / "prompts.txt").write_text("\n".join(lines) + "\n")
     r = run_here(["main.py", "--method", method, "--batch", "prompts.txt", "--n_tokens", "12", "--temperature", "0",

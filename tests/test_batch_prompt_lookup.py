@@ -1,37 +1,52 @@
-"""Batched prompt lookup (picospec/prompt_lookup.py batch_prompt_lookup_decoding: every row's draft chain scored in
-one batched tree call): each row keeps the target's exact law, and accepting every match is rejected by the same
-check on the same engines; each row equals the single-sequence method on its prompt alone, greedy and, with its own
-generator, sampled."""
+"""Batched prompt lookup (picospec/prompt_lookup.py batch_prompt_lookup_decoding: every row's draft
+chain scored in one batched tree call), row by row against prompt_lookup_decoding
+(tests/batchrows.py): each row of one batch, with its own generator, is token for token what the
+single form gives its prompt alone, so it has the law that tests/test_prompt_lookup.py checks. On a
+micro GPT-2 of three tokens (48 rows, drafts accepted and rejected, at temperature 1 and at 0.6 with
+top-k 2), where accepting every match in the batched run is caught, and on the built-in target at
+temperature 0, 1 and 0.7 with top-p 0.9."""
 import numpy as np
 import pytest
 
-import batchrows
 import picospec.prompt_lookup as pl
-from batchrows import COPIES, N, check_laws, check_records, check_rejected
-from checker import SAMPLES
+from batchrows import (N, ROWS, check_paths, check_records, check_rows_alone, generators, micro,
+                       model)
+from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
+from picospec.sampling import sample
 
 
-def sampled_rows(n, **options):  # -> per prompt, n sampled continuations, COPIES rows of each per batch
-    return batchrows.sampled_rows(lambda target: lambda xs, batch, rng, stats: batch_prompt_lookup_decoding(
-        xs, batch, N, rng, 2, 3, stats=stats, **options), n)
+def micro_rows(monkeypatch, broken=None, **options):
+    """Batched prompt lookup on ROWS (a broken verify_chain planted in the batched run only), each
+    row against the single form alone -> the batch's step records."""
+    target, stats = micro(), []
+    with monkeypatch.context() as patch:
+        if broken:
+            patch.setattr(pl, "verify_chain", broken)
+        out = batch_prompt_lookup_decoding(ROWS, BatchGPT2(target, len(ROWS)), N,
+                                           np.random.default_rng(99), 2, 3, stats=stats,
+                                           generators=generators(len(ROWS)), **options)
+
+    def alone(b, steps):
+        target.reset()
+        return prompt_lookup_decoding(ROWS[b], target, N, np.random.default_rng(b), 2, 3,
+                                      stats=steps, **options)
+
+    check_paths(check_rows_alone(out, alone, monkeypatch))
+    return stats
 
 
 @pytest.mark.parametrize("options", [{}, dict(temperature=0.6, top_k=2)])
-def test_batched_rows_keep_the_exact_law(options):
-    """15,000 runs per prompt, three prompts of different lengths (and drafts) in every batch."""
-    samples, target = sampled_rows(SAMPLES // 2, **options)
-    check_laws(samples, target, **options)
+def test_micro_rows_equal_each_row_alone(monkeypatch, options):
+    check_records(micro_rows(monkeypatch, **options))
 
 
-def test_accepting_every_match_is_rejected(monkeypatch):
-    """Broken variant: keep every proposed token (copying without verification), on the same batched engines."""
-    from picospec.sampling import sample
-
-    monkeypatch.setattr(pl, "verify_chain", lambda d, P, Q, rng: (len(d), sample(Q[len(d)], rng), "bonus"))
-    samples, target = sampled_rows(3 * COPIES)  # 1,500 runs of the first prompt: G = 7,127, p < 1e-300
-    check_rejected(samples, target)
+def test_accepting_every_match_is_caught(monkeypatch):
+    """Broken variant: keep every proposed token (copying without verification), in the batched
+    run."""
+    with pytest.raises(AssertionError, match="differs from its single run"):
+        micro_rows(monkeypatch, lambda d, P, Q, rng: (len(d), sample(Q[len(d)], rng), "bonus"))
 
 
 @pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0}, {"temperature": 0.7, "top_p": 0.9}])
@@ -39,9 +54,7 @@ def test_batched_rows_equal_each_row_alone(options):
     """The built-in target on code prompts: each row of one batch, with its own generator, is token for token what
     prompt_lookup_decoding gives its prompt alone with that generator; drafts of different lengths, rows finishing at
     different steps."""
-    from gpt2.load import load_model
-
-    target, encoder = load_model("tiny-target")
+    target, encoder = model("tiny-target")
     prompts = [encoder.encode(p) for p in ("def f(self, x):\n    return self.x + x\n\ndef g(self, x):\n",
                                            "import os\nimport sys\nimport", "a = 1\nb = 2\n", "x")]
     stats = []

@@ -1,14 +1,18 @@
-"""Batched REST (picospec/rest.py batch_rest_decoding: every row's retrieved trie scored in one batched tree call):
-each row keeps the target's exact law, and taking the first retrieved path unverified is rejected by the same check
-on the same engines; each row equals rest_decoding on its prompt alone, greedy and, with its own generator,
-sampled."""
+"""Batched REST (picospec/rest.py batch_rest_decoding: every row's retrieved trie scored in one
+batched tree call), row by row against rest_decoding (tests/batchrows.py): each row of one batch,
+with its own generator, is token for token what the single form gives its prompt alone, so it has
+the law that tests/test_rest.py checks. On a micro GPT-2 of three tokens whose datastore holds its
+own sampled text (48 rows, branching tries, drafts accepted and rejected, at temperature 1 and at
+0.7 with top-k 2), where taking the first retrieved path unverified in the batched run is caught,
+and on a random engine of 50 tokens at temperature 0, 1 and 0.7 with top-k 5."""
+import functools
+
 import numpy as np
 import pytest
 
-import batchrows
 import picospec.rest as rest
-from batchrows import COPIES, N, check_laws, check_records, check_rejected
-from checker import SAMPLES
+from batchrows import N, ROWS, check_paths, check_records, check_rows_alone, generators, micro
+from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from micro import random_gpt2
@@ -17,36 +21,44 @@ from picospec.rest import Datastore, batch_rest_decoding, rest_decoding
 from test_rest import unverified
 
 
-def store_of(model, n_texts=10, length=12):  # the model's own likely text, with branches
-    return Datastore.build(sum((autoregressive_sampling([0, 1], model, length, np.random.default_rng(seed))
-                                for seed in range(n_texts)), []), max_suffix=4)
+@functools.cache
+def micro_store(n_texts=10, length=12):  # the micro target's own likely text, with branches
+    texts = [autoregressive_sampling([0, 1], micro(), length, np.random.default_rng(seed))
+             for seed in range(n_texts)]
+    return Datastore.build(sum(texts, []), max_suffix=4)
 
 
-def sampled_rows(n, **options):  # -> per prompt, n sampled continuations, COPIES rows of each per batch
-    def method(target):
-        store = store_of(target)
-        return lambda xs, batch, rng, stats: batch_rest_decoding(xs, batch, N, rng, store, 8, 3, 6, stats=stats,
-                                                                 **options)
+def micro_rows(monkeypatch, broken=None, **options):
+    """Batched REST on ROWS (a broken verify_tree planted in the batched run only), each row against
+    the single form alone -> the batch's step records."""
+    target, store, stats = micro(), micro_store(), []
+    with monkeypatch.context() as patch:
+        if broken:
+            patch.setattr(rest, "verify_tree", broken)
+        out = batch_rest_decoding(ROWS, BatchGPT2(target, len(ROWS), tree_slots=8), N,
+                                  np.random.default_rng(99), store, 8, 3, 6, stats=stats,
+                                  generators=generators(len(ROWS)), **options)
 
-    def branched(stats):  # the tries branched: some step scored more nodes than the deepest path holds
-        assert any(s["nodes"] > s["drafted"] for s in stats)
+    def alone(b, steps):
+        target.reset()
+        return rest_decoding(ROWS[b], target, N, np.random.default_rng(b), store, 8, 3, 6,
+                             stats=steps, **options)
 
-    return batchrows.sampled_rows(method, n, check=branched)
-
-
-def test_batched_rows_keep_the_exact_law():
-    """15,000 runs per prompt, three prompts of different lengths (and tries) in every batch, at temperature 0.7 with
-    top-k 2 (temperature 1 is checked by the rows-equal-alone test below and by tests/test_rest.py's law test)."""
-    options = dict(temperature=0.7, top_k=2)
-    samples, target = sampled_rows(SAMPLES // 2, **options)
-    check_laws(samples, target, **options)
+    check_paths(check_rows_alone(out, alone, monkeypatch))
+    return stats
 
 
-def test_unverified_paths_are_rejected(monkeypatch):
-    """Broken variant: the first retrieved path taken as it is, on the same batched engines."""
-    monkeypatch.setattr(rest, "verify_tree", unverified)
-    samples, target = sampled_rows(3 * COPIES)
-    check_rejected(samples, target)
+@pytest.mark.parametrize("options", [{}, dict(temperature=0.7, top_k=2)])
+def test_micro_rows_equal_each_row_alone(monkeypatch, options):
+    stats = micro_rows(monkeypatch, **options)
+    check_records(stats)
+    assert any(s["nodes"] > s["drafted"] for s in stats)  # the tries branched
+
+
+def test_unverified_paths_are_caught(monkeypatch):
+    """Broken variant: the first retrieved path taken as it is, in the batched run."""
+    with pytest.raises(AssertionError, match="differs from its single run"):
+        micro_rows(monkeypatch, unverified)
 
 
 @pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0}, {"temperature": 0.7, "top_k": 5}])

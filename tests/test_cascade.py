@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import picospec.cascade as cs
-from checker import SAMPLES, check_law, exact_law
+from checker import check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
 from picospec.cascade import cascade_decoding
-from picospec.sampling import warp
+from picospec.sampling import sample, warp
 from picospec.theory import (cascade_speedup, expected_speedup, expected_tokens_chain, expected_tokens_per_call,
                              steps_to_draft)
 from toy import perturbed, random_toy
@@ -22,8 +22,16 @@ CASCADES = {"vertical": dict(K=3, K_inner=2, K_tail=0), "horizontal": dict(K=2, 
             "both": dict(K=3, K_inner=2, K_tail=2)}
 CASES = {"vertical": dict(), "horizontal": dict(temperature=0.7, top_k=2), "both": dict(temperature=1.3, top_p=0.9)}
 
+# Sequences per check, each sized by `python -m bench.power --only cascade`: the broken
+# variant named, planted in the same case, is rejected with the power given (at ALPHA; the
+# least over the test's cases, measured on 20,000 fresh draws of n sequences).
+JOINT = 750  # verified-against-the-smallest-drafter's-law (vertical, both), resample-from-target
+#              (horizontal, where no drafter reviews another): power 0.9990
+BROKEN = 620  # itself: 0.9992
+RESAMPLE = 750  # itself, in the horizontal cascade: 0.9990
 
-def runs(cascade, n=SAMPLES, seed=0, **options):
+
+def runs(cascade, n, seed=0, **options):
     rng = np.random.default_rng(seed)
     return [tuple(cascade_decoding(PROMPT, TARGET, DRAFT, DRAFT2, N, rng=rng, **cascade, **options)[len(PROMPT):])
             for _ in range(n)]
@@ -31,8 +39,8 @@ def runs(cascade, n=SAMPLES, seed=0, **options):
 
 @pytest.mark.parametrize("name, options", CASES.items(), ids=[f"{k}-{v or 'T=1'}" for k, v in CASES.items()])
 def test_joint_law_equals_target(name, options):
-    """Each cascade once (30,000 sequences a check): at temperature 1, and warped (temperature, top-k, top-p)."""
-    check_law(runs(CASCADES[name], **options), exact_law(TARGET, PROMPT, N, **options))
+    """Each cascade once: at temperature 1, and warped (temperature, top-k, top-p)."""
+    check_law(runs(CASCADES[name], JOINT, **options), exact_law(TARGET, PROMPT, N, **options))
 
 
 def review_step_with_the_smallest_law(x, models, k_matrix, limit, rng, sampling_options):
@@ -49,7 +57,22 @@ REVIEW_STEP = cs.review_step
 def test_verifying_against_the_smallest_drafters_law_is_rejected(monkeypatch):
     monkeypatch.setattr(cs, "review_step", review_step_with_the_smallest_law)
     with pytest.raises(AssertionError, match="differs from the target"):
-        check_law(runs(CASCADES["vertical"]), exact_law(TARGET, PROMPT, N))
+        check_law(runs(CASCADES["vertical"], BROKEN), exact_law(TARGET, PROMPT, N))
+
+
+def resample_from_target(drafts, P, Q, rng):
+    """Bug: a rejected draft is replaced by a draw from q instead of from the residual norm(max(0, q - p))."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, sample(Q[t], rng), "resample"
+    return len(drafts), sample(Q[len(drafts)], rng), "bonus"
+
+
+def test_resampling_from_the_target_is_rejected(monkeypatch):
+    monkeypatch.setattr(cs, "verify_chain", resample_from_target)
+    with pytest.raises(AssertionError, match="differs from the target"):
+        check_law(runs(CASCADES["horizontal"], RESAMPLE, **CASES["horizontal"]),
+                  exact_law(TARGET, PROMPT, N, **CASES["horizontal"]))
 
 
 @pytest.mark.parametrize("name", CASCADES)

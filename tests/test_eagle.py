@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import picospec.eagle as eagle1
-from checker import SAMPLES, check_law, exact_law
+import picospec.eagle2 as eagle2  # noqa: F401  (python -m bench.power plants a broken rule in it)
+from checker import check_law, exact_law
 from gpt2.eagle import EagleHead, init_eagle, load_eagle, save_eagle
 from gpt2.train.eagle import eagle_forward, eagle_loss_and_grads
 from gpt2.engine import GPT2, tree_map
@@ -216,10 +217,24 @@ PROMPT, N = [0, 1], 4  # the first tree (after the prefill's token) can be 2 dee
 TARGET = ToyTarget(random_toy(3, seed=11).table)
 DRAFT = ToyDraft(0.5 * TARGET.table + 0.5 * random_toy(3, seed=12).table)
 TREE = [[0], [1], [2], [0, 0], [0, 1], [1, 0]]
+FOLLOWS = {"sampled-top_k": ("eagle", dict(candidates="sample", temperature=1.0, top_k=2)),
+           "sampled-top_p": ("eagle", dict(candidates="sample", temperature=1.0, top_p=0.8)),
+           "topk-one-hot-top_p": ("eagle", dict(candidates="topk", temperature=1.0, top_p=0.8)),
+           "eagle2-one-hot-top_k": ("eagle2", dict(temperature=1.0, top_k=2))}
+
+# Sequences per check, each sized by `python -m bench.power --only eagle`: the broken
+# variant named, planted in the same case, is rejected with the power given (at ALPHA; the
+# least over the test's cases, measured on 20,000 fresh draws of n sequences).
+FOLLOWS_N = 460  # drawn-with-replacement (sampled children), one-hot-without-residual (one-hot
+#                  candidates, EAGLE-1 and EAGLE-2): power 0.9994
+DUPLICATES = 120  # duplicates-verified-as-distinct: 0.9996
+SHORTCUT = 440  # one-hot-without-residual: 0.9990
+BROKEN = {"duplicates-verified-as-distinct": 120, "one-hot-without-residual": 440,
+          "drawn-with-replacement": 100}  # each itself: 0.9996, 0.9990, 1.0000
 
 
-def runs(method="eagle", n=SAMPLES, **options):
-    rng, out = np.random.default_rng(0), []
+def runs(method="eagle", n=FOLLOWS_N, seed=0, **options):
+    rng, out = np.random.default_rng(seed), []
     for _ in range(n):
         if method == "eagle2":
             seq = eagle2_decoding(PROMPT, TARGET, DRAFT, N, rng, depth=2, tree_top_k=2, total_tokens=4, **options)
@@ -229,15 +244,10 @@ def runs(method="eagle", n=SAMPLES, **options):
     return out
 
 
-@pytest.mark.parametrize("method, options", [
-    ("eagle", dict(candidates="sample", temperature=1.0, top_k=2)),
-    ("eagle", dict(candidates="sample", temperature=1.0, top_p=0.8)),
-    ("eagle", dict(candidates="topk", temperature=1.0, top_p=0.8)),
-    ("eagle2", dict(temperature=1.0, top_k=2)),
-], ids=["sampled-top_k", "sampled-top_p", "topk-one-hot-top_p", "eagle2-one-hot-top_k"])
+@pytest.mark.parametrize("method, options", FOLLOWS.values(), ids=FOLLOWS)
 def test_follows_the_target_exactly(method, options):
     sampling = {k: v for k, v in options.items() if k != "candidates"}
-    check_law(runs(method, **options), exact_law(TARGET, PROMPT, N, **sampling))
+    check_law(runs(method, FOLLOWS_N, **options), exact_law(TARGET, PROMPT, N, **sampling))
 
 
 def one_hot_without_residual(tokens, parents, Q, rng, P=None):
@@ -277,6 +287,19 @@ def distinct_shortcut(tokens, parents, Q, rng, P=None):
             return path, sample(rest if rest.sum() > 0 else q, rng), "resample"
 
 
+def with_replacement(p, r, rng):
+    """Broken: sampled children drawn with replacement, while verify_without_replacement judges them as drawn
+    without it."""
+    return [sample(p, rng) for _ in range(min(r, int((np.asarray(p) > 0).sum())))]
+
+
+def test_sampled_children_drawn_with_replacement_are_rejected(monkeypatch):
+    monkeypatch.setattr(eagle1, "draw_without_replacement", with_replacement)
+    method, options = FOLLOWS["sampled-top_k"]
+    with pytest.raises(AssertionError, match="empirical law differs"):
+        check_law(runs(method, BROKEN["drawn-with-replacement"], **options), exact_law(TARGET, PROMPT, N, top_k=2))
+
+
 def with_duplicates(logits, r):  # candidates where the top token comes twice: [top, top, second, ...]
     order = [int(t) for t in np.argsort(-logits, kind="stable")]
     return ([order[0]] + order)[:r]
@@ -286,22 +309,23 @@ def test_duplicate_one_hot_candidates_are_harmless_with_the_residual(monkeypatch
     """The one-hot rule itself survives duplicates: a rejected token has q = 0 afterwards, so its copy is rejected
     for sure and leaves q as it is (lossless, only a wasted node)."""
     monkeypatch.setattr(eagle1, "top_ranked", with_duplicates)
-    check_law(runs(n=SAMPLES // 3, candidates="topk", temperature=1.0), exact_law(TARGET, PROMPT, N))
+    check_law(runs(n=DUPLICATES, candidates="topk", temperature=1.0), exact_law(TARGET, PROMPT, N))
 
 
 @pytest.mark.parametrize("rule, duplicates", [(distinct_shortcut, True), (one_hot_without_residual, False)],
                          ids=["duplicates-verified-as-distinct", "one-hot-without-residual"])
-def test_broken_one_hot_rules_are_rejected(monkeypatch, rule, duplicates):
+def test_broken_one_hot_rules_are_rejected(request, monkeypatch, rule, duplicates):
     monkeypatch.setattr(eagle1, "verify_tree", rule)
     if duplicates:
         monkeypatch.setattr(eagle1, "top_ranked", with_duplicates)
+    n = BROKEN[request.node.callspec.id]
     with pytest.raises(AssertionError, match="empirical law differs"):
-        check_law(runs(n=SAMPLES // 3, candidates="topk", temperature=1.0), exact_law(TARGET, PROMPT, N))
+        check_law(runs(n=n, candidates="topk", temperature=1.0), exact_law(TARGET, PROMPT, N))
 
 
 def test_distinct_shortcut_is_right_for_distinct_siblings(monkeypatch):
     monkeypatch.setattr(eagle1, "verify_tree", distinct_shortcut)
-    check_law(runs(n=SAMPLES // 3, candidates="topk", temperature=1.0), exact_law(TARGET, PROMPT, N))
+    check_law(runs(n=SHORTCUT, candidates="topk", temperature=1.0), exact_law(TARGET, PROMPT, N))
 
 
 # ---- the dynamic tree ----

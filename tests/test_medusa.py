@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import picospec.medusa as medusa
-from checker import SAMPLES, check_law, exact_law
+from checker import check_law, exact_law
 from gpt2.engine import GPT2
 from gpt2.heads import heads_logits, init_heads
 from gpt2.weights import flatten
@@ -48,17 +48,17 @@ def test_auto_posterior_is_greedy_at_temperature_zero_and_lossless_above():
     ('{"medusa_choices": [[0], [true]]}', "a list of rank paths"), ('{"budget": 7}', "a list of rank paths"),
     ('{"medusa_choices": [[0], [1, 0]]}', r"node \[1, 0\] has no parent"),
     ('{"medusa_choices": [[0], [0, 0], [0, 0, 0]]}', "only 2 heads"), ("{", "Expecting property name")])
-def test_a_damaged_sparse_tree_is_named(tmp_path, text, message):
+def test_a_damaged_sparse_tree_is_named(tiny_target, tmp_path, text, message):
     """medusa_choices.json beside the heads: anything but a tree of rank paths the heads can fill is refused when the
     heads load, naming the file and how to rebuild it (before: a TypeError, or a message about --tree)."""
     import shutil
 
     from picospec_app.load import load_heads
-    from gpt2.load import ASSETS, load_model
+    from gpt2.load import ASSETS
 
     shutil.copytree(ASSETS / "tiny-target" / "medusa", tmp_path / "medusa")
     (tmp_path / "medusa" / "medusa_choices.json").write_text(text)
-    target, _ = load_model("tiny-target")
+    target, _ = tiny_target
     assert load_heads("tiny-target", "medusa", None, target)["sparse"] is not None  # the shipped tree reads
     with pytest.raises(ValueError, match=f"medusa_choices.json is not a readable tree \\(.*{message}.*\\): rebuild it "
                                          "with `python -m bench.trees --build"):
@@ -100,11 +100,10 @@ def test_heads_see_the_hidden_state_of_the_last_accepted_token():
 
 
 @pytest.fixture(scope="module")
-def shipped():
+def shipped(tiny_target):
     from picospec_app.load import load_heads
-    from gpt2.load import load_model
 
-    target, encoder = load_model("tiny-target")
+    target, encoder = tiny_target
     return target, load_heads("tiny-target", "medusa", None, target), encoder
 
 
@@ -166,38 +165,47 @@ def test_oracle_heads_accept_whole_chain():
 
 
 PROMPT, N = [0, 1], 3
+LOSSLESS = [{}, dict(temperature=0.7, top_k=2)]
+
+# Sequences per check, each sized by `python -m bench.power --only medusa`: the broken
+# variant named, planted in the same case, is rejected with the power given (at ALPHA; the
+# least over the test's cases, measured on 20,000 fresh draws of n sequences).
+LOSSLESS_N = 2_000  # longest-match in each case: power 0.9992
+LONGEST = 550  # itself: 0.9994
+TYPICAL = 2_700  # itself (typical acceptance, epsilon 0.3, delta 0.6): 0.9996
+
+
+SMALL = dict(n_vocab=3, n_heads=2, seed=5, scale=0.8)
 
 
 @pytest.fixture(scope="module")
 def small():
-    return model_and_heads(n_vocab=3, n_heads=2, seed=5, scale=0.8)
+    return model_and_heads(**SMALL)
 
 
-def runs(model, heads, n=SAMPLES, **options):
-    rng = np.random.default_rng(0)
-    return [tuple(medusa_decoding(PROMPT, model, heads, N, rng, SEED_CHOICES, topk=3, posterior="lossless",
+def runs(model, heads, n, seed=0, posterior="lossless", **options):
+    rng = np.random.default_rng(seed)
+    return [tuple(medusa_decoding(PROMPT, model, heads, N, rng, SEED_CHOICES, topk=3, posterior=posterior,
                                   **options)[len(PROMPT):]) for _ in range(n)]
 
 
-@pytest.mark.parametrize("options", [{}, dict(temperature=0.7, top_k=2)])
+@pytest.mark.parametrize("options", LOSSLESS)
 def test_lossless_follows_target(small, options):
     model, heads = small
-    check_law(runs(model, heads, **options), exact_law(model, PROMPT, N, **options))
+    check_law(runs(model, heads, LOSSLESS_N, **options), exact_law(model, PROMPT, N, **options))
 
 
 def test_longest_match_flaw_is_rejected(small, monkeypatch):
     model, heads = small
     monkeypatch.setattr(medusa, "verify_tree", longest_match)
     with pytest.raises(AssertionError, match="empirical law differs"):
-        check_law(runs(model, heads), exact_law(model, PROMPT, N))
+        check_law(runs(model, heads, LONGEST), exact_law(model, PROMPT, N))
 
 
 def test_typical_acceptance_is_not_lossless(small):
     """Typical acceptance trades the target's law for speed: the same check tells (a documented property)."""
     model, heads = small
-    rng = np.random.default_rng(0)
-    samples = [tuple(medusa_decoding(PROMPT, model, heads, N, rng, SEED_CHOICES, topk=3, posterior="typical",
-                                     epsilon=0.3, delta=0.6)[len(PROMPT):]) for _ in range(SAMPLES // 3)]
+    samples = runs(model, heads, TYPICAL, posterior="typical", epsilon=0.3, delta=0.6)
     with pytest.raises(AssertionError, match="empirical law differs"):
         check_law(samples, exact_law(model, PROMPT, N))
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import picospec.specinfer as specinfer
-from checker import SAMPLES, check_law, exact_law
+from checker import check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
 from picospec.specinfer import grow, specinfer_decoding
 from picospec.tree import DrawTrie
@@ -55,11 +55,10 @@ def test_temperature_zero_equals_greedy_on_toys(expansion):
     assert all(s["accepted"] == s["origins"].count("draft") <= s["drafted"] <= s["nodes"] for s in stats)
 
 
-def test_temperature_zero_equals_greedy_on_the_built_in_pair_with_the_ngram_merged():
+def test_temperature_zero_equals_greedy_on_the_built_in_pair_with_the_ngram_merged(tiny_target, tiny_draft):
     from gpt2.load import load_model
 
-    target, encoder = load_model("tiny-target")
-    draft, ngram = load_model("tiny-draft")[0], load_model("ngram")[0]
+    (target, encoder), draft, ngram = tiny_target, tiny_draft[0], load_model("ngram")[0]
     x = encoder.encode("def read_lines(path):\n    with open(path) as f:\n")
     expected = autoregressive_sampling(x, target, 24, np.random.default_rng(0), temperature=0)
     for drafts, expansion in (([draft, ngram], (1, 2, 1)), (draft, (1, 1, 3, 1, 1, 1, 1, 1))):
@@ -73,11 +72,19 @@ def test_temperature_zero_equals_greedy_on_the_built_in_pair_with_the_ngram_merg
 
 PROMPT, N, V = [0, 1], 3, 3
 TABLE = random_toy(V, seed=25).table
+TARGET = Toy(TABLE)  # the law the tree's target (a MaskedToyTree of TABLE) must give
 DRAFTS = [Toy1(random_toy(V, seed=39, concentration=0.5).table), Toy1(random_toy(V, seed=23).table)]
 
 
-def runs(expansion=(3, 2), draft=DRAFTS[0], target=None, n=SAMPLES, **options):
-    target, rng = target or MaskedToyTree(TABLE), np.random.default_rng(0)
+# Sequences per check, each sized by `python -m bench.power --only specinfer`: the broken
+# variant named, planted in the same case, is rejected with the power given (at ALPHA; the
+# least over the test's cases, measured on 20,000 fresh draws of n sequences).
+JOINT = 460  # a-mask-that-shows-siblings in each case: power 0.9998
+BROKEN = 460  # itself: 0.9998
+
+
+def runs(n, expansion=(3, 2), draft=DRAFTS[0], target=None, seed=0, **options):
+    target, rng = target or MaskedToyTree(TABLE), np.random.default_rng(seed)
     return [tuple(specinfer_decoding(PROMPT, draft, target, N, rng, expansion, **options)[len(PROMPT):])
             for _ in range(n)]
 
@@ -87,7 +94,7 @@ def runs(expansion=(3, 2), draft=DRAFTS[0], target=None, n=SAMPLES, **options):
     ((1, 1), DRAFTS, dict(temperature=0.7, top_k=2)),  # two drafters' trees merged (mixed laws), warped alike
 ], ids=["k=3,2", "two-drafters-T0.7-top_k2"])
 def test_joint_law_equals_target(expansion, draft, options):
-    check_law(runs(expansion, draft, **options), exact_law(Toy(TABLE), PROMPT, N, **options))
+    check_law(runs(JOINT, expansion, draft, **options), exact_law(Toy(TABLE), PROMPT, N, **options))
 
 
 def test_a_mask_that_shows_siblings_is_rejected():
@@ -95,7 +102,7 @@ def test_a_mask_that_shows_siblings_is_rejected():
     the nodes before it: its earlier siblings and cousins). The rules' own broken variants (no residual update,
     merged duplicates tried once) are rejected in tests/test_verify_rules.py."""
     with pytest.raises(AssertionError, match="empirical law differs"):
-        check_law(runs(target=MaskedToyTree(TABLE, mask=sibling_mask)), exact_law(Toy(TABLE), PROMPT, N))
+        check_law(runs(BROKEN, target=MaskedToyTree(TABLE, mask=sibling_mask)), exact_law(Toy(TABLE), PROMPT, N))
 
 
 def test_verify_iid_is_what_the_method_calls():  # a monkeypatch of picospec.specinfer.verify_iid reaches the method

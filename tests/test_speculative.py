@@ -1,13 +1,15 @@
 """Speculative sampling reproduces the target's law of whole sequences; broken variants are caught by the same check.
 
-Toy models over a 3-token vocabulary; sequences of N = 5 new tokens (243 cells); SAMPLES runs per case. See
-tests/checker.py for the G-test, the error rates and the measured power.
+Toy models over a 3-token vocabulary; sequences of N = 5 new tokens (243 cells). Each check draws the sequences its
+broken variant needs: the smallest n at which that variant is rejected with probability >= 0.999 (measured by
+`python -m bench.power --only speculative`; tests/checker.py has the G-test and its error rates).
 """
 import numpy as np
 import pytest
 
+import picospec.autoregressive as ars
 import picospec.speculative as sps
-from checker import SAMPLES, SAMPLES_HIGH, check_law, exact_law
+from checker import check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import sample, warp
 from picospec.speculative import speculative_sampling
@@ -18,6 +20,20 @@ TARGET = random_toy(3, seed=7)
 DRAFT = perturbed(TARGET, 0.6, seed=8)  # acceptance about 0.7: both acceptance and rejection paths are exercised
 OPTIONS = [dict(), dict(temperature=0.6), dict(temperature=1.4, top_k=2), dict(top_p=0.8),
            dict(temperature=1.2, top_k=2, top_p=0.7)]  # top-k, renormalised, then top-p
+CLOSE = perturbed(TARGET, 0.15, seed=8)  # acceptance about 0.95: the residual is rarely used
+ONE_HOT, SPREAD = Toy(np.tile([1.0, 0.0, 0.0], (3, 3, 1))), Toy(np.tile([0.0, 0.3, 0.7], (3, 3, 1)))
+EDGE_DRAFTS = [random_toy(3, seed=9, zeros=0.4), ONE_HOT, TARGET]  # zeros in rows, one-hot, identical models
+
+# Sequences per check, each sized by `python -m bench.power --only speculative`: the broken
+# variant named, planted in the same case, is rejected with the power given (at ALPHA; the
+# least over the test's cases, measured on 20,000 fresh draws of n sequences).
+JOINT = 2_300  # resample-from-target at each K and warping: power 0.9990
+EDGE = 510  # resample-from-target; argmax-draft for the identical draft (never rejected): 0.9992
+DISJOINT = 100  # accept-everything (keeps a draft the target forbids): 1.0000
+AUTOREGRESSIVE = 170  # autoregressive-unwarped: 0.9993
+HIGH = 26_000  # resample-from-target with the close draft: 0.9994
+BROKEN = {"accept-everything": 110, "resample-from-target": 1_300, "argmax-draft": 100,
+          "warp-draft-only": 170}  # each itself: 0.9996, 0.9995, 1.0000, 0.9996
 
 
 def run(sampler, n, seed, **options):
@@ -25,7 +41,7 @@ def run(sampler, n, seed, **options):
     return [tuple(sampler(rng, **options)[len(PROMPT):]) for _ in range(n)]
 
 
-def sps_runs(K, n=SAMPLES, seed=0, draft=DRAFT, target=TARGET, **options):
+def sps_runs(K, n, seed=0, draft=DRAFT, target=TARGET, **options):
     return run(lambda rng, **o: speculative_sampling(PROMPT, draft, target, N, K, rng, **o), n, seed, **options)
 
 
@@ -33,29 +49,39 @@ def sps_runs(K, n=SAMPLES, seed=0, draft=DRAFT, target=TARGET, **options):
 @pytest.mark.parametrize("options", OPTIONS, ids=["T=1", "T=0.6", "T=1.4,top_k=2", "top_p=0.8",
                                                   "T=1.2,top_k=2,top_p=0.7"])
 def test_joint_law_equals_target(K, options):
-    check_law(sps_runs(K, **options), exact_law(TARGET, PROMPT, N, **options))
+    check_law(sps_runs(K, JOINT, **options), exact_law(TARGET, PROMPT, N, **options))
 
 
 def test_joint_law_high_power():
-    check_law(sps_runs(3, n=SAMPLES_HIGH, seed=1), exact_law(TARGET, PROMPT, N))
+    """The close draft (acceptance about 0.95), where resampling from q instead of the residual changes little."""
+    check_law(sps_runs(2, HIGH, seed=1, draft=CLOSE), exact_law(TARGET, PROMPT, N))
 
 
-@pytest.mark.parametrize("draft", [random_toy(3, seed=9, zeros=0.4),  # zeros in the draft's rows
-                                   Toy(np.tile([1.0, 0.0, 0.0], (3, 3, 1))),  # one-hot draft
-                                   TARGET])  # identical models: every draft accepted
+@pytest.mark.parametrize("draft", EDGE_DRAFTS, ids=["zeros", "one-hot", "identical"])
 def test_joint_law_edge_drafts(draft):
-    check_law(sps_runs(2, draft=draft), exact_law(TARGET, PROMPT, N))
+    check_law(sps_runs(2, EDGE, draft=draft), exact_law(TARGET, PROMPT, N))
 
 
 def test_disjoint_supports():
-    target = Toy(np.tile([0.0, 0.3, 0.7], (3, 3, 1)))
-    draft = Toy(np.tile([1.0, 0.0, 0.0], (3, 3, 1)))  # every draft is rejected
-    check_law(sps_runs(2, draft=draft, target=target), exact_law(target, PROMPT, N))
+    check_law(sps_runs(2, DISJOINT, draft=ONE_HOT, target=SPREAD), exact_law(SPREAD, PROMPT, N))  # all rejected
+
+
+def ars_runs(n, seed=0, **options):
+    return run(lambda rng, **o: autoregressive_sampling(PROMPT, TARGET, N, rng, **o), n, seed, **options)
 
 
 def test_autoregressive_law_equals_target():
-    runs = run(lambda rng, **o: autoregressive_sampling(PROMPT, TARGET, N, rng, **o), SAMPLES, 0, temperature=0.6)
-    check_law(runs, exact_law(TARGET, PROMPT, N, temperature=0.6))
+    check_law(ars_runs(AUTOREGRESSIVE, temperature=0.6), exact_law(TARGET, PROMPT, N, temperature=0.6))
+
+
+def unwarped(probs, **options):  # bug: the baseline samples the raw target law, whatever the temperature
+    return probs
+
+
+def test_an_unwarped_autoregressive_sampler_is_rejected(monkeypatch):
+    monkeypatch.setattr(ars, "warp", unwarped)
+    with pytest.raises(AssertionError, match="differs from the target"):
+        check_law(ars_runs(AUTOREGRESSIVE, temperature=0.6), exact_law(TARGET, PROMPT, N, temperature=0.6))
 
 
 # The power of the check: the same test must reject each deliberately broken sampler.
@@ -82,19 +108,20 @@ def warp_draft_only(probs, **options):  # bug: the target's [k+1, V] rows go unw
 @pytest.mark.parametrize("patch, options", [("verify_chain", accept_everything), ("verify_chain", resample_from_target),
                                             ("sample", argmax_sample), ("warp", warp_draft_only)],
                          ids=["accept-everything", "resample-from-target", "argmax-draft", "warp-draft-only"])
-def test_broken_samplers_are_rejected(monkeypatch, patch, options):
+def test_broken_samplers_are_rejected(request, monkeypatch, patch, options):
     name, broken = patch, options
     monkeypatch.setattr(sps, name, broken)
     opts = dict(temperature=0.6) if name == "warp" else {}
+    n = BROKEN[request.node.callspec.id]
     with pytest.raises(AssertionError, match="differs from the target"):
-        check_law(sps_runs(2, **opts), exact_law(TARGET, PROMPT, N, **opts))
+        check_law(sps_runs(2, n, **opts), exact_law(TARGET, PROMPT, N, **opts))
 
 
 def test_residual_matters_even_for_close_models(monkeypatch):
     """A subtler bug: resampling from q when the draft is close (acceptance ~0.95) is still caught."""
     monkeypatch.setattr(sps, "verify_chain", resample_from_target)
     with pytest.raises(AssertionError, match="differs from the target"):
-        check_law(sps_runs(2, draft=perturbed(TARGET, 0.15, seed=8)), exact_law(TARGET, PROMPT, N))
+        check_law(sps_runs(2, HIGH, draft=CLOSE), exact_law(TARGET, PROMPT, N))
 
 
 @pytest.mark.parametrize("K", [1, 2, 3, 4, 7])

@@ -11,7 +11,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from checker import SAMPLES, check_law, exact_law
+import picospec.verify as verify
+from checker import check_law, exact_law
 from picospec.sampling import residual, sample, warp
 from picospec.tree import DrawTrie, ancestor_mask
 from picospec.verify import one_hot, verify_distinct, verify_iid, verify_siblings, verify_tree, \
@@ -197,8 +198,16 @@ def iid_each_token_once(tokens, parents, Q, P, rng, draws):
     return verify_iid(tokens, parents, Q, P[keep], rng, [draws[j] for j in keep])
 
 
-def decode(draw, rule, options, k=3, n=SAMPLES, **draw_options):
-    rng, out = np.random.default_rng(0), []
+# Sequences per check, each sized by `python -m bench.power --only verify_rules`: the broken
+# variant named, planted in the same case, is rejected with the power given (at ALPHA; the
+# least over the test's cases, measured on 20,000 fresh draws of n sequences).
+FOLLOWS = 1_700  # iid-without-residual (the case's own rule without its residual): power 0.9992
+BROKEN = {"iid-dropping-repeats": 370, "without-replacement-judged-iid": 100,
+          "iid-without-residual": 150}  # each itself: 0.9994, 1.0000, 0.9992
+
+
+def decode(draw, rule, options, n, k=3, seed=0, **draw_options):
+    rng, out = np.random.default_rng(seed), []
     for _ in range(n):
         x = list(PROMPT)
         tokens, parents, P, draws = draw(x, k, rng, options, **draw_options)
@@ -211,27 +220,29 @@ def decode(draw, rule, options, k=3, n=SAMPLES, **draw_options):
     return out
 
 
-@pytest.mark.parametrize("draw, rule, options, draw_options", [
-    (draw_iid, iid, {}, {}),  # SpecInfer: 3 i.i.d. siblings over 3 tokens, duplicates merged, every draw kept
-    (draw_iid, iid, dict(temperature=0.7, top_k=2), dict(drafts=DRAFTS)),  # two drafters' siblings merged
-    (draw_without_replacement, without_replacement, {}, {}),  # Sequoia
-    (draw_top, distinct, dict(temperature=1.3), {}),  # top-k candidates
-], ids=["iid", "iid-two-drafters-T0.7-top_k2", "without-replacement", "distinct"])
+RULES = {"iid": (draw_iid, iid, {}, {}),  # SpecInfer: 3 i.i.d. siblings over 3 tokens, duplicates merged, every draw
+         "iid-two-drafters-T0.7-top_k2": (draw_iid, iid, dict(temperature=0.7, top_k=2), dict(drafts=DRAFTS)),
+         "without-replacement": (draw_without_replacement, without_replacement, {}, {}),  # Sequoia
+         "distinct": (draw_top, distinct, dict(temperature=1.3), {})}  # top-k candidates
+
+
+@pytest.mark.parametrize("draw, rule, options, draw_options", RULES.values(), ids=RULES)
 def test_rule_follows_the_target(draw, rule, options, draw_options):
-    check_law(decode(draw, rule, options, **draw_options), exact_law(TARGET, PROMPT, N, **options))
+    check_law(decode(draw, rule, options, FOLLOWS, **draw_options), exact_law(TARGET, PROMPT, N, **options))
 
 
 def no_residual(q, p):  # broken: after a rejection the next sibling is judged against the unchanged q
     return q
 
 
-@pytest.mark.parametrize("draw, rule, patch", [
-    (draw_iid, iid_each_token_once, None),  # merged duplicates without their repeated trials
-    (draw_without_replacement, iid, None),  # without-replacement siblings judged as if i.i.d.
-    (draw_iid, iid, no_residual),  # the i.i.d. rule without the residual update
-], ids=["iid-dropping-repeats", "without-replacement-judged-iid", "iid-without-residual"])
-def test_wrong_rule_is_rejected(monkeypatch, draw, rule, patch):
+WRONG = {"iid-dropping-repeats": (draw_iid, iid_each_token_once, None),  # merged duplicates, repeats not tried
+         "without-replacement-judged-iid": (draw_without_replacement, iid, None),  # as if i.i.d.
+         "iid-without-residual": (draw_iid, iid, no_residual)}  # the i.i.d. rule without the residual update
+
+
+@pytest.mark.parametrize("draw, rule, patch", WRONG.values(), ids=WRONG)
+def test_wrong_rule_is_rejected(request, monkeypatch, draw, rule, patch):
     if patch:
-        monkeypatch.setattr("picospec.verify.residual", patch)
+        monkeypatch.setattr(verify, "residual", patch)
     with pytest.raises(AssertionError, match="empirical law differs"):
-        check_law(decode(draw, rule, {}), exact_law(TARGET, PROMPT, N))
+        check_law(decode(draw, rule, {}, BROKEN[request.node.callspec.id]), exact_law(TARGET, PROMPT, N))

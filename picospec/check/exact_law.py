@@ -13,8 +13,8 @@ import numpy as np
 from picospec.sampling import warp
 
 ALPHA = 1e-4  # per check (a battery case of picospec.check, a statistical test of the suite)
-SAMPLES = 30_000  # sequences per check in the test suite
-SAMPLES_HIGH = 120_000  # the suite's one high-power check of speculative sampling
+SAMPLES = 30_000  # the reference size of the power table (tests size their own n: bench/power.py)
+SAMPLES_HIGH = 120_000  # its larger reference size
 
 # Toy models: next-token laws that depend on the last two tokens (a [V, V, V] table), so whole-sequence laws are
 # non-trivial and cheap to compute exactly. A Toy follows the model contract model(x, n=1) -> probs [n, V].
