@@ -28,13 +28,9 @@ import numpy as np
 
 from bench.harness import check_room, header
 from picospec_app.load import load_draft
-from picospec_app.run import run_method
+from picospec_app.run import acceptance_vector, mean_accepted, run_method
 from picospec.autoregressive import autoregressive_sampling
-from picospec.sampling import sample, warp
-from picospec.sequoia import (build_choices, choose_size, sequoia_table, sequoia_tree, tree_value,
-                              without_replacement)
-from picospec.tree import top_tokens
-from picospec.verify import verify_distinct, verify_iid, verify_without_replacement
+from picospec.sequoia import build_choices, choose_size, sequoia_table, sequoia_tree, tree_value
 
 CONFIGS = {4: (1, 1, 2), 8: (1, 1, 3, 1), 16: (1, 3, 1, 1, 1, 1)}  # SpecInfer expansions of that many nodes, shaped
 # like the paper's <1, 1, 3, 1, 1, 1, 1, 1> (20 nodes): one path, then three branches
@@ -47,48 +43,6 @@ def expansion_choices(expansion):
         level = [c + (r,) for c in level for r in range(k)]
         out += [list(c) for c in level]
     return out
-
-
-def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without_replacement", repeats=1,
-                      **sampling_options):
-    """The acceptance vector measured (section 3.1): after every prefix seq[:i], start <= i <= len(seq), draw K
-    children from the draft and verify them against the target; a[k] = the share of trials whose accepted child is
-    the (k + 1)-th -> a [K] (sum <= 1: sometimes none is accepted).
-
-    siblings: "without_replacement" (Sequoia's children, verify_without_replacement), "iid" (SpecInfer's, verify_iid;
-    a[k] = the (k + 1)-th draw is the one accepted) or, at temperature 0, the top K tokens (exact match) whatever it
-    says. repeats: trials per prefix at temperature > 0. sequences: e.g. held-out prompts followed by the target's
-    own continuation, start = the prompt's length, so the vector is measured where decoding goes.
-    Example: draft = target, K = 2: the first child is always accepted -> a = [1, 0].
-    """
-    greedy, counts, trials = sampling_options.get("temperature", 1.0) == 0, np.zeros(K), 0
-    for seq in sequences:
-        n = len(seq) - start + 1
-        P = draft(list(seq), n)  # [n, V] the draft's law after each prefix seq[:start] .. seq
-        Q = warp(target(list(seq), n), **sampling_options)  # [n, V]
-        for p, q in zip(P, Q):
-            rows = np.tile(q, (1 + K, 1))  # [1 + K, V]: one level is verified; the rows below it are not used
-            for _ in range(1 if greedy else repeats):
-                if greedy:
-                    picks = top_tokens(p, K)
-                    path, _, _ = verify_distinct(picks, [-1] * len(picks), rows, rng)
-                    accepted = path[0] if path else None
-                else:
-                    law = warp(p, **sampling_options)  # [V]
-                    picks = [sample(law, rng) for _ in range(K)] if siblings == "iid" else \
-                        without_replacement(law, K, rng)
-                    tokens = list(dict.fromkeys(picks))  # iid: one node per distinct token, every draw kept
-                    draws = [tokens.index(t) for t in picks]
-                    if siblings == "iid":
-                        path, _, _ = verify_iid(tokens, [-1] * len(tokens), rows, np.array([law] * K), rng, draws)
-                    else:
-                        path, _, _ = verify_without_replacement(tokens, [-1] * len(tokens), rows,
-                                                                np.array([law] * len(tokens)), rng)
-                    accepted = draws.index(path[0]) if path else None  # the first draw of the accepted token
-                trials += 1
-                if accepted is not None:
-                    counts[accepted] += 1
-    return counts / trials
 
 
 def record_vectors(folder, draft, vectors, protocol):
@@ -121,11 +75,6 @@ def verification_costs(target, draft, x, sizes, repeats=50):
         draft(x + [int(rng.integers(target.n_vocab))])  # rolls back one token, runs one
         draft_times.append(time.perf_counter() - start)
     return {m: 1e3 * float(np.median(t)) for m, t in times.items()}, 1e3 * float(np.median(draft_times))
-
-
-def mean_accepted(stats, full_depth):
-    full = [s["accepted"] for s in stats if s["drafted"] == full_depth]
-    return float(np.mean(full)) if full else float("nan")
 
 
 def row(label, tree, T, expected, r, full_depth):

@@ -106,7 +106,7 @@ def test_steps_draft_fewer_tokens_when_unsure():
 # ---- the engine: one cache, reuse below the cut ----
 
 @pytest.fixture
-def tiny(tiny_target):  # the session's tiny-target (tests/conftest.py)
+def tiny(tiny_target):  # the tiny-target of the test session (tests/conftest.py)
     return tiny_target
 
 

@@ -33,7 +33,7 @@ from picospec.tree import DrawTrie, ancestor_mask, node_path
 from picospec.specinfer import grow
 from picospec.sequoia import all_trees, sequoia_tree, tree_value, without_replacement
 from picospec_app.load import load_acceptance
-from bench.token_trees import acceptance_vector
+from picospec_app.run import acceptance_vector
 ACCEPTANCE = load_acceptance("tiny-target", "tiny-draft")  # measured by bench.token_trees, beside the target
 from gpt2.backend import APPLIED, blas_line
 target, encoder = load_model("tiny-target")  # building an engine applies main.py's BLAS policy
@@ -207,7 +207,7 @@ on a GPU. Every row here scores 7 rows in its target call; where a row loses on 
 small-matrix path, that call's cost c is why (the "limit" at the end of each row), and the c = 1.2
 column shows the same steps where verification is nearly free."""),
 code("""from picospec_app.run import compare, explain
-from bench.token_trees import mean_accepted
+from picospec_app.run import mean_accepted
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 48)
 N, REPEATS, TEMPERATURES = (16, 1, (0.0,)) if QUICK else (32, 5, (0.0, 1.0))
 loaded = {"target": target, "draft": draft, "acceptance": ACCEPTANCE}
