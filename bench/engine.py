@@ -12,7 +12,9 @@
 3. The layouts tried, side by side at M = 1..8: the engine's default (LM head as a contiguous [n_embd, n_vocab] copy;
    where gpt2/backend.py's panel_policy turns them on, weight panels (gpt2/fast/panels.py) and no padding, else rows padded
    to a multiple of 4), then without panels: as is, with the head as the transposed view wte.T, no padding, padding to
-   a multiple of 8; and panels with padding to 4, panels 32 and 64 columns wide.
+   a multiple of 8; and panels with padding to 4, panels 32 and 64 columns wide; and the static-
+   shape step (gpt2/fast/static.py: on a GPU each pass shape replayed as a CUDA graph; on the CPU
+   it only adds work).
    Then each weight matrix alone: M rows times W against times its column panels of 32, 64 and 128 columns.
 4. Why: the GEMM rate by rows, [M, n_embd] @ [n_embd, 4 n_embd] alone, with its weight in cache and streaming from
    memory (GFLOP/s; a one-token forward is bound by the weights' bytes, an M-token one by these flops).
@@ -43,7 +45,8 @@ LAYOUTS = {"default": {}, "no panels": {"panels": False},
            "no panels, pad 8": {"panels": False, "pad_rows": 8},
            "panels, pad 4": {"panels": True, "pad_rows": 4},
            "panels of 32": {"panels": True, "panel_width": 32},
-           "panels of 64": {"panels": True, "panel_width": 64}}
+           "panels of 64": {"panels": True, "panel_width": 64},
+           "static step": {"static": True}}  # gpt2/fast/static.py; on a GPU, CUDA graphs
 CURVES = ("default", "no panels")  # the layouts measured at every M (the others up to M = 8)
 WIDTHS = (32, 64, 128)  # panel widths tried in the panel grid
 
@@ -215,13 +218,17 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
     print(f"\n`python -m bench.engine --sizes {','.join(sizes)} --device {device} --n_cache {n_cache} --max_M {max_M} "
           f"--repeats {repeats} --threads {threads}` (1-minute load {os.getloadavg()[0]:.1f} at the end)\n")
     print("Each pair of numbers is CPU time / wall time (bandwidth: bytes per CPU second / per wall second).\n")
-    print(f"| shape | weights MB | bandwidth GB/s | roofline ms | decode ms ({n_cache}-token cache) | decode / roofline |")
-    print("|---|---|---|---|---|---|")
+    graphs = " (CUDA graphs)" if device == "gpu" else ""
+    print(f"| shape | weights MB | bandwidth GB/s | roofline ms | decode ms ({n_cache}-token cache)"
+          f" | decode / roofline | static step ms{graphs} | static / roofline |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         c, w = r["cpu"][("default", 1)] * 1e3, r["wall"][("default", 1)] * 1e3
+        sc, sw = r["cpu"][("static step", 1)] * 1e3, r["wall"][("static step", 1)] * 1e3
         (bc, bw), (rc, rw) = r["bandwidth_GBps"], r["roofline_ms"]
-        print(f"| {r['size']} | {r['weight_MB']:.0f} | {bc:.1f} / {bw:.1f} | {rc:.1f} / {rw:.1f} | {c:.1f} / {w:.1f} "
-              f"| {c / rc:.2f}x / {w / rw:.2f}x |")
+        print(f"| {r['size']} | {r['weight_MB']:.0f} | {bc:.1f} / {bw:.1f} | {rc:.1f} / {rw:.1f} "
+              f"| {c:.1f} / {w:.1f} | {c / rc:.2f}x / {w / rw:.2f}x | {sc:.1f} / {sw:.1f} "
+              f"| {sc / rc:.2f}x / {sw / rw:.2f}x |")
     print("\nCost of an M-token forward / one token, with the engine's default layout (weight panels where the "
           "policy turns them on) and without panels; CPU time, wall time in parentheses:\n")
     print("| shape | layout | " + " | ".join(f"M={M}" for M in Ms) + " |")

@@ -69,16 +69,19 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
 
 
 def header(threads):
-    """The protocol line every benchmark prints first: BLAS threads, weight panels and the machine's load when it
-    started."""
+    """The protocol line every benchmark prints first: BLAS threads, weight panels, the static step
+    (gpt2/fast/static.py) and the machine's load when it started."""
     import os
 
     from gpt2.backend import panels_line, wide_line
+    from gpt2.fast import static_step_on
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    static = "on (PICOSPEC_STATIC=1; CUDA graphs on a GPU)" if static_step_on() else "off"
     return (f"BLAS threads {threads['threads']} ({threads['why']}; the library reports {threads['blas']}"
             f"{wide_line(threads)}), weight "
-            f"panels {panels_line(threads)}, {os.cpu_count()} CPUs, 1-minute load {load:.2f} at start")
+            f"panels {panels_line(threads)}, static step {static}, {os.cpu_count()} CPUs, "
+            f"1-minute load {load:.2f} at start")
 
 
 def write_text(path, text):

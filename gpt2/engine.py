@@ -26,6 +26,7 @@ import numpy as np
 from gpt2.backend import engine_policy, get_xp, threads_for, to_numpy, tree_map
 from gpt2.cache import KVCache
 from gpt2.fast import layout
+from gpt2.fast.static import StaticStep
 from gpt2.model import causal_mask, gpt2_hidden, softmax
 
 TREE_SLOTS = 256  # cache slots beyond n_ctx for tree nodes
@@ -199,6 +200,10 @@ class BatchGPT2(RowCaches):
     def __init__(self, model, rows, tree_slots=TREE_SLOTS, pad_rows=1):
         super().__init__(model.hparams, rows, model.xp, tree_slots)
         self.model, self.pad_rows = model, pad_rows
+        self.static = None  # or the static-shape step's buffers (gpt2/fast/static.py)
+        if model.static:
+            self.static = StaticStep(rows, self.slots, self.n_ctx, self.hparams["n_embd"], self.xp,
+                                     graphs=model.static["graphs"])
         self._trees = None  # the token lists of the last tree() call, for accept()
 
     n_vocab = property(lambda self: self.model.n_vocab)
@@ -255,15 +260,23 @@ class BatchGPT2(RowCaches):
         # Step 1: each sequence's reusable prefix p_b (always running its last n tokens)
         p = [min(c, len(x) - n) for c, x in zip(self._match(xs), xs)]  # [B]
         # Step 2: new tokens and nodes padded to T, with each row's positions, cache slots and mask
-        rows = row_layout(xs, p, trees, self.slots, self.n_ctx, self.xp, self.pad_rows)
+        xp = np if self.static else self.xp  # the static step copies a host layout into its buffers
+        rows = row_layout(xs, p, trees, self.slots, self.n_ctx, xp, self.pad_rows)
         # Step 3: one forward pass over all rows; every linear is one product over B*T rows
-        h = self._pass(rows, lambda: gpt2_hidden(rows["ids"], **params, n_head=self.hparams["n_head"],
-                                                 positions=rows["positions"], mask=rows["mask"], cache=self.cache))
+        def forward(ids, positions, mask):  # [B, T] -> hidden [B, T, C]
+            return gpt2_hidden(ids, **params, n_head=self.hparams["n_head"], positions=positions,
+                               mask=mask, cache=self.cache)
+
+        if self.static:  # the same pass in fixed buffers (gpt2/fast/static.py)
+            h = self._pass(rows, lambda: self.static(rows, self.cache, forward))
+        else:
+            h = self._pass(rows, lambda: forward(rows["ids"], rows["positions"], rows["mask"]))
         s, m = rows["s"], rows["m"]
         self.cache.n = p[0] + s[0] + m[0]  # (a one-row cache: its tokens and nodes, the padding forgotten)
         self._ran(xs, sum(s) + sum(m))
         # Step 4: the rows asked for: each row's last n real tokens, then its nodes
-        return read_rows(h, s, m, n, self.xp)  # [sum of (n + m_b), C]
+        h = read_rows(h, s, m, n, self.xp)  # [sum of (n + m_b), C]
+        return h.copy() if self.static else h  # (the static step's buffer is reused)
 
     def _head(self, h, probs):  # hidden [r, C] -> logits or probs [r, V] on the host
         with threads_for(h.shape[0], self.xp):  # one product: [r, C] @ [C, V]
@@ -274,7 +287,7 @@ class BatchGPT2(RowCaches):
 class GPT2:
     """A GPT-2 (hparams + params tree) behind the model contract, on NumPy or CuPy arrays: one sequence, the one row
     of a BatchGPT2 on its weights. layout: performance choices (panels, panel_width, head_copy, pad_rows) for
-    gpt2/fast's layout, which picks each by default."""
+    gpt2/fast's layout, which picks each by default (static: the static-shape step, off)."""
 
     def __init__(self, hparams, params, device="cpu", **layout_choices):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
@@ -282,7 +295,7 @@ class GPT2:
         self.params = tree_map(lambda a: self.xp.asarray(a, dtype="float32"), params)
         fast = layout(self.params, self.n_params, device, **layout_choices)
         self.forward_params, self.head = fast["params"], fast["head"]  # what the forward multiplies by
-        self.panels, self.pad_rows = fast["panels"], fast["pad_rows"]
+        self.panels, self.pad_rows, self.static = fast["panels"], fast["pad_rows"], fast["static"]
         self.engine = BatchGPT2(self, 1, pad_rows=self.pad_rows)
 
     n_vocab = property(lambda self: self.hparams["n_vocab"])

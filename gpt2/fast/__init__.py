@@ -4,22 +4,26 @@ gpt2/model.py holds the formulas; these change only how fast they run, never wha
 - weight panels (panels.py): a weight W that multiplies a few rows through its column panels;
 - padded rows and a contiguous copy of the tied LM head (layout below), chosen per engine;
 - fused CUDA kernels for gelu, softmax and layer_norm (gpu_kernels.py), swapped in by use_gpu_kernels;
-- the BLAS thread policy (gpt2/backend.py), applied by the engines around each forward.
+- the BLAS thread policy (gpt2/backend.py), applied by the engines around each forward;
+- the static-shape step (static.py): fixed buffers per pass shape, CUDA graphs on a GPU.
 gpt2/engine.py takes its weights from layout(), the one place a model gets its fast form (on a GPU, the kernels).
 Where this sits among the layers: docs/architecture.md.
 """
 from gpt2.fast.panels import Panels, with_panels
 
 
-def layout(params, n_params, device, panels=None, panel_width=None, head_copy=None, pad_rows=None):
+def layout(params, n_params, device, panels=None, panel_width=None, head_copy=None, pad_rows=None,
+           static=None):
     """The weights an engine's forward runs on -> {"params", "head" [n_embd, n_vocab], "panels" (on or off),
-    "pad_rows"}. panels: linear weights as Panels (default: gpt2/backend.py's panel_policy on the CPU);
+    "pad_rows", "static"}.
+    panels: linear weights as Panels (default: gpt2/backend.py's panel_policy on the CPU);
     head_copy: the tied head wte.T as a contiguous copy (default on the CPU: OpenBLAS multiplies by it 1.3-1.6x
     faster than by the transposed view, bench/engine.py); pad_rows: the rows of a forward padded up to a multiple
     of it (default 4 on the CPU without panels: OpenBLAS multiplies 4 rows as fast as 2 or 3 and 8 as fast as 5..7,
-    bench/engine.py)."""
+    bench/engine.py); static: the static-shape step (static.py) -> None or {"graphs": recorded as
+    CUDA graphs} (default: off, on with PICOSPEC_STATIC=1; True: on, with graphs on a GPU)."""
     from gpt2.backend import panel_policy, xp_of
-
+    static = static_step_on() if static is None else static
     xp = xp_of(params["wte"])
     if device == "gpu":
         use_gpu_kernels()
@@ -28,7 +32,15 @@ def layout(params, n_params, device, panels=None, panel_width=None, head_copy=No
     head = xp.ascontiguousarray(params["wte"].T) if head_copy else params["wte"].T  # [n_embd, n_vocab]
     return {"params": with_panels(params, panel_width) if on else params,
             "head": Panels(head, panel_width) if on else head, "panels": on,
-            "pad_rows": (4 if device == "cpu" and not on else 1) if pad_rows is None else pad_rows}
+            "pad_rows": (4 if device == "cpu" and not on else 1) if pad_rows is None else pad_rows,
+            "static": {"graphs": device == "gpu"} if static else None}
+
+
+def static_step_on():
+    """The static-shape step's default, read in this one place: PICOSPEC_STATIC=1 turns it on."""
+    from gpt2.cli import env_flag
+
+    return env_flag("PICOSPEC_STATIC", False)
 
 
 def use_gpu_kernels():
