@@ -1,7 +1,8 @@
-"""Load what a method of the table needs (picospec.methods: a row's `needs`), once, for main.py, the notebooks and the
-benchmarks: the draft, a second drafter, heads, the EAGLE head, the REST datastore, a self-draft engine, Sequoia's
-acceptance vectors, and their batched forms for --batch. Mistakes in the options that name files are found here
-before any model loads. Shapes: none; this file only loads things.
+"""Load what a method of the table needs (picospec.methods: a row's `needs`), once, for main.py, the
+notebooks and the benchmarks: the draft, a second drafter, heads, the EAGLE head, the REST
+datastore, a self-draft engine, Sequoia's acceptance vectors, and their batched forms for --batch.
+Mistakes in the options that name files are found here before any model loads. Shapes: none; this
+file only loads things.
 """
 import json
 import sys

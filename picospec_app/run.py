@@ -1,7 +1,7 @@
-"""Run a method of the table timed, against autoregressive decoding on the same prompt with the same seed, and read
-the runs: tokens per target call, acceptance, the median speedup of interleaved rounds and the cost model's
-prediction from the measured call costs (picospec.theory). main.py, the notebooks and the benchmarks share this
-protocol. Shapes: none; this file only times things.
+"""Run a method of the table timed, against autoregressive decoding on the same prompt with the same
+seed, and read the runs: tokens per target call, acceptance, the median speedup of interleaved
+rounds and the cost model's prediction from the measured call costs (picospec.theory). main.py, the
+notebooks and the benchmarks share this protocol. Shapes: none; this file only times things.
 """
 import time
 

@@ -1,8 +1,9 @@
-"""The shape of the house (docs/architecture.md), read from the imports: picospec imports neither gpt2 nor the app
-and its algorithm files import only numpy, the standard library and picospec's shared pieces; gpt2 imports neither
-picospec nor the app, and the model (gpt2/ outside gpt2/train/) never imports training; the app (picospec_app) never
-imports a benchmark; nothing imports main; bench is imported by nothing but tests; no import circle, lazy imports
-included; every method file is a row of the table. The checker is shown to fail on deliberately broken copies."""
+"""The shape of the house (docs/architecture.md), read from the imports: picospec imports neither
+gpt2 nor the app, and its algorithm files import only numpy, the standard library and picospec's
+shared pieces; gpt2 imports neither picospec nor the app, and the model (gpt2/ outside gpt2/train/)
+never imports training; nothing imports main; bench is imported by nothing but tests (so neither by
+the app nor by the notebooks); no import circle, lazy imports included; every method file is a row
+of the table. The checker is shown to fail on deliberately broken copies."""
 import ast
 import json
 import shutil
@@ -23,8 +24,8 @@ STDLIB = set(sys.stdlib_module_names)
 
 
 def imports(path):
-    """Top-level module names (and picospec submodules, as 'picospec.x'; training, as 'gpt2.train') that a .py file or a
-    notebook imports."""
+    """Top-level module names (and picospec submodules, as 'picospec.x'; training, as 'gpt2.train')
+    that a .py file or a notebook imports."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".ipynb":
         text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"] if c["cell_type"] == "code")

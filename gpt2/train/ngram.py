@@ -1,4 +1,5 @@
-"""Count the n-grams of a token file into the n-gram draft model (gpt2/ngram.py: NGram, Witten-Bell interpolation).
+"""Count the n-grams of a token file into the n-gram draft model (gpt2/ngram.py: NGram, Witten-Bell
+interpolation).
 
     python -m gpt2.train.ngram --data data --out gpt2/assets/ngram.safetensors --order 3
 """
@@ -11,9 +12,9 @@ from gpt2.ngram import NGram
 
 
 def count_ngrams(tokens, n_vocab, order=4, min_count=2):
-    """tokens [n] -> the NGram of their counts: the add-one unigram law and, per context length k = 1 .. order-1,
-    the sorted context keys, CSR offsets, next tokens and counts (gpt2/ngram.py reads them).
-    Example: count_ngrams([0, 1, 0, 1, 0, 2], 3, order=2, min_count=1): after 0 come 1 (twice) and 2 (once)."""
+    """tokens [n] -> the NGram of their counts: the add-one unigram law and, per context length
+    k = 1 .. order-1, the sorted context keys, CSR offsets, next tokens and counts.
+    Example: count_ngrams([0, 1, 0, 1, 0, 2], 3, order=2, min_count=1): after 0 come 1 (twice), 2."""
     tokens = np.asarray(tokens, dtype=np.int64)
     counts = np.bincount(tokens, minlength=n_vocab) + 1
     unigram = (counts / counts.sum()).astype(np.float32)
