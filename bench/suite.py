@@ -65,6 +65,10 @@ def main(workers=2, marks=None, slowest=40, out=None):
         print(f"\nThe {slowest} slowest tests:\n\n| seconds | test |\n|---|---|")
         for file, name, seconds, _ in sorted(found, key=lambda c: -c[2])[:slowest]:
             print(f"| {seconds:.1f} | `{file}::{name}` |")
+        failed = [f"`{file}::{name}` ({outcome})" for file, name, _, outcome in found
+                  if outcome in ("failure", "error")]
+        if failed:
+            print("\nFailed:\n\n" + "\n".join(f"- {f}" for f in failed))
     if status != 0:
         raise SystemExit(status)
 
