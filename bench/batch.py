@@ -41,7 +41,7 @@ import time
 
 import numpy as np
 
-from gpt2.cli import Option
+from picospec_cli import Option
 
 PAIRS = ("tiny", "124M")
 
@@ -265,6 +265,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

@@ -87,7 +87,7 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [
         Option("target", str, "tiny-target", "the target model (its eagle/ and medusa/ heads are used)"),

@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from gpt2.backend import DEVICES, get_xp, to_numpy
-from gpt2.cli import Option
+from picospec_cli import Option
 from gpt2.engine import GPT2
 from gpt2.weights import flatten
 
@@ -284,6 +284,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

@@ -28,7 +28,7 @@ from bench.harness import header
 from picospec_app.load import load_needs
 from picospec_app.run import compare, run_method
 from gpt2.backend import get_xp, thread_policy
-from gpt2.cli import Option
+from picospec_cli import Option
 from picospec.methods import METHODS, defaults, law
 
 TARGET, DRAFT = "tiny-target", "tiny-draft"
@@ -261,6 +261,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

@@ -164,7 +164,7 @@ def plot(curves, name, path):
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [
         Option("drafts", "strs", ("tiny-draft", "ngram"), "draft models, a row each: tiny-draft, ngram, gpt2, a folder"),

@@ -132,7 +132,7 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [Option("shapes", "strs", (), "GPT-2 shapes to add (random weights)", choices=("124M", "355M")),
                    Option("K", int, 4, "draft tokens per step", low=1, high=64),

@@ -19,7 +19,7 @@ from bench.gpu import load_rows, setup, table
 from bench.harness import header
 from picospec_app.run import compare
 from gpt2.backend import thread_policy
-from gpt2.cli import Option
+from picospec_cli import Option
 from picospec.methods import METHODS
 
 
@@ -75,6 +75,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

@@ -117,7 +117,7 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [Option("target", str, "tiny-target", "target checkpoint (a name or a folder in HF layout)"),
                    Option("draft", str, "tiny-draft", "draft checkpoint for assisted generation"),

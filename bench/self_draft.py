@@ -442,7 +442,7 @@ def check_before_work(task, target, folder, exit_layers, runs):
     """The mistakes the search and the exit layers would meet only after minutes, as one line each, before any work:
     a model too deep to score every skip set, exits without a saved search or past the last layer, a --runs folder
     that cannot be made or written."""
-    from gpt2.cli import cannot_write_in
+    from picospec_cli import cannot_write_in
     from gpt2.self_draft import CONFIG, read_config
     from gpt2.train.skip_search import MAX_LAYERS, too_many_layers
     from gpt2.weights import hparams_from_config, read_json
@@ -499,7 +499,7 @@ def main(task="bench", target="tiny-target", n_prompts=16, prompt_tokens=64, new
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [
         Option("task", str, "bench", "search (every skip set), exits (exit layers and adapters), or bench (the table)",

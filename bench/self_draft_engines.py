@@ -86,7 +86,7 @@ def main(old, settings=None, n_tokens=48, temperature=0.0, repeats=5):
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [
         Option("old", "dir", None, "a checkout of an older commit (git archive REV | tar -x -C DIR)", required=True),

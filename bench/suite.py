@@ -74,7 +74,7 @@ def main(workers=2, marks=None, slowest=40, out=None):
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [Option("workers", int, 2, "pytest-xdist workers (1: no xdist)", low=1, high=64),
                    Option("marks", str, None, "run only tests matching this marker expression, e.g. 'not slow'"),

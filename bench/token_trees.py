@@ -221,7 +221,7 @@ def measure(method, prompts, loaded, n_tokens, seeds, sampling, **options):
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [
         Option("draft", str, "tiny-draft", "the draft model"),

@@ -174,7 +174,7 @@ def prompt_lookup_sweep(target, encoder, prompts, n_tokens, seeds, sizes):
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [
         Option("medusa", "strs", None, "Medusa heads folders, compared side by side"),

@@ -176,7 +176,7 @@ def keep_first_heads(src, dst, n):
 
     Example: python -m gpt2.heads --src runs/medusa1-distilled --dst gpt2/assets/tiny-target/medusa --n 2
     """
-    from gpt2.cli import output_folder
+    from picospec_cli import output_folder
     from gpt2.weights import read_header
 
     if Path(dst).resolve() == Path(src).resolve():
@@ -201,7 +201,7 @@ def keep_first_heads(src, dst, n):
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command, out_folder
+    from picospec_cli import Option, command, out_folder
 
     command(keep_first_heads, [
         Option("src", "dir", None, "folder with heads.json + heads.safetensors (from python -m gpt2.train.heads)",

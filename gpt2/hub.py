@@ -61,7 +61,7 @@ def check_cache_dir(cache=None):
     fix = "set PICOSPEC_CACHE to a folder you can write to, or unset it to use ~/.cache/picospec"
     if not existing.is_dir():
         raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) cannot be made: {existing} is a file; {fix}")
-    from gpt2.cli import cannot_write_in  # a file made and removed: permission bits say nothing for root or /proc
+    from picospec_cli import cannot_write_in  # a file made and removed: permission bits say nothing for root or /proc
 
     if (why := cannot_write_in(existing)) is not None:
         raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) is not writable: cannot write in {existing} "
@@ -72,8 +72,8 @@ def check_cache_dir(cache=None):
 def is_offline(offline=None):
     """--offline, else PICOSPEC_OFFLINE: 1, true, yes or on (any case) means offline; unset, empty,
     0, false, no or off means online; another value is a ValueError naming it
-    (gpt2.cli.env_flag)."""
-    from gpt2.cli import env_flag
+    (picospec_cli.env_flag)."""
+    from picospec_cli import env_flag
 
     setting = env_flag("PICOSPEC_OFFLINE", default=False)  # even under --offline: a typo shows
     return offline if offline is not None else setting

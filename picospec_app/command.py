@@ -6,7 +6,7 @@
     echo "def f(x):" | python main.py --prompt_file - --json
 
 The methods and their options come from the table in picospec/methods.py; this file has no per-method code. Every
-option is checked before any model loads (gpt2/cli.py), so a typo costs a second, not a run.
+option is checked before any model loads (picospec_cli), so a typo costs a second, not a run.
 Autoregressive decoding and the method run in turns on the same prompt with the same seed (A B A B
 ..., --runs rounds), so the printout shows both texts, their median times, the median speedup and
 its range, tokens per target call, acceptance, the speedup the cost model predicts from the measured
@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from gpt2.backend import blas_line, thread_policy
-from gpt2.cli import Option, UsageError, guarded, parse, split, usage
 from picospec.methods import METHODS, TABLE, batch_refusal, call, check_temperature, find, law
+from picospec_cli import Option, UsageError, guarded, parse, split, usage
 
 COLORS = {"draft": "\033[32m", "resample": "\033[33m", "bonus": "\033[34m"}  # green, yellow, blue
 LEGEND = "green: draft token accepted, yellow: target's correction, blue: bonus token from the target"

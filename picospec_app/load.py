@@ -29,7 +29,7 @@ def check_needs(method, options):
         if not path.exists() and not path.resolve().parent.is_dir():
             raise ValueError(f"--datastore {path}: the folder {path.resolve().parent} does not exist; create it first")
         if not path.exists():  # --build_datastore: an unwritable folder is named before the build
-            from gpt2.cli import cannot_write_in
+            from picospec_cli import cannot_write_in
 
             if (why := cannot_write_in(path.resolve().parent)) is not None:
                 raise ValueError(f"--datastore {path}: cannot write in {path.resolve().parent} "

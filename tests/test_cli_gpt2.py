@@ -1,4 +1,4 @@
-"""The engine's commands go through the one door (gpt2.cli): a mistake on the command line is one `error:` line, exit 2,
+"""The engine's commands go through the one door (picospec_cli): a mistake on the command line is one `error:` line, exit 2,
 in well under a second, before any work and with no file left behind; --help prints the options and exits 0.
 
 Commands: python -m gpt2.train.bpe, gpt2.train.corpus, gpt2.train.card, gpt2.train.ngram, gpt2.heads, bench.engine, bench.gpu.

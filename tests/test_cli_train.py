@@ -1,4 +1,4 @@
-"""The training commands go through the one door (gpt2.cli): a mistake on the command line is one `error:` line, exit 2,
+"""The training commands go through the one door (picospec_cli): a mistake on the command line is one `error:` line, exit 2,
 in well under 3 seconds, before any work and with no file or folder left behind; a run that fails or is interrupted
 after it started leaves no empty OUT/ or OUT/ckpt/ either.
 
@@ -223,7 +223,7 @@ def test_a_failed_write_leaves_no_empty_folders(tmp_path, monkeypatch, capsys, m
     """The disk fills up while the first checkpoint is written (simulated): the run fails with one line and takes away
     the folders it made (runs/x/, runs/x/y/, runs/x/y/ckpt/); nothing half-written is left."""
     import gpt2.weights
-    from gpt2.cli import run
+    from picospec_cli import run
     from micro import random_gpt2
 
     make_inputs(tmp_path)
@@ -360,7 +360,7 @@ def test_a_failed_start_over_leaves_out_as_it_was(tmp_path, monkeypatch, capsys,
     """The disk fills up after the new run wrote its first checkpoint (simulated): OUT keeps the old run, byte for
     byte, and the new run's folder beside it is gone."""
     import gpt2.weights
-    from gpt2.cli import run
+    from picospec_cli import run
 
     make_inputs(tmp_path)
     monkeypatch.chdir(tmp_path)

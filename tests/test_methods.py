@@ -7,7 +7,7 @@ import pytest
 
 from picospec_app.load import load_needs
 from picospec_app.run import run_method, summary
-from gpt2.cli import check_value
+from picospec_cli import check_value
 from gpt2.encoder import load_encoder
 from gpt2.load import ASSETS, load_model
 from picospec.methods import METHODS, TABLE, call, check_temperature, defaults, find, law, markdown

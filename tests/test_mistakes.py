@@ -343,7 +343,7 @@ def test_check_tokenizers_names_both_folders_and_passes_one_tokenizer(folder):
     ("1", True), ("true", True), ("YES", True), ("on", True), ("0", False), ("false", False),
     ("No", False), ("off", False), ("", "default"), (None, "default")])
 def test_env_flags_take_their_documented_values(value, expected, monkeypatch):
-    from gpt2.cli import env_flag
+    from picospec_cli import env_flag
 
     if value is None:
         monkeypatch.delenv("PICOSPEC_X", raising=False)
@@ -354,7 +354,7 @@ def test_env_flags_take_their_documented_values(value, expected, monkeypatch):
 
 @pytest.mark.parametrize("value", ["maybe", "2", "offline", "y"])
 def test_other_env_flag_values_are_refused(value, monkeypatch):
-    from gpt2.cli import env_flag
+    from picospec_cli import env_flag
     from gpt2.hub import is_offline
 
     monkeypatch.setenv("PICOSPEC_OFFLINE", value)

@@ -65,7 +65,8 @@ def venv(tmp_path_factory):
     src.mkdir()
     for name in ["pyproject.toml", "MANIFEST.in", "README.md", "main.py", *map(str, ROOT.glob("requirements*.txt"))]:
         shutil.copy(ROOT / name, src)
-    for package in ("gpt2", "picospec", "picospec_app", "bench"):  # bench/ and main.py are there, not installed
+    # bench/ and main.py are there, not installed
+    for package in ("picospec_cli", "gpt2", "picospec", "picospec_app", "bench"):
         shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", tmp / "venv"], check=True)
     python = tmp / "venv" / "bin" / "python"
@@ -89,8 +90,9 @@ def venv(tmp_path_factory):
 @pytest.mark.slow
 def test_installed_command_runs_the_built_in_pair_from_any_folder(venv):
     python, elsewhere, env = venv
-    where = subprocess.run([python, "-c", "import gpt2, picospec, picospec_app; print(gpt2.__file__, "
-                            "picospec_app.__file__)"], cwd=elsewhere, env=env, capture_output=True, text=True)
+    where = subprocess.run([python, "-c", "import gpt2, picospec, picospec_app, picospec_cli; "
+                            "print(gpt2.__file__, picospec_app.__file__, picospec_cli.__file__)"],
+                           cwd=elsewhere, env=env, capture_output=True, text=True)
     assert all(str(python.parents[1]) in p for p in where.stdout.split()), where.stdout + where.stderr
     for module in ("main", "bench"):  # the front-door file and the benchmarks stay in the repository
         found = subprocess.run([python, "-c", f"import importlib.util as u; print(u.find_spec({module!r}))"],

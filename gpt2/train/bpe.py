@@ -15,7 +15,7 @@ Example (by hand): words {"abab": 2, "ab": 1} -> pair counts (a,b)=5, (b,a)=2 ->
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from gpt2.cli import Option, out_folder, output_folder
+from picospec_cli import Option, out_folder, output_folder
 from gpt2.train.corpus import stdlib_files
 from gpt2.encoder import EOT, PATTERN, bytes_to_unicode, merge_pair
 
@@ -105,6 +105,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

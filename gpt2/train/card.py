@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2.cli import Option
+from picospec_cli import Option
 from gpt2.load import ASSETS, load_model
 from gpt2.weights import flatten
 
@@ -213,6 +213,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2.cli import Option, out_folder, output_folder
+from picospec_cli import Option, out_folder, output_folder
 
 EXCLUDED = {"test", "tests", "idle_test", "site-packages"}
 
@@ -122,6 +122,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

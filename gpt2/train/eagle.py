@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from gpt2.backend import get_xp, to_device, to_numpy, xp_of
-from gpt2.cli import Option
+from picospec_cli import Option
 from gpt2.eagle import EagleHead, init_eagle, save_eagle, TREE_SLOTS
 from gpt2.train.backprop import block_backward, block_forward, linear_backward, linear_forward
 from gpt2.train.gpt2 import check_data, check_ids, check_out, check_tokens, lr_at, replaces_out, train_loop, written_into
@@ -278,6 +278,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from gpt2.backend import get_xp, to_device, to_numpy, xp_of
-from gpt2.cli import Option, cannot_write_in
+from picospec_cli import Option, cannot_write_in
 from gpt2.weights import flatten
 
 
@@ -457,6 +457,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

@@ -28,7 +28,7 @@ import numpy as np
 
 from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from gpt2.train.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
-from gpt2.cli import Option
+from picospec_cli import Option
 from gpt2.heads import ACTIVATIONS, heads_loss_and_grads, init_heads, ranks_of_targets, head_forward, save_heads
 from gpt2.train.gpt2 import (check_data, check_ids, check_out, check_tokens, has_state, lr_at, random_windows, read_state,
                         replaces_out, train_loop, written_into)
@@ -283,6 +283,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2.cli import Option
+from picospec_cli import Option
 from gpt2.ngram import NGram
 
 
@@ -82,6 +82,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)
