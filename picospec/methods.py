@@ -12,7 +12,7 @@ from picospec.eagle2 import batch_eagle2_decoding, eagle2_decoding
 from picospec.greedy import SCHEDULES, batch_greedy_decoding, greedy_decoding
 from picospec.lookahead import batch_lookahead_decoding, lookahead_decoding
 from picospec.medusa import POSTERIORS, batch_medusa_decoding, medusa_decoding
-from picospec.options import (K_option, Option, eagle_tree_check, expansion_check, medusa_tree, parse_tree,
+from picospec.options import (K_option, eagle_tree_check, expansion_check, medusa_tree, parse_tree,
                               skip_check, tree_check)
 from picospec.prompt_lookup import batch_prompt_lookup_decoding, prompt_lookup_decoding
 from picospec.rest import batch_rest_decoding, rest_decoding
@@ -20,6 +20,7 @@ from picospec.sequoia import batch_sequoia_decoding, sequoia_decoding
 from picospec.self_draft import batch_self_speculative_decoding, self_speculative_decoding
 from picospec.specinfer import batch_specinfer_decoding, specinfer_decoding
 from picospec.speculative import speculative_sampling
+from picospec_cli import Option
 
 LAWS = ("lossless", "greedy", "lossy")
 
@@ -38,8 +39,8 @@ class Method(NamedTuple):
     # "lossless" (the warped target's law at every temperature), "greedy" (exact at temperature 0, refuses
     # temperature > 0) or "lossy"; a function of the options where an option decides it (Medusa's posterior)
     law: object = "lossless"
-    # the method's own options (picospec/options.py: type, default, help, bounds, checks; the door runs them before
-    # anything loads); load=True: read by the loader of the needs, not passed to fn
+    # the method's own options (picospec_cli.Option: type, default, help, bounds, checks; the door
+    # runs them before anything loads); load=True: read by the loader of the needs, not passed to fn
     options: tuple = ()
     instead: str = None  # for a greedy-only method: the lossless method to use at temperature > 0
     prepare: Callable = None  # (options, loaded, sampling) -> keyword arguments of fn, where options need what loaded
