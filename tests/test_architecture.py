@@ -1,4 +1,5 @@
-"""The shape of the house (docs/architecture.md), read from the imports: picospec imports neither
+"""The shape of the house (docs/architecture.md), read from the imports: the door (picospec_cli)
+imports the standard library only and is the one command-line parser; picospec imports neither
 gpt2 nor the app, and its algorithm files import only numpy, the standard library and picospec's
 shared pieces; gpt2 imports neither picospec nor the app, and the model (gpt2/ outside gpt2/train/)
 never imports training; nothing imports main; bench is imported by nothing but tests (so neither by
@@ -59,6 +60,9 @@ def violations(root):
             found.append(f"{rel} imports main: nothing may import main")
         if "bench" in names and rel.parts[0] not in ("bench", "tests"):
             found.append(f"{rel} imports bench: bench is imported by nothing but tests")
+        if rel.parts[0] == "picospec_cli" and names - STDLIB:
+            found.append(f"{rel} imports {sorted(names - STDLIB)}: the door imports the standard "
+                         "library only")
         if rel.parts[0] == "gpt2" and names & {"picospec", "picospec_app"}:
             found.append(f"{rel} imports {sorted(names & {'picospec', 'picospec_app'})}: gpt2 knows nothing of "
                          "picospec")
@@ -68,9 +72,11 @@ def violations(root):
             if names & {"gpt2", "picospec_app"}:
                 found.append(f"{rel} imports {sorted(names & {'gpt2', 'picospec_app'})}: picospec never imports "
                              "the engine")
-            outside = {n for n in names if "." not in n} - STDLIB - {"numpy", "picospec", "bench"}
+            allowed = {"numpy", "picospec", "picospec_cli", "bench"}
+            outside = {n for n in names if "." not in n} - STDLIB - allowed
             if outside:
-                found.append(f"{rel} imports {sorted(outside)}: algorithm files import numpy and picospec only")
+                found.append(f"{rel} imports {sorted(outside)}: algorithm files import numpy, "
+                             "picospec and the door only")
             key = rel.parts[1] if len(rel.parts) > 2 else path.stem  # a package's modules share its rules
             if key not in ("methods", "__init__"):
                 own = {n.split(".")[1] for n in names if n.startswith("picospec.")} - SHARED - {key}
@@ -94,7 +100,7 @@ def test_the_checkout_follows_the_architecture():
 
 @pytest.fixture
 def copy(tmp_path):
-    for sub in ("picospec", "gpt2", "picospec_app", "bench", "notebooks"):
+    for sub in ("picospec_cli", "picospec", "gpt2", "picospec_app", "bench", "notebooks"):
         shutil.copytree(ROOT / sub, tmp_path / sub, ignore=shutil.ignore_patterns("assets", "__pycache__", "*.png"))
     shutil.copy(ROOT / "main.py", tmp_path / "main.py")
     assert violations(tmp_path) == []
@@ -105,7 +111,9 @@ def copy(tmp_path):
     ("picospec/speculative.py", "from gpt2.engine import GPT2", "picospec never imports the engine"),
     ("picospec/medusa.py", "import bench.harness", "bench is imported by nothing but tests"),
     ("picospec/sequoia.py", "from picospec_app.run import compare", "picospec never imports the engine"),
-    ("picospec/rest.py", "from tqdm import tqdm", "import numpy and picospec only"),
+    ("picospec/rest.py", "from tqdm import tqdm", "import numpy, picospec and the door only"),
+    ("picospec_cli/__init__.py", "import numpy as np", "the door imports the standard library"),
+    ("picospec_cli/__init__.py", "import gpt2.hub", "the door imports the standard library"),
     ("picospec/greedy.py", "from picospec.speculative import speculative_sampling", "methods import only"),
     ("gpt2/engine.py", "from picospec.sampling import warp", "gpt2 knows nothing of picospec"),
     ("gpt2/train/heads.py", "from picospec_app.load import load_heads", "gpt2 knows nothing of picospec"),
@@ -136,8 +144,8 @@ def import_graph(root):
     """{module: the project's modules it imports}, every import counted, those inside functions (lazy) too; `from
     a.b import c` counts a.b.c when that is a module of the project, else a.b."""
     root = Path(root)
-    files = {module_name(root, p): p for sub in ("picospec", "gpt2", "picospec_app", "bench")
-             for p in (root / sub).rglob("*.py")}
+    parts = ("picospec_cli", "picospec", "gpt2", "picospec_app", "bench")
+    files = {module_name(root, p): p for sub in parts for p in (root / sub).rglob("*.py")}
     files["main"] = root / "main.py"
     graph = {}
     for name, path in files.items():
@@ -176,7 +184,8 @@ def circles(graph):
     return found
 
 
-@pytest.mark.parametrize("part", ["picospec", "bench", "main", "gpt2", "picospec_app"])
+@pytest.mark.parametrize("part", ["picospec_cli", "picospec", "bench", "main", "gpt2",
+                                  "picospec_app"])
 def test_no_import_circles_anywhere_lazy_imports_included(part):
     assert [c for c in circles(import_graph(ROOT)) if c[0].split(".")[0] == part] == []
 
@@ -261,3 +270,44 @@ def test_a_second_forward_or_a_fast_import_is_caught(copy, file, text):
     path = copy / file
     path.write_text(path.read_text() + text)
     assert len(forward_copies(copy)) == 1
+
+
+def second_parsers(root):
+    """Command-line parsing outside the door: a module that imports argparse, optparse, getopt,
+    click or fire, or defines a `parse`/`split`/`convert`/`usage` function or an `Option` class."""
+    root, out = Path(root), []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root)
+        if ".git" in rel.parts or rel.parts[0] in ("tests", "picospec_cli"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                         else [a.name for a in node.names])
+                out += [f"{rel} imports {n}" for n in names if n.split(".")[0] in PARSERS]
+            elif isinstance(node, ast.ClassDef) and node.name == "Option":
+                out.append(f"{rel} defines a class Option: picospec_cli.Option is the one record")
+            elif isinstance(node, ast.FunctionDef) and node.name in DOOR_FUNCTIONS:
+                out.append(f"{rel} defines {node.name}: the door alone parses the command line")
+    return out
+
+
+PARSERS = {"argparse", "optparse", "getopt", "click", "fire", "typer"}
+DOOR_FUNCTIONS = ("parse", "split", "convert", "usage")
+
+
+def test_one_command_line_parser():
+    assert second_parsers(ROOT) == []
+
+
+@pytest.mark.parametrize("file, text", [
+    ("picospec/check/__main__.py", "\nimport argparse\n"),
+    ("bench/engine.py", "\n\ndef parse(argv):\n    return argv\n"),
+    ("picospec/options.py", "\n\nclass Option:\n    pass\n"),
+    ("gpt2/train/bpe.py", "\nfrom optparse import OptionParser\n"),
+])
+def test_a_second_parser_is_caught(copy, file, text):
+    assert second_parsers(copy) == []
+    path = copy / file
+    path.write_text(path.read_text() + text)
+    assert len(second_parsers(copy)) == 1
