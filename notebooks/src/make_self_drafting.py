@@ -147,7 +147,9 @@ engine.target(x[:-1])
 drafts = []
 for _ in range(3):
     drafts.append(int(engine.draft(x + drafts)[0].argmax()))
-print("drafted:", [encoder.decode([d]) for d in drafts], "| cache tokens per layer:", [c.n for c in engine.caches])
+rows = engine.rows  # the engine's one row: what its cache holds
+print("drafted:", [encoder.decode([d]) for d in drafts], f"| keys/values in every layer: {rows.verified[0]} tokens;",
+      f"in layers 1..E only: {rows.h_cut[0].shape[0]} tokens, their residuals saved at the cut")
 got = engine.target.logits(x + drafts, len(drafts) + 1)
 full = gpt2(np.asarray(x + drafts), **target.params, n_head=target.hparams["n_head"])[-len(drafts) - 1:]
 print("target's argmax:", [encoder.decode([int(t)]) for t in got.argmax(-1)])
