@@ -55,7 +55,7 @@ import time
 
 import numpy as np
 
-from gpt2.cli import Option
+from picospec_cli import Option
 
 PAIRS = ("tiny", "124M")
 
@@ -64,7 +64,7 @@ def load_pair(pair, device="cpu"):
     """-> target, draft (GPT2 engines on `device`), prompts (8 lists of ids of different
     lengths)."""
     from gpt2.backend import get_xp
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.engine import GPT2
     from gpt2.load import load_model
 
@@ -100,19 +100,19 @@ def load_method(method, pair, target, draft, K):
         return TABLE[method], {"target": target, "draft": draft}, {}
     # the built-in pair's measured vectors shape the tree on any pair (never the law)
     if method == "sequoia":
-        from bench.harness import load_acceptance
+        from picospec_app.load import load_acceptance
 
         return TABLE[method], {"target": target, "draft": draft,
                                "acceptance": load_acceptance("tiny-target", "tiny-draft")}, {}
     if method in ("prompt_lookup", "lookahead"):
         return TABLE[method], {"target": target}, {}
     if method == "rest":
-        from bench.harness import rest_datastore
+        from picospec_app.load import rest_datastore
         from gpt2.load import load_model
 
         datastore = rest_datastore(None, "tiny-target", load_model("tiny-target")[1])
         return TABLE[method], {"target": target, "datastore": datastore}, {}
-    from bench.harness import load_heads
+    from picospec_app.load import load_heads
     from gpt2.load import load_model
 
     if method in ("eagle", "eagle2"):
@@ -120,7 +120,7 @@ def load_method(method, pair, target, draft, K):
                                "heads": load_heads("tiny-target", "eagle", None, target)}, {}
     # the target drafting for itself, with its shipped settings
     if method in ("layer_skip", "early_exit"):
-        from bench.harness import load_self_draft
+        from picospec_app.load import load_self_draft
 
         return TABLE[method], load_self_draft(method, {}, target, "tiny-target"), {}
     # the n-gram as the smaller drafter, called row by row (it is stateless)
@@ -154,7 +154,7 @@ def ways(method, loaded, prompts, B, N, options, sampling):
     single, batch 1 and batch B. Each group of prompts is prefilled first (its caches then hold the
     prompts), then decoded: the two are timed apart. A row-step is one row scored by one target call
     (a batched call scores its active rows)."""
-    from bench.harness import batched_models
+    from picospec_app.load import batched_models
     from picospec.methods import call
 
     # prefilled before the clock (both self-draft sides)
@@ -311,6 +311,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

@@ -5,18 +5,19 @@
     # also store the EAGLE rows in the head's eagle.json
     python -m bench.eagle --record gpt2/assets/tiny-target/eagle
 
-Every row is bench.harness.compare: autoregressive decoding and the method back to back on the same
-held-out prompts and seeds, each from a cold cache (the EAGLE head's too); medians over prompts x
-seeds. Columns: tokens per target call (new tokens / target forwards, prefill included), acceptance
-(accepted / drafted, drafted = the depth of each step's tree or the chain's length, the same
-definition for every method), the cost of one of the method's target calls over one autoregressive
-call, and the wall-clock speedup. Shapes: none; this file only times things.
+Every row is picospec_app.run.compare: autoregressive decoding and the method back to back on the
+same held-out prompts and seeds, each from a cold cache (the EAGLE head's too); medians over prompts
+x seeds. Columns: tokens per target call (new tokens / target forwards, prefill included),
+acceptance (accepted / drafted, drafted = the depth of each step's tree or the chain's length, the
+same definition for every method), the cost of one of the method's target calls over one
+autoregressive call, and the wall-clock speedup. Shapes: none; this file only times things.
 """
 import json
 from pathlib import Path
 
-from bench.harness import (check_room, check_target, compare, header, load_draft, load_eagle,
-                           load_heads, write_text)
+from bench.harness import check_room, header, write_text
+from picospec_app.load import check_target, load_draft, load_eagle, load_heads
+from picospec_app.run import compare
 from bench.page import write_page
 
 HEADER = ["| method | setting | T | tokens/target call (median) | acceptance | target call / "
@@ -46,7 +47,7 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
          n_tokens=64, seeds=2, out=None, record=None):
     """The EAGLE table: every row against autoregressive decoding, side by side."""
     from gpt2.backend import thread_policy
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.load import load_model
 
     check_target(target)
@@ -86,7 +87,7 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
     print(text)
     if out:
         write_page(out, text, top)
-    if record:  # the head's card entry reads these (gpt2/card.py)
+    if record:  # the head's card entry reads these (gpt2/train/card.py)
         path = Path(record) / "eagle.json"
         config = json.loads(path.read_text())
         config["measured"] = {"command": lines[0], "rows": measured}
@@ -94,7 +95,7 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [
         Option("target", str, "tiny-target",

@@ -38,9 +38,9 @@ import time
 import numpy as np
 
 from gpt2.backend import DEVICES, get_xp, to_numpy
-from gpt2.cli import Option
+from picospec_cli import Option
 from gpt2.engine import GPT2
-from gpt2.train import flatten
+from gpt2.weights import flatten
 
 GPT2_SHAPE = dict(n_vocab=50257, n_ctx=1024)
 SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12),
@@ -331,6 +331,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

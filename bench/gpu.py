@@ -15,7 +15,7 @@ one-token steps, a
     sample) with the same seed, the share of runs whose tokens equal the CPU's (float32 sums in
     another order can move a draw that sits on a boundary; the law is the same).
 speed: every row against autoregressive decoding, back to back on each prompt
-(bench.harness.compare), on the GPU and
+(picospec_app.run.compare), on the GPU and
     on this machine's CPU: tokens per target call, ms per token (medians over prompts), and the
     speedup as the median of the per-prompt ratios of the two runs' times.
 large: random weights of GPT-2's 124M-1558M shapes as targets and the 124M shape as the draft: wall
@@ -31,9 +31,11 @@ import time
 
 import numpy as np
 
-from bench.harness import compare, header, load_needs, run_method
+from bench.harness import header
+from picospec_app.load import load_needs
+from picospec_app.run import compare, run_method
 from gpt2.backend import get_xp, thread_policy
-from gpt2.cli import Option
+from picospec_cli import Option
 from picospec.methods import METHODS, defaults, law
 
 TARGET, DRAFT = "tiny-target", "tiny-draft"
@@ -117,7 +119,7 @@ def load_rows(device, encoder, store):
 
 
 def setup(n_prompts, prompt_tokens):
-    from gpt2.corpus import heldout_prompts, split_files, stdlib_files, tokenize
+    from gpt2.train.corpus import heldout_prompts, split_files, stdlib_files, tokenize
     from gpt2.load import load_model
     from picospec.rest import Datastore
 
@@ -294,6 +296,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

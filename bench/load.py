@@ -42,7 +42,7 @@ def random_pair(shape, rng):
     weights."""
     from bench.engine import SHAPES
     from gpt2.engine import GPT2
-    from gpt2.train import init_params
+    from gpt2.train.gpt2 import init_params
 
     hparams = {**SHAPES[shape], "n_vocab": 50257, "n_ctx": 1024}
     small = {**hparams, "n_layer": 2}
@@ -78,9 +78,10 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
     side."""
     import numpy as np
 
-    from bench.harness import compare, header
+    from bench.harness import header
+    from picospec_app.run import compare
     from gpt2.backend import blas_threads, thread_policy
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.load import load_model
 
     default = blas_threads() or os.cpu_count()
@@ -145,7 +146,7 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main,
             [Option("shapes", "strs", (), "GPT-2 shapes to add (random weights)",

@@ -594,7 +594,7 @@ def main(only=None, timeout=300, list=False):
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main,
             [Option("only", "strs", None, "run only these mutants (names as --list prints them)"),

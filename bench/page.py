@@ -55,6 +55,8 @@ def cpu_model():
 
 def blas():
     """The BLAS library NumPy calls, its version, kernel family and thread limit (threadpoolctl)."""
+    import numpy  # noqa: F401 (loads the BLAS that threadpoolctl reports)
+
     try:
         from threadpoolctl import threadpool_info
     except ImportError:

@@ -8,8 +8,8 @@ CPU.
 Protocol. The rows are loaded twice, with PICOSPEC_PANELS=0 and =1 (models, drafts and heads: the
 engines read the policy when they are built). For each row of the table (each with its default
 options) and each setting, the row runs against autoregressive decoding back to back on every prompt
-(bench.harness.compare), temperature 0, then speculative sampling at temperature 1 (seeds 0 and 1);
-the two settings run one after the other, in alternating order row by row. Reported: tokens per
+(picospec_app.run.compare), temperature 0, then speculative sampling at temperature 1 (seeds 0 and
+1); the two settings run one after the other, in alternating order row by row. Reported: tokens per
 target call, what one verification call costs against a one-token call, ms per token of
 autoregressive decoding and of the method (medians over prompts), and the speedup as the median of
 the per-prompt ratios. Autoregressive decoding makes one-row calls, which the panels leave alone, so
@@ -19,9 +19,10 @@ its ms per token should agree between the two settings (a check on load). BLAS t
 import os
 
 from bench.gpu import load_rows, setup, table
-from bench.harness import compare, header
+from bench.harness import header
+from picospec_app.run import compare
 from gpt2.backend import thread_policy
-from gpt2.cli import Option
+from picospec_cli import Option
 from picospec.methods import METHODS
 
 
@@ -83,6 +84,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

@@ -66,9 +66,11 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
     except ImportError as e:
         raise ValueError(f"the peer benchmark needs torch and transformers ({e}): pip install -r "
                          "requirements-reference.txt") from None
-    from bench.harness import check_room, check_target, copy_prompts, header, run_method
+    from bench.harness import check_room, header
+    from picospec_app.load import check_target
+    from picospec_app.run import copy_prompts, run_method
     from gpt2.backend import thread_policy
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.hub import resolve
     from gpt2.load import load_model
 
@@ -131,7 +133,7 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main,
             [Option("target", str, "tiny-target",

@@ -485,7 +485,7 @@ def main(only=None, list=False):
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [Option("only", "strs", None, "measure only these files' tests (see --list)"),
                    Option("list", bool, False, "print the sized tests and measure nothing")])

@@ -119,6 +119,6 @@ def main(check=False, root=ROOT):
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [Option("check", bool, False, "only compare; exit 2 when a table is stale")])

@@ -11,9 +11,9 @@ speculative sampling.
 search and exits write the choices into the target's folder (self_draft.json, early_exit/) unless
 --nowrite. The search scores a skip set by the speedup its draft would give greedy decoding: its
 agreement with the target at every position of held-out prompts' greedy continuations (batched, on
-the target's cache, as the engine drafts: gpt2/skip_search.py skip_set_search), walked step by step
-with K drafts (picospec.theory.greedy_walk), timed by a cost model of the engine measured here (a
-draft call from its kept sublayers, the verification from its cut). Shapes: B prompts, m scored
+the target's cache, as the engine drafts: gpt2/train/skip_search.py skip_set_search), walked step by
+step with K drafts (picospec.theory.greedy_walk), timed by a cost model of the engine measured here
+(a draft call from its kept sublayers, the verification from its cut). Shapes: B prompts, m scored
 positions per prompt.
 """
 import hashlib
@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import compare, header, load_draft, measure_alpha, write_text
-from bench.harness import load_self_draft as load_as_main
+from bench.harness import header, write_text
+from picospec_app.load import load_draft, load_self_draft as load_as_main
+from picospec_app.run import compare, measure_alpha
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import warp
 from picospec.theory import cascade_speedup, expected_tokens_per_call, greedy_walk, walk_speedup
@@ -36,7 +37,7 @@ from picospec.theory import cascade_speedup, expected_tokens_per_call, greedy_wa
 def search_sequences(target, encoder, n_prompts, prompt_tokens, new_tokens, seed):
     """Held-out prompts, each followed by the target's greedy continuation -> ids [B, prompt_tokens
     + new_tokens]."""
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
 
     seqs = []
     for x in heldout_prompts(encoder, n_prompts, prompt_tokens, seed=seed):
@@ -161,7 +162,7 @@ MODELS = ("this CPU (measured)", "memory-bound (weights read)")
 
 def search(target, encoder, n_prompts, prompt_tokens, new_tokens, seed, restarts, write, folder,
            runs):
-    from gpt2.skip_search import skip_set_search
+    from gpt2.train.skip_search import skip_set_search
 
     h, params = target.hparams, target.params
     L, n_sets = h["n_layer"], 2 ** (2 * h["n_layer"])
@@ -294,7 +295,7 @@ def update_config(folder, kind, record):
 
 def training_windows(encoder, n_windows, n_ctx, seed):
     """n_windows random windows of n_ctx tokens from the standard library's train split."""
-    from gpt2.corpus import split_files, stdlib_files, tokenize
+    from gpt2.train.corpus import split_files, stdlib_files, tokenize
 
     rng = np.random.default_rng(seed)
     files = split_files(stdlib_files())["train"]
@@ -308,17 +309,17 @@ def exits(target, encoder, exit_layers, steps, n_windows, write, folder, runs):
     head and with an exit adapter trained for it; ships the exit layer (and adapter) with the best
     expected speedup on this machine."""
     from gpt2.heads import load_heads
-    from gpt2.exit_adapter import train_exit_adapter
+    from gpt2.train.exit_adapter import train_exit_adapter
     from gpt2.self_draft import ADAPTER
     from gpt2.self_draft import exit_skip, read_config
-    from gpt2.skip_search import draft_logits
+    from gpt2.train.skip_search import draft_logits
 
     h, params = target.hparams, target.params
     L = h["n_layer"]
     # there: checked by main before any work
     search_record = read_config(folder)["layer_skip"]["search"]
-    x, start = np.array(search_record["sequences"]), search_record["start"]
-    costs = search_record["costs_ms"]
+    x, start, costs = (np.array(search_record["sequences"]), search_record["start"],
+                       search_record["costs_ms"])
     windows = training_windows(encoder, n_windows, 128, 0)
     q = softmax_np(draft_logits(params, h, x, start, []))  # the target's law at the rows
     lines = ["| exit after layer | head | agreement with the target (T=0) | alpha (T=1) | K | "
@@ -391,7 +392,7 @@ def call_cost(model, x, n, reps=30):
 def self_draft_alpha(engine, target, prompts, n_tokens, options):
     """alpha of a self-draft on the target's own continuations, the draft reading the target's cache
     (as it drafts)."""
-    from gpt2.skip_search import draft_logits
+    from gpt2.train.skip_search import draft_logits
 
     seqs = []
     for x in prompts:
@@ -408,7 +409,7 @@ def self_draft_alpha(engine, target, prompts, n_tokens, options):
 
 
 def bench(target, encoder, target_name, n_prompts, prompt_tokens, n_tokens, seeds, temperatures):
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.hub import resolve
     from gpt2.self_draft import read_config
 
@@ -421,8 +422,8 @@ def bench(target, encoder, target_name, n_prompts, prompt_tokens, n_tokens, seed
     skip, paper, exit_ = (load_as_main(kind, options, target, target_name)["target"].engine
                           for kind, options in
                           (("layer_skip", {}), ("layer_skip", {"skip": "m2"}), ("early_exit", {})))
-    K_skip, K_exit = config["layer_skip"]["K"], config["early_exit"]["K"]
-    E = config["early_exit"]["exit_layer"]
+    K_skip, K_exit, E = (config["layer_skip"]["K"], config["early_exit"]["K"],
+                         config["early_exit"]["exit_layer"])
     # ..., the alpha of the theory column
     rows = [("speculative", "tiny-draft", {"draft": tiny}, {"K": 4}, "tiny"),
             ("speculative", "ngram", {"draft": ngram}, {"K": 4}, "ngram"),
@@ -497,9 +498,9 @@ def check_before_work(task, target, folder, exit_layers, runs):
     """The mistakes the search and the exit layers would meet only after minutes, as one line each,
     before any work: a model too deep to score every skip set, exits without a saved search or past
     the last layer, a --runs folder that cannot be made or written."""
-    from gpt2.cli import cannot_write_in
+    from picospec_cli import cannot_write_in
     from gpt2.self_draft import CONFIG, read_config
-    from gpt2.skip_search import MAX_LAYERS, too_many_layers
+    from gpt2.train.skip_search import MAX_LAYERS, too_many_layers
     from gpt2.weights import hparams_from_config, read_json
 
     L = hparams_from_config(read_json(Path(folder) / "config.json"))["n_layer"]
@@ -564,7 +565,7 @@ def main(task="bench", target="tiny-target", n_prompts=16, prompt_tokens=64, new
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [
         Option("task", str, "bench",

@@ -39,7 +39,8 @@ def old_batch_engine(old):  # OLD/gpt2/batch_self_draft.py as a module of its ow
 def main(old, settings=None, n_tokens=48, temperature=0.0, repeats=5):
     import gpt2.self_draft as this
     from bench.batch import load_pair
-    from bench.harness import header, load_self_draft
+    from bench.harness import header
+    from picospec_app.load import load_self_draft
     from gpt2.backend import thread_policy
     from gpt2.self_draft import SelfDraft
     from picospec.methods import TABLE, call
@@ -100,7 +101,7 @@ def main(old, settings=None, n_tokens=48, temperature=0.0, repeats=5):
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [
         Option("old", "dir", None,

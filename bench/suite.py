@@ -67,12 +67,16 @@ def main(workers=2, marks=None, slowest=40, out=None):
         print(f"\nThe {slowest} slowest tests:\n\n| seconds | test |\n|---|---|")
         for file, name, seconds, _ in sorted(found, key=lambda c: -c[2])[:slowest]:
             print(f"| {seconds:.1f} | `{file}::{name}` |")
+        failed = [f"`{file}::{name}` ({outcome})" for file, name, _, outcome in found
+                  if outcome in ("failure", "error")]
+        if failed:
+            print("\nFailed:\n\n" + "\n".join(f"- {f}" for f in failed))
     if status != 0:
         raise SystemExit(status)
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [Option("workers", int, 2, "pytest-xdist workers (1: no xdist)", low=1, high=64),
                    Option("marks", str, None,

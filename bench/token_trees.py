@@ -18,7 +18,7 @@ here.
 3. Tree size against cost: the dynamic program's expected tokens per step for each size and the
    modelled speedup c(n, d) / (v(n) + draft calls * c), and Sequoia's hardware-aware choice of n and
    d.
-4. Equal budgets: every row follows bench.harness.compare (autoregressive decoding and the method
+4. Equal budgets: every row follows picospec_app.run.compare (autoregressive decoding and the method
    back to back on the same prompts and seeds, each from a cold cache; medians over prompts x
    seeds), beside the expected accepted tokens per step under positional acceptance; "measured" is
    the mean accepted per step over steps whose tree was not cut short by the end of the text.
@@ -31,13 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import check_room, header, load_draft, run_method
+from bench.harness import check_room, header
+from picospec_app.load import load_draft
+from picospec_app.run import acceptance_vector, mean_accepted, run_method
 from picospec.autoregressive import autoregressive_sampling
-from picospec.sampling import sample, warp
-from picospec.sequoia import (build_choices, choose_size, sequoia_table, sequoia_tree, tree_value,
-                              without_replacement)
-from picospec.tree import top_tokens
-from picospec.verify import verify_distinct, verify_iid, verify_without_replacement
+from picospec.sequoia import build_choices, choose_size, sequoia_table, sequoia_tree, tree_value
 
 # SpecInfer expansions of that many nodes, shaped
 CONFIGS = {4: (1, 1, 2), 8: (1, 1, 3, 1), 16: (1, 3, 1, 1, 1, 1)}
@@ -52,53 +50,6 @@ def expansion_choices(expansion):
         level = [c + (r,) for c in level for r in range(k)]
         out += [list(c) for c in level]
     return out
-
-
-def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without_replacement",
-                      repeats=1, **sampling_options):
-    """The acceptance vector measured (section 3.1): after every prefix seq[:i], start <= i <=
-    len(seq), draw K children from the draft and verify them against the target; a[k] = the share of
-    trials whose accepted child is the (k + 1)-th -> a [K] (sum <= 1: sometimes none is accepted).
-
-    siblings: "without_replacement" (Sequoia's children, verify_without_replacement), "iid"
-    (SpecInfer's, verify_iid; a[k] = the (k + 1)-th draw is the one accepted) or, at temperature 0,
-    the top K tokens (exact match) whatever it says. repeats: trials per prefix at temperature > 0.
-    sequences: e.g. held-out prompts followed by the target's own continuation, start = the prompt's
-    length, so the vector is measured where decoding goes.
-    Example: draft = target, K = 2: the first child is always accepted -> a = [1, 0].
-    """
-    greedy, counts, trials = sampling_options.get("temperature", 1.0) == 0, np.zeros(K), 0
-    for seq in sequences:
-        n = len(seq) - start + 1
-        P = draft(list(seq), n)  # [n, V] the draft's law after each prefix seq[:start] .. seq
-        Q = warp(target(list(seq), n), **sampling_options)  # [n, V]
-        for p, q in zip(P, Q):
-            # [1 + K, V]: one level is verified; the rows below it are not used
-            rows = np.tile(q, (1 + K, 1))
-            for _ in range(1 if greedy else repeats):
-                if greedy:
-                    picks = top_tokens(p, K)
-                    path, _, _ = verify_distinct(picks, [-1] * len(picks), rows, rng)
-                    accepted = path[0] if path else None
-                else:
-                    law = warp(p, **sampling_options)  # [V]
-                    picks = [sample(law, rng) for _ in range(K)] if siblings == "iid" else \
-                        without_replacement(law, K, rng)
-                    # iid: one node per distinct token, every draw kept
-                    tokens = list(dict.fromkeys(picks))
-                    draws = [tokens.index(t) for t in picks]
-                    if siblings == "iid":
-                        path, _, _ = verify_iid(tokens, [-1] * len(tokens), rows,
-                                                np.array([law] * K), rng, draws)
-                    else:
-                        path, _, _ = verify_without_replacement(tokens, [-1] * len(tokens), rows,
-                                                                np.array([law] * len(tokens)), rng)
-                    # the first draw of the accepted token
-                    accepted = draws.index(path[0]) if path else None
-                trials += 1
-                if accepted is not None:
-                    counts[accepted] += 1
-    return counts / trials
 
 
 def record_vectors(folder, draft, vectors, protocol):
@@ -135,11 +86,6 @@ def verification_costs(target, draft, x, sizes, repeats=50):
             t in times.items()}, 1e3 * float(np.median(draft_times))
 
 
-def mean_accepted(stats, full_depth):
-    full = [s["accepted"] for s in stats if s["drafted"] == full_depth]
-    return float(np.mean(full)) if full else float("nan")
-
-
 def row(label, tree, T, expected, r, full_depth):
     stats = r["stats"]
     nodes = np.mean([s["nodes"] for s in stats if s["drafted"] == full_depth] or [0])
@@ -157,7 +103,7 @@ def main(draft="tiny-draft", second_draft="ngram", budgets=(4, 8), temperatures=
     """Chain vs SpecInfer vs Sequoia at equal node budgets, with the cost of verification and the
     acceptance vectors."""
     from gpt2.backend import thread_policy
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.hub import resolve
     from gpt2.load import load_model
 
@@ -289,8 +235,8 @@ def main(draft="tiny-draft", second_draft="ngram", budgets=(4, 8), temperatures=
 
 
 def measure(method, prompts, loaded, n_tokens, seeds, sampling, **options):
-    """bench.harness.compare's protocol (autoregressive decoding and the method back to back, from
-    cold caches, on every prompt and seed; medians), keeping the method's step records, which
+    """picospec_app.run.compare's protocol (autoregressive decoding and the method back to back,
+    from cold caches, on every prompt and seed; medians), keeping the method's step records, which
     compare does not return."""
     rows = []
     for x in prompts:
@@ -309,7 +255,7 @@ def measure(method, prompts, loaded, n_tokens, seeds, sampling, **options):
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [
         Option("draft", str, "tiny-draft", "the draft model"),

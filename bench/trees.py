@@ -6,14 +6,16 @@ lookahead.
     python -m bench.trees --medusa gpt2/assets/tiny-target/medusa,runs/medusa4 --blockwise ... \
         --drafting
 
-Every row is bench.harness.compare: autoregressive decoding and the method back to back on the same
-held-out prompts and seeds, each from a cold cache; medians over prompts x seeds. Shapes: none; this
-file only times things.
+Every row is picospec_app.run.compare: autoregressive decoding and the method back to back on the
+same held-out prompts and seeds, each from a cold cache; medians over prompts x seeds. Shapes: none;
+this file only times things.
 """
 import json
 from pathlib import Path
 
-from bench.harness import check_room, compare, copy_prompts, header, load_heads, rest_datastore
+from bench.harness import check_room, header
+from picospec_app.load import load_heads, rest_datastore
+from picospec_app.run import compare, copy_prompts
 from bench.page import write_page
 from picospec.tree import cartesian_choices, chain_choices, sparse_tree
 
@@ -28,7 +30,7 @@ def heads_record(folder):
     from gpt2.weights import CorruptFile, read_json
 
     path, fix = Path(folder) / "heads.json", ("re-train the heads with `python -m "
-                                              "gpt2.train_heads` (see README)")
+                                              "gpt2.train.heads` (see README)")
     record = read_json(path, fix=fix)
     share = record.get("accuracy", {}).get("rank_share") if isinstance(record, dict) and isinstance(
         record.get("accuracy"), dict) else None
@@ -97,7 +99,7 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
     for folder in (medusa or []) + (blockwise or []) + ([build] if build else []):
         if not (Path(folder) / "heads.json").is_file():
             raise ValueError(f"{folder} holds no heads.json: give folders written by `python -m "
-                             f"gpt2.train_heads`")
+                             f"gpt2.train.heads`")
     if build and (medusa or blockwise or drafting or pld_sweep or out):
         raise ValueError("--build DIR only writes DIR/medusa_choices.json and measures nothing: "
                          "run it alone, then the tables (--medusa, --blockwise, --drafting, "
@@ -105,7 +107,7 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
     if not (medusa or blockwise or drafting or build or pld_sweep):
         raise ValueError("nothing to measure: pass --medusa DIRS, --blockwise DIRS, --drafting, "
                          "--pld_sweep N,N or --build DIR (see --help)")
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.load import load_model
 
     if build:
@@ -203,7 +205,7 @@ def prompt_lookup_sweep(target, encoder, prompts, n_tokens, seeds, sizes):
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
+    from picospec_cli import Option, command
 
     command(main, [
         Option("medusa", "strs", None, "Medusa heads folders, compared side by side"),

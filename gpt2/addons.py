@@ -64,7 +64,7 @@ def check_kind(folder, kind, where, method):
 
 
 ACTIVATIONS = ("silu", "relu")  # of Medusa heads (SiLU), Blockwise heads (ReLU), exit adapters
-RETRAIN = "re-train the heads with `python -m gpt2.train_heads` (see README)"
+RETRAIN = "re-train the heads with `python -m gpt2.train.heads` (see README)"
 
 
 def read_heads_config(path):

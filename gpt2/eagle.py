@@ -18,7 +18,7 @@ The features of accepted tokens come from the target's verification forward, so 
 noise; I] (x_i ~ f_i: a fresh head guesses "the next feature is about this one"), the block as
 GPT-2's initialisation.
 
-Training (gpt2/train_eagle.py) on the target's own features: loss = SmoothL1(g_(i+1), f_(i+1)),
+Training (gpt2/train/eagle.py) on the target's own features: loss = SmoothL1(g_(i+1), f_(i+1)),
 averaged over positions and the C numbers, + w_cls * CE(p, p_hat), the cross-entropy of the head's
 token law p_hat = softmax(g_(i+1) @ wte.T) against the target's p = softmax(f_(i+1) @ wte.T) (the
 paper's L_reg + w_cls L_cls, w_cls = 0.1), with the input features f_i perturbed by uniform noise
@@ -34,13 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2.backend import threads_for, xp_of
-from gpt2.backprop import block_backward, block_forward, linear_backward, linear_forward
+from gpt2.backend import threads_for
 from gpt2.cache import KVCache
 from gpt2.engine import common_prefix_length
 from gpt2.model import linear, transformer_block
 
-RETRAIN = "re-train the head with `python -m gpt2.train_eagle` (see README)"
+RETRAIN = "re-train the head with `python -m gpt2.train.eagle` (see README)"
 # cache slots beyond the context window for the nodes the head runs (EAGLE-2: top_k x depth)
 TREE_SLOTS = 64 * 64
 
@@ -66,62 +65,6 @@ def init_eagle(n_embd, n_head, rng):
     config = {"kind": "eagle", "n_embd": C, "n_head": n_head}  # the kind: gpt2/addons.py
     return {"fc": {"w": fc_w, "b": np.zeros(C, np.float32)}, "block": block}, config
 
-
-# ---- training: paired forward / backward (gpt2/backprop.py's style) ----
-
-# f [B, T, C], tokens [B, T] -> g [B, T, C], cache
-def eagle_forward(f, tokens, params, wte, n_head):
-    """g[:, i] is the guess of the feature after tokens[:, i], from f[:, :i + 1] and tokens[:, :i +
-    1]."""
-    z = xp_of(f).concatenate([wte[tokens], f], -1)  # [B, T, 2C]
-    x, c_fc = linear_forward(z, **params["fc"])  # [B, T, C]
-    g, c_block = block_forward(x, params["block"], n_head)  # [B, T, C]
-    return g, (c_fc, c_block)
-
-
-# dg [B, T, C] -> df [B, T, C], grads of params (wte is frozen)
-def eagle_backward(dg, cache, params):
-    c_fc, c_block = cache
-    dx, g_block = block_backward(dg, c_block, params["block"])  # [B, T, C]
-    dz, dw, db = linear_backward(dx, c_fc, params["fc"]["w"])  # [B, T, 2C]
-    C = dg.shape[-1]
-    return dz[..., C:], {"fc": {"w": dw, "b": db}, "block": g_block}
-
-
-# d [...] -> loss per entry, d(loss)/d(d): 0.5 d^2 inside |d| < 1, |d| - 0.5 outside
-def smooth_l1(d):
-    xp = xp_of(d)
-    a = xp.abs(d)
-    return xp.where(a < 1, 0.5 * d * d, a - 0.5), xp.clip(d, -1.0, 1.0)
-
-
-def log_softmax(z):  # [..., V] -> [..., V]
-    z = z - z.max(-1, keepdims=True)
-    xp = xp_of(z)
-    return z - xp.log(xp.exp(z).sum(-1, keepdims=True))
-
-
-def eagle_loss_and_grads(f, tokens, f_next, params, wte, n_head, w_cls=0.1):
-    """SmoothL1(g, f_next) + w_cls * CE(target law, head law) on B x T positions.
-
-    f [B, T, C] input features (noise already added), tokens [B, T] the token after each, f_next [B,
-    T, C] the target's next features. -> loss, {"reg", "cls"}, grads (params' layout), df [B, T, C]
-    (for the gradient check)."""
-    g, cache = eagle_forward(f, tokens, params, wte, n_head)  # [B, T, C]
-    B, T, C = g.shape
-    xp = xp_of(g)
-    reg, dreg = smooth_l1(g - f_next)  # [B, T, C]
-    log_q = log_softmax(g @ wte.T)  # [B, T, V] the head's law
-    p = xp.exp(log_softmax(f_next @ wte.T))  # [B, T, V] the target's law (a constant)
-    cls = -(p * log_q).sum(-1).mean()
-    dlogits = (xp.exp(log_q) - p) / (B * T)  # [B, T, V]: d cls / d logits
-    dg = dreg / (B * T * C) + w_cls * (dlogits @ wte)  # [B, T, C]
-    df, grads = eagle_backward(dg, cache, params)
-    loss = float(reg.mean()) + w_cls * float(cls)
-    return loss, {"reg": float(reg.mean()), "cls": float(cls)}, grads, df
-
-
-# ---- decoding: the head behind the draft contract of picospec/eagle.py and picospec/eagle2.py ----
 
 def next_wave(nodes, start, n_context):
     """The tree nodes (token, parent) from `start` on that can run together, those whose parents are
@@ -309,7 +252,7 @@ class BatchEagleHead:
 # ---- files ----
 
 def save_eagle(folder, params, config, dtype="float16", record=None):
-    from gpt2.train import flatten
+    from gpt2.weights import flatten
     from gpt2.weights import _atomic_write, write_safetensors
 
     folder = Path(folder)
@@ -322,7 +265,7 @@ def save_eagle(folder, params, config, dtype="float16", record=None):
 
 def eagle_shapes(C):
     """{name in eagle.safetensors: shape} for a head of width C."""
-    from gpt2.train import flatten
+    from gpt2.weights import flatten
 
     params, _ = init_eagle(C, 1, np.random.default_rng(0))
     return {f"eagle.{k}": v.shape for k, v in flatten(params).items()}
@@ -336,7 +279,7 @@ def load_eagle(folder, n_embd=None, n_vocab=None):
     folder = Path(folder)
     if not (folder / "eagle.json").is_file() or not (folder / "eagle.safetensors").is_file():
         raise ValueError(f"no EAGLE head in {folder}: expected eagle.json and eagle.safetensors "
-                         f"there (train one with `python -m gpt2.train_eagle`)")
+                         f"there (train one with `python -m gpt2.train.eagle`)")
     config = read_json(folder / "eagle.json", fix=RETRAIN)
     if not isinstance(config, dict) or type(config.get("n_embd")) is not int \
             or type(config.get("n_head")) is not int \
@@ -390,7 +333,7 @@ def eagle_folder(name, folder=None, offline=None):
     path = Path(folder) if folder else resolve(name, offline=offline) / "eagle"
     if folder_kind(path) is None:
         raise ValueError(f"no EAGLE head for {name!r} at {path}: train one with `python -m "
-                         f"gpt2.train_eagle --backbone "
+                         f"gpt2.train.eagle --backbone "
                          f"{name} --data DIR --out DIR` (see README) and pass --heads DIR")
     check_kind(path, "eagle", f"--heads {folder}" if folder else f"{path}", "--method eagle/eagle2")
     return path

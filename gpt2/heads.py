@@ -119,7 +119,7 @@ def ranks_of_targets(logits, targets):
 
 
 def save_heads(folder, heads, config, dtype="float16", record=None):
-    from gpt2.train import flatten
+    from gpt2.weights import flatten
     from gpt2.weights import write_safetensors
 
     folder = Path(folder)
@@ -142,7 +142,7 @@ def load_heads(folder, n_embd=None, n_vocab=None):
     folder = Path(folder)
     if not (folder / "heads.json").exists() or not (folder / "heads.safetensors").exists():
         raise ValueError(f"no heads in {folder}: expected heads.json and heads.safetensors there "
-                         "(train them with `python -m gpt2.train_heads`)")
+                         "(train them with `python -m gpt2.train.heads`)")
     config = read_heads_config(folder / "heads.json")
     tensors = read_head_tensors(folder / "heads.safetensors", config)
     heads = []
@@ -194,7 +194,7 @@ def keep_first_heads(src, dst, n):
     Example: python -m gpt2.heads --src runs/medusa1-distilled --dst gpt2/assets/tiny-target/medusa
     --n 2
     """
-    from gpt2.corpus import output_folder
+    from picospec_cli import output_folder
     from gpt2.weights import read_header
 
     if Path(dst).resolve() == Path(src).resolve():
@@ -221,12 +221,11 @@ def keep_first_heads(src, dst, n):
 
 
 if __name__ == "__main__":
-    from gpt2.cli import Option, command
-    from gpt2.corpus import out_folder
+    from picospec_cli import Option, command, out_folder
 
     command(keep_first_heads, [
         Option("src", "dir", None,
-               "folder with heads.json + heads.safetensors (from python -m gpt2.train_heads)",
+               "folder with heads.json + heads.safetensors (from python -m gpt2.train.heads)",
                required=True),
         Option("dst", "path", None, "folder to write the kept heads into (made if missing)",
                check=out_folder, required=True),

@@ -71,7 +71,7 @@ def check_cache_dir(cache=None):
         raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) cannot be made: {existing} "
                          f"is a file; {fix}")
     # a file made and removed: permission bits say nothing for root or /proc
-    from gpt2.cli import cannot_write_in
+    from picospec_cli import cannot_write_in
 
     if (why := cannot_write_in(existing)) is not None:
         raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) is not writable: cannot "
@@ -82,8 +82,8 @@ def check_cache_dir(cache=None):
 def is_offline(offline=None):
     """--offline, else PICOSPEC_OFFLINE: 1, true, yes or on (any case) means offline; unset, empty,
     0, false, no or off means online; another value is a ValueError naming it
-    (gpt2.cli.env_flag)."""
-    from gpt2.cli import env_flag
+    (picospec_cli.env_flag)."""
+    from picospec_cli import env_flag
 
     setting = env_flag("PICOSPEC_OFFLINE", default=False)  # even under --offline: a typo shows
     return offline if offline is not None else setting

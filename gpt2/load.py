@@ -27,7 +27,7 @@ def load_model(name, device="cpu", offline=None):
         path = ASSETS / "ngram.safetensors"
         if not path.exists():
             raise ValueError(f"the built-in n-gram draft {path} is missing from gpt2/assets; "
-                             "rebuild it with `python -m gpt2.ngram` (see README) or choose "
+                             "rebuild it with `python -m gpt2.train.ngram` (see README) or choose "
                              "another --draft")
         model, encoder = NGram.load(path), load_encoder(ASSETS / "tiny-target")  # the built-ins'
         model.tokenizer = model.tokenizer or encoder.fingerprint  # no record: counted with theirs
@@ -94,7 +94,7 @@ def heads_folder(name, kind, heads=None, offline=None):
     folder = Path(heads) if heads else resolve(name, offline=offline) / kind
     if folder_kind(folder) is None:
         raise ValueError(f"no {kind} heads for {name!r} at {folder}: train them with `python -m "
-                         f"gpt2.train_heads --backbone {name} --data DIR --out DIR` (see README) "
+                         f"gpt2.train.heads --backbone {name} --data DIR --out DIR` (see README) "
                          f"and pass --heads DIR")
     check_kind(folder, kind, f"--heads {heads}" if heads else f"{folder}", f"--method {kind}")
     return folder

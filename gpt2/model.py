@@ -4,8 +4,8 @@ Unsupervised Multitask Learners"; the architecture is GPT's decoder with pre-lay
 The list of functions is the architecture: gelu, softmax, layer_norm, linear, ffn, attention, mha,
 transformer_block, gpt2. Weights are the nested dicts of a checkpoint, unpacked with `**`. Every
 forward of the project runs on these functions: the engine's rows (gpt2/engine.py), the self-draft
-paths, the EAGLE head, batched decoding for training data, and the trainer (gpt2/backprop.py pairs
-each with its backward).
+paths, the EAGLE head, batched decoding for training data, and the trainer (gpt2/train/backprop.py
+pairs each with its backward).
 
 Two additions to picoGPT, both needed by speculative decoding:
 - `attention` takes an explicit boolean mask, so a token tree can be scored in one pass (each node

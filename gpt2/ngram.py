@@ -18,13 +18,10 @@ Example (by hand): tokens [0, 1, 0, 1, 0, 2], V = 3, order 2. Unigram counts 3, 
 
 Storage, per order: sorted context keys (the context read as a base-V number), CSR offsets, the next
 tokens and counts of each context. Contexts of the highest order that were seen once are pruned
-(`min_count`) to keep the file small.
+(`min_count`) to keep the file small. The counting, and the command that writes the file, is
+gpt2/train/ngram.py.
 """
-from pathlib import Path
-
 import numpy as np
-
-from gpt2.cli import Option
 
 
 class NGram:
@@ -39,27 +36,6 @@ class NGram:
     @property
     def order(self):
         return len(self.tables) + 1
-
-    @classmethod
-    def build(cls, tokens, n_vocab, order=4, min_count=2):
-        tokens = np.asarray(tokens, dtype=np.int64)
-        counts = np.bincount(tokens, minlength=n_vocab) + 1
-        unigram = (counts / counts.sum()).astype(np.float32)
-        tables = []
-        for k in range(1, order):  # context length k
-            key = np.zeros(len(tokens) - k, dtype=np.int64)
-            for j in range(k):
-                key = key * n_vocab + tokens[j:len(tokens) - k + j]
-            # sorted by (context, next)
-            pairs, c = np.unique(key * n_vocab + tokens[k:], return_counts=True)
-            if k == order - 1 and min_count > 1:
-                pairs, c = pairs[c >= min_count], c[c >= min_count]
-            ctx = pairs // n_vocab
-            keys, starts = np.unique(ctx, return_index=True)
-            tables.append({"keys": keys, "offsets": np.append(starts, len(ctx)).astype(np.int64),
-                           "next": (pairs % n_vocab).astype(np.uint16),
-                           "counts": c.astype(np.uint32)})
-        return cls(unigram, tables, n_vocab)
 
     def distribution(self, context):  # -> [V] float32: P(. | the last order-1 tokens of context)
         p = self.unigram.astype(np.float64)
@@ -103,64 +79,3 @@ class NGram:
         tables = [{name: tensors[f"{k}.{name}"] for name in ("keys", "offsets", "next", "counts")}
                   for k in range(1, int(meta["order"]))]
         return cls(tensors["unigram"], tables, int(meta["n_vocab"]), meta.get("tokenizer"))
-
-
-def main(data, out, order=4, min_count=2):
-    """Build from DATA/train.bin (uint16 ids, see gpt2.corpus) and save to OUT (safetensors).
-
-    Example: python -m gpt2.ngram --data data --out gpt2/assets/ngram.safetensors --order 3
-    """
-    from gpt2.train import check_ids, read_n_vocab
-
-    data = Path(data)
-    # an integer from 1 to 65536, else one line naming the file
-    n_vocab = read_n_vocab(data / "meta.json")
-    n_tokens = (data / "train.bin").stat().st_size // 2
-    # a context and its next token are one int64 key, read as a base-n_vocab number
-    if n_vocab ** order >= 2 ** 63:
-        raise ValueError(f"--order {order} is too high for {n_vocab} tokens: the n-gram keys would "
-                         f"overflow int64; use --order {int(63 / np.log2(n_vocab) - 1e-9)} or less")
-    if n_tokens < order:
-        raise ValueError(f"--data {data}: train.bin holds {n_tokens} tokens, fewer than --order "
-                         f"{order}")
-    tokens = np.fromfile(data / "train.bin", dtype=np.uint16)
-    # meta.json must cover the ids: the table is [n_vocab]
-    check_ids(tokens, n_vocab, f"--data {data}: train.bin")
-    model = NGram.build(tokens, n_vocab, order, min_count)
-    model.tokenizer = read_tokenizer(data / "meta.json")  # checked against a target's tokenizer
-    model.save(out)  # written to a temporary name, then renamed
-    print(f"order {order}: {sum(len(t['next']) for t in model.tables)} n-grams, "
-          f"{Path(out).stat().st_size / 1e6:.1f} MB")
-
-
-def read_tokenizer(path):
-    """The tokenizer fingerprint gpt2.corpus recorded in meta.json, or None (data made before)."""
-    import json
-
-    try:
-        value = json.loads(Path(path).read_text(encoding="utf-8")).get("tokenizer")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None
-
-
-def has_data(folder):  # -> None, or which of the files this command reads is missing
-    missing = [name for name in ("train.bin", "meta.json") if not (Path(folder) / name).is_file()]
-    if missing:
-        return f"has no {' or '.join(missing)}: make them with python -m gpt2.corpus --out {folder}"
-
-
-OPTIONS = [
-    Option("data", "dir", None, "folder with train.bin and meta.json (from python -m gpt2.corpus)",
-           check=has_data, required=True),
-    Option("out", "out", None, "the n-gram file to write (safetensors)", required=True),
-    Option("order", int, 4, "n: the longest n-gram counted (context of n - 1 tokens)", low=1,
-           high=8),
-    Option("min_count", int, 2, "drop n-grams of the highest order seen fewer times than this",
-           low=1),
-]
-
-if __name__ == "__main__":
-    from gpt2.cli import command
-
-    command(main, OPTIONS)

@@ -37,8 +37,8 @@ equal a full forward (tests/test_self_draft.py).
 
 An exit adapter (optional) is a tied residual head of gpt2/heads.py on the draft's final hidden
 state (loaded by load_adapter below, trained by gpt2/train/exit_adapter.py). The skip-set search is
-gpt2/skip_search.py. Shapes: B rows, T new tokens per row (padded), C = n_embd, V = n_vocab, L =
-n_layer.
+gpt2/train/skip_search.py. Shapes: B rows, T new tokens per row (padded), C = n_embd, V = n_vocab, L
+= n_layer.
 """
 import numpy as np
 

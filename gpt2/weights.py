@@ -344,3 +344,13 @@ def save_checkpoint(folder, hparams, params, dtype="float32", metadata=None):
                       dtype=dtype)
     _atomic_write(folder / "config.json",
                   [json.dumps(config_from_hparams(hparams), indent=2).encode()])
+
+
+def flatten(tree, path=""):  # {"a": {"b": x}} -> {"a.b": x}, in sorted order; lists become indices
+    if isinstance(tree, dict):
+        return {k: v for key in sorted(tree) for k,
+                v in flatten(tree[key], f"{path}{key}.").items()}
+    if isinstance(tree, list):
+        return {k: v for i, item in enumerate(tree) for k,
+                v in flatten(item, f"{path}{i}.").items()}
+    return {path[:-1]: tree}

@@ -25,14 +25,15 @@ from picospec.eagle2 import eagle2_decoding
 from picospec.greedy import SCHEDULES, greedy_decoding
 from picospec.lookahead import lookahead_decoding
 from picospec.medusa import POSTERIORS, medusa_decoding
-from picospec.options import (K_option, Option, eagle_tree_check, expansion_check, medusa_tree,
-                              parse_tree, skip_check, tree_check)
+from picospec.options import (K_option, eagle_tree_check, expansion_check, medusa_tree, parse_tree,
+                              skip_check, tree_check)
 from picospec.prompt_lookup import prompt_lookup_decoding
 from picospec.rest import rest_decoding
 from picospec.self_draft import self_speculative_decoding
 from picospec.sequoia import sequoia_decoding
 from picospec.specinfer import specinfer_decoding
 from picospec.speculative import speculative_sampling
+from picospec_cli import Option
 
 LAWS = ("lossless", "greedy", "lossy")
 
@@ -55,7 +56,7 @@ class Method(NamedTuple):
     # refuses temperature > 0) or "lossy"; a function of the options where an option decides it
     # (Medusa's posterior)
     law: object = "lossless"
-    # the method's own options (picospec/options.py: type, default, help, bounds, checks; the door
+    # the method's own options (picospec_cli.Option: type, default, help, bounds, checks; the door
     # runs them before anything loads); load=True: read by the loader of the needs, not passed to fn
     options: tuple = ()
     instead: str = None  # for a greedy-only method: the lossless method to use at temperature > 0

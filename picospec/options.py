@@ -1,30 +1,11 @@
-"""The method table's options: their record, the checks the front door runs on them before any model
-loads, and the --tree values, read into rank paths. The algorithms raise ValueError with the fact;
-the words for the command line (which flag, which command mends it) are here and in
-picospec/methods.py."""
+"""The method table's options (picospec_cli.Option): the checks run before any model loads,
+and --tree read into rank paths. The algorithms raise ValueError with the fact; the words for
+the command line are here and in picospec/methods.py."""
 import json
 import math
-from typing import Callable, NamedTuple
 
 from picospec.tree import cartesian_choices, chain_choices, check_choices
-
-
-class Option(NamedTuple):
-    """One option of a method, as gpt2/cli.py parses it; load=True: read by the loader, not passed
-    to the method."""
-    name: str
-    type: object
-    default: object = None
-    help: str = ""
-    low: float = None
-    high: float = None
-    above: float = None
-    choices: tuple = None
-    check: Callable = None
-    required: bool = False
-    load: bool = False
-    # for a list type: check(values) -> message or None, of the whole list
-    check_list: Callable = None
+from picospec_cli import Option
 
 
 def K_option(help="draft tokens per step"):

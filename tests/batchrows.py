@@ -116,8 +116,8 @@ def check_records(stats, finished=True):
 
 @functools.cache
 def heads(method):
-    """-> the built-in target's shipped heads for `method` (bench.harness.load_heads), loaded once
-    per test session."""
-    from bench.harness import load_heads
+    """-> the built-in target's shipped heads for `method` (picospec_app.load.load_heads), loaded
+    once per test session."""
+    from picospec_app.load import load_heads
 
     return load_heads("tiny-target", method, None, model("tiny-target")[0])

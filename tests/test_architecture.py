@@ -1,7 +1,10 @@
-"""The shape of the house (docs/architecture.md), read from the imports: picospec never imports gpt2
-and its algorithm files import only numpy, the standard library and picospec's shared pieces; gpt2
-never imports picospec; nothing imports main; every method file is a row of the table. The checker
-is shown to fail on deliberately broken copies."""
+"""The shape of the house (docs/architecture.md), read from the imports: the door (picospec_cli)
+imports the standard library only and is the one command-line parser; picospec imports neither
+gpt2 nor the app, and its algorithm files import only numpy, the standard library and picospec's
+shared pieces; gpt2 imports neither picospec nor the app, and the model (gpt2/ outside gpt2/train/)
+never imports training; nothing imports main; bench is imported by nothing but tests (so neither by
+the app nor by the notebooks); no import circle, lazy imports included; every method file is a row
+of the table. The checker is shown to fail on deliberately broken copies."""
 import ast
 import json
 import shutil
@@ -23,8 +26,8 @@ STDLIB = set(sys.stdlib_module_names)
 
 
 def imports(path):
-    """Top-level module names (and picospec submodules, as 'picospec.x') that a .py file or a
-    notebook imports."""
+    """Top-level module names (and picospec submodules, as 'picospec.x'; training, as 'gpt2.train')
+    that a .py file or a notebook imports."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".ipynb":
         text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"]
@@ -37,8 +40,12 @@ def imports(path):
             for a in node.names:
                 names.add(a.name if a.name.startswith("picospec.") else a.name.split(".")[0])
                 names.add(a.name.split(".")[0])
+                names |= {"gpt2.train"} & {".".join(a.name.split(".")[:2])}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
+            names |= {"gpt2.train"} & {".".join(node.module.split(".")[:2])}
+            if node.module == "gpt2":
+                names.update({"gpt2.train"} & {f"gpt2.{a.name}" for a in node.names})
             if node.module == "picospec":
                 names.update(f"picospec.{a.name}" for a in node.names)
             elif node.module.startswith("picospec."):
@@ -55,17 +62,25 @@ def violations(root):
         rel, names = path.relative_to(root), imports(path)
         if "main" in names and rel.name != "main.py":
             found.append(f"{rel} imports main: nothing may import main")
-        if rel.parts[0] == "gpt2" and names & {"picospec", "bench"}:
-            found.append(f"{rel} imports {sorted(names & {'picospec', 'bench'})}: gpt2 knows "
-                         f"nothing of picospec")
+        if "bench" in names and rel.parts[0] not in ("bench", "tests"):
+            found.append(f"{rel} imports bench: bench is imported by nothing but tests")
+        if rel.parts[0] == "picospec_cli" and names - STDLIB:
+            found.append(f"{rel} imports {sorted(names - STDLIB)}: the door imports the standard "
+                         "library only")
+        if rel.parts[0] == "gpt2" and names & {"picospec", "picospec_app"}:
+            found.append(f"{rel} imports {sorted(names & {'picospec', 'picospec_app'})}: gpt2 "
+                         f"knows nothing of picospec")
+        if rel.parts[:2] != ("gpt2", "train") and rel.parts[0] == "gpt2" and "gpt2.train" in names:
+            found.append(f"{rel} imports gpt2.train: the model never imports training")
         if rel.parts[0] == "picospec":
-            if names & {"gpt2", "bench"}:
-                found.append(f"{rel} imports {sorted(names & {'gpt2', 'bench'})}: picospec never "
-                             f"imports the engine")
-            outside = {n for n in names if "." not in n} - STDLIB - {"numpy", "picospec"}
+            if names & {"gpt2", "picospec_app"}:
+                found.append(f"{rel} imports {sorted(names & {'gpt2', 'picospec_app'})}: picospec "
+                             f"never imports the engine")
+            allowed = {"numpy", "picospec", "picospec_cli", "bench"}
+            outside = {n for n in names if "." not in n} - STDLIB - allowed
             if outside:
-                found.append(f"{rel} imports {sorted(outside)}: algorithm files import numpy and "
-                             f"picospec only")
+                found.append(f"{rel} imports {sorted(outside)}: algorithm files import numpy, "
+                             "picospec and the door only")
             # a package's modules share its rules
             key = rel.parts[1] if len(rel.parts) > 2 else path.stem
             if key not in ("methods", "__init__"):
@@ -131,7 +146,7 @@ def test_the_checkout_follows_the_architecture():
 
 @pytest.fixture
 def copy(tmp_path):
-    for sub in ("picospec", "gpt2", "bench", "notebooks"):
+    for sub in ("picospec_cli", "picospec", "gpt2", "picospec_app", "bench", "notebooks"):
         shutil.copytree(ROOT / sub, tmp_path / sub,
                         ignore=shutil.ignore_patterns("assets", "__pycache__", "*.png"))
     shutil.copy(ROOT / "main.py", tmp_path / "main.py")
@@ -142,8 +157,12 @@ def copy(tmp_path):
 @pytest.mark.parametrize("file, line, rule", [
     ("picospec/speculative.py", "from gpt2.engine import GPT2",
      "picospec never imports the engine"),
-    ("picospec/medusa.py", "import bench.harness", "picospec never imports the engine"),
-    ("picospec/rest.py", "from tqdm import tqdm", "import numpy and picospec only"),
+    ("picospec/medusa.py", "import bench.harness", "bench is imported by nothing but tests"),
+    ("picospec/sequoia.py", "from picospec_app.run import compare",
+     "picospec never imports the engine"),
+    ("picospec/rest.py", "from tqdm import tqdm", "import numpy, picospec and the door only"),
+    ("picospec_cli/__init__.py", "import numpy as np", "the door imports the standard library"),
+    ("picospec_cli/__init__.py", "import gpt2.hub", "the door imports the standard library"),
     ("picospec/greedy.py", "from picospec.speculative import speculative_sampling",
      "methods import only"),
     ("picospec/greedy.py", "from picospec.batched.loop import batch_tree_decoding",
@@ -156,6 +175,14 @@ def copy(tmp_path):
     ("picospec/medusa.py", "def medusa_rows(xs, generators=None):\n    pass",
      "defines the batched form medusa_rows"),
     ("gpt2/engine.py", "from picospec.sampling import warp", "gpt2 knows nothing of picospec"),
+    ("gpt2/train/heads.py", "from picospec_app.load import load_heads",
+     "gpt2 knows nothing of picospec"),
+    ("gpt2/model.py", "from gpt2.train.backprop import block_backward",
+     "the model never imports training"),
+    ("gpt2/eagle.py", "from gpt2 import train", "the model never imports training"),
+    ("picospec_app/run.py", "from bench.harness import header",
+     "bench is imported by nothing but tests"),
+    ("picospec_app/command.py", "import main", "nothing may import main"),
     ("bench/trees.py", "from main import cli", "nothing may import main"),
 ])
 def test_a_wrong_import_is_caught(copy, file, line, rule):
@@ -180,8 +207,8 @@ def import_graph(root):
     """{module: the project's modules it imports}, every import counted, those inside functions
     (lazy) too; `from a.b import c` counts a.b.c when that is a module of the project, else a.b."""
     root = Path(root)
-    files = {module_name(root, p): p for sub in ("picospec", "gpt2", "bench")
-             for p in (root / sub).rglob("*.py")}
+    parts = ("picospec_cli", "picospec", "gpt2", "picospec_app", "bench")
+    files = {module_name(root, p): p for sub in parts for p in (root / sub).rglob("*.py")}
     files["main"] = root / "main.py"
     graph = {}
     for name, path in files.items():
@@ -220,7 +247,8 @@ def circles(graph):
     return found
 
 
-@pytest.mark.parametrize("part", ["picospec", "bench", "main", "gpt2"])
+@pytest.mark.parametrize("part", ["picospec_cli", "picospec", "bench", "main", "gpt2",
+                                  "picospec_app"])
 def test_no_import_circles_anywhere_lazy_imports_included(part):
     assert [c for c in circles(import_graph(ROOT)) if c[0].split(".")[0] == part] == []
 
@@ -321,3 +349,44 @@ def test_a_second_forward_or_a_fast_import_is_caught(copy, file, text):
     path = copy / file
     path.write_text(path.read_text() + text)
     assert len(forward_copies(copy)) == 1
+
+
+def second_parsers(root):
+    """Command-line parsing outside the door: a module that imports argparse, optparse, getopt,
+    click or fire, or defines a `parse`/`split`/`convert`/`usage` function or an `Option` class."""
+    root, out = Path(root), []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root)
+        if ".git" in rel.parts or rel.parts[0] in ("tests", "picospec_cli"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                         else [a.name for a in node.names])
+                out += [f"{rel} imports {n}" for n in names if n.split(".")[0] in PARSERS]
+            elif isinstance(node, ast.ClassDef) and node.name == "Option":
+                out.append(f"{rel} defines a class Option: picospec_cli.Option is the one record")
+            elif isinstance(node, ast.FunctionDef) and node.name in DOOR_FUNCTIONS:
+                out.append(f"{rel} defines {node.name}: the door alone parses the command line")
+    return out
+
+
+PARSERS = {"argparse", "optparse", "getopt", "click", "fire", "typer"}
+DOOR_FUNCTIONS = ("parse", "split", "convert", "usage")
+
+
+def test_one_command_line_parser():
+    assert second_parsers(ROOT) == []
+
+
+@pytest.mark.parametrize("file, text", [
+    ("picospec/check/__main__.py", "\nimport argparse\n"),
+    ("bench/engine.py", "\n\ndef parse(argv):\n    return argv\n"),
+    ("picospec/options.py", "\n\nclass Option:\n    pass\n"),
+    ("gpt2/train/bpe.py", "\nfrom optparse import OptionParser\n"),
+])
+def test_a_second_parser_is_caught(copy, file, text):
+    assert second_parsers(copy) == []
+    path = copy / file
+    path.write_text(path.read_text() + text)
+    assert len(second_parsers(copy)) == 1

@@ -26,7 +26,7 @@ def test_card_lists_every_file_with_its_sha256():
 
 
 def test_assets_fit_the_size_budget():
-    # gpt2/card.py BUDGET
+    # gpt2/train/card.py BUDGET
     assert sum(p.stat().st_size for p in ASSETS.rglob("*") if p.is_file()) <= 32e6
 
 

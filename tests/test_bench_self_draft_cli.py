@@ -64,8 +64,8 @@ def test_mistakes_are_refused_before_any_work(args, message, folder):
 
 
 def test_the_library_refuses_too_many_layers_and_an_exit_past_the_last():
-    from gpt2.exit_adapter import train_exit_adapter
-    from gpt2.skip_search import skip_set_search
+    from gpt2.train.exit_adapter import train_exit_adapter
+    from gpt2.train.skip_search import skip_set_search
 
     hparams, params = random_gpt2(n_layer=8)
     with pytest.raises(ValueError, match=r"8 layers have 2\^16 = 65,536 skip sets"):

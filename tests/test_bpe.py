@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from gpt2.bpe import train_bpe
-from gpt2.corpus import main as corpus_main, split_files, split_of, stdlib_files, stdlib_root
+from gpt2.train.bpe import train_bpe
+from gpt2.train.corpus import main as corpus_main, split_files, split_of, stdlib_files, stdlib_root
 from gpt2.encoder import EOT, Encoder, load_encoder, save_tokenizer
 
 
@@ -70,7 +70,7 @@ def test_heldout_prompts_longer_than_any_chunk_are_refused_not_searched_forever(
     """A held-out prompt is cut from 200 lines of one file: 100,000 tokens never fit, and the search
     stops with what to do (it looped forever); ordinary prompts are unchanged (the tries do not draw
     from the generator)."""
-    from gpt2.corpus import heldout_prompts
+    from gpt2.train.corpus import heldout_prompts
     from gpt2.encoder import load_encoder
 
     encoder = load_encoder(Path(__file__).resolve().parents[1] / "gpt2" / "assets" / "tiny-target")

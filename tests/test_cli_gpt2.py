@@ -1,9 +1,9 @@
-"""The engine's commands go through the one door (gpt2.cli): a mistake on the command line is one
-`error:` line, exit 2, in well under a second, before any work and with no file left behind; --help
-prints the options and exits 0.
+"""The engine's commands go through the one door (picospec_cli): a mistake on the command line is
+one `error:` line, exit 2, in well under a second, before any work and with no file left behind;
+--help prints the options and exits 0.
 
-Commands: python -m gpt2.bpe, gpt2.corpus, gpt2.card, gpt2.ngram, gpt2.heads, bench.engine,
-bench.gpu.
+Commands: python -m gpt2.train.bpe, gpt2.train.corpus, gpt2.train.card, gpt2.train.ngram,
+gpt2.heads, bench.engine, bench.gpu.
 """
 import json
 
@@ -11,19 +11,19 @@ import numpy as np
 import pytest
 
 from clitools import ROOT, assert_refused, files_under, run_here
-from gpt2.bpe import train_bpe
+from gpt2.train.bpe import train_bpe
 from gpt2.encoder import save_tokenizer
 
 # the shipped 2 heads on tiny-target
 MEDUSA = str(ROOT / "gpt2" / "assets" / "tiny-target" / "medusa")
-COMMANDS = ["gpt2.bpe", "gpt2.corpus", "gpt2.card", "gpt2.ngram", "gpt2.heads", "bench.engine",
-            "bench.gpu"]
+COMMANDS = ["gpt2.train.bpe", "gpt2.train.corpus", "gpt2.train.card", "gpt2.train.ngram",
+            "gpt2.heads", "bench.engine", "bench.gpu"]
 
 
 def make_inputs(folder):
     """What the bad command lines point at: a text file, a file that is not UTF-8, an empty folder,
-    a tokenizer, and a data folder as gpt2.corpus writes it but far too short (and for a 50257-token
-    vocabulary)."""
+    a tokenizer, and a data folder as gpt2.train.corpus writes it but far too short (and for a
+    50257-token vocabulary)."""
     (folder / "lib").mkdir()
     (folder / "lib" / "a.py").write_text("x = 1\n")
     (folder / "latin1.py").write_bytes("caf\u00e9 = 1\n".encode("latin-1"))
@@ -42,71 +42,79 @@ def make_inputs(folder):
 
 
 BAD = [  # (command, arguments, what the one line must say)
-    # gpt2.bpe
-    ("gpt2.bpe", ["--out", "tok2", "--vocab_sise", "300"],
+    # gpt2.train.bpe
+    ("gpt2.train.bpe", ["--out", "tok2", "--vocab_sise", "300"],
      r"unknown option --vocab_sise: did you mean --vocab_size\?"),
-    ("gpt2.bpe", ["--out", "/proc/tok"],
+    ("gpt2.train.bpe", ["--out", "/proc/tok"],
      r"--out /proc/tok: cannot write in /proc \(.*\): give a folder you can write to"),
-    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "/proc/d"],
+    ("gpt2.train.corpus", ["--tokenizer", "tok", "--out", "/proc/d"],
      r"--out /proc/d: cannot write in /proc"),
-    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "nan"],
+    ("gpt2.train.bpe", ["--out", "tok2", "--vocab_size", "nan"],
      r"--vocab_size must be an integer; got 'nan'"),
-    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "300.0"],
+    ("gpt2.train.bpe", ["--out", "tok2", "--vocab_size", "300.0"],
      r"--vocab_size must be an integer; got '300.0'"),
-    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "1e5"], r"--vocab_size must be an integer"),
-    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "100"], r"--vocab_size must be >= 257; got 100"),
-    ("gpt2.bpe", ["--out", "tok2", "--vocab_size", "70000"], r"--vocab_size must be <= 65536"),
-    ("gpt2.bpe", ["--vocab_size", "300"], r"--out is required"),
-    ("gpt2.bpe", ["--out", "missing/tok2"],
+    ("gpt2.train.bpe", ["--out", "tok2", "--vocab_size", "1e5"],
+     r"--vocab_size must be an integer"),
+    ("gpt2.train.bpe", ["--out", "tok2", "--vocab_size", "100"],
+     r"--vocab_size must be >= 257; got 100"),
+    ("gpt2.train.bpe", ["--out", "tok2", "--vocab_size", "70000"],
+     r"--vocab_size must be <= 65536"),
+    ("gpt2.train.bpe", ["--vocab_size", "300"], r"--out is required"),
+    ("gpt2.train.bpe", ["--out", "missing/tok2"],
      r"--out missing/tok2: the folder .*missing does not exist"),
-    ("gpt2.bpe", ["--out", "lib/a.py"], r"--out lib/a.py: is a file"),
-    ("gpt2.bpe", ["--out", "tok2", "--files", "lib/a.py,nope.py"],
+    ("gpt2.train.bpe", ["--out", "lib/a.py"], r"--out lib/a.py: is a file"),
+    ("gpt2.train.bpe", ["--out", "tok2", "--files", "lib/a.py,nope.py"],
      r"--files nope.py: no such file"),
-    ("gpt2.bpe", ["--out", "tok2", "--files", "lib"],
+    ("gpt2.train.bpe", ["--out", "tok2", "--files", "lib"],
      r"--files lib: no such file \(it is a folder\)"),
-    ("gpt2.bpe", ["--out", "tok2", "--files", "latin1.py"], r"--files latin1.py is not UTF-8 text"),
-    ("gpt2.bpe", ["tok2"], r"unexpected argument 'tok2'"),
-    # gpt2.corpus
-    ("gpt2.corpus", ["--tokenizer", "nope", "--out", "d"], r"--tokenizer nope: no such folder"),
-    ("gpt2.corpus", ["--tokenizer", "empty", "--out", "d"], r"--tokenizer empty: has no tokenizer"),
-    ("gpt2.corpus", ["--tokenizer", "tok"], r"--out is required"),
-    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "missing/d"],
+    ("gpt2.train.bpe", ["--out", "tok2", "--files", "latin1.py"],
+     r"--files latin1.py is not UTF-8 text"),
+    ("gpt2.train.bpe", ["tok2"], r"unexpected argument 'tok2'"),
+    # gpt2.train.corpus
+    ("gpt2.train.corpus", ["--tokenizer", "nope", "--out", "d"],
+     r"--tokenizer nope: no such folder"),
+    ("gpt2.train.corpus", ["--tokenizer", "empty", "--out", "d"],
+     r"--tokenizer empty: has no tokenizer"),
+    ("gpt2.train.corpus", ["--tokenizer", "tok"], r"--out is required"),
+    ("gpt2.train.corpus", ["--tokenizer", "tok", "--out", "missing/d"],
      r"the folder .*missing does not exist"),
-    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "d", "--root", "nope"],
+    ("gpt2.train.corpus", ["--tokenizer", "tok", "--out", "d", "--root", "nope"],
      r"--root nope: no such folder"),
-    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "d", "--root", "empty"],
+    ("gpt2.train.corpus", ["--tokenizer", "tok", "--out", "d", "--root", "empty"],
      r"--root .*empty: no UTF-8 .py files"),
-    ("gpt2.corpus", ["--tokenizer", "tok", "--out", "d", "--tokeniser", "tok"],
+    ("gpt2.train.corpus", ["--tokenizer", "tok", "--out", "d", "--tokeniser", "tok"],
      r"did you mean --tokenizer\?"),
-    # gpt2.card
-    ("gpt2.card", [], r"--data is required"),
-    ("gpt2.card", ["--data", "empty"], r"--data empty: has no val.bin or heldout.bin"),
-    ("gpt2.card", ["--data", "data", "--n_windows", "0"], r"--n_windows must be >= 1; got 0"),
-    ("gpt2.card", ["--data", "data", "--n_windows", "inf"],
+    # gpt2.train.card
+    ("gpt2.train.card", [], r"--data is required"),
+    ("gpt2.train.card", ["--data", "empty"], r"--data empty: has no val.bin or heldout.bin"),
+    ("gpt2.train.card", ["--data", "data", "--n_windows", "0"], r"--n_windows must be >= 1; got 0"),
+    ("gpt2.train.card", ["--data", "data", "--n_windows", "inf"],
      r"--n_windows must be an integer; got 'inf'"),
-    ("gpt2.card", ["--data", "data", "--nwindows", "3"], r"did you mean --n_windows\?"),
-    ("gpt2.card", ["--data", "data", "--out", "missing/card.md"],
+    ("gpt2.train.card", ["--data", "data", "--nwindows", "3"], r"did you mean --n_windows\?"),
+    ("gpt2.train.card", ["--data", "data", "--out", "missing/card.md"],
      r"--out missing/card.md: the folder .* does not exist"),
-    ("gpt2.card", ["--data", "data", "--out", "card.md"], r"val.bin holds fewer than 257 tokens"),
-    ("gpt2.card", ["--data", "gpt2data", "--out", "card.md"],
+    ("gpt2.train.card", ["--data", "data", "--out", "card.md"],
+     r"val.bin holds fewer than 257 tokens"),
+    ("gpt2.train.card", ["--data", "gpt2data", "--out", "card.md"],
      r"--data gpt2data holds ids of a 50257-token "
                                                                r"vocabulary, the built-in models "
                                                                r"have 4097"),
-    ("gpt2.ngram", ["--data", "smallvocab", "--out", "ng.safetensors"],
+    ("gpt2.train.ngram", ["--data", "smallvocab", "--out", "ng.safetensors"],
      r"train.bin holds token id 99, but the model "
                                                                          r"has 50 tokens"),
     # gpt2.ngram
-    ("gpt2.ngram", ["--data", "data"], r"--out is required"),
-    ("gpt2.ngram", ["--data", "lib", "--out", "ng.safetensors"],
+    ("gpt2.train.ngram", ["--data", "data"], r"--out is required"),
+    ("gpt2.train.ngram", ["--data", "lib", "--out", "ng.safetensors"],
      r"--data lib: has no train.bin or meta.json"),
-    ("gpt2.ngram", ["--data", "data", "--out", "."], r"--out \. is a folder: give a file name"),
-    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "0"],
+    ("gpt2.train.ngram", ["--data", "data", "--out", "."],
+     r"--out \. is a folder: give a file name"),
+    ("gpt2.train.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "0"],
      r"--order must be >= 1; got 0"),
-    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "five"],
+    ("gpt2.train.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "five"],
      r"--order must be an integer; got 'five'"),
-    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "5"],
+    ("gpt2.train.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "5"],
      r"--order 5 is too high .* int64; use --order 4"),
-    ("gpt2.ngram", ["--data", "data", "--out", "ng.safetensors", "--min_count", "-1"],
+    ("gpt2.train.ngram", ["--data", "data", "--out", "ng.safetensors", "--min_count", "-1"],
      r"--min_count must be >= 1; got -1"),
     # gpt2.heads
     ("gpt2.heads", ["--src", "nope", "--dst", "kept", "--n", "1"], r"--src nope: no such folder"),
@@ -175,10 +183,10 @@ def test_the_data_pipeline_runs_through_the_door(tmp_path):
     (tmp_path / "lib").mkdir()
     for i in range(30):
         (tmp_path / "lib" / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
-    steps = [["-m", "gpt2.bpe", "--out", "tok", "--vocab_size", "280", "--files",
+    steps = [["-m", "gpt2.train.bpe", "--out", "tok", "--vocab_size", "280", "--files",
               "lib/m0.py,lib/m1.py"],
-             ["-m", "gpt2.corpus", "--tokenizer", "tok", "--out", "data", "--root", "lib"],
-             ["-m", "gpt2.ngram", "--data", "data", "--out", "ng.safetensors", "--order", "3",
+             ["-m", "gpt2.train.corpus", "--tokenizer", "tok", "--out", "data", "--root", "lib"],
+             ["-m", "gpt2.train.ngram", "--data", "data", "--out", "ng.safetensors", "--order", "3",
               "--min_count", "1"],
              ["-m", "gpt2.heads", "--src", MEDUSA, "--dst", "kept", "--n", "1"]]
     for args in steps:

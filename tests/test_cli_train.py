@@ -1,5 +1,5 @@
-"""The training commands go through the one door (gpt2.cli): a mistake on the command line is one
-`error:` line, exit 2, in well under 3 seconds, before any work and with no file or folder left
+"""The training commands go through the one door (picospec_cli): a mistake on the command line is
+one `error:` line, exit 2, in well under 3 seconds, before any work and with no file or folder left
 behind; a run that fails or is interrupted after it started leaves no empty OUT/ or OUT/ckpt/
 either.
 
@@ -8,7 +8,7 @@ either.
 outputs in whole when the run ends, so no stale file (an old medusa_choices.json) survives and a
 failed or interrupted run leaves OUT as it was.
 
-Commands: python -m gpt2.train, python -m gpt2.train_heads, python -m gpt2.train_eagle.
+Commands: python -m gpt2.train.gpt2, python -m gpt2.train.heads, python -m gpt2.train.eagle.
 """
 import errno
 import inspect
@@ -25,9 +25,9 @@ import pytest
 from clitools import ROOT, assert_refused, files_under, run_here, sigint_as_in_a_terminal
 from gpt2.weights import save_checkpoint, write_safetensors
 
-# a good start for gpt2.train; each case adds its mistake
+# a good start for gpt2.train.gpt2; each case adds its mistake
 TRAIN = ["--data", "data", "--out", "runs/m"]
-# the same for gpt2.train_heads (backbone: the built-in tiny-target)
+# the same for gpt2.train.heads (backbone: the built-in tiny-target)
 HEADS = ["--data", "data", "--out", "runs/h"]
 TINY = ["--n_layer", "1", "--n_embd", "16", "--n_head", "2", "--n_ctx", "16", "--batch_size", "2",
         "--dtype", "float32"]
@@ -76,146 +76,151 @@ def make_inputs(folder):
 
 
 BAD = [  # (command, arguments, what the one line must say)
-    # gpt2.train: the options one by one
-    ("gpt2.train", [*TRAIN, "--lrr", "0.1"], r"unknown option --lrr: did you mean --lr\?"),
-    ("gpt2.train", [*TRAIN, "--n_layer", "two"], r"--n_layer must be an integer; got 'two'"),
-    ("gpt2.train", [*TRAIN, "--max_steps", "10.5"], r"--max_steps must be an integer; got '10.5'"),
-    ("gpt2.train", [*TRAIN, "--lr", "nan"], r"--lr must be a finite number; got 'nan'"),
-    ("gpt2.train", [*TRAIN, "--clip", "inf"], r"--clip must be a finite number; got 'inf'"),
-    ("gpt2.train", [*TRAIN, "--max_minutes", "-inf"], r"--max_minutes must be a finite number"),
-    ("gpt2.train", [*TRAIN, "--lr", "ten"], r"--lr must be a number; got 'ten'"),
-    ("gpt2.train", [*TRAIN, "--batch_size", "0"], r"--batch_size must be >= 1; got 0"),
-    ("gpt2.train", [*TRAIN, "--lr", "0"], r"--lr must be > 0; got 0.0"),
-    ("gpt2.train", [*TRAIN, "--min_lr_ratio", "1.5"], r"--min_lr_ratio must be <= 1; got 1.5"),
-    ("gpt2.train", [*TRAIN, "--seed", "-1"], r"--seed must be >= 0; got -1"),
-    ("gpt2.train", [*TRAIN, "--device", "tpu"], r"unknown --device 'tpu'.*choose one of cpu, gpu"),
-    ("gpt2.train", [*TRAIN, "--dtype", "float61"],
+    # gpt2.train.gpt2: the options one by one
+    ("gpt2.train.gpt2", [*TRAIN, "--lrr", "0.1"], r"unknown option --lrr: did you mean --lr\?"),
+    ("gpt2.train.gpt2", [*TRAIN, "--n_layer", "two"], r"--n_layer must be an integer; got 'two'"),
+    ("gpt2.train.gpt2", [*TRAIN, "--max_steps", "10.5"],
+     r"--max_steps must be an integer; got '10.5'"),
+    ("gpt2.train.gpt2", [*TRAIN, "--lr", "nan"], r"--lr must be a finite number; got 'nan'"),
+    ("gpt2.train.gpt2", [*TRAIN, "--clip", "inf"], r"--clip must be a finite number; got 'inf'"),
+    ("gpt2.train.gpt2", [*TRAIN, "--max_minutes", "-inf"],
+     r"--max_minutes must be a finite number"),
+    ("gpt2.train.gpt2", [*TRAIN, "--lr", "ten"], r"--lr must be a number; got 'ten'"),
+    ("gpt2.train.gpt2", [*TRAIN, "--batch_size", "0"], r"--batch_size must be >= 1; got 0"),
+    ("gpt2.train.gpt2", [*TRAIN, "--lr", "0"], r"--lr must be > 0; got 0.0"),
+    ("gpt2.train.gpt2", [*TRAIN, "--min_lr_ratio", "1.5"], r"--min_lr_ratio must be <= 1; got 1.5"),
+    ("gpt2.train.gpt2", [*TRAIN, "--seed", "-1"], r"--seed must be >= 0; got -1"),
+    ("gpt2.train.gpt2", [*TRAIN, "--device", "tpu"],
+     r"unknown --device 'tpu'.*choose one of cpu, gpu"),
+    ("gpt2.train.gpt2", [*TRAIN, "--dtype", "float61"],
      r"unknown --dtype 'float61' \(did you mean float16\?\)"),
-    ("gpt2.train", [*TRAIN, "--resume", "maybe"], r"--resume is a switch and takes no value"),
-    ("gpt2.train", [*TRAIN, "--lr", "1e-3", "--lr", "2e-3"], r"--lr is given twice"),
-    ("gpt2.train", [*TRAIN, "200"], r"unexpected argument '200'"),
-    ("gpt2.train", ["--out", "runs/m"], r"--data is required"),
-    ("gpt2.train", ["--data", "data"], r"--out is required"),
-    # gpt2.train: the folders and files
-    ("gpt2.train", ["--data", "nope", "--out", "runs/m"], r"--data nope: no such folder"),
-    ("gpt2.train", ["--data", "notes.txt", "--out", "runs/m"], r"--data notes.txt: no such folder"),
-    ("gpt2.train", ["--data", "empty", "--out", "runs/m"],
+    ("gpt2.train.gpt2", [*TRAIN, "--resume", "maybe"], r"--resume is a switch and takes no value"),
+    ("gpt2.train.gpt2", [*TRAIN, "--lr", "1e-3", "--lr", "2e-3"], r"--lr is given twice"),
+    ("gpt2.train.gpt2", [*TRAIN, "200"], r"unexpected argument '200'"),
+    ("gpt2.train.gpt2", ["--out", "runs/m"], r"--data is required"),
+    ("gpt2.train.gpt2", ["--data", "data"], r"--out is required"),
+    # gpt2.train.gpt2: the folders and files
+    ("gpt2.train.gpt2", ["--data", "nope", "--out", "runs/m"], r"--data nope: no such folder"),
+    ("gpt2.train.gpt2", ["--data", "notes.txt", "--out", "runs/m"],
+     r"--data notes.txt: no such folder"),
+    ("gpt2.train.gpt2", ["--data", "empty", "--out", "runs/m"],
      r"--data empty has no train.bin: make the token files"),
-    ("gpt2.train", ["--data", "data", "--out", "notes.txt"],
+    ("gpt2.train.gpt2", ["--data", "data", "--out", "notes.txt"],
      r"--out notes.txt is a file: give a folder"),
-    ("gpt2.train", ["--data", "data", "--out", "notes.txt/m"],
+    ("gpt2.train.gpt2", ["--data", "data", "--out", "notes.txt/m"],
      r"--out notes.txt/m: .*notes.txt is a file"),
-    ("gpt2.train", [*TRAIN, "--n_ctx", "5000"],
+    ("gpt2.train.gpt2", [*TRAIN, "--n_ctx", "5000"],
      r"--data data/train.bin holds 2000 tokens, too few for a window"),
-    ("gpt2.train", ["--data", "small", "--out", "runs/m", *TINY],
+    ("gpt2.train.gpt2", ["--data", "small", "--out", "runs/m", *TINY],
      r"small/train.bin holds token id 19, but the model "
                                                                  r"has 10 tokens"),
-    ("gpt2.train", ["--data", "vocab-huge", "--out", "runs/m"],
+    ("gpt2.train.gpt2", ["--data", "vocab-huge", "--out", "runs/m"],
      r"vocab-huge/meta.json: n_vocab 1000000000.0 "
                                                                 r"is not a vocabulary size \(an "
                                                                 r"integer from 1 to 65536"
                                                                 r".*remake the token files with "
-                                                                r"`python -m gpt2.corpus"),
-    ("gpt2.train", ["--data", "vocab-negative", "--out", "runs/m"],
+                                                                r"`python -m gpt2.train.corpus"),
+    ("gpt2.train.gpt2", ["--data", "vocab-negative", "--out", "runs/m"],
      r"vocab-negative/meta.json: n_vocab -5 is not a "
                                                                     r"vocabulary size"),
-    ("gpt2.train", ["--data", "vocab-zero", "--out", "runs/m"],
+    ("gpt2.train.gpt2", ["--data", "vocab-zero", "--out", "runs/m"],
      r"vocab-zero/meta.json: n_vocab 0 is not"),
-    ("gpt2.train", ["--data", "vocab-text", "--out", "runs/m"],
+    ("gpt2.train.gpt2", ["--data", "vocab-text", "--out", "runs/m"],
      r"vocab-text/meta.json: n_vocab \"20\" is not"),
-    ("gpt2.train", ["--data", "vocab-fraction", "--out", "runs/m"],
+    ("gpt2.train.gpt2", ["--data", "vocab-fraction", "--out", "runs/m"],
      r"vocab-fraction/meta.json: n_vocab 20.5 is not"),
-    ("gpt2.train", ["--data", "vocab-over-uint16", "--out", "runs/m"],
+    ("gpt2.train.gpt2", ["--data", "vocab-over-uint16", "--out", "runs/m"],
      r"n_vocab 65537 is not a vocabulary size"),
-    ("gpt2.train", ["--data", "vocab-none", "--out", "runs/m"],
+    ("gpt2.train.gpt2", ["--data", "vocab-none", "--out", "runs/m"],
      r"vocab-none/meta.json: expected JSON with an integer "
                                                                 r"n_vocab; remake the token files"),
-    ("gpt2.train", ["--data", "meta-broken", "--out", "runs/m"],
+    ("gpt2.train.gpt2", ["--data", "meta-broken", "--out", "runs/m"],
      r"meta-broken/meta.json: expected JSON"),
-    ("gpt2.train", ["--data", "meta-list", "--out", "runs/m"],
+    ("gpt2.train.gpt2", ["--data", "meta-list", "--out", "runs/m"],
      r"meta-list/meta.json: expected JSON"),
-    # gpt2.train: options that contradict each other or the checkpoint in OUT
-    ("gpt2.train", [*TRAIN, "--n_embd", "10", "--n_head", "3"],
+    # gpt2.train.gpt2: options that contradict each other or the checkpoint in OUT
+    ("gpt2.train.gpt2", [*TRAIN, "--n_embd", "10", "--n_head", "3"],
      r"--n_embd 10 must be a multiple of --n_head 3"),
-    ("gpt2.train", [*TRAIN, "--max_steps", "10", "--stop_at", "20"],
+    ("gpt2.train.gpt2", [*TRAIN, "--max_steps", "10", "--stop_at", "20"],
      r"--stop_at 20 is past --max_steps 10"),
-    ("gpt2.train", ["--data", "data", "--out", "runs/other", *TINY],
+    ("gpt2.train.gpt2", ["--data", "data", "--out", "runs/other", *TINY],
      r"runs/other/ckpt was trained with hparams .*"
                                                                      r"'n_embd': 32.*--noresume to "
                                                                      r"start over"),
     # an --out that holds something else is refused, naming --overwrite; starting over never removes
     # an input
-    ("gpt2.train", ["--data", "data", "--out", "data"],
+    ("gpt2.train.gpt2", ["--data", "data", "--out", "data"],
      r"--out data is not empty \(meta.json, train.bin, val.bin\) "
                                                         r"and holds no run of this command to "
                                                         r"resume: give a new or "
                                                         r"empty folder, or --overwrite to replace "
                                                         r"its contents"),
-    ("gpt2.train", ["--data", "data", "--out", "data", "--noresume"], r"--out data is not empty"),
-    ("gpt2.train", ["--data", "data", "--out", "data", "--overwrite"],
+    ("gpt2.train.gpt2", ["--data", "data", "--out", "data", "--noresume"],
+     r"--out data is not empty"),
+    ("gpt2.train.gpt2", ["--data", "data", "--out", "data", "--overwrite"],
      r"--overwrite replaces data when the run ends, "
                                                                        r"and --data data lies "
                                                                        r"inside it: move it out"),
-    ("gpt2.train", ["--data", "data", "--out", ".", "--overwrite"],
+    ("gpt2.train.gpt2", ["--data", "data", "--out", ".", "--overwrite"],
      r"--overwrite replaces \. when the run ends, and "
                                                                     r"--data data lies inside it"),
-    ("gpt2.train", [*TRAIN, "--overwrite=maybe"],
+    ("gpt2.train.gpt2", [*TRAIN, "--overwrite=maybe"],
      r"--overwrite is a switch: write --overwrite or --nooverwrite"),
-    ("gpt2.train_heads", ["--data", "data", "--out", "runs/other"],
+    ("gpt2.train.heads", ["--data", "data", "--out", "runs/other"],
      r"--out runs/other is not empty \(ckpt, "
                                                                     r"distill.bin\) and holds no "
                                                                     r"run of this command"),
-    ("gpt2.train_heads", ["--data", "data", "--out", "runs/other", "--noresume"],
+    ("gpt2.train.heads", ["--data", "data", "--out", "runs/other", "--noresume"],
      r"--out runs/other is not empty"),
-    ("gpt2.train_heads", ["--data", "data", "--out", "bb", "--backbone", "bb", "--overwrite"],
+    ("gpt2.train.heads", ["--data", "data", "--out", "bb", "--backbone", "bb", "--overwrite"],
      r"--overwrite replaces "
                                                                     r"bb when the run ends, and "
                                                                     r"--backbone bb lies"),
-    ("gpt2.train_heads",
+    ("gpt2.train.heads",
      ["--data", "data", "--out", "runs", "--overwrite", "--distill_data", "runs/other/distill.bin"],
      r"--overwrite replaces runs when the run ends, and --distill_data runs/other/distill.bin lies "
      r"inside it"),
-    ("gpt2.train_eagle", ["--data", "data", "--out", "runs/other", "--distill_tokens", "1000"],
+    ("gpt2.train.eagle", ["--data", "data", "--out", "runs/other", "--distill_tokens", "1000"],
      r"--out runs/other is not empty"),
-    ("gpt2.train_eagle",
+    ("gpt2.train.eagle",
      ["--data", "data", "--out", "runs", "--overwrite", "--distill_data", "runs/other/distill.bin"],
      r"--distill_data runs/other/distill.bin lies inside it"),
-    # gpt2.train_heads
-    ("gpt2.train_heads", [*HEADS, "--n_head", "2"],
+    # gpt2.train.heads
+    ("gpt2.train.heads", [*HEADS, "--n_head", "2"],
      r"unknown option --n_head: did you mean --n_heads\?"),
-    ("gpt2.train_heads", [*HEADS, "--stage", "medusa3"],
+    ("gpt2.train.heads", [*HEADS, "--stage", "medusa3"],
      r"unknown --stage 'medusa3' \(did you mean medusa.\?\)"),
-    ("gpt2.train_heads", [*HEADS, "--act", "gelu"],
+    ("gpt2.train.heads", [*HEADS, "--act", "gelu"],
      r"unknown --act 'gelu'.*choose one of silu, relu"),
-    ("gpt2.train_heads", [*HEADS, "--n_heads", "2.5"], r"--n_heads must be an integer; got '2.5'"),
-    ("gpt2.train_heads", [*HEADS, "--decay", "1.5"], r"--decay must be <= 1; got 1.5"),
-    ("gpt2.train_heads", [*HEADS, "--decay", "nan"], r"--decay must be a finite number; got 'nan'"),
-    ("gpt2.train_heads", [*HEADS, "--distill_temperature", "-1"],
+    ("gpt2.train.heads", [*HEADS, "--n_heads", "2.5"], r"--n_heads must be an integer; got '2.5'"),
+    ("gpt2.train.heads", [*HEADS, "--decay", "1.5"], r"--decay must be <= 1; got 1.5"),
+    ("gpt2.train.heads", [*HEADS, "--decay", "nan"], r"--decay must be a finite number; got 'nan'"),
+    ("gpt2.train.heads", [*HEADS, "--distill_temperature", "-1"],
      r"--distill_temperature must be >= 0; got -1.0"),
-    ("gpt2.train_heads", [*HEADS, "--distill_tokens", "1e5"],
+    ("gpt2.train.heads", [*HEADS, "--distill_tokens", "1e5"],
      r"--distill_tokens must be an integer; got '1e5'"),
-    ("gpt2.train_heads", ["--data", "data"], r"--out is required"),
-    ("gpt2.train_heads", ["--out", "runs/h"], r"--data is required"),
-    ("gpt2.train_heads", ["--data", "empty", "--out", "runs/h"], r"--data empty has no train.bin"),
-    ("gpt2.train_heads", ["--data", "data", "--out", "notes.txt"], r"--out notes.txt is a file"),
-    ("gpt2.train_heads", [*HEADS, "--backbone", "gpt5"], r"unknown model 'gpt5'"),
-    ("gpt2.train_heads", [*HEADS, "--backbone", "empty"],
+    ("gpt2.train.heads", ["--data", "data"], r"--out is required"),
+    ("gpt2.train.heads", ["--out", "runs/h"], r"--data is required"),
+    ("gpt2.train.heads", ["--data", "empty", "--out", "runs/h"], r"--data empty has no train.bin"),
+    ("gpt2.train.heads", ["--data", "data", "--out", "notes.txt"], r"--out notes.txt is a file"),
+    ("gpt2.train.heads", [*HEADS, "--backbone", "gpt5"], r"unknown model 'gpt5'"),
+    ("gpt2.train.heads", [*HEADS, "--backbone", "empty"],
      r"--backbone empty: empty has no config.json"),
-    ("gpt2.train_heads", [*HEADS, "--tied", "--stage", "medusa2"],
+    ("gpt2.train.heads", [*HEADS, "--tied", "--stage", "medusa2"],
      r"train them with a frozen backbone"),
-    ("gpt2.train_heads", [*HEADS, "--distill_tokens", "1000", "--distill_data", "data/train.bin"],
+    ("gpt2.train.heads", [*HEADS, "--distill_tokens", "1000", "--distill_data", "data/train.bin"],
      r"not both"),
-    ("gpt2.train_heads", [*HEADS, "--distill_data", "nope.bin"],
+    ("gpt2.train.heads", [*HEADS, "--distill_data", "nope.bin"],
      r"--distill_data nope.bin: no such file; make one "
                                                                  r"with --distill_tokens"),
-    ("gpt2.train_heads", [*HEADS, "--distill_data", "notes.txt"],
+    ("gpt2.train.heads", [*HEADS, "--distill_data", "notes.txt"],
      r"--distill_data notes.txt: 13 bytes is not a file "
                                                                   r"of uint16"),
-    ("gpt2.train_heads", [*HEADS, "--distill_tokens", "100"],
+    ("gpt2.train.heads", [*HEADS, "--distill_tokens", "100"],
      r"--distill_tokens 100 is too few .* at least 130"),
-    ("gpt2.train_heads", [*HEADS, "--n_ctx", "4", "--n_heads", "4"],
+    ("gpt2.train.heads", [*HEADS, "--n_ctx", "4", "--n_heads", "4"],
      r"--n_ctx 4 leaves head 4 no target"),
-    ("gpt2.train_heads", [*HEADS, "--max_steps", "5", "--stop_at", "6"],
+    ("gpt2.train.heads", [*HEADS, "--max_steps", "5", "--stop_at", "6"],
      r"--stop_at 6 is past --max_steps 5"),
 ]
 
@@ -230,8 +235,8 @@ def test_a_bad_command_line_is_one_line_and_leaves_nothing(tmp_path, module, arg
     assert_refused(r, "^error: .*" + pattern, tmp_path, before, max_seconds=3)
 
 
-@pytest.mark.parametrize("module, extra", [("gpt2.train", []), ("gpt2.train_heads", []),
-                                           ("gpt2.train_eagle", ["--distill_tokens", "1000"])])
+@pytest.mark.parametrize("module, extra", [("gpt2.train.gpt2", []), ("gpt2.train.heads", []),
+                                           ("gpt2.train.eagle", ["--distill_tokens", "1000"])])
 def test_device_gpu_without_cupy_is_one_line(tmp_path, module, extra):
     import importlib.util
 
@@ -239,7 +244,7 @@ def test_device_gpu_without_cupy_is_one_line(tmp_path, module, extra):
         pytest.skip("CuPy is installed here: this refusal is for machines without it")
     make_inputs(tmp_path)
     before = files_under(tmp_path)
-    out = "runs/m" if module == "gpt2.train" else "runs/h"
+    out = "runs/m" if module == "gpt2.train.gpt2" else "runs/h"
     r = run_here(["-m", module, "--data", "data", "--out", out, *extra, "--device", "gpu"],
                  tmp_path)
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
@@ -247,7 +252,7 @@ def test_device_gpu_without_cupy_is_one_line(tmp_path, module, extra):
                    before, max_seconds=3)
 
 
-@pytest.mark.parametrize("module", ["gpt2.train", "gpt2.train_heads", "gpt2.train_eagle"])
+@pytest.mark.parametrize("module", ["gpt2.train.gpt2", "gpt2.train.heads", "gpt2.train.eagle"])
 def test_every_parameter_has_its_option(module):
     """The door's options and main's signature name the same parameters with the same defaults."""
     mod = __import__(module, fromlist=["main"])
@@ -257,7 +262,7 @@ def test_every_parameter_has_its_option(module):
                        d in signature.items()}
 
 
-@pytest.mark.parametrize("module", ["gpt2.train", "gpt2.train_heads"])
+@pytest.mark.parametrize("module", ["gpt2.train.gpt2", "gpt2.train.heads"])
 def test_help_prints_the_options_and_exits_0(tmp_path, module):
     r = run_here(["-m", module, "--help"], tmp_path)
     assert r.returncode == 0 and not r.stderr, r.stderr
@@ -266,13 +271,13 @@ def test_help_prints_the_options_and_exits_0(tmp_path, module):
 
 
 def test_training_runs_through_the_door(tmp_path):
-    """gpt2.train then gpt2.train_heads on its model, as a user runs them, each writing only its
-    outputs."""
+    """gpt2.train.gpt2 then gpt2.train.heads on its model, as a user runs them, each writing only
+    its outputs."""
     make_inputs(tmp_path)
     before = set(files_under(tmp_path))
-    steps = [["-m", "gpt2.train", *TRAIN, *TINY, "--max_steps", "4", "--eval_every", "2",
+    steps = [["-m", "gpt2.train.gpt2", *TRAIN, *TINY, "--max_steps", "4", "--eval_every", "2",
               "--warmup", "1"],
-             ["-m", "gpt2.train_heads", "--backbone", "runs/m", *HEADS, "--n_heads", "1", "--n_ctx",
+             ["-m", "gpt2.train.heads", "--backbone", "runs/m", *HEADS, "--n_heads", "1", "--n_ctx",
               "16",
               "--batch_size", "2", "--max_steps", "4", "--eval_every", "2", "--dtype", "float32"]]
     for args in steps:
@@ -289,13 +294,13 @@ def test_training_runs_through_the_door(tmp_path):
     assert json.loads((tmp_path / "runs/h/heads.json").read_text())["args"]["max_steps"] == 4
 
 
-@pytest.mark.parametrize("module", ["gpt2.train", "gpt2.train_heads"])
+@pytest.mark.parametrize("module", ["gpt2.train.gpt2", "gpt2.train.heads"])
 def test_a_failed_write_leaves_no_empty_folders(tmp_path, monkeypatch, capsys, module):
     """The disk fills up while the first checkpoint is written (simulated): the run fails with one
     line and takes away the folders it made (runs/x/, runs/x/y/, runs/x/y/ckpt/); nothing
     half-written is left."""
     import gpt2.weights
-    from gpt2.cli import run
+    from picospec_cli import run
     from micro import random_gpt2
 
     make_inputs(tmp_path)
@@ -309,8 +314,9 @@ def test_a_failed_write_leaves_no_empty_folders(tmp_path, monkeypatch, capsys, m
 
     monkeypatch.setattr(gpt2.weights, "write_safetensors", disk_full)
     mod = __import__(module, fromlist=["main"])
-    model = TINY if module == "gpt2.train" else ["--backbone", "bb", "--n_heads", "1", "--n_ctx",
-                                                 "16", "--batch_size", "2", "--dtype", "float32"]
+    model = TINY if module == "gpt2.train.gpt2" else ["--backbone", "bb", "--n_heads", "1",
+                                                      "--n_ctx", "16",
+                                                 "--batch_size", "2", "--dtype", "float32"]
     with pytest.raises(SystemExit) as e:
         run(mod.main,
             ["--data", "data", "--out", "runs/x/y", *model, "--max_steps", "4", "--eval_every",
@@ -329,7 +335,7 @@ def test_ctrl_c_during_training_leaves_nothing(tmp_path):
     before = files_under(tmp_path)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
            "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"}
-    p = subprocess.Popen([sys.executable, "-m", "gpt2.train", *TRAIN, *TINY, "--max_steps",
+    p = subprocess.Popen([sys.executable, "-m", "gpt2.train.gpt2", *TRAIN, *TINY, "--max_steps",
                           "1000000",
                           "--eval_every", "1000000"], cwd=tmp_path, env=env, stderr=subprocess.PIPE,
                           text=True,
@@ -356,10 +362,10 @@ def unwritable_folder(tmp_path):
 
 
 @pytest.mark.parametrize("module, extra", [
-    ("gpt2.train", [*TINY, "--max_steps", "200", "--eval_every", "200"]),
-    ("gpt2.train_heads",
+    ("gpt2.train.gpt2", [*TINY, "--max_steps", "200", "--eval_every", "200"]),
+    ("gpt2.train.heads",
      ["--n_heads", "1", "--n_ctx", "16", "--batch_size", "2", "--max_steps", "200"]),
-    ("gpt2.train_eagle", ["--distill_tokens", "1000", "--batch_size", "2", "--max_steps", "200"])])
+    ("gpt2.train.eagle", ["--distill_tokens", "1000", "--batch_size", "2", "--max_steps", "200"])])
 @pytest.mark.parametrize("below", ["m", "new/deeper/m"])
 def test_an_unwritable_out_is_refused_before_any_work(tmp_path, module, extra, below):
     """--out in a folder the user cannot write to (or below it, in folders still to be made): one
@@ -381,14 +387,14 @@ def test_an_unwritable_out_is_refused_before_any_work(tmp_path, module, extra, b
 # a run of each trainer in seconds, on the tiny backbone bb; -> (arguments, the files it makes in
 # OUT)
 RUNS = {
-    "gpt2.train": ([*TINY, "--eval_every", "2", "--warmup", "1"],
+    "gpt2.train.gpt2": ([*TINY, "--eval_every", "2", "--warmup", "1"],
                    {"ckpt", "ckpt/state.json", "ckpt/state.safetensors", "config.json",
                     "model.safetensors", "train_log.json"}),
-    "gpt2.train_heads": (["--backbone", "bb", "--n_heads", "1", "--n_ctx", "16", "--batch_size",
+    "gpt2.train.heads": (["--backbone", "bb", "--n_heads", "1", "--n_ctx", "16", "--batch_size",
                           "2", "--eval_every", "2", "--dtype", "float32"],
                          {"ckpt", "ckpt/state.json", "ckpt/state.safetensors", "heads.json",
                           "heads.safetensors"}),
-    "gpt2.train_eagle": (["--backbone", "bb", "--distill_tokens", "64", "--batch_size", "2",
+    "gpt2.train.eagle": (["--backbone", "bb", "--distill_tokens", "64", "--batch_size", "2",
                           "--eval_every", "2",
                           "--eval_rows", "2", "--steps", "2", "--dtype", "float32"],
                          {"ckpt", "ckpt/state.json", "ckpt/state.safetensors", "eagle.json",
@@ -435,23 +441,23 @@ def test_a_resumed_heads_run_that_trains_on_drops_the_stale_tree(tmp_path):
     further removes it (saying how to rebuild it); a rerun that trains nothing more keeps it."""
     make_inputs(tmp_path)
     tree = tmp_path / "runs/h/medusa_choices.json"
-    train(tmp_path, "gpt2.train_heads", "runs/h")
+    train(tmp_path, "gpt2.train.heads", "runs/h")
     tree.write_text('{"medusa_choices": [[0]]}')
-    r = train(tmp_path, "gpt2.train_heads", "runs/h", steps=6)
+    r = train(tmp_path, "gpt2.train.heads", "runs/h", steps=6)
     assert (not tree.exists()
             and "rebuild it with `python -m bench.trees --build runs/h`" in r.stderr)
     assert json.loads((tmp_path / "runs/h/heads.json").read_text())["step"] == 6
     tree.write_text('{"medusa_choices": [[0]]}')
-    train(tmp_path, "gpt2.train_heads", "runs/h", steps=6)
+    train(tmp_path, "gpt2.train.heads", "runs/h", steps=6)
     assert tree.exists()
 
 
-@pytest.mark.parametrize("module", ["gpt2.train", "gpt2.train_heads"])
+@pytest.mark.parametrize("module", ["gpt2.train.gpt2", "gpt2.train.heads"])
 def test_a_failed_start_over_leaves_out_as_it_was(tmp_path, monkeypatch, capsys, module):
     """The disk fills up after the new run wrote its first checkpoint (simulated): OUT keeps the old
     run, byte for byte, and the new run's folder beside it is gone."""
     import gpt2.weights
-    from gpt2.cli import run
+    from picospec_cli import run
 
     make_inputs(tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -484,12 +490,12 @@ def test_ctrl_c_while_starting_over_keeps_the_old_run(tmp_path):
     """SIGINT during a --noresume run into an existing run: exit 130, and OUT holds the old run as
     it was."""
     make_inputs(tmp_path)
-    train(tmp_path, "gpt2.train", "runs/m")
+    train(tmp_path, "gpt2.train.gpt2", "runs/m")
     before = {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
               if (tmp_path / p).is_file()}
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
            "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"}
-    p = subprocess.Popen([sys.executable, "-m", "gpt2.train", *TRAIN, *TINY, "--noresume",
+    p = subprocess.Popen([sys.executable, "-m", "gpt2.train.gpt2", *TRAIN, *TINY, "--noresume",
                           "--max_steps", "1000000",
                           "--eval_every", "1000000"], cwd=tmp_path, env=env, stderr=subprocess.PIPE,
                           text=True,
@@ -514,13 +520,13 @@ def test_overwrite_never_replaces_the_current_or_the_home_folder(tmp_path):
     (tmp_path / "home" / "notes.txt").write_text("mine\n")
     data = str(tmp_path / "data")
     before = files_under(tmp_path)
-    r = run_here(["-m", "gpt2.train", "--data", data, "--out", "..", "--overwrite"],
+    r = run_here(["-m", "gpt2.train.gpt2", "--data", data, "--out", "..", "--overwrite"],
                  tmp_path / "work" / "here")
     assert_refused(r,
                    r"^error: --overwrite would replace \.\., which holds the current folder: give "
                    r"another --out",
                    tmp_path, before, max_seconds=3)
-    r = run_here(["-m", "gpt2.train", "--data", data, "--out", str(tmp_path / "home"),
+    r = run_here(["-m", "gpt2.train.gpt2", "--data", data, "--out", str(tmp_path / "home"),
                   "--overwrite"], tmp_path / "work",
                 env={"HOME": str(tmp_path / "home")})
     assert_refused(r, r"which holds your home folder: give another --out", tmp_path, before,

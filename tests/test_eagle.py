@@ -14,10 +14,10 @@ import pytest
 import picospec.eagle as eagle1
 import picospec.eagle2 as eagle2  # noqa: F401  (python -m bench.power plants a broken rule in it)
 from checker import check_law, exact_law
-from gpt2.eagle import (EagleHead, eagle_forward, eagle_loss_and_grads, init_eagle, load_eagle,
-                        save_eagle)
+from gpt2.eagle import EagleHead, init_eagle, load_eagle, save_eagle
+from gpt2.train.eagle import eagle_forward, eagle_loss_and_grads
 from gpt2.engine import GPT2, tree_map
-from gpt2.train import flatten
+from gpt2.weights import flatten
 from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.eagle import eagle_decoding, static_tree
@@ -105,7 +105,7 @@ def test_calls_reuse_the_cache_and_give_the_same_rows(head_and_inputs):
 
 
 def test_training_lowers_the_loss(tmp_path):
-    from gpt2.train_eagle import main
+    from gpt2.train.eagle import main
     from gpt2.weights import save_checkpoint
 
     hparams, params = random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2, n_layer=1, seed=3,

@@ -1,12 +1,12 @@
-"""Batched decoding (gpt2/generate.py), the source of Medusa's self-distillation data: greedy rows
-equal the engine's greedy decoding token for token; sampled rows follow the model's exact law of
-whole sequences (and a wrong temperature is rejected by the same check)."""
+"""Batched decoding (gpt2/train/generate.py), the source of Medusa's self-distillation data: greedy
+rows equal the engine's greedy decoding token for token; sampled rows follow the model's exact law
+of whole sequences (and a wrong temperature is rejected by the same check)."""
 import numpy as np
 import pytest
 
 from checker import check_law, exact_law
 from gpt2.engine import GPT2
-from gpt2.generate import generate_batch
+from gpt2.train.generate import generate_batch
 from micro import random_gpt2
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from gpt2.backend import to_device
 from gpt2.engine import tree_map
-from gpt2.generate import generate_batch
+from gpt2.train.generate import generate_batch
 from gpt2.weights import read_safetensors, save_checkpoint
 
 cupy = pytest.importorskip("cupy", reason="CuPy is not installed: the GPU trainers cannot run here")
@@ -25,7 +25,7 @@ HP = {"n_vocab": 50, "n_ctx": 160, "n_embd": 32, "n_head": 2, "n_layer": 2}
 def backbone(tmp_path_factory):
     """A random GPT-2 (float32 checkpoint) whose greedy text varies, and a data folder of 60,000
     random tokens."""
-    from gpt2.train import init_params
+    from gpt2.train.gpt2 import init_params
 
     root = tmp_path_factory.mktemp("gpu")
     params = init_params(HP, np.random.default_rng(0))
@@ -56,12 +56,12 @@ def test_generate_batch_on_gpu_writes_the_cpu_tokens(backbone):
 def test_trainer_on_gpu_matches_the_cpu(backbone, trainer):
     root, _ = backbone
     if trainer == "medusa":
-        from gpt2.train_heads import main
+        from gpt2.train.heads import main
         kw = dict(n_heads=2, n_ctx=32, batch_size=4, max_steps=6, eval_every=3, distill_tokens=3000,
                   distill_temperature=0.0, dtype="float32")
         name, prefix = "heads.safetensors", "heads."
     else:
-        from gpt2.train_eagle import main
+        from gpt2.train.eagle import main
         kw = dict(distill_tokens=1000, batch_size=2, max_steps=6, eval_every=3, eval_rows=2,
                   steps=2, dtype="float32")
         name, prefix = "eagle.safetensors", "eagle."

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpt2.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
+from gpt2.train.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
 from gpt2.heads import heads_loss_and_grads, init_heads, load_heads, ranks_of_targets, save_heads
 from gpt2.engine import tree_map
-from gpt2.train import flatten
+from gpt2.weights import flatten
 from micro import random_gpt2
 
 
@@ -90,7 +90,7 @@ def test_fresh_head_copies_lm_head():
 
 @pytest.mark.parametrize("stage, tied", [("medusa1", False), ("medusa2", False), ("medusa1", True)])
 def test_training_lowers_head_loss(tmp_path, stage, tied):
-    from gpt2.train_heads import main
+    from gpt2.train.heads import main
     from gpt2.weights import save_checkpoint
 
     hparams, params = random_gpt2(n_vocab=20, n_ctx=16, n_embd=16, n_head=2, n_layer=1, seed=3)
@@ -135,7 +135,7 @@ def test_ranks_of_targets():
 def test_self_distillation_data_come_from_the_backbone(tmp_path):
     """--distill_tokens: the training tokens are the backbone's own samples (from text prompts), not
     the text."""
-    from gpt2.train_heads import self_distill
+    from gpt2.train.heads import self_distill
 
     hparams, params = random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2, n_layer=1, seed=4)
     params["wte"][:, :] = 0
@@ -152,7 +152,7 @@ def test_self_distillation_data_come_from_the_backbone(tmp_path):
 def test_distill_data_is_saved_and_reused(tmp_path):
     """--distill_tokens writes OUT/distill.bin (atomically); --distill_data FILE trains on exactly
     those tokens."""
-    from gpt2.train_heads import main
+    from gpt2.train.heads import main
     from gpt2.weights import save_checkpoint
 
     hparams, params = random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2, n_layer=1, seed=3)
@@ -199,7 +199,7 @@ def test_keep_first_heads(tmp_path):
     ({"distill_data": "missing.bin"}, "no such file; make one with --distill_tokens"),
 ])
 def test_bad_distill_options_give_clear_errors(tmp_path, options, message):
-    from gpt2.train_heads import main
+    from gpt2.train.heads import main
 
     with pytest.raises(ValueError, match=message):
         main(data=str(tmp_path), out=str(tmp_path / "out"), **options)
@@ -208,7 +208,7 @@ def test_bad_distill_options_give_clear_errors(tmp_path, options, message):
 def test_resumed_run_reuses_its_distill_data(tmp_path, monkeypatch):
     """A second run into the same OUT with --distill_tokens reads OUT/distill.bin instead of
     decoding it again."""
-    import gpt2.train_heads as th
+    import gpt2.train.heads as th
     from gpt2.weights import save_checkpoint
 
     hparams, params = random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2, n_layer=1, seed=3)

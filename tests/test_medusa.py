@@ -9,7 +9,7 @@ import picospec.medusa as medusa
 from checker import check_law, exact_law
 from gpt2.engine import GPT2
 from gpt2.heads import heads_logits, init_heads
-from gpt2.train import flatten
+from gpt2.weights import flatten
 from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.medusa import medusa_decoding
@@ -62,7 +62,7 @@ def test_a_damaged_sparse_tree_is_named(tiny_target, tmp_path, text, message):
     message about --tree)."""
     import shutil
 
-    from bench.harness import load_heads
+    from picospec_app.load import load_heads
     from gpt2.load import ASSETS
 
     shutil.copytree(ASSETS / "tiny-target" / "medusa", tmp_path / "medusa")
@@ -116,7 +116,7 @@ def test_heads_see_the_hidden_state_of_the_last_accepted_token():
 
 @pytest.fixture(scope="module")
 def shipped(tiny_target):
-    from bench.harness import load_heads
+    from picospec_app.load import load_heads
 
     target, encoder = tiny_target
     return target, load_heads("tiny-target", "medusa", None, target), encoder

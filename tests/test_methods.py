@@ -6,8 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.harness import load_needs, run_method, summary
-from gpt2.cli import check_value
+from picospec_app.load import load_needs
+from picospec_app.run import run_method, summary
+from picospec_cli import check_value
 from gpt2.load import load_model
 from picospec.methods import METHODS, TABLE, call, check_temperature, defaults, find, law, markdown
 from picospec.rest import Datastore
@@ -21,7 +22,7 @@ RECORD = {"drafted", "nodes", "accepted", "tokens", "origins", "calls"}
 
 @pytest.fixture(scope="module")
 def models():
-    from bench.harness import load_heads
+    from picospec_app.load import load_heads
 
     target, encoder = load_model("tiny-target")
     text = ("def read_lines(path):\n    with open(path) as f:\n        return "

@@ -206,7 +206,7 @@ def test_batch_rows_in_memory_groups_equal_one_batch_and_each_row_alone(tmp_path
 
 def test_row_bytes_bound_what_the_batched_engines_allocate():
     """The bound per row is at least the caches the engines really make, so a budget holds them."""
-    from bench.harness import batch_row_bytes, batched_models, load_needs
+    from picospec_app.load import batch_row_bytes, batched_models, load_needs
     from gpt2.load import load_model
     from picospec.methods import TABLE, defaults
 
@@ -311,7 +311,8 @@ def test_tokenizer_fingerprint_is_the_vocabulary_and_merges_not_the_files(folder
 def test_the_ngram_file_carries_the_tokenizer_it_was_counted_with(tmp_path):
     from gpt2.encoder import load_encoder
     from gpt2.load import load_model
-    from gpt2.ngram import NGram, main as build
+    from gpt2.ngram import NGram
+    from gpt2.train.ngram import main as build
 
     fingerprint = load_encoder(TARGET).fingerprint
     assert NGram.load(ASSETS / "ngram.safetensors").tokenizer == fingerprint  # in the shipped file
@@ -344,7 +345,7 @@ def test_check_tokenizers_names_both_folders_and_passes_one_tokenizer(folder):
     ("1", True), ("true", True), ("YES", True), ("on", True), ("0", False), ("false", False),
     ("No", False), ("off", False), ("", "default"), (None, "default")])
 def test_env_flags_take_their_documented_values(value, expected, monkeypatch):
-    from gpt2.cli import env_flag
+    from picospec_cli import env_flag
 
     if value is None:
         monkeypatch.delenv("PICOSPEC_X", raising=False)
@@ -355,7 +356,7 @@ def test_env_flags_take_their_documented_values(value, expected, monkeypatch):
 
 @pytest.mark.parametrize("value", ["maybe", "2", "offline", "y"])
 def test_other_env_flag_values_are_refused(value, monkeypatch):
-    from gpt2.cli import env_flag
+    from picospec_cli import env_flag
     from gpt2.hub import is_offline
 
     monkeypatch.setenv("PICOSPEC_OFFLINE", value)
@@ -366,11 +367,11 @@ def test_other_env_flag_values_are_refused(value, monkeypatch):
 
 
 def test_the_command_names_itself_as_invoked(tmp_path):
-    """The installed command (a script named picospec that calls main's cli, as pip writes it)
+    """The installed command (a script named picospec that calls the app's cli, as pip writes it)
     says picospec in its usage lines; python main.py says python and the path it was given."""
     script = tmp_path / "bin" / "picospec"
     script.parent.mkdir()
-    script.write_text("import sys\nfrom main import cli\nsys.exit(cli())\n")
+    script.write_text("import sys\nfrom picospec_app.command import cli\nsys.exit(cli())\n")
     for args, usage in (([str(script), "--help"], "usage: picospec [--option"),
                         ([str(script), M, "medusa", "--help"], "usage: picospec --method medusa"),
                         (["main.py", "--help"], f"usage: python {ROOT / 'main.py'} [--option")):

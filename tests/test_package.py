@@ -47,7 +47,7 @@ def test_pyproject_lists_equal_the_requirements_files():
         assert project["optional-dependencies"][extra] == requirements(name), extra
     # the front end that opens the notebooks
     assert "jupyterlab" in requirements("requirements-notebooks.txt")
-    assert project["scripts"] == {"picospec": "main:cli"}
+    assert project["scripts"] == {"picospec": "picospec_app.command:cli"}
 
 
 def test_every_built_in_asset_is_package_data():
@@ -72,7 +72,8 @@ def venv(tmp_path_factory):
     for name in ["pyproject.toml", "MANIFEST.in", "README.md", "main.py",
                  *map(str, ROOT.glob("requirements*.txt"))]:
         shutil.copy(ROOT / name, src)
-    for package in ("gpt2", "picospec", "bench"):
+    # bench/ and main.py are there, not installed
+    for package in ("picospec_cli", "gpt2", "picospec", "picospec_app", "bench"):
         shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", tmp / "venv"], check=True)
     python = tmp / "venv" / "bin" / "python"
@@ -100,11 +101,18 @@ def venv(tmp_path_factory):
 @pytest.mark.slow
 def test_installed_command_runs_the_built_in_pair_from_any_folder(venv):
     python, elsewhere, env = venv
-    where = subprocess.run([python, "-c",
-                            "import gpt2, main, picospec; print(gpt2.__file__, main.__file__)"],
+    where = subprocess.run([python, "-c", "import gpt2, picospec, picospec_app, picospec_cli; "
+                            "print(gpt2.__file__, picospec_app.__file__, picospec_cli.__file__)"],
                            cwd=elsewhere, env=env, capture_output=True, text=True)
     assert all(str(python.parents[1]) in p
                for p in where.stdout.split()), where.stdout + where.stderr
+    # the front-door file and the benchmarks stay in the repository
+    for module in ("main", "bench"):
+        found = subprocess.run([python, "-c",
+                                f"import importlib.util as u; print(u.find_spec({module!r}))"],
+                               cwd=elsewhere, env=env, capture_output=True, text=True)
+        assert found.stdout.strip() == "None", (f"{module} is installed: "
+                                                f"{found.stdout}{found.stderr}")
     out = subprocess.run([python.parent / "picospec", "--method", "speculative", "--K", "4"],
                          cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -1,20 +1,17 @@
-"""The comparison protocol of main.py and the notebooks (bench/harness.py): autoregressive decoding
-and the method timed in turns, medians of the rounds, and the cost model's prediction from the
-measured call costs. Every clock here is a stub, so the figures are known exactly; no test times
+"""The comparison protocol of main.py and the notebooks (picospec_app/run.py): autoregressive
+decoding and the method timed in turns, medians of the rounds, and the cost model's prediction from
+the measured call costs. Every clock here is a stub, so the figures are known exactly; no test times
 anything."""
 import itertools
 import json
 import re
-import runpy
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bench import harness
+from picospec_app import command, run
 from picospec.theory import GPU_VERIFY_COST, cost_model_speedup
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def stub_runs(log, name, seconds):
@@ -26,7 +23,7 @@ def stub_runs(log, name, seconds):
 def test_rounds_run_in_turns():
     log = []
     runs = [stub_runs(log, "A", [1.0] * 4), stub_runs(log, "B", [0.5] * 4)]
-    a, b = harness.interleaved(runs, rounds=4)
+    a, b = run.interleaved(runs, rounds=4)
     assert log == ["A", "B"] * 4 and len(a) == len(b) == 4
 
 
@@ -34,14 +31,14 @@ def test_rounds_run_in_turns():
 def test_default_rounds_fill_about_a_second_and_at_least_three(each, rounds):
     """Rounds of two runs of `each` seconds until 1 s of measurement, at least 3, at most 50."""
     log = []
-    out = harness.interleaved([stub_runs(log, "A", [each] * 99), stub_runs(log, "B", [each] * 99)])
+    out = run.interleaved([stub_runs(log, "A", [each] * 99), stub_runs(log, "B", [each] * 99)])
     assert len(out[0]) == rounds and log == ["A", "B"] * rounds
 
 
 def test_speedup_is_the_median_of_the_rounds_ratios():
     base = [{"seconds": s} for s in (1.0, 1.2, 0.9, 5.0)]  # one slow round: the median stays
     runs = [{"seconds": s} for s in (0.5, 0.5, 0.6, 0.5)]
-    assert harness.speedup_of(base, runs) == {"median": pytest.approx(2.2), "range": [1.5, 10.0],
+    assert run.speedup_of(base, runs) == {"median": pytest.approx(2.2), "range": [1.5, 10.0],
                                               "rounds": 4}
 
 
@@ -52,7 +49,7 @@ def test_costs_and_prediction_follow_the_formula():
     runs = [{"tokens_per_call": 40 / 12, "target_s": 12 * 0.0025 * f, "target_calls": 12,
              "draft_s": 48 * 0.0002 * f, "draft_calls": 48, "draft2_s": 0.0, "draft2_calls": 0}
             for f in (1.0, 1.2, 0.8)]
-    costs = harness.call_costs(base, runs)
+    costs = run.call_costs(base, runs)
     assert costs["E"] == pytest.approx(40 / 12) and costs["c"] == pytest.approx(2.5)
     assert costs["drafts"] == {"draft": {"per_target_call": 4.0, "c_d": pytest.approx(0.2)}}
     assert costs["predicted"] == pytest.approx((40 / 12) / (2.5 + 4 * 0.2))
@@ -68,12 +65,13 @@ def test_costs_and_prediction_follow_the_formula():
 def test_the_limit_is_the_largest_excess(c, draft_cost, measured, limit):
     costs = {"E": 40 / 12, "c": c, "drafts": {"draft": {"per_target_call": 4.0, "c_d": draft_cost}},
              "predicted_gpu": 1.5}
-    assert harness.limit_line(costs, measured).startswith(f"limit here: {limit} (")
+    assert run.limit_line(costs, measured).startswith(f"limit here: {limit} (")
 
 
-# main.py end to end, its run_method replaced by the real run with stub times: autoregressive
-# decoding takes 1 ms a target call, the method's target call C_TARGET ms, a draft call C_DRAFT ms,
-# and each round's total time comes from the lists below, so the printed figures are known.
+# The command (main.py's) end to end, its run_method replaced by the real run with stub times:
+# autoregressive decoding takes 1 ms a target call, the method's target call C_TARGET ms, a draft
+# call C_DRAFT ms, and each round's total time comes from the lists below, so the printed figures
+# are known.
 C_TARGET, C_DRAFT = 2.5, 0.2
 ROUND_BASE = [0.040, 0.048, 0.036, 0.200]
 ROUND_METHOD = [0.020, 0.030, 0.024, 0.020]  # median of ratios 1.8, ratio of medians 2.0
@@ -81,7 +79,7 @@ ROUND_METHOD = [0.020, 0.030, 0.024, 0.020]  # median of ratios 1.8, ratio of me
 
 @pytest.fixture
 def main_with_stub_clock(monkeypatch):
-    real, cache, log = harness.run_method, {}, []
+    real, cache, log = run.run_method, {}, []
     clocks = {"autoregressive": itertools.cycle(ROUND_BASE),
               "speculative": itertools.cycle(ROUND_METHOD)}
 
@@ -89,15 +87,15 @@ def main_with_stub_clock(monkeypatch):
         log.append(method)
         if method not in cache:
             cache[method] = real(method, x, loaded, N, seed, sampling, **options)
-        run = cache[method]
+        done = cache[method]
         per_call = 1e-3 if method == "autoregressive" else C_TARGET * 1e-3
-        return {**run, "seconds": next(clocks[method]), "target_s": run["target_calls"] * per_call,
-                "draft_s": run["draft_calls"] * C_DRAFT * 1e-3}
+        return {**done, "seconds": next(clocks[method]),
+                "target_s": done["target_calls"] * per_call,
+                "draft_s": done["draft_calls"] * C_DRAFT * 1e-3}
 
-    monkeypatch.setattr(harness, "run_method", stub)
+    monkeypatch.setattr(run, "run_method", stub)
     monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
-    namespace = runpy.run_path(str(ROOT / "main.py"), run_name="main_under_test")
-    return namespace["main"], log
+    return command.main, log
 
 
 def test_main_prints_the_median_and_the_prediction_of_its_costs(main_with_stub_clock, capsys):

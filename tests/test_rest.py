@@ -94,7 +94,7 @@ def test_save_load_round_trip_is_atomic(tmp_path, monkeypatch):
 
 
 def test_load_errors_say_what_is_wrong_and_the_door_how_to_build(tmp_path):
-    from bench.harness import load_datastore
+    from picospec_app.load import load_datastore
 
     with pytest.raises(ValueError, match=r"^no REST datastore at .*missing.npz$"):
         Datastore.load(tmp_path / "missing.npz")
@@ -137,7 +137,7 @@ def test_a_damaged_datastore_file_is_named_and_says_what_is_wrong(tmp_path, chan
     and what is wrong (before: a TypeError in the search, or a run whose search silently found
     nothing), which the loader of main.py follows with the command that builds a good one; a good
     file still loads."""
-    from bench.harness import load_datastore
+    from picospec_app.load import load_datastore
 
     np.savez(tmp_path / "good.npz", **good_arrays())
     assert Datastore.load(tmp_path / "good.npz").search([1], 2, 2)[1] == 1

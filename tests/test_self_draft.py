@@ -15,7 +15,7 @@ from gpt2.load import ASSETS
 from gpt2.model import gpt2
 from gpt2.self_draft import (Model, SelfDraft, exit_skip, load_self_draft, parse_skip, read_config,
                              sublayer_name)
-from gpt2.skip_search import draft_logits, skip_set_search
+from gpt2.train.skip_search import draft_logits, skip_set_search
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import sample, warp
 from picospec.self_draft import adapt_threshold, self_speculative_decoding
@@ -192,10 +192,10 @@ def test_a_wrong_reuse_is_caught(tiny, broken):
 
 @pytest.mark.parametrize("kind", ["layer_skip", "early_exit"])
 def test_the_lm_head_is_the_target_engines_own(tiny, kind):
-    """Loaded as main.py loads it (bench.harness.load_self_draft), a self-draft multiplies by the
-    target engine's head copy and panels (shared, not copied) and gives the logits of the plain tied
-    head wte.T, on both sides; a SelfDraft built without one makes its own contiguous copy."""
-    from bench.harness import load_self_draft as load_as_main
+    """Loaded as main.py loads it (picospec_app.load.load_self_draft), a self-draft multiplies by
+    the target engine's head copy and panels (shared, not copied) and gives the logits of the plain
+    tied head wte.T, on both sides; a SelfDraft built without one makes its own contiguous copy."""
+    from picospec_app.load import load_self_draft as load_as_main
 
     model, _ = tiny
     loaded = load_as_main(kind, {}, model, "tiny-target")
@@ -215,7 +215,7 @@ def test_the_lm_head_is_the_target_engines_own(tiny, kind):
 
 def test_the_draft_is_the_skipped_path_on_the_target_cache(tiny):
     """What the engine drafts equals the batched rows the search scores
-    (gpt2.skip_search.draft_logits)."""
+    (gpt2.train.skip_search.draft_logits)."""
     model, encoder = tiny
     x = np.array([encoder.encode("import os\n\n\ndef list_files(path):\n    return [name for name "
                                  "in os.")[:20]])

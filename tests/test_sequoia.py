@@ -14,8 +14,8 @@ import picospec.sequoia as sequoia
 from checker import check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import residual
-from bench.harness import load_acceptance
-from bench.token_trees import acceptance_vector
+from picospec_app.load import load_acceptance
+from picospec_app.run import acceptance_vector
 from picospec.sequoia import (all_trees, choose_size, sequoia_decoding, sequoia_tree, tree_value,
                               without_replacement)
 from picospec.verify import verify_iid

@@ -165,7 +165,7 @@ def test_the_length_mask_is_needed(monkeypatch):
 def static_models():
     """The built-in pair, heads and datastore loaded as tests/test_methods.py loads them, with the
     static step on (also in the engines the methods' needs load later)."""
-    from bench.harness import load_heads
+    from picospec_app.load import load_heads
     from gpt2.load import load_model
     from picospec.rest import Datastore
 
@@ -190,7 +190,7 @@ def method_names():
 
 @pytest.mark.parametrize("name", method_names())
 def test_every_method_equals_autoregressive_with_the_static_step(name, static_models):
-    from bench.harness import run_method
+    from picospec_app.run import run_method
     from picospec.methods import TABLE
     from test_methods import needs_of
 

@@ -5,10 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from gpt2.backprop import gpt2_forward_backward, gpt2_loss
+from gpt2.train.backprop import gpt2_forward_backward, gpt2_loss
 from gpt2.engine import tree_map
 from gpt2.model import gpt2
-from gpt2.train import AdamW, flatten, lr_at, main as train_main, train_loop
+from gpt2.train.gpt2 import AdamW, lr_at, main as train_main, train_loop
+from gpt2.weights import flatten
 from micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=13, n_ctx=8, n_embd=8, n_head=2, n_layer=2, seed=3, scale=0.3)
@@ -36,7 +37,7 @@ def test_gradients_match_finite_differences_for_every_parameter():
 def test_gradient_check_can_fail():
     """A broken backward (the GELU derivative without its tanh term) disagrees with finite
     differences."""
-    import gpt2.backprop as bp
+    import gpt2.train.backprop as bp
 
     p64 = tree_map(lambda a: a.astype(np.float64), PARAMS)
     saved = bp.gelu_backward

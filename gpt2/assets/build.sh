@@ -8,17 +8,17 @@
 # history.
 set -euo pipefail
 DATA=${DATA:-data}
-python -m gpt2.bpe --out gpt2/assets/tiny-target --vocab_size 4096            # ~1 min; same files copied to tiny-draft
-python -m gpt2.corpus --tokenizer gpt2/assets/tiny-target --out "$DATA"       # train/val/heldout.bin + meta.json
+python -m gpt2.train.bpe --out gpt2/assets/tiny-target --vocab_size 4096            # ~1 min; same files copied to tiny-draft
+python -m gpt2.train.corpus --tokenizer gpt2/assets/tiny-target --out "$DATA"       # train/val/heldout.bin + meta.json
 # Eight passes over the 3.16M-token train split for both models (batch 64 x 1542 steps of 256 tokens), the three runs
 # side by side on the GPU (with the draft at --lr 2.5e-3 as a third): 3.2 min for the target, 1.5 for the draft. The draft's rate was picked from two runs
 # (2.5e-3: val loss 3.618; 4e-3: 3.484, shipped) by that loss and by speculative sampling's alpha against the new
 # target (bench.harness: 0.705 against 0.666 at T = 0; the old draft's 0.570).
-G="python -m gpt2.train --data $DATA --device gpu --n_ctx 256 --warmup 40 --max_steps 1542 --eval_every 193 --batch_size 64"
+G="python -m gpt2.train.gpt2 --data $DATA --device gpu --n_ctx 256 --warmup 40 --max_steps 1542 --eval_every 193 --batch_size 64"
 $G --out runs/tiny-target --n_layer 6 --n_embd 256 --n_head 4 --lr 2e-3 &
 $G --out runs/tiny-draft --n_layer 2 --n_embd 128 --n_head 2 --lr 4e-3 &
 wait
-python -m gpt2.ngram --data "$DATA" --out gpt2/assets/ngram.safetensors --order 3 --min_count 2
+python -m gpt2.train.ngram --data "$DATA" --out gpt2/assets/ngram.safetensors --order 3 --min_count 2
 for m in tiny-target tiny-draft; do
     cp runs/$m/config.json runs/$m/model.safetensors runs/$m/train_log.json gpt2/assets/$m/
     cp gpt2/assets/tiny-target/vocab.json gpt2/assets/tiny-target/merges.txt gpt2/assets/$m/ 2>/dev/null || true
@@ -28,9 +28,9 @@ done
 # Blockwise: 3 tied ReLU heads on the same tokens. On the GPU: 4.2 min for both (most of it the data).
 # (The recipe of the CPU-trained target, 0.8M tokens and 600 / 300 steps, gave heads 0.08-0.10 less accurate on this
 # target: head 1 top-1 0.388 Medusa, 0.286 Blockwise, against 0.467 and 0.383 for these.)
-python -m gpt2.train_heads --device gpu --data "$DATA" --out runs/medusa-long --n_heads 4 --batch_size 16 \
+python -m gpt2.train.heads --device gpu --data "$DATA" --out runs/medusa-long --n_heads 4 --batch_size 16 \
     --max_steps 2400 --distill_tokens 1600000 --distill_temperature 0
-python -m gpt2.train_heads --device gpu --data "$DATA" --out runs/blockwise-long --n_heads 3 --tied --act relu \
+python -m gpt2.train.heads --device gpu --data "$DATA" --out runs/blockwise-long --n_heads 3 --tied --act relu \
     --batch_size 16 --max_steps 1200 --distill_data runs/medusa-long/distill.bin
 mkdir -p gpt2/assets/tiny-target/medusa gpt2/assets/tiny-target/blockwise
 python -m gpt2.heads --src runs/medusa-long --dst gpt2/assets/tiny-target/medusa --n 2
@@ -40,7 +40,7 @@ python -m bench.trees --build gpt2/assets/tiny-target/medusa --budgets 7  # the 
 # 112), 3000 steps of 8 rows; 4.9 min on the GPU beside the heads' run (the CPU recipe, 0.32M tokens and 1000 steps,
 # gave step-1 top-1 0.63 on this target against 0.80 for this one). bench.eagle writes the measured acceptance into
 # eagle.json (the card reads it).
-python -m gpt2.train_eagle --device gpu --data "$DATA" --out runs/eagle-long --distill_tokens 960000 \
+python -m gpt2.train.eagle --device gpu --data "$DATA" --out runs/eagle-long --distill_tokens 960000 \
     --distill_temperature 0 --batch_size 8 --max_steps 3000 --eval_every 100
 mkdir -p gpt2/assets/tiny-target/eagle
 cp runs/eagle-long/eagle.json runs/eagle-long/eagle.safetensors gpt2/assets/tiny-target/eagle/
@@ -53,4 +53,4 @@ OPENBLAS_NUM_THREADS=1 python -m bench.self_draft --task exits --exit_layers 1,2
 # Sequoia's acceptance vectors of tiny-draft for tiny-target (greedy and sampled, 8 calibration prompts x 64
 # tokens; sequoia.json, the default of --acceptance), measured beside the token-tree tables on the 2-core CPU.
 python -m bench.token_trees --record gpt2/assets/tiny-target
-python -m gpt2.card --data "$DATA"
+python -m gpt2.train.card --data "$DATA"

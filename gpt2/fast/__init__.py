@@ -43,7 +43,7 @@ def layout(params, n_params, device, panels=None, panel_width=None, head_copy=No
 
 def static_step_on():
     """The static-shape step's default, read in this one place: PICOSPEC_STATIC=1 turns it on."""
-    from gpt2.cli import env_flag
+    from picospec_cli import env_flag
 
     return env_flag("PICOSPEC_STATIC", False)
 

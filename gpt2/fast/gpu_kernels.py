@@ -92,7 +92,7 @@ def _get(name):
 
 def fused(x):
     """True where x is a float32 CuPy array and the kernels are on."""
-    from gpt2.cli import env_flag
+    from picospec_cli import env_flag
 
     on = env_flag("PICOSPEC_FUSED", True) if type(x).__module__.startswith("cupy") else False
     return on and x.dtype == "float32"

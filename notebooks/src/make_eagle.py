@@ -23,8 +23,8 @@ QUICK = os.environ.get("PICOSPEC_QUICK") == "1"  # CI: fewer prompts, tokens, re
 import numpy as np
 import matplotlib.pyplot as plt
 from gpt2.load import load_model
-from bench.harness import load_eagle
-from gpt2.train import flatten
+from picospec_app.load import load_eagle
+from gpt2.weights import flatten
 from picospec.eagle2 import expand, rerank, log_softmax
 from picospec.tree import greedy_path
 from picospec.sampling import residual"""),
@@ -47,7 +47,7 @@ assert n == by_hand
 print(f"stored in float16: {(folder / 'eagle.safetensors').stat().st_size:,} bytes")"""),
 md("""## Training
 
-`python -m gpt2.train_eagle` (command in `gpt2/assets/build.sh`): rows of 16 prompt tokens from the training text,
+`python -m gpt2.train.eagle` (command in `gpt2/assets/build.sh`): rows of 16 prompt tokens from the training text,
 each continued greedily by the target itself (self-distillation), the target's features of every row computed once,
 then loss = SmoothL1(guess, next feature) + 0.1 x cross-entropy(target's law, head's law), input features perturbed by
 U(-0.1, 0.1). The log holds the training loss and, on validation rows, the loss and step-1 top-1 agreement."""),
@@ -170,14 +170,15 @@ EAGLE-1, EAGLE-2, Medusa and speculative sampling against autoregressive decodin
 target, side by side (a small run here, 2 prompts x 1 seed x 48 tokens, 5 interleaved rounds each,
 medians; the README's table is `python -m bench.eagle`, 8 prompts x 2 seeds x 64 tokens). Every
 EAGLE row at temperature 0 produces the same text as greedy decoding. Beside each measured speedup,
-the cost model's (bench.harness.explain): E tokens per target call, c the target call's cost in
+the cost model's (picospec_app.run.explain): E tokens per target call, c the target call's cost in
 one-token calls, the drafting cost of a step in the same unit (EAGLE's head calls, or the draft
 model's), the speedup E / (c + drafting) they predict, the same with c = 1.2 (verification nearly
 free, as on a GPU), and which cost limits the row. On a CPU a target call over a tree of 10-16 nodes
 costs several one-token calls, so a row that decodes 3 tokens per call can still lose; the same step
 at the GPU's verification cost shows what the method gains where that call is nearly free."""),
-code("""from bench.harness import compare, explain, load_draft, load_heads
-from gpt2.corpus import heldout_prompts
+code("""from picospec_app.load import load_draft, load_heads
+from picospec_app.run import compare, explain
+from gpt2.train.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 48)
 N, REPEATS, TEMPERATURES = (24, 1, (0.0,)) if QUICK else (48, 5, (0.0, 1.0))
 needs = {"draft": {"draft": load_draft("tiny-draft", target, "tiny-target")},

@@ -47,7 +47,7 @@ plt.show()
 assert b["attn_mask"][6].tolist() == [True, False, True, False, False, False, True, False, False]"""),
 md("""## A real step of the built-in model
 
-`gpt2/assets/tiny-target/medusa` holds 2 heads trained with MEDUSA-1 (frozen backbone) by `python -m gpt2.train_heads`
+`gpt2/assets/tiny-target/medusa` holds 2 heads trained with MEDUSA-1 (frozen backbone) by `python -m gpt2.train.heads`
 on self-distillation data: 1.6M tokens the target itself wrote greedily after prompts from the training text (what the
 heads must guess when decoding greedily); 4 heads were trained and the first 2 kept. Their accuracy, on the target's own
 continuations of validation prompts and on the validation text itself, and the sparse tree built from the first, come
@@ -101,13 +101,14 @@ decoding). The best tree is where the two curves cross. Greedy, 48 tokens, 3 pro
 autoregressive decoding in interleaved rounds (5 each, medians), so a change of load falls on both
 alike.
 
-Each row also prints the cost model (bench.harness.explain): with E tokens per target call and a
+Each row also prints the cost model (picospec_app.run.explain): with E tokens per target call and a
 target call costing c one-token calls, the predicted speedup is E / c (the heads run inside the
 target call); beside it, the same E with c = 1.2, verification nearly free as on a GPU. On a CPU c
 grows with the tree, so past a few nodes each extra node costs more than the tokens it adds; on a
 GPU c stays near 1.2 up to 16 rows, and the bigger trees pay."""),
-code("""from bench.harness import compare, explain, load_heads
-from gpt2.corpus import heldout_prompts
+code("""from picospec_app.load import load_heads
+from picospec_app.run import compare, explain
+from gpt2.train.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 1 if QUICK else 3, 48)
 N, REPEATS, BUDGETS = (24, 1, (1, 7)) if QUICK else (48, 5, (1, 3, 7, 15, 31))
 acc = record["accuracy"]["rank_share"][1:]

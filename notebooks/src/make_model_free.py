@@ -67,9 +67,9 @@ print(store.search([7, 5, 1], max_matches=10, draft_len=2))   # the longest suff
 code("""tokens, parents, counts = trie([[2, 3], [2, 4], [9]])
 print("trie tokens", tokens, "parents", parents, "counts", counts)
 print("pruned to 2 nodes:", prune(tokens, parents, counts, 2))"""),
-code("""from bench.harness import rest_datastore
+code("""from picospec_app.load import rest_datastore
 if QUICK:   # a small datastore, built here in seconds: 20 files of the train split
-    from gpt2.corpus import split_files, stdlib_files, tokenize
+    from gpt2.train.corpus import split_files, stdlib_files, tokenize
     files = split_files(stdlib_files())["train"][:20]
     store = Datastore.build(np.array(tokenize(files, encoder), dtype=np.uint16))
 else:
@@ -113,12 +113,12 @@ of 5 interleaved rounds (autoregressive, method, autoregressive, ...). The READM
 (`python -m bench.trees --drafting`).
 
 None of the three has a draft model, so the cost model is E / c: E tokens per target call against c,
-the cost of the method's target call in one-token calls (bench.harness.explain prints both, the
+the cost of the method's target call in one-token calls (picospec_app.run.explain prints both, the
 prediction, and the same E with c = 1.2, verification nearly free as on a GPU). Where a method loses
 on this CPU, c is why: lookahead pays for its whole window on every call, and a few extra accepted
 tokens do not cover a call that costs two or three."""),
-code("""from bench.harness import compare, copy_prompts, explain
-from gpt2.corpus import heldout_prompts
+code("""from picospec_app.run import compare, copy_prompts, explain
+from gpt2.train.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 1 if QUICK else 3, 48)
 N, REPEATS = (16, 1) if QUICK else (32, 5)
 rows = []

@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt
 from IPython.display import HTML, display
 from gpt2.load import ASSETS, load_model
 from gpt2.self_draft import SelfDraft, exit_skip, load_self_draft, parse_skip, read_config, sublayer_name
-from gpt2.skip_search import draft_logits
+from gpt2.train.skip_search import draft_logits
 from picospec.theory import greedy_walk, walk_speedup, cascade_speedup, expected_speedup
 from picospec.self_draft import adapt_threshold
 target, encoder = load_model("tiny-target")
@@ -147,7 +147,9 @@ engine.target(x[:-1])
 drafts = []
 for _ in range(3):
     drafts.append(int(engine.draft(x + drafts)[0].argmax()))
-print("drafted:", [encoder.decode([d]) for d in drafts], "| cache tokens per layer:", [c.n for c in engine.caches])
+rows = engine.rows  # the engine's one row: what its cache holds
+print("drafted:", [encoder.decode([d]) for d in drafts], f"| keys/values in every layer: {rows.verified[0]} tokens;",
+      f"in layers 1..E only: {rows.h_cut[0].shape[0]} tokens, their residuals saved at the cut")
 got = engine.target.logits(x + drafts, len(drafts) + 1)
 full = gpt2(np.asarray(x + drafts), **target.params, n_head=target.hparams["n_head"])[-len(drafts) - 1:]
 print("target's argmax:", [encoder.decode([int(t)]) for t in got.argmax(-1)])
@@ -189,7 +191,7 @@ temperature 1 and the theory beside it (`python -m bench.self_draft`). Each prom
 medians of 5 interleaved rounds (autoregressive, method, autoregressive, ...), so a change of load
 falls on both alike.
 
-Each row prints the cost model (bench.harness.explain), every cost measured in this run in one-token
+Each row prints the cost model (picospec_app.run.explain), every cost measured in this run in one-token
 target calls of autoregressive decoding: E tokens per target call, c the verification call, c_d one
 draft call and "drafting" the draft calls of a step (k c_d), the speedup E / (c + drafting) they
 predict beside the measured one, the same with c = 1.2 (verification nearly free, as on a GPU), and
@@ -198,8 +200,9 @@ skips the first layers of the drafted tokens (the draft already ran them), yet o
 small-matrix path it still costs well over one call. And with E = 1.2-1.3 tokens per call, the
 self-drafting rows cannot gain even where verification is nearly free: E must exceed 1.2 plus the
 drafting cost."""),
-code("""from bench.harness import compare, explain, load_self_draft as load_as_main
-from gpt2.corpus import heldout_prompts
+code("""from picospec_app.load import load_self_draft as load_as_main
+from picospec_app.run import compare, explain
+from gpt2.train.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 64)
 N, REPEATS = (16, 1) if QUICK else (32, 5)
 # as main.py loads them: on the target engine's weights, with its weight panels and LM head copy

@@ -81,7 +81,7 @@ At temperature 0 both decode greedily, so the texts must be identical; only the 
 of target calls change. The times are medians of interleaved rounds (autoregressive, speculative,
 autoregressive, ...), each run from cold caches, so a change of load on the machine falls on both
 alike; the speed-up is the median of the rounds' ratios."""),
-code("""from bench.harness import compare, explain
+code("""from picospec_app.run import compare, explain
 N, REPEATS = (24, 1) if QUICK else (48, 7)
 for m in (target, draft): m.reset()
 ar = autoregressive_sampling(x, target, N, np.random.default_rng(0), temperature=0)

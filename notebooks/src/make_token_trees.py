@@ -32,8 +32,8 @@ from picospec.sampling import residual, warp
 from picospec.tree import DrawTrie, ancestor_mask, node_path
 from picospec.specinfer import grow
 from picospec.sequoia import all_trees, sequoia_tree, tree_value, without_replacement
-from bench.harness import load_acceptance
-from bench.token_trees import acceptance_vector
+from picospec_app.load import load_acceptance
+from picospec_app.run import acceptance_vector
 ACCEPTANCE = load_acceptance("tiny-target", "tiny-draft")  # measured by bench.token_trees, beside the target
 from gpt2.backend import APPLIED, blas_line
 target, encoder = load_model("tiny-target")  # building an engine applies main.py's BLAS policy
@@ -150,7 +150,7 @@ prompts followed by the target's own continuation). At temperature 0 the childre
 at temperature 1 they are drawn without replacement (Sequoia) or i.i.d. (SpecInfer). A small measurement here
 (`python -m bench.token_trees --record gpt2/assets/tiny-target` measures on more text and stores the vectors that
 `main.py --method sequoia` uses in `gpt2/assets/tiny-target/sequoia.json`, loaded above as `ACCEPTANCE`)."""),
-code("""from gpt2.corpus import heldout_prompts
+code("""from gpt2.train.corpus import heldout_prompts
 from picospec.autoregressive import autoregressive_sampling
 prompts = heldout_prompts(encoder, 3, 48, seed=1)
 vectors = {}
@@ -197,17 +197,17 @@ md("""## Side by side (a small run)
 
 Chain (speculative sampling, K = 6), SpecInfer `<1, 1, 2, 1>` and Sequoia's tree at an equal budget
 of 6 draft nodes, against autoregressive decoding on a few held-out prompts
-(`bench.harness.compare`: 5 interleaved rounds per prompt, autoregressive, method, autoregressive,
+(`picospec_app.run.compare`: 5 interleaved rounds per prompt, autoregressive, method, autoregressive,
 ..., medians). The README has the full table from `python -m bench.token_trees`. A target call over
 7 rows costs more than a one-token call (the "call cost" column: the method's mean target call over
 autoregressive decoding's, measured in the same run), so tokens per call must beat that before time
-is saved. The last column is the cost model (bench.harness.explain): E / (c + drafting) from the
+is saved. The last column is the cost model (picospec_app.run.explain): E / (c + drafting) from the
 measured costs beside the measured speedup, and the same with c = 1.2, verification nearly free as
 on a GPU. Every row here scores 7 rows in its target call; where a row loses on a CPU without a
 small-matrix path, that call's cost c is why (the "limit" at the end of each row), and the c = 1.2
 column shows the same steps where verification is nearly free."""),
-code("""from bench.harness import compare, explain
-from bench.token_trees import mean_accepted
+code("""from picospec_app.run import compare, explain
+from picospec_app.run import mean_accepted
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 48)
 N, REPEATS, TEMPERATURES = (16, 1, (0.0,)) if QUICK else (32, 5, (0.0, 1.0))
 loaded = {"target": target, "draft": draft, "acceptance": ACCEPTANCE}

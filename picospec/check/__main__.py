@@ -1,32 +1,18 @@
-"""The checker's command: python -m picospec.check MODULE:FUNCTION ... [options].
-
-A hand parser with the guarantees of gpt2/cli.py (which picospec may not import): typed values,
-suggestions for unknown options, one `error: ...` line and exit status 2 for a mistake. Then a table
-per sampler (or one JSON object), and the exit status of the verdicts.
-"""
+"""python -m picospec.check MODULE:FUNCTION ... [options], read by the door (picospec_cli): a
+table per sampler (or one JSON object), and the verdicts' exit status."""
 import difflib
 import importlib
 import importlib.util
 import json
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
 from picospec.check.battery import DEFAULT_SAMPLES, Report, cases_of, check_sampler, run_controls
 from picospec.check.cases import CASES
 from picospec.check.exact_law import ALPHA, SAMPLES, SAMPLES_HIGH, SHAPES, power_table
+from picospec_cli import Option, UsageError, guarded, parse, usage
 
-
-class Option(NamedTuple):
-    name: str
-    type: object  # int, str, bool (a switch) or "ints" (comma-separated)
-    default: object
-    help: str
-    low: int = None
-    choices: tuple = None
-
-
-OPTIONS = {o.name: o for o in [
+OPTIONS = [
     Option("contract", str, "chain", "the sampler's signature: " + ", ".join(CASES),
            choices=tuple(CASES)),
     Option("samples", int, None,
@@ -38,78 +24,17 @@ OPTIONS = {o.name: o for o in [
     Option("first_failure", bool, False, "stop a sampler's battery at its first failing case"),
     Option("json", bool, False, "print one JSON object instead of the table"),
     Option("power", bool, False, "print the checker's power, measured by simulation, and exit"),
-]}
-USAGE = ("usage: python -m picospec.check MODULE:FUNCTION [MODULE:FUNCTION ...] [--contract "
-         "CONTRACT] [--samples N] [--seed N] [--cases 1,2] [--first_failure] [--json]\n"
-         "       python -m picospec.check --power [--samples N] [--json]")
+]
+PROG = "python -m picospec.check"
 
 
-class UsageError(ValueError):
-    """A command line that cannot run: one line, exit status 2."""
-
-
-def convert(option, text):
-    """The value of --name text, typed and checked. Example: convert(OPTIONS["samples"], "2_000") ->
-    2000."""
-    flag = f"--{option.name}"
-    if option.type == "ints":
-        return [convert(option._replace(type=int), part.strip()) for part in text.split(",")]
-    if option.type is bool:
-        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise UsageError(f"{flag} is a switch: write {flag} or --no{option.name}; got "
-                             f"{flag}={text}")
-        return text.lower() in ("true", "1", "yes")
-    if option.type is int:
-        try:
-            value = int(text.replace("_", ""), 10)
-        except ValueError:
-            raise UsageError(f"{flag} must be an integer; got {text!r}") from None
-        if option.low is not None and value < option.low:
-            raise UsageError(f"{flag} must be >= {option.low}; got {value}")
-        return value
-    if option.choices and text not in option.choices:
-        near = difflib.get_close_matches(text, option.choices, 1)
-        raise UsageError(f"{flag} must be one of {', '.join(option.choices)}; got {text!r}"
-                         + (f" (did you mean {near[0]}?)" if near else ""))
-    return text
-
-
-def parse(argv):
-    """argv -> (sampler specs, {option: value}); UsageError for any mistake, SystemExit(0) after
-    -h."""
-    values, specs, i, given = {o.name: o.default for o in OPTIONS.values()}, [], 0, set()
-    while i < len(argv):
-        arg = argv[i]
-        if arg in ("-h", "--help"):
-            print(help_text())
-            raise SystemExit(0)
-        if arg.startswith("-") and arg != "-":
-            name, eq, text = arg.lstrip("-").partition("=")
-            name = name.replace("-", "_")
-            base = name[2:] if name not in OPTIONS and name.startswith("no") else name
-            if base in given:  # --samples 200 --samples 300: which one was meant?
-                raise UsageError(f"--{base} is given twice: keep one")
-            given.add(base)
-            if name not in OPTIONS and name.startswith("no") and getattr(OPTIONS.get(name[2:]),
-                                                                         "type", 0) is bool:
-                values[name[2:]] = False
-            elif name not in OPTIONS:
-                near = difflib.get_close_matches(name, list(OPTIONS), 1)
-                raise UsageError(f"unknown option {arg.partition('=')[0]}"
-                                 + (f": did you mean --{near[0]}?" if near
-                                 else f"; options: {', '.join('--' + o for o in OPTIONS)}"))
-            elif OPTIONS[name].type is bool:
-                values[name] = convert(OPTIONS[name], text) if eq else True
-            else:
-                if not eq:
-                    i += 1
-                    if i == len(argv):
-                        raise UsageError(f"--{name} needs a value: {OPTIONS[name].help}")
-                    text = argv[i]
-                values[name] = convert(OPTIONS[name], text)
-        else:
-            specs.append(arg)
-        i += 1
+def parse_command(argv):
+    """argv -> (sampler specs, {option: value}); UsageError for a mistake."""
+    values = parse(argv, OPTIONS, positional="samplers")
+    if values.get("help"):
+        print(help_text())
+        raise SystemExit(0)
+    specs = values.pop("samplers")
     if values["power"] and specs:
         raise UsageError("--power measures the checker itself and takes no sampler: drop "
                          + " ".join(specs))
@@ -124,20 +49,17 @@ def parse(argv):
 
 
 def help_text():
-    options = "\n".join(f"  --{o.name:<15} {o.help}"
-                        + (f" (default {o.default})" if o.default not in (None, False)
-                                                          else "") for o in OPTIONS.values())
     cases = "\n".join(f"  {contract}: " + "; ".join(f"{i}. {c.name}" for i, c in cases_of(contract))
                       for contract in CASES)
-    return (f"{USAGE}\n\nCheck a speculative sampler against the exact law of toy targets (the "
-            f"contracts: docs/checker.md).\n\noptions:\n{options}\n\nbatteries:\n{cases}\n\nexit "
-            f"status: 0 every case passed, 1 a case failed, 2 a usage error, 3 no verdict (a "
-            f"negative control passed)")
+    doc = ("Check a speculative sampler against the exact law of toy targets (the contracts: "
+           f"docs/checker.md).\n{PROG} --power [--samples N] [--json] measures the checker itself."
+           f"\n\nbatteries:\n{cases}\n\nexit status: 0 every case passed, 1 a case failed, 2 a "
+           "usage error, 3 no verdict (a negative control passed)")
+    return usage(PROG, doc, OPTIONS, positional="MODULE:FUNCTION")
 
 
 def load(spec):
-    """'package.module:function' or 'path/file.py:function' -> the function; UsageError naming what
-    is missing."""
+    """'package.module:function' or 'path/file.py:function' -> the function, or UsageError."""
     where, colon, name = spec.rpartition(":")
     if not colon or not where or not name:
         raise UsageError(f"give the sampler as MODULE:FUNCTION or FILE.py:FUNCTION, e.g. "
@@ -238,12 +160,12 @@ def main(argv=None):
     """The command; returns its exit status (0 pass, 1 a case failed, 2 usage error, 3 no
     verdict)."""
     try:
-        specs, values = parse(sys.argv[1:] if argv is None else argv)
+        specs, values = parse_command(sys.argv[1:] if argv is None else argv)
         if values["power"]:
             return print_power(values) or 0
         fns = [load(spec) for spec in specs]
     except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     contract, values["samples"] = values["contract"], values["samples"] or DEFAULT_SAMPLES
     # once for every sampler
@@ -267,11 +189,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:  # one line, as every command says it (gpt2/cli.py's guarded)
-        print("\ninterrupted", file=sys.stderr)
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(0)
+    sys.exit(guarded(main))  # Ctrl-C: one line and exit status 130; a closed pipe: quiet

@@ -1,15 +1,20 @@
 """The one door every command goes through: parse, check and convert the command line BEFORE any
 work starts.
 
-    from gpt2.cli import Option, command
-    command(main, [Option("data", "dir", None, "folder of train.bin / val.bin"), Option("steps",
-    int, 100, "...", low=1)])
+    from picospec_cli import Option, command
+    command(main, [Option("data", "dir", None, "folder of train.bin / val.bin"),
+                   Option("steps", int, 100, "training steps", low=1)])
+
+The `picospec` command, the benchmarks, the trainers and the checker (`python -m picospec.check`)
+all parse here, and so does the method table's option record: this module imports the standard
+library only, so picospec, gpt2, the app and the benchmarks each import it without an arrow running
+back up (docs/architecture.md).
 
 It replaces fire, which picospec used before: fire turns `--prompt 1e5` into 100000.0 and `--prompt
 "Hello, world"` into a tuple, runs a function with an unknown option until it is about to return,
-and maps `-h` to the first option that starts with h; a layer in front of it would have had to parse
-everything itself anyway. Here every value arrives as the type its option declares (text stays text,
-verbatim), and a mistake is one line:
+and maps `-h` to the first option that starts with h. argparse would need its messages, its prefix
+matching and its exit paths overridden one by one to say the same. Here every value arrives as the
+type its option declares (text stays text, verbatim), and a mistake is one line:
 
     error: unknown option --temprature: did you mean --temperature?
     error: --n_tokens must be an integer; got 'nan'
@@ -19,17 +24,20 @@ Option types: int, float, str (verbatim text), bool (a flag: --json, --nojson, -
 "out" (a path whose parent folder exists), "path" (any path, checked by the command). `low`/`high`
 bound numbers (inclusive), `above` is an exclusive lower bound, `choices` lists the allowed values,
 `check(value) -> message or None` does the rest. An option with default None is optional;
-`required=True` makes the command refuse to start without it.
+`required=True` makes the command refuse to start without it. A command that takes bare words (the
+checker's MODULE:FUNCTION ...) names their list: parse(argv, options, positional=name).
 
 `run(fn, argv, options, ...)` then calls fn(**values). Inside, a user's mistake found later (a file
 that does not parse, a model that does not fit) is raised as ValueError with a message that says
 what to do: it is printed as `error: ...` and the command exits 2. Ctrl-C exits 130 and a closed
 pipe (`| head`) exits quietly, without a traceback; anything else is a bug and keeps its traceback.
 """
+import contextlib
 import difflib
 import inspect
 import math
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -46,6 +54,8 @@ class Option(NamedTuple):
     choices: tuple = None
     check: object = None  # check(value) -> message or None; for a list type, of each item
     required: bool = False
+    # a method's option read by the app's loader, not passed to the method (picospec.methods)
+    load: bool = False
     # for a list type: check(values) -> message or None, of the whole list
     check_list: object = None
 
@@ -171,9 +181,41 @@ def cannot_write_in(folder):
     return None
 
 
-def split(argv):
+# -> None, or why `path` cannot be an output folder (made if missing, in an existing folder)
+def out_folder(path):
+    if Path(path).is_file():
+        return "is a file: give a folder"
+    if not Path(path).resolve().parent.is_dir():
+        return f"the folder {Path(path).resolve().parent} does not exist; create it first"
+    folder = Path(path) if Path(path).is_dir() else Path(path).resolve().parent
+    if (why := cannot_write_in(folder)) is not None:  # found now, not after the work
+        return f"cannot write in {folder} ({why}): give a folder you can write to"
+
+
+@contextlib.contextmanager
+def output_folder(path):
+    """`with output_folder(out): write files` makes `out` if missing and, if it made it, removes it
+    when the writing fails: a failed run leaves no empty or half-written folder (each file itself is
+    written atomically)."""
+    path = Path(path)
+    made = not path.exists()
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        yield path
+    except BaseException:
+        if made:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+def split(argv, switches=None):
     """argv -> [(name, text or None, as written)]: --name value, --name=value, --flag; -h/--help as
-    ("help", None)."""
+    ("help", None).
+
+    switches: for a command that takes bare words, the names its switches are written with (json,
+    nojson); a bare word after one of them, or after an option's value, is ("", word, word). Without
+    it a bare word is refused.
+    """
     out, i = [], 0
     while i < len(argv):
         arg = argv[i]
@@ -184,29 +226,37 @@ def split(argv):
             out.append((name.replace("-", "_"), text if eq else None, arg))
         elif arg.startswith("-") and len(arg) > 1 and not arg[1].isdigit():
             raise UsageError(f"unknown option {arg}: options are written --name value (see --help)")
+        elif switches is not None:
+            out.append(("", arg, arg))
         else:
             raise UsageError(f"unexpected argument {arg!r}: options are written --name value; "
                              f"quote text with spaces (see --help)")
         i += 1
-        if (out[-1][1] is None and out[-1][0] != "help" and i < len(argv)
-            and not argv[i].startswith("--")):
+        takes_value = out[-1][0] not in ("help", "") and out[-1][0] not in (switches or ())
+        if out[-1][1] is None and takes_value and i < len(argv) and not argv[i].startswith("--"):
             out[-1] = (out[-1][0], argv[i], out[-1][2])  # the next word is this option's value
             i += 1
     return out
 
 
-def parse(argv, options, elsewhere=None):
+def parse(argv, options, elsewhere=None, positional=None):
     """Command line -> {name: value} over `options` (defaults filled in), or UsageError. "help" ->
     {"help": True}.
 
     elsewhere: {name: message} for options this command does not take but a user may try (another
-    method's).
+    method's). positional: the name under which the bare words are listed, for a command that takes
+    them (else refused).
     """
     known = {o.name: o for o in options}
-    values, seen = {}, set()
-    for name, text, written in split(argv):
+    switches = None if positional is None else {p + o.name for o in options if o.type is bool
+                                                for p in ("", "no")}
+    values, seen = {} if positional is None else {positional: []}, set()
+    for name, text, written in split(argv, switches):
         if name == "help":
             return {"help": True}
+        if name == "":
+            values[positional].append(text)
+            continue
         option = known.get(name)
         if option is None and name.startswith("no") and known.get(name[2:],
                                                                   Option("", None)).type is bool:
@@ -240,9 +290,11 @@ def parse(argv, options, elsewhere=None):
     return values
 
 
-def usage(prog, doc, options):
-    """The help text: the command's description, then one line per option."""
-    lines = [f"usage: {prog} [--option value ...]",
+def usage(prog, doc, options, positional=None):
+    """The help text: the command's description, then one line per option. positional: how the bare
+    words the command takes are written, e.g. "MODULE:FUNCTION"."""
+    words = f"{positional} [{positional} ...] " if positional else ""
+    lines = [f"usage: {prog} {words}[--option value ...]",
              ""] + ([inspect.cleandoc(doc), ""] if doc else []) + ["options:"]
     for o in options:
         kind = "" if o.type is bool else " " + METAVARS.get(o.type, "VALUE")

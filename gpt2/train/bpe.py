@@ -13,14 +13,14 @@ symbol strings wins.
 Example (by hand): words {"abab": 2, "ab": 1} -> pair counts (a,b)=5, (b,a)=2 -> merge 1 is (a,b) ->
 words "ab ab" x2 and "ab" -> pair counts (ab,ab)=2 -> merge 2 is (ab,ab) -> "abab".
 
-    # the Python stdlib (see gpt2.corpus)
-    python -m gpt2.bpe --out gpt2/assets/tiny-target --vocab_size 4096
+    # the Python stdlib (see gpt2.train.corpus)
+    python -m gpt2.train.bpe --out gpt2/assets/tiny-target --vocab_size 4096
 """
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from gpt2.cli import Option
-from gpt2.corpus import out_folder, output_folder, stdlib_files
+from picospec_cli import Option, out_folder, output_folder
+from gpt2.train.corpus import stdlib_files
 from gpt2.encoder import EOT, PATTERN, bytes_to_unicode, merge_pair
 
 
@@ -79,7 +79,7 @@ def main(out, vocab_size=4096, files=None):
     """Train a byte-level BPE vocabulary and write vocab.json + merges.txt into the folder OUT.
 
     The corpus is FILES (comma-separated UTF-8 text files), or by default the Python standard
-    library's source (all splits, see gpt2.corpus). Example: python -m gpt2.bpe --out
+    library's source (all splits, see gpt2.train.corpus). Example: python -m gpt2.train.bpe --out
     gpt2/assets/tiny-target --vocab_size 4096
     """
     from gpt2.encoder import save_tokenizer
@@ -109,7 +109,7 @@ OPTIONS = [
     Option("out", "path", None, "folder to write vocab.json + merges.txt into (made if missing)",
            check=out_folder, required=True),
     Option("vocab_size", int, 4096,
-           "tokens: 256 bytes + merges + <|endoftext|> (gpt2.corpus stores ids as uint16)",
+           "tokens: 256 bytes + merges + <|endoftext|> (gpt2.train.corpus stores ids as uint16)",
            low=257, high=65536),
     Option("files", "strs", None,
            "comma-separated UTF-8 text files to train on (default: the Python standard library)",
@@ -117,6 +117,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

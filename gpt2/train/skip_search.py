@@ -9,9 +9,9 @@ cache of x[:j] (the target's keys/values before j, its own at j) and agrees when
 1], as the engine of gpt2/self_draft.py drafts. full_forward computes the target's residuals and
 keys/values once; draft_sublayer runs one sublayer of the draft on every row; skip_set_search walks
 all sets depth first, sharing the sublayers they keep in common; draft_logits gives one set's logits
-(the exact check of the search, and the draft's law at temperature > 0). gpt2/exit_adapter.py trains
-on full_forward's residuals. Shapes: B (sequences), T (tokens per sequence), m (scored rows per
-sequence: positions start..T-2), n_embd, n_head, d = n_embd / n_head, n_vocab, L (layers: 2L
+(the exact check of the search, and the draft's law at temperature > 0). gpt2/train/exit_adapter.py
+trains on full_forward's residuals. Shapes: B (sequences), T (tokens per sequence), m (scored rows
+per sequence: positions start..T-2), n_embd, n_head, d = n_embd / n_head, n_vocab, L (layers: 2L
 sublayers).
 """
 import numpy as np

@@ -7,8 +7,8 @@ the target as it is and trains only an adapter for one exit layer E: a tied resi
 gpt2/heads.py on the final layer norm of the residual after E layers, logits = wte (SiLU(W1 x + b1)
 + x) with x = ln_f(h_E), W1 [n_embd, n_embd] starting at zero (a fresh adapter is the plain LM
 head), trained to give the target's next-token law (soft cross-entropy to its probabilities) through
-THE training loop (gpt2/train.py). It lives beside the model as folder/early_exit/ (heads.json with
-its exit layer, heads.safetensors); gpt2/self_draft.py's load_adapter loads it for --method
+THE training loop (gpt2/train/gpt2.py). It lives beside the model as folder/early_exit/ (heads.json
+with its exit layer, heads.safetensors); gpt2/self_draft.py's load_adapter loads it for --method
 early_exit and its lm_head applies it. Shapes: B (training windows), T (tokens per window), n_embd,
 n_vocab, batch_size (positions per step).
 """
@@ -16,19 +16,19 @@ import numpy as np
 
 from gpt2.backend import to_numpy, xp_of
 from gpt2.model import layer_norm, softmax
-from gpt2.skip_search import full_forward
+from gpt2.train.skip_search import full_forward
 
 def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, batch_size=512,
                        lr=1e-3, seed=0):
     """Train a tied residual head (gpt2/heads.py, SiLU, starting as the plain LM head) on the
     residual stream after `exit_layer` layers to give the target's next-token law: soft
     cross-entropy to the target's probabilities, on the positions of `windows` [B, T] (training
-    text). THE training loop (gpt2/train.py) runs it; the adapter is saved to out (heads.json with
-    its exit layer, heads.safetensors). -> the training log."""
+    text). THE training loop (gpt2/train/gpt2.py) runs it; the adapter is saved to out (heads.json
+    with its exit layer, heads.safetensors). -> the training log."""
     from pathlib import Path
 
     from gpt2.heads import head_backward, head_forward, init_heads, save_heads
-    from gpt2.train import lr_at, train_loop
+    from gpt2.train.gpt2 import lr_at, train_loop
 
     L = hparams["n_layer"]
     if not 1 <= exit_layer < L:

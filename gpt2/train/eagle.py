@@ -1,13 +1,13 @@
 """Train an EAGLE head (gpt2/eagle.py) on a frozen GPT-2 with the shared training loop
-(gpt2/train.py's `train_loop`).
+(gpt2/train/gpt2.py's `train_loop`).
 
-    python -m gpt2.train_eagle --backbone tiny-target --data DIR --out DIR --distill_tokens 320000 \
+    python -m gpt2.train.eagle --backbone tiny-target --data DIR --out DIR --distill_tokens 320000 \
         # the shipped head
         --distill_temperature 0 --batch_size 8 --max_steps 1000 --max_minutes 18 --eval_every 25
 
 Data (self-distillation, as the shipped Medusa heads were made): rows of 16 prompt tokens cut from
 DIR/train.bin, each followed by the tokens the backbone itself wrote after them
-(gpt2/train_heads.py's `self_distill`, 64 rows decoded at once), saved as OUT/distill.bin +
+(gpt2/train/heads.py's `self_distill`, 64 rows decoded at once), saved as OUT/distill.bin +
 distill.json; a later run into the same OUT reuses them, and --distill_data FILE trains on a file
 made before (a Medusa run's distill.bin, say). The backbone is frozen, so the features of every row
 are computed once (float16, in memory) and each step trains on `batch_size` random rows:
@@ -34,14 +34,71 @@ from pathlib import Path
 import numpy as np
 
 from gpt2.backend import get_xp, to_device, to_numpy, xp_of
-from gpt2.cli import Option
-from gpt2.eagle import (EagleHead, eagle_forward, eagle_loss_and_grads, init_eagle, save_eagle,
-                        TREE_SLOTS)
-from gpt2.train import (check_data, check_ids, check_out, check_tokens, lr_at, replaces_out,
-                        train_loop, written_into)
-from gpt2.train_heads import PROMPT_LEN, backbone_hparams, distill_data_missing, self_distill
+from picospec_cli import Option
+from gpt2.eagle import EagleHead, init_eagle, save_eagle, TREE_SLOTS
+from gpt2.train.backprop import block_backward, block_forward, linear_backward, linear_forward
+from gpt2.train.gpt2 import (check_data, check_ids, check_out, check_tokens, lr_at, replaces_out,
+                             train_loop, written_into)
+from gpt2.train.heads import PROMPT_LEN, backbone_hparams, distill_data_missing, self_distill
 from gpt2.weights import _atomic_write
 
+
+
+# ---- training: paired forward / backward (gpt2/train/backprop.py's style) ----
+
+# f [B, T, C], tokens [B, T] -> g [B, T, C], cache
+def eagle_forward(f, tokens, params, wte, n_head):
+    """g[:, i] is the guess of the feature after tokens[:, i], from f[:, :i + 1] and tokens[:, :i +
+    1]."""
+    z = xp_of(f).concatenate([wte[tokens], f], -1)  # [B, T, 2C]
+    x, c_fc = linear_forward(z, **params["fc"])  # [B, T, C]
+    g, c_block = block_forward(x, params["block"], n_head)  # [B, T, C]
+    return g, (c_fc, c_block)
+
+
+# dg [B, T, C] -> df [B, T, C], grads of params (wte is frozen)
+def eagle_backward(dg, cache, params):
+    c_fc, c_block = cache
+    dx, g_block = block_backward(dg, c_block, params["block"])  # [B, T, C]
+    dz, dw, db = linear_backward(dx, c_fc, params["fc"]["w"])  # [B, T, 2C]
+    C = dg.shape[-1]
+    return dz[..., C:], {"fc": {"w": dw, "b": db}, "block": g_block}
+
+
+# d [...] -> loss per entry, d(loss)/d(d): 0.5 d^2 inside |d| < 1, |d| - 0.5 outside
+def smooth_l1(d):
+    xp = xp_of(d)
+    a = xp.abs(d)
+    return xp.where(a < 1, 0.5 * d * d, a - 0.5), xp.clip(d, -1.0, 1.0)
+
+
+def log_softmax(z):  # [..., V] -> [..., V]
+    z = z - z.max(-1, keepdims=True)
+    xp = xp_of(z)
+    return z - xp.log(xp.exp(z).sum(-1, keepdims=True))
+
+
+def eagle_loss_and_grads(f, tokens, f_next, params, wte, n_head, w_cls=0.1):
+    """SmoothL1(g, f_next) + w_cls * CE(target law, head law) on B x T positions.
+
+    f [B, T, C] input features (noise already added), tokens [B, T] the token after each, f_next [B,
+    T, C] the target's next features. -> loss, {"reg", "cls"}, grads (params' layout), df [B, T, C]
+    (for the gradient check)."""
+    g, cache = eagle_forward(f, tokens, params, wte, n_head)  # [B, T, C]
+    B, T, C = g.shape
+    xp = xp_of(g)
+    reg, dreg = smooth_l1(g - f_next)  # [B, T, C]
+    log_q = log_softmax(g @ wte.T)  # [B, T, V] the head's law
+    p = xp.exp(log_softmax(f_next @ wte.T))  # [B, T, V] the target's law (a constant)
+    cls = -(p * log_q).sum(-1).mean()
+    dlogits = (xp.exp(log_q) - p) / (B * T)  # [B, T, V]: d cls / d logits
+    dg = dreg / (B * T * C) + w_cls * (dlogits @ wte)  # [B, T, C]
+    df, grads = eagle_backward(dg, cache, params)
+    loss = float(reg.mean()) + w_cls * float(cls)
+    return loss, {"reg": float(reg.mean()), "cls": float(cls)}, grads, df
+
+
+# ---- decoding: the head behind the draft contract of picospec/eagle.py and picospec/eagle2.py ----
 
 # tokens per self-distilled row: the prompt and what the backbone wrote
 def row_length(hparams, new_tokens=112):
@@ -53,7 +110,7 @@ def features_of(hparams, params, rows, batch=32, desc="target features"):
     float16."""
     from tqdm import tqdm
 
-    from gpt2.backprop import gpt2_hidden_forward
+    from gpt2.train.backprop import gpt2_hidden_forward
 
     xp = xp_of(params["wte"])  # numpy, or cupy: the features come back to the host
     out = np.empty(rows.shape + (hparams["n_embd"],), np.float16)
@@ -107,8 +164,8 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
 
     # Step 0: every option checked before any work (a failed run leaves nothing behind)
     if data is None or out is None:
-        raise ValueError("give --data DIR (train.bin, val.bin from `python -m gpt2.corpus`) and "
-                         "--out DIR")
+        raise ValueError("give --data DIR (train.bin, val.bin from `python -m gpt2.train.corpus`) "
+                         "and --out DIR")
     if bool(distill_tokens) == bool(distill_data):
         raise ValueError("give --distill_tokens N (the backbone writes N tokens to train on) or "
                          "--distill_data FILE (an OUT/distill.bin made before), one of them")
@@ -238,7 +295,7 @@ OPTIONS = [
            "the GPT-2 whose features the head learns: tiny-target, gpt2, ..., or a "
            "checkpoint folder"),
     Option("data", "dir", None,
-           "folder of train.bin and val.bin (from python -m gpt2.corpus): the prompts",
+           "folder of train.bin and val.bin (from python -m gpt2.train.corpus): the prompts",
            required=True),
     Option("out", "path", None,
            "folder for eagle.safetensors, eagle.json, ckpt/ and distill.bin (made with its "
@@ -279,6 +336,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

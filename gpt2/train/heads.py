@@ -1,12 +1,12 @@
-"""Train extra heads on a GPT-2 backbone with the shared training loop (gpt2/train.py's
+"""Train extra heads on a GPT-2 backbone with the shared training loop (gpt2/train/gpt2.py's
 `train_loop`).
 
     # MEDUSA-1
-    python -m gpt2.train_heads --backbone tiny-target --data DIR --out DIR --n_heads 4
+    python -m gpt2.train.heads --backbone tiny-target --data DIR --out DIR --n_heads 4
     # MEDUSA-2
-    python -m gpt2.train_heads --backbone tiny-target --data DIR --out DIR --stage medusa2
+    python -m gpt2.train.heads --backbone tiny-target --data DIR --out DIR --stage medusa2
     # Blockwise heads
-    python -m gpt2.train_heads --backbone tiny-target --data DIR --out DIR --tied --act relu
+    python -m gpt2.train.heads --backbone tiny-target --data DIR --out DIR --tied --act relu
 
 MEDUSA-1 (Cai et al. 2024, sec. 2.2.1): backbone frozen, loss sum_k lambda_k L_k with lambda_k =
 decay^k (0.8^k). MEDUSA-2 (sec. 2.2.2): backbone and heads together, loss lambda_0 L_LM + sum_k
@@ -15,15 +15,15 @@ lambda_k L_k; the heads' learning rate is `head_lr_ratio` (4x) the backbone's, a
 large gradients into a trained backbone. --distill_tokens T trains on T tokens the backbone itself
 wrote after training-text prompts (self-distillation, sec. 2.3.2) instead of the text, at
 --distill_temperature (1 samples; 0 is greedy, what the heads must match when decoding greedily);
-the tokens are decoded 64 rows at a time (gpt2/generate.py) and saved as OUT/distill.bin (+
+the tokens are decoded 64 rows at a time (gpt2/train/generate.py) and saved as OUT/distill.bin (+
 distill.json), which --distill_data FILE reuses. With distilled data the heads' accuracy is measured
 on the backbone's own continuations of validation prompts (`accuracy`, what the sparse tree is built
 from) and on the validation text (`accuracy_text`). --device gpu runs the backbone, the heads'
 training and the self-distillation's forwards on CuPy arrays (the same loop and the same rng draws:
 the data and the seed make the same batches on both). DIR holds train.bin / val.bin as written by
-`python -m gpt2.corpus`. OUT gets heads.safetensors + heads.json (its "kind": blockwise for --tied
-heads, else medusa, checked by those methods; and for MEDUSA-2 the fine-tuned backbone, so OUT is a
-complete model folder). Shapes: B batch, T n_ctx, C n_embd, V n_vocab.
+`python -m gpt2.train.corpus`. OUT gets heads.safetensors + heads.json (its "kind": blockwise for
+--tied heads, else medusa, checked by those methods; and for MEDUSA-2 the fine-tuned backbone, so
+OUT is a complete model folder). Shapes: B batch, T n_ctx, C n_embd, V n_vocab.
 """
 import json
 import os
@@ -34,12 +34,13 @@ import numpy as np
 
 from gpt2.addons import ACTIVATIONS
 from gpt2.backend import get_xp, to_device, to_numpy, xp_of
-from gpt2.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
-from gpt2.cli import Option
+from gpt2.train.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
+from picospec_cli import Option
 from gpt2.heads import (heads_loss_and_grads, init_heads, ranks_of_targets, head_forward,
                         save_heads)
-from gpt2.train import (check_data, check_ids, check_out, check_tokens, has_state, lr_at,
-                        random_windows, read_state, replaces_out, train_loop, written_into)
+from gpt2.train.gpt2 import (check_data, check_ids, check_out, check_tokens, has_state, lr_at,
+                             random_windows, read_state,
+                        replaces_out, train_loop, written_into)
 from gpt2.weights import _atomic_write
 
 PROMPT_LEN = 16  # tokens of text before each self-distilled continuation
@@ -82,10 +83,10 @@ def self_distill(hparams, params, data, n_tokens, rng, temperature=1.0, prompt_l
                  new_tokens=112, batch_size=64):
     """Token ids the backbone itself wrote (at `temperature`; 0 is greedy) after prompts cut out of
     `data`, as rows of prompt_len + new_tokens tokens, batch_size rows decoded at once
-    (gpt2/generate.py)."""
+    (gpt2/train/generate.py)."""
     from tqdm import tqdm
 
-    from gpt2.generate import generate_batch
+    from gpt2.train.generate import generate_batch
 
     new_tokens = min(new_tokens, hparams["n_ctx"] - prompt_len)  # a row fits the context window
     rows = []
@@ -148,8 +149,8 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
         raise ValueError("tied heads (--tied) project with the backbone's wte; train them with a "
                          "frozen backbone (--stage medusa1)")
     if data is None or out is None:
-        raise ValueError("give --data DIR (train.bin, val.bin from `python -m gpt2.corpus`) and "
-                         "--out DIR")
+        raise ValueError("give --data DIR (train.bin, val.bin from `python -m gpt2.train.corpus`) "
+                         "and --out DIR")
     if distill_tokens and distill_data:
         raise ValueError("give --distill_tokens N (make new data) or --distill_data FILE (reuse "
                          "data), not both")
@@ -303,8 +304,8 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
 OPTIONS = [
     Option("backbone", str, "tiny-target",
            "the GPT-2 to put heads on: tiny-target, gpt2, ..., or a checkpoint folder"),
-    Option("data", "dir", None, "folder of train.bin and val.bin (from python -m gpt2.corpus)",
-           required=True),
+    Option("data", "dir", None,
+           "folder of train.bin and val.bin (from python -m gpt2.train.corpus)", required=True),
     Option("out", "path", None,
            "folder for heads.safetensors, heads.json, ckpt/ and distill.bin (made with its "
            "parents): new, empty, or a run to resume", required=True),
@@ -355,6 +356,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

@@ -1,13 +1,13 @@
 """Training in NumPy: AdamW, warm-up + cosine schedule, clipping, checkpoints, and the one training
 loop.
 
-    python -m gpt2.train --data DIR --out DIR --n_layer 6 --n_embd 256 --n_head 4 --n_ctx 256 \
+    python -m gpt2.train.gpt2 --data DIR --out DIR --n_layer 6 --n_embd 256 --n_head 4 --n_ctx 256 \
         --max_minutes 60
 
 DIR holds train.bin / val.bin (uint16 token ids, `ndarray.tofile`) and meta.json ({"n_vocab": ...}),
-as written by `python -m gpt2.corpus`. `train_loop(params, loss_and_grads, ckpt, max_steps,
+as written by `python -m gpt2.train.corpus`. `train_loop(params, loss_and_grads, ckpt, max_steps,
 learning_rate, rng, ...)` trains any params tree on any loss: `main` below trains a GPT-2 with it,
-gpt2/train_heads.py Medusa and Blockwise heads.
+gpt2/train/heads.py Medusa and Blockwise heads.
 
 AdamW (Loshchilov & Hutter 2019): m <- b1 m + (1 - b1) g; v <- b2 v + (1 - b2) g^2;
 p <- p - lr (m_hat / (sqrt(v_hat) + eps) + wd p), weight decay on matrices only (not biases, gains,
@@ -26,17 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from gpt2.backend import get_xp, to_device, to_numpy, xp_of
-from gpt2.cli import Option, cannot_write_in
-
-
-def flatten(tree, path=""):  # {"a": {"b": x}} -> {"a.b": x}, in sorted order; lists become indices
-    if isinstance(tree, dict):
-        return {k: v for key in sorted(tree) for k,
-                v in flatten(tree[key], f"{path}{key}.").items()}
-    if isinstance(tree, list):
-        return {k: v for i, item in enumerate(tree) for k,
-                v in flatten(item, f"{path}{i}.").items()}
-    return {path[:-1]: tree}
+from picospec_cli import Option, cannot_write_in
+from gpt2.weights import flatten
 
 
 def init_params(hparams, rng):
@@ -227,7 +218,7 @@ def check_tokens(path, n_ctx, what):
     size = Path(path).stat().st_size
     if size % 2:
         raise ValueError(f"{what} {path}: {size} bytes is not a file of uint16 token ids (from "
-                         f"`python -m gpt2.corpus`)")
+                         f"`python -m gpt2.train.corpus`)")
     if size // 2 < n_ctx + 2:
         raise ValueError(f"{what} {path} holds {size // 2} tokens, too few for a window of --n_ctx "
                          f"{n_ctx}; give a smaller --n_ctx or more data")
@@ -238,7 +229,7 @@ def check_data(data, n_ctx, files=("train.bin", "val.bin")):
     for name in files:
         if not (Path(data) / name).is_file():
             raise ValueError(f"--data {data} has no {name}: make the token files with `python -m "
-                             f"gpt2.corpus --out {data}`")
+                             f"gpt2.train.corpus --out {data}`")
         check_tokens(Path(data) / name, n_ctx, "--data")
 
 
@@ -248,7 +239,7 @@ def read_n_vocab(meta):
 
     Example: {"n_vocab": 4096} -> 4096; {"n_vocab": 1e9}, {"n_vocab": -5}, {"n_vocab": "20"} or 20.5
     -> error."""
-    remake = f"remake the token files with `python -m gpt2.corpus --out {meta.parent}`"
+    remake = f"remake the token files with `python -m gpt2.train.corpus --out {meta.parent}`"
     try:
         n_vocab = json.loads(meta.read_text())["n_vocab"]
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
@@ -429,7 +420,7 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
     --overwrite (on anything) start over, and the new run's outputs replace OUT's whole contents
     when it ends (replaces_out, written_into).
     """
-    from gpt2.backprop import gpt2_forward_backward, gpt2_loss
+    from gpt2.train.backprop import gpt2_forward_backward, gpt2_loss
     from gpt2.weights import _atomic_write, save_checkpoint
 
     # Step 0: every option checked before any work (a failed run leaves nothing behind)
@@ -437,7 +428,7 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
     check_data(data, n_ctx)
     if not (data / "meta.json").is_file():
         raise ValueError(f"--data {data} has no meta.json: make the token files with `python -m "
-                         f"gpt2.corpus --out {data}`")
+                         f"gpt2.train.corpus --out {data}`")
     check_out(out)
     if n_embd % n_head:
         raise ValueError(f"--n_embd {n_embd} must be a multiple of --n_head {n_head}")
@@ -488,7 +479,7 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
 
 OPTIONS = [
     Option("data", "dir", None,
-           "folder of train.bin, val.bin and meta.json (from python -m gpt2.corpus)",
+           "folder of train.bin, val.bin and meta.json (from python -m gpt2.train.corpus)",
            required=True),
     Option("out", "path", None,
            "folder for the model, train_log.json and ckpt/ (made with its parents): new, empty, "
@@ -522,6 +513,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

@@ -6,18 +6,16 @@ machine: sha256(relative path) mod 100 < 90 -> train, < 95 -> val, else heldout 
 never trained on).
 
     # train.bin, val.bin, heldout.bin, meta.json
-    python -m gpt2.corpus --tokenizer gpt2/assets/tiny-target --out data/
+    python -m gpt2.train.corpus --tokenizer gpt2/assets/tiny-target --out data/
 """
 import hashlib
 import json
-import shutil
 import sysconfig
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from gpt2.cli import Option, cannot_write_in
+from picospec_cli import Option, out_folder, output_folder
 
 EXCLUDED = {"test", "tests", "idle_test", "site-packages"}
 
@@ -66,7 +64,7 @@ def main(tokenizer, out, root=None):
     """Tokenize the standard library (or ROOT) into OUT/train.bin, val.bin, heldout.bin (uint16 ids)
     and meta.json.
 
-    Example: python -m gpt2.corpus --tokenizer gpt2/assets/tiny-target --out data
+    Example: python -m gpt2.train.corpus --tokenizer gpt2/assets/tiny-target --out data
     """
     from gpt2.encoder import load_encoder
     from gpt2.weights import _atomic_write
@@ -119,38 +117,11 @@ def heldout_prompts(encoder, n, n_tokens=64, seed=0, root=None):
     return prompts
 
 
-# -> None, or why `path` cannot be an output folder (made if missing, in an existing folder)
-def out_folder(path):
-    if Path(path).is_file():
-        return "is a file: give a folder"
-    if not Path(path).resolve().parent.is_dir():
-        return f"the folder {Path(path).resolve().parent} does not exist; create it first"
-    folder = Path(path) if Path(path).is_dir() else Path(path).resolve().parent
-    if (why := cannot_write_in(folder)) is not None:  # found now, not after the work
-        return f"cannot write in {folder} ({why}): give a folder you can write to"
-
-
-@contextmanager
-def output_folder(path):
-    """`with output_folder(out): write files` makes `out` if missing and, if it made it, removes it
-    when the writing fails: a failed run leaves no empty or half-written folder (each file itself is
-    written atomically)."""
-    path = Path(path)
-    made = not path.exists()
-    path.mkdir(parents=True, exist_ok=True)
-    try:
-        yield path
-    except BaseException:
-        if made:
-            shutil.rmtree(path, ignore_errors=True)
-        raise
-
-
 def has_tokenizer(folder):  # -> None, or what the tokenizer folder lacks
     if not any((Path(folder) / a).is_file() and (Path(folder) / b).is_file()
                for a, b in (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt"))):
-        return ("has no tokenizer: it needs vocab.json + merges.txt (from python -m gpt2.bpe) or "
-                "encoder.json + vocab.bpe")
+        return ("has no tokenizer: it needs vocab.json + merges.txt (from python -m "
+                "gpt2.train.bpe) or encoder.json + vocab.bpe")
 
 
 OPTIONS = [
@@ -165,6 +136,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from gpt2.cli import command
+    from picospec_cli import command
 
     command(main, OPTIONS)

@@ -1,0 +1,495 @@
+"""picospec's front door: decode a prompt with a speculative method and with plain autoregressive
+decoding, side by side.
+
+    python main.py --method speculative --K 4          # the built-in tiny pair, offline, in seconds
+    python main.py --method greedy --target gpt2-xl --draft gpt2 \
+        --prompt "Alan Turing theorized that"
+    python main.py --method medusa --help              # a method's own options
+    echo "def f(x):" | python main.py --prompt_file - --json
+
+The methods and their options come from the table in picospec/methods.py; this file has no
+per-method code. Every option is checked before any model loads (picospec_cli), so a typo costs a
+second, not a run. Autoregressive decoding and the method run in turns on the same prompt with the
+same seed (A B A B ..., --runs rounds), so the printout shows both texts, their median times, the
+median speedup and its range, tokens per target call, acceptance, the speedup the cost model
+predicts from the measured call costs and what limits it, and (on a terminal) each token coloured by
+where it came from.
+"""
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gpt2.backend import blas_line, thread_policy
+from picospec.methods import METHODS, TABLE, batch_refusal, call, check_temperature, find, law
+from picospec_cli import Option, UsageError, guarded, parse, split, usage
+
+COLORS = {"draft": "\033[32m", "resample": "\033[33m", "bonus": "\033[34m"}  # green, yellow, blue
+LEGEND = ("green: draft token accepted, yellow: target's correction, blue: bonus token from the "
+          "target")
+DEFAULT_PROMPT = "def read_lines(path):\n"
+
+SHARED = [
+    Option("method", str, "speculative", "the method (see the list below)", choices=tuple(TABLE)),
+    Option("prompt", str, DEFAULT_PROMPT, "the prompt, taken verbatim"),
+    Option("prompt_file", "path", None, "read the prompt from this file (- for standard input)"),
+    Option("escapes", bool, False, r"decode \n, \t and \\ in --prompt and in --batch lines"),
+    Option("n_tokens", int, 40, "new tokens to generate", low=1),
+    Option("temperature", float, 0.0, "0 is greedy decoding; > 0 samples", low=0),
+    Option("top_k", int, None, "sample from the k most likely tokens only", low=1),
+    Option("top_p", float, None, "sample from the smallest set of tokens with this much mass",
+           above=0, high=1),
+    Option("seed", int, 123, "seed of the numpy.random.Generator", low=0),
+    Option("target", str, "tiny-target",
+           "target model: tiny-target, gpt2, gpt2-medium/large/xl, a Hugging Face "
+           "repo id, or a folder"),
+    Option("draft", str, "tiny-draft",
+           "draft model (methods that need one): tiny-draft, ngram, gpt2, ..."),
+    Option("device", str, "cpu", "cpu, or gpu (CuPy)", choices=("cpu", "gpu")),
+    Option("offline", bool, False, "never touch the network (also PICOSPEC_OFFLINE=1)"),
+    Option("threads", int, None,
+           "BLAS threads (default: 1 for small models, else the free cores; also "
+           "PICOSPEC_THREADS)", low=1, high=256),
+    Option("runs", int, None, "timed rounds of autoregressive decoding and the method, interleaved "
+           "(default: about a second of measurement, at least 3)", low=1),
+    Option("json", bool, False, "print one JSON object instead of text"),
+    Option("batch", "file", None,
+           "decode every line of FILE as one batch (methods with a batched form)"),
+    Option("batch_memory", int, None, "MB the --batch rows may take at once (KV caches, "
+           "activations): rows run in groups that fit (default: half the free memory)", low=1),
+]
+
+
+def options_for(method):
+    """The shared options plus the method's own; --draft only where a draft model is used."""
+    shared = [o for o in SHARED if o.name != "draft" or "draft" in method.needs]
+    return shared + list(method.options)
+
+
+def elsewhere(method):
+    """Messages for options that exist, but not for this method."""
+    own = {o.name for o in options_for(method)}
+    takes = ", ".join(f"--{o.name}" for o in method.options) or "no options of its own"
+    messages = {}
+    for other in METHODS:
+        for o in other.options:
+            if o.name not in own:
+                users = [m.name for m in METHODS if o.name in {p.name for p in m.options}]
+                messages[o.name] = (f"--{o.name} is an option of {', '.join(users)}, not of "
+                                    f"--method {method.name} (which takes {takes})")
+    if "draft" not in own:
+        users = ", ".join(m.name for m in METHODS if "draft" in m.needs)
+        messages["draft"] = (f"--method {method.name} uses no draft model, so --draft does not "
+                             f"apply (it is for {users})")
+    return messages
+
+
+def method_list():
+    width = max(len(m.name) for m in METHODS)
+    kinds = {"lossless": "", "greedy": " [greedy-only]", "lossy": " [lossy]"}
+    return "\n".join(f"  {m.name:<{width}}  "
+                     f"{m.help}{kinds.get(m.law, '') if isinstance(m.law, str) else ''}"
+                     for m in METHODS)
+
+
+def parse_command_line(argv):
+    """argv -> (method row, {option: value}) or None after printing help; UsageError for any
+    mistake."""
+    words = split(argv)
+    chosen = [text for name, text, _ in words if name == "method"]
+    method = find(chosen[0]) if chosen and chosen[0] is not None else TABLE["speculative"]
+    options = options_for(method)
+    values = parse(argv, options, elsewhere(method))
+    if values.get("help"):
+        if chosen:
+            print(usage(f"{program()} --method {method.name}", f"{method.help}. {method.paper}.",
+                        options))
+        else:
+            print(usage(program(), __doc__.split("\n\n")[0], SHARED)
+                  + "\n\nmethods (--method NAME --help "
+                  "shows a method's options):\n" + method_list())
+        return None
+    return method, values
+
+
+def program():
+    """How the user ran this, for the usage line: `python PATH` as typed for a .py file (python
+    main.py), else the installed command's name. Example: /usr/local/bin/picospec -> picospec."""
+    invoked = sys.argv[0] if sys.argv and sys.argv[0] else "main.py"
+    if invoked.endswith(".py"):
+        return f"python {invoked}"
+    return Path(invoked).name.removesuffix(".exe")
+
+
+def unescape(text):
+    r"""The one escape rule of --escapes, for --prompt and --batch alike: \n newline, \t tab, \\
+    backslash.
+    Example: unescape(r"a\nb\\n") -> "a" + newline + "b\\n"."""
+    return re.sub(r"\\([nt\\])", lambda m: {"n": "\n", "t": "\t", "\\": "\\"}[m.group(1)], text)
+
+
+def read_prompt(values, argv):
+    given = any(name == "prompt" for name, _, _ in split(argv))
+    if values["prompt_file"] is not None:
+        if given:
+            raise UsageError("--prompt and --prompt_file are both given: keep one")
+        path = values["prompt_file"]
+        if path == "-" and sys.stdin is None:
+            raise UsageError("--prompt_file -: standard input is closed; pipe the prompt in or "
+                             "name a file")
+        try:
+            prompt = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--prompt_file {path}: cannot read it as UTF-8 text "
+                             f"({getattr(e, 'strerror', e)})") from None
+        if not prompt:
+            raise UsageError(f"--prompt_file {path}: it is empty; put the prompt in it")
+    else:
+        prompt = values["prompt"]
+        try:
+            # bytes that were not UTF-8 arrive from the shell as lone surrogates
+            prompt.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError("--prompt is not UTF-8 text (the terminal sent other bytes): set a "
+                             "UTF-8 locale, or "
+                             "save the prompt as UTF-8 and pass --prompt_file") from None
+    prompt = unescape(prompt) if values["escapes"] else prompt
+    if not prompt:
+        raise UsageError("the prompt is empty: pass some text with --prompt")
+    return prompt
+
+
+def method_options(method, values):
+    return {o.name: values[o.name] for o in method.options}
+
+
+def check_before_loading(method, values):
+    """Everything that can be checked without a model: laws, files, the cache folder."""
+    from picospec_app.load import check_needs
+
+    if values["batch"] is not None and (refusal := batch_refusal(method)):
+        raise UsageError(refusal)
+    check_temperature(method, method_options(method, values), values["temperature"])
+    check_needs(method, method_options(method, values))
+    from picospec_app.load import check_target
+    from gpt2.hub import BUILTIN, check_cache_dir, is_local, is_offline
+
+    is_offline(values["offline"] or None)  # PICOSPEC_OFFLINE holds one of its values
+    check_target(values["target"])
+    if "draft2" in method.needs and values.get("draft2") is not None:
+        if same_model(values["draft2"], values["target"]):
+            raise UsageError(f"--draft2 {values['draft2']} is the target itself: the second "
+                             "drafter must be another, cheaper model (ngram, tiny-draft, ...)")
+    filters = [f"--{k}" for k in ("top_k", "top_p") if values[k] is not None]
+    if values["temperature"] == 0 and filters:  # a note: the run means something, the option not
+        has, applies = ("have", "they apply") if len(filters) == 2 else ("has", "it applies")
+        print(f"note: {' and '.join(filters)} {has} no effect at --temperature 0 (greedy decoding "
+              f"takes the argmax); {applies} when sampling, at --temperature > 0", file=sys.stderr)
+
+    models = [values["target"]] + ([values["draft"]] if "draft" in method.needs else [])
+    downloads = any(m not in BUILTIN and m != "ngram" and not is_local(m) for m in models)
+    if downloads or ("datastore" in method.needs and values.get("datastore") is None):
+        # before a download or a datastore build, not for the built-in models alone
+        check_cache_dir()
+
+
+def same_model(a, b):
+    """Whether two model names mean one checkpoint: the same name, or local folders (built-in ones
+    included) that are one folder. Example: same_model("tiny-target", "gpt2/assets/tiny-target")."""
+    from gpt2.hub import BUILTIN, is_local
+
+    def folder(name):
+        if name in BUILTIN:
+            return BUILTIN[name].resolve()
+        path = Path(name).expanduser()
+        return path.resolve() if is_local(name) and path.exists() else name
+
+    return a == b or folder(a) == folder(b)
+
+
+def check_length(x, n_tokens, models, names, which="the prompt"):
+    if not x:
+        raise UsageError("the prompt is empty: pass some text with --prompt")
+    for role, model in models.items():
+        n_ctx = getattr(model, "n_ctx", None)
+        if n_ctx is not None and len(x) + n_tokens > n_ctx:
+            raise UsageError(f"{which} ({len(x)} tokens) plus --n_tokens {n_tokens} exceeds the "
+                             f"{role} {names[role]!r}'s context window of {n_ctx} tokens: shorten "
+                             f"the prompt or lower --n_tokens")
+
+
+def report(method, x, run):
+    from picospec_app.run import summary
+
+    n_new = len(run["output"]) - len(x)
+    return {"method": method, "output_ids": [int(t) for t in run["output"][len(x):]],
+            "time_s": run["seconds"],
+            "tokens_per_s": n_new / run["seconds"], "target_calls": run["target_calls"],
+            "draft_calls": run["draft_calls"],
+            "tokens_per_target_call": n_new / run["target_calls"],
+            "acceptance_rate": summary(run["stats"])["acceptance"],
+            "accepted_per_node": summary(run["stats"])["accepted_per_node"],
+            "origins": [o for s in run["stats"] for o in s["origins"]]}
+
+
+def colored(encoder, ids, origins, color):
+    if not color:
+        return encoder.decode(ids)
+    return "".join(COLORS.get(o, "") + encoder.decode([t]) + ("\033[0m" if o in COLORS else "")
+                   for t, o in zip(ids, origins))
+
+
+def show(run, encoder, prompt, color):
+    print(f"── {run['method']} " + "─" * 40)
+    print(prompt + colored(encoder, run["output_ids"], run["origins"], color))
+    line = (f"{len(run['output_ids'])} tokens in {run['time_s']:.3f} s (median of {run['rounds']} "
+            f"runs, {run['tokens_per_s']:.1f} tokens/s), {run['target_calls']} target calls "
+            f"({run['tokens_per_target_call']:.2f} tokens per target call)")
+    if run["acceptance_rate"] is not None:
+        line += f", {run['draft_calls']} draft calls, acceptance {run['acceptance_rate']:.0%}"
+    print(line + "\n")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    parsed = parse_command_line(argv)
+    if parsed is None:
+        return
+    method, values = parsed
+    if values["batch_memory"] is not None and values["batch"] is None:
+        raise UsageError("--batch_memory sets the memory of --batch's rows: add --batch FILE, or "
+                         "drop it")
+    if values["batch"] is not None:
+        for name in ("prompt", "prompt_file"):
+            if any(n == name for n, _, _ in split(argv)):
+                raise UsageError(f"--batch reads its prompts from {values['batch']} (one per "
+                                 f"line): drop --{name}")
+    prompt = None if values["batch"] is not None else read_prompt(values, argv)
+    check_before_loading(method, values)
+    if values["batch"] is not None:
+        return main_batch(method, values)
+
+    from picospec_app.load import load_needs
+    from picospec_app.run import (call_costs, interleaved, limit_line, median_run, run_method,
+                                  speedup_of)
+    from gpt2.load import load_model
+
+    target, encoder = load_model(values["target"], values["device"], values["offline"] or None)
+    threads = thread_policy(getattr(target, "n_params", 0), values["threads"], values["device"])
+    options = method_options(method, values)
+    loaded = load_needs(method, options, target, values["target"], encoder, values.get("draft"),
+                        values["device"], values["offline"] or None)
+    x = encoder.encode(prompt)
+    check_length(x, values["n_tokens"],
+                 {k: v for k, v in loaded.items() if k in ("target", "draft")},
+                 {"target": values["target"], "draft": values.get("draft")})
+    sampling = {k: values[k] for k in ("temperature", "top_k", "top_p")}
+    order = list(dict.fromkeys(["autoregressive", method.name]))
+
+    def timed(m):  # one run of autoregressive decoding or of the method, from cold caches
+        mine = m == method.name
+        return run_method(m, x, loaded if mine else {"target": target}, values["n_tokens"],
+                          values["seed"], sampling, **(options if mine else {}))
+
+    # CuPy compiles each kernel at its first use: do that before the clocks start, on
+    if values["device"] == "gpu":
+        # the timed run itself (a shorter one left kernels to compile inside the clock)
+        for m in order:
+            timed(m)
+    rounds = interleaved([lambda m=m: timed(m) for m in order], values["runs"])  # A B A B ...
+    runs = [{**report(m, x, median_run(r)), "rounds": len(r), "times_s": [t["seconds"] for t in r]}
+            for m, r in zip(order, rounds)]
+    result = {"prompt": prompt, "prompt_ids": [int(t) for t in x], "method": method.name,
+              "law": law(method, options, values["temperature"]), "target": values["target"],
+              "draft": values.get("draft") if "draft" in method.needs else None,
+              "seed": values["seed"], **sampling,
+              "options": {k: v for k,
+                          v in options.items()
+                          if isinstance(v, (int, float, str, bool, type(None)))},
+              "threads": threads, "blas": blas_line(threads),
+              "runs": [{**r, "text": encoder.decode(r["output_ids"])} for r in runs]}
+    if len(runs) == 2:
+        speedup = speedup_of(*rounds)  # the median of the rounds' ratios, and their range
+        costs = call_costs(*rounds)
+        result.update(speedup=speedup["median"], speedup_range=speedup["range"],
+                      rounds=speedup["rounds"],
+                      cost_model={**costs, "limit": limit_line(costs, speedup["median"])},
+                      same_output=runs[0]["output_ids"] == runs[1]["output_ids"])
+    if values["json"]:
+        print(json.dumps(result))
+        return
+    color = sys.stdout.isatty()
+    for run in runs:
+        show(run, encoder, prompt, color)
+    if len(runs) == 2:
+        same = "identical" if result["same_output"] else "different"
+        note = " (temperature 0: they must be identical)" if values["temperature"] == 0 else (
+            " (sampling: texts may differ)")
+        low, high = result["speedup_range"]
+        print(f"speedup {result['speedup']:.2f}x over autoregressive (median of {result['rounds']} "
+              f"interleaved rounds, range {low:.2f}-{high:.2f}x); texts {same}{note}")
+        print(cost_line(result["cost_model"], result["speedup"]))
+        print(result["cost_model"]["limit"])
+    print(f"{result['blas']}; timings on a busy machine vary")
+    if len(runs) == 2:
+        if color:
+            print(LEGEND)
+
+
+def cost_line(costs, measured):
+    """The cost model's line: E, c, each drafter's c_d and calls per target call, and the speedup
+    they predict (picospec.theory.cost_model_speedup) beside the measured one."""
+    drafts = costs["drafts"]
+    calls = "".join(f", a {name} call c_d = {d['c_d']:.3f} ({d['per_target_call']:.2f} per target "
+                    f"call)" for name, d in drafts.items())
+    sums = "".join(f" + {d['per_target_call']:.2f} x {d['c_d']:.3f}" for d in drafts.values())
+    formula = f"E / (c + k c_d) = {costs['E']:.2f} / ({costs['c']:.2f}{sums})" if drafts else (
+        f"E / c = {costs['E']:.2f} / {costs['c']:.2f}")
+    return (f"why: {costs['E']:.2f} tokens per target call; a target call costs c = "
+            f"{costs['c']:.2f} one-token calls{calls}; cost model {formula} = "
+            f"{costs['predicted']:.2f}x predicted, {measured:.2f}x measured")
+
+
+def main_batch(method, values):
+    """The method's batched form over the prompts in a file (one per line): the target and the draft
+    each run every row in one forward pass (gpt2/engine.py: one KV cache per row, rows of different
+    lengths)."""
+    from picospec_app.load import batched_models, load_needs
+    from gpt2.load import load_model
+
+    path = values["batch"]
+    try:
+        text = open(path, encoding="utf-8", newline="").read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--batch {path}: cannot read it as UTF-8 text "
+                         f"({getattr(e, 'strerror', e)})") from None
+    # lines end at "\n" (or "\r\n") only: str.splitlines would also cut a prompt at a form feed or
+    # U+2028
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    numbers = [n for n, line in enumerate(lines, 1) if line.strip()]  # blank lines skipped
+    prompts = [unescape(lines[n - 1]) if values["escapes"] else lines[n - 1] for n in numbers]
+    if not prompts:
+        raise UsageError(f"--batch {path}: no prompts (one per line)")
+    name, device, offline = values["target"], values["device"], values["offline"] or None
+    target, encoder = load_model(name, device, offline)
+    threads = thread_policy(getattr(target, "n_params", 0), values["threads"], values["device"])
+    options = method_options(method, values)
+    loaded = load_needs(method, options, target, name, encoder, values.get("draft"), device,
+                        offline)
+    xs = [encoder.encode(p) for p in prompts]
+    # as for one prompt: the methods stop drafting at the context's end (no room for K)
+    for x, n in zip(xs, numbers):
+        check_length(x, values["n_tokens"],
+                     {k: v for k, v in loaded.items() if k in ("target", "draft")},
+                     {"target": name, "draft": values.get("draft")},
+                     f"the prompt on line {n} of {path}")
+    sampling = {k: values[k] for k in ("temperature", "top_k", "top_p") if values[k] is not None}
+    groups, row_bytes = row_groups(xs, values, loaded, device)
+
+    # the baseline first, as for one prompt
+    order = list(dict.fromkeys(["autoregressive", method.name]))
+    kwargs = {m: options if m == method.name else {} for m in order}
+
+    def run(m, n, stats=None):  # -> (outputs, seconds); one line where memory runs out after all
+        try:
+            return run_groups(m, n, stats)
+        except MemoryError:  # the bound fell short (memory taken meanwhile; CuPy's error too)
+            mb = -(-len(groups[0]) * row_bytes // 2**20)
+            raise UsageError(f"--batch: out of memory with groups of {len(groups[0])} rows: pass a "
+                             f"smaller --batch_memory than {mb}") from None
+
+    def run_groups(m, n, stats):  # each group on batched engines of its size, emptied first
+        out, seconds = [], 0.0
+        rng = np.random.default_rng(values["seed"])  # one generator through the groups
+        for g, group in enumerate(groups):
+            # the baseline on the plain target's batched engine, as for one prompt (a
+            # self-drafting row's target side is another engine, measured against the same baseline)
+            needs = batched_models(loaded if m == method.name else {"target": target}, len(group))
+            for model in needs.values():
+                getattr(model, "reset", lambda: None)()
+            start = time.perf_counter()
+            out += call(TABLE[m], [xs[i] for i in group], n, rng, needs, sampling, kwargs[m],
+                        stats=None if stats is None else stats.setdefault(g, []), batch=True)
+            seconds += time.perf_counter() - start
+            del needs  # the group's caches go before the next group's are made
+        return out, seconds
+
+    # CuPy compiles each kernel at its first use: do that before the clocks start, on the timed
+    if device == "gpu":
+        # run itself (a 4-token run left kernels to compile inside the clock: a 0.26x "speedup")
+        for m in order:
+            run(m, values["n_tokens"])
+    n, runs = values["n_tokens"], {}
+    for m in order:
+        stats = {}  # group number -> that group's step records
+        out, seconds = run(m, n, stats)
+        calls = [sum(s.get("calls", 1) for s in stats[g]) for g in range(len(groups))]
+        per_row = [n / sum(s.get("calls", 1) for s in stats[g] if s["accepted"][b] >= 0)
+                   for g, group in enumerate(groups) for b in range(len(group))]
+        ids = [o[len(x):] for o, x in zip(out, xs)]
+        runs[m] = {"texts": [encoder.decode(i) for i in ids], "ids": ids, "time_s": seconds,
+                   "target_calls": sum(calls), "tokens_per_target_call": per_row}
+    mine, base = runs[method.name], runs["autoregressive"]
+    result = {"method": method.name, "prompts": prompts, "texts": mine["texts"],
+              "time_s": mine["time_s"], "target_calls": mine["target_calls"], "threads": threads,
+              "groups": [len(g) for g in groups],
+              "tokens_per_target_call": mine["tokens_per_target_call"],
+              "autoregressive": {"texts": base["texts"], "time_s": base["time_s"],
+                                 "target_calls": base["target_calls"]},
+              "speedup": base["time_s"] / mine["time_s"],
+              "same_output": [a == b for a, b in zip(mine["ids"], base["ids"])]}
+    if values["json"]:
+        print(json.dumps(result))
+        return
+    for row, (line, prompt, text, tpc) in enumerate(zip(numbers, prompts, mine["texts"],
+                                                        mine["tokens_per_target_call"]), 1):
+        print(f"── row {row} (line {line} of {path}): {tpc:.2f} tokens per target call " + "─" * 10)
+        print(prompt + text + "\n")
+    in_groups = f" in {len(groups)} groups of up to {len(groups[0])} rows" * (len(groups) > 1)
+    print(f"{method.name}: {len(xs)} prompts x {n} tokens{in_groups} in {mine['time_s']:.3f} s, "
+          f"{mine['target_calls']} batched target calls")
+    if method.name != "autoregressive":
+        same = sum(result["same_output"])
+        note = " (temperature 0: they must be identical)" if values["temperature"] == 0 else (
+            " (sampling: texts may differ)")
+        print(f"autoregressive, batched the same way: {base['time_s']:.3f} s, "
+              f"{base['target_calls']} batched target calls")
+        print(f"speedup {result['speedup']:.2f}x over batched autoregressive; {same}/{len(xs)} "
+              f"texts identical{note}")
+    print(f"{blas_line(threads)}; timings on a busy machine vary")
+
+
+def row_groups(xs, values, loaded, device):
+    """--batch's rows in groups (consecutive lines) whose batched engines fit the memory budget:
+    --batch_memory MB, else half the free memory; a row's bytes are bounded by
+    picospec_app.load.batch_row_bytes for passes of the longest prompt plus --n_tokens.
+    -> (groups of row indices, bytes per row). A row that alone does not fit is one line naming the
+    memory it needs and the option."""
+    from picospec_app.load import batch_row_bytes
+    from gpt2.backend import free_memory
+
+    row = batch_row_bytes(loaded, max(len(x) for x in xs) + values["n_tokens"])
+    if values["batch_memory"] is not None:
+        budget = values["batch_memory"] * 2**20
+        what = f"the {values['batch_memory']} MB of --batch_memory"
+    else:
+        free = free_memory(device)
+        budget = free // 2 if free is not None else 4 * 2**30
+        what = (f"half the free memory ({budget / 2**20:.0f} MB)" if free is not None else
+                "the default of 4096 MB (the free memory cannot be read here)")
+    size = min(len(xs), budget // row) if row else len(xs)
+    if size < 1:
+        need = -(-row // 2**20)
+        raise UsageError(f"--batch: one row needs about {need} MB (KV caches and activations of "
+                         f"the longest prompt plus --n_tokens {values['n_tokens']}), more than "
+                         f"{what}: pass --batch_memory {need} or more, or lower --n_tokens")
+    return [list(range(i, min(i + size, len(xs)))) for i in range(0, len(xs), size)], row
+
+
+def cli(argv=None):
+    """The command: `python main.py ...` and the installed `picospec ...` both come here."""
+    guarded(lambda: main(argv))
+

@@ -1,0 +1,261 @@
+"""Load what a method of the table needs (picospec.methods: a row's `needs`), once, for main.py, the
+notebooks and the benchmarks: the draft, a second drafter, heads, the EAGLE head, the REST
+datastore, a self-draft engine, Sequoia's acceptance vectors, and their batched forms for --batch.
+Mistakes in the options that name files are found here before any model loads. Shapes: none; this
+file only loads things.
+"""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def check_target(name):
+    """The n-gram drafts only (no hidden states, no heads, no checkpoint a peer library could
+    load)."""
+    if str(name) == "ngram":
+        raise ValueError("--target ngram: the n-gram model drafts only; give a GPT-2 target such "
+                         "as tiny-target")
+
+
+def check_needs(method, options):
+    """Mistakes in the options that name files, found before any model loads."""
+    if "datastore" in method.needs and options.get("datastore") is not None:
+        path = Path(options["datastore"])
+        if path.is_dir():
+            raise ValueError(f"--datastore {path} is a folder: give a .npz file")
+        if not path.exists() and not options.get("build_datastore"):
+            raise ValueError(f"--datastore {path} does not exist: give an existing datastore, or "
+                             f"add --build_datastore to build it there (about 30 s)")
+        if not path.exists() and not path.resolve().parent.is_dir():
+            raise ValueError(f"--datastore {path}: the folder {path.resolve().parent} does not "
+                             f"exist; create it first")
+        if not path.exists():  # --build_datastore: an unwritable folder is named before the build
+            from picospec_cli import cannot_write_in
+
+            if (why := cannot_write_in(path.resolve().parent)) is not None:
+                raise ValueError(f"--datastore {path}: cannot write in {path.resolve().parent} "
+                                 f"({why}); give a folder you can write to")
+
+
+def load_needs(method, options, target, target_name, encoder, draft="tiny-draft", device="cpu",
+               offline=None):
+    """{"target", and as method.needs say: "draft", "draft2", "heads", "datastore"} for
+    picospec.methods.call; "self_draft:KIND" replaces the target by one engine serving both the
+    target and its own draft."""
+    loaded = {"target": target}
+    for need in method.needs:
+        if need == "draft":
+            loaded["draft"] = load_draft(draft, target, target_name, device, offline)
+        elif need.startswith("heads:"):
+            loaded["heads"] = load_heads(target_name, need.split(":")[1], options.get("heads"),
+                                         target, offline)
+        elif need == "datastore":
+            loaded["datastore"] = rest_datastore(options.get("datastore"), target_name, encoder)
+        elif need == "draft2":  # a second, smaller drafter (cascades): --draft2, default the n-gram
+            name = options.get("draft2") or "ngram"
+            loaded["draft2"] = load_draft(name, target, target_name, device, offline, "--draft2")
+        # the target drafting for itself: both on one engine and cache
+        elif need.startswith("self_draft:"):
+            loaded.update(load_self_draft(need.split(":")[1], options, target, target_name,
+                                          offline))
+        # Sequoia's vectors measured for this pair, unless --acceptance gives one
+        elif need == "acceptance":
+            if options.get("acceptance") is None:
+                loaded["acceptance"] = load_acceptance(target_name, draft, offline)
+        else:
+            raise ValueError(f"method {method.name} needs {need!r}, which "
+                             f"picospec_app.load.load_needs cannot load")
+    return loaded
+
+
+def load_acceptance(target_name, draft, offline=None):
+    """{"greedy": a, "sampled": a}: the acceptance vectors of `draft` for the target (at temperature
+    0 and 1), measured by `python -m bench.token_trees --record` into the target folder's
+    sequoia.json."""
+    from gpt2.hub import resolve
+
+    path = resolve(str(target_name), offline=offline) / "sequoia.json"
+    try:
+        vectors = json.loads(path.read_text()).get(str(draft)) if path.exists() else None
+    except (ValueError, AttributeError):
+        raise ValueError(f"{path} is not a JSON object of acceptance vectors by draft: measure "
+                         "them again with python -m bench.token_trees --record, or give "
+                         "--acceptance a_1,a_2,..") from None
+    if not vectors:
+        raise ValueError(f"no acceptance vector of draft {draft!r} for target {target_name!r} was "
+                         f"measured (sequoia.json in the target's folder): give --acceptance "
+                         f"a_1,a_2,.., e.g. --acceptance 0.6,0.1,0.05")
+    return vectors
+
+
+def load_self_draft(kind, options, target, target_name, offline=None):
+    """{"target", "draft", "self_draft"}: the target and its own draft path (kind layer_skip or
+    early_exit) on one KV cache, from --skip / --exit_layer / --adapter, else what the target's
+    folder ships (gpt2/self_draft.py), and the K and threshold searched with that path (the defaults
+    of --K and --threshold)."""
+    from gpt2.hub import resolve
+    from gpt2.self_draft import load_self_draft as load
+
+    # forward_params: the target engine's weights, with its weight panels where it has them
+    # (gpt2/fast/)
+    engine = load(target.hparams, target.forward_params, resolve(str(target_name), offline=offline),
+                  kind,
+                  skip=options.get("skip"), exit_layer=options.get("exit_layer"),
+                  adapter=options.get("adapter", True), head=target.head)
+    return {"target": engine.target, "draft": engine.draft, "self_draft": engine.settings}
+
+
+def batched_models(loaded, rows):
+    """What load_needs loaded, for a method's batched form over `rows` rows (main.py --batch,
+    bench.batch): a GPT-2 engine becomes a BatchGPT2, an EAGLE head a BatchEagleHead, a
+    self-drafting side its side of one BatchSelfDraft (both sides share it, as they share one cache
+    alone), a stateless model (the n-gram) one called row by row; heads' functions, datastores and
+    settings stay as they are."""
+    from gpt2.eagle import BatchEagleHead
+    from gpt2.engine import BatchGPT2
+    from gpt2.self_draft import batch_side
+    from gpt2.eagle import EagleHead
+    from gpt2.engine import GPT2
+    from gpt2.self_draft import Model as SelfDraftSide
+    from picospec.batched.loop import batched
+
+    def batch(model):
+        if isinstance(model, SelfDraftSide):
+            return batch_side(model, rows)
+        if isinstance(model, EagleHead):
+            return BatchEagleHead(model, rows)
+        return BatchGPT2(model, rows) if isinstance(model, GPT2) else batched(model)
+
+    return {k: batch(v) if k in ("target", "draft", "draft2") or isinstance(v, EagleHead) else v
+            for k, v in loaded.items()}
+
+
+def batch_row_bytes(loaded, tokens):
+    """An upper bound on the bytes one row of batched_models(loaded, rows) takes, for passes of at
+    most `tokens` tokens per row: the KV caches and activations of each batched engine (a
+    self-drafting pair's one engine counted once); stateless models and heads' functions take
+    none."""
+    from gpt2.eagle import BatchEagleHead, EagleHead
+    from gpt2.engine import TREE_SLOTS, row_bytes
+    from gpt2.engine import GPT2
+    from gpt2.self_draft import Model as SelfDraftSide
+
+    total, engines = 0, set()
+    for model in loaded.values():
+        if isinstance(model, SelfDraftSide) and id(model.engine) not in engines:
+            engines.add(id(model.engine))
+            total += row_bytes(model.engine.hparams, 0, tokens)
+        elif isinstance(model, EagleHead):
+            total += BatchEagleHead.row_bytes(model, tokens)
+        elif isinstance(model, GPT2):
+            total += row_bytes(model.hparams, TREE_SLOTS, tokens)
+    return total
+
+
+def load_draft(name, target, target_name, device="cpu", offline=None, role="draft"):
+    from gpt2.load import load_model
+
+    from gpt2.load import check_tokenizers
+
+    model = load_model(str(name), device, offline)[0]
+    check_tokenizers(model, target, name, target_name, role)
+    return model
+
+
+def load_heads(target_name, kind, folder, target, offline=None):
+    """{"fn": heads(h, n_heads=None) -> logits, "n_heads", "sparse": the heads' medusa_choices.json
+    or None}; for kind "eagle" the EAGLE head itself (load_eagle)."""
+    if kind == "eagle":
+        return load_eagle(target_name, folder, target, offline)
+    from gpt2.load import heads_folder, heads_function
+
+    folder = heads_folder(str(target_name), kind, folder, offline)
+    fn, config = heads_function(folder, target)
+    sparse, path = None, folder / "medusa_choices.json"
+    if path.exists():
+        from picospec.options import rank_paths
+        from picospec.tree import check_choices
+
+        try:
+            sparse = json.loads(path.read_text(encoding="utf-8"))
+            sparse = sparse.get("medusa_choices") if isinstance(sparse, dict) else None
+            if not rank_paths(sparse):
+                raise ValueError('expected {"medusa_choices": [[0], [0, 0], [1], ...]}, a list of '
+                                 'rank paths')
+            # no duplicates, every parent listed, one head per level
+            check_choices(sparse, n_heads=config["n_heads"])
+        except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise ValueError(f"{path} is not a readable tree ({e}): rebuild it with `python -m "
+                             f"bench.trees --build {folder} --budgets 7`") from None
+    return {"fn": fn, "n_heads": config["n_heads"], "sparse": sparse, "folder": folder}
+
+
+def load_eagle(target_name, folder, target, offline=None):
+    """The EAGLE head (gpt2.eagle.EagleHead: the draft contract of picospec/eagle.py), its record's
+    accuracy per step ahead (rank_share: EAGLE-1's sparse tree) as .accuracy, its folder as
+    .folder."""
+    from gpt2.eagle import eagle_folder, eagle_head
+
+    folder = eagle_folder(str(target_name), folder, offline)
+    head, config = eagle_head(folder, target)
+    head.accuracy, head.folder = config.get("accuracy", {}).get("rank_share"), folder
+    return head
+
+
+def load_datastore(path, rebuild=None):
+    """Datastore.load, its refusal worded for the command line: the fact, then what to do. rebuild:
+    that advice, where the caller knows better (a file it built itself may be deleted); by default
+    the user's file is left alone and a new one is built elsewhere."""
+    from picospec.rest import Datastore
+
+    rebuild = rebuild or ("give a datastore that --build_datastore wrote, or build one into a new "
+                          "file with "
+                          "--method rest --datastore NEW.npz --build_datastore (the standard "
+                          "library's train split), or Datastore.build(tokens).save(path) in Python")
+    try:
+        return Datastore.load(path)
+    except ValueError as e:
+        raise ValueError(f"{e}; {rebuild}") from None
+
+
+def rest_datastore(path, target, encoder):
+    """Load --datastore FILE, or build it (FILE, or once into the cache) from the standard library's
+    train split with the model's tokenizer. Written atomically: an interrupted build leaves no
+    file."""
+    from picospec.rest import Datastore
+
+    if path is not None and Path(path).exists():
+        return load_datastore(path)
+    from tqdm import tqdm
+
+    from gpt2.train.corpus import split_files, stdlib_files, tokenize
+    from gpt2.hub import check_cache_dir
+
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(target))
+    # into the cache: a PICOSPEC_CACHE no file can be made in is named before the build, not after
+    # it
+    path = (Path(path) if path is not None
+            else check_cache_dir() / "rest" / (f"{safe}-stdlib-train.npz"))
+    if path.exists():  # only here, in the cache, is the file picospec's own to delete
+        return load_datastore(path,
+                              rebuild="picospec built it into its cache: delete it and run again "
+                                      "to rebuild it")
+    print(f"building the REST datastore {path} (once) from the standard library's train split",
+          file=sys.stderr)
+    files = split_files(stdlib_files())["train"]
+    ids = [t for f in tqdm(files, desc="tokenize", unit="file") for t in tokenize([f], encoder)]
+    store = Datastore.build(np.array(ids,
+                                     dtype=np.uint16 if encoder.n_vocab <= 65536 else np.int64),
+                            progress=lambda steps: tqdm(steps, desc="suffix array",
+                                                        unit="doubling"))
+    made = not path.parent.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        store.save(path)
+    except BaseException:
+        if made and not any(path.parent.iterdir()):
+            path.parent.rmdir()
+        raise
+    return store

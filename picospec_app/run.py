@@ -1,0 +1,301 @@
+"""Run a method of the table timed, against autoregressive decoding on the same prompt with the same
+seed, and read the runs: tokens per target call, acceptance, the median speedup of interleaved
+rounds and the cost model's prediction from the measured call costs (picospec.theory). main.py, the
+notebooks and the benchmarks share this protocol. Shapes: none; this file only times things.
+"""
+import time
+
+import numpy as np
+
+from picospec.autoregressive import autoregressive_sampling
+from picospec.methods import call, find
+from picospec.sampling import sample, warp
+from picospec.sequoia import without_replacement
+from picospec.theory import GPU_VERIFY_COST, cost_model_speedup, estimate_alpha
+from picospec.tree import top_tokens
+from picospec.verify import verify_distinct, verify_iid, verify_without_replacement
+
+
+class Timed:
+    """A model with a call counter and a stopwatch."""
+
+    def __init__(self, model):
+        self.model, self.calls, self.seconds = model, 0, 0.0
+        self.n_vocab = getattr(model, "n_vocab", None)
+
+    def __call__(self, x, n=1):
+        return self._timed(self.model, x, n)
+
+    def logits(self, x, n=1, **kw):  # the richer interface of tree methods, timed and counted alike
+        return self._timed(self.model.logits, x, n, **kw)
+
+    def tree(self, x, tokens, parents, **kw):
+        return self._timed(self.model.tree, x, tokens, parents, **kw)
+
+    def accept(self, path):
+        start = time.perf_counter()
+        self.model.accept(path)
+        self.seconds += time.perf_counter() - start
+
+    def _timed(self, f, *args, **kw):
+        start = time.perf_counter()
+        out = f(*args, **kw)
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        return out
+
+
+class TimedHead(Timed):
+    """EAGLE's head: a draft model of its own (its own forward through a block and the LM head), so
+    its calls are counted and timed as draft calls. Everything else (accuracy, reset, ...) is the
+    head's."""
+
+    def __call__(self, *args, **kw):  # head(x, F, tokens, parents)
+        return self._timed(self.model, *args, **kw)
+
+    def __getattr__(self, name):
+        if name == "model":
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+
+def run_method(method, x, loaded, N, seed, sampling=None, **options):
+    """One timed run of a table row (or its name) from cold caches -> output ids, seconds, calls and
+    time per model, the step records."""
+    method = find(method) if isinstance(method, str) else method
+    for model in loaded.values():
+        getattr(model, "reset", lambda: None)()  # neither run may reuse the other's cached work
+    timed = {k: Timed(v) if k in ("target", "draft", "draft2") else v for k, v in loaded.items()}
+    if "heads:eagle" in method.needs:
+        timed["heads"] = TimedHead(loaded["heads"])
+    stats, rng = [], np.random.default_rng(seed)
+    start = time.perf_counter()
+    out = call(method, x, N, rng, timed, sampling, options, stats=stats)
+    seconds = time.perf_counter() - start
+    t, d2 = timed["target"], timed.get("draft2", Timed(None))
+    d = timed.get("draft") or (timed["heads"] if isinstance(timed.get("heads"), TimedHead)
+                               else Timed(None))
+    return {"output": out, "seconds": seconds, "target_calls": t.calls, "draft_calls": d.calls,
+            "tokens_per_call": N / t.calls, "target_s": t.seconds, "draft_s": d.seconds,
+            "stats": stats, "draft2_calls": d2.calls, "draft2_s": d2.seconds}
+
+
+def interleaved(runs, rounds=None, seconds=1.0, least=3, most=50):
+    """Time zero-argument functions (each -> a run dict with "seconds") in turns, A B A B ..., so
+    that a change of load falls on all of them alike: `rounds` rounds, else rounds until `seconds`
+    of measurement and at least `least` (at most `most`) -> one list of run dicts per function."""
+    out = [[] for _ in runs]
+    while True:
+        for f, done in zip(runs, out):
+            done.append(f())
+        n, spent = len(out[0]), sum(r["seconds"] for done in out for r in done)
+        if rounds is not None:
+            if n >= rounds:
+                return out
+        elif n >= most or (n >= least and spent >= seconds):
+            return out
+
+
+def speedup_of(base_runs, runs):
+    """Per round, autoregressive time over the method's (the two ran side by side) -> {"median",
+    "range" [min, max], "rounds"}. Example: base [1.0, 1.2, 0.9] s, method [0.5, 0.5, 0.6] s ->
+    ratios 2.0, 2.4, 1.5: median 2.0."""
+    ratios = [b["seconds"] / r["seconds"] for b, r in zip(base_runs, runs)]
+    return {"median": float(np.median(ratios)), "range": [min(ratios), max(ratios)],
+            "rounds": len(ratios)}
+
+
+def call_costs(base_runs, runs):
+    """The cost model's inputs, medians over interleaved rounds: E (tokens per target call), c (the
+    method's target call over autoregressive decoding's one-token call), each drafter's calls per
+    target call and c_d (one call over a one-token target call) -> {"E", "c", "drafts": {name:
+    {"per_target_call", "c_d"}}, "predicted", "predicted_gpu" (the same with c = GPU_VERIFY_COST)},
+    the predictions from picospec.theory.cost_model_speedup."""
+    def median(values):
+        return float(np.median(list(values)))
+
+    one = median(b["target_s"] / b["target_calls"] for b in base_runs)  # a one-token target call
+    E = median(r["tokens_per_call"] for r in runs)
+    c = median(r["target_s"] / r["target_calls"] for r in runs) / one
+    drafts = {}
+    for name in ("draft", "draft2"):
+        if runs[0][f"{name}_calls"]:
+            drafts[name] = {"per_target_call": runs[0][f"{name}_calls"] / runs[0]["target_calls"],
+                            "c_d": median(r[f"{name}_s"] / r[f"{name}_calls"] for r in runs) / one}
+    pairs = [(d["per_target_call"], d["c_d"]) for d in drafts.values()]
+    return {"E": E, "c": c, "drafts": drafts, "predicted": cost_model_speedup(E, c, pairs),
+            "predicted_gpu": cost_model_speedup(E, GPU_VERIFY_COST, pairs)}
+
+
+def drafting(costs):
+    """call_costs' dict -> the drafts' cost of one step, in one-token target calls: sum of k c_d."""
+    return sum(d["per_target_call"] * d["c_d"] for d in costs["drafts"].values())
+
+
+def limit_line(costs, measured):
+    """What keeps the measured speedup below E, in one-token target calls a step: the largest of
+    verification (c - 1), drafting (sum of k c_d) and the rest of the step (Python, sampling: the
+    step's measured cost E / measured minus both) -> one line, with what c = GPU_VERIFY_COST
+    gives."""
+    d = drafting(costs)
+    rest = costs["E"] / measured - costs["c"] - d
+    parts = {"verification": costs["c"] - 1, "drafting": d, "the rest of the step": rest}
+    worst = max(parts, key=parts.get)
+    why = {"verification": f"a target call of this method costs c = {costs['c']:.2f} one-token "
+                           "calls",
+           "drafting": f"the draft calls of one step cost {d:.2f} one-token target calls",
+           "the rest of the step": f"Python and sampling cost {rest:.2f} one-token target calls a "
+                                   "step"}
+    return (f"limit here: {worst} ({why[worst]}); with c = {GPU_VERIFY_COST} (verification nearly "
+            f"free, as on a GPU) the cost model gives {costs['predicted_gpu']:.2f}x")
+
+
+def summary(stats):
+    """Acceptance = accepted / drafted, the same for every method; accepted / nodes scored beside it
+    (trees)."""
+    drafted, nodes = sum(s["drafted"] for s in stats), sum(s["nodes"] for s in stats)
+    accepted = sum(s["accepted"] for s in stats)
+    return {"drafted": drafted, "nodes": nodes, "accepted": accepted,
+            "acceptance": accepted / drafted if drafted else None,
+            "accepted_per_node": accepted / nodes if nodes else None}
+
+
+def per_position_acceptance(stats, K):
+    """P(draft t accepted | drafts before it accepted), t = 1..K, over full-K steps."""
+    steps = [s for s in stats if s["drafted"] == K]
+    reached = [sum(1 for s in steps if s["accepted"] >= t) for t in range(K)]
+    return [sum(1 for s in steps if s["accepted"] >= t + 1) / r if r else float("nan") for t,
+            r in enumerate(reached)]
+
+
+def median_run(runs):
+    """One run dict for repeats of a run: the first's output and counts, the median of each time."""
+    times = ("seconds", "target_s", "draft_s", "draft2_s")
+    return {**runs[0], **{k: float(np.median([r[k] for r in runs])) for k in times}}
+
+
+def mean_accepted(stats, full_depth):
+    full = [s["accepted"] for s in stats if s["drafted"] == full_depth]
+    return float(np.mean(full)) if full else float("nan")
+
+
+def compare(method, prompts, loaded, N, seeds, sampling=None, repeats=1, **options):
+    """method vs autoregressive on every prompt and seed, `repeats` interleaved rounds each (A B A B
+    ...) -> medians and spreads; a row's speedup is the median of its rounds' ratios, "predicted"
+    the cost model's (call_costs)."""
+    rows = []
+    for x in prompts:
+        for seed in seeds:
+            base = {"target": loaded["target"]}
+            bases, runs = interleaved(
+                [lambda: run_method("autoregressive", x, base, N, seed, sampling),
+                 lambda: run_method(method, x, loaded, N, seed, sampling, **options)],
+                rounds=repeats)
+            rows.append({"speedup": speedup_of(bases, runs)["median"], **median_run(runs),
+                         "base": median_run(bases), "costs": call_costs(bases, runs)})
+    tpc = [r["tokens_per_call"] for r in rows]
+    speedup = [r["speedup"] for r in rows]
+    # 0 with no draft model
+    c = np.median([r["draft_s"] / max(r["draft_calls"], 1) for r in rows]) / np.median(
+        [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
+    # a second drafter's
+    c2 = np.median([r["draft2_s"] / max(r["draft2_calls"], 1) for r in rows]) / np.median(
+        [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
+    verify = np.median([r["target_s"] / r["target_calls"] for r in rows]) / np.median(
+        [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
+    stats = [s for r in rows for s in r["stats"]]
+    K = options.get("K", 0)
+    return {"tokens_per_call": float(np.median(tpc)), "tokens_per_call_mean": float(np.mean(tpc)),
+            "speedup": float(np.median(speedup)),
+            "speedup_iqr": np.percentile(speedup, [25, 75]).tolist(),
+            "c": float(c), "verify_cost": float(verify),
+            "acceptance": summary(stats)["acceptance"] or 0.0,
+            "c2": float(c2),
+            "draft_calls_per_step": sum(r["draft_calls"] for r in rows) / len(stats),
+            "draft2_calls_per_step": sum(r["draft2_calls"] for r in rows) / len(stats),
+            "per_position": per_position_acceptance(stats, K) if K else [],
+            "ms_per_token": 1e3 * float(np.median([r["seconds"] for r in rows])) / N,
+            "ms_per_token_base": 1e3 * float(np.median([r["base"]["seconds"] for r in rows])) / N,
+            "ms_per_loop": 1e3 * float(np.median([r["seconds"] / len(r["stats"]) for r in rows])),
+            "predicted": float(np.median([r["costs"]["predicted"] for r in rows])),
+            "predicted_gpu": float(np.median([r["costs"]["predicted_gpu"] for r in rows])),
+            "drafting": float(np.median([drafting(r["costs"]) for r in rows])),
+            "stats": stats}
+
+
+def explain(r):
+    """compare's result -> one line: the measured speedup beside the cost model's from E, c and the
+    drafting cost (one-token target calls a step), what c = GPU_VERIFY_COST would give, and what
+    costs most (as limit_line)."""
+    E, c, d = r["tokens_per_call"], r["verify_cost"], r["drafting"]
+    parts = {"verification": c - 1, "drafting": d, "the rest of the step": E / r["speedup"] - c - d}
+    return (f"E {E:.2f}, c {c:.2f}, drafting {d:.2f}: measured {r['speedup']:.2f}x, cost model "
+            f"{r['predicted']:.2f}x, with c = {GPU_VERIFY_COST} {r['predicted_gpu']:.2f}x; "
+            f"limit: {max(parts, key=parts.get)}")
+
+
+def measure_alpha(draft, target, prompts, N, options):
+    """alpha on the prompts followed by the target's own continuation (what decoding actually
+    visits)."""
+    values = []
+    for x in prompts:
+        for model in (draft, target):
+            getattr(model, "reset", lambda: None)()
+        seq = autoregressive_sampling(x, target, N, np.random.default_rng(0), **options)
+        values.append(estimate_alpha(draft, target, seq[len(x) - 1:], **options))
+    return float(np.mean(values))
+
+
+
+def copy_prompts(encoder, prompts, n_copy=12):
+    """Input-grounded prompts: a held-out chunk, a blank line, then the chunk's start again, so
+    copying pays off."""
+    blank = encoder.encode("\n\n")
+    return [x + blank + x[:n_copy] for x in prompts]
+
+
+def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without_replacement",
+                      repeats=1, **sampling_options):
+    """The acceptance vector measured (section 3.1): after every prefix seq[:i], start <= i <=
+    len(seq), draw K children from the draft and verify them against the target; a[k] = the share of
+    trials whose accepted child is the (k + 1)-th -> a [K] (sum <= 1: sometimes none is accepted).
+
+    siblings: "without_replacement" (Sequoia's children, verify_without_replacement), "iid"
+    (SpecInfer's, verify_iid; a[k] = the (k + 1)-th draw is the one accepted) or, at temperature 0,
+    the top K tokens (exact match) whatever it says. repeats: trials per prefix at temperature > 0.
+    sequences: e.g. held-out prompts followed by the target's own continuation, start = the prompt's
+    length, so the vector is measured where decoding goes.
+    Example: draft = target, K = 2: the first child is always accepted -> a = [1, 0].
+    """
+    greedy, counts, trials = sampling_options.get("temperature", 1.0) == 0, np.zeros(K), 0
+    for seq in sequences:
+        n = len(seq) - start + 1
+        P = draft(list(seq), n)  # [n, V] the draft's law after each prefix seq[:start] .. seq
+        Q = warp(target(list(seq), n), **sampling_options)  # [n, V]
+        for p, q in zip(P, Q):
+            # [1 + K, V]: one level is verified; the rows below it are not used
+            rows = np.tile(q, (1 + K, 1))
+            for _ in range(1 if greedy else repeats):
+                if greedy:
+                    picks = top_tokens(p, K)
+                    path, _, _ = verify_distinct(picks, [-1] * len(picks), rows, rng)
+                    accepted = path[0] if path else None
+                else:
+                    law = warp(p, **sampling_options)  # [V]
+                    picks = [sample(law, rng) for _ in range(K)] if siblings == "iid" else \
+                        without_replacement(law, K, rng)
+                    # iid: one node per distinct token, every draw kept
+                    tokens = list(dict.fromkeys(picks))
+                    draws = [tokens.index(t) for t in picks]
+                    if siblings == "iid":
+                        path, _, _ = verify_iid(tokens, [-1] * len(tokens), rows,
+                                                np.array([law] * K), rng, draws)
+                    else:
+                        path, _, _ = verify_without_replacement(tokens, [-1] * len(tokens), rows,
+                                                                np.array([law] * len(tokens)), rng)
+                    # the first draw of the accepted token
+                    accepted = draws.index(path[0]) if path else None
+                trials += 1
+                if accepted is not None:
+                    counts[accepted] += 1
+    return counts / trials
