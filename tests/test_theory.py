@@ -16,6 +16,7 @@ def test_hand_examples():
     assert expected_speedup(0.8, optimal_K(0.8, 0.05), 0.05) >= max(expected_speedup(0.8, K, 0.05) for K in range(1, 33))
 
 
+@pytest.mark.slow
 def test_tokens_per_call_match_simulation_when_acceptance_is_iid():
     """Context-free draft and target: acceptance is i.i.d. with rate alpha, so the formula is exact in expectation."""
     q = np.array([0.5, 0.3, 0.2])
