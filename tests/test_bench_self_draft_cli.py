@@ -76,6 +76,7 @@ def test_the_library_refuses_too_many_layers_and_an_exit_past_the_last():
         train_exit_adapter(params, hparams, np.zeros((1, 8), dtype=int), 2, "unused", steps=1)
 
 
+@pytest.mark.slow
 def test_a_broken_search_cache_is_a_miss_and_is_rewritten_whole(folder):
     args = ["-m", "bench.self_draft", "--task", "search", "--target", "./m2", *TINY, "--runs", "r",
             "--nowrite"]
@@ -91,6 +92,7 @@ def test_a_broken_search_cache_is_a_miss_and_is_rewritten_whole(folder):
     assert np.load(saved)["agree"].shape[0] == 2 ** 4
 
 
+@pytest.mark.slow
 def test_exit_adapters_are_kept_per_target_steps_and_windows(folder):
     r = run_here(["-m", "bench.self_draft", "--task", "search", "--target", "./m2", *TINY, "--runs",
                   "r"], folder)

@@ -66,6 +66,7 @@ def test_corpus_cli(tmp_path):
     assert (ids == encoder[EOT]).sum() == 40  # one <|endoftext|> after each file, tests/ excluded
 
 
+@pytest.mark.slow
 def test_heldout_prompts_longer_than_any_chunk_are_refused_not_searched_forever():
     """A held-out prompt is cut from 200 lines of one file: 100,000 tokens never fit, and the search
     stops with what to do (it looped forever); ordinary prompts are unchanged (the tries do not draw

@@ -43,6 +43,7 @@ def command(*args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("contract", list(RIGHT))
 def test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one(contract):
     """One command per contract (its negative controls run once): picospec's verifier, then the
@@ -62,6 +63,7 @@ def test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one(contra
         assert r["verdict"] == "fail" and r["cases"][-1]["verdict"] == "FAIL", r
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("contract, name",
                          [(c, name) for c in BROKEN for name in BROKEN[c] if name in CLOSE_DRAFT])
 def test_a_bug_only_a_close_draft_shows_fails_its_case_at_the_default_samples(contract, name):
@@ -247,6 +249,7 @@ def test_usage_error_from_the_shell_and_help():
 # Samplers nobody here wrote. transformers' step is slow per call (torch), so CI checks two cases at
 # 1,000 sequences; the README's verdict is the whole battery at 20,000.
 
+@pytest.mark.slow
 def test_vllm_style_rejection_sampler_passes():
     outside = pytest.importorskip("outside_samplers", exc_type=ImportError)
     report = check_sampler(outside.vllm_style, "rejection", samples=SAMPLES, controls=False)

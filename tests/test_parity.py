@@ -37,6 +37,7 @@ def reference_checkpoint(tmp_path, shape, seed=0):
     return hf
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_logits_match_transformers(tmp_path, shape):
     hf = reference_checkpoint(tmp_path, shape)

@@ -172,6 +172,7 @@ def test_batch_is_ragged_and_equals_greedy_at_temperature_zero():
     assert batch_module is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("K, options", CASES)
 def test_batch_joint_law_per_row(K, options):
     rows = batch_runs(K, PER_ROW, **options)

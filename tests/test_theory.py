@@ -17,6 +17,7 @@ def test_hand_examples():
                             0.05) >= max(expected_speedup(0.8, K, 0.05) for K in range(1, 33))
 
 
+@pytest.mark.slow
 def test_tokens_per_call_match_simulation_when_acceptance_is_iid():
     """Context-free draft and target: acceptance is i.i.d. with rate alpha, so the formula is exact
     in expectation."""
