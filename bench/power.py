@@ -173,6 +173,9 @@ def speculative():
               "argmax-draft": ("sps.sample", "argmax_sample", {}),
               "warp-draft-only": ("sps.warp", "warp_draft_only", dict(temperature=0.6))}
     close = (Case("", resample, sps(draft="CLOSE"), law_of({})),)
+    filters = {"temperature": 1.2, "top_k": 2, "top_p": 0.7}  # test_speculative.FILTERS
+    together = tuple(Case(f"K={K}", patch("sps.warp", "warp_draft_only"), sps(K, filters),
+                          law_of(filters)) for K in (1, 2, 4))
     return [
         Sized(T + "test_joint_law_equals_target", "JOINT", "resample-from-target", joint),
         Sized(T + "test_joint_law_edge_drafts", "EDGE", "resample-from-target; argmax-draft for "
@@ -189,6 +192,9 @@ def speculative():
               (Case("", patch("ars.warp", "unwarped"),
                     lambda m, n, seed: m.ars_runs(n, seed, temperature=0.6),
                     law_of(dict(temperature=0.6))),)),
+        Sized(T + "test_joint_law_with_top_k_then_top_p", "TOGETHER", "warp-draft-only", together),
+        Sized(T + "test_both_filters_on_the_draft_only_are_rejected", "TOGETHER", "itself",
+              together),
         Sized(T + "test_joint_law_high_power", "HIGH", "resample-from-target, close draft", close),
         Sized(T + "test_residual_matters_even_for_close_models", "HIGH", "itself", close),
     ] + [Sized(T + f"test_broken_samplers_are_rejected[{name}]", "BROKEN[name]", "itself",

@@ -21,8 +21,8 @@ N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)
 # acceptance about 0.7: both acceptance and rejection paths are exercised
 DRAFT = perturbed(TARGET, 0.6, seed=8)
-OPTIONS = [dict(), dict(temperature=0.6), dict(temperature=1.4, top_k=2), dict(top_p=0.8),
-           dict(temperature=1.2, top_k=2, top_p=0.7)]  # top-k, renormalised, then top-p
+OPTIONS = [dict(), dict(temperature=0.6), dict(temperature=1.4, top_k=2), dict(top_p=0.8)]
+FILTERS = dict(temperature=1.2, top_k=2, top_p=0.7)  # top-k, renormalised, then top-p
 CLOSE = perturbed(TARGET, 0.15, seed=8)  # acceptance about 0.95: the residual is rarely used
 ONE_HOT, SPREAD = Toy(np.tile([1.0, 0.0, 0.0], (3, 3, 1))), Toy(np.tile([0.0, 0.3, 0.7], (3, 3, 1)))
 # zeros in rows, one-hot, identical models
@@ -35,6 +35,7 @@ JOINT = 2_300  # resample-from-target at each K and warping: power 0.9990
 EDGE = 510  # resample-from-target; argmax-draft for the identical draft (never rejected): 0.9992
 DISJOINT = 100  # accept-everything (keeps a draft the target forbids): 1.0000
 AUTOREGRESSIVE = 170  # autoregressive-unwarped: 0.9993
+TOGETHER = 100  # warp-draft-only with both filters, at each K: 1.0000
 HIGH = 26_000  # resample-from-target with the close draft: 0.9994
 BROKEN = {"accept-everything": 110, "resample-from-target": 1_300, "argmax-draft": 100,
           "warp-draft-only": 170}  # each itself: 0.9996, 0.9995, 1.0000, 0.9996
@@ -51,10 +52,23 @@ def sps_runs(K, n, seed=0, draft=DRAFT, target=TARGET, **options):
 
 
 @pytest.mark.parametrize("K", [1, 2, 4])
-@pytest.mark.parametrize("options", OPTIONS, ids=["T=1", "T=0.6", "T=1.4,top_k=2", "top_p=0.8",
-                                                  "T=1.2,top_k=2,top_p=0.7"])
+@pytest.mark.parametrize("options", OPTIONS, ids=["T=1", "T=0.6", "T=1.4,top_k=2", "top_p=0.8"])
 def test_joint_law_equals_target(K, options):
     check_law(sps_runs(K, JOINT, **options), exact_law(TARGET, PROMPT, N, **options))
+
+
+@pytest.mark.parametrize("K", [1, 2, 4])
+def test_joint_law_with_top_k_then_top_p(K):
+    """Both filters at once (top-k, renormalised, then top-p, as transformers and vLLM apply them):
+    the target's law under that warp."""
+    check_law(sps_runs(K, TOGETHER, **FILTERS), exact_law(TARGET, PROMPT, N, **FILTERS))
+
+
+@pytest.mark.parametrize("K", [1, 2, 4])
+def test_both_filters_on_the_draft_only_are_rejected(monkeypatch, K):
+    monkeypatch.setattr(sps, "warp", warp_draft_only)
+    with pytest.raises(AssertionError, match="differs from the target"):
+        check_law(sps_runs(K, TOGETHER, **FILTERS), exact_law(TARGET, PROMPT, N, **FILTERS))
 
 
 def test_joint_law_high_power():
