@@ -554,7 +554,7 @@ def confirm(results, copy, timeout):
     return set(FAILED.findall(done.stdout)) if done.returncode else set()
 
 
-def main(only=None, timeout=300, list=False):
+def main(only=None, timeout=300, list=False, out=None):
     """Run the curated mutants (or those named by --only) and print caught / missed; exit 1 if any
     is not caught."""
     chosen = [m for m in MUTANTS if not only or m.name in only]
@@ -566,30 +566,33 @@ def main(only=None, timeout=300, list=False):
         for m in chosen:
             print(f"{m.name:<{width}}  {m.area:<14} {m.kind:<6} {m.file}: {m.why}")
         return
-    bad = {line.split(":")[0] for line in problems(chosen)}
-    results, start, cpu = [], time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    with tempfile.TemporaryDirectory(prefix="picospec-mutants-") as tmp:
-        copy = copy_checkout(Path(tmp) / "checkout")
-        for m in chosen:
-            status, where, seconds = ("error", "; ".join(problems([m])), 0.0) if m.name in bad \
-                else run_mutant(m, copy, timeout)
-            results.append((m, status, where, seconds))
-            print(f"{status:<7} {m.name:<{width}}  {where or '-'}  {seconds:.1f} s", flush=True)
-        # the verdicts hold only if each catching test passes without its mutant
-        broken = confirm(results, copy, timeout)
-    for i, (m, status, where, seconds) in enumerate(results):
-        if status == "caught" and where in broken:
-            results[i] = (m, "error", f"{where} fails without the mutant too", seconds)
-            print(f"error   {m.name:<{width}}  {where} fails without the mutant too: fix the tree "
-                  f"or the test first")
-    statuses = [status for _, status, _, _ in results]
-    caught, used = statuses.count("caught"), resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
-    print(f"\n{caught}/{len(statuses)} caught in {time.perf_counter() - start:.0f} s ({cpu:.0f} s "
-          f"of CPU); each catching test passes without its mutant"
-          + "".join(f", {statuses.count(s)} {s}" for s in ("missed", "timeout", "error")
-                    if statuses.count(s)))
-    if caught < len(statuses):
+    from bench.page import page_of_output
+
+    with page_of_output(out, threads="one pytest run at a time, BLAS as each test sets it"):
+        bad = {line.split(":")[0] for line in problems(chosen)}
+        results, start, cpu = [], time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        with tempfile.TemporaryDirectory(prefix="picospec-mutants-") as tmp:
+            copy = copy_checkout(Path(tmp) / "checkout")
+            for m in chosen:
+                status, where, seconds = ("error", "; ".join(problems([m])), 0.0) if m.name in bad \
+                    else run_mutant(m, copy, timeout)
+                results.append((m, status, where, seconds))
+                print(f"{status:<7} {m.name:<{width}}  {where or '-'}  {seconds:.1f} s", flush=True)
+            # the verdicts hold only if each catching test passes without its mutant
+            broken = confirm(results, copy, timeout)
+        for i, (m, status, where, seconds) in enumerate(results):
+            if status == "caught" and where in broken:
+                results[i] = (m, "error", f"{where} fails without the mutant too", seconds)
+                print(f"error   {m.name:<{width}}  {where} fails without the mutant too: fix "
+                      f"the tree or the test first")
+        statuses = [status for _, status, _, _ in results]
+        caught, used = statuses.count("caught"), resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime
+        print(f"\n{caught}/{len(statuses)} caught in {time.perf_counter() - start:.0f} s "
+              f"({cpu:.0f} s of CPU); each catching test passes without its mutant"
+              + "".join(f", {statuses.count(s)} {s}" for s in ("missed", "timeout", "error")
+                        if statuses.count(s)))
+    if caught < len(statuses):  # after the page is written: a missed mutant is a result too
         sys.exit(1)
 
 
@@ -601,4 +604,6 @@ if __name__ == "__main__":
                    Option("timeout", int, 300,
                           "seconds one mutant's tests may run before it counts as a timeout",
                           low=1),
-                   Option("list", bool, False, "print the list and run nothing")])
+                   Option("list", bool, False, "print the list and run nothing"),
+                   Option("out", "out", None, "also write the results page here "
+                          "(docs/results/mutants.md)")])

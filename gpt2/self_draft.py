@@ -92,7 +92,8 @@ def lm_head(h, params, adapter=None, head=None):  # final hidden states [..., C]
     W = params["wte"].T if head is None else head  # [C, V]
     if adapter is None:
         return x @ W
-    return head_forward(x, adapter["head"], params["wte"], adapter["act"])[0]
+    # head_forward multiplies by (W.T).T = W: the engine's contiguous copy, not the view wte.T
+    return head_forward(x, adapter["head"], W.T, adapter["act"])[0]
 
 
 # -> W for lm_head: a contiguous copy of wte.T on the CPU, the transposed view on a GPU.

@@ -164,10 +164,6 @@ BENCH_CASES = [
     (["-m", "bench.peers", "--n_tokens", "nan"], r"--n_tokens must be an integer"),
     (["-m", "bench.peers", "--drafts", "x"], r"did you mean --draft\?"),
     (["-m", "bench.readme", "--check", "--fix"], r"unknown option --fix"),
-    (["-m", "bench.self_draft_engines"], r"--old is required"),
-    (["-m", "bench.self_draft_engines", "--old", "."],
-     r"--old \.: no gpt2/batch_self_draft.py there"),
-    (["-m", "bench.self_draft_engines", "--old", "/nonexistent"], r"--old /nonexistent"),
 ]
 
 
