@@ -568,7 +568,8 @@ def main(only=None, timeout=300, list=False, out=None):
         return
     from bench.page import page_of_output
 
-    with page_of_output(out, threads="one pytest run at a time, BLAS as each test sets it"):
+    with page_of_output(out, threads="one pytest run at a time, BLAS as each test sets it",
+                        fenced=True):
         bad = {line.split(":")[0] for line in problems(chosen)}
         results, start, cpu = [], time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         with tempfile.TemporaryDirectory(prefix="picospec-mutants-") as tmp:

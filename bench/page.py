@@ -99,13 +99,15 @@ def protocol(threads):
     return ["| protocol | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
 
 
-def write_page(path, text, threads=None):
-    """Write the results page at path atomically: title, protocol header, then text (Markdown)."""
+def write_page(path, text, threads=None, fenced=False):
+    """Write the results page at path atomically: title, protocol header, then text (Markdown;
+    fenced: plain lines, kept as printed in a code block)."""
     name = command_line().split()[2]
     page = [f"# Results: `{name}`", "",
             "Written by the command below; run it again to regenerate this page. Timings depend "
             "on the machine and its load, both recorded here.", ""]
-    page += protocol(threads) + ["", text.strip(), ""]
+    body = f"```\n{text.strip()}\n```" if fenced else text.strip()
+    page += protocol(threads) + ["", body, ""]
     tmp = Path(f"{path}.tmp")
     tmp.write_text("\n".join(page), encoding="utf-8")
     tmp.replace(path)
@@ -113,7 +115,7 @@ def write_page(path, text, threads=None):
 
 
 @contextlib.contextmanager
-def page_of_output(path, threads=None):
+def page_of_output(path, threads=None, fenced=False):
     """Print as usual; when the block ends without an error and path is set, also write what it
     printed as the results page at path."""
     if not path:
@@ -134,4 +136,4 @@ def page_of_output(path, threads=None):
         yield
     finally:
         sys.stdout = real
-    write_page(path, printed.getvalue(), threads)
+    write_page(path, printed.getvalue(), threads, fenced)
