@@ -2,8 +2,8 @@
 Deep Autoregressive Models", arXiv:1811.03115), greedy, as in the paper: its predict / verify /
 accept loop and the merged variant it calls "combined scoring and proposal". Draft-then-verify with
 no draft model: the drafts come from extra heads on the target's own last hidden state.
-k = block size; p_1 = the model's next-token law, p_2..p_k = the proposal heads. Steps: Predict,
-Verify, Accept. Shapes: V = n_vocab, C = n_embd.
+k = block size; p_1 = the model's next-token law, p_2..p_k = the proposal heads.
+Shapes: V = n_vocab, C = n_embd.
 More: docs/algorithms.md (blockwise.py).
 """
 import numpy as np

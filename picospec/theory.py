@@ -7,6 +7,7 @@ from picospec.sampling import warp
 
 
 def expected_tokens_per_call(alpha, K):
+    """E = (1 - alpha^(K+1)) / (1 - alpha) tokens per target call (Leviathan et al. 2023)."""
     if alpha >= 1:
         return K + 1.0
     return (1 - alpha ** (K + 1)) / (1 - alpha)

@@ -26,6 +26,8 @@ def recovered_probs(q, p):
 
 def rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
                      generators=None, rng=None, strict=False):
+    """vLLM's contract: q [B, k + 1, V], bonus [B, 1], p [B, k, V], drafts [B, k] -> [B, k + 1]:
+    accepted drafts, the recovered or bonus token, then -1. generators: {row: its Generator}."""
     if strict:
         check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids)
     B, k, _ = draft_probs.shape
