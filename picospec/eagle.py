@@ -107,14 +107,18 @@ def verify_static_tree(tokens, parents, laws, logits, greedy, rng, sampling_opti
     return verify_tree(tokens, parents, Q, rng)
 
 
+def check_tree(candidates, choices):  # ValueError for an unknown candidates rule or a bad tree
+    if candidates not in CANDIDATES:
+        raise ValueError(f"unknown candidates {candidates!r}: choose one of "
+                         f"{', '.join(CANDIDATES)}")
+    check_choices(choices)
+
+
 def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats=None,
                    **sampling_options):
     """x followed by N tokens of the warped target's law (its greedy tokens at temperature 0)."""
     check_inputs(x, N, 1, **sampling_options)
-    if candidates not in CANDIDATES:
-        raise (ValueError(f"unknown candidates {candidates!r}: choose one of "
-                          f"{', '.join(CANDIDATES)}"))
-    check_choices(choices)
+    check_tree(candidates, choices)
     greedy = sampling_options.get("temperature", 1) == 0
     x, T = [int(t) for t in x], len(x) + N
     # prefill: [L, V], the features of every prompt position [L, C]

@@ -10,10 +10,11 @@ import picospec.cascade as cs
 from checker import check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
 from picospec.cascade import cascade_decoding
-from picospec.sampling import sample, warp
+from picospec.sampling import warp
 from picospec.theory import (cascade_speedup, expected_speedup, expected_tokens_chain,
                              expected_tokens_per_call, steps_to_draft)
 from toy import perturbed, random_toy
+from test_speculative import resample_from_target  # the bug: q, not the residual
 
 N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)
@@ -62,15 +63,6 @@ def test_verifying_against_the_smallest_drafters_law_is_rejected(monkeypatch):
     monkeypatch.setattr(cs, "review_step", review_step_with_the_smallest_law)
     with pytest.raises(AssertionError, match="differs from the target"):
         check_law(runs(CASCADES["vertical"], BROKEN), exact_law(TARGET, PROMPT, N))
-
-
-def resample_from_target(drafts, P, Q, rng):
-    """Bug: a rejected draft is replaced by a draw from q instead of from the residual norm(max(0, q
-    - p))."""
-    for t, x in enumerate(drafts):
-        if rng.random() >= min(1, Q[t][x] / P[t][x]):
-            return t, sample(Q[t], rng), "resample"
-    return len(drafts), sample(Q[len(drafts)], rng), "bonus"
 
 
 def test_resampling_from_the_target_is_rejected(monkeypatch):

@@ -21,6 +21,7 @@ from picospec.sampling import sample, warp
 from picospec.self_draft import adapt_threshold, self_speculative_decoding
 from picospec.theory import greedy_walk
 from toy import perturbed, random_toy
+from test_speculative import resample_from_target  # the bug: q, not the residual
 
 N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)
@@ -70,15 +71,6 @@ def test_verifying_against_the_unwarped_draft_law_is_rejected(monkeypatch):
     monkeypatch.setattr(sd, "draft_token", raw_law_draft_token)
     with pytest.raises(AssertionError, match="differs from the target"):
         check_law(runs(UNWARPED, temperature=0.6), exact_law(TARGET, PROMPT, N, temperature=0.6))
-
-
-def resample_from_target(drafts, P, Q, rng):
-    """Bug: a rejected draft is replaced by a draw from q instead of from the residual norm(max(0, q
-    - p))."""
-    for t, x in enumerate(drafts):
-        if rng.random() >= min(1, Q[t][x] / P[t][x]):
-            return t, sample(Q[t], rng), "resample"
-    return len(drafts), sample(Q[len(drafts)], rng), "bonus"
 
 
 def test_resampling_from_the_target_is_rejected(monkeypatch):

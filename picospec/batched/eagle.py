@@ -2,9 +2,9 @@
 More: docs/algorithms.md (batched/eagle.py).
 """
 from picospec.batched.loop import eagle_prefill, root_rounds
-from picospec.eagle import CANDIDATES, by_parent, head_children, levels, verify_static_tree
+from picospec.eagle import by_parent, check_tree, head_children, levels, verify_static_tree
 from picospec.sampling import check_inputs, first_token
-from picospec.tree import check_choices, depth as tree_depth, subtree
+from picospec.tree import depth as tree_depth, subtree
 
 
 def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample", stats=None,
@@ -13,10 +13,7 @@ def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample"
     generators[b] (else rng)."""
     for x in xs:
         check_inputs(x, N, 1, **sampling_options)
-    if candidates not in CANDIDATES:
-        raise (ValueError(f"unknown candidates {candidates!r}: choose one of "
-                          f"{', '.join(CANDIDATES)}"))
-    check_choices(choices)
+    check_tree(candidates, choices)
     greedy = sampling_options.get("temperature", 1) == 0
     sampled = candidates == "sample" and not greedy
     xs, T, gen, F, roots = eagle_prefill(xs, N, target, rng, generators,
