@@ -1,8 +1,9 @@
 """Shared test set-up: a deterministic hypothesis profile, so CI never flakes on a new random
-example; one BLAS thread, the policy gpt2/backend.py applies to every model below SMALL_MODEL (all
-the suite's models): on 2 shared cores (and with `-n 2`, two workers) the BLAS default spins threads
-over the tiny products and cost some tests 15x the CPU time (a test that sets its own count still
-does); the built-in models loaded once per test session."""
+example; one BLAS thread for every test module, the policy gpt2/backend.py applies to every model
+below SMALL_MODEL (all the suite's models): on 2 shared cores (and with `-n 2`, two workers) the
+BLAS default spins threads over the tiny products and cost some tests 15x the CPU time (a test that
+sets its own count still does, and the next module starts from one again); the built-in models
+loaded once per test session."""
 import os
 import sys
 from pathlib import Path
@@ -17,11 +18,14 @@ settings.register_profile("ci", derandomize=True, deadline=None,
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-from gpt2.backend import set_threads  # noqa: E402  (after the checkout is on the path)
-
-set_threads(1)
-
 import pytest  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_blas_thread():
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ bench.batch add up."""
 import pytest
 
 from batchrows import built_in, check_records, heads
-from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from picospec.batched.blockwise import batch_blockwise_decoding
 from picospec.blockwise import blockwise_decoding

@@ -20,7 +20,6 @@ import pytest
 import picospec.batched.cascade as cs
 from batchrows import (N, ROWS, TEXTS, built_in, check_paths, check_records, check_rows_alone,
                        generators, micro, model)
-from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from micro import random_gpt2

@@ -13,7 +13,6 @@ import pytest
 import picospec.eagle as eagle1
 from batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths, check_records,
                        check_rows_alone, generators, heads, micro)
-from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.eagle import BatchEagleHead
 from gpt2.engine import BatchGPT2
 from gpt2.eagle import EagleHead

@@ -11,7 +11,6 @@ from hypothesis import given, settings, strategies as st
 import gpt2.engine as batch_engine
 import gpt2.model as model_module
 from checker import check_law, exact_law
-from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from gpt2.model import gpt2, gpt2_hidden

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from batchrows import built_in, check_records, model
-from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from micro import random_gpt2

@@ -12,7 +12,6 @@ import pytest
 
 import picospec.medusa as medusa
 from batchrows import check_paths, check_rows_alone, generators, heads, model
-from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from picospec.batched.medusa import batch_medusa_decoding
 from picospec.medusa import medusa_decoding

@@ -11,7 +11,6 @@ import pytest
 import picospec.prompt_lookup as pl
 from batchrows import (N, ROWS, check_paths, check_records, check_rows_alone, generators, micro,
                        model)
-from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from picospec.batched.prompt_lookup import batch_prompt_lookup_decoding
 from picospec.prompt_lookup import prompt_lookup_decoding

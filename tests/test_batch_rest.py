@@ -12,7 +12,6 @@ import pytest
 
 import picospec.batched.rest as batched_rest
 from batchrows import N, ROWS, check_paths, check_records, check_rows_alone, generators, micro
-from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from micro import random_gpt2

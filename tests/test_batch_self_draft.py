@@ -24,7 +24,6 @@ import picospec.batched.self_draft as sd
 from batchrows import (HP, N, PARAMS, ROWS, TEXTS, built_in, check_paths, check_records,
                        check_rows_alone, generators)
 from clitools import run_here
-from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.load import ASSETS
 from gpt2.self_draft import (BatchSelfDraft, SelfDraft, batch_side, exit_skip, load_self_draft,
                              parse_skip, sublayer)

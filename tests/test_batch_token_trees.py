@@ -19,7 +19,6 @@ import picospec.sequoia as sequoia
 import picospec.specinfer as specinfer
 from batchrows import (N, ROWS, built_in, check_paths, check_records, check_rows_alone,
                        generators, micro, model)
-from fixtures_batch import one_blas_thread  # noqa: F401 (autouse: one BLAS thread)
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from micro import random_gpt2
