@@ -41,7 +41,8 @@ def cases(xml):
     out = []
     for case in ET.parse(xml).iter("testcase"):
         outcome = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
-        name = case.get("classname", "").split(".")[-1] + ".py"
+        module = case.get("classname") or case.get("name")  # a module skipped whole has no class
+        name = module.split(".")[-1] + ".py"
         out.append((f"tests/{name}", case.get("name"), float(case.get("time") or 0), outcome))
     return out
 
@@ -51,6 +52,9 @@ def main(workers=2, marks=None, slowest=40, out=None):
     with tempfile.TemporaryDirectory() as tmp:
         status, wall, cpu = run_suite(workers, marks, Path(tmp) / "suite.xml")
         found = cases(Path(tmp) / "suite.xml") if (Path(tmp) / "suite.xml").exists() else []
+    if status not in (0, 1) or not found:  # 0 passed, 1 a test failed; else pytest did not run
+        raise ValueError(f"pytest ran no test (exit status {status})"
+                         + (f": check --marks {marks!r}" if marks else ""))
     outcomes = Counter(c[3] for c in found)
     per_file = Counter()
     for file, _, seconds, _ in found:
