@@ -155,11 +155,11 @@ FLAG_VALUES = {"1": True, "true": True, "yes": True, "on": True,
                "0": False, "false": False, "no": False, "off": False, "": None}
 
 
-def env_flag(name, default=None):
-    """An on/off environment variable: 1, true, yes, on -> True; 0, false, no, off -> False (any
-    case); unset or empty -> default; anything else is a ValueError naming it.
-    Example: PICOSPEC_OFFLINE=maybe -> error."""
-    value = os.environ.get(name, "")
+def env_flag(name, default=None, environ=None):
+    """An on/off environment variable (of `environ`, default this process's): 1, true, yes, on ->
+    True; 0, false, no, off -> False (any case); unset or empty -> default; anything else is a
+    ValueError naming it. Example: PICOSPEC_OFFLINE=maybe -> error."""
+    value = (os.environ if environ is None else environ).get(name, "")
     setting = FLAG_VALUES.get(value.strip().lower(), "bad")
     if setting == "bad":
         raise ValueError(f"{name}={value!r}: set it to 1 (on) or 0 (off), or unset it")
