@@ -43,7 +43,7 @@ wall time. The same acceptance enters every way, so the ratios compare engines, 
 row-step (one row scored by one target call) are printed beside them, and rows per target call (8
 while all rows decode; fewer once some have finished and the last go on). Before timing, greedy
 batch B is checked token for token against greedy single rows. Where the thread policy runs forwards
-of many rows on more threads than one-row steps (gpt2/backend.py: small models on idle cores), a
+of many rows on more threads than one-row steps (gpt2/fast/policy.py: small models on idle cores), a
 fourth way "batch B, narrow" runs batch B with them held to the one-row count, interleaved with the
 others: what that buys (--wide 1,2,4: one such way per count). The 124M pair: target GPT-2 124M's
 shape, draft 2 layers x 256 wide with GPT-2's vocabulary, random weights at temperature 1, where two
@@ -55,6 +55,7 @@ import time
 
 import numpy as np
 
+from picospec_app.settings import engine_choices
 from picospec_cli import Option
 
 PAIRS = ("tiny", "124M")
@@ -68,10 +69,10 @@ def load_pair(pair, device="cpu"):
     from gpt2.engine import GPT2
     from gpt2.load import load_model
 
-    target, encoder = load_model("tiny-target", device)
+    target, encoder = load_model("tiny-target", device, **engine_choices())
     prompts = [x[:24 + 6 * i] for i, x in enumerate(heldout_prompts(encoder, 8, 66))]
     if pair == "tiny":
-        return target, load_model("tiny-draft", device)[0], prompts
+        return target, load_model("tiny-draft", device, **engine_choices())[0], prompts
     from bench.engine import SHAPES, random_params
 
     xp = get_xp(device)
@@ -110,7 +111,8 @@ def load_method(method, pair, target, draft, K):
         from picospec_app.load import rest_datastore
         from gpt2.load import load_model
 
-        datastore = rest_datastore(None, "tiny-target", load_model("tiny-target")[1])
+        datastore = rest_datastore(None, "tiny-target",
+                                   load_model("tiny-target", **engine_choices())[1])
         return TABLE[method], {"target": target, "datastore": datastore}, {}
     from picospec_app.load import load_heads
     from gpt2.load import load_model
@@ -126,7 +128,7 @@ def load_method(method, pair, target, draft, K):
     # the n-gram as the smaller drafter, called row by row (it is stateless)
     if method == "cascade":
         return TABLE[method], {"target": target, "draft": draft,
-                               "draft2": load_model("ngram")[0]}, {"K": K}
+                               "draft2": load_model("ngram", **engine_choices())[0]}, {"K": K}
     if method == "blockwise":
         heads = load_heads("tiny-target", "blockwise", None, target)
         return TABLE[method], {"target": target, "heads": heads}, {"K": K}
@@ -201,17 +203,18 @@ def ways(method, loaded, prompts, B, N, options, sampling):
     return {"single": single, "batch 1": batched(1), f"batch {B}": batched(B)}
 
 
-def with_wide(run, threads):
-    """`run` with the thread policy's wide forwards (gpt2/backend.py) on `threads` threads instead
-    of its wide count."""
-    from gpt2 import backend
-
+def with_wide(run, models, threads):
+    """`run` with the engines' wide forwards (gpt2/fast/policy.py) on `threads` threads instead of
+    their wide count."""
     def run_with():
-        wide, backend.APPLIED["wide"] = backend.APPLIED.get("wide", threads), threads
+        saved = [m.forward.threads._wide for m in models]
+        for m in models:
+            m.forward.threads._wide = (threads, "set by the benchmark")
         try:
             return run()
         finally:
-            backend.APPLIED["wide"] = wide
+            for m, wide in zip(models, saved):
+                m.forward.threads._wide = wide
     return run_with
 
 
@@ -228,7 +231,7 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
 def run(pair, method, batch, n_tokens, K, temperature, repeats, device, wide):
     """main's measurement, printed as Markdown."""
     from bench.harness import check_room, header
-    from gpt2.backend import get_xp, thread_policy
+    from gpt2.backend import get_xp
 
     if method not in DRAFTED and pair != "tiny":
         raise ValueError(f"--method {method} runs on the built-in target and its shipped heads: "
@@ -239,7 +242,10 @@ def run(pair, method, batch, n_tokens, K, temperature, repeats, device, wide):
     target, draft, prompts = load_pair(pair, device)
     check_room(target.n_ctx, max(map(len, prompts)), n_tokens, fixed=True)  # the longest: 66 tokens
     row, loaded, options = load_method(method, pair, target, draft, K)
-    threads = thread_policy(target.n_params, device=device)
+    from picospec_app.machine import policy
+
+    threads = policy(target)
+    engines = [m for m in (target, draft) if hasattr(getattr(m, "forward", None), "threads")]
     print(header(threads), flush=True)
     if device == "gpu":
         import cupy
@@ -251,10 +257,11 @@ def run(pair, method, batch, n_tokens, K, temperature, repeats, device, wide):
     greedy = ways(row, loaded, prompts, batch, n_tokens, options, {"temperature": 0.0})
     # what the wide count buys, side by side
     if device == "cpu" and threads["wide"]["threads"] > threads["threads"]:
-        runs[f"batch {batch}, narrow"] = with_wide(runs[f"batch {batch}"], threads["threads"])
+        runs[f"batch {batch}, narrow"] = with_wide(runs[f"batch {batch}"], engines,
+                                                       threads["threads"])
     # --wide: batch B with other wide counts, interleaved with the rest
     for n in wide if device == "cpu" else ():
-        runs[f"batch {batch}, wide {n}"] = with_wide(runs[f"batch {batch}"], n)
+        runs[f"batch {batch}, wide {n}"] = with_wide(runs[f"batch {batch}"], engines, n)
     same = greedy["single"]()[0] == greedy[f"batch {batch}"]()[0]
     cpu, wall, pre_cpu, pre_wall, steps = {}, {}, {}, {}, {}
     for _ in range(repeats):

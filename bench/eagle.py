@@ -46,15 +46,16 @@ def rows(temperature):
 def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8, prompt_tokens=64,
          n_tokens=64, seeds=2, out=None, record=None):
     """The EAGLE table: every row against autoregressive decoding, side by side."""
-    from gpt2.backend import thread_policy
+    from picospec_app.machine import thread_policy
     from gpt2.train.corpus import heldout_prompts
     from gpt2.load import load_model
+    from picospec_app.settings import engine_choices
 
     check_target(target)
     if record and not (Path(record) / "eagle.json").is_file():
         raise ValueError(f"--record {record} holds no eagle.json: give the folder of the EAGLE "
                          f"head measured")
-    model, encoder = load_model(target)
+    model, encoder = load_model(target, **engine_choices())
     check_room(model.n_ctx, prompt_tokens, n_tokens)
     needs = {"draft": {"draft": load_draft("tiny-draft", model, target)},
              "medusa": {"heads": load_heads(target, "medusa", None, model)},

@@ -239,7 +239,7 @@ def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, re
 def run(sizes, device, n_cache, max_M, repeats, threads):
     """main's measurement, printed as Markdown."""
     from bench.harness import header
-    from gpt2.backend import thread_policy
+    from picospec_app.machine import thread_policy
 
     sizes = sizes.split(",") if isinstance(sizes, str) else list(sizes)
     for s in sizes:

@@ -34,7 +34,9 @@ import numpy as np
 from bench.harness import header
 from picospec_app.load import load_needs
 from picospec_app.run import compare, run_method
-from gpt2.backend import get_xp, thread_policy
+from gpt2.backend import get_xp
+from picospec_app.machine import thread_policy
+from picospec_app.settings import engine_choices
 from picospec_cli import Option
 from picospec.methods import METHODS, defaults, law
 
@@ -88,7 +90,7 @@ def logit_check():
             hp = hparams_of("124M")
             pair = [GPT2(hp, random_params(hp, get_xp(d)), device=d) for d in ("cpu", "gpu")]
         else:
-            pair = [load_model(name, d)[0] for d in ("cpu", "gpu")]
+            pair = [load_model(name, d, **engine_choices())[0] for d in ("cpu", "gpu")]
         for batch in (False, True):
             models = [BatchGPT2(m, 3) for m in pair] if batch else pair
             cpu, gpu = (engine_steps(m, x, batch) for m in models)
@@ -106,7 +108,7 @@ def load_rows(device, encoder, store):
     `store`)."""
     from gpt2.load import load_model
 
-    target = load_model(TARGET, device)[0]
+    target = load_model(TARGET, device, **engine_choices())[0]
     out = {}
     for m in METHODS:
         needs = tuple(n for n in m.needs if n != "datastore")
@@ -123,7 +125,7 @@ def setup(n_prompts, prompt_tokens):
     from gpt2.load import load_model
     from picospec.rest import Datastore
 
-    encoder = load_model(TARGET)[1]
+    encoder = load_model(TARGET, **engine_choices())[1]
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
     # a small REST datastore: enough to draft from
     files = split_files(stdlib_files())["train"][:300]

@@ -29,10 +29,11 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
     check_target(target)
     from gpt2.train.corpus import heldout_prompts
     from gpt2.load import load_model
+    from picospec_app.settings import engine_choices
 
-    from gpt2.backend import thread_policy
+    from picospec_app.machine import thread_policy
 
-    target_model, encoder = load_model(target)
+    target_model, encoder = load_model(target, **engine_choices())
     # every model loads before any run
     drafts = {name: load_draft(name, target_model, target) for name in drafts}
     check_room(target_model.n_ctx, prompt_tokens, n_tokens, encoder if prompt_lookup else None)
@@ -85,11 +86,11 @@ def header(threads):
     (gpt2/fast/static.py) and the machine's load when it started."""
     import os
 
-    from gpt2.backend import panels_line, wide_line
-    from gpt2.fast import static_step_on
+    from picospec_app.machine import panels_line, wide_line
+    from picospec_app.settings import read_settings
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    static = "on (PICOSPEC_STATIC=1; CUDA graphs on a GPU)" if static_step_on() else "off"
+    static = "on (PICOSPEC_STATIC=1; CUDA graphs on a GPU)" if read_settings().static else "off"
     return (f"BLAS threads {threads['threads']} ({threads['why']}; the library reports "
             f"{threads['blas']}{wide_line(threads)}), weight panels {panels_line(threads)}, static "
             f"step {static}, {os.cpu_count()} CPUs, 1-minute load {load:.2f} at start")

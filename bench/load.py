@@ -54,14 +54,14 @@ def verification_cost(model, threads, repeats=8, prompt=128):
     cache."""
     import numpy as np
 
-    from gpt2.backend import set_threads
+    from picospec_app.machine import set_threads
 
     x = np.random.default_rng(0).integers(0, model.n_vocab, prompt + 5).tolist()
     model.reset()
     model(x[:prompt])
     out = {}
     for n in threads:
-        set_threads(n)
+        set_threads([model], n)
         for M in (1, 5):
             times = []
             for _ in range(repeats):
@@ -80,13 +80,15 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
 
     from bench.harness import header
     from picospec_app.run import compare
-    from gpt2.backend import blas_threads, thread_policy
+    from gpt2.fast.policy import blas_threads
+    from picospec_app.machine import policy as policy_of, thread_policy
     from gpt2.train.corpus import heldout_prompts
     from gpt2.load import load_model
+    from picospec_app.settings import engine_choices
 
     default = blas_threads() or os.cpu_count()
-    target, encoder = load_model("tiny-target")
-    pairs = [("tiny pair (T=0)", target, load_model("tiny-draft")[0],
+    target, encoder = load_model("tiny-target", **engine_choices())
+    pairs = [("tiny pair (T=0)", target, load_model("tiny-draft", **engine_choices())[0],
               heldout_prompts(encoder, n_prompts, prompt_tokens), range(seeds), 0.0)]
     rng = np.random.default_rng(0)
     for shape in shapes:
@@ -107,8 +109,9 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
                 with BusyCore() if busy else contextlib.nullcontext():
                     # the policy (its wide count too) chooses again under each load, as a user's run
                     # would when it starts; the default is every product on the BLAS's own count
-                    policy = thread_policy(t.n_params,
-                                           requested=None if way == "policy" else default)
+                    for m in (t, d):
+                        m.forward.threads.choose(None if way == "policy" else default)
+                    policy = policy_of(t)
                     n, wide = policy["blas"] or policy["threads"], policy["wide"]["threads"]
                     used.append(f"{n}" + (f" (wide {wide})" if wide != n else ""))
                     results.append(compare("speculative", xs, {"target": t, "draft": d}, n_tokens,

@@ -21,7 +21,7 @@ import os
 from bench.gpu import load_rows, setup, table
 from bench.harness import header
 from picospec_app.run import compare
-from gpt2.backend import thread_policy
+from picospec_app.machine import thread_policy
 from picospec_cli import Option
 from picospec.methods import METHODS
 

@@ -56,12 +56,12 @@ def measure_costs(target, reps=60):
     where it has them), as main.py loads a self-draft."""
     from gpt2.self_draft import SelfDraft
 
-    hparams, params, head = target.hparams, target.forward_params, target.head
+    hparams, params, forward = target.hparams, target.params, target.forward
     L, x = hparams["n_layer"], list(range(7, 7 + 100))
     paths = {"none": range(2 * L), "attention": range(1, 2 * L, 2), "mlp": range(0, 2 * L, 2),
              "all": ()}
-    engines = {k: SelfDraft(hparams, params, skip, head=head) for k, skip in paths.items()}
-    full = SelfDraft(hparams, params, (), head=head)
+    engines = {k: SelfDraft(hparams, params, skip, forward=forward) for k, skip in paths.items()}
+    full = SelfDraft(hparams, params, (), forward=forward)
     for e in list(engines.values()) + [full]:
         e.target(x)
     times = {k: [] for k in list(paths) + [f"v{n}" for n in range(1, 10)]}
@@ -538,14 +538,15 @@ def main(task="bench", target="tiny-target", n_prompts=16, prompt_tokens=64, new
          bench_prompts=8, n_tokens=64, seeds=2, temperatures=(0.0, 1.0), out=None):
     """The skip-set search (--task search), the exit layers (--task exits), or the bench table
     (--task bench)."""
-    from gpt2.backend import thread_policy
+    from picospec_app.machine import thread_policy
     from gpt2.hub import resolve
     from gpt2.load import load_model
+    from picospec_app.settings import engine_choices
 
     folder = resolve(target)
     if task in ("search", "exits"):
         check_before_work(task, target, folder, exit_layers, runs)
-    model, encoder = load_model(target)
+    model, encoder = load_model(target, **engine_choices())
     top = header(thread_policy(model.n_params))
     print(top, flush=True)
     if task == "search":

@@ -102,10 +102,11 @@ def main(draft="tiny-draft", second_draft="ngram", budgets=(4, 8), temperatures=
          record=None):
     """Chain vs SpecInfer vs Sequoia at equal node budgets, with the cost of verification and the
     acceptance vectors."""
-    from gpt2.backend import thread_policy
+    from picospec_app.machine import thread_policy
     from gpt2.train.corpus import heldout_prompts
     from gpt2.hub import resolve
     from gpt2.load import load_model
+    from picospec_app.settings import engine_choices
 
     if record and Path(record).resolve() != resolve("tiny-target").resolve():
         raise ValueError(f"--record {record} is not the folder of tiny-target, the target "
@@ -113,7 +114,7 @@ def main(draft="tiny-draft", second_draft="ngram", budgets=(4, 8), temperatures=
     if record and not {0.0, 1.0} <= set(temperatures):
         raise ValueError("--record stores the vectors at temperatures 0 and 1: include both in "
                          "--temperatures")
-    target, encoder = load_model("tiny-target")
+    target, encoder = load_model("tiny-target", **engine_choices())
     check_room(target.n_ctx, prompt_tokens, n_tokens)
     drafts = {name: load_draft(name, target, "tiny-target") for name in (draft, second_draft)}
     lines = [header(thread_policy(target.n_params)), "",

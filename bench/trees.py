@@ -109,13 +109,14 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
                          "--pld_sweep N,N or --build DIR (see --help)")
     from gpt2.train.corpus import heldout_prompts
     from gpt2.load import load_model
+    from picospec_app.settings import engine_choices
 
     if build:
         print(build_tree(build, budgets[0]))
         return
-    from gpt2.backend import thread_policy
+    from picospec_app.machine import thread_policy
 
-    target, encoder = load_model("tiny-target")
+    target, encoder = load_model("tiny-target", **engine_choices())
     check_room(target.n_ctx, prompt_tokens, n_tokens, encoder if drafting or pld_sweep else None)
     top = header(thread_policy(target.n_params))
     print(top, flush=True)

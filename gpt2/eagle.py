@@ -34,9 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2.backend import threads_for
 from gpt2.cache import KVCache
 from gpt2.engine import common_prefix_length
+from gpt2.fast.ops import CPU
+from gpt2.fast.policy import Threads
 from gpt2.model import linear, transformer_block
 
 RETRAIN = "re-train the head with `python -m gpt2.train.eagle` (see README)"
@@ -96,11 +97,13 @@ class EagleHead:
     only what changed: context pairs after the longest common prefix with the tokens held, and the
     tree nodes after the part of the tree equal to the last call's (a tree grown a level per call
     runs each level once). Nodes whose parent is new run after it, a wave per level. The head's
-    weights, and a one-row BatchEagleHead that runs it.
+    weights, and a one-row BatchEagleHead that runs it. It runs on the host, with `ops` (gpt2/fast:
+    the target engine's where that runs on the CPU) and `threads` (its BLAS counts).
     """
 
-    def __init__(self, params, config, wte, capacity):
+    def __init__(self, params, config, wte, capacity, ops=CPU, threads=None):
         self.params, self.wte, self.n_head = params, np.asarray(wte, np.float32), config["n_head"]
+        self.ops, self.threads = ops, threads or Threads(self.wte.size)
         # [C, V] the target's LM head (contiguous: faster for few rows)
         self.lm_head = np.ascontiguousarray(self.wte.T)
         self.capacity = capacity  # cache slots per row: the context and the tree nodes
@@ -185,15 +188,16 @@ class BatchEagleHead:
         params = self.head.params
         x = np.concatenate([self.head.wte[tokens], f], -1)  # [B, T, 2C]
         self.cache.at(at, n_kv, rows=np.array(bs))
-        with threads_for(len(bs) * T):  # many rows: the BLAS policy's wide count (gpt2/backend.py)
-            x = linear(x, **params["fc"])  # [B, T, C]
+        ops = self.head.ops
+        with self.head.threads.scope(len(bs) * T):  # many rows: the wide count
+            x = linear(x, **params["fc"], ops=ops)  # [B, T, 2C] -> [B, T, C]
             x = transformer_block(x, **params["block"], n_head=self.head.n_head, mask=mask[:, None],
-                                  cache=self.cache)
+                                  cache=self.cache, ops=ops)  # [B, T, C]
         self.calls += 1
         g = [x[i, :len(items[b][1])] for i, b in enumerate(bs)]  # per row [n, C]
         h = np.concatenate([h[-1:] if last_only else h for h in g])  # [sum of n (or B), C]
-        with threads_for(len(h)):
-            logits = h @ self.head.lm_head  # [sum of n (or B), V]
+        with self.head.threads.scope(len(h)):
+            logits = ops.matmul(h, self.head.lm_head)  # [sum of n (or B), V]
         ends = np.cumsum([1 if last_only else len(h) for h in g])[:-1]
         return {b: (h, z) for b, h, z in zip(bs, g, np.split(logits, ends))}
 
@@ -345,5 +349,7 @@ def eagle_head(folder, model):
     from gpt2.backend import to_numpy
 
     params, config = load_eagle(folder, n_embd=model.hparams["n_embd"])
-    return EagleHead(params, config, to_numpy(model.params["wte"]),
-                     model.n_ctx + TREE_SLOTS), config
+    host = model.device == "cpu"  # the head runs on the host: the target's ops and threads there
+    return EagleHead(params, config, to_numpy(model.params["wte"]), model.n_ctx + TREE_SLOTS,
+                     model.forward.ops if host else CPU,
+                     model.forward.threads if host else None), config

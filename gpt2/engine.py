@@ -30,11 +30,11 @@ slots per row.
 """
 import numpy as np
 
-from gpt2.backend import engine_policy, get_xp, threads_for, to_numpy, tree_map
+from gpt2.backend import get_xp, to_numpy, tree_map
 from gpt2.cache import KVCache
-from gpt2.fast import layout
+from gpt2.fast import build
 from gpt2.fast.static import StaticStep
-from gpt2.model import causal_mask, gpt2_hidden, softmax
+from gpt2.model import causal_mask, gpt2_hidden
 
 TREE_SLOTS = 256  # cache slots beyond n_ctx for tree nodes
 NO_TREE = [([], [])]  # one row's tree in a plain call: no nodes
@@ -144,13 +144,18 @@ def row_bytes(hparams, tree_slots, tokens, itemsize=4):
     return itemsize * (2 * L * S * C + T * (16 * C + H * S + 3 * V))
 
 
+def n_params(h):  # weight matrices (biases and norms left out): what the policies size by
+    C = h["n_embd"]
+    return h["n_vocab"] * C + h["n_ctx"] * C + 12 * h["n_layer"] * C**2
+
+
 class RowCaches:
     """One KV cache row per sequence, the tokens each row holds, and _match(xs), which gives each
     sequence of a call its row and the prefix it can reuse there. BatchGPT2 and gpt2/self_draft.py's
-    engine stand on it."""
+    engine stand on it; `forward` is the engine's gpt2/fast Forward (its ops and threads)."""
 
-    def __init__(self, hparams, rows, xp, tree_slots, dtype="float32"):
-        self.hparams, self.rows, self.xp = hparams, rows, xp
+    def __init__(self, hparams, rows, xp, tree_slots, forward, dtype="float32"):
+        self.hparams, self.rows, self.xp, self.forward = hparams, rows, xp, forward
         L, H, D = hparams["n_layer"], hparams["n_head"], hparams["n_embd"] // hparams["n_head"]
         # the slots: the window, tree_slots for the nodes of a tree near its end, and one spare slot
         # where padding whose slot would fall past them writes
@@ -210,8 +215,7 @@ class RowCaches:
             self.cache.n = rows["p0"]
         self.cache.at(rows["slots"], rows["n_kv"])
         B, T = rows["ids"].shape
-        # many rows: the BLAS policy's wide count (gpt2/backend.py)
-        with threads_for(B * T, self.xp):
+        with self.forward.threads.scope(B * T):  # many rows: the wide count (gpt2/fast/policy.py)
             return forward()
 
 
@@ -229,12 +233,12 @@ class BatchGPT2(RowCaches):
     cache row."""
 
     def __init__(self, model, rows, tree_slots=TREE_SLOTS, pad_rows=1):
-        super().__init__(model.hparams, rows, model.xp, tree_slots)
+        super().__init__(model.hparams, rows, model.xp, tree_slots, model.forward)
         self.model, self.pad_rows = model, pad_rows
         self.static = None  # or the static-shape step's buffers (gpt2/fast/static.py)
-        if model.static:
+        if model.forward.static:
             self.static = StaticStep(rows, self.slots, self.n_ctx, self.hparams["n_embd"], self.xp,
-                                     graphs=model.static["graphs"])
+                                     graphs=model.forward.static["graphs"])
         self._trees = None  # the token lists of the last tree() call, for accept()
 
     n_vocab = property(lambda self: self.model.n_vocab)
@@ -291,7 +295,7 @@ class BatchGPT2(RowCaches):
     def _forward(self, xs, n, trees):  # -> hidden states [sum over rows of (n + m_b), C]
         """Each row's last n tokens, then its tree's m_b nodes (none for a plain call), row after
         row."""
-        params = self.model.forward_params
+        params, ops = self.model.params, self.forward.ops
         # Step 1: each sequence's reusable prefix p_b (always running its last n tokens)
         p = [min(c, len(x) - n) for c, x in zip(self._match(xs), xs)]  # [B]
         # Step 2: new tokens and nodes padded to T, with each row's positions, cache slots and mask
@@ -300,7 +304,7 @@ class BatchGPT2(RowCaches):
         # Step 3: one forward pass over all rows; every linear is one product over B*T rows
         def forward(ids, positions, mask):  # [B, T] -> hidden [B, T, C]
             return gpt2_hidden(ids, **params, n_head=self.hparams["n_head"], positions=positions,
-                               mask=mask, cache=self.cache)
+                               mask=mask, cache=self.cache, ops=ops)
 
         if self.static:  # the same pass in fixed buffers (gpt2/fast/static.py)
             h = self._pass(rows, lambda: self.static(rows, self.cache, forward))
@@ -315,26 +319,24 @@ class BatchGPT2(RowCaches):
         return h.copy() if self.static else h  # (the static step's buffer is reused)
 
     def _head(self, h, probs):  # hidden [r, C] -> logits or probs [r, V] on the host
-        with threads_for(h.shape[0], self.xp):  # one product: [r, C] @ [C, V]
-            logits = h @ self.model.head
-        return to_numpy(softmax(logits) if probs else logits)
+        ops = self.forward.ops
+        with self.forward.threads.scope(h.shape[0]):
+            logits = ops.matmul(h, self.forward.head)  # [r, C] @ [C, V]
+        return to_numpy(ops.softmax(logits) if probs else logits)
 
 
 class GPT2:
     """A GPT-2 (hparams + params tree) behind the model contract, on NumPy or CuPy arrays: one
-    sequence, the one row of a BatchGPT2 on its weights. layout: performance choices (panels,
-    panel_width, head_copy, pad_rows) for gpt2/fast's layout, which picks each by default (static:
-    the static-shape step, off)."""
+    sequence, the one row of a BatchGPT2 on its weights. How its forwards run is chosen here, once
+    (gpt2/fast's build: ops kind or value, BLAS threads, panels, the static step, layout choices),
+    and kept as .forward."""
 
-    def __init__(self, hparams, params, device="cpu", **layout_choices):
+    def __init__(self, hparams, params, device="cpu", ops=None, **choices):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
-        engine_policy(self.n_params, device)  # main.py's BLAS thread policy (gpt2/backend.py)
         self.params = tree_map(lambda a: self.xp.asarray(a, dtype="float32"), params)
-        fast = layout(self.params, self.n_params, device, **layout_choices)
-        # what the forward multiplies by
-        self.forward_params, self.head = fast["params"], fast["head"]
-        self.panels, self.pad_rows, self.static = fast["panels"], fast["pad_rows"], fast["static"]
-        self.engine = BatchGPT2(self, 1, pad_rows=self.pad_rows)
+        self.forward = build(self.params, self.n_params, device, ops, **choices)
+        self.choices = {"ops": ops, **choices}  # what was asked, for the engines built beside it
+        self.engine = BatchGPT2(self, 1, pad_rows=self.forward.pad_rows)
 
     n_vocab = property(lambda self: self.hparams["n_vocab"])
     n_ctx = property(lambda self: self.hparams["n_ctx"])
@@ -345,12 +347,7 @@ class GPT2:
     calls = property(lambda self: self.engine.calls)
     tokens_run = property(lambda self: self.engine.tokens_run)  # tokens pushed through those passes
 
-    @property
-    # weight matrices (biases and norms left out): what the BLAS thread policy sizes its choice by
-    def n_params(self):
-        h = self.hparams
-        return (h["n_vocab"] * h["n_embd"] + h["n_ctx"] * h["n_embd"] + h["n_layer"] * 12
-                * h["n_embd"] ** 2)
+    n_params = property(lambda self: n_params(self.hparams))
 
     def __call__(self, x, n=1):  # -> probs [n, n_vocab]
         return self.logits(x, n, probs=True)

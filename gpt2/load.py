@@ -18,7 +18,9 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 NGRAM = "ngram"
 
 
-def load_model(name, device="cpu", offline=None):
+def load_model(name, device="cpu", offline=None, **choices):
+    """-> (model, encoder); choices: how the engine's forwards run (gpt2/engine.py's GPT2: ops,
+    threads, panels, static, fused)."""
     from gpt2.encoder import load_encoder
 
     if name == NGRAM:
@@ -45,7 +47,7 @@ def load_model(name, device="cpu", offline=None):
     hparams, params = load_checkpoint(folder)
     encoder = load_encoder(folder)
     check_vocabulary(folder, hparams["n_vocab"], encoder)
-    model = GPT2(hparams, params, device=device)
+    model = GPT2(hparams, params, device=device, **choices)
     model.tokenizer, model.folder = encoder.fingerprint, folder  # for check_tokenizers
     return model, encoder
 

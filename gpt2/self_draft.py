@@ -42,9 +42,10 @@ gpt2/train/skip_search.py. Shapes: B rows, T new tokens per row (padded), C = n_
 """
 import numpy as np
 
-from gpt2.backend import threads_for, to_numpy, xp_of
-from gpt2.engine import NO_TREE, RowCaches, check, read_rows, row_layout
-from gpt2.model import ffn, layer_norm, mha, softmax
+from gpt2.backend import to_numpy, xp_of
+from gpt2.engine import NO_TREE, RowCaches, check, n_params, read_rows, row_layout
+from gpt2.fast import build
+from gpt2.model import REFERENCE, ffn, mha
 
 # the folder of the exit adapter (heads.json + heads.safetensors), beside self_draft.json
 ADAPTER = "early_exit"
@@ -74,44 +75,39 @@ def exit_skip(exit_layer, n_layer):
 
 
 # one residual sublayer: [B, T, C] -> [B, T, C]
-def sublayer(x, s, block, n_head, mask=None, cache=None):
+def sublayer(x, s, block, n_head, mask=None, cache=None, ops=REFERENCE):
     """Half of gpt2/model.py's transformer_block: s = 2l its attention (on the cache's layer l), 2l
     + 1 its MLP."""
     if s % 2 == 0:
-        return x + mha(layer_norm(x, **block["ln_1"]), **block["attn"], n_head=n_head, mask=mask,
-                       cache=cache, layer=s // 2)
-    return x + ffn(layer_norm(x, **block["ln_2"]), **block["mlp"])
+        return x + mha(ops.layer_norm(x, **block["ln_1"]), **block["attn"], n_head=n_head,
+                       mask=mask, cache=cache, layer=s // 2, ops=ops)
+    return x + ffn(ops.layer_norm(x, **block["ln_2"]), **block["mlp"], ops=ops)
 
 
-def lm_head(h, params, adapter=None, head=None):  # final hidden states [..., C] -> logits [..., V]
-    """head: W [C, V] (the target engine's copy of the tied head, gpt2/engine.py's GPT2.head, which
-    may multiply through panels); None: wte.T itself."""
+# final hidden states [..., C] -> logits [..., V]
+def lm_head(h, params, adapter=None, head=None, ops=REFERENCE):
+    """head: W [C, V], the tied head (an engine's contiguous copy of wte.T); None: wte.T itself;
+    adapter: the exit adapter (gpt2/heads.py) between the hidden state and W."""
     from gpt2.heads import head_forward
 
-    x = layer_norm(h, **params["ln_f"])  # [..., C]
+    x = ops.layer_norm(h, **params["ln_f"])  # [..., C]
     W = params["wte"].T if head is None else head  # [C, V]
     if adapter is None:
-        return x @ W
-    # head_forward multiplies by (W.T).T = W: the engine's contiguous copy, not the view wte.T
-    return head_forward(x, adapter["head"], W.T, adapter["act"])[0]
-
-
-# -> W for lm_head: a contiguous copy of wte.T on the CPU, the transposed view on a GPU.
-def tied_head(params, xp):
-    # An engine's own copy comes in through SelfDraft(head=...), as the app passes it.
-    W = params["wte"].T  # [C, V]
-    return np.ascontiguousarray(W) if xp is np else W
+        return ops.matmul(x, W)  # [..., C] @ [C, V]
+    return head_forward(x, adapter["head"], W.T, adapter["act"])[0]  # it multiplies by (W.T).T
 
 
 class SelfDraft:
     """A GPT-2 (hparams + params on one device, float32) and a draft path through it; .target and
-    .draft are the single-sequence sides, on a one-row BatchSelfDraft."""
+    .draft are the single-sequence sides, on a one-row BatchSelfDraft. forward: how its passes run
+    (gpt2/fast's Forward), the target engine's where it has one (default: built for these
+    weights)."""
 
-    def __init__(self, hparams, params, skip=(), adapter=None, head=None):
+    def __init__(self, hparams, params, skip=(), adapter=None, forward=None):
         self.hparams, self.params, self.adapter = hparams, params, adapter
         self.xp = xp_of(params["wte"])
-        # the LM head's weights for lm_head
-        self.head = tied_head(params, self.xp) if head is None else head
+        device = "cpu" if self.xp is np else "gpu"
+        self.forward = forward or build(params, n_params(hparams), device)
         L = hparams["n_layer"]
         self.skip = sorted(set(skip))
         # first skipped sublayer: the draft is exact before it
@@ -131,7 +127,7 @@ class BatchSelfDraft(RowCaches):
     (shared, not copied) and one cache row per sequence."""
 
     def __init__(self, engine, rows):
-        super().__init__(engine.hparams, rows, engine.xp, tree_slots=0,
+        super().__init__(engine.hparams, rows, engine.xp, 0, engine.forward,
                          dtype=engine.params["wte"].dtype)
         self.engine = engine
         self.target, self.draft = Model(self, self._verify), Model(self, self._propose)
@@ -179,10 +175,10 @@ class BatchSelfDraft(RowCaches):
         x = self._pass(x, rows, [s for s in self.engine.kept if s >= cut])
         self._ran(xs, sum(new))
         h = read_rows(x, new, [0] * B, n, self.xp)  # [B*n, C]
-        with threads_for(len(h), self.xp):
-            return lm_head(h, self.engine.params, self.engine.adapter, self.engine.head).reshape(B,
-                                                                                                 n,
-                                                                                                 -1)
+        f = self.forward
+        with f.threads.scope(len(h)):
+            logits = lm_head(h, self.engine.params, self.engine.adapter, f.head, f.ops)  # [B*n, V]
+        return logits.reshape(B, n, -1)
 
     # the target: logits [B, n, V] after the last n prefixes of each xs[b]
     def _verify(self, xs, n=1):
@@ -213,8 +209,10 @@ class BatchSelfDraft(RowCaches):
         self.verified[:B] = lengths.tolist()
         self.h_cut[:B] = [self._no_residuals() for _ in range(B)]
         h = read_rows(x, new, [0] * B, n, self.xp)  # [B*n, C]
-        with threads_for(len(h), self.xp):
-            return lm_head(h, self.engine.params, head=self.engine.head).reshape(B, n, -1)
+        f = self.forward
+        with f.threads.scope(len(h)):
+            logits = lm_head(h, self.engine.params, head=f.head, ops=f.ops)  # [B*n, V]
+        return logits.reshape(B, n, -1)
 
     # -> [B] the prefix each row's cache holds of its sequence (rows matched, moved up)
     def _prefixes(self, xs, n):
@@ -227,10 +225,9 @@ class BatchSelfDraft(RowCaches):
     # padded rows [B, T, C] through `sublayers` in one batched pass
     def _pass(self, x, rows, sublayers):
         def run(x=x):
-            for s in sublayers:
+            for s in sublayers:  # [B, T, C] -> [B, T, C]
                 x = sublayer(x, s, self.engine.params["blocks"][s // 2], self.hparams["n_head"],
-                             rows["mask"],
-                             self.cache)  # [B, T, C]
+                             rows["mask"], self.cache, self.forward.ops)
             return x
 
         return super()._pass(rows, run)
@@ -242,17 +239,16 @@ class Model:
     model(x, n=1) -> probs [n, n_vocab]."""
 
     def __init__(self, engine, forward, one=False):
-        self.engine, self.forward, self.one = engine, forward, one
+        self.engine, self.run, self.one = engine, forward, one
 
     def __call__(self, x, n=1):  # -> probs [n, n_vocab] (batched: [B, n, n_vocab])
-        return to_numpy(softmax(self.logits_on_device(x, n)))
+        return to_numpy(self.engine.forward.ops.softmax(self.logits_on_device(x, n)))
 
     def logits(self, x, n=1):  # -> logits [n, n_vocab] (batched: [B, n, n_vocab])
         return to_numpy(self.logits_on_device(x, n))
 
     def logits_on_device(self, x, n):
-        return self.forward([list(x)], n)[0] if self.one else self.forward([list(row) for row in x],
-                                                                           n)
+        return self.run([list(x)], n)[0] if self.one else self.run([list(row) for row in x], n)
 
     def reset(self):
         self.engine.reset()
@@ -356,12 +352,12 @@ def config_problem(key, value):
 
 
 def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, adapter=True,
-                    head=None):
+                    forward=None):
     """A SelfDraft for --method layer_skip (kind "layer_skip": --skip, else the set in
     folder/self_draft.json) or early_exit (--exit_layer, else the shipped one; with the shipped exit
     adapter unless adapter is False). Its .settings: the K and threshold searched with it (K 4,
-    threshold 0 where nothing was searched). head: the target engine's LM head weights (GPT2.head),
-    shared instead of copied."""
+    threshold 0 where nothing was searched). forward: the target engine's Forward (gpt2/fast), whose
+    ops, LM head copy and threads it shares."""
     L, config = hparams["n_layer"], read_config(folder).get(kind, {})
     held = entry_kind(config)
     if held is not None and held != ENTRY_KINDS[kind]:
@@ -381,7 +377,7 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
             raise ValueError(f"{where} skips all {2 * L} sublayers of the target's {L} layers, so "
                              "the draft would have no layers at all: keep at least one sublayer "
                              "(the search's set is the default)")
-        engine = SelfDraft(hparams, params, skipped, head=head)
+        engine = SelfDraft(hparams, params, skipped, forward=forward)
         engine.settings = settings
         return engine
     if exit_layer is None and "exit_layer" not in config:
@@ -396,6 +392,6 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
     if exit_head is not None:  # the adapter goes where the model is (CuPy or NumPy)
         exit_head["head"] = {k: {n: xp_of(params["wte"]).asarray(a) for n, a in v.items()}
                              for k, v in exit_head["head"].items()}
-    engine = SelfDraft(hparams, params, exit_skip(E, L), exit_head, head=head)
+    engine = SelfDraft(hparams, params, exit_skip(E, L), exit_head, forward=forward)
     engine.settings = settings
     return engine

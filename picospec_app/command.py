@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2.backend import blas_line, thread_policy
+from picospec_app.machine import blas_line, policy
 from picospec.methods import METHODS, TABLE, batch_refusal, call, check_temperature, find, law
 from picospec_cli import Option, UsageError, guarded, parse, split, usage
 
@@ -277,8 +277,9 @@ def main(argv=None):
                                   speedup_of)
     from gpt2.load import load_model
 
-    target, encoder = load_model(values["target"], values["device"], values["offline"] or None)
-    threads = thread_policy(getattr(target, "n_params", 0), values["threads"], values["device"])
+    target, encoder = load_model(values["target"], values["device"], values["offline"] or None,
+                                 **engine_choices(values))
+    threads = policy(target)
     options = method_options(method, values)
     loaded = load_needs(method, options, target, values["target"], encoder, values.get("draft"),
                         values["device"], values["offline"] or None)
@@ -374,8 +375,8 @@ def main_batch(method, values):
     if not prompts:
         raise UsageError(f"--batch {path}: no prompts (one per line)")
     name, device, offline = values["target"], values["device"], values["offline"] or None
-    target, encoder = load_model(name, device, offline)
-    threads = thread_policy(getattr(target, "n_params", 0), values["threads"], values["device"])
+    target, encoder = load_model(name, device, offline, **engine_choices(values))
+    threads = policy(target)
     options = method_options(method, values)
     loaded = load_needs(method, options, target, name, encoder, values.get("draft"), device,
                         offline)
@@ -462,6 +463,13 @@ def main_batch(method, values):
     print(f"{blas_line(threads)}; timings on a busy machine vary")
 
 
+def engine_choices(values):
+    """How the engines' forwards run: --threads and the environment's settings, read once."""
+    from picospec_app.settings import engine_choices
+
+    return engine_choices(threads=values["threads"])
+
+
 def row_groups(xs, values, loaded, device):
     """--batch's rows in groups (consecutive lines) whose batched engines fit the memory budget:
     --batch_memory MB, else half the free memory; a row's bytes are bounded by
@@ -469,7 +477,7 @@ def row_groups(xs, values, loaded, device):
     -> (groups of row indices, bytes per row). A row that alone does not fit is one line naming the
     memory it needs and the option."""
     from picospec_app.load import batch_row_bytes
-    from gpt2.backend import free_memory
+    from picospec_app.machine import free_memory
 
     row = batch_row_bytes(loaded, max(len(x) for x in xs) + values["n_tokens"])
     if values["batch_memory"] is not None:

@@ -56,3 +56,11 @@ def read_settings(environ=None):
                     offline=env_flag("PICOSPEC_OFFLINE", False, environ),
                     cache=environ.get("PICOSPEC_CACHE") or None,
                     hub_url=environ.get("PICOSPEC_HUB_URL") or None)
+
+
+def engine_choices(settings=None, threads=None):
+    """How the engines' forwards run (gpt2/fast's build), from the settings (default: read now)
+    and a --threads value: the keywords of gpt2.load.load_model and gpt2.engine.GPT2."""
+    settings = read_settings() if settings is None else settings
+    return {"threads": threads if threads is not None else settings.threads,
+            "panels": settings.panels, "static": settings.static, "fused": settings.fused}

@@ -342,13 +342,75 @@ def test_one_forward_and_no_performance_module_in_it():
 
 @pytest.mark.parametrize("file, text", [
     ("gpt2/eagle.py", "\n\ndef mha(x):\n    return x\n"),
-    ("gpt2/model.py", "\nfrom gpt2.fast.panels import Panels\n"),
+    ("gpt2/model.py", "\nfrom gpt2.fast.ops import CPU\n"),
 ])
 def test_a_second_forward_or_a_fast_import_is_caught(copy, file, text):
     assert forward_copies(copy) == []
     path = copy / file
     path.write_text(path.read_text() + text)
     assert len(forward_copies(copy)) == 1
+
+
+def hidden_machinery(root):
+    """What would make the code that runs depend on something nobody passed: the environment read
+    under gpt2/ or picospec/, a module's names rebound (setattr on a module), an object standing in
+    for an array (__rmatmul__, __array_ufunc__), module-level state written inside a function."""
+    root, out = Path(root), []
+    for path in [*(root / "gpt2").rglob("*.py"), *(root / "picospec").rglob("*.py")]:
+        rel, tree = path.relative_to(root), ast.parse(path.read_text(encoding="utf-8"))
+        modules = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+                   for a in n.names}
+        state = {t.id for n in tree.body if isinstance(n, ast.Assign)
+                 and isinstance(n.value, (ast.Dict, ast.List, ast.Set)) for t in n.targets
+                 if isinstance(t, ast.Name)}
+        for node in ast.walk(tree):
+            text = ast.unparse(node) if isinstance(node, (ast.Attribute, ast.Call)) else ""
+            if isinstance(node, ast.Attribute) and text in ("os.environ", "os.getenv"):
+                out.append(f"{rel} reads {text}: settings come from the app (picospec_app)")
+            elif (isinstance(node, ast.Call) and text.startswith("setattr(") and node.args
+                  and isinstance(node.args[0], ast.Name) and node.args[0].id in modules):
+                out.append(f"{rel} rebinds a name of module {node.args[0].id}")
+            elif isinstance(node, ast.FunctionDef) and node.name in ("__rmatmul__",
+                                                                      "__array_ufunc__"):
+                out.append(f"{rel} defines {node.name}: weights are plain arrays")
+            elif isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == "__array_ufunc__" for t in node.targets):
+                out.append(f"{rel} sets __array_ufunc__: weights are plain arrays")
+            elif isinstance(node, ast.Global):
+                out.append(f"{rel} writes module state: global {', '.join(node.names)}")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(node):
+                    target = (inner.func.value if isinstance(inner, ast.Call)
+                              and isinstance(inner.func, ast.Attribute)
+                              and inner.func.attr in WRITES else
+                              inner.targets[0].value if isinstance(inner, ast.Assign)
+                              and isinstance(inner.targets[0], ast.Subscript) else None)
+                    if isinstance(target, ast.Name) and target.id in state:
+                        out.append(f"{rel} writes the module-level {target.id} in {node.name}")
+    return out
+
+
+WRITES = ("update", "clear", "append", "extend", "pop", "popitem", "setdefault", "add", "remove",
+          "insert", "discard")
+
+
+def test_no_hidden_machinery_in_the_model_or_the_algorithms():
+    assert hidden_machinery(ROOT) == []
+
+
+@pytest.mark.parametrize("file, text", [
+    ("gpt2/engine.py", "\nimport os\nTHREADS = os.environ.get('PICOSPEC_THREADS')\n"),
+    ("gpt2/fast/__init__.py", "\nimport gpt2.model\nsetattr(gpt2.model, 'gelu', None)\n"),
+    ("gpt2/fast/ops.py", "\nimport gpt2\nsetattr(gpt2, 'gelu', None)\n"),
+    ("gpt2/fast/panels.py", "\n\nclass W:\n    def __rmatmul__(self, x):\n        return x\n"),
+    ("gpt2/backend.py", "\nAPPLIED = {}\n\n\ndef apply(n):\n    APPLIED['threads'] = n\n"),
+    ("picospec/sampling.py", "\nSEEN = []\n\n\ndef note(x):\n    SEEN.append(x)\n"),
+])
+def test_hidden_machinery_is_caught(copy, file, text):
+    assert hidden_machinery(copy) == []
+    path = copy / file
+    path.write_text(path.read_text() + text)
+    assert len(hidden_machinery(copy)) >= 1
 
 
 def second_parsers(root):

@@ -1,18 +1,19 @@
-"""gpt2/fast/gpu_kernels.py: each CUDA kernel equals the NumPy function it replaces in
-gpt2/model.py. Runs only where CuPy and a GPU are present (bench.gpu's machine); elsewhere these
-tests are skipped, and say why."""
+"""gpt2/fast/gpu_kernels.py: each CUDA kernel equals the reference NumPy function it replaces
+(gpt2/model.py's REFERENCE), and a GPU engine's ops are the kernels. Runs only where CuPy and a GPU
+are present (bench.gpu's machine); elsewhere these tests are skipped, and say why. On the CPU the
+GPU ops' dispatch runs through a stand-in (tests/test_ops.py)."""
 import numpy as np
 import pytest
 
-from gpt2 import model
-from gpt2.fast import REFERENCE, gpu_kernels, use_gpu_kernels
+from gpt2.fast import gpu_kernels
+from gpt2.model import REFERENCE
 
 cupy = pytest.importorskip("cupy", reason="CuPy is not installed: the CUDA kernels cannot run here")
 try:
     cupy.cuda.runtime.getDeviceCount()
 except Exception as e:  # noqa: BLE001 - any CUDA failure means no GPU to test on
     pytest.skip(f"no usable GPU ({e})", allow_module_level=True)
-use_gpu_kernels()  # swaps the kernels into gpt2.model, as an engine on the GPU does
+REFERENCE = REFERENCE._asdict()
 
 SHAPES = [(1, 8), (3, 256), (5, 768), (2, 3, 1600), (4, 12, 7, 131), (1, 50257)]
 
@@ -23,10 +24,8 @@ def test_kernels_equal_the_numpy_functions(shape):
     x = (rng.standard_normal(shape, dtype=np.float32) * 3).astype(np.float32)
     g = rng.standard_normal(shape[-1], dtype=np.float32)
     b = rng.standard_normal(shape[-1], dtype=np.float32)
-    assert gpu_kernels.fused(cupy.asarray(x)) and not gpu_kernels.fused(x)
     for name, args in (("layer_norm", (x, g, b)), ("softmax", (x,)), ("gelu", (x,))):
-        f = getattr(model, name)
-        assert f is not REFERENCE[name] and f.__name__ == name  # the swapped-in function
+        f = getattr(gpu_kernels, name)
         want = REFERENCE[name](*args)  # gpt2.model's own NumPy function
         got = f(*[cupy.asarray(a) for a in args]).get()
         assert got.dtype == np.float32 and got.shape == want.shape
@@ -40,9 +39,9 @@ def test_softmax_of_masked_scores():
     x[:, :, 5:] = -np.inf
     above = np.triu_indices(6, 1)  # (i, j) with j > i
     x[:, above[0], above[1]] = -np.inf
-    got = model.softmax(cupy.asarray(x)).get()
+    got = gpu_kernels.softmax(cupy.asarray(x)).get()
     assert (got[:, :, 5:] == 0).all()
-    np.testing.assert_allclose(got, model.softmax(x), rtol=2e-5, atol=1e-7)
+    np.testing.assert_allclose(got, REFERENCE["softmax"](x), rtol=2e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("name", ["layer_norm", "softmax", "gelu"])
@@ -51,6 +50,16 @@ def test_a_non_contiguous_input(name):
     x = rng.standard_normal((8, 6), dtype=np.float32)
     extra = [rng.standard_normal(8, dtype=np.float32)
              for _ in range(2)] if name == "layer_norm" else []
-    f = getattr(model, name)
-    got = f(cupy.asarray(x).T, *map(cupy.asarray, extra)).get()  # [6, 8], a transposed view
-    np.testing.assert_allclose(got, f(x.T, *extra), rtol=2e-5, atol=2e-6)
+    got = getattr(gpu_kernels, name)(cupy.asarray(x).T, *map(cupy.asarray, extra)).get()  # [6, 8]
+    np.testing.assert_allclose(got, REFERENCE[name](x.T, *extra), rtol=2e-5, atol=2e-6)
+
+
+def test_a_gpu_engine_runs_on_the_kernels_unless_told_not_to():
+    from gpt2.engine import GPT2
+    from micro import random_gpt2
+
+    hparams, params = random_gpt2()
+    ops = GPT2(hparams, params, device="gpu").forward.ops
+    assert (ops.gelu, ops.softmax, ops.layer_norm) == (gpu_kernels.gelu, gpu_kernels.softmax,
+                                                       gpu_kernels.layer_norm)
+    assert GPT2(hparams, params, device="gpu", fused=False).forward.kind == "reference"

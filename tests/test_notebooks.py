@@ -14,22 +14,31 @@ FOLDER = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(FOLDER.glob("*.ipynb"))
 sys.path.insert(0, str(FOLDER / "src"))
 
-# run after the notebook's own cells, in its kernel: the BLAS count in force there, and the policy's
-# for the largest engine the notebook built (None where no engine applied a policy)
+# run after the notebook's own cells, in its kernel: the BLAS count the process has (building and
+# running engines must leave it as the library set it) and the count inside an engine's call
 THREADS = """import json as _json
-from gpt2.backend import APPLIED as _A, blas_threads as _blas_threads, choose_threads as _choose
-print(_json.dumps({"blas": _blas_threads(), "applied": _A.get("threads"),
-                   "policy": _choose(_A["n_params"])[0] if "n_params" in _A else None}))"""
+from gpt2.fast.policy import blas_threads as _blas_threads
+from gpt2.load import load_model as _load
+_m = _load("tiny-target")[0]
+with _m.forward.threads.scope(1):
+    _inside = _blas_threads()
+print(_json.dumps({"blas": _blas_threads(), "inside": _inside, "policy": _m.forward.threads.n}))"""
+# the BLAS's own count in a fresh process
+DEFAULT = ("import numpy; from gpt2.fast.policy import blas_threads; print(blas_threads())")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs_with_the_thread_policy(path):
+    import subprocess
+
     from notebook_io import execute
 
     nb = execute(path, quick=True, timeout=600, then=[THREADS])
     seen = json.loads(nb.cells[-1].outputs[0]["text"])
-    assert seen["policy"] is not None and seen["blas"] == seen["applied"] == seen["policy"], seen
+    fresh = subprocess.run([sys.executable, "-c", DEFAULT], capture_output=True, text=True,
+                           cwd=FOLDER.parent, check=True)
+    assert seen["inside"] == seen["policy"] and seen["blas"] == int(fresh.stdout), seen
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])

@@ -183,18 +183,20 @@ def test_a_wrong_reuse_is_caught(tiny, broken):
 
 
 @pytest.mark.parametrize("kind", ["layer_skip", "early_exit"])
-def test_the_lm_head_is_the_target_engines_own(tiny, kind):
-    """Loaded as main.py loads it (picospec_app.load.load_self_draft), a self-draft multiplies by
-    the target engine's head copy and panels (shared, not copied) and gives the logits of the plain
-    tied head wte.T, on both sides; a SelfDraft built without one makes its own contiguous copy."""
+def test_the_self_draft_runs_as_the_target_engine(tiny, kind):
+    """Loaded as main.py loads it (picospec_app.load.load_self_draft), a self-draft runs on the
+    target engine's Forward (its ops, head copy and panels, shared, not copied) and gives the logits
+    of the reference operations and the plain tied head wte.T, on both sides; a SelfDraft built
+    without one builds its own, with a contiguous head copy."""
+    from gpt2.fast import build
     from picospec_app.load import load_self_draft as load_as_main
 
     model, _ = tiny
     loaded = load_as_main(kind, {}, model, "tiny-target")
     engine = loaded["target"].engine
-    assert engine.head is model.head
-    plain = SelfDraft(model.hparams, model.params, engine.skip, engine.adapter,
-                      head=model.params["wte"].T)
+    assert engine.forward is model.forward
+    reference = build(model.params, model.n_params, kind="reference", head_copy=False)
+    plain = SelfDraft(model.hparams, model.params, engine.skip, engine.adapter, forward=reference)
     x = list(range(40, 60))
     for side in ("target", "draft", "target"):
         for n in (1, 2, 5):
@@ -202,7 +204,8 @@ def test_the_lm_head_is_the_target_engines_own(tiny, kind):
             assert np.abs(got - want).max() < 1e-4
         x = x + [7]
     own = SelfDraft(model.hparams, model.params, engine.skip)
-    assert own.head.flags.c_contiguous and np.array_equal(own.head, model.params["wte"].T)
+    head = own.forward.head
+    assert head.flags.c_contiguous and np.array_equal(head, model.params["wte"].T)
 
 
 def test_the_draft_is_the_skipped_path_on_the_target_cache(tiny):

@@ -32,10 +32,10 @@ def test_bucket_by_hand():
     assert [bucket(n) for n in (1, 2, 3, 5, 8, 9)] == [1, 2, 4, 8, 8, 16] and bucket(3, 16) == 16
 
 
-def test_off_by_default_and_on_by_the_flag(monkeypatch):
+def test_off_by_default_and_on_when_asked():
+    """The app turns it on with PICOSPEC_STATIC=1 (tests/test_settings.py)."""
     assert GPT2(HP, PARAMS).engine.static is None
-    monkeypatch.setenv("PICOSPEC_STATIC", "1")
-    assert isinstance(GPT2(HP, PARAMS).engine.static, StaticStep)
+    assert isinstance(GPT2(HP, PARAMS, static=True).engine.static, StaticStep)
     assert GPT2(HP, PARAMS, static=False).engine.static is None
 
 
@@ -161,51 +161,24 @@ def test_the_length_mask_is_needed(monkeypatch):
     assert np.abs(static.logits(x) - dynamic.logits(x)).max() > 1e-3
 
 
-@pytest.fixture(scope="module")
-def static_models():
-    """The built-in pair, heads and datastore loaded as tests/test_methods.py loads them, with the
-    static step on (also in the engines the methods' needs load later)."""
-    from picospec_app.load import load_heads
+def test_the_methods_pass_through_the_static_step(monkeypatch):
+    """With the static step on (every method's rows on it: tests/test_ops.py), a method's target
+    calls run through it, except the self-drafting rows': their engine (gpt2/self_draft.py) runs the
+    target's layers on a cache of its own and has no static form."""
     from gpt2.load import load_model
-    from picospec.rest import Datastore
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PICOSPEC_STATIC", "1")
-        target, encoder = load_model("tiny-target")
-        text = ("def read_lines(path):\n    with open(path) as f:\n"
-                "        return f.read().splitlines()\n") * 3
-        store = Datastore.build(np.array(encoder.encode(text), dtype=np.uint16))
-        loaded = {"target": target, "draft": load_model("tiny-draft")[0], "datastore": store}
-        heads = {kind: load_heads("tiny-target", kind, None, target)
-                 for kind in ("medusa", "blockwise", "eagle")}
-        assert target.engine.static is not None and loaded["draft"].engine.static is not None
-        yield loaded, heads, encoder
-
-
-def method_names():
-    from picospec.methods import METHODS
-
-    return [m.name for m in METHODS]
-
-
-@pytest.mark.parametrize("name", method_names())
-def test_every_method_equals_autoregressive_with_the_static_step(name, static_models):
-    from picospec_app.run import run_method
     from picospec.methods import TABLE
-    from test_methods import needs_of
+    from picospec_app.load import load_needs
+    from picospec_app.run import run_method
 
-    method, (loaded, _, encoder) = TABLE[name], static_models
+    target, encoder = load_model("tiny-target", static=True)
     x = encoder.encode("import os\n\n\ndef list_files(path):\n    return [")
-    plain = GPT2(loaded["target"].hparams, loaded["target"].params, static=False)
-    base = run_method("autoregressive", x, {"target": plain}, 12, 0, {"temperature": 0})
-    target = loaded["target"]
-    calls = target.calls
-    run = run_method(method, x, needs_of(method, static_models), 12, 0, {"temperature": 0})
-    assert run["output"] == base["output"]
-    # the target's passes ran through its static step, except the self-drafting rows': their engine
-    # (gpt2/self_draft.py) runs the target's layers on a cache of its own and has no static form
-    self_draft = any(need.startswith("self_draft:") for need in method.needs)
-    assert (target.calls > calls) == (not self_draft)
+    steps, run = [], StaticStep.__call__
+    monkeypatch.setattr(StaticStep, "__call__", lambda self, *a: steps.append(1) or run(self, *a))
+    for name in ("speculative", "layer_skip"):
+        steps.clear()
+        needs = load_needs(TABLE[name], {}, target, "tiny-target", encoder)
+        run_method(TABLE[name], x, needs, 8, 0, {"temperature": 0})
+        assert bool(steps) == (name != "layer_skip"), name
 
 
 def gpu():  # -> cupy, or skip saying why

@@ -1,65 +1,83 @@
-"""Performance variants of the forward, kept apart from the reference (llm.c's rule: the mainline
-stays simple).
+"""Other values of the forward's operations, kept apart from the reference (llm.c's rule: the
+mainline stays simple), and the one place an engine's forward is chosen.
 
-gpt2/model.py holds the formulas; these change only how fast they run, never what they compute (to
-float rounding):
-- weight panels (panels.py): a weight W that multiplies a few rows through its column panels;
-- padded rows and a contiguous copy of the tied LM head (layout below), chosen per engine;
-- fused CUDA kernels for gelu, softmax and layer_norm (gpu_kernels.py), swapped in by
-  use_gpu_kernels;
-- the BLAS thread policy (gpt2/backend.py), applied by the engines around each forward;
-- the static-shape step (static.py): fixed buffers per pass shape, CUDA graphs on a GPU.
-gpt2/engine.py takes its weights from layout(), the one place a model gets its fast form (on a GPU,
-the kernels). Where this sits among the layers: docs/architecture.md.
+gpt2/model.py's REFERENCE is picoGPT's formulas. An engine is built with one `Forward`, chosen once
+by build() and handed to every call:
+
+    ops        "reference"  the formulas of gpt2/model.py, as written
+               "cpu"        the same functions in fewer NumPy calls (ops.py)
+               "panels"     "cpu" with weight panels for products of 2..32 rows (panels.py)
+               "gpu"        fused CUDA kernels for gelu, softmax and layer_norm (gpu_kernels.py)
+    static     the static-shape step (static.py; on a GPU captured as CUDA graphs)
+    head       the tied LM head wte.T [n_embd, n_vocab]: a contiguous copy on the CPU
+    pad_rows   a pass's tokens per row padded up to a multiple of it
+    threads    the BLAS thread counts of its calls (policy.py)
+
+By default (kind None) the CPU gets "panels" where the BLAS gains from them, else "cpu"; the GPU
+gets "gpu" (or "reference" with fused=False). Where this sits among the layers:
+docs/architecture.md.
 """
-from gpt2.fast.panels import Panels, with_panels
+from dataclasses import dataclass
+
+from gpt2.backend import xp_of
+from gpt2.fast import ops as fast
+from gpt2.fast.policy import Threads, panel_policy
+from gpt2.model import REFERENCE, Ops
+
+KINDS = ("reference", "cpu", "panels", "gpu")
 
 
-def layout(params, n_params, device, panels=None, panel_width=None, head_copy=None, pad_rows=None,
-           static=None):
-    """The weights an engine's forward runs on -> {"params", "head" [n_embd, n_vocab], "panels" (on
-    or off), "pad_rows", "static"}.
-    panels: linear weights as Panels (default: gpt2/backend.py's panel_policy on the CPU);
-    head_copy: the tied head wte.T as a contiguous copy (default on the CPU: OpenBLAS multiplies by
-    it 1.3-1.6x faster than by the transposed view, bench/engine.py); pad_rows: the rows of a
-    forward padded up to a multiple of it (default 4 on the CPU without panels: OpenBLAS multiplies
-    4 rows as fast as 2 or 3 and 8 as fast as 5..7, bench/engine.py); static: the static-shape step
-    (static.py) -> None or {"graphs": recorded as CUDA graphs} (default: off, on with
-    PICOSPEC_STATIC=1; True: on, with graphs on a GPU)."""
-    from gpt2.backend import panel_policy, xp_of
-    static = static_step_on() if static is None else static
-    xp = xp_of(params["wte"])
+@dataclass(frozen=True)
+class Forward:
+    """How an engine runs its forwards (see the module docstring)."""
+    kind: str
+    ops: Ops
+    head: object  # [n_embd, n_vocab]
+    pad_rows: int
+    static: dict | None  # None, or {"graphs": bool}
+    threads: Threads
+    panels: dict  # {"on", "why"}, for reports
+
+
+def choose(n_params, device="cpu", panels=None, fused=True):
+    """-> (kind, {"on", "why"}): the ops an engine gets unless told (panels: True/False/None for
+    the policy; fused: the GPU kernels)."""
     if device == "gpu":
-        use_gpu_kernels()
-    on = device == "cpu" and (panel_policy(n_params)["on"] if panels is None else panels)
-    head_copy = device == "cpu" if head_copy is None else head_copy
-    # [n_embd, n_vocab]
-    head = xp.ascontiguousarray(params["wte"].T) if head_copy else params["wte"].T
-    return {"params": with_panels(params, panel_width) if on else params,
-            "head": Panels(head, panel_width) if on else head, "panels": on,
-            "pad_rows": (4 if device == "cpu" and not on else 1) if pad_rows is None else pad_rows,
-            "static": {"graphs": device == "gpu"} if static else None}
+        return ("gpu" if fused else "reference"), {"on": False, "why": "the model runs on the GPU"}
+    policy = panel_policy(n_params, panels)
+    return ("panels" if policy["on"] else "cpu"), policy
 
 
-def static_step_on():
-    """The static-shape step's default, read in this one place: PICOSPEC_STATIC=1 turns it on."""
-    from picospec_cli import env_flag
-
-    return env_flag("PICOSPEC_STATIC", False)
-
-
-def use_gpu_kernels():
-    """On a GPU, gpt2/model.py's gelu, softmax and layer_norm run as one CUDA kernel each for
-    float32 CuPy arrays (a step there is bound by the number of calls, gpu_kernels.py); NumPy arrays
-    keep the reference. The one place the reference functions are swapped, called by layout() for an
-    engine on the GPU."""
-    from gpt2 import model
-    from gpt2.fast import gpu_kernels as gpu
-
-    for name in ("gelu", "softmax", "layer_norm"):
-        # once: a second call swaps nothing more
-        reference = REFERENCE.setdefault(name, getattr(model, name))
-        setattr(model, name, gpu.dispatch(getattr(gpu, name), reference))
-
-
-REFERENCE = {}  # gpt2/model.py's own functions, once use_gpu_kernels has swapped them
+def build(params, n_params, device="cpu", kind=None, threads=None, panels=None, static=False,
+          fused=True, kernels=None, panel_width=None, head_copy=None, pad_rows=None):
+    """The Forward of an engine on `params` (arrays on the device already). kind: one of KINDS, an
+    Ops value, or None (choose); threads: the BLAS count asked for (None: the policy); static: the
+    static-shape step; kernels: gelu, softmax and layer_norm for "gpu" (default gpu_kernels);
+    panel_width, head_copy, pad_rows: layout choices that bench/engine.py compares."""
+    xp = xp_of(params["wte"])
+    if kind is None:
+        kind, policy = choose(n_params, device, panels, fused)
+    else:
+        name = kind if isinstance(kind, str) else "given"
+        policy = {"on": kind == "panels", "why": f"the {name} operations"}
+    cpu = xp.__name__ == "numpy"
+    head_copy = cpu if head_copy is None else head_copy
+    head = xp.ascontiguousarray(params["wte"].T) if head_copy else params["wte"].T  # [C, V]
+    if isinstance(kind, Ops):
+        ops, kind = kind, "given"
+    elif kind == "reference":
+        ops = REFERENCE
+    elif kind == "cpu":
+        ops = fast.CPU
+    elif kind == "panels":
+        ops = fast.panel_ops(fast.linear_weights(params["blocks"]) + [head], panel_width)
+    elif kind == "gpu":
+        if kernels is None:
+            from gpt2.fast import gpu_kernels as kernels
+        ops = fast.gpu_ops(kernels)
+    else:
+        raise ValueError(f"unknown operations {kind!r}: use one of {', '.join(KINDS)}")
+    if pad_rows is None:
+        pad_rows = 4 if cpu and kind in ("cpu", "given") else 1
+    return Forward(kind, ops, head, pad_rows, {"graphs": not cpu} if static else None,
+                   Threads(n_params, threads, device), policy)

@@ -15,9 +15,10 @@ sums run in another order (a tree over 128 threads), so results differ from NumP
 relative (tests/test_gpu_kernels.py). Shapes: any leading dimensions; the functions work along the
 last axis of length n, read as a C-contiguous copy. Rows are n_embd long for layer_norm (128 for the
 tiny draft up to 1600), n_kv or n_vocab (4097, 50257) for softmax. The compiled kernels are cached
-per process for the current GPU (one device; a second GPU would need its own). PICOSPEC_FUSED=0
-turns them off.
+per process for the current GPU (one device; a second GPU would need its own). gpt2/fast/ops.py's
+gpu_ops makes them an engine's operations; PICOSPEC_FUSED=0 (read by the app) keeps the reference.
 """
+import functools
 import math
 
 # threads per row (a power of two); each thread strides over the row, whatever its length
@@ -71,31 +72,18 @@ extern "C" __global__ void softmax(const float* x, float* y, int n) {
 }
 """.replace("THREADS", str(THREADS))
 
-_kernels = {}
-
-
+@functools.cache  # compiled once per process
 def _get(name):
-    if name not in _kernels:
-        import cupy
+    import cupy
 
-        if name == "gelu":  # x / (1 + exp(-2u)), -2u capped at 80, as gpt2.model.gelu
-            c = -2 * math.sqrt(2 / math.pi)
-            _kernels[name] = cupy.ElementwiseKernel(
-                "float32 x", "float32 y",
-                f"float u = x * ({c!r}f * (1.f + 0.044715f * x * x)); y = x / (1.f + expf(fminf(u, "
-                f"80.f)));",
-                "picospec_gelu")
-        else:
-            _kernels[name] = cupy.RawModule(code=SOURCE).get_function(name)
-    return _kernels[name]
-
-
-def fused(x):
-    """True where x is a float32 CuPy array and the kernels are on."""
-    from picospec_cli import env_flag
-
-    on = env_flag("PICOSPEC_FUSED", True) if type(x).__module__.startswith("cupy") else False
-    return on and x.dtype == "float32"
+    if name == "gelu":  # x / (1 + exp(-2u)), -2u capped at 80, as gpt2/fast/ops.py's gelu
+        c = -2 * math.sqrt(2 / math.pi)
+        return cupy.ElementwiseKernel(
+            "float32 x", "float32 y",
+            f"float u = x * ({c!r}f * (1.f + 0.044715f * x * x)); y = x / (1.f + expf(fminf(u, "
+            f"80.f)));",
+            "picospec_gelu")
+    return cupy.RawModule(code=SOURCE).get_function(name)
 
 
 def _rows(x):  # -> (x as a C-contiguous array, rows, n)
@@ -130,12 +118,3 @@ def softmax(x):
 
 def gelu(x):
     return _get("gelu")(x)
-
-
-# -> the function that runs `kernel` on float32 CuPy arrays, else `reference`
-def dispatch(kernel, reference):
-    def f(x, *args, **kwargs):
-        return kernel(x, *args, **kwargs) if fused(x) else reference(x, *args, **kwargs)
-
-    f.__name__, f.__doc__ = reference.__name__, reference.__doc__
-    return f

@@ -32,8 +32,8 @@ Shapes: m (rows), n_in, n_out, n_panels = ceil(n_out / width), width.
 """
 import numpy as np
 
-# products of 2..MAX_ROWS rows use the panels; more rows use W itself
-from gpt2.backend import MAX_ROWS
+# products of 2..MAX_ROWS rows use the panels (gpt2/fast/ops.py's PanelMatmul); more use W itself
+MAX_ROWS = 32
 
 
 # columns per panel, from whole forwards of 5 new tokens against 1: 124M 1.50x with 32, 1.59x
@@ -57,38 +57,3 @@ def panel_matmul(x, p, n_out):  # [m, n_in], [n_panels, n_in, width] -> [m, n_ou
     out = x @ p  # one call, one small product per panel: [n_panels, m, width]
     # panels side by side: [m, n_panels * width] -> [m, n_out]
     return out.transpose(1, 0, 2).reshape(m, -1)[:, :n_out]
-
-
-class Panels:
-    """A weight W [n_in, n_out] that also holds its column panels P: `x @ Panels(W)` equals x @ W,
-    through P for 2..MAX_ROWS rows. gpt2/model.py's linear multiplies by it as by W and never knows
-    which it got."""
-
-    __array_ufunc__ = None  # NumPy then leaves `x @ self` to __rmatmul__
-
-    def __init__(self, w, width=None):
-        self.w, self.p = w, panels(w, width)  # [n_in, n_out], [n_panels, n_in, width]
-
-    shape = property(lambda self: self.w.shape)
-    dtype = property(lambda self: self.w.dtype)
-
-    # [m, n_in] -> [m, n_out], or [1, m, n_in] -> [1, m, n_out] (gpt2/model.py's linear)
-    def __rmatmul__(self, x):
-        if x.ndim == 3:
-            return (x[0] @ self)[None]
-        if 2 <= x.shape[0] <= MAX_ROWS:
-            return panel_matmul(x, self.p, self.w.shape[1])
-        return x @ self.w
-
-
-def with_panels(params, width=None):
-    """A copy of a checkpoint's params tree in which every linear layer's weight W is Panels(W),
-    `width` columns wide (default: panel_width); the other arrays are shared, not copied. Example:
-    {"c_fc": {"w": W, "b": b}} -> {"c_fc": {"w": Panels(W), "b": b}}."""
-    if isinstance(params, list):
-        return [with_panels(v, width) for v in params]
-    if not isinstance(params, dict):
-        return params
-    if set(params) == {"w", "b"} and params["w"].ndim == 2:
-        return {"w": Panels(params["w"], width), "b": params["b"]}
-    return {k: with_panels(v, width) for k, v in params.items()}

@@ -21,18 +21,18 @@ sys.path.insert(0, "..")
 import numpy as np
 import matplotlib.pyplot as plt
 from gpt2.load import load_model
-from gpt2.backend import APPLIED, blas_line
+from picospec_app.machine import blas_line, policy
 from picospec.sampling import warp, sample, residual
 from picospec.speculative import speculative_sampling
 from picospec.autoregressive import autoregressive_sampling
 from picospec.theory import expected_tokens_per_call, GPU_VERIFY_COST
 QUICK = os.environ.get("PICOSPEC_QUICK") == "1"  # CI: fewer prompts, tokens, repeats; all cells run
 
-target, encoder = load_model("tiny-target")  # building an engine applies main.py's BLAS policy
+target, encoder = load_model("tiny-target")  # each engine runs on main.py's BLAS policy
 draft, _ = load_model("tiny-draft")
 x = encoder.encode("def read_lines(path):\\n")   # main.py's default prompt
 print(len(x), "prompt tokens;", target.n_vocab, "tokens in the vocabulary")
-print(blas_line(APPLIED["policy"]))"""),
+print(blas_line(policy(target)))"""),
 md("""## One step with real numbers
 
 Step 1: the draft proposes K = 4 tokens, one call each. Step 2: the target scores all of them in **one** call, giving

@@ -35,11 +35,11 @@ from picospec.sequoia import all_trees, sequoia_tree, tree_value, without_replac
 from picospec_app.load import load_acceptance
 from picospec_app.run import acceptance_vector
 ACCEPTANCE = load_acceptance("tiny-target", "tiny-draft")  # measured by bench.token_trees, beside the target
-from gpt2.backend import APPLIED, blas_line
-target, encoder = load_model("tiny-target")  # building an engine applies main.py's BLAS policy
+from picospec_app.machine import blas_line, policy
+target, encoder = load_model("tiny-target")  # each engine runs on main.py's BLAS policy
 draft = load_model("tiny-draft")[0]
 ngram = load_model("ngram")[0]
-print(blas_line(APPLIED["policy"]))
+print(blas_line(policy(target)))
 
 def draw(choices, labels=None, ax=None, title=""):
     \"\"\"Draw a tree given as rank paths (root at the top, children left to right in rank order).\"\"\"

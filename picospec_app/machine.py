@@ -1,0 +1,96 @@
+"""What the app reports about the machine a run had: the CPU, the BLAS and its kernel family, the
+engine's threads and weight panels, and the memory left for --batch."""
+import os
+import platform
+
+
+def machine():
+    """The CPU this runs on: its model name and the CPUs this process may use.
+    Example: "AMD EPYC, 2 CPUs"."""
+    name = platform.processor() or platform.machine() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name")), name)
+    except OSError:
+        pass
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{name}, {cpus} CPU{'s' if cpus != 1 else ''}"
+
+
+def policy(model):
+    """An engine's thread and panel choice, as reports show it -> {"threads", "why", "blas",
+    "wide", "panels", "ops"}; models without one (the n-gram) -> one thread, panels off."""
+    forward = getattr(model, "forward", None)
+    if forward is None or not hasattr(forward, "threads"):
+        return {"threads": 1, "why": "no BLAS products", "blas": None, "ops": None,
+                "wide": {"threads": 1, "rows": 0, "why": "as every product"},
+                "panels": {"on": False, "why": "no weights"}}
+    return {**forward.threads.report(), "panels": forward.panels, "ops": forward.kind}
+
+
+def blas_line(policy, environ=None):
+    """policy()'s dict -> the report's BLAS line: library, kernel family, threads and whether the
+    small-matrix path (weight panels, gpt2/fast/panels.py) is on. Example: "BLAS: openblas, Haswell
+    kernels (OPENBLAS_CORETYPE=Haswell) on AMD EPYC, 2 CPUs; 1 thread (...); small-matrix path off
+    (...)"."""
+    from gpt2.fast.policy import blas_kernels
+
+    library, arch = blas_kernels()
+    environ = os.environ if environ is None else environ
+    core = environ.get("OPENBLAS_CORETYPE") if library == "openblas" else None
+    chosen = f" (OPENBLAS_CORETYPE={core})" if core else ""
+    n = policy["threads"]
+    threads = f"{n} thread{'s' if n != 1 else ''} ({policy['why']}{wide_line(policy)})"
+    return (f"BLAS: {library or 'unknown'}, {arch or 'unknown'} kernels{chosen} on {machine()}; "
+            f"{threads}; small-matrix path {panels_line(policy)}")
+
+
+def panels_line(policy):  # -> "on (why)" / "off (why)"
+    return f"{'on' if policy['panels']['on'] else 'off'} ({policy['panels']['why']})"
+
+
+def wide_line(policy):  # -> ", 2 for forwards of 33+ token rows (why)", or "" where the same
+    wide = policy.get("wide", {})
+    if wide.get("threads", policy["threads"]) == policy["threads"]:
+        return ""
+    return f", {wide['threads']} for forwards of {wide['rows']}+ token rows ({wide['why']})"
+
+
+def free_memory(device="cpu"):
+    """Bytes free now: the GPU's (CuPy) for device "gpu", else the host's MemAvailable (Linux),
+    else its physical memory, else None."""
+    if device == "gpu":
+        from gpt2.backend import get_xp
+
+        return int(get_xp("gpu").cuda.Device().mem_info[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def thread_policy(n_params, requested=None, device="cpu", panels=None):
+    """policy()'s dict for an engine of n_params that is not built yet (benchmark headers): the
+    threads gpt2/fast/policy.py would choose and the panel choice."""
+    from gpt2.fast.policy import Threads, panel_policy
+
+    panel = panel_policy(n_params, panels) if device == "cpu" else {
+        "on": False, "why": "the model runs on the GPU"}
+    return {**Threads(n_params, requested, device).report(), "panels": panel, "ops": None}
+
+
+def set_threads(models, n, wide=None):
+    """Set each engine's BLAS counts (gpt2/fast/policy.py's Threads) to n, and its wide count to
+    `wide` (default n): for benchmarks that compare thread counts on the same engines."""
+    for model in models:
+        threads = model.forward.threads
+        threads.n, threads.why = n, "set by the benchmark"
+        threads._wide = (n if wide is None else wide, "set by the benchmark")
