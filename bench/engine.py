@@ -14,7 +14,7 @@ Python costs.
    decoding verifies K drafts in one forward of K + 1 tokens and only pays off when that costs
    little more than one token.
 3. The layouts tried, side by side at M = 1..8: the engine's default (LM head as a contiguous
-   [n_embd, n_vocab] copy; where gpt2/backend.py's panel_policy turns them on, weight panels
+   [n_embd, n_vocab] copy; where gpt2/fast/policy.py's panel_policy turns them on, weight panels
    (gpt2/fast/panels.py) and no padding, else rows padded to a multiple of 4), then without panels:
    as is, with the head as the transposed view wte.T, no padding, padding to a multiple of 8; and
    panels with padding to 4, panels 32 and 64 columns wide; and the static-shape step
@@ -52,6 +52,7 @@ SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12),
           # the built-in draft's
           "tiny-draft": dict(n_layer=2, n_embd=128, n_head=2, n_vocab=4097, n_ctx=256)}
 LAYOUTS = {"default": {}, "no panels": {"panels": False},
+           "reference ops": {"ops": "reference"},  # gpt2/model.py's formulas as written
            "no panels, head wte.T": {"panels": False, "head_copy": False},
            "no panels, no padding": {"panels": False, "pad_rows": 1},
            "no panels, pad 8": {"panels": False, "pad_rows": 8},
@@ -170,27 +171,33 @@ def engine_overhead(model, x, n_cache, sync):
     """The forward replaced by StubForward and the LM head by a [n_embd, 1] one, so that what is
     left is the engine's own work: prefix match, rollback, positions and mask, bookkeeping, the copy
     out."""
+    import dataclasses
+
     import gpt2.engine as engine_module
 
-    real, head = engine_module.gpt2_hidden, model.head
+    real, forward = engine_module.gpt2_hidden, model.forward
     engine_module.gpt2_hidden = StubForward(model.xp, model.hparams["n_embd"])
-    model.head = model.xp.zeros((model.hparams["n_embd"], 1), dtype="float32")
+    stub = dataclasses.replace(forward, head=model.xp.zeros((model.hparams["n_embd"], 1),
+                                                            dtype="float32"))
+    model.forward = model.engine.forward = stub
     y = x[:n_cache + 1]
     try:  # 100 calls per timing: one call is microseconds, near the clocks' own cost
         cpu, wall = timed(lambda: [model.logits(y) for _ in range(100)], sync)
     finally:
-        engine_module.gpt2_hidden, model.head = real, head
+        engine_module.gpt2_hidden = real
+        model.forward = model.engine.forward = forward
     # the stub left zeros where the new token's keys go: the next call runs it for real
     model(x[:n_cache])
     return cpu / 100, wall / 100
 
 
-def bench(size, device, n_cache, Ms, repeats):
+def bench(size, device, n_cache, Ms, repeats, threads=None):
     xp = get_xp(device)
     sync = (lambda: xp.cuda.Stream.null.synchronize()) if device == "gpu" else (lambda: None)
     hparams = hparams_of(size)
     params = random_params(hparams, xp)
-    models = {name: GPT2(hparams, params, device=device, **kw) for name, kw in LAYOUTS.items()}
+    models = {name: GPT2(hparams, params, device=device, threads=threads, **kw)
+              for name, kw in LAYOUTS.items()}
     model = models["default"]
     weight_bytes = sum(to_numpy(a).nbytes
                        for a in flatten(model.params).values()) - model.params["wpe"].nbytes
@@ -200,7 +207,7 @@ def bench(size, device, n_cache, Ms, repeats):
         m(x[:n_cache])
     floor = GPT2({**hparams, "n_embd": 8, "n_head": min(hparams["n_head"], 8), "n_vocab": 16},
                  random_params(
-        {**hparams, "n_embd": 8, "n_vocab": 16}, xp), device=device)
+        {**hparams, "n_embd": 8, "n_vocab": 16}, xp), device=device, threads=threads)
     x16 = [t % 16 for t in x]
     floor(x16[:n_cache])
     cases = [(name, M) for name in LAYOUTS
@@ -223,7 +230,7 @@ def bench(size, device, n_cache, Ms, repeats):
                       repeats) if device == "cpu" else {}
     return {"size": size, "weight_MB": weight_bytes / 1e6, "bandwidth_GBps": bw / 1e9,
             "roofline_ms": weight_bytes / bw * 1e3, "cpu": cpu, "wall": wall, "rates": rates,
-            "grid": grid, "panels": model.panels}
+            "grid": grid, "panels": model.forward.panels["on"]}
 
 
 def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, repeats=9, threads=1,
@@ -249,7 +256,7 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
     get_xp(device)  # --device gpu without CuPy or a GPU: one clear line before any work
     print(header(thread_policy(0, threads)), flush=True)
     Ms = list(range(1, max_M + 1))
-    rows = [bench(s, device, n_cache, Ms, repeats) for s in sizes]
+    rows = [bench(s, device, n_cache, Ms, repeats, threads) for s in sizes]
     print(f"\n`python -m bench.engine --sizes {','.join(sizes)} --device {device} --n_cache "
           f"{n_cache} --max_M {max_M} --repeats {repeats} --threads {threads}` (1-minute load "
           f"{os.getloadavg()[0]:.1f} at the end)\n")

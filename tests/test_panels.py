@@ -1,5 +1,5 @@
-"""Weight panels (gpt2/fast/panels.py; the "panels" operations, gpt2/fast/ops.py): a few rows
-times W's column panels equal x @ W, the engines take that path exactly for 2..MAX_ROWS rows and give the
+"""Weight panels (gpt2/fast/panels.py; gpt2/fast/ops.py's "panels" operations): a few rows times
+W's column panels equal x @ W, the engines take that path exactly for 2..MAX_ROWS rows and give the
 same logits with panels as without (forced on here, whatever the machine's BLAS), and the policy
 (gpt2/fast/policy.py) turns them on only where the BLAS has a direct SGEMM, PICOSPEC_PANELS over
 it."""

@@ -6,8 +6,8 @@ REFERENCE, other formulas (docs/performance.md, "The operations", has what each 
   0 to float32 precision there anyway).
 - layer_norm: the moments as sums over the row (array methods: np.mean and np.var cost 3-4x more in
   their Python wrappers), the scale folded into g.
-- matmul: a stack of B row blocks [B, n_seq, n_in] is one product over B*n_seq rows (NumPy would
-  multiply the blocks one at a time); with weight panels (panels.py), 2..MAX_ROWS rows multiply
+- matmul: a stack of B row blocks [B, n_seq, n_in] is one 2-D product over B*n_seq rows (NumPy
+  would multiply the blocks one at a time, and a stack of one by a slower path); with weight panels (panels.py), 2..MAX_ROWS rows multiply
   through them.
 - gpu_ops: gelu, softmax and layer_norm as one CUDA kernel each (gpu_kernels.py).
 
@@ -21,8 +21,9 @@ from gpt2.model import Ops, softmax
 
 
 def gelu(x):  # x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3)
+    xp = xp_of(x)
     minus_2u = x * (-2 * math.sqrt(2 / math.pi) * (1 + 0.044715 * x * x))
-    return x / (1 + xp_of(x).exp(xp_of(x).minimum(minus_2u, 80.0)))
+    return x / (1 + xp.exp(xp.minimum(minus_2u, 80.0)))
 
 
 def layer_norm(x, g, b, eps: float = 1e-5):
@@ -32,10 +33,10 @@ def layer_norm(x, g, b, eps: float = 1e-5):
     return x * (g / xp_of(x).sqrt(variance + eps)) + b  # variance 1, then scale and offset
 
 
-def matmul(x, w):  # [..., n_in] @ [n_in, n_out] -> [..., n_out], one product over all rows
-    if x.ndim > 2 and len(x) > 1:
-        return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[1])
-    return x @ w
+def matmul(x, w):  # [..., n_in] @ [n_in, n_out] -> [..., n_out], one 2-D product over all rows
+    if x.ndim == 2:
+        return x @ w
+    return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[1])
 
 
 class PanelMatmul:
@@ -51,8 +52,10 @@ class PanelMatmul:
         rows = x.reshape(-1, x.shape[-1])  # [m, n_in]
         held = self.panels.get(id(w))
         if held is None or not 2 <= len(rows) <= MAX_ROWS:
-            return matmul(x, w)
-        return panel_matmul(rows, held[1], w.shape[1]).reshape(*x.shape[:-1], w.shape[1])
+            out = rows @ w  # [m, n_out]
+        else:
+            out = panel_matmul(rows, held[1], w.shape[1])  # [m, n_out]
+        return out.reshape(*x.shape[:-1], w.shape[1])
 
 
 def linear_weights(params):

@@ -99,16 +99,22 @@ def blas_threads():
     return max(counts) if counts else None
 
 
-@contextlib.contextmanager
-def blas_limit(n):  # the BLAS on n threads inside the `with`, the count before restored after
-    before = [lib.get_num_threads() for lib in blas_libraries()]
-    for lib in blas_libraries():
-        lib.set_num_threads(n)
-    try:
-        yield
-    finally:
-        for lib, count in zip(blas_libraries(), before):
-            lib.set_num_threads(count)
+class blas_limit:
+    """`with blas_limit(n):` the BLAS on n threads inside, the count before restored after."""
+
+    def __init__(self, n):
+        self.n, self.libraries = n, blas_libraries()
+
+    def __enter__(self):
+        self.before = [lib.get_num_threads() for lib in self.libraries]
+        for lib, count in zip(self.libraries, self.before):
+            if count != self.n:
+                lib.set_num_threads(self.n)
+
+    def __exit__(self, *exc):
+        for lib, count in zip(self.libraries, self.before):
+            if count != self.n:
+                lib.set_num_threads(count)
 
 
 class Threads:
