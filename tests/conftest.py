@@ -1,5 +1,5 @@
 """Shared test set-up: a deterministic hypothesis profile, so CI never flakes on a new random
-example; one BLAS thread for every test module, the policy gpt2/backend.py applies to every model
+example; one BLAS thread for every test module, the count gpt2/fast/policy.py gives every model
 below SMALL_MODEL (all the suite's models): on 2 shared cores (and with `-n 2`, two workers) the
 BLAS default spins threads over the tiny products and cost some tests 15x the CPU time (a test that
 sets its own count still does, and the next module starts from one again); the built-in models

@@ -303,3 +303,71 @@ def reference_needs(name):
                  for k in ("medusa", "blockwise", "eagle")}
         REFERENCE_NEEDS["models"] = (loaded, heads, encoder)
     return needs_of(TABLE[name], REFERENCE_NEEDS["models"])
+
+
+# ---- the law, sampled, on micro models: each lossless row once, on a value other than the
+# reference (rotating over them), in its batched form (LAW_ROWS rows per prompt in one batch)
+MICRO_T = random_gpt2(n_vocab=3, n_ctx=24, n_embd=8, n_head=2, n_layer=2, seed=3, scale=0.6)
+MICRO_D = random_gpt2(n_vocab=3, n_ctx=24, n_embd=8, n_head=2, n_layer=1, seed=4, scale=0.6)
+LAW_PROMPTS, LAW_N, LAW_ROWS = [[1], [0, 2, 1]], 4, 750
+LAW_OPTIONS = {"temperature": 0.8}
+ROTATION = {"autoregressive": "cpu", "speculative": "panels", "prompt_lookup": "static",
+            "rest": "cpu", "lookahead": "panels", "layer_skip": "cpu", "cascade": "static",
+            "specinfer": "static", "sequoia": "panels"}
+
+
+def micro_needs(name, value):
+    """A row's needs on the micro target (and a micro draft, datastore, second drafter), engines
+    built with one value."""
+    from gpt2.self_draft import SelfDraft
+    from picospec.rest import Datastore
+
+    kind, static = VALUES[value]
+    target = GPT2(*MICRO_T, ops=kind, static=static)
+    if name == "layer_skip":
+        engine = SelfDraft(MICRO_T[0], target.params, [1], forward=target.forward)
+        return {"target": engine.target, "draft": engine.draft,
+                "self_draft": {"K": 2, "threshold": 0.0}}
+    tokens = np.random.default_rng(0).integers(0, 3, 400).astype(np.uint16)
+    return {"target": target, "draft": GPT2(*MICRO_D, ops=kind, static=static),
+            "draft2": GPT2(*random_gpt2(n_vocab=3, n_ctx=24, n_embd=8, n_layer=1, seed=9,
+                                        scale=0.6), ops=kind),
+            "datastore": Datastore.build(tokens), "acceptance": {"sampled": [0.6, 0.2, 0.1]}}
+
+
+def sampled_law_rows(name, value):  # -> per prompt, LAW_ROWS continuations from one batched run
+    from picospec.methods import TABLE, call
+    from picospec_app.load import batched_models
+
+    method = TABLE[name]
+    needs = {k: v for k, v in micro_needs(name, value).items()
+             if k in method.args or k in ("self_draft", "acceptance", "draft2")}
+    B = len(LAW_PROMPTS) * LAW_ROWS
+    options = {"K": 2} if any(o.name == "K" for o in method.options) else {}
+    out = call(method, LAW_PROMPTS * LAW_ROWS, LAW_N, np.random.default_rng(0),
+               batched_models(needs, B), LAW_OPTIONS, options, batch=True)
+    return [[tuple(row[len(prompt):]) for row in out[b::len(LAW_PROMPTS)]]
+            for b, prompt in enumerate(LAW_PROMPTS)]
+
+
+@pytest.mark.parametrize("name", list(ROTATION))
+def test_every_lossless_row_keeps_the_target_law_on_a_fast_value(name):
+    """750 runs per prompt, G-tested against the micro target's exact law (tests/checker.py)."""
+    from checker import check_law, exact_law
+
+    target = GPT2(*MICRO_T, ops="reference")
+    for prompt, rows in zip(LAW_PROMPTS, sampled_law_rows(name, ROTATION[name])):
+        check_law(rows, exact_law(target, prompt, LAW_N, **LAW_OPTIONS))
+
+
+def test_a_broken_sampler_on_a_fast_value_is_rejected(monkeypatch):
+    """Recovering from the target instead of the residual, with the panels forced on: the same
+    check fails."""
+    import picospec.batched.rejection as rejection
+    from checker import check_law, exact_law
+
+    monkeypatch.setattr(rejection, "recovered_probs", lambda q, p: q)
+    target = GPT2(*MICRO_T, ops="reference")
+    with pytest.raises(AssertionError, match="differs from the target"):
+        for prompt, rows in zip(LAW_PROMPTS, sampled_law_rows("speculative", "panels")):
+            check_law(rows, exact_law(target, prompt, LAW_N, **LAW_OPTIONS))

@@ -1,5 +1,5 @@
 """The forward's operations in fewer, larger NumPy calls: the same functions as gpt2/model.py's
-REFERENCE, other formulas (docs/performance.md, "The operations", has what each buys).
+REFERENCE, other formulas (what each buys: docs/performance.md, "The operations an engine runs").
 
 - gelu: 0.5 x (1 + tanh(u)) is x / (1 + exp(-2u)), since 1 + tanh(u) = 2 / (1 + exp(-2u)); NumPy's
   exp is about twice as fast as its tanh. -2u is capped at 80 so that exp stays finite (gelu(x) is
@@ -7,8 +7,8 @@ REFERENCE, other formulas (docs/performance.md, "The operations", has what each 
 - layer_norm: the moments as sums over the row (array methods: np.mean and np.var cost 3-4x more in
   their Python wrappers), the scale folded into g.
 - matmul: a stack of B row blocks [B, n_seq, n_in] is one 2-D product over B*n_seq rows (NumPy
-  would multiply the blocks one at a time, and a stack of one by a slower path); with weight panels (panels.py), 2..MAX_ROWS rows multiply
-  through them.
+  multiplies a stack block by block, and even a stack of one by a slower path); with weight panels
+  (panels.py), 2..MAX_ROWS rows multiply through them.
 - gpu_ops: gelu, softmax and layer_norm as one CUDA kernel each (gpu_kernels.py).
 
 Shapes: [..., n] rows of length n along the last axis; m rows in a product.
