@@ -313,7 +313,11 @@ LAW_PROMPTS, LAW_N, LAW_ROWS = [[1], [0, 2, 1]], 4, 750
 LAW_OPTIONS = {"temperature": 0.8}
 ROTATION = {"autoregressive": "cpu", "speculative": "panels", "prompt_lookup": "static",
             "rest": "cpu", "lookahead": "panels", "layer_skip": "cpu", "cascade": "static",
-            "specinfer": "static", "sequoia": "panels"}
+            "specinfer": "static", "sequoia": "panels", "medusa": "panels", "eagle": "cpu",
+            "eagle2": "static"}
+TREE = "[[0],[1],[0,0]]"  # two children of the root, one grandchild
+LAW_METHOD_OPTIONS = {"medusa": {"tree": TREE, "topk": 2}, "eagle": {"tree": TREE},
+                      "eagle2": {"depth": 2, "tree_top_k": 2, "total_tokens": 3}}
 
 
 def micro_needs(name, value):
@@ -328,6 +332,25 @@ def micro_needs(name, value):
         engine = SelfDraft(MICRO_T[0], target.params, [1], forward=target.forward)
         return {"target": engine.target, "draft": engine.draft,
                 "self_draft": {"K": 2, "threshold": 0.0}}
+    if name == "medusa":  # two random Medusa heads
+        from gpt2.heads import heads_logits, init_heads
+
+        rng = np.random.default_rng(5)
+        heads, config = init_heads(2, target.params["wte"], rng=rng)
+        for head in heads:
+            for layer in head.values():
+                for k in layer:
+                    layer[k] = rng.standard_normal(layer[k].shape, dtype=np.float32) * 0.8
+        return {"target": target, "heads": {"n_heads": 2, "fn": lambda h, n=None: heads_logits(
+            h, heads[:n], target.params["wte"], config)}}
+    if name in ("eagle", "eagle2"):  # a random EAGLE head on the target's ops
+        from gpt2.eagle import EagleHead, init_eagle
+
+        rng = np.random.default_rng(6)
+        params, config = init_eagle(8, 2, rng)
+        params["fc"]["w"] = rng.standard_normal(params["fc"]["w"].shape, dtype=np.float32) * 0.8
+        return {"target": target, "heads": EagleHead(params, config, target.params["wte"], 32,
+                                                     target.forward.ops, target.forward.threads)}
     tokens = np.random.default_rng(0).integers(0, 3, 400).astype(np.uint16)
     return {"target": target, "draft": GPT2(*MICRO_D, ops=kind, static=static),
             "draft2": GPT2(*random_gpt2(n_vocab=3, n_ctx=24, n_embd=8, n_layer=1, seed=9,
@@ -342,10 +365,11 @@ def sampled_law_rows(name, value):  # -> per prompt, LAW_ROWS continuations from
     method = TABLE[name]
     needs = {k: v for k, v in micro_needs(name, value).items()
              if k in method.args or k in ("self_draft", "acceptance", "draft2")}
-    B = len(LAW_PROMPTS) * LAW_ROWS
+    needs = batched_models(needs, len(LAW_PROMPTS) * LAW_ROWS)
     options = {"K": 2} if any(o.name == "K" for o in method.options) else {}
-    out = call(method, LAW_PROMPTS * LAW_ROWS, LAW_N, np.random.default_rng(0),
-               batched_models(needs, B), LAW_OPTIONS, options, batch=True)
+    options.update(LAW_METHOD_OPTIONS.get(name, {}))
+    out = call(method, LAW_PROMPTS * LAW_ROWS, LAW_N, np.random.default_rng(0), needs,
+               LAW_OPTIONS, options, batch=True)
     return [[tuple(row[len(prompt):]) for row in out[b::len(LAW_PROMPTS)]]
             for b, prompt in enumerate(LAW_PROMPTS)]
 
