@@ -20,11 +20,11 @@ from picospec.check.exact_law import cells, law_vector, perturb, power, random_t
 
 N_SAMPLES, DRAWS, LEVEL = 20_000, 4_000, 1e-3  # LEVEL: of the tests of calibration themselves
 # law, and its cells at N_SAMPLES counted by hand
-LAWS = {"two cells": (np.array([0.3, 0.7]), 2),
-        "five cells": (np.array([0.1, 0.15, 0.2, 0.25, 0.3]), 5),
+LAWS = {"two-cells": (np.array([0.3, 0.7]), 2),
+        "five-cells": (np.array([0.1, 0.15, 0.2, 0.25, 0.3]), 5),
         # 100 cells expected 2 times each: pooled into one cell, beside the three large ones
-        "rare cells pooled": (np.array([0.4, 0.3, 0.29] + [1e-4] * 100), 4),
-        "27 sequences of a toy": (law_vector(random_toy(3, seed=7), [1], 3), 27)}
+        "rare-cells-pooled": (np.array([0.4, 0.3, 0.29] + [1e-4] * 100), 4),
+        "toy-27-sequences": (law_vector(random_toy(3, seed=7), [1], 3), 27)}
 
 
 def null_pvalues(probs, seed=0):
@@ -106,7 +106,7 @@ def test_power_is_the_noncentral_chi_square(name):
     assert power_matches(LAWS[name][0])
 
 
-@pytest.mark.parametrize("name, d", [w for w in WRONG if w[0] != "27 sequences of a toy"])
+@pytest.mark.parametrize("name, d", [w for w in WRONG if w[0] != "toy-27-sequences"])
 def test_a_checker_with_the_wrong_degrees_of_freedom_has_other_power(monkeypatch, name, d):
     """(At 26 degrees of freedom one more or less moves the power by less than the draws resolve:
     the small supports carry this check.)"""
