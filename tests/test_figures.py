@@ -178,8 +178,8 @@ def test_single_json_acceptance_and_tokens_per_call_of_a_tree_method(offline):
 
 @pytest.fixture
 def batch_clock(monkeypatch, offline):
-    """main.py's --batch on a stub clock: each group's run reads it twice; batched autoregressive
-    decoding takes 3 s, the method 1 s."""
+    """main.py's --batch on a stub clock: each group's run reads it twice (one group: 512 MB hold
+    every row); batched autoregressive decoding takes 3 s, the method 1 s."""
     ticks = iter([0.0, 3.0, 10.0, 11.0])
     monkeypatch.setattr(command, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
 
@@ -187,27 +187,38 @@ def batch_clock(monkeypatch, offline):
 LINES = ["def add(a, b):", "import os", "class Node:"]
 
 
-def test_batch_json_figures_by_hand(batch_clock, tmp_path):
-    """--batch --json with batched speculative sampling on the built-in pair at temperature 0: the
-    rows finish at different steps; a row's tokens per target call is N over the steps it took part
-    in (accepted >= 0 in the batched record of an identical run), the target calls every step, the
-    speedup 3 s / 1 s."""
+def batch_by_hand():
+    """The same batched run as main.py's (batched speculative sampling, K = 4, greedy) -> the rows'
+    new tokens, each row's steps (those it took part in: accepted >= 0), the steps, the encoder."""
     from gpt2.engine import BatchGPT2
     from gpt2.load import load_model
     from picospec.batched.speculative import batch_speculative_sampling
 
-    path = tmp_path / "prompts.txt"
-    path.write_text("\n".join(LINES) + "\n")
-    out = json.loads(json_of(["--method", "speculative", "--n_tokens", "12", "--temperature", "0",
-                              "--batch", str(path), "--json"]))
     target, encoder = load_model("tiny-target")
     draft = load_model("tiny-draft")[0]
     xs, stats = [encoder.encode(line) for line in LINES], []
     rows = batch_speculative_sampling(xs, BatchGPT2(draft, 3), BatchGPT2(target, 3), 12, 4,
                                       np.random.default_rng(0), stats=stats, temperature=0)
     took_part = [sum(1 for s in stats if s["accepted"][b] >= 0) for b in range(3)]
+    return [r[len(x):] for r, x in zip(rows, xs)], took_part, stats, encoder
+
+
+def run_batch(tmp_path, *more):
+    path = tmp_path / "prompts.txt"
+    path.write_text("\n".join(LINES) + "\n")
+    return json_of(["--method", "speculative", "--n_tokens", "12", "--temperature", "0",
+                    "--batch", str(path), "--batch_memory", "512", *more])
+
+
+def test_batch_json_figures_by_hand(batch_clock, tmp_path):
+    """--batch --json with batched speculative sampling on the built-in pair at temperature 0: the
+    rows finish at different steps; a row's tokens per target call is N over the steps it took part
+    in (in the batched record of an identical run), the target calls every step, the speedup 3 s /
+    1 s."""
+    out = json.loads(run_batch(tmp_path, "--json"))
+    new, took_part, stats, encoder = batch_by_hand()
     assert len(set(took_part)) > 1  # the rows finished at different steps
-    assert out["texts"] == [encoder.decode(r[len(x):]) for r, x in zip(rows, xs)]
+    assert out["texts"] == [encoder.decode(ids) for ids in new]
     assert out["tokens_per_target_call"] == [pytest.approx(12 / n) for n in took_part]
     assert out["target_calls"] == len(stats) and out["autoregressive"]["target_calls"] == 12
     assert (out["time_s"], out["autoregressive"]["time_s"], out["speedup"]) == (1.0, 3.0, 3.0)
@@ -215,10 +226,13 @@ def test_batch_json_figures_by_hand(batch_clock, tmp_path):
 
 
 def test_batch_text_figures_by_hand(batch_clock, tmp_path):
-    path = tmp_path / "prompts.txt"
-    path.write_text("\n".join(LINES) + "\n")
-    text = json_of(["--method", "speculative", "--n_tokens", "12", "--temperature", "0",
-                    "--batch", str(path)])
-    assert "speedup 3.00x over batched autoregressive; 3/3 texts identical" in text
+    """The same figures as main.py --batch prints them."""
+    text = run_batch(tmp_path)
+    _, took_part, stats, _ = batch_by_hand()
+    for row, n in enumerate(took_part, 1):
+        assert f"── row {row} (line {row} of " in text
+        assert f"): {12 / n:.2f} tokens per target call ─" in text
+    assert (f"speculative: 3 prompts x 12 tokens in 1.000 s, {len(stats)} batched target "
+            f"calls") in text
     assert "autoregressive, batched the same way: 3.000 s, 12 batched target calls" in text
-    assert "speculative: 3 prompts x 12 tokens in 1.000 s" in text
+    assert "speedup 3.00x over batched autoregressive; 3/3 texts identical" in text
