@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from picospec.batched.loop import batch_tree_decoding, batched
+from picospec.theory import GPU_VERIFY_COST
 from picospec_app import command, run
 from toy import Toy
 
@@ -174,6 +175,44 @@ def test_single_json_acceptance_and_tokens_per_call_of_a_tree_method(offline):
     assert (f"{again['target_calls']} target calls ({16 / again['target_calls']:.2f} tokens per "
             f"target call), {mine['draft_calls']} draft calls, acceptance "
             f"{kept / drafted:.0%}") in text
+
+
+class Ticks:
+    """A stub clock that moves one tick (1 ms) each time it is read: a timed call lasts one tick,
+    and a run of c model calls (none of them accept()) lasts 2 c + 1 ticks."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        self.now += 1e-3
+        return self.now
+
+
+def test_single_json_times_and_speedup_by_hand(offline, monkeypatch):
+    """main.py --json, speculative on the built-in pair, every run on the tick clock: autoregressive
+    decoding of N = 16 lasts 33 ticks, the method's t target and d draft calls 2 (t + d) + 1; so the
+    speedup, tokens per second, E, c = c_d = 1 and the predictions follow by hand."""
+    import functools
+
+    monkeypatch.setattr(run, "run_method", functools.partial(run.run_method, clock=Ticks()))
+    out = json.loads(json_of(["--method", "speculative", "--K", "3", "--n_tokens", "16", "--runs",
+                              "2", "--temperature", "0", "--json"]))
+    base, mine = out["runs"]
+    t, d = mine["target_calls"], mine["draft_calls"]
+    seconds = (2 * (t + d) + 1) * 1e-3
+    assert base["time_s"] == pytest.approx(33e-3) and mine["time_s"] == pytest.approx(seconds)
+    assert base["times_s"] == [pytest.approx(33e-3)] * 2 and mine["rounds"] == 2
+    assert mine["tokens_per_s"] == pytest.approx(16 / seconds)
+    assert out["speedup"] == pytest.approx(33e-3 / seconds)
+    assert out["speedup_range"] == [pytest.approx(33e-3 / seconds)] * 2 and out["rounds"] == 2
+    costs, E, k = out["cost_model"], 16 / t, d / t
+    assert (costs["E"], costs["c"]) == (pytest.approx(E), pytest.approx(1))
+    assert costs["drafts"]["draft"] == {"per_target_call": pytest.approx(k),
+                                        "c_d": pytest.approx(1)}
+    assert costs["predicted"] == pytest.approx(E / (1 + k))
+    assert costs["predicted_gpu"] == pytest.approx(E / (GPU_VERIFY_COST + k))
+    assert out["same_output"] is True
 
 
 @pytest.fixture
