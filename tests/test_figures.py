@@ -2,7 +2,8 @@
 seconds, calls and time per model (picospec_app/run.py, on a stub clock that the models advance by
 their cost), the speedup and the cost model's inputs, acceptance (accepted over drafted tokens, for
 trees too), per-position acceptance, the batched tree loop's step record (its nodes: the widest
-tree), and main.py's --json, for one prompt and for --batch (per-row tokens per target call over the
+tree), and main.py's --json and text, for one prompt (times, speedup and costs on a clock that ticks
+once a read; a tree method's acceptance) and for --batch (per-row tokens per target call over the
 calls the row took part in, the speedup of batched autoregressive time over the method's).
 """
 import io
@@ -75,8 +76,10 @@ def test_a_run_all_accepted_by_hand():
     assert costs["drafts"]["draft"] == {"per_target_call": pytest.approx(k),
                                         "c_d": pytest.approx(0.2 / 0.8)}
     assert costs["predicted"] == pytest.approx((10 / 3) / (c + k * 0.25))
-    # the rest of the step: E / measured - c - k c_d
+    # nothing but the models takes time on this clock: the rest of the step, E / measured - c -
+    # k c_d, is 0, and verification (c - 1 = 1.17) costs more than drafting (k c_d = 0.58)
     assert run.drafting(costs) == pytest.approx(k * 0.25)
+    assert (10 / 3) / (8 / 6.6) - c - k * 0.25 == pytest.approx(0, abs=1e-12)
     assert run.limit_line(costs, 8 / 6.6).startswith("limit here: verification (")
 
 
