@@ -2,7 +2,7 @@
 sequence of a batched call reuses), exhaustively around the shortcut that looks for the parting
 point only in the last 16 tokens: after every rollback of 1 to 40 tokens, every rollback followed by
 new tokens, and every change of one token at any distance from the end, the logits equal a fresh
-engine's (within 1e-5), single and batched."""
+engine's (within 1e-5), single and batched (also after a row leaves the batch)."""
 import numpy as np
 import pytest
 
@@ -95,3 +95,16 @@ def test_batched_engine_reuse_equals_a_fresh_engine(fresh):
             got = model.logits(calls, 2)  # [ROWS, 2, V]
             for b, y in enumerate(calls):
                 assert np.abs(got[b] - fresh(y, 2)).max() < TOL, (d, b)
+
+
+def test_batched_engine_reuse_after_a_row_leaves(fresh):
+    """The first row leaves the batch while the others change at distance d: each remaining text
+    finds its own row (not the one that left) and reuses only what it shares with it."""
+    xs = [text(20 + b, L - 2 * b) for b in range(ROWS)]
+    for d in range(1, 41):
+        model = BatchGPT2(GPT2(HP, PARAMS), ROWS)
+        model.logits(xs, 2)
+        ys = [changed(xs[1], d), xs[2][:-d] + [(t + 3) % 50 for t in xs[2][-d:]]]
+        got = model.logits(ys, 2)  # [2, 2, V]
+        for b, y in enumerate(ys):
+            assert np.abs(got[b] - fresh(y, 2)).max() < TOL, (d, b)
