@@ -1,6 +1,7 @@
 """Batched speculative sampling (picospec/batched/speculative.py) beyond its law: a seeded row's
 output is a function of its own generator and prompt alone, whichever rows beside it have finished,
-and the per-row step record says what happened.
+the per-row step record says what happened, and each row equals one row's Algorithm 2 drawn in the
+batched sampler's order, at temperature 0, 1 and 0.7 with top-k and top-p.
 
 The models: after token 0 both target and draft always say 0, so a row whose prompt ends in 0
 accepts every draft and finishes first; elsewhere they are random toys, and the target never says 0
@@ -107,3 +108,60 @@ def test_root_rounds_by_hand():
     xs[0].append(11)
     roots[:] = [8, 10]
     assert next(rounds, None) is None and xs == [[1, 2, 3, 7, 11, 8], [4, 5, 6, 9, 10]]
+
+
+# Batched speculative sampling row by row against one row's Algorithm 2, written out below with the
+# batched sampler's order of draws: each draft's uniform, the bonus token's, then k acceptance and k
+# recovery uniforms (vLLM's contract). The batch's k is shared (the most any active row can use), so
+# the row's k per step is read from the batched record. Toys of 5 tokens, three warps.
+ROW_TARGET, ROW_DRAFT = random_toy(5, seed=11), perturbed(random_toy(5, seed=11), 0.6, seed=12)
+ROW_PROMPTS = [[1], [0, 2], [3, 3, 1], [4], [2, 0, 4, 1]]
+
+
+def draw(p, u):
+    """Inverse CDF: the first token whose cumulative mass exceeds u times the total."""
+    cdf = np.cumsum(p, dtype=np.float64)
+    return int((cdf <= u * cdf[-1]).sum())
+
+
+def one_row(x, N, ks, gen, **options):
+    """Algorithm 2 for one row with its own generator, k drafts a step as listed."""
+    from picospec.sampling import warp
+
+    x, T = list(x), len(x) + N
+    for k in ks:
+        # Step 1: k drafts from the warped draft law, one uniform each
+        drafts, P = [], []
+        for _ in range(k):
+            P.append(warp(ROW_DRAFT(x + drafts)[-1], **options))  # [V]
+            drafts.append(draw(P[-1], gen.random()))
+        Q = warp(ROW_TARGET(x + drafts, k + 1), **options)  # [k + 1, V]
+        bonus = draw(Q[-1], gen.random())
+        u = gen.random(2 * k)
+        # Step 2: accept while u < q / p; at the first rejection recover from norm(max(0, q - p))
+        n = 0
+        while n < k and u[n] < min(1, Q[n][drafts[n]] / P[n][drafts[n]]):
+            n += 1
+        if n < k:
+            r = np.maximum(Q[n] - P[n], 0)
+            token = draw(r / r.sum() if r.sum() > 0 else Q[n], u[k + n])
+        x += (drafts[:n] + [bonus if n == k else token])[:T - len(x)]
+    return x
+
+
+@pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0},
+                                     {"temperature": 0.7, "top_k": 3, "top_p": 0.7}],
+                         ids=["T=0", "T=1", "T=0.7,top_k,top_p"])
+def test_batched_rows_equal_each_row_alone(options):
+    """Each row of one batched run (its own generator) equals one_row on its prompt with that
+    generator's seed; the rows went ragged and some finished before others."""
+    N, K, stats = 9, 3, []
+    out = batch_speculative_sampling(ROW_PROMPTS, batched(ROW_DRAFT), batched(ROW_TARGET), N, K,
+                                     np.random.default_rng(99), stats=stats,
+                                     generators={b: np.random.default_rng(b)
+                                                 for b in range(len(ROW_PROMPTS))}, **options)
+    for b, x in enumerate(ROW_PROMPTS):
+        ks = [s["drafted"] for s in stats if s["accepted"][b] >= 0]
+        assert out[b] == one_row(x, N, ks, np.random.default_rng(b), **options), b
+    assert any(len({a for a in s["accepted"] if a >= 0}) > 1 for s in stats)
+    assert any(-1 in s["accepted"] for s in stats)

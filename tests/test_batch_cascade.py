@@ -11,7 +11,7 @@ the law that tests/test_cascade.py checks:
 - each row equals cascade_decoding on its prompt alone with its own generator, tokens and step
   records: on toys for every cascade down to N = 1 (drafts cut short, rows riding along, reviewers
   asked for different numbers of positions in one call), and on the built-in pair with the n-gram at
-  temperature 0 and 1;
+  temperature 0, 1 and 0.7 with top-k 5 and top-p 0.8;
 - the step records have the other batched forms' keys: accepted per row, -1 once a row has finished.
 """
 import numpy as np
@@ -109,8 +109,8 @@ TOYS = [random_toy(5, seed=7), perturbed(random_toy(5, seed=7), 0.5, seed=8),
 @pytest.mark.parametrize("name", CASCADES)
 @pytest.mark.parametrize("options",
                          [{"temperature": 0}, {"temperature": 1.0},
-                          {"temperature": 0.7, "top_p": 0.8}],
-                         ids=["T=0", "T=1", "T=0.7-top_p"])
+                          {"temperature": 0.7, "top_k": 3, "top_p": 0.8}],
+                         ids=["T=0", "T=1", "T=0.7-top_k-top_p"])
 def test_batched_rows_equal_each_row_alone_on_toys(N, name, options):
     xs, stats = [[1], [0, 2, 3], [4, 4], [2], [3, 1, 1, 0]], []
     out = batch_cascade_decoding(xs, *[batched(m) for m in TOYS], N, rng=np.random.default_rng(0),
@@ -133,7 +133,9 @@ def pair():
 
 
 @pytest.mark.parametrize("name", CASCADES)
-@pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0}], ids=["T=0", "T=1"])
+@pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0},
+                                     {"temperature": 0.7, "top_k": 5, "top_p": 0.8}],
+                         ids=["T=0", "T=1", "T=0.7-top_k-top_p"])
 def test_batched_rows_equal_each_row_alone(pair, name, options):
     """The built-in target, tiny-draft and the n-gram on code prompts of different lengths: each row
     of one batch, with its own generator, is token for token and step for step what cascade_decoding

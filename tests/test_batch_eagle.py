@@ -1,11 +1,11 @@
-"""Batched EAGLE-1: the batched head (gpt2/eagle.py BatchEagleHead) gives each row what
-EagleHead gives it alone, through calls with ragged contexts, trees grown a level per call, contexts
-that move on or change, and rows left out of a call; batch_eagle_decoding (picospec/eagle.py) gives
-each row what eagle_decoding gives its prompt alone with its own generator, on the built-in target
-and its shipped head, at temperature 0, 1 (sampled and top-k candidates) and 0.7 with top-k 5, rows
-finishing at different steps; and so on a micro GPT-2 of three tokens with a random head (48 rows,
-nodes accepted and rejected, at temperature 1 and 0.7 with top-k 2), where the first drafted path
-taken unverified in the batched run is caught. So each row has the law that tests/test_eagle.py
+"""Batched EAGLE-1: the batched head (gpt2/eagle.py BatchEagleHead) gives each row what EagleHead
+gives it alone, through calls with ragged contexts, trees grown a level per call, contexts that move
+on or change, and rows left out of a call; batch_eagle_decoding (picospec/eagle.py) gives each row
+what eagle_decoding gives its prompt alone with its own generator, on the built-in target and its
+shipped head, at temperature 0, 1 (sampled and top-k candidates) and 0.7 with top-k 5 and top-p 0.8,
+rows finishing at different steps; and so on a micro GPT-2 of three tokens with a random head (48
+rows, nodes accepted and rejected, at temperature 1 and 0.7 with top-k 2), where the first drafted
+path taken unverified in the batched run is caught. So each row has the law that tests/test_eagle.py
 checks (tests/batchrows.py)."""
 import numpy as np
 import pytest
@@ -68,7 +68,8 @@ def shipped():
 @pytest.mark.parametrize("candidates, options",
                          [("sample", {"temperature": 0}), ("sample", {"temperature": 1.0}),
                                                  ("topk", {"temperature": 1.0}),
-                                                 ("sample", {"temperature": 0.7, "top_k": 5})])
+                                                 ("sample", {"temperature": 0.7, "top_k": 5,
+                                                             "top_p": 0.8})])
 def test_batched_rows_equal_each_row_alone(shipped, candidates, options):
     from picospec.eagle import eagle_decoding, static_tree
 

@@ -1,7 +1,7 @@
 """Batched EAGLE-2: batch_eagle2_decoding (picospec/batched/eagle2.py) on the batched head
-(gpt2/eagle.py) gives each row what eagle2_decoding gives its prompt alone with its own
-generator, in its tokens and in its step records, on the built-in target and its shipped head, at
-temperature 0, 1 and 0.7 with top-k 5, rows finishing at different steps; the head runs once per
+(gpt2/eagle.py) gives each row what eagle2_decoding gives its prompt alone with its own generator,
+in its tokens and in its step records, on the built-in target and its shipped head, at temperature
+0, 1 and 0.7 with top-k 5 and top-p 0.8, rows finishing at different steps; the head runs once per
 layer for all rows still expanding; the records have the keys of batched EAGLE-1's; and so on a
 micro GPT-2 of three tokens with a random head (48 rows, nodes accepted and rejected, at temperature
 1 and 0.7 with top-k 2), where the first drafted path taken unverified in the batched run is caught.
@@ -45,8 +45,8 @@ def alone(target, head, xs, options):
 
 @pytest.mark.parametrize("options",
                          [{"temperature": 0}, {"temperature": 1.0},
-                          {"temperature": 0.7, "top_k": 5}],
-                         ids=["T0", "T1", "T0.7-top_k5"])
+                          {"temperature": 0.7, "top_k": 5, "top_p": 0.8}],
+                         ids=["T0", "T1", "T0.7-top_k5-top_p0.8"])
 def test_batched_rows_equal_each_row_alone(shipped, options):
     """Tokens, and per step: each row's accepted count and new tokens (-1 and none once it has
     finished); the step's drafted and nodes are the largest of the rows still running."""

@@ -8,9 +8,9 @@
   shared by all rows and a confidence stop that ends every row's drafting, and this test catches
   both.
 - batched autoregressive sampling (picospec/autoregressive.py): with its own generator each row
-  equals autoregressive_sampling alone, at temperature 0, 1 and 0.7 with top-k 5 (so it has the
-  single function's law, which tests/test_speculative.py checks); bench.mutants plants one generator
-  for all rows.
+  equals autoregressive_sampling alone, at temperature 0, 1 and 0.7 with top-k 5 and top-p 0.8 (so
+  it has the single function's law, which tests/test_speculative.py checks); bench.mutants plants
+  one generator for all rows.
 """
 import numpy as np
 import pytest
@@ -66,7 +66,7 @@ def test_batched_greedy_refuses_what_the_single_form_refuses(pair):
 
 @pytest.mark.parametrize("options",
                          [{"temperature": 0}, {"temperature": 1.0},
-                          {"temperature": 0.7, "top_k": 5}])
+                          {"temperature": 0.7, "top_k": 5, "top_p": 0.8}])
 def test_batched_autoregressive_rows_equal_each_row_alone(options):
     hp, params = random_gpt2(n_vocab=50, n_ctx=64, seed=3, scale=0.5)
     target = GPT2(hp, params)

@@ -4,7 +4,8 @@ and pooled guesses scored in one batched tree call), row by row against lookahea
 single form gives its prompt alone, so it has the law that tests/test_lookahead.py checks. On a
 micro GPT-2 of three tokens (48 rows, windows and pools of their own, guesses accepted and rejected,
 at temperature 1), where keeping the first pooled guess unverified in the batched run is caught, and
-on a random engine of 50 tokens, greedy and sampled."""
+on a random engine of 50 tokens, greedy and sampled (at 1, and at 0.7 with top-k 5 and top-p
+0.8)."""
 import numpy as np
 import pytest
 
@@ -53,7 +54,7 @@ def test_unverified_guesses_are_caught(monkeypatch):
 
 @pytest.mark.parametrize("options",
                          [{"temperature": 0}, {"temperature": 1.0},
-                          {"temperature": 0.7, "top_k": 5}])
+                          {"temperature": 0.7, "top_k": 5, "top_p": 0.8}])
 def test_batched_rows_equal_each_row_alone(options):
     """A random engine with peaked laws (scale 1), whose text falls into cycles so that the pool's
     n-grams come true when sampling too: each row of one batch, with its own generator, is token for

@@ -4,7 +4,8 @@ generator, is token for token what the single form gives its prompt alone, so it
 tests/test_medusa.py checks for the lossless posterior. On a micro GPT-2 of three tokens with two
 random heads (48 rows, the seed's tree, nodes accepted and rejected, at temperature 1 and at 0.7
 with top-k 2), where the longest-match flaw planted in the batched run is caught, and on the
-built-in target and its shipped heads, greedy and, with its own generator, sampled."""
+built-in target and its shipped heads, greedy and, with its own generator, sampled (also at 0.7
+with top-k 20 and top-p 0.8)."""
 import functools
 
 import numpy as np
@@ -71,7 +72,8 @@ def shipped():
 @pytest.mark.parametrize("posterior,options",
                          [("greedy", {"temperature": 0}), ("typical", {"temperature": 0.8}),
                                                ("lossless", {"temperature": 1.0}),
-                                               ("lossless", {"temperature": 0.7, "top_k": 20})])
+                                               ("lossless", {"temperature": 0.7, "top_k": 20,
+                                                             "top_p": 0.8})])
 def test_batched_rows_equal_each_row_alone(shipped, posterior, options):
     """The built-in target and its shipped heads: each row of one batch, with its own generator, is
     token for token what medusa_decoding gives its prompt alone with that generator (rows finish at

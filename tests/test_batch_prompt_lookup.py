@@ -4,7 +4,7 @@ chain scored in one batched tree call), row by row against prompt_lookup_decodin
 single form gives its prompt alone, so it has the law that tests/test_prompt_lookup.py checks. On a
 micro GPT-2 of three tokens (48 rows, drafts accepted and rejected, at temperature 1 and at 0.6 with
 top-k 2), where accepting every match in the batched run is caught, and on the built-in target at
-temperature 0, 1 and 0.7 with top-p 0.9."""
+temperature 0, 1 and 0.7 with top-k 5 and top-p 0.9."""
 import numpy as np
 import pytest
 
@@ -51,7 +51,7 @@ def test_accepting_every_match_is_caught(monkeypatch):
 
 @pytest.mark.parametrize("options",
                          [{"temperature": 0}, {"temperature": 1.0},
-                          {"temperature": 0.7, "top_p": 0.9}])
+                          {"temperature": 0.7, "top_k": 5, "top_p": 0.9}])
 def test_batched_rows_equal_each_row_alone(options):
     """The built-in target on code prompts: each row of one batch, with its own generator, is token
     for token what prompt_lookup_decoding gives its prompt alone with that generator; drafts of

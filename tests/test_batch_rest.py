@@ -4,7 +4,7 @@ batch, with its own generator, is token for token what the single form gives its
 has the law that tests/test_rest.py checks. On a micro GPT-2 of three tokens whose datastore holds
 its own sampled text (48 rows, branching tries, drafts accepted and rejected, at temperature 1 and
 at 0.7 with top-k 2), where taking the first retrieved path unverified in the batched run is caught,
-and on a random engine of 50 tokens at temperature 0, 1 and 0.7 with top-k 5."""
+and on a random engine of 50 tokens at temperature 0, 1 and 0.7 with top-k 5 and top-p 0.8."""
 import functools
 
 import numpy as np
@@ -63,7 +63,7 @@ def test_unverified_paths_are_caught(monkeypatch):
 
 @pytest.mark.parametrize("options",
                          [{"temperature": 0}, {"temperature": 1.0},
-                          {"temperature": 0.7, "top_k": 5}])
+                          {"temperature": 0.7, "top_k": 5, "top_p": 0.8}])
 def test_batched_rows_equal_each_row_alone(options):
     """A random engine whose datastore holds its own greedy text (partly corrupted) and noise: each
     row of one batch, with its own generator, is token for token what rest_decoding gives its prompt

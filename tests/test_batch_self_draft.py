@@ -12,7 +12,7 @@ picospec/self_draft.py's batch_self_speculative_decoding.
   run are caught.
 - The rows: on the built-in tiny-target and its shipped self_draft.json, each row of one batch is
   what self_speculative_decoding gives its prompt alone with its own generator, in tokens and in
-  step records.
+  step records, at temperature 0, 1 and 0.7 with top-k 5 and top-p 0.8.
 - The front door: main.py --batch on both rows prints the autoregressive texts at temperature 0.
 """
 import json
@@ -220,8 +220,8 @@ SETTINGS = {"shipped": {},
 
 @pytest.mark.parametrize("options",
                          [{"temperature": 0}, {"temperature": 1.0},
-                          {"temperature": 0.7, "top_k": 5}],
-                         ids=["T0", "T1", "T0.7-top_k5"])
+                          {"temperature": 0.7, "top_k": 5, "top_p": 0.8}],
+                         ids=["T0", "T1", "T0.7-top_k5-top_p0.8"])
 @pytest.mark.parametrize("settings", list(SETTINGS), ids=list(SETTINGS))
 @pytest.mark.parametrize("kind", ["layer_skip", "early_exit"])
 def test_batched_rows_equal_each_row_alone(tiny, kind, settings, options):

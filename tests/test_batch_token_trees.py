@@ -8,9 +8,9 @@ tests/test_specinfer.py and tests/test_sequoia.py check:
   branching trees, nodes accepted and rejected: SpecInfer at temperature 1, Sequoia at 0.7 with
   top-k 2. Broken rules planted in the batched run are caught: SpecInfer taking its first drawn path
   unverified, Sequoia judging its without-replacement siblings by the i.i.d. rule;
-- on the built-in pair: at temperature 0, 1 and 0.7 with top-k 5, SpecInfer also with two drafts
-  merged (tiny-draft and the n-gram, whose batched form scores trees node by node); the rows go
-  ragged and finish at different steps.
+- on the built-in pair: at temperature 0, 1 and 0.7 with top-k 5 and top-p 0.8, SpecInfer also with
+  two drafts merged (tiny-draft and the n-gram, whose batched form scores trees node by node); the
+  rows go ragged and finish at different steps.
 """
 import numpy as np
 import pytest
@@ -92,7 +92,7 @@ def pair():
                          [("specinfer", False), ("specinfer", True), ("sequoia", False)])
 @pytest.mark.parametrize("options",
                          [{"temperature": 0}, {"temperature": 1.0},
-                          {"temperature": 0.7, "top_k": 5}])
+                          {"temperature": 0.7, "top_k": 5, "top_p": 0.8}])
 def test_batched_rows_equal_each_row_alone(pair, name, merge, options, monkeypatch):
     """Token for token, but for a draw within MARGIN of a CDF boundary (tests/batchrows.py: 1 row in
     20 on the built-in pair split so, at 6e-7)."""
