@@ -1,0 +1,121 @@
+"""Graders a learner can read: a sampled law through the exact-law checker (picospec.check), or a
+deterministic function against its reference on cases from the smallest up -> Verdict."""
+import functools
+from typing import NamedTuple
+
+import numpy as np
+
+from picospec.check.battery import cases_of, check_sampler
+from picospec.check.cases import PROMPT
+from picospec.check.exact_law import ALPHA, Toy, detectable_tv, law_vector
+
+
+class Verdict(NamedTuple):
+    exercise: str
+    passed: bool
+    checked: str  # what was checked, and how hard
+    evidence: str  # pass: the numbers; fail: the smallest case that shows it
+    failed: str = ""  # fail: the case (law) or the part of the output (function) that differs
+
+    def __str__(self):
+        head = f"{self.exercise}: {'pass' if self.passed else 'FAIL'}"
+        return "\n".join([head, f"  checked: {self.checked}"]
+                         + [f"  {line}" for line in self.evidence.splitlines()])
+
+    def line(self):
+        """One line: pass, or FAIL and where."""
+        return "pass" if self.passed else f"FAIL at {self.failed}"
+
+
+def unanswered(exercise, fn, args):
+    """A stub still raising NotImplementedError -> its Verdict, else None."""
+    try:
+        fn(*args)
+    except NotImplementedError:
+        return Verdict(exercise, False, "nothing yet", "not answered: the function still raises "
+                       "NotImplementedError", "not answered")
+    except Exception:  # any other error: the grader reports it with its case
+        pass
+    return None
+
+
+def grade_law(exercise, fn, contract, samples, seed=0, probe=None):
+    """fn through the checker's battery of `contract` (docs/checker.md), stopping at the first
+    failing case -> Verdict with the first case's observed and exact counts."""
+    if probe is not None and (stub := unanswered(exercise, fn, probe)) is not None:
+        return stub
+    report = check_sampler(fn, contract, samples, seed, controls=False, first_failure=True)
+    n_cases = len(cases_of(contract))
+    tv90 = battery_tv90(contract, samples)
+    checked = (f"the law of whole sequences sampled through your function on the checker's "
+               f"{n_cases} toy cases of the {contract} contract (picospec.check), {samples:,} "
+               f"sequences each, G-test at alpha {ALPHA:g}; each case catches any error of total "
+               f"variation >= {tv90:.3f} with probability 0.9")
+    if report.verdict == "pass":
+        low = min(c.p_value for c in report.cases if c.p_value == c.p_value)
+        return Verdict(exercise, True, checked, f"all {n_cases} cases passed (smallest p-value "
+                       f"{low:.3g}): your function samples the target's exact law")
+    (i, _), bad = cases_of(contract)[len(report.cases) - 1], report.cases[-1]
+    if bad.verdict == "error":
+        why = f"your function raised or broke the contract: {bad.detail}"
+    elif bad.p_value != bad.p_value:  # the support case: uniforms at 0
+        why = (f"{bad.detail} (every uniform your rng gave was 0.0: a token the target gives "
+               f"probability 0 was kept)")
+    else:
+        why = (f"p-value {bad.p_value:.2g} < {ALPHA:g}: the law of what you sampled differs "
+               f"from the exact one; sequences (new tokens) with the largest gaps:\n  "
+               + bad.detail.replace("; ", "\n  "))
+    return Verdict(exercise, False, checked, f"first failing case: {i}. {bad.name}\n{why}",
+                   f"case {i}. {bad.name}")
+
+
+@functools.lru_cache
+def battery_tv90(contract, samples):
+    """The largest of the battery's law cases' tv90 at `samples` sequences: the error of total
+    variation each case catches with probability 0.9 wherever it lies (docs/checker.md)."""
+    return max(detectable_tv(law_vector(Toy(case.laws()[0]), PROMPT, case.N), samples)
+               for _, case in cases_of(contract) if not case.lowest)
+
+
+def grade_cases(exercise, fn, reference, cases, compare, about):
+    """fn against reference on cases [(label, args)], smallest first -> Verdict naming the first
+    case where they differ. compare(yours, expected) -> the part that differs, or None."""
+    if cases and (stub := unanswered(exercise, fn, cases[0][1])) is not None:
+        return stub
+    checked = f"your function against {about} on {len(cases)} cases, smallest first"
+    for label, args in cases:
+        expected = reference(*args)
+        try:
+            yours = fn(*args)
+            part = compare(yours, expected)
+        except Exception as e:  # the learner's function raised: that case fails
+            yours, part = f"raised {type(e).__name__}: {e}", "raises"
+        if part is not None:
+            return Verdict(exercise, False, checked,
+                           f"smallest case that differs ({part}): {label}\n  expected: "
+                           f"{show(expected)}\n  yours:    {show(yours)}", part)
+    return Verdict(exercise, True, checked, f"all {len(cases)} cases agree")
+
+
+def show(value):
+    """A value printed on one line, arrays as nested lists."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {show(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, np.ndarray):
+        value = value.astype(int) if value.dtype == bool else np.round(value, 4)
+        return str(value.tolist())
+    if isinstance(value, (tuple, list)) and any(isinstance(v, np.ndarray) for v in value):
+        return "(" + ", ".join(show(v) for v in value) + ")"
+    return repr(value)
+
+
+def same_array(yours, expected, tol=1e-9):
+    """None when yours equals expected (shape, then values within tol), else what differs."""
+    yours = np.asarray(yours)
+    if yours.shape != np.shape(expected):
+        return f"shape {yours.shape}, expected {np.shape(expected)}"
+    if not np.allclose(yours.astype(float), np.asarray(expected, dtype=float), atol=tol, rtol=tol):
+        return "values"
+    return None
