@@ -87,28 +87,26 @@ def grade_cases(exercise, fn, reference, cases, compare, about):
         expected = reference(*args)
         try:
             yours = fn(*args)
-            part = compare(yours, expected)
+            part, shown = compare(yours, expected), show(yours)
         except Exception as e:  # the learner's function raised: that case fails
-            yours, part = f"raised {type(e).__name__}: {e}", "raises"
+            part, shown = "raises", f"raised {type(e).__name__}: {' '.join(str(e).split())}"
         if part is not None:
             return Verdict(exercise, False, checked,
                            f"smallest case that differs ({part}): {label}\n  expected: "
-                           f"{show(expected)}\n  yours:    {show(yours)}", part)
+                           f"{show(expected)}\n  yours:    {shown}", part)
     return Verdict(exercise, True, checked, f"all {len(cases)} cases agree")
 
 
 def show(value):
-    """A value printed on one line, arrays as nested lists."""
+    """A value printed on one line: arrays as nested lists, NumPy scalars as Python's."""
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {show(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, np.generic):
-        value = value.item()
     if isinstance(value, np.ndarray):
-        value = value.astype(int) if value.dtype == bool else np.round(value, 4)
-        return str(value.tolist())
-    if isinstance(value, (tuple, list)) and any(isinstance(v, np.ndarray) for v in value):
-        return "(" + ", ".join(show(v) for v in value) + ")"
-    return repr(value)
+        return str((value.astype(int) if value.dtype == bool else np.round(value, 4)).tolist())
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(show(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    return repr(value.item() if isinstance(value, np.generic) else value)
 
 
 def same_array(yours, expected, tol=1e-9):

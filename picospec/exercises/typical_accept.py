@@ -21,8 +21,12 @@ ANSWER = "from picospec.medusa import typical_accept  # the project's answer"
 
 
 def cases(seed=0):
-    """[(label, args)]: trees of 1 to 6 nodes over 2 to 6 tokens, laws from flat to peaked."""
-    rng, out = np.random.default_rng(seed), []
+    """[(label, args)]: p(x) equal to the threshold (not kept), then trees of 1 to 6 nodes over 2 to
+    6 tokens, laws from flat to peaked."""
+    rng = np.random.default_rng(seed)
+    tie = ([0], [-1], np.array([[0.09, 0.91], [0.5, 0.5]]), 0.09, 0.3)  # threshold min(.09, .22)
+    out = [("tokens=[0], parents=[-1], probs=[[0.09, 0.91], [0.5, 0.5]], epsilon=0.09, delta=0.3",
+            tie)]
     for m in range(1, 7):
         for V in range(2, 7):
             for concentration in (0.3, 1.0, 5.0):
