@@ -232,3 +232,19 @@ def test_a_handout_clears_the_answers_and_grades_as_not_answered(tmp_path):
     graded = run_here(["-m", "picospec.exercises", "grade", "h.ipynb"], tmp_path)
     assert graded.returncode == 1 and graded.stdout.count("not answered") == len(EXERCISES)
     assert Path(tmp_path / "h.ipynb").stat().st_size < NOTEBOOK.stat().st_size
+
+
+def test_grading_needs_numpy_alone(tmp_path):
+    """Like `python -m picospec.check`: the modules a whole grading loads are the standard
+    library's, NumPy's and the project's picospec and door."""
+    path = write(tmp_path / "answers.py", *(EXERCISES[n].ANSWER for n in EXERCISES))
+    code = ("import sys\nbefore = set(sys.modules)  # what the interpreter's site loaded\n"
+            "from picospec.exercises.__main__ import main\n"
+            f"status = main(['grade', {str(path)!r}, '--samples', '200'])\n"
+            "names = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+            "print(status, sorted(n for n in names - set(sys.stdlib_module_names)\n"
+            "             if 'cython' not in n))")
+    r = run_cli(["-c", code], tmp_path)
+    status, names = r.stdout.splitlines()[-1].split(" ", 1)
+    assert status == "0", r.stdout + r.stderr
+    assert set(eval(names)) <= {"numpy", "picospec", "picospec_cli"}, names
