@@ -23,7 +23,8 @@ NOT_METHODS = SHARED | {"__init__", "methods", "options", "theory"}
 # batched/'s loops (and its own method's steps, checked by batched_imports)
 ALSO = {"check": {"check", "batched"}, "batched": {"batched"},
         # the exercises grade a learner against picospec's own functions and the checker
-        "exercises": {"exercises", "check", "theory", "medusa", "prompt_lookup", "lookahead"}}
+        "exercises": {"exercises", "check", "theory", "medusa", "prompt_lookup", "rest",
+                      "lookahead"}}
 STDLIB = set(sys.stdlib_module_names)
 
 

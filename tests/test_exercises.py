@@ -63,6 +63,9 @@ WRONG = [
      "num_pred_tokens=2"),
     ("find_candidates", "matches_itself", "draft", "x=[0, 1, 0], max_ngram_size=2, "
      "num_pred_tokens=1"),
+    ("longest_suffix", "no_cap", "n", "corpus=[0, 0], context=[0, 0], max_suffix=1"),
+    ("longest_suffix", "needs_a_continuation", "n", "corpus=[0], context=[0], max_suffix=1"),
+    ("longest_suffix", "first_miss", "n", "corpus=[0], context=[0], max_suffix=1"),
     ("trie", "no_merging", "tokens", "sequences=[[0], [0]]"),
     ("trie", "merged_by_token", "tokens", "sequences=[[0, 0], [1, 0]]"),
     ("trie", "counts_at_ends", "counts", "sequences=[[0, 0]]"),
@@ -126,7 +129,7 @@ def test_grade_a_file_exit_0_when_every_answer_passes(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert [line.split(":")[0] for line in r.stdout.splitlines()
             if line.endswith(": pass")] == list(EXERCISES)
-    assert r.stdout.strip().endswith("10 exercises graded: all pass")
+    assert r.stdout.strip().endswith(f"{len(EXERCISES)} exercises graded: all pass")
 
 
 def test_grade_a_file_exit_1_with_the_smallest_case(tmp_path):
@@ -224,7 +227,7 @@ def test_the_notebook_answers_every_exercise_and_grades_as_a_file(tmp_path):
 def test_a_handout_clears_the_answers_and_grades_as_not_answered(tmp_path):
     r = run_here(["-m", "picospec.exercises", "handout", str(NOTEBOOK), "--out", "h.ipynb"],
                  tmp_path)
-    assert r.returncode == 0 and "10 answer cells back to stubs" in r.stdout
+    assert r.returncode == 0 and f"{len(EXERCISES)} answer cells back to stubs" in r.stdout
     nb = json.loads((tmp_path / "h.ipynb").read_text(encoding="utf-8"))
     assert all(c["outputs"] == [] for c in nb["cells"] if c["cell_type"] == "code")
     for cell, name in zip(answer_cells(nb), EXERCISES):

@@ -16,7 +16,7 @@ md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 cells = [
 md("""# Exercises: write it, and be told whether it is right
 
-Ten functions at the heart of speculative decoding, each stated in its paper's notation. Write the
+Eleven functions at the heart of speculative decoding, each stated in its paper's notation. Write the
 function in the cell marked **your answer**, run the grading cell below it, and read the verdict:
 what was checked, pass or FAIL, and for a FAIL the smallest case that shows it.
 
