@@ -112,6 +112,16 @@ def test_a_function_that_raises_or_returns_nonsense_fails_with_its_case():
     assert chain.failed == "case 1. uniforms at 0: support" and "contract" in str(chain)
 
 
+def test_no_verdict_when_a_broken_sampler_passes(monkeypatch):
+    """A run that cannot catch the checker's own broken samplers grades nothing as a pass."""
+    from picospec.exercises import grading
+
+    monkeypatch.setattr(grading, "controls", lambda *a: [("resample_from_target", None)])
+    verdict = EXERCISES["verify_chain"].grade(answer("verify_chain"), samples=SAMPLES)
+    assert not verdict.passed and verdict.failed == "no verdict"
+    assert "resample_from_target passed every case" in str(verdict)
+
+
 def write(path, *sources):
     path.write_text("import numpy as np\n\n" + "\n\n\n".join(sources) + "\n")
     return path

@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from picospec.check.battery import cases_of, check_sampler
+from picospec.check.battery import cases_of, check_sampler, run_controls
 from picospec.check.cases import PROMPT
 from picospec.check.exact_law import ALPHA, Toy, detectable_tv, law_vector
 
@@ -44,17 +44,24 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None):
     failing case -> Verdict with the first case's observed and exact counts."""
     if probe is not None and (stub := unanswered(exercise, fn, probe)) is not None:
         return stub
-    report = check_sampler(fn, contract, samples, seed, controls=False, first_failure=True)
-    n_cases = len(cases_of(contract))
-    tv90 = battery_tv90(contract, samples)
+    n_cases, tv90 = len(cases_of(contract)), battery_tv90(contract, samples)
     checked = (f"the law of whole sequences sampled through your function on the checker's "
                f"{n_cases} toy cases of the {contract} contract (picospec.check), {samples:,} "
                f"sequences each, G-test at alpha {ALPHA:g}; each case catches any error of total "
                f"variation >= {tv90:.3f} with probability 0.9")
+    caught = controls(contract, samples, seed)
+    missed = [name for name, case in caught if case is None]
+    if missed:
+        return Verdict(exercise, False, checked, f"no verdict: the broken sampler {missed[0]} "
+                       f"passed every case at {samples:,} sequences, so this run cannot tell a "
+                       f"wrong answer from a right one: grade with more samples", "no verdict")
+    report = check_sampler(fn, contract, samples, seed, controls=False, first_failure=True)
     if report.verdict == "pass":
         low = min(c.p_value for c in report.cases if c.p_value == c.p_value)
         return Verdict(exercise, True, checked, f"all {n_cases} cases passed (smallest p-value "
-                       f"{low:.3g}): your function samples the target's exact law")
+                       f"{low:.3g}; the checker's broken samplers "
+                       f"{' and '.join(name for name, _ in caught)} were caught): your function "
+                       f"samples the target's exact law")
     (i, _), bad = cases_of(contract)[len(report.cases) - 1], report.cases[-1]
     if bad.verdict == "error":
         why = f"your function raised or broke the contract: {bad.detail}"
@@ -67,6 +74,13 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None):
                + bad.detail.replace("; ", "\n  "))
     return Verdict(exercise, False, checked, f"first failing case: {i}. {bad.name}\n{why}",
                    f"case {i}. {bad.name}")
+
+
+@functools.lru_cache
+def controls(contract, samples, seed):
+    """The checker's negative controls run once per contract, samples and seed: [(name, the first
+    case that caught it, or None)]."""
+    return run_controls(contract, samples, seed)
 
 
 @functools.lru_cache
