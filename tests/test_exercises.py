@@ -212,6 +212,8 @@ def test_the_command_as_a_process(tmp_path, answers):
 
 
 def test_list_show_and_template(tmp_path):
+    helped = run_here(["-m", "picospec.exercises", "--help"], tmp_path)
+    assert helped.returncode == 0 and "grade FOLDER" in helped.stdout
     listed = run_here(["-m", "picospec.exercises", "list"], tmp_path)
     assert [line.split()[0] for line in listed.stdout.splitlines()] == list(EXERCISES)
     shown = run_here(["-m", "picospec.exercises", "show", "trie"], tmp_path)
@@ -244,6 +246,12 @@ def test_a_handout_clears_the_answers_and_grades_as_not_answered(tmp_path):
         assert "".join(cell["source"]).endswith(EXERCISES[name].STUB)
     graded = run_here(["-m", "picospec.exercises", "grade", "h.ipynb"], tmp_path)
     assert graded.returncode == 1 and graded.stdout.count("not answered") == len(EXERCISES)
+    cell = answer_cells(nb)[0]  # a learner's answer using the notebook's np, as in Jupyter
+    cell["source"] = "def residual(q, p):\n    r = np.maximum(q - p, 0)\n    return r / r.sum()"
+    (tmp_path / "h.ipynb").write_text(json.dumps(nb))
+    mine = run_here(["-m", "picospec.exercises", "grade", "h.ipynb", "--exercise", "residual"],
+                    tmp_path)
+    assert mine.returncode == 0 and "residual: pass" in mine.stdout, mine.stdout
     assert Path(tmp_path / "h.ipynb").stat().st_size < NOTEBOOK.stat().st_size
 
 

@@ -16,15 +16,17 @@ OPTIONS = [
     Option("seed", int, 0, "seed of the grading (cases and samples)", low=0),
     Option("out", "out", None, "handout: the learner's copy to write"),
 ]
-DOC = f"""Exercises on speculative decoding, graded by their law (the exact-law checker) or against
+DOC = """Exercises on speculative decoding, graded by their law (the exact-law checker) or against
 picospec's own functions.
 
-  {PROG} list                      the exercises
-  {PROG} show NAME                 one exercise's statement and the signature to write
-  {PROG} template                  a FILE.py of every exercise's stub, to hand out
-  {PROG} grade FILE.py             grade every exercise FILE.py defines (or FILE.ipynb's answer
-                                   cells); a folder: each .py and .ipynb in it, one line each
-  {PROG} handout NOTEBOOK --out FILE.ipynb   the notebook with its answer cells back to stubs
+commands:
+  list                               the exercises
+  show NAME                          one exercise's statement and the signature to write
+  template                           a FILE.py of every exercise's stub, to hand out
+  grade FILE.py                      every exercise the file defines, each verdict in full (a
+                                     notebook: the functions its answer cells define)
+  grade FOLDER                       each .py and .ipynb in it: one line per learner and exercise
+  handout NOTEBOOK --out FILE.ipynb  the notebook with its answer cells back to stubs
 
 exit status of grade: 0 every answer graded passes, 1 some fail, 2 a usage error"""
 WORDS = {"list": 0, "show": 1, "template": 0, "grade": 1, "handout": 1}
@@ -91,7 +93,7 @@ def grade_file(path, values):
                                         seed=values["seed"])
         print(f"{verdict}\n", flush=True)
         passed &= verdict.passed
-    print(f"{sum(1 for _ in names)} exercises graded: "
+    print(f"{len(names)} exercises graded: "
           + ("all pass" if passed else "some FAIL (see above)"))
     return 0 if passed else 1
 

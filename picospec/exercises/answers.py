@@ -19,8 +19,10 @@ def load(path):
     try:
         if path.suffix == ".ipynb":
             cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-            source = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code"
-                                 and TAG in c.get("metadata", {}).get("tags", []))
+            # the answer cells alone, with the notebook's own `import numpy as np`
+            source = "import numpy as np\n\n" + "\n\n".join(
+                "".join(c["source"]) for c in cells
+                if c["cell_type"] == "code" and TAG in c.get("metadata", {}).get("tags", []))
         else:
             source = path.read_text(encoding="utf-8")
         sys.path.insert(0, str(path.resolve().parent))  # the file may import its neighbours
@@ -44,7 +46,8 @@ def handout(notebook, out):
         cell["outputs"], cell["execution_count"] = [], None
         if TAG in cell.get("metadata", {}).get("tags", []):
             stub = EXERCISES[cell["metadata"]["exercise"]].STUB
-            cell["source"] = "# your answer: replace the line raising NotImplementedError\n" + stub
+            cell["source"] = ("# your answer: replace the line raising NotImplementedError\n"
+                              f"import numpy as np\n\n\n{stub}")
     Path(out).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return sum(TAG in c.get("metadata", {}).get("tags", []) for c in nb["cells"])
 

@@ -60,8 +60,8 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None):
         low = min(c.p_value for c in report.cases if c.p_value == c.p_value)
         return Verdict(exercise, True, checked, f"all {n_cases} cases passed (smallest p-value "
                        f"{low:.3g}; the checker's broken samplers "
-                       f"{' and '.join(name for name, _ in caught)} were caught): your function "
-                       f"samples the target's exact law")
+                       f"{' and '.join(name for name, _ in caught)} were caught): no difference "
+                       f"from the target's exact law")
     (i, _), bad = cases_of(contract)[len(report.cases) - 1], report.cases[-1]
     if bad.verdict == "error":
         why = f"your function raised or broke the contract: {bad.detail}"
