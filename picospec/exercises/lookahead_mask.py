@@ -1,6 +1,6 @@
-"""Exercise: lookahead decoding's window mask (Fu et al. 2024, arXiv:2402.02057, section 3.1 and
-its Figure 2), graded against picospec.lookahead's tree of the window and its attention mask.
-W window columns, L = ngram - 1 levels."""
+"""Exercise: lookahead decoding's window mask (Fu et al. 2024, arXiv:2402.02057, section 3),
+graded against picospec.lookahead's tree of the window and its attention mask. W window columns,
+L = ngram - 1 levels."""
 import numpy as np
 
 from picospec.exercises.grading import grade_cases, same_array
