@@ -19,9 +19,12 @@ SHARED = {"sampling", "verify", "tree"}
 # picospec modules that are not a row of the table
 NOT_METHODS = SHARED | {"__init__", "methods", "options", "theory"}
 # packages of picospec and the extra picospec pieces their modules use: the checker imports its own
-# modules and the batched sampler; a batched form imports batched/'s loops (and its own method's
-# steps, checked by batched_imports)
-ALSO = {"check": {"check", "batched"}, "batched": {"batched"}}
+# modules and the batched sampler; the exercises, their references; a batched form imports
+# batched/'s loops (and its own method's steps, checked by batched_imports)
+ALSO = {"check": {"check", "batched"}, "batched": {"batched"},
+        # the exercises grade a learner against picospec's own functions and the checker
+        "exercises": {"exercises", "check", "theory", "medusa", "prompt_lookup", "rest",
+                      "lookahead"}}
 STDLIB = set(sys.stdlib_module_names)
 
 

@@ -1,0 +1,54 @@
+"""Exercise: tokens per target call (Leviathan et al. 2023, arXiv:2211.17192, Eq. 1), graded
+against picospec.theory.expected_tokens_per_call."""
+import numpy as np
+
+from picospec.exercises.grading import grade_cases, same_array
+from picospec.theory import expected_tokens_per_call as reference
+
+NAME, FAMILY = "expected_tokens", "the cost model"
+STATEMENT = """\
+**Exercise `expected_tokens(alpha, K)`: E, the tokens one target call yields.** Each of K drafts is
+accepted with probability alpha, independently, once every draft before it was; the target call
+also yields one token of its own (the residual's or the bonus). Return E = sum over j = 0 .. K of
+alpha^j = (1 - alpha^(K + 1)) / (1 - alpha), with alpha in [0, 1] (alpha = 1: every draft is kept,
+E = K + 1). Example: alpha = 0.5, K = 2 -> 1.75."""
+STUB = '''def expected_tokens(alpha, K):
+    """alpha in [0, 1], K >= 1 drafts -> E, expected tokens per target call."""
+    raise NotImplementedError'''
+ANSWER = "from picospec.theory import expected_tokens_per_call as expected_tokens  # the answer"
+
+
+def cases(seed=0):
+    """alpha 0, 1/2 and 1 by hand, then random alpha in [0, 1), K from 1 to 16."""
+    rng = np.random.default_rng(seed)
+    hand = [(a, K) for K in (1, 2, 4) for a in (0.0, 0.5, 1.0)]
+    drawn = [(float(rng.random()), int(rng.integers(1, 17))) for _ in range(60)]
+    return [(f"alpha={a!r}, K={K}", (a, K)) for a, K in hand + drawn]
+
+
+def compare(yours, expected):
+    return None if same_array(yours, expected) is None else "E"
+
+
+def grade(fn, samples=None, seed=0):
+    return grade_cases(NAME, fn, reference, cases(seed), compare,
+                       "picospec.theory.expected_tokens_per_call (to 1e-9)")
+
+
+def no_own_token(alpha, K):
+    """Wrong: only the accepted drafts, without the target's own token."""
+    return reference(alpha, K) - 1
+
+
+def one_draft_short(alpha, K):
+    """Wrong: (1 - alpha^K) / (1 - alpha), the exponent one short."""
+    return K if alpha == 1 else (1 - alpha ** K) / (1 - alpha)
+
+
+def no_edge_case(alpha, K):
+    """Wrong at alpha = 1 only: the closed form divides 0 by 0 there."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (1 - np.float64(alpha) ** (K + 1)) / (1 - np.float64(alpha))
+
+
+WRONG = (no_own_token, one_draft_short, no_edge_case)

@@ -1,0 +1,68 @@
+"""Exercise: prompt lookup's n-gram match (Saxena 2023, "Prompt Lookup Decoding"), graded against
+picospec.prompt_lookup.find_candidates on every short sequence over three tokens."""
+import itertools
+
+from picospec.exercises.grading import grade_cases
+from picospec.prompt_lookup import find_candidates as reference
+
+NAME, FAMILY = "find_candidates", "model-free drafting (prompt lookup, REST)"
+STATEMENT = """\
+**Exercise `find_candidates(x, max_ngram_size, num_pred_tokens)`: prompt lookup's draft.** x: the
+token ids so far (a list). For n = min(max_ngram_size, len(x) - 1) down to 1: take the trailing
+n-gram x[-n:] and look for its first earlier occurrence, a window x[s:s + n] with s + n < len(x)
+(not the trailing n-gram itself), scanning s from 0; at the first match return the tokens that
+followed it, x[s + n : s + n + num_pred_tokens]. No match for any n: return [].
+Example: x = [1, 2, 3, 1, 2], max_ngram_size 3, num_pred_tokens 2 -> [3, 1]."""
+STUB = '''def find_candidates(x, max_ngram_size=3, num_pred_tokens=10):
+    """x (token ids) -> the draft: a list of at most num_pred_tokens ids."""
+    raise NotImplementedError'''
+ANSWER = "from picospec.prompt_lookup import find_candidates  # the project's answer"
+
+
+def cases(seed=None):
+    """Every x of 1 to 6 tokens over {0, 1, 2}, shortest first, with n-gram sizes 1 to 3 and 1, 2
+    or 4 tokens predicted."""
+    return [(f"x={list(x)}, max_ngram_size={n}, num_pred_tokens={k}", (list(x), n, k))
+            for length in range(1, 7) for x in itertools.product(range(3), repeat=length)
+            for n in (1, 2, 3) for k in (1, 2, 4)]
+
+
+def compare(yours, expected):
+    return None if list(yours) == expected else "draft"
+
+
+def grade(fn, samples=None, seed=0):
+    def fresh(x, n, k):  # a copy: a learner may change x in place
+        return fn(list(x), n, k)
+    return grade_cases(NAME, fresh, reference, cases(), compare,
+                       "picospec.prompt_lookup.find_candidates")
+
+
+def last_occurrence(x, max_ngram_size=3, num_pred_tokens=10):
+    """Wrong: the latest earlier occurrence instead of the first."""
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        for start in range(len(x) - n - 1, -1, -1):
+            if x[start:start + n] == x[-n:]:
+                return x[start + n:start + n + num_pred_tokens]
+    return []
+
+
+def shortest_first(x, max_ngram_size=3, num_pred_tokens=10):
+    """Wrong: n from 1 up, so a 1-gram match wins over a longer one."""
+    for n in range(1, min(max_ngram_size, len(x) - 1) + 1):
+        for start in range(len(x) - n):
+            if x[start:start + n] == x[-n:]:
+                return x[start + n:start + n + num_pred_tokens]
+    return []
+
+
+def matches_itself(x, max_ngram_size=3, num_pred_tokens=10):
+    """Wrong: the scan reaches the trailing n-gram, which matches itself and drafts nothing."""
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        for start in range(len(x) - n + 1):
+            if x[start:start + n] == x[-n:]:
+                return x[start + n:start + n + num_pred_tokens]
+    return []
+
+
+WRONG = (last_occurrence, shortest_first, matches_itself)

@@ -1,0 +1,133 @@
+"""Graders a learner can read: a sampled law through the exact-law checker (picospec.check), or a
+deterministic function against its reference on cases from the smallest up -> Verdict."""
+import functools
+from typing import NamedTuple
+
+import numpy as np
+
+from picospec.check.battery import cases_of, check_sampler, run_controls
+from picospec.check.cases import PROMPT
+from picospec.check.exact_law import ALPHA, Toy, detectable_tv, law_vector
+
+
+class Verdict(NamedTuple):
+    exercise: str
+    passed: bool
+    checked: str  # what was checked, and how hard
+    evidence: str  # pass: the numbers; fail: the smallest case that shows it
+    failed: str = ""  # fail: the case (law) or the part of the output (function) that differs
+
+    def __str__(self):
+        head = f"{self.exercise}: {'pass' if self.passed else 'FAIL'}"
+        return "\n".join([head, f"  checked: {self.checked}"]
+                         + [f"  {line}" for line in self.evidence.splitlines()])
+
+    def line(self):
+        """One line: pass, or FAIL and where."""
+        return "pass" if self.passed else f"FAIL at {self.failed}"
+
+
+def unanswered(exercise, fn, args):
+    """A stub still raising NotImplementedError -> its Verdict, else None."""
+    try:
+        fn(*args)
+    except NotImplementedError:
+        return Verdict(exercise, False, "nothing yet", "not answered: the function still raises "
+                       "NotImplementedError", "not answered")
+    except Exception:  # any other error: the grader reports it with its case
+        pass
+    return None
+
+
+def grade_law(exercise, fn, contract, samples, seed=0, probe=None):
+    """fn through the checker's battery of `contract` (docs/checker.md), stopping at the first
+    failing case -> Verdict with the first case's observed and exact counts."""
+    if probe is not None and (stub := unanswered(exercise, fn, probe)) is not None:
+        return stub
+    n_cases, tv90 = len(cases_of(contract)), battery_tv90(contract, samples)
+    checked = (f"the law of whole sequences sampled through your function on the checker's "
+               f"{n_cases} toy cases of the {contract} contract (picospec.check), {samples:,} "
+               f"sequences each, G-test at alpha {ALPHA:g}; each case catches any error of total "
+               f"variation >= {tv90:.3f} with probability 0.9")
+    caught = controls(contract, samples, seed)
+    missed = [name for name, case in caught if case is None]
+    if missed:
+        return Verdict(exercise, False, checked, f"no verdict: the broken sampler {missed[0]} "
+                       f"passed every case at {samples:,} sequences, so this run cannot tell a "
+                       f"wrong answer from a right one: grade with more samples", "no verdict")
+    report = check_sampler(fn, contract, samples, seed, controls=False, first_failure=True)
+    if report.verdict == "pass":
+        low = min(c.p_value for c in report.cases if c.p_value == c.p_value)
+        return Verdict(exercise, True, checked, f"all {n_cases} cases passed (smallest p-value "
+                       f"{low:.3g}; the checker's broken samplers "
+                       f"{' and '.join(name for name, _ in caught)} were caught): no difference "
+                       f"from the target's exact law")
+    (i, _), bad = cases_of(contract)[len(report.cases) - 1], report.cases[-1]
+    if bad.verdict == "error":
+        why = f"your function raised or broke the contract: {bad.detail}"
+    elif bad.p_value != bad.p_value:  # the support case: uniforms at 0
+        why = (f"{bad.detail} (every uniform your rng gave was 0.0: a token the target gives "
+               f"probability 0 was kept)")
+    else:
+        why = (f"p-value {bad.p_value:.2g} < {ALPHA:g}: the law of what you sampled differs "
+               f"from the exact one; sequences (new tokens) with the largest gaps:\n  "
+               + bad.detail.replace("; ", "\n  "))
+    return Verdict(exercise, False, checked, f"first failing case: {i}. {bad.name}\n{why}",
+                   f"case {i}. {bad.name}")
+
+
+@functools.lru_cache
+def controls(contract, samples, seed):
+    """The checker's negative controls run once per contract, samples and seed: [(name, the first
+    case that caught it, or None)]."""
+    return run_controls(contract, samples, seed)
+
+
+@functools.lru_cache
+def battery_tv90(contract, samples):
+    """The largest of the battery's law cases' tv90 at `samples` sequences: the error of total
+    variation each case catches with probability 0.9 wherever it lies (docs/checker.md)."""
+    return max(detectable_tv(law_vector(Toy(case.laws()[0]), PROMPT, case.N), samples)
+               for _, case in cases_of(contract) if not case.lowest)
+
+
+def grade_cases(exercise, fn, reference, cases, compare, about):
+    """fn against reference on cases [(label, args)], smallest first -> Verdict naming the first
+    case where they differ. compare(yours, expected) -> the part that differs, or None."""
+    if cases and (stub := unanswered(exercise, fn, cases[0][1])) is not None:
+        return stub
+    checked = f"your function against {about} on {len(cases)} cases, smallest first"
+    for label, args in cases:
+        expected = reference(*args)
+        try:
+            yours = fn(*args)
+            part, shown = compare(yours, expected), show(yours)
+        except Exception as e:  # the learner's function raised: that case fails
+            part, shown = "raises", f"raised {type(e).__name__}: {' '.join(str(e).split())}"
+        if part is not None:
+            return Verdict(exercise, False, checked,
+                           f"smallest case that differs ({part}): {label}\n  expected: "
+                           f"{show(expected)}\n  yours:    {shown}", part)
+    return Verdict(exercise, True, checked, f"all {len(cases)} cases agree")
+
+
+def show(value):
+    """A value printed on one line: arrays as nested lists, NumPy scalars as Python's."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {show(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, np.ndarray):
+        return str((value.astype(int) if value.dtype == bool else np.round(value, 4)).tolist())
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(show(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def same_array(yours, expected, tol=1e-9):
+    """None when yours equals expected (shape, then values within tol), else what differs."""
+    yours = np.asarray(yours)
+    if yours.shape != np.shape(expected):
+        return f"shape {yours.shape}, expected {np.shape(expected)}"
+    if not np.allclose(yours.astype(float), np.asarray(expected, dtype=float), atol=tol, rtol=tol):
+        return "values"
+    return None

@@ -1,0 +1,84 @@
+"""Exercise: REST's retrieval step, the context's longest suffix found in the datastore (He et al.
+2023, arXiv:2311.08252, section 3.1), graded against picospec.rest.Datastore.search."""
+import functools
+import itertools
+
+import numpy as np
+
+from picospec.exercises.grading import grade_cases
+from picospec.rest import Datastore
+
+NAME, FAMILY = "longest_suffix", "model-free drafting (prompt lookup, REST)"
+STATEMENT = """\
+**Exercise `longest_suffix(corpus, context, max_suffix)`: how much of the context REST matches.**
+corpus, context: lists of token ids. REST looks the context up in its datastore by its longest
+suffix first: for n = min(max_suffix, len(context)) down to 1, is the suffix context[-n:] found
+somewhere in the corpus (as consecutive tokens, anywhere, the corpus's last tokens included)?
+Return the first n that is, or 0 when not even the last token occurs. (REST then drafts from what
+followed those occurrences; picospec finds them with a suffix array, a scan is fine here.)
+Example: corpus [1, 2, 3, 1, 2], context [7, 3, 1, 2], max_suffix 4 -> 3."""
+STUB = '''def longest_suffix(corpus, context, max_suffix):
+    """corpus, context (token ids), max_suffix >= 1 -> n, the longest suffix's length (0: none)."""
+    raise NotImplementedError'''
+ANSWER = '''import numpy as np
+from picospec.rest import Datastore
+
+
+def longest_suffix(corpus, context, max_suffix):  # the project's answer: REST's suffix array
+    return Datastore.build(np.array(corpus), max_suffix).search(context, 1, 1)[1]'''
+
+
+@functools.lru_cache(maxsize=None)
+def store(corpus, max_suffix):
+    return Datastore.build(np.array(corpus), max_suffix)
+
+
+def reference(corpus, context, max_suffix):
+    return store(tuple(corpus), max_suffix).search(context, 1, 1)[1]
+
+
+def cases(seed=None):
+    """Every corpus of 1 to 4 tokens over {0, 1} and context of 1 to 3 tokens over {0, 1, 2},
+    max_suffix 1 to 3, smallest first; then the worked example."""
+    corpora = [list(c) for n in range(1, 5) for c in itertools.product(range(2), repeat=n)]
+    contexts = [list(c) for n in range(1, 4) for c in itertools.product(range(3), repeat=n)]
+    out = [(c, x, s) for c in corpora for x in contexts for s in (1, 2, 3)]
+    out.append(([1, 2, 3, 1, 2], [7, 3, 1, 2], 4))
+    return [(f"corpus={c}, context={x}, max_suffix={s}", (c, x, s)) for c, x, s in out]
+
+
+def compare(yours, expected):
+    return None if yours == expected else "n"
+
+
+def grade(fn, samples=None, seed=0):
+    def fresh(corpus, context, max_suffix):
+        return fn(list(corpus), list(context), max_suffix)
+    return grade_cases(NAME, fresh, reference, cases(), compare,
+                       "picospec.rest.Datastore.search")
+
+
+def found(corpus, s):  # s occurs in corpus as consecutive tokens
+    return any(corpus[i:i + len(s)] == s for i in range(len(corpus) - len(s) + 1))
+
+
+def no_cap(corpus, context, max_suffix):
+    """Wrong: max_suffix ignored, every suffix of the context tried."""
+    return next((n for n in range(len(context), 0, -1) if found(corpus, context[-n:])), 0)
+
+
+def needs_a_continuation(corpus, context, max_suffix):
+    """Wrong: an occurrence at the corpus's very end not counted (nothing follows it)."""
+    return next((n for n in range(min(max_suffix, len(context)), 0, -1)
+                 if found(corpus[:-1], context[-n:])), 0)
+
+
+def first_miss(corpus, context, max_suffix):
+    """Wrong: n counted up from 1, returning the first n not found (one too many)."""
+    n = 1
+    while n <= min(max_suffix, len(context)) and found(corpus, context[-n:]):
+        n += 1
+    return n
+
+
+WRONG = (no_cap, needs_a_continuation, first_miss)

@@ -1,0 +1,67 @@
+"""Exercise: lookahead decoding's window mask (Fu et al. 2024, arXiv:2402.02057, section 3),
+graded against picospec.lookahead's tree of the window and its attention mask. W window columns,
+L = ngram - 1 levels."""
+import numpy as np
+
+from picospec.exercises.grading import grade_cases, same_array
+from picospec.lookahead import attention_mask, lookahead_tree
+
+NAME, FAMILY = "lookahead_mask", "lookahead and self-drafting"
+STATEMENT = """\
+**Exercise `lookahead_mask(W, L)`: which window tokens each window token sees.** Lookahead decoding
+keeps a window of L levels of W guesses; the target reads them all in one forward pass after the
+prefix. Number the window's tokens level by level: token (l, i) (level l < L, column i < W) is row
+l * W + i. Token (0, i) continues the text: it sees (0, 0) .. (0, i). Token (l, i) of a deeper level
+is the Jacobi iteration's next guess in column i: it sees what (l - 1, i) sees, and itself. Return
+the bool mask [W * L, W * L]: mask[a, b] when token a sees token b (the prefix, seen by all, is not
+in it). Example: W = 2, L = 2 -> rows [1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]."""
+STUB = '''def lookahead_mask(W, L):
+    """-> bool [W * L, W * L]: row l * W + i is window token (l, i)."""
+    raise NotImplementedError'''
+ANSWER = '''from picospec.lookahead import attention_mask, lookahead_tree
+
+
+def lookahead_mask(W, L):  # the project's answer: the window as a tree, its ancestor mask
+    tokens, parents, _ = lookahead_tree([[0] * W for _ in range(L)], [])
+    return attention_mask(parents)'''
+
+
+def reference(W, L):
+    return attention_mask(lookahead_tree([[0] * W for _ in range(L)], [])[1])
+
+
+def cases(seed=None):
+    """Every window of 1 to 5 columns and 1 to 4 levels, smallest first."""
+    sizes = sorted(((W, L) for W in range(1, 6) for L in range(1, 5)),
+                   key=lambda s: (s[0] * s[1], s))
+    return [(f"W={W}, L={L}", (W, L)) for W, L in sizes]
+
+
+def compare(yours, expected):
+    return None if same_array(np.asarray(yours, dtype=bool), expected) is None else "mask"
+
+
+def grade(fn, samples=None, seed=0):
+    return grade_cases(NAME, fn, reference, cases(), compare,
+                       "picospec.lookahead.attention_mask of the window's tree")
+
+
+def causal(W, L):
+    """Wrong: a plain causal mask, every earlier window token seen."""
+    return np.tril(np.ones((W * L, W * L), dtype=bool))
+
+
+def column_only(W, L):
+    """Wrong: each token sees its own column only (level 0 is not a chain)."""
+    column = np.arange(W * L) % W  # [W * L]
+    level = np.arange(W * L) // W  # [W * L]
+    return (column[:, None] == column[None, :]) & (level[None, :] <= level[:, None])
+
+
+def every_earlier_level(W, L):
+    """Wrong: (l, i) sees every (l', j) with l' <= l and j <= i: other columns' guesses too."""
+    column, level = np.arange(W * L) % W, np.arange(W * L) // W  # [W * L] each
+    return (column[None, :] <= column[:, None]) & (level[None, :] <= level[:, None])
+
+
+WRONG = (causal, column_only, every_earlier_level)

@@ -1,0 +1,109 @@
+"""Exercise: Medusa's tree buffers from a choices list (Cai et al. 2024, section 2.1.2 and the
+article's medusa_choices), graded against picospec.tree.medusa_buffers. n = 1 + len(choices) rows,
+the root first; L leaves, D the deepest node's depth."""
+import itertools
+
+import numpy as np
+
+from picospec.exercises.grading import grade_cases, same_array
+from picospec.tree import medusa_buffers as buffers
+from picospec.tree import sort_choices
+
+NAME, FAMILY = "medusa_buffers", "Medusa"
+STATEMENT = """\
+**Exercise `medusa_buffers(choices)`: a Medusa tree's attention mask, position ids and retrieve
+indices.** choices: the tree's nodes as rank paths below the root, sorted by depth then ranks
+(Medusa's order), e.g. [[0], [1], [0, 0], [0, 1]]: [0, 1] is the second candidate of head 2 below
+the first of head 1. Row 0 is the root (the last accepted token), row i + 1 is choices[i]; n =
+1 + len(choices). Return a dict of
+- "attn_mask": bool [n, n], row i sees column j when j is i or an ancestor of i (the root is
+  every row's ancestor; siblings and cousins never see each other);
+- "position_ids": int [n], each row's depth (the root 0);
+- "retrieve_indices": int [L, D + 1], one row per leaf (a node with no child): the rows on the
+  path from the root (row 0) to the leaf, padded with -1 to D + 1; the rows in any order.
+Example: [[0], [1], [0, 0]] -> position_ids [0, 1, 1, 2], retrieve_indices rows [0, 1, 3] and
+[0, 2, -1]."""
+STUB = '''def medusa_buffers(choices):
+    """choices -> {"attn_mask" [n, n], "position_ids" [n], "retrieve_indices" [L, D + 1]}."""
+    raise NotImplementedError'''
+ANSWER = "from picospec.tree import medusa_buffers  # the project's answer"
+PARTS = ("attn_mask", "position_ids", "retrieve_indices")
+
+
+def reference(choices):
+    made = buffers(choices, topk=10)
+    return {part: made[part] for part in PARTS}
+
+
+def closed(nodes):  # every node's parent is a node too
+    return all(len(c) == 1 or c[:-1] in nodes for c in nodes)
+
+
+def cases(seed=0):
+    """[(label, (choices,))]: every tree of up to 4 nodes over ranks 0-1 and depth 3, smallest
+    first, then random trees of up to 12 nodes."""
+    universe = [c for d in (1, 2, 3) for c in itertools.product((0, 1), repeat=d)]
+    out = []
+    for size in range(1, 5):
+        for nodes in itertools.combinations(universe, size):
+            if closed(set(nodes)):
+                out.append([list(c) for c in sort_choices(nodes)])
+    rng = np.random.default_rng(seed)
+    for _ in range(30):
+        nodes = {(0,)}
+        for _ in range(int(rng.integers(4, 12))):
+            parent = list(nodes)[int(rng.integers(len(nodes)))]
+            nodes.add(parent + (int(rng.integers(0, 3)),) if rng.random() < 0.7 else (int(
+                rng.integers(0, 4)),))
+        out.append([list(c) for c in sort_choices(nodes)])
+    return [(f"choices={c}", (c,)) for c in out]
+
+
+def compare(yours, expected):
+    """The first part that differs (retrieve_indices compared as a set of rows), or None."""
+    if not isinstance(yours, dict) or set(PARTS) - set(yours):
+        return f"a dict with the keys {', '.join(PARTS)}"
+    for part in PARTS:
+        mine, right = np.asarray(yours[part]), expected[part]
+        if part == "retrieve_indices" and mine.ndim == 2 and mine.shape == right.shape:
+            mine, right = sorted(map(tuple, mine.tolist())), sorted(map(tuple, right.tolist()))
+        if same_array(mine, right) is not None:
+            return part
+    return None
+
+
+def grade(fn, samples=None, seed=0):
+    def picked(choices):  # the grader hands in fresh lists: a learner may sort them in place
+        return fn([list(c) for c in choices])
+    return grade_cases(NAME, picked, reference, cases(seed), compare,
+                       "picospec.tree.medusa_buffers")
+
+
+def depth_of(choices):
+    return np.array([0] + [len(c) for c in choices])
+
+
+def siblings_see_each_other(choices):
+    """Wrong: every row sees all shallower rows (a mask by depth), cousins included."""
+    out = reference(choices)
+    d = depth_of(choices)  # [n]
+    out["attn_mask"] = (d[None, :] < d[:, None]) | np.eye(len(d), dtype=bool)  # [n, n]
+    return out
+
+
+def positions_from_one(choices):
+    """Wrong: position ids counted from 1 at the root."""
+    out = reference(choices)
+    out["position_ids"] = depth_of(choices) + 1
+    return out
+
+
+def retrieve_without_root(choices):
+    """Wrong: retrieve indices without the root's row 0, padded to D + 1 at the end."""
+    out = reference(choices)
+    rows = out["retrieve_indices"]  # [L, D + 1]
+    out["retrieve_indices"] = np.concatenate([rows[:, 1:], np.full((len(rows), 1), -1)], 1)
+    return out
+
+
+WRONG = (siblings_see_each_other, positions_from_one, retrieve_without_root)

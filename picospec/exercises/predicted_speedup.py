@@ -1,0 +1,61 @@
+"""Exercise: the speedup the cost model predicts from measured call costs (Leviathan et al. 2023,
+Theorem 3.8, with measured costs), graded against picospec.theory.cost_model_speedup; the notebook
+then measures the speedup itself."""
+import numpy as np
+
+from picospec.exercises.grading import grade_cases, same_array
+from picospec.theory import cost_model_speedup
+
+NAME, FAMILY = "predicted_speedup", "the cost model"
+STATEMENT = """\
+**Exercise `predicted_speedup(E, c, K, c_d)`: predict the walltime improvement over autoregressive
+decoding.** Measured: E tokens per target call; c, the time of one verifying target call over a
+one-token target call (autoregressive decoding's call); K draft calls per target call, each costing
+c_d one-token target calls. One step then costs c + K c_d target calls' time and yields E tokens,
+where autoregressive decoding yields one token per call. Return the predicted speedup.
+Example: E = 2.36, c = 2.2, K = 4, c_d = 0.19 -> 0.797."""
+STUB = '''def predicted_speedup(E, c, K, c_d):
+    """E tokens per target call; c, c_d in one-token target calls; K draft calls -> speedup."""
+    raise NotImplementedError'''
+ANSWER = '''from picospec.theory import cost_model_speedup
+
+
+def predicted_speedup(E, c, K, c_d):  # the project's answer: one drafter called K times a step
+    return cost_model_speedup(E, c, [(K, c_d)])'''
+
+
+def reference(E, c, K, c_d):
+    return cost_model_speedup(E, c, [(K, c_d)])
+
+
+def cases(seed=0):
+    """The worked example, a free draft, then random measurements."""
+    rng = np.random.default_rng(seed)
+    out = [(2.36, 2.2, 4, 0.19), (3.0, 1.0, 2, 0.0), (1.0, 1.0, 1, 1.0)]
+    for _ in range(60):
+        K = int(rng.integers(1, 9))
+        out.append((float(1 + K * rng.random()), float(1 + 2 * rng.random()), K,
+                    float(rng.random() * 0.5)))
+    return [(f"E={E!r}, c={c!r}, K={K}, c_d={c_d!r}", (E, c, K, c_d)) for E, c, K, c_d in out]
+
+
+def compare(yours, expected):
+    return None if same_array(yours, expected) is None else "speedup"
+
+
+def grade(fn, samples=None, seed=0):
+    return grade_cases(NAME, fn, reference, cases(seed), compare,
+                       "picospec.theory.cost_model_speedup (to 1e-9)")
+
+
+def verification_free(E, c, K, c_d):
+    """Wrong: the target's call counted as one token's, whatever it verifies (c = 1)."""
+    return E / (1 + K * c_d)
+
+
+def one_draft_call(E, c, K, c_d):
+    """Wrong: the draft's cost counted once per step, not K times."""
+    return E / (c + c_d)
+
+
+WRONG = (verification_free, one_draft_call)

@@ -1,0 +1,53 @@
+"""Exercise: the residual of speculative sampling (Chen et al. 2023, Alg. 2, step 3), graded
+against picospec.sampling.residual. p = draft, q = target, V = vocabulary."""
+import numpy as np
+
+from picospec.exercises.grading import grade_cases, same_array
+from picospec.sampling import residual as reference
+
+NAME, FAMILY = "residual", "speculative sampling"
+STATEMENT = """\
+**Exercise `residual(q, p)`: the law a rejected draft token is replaced from.** q, p: the target's
+and the draft's next-token laws, float arrays [V]. Chen et al. 2023 (Algorithm 2, step 3): after a
+rejection, the next token is drawn from (q(x) - p(x))_+ normalised, that is
+norm(max(0, q - p)). Return that law, an array [V] summing to 1. (When q = p there is no
+rejection and the residual is never used; the grader skips that case.)"""
+STUB = '''def residual(q, p):
+    """norm(max(0, q - p)): q, p [V] -> [V]."""
+    raise NotImplementedError'''
+ANSWER = "from picospec.sampling import residual  # the project's answer"
+
+
+def cases(seed=0):
+    """[(label, (q, p))]: V = 2 by hand, then random laws over 2 to 6 tokens, some with zeros."""
+    rng, out = np.random.default_rng(seed), []
+    hand = [([0.5, 0.5], [0.9, 0.1]), ([1.0, 0.0], [0.3, 0.7]), ([0.2, 0.3, 0.5], [0.5, 0.3, 0.2])]
+    for q, p in hand:
+        out.append((f"q={q}, p={p}", (np.array(q), np.array(p))))
+    for V in range(2, 7):
+        for _ in range(8):
+            q, p = rng.dirichlet(np.ones(V), size=2)  # [V] each
+            q[rng.random(V) < 0.2] = 0
+            q = q / q.sum() if q.sum() > 0 else np.eye(V)[0]
+            if not np.allclose(q, p):
+                out.append((f"q={np.round(q, 3).tolist()}, p={np.round(p, 3).tolist()}", (q, p)))
+    return out
+
+
+def grade(fn, samples=None, seed=0):
+    return grade_cases(NAME, fn, reference, cases(seed), same_array,
+                       "picospec.sampling.residual (to 1e-9)")
+
+
+def not_renormalised(q, p):
+    """Wrong: max(0, q - p) without dividing by its mass."""
+    return np.maximum(q - p, 0)
+
+
+def draft_minus_target(q, p):
+    """Wrong: norm(max(0, p - q)), the letters swapped."""
+    r = np.maximum(p - q, 0)
+    return r / r.sum()
+
+
+WRONG = (not_renormalised, draft_minus_target)

@@ -1,0 +1,94 @@
+"""Exercise: REST's trie of retrieved continuations (He et al. 2023, arXiv:2311.08252, section 3.2),
+graded against picospec.tree.trie."""
+import itertools
+
+from picospec.exercises.grading import grade_cases
+from picospec.tree import trie as reference
+
+NAME, FAMILY = "trie", "model-free drafting (prompt lookup, REST)"
+STATEMENT = """\
+**Exercise `trie(sequences)`: merge retrieved continuations on their shared prefixes.** REST
+retrieves the token sequences that followed the context's longest suffix in a datastore and merges
+them into a trie, one node per distinct prefix. Return (tokens, parents, counts), lists with one
+entry per node, nodes numbered in the order they are first met (sequence by sequence, token by
+token): tokens[i] the node's token, parents[i] its parent (-1 below the root, always < i),
+counts[i] how many of the sequences pass through it.
+Example: [[5, 6], [5, 7], [8]] -> tokens [5, 6, 7, 8], parents [-1, 0, 0, -1], counts
+[2, 1, 1, 1]."""
+STUB = '''def trie(sequences):
+    """sequences (lists of token ids) -> (tokens, parents, counts), one entry per node."""
+    raise NotImplementedError'''
+ANSWER = "from picospec.tree import trie  # the project's answer"
+
+
+def cases(seed=None):
+    """Every list of 1 to 3 sequences of 1 or 2 tokens over {0, 1}, then longer ones over {0, 1,
+    2}."""
+    words = [list(w) for n in (1, 2) for w in itertools.product(range(2), repeat=n)]
+    small = [list(s) for k in (1, 2, 3) for s in itertools.product(words, repeat=k)]
+    longer = [[[0, 1, 2], [0, 1, 0], [0, 2], [1], [0, 1, 2, 2]], [[2, 2, 2], [2, 2], [2]],
+              [[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0]], [[3, 1], [1, 3], [3, 1, 1], [], [1]]]
+    return [(f"sequences={s}", (s,)) for s in small + longer]
+
+
+def compare(yours, expected):
+    try:
+        tokens, parents, counts = (list(v) for v in yours)
+    except (TypeError, ValueError):
+        return "a tuple (tokens, parents, counts)"
+    for part, mine, right in zip(("tokens", "parents", "counts"), (tokens, parents, counts),
+                                 expected):
+        if mine != right:
+            return part
+    return None
+
+
+def grade(fn, samples=None, seed=0):
+    def fresh(sequences):
+        return fn([list(s) for s in sequences])
+    return grade_cases(NAME, fresh, reference, cases(), compare, "picospec.tree.trie")
+
+
+def no_merging(sequences):
+    """Wrong: a chain of new nodes for every sequence, shared prefixes not merged."""
+    tokens, parents, counts = [], [], []
+    for seq in sequences:
+        node = -1
+        for t in seq:
+            tokens.append(t)
+            parents.append(node)
+            counts.append(1)
+            node = len(tokens) - 1
+    return tokens, parents, counts
+
+
+def merged_by_token(sequences):
+    """Wrong: a node per (depth, token), whatever its parent: [1, 2] and [3, 2] share the 2."""
+    tokens, parents, counts, seen = [], [], [], {}
+    for seq in sequences:
+        node = -1
+        for depth, t in enumerate(seq):
+            if (depth, t) not in seen:
+                seen[(depth, t)] = len(tokens)
+                tokens.append(t)
+                parents.append(node)
+                counts.append(0)
+            node = seen[(depth, t)]
+            counts[node] += 1
+    return tokens, parents, counts
+
+
+def counts_at_ends(sequences):
+    """Wrong: counts[i] = how many sequences end at node i, not pass through it."""
+    tokens, parents, _ = reference(sequences)
+    counts = [0] * len(tokens)
+    for seq in sequences:
+        node = -1
+        for t in seq:
+            node = next(i for i in range(len(tokens)) if parents[i] == node and tokens[i] == t)
+        if node >= 0:
+            counts[node] += 1
+    return tokens, parents, counts
+
+
+WRONG = (no_merging, merged_by_token, counts_at_ends)

@@ -1,0 +1,75 @@
+"""Exercise: Medusa's typical acceptance (Cai et al. 2024, section 2.3.1), graded against
+picospec.medusa.typical_accept. m tree nodes, V tokens; probs [1 + m, V]: row 0 after the root,
+row 1 + i after node i."""
+import numpy as np
+
+from picospec.exercises.grading import grade_cases
+from picospec.medusa import typical_accept as reference
+
+NAME, FAMILY = "typical_accept", "Medusa"
+STATEMENT = """\
+**Exercise `typical_accept(tokens, parents, probs, epsilon, delta)`: which candidates Medusa's
+typical acceptance keeps.** A tree of m candidates: tokens[i] is node i's token, parents[i] its
+parent (-1: the root). probs [1 + m, V]: the target's law after the root (row 0) and after each
+node i (row 1 + i). Cai et al. 2024: candidate x below a node whose target law is p is kept when
+p(x) > min(epsilon, delta * exp(-H(p))), H(p) = -sum_v p(v) log p(v) (natural log, 0 log 0 = 0).
+Return a list of m booleans, one per node (the node alone, not its whole path)."""
+STUB = '''def typical_accept(tokens, parents, probs, epsilon, delta):
+    """tokens, parents [m]; probs [1 + m, V] -> [m] bools."""
+    raise NotImplementedError'''
+ANSWER = "from picospec.medusa import typical_accept  # the project's answer"
+
+
+def cases(seed=0):
+    """[(label, args)]: p(x) equal to the threshold (not kept), then trees of 1 to 6 nodes over 2 to
+    6 tokens, laws from flat to peaked."""
+    rng = np.random.default_rng(seed)
+    tie = ([0], [-1], np.array([[0.09, 0.91], [0.5, 0.5]]), 0.09, 0.3)  # threshold min(.09, .22)
+    out = [("tokens=[0], parents=[-1], probs=[[0.09, 0.91], [0.5, 0.5]], epsilon=0.09, delta=0.3",
+            tie)]
+    for m in range(1, 7):
+        for V in range(2, 7):
+            for concentration in (0.3, 1.0, 5.0):
+                parents = [int(rng.integers(-1, i)) for i in range(m)]
+                tokens = [int(t) for t in rng.integers(0, V, m)]
+                probs = rng.dirichlet(np.full(V, concentration), size=1 + m)  # [1 + m, V]
+                epsilon, delta = [(0.09, 0.3), (0.3, 0.6), (0.05, 0.9)][int(rng.integers(3))]
+                shown = np.round(probs, 3).tolist()
+                out.append((f"tokens={tokens}, parents={parents}, probs={shown}, "
+                            f"epsilon={epsilon}, delta={delta}",
+                            (tokens, parents, probs, epsilon, delta)))
+    return out
+
+
+def compare(yours, expected):
+    return None if [bool(y) for y in yours] == list(expected) else "kept nodes"
+
+
+def grade(fn, samples=None, seed=0):
+    return grade_cases(NAME, fn, lambda *a: [bool(k) for k in reference(*a)], cases(seed), compare,
+                       "picospec.medusa.typical_accept")
+
+
+def entropy(p):  # [..., V] -> [...], natural log
+    return -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0.0), -1)
+
+
+def own_row(tokens, parents, probs, epsilon, delta):
+    """Wrong: node i judged by the law after itself (row 1 + i), not after its parent."""
+    threshold = np.minimum(epsilon, delta * np.exp(-entropy(probs)))  # [1 + m]
+    return [bool(probs[i + 1, t] > threshold[i + 1]) for i, t in enumerate(tokens)]
+
+
+def max_not_min(tokens, parents, probs, epsilon, delta):
+    """Wrong: the threshold max(epsilon, delta exp(-H)), stricter than the paper's."""
+    threshold = np.maximum(epsilon, delta * np.exp(-entropy(probs)))  # [1 + m]
+    return [bool(probs[p + 1, t] > threshold[p + 1]) for t, p in zip(tokens, parents)]
+
+
+def entropy_in_bits(tokens, parents, probs, epsilon, delta):
+    """Wrong: H in bits (log base 2)."""
+    threshold = np.minimum(epsilon, delta * np.exp(-entropy(probs) / np.log(2)))  # [1 + m]
+    return [bool(probs[p + 1, t] > threshold[p + 1]) for t, p in zip(tokens, parents)]
+
+
+WRONG = (own_row, max_not_min, entropy_in_bits)

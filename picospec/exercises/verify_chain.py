@@ -1,0 +1,65 @@
+"""Exercise: speculative sampling's accept-or-resample walk (Chen et al. 2023, Alg. 2, step 3),
+graded by its law through the checker's chain contract. p = draft, q = target; K drafts, V
+tokens."""
+import numpy as np
+
+from picospec.exercises.grading import grade_law
+from picospec.sampling import residual, sample
+
+NAME, FAMILY = "verify_chain", "speculative sampling"
+STATEMENT = """\
+**Exercise `verify_chain(drafts, P, Q, rng)`: accept or reject K drafted tokens.** drafts: K token
+ids, drafts[t] drawn from the draft's law P[t] (P: [K, V]); Q: [K + 1, V], Q[t] the target's law
+after the prompt and drafts[:t]. Chen et al. 2023, Algorithm 2, step 3 (indexing from 0): for
+t = 0 .. K - 1 draw r ~ U[0, 1) from `rng`; keep x = drafts[t] if r < min(1, q(x) / p(x)); at the
+first rejection return (t, a token drawn from norm(max(0, Q[t] - P[t]))). If all K are kept return
+(K, a token drawn from Q[K]). Return (n accepted, next token). Draw every random number from `rng`
+(`rng.random()`); `picospec.sampling.sample(law, rng)` draws a token. Graded by the law of the
+sequences it produces on toy models, not by any one output."""
+STUB = '''def verify_chain(drafts, P, Q, rng):
+    """drafts [K], P [K, V], Q [K + 1, V] -> (n accepted, next token)."""
+    raise NotImplementedError'''
+ANSWER = "from picospec.verify import verify_chain  # the project's answer"
+CONTRACT = "chain"
+PROBE = ([0], np.array([[0.5, 0.5]]), np.array([[0.5, 0.5], [0.5, 0.5]]),
+         np.random.default_rng(0))
+
+
+def grade(fn, samples=20_000, seed=0):
+    return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE)
+
+
+def resample_from_target(drafts, P, Q, rng):
+    """Wrong: a rejected draft replaced from q itself, not the residual."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, sample(Q[t], rng)
+    return len(drafts), sample(Q[-1], rng)
+
+
+def ratio_inverted(drafts, P, Q, rng):
+    """Wrong: keep with probability min(1, p(x) / q(x))."""
+    for t, x in enumerate(drafts):
+        with np.errstate(divide="ignore"):
+            if rng.random() >= min(1, P[t][x] / Q[t][x]):
+                return t, sample(residual(Q[t], P[t]), rng)
+    return len(drafts), sample(Q[-1], rng)
+
+
+def ties_toward_draft(drafts, P, Q, rng):
+    """Wrong, rarely: keep when r <= q(x) / p(x), so r = 0 keeps a token the target forbids."""
+    for t, x in enumerate(drafts):
+        if rng.random() > min(1, Q[t][x] / P[t][x]):
+            return t, sample(residual(Q[t], P[t]), rng)
+    return len(drafts), sample(Q[-1], rng)
+
+
+def bonus_from_draft(drafts, P, Q, rng):
+    """Wrong: with every draft kept, the extra token drawn from the last draft law."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, sample(residual(Q[t], P[t]), rng)
+    return len(drafts), sample(P[-1], rng)
+
+
+WRONG = (resample_from_target, ratio_inverted, ties_toward_draft, bonus_from_draft)

@@ -1,0 +1,80 @@
+"""Exercise: verifying siblings drawn without replacement (Sequoia, Chen et al. 2024,
+arXiv:2402.12374, Algorithm 1), graded by its law through the checker's tree_without_replacement
+contract. p = draft, q = target; m tree nodes, V tokens."""
+import numpy as np
+
+from picospec.exercises.grading import grade_law
+from picospec.sampling import residual, sample
+
+NAME, FAMILY = "verify_without_replacement", "token trees (SpecInfer, Sequoia)"
+STATEMENT = """\
+**Exercise `verify_without_replacement(tokens, parents, Q, P, rng)`: walk a token tree whose
+siblings were drawn without replacement.** tokens[i], parents[i] (< i; -1 below the root): the
+tree of m nodes. The children of a node were drawn one after another from the draft's law P[i]
+(the same row for every sibling: the law before removals), each sibling's token removed and the
+law renormalised before the next draw. Q [1 + m, V]: the target's law after the root (row 0) and
+after node i (row 1 + i). Sequoia, Algorithm 1: start at the root with q = Q[row]; try its children
+in order, each against the law it was really drawn from, p_i = P with the earlier siblings' tokens
+removed and renormalised: keep child x if r < min(1, q(x) / p_i(x)) (r = rng.random()) and go down
+to it; else q <- norm(max(0, q - p_i)) and try the next sibling. When no child is kept (or the node
+has none) draw the next token from q. Return (path: the kept nodes, root to leaf, next token)."""
+STUB = '''def verify_without_replacement(tokens, parents, Q, P, rng):
+    """tokens, parents [m]; Q [1 + m, V]; P [m, V] -> (path, next token)."""
+    raise NotImplementedError'''
+ANSWER = "from picospec.verify import verify_without_replacement  # the project's answer"
+CONTRACT = "tree_without_replacement"
+PROBE = ([0], [-1], np.full((2, 2), 0.5), np.full((1, 2), 0.5), np.random.default_rng(0))
+
+
+def grade(fn, samples=20_000, seed=0):
+    return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE)
+
+
+def walk(tokens, parents, Q, P, rng, law_of, update=residual):
+    """The walk with law_of(siblings tried before, node) -> p_i and q's update after a rejection."""
+    node, path = -1, []
+    while True:
+        q, tried = Q[node + 1], []
+        for c in [i for i, parent in enumerate(parents) if parent == node]:
+            p = law_of(tokens, P, tried, c)
+            if rng.random() < min(1, q[tokens[c]] / p[tokens[c]]):
+                node, _ = c, path.append(c)
+                break
+            q = update(q, p)
+            tried.append(c)
+        else:
+            return path, sample(q, rng)
+
+
+def as_iid(tokens, P, tried, c):
+    return P[c]
+
+
+def removed(tokens, P, tried, c):
+    p = np.array(P[c], dtype=float)
+    p[[tokens[t] for t in tried]] = 0
+    return p / p.sum()
+
+
+def judged_as_iid(tokens, parents, Q, P, rng):
+    """Wrong: every sibling judged against P itself, as if the siblings were i.i.d."""
+    return walk(tokens, parents, Q, P, rng, as_iid)
+
+
+def only_previous_removed(tokens, parents, Q, P, rng):
+    """Wrong: only the sibling just before removed from P, not every earlier one."""
+    return walk(tokens, parents, Q, P, rng, lambda tokens, P, tried, c: removed(tokens, P,
+                                                                                tried[-1:], c))
+
+
+def no_residual_update(tokens, parents, Q, P, rng):
+    """Wrong: q left as it was after a rejected sibling (and the next token drawn from it)."""
+    return walk(tokens, parents, Q, P, rng, removed, update=lambda q, p: q)
+
+
+def answer(tokens, parents, Q, P, rng):
+    """The walk above with the right laws: Algorithm 1 written out."""
+    return walk(tokens, parents, Q, P, rng, removed)
+
+
+WRONG = (judged_as_iid, only_previous_removed, no_residual_update)
