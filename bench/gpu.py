@@ -103,12 +103,12 @@ def logit_check():
     return rows
 
 
-def load_rows(device, encoder, store):
+def load_rows(device, encoder, store, **choices):
     """{row name: what it needs loaded on `device`} for every row of the method table (REST:
-    `store`)."""
+    `store`); choices: how the engines run (over the environment's settings)."""
     from gpt2.load import load_model
 
-    target = load_model(TARGET, device, **engine_choices())[0]
+    target = load_model(TARGET, device, **{**engine_choices(), **choices})[0]
     out = {}
     for m in METHODS:
         needs = tuple(n for n in m.needs if n != "datastore")

@@ -27,17 +27,8 @@ from picospec.methods import METHODS
 
 
 def rows_with(panels, encoder, store):
-    """Every row of the table loaded with weight panels on or off (the variable decides over the
-    policy)."""
-    before = os.environ.get("PICOSPEC_PANELS")
-    os.environ["PICOSPEC_PANELS"] = "1" if panels else "0"
-    try:
-        return load_rows("cpu", encoder, store)
-    finally:
-        if before is None:
-            del os.environ["PICOSPEC_PANELS"]
-        else:
-            os.environ["PICOSPEC_PANELS"] = before
+    """Every row of the table loaded with weight panels on or off (over the policy)."""
+    return load_rows("cpu", encoder, store, panels=panels)
 
 
 def main(n_prompts=4, n_tokens=64, out=None):
