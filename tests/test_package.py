@@ -69,7 +69,7 @@ def venv(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("package")
     src = tmp / "src"
     src.mkdir()
-    for name in ["pyproject.toml", "MANIFEST.in", "README.md", "main.py",
+    for name in ["pyproject.toml", "MANIFEST.in", "README.md", "main.py", "build_backend.py",
                  *map(str, ROOT.glob("requirements*.txt"))]:
         shutil.copy(ROOT / name, src)
     # bench/ and main.py are there, not installed
