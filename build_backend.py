@@ -8,10 +8,14 @@ unless --no-build-isolation tells it to use what is there; then this says what t
 import importlib.util
 import sys
 
-from setuptools import __version__
-from setuptools.build_meta import *  # noqa: F401, F403 (the backend's hooks)
+FIX = "pip install 'setuptools>=70.1', or drop --no-build-isolation"
+if importlib.util.find_spec("setuptools") is None:
+    sys.exit(f"error: building picospec needs setuptools>=70.1 (none is installed): {FIX}")
+
+from setuptools import __version__  # noqa: E402
+from setuptools.build_meta import *  # noqa: E402, F401, F403 (the backend's hooks)
 
 if (tuple(int(p) for p in __version__.split(".")[:2] if p.isdigit()) < (70, 1)
         and importlib.util.find_spec("wheel") is None):
     sys.exit(f"error: building picospec needs setuptools>=70.1 (found {__version__}, without the "
-             f"wheel package): pip install 'setuptools>=70.1', or drop --no-build-isolation")
+             f"wheel package): {FIX}")

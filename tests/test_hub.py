@@ -271,13 +271,13 @@ def test_a_server_that_is_down(tmp_path, sleeps):
 
 
 def test_a_server_that_fails(hub, tmp_path, sleeps, caplog):
-    """A 5xx is retried by huggingface_hub (its waits recorded here), then one line, and none of
-    its warnings (a terminal would show each retry)."""
+    """A 5xx: huggingface_hub may retry it (2.x does, its waits recorded here, not slept), then one
+    line, and none of its warnings (a terminal would show each retry)."""
     hub.status = 500
     with pytest.raises(Unreachable) as e:
         resolve("gpt2", cache=tmp_path / "hf", endpoint=hub.url)
     assert "config.json of openai-community/gpt2 from" in one_line(e)
-    assert "(HTTP 500): check the network" in one_line(e) and len(sleeps) >= 3
+    assert "(HTTP 500): check the network" in one_line(e)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
