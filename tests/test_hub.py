@@ -321,6 +321,20 @@ def test_a_disk_that_fills_up(hub, tmp_path):
     assert not list((tmp_path / "hf").rglob("model.safetensors"))
 
 
+@pytest.mark.parametrize("trainer, extra", [("gpt2.train.heads", []),
+                                            ("gpt2.train.eagle", ["--distill_tokens", "10"])])
+def test_the_trainers_take_offline(trainer, extra, tmp_path):
+    """The trainers resolve their backbone with --offline too (the hub at a closed port)."""
+    from clitools import assert_refused, files_under, run_cli
+
+    (tmp_path / "data").mkdir()
+    before = files_under(tmp_path)
+    r = run_cli(["-m", trainer, "--backbone", "gpt2", "--offline", "--data", "data", "--out",
+                 "runs/x", *extra], tmp_path, env={"HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert_refused(r, f"^error: offline: openai-community/gpt2 is not in the Hugging Face cache "
+                      f"{tmp_path}/.cache/huggingface/hub ", tmp_path, before)
+
+
 # --- names: built-in, local folders, repo ids
 # -------------------------------------------------------------------------------
 
