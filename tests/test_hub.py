@@ -207,6 +207,18 @@ def test_a_model_already_in_the_cache_costs_no_request(hub, tmp_path, offline):
     assert hub.requests == []
 
 
+def test_a_model_huggingface_hub_fetched_for_another_library_costs_no_request(hub, tmp_path):
+    """As transformers' from_pretrained fetches files: hf_hub_download, one file at a time."""
+    from huggingface_hub import hf_hub_download
+
+    cache = tmp_path / "hf"
+    for file in FILES:
+        hf_hub_download("openai-community/gpt2", file, cache_dir=cache, endpoint=hub.url)
+    hub.requests.clear()
+    folder = resolve("gpt2", cache=cache, endpoint=hub.url)
+    assert folder == snapshot(cache, "openai-community/gpt2", hub.commit) and hub.requests == []
+
+
 def test_a_partly_cached_model_downloads_only_what_is_missing(hub, tmp_path):
     cache = tmp_path / "hf"
     place(cache, "someone/tiny", {f: MODEL[f] for f in FILES[:3]}, hub.commit)
