@@ -21,7 +21,7 @@ settings.register_profile("ci", derandomize=True, deadline=None,
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# huggingface_hub reads its settings once, when first imported: the session's own Hugging Face
+# huggingface_hub reads its settings once, when first imported: the test run's own Hugging Face
 # cache, no token, online, and an endpoint nothing listens on (a test that downloads starts its own
 # hub on 127.0.0.1 and passes its address)
 for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
