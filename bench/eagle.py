@@ -55,7 +55,9 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
     if record and not (Path(record) / "eagle.json").is_file():
         raise ValueError(f"--record {record} holds no eagle.json: give the folder of the EAGLE "
                          f"head measured")
-    model, encoder = load_model(target, **engine_choices())
+    from picospec_app.settings import read_settings
+
+    model, encoder = load_model(target, offline=read_settings().offline, **engine_choices())
     check_room(model.n_ctx, prompt_tokens, n_tokens)
     needs = {"draft": {"draft": load_draft("tiny-draft", model, target)},
              "medusa": {"heads": load_heads(target, "medusa", None, model)},

@@ -33,9 +33,12 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
 
     from picospec_app.machine import thread_policy
 
-    target_model, encoder = load_model(target, **engine_choices())
+    from picospec_app.settings import read_settings
+
+    offline = read_settings().offline  # PICOSPEC_OFFLINE, as main.py reads it
+    target_model, encoder = load_model(target, offline=offline, **engine_choices())
     # every model loads before any run
-    drafts = {name: load_draft(name, target_model, target) for name in drafts}
+    drafts = {name: load_draft(name, target_model, target, offline=offline) for name in drafts}
     check_room(target_model.n_ctx, prompt_tokens, n_tokens, encoder if prompt_lookup else None)
     top = header(thread_policy(target_model.n_params))
     print(top, flush=True)

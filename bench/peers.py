@@ -71,24 +71,27 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
     from picospec_app.run import copy_prompts, run_method
     from picospec_app.machine import thread_policy
     from gpt2.train.corpus import heldout_prompts
+    from picospec_app.settings import read_settings
     from gpt2.hub import resolve
     from gpt2.load import load_model
     from picospec_app.settings import engine_choices
 
     check_target(target)
+    offline = read_settings().offline  # PICOSPEC_OFFLINE, as main.py reads it
     if draft == "ngram":
         raise ValueError("--draft ngram: transformers runs the same checkpoints as picospec, and "
                          "the n-gram has none; give a GPT-2 draft such as tiny-draft")
-    ours_target, encoder = load_model(target, **engine_choices())
+    ours_target, encoder = load_model(target, offline=offline, **engine_choices())
     # the prompt lookup rows run copy-heavy prompts
     check_room(ours_target.n_ctx, prompt_tokens, n_tokens, encoder)
-    ours_draft = load_model(draft, **engine_choices())[0]
+    ours_draft = load_model(draft, offline=offline, **engine_choices())[0]
     # both sides on the same number of threads: the policy's count for every product (no wide count
     # for picospec's long forwards, which torch could not match call by call)
     threads = thread_policy(ours_target.n_params,
                             requested=thread_policy(ours_target.n_params)["threads"])
     torch.set_num_threads(threads["threads"])
-    hf_target, hf_draft = hf_model(resolve(target), torch), hf_model(resolve(draft), torch)
+    hf_target, hf_draft = (hf_model(resolve(name, offline=offline), torch)
+                           for name in (target, draft))
     counter = CallCounter(hf_target)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
     lines = [header(threads) + f"; torch threads {torch.get_num_threads()}", "",

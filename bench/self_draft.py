@@ -410,12 +410,13 @@ def self_draft_alpha(engine, target, prompts, n_tokens, options):
 
 def bench(target, encoder, target_name, n_prompts, prompt_tokens, n_tokens, seeds, temperatures):
     from gpt2.train.corpus import heldout_prompts
+    from picospec_app.settings import read_settings
     from gpt2.hub import resolve
     from gpt2.self_draft import read_config
 
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)  # seed 0, as bench.harness
     tiny, ngram = (load_draft(name, target, target_name) for name in ("tiny-draft", "ngram"))
-    folder = resolve(target_name)
+    folder = resolve(target_name, offline=read_settings().offline)
     config = read_config(folder)
     # loaded as main.py loads them: on the weights the target engine decodes with (its panels and LM
     # head copy)
@@ -539,14 +540,16 @@ def main(task="bench", target="tiny-target", n_prompts=16, prompt_tokens=64, new
     """The skip-set search (--task search), the exit layers (--task exits), or the bench table
     (--task bench)."""
     from picospec_app.machine import thread_policy
+    from picospec_app.settings import read_settings
     from gpt2.hub import resolve
     from gpt2.load import load_model
     from picospec_app.settings import engine_choices
 
-    folder = resolve(target)
+    offline = read_settings().offline  # PICOSPEC_OFFLINE, as main.py reads it
+    folder = resolve(target, offline=offline)
     if task in ("search", "exits"):
         check_before_work(task, target, folder, exit_layers, runs)
-    model, encoder = load_model(target, **engine_choices())
+    model, encoder = load_model(target, offline=offline, **engine_choices())
     top = header(thread_policy(model.n_params))
     print(top, flush=True)
     if task == "search":

@@ -1,49 +1,24 @@
-"""Real checkpoints on demand: names -> a local folder with config.json, model.safetensors,
-vocab.json, merges.txt.
-
-    resolve("gpt2-xl")                -> ~/.cache/picospec/openai-community/gpt2-xl (downloaded
-    once) resolve("distilbert/distilgpt2")  -> any Hugging Face repo of GPT-2 architecture
-    resolve("./folder"), resolve("~/ckpt"), resolve("/abs/folder"), or any existing folder -> used
-    as it is resolve("tiny-target")            -> the built-in model shipped in gpt2/assets
-
-A name that starts with ./ ../ / or ~, ends with /, or exists on disk is a local folder (missing: an
-error naming it) and never a repo id. A repo id must follow the hub's rules (owner/name, see
-check_repo_id) before anything touches the network or the disk, so no name can make a download write
-outside the cache folder.
-
-Environment: PICOSPEC_CACHE (cache folder, default ~/.cache/picospec; check_cache_dir refuses a file
-or an unwritable place before a download starts), PICOSPEC_HUB_URL (default https://huggingface.co;
-tests point it at a server on 127.0.0.1), PICOSPEC_OFFLINE=1 (never touch the network).
-
-Downloads stream with requests into FILE.part with a tqdm bar and resume a partial .part with an
-HTTP Range request. A host that cannot be reached (DNS lookup failed, connection refused, no answer
-within TIMEOUT[0] s) fails at once with what to do offline. A stalled answer (no byte for TIMEOUT[1]
-s), a cut connection or a 5xx answer is retried RETRIES times with waits of BACKOFF, 2 BACKOFF, 4
-BACKOFF s: a server that stalls for good fails within (RETRIES + 1) * (TIMEOUT[0] + TIMEOUT[1]) + 7
-BACKOFF = 59 s. The size (Content-Length, X-Linked-Size) and the sha256, when the server states it
-(X-Linked-Etag of LFS files), are checked before the file is renamed into place. A failed download
-removes the cache folders it made if they are still empty, and keeps a .part only if it holds bytes.
+"""Checkpoints by name -> a folder with config.json, model.safetensors, vocab.json, merges.txt:
+an alias (gpt2-xl), a Hugging Face repo id (distilbert/distilgpt2), a built-in (tiny-target) or a
+local folder (./ckpt, ~/ckpt, x/: never a repo id). Repos live in the Hugging Face cache that
+transformers shares: one whose files are there costs no request; what is downloaded here,
+transformers finds. huggingface_hub downloads and reads its settings (HF_HUB_CACHE or HF_HOME,
+HF_ENDPOINT, HF_HUB_OFFLINE, HF_TOKEN); this module reads no environment. Each failure is one line.
 """
-import hashlib
-import os
 import re
-import time
+import tempfile
 from pathlib import Path
-from urllib.parse import urlsplit
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 BUILTIN = {"tiny-target": ASSETS / "tiny-target", "tiny-draft": ASSETS / "tiny-draft"}
-ALIASES = {"gpt2": "openai-community/gpt2", "124M": "openai-community/gpt2",
-           "gpt2-medium": "openai-community/gpt2-medium", "355M": "openai-community/gpt2-medium",
-           "gpt2-large": "openai-community/gpt2-large", "774M": "openai-community/gpt2-large",
-           "gpt2-xl": "openai-community/gpt2-xl", "1558M": "openai-community/gpt2-xl"}
+SIZES = {"gpt2": "124M", "gpt2-medium": "355M", "gpt2-large": "774M", "gpt2-xl": "1558M"}
+ALIASES = {alias: f"openai-community/{n}" for n, size in SIZES.items() for alias in (n, size)}
 FILES = ("config.json", "vocab.json", "merges.txt", "model.safetensors")
-# seconds to connect, and seconds without a byte before an answer counts as stalled
-TIMEOUT = (5, 8)
-RETRIES, BACKOFF = 3, 1.0
-# one part of a repo id: letters, digits, - _ . (1 to 96), starting and ending with a letter, digit
-# or _
+# one part of a repo id: letters, digits, - _ . (1 to 96), first and last one of A-Za-z0-9_
 REPO_PART = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?")
+NAMES = (f"built-in: {', '.join(BUILTIN)}, ngram (drafts only); GPT-2: {', '.join(ALIASES)}; a "
+         "Hugging Face repo id such as distilbert/distilgpt2; or a local folder with config.json "
+         "and model.safetensors")  # the names a message offers
 
 
 class DownloadError(ValueError):
@@ -51,60 +26,15 @@ class DownloadError(ValueError):
 
 
 class Unreachable(DownloadError):
-    """No connection could be made at all (DNS lookup failed, refused, connect timeout); not
-    retried."""
+    """The hub did not answer, or answered 5xx after huggingface_hub's retries."""
 
 
-def cache_dir():
-    return Path(os.environ.get("PICOSPEC_CACHE")
-                or Path.home() / ".cache" / "picospec").expanduser()
-
-
-def check_cache_dir(cache=None):
-    """The cache folder (`cache`, else PICOSPEC_CACHE, else ~/.cache/picospec) if files can be
-    written there; else a one-line ValueError naming PICOSPEC_CACHE. Creates nothing: a missing
-    folder needs a writable existing parent."""
-    folder = Path(cache).expanduser() if cache else cache_dir()
-    existing = next(p for p in (folder, *folder.parents) if p.exists())
-    fix = "set PICOSPEC_CACHE to a folder you can write to, or unset it to use ~/.cache/picospec"
-    if not existing.is_dir():
-        raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) cannot be made: {existing} "
-                         f"is a file; {fix}")
-    # a file made and removed: permission bits say nothing for root or /proc
-    from picospec_cli import cannot_write_in
-
-    if (why := cannot_write_in(existing)) is not None:
-        raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) is not writable: cannot "
-                         f"write in {existing} ({why}); {fix}")
-    return folder
-
-
-def is_offline(offline=None):
-    """--offline, else PICOSPEC_OFFLINE: 1, true, yes or on (any case) means offline; unset, empty,
-    0, false, no or off means online; another value is a ValueError naming it
-    (picospec_cli.env_flag)."""
-    from picospec_cli import env_flag
-
-    setting = env_flag("PICOSPEC_OFFLINE", default=False)  # even under --offline: a typo shows
-    return offline if offline is not None else setting
-
-
-def hub_url():
-    return os.environ.get("PICOSPEC_HUB_URL", "https://huggingface.co").rstrip("/")
-
-
-def valid_names():
-    return (f"built-in: {', '.join(BUILTIN)}, ngram (drafts only); GPT-2: {', '.join(ALIASES)}; "
-            "a Hugging Face repo id such as distilbert/distilgpt2; or a local folder with "
-            "config.json and model.safetensors")
-
-
-def resolve(name, offline=None, cache=None):
-    """The local folder holding checkpoint `name`, downloading its missing files first (see the
-    module docstring)."""
+def resolve(name, offline=False, cache=None, endpoint=None):
+    """The local folder holding checkpoint `name`. offline: never touch the network (as
+    HF_HUB_OFFLINE); cache, endpoint: huggingface_hub's when None."""
     name = str(name)
     if not name.strip():
-        raise ValueError(f"the model name is empty: name one ({valid_names()})")
+        raise ValueError(f"the model name is empty: name one ({NAMES})")
     if name in BUILTIN:
         if not (BUILTIN[name] / "model.safetensors").exists():
             raise ValueError(f"built-in model {name!r} is missing from {BUILTIN[name]}; rebuild it "
@@ -113,24 +43,82 @@ def resolve(name, offline=None, cache=None):
     if name not in ALIASES and is_local(name):
         return local_folder(name)
     repo = check_repo_id(ALIASES.get(name, name), name)
-    folder = (Path(cache).expanduser() if cache else cache_dir()) / repo
-    missing = [file for file in FILES if not (folder / file).exists()]
-    if missing and is_offline(offline):
-        raise ValueError(f"offline: {folder / missing[0]} is not in the cache; run once online to "
-                         f"download {repo}, or put {', '.join(missing)} into {folder} by hand, "
-                         "or drop --offline and unset PICOSPEC_OFFLINE")
-    if missing:
-        check_cache_dir(cache)
-        fetch(repo, missing, folder)
-    return folder
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    cache = Path(cache or constants.HF_HUB_CACHE).expanduser()
+    found = [try_to_load_from_cache(repo, file, cache_dir=cache) for file in FILES]
+    if all(isinstance(path, str) for path in found):
+        return Path(found[0]).parent  # the snapshot folder of the cached revision
+    if offline or constants.HF_HUB_OFFLINE:
+        missing = ", ".join(f for f, path in zip(FILES, found) if not isinstance(path, str))
+        raise DownloadError(f"offline: {repo} is not in the Hugging Face cache {cache} (missing "
+                            f"{missing}); run once online to download it, or drop --offline and "
+                            f"unset PICOSPEC_OFFLINE and HF_HUB_OFFLINE")
+    return download(repo, cache, endpoint or constants.ENDPOINT)
+
+
+def download(repo, cache, endpoint):
+    """FILES of `repo` into the cache, all at the first file's commit -> its snapshot folder."""
+    import logging
+
+    from huggingface_hub import errors as e
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+
+    log, file = logging.getLogger("huggingface_hub"), FILES[0]
+    level = log.level
+    log.setLevel(logging.ERROR)  # its retries' warnings: the one line below says what came of them
+    try:
+        existing = next(p for p in (cache, *cache.parents) if p.exists())  # writable, or none made
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "a file is in the way", str(existing))
+        tempfile.TemporaryFile(dir=existing).close()  # permission bits say nothing for root, /proc
+        try:  # one request, no retries: a hub that does not answer at all fails at once
+            get_hf_file_metadata(hf_hub_url(repo, file, endpoint=endpoint))
+        except e.HfHubHTTPError:
+            pass  # it answered: hf_hub_download says what the answer means
+        except Exception as error:
+            raise e.LocalEntryNotFoundError("no answer") from error
+        folder = Path(hf_hub_download(repo, file, cache_dir=cache, endpoint=endpoint)).parent
+        for file in FILES[1:]:
+            hf_hub_download(repo, file, revision=folder.name, cache_dir=cache, endpoint=endpoint)
+        return folder
+    except e.GatedRepoError:
+        raise DownloadError(f"{repo} is gated: accept its terms at {endpoint}/{repo}, then set "
+                            f"HF_TOKEN (or run `hf auth login`)") from None
+    except e.RepositoryNotFoundError:
+        raise DownloadError(f"{repo} is not on {endpoint}: check the name ({NAMES}); a "
+                            f"private repo needs HF_TOKEN") from None
+    except e.LocalEntryNotFoundError as error:  # no answer, or 5xx after the retries
+        raise Unreachable(f"cannot download {file} of {repo} from {endpoint} ({reason(error)}): "
+                          f"check the network (or set HF_ENDPOINT to a mirror), or put the model "
+                          f"into the Hugging Face cache {cache} and run with --offline (or "
+                          f"PICOSPEC_OFFLINE=1)") from None
+    except e.EntryNotFoundError:
+        raise DownloadError(f"{repo} has no {file}: picospec loads GPT-2 checkpoints with "
+                            f"{', '.join(FILES)}") from None
+    except Exception as error:  # an OSError with an errno: a full disk, an unwritable cache
+        raise DownloadError(f"cannot write {repo} into the Hugging Face cache {cache} "
+                            f"({error.strerror}: {error.filename or cache}); set HF_HUB_CACHE (or "
+                            f"HF_HOME) to a folder you can write to, with room for the model"
+                            if isinstance(error, OSError) and error.errno is not None else
+                            f"cannot download {file} of {repo} from {endpoint} ({reason(error)}): "
+                            f"check HF_TOKEN if it is set, or run again to resume") from None
+    finally:
+        log.setLevel(level)
+
+
+def reason(error):
+    """An HTTP status, a connection's [Errno] (httpx's or requests'), or the first line."""
+    error = error.__cause__ or error  # huggingface_hub's LocalEntryNotFoundError wraps the cause
+    status, text = getattr(getattr(error, "response", None), "status_code", None), str(error)
+    found = re.search(r"\[Errno -?\d+\][^'\")\n]*", text) or re.match(r"[^\n]*", text)
+    return f"HTTP {status}" if status else found.group(0).strip() or type(error).__name__
 
 
 def is_local(name):
-    """./x, ../x, /x, ~/x, x/ and anything that exists on disk name a local path, never a repo
-    id."""
-    return name in (".",
-                    "..") or name.startswith(("./", "../", "/",
-                                              "~")) or name.endswith("/") or Path(name).exists()
+    """./x, ../x, /x, ~/x, x/ and anything that exists on disk name a local path, never a repo."""
+    return (name in (".", "..") or name.startswith(("./", "../", "/", "~")) or name.endswith("/")
+            or Path(name).exists())
 
 
 def local_folder(name):
@@ -140,7 +128,7 @@ def local_folder(name):
         raise ValueError(f"local folder {name}: cannot expand {name.split('/')[0]}") from None
     if not path.exists():
         raise ValueError(f"local folder {path} does not exist; give a checkpoint folder with "
-                         f"config.json and model.safetensors, or a model name ({valid_names()})")
+                         f"config.json and model.safetensors, or a model name ({NAMES})")
     if not path.is_dir():
         raise ValueError(f"{path} is a file; give the folder that holds config.json and "
                          f"model.safetensors")
@@ -148,173 +136,15 @@ def local_folder(name):
 
 
 def check_repo_id(repo, name=None):
-    """`repo` if it is a Hugging Face repo id owner/name by the hub's rules: each part 1 to 96
-    letters, digits, - _ ., not starting or ending with - or ., no .. or -- and no .git ending.
-    Example: "distilbert/distilgpt2" -> itself; "../x", "a/b/c", "a/.x" -> ValueError. (The hub also
-    allows a bare name; its GPT-2 ones are the aliases.)"""
+    """`repo` if it is a repo id owner/name by the hub's rules: each part as REPO_PART, no .. or --,
+    no .git ending. Example: "distilbert/distilgpt2" -> itself; "../x", "a/b/c" -> ValueError."""
     name = repo if name is None else name
     parts = repo.split("/")
-    if len(parts) == 1:
-        raise ValueError(f"unknown model {name!r}: use one of {valid_names()}")
-    if len(parts) != 2 or not all(REPO_PART.fullmatch(p)
-                                  for p in parts) or ".." in repo or "--" in repo \
-            or repo.endswith(".git"):
+    if len(parts) == 1:  # the hub allows a bare name; its GPT-2 ones are the aliases
+        raise ValueError(f"unknown model {name!r}: use one of {NAMES}")
+    if (len(parts) != 2 or not all(REPO_PART.fullmatch(p) for p in parts) or ".." in repo
+            or "--" in repo or repo.endswith(".git")):
         raise ValueError(f"unknown model {name!r}: not a local folder (start it with ./ or /), nor "
                          f"a Hugging Face repo id owner/name (letters, digits, - _ . up to 96 "
                          f"each, no .. or --, not starting or ending with - or .)")
     return repo
-
-
-def fetch(repo, files, folder):
-    """Download `files` of `repo` from the hub into `folder`; on failure, remove the folders this
-    made if empty."""
-    made = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        for file in files:
-            download(f"{hub_url()}/{repo}/resolve/main/{file}", folder / file)
-    except Unreachable as e:
-        _remove_empty(made)
-        raise Unreachable(f"{e}. No network? Put {', '.join(files)} of {repo} into {folder} by "
-                          f"hand (inside the cache folder, set by PICOSPEC_CACHE) and run with "
-                          f"--offline (or PICOSPEC_OFFLINE=1)") from None
-    except BaseException:
-        _remove_empty(made)
-        raise
-
-
-def _remove_empty(folders):  # deepest first; stops at the first that is not empty
-    for folder in folders:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-
-
-def download(url, dest, expected_size=None, sha256=None, timeout=TIMEOUT, retries=RETRIES,
-             backoff=BACKOFF):
-    """Fetch url into dest atomically, resuming dest.part. Raises Unreachable at once when no
-    connection can be made, and DownloadError after `retries` more attempts at a stalled, cut or 5xx
-    answer, at once on a 404 or bad sha256."""
-    import requests
-
-    dest, part = Path(dest), Path(str(dest) + ".part")
-    for attempt in range(retries + 1):
-        try:
-            return _attempt(url, dest, part, expected_size, sha256, timeout)
-        except (requests.ConnectionError, requests.Timeout,
-                requests.exceptions.ChunkedEncodingError) as e:
-            why = _no_connection(e)
-            if why:
-                raise Unreachable(f"cannot connect to {urlsplit(url).netloc} ({why})") from None
-            if attempt == retries:
-                raise DownloadError(f"{url}: failed after {retries + 1} "
-                                    f"attempt{'s' if retries else ''} "
-                                    f"({_reason(e, timeout)}); {_drop_if_empty(part)}") from None
-            time.sleep(backoff * 2**attempt)
-
-
-def _attempt(url, dest, part, expected_size, sha256, timeout):
-    """One GET, resuming `part` with a Range request; -> dest once the whole file arrived and
-    checked out."""
-    import requests
-
-    have = part.stat().st_size if part.exists() else 0
-    with requests.get(url, headers={"Range": f"bytes={have}-"} if have else {}, stream=True,
-                      timeout=timeout) as r:
-        _check_status(r, url, part)
-        if r.status_code == 200:  # a whole file: no Range was sent, or the server ignored it
-            have = 0
-        length = _int(r.headers.get("Content-Length"))
-        total = expected_size or _int(r.headers.get("X-Linked-Size")) or (have + length
-                                                                          if length is not None
-                                                                          else None)
-        sha256 = sha256 or _sha(r.headers.get("X-Linked-Etag") or r.headers.get("ETag"))
-        _stream(r, part, have, total, dest.name)
-    got = part.stat().st_size
-    if total is not None and got != total:
-        raise requests.ConnectionError(f"connection closed after {got} of {total} bytes")
-    if sha256 and _file_sha256(part) != sha256:
-        part.unlink()
-        raise DownloadError(f"{url}: sha256 mismatch; the download was corrupted and has been "
-                            f"removed, retry")
-    os.replace(part, dest)
-    return dest
-
-
-def _check_status(r, url, part):
-    import requests
-
-    if r.status_code == 404:
-        raise DownloadError(f"{url}: not found (404); check the model name ({valid_names()})")
-    if r.status_code == 416:  # the .part is already complete or larger than the file: start again
-        part.unlink()
-        raise requests.ConnectionError("the partial file did not fit the file on the server (416)")
-    if r.status_code >= 500:
-        raise requests.ConnectionError(f"server error {r.status_code}")
-    if r.status_code >= 400:
-        raise DownloadError(f"{url}: HTTP {r.status_code}")
-
-
-def _no_connection(e):
-    """Why no connection was made at all (DNS lookup failed, refused, connect timeout), or None if
-    one was."""
-    import requests
-    from urllib3.exceptions import NewConnectionError
-
-    if isinstance(e, requests.ConnectTimeout):
-        return "no answer to the connection request"
-    reason = getattr(e.args[0], "reason", None) if e.args else None
-    if isinstance(reason, NewConnectionError):
-        return str(reason.__cause__ or reason.__context__ or "connection failed")
-    return None
-
-
-def _reason(e, timeout):
-    """A short reason for a failed attempt, out of requests' nested exceptions."""
-    import requests
-    from urllib3.exceptions import ReadTimeoutError
-
-    if isinstance(e, requests.ReadTimeout) or (e.args and isinstance(e.args[0], ReadTimeoutError)):
-        return f"the server stalled: no data for {timeout[1]} s"
-    if isinstance(e, requests.exceptions.ChunkedEncodingError):
-        return "the connection broke mid-file"
-    return str(e)
-
-
-def _drop_if_empty(part):
-    """Delete an empty .part; -> what became of the partial file, for the error message."""
-    if part.exists() and part.stat().st_size == 0:
-        part.unlink()
-    if not part.exists():
-        return "nothing was kept; run again to retry"
-    return (f"the partial file {part} ({part.stat().st_size} bytes) is kept and the next run "
-            f"resumes it")
-
-
-def _stream(response, part, have, total, label):
-    from tqdm import tqdm
-
-    with open(part, "ab" if have else "wb") as f, tqdm(total=total, initial=have, unit="B",
-                                                       unit_scale=True,
-                                                         desc=label, disable=None) as bar:
-        for chunk in response.iter_content(chunk_size=1 << 14):
-            f.write(chunk)
-            bar.update(len(chunk))
-
-
-def _int(value):
-    return int(value) if value and value.isdigit() else None
-
-
-def _sha(etag):
-    etag = (etag or "").strip('"').removeprefix("W/").strip('"')
-    return etag if len(etag) == 64 and all(c in "0123456789abcdef" for c in etag) else None
-
-
-def _file_sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()

@@ -4,13 +4,13 @@ ids, folders.
     # the built-in pair: "tiny-target", "tiny-draft"
     load_model("tiny-target") -> (GPT2 engine, Encoder)
     load_model("ngram")       -> (NGram, Encoder)            # the built-in count-based draft
-    load_model("gpt2-xl")     -> downloads once into the cache folder, then loads from there
+    load_model("gpt2-xl")     -> from the Hugging Face cache, downloaded there once (gpt2.hub)
     load_model("./my-ckpt")   -> a local folder with config.json, model.safetensors and a tokenizer
 
 A name, folder or file that cannot load is a ValueError that names it and says what to do: a missing
-local folder or a bad repo id (gpt2.hub.resolve), no network (gpt2.hub.Unreachable), a corrupt or
-impossible file (gpt2.weights.CorruptFile: config.json, model.safetensors, the tokenizer's files,
-heads.json, heads.safetensors).
+local folder or a bad repo id (gpt2.hub.resolve), a failed download (gpt2.hub.DownloadError), a
+corrupt or impossible file (gpt2.weights.CorruptFile: config.json, model.safetensors, the
+tokenizer's files, heads.json, heads.safetensors).
 """
 from pathlib import Path
 
@@ -18,7 +18,7 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 NGRAM = "ngram"
 
 
-def load_model(name, device="cpu", offline=None, **choices):
+def load_model(name, device="cpu", offline=False, **choices):
     """-> (model, encoder); choices: how the engine's forwards run (gpt2/engine.py's GPT2: ops,
     threads, panels, static, fused)."""
     from gpt2.encoder import load_encoder
@@ -86,7 +86,7 @@ def check_vocabulary(folder, n_vocab, encoder):
                                   "put the tokenizer files of this model beside its weights")
 
 
-def heads_folder(name, kind, heads=None, offline=None):
+def heads_folder(name, kind, heads=None, offline=False):
     """Where a backbone's trained heads live: --heads DIR, else `kind` (medusa, blockwise) inside
     the backbone's folder (the built-in tiny-target ships both); a folder of another kind of add-on
     is refused (gpt2/addons.py)."""

@@ -37,18 +37,14 @@ NAMES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.f
 
 
 def fix_for(path):
-    """What to do about a bad file: delete it only where picospec downloaded it (inside its cache
-    folder); a file the user supplied is theirs to replace.
-    Example: ~/.cache/picospec/openai-community/gpt2/config.json -> "delete it to download it
-    again"."""
-    from gpt2.hub import cache_dir
-
-    try:
-        ours = Path(path).resolve().is_relative_to(cache_dir().resolve())
-    except (OSError, RuntimeError, ValueError):
-        ours = False
-    if ours:
-        return "delete it to download it again"
+    """What to do about a bad file: delete it only where it was downloaded (a snapshot in the
+    Hugging Face cache, with the blob it links to); a file the user supplied is theirs to replace.
+    Example: .../models--openai-community--gpt2/snapshots/COMMIT/config.json -> "delete it (and
+    .../blobs/ETAG, the file it links to) to download it again"."""
+    path = Path(path).absolute()
+    if path.parent.parent.name == "snapshots" and path.parents[2].name.startswith("models--"):
+        blob = f" (and {path.resolve()}, the file it links to)" if path.is_symlink() else ""
+        return f"delete it{blob} to download it again"
     return "replace it with a good copy, or re-train it if you made it"
 
 

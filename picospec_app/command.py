@@ -174,10 +174,11 @@ def check_before_loading(method, values):
         raise UsageError(refusal)
     check_temperature(method, method_options(method, values), values["temperature"])
     check_needs(method, method_options(method, values))
-    from picospec_app.load import check_target
-    from gpt2.hub import BUILTIN, check_cache_dir, is_local, is_offline
+    from picospec_app.load import check_cache_dir, check_target
+    from picospec_app.settings import read_settings
 
-    is_offline(values["offline"] or None)  # PICOSPEC_OFFLINE holds one of its values
+    offline = read_settings().offline  # a bad PICOSPEC_OFFLINE is named, even under --offline
+    values["offline"] = values["offline"] or offline  # the loads below pass it on
     check_target(values["target"])
     if "draft2" in method.needs and values.get("draft2") is not None:
         if same_model(values["draft2"], values["target"]):
@@ -189,10 +190,8 @@ def check_before_loading(method, values):
         print(f"note: {' and '.join(filters)} {has} no effect at --temperature 0 (greedy decoding "
               f"takes the argmax); {applies} when sampling, at --temperature > 0", file=sys.stderr)
 
-    models = [values["target"]] + ([values["draft"]] if "draft" in method.needs else [])
-    downloads = any(m not in BUILTIN and m != "ngram" and not is_local(m) for m in models)
-    if downloads or ("datastore" in method.needs and values.get("datastore") is None):
-        # before a download or a datastore build, not for the built-in models alone
+    if "datastore" in method.needs and values.get("datastore") is None:
+        # before a datastore build into the cache (a download checks the Hugging Face cache itself)
         check_cache_dir()
 
 

@@ -219,6 +219,25 @@ def load_datastore(path, rebuild=None):
         raise ValueError(f"{e}; {rebuild}") from None
 
 
+def check_cache_dir():
+    """picospec's own cache folder (PICOSPEC_CACHE, else ~/.cache/picospec: the REST datastore) if
+    files can be written there; else a one-line ValueError naming PICOSPEC_CACHE. Creates nothing:
+    a missing folder needs a writable existing parent."""
+    from picospec_app.settings import read_settings
+    from picospec_cli import cannot_write_in
+
+    folder = Path(read_settings().cache or Path.home() / ".cache" / "picospec").expanduser()
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    fix = "set PICOSPEC_CACHE to a folder you can write to, or unset it to use ~/.cache/picospec"
+    if not existing.is_dir():
+        raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) cannot be made: {existing} "
+                         f"is a file; {fix}")
+    if (why := cannot_write_in(existing)) is not None:
+        raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) is not writable: cannot "
+                         f"write in {existing} ({why}); {fix}")
+    return folder
+
+
 def rest_datastore(path, target, encoder):
     """Load --datastore FILE, or build it (FILE, or once into the cache) from the standard library's
     train split with the model's tokenizer. Written atomically: an interrupted build leaves no
@@ -230,7 +249,6 @@ def rest_datastore(path, target, encoder):
     from tqdm import tqdm
 
     from gpt2.train.corpus import split_files, stdlib_files, tokenize
-    from gpt2.hub import check_cache_dir
 
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(target))
     # into the cache: a PICOSPEC_CACHE no file can be made in is named before the build, not after

@@ -1,15 +1,17 @@
 """The environment's settings, read once at the app's edge.
 
 Nothing under gpt2/ or picospec/ reads os.environ: the app reads these variables here, once, and
-hands the values to what it builds (an engine's operations, the hub's cache and mode).
+hands the values to what it builds (an engine's operations, the hub's offline mode).
 
     PICOSPEC_THREADS   BLAS threads for the engines' forwards (1..256; unset: the thread policy)
     PICOSPEC_PANELS    1 or 0: weight panels on or off on the CPU (unset: where the BLAS gains)
     PICOSPEC_STATIC    1: the static-shape step (gpt2/fast/static.py)
     PICOSPEC_FUSED     0: no fused CUDA kernels on a GPU (default on)
-    PICOSPEC_OFFLINE   1: never touch the network (as --offline)
-    PICOSPEC_CACHE     the download cache folder
-    PICOSPEC_HUB_URL   the hub's address (a mirror)
+    PICOSPEC_OFFLINE   1: never touch the network (as --offline; HF_HUB_OFFLINE=1 also counts)
+    PICOSPEC_CACHE     where picospec keeps what it builds: the REST datastore (~/.cache/picospec)
+
+Model weights live in the Hugging Face cache, shared with transformers; huggingface_hub reads its
+own variables (HF_HUB_CACHE or HF_HOME, HF_ENDPOINT for a mirror, HF_HUB_OFFLINE, HF_TOKEN).
 """
 import os
 from dataclasses import dataclass
@@ -25,7 +27,6 @@ class Settings:
     fused: bool = True
     offline: bool = False
     cache: str | None = None
-    hub_url: str | None = None
 
 
 def env_threads(environ):
@@ -54,8 +55,7 @@ def read_settings(environ=None):
                     static=env_flag("PICOSPEC_STATIC", False, environ),
                     fused=env_flag("PICOSPEC_FUSED", True, environ),
                     offline=env_flag("PICOSPEC_OFFLINE", False, environ),
-                    cache=environ.get("PICOSPEC_CACHE") or None,
-                    hub_url=environ.get("PICOSPEC_HUB_URL") or None)
+                    cache=environ.get("PICOSPEC_CACHE") or None)
 
 
 def engine_choices(settings=None, threads=None):

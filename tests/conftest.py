@@ -3,9 +3,12 @@ example; one BLAS thread for every test module, the count gpt2/fast/policy.py gi
 below SMALL_MODEL (all the suite's models): on 2 shared cores (and with `-n 2`, two workers) the
 BLAS default spins threads over the tiny products and cost some tests 15x the CPU time (a test that
 sets its own count still does, and the next module starts from one again); the built-in models
-loaded once per test session."""
+loaded once per test session; huggingface_hub kept off the user's cache, token and network."""
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
@@ -17,6 +20,17 @@ settings.register_profile("ci", derandomize=True, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# huggingface_hub reads its settings once, when first imported: the test run's own Hugging Face
+# cache, no token, online, and an endpoint nothing listens on (a test that downloads starts its own
+# hub on 127.0.0.1 and passes its address)
+for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+             "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH"):
+    os.environ.pop(name, None)
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="picospec-tests-hf-")
+os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
+atexit.register(shutil.rmtree, os.environ["HF_HOME"], ignore_errors=True)
+assert "huggingface_hub" not in sys.modules, "huggingface_hub was imported before the tests' setup"
 
 import pytest  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402

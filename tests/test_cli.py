@@ -255,17 +255,29 @@ def test_benchmarks_refuse_prompts_that_do_not_fit_before_any_run(args, message,
     assert_refused(run_here(args, folder), message, folder, before)
 
 
-@pytest.mark.parametrize("args", [["main.py", "--target", "gpt2"], ["main.py", "--method", "rest"],
+@pytest.mark.parametrize("args", [["main.py", "--method", "rest"],
                                   ["-m", "bench.trees", "--drafting", "--n_prompts", "1", "--seeds",
                                    "1"]])
 def test_a_cache_folder_that_is_a_file_is_refused_before_work(args, folder):
-    """Before a download or a REST datastore build (bench.trees built the datastore for 15 s
-    first)."""
+    """Before a REST datastore build (bench.trees built the datastore for 15 s first)."""
     (folder / "cache").write_text("not a folder")
     before = files_under(folder)
     r = run_here(args, folder, env={"PICOSPEC_CACHE": str(folder / "cache")})
     assert_refused(r, r"the cache folder .*cache \(PICOSPEC_CACHE\) cannot be made", folder, before,
                    max_seconds=FAST if args[0] == "main.py" else None)
+
+
+def test_a_hugging_face_cache_that_is_a_file_is_refused_before_a_request(folder):
+    """Online, with the hub at a port nothing listens on: the cache is named first (a request
+    would fail otherwise, and after huggingface_hub's retries)."""
+    (folder / "hf").write_text("not a folder")
+    before = files_under(folder)
+    r = run_cli(["main.py", "--target", "gpt2"], folder,
+                env={"HF_HUB_CACHE": str(folder / "hf"), "PICOSPEC_OFFLINE": "0",
+                     "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert_refused(r, r"^error: cannot write openai-community/gpt2 into the Hugging Face cache "
+                      r".*hf \(a file is in the way: .*hf\); set HF_HUB_CACHE", folder, before,
+                   max_seconds=FAST + 2)  # + a new interpreter's start
 
 
 def test_the_built_in_pair_needs_no_cache_folder(folder):

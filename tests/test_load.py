@@ -1,9 +1,8 @@
 """Loading through the front door (load_model, heads_function): every broken input is a ValueError
-that names the file or the name and says what to do, and nothing reaches the network (the hub URL
-points at a closed port)."""
+that names the file or the name and says what to do, and nothing reaches the network
+(huggingface_hub is offline)."""
 import json
 import shutil
-import socket
 
 import numpy as np
 import pytest
@@ -15,15 +14,10 @@ from micro import random_gpt2
 
 
 @pytest.fixture(autouse=True)
-def no_hub(tmp_path, monkeypatch):
-    """A cache of its own and a hub URL nothing listens on: a test that tried to download would fail
-    at once."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    monkeypatch.setenv("PICOSPEC_HUB_URL", f"http://127.0.0.1:{port}")
-    monkeypatch.setenv("PICOSPEC_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("PICOSPEC_OFFLINE", raising=False)
+def no_hub(monkeypatch):
+    """huggingface_hub offline, as HF_HUB_OFFLINE=1 sets it: a test that tried to download would
+    fail at once, before any request."""
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
 
 
 @pytest.fixture
@@ -82,11 +76,10 @@ def test_nan_weights_are_named(tmp_path, checkpoint):
 def test_names_that_cannot_load(tmp_path):
     with pytest.raises(ValueError, match=f"local folder {tmp_path / 'gone'} does not exist"):
         load_model(str(tmp_path / "gone"))
-    with pytest.raises(ValueError, match="offline: .*config.json is not in the cache"):
-        load_model("distilbert/distilgpt2", offline=True)
-    (tmp_path / "cache").write_text("")  # PICOSPEC_CACHE is a file
-    with pytest.raises(ValueError, match="PICOSPEC_CACHE"):
-        load_model("distilbert/distilgpt2")
+    for offline in (True, False):  # --offline, or HF_HUB_OFFLINE alone
+        with pytest.raises(ValueError, match="^offline: distilbert/distilgpt2 is not in the "
+                                             "Hugging Face cache .* .missing config.json"):
+            load_model("distilbert/distilgpt2", offline=offline)
 
 
 @pytest.fixture

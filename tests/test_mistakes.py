@@ -356,14 +356,14 @@ def test_env_flags_take_their_documented_values(value, expected, monkeypatch):
 
 @pytest.mark.parametrize("value", ["maybe", "2", "offline", "y"])
 def test_other_env_flag_values_are_refused(value, monkeypatch):
+    from picospec_app.settings import read_settings
     from picospec_cli import env_flag
-    from gpt2.hub import is_offline
 
     monkeypatch.setenv("PICOSPEC_OFFLINE", value)
     with pytest.raises(ValueError, match=f"PICOSPEC_OFFLINE='{value}': set it to 1"):
         env_flag("PICOSPEC_OFFLINE")
     with pytest.raises(ValueError, match="PICOSPEC_OFFLINE"):
-        is_offline()
+        read_settings()
 
 
 def test_the_command_names_itself_as_invoked(tmp_path):
@@ -380,12 +380,19 @@ def test_the_command_names_itself_as_invoked(tmp_path):
         assert "python main.py" not in r.stdout or args[0] == "main.py"
 
 
-def test_a_bad_file_is_for_deletion_only_inside_the_cache(tmp_path, monkeypatch):
+def test_a_bad_file_is_for_deletion_only_inside_the_cache(tmp_path):
+    """A file of a snapshot in the Hugging Face cache is a link to a blob: both go, or the next run
+    links the same bad blob again."""
     from gpt2.weights import CorruptFile
 
-    monkeypatch.setenv("PICOSPEC_CACHE", str(tmp_path / "cache"))
-    ours = tmp_path / "cache" / "openai-community" / "gpt2" / "config.json"
-    assert "delete it to download it again" in str(CorruptFile(ours, "not valid JSON"))
+    snapshot = tmp_path / "hf" / "models--openai-community--gpt2" / "snapshots" / ("c" * 40)
+    blob = tmp_path / "hf" / "models--openai-community--gpt2" / "blobs" / ("e" * 40)
+    snapshot.mkdir(parents=True)
+    blob.parent.mkdir()
+    blob.write_text("{")
+    (snapshot / "config.json").symlink_to(blob)
+    assert str(CorruptFile(snapshot / "config.json", "not valid JSON")).endswith(
+        f"not valid JSON; delete it (and {blob}, the file it links to) to download it again")
     theirs = str(CorruptFile(tmp_path / "mine" / "config.json", "not valid JSON"))
     assert "delete" not in theirs and "replace it with a good copy" in theirs
 
@@ -419,13 +426,12 @@ def test_repo_ids_with_a_whole_dotdot_part_are_refused(name, tmp_path, monkeypat
     from gpt2.hub import REPO_PART, check_repo_id, is_local, resolve
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PICOSPEC_CACHE", str(tmp_path / "cache"))
     assert REPO_PART.fullmatch("..") is None and REPO_PART.fullmatch(".") is None
     with pytest.raises(ValueError, match="unknown model"):
         check_repo_id(name)
     if not is_local(name):
-        with pytest.raises(ValueError, match="unknown model"):
-            resolve(name, offline=False)  # refused before any download could start
+        with pytest.raises(ValueError, match="unknown model"):  # before any download could start
+            resolve(name, offline=False, cache=tmp_path / "cache", endpoint="http://127.0.0.1:9")
     assert not (tmp_path / "cache").exists()
 
 

@@ -59,6 +59,32 @@ def test_every_built_in_asset_is_package_data():
                          for f in files)
 
 
+@pytest.mark.slow
+def test_a_setuptools_that_cannot_build_a_wheel_is_named_in_one_line(tmp_path):
+    """`pip install --no-build-isolation .` in a fresh virtualenv with the setuptools that Python's
+    ensurepip brings (65 on 3.11, none from 3.12): one line says what to do, not 30 ending in
+    "invalid command 'bdist_wheel'"."""
+    subprocess.run([sys.executable, "-m", "venv", tmp_path / "venv"], check=True, timeout=300)
+    python = tmp_path / "venv" / "bin" / "python"
+    found = subprocess.run([python, "-c", "import setuptools, importlib.util as u; print("
+                            "setuptools.__version__, u.find_spec('wheel') is not None)"],
+                           capture_output=True, text=True)
+    version, wheel = found.stdout.split() if found.returncode == 0 else (None, "False")
+    if version and (tuple(map(int, version.split(".")[:2])) >= (70, 1) or wheel == "True"):
+        pytest.skip(f"this Python's virtualenv brings a setuptools that builds wheels ({version})")
+    for name in ("pyproject.toml", "build_backend.py"):  # the build fails before it reads more
+        shutil.copy(ROOT / name, tmp_path / name)
+    out = subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+                          "--no-index", "--no-cache-dir", tmp_path], capture_output=True,
+                         text=True, timeout=300)
+    said = [line.strip() for line in (out.stdout + out.stderr).splitlines()
+            if "building picospec needs" in line]
+    assert out.returncode != 0 and "bdist_wheel" not in out.stdout + out.stderr
+    why = f"found {version}, without the wheel package" if version else "none is installed"
+    assert said == [f"error: building picospec needs setuptools>=70.1 ({why}): pip install "
+                    f"'setuptools>=70.1', or drop --no-build-isolation"], out.stderr
+
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
     """picospec installed into a fresh virtualenv from a copy of the checkout (the checkout stays
@@ -69,7 +95,7 @@ def venv(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("package")
     src = tmp / "src"
     src.mkdir()
-    for name in ["pyproject.toml", "MANIFEST.in", "README.md", "main.py",
+    for name in ["pyproject.toml", "MANIFEST.in", "README.md", "main.py", "build_backend.py",
                  *map(str, ROOT.glob("requirements*.txt"))]:
         shutil.copy(ROOT / name, src)
     # bench/ and main.py are there, not installed

@@ -153,7 +153,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
          batch_size=8, lr=1e-3, warmup=50, max_steps=1000, max_minutes=None, clip=1.0,
          eval_every=50, w_cls=0.1,
          noise=0.1, steps=5, eval_rows=32, seed=0, resume=True, dtype="float16", stop_at=None,
-         device="cpu", overwrite=False):
+         device="cpu", overwrite=False, offline=False):
     """Train an EAGLE head on a frozen backbone's self-distilled features; checkpoints in OUT/ckpt,
     resumable.
 
@@ -177,7 +177,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     xp = get_xp(device)  # a ValueError without CuPy, before any work
     data, out = Path(data), Path(out)
     check_out(out)  # before the backbone is resolved (it may be downloaded)
-    folder = resolve(str(backbone))
+    folder = resolve(str(backbone), offline=offline)
     hparams = backbone_hparams(backbone, folder)
     if hparams["n_ctx"] <= PROMPT_LEN + 2:
         raise ValueError(f"self-distillation continues {PROMPT_LEN}-token prompts; the backbone's "
@@ -333,6 +333,8 @@ OPTIONS = [
     Option("overwrite", bool, False,
            "an --out holding other files is replaced: the run starts over, and its outputs "
            "take the place of OUT's whole contents when it ends"),
+    Option("offline", bool, False, "never touch the network: the backbone must be in the Hugging "
+           "Face cache (HF_HUB_OFFLINE=1 also counts)"),
 ]
 
 if __name__ == "__main__":

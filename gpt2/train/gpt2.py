@@ -206,8 +206,7 @@ def check_out(out):
 
 def check_writable(folder, what):
     """A folder can be made in `folder` (made and removed at once: permission bits say nothing for
-    root, nor for /proc or a full disk); else a one-line ValueError. Like gpt2/hub.py's
-    check_cache_dir, before any work."""
+    root, nor for /proc or a full disk); else a one-line ValueError, before any work."""
     if (why := cannot_write_in(folder)) is not None:
         raise (ValueError(f"{what}: cannot write in {folder} ({why}): give a folder you can write "
                           f"to"))

@@ -127,7 +127,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
          max_steps=1000, max_minutes=None, clip=1.0, eval_every=100, seed=0, distill_tokens=0,
          distill_temperature=1.0,
          distill_data=None, from_lm_head=True, resume=True, dtype="float16", stop_at=None,
-         device="cpu", overwrite=False):
+         device="cpu", overwrite=False, offline=False):
     """Train heads (and for medusa2 the backbone) on token files; checkpoints in OUT/ckpt,
     resumable.
 
@@ -165,7 +165,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     xp = get_xp(device)  # a ValueError without CuPy, before any work
     data, out = Path(data), Path(out)
     check_out(out)  # before the backbone is resolved (it may be downloaded)
-    folder = resolve(str(backbone))
+    folder = resolve(str(backbone), offline=offline)
     hparams = backbone_hparams(backbone, folder)
     n_ctx = min(n_ctx, hparams["n_ctx"])
     if n_ctx <= n_heads:
@@ -353,6 +353,8 @@ OPTIONS = [
     Option("overwrite", bool, False,
            "an --out holding other files is replaced: the run starts over, and its outputs "
            "take the place of OUT's whole contents when it ends"),
+    Option("offline", bool, False, "never touch the network: the backbone must be in the Hugging "
+           "Face cache (HF_HUB_OFFLINE=1 also counts)"),
 ]
 
 if __name__ == "__main__":
