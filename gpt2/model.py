@@ -62,7 +62,7 @@ def ffn(x, c_fc, c_proj, ops=REFERENCE):  # [B, n_seq, n_embd] -> [B, n_seq, n_e
 
 # [B, n_head, n_seq, d], [B, n_head, n_kv, d] x 2, [B, 1, n_seq, n_kv] bool -> [B, n_head, n_seq, d]
 def attention(q, k, v, mask=None, ops=REFERENCE):
-    scores = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])  # [B, n_head, n_seq, n_kv]
+    scores = (q / math.sqrt(q.shape[-1])) @ k.swapaxes(-1, -2)  # [B, n_head, n_seq, n_kv]
     if mask is not None:  # None: every query sees every key (one new token after the cache)
         scores = xp_of(q).where(mask, scores, -math.inf)  # the future and other branches hidden
     return ops.softmax(scores) @ v  # [B, n_head, n_seq, n_kv] @ [B, n_head, n_kv, d]

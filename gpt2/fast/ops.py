@@ -36,6 +36,8 @@ def layer_norm(x, g, b, eps: float = 1e-5):
 def matmul(x, w):  # [..., n_in] @ [n_in, n_out] -> [..., n_out], one 2-D product over all rows
     if x.ndim == 2:
         return x @ w
+    if x.ndim == 3 and len(x) == 1:  # one block [1, n, n_in]
+        return (x[0] @ w)[None]
     return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[1])
 
 
@@ -49,13 +51,12 @@ class PanelMatmul:
         self.panels = {id(w): (w, panels(w, width)) for w in weights}
 
     def __call__(self, x, w):  # [..., n_in] @ [n_in, n_out] -> [..., n_out]
-        rows = x.reshape(-1, x.shape[-1])  # [m, n_in]
-        held = self.panels.get(id(w))
-        if held is None or not 2 <= len(rows) <= MAX_ROWS:
-            out = rows @ w  # [m, n_out]
-        else:
-            out = panel_matmul(rows, held[1], w.shape[1])  # [m, n_out]
-        return out.reshape(*x.shape[:-1], w.shape[1])
+        m = x.size // x.shape[-1]  # rows
+        held = self.panels.get(id(w)) if 2 <= m <= MAX_ROWS else None
+        if held is None:
+            return matmul(x, w)
+        rows = x.reshape(m, x.shape[-1])  # [m, n_in]
+        return panel_matmul(rows, held[1], w.shape[1]).reshape(*x.shape[:-1], w.shape[1])
 
 
 def linear_weights(params):
