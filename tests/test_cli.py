@@ -20,7 +20,7 @@ MAIN_CASES = [
     (["--temprature", "0.8"], r"unknown option --temprature: did you mean --temperature\?", False),
     (["--method", "medusa", "--window", "4"],
      r"--window is an option of lookahead, not of --method medusa", False),
-    (["--method", "speculative", "--nomerged"], r"--merged is an option of blockwise", False),
+    (["--method", "speculative", "--no-merged"], r"--merged is an option of blockwise", False),
     (["--method", "autoregressive", "--K", "3"],
      r"--K is an option of .*not of --method autoregressive", False),
     (["--method", "prompt_lookup", "--draft", "ngram"],

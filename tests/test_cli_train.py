@@ -4,7 +4,7 @@ behind; a run that fails or is interrupted after it started leaves no empty OUT/
 either.
 
 --out is new, empty, or a run of the same command (resumed). Any other folder is refused unless
---overwrite; starting over (--noresume on a run, or --overwrite) writes beside OUT and swaps the new
+--overwrite; starting over (--no-resume on a run, or --overwrite) writes beside OUT and swaps the new
 outputs in whole when the run ends, so no stale file (an old medusa_choices.json) survives and a
 failed or interrupted run leaves OUT as it was.
 
@@ -145,7 +145,7 @@ BAD = [  # (command, arguments, what the one line must say)
      r"--stop_at 20 is past --max_steps 10"),
     ("gpt2.train.gpt2", ["--data", "data", "--out", "runs/other", *TINY],
      r"runs/other/ckpt was trained with hparams .*"
-                                                                     r"'n_embd': 32.*--noresume to "
+                                                                     r"'n_embd': 32.*--no-resume to "
                                                                      r"start over"),
     # an --out that holds something else is refused, naming --overwrite; starting over never removes
     # an input
@@ -155,7 +155,7 @@ BAD = [  # (command, arguments, what the one line must say)
                                                         r"resume: give a new or "
                                                         r"empty folder, or --overwrite to replace "
                                                         r"its contents"),
-    ("gpt2.train.gpt2", ["--data", "data", "--out", "data", "--noresume"],
+    ("gpt2.train.gpt2", ["--data", "data", "--out", "data", "--no-resume"],
      r"--out data is not empty"),
     ("gpt2.train.gpt2", ["--data", "data", "--out", "data", "--overwrite"],
      r"--overwrite replaces data when the run ends, "
@@ -165,12 +165,12 @@ BAD = [  # (command, arguments, what the one line must say)
      r"--overwrite replaces \. when the run ends, and "
                                                                     r"--data data lies inside it"),
     ("gpt2.train.gpt2", [*TRAIN, "--overwrite=maybe"],
-     r"--overwrite is a switch: write --overwrite or --nooverwrite"),
+     r"--overwrite is a switch: write --overwrite or --no-overwrite"),
     ("gpt2.train.heads", ["--data", "data", "--out", "runs/other"],
      r"--out runs/other is not empty \(ckpt, "
                                                                     r"distill.bin\) and holds no "
                                                                     r"run of this command"),
-    ("gpt2.train.heads", ["--data", "data", "--out", "runs/other", "--noresume"],
+    ("gpt2.train.heads", ["--data", "data", "--out", "runs/other", "--no-resume"],
      r"--out runs/other is not empty"),
     ("gpt2.train.heads", ["--data", "data", "--out", "bb", "--backbone", "bb", "--overwrite"],
      r"--overwrite replaces "
@@ -412,7 +412,7 @@ def train(tmp_path, module, out, *extra, steps=4):
 
 @pytest.mark.parametrize("module", RUNS)
 def test_starting_over_leaves_no_stale_file(tmp_path, module):
-    """--noresume on a run, or --overwrite on a folder of other files: the new run's outputs replace
+    """--no-resume on a run, or --overwrite on a folder of other files: the new run's outputs replace
     the folder's whole contents when it ends (an old medusa_choices.json or notes do not stay beside
     them); no temporary folder is left."""
     make_inputs(tmp_path)
@@ -422,7 +422,7 @@ def test_starting_over_leaves_no_stale_file(tmp_path, module):
     # built from the old run
     (tmp_path / "runs/x/medusa_choices.json").write_text('{"medusa_choices": [[0]]}')
     (tmp_path / "runs/x/notes.txt").write_text("about the old run\n")
-    r = train(tmp_path, module, "runs/x", "--noresume", "--seed", "1")
+    r = train(tmp_path, module, "runs/x", "--no-resume", "--seed", "1")
     assert ("starting over: this run's outputs replace the contents of runs/x when it ends"
             in r.stderr)
     assert set(files_under(tmp_path / "runs/x")) == made
@@ -477,7 +477,7 @@ def test_a_failed_start_over_leaves_out_as_it_was(tmp_path, monkeypatch, capsys,
 
     monkeypatch.setattr(gpt2.weights, "write_safetensors", disk_full_at_the_second_write)
     with pytest.raises(SystemExit) as e:
-        run(mod.main, [*args, "--noresume", "--seed", "1"], mod.OPTIONS)
+        run(mod.main, [*args, "--no-resume", "--seed", "1"], mod.OPTIONS)
     assert e.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("state.safetensors: No space "
                                                                      "left on device")
@@ -487,7 +487,7 @@ def test_a_failed_start_over_leaves_out_as_it_was(tmp_path, monkeypatch, capsys,
 
 
 def test_ctrl_c_while_starting_over_keeps_the_old_run(tmp_path):
-    """SIGINT during a --noresume run into an existing run: exit 130, and OUT holds the old run as
+    """SIGINT during a --no-resume run into an existing run: exit 130, and OUT holds the old run as
     it was."""
     make_inputs(tmp_path)
     train(tmp_path, "gpt2.train.gpt2", "runs/m")
@@ -495,7 +495,7 @@ def test_ctrl_c_while_starting_over_keeps_the_old_run(tmp_path):
               if (tmp_path / p).is_file()}
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
            "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"}
-    p = subprocess.Popen([sys.executable, "-m", "gpt2.train.gpt2", *TRAIN, *TINY, "--noresume",
+    p = subprocess.Popen([sys.executable, "-m", "gpt2.train.gpt2", *TRAIN, *TINY, "--no-resume",
                           "--max_steps", "1000000",
                           "--eval_every", "1000000"], cwd=tmp_path, env=env, stderr=subprocess.PIPE,
                           text=True,

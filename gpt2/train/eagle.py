@@ -157,7 +157,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     """Train an EAGLE head on a frozen backbone's self-distilled features; checkpoints in OUT/ckpt,
     resumable.
 
-    An OUT that holds other files is refused; --noresume (on a run) or --overwrite (on anything)
+    An OUT that holds other files is refused; --no-resume (on a run) or --overwrite (on anything)
     start over, and the new run's outputs replace OUT's whole contents when it ends."""
     from gpt2.hub import resolve
     from gpt2.weights import load_checkpoint
@@ -323,7 +323,7 @@ OPTIONS = [
            "validation rows (the backbone's continuations of val.bin prompts)", low=1),
     Option("seed", int, 0, "seed of the data, the initialisation and the batches", low=0),
     Option("resume", bool, True,
-           "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
+           "resume from OUT/ckpt when it holds a checkpoint (--no-resume starts over: the new "
            "run replaces OUT's contents when it ends)"),
     Option("dtype", str, "float16", "dtype of the saved head",
            choices=("float32", "float16", "bfloat16")),

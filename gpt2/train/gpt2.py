@@ -158,7 +158,7 @@ def read_state(folder):  # -> the step, rng and log saved with the checkpoint in
         return json.loads(text)
     except json.JSONDecodeError:
         raise ValueError(f"{folder}: the checkpoint's state is not valid JSON; remove the folder "
-                         f"or give --noresume") from None
+                         f"or give --no-resume") from None
 
 
 def load_state(folder, params, opt, rng):
@@ -170,7 +170,7 @@ def load_state(folder, params, opt, rng):
         if tensors.get(f"p.{k}", np.zeros(0)).shape != p.shape:
             raise ValueError(f"{folder} holds another model (its {k!r} is not of shape {p.shape}): "
                              f"resume with the options it was trained with, give another --out, or "
-                             f"--noresume to start over")
+                             f"--no-resume to start over")
         p[...] = xp_of(p).asarray(tensors[f"p.{k}"])
     opt.load_state({k: v for k, v in tensors.items() if not k.startswith("p.")}, state["adam_t"])
     rng.bit_generator.state = state["rng"]
@@ -188,7 +188,7 @@ def check_resume(ckpt, wanted):
         if name in saved and saved[name] != value:
             raise ValueError(f"{ckpt} was trained with {name} {saved[name]}, not {value}: resume "
                              f"with the same "
-                             "options, give another --out, or --noresume to start over")
+                             "options, give another --out, or --no-resume to start over")
 
 
 def check_out(out):
@@ -275,7 +275,7 @@ def replaces_out(out, wanted, resume, overwrite, inputs, marks=()):
     Refuses anything else with one line.
 
     OUT missing or empty: a new run. OUT holding a run of this command (holds_run): resumed (the
-    settings `wanted` must be the checkpoint's), or with --noresume started over. Any other files in
+    settings `wanted` must be the checkpoint's), or with --no-resume started over. Any other files in
     OUT: refused unless --overwrite (which starts over too). Starting over, no input ({flag: path})
     may lie inside OUT, nor the current or home folder."""
     out = Path(out)
@@ -291,7 +291,7 @@ def replaces_out(out, wanted, resume, overwrite, inputs, marks=()):
         raise ValueError(f"--out {out} is not empty ({shown}) and holds no run of this command to "
                          f"resume: give a new "
                          "or empty folder, or --overwrite to replace its contents with this run's")
-    how, where = "--overwrite" if overwrite else "--noresume", out.resolve()
+    how, where = "--overwrite" if overwrite else "--no-resume", out.resolve()
     for flag, path in inputs.items():
         if path is not None and where in (Path(path).resolve(), *Path(path).resolve().parents):
             raise ValueError(f"{how} replaces {out} when the run ends, and {flag} {path} lies "
@@ -416,7 +416,7 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
 
     The schedule runs over max_steps; max_minutes or stop_at end a run early, and the next run into
     the same OUT resumes from OUT/ckpt. OUT (and its missing parents) is made when the first
-    checkpoint is written. An OUT that holds other files is refused; --noresume (on a run) or
+    checkpoint is written. An OUT that holds other files is refused; --no-resume (on a run) or
     --overwrite (on anything) start over, and the new run's outputs replace OUT's whole contents
     when it ends (replaces_out, written_into).
     """
@@ -503,7 +503,7 @@ OPTIONS = [
     Option("dtype", str, "float16", "dtype of the saved model",
            choices=("float32", "float16", "bfloat16")),
     Option("resume", bool, True,
-           "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
+           "resume from OUT/ckpt when it holds a checkpoint (--no-resume starts over: the new "
            "run replaces OUT's contents when it ends)"),
     Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)",
            low=1),

@@ -132,7 +132,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     resumable.
 
     OUT (and its missing parents) is made when the first file is written: OUT/distill.bin or the
-    first checkpoint. An OUT that holds other files is refused; --noresume (on a run) or --overwrite
+    first checkpoint. An OUT that holds other files is refused; --no-resume (on a run) or --overwrite
     (on anything) start over, and the new run's outputs replace OUT's whole contents when it ends. A
     resumed run that trains further removes the sparse tree OUT/medusa_choices.json: it was built
     from the heads before.
@@ -341,9 +341,9 @@ OPTIONS = [
            "train on OUT/distill.bin of an earlier --distill_tokens run",
            check=distill_data_missing),
     Option("from_lm_head", bool, True,
-           "untied heads' output layer starts as the LM head (--nofrom_lm_head: random)"),
+           "untied heads' output layer starts as the LM head (--no-from_lm_head: random)"),
     Option("resume", bool, True,
-           "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
+           "resume from OUT/ckpt when it holds a checkpoint (--no-resume starts over: the new "
            "run replaces OUT's contents when it ends)"),
     Option("dtype", str, "float16", "dtype of the saved heads (and backbone)",
            choices=("float32", "float16", "bfloat16")),
