@@ -4,8 +4,8 @@ behind; a run that fails or is interrupted after it started leaves no empty OUT/
 either.
 
 --out is new, empty, or a run of the same command (resumed). Any other folder is refused unless
---overwrite; starting over (--no-resume on a run, or --overwrite) writes beside OUT and swaps the new
-outputs in whole when the run ends, so no stale file (an old medusa_choices.json) survives and a
+--overwrite; starting over (--no-resume on a run, or --overwrite) writes beside OUT and swaps the
+new outputs in whole when the run ends, so no stale file (an old medusa_choices.json) survives and a
 failed or interrupted run leaves OUT as it was.
 
 Commands: python -m gpt2.train.gpt2, python -m gpt2.train.heads, python -m gpt2.train.eagle.
@@ -145,8 +145,7 @@ BAD = [  # (command, arguments, what the one line must say)
      r"--stop_at 20 is past --max_steps 10"),
     ("gpt2.train.gpt2", ["--data", "data", "--out", "runs/other", *TINY],
      r"runs/other/ckpt was trained with hparams .*"
-                                                                     r"'n_embd': 32.*--no-resume to "
-                                                                     r"start over"),
+     r"'n_embd': 32.*--no-resume to start over"),
     # an --out that holds something else is refused, naming --overwrite; starting over never removes
     # an input
     ("gpt2.train.gpt2", ["--data", "data", "--out", "data"],
@@ -193,6 +192,8 @@ BAD = [  # (command, arguments, what the one line must say)
     ("gpt2.train.heads", [*HEADS, "--act", "gelu"],
      r"unknown --act 'gelu'.*choose one of silu, relu"),
     ("gpt2.train.heads", [*HEADS, "--n_heads", "2.5"], r"--n_heads must be an integer; got '2.5'"),
+    ("gpt2.train.heads", [*HEADS, "--n_ctx", "1000"],
+     r"--n_ctx 1000 is longer than the backbone's context window of 256 tokens: give --n_ctx 256"),
     ("gpt2.train.heads", [*HEADS, "--decay", "1.5"], r"--decay must be <= 1; got 1.5"),
     ("gpt2.train.heads", [*HEADS, "--decay", "nan"], r"--decay must be a finite number; got 'nan'"),
     ("gpt2.train.heads", [*HEADS, "--distill_temperature", "-1"],
@@ -412,8 +413,8 @@ def train(tmp_path, module, out, *extra, steps=4):
 
 @pytest.mark.parametrize("module", RUNS)
 def test_starting_over_leaves_no_stale_file(tmp_path, module):
-    """--no-resume on a run, or --overwrite on a folder of other files: the new run's outputs replace
-    the folder's whole contents when it ends (an old medusa_choices.json or notes do not stay beside
+    """--no-resume on a run, or --overwrite on a folder of other files: the new run's outputs
+    replace the folder's whole contents when it ends (an old medusa_choices.json or notes do not stay beside
     them); no temporary folder is left."""
     make_inputs(tmp_path)
     made = RUNS[module][1]
@@ -531,3 +532,25 @@ def test_overwrite_never_replaces_the_current_or_the_home_folder(tmp_path):
                 env={"HOME": str(tmp_path / "home")})
     assert_refused(r, r"which holds your home folder: give another --out", tmp_path, before,
                    max_seconds=3)
+
+
+@pytest.mark.parametrize("module", ["gpt2.train.gpt2", "gpt2.train.heads"])
+@pytest.mark.parametrize("keep", [4, 100, -40])
+def test_a_damaged_checkpoint_is_named_and_the_run_kept(tmp_path, module, keep):
+    """A checkpoint cut short (a full disk, a copy stopped half-way: its first 4 or 100 bytes, or
+    all but its last 40) is named as damaged, and the run is neither called foreign nor offered to
+    --overwrite: OUT stays byte for byte."""
+    make_inputs(tmp_path)
+    train(tmp_path, module, "runs/x", "--stop_at", "2")
+    state = tmp_path / "runs/x/ckpt/state.safetensors"
+    state.write_bytes(state.read_bytes()[:keep])
+    before = {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
+              if (tmp_path / p).is_file()}
+    args, _ = RUNS[module]
+    r = run_here(["-m", module, "--data", "data", "--out", "runs/x", *args, "--max_steps", "4"],
+                 tmp_path)
+    assert_refused(r, r"^error: the checkpoint runs/x/ckpt/state.safetensors is damaged \(.+\): "
+                      r"the run is left as it is")
+    assert "--overwrite" not in r.stderr and "--no-resume" not in r.stderr
+    assert before == {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
+                      if (tmp_path / p).is_file()}

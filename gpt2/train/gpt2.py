@@ -148,17 +148,29 @@ def has_state(folder):
     return (Path(folder) / "state.safetensors").exists()
 
 
-def read_state(folder):  # -> the step, rng and log saved with the checkpoint in folder
+def read_state(folder):
+    """The step, rng and log saved with the checkpoint in folder; a damaged checkpoint (cut short,
+    its header or state unreadable) is one line naming the file, which the run leaves as it is."""
     from gpt2.weights import read_header
 
-    meta = read_header(Path(folder) / "state.safetensors")[0].get("__metadata__", {})
-    # older checkpoints
-    text = meta["state"] if "state" in meta else (Path(folder) / "state.json").read_text()
+    path = Path(folder) / "state.safetensors"
+    keep = ("the run is left as it is: restore the file from a copy to resume, or give another "
+            "--out")
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise ValueError(f"{folder}: the checkpoint's state is not valid JSON; remove the folder "
-                         f"or give --no-resume") from None
+        header, start, size = read_header(path)
+        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"),
+                  default=0)
+        meta = header.get("__metadata__", {})
+        # older checkpoints
+        text = meta["state"] if "state" in meta else (Path(folder) / "state.json").read_text()
+        state = json.loads(text)
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+        why = str(e).removeprefix(f"{path}: ").split("; ")[0]
+        raise ValueError(f"the checkpoint {path} is damaged ({why}): {keep}") from None
+    if start + end > size:
+        raise ValueError(f"the checkpoint {path} is damaged (cut short: {size} bytes, its tensors "
+                         f"end at byte {start + end}): {keep}")
+    return state
 
 
 def load_state(folder, params, opt, rng):
@@ -261,10 +273,7 @@ def holds_run(out, wanted, marks=()):
     `wanted`, or (with no checkpoint) one of `marks`, files only this command writes (distill.bin,
     made before the first checkpoint)."""
     if has_state(Path(out) / "ckpt"):
-        try:
-            log = read_state(Path(out) / "ckpt").get("log", {})
-        except (OSError, ValueError):  # a broken checkpoint is no run to resume
-            return False
+        log = read_state(Path(out) / "ckpt").get("log", {})
         return all(name in {**log.get("args", {}), **log} for name in wanted)
     return any((Path(out) / mark).exists() for mark in marks)
 
@@ -275,9 +284,9 @@ def replaces_out(out, wanted, resume, overwrite, inputs, marks=()):
     Refuses anything else with one line.
 
     OUT missing or empty: a new run. OUT holding a run of this command (holds_run): resumed (the
-    settings `wanted` must be the checkpoint's), or with --no-resume started over. Any other files in
-    OUT: refused unless --overwrite (which starts over too). Starting over, no input ({flag: path})
-    may lie inside OUT, nor the current or home folder."""
+    settings `wanted` must be the checkpoint's), or with --no-resume started over. Any other files
+    in OUT: refused unless --overwrite (which starts over too). Starting over, no input ({flag:
+    path}) may lie inside OUT, nor the current or home folder."""
     out = Path(out)
     held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
     if not held:
@@ -477,6 +486,23 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
     return log["final_val_loss"]
 
 
+RUN_CONTROL = [  # the run-control options of every trainer (gpt2, heads, eagle)
+    Option("max_minutes", float, None,
+           "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
+    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)",
+           low=1),
+    Option("resume", bool, True,
+           "resume from OUT/ckpt when it holds a checkpoint (--no-resume starts over: the new "
+           "run replaces OUT's contents when it ends)"),
+    Option("overwrite", bool, False,
+           "an --out holding other files is replaced: the run starts over, and its outputs "
+           "take the place of OUT's whole contents when it ends"),
+    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
+    Option("dtype", str, "float16", "dtype of the saved weights",
+           choices=("float32", "float16", "bfloat16")),
+    Option("clip", float, 1.0, "largest gradient norm; larger gradients are scaled down", above=0),
+]
+
 OPTIONS = [
     Option("data", "dir", None,
            "folder of train.bin, val.bin and meta.json (from python -m gpt2.train.corpus)",
@@ -493,23 +519,10 @@ OPTIONS = [
     Option("min_lr_ratio", float, 0.1, "the cosine decay ends at min_lr_ratio * lr", low=0, high=1),
     Option("warmup", int, 100, "steps of linear warm-up", low=0),
     Option("max_steps", int, 2000, "steps of the schedule", low=1),
-    Option("max_minutes", float, None,
-           "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
     Option("weight_decay", float, 0.1, "AdamW's weight decay, on matrices only", low=0),
-    Option("clip", float, 1.0, "largest gradient norm; larger gradients are scaled down", above=0),
     Option("eval_every", int, 100, "steps between evaluations on val.bin and checkpoints", low=1),
     Option("seed", int, 0, "seed of the initialisation and the batches", low=0),
-    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
-    Option("dtype", str, "float16", "dtype of the saved model",
-           choices=("float32", "float16", "bfloat16")),
-    Option("resume", bool, True,
-           "resume from OUT/ckpt when it holds a checkpoint (--no-resume starts over: the new "
-           "run replaces OUT's contents when it ends)"),
-    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)",
-           low=1),
-    Option("overwrite", bool, False,
-           "an --out holding other files is replaced: the run starts over, and its outputs "
-           "take the place of OUT's whole contents when it ends"),
+    *RUN_CONTROL,
 ]
 
 if __name__ == "__main__":
