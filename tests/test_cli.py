@@ -85,7 +85,7 @@ MAIN_CASES = [
     (["--method", "rest", "--datastore", "nodir/x.npz", "--build_datastore"],
      r"the folder .*nodir does not exist", False),
     (["--method", "rest", "--datastore", "."], r"--datastore \. is a folder", False),
-    (["--method", "rest", "--datastore", str(ROOT / "main.py")], r"not a readable REST datastore",
+    (["--method", "rest", "--datastore", str(ROOT / "main.py")], r"is not a REST datastore: it is a file that begins",
      True),
     (["--prompt", ""], r"the prompt is empty", False),
     (["--prompt", "x", "--prompt", "y"], r"--prompt is given twice", False),

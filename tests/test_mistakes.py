@@ -143,7 +143,8 @@ CASES = [
     (["--target", "wide-vocab"], r"vocab_size is 5000 but model.safetensors holds 4097 tokens",
      True, {}),
     ([M, "rest", "--datastore", "notes.txt"],
-     r"notes.txt is not a readable REST datastore .*give a datastore that --build_datastore wrote",
+     r"notes.txt is not a REST datastore: it is a file that begins b'.{4}', not an \.npz archive "
+     r".*give a datastore that --build_datastore wrote",
      True, {}),
     # checks before work
     ([M, "rest", "--datastore", "/proc/store.npz", "--build_datastore"],
