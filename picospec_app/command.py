@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from gpt2.backend import blas_line, thread_policy
-from picospec.methods import METHODS, TABLE, batch_refusal, call, check_temperature, find, law
+from picospec.methods import METHODS, TABLE, batch_refusal, call, check_temperature, law
 from picospec_cli import Option, UsageError, convert, guarded, read, settle, usage
 
 COLORS = {"draft": "\033[32m", "resample": "\033[33m", "bonus": "\033[34m"}  # green, yellow, blue
@@ -295,7 +295,7 @@ def main(argv=None):
     check_before_loading(method, values)
     target, loaded, encoder, threads = load(method, values)
     xs = [encoder.encode(p) for p in prompts]
-    for x, name in zip(xs, names):  # as for one prompt: the methods stop drafting at the window's end
+    for x, name in zip(xs, names):  # the methods stop drafting at the context window's end
         check_length(x, values["n_tokens"],
                      {k: v for k, v in loaded.items() if k in ("target", "draft")},
                      {"target": values["target"], "draft": values.get("draft")}, name)
@@ -325,7 +325,7 @@ def load(method, values):
               f"may use: each forward waits on threads that share a core (slower, often many "
               f"times); give --threads {cpus} or fewer", file=sys.stderr)
     loaded = load_needs(method, method_options(method, values), target, values["target"],
-                        encoder, values.get("draft"), device, offline)
+                        encoder, values.get("draft"), device, offline, progress_wanted(values))
     return target, loaded, encoder, threads
 
 
