@@ -301,7 +301,7 @@ def test_a_failed_write_leaves_no_empty_folders(tmp_path, monkeypatch, capsys, m
     line and takes away the folders it made (runs/x/, runs/x/y/, runs/x/y/ckpt/); nothing
     half-written is left."""
     import gpt2.weights
-    from picospec_cli import run
+    from picospec_cli import command
     from micro import random_gpt2
 
     make_inputs(tmp_path)
@@ -319,10 +319,9 @@ def test_a_failed_write_leaves_no_empty_folders(tmp_path, monkeypatch, capsys, m
                                                       "--n_ctx", "16",
                                                  "--batch_size", "2", "--dtype", "float32"]
     with pytest.raises(SystemExit) as e:
-        run(mod.main,
-            ["--data", "data", "--out", "runs/x/y", *model, "--max_steps", "4", "--eval_every",
-             "2"],
-            mod.OPTIONS)
+        command(mod.main, mod.OPTIONS,
+                ["--data", "data", "--out", "runs/x/y", *model, "--max_steps", "4",
+                 "--eval_every", "2"])
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "error: runs/x/y/ckpt/state.safetensors: No space left on device", err[-1]
@@ -414,8 +413,8 @@ def train(tmp_path, module, out, *extra, steps=4):
 @pytest.mark.parametrize("module", RUNS)
 def test_starting_over_leaves_no_stale_file(tmp_path, module):
     """--no-resume on a run, or --overwrite on a folder of other files: the new run's outputs
-    replace the folder's whole contents when it ends (an old medusa_choices.json or notes do not stay beside
-    them); no temporary folder is left."""
+    replace the folder's whole contents when it ends (an old medusa_choices.json or notes do not
+    stay beside them); no temporary folder is left."""
     make_inputs(tmp_path)
     made = RUNS[module][1]
     train(tmp_path, module, "runs/x")
@@ -458,13 +457,13 @@ def test_a_failed_start_over_leaves_out_as_it_was(tmp_path, monkeypatch, capsys,
     """The disk fills up after the new run wrote its first checkpoint (simulated): OUT keeps the old
     run, byte for byte, and the new run's folder beside it is gone."""
     import gpt2.weights
-    from picospec_cli import run
+    from picospec_cli import command
 
     make_inputs(tmp_path)
     monkeypatch.chdir(tmp_path)
     mod = __import__(module, fromlist=["main"])
     args = ["--data", "data", "--out", "runs/x", *RUNS[module][0], "--max_steps", "4"]
-    run(mod.main, args, mod.OPTIONS)  # the old run
+    command(mod.main, mod.OPTIONS, args)  # the old run
     before = {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
               if (tmp_path / p).is_file()}
 
@@ -478,7 +477,7 @@ def test_a_failed_start_over_leaves_out_as_it_was(tmp_path, monkeypatch, capsys,
 
     monkeypatch.setattr(gpt2.weights, "write_safetensors", disk_full_at_the_second_write)
     with pytest.raises(SystemExit) as e:
-        run(mod.main, [*args, "--no-resume", "--seed", "1"], mod.OPTIONS)
+        command(mod.main, mod.OPTIONS, [*args, "--no-resume", "--seed", "1"])
     assert e.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("state.safetensors: No space "
                                                                      "left on device")

@@ -142,7 +142,8 @@ def test_strict_mode_names_out_of_vocabulary_ids_before_unnormalised_rows(name, 
     above the vocabulary; the ids are checked first, so the error names the id, not the rows."""
     r = np.random.default_rng(0)
     args = {"target_with_bonus_probs": r.random((2, 3, V)),
-            "bonus_token_ids": np.zeros((2, 1), int), "draft_probs": r.random((2, 2, V)), "draft_token_ids": np.zeros((2, 2), int)}
+            "bonus_token_ids": np.zeros((2, 1), int), "draft_probs": r.random((2, 2, V)),
+            "draft_token_ids": np.zeros((2, 2), int)}
     args[name][1, 0] = bad
     with pytest.raises(ValueError, match=rf"^{name} must lie in \[0, {V}\); out of range: {bad} at "
                                          rf"\[1, 0\]$"):

@@ -31,7 +31,7 @@ PROG = "python -m picospec.check"
 
 def parse_command(argv):
     """argv -> (sampler specs, {option: value}); UsageError for a mistake."""
-    values, _ = parse(argv, OPTIONS, positional="MODULE:FUNCTION")
+    values, _ = parse(argv, OPTIONS, words="MODULE:FUNCTION")
     if values.get("help"):
         print(help_text())
         raise SystemExit(0)
@@ -75,7 +75,7 @@ def help_text():
            f"docs/checker.md).\n{PROG} --power [--samples N] [--json] measures the checker itself.")
     epilog = (f"batteries:\n{cases}\n\nexit status: 0 every case passed, 1 a case failed, 2 a "
               "usage error, 3 no verdict (a negative control passed)")
-    return usage(PROG, doc, OPTIONS, positional="MODULE:FUNCTION", epilog=epilog)
+    return usage(PROG, doc, OPTIONS, words="MODULE:FUNCTION", epilog=epilog)
 
 
 def load(spec):
