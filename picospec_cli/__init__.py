@@ -118,14 +118,15 @@ def parser(options, prog=None, doc=None, words=None, epilog=None):
     """The parser of `options` (and bare words, named `words`); -h lists each with its default."""
     p = Parser(prog=prog, description=doc, epilog=epilog, allow_abbrev=False, add_help=False,
                usage=f"{prog} {words + ' ... ' if words else ''}[--option value ...]",
-               argument_default=argparse.SUPPRESS, formatter_class=argparse.RawTextHelpFormatter)
+               argument_default=argparse.SUPPRESS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.types = {o.name: o.type for o in options}
     p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     if words:
         p.add_argument("words", nargs="*", default=[], help=argparse.SUPPRESS)
     for o in options:
         shown = ",".join(map(str, o.default)) if isinstance(o.default, list) else o.default
-        shown = str(shown).lower() if o.type is bool else shown
+        shown = (str(shown).lower() if o.type is bool else repr(shown) if isinstance(shown, str)
+                 and not shown.isprintable() else shown)  # a newline shown as \n
         p.add_argument(f"--{o.name}", *[f"--no-{o.name}"] * (o.type is bool), action=Once,
                        nargs=0 if o.type is bool else None, metavar=KINDS.get(o.type, (0, None))[1],
                        help=o.help + (" (required)" if o.required else f" (default: {shown})"
