@@ -116,9 +116,9 @@ class Once(argparse.Action):
 
 def parser(options, prog=None, doc=None, words=None, epilog=None):
     """The parser of `options` (and bare words, named `words`); -h lists each with its default."""
-    p = Parser(prog=prog, description=doc, epilog=epilog, allow_abbrev=False, add_help=False,
-               usage=f"{prog} {words + ' ... ' if words else ''}[--option value ...]",
-               argument_default=argparse.SUPPRESS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog, f"{prog} {words + ' ... ' if words else ''}[--option value ...]", doc, epilog,
+               formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+               argument_default=argparse.SUPPRESS, add_help=False)
     p.types = {o.name: o.type for o in options}
     p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     if words:
