@@ -19,13 +19,12 @@ import json
 import os
 import re
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 from gpt2.backend import blas_line, thread_policy
-from picospec.methods import METHODS, TABLE, batch_refusal, call, check_temperature, law
+from picospec.methods import METHODS, TABLE, batch_refusal, check_temperature, law
 from picospec_cli import Option, UsageError, convert, guarded, read, settle, usage
 
 COLORS = {"draft": "\033[32m", "resample": "\033[33m", "bonus": "\033[34m"}  # green, yellow, blue
@@ -355,8 +354,8 @@ def run_rounds(method, values, xs, target, loaded, progress):
         mine = m == method.name
         needs = loaded if mine else {"target": target}  # the plain target's baseline
         if batch:
-            return run_batch(method if mine else TABLE[m], xs, needs, groups, n, seed, sampling,
-                             options if mine else {}, progress)
+            return run.run_batch(method if mine else TABLE[m], xs, needs, groups, n, seed,
+                                 sampling, options if mine else {}, progress)
         return run.run_method(m, xs[0], needs, n, seed, sampling, **(options if mine else {}))
 
     # CuPy compiles each kernel at its first use: do that before the clocks start, on the timed run
@@ -374,44 +373,6 @@ def run_rounds(method, values, xs, target, loaded, progress):
 
     with bar:
         return run.interleaved([lambda m=m: counted(m) for m in order], rounds)
-
-
-def run_batch(method, xs, loaded, groups, n, seed, sampling, options, progress):
-    """One timed run of the row's batched form over every prompt, in groups of rows that fit
-    (row_groups), each on batched engines of its size emptied first -> {"outputs", "seconds",
-    "target_calls", "tokens_per_target_call" (per row)}; a bar of the rows done on stderr."""
-    from tqdm import tqdm
-
-    from picospec_app.load import batched_models
-
-    groups, row_bytes = groups
-    out, seconds, stats = [], 0.0, []
-    rng = np.random.default_rng(seed)  # one generator through the groups
-    sampling = {k: v for k, v in sampling.items() if v is not None}
-    with tqdm(total=len(xs), desc=method.name, unit="row", leave=False, disable=not progress,
-              file=sys.stderr) as bar:
-        for g, group in enumerate(groups):
-            bar.set_postfix_str(f"group {g + 1} of {len(groups)}")
-            needs = batched_models(loaded, len(group))
-            for model in needs.values():
-                getattr(model, "reset", lambda: None)()
-            start = time.perf_counter()
-            try:
-                out += call(method, [xs[i] for i in group], n, rng, needs, sampling, options,
-                            stats=stats.append([]) or stats[-1], batch=True)
-            except MemoryError:  # the bound fell short (memory taken meanwhile; CuPy's error too)
-                mb = -(-len(groups[0]) * row_bytes // 2**20)
-                raise UsageError(f"--batch: out of memory with groups of {len(groups[0])} rows: "
-                                 f"pass a smaller --batch_memory than {mb}") from None
-            seconds += time.perf_counter() - start
-            del needs  # the group's caches go before the next group's are made
-            bar.update(len(group))
-    calls = [sum(s.get("calls", 1) for s in records) for records in stats]
-    per_row = [n / sum(s.get("calls", 1) for s in stats[g] if s["accepted"][b] >= 0)
-               for g, group in enumerate(groups) for b in range(len(group))]
-    return {"outputs": out, "seconds": seconds, "target_calls": sum(calls),
-            "groups": [len(g) for g in groups],
-            "tokens_per_target_call": per_row}
 
 
 def single_result(method, values, prompts, xs, rounds, encoder):
@@ -513,115 +474,6 @@ def cost_line(costs, measured):
     return (f"why: {costs['E']:.2f} tokens per target call; a target call costs c = "
             f"{costs['c']:.2f} one-token calls{calls}; cost model {formula} = "
             f"{costs['predicted']:.2f}x predicted, {measured:.2f}x measured")
-
-
-def main_batch(method, values):
-    """The method's batched form over the prompts in a file (one per line): the target and the draft
-    each run every row in one forward pass (gpt2/engine.py: one KV cache per row, rows of different
-    lengths)."""
-    from picospec_app.load import batched_models, load_needs
-    from gpt2.load import load_model
-
-    path = values["batch"]
-    try:
-        text = open(path, encoding="utf-8", newline="").read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--batch {path}: cannot read it as UTF-8 text "
-                         f"({getattr(e, 'strerror', e)})") from None
-    # lines end at "\n" (or "\r\n") only: str.splitlines would also cut a prompt at a form feed or
-    # U+2028
-    lines = [line.removesuffix("\r") for line in text.split("\n")]
-    numbers = [n for n, line in enumerate(lines, 1) if line.strip()]  # blank lines skipped
-    prompts = [unescape(lines[n - 1]) if values["escapes"] else lines[n - 1] for n in numbers]
-    if not prompts:
-        raise UsageError(f"--batch {path}: no prompts (one per line)")
-    name, device, offline = values["target"], values["device"], values["offline"] or None
-    target, encoder = load_model(name, device, offline)
-    threads = thread_policy(getattr(target, "n_params", 0), values["threads"], values["device"])
-    options = method_options(method, values)
-    loaded = load_needs(method, options, target, name, encoder, values.get("draft"), device,
-                        offline)
-    xs = [encoder.encode(p) for p in prompts]
-    # as for one prompt: the methods stop drafting at the context's end (no room for K)
-    for x, n in zip(xs, numbers):
-        check_length(x, values["n_tokens"],
-                     {k: v for k, v in loaded.items() if k in ("target", "draft")},
-                     {"target": name, "draft": values.get("draft")},
-                     f"the prompt on line {n} of {path}")
-    sampling = {k: values[k] for k in ("temperature", "top_k", "top_p") if values[k] is not None}
-    groups, row_bytes = row_groups(xs, values, loaded, device)
-
-    # the baseline first, as for one prompt
-    order = list(dict.fromkeys(["autoregressive", method.name]))
-    kwargs = {m: options if m == method.name else {} for m in order}
-
-    def run(m, n, stats=None):  # -> (outputs, seconds); one line where memory runs out after all
-        try:
-            return run_groups(m, n, stats)
-        except MemoryError:  # the bound fell short (memory taken meanwhile; CuPy's error too)
-            mb = -(-len(groups[0]) * row_bytes // 2**20)
-            raise UsageError(f"--batch: out of memory with groups of {len(groups[0])} rows: pass a "
-                             f"smaller --batch_memory than {mb}") from None
-
-    def run_groups(m, n, stats):  # each group on batched engines of its size, emptied first
-        out, seconds = [], 0.0
-        rng = np.random.default_rng(values["seed"])  # one generator through the groups
-        for g, group in enumerate(groups):
-            # the baseline on the plain target's batched engine, as for one prompt (a
-            # self-drafting row's target side is another engine, measured against the same baseline)
-            needs = batched_models(loaded if m == method.name else {"target": target}, len(group))
-            for model in needs.values():
-                getattr(model, "reset", lambda: None)()
-            start = time.perf_counter()
-            out += call(TABLE[m], [xs[i] for i in group], n, rng, needs, sampling, kwargs[m],
-                        stats=None if stats is None else stats.setdefault(g, []), batch=True)
-            seconds += time.perf_counter() - start
-            del needs  # the group's caches go before the next group's are made
-        return out, seconds
-
-    # CuPy compiles each kernel at its first use: do that before the clocks start, on the timed
-    if device == "gpu":
-        # run itself (a 4-token run left kernels to compile inside the clock: a 0.26x "speedup")
-        for m in order:
-            run(m, values["n_tokens"])
-    n, runs = values["n_tokens"], {}
-    for m in order:
-        stats = {}  # group number -> that group's step records
-        out, seconds = run(m, n, stats)
-        calls = [sum(s.get("calls", 1) for s in stats[g]) for g in range(len(groups))]
-        per_row = [n / sum(s.get("calls", 1) for s in stats[g] if s["accepted"][b] >= 0)
-                   for g, group in enumerate(groups) for b in range(len(group))]
-        ids = [o[len(x):] for o, x in zip(out, xs)]
-        runs[m] = {"texts": [encoder.decode(i) for i in ids], "ids": ids, "time_s": seconds,
-                   "target_calls": sum(calls), "tokens_per_target_call": per_row}
-    mine, base = runs[method.name], runs["autoregressive"]
-    result = {"method": method.name, "prompts": prompts, "texts": mine["texts"],
-              "time_s": mine["time_s"], "target_calls": mine["target_calls"], "threads": threads,
-              "groups": [len(g) for g in groups],
-              "tokens_per_target_call": mine["tokens_per_target_call"],
-              "autoregressive": {"texts": base["texts"], "time_s": base["time_s"],
-                                 "target_calls": base["target_calls"]},
-              "speedup": base["time_s"] / mine["time_s"],
-              "same_output": [a == b for a, b in zip(mine["ids"], base["ids"])]}
-    if values["json"]:
-        print(json.dumps(result))
-        return
-    for row, (line, prompt, text, tpc) in enumerate(zip(numbers, prompts, mine["texts"],
-                                                        mine["tokens_per_target_call"]), 1):
-        print(f"── row {row} (line {line} of {path}): {tpc:.2f} tokens per target call " + "─" * 10)
-        print(prompt + text + "\n")
-    in_groups = f" in {len(groups)} groups of up to {len(groups[0])} rows" * (len(groups) > 1)
-    print(f"{method.name}: {len(xs)} prompts x {n} tokens{in_groups} in {mine['time_s']:.3f} s, "
-          f"{mine['target_calls']} batched target calls")
-    if method.name != "autoregressive":
-        same = sum(result["same_output"])
-        note = " (temperature 0: they must be identical)" if values["temperature"] == 0 else (
-            " (sampling: texts may differ)")
-        print(f"autoregressive, batched the same way: {base['time_s']:.3f} s, "
-              f"{base['target_calls']} batched target calls")
-        print(f"speedup {result['speedup']:.2f}x over batched autoregressive; {same}/{len(xs)} "
-              f"texts identical{note}")
-    print(f"{blas_line(threads)}; timings on a busy machine vary")
 
 
 def row_groups(xs, values, loaded, device):

@@ -3,6 +3,7 @@ seed, and read the runs: tokens per target call, acceptance, the median speedup 
 rounds and the cost model's prediction from the measured call costs (picospec.theory). main.py, the
 notebooks and the benchmarks share this protocol. Shapes: none; this file only times things.
 """
+import sys
 import time
 
 import numpy as np
@@ -74,6 +75,45 @@ def run_method(method, x, loaded, N, seed, sampling=None, **options):
     return {"output": out, "seconds": seconds, "target_calls": t.calls, "draft_calls": d.calls,
             "tokens_per_call": N / t.calls, "target_s": t.seconds, "draft_s": d.seconds,
             "stats": stats, "draft2_calls": d2.calls, "draft2_s": d2.seconds}
+
+
+def run_batch(method, xs, loaded, groups, n, seed, sampling, options, progress):
+    """One timed run of the row's batched form over every prompt xs, in groups of rows that fit
+    (groups: (row indices per group, bytes per row), as picospec_app.command.row_groups gives them),
+    each on batched engines of its size emptied first -> {"outputs", "seconds", "target_calls",
+    "groups", "tokens_per_target_call" (per row)}; progress: a bar of the rows done on stderr."""
+    from tqdm import tqdm
+
+    from picospec_app.load import batched_models
+
+    groups, row_bytes = groups
+    out, seconds, stats = [], 0.0, []
+    rng = np.random.default_rng(seed)  # one generator through the groups
+    sampling = {k: v for k, v in sampling.items() if v is not None}
+    with tqdm(total=len(xs), desc=method.name, unit="row", leave=False, disable=not progress,
+              file=sys.stderr) as bar:  # rows done, and the group on its way
+        for g, group in enumerate(groups):
+            bar.set_postfix_str(f"group {g + 1} of {len(groups)}")
+            needs = batched_models(loaded, len(group))
+            for model in needs.values():
+                getattr(model, "reset", lambda: None)()
+            start = time.perf_counter()
+            try:
+                out += call(method, [xs[i] for i in group], n, rng, needs, sampling, options,
+                            stats=stats.append([]) or stats[-1], batch=True)
+            except MemoryError:  # the bound fell short (memory taken meanwhile; CuPy's error too)
+                mb = -(-len(groups[0]) * row_bytes // 2**20)
+                raise ValueError(f"--batch: out of memory with groups of {len(groups[0])} rows: "
+                                 f"pass a smaller --batch_memory than {mb}") from None
+            seconds += time.perf_counter() - start
+            del needs  # the group's caches go before the next group's are made
+            bar.update(len(group))
+    calls = [sum(s.get("calls", 1) for s in records) for records in stats]
+    per_row = [n / sum(s.get("calls", 1) for s in stats[g] if s["accepted"][b] >= 0)
+               for g, group in enumerate(groups) for b in range(len(group))]
+    return {"outputs": out, "seconds": seconds, "target_calls": sum(calls),
+            "groups": [len(g) for g in groups],
+            "tokens_per_target_call": per_row}
 
 
 def interleaved(runs, rounds=None, seconds=1.0, least=3, most=50):
