@@ -54,7 +54,7 @@ SHARED = [
            "BLAS threads (default: 1 for small models, else the free cores; also "
            "PICOSPEC_THREADS)", low=1, high=256),
     Option("runs", int, None, "timed rounds of autoregressive decoding and the method, interleaved "
-           "(default: about a second of measurement, at least 3)", low=1),
+           "(default: about a second of measurement, at least 3; one round of a --batch)", low=1),
     Option("json", bool, False, "print one JSON object instead of text"),
     Option("batch", "file", None,
            "decode every line of FILE as one batch (methods with a batched form)"),
