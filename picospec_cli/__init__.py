@@ -78,10 +78,9 @@ def check_value(option, value):
         raise UsageError(f"unknown {flag} {value!r}" + (f" (did you mean {near[0]}?)" if near
                          else "") + f": choose one of {', '.join(map(str, option.choices))}")
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    for bound, sign, wrong in ((option.low, ">=", lambda v, b: v < b),
-                               (option.high, "<=", lambda v, b: v > b),
-                               (option.above, ">", lambda v, b: v <= b)):
-        if number and bound is not None and wrong(value, bound):
+    for bound, sign, ok in ((option.low, ">=", float.__ge__), (option.high, "<=", float.__le__),
+                            (option.above, ">", float.__gt__)):
+        if number and bound is not None and not ok(float(value), bound):
             raise UsageError(f"{flag} must be {sign} {bound}; got {value}")
     if option.check is not None and (message := option.check(value)):
         raise UsageError(message if message.startswith("--") else f"{flag} {value}: {message}")
