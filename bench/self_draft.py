@@ -9,7 +9,7 @@ speculative sampling.
     python -m bench.self_draft                 # the bench table, temperature 0 and 1
 
 search and exits write the choices into the target's folder (self_draft.json, early_exit/) unless
---nowrite. The search scores a skip set by the speedup its draft would give greedy decoding: its
+--no-write. The search scores a skip set by the speedup its draft would give greedy decoding: its
 agreement with the target at every position of held-out prompts' greedy continuations (batched, on
 the target's cache, as the engine drafts: gpt2/train/skip_search.py skip_set_search), walked step by
 step with K drafts (picospec.theory.greedy_walk), timed by a cost model of the engine measured here
@@ -509,13 +509,13 @@ def check_before_work(task, target, folder, exit_layers, runs):
         raise ValueError(f"--task search on {target}: {problem}; search a model of at most "
                          f"{MAX_LAYERS} layers, or choose a skip set by hand: python main.py "
                          f"--target {target} --method layer_skip --skip a3,m4 (or --method "
-                         f"early_exit --exit_layer E --noadapter)")
+                         f"early_exit --exit_layer E --no-adapter)")
     if task == "exits":
         if "search" not in read_config(folder).get("layer_skip", {}):
             raise ValueError(f"--task exits measures the exit layers on the sequences of the "
                              f"skip-set search, and "
                              f"{Path(folder) / CONFIG} has none: run `python -m bench.self_draft "
-                             f"--task search --target {target}` first (without --nowrite)")
+                             f"--task search --target {target}` first (without --no-write)")
         if bad := [E for E in exit_layers if E >= L]:
             raise ValueError(f"--exit_layers {','.join(map(str, exit_layers))}: {target} has {L} "
                              f"layers; exit after "
@@ -589,7 +589,7 @@ if __name__ == "__main__":
         Option("runs", str, "runs/self_draft",
                "the search's agreement and the trained adapters (reused when there)"),
         Option("write", bool, True,
-               "write the choices into the target's folder (--nowrite: only print)"),
+               "write the choices into the target's folder (--no-write: only print)"),
         Option("bench_prompts", int, 8, "bench: held-out prompts (seed 0, as bench.harness)",
                low=1),
         Option("n_tokens", int, 64, "bench: new tokens per run", low=2),

@@ -33,9 +33,10 @@ import numpy as np
 
 from bench.harness import check_room, header
 from picospec_app.load import load_draft
-from picospec_app.run import acceptance_vector, mean_accepted, run_method
+from picospec_app.run import mean_accepted, run_method
 from picospec.autoregressive import autoregressive_sampling
-from picospec.sequoia import build_choices, choose_size, sequoia_table, sequoia_tree, tree_value
+from picospec.sequoia import (acceptance_vector, build_choices, choose_size, sequoia_table,
+                              sequoia_tree, tree_value)
 
 # SpecInfer expansions of that many nodes, shaped
 CONFIGS = {4: (1, 1, 2), 8: (1, 1, 3, 1), 16: (1, 3, 1, 1, 1, 1)}

@@ -194,7 +194,7 @@ def keep_first_heads(src, dst, n):
     Example: python -m gpt2.heads --src runs/medusa1-distilled --dst gpt2/assets/tiny-target/medusa
     --n 2
     """
-    from picospec_cli import output_folder
+    from gpt2.weights import output_folder
     from gpt2.weights import read_header
 
     if Path(dst).resolve() == Path(src).resolve():

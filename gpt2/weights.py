@@ -15,8 +15,10 @@ h.{i}.ln_1.weight -> blocks[i]["ln_1"]["g"], .bias -> "b", h.{i}.attn.c_attn.wei
 blocks[i]["attn"]["c_attn"]["w"] (HF's Conv1D weights are already [in, out]); wte/wpe/ln_f likewise.
 lm_head.weight is tied to wte and ignored, as are the attn.bias / attn.masked_bias buffers.
 """
+import contextlib
 import json
 import os
+import shutil
 import struct
 import tempfile
 from pathlib import Path
@@ -178,6 +180,21 @@ def write_safetensors(path, tensors, metadata=None, dtype=None):
     head = json.dumps(header, separators=(",", ":")).encode()
     head += b" " * (-len(head) % 8)  # the data starts 8-byte aligned
     _atomic_write(path, [struct.pack("<Q", len(head)), head, *blobs])
+
+
+@contextlib.contextmanager
+def output_folder(path):
+    """`with output_folder(out): write files` makes `out` if missing and removes it again when the
+    writing fails: a failed run leaves no empty or half-written folder (each file is written
+    atomically)."""
+    path, made = Path(path), not Path(path).exists()
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        yield path
+    except BaseException:
+        if made:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
 
 
 def _atomic_write(path, chunks):

@@ -197,7 +197,7 @@ METHODS = (
                     K_option("block size k: p_1 and k - 1 heads"),
                     Option("merged", bool, True,
                            "combined scoring and proposal (one call per block); "
-                           "--nomerged: the basic predict / verify loop")),
+                           "--no-merged: the basic predict / verify loop")),
                            batch=batch_blockwise_decoding),
     Method("eagle", eagle_decoding, ("x", "target", "heads", "N", "rng"),
            "EAGLE-1: a one-block head drafts on the target's features; a static tree, verified in "
@@ -279,7 +279,7 @@ METHODS = (
                            high=1),
                     Option("adaptive", bool, True,
                            "move gamma after each step towards --alpha acceptance "
-                           "(Draft & Verify's rule); --noadaptive keeps it fixed"),
+                           "(Draft & Verify's rule); --no-adaptive keeps it fixed"),
                     Option("alpha", float, 0.9,
                            "the acceptance rate the adaptive threshold aims at", above=0,
                            high=1)), batch=batch_self_speculative_decoding),
@@ -295,7 +295,7 @@ METHODS = (
                            "self_draft.json)", low=1, load=True),
                     Option("adapter", bool, True,
                            "exit through the trained exit adapter shipped with the target "
-                           "(--noadapter: the plain LM head)", load=True)),
+                           "(--no-adapter: the plain LM head)", load=True)),
                            batch=batch_self_speculative_decoding),
     Method("cascade", cascade_decoding, ("x", "target", "draft", "draft2", "N", "K", "rng"),
            "cascade drafting: the draft's own drafts come from a smaller drafter (vertical), which "

@@ -75,6 +75,13 @@ class Datastore:
         names it and what is wrong (nothing pickled is ever loaded)."""
         if not os.path.isfile(path):
             raise ValueError(f"no REST datastore at {path}")
+        with open(path, "rb") as f:
+            start = f.read(4)
+        if start != b"PK\x03\x04":  # every .npz is a zip archive
+            what = "an empty file" if not start else f"a file that begins {start!r}"
+            raise ValueError(f"{path} is not a REST datastore: it is {what}, not an .npz archive "
+                             f"(the zip of the arrays tokens, suffix_array and max_suffix that "
+                             f"--build_datastore writes)")
         try:
             with np.load(path, allow_pickle=False) as f:
                 tokens, sa, max_suffix = f["tokens"], f["suffix_array"], f["max_suffix"]

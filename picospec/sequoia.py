@@ -7,7 +7,8 @@ import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab, sample, warp
 from picospec.tree import depth as tree_depth, node_path, sort_choices, top_tokens
-from picospec.verify import step_record, verify_distinct, verify_without_replacement
+from picospec.verify import (step_record, verify_distinct, verify_iid,
+                             verify_without_replacement)
 
 def tree_value(choices, acceptance):
     """Expected tokens per step of a tree under positional acceptance: 1 + sum over nodes of prod_j
@@ -195,3 +196,50 @@ def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, 
             stats.append(step_record(new, ["draft"] * len(path) + [origin],
                                      drafted=tree_depth(parents), nodes=len(tokens)))
     return x
+
+
+def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without_replacement",
+                      repeats=1, **sampling_options):
+    """The acceptance vector measured (section 3.1): after every prefix seq[:i], start <= i <=
+    len(seq), draw K children from the draft and verify them against the target; a[k] = the share of
+    trials whose accepted child is the (k + 1)-th -> a [K] (sum <= 1: sometimes none is accepted).
+
+    siblings: "without_replacement" (Sequoia's children, verify_without_replacement), "iid"
+    (SpecInfer's, verify_iid; a[k] = the (k + 1)-th draw is the one accepted) or, at temperature 0,
+    the top K tokens (exact match) whatever it says. repeats: trials per prefix at temperature > 0.
+    sequences: e.g. held-out prompts followed by the target's own continuation, start = the prompt's
+    length, so the vector is measured where decoding goes.
+    Example: draft = target, K = 2: the first child is always accepted -> a = [1, 0].
+    """
+    greedy, counts, trials = sampling_options.get("temperature", 1.0) == 0, np.zeros(K), 0
+    for seq in sequences:
+        n = len(seq) - start + 1
+        P = draft(list(seq), n)  # [n, V] the draft's law after each prefix seq[:start] .. seq
+        Q = warp(target(list(seq), n), **sampling_options)  # [n, V]
+        for p, q in zip(P, Q):
+            # [1 + K, V]: one level is verified; the rows below it are not used
+            rows = np.tile(q, (1 + K, 1))
+            for _ in range(1 if greedy else repeats):
+                if greedy:
+                    picks = top_tokens(p, K)
+                    path, _, _ = verify_distinct(picks, [-1] * len(picks), rows, rng)
+                    accepted = path[0] if path else None
+                else:
+                    law = warp(p, **sampling_options)  # [V]
+                    picks = [sample(law, rng) for _ in range(K)] if siblings == "iid" else \
+                        without_replacement(law, K, rng)
+                    # iid: one node per distinct token, every draw kept
+                    tokens = list(dict.fromkeys(picks))
+                    draws = [tokens.index(t) for t in picks]
+                    if siblings == "iid":
+                        path, _, _ = verify_iid(tokens, [-1] * len(tokens), rows,
+                                                np.array([law] * K), rng, draws)
+                    else:
+                        path, _, _ = verify_without_replacement(tokens, [-1] * len(tokens), rows,
+                                                                np.array([law] * len(tokens)), rng)
+                    # the first draw of the accepted token
+                    accepted = draws.index(path[0]) if path else None
+                trials += 1
+                if accepted is not None:
+                    counts[accepted] += 1
+    return counts / trials

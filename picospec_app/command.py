@@ -16,16 +16,16 @@ predicts from the measured call costs and what limits it, and (on a terminal) ea
 where it came from.
 """
 import json
+import os
 import re
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 from picospec_app.machine import blas_line, policy
-from picospec.methods import METHODS, TABLE, batch_refusal, call, check_temperature, find, law
-from picospec_cli import Option, UsageError, guarded, parse, split, usage
+from picospec.methods import METHODS, TABLE, batch_refusal, check_temperature, law
+from picospec_cli import Option, UsageError, convert, guarded, read, settle, usage
 
 COLORS = {"draft": "\033[32m", "resample": "\033[33m", "bonus": "\033[34m"}  # green, yellow, blue
 LEGEND = ("green: draft token accepted, yellow: target's correction, blue: bonus token from the "
@@ -54,12 +54,14 @@ SHARED = [
            "BLAS threads (default: 1 for small models, else the free cores; also "
            "PICOSPEC_THREADS)", low=1, high=256),
     Option("runs", int, None, "timed rounds of autoregressive decoding and the method, interleaved "
-           "(default: about a second of measurement, at least 3)", low=1),
+           "(default: about a second of measurement, at least 3; one round of a --batch)", low=1),
     Option("json", bool, False, "print one JSON object instead of text"),
     Option("batch", "file", None,
            "decode every line of FILE as one batch (methods with a batched form)"),
     Option("batch_memory", int, None, "MB the --batch rows may take at once (KV caches, "
            "activations): rows run in groups that fit (default: half the free memory)", low=1),
+    Option("progress", bool, None, "progress bars on stderr (default: when stderr is a terminal, "
+           "and not for --json to a pipe)"),
 ]
 
 
@@ -96,23 +98,20 @@ def method_list():
 
 
 def parse_command_line(argv):
-    """argv -> (method row, {option: value}) or None after printing help; UsageError for any
-    mistake."""
-    words = split(argv)
-    chosen = [text for name, text, _ in words if name == "method"]
-    method = find(chosen[0]) if chosen and chosen[0] is not None else TABLE["speculative"]
-    options = options_for(method)
-    values = parse(argv, options, elsewhere(method))
-    if values.get("help"):
-        if chosen:
-            print(usage(f"{program()} --method {method.name}", f"{method.help}. {method.paper}.",
-                        options))
-        else:
-            print(usage(program(), __doc__.split("\n\n")[0], SHARED)
-                  + "\n\nmethods (--method NAME --help "
-                  "shows a method's options):\n" + method_list())
-        return None
-    return method, values
+    """argv -> (method row, {option: value}, the names given), read once by the door over every
+    method's options; None after printing help; UsageError for any mistake."""
+    every = {o.name: o for o in [*(o for m in METHODS for o in m.options), *SHARED]}
+    given = read(argv, list(every.values()))
+    method = TABLE[convert(SHARED[0], given["method"])] if "method" in given else TABLE[
+        "speculative"]
+    if given.get("help") and "method" in given:
+        print(usage(f"{program()} --method {method.name}", f"{method.help}. {method.paper}.",
+                    options_for(method)))
+    elif given.get("help"):
+        print(usage(program(), __doc__.split("\n\n")[0], SHARED, epilog="methods (--method NAME "
+                    "--help shows a method's options):\n" + method_list()))
+    else:
+        return method, settle(given, options_for(method), elsewhere(method)), set(given)
 
 
 def program():
@@ -131,10 +130,38 @@ def unescape(text):
     return re.sub(r"\\([nt\\])", lambda m: {"n": "\n", "t": "\t", "\\": "\\"}[m.group(1)], text)
 
 
-def read_prompt(values, argv):
-    given = any(name == "prompt" for name, _, _ in split(argv))
+def read_prompts(values, given):
+    """The prompts and how to name each: --prompt or --prompt_file's one, or --batch's lines."""
+    if values["batch"] is not None:
+        for name in ("prompt", "prompt_file"):
+            if name in given:
+                raise UsageError(f"--batch reads its prompts from {values['batch']} (one per "
+                                 f"line): drop --{name}")
+        return batch_prompts(values)
+    return [read_prompt(values, given)], ["the prompt"]
+
+
+def batch_prompts(values):
+    """--batch FILE's prompts, one per line (blank lines skipped), each named by its line."""
+    path = values["batch"]
+    try:
+        text = open(path, encoding="utf-8", newline="").read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--batch {path}: cannot read it as UTF-8 text "
+                         f"({getattr(e, 'strerror', e)})") from None
+    # lines end at "\n" (or "\r\n") only: str.splitlines would also cut a prompt at a form feed or
+    # U+2028
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    numbers = [n for n, line in enumerate(lines, 1) if line.strip()]  # blank lines skipped
+    if not numbers:
+        raise UsageError(f"--batch {path}: no prompts (one per line)")
+    return ([unescape(lines[n - 1]) if values["escapes"] else lines[n - 1] for n in numbers],
+            [f"the prompt on line {n} of {path}" for n in numbers])
+
+
+def read_prompt(values, given):
     if values["prompt_file"] is not None:
-        if given:
+        if "prompt" in given:
             raise UsageError("--prompt and --prompt_file are both given: keep one")
         path = values["prompt_file"]
         if path == "-" and sys.stdin is None:
@@ -172,6 +199,9 @@ def check_before_loading(method, values):
 
     if values["batch"] is not None and (refusal := batch_refusal(method)):
         raise UsageError(refusal)
+    if values["batch_memory"] is not None and values["batch"] is None:
+        raise UsageError("--batch_memory sets the memory of --batch's rows: add --batch FILE, or "
+                         "drop it")
     check_temperature(method, method_options(method, values), values["temperature"])
     check_needs(method, method_options(method, values))
     from picospec_app.load import check_cache_dir, check_target
@@ -253,63 +283,112 @@ def show(run, encoder, prompt, color):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    parsed = parse_command_line(argv)
+    """The one run flow: read the command line -> check -> load -> run the method and autoregressive
+    decoding in interleaved rounds (one prompt, or --batch's rows) -> report."""
+    parsed = parse_command_line(sys.argv[1:] if argv is None else argv)
     if parsed is None:
         return
-    method, values = parsed
-    if values["batch_memory"] is not None and values["batch"] is None:
-        raise UsageError("--batch_memory sets the memory of --batch's rows: add --batch FILE, or "
-                         "drop it")
-    if values["batch"] is not None:
-        for name in ("prompt", "prompt_file"):
-            if any(n == name for n, _, _ in split(argv)):
-                raise UsageError(f"--batch reads its prompts from {values['batch']} (one per "
-                                 f"line): drop --{name}")
-    prompt = None if values["batch"] is not None else read_prompt(values, argv)
+    method, values, given = parsed
+    prompts, names = read_prompts(values, given)
     check_before_loading(method, values)
-    if values["batch"] is not None:
-        return main_batch(method, values)
+    target, loaded, encoder, threads = load(method, values)
+    xs = [encoder.encode(p) for p in prompts]
+    for x, name in zip(xs, names):  # the methods stop drafting at the context window's end
+        check_length(x, values["n_tokens"],
+                     {k: v for k, v in loaded.items() if k in ("target", "draft")},
+                     {"target": values["target"], "draft": values.get("draft")}, name)
+    batch = values["batch"] is not None
+    rounds = run_rounds(method, values, xs, target, loaded, progress_wanted(values))
+    result = (batch_result if batch else single_result)(method, values, prompts, xs, rounds,
+                                                         encoder)
+    result.update(threads=threads, blas=blas_line(threads))
+    if values["json"]:
+        print(json.dumps(result))
+    else:
+        (show_batch if batch else show_single)(result, values, encoder, names)
 
+
+def load(method, values):
+    """The target, the method's needs and the BLAS thread policy -> (target, loaded, encoder,
+    threads); a note on stderr where the threads outnumber the CPUs."""
     from picospec_app.load import load_needs
-    from picospec_app.run import (call_costs, interleaved, limit_line, median_run, run_method,
-                                  speedup_of)
     from gpt2.load import load_model
 
-    target, encoder = load_model(values["target"], values["device"], values["offline"] or None,
-                                 **engine_choices(values))
+    device, offline = values["device"], values["offline"] or None
+    target, encoder = load_model(values["target"], device, offline, **engine_choices(values))
     threads = policy(target)
-    options = method_options(method, values)
-    loaded = load_needs(method, options, target, values["target"], encoder, values.get("draft"),
-                        values["device"], values["offline"] or None)
-    x = encoder.encode(prompt)
-    check_length(x, values["n_tokens"],
-                 {k: v for k, v in loaded.items() if k in ("target", "draft")},
-                 {"target": values["target"], "draft": values.get("draft")})
-    sampling = {k: values[k] for k in ("temperature", "top_k", "top_p")}
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if device == "cpu" and threads["threads"] > (cpus or 1):
+        print(f"note: {threads['threads']} BLAS threads oversubscribe the {cpus} CPUs this process "
+              f"may use: each forward waits on threads that share a core (slower, often many "
+              f"times); give --threads {cpus} or fewer", file=sys.stderr)
+    loaded = load_needs(method, method_options(method, values), target, values["target"],
+                        encoder, values.get("draft"), device, offline, progress_wanted(values))
+    return target, loaded, encoder, threads
+
+
+def progress_wanted(values):
+    """--progress / --no-progress as given; else bars when stderr is a terminal, and none for
+    --json written to a pipe."""
+    if values["progress"] is not None:
+        return values["progress"]
+    return sys.stderr.isatty() and not (values["json"] and not sys.stdout.isatty())
+
+
+def run_rounds(method, values, xs, target, loaded, progress):
+    """Autoregressive decoding and the method in turns (A B A B ..., --runs rounds; one round of a
+    --batch unless --runs says more), each from cold caches with the same seed -> [the baseline's
+    runs, the method's] (one list if the method is autoregressive decoding)."""
+    from tqdm import tqdm
+
+    from picospec_app import run
+
     order = list(dict.fromkeys(["autoregressive", method.name]))
+    options, n, seed = method_options(method, values), values["n_tokens"], values["seed"]
+    sampling = {k: values[k] for k in ("temperature", "top_k", "top_p")}
+    batch = values["batch"] is not None
+    groups = row_groups(xs, values, loaded, values["device"]) if batch else None
 
-    def timed(m):  # one run of autoregressive decoding or of the method, from cold caches
+    def timed(m):
         mine = m == method.name
-        return run_method(m, x, loaded if mine else {"target": target}, values["n_tokens"],
-                          values["seed"], sampling, **(options if mine else {}))
+        needs = loaded if mine else {"target": target}  # the plain target's baseline
+        if batch:
+            return run.run_batch(method if mine else TABLE[m], xs, needs, groups, n, seed,
+                                 sampling, options if mine else {}, progress)
+        return run.run_method(m, xs[0], needs, n, seed, sampling, **(options if mine else {}))
 
-    # CuPy compiles each kernel at its first use: do that before the clocks start, on
-    if values["device"] == "gpu":
-        # the timed run itself (a shorter one left kernels to compile inside the clock)
+    # CuPy compiles each kernel at its first use: do that before the clocks start, on the timed run
+    if values["device"] == "gpu":  # itself (a 4-token run left kernels to compile inside the clock)
         for m in order:
             timed(m)
-    rounds = interleaved([lambda m=m: timed(m) for m in order], values["runs"])  # A B A B ...
+    rounds = values["runs"] or (1 if batch else None)
+    bar = tqdm(total=rounds and rounds * len(order), desc="timed runs", unit="run", leave=False,
+               disable=not progress or batch, file=sys.stderr)
+
+    def counted(m):
+        out = timed(m)
+        bar.update()
+        return out
+
+    with bar:
+        return run.interleaved([lambda m=m: counted(m) for m in order], rounds)
+
+
+def single_result(method, values, prompts, xs, rounds, encoder):
+    """One prompt's runs -> the JSON object: both texts, median times, the speedup, the costs."""
+    from picospec_app.run import call_costs, limit_line, median_run, speedup_of
+
+    x, options = xs[0], method_options(method, values)
+    sampling = {k: values[k] for k in ("temperature", "top_k", "top_p")}
+    order = list(dict.fromkeys(["autoregressive", method.name]))
     runs = [{**report(m, x, median_run(r)), "rounds": len(r), "times_s": [t["seconds"] for t in r]}
             for m, r in zip(order, rounds)]
-    result = {"prompt": prompt, "prompt_ids": [int(t) for t in x], "method": method.name,
+    result = {"prompt": prompts[0], "prompt_ids": [int(t) for t in x], "method": method.name,
               "law": law(method, options, values["temperature"]), "target": values["target"],
               "draft": values.get("draft") if "draft" in method.needs else None,
               "seed": values["seed"], **sampling,
-              "options": {k: v for k,
-                          v in options.items()
+              "options": {k: v for k, v in options.items()
                           if isinstance(v, (int, float, str, bool, type(None)))},
-              "threads": threads, "blas": blas_line(threads),
               "runs": [{**r, "text": encoder.decode(r["output_ids"])} for r in runs]}
     if len(runs) == 2:
         speedup = speedup_of(*rounds)  # the median of the rounds' ratios, and their range
@@ -318,12 +397,34 @@ def main(argv=None):
                       rounds=speedup["rounds"],
                       cost_model={**costs, "limit": limit_line(costs, speedup["median"])},
                       same_output=runs[0]["output_ids"] == runs[1]["output_ids"])
-    if values["json"]:
-        print(json.dumps(result))
-        return
+    return result
+
+
+def batch_result(method, values, prompts, xs, rounds, encoder):
+    """--batch's runs -> the JSON object: each row's text, times (median of the rounds), calls."""
+    from picospec_app.run import speedup_of
+
+    def texts(run):
+        return [o[len(x):] for o, x in zip(run["outputs"], xs)]
+
+    mine, base = rounds[-1], rounds[0]
+    ids, base_ids = texts(mine[0]), texts(base[0])
+    seconds = [float(np.median([r["seconds"] for r in runs])) for runs in (mine, base)]
+    return {"method": method.name, "prompts": prompts, "texts": [encoder.decode(i) for i in ids],
+            "time_s": seconds[0], "target_calls": mine[0]["target_calls"], "rounds": len(mine),
+            "groups": mine[0]["groups"],
+            "tokens_per_target_call": mine[0]["tokens_per_target_call"],
+            "autoregressive": {"texts": [encoder.decode(i) for i in base_ids],
+                               "time_s": seconds[1], "target_calls": base[0]["target_calls"]},
+            "speedup": speedup_of(base, mine)["median"],
+            "same_output": [a == b for a, b in zip(ids, base_ids)]}
+
+
+def show_single(result, values, encoder, names):
     color = sys.stdout.isatty()
+    runs = result["runs"]
     for run in runs:
-        show(run, encoder, prompt, color)
+        show(run, encoder, result["prompt"], color)
     if len(runs) == 2:
         same = "identical" if result["same_output"] else "different"
         note = " (temperature 0: they must be identical)" if values["temperature"] == 0 else (
@@ -334,9 +435,30 @@ def main(argv=None):
         print(cost_line(result["cost_model"], result["speedup"]))
         print(result["cost_model"]["limit"])
     print(f"{result['blas']}; timings on a busy machine vary")
-    if len(runs) == 2:
-        if color:
-            print(LEGEND)
+    if len(runs) == 2 and color:
+        print(LEGEND)
+
+
+def show_batch(result, values, encoder, names):
+    for row, (name, prompt, text, tpc) in enumerate(zip(names, result["prompts"], result["texts"],
+                                                        result["tokens_per_target_call"]), 1):
+        print(f"── row {row} ({name.removeprefix('the prompt on ')}): {tpc:.2f} tokens per target "
+              f"call " + "─" * 10)
+        print(prompt + text + "\n")
+    groups, n = result["groups"], values["n_tokens"]
+    in_groups = f" in {len(groups)} groups of up to {groups[0]} rows" * (len(groups) > 1)
+    rounds = f" (median of {result['rounds']} rounds)" * (result["rounds"] > 1)
+    print(f"{result['method']}: {len(result['prompts'])} prompts x {n} tokens{in_groups} in "
+          f"{result['time_s']:.3f} s{rounds}, {result['target_calls']} batched target calls")
+    if result["method"] != "autoregressive":
+        base, same = result["autoregressive"], sum(result["same_output"])
+        note = " (temperature 0: they must be identical)" if values["temperature"] == 0 else (
+            " (sampling: texts may differ)")
+        print(f"autoregressive, batched the same way: {base['time_s']:.3f} s, "
+              f"{base['target_calls']} batched target calls")
+        print(f"speedup {result['speedup']:.2f}x over batched autoregressive; "
+              f"{same}/{len(result['prompts'])} texts identical{note}")
+    print(f"{result['blas']}; timings on a busy machine vary")
 
 
 def cost_line(costs, measured):
@@ -351,115 +473,6 @@ def cost_line(costs, measured):
     return (f"why: {costs['E']:.2f} tokens per target call; a target call costs c = "
             f"{costs['c']:.2f} one-token calls{calls}; cost model {formula} = "
             f"{costs['predicted']:.2f}x predicted, {measured:.2f}x measured")
-
-
-def main_batch(method, values):
-    """The method's batched form over the prompts in a file (one per line): the target and the draft
-    each run every row in one forward pass (gpt2/engine.py: one KV cache per row, rows of different
-    lengths)."""
-    from picospec_app.load import batched_models, load_needs
-    from gpt2.load import load_model
-
-    path = values["batch"]
-    try:
-        text = open(path, encoding="utf-8", newline="").read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--batch {path}: cannot read it as UTF-8 text "
-                         f"({getattr(e, 'strerror', e)})") from None
-    # lines end at "\n" (or "\r\n") only: str.splitlines would also cut a prompt at a form feed or
-    # U+2028
-    lines = [line.removesuffix("\r") for line in text.split("\n")]
-    numbers = [n for n, line in enumerate(lines, 1) if line.strip()]  # blank lines skipped
-    prompts = [unescape(lines[n - 1]) if values["escapes"] else lines[n - 1] for n in numbers]
-    if not prompts:
-        raise UsageError(f"--batch {path}: no prompts (one per line)")
-    name, device, offline = values["target"], values["device"], values["offline"] or None
-    target, encoder = load_model(name, device, offline, **engine_choices(values))
-    threads = policy(target)
-    options = method_options(method, values)
-    loaded = load_needs(method, options, target, name, encoder, values.get("draft"), device,
-                        offline)
-    xs = [encoder.encode(p) for p in prompts]
-    # as for one prompt: the methods stop drafting at the context's end (no room for K)
-    for x, n in zip(xs, numbers):
-        check_length(x, values["n_tokens"],
-                     {k: v for k, v in loaded.items() if k in ("target", "draft")},
-                     {"target": name, "draft": values.get("draft")},
-                     f"the prompt on line {n} of {path}")
-    sampling = {k: values[k] for k in ("temperature", "top_k", "top_p") if values[k] is not None}
-    groups, row_bytes = row_groups(xs, values, loaded, device)
-
-    # the baseline first, as for one prompt
-    order = list(dict.fromkeys(["autoregressive", method.name]))
-    kwargs = {m: options if m == method.name else {} for m in order}
-
-    def run(m, n, stats=None):  # -> (outputs, seconds); one line where memory runs out after all
-        try:
-            return run_groups(m, n, stats)
-        except MemoryError:  # the bound fell short (memory taken meanwhile; CuPy's error too)
-            mb = -(-len(groups[0]) * row_bytes // 2**20)
-            raise UsageError(f"--batch: out of memory with groups of {len(groups[0])} rows: pass a "
-                             f"smaller --batch_memory than {mb}") from None
-
-    def run_groups(m, n, stats):  # each group on batched engines of its size, emptied first
-        out, seconds = [], 0.0
-        rng = np.random.default_rng(values["seed"])  # one generator through the groups
-        for g, group in enumerate(groups):
-            # the baseline on the plain target's batched engine, as for one prompt (a
-            # self-drafting row's target side is another engine, measured against the same baseline)
-            needs = batched_models(loaded if m == method.name else {"target": target}, len(group))
-            for model in needs.values():
-                getattr(model, "reset", lambda: None)()
-            start = time.perf_counter()
-            out += call(TABLE[m], [xs[i] for i in group], n, rng, needs, sampling, kwargs[m],
-                        stats=None if stats is None else stats.setdefault(g, []), batch=True)
-            seconds += time.perf_counter() - start
-            del needs  # the group's caches go before the next group's are made
-        return out, seconds
-
-    # CuPy compiles each kernel at its first use: do that before the clocks start, on the timed
-    if device == "gpu":
-        # run itself (a 4-token run left kernels to compile inside the clock: a 0.26x "speedup")
-        for m in order:
-            run(m, values["n_tokens"])
-    n, runs = values["n_tokens"], {}
-    for m in order:
-        stats = {}  # group number -> that group's step records
-        out, seconds = run(m, n, stats)
-        calls = [sum(s.get("calls", 1) for s in stats[g]) for g in range(len(groups))]
-        per_row = [n / sum(s.get("calls", 1) for s in stats[g] if s["accepted"][b] >= 0)
-                   for g, group in enumerate(groups) for b in range(len(group))]
-        ids = [o[len(x):] for o, x in zip(out, xs)]
-        runs[m] = {"texts": [encoder.decode(i) for i in ids], "ids": ids, "time_s": seconds,
-                   "target_calls": sum(calls), "tokens_per_target_call": per_row}
-    mine, base = runs[method.name], runs["autoregressive"]
-    result = {"method": method.name, "prompts": prompts, "texts": mine["texts"],
-              "time_s": mine["time_s"], "target_calls": mine["target_calls"], "threads": threads,
-              "groups": [len(g) for g in groups],
-              "tokens_per_target_call": mine["tokens_per_target_call"],
-              "autoregressive": {"texts": base["texts"], "time_s": base["time_s"],
-                                 "target_calls": base["target_calls"]},
-              "speedup": base["time_s"] / mine["time_s"],
-              "same_output": [a == b for a, b in zip(mine["ids"], base["ids"])]}
-    if values["json"]:
-        print(json.dumps(result))
-        return
-    for row, (line, prompt, text, tpc) in enumerate(zip(numbers, prompts, mine["texts"],
-                                                        mine["tokens_per_target_call"]), 1):
-        print(f"── row {row} (line {line} of {path}): {tpc:.2f} tokens per target call " + "─" * 10)
-        print(prompt + text + "\n")
-    in_groups = f" in {len(groups)} groups of up to {len(groups[0])} rows" * (len(groups) > 1)
-    print(f"{method.name}: {len(xs)} prompts x {n} tokens{in_groups} in {mine['time_s']:.3f} s, "
-          f"{mine['target_calls']} batched target calls")
-    if method.name != "autoregressive":
-        same = sum(result["same_output"])
-        note = " (temperature 0: they must be identical)" if values["temperature"] == 0 else (
-            " (sampling: texts may differ)")
-        print(f"autoregressive, batched the same way: {base['time_s']:.3f} s, "
-              f"{base['target_calls']} batched target calls")
-        print(f"speedup {result['speedup']:.2f}x over batched autoregressive; {same}/{len(xs)} "
-              f"texts identical{note}")
-    print(f"{blas_line(threads)}; timings on a busy machine vary")
 
 
 def engine_choices(values):

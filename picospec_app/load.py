@@ -40,10 +40,11 @@ def check_needs(method, options):
 
 
 def load_needs(method, options, target, target_name, encoder, draft="tiny-draft", device="cpu",
-               offline=None):
+               offline=None, progress=None):
     """{"target", and as method.needs say: "draft", "draft2", "heads", "datastore"} for
     picospec.methods.call; "self_draft:KIND" replaces the target by one engine serving both the
-    target and its own draft."""
+    target and its own draft. progress: bars for a datastore build (None: when stderr is a
+    terminal)."""
     loaded = {"target": target}
     for need in method.needs:
         if need == "draft":
@@ -52,7 +53,8 @@ def load_needs(method, options, target, target_name, encoder, draft="tiny-draft"
             loaded["heads"] = load_heads(target_name, need.split(":")[1], options.get("heads"),
                                          target, offline)
         elif need == "datastore":
-            loaded["datastore"] = rest_datastore(options.get("datastore"), target_name, encoder)
+            loaded["datastore"] = rest_datastore(options.get("datastore"), target_name, encoder,
+                                                 progress)
         elif need == "draft2":  # a second, smaller drafter (cascades): --draft2, default the n-gram
             name = options.get("draft2") or "ngram"
             loaded["draft2"] = load_draft(name, target, target_name, device, offline, "--draft2")
@@ -238,10 +240,10 @@ def check_cache_dir():
     return folder
 
 
-def rest_datastore(path, target, encoder):
+def rest_datastore(path, target, encoder, progress=None):
     """Load --datastore FILE, or build it (FILE, or once into the cache) from the standard library's
-    train split with the model's tokenizer. Written atomically: an interrupted build leaves no
-    file."""
+    train split with the model's tokenizer, with bars on stderr (progress None: when it is a
+    terminal). Written atomically: an interrupted build leaves no file."""
     from picospec.rest import Datastore
 
     if path is not None and Path(path).exists():
@@ -262,11 +264,13 @@ def rest_datastore(path, target, encoder):
     print(f"building the REST datastore {path} (once) from the standard library's train split",
           file=sys.stderr)
     files = split_files(stdlib_files())["train"]
-    ids = [t for f in tqdm(files, desc="tokenize", unit="file") for t in tokenize([f], encoder)]
+    off = None if progress is None else not progress  # tqdm's None: off where stderr is no terminal
+    ids = [t for f in tqdm(files, desc="tokenize", unit="file", disable=off)
+           for t in tokenize([f], encoder)]
     store = Datastore.build(np.array(ids,
                                      dtype=np.uint16 if encoder.n_vocab <= 65536 else np.int64),
                             progress=lambda steps: tqdm(steps, desc="suffix array",
-                                                        unit="doubling"))
+                                                        unit="doubling", disable=off))
     made = not path.parent.exists()
     path.parent.mkdir(parents=True, exist_ok=True)
     try:

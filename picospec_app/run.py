@@ -3,17 +3,14 @@ seed, and read the runs: tokens per target call, acceptance, the median speedup 
 rounds and the cost model's prediction from the measured call costs (picospec.theory). main.py, the
 notebooks and the benchmarks share this protocol. Shapes: none; this file only times things.
 """
+import sys
 import time
 
 import numpy as np
 
 from picospec.autoregressive import autoregressive_sampling
 from picospec.methods import call, find
-from picospec.sampling import sample, warp
-from picospec.sequoia import without_replacement
 from picospec.theory import GPU_VERIFY_COST, cost_model_speedup, estimate_alpha
-from picospec.tree import top_tokens
-from picospec.verify import verify_distinct, verify_iid, verify_without_replacement
 
 
 class Timed:
@@ -80,6 +77,45 @@ def run_method(method, x, loaded, N, seed, sampling=None, clock=time.perf_counte
     return {"output": out, "seconds": seconds, "target_calls": t.calls, "draft_calls": d.calls,
             "tokens_per_call": N / t.calls, "target_s": t.seconds, "draft_s": d.seconds,
             "stats": stats, "draft2_calls": d2.calls, "draft2_s": d2.seconds}
+
+
+def run_batch(method, xs, loaded, groups, n, seed, sampling, options, progress):
+    """One timed run of the row's batched form over every prompt xs, in groups of rows that fit
+    (groups: (row indices per group, bytes per row), as picospec_app.command.row_groups gives them),
+    each on batched engines of its size emptied first -> {"outputs", "seconds", "target_calls",
+    "groups", "tokens_per_target_call" (per row)}; progress: a bar of the rows done on stderr."""
+    from tqdm import tqdm
+
+    from picospec_app.load import batched_models
+
+    groups, row_bytes = groups
+    out, seconds, stats = [], 0.0, []
+    rng = np.random.default_rng(seed)  # one generator through the groups
+    sampling = {k: v for k, v in sampling.items() if v is not None}
+    with tqdm(total=len(xs), desc=method.name, unit="row", leave=False, disable=not progress,
+              file=sys.stderr) as bar:  # rows done, and the group on its way
+        for g, group in enumerate(groups):
+            bar.set_postfix_str(f"group {g + 1} of {len(groups)}")
+            needs = batched_models(loaded, len(group))
+            for model in needs.values():
+                getattr(model, "reset", lambda: None)()
+            start = time.perf_counter()
+            try:
+                out += call(method, [xs[i] for i in group], n, rng, needs, sampling, options,
+                            stats=stats.append([]) or stats[-1], batch=True)
+            except MemoryError:  # the bound fell short (memory taken meanwhile; CuPy's error too)
+                mb = -(-len(groups[0]) * row_bytes // 2**20)
+                raise ValueError(f"--batch: out of memory with groups of {len(groups[0])} rows: "
+                                 f"pass a smaller --batch_memory than {mb}") from None
+            seconds += time.perf_counter() - start
+            del needs  # the group's caches go before the next group's are made
+            bar.update(len(group))
+    calls = [sum(s.get("calls", 1) for s in records) for records in stats]
+    per_row = [n / sum(s.get("calls", 1) for s in stats[g] if s["accepted"][b] >= 0)
+               for g, group in enumerate(groups) for b in range(len(group))]
+    return {"outputs": out, "seconds": seconds, "target_calls": sum(calls),
+            "groups": [len(g) for g in groups],
+            "tokens_per_target_call": per_row}
 
 
 def interleaved(runs, rounds=None, seconds=1.0, least=3, most=50):
@@ -254,50 +290,3 @@ def copy_prompts(encoder, prompts, n_copy=12):
     copying pays off."""
     blank = encoder.encode("\n\n")
     return [x + blank + x[:n_copy] for x in prompts]
-
-
-def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without_replacement",
-                      repeats=1, **sampling_options):
-    """The acceptance vector measured (section 3.1): after every prefix seq[:i], start <= i <=
-    len(seq), draw K children from the draft and verify them against the target; a[k] = the share of
-    trials whose accepted child is the (k + 1)-th -> a [K] (sum <= 1: sometimes none is accepted).
-
-    siblings: "without_replacement" (Sequoia's children, verify_without_replacement), "iid"
-    (SpecInfer's, verify_iid; a[k] = the (k + 1)-th draw is the one accepted) or, at temperature 0,
-    the top K tokens (exact match) whatever it says. repeats: trials per prefix at temperature > 0.
-    sequences: e.g. held-out prompts followed by the target's own continuation, start = the prompt's
-    length, so the vector is measured where decoding goes.
-    Example: draft = target, K = 2: the first child is always accepted -> a = [1, 0].
-    """
-    greedy, counts, trials = sampling_options.get("temperature", 1.0) == 0, np.zeros(K), 0
-    for seq in sequences:
-        n = len(seq) - start + 1
-        P = draft(list(seq), n)  # [n, V] the draft's law after each prefix seq[:start] .. seq
-        Q = warp(target(list(seq), n), **sampling_options)  # [n, V]
-        for p, q in zip(P, Q):
-            # [1 + K, V]: one level is verified; the rows below it are not used
-            rows = np.tile(q, (1 + K, 1))
-            for _ in range(1 if greedy else repeats):
-                if greedy:
-                    picks = top_tokens(p, K)
-                    path, _, _ = verify_distinct(picks, [-1] * len(picks), rows, rng)
-                    accepted = path[0] if path else None
-                else:
-                    law = warp(p, **sampling_options)  # [V]
-                    picks = [sample(law, rng) for _ in range(K)] if siblings == "iid" else \
-                        without_replacement(law, K, rng)
-                    # iid: one node per distinct token, every draw kept
-                    tokens = list(dict.fromkeys(picks))
-                    draws = [tokens.index(t) for t in picks]
-                    if siblings == "iid":
-                        path, _, _ = verify_iid(tokens, [-1] * len(tokens), rows,
-                                                np.array([law] * K), rng, draws)
-                    else:
-                        path, _, _ = verify_without_replacement(tokens, [-1] * len(tokens), rows,
-                                                                np.array([law] * len(tokens)), rng)
-                    # the first draw of the accepted token
-                    accepted = draws.index(path[0]) if path else None
-                trials += 1
-                if accepted is not None:
-                    counts[accepted] += 1
-    return counts / trials

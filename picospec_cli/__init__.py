@@ -1,133 +1,71 @@
-"""The one door every command goes through: parse, check and convert the command line BEFORE any
-work starts.
+"""The door of every command: argparse reads the command line once; each value is then checked
+against its `Option` (types below; low / high inclusive bounds, above exclusive, choices, check /
+check_list -> a message or None) before any work. A mistake is one `error:` line and exit 2.
 
-    from picospec_cli import Option, command
-    command(main, [Option("data", "dir", None, "folder of train.bin / val.bin"),
-                   Option("steps", int, 100, "training steps", low=1)])
-
-The `picospec` command, the benchmarks, the trainers and the checker (`python -m picospec.check`)
-all parse here, and so does the method table's option record: this module imports the standard
-library only, so picospec, gpt2, the app and the benchmarks each import it without an arrow running
-back up (docs/architecture.md).
-
-It replaces fire, which picospec used before: fire turns `--prompt 1e5` into 100000.0 and `--prompt
-"Hello, world"` into a tuple, runs a function with an unknown option until it is about to return,
-and maps `-h` to the first option that starts with h. argparse would need its messages, its prefix
-matching and its exit paths overridden one by one to say the same. Here every value arrives as the
-type its option declares (text stays text, verbatim), and a mistake is one line:
-
-    error: unknown option --temprature: did you mean --temperature?
-    error: --n_tokens must be an integer; got 'nan'
-
-Option types: int, float, str (verbatim text), bool (a flag: --json, --nojson, --json=false), "ints"
-/ "floats" / "strs" (comma-separated lists), "file" (an existing file), "dir" (an existing folder),
-"out" (a path whose parent folder exists), "path" (any path, checked by the command). `low`/`high`
-bound numbers (inclusive), `above` is an exclusive lower bound, `choices` lists the allowed values,
-`check(value) -> message or None` does the rest. An option with default None is optional;
-`required=True` makes the command refuse to start without it. A command that takes bare words (the
-checker's MODULE:FUNCTION ...) names their list: parse(argv, options, positional=name).
-
-`run(fn, argv, options, ...)` then calls fn(**values). Inside, a user's mistake found later (a file
-that does not parse, a model that does not fit) is raised as ValueError with a message that says
-what to do: it is printed as `error: ...` and the command exits 2. Ctrl-C exits 130 and a closed
-pipe (`| head`) exits quietly, without a traceback; anything else is a bug and keeps its traceback.
+    command(main, [Option("steps", int, 100, "training steps", low=1)])
 """
-import contextlib
+import argparse
 import difflib
-import inspect
 import math
 import os
-import shutil
 import sys
+import tempfile
+from collections import namedtuple
 from pathlib import Path
-from typing import NamedTuple
 
 
-class Option(NamedTuple):
-    name: str
-    type: object  # int, float, str, bool, "ints", "floats", "strs", "file", "dir", "out", "path"
-    default: object = None
-    help: str = ""
-    low: float = None
-    high: float = None
-    above: float = None
-    choices: tuple = None
-    check: object = None  # check(value) -> message or None; for a list type, of each item
-    required: bool = False
-    # a method's option read by the app's loader, not passed to the method (picospec.methods)
-    load: bool = False
-    # for a list type: check(values) -> message or None, of the whole list
-    check_list: object = None
+# type: int, float, str, bool, "ints", "floats", "strs", "file", "dir", "out", "path"; check(value)
+# (of each item, for a list) and check_list(values) -> a message or None; load: a method's option
+# that the app's loader reads, not passed to the method
+Option = namedtuple("Option", "name type default help low high above choices check required load "
+                    "check_list", defaults=(None, "", None, None, None, None, None, False, False,
+                                            None))
 
 
-class UsageError(ValueError):
-    """A command line that cannot run: printed as one line, exit status 2."""
+class UsageError(ValueError):  # a command line that cannot run: one line, exit status 2
+    pass
 
 
-TYPE_NAMES = {int: "an integer", float: "a number", str: "text", bool: "true or false",
-              "ints": "integers, comma-separated",
-              "floats": "numbers, comma-separated", "strs": "names, comma-separated",
-              "file": "an existing file",
-              "dir": "an existing folder", "out": "a path in an existing folder", "path": "a path"}
-
-
-METAVARS = {int: "N", float: "X", str: "TEXT", "ints": "N,N", "floats": "X,X", "strs": "A,B",
-            "file": "FILE", "dir": "DIR", "out": "FILE", "path": "PATH"}
+KINDS = {int: ("an integer", "N"), float: ("a number", "X"), str: ("text", "TEXT"),  # verbatim
+         "ints": ("integers, comma-separated", "N,N"), "strs": ("names, comma-separated", "A,B"),
+         "floats": ("numbers, comma-separated", "X,X"), "file": ("an existing file", "FILE"),
+         "dir": ("an existing folder", "DIR"), "out": ("a file in a folder", "FILE"),
+         "path": ("a path", "PATH")}  # and bool: a switch, --json / --no-json
 
 
 def convert(option, text):
-    """The value of `--name text` as the option's type, checked; UsageError naming the option
-    otherwise.
-
-    Example: convert(Option("K", int, low=1), "4") -> 4; "4.0", "nan", "four" and "0" are each a
-    one-line error.
-    """
+    """`--name text` -> the option's value, checked. Example: Option("K", int, low=1): "4" -> 4;
+    "4.0", "nan" and "0" are each a UsageError."""
     flag, kind = f"--{option.name}", option.type
     if kind in ("ints", "floats", "strs"):
         parts = [p.strip() for p in text.split(",")]
         if not all(parts):
-            raise UsageError(f"{flag} must be {TYPE_NAMES[kind]} like 1,2,4; got {text!r}")
-        item = {"ints": int, "floats": float, "strs": str}[kind]
-        values = [convert(option._replace(type=item), p) for p in parts]
+            raise UsageError(f"{flag} must be {KINDS[kind][0]} like 1,2,4; got {text!r}")
+        item = option._replace(type={"ints": int, "floats": float}.get(kind, str))
+        values = [convert(item, p) for p in parts]
         if option.check_list is not None and (message := option.check_list(values)):
             raise UsageError(f"{flag} {text}: {message}")
         return values
-    if kind is bool:
-        low = text.lower()
-        if low not in ("true", "false", "1", "0", "yes", "no"):
-            raise UsageError(f"{flag} is a switch: write {flag} or --no{option.name}; got "
-                             f"{flag}={text}")
-        return low in ("true", "1", "yes")
-    if kind is int:
-        try:
-            value = int(text.replace("_", ""), 10)
-        except ValueError:
-            raise UsageError(f"{flag} must be an integer; got {text!r}") from None
-    elif kind is float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise UsageError(f"{flag} must be a number; got {text!r}") from None
-        if not math.isfinite(value):
-            raise UsageError(f"{flag} must be a finite number; got {text!r}")
-    else:
-        value = text  # text and paths arrive verbatim
-        if kind is not str and not text:
-            raise UsageError(f"{flag} needs a path; got an empty string")
-        if kind == "file" and not Path(text).is_file():
-            raise UsageError(f"{flag} {text}: no such file"
-                             + (" (it is a folder)" if Path(text).is_dir() else ""))
-        if kind == "dir" and not Path(text).is_dir():
-            raise UsageError(f"{flag} {text}: no such folder")
-        if kind == "out":
-            if Path(text).is_dir():
-                raise UsageError(f"{flag} {text} is a folder: give a file name")
-            if not Path(text).resolve().parent.is_dir():
-                raise UsageError(f"{flag} {text}: the folder {Path(text).resolve().parent} does "
-                                 f"not exist; create it first")
-            if (why := cannot_write_in(Path(text).resolve().parent)) is not None:
-                raise UsageError(f"{flag} {text}: cannot write in {Path(text).resolve().parent} "
-                                 f"({why}): give a folder you can write to")
+    try:
+        value = {int: lambda t: int(t.replace("_", ""), 10), float: float}.get(kind, str)(text)
+    except ValueError:
+        raise UsageError(f"{flag} must be {KINDS[kind][0]}; got {text!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise UsageError(f"{flag} must be a finite number; got {text!r}")
+    path, why = Path(text), None
+    if kind in ("file", "dir", "out", "path") and not text:
+        raise UsageError(f"{flag} needs a path; got an empty string")
+    if kind == "file" and not path.is_file():
+        why = ": no such file" + " (it is a folder)" * path.is_dir()
+    elif kind == "dir" and not path.is_dir():
+        why = ": no such folder"
+    elif kind == "out":
+        where = path.resolve().parent
+        why = (" is a folder: give a file name" if path.is_dir() else f": the folder {where} does "
+               "not exist; create it first" if not where.is_dir() else out_folder(where))
+        why = f": {why}" if why and why[0] not in " :" else why
+    if why:
+        raise UsageError(f"{flag} {text}{why}")
     check_value(option, value)
     return value
 
@@ -137,215 +75,137 @@ def check_value(option, value):
     flag = f"--{option.name}"
     if option.choices is not None and value not in option.choices:
         near = difflib.get_close_matches(str(value), [str(c) for c in option.choices], 1)
-        hint = f" (did you mean {near[0]}?)" if near else ""
-        raise UsageError(f"unknown {flag} {value!r}{hint}: choose one of "
-                         f"{', '.join(map(str, option.choices))}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if option.low is not None and value < option.low:
-            raise UsageError(f"{flag} must be >= {option.low}; got {value}")
-        if option.high is not None and value > option.high:
-            raise UsageError(f"{flag} must be <= {option.high}; got {value}")
-        if option.above is not None and value <= option.above:
-            raise UsageError(f"{flag} must be > {option.above}; got {value}")
+        raise UsageError(f"unknown {flag} {value!r}" + (f" (did you mean {near[0]}?)" if near
+                         else "") + f": choose one of {', '.join(map(str, option.choices))}")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    for bound, sign, ok in ((option.low, ">=", float.__ge__), (option.high, "<=", float.__le__),
+                            (option.above, ">", float.__gt__)):
+        if number and bound is not None and not ok(float(value), bound):
+            raise UsageError(f"{flag} must be {sign} {bound}; got {value}")
     if option.check is not None and (message := option.check(value)):
-        raise UsageError(f"{flag} {value}: {message}" if not message.startswith("--") else message)
+        raise UsageError(message if message.startswith("--") else f"{flag} {value}: {message}")
 
 
-FLAG_VALUES = {"1": True, "true": True, "yes": True, "on": True,
-               "0": False, "false": False, "no": False, "off": False, "": None}
+class Parser(argparse.ArgumentParser):  # values verbatim, each mistake one UsageError line
+    def _get_values(self, action, strings):  # argparse would drop a value "--"
+        return strings[0] if action.nargs is None else super()._get_values(action, strings)
+
+    def _parse_optional(self, word):  # -1e-3 and -inf are values, as -3 is
+        try:
+            float(word)
+        except ValueError:
+            return super()._parse_optional(word)
+
+    def error(self, message):
+        name = message.removeprefix("argument --").split(":")[0].split("/")[0]
+        if "expected one argument" in message:
+            message = (f"--{name} needs a value ({KINDS[self.types[name]][0]}); one that starts "
+                       f"with - is written --{name}=VALUE")
+        elif "ignored explicit argument" in message:
+            message = f"--{name} is a switch: write --{name} or --no-{name}, with no value"
+        raise UsageError(message)
+
+
+class Once(argparse.Action):
+    def __call__(self, parser, namespace, value, flag=None):
+        if hasattr(namespace, self.dest):
+            raise UsageError(f"--{self.dest} is given twice: keep one")
+        setattr(namespace, self.dest, not flag.startswith("--no-") if self.nargs == 0 else value)
+
+
+def parser(options, prog=None, doc=None, words=None, epilog=None):
+    """The parser of `options` (and bare words, named `words`); -h lists each with its default."""
+    p = Parser(prog, f"{prog} {words + ' ... ' if words else ''}[--option value ...]", doc, epilog,
+               formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+               argument_default=argparse.SUPPRESS, add_help=False)
+    p.types = {o.name: o.type for o in options}
+    p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    if words:
+        p.add_argument("words", nargs="*", default=[], help=argparse.SUPPRESS)
+    for o in options:
+        shown = ",".join(map(str, o.default)) if isinstance(o.default, list) else o.default
+        shown = (str(shown).lower() if o.type is bool else repr(shown) if isinstance(shown, str)
+                 and not shown.isprintable() else shown)  # a newline shown as \n
+        p.add_argument(f"--{o.name}", *[f"--no-{o.name}"] * (o.type is bool), action=Once,
+                       nargs=0 if o.type is bool else None, metavar=KINDS.get(o.type, (0, None))[1],
+                       help=o.help + (" (required)" if o.required else f" (default: {shown})"
+                                      * (o.default is not None)))
+    return p
+
+
+def read(argv, options, words=None):
+    """argparse's one pass -> {name: text, or True / False for a switch} of the options given
+    ("help": True for -h; "words": the bare words of a command that takes them)."""
+    p = parser(options, words=words)
+    given, rest = p.parse_known_intermixed_args(argv) if words else p.parse_known_args(argv)
+    for word in rest:
+        if not (word[:2] == "--" and len(word) > 2 or word[:1] == "-" and word[1:2].isalpha()):
+            before = argv[argv.index(word) - 1] if argv.index(word) else ""
+            if p.types.get(before.lstrip("-").removeprefix("no-")) is bool:
+                raise UsageError(f"{before} is a switch and takes no value; got {word!r} after it")
+            raise UsageError(f"unexpected argument {word!r}: options are written --name value; "
+                             f"quote text with spaces (see --help)")
+        names = [*p.types, *(f"no-{o.name}" for o in options if o.type is bool)]
+        near = difflib.get_close_matches(word.split("=")[0].lstrip("-"), names, 1, 0.6)
+        raise UsageError(f"unknown option {word.split('=')[0]}"
+                         + (f": did you mean --{near[0]}?" if near else "") + " (see --help)")
+    return vars(given)
+
+
+def settle(given, options, elsewhere=None):
+    """{name: value} over `options` (defaults filled in, each checked) from what `read` found; a
+    name read that is not among them is refused with elsewhere[name] (another method's option)."""
+    for name in set(given) - {o.name for o in options} - {"help", "words"}:
+        raise UsageError(elsewhere[name])
+    values = {"words": given["words"]} if "words" in given else {}
+    for o in options:
+        if o.required and o.name not in given:
+            raise UsageError(f"--{o.name} is required: {o.help}")
+        values[o.name] = (o.default if o.name not in given else given[o.name] if o.type is bool
+                          else convert(o, given[o.name]))
+    return values
+
+
+def parse(argv, options, words=None):
+    """Command line -> ({name: value}, the names given), or ({"help": True}, ...) for -h."""
+    given = read(argv, options, words)
+    return ({"help": True} if given.get("help") else settle(given, options)), set(given)
+
+
+def usage(prog, doc, options, words=None, epilog=None):
+    return parser(options, prog, doc, words, epilog).format_help().rstrip()
 
 
 def env_flag(name, default=None, environ=None):
-    """An on/off environment variable (of `environ`, default this process's): 1, true, yes, on ->
-    True; 0, false, no, off -> False (any case); unset or empty -> default; anything else is a
-    ValueError naming it. Example: PICOSPEC_OFFLINE=maybe -> error."""
+    """An on/off variable: 1, true, yes, on / 0, false, no, off; unset: default; else ValueError."""
     value = (os.environ if environ is None else environ).get(name, "")
-    setting = FLAG_VALUES.get(value.strip().lower(), "bad")
-    if setting == "bad":
+    setting = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False,
+               "no": False, "off": False, "": default}.get(value.strip().lower(), ValueError)
+    if setting is ValueError:
         raise ValueError(f"{name}={value!r}: set it to 1 (on) or 0 (off), or unset it")
-    return default if setting is None else setting
+    return setting
 
 
-def cannot_write_in(folder):
-    """Why no file can be made in `folder`, or None: a file is made and removed at once, before any
-    work (permission bits say nothing for root, nor for /proc or a full disk)."""
-    import os
-    import tempfile
-
+def cannot_write_in(folder):  # -> why no file can be made in folder (one is tried), or None
     try:
         fd, path = tempfile.mkstemp(dir=folder, prefix=".picospec-write-check-")
         os.close(fd)
         os.remove(path)
     except OSError as e:
         return e.strerror or str(e)
-    return None
 
 
-# -> None, or why `path` cannot be an output folder (made if missing, in an existing folder)
-def out_folder(path):
-    if Path(path).is_file():
-        return "is a file: give a folder"
-    if not Path(path).resolve().parent.is_dir():
-        return f"the folder {Path(path).resolve().parent} does not exist; create it first"
+def out_folder(path):  # -> why path cannot be an output folder (made if missing), or None
     folder = Path(path) if Path(path).is_dir() else Path(path).resolve().parent
+    if Path(path).is_file() or not folder.is_dir():
+        return "is a file: give a folder" if Path(path).is_file() else (
+            f"the folder {folder} does not exist; create it first")
     if (why := cannot_write_in(folder)) is not None:  # found now, not after the work
         return f"cannot write in {folder} ({why}): give a folder you can write to"
 
 
-@contextlib.contextmanager
-def output_folder(path):
-    """`with output_folder(out): write files` makes `out` if missing and, if it made it, removes it
-    when the writing fails: a failed run leaves no empty or half-written folder (each file itself is
-    written atomically)."""
-    path = Path(path)
-    made = not path.exists()
-    path.mkdir(parents=True, exist_ok=True)
-    try:
-        yield path
-    except BaseException:
-        if made:
-            shutil.rmtree(path, ignore_errors=True)
-        raise
-
-
-def split(argv, switches=None):
-    """argv -> [(name, text or None, as written)]: --name value, --name=value, --flag; -h/--help as
-    ("help", None).
-
-    switches: for a command that takes bare words, the names its switches are written with (json,
-    nojson); a bare word after one of them, or after an option's value, is ("", word, word). Without
-    it a bare word is refused.
-    """
-    out, i = [], 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg in ("-h", "--help"):
-            out.append(("help", None, arg))
-        elif arg.startswith("--") and len(arg) > 2:
-            name, eq, text = arg[2:].partition("=")
-            out.append((name.replace("-", "_"), text if eq else None, arg))
-        elif arg.startswith("-") and len(arg) > 1 and not arg[1].isdigit():
-            raise UsageError(f"unknown option {arg}: options are written --name value (see --help)")
-        elif switches is not None:
-            out.append(("", arg, arg))
-        else:
-            raise UsageError(f"unexpected argument {arg!r}: options are written --name value; "
-                             f"quote text with spaces (see --help)")
-        i += 1
-        takes_value = out[-1][0] not in ("help", "") and out[-1][0] not in (switches or ())
-        if out[-1][1] is None and takes_value and i < len(argv) and not argv[i].startswith("--"):
-            out[-1] = (out[-1][0], argv[i], out[-1][2])  # the next word is this option's value
-            i += 1
-    return out
-
-
-def parse(argv, options, elsewhere=None, positional=None):
-    """Command line -> {name: value} over `options` (defaults filled in), or UsageError. "help" ->
-    {"help": True}.
-
-    elsewhere: {name: message} for options this command does not take but a user may try (another
-    method's). positional: the name under which the bare words are listed, for a command that takes
-    them (else refused).
-    """
-    known = {o.name: o for o in options}
-    switches = None if positional is None else {p + o.name for o in options if o.type is bool
-                                                for p in ("", "no")}
-    values, seen = {} if positional is None else {positional: []}, set()
-    for name, text, written in split(argv, switches):
-        if name == "help":
-            return {"help": True}
-        if name == "":
-            values[positional].append(text)
-            continue
-        option = known.get(name)
-        if option is None and name.startswith("no") and known.get(name[2:],
-                                                                  Option("", None)).type is bool:
-            if text is not None:
-                raise UsageError(f"--{name} is a switch and takes no value; got {written}")
-            option, text = known[name[2:]], "false"
-        if option is None:
-            for other in (name, name[2:] if name.startswith("no") else None):
-                if elsewhere and other in elsewhere:
-                    raise UsageError(elsewhere[other])
-            near = difflib.get_close_matches(name, list(known), 1, 0.6)
-            hint = f": did you mean --{near[0]}?" if near else ""
-            raise UsageError(f"unknown option --{name}{hint} (see --help)")
-        if option.name in seen:
-            raise UsageError(f"--{option.name} is given twice: keep one")
-        seen.add(option.name)
-        if option.type is bool:
-            if text is not None and "=" not in written and text.lower() not in ("true", "false"):
-                raise UsageError(f"--{option.name} is a switch and takes no value; got {text!r} "
-                                 f"after it")
-            text = "true" if text is None else text
-        elif text is None:
-            raise UsageError(f"--{option.name} needs a value "
-                             f"({TYPE_NAMES.get(option.type, 'a value')})")
-        values[option.name] = convert(option, text)
-    for option in options:
-        if option.name not in values:
-            if option.required:
-                raise UsageError(f"--{option.name} is required: {option.help}")
-            values[option.name] = option.default
-    return values
-
-
-def usage(prog, doc, options, positional=None):
-    """The help text: the command's description, then one line per option. positional: how the bare
-    words the command takes are written, e.g. "MODULE:FUNCTION"."""
-    words = f"{positional} [{positional} ...] " if positional else ""
-    lines = [f"usage: {prog} {words}[--option value ...]",
-             ""] + ([inspect.cleandoc(doc), ""] if doc else []) + ["options:"]
-    for o in options:
-        kind = "" if o.type is bool else " " + METAVARS.get(o.type, "VALUE")
-        shown = ",".join(map(str, o.default)) if isinstance(o.default,
-                                                            (list, tuple)) else repr(o.default)
-        default = "" if o.default is None or o.type is bool and not o.default else (f" (default "
-                                                                                    f"{shown})")
-        lines.append(f"  --{o.name}{kind}{'  [required]' if o.required else ''}  {o.help}{default}")
-    return "\n".join(lines)
-
-
-def options_of(fn, **overrides):
-    """Options from a function's signature: type from the annotation (or the default), help from
-    `overrides`.
-
-    overrides maps a parameter name to an Option (used as it is) or to a dict of Option fields.
-    """
-    out = []
-    for name, p in inspect.signature(fn).parameters.items():
-        given = overrides.get(name, {})
-        if isinstance(given, Option):
-            out.append(given)
-            continue
-        default = None if p.default is inspect.Parameter.empty else p.default
-        kind = (p.annotation if p.annotation is not inspect.Parameter.empty else type(default)
-                if default is not None else str)
-        out.append(Option(name, kind, default, required=p.default is inspect.Parameter.empty,
-                          **given))
-    return out
-
-
-def run(fn, argv=None, options=None, prog=None, doc=None, elsewhere=None):
-    """Parse argv against `options` (default: from fn's signature), then fn(**values), with one-line
-    errors."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    options = options_of(fn) if options is None else options
-    prog = prog or Path(sys.argv[0]).name
-    return guarded(lambda: _run(fn, argv, options, prog, doc or fn.__doc__, elsewhere))
-
-
-def _run(fn, argv, options, prog, doc, elsewhere):
-    values = parse(argv, options, elsewhere)
-    if values.get("help"):
-        print(usage(prog, doc, options))
-        return None
-    return fn(**values)
-
-
 def guarded(work):
-    """Run work(); a ValueError is a user's mistake (one line, exit 2), Ctrl-C exits 130, a closed
-    pipe exits 141."""
+    """work(); a ValueError or OSError: one `error:` line, exit 2; Ctrl-C: 130; closed pipe: 141."""
     try:
         result = work()
         sys.stdout.flush()  # a closed pipe shows here, inside the guard, not at exit
@@ -353,23 +213,23 @@ def guarded(work):
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         sys.exit(130)
-    except BrokenPipeError:
-        # no second error when Python flushes stdout
+    except BrokenPipeError:  # no second error when Python flushes stdout
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
-    except ValueError as e:
-        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
-        sys.exit(2)
-    except OSError as e:  # a file the user named cannot be read or written
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
+    except (ValueError, OSError) as e:
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        text = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        print(f"error: {where}{' '.join(text.split())}", file=sys.stderr)
         sys.exit(2)
 
 
-def command(fn, options=None, **overrides):
-    """`if __name__ == "__main__": command(main)`: run fn from sys.argv through the door."""
-    module = inspect.getmodule(fn)
-    prog = f"python -m {module.__spec__.name}" if module and module.__spec__ else None
-    return run(fn, options=options if options is not None else options_of(fn, **overrides),
-               prog=prog)
+def command(fn, options, argv=None):
+    """`command(main, OPTIONS)` under `if __name__ == "__main__"`: fn(**values) of the command line,
+    guarded; -h prints the help."""
+    spec = getattr(sys.modules.get(fn.__module__), "__spec__", None)
+    prog = f"python -m {spec.name}" if spec else Path(sys.argv[0]).name
 
+    def work():
+        values, _ = parse(sys.argv[1:] if argv is None else list(argv), options)
+        return print(usage(prog, fn.__doc__, options)) if "help" in values else fn(**values)
+    return guarded(work)

@@ -446,6 +446,17 @@ def test_one_command_line_parser():
     assert second_parsers(ROOT) == []
 
 
+def test_the_door_is_argparse_and_the_command_reads_argv_once():
+    """picospec_cli builds on argparse; the picospec command calls the door's `read` once and
+    nothing else splits argv (it used to re-split it at three places)."""
+    door = ast.parse((ROOT / "picospec_cli" / "__init__.py").read_text(encoding="utf-8"))
+    assert "argparse" in {a.name for n in door.body if isinstance(n, ast.Import) for a in n.names}
+    calls = [n.func.id for n in ast.walk(ast.parse((ROOT / "picospec_app" / "command.py")
+                                                   .read_text(encoding="utf-8")))
+             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    assert calls.count("read") == 1 and "split" not in calls and "parse" not in calls
+
+
 @pytest.mark.parametrize("file, text", [
     ("picospec/check/__main__.py", "\nimport argparse\n"),
     ("bench/engine.py", "\n\ndef parse(argv):\n    return argv\n"),

@@ -58,7 +58,7 @@ CASES = [
 @pytest.mark.parametrize("args, message", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
 def test_mistakes_are_refused_before_any_work(args, message, folder):
     before = files_under(folder)
-    r = run_here(["-m", "bench.self_draft", *args, "--nowrite"], folder)
+    r = run_here(["-m", "bench.self_draft", *args, "--no-write"], folder)
     assert_refused(r, message, folder, before, max_seconds=FAST)
     assert (folder / "notes.txt").read_text() == "a file, not a folder\n"
 
@@ -79,7 +79,7 @@ def test_the_library_refuses_too_many_layers_and_an_exit_past_the_last():
 @pytest.mark.slow
 def test_a_broken_search_cache_is_a_miss_and_is_rewritten_whole(folder):
     args = ["-m", "bench.self_draft", "--task", "search", "--target", "./m2", *TINY, "--runs", "r",
-            "--nowrite"]
+            "--no-write"]
     r = run_here(args, folder)
     assert r.returncode == 0, r.stderr
     (saved,) = (folder / "r").iterdir()
@@ -98,7 +98,7 @@ def test_exit_adapters_are_kept_per_target_steps_and_windows(folder):
                   "r"], folder)
     assert r.returncode == 0, r.stderr
     exits = ["-m", "bench.self_draft", "--task", "exits", "--target", "./m2", "--exit_layers", "1",
-             "--n_windows", "1", "--runs", "r", "--nowrite"]
+             "--n_windows", "1", "--runs", "r", "--no-write"]
     for steps in ("1", "2"):
         r = run_here(exits + ["--steps", steps], folder)
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr

@@ -211,7 +211,7 @@ def test_exact_law_by_hand_and_as_a_vector():
     (["picospec.verify:verify_chain", "--samples"], "--samples needs a value"),
     (["picospec.verify:verify_chain", "--samples", "200", "--samples=300"],
      "--samples is given twice: keep one"),
-    (["picospec.verify:verify_chain", "--json", "--nojson"], "--json is given twice: keep one"),
+    (["picospec.verify:verify_chain", "--json", "--no-json"], "--json is given twice: keep one"),
     (["picospec.verify:verify_chain", "--contract", "chian"],
      "unknown --contract 'chian' (did you mean chain?)"),
     (["picospec.verify:verify_chain", "--cases", "0"], "--cases must be >= 1; got 0"),

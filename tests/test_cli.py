@@ -4,6 +4,7 @@ before any model loads. Prompts arrive verbatim; -h shows the methods; Ctrl-C an
 quietly. The other commands' tables are in tests/test_cli_gpt2.py and tests/test_cli_train.py."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ MAIN_CASES = [
     (["--temprature", "0.8"], r"unknown option --temprature: did you mean --temperature\?", False),
     (["--method", "medusa", "--window", "4"],
      r"--window is an option of lookahead, not of --method medusa", False),
-    (["--method", "speculative", "--nomerged"], r"--merged is an option of blockwise", False),
+    (["--method", "speculative", "--no-merged"], r"--merged is an option of blockwise", False),
     (["--method", "autoregressive", "--K", "3"],
      r"--K is an option of .*not of --method autoregressive", False),
     (["--method", "prompt_lookup", "--draft", "ngram"],
@@ -85,8 +86,8 @@ MAIN_CASES = [
     (["--method", "rest", "--datastore", "nodir/x.npz", "--build_datastore"],
      r"the folder .*nodir does not exist", False),
     (["--method", "rest", "--datastore", "."], r"--datastore \. is a folder", False),
-    (["--method", "rest", "--datastore", str(ROOT / "main.py")], r"not a readable REST datastore",
-     True),
+    (["--method", "rest", "--datastore", str(ROOT / "main.py")],
+     r"is not a REST datastore: it is a file that begins", True),
     (["--prompt", ""], r"the prompt is empty", False),
     (["--prompt", "x", "--prompt", "y"], r"--prompt is given twice", False),
     (["--prompt", "x", "--prompt_file", "p.txt"], r"--prompt and --prompt_file are both given",
@@ -102,6 +103,12 @@ MAIN_CASES = [
     (["--json=maybe"], r"--json is a switch", False),
     (["--offline", "yes"], r"--offline is a switch and takes no value", False),
     (["-x"], r"unknown option -x", False),
+    (["--temp", "0.5"], r"unknown option --temp \(see --help\)", False),  # no prefix matching
+    (["--n_tok", "3"], r"unknown option --n_tok: did you mean --n_tokens\?", False),
+    (["--prompt", "-x"], r"--prompt needs a value \(text\); one that starts with - is written "
+                         r"--prompt=VALUE", False),
+    (["--nojson"], r"unknown option --nojson: did you mean --no-json\?", False),
+    (["--json", "--no-json"], r"--json is given twice: keep one", False),
     (["hello"], r"unexpected argument 'hello'", False),
     (["--batch", "/nonexistent/prompts.txt"], r"--batch /nonexistent/prompts.txt: no such file",
      False),
@@ -308,6 +315,41 @@ def test_prompts_arrive_verbatim(prompt, tmp_path):
                   "--runs", "1", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["prompt"] == prompt
+
+
+@pytest.mark.parametrize("prompt", ["123", "a, b", "-1e5", "-3", "1e5", "--x=y"])
+def test_prompts_after_a_space_arrive_verbatim(prompt, tmp_path):
+    """`--prompt 123` stays the text 123 and "a, b" one string; a value that looks like a negative
+    number is a value, and "--x=y" goes after = (--prompt=--x=y)."""
+    args = [f"--prompt={prompt}"] if prompt.startswith("--") else ["--prompt", prompt]
+    r = run_here(["main.py", *args, "--method", "autoregressive", "--n_tokens", "1", "--runs", "1",
+                  "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompt"] == prompt
+
+
+def test_help_lists_every_option_with_its_default(tmp_path):
+    """python main.py -h: every shared option and its default; --method M --help: every option M
+    takes (its own and the shared ones that apply) with its default."""
+    from picospec.methods import METHODS
+    from picospec_app.command import SHARED, options_for
+
+    def shown(o):
+        value = ",".join(map(str, o.default)) if isinstance(o.default, list) else o.default
+        if isinstance(value, str) and not value.isprintable():
+            value = repr(value)
+        return f"(default: {str(value).lower() if o.type is bool else value})"
+
+    for args, options in [([], SHARED)] + [(["--method", m.name], options_for(m)) for m in METHODS]:
+        r = run_here(["main.py", *args, "--help"], tmp_path)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        # one entry per option, its wrapped lines joined (argparse wraps at spaces and hyphens)
+        entries = {e.split()[0].rstrip(","): "".join(e.split())
+                   for e in re.split(r"\n  (?=-)", r.stdout)}
+        for o in options:
+            assert f"--{o.name}" in entries, (args, o.name)
+            if o.default is not None:
+                assert "".join(shown(o).split()) in entries[f"--{o.name}"], (args, o.name)
 
 
 def test_one_escape_rule_for_prompt_and_batch(tmp_path):

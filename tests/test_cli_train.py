@@ -4,8 +4,8 @@ behind; a run that fails or is interrupted after it started leaves no empty OUT/
 either.
 
 --out is new, empty, or a run of the same command (resumed). Any other folder is refused unless
---overwrite; starting over (--noresume on a run, or --overwrite) writes beside OUT and swaps the new
-outputs in whole when the run ends, so no stale file (an old medusa_choices.json) survives and a
+--overwrite; starting over (--no-resume on a run, or --overwrite) writes beside OUT and swaps the
+new outputs in whole when the run ends, so no stale file (an old medusa_choices.json) survives and a
 failed or interrupted run leaves OUT as it was.
 
 Commands: python -m gpt2.train.gpt2, python -m gpt2.train.heads, python -m gpt2.train.eagle.
@@ -145,8 +145,7 @@ BAD = [  # (command, arguments, what the one line must say)
      r"--stop_at 20 is past --max_steps 10"),
     ("gpt2.train.gpt2", ["--data", "data", "--out", "runs/other", *TINY],
      r"runs/other/ckpt was trained with hparams .*"
-                                                                     r"'n_embd': 32.*--noresume to "
-                                                                     r"start over"),
+     r"'n_embd': 32.*--no-resume to start over"),
     # an --out that holds something else is refused, naming --overwrite; starting over never removes
     # an input
     ("gpt2.train.gpt2", ["--data", "data", "--out", "data"],
@@ -155,7 +154,7 @@ BAD = [  # (command, arguments, what the one line must say)
                                                         r"resume: give a new or "
                                                         r"empty folder, or --overwrite to replace "
                                                         r"its contents"),
-    ("gpt2.train.gpt2", ["--data", "data", "--out", "data", "--noresume"],
+    ("gpt2.train.gpt2", ["--data", "data", "--out", "data", "--no-resume"],
      r"--out data is not empty"),
     ("gpt2.train.gpt2", ["--data", "data", "--out", "data", "--overwrite"],
      r"--overwrite replaces data when the run ends, "
@@ -165,12 +164,12 @@ BAD = [  # (command, arguments, what the one line must say)
      r"--overwrite replaces \. when the run ends, and "
                                                                     r"--data data lies inside it"),
     ("gpt2.train.gpt2", [*TRAIN, "--overwrite=maybe"],
-     r"--overwrite is a switch: write --overwrite or --nooverwrite"),
+     r"--overwrite is a switch: write --overwrite or --no-overwrite"),
     ("gpt2.train.heads", ["--data", "data", "--out", "runs/other"],
      r"--out runs/other is not empty \(ckpt, "
                                                                     r"distill.bin\) and holds no "
                                                                     r"run of this command"),
-    ("gpt2.train.heads", ["--data", "data", "--out", "runs/other", "--noresume"],
+    ("gpt2.train.heads", ["--data", "data", "--out", "runs/other", "--no-resume"],
      r"--out runs/other is not empty"),
     ("gpt2.train.heads", ["--data", "data", "--out", "bb", "--backbone", "bb", "--overwrite"],
      r"--overwrite replaces "
@@ -193,6 +192,8 @@ BAD = [  # (command, arguments, what the one line must say)
     ("gpt2.train.heads", [*HEADS, "--act", "gelu"],
      r"unknown --act 'gelu'.*choose one of silu, relu"),
     ("gpt2.train.heads", [*HEADS, "--n_heads", "2.5"], r"--n_heads must be an integer; got '2.5'"),
+    ("gpt2.train.heads", [*HEADS, "--n_ctx", "1000"],
+     r"--n_ctx 1000 is longer than the backbone's context window of 256 tokens: give --n_ctx 256"),
     ("gpt2.train.heads", [*HEADS, "--decay", "1.5"], r"--decay must be <= 1; got 1.5"),
     ("gpt2.train.heads", [*HEADS, "--decay", "nan"], r"--decay must be a finite number; got 'nan'"),
     ("gpt2.train.heads", [*HEADS, "--distill_temperature", "-1"],
@@ -300,7 +301,7 @@ def test_a_failed_write_leaves_no_empty_folders(tmp_path, monkeypatch, capsys, m
     line and takes away the folders it made (runs/x/, runs/x/y/, runs/x/y/ckpt/); nothing
     half-written is left."""
     import gpt2.weights
-    from picospec_cli import run
+    from picospec_cli import command
     from micro import random_gpt2
 
     make_inputs(tmp_path)
@@ -318,10 +319,9 @@ def test_a_failed_write_leaves_no_empty_folders(tmp_path, monkeypatch, capsys, m
                                                       "--n_ctx", "16",
                                                  "--batch_size", "2", "--dtype", "float32"]
     with pytest.raises(SystemExit) as e:
-        run(mod.main,
-            ["--data", "data", "--out", "runs/x/y", *model, "--max_steps", "4", "--eval_every",
-             "2"],
-            mod.OPTIONS)
+        command(mod.main, mod.OPTIONS,
+                ["--data", "data", "--out", "runs/x/y", *model, "--max_steps", "4",
+                 "--eval_every", "2"])
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "error: runs/x/y/ckpt/state.safetensors: No space left on device", err[-1]
@@ -412,9 +412,9 @@ def train(tmp_path, module, out, *extra, steps=4):
 
 @pytest.mark.parametrize("module", RUNS)
 def test_starting_over_leaves_no_stale_file(tmp_path, module):
-    """--noresume on a run, or --overwrite on a folder of other files: the new run's outputs replace
-    the folder's whole contents when it ends (an old medusa_choices.json or notes do not stay beside
-    them); no temporary folder is left."""
+    """--no-resume on a run, or --overwrite on a folder of other files: the new run's outputs
+    replace the folder's whole contents when it ends (an old medusa_choices.json or notes do not
+    stay beside them); no temporary folder is left."""
     make_inputs(tmp_path)
     made = RUNS[module][1]
     train(tmp_path, module, "runs/x")
@@ -422,7 +422,7 @@ def test_starting_over_leaves_no_stale_file(tmp_path, module):
     # built from the old run
     (tmp_path / "runs/x/medusa_choices.json").write_text('{"medusa_choices": [[0]]}')
     (tmp_path / "runs/x/notes.txt").write_text("about the old run\n")
-    r = train(tmp_path, module, "runs/x", "--noresume", "--seed", "1")
+    r = train(tmp_path, module, "runs/x", "--no-resume", "--seed", "1")
     assert ("starting over: this run's outputs replace the contents of runs/x when it ends"
             in r.stderr)
     assert set(files_under(tmp_path / "runs/x")) == made
@@ -457,13 +457,13 @@ def test_a_failed_start_over_leaves_out_as_it_was(tmp_path, monkeypatch, capsys,
     """The disk fills up after the new run wrote its first checkpoint (simulated): OUT keeps the old
     run, byte for byte, and the new run's folder beside it is gone."""
     import gpt2.weights
-    from picospec_cli import run
+    from picospec_cli import command
 
     make_inputs(tmp_path)
     monkeypatch.chdir(tmp_path)
     mod = __import__(module, fromlist=["main"])
     args = ["--data", "data", "--out", "runs/x", *RUNS[module][0], "--max_steps", "4"]
-    run(mod.main, args, mod.OPTIONS)  # the old run
+    command(mod.main, mod.OPTIONS, args)  # the old run
     before = {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
               if (tmp_path / p).is_file()}
 
@@ -477,7 +477,7 @@ def test_a_failed_start_over_leaves_out_as_it_was(tmp_path, monkeypatch, capsys,
 
     monkeypatch.setattr(gpt2.weights, "write_safetensors", disk_full_at_the_second_write)
     with pytest.raises(SystemExit) as e:
-        run(mod.main, [*args, "--noresume", "--seed", "1"], mod.OPTIONS)
+        command(mod.main, mod.OPTIONS, [*args, "--no-resume", "--seed", "1"])
     assert e.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("state.safetensors: No space "
                                                                      "left on device")
@@ -487,7 +487,7 @@ def test_a_failed_start_over_leaves_out_as_it_was(tmp_path, monkeypatch, capsys,
 
 
 def test_ctrl_c_while_starting_over_keeps_the_old_run(tmp_path):
-    """SIGINT during a --noresume run into an existing run: exit 130, and OUT holds the old run as
+    """SIGINT during a --no-resume run into an existing run: exit 130, and OUT holds the old run as
     it was."""
     make_inputs(tmp_path)
     train(tmp_path, "gpt2.train.gpt2", "runs/m")
@@ -495,7 +495,7 @@ def test_ctrl_c_while_starting_over_keeps_the_old_run(tmp_path):
               if (tmp_path / p).is_file()}
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
            "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"}
-    p = subprocess.Popen([sys.executable, "-m", "gpt2.train.gpt2", *TRAIN, *TINY, "--noresume",
+    p = subprocess.Popen([sys.executable, "-m", "gpt2.train.gpt2", *TRAIN, *TINY, "--no-resume",
                           "--max_steps", "1000000",
                           "--eval_every", "1000000"], cwd=tmp_path, env=env, stderr=subprocess.PIPE,
                           text=True,
@@ -531,3 +531,25 @@ def test_overwrite_never_replaces_the_current_or_the_home_folder(tmp_path):
                 env={"HOME": str(tmp_path / "home")})
     assert_refused(r, r"which holds your home folder: give another --out", tmp_path, before,
                    max_seconds=3)
+
+
+@pytest.mark.parametrize("module", ["gpt2.train.gpt2", "gpt2.train.heads"])
+@pytest.mark.parametrize("keep", [4, 100, -40])
+def test_a_damaged_checkpoint_is_named_and_the_run_kept(tmp_path, module, keep):
+    """A checkpoint cut short (a full disk, a copy stopped half-way: its first 4 or 100 bytes, or
+    all but its last 40) is named as damaged, and the run is neither called foreign nor offered to
+    --overwrite: OUT stays byte for byte."""
+    make_inputs(tmp_path)
+    train(tmp_path, module, "runs/x", "--stop_at", "2")
+    state = tmp_path / "runs/x/ckpt/state.safetensors"
+    state.write_bytes(state.read_bytes()[:keep])
+    before = {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
+              if (tmp_path / p).is_file()}
+    args, _ = RUNS[module]
+    r = run_here(["-m", module, "--data", "data", "--out", "runs/x", *args, "--max_steps", "4"],
+                 tmp_path)
+    assert_refused(r, r"^error: the checkpoint runs/x/ckpt/state.safetensors is damaged \(.+\): "
+                      r"the run is left as it is")
+    assert "--overwrite" not in r.stderr and "--no-resume" not in r.stderr
+    assert before == {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
+                      if (tmp_path / p).is_file()}

@@ -55,7 +55,7 @@ def datastore(tmp_path_factory):
 @pytest.mark.parametrize("method, extra", [
     ("medusa", []), ("medusa", ["--tree", "chain"]),
     ("medusa", ["--tree", "[[0],[0,0],[1]]", "--posterior", "typical"]),
-    ("blockwise", ["--K", "4"]), ("blockwise", ["--K", "2", "--nomerged"]), ("rest", []),
+    ("blockwise", ["--K", "4"]), ("blockwise", ["--K", "2", "--no-merged"]), ("rest", []),
     ("lookahead", []),
 ])
 def test_tree_methods_equal_autoregressive_at_temperature_zero(method, extra, datastore):

@@ -143,7 +143,8 @@ CASES = [
     (["--target", "wide-vocab"], r"vocab_size is 5000 but model.safetensors holds 4097 tokens",
      True, {}),
     ([M, "rest", "--datastore", "notes.txt"],
-     r"notes.txt is not a readable REST datastore .*give a datastore that --build_datastore wrote",
+     r"notes.txt is not a REST datastore: it is a file that begins b'.{4}', not an \.npz archive "
+     r".*give a datastore that --build_datastore wrote",
      True, {}),
     # checks before work
     ([M, "rest", "--datastore", "/proc/store.npz", "--build_datastore"],
@@ -541,3 +542,144 @@ def test_warp_equals_transformers_warpers_on_random_laws():
             old = old_order_warp(probs, top_k, top_p)
             old_differs += not np.array_equal(old > 0, theirs > 0)
     assert old_differs >= 5  # the broken variant is caught by the same comparison
+
+
+# ---- the edges: the checker, --batch rounds, threads, progress, the notebooks' quick mode ----
+
+def test_the_checker_names_a_package_a_found_module_imports_but_lacks(tmp_path):
+    """The sampler's file is found; what is missing is a package it imports: the line says so, for
+    FILE.py:FUNCTION and MODULE:FUNCTION alike, and no longer suggests moving to another folder."""
+    (tmp_path / "mod.py").write_text("import notapkg_picospec\n\n\ndef f(*args):\n    pass\n")
+    env = {"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}
+    for spec in ("mod.py:f", "mod:f"):
+        r = run_cli(["-m", "picospec.check", spec], tmp_path, env=env)
+        assert r.returncode == 2
+        assert_refused(r, rf"^error: {spec.split(':')[0]} is found, but it imports "
+                          r"notapkg_picospec, which is not installed here")
+        assert "run from the folder" not in r.stderr
+
+
+def test_the_checker_refuses_samples_beyond_memory_before_any_case(tmp_path):
+    """--samples 2000000000 was a MemoryError inside every case and a "fail" verdict (exit 1): a
+    usage error now, before any case runs."""
+    r = run_here(["-m", "picospec.check", "picospec.verify:verify_chain", "--samples",
+                  "2000000000"], tmp_path)
+    assert r.returncode == 2 and r.stdout == ""
+    assert_refused(r, r"^error: --samples 2,000,000,000: a case holds its sequences at once, about "
+                      r"[\d,]+ GB .* more than the [\d.]+ GB of memory free here: give --samples "
+                      r"[\d,]+ or fewer", max_seconds=FAST)
+
+
+def test_batch_runs_the_rounds_it_is_asked_for(tmp_path):
+    """--runs 3 with --batch: three interleaved rounds, the median time (it was ignored)."""
+    (tmp_path / "p.txt").write_text("def f(x):\nimport os\n")
+    r = run_here(["main.py", "--batch", "p.txt", "--runs", "3", "--n_tokens", "3", "--json"],
+                 tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["rounds"] == 3 and all(out["same_output"])
+    text = run_here(["main.py", "--batch", "p.txt", "--runs", "2", "--n_tokens", "3"], tmp_path)
+    assert "(median of 2 rounds)" in text.stdout, text.stdout
+    once = json.loads(run_here(["main.py", "--batch", "p.txt", "--n_tokens", "3", "--json"],
+                               tmp_path).stdout)
+    assert once["rounds"] == 1 and once["texts"] == out["texts"]
+
+
+def test_more_threads_than_cpus_get_a_note(tmp_path):
+    """--threads 64 on a machine of a few CPUs ran many times slower without a word."""
+    cpus = len(os.sched_getaffinity(0))
+    r = run_here(["main.py", "--threads", str(cpus + 1), "--n_tokens", "2", "--runs", "1",
+                  "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"note: {cpus + 1} BLAS threads oversubscribe the {cpus} CPUs this process may use: each "
+        f"forward waits on threads that share a core (slower, often many times); give --threads "
+        f"{cpus} or fewer"]
+    assert json.loads(r.stdout)["threads"]["threads"] == cpus + 1
+    quiet = run_here(["main.py", "--threads", str(cpus), "--n_tokens", "2", "--runs", "1",
+                      "--json"], tmp_path)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+
+
+def in_a_terminal(args, cwd):
+    """main.py ARGS with stderr on a pseudo-terminal and stdout on a pipe -> (stdout, stderr)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 24 x 100
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
+           "HOME": str(cwd)}
+    p = subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], cwd=cwd, env=env,
+                         stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed: the process is done
+            break
+        if not chunk:
+            break
+        err += chunk
+    out = p.stdout.read().decode()
+    p.wait(timeout=120)
+    os.close(leader)
+    return out, err.decode(errors="replace")
+
+
+def test_batch_progress_shows_on_a_terminal_and_only_when_it_should(tmp_path):
+    """A bar of rows done (and the group) on stderr where stderr is a terminal; none for --json
+    written to a pipe or when stderr is not a terminal, unless --progress asks; --no-progress
+    silences it."""
+    (tmp_path / "p.txt").write_text("def f(x):\nimport os\nclass A:\n")
+    base = ["--batch", "p.txt", "--n_tokens", "3"]
+    _, err = in_a_terminal(base, tmp_path)
+    assert "row" in err and "group 1 of 1" in err, err
+    out, err = in_a_terminal([*base, "--json"], tmp_path)
+    assert "row" not in err and json.loads(out)["prompts"]
+    _, err = in_a_terminal([*base, "--json", "--progress"], tmp_path)
+    assert "group 1 of 1" in err, err
+    _, err = in_a_terminal([*base, "--no-progress"], tmp_path)
+    assert "row" not in err, err
+    piped = run_here(["main.py", *base], tmp_path)  # stderr captured: not a terminal
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+    asked = run_here(["main.py", *base, "--progress"], tmp_path)
+    assert asked.returncode == 0 and "group 1 of 1" in asked.stderr, asked.stderr
+
+
+def test_notebooks_read_picospec_quick_as_every_flag(monkeypatch):
+    """PICOSPEC_QUICK=true ran the notebooks in full (only "1" counted): each notebook's own QUICK
+    line, run as it is committed, reads it as the other flags are read."""
+    import nbformat
+
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        lines = [line for cell in nbformat.read(path, as_version=4).cells
+                 if cell.cell_type == "code" for line in cell.source.splitlines()]
+        quick = next(line for line in lines if line.startswith("QUICK ="))
+        setup = [line for line in lines if "import env_flag" in line]
+        for value, expected in (("true", True), ("1", True), ("yes", True), ("0", False),
+                                ("", False)):
+            monkeypatch.setenv("PICOSPEC_QUICK", value)
+            scope = {}
+            exec("\n".join(["import os", *setup, quick]), scope)
+            assert scope["QUICK"] is expected, (path.name, value)
+
+
+def test_notebook_io_runs_quick_mode_as_asked_and_keeps_the_committed_notebook(tmp_path,
+                                                                              monkeypatch, capsys):
+    """PICOSPEC_QUICK=1 python notebooks/src/notebook_io.py NB ran in full and rewrote NB: now it
+    runs quick mode and says it writes nothing back; without it, full mode writes NB."""
+    sys.path.insert(0, str(ROOT / "notebooks" / "src"))
+    import notebook_io
+
+    runs, saved = [], []
+    monkeypatch.setattr(notebook_io, "execute", lambda name, quick=False: runs.append(quick) or {})
+    monkeypatch.setattr(notebook_io, "save", lambda nb, name: saved.append(name))
+    notebook_io.main(["nb.ipynb"], environ={"PICOSPEC_QUICK": "true"})
+    assert runs == [True] and saved == []
+    assert "ran in quick mode and is not written back" in capsys.readouterr().out
+    notebook_io.main(["nb.ipynb"], environ={})
+    assert runs == [True, False] and saved == ["nb.ipynb"]

@@ -121,7 +121,9 @@ def test_seeded_rows_ignore_their_neighbours():
      "bonus_token_ids must have shape"),
     (lambda a: a["draft_probs"].__setitem__((0, 0, 0), np.nan), "NaN"),
     (lambda a: a["target_with_bonus_probs"].__setitem__((0, 0, 0), 5.0), "sum to 1"),
-    (lambda a: a.update(draft_token_ids=a["draft_token_ids"] + 10), r"must lie in \[0, 3\)"),
+    (lambda a: a.update(draft_token_ids=a["draft_token_ids"] + 10),
+     r"draft_token_ids must lie in \[0, 3\); out of range: 10 at \[0, 0\], 10 at \[0, 1\], 10 at "
+     r"\[1, 0\] \.\.\.$"),
     (lambda a: a.update(draft_token_ids=a["draft_token_ids"].astype(float)), "integer token ids"),
 ])
 def test_strict_mode_errors(change, message):
@@ -130,6 +132,21 @@ def test_strict_mode_errors(change, message):
             "draft_probs": np.full((2, 2, V), 1 / V), "draft_token_ids": np.zeros((2, 2), int)}
     change(args)
     with pytest.raises(ValueError, match=message):
+        rejection_sample(**args, strict=True)
+
+
+@pytest.mark.parametrize("name", ["bonus_token_ids", "draft_token_ids"])
+@pytest.mark.parametrize("bad", [-1, V])
+def test_strict_mode_names_out_of_vocabulary_ids_before_unnormalised_rows(name, bad):
+    """vLLM's test_raises_when_vocab_oob: uniform random rows (not summing to 1) and one id below or
+    above the vocabulary; the ids are checked first, so the error names the id, not the rows."""
+    r = np.random.default_rng(0)
+    args = {"target_with_bonus_probs": r.random((2, 3, V)),
+            "bonus_token_ids": np.zeros((2, 1), int), "draft_probs": r.random((2, 2, V)),
+            "draft_token_ids": np.zeros((2, 2), int)}
+    args[name][1, 0] = bad
+    with pytest.raises(ValueError, match=rf"^{name} must lie in \[0, {V}\); out of range: {bad} at "
+                                         rf"\[1, 0\]$"):
         rejection_sample(**args, strict=True)
 
 

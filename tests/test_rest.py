@@ -99,11 +99,15 @@ def test_load_errors_say_what_is_wrong_and_the_door_how_to_build(tmp_path):
     with pytest.raises(ValueError, match=r"^no REST datastore at .*missing.npz$"):
         Datastore.load(tmp_path / "missing.npz")
     (tmp_path / "bad.npz").write_bytes(b"not a zip at all")
-    with pytest.raises(ValueError, match=r"not a readable REST datastore \(.*\)$"):
+    with pytest.raises(ValueError, match=r"bad.npz is not a REST datastore: it is a file that "
+                                         r"begins b'not ', not an \.npz archive \(.*\)$"):
         Datastore.load(tmp_path / "bad.npz")
+    (tmp_path / "empty.npz").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"empty.npz is not a REST datastore: it is an empty file"):
+        Datastore.load(tmp_path / "empty.npz")
     with pytest.raises(ValueError,
-                       match=r"not a readable REST datastore \(.*\); give a datastore that "
-                                         r"--build_datastore wrote, .*Datastore\.build"):
+                       match=r"not a REST datastore: .*\); give a datastore that "
+                             r"--build_datastore wrote, .*Datastore\.build"):
         load_datastore(tmp_path / "bad.npz")
     np.savez(tmp_path / "other.npz", weights=np.zeros(3))
     with pytest.raises(ValueError, match="not a readable REST datastore"):

@@ -15,9 +15,8 @@ from checker import check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import residual
 from picospec_app.load import load_acceptance
-from picospec_app.run import acceptance_vector
-from picospec.sequoia import (all_trees, choose_size, sequoia_decoding, sequoia_tree, tree_value,
-                              without_replacement)
+from picospec.sequoia import (acceptance_vector, all_trees, choose_size, sequoia_decoding,
+                              sequoia_tree, tree_value, without_replacement)
 from picospec.verify import verify_iid
 from test_verify_rules import MaskedToyTree, Toy1
 from toy import Toy, random_toy, random_toy_tree

@@ -19,7 +19,8 @@ words "ab ab" x2 and "ab" -> pair counts (ab,ab)=2 -> merge 2 is (ab,ab) -> "aba
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from picospec_cli import Option, out_folder, output_folder
+from gpt2.weights import output_folder
+from picospec_cli import Option, out_folder
 from gpt2.train.corpus import stdlib_files
 from gpt2.encoder import EOT, PATTERN, bytes_to_unicode, merge_pair
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from picospec_cli import Option, out_folder, output_folder
+from gpt2.weights import output_folder
+from picospec_cli import Option, out_folder
 
 EXCLUDED = {"test", "tests", "idle_test", "site-packages"}
 

@@ -37,7 +37,8 @@ from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from picospec_cli import Option
 from gpt2.eagle import EagleHead, init_eagle, save_eagle, TREE_SLOTS
 from gpt2.train.backprop import block_backward, block_forward, linear_backward, linear_forward
-from gpt2.train.gpt2 import (check_data, check_ids, check_out, check_tokens, lr_at, replaces_out,
+from gpt2.train.gpt2 import (RUN_CONTROL, check_data, check_ids, check_out, check_tokens, lr_at,
+                             replaces_out,
                              train_loop, written_into)
 from gpt2.train.heads import PROMPT_LEN, backbone_hparams, distill_data_missing, self_distill
 from gpt2.weights import _atomic_write
@@ -157,7 +158,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     """Train an EAGLE head on a frozen backbone's self-distilled features; checkpoints in OUT/ckpt,
     resumable.
 
-    An OUT that holds other files is refused; --noresume (on a run) or --overwrite (on anything)
+    An OUT that holds other files is refused; --no-resume (on a run) or --overwrite (on anything)
     start over, and the new run's outputs replace OUT's whole contents when it ends."""
     from gpt2.hub import resolve
     from gpt2.weights import load_checkpoint
@@ -309,9 +310,6 @@ OPTIONS = [
     Option("lr", float, 1e-3, "peak learning rate", above=0),
     Option("warmup", int, 50, "steps of linear warm-up", low=0),
     Option("max_steps", int, 1000, "steps of the schedule", low=1),
-    Option("max_minutes", float, None,
-           "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
-    Option("clip", float, 1.0, "largest gradient norm; larger gradients are scaled down", above=0),
     Option("eval_every", int, 50, "steps between log entries (validation loss) and checkpoints",
            low=1),
     Option("w_cls", float, 0.1, "weight of the token cross-entropy beside the feature SmoothL1",
@@ -322,17 +320,7 @@ OPTIONS = [
     Option("eval_rows", int, 32,
            "validation rows (the backbone's continuations of val.bin prompts)", low=1),
     Option("seed", int, 0, "seed of the data, the initialisation and the batches", low=0),
-    Option("resume", bool, True,
-           "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
-           "run replaces OUT's contents when it ends)"),
-    Option("dtype", str, "float16", "dtype of the saved head",
-           choices=("float32", "float16", "bfloat16")),
-    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)",
-           low=1),
-    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
-    Option("overwrite", bool, False,
-           "an --out holding other files is replaced: the run starts over, and its outputs "
-           "take the place of OUT's whole contents when it ends"),
+    *RUN_CONTROL,
     Option("offline", bool, False, "never touch the network: the backbone must be in the Hugging "
            "Face cache (HF_HUB_OFFLINE=1 also counts)"),
 ]

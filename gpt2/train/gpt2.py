@@ -148,17 +148,29 @@ def has_state(folder):
     return (Path(folder) / "state.safetensors").exists()
 
 
-def read_state(folder):  # -> the step, rng and log saved with the checkpoint in folder
+def read_state(folder):
+    """The step, rng and log saved with the checkpoint in folder; a damaged checkpoint (cut short,
+    its header or state unreadable) is one line naming the file, which the run leaves as it is."""
     from gpt2.weights import read_header
 
-    meta = read_header(Path(folder) / "state.safetensors")[0].get("__metadata__", {})
-    # older checkpoints
-    text = meta["state"] if "state" in meta else (Path(folder) / "state.json").read_text()
+    path = Path(folder) / "state.safetensors"
+    keep = ("the run is left as it is: restore the file from a copy to resume, or give another "
+            "--out")
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise ValueError(f"{folder}: the checkpoint's state is not valid JSON; remove the folder "
-                         f"or give --noresume") from None
+        header, start, size = read_header(path)
+        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"),
+                  default=0)
+        meta = header.get("__metadata__", {})
+        # older checkpoints
+        text = meta["state"] if "state" in meta else (Path(folder) / "state.json").read_text()
+        state = json.loads(text)
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+        why = str(e).removeprefix(f"{path}: ").split("; ")[0]
+        raise ValueError(f"the checkpoint {path} is damaged ({why}): {keep}") from None
+    if start + end > size:
+        raise ValueError(f"the checkpoint {path} is damaged (cut short: {size} bytes, its tensors "
+                         f"end at byte {start + end}): {keep}")
+    return state
 
 
 def load_state(folder, params, opt, rng):
@@ -170,7 +182,7 @@ def load_state(folder, params, opt, rng):
         if tensors.get(f"p.{k}", np.zeros(0)).shape != p.shape:
             raise ValueError(f"{folder} holds another model (its {k!r} is not of shape {p.shape}): "
                              f"resume with the options it was trained with, give another --out, or "
-                             f"--noresume to start over")
+                             f"--no-resume to start over")
         p[...] = xp_of(p).asarray(tensors[f"p.{k}"])
     opt.load_state({k: v for k, v in tensors.items() if not k.startswith("p.")}, state["adam_t"])
     rng.bit_generator.state = state["rng"]
@@ -188,7 +200,7 @@ def check_resume(ckpt, wanted):
         if name in saved and saved[name] != value:
             raise ValueError(f"{ckpt} was trained with {name} {saved[name]}, not {value}: resume "
                              f"with the same "
-                             "options, give another --out, or --noresume to start over")
+                             "options, give another --out, or --no-resume to start over")
 
 
 def check_out(out):
@@ -260,10 +272,7 @@ def holds_run(out, wanted, marks=()):
     `wanted`, or (with no checkpoint) one of `marks`, files only this command writes (distill.bin,
     made before the first checkpoint)."""
     if has_state(Path(out) / "ckpt"):
-        try:
-            log = read_state(Path(out) / "ckpt").get("log", {})
-        except (OSError, ValueError):  # a broken checkpoint is no run to resume
-            return False
+        log = read_state(Path(out) / "ckpt").get("log", {})
         return all(name in {**log.get("args", {}), **log} for name in wanted)
     return any((Path(out) / mark).exists() for mark in marks)
 
@@ -274,9 +283,9 @@ def replaces_out(out, wanted, resume, overwrite, inputs, marks=()):
     Refuses anything else with one line.
 
     OUT missing or empty: a new run. OUT holding a run of this command (holds_run): resumed (the
-    settings `wanted` must be the checkpoint's), or with --noresume started over. Any other files in
-    OUT: refused unless --overwrite (which starts over too). Starting over, no input ({flag: path})
-    may lie inside OUT, nor the current or home folder."""
+    settings `wanted` must be the checkpoint's), or with --no-resume started over. Any other files
+    in OUT: refused unless --overwrite (which starts over too). Starting over, no input ({flag:
+    path}) may lie inside OUT, nor the current or home folder."""
     out = Path(out)
     held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
     if not held:
@@ -290,7 +299,7 @@ def replaces_out(out, wanted, resume, overwrite, inputs, marks=()):
         raise ValueError(f"--out {out} is not empty ({shown}) and holds no run of this command to "
                          f"resume: give a new "
                          "or empty folder, or --overwrite to replace its contents with this run's")
-    how, where = "--overwrite" if overwrite else "--noresume", out.resolve()
+    how, where = "--overwrite" if overwrite else "--no-resume", out.resolve()
     for flag, path in inputs.items():
         if path is not None and where in (Path(path).resolve(), *Path(path).resolve().parents):
             raise ValueError(f"{how} replaces {out} when the run ends, and {flag} {path} lies "
@@ -415,7 +424,7 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
 
     The schedule runs over max_steps; max_minutes or stop_at end a run early, and the next run into
     the same OUT resumes from OUT/ckpt. OUT (and its missing parents) is made when the first
-    checkpoint is written. An OUT that holds other files is refused; --noresume (on a run) or
+    checkpoint is written. An OUT that holds other files is refused; --no-resume (on a run) or
     --overwrite (on anything) start over, and the new run's outputs replace OUT's whole contents
     when it ends (replaces_out, written_into).
     """
@@ -476,6 +485,23 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
     return log["final_val_loss"]
 
 
+RUN_CONTROL = [  # the run-control options of every trainer (gpt2, heads, eagle)
+    Option("max_minutes", float, None,
+           "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
+    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)",
+           low=1),
+    Option("resume", bool, True,
+           "resume from OUT/ckpt when it holds a checkpoint (--no-resume starts over: the new "
+           "run replaces OUT's contents when it ends)"),
+    Option("overwrite", bool, False,
+           "an --out holding other files is replaced: the run starts over, and its outputs "
+           "take the place of OUT's whole contents when it ends"),
+    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
+    Option("dtype", str, "float16", "dtype of the saved weights",
+           choices=("float32", "float16", "bfloat16")),
+    Option("clip", float, 1.0, "largest gradient norm; larger gradients are scaled down", above=0),
+]
+
 OPTIONS = [
     Option("data", "dir", None,
            "folder of train.bin, val.bin and meta.json (from python -m gpt2.train.corpus)",
@@ -492,23 +518,10 @@ OPTIONS = [
     Option("min_lr_ratio", float, 0.1, "the cosine decay ends at min_lr_ratio * lr", low=0, high=1),
     Option("warmup", int, 100, "steps of linear warm-up", low=0),
     Option("max_steps", int, 2000, "steps of the schedule", low=1),
-    Option("max_minutes", float, None,
-           "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
     Option("weight_decay", float, 0.1, "AdamW's weight decay, on matrices only", low=0),
-    Option("clip", float, 1.0, "largest gradient norm; larger gradients are scaled down", above=0),
     Option("eval_every", int, 100, "steps between evaluations on val.bin and checkpoints", low=1),
     Option("seed", int, 0, "seed of the initialisation and the batches", low=0),
-    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
-    Option("dtype", str, "float16", "dtype of the saved model",
-           choices=("float32", "float16", "bfloat16")),
-    Option("resume", bool, True,
-           "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
-           "run replaces OUT's contents when it ends)"),
-    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)",
-           low=1),
-    Option("overwrite", bool, False,
-           "an --out holding other files is replaced: the run starts over, and its outputs "
-           "take the place of OUT's whole contents when it ends"),
+    *RUN_CONTROL,
 ]
 
 if __name__ == "__main__":

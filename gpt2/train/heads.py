@@ -38,7 +38,8 @@ from gpt2.train.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_he
 from picospec_cli import Option
 from gpt2.heads import (heads_loss_and_grads, init_heads, ranks_of_targets, head_forward,
                         save_heads)
-from gpt2.train.gpt2 import (check_data, check_ids, check_out, check_tokens, has_state, lr_at,
+from gpt2.train.gpt2 import (RUN_CONTROL, check_data, check_ids, check_out, check_tokens,
+                             has_state, lr_at,
                              random_windows, read_state,
                         replaces_out, train_loop, written_into)
 from gpt2.weights import _atomic_write
@@ -122,7 +123,7 @@ def backbone_hparams(backbone, folder):
 
 def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1", tied=False,
          act="silu",
-         decay=0.8, lambda_0=1.0, n_ctx=128, batch_size=8, lr=1e-3, head_lr_ratio=4.0, warmup=50,
+         decay=0.8, lambda_0=1.0, n_ctx=None, batch_size=8, lr=1e-3, head_lr_ratio=4.0, warmup=50,
          warmup_heads=100,
          max_steps=1000, max_minutes=None, clip=1.0, eval_every=100, seed=0, distill_tokens=0,
          distill_temperature=1.0,
@@ -132,10 +133,10 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     resumable.
 
     OUT (and its missing parents) is made when the first file is written: OUT/distill.bin or the
-    first checkpoint. An OUT that holds other files is refused; --noresume (on a run) or --overwrite
-    (on anything) start over, and the new run's outputs replace OUT's whole contents when it ends. A
-    resumed run that trains further removes the sparse tree OUT/medusa_choices.json: it was built
-    from the heads before.
+    first checkpoint. An OUT that holds other files is refused; --no-resume (on a run) or
+    --overwrite (on anything) start over, and the new run's outputs replace OUT's whole contents
+    when it ends. A resumed run that trains further removes the sparse tree OUT/medusa_choices.json:
+    it was built from the heads before.
     """
     from gpt2.hub import resolve
     from gpt2.weights import load_checkpoint, save_checkpoint
@@ -167,7 +168,10 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     check_out(out)  # before the backbone is resolved (it may be downloaded)
     folder = resolve(str(backbone), offline=offline)
     hparams = backbone_hparams(backbone, folder)
-    n_ctx = min(n_ctx, hparams["n_ctx"])
+    if n_ctx is not None and n_ctx > hparams["n_ctx"]:
+        raise ValueError(f"--n_ctx {n_ctx} is longer than the backbone's context window of "
+                         f"{hparams['n_ctx']} tokens: give --n_ctx {hparams['n_ctx']} or less")
+    n_ctx = min(128, hparams["n_ctx"]) if n_ctx is None else n_ctx
     if n_ctx <= n_heads:
         raise ValueError(f"--n_ctx {n_ctx} leaves head {n_heads} no target: it predicts "
                          f"{n_heads + 1} tokens ahead; give fewer --n_heads or a longer --n_ctx")
@@ -320,7 +324,8 @@ OPTIONS = [
            choices=ACTIVATIONS),
     Option("decay", float, 0.8, "head k's loss weighs decay^k", above=0, high=1),
     Option("lambda_0", float, 1.0, "medusa2: the weight of the LM head's loss", low=0),
-    Option("n_ctx", int, 128, "tokens per training window (at most the backbone's context)", low=2),
+    Option("n_ctx", int, None, "tokens per training window, at most the backbone's context "
+           "(default: the backbone's context, at most 128)", low=2),
     Option("batch_size", int, 8, "windows per step", low=1),
     Option("lr", float, 1e-3, "the heads' peak learning rate", above=0),
     Option("head_lr_ratio", float, 4.0, "medusa2: the backbone learns at lr / head_lr_ratio",
@@ -328,9 +333,6 @@ OPTIONS = [
     Option("warmup", int, 50, "steps of linear warm-up", low=0),
     Option("warmup_heads", int, 100, "medusa2: the first steps train the heads alone", low=0),
     Option("max_steps", int, 1000, "steps of the schedule", low=1),
-    Option("max_minutes", float, None,
-           "stop after this many minutes (with a checkpoint; rerun to resume)", above=0),
-    Option("clip", float, 1.0, "largest gradient norm; larger gradients are scaled down", above=0),
     Option("eval_every", int, 100, "steps between log entries and checkpoints", low=1),
     Option("seed", int, 0, "seed of the batches (and of the self-distillation)", low=0),
     Option("distill_tokens", int, 0,
@@ -341,18 +343,8 @@ OPTIONS = [
            "train on OUT/distill.bin of an earlier --distill_tokens run",
            check=distill_data_missing),
     Option("from_lm_head", bool, True,
-           "untied heads' output layer starts as the LM head (--nofrom_lm_head: random)"),
-    Option("resume", bool, True,
-           "resume from OUT/ckpt when it holds a checkpoint (--noresume starts over: the new "
-           "run replaces OUT's contents when it ends)"),
-    Option("dtype", str, "float16", "dtype of the saved heads (and backbone)",
-           choices=("float32", "float16", "bfloat16")),
-    Option("stop_at", int, None, "stop after this step (with a checkpoint; rerun to resume)",
-           low=1),
-    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
-    Option("overwrite", bool, False,
-           "an --out holding other files is replaced: the run starts over, and its outputs "
-           "take the place of OUT's whole contents when it ends"),
+           "untied heads' output layer starts as the LM head (--no-from_lm_head: random)"),
+    *RUN_CONTROL,
     Option("offline", bool, False, "never touch the network: the backbone must be in the Hugging "
            "Face cache (HF_HUB_OFFLINE=1 also counts)"),
 ]

@@ -19,7 +19,8 @@ Plan: the shipped head's shapes, counted by hand; its training curve and accurac
 EAGLE-2 drawn with its scores, then verified; the one-hot question answered with exact laws; the bench rows."""),
 code("""import os, sys, json
 sys.path.insert(0, "..")
-QUICK = os.environ.get("PICOSPEC_QUICK") == "1"  # CI: fewer prompts, tokens, repeats; all cells run
+from picospec_cli import env_flag
+QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer prompts, tokens, repeats
 import numpy as np
 import matplotlib.pyplot as plt
 from gpt2.load import load_model

@@ -16,7 +16,8 @@ Plan: the article's toy tree and its four buffers; a real step of the built-in m
 typical acceptance; speed against tree size."""),
 code("""import os, sys, json, time
 sys.path.insert(0, "..")
-QUICK = os.environ.get("PICOSPEC_QUICK") == "1"  # CI: fewer prompts, tokens, repeats; all cells run
+from picospec_cli import env_flag
+QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer prompts, tokens, repeats
 import numpy as np
 import matplotlib.pyplot as plt
 from picospec.tree import medusa_buffers, sparse_tree, chain_choices, cartesian_choices

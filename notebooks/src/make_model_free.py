@@ -19,7 +19,8 @@ Three ways to guess the next tokens for free, each verified by the same target c
 All three are lossless: at temperature 0 they print exactly greedy decoding's text (tests/ check this)."""),
 code("""import os, sys
 sys.path.insert(0, "..")
-QUICK = os.environ.get("PICOSPEC_QUICK") == "1"  # CI: fewer prompts, tokens, repeats; all cells run
+from picospec_cli import env_flag
+QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer prompts, tokens, repeats
 import numpy as np
 import matplotlib.pyplot as plt
 from IPython.display import HTML, display

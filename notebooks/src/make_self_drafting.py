@@ -20,7 +20,8 @@ self-drafts read and write the target's own KV cache (`gpt2/self_draft.py`); to 
 (`picospec/self_draft.py`) the draft is just one more model function."""),
 code("""import os, sys
 sys.path.insert(0, "..")
-QUICK = os.environ.get("PICOSPEC_QUICK") == "1"  # CI: fewer prompts, tokens, repeats; all cells run
+from picospec_cli import env_flag
+QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer prompts, tokens, repeats
 import json
 import numpy as np
 import matplotlib.pyplot as plt

@@ -26,7 +26,8 @@ from picospec.sampling import warp, sample, residual
 from picospec.speculative import speculative_sampling
 from picospec.autoregressive import autoregressive_sampling
 from picospec.theory import expected_tokens_per_call, GPU_VERIFY_COST
-QUICK = os.environ.get("PICOSPEC_QUICK") == "1"  # CI: fewer prompts, tokens, repeats; all cells run
+from picospec_cli import env_flag
+QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer prompts, tokens, repeats
 
 target, encoder = load_model("tiny-target")  # each engine runs on main.py's BLAS policy
 draft, _ = load_model("tiny-draft")

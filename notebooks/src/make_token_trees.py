@@ -23,7 +23,8 @@ draws); the acceptance vector of the built-in pair; the dynamic program's trees 
 bench."""),
 code("""import os, sys, itertools
 sys.path.insert(0, "..")
-QUICK = os.environ.get("PICOSPEC_QUICK") == "1"  # CI: fewer prompts, tokens, repeats; all cells run
+from picospec_cli import env_flag
+QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer prompts, tokens, repeats
 import numpy as np
 import matplotlib.pyplot as plt
 from gpt2.load import load_model
@@ -33,7 +34,7 @@ from picospec.tree import DrawTrie, ancestor_mask, node_path
 from picospec.specinfer import grow
 from picospec.sequoia import all_trees, sequoia_tree, tree_value, without_replacement
 from picospec_app.load import load_acceptance
-from picospec_app.run import acceptance_vector
+from picospec.sequoia import acceptance_vector
 ACCEPTANCE = load_acceptance("tiny-target", "tiny-draft")  # measured by bench.token_trees, beside the target
 from picospec_app.machine import blas_line, policy
 target, encoder = load_model("tiny-target")  # each engine runs on main.py's BLAS policy

@@ -5,9 +5,9 @@
     python notebooks/src/notebook_io.py notebooks/medusa.ipynb
 
 A notebook is written without execution timestamps (each cell's metadata "execution"), so executing
-it again changes only what its cells print. Every notebook reads PICOSPEC_QUICK: set to 1
-(tests/test_notebooks.py does), it runs every cell on fewer prompts, tokens and repeats; the
-notebooks are executed here without it.
+it again changes only what its cells print. Every notebook reads PICOSPEC_QUICK: set on (1, true,
+yes; tests/test_notebooks.py does), it runs every cell on fewer prompts, tokens and repeats; the
+notebooks are written back only from a run without it.
 """
 import os
 import sys
@@ -38,7 +38,22 @@ def execute(path, quick=False, timeout=1200, then=()):
     return nb
 
 
+def main(names, environ=None):
+    """Execute notebooks in full and write them back; with PICOSPEC_QUICK on, in quick mode as
+    asked, and not written back (the committed notebooks hold full-mode outputs)."""
+    sys.path.insert(0, str(NOTEBOOKS.parent))
+    from picospec_cli import env_flag
+
+    quick = env_flag("PICOSPEC_QUICK", False, os.environ if environ is None else environ)
+    for name in names or sorted(NOTEBOOKS.glob("*.ipynb")):
+        print(f"executing {name}" + " in quick mode" * quick, flush=True)
+        nb = execute(name, quick=quick)
+        if quick:
+            print(f"PICOSPEC_QUICK is on: {name} ran in quick mode and is not written back (the "
+                  f"committed notebooks hold full-mode outputs; unset it to write them)")
+        else:
+            save(nb, name)
+
+
 if __name__ == "__main__":
-    for name in sys.argv[1:] or sorted(NOTEBOOKS.glob("*.ipynb")):
-        print(f"executing {name}", flush=True)
-        save(execute(name), name)
+    main(sys.argv[1:])

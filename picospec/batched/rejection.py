@@ -60,8 +60,8 @@ def rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draf
 
 
 def check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, atol=1e-3):
-    """Strict mode: shapes, dtypes, id ranges, finite non-negative normalised probabilities, with
-    clear errors."""
+    """Strict mode: shapes, then dtypes and ranges of the ids, then finite non-negative normalised
+    probabilities, with clear errors."""
     arrays = {"target_with_bonus_probs": target_with_bonus_probs,
               "bonus_token_ids": bonus_token_ids,
               "draft_probs": draft_probs, "draft_token_ids": draft_token_ids}
@@ -77,6 +77,15 @@ def check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_to
         if arrays[name].shape != shape:
             raise ValueError(f"{name} must have shape {shape} to match draft_probs "
                              f"{draft_probs.shape}; got {arrays[name].shape}")
+    for name in ("bonus_token_ids", "draft_token_ids"):  # ids first, as vLLM checks them
+        a = arrays[name]
+        if a.dtype.kind not in "iu":
+            raise ValueError(f"{name} must hold integer token ids; got dtype {a.dtype}")
+        if (bad := (a < 0) | (a >= V)).any():
+            where = np.argwhere(bad)[:3].tolist()  # [row, position] of the first few
+            raise ValueError(f"{name} must lie in [0, {V}); out of range: "
+                             f"{', '.join(f'{a[tuple(i)]} at {i}' for i in where)}"
+                             f"{' ...' if bad.sum() > 3 else ''}")
     for name in ("target_with_bonus_probs", "draft_probs"):
         a = arrays[name]
         if a.dtype.kind != "f":
@@ -86,12 +95,6 @@ def check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_to
         if np.any(np.abs(a.sum(-1) - 1) > atol):
             raise ValueError(f"{name} rows must sum to 1 (within {atol}); worst row sums to "
                              f"{a.sum(-1).flat[np.abs(a.sum(-1) - 1).argmax()]:.6f}")
-    for name in ("bonus_token_ids", "draft_token_ids"):
-        a = arrays[name]
-        if a.dtype.kind not in "iu":
-            raise ValueError(f"{name} must hold integer token ids; got dtype {a.dtype}")
-        if a.size and (a.min() < 0 or a.max() >= V):
-            raise ValueError(f"{name} must lie in [0, {V}); got values from {a.min()} to {a.max()}")
     if draft_token_ids.size and np.any(np.take_along_axis(draft_probs, draft_token_ids[..., None],
                                                           -1) == 0):
         raise ValueError("a draft token has probability 0 under draft_probs: drafts must be "

@@ -4,6 +4,7 @@ import difflib
 import importlib
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,17 +31,18 @@ PROG = "python -m picospec.check"
 
 def parse_command(argv):
     """argv -> (sampler specs, {option: value}); UsageError for a mistake."""
-    values = parse(argv, OPTIONS, positional="samplers")
+    values, _ = parse(argv, OPTIONS, words="MODULE:FUNCTION")
     if values.get("help"):
         print(help_text())
         raise SystemExit(0)
-    specs = values.pop("samplers")
+    specs = values.pop("words")
     if values["power"] and specs:
         raise UsageError("--power measures the checker itself and takes no sampler: drop "
                          + " ".join(specs))
     if not values["power"] and not specs:
         raise UsageError("name the sampler to check as MODULE:FUNCTION or FILE.py:FUNCTION, e.g. "
                          "picospec.verify:verify_chain (see --help)")
+    check_memory(values["samples"] or DEFAULT_SAMPLES)
     numbers = range(1, len(CASES[values["contract"]]) + 1)
     if values["cases"] and not set(values["cases"]) <= set(numbers):
         raise UsageError(f"--cases {','.join(map(str, values['cases']))}: the {values['contract']} "
@@ -48,14 +50,32 @@ def parse_command(argv):
     return specs, values
 
 
+BYTES_PER_SEQUENCE = 1024  # a case's arrays per sequence, measured (tracemalloc): 0.5-1 KB
+
+
+def check_memory(samples):
+    """--samples whose sequences do not fit in the free memory: a usage error before any case runs
+    (a case holds all of its sequences at once)."""
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # no such count on this system: no check
+        return
+    if samples * BYTES_PER_SEQUENCE > free:
+        raise UsageError(f"--samples {samples:,}: a case holds its sequences at once, about "
+                         f"{samples * BYTES_PER_SEQUENCE / 2**30:,.0f} GB at ~1 KB each, more than "
+                         f"the {free / 2**30:.1f} GB of memory free here: give --samples "
+                         f"{free // BYTES_PER_SEQUENCE:,} or fewer (the power at each size: "
+                         f"--power)")
+
+
 def help_text():
     cases = "\n".join(f"  {contract}: " + "; ".join(f"{i}. {c.name}" for i, c in cases_of(contract))
                       for contract in CASES)
     doc = ("Check a speculative sampler against the exact law of toy targets (the contracts: "
-           f"docs/checker.md).\n{PROG} --power [--samples N] [--json] measures the checker itself."
-           f"\n\nbatteries:\n{cases}\n\nexit status: 0 every case passed, 1 a case failed, 2 a "
-           "usage error, 3 no verdict (a negative control passed)")
-    return usage(PROG, doc, OPTIONS, positional="MODULE:FUNCTION")
+           f"docs/checker.md).\n{PROG} --power [--samples N] [--json] measures the checker itself.")
+    epilog = (f"batteries:\n{cases}\n\nexit status: 0 every case passed, 1 a case failed, 2 a "
+              "usage error, 3 no verdict (a negative control passed)")
+    return usage(PROG, doc, OPTIONS, words="MODULE:FUNCTION", epilog=epilog)
 
 
 def load(spec):
@@ -79,6 +99,14 @@ def load(spec):
     except UsageError:
         raise
     except ModuleNotFoundError as e:
+        missing = e.name or ""
+        if not where.endswith(".py") and not (where + ".").startswith(missing + "."):
+            raise UsageError(f"{where} is found, but it imports {missing}, which is not installed "
+                             f"here: install the package that provides {missing}") from None
+        if where.endswith(".py"):
+            raise UsageError(f"{where} is found, but it imports {missing}, which is not installed "
+                             f"here (nor beside {where}): install the package that provides "
+                             f"{missing}") from None
         raise UsageError(f"cannot import {where}: {e} (run from the folder that holds it, or pass "
                          f"FILE.py:FUNCTION)"
                          ) from None
