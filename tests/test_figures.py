@@ -222,8 +222,10 @@ def test_single_json_times_and_speedup_by_hand(offline, monkeypatch):
 def batch_clock(monkeypatch, offline):
     """main.py's --batch on a stub clock: each group's run reads it twice (one group: 512 MB hold
     every row); batched autoregressive decoding takes 3 s, the method 1 s."""
+    from picospec_app import run
+
     ticks = iter([0.0, 3.0, 10.0, 11.0])
-    monkeypatch.setattr(command, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    monkeypatch.setattr(run, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
 
 
 LINES = ["def add(a, b):", "import os", "class Node:"]

@@ -41,7 +41,8 @@ it out; collect the notebooks (or `.py` files defining the functions by the exer
 0 when all pass). `python -m picospec.exercises list` names the exercises."""),
 code("""import os, sys
 sys.path.insert(0, "..")
-QUICK = os.environ.get("PICOSPEC_QUICK") == "1"  # CI: fewer samples and tokens; all cells run
+from picospec_cli import env_flag
+QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer samples and tokens
 import numpy as np
 from picospec.exercises import grade
 SAMPLES = 2_000 if QUICK else 20_000  # sequences per case of the law-graded exercises"""),

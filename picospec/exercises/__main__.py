@@ -34,9 +34,9 @@ WORDS = {"list": 0, "show": 1, "template": 0, "grade": 1, "handout": 1}
 
 def parse_command(argv):
     """argv -> (subcommand, its word or None, {option: value}); UsageError for a mistake."""
-    values = parse(argv, OPTIONS, positional="words")
+    values, _ = parse(argv, OPTIONS, words="COMMAND")
     if values.get("help"):
-        print(usage(PROG, DOC, OPTIONS, positional="COMMAND"))
+        print(usage(PROG, DOC, OPTIONS, words="COMMAND"))
         raise SystemExit(0)
     words = values.pop("words")
     if not words or words[0] not in WORDS:
