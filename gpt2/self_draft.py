@@ -284,14 +284,14 @@ def load_adapter(folder, exit_layer, n_embd):
     path = Path(folder) / ADAPTER
     if folder_kind(path) is None:
         raise ValueError(f"no exit adapter in {path}: train one with `python -m bench.self_draft "
-                         f"--task exits`, or pass --noadapter for the plain LM head")
+                         f"--task exits`, or pass --no-adapter for the plain LM head")
     check_kind(path, "early_exit", f"{path} (the target's exit adapter folder)",
                "--method early_exit")
     heads, config = load_heads(path, n_embd=n_embd)
     if config.get("exit_layer") != exit_layer:
         raise ValueError(f"the exit adapter in {path} was trained for exit layer "
                          f"{config.get('exit_layer')}, not {exit_layer}: pass --exit_layer "
-                         f"{config.get('exit_layer')}, or --noadapter")
+                         f"{config.get('exit_layer')}, or --no-adapter")
     return {"head": heads[0], "act": config["act"]}
 
 
