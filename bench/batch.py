@@ -207,14 +207,14 @@ def with_wide(run, models, threads):
     """`run` with the engines' wide forwards (gpt2/fast/policy.py) on `threads` threads instead of
     their wide count."""
     def run_with():
-        saved = [m.forward.threads._wide for m in models]
+        saved = [m.forward.threads.wide for m in models]
         for m in models:
-            m.forward.threads._wide = (threads, "set by the benchmark")
+            m.forward.threads.wide = (threads, "set by the benchmark")
         try:
             return run()
         finally:
             for m, wide in zip(models, saved):
-                m.forward.threads._wide = wide
+                m.forward.threads.wide = wide
     return run_with
 
 

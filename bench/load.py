@@ -80,7 +80,7 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
 
     from bench.harness import header
     from picospec_app.run import compare
-    from gpt2.fast.policy import blas_threads
+    from gpt2.fast.policy import blas_threads, free_cores
     from picospec_app.machine import policy as policy_of, thread_policy
     from gpt2.train.corpus import heldout_prompts
     from gpt2.load import load_model
@@ -109,8 +109,9 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
                 with BusyCore() if busy else contextlib.nullcontext():
                     # the policy (its wide count too) chooses again under each load, as a user's run
                     # would when it starts; the default is every product on the BLAS's own count
+                    free = free_cores()  # the cores idle under this load
                     for m in (t, d):
-                        m.forward.threads.choose(None if way == "policy" else default)
+                        m.forward.threads.choose(None if way == "policy" else default, free)
                     policy = policy_of(t)
                     n, wide = policy["blas"] or policy["threads"], policy["wide"]["threads"]
                     used.append(f"{n}" + (f" (wide {wide})" if wide != n else ""))

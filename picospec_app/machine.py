@@ -79,12 +79,13 @@ def free_memory(device="cpu"):
 
 def thread_policy(n_params, requested=None, device="cpu", panels=None):
     """policy()'s dict for an engine of n_params that is not built yet (benchmark headers): the
-    threads gpt2/fast/policy.py would choose and the panel choice."""
-    from gpt2.fast.policy import Threads, panel_policy
+    threads gpt2/fast/policy.py would choose on the cores idle now, and the panel choice."""
+    from gpt2.fast.policy import Threads, free_cores, panel_policy
 
     panel = panel_policy(n_params, panels) if device == "cpu" else {
         "on": False, "why": "the model runs on the GPU"}
-    return {**Threads(n_params, requested, device).report(), "panels": panel, "ops": None}
+    free = free_cores() if requested is None else None
+    return {**Threads(n_params, requested, device, free).report(), "panels": panel, "ops": None}
 
 
 def set_threads(models, n, wide=None):
@@ -93,4 +94,4 @@ def set_threads(models, n, wide=None):
     for model in models:
         threads = model.forward.threads
         threads.n, threads.why = n, "set by the benchmark"
-        threads._wide = (n if wide is None else wide, "set by the benchmark")
+        threads.wide = (n if wide is None else wide, "set by the benchmark")

@@ -58,9 +58,13 @@ def read_settings(environ=None):
                     cache=environ.get("PICOSPEC_CACHE") or None)
 
 
-def engine_choices(settings=None, threads=None):
-    """How the engines' forwards run (gpt2/fast's build), from the settings (default: read now)
-    and a --threads value: the keywords of gpt2.load.load_model and gpt2.engine.GPT2."""
+def engine_choices(settings=None, threads=None, measure=True):
+    """How the engines' forwards run (gpt2/fast's build), from the settings (default: read now), a
+    --threads value and the cores idle now (measured once here, 0.1 s, unless measure=False): the
+    keywords of gpt2.load.load_model and gpt2.engine.GPT2."""
+    from gpt2.fast.policy import free_cores
+
     settings = read_settings() if settings is None else settings
-    return {"threads": threads if threads is not None else settings.threads,
-            "panels": settings.panels, "static": settings.static, "fused": settings.fused}
+    threads = threads if threads is not None else settings.threads
+    return {"threads": threads, "panels": settings.panels, "static": settings.static,
+            "fused": settings.fused, "free": free_cores() if measure and threads is None else None}

@@ -18,9 +18,29 @@ def test_small_models_get_one_thread_and_the_library_reports_it_inside_a_call():
     assert report["threads"] == 1 and "small model" in report["why"] and report["blas"] == 1
 
 
-def test_large_models_get_the_free_cores(monkeypatch):
-    monkeypatch.setattr(policy, "free_cores", lambda: (3, 4, "3.2 idle now"))
-    assert policy.choose_threads(124_000_000) == (3, "3 of 4 cores free (3.2 idle now)")
+FREE = (2, 2, "2.0 idle now")  # free_cores()'s figures on a quiet 2-core machine
+
+
+def test_large_models_get_the_free_cores():
+    assert policy.choose_threads(124_000_000, free=(3, 4, "3.2 idle now")) == (
+        3, "3 of 4 cores free (3.2 idle now)")
+    cpus = policy.usable_cores()[0]  # nobody measured: every usable core, and no wait for it
+    assert policy.choose_threads(124_000_000) == (cpus, f"{cpus} of {cpus} cores free (not "
+                                                        f"measured)")
+
+
+def test_the_app_measures_the_machine_once_and_the_engines_take_its_figures(monkeypatch):
+    from gpt2.engine import GPT2
+    from micro import random_gpt2
+    from picospec_app.settings import Settings, engine_choices
+
+    calls = []
+    monkeypatch.setattr(policy, "free_cores", lambda: calls.append(1) or (1, 2, "1.0 idle now"))
+    choices = engine_choices(Settings())
+    assert calls == [1] and choices["free"] == (1, 2, "1.0 idle now")
+    model = GPT2(*random_gpt2(), **choices)
+    assert model.forward.threads.wide == (1, "1 of 2 cores free (1.0 idle now)") and calls == [1]
+    assert engine_choices(Settings(), threads=2)["free"] is None and calls == [1]  # asked: no need
 
 
 def test_a_request_wins():
@@ -73,21 +93,19 @@ def test_main_applies_and_reports_the_policy(args, env, expected, tmp_path):
     assert threads["threads"] == expected and threads["blas"] == expected
 
 
-def test_wide_forwards_get_the_free_cores_on_small_models_only(monkeypatch):
-    monkeypatch.setattr(policy, "free_cores", lambda: (2, 2, "2.0 idle now"))
-    assert policy.choose_wide(5_850_000, 1) == (2, "2 of 2 cores free (2.0 idle now)")
+def test_wide_forwards_get_the_free_cores_on_small_models_only():
+    assert policy.choose_wide(5_850_000, 1, free=FREE) == (2, "2 of 2 cores free (2.0 idle now)")
     # a large model: its own count
-    assert policy.choose_wide(124_000_000, 3) == (3, "as every product")
+    assert policy.choose_wide(124_000_000, 3, free=FREE) == (3, "as every product")
     # --threads decides all
-    assert policy.choose_wide(5_850_000, 1, requested=1) == (1, "as every product")
+    assert policy.choose_wide(5_850_000, 1, requested=1, free=FREE) == (1, "as every product")
 
 
 def test_no_wide_count_and_no_scope_on_a_gpu(monkeypatch):
     from picospec_app.machine import wide_line
 
-    monkeypatch.setattr(policy, "free_cores", lambda: (2, 2, "2.0 idle now"))
-    assert policy.Threads(5_850_000).report()["wide"]["threads"] == 2
-    gpu = policy.Threads(5_850_000, device="gpu")
+    assert policy.Threads(5_850_000, free=FREE).report()["wide"]["threads"] == 2
+    gpu = policy.Threads(5_850_000, device="gpu", free=FREE)
     report = gpu.report()
     assert report["wide"]["threads"] == 1 and wide_line(report) == ""
     with policy.blas_limit(2):
@@ -107,7 +125,6 @@ def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, engine_
     from gpt2.eagle import EagleHead, init_eagle
     from micro import random_gpt2
 
-    monkeypatch.setattr(policy, "free_cores", lambda: (2, 2, "2.0 idle now"))
     seen = []
 
     def spy(f):
@@ -117,7 +134,7 @@ def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, engine_
         return g
 
     hparams, params = random_gpt2(n_ctx=128, n_embd=32, n_head=2)
-    model = engine.GPT2(hparams, params, ops="cpu")
+    model = engine.GPT2(hparams, params, ops="cpu", free=FREE)
     threads = model.forward.threads
     assert (threads.n, threads.wide[0]) == (1, 2)
     # every product of the forward and the LM head records the count it ran on
@@ -154,12 +171,11 @@ def test_building_engines_changes_nothing_in_the_process(monkeypatch):
     import gpt2.engine as engine
     from micro import random_gpt2
 
-    monkeypatch.setattr(policy, "free_cores", lambda: (2, 2, "2.0 idle now"))
     with policy.blas_limit(3):
-        small = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=32, n_head=2))
+        small = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=32, n_head=2), free=FREE)
         monkeypatch.setattr(policy, "SMALL_MODEL", small.n_params + 1)
-        large = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=48, n_head=2))
-        asked = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=48, n_head=2), threads=1)
+        large = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=48, n_head=2), free=FREE)
+        asked = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=48, n_head=2), threads=1, free=FREE)
         assert (small.forward.threads.n, large.forward.threads.n, asked.forward.threads.n) \
             == (1, 2, 1)
         assert policy.blas_threads() == 3

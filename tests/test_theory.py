@@ -7,7 +7,7 @@ import pytest
 from picospec.speculative import speculative_sampling
 from picospec.theory import (estimate_alpha, expected_speedup, expected_tokens_chain,
                              expected_tokens_per_call, optimal_K)
-from picospec_app.run import acceptance_vector
+from picospec.sequoia import acceptance_vector
 from toy import Toy
 
 

@@ -49,11 +49,12 @@ def choose(n_params, device="cpu", panels=None, fused=True):
 
 
 def build(params, n_params, device="cpu", kind=None, threads=None, panels=None, static=False,
-          fused=True, kernels=None, panel_width=None, head_copy=None, pad_rows=None):
+          fused=True, free=None, kernels=None, panel_width=None, head_copy=None, pad_rows=None):
     """The Forward of an engine on `params` (arrays on the device already). kind: one of KINDS, an
-    Ops value, or None (choose); threads: the BLAS count asked for (None: the policy); static: the
-    static-shape step; kernels: gelu, softmax and layer_norm for "gpu" (default gpu_kernels);
-    panel_width, head_copy, pad_rows: layout choices that bench/engine.py compares."""
+    Ops value, or None (choose); threads: the BLAS count asked for (None: the policy, on `free`,
+    policy.free_cores()'s figures where the caller measured them); static: the static-shape step;
+    kernels: gelu, softmax and layer_norm for "gpu" (default gpu_kernels); panel_width, head_copy,
+    pad_rows: layout choices that bench/engine.py compares."""
     xp = xp_of(params["wte"])
     if kind is None:
         kind, policy = choose(n_params, device, panels, fused)
@@ -80,4 +81,4 @@ def build(params, n_params, device="cpu", kind=None, threads=None, panels=None, 
     if pad_rows is None:
         pad_rows = 4 if cpu and kind in ("cpu", "given") else 1
     return Forward(kind, ops, head, pad_rows, {"graphs": not cpu} if static else None,
-                   Threads(n_params, threads, device), policy)
+                   Threads(n_params, threads, device, free), policy)

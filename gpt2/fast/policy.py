@@ -1,8 +1,9 @@
 """The CPU policies an engine is built with: how many BLAS threads its forwards run on, and whether
 its weights get column panels (panels.py). Both are decided once, when the engine is built, from
-what the caller asked (the app passes the user's --threads and PICOSPEC_* settings) and what the
-machine is; the thread count applies inside the engine's own calls only (Threads.scope), so building
-a model changes nothing in the process. Why these rules: docs/performance.md, "Threads and panels".
+what the caller passes (the app: the user's --threads, the PICOSPEC_* settings and the cores it
+found idle, measured once by free_cores) and what the BLAS is; the thread count applies inside the
+engine's own calls only (Threads.scope), so building a model changes nothing in the process. Why
+these rules: docs/performance.md, "Threads and panels".
 """
 import contextlib
 import functools
@@ -62,25 +63,35 @@ def free_cores():
     return max(1, min(len(ids), round(len(ids) - load))), len(ids), f"1-minute load {load:.1f}"
 
 
-def choose_threads(n_params, requested=None):
+def usable_cores():
+    """-> (cores, cores, how): every CPU this process may use, as free_cores gives its figures when
+    nobody measured the machine (the library's default)."""
+    import os
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return cpus or 1, cpus or 1, "not measured"
+
+
+def choose_threads(n_params, requested=None, free=None):
     """-> (threads, why): `requested` if given, else 1 for a model below SMALL_MODEL parameters,
-    else the free cores. Example: choose_threads(5_850_000) -> (1, "small model (5.85M ...)")."""
+    else the free cores (free: free_cores()'s figures; default usable_cores()).
+    Example: choose_threads(5_850_000) -> (1, "small model (5.85M parameters)")."""
     if requested is not None:
         return int(requested), "requested (--threads or PICOSPEC_THREADS)"
     if n_params < SMALL_MODEL:
         return 1, f"small model ({n_params / 1e6:.2f}M parameters)"
-    free, cpus, how = free_cores()
-    return free, f"{free} of {cpus} cores free ({how})"
+    n, cpus, how = free or usable_cores()
+    return n, f"{n} of {cpus} cores free ({how})"
 
 
-def choose_wide(n_params, threads, requested=None):
+def choose_wide(n_params, threads, requested=None, free=None):
     """-> (threads, why) for forwards of WIDE_ROWS token rows or more: too big for the panels, they
     go through OpenBLAS's packed GEMM, which splits over threads; a small model takes the free
     cores there, anything else its own count."""
     if requested is not None or n_params >= SMALL_MODEL:
         return threads, "as every product"
-    free, cpus, how = free_cores()
-    return free, f"{free} of {cpus} cores free ({how})"
+    n, cpus, how = free or usable_cores()
+    return n, f"{n} of {cpus} cores free ({how})"
 
 
 @functools.lru_cache(maxsize=1)
@@ -118,26 +129,22 @@ class blas_limit:
 
 
 class Threads:
-    """The BLAS thread counts of one engine: `n` for its products, `wide` for forwards of WIDE_ROWS
-    token rows or more (measured at the first such forward, or when a report asks). Each engine
-    call runs inside scope(rows); on a GPU (device "gpu") nothing is set."""
+    """The BLAS thread counts of one engine: `n` for its products, `wide` (threads, why) for
+    forwards of WIDE_ROWS token rows or more. free: free_cores()'s figures where the caller measured
+    the machine (default: every usable core). Each engine call runs inside scope(rows); on a GPU
+    (device "gpu") nothing is set."""
 
-    def __init__(self, n_params, requested=None, device="cpu"):
+    def __init__(self, n_params, requested=None, device="cpu", free=None):
         self.n_params, self.device = n_params, device
-        self.choose(requested)
+        self.choose(requested, free)
 
-    def choose(self, requested=None):
-        """Choose the counts again (as when the engine was built), now, for `requested`."""
-        self.requested = requested
-        cpu = self.device == "cpu"
-        self.n, self.why = choose_threads(self.n_params, requested) if cpu else (1, "GPU")
-        self._wide = None
-
-    @property
-    def wide(self):  # -> (threads, why)
-        if self._wide is None:
-            self._wide = choose_wide(self.n_params, self.n, self.requested)
-        return self._wide
+    def choose(self, requested=None, free=None):
+        """Choose the counts again (as when the engine was built), for `requested` and `free`."""
+        if self.device != "cpu":
+            self.n, self.why, self.wide = 1, "GPU", (1, "the model runs on the GPU")
+            return
+        self.n, self.why = choose_threads(self.n_params, requested, free)
+        self.wide = choose_wide(self.n_params, self.n, requested, free)
 
     def scope(self, rows):
         """A context manager: the BLAS count for a forward over `rows` token rows."""
@@ -149,7 +156,7 @@ class Threads:
         """-> {"threads", "why", "blas" (what the library reports inside a call), "wide"}."""
         with self.scope(1):
             blas = blas_threads()
-        wide, why = self.wide if self.device == "cpu" else (self.n, "the model runs on the GPU")
+        wide, why = self.wide
         return {"threads": self.n, "why": self.why, "blas": blas,
                 "wide": {"threads": wide, "rows": WIDE_ROWS, "why": why}}
 

@@ -72,11 +72,11 @@ E, c and c_d measured from interleaved runs of autoregressive decoding and specu
 median of the rounds' ratios). Where the two differ, look at what the cost model leaves out: time
 spent outside the model calls, and calls whose cost varies from step to step."""),
 code("""from gpt2.load import load_model
-from gpt2.backend import APPLIED, blas_line
+from picospec_app.machine import blas_line, policy
 from picospec_app.run import call_costs, interleaved, run_method, speedup_of
 target, encoder = load_model("tiny-target")
 draft = load_model("tiny-draft")[0]
-print(blas_line(APPLIED["policy"]))
+print(blas_line(policy(target)))
 x = encoder.encode("def read_lines(path):\\n    with open(path) as f:\\n        return ")
 N, ROUNDS, K = (16, 2, 4) if QUICK else (64, 7, 4)
 greedy = {"temperature": 0}
