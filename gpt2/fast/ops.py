@@ -6,9 +6,9 @@ REFERENCE, other formulas (what each buys: docs/performance.md, "The operations 
   0 to float32 precision there anyway).
 - layer_norm: the moments as sums over the row (array methods: np.mean and np.var cost 3-4x more in
   their Python wrappers), the scale folded into g.
-- matmul: a stack of B row blocks [B, n_seq, n_in] is one 2-D product over B*n_seq rows (NumPy
-  multiplies a stack block by block, and even a stack of one by a slower path); with weight panels
-  (panels.py), 2..MAX_ROWS rows multiply through them.
+- matmul: a stack of B row blocks [B, n_seq, n_in] is one product over B*n_seq rows (NumPy
+  multiplies a stack block by block); with weight panels (panels.py), 2..MAX_ROWS rows multiply
+  through them.
 - gpu_ops: gelu, softmax and layer_norm as one CUDA kernel each (gpu_kernels.py).
 
 Shapes: [..., n] rows of length n along the last axis; m rows in a product.
@@ -33,11 +33,9 @@ def layer_norm(x, g, b, eps: float = 1e-5):
     return x * (g / xp_of(x).sqrt(variance + eps)) + b  # variance 1, then scale and offset
 
 
-def matmul(x, w):  # [..., n_in] @ [n_in, n_out] -> [..., n_out], one 2-D product over all rows
-    if x.ndim == 2:
+def matmul(x, w):  # [..., n_in] @ [n_in, n_out] -> [..., n_out], one product over all rows
+    if x.ndim == 2 or len(x) == 1:
         return x @ w
-    if x.ndim == 3 and len(x) == 1:  # one block [1, n, n_in]
-        return (x[0] @ w)[None]
     return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[1])
 
 
