@@ -249,6 +249,7 @@ def sampled_run(method, loaded, x, monkeypatch):
     return out, min(margins, default=1) < MARGIN
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", method_names())
 def test_every_row_runs_the_same_on_every_value(name, models, monkeypatch):
     """Temperature 0: the autoregressive text, single and (on the fast values) batched.
@@ -385,6 +386,7 @@ def sampled_law_rows(name, value):  # -> per prompt, LAW_ROWS continuations from
             for b, prompt in enumerate(LAW_PROMPTS)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ROTATION))
 def test_every_lossless_row_keeps_the_target_law_on_a_fast_value(name):
     """750 runs per prompt, G-tested against the micro target's exact law (tests/checker.py)."""
