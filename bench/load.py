@@ -54,14 +54,12 @@ def verification_cost(model, threads, repeats=8, prompt=128):
     cache."""
     import numpy as np
 
-    from picospec_app.machine import set_threads
-
     x = np.random.default_rng(0).integers(0, model.n_vocab, prompt + 5).tolist()
     model.reset()
     model(x[:prompt])
     out = {}
     for n in threads:
-        set_threads([model], n)
+        model.forward.threads.choose(n)  # n threads for every product of the engine
         for M in (1, 5):
             times = []
             for _ in range(repeats):

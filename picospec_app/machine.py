@@ -87,11 +87,3 @@ def thread_policy(n_params, requested=None, device="cpu", panels=None):
     free = free_cores() if requested is None else None
     return {**Threads(n_params, requested, device, free).report(), "panels": panel, "ops": None}
 
-
-def set_threads(models, n, wide=None):
-    """Set each engine's BLAS counts (gpt2/fast/policy.py's Threads) to n, and its wide count to
-    `wide` (default n): for benchmarks that compare thread counts on the same engines."""
-    for model in models:
-        threads = model.forward.threads
-        threads.n, threads.why = n, "set by the benchmark"
-        threads.wide = (n if wide is None else wide, "set by the benchmark")

@@ -22,11 +22,11 @@ kernels), 5 rows against one row:
     768 x 50257 (head)  2.7x     1.6x               1.7x
 
 Under OpenBLAS's Haswell kernels (AMD Zen and older Intel: OPENBLAS_CORETYPE=Haswell on the same
-machine) the panels gain nothing (2.5x either way), so gpt2/backend.py's panel_policy turns them on
-only where they help. One row keeps the plain product (GEMV is already at the memory roofline) and
-so do more than MAX_ROWS rows (whole forwards of 32 new tokens cost the same either way on the tiny
-target, 15% less with panels on the 124M shape; from about 48 the packing pays for itself). The
-panels cost one more copy of the weights in memory.
+machine) the panels gain nothing (2.5x either way), so gpt2/fast/policy.py's panel_policy turns
+them on only where they help. One row keeps the plain product (GEMV is already at the memory
+roofline) and so do more than MAX_ROWS rows (whole forwards of 32 new tokens cost the same either
+way on the tiny target, 15% less with panels on the 124M shape; from about 48 the packing pays for
+itself). The panels cost one more copy of the weights in memory.
 
 Shapes: m (rows), n_in, n_out, n_panels = ceil(n_out / width), width.
 """
