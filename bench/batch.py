@@ -318,6 +318,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from picospec_cli import command
+    from bench.families import command
 
     command(main, OPTIONS)

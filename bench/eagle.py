@@ -98,7 +98,8 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
 
 
 if __name__ == "__main__":
-    from picospec_cli import Option, command
+    from bench.families import command
+    from picospec_cli import Option
 
     command(main, [
         Option("target", str, "tiny-target",

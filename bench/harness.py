@@ -188,7 +188,8 @@ def plot(curves, name, path):
 
 
 if __name__ == "__main__":
-    from picospec_cli import Option, command
+    from bench.families import command
+    from picospec_cli import Option
 
     command(main, [
         Option("drafts", "strs", ("tiny-draft", "ngram"),

@@ -13,10 +13,6 @@ and "panels" (cpu with weight panels, forced on); each engine's LM head is a con
 BLAS thread; CPU time of this thread, median of --repeats rounds in which every value runs once.
 Shapes: none; this file only times things.
 """
-import json
-import os
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -26,17 +22,6 @@ from picospec_cli import Option
 SHAPES = {"tiny": dict(n_layer=6, n_embd=256, n_head=4, n_vocab=4097, n_ctx=256),
           "124M": dict(n_layer=12, n_embd=768, n_head=12, n_vocab=50257, n_ctx=1024)}
 VALUES = ("reference", "cpu", "panels")
-FAMILIES = ("Haswell", "SkylakeX")
-
-
-def families_here():
-    """The OpenBLAS kernel families this CPU runs: Haswell (AVX2), and SkylakeX with AVX-512."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "")
-    except OSError:
-        flags = ""
-    return ["Haswell"] + (["SkylakeX"] if " avx512f" in flags else [])
 
 
 def measure(shapes, repeats, n_cache=128):
@@ -63,61 +48,35 @@ def measure(shapes, repeats, n_cache=128):
     return out
 
 
-def one_family(shapes, repeats):  # the measurement of one family, as JSON on stdout
-    from gpt2.fast.policy import blas_kernels
-
-    print(json.dumps({"kernels": blas_kernels()[1], "times": measure(shapes, repeats)}))
-
-
-def run(families, shapes, repeats):
-    """Each family in a child process with OPENBLAS_CORETYPE set, then the tables."""
+def main(shapes=("tiny", "124M"), repeats=15, out=None):
+    """The forward's operations against the reference, with the BLAS as loaded."""
     from bench.harness import header
+    from bench.page import page_of_output
+    from gpt2.fast.policy import blas_kernels
     from picospec_app.machine import thread_policy
 
-    print(header(thread_policy(0, 1)), flush=True)
-    here = families_here()
-    for family in families:
-        if family not in here:
-            print(f"\n{family}: this CPU cannot run these kernels (no AVX-512); skipped")
-            continue
-        env = {**os.environ, "OPENBLAS_CORETYPE": family}
-        args = [sys.executable, "-m", "bench.ops", "--child", "--shapes", ",".join(shapes),
-                "--repeats", str(repeats)]
-        done = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
-        result = json.loads(done.stdout.splitlines()[-1])
-        print(f"\n### {family} kernels (OPENBLAS_CORETYPE={family}; the library reports "
-              f"{result['kernels']})\n")
+    with page_of_output(out):
+        print(header(thread_policy(0, 1)), flush=True)
+        times = measure(shapes, repeats)
+        print(f"\nThe library reports {blas_kernels()[1]} kernels.\n")
         print("| shape | operations | M=1 ms | M=5 ms | c(5) = M=5 / M=1 | M=1 / reference | "
               "M=5 / reference |")
         print("|---|---|---|---|---|---|---|")
-        for shape, t in result["times"].items():
+        for shape, t in times.items():
             for v in VALUES:
                 one, five = t[f"{v} 1"], t[f"{v} 5"]
                 print(f"| {shape} | {v} | {one:.2f} | {five:.2f} | {five / one:.2f} | "
                       f"{one / t['reference 1']:.2f} | {five / t['reference 5']:.2f} |")
 
 
-def main(families=FAMILIES, shapes=("tiny", "124M"), repeats=15, child=False, out=None):
-    """The forward's operations against the reference, on each kernel family."""
-    if child:
-        return one_family(shapes, repeats)
-    from bench.page import page_of_output
-
-    with page_of_output(out):
-        run(families, shapes, repeats)
-
-
 OPTIONS = [
-    Option("families", "strs", list(FAMILIES), "OpenBLAS kernel families to measure, each in its "
-           "own process", choices=FAMILIES),
     Option("shapes", "strs", ["tiny", "124M"], "model shapes (random weights)",
            choices=tuple(SHAPES)),
     Option("repeats", int, 15, "rounds (the median is reported)", low=1),
-    Option("child", bool, False, "measure in this process only (what each family's process runs)"),
     Option("out", "out", None, "also write what it prints as a results page (docs/results/)"),
 ]
 
 if __name__ == "__main__":
-    from picospec_cli import command
+    from bench.families import command
 
     command(main, OPTIONS)

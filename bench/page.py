@@ -90,24 +90,25 @@ def load():
             f"run; {os.cpu_count()} logical CPUs)")
 
 
-def protocol(threads):
-    """The header table: one row per field."""
+def protocol(threads, kernels=None):
+    """The header table: one row per field (kernels: what replaces this process's BLAS row)."""
     rows = [("command", f"`{command_line()}`"), ("commit", commit()),
             ("date", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())), ("CPU", cpu_model()),
-            ("BLAS", blas()), ("threads", threads or "as the first line below says"),
+            ("BLAS", kernels or blas()), ("threads", threads or "as the first line below says"),
             ("load", load()), ("versions", versions())]
     return ["| protocol | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
 
 
-def write_page(path, text, threads=None, fenced=False):
+def write_page(path, text, threads=None, fenced=False, blas=None):
     """Write the results page at path atomically: title, protocol header, then text (Markdown;
-    fenced: plain lines, kept as printed in a code block)."""
+    fenced: plain lines, kept as printed in a code block; blas: the BLAS row, if not this
+    process's)."""
     name = command_line().split()[2]
     page = [f"# Results: `{name}`", "",
             "Written by the command below; run it again to regenerate this page. Timings depend "
             "on the machine and its load, both recorded here.", ""]
     body = f"```\n{text.strip()}\n```" if fenced else text.strip()
-    page += protocol(threads) + ["", body, ""]
+    page += protocol(threads, blas) + ["", body, ""]
     tmp = Path(f"{path}.tmp")
     tmp.write_text("\n".join(page), encoding="utf-8")
     tmp.replace(path)

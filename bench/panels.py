@@ -1,26 +1,25 @@
-"""Weight panels (gpt2/fast/panels.py) on and off, every row of the method table on this machine's
-CPU.
+"""Every row of the method table on this CPU, weight panels (gpt2/fast/panels.py) off and on, on
+each OpenBLAS kernel family (bench/families.py: a process per family).
 
-    # the built-in pair, 4 held-out prompts x 64 new tokens
-    python -m bench.panels
-    python -m bench.panels --n_prompts 8 --n_tokens 48
+    python -m bench.panels --out docs/results/panels.md      # 4 held-out prompts x 64 new tokens
+    python -m bench.panels --families SkylakeX --n_tokens 48
 
-Protocol. The rows are loaded twice, with PICOSPEC_PANELS=0 and =1 (models, drafts and heads: the
-engines read the policy when they are built). For each row of the table (each with its default
-options) and each setting, the row runs against autoregressive decoding back to back on every prompt
-(picospec_app.run.compare), temperature 0, then speculative sampling at temperature 1 (seeds 0 and
-1); the two settings run one after the other, in alternating order row by row. Reported: tokens per
-target call, what one verification call costs against a one-token call, ms per token of
-autoregressive decoding and of the method (medians over prompts), and the speedup as the median of
-the per-prompt ratios. Autoregressive decoding makes one-row calls, which the panels leave alone, so
-its ms per token should agree between the two settings (a check on load). BLAS threads: the policy's
-(one for the built-in pair). Shapes: none; this file only times things.
+Protocol. The rows are loaded twice, panels off and on. Each row (its default options) runs
+against autoregressive decoding in interleaved rounds on every prompt (picospec_app.run.compare),
+temperature 0, then speculative sampling at temperature 1 (seeds 0 and 1); the two layouts run in
+alternating order row by row. Reported: tokens per target call E, the cost c of one verification
+call over a one-token call, the drafting cost of a step (in one-token target calls), ms per token,
+the speedup (median of per-prompt ratios) with each layout, the cost model's prediction
+E / (c + drafting) and the largest cost, with the layout the engine's policy chooses on this family.
+Autoregressive decoding makes one-row calls, which the panels leave alone: its ms per token should
+agree between the layouts (a check on load). Shapes: none; this file only times things.
 """
 import os
 
 from bench.gpu import load_rows, setup, table
 from bench.harness import header
-from picospec_app.run import compare
+from gpt2.fast.policy import panel_policy
+from picospec_app.run import compare, explain
 from picospec_app.machine import thread_policy
 from picospec_cli import Option
 from picospec.methods import METHODS
@@ -41,25 +40,32 @@ def main(n_prompts=4, n_tokens=64, out=None):
     cases = [(m, {"temperature": 0.0}, [0], {}) for m in METHODS if m.name != "autoregressive"]
     cases.append((next(m for m in METHODS if m.name == "speculative"), {"temperature": 1.0}, [0, 1],
                   {"K": 4}))
+    chosen = panel_policy(rows[True]["speculative"]["target"].n_params)["on"]  # the policy's layout
     rows_out = []
     for i, (m, sampling, seeds, options) in enumerate(cases):
         order = (False, True) if i % 2 == 0 else (True, False)  # neither setting always runs second
         r = {on: compare(m, prompts, rows[on][m.name], n_tokens, seeds, sampling, **options)
              for on in order}
         name = m.name if sampling["temperature"] == 0 else f"{m.name}, T = 1"
-        rows_out.append([name, f"{r[True]['tokens_per_call']:.2f}",
-                         f"{r[False]['verify_cost']:.2f} / "
-                    f"{r[True]['verify_cost']:.2f}", f"{r[False]['ms_per_token_base']:.2f} / "
-                    f"{r[True]['ms_per_token_base']:.2f}", f"{r[False]['ms_per_token']:.2f} / "
-                    f"{r[True]['ms_per_token']:.2f}", f"{r[False]['speedup']:.2f}x",
-                    f"**{r[True]['speedup']:.2f}x**"])
+        speedups = [f"{r[on]['speedup']:.2f}x" for on in (False, True)]
+        speedups[chosen] = f"**{speedups[chosen]}**"
+        rows_out.append([name, f"{r[chosen]['tokens_per_call']:.2f}",
+                         f"{r[False]['verify_cost']:.2f} / {r[True]['verify_cost']:.2f}",
+                         f"{r[chosen]['drafting']:.2f}",
+                         f"{r[False]['ms_per_token_base']:.2f} / "
+                         f"{r[True]['ms_per_token_base']:.2f}",
+                         f"{r[False]['ms_per_token']:.2f} / {r[True]['ms_per_token']:.2f}",
+                         *speedups, f"{r[chosen]['predicted']:.2f}x",
+                         explain(r[chosen]).rsplit("limit: ", 1)[1]])
         print(rows_out[-1], flush=True)
     line = (f"\n`python -m bench.panels --n_prompts {n_prompts} --n_tokens {n_tokens}` "
             f"({n_prompts} held-out prompts x {n_tokens} new tokens, temperature 0 except the last "
-            f"row; 1-minute load {os.getloadavg()[0]:.1f} at the end)\n")
-    columns = ["method", "tokens / target call", "verify / 1-token call (off / on)",
-               "autoregressive ms/token (off / on)", "method ms/token (off / on)",
-               "speedup, panels off", "speedup, panels on"]
+            f"row; the policy's layout here: weight panels {'on' if chosen else 'off'}, its "
+            f"speedup in bold; 1-minute load {os.getloadavg()[0]:.1f} at the end)\n")
+    columns = ["method", "tokens / target call", "c: verify / 1-token call (off / on)",
+               "drafting (1-token calls a step)", "autoregressive ms/token (off / on)",
+               "method ms/token (off / on)", "speedup, panels off", "speedup, panels on",
+               "cost model", "limit"]
     text = "\n".join([line] + table(columns, rows_out))
     print(text)
     if out:
@@ -75,6 +81,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from picospec_cli import command
+    from bench.families import command
 
     command(main, OPTIONS)

@@ -137,7 +137,8 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
 
 
 if __name__ == "__main__":
-    from picospec_cli import Option, command
+    from bench.families import command
+    from picospec_cli import Option
 
     command(main,
             [Option("target", str, "tiny-target",

@@ -569,7 +569,8 @@ def main(task="bench", target="tiny-target", n_prompts=16, prompt_tokens=64, new
 
 
 if __name__ == "__main__":
-    from picospec_cli import Option, command
+    from bench.families import command
+    from picospec_cli import Option
 
     command(main, [
         Option("task", str, "bench",

@@ -257,7 +257,8 @@ def measure(method, prompts, loaded, n_tokens, seeds, sampling, **options):
 
 
 if __name__ == "__main__":
-    from picospec_cli import Option, command
+    from bench.families import command
+    from picospec_cli import Option
 
     command(main, [
         Option("draft", str, "tiny-draft", "the draft model"),

@@ -206,7 +206,8 @@ def prompt_lookup_sweep(target, encoder, prompts, n_tokens, seeds, sizes):
 
 
 if __name__ == "__main__":
-    from picospec_cli import Option, command
+    from bench.families import command
+    from picospec_cli import Option
 
     command(main, [
         Option("medusa", "strs", None, "Medusa heads folders, compared side by side"),

@@ -148,7 +148,8 @@ def call_costs(base_runs, runs):
     method's target call over autoregressive decoding's one-token call), each drafter's calls per
     target call and c_d (one call over a one-token target call) -> {"E", "c", "drafts": {name:
     {"per_target_call", "c_d"}}, "predicted", "predicted_gpu" (the same with c = GPU_VERIFY_COST)},
-    the predictions from picospec.theory.cost_model_speedup."""
+    the predictions from picospec.theory.cost_model_speedup; "E_full": E with every draft
+    accepted."""
     def median(values):
         return float(np.median(list(values)))
 
@@ -161,7 +162,8 @@ def call_costs(base_runs, runs):
             drafts[name] = {"per_target_call": runs[0][f"{name}_calls"] / runs[0]["target_calls"],
                             "c_d": median(r[f"{name}_s"] / r[f"{name}_calls"] for r in runs) / one}
     pairs = [(d["per_target_call"], d["c_d"]) for d in drafts.values()]
-    return {"E": E, "c": c, "drafts": drafts, "predicted": cost_model_speedup(E, c, pairs),
+    return {"E": E, "E_full": every_draft_accepted(runs[0].get("stats"), E), "c": c,
+            "drafts": drafts, "predicted": cost_model_speedup(E, c, pairs),
             "predicted_gpu": cost_model_speedup(E, GPU_VERIFY_COST, pairs)}
 
 
@@ -170,22 +172,38 @@ def drafting(costs):
     return sum(d["per_target_call"] * d["c_d"] for d in costs["drafts"].values())
 
 
+def every_draft_accepted(stats, E):
+    """Tokens per target call had every draft been accepted: 1 + drafted per step (E without
+    stats)."""
+    return 1 + float(np.mean([s["drafted"] for s in stats])) if stats else E
+
+
+def limit(E, E_full, c, d, measured):
+    """What holds the speedup down -> (name, the cost model's speedup without it). A step costs
+    E / measured one-token target calls: c to verify, d to draft, the rest (Python, sampling);
+    acceptance is E below E_full."""
+    rest = max(E / measured - c - d, 0.0)
+    step = c + d + rest
+    without = {"acceptance": E_full / step, "verification": E / (step - max(c - 1, 0.0)),
+               "drafting": E / (step - d), "the rest of the step": E / (step - rest)}
+    worst = max(without, key=without.get)
+    return worst, without[worst]
+
+
 def limit_line(costs, measured):
-    """What keeps the measured speedup below E, in one-token target calls a step: the largest of
-    verification (c - 1), drafting (sum of k c_d) and the rest of the step (Python, sampling: the
-    step's measured cost E / measured minus both) -> one line, with what c = GPU_VERIFY_COST
-    gives."""
-    d = drafting(costs)
-    rest = costs["E"] / measured - costs["c"] - d
-    parts = {"verification": costs["c"] - 1, "drafting": d, "the rest of the step": rest}
-    worst = max(parts, key=parts.get)
-    why = {"verification": f"a target call of this method costs c = {costs['c']:.2f} one-token "
-                           "calls",
+    """The `limit here:` line: the largest of the limits and what removing it gives; c =
+    GPU_VERIFY_COST only where that is lower than this run's c."""
+    c, d, E, E_full = costs["c"], drafting(costs), costs["E"], costs["E_full"]
+    worst, gain = limit(E, E_full, c, d, measured)
+    why = {"acceptance": f"{E:.2f} tokens per target call, {E_full:.2f} had every draft been "
+                         f"accepted: the cost model gives {gain:.2f}x then",
+           "verification": f"a target call of this method costs c = {c:.2f} one-token calls",
            "drafting": f"the draft calls of one step cost {d:.2f} one-token target calls",
-           "the rest of the step": f"Python and sampling cost {rest:.2f} one-token target calls a "
-                                   "step"}
-    return (f"limit here: {worst} ({why[worst]}); with c = {GPU_VERIFY_COST} (verification nearly "
-            f"free, as on a GPU) the cost model gives {costs['predicted_gpu']:.2f}x")
+           "the rest of the step": f"Python and sampling cost {E / measured - c - d:.2f} one-token "
+                                   "target calls a step"}
+    gpu = (f"; with c = {GPU_VERIFY_COST} (verification nearly free, as on a GPU) the cost model "
+           f"gives {costs['predicted_gpu']:.2f}x") if GPU_VERIFY_COST < c else ""
+    return f"limit here: {worst} ({why[worst]}){gpu}"
 
 
 def summary(stats):
@@ -258,18 +276,17 @@ def compare(method, prompts, loaded, N, seeds, sampling=None, repeats=1, **optio
             "predicted": float(np.median([r["costs"]["predicted"] for r in rows])),
             "predicted_gpu": float(np.median([r["costs"]["predicted_gpu"] for r in rows])),
             "drafting": float(np.median([drafting(r["costs"]) for r in rows])),
-            "stats": stats}
+            "E_full": every_draft_accepted(stats, float(np.median(tpc))), "stats": stats}
 
 
 def explain(r):
     """compare's result -> one line: the measured speedup beside the cost model's from E, c and the
-    drafting cost (one-token target calls a step), what c = GPU_VERIFY_COST would give, and what
-    costs most (as limit_line)."""
+    drafting cost (one-token target calls a step), and what holds it down (as limit_line)."""
     E, c, d = r["tokens_per_call"], r["verify_cost"], r["drafting"]
-    parts = {"verification": c - 1, "drafting": d, "the rest of the step": E / r["speedup"] - c - d}
+    worst, gain = limit(E, r["E_full"], c, d, r["speedup"])
+    gpu = f", with c = {GPU_VERIFY_COST} {r['predicted_gpu']:.2f}x" if GPU_VERIFY_COST < c else ""
     return (f"E {E:.2f}, c {c:.2f}, drafting {d:.2f}: measured {r['speedup']:.2f}x, cost model "
-            f"{r['predicted']:.2f}x, with c = {GPU_VERIFY_COST} {r['predicted_gpu']:.2f}x; "
-            f"limit: {max(parts, key=parts.get)}")
+            f"{r['predicted']:.2f}x{gpu}; limit: {worst} (without it {gain:.2f}x)")
 
 
 def measure_alpha(draft, target, prompts, N, options):

@@ -57,15 +57,32 @@ def test_costs_and_prediction_follow_the_formula():
     assert cost_model_speedup(2.36, 2.2, [(4, 0.19)]) == pytest.approx(0.797, abs=5e-4)  # docstring
 
 
-@pytest.mark.parametrize("c, draft_cost, measured, limit", [
-    (2.5, 0.2, 0.9, "verification"),  # E / 0.9 = 3.7 calls a step: 1.5 verify, 0.8 draft, 0.4 rest
-    (1.1, 0.5, 1.0, "drafting"),  # 0.1 verify, 2.0 draft, 0.23 rest
-    (1.1, 0.05, 1.0, "the rest of the step"),  # 0.1 verify, 0.2 draft, 2.03 rest
+@pytest.mark.parametrize("E, E_full, c, draft_cost, measured, limit", [
+    (10 / 3, 10 / 3, 2.5, 0.2, 0.9, "verification"),  # 3.7 calls a step: 1.5 verify, 0.8 draft
+    (10 / 3, 10 / 3, 1.1, 0.5, 1.0, "drafting"),  # 0.1 verify, 2.0 draft, 0.23 rest
+    (10 / 3, 10 / 3, 1.1, 0.05, 1.0, "the rest of the step"),  # 0.1 verify, 0.2 draft, 2.03 rest
+    (1.05, 5.0, 0.95, 0.1, 0.5, "acceptance"),  # 2.1 calls a step; all accepted: 5 / 2.1 = 2.4x
+    (3.0, 5.0, 2.5, 0.2, 0.9, "verification"),  # 3.3 a step: c = 1 gives 1.64x, all accepted 1.5x
 ])
-def test_the_limit_is_the_largest_excess(c, draft_cost, measured, limit):
-    costs = {"E": 40 / 12, "c": c, "drafts": {"draft": {"per_target_call": 4.0, "c_d": draft_cost}},
-             "predicted_gpu": 1.5}
-    assert run.limit_line(costs, measured).startswith(f"limit here: {limit} (")
+def test_the_limit_is_what_gains_most_when_removed(E, E_full, c, draft_cost, measured, limit):
+    costs = {"E": E, "E_full": E_full, "c": c, "predicted_gpu": 1.5,
+             "drafts": {"draft": {"per_target_call": 4.0, "c_d": draft_cost}}}
+    line = run.limit_line(costs, measured)
+    assert line.startswith(f"limit here: {limit} (")
+    step = c + 4 * draft_cost + max(E / measured - c - 4 * draft_cost, 0)
+    if limit == "acceptance":
+        assert f"the cost model gives {E_full / step:.2f}x then" in line
+    # the GPU's c is offered only where it is below this run's
+    assert ("as on a GPU" in line) == (c > GPU_VERIFY_COST)
+
+
+def test_a_limit_line_never_offers_a_worse_c():
+    """A run whose verification costs less than a GPU's (c = 0.95, weight panels) is not told what
+    c = GPU_VERIFY_COST would give."""
+    costs = {"E": 1.05, "E_full": 1.95, "c": 0.95, "predicted_gpu": 0.74,
+             "drafts": {"draft": {"per_target_call": 1.0, "c_d": 0.1}}}
+    line = run.limit_line(costs, 0.9)
+    assert "GPU" not in line and "0.74" not in line
 
 
 # The command (main.py's) end to end, its run_method replaced by the real run with stub times:

@@ -1,0 +1,119 @@
+"""One benchmark, once per OpenBLAS kernel family, each in its own process, on one results page.
+
+    python -m bench.harness --out docs/results/harness.md               # every family this CPU runs
+    python -m bench.harness --families Haswell                          # one family, no page
+
+OpenBLAS picks its kernels when it loads (OPENBLAS_CORETYPE chooses them), so a family is measured
+in a child process: Haswell on every x86-64 CPU with AVX2, SkylakeX where the CPU has AVX-512 (its
+default there). Before each family the parent waits for the machine to be quiet (1-minute load
+below --quiet, at most QUIET_WAIT seconds) and records the load it starts at. With --out each child
+writes its own page; the parent keeps their bodies, a section per family, under one header.
+"""
+import functools
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from picospec_cli import Option, command as plain_command
+
+FAMILIES = ("Haswell", "SkylakeX")
+QUIET_WAIT = 300  # seconds
+
+
+def families_here():
+    """The OpenBLAS kernel families this CPU runs: Haswell (AVX2), and SkylakeX with AVX-512."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        flags = ""
+    return ["Haswell"] + (["SkylakeX"] if " avx512f" in flags else [])
+
+
+def wait_quiet(below, most=QUIET_WAIT):
+    """Wait until the 1-minute load is below `below` (at most `most` s) -> the load then."""
+    if not hasattr(os, "getloadavg"):
+        return float("nan")
+    start = time.monotonic()
+    while os.getloadavg()[0] >= below and time.monotonic() - start < most:
+        time.sleep(5)
+    return os.getloadavg()[0]
+
+
+def without(argv, names):
+    """argv without the options `names` and their values (--name value, --name=value)."""
+    out, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word.split("=")[0] in names:
+            skip = "=" not in word
+        else:
+            out.append(word)
+    return out
+
+
+def child_page(path):
+    """A child's page -> (its protocol rows {field: value}, its body)."""
+    text = Path(path).read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| (\w[\w ]*) \| (.*) \|$", text.split("\n\n", 3)[2], flags=re.M))
+    return rows, text.split("\n\n", 3)[3].strip()
+
+
+def by_family(module, families, quiet, out):
+    """Run `python -m module ARGS --child` once per family; with out, one page of their pages."""
+    from bench.page import write_page
+
+    argv, here, sections = without(sys.argv[1:], ("--out", "--families", "--quiet")), \
+        families_here(), []
+    for family in families:
+        if family not in here:
+            print(f"{family}: this CPU cannot run these kernels (no AVX-512); skipped", flush=True)
+            continue
+        load = wait_quiet(quiet) if quiet else os.getloadavg()[0]
+        print(f"\n── {family} kernels (OPENBLAS_CORETYPE={family}; 1-minute load {load:.2f} at "
+              f"the start) ──", flush=True)
+        page = f"{out}.{family}.tmp" if out else None
+        args = [sys.executable, "-m", module, *argv, "--child"] + (["--out", page] if out else [])
+        done = subprocess.run(args, env={**os.environ, "OPENBLAS_CORETYPE": family})
+        if done.returncode:
+            raise SystemExit(done.returncode)
+        if out:
+            rows, body = child_page(page)
+            os.remove(page)
+            table = ["| protocol | |", "|---|---|",
+                     f"| BLAS | {rows.get('BLAS', 'not recorded')} |",
+                     f"| threads | {rows.get('threads', 'as the first line below says')} |",
+                     f"| load | {load:.2f} at the start (1-minute average); "
+                     f"{rows.get('load', 'not recorded')} |"]
+            sections.append("\n".join([f"## {family} kernels", ""] + table + ["", body]))
+    if out and sections:
+        names = ", ".join(s.split("\n", 1)[0][3:] for s in sections)
+        write_page(out, "\n\n".join(sections), threads="each section names its own",
+                   blas=f"a section per kernel family: {names}")
+
+
+FAMILY_OPTIONS = [
+    Option("families", "strs", None, "OpenBLAS kernel families to measure, each in its own "
+           "process (default: every family this CPU runs)", choices=FAMILIES),
+    Option("quiet", float, 0.5, "before each family, wait (at most 5 minutes) until the "
+           "1-minute load is below this; 0: do not wait", low=0),
+    Option("child", bool, False, "measure in this process only, with the BLAS as loaded (what "
+           "each family's process runs)"),
+]
+
+
+def command(main, options):
+    """`command(main, OPTIONS)` under `if __name__ == "__main__"`: main's command line, run once per
+    kernel family (or, with --child, in this process)."""
+    module = sys.modules[main.__module__].__spec__.name
+
+    @functools.wraps(main)
+    def run(families=None, quiet=0.5, child=False, **values):
+        if child:
+            return main(**values)
+        return by_family(module, families or families_here(), quiet, values.get("out"))
+    return plain_command(run, options + FAMILY_OPTIONS)
