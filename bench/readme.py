@@ -5,8 +5,9 @@
 
 Each generated section sits between two markers, <!-- NAME:begin (python -m bench.readme) --> and
 <!-- NAME:end -->. Sources: the method table (picospec/methods.py) for the method tables; the
-results pages docs/results/panels.md (every row on a CPU) and docs/results/gpu.md (every row on a
-GPU) for the README's results.
+results pages docs/results/demo.md (the demo on each kernel family), panels.md (every row on each
+kernel family), gpu.md (every row on a GPU), engine.md and engine_gpu.md (c(5)) for the README's
+demo and results and docs/performance.md's tables.
 """
 import re
 from pathlib import Path
@@ -15,6 +16,7 @@ from picospec.methods import METHODS, markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_PAGE, GPU_PAGE = "docs/results/panels.md", "docs/results/gpu.md"  # every row on a CPU, a GPU
+DEMO_PAGE = "docs/results/demo.md"
 
 
 def markers(name):
@@ -42,22 +44,34 @@ def method_summary():
     return "\n".join(lines)
 
 
-def table_rows(root, path, first_cell):
-    """The rows of the table in a results page whose header starts with first_cell -> (page text,
-    [[cells]]), bold marks removed."""
+def page(root, path):
     if not (root / path).exists():
         raise ValueError(f"{path} is missing: write it with the command its page names")
-    text = (root / path).read_text(encoding="utf-8")
+    return (root / path).read_text(encoding="utf-8")
+
+
+def by_family(text):
+    """A page's sections, one per kernel family -> {family: text}; {"": text} without sections."""
+    parts = re.split(r"^## (\w+) kernels$", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2])) if len(parts) > 1 else {"": text}
+
+
+def rows(text, first_cell, path):
+    """The cells of the first table in text whose header starts with first_cell (bold kept)."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith(f"| {first_cell} |")), None)
     if start is None:
         raise ValueError(f"{path} has no table starting with '| {first_cell} |'")
-    rows = []
+    out = []
     for line in lines[start + 2:]:
         if not line.startswith("|"):
             break
-        rows.append([c.strip().replace("**", "") for c in line.strip("|").split("|")])
-    return text, rows
+        out.append([c.strip() for c in line.strip("|").split("|")])
+    return out
+
+
+def bold(cells):  # the cell a page marks as the one that counts
+    return next(c for c in cells if c.startswith("**")).strip("*")
 
 
 def protocol_field(text, field):
@@ -65,31 +79,113 @@ def protocol_field(text, field):
     return found.group(1) if found else "not recorded"
 
 
+def cpu_rows(root):
+    """{family: {row name: cells}} of the every-row page (bench.panels)."""
+    return {f: {r[0]: r for r in rows(t, "method", CPU_PAGE)}
+            for f, t in by_family(page(root, CPU_PAGE)).items()}
+
+
+def gpu_rows(root):
+    return {r[0]: r for r in rows(page(root, GPU_PAGE), "method", GPU_PAGE)}
+
+
+NAMES = [m.name for m in METHODS if m.name != "autoregressive"] + ["speculative, T = 1"]
+
+
+def label(name):
+    return "`speculative`, T = 1" if name.endswith("T = 1") else f"`{name}`"
+
+
 def results_table(root):
-    """Every method's tokens per target call and speedup on a CPU (panels.md, the column of the
+    """Every method's tokens per target call and speedup on each CPU kernel family (panels.md, the
     layout the engine's policy chose there) and on a GPU (gpu.md)."""
-    cpu_text, cpu_rows = table_rows(root, CPU_PAGE, "method")
-    gpu_text, gpu_rows = table_rows(root, GPU_PAGE, "method")
-    panels = "on" if "weight panels on" in protocol_field(cpu_text, "threads") else "off"
-    cpu = {r[0]: (r[1], r[5] if panels == "off" else r[6]) for r in cpu_rows}
-    gpu = {r[0]: (r[1], r[5]) for r in gpu_rows}
-    names = [m.name for m in METHODS if m.name != "autoregressive"] + ["speculative, T = 1"]
-    lines = [f"CPU: {protocol_field(cpu_text, 'CPU')}, {protocol_field(cpu_text, 'BLAS')}, weight "
-             f"panels {panels} ([results/panels.md](docs/results/panels.md)). GPU: "
-             f"{protocol_field(gpu_text, 'versions')} ([results/gpu.md](docs/results/gpu.md)). "
-             f"Temperature 0 unless noted; speedups against autoregressive decoding on the same "
-             f"device.", "",
-             "| method | CPU: tokens / target call | CPU: speedup | GPU: tokens / target call "
-             "| GPU: speedup |", "|---|---|---|---|---|"]
-    for name in names:
-        c, g = cpu.get(name, ("not measured",) * 2), gpu.get(name, ("not measured",) * 2)
-        label = "`speculative`, T = 1" if name.endswith("T = 1") else f"`{name}`"
-        lines.append(f"| {label} | {c[0]} | {c[1]} | {g[0]} | {g[1]} |")
+    cpu, gpu, text = cpu_rows(root), gpu_rows(root), page(root, CPU_PAGE)
+    families = list(cpu)
+    lines = [f"CPU: {protocol_field(text, 'CPU')}, each OpenBLAS kernel family in its own process "
+             f"([results/panels.md](docs/results/panels.md)). GPU: "
+             f"{protocol_field(page(root, GPU_PAGE), 'versions')} "
+             f"([results/gpu.md](docs/results/gpu.md)). Temperature 0 unless noted; speedups "
+             f"against autoregressive decoding on the same device.", "",
+             "| method | tokens / target call | "
+             + " | ".join(f"CPU, {f} kernels: speedup" for f in families)
+             + " | GPU: tokens / target call | GPU: speedup |",
+             "|---|---|" + "---|" * len(families) + "---|---|"]
+    for name in NAMES:
+        first = cpu[families[0]].get(name)
+        cells = [first[1] if first else "not measured"]
+        cells += [bold(cpu[f][name]) if name in cpu[f] else "not measured" for f in families]
+        g = gpu.get(name)
+        cells += [g[1], bold(g)] if g else ["not measured"] * 2
+        lines.append(f"| {label(name)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
+def methods_table(root):
+    """docs/performance.md: per kernel family, every row's E, c, drafting, measured speedup, the
+    cost model's and what holds it down (panels.md); the GPU's E, c and speedup (gpu.md)."""
+    lines = []
+    for family, table in cpu_rows(root).items():
+        lines += [f"**CPU, OpenBLAS {family} kernels** ([results/panels.md](results/panels.md), "
+                  f"the layout the engine's policy chooses there):", "",
+                  "| method | E (tokens / target call) | c | drafting | measured | cost model | "
+                  "limit (and the cost model without it) |", "|---|---|---|---|---|---|---|"]
+        for name in NAMES:
+            if name in table:
+                r = table[name]
+                on = r[7].startswith("**")  # the policy's layout: panels on
+                c = r[2].split(" / ")[on]
+                lines.append(f"| {label(name)} | {r[1]} | {c} | {r[3]} | {bold(r)} | {r[8]} | "
+                             f"{r[9]} |")
+        lines.append("")
+    gpu = gpu_rows(root)
+    lines += ["**GPU** ([results/gpu.md](results/gpu.md)):", "",
+              "| method | E (tokens / target call) | c | measured |", "|---|---|---|---|"]
+    lines += [f"| {label(n)} | {gpu[n][1]} | {gpu[n][4]} | {bold(gpu[n])} |" for n in NAMES
+              if n in gpu]
+    return "\n".join(lines)
+
+
+def cost_curve(root):
+    """docs/performance.md: c(5) of the 124M shape and the tiny target per kernel family
+    (engine.md, the engine's default layout) and on a GPU (engine_gpu.md)."""
+    def c5(table, path, first):
+        found = rows(table, first, path)
+        header = next(line for line in table.splitlines() if line.startswith(f"| {first} |"))
+        col = [c.strip() for c in header.strip("|").split("|")].index("M=5")
+        return {r[0]: r[col].split()[0] for r in found
+                if first == "shape | M=2" or r[1].startswith("default")}, found
+
+    lines = ["| machine | c(5), 124M shape | c(5), tiny target | page |", "|---|---|---|---|"]
+    for family, text in by_family(page(root, "docs/results/engine.md")).items():
+        c, found = c5(text, "docs/results/engine.md", "shape | layout")
+        layout = next(r[1] for r in found if r[1].startswith("default"))  # default (panels on)
+        lines.append(f"| CPU, OpenBLAS {family} kernels, {layout.replace('default ', '')[1:-1]} | "
+                     f"{c.get('124M', 'not measured')} | {c.get('tiny', 'not measured')} | "
+                     f"[results/engine.md](results/engine.md) |")
+    gpu_text = page(root, "docs/results/engine_gpu.md")
+    c = c5(gpu_text, "docs/results/engine_gpu.md", "shape | M=2")[0]
+    lines.append(f"| GPU ({protocol_field(gpu_text, 'versions').split('GPU: ')[-1]}), fused "
+                 f"kernels | {c.get('124M', 'not measured')} | {c.get('tiny', 'not measured')} | "
+                 f"[results/engine_gpu.md](results/engine_gpu.md) |")
+    return "\n".join(lines)
+
+
+def demo(root):
+    """The README's demo: main.py's output on each kernel family (docs/results/demo.md)."""
+    out = []
+    for family, text in by_family(page(root, DEMO_PAGE)).items():
+        load = protocol_field(text, "load").split(" at the start")[0]
+        body = text.split("\n\n", 2)[2].strip() if text.lstrip().startswith("|") else text.strip()
+        out += [f"**OpenBLAS {family} kernels** (1-minute load {load} at the start; "
+                f"[results/demo.md](docs/results/demo.md)):", "", body, ""]
+    return "\n".join(out).rstrip()
+
+
 GENERATED = [("README.md", "methods", lambda root: method_summary()),
+             ("README.md", "demo", demo),
              ("README.md", "results", results_table),
+             ("docs/performance.md", "curve", cost_curve),
+             ("docs/performance.md", "methods", methods_table),
              ("docs/methods.md", "methods", lambda root: markdown())]  # (file, section, source)
 
 
