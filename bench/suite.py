@@ -3,7 +3,7 @@
     # the whole suite on 2 workers: wall time, the 40 slowest
     python -m bench.suite
     python -m bench.suite --marks "not slow"         # the quick tier
-    python -m bench.suite --out docs/results/suite.md
+    python -m bench.suite --out docs/results/suite.md     # once per kernel family (bench/families.py)
 
 Each test's time is its wall time inside its pytest-xdist worker (pytest's --junitxml), so the sums
 per file are what a file costs the workers; the suite's wall time and the CPU time of all its
@@ -80,7 +80,8 @@ def main(workers=2, marks=None, slowest=40, out=None):
 
 
 if __name__ == "__main__":
-    from picospec_cli import Option, command
+    from bench.families import command
+    from picospec_cli import Option
 
     command(main, [Option("workers", int, 2, "pytest-xdist workers (1: no xdist)", low=1, high=64),
                    Option("marks", str, None,
