@@ -17,9 +17,9 @@ from pathlib import Path
 # type: int, float, str, bool, "ints", "floats", "strs", "file", "dir", "out", "path"; check(value)
 # (of each item, for a list) and check_list(values) -> a message or None; load: a method's option
 # that the app's loader reads, not passed to the method
-Option = namedtuple("Option", "name type default help low high above choices check required load "
-                    "check_list", defaults=(None, "", None, None, None, None, None, False, False,
-                                            None))
+FIELDS = "name type default help low high above choices check required load check_list"
+Option = namedtuple("Option", FIELDS,
+                    defaults=(None, "", None, None, None, None, None, False, False, None))
 
 
 class UsageError(ValueError):  # a command line that cannot run: one line, exit status 2
