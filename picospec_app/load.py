@@ -23,7 +23,7 @@ def check_needs(method, options):
             raise ValueError(f"--datastore {path} is a folder: give a .npz file")
         if not path.exists() and not options.get("build_datastore"):
             raise ValueError(f"--datastore {path} does not exist: give an existing datastore, or "
-                             f"add --build_datastore to build it there (about 30 s)")
+                             f"add --build_datastore to build it there")
         if not path.exists() and not path.resolve().parent.is_dir():
             raise ValueError(f"--datastore {path}: the folder {path.resolve().parent} does not "
                              f"exist; create it first")
