@@ -1,19 +1,8 @@
 """picospec's front door: decode a prompt with a speculative method and with plain autoregressive
 decoding, side by side.
 
-    python main.py --method speculative --K 4          # the built-in tiny pair, offline, in seconds
-    python main.py --method greedy --target gpt2-xl --draft gpt2 \
-        --prompt "Alan Turing theorized that"
-    python main.py --method medusa --help              # a method's own options
-    echo "def f(x):" | python main.py --prompt_file - --json
-
-The methods and their options come from the table in picospec/methods.py; this file has no
-per-method code. Every option is checked before any model loads (picospec_cli), so a typo costs a
-second, not a run. Autoregressive decoding and the method run in turns on the same prompt with the
-same seed (A B A B ..., --runs rounds), so the printout shows both texts, their median times, the
-median speedup and its range, tokens per target call, acceptance, the speedup the cost model
-predicts from the measured call costs and what limits it, and (on a terminal) each token coloured by
-where it came from.
+Methods and their options come from the table in picospec/methods.py (`python main.py --method
+medusa --help`); every option is checked before any model loads.
 """
 import json
 import os
@@ -66,13 +55,13 @@ SHARED = [
 
 
 def options_for(method):
-    """The shared options plus the method's own; --draft only where a draft model is used."""
+    """The shared options plus the method's own (--draft only where a draft is used)."""
     shared = [o for o in SHARED if o.name != "draft" or "draft" in method.needs]
     return shared + list(method.options)
 
 
 def elsewhere(method):
-    """Messages for options that exist, but not for this method."""
+    """{option: message} for options of other methods."""
     own = {o.name for o in options_for(method)}
     takes = ", ".join(f"--{o.name}" for o in method.options) or "no options of its own"
     messages = {}
@@ -98,25 +87,23 @@ def method_list():
 
 
 def parse_command_line(argv):
-    """argv -> (method row, {option: value}, the names given), read once by the door over every
-    method's options; None after printing help; UsageError for any mistake."""
+    """argv -> (method row, {option: value}, names given); None after printing help."""
     every = {o.name: o for o in [*(o for m in METHODS for o in m.options), *SHARED]}
     given = read(argv, list(every.values()))
-    method = TABLE[convert(SHARED[0], given["method"])] if "method" in given else TABLE[
-        "speculative"]
+    name = convert(SHARED[0], given["method"]) if "method" in given else "speculative"
+    method = TABLE[name]
     if given.get("help") and "method" in given:
         print(usage(f"{program()} --method {method.name}", f"{method.help}. {method.paper}.",
                     options_for(method)))
     elif given.get("help"):
-        print(usage(program(), __doc__.split("\n\n")[0], SHARED, epilog="methods (--method NAME "
-                    "--help shows a method's options):\n" + method_list()))
+        epilog = "methods (--method NAME --help shows a method's options):\n" + method_list()
+        print(usage(program(), __doc__.split("\n\n")[0], SHARED, epilog=epilog))
     else:
         return method, settle(given, options_for(method), elsewhere(method)), set(given)
 
 
 def program():
-    """How the user ran this, for the usage line: `python PATH` as typed for a .py file (python
-    main.py), else the installed command's name. Example: /usr/local/bin/picospec -> picospec."""
+    """The usage line's name: "python main.py" as typed, else the command's (picospec)."""
     invoked = sys.argv[0] if sys.argv and sys.argv[0] else "main.py"
     if invoked.endswith(".py"):
         return f"python {invoked}"
@@ -124,14 +111,13 @@ def program():
 
 
 def unescape(text):
-    r"""The one escape rule of --escapes, for --prompt and --batch alike: \n newline, \t tab, \\
-    backslash.
-    Example: unescape(r"a\nb\\n") -> "a" + newline + "b\\n"."""
+    r"""--escapes: \n newline, \t tab, \\ backslash.
+    Example: r"a\nb\\n" -> "a" + newline + "b\\n"."""
     return re.sub(r"\\([nt\\])", lambda m: {"n": "\n", "t": "\t", "\\": "\\"}[m.group(1)], text)
 
 
 def read_prompts(values, given):
-    """The prompts and how to name each: --prompt or --prompt_file's one, or --batch's lines."""
+    """-> (prompts, a name for each): the one prompt, or --batch's lines."""
     if values["batch"] is not None:
         for name in ("prompt", "prompt_file"):
             if name in given:
@@ -142,15 +128,14 @@ def read_prompts(values, given):
 
 
 def batch_prompts(values):
-    """--batch FILE's prompts, one per line (blank lines skipped), each named by its line."""
+    """--batch FILE's prompts, one per line, blank lines skipped."""
     path = values["batch"]
     try:
         text = open(path, encoding="utf-8", newline="").read()
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"--batch {path}: cannot read it as UTF-8 text "
                          f"({getattr(e, 'strerror', e)})") from None
-    # lines end at "\n" (or "\r\n") only: str.splitlines would also cut a prompt at a form feed or
-    # U+2028
+    # lines end at "\n" or "\r\n" only (str.splitlines also cuts at a form feed or U+2028)
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     numbers = [n for n, line in enumerate(lines, 1) if line.strip()]  # blank lines skipped
     if not numbers:
@@ -181,8 +166,8 @@ def read_prompt(values, given):
             prompt.encode("utf-8")
         except UnicodeEncodeError:
             raise UsageError("--prompt is not UTF-8 text (the terminal sent other bytes): set a "
-                             "UTF-8 locale, or "
-                             "save the prompt as UTF-8 and pass --prompt_file") from None
+                             "UTF-8 locale, or save the prompt as UTF-8 and pass --prompt_file"
+                             ) from None
     prompt = unescape(prompt) if values["escapes"] else prompt
     if not prompt:
         raise UsageError("the prompt is empty: pass some text with --prompt")
@@ -194,7 +179,7 @@ def method_options(method, values):
 
 
 def check_before_loading(method, values):
-    """Everything that can be checked without a model: laws, files, the cache folder."""
+    """What can be checked without a model: laws, files, the cache folder."""
     from picospec_app.load import check_needs
 
     if values["batch"] is not None and (refusal := batch_refusal(method)):
@@ -226,8 +211,7 @@ def check_before_loading(method, values):
 
 
 def same_model(a, b):
-    """Whether two model names mean one checkpoint: the same name, or local folders (built-in ones
-    included) that are one folder. Example: same_model("tiny-target", "gpt2/assets/tiny-target")."""
+    """Whether two model names are one checkpoint (same name, or same folder)."""
     from gpt2.hub import BUILTIN, is_local
 
     def folder(name):
@@ -283,8 +267,7 @@ def show(run, encoder, prompt, color):
 
 
 def main(argv=None):
-    """The one run flow: read the command line -> check -> load -> run the method and autoregressive
-    decoding in interleaved rounds (one prompt, or --batch's rows) -> report."""
+    """Read the command line, check, load, run both decoders in rounds, report."""
     parsed = parse_command_line(sys.argv[1:] if argv is None else argv)
     if parsed is None:
         return
@@ -299,8 +282,8 @@ def main(argv=None):
                      {"target": values["target"], "draft": values.get("draft")}, name)
     batch = values["batch"] is not None
     rounds = run_rounds(method, values, xs, target, loaded, progress_wanted(values))
-    result = (batch_result if batch else single_result)(method, values, prompts, xs, rounds,
-                                                         encoder)
+    make = batch_result if batch else single_result
+    result = make(method, values, prompts, xs, rounds, encoder)
     result.update(threads=threads, blas=blas_line(threads))
     if values["json"]:
         print(json.dumps(result))
@@ -309,8 +292,7 @@ def main(argv=None):
 
 
 def load(method, values):
-    """The target, the method's needs and the BLAS thread policy -> (target, loaded, encoder,
-    threads); a note on stderr where the threads outnumber the CPUs."""
+    """-> (target, loaded needs, encoder, thread policy)."""
     from picospec_app.load import load_needs
     from gpt2.load import load_model
 
@@ -328,17 +310,14 @@ def load(method, values):
 
 
 def progress_wanted(values):
-    """--progress / --no-progress as given; else bars when stderr is a terminal, and none for
-    --json written to a pipe."""
+    """--progress as given; else bars on a terminal, none for --json to a pipe."""
     if values["progress"] is not None:
         return values["progress"]
     return sys.stderr.isatty() and not (values["json"] and not sys.stdout.isatty())
 
 
 def run_rounds(method, values, xs, target, loaded, progress):
-    """Autoregressive decoding and the method in turns (A B A B ..., --runs rounds; one round of a
-    --batch unless --runs says more), each from cold caches with the same seed -> [the baseline's
-    runs, the method's] (one list if the method is autoregressive decoding)."""
+    """Both decoders in turns, cold caches, one seed -> [baseline runs, method runs]."""
     from tqdm import tqdm
 
     from picospec_app import run
@@ -357,8 +336,8 @@ def run_rounds(method, values, xs, target, loaded, progress):
                                  sampling, options if mine else {}, progress)
         return run.run_method(m, xs[0], needs, n, seed, sampling, **(options if mine else {}))
 
-    # CuPy compiles each kernel at its first use: do that before the clocks start, on the timed run
-    if values["device"] == "gpu":  # itself (a 4-token run left kernels to compile inside the clock)
+    # CuPy compiles each kernel at its first use: warm up on the timed run itself, unclocked
+    if values["device"] == "gpu":
         for m in order:
             timed(m)
     rounds = values["runs"] or (1 if batch else None)
@@ -375,7 +354,7 @@ def run_rounds(method, values, xs, target, loaded, progress):
 
 
 def single_result(method, values, prompts, xs, rounds, encoder):
-    """One prompt's runs -> the JSON object: both texts, median times, the speedup, the costs."""
+    """One prompt's runs -> the JSON object: texts, median times, speedup, costs."""
     from picospec_app.run import call_costs, limit_line, median_run, speedup_of
 
     x, options = xs[0], method_options(method, values)
@@ -401,7 +380,7 @@ def single_result(method, values, prompts, xs, rounds, encoder):
 
 
 def batch_result(method, values, prompts, xs, rounds, encoder):
-    """--batch's runs -> the JSON object: each row's text, times (median of the rounds), calls."""
+    """--batch's runs -> the JSON object: each row's text, median times, calls."""
     from picospec_app.run import speedup_of
 
     def texts(run):
@@ -462,8 +441,7 @@ def show_batch(result, values, encoder, names):
 
 
 def cost_line(costs, measured):
-    """The cost model's line: E, c, each drafter's c_d and calls per target call, and the speedup
-    they predict (picospec.theory.cost_model_speedup) beside the measured one."""
+    """E, c, each drafter's c_d and the predicted speedup beside the measured one."""
     drafts = costs["drafts"]
     calls = "".join(f", a {name} call c_d = {d['c_d']:.3f} ({d['per_target_call']:.2f} per target "
                     f"call)" for name, d in drafts.items())
@@ -476,18 +454,14 @@ def cost_line(costs, measured):
 
 
 def engine_choices(values):
-    """How the engines' forwards run: --threads and the environment's settings, read once."""
+    """The engines' build keywords from --threads and the environment."""
     from picospec_app.settings import engine_choices
 
     return engine_choices(threads=values["threads"])
 
 
 def row_groups(xs, values, loaded, device):
-    """--batch's rows in groups (consecutive lines) whose batched engines fit the memory budget:
-    --batch_memory MB, else half the free memory; a row's bytes are bounded by
-    picospec_app.load.batch_row_bytes for passes of the longest prompt plus --n_tokens.
-    -> (groups of row indices, bytes per row). A row that alone does not fit is one line naming the
-    memory it needs and the option."""
+    """--batch's rows in groups that fit the memory budget -> (groups of row indices, row bytes)."""
     from picospec_app.load import batch_row_bytes
     from picospec_app.machine import free_memory
 
@@ -510,6 +484,6 @@ def row_groups(xs, values, loaded, device):
 
 
 def cli(argv=None):
-    """The command: `python main.py ...` and the installed `picospec ...` both come here."""
+    """`python main.py` and the installed `picospec` command."""
     guarded(lambda: main(argv))
 

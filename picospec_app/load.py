@@ -1,8 +1,5 @@
-"""Load what a method of the table needs (picospec.methods: a row's `needs`), once, for main.py, the
-notebooks and the benchmarks: the draft, a second drafter, heads, the EAGLE head, the REST
-datastore, a self-draft engine, Sequoia's acceptance vectors, and their batched forms for --batch.
-Mistakes in the options that name files are found here before any model loads. Shapes: none; this
-file only loads things.
+"""Load what a method needs (a row's `needs` in picospec/methods.py): drafts, heads, the REST
+datastore, a self-draft engine, Sequoia's acceptance vectors, and their batched forms.
 """
 import json
 import sys
@@ -12,8 +9,7 @@ import numpy as np
 
 
 def check_target(name):
-    """The n-gram drafts only (no hidden states, no heads, no checkpoint a peer library could
-    load)."""
+    """Refuse the n-gram as a target: it drafts only."""
     if str(name) == "ngram":
         raise ValueError("--target ngram: the n-gram model drafts only; give a GPT-2 target such "
                          "as tiny-target")
@@ -27,7 +23,7 @@ def check_needs(method, options):
             raise ValueError(f"--datastore {path} is a folder: give a .npz file")
         if not path.exists() and not options.get("build_datastore"):
             raise ValueError(f"--datastore {path} does not exist: give an existing datastore, or "
-                             f"add --build_datastore to build it there (about 30 s)")
+                             f"add --build_datastore to build it there")
         if not path.exists() and not path.resolve().parent.is_dir():
             raise ValueError(f"--datastore {path}: the folder {path.resolve().parent} does not "
                              f"exist; create it first")
@@ -41,10 +37,8 @@ def check_needs(method, options):
 
 def load_needs(method, options, target, target_name, encoder, draft="tiny-draft", device="cpu",
                offline=None, progress=None):
-    """{"target", and as method.needs say: "draft", "draft2", "heads", "datastore"} for
-    picospec.methods.call; "self_draft:KIND" replaces the target by one engine serving both the
-    target and its own draft. progress: bars for a datastore build (None: when stderr is a
-    terminal)."""
+    """{"target", and as method.needs say "draft", "draft2", "heads", "datastore", ...} for
+    picospec.methods.call; "self_draft:KIND" puts target and draft on one engine."""
     loaded = {"target": target}
     for need in method.needs:
         if need == "draft":
@@ -58,12 +52,10 @@ def load_needs(method, options, target, target_name, encoder, draft="tiny-draft"
         elif need == "draft2":  # a second, smaller drafter (cascades): --draft2, default the n-gram
             name = options.get("draft2") or "ngram"
             loaded["draft2"] = load_draft(name, target, target_name, device, offline, "--draft2")
-        # the target drafting for itself: both on one engine and cache
-        elif need.startswith("self_draft:"):
+        elif need.startswith("self_draft:"):  # the target drafting for itself, on one cache
             loaded.update(load_self_draft(need.split(":")[1], options, target, target_name,
                                           offline))
-        # Sequoia's vectors measured for this pair, unless --acceptance gives one
-        elif need == "acceptance":
+        elif need == "acceptance":  # Sequoia's vectors for this pair, unless --acceptance
             if options.get("acceptance") is None:
                 loaded["acceptance"] = load_acceptance(target_name, draft, offline)
         else:
@@ -73,9 +65,8 @@ def load_needs(method, options, target, target_name, encoder, draft="tiny-draft"
 
 
 def load_acceptance(target_name, draft, offline=None):
-    """{"greedy": a, "sampled": a}: the acceptance vectors of `draft` for the target (at temperature
-    0 and 1), measured by `python -m bench.token_trees --record` into the target folder's
-    sequoia.json."""
+    """{"greedy": a, "sampled": a}: `draft`'s acceptance vectors from the target folder's
+    sequoia.json (written by `python -m bench.token_trees --record`)."""
     from gpt2.hub import resolve
 
     path = resolve(str(target_name), offline=offline) / "sequoia.json"
@@ -93,10 +84,7 @@ def load_acceptance(target_name, draft, offline=None):
 
 
 def load_self_draft(kind, options, target, target_name, offline=None):
-    """{"target", "draft", "self_draft"}: the target and its own draft path (kind layer_skip or
-    early_exit) on one KV cache, from --skip / --exit_layer / --adapter, else what the target's
-    folder ships (gpt2/self_draft.py), and the K and threshold searched with that path (the defaults
-    of --K and --threshold)."""
+    """{"target", "draft", "self_draft"}: the target and its own draft path on one KV cache."""
     from gpt2.hub import resolve
     from gpt2.self_draft import load_self_draft as load
 
@@ -108,17 +96,12 @@ def load_self_draft(kind, options, target, target_name, offline=None):
 
 
 def batched_models(loaded, rows):
-    """What load_needs loaded, for a method's batched form over `rows` rows (main.py --batch,
-    bench.batch): a GPT-2 engine becomes a BatchGPT2, an EAGLE head a BatchEagleHead, a
-    self-drafting side its side of one BatchSelfDraft (both sides share it, as they share one cache
-    alone), a stateless model (the n-gram) one called row by row; heads' functions, datastores and
-    settings stay as they are."""
-    from gpt2.eagle import BatchEagleHead
-    from gpt2.engine import BatchGPT2
-    from gpt2.self_draft import batch_side
-    from gpt2.eagle import EagleHead
-    from gpt2.engine import GPT2
+    """load_needs' dict for a batched form over `rows` rows: engines, EAGLE heads and
+    self-drafting sides become their batched classes; the rest stays."""
+    from gpt2.eagle import BatchEagleHead, EagleHead
+    from gpt2.engine import GPT2, BatchGPT2
     from gpt2.self_draft import Model as SelfDraftSide
+    from gpt2.self_draft import batch_side
     from picospec.batched.loop import batched
 
     def batch(model):
@@ -133,13 +116,10 @@ def batched_models(loaded, rows):
 
 
 def batch_row_bytes(loaded, tokens):
-    """An upper bound on the bytes one row of batched_models(loaded, rows) takes, for passes of at
-    most `tokens` tokens per row: the KV caches and activations of each batched engine (a
-    self-drafting pair's one engine counted once); stateless models and heads' functions take
-    none."""
+    """Upper bound on one row's bytes in batched_models(loaded, ...) for passes of at most
+    `tokens` tokens: each engine's KV caches and activations, counted once."""
     from gpt2.eagle import BatchEagleHead, EagleHead
-    from gpt2.engine import TREE_SLOTS, row_bytes
-    from gpt2.engine import GPT2
+    from gpt2.engine import GPT2, TREE_SLOTS, row_bytes
     from gpt2.self_draft import Model as SelfDraftSide
 
     total, engines = 0, set()
@@ -155,9 +135,7 @@ def batch_row_bytes(loaded, tokens):
 
 
 def load_draft(name, target, target_name, device="cpu", offline=None, role="draft"):
-    from gpt2.load import load_model
-
-    from gpt2.load import check_tokenizers
+    from gpt2.load import check_tokenizers, load_model
 
     # the target's choices (threads asked, panels, static step) for every engine of the run
     model = load_model(str(name), device, offline, **getattr(target, "choices", {}))[0]
@@ -166,8 +144,8 @@ def load_draft(name, target, target_name, device="cpu", offline=None, role="draf
 
 
 def load_heads(target_name, kind, folder, target, offline=None):
-    """{"fn": heads(h, n_heads=None) -> logits, "n_heads", "sparse": the heads' medusa_choices.json
-    or None}; for kind "eagle" the EAGLE head itself (load_eagle)."""
+    """{"fn": heads(h, n_heads=None) -> logits, "n_heads", "sparse": medusa_choices.json or None,
+    "folder"}; kind "eagle": the EAGLE head (load_eagle)."""
     if kind == "eagle":
         return load_eagle(target_name, folder, target, offline)
     from gpt2.load import heads_folder, heads_function
@@ -194,9 +172,8 @@ def load_heads(target_name, kind, folder, target, offline=None):
 
 
 def load_eagle(target_name, folder, target, offline=None):
-    """The EAGLE head (gpt2.eagle.EagleHead: the draft contract of picospec/eagle.py), its record's
-    accuracy per step ahead (rank_share: EAGLE-1's sparse tree) as .accuracy, its folder as
-    .folder."""
+    """The EAGLE head (gpt2.eagle.EagleHead), with .accuracy (rank_share, for EAGLE-1's sparse
+    tree) and .folder."""
     from gpt2.eagle import eagle_folder, eagle_head
 
     folder = eagle_folder(str(target_name), folder, offline)
@@ -206,15 +183,13 @@ def load_eagle(target_name, folder, target, offline=None):
 
 
 def load_datastore(path, rebuild=None):
-    """Datastore.load, its refusal worded for the command line: the fact, then what to do. rebuild:
-    that advice, where the caller knows better (a file it built itself may be deleted); by default
-    the user's file is left alone and a new one is built elsewhere."""
+    """Datastore.load; a refusal says what to do (rebuild: the caller's own advice)."""
     from picospec.rest import Datastore
 
     rebuild = rebuild or ("give a datastore that --build_datastore wrote, or build one into a new "
-                          "file with "
-                          "--method rest --datastore NEW.npz --build_datastore (the standard "
-                          "library's train split), or Datastore.build(tokens).save(path) in Python")
+                          "file with --method rest --datastore NEW.npz --build_datastore (the "
+                          "standard library's train split), or Datastore.build(tokens).save(path) "
+                          "in Python")
     try:
         return Datastore.load(path)
     except ValueError as e:
@@ -222,9 +197,8 @@ def load_datastore(path, rebuild=None):
 
 
 def check_cache_dir():
-    """picospec's own cache folder (PICOSPEC_CACHE, else ~/.cache/picospec: the REST datastore) if
-    files can be written there; else a one-line ValueError naming PICOSPEC_CACHE. Creates nothing:
-    a missing folder needs a writable existing parent."""
+    """picospec's cache folder (PICOSPEC_CACHE, else ~/.cache/picospec) if writable, else a
+    ValueError naming PICOSPEC_CACHE. Creates nothing."""
     from picospec_app.settings import read_settings
     from picospec_cli import cannot_write_in
 
@@ -241,9 +215,8 @@ def check_cache_dir():
 
 
 def rest_datastore(path, target, encoder, progress=None):
-    """Load --datastore FILE, or build it (FILE, or once into the cache) from the standard library's
-    train split with the model's tokenizer, with bars on stderr (progress None: when it is a
-    terminal). Written atomically: an interrupted build leaves no file."""
+    """Load --datastore FILE, or build it (there, or once into the cache) from the standard
+    library's train split; an interrupted build leaves no file."""
     from picospec.rest import Datastore
 
     if path is not None and Path(path).exists():
@@ -253,22 +226,21 @@ def rest_datastore(path, target, encoder, progress=None):
     from gpt2.train.corpus import split_files, stdlib_files, tokenize
 
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(target))
-    # into the cache: a PICOSPEC_CACHE no file can be made in is named before the build, not after
-    # it
-    path = (Path(path) if path is not None
-            else check_cache_dir() / "rest" / (f"{safe}-stdlib-train.npz"))
+    # into the cache: an unwritable PICOSPEC_CACHE is named before the build, not after it
+    if path is None:
+        path = check_cache_dir() / "rest" / f"{safe}-stdlib-train.npz"
+    path = Path(path)
     if path.exists():  # only here, in the cache, is the file picospec's own to delete
-        return load_datastore(path,
-                              rebuild="picospec built it into its cache: delete it and run again "
-                                      "to rebuild it")
+        advice = "picospec built it into its cache: delete it and run again to rebuild it"
+        return load_datastore(path, rebuild=advice)
     print(f"building the REST datastore {path} (once) from the standard library's train split",
           file=sys.stderr)
     files = split_files(stdlib_files())["train"]
     off = None if progress is None else not progress  # tqdm's None: off where stderr is no terminal
     ids = [t for f in tqdm(files, desc="tokenize", unit="file", disable=off)
            for t in tokenize([f], encoder)]
-    store = Datastore.build(np.array(ids,
-                                     dtype=np.uint16 if encoder.n_vocab <= 65536 else np.int64),
+    dtype = np.uint16 if encoder.n_vocab <= 65536 else np.int64
+    store = Datastore.build(np.array(ids, dtype=dtype),
                             progress=lambda steps: tqdm(steps, desc="suffix array",
                                                         unit="doubling", disable=off))
     made = not path.parent.exists()

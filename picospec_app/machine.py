@@ -1,12 +1,11 @@
-"""What the app reports about the machine a run had: the CPU, the BLAS and its kernel family, the
-engine's threads and weight panels, and the memory left for --batch."""
+"""What a run reports about its machine: CPU, BLAS and kernel family, threads, weight panels, and
+the memory free for --batch."""
 import os
 import platform
 
 
 def machine():
-    """The CPU this runs on: its model name and the CPUs this process may use.
-    Example: "AMD EPYC, 2 CPUs"."""
+    """The CPU's model name and how many CPUs this process may use: "NAME, N CPUs"."""
     name = platform.processor() or platform.machine() or "unknown CPU"
     try:
         with open("/proc/cpuinfo") as f:
@@ -19,8 +18,7 @@ def machine():
 
 
 def policy(model):
-    """An engine's thread and panel choice, as reports show it -> {"threads", "why", "blas",
-    "wide", "panels", "ops"}; models without one (the n-gram) -> one thread, panels off."""
+    """An engine's threads and panels -> {"threads", "why", "blas", "wide", "panels", "ops"}."""
     forward = getattr(model, "forward", None)
     if forward is None or not hasattr(forward, "threads"):
         return {"threads": 1, "why": "no BLAS products", "blas": None, "ops": None,
@@ -30,10 +28,8 @@ def policy(model):
 
 
 def blas_line(policy, environ=None):
-    """policy()'s dict -> the report's BLAS line: library, kernel family, threads and whether the
-    small-matrix path (weight panels, gpt2/fast/panels.py) is on. Example: "BLAS: openblas, Haswell
-    kernels (OPENBLAS_CORETYPE=Haswell) on AMD EPYC, 2 CPUs; 1 thread (...); small-matrix path off
-    (...)"."""
+    """policy()'s dict -> the report's BLAS line: library, kernel family, machine, threads, and
+    whether the small-matrix path (gpt2/fast/panels.py) is on."""
     from gpt2.fast.policy import blas_kernels
 
     library, arch = blas_kernels()
@@ -58,8 +54,7 @@ def wide_line(policy):  # -> ", 2 for forwards of 33+ token rows (why)", or "" w
 
 
 def free_memory(device="cpu"):
-    """Bytes free now: the GPU's (CuPy) for device "gpu", else the host's MemAvailable (Linux),
-    else its physical memory, else None."""
+    """Bytes free now on the GPU or the host (MemAvailable, else physical memory), or None."""
     if device == "gpu":
         from gpt2.backend import get_xp
 
@@ -78,8 +73,7 @@ def free_memory(device="cpu"):
 
 
 def thread_policy(n_params, requested=None, device="cpu", panels=None):
-    """policy()'s dict for an engine of n_params that is not built yet (benchmark headers): the
-    threads gpt2/fast/policy.py would choose on the cores idle now, and the panel choice."""
+    """policy()'s dict for an engine of n_params not built yet (benchmark headers)."""
     from gpt2.fast.policy import Threads, free_cores, panel_policy
 
     panel = panel_policy(n_params, panels) if device == "cpu" else {

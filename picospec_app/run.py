@@ -1,7 +1,5 @@
-"""Run a method of the table timed, against autoregressive decoding on the same prompt with the same
-seed, and read the runs: tokens per target call, acceptance, the median speedup of interleaved
-rounds and the cost model's prediction from the measured call costs (picospec.theory). main.py, the
-notebooks and the benchmarks share this protocol. Shapes: none; this file only times things.
+"""Time a method against autoregressive decoding (same prompt and seed, interleaved rounds) and read
+the runs: E tokens per target call, acceptance, the median speedup, the cost model's prediction.
 """
 import sys
 import time
@@ -14,8 +12,7 @@ from picospec.theory import GPU_VERIFY_COST, cost_model_speedup, estimate_alpha
 
 
 class Timed:
-    """A model with a call counter and a stopwatch (clock: seconds now, time.perf_counter unless a
-    test hands in its own)."""
+    """A model with a call counter and a stopwatch (clock: seconds now)."""
 
     def __init__(self, model, clock=time.perf_counter):
         self.model, self.calls, self.seconds, self.clock = model, 0, 0.0, clock
@@ -44,9 +41,7 @@ class Timed:
 
 
 class TimedHead(Timed):
-    """EAGLE's head: a draft model of its own (its own forward through a block and the LM head), so
-    its calls are counted and timed as draft calls. Everything else (accuracy, reset, ...) is the
-    head's."""
+    """EAGLE's head, timed as the draft; other attributes are the head's."""
 
     def __call__(self, *args, **kw):  # head(x, F, tokens, parents)
         return self._timed(self.model, *args, **kw)
@@ -58,8 +53,8 @@ class TimedHead(Timed):
 
 
 def run_method(method, x, loaded, N, seed, sampling=None, clock=time.perf_counter, **options):
-    """One timed run of a table row (or its name) from cold caches -> output ids, seconds, calls and
-    time per model, the step records. clock: seconds now (a test's stub makes the times known)."""
+    """One timed run of a table row (or its name) from cold caches -> {"output", "seconds", calls
+    and seconds per model, "stats": the step records}."""
     method = find(method) if isinstance(method, str) else method
     for model in loaded.values():
         getattr(model, "reset", lambda: None)()  # neither run may reuse the other's cached work
@@ -80,10 +75,8 @@ def run_method(method, x, loaded, N, seed, sampling=None, clock=time.perf_counte
 
 
 def run_batch(method, xs, loaded, groups, n, seed, sampling, options, progress):
-    """One timed run of the row's batched form over every prompt xs, in groups of rows that fit
-    (groups: (row indices per group, bytes per row), as picospec_app.command.row_groups gives them),
-    each on batched engines of its size emptied first -> {"outputs", "seconds", "target_calls",
-    "groups", "tokens_per_target_call" (per row)}; progress: a bar of the rows done on stderr."""
+    """One timed run of the batched form over xs in groups (command.row_groups) -> {"outputs",
+    "seconds", "target_calls", "groups", "tokens_per_target_call" per row}."""
     from tqdm import tqdm
 
     from picospec_app.load import batched_models
@@ -119,9 +112,8 @@ def run_batch(method, xs, loaded, groups, n, seed, sampling, options, progress):
 
 
 def interleaved(runs, rounds=None, seconds=1.0, least=3, most=50):
-    """Time zero-argument functions (each -> a run dict with "seconds") in turns, A B A B ..., so
-    that a change of load falls on all of them alike: `rounds` rounds, else rounds until `seconds`
-    of measurement and at least `least` (at most `most`) -> one list of run dicts per function."""
+    """Call run functions in turns (A B A B ...), `rounds` times or until `seconds` are spent
+    -> a list of run dicts per function."""
     out = [[] for _ in runs]
     while True:
         for f, done in zip(runs, out):
@@ -135,21 +127,16 @@ def interleaved(runs, rounds=None, seconds=1.0, least=3, most=50):
 
 
 def speedup_of(base_runs, runs):
-    """Per round, autoregressive time over the method's (the two ran side by side) -> {"median",
-    "range" [min, max], "rounds"}. Example: base [1.0, 1.2, 0.9] s, method [0.5, 0.5, 0.6] s ->
-    ratios 2.0, 2.4, 1.5: median 2.0."""
+    """Per-round ratios base / method -> {"median", "range" [min, max], "rounds"}.
+    Example: base [1.0, 1.2, 0.9] s, method [0.5, 0.5, 0.6] s -> ratios 2.0, 2.4, 1.5, median 2."""
     ratios = [b["seconds"] / r["seconds"] for b, r in zip(base_runs, runs)]
     return {"median": float(np.median(ratios)), "range": [min(ratios), max(ratios)],
             "rounds": len(ratios)}
 
 
 def call_costs(base_runs, runs):
-    """The cost model's inputs, medians over interleaved rounds: E (tokens per target call), c (the
-    method's target call over autoregressive decoding's one-token call), each drafter's calls per
-    target call and c_d (one call over a one-token target call) -> {"E", "c", "drafts": {name:
-    {"per_target_call", "c_d"}}, "predicted", "predicted_gpu" (the same with c = GPU_VERIFY_COST)},
-    the predictions from picospec.theory.cost_model_speedup; "E_full": E with every draft
-    accepted."""
+    """Medians over rounds -> {"E", "E_full" (every draft accepted), "c", "drafts": {name:
+    {"per_target_call", "c_d"}}, "predicted", "predicted_gpu"}: costs in one-token target calls."""
     def median(values):
         return float(np.median(list(values)))
 
@@ -207,8 +194,7 @@ def limit_line(costs, measured):
 
 
 def summary(stats):
-    """Acceptance = accepted / drafted, the same for every method; accepted / nodes scored beside it
-    (trees)."""
+    """Step records -> counts, acceptance = accepted / drafted, and accepted / nodes (trees)."""
     drafted, nodes = sum(s["drafted"] for s in stats), sum(s["nodes"] for s in stats)
     accepted = sum(s["accepted"] for s in stats)
     return {"drafted": drafted, "nodes": nodes, "accepted": accepted,
@@ -220,12 +206,12 @@ def per_position_acceptance(stats, K):
     """P(draft t accepted | drafts before it accepted), t = 1..K, over full-K steps."""
     steps = [s for s in stats if s["drafted"] == K]
     reached = [sum(1 for s in steps if s["accepted"] >= t) for t in range(K)]
-    return [sum(1 for s in steps if s["accepted"] >= t + 1) / r if r else float("nan") for t,
-            r in enumerate(reached)]
+    return [sum(1 for s in steps if s["accepted"] >= t + 1) / r if r else float("nan")
+            for t, r in enumerate(reached)]
 
 
 def median_run(runs):
-    """One run dict for repeats of a run: the first's output and counts, the median of each time."""
+    """Repeats of a run -> the first's output and counts, the median of each time."""
     times = ("seconds", "target_s", "draft_s", "draft2_s")
     return {**runs[0], **{k: float(np.median([r[k] for r in runs])) for k in times}}
 
@@ -236,9 +222,7 @@ def mean_accepted(stats, full_depth):
 
 
 def compare(method, prompts, loaded, N, seeds, sampling=None, repeats=1, **options):
-    """method vs autoregressive on every prompt and seed, `repeats` interleaved rounds each (A B A B
-    ...) -> medians and spreads; a row's speedup is the median of its rounds' ratios, "predicted"
-    the cost model's (call_costs)."""
+    """method vs autoregressive on every prompt and seed -> medians of speedup, E and costs."""
     rows = []
     for x in prompts:
         for seed in seeds:
@@ -251,14 +235,10 @@ def compare(method, prompts, loaded, N, seeds, sampling=None, repeats=1, **optio
                          "base": median_run(bases), "costs": call_costs(bases, runs)})
     tpc = [r["tokens_per_call"] for r in rows]
     speedup = [r["speedup"] for r in rows]
-    # 0 with no draft model
-    c = np.median([r["draft_s"] / max(r["draft_calls"], 1) for r in rows]) / np.median(
-        [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
-    # a second drafter's
-    c2 = np.median([r["draft2_s"] / max(r["draft2_calls"], 1) for r in rows]) / np.median(
-        [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
-    verify = np.median([r["target_s"] / r["target_calls"] for r in rows]) / np.median(
-        [r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
+    one = np.median([r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
+    c = np.median([r["draft_s"] / max(r["draft_calls"], 1) for r in rows]) / one  # 0: no draft
+    c2 = np.median([r["draft2_s"] / max(r["draft2_calls"], 1) for r in rows]) / one  # draft2's
+    verify = np.median([r["target_s"] / r["target_calls"] for r in rows]) / one
     stats = [s for r in rows for s in r["stats"]]
     K = options.get("K", 0)
     return {"tokens_per_call": float(np.median(tpc)), "tokens_per_call_mean": float(np.mean(tpc)),
@@ -280,8 +260,7 @@ def compare(method, prompts, loaded, N, seeds, sampling=None, repeats=1, **optio
 
 
 def explain(r):
-    """compare's result -> one line: the measured speedup beside the cost model's from E, c and the
-    drafting cost (one-token target calls a step), and what holds it down (as limit_line)."""
+    """compare's result -> one line: measured and predicted speedup, and what holds it down."""
     E, c, d = r["tokens_per_call"], r["verify_cost"], r["drafting"]
     worst, gain = limit(E, r["E_full"], c, d, r["speedup"])
     gpu = f", with c = {GPU_VERIFY_COST} {r['predicted_gpu']:.2f}x" if GPU_VERIFY_COST < c else ""
@@ -290,8 +269,7 @@ def explain(r):
 
 
 def measure_alpha(draft, target, prompts, N, options):
-    """alpha on the prompts followed by the target's own continuation (what decoding actually
-    visits)."""
+    """alpha on the prompts followed by the target's own continuation."""
     values = []
     for x in prompts:
         for model in (draft, target):
@@ -301,9 +279,7 @@ def measure_alpha(draft, target, prompts, N, options):
     return float(np.mean(values))
 
 
-
 def copy_prompts(encoder, prompts, n_copy=12):
-    """Input-grounded prompts: a held-out chunk, a blank line, then the chunk's start again, so
-    copying pays off."""
+    """Prompts that repay copying: a chunk, a blank line, the chunk's start again."""
     blank = encoder.encode("\n\n")
     return [x + blank + x[:n_copy] for x in prompts]

@@ -1,17 +1,11 @@
-"""The environment's settings, read once at the app's edge.
+"""The environment's settings, read once here (nothing under gpt2/ or picospec/ reads os.environ):
 
-Nothing under gpt2/ or picospec/ reads os.environ: the app reads these variables here, once, and
-hands the values to what it builds (an engine's operations, the hub's offline mode).
-
-    PICOSPEC_THREADS   BLAS threads for the engines' forwards (1..256; unset: the thread policy)
-    PICOSPEC_PANELS    1 or 0: weight panels on or off on the CPU (unset: where the BLAS gains)
+    PICOSPEC_THREADS   BLAS threads for the forwards (1..256; unset: the thread policy)
+    PICOSPEC_PANELS    1 or 0: weight panels on or off on the CPU (unset: the policy)
     PICOSPEC_STATIC    1: the static-shape step (gpt2/fast/static.py)
-    PICOSPEC_FUSED     0: no fused CUDA kernels on a GPU (default on)
-    PICOSPEC_OFFLINE   1: never touch the network (as --offline; HF_HUB_OFFLINE=1 also counts)
-    PICOSPEC_CACHE     where picospec keeps what it builds: the REST datastore (~/.cache/picospec)
-
-Model weights live in the Hugging Face cache, shared with transformers; huggingface_hub reads its
-own variables (HF_HUB_CACHE or HF_HOME, HF_ENDPOINT for a mirror, HF_HUB_OFFLINE, HF_TOKEN).
+    PICOSPEC_FUSED     0: no fused CUDA kernels on a GPU
+    PICOSPEC_OFFLINE   1: never touch the network (as --offline)
+    PICOSPEC_CACHE     where the REST datastore is built (~/.cache/picospec)
 """
 import os
 from dataclasses import dataclass
@@ -48,8 +42,7 @@ def env_panels(environ):
 
 
 def read_settings(environ=None):
-    """The PICOSPEC_* variables of `environ` (default: this process's) -> Settings; a bad value is
-    a ValueError that names the variable and what to set."""
+    """PICOSPEC_* variables of `environ` (default os.environ) -> Settings; ValueError if bad."""
     environ = os.environ if environ is None else environ
     return Settings(threads=env_threads(environ), panels=env_panels(environ),
                     static=env_flag("PICOSPEC_STATIC", False, environ),
@@ -59,9 +52,8 @@ def read_settings(environ=None):
 
 
 def engine_choices(settings=None, threads=None, measure=True):
-    """How the engines' forwards run (gpt2/fast's build), from the settings (default: read now), a
-    --threads value and the cores idle now (measured once here, 0.1 s, unless measure=False): the
-    keywords of gpt2.load.load_model and gpt2.engine.GPT2."""
+    """The keywords of gpt2.load.load_model from the settings, --threads and the cores idle now
+    (measured unless measure=False)."""
     from gpt2.fast.policy import free_cores
 
     settings = read_settings() if settings is None else settings

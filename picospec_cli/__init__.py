@@ -1,6 +1,5 @@
 """The door of every command: argparse reads the command line once; each value is then checked
-against its `Option` (types below; low / high inclusive bounds, above exclusive, choices, check /
-check_list -> a message or None) before any work. A mistake is one `error:` line and exit 2.
+against its `Option` (fields below) before any work. A mistake is one `error:` line and exit 2.
 
     command(main, [Option("steps", int, 100, "training steps", low=1)])
 """
@@ -14,12 +13,16 @@ from collections import namedtuple
 from pathlib import Path
 
 
-# type: int, float, str, bool, "ints", "floats", "strs", "file", "dir", "out", "path"; check(value)
-# (of each item, for a list) and check_list(values) -> a message or None; load: a method's option
-# that the app's loader reads, not passed to the method
-Option = namedtuple("Option", "name type default help low high above choices check required load "
-                    "check_list", defaults=(None, "", None, None, None, None, None, False, False,
-                                            None))
+# An Option's fields beyond name, default and help:
+#   type        int, float, str, bool, "ints", "floats", "strs", "file", "dir", "out", "path"
+#   low, high   inclusive bounds; above: an exclusive lower bound; choices: the allowed values
+#   check       check(value) -> a message or None (each item, for a list)
+#   check_list  check_list(values) -> a message or None
+#   required    the command line must give it
+#   load        a method's option that the app's loader reads, not passed to the method
+FIELDS = "name type default help low high above choices check required load check_list"
+Option = namedtuple("Option", FIELDS,
+                    defaults=(None, "", None, None, None, None, None, False, False, None))
 
 
 class UsageError(ValueError):  # a command line that cannot run: one line, exit status 2
