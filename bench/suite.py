@@ -3,7 +3,7 @@
     # the whole suite on 2 workers: wall time, the 40 slowest
     python -m bench.suite
     python -m bench.suite --marks "not slow"         # the quick tier
-    python -m bench.suite --out docs/results/suite.md     # once per kernel family (bench/families.py)
+    python -m bench.suite --out docs/results/suite.md    # once per kernel family (bench/families)
 
 Each test's time is its wall time inside its pytest-xdist worker (pytest's --junitxml), so the sums
 per file are what a file costs the workers; the suite's wall time and the CPU time of all its
