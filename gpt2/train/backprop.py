@@ -1,12 +1,7 @@
-"""Forward and backward passes of GPT-2 for training, llm.c style: paired X_forward / X_backward
-functions.
-
-Each X_forward computes its output with gpt2/model.py's function (the one forward of the project)
-and keeps what the backward needs; X_backward(dout, cache) returns the gradient of its inputs and
-params. A backward recomputes from the saved inputs what its rule reads (the normalised x of a layer
-norm, tanh of gelu's argument, the attention probabilities), as flash attention recomputes them.
-Shape letters: B batch, T sequence length, C n_embd, H n_head, D = C // H, V n_vocab, F = 4*C.
-Float32 in, float32 out: every constant is a Python float.
+"""GPT-2's backward, llm.c style: X_forward (gpt2/model.py's function, keeping a cache) paired with
+X_backward(dout, cache) -> the gradients of its inputs and params; a backward recomputes what its
+rule reads. Float32 throughout. Shapes: B batch, T tokens, C n_embd, H n_head, D = C // H,
+V n_vocab, F = 4 C.
 """
 import math
 

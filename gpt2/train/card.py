@@ -1,10 +1,6 @@
-"""The model card of the built-in models, every number measured: `python -m gpt2.train.card --data
-DIR` (DIR from gpt2.train.corpus).
-
-Reports, per model: parameters, tokens seen, validation loss, training time and machine, the
-command; on held-out text the greedy agreement of each draft with the target (share of positions
-with the same argmax) and the expected acceptance alpha = mean over positions of sum_x min(p(x),
-q(x)) at temperature 1; greedy samples; sha256 of each file.
+"""The model card of the built-in models, every number measured (`python -m gpt2.train.card --data
+DIR`): per model its size, training and validation loss; per draft, on held-out text, its greedy
+agreement with the target and alpha = mean sum_x min(p(x), q(x)) at temperature 1.
 """
 import hashlib
 import json

@@ -1,12 +1,7 @@
-"""The training corpus, with no downloads: the Python standard library's own source on this machine.
+"""The training corpus, with no downloads: the Python standard library's source. A file goes by
+sha256(path relative to the library) mod 100: < 90 train, < 95 val, else heldout (never trained on).
 
-Anyone with the same Python version reproduces the built-in models' data. Files are split by a hash
-of their path relative to the standard library folder, so the split never depends on file order or
-machine: sha256(relative path) mod 100 < 90 -> train, < 95 -> val, else heldout (evaluation prompts;
-never trained on).
-
-    # train.bin, val.bin, heldout.bin, meta.json
-    python -m gpt2.train.corpus --tokenizer gpt2/assets/tiny-target --out data/
+    python -m gpt2.train.corpus --tokenizer gpt2/assets/tiny-target --out data/   # *.bin, meta.json
 """
 import hashlib
 import json

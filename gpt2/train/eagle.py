@@ -1,30 +1,16 @@
-"""Train an EAGLE head (gpt2/eagle.py) on a frozen GPT-2 with the shared training loop
-(gpt2/train/gpt2.py's `train_loop`).
+"""Train an EAGLE head (gpt2/eagle.py) on a frozen GPT-2 with the shared train_loop, on
+self-distilled rows (heads.py's self_distill: 16 prompt tokens, then the backbone's own tokens):
 
+    f = features[:, :-1] + U(-noise, noise),  tokens = ids[:, 1:],  f_next = features[:, 1:]
+    loss = SmoothL1(head(f, tokens), f_next) + w_cls * CE(q, p)   (q = target, p = head's draft)
+
+    # the shipped head
     python -m gpt2.train.eagle --backbone tiny-target --data DIR --out DIR --distill_tokens 320000 \
-        # the shipped head
         --distill_temperature 0 --batch_size 8 --max_steps 1000 --max_minutes 18 --eval_every 25
 
-Data (self-distillation, as the shipped Medusa heads were made): rows of 16 prompt tokens cut from
-DIR/train.bin, each followed by the tokens the backbone itself wrote after them
-(gpt2/train/heads.py's `self_distill`, 64 rows decoded at once), saved as OUT/distill.bin +
-distill.json; a later run into the same OUT reuses them, and --distill_data FILE trains on a file
-made before (a Medusa run's distill.bin, say). The backbone is frozen, so the features of every row
-are computed once (float16, in memory) and each step trains on `batch_size` random rows:
-    f = features[:, :-1] + U(-noise, noise),  tokens = ids[:, 1:],  f_next = features[:, 1:]
-    loss = SmoothL1(head(f, tokens), f_next) + w_cls * CE(target's law, head's law)
-    (gpt2/eagle.py)
-Every eval_every steps the loop logs the training loss and, on validation rows, the loss and the
-head's step-1 top-1 agreement with the target's argmax (the training curve), and checkpoints to
-OUT/ckpt (rerun to resume). At the end the head drafts `steps` tokens ahead along the true path from
-every position of the generated part of validation rows (the backbone's continuations of val.bin
-prompts), through the EagleHead that decodes: accuracy.rank_share[k][r] = share of positions whose
-true token k + 1 steps ahead is the head's rank-r candidate, its k earlier steps fed with the head's
-own guessed features (the record EAGLE-1's sparse tree is built from). --device gpu runs the
-backbone (self-distillation, features) and the head's training on CuPy arrays; the rows, the noise
-and the batches are drawn on the host as on the CPU, and the final accuracy is measured on the CPU.
-OUT gets eagle.safetensors + eagle.json. Shapes: R rows, B batch of rows, T row length, C n_embd, V
-n_vocab.
+OUT gets eagle.safetensors + eagle.json, with accuracy.rank_share[k][r]: the share of positions
+whose true token k + 1 ahead is the head's rank-r draft. Shapes: R rows, B batch, T row length,
+C n_embd, V n_vocab.
 """
 import json
 import os

@@ -1,16 +1,7 @@
-"""LayerSkip's exit adapter (Elhoushi et al. 2024, arXiv:2404.16710): a head that reads the next
-token from the residual stream after an early exit.
-
-LayerSkip drafts with the first E layers and the model's own LM head, after training the model with
-layer dropout and an early-exit loss so that the head reads well from early layers. picospec leaves
-the target as it is and trains only an adapter for one exit layer E: a tied residual head of
-gpt2/heads.py on the final layer norm of the residual after E layers, logits = wte (SiLU(W1 x + b1)
-+ x) with x = ln_f(h_E), W1 [n_embd, n_embd] starting at zero (a fresh adapter is the plain LM
-head), trained to give the target's next-token law (soft cross-entropy to its probabilities) through
-THE training loop (gpt2/train/gpt2.py). It lives beside the model as folder/early_exit/ (heads.json
-with its exit layer, heads.safetensors); gpt2/self_draft.py's load_adapter loads it for --method
-early_exit and its lm_head applies it. Shapes: B (training windows), T (tokens per window), n_embd,
-n_vocab, batch_size (positions per step).
+"""LayerSkip's exit adapter (Elhoushi et al. 2024, arXiv:2404.16710), trained on a frozen target:
+logits = wte (SiLU(W1 x + b1) + x), x = ln_f(h_E) after E layers, W1 [n_embd, n_embd] from zero
+(a fresh adapter is the plain LM head), fitted to the target's next-token law by soft
+cross-entropy. Saved as folder/early_exit/ for gpt2/self_draft.py. Shapes: B windows, T tokens.
 """
 import numpy as np
 

@@ -1,29 +1,15 @@
-"""Train extra heads on a GPT-2 backbone with the shared training loop (gpt2/train/gpt2.py's
-`train_loop`).
+"""Train Medusa heads (Cai et al. 2024, arXiv:2401.10774) or Blockwise heads on a GPT-2 with the
+shared train_loop. MEDUSA-1 (sec. 2.2.1): backbone frozen, loss sum_k lambda_k L_k, lambda_k =
+0.8^k. MEDUSA-2 (sec. 2.2.2): backbone too, loss lambda_0 L_LM + sum_k lambda_k L_k, the heads at
+head_lr_ratio times the backbone's rate and alone for the first warmup_heads steps.
+--distill_tokens trains on the backbone's own continuations (self-distillation, sec. 2.3.2).
 
-    # MEDUSA-1
-    python -m gpt2.train.heads --backbone tiny-target --data DIR --out DIR --n_heads 4
-    # MEDUSA-2
+    python -m gpt2.train.heads --backbone tiny-target --data DIR --out DIR --n_heads 4   # MEDUSA-1
     python -m gpt2.train.heads --backbone tiny-target --data DIR --out DIR --stage medusa2
-    # Blockwise heads
     python -m gpt2.train.heads --backbone tiny-target --data DIR --out DIR --tied --act relu
 
-MEDUSA-1 (Cai et al. 2024, sec. 2.2.1): backbone frozen, loss sum_k lambda_k L_k with lambda_k =
-decay^k (0.8^k). MEDUSA-2 (sec. 2.2.2): backbone and heads together, loss lambda_0 L_LM + sum_k
-lambda_k L_k; the heads' learning rate is `head_lr_ratio` (4x) the backbone's, and the first
-`warmup_heads` steps train the heads alone (the backbone's rate is 0), so fresh heads do not send
-large gradients into a trained backbone. --distill_tokens T trains on T tokens the backbone itself
-wrote after training-text prompts (self-distillation, sec. 2.3.2) instead of the text, at
---distill_temperature (1 samples; 0 is greedy, what the heads must match when decoding greedily);
-the tokens are decoded 64 rows at a time (gpt2/train/generate.py) and saved as OUT/distill.bin (+
-distill.json), which --distill_data FILE reuses. With distilled data the heads' accuracy is measured
-on the backbone's own continuations of validation prompts (`accuracy`, what the sparse tree is built
-from) and on the validation text (`accuracy_text`). --device gpu runs the backbone, the heads'
-training and the self-distillation's forwards on CuPy arrays (the same loop and the same rng draws:
-the data and the seed make the same batches on both). DIR holds train.bin / val.bin as written by
-`python -m gpt2.train.corpus`. OUT gets heads.safetensors + heads.json (its "kind": blockwise for
---tied heads, else medusa, checked by those methods; and for MEDUSA-2 the fine-tuned backbone, so
-OUT is a complete model folder). Shapes: B batch, T n_ctx, C n_embd, V n_vocab.
+OUT gets heads.safetensors + heads.json (for MEDUSA-2 also the tuned backbone). Shapes: B batch,
+T n_ctx, C n_embd, V n_vocab.
 """
 import json
 import os

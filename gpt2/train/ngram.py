@@ -1,5 +1,4 @@
-"""Count the n-grams of a token file into the n-gram draft model (gpt2/ngram.py: NGram, Witten-Bell
-interpolation).
+"""Count the n-grams of a token file into gpt2/ngram.py's NGram draft (Witten-Bell).
 
     python -m gpt2.train.ngram --data data --out gpt2/assets/ngram.safetensors --order 3
 """

@@ -1,18 +1,8 @@
 """The skip-set search of Draft & Verify (Zhang et al. 2023, arXiv:2309.08168): how often the draft
-of a skip set agrees with the target, on many positions of many sequences at once.
-
-The paper picks the sublayers to skip with Bayesian optimisation; a tiny target has few enough sets
-to score them all (2^(2L): 4096 for 6 layers). Sublayers and skip sets are those of
-gpt2/self_draft.py (s = 2l: layer l's attention, 2l + 1: its MLP). A row is one position j of a
-sequence x [B, T] whose tokens the target chose greedily: the draft reads token j on the target's
-cache of x[:j] (the target's keys/values before j, its own at j) and agrees when its argmax is x[j +
-1], as the engine of gpt2/self_draft.py drafts. full_forward computes the target's residuals and
-keys/values once; draft_sublayer runs one sublayer of the draft on every row; skip_set_search walks
-all sets depth first, sharing the sublayers they keep in common; draft_logits gives one set's logits
-(the exact check of the search, and the draft's law at temperature > 0). gpt2/train/exit_adapter.py
-trains on full_forward's residuals. Shapes: B (sequences), T (tokens per sequence), m (scored rows
-per sequence: positions start..T-2), n_embd, n_head, d = n_embd / n_head, n_vocab, L (layers: 2L
-sublayers).
+of each skip set agrees with the target's greedy token. Sublayer s = 2l is layer l's attention,
+2l + 1 its MLP (gpt2/self_draft.py). A row is a position j of x [B, T]: the draft reads x[j] on the
+target's cache of x[:j] and agrees when its argmax is x[j + 1]. Shapes: m scored rows per sequence,
+d = n_embd / n_head, L layers.
 """
 import numpy as np
 
