@@ -67,12 +67,8 @@ def train_bpe(texts, vocab_size=4096, verbose=False):
 
 
 def main(out, vocab_size=4096, files=None):
-    """Train a byte-level BPE vocabulary and write vocab.json + merges.txt into the folder OUT.
-
-    The corpus is FILES (comma-separated UTF-8 text files), or by default the Python standard
-    library's source (all splits, see gpt2.train.corpus). Example: python -m gpt2.train.bpe --out
-    gpt2/assets/tiny-target --vocab_size 4096
-    """
+    """Train a byte-level BPE vocabulary into OUT (vocab.json, merges.txt) on FILES (comma-separated
+    UTF-8 text files; default: the Python standard library's source)."""
     from gpt2.encoder import save_tokenizer
 
     paths = [Path(f) for f in files] if files else stdlib_files()

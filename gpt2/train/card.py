@@ -49,8 +49,7 @@ def sha256(path):
 
 
 def main(data, n_windows=24, out=None):
-    """Measure the built-in models on DATA/val.bin and DATA/heldout.bin and write the model card to
-    OUT."""
+    """Measure the built-in models on DATA/val.bin and DATA/heldout.bin; write the card to OUT."""
     from gpt2.weights import _atomic_write
 
     data, out = Path(data), Path(out or ASSETS / "README.md")
@@ -134,8 +133,7 @@ def machine(m):  # a training record's "machine" -> where it ran, in words
 
 
 def heads_section(hparams):
-    """Trained heads shipped beside tiny-target (MEDUSA-1 heads, Blockwise heads): size, training,
-    accuracy."""
+    """The heads shipped beside tiny-target (Medusa, Blockwise): size, training, accuracy."""
     out = ["## Heads on tiny-target", "",
            "Trained by `python -m gpt2.train.heads` (commands in build.sh) with the backbone "
            "frozen; accuracy on 8 x 8 windows of 128 tokens, measured at the end of training on "
@@ -169,8 +167,7 @@ def heads_section(hparams):
 
 
 def eagle_section(folder=ASSETS / "tiny-target" / "eagle"):
-    """The EAGLE head shipped beside tiny-target: size, data, training, accuracy per step ahead,
-    measured acceptance."""
+    """The EAGLE head shipped beside tiny-target: size, data, training, accuracy, acceptance."""
     if not (folder / "eagle.json").exists():
         return []
     from gpt2.eagle import load_eagle

@@ -57,11 +57,8 @@ def tokenize(files, encoder):
 
 
 def main(tokenizer, out, root=None):
-    """Tokenize the standard library (or ROOT) into OUT/train.bin, val.bin, heldout.bin (uint16 ids)
-    and meta.json.
-
-    Example: python -m gpt2.train.corpus --tokenizer gpt2/assets/tiny-target --out data
-    """
+    """Tokenize the standard library (or ROOT) into OUT/train.bin, val.bin, heldout.bin (uint16)
+    and meta.json."""
     from gpt2.encoder import load_encoder
     from gpt2.weights import _atomic_write
 
@@ -89,8 +86,7 @@ def main(tokenizer, out, root=None):
 
 
 def heldout_prompts(encoder, n, n_tokens=64, seed=0, root=None):
-    """n prompts of n_tokens ids cut from held-out files at line starts (never trained on);
-    deterministic."""
+    """n prompts of n_tokens ids cut from held-out files at line starts, deterministically."""
     import numpy as np
 
     root = Path(root or stdlib_root())

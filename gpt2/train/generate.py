@@ -14,8 +14,8 @@ from gpt2.model import gpt2_hidden, softmax
 
 
 def generate_batch(hparams, params, prompts, n_new, rng, temperature=1.0):
-    """Continue each row of `prompts` [B, T0] by n_new tokens, sampled at `temperature` (0:
-    greedy)."""
+    """Continue each row of prompts [B, T0] by n_new tokens at `temperature` (0: greedy)
+    -> [B, T0 + n_new]."""
     prompts = np.asarray(prompts, dtype=np.int64)
     B, T0 = prompts.shape
     H, L = hparams["n_head"], len(params["blocks"])

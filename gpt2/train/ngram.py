@@ -11,10 +11,9 @@ from gpt2.ngram import NGram
 
 
 def count_ngrams(tokens, n_vocab, order=4, min_count=2):
-    """tokens [n] -> the NGram of their counts: the add-one unigram law and, per context length
-    k = 1 .. order-1, the sorted context keys, CSR offsets, next tokens and counts.
-    Example: count_ngrams([0, 1, 0, 1, 0, 2], 3, order=2, min_count=1): after 0 come 1 (twice),
-    2."""
+    """tokens [n] -> their NGram: the add-one unigram law and, per context length k = 1..order-1,
+    sorted context keys, CSR offsets, next tokens and counts.
+    Example: [0, 1, 0, 1, 0, 2], order=2, min_count=1 -> after 0 come 1 (twice) and 2."""
     tokens = np.asarray(tokens, dtype=np.int64)
     counts = np.bincount(tokens, minlength=n_vocab) + 1
     unigram = (counts / counts.sum()).astype(np.float32)
@@ -35,10 +34,7 @@ def count_ngrams(tokens, n_vocab, order=4, min_count=2):
 
 
 def main(data, out, order=4, min_count=2):
-    """Build from DATA/train.bin (uint16 ids, see gpt2.train.corpus) and save to OUT (safetensors).
-
-    Example: python -m gpt2.train.ngram --data data --out gpt2/assets/ngram.safetensors --order 3
-    """
+    """Count DATA/train.bin's n-grams (uint16 ids, gpt2.train.corpus) into OUT (safetensors)."""
     from gpt2.train.gpt2 import check_ids, read_n_vocab
 
     data = Path(data)
@@ -63,8 +59,7 @@ def main(data, out, order=4, min_count=2):
 
 
 def read_tokenizer(path):
-    """The tokenizer fingerprint gpt2.train.corpus recorded in meta.json, or None (data made
-    before)."""
+    """The tokenizer fingerprint in the meta.json at `path`, or None (not recorded)."""
     import json
 
     try:
