@@ -39,8 +39,8 @@ def layernorm_backward(dout, cache):
     dg = (dout * xhat).reshape(-1, C).sum(0)
     db = dout.reshape(-1, C).sum(0)
     dxhat = dout * g
-    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True) - xhat
-                 * (dxhat * xhat).mean(-1, keepdims=True))
+    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True)
+                 - xhat * (dxhat * xhat).mean(-1, keepdims=True))  # [B, T, C]
     return dx, dg, db
 
 
@@ -137,9 +137,9 @@ def cross_entropy_backward(cache):
     logp, targets = cache
     xp = xp_of(logp)
     B, T = targets.shape
-    dlogits = xp.exp(logp)
-    xp.put_along_axis(dlogits, targets[..., None],
-                      xp.take_along_axis(dlogits, targets[..., None], -1) - 1, -1)
+    dlogits = xp.exp(logp)  # [B, T, V]
+    picked = xp.take_along_axis(dlogits, targets[..., None], -1)  # [B, T, 1]
+    xp.put_along_axis(dlogits, targets[..., None], picked - 1, -1)  # minus one-hot targets
     return dlogits / (B * T)
 
 

@@ -79,8 +79,8 @@ def main(data, n_windows=24, out=None):
         log = json.loads((ASSETS / name / "train_log.json").read_text())
         h = log["hparams"]
         model = target if name == "tiny-target" else drafts[name]
-        n_params = sum(a.size for a in flatten(model.params).values()) if hasattr(model,
-                                                                                  "params") else 0
+        has_params = hasattr(model, "params")
+        n_params = sum(a.size for a in flatten(model.params).values()) if has_params else 0
         lines.append(f"| {name} | {n_params / 1e6:.2f}M | {h['n_layer']} x {h['n_embd']} x "
                      f"{h['n_head']} | {h['n_ctx']} | {log['history'][-1]['tokens'] / 1e6:.2f}M | "
                      f"{mean_nll(model, val):.3f} | {minutes(log['seconds'] / 60)} min | "
@@ -150,14 +150,17 @@ def heads_section(hparams):
         r = json.loads(path.read_text())
         C, V = hparams["n_embd"], hparams["n_vocab"]
         per_head = C * C + C + (0 if r["tied"] else C * V)
-        block = f"{r['act']} residual + " + ("tied LM head" if r["tied"]
-                                             else "own vocabulary projection")
+        projection = "tied LM head" if r["tied"] else "own vocabulary projection"
+        block = f"{r['act']} residual + {projection}"
         args = r.get("args", {})
-        data = ("train.bin text" if not (args.get("distill_tokens") or args.get("distill_data"))
-                else
-                f"tokens the backbone wrote (T={args['distill_temperature']:g})"
-                + (f", {args['distill_tokens'] / 1e6:.2f}M" if args.get("distill_tokens")
-                   else f": {args['distill_data']}"))
+        if not (args.get("distill_tokens") or args.get("distill_data")):
+            data = "train.bin text"
+        elif args.get("distill_tokens"):
+            data = (f"tokens the backbone wrote (T={args['distill_temperature']:g}), "
+                    f"{args['distill_tokens'] / 1e6:.2f}M")
+        else:
+            data = (f"tokens the backbone wrote (T={args['distill_temperature']:g}): "
+                    f"{args['distill_data']}")
         out.append(f"| {kind} | {r['n_heads']} | {block} | {r['n_heads'] * per_head / 1e6:.2f}M | "
                    f"{data} | {r['tokens_seen'] / 1e6:.2f}M | {minutes(r['machine']['minutes'])} "
                    f"min, {machine(r['machine'])} | {r['accuracy'].get('on', 'val.bin text')} | "

@@ -76,8 +76,8 @@ def main(tokenizer, out, root=None):
     # all the work first: a failed or interrupted run writes nothing
     for name, files in splits.items():
         ids[name] = np.array(tokenize(files, encoder), dtype=np.uint16)
-        meta["tokens"][name], meta["files"][name] = len(ids[name]), [str(p.relative_to(root))
-                                                                     for p in files]
+        meta["tokens"][name] = len(ids[name])
+        meta["files"][name] = [str(p.relative_to(root)) for p in files]
         print(f"{name}: {len(files)} files, {len(ids[name])} tokens")
     with output_folder(out):
         for name, a in ids.items():  # each file written to a temporary name, then renamed
