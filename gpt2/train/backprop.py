@@ -20,8 +20,9 @@ def embedding_backward(dout, cache):  # [B, T, C] -> dwte [V, C], dwpe [n_ctx, C
     ids, wte_shape, wpe_shape = cache
     xp = xp_of(dout)
     dwte = xp.zeros(wte_shape, dtype=dout.dtype)
+    # dwte [V, C]
     xp.add.at(dwte, ids.reshape(-1), dout.reshape(-1, dout.shape[-1]))  # repeated ids accumulate
-    dwpe = xp.zeros(wpe_shape, dtype=dout.dtype)
+    dwpe = xp.zeros(wpe_shape, dtype=dout.dtype)  # [n_ctx, C]
     dwpe[: dout.shape[1]] = dout.sum(0)
     return dwte, dwpe
 
@@ -36,8 +37,8 @@ def layernorm_backward(dout, cache):
     mean = x.mean(-1, keepdims=True)
     rstd = 1.0 / xp_of(x).sqrt(x.var(-1, keepdims=True) + eps)
     xhat = (x - mean) * rstd  # the normalised x
-    dg = (dout * xhat).reshape(-1, C).sum(0)
-    db = dout.reshape(-1, C).sum(0)
+    dg = (dout * xhat).reshape(-1, C).sum(0)  # [C]
+    db = dout.reshape(-1, C).sum(0)  # [C]
     dxhat = dout * g
     dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True)
                  - xhat * (dxhat * xhat).mean(-1, keepdims=True))  # [B, T, C]
@@ -50,8 +51,8 @@ def linear_forward(x, w, b):  # [B, T, I] @ [I, O] + [O] -> [B, T, O]
 
 def linear_backward(dout, x, w):
     n_in, n_out = w.shape
-    x2, d2 = x.reshape(-1, n_in), dout.reshape(-1, n_out)
-    return (d2 @ w.T).reshape(x.shape), x2.T @ d2, d2.sum(0)
+    x2, d2 = x.reshape(-1, n_in), dout.reshape(-1, n_out)  # [B T, I], [B T, O]
+    return (d2 @ w.T).reshape(x.shape), x2.T @ d2, d2.sum(0)  # dx [B, T, I], dw [I, O], db [O]
 
 
 def gelu_forward(x):
@@ -127,9 +128,9 @@ def block_backward(dout, cache, p):
 def cross_entropy_forward(logits, targets):  # [B, T, V], [B, T] -> mean loss
     xp = xp_of(logits)
     z = logits - logits.max(-1, keepdims=True)
-    logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))
+    logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))  # [B, T, V]
     B, T = targets.shape
-    nll = -xp.take_along_axis(logp, targets[..., None], -1)[..., 0]
+    nll = -xp.take_along_axis(logp, targets[..., None], -1)[..., 0]  # [B, T]
     return nll.mean(), (logp, targets)
 
 
@@ -170,6 +171,7 @@ def lm_head_forward_backward(h, wte, targets):  # tied LM head: loss, dh [B, T, 
     loss, c_ce = cross_entropy_forward(logits, targets)
     dlogits = cross_entropy_backward(c_ce)
     C = h.shape[-1]
+    # dh [B, T, C], dwte [V, C]
     return loss, dlogits @ wte, dlogits.reshape(-1, dlogits.shape[-1]).T @ h.reshape(-1, C)
 
 

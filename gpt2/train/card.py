@@ -38,9 +38,9 @@ def agreement(draft, target, wins):
     for w in wins:
         for m in (draft, target):
             m.reset() if hasattr(m, "reset") else None
-        p, q = draft(w[:-1], len(w) - 1), target(w[:-1], len(w) - 1)
-        same.append(np.mean(p.argmax(-1) == q.argmax(-1)))
-        alpha.append(np.minimum(p, q).sum(-1).mean())
+        p, q = draft(w[:-1], len(w) - 1), target(w[:-1], len(w) - 1)  # [n, V] each
+        same.append(np.mean(p.argmax(-1) == q.argmax(-1)))  # scalar a window
+        alpha.append(np.minimum(p, q).sum(-1).mean())  # scalar a window
     return float(np.mean(same)), float(np.mean(alpha))
 
 

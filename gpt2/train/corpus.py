@@ -75,7 +75,7 @@ def main(tokenizer, out, root=None):
     ids = {}
     # all the work first: a failed or interrupted run writes nothing
     for name, files in splits.items():
-        ids[name] = np.array(tokenize(files, encoder), dtype=np.uint16)
+        ids[name] = np.array(tokenize(files, encoder), dtype=np.uint16)  # [n_tokens]
         meta["tokens"][name] = len(ids[name])
         meta["files"][name] = [str(p.relative_to(root)) for p in files]
         print(f"{name}: {len(files)} files, {len(ids[name])} tokens")

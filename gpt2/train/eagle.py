@@ -53,7 +53,7 @@ def eagle_backward(dg, cache, params):
 def smooth_l1(d):
     xp = xp_of(d)
     a = xp.abs(d)
-    return xp.where(a < 1, 0.5 * d * d, a - 0.5), xp.clip(d, -1.0, 1.0)
+    return xp.where(a < 1, 0.5 * d * d, a - 0.5), xp.clip(d, -1.0, 1.0)  # [...] each
 
 
 def log_softmax(z):  # [..., V] -> [..., V]
@@ -95,6 +95,7 @@ def features_of(hparams, params, rows, batch=32, desc="target features"):
     xp = xp_of(params["wte"])  # numpy, or cupy: the features come back to the host
     out = np.empty(rows.shape + (hparams["n_embd"],), np.float16)
     for s in tqdm(range(0, len(rows), batch), desc=desc, mininterval=1 if os.isatty(2) else 60):
+        # [batch, T, C]
         hidden, _ = gpt2_hidden_forward(params, hparams, xp.asarray(rows[s:s + batch]))
         out[s:s + batch] = to_numpy(hidden)  # [batch, T, C]
     return out
@@ -103,7 +104,7 @@ def features_of(hparams, params, rows, batch=32, desc="target features"):
 def accuracy_ahead(head, wte, rows, feats, steps, start=PROMPT_LEN, topk=10):
     """-> rank_share [steps, topk]: the rank of the true token 1..steps ahead among the head's
     drafts, each step fed the head's own features, from every position of the rows."""
-    counts, totals = np.zeros((steps, topk)), np.zeros(steps)
+    counts, totals = np.zeros((steps, topk)), np.zeros(steps)  # [steps, topk], [steps]
     for ids, f in zip(rows, feats):
         ids = [int(t) for t in ids]
         head.reset()
@@ -118,7 +119,7 @@ def accuracy_ahead(head, wte, rows, feats, steps, start=PROMPT_LEN, topk=10):
             for s, r in enumerate(ranks):
                 if r < topk:
                     counts[s, r] += 1
-    share = counts / totals[:, None]
+    share = counts / totals[:, None]  # [steps, topk]
     return {"rank_share": share.tolist(), "top1": share[:, 0].tolist(),
             "top5": share[:, :5].sum(1).tolist(), "positions": totals.astype(int).tolist()}
 
@@ -192,7 +193,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
             _atomic_write(work / "distill.bin", [ids.tobytes()])
             distill_data = own
             log["distill_seconds"] = time.time() - start
-        ids = np.fromfile(distill_data, dtype=np.uint16)
+        ids = np.fromfile(distill_data, dtype=np.uint16)  # [n]
         check_ids(ids, hparams["n_vocab"], distill_data)
         if Path(distill_data).with_suffix(".json").exists():
             meta = json.loads(Path(distill_data).with_suffix(".json").read_text())
@@ -214,10 +215,11 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
         params = to_device(params, xp)
 
         def batch(ids, f, noisy, rng):  # -> f + noise, tokens, f_next for the pairs of each row
-            f_in = f[:, :-1].astype(np.float32)
+            f_in = f[:, :-1].astype(np.float32)  # [B, T - 1, C]
             if noisy:  # EAGLE's feature noise
                 f_in += rng.uniform(-noise, noise, f_in.shape).astype(np.float32)
-            return xp.asarray(f_in), xp.asarray(ids[:, 1:]), xp.asarray(f[:, 1:].astype(np.float32))
+            f_next = f[:, 1:].astype(np.float32)  # [B, T - 1, C]
+            return xp.asarray(f_in), xp.asarray(ids[:, 1:]), xp.asarray(f_next)
 
         def loss_and_grads(params, step, rng):
             pick = rng.integers(0, len(rows), batch_size)
@@ -231,8 +233,9 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
             loss, parts, _, _ = eagle_loss_and_grads(f, tokens, f_next, params, wte,
                                                      hparams["n_head"], w_cls)
             g, _ = eagle_forward(f, tokens, params, wte, hparams["n_head"])
-            top1 = float(xp.mean((g @ wte.T).argmax(-1)[:, PROMPT_LEN:]
-                                 == (f_next @ wte.T).argmax(-1)[:, PROMPT_LEN:]))
+            guess = (g @ wte.T).argmax(-1)[:, PROMPT_LEN:]  # [16, T - 1 - PROMPT_LEN]
+            truth = (f_next @ wte.T).argmax(-1)[:, PROMPT_LEN:]  # [16, T - 1 - PROMPT_LEN]
+            top1 = float(xp.mean(guess == truth))  # scalar
             return {"val_loss": loss, "val_reg": parts["reg"], "val_cls": parts["cls"],
                     "val_top1": top1}
 

@@ -16,7 +16,7 @@ from gpt2.model import gpt2_hidden, softmax
 def generate_batch(hparams, params, prompts, n_new, rng, temperature=1.0):
     """Continue each row of prompts [B, T0] by n_new tokens at `temperature` (0: greedy)
     -> [B, T0 + n_new]."""
-    prompts = np.asarray(prompts, dtype=np.int64)
+    prompts = np.asarray(prompts, dtype=np.int64)  # [B, T0]
     B, T0 = prompts.shape
     H, L = hparams["n_head"], len(params["blocks"])
     if T0 + n_new > hparams["n_ctx"]:
@@ -39,6 +39,6 @@ def generate_batch(hparams, params, prompts, n_new, rng, temperature=1.0):
             # inverse-CDF draw per row
             nxt = (p.cumsum(-1) < rng.random((B, 1)) * p.sum(-1, keepdims=True)).sum(-1)
             nxt = np.minimum(nxt, p.shape[-1] - 1)
-        ids[:, T0 + step] = nxt
+        ids[:, T0 + step] = nxt  # [B]
         x = xp.asarray(ids[:, T0 + step:T0 + step + 1])  # [B, 1]
     return ids

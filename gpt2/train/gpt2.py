@@ -58,7 +58,7 @@ def lr_at(step, max_steps, lr, warmup, min_lr_ratio=0.1):
 # scales the flat grads dict in place; returns the norm before clipping
 def clip_grads(grads, max_norm):
     xp = xp_of(next(iter(grads.values())))
-    norm = float(xp.sqrt(sum(xp.sum(g * g) for g in grads.values())))
+    norm = float(xp.sqrt(sum(xp.sum(g * g) for g in grads.values())))  # scalar
     if norm > max_norm:
         for g in grads.values():
             g *= max_norm / (norm + 1e-6)
@@ -422,8 +422,10 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
         return {"train_loss": float(loss)}, grads
 
     def evaluate(step):
-        val_loss = mean_loss(lambda x, y: gpt2_loss(params, hparams, xp.asarray(x), xp.asarray(y)),
-                             val_ids, n_ctx, batch_size)
+        def loss(x, y):  # windows [B, T] each -> scalar
+            return gpt2_loss(params, hparams, xp.asarray(x), xp.asarray(y))
+
+        val_loss = mean_loss(loss, val_ids, n_ctx, batch_size)
         return {"tokens": step * batch_size * n_ctx, "val_loss": val_loss}
 
     # Step 2: train, then write the model and the log

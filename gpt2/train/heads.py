@@ -36,11 +36,11 @@ def evaluate_heads(backbone, hparams, heads, config, data, n_ctx, batch_size=8, 
     """Rank histogram on windows of `data` -> {"rank_share" [K + 1, topk], "top1", "top5"}: the
     share of positions whose true token is head k's rank-r candidate (row 0: the LM head)."""
     xp = xp_of(backbone["wte"])  # numpy, or cupy for a backbone on the GPU
-    counts = np.zeros((len(heads) + 1, topk))
-    totals = np.zeros(len(heads) + 1)
+    counts = np.zeros((len(heads) + 1, topk))  # [K + 1, topk]
+    totals = np.zeros(len(heads) + 1)  # [K + 1]
     n = min(max_batches * batch_size, (len(data) - 1) // n_ctx)
     for start in range(0, n, batch_size):
-        buf = np.stack([data[r * n_ctx:(r + 1) * n_ctx + 1]
+        buf = np.stack([data[r * n_ctx:(r + 1) * n_ctx + 1]  # [B, T + 1]
                         for r in range(start, min(n, start + batch_size))])
         ids = xp.asarray(buf[:, :-1].astype(np.int64))  # [B, T]
         targets = xp.asarray(buf[:, 1:].astype(np.int64))  # [B, T]
@@ -54,9 +54,9 @@ def evaluate_heads(backbone, hparams, heads, config, data, n_ctx, batch_size=8, 
             else:
                 logits = head_forward(hk, heads[k - 1], backbone["wte"], config["act"])[0]
             ranks = to_numpy(ranks_of_targets(logits, targets[:, k:].reshape(-1)))
-            counts[k] += np.bincount(ranks[ranks < topk], minlength=topk)
+            counts[k] += np.bincount(ranks[ranks < topk], minlength=topk)  # [topk]
             totals[k] += len(ranks)
-    share = counts / totals[:, None]
+    share = counts / totals[:, None]  # [K + 1, topk]
     return {"rank_share": share.tolist(), "top1": share[:, 0].tolist(),
             "top5": share[:, :5].sum(1).tolist()}
 
@@ -186,7 +186,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
             distill_data = work / "distill.bin"
         # made once with --distill_tokens and saved: reuse it (at the temperature it was made with)
         if distill_data:
-            train_ids = np.fromfile(distill_data, dtype=np.uint16)
+            train_ids = np.fromfile(distill_data, dtype=np.uint16)  # [n]
             check_ids(train_ids, hparams["n_vocab"], distill_data)
             made = Path(distill_data).with_suffix(".json")
             if made.exists():

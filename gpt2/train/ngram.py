@@ -14,20 +14,20 @@ def count_ngrams(tokens, n_vocab, order=4, min_count=2):
     """tokens [n] -> their NGram: the add-one unigram law and, per context length k = 1..order-1,
     sorted context keys, CSR offsets, next tokens and counts.
     Example: [0, 1, 0, 1, 0, 2], order=2, min_count=1 -> after 0 come 1 (twice) and 2."""
-    tokens = np.asarray(tokens, dtype=np.int64)
-    counts = np.bincount(tokens, minlength=n_vocab) + 1
+    tokens = np.asarray(tokens, dtype=np.int64)  # [n]
+    counts = np.bincount(tokens, minlength=n_vocab) + 1  # [V]
     unigram = (counts / counts.sum()).astype(np.float32)
     tables = []
     for k in range(1, order):  # context length k
-        key = np.zeros(len(tokens) - k, dtype=np.int64)
+        key = np.zeros(len(tokens) - k, dtype=np.int64)  # [n - k]
         for j in range(k):
             key = key * n_vocab + tokens[j:len(tokens) - k + j]
         # sorted by (context, next)
-        pairs, c = np.unique(key * n_vocab + tokens[k:], return_counts=True)
+        pairs, c = np.unique(key * n_vocab + tokens[k:], return_counts=True)  # [n_pairs] each
         if k == order - 1 and min_count > 1:
             pairs, c = pairs[c >= min_count], c[c >= min_count]
         ctx = pairs // n_vocab
-        keys, starts = np.unique(ctx, return_index=True)
+        keys, starts = np.unique(ctx, return_index=True)  # [n_contexts] each
         tables.append({"keys": keys, "offsets": np.append(starts, len(ctx)).astype(np.int64),
                        "next": (pairs % n_vocab).astype(np.uint16), "counts": c.astype(np.uint32)})
     return NGram(unigram, tables, n_vocab)

@@ -92,7 +92,7 @@ def skip_set_search(params, hparams, x, start):
         visit(draft_sublayer(h, s, params["blocks"][s // 2], H, keys[s // 2], values[s // 2], pos),
               s + 1, mask)
 
-    visit(residuals[0][:, pos], 0, 0)
+    visit(residuals[0][:, pos], 0, 0)  # [B, m, n_embd]
     return to_numpy(agree), to_numpy(confidence)
 
 
@@ -100,7 +100,7 @@ def draft_logits(params, hparams, x, start, skip, adapter=None):
     """One skip set's draft logits [B, m, n_vocab] at skip_set_search's rows."""
     H = hparams["n_head"]
     residuals, keys, values = full_forward(params, hparams, x)
-    pos = np.arange(start, x.shape[1] - 1)
+    pos = np.arange(start, x.shape[1] - 1)  # [m]
     h = residuals[0][:, pos]  # [B, m, n_embd]
     for s in range(2 * hparams["n_layer"]):
         if s not in skip:
