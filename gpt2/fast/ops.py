@@ -11,7 +11,7 @@ from gpt2.model import Ops, softmax
 def gelu(x):  # x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3)
     xp = xp_of(x)
     minus_2u = x * (-2 * math.sqrt(2 / math.pi) * (1 + 0.044715 * x * x))  # [..., n]
-    return x / (1 + xp.exp(xp.minimum(minus_2u, 80.0)))  # [..., n]
+    return x / (1 + xp.exp(xp.minimum(minus_2u, 80.0)))  # [..., n]; the cap keeps exp finite
 
 
 def layer_norm(x, g, b, eps: float = 1e-5):
