@@ -1,22 +1,6 @@
-"""Three of the forward's functions as one CUDA kernel each, for CuPy arrays: layer_norm, softmax
-and gelu.
-
-Why: on a GPU a decoding step of these models is bound by launches, not by arithmetic or memory.
-Every CuPy call costs 10-15 us of host time (measured on an H100 machine: an add 11.8 us, a row sum
-13.8 us), and gpt2/model.py's layer_norm is 11 calls, its softmax 5 and its gelu 9. A block has two
-layer_norms, one softmax and one gelu: 2 x 11 + 5 + 9 = 36 calls, which these kernels make 4.
-Without them the 124M shape decoded one token in 13-19 ms where reading its weights takes 0.2 ms;
-with them 10.7 ms (`python -m bench.engine --device gpu`, run once with PICOSPEC_FUSED=0 for the
-"before" figure; docs/results/gpu.md).
-
-Each kernel computes the formula of the NumPy function beside it in gpt2/model.py (the mean, then
-the variance of the centred row; the row maximum, then the sum of exponentials), in float32, but its
-sums run in another order (a tree over 128 threads), so results differ from NumPy's by about 1e-6
-relative (tests/test_gpu_kernels.py). Shapes: any leading dimensions; the functions work along the
-last axis of length n, read as a C-contiguous copy. Rows are n_embd long for layer_norm (128 for the
-tiny draft up to 1600), n_kv or n_vocab (4097, 50257) for softmax. The compiled kernels are cached
-per process for the current GPU (one device; a second GPU would need its own). gpt2/fast/ops.py's
-gpu_ops makes them an engine's operations; PICOSPEC_FUSED=0 (read by the app) keeps the reference.
+"""layer_norm, softmax and gelu as one CUDA kernel each for CuPy, in float32; sums run as a tree
+over THREADS threads, so results differ from NumPy's by about 1e-6 relative. Shapes: [..., n], one
+thread block per row of n (docs/performance.md).
 """
 import functools
 import math
@@ -72,6 +56,7 @@ extern "C" __global__ void softmax(const float* x, float* y, int n) {
 }
 """.replace("THREADS", str(THREADS))
 
+
 @functools.cache  # compiled once per process
 def _get(name):
     import cupy
@@ -80,8 +65,8 @@ def _get(name):
         c = -2 * math.sqrt(2 / math.pi)
         return cupy.ElementwiseKernel(
             "float32 x", "float32 y",
-            f"float u = x * ({c!r}f * (1.f + 0.044715f * x * x)); y = x / (1.f + expf(fminf(u, "
-            f"80.f)));",
+            f"float u = x * ({c!r}f * (1.f + 0.044715f * x * x)); "
+            "y = x / (1.f + expf(fminf(u, 80.f)));",
             "picospec_gelu")
     return cupy.RawModule(code=SOURCE).get_function(name)
 
@@ -100,9 +85,8 @@ def layer_norm(x, g, b, eps=1e-5):
     x, rows, n = _rows(x)
     y = cupy.empty_like(x)
     if rows:
-        _get("layer_norm")((rows,), (THREADS,),
-                           (x, cupy.ascontiguousarray(g), cupy.ascontiguousarray(b), y,
-                                                  cupy.int32(n), cupy.float32(eps)))
+        g, b = cupy.ascontiguousarray(g), cupy.ascontiguousarray(b)  # [n], [n]
+        _get("layer_norm")((rows,), (THREADS,), (x, g, b, y, cupy.int32(n), cupy.float32(eps)))
     return y
 
 

@@ -1,9 +1,5 @@
-"""The CPU policies an engine is built with: how many BLAS threads its forwards run on, and whether
-its weights get column panels (panels.py). Both are decided once, when the engine is built, from
-what the caller passes (the app: the user's --threads, the PICOSPEC_* settings and the cores it
-found idle, measured once by free_cores) and what the BLAS is; the thread count applies inside the
-engine's own calls only (Threads.scope), so building a model changes nothing in the process. Why
-these rules: docs/performance.md, "Threads and panels".
+"""An engine's CPU policies, decided once when it is built: its BLAS thread counts (Threads, set
+inside its own calls only) and whether its weights get column panels (docs/performance.md).
 """
 import contextlib
 import functools
@@ -17,10 +13,7 @@ PANEL_MAX_PARAMS = 400_000_000  # the panels are one more copy of the weights: u
 
 
 def idle_cpus(cpus, seconds=0.1):
-    """How many of the CPUs `cpus` (ids) other processes left idle over the next `seconds`, from
-    Linux's /proc/stat -> a float, or None where that cannot be read. This process's own CPU time
-    counts as free; steal time as busy. Example: two CPUs, one process spinning elsewhere -> about
-    1.0."""
+    """-> how many of `cpus` (ids) other processes leave idle over `seconds` (float), or None."""
     import os
     import time
 
@@ -48,8 +41,7 @@ def idle_cpus(cpus, seconds=0.1):
 
 
 def free_cores():
-    """-> (free, cpus, how it was measured): the usable cores that sat idle over the last 0.1 s
-    (/proc/stat; elsewhere: cores minus the 1-minute load), at least 1."""
+    """-> (free, cpus, how measured): the cores idle now, at least 1."""
     import os
 
     if hasattr(os, "sched_getaffinity"):
@@ -64,8 +56,6 @@ def free_cores():
 
 
 def usable_cores():
-    """-> (cores, cores, how): every CPU this process may use, as free_cores gives its figures when
-    nobody measured the machine (the library's default)."""
     import os
 
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -73,9 +63,7 @@ def usable_cores():
 
 
 def choose_threads(n_params, requested=None, free=None):
-    """-> (threads, why): `requested` if given, else 1 for a model below SMALL_MODEL parameters,
-    else the free cores (free: free_cores()'s figures; default usable_cores()).
-    Example: choose_threads(5_850_000) -> (1, "small model (5.85M parameters)")."""
+    """-> (threads, why): `requested`, else 1 below SMALL_MODEL parameters, else the free cores."""
     if requested is not None:
         return int(requested), "requested (--threads or PICOSPEC_THREADS)"
     if n_params < SMALL_MODEL:
@@ -85,9 +73,7 @@ def choose_threads(n_params, requested=None, free=None):
 
 
 def choose_wide(n_params, threads, requested=None, free=None):
-    """-> (threads, why) for forwards of WIDE_ROWS token rows or more: too big for the panels, they
-    go through OpenBLAS's packed GEMM, which splits over threads; a small model takes the free
-    cores there, anything else its own count."""
+    """-> (threads, why) for forwards of WIDE_ROWS token rows or more."""
     if requested is not None or n_params >= SMALL_MODEL:
         return threads, "as every product"
     n, cpus, how = free or usable_cores()
@@ -105,13 +91,12 @@ def blas_libraries():  # the BLAS libraries NumPy loaded (threadpoolctl's contro
 
 
 def blas_threads():
-    """Threads of the BLAS NumPy loaded, as the library reports it now (None if unknown)."""
     counts = [lib.get_num_threads() for lib in blas_libraries()]
     return max(counts) if counts else None
 
 
 class blas_limit:
-    """`with blas_limit(n):` the BLAS on n threads inside, the count before restored after."""
+    """`with blas_limit(n):` the BLAS on n threads inside."""
 
     def __init__(self, n):
         self.n, self.libraries = n, blas_libraries()
@@ -129,17 +114,13 @@ class blas_limit:
 
 
 class Threads:
-    """The BLAS thread counts of one engine: `n` for its products, `wide` (threads, why) for
-    forwards of WIDE_ROWS token rows or more. free: free_cores()'s figures where the caller measured
-    the machine (default: every usable core). Each engine call runs inside scope(rows); on a GPU
-    (device "gpu") nothing is set."""
+    """An engine's BLAS threads: n for its products, wide for WIDE_ROWS rows or more."""
 
     def __init__(self, n_params, requested=None, device="cpu", free=None):
         self.n_params, self.device = n_params, device
         self.choose(requested, free)
 
     def choose(self, requested=None, free=None):
-        """Choose the counts again (as when the engine was built), for `requested` and `free`."""
         if self.device != "cpu":
             self.n, self.why, self.wide = 1, "GPU", (1, "the model runs on the GPU")
             return
@@ -147,13 +128,11 @@ class Threads:
         self.wide = choose_wide(self.n_params, self.n, requested, free)
 
     def scope(self, rows):
-        """A context manager: the BLAS count for a forward over `rows` token rows."""
         if self.device != "cpu":
             return contextlib.nullcontext()
         return blas_limit(self.wide[0] if rows >= WIDE_ROWS else self.n)
 
     def report(self):
-        """-> {"threads", "why", "blas" (what the library reports inside a call), "wide"}."""
         with self.scope(1):
             blas = blas_threads()
         wide, why = self.wide
@@ -163,8 +142,7 @@ class Threads:
 
 @functools.lru_cache(maxsize=1)  # the library NumPy loaded does not change within a process
 def blas_kernels():
-    """-> (library, architecture) of the BLAS NumPy loaded, as threadpoolctl reports it (None where
-    unknown). Example: ("openblas", "SkylakeX")."""
+    """-> (library, architecture) of NumPy's BLAS, e.g. ("openblas", "SkylakeX")."""
     try:
         import numpy  # noqa: F401
         from threadpoolctl import threadpool_info
@@ -175,9 +153,7 @@ def blas_kernels():
 
 
 def panel_policy(n_params, requested=None):
-    """Whether a CPU engine for a model of n_params keeps its weights also as column panels ->
-    {"on", "why"}: `requested` (True/False) decides; else on where the BLAS is OpenBLAS with a
-    direct SGEMM (AVX-512 kernels) and the model is at most PANEL_MAX_PARAMS."""
+    """-> {"on", "why"}: requested, else on with a direct SGEMM, up to PANEL_MAX_PARAMS."""
     if requested is not None:
         return {"on": bool(requested), "why": "requested (PICOSPEC_PANELS)"}
     library, arch = blas_kernels()

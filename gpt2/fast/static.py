@@ -1,32 +1,6 @@
-"""The static-shape step: a forward whose arrays keep their shapes and addresses from call to call.
-
-A GPU runs a decoding step of these models as a few hundred small kernels, and launching them costs
-more host time than they take to run (gpt2/fast/gpu_kernels.py). Serving engines (vLLM, SGLang)
-record a step once as a CUDA graph and replay it: one launch per step. A graph replays the same
-kernels on the same memory, so the step it records must read and write fixed buffers: the same
-shapes and the same addresses at every call, whatever the cache holds.
-
-StaticStep gives the engine's pass (gpt2/engine.py's row_layout: each row's new tokens and tree
-nodes, their positions, cache slots and mask) that form:
-- T, the tokens per row, is padded up to a bucket (1, 2, 4, 8, ...), and every row of the engine
-  runs (B = rows);
-- the pass attends to a fixed number of cache slots n_kv: the whole cache (buckets=False) or the
-  next power of two at least 16 (a length bucket); the mask hides the slots a token may not see, so
-  the result is the dynamic pass's;
-- ids, positions, slots and mask are copied in place into buffers made once per (T, n_kv), the cache
-  (already preallocated, gpt2/cache.py) is written at the slots in place, and the hidden states land
-  in a preallocated output [B, T, n_embd].
-Padding (extra tokens, rows not in the call) writes the cache's spare last slot, which no real token
-sees, and sees slot 0 only, so that no softmax row is all -inf. The forward itself is
-gpt2/model.py's, called with a mask.
-
-On CuPy, graphs=True records each (T, n_kv) pass as a CUDA graph at its second call and replays it
-after that (capture). On the CPU nothing is launched, so the fixed shapes only add work (attention
-over n_kv slots, padding): the static step is off by default and exists there to be tested against
-the dynamic one.
-
-Shapes: B rows, T tokens per row (bucketed), S cache slots per row, n_kv slots attended to
-(bucketed), n_embd.
+"""The static-shape step: fixed buffers, so that CuPy can replay a pass as a CUDA graph. A pass
+runs bucket(T') tokens on all B rows over n_kv slots, masked to equal the dynamic pass; padding
+writes the spare last slot and sees slot 0 (docs/performance.md).
 """
 import numpy as np
 
@@ -38,7 +12,7 @@ def bucket(n, low=1):  # the next power of two >= max(n, low). Example: bucket(5
 
 
 class StaticStep:
-    """Fixed buffers for each (T, n_kv) of an engine of `rows` rows, `n_slots` cache slots a row."""
+    """Fixed buffers per (T, n_kv) for `rows` rows of `n_slots` cache slots."""
 
     def __init__(self, rows, n_slots, n_ctx, n_embd, xp, buckets=True, graphs=False):
         self.rows, self.n_slots, self.n_ctx, self.n_embd, self.xp = rows, n_slots, n_ctx, n_embd, xp
@@ -62,8 +36,7 @@ class StaticStep:
         return self.buffers[T, n_kv]
 
     def inputs(self, rows):
-        """A row_layout (host NumPy) as fixed-shape host arrays -> (T, n_kv, {"ids", "positions",
-        "slots", "mask"})."""
+        """engine.py's row_layout -> (T, n_kv, {"ids", "positions", "slots", "mask"})."""
         ids = rows["ids"]  # [B', T']
         B, T0 = ids.shape
         T, n_kv = self.shape(T0, rows["n_kv"])
@@ -85,9 +58,7 @@ class StaticStep:
         return T, n_kv, out
 
     def __call__(self, rows, cache, forward):
-        """Run forward(ids, positions, mask) -> hidden [B, T, n_embd] with `cache` writing at the
-        fixed slots and attending to n_kv of them -> the output buffer [B, T, n_embd] (the same
-        array at every call of a shape)."""
+        """-> forward(ids, positions, mask) in the output buffer [B, T, n_embd]."""
         T, n_kv, host = self.inputs(rows)
         buf = self._buffers(T, n_kv)
         for name, a in host.items():  # in place: the buffers keep their addresses
@@ -108,10 +79,7 @@ class StaticStep:
 
 
 def replay(buf, run, cupy):
-    """Run a pass on CuPy: eagerly at its first call (kernels compile), recorded as a CUDA graph at
-    its second, replayed from then on. The recording allocates its intermediate arrays from a
-    memory pool of its own, kept with the graph, so that no later allocation reuses the memory a
-    replay writes."""
+    """Run a pass eagerly, then record it as a CUDA graph (own memory pool), then replay it."""
     buf["calls"] += 1
     if buf["calls"] == 1:
         return run()

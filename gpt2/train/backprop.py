@@ -1,12 +1,7 @@
-"""Forward and backward passes of GPT-2 for training, llm.c style: paired X_forward / X_backward
-functions.
-
-Each X_forward computes its output with gpt2/model.py's function (the one forward of the project)
-and keeps what the backward needs; X_backward(dout, cache) returns the gradient of its inputs and
-params. A backward recomputes from the saved inputs what its rule reads (the normalised x of a layer
-norm, tanh of gelu's argument, the attention probabilities), as flash attention recomputes them.
-Shape letters: B batch, T sequence length, C n_embd, H n_head, D = C // H, V n_vocab, F = 4*C.
-Float32 in, float32 out: every constant is a Python float.
+"""GPT-2's backward, llm.c style: X_forward (gpt2/model.py's function, keeping a cache) paired with
+X_backward(dout, cache) -> the gradients of its inputs and params; a backward recomputes what its
+rule reads. Float32 throughout. Shapes: B batch, T tokens, C n_embd, H n_head, D = C // H,
+V n_vocab, F = 4 C.
 """
 import math
 
@@ -25,8 +20,9 @@ def embedding_backward(dout, cache):  # [B, T, C] -> dwte [V, C], dwpe [n_ctx, C
     ids, wte_shape, wpe_shape = cache
     xp = xp_of(dout)
     dwte = xp.zeros(wte_shape, dtype=dout.dtype)
+    # dwte [V, C]
     xp.add.at(dwte, ids.reshape(-1), dout.reshape(-1, dout.shape[-1]))  # repeated ids accumulate
-    dwpe = xp.zeros(wpe_shape, dtype=dout.dtype)
+    dwpe = xp.zeros(wpe_shape, dtype=dout.dtype)  # [n_ctx, C]
     dwpe[: dout.shape[1]] = dout.sum(0)
     return dwte, dwpe
 
@@ -41,11 +37,11 @@ def layernorm_backward(dout, cache):
     mean = x.mean(-1, keepdims=True)
     rstd = 1.0 / xp_of(x).sqrt(x.var(-1, keepdims=True) + eps)
     xhat = (x - mean) * rstd  # the normalised x
-    dg = (dout * xhat).reshape(-1, C).sum(0)
-    db = dout.reshape(-1, C).sum(0)
+    dg = (dout * xhat).reshape(-1, C).sum(0)  # [C]
+    db = dout.reshape(-1, C).sum(0)  # [C]
     dxhat = dout * g
-    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True) - xhat
-                 * (dxhat * xhat).mean(-1, keepdims=True))
+    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True)
+                 - xhat * (dxhat * xhat).mean(-1, keepdims=True))  # [B, T, C]
     return dx, dg, db
 
 
@@ -55,8 +51,8 @@ def linear_forward(x, w, b):  # [B, T, I] @ [I, O] + [O] -> [B, T, O]
 
 def linear_backward(dout, x, w):
     n_in, n_out = w.shape
-    x2, d2 = x.reshape(-1, n_in), dout.reshape(-1, n_out)
-    return (d2 @ w.T).reshape(x.shape), x2.T @ d2, d2.sum(0)
+    x2, d2 = x.reshape(-1, n_in), dout.reshape(-1, n_out)  # [B T, I], [B T, O]
+    return (d2 @ w.T).reshape(x.shape), x2.T @ d2, d2.sum(0)  # dx [B, T, I], dw [I, O], db [O]
 
 
 def gelu_forward(x):
@@ -64,7 +60,7 @@ def gelu_forward(x):
 
 
 def gelu_backward(dout, x):  # gelu(x) = 0.5 x (1 + t), t = tanh(GELU_C (x + 0.044715 x^3))
-    t = xp_of(x).tanh(GELU_C * (x + 0.044715 * x * x * x))  # x * x * x: x**3 is 10x slower
+    t = xp_of(x).tanh(GELU_C * (x + 0.044715 * x * x * x))  # x * x * x: x**3 goes through pow
     dt = (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x * x)
     return dout * (0.5 * (1 + t) + 0.5 * x * dt)
 
@@ -132,9 +128,9 @@ def block_backward(dout, cache, p):
 def cross_entropy_forward(logits, targets):  # [B, T, V], [B, T] -> mean loss
     xp = xp_of(logits)
     z = logits - logits.max(-1, keepdims=True)
-    logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))
+    logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))  # [B, T, V]
     B, T = targets.shape
-    nll = -xp.take_along_axis(logp, targets[..., None], -1)[..., 0]
+    nll = -xp.take_along_axis(logp, targets[..., None], -1)[..., 0]  # [B, T]
     return nll.mean(), (logp, targets)
 
 
@@ -142,9 +138,9 @@ def cross_entropy_backward(cache):
     logp, targets = cache
     xp = xp_of(logp)
     B, T = targets.shape
-    dlogits = xp.exp(logp)
-    xp.put_along_axis(dlogits, targets[..., None],
-                      xp.take_along_axis(dlogits, targets[..., None], -1) - 1, -1)
+    dlogits = xp.exp(logp)  # [B, T, V]
+    picked = xp.take_along_axis(dlogits, targets[..., None], -1)  # [B, T, 1]
+    xp.put_along_axis(dlogits, targets[..., None], picked - 1, -1)  # minus one-hot targets
     return dlogits / (B * T)
 
 
@@ -175,6 +171,7 @@ def lm_head_forward_backward(h, wte, targets):  # tied LM head: loss, dh [B, T, 
     loss, c_ce = cross_entropy_forward(logits, targets)
     dlogits = cross_entropy_backward(c_ce)
     C = h.shape[-1]
+    # dh [B, T, C], dwte [V, C]
     return loss, dlogits @ wte, dlogits.reshape(-1, dlogits.shape[-1]).T @ h.reshape(-1, C)
 
 

@@ -1,19 +1,9 @@
-"""Training a byte-level BPE vocabulary in GPT-2's file formats (Sennrich et al. 2016; GPT-2's
-byte-level variant).
+"""Train a byte-level BPE vocabulary in GPT-2's file formats (Sennrich et al. 2016): from the 256
+bytes, merge the most frequent adjacent pair of symbols over the distinct words (GPT-2's regex),
+recounting only the words that hold the merged pair; ties go to the largest (first, second).
 
-Start from the 256 byte symbols; split the corpus into words with GPT-2's regex and count each
-distinct word once with its frequency; then repeatedly merge the most frequent adjacent pair of
-symbols into a new symbol. Pair counts are updated incrementally: a merge only revisits the words
-that contain the merged pair, so ~4,000 merges over the Python standard library take about half a
-minute rather than hours.
+    words {"abab": 2, "ab": 1} -> (a,b)=5, (b,a)=2 -> merge (a,b) -> (ab,ab)=2 -> merge (ab,ab)
 
-Tie-breaking: among pairs of equal count, the lexicographically largest (first, second) pair of
-symbol strings wins.
-
-Example (by hand): words {"abab": 2, "ab": 1} -> pair counts (a,b)=5, (b,a)=2 -> merge 1 is (a,b) ->
-words "ab ab" x2 and "ab" -> pair counts (ab,ab)=2 -> merge 2 is (ab,ab) -> "abab".
-
-    # the Python stdlib (see gpt2.train.corpus)
     python -m gpt2.train.bpe --out gpt2/assets/tiny-target --vocab_size 4096
 """
 from collections import Counter, defaultdict
@@ -77,12 +67,8 @@ def train_bpe(texts, vocab_size=4096, verbose=False):
 
 
 def main(out, vocab_size=4096, files=None):
-    """Train a byte-level BPE vocabulary and write vocab.json + merges.txt into the folder OUT.
-
-    The corpus is FILES (comma-separated UTF-8 text files), or by default the Python standard
-    library's source (all splits, see gpt2.train.corpus). Example: python -m gpt2.train.bpe --out
-    gpt2/assets/tiny-target --vocab_size 4096
-    """
+    """Train a byte-level BPE vocabulary into OUT (vocab.json, merges.txt) on FILES (comma-separated
+    UTF-8 text files; default: the Python standard library's source)."""
     from gpt2.encoder import save_tokenizer
 
     paths = [Path(f) for f in files] if files else stdlib_files()

@@ -1,10 +1,6 @@
-"""The model card of the built-in models, every number measured: `python -m gpt2.train.card --data
-DIR` (DIR from gpt2.train.corpus).
-
-Reports, per model: parameters, tokens seen, validation loss, training time and machine, the
-command; on held-out text the greedy agreement of each draft with the target (share of positions
-with the same argmax) and the expected acceptance alpha = mean over positions of sum_x min(p(x),
-q(x)) at temperature 1; greedy samples; sha256 of each file.
+"""The model card of the built-in models, every number measured (`python -m gpt2.train.card --data
+DIR`): per model its size, training and validation loss; per draft, on held-out text, its greedy
+agreement with the target and alpha = mean sum_x min(p(x), q(x)) at temperature 1.
 """
 import hashlib
 import json
@@ -42,9 +38,9 @@ def agreement(draft, target, wins):
     for w in wins:
         for m in (draft, target):
             m.reset() if hasattr(m, "reset") else None
-        p, q = draft(w[:-1], len(w) - 1), target(w[:-1], len(w) - 1)
-        same.append(np.mean(p.argmax(-1) == q.argmax(-1)))
-        alpha.append(np.minimum(p, q).sum(-1).mean())
+        p, q = draft(w[:-1], len(w) - 1), target(w[:-1], len(w) - 1)  # [n, V] each
+        same.append(np.mean(p.argmax(-1) == q.argmax(-1)))  # scalar a window
+        alpha.append(np.minimum(p, q).sum(-1).mean())  # scalar a window
     return float(np.mean(same)), float(np.mean(alpha))
 
 
@@ -53,8 +49,7 @@ def sha256(path):
 
 
 def main(data, n_windows=24, out=None):
-    """Measure the built-in models on DATA/val.bin and DATA/heldout.bin and write the model card to
-    OUT."""
+    """Measure the built-in models on DATA/val.bin and DATA/heldout.bin; write the card to OUT."""
     from gpt2.weights import _atomic_write
 
     data, out = Path(data), Path(out or ASSETS / "README.md")
@@ -84,8 +79,8 @@ def main(data, n_windows=24, out=None):
         log = json.loads((ASSETS / name / "train_log.json").read_text())
         h = log["hparams"]
         model = target if name == "tiny-target" else drafts[name]
-        n_params = sum(a.size for a in flatten(model.params).values()) if hasattr(model,
-                                                                                  "params") else 0
+        has_params = hasattr(model, "params")
+        n_params = sum(a.size for a in flatten(model.params).values()) if has_params else 0
         lines.append(f"| {name} | {n_params / 1e6:.2f}M | {h['n_layer']} x {h['n_embd']} x "
                      f"{h['n_head']} | {h['n_ctx']} | {log['history'][-1]['tokens'] / 1e6:.2f}M | "
                      f"{mean_nll(model, val):.3f} | {minutes(log['seconds'] / 60)} min | "
@@ -138,8 +133,7 @@ def machine(m):  # a training record's "machine" -> where it ran, in words
 
 
 def heads_section(hparams):
-    """Trained heads shipped beside tiny-target (MEDUSA-1 heads, Blockwise heads): size, training,
-    accuracy."""
+    """The heads shipped beside tiny-target (Medusa, Blockwise): size, training, accuracy."""
     out = ["## Heads on tiny-target", "",
            "Trained by `python -m gpt2.train.heads` (commands in build.sh) with the backbone "
            "frozen; accuracy on 8 x 8 windows of 128 tokens, measured at the end of training on "
@@ -156,14 +150,17 @@ def heads_section(hparams):
         r = json.loads(path.read_text())
         C, V = hparams["n_embd"], hparams["n_vocab"]
         per_head = C * C + C + (0 if r["tied"] else C * V)
-        block = f"{r['act']} residual + " + ("tied LM head" if r["tied"]
-                                             else "own vocabulary projection")
+        projection = "tied LM head" if r["tied"] else "own vocabulary projection"
+        block = f"{r['act']} residual + {projection}"
         args = r.get("args", {})
-        data = ("train.bin text" if not (args.get("distill_tokens") or args.get("distill_data"))
-                else
-                f"tokens the backbone wrote (T={args['distill_temperature']:g})"
-                + (f", {args['distill_tokens'] / 1e6:.2f}M" if args.get("distill_tokens")
-                   else f": {args['distill_data']}"))
+        if not (args.get("distill_tokens") or args.get("distill_data")):
+            data = "train.bin text"
+        elif args.get("distill_tokens"):
+            data = (f"tokens the backbone wrote (T={args['distill_temperature']:g}), "
+                    f"{args['distill_tokens'] / 1e6:.2f}M")
+        else:
+            data = (f"tokens the backbone wrote (T={args['distill_temperature']:g}): "
+                    f"{args['distill_data']}")
         out.append(f"| {kind} | {r['n_heads']} | {block} | {r['n_heads'] * per_head / 1e6:.2f}M | "
                    f"{data} | {r['tokens_seen'] / 1e6:.2f}M | {minutes(r['machine']['minutes'])} "
                    f"min, {machine(r['machine'])} | {r['accuracy'].get('on', 'val.bin text')} | "
@@ -173,8 +170,7 @@ def heads_section(hparams):
 
 
 def eagle_section(folder=ASSETS / "tiny-target" / "eagle"):
-    """The EAGLE head shipped beside tiny-target: size, data, training, accuracy per step ahead,
-    measured acceptance."""
+    """The EAGLE head shipped beside tiny-target: size, data, training, accuracy, acceptance."""
     if not (folder / "eagle.json").exists():
         return []
     from gpt2.eagle import load_eagle

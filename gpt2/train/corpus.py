@@ -1,12 +1,7 @@
-"""The training corpus, with no downloads: the Python standard library's own source on this machine.
+"""The training corpus, with no downloads: the Python standard library's source. A file goes by
+sha256(path relative to the library) mod 100: < 90 train, < 95 val, else heldout (never trained on).
 
-Anyone with the same Python version reproduces the built-in models' data. Files are split by a hash
-of their path relative to the standard library folder, so the split never depends on file order or
-machine: sha256(relative path) mod 100 < 90 -> train, < 95 -> val, else heldout (evaluation prompts;
-never trained on).
-
-    # train.bin, val.bin, heldout.bin, meta.json
-    python -m gpt2.train.corpus --tokenizer gpt2/assets/tiny-target --out data/
+    python -m gpt2.train.corpus --tokenizer gpt2/assets/tiny-target --out data/   # *.bin, meta.json
 """
 import hashlib
 import json
@@ -62,11 +57,8 @@ def tokenize(files, encoder):
 
 
 def main(tokenizer, out, root=None):
-    """Tokenize the standard library (or ROOT) into OUT/train.bin, val.bin, heldout.bin (uint16 ids)
-    and meta.json.
-
-    Example: python -m gpt2.train.corpus --tokenizer gpt2/assets/tiny-target --out data
-    """
+    """Tokenize the standard library (or ROOT) into OUT/train.bin, val.bin, heldout.bin (uint16)
+    and meta.json."""
     from gpt2.encoder import load_encoder
     from gpt2.weights import _atomic_write
 
@@ -83,9 +75,9 @@ def main(tokenizer, out, root=None):
     ids = {}
     # all the work first: a failed or interrupted run writes nothing
     for name, files in splits.items():
-        ids[name] = np.array(tokenize(files, encoder), dtype=np.uint16)
-        meta["tokens"][name], meta["files"][name] = len(ids[name]), [str(p.relative_to(root))
-                                                                     for p in files]
+        ids[name] = np.array(tokenize(files, encoder), dtype=np.uint16)  # [n_tokens]
+        meta["tokens"][name] = len(ids[name])
+        meta["files"][name] = [str(p.relative_to(root)) for p in files]
         print(f"{name}: {len(files)} files, {len(ids[name])} tokens")
     with output_folder(out):
         for name, a in ids.items():  # each file written to a temporary name, then renamed
@@ -94,8 +86,7 @@ def main(tokenizer, out, root=None):
 
 
 def heldout_prompts(encoder, n, n_tokens=64, seed=0, root=None):
-    """n prompts of n_tokens ids cut from held-out files at line starts (never trained on);
-    deterministic."""
+    """n prompts of n_tokens ids cut from held-out files at line starts, deterministically."""
     import numpy as np
 
     root = Path(root or stdlib_root())

@@ -1,30 +1,16 @@
-"""Train an EAGLE head (gpt2/eagle.py) on a frozen GPT-2 with the shared training loop
-(gpt2/train/gpt2.py's `train_loop`).
+"""Train an EAGLE head (gpt2/eagle.py) on a frozen GPT-2 with the shared train_loop, on
+self-distilled rows (heads.py's self_distill: 16 prompt tokens, then the backbone's own tokens):
 
+    f = features[:, :-1] + U(-noise, noise),  tokens = ids[:, 1:],  f_next = features[:, 1:]
+    loss = SmoothL1(head(f, tokens), f_next) + w_cls * CE(q, p)   (q = target, p = head's draft)
+
+    # the shipped head
     python -m gpt2.train.eagle --backbone tiny-target --data DIR --out DIR --distill_tokens 320000 \
-        # the shipped head
         --distill_temperature 0 --batch_size 8 --max_steps 1000 --max_minutes 18 --eval_every 25
 
-Data (self-distillation, as the shipped Medusa heads were made): rows of 16 prompt tokens cut from
-DIR/train.bin, each followed by the tokens the backbone itself wrote after them
-(gpt2/train/heads.py's `self_distill`, 64 rows decoded at once), saved as OUT/distill.bin +
-distill.json; a later run into the same OUT reuses them, and --distill_data FILE trains on a file
-made before (a Medusa run's distill.bin, say). The backbone is frozen, so the features of every row
-are computed once (float16, in memory) and each step trains on `batch_size` random rows:
-    f = features[:, :-1] + U(-noise, noise),  tokens = ids[:, 1:],  f_next = features[:, 1:]
-    loss = SmoothL1(head(f, tokens), f_next) + w_cls * CE(target's law, head's law)
-    (gpt2/eagle.py)
-Every eval_every steps the loop logs the training loss and, on validation rows, the loss and the
-head's step-1 top-1 agreement with the target's argmax (the training curve), and checkpoints to
-OUT/ckpt (rerun to resume). At the end the head drafts `steps` tokens ahead along the true path from
-every position of the generated part of validation rows (the backbone's continuations of val.bin
-prompts), through the EagleHead that decodes: accuracy.rank_share[k][r] = share of positions whose
-true token k + 1 steps ahead is the head's rank-r candidate, its k earlier steps fed with the head's
-own guessed features (the record EAGLE-1's sparse tree is built from). --device gpu runs the
-backbone (self-distillation, features) and the head's training on CuPy arrays; the rows, the noise
-and the batches are drawn on the host as on the CPU, and the final accuracy is measured on the CPU.
-OUT gets eagle.safetensors + eagle.json. Shapes: R rows, B batch of rows, T row length, C n_embd, V
-n_vocab.
+OUT gets eagle.safetensors + eagle.json, with accuracy.rank_share[k][r]: the share of positions
+whose true token k + 1 ahead is the head's rank-r draft. Shapes: R rows, B batch, T row length,
+C n_embd, V n_vocab.
 """
 import json
 import os
@@ -38,19 +24,16 @@ from picospec_cli import Option
 from gpt2.eagle import EagleHead, init_eagle, save_eagle, TREE_SLOTS
 from gpt2.train.backprop import block_backward, block_forward, linear_backward, linear_forward
 from gpt2.train.gpt2 import (RUN_CONTROL, check_data, check_ids, check_out, check_tokens, lr_at,
-                             replaces_out,
-                             train_loop, written_into)
+                             replaces_out, train_loop, written_into)
 from gpt2.train.heads import PROMPT_LEN, backbone_hparams, distill_data_missing, self_distill
 from gpt2.weights import _atomic_write
-
 
 
 # ---- training: paired forward / backward (gpt2/train/backprop.py's style) ----
 
 # f [B, T, C], tokens [B, T] -> g [B, T, C], cache
 def eagle_forward(f, tokens, params, wte, n_head):
-    """g[:, i] is the guess of the feature after tokens[:, i], from f[:, :i + 1] and tokens[:, :i +
-    1]."""
+    """g[:, i]: the guessed feature after tokens[:, i], from f[:, :i + 1] and tokens[:, :i + 1]."""
     z = xp_of(f).concatenate([wte[tokens], f], -1)  # [B, T, 2C]
     x, c_fc = linear_forward(z, **params["fc"])  # [B, T, C]
     g, c_block = block_forward(x, params["block"], n_head)  # [B, T, C]
@@ -70,7 +53,7 @@ def eagle_backward(dg, cache, params):
 def smooth_l1(d):
     xp = xp_of(d)
     a = xp.abs(d)
-    return xp.where(a < 1, 0.5 * d * d, a - 0.5), xp.clip(d, -1.0, 1.0)
+    return xp.where(a < 1, 0.5 * d * d, a - 0.5), xp.clip(d, -1.0, 1.0)  # [...] each
 
 
 def log_softmax(z):  # [..., V] -> [..., V]
@@ -80,19 +63,16 @@ def log_softmax(z):  # [..., V] -> [..., V]
 
 
 def eagle_loss_and_grads(f, tokens, f_next, params, wte, n_head, w_cls=0.1):
-    """SmoothL1(g, f_next) + w_cls * CE(target law, head law) on B x T positions.
-
-    f [B, T, C] input features (noise already added), tokens [B, T] the token after each, f_next [B,
-    T, C] the target's next features. -> loss, {"reg", "cls"}, grads (params' layout), df [B, T, C]
-    (for the gradient check)."""
+    """SmoothL1(g, f_next) + w_cls * CE(q, p) over f [B, T, C] (noised), tokens [B, T], f_next
+    [B, T, C] -> loss, {"reg", "cls"}, grads (params' layout), df [B, T, C]."""
     g, cache = eagle_forward(f, tokens, params, wte, n_head)  # [B, T, C]
     B, T, C = g.shape
     xp = xp_of(g)
     reg, dreg = smooth_l1(g - f_next)  # [B, T, C]
-    log_q = log_softmax(g @ wte.T)  # [B, T, V] the head's law
-    p = xp.exp(log_softmax(f_next @ wte.T))  # [B, T, V] the target's law (a constant)
-    cls = -(p * log_q).sum(-1).mean()
-    dlogits = (xp.exp(log_q) - p) / (B * T)  # [B, T, V]: d cls / d logits
+    log_p = log_softmax(g @ wte.T)  # [B, T, V] the head's (draft's) law p
+    q = xp.exp(log_softmax(f_next @ wte.T))  # [B, T, V] the target's law q (a constant)
+    cls = -(q * log_p).sum(-1).mean()  # scalar
+    dlogits = (xp.exp(log_p) - q) / (B * T)  # [B, T, V]: d cls / d logits
     dg = dreg / (B * T * C) + w_cls * (dlogits @ wte)  # [B, T, C]
     df, grads = eagle_backward(dg, cache, params)
     loss = float(reg.mean()) + w_cls * float(cls)
@@ -107,8 +87,7 @@ def row_length(hparams, new_tokens=112):
 
 
 def features_of(hparams, params, rows, batch=32, desc="target features"):
-    """The backbone's features (last hidden state after ln_f) of every row: ids [R, T] -> [R, T, C]
-    float16."""
+    """The backbone's last hidden state after ln_f: rows [R, T] -> [R, T, C] float16."""
     from tqdm import tqdm
 
     from gpt2.train.backprop import gpt2_hidden_forward
@@ -116,20 +95,16 @@ def features_of(hparams, params, rows, batch=32, desc="target features"):
     xp = xp_of(params["wte"])  # numpy, or cupy: the features come back to the host
     out = np.empty(rows.shape + (hparams["n_embd"],), np.float16)
     for s in tqdm(range(0, len(rows), batch), desc=desc, mininterval=1 if os.isatty(2) else 60):
-        out[s:s
-            + batch] = to_numpy(gpt2_hidden_forward(params, hparams,
-                                                    xp.asarray(rows[s:s + batch]))[0])
+        # [batch, T, C]
+        hidden, _ = gpt2_hidden_forward(params, hparams, xp.asarray(rows[s:s + batch]))
+        out[s:s + batch] = to_numpy(hidden)  # [batch, T, C]
     return out
 
 
 def accuracy_ahead(head, wte, rows, feats, steps, start=PROMPT_LEN, topk=10):
-    """Rank of the true token 1..steps ahead under the head's drafts along the true path ->
-    rank_share [steps, topk].
-
-    From position i (the last true feature used is f_i), row 0 of head(x[:i + 2], f[:i + 1]) guesses
-    x[i + 2]; the chain tokens = x[i + 2 .. i + k], parents = [-1, 0, 1, ..] gives the guess k + 1
-    ahead (fed its own features)."""
-    counts, totals = np.zeros((steps, topk)), np.zeros(steps)
+    """-> rank_share [steps, topk]: the rank of the true token 1..steps ahead among the head's
+    drafts, each step fed the head's own features, from every position of the rows."""
+    counts, totals = np.zeros((steps, topk)), np.zeros(steps)  # [steps, topk], [steps]
     for ids, f in zip(rows, feats):
         ids = [int(t) for t in ids]
         head.reset()
@@ -144,22 +119,18 @@ def accuracy_ahead(head, wte, rows, feats, steps, start=PROMPT_LEN, topk=10):
             for s, r in enumerate(ranks):
                 if r < topk:
                     counts[s, r] += 1
-    share = counts / totals[:, None]
+    share = counts / totals[:, None]  # [steps, topk]
     return {"rank_share": share.tolist(), "top1": share[:, 0].tolist(),
             "top5": share[:, :5].sum(1).tolist(), "positions": totals.astype(int).tolist()}
 
 
 def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_temperature=0.0,
-         distill_data=None,
-         batch_size=8, lr=1e-3, warmup=50, max_steps=1000, max_minutes=None, clip=1.0,
-         eval_every=50, w_cls=0.1,
-         noise=0.1, steps=5, eval_rows=32, seed=0, resume=True, dtype="float16", stop_at=None,
-         device="cpu", overwrite=False, offline=False):
-    """Train an EAGLE head on a frozen backbone's self-distilled features; checkpoints in OUT/ckpt,
-    resumable.
+         distill_data=None, batch_size=8, lr=1e-3, warmup=50, max_steps=1000, max_minutes=None,
+         clip=1.0, eval_every=50, w_cls=0.1, noise=0.1, steps=5, eval_rows=32, seed=0, resume=True,
+         dtype="float16", stop_at=None, device="cpu", overwrite=False, offline=False):
+    """Train an EAGLE head on a frozen backbone's self-distilled features; checkpoints in OUT/ckpt.
 
-    An OUT that holds other files is refused; --no-resume (on a run) or --overwrite (on anything)
-    start over, and the new run's outputs replace OUT's whole contents when it ends."""
+    A rerun resumes; --no-resume or --overwrite start over, replacing OUT's contents at the end."""
     from gpt2.hub import resolve
     from gpt2.weights import load_checkpoint
 
@@ -195,8 +166,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     replace = replaces_out(out, {"backbone": str(backbone), "n_embd": hparams["n_embd"]}, resume,
                            overwrite, inputs, marks=["distill.bin"])
 
-    # Step 1: the backbone, the self-distilled rows (made once, reused), their features, a fresh
-    # head
+    # Step 1: the backbone, the self-distilled rows (made once), their features, a fresh head
     hparams, target = load_checkpoint(folder)
     target = to_device(target, xp)
     rng = np.random.default_rng(seed)
@@ -211,8 +181,8 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
                 "backbone": str(backbone)}
         start = time.time()
         own = work / "distill.bin"
-        if distill_tokens and own.exists() and json.loads((work
-                                                           / "distill.json").read_text()) == made:
+        own_json = work / "distill.json"
+        if distill_tokens and own.exists() and json.loads(own_json.read_text()) == made:
             distill_data = own  # a rerun into the same OUT reuses the rows it made
         elif distill_tokens:
             ids = self_distill(hparams, target, train_ids, int(distill_tokens), rng,
@@ -223,22 +193,21 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
             _atomic_write(work / "distill.bin", [ids.tobytes()])
             distill_data = own
             log["distill_seconds"] = time.time() - start
-        ids = np.fromfile(distill_data, dtype=np.uint16)
+        ids = np.fromfile(distill_data, dtype=np.uint16)  # [n]
         check_ids(ids, hparams["n_vocab"], distill_data)
         if Path(distill_data).with_suffix(".json").exists():
             meta = json.loads(Path(distill_data).with_suffix(".json").read_text())
             distill_temperature = meta["temperature"]
         rows = ids[:len(ids) // T * T].reshape(-1, T).astype(np.int64)  # [R, T]
+        # the same recipe on val prompts: [eval_rows, T]
         val_rows = self_distill(hparams, target, val_ids, eval_rows * T,
-                                np.random.default_rng(seed + 1),
-                                # the same recipe, val prompts
-                                distill_temperature).reshape(-1, T).astype(np.int64)
+                                np.random.default_rng(seed + 1), distill_temperature)
+        val_rows = val_rows.reshape(-1, T).astype(np.int64)
         start = time.time()
         feats = features_of(hparams, target, rows)  # [R, T, C] float16
         val_feats = features_of(hparams, target, val_rows, desc="val features")
         log["feature_seconds"] = time.time() - start
-        # where the run leaves it
-        kept = out / "distill.bin" if distill_data == own else distill_data
+        kept = out / "distill.bin" if distill_data == own else distill_data  # where it stays
         log["data"] = {"rows": len(rows), "tokens": int(rows.size), "file": str(kept),
                        "temperature": distill_temperature}
         wte = target["wte"]
@@ -246,18 +215,17 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
         params = to_device(params, xp)
 
         def batch(ids, f, noisy, rng):  # -> f + noise, tokens, f_next for the pairs of each row
-            f_in = f[:, :-1].astype(np.float32)
-            if noisy:
-                # EAGLE's feature noise
+            f_in = f[:, :-1].astype(np.float32)  # [B, T - 1, C]
+            if noisy:  # EAGLE's feature noise
                 f_in += rng.uniform(-noise, noise, f_in.shape).astype(np.float32)
-            return xp.asarray(f_in), xp.asarray(ids[:, 1:]), xp.asarray(f[:, 1:].astype(np.float32))
+            f_next = f[:, 1:].astype(np.float32)  # [B, T - 1, C]
+            return xp.asarray(f_in), xp.asarray(ids[:, 1:]), xp.asarray(f_next)
 
         def loss_and_grads(params, step, rng):
             pick = rng.integers(0, len(rows), batch_size)
             loss, parts, grads, _ = eagle_loss_and_grads(*batch(rows[pick], feats[pick], True, rng),
                                                          params, wte, hparams["n_head"], w_cls)
-            # the fresh head's, to compare against
-            log.setdefault("first_losses", {"loss": loss, **parts})
+            log.setdefault("first_losses", {"loss": loss, **parts})  # the fresh head's
             return {"loss": loss, **parts}, grads
 
         def evaluate(step):  # validation loss and step-1 top-1 agreement (teacher-forced), 16 rows
@@ -265,8 +233,9 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
             loss, parts, _, _ = eagle_loss_and_grads(f, tokens, f_next, params, wte,
                                                      hparams["n_head"], w_cls)
             g, _ = eagle_forward(f, tokens, params, wte, hparams["n_head"])
-            top1 = float(xp.mean((g @ wte.T).argmax(-1)[:, PROMPT_LEN:]
-                                 == (f_next @ wte.T).argmax(-1)[:, PROMPT_LEN:]))
+            guess = (g @ wte.T).argmax(-1)[:, PROMPT_LEN:]  # [16, T - 1 - PROMPT_LEN]
+            truth = (f_next @ wte.T).argmax(-1)[:, PROMPT_LEN:]  # [16, T - 1 - PROMPT_LEN]
+            top1 = float(xp.mean(guess == truth))  # scalar
             return {"val_loss": loss, "val_reg": parts["reg"], "val_cls": parts["cls"],
                     "val_top1": top1}
 
@@ -274,9 +243,8 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
         train_loop(params, loss_and_grads, work / "ckpt", max_steps,
                    lambda step: lr_at(step, max_steps, lr, warmup),
                    rng, clip=clip, weight_decay=0.0, evaluate=evaluate, eval_every=eval_every,
-                   max_minutes=max_minutes,
-                   stop_at=stop_at, log=log, resume=resume, tokens_per_step=batch_size * (T - 1),
-                   desc="train eagle")
+                   max_minutes=max_minutes, stop_at=stop_at, log=log, resume=resume,
+                   tokens_per_step=batch_size * (T - 1), desc="train eagle")
         head = EagleHead(to_device(params, np), config, to_numpy(wte),
                          hparams["n_ctx"] + TREE_SLOTS)  # on the CPU
         log["accuracy"] = accuracy_ahead(head, to_numpy(wte), val_rows,

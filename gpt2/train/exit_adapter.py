@@ -1,16 +1,7 @@
-"""LayerSkip's exit adapter (Elhoushi et al. 2024, arXiv:2404.16710): a head that reads the next
-token from the residual stream after an early exit.
-
-LayerSkip drafts with the first E layers and the model's own LM head, after training the model with
-layer dropout and an early-exit loss so that the head reads well from early layers. picospec leaves
-the target as it is and trains only an adapter for one exit layer E: a tied residual head of
-gpt2/heads.py on the final layer norm of the residual after E layers, logits = wte (SiLU(W1 x + b1)
-+ x) with x = ln_f(h_E), W1 [n_embd, n_embd] starting at zero (a fresh adapter is the plain LM
-head), trained to give the target's next-token law (soft cross-entropy to its probabilities) through
-THE training loop (gpt2/train/gpt2.py). It lives beside the model as folder/early_exit/ (heads.json
-with its exit layer, heads.safetensors); gpt2/self_draft.py's load_adapter loads it for --method
-early_exit and its lm_head applies it. Shapes: B (training windows), T (tokens per window), n_embd,
-n_vocab, batch_size (positions per step).
+"""LayerSkip's exit adapter (Elhoushi et al. 2024, arXiv:2404.16710), trained on a frozen target:
+logits = wte (SiLU(W1 x + b1) + x), x = ln_f(h_E) after E layers, W1 [n_embd, n_embd] from zero
+(a fresh adapter is the plain LM head), fitted to the target's next-token law by soft
+cross-entropy. Saved as folder/early_exit/ for gpt2/self_draft.py. Shapes: B windows, T tokens.
 """
 import numpy as np
 
@@ -18,13 +9,11 @@ from gpt2.backend import to_numpy, xp_of
 from gpt2.model import layer_norm, softmax
 from gpt2.train.skip_search import full_forward
 
+
 def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, batch_size=512,
                        lr=1e-3, seed=0):
-    """Train a tied residual head (gpt2/heads.py, SiLU, starting as the plain LM head) on the
-    residual stream after `exit_layer` layers to give the target's next-token law: soft
-    cross-entropy to the target's probabilities, on the positions of `windows` [B, T] (training
-    text). THE training loop (gpt2/train/gpt2.py) runs it; the adapter is saved to out (heads.json
-    with its exit layer, heads.safetensors). -> the training log."""
+    """Train the exit adapter after `exit_layer` layers on the positions of windows [B, T] with
+    train_loop, save it to `out` (heads.json, heads.safetensors) -> the training log."""
     from pathlib import Path
 
     from gpt2.heads import head_backward, head_forward, init_heads, save_heads
@@ -37,11 +26,11 @@ def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, bat
     xp, wte = xp_of(params["wte"]), params["wte"]
     # ln_f of the residual at the exit and at the end: [B * T, n_embd] each
     features, finals = [], []
+    C = hparams["n_embd"]
     for i in range(0, len(windows), 16):
-        residuals = full_forward(params, hparams, windows[i:i + 16])[0]
-        features.append(layer_norm(residuals[2 * exit_layer], **params["ln_f"]).reshape(-1,
-                                                                                        hparams["n_embd"]))
-        finals.append(layer_norm(residuals[-1], **params["ln_f"]).reshape(-1, hparams["n_embd"]))
+        residuals = full_forward(params, hparams, windows[i:i + 16])[0]  # [2L + 1, 16, T, C]
+        features.append(layer_norm(residuals[2 * exit_layer], **params["ln_f"]).reshape(-1, C))
+        finals.append(layer_norm(residuals[-1], **params["ln_f"]).reshape(-1, C))  # [16 T, C]
     features, finals = xp.concatenate(features), xp.concatenate(finals)
     heads, config = init_heads(1, to_numpy(wte), tied=True, act="silu", kind="early_exit")
     head = {k: {n: xp.asarray(a) for n, a in v.items()} for k, v in heads[0].items()}
@@ -51,8 +40,8 @@ def train_exit_adapter(params, hparams, windows, exit_layer, out, steps=400, bat
         idx = rng.integers(0, len(features), batch_size)
         logits, cache = head_forward(features[idx], head, wte, "silu")  # [batch_size, n_vocab]
         z = logits - logits.max(-1, keepdims=True)
-        logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))  # the adapter's log-probabilities
-        q = softmax(finals[idx] @ wte.T)  # [batch_size, n_vocab] the target's
+        logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))  # [batch_size, n_vocab] log p, draft
+        q = softmax(finals[idx] @ wte.T)  # [batch_size, n_vocab] the target's law q
         loss = float(-(q * logp).sum(-1).mean())
         return {"loss": loss}, head_backward((xp.exp(logp) - q) / batch_size, cache, head)[1]
 

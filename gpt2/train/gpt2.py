@@ -1,17 +1,14 @@
-"""Training in NumPy: AdamW, warm-up + cosine schedule, clipping, checkpoints, and the one training
-loop.
+"""Training in NumPy: AdamW, warm-up + cosine schedule, clipping, checkpoints, and the one
+train_loop that main (GPT-2), heads.py and eagle.py use. DIR holds train.bin / val.bin (uint16
+token ids) and meta.json, from gpt2.train.corpus.
 
     python -m gpt2.train.gpt2 --data DIR --out DIR --n_layer 6 --n_embd 256 --n_head 4 --n_ctx 256 \
         --max_minutes 60
 
-DIR holds train.bin / val.bin (uint16 token ids, `ndarray.tofile`) and meta.json ({"n_vocab": ...}),
-as written by `python -m gpt2.train.corpus`. `train_loop(params, loss_and_grads, ckpt, max_steps,
-learning_rate, rng, ...)` trains any params tree on any loss: `main` below trains a GPT-2 with it,
-gpt2/train/heads.py Medusa and Blockwise heads.
-
-AdamW (Loshchilov & Hutter 2019): m <- b1 m + (1 - b1) g; v <- b2 v + (1 - b2) g^2;
-p <- p - lr (m_hat / (sqrt(v_hat) + eps) + wd p), weight decay on matrices only (not biases, gains,
-or wpe). Shapes: B batch_size, T n_ctx.
+AdamW (Loshchilov & Hutter 2019), weight decay on matrices only:
+    m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
+    w <- w - lr (m_hat / (sqrt(v_hat) + eps) + wd w)
+Shapes: B batch_size, T n_ctx.
 """
 import json
 import math
@@ -31,8 +28,7 @@ from gpt2.weights import flatten
 
 
 def init_params(hparams, rng):
-    """GPT-2's initialisation: normal(0, 0.02), residual projections scaled by 1/sqrt(2 n_layer), LN
-    gains 1."""
+    """GPT-2's initialisation: normal(0, 0.02), residual projections / sqrt(2 n_layer), gains 1."""
     C, V, L = hparams["n_embd"], hparams["n_vocab"], hparams["n_layer"]
 
     def w(*shape, std=0.02):
@@ -52,8 +48,7 @@ def init_params(hparams, rng):
 
 
 def lr_at(step, max_steps, lr, warmup, min_lr_ratio=0.1):
-    """Linear warm-up to lr over `warmup` steps, then cosine decay to min_lr_ratio * lr at
-    max_steps."""
+    """Linear warm-up to lr over `warmup` steps, then cosine decay to min_lr_ratio * lr."""
     if step < warmup:
         return lr * (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, max_steps - warmup))
@@ -63,7 +58,7 @@ def lr_at(step, max_steps, lr, warmup, min_lr_ratio=0.1):
 # scales the flat grads dict in place; returns the norm before clipping
 def clip_grads(grads, max_norm):
     xp = xp_of(next(iter(grads.values())))
-    norm = float(xp.sqrt(sum(xp.sum(g * g) for g in grads.values())))
+    norm = float(xp.sqrt(sum(xp.sum(g * g) for g in grads.values())))  # scalar
     if norm > max_norm:
         for g in grads.values():
             g *= max_norm / (norm + 1e-6)
@@ -80,11 +75,7 @@ class AdamW:
         self.t = 0
 
     def step(self, params, grads, lr=None):
-        """One update of every parameter from the flat grads; lr is a rate, or {top-level key of
-        params: rate}.
-
-        Example: lr={"heads": 1e-3, "backbone": 0.0} moves the heads and leaves the backbone where
-        it is."""
+        """One AdamW update from the flat grads; lr: a rate, or {top-level key of params: rate}."""
         lr = self.lr if lr is None else lr
         self.t += 1
         c1, c2 = 1 - self.b1**self.t, 1 - self.b2**self.t
@@ -117,8 +108,7 @@ def random_windows(data, n_ctx, batch_size, rng):  # -> inputs, targets [B, T] i
 
 
 def mean_loss(loss_fn, data, n_ctx, batch_size, max_batches=8):
-    """Mean loss over consecutive non-overlapping windows from the start of `data`
-    (deterministic)."""
+    """Mean loss over consecutive windows from the start of `data`."""
     n = min(max_batches * batch_size, (len(data) - 1) // n_ctx)
     losses = []
     for start in range(0, n, batch_size):
@@ -130,9 +120,8 @@ def mean_loss(loss_fn, data, n_ctx, batch_size, max_batches=8):
 
 
 def save_state(folder, params, opt, step, rng, extra):
-    """folder/state.safetensors (params, AdamW's moments, and the step, rng and log in its metadata:
-    one file, written atomically, so a checkpoint is never half old and half new) and a readable
-    copy of the metadata in state.json."""
+    """folder/state.safetensors (params, AdamW's moments; step, rng, log as metadata), written
+    atomically, and state.json."""
     from gpt2.weights import _atomic_write, write_safetensors
 
     folder = Path(folder)
@@ -149,8 +138,7 @@ def has_state(folder):
 
 
 def read_state(folder):
-    """The step, rng and log saved with the checkpoint in folder; a damaged checkpoint (cut short,
-    its header or state unreadable) is one line naming the file, which the run leaves as it is."""
+    """The step, rng and log saved in folder; a damaged checkpoint is a one-line error."""
     from gpt2.weights import read_header
 
     path = Path(folder) / "state.safetensors"
@@ -190,8 +178,7 @@ def load_state(folder, params, opt, rng):
 
 
 def check_resume(ckpt, wanted):
-    """With a checkpoint in ckpt, the settings that shape its params ({name: value}) must be this
-    run's."""
+    """A checkpoint's settings that shape its params ({name: value}) must be this run's."""
     if not has_state(ckpt):
         return
     log = read_state(ckpt).get("log", {})
@@ -204,8 +191,7 @@ def check_resume(ckpt, wanted):
 
 
 def check_out(out):
-    """OUT is a folder or can become one (its missing parents are made too), in a place this user
-    can write to."""
+    """OUT is a folder, or can become one, where this user can write."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file: give a folder (it gets the model, the log and "
@@ -217,15 +203,14 @@ def check_out(out):
 
 
 def check_writable(folder, what):
-    """A folder can be made in `folder` (made and removed at once: permission bits say nothing for
-    root, nor for /proc or a full disk); else a one-line ValueError, before any work."""
+    """A folder can be made in `folder` (tried, then removed), else a one-line ValueError."""
     if (why := cannot_write_in(folder)) is not None:
         raise (ValueError(f"{what}: cannot write in {folder} ({why}): give a folder you can write "
                           f"to"))
 
 
 def check_tokens(path, n_ctx, what):
-    """A uint16 token file holds at least n_ctx + 2 tokens (one training window and its targets)."""
+    """A uint16 token file holds at least n_ctx + 2 tokens."""
     size = Path(path).stat().st_size
     if size % 2:
         raise ValueError(f"{what} {path}: {size} bytes is not a file of uint16 token ids (from "
@@ -236,7 +221,6 @@ def check_tokens(path, n_ctx, what):
 
 
 def check_data(data, n_ctx, files=("train.bin", "val.bin")):
-    """DIR holds the token files, each long enough for a window of n_ctx."""
     for name in files:
         if not (Path(data) / name).is_file():
             raise ValueError(f"--data {data} has no {name}: make the token files with `python -m "
@@ -245,11 +229,8 @@ def check_data(data, n_ctx, files=("train.bin", "val.bin")):
 
 
 def read_n_vocab(meta):
-    """meta.json's n_vocab: an integer from 1 to 65536 (token files hold uint16 ids), else a
-    ValueError naming the file.
-
-    Example: {"n_vocab": 4096} -> 4096; {"n_vocab": 1e9}, {"n_vocab": -5}, {"n_vocab": "20"} or 20.5
-    -> error."""
+    """meta.json's n_vocab, an integer in 1..65536, else a ValueError naming the file.
+    Example: {"n_vocab": 4096} -> 4096; 1e9, -5, "20" or 20.5 -> error."""
     remake = f"remake the token files with `python -m gpt2.train.corpus --out {meta.parent}`"
     try:
         n_vocab = json.loads(meta.read_text())["n_vocab"]
@@ -268,9 +249,8 @@ def check_ids(ids, n_vocab, where):  # token ids beyond the vocabulary would ind
 
 
 def holds_run(out, wanted, marks=()):
-    """OUT holds a run of this command: a checkpoint in OUT/ckpt whose log names every setting in
-    `wanted`, or (with no checkpoint) one of `marks`, files only this command writes (distill.bin,
-    made before the first checkpoint)."""
+    """OUT holds a run of this command: a checkpoint whose log names every setting in `wanted`,
+    or one of `marks`."""
     if has_state(Path(out) / "ckpt"):
         log = read_state(Path(out) / "ckpt").get("log", {})
         return all(name in {**log.get("args", {}), **log} for name in wanted)
@@ -278,14 +258,8 @@ def holds_run(out, wanted, marks=()):
 
 
 def replaces_out(out, wanted, resume, overwrite, inputs, marks=()):
-    """Before any work: True when the run starts over in a non-empty OUT (its outputs take the place
-    of OUT's contents when it ends, see written_into), False when it writes into OUT as it is.
-    Refuses anything else with one line.
-
-    OUT missing or empty: a new run. OUT holding a run of this command (holds_run): resumed (the
-    settings `wanted` must be the checkpoint's), or with --no-resume started over. Any other files
-    in OUT: refused unless --overwrite (which starts over too). Starting over, no input ({flag:
-    path}) may lie inside OUT, nor the current or home folder."""
+    """-> True when the run starts over in a non-empty OUT, False when it writes into OUT as it is;
+    refuses other files in OUT unless --overwrite, and a resume whose settings differ."""
     out = Path(out)
     held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
     if not held:
@@ -314,10 +288,8 @@ def replaces_out(out, wanted, resume, overwrite, inputs, marks=()):
 
 @contextmanager
 def written_into(out, replace):
-    """The folder the run writes into. Not replace: OUT itself (the folders made for it are removed
-    again if the run fails while they are still empty). Replace: a new folder beside OUT that takes
-    OUT's place whole when the run ends, so nothing of the old OUT stays beside the new outputs, and
-    a run that fails or is interrupted leaves OUT as it was (and removes its own folder)."""
+    """The folder the run writes into: OUT itself, or (replace) a new folder that takes OUT's place
+    whole when the run ends, so that a failed run leaves OUT as it was."""
     if not replace:
         with no_empty_folders_left(out):
             yield Path(out)
@@ -344,9 +316,7 @@ def written_into(out, replace):
 
 @contextmanager
 def no_empty_folders_left(out):
-    """The folders a run makes (OUT, its missing parents, OUT/ckpt) are removed again if the run
-    fails while they are still empty; a checkpoint already written stays, so the next run resumes
-    from it."""
+    """The folders a run made (OUT, its parents, OUT/ckpt) go if it fails while they are empty."""
     out = Path(out).absolute()
     made = [p for p in [out / "ckpt", out, *out.parents] if not p.exists()]  # deepest first
     try:
@@ -362,21 +332,13 @@ def train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, clip
                weight_decay=0.1,
                evaluate=None, eval_every=100, max_minutes=None, stop_at=None, log=None, resume=True,
                tokens_per_step=None, desc="train"):
-    """Train `params` (a tree of arrays, updated in place) with AdamW, clipping the gradient norm to
-    `clip`.
+    """Train `params` (updated in place) with AdamW and gradient clipping -> log.
 
-    loss_and_grads(params, step, rng) -> (losses, grads): the loss on a batch it draws from rng, as
-    a dict of numbers
-        (or lists of numbers) to log, e.g. {"loss": 5.2, "losses": [2.6, 1.8]}, and grads, a tree of
-        params' layout.
-    learning_rate(step) -> the step's rate, or {top-level key of params: rate} (one rate per group).
-    evaluate(step) -> a dict of numbers to log (e.g. {"val_loss": 3.9}), or None to log the losses
-    only. Every eval_every steps and at the last step (max_steps, stop_at, or the first after
-    max_minutes) the loop logs {"step", **losses, **evaluate(step), "grad_norm", "seconds"} in
-    log["history"] and checkpoints to `ckpt` (params, AdamW's moments, rng's state and the log).
-    With resume, a checkpoint in ckpt is loaded first (log too, in place), so a run stopped and
-    resumed gives the numbers of one uninterrupted run. Returns log (with "step", "seconds").
-    """
+        loss_and_grads(params, step, rng) -> ({name: number or list}, grads in params' layout)
+        learning_rate(step) -> a rate, or {top-level key of params: rate}
+        evaluate(step) -> {name: number} to log, or None
+    Every eval_every steps and at the last the loop logs and checkpoints to `ckpt`; with resume it
+    starts from that checkpoint, so a resumed run gives the numbers of an uninterrupted one."""
     from tqdm import tqdm
 
     opt = AdamW(params, weight_decay=weight_decay)
@@ -419,15 +381,9 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
          min_lr_ratio=0.1,
          warmup=100, max_steps=2000, max_minutes=None, weight_decay=0.1, clip=1.0, eval_every=100,
          seed=0, device="cpu", dtype="float16", resume=True, stop_at=None, overwrite=False):
-    """Train a GPT-2 from scratch on token files; checkpoints in OUT/ckpt, the final model in OUT
-    (safetensors).
+    """Train a GPT-2 from scratch on token files; checkpoints in OUT/ckpt, the model in OUT.
 
-    The schedule runs over max_steps; max_minutes or stop_at end a run early, and the next run into
-    the same OUT resumes from OUT/ckpt. OUT (and its missing parents) is made when the first
-    checkpoint is written. An OUT that holds other files is refused; --no-resume (on a run) or
-    --overwrite (on anything) start over, and the new run's outputs replace OUT's whole contents
-    when it ends (replaces_out, written_into).
-    """
+    max_minutes or stop_at end a run early; the next resumes, unless --no-resume or --overwrite."""
     from gpt2.train.backprop import gpt2_forward_backward, gpt2_loss
     from gpt2.weights import _atomic_write, save_checkpoint
 
@@ -466,8 +422,10 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
         return {"train_loss": float(loss)}, grads
 
     def evaluate(step):
-        val_loss = mean_loss(lambda x, y: gpt2_loss(params, hparams, xp.asarray(x), xp.asarray(y)),
-                             val_ids, n_ctx, batch_size)
+        def loss(x, y):  # windows [B, T] each -> scalar
+            return gpt2_loss(params, hparams, xp.asarray(x), xp.asarray(y))
+
+        val_loss = mean_loss(loss, val_ids, n_ctx, batch_size)
         return {"tokens": step * batch_size * n_ctx, "val_loss": val_loss}
 
     # Step 2: train, then write the model and the log

@@ -1,29 +1,15 @@
-"""Train extra heads on a GPT-2 backbone with the shared training loop (gpt2/train/gpt2.py's
-`train_loop`).
+"""Train Medusa heads (Cai et al. 2024, arXiv:2401.10774) or Blockwise heads on a GPT-2 with the
+shared train_loop. MEDUSA-1 (sec. 2.2.1): backbone frozen, loss sum_k lambda_k L_k, lambda_k =
+0.8^k. MEDUSA-2 (sec. 2.2.2): backbone too, loss lambda_0 L_LM + sum_k lambda_k L_k, the heads at
+head_lr_ratio times the backbone's rate and alone for the first warmup_heads steps.
+--distill_tokens trains on the backbone's own continuations (self-distillation, sec. 2.3.2).
 
-    # MEDUSA-1
-    python -m gpt2.train.heads --backbone tiny-target --data DIR --out DIR --n_heads 4
-    # MEDUSA-2
+    python -m gpt2.train.heads --backbone tiny-target --data DIR --out DIR --n_heads 4   # MEDUSA-1
     python -m gpt2.train.heads --backbone tiny-target --data DIR --out DIR --stage medusa2
-    # Blockwise heads
     python -m gpt2.train.heads --backbone tiny-target --data DIR --out DIR --tied --act relu
 
-MEDUSA-1 (Cai et al. 2024, sec. 2.2.1): backbone frozen, loss sum_k lambda_k L_k with lambda_k =
-decay^k (0.8^k). MEDUSA-2 (sec. 2.2.2): backbone and heads together, loss lambda_0 L_LM + sum_k
-lambda_k L_k; the heads' learning rate is `head_lr_ratio` (4x) the backbone's, and the first
-`warmup_heads` steps train the heads alone (the backbone's rate is 0), so fresh heads do not send
-large gradients into a trained backbone. --distill_tokens T trains on T tokens the backbone itself
-wrote after training-text prompts (self-distillation, sec. 2.3.2) instead of the text, at
---distill_temperature (1 samples; 0 is greedy, what the heads must match when decoding greedily);
-the tokens are decoded 64 rows at a time (gpt2/train/generate.py) and saved as OUT/distill.bin (+
-distill.json), which --distill_data FILE reuses. With distilled data the heads' accuracy is measured
-on the backbone's own continuations of validation prompts (`accuracy`, what the sparse tree is built
-from) and on the validation text (`accuracy_text`). --device gpu runs the backbone, the heads'
-training and the self-distillation's forwards on CuPy arrays (the same loop and the same rng draws:
-the data and the seed make the same batches on both). DIR holds train.bin / val.bin as written by
-`python -m gpt2.train.corpus`. OUT gets heads.safetensors + heads.json (its "kind": blockwise for
---tied heads, else medusa, checked by those methods; and for MEDUSA-2 the fine-tuned backbone, so
-OUT is a complete model folder). Shapes: B batch, T n_ctx, C n_embd, V n_vocab.
+OUT gets heads.safetensors + heads.json (for MEDUSA-2 also the tuned backbone). Shapes: B batch,
+T n_ctx, C n_embd, V n_vocab.
 """
 import json
 import os
@@ -36,12 +22,10 @@ from gpt2.addons import ACTIVATIONS
 from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from gpt2.train.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
 from picospec_cli import Option
-from gpt2.heads import (heads_loss_and_grads, init_heads, ranks_of_targets, head_forward,
-                        save_heads)
+from gpt2.heads import heads_loss_and_grads, init_heads, ranks_of_targets, head_forward, save_heads
 from gpt2.train.gpt2 import (RUN_CONTROL, check_data, check_ids, check_out, check_tokens,
-                             has_state, lr_at,
-                             random_windows, read_state,
-                        replaces_out, train_loop, written_into)
+                             has_state, lr_at, random_windows, read_state, replaces_out, train_loop,
+                             written_into)
 from gpt2.weights import _atomic_write
 
 PROMPT_LEN = 16  # tokens of text before each self-distilled continuation
@@ -49,42 +33,38 @@ PROMPT_LEN = 16  # tokens of text before each self-distilled continuation
 
 def evaluate_heads(backbone, hparams, heads, config, data, n_ctx, batch_size=8, max_batches=8,
                    topk=10):
-    """Per-head accuracy on consecutive windows of `data`: rank histogram [K + 1, topk] (row 0: the
-    LM head).
-
-    rank_share[k][r] = share of positions where the true token is head k's rank-r candidate, so
-    top-1 accuracy is rank_share[k][0] and top-5 is rank_share[k][:5].sum(); the sparse tree is
-    built from these (picospec.tree)."""
+    """Rank histogram on windows of `data` -> {"rank_share" [K + 1, topk], "top1", "top5"}: the
+    share of positions whose true token is head k's rank-r candidate (row 0: the LM head)."""
     xp = xp_of(backbone["wte"])  # numpy, or cupy for a backbone on the GPU
-    counts = np.zeros((len(heads) + 1, topk))
-    totals = np.zeros(len(heads) + 1)
+    counts = np.zeros((len(heads) + 1, topk))  # [K + 1, topk]
+    totals = np.zeros(len(heads) + 1)  # [K + 1]
     n = min(max_batches * batch_size, (len(data) - 1) // n_ctx)
     for start in range(0, n, batch_size):
-        buf = np.stack([data[r * n_ctx:(r + 1) * n_ctx + 1]
+        buf = np.stack([data[r * n_ctx:(r + 1) * n_ctx + 1]  # [B, T + 1]
                         for r in range(start, min(n, start + batch_size))])
-        ids, targets = xp.asarray(buf[:, :-1].astype(np.int64)), xp.asarray(buf[:,
-                                                                                1:].astype(np.int64))
+        ids = xp.asarray(buf[:, :-1].astype(np.int64))  # [B, T]
+        targets = xp.asarray(buf[:, 1:].astype(np.int64))  # [B, T]
         h, _ = gpt2_hidden_forward(backbone, hparams, ids)  # [B, T, C]
         C = h.shape[-1]
         # k = 0: the LM head predicts targets[:, t]; head k: targets[:, t + k]
         for k in range(len(heads) + 1):
-            hk = h[:, :n_ctx - k].reshape(-1, C)
-            logits = hk @ backbone["wte"].T if k == 0 else head_forward(hk, heads[k - 1],
-                                                                        backbone["wte"],
-                                                                        config["act"])[0]
+            hk = h[:, :n_ctx - k].reshape(-1, C)  # [B (T - k), C]
+            if k == 0:
+                logits = hk @ backbone["wte"].T  # [B (T - k), V]
+            else:
+                logits = head_forward(hk, heads[k - 1], backbone["wte"], config["act"])[0]
             ranks = to_numpy(ranks_of_targets(logits, targets[:, k:].reshape(-1)))
-            counts[k] += np.bincount(ranks[ranks < topk], minlength=topk)
+            counts[k] += np.bincount(ranks[ranks < topk], minlength=topk)  # [topk]
             totals[k] += len(ranks)
-    share = counts / totals[:, None]
+    share = counts / totals[:, None]  # [K + 1, topk]
     return {"rank_share": share.tolist(), "top1": share[:, 0].tolist(),
             "top5": share[:, :5].sum(1).tolist()}
 
 
 def self_distill(hparams, params, data, n_tokens, rng, temperature=1.0, prompt_len=PROMPT_LEN,
                  new_tokens=112, batch_size=64):
-    """Token ids the backbone itself wrote (at `temperature`; 0 is greedy) after prompts cut out of
-    `data`, as rows of prompt_len + new_tokens tokens, batch_size rows decoded at once
-    (gpt2/train/generate.py)."""
+    """Tokens the backbone wrote (at `temperature`, 0 greedy) after prompts cut from `data`: rows of
+    prompt_len + new_tokens, batch_size rows at once -> [n_tokens] uint16."""
     from tqdm import tqdm
 
     from gpt2.train.generate import generate_batch
@@ -106,8 +86,7 @@ def distill_data_missing(path):  # -> None, or why --distill_data cannot be read
 
 
 def backbone_hparams(backbone, folder):
-    """The hparams of --backbone's checkpoint folder, or a ValueError naming the missing or broken
-    file."""
+    """The hparams of --backbone's folder, or a ValueError naming the missing or broken file."""
     from gpt2.weights import hparams_from_config
 
     for name in ("config.json", "model.safetensors"):
@@ -122,22 +101,14 @@ def backbone_hparams(backbone, folder):
 
 
 def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1", tied=False,
-         act="silu",
-         decay=0.8, lambda_0=1.0, n_ctx=None, batch_size=8, lr=1e-3, head_lr_ratio=4.0, warmup=50,
-         warmup_heads=100,
-         max_steps=1000, max_minutes=None, clip=1.0, eval_every=100, seed=0, distill_tokens=0,
-         distill_temperature=1.0,
-         distill_data=None, from_lm_head=True, resume=True, dtype="float16", stop_at=None,
-         device="cpu", overwrite=False, offline=False):
-    """Train heads (and for medusa2 the backbone) on token files; checkpoints in OUT/ckpt,
-    resumable.
+         act="silu", decay=0.8, lambda_0=1.0, n_ctx=None, batch_size=8, lr=1e-3, head_lr_ratio=4.0,
+         warmup=50, warmup_heads=100, max_steps=1000, max_minutes=None, clip=1.0, eval_every=100,
+         seed=0, distill_tokens=0, distill_temperature=1.0, distill_data=None, from_lm_head=True,
+         resume=True, dtype="float16", stop_at=None, device="cpu", overwrite=False, offline=False):
+    """Train heads (and for medusa2 the backbone) on token files; checkpoints in OUT/ckpt.
 
-    OUT (and its missing parents) is made when the first file is written: OUT/distill.bin or the
-    first checkpoint. An OUT that holds other files is refused; --no-resume (on a run) or
-    --overwrite (on anything) start over, and the new run's outputs replace OUT's whole contents
-    when it ends. A resumed run that trains further removes the sparse tree OUT/medusa_choices.json:
-    it was built from the heads before.
-    """
+    A rerun resumes; --no-resume or --overwrite start over, replacing OUT's contents at the end. A
+    resumed run that trains further removes OUT/medusa_choices.json, built from the heads before."""
     from gpt2.hub import resolve
     from gpt2.weights import load_checkpoint, save_checkpoint
 
@@ -215,7 +186,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
             distill_data = work / "distill.bin"
         # made once with --distill_tokens and saved: reuse it (at the temperature it was made with)
         if distill_data:
-            train_ids = np.fromfile(distill_data, dtype=np.uint16)
+            train_ids = np.fromfile(distill_data, dtype=np.uint16)  # [n]
             check_ids(train_ids, hparams["n_vocab"], distill_data)
             made = Path(distill_data).with_suffix(".json")
             if made.exists():
@@ -234,22 +205,21 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
         kept = out / "distill.bin" if distill_data == work / "distill.bin" else distill_data
         log = {"stage": stage,
                "args": dict(n_ctx=n_ctx, batch_size=batch_size, lr=lr, decay=decay,
-                            lambda_0=lambda_0,
-               head_lr_ratio=head_lr_ratio, warmup_heads=warmup_heads, max_steps=max_steps,
-               seed=seed, distill_tokens=distill_tokens, distill_temperature=distill_temperature,
-               distill_data=str(kept) if distill_data else None, n_heads=n_heads, tied=tied,
-               act=act)}
+                            lambda_0=lambda_0, head_lr_ratio=head_lr_ratio,
+                            warmup_heads=warmup_heads, max_steps=max_steps, seed=seed,
+                            distill_tokens=distill_tokens, distill_temperature=distill_temperature,
+                            distill_data=str(kept) if distill_data else None, n_heads=n_heads,
+                            tied=tied, act=act)}
 
         # MEDUSA-1: sum_k lambda_k L_k; MEDUSA-2: + lambda_0 L_LM
         def loss_and_grads(params, step, rng):
-            ids, targets = (xp.asarray(a)
-                            # [B, T] each
-                            for a in random_windows(train_ids, n_ctx, batch_size, rng))
+            windows = random_windows(train_ids, n_ctx, batch_size, rng)
+            ids, targets = (xp.asarray(a) for a in windows)  # [B, T] each
             # [B, T, C]
             h, cache = gpt2_hidden_forward(params.get("backbone", backbone_params), hparams, ids)
             loss, losses, g_heads, dh = heads_loss_and_grads(h, targets, params["heads"],
-                                                             backbone_params["wte"],
-                                                             config, lambdas)
+                                                             backbone_params["wte"], config,
+                                                             lambdas)
             grads = {"heads": g_heads}
             if joint:
                 lm_loss, dh_lm, dwte_head = lm_head_forward_backward(h, params["backbone"]["wte"],
@@ -259,8 +229,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
                 grads["backbone"]["wte"] = grads["backbone"]["wte"] + lambda_0 * dwte_head
                 loss += lambda_0 * float(lm_loss)
                 losses = [float(lm_loss)] + losses
-            # the untrained heads' losses, to compare against
-            log.setdefault("first_losses", losses)
+            log.setdefault("first_losses", losses)  # the untrained heads', to compare against
             return {"loss": loss, "losses": losses}, grads
 
         # --lr is the heads' rate; MEDUSA-2's backbone learns head_lr_ratio x slower
@@ -270,13 +239,12 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
                 return rate
             return {"heads": rate, "backbone": 0.0 if step < warmup_heads else rate / head_lr_ratio}
 
-        # Step 2: train, then measure each head's accuracy and write the heads (and MEDUSA-2's
-        # backbone)
+        # Step 2: train, measure each head's accuracy, write the heads (and MEDUSA-2's backbone)
         resumed_at = read_state(work / "ckpt")["step"] if resume and has_state(work / "ckpt") else 0
         train_loop(params, loss_and_grads, work / "ckpt", max_steps, learning_rate, rng, clip=clip,
-                   weight_decay=0.0,
-                   eval_every=eval_every, max_minutes=max_minutes, stop_at=stop_at, log=log,
-                   resume=resume, tokens_per_step=batch_size * n_ctx, desc=f"train {stage}")
+                   weight_decay=0.0, eval_every=eval_every, max_minutes=max_minutes,
+                   stop_at=stop_at, log=log, resume=resume, tokens_per_step=batch_size * n_ctx,
+                   desc=f"train {stage}")
         trained_backbone = params.get("backbone", backbone_params)
         log["accuracy"] = evaluate_heads(trained_backbone, hparams, params["heads"], config,
                                          val_ids, n_ctx)

@@ -1,5 +1,4 @@
-"""Count the n-grams of a token file into the n-gram draft model (gpt2/ngram.py: NGram, Witten-Bell
-interpolation).
+"""Count the n-grams of a token file into gpt2/ngram.py's NGram draft (Witten-Bell).
 
     python -m gpt2.train.ngram --data data --out gpt2/assets/ngram.safetensors --order 3
 """
@@ -12,34 +11,30 @@ from gpt2.ngram import NGram
 
 
 def count_ngrams(tokens, n_vocab, order=4, min_count=2):
-    """tokens [n] -> the NGram of their counts: the add-one unigram law and, per context length
-    k = 1 .. order-1, the sorted context keys, CSR offsets, next tokens and counts.
-    Example: count_ngrams([0, 1, 0, 1, 0, 2], 3, order=2, min_count=1): after 0 come 1 (twice),
-    2."""
-    tokens = np.asarray(tokens, dtype=np.int64)
-    counts = np.bincount(tokens, minlength=n_vocab) + 1
+    """tokens [n] -> their NGram: the add-one unigram law and, per context length k = 1..order-1,
+    sorted context keys, CSR offsets, next tokens and counts.
+    Example: [0, 1, 0, 1, 0, 2], order=2, min_count=1 -> after 0 come 1 (twice) and 2."""
+    tokens = np.asarray(tokens, dtype=np.int64)  # [n]
+    counts = np.bincount(tokens, minlength=n_vocab) + 1  # [V]
     unigram = (counts / counts.sum()).astype(np.float32)
     tables = []
     for k in range(1, order):  # context length k
-        key = np.zeros(len(tokens) - k, dtype=np.int64)
+        key = np.zeros(len(tokens) - k, dtype=np.int64)  # [n - k]
         for j in range(k):
             key = key * n_vocab + tokens[j:len(tokens) - k + j]
         # sorted by (context, next)
-        pairs, c = np.unique(key * n_vocab + tokens[k:], return_counts=True)
+        pairs, c = np.unique(key * n_vocab + tokens[k:], return_counts=True)  # [n_pairs] each
         if k == order - 1 and min_count > 1:
             pairs, c = pairs[c >= min_count], c[c >= min_count]
         ctx = pairs // n_vocab
-        keys, starts = np.unique(ctx, return_index=True)
+        keys, starts = np.unique(ctx, return_index=True)  # [n_contexts] each
         tables.append({"keys": keys, "offsets": np.append(starts, len(ctx)).astype(np.int64),
                        "next": (pairs % n_vocab).astype(np.uint16), "counts": c.astype(np.uint32)})
     return NGram(unigram, tables, n_vocab)
 
 
 def main(data, out, order=4, min_count=2):
-    """Build from DATA/train.bin (uint16 ids, see gpt2.train.corpus) and save to OUT (safetensors).
-
-    Example: python -m gpt2.train.ngram --data data --out gpt2/assets/ngram.safetensors --order 3
-    """
+    """Count DATA/train.bin's n-grams (uint16 ids, gpt2.train.corpus) into OUT (safetensors)."""
     from gpt2.train.gpt2 import check_ids, read_n_vocab
 
     data = Path(data)
@@ -64,8 +59,7 @@ def main(data, out, order=4, min_count=2):
 
 
 def read_tokenizer(path):
-    """The tokenizer fingerprint gpt2.train.corpus recorded in meta.json, or None (data made
-    before)."""
+    """The tokenizer fingerprint in the meta.json at `path`, or None (not recorded)."""
     import json
 
     try:

@@ -1,18 +1,8 @@
 """The skip-set search of Draft & Verify (Zhang et al. 2023, arXiv:2309.08168): how often the draft
-of a skip set agrees with the target, on many positions of many sequences at once.
-
-The paper picks the sublayers to skip with Bayesian optimisation; a tiny target has few enough sets
-to score them all (2^(2L): 4096 for 6 layers). Sublayers and skip sets are those of
-gpt2/self_draft.py (s = 2l: layer l's attention, 2l + 1: its MLP). A row is one position j of a
-sequence x [B, T] whose tokens the target chose greedily: the draft reads token j on the target's
-cache of x[:j] (the target's keys/values before j, its own at j) and agrees when its argmax is x[j +
-1], as the engine of gpt2/self_draft.py drafts. full_forward computes the target's residuals and
-keys/values once; draft_sublayer runs one sublayer of the draft on every row; skip_set_search walks
-all sets depth first, sharing the sublayers they keep in common; draft_logits gives one set's logits
-(the exact check of the search, and the draft's law at temperature > 0). gpt2/train/exit_adapter.py
-trains on full_forward's residuals. Shapes: B (sequences), T (tokens per sequence), m (scored rows
-per sequence: positions start..T-2), n_embd, n_head, d = n_embd / n_head, n_vocab, L (layers: 2L
-sublayers).
+of each skip set agrees with the target's greedy token. Sublayer s = 2l is layer l's attention,
+2l + 1 its MLP (gpt2/self_draft.py). A row is a position j of x [B, T]: the draft reads x[j] on the
+target's cache of x[:j] and agrees when its argmax is x[j + 1]. Shapes: m scored rows per sequence,
+d = n_embd / n_head, L layers.
 """
 import numpy as np
 
@@ -21,8 +11,8 @@ from gpt2.model import attention, causal_mask, layer_norm, linear
 from gpt2.self_draft import lm_head, sublayer
 
 # the most layers skip_set_search takes: 2^14 = 16384 sets (4x tiny-target's); its arrays and the
-MAX_LAYERS = 7
 # scoring grow 4x a layer (8 layers: 65536 sets, 100 MB of arrays at 16 prompts x 32 positions)
+MAX_LAYERS = 7
 
 
 def too_many_layers(n_layer):
@@ -34,11 +24,8 @@ def too_many_layers(n_layer):
 
 
 def full_forward(params, hparams, x):
-    """Every residual and every layer's keys/values of a full forward of x [B, T] (no cache).
-
-    -> residuals [2L + 1, B, T, n_embd] (before each sublayer, then after the last), keys/values [L,
-    B, n_head, T, d].
-    """
+    """x [B, T] without a cache -> residuals [2L + 1, B, T, n_embd] (before each sublayer, then the
+    last), keys and values [L, B, n_head, T, d]."""
     xp, H = xp_of(params["wte"]), hparams["n_head"]
     B, T = x.shape
     h = params["wte"][x] + params["wpe"][xp.arange(T)]  # [B, T, n_embd]
@@ -47,8 +34,8 @@ def full_forward(params, hparams, x):
     for s in range(2 * hparams["n_layer"]):
         block = params["blocks"][s // 2]
         if s % 2 == 0:
-            k, v = split_heads(linear(layer_norm(h, **block["ln_1"]), **block["attn"]["c_attn"]),
-                               H)[1:]
+            qkv = linear(layer_norm(h, **block["ln_1"]), **block["attn"]["c_attn"])  # [B, T, 3C]
+            _, k, v = split_heads(qkv, H)
             keys.append(k)  # [B, n_head, T, d]
             values.append(v)
         h = sublayer(h, s, block, H, mask)  # [B, T, n_embd]
@@ -64,10 +51,8 @@ def split_heads(qkv, n_head):  # [B, m, 3 n_embd] -> q, k, v [B, n_head, m, d]
 
 
 def draft_sublayer(h, s, block, n_head, keys, values, pos):
-    """Sublayer s for rows h [B, m, n_embd] at positions pos [m] of each sequence, as the draft
-    computes it on the target's cache: attention reads the target's keys/values [B, n_head, T, d]
-    before each row and its own at the row.
-    """
+    """Sublayer s of the draft for rows h [B, m, n_embd] at positions pos [m]: attention reads the
+    target's keys/values [B, n_head, T, d] before each row and its own at the row."""
     xp = xp_of(h)
     if s % 2:
         return sublayer(h, s, block, n_head)
@@ -84,16 +69,8 @@ def draft_sublayer(h, s, block, n_head, keys, values, pos):
 
 
 def skip_set_search(params, hparams, x, start):
-    """Agreement with the target of the draft of EVERY skip set, depth first over the sublayers, so
-    that sets that keep the same first sublayers share their computation (2^(2L) - 1 sublayer calls
-    in all, not 2L per set).
-
-    x [B, T]: sequences whose tokens after `start` the target chose greedily; rows: positions
-    start..T-2, where the draft reads token j on the target's cache of x[:j] and guesses token j + 1
-    (what gpt2/self_draft.py's draft does). -> agree [2^(2L), B, m] bool, indexed by the set's bit
-    mask (bit s set = sublayer s skipped), and the draft's confidence there (its top probability)
-    [2^(2L), B, m] float16.
-    """
+    """Every skip set's draft on rows start..T-2 of x [B, T], depth first (sets share their first
+    sublayers) -> agree [2^(2L), B, m] (index bit s: sublayer s skipped), top probability alike."""
     xp, L, H = xp_of(params["wte"]), hparams["n_layer"], hparams["n_head"]
     if (problem := too_many_layers(L)) is not None:
         raise ValueError(problem)
@@ -115,17 +92,15 @@ def skip_set_search(params, hparams, x, start):
         visit(draft_sublayer(h, s, params["blocks"][s // 2], H, keys[s // 2], values[s // 2], pos),
               s + 1, mask)
 
-    visit(residuals[0][:, pos], 0, 0)
+    visit(residuals[0][:, pos], 0, 0)  # [B, m, n_embd]
     return to_numpy(agree), to_numpy(confidence)
 
 
 def draft_logits(params, hparams, x, start, skip, adapter=None):
-    """The draft's logits [B, m, n_vocab] at the rows of skip_set_search, for one skip set (over the
-    whole vocabulary: an exact check of the search, and the draft's law for acceptance at
-    temperature > 0)."""
+    """One skip set's draft logits [B, m, n_vocab] at skip_set_search's rows."""
     H = hparams["n_head"]
     residuals, keys, values = full_forward(params, hparams, x)
-    pos = np.arange(start, x.shape[1] - 1)
+    pos = np.arange(start, x.shape[1] - 1)  # [m]
     h = residuals[0][:, pos]  # [B, m, n_embd]
     for s in range(2 * hparams["n_layer"]):
         if s not in skip:
