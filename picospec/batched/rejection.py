@@ -59,8 +59,8 @@ def rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draf
 
 
 def check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, atol=1e-3):
-    """Strict mode: check shapes, the ids' dtypes and ranges, then that the probabilities are
-    finite, non-negative and normalised."""
+    """Strict mode: shapes, the ids' dtypes and ranges, then finite, non-negative, normalised
+    probabilities."""
     arrays = {"target_with_bonus_probs": target_with_bonus_probs,
               "bonus_token_ids": bonus_token_ids,
               "draft_probs": draft_probs, "draft_token_ids": draft_token_ids}

@@ -85,8 +85,9 @@ def run_controls(contract, samples=DEFAULT_SAMPLES, seed=0, numbers=None):
 
 def check_sampler(fn, contract="chain", samples=DEFAULT_SAMPLES, seed=0, cases=None, controls=True,
                   first_failure=False):
-    """Run fn through the battery of contract (a key of CASES), after its negative controls ->
-    Report. cases: the numbers to run (default all); first_failure: stop at the first failure."""
+    """fn through the battery of contract (a key of CASES), after the negative controls unless
+    controls=False -> Report. cases: numbers to run (default all); first_failure: stop at the
+    first case that fails."""
     if contract not in CASES:
         raise ValueError(f"unknown contract {contract!r}: choose one of {', '.join(CASES)}")
     caught = run_controls(contract, samples, seed, cases) if controls else []

@@ -51,8 +51,10 @@ def cases(seed=0):
         nodes = {(0,)}
         for _ in range(int(rng.integers(4, 12))):
             parent = list(nodes)[int(rng.integers(len(nodes)))]
-            nodes.add(parent + (int(rng.integers(0, 3)),) if rng.random() < 0.7 else (int(
-                rng.integers(0, 4)),))
+            if rng.random() < 0.7:  # a child of a node so far, else a child of the root
+                nodes.add(parent + (int(rng.integers(0, 3)),))
+            else:
+                nodes.add((int(rng.integers(0, 4)),))
         out.append([list(c) for c in sort_choices(nodes)])
     return [(f"choices={c}", (c,)) for c in out]
 

@@ -79,7 +79,7 @@ def merged_by_token(sequences):
 
 
 def counts_at_ends(sequences):
-    """Counts[i] = how many sequences end at node i, not pass through it."""
+    """counts[i] = how many sequences end at node i, not pass through it."""
     tokens, parents, _ = reference(sequences)
     counts = [0] * len(tokens)
     for seq in sequences:
