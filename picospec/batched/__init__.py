@@ -1,2 +1,2 @@
-"""The serving forms: each method of the table for B prompts at once, held to its single form row by
-row."""
+"""Each method for B prompts at once: row b equals its single form on xs[b] with generators[b]
+(else rng)."""

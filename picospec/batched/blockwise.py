@@ -1,5 +1,5 @@
-"""Blockwise parallel decoding for B prompts at once. Shapes: B rows, k block size, V vocabulary, C
-n_embd. More: docs/algorithms.md (batched/blockwise.py).
+"""Blockwise parallel decoding (Stern et al. 2018, arXiv:1811.03115) for B prompts. The paper's
+letters: p_1 = the target's law, p_2..p_k = the heads'. Shapes: B rows, k block, V vocab, C n_embd.
 """
 import numpy as np
 
@@ -8,8 +8,8 @@ from picospec.sampling import check_inputs
 
 
 def predict_rows(logits, h, heads, k):
-    """Step 1 (Predict) for n positions at once, one call of the heads: logits [n, V], h [n, C] -> n
-    lists of k token ids (p_1's argmax, then each head's)."""
+    """Step 1 (Predict) at n positions: logits [n, V], h [n, C] -> n lists of k ids (p_1's argmax,
+    then each head's)."""
     # [k - 1, n, V]
     head_logits = heads(h) if k > 1 else np.zeros((0, len(h), logits.shape[-1]), logits.dtype)
     check_heads(head_logits.shape[0], k)
@@ -18,8 +18,7 @@ def predict_rows(logits, h, heads, k):
 
 
 def batch_blockwise_decoding(xs, target, heads, N, k, merged=True, stats=None):
-    """Each prompt of xs followed by N tokens: row b is what blockwise_decoding gives xs[b]
-    alone."""
+    """Each prompt of xs followed by N tokens; row b is blockwise_decoding(xs[b])."""
     for x in xs:
         check_inputs(x, N)
     check_block_size(k)
@@ -32,8 +31,7 @@ def batch_blockwise_decoding(xs, target, heads, N, k, merged=True, stats=None):
         if not active:
             return xs
         calls = 0
-        # Step 1 (Predict), every row that has no proposals (all or none of them): one batched call,
-        # one heads call
+        # Step 1 (Predict), rows without proposals (all or none): one batched call, one heads call
         if y_hat[active[0]] is None:
             # [B, 1, V], [B, 1, C]
             logits, h = target.logits([xs[b] for b in active], 1, hidden=True)
@@ -48,10 +46,9 @@ def batch_blockwise_decoding(xs, target, heads, N, k, merged=True, stats=None):
                 for b in active]
         verified = any(runs)  # else every row's block is its last token: no Verify call
         if verified:
-            logits, h = target.tree([xs[b] for b in active],
-                                    [(r, list(range(-1, len(r) - 1))) for r in runs],
-                                    # per row [1 + m, V], [1 + m, C]: row 1 + r after ŷ_{j+1..j+r+1}
-                                    hidden=True)
+            chains = [(r, list(range(-1, len(r) - 1))) for r in runs]
+            # per row [1 + m, V], [1 + m, C]: row 1 + r after ŷ_{j+1..j+r+1}
+            logits, h = target.tree([xs[b] for b in active], chains, hidden=True)
             calls += 1
         # Step 3 (Accept): each row's k̂ proposals; merged, the next block's ŷ from the row after
         # ŷ_{j+k̂}
@@ -59,7 +56,7 @@ def batch_blockwise_decoding(xs, target, heads, N, k, merged=True, stats=None):
                 "tokens": [[] for _ in xs], "calls": calls}
         paths, again = [], []
         for i, (b, run) in enumerate(zip(active, runs)):
-            # p_1's choice after each prefix
+            # [len(run)]: p_1's choice after each prefix
             best = [int(t) for t in np.argmax(logits[i][1:], -1)] if run else []
             k_hat = accepted_length(y_hat[b], best)
             paths.append(list(range(min(k_hat, len(run)))))
@@ -70,7 +67,7 @@ def batch_blockwise_decoding(xs, target, heads, N, k, merged=True, stats=None):
                 again.append((b, i, k_hat))
         if verified:
             target.accept(paths)
-        if again:  # one heads call for every row that goes on
+        if again:  # one heads call for every row that goes on: [n, V], [n, C] rows after ŷ_{j+k̂}
             ys = predict_rows(np.stack([logits[i][k_hat] for _, i, k_hat in again]),
                               np.stack([h[i][k_hat] for _, i, k_hat in again]), heads, k)
             for (b, _, _), y in zip(again, ys):

@@ -1,5 +1,5 @@
-"""Cascade speculative drafting for B prompts at once. Shapes: B rows, n positions scored, V
-vocabulary. More: docs/algorithms.md (batched/cascade.py).
+"""Cascade speculative drafting (arXiv:2312.11462, Alg. 1) for B prompts, each model called once
+for all rows. p = a drafter's law, q = its reviewer's. Shapes: B rows, n positions, V vocabulary.
 """
 from picospec.cascade import append_drafts, below, cascade, sample_step, verify_drafts
 from picospec.sampling import check_inputs, warp
@@ -7,8 +7,7 @@ from picospec.verify import step_record
 
 
 def batch_review_step(xs, models, k_matrix, limits, rngs, sampling_options):
-    """cascade_draft for every row b (limits[b] None: rides along, drafts nothing), each drafter
-    called once for all rows per step -> (drafts, laws)."""
+    """review_step for every row -> per row verify_drafts' tuple, None where limits[b] is None."""
     drafts, laws = batch_cascade_draft(xs, models, k_matrix, limits, rngs, sampling_options)
     # every row's reviewer laws: row b reads the last len(drafts[b]) + 1
     n = max(len(d) for d in drafts) + 1
@@ -18,12 +17,11 @@ def batch_review_step(xs, models, k_matrix, limits, rngs, sampling_options):
 
 
 def batch_cascade_draft(xs, models, k_matrix, limits, rngs, sampling_options):
-    """cascade_draft for every row b (limits[b] None: rides along, drafts nothing), each drafter
-    called once for all rows per step -> (drafts, laws)."""
+    """cascade_draft for every row (none where limits[b] is None) -> per row (drafts, laws)."""
     drafts, laws = [[] for _ in xs], [[] for _ in xs]
     for j in range(1, len(models)):
-        goals = [0 if limit is None else min(len(d) + k_matrix[0][j], limit) for d,
-                 limit in zip(drafts, limits)]
+        goals = [0 if limit is None else min(len(d) + k_matrix[0][j], limit)
+                 for d, limit in zip(drafts, limits)]
         while any(len(d) < goal for d, goal in zip(drafts, goals)):
             ys = [x + d for x, d in zip(xs, drafts)]
             # room for drafts below drafter j; None: the row has reached its goal and rides along
@@ -34,8 +32,8 @@ def batch_cascade_draft(xs, models, k_matrix, limits, rngs, sampling_options):
                                           sampling_options)
             else:  # the smallest drafter samples
                 P = warp(models[j](ys)[:, -1], **sampling_options)  # [B, V]
-                steps = [None if room is None else sample_step(p, rng) for p, rng,
-                         room in zip(P, rngs, rooms)]
+                steps = [None if room is None else sample_step(p, rng)
+                         for p, rng, room in zip(P, rngs, rooms)]
             for d, p, step, goal in zip(drafts, laws, steps, goals):
                 if step is not None:
                     append_drafts(d, p, step[0], step[1], goal)
@@ -44,8 +42,8 @@ def batch_cascade_draft(xs, models, k_matrix, limits, rngs, sampling_options):
 
 def batch_cascade_decoding(xs, target_model, draft_model, draft2_model, N, K, rng, K_inner=2,
                            K_tail=2, stats=None, generators=None, **sampling_options):
-    """cascade_draft for every row b (limits[b] None: rides along, drafts nothing), each drafter
-    called once for all rows per step -> (drafts, laws)."""
+    """Each prompt of xs followed by N tokens; row b is cascade_decoding(xs[b]) with
+    generators[b]."""
     for x in xs:
         check_inputs(x, N, K, **sampling_options)
     models, k_matrix = cascade(target_model, draft_model, draft2_model, K, K_inner, K_tail)
@@ -55,13 +53,12 @@ def batch_cascade_decoding(xs, target_model, draft_model, draft2_model, N, K, rn
         active = [b for b in range(len(xs)) if len(xs[b]) < T[b]]
         if not active:
             return xs
-        # Step 1: the target's review step for every active row (each model called once where the
-        # recursion calls it)
+        # Step 1: the target's review step for every active row
         steps = batch_review_step([xs[b] for b in active], models, k_matrix,
                                   [T[b] - len(xs[b]) - 1 for b in active],
                                   [gen[b] for b in active], sampling_options)
-        records = {b: step_record(new, origins, drafted) for b,
-                   (new, _, origins, drafted) in zip(active, steps)}
+        records = {b: step_record(new, origins, drafted)
+                   for b, (new, _, origins, drafted) in zip(active, steps)}
         # Step 2: each row takes its own new tokens
         for b, record in records.items():
             xs[b].extend(record["tokens"])

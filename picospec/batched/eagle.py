@@ -1,5 +1,5 @@
-"""EAGLE-1 for B prompts at once. Shapes: B rows, m_b nodes of row b's tree, V n_vocab, C n_embd.
-More: docs/algorithms.md (batched/eagle.py).
+"""EAGLE-1 (arXiv:2401.15077) for B prompts: static trees drafted a level per batched head call,
+all rows scored in one target call. Shapes: B rows, m_b nodes of row b, V n_vocab, C n_embd.
 """
 from picospec.batched.loop import eagle_prefill, root_rounds
 from picospec.eagle import by_parent, check_tree, head_children, levels, verify_static_tree
@@ -9,8 +9,7 @@ from picospec.tree import depth as tree_depth, subtree
 
 def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample", stats=None,
                          generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what eagle_decoding gives xs[b] alone with
-    generators[b] (else rng)."""
+    """Each prompt of xs followed by N tokens; row b is eagle_decoding(xs[b]) with generators[b]."""
     for x in xs:
         check_inputs(x, N, 1, **sampling_options)
     check_tree(candidates, choices)
@@ -31,10 +30,10 @@ def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample"
             rows = [b for b in active if d in shape[b]]
             kids = {b: by_parent(shape[b][d], node[b]) for b in rows}
             for b in rows:
-                run[b] += [i for i in dict.fromkeys(node[b][c] for c in kids[b]) if i >= 0
-                           and i not in run[b]]
+                run[b] += [i for i in dict.fromkeys(node[b][c] for c in kids[b])
+                           if i >= 0 and i not in run[b]]
+            # per row [1 + len(run), V]: the head's logits after the root and each node run
             out = draft(rows, [xs[b] for b in rows], [F[b] for b in rows],
-                        # per row [1 + len(run), V]
                         [subtree(tokens_b[b], parents_b[b], run[b]) for b in rows])
             for b, logits in zip(rows, out):
                 row = {-1: 0, **{i: 1 + k for k, i in enumerate(run[b])}}
@@ -46,7 +45,8 @@ def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample"
                         parents_b[b].append(node[b][path])
                         laws_b[b].append(law)
         trees = [(tokens_b[b], parents_b[b], laws_b[b] if sampled else None) for b in active]
-        # Step 2: ONE batched tree-attention forward scores every row's root and nodes
+        # Step 2: ONE batched tree-attention forward scores every row's root and nodes:
+        # per row [1 + m_b, V], [1 + m_b, C]
         logits, H = target.tree([xs[b] for b in active], [(t, p) for t, p, _ in trees], hidden=True)
         # Step 3: each row's verification
         step = {"drafted": max(tree_depth(p) for _, p, _ in trees),
@@ -59,8 +59,8 @@ def batch_eagle_decoding(xs, target, draft, N, rng, choices, candidates="sample"
             paths.append(path)
             # the root's and the accepted nodes' true features
             F[b] += [H[i][0]] + [H[i][1 + j] for j in path]
-            step["accepted"][b], step["tokens"][b] = len(path), [tokens[j]
-                                                                 for j in path] + [roots[b]]
+            step["accepted"][b] = len(path)
+            step["tokens"][b] = [tokens[j] for j in path] + [roots[b]]
         # Step 4: every row keeps its accepted path in its cache
         target.accept(paths)
         for b, path, (tokens, _, _) in zip(active, paths, trees):

@@ -1,5 +1,5 @@
-"""EAGLE-2 for B prompts at once. Shapes: B rows, m_b nodes of row b's tree, V n_vocab, C n_embd.
-More: docs/algorithms.md (batched/eagle2.py).
+"""EAGLE-2 (arXiv:2406.16858) for B prompts: dynamic trees expanded a layer per batched head call,
+all rows scored in one target call. Shapes: B rows, m_b nodes of row b, V n_vocab, C n_embd.
 """
 from picospec.batched.loop import eagle_prefill, root_rounds
 from picospec.eagle2 import check_options, expand_layer, extend_context, rerank, verify_dynamic_tree
@@ -9,8 +9,8 @@ from picospec.tree import depth as tree_depth, subtree
 
 def batch_eagle2_decoding(xs, target, draft, N, rng, depth=5, tree_top_k=4, total_tokens=16,
                           stats=None, generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what eagle2_decoding gives xs[b] alone with
-    generators[b] (else rng)."""
+    """Each prompt of xs followed by N tokens; row b is eagle2_decoding(xs[b]) with
+    generators[b]."""
     greedy = check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options)
     xs, T, gen, F, roots = eagle_prefill(xs, N, target, rng, generators,
                                          lambda z, g: first_token(z, greedy, g, **sampling_options),

@@ -1,5 +1,5 @@
-"""Greedy draft-and-verify for B prompts at once. Shapes: B rows, k drafts, V vocabulary.
-More: docs/algorithms.md (batched/greedy.py).
+"""Greedy draft-and-verify for B prompts, each row with its own K. p = draft, q = target.
+Shapes: B rows, k drafts, V vocabulary.
 """
 import numpy as np
 
@@ -10,7 +10,7 @@ from picospec.sampling import check_inputs, check_vocab
 
 def batch_greedy_decoding(xs, draft_model, target_model, N, K, stats=None, schedule="constant",
                           confidence=None):
-    """Each prompt of xs followed by N tokens: row b is what greedy_decoding gives xs[b] alone."""
+    """Each prompt of xs followed by N tokens; row b is greedy_decoding(xs[b])."""
     for x in xs:
         check_inputs(x, N, K)
     if schedule not in SCHEDULES:
@@ -28,7 +28,7 @@ def batch_greedy_decoding(xs, draft_model, target_model, N, K, stats=None, sched
             for i in range(len(rows)):
                 if going[i] and confidence is not None and p[i].max() < confidence:
                     going[i] = False  # unsure: this row stops drafting
-                elif going[i]:
+                elif going[i]:  # p[i] [V]: the row's draft law
                     drafts[i].append(int(np.argmax(p[i])))
                     going[i] = len(drafts[i]) < limit[i]
         return [(d, list(range(-1, len(d) - 1))) for d in drafts]
@@ -37,7 +37,7 @@ def batch_greedy_decoding(xs, draft_model, target_model, N, K, stats=None, sched
     def verify(b, drafts, parents, q, rng):
         if drafts:
             check_vocab(last_p["p"], q)
-        best = [int(t) for t in np.argmax(q, -1)]
+        best = [int(t) for t in np.argmax(q, -1)]  # [k + 1] the target's choices
         n = matched(drafts, best)
         if schedule == "heuristic":
             Ks[b] = Ks[b] + 2 if n == len(drafts) else max(1, Ks[b] - 1)

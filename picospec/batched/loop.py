@@ -1,5 +1,7 @@
-"""The batched loops the serving forms share (ragged rows). Shapes: B rows, m_b nodes of row b's
-tree, V vocabulary. More: docs/algorithms.md (batched/loop.py).
+"""The loops the batched forms share: ragged rows (each accepts its own count per step). A batched
+model: model(xs, n=1) -> [B, n, V], the laws after each row's last n prefixes; tree(xs, trees) ->
+per row [1 + m_b, V]; accept(paths) keeps each row's accepted nodes in its cache. Shapes: B rows,
+m_b nodes of row b's tree, V vocabulary.
 """
 import numpy as np
 
@@ -7,9 +9,7 @@ from picospec.tree import depth, node_path
 
 
 class batched:
-    """A batched model from a stateless per-sequence one (a toy law, the n-gram draft), called row
-    by row; tree() scores each row's tree node by node (accept() keeps nothing: there is no
-    cache)."""
+    """The batched contract over a stateless model(x, n) -> [n, V], called row by row; no cache."""
 
     def __init__(self, model):
         self.model = model
@@ -17,27 +17,27 @@ class batched:
     def __call__(self, xs, n=1):  # -> probs [B, n, V]
         return np.stack([self.model(x, n) for x in xs])
 
-    # -> per row [1 + m_b, V]: the law after x_b, then after each node's path
     def tree(self, xs, trees, probs=True):
         if not probs:
-            raise ValueError("a stateless model gives probabilities only: call tree(..., "
-                             "probs=True)")
+            raise ValueError("a stateless model gives probabilities only: "
+                             "call tree(..., probs=True)")
+        # per row [1 + m_b, V]: the law after x_b, then after each node's path
         return [np.stack([self.model(list(x) + node_path(tokens, parents, node), 1)[-1]
-                          for node in range(-1, len(tokens))]) for x,
-                          (tokens, parents) in zip(xs, trees)]
+                          for node in range(-1, len(tokens))])
+                for x, (tokens, parents) in zip(xs, trees)]
 
     def accept(self, paths):
         pass
 
 
 def eagle_prefill(xs, N, target, rng, generators, root, stats=None):
-    """The start of both batched EAGLE forms -> (xs, T the length each row must reach, gen each
-    row's generator, F per row the target's features [L_b, C], the roots). More: docs/algorithms.md
-    (batched/loop.py)."""
+    """Prefill of the batched EAGLE forms -> (xs, T lengths to reach, gen generators, F per row the
+    target's features [L_b, C], roots)."""
     xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
     gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
-    logits, H = target.tree([x[:1] for x in xs], [(x[1:], list(range(-1, len(x) - 2))) for x in xs],
-                            hidden=True)
+    # each prompt as a chain below its first token: per row [L_b, V], [L_b, C]
+    chains = [(x[1:], list(range(-1, len(x) - 2))) for x in xs]
+    logits, H = target.tree([x[:1] for x in xs], chains, hidden=True)
     target.accept([list(range(len(x) - 1)) for x in xs])
     roots = [root(z[-1], g) for z, g in zip(logits, gen)]
     if stats is not None:
@@ -47,8 +47,8 @@ def eagle_prefill(xs, N, target, rng, generators, root, stats=None):
 
 
 def root_rounds(xs, T, roots):
-    """The rounds of the batched forms whose every step ends in a root token (Medusa, EAGLE,
-    EAGLE-2). More: docs/algorithms.md (batched/loop.py, root_rounds)."""
+    """Rounds of the forms whose steps end in a root (Medusa, EAGLE, EAGLE-2): each row takes
+    roots[b], then -> the rows still short of T[b]."""
     active = list(range(len(xs)))
     while True:
         for b in active:
@@ -61,16 +61,16 @@ def root_rounds(xs, T, roots):
 
 def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generators=None,
                         propose_rows=False):
-    """Each prompt of xs followed by N tokens, one batched target call per step. More:
-    docs/algorithms.md (batched/loop.py, batch_tree_decoding)."""
+    """Each prompt of xs followed by N tokens, a batched target call per step. propose(b, x, room)
+    -> (tokens, parents), paths at most room long (propose_rows: (bs, xs, rooms) -> a tree per
+    row); verify(b, tokens, parents, Q [1 + m, V], rng) -> (path, next token)."""
     xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
     gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
     while True:
         active = [b for b in range(len(xs)) if len(xs[b]) < T[b]]
         if not active:
             return xs
-        # Step 1: every row proposes its tree from its own text, no deeper than the tokens it still
-        # needs
+        # Step 1: every row proposes its tree from its own text, no deeper than the tokens it needs
         rooms = [T[b] - len(xs[b]) - 1 for b in active]
         trees = (propose(active, [xs[b] for b in active], rooms) if propose_rows else
                  [propose(b, xs[b], room) for b, room in zip(active, rooms)])
@@ -84,10 +84,9 @@ def batch_tree_decoding(xs, target, N, rng, propose, verify, stats=None, generat
         for i, (b, (tokens, parents)) in enumerate(zip(active, trees)):
             path, token = verify(b, tokens, parents, probs[i], gen[b])
             paths.append(path)
-            step["accepted"][b], step["tokens"][b] = len(path), [tokens[j]
-                                                                 for j in path] + [int(token)]
-        # Step 4: every row keeps its accepted nodes in its cache, then takes them and the next
-        # token
+            step["accepted"][b] = len(path)
+            step["tokens"][b] = [tokens[j] for j in path] + [int(token)]
+        # Step 4: every row keeps its accepted nodes in its cache and takes them and the next token
         target.accept(paths)
         for b in active:
             xs[b].extend(step["tokens"][b])

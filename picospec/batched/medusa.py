@@ -1,5 +1,5 @@
-"""Medusa decoding for B prompts at once. Shapes: B rows, m_b nodes of row b's tree, V n_vocab, C
-n_embd. More: docs/algorithms.md (batched/medusa.py).
+"""Medusa (arXiv:2401.10774) for B prompts: each row's tree from its heads' guesses, all rows scored
+in one target call. Shapes: B rows, m_b nodes of row b, V n_vocab, C n_embd.
 """
 import numpy as np
 
@@ -11,11 +11,10 @@ from picospec.tree import check_choices, medusa_buffers
 
 
 def batch_medusa_decoding(xs, target, heads, N, rng, medusa_choices, topk=10, posterior="greedy",
-                          epsilon=0.09,
-                          delta=0.3, nucleus_p=0.8, stats=None, generators=None,
+                          epsilon=0.09, delta=0.3, nucleus_p=0.8, stats=None, generators=None,
                           **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what medusa_decoding gives xs[b] alone with
-    generators[b] (else rng)."""
+    """Each prompt of xs followed by N tokens; row b is medusa_decoding(xs[b]) with
+    generators[b]."""
     for x in xs:
         check_inputs(x, N, 1, **sampling_options)
     if posterior not in POSTERIORS:
@@ -40,11 +39,11 @@ def batch_medusa_decoding(xs, target, heads, N, rng, medusa_choices, topk=10, po
         depth = max(d for _, d in shapes)
         # [depth, B, V]
         guesses = heads(np.concatenate([h[b] for b in active]), depth) if depth else None
-        trees = [(generate_candidates(roots[b], guesses[:d, i], buffers, topk), buffers["parents"],
-                  d) if d else
-                 ([], [], 0) for i, (b, (buffers, d)) in enumerate(zip(active, shapes))]
-        # Step 2: ONE batched tree-attention forward scores every row's root successor and node
-        # successors
+        trees = [(generate_candidates(roots[b], guesses[:d, i], buffers, topk),
+                  buffers["parents"], d) if d else ([], [], 0)
+                 for i, (b, (buffers, d)) in enumerate(zip(active, shapes))]
+        # Step 2: ONE batched tree-attention forward scores every row's root and nodes:
+        # per row [1 + m_b, V], [1 + m_b, C]
         logits, h_tree = target.tree([xs[b] for b in active], [(t, p) for t, p, _ in trees],
                                      hidden=True)
         # Step 3: each row's posterior picks its accepted path and next root
@@ -56,8 +55,8 @@ def batch_medusa_decoding(xs, target, heads, N, rng, medusa_choices, topk=10, po
                                                    epsilon, delta, nucleus_p, **sampling_options)
             paths.append(path)
             h[b] = h_tree[i][[(path[-1] + 1) if path else 0]]  # [1, C]
-            step["accepted"][b], step["tokens"][b] = len(path), [tokens[j]
-                                                                 for j in path] + [roots[b]]
+            step["accepted"][b] = len(path)
+            step["tokens"][b] = [tokens[j] for j in path] + [roots[b]]
         # Step 4: every row keeps its accepted path in its cache
         target.accept(paths)
         for b, path, (tokens, _, _) in zip(active, paths, trees):

@@ -1,5 +1,5 @@
-"""Prompt lookup decoding for B prompts at once. Shapes: B rows, k drafts, V vocabulary.
-More: docs/algorithms.md (batched/prompt_lookup.py).
+"""Prompt lookup decoding for B prompts: each row's draft copied from its own text, all scored in
+one tree call. Shapes: B rows, k drafts, V vocabulary.
 """
 from picospec.batched.loop import batch_tree_decoding
 from picospec.prompt_lookup import find_candidates, verify_copied
@@ -8,8 +8,8 @@ from picospec.sampling import check_inputs, warp
 
 def batch_prompt_lookup_decoding(xs, target_model, N, rng, max_ngram_size=3, num_pred_tokens=10,
                                  stats=None, generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what prompt_lookup_decoding gives xs[b]
-    alone with generators[b] (else rng)."""
+    """Each prompt of xs followed by N tokens; row b is prompt_lookup_decoding(xs[b]) with
+    generators[b]."""
     for x in xs:
         check_inputs(x, N, num_pred_tokens, **sampling_options)
 

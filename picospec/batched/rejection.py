@@ -1,6 +1,6 @@
-"""The batched rejection sampler of serving systems, with vLLM's contract : Chen et al. 2023
-Algorithm 2's accept / resample / bonus steps for a batch of B sequences at once, vectorised.
-Shapes: B batch, k drafts per row, V vocabulary.
+"""The batched rejection sampler with vLLM's contract: Chen et al. 2023 Alg. 2's accept / resample /
+bonus steps for B rows, vectorised. p = draft (vLLM's draft_probs), q = target (its
+target_with_bonus_probs). Shapes: B rows, k drafts, V vocabulary.
 More: docs/algorithms.md (batched/rejection.py).
 """
 import numpy as np
@@ -17,10 +17,9 @@ def sample_rows(probs, u):  # probs [..., V], u [...] in [0, 1) -> token ids [..
     return (cdf <= (u * cdf[..., -1])[..., None]).sum(-1)
 
 
-# [..., V] x 2 -> norm(max(0, q - p)), or q where that is all zero (never used then)
-def recovered_probs(q, p):
-    r = np.maximum(q - p, 0)
-    total = r.sum(-1, keepdims=True)
+def recovered_probs(q, p):  # q, p [..., V] -> norm(max(0, q - p)), or q where that is all 0
+    r = np.maximum(q - p, 0)  # [..., V]
+    total = r.sum(-1, keepdims=True)  # [..., 1]
     return np.where(total > 0, r / np.where(total > 0, total, 1), q)
 
 
@@ -30,7 +29,7 @@ def rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draf
     accepted drafts, the recovered or bonus token, then -1. generators: {row: its Generator}."""
     if strict:
         check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids)
-    B, k, _ = draft_probs.shape
+    B, k, _ = draft_probs.shape  # p [B, k, V]
     if B == 0:
         return np.zeros((0, k + 1), dtype=np.int64)
     rng = rng if rng is not None else np.random.default_rng()
@@ -60,8 +59,8 @@ def rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draf
 
 
 def check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, atol=1e-3):
-    """Strict mode: shapes, then dtypes and ranges of the ids, then finite non-negative normalised
-    probabilities, with clear errors."""
+    """Strict mode: shapes, the ids' dtypes and ranges, then finite, non-negative, normalised
+    probabilities."""
     arrays = {"target_with_bonus_probs": target_with_bonus_probs,
               "bonus_token_ids": bonus_token_ids,
               "draft_probs": draft_probs, "draft_token_ids": draft_token_ids}
@@ -87,15 +86,16 @@ def check_inputs(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_to
                              f"{', '.join(f'{a[tuple(i)]} at {i}' for i in where)}"
                              f"{' ...' if bad.sum() > 3 else ''}")
     for name in ("target_with_bonus_probs", "draft_probs"):
-        a = arrays[name]
+        a = arrays[name]  # [B, k + 1, V] or [B, k, V]
         if a.dtype.kind != "f":
             raise ValueError(f"{name} must hold floats; got dtype {a.dtype}")
         if not np.all(np.isfinite(a)) or np.any(a < 0):
             raise ValueError(f"{name} has NaN, infinite or negative entries")
-        if np.any(np.abs(a.sum(-1) - 1) > atol):
+        if np.any(np.abs(a.sum(-1) - 1) > atol):  # row sums [B, k + 1] or [B, k]
             raise ValueError(f"{name} rows must sum to 1 (within {atol}); worst row sums to "
                              f"{a.sum(-1).flat[np.abs(a.sum(-1) - 1).argmax()]:.6f}")
-    if draft_token_ids.size and np.any(np.take_along_axis(draft_probs, draft_token_ids[..., None],
-                                                          -1) == 0):
+    # [B, k, 1]: each draft's probability under draft_probs
+    drawn = np.take_along_axis(draft_probs, draft_token_ids[..., None], -1)
+    if draft_token_ids.size and np.any(drawn == 0):
         raise ValueError("a draft token has probability 0 under draft_probs: drafts must be "
                          "sampled from draft_probs")

@@ -1,5 +1,5 @@
-"""REST for B prompts at once. Shapes: B rows, m_b nodes of row b's trie, V vocabulary.
-More: docs/algorithms.md (batched/rest.py).
+"""REST (arXiv:2311.08252) for B prompts: each row's trie from the one datastore, all scored in one
+tree call. Shapes: B rows, m_b nodes of row b, V vocabulary.
 """
 from picospec.batched.loop import batch_tree_decoding
 from picospec.rest import check_rest, retrieve
@@ -9,8 +9,7 @@ from picospec.verify import verify_tree
 
 def batch_rest_decoding(xs, target, N, rng, datastore, max_matches=100, draft_len=10,
                         num_draft_nodes=7, stats=None, generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what rest_decoding gives xs[b] alone with
-    generators[b] (else rng)."""
+    """Each prompt of xs followed by N tokens; row b is rest_decoding(xs[b]) with generators[b]."""
     for x in xs:
         check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes,
                    sampling_options)

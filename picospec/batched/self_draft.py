@@ -1,5 +1,5 @@
-"""Self-speculative decoding for B prompts at once. Shapes: B rows, k drafts, V vocabulary.
-More: docs/algorithms.md (batched/self_draft.py).
+"""Self-speculative decoding for B prompts, each row with its own threshold. p = draft, q = target.
+Shapes: B rows, k drafts, V vocabulary.
 """
 from picospec.sampling import check_inputs, sample, warp
 from picospec.self_draft import adapt_threshold, draw
@@ -7,11 +7,10 @@ from picospec.verify import verify_chain
 
 
 def batch_self_speculative_decoding(xs, draft_model, target_model, N, K, rng, threshold=0.0,
-                                    adaptive=False, alpha=0.9,
-                                    epsilon=0.01, beta1=0.5, beta2=0.9, stats=None, generators=None,
-                                    **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what self_speculative_decoding gives xs[b]
-    alone with generators[b] (else rng)."""
+                                    adaptive=False, alpha=0.9, epsilon=0.01, beta1=0.5, beta2=0.9,
+                                    stats=None, generators=None, **sampling_options):
+    """Each prompt of xs followed by N tokens; row b is self_speculative_decoding(xs[b]) with
+    generators[b]."""
     for x in xs:
         check_inputs(x, N, K, **sampling_options)
     xs, B = [list(x) for x in xs], len(xs)
@@ -37,9 +36,8 @@ def batch_self_speculative_decoding(xs, draft_model, target_model, N, K, rng, th
         # are filled up to k with token 0, whose laws come after the ones read and change none of
         # them (the target is causal)
         k = max(len(d) for d in drafts)
-        Q = warp(target_model([xs[b] + d + [0] * (k - len(d)) for b, d in zip(active, drafts)],
-                              k + 1),
-                 **sampling_options)  # [B, k + 1, V]
+        padded = [xs[b] + d + [0] * (k - len(d)) for b, d in zip(active, drafts)]
+        Q = warp(target_model(padded, k + 1), **sampling_options)  # [B, k + 1, V]
         step = {"drafted": k, "accepted": [-1] * B, "tokens": [[] for _ in xs]}
         for i, (b, d) in enumerate(zip(active, drafts)):
             n, token, _ = verify_chain(d, P[i], Q[i, :len(d) + 1], gen[b])
@@ -54,9 +52,8 @@ def batch_self_speculative_decoding(xs, draft_model, target_model, N, K, rng, th
 
 
 def draft_rows(draft_model, rows, ks, gammas, gens, **sampling_options):
-    """Step 1 for B rows at once: row i drafts until ks[i] tokens or one of confidence below
-    gammas[i], drawn with gens[i] -> (drafts, laws [V] per token), per row; a row that stopped rides
-    along, its law unread."""
+    """Step 1: row i drafts up to ks[i] tokens, stopping below confidence gammas[i] -> per row
+    (drafts, their laws [V])."""
     drafts, P, going = [[] for _ in rows], [[] for _ in rows], [k > 0 for k in ks]
     while any(going):
         # [B, V] the draft's own laws

@@ -1,5 +1,5 @@
-"""Sequoia for B prompts at once. Shapes: B rows, m_b nodes of row b's tree, V n_vocab.
-More: docs/algorithms.md (batched/sequoia.py).
+"""Sequoia (arXiv:2402.12374) for B prompts: trees filled a level per batched draft call, all rows
+verified in one target call. Shapes: B rows, m_b nodes of row b, V n_vocab.
 """
 from picospec.batched.loop import batch_tree_decoding
 from picospec.sampling import check_inputs
@@ -9,8 +9,8 @@ from picospec.sequoia import (check_sequoia, child_counts, draft_children, sequo
 
 def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, *, acceptance, stats=None,
                            generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what sequoia_decoding gives xs[b] alone with
-    generators[b] (else rng)."""
+    """Each prompt of xs followed by N tokens; row b is sequoia_decoding(xs[b]) with
+    generators[b]."""
     for x in xs:
         check_inputs(x, N, **sampling_options)
     check_sequoia(acceptance, nodes, depth)

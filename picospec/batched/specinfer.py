@@ -1,5 +1,5 @@
-"""SpecInfer for B prompts at once. Shapes: B rows, m_b nodes of row b's tree, V vocabulary.
-More: docs/algorithms.md (batched/specinfer.py).
+"""SpecInfer (arXiv:2305.09781) for B prompts: trees grown a level per batched draft call, all rows
+verified in one target call. Shapes: B rows, m_b nodes of row b, V vocabulary.
 """
 from picospec.batched.loop import batch_tree_decoding
 from picospec.sampling import check_inputs
@@ -9,8 +9,8 @@ from picospec.tree import DrawTrie
 
 def batch_specinfer_decoding(xs, draft, target, N, rng, expansion=(1, 1, 2), stats=None,
                              generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what specinfer_decoding gives xs[b] alone
-    with generators[b] (else rng)."""
+    """Each prompt of xs followed by N tokens; row b is specinfer_decoding(xs[b]) with
+    generators[b]."""
     for x in xs:
         check_inputs(x, N, **sampling_options)
     check_expansion(expansion)
@@ -26,9 +26,9 @@ def batch_specinfer_decoding(xs, draft, target, N, rng, expansion=(1, 1, 2), sta
             # per row: the nodes this draft reached at the previous depth
             frontier = {b: [-1] for b in bs}
             for level, k in enumerate(expansion[:max(rooms)]):
+                # per row [1 + m, V]: row 1 + node is the law after that node
                 laws = model.tree(rows, [(tries[b].tokens, tries[b].parents) for b in bs],
                                   probs=True)
-                # per row [1 + m, V]: row 1 + node is the law after that node
                 for i, b in enumerate(bs):
                     if level < rooms[i]:  # no deeper than the tokens the row still needs minus one
                         reached = []

@@ -1,6 +1,5 @@
-"""Speculative sampling for B prompts at once (Chen et al. 2023, Algorithm 2), verified by the
-vLLM-contract rejection sampler. Shapes: B rows, k drafts, V vocabulary.
-More: docs/algorithms.md (batched/speculative.py).
+"""Speculative sampling (Chen et al. 2023, Alg. 2) for B prompts, verified by the vLLM-contract
+rejection sampler. p = draft, q = target. Shapes: B rows, k drafts, V vocabulary.
 """
 import numpy as np
 
@@ -10,8 +9,8 @@ from picospec.sampling import check_inputs, warp
 
 def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=None,
                                generators=None, **sampling_options):
-    """Each prompt of xs followed by N tokens: row b is what speculative_sampling gives xs[b] alone
-    with generators[b] (else rng)."""
+    """Each prompt of xs followed by N tokens, row b distributed as speculative_sampling gives
+    xs[b], drawn with generators[b]."""
     for x in xs:
         check_inputs(x, N, K, **sampling_options)
     xs = [list(x) for x in xs]

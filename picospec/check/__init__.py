@@ -1,4 +1,3 @@
-"""The exact-law checker: does a sampler reproduce the target's exact law? `python -m picospec.check
---help`. Modules: exact_law, cases, drivers, controls, battery (check_sampler), __main__. NumPy
-only; docs/checker.md.
+"""The exact-law checker, NumPy only: `python -m picospec.check --help`, or battery.check_sampler.
+docs/checker.md.
 """

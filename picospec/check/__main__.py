@@ -1,5 +1,5 @@
-"""python -m picospec.check MODULE:FUNCTION ... [options], read by the door (picospec_cli): a
-table per sampler (or one JSON object), and the verdicts' exit status."""
+"""python -m picospec.check MODULE:FUNCTION ... [options]: a table per sampler (or one JSON
+object), the verdicts as exit status."""
 import difflib
 import importlib
 import importlib.util
@@ -50,12 +50,11 @@ def parse_command(argv):
     return specs, values
 
 
-BYTES_PER_SEQUENCE = 1024  # a case's arrays per sequence, measured (tracemalloc): 0.5-1 KB
+BYTES_PER_SEQUENCE = 1024  # an upper bound on a case's arrays per sequence
 
 
 def check_memory(samples):
-    """--samples whose sequences do not fit in the free memory: a usage error before any case runs
-    (a case holds all of its sequences at once)."""
+    """UsageError before any case runs when a case's sequences (held at once) exceed free memory."""
     try:
         free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):  # no such count on this system: no check
@@ -108,8 +107,7 @@ def load(spec):
                              f"here (nor beside {where}): install the package that provides "
                              f"{missing}") from None
         raise UsageError(f"cannot import {where}: {e} (run from the folder that holds it, or pass "
-                         f"FILE.py:FUNCTION)"
-                         ) from None
+                         f"FILE.py:FUNCTION)") from None
     # the module itself fails to import (or calls sys.exit when imported)
     except (Exception, SystemExit) as e:
         raise UsageError(f"importing {where} raised {type(e).__name__}: {e}") from None
@@ -117,9 +115,8 @@ def load(spec):
     for part in name.split("."):
         fn = getattr(fn, part, None)
     if not callable(fn):
-        near = difflib.get_close_matches(name,
-                                         [n for n in dir(module) if callable(getattr(module, n))],
-                                         1)
+        functions = [n for n in dir(module) if callable(getattr(module, n))]
+        near = difflib.get_close_matches(name, functions, 1)
         raise UsageError(f"{where} has no function {name!r}"
                          + (f": did you mean {near[0]}?" if near else ""))
     return fn
@@ -130,18 +127,17 @@ def number(x, digits=3):
 
 
 def table(spec, contract, values, report, controls=True):
-    """The command's printout for one sampler: a header, the negative controls (controls=True), a
-    row per case."""
+    """One sampler's printout: a header, the negative controls (controls=True), a row per case."""
     lines = [f"{spec}: contract {contract}, {values['samples']:,} sequences per case, seed "
              f"{values['seed']}, alpha {ALPHA:g} per case"]
     if controls and report.controls:
         lines.append("negative controls (broken samplers the run must catch): " + "; ".join(
-            f"{name} caught by case {case}" if case else f"{name} NOT CAUGHT" for name,
-            case in report.controls))
+            f"{name} caught by case {case}" if case else f"{name} NOT CAUGHT"
+            for name, case in report.controls))
     if report.verdict == "no verdict":
         lines.append(f"no verdict: a deliberately broken sampler passed every case at --samples "
-                     f"{values['samples']:,}, "
-                     "so this run cannot tell a broken sampler from a right one; raise --samples")
+                     f"{values['samples']:,}, so this run cannot tell a broken sampler from a "
+                     "right one; raise --samples")
         return "\n".join(lines)
     width = max(len(r.name) for r in report.cases)
     lines += ["", f" #  {'case':<{width}}  {'samples':>8}  {'p-value':>8}  {'tv90':>6}  verdict"]
@@ -150,8 +146,8 @@ def table(spec, contract, values, report, controls=True):
                      f"{number(r.tv90):>6}  {r.verdict}")
         if r.detail:
             lines.append(f"      {r.detail}")
-    passed, tvs = sum(r.verdict == "pass" for r in report.cases), [r.tv90 for r in report.cases
-                                                                   if r.tv90 == r.tv90]
+    passed = sum(r.verdict == "pass" for r in report.cases)
+    tvs = [r.tv90 for r in report.cases if r.tv90 == r.tv90]  # NaN (the support case) left out
     caught = (f"; each law case catches any error of TV >= {max(tvs):.3f} with probability 0.9"
               if tvs else "")
     lines.append(f"verdict: {report.verdict} ({passed} of {len(report.cases)} cases passed"
@@ -163,13 +159,13 @@ def as_json(contract, values, reports):
     """One JSON object for the run (NaN, which JSON lacks, as null)."""
     def row(i, case):
         return {"number": i, **{k: None if v != v else v for k, v in case._asdict().items()}}
+    numbers = cases_of(contract, values["cases"])
     return json.dumps({"contract": contract, "samples": values["samples"], "seed": values["seed"],
                        "alpha": ALPHA,
                        "controls": [{"name": n, "caught_by": c} for n, c in reports[0][1].controls],
-                       "results": [{"sampler": spec, "verdict": r.verdict, "cases": [
-                           row(i, c) for (i, _),
-                           c in zip(cases_of(contract, values["cases"]), r.cases)]}
-                           for spec, r in reports]})
+                       "results": [{"sampler": spec, "verdict": r.verdict,
+                                    "cases": [row(i, c) for (i, _), c in zip(numbers, r.cases)]}
+                                   for spec, r in reports]})
 
 
 def print_power(values):
@@ -196,7 +192,7 @@ def main(argv=None):
         print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     contract, values["samples"] = values["contract"], values["samples"] or DEFAULT_SAMPLES
-    # once for every sampler
+    # the negative controls, run once for every sampler
     controls = run_controls(contract, values["samples"], values["seed"], values["cases"])
     reports = []
     for spec, fn in zip(specs, fns):
@@ -204,8 +200,8 @@ def main(argv=None):
             report = Report("no verdict", [], controls)
         else:
             report = check_sampler(fn, contract, values["samples"], values["seed"], values["cases"],
-                                   controls=False,
-                                   first_failure=values["first_failure"])._replace(controls=controls)
+                                   controls=False, first_failure=values["first_failure"])
+            report = report._replace(controls=controls)
         reports.append((spec, report))
         if not values["json"]:
             print(table(spec, contract, values, report, controls=len(reports) == 1) + "\n",

@@ -1,7 +1,5 @@
-"""The battery: run a sampler on every case of its contract, after the negative controls, and give a
-verdict.
+"""Run a sampler on every case of its contract, after the negative controls -> a verdict.
 Example: check_sampler(picospec.verify.verify_chain, contract="chain").verdict -> "pass".
-docs/checker.md.
 """
 from typing import NamedTuple
 
@@ -33,16 +31,15 @@ class Report(NamedTuple):
 
 
 def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
-    """Run fn on one case and test the law of the sequences it produced -> CaseResult (tv=False: no
-    tv90)."""
+    """Run fn on one case and G-test the law of its sequences -> CaseResult (tv=False: no tv90)."""
     T, _ = case.laws()
     probs = law_vector(Toy(T), PROMPT, case.N)  # [V^N]: the warped target's exact law
     try:
         with np.errstate(divide="ignore", invalid="ignore"):
-            seqs = run(fn, contract, case, samples, seed)
-    # the sampler raised (sys.exit too) or broke its contract: its case fails,
+            seqs = run(fn, contract, case, samples, seed)  # [samples, N]
     except (Exception, SystemExit) as e:
-        # the battery goes on (Ctrl-C still stops it)
+        # the sampler raised (sys.exit too) or broke its contract: its case fails, the battery goes
+        # on (Ctrl-C still stops it)
         hint = (f" (does the sampler take the arguments of the {contract} contract?)"
                 if type(e) is TypeError else "")
         return CaseResult(case.name, samples, float("nan"), float("nan"), "error",
@@ -57,26 +54,25 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
     p = 0.0 if G == np.inf else chi2_sf(float(G), df) if df > 0 else 1.0
     detail = ""
     if p < alpha:
-        worst = np.argsort(-np.abs(counts - samples * probs))[:3]
+        worst = np.argsort(-np.abs(counts - samples * probs))[:3]  # [3]: the farthest sequences
         detail = "; ".join(f"{tuple(int(t) for t in np.unravel_index(i, (case.V,) * case.N))}: "
-                           f"observed "
-                           f"{int(counts[i])}, expected {samples * probs[i]:.1f}" for i in worst)
+                           f"observed {int(counts[i])}, expected {samples * probs[i]:.1f}"
+                           for i in worst)
     tv90 = detectable_tv(probs, samples) if tv else float("nan")
     return CaseResult(case.name, samples, p, tv90, "pass" if p >= alpha else "FAIL", detail)
 
 
 def cases_of(contract, numbers=None):
-    """[(case number from 1, Case)] of a contract's battery, all of them or the numbered ones."""
+    """[(number from 1, Case)] of a contract's battery: all, or those numbered."""
     battery = list(enumerate(CASES[contract], 1))
     return [(i, c) for i, c in battery if numbers is None or i in numbers]
 
 
 def run_controls(contract, samples=DEFAULT_SAMPLES, seed=0, numbers=None):
-    """Each negative control over the law cases, stopping at the first that catches it -> [(name,
-    case or None)]. No law case selected (only the support case, which needs no power): no
-    controls."""
+    """Each negative control over the law cases -> [(name, the first case to catch it, or None)]."""
     law_cases = [(i, case) for i, case in cases_of(contract, numbers) if not case.lowest]
     caught = []
+    # no law case selected: no controls (the support case needs no power)
     for control in CONTROLS[contract] if law_cases else ():
         first = None
         for i, case in law_cases:
@@ -89,14 +85,9 @@ def run_controls(contract, samples=DEFAULT_SAMPLES, seed=0, numbers=None):
 
 def check_sampler(fn, contract="chain", samples=DEFAULT_SAMPLES, seed=0, cases=None, controls=True,
                   first_failure=False):
-    """Run fn through the contract's battery (after its negative controls) -> Report.
-
-    contract: one of CASES ("chain", "tree", "tree_without_replacement", "rejection";
-    docs/checker.md gives each signature); cases: case numbers to run (default: all); controls=False
-    skips the negative controls (and their guarantee); first_failure: stop at the first case that
-    does not pass.
-    Example: check_sampler(picospec.verify.verify_chain).verdict -> "pass".
-    """
+    """fn through the battery of contract (a key of CASES), after the negative controls unless
+    controls=False -> Report. cases: numbers to run (default all); first_failure: stop at the
+    first case that fails."""
     if contract not in CASES:
         raise ValueError(f"unknown contract {contract!r}: choose one of {', '.join(CASES)}")
     caught = run_controls(contract, samples, seed, cases) if controls else []

@@ -1,7 +1,6 @@
-"""The exact-law checker's battery (battery.py runs it): for each contract, the cases of toy target
-and draft, warping, K and (for trees) tree shapes and how siblings were drawn. A Case's laws are the
-warped tables [V, V, V] of its toy target and draft (exact_law.py); every sequence starts after
-PROMPT. Shapes: V vocabulary, N new tokens per sequence, K (k) drafts per step, m tree nodes.
+"""The battery's cases per contract: toy target and draft, warping, K and (trees) the tree's shape
+and siblings. Sequences start after PROMPT. Shapes: V vocabulary, N new tokens, K (k) drafts, m
+tree nodes.
 """
 from typing import NamedTuple
 
@@ -21,10 +20,12 @@ class Case(NamedTuple):
     # ("near", eps) | ("far",) | ("zeros", share) | ("same",) | ("one-hot",) | ("swap", d)
     draft: tuple = ("near", 0.6)
     parents: tuple = None  # tree shape (tree contract)
-    # tree: drawn i.i.d. from the draft, "two drafts" (i.i.d., every second sibling of a node
+    # how a tree's siblings are drawn:
+    #   "iid"                  i.i.d. from the draft
+    #   "two drafts"           i.i.d., every second sibling of a node from a second toy draft
+    #   "top"                  the draft's top tokens
+    #   "without_replacement"  without replacement from the draft
     siblings: str = "iid"
-    # from a second toy draft: siblings follow different laws), "top" (the draft's top tokens)
-    #                        or "without_replacement"
     dtype: str = "float64"
     lowest: bool = False  # every uniform the sampler draws is 0.0: checks the support, not the law
 
@@ -42,15 +43,12 @@ class Case(NamedTuple):
         return warp(target.table, **self.sampling), warp(draft.table, **self.sampling)
 
     def second_draft(self):
-        """The warped table [V, V, V] that every second sibling is drawn from when siblings="two
-        drafts"."""
+        """The warped table [V, V, V] of every second sibling ("two drafts")."""
         return warp(random_toy(self.V, self.target + 2).table, **self.sampling)
 
 
 def swapped(target, d):
-    """A draft p equal to the target q but for mass d moved, in each row, from q's top token to the
-    next id: the residual is d on the top token alone, so a guard on its mass, or on p == q, acts at
-    every rejection.
+    """A draft p = q but for mass d moved from q's top token to the next id in each row.
     Example: q = [0.1, 0.6, 0.3], d = 0.04 -> p = [0.1, 0.56, 0.34], residual [0, 0.04, 0]."""
     table = target.table.copy()  # [V, V, V]
     top = table.argmax(-1)[..., None]  # [V, V, 1]

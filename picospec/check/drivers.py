@@ -1,8 +1,6 @@
-"""The exact-law checker's drivers (battery.py runs them): a sampler of each contract run on a case
-of the battery (cases.py), step by step, until every row holds N new tokens. Each step draws the
-drafts (a chain or a tree) from the toy draft, scores them with the toy target, calls the sampler
-and checks that its output keeps the contract. Shapes: V vocabulary, N new tokens per sequence, K
-(k) drafts per step, B (rows) the rows a step serves, m tree nodes, W the most tokens a step emits.
+"""Run a sampler of each contract on a case until every row holds N new tokens: drafts from the toy
+draft, laws from the toy target, each output checked against the contract. Shapes: V vocabulary, N
+new tokens, K (k) drafts, m tree nodes, W tokens a step emits at most, rows the unfinished ones.
 """
 from collections import Counter
 
@@ -13,50 +11,47 @@ from picospec.batched.rejection import sample_rows
 
 
 class ContractError(Exception):
-    """The sampler's output breaks its contract (wrong shape, a token outside the vocabulary, a
-    wrong path)."""
+    """The sampler's output breaks its contract (shape, token range, path)."""
 
 
 class LowestUniforms(np.random.Generator):
-    """A Generator whose uniforms are all 0.0, the lowest of [0, 1): a right sampler still never
-    emits a token the target forbids; one that breaks the tie u == q/p toward the draft does.
-    rng.uniform(low, high) returns low; its other draws (integers, choice, ...) are ordinary."""
+    """A Generator whose uniforms are all 0.0: a right sampler still never emits a token the target
+    forbids; one that breaks the tie u == q/p toward the draft does."""
 
-    def random(self, size=None, dtype=np.float64, out=None):
+    def random(self, size=None, dtype=np.float64, out=None):  # scalar, or zeros of shape size
         return 0.0 if size is None else np.zeros(size, dtype=dtype)
 
     # Generator.uniform does not call random(): its 0.0 maps to low
-    def uniform(self, low=0.0, high=1.0, size=None):
+    def uniform(self, low=0.0, high=1.0, size=None):  # scalar, or low of shape size
         return low if size is None else np.full(size, low, dtype=np.float64)
 
 
 def draft_chains(D, T, last2, last1, K, rng):
-    """K drafts after contexts (last2, last1) [m] -> drafts [m, K], P [m, K, V], Q [m, K + 1, V]."""
+    """K drafts after contexts last2, last1 [rows] -> drafts [rows, K], P [rows, K, V], Q [rows,
+    K + 1, V]."""
     drafts, P, Q = [], [], [T[last2, last1]]
     for _ in range(K):
-        p = D[last2, last1]  # [m, V]
-        token = sample_rows(p, rng.random(len(p)))  # [m]
+        p = D[last2, last1]  # [rows, V]
+        token = sample_rows(p, rng.random(len(p)))  # [rows]
         drafts.append(token)
         P.append(p)
         last2, last1 = last1, token
-        Q.append(T[last2, last1])
+        Q.append(T[last2, last1])  # [rows, V]
     return np.stack(drafts, 1), np.stack(P, 1), np.stack(Q, 1)
 
 
 def run(fn, contract, case, n, seed):
-    """n sequences of case.N new tokens from fn on this case -> int array [n, N]; seed: a tuple of
-    ints."""
-    T, D = case.laws()
+    """n sequences of fn on this case -> new tokens [n, N]; seed: a tuple of ints."""
+    T, D = case.laws()  # [V, V, V] each
     rng = np.random.default_rng([*seed, 0])  # the checker's draws: drafts, bonus tokens
-    # the sampler's
     fn_rng = (LowestUniforms if case.lowest else np.random.Generator)(np.random.PCG64([*seed, 1]))
     L = len(PROMPT)
-    seqs = np.zeros((n, L + case.N), dtype=np.int64)
+    seqs = np.zeros((n, L + case.N), dtype=np.int64)  # [n, L + N]: the prompt, then new tokens
     seqs[:, :L] = PROMPT
-    length = np.full(n, L)
-    while (rows := np.flatnonzero(length < L + case.N)).size:
-        last1 = seqs[rows, length[rows] - 1]
-        last2 = np.where(length[rows] >= 2, seqs[rows, length[rows] - 2], 0)
+    length = np.full(n, L)  # [n]
+    while (rows := np.flatnonzero(length < L + case.N)).size:  # [rows]: the unfinished ones
+        last1 = seqs[rows, length[rows] - 1]  # [rows]
+        last2 = np.where(length[rows] >= 2, seqs[rows, length[rows] - 2], 0)  # [rows]
         # [rows, W]: new tokens, then -1
         new = STEPS[contract](fn, case, T, D, last2, last1, rng, fn_rng)
         count = (new >= 0).sum(1)  # [rows]
@@ -65,10 +60,10 @@ def run(fn, contract, case, n, seed):
             raise ContractError(f"a step emitted {new[row][new[row] >= 0].tolist()}: expected 1 or "
                                 f"more token ids in [0, {case.V})")
         at = length[rows, None] + np.arange(new.shape[1])  # [rows, W]: where each new token goes
-        keep = (new >= 0) & (at < seqs.shape[1])
+        keep = (new >= 0) & (at < seqs.shape[1])  # [rows, W]
         seqs[np.broadcast_to(rows[:, None], at.shape)[keep], at[keep]] = new[keep]
         length[rows] = np.minimum(length[rows] + count, seqs.shape[1])
-    return seqs[:, L:L + case.N]
+    return seqs[:, L:L + case.N]  # [n, N]
 
 
 def padded(rows, width):  # lists of token ids -> [len(rows), width], -1 after each row's tokens
@@ -91,33 +86,31 @@ def step_chain(fn, case, T, D, last2, last1, rng, fn_rng):
 
 
 def step_tree(fn, case, T, D, last2, last1, rng, fn_rng):
-    """Grow every row's tree from the draft (node i after its parent's path), score it with the
-    target, verify."""
+    """Draw every row's tree from the draft, score it with the target, verify -> [rows, m + 1]."""
     parents, m = list(case.parents), len(case.parents)
-    tokens = np.zeros((len(last1), m), dtype=np.int64)
-    ctx = {-1: (last2, last1)}  # node -> the (second-to-last, last) tokens of its path
-    P = np.zeros((len(last1), m, case.V))
-    # parent -> its children so far; parent -> [rows, V] tokens drawn (without repl.)
+    tokens = np.zeros((len(last1), m), dtype=np.int64)  # [rows, m]
+    ctx = {-1: (last2, last1)}  # node -> the (second-to-last, last) tokens [rows] of its path
+    P = np.zeros((len(last1), m, case.V))  # [rows, m, V]
+    # parent -> its children so far; parent -> [rows, V] tokens drawn (without replacement)
     rank, removed = Counter(), {}
     D2 = case.second_draft() if case.siblings == "two drafts" else None  # [V, V, V]
     for i, parent in enumerate(parents):
         p = D[ctx[parent]]  # [rows, V]: the draft's law after the parent's path
-        # every second sibling: the second draft's law
         if case.siblings == "two drafts" and rank[parent] % 2:
-            p = D2[ctx[parent]]  # [rows, V]
+            p = D2[ctx[parent]]  # [rows, V]: every second sibling from the second draft
         if case.siblings in ("iid", "two drafts"):
-            tokens[:, i] = sample_rows(p, rng.random(len(p)))
-        # deterministic: the parent's children are the draft's top tokens, in order
+            tokens[:, i] = sample_rows(p, rng.random(len(p)))  # [rows]
         elif case.siblings == "top":
+            # [rows]: the parent's children are the draft's top tokens, in order
             tokens[:, i] = np.argsort(-p, -1, kind="stable")[:, rank[parent]]
-        # without replacement: p with the siblings drawn before removed (sample_rows renormalises)
         else:
+            # [rows]: p without the siblings drawn before (sample_rows renormalises)
             drawn = removed.setdefault(parent, np.zeros(p.shape, dtype=bool))  # [rows, V]
             tokens[:, i] = sample_rows(np.where(drawn, 0, p), rng.random(len(p)))
             drawn[np.arange(len(p)), tokens[:, i]] = True
         rank[parent] += 1
-        P[:, i] = p
-        ctx[i] = (ctx[parent][1], tokens[:, i])
+        P[:, i] = p  # [rows, V]
+        ctx[i] = (ctx[parent][1], tokens[:, i])  # [rows] each
     Q = np.stack([T[ctx[i]] for i in range(-1, m)], 1)  # [rows, 1 + m, V]
     new = []
     for row, (t, q) in enumerate(zip(tokens.tolist(), Q)):
@@ -127,8 +120,8 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng):
         else:
             out = fn(t, parents, q, fn_rng, P=None if case.siblings == "top" else P[row])
         path = [int(i) for i in out[0]]
-        if any(not 0 <= i < m or parents[i] != (path[j - 1] if j else -1) for j,
-               i in enumerate(path)):
+        if any(not 0 <= i < m or parents[i] != (path[j - 1] if j else -1)
+               for j, i in enumerate(path)):
             raise ContractError(f"path {path} is not a root-to-node path of the tree with parents "
                                 f"{parents}")
         new.append([t[i] for i in path] + [int(out[1])])

@@ -1,8 +1,6 @@
-"""Toy models, the exact law of their whole sequences, and the G-test that compares a sampler's
-output with it (rare cells pooled; its chi-square tail in plain Python, so NumPy is the only need),
-with its power measured by simulation (`power`, `detectable_tv`). Behind the checker and every
-statistical test of the suite; docs/checker.md. Notation as in picospec/verify.py: p = draft, q =
-target. Shapes: V vocabulary, N new tokens, C cells after pooling.
+"""Toy models, the exact law of their whole sequences, the G-test against it (rare cells pooled)
+and its power by simulation. p = draft, q = target. Shapes: V vocabulary, N new tokens, S
+sequences (V^N in a law vector), C cells after pooling.
 """
 import functools
 import itertools
@@ -18,47 +16,46 @@ SAMPLES = 30_000  # the reference size of the power table (tests size their own 
 SAMPLES_HIGH = 120_000  # its larger reference size
 
 # Toy models: next-token laws that depend on the last two tokens (a [V, V, V] table), so
-# whole-sequence laws are non-trivial and cheap to compute exactly. A Toy follows the model contract
-# model(x, n=1) -> probs [n, V].
+# whole-sequence laws are non-trivial and cheap to compute exactly.
 
 class Toy:
+    """model(x, n=1) -> probs [n, V] from a table [V, V, V]: (second-to-last, last) -> law."""
+
     def __init__(self, table):
-        # [V, V, V]: (second-to-last, last) -> next-token law
-        self.table = np.asarray(table, dtype=np.float64)
+        self.table = np.asarray(table, dtype=np.float64)  # [V, V, V]
         self.n_vocab = self.table.shape[-1]
         self.calls = 0
 
     def __call__(self, x, n=1):
         self.calls += 1
+        # [n, V]: the law after each of the last n prefixes (token 0 before the first)
         return np.stack([self.table[x[i - 2] if i >= 2 else 0, x[i - 1]]
                          for i in range(len(x) - n + 1, len(x) + 1)])
 
 
 def random_toy(V, seed, concentration=1.0, zeros=0.0):
-    """Dirichlet rows; with `zeros` > 0 that share of entries is set to 0 (each row keeps at least
-    one token)."""
+    """A Toy of Dirichlet rows, a share `zeros` of entries set to 0 (one token kept per row)."""
+    # table [V, V, V]: (second-to-last, last) -> next-token law
     rng = np.random.default_rng(seed)
     table = rng.dirichlet(np.full(V, concentration), size=(V, V))
     if zeros:
-        mask = rng.random(table.shape) < zeros
-        mask[..., rng.integers(0, V)] = False
+        mask = rng.random(table.shape) < zeros  # [V, V, V]
+        mask[..., rng.integers(0, V)] = False  # [V, V]: one token kept in every row
         table = np.where(mask, 0, table)
         table /= table.sum(-1, keepdims=True)
     return Toy(table)
 
 
 def perturbed(model, eps, seed):
-    """A draft near the target: mix each row with a random one (eps = 0 gives the same model)."""
+    """A draft near the target: each row mixed with a random one (eps = 0: the same model)."""
     other = random_toy(model.n_vocab, seed).table
     return Toy((1 - eps) * model.table + eps * other)
 
 
-# Exact laws of whole sequences. A law is a vector over the V^N sequences in base-V order
-# (index(seq)).
+# Exact laws of whole sequences. A law is a vector over the V^N sequences in base-V order.
 
 def exact_law(model, x, N, **sampling_options):
-    """{sequence of N new tokens: probability} for autoregressive sampling from the warped model
-    after prompt x."""
+    """{N new tokens: probability} of autoregressive sampling from the warped model after x."""
     law = {(): 1.0}
     for _ in range(N):
         grown = {}
@@ -73,28 +70,26 @@ def exact_law(model, x, N, **sampling_options):
 
 def law_vector(model, x, N, **sampling_options):  # -> [V^N]
     law, V = exact_law(model, x, N, **sampling_options), model.n_vocab
-    probs = np.zeros(V**N)
+    probs = np.zeros(V**N)  # [V^N]
     probs[[index(s, V) for s in law]] = list(law.values())
     return probs
 
 
 def index(seqs, V):
     """Base-V index of sequences [..., N]. Example: index([2, 0, 1], V=3) -> 2*9 + 0*3 + 1 = 19."""
-    seqs = np.asarray(seqs)
-    return seqs @ V ** np.arange(seqs.shape[-1] - 1, -1, -1)
+    seqs = np.asarray(seqs)  # [..., N]
+    return seqs @ V ** np.arange(seqs.shape[-1] - 1, -1, -1)  # [..., N] @ [N] -> [...]
 
 
 def all_sequences(V, N):
     return list(itertools.product(range(V), repeat=N))
 
 
-# The G-test (likelihood-ratio chi-square) with rare cells pooled, and its chi-square tail in plain
-# Python.
+# The G-test (likelihood-ratio chi-square) with rare cells pooled; its chi-square tail.
 
 def chi2_sf(x, df):
-    """P(X > x), X ~ chi-square(df): the regularized upper incomplete gamma Q(df/2, x/2) (Numerical
-    Recipes 6.2: the series below a + 1, Lentz's continued fraction above). Example:
-    chi2_sf(3.841459, 1) -> 0.05."""
+    """P(X > x), X ~ chi-square(df): the upper incomplete gamma Q(df/2, x/2) (Numerical Recipes 6.2:
+    series below a + 1, Lentz's continued fraction above). Example: chi2_sf(3.841459, 1) -> 0.05."""
     if x <= 0:
         return 1.0
     a, z = df / 2, x / 2
@@ -124,8 +119,7 @@ def chi2_sf(x, df):
 
 @functools.lru_cache
 def chi2_isf(alpha, df):
-    """The x with chi2_sf(x, df) = alpha, by bisection (critical values for the power
-    simulations)."""
+    """The x with chi2_sf(x, df) = alpha, by bisection."""
     low, high = 0.0, df + 20 * math.sqrt(2 * df) + 100
     for _ in range(100):
         mid = (low + high) / 2
@@ -134,46 +128,46 @@ def chi2_isf(alpha, df):
 
 
 def cells(probs, n, min_expected=5.0):
-    """The G-test's cells at n samples: a [C] -> cell map (-1: impossible, C - 1: the pool of cells
-    below min_expected) and the expected counts [C]."""
-    big = n * probs >= min_expected
-    small = (probs > 0) & ~big
-    cell = np.full(len(probs), -1)
+    """The G-test's cells at n samples -> (each sequence's cell [S], expected counts [C]); cell -1:
+    impossible, C - 1: the pool of those expected below min_expected."""
+    big = n * probs >= min_expected  # [S]
+    small = (probs > 0) & ~big  # [S]
+    cell = np.full(len(probs), -1)  # [S]
     cell[big] = np.arange(big.sum())
     expected = list(n * probs[big])
     if small.any():
         cell[small] = len(expected)
         expected.append(n * probs[small].sum())
-    return cell, np.array(expected)
+    return cell, np.array(expected)  # [S], [C]
 
 
 def g_statistic(counts, probs):
-    """counts [..., C] of samples in each sequence -> G [...] against the law probs [C]; inf when a
-    sequence of probability 0 was drawn. Cells expected fewer than 5 times are pooled into one."""
+    """counts [..., S] -> (G [...] against the law probs [S], df); inf where an impossible sequence
+    was drawn."""
     n = counts.sum(-1).max()
     cell, expected = cells(probs, n)
     possible = cell >= 0
-    # [..., C] -> [..., cells]
+    # [..., S] -> [..., C]
     pooled = counts[..., possible] @ np.eye(len(expected))[cell[possible]]
     with np.errstate(divide="ignore", invalid="ignore"):
         G = 2 * np.sum(np.where(pooled > 0, pooled * np.log(pooled / expected), 0.0), -1)
-    return np.where(counts[..., ~possible].sum(-1) > 0, np.inf, G), len(expected) - 1
+    impossible = counts[..., ~possible].sum(-1) > 0  # [...]
+    return np.where(impossible, np.inf, G), len(expected) - 1
 
 
 def g_test(counts, law):
-    """{sequence: count}, {sequence: probability} -> (G, degrees of freedom, p-value); p = 0 when a
-    sequence of probability 0 was sampled."""
+    """{sequence: count}, {sequence: probability} -> (G, df, p-value); p = 0 if an impossible
+    sequence was drawn."""
     if any(seq not in law for seq in counts):
         return np.inf, 0, 0.0
     seqs = list(law)
-    G, df = g_statistic(np.array([counts.get(s, 0) for s in seqs], float),
-                        np.array([law[s] for s in seqs]))
+    observed = np.array([counts.get(s, 0) for s in seqs], float)  # [S]
+    G, df = g_statistic(observed, np.array([law[s] for s in seqs]))
     return float(G), df, (0.0 if G == np.inf else chi2_sf(float(G), df) if df > 0 else 1.0)
 
 
 def check_law(samples, law, alpha=ALPHA):
-    """Raise AssertionError (with the worst cells) when the samples reject the law at level alpha;
-    return p-value."""
+    """-> p-value; raises AssertionError with the worst cells when the samples reject the law."""
     counts = Counter(tuple(s) for s in samples)
     G, df, p = g_test(counts, law)
     if p < alpha:
@@ -193,19 +187,18 @@ SHAPES = ("between two large cells", "out of a rare cell", "spread")
 
 
 def perturb(probs, how, tv):
-    """probs [C] with total variation tv moved: between the two cells nearest 0.02, from the cell
-    nearest 0.005 to the largest, or "spread": in proportion to the law from one half of its mass to
-    the other (the least detectable error of a given TV: docs/checker.md)."""
-    moved = probs.copy()
+    """probs [S] with total variation tv moved as `how` of SHAPES says: between the cells nearest
+    0.02, from the cell nearest 0.005 to the largest, or spread from half the mass to the rest."""
+    moved = probs.copy()  # [S]
     if how == "spread":
-        order = np.argsort(probs)
+        order = np.argsort(probs)  # [S]
         half = order[np.cumsum(probs[order]) <= 0.5]  # the smaller cells, about half of the mass
-        rest = np.setdiff1d(np.flatnonzero(probs > 0), half)
+        rest = np.setdiff1d(np.flatnonzero(probs > 0), half)  # the other possible cells
         moved[half] *= 1 + tv / probs[half].sum()
         moved[rest] *= 1 - tv / probs[rest].sum()
     else:
         if how == "between two large cells":
-            i, j = np.argsort(np.abs(probs - 0.02))[:2]
+            i, j = np.argsort(np.abs(probs - 0.02))[:2]  # [2]: the cells nearest 0.02
         else:
             i, j = int(np.argmin(np.abs(probs - 0.005))), int(np.argmax(probs))
         moved[i] -= tv
@@ -214,22 +207,20 @@ def perturb(probs, how, tv):
 
 
 def power(probs, how, tv, n, alpha=ALPHA, repeats=100, seed=0):
-    """The share of `repeats` runs of n samples from the perturbed law that the G-test rejects at
-    alpha."""
+    """The share of `repeats` runs of n samples from the perturbed law that the G-test rejects."""
     moved = perturb(probs, how, tv)
     if moved.min() < 0:
         return float("nan")
-    counts = np.random.default_rng(seed).multinomial(n, moved / moved.sum(),
-                                                     size=repeats).astype(float)
-    G, df = g_statistic(counts, probs)
+    # [repeats, S]
+    counts = np.random.default_rng(seed).multinomial(n, moved / moved.sum(), size=repeats)
+    G, df = g_statistic(counts.astype(float), probs)  # [repeats]
     return float(np.mean(G > chi2_isf(alpha, df))) if df > 0 else float(np.mean(G == np.inf))
 
 
 def detectable_tv(probs, n, how="spread", alpha=ALPHA, at=0.9, repeats=100, seed=0):
-    """The smallest TV error of shape `how` that n samples detect with probability `at` (bisection
-    in log TV). A law with one possible sequence: only mass on impossible sequences can be wrong,
-    caught once one is drawn."""
-    if (probs > 0).sum() < 2:
+    """The smallest TV error of shape `how` that n samples catch with probability `at` (bisection in
+    log TV)."""
+    if (probs > 0).sum() < 2:  # one possible sequence: the impossible mass hit with probability at
         return 1 - (1 - at) ** (1 / n)
     low, high = 1e-4, 0.5
     while perturb(probs, how, high).min() < 0:  # the largest error of this shape
@@ -238,8 +229,8 @@ def detectable_tv(probs, n, how="spread", alpha=ALPHA, at=0.9, repeats=100, seed
         return float("nan")
     for _ in range(10):
         mid = math.sqrt(low * high)
-        low, high = (low, mid) if power(probs, how, mid, n, alpha, repeats, seed) >= at else (mid,
-                                                                                              high)
+        caught = power(probs, how, mid, n, alpha, repeats, seed) >= at
+        low, high = (low, mid) if caught else (mid, high)
     return high
 
 

@@ -1,6 +1,5 @@
 """python -m picospec.exercises list | show NAME | template | grade PATH | handout NOTEBOOK --out
-FILE, read by the door (picospec_cli). grade: exit 0 every answer passes, 1 some fail, 2 a usage
-error."""
+FILE (the commands: DOC below)."""
 import sys
 from pathlib import Path
 
@@ -33,7 +32,7 @@ WORDS = {"list": 0, "show": 1, "template": 0, "grade": 1, "handout": 1}
 
 
 def parse_command(argv):
-    """argv -> (subcommand, its word or None, {option: value}); UsageError for a mistake."""
+    """argv -> (command, its word or None, {option: value}); UsageError for a mistake."""
     values, _ = parse(argv, OPTIONS, words="COMMAND")
     if values.get("help"):
         print(usage(PROG, DOC, OPTIONS, words="COMMAND"))

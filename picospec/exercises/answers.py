@@ -1,5 +1,5 @@
-"""Learners' answers read from files: a FILE.py whose functions are named after the exercises, a
-notebook's cells tagged "answer", and a notebook's hand-out copy with those cells back to stubs."""
+"""Learners' answers: read from a FILE.py or a notebook's cells tagged "answer", and a notebook's
+hand-out copy with those cells back to stubs."""
 import itertools
 import json
 import sys
@@ -12,8 +12,8 @@ _loaded = itertools.count()
 
 
 def load(path):
-    """{exercise name: the function} defined in a .py file or a notebook's answer cells, or a
-    one-line str saying why it could not be read (the file raised, or is not a notebook)."""
+    """{exercise name: function} defined in a .py file or a notebook's answer cells, or a one-line
+    str saying why it could not be read."""
     path = Path(path)
     namespace = {"__name__": f"answers_{next(_loaded)}", "__file__": str(path)}
     try:
@@ -37,8 +37,7 @@ def load(path):
 
 
 def handout(notebook, out):
-    """Write `notebook` to `out` with every answer cell back to its exercise's stub and no
-    outputs."""
+    """Write `notebook` to `out`, answer cells back to stubs, no outputs -> the cells reset."""
     nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
     for cell in nb["cells"]:
         if cell["cell_type"] != "code":
@@ -53,7 +52,7 @@ def handout(notebook, out):
 
 
 def answer_cells(notebook):
-    """The exercises a notebook's answer cells are for (a usage check before a hand-out)."""
+    """The exercises a notebook's answer cells are for."""
     nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
     return [c["metadata"].get("exercise") for c in nb["cells"]
             if TAG in c.get("metadata", {}).get("tags", [])]

@@ -1,5 +1,4 @@
-"""Exercise: tokens per target call (Leviathan et al. 2023, arXiv:2211.17192, Eq. 1), graded
-against picospec.theory.expected_tokens_per_call."""
+"""Exercise: tokens per target call (Leviathan et al. 2023, arXiv:2211.17192, Eq. 1)."""
 import numpy as np
 
 from picospec.exercises.grading import grade_cases, same_array
@@ -19,7 +18,7 @@ ANSWER = "from picospec.theory import expected_tokens_per_call as expected_token
 
 
 def cases(seed=0):
-    """alpha 0, 1/2 and 1 by hand, then random alpha in [0, 1), K from 1 to 16."""
+    """alpha 0, 1/2, 1 by hand, then random alpha, K from 1 to 16."""
     rng = np.random.default_rng(seed)
     hand = [(a, K) for K in (1, 2, 4) for a in (0.0, 0.5, 1.0)]
     drawn = [(float(rng.random()), int(rng.integers(1, 17))) for _ in range(60)]
@@ -35,18 +34,19 @@ def grade(fn, samples=None, seed=0):
                        "picospec.theory.expected_tokens_per_call (to 1e-9)")
 
 
+# WRONG: plausible mistakes, each one the grader rejects
 def no_own_token(alpha, K):
-    """Wrong: only the accepted drafts, without the target's own token."""
+    """Only the accepted drafts, without the target's own token."""
     return reference(alpha, K) - 1
 
 
 def one_draft_short(alpha, K):
-    """Wrong: (1 - alpha^K) / (1 - alpha), the exponent one short."""
+    """(1 - alpha^K) / (1 - alpha), the exponent one short."""
     return K if alpha == 1 else (1 - alpha ** K) / (1 - alpha)
 
 
 def no_edge_case(alpha, K):
-    """Wrong at alpha = 1 only: the closed form divides 0 by 0 there."""
+    """At alpha = 1 only: the closed form divides 0 by 0 there."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return (1 - np.float64(alpha) ** (K + 1)) / (1 - np.float64(alpha))
 

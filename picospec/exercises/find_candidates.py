@@ -1,5 +1,5 @@
-"""Exercise: prompt lookup's n-gram match (Saxena 2023, "Prompt Lookup Decoding"), graded against
-picospec.prompt_lookup.find_candidates on every short sequence over three tokens."""
+"""Exercise: prompt lookup's n-gram match (Saxena 2023), graded on every short sequence over three
+tokens."""
 import itertools
 
 from picospec.exercises.grading import grade_cases
@@ -20,8 +20,7 @@ ANSWER = "from picospec.prompt_lookup import find_candidates  # the project's an
 
 
 def cases(seed=None):
-    """Every x of 1 to 6 tokens over {0, 1, 2}, shortest first, with n-gram sizes 1 to 3 and 1, 2
-    or 4 tokens predicted."""
+    """Every x of 1 to 6 tokens over {0, 1, 2}, shortest first; n-grams 1 to 3, 1, 2 or 4 drafts."""
     return [(f"x={list(x)}, max_ngram_size={n}, num_pred_tokens={k}", (list(x), n, k))
             for length in range(1, 7) for x in itertools.product(range(3), repeat=length)
             for n in (1, 2, 3) for k in (1, 2, 4)]
@@ -38,8 +37,9 @@ def grade(fn, samples=None, seed=0):
                        "picospec.prompt_lookup.find_candidates")
 
 
+# WRONG: plausible mistakes, each one the grader rejects
 def last_occurrence(x, max_ngram_size=3, num_pred_tokens=10):
-    """Wrong: the latest earlier occurrence instead of the first."""
+    """The latest earlier occurrence instead of the first."""
     for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
         for start in range(len(x) - n - 1, -1, -1):
             if x[start:start + n] == x[-n:]:
@@ -48,7 +48,7 @@ def last_occurrence(x, max_ngram_size=3, num_pred_tokens=10):
 
 
 def shortest_first(x, max_ngram_size=3, num_pred_tokens=10):
-    """Wrong: n from 1 up, so a 1-gram match wins over a longer one."""
+    """N from 1 up, so a 1-gram match wins over a longer one."""
     for n in range(1, min(max_ngram_size, len(x) - 1) + 1):
         for start in range(len(x) - n):
             if x[start:start + n] == x[-n:]:
@@ -57,7 +57,7 @@ def shortest_first(x, max_ngram_size=3, num_pred_tokens=10):
 
 
 def matches_itself(x, max_ngram_size=3, num_pred_tokens=10):
-    """Wrong: the scan reaches the trailing n-gram, which matches itself and drafts nothing."""
+    """The scan reaches the trailing n-gram, which matches itself and drafts nothing."""
     for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
         for start in range(len(x) - n + 1):
             if x[start:start + n] == x[-n:]:

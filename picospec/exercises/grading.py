@@ -1,5 +1,5 @@
-"""Graders a learner can read: a sampled law through the exact-law checker (picospec.check), or a
-deterministic function against its reference on cases from the smallest up -> Verdict."""
+"""Graders: a sampled law through the exact-law checker, or a function against its reference on
+cases from the smallest up -> Verdict."""
 import functools
 from typing import NamedTuple
 
@@ -40,8 +40,8 @@ def unanswered(exercise, fn, args):
 
 
 def grade_law(exercise, fn, contract, samples, seed=0, probe=None):
-    """fn through the checker's battery of `contract` (docs/checker.md), stopping at the first
-    failing case -> Verdict with the first case's observed and exact counts."""
+    """fn through the checker's battery of `contract`, up to the first failing case -> Verdict with
+    that case's observed and exact counts."""
     if probe is not None and (stub := unanswered(exercise, fn, probe)) is not None:
         return stub
     n_cases, tv90 = len(cases_of(contract)), battery_tv90(contract, samples)
@@ -78,22 +78,21 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None):
 
 @functools.lru_cache
 def controls(contract, samples, seed):
-    """The checker's negative controls run once per contract, samples and seed: [(name, the first
-    case that caught it, or None)]."""
+    """run_controls, once per contract, samples and seed."""
     return run_controls(contract, samples, seed)
 
 
 @functools.lru_cache
 def battery_tv90(contract, samples):
-    """The largest of the battery's law cases' tv90 at `samples` sequences: the error of total
-    variation each case catches with probability 0.9 wherever it lies (docs/checker.md)."""
+    """The largest tv90 of the battery's law cases at `samples` sequences: the total variation
+    error every case catches with probability 0.9."""
     return max(detectable_tv(law_vector(Toy(case.laws()[0]), PROMPT, case.N), samples)
                for _, case in cases_of(contract) if not case.lowest)
 
 
 def grade_cases(exercise, fn, reference, cases, compare, about):
-    """fn against reference on cases [(label, args)], smallest first -> Verdict naming the first
-    case where they differ. compare(yours, expected) -> the part that differs, or None."""
+    """fn against reference on cases [(label, args)] -> Verdict naming the first that differs;
+    compare(yours, expected) -> the part that differs, or None."""
     if cases and (stub := unanswered(exercise, fn, cases[0][1])) is not None:
         return stub
     checked = f"your function against {about} on {len(cases)} cases, smallest first"
@@ -112,7 +111,7 @@ def grade_cases(exercise, fn, reference, cases, compare, about):
 
 
 def show(value):
-    """A value printed on one line: arrays as nested lists, NumPy scalars as Python's."""
+    """A value on one line: arrays as nested lists, NumPy scalars as Python's."""
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {show(v)}" for k, v in value.items()) + "}"
     if isinstance(value, np.ndarray):

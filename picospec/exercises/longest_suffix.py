@@ -1,5 +1,5 @@
-"""Exercise: REST's retrieval step, the context's longest suffix found in the datastore (He et al.
-2023, arXiv:2311.08252, section 3.1), graded against picospec.rest.Datastore.search."""
+"""Exercise: REST's retrieval step, the context's longest suffix in the datastore (He et al. 2023,
+arXiv:2311.08252, section 3.1)."""
 import functools
 import itertools
 
@@ -38,8 +38,8 @@ def reference(corpus, context, max_suffix):
 
 
 def cases(seed=None):
-    """Every corpus of 1 to 4 tokens over {0, 1} and context of 1 to 3 tokens over {0, 1, 2},
-    max_suffix 1 to 3, smallest first; then the worked example."""
+    """Every corpus of 1 to 4 tokens over {0, 1}, context of 1 to 3 over {0, 1, 2}, max_suffix 1
+    to 3; then the worked example."""
     corpora = [list(c) for n in range(1, 5) for c in itertools.product(range(2), repeat=n)]
     contexts = [list(c) for n in range(1, 4) for c in itertools.product(range(3), repeat=n)]
     out = [(c, x, s) for c in corpora for x in contexts for s in (1, 2, 3)]
@@ -62,19 +62,20 @@ def found(corpus, s):  # s occurs in corpus as consecutive tokens
     return any(corpus[i:i + len(s)] == s for i in range(len(corpus) - len(s) + 1))
 
 
+# WRONG: plausible mistakes, each one the grader rejects
 def no_cap(corpus, context, max_suffix):
-    """Wrong: max_suffix ignored, every suffix of the context tried."""
+    """max_suffix ignored, every suffix of the context tried."""
     return next((n for n in range(len(context), 0, -1) if found(corpus, context[-n:])), 0)
 
 
 def needs_a_continuation(corpus, context, max_suffix):
-    """Wrong: an occurrence at the corpus's very end not counted (nothing follows it)."""
+    """An occurrence at the corpus's very end not counted (nothing follows it)."""
     return next((n for n in range(min(max_suffix, len(context)), 0, -1)
                  if found(corpus[:-1], context[-n:])), 0)
 
 
 def first_miss(corpus, context, max_suffix):
-    """Wrong: n counted up from 1, returning the first n not found (one too many)."""
+    """N counted up from 1, returning the first n not found (one too many)."""
     n = 1
     while n <= min(max_suffix, len(context)) and found(corpus, context[-n:]):
         n += 1

@@ -1,6 +1,5 @@
-"""Exercise: lookahead decoding's window mask (Fu et al. 2024, arXiv:2402.02057, section 3),
-graded against picospec.lookahead's tree of the window and its attention mask. W window columns,
-L = ngram - 1 levels."""
+"""Exercise: lookahead decoding's window mask (Fu et al. 2024, arXiv:2402.02057, section 3).
+W columns, L = ngram - 1 levels."""
 import numpy as np
 
 from picospec.exercises.grading import grade_cases, same_array
@@ -46,20 +45,21 @@ def grade(fn, samples=None, seed=0):
                        "picospec.lookahead.attention_mask of the window's tree")
 
 
+# WRONG: plausible mistakes, each one the grader rejects
 def causal(W, L):
-    """Wrong: a plain causal mask, every earlier window token seen."""
+    """A plain causal mask, every earlier window token seen."""
     return np.tril(np.ones((W * L, W * L), dtype=bool))
 
 
 def column_only(W, L):
-    """Wrong: each token sees its own column only (level 0 is not a chain)."""
+    """Each token sees its own column only (level 0 is not a chain)."""
     column = np.arange(W * L) % W  # [W * L]
     level = np.arange(W * L) // W  # [W * L]
     return (column[:, None] == column[None, :]) & (level[None, :] <= level[:, None])
 
 
 def every_earlier_level(W, L):
-    """Wrong: (l, i) sees every (l', j) with l' <= l and j <= i: other columns' guesses too."""
+    """(l, i) sees every (l', j) with l' <= l and j <= i: other columns' guesses too."""
     column, level = np.arange(W * L) % W, np.arange(W * L) // W  # [W * L] each
     return (column[None, :] <= column[:, None]) & (level[None, :] <= level[:, None])
 

@@ -1,6 +1,5 @@
-"""Exercise: Medusa's tree buffers from a choices list (Cai et al. 2024, section 2.1.2 and the
-article's medusa_choices), graded against picospec.tree.medusa_buffers. n = 1 + len(choices) rows,
-the root first; L leaves, D the deepest node's depth."""
+"""Exercise: Medusa's tree buffers from a choices list (Cai et al. 2024, section 2.1.2).
+n = 1 + len(choices) rows, root first; L leaves, D the deepest node's depth."""
 import itertools
 
 import numpy as np
@@ -40,8 +39,7 @@ def closed(nodes):  # every node's parent is a node too
 
 
 def cases(seed=0):
-    """[(label, (choices,))]: every tree of up to 4 nodes over ranks 0-1 and depth 3, smallest
-    first, then random trees of up to 12 nodes."""
+    """Every tree of up to 4 nodes (ranks 0-1, depth 3), smallest first; then random ones of 12."""
     universe = [c for d in (1, 2, 3) for c in itertools.product((0, 1), repeat=d)]
     out = []
     for size in range(1, 5):
@@ -53,14 +51,16 @@ def cases(seed=0):
         nodes = {(0,)}
         for _ in range(int(rng.integers(4, 12))):
             parent = list(nodes)[int(rng.integers(len(nodes)))]
-            nodes.add(parent + (int(rng.integers(0, 3)),) if rng.random() < 0.7 else (int(
-                rng.integers(0, 4)),))
+            if rng.random() < 0.7:  # a child of a node so far, else a child of the root
+                nodes.add(parent + (int(rng.integers(0, 3)),))
+            else:
+                nodes.add((int(rng.integers(0, 4)),))
         out.append([list(c) for c in sort_choices(nodes)])
     return [(f"choices={c}", (c,)) for c in out]
 
 
 def compare(yours, expected):
-    """The first part that differs (retrieve_indices compared as a set of rows), or None."""
+    """The first part that differs (retrieve_indices as a set of rows), or None."""
     if not isinstance(yours, dict) or set(PARTS) - set(yours):
         return f"a dict with the keys {', '.join(PARTS)}"
     for part in PARTS:
@@ -83,8 +83,9 @@ def depth_of(choices):
     return np.array([0] + [len(c) for c in choices])
 
 
+# WRONG: plausible mistakes, each one the grader rejects
 def siblings_see_each_other(choices):
-    """Wrong: every row sees all shallower rows (a mask by depth), cousins included."""
+    """Every row sees all shallower rows (a mask by depth), cousins included."""
     out = reference(choices)
     d = depth_of(choices)  # [n]
     out["attn_mask"] = (d[None, :] < d[:, None]) | np.eye(len(d), dtype=bool)  # [n, n]
@@ -92,14 +93,14 @@ def siblings_see_each_other(choices):
 
 
 def positions_from_one(choices):
-    """Wrong: position ids counted from 1 at the root."""
+    """Position ids counted from 1 at the root."""
     out = reference(choices)
     out["position_ids"] = depth_of(choices) + 1
     return out
 
 
 def retrieve_without_root(choices):
-    """Wrong: retrieve indices without the root's row 0, padded to D + 1 at the end."""
+    """Retrieve indices without the root's row 0, padded to D + 1 at the end."""
     out = reference(choices)
     rows = out["retrieve_indices"]  # [L, D + 1]
     out["retrieve_indices"] = np.concatenate([rows[:, 1:], np.full((len(rows), 1), -1)], 1)

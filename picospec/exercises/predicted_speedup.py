@@ -1,6 +1,5 @@
 """Exercise: the speedup the cost model predicts from measured call costs (Leviathan et al. 2023,
-Theorem 3.8, with measured costs), graded against picospec.theory.cost_model_speedup; the notebook
-then measures the speedup itself."""
+Theorem 3.8)."""
 import numpy as np
 
 from picospec.exercises.grading import grade_cases, same_array
@@ -48,13 +47,14 @@ def grade(fn, samples=None, seed=0):
                        "picospec.theory.cost_model_speedup (to 1e-9)")
 
 
+# WRONG: plausible mistakes, each one the grader rejects
 def verification_free(E, c, K, c_d):
-    """Wrong: the target's call counted as one token's, whatever it verifies (c = 1)."""
+    """The target's call counted as one token's, whatever it verifies (c = 1)."""
     return E / (1 + K * c_d)
 
 
 def one_draft_call(E, c, K, c_d):
-    """Wrong: the draft's cost counted once per step, not K times."""
+    """The draft's cost counted once per step, not K times."""
     return E / (c + c_d)
 
 

@@ -1,5 +1,5 @@
-"""Exercise: the residual of speculative sampling (Chen et al. 2023, Alg. 2, step 3), graded
-against picospec.sampling.residual. p = draft, q = target, V = vocabulary."""
+"""Exercise: the residual of speculative sampling (Chen et al. 2023, Alg. 2, step 3).
+p = draft, q = target, V vocabulary."""
 import numpy as np
 
 from picospec.exercises.grading import grade_cases, same_array
@@ -19,7 +19,7 @@ ANSWER = "from picospec.sampling import residual  # the project's answer"
 
 
 def cases(seed=0):
-    """[(label, (q, p))]: V = 2 by hand, then random laws over 2 to 6 tokens, some with zeros."""
+    """[(label, (q, p))]: by hand, then random laws over 2 to 6 tokens, some with zeros."""
     rng, out = np.random.default_rng(seed), []
     hand = [([0.5, 0.5], [0.9, 0.1]), ([1.0, 0.0], [0.3, 0.7]), ([0.2, 0.3, 0.5], [0.5, 0.3, 0.2])]
     for q, p in hand:
@@ -39,13 +39,14 @@ def grade(fn, samples=None, seed=0):
                        "picospec.sampling.residual (to 1e-9)")
 
 
+# WRONG: plausible mistakes, each one the grader rejects
 def not_renormalised(q, p):
-    """Wrong: max(0, q - p) without dividing by its mass."""
+    """max(0, q - p) without dividing by its mass."""
     return np.maximum(q - p, 0)
 
 
 def draft_minus_target(q, p):
-    """Wrong: norm(max(0, p - q)), the letters swapped."""
+    """Norm(max(0, p - q)), the letters swapped."""
     r = np.maximum(p - q, 0)
     return r / r.sum()
 

@@ -1,5 +1,5 @@
-"""Exercise: REST's trie of retrieved continuations (He et al. 2023, arXiv:2311.08252, section 3.2),
-graded against picospec.tree.trie."""
+"""Exercise: REST's trie of retrieved continuations (He et al. 2023, arXiv:2311.08252,
+section 3.2)."""
 import itertools
 
 from picospec.exercises.grading import grade_cases
@@ -22,8 +22,7 @@ ANSWER = "from picospec.tree import trie  # the project's answer"
 
 
 def cases(seed=None):
-    """Every list of 1 to 3 sequences of 1 or 2 tokens over {0, 1}, then longer ones over {0, 1,
-    2}."""
+    """Every list of 1 to 3 sequences of 1 or 2 tokens over {0, 1}, then longer ones."""
     words = [list(w) for n in (1, 2) for w in itertools.product(range(2), repeat=n)]
     small = [list(s) for k in (1, 2, 3) for s in itertools.product(words, repeat=k)]
     longer = [[[0, 1, 2], [0, 1, 0], [0, 2], [1], [0, 1, 2, 2]], [[2, 2, 2], [2, 2], [2]],
@@ -49,8 +48,9 @@ def grade(fn, samples=None, seed=0):
     return grade_cases(NAME, fresh, reference, cases(), compare, "picospec.tree.trie")
 
 
+# WRONG: plausible mistakes, each one the grader rejects
 def no_merging(sequences):
-    """Wrong: a chain of new nodes for every sequence, shared prefixes not merged."""
+    """A chain of new nodes for every sequence, shared prefixes not merged."""
     tokens, parents, counts = [], [], []
     for seq in sequences:
         node = -1
@@ -63,7 +63,7 @@ def no_merging(sequences):
 
 
 def merged_by_token(sequences):
-    """Wrong: a node per (depth, token), whatever its parent: [1, 2] and [3, 2] share the 2."""
+    """A node per (depth, token), whatever its parent: [1, 2] and [3, 2] share the 2."""
     tokens, parents, counts, seen = [], [], [], {}
     for seq in sequences:
         node = -1
@@ -79,7 +79,7 @@ def merged_by_token(sequences):
 
 
 def counts_at_ends(sequences):
-    """Wrong: counts[i] = how many sequences end at node i, not pass through it."""
+    """counts[i] = how many sequences end at node i, not pass through it."""
     tokens, parents, _ = reference(sequences)
     counts = [0] * len(tokens)
     for seq in sequences:

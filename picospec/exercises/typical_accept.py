@@ -1,6 +1,5 @@
-"""Exercise: Medusa's typical acceptance (Cai et al. 2024, section 2.3.1), graded against
-picospec.medusa.typical_accept. m tree nodes, V tokens; probs [1 + m, V]: row 0 after the root,
-row 1 + i after node i."""
+"""Exercise: Medusa's typical acceptance (Cai et al. 2024, section 2.3.1). q = target; m tree
+nodes, V tokens."""
 import numpy as np
 
 from picospec.exercises.grading import grade_cases
@@ -11,8 +10,8 @@ STATEMENT = """\
 **Exercise `typical_accept(tokens, parents, probs, epsilon, delta)`: which candidates Medusa's
 typical acceptance keeps.** A tree of m candidates: tokens[i] is node i's token, parents[i] its
 parent (-1: the root). probs [1 + m, V]: the target's law after the root (row 0) and after each
-node i (row 1 + i). Cai et al. 2024: candidate x below a node whose target law is p is kept when
-p(x) > min(epsilon, delta * exp(-H(p))), H(p) = -sum_v p(v) log p(v) (natural log, 0 log 0 = 0).
+node i (row 1 + i). Cai et al. 2024: candidate x below a node whose target law is q is kept when
+q(x) > min(epsilon, delta * exp(-H(q))), H(q) = -sum_v q(v) log q(v) (natural log, 0 log 0 = 0).
 Return a list of m booleans, one per node (the node alone, not its whole path)."""
 STUB = '''def typical_accept(tokens, parents, probs, epsilon, delta):
     """tokens, parents [m]; probs [1 + m, V] -> [m] bools."""
@@ -21,8 +20,7 @@ ANSWER = "from picospec.medusa import typical_accept  # the project's answer"
 
 
 def cases(seed=0):
-    """[(label, args)]: p(x) equal to the threshold (not kept), then trees of 1 to 6 nodes over 2 to
-    6 tokens, laws from flat to peaked."""
+    """q(x) at the threshold (not kept), then trees of 1 to 6 nodes over 2 to 6 tokens."""
     rng = np.random.default_rng(seed)
     tie = ([0], [-1], np.array([[0.09, 0.91], [0.5, 0.5]]), 0.09, 0.3)  # threshold min(.09, .22)
     out = [("tokens=[0], parents=[-1], probs=[[0.09, 0.91], [0.5, 0.5]], epsilon=0.09, delta=0.3",
@@ -50,24 +48,25 @@ def grade(fn, samples=None, seed=0):
                        "picospec.medusa.typical_accept")
 
 
-def entropy(p):  # [..., V] -> [...], natural log
-    return -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0.0), -1)
+def entropy(q):  # [..., V] -> [...], natural log
+    return -np.sum(np.where(q > 0, q * np.log(np.where(q > 0, q, 1)), 0.0), -1)
 
 
+# WRONG: plausible mistakes, each one the grader rejects
 def own_row(tokens, parents, probs, epsilon, delta):
-    """Wrong: node i judged by the law after itself (row 1 + i), not after its parent."""
+    """Node i judged by the law after itself (row 1 + i), not after its parent."""
     threshold = np.minimum(epsilon, delta * np.exp(-entropy(probs)))  # [1 + m]
     return [bool(probs[i + 1, t] > threshold[i + 1]) for i, t in enumerate(tokens)]
 
 
 def max_not_min(tokens, parents, probs, epsilon, delta):
-    """Wrong: the threshold max(epsilon, delta exp(-H)), stricter than the paper's."""
+    """The threshold max(epsilon, delta exp(-H)), stricter than the paper's."""
     threshold = np.maximum(epsilon, delta * np.exp(-entropy(probs)))  # [1 + m]
     return [bool(probs[p + 1, t] > threshold[p + 1]) for t, p in zip(tokens, parents)]
 
 
 def entropy_in_bits(tokens, parents, probs, epsilon, delta):
-    """Wrong: H in bits (log base 2)."""
+    """H in bits (log base 2)."""
     threshold = np.minimum(epsilon, delta * np.exp(-entropy(probs) / np.log(2)))  # [1 + m]
     return [bool(probs[p + 1, t] > threshold[p + 1]) for t, p in zip(tokens, parents)]
 

@@ -1,6 +1,5 @@
 """Exercise: speculative sampling's accept-or-resample walk (Chen et al. 2023, Alg. 2, step 3),
-graded by its law through the checker's chain contract. p = draft, q = target; K drafts, V
-tokens."""
+graded by its law (the checker's chain contract). p = draft, q = target; K drafts, V tokens."""
 import numpy as np
 
 from picospec.exercises.grading import grade_law
@@ -29,8 +28,9 @@ def grade(fn, samples=20_000, seed=0):
     return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE)
 
 
+# WRONG: plausible mistakes, each one the grader rejects
 def resample_from_target(drafts, P, Q, rng):
-    """Wrong: a rejected draft replaced from q itself, not the residual."""
+    """A rejected draft replaced from q itself, not the residual."""
     for t, x in enumerate(drafts):
         if rng.random() >= min(1, Q[t][x] / P[t][x]):
             return t, sample(Q[t], rng)
@@ -38,7 +38,7 @@ def resample_from_target(drafts, P, Q, rng):
 
 
 def ratio_inverted(drafts, P, Q, rng):
-    """Wrong: keep with probability min(1, p(x) / q(x))."""
+    """Keep with probability min(1, p(x) / q(x))."""
     for t, x in enumerate(drafts):
         with np.errstate(divide="ignore"):
             if rng.random() >= min(1, P[t][x] / Q[t][x]):
@@ -47,7 +47,7 @@ def ratio_inverted(drafts, P, Q, rng):
 
 
 def ties_toward_draft(drafts, P, Q, rng):
-    """Wrong, rarely: keep when r <= q(x) / p(x), so r = 0 keeps a token the target forbids."""
+    """Rarely: keep when r <= q(x) / p(x), so r = 0 keeps a token the target forbids."""
     for t, x in enumerate(drafts):
         if rng.random() > min(1, Q[t][x] / P[t][x]):
             return t, sample(residual(Q[t], P[t]), rng)
@@ -55,7 +55,7 @@ def ties_toward_draft(drafts, P, Q, rng):
 
 
 def bonus_from_draft(drafts, P, Q, rng):
-    """Wrong: with every draft kept, the extra token drawn from the last draft law."""
+    """With every draft kept, the extra token drawn from the last draft law."""
     for t, x in enumerate(drafts):
         if rng.random() >= min(1, Q[t][x] / P[t][x]):
             return t, sample(residual(Q[t], P[t]), rng)

@@ -1,6 +1,5 @@
 """Exercise: verifying siblings drawn without replacement (Sequoia, Chen et al. 2024,
-arXiv:2402.12374, Algorithm 1), graded by its law through the checker's tree_without_replacement
-contract. p = draft, q = target; m tree nodes, V tokens."""
+arXiv:2402.12374, Algorithm 1), graded by its law. p = draft, q = target; m tree nodes, V tokens."""
 import numpy as np
 
 from picospec.exercises.grading import grade_law
@@ -31,7 +30,7 @@ def grade(fn, samples=20_000, seed=0):
 
 
 def walk(tokens, parents, Q, P, rng, law_of, update=residual):
-    """The walk with law_of(siblings tried before, node) -> p_i and q's update after a rejection."""
+    """The walk, law_of(siblings tried before, node) -> p_i, q updated after each rejection."""
     node, path = -1, []
     while True:
         q, tried = Q[node + 1], []
@@ -56,19 +55,20 @@ def removed(tokens, P, tried, c):
     return p / p.sum()
 
 
+# WRONG: plausible mistakes, each one the grader rejects
 def judged_as_iid(tokens, parents, Q, P, rng):
-    """Wrong: every sibling judged against P itself, as if the siblings were i.i.d."""
+    """Every sibling judged against P itself, as if the siblings were i.i.d."""
     return walk(tokens, parents, Q, P, rng, as_iid)
 
 
 def only_previous_removed(tokens, parents, Q, P, rng):
-    """Wrong: only the sibling just before removed from P, not every earlier one."""
+    """Only the sibling just before removed from P, not every earlier one."""
     return walk(tokens, parents, Q, P, rng, lambda tokens, P, tried, c: removed(tokens, P,
                                                                                 tried[-1:], c))
 
 
 def no_residual_update(tokens, parents, Q, P, rng):
-    """Wrong: q left as it was after a rejected sibling (and the next token drawn from it)."""
+    """Q left as it was after a rejected sibling (and the next token drawn from it)."""
     return walk(tokens, parents, Q, P, rng, removed, update=lambda q, p: q)
 
 
