@@ -158,12 +158,12 @@ for family, f in families.items():
               f"{k['speedup']:.2f}x, cost model E / (c({k['K'] + 1}) + {k['K']} c_d) = "
               f"{k['predicted']:.2f}x")
 fig, ax = plt.subplots(1, 3, figsize=(13, 3.4))
-for (family, f), colour in zip(families.items(), ("C0", "C1")):
+for (family, f), colour, line in zip(families.items(), ("C0", "C1"), ("o-", "x--")):
     Ms = [int(M) for M in f["c"]]
     ax[0].plot(Ms, list(f["c"].values()), "o-", c=colour, label=f"{family}: c(M)")
     ax[0].axhline(f["c_d"], c=colour, ls=":", lw=1, label=f"{family}: c_d")
     K_ = [k["K"] for k in f["runs"]]
-    ax[1].plot(K_, [k["E"] for k in f["runs"]], "o-", c=colour, label=family)
+    ax[1].plot(K_, [k["E"] for k in f["runs"]], line, c=colour, label=family)
     ax[2].plot(K_, [k["speedup"] for k in f["runs"]], "o-", c=colour, label=f"{family}, measured")
     ax[2].plot(K_, [k["predicted"] for k in f["runs"]], "s:", c=colour,
                label=f"{family}, E / (c(K+1) + K c_d)")
