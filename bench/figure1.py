@@ -1,22 +1,17 @@
-"""The paper's Figure 1 (Chen et al. 2023, arXiv:2302.01318: speedup against K) on each OpenBLAS
-kernel family this CPU runs, beside the cost model that explains it, on the built-in pair
-(tiny-target, tiny-draft) loaded as main.py loads them (weight panels where the policy turns them
-on). The speedup is S = E / (c(K + 1) + K c_d) (picospec.theory.cost_model_speedup) with
+"""The paper's Figure 1 (Chen et al. 2023, arXiv:2302.01318; speedup against K) on each OpenBLAS
+kernel family this CPU runs, beside the cost model S = E / (c(K + 1) + K c_d)
+(picospec.theory.cost_model_speedup), on the built-in pair loaded as main.py loads it:
 
-    c(M) = t(M) / t(1)   the target's M-token call after a prompt-length cache, in one-token calls
+    c(M) = t(M) / t(1)   the target's M-token call after a prompt's cache, in one-token calls
     c_d                  the draft's one-token call, in one-token target calls
-    E                    tokens per target call, measured by speculative sampling at temperature 0
+    E                    tokens per target call of speculative sampling at temperature 0
 
     python -m bench.figure1                    # every family, each in its own process: tables
-    python -m bench.figure1 --json             # the same as one JSON line (the first notebook)
+    python -m bench.figure1 --json_line        # the same as one JSON line (the first notebook)
     python -m bench.figure1 --families Haswell --Ks 1,2,4 --out docs/results/figure1.md
 
-The kernel family is fixed when the BLAS loads, so each family (Haswell always, SkylakeX where the
-CPU has AVX-512) runs in a child process with OPENBLAS_CORETYPE set that prints its measurement as
-JSON (bench.ops's pattern). PICOSPEC_QUICK on (1, true, yes): fewer K, prompts, tokens and rounds.
-Times are wall-clock; c(M) and c_d are ratios of each call's fastest of several rounds, and each K's
-speedup the median of interleaved rounds (picospec_app.run.compare). Shapes: none;
-this file only times things.
+The family is fixed when the BLAS loads, so each runs in a child process with OPENBLAS_CORETYPE set
+(bench.ops's pattern). PICOSPEC_QUICK on: fewer K, prompts, tokens and rounds. Shapes: none.
 """
 import json
 import os
@@ -44,9 +39,8 @@ def defaults(quick=None):
 
 
 def call_costs(target, draft, x, ahead, M_max, rounds):
-    """c(M) for M = 1..M_max and c_d: each call's fastest of `rounds` rounds (every M once a round)
-    over the fastest one-token target call, every call after a cache of prompt x -> ({M: c}, c_d,
-    t(1) ms). The fastest, as a change of load only ever adds time."""
+    """c(M), M = 1..M_max, and c_d after a cache of prompt x: each call's fastest of `rounds` rounds
+    (load only adds time) over the fastest one-token target call -> ({M: c}, c_d, t(1) ms)."""
     target(x)
     draft(x)
     times, draft_times = {M: [] for M in range(1, M_max + 1)}, []

@@ -178,9 +178,13 @@ Es = [[k["E"] for k in f["runs"]] for f in families.values()]
 print("E the same on every family:", all(e == Es[0] for e in Es))
 library, mine = blas_kernels()
 follows = mine if mine in families else ("SkylakeX" if mine in DIRECT_SGEMM else "Haswell")
-print(f"this notebook's process runs {library} {mine} kernels: the reader's machine follows the "
-      f"{follows} curves" + ("" if follows in families else " (not measured here: this CPU "
-                             "cannot run them)"))"""),
+if library != "openblas":  # another BLAS: its own c(M), as the cost cell above measured it
+    print(f"this notebook's NumPy runs {library} ({mine} kernels), not OpenBLAS: neither curve is "
+          f"its own; the cost cell above measured its c and c_d")
+else:
+    print(f"this notebook's process runs OpenBLAS {mine} kernels: the reader's machine follows "
+          f"the {follows} curves" + ("" if follows in families else " (not measured here: this "
+                                     "CPU cannot run them)"))"""),
 md("""E is the same on both families: acceptance is a property of the two models, not of the machine.
 What differs is c. On the Haswell kernels a (K + 1)-token target call costs well over one one-token
 call, so verification eats much of what the accepted drafts gain; on the SkylakeX kernels with
