@@ -179,6 +179,8 @@ costs several one-token calls, so a row that decodes 3 tokens per call can still
 at the GPU's verification cost shows what the method gains where that call is nearly free."""),
 code("""from picospec_app.load import load_draft, load_heads
 from picospec_app.run import compare, explain
+from picospec_app.machine import blas_line, policy
+print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
 from gpt2.train.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 48)
 N, REPEATS, TEMPERATURES = (24, 1, (0.0,)) if QUICK else (48, 5, (0.0, 1.0))

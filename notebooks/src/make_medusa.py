@@ -109,6 +109,8 @@ grows with the tree, so past a few nodes each extra node costs more than the tok
 GPU c stays near 1.2 up to 16 rows, and the bigger trees pay."""),
 code("""from picospec_app.load import load_heads
 from picospec_app.run import compare, explain
+from picospec_app.machine import blas_line, policy
+print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
 from gpt2.train.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 1 if QUICK else 3, 48)
 N, REPEATS, BUDGETS = (24, 1, (1, 7)) if QUICK else (48, 5, (1, 3, 7, 15, 31))

@@ -119,6 +119,8 @@ prediction, and the same E with c = 1.2, verification nearly free as on a GPU). 
 on this CPU, c is why: lookahead pays for its whole window on every call, and a few extra accepted
 tokens do not cover a call that costs two or three."""),
 code("""from picospec_app.run import compare, copy_prompts, explain
+from picospec_app.machine import blas_line, policy
+print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
 from gpt2.train.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 1 if QUICK else 3, 48)
 N, REPEATS = (16, 1) if QUICK else (32, 5)

@@ -203,6 +203,8 @@ self-drafting rows cannot gain even where verification is nearly free: E must ex
 drafting cost."""),
 code("""from picospec_app.load import load_self_draft as load_as_main
 from picospec_app.run import compare, explain
+from picospec_app.machine import blas_line, policy
+print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
 from gpt2.train.corpus import heldout_prompts
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 64)
 N, REPEATS = (16, 1) if QUICK else (32, 5)

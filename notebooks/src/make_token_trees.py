@@ -208,6 +208,8 @@ on a GPU. Every row here scores 7 rows in its target call; where a row loses on 
 small-matrix path, that call's cost c is why (the "limit" at the end of each row), and the c = 1.2
 column shows the same steps where verification is nearly free."""),
 code("""from picospec_app.run import compare, explain
+from picospec_app.machine import blas_line, policy
+print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
 from picospec_app.run import mean_accepted
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 48)
 N, REPEATS, TEMPERATURES = (16, 1, (0.0,)) if QUICK else (32, 5, (0.0, 1.0))
