@@ -11,7 +11,7 @@ kernel family this CPU runs, beside the cost model S = E / (c(K + 1) + K c_d)
     python -m bench.figure1 --families Haswell --Ks 1,2,4 --out docs/results/figure1.md
 
 The family is fixed when the BLAS loads, so each runs in a child process with OPENBLAS_CORETYPE set
-(bench.ops's pattern). PICOSPEC_QUICK on: fewer K, prompts, tokens and rounds. Shapes: none.
+(as bench/families.py does). PICOSPEC_QUICK on: fewer K, prompts, tokens and rounds. Shapes: none.
 """
 import json
 import os
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.ops import FAMILIES, families_here
+from bench.families import FAMILIES, families_here
 from picospec_cli import Option, env_flag
 
 ROOT = Path(__file__).resolve().parents[1]
