@@ -160,16 +160,13 @@ def drafting(costs):
 
 
 def every_draft_accepted(stats, E):
-    """Tokens per target call had every draft been accepted: 1 + drafted per step (E without
-    stats)."""
+    """Tokens per target call had every draft been accepted (E without stats)."""
     return 1 + float(np.mean([s["drafted"] for s in stats])) if stats else E
 
 
 def limit(E, E_full, c, d, measured):
-    """What holds the speedup down -> (name, the cost model's speedup without it). A step costs
-    E / measured one-token target calls: c to verify, d to draft, the rest (Python, sampling);
-    acceptance is E below E_full."""
-    rest = max(E / measured - c - d, 0.0)
+    """What holds the speedup down -> (name, the cost model's speedup without it)."""
+    rest = max(E / measured - c - d, 0.0)  # Python, sampling: one-token target calls a step
     step = c + d + rest
     without = {"acceptance": E_full / step, "verification": E / (step - max(c - 1, 0.0)),
                "drafting": E / (step - d), "the rest of the step": E / (step - rest)}
@@ -178,8 +175,7 @@ def limit(E, E_full, c, d, measured):
 
 
 def limit_line(costs, measured):
-    """The `limit here:` line: the largest of the limits and what removing it gives; c =
-    GPU_VERIFY_COST only where that is lower than this run's c."""
+    """The `limit here:` line; a GPU's c is offered only where it is below this run's."""
     c, d, E, E_full = costs["c"], drafting(costs), costs["E"], costs["E_full"]
     worst, gain = limit(E, E_full, c, d, measured)
     why = {"acceptance": f"{E:.2f} tokens per target call, {E_full:.2f} had every draft been "
