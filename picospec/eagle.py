@@ -1,8 +1,7 @@
 """EAGLE-1: Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature
-Uncertainty" (arXiv:2401.15077). The paper writes p for the target's law and p-hat for the draft's;
-here p = draft, q = target. A one-block head drafts from the target's features (gpt2/eagle.py):
-step 1 fills a static tree (draft_tree), step 2 is one tree-attention call of the target, step 3
-verifies losslessly (verify_static_tree). Shapes: V = n_vocab, m tree nodes, C = n_embd."""
+Uncertainty" (arXiv:2401.15077); the paper's p (target) and p-hat (draft) are q and p here. A head
+drafts from the target's features: static tree (draft_tree), one tree call, lossless check
+(verify_static_tree). m tree nodes, V = n_vocab, C = n_embd."""
 import numpy as np
 
 from picospec.sampling import check_inputs, first_token, sample, softmax, warp
@@ -15,7 +14,7 @@ TREES = ("sparse", "chain")
 
 
 def draw_without_replacement(p, r, rng):
-    """Up to r tokens from p [V], each removed once drawn."""
+    """Up to r tokens from p [V] without replacement."""
     p, drawn = np.array(p, dtype=np.float64), []  # [V] a copy: draws are zeroed in it
     while len(drawn) < r and p.sum() > 0:
         # sample() renormalises: a draw from p with the earlier draws removed
@@ -25,8 +24,7 @@ def draw_without_replacement(p, r, rng):
 
 
 def static_tree(tree, accuracy=None, nodes=10, depth=5):
-    """The draft tree as rank paths: "chain", "sparse" (picospec.tree.sparse_tree on the head's
-    accuracy [depth, ranks], `nodes` nodes) or the paths given."""
+    """Rank paths: "chain", "sparse" (on the head's accuracy [depth, ranks]) or those given."""
     if tree == "chain":
         return chain_choices(depth)
     if tree == "sparse":
@@ -38,8 +36,7 @@ def static_tree(tree, accuracy=None, nodes=10, depth=5):
 
 
 def levels(choices):
-    """Rank paths by depth, parents first.
-    Example: [[0], [1], [0, 0]] -> {1: [(0,), (1,)], 2: [(0, 0)]}."""
+    """Rank paths by depth: [[0], [1], [0, 0]] -> {1: [(0,), (1,)], 2: [(0, 0)]}."""
     out = {}
     for c in sort_choices(choices):
         out.setdefault(len(c), []).append(c)
@@ -47,7 +44,6 @@ def levels(choices):
 
 
 def by_parent(level, node):
-    """One level's rank paths grouped below their parents present in `node` (rank path -> node)."""
     kids = {}
     for c in level:
         if c[:-1] in node:
@@ -56,8 +52,7 @@ def by_parent(level, node):
 
 
 def head_children(z, below, rng, sampled, sampling_options):
-    """One node's children from the head's logits z [V] -> [(rank path, token, law [V] or None)]:
-    draws without replacement (sampled) or the ranked tokens."""
+    """One node's children from logits z [V] -> [(rank path, token, law [V] or None)]."""
     if sampled:
         p = warp(softmax(z), **sampling_options)  # [V] the law the children are drawn from
         return [(c, t, p) for c, t in zip(below, draw_without_replacement(p, len(below), rng))]
@@ -66,8 +61,7 @@ def head_children(z, below, rng, sampled, sampling_options):
 
 
 def draft_tree(x, F, draft, choices, rng, sampled, sampling_options):
-    """Step 1: fill `choices`, one head call per level -> (tokens, parents, laws): laws[i] [V]
-    the law node i was drawn from, None for ranked tokens."""
+    """Step 1: one head call per level -> (tokens, parents, laws [V] each, None if ranked)."""
     # node: rank path -> tree node (the root: -1)
     tokens, parents, laws, node = [], [], [], {(): -1}
     run = []  # nodes the head has run: row 1 + i of its output is the law after run[i]
@@ -108,8 +102,7 @@ def check_tree(candidates, choices):  # ValueError for an unknown candidates rul
 
 def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats=None,
                    **sampling_options):
-    """x followed by N tokens of the warped target's law (its greedy tokens at temperature
-    0)."""
+    """x followed by N tokens of the warped target's law (greedy at temperature 0)."""
     check_inputs(x, N, 1, **sampling_options)
     check_tree(candidates, choices)
     greedy = sampling_options.get("temperature", 1) == 0

@@ -1,9 +1,6 @@
 """EAGLE-2: Li, Wei, Zhang, Zhang 2024, "EAGLE-2: Faster Inference of Language Models with Dynamic
-Draft Trees" (arXiv:2406.16858). As in EAGLE (picospec/eagle.py): the paper writes p for the
-target's law, p-hat for the draft's; here p = draft, q = target. EAGLE's head, with a tree grown
-per context by its confidence: step 1 expand, step 2 rerank, step 3 verify_dynamic_tree, step 4
-extend_context. Shapes: V = n_vocab, C = n_embd, n drafted nodes, m kept;
-draft(x, F, tokens, parents) -> logits [1 + m, V]."""
+Draft Trees" (arXiv:2406.16858); letters as in eagle.py. Step 1 expand, 2 rerank, 3
+verify_dynamic_tree, 4 extend_context. n drafted, m kept, V = n_vocab."""
 import numpy as np
 
 from picospec.sampling import check_inputs, first_token, warp
@@ -17,8 +14,7 @@ def log_softmax(logits):  # [..., V] -> [..., V], float64
 
 
 def expand_layer(tokens, parents, values, layer, logits, run, top_k):
-    """One layer of the expansion, in place: each node of `layer` gets the top_k tokens of its
-    row of logits [1 + len(run), V], valued + log p -> the next layer (the top_k new nodes)."""
+    """Each node of `layer` gets its top_k tokens, valued + log p -> the top_k new nodes."""
     new = []
     for i in layer:
         # [V] the head's law after node i
@@ -31,8 +27,7 @@ def expand_layer(tokens, parents, values, layer, logits, run, top_k):
 
 
 def expand(x, F, draft, depth, top_k):
-    """Step 1: depth head calls, each on the layer before -> the pool (tokens, parents, values:
-    the sum of log p along each path)."""
+    """Step 1: depth head calls -> (tokens, parents, values: the sum of log p along the path)."""
     tokens, parents, values = [], [], []
     # layer: the nodes to expand (the root first); run: the nodes the head has run
     layer, run = [-1], []
@@ -52,12 +47,10 @@ def rerank(tokens, parents, values, total_tokens):
 
 
 def dynamic_tree(x, F, draft, depth, top_k, total_tokens):
-    """Steps 1 and 2: this context's draft tree -> (tokens, parents, values)."""
     return rerank(*expand(x, F, draft, depth, top_k), total_tokens)
 
 
 def check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options):
-    """Check the prompts and options once -> greedy (temperature 0)."""
     for x in xs:
         check_inputs(x, N, 1, **sampling_options)
     for name, value in (("depth", depth), ("tree_top_k", tree_top_k),
@@ -68,8 +61,7 @@ def check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options):
 
 
 def verify_dynamic_tree(tokens, parents, logits, greedy, rng, sampling_options):
-    """Step 3 on the target's logits [1 + m, V] -> (path, next root, origin): the greedy path, or
-    verify_tree with one-hot proposals."""
+    """Step 3 on logits [1 + m, V]: greedy path, or one-hot proposals -> (path, root, origin)."""
     if greedy:
         path, root = greedy_path(tokens, parents, logits)
         origin = "bonus" if not children(parents)[path[-1] if path else -1] else "resample"
@@ -79,16 +71,14 @@ def verify_dynamic_tree(tokens, parents, logits, greedy, rng, sampling_options):
 
 
 def extend_context(x, F, tokens, path, H):
-    """Step 4: the accepted tokens join x; the root's and their features (rows of H [1 + m, C])
-    join F."""
+    """Step 4: accepted tokens join x, their features (rows of H [1 + m, C]) join F."""
     F += [H[0]] + [H[1 + i] for i in path]
     x += [tokens[i] for i in path]
 
 
 def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_tokens=16, stats=None,
                     **sampling_options):
-    """x followed by N tokens of the warped target's law (greedy at temperature 0); tree_top_k
-    is the paper's top-k, top_k the sampling option."""
+    """x then N tokens of the warped target's law; tree_top_k is the paper's top-k."""
     greedy = check_options([x], N, depth, tree_top_k, total_tokens, sampling_options)
     x, T = [int(t) for t in x], len(x) + N
     logits, H = target.logits(x, len(x), hidden=True)  # prefill: [L, V], [L, C]

@@ -1,8 +1,7 @@
 """Medusa: Cai et al. 2024, "Medusa: Simple LLM Inference Acceleration Framework with Multiple
-Decoding Heads" (arXiv:2401.10774), section 2.1. The paper writes p_original for the target's law;
-here q = target. K heads guess tokens 2..K+1 ahead; their top-k form a tree (generate_candidates,
-picospec/tree.py) scored in one tree-attention forward; evaluate_posterior accepts a path (greedy,
-typical, nucleus or lossless). Shapes: K heads, m tree nodes, V = n_vocab, C = n_embd."""
+Decoding Heads" (arXiv:2401.10774), section 2; the paper's p_original is q here. K heads fill a
+tree (generate_candidates), one call scores it, evaluate_posterior accepts a path. m tree nodes,
+V = n_vocab, C = n_embd."""
 import numpy as np
 
 from picospec.sampling import check_inputs, first_token, sample, softmax, warp
@@ -13,7 +12,7 @@ POSTERIORS = ("greedy", "typical", "nucleus", "lossless")
 
 
 def generate_candidates(root, head_logits, buffers, topk):
-    """The tree's tokens [m]: [root, each head's top-k] indexed by tree_indices."""
+    """The tree's tokens [m]: [root, each head's top-k] at tree_indices."""
     # [K, topk] the top-k, unordered
     part = np.argpartition(-head_logits, topk - 1, axis=-1)[:, :topk]
     order = np.argsort(-np.take_along_axis(head_logits, part, -1), axis=-1, kind="stable")
@@ -24,8 +23,7 @@ def generate_candidates(root, head_logits, buffers, topk):
 
 
 def typical_accept(tokens, parents, probs, epsilon, delta):
-    """Typical acceptance: x below a node of target law q passes when
-    q(x) > min(epsilon, delta * exp(-H(q))); probs [1 + m, V] -> [m] bool."""
+    """x below a node of law q passes when q(x) > min(epsilon, delta * exp(-H(q)))."""
     with np.errstate(divide="ignore", invalid="ignore"):
         entropy = -np.sum(np.where(probs > 0, probs * np.log(probs), 0.0), -1)  # [1 + m]
     threshold = np.minimum(epsilon, delta * np.exp(-entropy))  # [1 + m]
@@ -38,7 +36,7 @@ def nucleus_accept(tokens, parents, probs, nucleus_p):
 
 
 def longest_accepted(parents, ok):
-    """The longest path whose every node passes ok (first in node order on ties)."""
+    """The longest path whose nodes all pass `ok`."""
     best, path_of = [], {-1: []}
     for i, p in enumerate(parents):
         if ok[i] and p in path_of:
@@ -50,7 +48,7 @@ def longest_accepted(parents, ok):
 
 def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, nucleus_p,
                        **sampling_options):
-    """One verified tree, logits [1 + m, V] -> (accepted path, next token, origin)."""
+    """Logits [1 + m, V] -> (accepted path, next token, origin)."""
     greedy = sampling_options.get("temperature", 1) == 0 and posterior != "lossless"
     if posterior == "greedy" or greedy:
         path, token = greedy_path(tokens, parents, logits)
@@ -67,8 +65,7 @@ def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, 
 
 def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior="greedy",
                     epsilon=0.09, delta=0.3, nucleus_p=0.8, stats=None, **sampling_options):
-    """x followed by N tokens: greedy (or temperature 0), the warped target's law (lossless), or
-    typical / nucleus acceptance."""
+    """x followed by N tokens: greedy, lossless, typical or nucleus acceptance."""
     check_inputs(x, N, 1, **sampling_options)
     if posterior not in POSTERIORS:
         raise ValueError(f"unknown posterior {posterior!r}: choose one of {', '.join(POSTERIORS)}")
@@ -110,8 +107,7 @@ def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior
 
 
 def tree_shape(medusa_choices, full, topk, room):
-    """This step's (buffers, depth): the paths of medusa_choices no longer than `room`; (None, 0)
-    when none fits."""
+    """This step's (buffers, depth): the paths no longer than `room`; (None, 0) if none."""
     nodes = [c for c in medusa_choices if len(c) <= room]
     if not nodes:
         return None, 0
@@ -120,5 +116,4 @@ def tree_shape(medusa_choices, full, topk, room):
 
 
 def root_is_greedy(posterior, sampling_options):
-    """Whether the root (the LM head's token) is its argmax: greedy posterior or temperature 0."""
     return posterior == "greedy" or sampling_options.get("temperature", 1) == 0

@@ -1,12 +1,10 @@
-"""Sampling pieces shared by every method: warpers, sampling with an explicit generator, the
-residual of Chen et al. 2023 (arXiv:2302.01318), Algorithm 2. p = draft, q = target. Shapes: V =
-n_vocab; [..., V] any leading axes. Arrays keep their float dtype."""
+"""Sampling pieces every method shares (Chen et al. 2023, arXiv:2302.01318). p = draft, q = target;
+V = n_vocab, [..., V] any leading axes; arrays keep their float dtype."""
 import numpy as np
 
 
 def warp(probs, temperature=1.0, top_k=None, top_p=None):
-    """Temperature, then top-k, then top-p on what top-k left, row-wise: probs [..., V] ->
-    [..., V] renormalised (temperature 0: one-hot at the argmax)."""
+    """Temperature, then top-k, then top-p, row-wise on probs [..., V] -> [..., V] renormalised."""
     probs = np.asarray(probs)  # [..., V]
     if temperature == 0:
         one_hot = np.zeros_like(probs)  # [..., V]
@@ -42,37 +40,33 @@ def warp(probs, temperature=1.0, top_k=None, top_p=None):
 
 
 def sample(p, rng):
-    """One token id from p [V] by inverse CDF with the generator rng; a token of probability 0
-    is never returned."""
+    """One token id from p [V] by inverse CDF; a token of probability 0 is never returned."""
     # [V] float64 sum: float32 rounding never shifts mass between tokens
     cdf = np.cumsum(p, dtype=np.float64)
     return int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
 
 
 def softmax(logits):
-    """The law of logits [..., V], in float64. Example: softmax([0, 0]) -> [0.5, 0.5]."""
+    """[..., V] in float64."""
     z = np.exp(logits.astype(np.float64) - logits.max(-1, keepdims=True))  # [..., V]
     return z / z.sum(-1, keepdims=True)
 
 
 def first_token(logits, greedy, rng, **sampling_options):
-    """The target's token after logits [V]: argmax when greedy, else a draw from the warped law.
-    Example: logits [0, 2, 1], greedy -> 1."""
+    """The target's token after logits [V]: the argmax when greedy, else a warped draw."""
     if greedy:
         return int(np.argmax(logits))  # scalar
     return sample(warp(softmax(logits), **sampling_options), rng)
 
 
 def residual(q, p):
-    """norm(max(0, q - p)) [V]: the law a rejected draft is replaced from; q when q == p (rejection
-    then has probability 0)."""
+    """norm(max(0, q - p)) [V], the law a rejected draft is replaced from (q when q == p)."""
     r = np.maximum(q - p, 0)  # [V]
     total = r.sum()
     return r / total if total > 0 else q
 
 
 def check_inputs(x, N, K=1, temperature=1.0, top_k=None, top_p=None):
-    """Validate a user's prompt, N, K and sampling options, with messages that say what to do."""
     if len(x) == 0:
         raise ValueError("the prompt x is empty: pass at least one token id")
     if int(N) != N or N < 1:

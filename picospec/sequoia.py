@@ -1,9 +1,7 @@
 """Sequoia: Chen et al. 2024, "Sequoia: Scalable, Robust, and Hardware-aware Speculative Decoding"
-(arXiv:2402.12374). The paper writes p_k for the acceptance vector (a here); p = draft, q = target.
-Steps: the best tree for the acceptance vector (section 3.1: sequoia_table, sequoia_tree), its size
-for the hardware (section 3.3: choose_size), drawn without replacement (draw_tree) and verified by
-Algorithm 1 (verify_filled). Shapes: V = n_vocab, n tree nodes with the root, m = n - 1 drafts,
-d the depth, K = len(a). More: docs/algorithms.md (sequoia.py)."""
+(arXiv:2402.12374); the paper's p_k is a here, p = draft, q = target. Tree by dynamic program
+(3.1: sequoia_tree), sized (3.3: choose_size), drawn without replacement (draw_tree), verified by
+Algorithm 1 (verify_filled). n nodes with the root, m = n - 1 drafts, d depth, V = n_vocab."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab, sample, warp
@@ -12,16 +10,15 @@ from picospec.verify import (step_record, verify_distinct, verify_iid,
                              verify_without_replacement)
 
 def tree_value(choices, acceptance):
-    """Expected tokens per step under positional acceptance a: 1 + sum over nodes of prod_j a[r_j].
-    Example: choices [[0], [1], [0, 0]], a = (.6, .2) -> 1 + .6 + .2 + .36 = 2.16."""
+    """1 + sum over nodes of prod_j a[r_j], the expected tokens per step.
+    Example: [[0], [1], [0, 0]], a = (.6, .2) -> 1 + .6 + .2 + .36 = 2.16."""
     # ranks beyond K: never accepted
     a = list(acceptance) + [0.0] * max((max(c) + 1 for c in choices), default=0)
     return 1.0 + sum(float(np.prod([a[r] for r in c])) for c in choices)  # scalar
 
 
 def sequoia_table(acceptance, n, d):
-    """Section 3.1's dynamic program for every size <= n and depth <= d -> (best[d][n]: expected
-    tokens, choice: each rank's share of nodes)."""
+    """Section 3.1's dynamic program for sizes <= n, depths <= d -> (best, choice)."""
     a, K = [float(v) for v in acceptance], len(acceptance)
     # depth 0: the root alone (s = 0 is the empty subtree)
     best = [[0.0, 1.0] + [-np.inf] * (n - 1)]
@@ -44,8 +41,8 @@ def sequoia_table(acceptance, n, d):
 
 
 def sequoia_tree(acceptance, n, d):
-    """The tree of n nodes (root included), depth <= d, with the most expected tokens -> (choices,
-    value). Example: a = (.8, .1), n = 3, d = 2 -> ([[0], [0, 0]], 2.44)."""
+    """The best tree of n nodes, depth <= d -> (choices, value).
+    Example: a = (.8, .1), n = 3, d = 2 -> ([[0], [0, 0]], 2.44)."""
     best, choice = sequoia_table(acceptance, n, d)
     if best[d][n] == -np.inf:
         raise ValueError(f"no tree of {n} nodes has depth <= {d} with at most {len(acceptance)} "
@@ -54,7 +51,6 @@ def sequoia_tree(acceptance, n, d):
 
 
 def build_choices(choice, n, d, prefix=()):
-    """The best tree of n nodes and depth <= d as choices, read back from the table."""
     out, s, j = [], n - 1, 0
     while s > 0:
         t = choice[d][j][s]
@@ -65,8 +61,7 @@ def build_choices(choice, n, d, prefix=()):
 
 
 def all_trees(n, d):
-    """Every tree of n nodes (root included) and depth <= d, as choices: the brute force the
-    dynamic program is tested against."""
+    """Every tree of n nodes, depth <= d: the brute force that tests the table."""
     if n == 1:
         yield []
         return
@@ -82,8 +77,7 @@ def all_trees(n, d):
 
 
 def choose_size(acceptance, verify_cost, draft_cost, max_depth):
-    """Section 3.3: the (n, d) that maximise value / (verify_cost[n - 1] + draft_cost * inner
-    nodes), costs in one-token calls -> (n, d, modelled speedup, choices)."""
+    """Section 3.3: the (n, d) of most value per cost -> (n, d, modelled speedup, choices)."""
     best, choice = sequoia_table(acceptance, len(verify_cost), max_depth)
     top = None
     for n in range(2, len(verify_cost) + 1):
@@ -100,8 +94,7 @@ def choose_size(acceptance, verify_cost, draft_cost, max_depth):
 
 
 def without_replacement(p, k, rng):
-    """Up to k distinct tokens from p [V], each drawn from p with the earlier ones removed.
-    Example: p = [0, 1, 0] -> [1] whatever k is."""
+    """Up to k distinct tokens from p [V], without replacement."""
     p, picks = np.array(p), []  # [V] a copy: picks are zeroed in it
     for _ in range(min(k, int(np.count_nonzero(p)))):  # scalar: tokens with p > 0
         # sample() renormalises: a draw from norm(p) with the earlier picks removed
@@ -111,7 +104,7 @@ def without_replacement(p, k, rng):
 
 
 def child_counts(choices):
-    """Children per rank path, parents first. Example: [[0], [1], [0, 0]] -> {(): 2, (0,): 1}."""
+    """Children per rank path: [[0], [1], [0, 0]] -> {(): 2, (0,): 1}."""
     kids = {}
     for c in sort_choices(choices):
         kids[c[:-1]] = kids.get(c[:-1], 0) + 1
@@ -119,15 +112,13 @@ def child_counts(choices):
 
 
 def draft_children(p, k, rng, greedy, **sampling_options):
-    """k children of a node from the draft's p [V]: without replacement from the warped law, or its
-    top k when greedy -> (tokens, the law they are judged against)."""
+    """k children from the draft's p [V]: without replacement, or its top k when greedy."""
     law = p if greedy else warp(p, **sampling_options)
     return (top_tokens(law, k) if greedy else without_replacement(law, k, rng)), law
 
 
 def draw_tree(draft, x, choices, rng, greedy, **sampling_options):
-    """Step 1: fill the tree's shape, one draft call per inner node -> (tokens, parents, P [m, V]
-    the law each node was drawn from)."""
+    """Step 1: fill the shape, one draft call per inner node -> (tokens, parents, P [m, V])."""
     tokens, parents, P, node = [], [], [], {(): -1}  # node: rank path -> tree node (the root: -1)
     for c, k in child_counts(choices).items():
         if c in node:  # a rank the draft's law could not fill is left out with its subtree
@@ -142,8 +133,7 @@ def draw_tree(draft, x, choices, rng, greedy, **sampling_options):
 
 
 def verify_filled(tokens, parents, P, Q, rng, greedy, **sampling_options):
-    """Step 3 on the target's probs Q [1 + m, V]: Algorithm 1 (exact match at temperature 0)
-    -> (path, token, origin)."""
+    """Step 3 on the target's Q [1 + m, V]: Algorithm 1, exact match at T = 0."""
     Q = warp(Q, **sampling_options)
     if P:
         check_vocab(P[0], Q)
@@ -164,8 +154,7 @@ def check_sequoia(acceptance, nodes, depth):
 
 def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, stats=None,
                      **sampling_options):
-    """x followed by N tokens distributed as sampling from the warped target (greedy at temperature
-    0): per step the tree filled by the draft, one tree call, verification without replacement."""
+    """x then N tokens distributed as sampling from the warped target (greedy at T = 0)."""
     check_inputs(x, N, **sampling_options)
     check_sequoia(acceptance, nodes, depth)
     greedy = sampling_options.get("temperature", 1.0) == 0
@@ -191,9 +180,8 @@ def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, 
 
 def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without_replacement",
                       repeats=1, **sampling_options):
-    """Section 3.1's acceptance vector, measured on `sequences` from position `start`: a[k] = share
-    of trials whose accepted child is the (k + 1)-th -> a [K], sum <= 1. siblings:
-    "without_replacement" or "iid" (top K when greedy). Example: draft = target, K = 2 -> [1, 0]."""
+    """Section 3.1's vector measured on `sequences` from `start`: a[k] = share of trials whose
+    accepted child is the (k + 1)-th -> a [K]. Example: draft = target, K = 2 -> [1, 0]."""
     greedy, counts, trials = sampling_options.get("temperature", 1.0) == 0, np.zeros(K), 0
     for seq in sequences:
         n = len(seq) - start + 1

@@ -1,7 +1,6 @@
 """Speculative sampling (SpS): Chen et al. 2023, "Accelerating Large Language Model Decoding with
-Speculative Sampling" (arXiv:2302.01318), Algorithm 2, with the paper's letters: p = draft, q =
-target, K drafts per step, N new tokens, x the sequence; the paper indexes from 1, Python from 0.
-Step 1 drafts, step 2 is one target call, step 3 is picospec.verify.verify_chain."""
+Speculative Sampling" (arXiv:2302.01318), Algorithm 2, in its letters: p = draft, q = target,
+K drafts, N new tokens, x the sequence (the paper indexes from 1). Step 3 is verify_chain."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab, sample, warp
@@ -9,8 +8,7 @@ from picospec.verify import step_record, verify_chain
 
 
 def speculative_sampling(x, draft_model, target_model, N, K, rng, stats=None, **sampling_options):
-    """x followed by exactly N tokens distributed as sampling from the warped target; the last
-    step drafts only the tokens still needed. `stats`: a list that gets one step_record per step."""
+    """x then exactly N tokens distributed as sampling from the warped target."""
     check_inputs(x, N, K, **sampling_options)
     x = list(x)
     T = len(x) + N

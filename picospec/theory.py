@@ -1,6 +1,5 @@
 """What speculative decoding should gain: Leviathan et al. 2023, "Fast Inference from Transformers
-via Speculative Decoding" (arXiv:2211.17192), section 3, with alpha the acceptance rate, K drafts,
-c the draft/target cost ratio; and the same counts for self-drafting and cascades."""
+via Speculative Decoding" (arXiv:2211.17192), section 3; then self-drafting and cascades."""
 import numpy as np
 
 from picospec.sampling import warp
@@ -14,7 +13,7 @@ def expected_tokens_per_call(alpha, K):
 
 
 def expected_speedup(alpha, K, c):
-    """Expected walltime improvement over autoregressive decoding, for cost ratio c."""
+    """Theorem 3.8, c the draft/target cost ratio."""
     return expected_tokens_per_call(alpha, K) / (K * c + 1)
 
 
@@ -23,18 +22,16 @@ GPU_VERIFY_COST = 1.2
 
 
 def cost_model_speedup(E, c, drafts=()):
-    """E over the time of a step: c the target call, drafts [(k, c_d)] the draft calls, all in
-    one-token target calls."""
+    """E / (c + sum k c_d): drafts [(calls k, cost c_d)], costs in one-token target calls."""
     return E / (c + sum(k * c_d for k, c_d in drafts))
 
 
 def optimal_K(alpha, c, K_max=32):
-    """The K in 1..K_max that maximises expected_speedup."""
     return max(range(1, K_max + 1), key=lambda K: expected_speedup(alpha, K, c))
 
 
 def estimate_alpha(draft_model, target_model, x, **sampling_options):
-    """Mean over positions of x of sum_v min(p, q), p and q warped -> scalar."""
+    """Mean over x's positions of sum_v min(p, q), p and q warped -> scalar."""
     n = len(x) - 1
     p = warp(draft_model(x[:-1], n), **sampling_options)  # [n, V]
     q = warp(target_model(x[:-1], n), **sampling_options)  # [n, V]
@@ -44,8 +41,8 @@ def estimate_alpha(draft_model, target_model, x, **sampling_options):
 # ---- self-drafting (Draft & Verify, LayerSkip) and cascades (CS Drafting) ----
 
 def greedy_walk(agree, K, confidence=None, gamma=0.0):
-    """Greedy self-drafting along the target's tokens (agree[i]: the draft guesses token i + 1): a
-    step drafts up to K, stopping after a confidence below gamma -> [(drafted, accepted)]."""
+    """Greedy self-drafting along agree[i] (the draft guesses token i + 1), stopping below
+    confidence gamma -> [(drafted, accepted)] per step."""
     steps, i, m = [], 0, len(agree)
     while i < m:
         k, most = 0, min(K, m - i - 1)
@@ -62,15 +59,13 @@ def greedy_walk(agree, K, confidence=None, gamma=0.0):
 
 
 def walk_speedup(walks, c, v):
-    """Tokens over time of greedy walks, c = a draft call, v(k) = the target's call on k + 1
-    tokens, both in one-token target calls."""
+    """Speedup of greedy walks; c a draft call, v(k) the target's, in one-token calls."""
     tokens = sum(1 + sum(n + 1 for _, n in steps) for steps in walks)
     return tokens / sum(1 + sum(k * c + v(k) for k, _ in steps) for steps in walks)
 
 
 def expected_tokens_chain(alphas):
-    """Tokens per target call when draft t is accepted with probability alphas[t]: sum over j of
-    alphas[0] .. alphas[j-1]. Example: [0.5, 0.5] -> 1.75."""
+    """Tokens per call when draft t is accepted with probability alphas[t]: [.5, .5] -> 1.75."""
     total, reach = 1.0, 1.0
     for a in alphas:
         reach *= a
@@ -79,8 +74,7 @@ def expected_tokens_chain(alphas):
 
 
 def steps_to_draft(m, alpha, k):
-    """A drafter making m tokens by review steps over a smaller one (k drafts, acceptance alpha)
-    -> (expected review steps, expected smaller drafts)."""
+    """m tokens by review steps of k drafts -> (E[steps], E[smaller drafts])."""
     steps, drafts = [0.0], [0.0]  # index: tokens still to make
     for left in range(1, m + 1):
         kk = min(k, left - 1)
@@ -92,8 +86,8 @@ def steps_to_draft(m, alpha, k):
 
 
 def cascade_speedup(alpha1, alpha2, K, K_tail, c1, c2, v, alpha12=None, K_inner=0, v1=1.0):
-    """Cascade drafting's expected speedup, i.i.d.: the target accepts draft / draft2 tokens at
-    alpha1 / alpha2, draft accepts draft2's at alpha12; costs c1, c2, v, v1 in one-token calls."""
+    """Cascade drafting's speedup: the target accepts draft / draft2 at alpha1 / alpha2, draft
+    accepts draft2 at alpha12; costs c1, c2, v, v1 in one-token calls."""
     tokens = expected_tokens_chain([alpha1] * K + [alpha2] * K_tail)
     if K_inner:
         steps, drafts = steps_to_draft(K, alpha12, K_inner)

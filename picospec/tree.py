@@ -1,6 +1,5 @@
-"""Token trees shared by the tree methods (Medusa, REST, lookahead, SpecInfer, Sequoia): Medusa's
-buffers, tries of drafts, masks and paths. Shapes: m drafted nodes, n = 1 + m rows (root first),
-L leaves, D the depth, V = n_vocab; parents[i] < i, -1 the root."""
+"""Token trees for the tree methods. m drafted nodes, n = 1 + m rows (root first), L leaves, D the
+depth, V = n_vocab; parents[i] < i, -1 the root."""
 import numpy as np
 
 
@@ -10,7 +9,6 @@ def sort_choices(choices):
 
 
 def check_choices(choices, n_heads=None, topk=None):
-    """Raise a ValueError naming the first node of `choices` no tree can hold."""
     if not choices:
         raise ValueError("medusa_choices is empty: give at least one node, e.g. [[0]]")
     seen = set()
@@ -37,8 +35,8 @@ def check_choices(choices, n_heads=None, topk=None):
 
 
 def medusa_buffers(choices, topk=10, n_heads=None):
-    """Medusa's buffers -> {tree_indices [n], position_ids [n], retrieve_indices [L, D + 1],
-    attn_mask [n, n] bool, parents [m], nodes}; an example: docs/algorithms.md (tree.py)."""
+    """-> {tree_indices [n], position_ids [n], retrieve_indices [L, D + 1], attn_mask [n, n],
+    parents [m], nodes}; an example: docs/algorithms.md (tree.py)."""
     check_choices(choices, n_heads, topk)
     nodes = sort_choices(choices)
     index = {c: i + 1 for i, c in enumerate(nodes)}  # row of each node; the root is row 0
@@ -64,7 +62,7 @@ def medusa_buffers(choices, topk=10, n_heads=None):
 
 
 def trie(sequences):
-    """Merge sequences on shared prefixes -> (tokens, parents, counts [passes per node]).
+    """Merge sequences on shared prefixes -> (tokens, parents, counts).
     Example: trie([[5, 6], [5, 7], [8]]) -> [5, 6, 7, 8], [-1, 0, 0, -1], [2, 1, 1, 1]."""
     tokens, parents, counts, child = [], [], [], {}
     for seq in sequences:
@@ -82,8 +80,7 @@ def trie(sequences):
 
 
 def prune(tokens, parents, counts, budget):
-    """Keep the `budget` most frequent nodes, shallower first on ties: a subtree, since a node is
-    never rarer than its child."""
+    """The `budget` most frequent nodes, shallower first on ties."""
     depth = []
     for p in parents:
         depth.append(depth[p] + 1 if p >= 0 else 1)
@@ -104,7 +101,7 @@ def children(parents):  # -> {node: [its children, in order]}, node -1 the root
 
 
 def depth(parents):
-    """Nodes on the longest root-to-leaf path. Example: depth([-1, 0, 0, 1]) -> 3."""
+    """Nodes on the longest root-to-leaf path: depth([-1, 0, 0, 1]) -> 3."""
     level = []
     for p in parents:
         level.append(1 + (level[p] if p >= 0 else 0))
@@ -112,8 +109,7 @@ def depth(parents):
 
 
 def greedy_path(tokens, parents, logits):
-    """Exact match at temperature 0: the longest path of argmax tokens under logits [1 + m, V]
-    (row 1 + i after node i) -> (path, argmax after it)."""
+    """Exact match at T = 0: the longest argmax path under logits [1 + m, V] -> (path, next)."""
     kids, node, path = children(parents), -1, []
     while True:
         best = int(np.argmax(logits[node + 1]))  # scalar: argmax of the row [V] after node
@@ -125,7 +121,6 @@ def greedy_path(tokens, parents, logits):
 
 
 def paths(parents):
-    """Root-to-leaf node lists, one per leaf, in node order."""
     kids = children(parents)
     out = []
     for leaf in (i for i in range(len(parents)) if not kids[i]):
@@ -138,13 +133,12 @@ def paths(parents):
 
 
 def expected_length(values):
-    """Expected tokens per step when node i is accepted with probability values[i]: 1 + sum."""
+    """1 + sum(values), node i accepted with probability values[i]."""
     return 1.0 + float(np.sum(values))  # scalar
 
 
 def sparse_tree(accuracy, budget):
-    """Medusa's sparse tree: the `budget` nodes of most expected gain under accuracy [D, topk]
-    -> (choices, expected tokens per step)."""
+    """Medusa's sparse tree of `budget` nodes under accuracy [D, topk] -> (choices, value)."""
     accuracy = np.asarray(accuracy, dtype=np.float64)  # [D, topk]
     n_heads, topk = accuracy.shape
     frontier = {(r,): accuracy[0, r] for r in range(topk)}
@@ -161,7 +155,7 @@ def sparse_tree(accuracy, budget):
 
 
 def node_path(tokens, parents, node):
-    """Tokens from the root to `node`. Example: node_path([5, 6, 7], [-1, 0, 0], 2) -> [5, 7]."""
+    """Tokens from the root to `node`: node_path([5, 6, 7], [-1, 0, 0], 2) -> [5, 7]."""
     path = []
     while node >= 0:
         path.append(tokens[node])
@@ -170,14 +164,13 @@ def node_path(tokens, parents, node):
 
 
 def subtree(tokens, parents, nodes):
-    """The listed nodes (parents first) as a tree of their own -> (tokens, parents).
-    Example: subtree([5, 6, 7], [-1, 0, 0], [0, 2]) -> ([5, 7], [-1, 0])."""
+    """The listed nodes, parents first, as their own tree."""
     return [tokens[i] for i in nodes], [nodes.index(parents[i]) if parents[i] >= 0 else -1
                                         for i in nodes]
 
 
 def ancestor_mask(parents):
-    """Tree attention [m, m] bool: node i sees itself and its ancestors.
+    """[m, m] bool, node i sees itself and its ancestors.
     Example: parents [-1, 0, 0] -> rows [1, 0, 0], [1, 1, 0], [1, 0, 1]."""
     mask = np.eye(len(parents), dtype=bool)  # [m, m]
     for i, parent in enumerate(parents):
@@ -187,8 +180,7 @@ def ancestor_mask(parents):
 
 
 def top_ranked(scores, k):
-    """The k best tokens of scores [V], best first, ties to the lower id.
-    Example: top_ranked([.1, .7, .2], 2) -> [1, 2]."""
+    """The k best tokens of scores [V], ties to the lower id."""
     scores = np.asarray(scores)  # [V]
     if k >= len(scores):
         return [int(t) for t in np.argsort(-scores, kind="stable")]
@@ -200,13 +192,12 @@ def top_ranked(scores, k):
 
 
 def top_tokens(p, k):
-    """The k likeliest tokens of p [V] with p > 0, likeliest first.
-    Example: top_tokens([.1, .5, .0, .4], 3) -> [1, 3, 0]."""
+    """The k likeliest tokens of p [V] with p > 0: top_tokens([.1, .5, 0, .4], 3) -> [1, 3, 0]."""
     return [t for t in top_ranked(p, k) if p[t] > 0]
 
 
 class DrawTrie:
-    """A trie of drawn tokens that also lists every draw (its node) and the law it came from."""
+    """A trie of drawn tokens that keeps every draw's node and law."""
 
     def __init__(self):
         self.tokens, self.parents, self.draws, self.laws, self.index = [], [], [], [], {}
@@ -223,12 +214,11 @@ class DrawTrie:
 
 
 def chain_choices(depth):
-    """One path of top-1 candidates: [[0], [0, 0], ...]."""
+    """[[0], [0, 0], ...]: one path of top-1 candidates."""
     return [[0] * d for d in range(1, depth + 1)]
 
 
 def cartesian_choices(depth, k):
-    """Every combination of each head's top-k to `depth`: k + k^2 + .. + k^depth nodes."""
     level, out = [[]], []
     for _ in range(depth):
         level = [c + [r] for c in level for r in range(k)]

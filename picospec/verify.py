@@ -1,16 +1,12 @@
-"""Lossless verification: Chen et al. 2023, "Accelerating Large Language Model Decoding with
-Speculative Sampling" (arXiv:2302.01318), Algorithm 2's accept-or-reject and resample steps, on a
-chain (verify_chain) and on trees (verify_siblings and its SpecInfer and Sequoia rules). p = draft,
-q = target. Shapes: K drafts, V = n_vocab, m tree nodes, Q [1 + m, V] (row 1 + i after node i).
-Each rule keeps q's law when p is the law the token was drawn from: docs/proofs.md."""
+"""Lossless verification (Chen et al. 2023, arXiv:2302.01318, Algorithm 2) on chains and trees.
+p = draft, q = target; Q [1 + m, V], row 1 + i after node i. Proofs: docs/proofs.md."""
 import numpy as np
 
 from picospec.sampling import residual, sample
 
 
 def accept_or_resample(x, p, q, rng):
-    """Keep draft token x, drawn from p [V], with probability min(1, q(x) / p(x)), else draw from
-    the residual -> (token, accepted)."""
+    """Keep x ~ p [V] with probability min(1, q(x) / p(x)), else draw from the residual."""
     r = rng.random()
     if r < min(1, q[x] / p[x]):
         return x, True
@@ -18,8 +14,7 @@ def accept_or_resample(x, p, q, rng):
 
 
 def verify_chain(drafts, P, Q, rng):
-    """Verify K drafts left to right, P [K, V], Q [K + 1, V] -> (n accepted, next token, origin):
-    "resample" at the first rejection, else "bonus" from Q[K]."""
+    """P [K, V], Q [K + 1, V] -> (n accepted, next token, "resample" or "bonus")."""
     for t, x in enumerate(drafts):
         token, accepted = accept_or_resample(x, P[t], Q[t], rng)
         if not accepted:
@@ -28,8 +23,8 @@ def verify_chain(drafts, P, Q, rng):
 
 
 def verify_siblings(tokens, trials, Q, rng):
-    """Recursive rejection sampling down a tree: trials {node: [(child, p [V] or None for one-hot)]}
-    in draw order, -1 the root; Q [1 + m, V] -> (path, next token, origin)."""
+    """Recursive rejection sampling down a tree, trials {node: [(child, p [V] or None for
+    one-hot)]} in draw order -> (path, next token, origin)."""
     node, path = -1, []
     while True:
         q = Q[node + 1]  # [V] the target's law after the accepted path
@@ -46,8 +41,7 @@ def verify_siblings(tokens, trials, Q, rng):
 
 
 def verify_iid(tokens, parents, Q, P, rng, draws=None):
-    """SpecInfer's multi-step speculative sampling: siblings drawn i.i.d. from P [m, V] (draws[j]:
-    the node of draw j); tokens, parents [m] -> (path, next token, origin)."""
+    """SpecInfer's rule: siblings drawn i.i.d. from P [m, V]; draws[j] is the node of draw j."""
     draws = range(len(tokens)) if draws is None else draws
     trials = {}
     for node, p in zip(draws, P):
@@ -56,8 +50,7 @@ def verify_iid(tokens, parents, Q, P, rng, draws=None):
 
 
 def verify_without_replacement(tokens, parents, Q, P, rng):
-    """Sequoia's Algorithm 1: child i judged against P [m, V] with its earlier siblings removed and
-    renormalised -> (path, next token, origin)."""
+    """Sequoia's Algorithm 1: child i judged against P [m, V] less its earlier siblings."""
     trials = {}
     for node in range(len(tokens)):
         siblings = trials.setdefault(parents[node], [])
@@ -70,8 +63,7 @@ def verify_without_replacement(tokens, parents, Q, P, rng):
 
 
 def verify_distinct(tokens, parents, Q, rng):
-    """Deterministic candidates (top-k, retrieved, n-grams): each tried as a draw from one-hot e_x,
-    so kept with probability q(x); exact match at temperature 0 -> (path, next token, origin)."""
+    """Fixed candidates as one-hot draws, kept with probability q(x): exact match at T = 0."""
     trials = {}
     for node, parent in enumerate(parents):
         trials.setdefault(parent, []).append((node, None))  # p = e_x, made when x is tried
@@ -79,16 +71,14 @@ def verify_distinct(tokens, parents, Q, rng):
 
 
 def verify_tree(tokens, parents, Q, rng, P=None):
-    """A token tree verified by verify_iid (P [m, V]) or, with P None, verify_distinct: the
-    checker's `tree` contract -> (path, next token, origin)."""
+    """verify_iid with P [m, V], else verify_distinct."""
     if P is None:
         return verify_distinct(tokens, parents, Q, rng)
     return verify_iid(tokens, parents, Q, P, rng)
 
 
 def step_record(tokens, origins, drafted, nodes=None, calls=1):
-    """The record every method appends to `stats` per target call: drafted, nodes, accepted,
-    tokens, origins, calls."""
+    """The record a method appends to `stats` per target call."""
     return {"drafted": int(drafted), "nodes": int(drafted if nodes is None else nodes),
             "accepted": origins.count("draft"), "tokens": [int(t) for t in tokens],
             "origins": list(origins), "calls": int(calls)}
