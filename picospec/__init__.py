@@ -1,2 +1,1 @@
-"""picospec: speculative decoding, one file per paper. Models are functions model(x, n=1) ->
-probs [n, n_vocab]."""
+"""picospec: speculative decoding, one file per paper; models are functions x -> probs [n, V]."""

@@ -5,7 +5,7 @@ from picospec.verify import step_record
 
 
 def autoregressive_sampling(x, model, N, rng, stats=None, **sampling_options):
-    """x followed by N tokens drawn one at a time from the warped model."""
+    """x then N tokens drawn one at a time from the warped model."""
     check_inputs(x, N, **sampling_options)
     x = list(x)
     T = len(x) + N

@@ -1,7 +1,7 @@
 """Blockwise parallel decoding: Stern, Shazeer, Uszkoreit 2018, "Blockwise Parallel Decoding for
-Deep Autoregressive Models" (arXiv:1811.03115), greedy: predict, verify (accepted_length), accept;
-merged = its "combined scoring and proposal". Its k = block size, p_1 = the model, p_2..p_k =
-heads on its hidden state. V = n_vocab, C = n_embd."""
+Deep Autoregressive Models" (arXiv:1811.03115), greedy: predict, verify (accepted_length),
+accept; merged = "combined scoring and proposal". k = block size, p_1 the model, p_2..p_k heads.
+V = n_vocab, C = n_embd."""
 import numpy as np
 
 from picospec.sampling import check_inputs
@@ -23,8 +23,7 @@ def check_heads(n_proposals, k):
 
 
 def accepted_length(y_hat, best):
-    """Step 2: k̂, ŷ_{j+1} then each ŷ_{j+i+1} equal to best[i - 1].
-    Example: y_hat = [7, 2, 9], best = [2, 4] -> 2; best = [3, 9] -> 1."""
+    """Step 2: k̂, ŷ_{j+1} then each ŷ_{j+i+1} equal to best[i - 1]: [7, 2, 9], [2, 4] -> 2."""
     k_hat = 1
     while k_hat < len(y_hat) and y_hat[k_hat] == best[k_hat - 1]:
         k_hat += 1

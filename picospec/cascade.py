@@ -1,6 +1,6 @@
 """Cascade speculative drafting: Chen et al. 2023, "Cascade Speculative Drafting for Even Faster LLM
-Inference" (arXiv:2312.11462), Algorithm 1. models = [M_0 target, M_1, .., M_n]; k_matrix[i][j]:
-tokens drafter j adds for reviewer M_i; p = a drafter's law, q = its reviewer's."""
+Inference" (arXiv:2312.11462), Algorithm 1. models = [M_0 target, M_1, ..]; k_matrix[i][j]: tokens
+drafter j adds for reviewer M_i; p = a drafter's law, q = its reviewer's."""
 from picospec.sampling import check_inputs, sample, warp
 from picospec.verify import step_record, verify_chain
 
@@ -55,8 +55,7 @@ def cascade_draft(x, models, k_matrix, limit, rng, sampling_options):
 
 def cascade_decoding(x, target_model, draft_model, draft2_model, N, K, rng, K_inner=2, K_tail=2,
                      stats=None, **sampling_options):
-    """x then exactly N tokens distributed as sampling from the warped target; K drafts of
-    draft_model, each from K_inner of draft2_model, then K_tail of draft2_model."""
+    """x then exactly N tokens of the warped target's law."""
     check_inputs(x, N, K, **sampling_options)
     models, k_matrix = cascade(target_model, draft_model, draft2_model, K, K_inner, K_tail)
     x = list(x)

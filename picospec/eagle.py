@@ -1,7 +1,7 @@
 """EAGLE-1: Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature
-Uncertainty" (arXiv:2401.15077); the paper's p (target) and p-hat (draft) are q and p here. A head
-drafts from the target's features: static tree (draft_tree), one tree call, lossless check
-(verify_static_tree). m tree nodes, V = n_vocab, C = n_embd."""
+Uncertainty" (arXiv:2401.15077); its p (target) and p-hat (draft) are q and p here. A head on the
+target's features fills a static tree (draft_tree), one tree call, verify_static_tree. m tree
+nodes, V = n_vocab, C = n_embd."""
 import numpy as np
 
 from picospec.sampling import check_inputs, first_token, sample, softmax, warp
@@ -102,7 +102,7 @@ def check_tree(candidates, choices):  # ValueError for an unknown candidates rul
 
 def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats=None,
                    **sampling_options):
-    """x followed by N tokens of the warped target's law (greedy at temperature 0)."""
+    """x then N tokens of the warped target's law (greedy at T = 0)."""
     check_inputs(x, N, 1, **sampling_options)
     check_tree(candidates, choices)
     greedy = sampling_options.get("temperature", 1) == 0

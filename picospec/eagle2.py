@@ -1,6 +1,6 @@
 """EAGLE-2: Li, Wei, Zhang, Zhang 2024, "EAGLE-2: Faster Inference of Language Models with Dynamic
-Draft Trees" (arXiv:2406.16858); letters as in eagle.py. Step 1 expand, 2 rerank, 3
-verify_dynamic_tree, 4 extend_context. n drafted, m kept, V = n_vocab."""
+Draft Trees" (arXiv:2406.16858); letters as in eagle.py. Steps: 1 expand, 2 rerank, 3
+verify_dynamic_tree, 4 extend_context. m kept nodes, V = n_vocab."""
 import numpy as np
 
 from picospec.sampling import check_inputs, first_token, warp

@@ -1,6 +1,6 @@
 """Greedy draft-and-verify (assisted generation): Leviathan et al. 2023, "Fast Inference from
-Transformers via Speculative Decoding" (arXiv:2211.17192), section 3 at temperature 0, exact
-match (matched). p = draft, q = target; K per step by a schedule or the draft's confidence."""
+Transformers via Speculative Decoding" (arXiv:2211.17192), section 3 at temperature 0 (matched).
+p = draft, q = target."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab

@@ -1,7 +1,7 @@
 """Lookahead decoding: Fu, Bailis, Stoica, Zhang 2024, "Break the Sequential Dependency of LLM
 Inference Using Lookahead Decoding" (arXiv:2402.02057), its W, N, G; q = the target. One call
-scores both branches: Jacobi steps fill an n-gram pool (jacobi_update), the pool's guesses are
-verified (verification_branch). L = N - 1, m nodes, m_v verified, V = n_vocab."""
+scores Jacobi steps on a window (jacobi_update fills an n-gram pool) and the pool's guesses
+(verification_branch). L = N - 1, m nodes, m_v verified, V = n_vocab."""
 import numpy as np
 
 from picospec.sampling import check_inputs, warp
@@ -32,8 +32,8 @@ def attention_mask(parents):
 
 
 def collect_ngrams(pool, window, new, cap):
-    """Each column's n-gram into the pool, keyed by its first token, newest first, `cap` a key.
-    Example: window [[1, 2], [4, 5]], new [7, 8] -> {1: [[4, 7]], 2: [[5, 8]]}."""
+    """Column n-grams into pool[first token], newest first, at most cap a key.
+    Example: [[1, 2], [4, 5]], new [7, 8] -> {1: [[4, 7]], 2: [[5, 8]]}."""
     for i, t in enumerate(new):
         gram = [int(row[i]) for row in window] + [int(t)]  # [N]
         entries = pool.setdefault(gram[0], [])
@@ -80,8 +80,7 @@ def jacobi_update(pool, grid, Q, W, L, cap):
 
 def lookahead_decoding(x, target, N, rng, window=4, ngram=3, guesses=4, pool_cap=None, stats=None,
                        **sampling_options):
-    """x then N tokens distributed as sampling from the warped target (greedy at T = 0);
-    pool_cap: continuations kept a key (default 4 * G)."""
+    """x then N tokens of the warped target's law (greedy at T = 0)."""
     W, L, cap = check_lookahead(x, N, window, ngram, guesses, pool_cap, sampling_options)
     x, T = [int(t) for t in x], len(x) + N
     grid = first_window(x, W, L, rng)  # [L][W]

@@ -1,6 +1,6 @@
 """Medusa: Cai et al. 2024, "Medusa: Simple LLM Inference Acceleration Framework with Multiple
-Decoding Heads" (arXiv:2401.10774), section 2; the paper's p_original is q here. K heads fill a
-tree (generate_candidates), one call scores it, evaluate_posterior accepts a path. m tree nodes,
+Decoding Heads" (arXiv:2401.10774), section 2; its p_original is q here. Heads fill a tree
+(generate_candidates), one call scores it, evaluate_posterior accepts. K heads, m nodes,
 V = n_vocab, C = n_embd."""
 import numpy as np
 
@@ -65,7 +65,7 @@ def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, 
 
 def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior="greedy",
                     epsilon=0.09, delta=0.3, nucleus_p=0.8, stats=None, **sampling_options):
-    """x followed by N tokens: greedy, lossless, typical or nucleus acceptance."""
+    """x then N tokens: greedy, lossless, typical or nucleus acceptance."""
     check_inputs(x, N, 1, **sampling_options)
     if posterior not in POSTERIORS:
         raise ValueError(f"unknown posterior {posterior!r}: choose one of {', '.join(POSTERIORS)}")

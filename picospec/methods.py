@@ -1,5 +1,5 @@
-"""The table of methods, the one place that lists them: main.py, the benchmarks, the notebooks, the
-tests and docs/methods.md read it. A new method is one file in picospec/ and one row here."""
+"""The table of methods, the one place that lists them: main.py, the benchmarks, the notebooks,
+the tests and docs/methods.md read it. A method is one file in picospec/ and one row here."""
 from typing import Callable, NamedTuple
 
 from picospec.autoregressive import autoregressive_sampling

@@ -1,5 +1,4 @@
-"""The method table's options (picospec_cli.Option): checks run before any model loads, and
---tree read into rank paths."""
+"""The method table's options (picospec_cli.Option): checks run before any model loads."""
 import json
 import math
 
@@ -38,7 +37,7 @@ def parse_tree(tree):
 
 
 def medusa_tree(tree, n_heads, sparse=None):
-    """medusa_choices for --tree: the heads' sparse tree, a chain, a 2-wide tree, or the paths."""
+    """medusa_choices for --tree: sparse, chain, a 2-wide tree, or the paths given."""
     tree = parse_tree(tree)
     if tree == "sparse":
         if sparse is None:

@@ -1,6 +1,5 @@
-"""Prompt lookup decoding: Saxena 2023, "Prompt Lookup Decoding" (no paper; transformers'
-prompt_lookup_num_tokens): the draft is copied from an earlier match of the last n-gram
-(find_candidates), verified as one-hot p = e_x against q = the target (verify_copied)."""
+"""Prompt lookup decoding: Saxena 2023, "Prompt Lookup Decoding" (no paper): the draft copies what
+followed an earlier match of the last n-gram (find_candidates); q = the target (verify_copied)."""
 import numpy as np
 
 from picospec.sampling import check_inputs, warp
@@ -26,7 +25,7 @@ def verify_copied(drafts, Q, rng):
 
 def prompt_lookup_decoding(x, target_model, N, rng, max_ngram_size=3, num_pred_tokens=10,
                            stats=None, **sampling_options):
-    """x then N tokens distributed as sampling from the warped target (greedy at T = 0)."""
+    """x then N tokens of the warped target's law (greedy at T = 0)."""
     check_inputs(x, N, num_pred_tokens, **sampling_options)
     x = [int(t) for t in x]
     T = len(x) + N

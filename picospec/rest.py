@@ -1,6 +1,6 @@
 """REST: He et al. 2023, "REST: Retrieval-Based Speculative Decoding" (arXiv:2311.08252), section 3;
-q = the target, no draft. Step 1 Datastore.search, step 2 retrieve (a pruned trie), steps 3-4 one
-tree call and verify_tree. n_corpus corpus tokens, m tree nodes, V = n_vocab."""
+q = the target. Step 1 Datastore.search, step 2 retrieve (a trie), steps 3-4 one tree call,
+verify_tree. n_corpus corpus tokens, m tree nodes, V = n_vocab."""
 import os
 from bisect import bisect_left, bisect_right
 
@@ -12,7 +12,7 @@ from picospec.verify import step_record, verify_tree
 
 
 class Datastore:
-    """A corpus of token ids [n_corpus] and its suffix array [n_corpus]."""
+    """A corpus [n_corpus] and its suffix array [n_corpus]."""
 
     def __init__(self, tokens, suffix_array, max_suffix):
         self.tokens, self.sa, self.max_suffix = tokens, suffix_array, int(max_suffix)
@@ -93,7 +93,7 @@ class Datastore:
 
     @staticmethod
     def problem(tokens, sa, max_suffix):
-        """Why three arrays are not a datastore build() could make, or None; O(n)."""
+        """Why three arrays are not a datastore build() could make, or None."""
         if tokens.ndim != 1 or tokens.dtype.kind not in "ui" or len(tokens) == 0:
             return (f"tokens must be a non-empty 1-D array of token ids; it is {tokens.dtype} of "
                     f"shape {tokens.shape}")
@@ -110,8 +110,7 @@ class Datastore:
         return None
 
     def search(self, context, max_matches, draft_len):
-        """Step 1: the longest suffix of context found (n <= max_suffix tokens) -> (up to
-        max_matches continuations of draft_len tokens, n); ([], 0) if none."""
+        """Step 1: longest suffix found (n tokens) -> (max_matches continuations, n); ([], 0)."""
         for n in range(min(self.max_suffix, len(context)), 0, -1):
             s = [int(t) for t in context[-n:]]  # the suffix s of length n
 
@@ -153,7 +152,7 @@ def check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes,
 
 def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, num_draft_nodes=7,
                   stats=None, **sampling_options):
-    """x then N tokens distributed as sampling from the warped target (greedy at T = 0)."""
+    """x then N tokens of the warped target's law (greedy at T = 0)."""
     check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options)
     x = [int(t) for t in x]
     T = len(x) + N

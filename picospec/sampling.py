@@ -1,5 +1,5 @@
-"""Sampling pieces every method shares (Chen et al. 2023, arXiv:2302.01318). p = draft, q = target;
-V = n_vocab, [..., V] any leading axes; arrays keep their float dtype."""
+"""Sampling pieces every method shares. p = draft, q = target (Chen et al. 2023,
+arXiv:2302.01318); V = n_vocab, [..., V] any leading axes; float dtypes kept."""
 import numpy as np
 
 
@@ -53,7 +53,7 @@ def softmax(logits):
 
 
 def first_token(logits, greedy, rng, **sampling_options):
-    """The target's token after logits [V]: the argmax when greedy, else a warped draw."""
+    """The target's token after logits [V]: argmax when greedy, else a warped draw."""
     if greedy:
         return int(np.argmax(logits))  # scalar
     return sample(warp(softmax(logits), **sampling_options), rng)

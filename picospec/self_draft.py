@@ -1,14 +1,13 @@
 """Self-speculative decoding: Zhang et al. 2023, "Draft & Verify: Lossless Large Language Model
-Acceleration via Self-Speculative Decoding" (arXiv:2309.08168), as LayerSkip (arXiv:2404.16710):
-the draft is the target on a shorter path. p = draft, q = target; the paper's gamma, AR, alpha,
-epsilon, beta1, beta2 in adapt_threshold."""
+Acceleration via Self-Speculative Decoding" (arXiv:2309.08168), also LayerSkip (arXiv:2404.16710):
+the draft is the target on a shorter path. p = draft, q = target; gamma, AR, alpha, epsilon,
+beta1, beta2 as in the paper."""
 from picospec.sampling import check_inputs, sample, warp
 from picospec.verify import step_record, verify_chain
 
 
 def adapt_threshold(gamma, AR, accepted, drafted, alpha, epsilon, beta1, beta2):
-    """One update of the acceptance AR and the threshold gamma -> (gamma, AR).
-    Example: gamma .6, AR .9, 1 of 4 kept, alpha .9, epsilon .01, betas .5, .9 -> (.601, .575)."""
+    """One update of the acceptance AR and the threshold gamma -> (gamma, AR)."""
     AR = beta1 * AR + (1 - beta1) * accepted / drafted
     gamma_next = gamma + epsilon if AR <= alpha else gamma - epsilon  # the paper's gamma tilde
     return beta2 * gamma + (1 - beta2) * gamma_next, AR
@@ -29,8 +28,7 @@ def draw(p_raw, rng, **sampling_options):
 def self_speculative_decoding(x, draft_model, target_model, N, K, rng, threshold=0.0,
                               adaptive=False, alpha=0.9,
                               epsilon=0.01, beta1=0.5, beta2=0.9, stats=None, **sampling_options):
-    """x then exactly N tokens distributed as sampling from the warped target; drafting stops
-    below `threshold` (gamma), which `adaptive` updates."""
+    """x then exactly N tokens of the warped target's law."""
     check_inputs(x, N, K, **sampling_options)
     x, gamma, AR = list(x), threshold, 0.0
     T = len(x) + N
@@ -50,8 +48,7 @@ def self_speculative_decoding(x, draft_model, target_model, N, K, rng, threshold
             P.append(p)
             if confidence < gamma:
                 break
-        # Step 2: the target scores the drafts (and the position after them) in one call; accept or
-        # resample
+        # Step 2: the target scores the drafts and the position after them; accept or resample
         # [len(drafts) + 1, V]
         Q = warp(target_model(x + drafts, len(drafts) + 1), **sampling_options)
         n, token, origin = verify_chain(drafts, P, Q, rng)

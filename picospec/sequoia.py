@@ -1,7 +1,7 @@
 """Sequoia: Chen et al. 2024, "Sequoia: Scalable, Robust, and Hardware-aware Speculative Decoding"
-(arXiv:2402.12374); the paper's p_k is a here, p = draft, q = target. Tree by dynamic program
-(3.1: sequoia_tree), sized (3.3: choose_size), drawn without replacement (draw_tree), verified by
-Algorithm 1 (verify_filled). n nodes with the root, m = n - 1 drafts, d depth, V = n_vocab."""
+(arXiv:2402.12374); its p_k is a here, p = draft, q = target. Tree by dynamic program (3.1:
+sequoia_tree) and cost (3.3: choose_size), drawn without replacement (draw_tree), verified by
+Algorithm 1 (verify_filled). n nodes with the root, d depth, m = n - 1 drafts, V = n_vocab."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab, sample, warp
@@ -10,8 +10,7 @@ from picospec.verify import (step_record, verify_distinct, verify_iid,
                              verify_without_replacement)
 
 def tree_value(choices, acceptance):
-    """1 + sum over nodes of prod_j a[r_j], the expected tokens per step.
-    Example: [[0], [1], [0, 0]], a = (.6, .2) -> 1 + .6 + .2 + .36 = 2.16."""
+    """1 + sum over nodes of prod a[rank]: [[0], [1], [0, 0]], a = (.6, .2) -> 2.16."""
     # ranks beyond K: never accepted
     a = list(acceptance) + [0.0] * max((max(c) + 1 for c in choices), default=0)
     return 1.0 + sum(float(np.prod([a[r] for r in c])) for c in choices)  # scalar
@@ -41,8 +40,7 @@ def sequoia_table(acceptance, n, d):
 
 
 def sequoia_tree(acceptance, n, d):
-    """The best tree of n nodes, depth <= d -> (choices, value).
-    Example: a = (.8, .1), n = 3, d = 2 -> ([[0], [0, 0]], 2.44)."""
+    """The best tree of n nodes, depth <= d: a = (.8, .1), 3, 2 -> ([[0], [0, 0]], 2.44)."""
     best, choice = sequoia_table(acceptance, n, d)
     if best[d][n] == -np.inf:
         raise ValueError(f"no tree of {n} nodes has depth <= {d} with at most {len(acceptance)} "
@@ -154,7 +152,7 @@ def check_sequoia(acceptance, nodes, depth):
 
 def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, stats=None,
                      **sampling_options):
-    """x then N tokens distributed as sampling from the warped target (greedy at T = 0)."""
+    """x then N tokens of the warped target's law (greedy at T = 0)."""
     check_inputs(x, N, **sampling_options)
     check_sequoia(acceptance, nodes, depth)
     greedy = sampling_options.get("temperature", 1.0) == 0
@@ -180,8 +178,7 @@ def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, 
 
 def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without_replacement",
                       repeats=1, **sampling_options):
-    """Section 3.1's vector measured on `sequences` from `start`: a[k] = share of trials whose
-    accepted child is the (k + 1)-th -> a [K]. Example: draft = target, K = 2 -> [1, 0]."""
+    """Section 3.1's a [K]: share of trials on `sequences` whose (k + 1)-th child is accepted."""
     greedy, counts, trials = sampling_options.get("temperature", 1.0) == 0, np.zeros(K), 0
     for seq in sequences:
         n = len(seq) - start + 1

@@ -1,7 +1,6 @@
 """SpecInfer: Miao et al. 2024, "SpecInfer: Accelerating Large Language Model Serving with
-Tree-based Speculative Inference and Verification" (arXiv:2305.09781), sections 3-4; its SSMs are
-drafts (p), its LLM the target (q). Trees grown by expansion (grow), one tree call, multi-step
-speculative sampling (verify_trie). m tree nodes, V = n_vocab."""
+Tree-based Speculative Inference and Verification" (arXiv:2305.09781), sections 3-4; its SSMs
+are drafts (p), its LLM the target (q). grow, one tree call, verify_trie. m nodes, V = n_vocab."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab, sample, warp
@@ -10,7 +9,7 @@ from picospec.verify import step_record, verify_distinct, verify_iid
 
 
 def sample_children(trie, node, p, k, rng, greedy, reached, **sampling_options):
-    """k children of `node` from p [V], i.i.d. (or its top k when greedy), into `trie`."""
+    """k children of `node` from p [V] into `trie`: i.i.d., or its top k when greedy."""
     if greedy:
         picks = top_tokens(p, k)
     else:
@@ -42,7 +41,8 @@ def verify_trie(trie, Q, rng, greedy, **sampling_options):
         check_vocab(trie.laws[0], Q)
     if greedy:
         return verify_distinct(trie.tokens, trie.parents, Q, rng)
-    return verify_iid(trie.tokens, trie.parents, Q, np.array(trie.laws), rng, trie.draws)
+    P = np.array(trie.laws)  # [draws, V] the law of each draw
+    return verify_iid(trie.tokens, trie.parents, Q, P, rng, trie.draws)
 
 
 def check_expansion(expansion):
@@ -53,7 +53,7 @@ def check_expansion(expansion):
 
 def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None,
                        **sampling_options):
-    """x then N tokens distributed as sampling from the warped target (greedy at T = 0)."""
+    """x then N tokens of the warped target's law (greedy at T = 0)."""
     check_inputs(x, N, **sampling_options)
     check_expansion(expansion)
     drafts = list(draft) if isinstance(draft, (list, tuple)) else [draft]

@@ -1,6 +1,6 @@
 """Speculative sampling (SpS): Chen et al. 2023, "Accelerating Large Language Model Decoding with
 Speculative Sampling" (arXiv:2302.01318), Algorithm 2, in its letters: p = draft, q = target,
-K drafts, N new tokens, x the sequence (the paper indexes from 1). Step 3 is verify_chain."""
+K drafts, N new tokens (the paper indexes from 1). Step 3 is verify_chain."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab, sample, warp
@@ -8,7 +8,7 @@ from picospec.verify import step_record, verify_chain
 
 
 def speculative_sampling(x, draft_model, target_model, N, K, rng, stats=None, **sampling_options):
-    """x then exactly N tokens distributed as sampling from the warped target."""
+    """x then exactly N tokens of the warped target's law."""
     check_inputs(x, N, K, **sampling_options)
     x = list(x)
     T = len(x) + N

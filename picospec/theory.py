@@ -1,5 +1,5 @@
 """What speculative decoding should gain: Leviathan et al. 2023, "Fast Inference from Transformers
-via Speculative Decoding" (arXiv:2211.17192), section 3; then self-drafting and cascades."""
+via Speculative Decoding" (arXiv:2211.17192), section 3; self-drafting; cascades."""
 import numpy as np
 
 from picospec.sampling import warp
@@ -22,7 +22,7 @@ GPU_VERIFY_COST = 1.2
 
 
 def cost_model_speedup(E, c, drafts=()):
-    """E / (c + sum k c_d): drafts [(calls k, cost c_d)], costs in one-token target calls."""
+    """E / (c + sum k c_d): drafts [(k calls, cost c_d)], in one-token target calls."""
     return E / (c + sum(k * c_d for k, c_d in drafts))
 
 
@@ -41,8 +41,7 @@ def estimate_alpha(draft_model, target_model, x, **sampling_options):
 # ---- self-drafting (Draft & Verify, LayerSkip) and cascades (CS Drafting) ----
 
 def greedy_walk(agree, K, confidence=None, gamma=0.0):
-    """Greedy self-drafting along agree[i] (the draft guesses token i + 1), stopping below
-    confidence gamma -> [(drafted, accepted)] per step."""
+    """Greedy self-drafting along agree[i], stopping below gamma -> [(drafted, accepted)]."""
     steps, i, m = [], 0, len(agree)
     while i < m:
         k, most = 0, min(K, m - i - 1)
@@ -86,8 +85,7 @@ def steps_to_draft(m, alpha, k):
 
 
 def cascade_speedup(alpha1, alpha2, K, K_tail, c1, c2, v, alpha12=None, K_inner=0, v1=1.0):
-    """Cascade drafting's speedup: the target accepts draft / draft2 at alpha1 / alpha2, draft
-    accepts draft2 at alpha12; costs c1, c2, v, v1 in one-token calls."""
+    """Cascade drafting's speedup: acceptances alpha1, alpha2, alpha12; costs c1, c2, v, v1."""
     tokens = expected_tokens_chain([alpha1] * K + [alpha2] * K_tail)
     if K_inner:
         steps, drafts = steps_to_draft(K, alpha12, K_inner)

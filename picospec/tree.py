@@ -4,7 +4,7 @@ import numpy as np
 
 
 def sort_choices(choices):
-    """Medusa's node order: by depth, then by the ranks along the path."""
+    """Medusa's node order: by depth, then by ranks."""
     return sorted((tuple(int(r) for r in c) for c in choices), key=lambda c: (len(c), c))
 
 
@@ -36,7 +36,7 @@ def check_choices(choices, n_heads=None, topk=None):
 
 def medusa_buffers(choices, topk=10, n_heads=None):
     """-> {tree_indices [n], position_ids [n], retrieve_indices [L, D + 1], attn_mask [n, n],
-    parents [m], nodes}; an example: docs/algorithms.md (tree.py)."""
+    parents [m], nodes}."""
     check_choices(choices, n_heads, topk)
     nodes = sort_choices(choices)
     index = {c: i + 1 for i, c in enumerate(nodes)}  # row of each node; the root is row 0
@@ -63,7 +63,7 @@ def medusa_buffers(choices, topk=10, n_heads=None):
 
 def trie(sequences):
     """Merge sequences on shared prefixes -> (tokens, parents, counts).
-    Example: trie([[5, 6], [5, 7], [8]]) -> [5, 6, 7, 8], [-1, 0, 0, -1], [2, 1, 1, 1]."""
+    Example: [[5, 6], [5, 7], [8]] -> [5, 6, 7, 8], [-1, 0, 0, -1], [2, 1, 1, 1]."""
     tokens, parents, counts, child = [], [], [], {}
     for seq in sequences:
         node = -1
@@ -109,7 +109,7 @@ def depth(parents):
 
 
 def greedy_path(tokens, parents, logits):
-    """Exact match at T = 0: the longest argmax path under logits [1 + m, V] -> (path, next)."""
+    """Exact match: the longest argmax path under logits [1 + m, V] -> (path, next token)."""
     kids, node, path = children(parents), -1, []
     while True:
         best = int(np.argmax(logits[node + 1]))  # scalar: argmax of the row [V] after node
@@ -138,7 +138,7 @@ def expected_length(values):
 
 
 def sparse_tree(accuracy, budget):
-    """Medusa's sparse tree of `budget` nodes under accuracy [D, topk] -> (choices, value)."""
+    """Medusa's sparse tree of `budget` nodes under accuracy [D, topk]."""
     accuracy = np.asarray(accuracy, dtype=np.float64)  # [D, topk]
     n_heads, topk = accuracy.shape
     frontier = {(r,): accuracy[0, r] for r in range(topk)}
@@ -155,7 +155,7 @@ def sparse_tree(accuracy, budget):
 
 
 def node_path(tokens, parents, node):
-    """Tokens from the root to `node`: node_path([5, 6, 7], [-1, 0, 0], 2) -> [5, 7]."""
+    """Tokens from the root down to `node`."""
     path = []
     while node >= 0:
         path.append(tokens[node])
@@ -192,7 +192,7 @@ def top_ranked(scores, k):
 
 
 def top_tokens(p, k):
-    """The k likeliest tokens of p [V] with p > 0: top_tokens([.1, .5, 0, .4], 3) -> [1, 3, 0]."""
+    """The k likeliest tokens of p [V] with p > 0."""
     return [t for t in top_ranked(p, k) if p[t] > 0]
 
 

@@ -1,12 +1,12 @@
-"""Lossless verification (Chen et al. 2023, arXiv:2302.01318, Algorithm 2) on chains and trees.
-p = draft, q = target; Q [1 + m, V], row 1 + i after node i. Proofs: docs/proofs.md."""
+"""Lossless verification (Chen et al. 2023, arXiv:2302.01318, Algorithm 2) on chains and trees;
+p = draft, q = target, Q [1 + m, V] (row 1 + i after node i). Proofs: docs/proofs.md."""
 import numpy as np
 
 from picospec.sampling import residual, sample
 
 
 def accept_or_resample(x, p, q, rng):
-    """Keep x ~ p [V] with probability min(1, q(x) / p(x)), else draw from the residual."""
+    """Keep x ~ p [V] with probability min(1, q(x) / p(x)), else draw the residual."""
     r = rng.random()
     if r < min(1, q[x] / p[x]):
         return x, True
@@ -23,8 +23,7 @@ def verify_chain(drafts, P, Q, rng):
 
 
 def verify_siblings(tokens, trials, Q, rng):
-    """Recursive rejection sampling down a tree, trials {node: [(child, p [V] or None for
-    one-hot)]} in draw order -> (path, next token, origin)."""
+    """Rejection sampling down trials {node: [(child, p [V] or None)]} -> (path, token, origin)."""
     node, path = -1, []
     while True:
         q = Q[node + 1]  # [V] the target's law after the accepted path
@@ -63,7 +62,7 @@ def verify_without_replacement(tokens, parents, Q, P, rng):
 
 
 def verify_distinct(tokens, parents, Q, rng):
-    """Fixed candidates as one-hot draws, kept with probability q(x): exact match at T = 0."""
+    """Fixed candidates as one-hot draws, kept with probability q(x)."""
     trials = {}
     for node, parent in enumerate(parents):
         trials.setdefault(parent, []).append((node, None))  # p = e_x, made when x is tried
