@@ -93,7 +93,6 @@ def prepare_eagle(options, loaded, sampling):
 
 
 def prepare_eagle2(options, loaded, sampling):
-    """The loaded EAGLE head is the draft function."""
     return {**options, "heads": loaded["heads"]}
 
 
@@ -401,7 +400,7 @@ def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, bat
 
 
 def markdown():
-    """docs/methods.md's tables, generated from this table."""
+    """docs/methods.md's tables."""
     lines = ["| method | what it does | paper | needs | law at temperature > 0 | --batch |",
              "|---|---|---|---|---|---|"]
     for m in METHODS:

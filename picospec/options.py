@@ -15,9 +15,8 @@ TREES = ("sparse", "chain", "cartesian")
 
 def rank_paths(value):
     """Whether value is a list of rank paths: [[0], [0, 0]] yes; [0, 1], [[True]] no."""
-    return isinstance(value,
-                      list) and all(isinstance(c, list) and all(type(r) is int for r in c)
-                                    for c in value)
+    return isinstance(value, list) and all(isinstance(c, list) and all(type(r) is int for r in c)
+                                           for c in value)
 
 
 def parse_tree(tree):
@@ -69,7 +68,7 @@ def eagle_tree_check(text):
 
 
 def expansion_check(expansion):
-    """At most 256 draft nodes, the most one tree call scores: 1,1,2 -> 4 nodes."""
+    """At most 256 draft nodes: 1,1,2 -> 4 nodes."""
     nodes = sum(math.prod(expansion[:i + 1]) for i in range(len(expansion)))
     if nodes > 256:
         return (f"a tree of {nodes} draft nodes, more than the 256 one target call scores: use "
