@@ -1,3 +1,1 @@
-"""picospec: speculative decoding, one file per paper. Models are functions: model(x, n=1) -> probs
-[n, n_vocab] (docs/architecture.md); `python -m picospec.check --help` tests any sampler's law.
-"""
+"""picospec: speculative decoding, one file per paper; models are functions x -> probs [n, V]."""

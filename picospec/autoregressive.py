@@ -1,12 +1,11 @@
-"""Autoregressive sampling (ArS): Chen et al. 2023 (arXiv:2302.01318), Algorithm 1. q = the target
-model. More: docs/algorithms.md (autoregressive.py).
-"""
+"""Autoregressive sampling (ArS): Chen et al. 2023, "Accelerating Large Language Model Decoding with
+Speculative Sampling" (arXiv:2302.01318), Algorithm 1; q = the target."""
 from picospec.sampling import check_inputs, sample, warp
 from picospec.verify import step_record
 
 
 def autoregressive_sampling(x, model, N, rng, stats=None, **sampling_options):
-    """x (prompt ids) followed by N tokens sampled one at a time from the warped model."""
+    """x then N tokens drawn one at a time from the warped model."""
     check_inputs(x, N, **sampling_options)
     x = list(x)
     T = len(x) + N

@@ -1,11 +1,7 @@
-"""Blockwise Parallel Decoding (Stern, Shazeer, Uszkoreit 2018, "Blockwise Parallel Decoding for
-Deep Autoregressive Models", arXiv:1811.03115), greedy, as in the paper: its predict / verify /
-accept loop and the merged variant it calls "combined scoring and proposal". Draft-then-verify with
-no draft model: the drafts come from extra heads on the target's own last hidden state.
-k = block size; p_1 = the model's next-token law, p_2..p_k = the proposal heads.
-Shapes: V = n_vocab, C = n_embd.
-More: docs/algorithms.md (blockwise.py).
-"""
+"""Blockwise parallel decoding: Stern, Shazeer, Uszkoreit 2018, "Blockwise Parallel Decoding for
+Deep Autoregressive Models" (arXiv:1811.03115), greedy: predict, verify (accepted_length),
+accept; merged = "combined scoring and proposal". k = block size, p_1 the model, p_2..p_k heads.
+V = n_vocab, C = n_embd."""
 import numpy as np
 
 from picospec.sampling import check_inputs
@@ -13,8 +9,7 @@ from picospec.verify import step_record
 
 
 def predict(logits, h, heads, k):
-    """Step 1 (Predict): ŷ_{j+1..j+k} from one position: p_1's argmax and each head's -> k token
-    ids. logits [V] of p_1, h [C] its hidden state; heads(h [n, C]) -> [k - 1, n, V]."""
+    """Step 1: argmax of p_1 (logits [V]) and of each head on h [C] -> k token ids."""
     # [k - 1, V]
     head_logits = heads(h[None])[:, 0] if k > 1 else np.zeros((0, len(logits)), logits.dtype)
     check_heads(head_logits.shape[0], k)
@@ -28,12 +23,7 @@ def check_heads(n_proposals, k):
 
 
 def accepted_length(y_hat, best):
-    """k̂: ŷ_{j+1} always, then ŷ_{j+i+1} while it equals best[i - 1], p_1's argmax after
-    ŷ_{j+1..j+i}.
-
-    Example: y_hat = [7, 2, 9], best = [2, 4] -> 2;  y_hat = [7, 2, 9], best = [3, 9] -> 1;  y_hat =
-    [7] -> 1.
-    """
+    """Step 2: k̂, ŷ_{j+1} then each ŷ_{j+i+1} equal to best[i - 1]: [7, 2, 9], [2, 4] -> 2."""
     k_hat = 1
     while k_hat < len(y_hat) and y_hat[k_hat] == best[k_hat - 1]:
         k_hat += 1
@@ -46,8 +36,7 @@ def check_block_size(k):
 
 
 def blockwise_decoding(x, target, heads, N, k, merged=True, stats=None):
-    """x followed by N tokens of greedy decoding of target, k tokens proposed per block by target's
-    p_1 and heads."""
+    """x then N tokens of target's greedy decoding, k proposed a block."""
     check_inputs(x, N)
     check_block_size(k)
     x, k = [int(t) for t in x], int(k)

@@ -1,8 +1,7 @@
-"""EAGLE-1 (Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature
-Uncertainty", arXiv:2401.15077): a one-block head drafts at the feature level (gpt2/eagle.py); a
-static tree of its guesses is scored by one tree-attention forward of the target and verified
-losslessly. Shapes: V n_vocab, m tree nodes, C n_embd. More: docs/algorithms.md (eagle.py).
-"""
+"""EAGLE-1: Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature
+Uncertainty" (arXiv:2401.15077); its p (target) and p-hat (draft) are q and p here. A head on the
+target's features fills a static tree (draft_tree), one tree call, verify_static_tree. m tree
+nodes, V = n_vocab, C = n_embd."""
 import numpy as np
 
 from picospec.sampling import check_inputs, first_token, sample, softmax, warp
@@ -15,9 +14,8 @@ TREES = ("sparse", "chain")
 
 
 def draw_without_replacement(p, r, rng):
-    """r tokens drawn one after another from p [V], each removed once drawn (fewer when p has fewer
-    than r tokens)."""
-    p, drawn = np.array(p, dtype=np.float64), []
+    """Up to r tokens from p [V] without replacement."""
+    p, drawn = np.array(p, dtype=np.float64), []  # [V] a copy: draws are zeroed in it
     while len(drawn) < r and p.sum() > 0:
         # sample() renormalises: a draw from p with the earlier draws removed
         drawn.append(sample(p, rng))
@@ -26,23 +24,19 @@ def draw_without_replacement(p, r, rng):
 
 
 def static_tree(tree, accuracy=None, nodes=10, depth=5):
-    """The draft tree as rank paths: "chain" (depth top-1 tokens), "sparse" (Medusa's greedy
-    construction, picospec.tree.sparse_tree, from the head's measured rank_share per step ahead:
-    P(the true token k + 1 steps ahead is rank r | the k before it right), `nodes` nodes at most
-    `depth` deep), or the paths themselves."""
+    """Rank paths: "chain", "sparse" (on the head's accuracy [depth, ranks]) or those given."""
     if tree == "chain":
         return chain_choices(depth)
     if tree == "sparse":
         if accuracy is None:
             raise ValueError("no accuracy record to build the sparse tree from")
-        return sparse_tree(np.asarray(accuracy)[:depth], nodes)[0]
+        return sparse_tree(np.asarray(accuracy)[:depth], nodes)[0]  # accuracy [depth, ranks]
     check_choices(tree)
     return sort_choices(tree)
 
 
 def levels(choices):
-    """The rank paths by depth, parents first -> {depth: [rank paths]}.
-    Example: levels([[0], [1], [0, 0]]) -> {1: [(0,), (1,)], 2: [(0, 0)]}."""
+    """Rank paths by depth: [[0], [1], [0, 0]] -> {1: [(0,), (1,)], 2: [(0, 0)]}."""
     out = {}
     for c in sort_choices(choices):
         out.setdefault(len(c), []).append(c)
@@ -50,9 +44,6 @@ def levels(choices):
 
 
 def by_parent(level, node):
-    """One level's rank paths grouped below their parents present in `node` (rank path -> tree
-    node).
-    Example: by_parent([(0, 0), (0, 1)], {(): -1, (0,): 0}) -> {(0,): [(0, 0), (0, 1)]}."""
     kids = {}
     for c in level:
         if c[:-1] in node:
@@ -61,9 +52,7 @@ def by_parent(level, node):
 
 
 def head_children(z, below, rng, sampled, sampling_options):
-    """The children of one node from the head's logits z [V] after it -> [(rank path, token, law)]:
-    the j-th draw without replacement from the warped law (sampled; law [V]), or the token of each
-    rank (law None; ranks past V give none)."""
+    """One node's children from logits z [V] -> [(rank path, token, law [V] or None)]."""
     if sampled:
         p = warp(softmax(z), **sampling_options)  # [V] the law the children are drawn from
         return [(c, t, p) for c, t in zip(below, draw_without_replacement(p, len(below), rng))]
@@ -72,9 +61,7 @@ def head_children(z, below, rng, sampled, sampling_options):
 
 
 def draft_tree(x, F, draft, choices, rng, sampled, sampling_options):
-    """Step 1: fill the rank paths `choices` with tokens, a level per head call -> (tokens, parents,
-    laws): laws[i] [V] the law node i was drawn from (laws None when the children are the top-ranked
-    tokens)."""
+    """Step 1: one head call per level -> (tokens, parents, laws [V] each, None if ranked)."""
     # node: rank path -> tree node (the root: -1)
     tokens, parents, laws, node = [], [], [], {(): -1}
     run = []  # nodes the head has run: row 1 + i of its output is the law after run[i]
@@ -94,12 +81,11 @@ def draft_tree(x, F, draft, choices, rng, sampled, sampling_options):
 
 
 def verify_static_tree(tokens, parents, laws, logits, greedy, rng, sampling_options):
-    """Step 3 on the target's logits [1 + m, V] at the root and every node -> (path, next root, its
-    origin)."""
+    """Step 3 on the target's logits [1 + m, V] -> (path, next root, origin)."""
     if greedy:
         path, root = greedy_path(tokens, parents, logits)
-        return path, root, "bonus" if not children(parents)[path[-1] if path
-                                                            else -1] else "resample"
+        leaf = not children(parents)[path[-1] if path else -1]
+        return path, root, "bonus" if leaf else "resample"
     Q = warp(softmax(logits), **sampling_options)  # [1 + m, V] the target's laws
     if laws:  # sampled children: judged against the law they were drawn from
         return verify_without_replacement(tokens, parents, Q, laws, rng)
@@ -116,7 +102,7 @@ def check_tree(candidates, choices):  # ValueError for an unknown candidates rul
 
 def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats=None,
                    **sampling_options):
-    """x followed by N tokens of the warped target's law (its greedy tokens at temperature 0)."""
+    """x then N tokens of the warped target's law (greedy at T = 0)."""
     check_inputs(x, N, 1, **sampling_options)
     check_tree(candidates, choices)
     greedy = sampling_options.get("temperature", 1) == 0
@@ -134,9 +120,9 @@ def eagle_decoding(x, target, draft, N, rng, choices, candidates="sample", stats
         # Step 1: the static tree, cut to the tokens still needed (each step ends with one token of
         # the target's)
         cut = [c for c in choices if len(c) <= T - len(x) - 1]
-        tokens, parents, laws = draft_tree(x, F, draft, cut, rng,
-                                           candidates == "sample" and not greedy,
-                                           sampling_options) if cut else ([], [], None)
+        sampled = candidates == "sample" and not greedy
+        tokens, parents, laws = (draft_tree(x, F, draft, cut, rng, sampled, sampling_options)
+                                 if cut else ([], [], None))
         # Step 2: one tree-attention forward of the target over every node
         logits, H = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]
         # Step 3: lossless verification

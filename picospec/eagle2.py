@@ -1,10 +1,6 @@
-"""EAGLE-2 (Li, Wei, Zhang, Zhang 2024, "EAGLE-2: Faster Inference of Language Models with Dynamic
-Draft Trees", arXiv:2406.16858): EAGLE's head (picospec/eagle.py, gpt2/eagle.py), but the tree is
-grown for each context by the head's own confidence instead of being fixed in advance.
-Shapes: V n_vocab; n drafted nodes, m kept.
-    draft(x, F, tokens, parents) -> logits [1 + m, V]       (the contract of picospec/eagle.py)
-More: docs/algorithms.md (eagle2.py).
-"""
+"""EAGLE-2: Li, Wei, Zhang, Zhang 2024, "EAGLE-2: Faster Inference of Language Models with Dynamic
+Draft Trees" (arXiv:2406.16858); letters as in eagle.py. Steps: 1 expand, 2 rerank, 3
+verify_dynamic_tree, 4 extend_context. m kept nodes, V = n_vocab."""
 import numpy as np
 
 from picospec.sampling import check_inputs, first_token, warp
@@ -18,9 +14,7 @@ def log_softmax(logits):  # [..., V] -> [..., V], float64
 
 
 def expand_layer(tokens, parents, values, layer, logits, run, top_k):
-    """One layer of the expansion, in place: each node i of `layer` (-1: the root) gets the top_k
-    tokens of the head's law after it (logits [1 + len(run), V], row 1 + run.index(i)), valued by
-    i's value + log p -> the next layer: the top_k new nodes by value."""
+    """Each node of `layer` gets its top_k tokens, valued + log p -> the top_k new nodes."""
     new = []
     for i in layer:
         # [V] the head's law after node i
@@ -33,9 +27,7 @@ def expand_layer(tokens, parents, values, layer, logits, run, top_k):
 
 
 def expand(x, F, draft, depth, top_k):
-    """Step 1 (expansion): depth head calls, the first on the root, each next on the layer before it
-    -> the draft pool: tokens, parents, values (a node's value: the sum of the head's
-    log-probabilities along its path)."""
+    """Step 1: depth head calls -> (tokens, parents, values: the sum of log p along the path)."""
     tokens, parents, values = [], [], []
     # layer: the nodes to expand (the root first); run: the nodes the head has run
     layer, run = [-1], []
@@ -47,8 +39,7 @@ def expand(x, F, draft, depth, top_k):
 
 
 def rerank(tokens, parents, values, total_tokens):
-    """Step 2: the total_tokens nodes of highest value (ties: drafted first), in drafted order,
-    re-indexed. -> tokens, parents, values of the kept tree."""
+    """Step 2: the total_tokens nodes of highest value, in drafted order, re-indexed."""
     kept = sorted(sorted(range(len(tokens)), key=lambda i: (-values[i], i))[:total_tokens])
     new = {old: i for i, old in enumerate(kept)}
     return [tokens[i] for i in kept], [new[parents[i]] if parents[i] >= 0 else -1 for i in kept], \
@@ -56,12 +47,10 @@ def rerank(tokens, parents, values, total_tokens):
 
 
 def dynamic_tree(x, F, draft, depth, top_k, total_tokens):
-    """Steps 1 and 2: the draft tree for this context -> tokens, parents, values."""
     return rerank(*expand(x, F, draft, depth, top_k), total_tokens)
 
 
 def check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options):
-    """The prompts and options, checked once where they enter -> greedy (temperature 0)."""
     for x in xs:
         check_inputs(x, N, 1, **sampling_options)
     for name, value in (("depth", depth), ("tree_top_k", tree_top_k),
@@ -72,28 +61,24 @@ def check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options):
 
 
 def verify_dynamic_tree(tokens, parents, logits, greedy, rng, sampling_options):
-    """Step 3 on the target's logits [1 + m, V] at the root and every node -> (path, next root, its
-    origin): the greedy path at temperature 0; above, verify_tree with one-hot proposals
-    (deterministic, distinct candidates)."""
+    """Step 3 on logits [1 + m, V]: greedy path, or one-hot proposals -> (path, root, origin)."""
     if greedy:
         path, root = greedy_path(tokens, parents, logits)
         origin = "bonus" if not children(parents)[path[-1] if path else -1] else "resample"
         return path, root, origin
-    return verify_tree(tokens, parents, warp(np.exp(log_softmax(logits)), **sampling_options), rng)
+    Q = warp(np.exp(log_softmax(logits)), **sampling_options)  # [1 + m, V]
+    return verify_tree(tokens, parents, Q, rng)
 
 
 def extend_context(x, F, tokens, path, H):
-    """Step 4: the accepted nodes join x; the root's feature and theirs (H [1 + m, C], rows of the
-    verifying forward) join F, so the head's context always holds true features."""
+    """Step 4: accepted tokens join x, their features (rows of H [1 + m, C]) join F."""
     F += [H[0]] + [H[1 + i] for i in path]
     x += [tokens[i] for i in path]
 
 
 def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_tokens=16, stats=None,
                     **sampling_options):
-    """x followed by N tokens of the warped target's law (its greedy tokens at temperature 0).
-    tree_top_k is the paper's top-k (--top_k is the shared sampling option that warps the target's
-    law)."""
+    """x then N tokens of the warped target's law; tree_top_k is the paper's top-k."""
     greedy = check_options([x], N, depth, tree_top_k, total_tokens, sampling_options)
     x, T = [int(t) for t in x], len(x) + N
     logits, H = target.logits(x, len(x), hidden=True)  # prefill: [L, V], [L, C]
@@ -107,8 +92,8 @@ def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_token
             break
         # Steps 1-2: expand and rerank, no deeper than the tokens still needed
         levels = min(depth, T - len(x) - 1)
-        tokens, parents, _ = dynamic_tree(x, F, draft, levels, tree_top_k,
-                                          total_tokens) if levels else ([], [], [])
+        tokens, parents, _ = (dynamic_tree(x, F, draft, levels, tree_top_k, total_tokens)
+                              if levels else ([], [], []))
         # Step 3: one tree-attention forward; lossless verification of deterministic, distinct
         # candidates
         logits, H = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]

@@ -1,9 +1,6 @@
-"""Greedy draft-and-verify (exact-match verification), as in assisted generation (Hugging Face's
-"assisted generation"; Leviathan et al. 2023, arXiv:2211.17192, section 3 at temperature 0), with
-two ways of choosing K per step: the heuristic schedule and an early stop on draft confidence.
-Shapes: V vocabulary, k drafts.
-More: docs/algorithms.md (greedy.py).
-"""
+"""Greedy draft-and-verify (assisted generation): Leviathan et al. 2023, "Fast Inference from
+Transformers via Speculative Decoding" (arXiv:2211.17192), section 3 at temperature 0 (matched).
+p = draft, q = target."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab
@@ -13,8 +10,7 @@ SCHEDULES = ("constant", "heuristic")
 
 
 def matched(drafts, best):
-    """-> n, the drafts kept: those equal to the target's argmax after the tokens before them, up to
-    the first mismatch. Example: matched([5, 7, 2], [5, 7, 9, 4]) -> 2."""
+    """Drafts equal to the target's argmax, to the first mismatch: [5, 7, 2], [5, 7, 9, 4] -> 2."""
     n = 0
     while n < len(drafts) and drafts[n] == best[n]:
         n += 1
@@ -23,8 +19,7 @@ def matched(drafts, best):
 
 def greedy_decoding(x, draft_model, target_model, N, K, stats=None, schedule="constant",
                     confidence=None):
-    """x followed by N tokens of greedy decoding of target_model, drafted by draft_model: per step
-    k <= K argmax drafts, one target call [k + 1, V], the drafts kept up to the first mismatch."""
+    """x then N tokens of target_model's greedy decoding, k <= K drafts a call."""
     check_inputs(x, N, K)
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}: use one of {', '.join(SCHEDULES)}")

@@ -1,10 +1,7 @@
-"""Lookahead decoding (Fu, Bailis, Stoica, Zhang 2024, "Break the Sequential Dependency of LLM
-Inference Using Lookahead Decoding", arXiv:2402.02057; LMSYS blog, November 2023). No draft model:
-Jacobi iteration on a window of guesses produces n-grams, a pool remembers them, and the pooled
-n-grams that continue the text are verified, both branches in one forward pass of the target.
-Shapes: W = window, L = ngram - 1 levels, m tree nodes (m_v of them in the verification branch), V =
-n_vocab. More: docs/algorithms.md (lookahead.py).
-"""
+"""Lookahead decoding: Fu, Bailis, Stoica, Zhang 2024, "Break the Sequential Dependency of LLM
+Inference Using Lookahead Decoding" (arXiv:2402.02057), its W, N, G; q = the target. One call
+scores Jacobi steps on a window (jacobi_update fills an n-gram pool) and the pool's guesses
+(verification_branch). L = N - 1, m nodes, m_v verified, V = n_vocab."""
 import numpy as np
 
 from picospec.sampling import check_inputs, warp
@@ -13,8 +10,7 @@ from picospec.verify import step_record, verify_tree
 
 
 def lookahead_tree(window, candidates):
-    """Both branches as one tree -> (tokens [m], parents [m], n_look = W * L lookahead nodes). More:
-    docs/algorithms.md (lookahead.py, lookahead_tree)."""
+    """Both branches as one tree -> (tokens [m], parents [m], n_look = W * L)."""
     W = len(window[0]) if window else 0
     tokens, parents = [], []
     for level, row in enumerate(window):
@@ -28,8 +24,6 @@ def lookahead_tree(window, candidates):
 
 
 def attention_mask(parents):
-    """[m, m] bool: node i sees node j when j is i or one of its ancestors (every node also sees the
-    prefix)."""
     mask = np.eye(len(parents), dtype=bool)  # [m, m]
     for i, p in enumerate(parents):
         if p >= 0:
@@ -38,10 +32,8 @@ def attention_mask(parents):
 
 
 def collect_ngrams(pool, window, new, cap):
-    """Add each column's n-gram (0, i), .., (L - 1, i), new_i to the pool: key its first token, the
-    rest as the continuation, moved to the front if already there, at most `cap` continuations per
-    key.
-    Example: window [[1, 2], [4, 5]], new [7, 8] -> pool {1: [[4, 7]], 2: [[5, 8]]}."""
+    """Column n-grams into pool[first token], newest first, at most cap a key.
+    Example: [[1, 2], [4, 5]], new [7, 8] -> {1: [[4, 7]], 2: [[5, 8]]}."""
     for i, t in enumerate(new):
         gram = [int(row[i]) for row in window] + [int(t)]  # [N]
         entries = pool.setdefault(gram[0], [])
@@ -52,18 +44,14 @@ def collect_ngrams(pool, window, new, cap):
 
 
 def pool_guesses(pool, key, guesses, room):
-    """The verification candidates: the newest `guesses` continuations of `key`, cut to `room`
-    tokens (none if 0)."""
     cut = [c[:room] for c in pool.get(key, [])[:guesses]]
     return [c for c in cut if c]
 
 
 def verification_branch(tokens, parents, Q, n_look):
-    """The trie's part of the combined tree, renumbered from 0 -> (tokens [m_v], parents [m_v], rows
-    [1 + m_v, V]): row 0 is the distribution after x, row 1 + j the one after trie node j (combined
-    node n_look + j)."""
+    """The trie's part -> (tokens [m_v], parents [m_v], rows [1 + m_v, V])."""
     v_parents = [p - n_look if p >= 0 else -1 for p in parents[n_look:]]
-    return tokens[n_look:], v_parents, np.concatenate([Q[:1], Q[1 + n_look:]])
+    return tokens[n_look:], v_parents, np.concatenate([Q[:1], Q[1 + n_look:]])  # [1 + m_v, V]
 
 
 def check_lookahead(x, N, window, ngram, guesses, pool_cap, sampling_options):  # -> W, L, cap
@@ -84,8 +72,7 @@ def first_window(x, W, L, rng):  # [L][W] the first guesses: prompt tokens
 
 
 def jacobi_update(pool, grid, Q, W, L, cap):
-    """Step 3: each column's top row gives new_i (the target's argmax after node (L - 1, i)); the
-    n-grams go into the pool, and the window shifts up one level -> the new window."""
+    """Step 3: new_i = argmax after column i's top node; n-grams to the pool -> next window."""
     new = [int(np.argmax(Q[1 + (L - 1) * W + i])) for i in range(W)]  # [W]
     collect_ngrams(pool, grid, new, cap)
     return grid[1:] + [new]
@@ -93,13 +80,7 @@ def jacobi_update(pool, grid, Q, W, L, cap):
 
 def lookahead_decoding(x, target, N, rng, window=4, ngram=3, guesses=4, pool_cap=None, stats=None,
                        **sampling_options):
-    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at
-    temperature 0).
-
-    target: the model contract plus target.tree(x, tokens, parents, probs=True) -> [1 + m, V] and
-    target.accept(path). window, ngram, guesses: the paper's W, N, G; pool_cap: continuations kept
-    per key (default 4 * G, at least 4).
-    """
+    """x then N tokens of the warped target's law (greedy at T = 0)."""
     W, L, cap = check_lookahead(x, N, window, ngram, guesses, pool_cap, sampling_options)
     x, T = [int(t) for t in x], len(x) + N
     grid = first_window(x, W, L, rng)  # [L][W]

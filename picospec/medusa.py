@@ -1,9 +1,7 @@
-"""Medusa decoding (Cai et al. 2024, "Medusa: Simple LLM Inference Acceleration Framework with
-Multiple Decoding Heads", arXiv:2401.10774): K extra heads on the last hidden state guess the tokens
-2..K+1 ahead; their top-k candidates form a tree (picospec/tree.py) that the model verifies in one
-tree-attention forward. Shapes: K heads, m tree nodes (root excluded), V n_vocab, C n_embd.
-More: docs/algorithms.md (medusa.py).
-"""
+"""Medusa: Cai et al. 2024, "Medusa: Simple LLM Inference Acceleration Framework with Multiple
+Decoding Heads" (arXiv:2401.10774), section 2; its p_original is q here. Heads fill a tree
+(generate_candidates), one call scores it, evaluate_posterior accepts. K heads, m nodes,
+V = n_vocab, C = n_embd."""
 import numpy as np
 
 from picospec.sampling import check_inputs, first_token, sample, softmax, warp
@@ -14,8 +12,7 @@ POSTERIORS = ("greedy", "typical", "nucleus", "lossless")
 
 
 def generate_candidates(root, head_logits, buffers, topk):
-    """Tree tokens from the root and each head's top-k: [root, head 1's top-k, ..] indexed by
-    tree_indices."""
+    """The tree's tokens [m]: [root, each head's top-k] at tree_indices."""
     # [K, topk] the top-k, unordered
     part = np.argpartition(-head_logits, topk - 1, axis=-1)[:, :topk]
     order = np.argsort(-np.take_along_axis(head_logits, part, -1), axis=-1, kind="stable")
@@ -26,8 +23,7 @@ def generate_candidates(root, head_logits, buffers, topk):
 
 
 def typical_accept(tokens, parents, probs, epsilon, delta):
-    """Keep candidate x below a node whose target law is p when p(x) > min(epsilon, delta *
-    exp(-H(p)))."""
+    """x below a node of law q passes when q(x) > min(epsilon, delta * exp(-H(q)))."""
     with np.errstate(divide="ignore", invalid="ignore"):
         entropy = -np.sum(np.where(probs > 0, probs * np.log(probs), 0.0), -1)  # [1 + m]
     threshold = np.minimum(epsilon, delta * np.exp(-entropy))  # [1 + m]
@@ -40,7 +36,7 @@ def nucleus_accept(tokens, parents, probs, nucleus_p):
 
 
 def longest_accepted(parents, ok):
-    """The deepest node whose whole path passes (first in node order on ties) -> its path."""
+    """The longest path whose nodes all pass `ok`."""
     best, path_of = [], {-1: []}
     for i, p in enumerate(parents):
         if ok[i] and p in path_of:
@@ -52,9 +48,9 @@ def longest_accepted(parents, ok):
 
 def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, nucleus_p,
                        **sampling_options):
-    """-> (accepted path, the next token, its origin) for one verified tree."""
-    if posterior == "greedy" or sampling_options.get("temperature",
-                                                     1) == 0 and posterior != "lossless":
+    """Logits [1 + m, V] -> (accepted path, next token, origin)."""
+    greedy = sampling_options.get("temperature", 1) == 0 and posterior != "lossless"
+    if posterior == "greedy" or greedy:
         path, token = greedy_path(tokens, parents, logits)
         leaf = not children(parents)[path[-1] if path else -1]
         return path, token, "bonus" if leaf else "resample"
@@ -69,8 +65,7 @@ def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, 
 
 def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior="greedy",
                     epsilon=0.09, delta=0.3, nucleus_p=0.8, stats=None, **sampling_options):
-    """x followed by N tokens: greedy decoding (greedy / temperature 0), the warped target's law
-    (lossless), or Medusa's typical / nucleus acceptance."""
+    """x then N tokens: greedy, lossless, typical or nucleus acceptance."""
     check_inputs(x, N, 1, **sampling_options)
     if posterior not in POSTERIORS:
         raise ValueError(f"unknown posterior {posterior!r}: choose one of {', '.join(POSTERIORS)}")
@@ -112,9 +107,7 @@ def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior
 
 
 def tree_shape(medusa_choices, full, topk, room):
-    """-> (buffers, depth) of this step's tree: the paths of medusa_choices no longer than `room`
-    (the tokens still needed after the root, minus one), so trees get shallower near the end; (None,
-    0) when none fits."""
+    """This step's (buffers, depth): the paths no longer than `room`; (None, 0) if none."""
     nodes = [c for c in medusa_choices if len(c) <= room]
     if not nodes:
         return None, 0
@@ -123,6 +116,4 @@ def tree_shape(medusa_choices, full, topk, room):
 
 
 def root_is_greedy(posterior, sampling_options):
-    """Whether the root (the LM head's own token) is the argmax: the greedy posterior, or
-    temperature 0."""
     return posterior == "greedy" or sampling_options.get("temperature", 1) == 0

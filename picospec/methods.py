@@ -1,6 +1,5 @@
-"""THE table of methods: the one place that lists them. main.py, the benchmarks, the notebooks, the
-tests and the generated tables of README.md and docs/methods.md read it. Adding a method = one file
-in picospec/ + one row below (+ its tests, a bench row, a notebook cell)."""
+"""The table of methods, the one place that lists them: main.py, the benchmarks, the notebooks,
+the tests and docs/methods.md read it. A method is one file in picospec/ and one row here."""
 from typing import Callable, NamedTuple
 
 from picospec.autoregressive import autoregressive_sampling
@@ -66,7 +65,7 @@ class Method(NamedTuple):
 
 
 def prepare_medusa(options, loaded, sampling):
-    """--tree and --posterior "auto" resolved: greedy at temperature 0, lossless above."""
+    """--tree read; --posterior auto: greedy at temperature 0, lossless above."""
     heads, tree = loaded["heads"], options.pop("tree")
     if options["posterior"] == "auto":
         options["posterior"] = "greedy" if sampling.get("temperature", 1) == 0 else "lossless"
@@ -84,8 +83,7 @@ def prepare_blockwise(options, loaded, sampling):
 
 
 def prepare_eagle(options, loaded, sampling):
-    """The static tree from --tree, --nodes and --depth (sparse: from the head's measured accuracy
-    per step)."""
+    """The static tree from --tree, --nodes and --depth."""
     head, tree = loaded["heads"], parse_tree(options.pop("tree"))
     if tree == "sparse" and head.accuracy is None:
         raise ValueError("this EAGLE head has no accuracy record to build the sparse tree from: "
@@ -95,37 +93,31 @@ def prepare_eagle(options, loaded, sampling):
 
 
 def prepare_eagle2(options, loaded, sampling):
-    """The head loaded for heads:eagle is the draft function itself."""
     return {**options, "heads": loaded["heads"]}
 
 
 def prepare_specinfer(options, loaded, sampling):
-    """--merge: the trees of --draft and --draft2 grow from the same expansion and are merged
-    (multi-draft)."""
+    """--merge: --draft and --draft2 grow trees by one expansion, merged."""
     merge = options.pop("merge")
     return {**options, "draft": [loaded["draft"], loaded["draft2"]] if merge else loaded["draft"]}
 
 
 def prepare_sequoia(options, loaded, sampling):
-    """--acceptance left out: the pair's measured vector (greedy at temperature 0, sampled
-    above)."""
+    """--acceptance left out: the pair's measured vector."""
     if options["acceptance"] is None:
-        options["acceptance"] = loaded["acceptance"]["greedy"
-                                                     if sampling.get("temperature", 1) == 0
-                                                     else "sampled"]
+        kind = "greedy" if sampling.get("temperature", 1) == 0 else "sampled"
+        options["acceptance"] = loaded["acceptance"][kind]
     return options
 
 
 def prepare_self_draft(options, loaded, sampling):
-    """--K and --threshold left out: the values searched with the draft path (the model's
-    self_draft.json)."""
-    return {k: loaded["self_draft"][k] if v is None and k in loaded["self_draft"] else v for k,
-            v in options.items()}
+    """--K, --threshold left out: the values searched with the draft path."""
+    searched = loaded["self_draft"]
+    return {k: searched[k] if v is None and k in searched else v for k, v in options.items()}
 
 
 def medusa_law(options, temperature=None):
-    """The posterior's law; "auto" resolves as prepare_medusa does when the temperature is known (0:
-    greedy)."""
+    """The posterior's law; "auto" as prepare_medusa resolves it."""
     posterior = options.get("posterior", "auto")
     if posterior == "auto" and temperature == 0:
         posterior = "greedy"
@@ -198,7 +190,7 @@ METHODS = (
                     Option("merged", bool, True,
                            "combined scoring and proposal (one call per block); "
                            "--no-merged: the basic predict / verify loop")),
-                           batch=batch_blockwise_decoding),
+           batch=batch_blockwise_decoding),
     Method("eagle", eagle_decoding, ("x", "target", "heads", "N", "rng"),
            "EAGLE-1: a one-block head drafts on the target's features; a static tree, verified in "
            "one tree call",
@@ -296,7 +288,7 @@ METHODS = (
                     Option("adapter", bool, True,
                            "exit through the trained exit adapter shipped with the target "
                            "(--no-adapter: the plain LM head)", load=True)),
-                           batch=batch_self_speculative_decoding),
+           batch=batch_self_speculative_decoding),
     Method("cascade", cascade_decoding, ("x", "target", "draft", "draft2", "N", "K", "rng"),
            "cascade drafting: the draft's own drafts come from a smaller drafter (vertical), which "
            "also adds the last tokens (horizontal)",
@@ -349,7 +341,7 @@ TABLE = {m.name: m for m in METHODS}
 
 
 def find(name):
-    """The row for --method name, or a ValueError that lists the methods (and the nearest name)."""
+    """The row for --method name, or a ValueError listing the methods."""
     if name in TABLE:
         return TABLE[name]
     import difflib
@@ -364,14 +356,12 @@ def defaults(method):
 
 
 def law(method, options, temperature=None):
-    """"lossless", "greedy" or "lossy" for this row with these options (and the temperature, where
-    it decides)."""
+    """"lossless", "greedy" or "lossy" for this row, options and temperature."""
     return method.law(options, temperature) if callable(method.law) else method.law
 
 
 def check_temperature(method, options, temperature):
-    """A greedy-only method cannot sample: refuse temperature > 0 and name the lossless
-    alternative."""
+    """Refuse temperature > 0 for a greedy-only method, naming its lossless peer."""
     if temperature > 0 and law(method, options) == "greedy":
         raise ValueError(f"--method "
                          f"{method.name}{' --posterior greedy' if method.name == 'medusa' else ''} "
@@ -381,8 +371,7 @@ def check_temperature(method, options, temperature):
 
 
 def batch_refusal(method):
-    """Why --batch cannot run `method` (it has no batched form), naming those that can -> a message,
-    or None."""
+    """Why --batch cannot run `method`, or None."""
     if method.batch is not None:
         return None
     batchable = ", ".join(m.name for m in METHODS if m.batch)
@@ -391,13 +380,12 @@ def batch_refusal(method):
 
 
 def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, batch=False):
-    """Run one row: fn(*args, **its options, **sampling options) -> x followed by N tokens. More:
-    docs/algorithms.md (methods.py, call)."""
+    """Run one row: fn(*args, **options, **sampling options) -> x then N tokens."""
     sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
     options = {**defaults(method), **(options or {})}
     check_temperature(method, options, sampling.get("temperature", 1.0))
-    options = {k: v for k,
-               v in options.items() if not next(o for o in method.options if o.name == k).load}
+    options = {k: v for k, v in options.items()
+               if not next(o for o in method.options if o.name == k).load}
     if method.prepare:
         options = method.prepare(dict(options), loaded, sampling)
     given = {"x": x, "N": N, "rng": rng, **loaded, **options}
@@ -412,8 +400,7 @@ def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, bat
 
 
 def markdown():
-    """docs/methods.md's tables, generated from this table (tests/test_methods.py keeps the page
-    equal)."""
+    """docs/methods.md's tables."""
     lines = ["| method | what it does | paper | needs | law at temperature > 0 | --batch |",
              "|---|---|---|---|---|---|"]
     for m in METHODS:

@@ -1,6 +1,4 @@
-"""The method table's options (picospec_cli.Option): the checks run before any model loads,
-and --tree read into rank paths. The algorithms raise ValueError with the fact; the words for
-the command line are here and in picospec/methods.py."""
+"""The method table's options (picospec_cli.Option): checks run before any model loads."""
 import json
 import math
 
@@ -16,16 +14,13 @@ TREES = ("sparse", "chain", "cartesian")
 
 
 def rank_paths(value):
-    """Whether value is written as a list of rank paths: [[0], [0, 0], [1]] yes; [0, 1], [[True]],
-    "[[0]]" no."""
-    return isinstance(value,
-                      list) and all(isinstance(c, list) and all(type(r) is int for r in c)
-                                    for c in value)
+    """Whether value is a list of rank paths: [[0], [0, 0]] yes; [0, 1], [[True]] no."""
+    return isinstance(value, list) and all(isinstance(c, list) and all(type(r) is int for r in c)
+                                           for c in value)
 
 
 def parse_tree(tree):
-    """--tree as a user writes it: "sparse", "chain", "cartesian" or a JSON list of rank paths like
-    "[[0],[0,0],[1]]" -> the name or the list of paths; ValueError for anything else."""
+    """--tree: "sparse", "chain", "cartesian" or JSON rank paths -> the name or the paths."""
     if tree in TREES:
         return tree
     try:
@@ -41,8 +36,7 @@ def parse_tree(tree):
 
 
 def medusa_tree(tree, n_heads, sparse=None):
-    """medusa_choices for --tree: the heads' own sparse tree (built from their measured accuracy, if
-    shipped), a chain of top-1 candidates, a 2-wide Cartesian tree, or the paths given."""
+    """medusa_choices for --tree: sparse, chain, a 2-wide tree, or the paths given."""
     tree = parse_tree(tree)
     if tree == "sparse":
         if sparse is None:
@@ -74,8 +68,7 @@ def eagle_tree_check(text):
 
 
 def expansion_check(expansion):
-    """A tree of at most 256 draft nodes (each level's children times the nodes above it): the most
-    one tree call scores. Example: 1,1,2 -> 1 + 1 + 2 = 4 nodes."""
+    """At most 256 draft nodes: 1,1,2 -> 4 nodes."""
     nodes = sum(math.prod(expansion[:i + 1]) for i in range(len(expansion)))
     if nodes > 256:
         return (f"a tree of {nodes} draft nodes, more than the 256 one target call scores: use "
@@ -84,8 +77,7 @@ def expansion_check(expansion):
 
 
 def skip_check(text):
-    """--skip: sublayer names, comma-separated (a = attention, m = MLP, then the layer); the engine
-    checks layers."""
+    """--skip: comma-separated sublayers (a = attention, m = MLP, then the layer)."""
     parts = [t.strip() for t in text.split(",")]
     if not all(len(t) > 1 and t[0] in "am" and t[1:].isdigit() for t in parts):
         return ("write the sublayers to skip as a<layer> (attention) or m<layer> (MLP), "

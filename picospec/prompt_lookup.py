@@ -1,7 +1,5 @@
-"""Prompt lookup decoding (Saxena 2023, "Prompt Lookup Decoding"; in transformers as
-`prompt_lookup_num_tokens`): speculative decoding whose draft is a string match in the sequence
-itself instead of a draft model. More: docs/algorithms.md (prompt_lookup.py).
-"""
+"""Prompt lookup decoding: Saxena 2023, "Prompt Lookup Decoding" (no paper): the draft copies what
+followed an earlier match of the last n-gram (find_candidates); q = the target (verify_copied)."""
 import numpy as np
 
 from picospec.sampling import check_inputs, warp
@@ -9,8 +7,7 @@ from picospec.verify import step_record, verify_chain
 
 
 def find_candidates(x, max_ngram_size=3, num_pred_tokens=10):
-    """The draft: what followed the first earlier occurrence of the longest matching trailing
-    n-gram."""
+    """What followed the first earlier match of the longest trailing n-gram."""
     for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
         ngram = x[-n:]
         for start in range(len(x) - n):  # windows x[start:start+n] before the trailing one
@@ -20,8 +17,7 @@ def find_candidates(x, max_ngram_size=3, num_pred_tokens=10):
 
 
 def verify_copied(drafts, Q, rng):
-    """The drafts [k] as one-hot proposals p = e_x against Q [k + 1, V], by the lossless core
-    (verify_chain) -> (n accepted, the next token, its origin)."""
+    """Drafts [k] as one-hot p against Q [k + 1, V] -> (n accepted, next token, origin)."""
     P = np.zeros((len(drafts), Q.shape[-1]), dtype=Q.dtype)  # one-hot proposals [k, V]
     P[np.arange(len(drafts)), drafts] = 1
     return verify_chain(drafts, P, Q, rng)
@@ -29,8 +25,7 @@ def verify_copied(drafts, Q, rng):
 
 def prompt_lookup_decoding(x, target_model, N, rng, max_ngram_size=3, num_pred_tokens=10,
                            stats=None, **sampling_options):
-    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at
-    temperature 0)."""
+    """x then N tokens of the warped target's law (greedy at T = 0)."""
     check_inputs(x, N, num_pred_tokens, **sampling_options)
     x = [int(t) for t in x]
     T = len(x) + N

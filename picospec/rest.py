@@ -1,8 +1,6 @@
-"""REST: retrieval-based speculative decoding (He et al. 2023, "REST: Retrieval-Based Speculative
-Decoding", arXiv:2311.08252, section 3). No draft model: the draft is what followed the context's
-longest suffix in a datastore. Shapes: n_corpus = corpus length, k = matches kept, m = tree nodes, V
-= n_vocab. More: docs/algorithms.md (rest.py).
-"""
+"""REST: He et al. 2023, "REST: Retrieval-Based Speculative Decoding" (arXiv:2311.08252), section 3;
+q = the target. Step 1 Datastore.search, step 2 retrieve (a trie), steps 3-4 one tree call,
+verify_tree. n_corpus corpus tokens, m tree nodes, V = n_vocab."""
 import os
 from bisect import bisect_left, bisect_right
 
@@ -14,16 +12,15 @@ from picospec.verify import step_record, verify_tree
 
 
 class Datastore:
-    """A corpus and its suffix array. More: docs/algorithms.md (rest.py, Datastore)."""
+    """A corpus [n_corpus] and its suffix array [n_corpus]."""
 
     def __init__(self, tokens, suffix_array, max_suffix):
         self.tokens, self.sa, self.max_suffix = tokens, suffix_array, int(max_suffix)
 
     @classmethod
     def build(cls, tokens, max_suffix=16, progress=None):
-        """Index a 1-D array of token ids, e.g. np.fromfile("train.bin", np.uint16) (3.2M tokens:
-        about 4 s)."""
-        tokens = np.asarray(tokens)
+        """Index a 1-D array of token ids by prefix doubling, to max_suffix tokens."""
+        tokens = np.asarray(tokens)  # [n_corpus]
         if (tokens.ndim != 1 or len(tokens) == 0 or not np.issubdtype(tokens.dtype, np.integer)
                 or tokens.min() < 0):
             raise ValueError("the datastore needs a non-empty 1-D array of non-negative integer "
@@ -44,7 +41,7 @@ class Datastore:
             after = np.full(n, -1, dtype=np.int64)
             after[:max(n - w, 0)] = rank[w:]
             # by the first w tokens, then the next w, then position: the first 2w
-            sa = np.lexsort((after, rank))
+            sa = np.lexsort((after, rank))  # [n_corpus]
             first, second = rank[sa], after[sa]  # [n_corpus] each, in suffix order
             new = np.zeros(n, dtype=np.int64)
             new[1:] = np.cumsum((first[1:] != first[:-1]) | (second[1:] != second[:-1]))
@@ -57,11 +54,11 @@ class Datastore:
                    max_suffix)
 
     def save(self, path):
-        """Write a .npz atomically: to path + ".tmp" in the same folder, then renamed over path."""
         path = str(path)
         tmp = path + ".tmp"
         try:
             with open(tmp, "wb") as f:
+                # tokens [n_corpus], suffix_array [n_corpus], max_suffix scalar
                 np.savez(f, tokens=self.tokens, suffix_array=self.sa, max_suffix=self.max_suffix)
             os.replace(tmp, path)
         except BaseException:
@@ -71,8 +68,7 @@ class Datastore:
 
     @classmethod
     def load(cls, path):
-        """Read what save() wrote; a missing, unreadable or inconsistent file is a ValueError that
-        names it and what is wrong (nothing pickled is ever loaded)."""
+        """Read what save() wrote; a ValueError says what is wrong with a bad file."""
         if not os.path.isfile(path):
             raise ValueError(f"no REST datastore at {path}")
         with open(path, "rb") as f:
@@ -83,6 +79,7 @@ class Datastore:
                              f"(the zip of the arrays tokens, suffix_array and max_suffix that "
                              f"--build_datastore writes)")
         try:
+            # the arrays save() wrote; their shapes are checked by problem()
             with np.load(path, allow_pickle=False) as f:
                 tokens, sa, max_suffix = f["tokens"], f["suffix_array"], f["max_suffix"]
         except Exception as e:
@@ -96,9 +93,7 @@ class Datastore:
 
     @staticmethod
     def problem(tokens, sa, max_suffix):
-        """What makes three arrays not a datastore that build() could have made, or None. Checked in
-        O(n): a permutation whose suffixes start in token order (a full order check would cost a
-        sort)."""
+        """Why three arrays are not a datastore build() could make, or None."""
         if tokens.ndim != 1 or tokens.dtype.kind not in "ui" or len(tokens) == 0:
             return (f"tokens must be a non-empty 1-D array of token ids; it is {tokens.dtype} of "
                     f"shape {tokens.shape}")
@@ -107,6 +102,7 @@ class Datastore:
                     f"shape {sa.shape}")
         if max_suffix.shape != () or max_suffix.dtype.kind not in "ui" or max_suffix < 1:
             return f"max_suffix must be one whole number >= 1; it is {max_suffix.tolist()!r}"
+        # tokens, sa [n_corpus]: sa a permutation whose suffixes start in token order
         if tokens.min() < 0 or sa.min() < 0 or sa.max() >= len(tokens) or np.bincount(sa).max() > 1:
             return "suffix_array is not a permutation of the positions, or a token id is negative"
         if np.any(np.diff(tokens[sa].astype(np.int64)) < 0):
@@ -114,9 +110,7 @@ class Datastore:
         return None
 
     def search(self, context, max_matches, draft_len):
-        """Step 1: the longest suffix s of context (n <= max_suffix tokens) found in the corpus ->
-        (continuations: up to max_matches lists of draft_len tokens after s, spread evenly over its
-        occurrences, n); ([], 0) when none is found. More: docs/algorithms.md (rest.py, search)."""
+        """Step 1: longest suffix found (n tokens) -> (max_matches continuations, n); ([], 0)."""
         for n in range(min(self.max_suffix, len(context)), 0, -1):
             s = [int(t) for t in context[-n:]]  # the suffix s of length n
 
@@ -134,9 +128,7 @@ class Datastore:
 
 
 def retrieve(datastore, x, room, max_matches, draft_len, num_draft_nodes):
-    """Step 1: the continuations S of the context's longest suffix found in the datastore; step 2: S
-    merged into a trie, cut to at most `room` tokens a path (the tokens still needed - 1) and pruned
-    to its most frequent nodes -> (tokens, parents)."""
+    """Steps 1-2: the continuations' trie, `room` tokens deep, pruned -> (tokens, parents)."""
     continuations, _ = datastore.search(x, max_matches, draft_len)
     tokens, parents, counts = trie(c[:room] for c in continuations)
     tokens, parents, _ = prune(tokens, parents, counts, num_draft_nodes)
@@ -144,7 +136,6 @@ def retrieve(datastore, x, room, max_matches, draft_len, num_draft_nodes):
 
 
 def check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options):
-    """rest_decoding's inputs checked: a ValueError that names the bad one."""
     check_inputs(x, N, **sampling_options)
     for name, value in [("max_matches", max_matches), ("draft_len", draft_len),
                         ("num_draft_nodes", num_draft_nodes)]:
@@ -161,9 +152,7 @@ def check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes,
 
 def rest_decoding(x, target, N, rng, datastore, max_matches=100, draft_len=10, num_draft_nodes=7,
                   stats=None, **sampling_options):
-    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at
-    temperature 0). Per step: retrieve, build the trie, one tree call [1 + m, V], verify.
-    More: docs/algorithms.md (rest.py, rest_decoding)."""
+    """x then N tokens of the warped target's law (greedy at T = 0)."""
     check_rest(x, N, target, datastore, max_matches, draft_len, num_draft_nodes, sampling_options)
     x = [int(t) for t in x]
     T = len(x) + N

@@ -1,28 +1,25 @@
-"""Sampling pieces shared by every method: warpers, sampling with an explicit generator, the
-residual distribution. Shapes: V = n_vocab; [..., V] means any leading axes. Arrays keep their float
-dtype (float32 stays float32). More: docs/algorithms.md (sampling.py).
-"""
+"""Sampling pieces every method shares. p = draft, q = target (Chen et al. 2023,
+arXiv:2302.01318); V = n_vocab, [..., V] any leading axes; float dtypes kept."""
 import numpy as np
 
 
 def warp(probs, temperature=1.0, top_k=None, top_p=None):
-    """Temperature, then top-k, then top-p on the law top-k left (renormalised), row-wise on [...,
-    V] distributions. More: docs/algorithms.md (sampling.py, warp)."""
-    probs = np.asarray(probs)
+    """Temperature, then top-k, then top-p, row-wise on probs [..., V] -> [..., V] renormalised."""
+    probs = np.asarray(probs)  # [..., V]
     if temperature == 0:
-        one_hot = np.zeros_like(probs)
-        np.put_along_axis(one_hot, probs.argmax(-1)[..., None], 1, axis=-1)
+        one_hot = np.zeros_like(probs)  # [..., V]
+        np.put_along_axis(one_hot, probs.argmax(-1)[..., None], 1, axis=-1)  # [..., 1] argmax ids
         return one_hot
     if temperature != 1:
         with np.errstate(divide="ignore"):
-            logs = np.log(probs)  # log(0) = -inf stays excluded
+            logs = np.log(probs)  # [..., V]; log(0) = -inf stays excluded
         # the top token at 0 before dividing: no T, however small, loses it
         logs = logs - logs.max(-1, keepdims=True)
         # q^(1/T) in log space, divided in float64 (T = 1e-40 is 0 in float32)
         with np.errstate(over="ignore"):
             # far tokens may become -inf: excluded
             logits = (logs / np.float64(temperature)).astype(probs.dtype)
-        probs = np.exp(logits)
+        probs = np.exp(logits)  # [..., V] q^(1/T), not yet normalised
     if top_k is not None or top_p is not None:
         order = np.argsort(-probs, axis=-1, kind="stable")  # token ids by decreasing probability
         ranked = np.take_along_axis(probs, order, -1)  # [..., V] sorted
@@ -30,58 +27,46 @@ def warp(probs, temperature=1.0, top_k=None, top_p=None):
         if top_k is not None:
             keep[..., top_k:] = False
         if top_p is not None:  # on the law top-k left: the kept tokens are a prefix of the ranking
-            mass_before = np.cumsum(ranked, -1) - ranked  # mass of the tokens ranked above each one
-            kept_mass = np.where(keep, ranked, 0).sum(-1, keepdims=True)  # [..., 1] renormalised by
+            # [..., V] the mass of the tokens ranked above each one
+            mass_before = np.cumsum(ranked, -1) - ranked
+            kept_mass = np.where(keep, ranked, 0).sum(-1, keepdims=True)  # [..., 1] what top-k kept
             keep &= mass_before < top_p * kept_mass
             # the top token always stays, even when top_p * mass underflows to 0
             keep[..., 0] = True
-        mask = np.zeros(probs.shape, dtype=bool)
+        mask = np.zeros(probs.shape, dtype=bool)  # [..., V] keep, back in token order
         np.put_along_axis(mask, order, keep, axis=-1)
-        probs = np.where(mask, probs, 0)
+        probs = np.where(mask, probs, 0)  # [..., V]
     return probs / probs.sum(-1, keepdims=True)
 
 
 def sample(p, rng):
-    """One token id from the distribution p [V], by inverse CDF with an explicit
-    numpy.random.Generator.
-
-    A token of probability 0 is never returned: u < cdf[i] and cdf[i-1] <= u imply p[i] > 0. Token 0
-    is a token.
-    """
-    # float64 sum: float32 rounding never shifts mass between tokens
+    """One token id from p [V] by inverse CDF; a token of probability 0 is never returned."""
+    # [V] float64 sum: float32 rounding never shifts mass between tokens
     cdf = np.cumsum(p, dtype=np.float64)
     return int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
 
 
 def softmax(logits):
-    """The law of logits [..., V], in float64 -> [..., V]. Example: softmax([0, 0]) -> [0.5,
-    0.5]."""
-    z = np.exp(logits.astype(np.float64) - logits.max(-1, keepdims=True))
+    """[..., V] in float64."""
+    z = np.exp(logits.astype(np.float64) - logits.max(-1, keepdims=True))  # [..., V]
     return z / z.sum(-1, keepdims=True)
 
 
 def first_token(logits, greedy, rng, **sampling_options):
-    """The target's own token after logits [V] (the token a prefill gives): its argmax when greedy,
-    else a draw from its warped law. Example: logits [0, 2, 1], greedy -> 1."""
+    """The target's token after logits [V]: argmax when greedy, else a warped draw."""
     if greedy:
-        return int(np.argmax(logits))
+        return int(np.argmax(logits))  # scalar
     return sample(warp(softmax(logits), **sampling_options), rng)
 
 
 def residual(q, p):
-    """norm(max(0, q - p)): the distribution a rejected draft token is replaced from (Chen et al.
-    Alg. 2).
-
-    When q == p the residual is all zero; rejection then has probability 0, so the value returned
-    does not change the output law; q is returned so that the function is total.
-    """
-    r = np.maximum(q - p, 0)
+    """norm(max(0, q - p)) [V], the law a rejected draft is replaced from (q when q == p)."""
+    r = np.maximum(q - p, 0)  # [V]
     total = r.sum()
     return r / total if total > 0 else q
 
 
 def check_inputs(x, N, K=1, temperature=1.0, top_k=None, top_p=None):
-    """Validate what a user passes to a method, once, with messages that say what to do."""
     if len(x) == 0:
         raise ValueError("the prompt x is empty: pass at least one token id")
     if int(N) != N or N < 1:

@@ -1,32 +1,24 @@
-"""Self-speculative decoding: the draft is the target itself, on a shorter path through its own
-layers. Shapes: K drafts, V vocabulary.
-More: docs/algorithms.md (self_draft.py).
-"""
+"""Self-speculative decoding: Zhang et al. 2023, "Draft & Verify: Lossless Large Language Model
+Acceleration via Self-Speculative Decoding" (arXiv:2309.08168), also LayerSkip (arXiv:2404.16710):
+the draft is the target on a shorter path. p = draft, q = target; gamma, AR, alpha, epsilon,
+beta1, beta2 as in the paper."""
 from picospec.sampling import check_inputs, sample, warp
 from picospec.verify import step_record, verify_chain
 
 
 def adapt_threshold(gamma, AR, accepted, drafted, alpha, epsilon, beta1, beta2):
-    """Draft & Verify's adaptive draft-exiting: one update of the running acceptance AR and the
-    threshold gamma. -> (gamma, AR).
-
-    Example: gamma 0.6, AR 0.9, 1 of 4 drafts kept, alpha 0.9, epsilon 0.01, beta1 0.5, beta2 0.9 ->
-    AR 0.575 <= 0.9, so gamma' = 0.61 and gamma = 0.9 * 0.6 + 0.1 * 0.61 = 0.601.
-    """
+    """One update of the acceptance AR and the threshold gamma -> (gamma, AR)."""
     AR = beta1 * AR + (1 - beta1) * accepted / drafted
     gamma_next = gamma + epsilon if AR <= alpha else gamma - epsilon  # the paper's gamma tilde
     return beta2 * gamma + (1 - beta2) * gamma_next, AR
 
 
 def draft_token(draft_model, x, rng, **sampling_options):
-    """One draft token after x -> (token, the law it was drawn from [V], the draft's own probability
-    of it)."""
     return draw(draft_model(x)[-1], rng, **sampling_options)
 
 
 def draw(p_raw, rng, **sampling_options):
-    """A token from the draft's law after some prefix, p_raw [V] -> (token, warped law [V],
-    confidence)."""
+    """A token from the warped p_raw [V] -> (token, law [V], confidence p_raw[token])."""
     # [V] the law the token is drawn from; p_raw is the draft's own: its confidence
     p = warp(p_raw, **sampling_options)
     token = sample(p, rng)
@@ -36,12 +28,7 @@ def draw(p_raw, rng, **sampling_options):
 def self_speculative_decoding(x, draft_model, target_model, N, K, rng, threshold=0.0,
                               adaptive=False, alpha=0.9,
                               epsilon=0.01, beta1=0.5, beta2=0.9, stats=None, **sampling_options):
-    """x followed by exactly N tokens distributed as autoregressive sampling from the warped target.
-
-    threshold: gamma, the confidence below which drafting stops (0: always K drafts); adaptive:
-    update gamma after every step (Draft & Verify's rule). `stats`, if a list, gets one
-    picospec.verify.step_record per target call.
-    """
+    """x then exactly N tokens of the warped target's law."""
     check_inputs(x, N, K, **sampling_options)
     x, gamma, AR = list(x), threshold, 0.0
     T = len(x) + N
@@ -61,8 +48,7 @@ def self_speculative_decoding(x, draft_model, target_model, N, K, rng, threshold
             P.append(p)
             if confidence < gamma:
                 break
-        # Step 2: the target scores the drafts (and the position after them) in one call; accept or
-        # resample
+        # Step 2: the target scores the drafts and the position after them; accept or resample
         # [len(drafts) + 1, V]
         Q = warp(target_model(x + drafts, len(drafts) + 1), **sampling_options)
         n, token, origin = verify_chain(drafts, P, Q, rng)

@@ -1,8 +1,7 @@
-"""Sequoia: the token tree that maximises expected accepted tokens, drawn without replacement (Chen
-et al. 2024, "Sequoia: Scalable, Robust, and Hardware-aware Speculative Decoding", arXiv:2402.12374,
-sections 3.1 to 3.3). Shapes: V n_vocab, m = n - 1 draft nodes, K = length of the acceptance vector.
-More: docs/algorithms.md (sequoia.py).
-"""
+"""Sequoia: Chen et al. 2024, "Sequoia: Scalable, Robust, and Hardware-aware Speculative Decoding"
+(arXiv:2402.12374); its p_k is a here, p = draft, q = target. Tree by dynamic program (3.1:
+sequoia_tree) and cost (3.3: choose_size), drawn without replacement (draw_tree), verified by
+Algorithm 1 (verify_filled). n nodes with the root, d depth, m = n - 1 drafts, V = n_vocab."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab, sample, warp
@@ -11,17 +10,14 @@ from picospec.verify import (step_record, verify_distinct, verify_iid,
                              verify_without_replacement)
 
 def tree_value(choices, acceptance):
-    """Expected tokens per step of a tree under positional acceptance: 1 + sum over nodes of prod_j
-    a_(r_j).
-    Example: choices [[0], [1], [0, 0]], a = (.6, .2) -> 1 + .6 + .2 + .36 = 2.16."""
+    """1 + sum over nodes of prod a[rank]: [[0], [1], [0, 0]], a = (.6, .2) -> 2.16."""
     # ranks beyond K: never accepted
     a = list(acceptance) + [0.0] * max((max(c) + 1 for c in choices), default=0)
-    return 1.0 + sum(float(np.prod([a[r] for r in c])) for c in choices)
+    return 1.0 + sum(float(np.prod([a[r] for r in c])) for c in choices)  # scalar
 
 
 def sequoia_table(acceptance, n, d):
-    """The dynamic program of section 3.1 for every size up to n and depth up to d -> (best,
-    choice). More: docs/algorithms.md (sequoia.py, sequoia_table)."""
+    """Section 3.1's dynamic program for sizes <= n, depths <= d -> (best, choice)."""
     a, K = [float(v) for v in acceptance], len(acceptance)
     # depth 0: the root alone (s = 0 is the empty subtree)
     best = [[0.0, 1.0] + [-np.inf] * (n - 1)]
@@ -44,10 +40,7 @@ def sequoia_table(acceptance, n, d):
 
 
 def sequoia_tree(acceptance, n, d):
-    """The tree of n nodes (root included) and depth <= d with the largest expected tokens per step
-    under positional acceptance -> (choices, value). Example: a = (.8, .1), n = 3, d = 2 -> ([[0],
-    [0, 0]], 2.44): the chain (1 + .8 + .8 * .8) beats two children of the root ([[0], [1]]: 1 + .8
-    + .1 = 1.9)."""
+    """The best tree of n nodes, depth <= d: a = (.8, .1), 3, 2 -> ([[0], [0, 0]], 2.44)."""
     best, choice = sequoia_table(acceptance, n, d)
     if best[d][n] == -np.inf:
         raise ValueError(f"no tree of {n} nodes has depth <= {d} with at most {len(acceptance)} "
@@ -56,8 +49,6 @@ def sequoia_tree(acceptance, n, d):
 
 
 def build_choices(choice, n, d, prefix=()):
-    """The choices of the best tree of n nodes and depth <= d, read back from the dynamic program's
-    table."""
     out, s, j = [], n - 1, 0
     while s > 0:
         t = choice[d][j][s]
@@ -68,8 +59,7 @@ def build_choices(choice, n, d, prefix=()):
 
 
 def all_trees(n, d):
-    """Every tree of n nodes (root included) and depth <= d, as choices: the brute-force search the
-    dynamic program is checked against (n = 8: 429 trees when d >= 7, the Catalan number C(7))."""
+    """Every tree of n nodes, depth <= d: the brute force that tests the table."""
     if n == 1:
         yield []
         return
@@ -85,9 +75,7 @@ def all_trees(n, d):
 
 
 def choose_size(acceptance, verify_cost, draft_cost, max_depth):
-    """Section 3.3, the hardware-aware size: the n and d that maximise
-    c(n, d) / (verify_cost[n - 1] + draft_cost * nodes with children), verify_cost [n_max] in
-    one-token calls -> (n, d, modelled speedup, choices). More: docs/algorithms.md (sequoia.py)."""
+    """Section 3.3: the (n, d) of most value per cost -> (n, d, modelled speedup, choices)."""
     best, choice = sequoia_table(acceptance, len(verify_cost), max_depth)
     top = None
     for n in range(2, len(verify_cost) + 1):
@@ -104,11 +92,9 @@ def choose_size(acceptance, verify_cost, draft_cost, max_depth):
 
 
 def without_replacement(p, k, rng):
-    """k distinct tokens from p [V]: the first drawn from p, each next from p with those drawn
-    removed (at most the number of tokens with p > 0). Example: p = [0, 1, 0] -> [1] whatever k
-    is."""
-    p, picks = np.array(p), []
-    for _ in range(min(k, int(np.count_nonzero(p)))):
+    """Up to k distinct tokens from p [V], without replacement."""
+    p, picks = np.array(p), []  # [V] a copy: picks are zeroed in it
+    for _ in range(min(k, int(np.count_nonzero(p)))):  # scalar: tokens with p > 0
         # sample() renormalises: a draw from norm(p) with the earlier picks removed
         picks.append(sample(p, rng))
         p[picks[-1]] = 0
@@ -116,8 +102,7 @@ def without_replacement(p, k, rng):
 
 
 def child_counts(choices):
-    """How many children the shape gives each rank path, parents first -> {rank path: count}.
-    Example: child_counts([[0], [1], [0, 0]]) -> {(): 2, (0,): 1}."""
+    """Children per rank path: [[0], [1], [0, 0]] -> {(): 2, (0,): 1}."""
     kids = {}
     for c in sort_choices(choices):
         kids[c[:-1]] = kids.get(c[:-1], 0) + 1
@@ -125,17 +110,13 @@ def child_counts(choices):
 
 
 def draft_children(p, k, rng, greedy, **sampling_options):
-    """k children from the draft's law p [V] after a node -> (tokens, the law they are judged
-    against): without replacement from the warped law, or its top k when greedy (fewer when fewer
-    tokens have p > 0)."""
+    """k children from the draft's p [V]: without replacement, or its top k when greedy."""
     law = p if greedy else warp(p, **sampling_options)
     return (top_tokens(law, k) if greedy else without_replacement(law, k, rng)), law
 
 
 def draw_tree(draft, x, choices, rng, greedy, **sampling_options):
-    """Step 1: fill the tree's shape with tokens, parents first: each node asks the draft once and
-    draws as many children as the shape gives it. -> tokens, parents, P [m, V] (the law each node
-    was drawn from)."""
+    """Step 1: fill the shape, one draft call per inner node -> (tokens, parents, P [m, V])."""
     tokens, parents, P, node = [], [], [], {(): -1}  # node: rank path -> tree node (the root: -1)
     for c, k in child_counts(choices).items():
         if c in node:  # a rank the draft's law could not fill is left out with its subtree
@@ -150,14 +131,13 @@ def draw_tree(draft, x, choices, rng, greedy, **sampling_options):
 
 
 def verify_filled(tokens, parents, P, Q, rng, greedy, **sampling_options):
-    """Step 3 on the target's probs [1 + m, V] -> (path, token, origin): verification without
-    replacement (exact match at temperature 0)."""
+    """Step 3 on the target's Q [1 + m, V]: Algorithm 1, exact match at T = 0."""
     Q = warp(Q, **sampling_options)
     if P:
         check_vocab(P[0], Q)
     if greedy:
         return verify_distinct(tokens, parents, Q, rng)
-    return verify_without_replacement(tokens, parents, Q, np.array(P), rng)
+    return verify_without_replacement(tokens, parents, Q, np.array(P), rng)  # P [m, V]
 
 
 def check_sequoia(acceptance, nodes, depth):
@@ -172,9 +152,7 @@ def check_sequoia(acceptance, nodes, depth):
 
 def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, stats=None,
                      **sampling_options):
-    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at
-    temperature 0). Per step: the dynamic program's tree filled by the draft, one tree call
-    [1 + m, V], verification without replacement. More: docs/algorithms.md (sequoia.py)."""
+    """x then N tokens of the warped target's law (greedy at T = 0)."""
     check_inputs(x, N, **sampling_options)
     check_sequoia(acceptance, nodes, depth)
     greedy = sampling_options.get("temperature", 1.0) == 0
@@ -200,17 +178,7 @@ def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, 
 
 def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without_replacement",
                       repeats=1, **sampling_options):
-    """The acceptance vector measured (section 3.1): after every prefix seq[:i], start <= i <=
-    len(seq), draw K children from the draft and verify them against the target; a[k] = the share of
-    trials whose accepted child is the (k + 1)-th -> a [K] (sum <= 1: sometimes none is accepted).
-
-    siblings: "without_replacement" (Sequoia's children, verify_without_replacement), "iid"
-    (SpecInfer's, verify_iid; a[k] = the (k + 1)-th draw is the one accepted) or, at temperature 0,
-    the top K tokens (exact match) whatever it says. repeats: trials per prefix at temperature > 0.
-    sequences: e.g. held-out prompts followed by the target's own continuation, start = the prompt's
-    length, so the vector is measured where decoding goes.
-    Example: draft = target, K = 2: the first child is always accepted -> a = [1, 0].
-    """
+    """Section 3.1's a [K]: share of trials on `sequences` whose (k + 1)-th child is accepted."""
     greedy, counts, trials = sampling_options.get("temperature", 1.0) == 0, np.zeros(K), 0
     for seq in sequences:
         n = len(seq) - start + 1
@@ -226,17 +194,18 @@ def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without
                     accepted = path[0] if path else None
                 else:
                     law = warp(p, **sampling_options)  # [V]
-                    picks = [sample(law, rng) for _ in range(K)] if siblings == "iid" else \
-                        without_replacement(law, K, rng)
+                    picks = ([sample(law, rng) for _ in range(K)] if siblings == "iid"
+                             else without_replacement(law, K, rng))
                     # iid: one node per distinct token, every draw kept
                     tokens = list(dict.fromkeys(picks))
                     draws = [tokens.index(t) for t in picks]
-                    if siblings == "iid":
+                    if siblings == "iid":  # laws [K, V], one per draw
                         path, _, _ = verify_iid(tokens, [-1] * len(tokens), rows,
                                                 np.array([law] * K), rng, draws)
                     else:
+                        laws = np.array([law] * len(tokens))  # [len(tokens), V]
                         path, _, _ = verify_without_replacement(tokens, [-1] * len(tokens), rows,
-                                                                np.array([law] * len(tokens)), rng)
+                                                                laws, rng)
                     # the first draw of the accepted token
                     accepted = draws.index(path[0]) if path else None
                 trials += 1

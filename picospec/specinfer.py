@@ -1,9 +1,6 @@
-"""SpecInfer: a token tree from draft samples, scored in one tree-attention forward, verified by
-multi-step speculative sampling (Miao et al. 2024, "SpecInfer: Accelerating Large Language Model
-Serving with Tree-based Speculative Inference and Verification", arXiv:2305.09781, sections 3 and
-4). Shapes: V n_vocab, m tree nodes.
-More: docs/algorithms.md (specinfer.py).
-"""
+"""SpecInfer: Miao et al. 2024, "SpecInfer: Accelerating Large Language Model Serving with
+Tree-based Speculative Inference and Verification" (arXiv:2305.09781), sections 3-4; its SSMs
+are drafts (p), its LLM the target (q). grow, one tree call, verify_trie. m nodes, V = n_vocab."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab, sample, warp
@@ -12,9 +9,7 @@ from picospec.verify import step_record, verify_distinct, verify_iid
 
 
 def sample_children(trie, node, p, k, rng, greedy, reached, **sampling_options):
-    """One node's k children drawn from the draft's law p [V] after it (i.i.d. samples of warped p,
-    or the top k tokens when greedy) into `trie`; the nodes they land on are added to `reached`
-    (once each)."""
+    """k children of `node` from p [V] into `trie`: i.i.d., or its top k when greedy."""
     if greedy:
         picks = top_tokens(p, k)
     else:
@@ -27,9 +22,7 @@ def sample_children(trie, node, p, k, rng, greedy, reached, **sampling_options):
 
 
 def grow(draft, x, expansion, trie, rng, greedy, **sampling_options):
-    """Expansion-based construction for one draft, merged into `trie`: at step i every node of depth
-    i - 1 that this draft reached gets k_i = expansion[i - 1] children (i.i.d. samples, or the top
-    k_i tokens when greedy)."""
+    """Step 1 for one draft: each node it reached at depth i - 1 gets expansion[i - 1] children."""
     frontier = [-1]  # the nodes this draft reached at the previous depth (-1: the root)
     for k in expansion:
         reached = []
@@ -42,14 +35,14 @@ def grow(draft, x, expansion, trie, rng, greedy, **sampling_options):
 
 
 def verify_trie(trie, Q, rng, greedy, **sampling_options):
-    """Step 3 on the target's probs [1 + m, V] at the root and every node of the trie -> (path,
-    token, origin)."""
+    """Step 3 on the target's Q [1 + m, V] -> (path, token, origin)."""
     Q = warp(Q, **sampling_options)
     if trie.laws:
         check_vocab(trie.laws[0], Q)
     if greedy:
         return verify_distinct(trie.tokens, trie.parents, Q, rng)
-    return verify_iid(trie.tokens, trie.parents, Q, np.array(trie.laws), rng, trie.draws)
+    P = np.array(trie.laws)  # [draws, V] the law of each draw
+    return verify_iid(trie.tokens, trie.parents, Q, P, rng, trie.draws)
 
 
 def check_expansion(expansion):
@@ -60,10 +53,7 @@ def check_expansion(expansion):
 
 def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None,
                        **sampling_options):
-    """x followed by N tokens distributed as sampling from the warped target (greedy decoding at
-    temperature 0). Per step: each draft grows its tree by `expansion`, merged into one trie; one
-    tree call [1 + m, V]; multi-step speculative sampling. More: docs/algorithms.md
-    (specinfer.py)."""
+    """x then N tokens of the warped target's law (greedy at T = 0)."""
     check_inputs(x, N, **sampling_options)
     check_expansion(expansion)
     drafts = list(draft) if isinstance(draft, (list, tuple)) else [draft]

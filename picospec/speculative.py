@@ -1,8 +1,6 @@
 """Speculative sampling (SpS): Chen et al. 2023, "Accelerating Large Language Model Decoding with
-Speculative Sampling" (arXiv:2302.01318), Algorithm 2. Notation as in that paper: p = draft model, q
-= target model, K = drafts per step, N = new tokens, x = the sequence. The paper indexes tokens from
-1; Python lists from 0. More: docs/algorithms.md (speculative.py).
-"""
+Speculative Sampling" (arXiv:2302.01318), Algorithm 2, in its letters: p = draft, q = target,
+K drafts, N new tokens (the paper indexes from 1). Step 3 is verify_chain."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab, sample, warp
@@ -10,12 +8,7 @@ from picospec.verify import step_record, verify_chain
 
 
 def speculative_sampling(x, draft_model, target_model, N, K, rng, stats=None, **sampling_options):
-    """x followed by exactly N tokens distributed as autoregressive sampling from the warped target.
-
-    Near the end a step drafts only as many tokens as are still needed (K <- min(K, tokens left -
-    1)), so nothing overshoots and no call runs past len(x) + N - 1 tokens. `stats`, if a list, gets
-    one picospec.verify.step_record per step.
-    """
+    """x then exactly N tokens of the warped target's law."""
     check_inputs(x, N, K, **sampling_options)
     x = list(x)
     T = len(x) + N
@@ -33,7 +26,7 @@ def speculative_sampling(x, draft_model, target_model, N, K, rng, stats=None, **
             check_vocab(P[0], Q)
         # Step 3: accept or reject each draft; at the first rejection resample from the residual,
         # else a bonus token
-        n, token, origin = verify_chain(drafts, np.asarray(P), Q, rng)
+        n, token, origin = verify_chain(drafts, np.asarray(P), Q, rng)  # P [k, V]
         new = drafts[:n] + [token]
         x.extend(new)
         if stats is not None:

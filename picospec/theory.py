@@ -1,53 +1,47 @@
-"""What speculative decoding should gain: Leviathan et al. 2023 (arXiv:2211.17192), section 3.
-More: docs/algorithms.md (theory.py).
-"""
+"""What speculative decoding should gain: Leviathan et al. 2023, "Fast Inference from Transformers
+via Speculative Decoding" (arXiv:2211.17192), section 3; self-drafting; cascades."""
 import numpy as np
 
 from picospec.sampling import warp
 
 
 def expected_tokens_per_call(alpha, K):
-    """E = (1 - alpha^(K+1)) / (1 - alpha) tokens per target call (Leviathan et al. 2023)."""
+    """E = (1 - alpha^(K+1)) / (1 - alpha) tokens per target call (Eq. 1)."""
     if alpha >= 1:
         return K + 1.0
     return (1 - alpha ** (K + 1)) / (1 - alpha)
 
 
 def expected_speedup(alpha, K, c):
-    """Expected walltime improvement over autoregressive decoding, for draft/target cost ratio c."""
+    """Theorem 3.8, c the draft/target cost ratio."""
     return expected_tokens_per_call(alpha, K) / (K * c + 1)
 
 
-# c of a (K+1)-token verification where it is nearly free: GPT-2 124M on an H100, M = 2..16
-# tokens, measured 1.18-1.23
+# c of a (K+1)-token verification on a GPU, where it is nearly free: docs/results/gpu.md
 GPU_VERIFY_COST = 1.2
 
 
 def cost_model_speedup(E, c, drafts=()):
-    """Walltime improvement predicted from measured call costs. More: docs/algorithms.md (theory.py,
-    cost_model_speedup)."""
+    """E / (c + sum k c_d): drafts [(k calls, cost c_d)], in one-token target calls."""
     return E / (c + sum(k * c_d for k, c_d in drafts))
 
 
 def optimal_K(alpha, c, K_max=32):
-    """The K in 1..K_max that maximises expected_speedup."""
     return max(range(1, K_max + 1), key=lambda K: expected_speedup(alpha, K, c))
 
 
 def estimate_alpha(draft_model, target_model, x, **sampling_options):
-    """Mean over the positions of x of sum_v min(p, q), the warped draft and target distributions
-    after each prefix."""
+    """Mean over x's positions of sum_v min(p, q), p and q warped -> scalar."""
     n = len(x) - 1
     p = warp(draft_model(x[:-1], n), **sampling_options)  # [n, V]
     q = warp(target_model(x[:-1], n), **sampling_options)  # [n, V]
-    return float(np.minimum(p, q).sum(-1).mean())
+    return float(np.minimum(p, q).sum(-1).mean())  # scalar
 
 
 # ---- self-drafting (Draft & Verify, LayerSkip) and cascades (CS Drafting) ----
 
 def greedy_walk(agree, K, confidence=None, gamma=0.0):
-    """Greedy self-drafting along new tokens the target chose. More: docs/algorithms.md (theory.py,
-    greedy_walk)."""
+    """Greedy self-drafting along agree[i], stopping below gamma -> [(drafted, accepted)]."""
     steps, i, m = [], 0, len(agree)
     while i < m:
         k, most = 0, min(K, m - i - 1)
@@ -64,24 +58,13 @@ def greedy_walk(agree, K, confidence=None, gamma=0.0):
 
 
 def walk_speedup(walks, c, v):
-    """Walltime improvement over one target call per token of greedy walks (one per sequence, each
-    after the target's first token): c = a draft call's time, v(k) = the target's call on k drafts +
-    1, both over a 1-token target call.
-
-    Example: the walk above with c = 0.25, v(k) = 1: 6 tokens in 1 + (2 c + 1) + (c + 1) = 3.75
-    calls' time -> 1.6.
-    """
+    """Speedup of greedy walks; c a draft call, v(k) the target's, in one-token calls."""
     tokens = sum(1 + sum(n + 1 for _, n in steps) for steps in walks)
     return tokens / sum(1 + sum(k * c + v(k) for k, _ in steps) for steps in walks)
 
 
 def expected_tokens_chain(alphas):
-    """E[tokens per target call] when draft t is accepted with probability alphas[t] once the drafts
-    before it were: sum over j = 0..K of alphas[0] ... alphas[j-1]. Equal alphas give Leviathan's
-    Eq. 1.
-
-    Example: alphas = [0.5, 0.5] -> 1 + 0.5 + 0.25 = 1.75, as expected_tokens_per_call(0.5, 2).
-    """
+    """Tokens per call when draft t is accepted with probability alphas[t]: [.5, .5] -> 1.75."""
     total, reach = 1.0, 1.0
     for a in alphas:
         reach *= a
@@ -90,9 +73,7 @@ def expected_tokens_chain(alphas):
 
 
 def steps_to_draft(m, alpha, k):
-    """A drafter that makes m tokens by review steps over a smaller one (k of its drafts per step,
-    fewer near the end, each accepted with probability alpha, i.i.d.) -> (expected review steps,
-    expected drafts of the smaller one). More: docs/algorithms.md (theory.py, steps_to_draft)."""
+    """m tokens by review steps of k drafts -> (E[steps], E[smaller drafts])."""
     steps, drafts = [0.0], [0.0]  # index: tokens still to make
     for left in range(1, m + 1):
         kk = min(k, left - 1)
@@ -104,8 +85,7 @@ def steps_to_draft(m, alpha, k):
 
 
 def cascade_speedup(alpha1, alpha2, K, K_tail, c1, c2, v, alpha12=None, K_inner=0, v1=1.0):
-    """Expected walltime improvement of cascade drafting (picospec/cascade.py) over autoregressive
-    decoding, acceptances i.i.d. More: docs/algorithms.md (theory.py, cascade_speedup)."""
+    """Cascade drafting's speedup: acceptances alpha1, alpha2, alpha12; costs c1, c2, v, v1."""
     tokens = expected_tokens_chain([alpha1] * K + [alpha2] * K_tail)
     if K_inner:
         steps, drafts = steps_to_draft(K, alpha12, K_inner)

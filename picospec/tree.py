@@ -1,17 +1,14 @@
-"""Token trees shared by every tree method (Medusa, REST, lookahead, SpecInfer-style verification).
-Shapes: n = 1 + len(choices) tree rows (root included), L = number of leaves, D = max depth.
-More: docs/algorithms.md (tree.py).
-"""
+"""Token trees for the tree methods. m drafted nodes, n = 1 + m rows (root first), L leaves, D the
+depth, V = n_vocab; parents[i] < i, -1 the root."""
 import numpy as np
 
 
 def sort_choices(choices):
-    """Medusa's node order: by depth, then by the ranks along the path."""
+    """Medusa's node order: by depth, then by ranks."""
     return sorted((tuple(int(r) for r in c) for c in choices), key=lambda c: (len(c), c))
 
 
 def check_choices(choices, n_heads=None, topk=None):
-    """Clear errors for trees that cannot be built, naming the offending node."""
     if not choices:
         raise ValueError("medusa_choices is empty: give at least one node, e.g. [[0]]")
     seen = set()
@@ -38,41 +35,35 @@ def check_choices(choices, n_heads=None, topk=None):
 
 
 def medusa_buffers(choices, topk=10, n_heads=None):
-    """Medusa's buffers from medusa_choices -> {tree_indices [n], position_ids [n], retrieve_indices
-    [L, D + 1], attn_mask [n, n] bool, parents [n - 1], nodes}: n = 1 + len(choices) rows, the root
-    first (docs/algorithms.md (tree.py) draws an example)."""
+    """-> {tree_indices [n], position_ids [n], retrieve_indices [L, D + 1], attn_mask [n, n],
+    parents [m], nodes}."""
     check_choices(choices, n_heads, topk)
     nodes = sort_choices(choices)
     index = {c: i + 1 for i, c in enumerate(nodes)}  # row of each node; the root is row 0
     n = len(nodes) + 1
+    # [n] each row's place among the heads' candidates; [n] each row's depth
     tree_indices = np.array([0] + [1 + (len(c) - 1) * topk + c[-1] for c in nodes], dtype=np.int64)
     position_ids = np.array([0] + [len(c) for c in nodes], dtype=np.int64)
     # engine convention: node i is row i + 1, -1 the root
     parents = [index.get(c[:-1], 0) - 1 for c in nodes]
-    attn_mask = np.eye(n, dtype=bool)
-    attn_mask[:, 0] = True
+    attn_mask = np.eye(n, dtype=bool)  # [n, n]
+    attn_mask[:, 0] = True  # [n] every row sees the root
     for c in nodes:
         for d in range(1, len(c)):
             attn_mask[index[c], index[c[:d]]] = True
     leaves = [c for c in nodes if not any(len(o) == len(c) + 1 and o[:-1] == c for o in nodes)]
     depth = max(len(c) for c in nodes)
-    retrieve = np.full((len(leaves), depth + 1), -1, dtype=np.int64)
+    retrieve = np.full((len(leaves), depth + 1), -1, dtype=np.int64)  # [L, D + 1], -1 padding
     for row, leaf in enumerate(reversed(leaves)):  # the article's order: the last leaf first
         retrieve[row, :len(leaf) + 1] = [0] + [index[leaf[:d]] for d in range(1, len(leaf) + 1)]
     return {"tree_indices": tree_indices, "position_ids": position_ids,
-            "retrieve_indices": retrieve,
-            "attn_mask": attn_mask, "parents": parents, "nodes": nodes}
+            "retrieve_indices": retrieve, "attn_mask": attn_mask,
+            "parents": parents, "nodes": nodes}
 
 
 def trie(sequences):
-    """Merge token sequences on shared prefixes -> (tokens, parents, counts): a node per distinct
-    prefix.
-
-    parents[i] < i, -1 below the current last token; counts[i] = how many sequences pass through
-    node i.
-    Example: trie([[5, 6], [5, 7], [8]]) -> tokens [5, 6, 7, 8], parents [-1, 0, 0, -1], counts [2,
-    1, 1, 1].
-    """
+    """Merge sequences on shared prefixes -> (tokens, parents, counts).
+    Example: [[5, 6], [5, 7], [8]] -> [5, 6, 7, 8], [-1, 0, 0, -1], [2, 1, 1, 1]."""
     tokens, parents, counts, child = [], [], [], {}
     for seq in sequences:
         node = -1
@@ -89,8 +80,7 @@ def trie(sequences):
 
 
 def prune(tokens, parents, counts, budget):
-    """Keep the `budget` most frequent nodes, shallower first on ties (a node is never rarer than
-    its child and is shallower, so the kept nodes form a subtree)."""
+    """The `budget` most frequent nodes, shallower first on ties."""
     depth = []
     for p in parents:
         depth.append(depth[p] + 1 if p >= 0 else 1)
@@ -98,8 +88,8 @@ def prune(tokens, parents, counts, budget):
     # parents come before children in a trie, and a kept node's parent is kept too
     keep = sorted(order)
     new = {old: i for i, old in enumerate(keep)}
-    return [tokens[i] for i in keep], [new[parents[i]] if parents[i] >= 0 else -1 for i in keep], \
-        [counts[i] for i in keep]
+    return ([tokens[i] for i in keep], [new[parents[i]] if parents[i] >= 0 else -1 for i in keep],
+            [counts[i] for i in keep])
 
 
 def children(parents):  # -> {node: [its children, in order]}, node -1 the root
@@ -111,8 +101,7 @@ def children(parents):  # -> {node: [its children, in order]}, node -1 the root
 
 
 def depth(parents):
-    """Nodes on the longest root-to-leaf path: the most draft tokens one step can accept.
-    Example: depth([-1, 0, 0, 1]) -> 3; depth([]) -> 0."""
+    """Nodes on the longest root-to-leaf path: depth([-1, 0, 0, 1]) -> 3."""
     level = []
     for p in parents:
         level.append(1 + (level[p] if p >= 0 else 0))
@@ -120,13 +109,10 @@ def depth(parents):
 
 
 def greedy_path(tokens, parents, logits):
-    """Exact-match verification of a tree at temperature 0: the longest path whose every token is
-    the argmax of its parent's row. logits [1 + m, V] as from model.tree(): row 0 after the root,
-    row 1 + i after node i. -> (path: node indices, next token: argmax after the path's last
-    node)."""
+    """Exact match: the longest argmax path under logits [1 + m, V] -> (path, next token)."""
     kids, node, path = children(parents), -1, []
     while True:
-        best = int(np.argmax(logits[node + 1]))
+        best = int(np.argmax(logits[node + 1]))  # scalar: argmax of the row [V] after node
         nxt = next((c for c in kids[node] if tokens[c] == best), None)
         if nxt is None:
             return path, best
@@ -135,7 +121,6 @@ def greedy_path(tokens, parents, logits):
 
 
 def paths(parents):
-    """Root-to-leaf node lists, one per leaf, in node order."""
     kids = children(parents)
     out = []
     for leaf in (i for i in range(len(parents)) if not kids[i]):
@@ -148,17 +133,13 @@ def paths(parents):
 
 
 def expected_length(values):
-    """Expected tokens per step of a tree whose node i is accepted with probability values[i] (the
-    product of per-level acceptance along its path, as in Medusa's sparse-tree construction): 1 (the
-    root's bonus) + sum."""
-    return 1.0 + float(np.sum(values))
+    """1 + sum(values), node i accepted with probability values[i]."""
+    return 1.0 + float(np.sum(values))  # scalar
 
 
 def sparse_tree(accuracy, budget):
-    """Medusa's sparse tree: the `budget` nodes of largest expected gain under accuracy [depth,
-    ranks] (P(rank r is right at depth d)) -> (choices, expected tokens per step). More:
-    docs/algorithms.md (tree.py)."""
-    accuracy = np.asarray(accuracy, dtype=np.float64)
+    """Medusa's sparse tree of `budget` nodes under accuracy [D, topk]."""
+    accuracy = np.asarray(accuracy, dtype=np.float64)  # [D, topk]
     n_heads, topk = accuracy.shape
     frontier = {(r,): accuracy[0, r] for r in range(topk)}
     chosen = []
@@ -174,8 +155,7 @@ def sparse_tree(accuracy, budget):
 
 
 def node_path(tokens, parents, node):
-    """The tokens from the root down to `node` (-1: the root itself, []).
-    Example: node_path([5, 6, 7], [-1, 0, 0], 2) -> [5, 7]."""
+    """Tokens from the root down to `node`."""
     path = []
     while node >= 0:
         path.append(tokens[node])
@@ -184,18 +164,14 @@ def node_path(tokens, parents, node):
 
 
 def subtree(tokens, parents, nodes):
-    """The listed nodes as a tree of their own, each one's parent listed before it (or the root) ->
-    (tokens, parents) re-indexed by place in `nodes`. Example: subtree([5, 6, 7], [-1, 0, 0], [0,
-    2]) -> ([5, 7], [-1, 0])."""
+    """The listed nodes, parents first, as their own tree."""
     return [tokens[i] for i in nodes], [nodes.index(parents[i]) if parents[i] >= 0 else -1
                                         for i in nodes]
 
 
 def ancestor_mask(parents):
-    """Tree attention over m nodes -> [m, m] bool: node i sees node j when j is i or an ancestor of
-    i.
-    Example: parents [-1, 0, 0] -> rows [1, 0, 0], [1, 1, 0], [1, 0, 1]: the siblings 1 and 2 never
-    see each other."""
+    """[m, m] bool, node i sees itself and its ancestors.
+    Example: parents [-1, 0, 0] -> rows [1, 0, 0], [1, 1, 0], [1, 0, 1]."""
     mask = np.eye(len(parents), dtype=bool)  # [m, m]
     for i, parent in enumerate(parents):
         if parent >= 0:
@@ -204,30 +180,24 @@ def ancestor_mask(parents):
 
 
 def top_ranked(scores, k):
-    """The k highest-scoring tokens of scores [V] (probabilities, logits or log-probabilities),
-    highest first, ties to the lower id; np.partition finds the k-th largest value without sorting
-    all V.
-    Example: top_ranked([.1, .7, .2], 2) -> [1, 2]."""
-    scores = np.asarray(scores)
+    """The k best tokens of scores [V], ties to the lower id."""
+    scores = np.asarray(scores)  # [V]
     if k >= len(scores):
         return [int(t) for t in np.argsort(-scores, kind="stable")]
-    cut = np.partition(scores, len(scores) - k)[len(scores) - k]  # the k-th largest value
-    above = np.flatnonzero(scores > cut)
-    # ids ascending in each part
+    cut = np.partition(scores, len(scores) - k)[len(scores) - k]  # scalar: the k-th largest
+    above = np.flatnonzero(scores > cut)  # [< k] ids strictly above the cut
+    # [k] ids, ascending in each part
     chosen = np.concatenate([above, np.flatnonzero(scores == cut)[:k - len(above)]])
     return [int(t) for t in chosen[np.argsort(-scores[chosen], kind="stable")]]
 
 
 def top_tokens(p, k):
-    """The k most likely tokens of p [V], most likely first, ties to the lower id (at most the
-    tokens with p > 0).
-    Example: top_tokens([.1, .5, .0, .4], 3) -> [1, 3, 0]."""
+    """The k likeliest tokens of p [V] with p > 0."""
     return [t for t in top_ranked(p, k) if p[t] > 0]
 
 
 class DrawTrie:
-    """A trie of drawn tokens that remembers every draw. More: docs/algorithms.md (tree.py,
-    DrawTrie)."""
+    """A trie of drawn tokens that keeps every draw's node and law."""
 
     def __init__(self):
         self.tokens, self.parents, self.draws, self.laws, self.index = [], [], [], [], {}
@@ -244,12 +214,11 @@ class DrawTrie:
 
 
 def chain_choices(depth):
-    """A single path of top-1 candidates: [[0], [0, 0], ...]."""
+    """[[0], [0, 0], ...]: one path of top-1 candidates."""
     return [[0] * d for d in range(1, depth + 1)]
 
 
 def cartesian_choices(depth, k):
-    """Every combination of each head's top-k up to `depth`: k + k^2 + .. + k^depth nodes."""
     level, out = [[]], []
     for _ in range(depth):
         level = [c + [r] for c in level for r in range(k)]
