@@ -325,9 +325,8 @@ METHODS = (
            "Chen et al. 2024, arXiv:2402.12374",
            needs=("draft", "acceptance"), prepare=prepare_sequoia,
            options=(Option("nodes", int, 3,
-                           "draft nodes in the tree (the paper's n - 1; 3: the hardware-aware "
-                           "choice for the first built-in pair on a 2-core CPU; "
-                           "docs/results/token_trees.md has this engine's)", low=1,
+                           "draft nodes in the tree (the paper's n - 1; the best size for a "
+                           "machine: docs/results/token_trees.md)", low=1,
                            high=255),
                     Option("depth", int, 3, "most draft tokens on one path (the paper's d)", low=1,
                            high=64),
