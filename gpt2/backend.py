@@ -1,5 +1,5 @@
-"""NumPy or CuPy, chosen in one place: get_xp("cpu" or "gpu") imports CuPy only when asked (and
-says why it cannot), xp_of(a) names an array's module, so array code runs unchanged on either."""
+"""NumPy or CuPy, chosen in one place: get_xp("cpu" or "gpu") imports CuPy only when asked;
+xp_of(a) names an array's module."""
 import numpy as np
 
 
@@ -41,7 +41,7 @@ def to_numpy(a):
 
 
 def tree_map(f, tree):
-    """f applied to every leaf of a tree of dicts and lists (a model's params)."""
+    """f on every leaf of a tree of dicts and lists (a model's params)."""
     if isinstance(tree, dict):
         return {k: tree_map(f, v) for k, v in tree.items()}
     if isinstance(tree, list):

@@ -1,12 +1,9 @@
 """A preallocated KV cache, a row per sequence: keys and values [n_layer, B, n_head, n_ctx, d].
-A pass writes after the n tokens every row holds, or at `slots` [B, n_seq] of its own and attends
-to the first n_kv slots (gpt2/engine.py). Speculative decoding moves the end:
+A pass writes after the n tokens all rows hold, or at `slots` [B, n_seq] of its own. Speculative
+decoding moves the end:
 
 - rollback(m) forgets the last m tokens (rejected drafts);
 - keep(indices) compacts a row to the tokens at indices (an accepted path through a tree).
-
-Example: a prefix of 3 tokens, a tree of 4 nodes in slots 3..6, the path nodes 0 and 2 ->
-keep([0, 1, 2, 3, 5]) leaves 5 tokens, the path in slots 3 and 4.
 """
 from gpt2.backend import xp_of
 
@@ -28,7 +25,7 @@ class KVCache:
         return self.k.shape[3]
 
     def at(self, slots, n_kv, rows=None):
-        """Next passes write row b at slots[b] [n_seq] (None: after the n held), attend to n_kv."""
+        """Next passes write row b at slots[b] [n_seq] (None: after the n held)."""
         self.slots, self.n_kv, self.rows = slots, n_kv, rows
 
     def update(self, layer, k, v):  # [B, n_head, n_seq, d] x 2 -> [B, n_head, n_kv, d] x 2
@@ -57,7 +54,8 @@ class KVCache:
         self.n -= m
 
     def keep(self, indices, row=0):
-        """Keep a row's tokens at `indices` (increasing slots), moved to its front in order."""
+        """Keep a row's tokens at `indices` (increasing), moved to its front. Example: prefix 3,
+        tree nodes in slots 3..6, path nodes 0 and 2 -> keep([0, 1, 2, 3, 5])."""
         idx = list(indices)
         if (any(b <= a for a, b in zip(idx, idx[1:]))
                 or (idx and not 0 <= idx[0] <= idx[-1] < self.n_ctx)):

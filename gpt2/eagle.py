@@ -1,18 +1,15 @@
 """EAGLE's draft head (Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking
-Feature Uncertainty", arXiv:2401.15077): autoregression one level below the tokens, on the target's
-features f_i (its last hidden state at position i, after ln_f). Letters as Chen et al.: p = draft
-(the head's law), q = target; the paper writes p for the target's law and p_hat for the head's.
+Feature Uncertainty", arXiv:2401.15077): autoregression on the target's features f_i (its hidden
+state after ln_f). Letters: p = draft, q = target (Chen et al.); the paper's p is the target's law,
+its p_hat the head's.
 
-    z_i     = [wte[t_(i+1)], f_i]          [2C]  the target's frozen embedding beside the feature
-    x_i     = z_i @ fc.w + fc.b            [C]   the linear layer 2C -> C
-    g_(i+1) = block(x_0 .. x_i)[i]         [C]   one GPT-2 block, causal over the head's inputs
-    p_(i+2) = softmax(g_(i+1) @ wte.T)     [V]   the head's law of the token after t_(i+1)
+    z_i     = [wte[t_(i+1)], f_i]        [2C]  the target's frozen embedding beside the feature
+    x_i     = z_i @ fc.w + fc.b          [C]   fc starts as [noise; I], so x_i ~ f_i
+    g_(i+1) = block(x_0 .. x_i)[i]       [C]   one GPT-2 block, causal over the head's inputs
+    p_(i+2) = softmax(g_(i+1) @ wte.T)   [V]   the head's law of the token after t_(i+1)
 
-Drafting feeds the head its own guesses down a tree; accepted tokens bring true features from the
-target's verification. fc starts as [noise; I], so x_i ~ f_i. Training (gpt2/train/eagle.py):
-SmoothL1(g_(i+1), f_(i+1)) + 0.1 CE(q, p), q = softmax(f_(i+1) @ wte.T), inputs f_i plus U(-0.1,
-0.1) noise. Files: eagle.safetensors (eagle.fc.*, eagle.block.* in GPT-2's names), eagle.json.
-Shapes: B rows, T items per row, C n_embd, H n_head, V n_vocab, m tree nodes, S slots per row.
+Training (gpt2/train/eagle.py): SmoothL1(g_(i+1), f_(i+1)) + 0.1 CE(q, p), q = softmax(f_(i+1) @
+wte.T). Shapes: B rows, T items per row, C n_embd, H n_head, V n_vocab, m nodes, S slots per row.
 """
 import json
 import math
@@ -32,8 +29,7 @@ TREE_SLOTS = 64 * 64
 
 
 def init_eagle(n_embd, n_head, rng):
-    """A fresh head for a target of width C = n_embd -> (params, config): fc.w = [noise [C, C];
-    I [C, C]] (the feature passes through), one block."""
+    """A fresh head for width C -> (params, config): fc.w = [noise; I] [2C, C], one block."""
     C = n_embd
 
     def w(*shape, std=0.02):
@@ -54,8 +50,7 @@ def init_eagle(n_embd, n_head, rng):
 
 
 def next_wave(nodes, start, n_context):
-    """The nodes (token, parent) from `start` on whose parents have run -> (indices [w], mask
-    [w, n_context + start + w]: the context, their ancestors, themselves)."""
+    """Nodes from `start` on whose parents have run -> (indices [w], mask [w, n_kv])."""
     wave = [start]
     while start + len(wave) < len(nodes) and nodes[start + len(wave)][1] < start:
         wave.append(start + len(wave))
@@ -70,13 +65,8 @@ def next_wave(nodes, start, n_context):
 
 
 class EagleHead:
-    """The draft contract of EAGLE's methods, a one-row BatchEagleHead on the head's weights:
-
-        head(x, F, tokens=(), parents=()) -> logits [1 + m, V]
-
-    x: L accepted tokens; F: L - 1 target features [C], the context pairs (F[j], x[j + 1]). Row 0 is
-    the law after x, row 1 + i after node i's path (tokens[i] below parents[i], fed its parent's g).
-    """
+    """head(x, F, tokens=(), parents=()) -> logits [1 + m, V]: F holds the L - 1 features after
+    x[:-1]; row 0 is the law after x, row 1 + i after node i's path."""
 
     def __init__(self, params, config, wte, capacity, ops=CPU, threads=None):
         self.params, self.wte, self.n_head = params, np.asarray(wte, np.float32), config["n_head"]
@@ -97,16 +87,14 @@ class EagleHead:
 
 
 class BatchEagleHead:
-    """`rows` EAGLE heads at once on one EagleHead's weights, a cache row each:
+    """`rows` EAGLE heads on an EagleHead's weights, each running only what changed:
 
         head(bs, xs, Fs, trees) -> [logits [1 + m, V] for each row in bs]
-
-    Each row runs what changed since its last call: new context pairs, then new nodes by waves.
     """
 
     @staticmethod
     def row_bytes(head, tokens):
-        """Upper bound on a row's bytes: its cache (2 S C numbers), a pass of `tokens` items."""
+        """Upper bound on a row's bytes: its cache and a pass of `tokens` items."""
         C, H, V, S = head.wte.shape[1], head.n_head, head.wte.shape[0], head.capacity + 1
         return 4 * (2 * S * C + min(tokens, S) * (16 * C + H * S + 3 * V))
 
@@ -133,8 +121,7 @@ class BatchEagleHead:
         self.g0, self.logits0 = [None] * self.rows, [None] * self.rows  # the last context pair's
 
     def _pass(self, items, last_only=False):
-        """{row: (f [n, C], tokens [n], first slot, mask [n, n_kv])} -> {row: (g [n, C], logits
-        [n, V], or [1, V] if last_only)}, the logits from one LM-head product over all rows."""
+        """{row: (f [n, C], tokens [n], slot, mask [n, n_kv])} -> {row: (g [n, C], logits)}."""
         bs = list(items)
         T, n_kv = max(len(items[b][1]) for b in bs), max(items[b][3].shape[1] for b in bs)
         C = self.head.wte.shape[1]
@@ -164,6 +151,7 @@ class BatchEagleHead:
         with self.head.threads.scope(len(h)):
             logits = ops.matmul(h, self.head.lm_head)  # [sum of n (or B), V]
         ends = np.cumsum([1 if last_only else len(h) for h in g])[:-1]
+        # z: [n, V] per row, [1, V] when last_only
         return {b: (h, z) for b, h, z in zip(bs, g, np.split(logits, ends))}
 
     def __call__(self, bs, xs, Fs, trees):
@@ -239,8 +227,7 @@ def eagle_shapes(C):
 
 
 def load_eagle(folder, n_embd=None, n_vocab=None):
-    """-> params (float32), config; a missing, corrupt or mismatched file is a ValueError naming
-    it and what to do."""
+    """-> params (float32), config; a bad or mismatched file is a ValueError naming it."""
     from gpt2.weights import CorruptFile, read_json, read_safetensors
 
     folder = Path(folder)
@@ -291,7 +278,7 @@ def load_eagle(folder, n_embd=None, n_vocab=None):
 
 
 def eagle_folder(name, folder=None, offline=None):
-    """--heads DIR, else eagle/ in the target's folder; another kind of add-on is refused."""
+    """--heads DIR, else eagle/ in the target's folder, checked to hold an EAGLE head."""
     from gpt2.addons import check_kind, folder_kind
     from gpt2.hub import resolve
 

@@ -5,13 +5,10 @@
     model.tree(x, tokens, parents) -> logits [1 + m, V]  batched: tree(xs, trees) -> B arrays
     model.accept(path)                                   the cache keeps x, then path's nodes
 
-Row i is the law after x[:len(x) - n + i + 1]. A call keeps the cache's longest common prefix with x
-and runs the rest (at least the last n tokens): an algorithm sees a function, never the cache. Tree
-node i holds tokens[i] below node parents[i] (-1: x's last token), at position len(x) - 1 + depth,
-and sees the prefix, its ancestors and itself; row 0 is the law after x, row 1 + i after node i's
-path. BatchGPT2 runs every call (a cache row per sequence, new tokens and nodes padded to T, one
-gpt2/model.py forward for all rows); GPT2 is a one-row BatchGPT2 on its weights. Shapes: B rows, T
-tokens per row, m nodes, C n_embd, H n_head, V n_vocab, S cache slots per row.
+Row i is the law after x[:len(x) - n + i + 1]. Tree node i holds tokens[i] below parents[i] (-1:
+x's last token), at position len(x) - 1 + depth, and sees the prefix, its ancestors and itself; row
+1 + i is the law after its path. Shapes: B rows, T tokens per row, m nodes, C n_embd, H n_head,
+V n_vocab, S slots per row.
 """
 import numpy as np
 
@@ -70,8 +67,7 @@ def check(x, n, extra, n_ctx):
 
 def row_layout(xs, p, trees, n_slots, n_ctx, xp, pad_rows=1):
     """Row b runs xs[b][p_b:] then trees[b]'s nodes, padded to T -> {ids [B, T], positions [B, T]
-    or [T], slots [B, T] (None: all write from p0), mask [B, 1, T, n_kv] (None: sees all), n_kv,
-    s [B] new tokens, m [B] nodes, p0}. Padding lies past a row's end; nobody reads its outputs."""
+    or [T], slots [B, T] or None, mask [B, 1, T, n_kv] or None, n_kv, s [B], m [B], p0}."""
     s = [len(x) - pb for x, pb in zip(xs, p)]
     m = [len(tokens) for tokens, _ in trees]
     B, p0 = len(xs), p[0]
@@ -109,8 +105,7 @@ def row_layout(xs, p, trees, n_slots, n_ctx, xp, pad_rows=1):
 
 
 def row_bytes(hparams, tree_slots, tokens, itemsize=4):
-    """Upper bound on one row's bytes: its KV cache (2 L S C numbers) and a pass of `tokens` tokens
-    (residual, q/k/v and the MLP's 4C: 16 C; scores H S; logits, probs and a warped copy: 3 V)."""
+    """Upper bound on one row's bytes: its KV cache and a pass of `tokens` tokens."""
     L, C, H, V = hparams["n_layer"], hparams["n_embd"], hparams["n_head"], hparams["n_vocab"]
     S = hparams["n_ctx"] + tree_slots + 1
     T = min(tokens, S)
@@ -123,8 +118,7 @@ def n_params(h):  # weight matrices (biases and norms left out): what the polici
 
 
 class RowCaches:
-    """A KV cache row per sequence and the tokens it holds; _match(xs) gives each sequence its row
-    and reusable prefix. `forward`: the engine's gpt2/fast Forward (ops, threads)."""
+    """A KV cache row per sequence and the tokens it holds; _match(xs) gives each its row."""
 
     def __init__(self, hparams, rows, xp, tree_slots, forward, dtype="float32"):
         self.hparams, self.rows, self.xp, self.forward = hparams, rows, xp, forward
@@ -220,8 +214,7 @@ class BatchGPT2(RowCaches):
         return self.logits(xs, n, probs=True)
 
     def logits(self, xs, n=1, hidden=False, probs=False):
-        """Logits (or probs) [B, n, V] after the last n prefixes of each xs[b] (hidden: also
-        [B, n, C])."""
+        """Logits (or probs) [B, n, V] after the last n prefixes of each xs[b]."""
         if not 1 <= len(xs) <= self.rows:
             raise ValueError(f"this batched engine holds {self.rows} rows; got {len(xs)} sequences")
         for x in xs:
@@ -231,8 +224,7 @@ class BatchGPT2(RowCaches):
         return (logits, to_numpy(h).reshape(len(xs), n, -1)) if hidden else logits
 
     def tree(self, xs, trees, hidden=False, probs=False):
-        """Each xs[b] and its tree trees[b] = (tokens, parents) in one pass -> B arrays [1 + m_b, V]
-        (hidden: also B arrays [1 + m_b, C])."""
+        """Each xs[b] and trees[b] = (tokens, parents) in one pass -> B arrays [1 + m_b, V]."""
         if not 1 <= len(xs) <= self.rows or len(trees) != len(xs):
             raise ValueError(f"this batched engine holds {self.rows} rows and tree() takes one "
                              f"tree per sequence; got {len(xs)} sequences and {len(trees)} trees")
@@ -294,8 +286,7 @@ class BatchGPT2(RowCaches):
 
 
 class GPT2:
-    """A GPT-2 (hparams, params) behind the model contract, on NumPy or CuPy: a one-row BatchGPT2.
-    How its forwards run is chosen once, by gpt2/fast's build, and kept as .forward."""
+    """A GPT-2 behind the model contract, a one-row BatchGPT2; .forward: how its passes run."""
 
     def __init__(self, hparams, params, device="cpu", ops=None, **choices):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
@@ -319,14 +310,14 @@ class GPT2:
         return self.logits(x, n, probs=True)
 
     def logits(self, x, n=1, hidden=False, probs=False):
-        """Logits (or probs) [n, V] after the last n prefixes of x (hidden: also [n, C])."""
+        """Logits (or probs) [n, V] after the last n prefixes of x."""
         check(x, n, 0, self.n_ctx)
         h = self.engine._forward([list(x)], n, NO_TREE)  # [n, C]
         logits = self.engine._head(h, probs)  # [n, V]
         return (logits, to_numpy(h)) if hidden else logits
 
     def tree(self, x, tokens, parents, hidden=False, probs=False):
-        """Prefix x and a token tree in one pass -> logits [1 + m, V] (hidden: also [1 + m, C])."""
+        """Prefix x and a token tree in one pass -> logits [1 + m, V]."""
         if len(tokens) != len(parents):
             raise ValueError(f"tree: {len(tokens)} tokens but {len(parents)} parents")
         out = self.engine.tree([x], [(tokens, parents)], hidden, probs)

@@ -1,12 +1,11 @@
 """Extra decoding heads on a GPT-2 backbone. Medusa (Cai et al. 2024, arXiv:2401.10774), eq. (1),
-head k on the last hidden state h_t (after ln_f), predicting the token k + 1 after the next:
+head k on the hidden state h_t after ln_f, predicting the token k + 1 after the next:
 
     p_t^(k) = softmax(W2^(k) (SiLU(W1^(k) h_t + b1^(k)) + h_t)),   W1 [C, C], W2 [C, V]
 
 W1 starts at 0, W2 at the LM head. Blockwise Parallel Decoding (Stern et al. 2018,
-arXiv:1811.03115): the same block with ReLU, W2 tied to wte. Files: heads.safetensors
-(heads.{k}.res.w, .res.b, .out.w), heads.json. Shapes: B rows, T positions, C n_embd, V n_vocab,
-K heads.
+arXiv:1811.03115): the same block with ReLU, W2 tied to wte. Shapes: B rows, T positions, C n_embd,
+V n_vocab, K heads.
 """
 import json
 from pathlib import Path
@@ -19,8 +18,7 @@ from gpt2.backend import xp_of
 
 
 def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None, kind=None):
-    """K heads for a backbone whose LM head is wte [V, C] -> (heads, config); kind (gpt2/addons.py):
-    by default "blockwise" for tied heads, "medusa" for untied ones."""
+    """K heads for a backbone whose LM head is wte [V, C] -> (heads, config)."""
     V, C = wte.shape
     rng = rng or np.random.default_rng(0)
     heads = []
@@ -82,8 +80,8 @@ def cross_entropy(logits, targets):  # [N, V], [N] -> mean loss, dlogits
 
 
 def heads_loss_and_grads(h, targets, heads, wte, config, lambdas):
-    """h [B, T, C], targets [B, T] (the token after each position) -> (sum_k lambdas[k] L_k,
-    [L_k], grads, dh [B, T, C]); L_k: head k's cross-entropy of targets[:, t + k + 1] on h[:, t]."""
+    """h [B, T, C], targets [B, T] -> (sum_k lambdas[k] L_k, [L_k], grads, dh [B, T, C]); L_k:
+    head k's cross-entropy of targets[:, t + k + 1] on h[:, t]."""
     xp = xp_of(h)
     B, T, C = h.shape
     dh = xp.zeros_like(h)
@@ -125,7 +123,7 @@ HEAD_SHAPES = {"res.w": ("C", "C"), "res.b": ("C",), "out.w": ("C", "V")}
 
 
 def load_heads(folder, n_embd=None, n_vocab=None):
-    """-> heads (float32 dicts), config; a missing, corrupt or mismatched file is a ValueError."""
+    """-> heads (float32 dicts), config; a bad or mismatched file is a ValueError."""
     folder = Path(folder)
     if not (folder / "heads.json").exists() or not (folder / "heads.safetensors").exists():
         raise ValueError(f"no heads in {folder}: expected heads.json and heads.safetensors there "
@@ -149,7 +147,7 @@ def load_heads(folder, n_embd=None, n_vocab=None):
 
 
 def read_head_tensors(path, config):
-    """heads.safetensors as float32, each tensor present, finite and of its HEAD_SHAPES shape."""
+    """heads.safetensors as float32, each tensor present, finite, of its HEAD_SHAPES shape."""
     from gpt2.weights import CorruptFile, read_safetensors
 
     tensors, sizes = read_safetensors(path), {}
@@ -171,8 +169,7 @@ def read_head_tensors(path, config):
 
 
 def keep_first_heads(src, dst, n):
-    """Copy the first n heads in `src` to `dst` (heads are independent given a frozen backbone),
-    the accuracy record cut to match:
+    """Copy the first n heads in `src` to `dst` (independent given a frozen backbone):
 
         python -m gpt2.heads --src runs/medusa --dst gpt2/assets/tiny-target/medusa --n 2
     """

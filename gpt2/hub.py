@@ -5,8 +5,7 @@
     resolve("tiny-target")           -> the built-in model in gpt2/assets
     resolve("./ckpt"), resolve("~/ckpt"), resolve("x/") -> that local folder, never a repo id
 
-huggingface_hub downloads into the cache transformers shares, with its settings (HF_HUB_CACHE,
-HF_HOME, HF_ENDPOINT, HF_HUB_OFFLINE, HF_TOKEN). Each failure is one line.
+huggingface_hub downloads into the cache transformers shares, with its HF_* settings.
 """
 import re
 import tempfile
@@ -118,7 +117,7 @@ def reason(error):
 
 
 def is_local(name):
-    """./x, ../x, /x, ~/x, x/ and anything on disk name a local path, never a repo."""
+    """./x, ../x, /x, ~/x, x/ and anything on disk are local paths, never repos."""
     return (name in (".", "..") or name.startswith(("./", "../", "/", "~")) or name.endswith("/")
             or Path(name).exists())
 
@@ -138,8 +137,7 @@ def local_folder(name):
 
 
 def check_repo_id(repo, name=None):
-    """`repo` if it is owner/name by the hub's rules, else ValueError.
-    Example: "distilbert/distilgpt2" -> itself; "../x", "a/b/c" -> ValueError."""
+    """`repo` if owner/name by the hub's rules: "a/b" -> itself; "../x", "a/b/c" -> ValueError."""
     name = repo if name is None else name
     parts = repo.split("/")
     if len(parts) == 1:  # the hub allows a bare name; its GPT-2 ones are the aliases

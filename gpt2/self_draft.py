@@ -1,15 +1,13 @@
-"""Self-drafting: the draft is the target on a shorter path through its sublayers, on the target's
-KV cache. Draft & Verify (Zhang et al. 2023, arXiv:2309.08168) skips a set of sublayers; LayerSkip
-(Elhoushi et al. 2024, arXiv:2404.16710) exits after the first E layers (skips 2E on). Sublayer 2l
-is layer l's attention, 2l + 1 its MLP: "a3,m4" skips layer 3's attention and layer 4's MLP. The
-draft reads the keys/values the target wrote for the verified prefix (its law depends on this) and
-writes its own for its drafts. Below the first skipped sublayer, the cut f, it computes what the
-target does, so verification keeps those keys/values and the residuals at the cut and runs only
-sublayers f.. on the drafted tokens. Example: 6 layers, exit after 2 (f = 4); the draft read
-[t, d1, d2] and proposed d3; verifying runs d3 through sublayers 0-3, then all four through 4-11.
+"""Self-drafting: the draft is the target on a shorter path through its sublayers, on its KV cache.
+Draft & Verify (Zhang et al. 2023, arXiv:2309.08168) skips a set of sublayers; LayerSkip (Elhoushi
+et al. 2024, arXiv:2404.16710) exits after E layers. Sublayer 2l is layer l's attention, 2l + 1 its
+MLP ("a3,m4" skips 6 and 9). Below the first skipped sublayer, the cut f, the draft computes what
+the target does, so verification reuses that and runs only sublayers f.. on the drafts. Example: 6
+layers, exit after 2 (f = 4), the draft read [t, d1, d2] and proposed d3: verifying runs d3 through
+sublayers 0-3, then all four through 4-11.
 
     engine = BatchSelfDraft(self_draft, rows)
-    engine.draft(xs, n=1), engine.target(xs, n=1) -> probs [B, n, V]   (.logits: the logits)
+    engine.draft(xs, n=1), engine.target(xs, n=1) -> probs [B, n, V]
 
 Shapes: B rows, T new tokens per row (padded), C n_embd, V n_vocab, L n_layer.
 """
@@ -68,8 +66,7 @@ def lm_head(h, params, adapter=None, head=None, ops=REFERENCE):
 
 
 class SelfDraft:
-    """A GPT-2 (hparams, params) and a draft path; .target and .draft, single-sequence sides on a
-    one-row BatchSelfDraft. forward: gpt2/fast's Forward (the target engine's, else built here)."""
+    """A GPT-2 and a draft path; .target and .draft are its sides on a one-row BatchSelfDraft."""
 
     def __init__(self, hparams, params, skip=(), adapter=None, forward=None):
         self.hparams, self.params, self.adapter = hparams, params, adapter
@@ -198,8 +195,8 @@ class BatchSelfDraft(RowCaches):
 
 
 class Model:
-    """One side of a BatchSelfDraft: model(xs, n=1) -> probs [B, n, V]; one=True (a SelfDraft's
-    sides): model(x, n=1) -> probs [n, V]."""
+    """One side of a BatchSelfDraft: model(xs, n=1) -> probs [B, n, V]; one=True: model(x, n=1)
+    -> probs [n, V]."""
 
     def __init__(self, engine, forward, one=False):
         self.engine, self.run, self.one = engine, forward, one
@@ -226,8 +223,7 @@ class Model:
 
 
 def batch_side(model, rows):
-    """A SelfDraft's .target or .draft -> that side of its BatchSelfDraft of `rows` rows, one
-    engine (kept as .batch) for both sides, so they share caches as the single sides do."""
+    """A SelfDraft's .target or .draft -> that side of its one BatchSelfDraft of `rows` rows."""
     engine = model.engine
     if engine.batch is None or engine.batch.rows != rows:
         engine.batch = BatchSelfDraft(engine, rows)
@@ -264,8 +260,7 @@ HOLDS = {"skip_set": "a skip set", "exit_layer": "an exit layer"}
 
 
 def entry_kind(entry):
-    """A self_draft.json entry's kind: declared, else by its fields, else None.
-    Example: {"skip": "a1", "K": 2} -> "skip_set"."""
+    """A self_draft.json entry's kind: declared, else by its fields, else None."""
     if entry.get("kind") is not None:
         return entry["kind"]
     return "skip_set" if "skip" in entry else "exit_layer" if "exit_layer" in entry else None
@@ -312,9 +307,8 @@ def config_problem(key, value):
 
 def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, adapter=True,
                     forward=None):
-    """A SelfDraft for --method layer_skip (--skip, else self_draft.json's set) or early_exit
-    (--exit_layer, else the shipped one, with its adapter unless adapter=False); .settings: K and
-    threshold. forward: the target engine's Forward, shared."""
+    """A SelfDraft for --method layer_skip or early_exit, from the flags or self_draft.json;
+    .settings: its K and threshold."""
     L, config = hparams["n_layer"], read_config(folder).get(kind, {})
     held = entry_kind(config)
     if held is not None and held != ENTRY_KINDS[kind]:

@@ -1,8 +1,7 @@
-"""Checkpoints as safetensors in NumPy (no torch, no pickle), in Hugging Face's GPT2LMHeadModel
-names. A file is an 8-byte little-endian header length N, N bytes of JSON {name: {"dtype": "F32",
-"shape": [2], "data_offsets": [0, 8]}, "__metadata__": {...}}, then the tensors' bytes. Names map
-h.{i}.ln_1.weight -> blocks[i]["ln_1"]["g"], .bias -> "b" (Conv1D weights are already [in, out]);
-lm_head.weight, tied to wte, is ignored. A bad file is a CorruptFile that names it.
+"""Checkpoints as safetensors in NumPy (no torch, no pickle), in GPT2LMHeadModel's names. A file:
+an 8-byte little-endian header length N, N bytes of JSON {name: {"dtype": "F32", "shape": [2],
+"data_offsets": [0, 8]}, ...}, the tensors' bytes. h.{i}.ln_1.weight -> blocks[i]["ln_1"]["g"],
+.bias -> "b"; Conv1D weights are already [in, out]; lm_head.weight (tied to wte) is ignored.
 """
 import contextlib
 import json
@@ -98,8 +97,8 @@ def read_safetensors(path):
             if size > start else None)  # [size - start] bytes
     for name, info in header.items():
         begin, end = info["data_offsets"]
-        dtype = DTYPES[info["dtype"]]
-        raw = np.frombuffer(data[begin:end], dtype=dtype) if end > begin else np.zeros(0, dtype)
+        raw = (np.frombuffer(data[begin:end], dtype=DTYPES[info["dtype"]]) if end > begin
+               else np.zeros(0, DTYPES[info["dtype"]]))  # [count] of the tensor's dtype
         if info["dtype"] == "BF16":  # bfloat16 is the top half of a float32
             raw = (raw.astype(np.uint32) << 16).view(np.float32)
         elif raw.dtype.kind == "f":
@@ -113,7 +112,7 @@ def read_safetensors(path):
 
 
 def _check_entry(path, name, info):
-    """A header entry: a known dtype, a shape of sizes, two byte offsets."""
+    """A header entry: a known dtype, a shape, two byte offsets."""
     if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
         _fail(path, f"tensor {name!r}: entry needs dtype, shape and data_offsets")
     if not isinstance(info["dtype"], str) or info["dtype"] not in DTYPES:
@@ -164,7 +163,7 @@ def write_safetensors(path, tensors, metadata=None, dtype=None):
 
 @contextlib.contextmanager
 def output_folder(path):
-    """`with output_folder(out):` makes `out`, and removes it again if the writing fails."""
+    """`with output_folder(out):` makes `out`, removed again if the writing fails."""
     path, made = Path(path), not Path(path).exists()
     path.mkdir(parents=True, exist_ok=True)
     try:
@@ -222,8 +221,7 @@ def expected_shapes(hparams):
 
 
 def params_from_state_dict(tensors, hparams, source="checkpoint"):
-    """The params tree from HF GPT-2 tensors (`transformer.` prefix or not), shapes and
-    values checked."""
+    """The params tree from HF GPT-2 tensors, every shape and value checked."""
     sd = {k.removeprefix("transformer."): v for k, v in tensors.items()}
     for name, shape in expected_shapes(hparams).items():
         if name not in sd:
@@ -254,8 +252,7 @@ def params_from_state_dict(tensors, hparams, source="checkpoint"):
 
 
 def hparams_from_config(config, source="config.json"):
-    """GPT-2's sizes from a Hugging Face config, checked. Example: {"vocab_size": 50257,
-    "n_positions": 1024, ...} -> {"n_vocab": 50257, "n_ctx": 1024, ...}."""
+    """{n_vocab, n_ctx, n_embd, n_head, n_layer} from a Hugging Face config, checked."""
     if not isinstance(config, dict):
         raise CorruptFile(source, "not a GPT-2 config (not a JSON object)")
     # older configs: n_ctx
@@ -302,8 +299,7 @@ def load_checkpoint(folder):
 
 
 def sizes_differ(tensors, hparams):
-    """The sizes config.json states that the weights contradict. Example: n_layer 1000 beside
-    6 layers -> ["n_layer is 1000 but model.safetensors holds 6 layers"]."""
+    """The sizes config.json states that the weights contradict, one sentence each."""
     sd = {k.removeprefix("transformer."): v for k, v in tensors.items()}
     held = {}
     if getattr(sd.get("wte.weight"), "ndim", 0) == 2:
