@@ -54,8 +54,8 @@ class KVCache:
         self.n -= m
 
     def keep(self, indices, row=0):
-        """Keep a row's tokens at `indices` (increasing), moved to its front. Example: prefix 3,
-        tree nodes in slots 3..6, path nodes 0 and 2 -> keep([0, 1, 2, 3, 5])."""
+        """Keep a row's tokens at `indices` (increasing), moved to its front: prefix 3, nodes in
+        slots 3..6, path nodes 0 and 2 -> keep([0, 1, 2, 3, 5])."""
         idx = list(indices)
         if (any(b <= a for a, b in zip(idx, idx[1:]))
                 or (idx and not 0 <= idx[0] <= idx[-1] < self.n_ctx)):

@@ -9,7 +9,7 @@ its p_hat the head's.
     p_(i+2) = softmax(g_(i+1) @ wte.T)   [V]   the head's law of the token after t_(i+1)
 
 Training (gpt2/train/eagle.py): SmoothL1(g_(i+1), f_(i+1)) + 0.1 CE(q, p), q = softmax(f_(i+1) @
-wte.T). Shapes: B rows, T items per row, C n_embd, H n_head, V n_vocab, m nodes, S slots per row.
+wte.T). Shapes: B rows, T items per row, C n_embd, H n_head, V n_vocab, m nodes, S slots.
 """
 import json
 import math
@@ -65,8 +65,8 @@ def next_wave(nodes, start, n_context):
 
 
 class EagleHead:
-    """head(x, F, tokens=(), parents=()) -> logits [1 + m, V]: F holds the L - 1 features after
-    x[:-1]; row 0 is the law after x, row 1 + i after node i's path."""
+    """head(x, F, tokens=(), parents=()) -> logits [1 + m, V]: F, the L - 1 features after
+    x[:-1]; row 0 the law after x, row 1 + i after node i's path."""
 
     def __init__(self, params, config, wte, capacity, ops=CPU, threads=None):
         self.params, self.wte, self.n_head = params, np.asarray(wte, np.float32), config["n_head"]
@@ -87,7 +87,7 @@ class EagleHead:
 
 
 class BatchEagleHead:
-    """`rows` EAGLE heads on an EagleHead's weights, each running only what changed:
+    """`rows` EAGLE heads on an EagleHead's weights, each running what changed:
 
         head(bs, xs, Fs, trees) -> [logits [1 + m, V] for each row in bs]
     """

@@ -5,10 +5,11 @@
     model.tree(x, tokens, parents) -> logits [1 + m, V]  batched: tree(xs, trees) -> B arrays
     model.accept(path)                                   the cache keeps x, then path's nodes
 
-Row i is the law after x[:len(x) - n + i + 1]. Tree node i holds tokens[i] below parents[i] (-1:
-x's last token), at position len(x) - 1 + depth, and sees the prefix, its ancestors and itself; row
-1 + i is the law after its path. Shapes: B rows, T tokens per row, m nodes, C n_embd, H n_head,
-V n_vocab, S slots per row.
+Row i is the law after x[:len(x) - n + i + 1]; a call reuses the cached prefix it shares with x (an
+algorithm sees a function, never the cache). Tree node i holds tokens[i] below parents[i] (-1: x's
+last token) at position len(x) - 1 + depth, sees the prefix, its ancestors and itself; row 1 + i
+is the law after its path. Shapes: B rows, T tokens per row, m nodes, C n_embd, H n_head, V n_vocab,
+S slots per row.
 """
 import numpy as np
 
@@ -214,7 +215,7 @@ class BatchGPT2(RowCaches):
         return self.logits(xs, n, probs=True)
 
     def logits(self, xs, n=1, hidden=False, probs=False):
-        """Logits (or probs) [B, n, V] after the last n prefixes of each xs[b]."""
+        """Logits or probs [B, n, V] after each xs[b]'s last n prefixes; hidden: + [B, n, C]."""
         if not 1 <= len(xs) <= self.rows:
             raise ValueError(f"this batched engine holds {self.rows} rows; got {len(xs)} sequences")
         for x in xs:
@@ -224,7 +225,8 @@ class BatchGPT2(RowCaches):
         return (logits, to_numpy(h).reshape(len(xs), n, -1)) if hidden else logits
 
     def tree(self, xs, trees, hidden=False, probs=False):
-        """Each xs[b] and trees[b] = (tokens, parents) in one pass -> B arrays [1 + m_b, V]."""
+        """Each xs[b] and trees[b] = (tokens, parents) in one pass -> B arrays [1 + m_b, V] (and
+        hidden [1 + m_b, C])."""
         if not 1 <= len(xs) <= self.rows or len(trees) != len(xs):
             raise ValueError(f"this batched engine holds {self.rows} rows and tree() takes one "
                              f"tree per sequence; got {len(xs)} sequences and {len(trees)} trees")
@@ -310,14 +312,14 @@ class GPT2:
         return self.logits(x, n, probs=True)
 
     def logits(self, x, n=1, hidden=False, probs=False):
-        """Logits (or probs) [n, V] after the last n prefixes of x."""
+        """Logits (or probs) [n, V] after the last n prefixes of x; hidden: + [n, C]."""
         check(x, n, 0, self.n_ctx)
         h = self.engine._forward([list(x)], n, NO_TREE)  # [n, C]
         logits = self.engine._head(h, probs)  # [n, V]
         return (logits, to_numpy(h)) if hidden else logits
 
     def tree(self, x, tokens, parents, hidden=False, probs=False):
-        """Prefix x and a token tree in one pass -> logits [1 + m, V]."""
+        """Prefix x and a token tree in one pass -> logits [1 + m, V]; hidden: + [1 + m, C]."""
         if len(tokens) != len(parents):
             raise ValueError(f"tree: {len(tokens)} tokens but {len(parents)} parents")
         out = self.engine.tree([x], [(tokens, parents)], hidden, probs)

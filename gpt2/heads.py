@@ -37,11 +37,11 @@ def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None
     return heads, {"kind": kind, "n_heads": n_heads, "tied": tied, "act": act}
 
 
-def _act(z, act):  # -> a, da/dz
+def _act(z, act):  # [..., C] -> a, da/dz: [..., C] each
     xp = xp_of(z)
     if act == "relu":
         return xp.maximum(z, 0), (z > 0).astype(z.dtype)
-    s = 1 / (1 + xp.exp(-z))
+    s = 1 / (1 + xp.exp(-z))  # [..., C]: sigmoid(z), SiLU(z) = z s
     return z * s, s * (1 + z * (1 - s))
 
 
@@ -58,10 +58,11 @@ def head_backward(dlogits, cache, head):  # -> dh [..., C], grads of the head
     C, V = w_out.shape
     dr = dlogits @ w_out.T  # [..., C]
     dz = dr * da  # [..., C]
+    # W1 [C, C], b1 [C], W2 [C, V]: summed over the rows [..., C] flattened
     grads = {"res": {"w": h.reshape(-1, C).T @ dz.reshape(-1, C), "b": dz.reshape(-1, C).sum(0)}}
     if "out" in head:
-        grads["out"] = {"w": r.reshape(-1, C).T @ dlogits.reshape(-1, V)}
-    return dr + dz @ head["res"]["w"].T, grads
+        grads["out"] = {"w": r.reshape(-1, C).T @ dlogits.reshape(-1, V)}  # [C, V]
+    return dr + dz @ head["res"]["w"].T, grads  # dh [..., C]: the residual and the block
 
 
 def heads_logits(h, heads, wte, config):  # h [n, C] -> [K, n, V]: for decoding, no caches
@@ -70,18 +71,18 @@ def heads_logits(h, heads, wte, config):  # h [n, C] -> [K, n, V]: for decoding,
 
 def cross_entropy(logits, targets):  # [N, V], [N] -> mean loss, dlogits
     xp = xp_of(logits)
-    z = logits - logits.max(-1, keepdims=True)
-    logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))
+    z = logits - logits.max(-1, keepdims=True)  # [N, V]
+    logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))  # [N, V]: log softmax
     n = len(targets)
-    loss = -logp[xp.arange(n), targets].mean()
-    d = xp.exp(logp)
+    loss = -logp[xp.arange(n), targets].mean()  # scalar
+    d = xp.exp(logp)  # [N, V]: softmax - onehot(targets), over n below
     d[xp.arange(n), targets] -= 1
     return loss, d / n
 
 
 def heads_loss_and_grads(h, targets, heads, wte, config, lambdas):
-    """h [B, T, C], targets [B, T] -> (sum_k lambdas[k] L_k, [L_k], grads, dh [B, T, C]); L_k:
-    head k's cross-entropy of targets[:, t + k + 1] on h[:, t]."""
+    """h [B, T, C], targets [B, T] -> (sum_k lambdas[k] L_k, [L_k], grads, dh [B, T, C]), L_k the
+    cross-entropy of head k on targets[:, t + k + 1] from h[:, t]."""
     xp = xp_of(h)
     B, T, C = h.shape
     dh = xp.zeros_like(h)

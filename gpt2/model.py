@@ -1,8 +1,8 @@
 """GPT-2's forward in NumPy, picoGPT style (Radford et al. 2019, "Language Models are Unsupervised
 Multitask Learners"): the function list is the architecture, weights are nested dicts unpacked with
-`**`. Added for speculative decoding: an explicit mask and positions (a tree in one pass), a KV
-cache, and `ops`, the operations as a value (REFERENCE here, others in gpt2/fast/). Shapes: B rows,
-n_seq new tokens, n_kv = cached + new, n_embd, n_head, d = n_embd // n_head, n_vocab; float32.
+`**`. Added for speculative decoding: explicit mask and positions (a tree in one pass), a KV cache,
+and `ops`, the operations as a value (REFERENCE here, others in gpt2/fast/). Shapes: B rows, n_seq
+new tokens, n_kv = cached + new, n_embd, n_head, d = n_embd // n_head, n_vocab; float32.
 """
 import math
 from typing import Callable, NamedTuple
@@ -87,8 +87,8 @@ def causal_mask(n_seq, n_past, xp):  # -> [n_seq, n_past + n_seq] bool: token i 
 
 def gpt2_hidden(inputs, wte, wpe, blocks, ln_f, n_head, positions=None, mask=None, cache=None,
                 ops=REFERENCE):
-    """Ids [B, n_seq] ([n_seq]) -> hidden states after ln_f [B, n_seq, n_embd] ([n_seq, n_embd]);
-    positions and mask default to those after the cache's n_past tokens."""
+    """Ids [B, n_seq] -> hidden states after ln_f [B, n_seq, n_embd] ([n_seq] -> [n_seq, n_embd]);
+    positions and mask default to follow the cache's n_past tokens."""
     xp = xp_of(wte)
     if inputs.ndim == 1:  # one sequence: one row
         return gpt2_hidden(inputs[None], wte, wpe, blocks, ln_f, n_head, positions, mask, cache,

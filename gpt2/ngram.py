@@ -1,6 +1,5 @@
 """A count-based n-gram draft with Witten-Bell interpolation (Witten & Bell 1991; Chen & Goodman
-1998, sec. 2.5), behind the model contract model(x, n=1) -> probs [n, V], a law over the whole
-vocabulary:
+1998, sec. 2.5): model(x, n=1) -> probs [n, V], a law over the whole vocabulary.
 
     P(w | h) = (c(h, w) + u(h) P(w | h')) / (c(h) + u(h))
 
@@ -25,24 +24,24 @@ class NGram:
         return len(self.tables) + 1
 
     def distribution(self, context):  # -> [V] float32: P(. | the last order-1 tokens of context)
-        p = self.unigram.astype(np.float64)
+        p = self.unigram.astype(np.float64)  # [V]: P(w), then P(w | h) for ever longer h
         for k, table in enumerate(self.tables, start=1):
             if len(context) < k:
                 break
-            key = 0
+            key = 0  # h, the last k tokens, as a base-V number
             for t in context[-k:]:
                 key = key * self.n_vocab + int(t)
             i = int(np.searchsorted(table["keys"], key))
             if i == len(table["keys"]) or table["keys"][i] != key:
                 continue  # unseen context: keep the shorter context's law
             lo, hi = table["offsets"][i], table["offsets"][i + 1]
-            c = table["counts"][lo:hi].astype(np.float64)
-            total, distinct = c.sum(), hi - lo
-            p = p * (distinct / (total + distinct))
-            p[table["next"][lo:hi]] += c / (total + distinct)
+            c = table["counts"][lo:hi].astype(np.float64)  # [u(h)]: c(h, w) of each w seen after h
+            total, distinct = c.sum(), hi - lo  # c(h), u(h)
+            p = p * (distinct / (total + distinct))  # [V]: u(h) P(w | h') / (c(h) + u(h))
+            p[table["next"][lo:hi]] += c / (total + distinct)  # + c(h, w) / (c(h) + u(h))
         return p.astype(np.float32)
 
-    def __call__(self, x, n=1):  # -> probs [n, V]
+    def __call__(self, x, n=1):  # -> probs [n, V], row i after x[:len(x) - n + i + 1]
         return np.stack([self.distribution(x[:len(x) - n + i + 1]) for i in range(n)])
 
     def save(self, path):

@@ -1,15 +1,15 @@
 """Self-drafting: the draft is the target on a shorter path through its sublayers, on its KV cache.
-Draft & Verify (Zhang et al. 2023, arXiv:2309.08168) skips a set of sublayers; LayerSkip (Elhoushi
-et al. 2024, arXiv:2404.16710) exits after E layers. Sublayer 2l is layer l's attention, 2l + 1 its
-MLP ("a3,m4" skips 6 and 9). Below the first skipped sublayer, the cut f, the draft computes what
-the target does, so verification reuses that and runs only sublayers f.. on the drafts. Example: 6
-layers, exit after 2 (f = 4), the draft read [t, d1, d2] and proposed d3: verifying runs d3 through
-sublayers 0-3, then all four through 4-11.
+Draft & Verify (Zhang et al. 2023, arXiv:2309.08168) skips sublayers; LayerSkip (Elhoushi et al.
+2024, arXiv:2404.16710) exits after E layers. Sublayer 2l is layer l's attention, 2l + 1 its MLP
+("a3,m4": 6 and 9). Below the first skipped sublayer, the cut f, the draft computes what the target
+does: verification reuses it and runs sublayers f.. only. Example: 6 layers, exit after 2 (f = 4),
+the draft read [t, d1, d2] and proposed d3: verifying runs d3 through 0-3, then all four through
+4-11.
 
     engine = BatchSelfDraft(self_draft, rows)
     engine.draft(xs, n=1), engine.target(xs, n=1) -> probs [B, n, V]
 
-Shapes: B rows, T new tokens per row (padded), C n_embd, V n_vocab, L n_layer.
+Shapes: B rows, T new tokens per row, C n_embd, V n_vocab, L n_layer.
 """
 import numpy as np
 
@@ -195,8 +195,7 @@ class BatchSelfDraft(RowCaches):
 
 
 class Model:
-    """One side of a BatchSelfDraft: model(xs, n=1) -> probs [B, n, V]; one=True: model(x, n=1)
-    -> probs [n, V]."""
+    """One side of a BatchSelfDraft: model(xs, n=1) -> probs [B, n, V] (one=True: x -> [n, V])."""
 
     def __init__(self, engine, forward, one=False):
         self.engine, self.run, self.one = engine, forward, one
@@ -307,8 +306,7 @@ def config_problem(key, value):
 
 def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, adapter=True,
                     forward=None):
-    """A SelfDraft for --method layer_skip or early_exit, from the flags or self_draft.json;
-    .settings: its K and threshold."""
+    """A SelfDraft for --method layer_skip or early_exit (flags, else self_draft.json)."""
     L, config = hparams["n_layer"], read_config(folder).get(kind, {})
     held = entry_kind(config)
     if held is not None and held != ENTRY_KINDS[kind]:
