@@ -8,8 +8,9 @@ its p_hat the head's.
     g_(i+1) = block(x_0 .. x_i)[i]       [C]   one GPT-2 block, causal over the head's inputs
     p_(i+2) = softmax(g_(i+1) @ wte.T)   [V]   the head's law of the token after t_(i+1)
 
-Training (gpt2/train/eagle.py): SmoothL1(g_(i+1), f_(i+1)) + 0.1 CE(q, p), q = softmax(f_(i+1) @
-wte.T). Shapes: B rows, T items per row, C n_embd, H n_head, V n_vocab, m nodes, S slots.
+Drafting feeds g back as the next f. Training (gpt2/train/eagle.py): SmoothL1(g_(i+1), f_(i+1)) +
+0.1 CE(q, p), q = softmax(f_(i+1) @ wte.T). Shapes: B rows, T items per row, C n_embd, H n_head,
+V n_vocab, m nodes, S slots.
 """
 import json
 import math
@@ -65,8 +66,8 @@ def next_wave(nodes, start, n_context):
 
 
 class EagleHead:
-    """head(x, F, tokens=(), parents=()) -> logits [1 + m, V]: F, the L - 1 features after
-    x[:-1]; row 0 the law after x, row 1 + i after node i's path."""
+    """EAGLE's draft contract: head(x, F, tokens=(), parents=()) -> logits [1 + m, V], F[j] the
+    target's feature after x[j] (L - 1 rows). Row 0: the law after x; 1 + i: after node i's path."""
 
     def __init__(self, params, config, wte, capacity, ops=CPU, threads=None):
         self.params, self.wte, self.n_head = params, np.asarray(wte, np.float32), config["n_head"]
@@ -190,6 +191,7 @@ class BatchEagleHead:
                 if start == len(nodes[b]):
                     continue
                 wave, mask = next_wave(nodes[b], start, n_context)  # [w], [w, n_kv]
+                # [w, C]: each node is fed its parent's guessed feature
                 f = np.stack([self.g0[b] if nodes[b][i][1] < 0 else self.g[b][nodes[b][i][1]]
                               for i in wave])
                 items[b] = (f, np.asarray([nodes[b][i][0] for i in wave]), n_context + start, mask)
