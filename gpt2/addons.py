@@ -2,7 +2,7 @@
 or early_exit; eagle.json: eagle; self_draft.json: skip_set or exit_layer), else by its shape:
 
     folder_kind("gpt2/assets/tiny-target/medusa") -> "medusa"
-    check_kind(folder, "blockwise", "--heads DIR", "--method blockwise")   # ValueError naming both
+    check_kind(folder, "blockwise", "--heads DIR", "--method blockwise")  # ValueError naming both
 """
 from pathlib import Path
 

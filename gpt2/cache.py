@@ -1,6 +1,6 @@
 """A preallocated KV cache, a row per sequence: keys and values [n_layer, B, n_head, n_ctx, d].
-A pass writes after the n tokens all rows hold, or at `slots` [B, n_seq] of its own. Speculative
-decoding moves the end:
+A pass writes after the n tokens all rows hold, or at `slots` [B, n_seq]. Speculative decoding
+moves the end:
 
 - rollback(m) forgets the last m tokens (rejected drafts);
 - keep(indices) compacts a row to the tokens at indices (an accepted path through a tree).

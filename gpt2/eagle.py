@@ -30,7 +30,7 @@ TREE_SLOTS = 64 * 64
 
 
 def init_eagle(n_embd, n_head, rng):
-    """A fresh head for width C -> (params, config): fc.w = [noise; I] [2C, C], one block."""
+    """A fresh head of width C -> (params, config); fc.w = [noise; I] [2C, C]."""
     C = n_embd
 
     def w(*shape, std=0.02):

@@ -1,9 +1,9 @@
 """A model name -> (model, encoder):
 
-    load_model("tiny-target")  -> (GPT2 engine, Encoder)    the built-in pair: also "tiny-draft"
-    load_model("ngram")        -> (NGram, Encoder)          the built-in count-based draft
-    load_model("gpt2-xl")      -> from the Hugging Face cache, downloaded once (gpt2/hub.py)
-    load_model("./my-ckpt")    -> a folder with config.json, model.safetensors and a tokenizer
+    load_model("tiny-target") -> (GPT2, Encoder); "tiny-draft" is the other built-in
+    load_model("ngram")       -> (NGram, Encoder): the built-in count-based draft
+    load_model("gpt2-xl")     -> from the Hugging Face cache (gpt2/hub.py)
+    load_model("./my-ckpt")   -> config.json, model.safetensors and a tokenizer there
 """
 from pathlib import Path
 

@@ -11,7 +11,7 @@ from gpt2.backend import xp_of
 
 
 class Ops(NamedTuple):
-    """The forward's operations; matmul(x, w): [..., n_in] @ [n_in, n_out] -> [..., n_out]."""
+    """The forward's operations, a value an engine chooses once (gpt2/fast/)."""
     matmul: Callable
     gelu: Callable
     softmax: Callable

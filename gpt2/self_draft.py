@@ -1,10 +1,10 @@
 """Self-drafting: the draft is the target on a shorter path through its sublayers, on its KV cache.
 Draft & Verify (Zhang et al. 2023, arXiv:2309.08168) skips sublayers; LayerSkip (Elhoushi et al.
 2024, arXiv:2404.16710) exits after E layers. Sublayer 2l is layer l's attention, 2l + 1 its MLP
-("a3,m4": 6 and 9). Below the first skipped sublayer, the cut f, the draft computes what the target
-does: verification reuses it and runs sublayers f.. only. Example: 6 layers, exit after 2 (f = 4),
-the draft read [t, d1, d2] and proposed d3: verifying runs d3 through 0-3, then all four through
-4-11.
+("a3,m4": 6 and 9). The draft reads the keys/values the target wrote for the verified prefix (its
+law depends on this). Below its first skipped sublayer, the cut f, it computes what the target does:
+verification reuses that and runs sublayers f.. only. Example: 6 layers, exit after 2 (f = 4), the
+draft read [t, d1, d2] and proposed d3: verifying runs d3 through 0-3, then all four through 4-11.
 
     engine = BatchSelfDraft(self_draft, rows)
     engine.draft(xs, n=1), engine.target(xs, n=1) -> probs [B, n, V]
@@ -55,7 +55,7 @@ def sublayer(x, s, block, n_head, mask=None, cache=None, ops=REFERENCE):
 
 # final hidden states [..., C] -> logits [..., V]
 def lm_head(h, params, adapter=None, head=None, ops=REFERENCE):
-    """head: W [C, V] (None: wte.T); adapter: the exit adapter (gpt2/heads.py) before W."""
+    """head: W [C, V] (None: wte.T); adapter: an exit adapter (gpt2/heads.py) before W."""
     from gpt2.heads import head_forward
 
     x = ops.layer_norm(h, **params["ln_f"])  # [..., C]

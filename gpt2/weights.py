@@ -1,7 +1,7 @@
 """Checkpoints as safetensors in NumPy (no torch, no pickle), in GPT2LMHeadModel's names. A file:
 an 8-byte little-endian header length N, N bytes of JSON {name: {"dtype": "F32", "shape": [2],
 "data_offsets": [0, 8]}, ...}, the tensors' bytes. h.{i}.ln_1.weight -> blocks[i]["ln_1"]["g"],
-.bias -> "b"; Conv1D weights are already [in, out]; lm_head.weight (tied to wte) is ignored.
+.bias -> "b"; Conv1D weights are [in, out]; lm_head.weight is wte, ignored.
 """
 import contextlib
 import json
