@@ -8,9 +8,11 @@ its p_hat the head's.
     g_(i+1) = block(x_0 .. x_i)[i]       [C]   one GPT-2 block, causal over the head's inputs
     p_(i+2) = softmax(g_(i+1) @ wte.T)   [V]   the head's law of the token after t_(i+1)
 
-Drafting feeds g back as the next f. Training (gpt2/train/eagle.py): SmoothL1(g_(i+1), f_(i+1)) +
-0.1 CE(q, p), q = softmax(f_(i+1) @ wte.T). Shapes: B rows, T items per row, C n_embd, H n_head,
-V n_vocab, m nodes, S slots.
+Drafting feeds g back as the next f. Training (gpt2/train/eagle.py) on the target's features:
+
+    loss = SmoothL1(g_(i+1), f_(i+1)) + 0.1 CE(q, p),   q = softmax(f_(i+1) @ wte.T)
+
+Shapes: B rows, T items per row, C n_embd, H n_head, V n_vocab, m nodes, S slots.
 """
 import json
 import math

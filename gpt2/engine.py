@@ -1,9 +1,9 @@
 """The model contract on a KV cache, for B >= 1 sequences at once, with the calls tree methods need:
 
-    model(x, n=1) -> probs [n, V]                     GPT2: one sequence (host NumPy, float32)
-    batch(xs, n=1) -> probs [B, n, V]                 BatchGPT2: B sequences of any lengths
-    model.tree(x, tokens, parents) -> logits [1 + m, V]   batched: tree(xs, trees), B arrays
-    model.accept(path)                                the cache keeps x, then path's nodes
+    model(x, n=1) -> probs [n, V]                        GPT2: one sequence (host NumPy, float32)
+    batch(xs, n=1) -> probs [B, n, V]                    BatchGPT2: B sequences of any lengths
+    model.tree(x, tokens, parents) -> logits [1 + m, V]  batched: tree(xs, trees), B arrays
+    model.accept(path)                                   the cache keeps x, then path's nodes
 
 Row i is the law after x[:len(x) - n + i + 1]; a call reuses the cached prefix it shares with x (an
 algorithm sees a function, never the cache). Tree node i holds tokens[i] below parents[i] (-1: x's

@@ -3,7 +3,7 @@
     resolve("gpt2-xl")               -> openai-community/gpt2-xl in the Hugging Face cache
     resolve("distilbert/distilgpt2") -> any Hugging Face repo of GPT-2 architecture
     resolve("tiny-target")           -> the built-in model in gpt2/assets
-    resolve("./ckpt"), "~/ckpt", "x/" -> that local folder, never a repo id
+    resolve("./ckpt")                -> that folder (also ~/ckpt, ckpt/): never a repo id
 
 huggingface_hub downloads into the cache transformers shares, with its HF_* settings.
 """

@@ -4,8 +4,8 @@
     P(w | h) = (c(h, w) + u(h) P(w | h')) / (c(h) + u(h))
 
 h: the last k-1 tokens, h' one shorter, c counts, u(h) distinct tokens seen after h; the recursion
-ends in add-one unigrams. Example: tokens [0, 1, 0, 1, 0, 2], V = 3, order 2: unigrams (4, 3, 2) /
-9; P(1 | 0) = (2 + 2 * 3/9) / (3 + 2) = 0.5333. Counting: gpt2/train/ngram.py.
+ends in add-one unigrams. Example: tokens [0, 1, 0, 1, 0, 2], V = 3, order 2: unigrams
+(4, 3, 2) / 9; P(1 | 0) = (2 + 2 * 3/9) / (3 + 2) = 0.5333. Counting: gpt2/train/ngram.py.
 """
 import numpy as np
 
