@@ -1,16 +1,8 @@
-"""What an add-on folder holds, by the kind its config declares: a method refuses another method's
-add-on, naming both.
-
-Each trainer writes "kind" into the config it saves: heads.json says "medusa", "blockwise" or
-"early_exit" (an exit adapter), eagle.json says "eagle", and each entry of a model's
-self_draft.json says "skip_set" or "exit_layer" (gpt2/self_draft.py). Folders written before the
-field existed are recognised by their shapes: eagle.json is an EAGLE head; heads.json with an
-exit_layer is an exit adapter, heads with their own output layer (untied, out.w) are Medusa heads,
-heads tied to the backbone's wte Blockwise heads (the two papers' designs); config.json with
-model.safetensors is a model.
+"""What an add-on folder holds, by the "kind" its config declares (heads.json: medusa, blockwise
+or early_exit; eagle.json: eagle; self_draft.json: skip_set or exit_layer), else by its shape:
 
     folder_kind("gpt2/assets/tiny-target/medusa") -> "medusa"
-    check_kind(folder, "blockwise", "--heads DIR", "--method blockwise")   # ValueError naming both
+    check_kind(folder, "blockwise", "--heads DIR", "--method blockwise")  # ValueError naming both
 """
 from pathlib import Path
 
@@ -23,8 +15,7 @@ USED_BY = {"medusa": "--method medusa", "blockwise": "--method blockwise",
 
 
 def heads_kind(config):
-    """The kind of the heads a heads.json describes (checked by read_heads_config):
-    declared, else by shape. Example: {"n_heads": 3, "tied": true, "act": "relu"} -> "blockwise"."""
+    """A heads.json's kind: declared, else by shape. {"tied": true, ...} -> "blockwise"."""
     if config.get("kind") is not None:
         return config["kind"]
     if "exit_layer" in config:
@@ -33,7 +24,7 @@ def heads_kind(config):
 
 
 def folder_kind(folder):
-    """The kind of add-on in `folder` (a key of KINDS), or None where it holds none of them."""
+    """The kind of add-on in `folder` (a key of KINDS), or None."""
     folder = Path(folder)
     if (folder / "heads.json").is_file():
         return heads_kind(read_heads_config(folder / "heads.json"))
@@ -43,16 +34,13 @@ def folder_kind(folder):
 
 
 def is_model(folder):
-    """config.json and model.safetensors: a model, also where heads live beside it (MEDUSA-2's
-    output folder holds the fine-tuned backbone and its heads)."""
+    """config.json and model.safetensors: a model (MEDUSA-2 keeps heads beside it)."""
     folder = Path(folder)
     return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
 
 
 def check_kind(folder, kind, where, method):
-    """ValueError where `folder` holds another add-on than `kind`: what it holds, what `method`
-    runs on and what to do. where: how the user named the folder (--heads DIR, or the target's
-    folder). A folder of no add-on at all is the caller's to name (with how to train one)."""
+    """ValueError where `folder` holds another add-on than `kind`: what it holds, what to do."""
     held = folder_kind(folder)
     if held in (kind, None) or kind == "model" and is_model(folder):
         return
@@ -68,8 +56,7 @@ RETRAIN = "re-train the heads with `python -m gpt2.train.heads` (see README)"
 
 
 def read_heads_config(path):
-    """heads.json, checked: n_heads a whole number >= 1, tied true or false, act one of
-    ACTIVATIONS, kind (where declared) one of HEADS_KINDS."""
+    """heads.json, each field checked."""
     from gpt2.weights import CorruptFile, read_json
 
     config = read_json(path, fix=RETRAIN)

@@ -1,9 +1,5 @@
-"""NumPy or CuPy, chosen in one place.
-
-`get_xp("cpu")` is NumPy; `get_xp("gpu")` imports CuPy only when asked and says clearly why it
-cannot when it cannot. `xp_of(a)` gives the module an array belongs to, so array code runs unchanged
-on either.
-"""
+"""NumPy or CuPy, chosen in one place: get_xp("cpu" or "gpu") imports CuPy only when asked;
+xp_of(a) names an array's module."""
 import numpy as np
 
 
@@ -32,7 +28,7 @@ def get_xp(device="cpu"):
 
 
 def xp_of(a):
-    """The array module (numpy or cupy) that owns array `a`."""
+    """numpy or cupy, whichever owns `a`."""
     if type(a).__module__.startswith("cupy"):
         import cupy
         return cupy
@@ -40,13 +36,12 @@ def xp_of(a):
 
 
 def to_numpy(a):
-    """A host NumPy array from a NumPy or CuPy array."""
+    """`a` as a host NumPy array."""
     return a if isinstance(a, np.ndarray) else a.get()
 
 
 def tree_map(f, tree):
-    """f applied to every array of a tree of dicts and lists (a model's params), the tree's shape
-    kept."""
+    """f on every leaf of a tree of dicts and lists (a model's params)."""
     if isinstance(tree, dict):
         return {k: tree_map(f, v) for k, v in tree.items()}
     if isinstance(tree, list):
@@ -55,5 +50,5 @@ def tree_map(f, tree):
 
 
 def to_device(tree, xp):
-    """A tree of arrays, each moved to array module xp: numpy brings CuPy arrays to the host."""
+    """Every array of `tree` moved to module xp."""
     return tree_map(to_numpy if xp is np else xp.asarray, tree)

@@ -1,31 +1,17 @@
-"""A preallocated KV cache: the keys and values of every token the model has already seen, one row
-per sequence.
+"""A preallocated KV cache, a row per sequence: keys and values [n_layer, B, n_head, n_ctx, d].
+A pass writes after the n tokens all rows hold, or at `slots` [B, n_seq]. Speculative decoding
+moves the end:
 
-Shapes: n_layer, B (rows: sequences), n_head, n_ctx (slots per row), d = n_embd // n_head, n_seq
-(new tokens per row in a pass), n_kv (slots attended to).
-
-Buffers are allocated once at full length, so appending never copies what is already there. A pass
-writes each row's new keys and values in one of two ways:
-- after the `n` tokens every row holds (slots n .. n + n_seq - 1; the usual single sequence, or rows
-  of one length);
-- at `slots` [B, n_seq] of its own (rows of different lengths, gpt2/engine.py), attending to the
-  first `n_kv` slots.
-Speculative decoding moves the end back and forth:
-- `rollback(m)` forgets the last m tokens (rejected drafts);
-- `keep(indices)` compacts a row to the tokens at `indices` (an accepted path through a token tree).
-
-Example: the cache holds a prefix of 3 tokens and a tree of 4 nodes (slots 3..6); the accepted path
-is nodes 0 and 2 -> keep([0, 1, 2, 3, 5]) leaves 5 tokens, the path's keys/values now in slots 3 and
-4.
+- rollback(m) forgets the last m tokens (rejected drafts);
+- keep(indices) compacts a row to the tokens at indices (an accepted path through a tree).
 """
 from gpt2.backend import xp_of
 
 
 class KVCache:
     def __init__(self, n_layer, n_head, n_ctx, d, xp, dtype="float32", rows=1):
-        # [n_layer, B, n_head, n_ctx, d]
+        # keys and values: [n_layer, B, n_head, n_ctx, d] each
         self.k = xp.zeros((n_layer, rows, n_head, n_ctx, d), dtype=dtype)
-        # [n_layer, B, n_head, n_ctx, d]
         self.v = xp.zeros((n_layer, rows, n_head, n_ctx, d), dtype=dtype)
         # tokens every row holds; the forward advances it after a pass that writes after them
         self.n = 0
@@ -39,12 +25,11 @@ class KVCache:
         return self.k.shape[3]
 
     def at(self, slots, n_kv, rows=None):
-        """The next passes write row b's new tokens at slots[b] [n_seq] (None: after the n held) and
-        attend to the first n_kv slots."""
+        """Next passes write row b at slots[b] [n_seq] (None: after the n held)."""
         self.slots, self.n_kv, self.rows = slots, n_kv, rows
 
     def update(self, layer, k, v):  # [B, n_head, n_seq, d] x 2 -> [B, n_head, n_kv, d] x 2
-        """Write the new tokens' keys and values; return every key and value they attend to."""
+        """Write the new keys and values; return all those they attend to."""
         B = k.shape[0]
         if self.slots is None:
             end = self.n + k.shape[2]
@@ -69,11 +54,11 @@ class KVCache:
         self.n -= m
 
     def keep(self, indices, row=0):
-        """Keep only the tokens at `indices` (increasing slot numbers) of a row, moved to its front
-        in that order."""
+        """Keep a row's tokens at `indices` (increasing), moved to its front: prefix 3, nodes in
+        slots 3..6, path nodes 0 and 2 -> keep([0, 1, 2, 3, 5])."""
         idx = list(indices)
-        if any(b <= a for a,
-               b in zip(idx, idx[1:])) or (idx and not 0 <= idx[0] <= idx[-1] < self.n_ctx):
+        if (any(b <= a for a, b in zip(idx, idx[1:]))
+                or (idx and not 0 <= idx[0] <= idx[-1] < self.n_ctx)):
             raise ValueError(f"keep() needs increasing slots below {self.n_ctx}; got {idx}")
         s = 0  # slots 0..s-1 stay where they are (the prefix before a tree): move only what follows
         while s < len(idx) and idx[s] == s:
@@ -86,8 +71,7 @@ class KVCache:
         self.n = len(idx)
 
     def move(self, order, m):
-        """Row b takes the first m slots of what row order[b] held (order: a permutation of the
-        rows)."""
+        """Row b takes the first m slots of row order[b] (order: a permutation of the rows)."""
         moved = [b for b in range(len(order)) if order[b] != b]
         src = [order[b] for b in moved]
         # fancy indexing copies first: safe when rows swap

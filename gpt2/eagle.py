@@ -1,32 +1,18 @@
 """EAGLE's draft head (Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking
-Feature Uncertainty", arXiv:2401.15077): autoregression one level below the tokens, on the target's
-top-layer features.
+Feature Uncertainty", arXiv:2401.15077): autoregression on the target's features f_i (its hidden
+state after ln_f). Letters: p = draft, q = target (Chen et al.); the paper's p is the target's law,
+its p_hat the head's.
 
-The feature f_i is the target's last hidden state at position i (after ln_f: what its LM head
-reads). The head takes f_i and the embedding of the token that followed it, t_(i+1), and guesses the
-next feature; the target's own frozen LM head turns the guess into a token law:
+    z_i     = [wte[t_(i+1)], f_i]        [2C]  the target's frozen embedding beside the feature
+    x_i     = z_i @ fc.w + fc.b          [C]   fc starts as [noise; I], so x_i ~ f_i
+    g_(i+1) = block(x_0 .. x_i)[i]       [C]   one GPT-2 block, causal over the head's inputs
+    p_(i+2) = softmax(g_(i+1) @ wte.T)   [V]   the head's law of the token after t_(i+1)
 
-    z_i     = [wte[t_(i+1)], f_i]              [2C]   token embedding (the target's, frozen) beside
-    the feature x_i     = z_i @ fc.w + fc.b                [C]    the linear layer 2C -> C
-    g_(i+1) = block(x_0 .. x_i)[i]             [C]    one GPT-2 block, causal attention over the
-    head's own inputs p_(i+2) = softmax(g_(i+1) @ wte.T)         [V]    the head's law of the token
-    after t_(i+1)
+Drafting feeds g back as the next f. Training (gpt2/train/eagle.py) on the target's features:
 
-Drafting feeds the head its own guesses: (g_(i+1), t_(i+2)) gives g_(i+2), and so on down a tree.
-The features of accepted tokens come from the target's verification forward, so the head's context
-(its KV cache) holds true features and only the drafted part runs on guesses. fc starts as [small
-noise; I] (x_i ~ f_i: a fresh head guesses "the next feature is about this one"), the block as
-GPT-2's initialisation.
+    loss = SmoothL1(g_(i+1), f_(i+1)) + 0.1 CE(q, p),   q = softmax(f_(i+1) @ wte.T)
 
-Training (gpt2/train/eagle.py) on the target's own features: loss = SmoothL1(g_(i+1), f_(i+1)),
-averaged over positions and the C numbers, + w_cls * CE(p, p_hat), the cross-entropy of the head's
-token law p_hat = softmax(g_(i+1) @ wte.T) against the target's p = softmax(f_(i+1) @ wte.T) (the
-paper's L_reg + w_cls L_cls, w_cls = 0.1), with the input features f_i perturbed by uniform noise
-U(-0.1, 0.1).
-
-Files: FOLDER/eagle.safetensors (eagle.fc.w, eagle.fc.b, eagle.block.*: the block in GPT-2's names)
-and FOLDER/eagle.json (n_embd, n_head, and the training record). Shapes: B batch, T positions, C
-n_embd, V n_vocab, n new context pairs, m tree nodes, d = C // n_head.
+Shapes: B rows, T items per row, C n_embd, H n_head, V n_vocab, m nodes, S slots.
 """
 import json
 import math
@@ -46,8 +32,7 @@ TREE_SLOTS = 64 * 64
 
 
 def init_eagle(n_embd, n_head, rng):
-    """A fresh head for a target of width C = n_embd: fc = [noise(0.02); I] (the feature passes
-    through), one block."""
+    """A fresh head of width C -> (params, config); fc.w = [noise; I] [2C, C]."""
     C = n_embd
 
     def w(*shape, std=0.02):
@@ -68,9 +53,7 @@ def init_eagle(n_embd, n_head, rng):
 
 
 def next_wave(nodes, start, n_context):
-    """The tree nodes (token, parent) from `start` on that can run together, those whose parents are
-    already run -> (their indices [w], their mask [w, n_context + start + w]: the context, their
-    ancestors and themselves)."""
+    """Nodes from `start` on whose parents have run -> (indices [w], mask [w, n_kv])."""
     wave = [start]
     while start + len(wave) < len(nodes) and nodes[start + len(wave)][1] < start:
         wave.append(start + len(wave))
@@ -85,26 +68,13 @@ def next_wave(nodes, start, n_context):
 
 
 class EagleHead:
-    """head(x, F, tokens=(), parents=()) -> logits [1 + m, V]: the draft contract of EAGLE's
-    methods.
-
-    x: the accepted tokens, L of them; F: the target's features at x's positions but the last (F[j]
-    = f_j, the feature after x[j]; L - 1 rows, [C] each, a list or an array). The context is the
-    pairs (F[j], x[j + 1]), j = 0..L-2. Row 0 is the head's law of the token after x (from the last
-    pair). Tree node i holds tokens[i] below node parents[i] (-1: below x's last token); it is fed
-    its parent's guessed feature (row 0's for -1) and its own token, sees the context, its ancestors
-    and itself, and row 1 + i is the law of the token after its path. Like the engine, a call runs
-    only what changed: context pairs after the longest common prefix with the tokens held, and the
-    tree nodes after the part of the tree equal to the last call's (a tree grown a level per call
-    runs each level once). Nodes whose parent is new run after it, a wave per level. The head's
-    weights, and a one-row BatchEagleHead that runs it. It runs on the host, with `ops` (gpt2/fast:
-    the target engine's where that runs on the CPU) and `threads` (its BLAS counts).
-    """
+    """EAGLE's draft contract: head(x, F, tokens=(), parents=()) -> logits [1 + m, V], F[j] the
+    target's feature after x[j] (L - 1 rows). Row 0: the law after x; 1 + i: after node i's path."""
 
     def __init__(self, params, config, wte, capacity, ops=CPU, threads=None):
         self.params, self.wte, self.n_head = params, np.asarray(wte, np.float32), config["n_head"]
         self.ops, self.threads = ops, threads or Threads(self.wte.size)
-        # [C, V] the target's LM head (contiguous: faster for few rows)
+        # [C, V] the target's LM head, contiguous for the product with few rows
         self.lm_head = np.ascontiguousarray(self.wte.T)
         self.capacity = capacity  # cache slots per row: the context and the tree nodes
         self.rows = BatchEagleHead(self, 1)
@@ -120,27 +90,14 @@ class EagleHead:
 
 
 class BatchEagleHead:
-    """`rows` EAGLE draft heads at once (an EagleHead's weights, shared), each row with its own
-    cache row:
+    """`rows` EAGLE heads on an EagleHead's weights, each running what changed:
 
-        head(bs, xs, Fs, trees) -> [logits [1 + m, V] for each row]
-
-    bs: the rows called (any subset, by index: a row keeps its cache whether or not it is called);
-    xs[i], Fs[i] and trees[i] = (tokens, parents) are what EagleHead(x, F, tokens, parents) takes,
-    and row i of the answer is what it gives. Every call runs, for all rows in one padded pass per
-    wave, what changed since that row's last call: first each row's new context pairs (after the
-    longest common prefix with the context it holds), then the new tree nodes a level (wave) at a
-    time, a node fed its parent's guessed feature. The head has no position embedding, so a row's
-    items only need their cache slots (context pairs, then tree nodes in node order) and masks
-    (causal over the context; a node sees the context, its ancestors and itself). Shapes: B rows in
-    a pass, T items per row (padded), C n_embd, H heads, D = C // H, S slots per row, V n_vocab.
+        head(bs, xs, Fs, trees) -> [logits [1 + m, V] for each row in bs]
     """
 
     @staticmethod
     def row_bytes(head, tokens):
-        """An upper bound on the bytes one row takes: its cache (2 x S x C numbers) and the
-        activations of a pass of `tokens` items (features, the block's 16 C, attention over S
-        slots per head, logits [V])."""
+        """Upper bound on a row's bytes: its cache and a pass of `tokens` items."""
         C, H, V, S = head.wte.shape[1], head.n_head, head.wte.shape[0], head.capacity + 1
         return 4 * (2 * S * C + min(tokens, S) * (16 * C + H * S + 3 * V))
 
@@ -167,9 +124,7 @@ class BatchEagleHead:
         self.g0, self.logits0 = [None] * self.rows, [None] * self.rows  # the last context pair's
 
     def _pass(self, items, last_only=False):
-        """items: {row: (f [n, C], tokens [n], first slot, mask [n, n_kv])} -> {row: (g [n, C],
-        logits [n or 1, V])}, the laws from ONE product with the LM head over every row's items (or
-        its last item only)."""
+        """{row: (f [n, C], tokens [n], slot, mask [n, n_kv])} -> {row: (g [n, C], logits)}."""
         bs = list(items)
         T, n_kv = max(len(items[b][1]) for b in bs), max(items[b][3].shape[1] for b in bs)
         C = self.head.wte.shape[1]
@@ -181,7 +136,7 @@ class BatchEagleHead:
         for i, b in enumerate(bs):
             fb, tb, start, mb = items[b]
             f[i, :len(tb)], tokens[i, :len(tb)] = fb, tb
-            at[i] = np.minimum(start + np.arange(T), self.slots - 1)
+            at[i] = np.minimum(start + np.arange(T), self.slots - 1)  # [T]
             mask[i, :len(tb), :mb.shape[1]] = mb
             # padding queries see one slot (their outputs are never read)
             mask[i, len(tb):, 0] = True
@@ -199,15 +154,15 @@ class BatchEagleHead:
         with self.head.threads.scope(len(h)):
             logits = ops.matmul(h, self.head.lm_head)  # [sum of n (or B), V]
         ends = np.cumsum([1 if last_only else len(h) for h in g])[:-1]
+        # z: [n, V] per row, [1, V] when last_only
         return {b: (h, z) for b, h, z in zip(bs, g, np.split(logits, ends))}
 
     def __call__(self, bs, xs, Fs, trees):
-        if not (len(bs) == len(xs) == len(Fs) == len(trees)) or any(not 0 <= b < self.rows
-                                                                    for b in bs):
+        if (not (len(bs) == len(xs) == len(Fs) == len(trees))
+                or any(not 0 <= b < self.rows for b in bs)):
             raise ValueError(f"this batched head holds {self.rows} rows; call it with one row "
                              f"index, x, F and tree each")
-        # Step 1: each row's context pairs after its common prefix (pair j is valid while x[:j + 2]
-        # is unchanged)
+        # Step 1: each row's context pairs past its common prefix (pair j: while x[:j + 2] holds)
         items = {}
         for b, x, F in zip(bs, xs, Fs):
             L = len(x)
@@ -225,8 +180,7 @@ class BatchEagleHead:
         if items:
             for b, (g, logits) in self._pass(items, last_only=True).items():
                 self.g0[b], self.logits0[b] = g[-1], logits[-1]  # [C], [V]
-        # Step 2: each row's tree nodes after the part equal to its last call's, a wave of new nodes
-        # per pass
+        # Step 2: each row's tree nodes after the part equal to its last call's, a wave per pass
         nodes = {b: [(int(t), int(p)) for t, p in zip(*tree)] for b, tree in zip(bs, trees)}
         for b in bs:
             same = common_prefix_length(self.tree[b], nodes[b])
@@ -239,6 +193,7 @@ class BatchEagleHead:
                 if start == len(nodes[b]):
                     continue
                 wave, mask = next_wave(nodes[b], start, n_context)  # [w], [w, n_kv]
+                # [w, C]: each node is fed its parent's guessed feature
                 f = np.stack([self.g0[b] if nodes[b][i][1] < 0 else self.g[b][nodes[b][i][1]]
                               for i in wave])
                 items[b] = (f, np.asarray([nodes[b][i][0] for i in wave]), n_context + start, mask)
@@ -271,13 +226,12 @@ def eagle_shapes(C):
     """{name in eagle.safetensors: shape} for a head of width C."""
     from gpt2.weights import flatten
 
-    params, _ = init_eagle(C, 1, np.random.default_rng(0))
+    params, _ = init_eagle(C, 1, np.random.default_rng(0))  # shapes only: fc.w [2C, C], ...
     return {f"eagle.{k}": v.shape for k, v in flatten(params).items()}
 
 
 def load_eagle(folder, n_embd=None, n_vocab=None):
-    """-> params (float32), config (eagle.json). Missing, corrupt (malformed, NaN or inf) or
-    mismatched files are ValueErrors that name the file and say what to do."""
+    """-> params (float32), config; a bad or mismatched file is a ValueError naming it."""
     from gpt2.weights import CorruptFile, read_json, read_safetensors
 
     folder = Path(folder)
@@ -297,13 +251,12 @@ def load_eagle(folder, n_embd=None, n_vocab=None):
     accuracy = config.get("accuracy", {})
     share = accuracy.get("rank_share", [[1.0]]) if isinstance(accuracy, dict) else None
     if not (isinstance(share, list) and share
-            and all(isinstance(row, list) and row and len(row) == len(share[0]) and
-                                                      all(type(v) in (int, float) and 0 <= v <= 1
-                                                          for v in row)
-                                                      for row in share)):
+            and all(isinstance(row, list) and row and len(row) == len(share[0])
+                    and all(type(v) in (int, float) and 0 <= v <= 1 for v in row)
+                    for row in share)):
         raise CorruptFile(folder / "eagle.json",
-                          "accuracy.rank_share must be a table of shares from 0 to 1 (one row "
-                                                 "per step ahead, one column per rank)", RETRAIN)
+                          "accuracy.rank_share must be a table of shares from 0 to 1 "
+                          "(one row per step ahead, one column per rank)", RETRAIN)
     C = config["n_embd"]
     if n_embd is not None and C != n_embd:
         raise ValueError(f"the EAGLE head in {folder} was trained for n_embd {C}, but the target "
@@ -313,11 +266,11 @@ def load_eagle(folder, n_embd=None, n_vocab=None):
     for name, shape in eagle_shapes(C).items():
         if name not in tensors:
             raise CorruptFile(folder / "eagle.safetensors", f"tensor {name!r} is missing", RETRAIN)
-        a = np.asarray(tensors[name], dtype=np.float32)
+        a = np.asarray(tensors[name], dtype=np.float32)  # [*shape], checked below
         if a.shape != shape:
             raise CorruptFile(folder / "eagle.safetensors",
                               f"tensor {name!r} has shape {a.shape}, not {shape}", RETRAIN)
-        if not np.isfinite(a).all():
+        if not np.isfinite(a).all():  # scalar: every number finite
             raise CorruptFile(folder / "eagle.safetensors",
                               f"tensor {name!r} holds NaN or infinite values", RETRAIN)
         node = params
@@ -329,23 +282,21 @@ def load_eagle(folder, n_embd=None, n_vocab=None):
 
 
 def eagle_folder(name, folder=None, offline=None):
-    """--heads DIR, else eagle/ inside the target's folder (the built-in tiny-target ships one);
-    a folder of another kind of add-on is refused (gpt2/addons.py)."""
+    """--heads DIR, else eagle/ in the target's folder, checked to hold an EAGLE head."""
     from gpt2.addons import check_kind, folder_kind
     from gpt2.hub import resolve
 
     path = Path(folder) if folder else resolve(name, offline=offline) / "eagle"
     if folder_kind(path) is None:
-        raise ValueError(f"no EAGLE head for {name!r} at {path}: train one with `python -m "
-                         f"gpt2.train.eagle --backbone "
-                         f"{name} --data DIR --out DIR` (see README) and pass --heads DIR")
+        raise ValueError(f"no EAGLE head for {name!r} at {path}: train one with "
+                         f"`python -m gpt2.train.eagle --backbone {name} --data DIR --out DIR` "
+                         f"(see README) and pass --heads DIR")
     check_kind(path, "eagle", f"--heads {folder}" if folder else f"{path}", "--method eagle/eagle2")
     return path
 
 
 def eagle_head(folder, model):
-    """An EagleHead for the engine `model` from the head saved in `folder` (its cache as long as the
-    engine's)."""
+    """An EagleHead for engine `model` from `folder`, its cache as long as the engine's."""
     from gpt2.backend import to_numpy
 
     params, config = load_eagle(folder, n_embd=model.hparams["n_embd"])

@@ -1,36 +1,22 @@
-"""GPT-2's byte-level BPE tokenizer (Radford et al. 2019, section 2.2), with the `regex` package.
-
-Text -> UTF-8 bytes -> each byte shown as a printable unicode character (`bytes_to_unicode`) ->
-GPT-2's regex splits the text into words -> within each word, merges are applied lowest rank first
-until none applies -> ids.
-
-Example (by hand): with merges [("a", "b"), ("ab", "c")], the word "abcab" starts as a b c a b; the
-rank-0 merge gives ab c ab; the rank-1 merge gives abc ab; nothing applies any more.
-
-Files: `encoder.json` + `vocab.bpe` (OpenAI's names) or `vocab.json` + `merges.txt` (Hugging
-Face's): same contents.
+"""GPT-2's byte-level BPE tokenizer (Radford et al. 2019, sec. 2.2): UTF-8 bytes as printable
+characters, split into words by GPT-2's regex, merged lowest rank first. Example: merges
+[("a", "b"), ("ab", "c")] turn a b c a b into ab c ab, then abc ab.
 """
 import json
 from pathlib import Path
 
 import regex as re
 
-# GPT-2's pre-tokenisation: contractions, letters, numbers, other symbols, each optionally after one
-# space; whitespace
+# GPT-2's words: contractions, letters, numbers, other symbols, each after an optional space; spaces
 PATTERN = re.compile(
     r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 EOT = "<|endoftext|>"
 
 
 def bytes_to_unicode():
-    """Map the 256 byte values to printable characters: printable ASCII/Latin-1 map to themselves,
-    the rest to 256+.
-
-    Example: byte 33 ('!') -> '!', byte 32 (space) -> 'Ġ' (chr(256 + 32)), byte 10 (newline) -> 'Ċ'.
-    """
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"),
-                                                          ord("¬") + 1)) + list(range(ord("®"),
-                                                                                      ord("ÿ") + 1))
+    """The 256 bytes -> printable characters: 33 ('!') -> '!', 32 (space) -> 'Ġ', 10 -> 'Ċ'."""
+    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+          + list(range(ord("®"), ord("ÿ") + 1)))
     cs = bs[:]
     n = 0
     for b in range(256):
@@ -42,12 +28,11 @@ def bytes_to_unicode():
 
 
 def apply_merges(word, ranks):
-    """Merge the adjacent pair of lowest rank until no pair has a rank. Example above: "abcab" ->
-    ["abc", "ab"]."""
+    """Merge the adjacent pair of lowest rank until none has a rank: "abcab" -> ["abc", "ab"]."""
     parts = list(word)
     while len(parts) > 1:
-        rank, i = min((ranks.get(pair, len(ranks)), i) for i,
-                      pair in enumerate(zip(parts, parts[1:])))
+        rank, i = min((ranks.get(pair, len(ranks)), i)
+                      for i, pair in enumerate(zip(parts, parts[1:])))
         if rank == len(ranks):
             break
         parts = merge_pair(parts, parts[i], parts[i + 1])
@@ -55,8 +40,7 @@ def apply_merges(word, ranks):
 
 
 def merge_pair(parts, first, second):
-    """Merge every occurrence of the pair, left to right. Example: [a, b, a, b, b], (a, b) -> [ab,
-    ab, b]."""
+    """Merge every occurrence of the pair, left to right: [a, b, a, b, b], (a, b) -> [ab, ab, b]."""
     merged, j = [], 0
     while j < len(parts):
         if j + 1 < len(parts) and parts[j] == first and parts[j + 1] == second:
@@ -83,8 +67,7 @@ class Encoder:
 
     @property
     def fingerprint(self):
-        """sha256 of the vocabulary (tokens in id order) and the merges (in rank order): tokenizers
-        with equal fingerprints encode and decode alike, whatever their files' names or format."""
+        """sha256 of the vocabulary and merges: equal for tokenizers that encode alike."""
         if not hasattr(self, "_fingerprint"):
             import hashlib
 
@@ -105,12 +88,11 @@ class Encoder:
         return self.cache[word]
 
     def encode(self, text, allowed_special=(EOT,)):
-        """Text -> ids. `<|endoftext|>` in the text becomes its special id (as tiktoken's
-        allowed_special="all")."""
+        """Text -> ids; `<|endoftext|>` becomes its id (tiktoken's allowed_special="all")."""
         ids = []
         specials = [s for s in allowed_special if s in self.encoder]
-        chunks = re.split("(" + "|".join(map(re.escape, specials)) + ")",
-                          text) if specials else [text]
+        chunks = (re.split("(" + "|".join(map(re.escape, specials)) + ")", text)
+                  if specials else [text])
         for chunk in chunks:
             if chunk in specials:
                 ids.append(self.encoder[chunk])
@@ -129,8 +111,7 @@ class Encoder:
 
 
 def load_encoder(folder):
-    """Read encoder.json + vocab.bpe, or vocab.json + merges.txt, from `folder`; a broken file is a
-    CorruptFile error that names it."""
+    """The tokenizer in `folder` (OpenAI's or Hugging Face's file names)."""
     folder = Path(folder)
     for vocab, merges in (("encoder.json", "vocab.bpe"), ("vocab.json", "merges.txt")):
         if (folder / vocab).exists() and (folder / merges).exists():
@@ -141,16 +122,14 @@ def load_encoder(folder):
 
 
 def read_vocab(path):
-    """token -> id from a JSON object whose ids are whole numbers >= 0 and whose tokens include all
-    256 bytes."""
+    """token -> id, ids whole numbers >= 0, all 256 byte tokens present."""
     from gpt2.weights import CorruptFile, read_json
 
     encoder = read_json(path)
-    if not isinstance(encoder,
-                      dict) or not all(type(i) is int and i >= 0 for i in encoder.values()):
-        raise CorruptFile(path,
-                          "not a vocabulary: expected a JSON object of token -> id (a whole number "
-                          ">= 0)")
+    if (not isinstance(encoder, dict)
+            or not all(type(i) is int and i >= 0 for i in encoder.values())):
+        raise CorruptFile(path, "not a vocabulary: expected a JSON object of token -> id "
+                                "(a whole number >= 0)")
     missing = [c for c in bytes_to_unicode().values() if c not in encoder]
     if missing:
         raise CorruptFile(path,
@@ -160,11 +139,7 @@ def read_vocab(path):
 
 
 def read_merges(path, encoder):
-    """Merge pairs in rank order, one "a b" a line after an optional "#version" line; each a + b
-    must be a token.
-
-    Example: lines "#version: 0.2", "a b", "ab c" -> [("a", "b"), ("ab", "c")] when "ab" and "abc"
-    are tokens."""
+    """Merge pairs in rank order, one "a b" a line, each a + b a token."""
     from gpt2.weights import CorruptFile
 
     try:
@@ -184,7 +159,7 @@ def read_merges(path, encoder):
 
 
 def save_tokenizer(folder, encoder, merges):
-    """Write vocab.json + merges.txt (Hugging Face's names) atomically."""
+    """Write vocab.json + merges.txt atomically."""
     from gpt2.weights import _atomic_write
 
     folder = Path(folder)

@@ -1,32 +1,15 @@
-"""The model contract on a KV cache, for B >= 1 sequences at once, and the richer interface tree
-methods need.
+"""The model contract on a KV cache, for B >= 1 sequences at once, with the calls tree methods need:
 
-    model(x: list[int], n: int = 1) -> probs [n, n_vocab]            (GPT2: one sequence; float32,
-    host NumPy) batch(xs: list of B lists, n: int = 1) -> probs [B, n, n_vocab]   (BatchGPT2: B
-    sequences of any lengths)
+    model(x, n=1) -> probs [n, V]                        GPT2: one sequence (host NumPy, float32)
+    batch(xs, n=1) -> probs [B, n, V]                    BatchGPT2: B sequences of any lengths
+    model.tree(x, tokens, parents) -> logits [1 + m, V]  batched: tree(xs, trees), B arrays
+    model.accept(path)                                   the cache keeps x, then path's nodes
 
-Row i is the next-token distribution after the prefix x[: len(x) - n + i + 1]. Each call reuses the
-cache: it rolls back to the longest common prefix of `x` with the tokens already cached and runs
-only the rest (always at least the last n tokens, whose outputs are asked for). An algorithm never
-sees the cache; it sees a function.
-
-Tree methods (Medusa, SpecInfer, EAGLE, REST, lookahead) also call
-    model.tree(x, tokens, parents) -> logits [1 + m, n_vocab]     (batched: tree(xs, trees) -> B
-    arrays)
-which scores the prefix x and m tree nodes in one forward pass: node i holds `tokens[i]`, hangs
-below node `parents[i]` (-1: below the last token of x), sits at position len(x) + depth(i), and
-sees the prefix, its ancestors and itself. Row 0 is the distribution after x, row 1 + i the one
-after node i's path. `model.accept(path)` then compacts the cache to x followed by the nodes of
-`path`.
-
-One engine, BatchGPT2, runs every call: each sequence has a row of the cache, its new tokens and
-tree nodes are padded to T per row, and one forward of gpt2/model.py runs all rows (every linear one
-product over B*T rows). GPT2 is the single sequence: a model's weights and a one-row BatchGPT2 on
-them. Rows have their own lengths, positions and rollback, and leave when done (picospec/batched/
-drops finished rows).
-
-Shapes: B rows, T tokens per row in a pass (padded), m tree nodes, n_embd, n_head, d, n_vocab, S
-slots per row.
+Row i is the law after x[:len(x) - n + i + 1]; a call reuses the cached prefix it shares with x (an
+algorithm sees a function, never the cache). Tree node i holds tokens[i] below parents[i] (-1: x's
+last token) at position len(x) - 1 + depth, sees the prefix, its ancestors and itself; row 1 + i
+is the law after its path. Shapes: B rows, T tokens per row, m nodes, C n_embd, H n_head, V n_vocab,
+S slots per row.
 """
 import numpy as np
 
@@ -38,9 +21,7 @@ from gpt2.model import causal_mask, gpt2_hidden
 
 TREE_SLOTS = 256  # cache slots beyond n_ctx for tree nodes
 NO_TREE = [([], [])]  # one row's tree in a plain call: no nodes
-# a row that parts from a sequence only in its last KEEP tokens holds that sequence (drafts are
-# fewer)
-KEEP = 16
+KEEP = 16  # a row parting from a sequence only in its last KEEP tokens holds it (drafts are fewer)
 
 
 def common_prefix_length(a, b):
@@ -62,7 +43,7 @@ def tree_mask(parents, xp):
     for i, parent in enumerate(parents):
         if parent >= 0:
             mask[i] |= mask[parent]
-    return xp.asarray(mask)
+    return xp.asarray(mask)  # [m, m]
 
 
 def tree_depths(parents):  # depth of each node, 1 for the children of the prefix's last token
@@ -81,30 +62,21 @@ def check(x, n, extra, n_ctx):
     if not 1 <= n <= len(x):
         raise ValueError(f"n must be between 1 and len(x) = {len(x)}; got {n}")
     if len(x) + extra > n_ctx:
-        raise (ValueError(f"{len(x) + extra} tokens do not fit the model's context window of "
-                          f"{n_ctx}"))
+        raise ValueError(f"{len(x) + extra} tokens do not fit the model's context window of "
+                         f"{n_ctx}")
 
 
 def row_layout(xs, p, trees, n_slots, n_ctx, xp, pad_rows=1):
-    """Where a pass's rows go: row b runs its new tokens xs[b][p_b:] and then its tree's nodes
-    (trees[b] = (tokens, parents), ([], []) for none), padded to T -> a dict: ids [B, T] and
-    positions [B, T] (on xp; [T] when every row runs T tokens after the same prefix p0), slots [B,
-    T] (None: every row writes from p0 on), mask [B, 1, T, n_kv] (None: one token per row, after the
-    same prefix p0: it sees every key), n_kv, new tokens s [B] and nodes m [B] per row.
-
-    Token t of row b goes to slot p_b + t; a node's position is len(x_b) - 1 + its depth; it sees
-    the prefix, its ancestors and itself. Padding sits past the row's end (its slots clipped to the
-    spare slot n_slots - 1) and its outputs are never read; a pass of one row is padded up to a
-    multiple of pad_rows rows."""
+    """Row b runs xs[b][p_b:] then trees[b]'s nodes, padded to T -> {ids [B, T], positions [B, T]
+    or [T], slots [B, T] or None, mask [B, 1, T, n_kv] or None, n_kv, s [B], m [B], p0}."""
     s = [len(x) - pb for x, pb in zip(xs, p)]
     m = [len(tokens) for tokens, _ in trees]
     B, p0 = len(xs), p[0]
     if not any(m) and min(p) == max(p) and min(s) == max(s) and (s[0] == 1 or pad_rows == 1):
-        T = s[0]  # the plain causal pass: every row runs T tokens after p0
+        T = s[0]  # the plain causal pass: every row runs T tokens after p0: ids [B, T]
         return {"ids": xp.asarray([x[p0:] for x in xs]), "positions": xp.arange(p0, p0 + T),
-                "slots": None,
-                "mask": causal_mask(T, p0, xp) if T > 1 else None, "n_kv": p0 + T, "s": s, "m": m,
-                "p0": p0}
+                "slots": None, "mask": causal_mask(T, p0, xp) if T > 1 else None,
+                "n_kv": p0 + T, "s": s, "m": m, "p0": p0}
     T = max(sb + mb for sb, mb in zip(s, m))
     pad = -T % pad_rows if T > 1 else 0
     pad = pad if p0 + T + pad <= n_slots - 1 else 0
@@ -124,8 +96,9 @@ def row_layout(xs, p, trees, n_slots, n_ctx, xp, pad_rows=1):
         # a node sees the prefix, its ancestors and itself: not the slots of the nodes before it
         if m[b]:
             nodes = slice(s[b], s[b] + m[b])
-            positions[b, nodes] = len(x) - 1 + np.array(tree_depths(parents))
-            mask[b, nodes, len(x):len(x) + m[b]] = tree_mask(parents, np)
+            positions[b, nodes] = len(x) - 1 + np.array(tree_depths(parents))  # [m_b]
+            mask[b, nodes, len(x):len(x) + m[b]] = tree_mask(parents, np)  # [m_b, m_b]
+    # positions [B, T], mask [B, 1, T, n_kv], slots [B, T]
     out.update(positions=xp.asarray(np.minimum(positions, n_ctx - 1)),
                mask=xp.asarray(mask)[:, None],
                slots=None if same else xp.asarray(np.minimum(at, n_slots - 1)))
@@ -133,11 +106,7 @@ def row_layout(xs, p, trees, n_slots, n_ctx, xp, pad_rows=1):
 
 
 def row_bytes(hparams, tree_slots, tokens, itemsize=4):
-    """An upper bound on the bytes one row takes in a batched engine of these hparams: its KV
-    cache (2 x L x S x C numbers) and the activations of its largest pass of `tokens` tokens (the
-    residual stream, q/k/v, the MLP's 4C, attention scores over S slots per head, and logits,
-    softmax and a warped copy of [V] each). Example: tiny-target (L 6, C 256, H 4, n_ctx 256,
-    V 4097), tree_slots 256, 64 tokens: 6.3 MB of cache + 4.7 MB of activations."""
+    """Upper bound on one row's bytes: its KV cache and a pass of `tokens` tokens."""
     L, C, H, V = hparams["n_layer"], hparams["n_embd"], hparams["n_head"], hparams["n_vocab"]
     S = hparams["n_ctx"] + tree_slots + 1
     T = min(tokens, S)
@@ -150,9 +119,7 @@ def n_params(h):  # weight matrices (biases and norms left out): what the polici
 
 
 class RowCaches:
-    """One KV cache row per sequence, the tokens each row holds, and _match(xs), which gives each
-    sequence of a call its row and the prefix it can reuse there. BatchGPT2 and gpt2/self_draft.py's
-    engine stand on it; `forward` is the engine's gpt2/fast Forward (its ops and threads)."""
+    """A KV cache row per sequence and the tokens it holds; _match(xs) gives each its row."""
 
     def __init__(self, hparams, rows, xp, tree_slots, forward, dtype="float32"):
         self.hparams, self.rows, self.xp, self.forward = hparams, rows, xp, forward
@@ -223,14 +190,13 @@ class RowCaches:
 def read_rows(h, s, m, n, xp):
     if len(s) == 1:
         return h[0, s[0] - n:s[0] + m[0]]
-    T = h.shape[1]
+    T = h.shape[1]  # read: [sum of (n + m_b)] indices into the [B * T, C] rows
     read = np.concatenate([b * T + np.arange(s[b] - n, s[b] + m[b]) for b in range(len(s))])
     return h.reshape(-1, h.shape[-1])[xp.asarray(read)]
 
 
 class BatchGPT2(RowCaches):
-    """`rows` sequences at once on the weights of a GPT2 (shared, not copied), each with its own
-    cache row."""
+    """`rows` sequences on a GPT2's weights (shared), a cache row each."""
 
     def __init__(self, model, rows, tree_slots=TREE_SLOTS, pad_rows=1):
         super().__init__(model.hparams, rows, model.xp, tree_slots, model.forward)
@@ -249,8 +215,7 @@ class BatchGPT2(RowCaches):
         return self.logits(xs, n, probs=True)
 
     def logits(self, xs, n=1, hidden=False, probs=False):
-        """Logits (or probs) [B, n, V] after the last n prefixes of each xs[b]; with hidden=True
-        also [B, n, C]."""
+        """Logits or probs [B, n, V] after each xs[b]'s last n prefixes; hidden: + [B, n, C]."""
         if not 1 <= len(xs) <= self.rows:
             raise ValueError(f"this batched engine holds {self.rows} rows; got {len(xs)} sequences")
         for x in xs:
@@ -260,9 +225,8 @@ class BatchGPT2(RowCaches):
         return (logits, to_numpy(h).reshape(len(xs), n, -1)) if hidden else logits
 
     def tree(self, xs, trees, hidden=False, probs=False):
-        """Score each prefix xs[b] and its tree trees[b] = (tokens, parents) in one pass -> a list
-        of B arrays [1 + m_b, V] (with hidden=True also a list of [1 + m_b, C]); see the module
-        docstring."""
+        """Each xs[b] and trees[b] = (tokens, parents) in one pass -> B arrays [1 + m_b, V] (and
+        hidden [1 + m_b, C])."""
         if not 1 <= len(xs) <= self.rows or len(trees) != len(xs):
             raise ValueError(f"this batched engine holds {self.rows} rows and tree() takes one "
                              f"tree per sequence; got {len(xs)} sequences and {len(trees)} trees")
@@ -278,12 +242,11 @@ class BatchGPT2(RowCaches):
         logits = self._head(h, probs)  # every row's nodes: [sum of (1 + m_b), V]
         ends = np.cumsum([1 + len(tokens) for tokens, _ in trees])[:-1]
         self._trees = [tokens for tokens, _ in trees]
-        out = np.split(logits, ends)
+        out = np.split(logits, ends)  # B arrays [1 + m_b, V]
         return (out, np.split(to_numpy(h), ends)) if hidden else out
 
     def accept(self, paths):
-        """After tree(): row b keeps xs[b] followed by the nodes paths[b] (increasing node indices)
-        in its cache."""
+        """After tree(): row b's cache keeps xs[b], then the nodes paths[b] (increasing)."""
         if self._trees is None or len(paths) != len(self._trees):
             raise ValueError("accept() takes one path per row of the tree() call just before it")
         for b, (path, tokens) in enumerate(zip(paths, self._trees)):
@@ -292,9 +255,8 @@ class BatchGPT2(RowCaches):
             self.tokens[b] = self.tokens[b] + [tokens[i] for i in path]
         self._trees = None
 
-    def _forward(self, xs, n, trees):  # -> hidden states [sum over rows of (n + m_b), C]
-        """Each row's last n tokens, then its tree's m_b nodes (none for a plain call), row after
-        row."""
+    # -> hidden states [sum of (n + m_b), C]: each row's last n tokens, then its tree's m_b nodes
+    def _forward(self, xs, n, trees):
         params, ops = self.model.params, self.forward.ops
         # Step 1: each sequence's reusable prefix p_b (always running its last n tokens)
         p = [min(c, len(x) - n) for c, x in zip(self._match(xs), xs)]  # [B]
@@ -326,10 +288,7 @@ class BatchGPT2(RowCaches):
 
 
 class GPT2:
-    """A GPT-2 (hparams + params tree) behind the model contract, on NumPy or CuPy arrays: one
-    sequence, the one row of a BatchGPT2 on its weights. How its forwards run is chosen here, once
-    (gpt2/fast's build: ops kind or value, BLAS threads, panels, the static step, layout choices),
-    and kept as .forward."""
+    """A GPT-2 behind the model contract, a one-row BatchGPT2; .forward: how its passes run."""
 
     def __init__(self, hparams, params, device="cpu", ops=None, **choices):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
@@ -353,24 +312,21 @@ class GPT2:
         return self.logits(x, n, probs=True)
 
     def logits(self, x, n=1, hidden=False, probs=False):
-        """Logits (or probs) [n, n_vocab] after the last n prefixes of x; with hidden=True also
-        their hidden states."""
+        """Logits (or probs) [n, V] after the last n prefixes of x; hidden: + [n, C]."""
         check(x, n, 0, self.n_ctx)
         h = self.engine._forward([list(x)], n, NO_TREE)  # [n, C]
         logits = self.engine._head(h, probs)  # [n, V]
         return (logits, to_numpy(h)) if hidden else logits
 
     def tree(self, x, tokens, parents, hidden=False, probs=False):
-        """Score the prefix x and a token tree in one pass -> [1 + m, n_vocab] (see the module
-        docstring)."""
+        """Prefix x and a token tree in one pass -> logits [1 + m, V]; hidden: + [1 + m, C]."""
         if len(tokens) != len(parents):
             raise ValueError(f"tree: {len(tokens)} tokens but {len(parents)} parents")
         out = self.engine.tree([x], [(tokens, parents)], hidden, probs)
         return (out[0][0], out[1][0]) if hidden else out[0]
 
     def accept(self, path):
-        """After tree(): keep x followed by the nodes in `path` (increasing node indices) in the
-        cache."""
+        """After tree(): the cache keeps x, then the nodes in `path` (increasing)."""
         self.engine.accept([path])
 
     def reset(self):

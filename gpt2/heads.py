@@ -1,19 +1,11 @@
-"""Extra decoding heads on a GPT-2 backbone: Medusa heads and Blockwise Parallel Decoding's proposal
-heads.
+"""Extra decoding heads on a GPT-2 backbone. Medusa (Cai et al. 2024, arXiv:2401.10774), eq. (1),
+head k on the hidden state h_t after ln_f, predicting the token k + 1 after the next:
 
-Medusa (Cai et al. 2024, arXiv:2401.10774), eq. (1): head k on the last hidden state h_t (after
-ln_f) is
     p_t^(k) = softmax(W2^(k) (SiLU(W1^(k) h_t + b1^(k)) + h_t)),   W1 [C, C], W2 [C, V]
-a residual block then its own vocabulary projection; head k predicts the token k + 1 positions after
-the next one (the LM head itself predicts the next one). W1 starts at zero and W2 at the LM head, so
-a fresh head copies the LM head. Blockwise Parallel Decoding (Stern et al. 2018, arXiv:1811.03115),
-its proposal heads: "a single feedforward layer with a residual connection" per head, then the
-model's shared vocabulary projection: the same block with ReLU and W2 tied to the backbone's wte, so
-a head is only C x C + C numbers.
 
-Files beside their backbone: OUT/heads.safetensors (heads.{k}.res.w / .b, heads.{k}.out.w) and
-OUT/heads.json (the config below, plus training and accuracy records). Shapes: B batch, T positions,
-C n_embd, V n_vocab, K heads.
+W1 starts at 0, W2 at the LM head. Blockwise Parallel Decoding (Stern et al. 2018,
+arXiv:1811.03115): the same block with ReLU, W2 tied to wte. Shapes: B rows, T positions, C n_embd,
+V n_vocab, K heads.
 """
 import json
 from pathlib import Path
@@ -26,9 +18,7 @@ from gpt2.backend import xp_of
 
 
 def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None, kind=None):
-    """K heads for a backbone whose (tied) LM head is wte [V, C]; kind (gpt2/addons.py) goes into
-    their config: "medusa", "blockwise" or "early_exit", by default blockwise for tied heads and
-    medusa for untied ones."""
+    """K heads for a backbone whose LM head is wte [V, C] -> (heads, config)."""
     V, C = wte.shape
     rng = rng or np.random.default_rng(0)
     heads = []
@@ -47,16 +37,16 @@ def init_heads(n_heads, wte, tied=False, act="silu", from_lm_head=True, rng=None
     return heads, {"kind": kind, "n_heads": n_heads, "tied": tied, "act": act}
 
 
-def _act(z, act):  # -> a, da/dz
+def _act(z, act):  # [..., C] -> a, da/dz: [..., C] each
     xp = xp_of(z)
     if act == "relu":
         return xp.maximum(z, 0), (z > 0).astype(z.dtype)
-    s = 1 / (1 + xp.exp(-z))
+    s = 1 / (1 + xp.exp(-z))  # [..., C]: sigmoid(z), SiLU(z) = z s
     return z * s, s * (1 + z * (1 - s))
 
 
 def head_forward(h, head, wte, act):  # h [..., C] -> logits [..., V], cache
-    z = h @ head["res"]["w"] + head["res"]["b"]
+    z = h @ head["res"]["w"] + head["res"]["b"]  # [..., C]
     a, da = _act(z, act)
     r = h + a  # [..., C]
     w_out = head["out"]["w"] if "out" in head else wte.T  # [C, V]
@@ -67,11 +57,12 @@ def head_backward(dlogits, cache, head):  # -> dh [..., C], grads of the head
     h, r, da, w_out = cache
     C, V = w_out.shape
     dr = dlogits @ w_out.T  # [..., C]
-    dz = dr * da
+    dz = dr * da  # [..., C]
+    # W1 [C, C], b1 [C], W2 [C, V]: summed over the rows [..., C] flattened
     grads = {"res": {"w": h.reshape(-1, C).T @ dz.reshape(-1, C), "b": dz.reshape(-1, C).sum(0)}}
     if "out" in head:
-        grads["out"] = {"w": r.reshape(-1, C).T @ dlogits.reshape(-1, V)}
-    return dr + dz @ head["res"]["w"].T, grads
+        grads["out"] = {"w": r.reshape(-1, C).T @ dlogits.reshape(-1, V)}  # [C, V]
+    return dr + dz @ head["res"]["w"].T, grads  # dh [..., C]: the residual and the block
 
 
 def heads_logits(h, heads, wte, config):  # h [n, C] -> [K, n, V]: for decoding, no caches
@@ -80,22 +71,18 @@ def heads_logits(h, heads, wte, config):  # h [n, C] -> [K, n, V]: for decoding,
 
 def cross_entropy(logits, targets):  # [N, V], [N] -> mean loss, dlogits
     xp = xp_of(logits)
-    z = logits - logits.max(-1, keepdims=True)
-    logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))
+    z = logits - logits.max(-1, keepdims=True)  # [N, V]
+    logp = z - xp.log(xp.exp(z).sum(-1, keepdims=True))  # [N, V]: log softmax
     n = len(targets)
-    loss = -logp[xp.arange(n), targets].mean()
-    d = xp.exp(logp)
+    loss = -logp[xp.arange(n), targets].mean()  # scalar
+    d = xp.exp(logp)  # [N, V]: softmax - onehot(targets), over n below
     d[xp.arange(n), targets] -= 1
     return loss, d / n
 
 
 def heads_loss_and_grads(h, targets, heads, wte, config, lambdas):
-    """sum_k lambdas[k] * L_k, L_k = cross-entropy of head k+1 predicting targets[:, t + k + 1] from
-    h[:, t].
-
-    h [B, T, C] hidden states, targets [B, T] (targets[:, t] is the token after position t).
-    -> total loss, per-head losses, grads (list like heads), dh [B, T, C] (for MEDUSA-2's joint
-    training)."""
+    """h [B, T, C], targets [B, T] -> (sum_k lambdas[k] L_k, [L_k], grads, dh [B, T, C]), L_k the
+    cross-entropy of head k on targets[:, t + k + 1] from h[:, t]."""
     xp = xp_of(h)
     B, T, C = h.shape
     dh = xp.zeros_like(h)
@@ -137,8 +124,7 @@ HEAD_SHAPES = {"res.w": ("C", "C"), "res.b": ("C",), "out.w": ("C", "V")}
 
 
 def load_heads(folder, n_embd=None, n_vocab=None):
-    """-> heads (list of dicts, float32), config (dict from heads.json). Missing, corrupt
-    (malformed, NaN or inf) or mismatched files are ValueErrors that name the file."""
+    """-> heads (float32 dicts), config; a bad or mismatched file is a ValueError."""
     folder = Path(folder)
     if not (folder / "heads.json").exists() or not (folder / "heads.safetensors").exists():
         raise ValueError(f"no heads in {folder}: expected heads.json and heads.safetensors there "
@@ -162,8 +148,7 @@ def load_heads(folder, n_embd=None, n_vocab=None):
 
 
 def read_head_tensors(path, config):
-    """heads.safetensors as float32 tensors, each present, of its shape in HEAD_SHAPES (one C and
-    one V for all heads) and finite."""
+    """heads.safetensors as float32, each tensor present, finite, of its HEAD_SHAPES shape."""
     from gpt2.weights import CorruptFile, read_safetensors
 
     tensors, sizes = read_safetensors(path), {}
@@ -175,24 +160,19 @@ def read_head_tensors(path, config):
             if name not in tensors:
                 raise CorruptFile(path, f"tensor {name!r} is missing", RETRAIN)
             a = tensors[name] = np.asarray(tensors[name], dtype=np.float32)
-            if a.ndim != len(dims) or any(sizes.setdefault(d, n) != n for d,
-                                          n in zip(dims, a.shape)):
-                raise CorruptFile(path,
-                                  f"tensor {name!r} has shape {a.shape}, not [{', '.join(dims)}] "
-                                  f"with {sizes}",
-                                  RETRAIN)
+            if a.ndim != len(dims) or any(sizes.setdefault(d, n) != n
+                                          for d, n in zip(dims, a.shape)):
+                raise CorruptFile(path, f"tensor {name!r} has shape {a.shape}, not "
+                                        f"[{', '.join(dims)}] with {sizes}", RETRAIN)
             if not np.isfinite(a).all():
                 raise CorruptFile(path, f"tensor {name!r} holds NaN or infinite values", RETRAIN)
     return tensors
 
 
 def keep_first_heads(src, dst, n):
-    """Copy the first n heads of the set in `src` to `dst` (heads are independent given a frozen
-    backbone, so the first n of K are what training n would give, up to the data order); the
-    accuracy record is cut to match.
+    """Copy the first n heads in `src` to `dst` (independent given a frozen backbone):
 
-    Example: python -m gpt2.heads --src runs/medusa1-distilled --dst gpt2/assets/tiny-target/medusa
-    --n 2
+        python -m gpt2.heads --src runs/medusa --dst gpt2/assets/tiny-target/medusa --n 2
     """
     from gpt2.weights import output_folder
     from gpt2.weights import read_header
@@ -211,8 +191,8 @@ def keep_first_heads(src, dst, n):
     record = {k: v for k, v in config.items() if k not in ("kind", "n_heads", "tied", "act")}
     for key in ("accuracy", "accuracy_text"):
         if key in record:
-            record[key] = {name: (rows[:n + 1] if isinstance(rows, list) else rows) for name,
-                           rows in record[key].items()}
+            record[key] = {name: (rows[:n + 1] if isinstance(rows, list) else rows)
+                           for name, rows in record[key].items()}
     record["kept"] = f"the first {n} of the {config['n_heads']} heads in {src}"
     with output_folder(dst):  # a failed run leaves no half-written folder behind
         kept = {"kind": heads_kind(config), "n_heads": n, "tied": config["tied"],

@@ -1,9 +1,11 @@
 """Checkpoints by name -> a folder with config.json, model.safetensors, vocab.json, merges.txt:
-an alias (gpt2-xl), a Hugging Face repo id (distilbert/distilgpt2), a built-in (tiny-target) or a
-local folder (./ckpt, ~/ckpt, x/: never a repo id). Repos live in the Hugging Face cache that
-transformers shares: one whose files are there costs no request; what is downloaded here,
-transformers finds. huggingface_hub downloads and reads its settings (HF_HUB_CACHE or HF_HOME,
-HF_ENDPOINT, HF_HUB_OFFLINE, HF_TOKEN); this module reads no environment. Each failure is one line.
+
+    resolve("gpt2-xl")               -> openai-community/gpt2-xl in the Hugging Face cache
+    resolve("distilbert/distilgpt2") -> any Hugging Face repo of GPT-2 architecture
+    resolve("tiny-target")           -> the built-in model in gpt2/assets
+    resolve("./ckpt")                -> that folder (also ~/ckpt, ckpt/): never a repo id
+
+huggingface_hub downloads into the cache transformers shares, with its HF_* settings.
 """
 import re
 import tempfile
@@ -22,16 +24,15 @@ NAMES = (f"built-in: {', '.join(BUILTIN)}, ngram (drafts only); GPT-2: {', '.joi
 
 
 class DownloadError(ValueError):
-    """A download that failed; the message says why and what to do."""
+    """A failed download; the message says why and what to do."""
 
 
 class Unreachable(DownloadError):
-    """The hub did not answer, or answered 5xx after huggingface_hub's retries."""
+    """The hub did not answer, or answered 5xx after retries."""
 
 
 def resolve(name, offline=False, cache=None, endpoint=None):
-    """The local folder holding checkpoint `name`. offline: never touch the network (as
-    HF_HUB_OFFLINE); cache, endpoint: huggingface_hub's when None."""
+    """The local folder of checkpoint `name`; offline: never touch the network."""
     name = str(name)
     if not name.strip():
         raise ValueError(f"the model name is empty: name one ({NAMES})")
@@ -58,7 +59,7 @@ def resolve(name, offline=False, cache=None, endpoint=None):
 
 
 def download(repo, cache, endpoint):
-    """FILES of `repo` into the cache, all at the first file's commit -> its snapshot folder."""
+    """FILES of `repo` into the cache, at the first file's commit -> its snapshot folder."""
     import logging
 
     from huggingface_hub import errors as e
@@ -108,7 +109,7 @@ def download(repo, cache, endpoint):
 
 
 def reason(error):
-    """An HTTP status, a connection's [Errno] (httpx's or requests'), or the first line."""
+    """An HTTP status, a connection's [Errno], or the error's first line."""
     error = error.__cause__ or error  # huggingface_hub's LocalEntryNotFoundError wraps the cause
     status, text = getattr(getattr(error, "response", None), "status_code", None), str(error)
     found = re.search(r"\[Errno -?\d+\][^'\")\n]*", text) or re.match(r"[^\n]*", text)
@@ -116,7 +117,7 @@ def reason(error):
 
 
 def is_local(name):
-    """./x, ../x, /x, ~/x, x/ and anything that exists on disk name a local path, never a repo."""
+    """./x, ../x, /x, ~/x, x/ and anything on disk are local paths, never repos."""
     return (name in (".", "..") or name.startswith(("./", "../", "/", "~")) or name.endswith("/")
             or Path(name).exists())
 
@@ -136,8 +137,7 @@ def local_folder(name):
 
 
 def check_repo_id(repo, name=None):
-    """`repo` if it is a repo id owner/name by the hub's rules: each part as REPO_PART, no .. or --,
-    no .git ending. Example: "distilbert/distilgpt2" -> itself; "../x", "a/b/c" -> ValueError."""
+    """`repo` if owner/name by the hub's rules: "a/b" -> itself; "../x", "a/b/c" -> ValueError."""
     name = repo if name is None else name
     parts = repo.split("/")
     if len(parts) == 1:  # the hub allows a bare name; its GPT-2 ones are the aliases

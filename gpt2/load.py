@@ -1,16 +1,9 @@
-"""Turn a model name into a model: built-in tiny models, the n-gram draft, GPT-2 sizes, Hugging Face
-ids, folders.
+"""A model name -> (model, encoder):
 
-    # the built-in pair: "tiny-target", "tiny-draft"
-    load_model("tiny-target") -> (GPT2 engine, Encoder)
-    load_model("ngram")       -> (NGram, Encoder)            # the built-in count-based draft
-    load_model("gpt2-xl")     -> from the Hugging Face cache, downloaded there once (gpt2.hub)
-    load_model("./my-ckpt")   -> a local folder with config.json, model.safetensors and a tokenizer
-
-A name, folder or file that cannot load is a ValueError that names it and says what to do: a missing
-local folder or a bad repo id (gpt2.hub.resolve), a failed download (gpt2.hub.DownloadError), a
-corrupt or impossible file (gpt2.weights.CorruptFile: config.json, model.safetensors, the
-tokenizer's files, heads.json, heads.safetensors).
+    load_model("tiny-target") -> (GPT2, Encoder); "tiny-draft" is the other built-in
+    load_model("ngram")       -> (NGram, Encoder): the built-in count-based draft
+    load_model("gpt2-xl")     -> from the Hugging Face cache (gpt2/hub.py)
+    load_model("./my-ckpt")   -> config.json, model.safetensors and a tokenizer there
 """
 from pathlib import Path
 
@@ -19,8 +12,7 @@ NGRAM = "ngram"
 
 
 def load_model(name, device="cpu", offline=False, **choices):
-    """-> (model, encoder); choices: how the engine's forwards run (gpt2/engine.py's GPT2: ops,
-    threads, panels, static, fused)."""
+    """-> (model, encoder); choices: how the engine's forwards run (gpt2/engine.py's GPT2)."""
     from gpt2.encoder import load_encoder
 
     if name == NGRAM:
@@ -53,10 +45,7 @@ def load_model(name, device="cpu", offline=False, **choices):
 
 
 def check_tokenizers(draft, target, draft_name, target_name, role="draft"):
-    """Speculative decoding compares the draft's and the target's laws token by token, so both
-    must read ids with one tokenizer: the same vocabulary size is not enough (the same ids may
-    spell other strings). ValueError naming both folders where the tokenizers' fingerprints
-    (gpt2/encoder.py) differ."""
+    """ValueError unless draft and target share a tokenizer: equal sizes are not enough."""
     if draft.n_vocab != target.n_vocab:
         raise ValueError(f"{role} {draft_name!r} has {draft.n_vocab} tokens but target "
                          f"{target_name!r} has {target.n_vocab}: speculative decoding needs one "
@@ -72,9 +61,7 @@ def check_tokenizers(draft, target, draft_name, target_name, role="draft"):
 
 
 def check_vocabulary(folder, n_vocab, encoder):
-    """The tokenizer's ids are the model's rows: a token id >= n_vocab has no embedding, a row with
-    no token cannot be printed. Both mean the tokenizer and the weights in `folder` do not belong
-    together."""
+    """CorruptFile unless the tokenizer's ids are the model's n_vocab rows."""
     from gpt2.weights import CorruptFile
 
     ids = set(encoder.decoder)
@@ -83,13 +70,11 @@ def check_vocabulary(folder, n_vocab, encoder):
                           f"the tokenizer has {len(ids)} tokens (ids up to {max(ids)}) but the "
                           f"model has {n_vocab} (vocab_size in config.json): the tokenizer and the "
                           f"weights do not belong together",
-                                  "put the tokenizer files of this model beside its weights")
+                          "put the tokenizer files of this model beside its weights")
 
 
 def heads_folder(name, kind, heads=None, offline=False):
-    """Where a backbone's trained heads live: --heads DIR, else `kind` (medusa, blockwise) inside
-    the backbone's folder (the built-in tiny-target ships both); a folder of another kind of add-on
-    is refused (gpt2/addons.py)."""
+    """--heads DIR, else `kind` in the backbone's folder, checked to hold that kind."""
     from gpt2.addons import check_kind, folder_kind
     from gpt2.hub import resolve
 
@@ -103,8 +88,7 @@ def heads_folder(name, kind, heads=None, offline=False):
 
 
 def heads_function(folder, model):
-    """heads(h [n, C], n_heads=None) -> logits [n_heads or K, n, V] for an engine, from heads saved
-    in `folder` (only the first n_heads heads are computed); and the heads' record."""
+    """-> (heads(h [n, C], n_heads=None) -> logits [n_heads or K, n, V], the heads' record)."""
     import numpy as np
 
     from gpt2.backend import to_numpy
@@ -112,6 +96,6 @@ def heads_function(folder, model):
 
     heads, config = load_heads(folder, n_embd=model.hparams["n_embd"], n_vocab=model.n_vocab)
     wte = to_numpy(model.params["wte"])
-    return (lambda h,
-            n_heads=None: heads_logits(np.asarray(h, dtype=np.float32), heads[:n_heads], wte,
-                                       config)), config
+    # h [n, C] -> logits [n_heads, n, V]
+    return (lambda h, n_heads=None: heads_logits(np.asarray(h, dtype=np.float32),
+                                                 heads[:n_heads], wte, config)), config

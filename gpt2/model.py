@@ -1,18 +1,8 @@
-"""GPT-2's forward pass in NumPy, picoGPT style (Radford et al. 2019, "Language Models are
-Unsupervised Multitask Learners"; GPT's decoder with pre-layer-norm blocks).
-
-The list of functions is the architecture: gelu, softmax, layer_norm, linear, ffn, attention, mha,
-transformer_block, gpt2. Weights are the nested dicts of a checkpoint, unpacked with `**`. Two
-additions to picoGPT, both needed by speculative decoding: `attention` takes an explicit mask and
-`positions` are explicit (a token tree is scored in one pass), and a KV `cache` (gpt2/cache.py)
-holds the keys and values of tokens already seen.
-
-How the operations run is a value, `ops`: the weight product, gelu, softmax and layer_norm.
-REFERENCE is the formulas below; gpt2/fast/ holds the other values (fewer NumPy calls, weight
-panels, fused GPU kernels), and an engine hands the one it chose to every call.
-
-Shapes: B rows, n_seq new tokens per row, n_kv = cached + new tokens, n_embd, n_head,
-d = n_embd // n_head, n_vocab. Everything stays float32: constants are Python floats.
+"""GPT-2's forward in NumPy, picoGPT style (Radford et al. 2019, "Language Models are Unsupervised
+Multitask Learners"): the function list is the architecture, weights are nested dicts unpacked with
+`**`. Added for speculative decoding: explicit mask and positions (a tree in one pass), a KV cache,
+and `ops`, the operations as a value (REFERENCE here, others in gpt2/fast/). Shapes: B rows, n_seq
+new tokens, n_kv = cached + new, n_embd, n_head, d = n_embd // n_head, n_vocab; float32.
 """
 import math
 from typing import Callable, NamedTuple
@@ -21,7 +11,7 @@ from gpt2.backend import xp_of
 
 
 class Ops(NamedTuple):
-    """The forward's operations; matmul(x, w): rows [..., n_in] times a weight [n_in, n_out]."""
+    """The forward's operations, a value an engine chooses once (gpt2/fast/)."""
     matmul: Callable
     gelu: Callable
     softmax: Callable
@@ -32,20 +22,20 @@ def matmul(x, w):  # [..., n_in] @ [n_in, n_out] -> [..., n_out]
     return x @ w
 
 
-def gelu(x):  # GPT-2's tanh approximation
+def gelu(x):  # GPT-2's tanh approximation: [...] -> [...]
     return 0.5 * x * (1 + xp_of(x).tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
 
 
-def softmax(x):
-    exp_x = xp_of(x).exp(x - x.max(axis=-1, keepdims=True))
-    return exp_x / exp_x.sum(axis=-1, keepdims=True)
+def softmax(x):  # [..., n] -> [..., n], each row summing to 1
+    exp_x = xp_of(x).exp(x - x.max(axis=-1, keepdims=True))  # [..., n]
+    return exp_x / exp_x.sum(axis=-1, keepdims=True)  # [..., n] / [..., 1]
 
 
-def layer_norm(x, g, b, eps: float = 1e-5):
-    mean = x.mean(axis=-1, keepdims=True)
-    variance = x.var(axis=-1, keepdims=True)
-    x = (x - mean) / xp_of(x).sqrt(variance + eps)  # normalize x to have mean=0 and var=1
-    return g * x + b  # scale and offset with gamma/beta params
+def layer_norm(x, g, b, eps: float = 1e-5):  # [..., n_embd] -> [..., n_embd]
+    mean = x.mean(axis=-1, keepdims=True)  # [..., 1]
+    variance = x.var(axis=-1, keepdims=True)  # [..., 1]
+    x = (x - mean) / xp_of(x).sqrt(variance + eps)  # [..., n_embd]: mean 0, variance 1
+    return g * x + b  # [..., n_embd]: scaled by g, offset by b
 
 
 REFERENCE = Ops(matmul, gelu, softmax, layer_norm)
@@ -64,7 +54,7 @@ def ffn(x, c_fc, c_proj, ops=REFERENCE):  # [B, n_seq, n_embd] -> [B, n_seq, n_e
 def attention(q, k, v, mask=None, ops=REFERENCE):
     scores = (q / math.sqrt(q.shape[-1])) @ k.swapaxes(-1, -2)  # [B, n_head, n_seq, n_kv]
     if mask is not None:  # None: every query sees every key (one new token after the cache)
-        scores = xp_of(q).where(mask, scores, -math.inf)  # the future and other branches hidden
+        scores = xp_of(q).where(mask, scores, -math.inf)  # [B, n_head, n_seq, n_kv]: future hidden
     return ops.softmax(scores) @ v  # [B, n_head, n_seq, n_kv] @ [B, n_head, n_kv, d]
 
 
@@ -85,7 +75,7 @@ def mha(x, c_attn, c_proj, n_head, mask=None, cache=None, layer=0, ops=REFERENCE
 # [B, n_seq, n_embd] -> [B, n_seq, n_embd]
 def transformer_block(x, mlp, attn, ln_1, ln_2, n_head, mask=None, cache=None, layer=0,
                       ops=REFERENCE):
-    h = ops.layer_norm(x, **ln_1)  # [B, n_seq, n_embd]
+    h = ops.layer_norm(x, **ln_1)  # [B, n_seq, n_embd]; below, two residuals of that shape
     x = x + mha(h, **attn, n_head=n_head, mask=mask, cache=cache, layer=layer, ops=ops)
     x = x + ffn(ops.layer_norm(x, **ln_2), **mlp, ops=ops)  # [B, n_seq, n_embd]
     return x
@@ -97,9 +87,8 @@ def causal_mask(n_seq, n_past, xp):  # -> [n_seq, n_past + n_seq] bool: token i 
 
 def gpt2_hidden(inputs, wte, wpe, blocks, ln_f, n_head, positions=None, mask=None, cache=None,
                 ops=REFERENCE):
-    """Final hidden states [B, n_seq, n_embd] (after ln_f) of token ids `inputs` [B, n_seq]
-    ([n_seq] -> [n_seq, n_embd]). With a cache holding n_past tokens, `inputs` are the next ones:
-    positions default to n_past, n_past+1, ... and the mask to causal (None for one token)."""
+    """Ids [B, n_seq] -> hidden states after ln_f [B, n_seq, n_embd] ([n_seq] -> [n_seq, n_embd]);
+    positions and mask default to follow the cache's n_past tokens."""
     xp = xp_of(wte)
     if inputs.ndim == 1:  # one sequence: one row
         return gpt2_hidden(inputs[None], wte, wpe, blocks, ln_f, n_head, positions, mask, cache,

@@ -1,25 +1,11 @@
-"""A count-based n-gram draft model with Witten-Bell interpolation (Witten & Bell 1991; Chen &
-Goodman 1998, sec. 2.5).
-
-The survey seed lists n-gram models among the cheapest drafts. This one follows the model contract,
-model(x, n=1) -> probs [n, n_vocab], with a real normalised distribution over the whole vocabulary
-(speculative sampling needs the draft's probabilities to be the ones it samples from).
+"""A count-based n-gram draft with Witten-Bell interpolation (Witten & Bell 1991; Chen & Goodman
+1998, sec. 2.5): model(x, n=1) -> probs [n, V], a law over the whole vocabulary.
 
     P(w | h) = (c(h, w) + u(h) P(w | h')) / (c(h) + u(h))
 
-h is the context of the last k-1 tokens, h' the context one token shorter, c counts, and u(h) the
-number of distinct tokens seen after h. The recursion ends in the unigram law with add-one
-smoothing, so every token has probability > 0. An unseen context has c(h) = u(h) = 0 and falls back
-to P(w | h') unchanged.
-
-Example (by hand): tokens [0, 1, 0, 1, 0, 2], V = 3, order 2. Unigram counts 3, 2, 1 -> add-one (4,
-3, 2) / 9. After context 0: c(0, 1) = 2, c(0, 2) = 1, c(0) = 3, u(0) = 2 -> P(1 | 0) = (2 + 2 * 3/9)
-/ (3 + 2) = 0.5333.
-
-Storage, per order: sorted context keys (the context read as a base-V number), CSR offsets, the next
-tokens and counts of each context. Contexts of the highest order that were seen once are pruned
-(`min_count`) to keep the file small. The counting, and the command that writes the file, is
-gpt2/train/ngram.py.
+h: the last k-1 tokens, h' one shorter, c counts, u(h) distinct tokens seen after h; the recursion
+ends in add-one unigrams. Example: tokens [0, 1, 0, 1, 0, 2], V = 3, order 2: unigrams
+(4, 3, 2) / 9; P(1 | 0) = (2 + 2 * 3/9) / (3 + 2) = 0.5333. Counting: gpt2/train/ngram.py.
 """
 import numpy as np
 
@@ -38,24 +24,24 @@ class NGram:
         return len(self.tables) + 1
 
     def distribution(self, context):  # -> [V] float32: P(. | the last order-1 tokens of context)
-        p = self.unigram.astype(np.float64)
+        p = self.unigram.astype(np.float64)  # [V]: P(w), then P(w | h) for ever longer h
         for k, table in enumerate(self.tables, start=1):
             if len(context) < k:
                 break
-            key = 0
+            key = 0  # h, the last k tokens, as a base-V number
             for t in context[-k:]:
                 key = key * self.n_vocab + int(t)
             i = int(np.searchsorted(table["keys"], key))
             if i == len(table["keys"]) or table["keys"][i] != key:
                 continue  # unseen context: keep the shorter context's law
             lo, hi = table["offsets"][i], table["offsets"][i + 1]
-            c = table["counts"][lo:hi].astype(np.float64)
-            total, distinct = c.sum(), hi - lo
-            p = p * (distinct / (total + distinct))
-            p[table["next"][lo:hi]] += c / (total + distinct)
+            c = table["counts"][lo:hi].astype(np.float64)  # [u(h)]: c(h, w) of each w seen after h
+            total, distinct = c.sum(), hi - lo  # c(h), u(h)
+            p = p * (distinct / (total + distinct))  # [V]: u(h) P(w | h') / (c(h) + u(h))
+            p[table["next"][lo:hi]] += c / (total + distinct)  # + c(h, w) / (c(h) + u(h))
         return p.astype(np.float32)
 
-    def __call__(self, x, n=1):  # -> probs [n, V]
+    def __call__(self, x, n=1):  # -> probs [n, V], row i after x[:len(x) - n + i + 1]
         return np.stack([self.distribution(x[:len(x) - n + i + 1]) for i in range(n)])
 
     def save(self, path):

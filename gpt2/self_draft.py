@@ -1,44 +1,15 @@
-"""Self-drafting: the draft is the target itself on a shorter path through its sublayers, on the
-target's KV cache.
-
-Draft & Verify (Zhang et al. 2023, arXiv:2309.08168) drafts with a set of attention and MLP
-sublayers skipped; LayerSkip (Elhoushi et al. 2024, arXiv:2404.16710) drafts with the first E layers
-and an early exit. Both are a *path*: the sublayers the draft keeps. Sublayer s = 2l is the
-attention of layer l, s = 2l + 1 its MLP (the two halves of gpt2/model.py's transformer_block); a
-skip set is written with their names, "a3,m4" = skip layer 3's attention and layer 4's MLP; exiting
-after layer E skips every sublayer from 2E on.
-
-One engine, two model functions on one cache, for B >= 1 rows (gpt2/engine.py's rows: matched to the
-sequences of a call, ragged, moved up when rows leave):
+"""Self-drafting: the draft is the target on a shorter path through its sublayers, on its KV cache.
+Draft & Verify (Zhang et al. 2023, arXiv:2309.08168) skips sublayers; LayerSkip (Elhoushi et al.
+2024, arXiv:2404.16710) exits after E layers. Sublayer 2l is layer l's attention, 2l + 1 its MLP
+("a3,m4": 6 and 9). The draft reads the keys/values the target wrote for the verified prefix (its
+law depends on this). Below its first skipped sublayer, the cut f, it computes what the target does:
+verification reuses that and runs sublayers f.. only. Example: 6 layers, exit after 2 (f = 4), the
+draft read [t, d1, d2] and proposed d3: verifying runs d3 through 0-3, then all four through 4-11.
 
     engine = BatchSelfDraft(self_draft, rows)
-    engine.draft(xs, n=1), engine.target(xs, n=1) -> probs [B, n, n_vocab]   (and .logits(xs, n):
-    the logits)
+    engine.draft(xs, n=1), engine.target(xs, n=1) -> probs [B, n, V]
 
-SelfDraft(...) holds the weights and the path, and its .target and .draft are the single-sequence
-sides (`model(x, n=1) -> probs [n, n_vocab]`) on a one-row BatchSelfDraft.
-- the draft reads the keys/values that the target wrote for the verified prefix (no cache of its
-  own: it never reads a token twice) and writes its own for its draft tokens, in the layers it
-  keeps; the target overwrites them when it verifies. The draft's law depends on this sharing (a
-  draft on a cache of its own would read its own guesses for the tokens the target accepted);
-- everything the draft computes before its first skipped sublayer, the cut f, is the target's own
-  computation: the keys/values of those layers and the residual stream at the cut. The target's
-  verification reuses them and runs only sublayers f.. on the drafted tokens (LayerSkip's single KV
-  cache and exit query cache); the draft's last token, which it never read, goes through sublayers
-  ..f-1 first. Nothing else is reused.
-
-Per row the engine keeps `tokens` (what its cache holds: what the draft has read), `verified`, how
-many of them hold the target's keys/values in every layer, and `h_cut`, the residuals at the cut of
-tokens[verified:].
-Example (6 layers, exit after layer 2 = skip a2..m5, f = 4): after the draft read [t, d1, d2] and
-proposed d3, the target's call on the prefix + [t, d1, d2, d3] runs d3 through sublayers 0-3, then
-all four tokens through sublayers 4-11, starting from the saved residuals of t, d1, d2. The logits
-equal a full forward (tests/test_self_draft.py).
-
-An exit adapter (optional) is a tied residual head of gpt2/heads.py on the draft's final hidden
-state (loaded by load_adapter below, trained by gpt2/train/exit_adapter.py). The skip-set search is
-gpt2/train/skip_search.py. Shapes: B rows, T new tokens per row (padded), C = n_embd, V = n_vocab, L
-= n_layer.
+Shapes: B rows, T new tokens per row, C n_embd, V n_vocab, L n_layer.
 """
 import numpy as np
 
@@ -56,8 +27,7 @@ def sublayer_name(s):  # 0 -> "a0", 3 -> "m1"
 
 
 def parse_skip(text, n_layer):
-    """"a3,m4" (or a list of names) -> sorted sublayer numbers; "" -> []. ValueError names a bad
-    entry."""
+    """"a3,m4" (or a list of names) -> sorted sublayer numbers [6, 9]; "" -> []."""
     names = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
     out = set()
     for name in names:
@@ -70,14 +40,13 @@ def parse_skip(text, n_layer):
 
 
 def exit_skip(exit_layer, n_layer):
-    """Early exit after `exit_layer` layers as a skip set: every sublayer of the layers after it."""
+    """Exit after `exit_layer` layers as a skip set: every sublayer from 2 * exit_layer on."""
     return list(range(2 * exit_layer, 2 * n_layer))
 
 
 # one residual sublayer: [B, T, C] -> [B, T, C]
 def sublayer(x, s, block, n_head, mask=None, cache=None, ops=REFERENCE):
-    """Half of gpt2/model.py's transformer_block: s = 2l its attention (on the cache's layer l), 2l
-    + 1 its MLP."""
+    """Half of gpt2/model.py's transformer_block: s = 2l its attention, 2l + 1 its MLP."""
     if s % 2 == 0:
         return x + mha(ops.layer_norm(x, **block["ln_1"]), **block["attn"], n_head=n_head,
                        mask=mask, cache=cache, layer=s // 2, ops=ops)
@@ -86,8 +55,7 @@ def sublayer(x, s, block, n_head, mask=None, cache=None, ops=REFERENCE):
 
 # final hidden states [..., C] -> logits [..., V]
 def lm_head(h, params, adapter=None, head=None, ops=REFERENCE):
-    """head: W [C, V], the tied head (an engine's contiguous copy of wte.T); None: wte.T itself;
-    adapter: the exit adapter (gpt2/heads.py) between the hidden state and W."""
+    """head: W [C, V] (None: wte.T); adapter: an exit adapter (gpt2/heads.py) before W."""
     from gpt2.heads import head_forward
 
     x = ops.layer_norm(h, **params["ln_f"])  # [..., C]
@@ -98,10 +66,7 @@ def lm_head(h, params, adapter=None, head=None, ops=REFERENCE):
 
 
 class SelfDraft:
-    """A GPT-2 (hparams + params on one device, float32) and a draft path through it; .target and
-    .draft are the single-sequence sides, on a one-row BatchSelfDraft. forward: how its passes run
-    (gpt2/fast's Forward), the target engine's where it has one (default: built for these
-    weights)."""
+    """A GPT-2 and a draft path; .target and .draft are its sides on a one-row BatchSelfDraft."""
 
     def __init__(self, hparams, params, skip=(), adapter=None, forward=None):
         self.hparams, self.params, self.adapter = hparams, params, adapter
@@ -123,8 +88,7 @@ class SelfDraft:
 
 
 class BatchSelfDraft(RowCaches):
-    """A SelfDraft's two sides, .target and .draft, for `rows` sequences at once, on its weights
-    (shared, not copied) and one cache row per sequence."""
+    """A SelfDraft's .target and .draft for `rows` sequences, a cache row each."""
 
     def __init__(self, engine, rows):
         super().__init__(engine.hparams, rows, engine.xp, 0, engine.forward,
@@ -159,12 +123,10 @@ class BatchSelfDraft(RowCaches):
     # the draft: logits [B, n, V] after the last n prefixes of each xs[b]
     def _propose(self, xs, n=1):
         xs, B, cut = [list(x) for x in xs], len(xs), self.engine.cut
-        # Step 1: the tokens each row has read stay read; the verified prefix ends where the row is
-        # read again
+        # Step 1: what each row has read stays read; its verified prefix ends where it reads again
         p = np.minimum(self._prefixes(xs, n), [len(x) - n for x in xs])  # [B]
         self.verified[:B] = np.minimum(self.verified[:B], p).tolist()
-        # Step 2: the new tokens through the sublayers below the cut (the target's own computation),
-        # kept per row
+        # Step 2: the new tokens below the cut (the target's own computation), kept per row
         rows = self._layout(xs, p)
         x = self._pass(self._embed(rows), rows, range(cut))  # [B, T, C]
         new = rows["s"]
@@ -195,8 +157,7 @@ class BatchSelfDraft(RowCaches):
         if ran:
             rows = self._layout(xs, r)
             below = self._pass(self._embed(rows), rows, range(cut))  # [B, T1, C]
-        # Step 3: every row's tokens from u on, from their residuals at the cut, through the
-        # sublayers from the cut on
+        # Step 3: every row's tokens from u on, from their residuals at the cut, through the rest
         rows = self._layout(xs, u)
         new = rows["s"]
         x = self.xp.zeros((B, max(new), C), dtype=self.engine.params["wte"].dtype)  # [B, T, C]
@@ -220,7 +181,7 @@ class BatchSelfDraft(RowCaches):
             raise ValueError(f"this batched engine holds {self.rows} rows; got {len(xs)} sequences")
         for x in xs:
             check(x, n, 0, self.hparams["n_ctx"])
-        return np.array(self._match(xs))
+        return np.array(self._match(xs))  # [B]
 
     # padded rows [B, T, C] through `sublayers` in one batched pass
     def _pass(self, x, rows, sublayers):
@@ -234,9 +195,7 @@ class BatchSelfDraft(RowCaches):
 
 
 class Model:
-    """One side of a BatchSelfDraft behind the batched model contract: model(xs, n=1) -> probs [B,
-    n, n_vocab]; with one=True (a SelfDraft's sides, engine the SelfDraft) behind the single one:
-    model(x, n=1) -> probs [n, n_vocab]."""
+    """One side of a BatchSelfDraft: model(xs, n=1) -> probs [B, n, V] (one=True: x -> [n, V])."""
 
     def __init__(self, engine, forward, one=False):
         self.engine, self.run, self.one = engine, forward, one
@@ -263,10 +222,7 @@ class Model:
 
 
 def batch_side(model, rows):
-    """A SelfDraft's .target or .draft -> the same side of a BatchSelfDraft of `rows` rows on that
-    SelfDraft. Both sides get the sides of ONE batched engine (kept as the SelfDraft's .batch), so
-    that they share its caches as the single sides share theirs (what main.py --batch does with the
-    loaded pair)."""
+    """A SelfDraft's .target or .draft -> that side of its one BatchSelfDraft of `rows` rows."""
     engine = model.engine
     if engine.batch is None or engine.batch.rows != rows:
         engine.batch = BatchSelfDraft(engine, rows)
@@ -274,8 +230,7 @@ def batch_side(model, rows):
 
 
 def load_adapter(folder, exit_layer, n_embd):
-    """The exit adapter in folder/early_exit for `exit_layer`, as {"head", "act"}; ValueError when
-    it is missing."""
+    """The exit adapter in folder/early_exit for `exit_layer` -> {"head", "act"}."""
     from pathlib import Path
 
     from gpt2.addons import check_kind, folder_kind
@@ -304,8 +259,7 @@ HOLDS = {"skip_set": "a skip set", "exit_layer": "an exit layer"}
 
 
 def entry_kind(entry):
-    """The kind of one self_draft.json entry: declared, else by its fields (skip: a skip set;
-    exit_layer: an exit layer), else None. Example: {"skip": "a1", "K": 2} -> "skip_set"."""
+    """A self_draft.json entry's kind: declared, else by its fields, else None."""
     if entry.get("kind") is not None:
         return entry["kind"]
     return "skip_set" if "skip" in entry else "exit_layer" if "exit_layer" in entry else None
@@ -334,8 +288,7 @@ def read_config(folder):
 
 
 def config_problem(key, value):
-    """What is wrong with one self_draft.json setting, or None (keys this file does not use
-    pass)."""
+    """What is wrong with one self_draft.json setting, or None."""
     whole = type(value) is int  # not bool, not 4.0
     if key == "K" and not (whole and 1 <= value <= 64):
         return "K must be a whole number from 1 to 64"
@@ -353,11 +306,7 @@ def config_problem(key, value):
 
 def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, adapter=True,
                     forward=None):
-    """A SelfDraft for --method layer_skip (kind "layer_skip": --skip, else the set in
-    folder/self_draft.json) or early_exit (--exit_layer, else the shipped one; with the shipped exit
-    adapter unless adapter is False). Its .settings: the K and threshold searched with it (K 4,
-    threshold 0 where nothing was searched). forward: the target engine's Forward (gpt2/fast), whose
-    ops, LM head copy and threads it shares."""
+    """A SelfDraft for --method layer_skip or early_exit (flags, else self_draft.json)."""
     L, config = hparams["n_layer"], read_config(folder).get(kind, {})
     held = entry_kind(config)
     if held is not None and held != ENTRY_KINDS[kind]:
@@ -369,8 +318,8 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
     if kind == "layer_skip":
         if skip is None and "skip" not in config:
             raise ValueError(f"no skip set for this model: {folder}/{CONFIG} has none; search one "
-                             f"with `python -m "
-                             "bench.self_draft --task search --target NAME` or pass --skip a3,m4")
+                             "with `python -m bench.self_draft --task search --target NAME` or "
+                             "pass --skip a3,m4")
         skipped = parse_skip(config["skip"] if skip is None else skip, L)
         if len(skipped) == 2 * L:  # a draft of the embeddings alone: one guess whatever the context
             where = f"--skip {skip}" if skip is not None else f"the skip set in {folder}/{CONFIG}"

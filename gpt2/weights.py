@@ -1,19 +1,7 @@
-"""Checkpoints as safetensors, read and written in NumPy (no torch, no pickle), in Hugging Face's
-GPT2LMHeadModel layout.
-
-A safetensors file is: 8 bytes (little-endian u64) header length N, N bytes of JSON
-{"name": {"dtype": "F16", "shape": [2, 3], "data_offsets": [begin, end]}, ..., "__metadata__":
-{...}}, then the raw little-endian tensor bytes, offsets counted from the end of the header.
-
-Example: one F32 tensor "a" of shape [2] -> header {"a": {"dtype": "F32", "shape": [2],
-"data_offsets": [0, 8]}}.
-
-A checkpoint folder holds config.json + model.safetensors. Loading refuses, naming the file and what
-to do (CorruptFile): a malformed file, an impossible config (a size < 1 or not a whole number,
-n_embd not divisible by n_head) and weights holding NaN or inf. HF names map to the params tree as
-h.{i}.ln_1.weight -> blocks[i]["ln_1"]["g"], .bias -> "b", h.{i}.attn.c_attn.weight ->
-blocks[i]["attn"]["c_attn"]["w"] (HF's Conv1D weights are already [in, out]); wte/wpe/ln_f likewise.
-lm_head.weight is tied to wte and ignored, as are the attn.bias / attn.masked_bias buffers.
+"""Checkpoints as safetensors in NumPy (no torch, no pickle), in GPT2LMHeadModel's names. A file:
+an 8-byte little-endian header length N, N bytes of JSON {name: {"dtype": "F32", "shape": [2],
+"data_offsets": [0, 8]}, ...}, the tensors' bytes. h.{i}.ln_1.weight -> blocks[i]["ln_1"]["g"],
+.bias -> "b"; Conv1D weights are [in, out]; lm_head.weight is wte, ignored.
 """
 import contextlib
 import json
@@ -28,21 +16,16 @@ import numpy as np
 from gpt2.backend import to_numpy
 
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64,
-          "I64": np.int64,
-          "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16,
-          "U32": np.uint32, "U64": np.uint64, "BOOL": np.bool_}
+          "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
+          "U8": np.uint8, "U16": np.uint16, "U32": np.uint32, "U64": np.uint64, "BOOL": np.bool_}
 NAMES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.float64): "F64",
          np.dtype(np.int64): "I64", np.dtype(np.int32): "I32", np.dtype(np.int16): "I16",
-         np.dtype(np.int8): "I8",
-         np.dtype(np.uint8): "U8", np.dtype(np.uint16): "U16", np.dtype(np.uint32): "U32",
-         np.dtype(np.uint64): "U64", np.dtype(np.bool_): "BOOL"}
+         np.dtype(np.int8): "I8", np.dtype(np.uint8): "U8", np.dtype(np.uint16): "U16",
+         np.dtype(np.uint32): "U32", np.dtype(np.uint64): "U64", np.dtype(np.bool_): "BOOL"}
 
 
 def fix_for(path):
-    """What to do about a bad file: delete it only where it was downloaded (a snapshot in the
-    Hugging Face cache, with the blob it links to); a file the user supplied is theirs to replace.
-    Example: .../models--openai-community--gpt2/snapshots/COMMIT/config.json -> "delete it (and
-    .../blobs/ETAG, the file it links to) to download it again"."""
+    """What to do about a bad file: delete a download (in the Hugging Face cache), else replace."""
     path = Path(path).absolute()
     if path.parent.parent.name == "snapshots" and path.parents[2].name.startswith("models--"):
         blob = f" (and {path.resolve()}, the file it links to)" if path.is_symlink() else ""
@@ -51,8 +34,7 @@ def fix_for(path):
 
 
 class CorruptFile(ValueError):
-    """A file that is not what it should be; the message names it, says what is wrong and what to
-    do."""
+    """A bad file; the message names it, says what is wrong and what to do."""
 
     def __init__(self, path, what, fix=None):
         super().__init__(f"{path}: {what}; {fix or fix_for(path)}")
@@ -63,7 +45,7 @@ def _fail(path, what):
 
 
 def read_json(path, fix=None):
-    """The JSON value in `path`; CorruptFile naming the file when it is not UTF-8 JSON."""
+    """The JSON value in `path`, or CorruptFile."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError are both ValueErrors
@@ -90,7 +72,7 @@ def read_header(path):
 
 
 def read_safetensors(path):
-    """All tensors of a file as NumPy arrays; F16 and BF16 come back as float32."""
+    """{name: array}; F16 and BF16 come back as float32."""
     header, start, size = read_header(path)
     header.pop("__metadata__", None)
     spans, tensors = [], {}
@@ -111,13 +93,12 @@ def read_safetensors(path):
     for (_, e0, n0), (b1, _, n1) in zip(spans, spans[1:]):
         if b1 < e0:
             _fail(path, f"tensors {n0!r} and {n1!r} overlap")
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=start,
-                     shape=(size - start,)) if size > start else None
+    data = (np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(size - start,))
+            if size > start else None)  # [size - start] bytes
     for name, info in header.items():
         begin, end = info["data_offsets"]
-        raw = np.frombuffer(data[begin:end],
-                            dtype=DTYPES[info["dtype"]]) if end > begin else np.zeros(0,
-                                                                                      DTYPES[info["dtype"]])
+        raw = (np.frombuffer(data[begin:end], dtype=DTYPES[info["dtype"]]) if end > begin
+               else np.zeros(0, DTYPES[info["dtype"]]))  # [count] of the tensor's dtype
         if info["dtype"] == "BF16":  # bfloat16 is the top half of a float32
             raw = (raw.astype(np.uint32) << 16).view(np.float32)
         elif raw.dtype.kind == "f":
@@ -131,8 +112,7 @@ def read_safetensors(path):
 
 
 def _check_entry(path, name, info):
-    """A header entry has a known dtype, a shape of sizes and two byte offsets (their fit is checked
-    by the caller)."""
+    """A header entry: a known dtype, a shape, two byte offsets."""
     if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
         _fail(path, f"tensor {name!r}: entry needs dtype, shape and data_offsets")
     if not isinstance(info["dtype"], str) or info["dtype"] not in DTYPES:
@@ -155,8 +135,7 @@ def to_bf16(a):  # float32 -> bfloat16 bits (uint16), rounding to nearest even
 
 
 def write_safetensors(path, tensors, metadata=None, dtype=None):
-    """Write tensors (floats cast to `dtype`: "float32", "float16" or "bfloat16") atomically: temp
-    file, then rename."""
+    """Write tensors, floats cast to `dtype` ("float32", "float16", "bfloat16"), atomically."""
     header, blobs, offset = {}, [], 0
     for name, a in tensors.items():
         # a model trained on the GPU
@@ -184,9 +163,7 @@ def write_safetensors(path, tensors, metadata=None, dtype=None):
 
 @contextlib.contextmanager
 def output_folder(path):
-    """`with output_folder(out): write files` makes `out` if missing and removes it again when the
-    writing fails: a failed run leaves no empty or half-written folder (each file is written
-    atomically)."""
+    """`with output_folder(out):` makes `out`, removed again if the writing fails."""
     path, made = Path(path), not Path(path).exists()
     path.mkdir(parents=True, exist_ok=True)
     try:
@@ -233,8 +210,8 @@ def expected_shapes(hparams):
     shapes = {"wte.weight": (V, C), "wpe.weight": (n_ctx, C), "ln_f.weight": (C,),
               "ln_f.bias": (C,)}
     for i in range(hparams["n_layer"]):
-        for name, shape in (("ln_1.weight", (C,)), ("ln_1.bias", (C,)), ("ln_2.weight", (C,)),
-                            ("ln_2.bias", (C,)),
+        for name, shape in (("ln_1.weight", (C,)), ("ln_1.bias", (C,)),
+                            ("ln_2.weight", (C,)), ("ln_2.bias", (C,)),
                             ("attn.c_attn.weight", (C, 3 * C)), ("attn.c_attn.bias", (3 * C,)),
                             ("attn.c_proj.weight", (C, C)), ("attn.c_proj.bias", (C,)),
                             ("mlp.c_fc.weight", (C, 4 * C)), ("mlp.c_fc.bias", (4 * C,)),
@@ -244,8 +221,7 @@ def expected_shapes(hparams):
 
 
 def params_from_state_dict(tensors, hparams, source="checkpoint"):
-    """The params tree from HF GPT-2 tensors (with or without the `transformer.` prefix); checks
-    every shape and that every value is finite."""
+    """The params tree from HF GPT-2 tensors, every shape and value checked."""
     sd = {k.removeprefix("transformer."): v for k, v in tensors.items()}
     for name, shape in expected_shapes(hparams).items():
         if name not in sd:
@@ -276,12 +252,7 @@ def params_from_state_dict(tensors, hparams, source="checkpoint"):
 
 
 def hparams_from_config(config, source="config.json"):
-    """GPT-2's sizes from a Hugging Face config, each a whole number >= 1, n_embd split evenly into
-    n_head heads.
-
-    Example: {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12}
-    -> {"n_vocab": 50257, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12} (heads of 768 /
-    12 = 64)."""
+    """{n_vocab, n_ctx, n_embd, n_head, n_layer} from a Hugging Face config, checked."""
     if not isinstance(config, dict):
         raise CorruptFile(source, "not a GPT-2 config (not a JSON object)")
     # older configs: n_ctx
@@ -311,8 +282,7 @@ def config_from_hparams(hparams):
 
 
 def load_checkpoint(folder):
-    """(hparams, params) from folder/config.json + folder/model.safetensors, checked (see the module
-    docstring)."""
+    """(hparams, params) from folder/config.json + folder/model.safetensors, checked."""
     folder = Path(folder)
     for name in ("config.json", "model.safetensors"):
         if not (folder / name).exists():
@@ -329,10 +299,7 @@ def load_checkpoint(folder):
 
 
 def sizes_differ(tensors, hparams):
-    """The sizes config.json states that the weights contradict (the vocabulary and width of wte,
-    the positions of wpe, the layers h.0..h.{L-1}).
-    Example: n_layer 1000 beside 6 layers -> ["n_layer is 1000 but model.safetensors holds 6
-    layers"]."""
+    """The sizes config.json states that the weights contradict, one sentence each."""
     sd = {k.removeprefix("transformer."): v for k, v in tensors.items()}
     held = {}
     if getattr(sd.get("wte.weight"), "ndim", 0) == 2:
@@ -361,9 +328,9 @@ def save_checkpoint(folder, hparams, params, dtype="float32", metadata=None):
 
 def flatten(tree, path=""):  # {"a": {"b": x}} -> {"a.b": x}, in sorted order; lists become indices
     if isinstance(tree, dict):
-        return {k: v for key in sorted(tree) for k,
-                v in flatten(tree[key], f"{path}{key}.").items()}
+        return {k: v for key in sorted(tree)
+                for k, v in flatten(tree[key], f"{path}{key}.").items()}
     if isinstance(tree, list):
-        return {k: v for i, item in enumerate(tree) for k,
-                v in flatten(item, f"{path}{i}.").items()}
+        return {k: v for i, item in enumerate(tree)
+                for k, v in flatten(item, f"{path}{i}.").items()}
     return {path[:-1]: tree}
