@@ -5,20 +5,24 @@
 
 OpenBLAS picks its kernels when it loads (OPENBLAS_CORETYPE chooses them), so a family is measured
 in a child process: Haswell on every x86-64 CPU with AVX2, SkylakeX where the CPU has AVX-512 (its
-default there). Before each family the parent waits for the machine to be quiet (1-minute load
-below --quiet, at most QUIET_WAIT seconds) and records the load it starts at. With --out each child
-writes its own page; the parent keeps their bodies, a section per family, under one header.
+default there). Before each family of a page (--out) the parent waits for the machine to be quiet
+(1-minute load below --quiet, at most QUIET_WAIT seconds) and records the load it starts at; each
+child writes its own page, and the parent keeps their bodies, a section per family, under one
+header.
 """
+import codecs
 import functools
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from picospec_cli import Option, command as plain_command
 
+ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ("Haswell", "SkylakeX")
 QUIET_WAIT = 300  # seconds
 
@@ -56,6 +60,26 @@ def without(argv, names):
     return out
 
 
+def relay(stream, to):
+    """Copy a child's output to this process's stream as it comes (progress bars included)."""
+    decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+    for chunk in iter(lambda: os.read(stream.fileno(), 4096), b""):
+        to.write(decode(chunk))
+        to.flush()
+
+
+def run_child(args, env):
+    """Run a family's process, its output relayed through sys.stdout and sys.stderr -> exit code."""
+    child = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    relays = [threading.Thread(target=relay, args=pair) for pair in
+              ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
+    for r in relays:
+        r.start()
+    for r in relays:
+        r.join()
+    return child.wait()
+
+
 def child_page(path):
     """A child's page -> (its protocol rows {field: value}, its body)."""
     text = Path(path).read_text(encoding="utf-8")
@@ -73,14 +97,16 @@ def by_family(module, families, quiet, out):
         if family not in here:
             print(f"{family}: this CPU cannot run these kernels (no AVX-512); skipped", flush=True)
             continue
-        load = wait_quiet(quiet) if quiet else os.getloadavg()[0]
+        load = wait_quiet(quiet) if quiet and out else os.getloadavg()[0]
         print(f"\n── {family} kernels (OPENBLAS_CORETYPE={family}; 1-minute load {load:.2f} at "
               f"the start) ──", flush=True)
         page = f"{out}.{family}.tmp" if out else None
         args = [sys.executable, "-m", module, *argv, "--child"] + (["--out", page] if out else [])
-        done = subprocess.run(args, env={**os.environ, "OPENBLAS_CORETYPE": family})
-        if done.returncode:
-            raise SystemExit(done.returncode)
+        path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+        env = {**os.environ, "OPENBLAS_CORETYPE": family, "PYTHONPATH": path}  # bench from any cwd
+        code = run_child(args, env)
+        if code:
+            raise SystemExit(code)
         if out:
             rows, body = child_page(page)
             os.remove(page)
@@ -99,8 +125,8 @@ def by_family(module, families, quiet, out):
 FAMILY_OPTIONS = [
     Option("families", "strs", None, "OpenBLAS kernel families to measure, each in its own "
            "process (default: every family this CPU runs)", choices=FAMILIES),
-    Option("quiet", float, 0.5, "before each family, wait (at most 5 minutes) until the "
-           "1-minute load is below this; 0: do not wait", low=0),
+    Option("quiet", float, 0.5, "with --out, before each family, wait (at most 5 minutes) until "
+           "the 1-minute load is below this; 0: do not wait", low=0),
     Option("child", bool, False, "measure in this process only, with the BLAS as loaded (what "
            "each family's process runs)"),
 ]
