@@ -20,9 +20,9 @@ the largest its cases need; its line gives the least power over its cases at the
 measured again on fresh draws (below 0.999 there, within the noise of 20,000 draws, the test gets
 the next n on the grid). Needs pytest (its MonkeyPatch plants the broken variants).
 
-A line: `tests/test_speculative.py::test_joint_law_equals_target  resample-from-target  12 cases
-needs 2,300  uses 2,300  power 0.9990  (57 s)`. Exit status 1 when a test uses fewer than it needs
-or its power on fresh draws is below 0.999.
+A line: `tests/picospec/test_speculative.py::test_joint_law_equals_target  resample-from-target
+12 cases  needs 2,300  uses 2,300  power 0.9990  (57 s)`. Exit status 1 when a test uses fewer than
+it needs or its power on fresh draws is below 0.999.
 """
 import importlib
 import math
@@ -152,10 +152,10 @@ def toy_run(options):
 
 
 def speculative():
-    from test_speculative import OPTIONS
+    from tests.picospec.test_speculative import OPTIONS
 
     resample = patch("sps.verify_chain", "resample_from_target")
-    T = "tests/test_speculative.py::"
+    T = "tests/picospec/test_speculative.py::"
 
     def sps(K=2, options=None, **kw):
         models = lambda m: {k: getattr(m, v) for k, v in kw.items()}  # noqa: E731  draft=, target=
@@ -203,12 +203,12 @@ def speculative():
 
 
 def cascade():
-    from test_cascade import CASES
+    from tests.picospec.test_cascade import CASES
 
     smallest = patch("cs.review_step", "review_step_with_the_smallest_law")
     resample = patch("cs.verify_chain", "resample_from_target")
     plants = {"vertical": smallest, "horizontal": resample, "both": smallest}
-    T = "tests/test_cascade.py::"
+    T = "tests/picospec/test_cascade.py::"
 
     def run(name):
         return lambda m, n, seed: m.runs(m.CASCADES[name], n, seed, **CASES[name])
@@ -224,11 +224,11 @@ def cascade():
 
 
 def self_draft():
-    from test_self_draft import OPTIONS
+    from tests.picospec.test_self_draft import OPTIONS
 
     unwarped = patch("sd.draft_token", "raw_law_draft_token")
     resample = patch("sd.verify_chain", "resample_from_target")
-    T = "tests/test_self_draft.py::"
+    T = "tests/picospec/test_self_draft.py::"
     joint = (Case("T=1", resample, toy_run({}), law_of({})),) + \
         tuple(Case(str(o), unwarped, toy_run(o), law_of(o)) for o in OPTIONS[1:])
     warm = dict(temperature=0.6)
@@ -246,7 +246,7 @@ def self_draft():
 
 
 def eagle():
-    from test_eagle import FOLLOWS
+    from tests.picospec.test_eagle import FOLLOWS
 
     replacement = patch("eagle1.draw_without_replacement", "with_replacement")
     no_residual = patch("eagle1.verify_tree", "one_hot_without_residual")
@@ -255,7 +255,7 @@ def eagle():
               "eagle2-one-hot-top_k": patch("eagle2.verify_tree", "one_hot_without_residual")}
     duplicates = both(patch("eagle1.verify_tree", "distinct_shortcut"),
                       patch("eagle1.top_ranked", "with_duplicates"))
-    T = "tests/test_eagle.py::"
+    T = "tests/picospec/test_eagle.py::"
 
     def run(method, options):
         return lambda m, n, seed: m.runs(method, n, seed, **options)
@@ -284,7 +284,7 @@ def eagle():
 
 def medusa():
     longest = patch("medusa.verify_tree", "longest_match")
-    T = "tests/test_medusa.py::"
+    T = "tests/picospec/test_medusa.py::"
 
     def run(options):
         return lambda m, n, seed: m.runs(*m.model_and_heads(**m.SMALL), n, seed, **options)
@@ -306,7 +306,7 @@ def simple(file, tests, constant, plants, options, run=toy_run, law=law_of, by_i
     """A file whose pass test runs the `options` cases, sized against the last of `plants`
     ({id: plant}), and whose broken test plants each at the first case (by_id: parametrized by
     id, its n in constant[id])."""
-    T = f"tests/test_{file}.py::"
+    T = f"tests/picospec/test_{file}.py::"
     last = list(plants)[-1]
     return [Sized(T + tests[0], "JOINT", last,
                   tuple(Case(str(o), plants[last], run(o), law(o)) for o in options))] + \
@@ -350,13 +350,14 @@ def sequoia():
 
 
 def specinfer():
-    from test_specinfer import DRAFTS, MaskedToyTree
+    from tests.helpers.toy import MaskedToyTree
+    from tests.picospec.test_specinfer import DRAFTS
 
     def siblings(m, mp):  # the same runs, the target's rows under a mask that shows siblings
         mp.setattr(m, "MaskedToyTree", lambda table: MaskedToyTree(table, mask=m.sibling_mask))
     cases = {"k=3,2": ((3, 2), DRAFTS[0], {}),
              "two-drafters-T0.7-top_k2": ((1, 1), DRAFTS, dict(temperature=0.7, top_k=2))}
-    T = "tests/test_specinfer.py::"
+    T = "tests/picospec/test_specinfer.py::"
 
     def run(expansion, draft, options):
         return lambda m, n, seed: m.runs(n, expansion, draft, seed=seed, **options)
@@ -367,11 +368,11 @@ def specinfer():
 
 
 def tree():
-    from test_tree import CASES
+    from tests.picospec.test_tree import CASES
 
     no_residual = patch("verify.residual", lambda q, p: q)
     longest = patch("verify_tree", "longest_match")
-    T = "tests/test_tree.py::"
+    T = "tests/picospec/test_tree.py::"
 
     def run(branch, depth, sampled, options, **kw):
         return lambda m, n, seed: m.runs(n, seed, branch=branch, depth=depth, sampled=sampled,
@@ -389,11 +390,11 @@ def tree():
          for s in ("False", "True")]
 
 
-def verify_rules():
-    from test_verify_rules import RULES, WRONG
+def verify():
+    from tests.picospec.test_verify import RULES, WRONG
 
     no_residual = patch("verify.residual", "no_residual")
-    T = "tests/test_verify_rules.py::"
+    T = "tests/picospec/test_verify.py::"
 
     def run(draw, rule, options, draw_options):
         return lambda m, n, seed: m.decode(draw, rule, options, n, seed=seed, **draw_options)
@@ -405,17 +406,18 @@ def verify_rules():
 
 
 def generate():
-    return [Sized("tests/test_generate.py::test_sampled_rows_follow_the_exact_law", "ROWS",
+    return [Sized("tests/gpt2/train/test_generate.py::test_sampled_rows_follow_the_exact_law",
+                  "ROWS",
                   "sampled at temperature 1.5",
                   tuple(Case(f"T={t}", clean, lambda m, n, seed: m.sampled_rows(n, 1.5, seed),
                              lambda m, t=t: m.law_at(t)) for t in (1.0, 0.7)))]
 
 
 def rejection():
-    from test_rejection import CASES
+    from tests.picospec.batched.test_rejection import CASES
 
     recovered = patch("rej.recovered_probs", lambda q, p: q)
-    T = "tests/test_rejection.py::"
+    T = "tests/picospec/batched/test_rejection.py::"
 
     def law(options):
         return lambda m: [m.exact_law(m.TARGET, x, m.N, **options) for x in m.PROMPTS]
@@ -429,7 +431,7 @@ def rejection():
 
 FILES = {"speculative": speculative, "cascade": cascade, "self_draft": self_draft, "eagle": eagle,
          "medusa": medusa, "rest": rest, "lookahead": lookahead, "prompt_lookup": prompt_lookup,
-         "sequoia": sequoia, "specinfer": specinfer, "tree": tree, "verify_rules": verify_rules,
+         "sequoia": sequoia, "specinfer": specinfer, "tree": tree, "verify": verify,
          "generate": generate, "rejection": rejection}
 
 
@@ -462,17 +464,17 @@ def measure(sized, module, seed=1):
 
 def main(only=None, list=False):
     """Measure the n each sized test needs, beside the n it uses; exit 1 if one uses fewer."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT))  # the test modules, as tests.picospec.test_speculative
     unknown = sorted(set(only or ()) - set(FILES))
     if unknown:
         raise ValueError(f"unknown file {', '.join(unknown)}: choose from {', '.join(FILES)}")
     short = []
     for name in [f for f in FILES if not only or f in only]:
-        module = importlib.import_module(f"test_{name}")
         for sized in FILES[name]():
             if list:
                 print(f"{sized.test}  against {sized.broken}  ({len(sized.cases)} cases)")
                 continue
+            module = importlib.import_module(sized.test.split("::")[0][:-3].replace("/", "."))
             start = time.process_time()
             rows, used, least = measure(sized, module)
             needs = [n for _, n, _ in rows]

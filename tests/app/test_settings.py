@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from clitools import run_here
 from picospec_app.settings import Settings, engine_choices, read_settings
+
+from tests.helpers.clitools import run_here
 
 
 def test_unset_is_the_default():

@@ -10,7 +10,7 @@ from pathlib import Path
 from bench.mutants import KINDS, MUTANTS, Mutant, problems
 from picospec.methods import TABLE
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AREAS = {"sampling", "verify", "rejection", "batch", "cache", "tree", "methods",
          "record"} | set(TABLE)
 ONCE_MISSED = {"verify-tree-origins", "batch-generators-by-row", "medusa-typical-max",
@@ -26,7 +26,7 @@ def test_a_rotten_mutant_is_reported():
     """The check can fail: a text that is gone, or occurs twice, or a test file that does not
     exist."""
     gone = Mutant("gone", "verify", "rule", "picospec/verify.py", "this text is nowhere", "x",
-                  ("tests/test_tree.py",), "")
+                  ("tests/picospec/test_tree.py",), "")
     twice = gone._replace(name="twice", old="np.")
     no_test = gone._replace(name="no_test", old="def step_record(",
                             tests=("tests/test_nothing.py",))

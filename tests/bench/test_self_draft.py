@@ -1,16 +1,16 @@
 """python -m bench.self_draft as a user meets it: a model too deep to score every skip set, --task
 exits without a saved search or past the last layer, and a --runs path no folder can be made at are
 each refused with one line before any work; the --runs caches are keyed by the target's weights and
---steps / --n_windows, and a broken one is a miss. Random 2- and 12-layer models (tests/micro.py)
-with tiny-target's tokenizer keep each run to seconds."""
+--steps / --n_windows, and a broken one is a miss. Random 2- and 12-layer models
+(tests/helpers/micro.py) with tiny-target's tokenizer keep each run to seconds."""
 import shutil
 import types
 
 import numpy as np
 import pytest
 
-from clitools import ROOT, assert_refused, files_under, run_here
-from micro import random_gpt2
+from tests.helpers.clitools import ROOT, assert_refused, files_under, run_here
+from tests.helpers.micro import random_gpt2
 
 FAST = 10.0  # seconds: refused before the model loads, before any data or search
 # a search of seconds on a 2-layer model

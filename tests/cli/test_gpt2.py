@@ -10,9 +10,12 @@ import json
 import numpy as np
 import pytest
 
-from clitools import ROOT, assert_refused, files_under, run_here
 from gpt2.train.bpe import train_bpe
 from gpt2.encoder import save_tokenizer
+
+from tests.helpers.clitools import (ROOT, assert_bad_command_refused,
+                                    assert_gpu_refused_without_cupy, assert_help, case_ids,
+                                    files_under, run_here)
 
 # the shipped 2 heads on tiny-target
 MEDUSA = str(ROOT / "gpt2" / "assets" / "tiny-target" / "medusa")
@@ -147,34 +150,23 @@ BAD = [  # (command, arguments, what the one line must say)
 ]
 
 
-@pytest.mark.parametrize("module, args, pattern", BAD,
-                         ids=[f"{m}:{' '.join(a)}"[:70] for m, a, _ in BAD])
+def test_every_command_has_bad_command_lines():
+    assert {module for module, _, _ in BAD} == set(COMMANDS)
+
+
+@pytest.mark.parametrize("module, args, pattern", BAD, ids=case_ids(BAD, 70))
 def test_a_bad_command_line_is_one_line_and_leaves_nothing(tmp_path, module, args, pattern):
     make_inputs(tmp_path)
-    before = files_under(tmp_path)
-    r = run_here(["-m", module, *args], tmp_path)
-    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
-    assert_refused(r, "^error: .*" + pattern, tmp_path, before, max_seconds=3)
+    assert_bad_command_refused(tmp_path, module, args, pattern)
 
 
 @pytest.mark.parametrize("module", COMMANDS)
 def test_help_prints_the_options_and_exits_0(tmp_path, module):
-    r = run_here(["-m", module, "--help"], tmp_path)
-    assert r.returncode == 0 and not r.stderr, r.stderr
-    assert r.stdout.startswith(f"usage: python -m {module} ") and "options:" in r.stdout
-    assert files_under(tmp_path) == []
+    assert_help(tmp_path, module, "options:")
 
 
 def test_bench_gpu_without_cupy_is_one_line(tmp_path):
-    import importlib.util
-
-    if importlib.util.find_spec("cupy") is not None:
-        pytest.skip("CuPy is installed here: this refusal is for machines without it")
-    before = files_under(tmp_path)
-    r = run_here(["-m", "bench.gpu", "--task", "check"], tmp_path)
-    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
-    assert_refused(r, r"^error: --device gpu needs CuPy, which is not importable here", tmp_path,
-                   before, max_seconds=3)
+    assert_gpu_refused_without_cupy(tmp_path, ["-m", "bench.gpu", "--task", "check"])
 
 
 def test_the_data_pipeline_runs_through_the_door(tmp_path):

@@ -22,8 +22,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clitools import ROOT, assert_refused, files_under, run_here, sigint_as_in_a_terminal
 from gpt2.weights import save_checkpoint, write_safetensors
+
+from tests.helpers.clitools import (ROOT, assert_bad_command_refused,
+                                    assert_gpu_refused_without_cupy, assert_help, assert_refused,
+                                    case_ids, files_under, run_here, sigint_as_in_a_terminal)
 
 # a good start for gpt2.train.gpt2; each case adds its mistake
 TRAIN = ["--data", "data", "--out", "runs/m"]
@@ -45,7 +48,7 @@ def make_inputs(folder):
     train.bin, one whose token ids do not fit its meta.json, a plain file, a checkpoint of another
     model in runs/other/ckpt (beside a distill.bin), and a tiny backbone in bb (20 tokens, n_ctx
     32)."""
-    from micro import random_gpt2
+    from tests.helpers.micro import random_gpt2
 
     (folder / "data").mkdir()
     tokens = np.tile(np.arange(20, dtype=np.uint16), 100)  # [2000]
@@ -226,31 +229,24 @@ BAD = [  # (command, arguments, what the one line must say)
 ]
 
 
-@pytest.mark.parametrize("module, args, pattern", BAD,
-                         ids=[f"{m}:{' '.join(a)}"[:80] for m, a, _ in BAD])
+def test_every_command_has_bad_command_lines():
+    assert {module for module, _, _ in BAD} == {"gpt2.train.gpt2", "gpt2.train.heads",
+                                                "gpt2.train.eagle"}
+
+
+@pytest.mark.parametrize("module, args, pattern", BAD, ids=case_ids(BAD, 80))
 def test_a_bad_command_line_is_one_line_and_leaves_nothing(tmp_path, module, args, pattern):
     make_inputs(tmp_path)
-    before = files_under(tmp_path)
-    r = run_here(["-m", module, *args], tmp_path)
-    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
-    assert_refused(r, "^error: .*" + pattern, tmp_path, before, max_seconds=3)
+    assert_bad_command_refused(tmp_path, module, args, pattern)
 
 
 @pytest.mark.parametrize("module, extra", [("gpt2.train.gpt2", []), ("gpt2.train.heads", []),
                                            ("gpt2.train.eagle", ["--distill_tokens", "1000"])])
 def test_device_gpu_without_cupy_is_one_line(tmp_path, module, extra):
-    import importlib.util
-
-    if importlib.util.find_spec("cupy") is not None:
-        pytest.skip("CuPy is installed here: this refusal is for machines without it")
     make_inputs(tmp_path)
-    before = files_under(tmp_path)
     out = "runs/m" if module == "gpt2.train.gpt2" else "runs/h"
-    r = run_here(["-m", module, "--data", "data", "--out", out, *extra, "--device", "gpu"],
-                 tmp_path)
-    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
-    assert_refused(r, r"^error: --device gpu needs CuPy, which is not importable here", tmp_path,
-                   before, max_seconds=3)
+    assert_gpu_refused_without_cupy(
+        tmp_path, ["-m", module, "--data", "data", "--out", out, *extra, "--device", "gpu"])
 
 
 @pytest.mark.parametrize("module", ["gpt2.train.gpt2", "gpt2.train.heads", "gpt2.train.eagle"])
@@ -265,10 +261,7 @@ def test_every_parameter_has_its_option(module):
 
 @pytest.mark.parametrize("module", ["gpt2.train.gpt2", "gpt2.train.heads"])
 def test_help_prints_the_options_and_exits_0(tmp_path, module):
-    r = run_here(["-m", module, "--help"], tmp_path)
-    assert r.returncode == 0 and not r.stderr, r.stderr
-    assert r.stdout.startswith(f"usage: python -m {module} ") and "--max_steps N" in r.stdout
-    assert files_under(tmp_path) == []
+    assert_help(tmp_path, module, "--max_steps N")
 
 
 def test_training_runs_through_the_door(tmp_path):
@@ -302,7 +295,7 @@ def test_a_failed_write_leaves_no_empty_folders(tmp_path, monkeypatch, capsys, m
     half-written is left."""
     import gpt2.weights
     from picospec_cli import command
-    from micro import random_gpt2
+    from tests.helpers.micro import random_gpt2
 
     make_inputs(tmp_path)
     gpt2.weights.save_checkpoint(tmp_path / "bb",

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from clitools import run_here
+from tests.helpers.clitools import run_here
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args):
-    """main.py ARGS in this process (tests/clitools.py), one timed round: the tests read tokens, not
-    times."""
+    """main.py ARGS in this process (tests/helpers/clitools.py), one timed round: the tests read
+    tokens, not times."""
     with tempfile.TemporaryDirectory() as folder:
         return run_here(["main.py", *args, "--runs", "1"], folder)
 
@@ -110,4 +110,4 @@ def test_batch_plain_output(tmp_path):
 
 
 # Bad command lines (every one a single clear line, before any model loads) are in
-# tests/test_cli.py.
+# tests/cli/test_picospec_cli.py.

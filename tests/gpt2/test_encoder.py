@@ -12,7 +12,7 @@ from hypothesis import given, strategies as st
 
 from gpt2.encoder import EOT, Encoder, apply_merges, bytes_to_unicode, load_encoder
 
-GPT2_FILES = Path(__file__).resolve().parent / "fixtures" / "gpt2-tokenizer"
+GPT2_FILES = Path(__file__).resolve().parents[1] / "fixtures" / "gpt2-tokenizer"
 TEXTS = ["Hello world!", "  multiple   spaces\n\n\ttabs and trailing   ",
          "emoji 😀 naïve café 日本語 ελληνικά",
          "def f(x):\n    return x**2  # square\n", "before<|endoftext|>after", "",

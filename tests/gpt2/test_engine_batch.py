@@ -10,13 +10,14 @@ from hypothesis import given, settings, strategies as st
 
 import gpt2.engine as batch_engine
 import gpt2.model as model_module
-from checker import check_law, exact_law
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
 from gpt2.model import gpt2, gpt2_hidden
-from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.batched.speculative import batch_speculative_sampling
+
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=50, n_ctx=32, n_embd=16, n_head=2, n_layer=2, seed=1)
 TOL = 1e-5
@@ -243,7 +244,7 @@ def test_broken_batched_sampler_is_rejected(monkeypatch):
 def test_greedy_batched_rows_equal_each_row_alone():
     """The built-in pair: greedy batched speculative sampling gives each row the target's own greedy
     continuation."""
-    from batchrows import model
+    from tests.helpers.batchrows import model
 
     target, encoder = model("tiny-target")
     draft = model("tiny-draft")[0]

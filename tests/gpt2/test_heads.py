@@ -11,7 +11,7 @@ from gpt2.train.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_he
 from gpt2.heads import heads_loss_and_grads, init_heads, load_heads, ranks_of_targets, save_heads
 from gpt2.engine import tree_map
 from gpt2.weights import flatten
-from micro import random_gpt2
+from tests.helpers.micro import random_gpt2
 
 
 def random_heads(n_heads, wte, tied, act, seed=0, dtype=np.float64):
@@ -238,6 +238,6 @@ def test_heads_cli_errors_are_one_line(tmp_path):
     run = subprocess.run([sys.executable, "-m", "gpt2.heads", "--src", str(tmp_path / "none"),
                           "--dst",
                           str(tmp_path / "out"), "--n", "2"], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[1])
+                         cwd=Path(__file__).resolve().parents[2])
     assert (run.returncode == 2 and run.stderr.startswith("error: --src")
             and "no such folder" in run.stderr and "Traceback" not in run.stderr)

@@ -19,7 +19,7 @@ import pytest
 
 from gpt2.hub import (ASSETS, FILES, DownloadError, Unreachable, check_repo_id, resolve)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = {f: (ASSETS / "tiny-draft" / f).read_bytes() for f in FILES}  # a GPT-2 transformers loads
 LFS = {"model.safetensors"}  # served as the hub serves LFS files: a redirect to the CDN
 
@@ -337,7 +337,7 @@ def test_a_disk_that_fills_up(hub, tmp_path):
                                             ("gpt2.train.eagle", ["--distill_tokens", "10"])])
 def test_the_trainers_take_offline(trainer, extra, tmp_path):
     """The trainers resolve their backbone with --offline too (the hub at a closed port)."""
-    from clitools import assert_refused, files_under, run_cli
+    from tests.helpers.clitools import assert_refused, files_under, run_cli
 
     (tmp_path / "data").mkdir()
     before = files_under(tmp_path)

@@ -12,9 +12,9 @@ which that variant, planted in the same case, is rejected with probability >= 0.
 the variant and the measured power stand beside each test; `python -m bench.power` measures them
 afresh (and says how).
 
-Power of the check itself (tests/test_checker_power.py measures it by simulation; `python -m
-picospec.check --power` prints it) on the law of sequences of 5 tokens over a 3-token vocabulary
-(243 cells). With power >= 0.9 the check detects:
+Power of the check itself (tests/picospec/check/test_exact_law_power.py measures it by simulation;
+`python -m picospec.check --power` prints it) on the law of sequences of 5 tokens over a 3-token
+vocabulary (243 cells). With power >= 0.9 the check detects:
 
 | sequences | TV, two cells of p ~ 0.02 | TV, out of a cell of p ~ 0.005 | TV spread over the law |
 |---|---|---|---|

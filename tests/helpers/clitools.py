@@ -19,7 +19,7 @@ from pathlib import Path
 
 import threadpoolctl
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(args, cwd, stdin=None, env=None, timeout=120):
@@ -117,3 +117,44 @@ def sigint_as_in_a_terminal():
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# --- the tables of bad command lines (tests/cli/): one case is (module, arguments, pattern)
+
+def case_ids(cases, width):
+    """Test ids for (module, arguments, pattern) cases: the command line, cut to width."""
+    return [f"{m}:{' '.join(a)}"[:width] for m, a, _ in cases]
+
+
+def assert_bad_command_refused(folder, module, args, pattern, max_seconds=3):
+    """`python -m module args` in folder exits 2 with one `error:` line matching pattern, within
+    max_seconds and leaving no file behind."""
+    before = files_under(folder)
+    r = run_here(["-m", module, *args], folder)
+    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
+    assert_refused(r, "^error: .*" + pattern, folder, before, max_seconds=max_seconds)
+
+
+def assert_help(folder, module, shows):
+    """`python -m module --help` prints its usage and options (the text shows among them), exits 0
+    and writes nothing."""
+    r = run_here(["-m", module, "--help"], folder)
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    assert r.stdout.startswith(f"usage: python -m {module} ") and shows in r.stdout
+    assert files_under(folder) == []
+
+
+def assert_gpu_refused_without_cupy(folder, args):
+    """A command line with --device gpu is one `error:` line, exit 2, where CuPy is missing (the
+    caller's test is skipped where CuPy is installed)."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed here: this refusal is for machines without it")
+    before = files_under(folder)
+    r = run_here(args, folder)
+    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
+    assert_refused(r, r"^error: --device gpu needs CuPy, which is not importable here", folder,
+                   before, max_seconds=3)

@@ -1,5 +1,11 @@
-"""Random GPT-2 weights of any shape, for tests (normal(0, 0.1) so every layer matters)."""
+"""Random GPT-2 weights of any shape, for tests (normal(0, 0.1) so every layer matters), and random
+heads on them: Medusa and Blockwise heads (gpt2/heads.py), an EAGLE head (gpt2/eagle.py)."""
 import numpy as np
+
+from gpt2.eagle import init_eagle
+from gpt2.engine import GPT2, tree_map
+from gpt2.heads import heads_logits, init_heads
+from gpt2.weights import flatten
 
 
 def random_gpt2(n_vocab=50, n_ctx=32, n_embd=16, n_head=2, n_layer=2, seed=0, scale=0.1):
@@ -20,3 +26,42 @@ def random_gpt2(n_vocab=50, n_ctx=32, n_embd=16, n_head=2, n_layer=2, seed=0, sc
               "ln_f": {"g": r(C, loc=1), "b": r(C)}}
     hparams = dict(n_vocab=n_vocab, n_ctx=n_ctx, n_embd=n_embd, n_head=n_head, n_layer=n_layer)
     return hparams, params
+
+
+def random_head(C=8, n_head=2, seed=0, scale=0.3, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    params, config = init_eagle(C, n_head, rng)
+    return tree_map(lambda a: (a + rng.standard_normal(a.shape) * scale).astype(dtype),
+                    params), config
+
+
+def random_heads(model, k, tied, seed):
+    """p_2..p_k: gpt2.heads with random weights (Blockwise's ReLU block tied to wte, or Medusa's
+    untied SiLU)."""
+    rng = np.random.default_rng(seed)
+    wte = model.params["wte"]  # [V, C]
+    heads, config = init_heads(k - 1, wte, tied=tied, act="relu" if tied else "silu",
+                               from_lm_head=False, rng=rng)
+    for head in heads:
+        head["res"]["w"] = rng.standard_normal(head["res"]["w"].shape, dtype=np.float32)
+        head["res"]["b"] = rng.standard_normal(head["res"]["b"].shape, dtype=np.float32)
+    return lambda h: heads_logits(h, heads, wte, config)  # [n, C] -> [k - 1, n, V]
+
+
+def model_and_heads(n_vocab=12, n_heads=3, seed=0, scale=0.5):
+    hparams, params = random_gpt2(n_vocab=n_vocab, n_ctx=64, n_embd=16, n_head=2, n_layer=2,
+                                  seed=seed, scale=scale)
+    heads, config = init_heads(n_heads, params["wte"])
+    rng = np.random.default_rng(seed)
+    for v in flatten(heads).values():
+        v[...] = rng.standard_normal(v.shape).astype(np.float32) * 0.3
+    return GPT2(hparams, params), lambda h, n=None: heads_logits(h, heads[:n], params["wte"],
+                                                                 config)
+
+
+def as_dtype(tree, dtype):
+    if isinstance(tree, dict):
+        return {k: as_dtype(v, dtype) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [as_dtype(v, dtype) for v in tree]
+    return np.asarray(tree, dtype=dtype)

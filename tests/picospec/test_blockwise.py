@@ -8,10 +8,11 @@ import pytest
 
 import picospec.blockwise as bl
 from gpt2.engine import GPT2
-from gpt2.heads import heads_logits, init_heads
-from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.blockwise import accepted_length, blockwise_decoding
+
+from tests.helpers.micro import random_gpt2
+from tests.helpers.micro import random_heads
 
 V, N = 16, 20  # a small vocabulary, so that random heads are right now and then
 
@@ -19,19 +20,6 @@ V, N = 16, 20  # a small vocabulary, so that random heads are right now and then
 # weights whose greedy text is not one token repeated (random GPT-2s tend to that)
 def engine(seed=0):
     return GPT2(*random_gpt2(n_vocab=V, n_ctx=64, n_embd=32, seed=seed, scale=0.3))
-
-
-def random_heads(model, k, tied, seed):
-    """p_2..p_k: gpt2.heads with random weights (Blockwise's ReLU block tied to wte, or Medusa's
-    untied SiLU)."""
-    rng = np.random.default_rng(seed)
-    wte = model.params["wte"]  # [V, C]
-    heads, config = init_heads(k - 1, wte, tied=tied, act="relu" if tied else "silu",
-                               from_lm_head=False, rng=rng)
-    for head in heads:
-        head["res"]["w"] = rng.standard_normal(head["res"]["w"].shape, dtype=np.float32)
-        head["res"]["b"] = rng.standard_normal(head["res"]["b"].shape, dtype=np.float32)
-    return lambda h: heads_logits(h, heads, wte, config)  # [n, C] -> [k - 1, n, V]
 
 
 def greedy(x, n, seed=0):

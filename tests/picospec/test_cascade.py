@@ -7,14 +7,15 @@ import numpy as np
 import pytest
 
 import picospec.cascade as cs
-from checker import check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
 from picospec.cascade import cascade_decoding
 from picospec.sampling import warp
 from picospec.theory import (cascade_speedup, expected_speedup, expected_tokens_chain,
                              expected_tokens_per_call, steps_to_draft)
-from toy import perturbed, random_toy
-from test_speculative import resample_from_target  # the bug: q, not the residual
+
+from tests.helpers.broken_verifiers import resample_from_target  # the bug: q, not the residual
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.toy import perturbed, random_toy
 
 N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)

@@ -13,24 +13,19 @@ import pytest
 
 import picospec.eagle as eagle1
 import picospec.eagle2 as eagle2  # noqa: F401  (python -m bench.power plants a broken rule in it)
-from checker import check_law, exact_law
 from gpt2.eagle import EagleHead, init_eagle, load_eagle, save_eagle
 from gpt2.train.eagle import eagle_forward, eagle_loss_and_grads
-from gpt2.engine import GPT2, tree_map
+from gpt2.engine import GPT2
 from gpt2.weights import flatten
-from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.eagle import eagle_decoding, static_tree
 from picospec.eagle2 import dynamic_tree, eagle2_decoding, expand, rerank
 from picospec.sampling import sample
-from toy import ToyTree, random_toy
 
-
-def random_head(C=8, n_head=2, seed=0, scale=0.3, dtype=np.float32):
-    rng = np.random.default_rng(seed)
-    params, config = init_eagle(C, n_head, rng)
-    return tree_map(lambda a: (a + rng.standard_normal(a.shape) * scale).astype(dtype),
-                    params), config
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.micro import random_gpt2
+from tests.helpers.micro import random_head
+from tests.helpers.toy import ToyTree, random_toy
 
 
 # ---- the head ----

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from clitools import ROOT, assert_refused, run_cli, run_here
 from picospec.exercises import EXERCISES
 from picospec.exercises.answers import TAG
+
+from tests.helpers.clitools import ROOT, assert_refused, run_cli, run_here
 
 SAMPLES = 2_000  # sequences per case of the law-graded exercises (tv90 about 0.1)
 NOTEBOOK = ROOT / "notebooks" / "exercises.ipynb"

@@ -5,15 +5,15 @@ import numpy as np
 import pytest
 
 import picospec.lookahead as la
-from checker import check_law, exact_law
 from gpt2.engine import GPT2
-from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.lookahead import (attention_mask, collect_ngrams, lookahead_decoding, lookahead_tree,
                                 pool_guesses, verification_branch)
-from picospec.sampling import sample
-from picospec.tree import children
-from toy import random_toy_tree
+
+from tests.helpers.broken_verifiers import first_guess_unverified
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.micro import random_gpt2
+from tests.helpers.toy import random_toy_tree
 
 # W = 3, N = 3: levels [10 11 12] and [20 21 22]; the pool holds three continuations of x[-1] = 5, G
 # = 2 of them are verified: [7, 8] and [7, 9], a trie 7 -> {8, 9}.
@@ -192,16 +192,6 @@ def test_joint_law_equals_target(options):
     check_law(runs(JOINT, **options), exact_law(TARGET, PROMPT, N, **options))
 
 
-def unverified(tokens, parents, Q, rng, P=None):
-    """Broken variant: the first guess is kept whole without verification, then a token from the
-    target."""
-    kids, path, node = children(parents), [], -1
-    while kids[node]:
-        node = kids[node][0]
-        path.append(node)
-    return path, sample(Q[node + 1], rng), "bonus"
-
-
 def rows_of_the_window(tokens, parents, Q, n_look):
     """Broken variant: the trie is verified against the first rows of Q (the window's) instead of
     its own."""
@@ -210,7 +200,8 @@ def rows_of_the_window(tokens, parents, Q, n_look):
 
 
 @pytest.mark.parametrize("name, broken",
-                         [("verify_tree", unverified), ("verification_branch", rows_of_the_window)],
+                         [("verify_tree", first_guess_unverified),
+                          ("verification_branch", rows_of_the_window)],
                          ids=["verify_tree", "verification_branch"])
 def test_broken_variants_are_rejected(monkeypatch, name, broken):
     monkeypatch.setattr(la, name, broken)

@@ -6,30 +6,15 @@ import numpy as np
 import pytest
 
 import picospec.medusa as medusa
-from checker import check_law, exact_law
-from gpt2.engine import GPT2
-from gpt2.heads import heads_logits, init_heads
-from gpt2.weights import flatten
-from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.medusa import medusa_decoding
-from picospec.tree import cartesian_choices, chain_choices
-from test_tree import SEED_CHOICES, longest_match
+from picospec.tree import chain_choices
 
-
-def model_and_heads(n_vocab=12, n_heads=3, seed=0, scale=0.5):
-    hparams, params = random_gpt2(n_vocab=n_vocab, n_ctx=64, n_embd=16, n_head=2, n_layer=2,
-                                  seed=seed, scale=scale)
-    heads, config = init_heads(n_heads, params["wte"])
-    rng = np.random.default_rng(seed)
-    for v in flatten(heads).values():
-        v[...] = rng.standard_normal(v.shape).astype(np.float32) * 0.3
-    return GPT2(hparams, params), lambda h, n=None: heads_logits(h, heads[:n], params["wte"],
-                                                                 config)
-
-
-TREES = {"chain": chain_choices(3), "cartesian": cartesian_choices(2, 3), "seed": SEED_CHOICES,
-         "sparse": [[0], [1], [0, 0], [2], [0, 1], [0, 0, 0]]}
+from tests.helpers.broken_verifiers import longest_match
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.micro import model_and_heads
+from tests.helpers.trees import SEED_CHOICES
+from tests.helpers.trees import TREES
 
 
 def test_auto_posterior_is_greedy_at_temperature_zero_and_lossless_above():

@@ -6,14 +6,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from picospec_app.load import load_needs
 from picospec_app.run import run_method, summary
 from picospec_cli import check_value
 from gpt2.load import load_model
 from picospec.methods import METHODS, TABLE, call, check_temperature, defaults, find, law, markdown
 from picospec.rest import Datastore
+from tests.helpers.methods import needs_of
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHARED_NAMES = {"method", "prompt", "prompt_file", "escapes", "n_tokens", "temperature", "top_k",
                 "top_p", "seed",
                 "target", "draft", "device", "offline", "json", "batch", "help", "runs", "threads"}
@@ -32,25 +32,6 @@ def models():
     heads = {kind: load_heads("tiny-target", kind, None, target)
              for kind in ("medusa", "blockwise", "eagle")}
     return loaded, heads, encoder
-
-
-def needs_of(method, models):
-    loaded, heads, _ = models
-    out = {"target": loaded["target"]}
-    for need in method.needs:
-        # loaded as main.py loads them (cascade, self-drafting)
-        if need == "draft2" or need.startswith("self_draft:"):
-            out.update(load_needs(method._replace(needs=(need,)), defaults(method), out["target"],
-                                  "tiny-target", None))
-            continue
-        if need == "acceptance":  # Sequoia's vectors, measured for the built-in pair
-            out.update(load_needs(method._replace(needs=(need,)), defaults(method), out["target"],
-                                  "tiny-target", None))
-            continue
-        out.update({"draft": {"draft": loaded["draft"]},
-                    "datastore": {"datastore": loaded["datastore"]}}.get(need)
-                   or {"heads": heads[need.split(":")[1]]})
-    return out
 
 
 def test_rows_are_well_formed():

@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 
 from gpt2.engine import GPT2
-from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.blockwise import blockwise_decoding
 from picospec.greedy import greedy_decoding
@@ -33,9 +32,12 @@ from picospec.rest import Datastore, rest_decoding
 from picospec.speculative import speculative_sampling
 from picospec.tree import children, depth
 from picospec.verify import verify_chain
-from test_blockwise import random_heads
-from test_medusa import TREES, model_and_heads
-from toy import perturbed, random_toy, random_toy_tree
+
+from tests.helpers.micro import model_and_heads
+from tests.helpers.micro import random_gpt2
+from tests.helpers.micro import random_heads
+from tests.helpers.toy import perturbed, random_toy, random_toy_tree
+from tests.helpers.trees import TREES
 
 
 class Recorder:

@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 
 import picospec.prompt_lookup as pl
-from checker import check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
 from picospec.prompt_lookup import find_candidates, prompt_lookup_decoding
 from picospec.sampling import sample
-from toy import random_toy
+
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.toy import random_toy
 
 
 @pytest.mark.parametrize("x, expected", [

@@ -7,14 +7,16 @@ import pytest
 from hypothesis import given, strategies as st
 
 import picospec.rest as rest
-from checker import check_law, exact_law
 from gpt2.engine import GPT2
-from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.rest import Datastore, rest_decoding
 from picospec.sampling import sample
 from picospec.tree import paths
-from toy import random_toy_tree
+
+from tests.helpers.broken_verifiers import unverified
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.micro import random_gpt2
+from tests.helpers.toy import random_toy_tree
 
 CORPUS = [5, 1, 2, 3, 9, 1, 2, 4, 2, 3]  # the docstring's worked example, positions 0..9
 
@@ -263,11 +265,6 @@ def test_joint_law_equals_target(options):
     check_law(runs(JOINT, stats=stats, **options), exact_law(TARGET, PROMPT, N, **options))
     # trees, often accepted
     assert sum(s["accepted"] for s in stats) > JOINT and any(s["nodes"] >= 4 for s in stats)
-
-
-def unverified(tokens, parents, Q, rng, P=None):  # broken: take the first retrieved path as it is
-    path = paths(parents)[0] if tokens else []
-    return path, sample(Q[path[-1] + 1 if path else 0], rng), "bonus"
 
 
 def first_matching_path(tokens, parents, Q, rng, P=None):

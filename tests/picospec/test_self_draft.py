@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import picospec.self_draft as sd
-from checker import check_law, exact_law
 from gpt2.load import ASSETS
 from gpt2.model import gpt2
 from gpt2.self_draft import (Model, SelfDraft, exit_skip, load_self_draft, parse_skip, read_config,
@@ -20,16 +19,18 @@ from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import sample, warp
 from picospec.self_draft import adapt_threshold, self_speculative_decoding
 from picospec.theory import greedy_walk
-from toy import perturbed, random_toy
-from test_speculative import resample_from_target  # the bug: q, not the residual
+
+from tests.helpers.broken_verifiers import resample_from_target  # the bug: q, not the residual
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.methods import ADAPTIVE
+from tests.helpers.micro import as_dtype
+from tests.helpers.toy import perturbed, random_toy
 
 N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)
 # the target's "skipped" version: another toy law, acceptance about 0.7
 SKIPPED = perturbed(TARGET, 0.6, seed=8)
 OPTIONS = [dict(), dict(temperature=0.6), dict(temperature=1.4, top_k=2, top_p=0.9)]
-# gamma moves a lot
-ADAPTIVE = dict(threshold=0.5, adaptive=True, alpha=0.8, epsilon=0.2, beta1=0.5, beta2=0.5)
 # a draft that always stops after one token (one that never stops is SpS)
 ONE_TOKEN = dict(threshold=1.01)
 
@@ -124,14 +125,6 @@ def draft_then_verify(engine, x, drafts):
     for i in range(len(drafts)):
         engine.draft(x + drafts[:i])
     return engine.target.logits(x + drafts, len(drafts) + 1)
-
-
-def as_dtype(tree, dtype):
-    if isinstance(tree, dict):
-        return {k: as_dtype(v, dtype) for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [as_dtype(v, dtype) for v in tree]
-    return np.asarray(tree, dtype=dtype)
 
 
 @pytest.mark.parametrize("dtype, atol", [("float64", 1e-9), ("float32", 1e-4)])
@@ -305,7 +298,7 @@ def test_bad_choices_say_what_to_do(tiny, kwargs, message):
 
 
 def test_early_exit_on_a_one_layer_model_says_why_not(tmp_path):
-    from micro import random_gpt2
+    from tests.helpers.micro import random_gpt2
 
     hparams, params = random_gpt2(n_vocab=50, n_layer=1)
     with pytest.raises(ValueError, match="only 1 layer: use a target of 2 or more layers"):

@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 
 import picospec.sequoia as sequoia
-from checker import check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import residual
 from picospec_app.load import load_acceptance
 from picospec.sequoia import (acceptance_vector, all_trees, choose_size, sequoia_decoding,
                               sequoia_tree, tree_value, without_replacement)
 from picospec.verify import verify_iid
-from test_verify_rules import MaskedToyTree, Toy1
-from toy import Toy, random_toy, random_toy_tree
+
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.toy import MaskedToyTree, Toy1
+from tests.helpers.toy import Toy, random_toy, random_toy_tree
 
 
 # measured by bench.token_trees, beside the target

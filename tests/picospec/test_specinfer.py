@@ -2,18 +2,19 @@
 several drafts, the built-in pair with the n-gram merged in), the target's exact law of whole
 sequences (i.i.d. siblings, several k, two drafters merged, top-k warping), and a tree mask that
 lets a node see its siblings, which the same check rejects (the rules' own broken variants are in
-tests/test_verify_rules.py)."""
+tests/picospec/test_verify.py)."""
 import numpy as np
 import pytest
 
 import picospec.specinfer as specinfer
-from checker import check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
 from picospec.specinfer import grow, specinfer_decoding
 from picospec.tree import DrawTrie
 from picospec.verify import verify_iid
-from test_verify_rules import MaskedToyTree, Toy1, sibling_mask
-from toy import Toy, random_toy, random_toy_tree
+
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.toy import MaskedToyTree, Toy1, sibling_mask
+from tests.helpers.toy import Toy, random_toy, random_toy_tree
 
 
 def test_grow_by_hand():
@@ -116,7 +117,7 @@ def test_a_mask_that_shows_siblings_is_rejected():
     """The same test as k=3,2 with the target's rows computed under a causal mask over the node list
     (a node also sees the nodes before it: its earlier siblings and cousins). The rules' own broken
     variants (no residual update, merged duplicates tried once) are rejected in
-    tests/test_verify_rules.py."""
+    tests/picospec/test_verify.py."""
     with pytest.raises(AssertionError, match="empirical law differs"):
         check_law(runs(BROKEN, target=MaskedToyTree(TABLE, mask=sibling_mask)),
                   exact_law(Toy(TABLE), PROMPT, N))

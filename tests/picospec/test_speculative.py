@@ -3,19 +3,21 @@ by the same check.
 
 Toy models over a 3-token vocabulary; sequences of N = 5 new tokens (243 cells). Each check draws
 the sequences its broken variant needs: the smallest n at which that variant is rejected with
-probability >= 0.999 (measured by `python -m bench.power --only speculative`; tests/checker.py has
-the G-test and its error rates).
+probability >= 0.999 (measured by `python -m bench.power --only speculative`;
+tests/helpers/checker.py has the G-test and its error rates).
 """
 import numpy as np
 import pytest
 
 import picospec.autoregressive as ars
 import picospec.speculative as sps
-from checker import check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import sample, warp
 from picospec.speculative import speculative_sampling
-from toy import Toy, perturbed, random_toy
+
+from tests.helpers.broken_verifiers import resample_from_target
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.toy import Toy, perturbed, random_toy
 
 N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)
@@ -112,13 +114,6 @@ def test_an_unwarped_autoregressive_sampler_is_rejected(monkeypatch):
 # The power of the check: the same test must reject each deliberately broken sampler.
 
 def accept_everything(drafts, P, Q, rng):
-    return len(drafts), sample(Q[len(drafts)], rng), "bonus"
-
-
-def resample_from_target(drafts, P, Q, rng):
-    for t, x in enumerate(drafts):
-        if rng.random() >= min(1, Q[t][x] / P[t][x]):
-            return t, sample(Q[t], rng), "resample"  # bug: q instead of norm(max(0, q - p))
     return len(drafts), sample(Q[len(drafts)], rng), "bonus"
 
 

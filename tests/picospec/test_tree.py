@@ -5,13 +5,15 @@ import numpy as np
 import pytest
 
 import picospec.verify as verify
-from checker import check_law, exact_law
 from picospec.sampling import sample, warp
 from picospec.tree import greedy_path, medusa_buffers, paths, prune, sparse_tree, trie
 from picospec.verify import verify_tree
-from toy import random_toy
 
-SEED_CHOICES = [[0], [0, 0], [0, 1], [0, 2], [1], [1, 0], [1, 1], [1, 2]]
+from tests.helpers.broken_verifiers import longest_match
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.toy import random_toy
+from tests.helpers.trees import SEED_CHOICES
+
 SEED_MASK = """
 100000000
 110000000
@@ -219,25 +221,9 @@ def test_tree_verification_follows_target(branch, depth, sampled, options):
     check_law(samples, exact_law(TARGET, PROMPT, N, **options))
 
 
-def longest_match(tokens, parents, Q, rng, P=None):
-    """The known flaw: every candidate path gets its own independent target sample at each of its
-    positions (as if the paths were separate sequences) and the longest matching path wins. More
-    paths -> more chances to match."""
-    best, next_token = [], None
-    for path in paths(parents):
-        rows = [-1] + path  # row of the distribution each position is drawn from
-        draws = [sample(Q[r + 1], rng) for r in rows]
-        n = 0
-        while n < len(path) and tokens[path[n]] == draws[n]:
-            n += 1
-        if next_token is None or n > len(best):
-            best, next_token = path[:n], draws[n]
-    return best, next_token, "bonus"
-
-
 @pytest.mark.parametrize("sampled", [False, True])
 def test_longest_match_of_independent_samples_is_rejected(monkeypatch, sampled):
-    monkeypatch.setattr("test_tree.verify_tree", longest_match)
+    monkeypatch.setattr(f"{__name__}.verify_tree", longest_match)
     with pytest.raises(AssertionError, match="empirical law differs"):
         check_law(runs(LONGEST[str(sampled)], branch=2, depth=2, sampled=sampled, options={}),
                   exact_law(TARGET, PROMPT, N))

@@ -4,9 +4,9 @@ unchanged for its callers, and the target's exact law of whole sequences when tr
 (independently of the methods' code) and verified by each rule, with the broken pairings the same
 check rejects.
 
-Also the toy tree models the method tests share: `Toy1` (tests/toy.py's Toy with a quicker one-row
-call) and `MaskedToyTree`, whose tree() rows are computed from the attention mask it is given, so a
-wrong mask gives wrong rows.
+Also the toy tree models the method tests share (tests/helpers/toy.py): `Toy1` and `MaskedToyTree`,
+whose tree() rows are computed from the attention mask it is given, so a wrong mask gives wrong rows
+(checked here).
 """
 from collections import Counter
 
@@ -14,54 +14,14 @@ import numpy as np
 import pytest
 
 import picospec.verify as verify
-from checker import check_law, exact_law
 from picospec.sampling import residual, sample, warp
 from picospec.tree import DrawTrie, ancestor_mask
 from picospec.verify import one_hot, verify_distinct, verify_iid, verify_siblings, verify_tree, \
     verify_without_replacement
-from toy import Toy, random_toy, random_toy_tree
 
-
-class Toy1(Toy):
-    """tests/toy.py's Toy (the same law), with the one-row call the tree methods make taken directly
-    from the table."""
-
-    def __call__(self, x, n=1):
-        if n > 1:
-            return super().__call__(x, n)
-        self.calls += 1
-        return self.table[x[-2] if len(x) >= 2 else 0, x[-1]][None].copy()  # [1, V]
-
-
-class MaskedToyTree(Toy1):
-    """A toy with the engine's tree interface whose rows depend on the mask it is given: node i's
-    row is the toy's law after x followed by the nodes row i of mask(parents) lets it see, in node
-    order. With picospec.tree.ancestor_mask that is x + the node's path, the right context; a mask
-    that shows a node its siblings gives wrong rows."""
-
-    def __init__(self, table, mask=ancestor_mask):
-        super().__init__(table)
-        self.mask = mask
-
-    def tree(self, x, tokens, parents, hidden=False, probs=False):
-        self.calls += 1
-        mask = self.mask(parents)  # [m, m]
-        rows = [self.table[x[-2] if len(x) >= 2 else 0, x[-1]]]
-        for i in range(len(tokens)):
-            seen = list(x[-2:]) + [tokens[j] for j in range(len(tokens)) if mask[i, j]]
-            rows.append(self.table[seen[-2], seen[-1]])
-        return np.stack(rows) if probs else np.log(np.maximum(np.stack(rows), 1e-300))
-
-    def accept(self, path):
-        pass
-
-    def reset(self):
-        pass
-
-
-# broken: every node also sees the nodes before it (the "regular" causal mask)
-def sibling_mask(parents):
-    return np.tril(np.ones((len(parents), len(parents)), dtype=bool))
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.toy import MaskedToyTree, Toy1, sibling_mask
+from tests.helpers.toy import random_toy, random_toy_tree
 
 
 def test_masked_toy_equals_the_toy_tree_and_a_wrong_mask_changes_it():
@@ -156,8 +116,8 @@ def test_distinct_rule_at_temperature_zero_is_exact_match():
 # --- whole sequences: siblings drawn here, verified by each rule
 # --------------------------------------------------- One level of siblings below the root and the
 # token after them: N = 2 tokens, so every sequence is one verification (and, after a rejection, one
-# plain target draw). Depth is the same walk repeated: tests/test_specinfer.py and
-# tests/test_sequoia.py cover it through the methods.
+# plain target draw). Depth is the same walk repeated: tests/picospec/test_specinfer.py and
+# tests/picospec/test_sequoia.py cover it through the methods.
 
 PROMPT, N, V = [0, 1], 2, 3
 TARGET = MaskedToyTree(random_toy(V, seed=25).table)
@@ -215,7 +175,7 @@ def iid_each_token_once(tokens, parents, Q, P, rng, draws):
     return verify_iid(tokens, parents, Q, P[keep], rng, [draws[j] for j in keep])
 
 
-# Sequences per check, each sized by `python -m bench.power --only verify_rules`: the broken
+# Sequences per check, each sized by `python -m bench.power --only verify`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
 # least over the test's cases, measured on 20,000 fresh draws of n sequences).
 FOLLOWS = 1_700  # iid-without-residual (the case's own rule without its residual): power 0.9992

@@ -1,7 +1,7 @@
 """gpt2/fast/gpu_kernels.py: each CUDA kernel equals the reference NumPy function it replaces
 (gpt2/model.py's REFERENCE), and a GPU engine's ops are the kernels. Runs only where CuPy and a GPU
 are present (bench.gpu's machine); elsewhere these tests are skipped, and say why. On the CPU the
-GPU ops' dispatch runs through a stand-in (tests/test_ops.py)."""
+GPU ops' dispatch runs through a stand-in (tests/gpt2/fast/test_ops.py)."""
 import numpy as np
 import pytest
 
@@ -56,7 +56,7 @@ def test_a_non_contiguous_input(name):
 
 def test_a_gpu_engine_runs_on_the_kernels_unless_told_not_to():
     from gpt2.engine import GPT2
-    from micro import random_gpt2
+    from tests.helpers.micro import random_gpt2
 
     hparams, params = random_gpt2()
     ops = GPT2(hparams, params, device="gpu").forward.ops

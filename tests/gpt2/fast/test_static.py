@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from gpt2.engine import BatchGPT2, GPT2
 from gpt2.fast.static import StaticStep, bucket
 from gpt2.model import gpt2
-from micro import random_gpt2
+from tests.helpers.micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=50, n_ctx=32, n_embd=16, n_head=2, n_layer=2, seed=1)
 TOL = 1e-5
@@ -33,7 +33,7 @@ def test_bucket_by_hand():
 
 
 def test_off_by_default_and_on_when_asked():
-    """The app turns it on with PICOSPEC_STATIC=1 (tests/test_settings.py)."""
+    """The app turns it on with PICOSPEC_STATIC=1 (tests/app/test_settings.py)."""
     assert GPT2(HP, PARAMS).engine.static is None
     assert isinstance(GPT2(HP, PARAMS, static=True).engine.static, StaticStep)
     assert GPT2(HP, PARAMS, static=False).engine.static is None
@@ -162,9 +162,9 @@ def test_the_length_mask_is_needed(monkeypatch):
 
 
 def test_the_methods_pass_through_the_static_step(monkeypatch):
-    """With the static step on (every method's rows on it: tests/test_ops.py), a method's target
-    calls run through it, except the self-drafting rows': their engine (gpt2/self_draft.py) runs the
-    target's layers on a cache of its own and has no static form."""
+    """With the static step on (every method's rows on it: tests/gpt2/fast/test_ops.py), a method's
+    target calls run through it, except the self-drafting rows': their engine (gpt2/self_draft.py)
+    runs the target's layers on a cache of its own and has no static form."""
     from gpt2.load import load_model
     from picospec.methods import TABLE
     from picospec_app.load import load_needs

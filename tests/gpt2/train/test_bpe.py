@@ -74,7 +74,7 @@ def test_heldout_prompts_longer_than_any_chunk_are_refused_not_searched_forever(
     from gpt2.train.corpus import heldout_prompts
     from gpt2.encoder import load_encoder
 
-    encoder = load_encoder(Path(__file__).resolve().parents[1] / "gpt2" / "assets" / "tiny-target")
+    encoder = load_encoder(Path(__file__).resolve().parents[3] / "gpt2" / "assets" / "tiny-target")
     assert [len(x) for x in heldout_prompts(encoder, 3, 64)] == [64, 64, 64]
     with pytest.raises(ValueError, match="found only 0 of 1 held-out prompts of 100000 tokens "
                                          ".*--prompt_tokens"):

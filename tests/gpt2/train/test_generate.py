@@ -4,10 +4,11 @@ of whole sequences (and a wrong temperature is rejected by the same check)."""
 import numpy as np
 import pytest
 
-from checker import check_law, exact_law
 from gpt2.engine import GPT2
 from gpt2.train.generate import generate_batch
-from micro import random_gpt2
+
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.micro import random_gpt2
 
 
 def test_greedy_rows_equal_engine_greedy_decoding():

@@ -7,10 +7,11 @@ single form's calls (0-2: merged, Predict only before the first block), which ma
 bench.batch add up."""
 import pytest
 
-from batchrows import built_in, check_records, heads
 from gpt2.engine import BatchGPT2
 from picospec.batched.blockwise import batch_blockwise_decoding
 from picospec.blockwise import blockwise_decoding
+
+from tests.helpers.batchrows import built_in, check_records, heads
 
 N = 30
 

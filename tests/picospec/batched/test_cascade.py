@@ -1,13 +1,13 @@
 """Batched cascade drafting (picospec/cascade.py batch_cascade_decoding: every review step of every
 drafter made for all rows at once, one batched call of each model where the recursion calls it, rows
-ragged and riding along), row by row against cascade_decoding (tests/batchrows.py), so each row has
-the law that tests/test_cascade.py checks:
+ragged and riding along), row by row against cascade_decoding (tests/helpers/batchrows.py), so each
+row has the law that tests/picospec/test_cascade.py checks:
 
 - on micro GPT-2s of three tokens on batched engines (target and draft: the draft's cache rows also
   serve the rows that ride along) with a toy as the smallest drafter, 48 rows, vertical and
   horizontal at once, at temperature 1.3 with top-p 0.9: each row's tokens are the single form's.
-  The broken cascade of tests/test_cascade.py (a reviewing drafter hands up, as the law of its
-  tokens, the smallest drafter's) planted in the batched run is caught;
+  The broken cascade of tests/picospec/test_cascade.py (a reviewing drafter hands up, as the law of
+  its tokens, the smallest drafter's) planted in the batched run is caught;
 - each row equals cascade_decoding on its prompt alone with its own generator, tokens and step
   records: on toys for every cascade down to N = 1 (drafts cut short, rows riding along, reviewers
   asked for different numbers of positions in one call), and on the built-in pair with the n-gram at
@@ -18,17 +18,18 @@ import numpy as np
 import pytest
 
 import picospec.batched.cascade as cs
-from batchrows import (N, ROWS, TEXTS, built_in, check_paths, check_records, check_rows_alone,
-                       generators, micro, model)
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
-from micro import random_gpt2
 from picospec.batched.cascade import batch_cascade_decoding
 from picospec.batched.loop import batched
 from picospec.batched.speculative import batch_speculative_sampling
 from picospec.cascade import cascade_decoding
 from picospec.sampling import warp
-from toy import perturbed, random_toy
+
+from tests.helpers.batchrows import (N, ROWS, TEXTS, built_in, check_paths, check_records,
+                                     check_rows_alone, generators, micro, model)
+from tests.helpers.micro import random_gpt2
+from tests.helpers.toy import perturbed, random_toy
 
 DRAFT_HP, DRAFT_PARAMS = random_gpt2(n_vocab=3, n_ctx=16, n_embd=8, n_head=2, n_layer=1, seed=11,
                                      scale=0.6)
@@ -68,9 +69,9 @@ BATCH_REVIEW_STEP = cs.batch_review_step
 
 
 def review_with_the_smallest_law(xs, models, k_matrix, limits, rngs, sampling_options):
-    """Bug (tests/test_cascade.py's, batched): each reviewing drafter hands up, as the law of the
-    tokens it passes on, what the smallest drafter would have proposed there, not its own law (the
-    law the tokens actually follow)."""
+    """Bug (tests/picospec/test_cascade.py's, batched): each reviewing drafter hands up, as the law
+    of the tokens it passes on, what the smallest drafter would have proposed there, not its own law
+    (the law the tokens actually follow)."""
     steps = BATCH_REVIEW_STEP(xs, models, k_matrix, limits, rngs, sampling_options)
     smallest = [[warp(models[-1]([x + step[0][:t]])[0, -1], **sampling_options)
                  for t in range(len(step[0]))]

@@ -5,20 +5,21 @@ what eagle_decoding gives its prompt alone with its own generator, on the built-
 shipped head, at temperature 0, 1 (sampled and top-k candidates) and 0.7 with top-k 5 and top-p 0.8,
 rows finishing at different steps; and so on a micro GPT-2 of three tokens with a random head (48
 rows, nodes accepted and rejected, at temperature 1 and 0.7 with top-k 2), where the first drafted
-path taken unverified in the batched run is caught. So each row has the law that tests/test_eagle.py
-checks (tests/batchrows.py)."""
+path taken unverified in the batched run is caught. So each row has the law that
+tests/picospec/test_eagle.py checks (tests/helpers/batchrows.py)."""
 import numpy as np
 import pytest
 
 import picospec.eagle as eagle1
-from batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths, check_records,
-                       check_rows_alone, generators, heads, micro)
 from gpt2.eagle import BatchEagleHead
 from gpt2.engine import BatchGPT2
 from gpt2.eagle import EagleHead
 from picospec.batched.eagle import batch_eagle_decoding
-from test_eagle import random_head
-from test_rest import unverified
+
+from tests.helpers.batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths,
+                                     check_records, check_rows_alone, generators, heads, micro)
+from tests.helpers.broken_verifiers import unverified
+from tests.helpers.micro import random_head
 
 V, C = 13, 8
 

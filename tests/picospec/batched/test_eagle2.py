@@ -5,13 +5,11 @@ in its tokens and in its step records, on the built-in target and its shipped he
 layer for all rows still expanding; the records have the keys of batched EAGLE-1's; and so on a
 micro GPT-2 of three tokens with a random head (48 rows, nodes accepted and rejected, at temperature
 1 and 0.7 with top-k 2), where the first drafted path taken unverified in the batched run is caught.
-So each row has the law that tests/test_eagle.py checks (tests/batchrows.py)."""
+So each row has the law that tests/picospec/test_eagle.py checks (tests/helpers/batchrows.py)."""
 import numpy as np
 import pytest
 
 import picospec.eagle2 as eagle2
-from batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths, check_records,
-                       check_rows_alone, generators, heads, micro)
 from gpt2.eagle import BatchEagleHead
 from gpt2.engine import BatchGPT2
 from gpt2.eagle import EagleHead
@@ -19,8 +17,11 @@ from picospec.batched.eagle import batch_eagle_decoding
 from picospec.batched.eagle2 import batch_eagle2_decoding
 from picospec.eagle import static_tree
 from picospec.eagle2 import eagle2_decoding
-from test_eagle import random_head
-from test_rest import unverified
+
+from tests.helpers.batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths,
+                                     check_records, check_rows_alone, generators, heads, micro)
+from tests.helpers.broken_verifiers import unverified
+from tests.helpers.micro import random_head
 
 N = 24
 KEYS = {"drafted", "nodes", "accepted", "tokens"}

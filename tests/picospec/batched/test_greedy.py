@@ -9,20 +9,21 @@
   both.
 - batched autoregressive sampling (picospec/autoregressive.py): with its own generator each row
   equals autoregressive_sampling alone, at temperature 0, 1 and 0.7 with top-k 5 and top-p 0.8 (so
-  it has the single function's law, which tests/test_speculative.py checks); bench.mutants plants
-  one generator for all rows.
+  it has the single function's law, which tests/picospec/test_speculative.py checks); bench.mutants
+  plants one generator for all rows.
 """
 import numpy as np
 import pytest
 
-from batchrows import built_in, check_records, model
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
-from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.batched.autoregressive import batch_autoregressive_sampling
 from picospec.batched.greedy import batch_greedy_decoding
 from picospec.greedy import greedy_decoding
+
+from tests.helpers.batchrows import built_in, check_records, model
+from tests.helpers.micro import random_gpt2
 
 N = 30
 

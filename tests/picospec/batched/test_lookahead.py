@@ -1,23 +1,24 @@
 """Batched lookahead decoding (picospec/lookahead.py batch_lookahead_decoding: every row's window
 and pooled guesses scored in one batched tree call), row by row against lookahead_decoding
-(tests/batchrows.py): each row of one batch, with its own generator, is token for token what the
-single form gives its prompt alone, so it has the law that tests/test_lookahead.py checks. On a
-micro GPT-2 of three tokens (48 rows, windows and pools of their own, guesses accepted and rejected,
-at temperature 1), where keeping the first pooled guess unverified in the batched run is caught, and
-on a random engine of 50 tokens, greedy and sampled (at 1, and at 0.7 with top-k 5 and top-p
-0.8)."""
+(tests/helpers/batchrows.py): each row of one batch, with its own generator, is token for token what
+the single form gives its prompt alone, so it has the law that tests/picospec/test_lookahead.py
+checks. On a micro GPT-2 of three tokens (48 rows, windows and pools of their own, guesses accepted
+and rejected, at temperature 1), where keeping the first pooled guess unverified in the batched run
+is caught, and on a random engine of 50 tokens, greedy and sampled (at 1, and at 0.7 with top-k 5
+and top-p 0.8)."""
 import numpy as np
 import pytest
 
 import picospec.batched.lookahead as la
-from batchrows import (HP, N, PARAMS, ROWS, check_paths, check_records, check_rows_alone,
-                       generators, micro)
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
-from micro import random_gpt2
 from picospec.batched.lookahead import batch_lookahead_decoding
 from picospec.lookahead import lookahead_decoding
-from test_lookahead import unverified
+
+from tests.helpers.batchrows import (HP, N, PARAMS, ROWS, check_paths, check_records,
+                                     check_rows_alone, generators, micro)
+from tests.helpers.broken_verifiers import first_guess_unverified
+from tests.helpers.micro import random_gpt2
 
 
 def micro_rows(monkeypatch, broken=None, **options):
@@ -49,7 +50,7 @@ def test_unverified_guesses_are_caught(monkeypatch):
     """Broken variant: the first pooled guess kept whole without verification, in the batched
     run."""
     with pytest.raises(AssertionError, match="differs from its single run"):
-        micro_rows(monkeypatch, unverified)
+        micro_rows(monkeypatch, first_guess_unverified)
 
 
 @pytest.mark.parametrize("options",

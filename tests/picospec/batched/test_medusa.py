@@ -1,23 +1,25 @@
 """Batched Medusa (picospec/batched/medusa.py batch_medusa_decoding on gpt2/engine.py's batched
-trees), row by row against medusa_decoding (tests/batchrows.py): each row of one batch, with its own
-generator, is token for token what the single form gives its prompt alone, so it has the law that
-tests/test_medusa.py checks for the lossless posterior. On a micro GPT-2 of three tokens with two
-random heads (48 rows, the seed's tree, nodes accepted and rejected, at temperature 1 and at 0.7
-with top-k 2), where the longest-match flaw planted in the batched run is caught, and on the
-built-in target and its shipped heads, greedy and, with its own generator, sampled (also at 0.7
-with top-k 20 and top-p 0.8)."""
+trees), row by row against medusa_decoding (tests/helpers/batchrows.py): each row of one batch, with
+its own generator, is token for token what the single form gives its prompt alone, so it has the law
+that tests/picospec/test_medusa.py checks for the lossless posterior. On a micro GPT-2 of three
+tokens with two random heads (48 rows, the seed's tree, nodes accepted and rejected, at temperature
+1 and at 0.7 with top-k 2), where the longest-match flaw planted in the batched run is caught, and
+on the built-in target and its shipped heads, greedy and, with its own generator, sampled (also at
+0.7 with top-k 20 and top-p 0.8)."""
 import functools
 
 import numpy as np
 import pytest
 
 import picospec.medusa as medusa
-from batchrows import check_paths, check_rows_alone, generators, heads, model
 from gpt2.engine import BatchGPT2
 from picospec.batched.medusa import batch_medusa_decoding
 from picospec.medusa import medusa_decoding
-from test_medusa import model_and_heads
-from test_tree import SEED_CHOICES, longest_match
+
+from tests.helpers.batchrows import check_paths, check_rows_alone, generators, heads, model
+from tests.helpers.broken_verifiers import longest_match
+from tests.helpers.micro import model_and_heads
+from tests.helpers.trees import SEED_CHOICES
 
 ROWS, N = [[0, 1], [2], [1, 0, 2]] * 16, 4
 
@@ -55,7 +57,7 @@ def test_micro_rows_equal_each_row_alone(monkeypatch, options):
 
 
 def test_batched_longest_match_flaw_is_caught(monkeypatch):
-    """The longest-match flaw (tests/test_tree.py), in the batched run."""
+    """The longest-match flaw (tests/picospec/test_tree.py), in the batched run."""
     with pytest.raises(AssertionError, match="differs from its single run"):
         micro_rows(monkeypatch, longest_match)
 
@@ -111,7 +113,7 @@ def test_main_batch_runs_batched_rows(shipped, tmp_path, method):
     identical."""
     import json
 
-    from clitools import run_here
+    from tests.helpers.clitools import run_here
     from picospec.autoregressive import autoregressive_sampling
 
     target = shipped[0]

@@ -5,12 +5,13 @@ from hypothesis import given, strategies as st
 
 import picospec.batched.rejection as rej
 import picospec.batched.speculative as batch_module
-from checker import check_law, exact_law
 from picospec.autoregressive import autoregressive_sampling
 from picospec.batched.loop import batched
 from picospec.batched.rejection import recovered_probs, rejection_sample
 from picospec.batched.speculative import batch_speculative_sampling
-from toy import perturbed, random_toy
+
+from tests.helpers.checker import check_law, exact_law
+from tests.helpers.toy import perturbed, random_toy
 
 V = 3
 

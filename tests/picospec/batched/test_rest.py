@@ -1,24 +1,27 @@
 """Batched REST (picospec/batched/rest.py batch_rest_decoding: every row's retrieved trie scored in
-one batched tree call), row by row against rest_decoding (tests/batchrows.py): each row of one
-batch, with its own generator, is token for token what the single form gives its prompt alone, so it
-has the law that tests/test_rest.py checks. On a micro GPT-2 of three tokens whose datastore holds
-its own sampled text (48 rows, branching tries, drafts accepted and rejected, at temperature 1 and
-at 0.7 with top-k 2), where taking the first retrieved path unverified in the batched run is caught,
-and on a random engine of 50 tokens at temperature 0, 1 and 0.7 with top-k 5 and top-p 0.8."""
+one batched tree call), row by row against rest_decoding (tests/helpers/batchrows.py): each row of
+one batch, with its own generator, is token for token what the single form gives its prompt alone,
+so it has the law that tests/picospec/test_rest.py checks. On a micro GPT-2 of three tokens whose
+datastore holds its own sampled text (48 rows, branching tries, drafts accepted and rejected, at
+temperature 1 and at 0.7 with top-k 2), where taking the first retrieved path unverified in the
+batched run is caught, and on a random engine of 50 tokens at temperature 0, 1 and 0.7 with top-k 5
+and top-p 0.8."""
 import functools
 
 import numpy as np
 import pytest
 
 import picospec.batched.rest as batched_rest
-from batchrows import N, ROWS, check_paths, check_records, check_rows_alone, generators, micro
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
-from micro import random_gpt2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.batched.rest import batch_rest_decoding
 from picospec.rest import Datastore, rest_decoding
-from test_rest import unverified
+
+from tests.helpers.batchrows import (N, ROWS, check_paths, check_records, check_rows_alone,
+                                     generators, micro)
+from tests.helpers.broken_verifiers import unverified
+from tests.helpers.micro import random_gpt2
 
 
 @functools.cache

@@ -7,9 +7,9 @@ picospec/self_draft.py's batch_self_speculative_decoding.
   keys/values is caught.
 - The micro rows: on a micro GPT-2 of three tokens, skipping a sublayer or exiting early, with the
   adaptive stop, at temperature 1 and at 0.6 with top-k 2, each of 48 rows is
-  self_speculative_decoding's on its prompt alone (tests/batchrows.py: so it has the law
-  tests/test_self_draft.py checks); drafts verified against the draft's unwarped law in the batched
-  run are caught.
+  self_speculative_decoding's on its prompt alone (tests/helpers/batchrows.py: so it has the law
+  tests/picospec/test_self_draft.py checks); drafts verified against the draft's unwarped law in the
+  batched run are caught.
 - The rows: on the built-in tiny-target and its shipped self_draft.json, each row of one batch is
   what self_speculative_decoding gives its prompt alone with its own generator, in tokens and in
   step records, at temperature 0, 1 and 0.7 with top-k 5 and top-p 0.8.
@@ -21,16 +21,18 @@ import numpy as np
 import pytest
 
 import picospec.batched.self_draft as sd
-from batchrows import (HP, N, PARAMS, ROWS, TEXTS, built_in, check_paths, check_records,
-                       check_rows_alone, generators)
-from clitools import run_here
 from gpt2.load import ASSETS
 from gpt2.self_draft import (BatchSelfDraft, SelfDraft, batch_side, exit_skip, load_self_draft,
                              parse_skip, sublayer)
 from picospec.sampling import sample, warp
 from picospec.batched.self_draft import batch_self_speculative_decoding
 from picospec.self_draft import self_speculative_decoding
-from test_self_draft import ADAPTIVE, as_dtype
+
+from tests.helpers.batchrows import (HP, N, PARAMS, ROWS, TEXTS, built_in, check_paths,
+                                     check_records, check_rows_alone, generators)
+from tests.helpers.clitools import run_here
+from tests.helpers.methods import ADAPTIVE
+from tests.helpers.micro import as_dtype
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +85,8 @@ def test_batched_logits_equal_each_row_on_its_own_engine(tiny, path, seed):
 
 
 def test_float32_rows_agree_as_closely_as_the_engine_does_with_itself(tiny):
-    """In float32 the logits differ by the order of sums only, as in tests/test_self_draft.py
-    (1e-4)."""
+    """In float32 the logits differ by the order of sums only, as in
+    tests/picospec/test_self_draft.py (1e-4)."""
     engine = engines(tiny, "shipped exit", "float32")
     singles = [SelfDraft(engine.hparams, engine.params, engine.skip, engine.adapter)
                for _ in range(3)]

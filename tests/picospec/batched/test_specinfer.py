@@ -1,8 +1,8 @@
 """Batched SpecInfer and Sequoia (picospec/batched/specinfer.py batch_specinfer_decoding,
 picospec/batched/sequoia.py batch_sequoia_decoding): every row's tree grown by the draft one level
 per batched tree call, every row's tree verified in one batched target call. Each row is held to the
-single form on its prompt alone with its own generator (tests/batchrows.py), so it has the law that
-tests/test_specinfer.py and tests/test_sequoia.py check:
+single form on its prompt alone with its own generator (tests/helpers/batchrows.py), so it has the
+law that tests/picospec/test_specinfer.py and tests/picospec/test_sequoia.py check:
 
 - on micro GPT-2s of three tokens (the draft's tree calls go through BatchGPT2.tree too), 48 rows,
   branching trees, nodes accepted and rejected: SpecInfer at temperature 1, Sequoia at 0.7 with
@@ -17,18 +17,19 @@ import pytest
 
 import picospec.sequoia as sequoia
 import picospec.specinfer as specinfer
-from batchrows import (N, ROWS, built_in, check_paths, check_records, check_rows_alone,
-                       generators, micro, model)
 from gpt2.engine import BatchGPT2
 from gpt2.engine import GPT2
-from micro import random_gpt2
 from picospec.batched.loop import batched
 from picospec.batched.sequoia import batch_sequoia_decoding
 from picospec.batched.specinfer import batch_specinfer_decoding
 from picospec.sequoia import sequoia_decoding
 from picospec.specinfer import specinfer_decoding
 from picospec.verify import verify_iid
-from test_rest import unverified
+
+from tests.helpers.batchrows import (N, ROWS, built_in, check_paths, check_records,
+                                     check_rows_alone, generators, micro, model)
+from tests.helpers.broken_verifiers import unverified
+from tests.helpers.micro import random_gpt2
 
 DRAFT_HP, DRAFT_PARAMS = random_gpt2(n_vocab=3, n_ctx=16, n_embd=8, n_head=2, n_layer=1, seed=11,
                                      scale=0.6)
@@ -94,8 +95,8 @@ def pair():
                          [{"temperature": 0}, {"temperature": 1.0},
                           {"temperature": 0.7, "top_k": 5, "top_p": 0.8}])
 def test_batched_rows_equal_each_row_alone(pair, name, merge, options, monkeypatch):
-    """Token for token, but for a draw within MARGIN of a CDF boundary (tests/batchrows.py: 1 row in
-    20 on the built-in pair split so, at 6e-7)."""
+    """Token for token, but for a draw within MARGIN of a CDF boundary (tests/helpers/batchrows.py:
+    1 row in 20 on the built-in pair split so, at 6e-7)."""
     target, draft, ngram, xs = pair
     single = {"specinfer": specinfer_decoding, "sequoia": sequoia_decoding}[name]
     batch = {"specinfer": batch_specinfer_decoding, "sequoia": batch_sequoia_decoding}[name]

@@ -15,7 +15,7 @@ import pytest
 
 from picospec.batched.loop import batched
 from picospec.batched.speculative import batch_speculative_sampling
-from toy import Toy, perturbed, random_toy
+from tests.helpers.toy import Toy, perturbed, random_toy
 
 N = 12
 

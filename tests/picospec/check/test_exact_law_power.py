@@ -2,10 +2,10 @@
 
 Samples are drawn straight from a perturbed exact law (no sampler involved), SAMPLES sequences per
 check as in the suite, and the share of draws the G-test rejects at ALPHA is the power
-(picospec.check.exact_law.power). POWER records the total-variation errors that tests/checker.py
-states, and the test asserts power >= 0.9 at each, and that at a TV ten times smaller the checker is
-(correctly) unable to tell: so the stated threshold is the measured one, not a bound. `python -m
-picospec.check --power` prints the same table, measured afresh.
+(picospec.check.exact_law.power). POWER records the total-variation errors that
+tests/helpers/checker.py states, and the test asserts power >= 0.9 at each, and that at a TV ten
+times smaller the checker is (correctly) unable to tell: so the stated threshold is the measured
+one, not a bound. `python -m picospec.check --power` prints the same table, measured afresh.
 """
 import json
 import subprocess
@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from checker import ALPHA, SAMPLES, SAMPLES_HIGH, exact_law, g_test
 from picospec.check.exact_law import SHAPES, law_vector, perturb, power, random_toy
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.checker import ALPHA, SAMPLES, SAMPLES_HIGH, exact_law, g_test
+
+ROOT = Path(__file__).resolve().parents[3]
 REPEATS = 100
 # (how the law is perturbed, samples per check) -> smallest TV detected with power >= 0.9 (measured:
 # 0.92 .. 1.0)
