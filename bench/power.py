@@ -183,15 +183,6 @@ def speculative():
         Sized(T + "test_disjoint_supports", "DISJOINT", "accept-everything",
               (Case("", patch("sps.verify_chain", "accept_everything"),
                     sps(draft="ONE_HOT", target="SPREAD"), law_of({}, "SPREAD")),)),
-        Sized(T + "test_autoregressive_law_equals_target", "AUTOREGRESSIVE",
-              "autoregressive-unwarped",
-              (Case("", patch("ars.warp", "unwarped"),
-                    lambda m, n, seed: m.ars_runs(n, seed, temperature=0.6),
-                    law_of(dict(temperature=0.6))),)),
-        Sized(T + "test_an_unwarped_autoregressive_sampler_is_rejected", "AUTOREGRESSIVE", "itself",
-              (Case("", patch("ars.warp", "unwarped"),
-                    lambda m, n, seed: m.ars_runs(n, seed, temperature=0.6),
-                    law_of(dict(temperature=0.6))),)),
         Sized(T + "test_joint_law_with_top_k_then_top_p", "TOGETHER", "warp-draft-only", together),
         Sized(T + "test_both_filters_on_the_draft_only_are_rejected", "TOGETHER", "itself",
               together),
@@ -200,6 +191,17 @@ def speculative():
     ] + [Sized(T + f"test_broken_samplers_are_rejected[{name}]", "BROKEN[name]", "itself",
                (Case("", patch(at, value), sps(options=o), law_of(o)),))
          for name, (at, value, o) in broken.items()]
+
+
+def autoregressive():
+    T = "tests/picospec/test_autoregressive.py::"
+    unwarped = (Case("", patch("ars.warp", "unwarped"),
+                     lambda m, n, seed: m.ars_runs(n, seed, temperature=0.6),
+                     law_of(dict(temperature=0.6))),)
+    return [Sized(T + "test_autoregressive_law_equals_target", "AUTOREGRESSIVE",
+                  "autoregressive-unwarped", unwarped),
+            Sized(T + "test_an_unwarped_autoregressive_sampler_is_rejected", "AUTOREGRESSIVE",
+                  "itself", unwarped)]
 
 
 def cascade():
@@ -251,22 +253,19 @@ def eagle():
     replacement = patch("eagle1.draw_without_replacement", "with_replacement")
     no_residual = patch("eagle1.verify_tree", "one_hot_without_residual")
     plants = {"sampled-top_k": replacement, "sampled-top_p": replacement,
-              "topk-one-hot-top_p": no_residual,
-              "eagle2-one-hot-top_k": patch("eagle2.verify_tree", "one_hot_without_residual")}
+              "topk-one-hot-top_p": no_residual}
     duplicates = both(patch("eagle1.verify_tree", "distinct_shortcut"),
                       patch("eagle1.top_ranked", "with_duplicates"))
     T = "tests/picospec/test_eagle.py::"
 
-    def run(method, options):
-        return lambda m, n, seed: m.runs(method, n, seed, **options)
-    topk = (Case("", no_residual, run("eagle", dict(candidates="topk", temperature=1.0)),
-                 law_of({})),)
-    twice = (Case("", duplicates, run("eagle", dict(candidates="topk", temperature=1.0)),
-                  law_of({})),)
+    def run(options):
+        return lambda m, n, seed: m.runs(n, seed, **options)
+    topk = (Case("", no_residual, run(dict(candidates="topk", temperature=1.0)), law_of({})),)
+    twice = (Case("", duplicates, run(dict(candidates="topk", temperature=1.0)), law_of({})),)
     return [
         Sized(T + "test_follows_the_target_exactly", "FOLLOWS_N", "drawn-with-replacement (sampled "
               "children), one-hot-without-residual (one-hot)",
-              tuple(Case(k, plants[k], run(*v), law_of(v[1])) for k, v in FOLLOWS.items())),
+              tuple(Case(k, plants[k], run(v), law_of(v)) for k, v in FOLLOWS.items())),
         Sized(T + "test_duplicate_one_hot_candidates_are_harmless_with_the_residual", "DUPLICATES",
               "duplicates-verified-as-distinct", twice),
         Sized(T + "test_distinct_shortcut_is_right_for_distinct_siblings", "SHORTCUT",
@@ -277,9 +276,18 @@ def eagle():
               "BROKEN[name]", "itself", topk),
         Sized(T + "test_sampled_children_drawn_with_replacement_are_rejected",
               "BROKEN['drawn-with-replacement']", "itself",
-              (Case("", replacement, run(*FOLLOWS["sampled-top_k"]),
-                    law_of(FOLLOWS["sampled-top_k"][1])),)),
+              (Case("", replacement, run(FOLLOWS["sampled-top_k"]),
+                    law_of(FOLLOWS["sampled-top_k"])),)),
     ]
+
+
+def eagle2():
+    from tests.picospec.test_eagle2 import OPTIONS
+
+    return [Sized("tests/picospec/test_eagle2.py::test_follows_the_target_exactly", "FOLLOWS_N",
+                  "one-hot-without-residual",
+                  (Case("", patch("eagle2.verify_tree", "one_hot_without_residual"),
+                        lambda m, n, seed: m.runs(n, seed, **OPTIONS), law_of(OPTIONS)),))]
 
 
 def medusa():
@@ -413,14 +421,14 @@ def generate():
                              lambda m, t=t: m.law_at(t)) for t in (1.0, 0.7)))]
 
 
-def rejection():
-    from tests.picospec.batched.test_rejection import CASES
+def batched_speculative():
+    from tests.picospec.batched.test_speculative import CASES
 
     recovered = patch("rej.recovered_probs", lambda q, p: q)
-    T = "tests/picospec/batched/test_rejection.py::"
+    T = "tests/picospec/batched/test_speculative.py::"
 
     def law(options):
-        return lambda m: [m.exact_law(m.TARGET, x, m.N, **options) for x in m.PROMPTS]
+        return lambda m: [m.exact_law(m.LAW_TARGET, x, m.LAW_N, **options) for x in m.PROMPTS]
     return [Sized(T + "test_batch_joint_law_per_row", "PER_ROW", "recovered-from-the-target",
                   tuple(Case(f"K={K},{o}", recovered, lambda m, n, seed, K=K, o=o:
                              m.batch_runs(K, n, seed, **o), law(o)) for K, o in CASES)),
@@ -429,10 +437,11 @@ def rejection():
                         lambda m: law({})(m)[:1]),))]
 
 
-FILES = {"speculative": speculative, "cascade": cascade, "self_draft": self_draft, "eagle": eagle,
-         "medusa": medusa, "rest": rest, "lookahead": lookahead, "prompt_lookup": prompt_lookup,
-         "sequoia": sequoia, "specinfer": specinfer, "tree": tree, "verify": verify,
-         "generate": generate, "rejection": rejection}
+FILES = {"autoregressive": autoregressive, "speculative": speculative, "cascade": cascade,
+         "self_draft": self_draft, "eagle": eagle, "eagle2": eagle2, "medusa": medusa, "rest": rest,
+         "lookahead": lookahead, "prompt_lookup": prompt_lookup, "sequoia": sequoia,
+         "specinfer": specinfer, "tree": tree, "verify": verify, "generate": generate,
+         "batched_speculative": batched_speculative}
 
 
 # ---- running them ----

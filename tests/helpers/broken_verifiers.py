@@ -40,3 +40,20 @@ def first_guess_unverified(tokens, parents, Q, rng, P=None):
         node = kids[node][0]
         path.append(node)
     return path, sample(Q[node + 1], rng), "bonus"
+
+
+def one_hot_without_residual(tokens, parents, Q, rng, P=None):
+    """Broken: each one-hot sibling is kept with q(x) of the unchanged q; when all fail, the token
+    comes from q."""
+    kids, node, path = {}, -1, []
+    for i, p in enumerate(parents):
+        kids.setdefault(p, []).append(i)
+    while True:
+        q = Q[node + 1]
+        for child in kids.get(node, []):
+            if rng.random() < q[tokens[child]]:
+                node = child
+                path.append(child)
+                break
+        else:
+            return path, sample(q, rng), "resample"

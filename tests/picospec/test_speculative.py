@@ -9,7 +9,6 @@ tests/helpers/checker.py has the G-test and its error rates).
 import numpy as np
 import pytest
 
-import picospec.autoregressive as ars
 import picospec.speculative as sps
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import sample, warp
@@ -36,7 +35,6 @@ EDGE_DRAFTS = [random_toy(3, seed=9, zeros=0.4), ONE_HOT, TARGET]
 JOINT = 2_300  # resample-from-target at each K and warping: power 0.9990
 EDGE = 510  # resample-from-target; argmax-draft for the identical draft (never rejected): 0.9992
 DISJOINT = 100  # accept-everything (keeps a draft the target forbids): 1.0000
-AUTOREGRESSIVE = 170  # autoregressive-unwarped: 0.9993
 TOGETHER = 100  # warp-draft-only with both filters, at each K: 1.0000
 HIGH = 26_000  # resample-from-target with the close draft: 0.9994
 BROKEN = {"accept-everything": 110, "resample-from-target": 1_300, "argmax-draft": 100,
@@ -87,28 +85,6 @@ def test_joint_law_edge_drafts(draft):
 def test_disjoint_supports():
     # all rejected
     check_law(sps_runs(2, DISJOINT, draft=ONE_HOT, target=SPREAD), exact_law(SPREAD, PROMPT, N))
-
-
-def ars_runs(n, seed=0, **options):
-    return run(lambda rng, **o: autoregressive_sampling(PROMPT, TARGET, N, rng, **o), n, seed,
-               **options)
-
-
-def test_autoregressive_law_equals_target():
-    check_law(ars_runs(AUTOREGRESSIVE, temperature=0.6),
-              exact_law(TARGET, PROMPT, N, temperature=0.6))
-
-
-# bug: the baseline samples the raw target law, whatever the temperature
-def unwarped(probs, **options):
-    return probs
-
-
-def test_an_unwarped_autoregressive_sampler_is_rejected(monkeypatch):
-    monkeypatch.setattr(ars, "warp", unwarped)
-    with pytest.raises(AssertionError, match="differs from the target"):
-        check_law(ars_runs(AUTOREGRESSIVE, temperature=0.6),
-                  exact_law(TARGET, PROMPT, N, temperature=0.6))
 
 
 # The power of the check: the same test must reject each deliberately broken sampler.

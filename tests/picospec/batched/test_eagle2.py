@@ -5,7 +5,7 @@ in its tokens and in its step records, on the built-in target and its shipped he
 layer for all rows still expanding; the records have the keys of batched EAGLE-1's; and so on a
 micro GPT-2 of three tokens with a random head (48 rows, nodes accepted and rejected, at temperature
 1 and 0.7 with top-k 2), where the first drafted path taken unverified in the batched run is caught.
-So each row has the law that tests/picospec/test_eagle.py checks (tests/helpers/batchrows.py)."""
+So each row has the law that tests/picospec/test_eagle2.py checks (tests/helpers/batchrows.py)."""
 import numpy as np
 import pytest
 

@@ -1,17 +1,11 @@
-"""The batched rejection sampler (vLLM's contract) and ragged batch > 1 speculative sampling."""
+"""The batched rejection sampler (vLLM's contract): its layout by hand, the law of its first token
+exactly and sampled, seeded rows, and strict mode's errors."""
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-import picospec.batched.rejection as rej
-import picospec.batched.speculative as batch_module
-from picospec.autoregressive import autoregressive_sampling
-from picospec.batched.loop import batched
 from picospec.batched.rejection import recovered_probs, rejection_sample
-from picospec.batched.speculative import batch_speculative_sampling
 
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.toy import perturbed, random_toy
 
 V = 3
 
@@ -149,64 +143,3 @@ def test_strict_mode_names_out_of_vocabulary_ids_before_unnormalised_rows(name, 
     with pytest.raises(ValueError, match=rf"^{name} must lie in \[0, {V}\); out of range: {bad} at "
                                          rf"\[1, 0\]$"):
         rejection_sample(**args, strict=True)
-
-
-# Batch > 1: three prompts of different lengths, each row's law checked against the target's exact
-# law.
-
-N = 5
-TARGET = random_toy(3, seed=7)
-DRAFT = perturbed(TARGET, 0.6, seed=8)
-PROMPTS = [[1], [0, 2], [2, 2, 1]]
-CASES = [(1, {}), (2, dict(temperature=0.7)), (4, dict(top_k=2, top_p=0.9))]
-
-# Sequences per row's check, sized by `python -m bench.power --only rejection`: recovering from the
-# target, planted in the same case, is rejected in every row with the power given (at ALPHA; the
-# least over the cases and rows, measured on 20,000 fresh draws of n sequences).
-PER_ROW = 5_400  # recovered-from-the-target: power 0.9991
-BROKEN = 1_200  # itself (row 0): 0.9995
-
-
-def batch_runs(K, n, seed=0, **options):
-    rng = np.random.default_rng(seed)
-    runs = [batch_speculative_sampling(PROMPTS, batched(DRAFT), batched(TARGET), N, K, rng,
-                                       **options)
-            for _ in range(n)]
-    return [[tuple(r[b][len(PROMPTS[b]):]) for r in runs] for b in range(len(PROMPTS))]
-
-
-def test_batch_is_ragged_and_equals_greedy_at_temperature_zero():
-    stats = []
-    for seed in range(4):
-        target, draft = random_toy(5, seed), random_toy(5, seed + 20)
-        prompts = [[1], [2, 3], [4, 0, 1, 2]]
-        out = batch_speculative_sampling(prompts, batched(draft), batched(target), 9, 3,
-                                         np.random.default_rng(seed), stats=stats, temperature=0)
-        for prompt, row in zip(prompts, out):
-            assert row == autoregressive_sampling(prompt, target, 9, np.random.default_rng(0),
-                                                  temperature=0)
-    # rows advanced by different counts
-    assert any(len(set(a for a in s["accepted"] if a >= 0)) > 1 for s in stats)
-    assert batch_module is not None
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("K, options", CASES)
-def test_batch_joint_law_per_row(K, options):
-    rows = batch_runs(K, PER_ROW, **options)
-    for prompt, samples in zip(PROMPTS, rows):
-        check_law(samples, exact_law(TARGET, prompt, N, **options))
-
-
-def test_broken_batch_sampler_is_rejected(monkeypatch):
-    """Recovering from the target instead of the residual is caught by the same per-row check."""
-    monkeypatch.setattr(rej, "recovered_probs", lambda q, p: q)
-    rows = batch_runs(2, BROKEN)
-    with pytest.raises(AssertionError, match="differs from the target"):
-        check_law(rows[0], exact_law(TARGET, PROMPTS[0], N))
-
-
-def test_batch_bad_input():
-    with pytest.raises(ValueError, match="K"):
-        batch_speculative_sampling([[1]], batched(DRAFT), batched(TARGET), 3, 0,
-                                   np.random.default_rng(0))
