@@ -358,7 +358,7 @@ def sequoia():
 
 
 def specinfer():
-    from tests.helpers.toy import MaskedToyTree
+    from tests.support.toy import MaskedToyTree
     from tests.picospec.test_specinfer import DRAFTS
 
     def siblings(m, mp):  # the same runs, the target's rows under a mask that shows siblings

@@ -17,7 +17,7 @@ import pytest
 from picospec.batched.loop import batch_tree_decoding, batched
 from picospec.theory import GPU_VERIFY_COST
 from picospec_app import command, run
-from tests.helpers.toy import Toy
+from tests.support.toy import Toy
 
 V, N, K = 3, 10, 3
 Q = np.tile([0.0, 0.5, 0.5], (V, V, 1))  # the target never says 0

@@ -8,7 +8,7 @@ import pytest
 
 from picospec_app.settings import Settings, engine_choices, read_settings
 
-from tests.helpers.clitools import run_here
+from tests.support.clitools import run_here
 
 
 def test_unset_is_the_default():

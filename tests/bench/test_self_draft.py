@@ -2,15 +2,15 @@
 exits without a saved search or past the last layer, and a --runs path no folder can be made at are
 each refused with one line before any work; the --runs caches are keyed by the target's weights and
 --steps / --n_windows, and a broken one is a miss. Random 2- and 12-layer models
-(tests/helpers/micro.py) with tiny-target's tokenizer keep each run to seconds."""
+(tests/support/micro.py) with tiny-target's tokenizer keep each run to seconds."""
 import shutil
 import types
 
 import numpy as np
 import pytest
 
-from tests.helpers.clitools import ROOT, assert_refused, files_under, run_here
-from tests.helpers.micro import random_gpt2
+from tests.support.clitools import ROOT, assert_refused, files_under, run_here
+from tests.support.micro import random_gpt2
 
 FAST = 10.0  # seconds: refused before the model loads, before any data or search
 # a search of seconds on a 2-layer model

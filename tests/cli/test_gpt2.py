@@ -13,7 +13,7 @@ import pytest
 from gpt2.train.bpe import train_bpe
 from gpt2.encoder import save_tokenizer
 
-from tests.helpers.clitools import (ROOT, assert_bad_command_refused,
+from tests.support.clitools import (ROOT, assert_bad_command_refused,
                                     assert_gpu_refused_without_cupy, assert_help, case_ids,
                                     files_under, run_here)
 

@@ -24,7 +24,7 @@ import pytest
 
 from gpt2.weights import save_checkpoint, write_safetensors
 
-from tests.helpers.clitools import (ROOT, assert_bad_command_refused,
+from tests.support.clitools import (ROOT, assert_bad_command_refused,
                                     assert_gpu_refused_without_cupy, assert_help, assert_refused,
                                     case_ids, files_under, run_here, sigint_as_in_a_terminal)
 
@@ -48,7 +48,7 @@ def make_inputs(folder):
     train.bin, one whose token ids do not fit its meta.json, a plain file, a checkpoint of another
     model in runs/other/ckpt (beside a distill.bin), and a tiny backbone in bb (20 tokens, n_ctx
     32)."""
-    from tests.helpers.micro import random_gpt2
+    from tests.support.micro import random_gpt2
 
     (folder / "data").mkdir()
     tokens = np.tile(np.arange(20, dtype=np.uint16), 100)  # [2000]
@@ -295,7 +295,7 @@ def test_a_failed_write_leaves_no_empty_folders(tmp_path, monkeypatch, capsys, m
     half-written is left."""
     import gpt2.weights
     from picospec_cli import command
-    from tests.helpers.micro import random_gpt2
+    from tests.support.micro import random_gpt2
 
     make_inputs(tmp_path)
     gpt2.weights.save_checkpoint(tmp_path / "bb",

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.clitools import run_here
+from tests.support.clitools import run_here
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args):
-    """main.py ARGS in this process (tests/helpers/clitools.py), one timed round: the tests read
+    """main.py ARGS in this process (tests/support/clitools.py), one timed round: the tests read
     tokens, not times."""
     with tempfile.TemporaryDirectory() as folder:
         return run_here(["main.py", *args, "--runs", "1"], folder)

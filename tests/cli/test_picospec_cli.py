@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.helpers.clitools import (ROOT, assert_refused, files_under, run_cli, run_here,
+from tests.support.clitools import (ROOT, assert_refused, files_under, run_cli, run_here,
                                     sigint_as_in_a_terminal)
 
 FAST = 3.0  # seconds: a mistake in the options is refused before any model loads
@@ -221,7 +221,7 @@ PROCESS_CASES = [(["main.py", "--temprature", "0.8"], r"did you mean --temperatu
 @pytest.mark.parametrize("args, message", PROCESS_CASES,
                          ids=[str(c[0][:3])[:60] for c in PROCESS_CASES])
 def test_a_refusal_in_a_real_process_is_exit_2_and_one_line(args, message, folder):
-    """The tables above run in this process (tests/helpers/clitools.py run_here); a few run as a
+    """The tables above run in this process (tests/support/clitools.py run_here); a few run as a
     user starts them, so that the exit status, the one line on stderr and the argv decoding are
     those of a real Python process."""
     before = files_under(folder)

@@ -10,7 +10,7 @@ from gpt2.eagle import EagleHead, init_eagle, load_eagle, save_eagle
 from gpt2.train.eagle import eagle_forward, eagle_loss_and_grads
 from gpt2.weights import flatten
 
-from tests.helpers.micro import random_gpt2, random_head
+from tests.support.micro import random_gpt2, random_head
 
 
 def test_head_gradients_match_finite_differences():

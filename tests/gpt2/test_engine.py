@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from gpt2.cache import KVCache
 from gpt2.engine import GPT2
 from gpt2.model import gpt2, gpt2_hidden
-from tests.helpers.micro import random_gpt2
+from tests.support.micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=50, n_ctx=32, n_embd=16, n_head=2, n_layer=2, seed=1)
 TOL = 2e-6

@@ -16,8 +16,8 @@ from gpt2.model import gpt2, gpt2_hidden
 from picospec.autoregressive import autoregressive_sampling
 from picospec.batched.speculative import batch_speculative_sampling
 
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.micro import random_gpt2
+from tests.support.checker import check_law, exact_law
+from tests.support.micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=50, n_ctx=32, n_embd=16, n_head=2, n_layer=2, seed=1)
 TOL = 1e-5
@@ -244,7 +244,7 @@ def test_broken_batched_sampler_is_rejected(monkeypatch):
 def test_greedy_batched_rows_equal_each_row_alone():
     """The built-in pair: greedy batched speculative sampling gives each row the target's own greedy
     continuation."""
-    from tests.helpers.batchrows import model
+    from tests.support.batchrows import model
 
     target, encoder = model("tiny-target")
     draft = model("tiny-draft")[0]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gpt2.engine import BatchGPT2, GPT2, common_prefix_length
-from tests.helpers.micro import random_gpt2
+from tests.support.micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=50, n_ctx=64, n_embd=16, n_head=2, n_layer=2, seed=5)
 TOL, L, ROWS = 1e-5, 48, 3  # L: the cached text's length, past the shortcut's 16 tokens

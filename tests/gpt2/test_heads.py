@@ -11,7 +11,7 @@ from gpt2.train.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_he
 from gpt2.heads import heads_loss_and_grads, init_heads, load_heads, ranks_of_targets, save_heads
 from gpt2.engine import tree_map
 from gpt2.weights import flatten
-from tests.helpers.micro import random_gpt2
+from tests.support.micro import random_gpt2
 
 
 def random_heads(n_heads, wte, tied, act, seed=0, dtype=np.float64):

@@ -337,7 +337,7 @@ def test_a_disk_that_fills_up(hub, tmp_path):
                                             ("gpt2.train.eagle", ["--distill_tokens", "10"])])
 def test_the_trainers_take_offline(trainer, extra, tmp_path):
     """The trainers resolve their backbone with --offline too (the hub at a closed port)."""
-    from tests.helpers.clitools import assert_refused, files_under, run_cli
+    from tests.support.clitools import assert_refused, files_under, run_cli
 
     (tmp_path / "data").mkdir()
     before = files_under(tmp_path)

@@ -10,7 +10,7 @@ import pytest
 from gpt2.heads import init_heads, load_heads, save_heads
 from gpt2.load import ASSETS, heads_folder, heads_function, load_model
 from gpt2.weights import save_checkpoint
-from tests.helpers.micro import random_gpt2
+from tests.support.micro import random_gpt2
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import pytest
 
 from gpt2.weights import (load_checkpoint, params_from_state_dict, read_safetensors,
                           save_checkpoint, state_dict_from_params, write_safetensors)
-from tests.helpers.micro import random_gpt2
+from tests.support.micro import random_gpt2
 
 
 @pytest.mark.parametrize("dtype, tol", [(None, 0), ("float16", 1e-3), ("bfloat16", 1e-2)])

@@ -11,8 +11,8 @@ from gpt2.engine import GPT2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.blockwise import accepted_length, blockwise_decoding
 
-from tests.helpers.micro import random_gpt2
-from tests.helpers.micro import random_heads
+from tests.support.micro import random_gpt2
+from tests.support.micro import random_heads
 
 V, N = 16, 20  # a small vocabulary, so that random heads are right now and then
 

@@ -13,9 +13,9 @@ from picospec.sampling import warp
 from picospec.theory import (cascade_speedup, expected_speedup, expected_tokens_chain,
                              expected_tokens_per_call, steps_to_draft)
 
-from tests.helpers.broken_verifiers import resample_from_target  # the bug: q, not the residual
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.toy import perturbed, random_toy
+from tests.support.broken_verifiers import resample_from_target  # the bug: q, not the residual
+from tests.support.checker import check_law, exact_law
+from tests.support.toy import perturbed, random_toy
 
 N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)

@@ -2,8 +2,8 @@
 verdicts.
 
 Through the command, as CI runs it: every picospec verifier passes its contract's whole battery, and
-every deliberately broken sampler (tests/helpers/broken_samplers.py) fails at least one case.
-Samplers picospec did not write (tests/helpers/outside_samplers.py: transformers' speculative
+every deliberately broken sampler (tests/support/broken_samplers.py) fails at least one case.
+Samplers picospec did not write (tests/support/outside_samplers.py: transformers' speculative
 sampling step, a vLLM-style rejection sampler in torch) pass. Samples per case here are 4,000 (tv90
 about 0.07) to keep CI short; the README's verdicts use the default 20,000. The bugs that only a
 draft within 0.05 of the target shows (guards on the residual's mass) are too rare an event for
@@ -25,7 +25,7 @@ from picospec.check.exact_law import Toy, chi2_sf, exact_law, index, law_vector,
 from picospec.batched.rejection import rejection_sample
 from picospec.verify import verify_chain
 
-from tests.helpers import broken_samplers
+from tests.support import broken_samplers
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = 4000
@@ -49,7 +49,7 @@ def command(*args, timeout=300):
 def test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one(contract):
     """One command per contract (its negative controls run once): picospec's verifier, then the
     broken samplers."""
-    broken = [f"tests/helpers/broken_samplers.py:{name}" for name in BROKEN[contract]
+    broken = [f"tests/support/broken_samplers.py:{name}" for name in BROKEN[contract]
               if name not in CLOSE_DRAFT]
     out = command(RIGHT[contract], *broken, "--contract", contract, "--samples", str(SAMPLES),
                   "--first_failure", "--json")
@@ -89,11 +89,11 @@ def test_the_swap_draft_differs_from_the_target_on_two_tokens_per_row():
 
 
 def test_table_and_exit_status_of_a_failing_sampler():
-    out = command("tests/helpers/broken_samplers.py:last_residual_skipped",
+    out = command("tests/support/broken_samplers.py:last_residual_skipped",
                   "--samples", str(SAMPLES), "--cases", "2")
     assert out.returncode == 1
     lines = out.stdout.strip().splitlines()
-    assert lines[0].startswith("tests/helpers/broken_samplers.py:last_residual_skipped: "
+    assert lines[0].startswith("tests/support/broken_samplers.py:last_residual_skipped: "
                                "contract chain, 4,000 sequences")
     assert "resample_from_target caught by case 2" in lines[1]
     assert any(line.split()[:3] == ["2", "V=3", "K=1"] and line.endswith("FAIL") for line in lines)
@@ -252,20 +252,20 @@ def test_usage_error_from_the_shell_and_help():
 
 @pytest.mark.slow
 def test_vllm_style_rejection_sampler_passes():
-    outside = pytest.importorskip("tests.helpers.outside_samplers", exc_type=ImportError)
+    outside = pytest.importorskip("tests.support.outside_samplers", exc_type=ImportError)
     report = check_sampler(outside.vllm_style, "rejection", samples=SAMPLES, controls=False)
     assert report.verdict == "pass", report
 
 
 def test_transformers_speculative_sampling_passes():
-    outside = pytest.importorskip("tests.helpers.outside_samplers", exc_type=ImportError)
+    outside = pytest.importorskip("tests.support.outside_samplers", exc_type=ImportError)
     report = check_sampler(outside.hf_chain, "chain", samples=1000, cases=[2, 8], controls=False)
     assert report.verdict == "pass", report
 
 
 def test_transformers_ensemble_verification_is_not_lossless():
     """assistant_ensemble_weight < 1 is documented as biased; the checker sees the bias at once."""
-    outside = pytest.importorskip("tests.helpers.outside_samplers", exc_type=ImportError)
+    outside = pytest.importorskip("tests.support.outside_samplers", exc_type=ImportError)
     report = check_sampler(outside.hf_ensemble, "chain", samples=1000, cases=[2], controls=False)
     assert report.verdict == "fail" and report.cases[0].p_value < 1e-10
 
@@ -275,7 +275,7 @@ def test_transformers_breaks_the_tie_toward_the_draft(monkeypatch):
     [1, 0]). transformers accepts when r <= p_i / q_i (its letters), so the float32 uniform r = 0
     (probability 2^-24 per draw) keeps the forbidden token. No sampled law can show an event that
     rare; handing the step r = 0 does."""
-    pytest.importorskip("tests.helpers.outside_samplers", exc_type=ImportError)
+    pytest.importorskip("tests.support.outside_samplers", exc_type=ImportError)
     import torch
     from transformers.generation import utils
 

@@ -12,10 +12,10 @@ from picospec.autoregressive import autoregressive_sampling
 from picospec.eagle import eagle_decoding, static_tree
 from picospec.sampling import sample
 
-from tests.helpers.broken_verifiers import one_hot_without_residual
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.feature_toys import ToyDraft, ToyTarget, engine_and_head
-from tests.helpers.toy import random_toy
+from tests.support.broken_verifiers import one_hot_without_residual
+from tests.support.checker import check_law, exact_law
+from tests.support.feature_toys import ToyDraft, ToyTarget, engine_and_head
+from tests.support.toy import random_toy
 
 
 # ---- temperature 0 on a real (random) GPT-2 ----

@@ -11,10 +11,10 @@ import picospec.eagle2 as eagle2  # noqa: F401  (python -m bench.power plants a 
 from picospec.autoregressive import autoregressive_sampling
 from picospec.eagle2 import dynamic_tree, eagle2_decoding, expand, rerank
 
-from tests.helpers.broken_verifiers import one_hot_without_residual  # noqa: F401  (bench.power)
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.feature_toys import ToyDraft, ToyTarget, engine_and_head
-from tests.helpers.toy import random_toy
+from tests.support.broken_verifiers import one_hot_without_residual  # noqa: F401  (bench.power)
+from tests.support.checker import check_law, exact_law
+from tests.support.feature_toys import ToyDraft, ToyTarget, engine_and_head
+from tests.support.toy import random_toy
 
 
 # ---- temperature 0 on a real (random) GPT-2 ----

@@ -10,7 +10,7 @@ import pytest
 from picospec.exercises import EXERCISES
 from picospec.exercises.answers import TAG
 
-from tests.helpers.clitools import ROOT, assert_refused, run_cli, run_here
+from tests.support.clitools import ROOT, assert_refused, run_cli, run_here
 
 SAMPLES = 2_000  # sequences per case of the law-graded exercises (tv90 about 0.1)
 NOTEBOOK = ROOT / "notebooks" / "exercises.ipynb"

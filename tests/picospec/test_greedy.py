@@ -5,7 +5,7 @@ import pytest
 
 from picospec.autoregressive import autoregressive_sampling
 from picospec.greedy import greedy_decoding
-from tests.helpers.toy import random_toy
+from tests.support.toy import random_toy
 
 
 def greedy_reference(x, target, N):

@@ -10,10 +10,10 @@ from picospec.autoregressive import autoregressive_sampling
 from picospec.lookahead import (attention_mask, collect_ngrams, lookahead_decoding, lookahead_tree,
                                 pool_guesses, verification_branch)
 
-from tests.helpers.broken_verifiers import first_guess_unverified
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.micro import random_gpt2
-from tests.helpers.toy import random_toy_tree
+from tests.support.broken_verifiers import first_guess_unverified
+from tests.support.checker import check_law, exact_law
+from tests.support.micro import random_gpt2
+from tests.support.toy import random_toy_tree
 
 # W = 3, N = 3: levels [10 11 12] and [20 21 22]; the pool holds three continuations of x[-1] = 5, G
 # = 2 of them are verified: [7, 8] and [7, 9], a trie 7 -> {8, 9}.

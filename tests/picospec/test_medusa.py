@@ -10,11 +10,11 @@ from picospec.autoregressive import autoregressive_sampling
 from picospec.medusa import medusa_decoding
 from picospec.tree import chain_choices
 
-from tests.helpers.broken_verifiers import longest_match
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.micro import model_and_heads
-from tests.helpers.trees import SEED_CHOICES
-from tests.helpers.trees import TREES
+from tests.support.broken_verifiers import longest_match
+from tests.support.checker import check_law, exact_law
+from tests.support.micro import model_and_heads
+from tests.support.trees import SEED_CHOICES
+from tests.support.trees import TREES
 
 
 def test_auto_posterior_is_greedy_at_temperature_zero_and_lossless_above():

@@ -11,7 +11,7 @@ from picospec_cli import check_value
 from gpt2.load import load_model
 from picospec.methods import METHODS, TABLE, call, check_temperature, defaults, find, law, markdown
 from picospec.rest import Datastore
-from tests.helpers.methods import needs_of
+from tests.support.methods import needs_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_NAMES = {"method", "prompt", "prompt_file", "escapes", "n_tokens", "temperature", "top_k",

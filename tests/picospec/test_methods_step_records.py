@@ -33,11 +33,11 @@ from picospec.speculative import speculative_sampling
 from picospec.tree import children, depth
 from picospec.verify import verify_chain
 
-from tests.helpers.micro import model_and_heads
-from tests.helpers.micro import random_gpt2
-from tests.helpers.micro import random_heads
-from tests.helpers.toy import perturbed, random_toy, random_toy_tree
-from tests.helpers.trees import TREES
+from tests.support.micro import model_and_heads
+from tests.support.micro import random_gpt2
+from tests.support.micro import random_heads
+from tests.support.toy import perturbed, random_toy, random_toy_tree
+from tests.support.trees import TREES
 
 
 class Recorder:

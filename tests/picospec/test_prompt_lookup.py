@@ -8,8 +8,8 @@ from picospec.autoregressive import autoregressive_sampling
 from picospec.prompt_lookup import find_candidates, prompt_lookup_decoding
 from picospec.sampling import sample
 
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.toy import random_toy
+from tests.support.checker import check_law, exact_law
+from tests.support.toy import random_toy
 
 
 @pytest.mark.parametrize("x, expected", [

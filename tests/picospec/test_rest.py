@@ -13,10 +13,10 @@ from picospec.rest import Datastore, rest_decoding
 from picospec.sampling import sample
 from picospec.tree import paths
 
-from tests.helpers.broken_verifiers import unverified
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.micro import random_gpt2
-from tests.helpers.toy import random_toy_tree
+from tests.support.broken_verifiers import unverified
+from tests.support.checker import check_law, exact_law
+from tests.support.micro import random_gpt2
+from tests.support.toy import random_toy_tree
 
 CORPUS = [5, 1, 2, 3, 9, 1, 2, 4, 2, 3]  # the docstring's worked example, positions 0..9
 

@@ -20,11 +20,11 @@ from picospec.sampling import sample, warp
 from picospec.self_draft import adapt_threshold, self_speculative_decoding
 from picospec.theory import greedy_walk
 
-from tests.helpers.broken_verifiers import resample_from_target  # the bug: q, not the residual
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.methods import ADAPTIVE
-from tests.helpers.micro import as_dtype
-from tests.helpers.toy import perturbed, random_toy
+from tests.support.broken_verifiers import resample_from_target  # the bug: q, not the residual
+from tests.support.checker import check_law, exact_law
+from tests.support.methods import ADAPTIVE
+from tests.support.micro import as_dtype
+from tests.support.toy import perturbed, random_toy
 
 N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)
@@ -298,7 +298,7 @@ def test_bad_choices_say_what_to_do(tiny, kwargs, message):
 
 
 def test_early_exit_on_a_one_layer_model_says_why_not(tmp_path):
-    from tests.helpers.micro import random_gpt2
+    from tests.support.micro import random_gpt2
 
     hparams, params = random_gpt2(n_vocab=50, n_layer=1)
     with pytest.raises(ValueError, match="only 1 layer: use a target of 2 or more layers"):

@@ -18,9 +18,9 @@ from picospec.sequoia import (acceptance_vector, all_trees, choose_size, sequoia
                               sequoia_tree, tree_value, without_replacement)
 from picospec.verify import verify_iid
 
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.toy import MaskedToyTree, Toy1
-from tests.helpers.toy import Toy, random_toy, random_toy_tree
+from tests.support.checker import check_law, exact_law
+from tests.support.toy import MaskedToyTree, Toy1
+from tests.support.toy import Toy, random_toy, random_toy_tree
 
 
 # measured by bench.token_trees, beside the target

@@ -12,9 +12,9 @@ from picospec.specinfer import grow, specinfer_decoding
 from picospec.tree import DrawTrie
 from picospec.verify import verify_iid
 
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.toy import MaskedToyTree, Toy1, sibling_mask
-from tests.helpers.toy import Toy, random_toy, random_toy_tree
+from tests.support.checker import check_law, exact_law
+from tests.support.toy import MaskedToyTree, Toy1, sibling_mask
+from tests.support.toy import Toy, random_toy, random_toy_tree
 
 
 def test_grow_by_hand():

@@ -4,7 +4,7 @@ by the same check.
 Toy models over a 3-token vocabulary; sequences of N = 5 new tokens (243 cells). Each check draws
 the sequences its broken variant needs: the smallest n at which that variant is rejected with
 probability >= 0.999 (measured by `python -m bench.power --only speculative`;
-tests/helpers/checker.py has the G-test and its error rates).
+tests/support/checker.py has the G-test and its error rates).
 """
 import numpy as np
 import pytest
@@ -14,9 +14,9 @@ from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import sample, warp
 from picospec.speculative import speculative_sampling
 
-from tests.helpers.broken_verifiers import resample_from_target
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.toy import Toy, perturbed, random_toy
+from tests.support.broken_verifiers import resample_from_target
+from tests.support.checker import check_law, exact_law
+from tests.support.toy import Toy, perturbed, random_toy
 
 N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)

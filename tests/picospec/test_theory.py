@@ -8,7 +8,7 @@ from picospec.speculative import speculative_sampling
 from picospec.theory import (estimate_alpha, expected_speedup, expected_tokens_chain,
                              expected_tokens_per_call, optimal_K)
 from picospec.sequoia import acceptance_vector
-from tests.helpers.toy import Toy
+from tests.support.toy import Toy
 
 
 def test_hand_examples():

@@ -9,10 +9,10 @@ from picospec.sampling import sample, warp
 from picospec.tree import greedy_path, medusa_buffers, paths, prune, sparse_tree, trie
 from picospec.verify import verify_tree
 
-from tests.helpers.broken_verifiers import longest_match
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.toy import random_toy
-from tests.helpers.trees import SEED_CHOICES
+from tests.support.broken_verifiers import longest_match
+from tests.support.checker import check_law, exact_law
+from tests.support.toy import random_toy
+from tests.support.trees import SEED_CHOICES
 
 SEED_MASK = """
 100000000

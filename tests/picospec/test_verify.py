@@ -4,7 +4,7 @@ unchanged for its callers, and the target's exact law of whole sequences when tr
 (independently of the methods' code) and verified by each rule, with the broken pairings the same
 check rejects.
 
-Also the toy tree models the method tests share (tests/helpers/toy.py): `Toy1` and `MaskedToyTree`,
+Also the toy tree models the method tests share (tests/support/toy.py): `Toy1` and `MaskedToyTree`,
 whose tree() rows are computed from the attention mask it is given, so a wrong mask gives wrong rows
 (checked here).
 """
@@ -19,9 +19,9 @@ from picospec.tree import DrawTrie, ancestor_mask
 from picospec.verify import one_hot, verify_distinct, verify_iid, verify_siblings, verify_tree, \
     verify_without_replacement
 
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.toy import MaskedToyTree, Toy1, sibling_mask
-from tests.helpers.toy import random_toy, random_toy_tree
+from tests.support.checker import check_law, exact_law
+from tests.support.toy import MaskedToyTree, Toy1, sibling_mask
+from tests.support.toy import random_toy, random_toy_tree
 
 
 def test_masked_toy_equals_the_toy_tree_and_a_wrong_mask_changes_it():

@@ -56,7 +56,7 @@ def test_a_non_contiguous_input(name):
 
 def test_a_gpu_engine_runs_on_the_kernels_unless_told_not_to():
     from gpt2.engine import GPT2
-    from tests.helpers.micro import random_gpt2
+    from tests.support.micro import random_gpt2
 
     hparams, params = random_gpt2()
     ops = GPT2(hparams, params, device="gpu").forward.ops

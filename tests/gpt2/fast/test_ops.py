@@ -15,7 +15,7 @@ from gpt2.engine import BatchGPT2, GPT2
 from gpt2.fast import ops as fast
 from gpt2.fast.panels import MAX_ROWS
 from gpt2.model import REFERENCE, gpt2, softmax
-from tests.helpers.micro import random_gpt2
+from tests.support.micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=40, n_ctx=48, n_embd=16, n_head=2, n_layer=3, seed=5)
 # every value a CPU runs: (ops kind, static step)
@@ -240,7 +240,7 @@ N = 10
 def sampled_run(method, loaded, x, monkeypatch):
     """-> (output at temperature 1 with seed 3, whether a draw fell within MARGIN of a CDF
     boundary, where float rounding may pick the neighbouring token)."""
-    from tests.helpers.batchrows import MARGIN, record_draws
+    from tests.support.batchrows import MARGIN, record_draws
     from picospec_app.run import run_method
 
     with monkeypatch.context() as patch:
@@ -259,7 +259,7 @@ def test_every_row_runs_the_same_on_every_value(name, models, monkeypatch):
     from picospec.methods import TABLE, call, defaults, law
     from picospec_app.load import batched_models
     from picospec_app.run import run_method
-    from tests.helpers.methods import needs_of
+    from tests.support.methods import needs_of
 
     method, (loaded, _, encoder) = TABLE[name], models
     xs = [encoder.encode(p) for p in PROMPTS]
@@ -302,7 +302,7 @@ def reference_needs(name):
     from picospec.methods import TABLE
     from picospec.rest import Datastore
     from picospec_app.load import load_heads
-    from tests.helpers.methods import needs_of
+    from tests.support.methods import needs_of
 
     if "models" not in REFERENCE_NEEDS:
         target, encoder = load_model("tiny-target", ops="reference")
@@ -390,8 +390,8 @@ def sampled_law_rows(name, value):  # -> per prompt, LAW_ROWS continuations from
 @pytest.mark.parametrize("name", list(ROTATION))
 def test_every_lossless_row_keeps_the_target_law_on_a_fast_value(name):
     """750 runs per prompt, G-tested against the micro target's exact law
-    (tests/helpers/checker.py)."""
-    from tests.helpers.checker import check_law, exact_law
+    (tests/support/checker.py)."""
+    from tests.support.checker import check_law, exact_law
 
     target = GPT2(*MICRO_T, ops="reference")
     for prompt, rows in zip(LAW_PROMPTS, sampled_law_rows(name, ROTATION[name])):
@@ -402,7 +402,7 @@ def test_a_broken_sampler_on_a_fast_value_is_rejected(monkeypatch):
     """Recovering from the target instead of the residual, with the panels forced on: the same
     check fails."""
     import picospec.batched.rejection as rejection
-    from tests.helpers.checker import check_law, exact_law
+    from tests.support.checker import check_law, exact_law
 
     monkeypatch.setattr(rejection, "recovered_probs", lambda q, p: q)
     target = GPT2(*MICRO_T, ops="reference")

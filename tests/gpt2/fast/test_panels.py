@@ -15,8 +15,8 @@ from gpt2.fast.ops import PanelMatmul, linear_weights
 from gpt2.fast.panels import MAX_ROWS, panel_matmul, panels
 from gpt2.model import gpt2
 
-from tests.helpers.clitools import run_here
-from tests.helpers.micro import random_gpt2
+from tests.support.clitools import run_here
+from tests.support.micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=50, n_ctx=48, n_embd=16, n_head=2, n_layer=2, seed=3)
 TOL = 2e-6

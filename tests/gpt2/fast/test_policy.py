@@ -7,7 +7,7 @@ import pytest
 
 from gpt2.fast import policy
 
-from tests.helpers.clitools import run_here
+from tests.support.clitools import run_here
 
 # a runtime requirement; absent only where requirements.txt was not installed
 pytest.importorskip("threadpoolctl")
@@ -32,7 +32,7 @@ def test_large_models_get_the_free_cores():
 
 def test_the_app_measures_the_machine_once_and_the_engines_take_its_figures(monkeypatch):
     from gpt2.engine import GPT2
-    from tests.helpers.micro import random_gpt2
+    from tests.support.micro import random_gpt2
     from picospec_app.settings import Settings, engine_choices
 
     calls = []
@@ -124,7 +124,7 @@ def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, engine_
     import gpt2.engine as engine
     import gpt2.self_draft as self_draft
     from gpt2.eagle import EagleHead, init_eagle
-    from tests.helpers.micro import random_gpt2
+    from tests.support.micro import random_gpt2
 
     seen = []
 
@@ -170,7 +170,7 @@ def test_building_engines_changes_nothing_in_the_process(monkeypatch):
     """Library code (a notebook, a benchmark) gets main.py's policy in each engine it builds, a
     small draft its own count beside a large target's, and the process keeps its count."""
     import gpt2.engine as engine
-    from tests.helpers.micro import random_gpt2
+    from tests.support.micro import random_gpt2
 
     with policy.blas_limit(3):
         small = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=32, n_head=2), free=FREE)

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from gpt2.engine import BatchGPT2, GPT2
 from gpt2.fast.static import StaticStep, bucket
 from gpt2.model import gpt2
-from tests.helpers.micro import random_gpt2
+from tests.support.micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=50, n_ctx=32, n_embd=16, n_head=2, n_layer=2, seed=1)
 TOL = 1e-5

@@ -7,8 +7,8 @@ import pytest
 from gpt2.engine import GPT2
 from gpt2.train.generate import generate_batch
 
-from tests.helpers.checker import check_law, exact_law
-from tests.helpers.micro import random_gpt2
+from tests.support.checker import check_law, exact_law
+from tests.support.micro import random_gpt2
 
 
 def test_greedy_rows_equal_engine_greedy_decoding():

@@ -10,7 +10,7 @@ from gpt2.engine import tree_map
 from gpt2.model import gpt2
 from gpt2.train.gpt2 import AdamW, lr_at, main as train_main, train_loop
 from gpt2.weights import flatten
-from tests.helpers.micro import random_gpt2
+from tests.support.micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=13, n_ctx=8, n_embd=8, n_head=2, n_layer=2, seed=3, scale=0.3)
 rng = np.random.default_rng(0)

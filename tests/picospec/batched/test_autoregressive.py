@@ -11,7 +11,7 @@ from gpt2.engine import GPT2
 from picospec.autoregressive import autoregressive_sampling
 from picospec.batched.autoregressive import batch_autoregressive_sampling
 
-from tests.helpers.micro import random_gpt2
+from tests.support.micro import random_gpt2
 
 
 @pytest.mark.parametrize("options",

@@ -11,7 +11,7 @@ from gpt2.engine import BatchGPT2
 from picospec.batched.blockwise import batch_blockwise_decoding
 from picospec.blockwise import blockwise_decoding
 
-from tests.helpers.batchrows import built_in, check_records, heads
+from tests.support.batchrows import built_in, check_records, heads
 
 N = 30
 

@@ -1,6 +1,6 @@
 """Batched cascade drafting (picospec/cascade.py batch_cascade_decoding: every review step of every
 drafter made for all rows at once, one batched call of each model where the recursion calls it, rows
-ragged and riding along), row by row against cascade_decoding (tests/helpers/batchrows.py), so each
+ragged and riding along), row by row against cascade_decoding (tests/support/batchrows.py), so each
 row has the law that tests/picospec/test_cascade.py checks:
 
 - on micro GPT-2s of three tokens on batched engines (target and draft: the draft's cache rows also
@@ -26,10 +26,10 @@ from picospec.batched.speculative import batch_speculative_sampling
 from picospec.cascade import cascade_decoding
 from picospec.sampling import warp
 
-from tests.helpers.batchrows import (N, ROWS, TEXTS, built_in, check_paths, check_records,
+from tests.support.batchrows import (N, ROWS, TEXTS, built_in, check_paths, check_records,
                                      check_rows_alone, generators, micro, model)
-from tests.helpers.micro import random_gpt2
-from tests.helpers.toy import perturbed, random_toy
+from tests.support.micro import random_gpt2
+from tests.support.toy import perturbed, random_toy
 
 DRAFT_HP, DRAFT_PARAMS = random_gpt2(n_vocab=3, n_ctx=16, n_embd=8, n_head=2, n_layer=1, seed=11,
                                      scale=0.6)

@@ -6,7 +6,7 @@ shipped head, at temperature 0, 1 (sampled and top-k candidates) and 0.7 with to
 rows finishing at different steps; and so on a micro GPT-2 of three tokens with a random head (48
 rows, nodes accepted and rejected, at temperature 1 and 0.7 with top-k 2), where the first drafted
 path taken unverified in the batched run is caught. So each row has the law that
-tests/picospec/test_eagle.py checks (tests/helpers/batchrows.py)."""
+tests/picospec/test_eagle.py checks (tests/support/batchrows.py)."""
 import numpy as np
 import pytest
 
@@ -16,10 +16,10 @@ from gpt2.engine import BatchGPT2
 from gpt2.eagle import EagleHead
 from picospec.batched.eagle import batch_eagle_decoding
 
-from tests.helpers.batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths,
+from tests.support.batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths,
                                      check_records, check_rows_alone, generators, heads, micro)
-from tests.helpers.broken_verifiers import unverified
-from tests.helpers.micro import random_head
+from tests.support.broken_verifiers import unverified
+from tests.support.micro import random_head
 
 V, C = 13, 8
 

@@ -5,7 +5,7 @@ in its tokens and in its step records, on the built-in target and its shipped he
 layer for all rows still expanding; the records have the keys of batched EAGLE-1's; and so on a
 micro GPT-2 of three tokens with a random head (48 rows, nodes accepted and rejected, at temperature
 1 and 0.7 with top-k 2), where the first drafted path taken unverified in the batched run is caught.
-So each row has the law that tests/picospec/test_eagle2.py checks (tests/helpers/batchrows.py)."""
+So each row has the law that tests/picospec/test_eagle2.py checks (tests/support/batchrows.py)."""
 import numpy as np
 import pytest
 
@@ -18,10 +18,10 @@ from picospec.batched.eagle2 import batch_eagle2_decoding
 from picospec.eagle import static_tree
 from picospec.eagle2 import eagle2_decoding
 
-from tests.helpers.batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths,
+from tests.support.batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths,
                                      check_records, check_rows_alone, generators, heads, micro)
-from tests.helpers.broken_verifiers import unverified
-from tests.helpers.micro import random_head
+from tests.support.broken_verifiers import unverified
+from tests.support.micro import random_head
 
 N = 24
 KEYS = {"drafted", "nodes", "accepted", "tokens"}

@@ -13,7 +13,7 @@ from gpt2.engine import BatchGPT2
 from picospec.batched.greedy import batch_greedy_decoding
 from picospec.greedy import greedy_decoding
 
-from tests.helpers.batchrows import built_in, check_records, model
+from tests.support.batchrows import built_in, check_records, model
 
 N = 30
 

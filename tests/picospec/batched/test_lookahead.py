@@ -1,6 +1,6 @@
 """Batched lookahead decoding (picospec/lookahead.py batch_lookahead_decoding: every row's window
 and pooled guesses scored in one batched tree call), row by row against lookahead_decoding
-(tests/helpers/batchrows.py): each row of one batch, with its own generator, is token for token what
+(tests/support/batchrows.py): each row of one batch, with its own generator, is token for token what
 the single form gives its prompt alone, so it has the law that tests/picospec/test_lookahead.py
 checks. On a micro GPT-2 of three tokens (48 rows, windows and pools of their own, guesses accepted
 and rejected, at temperature 1), where keeping the first pooled guess unverified in the batched run
@@ -15,10 +15,10 @@ from gpt2.engine import GPT2
 from picospec.batched.lookahead import batch_lookahead_decoding
 from picospec.lookahead import lookahead_decoding
 
-from tests.helpers.batchrows import (HP, N, PARAMS, ROWS, check_paths, check_records,
+from tests.support.batchrows import (HP, N, PARAMS, ROWS, check_paths, check_records,
                                      check_rows_alone, generators, micro)
-from tests.helpers.broken_verifiers import first_guess_unverified
-from tests.helpers.micro import random_gpt2
+from tests.support.broken_verifiers import first_guess_unverified
+from tests.support.micro import random_gpt2
 
 
 def micro_rows(monkeypatch, broken=None, **options):

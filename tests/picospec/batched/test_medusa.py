@@ -1,5 +1,5 @@
 """Batched Medusa (picospec/batched/medusa.py batch_medusa_decoding on gpt2/engine.py's batched
-trees), row by row against medusa_decoding (tests/helpers/batchrows.py): each row of one batch, with
+trees), row by row against medusa_decoding (tests/support/batchrows.py): each row of one batch, with
 its own generator, is token for token what the single form gives its prompt alone, so it has the law
 that tests/picospec/test_medusa.py checks for the lossless posterior. On a micro GPT-2 of three
 tokens with two random heads (48 rows, the seed's tree, nodes accepted and rejected, at temperature
@@ -16,10 +16,10 @@ from gpt2.engine import BatchGPT2
 from picospec.batched.medusa import batch_medusa_decoding
 from picospec.medusa import medusa_decoding
 
-from tests.helpers.batchrows import check_paths, check_rows_alone, generators, heads, model
-from tests.helpers.broken_verifiers import longest_match
-from tests.helpers.micro import model_and_heads
-from tests.helpers.trees import SEED_CHOICES
+from tests.support.batchrows import check_paths, check_rows_alone, generators, heads, model
+from tests.support.broken_verifiers import longest_match
+from tests.support.micro import model_and_heads
+from tests.support.trees import SEED_CHOICES
 
 ROWS, N = [[0, 1], [2], [1, 0, 2]] * 16, 4
 
@@ -113,7 +113,7 @@ def test_main_batch_runs_batched_rows(shipped, tmp_path, method):
     identical."""
     import json
 
-    from tests.helpers.clitools import run_here
+    from tests.support.clitools import run_here
     from picospec.autoregressive import autoregressive_sampling
 
     target = shipped[0]

@@ -1,6 +1,6 @@
 """Batched prompt lookup (picospec/prompt_lookup.py batch_prompt_lookup_decoding: every row's draft
 chain scored in one batched tree call), row by row against prompt_lookup_decoding
-(tests/helpers/batchrows.py): each row of one batch, with its own generator, is token for token what
+(tests/support/batchrows.py): each row of one batch, with its own generator, is token for token what
 the single form gives its prompt alone, so it has the law that tests/picospec/test_prompt_lookup.py
 checks. On a micro GPT-2 of three tokens (48 rows, drafts accepted and rejected, at temperature 1
 and at 0.6 with top-k 2), where accepting every match in the batched run is caught, and on the
@@ -14,7 +14,7 @@ from picospec.batched.prompt_lookup import batch_prompt_lookup_decoding
 from picospec.prompt_lookup import prompt_lookup_decoding
 from picospec.sampling import sample
 
-from tests.helpers.batchrows import (N, ROWS, check_paths, check_records, check_rows_alone,
+from tests.support.batchrows import (N, ROWS, check_paths, check_records, check_rows_alone,
                                      generators, micro, model)
 
 

@@ -1,5 +1,5 @@
 """Batched REST (picospec/batched/rest.py batch_rest_decoding: every row's retrieved trie scored in
-one batched tree call), row by row against rest_decoding (tests/helpers/batchrows.py): each row of
+one batched tree call), row by row against rest_decoding (tests/support/batchrows.py): each row of
 one batch, with its own generator, is token for token what the single form gives its prompt alone,
 so it has the law that tests/picospec/test_rest.py checks. On a micro GPT-2 of three tokens whose
 datastore holds its own sampled text (48 rows, branching tries, drafts accepted and rejected, at
@@ -18,10 +18,10 @@ from picospec.autoregressive import autoregressive_sampling
 from picospec.batched.rest import batch_rest_decoding
 from picospec.rest import Datastore, rest_decoding
 
-from tests.helpers.batchrows import (N, ROWS, check_paths, check_records, check_rows_alone,
+from tests.support.batchrows import (N, ROWS, check_paths, check_records, check_rows_alone,
                                      generators, micro)
-from tests.helpers.broken_verifiers import unverified
-from tests.helpers.micro import random_gpt2
+from tests.support.broken_verifiers import unverified
+from tests.support.micro import random_gpt2
 
 
 @functools.cache

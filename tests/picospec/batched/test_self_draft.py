@@ -7,7 +7,7 @@ picospec/self_draft.py's batch_self_speculative_decoding.
   keys/values is caught.
 - The micro rows: on a micro GPT-2 of three tokens, skipping a sublayer or exiting early, with the
   adaptive stop, at temperature 1 and at 0.6 with top-k 2, each of 48 rows is
-  self_speculative_decoding's on its prompt alone (tests/helpers/batchrows.py: so it has the law
+  self_speculative_decoding's on its prompt alone (tests/support/batchrows.py: so it has the law
   tests/picospec/test_self_draft.py checks); drafts verified against the draft's unwarped law in the
   batched run are caught.
 - The rows: on the built-in tiny-target and its shipped self_draft.json, each row of one batch is
@@ -28,11 +28,11 @@ from picospec.sampling import sample, warp
 from picospec.batched.self_draft import batch_self_speculative_decoding
 from picospec.self_draft import self_speculative_decoding
 
-from tests.helpers.batchrows import (HP, N, PARAMS, ROWS, TEXTS, built_in, check_paths,
+from tests.support.batchrows import (HP, N, PARAMS, ROWS, TEXTS, built_in, check_paths,
                                      check_records, check_rows_alone, generators)
-from tests.helpers.clitools import run_here
-from tests.helpers.methods import ADAPTIVE
-from tests.helpers.micro import as_dtype
+from tests.support.clitools import run_here
+from tests.support.methods import ADAPTIVE
+from tests.support.micro import as_dtype
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import numpy as np
 from gpt2.eagle import EagleHead
 from gpt2.engine import GPT2
 
-from tests.helpers.micro import random_gpt2, random_head
-from tests.helpers.toy import ToyTree
+from tests.support.micro import random_gpt2, random_head
+from tests.support.toy import ToyTree
 
 
 def engine_and_head(seed):

@@ -23,7 +23,7 @@ import numpy as np
 import picospec.sampling as sampling
 from gpt2.engine import GPT2
 from gpt2.load import load_model
-from tests.helpers.micro import random_gpt2
+from tests.support.micro import random_gpt2
 
 MARGIN = 1e-5
 V, N = 3, 5

@@ -1,5 +1,5 @@
 """The batched token-tree methods (SpecInfer, Sequoia) held row by row to their single forms, on
-micro GPT-2s of three tokens and on the built-in pair (tests/helpers/batchrows.py)."""
+micro GPT-2s of three tokens and on the built-in pair (tests/support/batchrows.py)."""
 import numpy as np
 
 import picospec.sequoia as sequoia
@@ -12,9 +12,9 @@ from picospec.batched.specinfer import batch_specinfer_decoding
 from picospec.sequoia import sequoia_decoding
 from picospec.specinfer import specinfer_decoding
 
-from tests.helpers.batchrows import (N, ROWS, check_paths, check_records, check_rows_alone,
+from tests.support.batchrows import (N, ROWS, check_paths, check_records, check_rows_alone,
                                      generators, micro)
-from tests.helpers.micro import random_gpt2
+from tests.support.micro import random_gpt2
 
 DRAFT_HP, DRAFT_PARAMS = random_gpt2(n_vocab=3, n_ctx=16, n_embd=8, n_head=2, n_layer=1, seed=11,
                                      scale=0.6)
@@ -49,7 +49,7 @@ def micro_rows(monkeypatch, name, broken=None, **options):
 def built_in_rows(pair, name, merge, options, monkeypatch):
     """The batched form of `name` on the built-in pair (merge: the n-gram merged in as a second
     draft), each row against the single form alone: token for token, but for a draw within MARGIN
-    of a CDF boundary (tests/helpers/batchrows.py: 1 row in 20 on the built-in pair split so, at
+    of a CDF boundary (tests/support/batchrows.py: 1 row in 20 on the built-in pair split so, at
     6e-7)."""
     target, draft, ngram, xs = pair
     single = {"specinfer": specinfer_decoding, "sequoia": sequoia_decoding}[name]

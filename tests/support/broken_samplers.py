@@ -2,7 +2,7 @@
 fail every one.
 
     # exit status 1
-    python -m picospec.check tests/helpers/broken_samplers.py:ties_toward_draft --contract chain
+    python -m picospec.check tests/support/broken_samplers.py:ties_toward_draft --contract chain
 
 Notation as in picospec/verify.py (Chen et al.): p = draft, q = target. The negative controls that
 the command runs before every verdict (picospec.check.controls.CONTROLS) are further broken samplers

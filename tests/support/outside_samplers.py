@@ -1,8 +1,8 @@
 """Samplers picospec did not write, behind picospec.check's contracts (adapters of a few lines
 each).
 
-    python -m picospec.check tests/helpers/outside_samplers.py:hf_chain --contract chain
-    python -m picospec.check tests/helpers/outside_samplers.py:vllm_style --contract rejection
+    python -m picospec.check tests/support/outside_samplers.py:hf_chain --contract chain
+    python -m picospec.check tests/support/outside_samplers.py:vllm_style --contract rejection
 
 hf_chain          transformers' `_speculative_sampling` (transformers/generation/utils.py), the
 acceptance step of
