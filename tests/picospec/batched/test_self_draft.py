@@ -86,7 +86,7 @@ def test_batched_logits_equal_each_row_on_its_own_engine(tiny, path, seed):
 
 def test_float32_rows_agree_as_closely_as_the_engine_does_with_itself(tiny):
     """In float32 the logits differ by the order of sums only, as in
-    tests/picospec/test_self_draft.py (1e-4)."""
+    tests/gpt2/test_self_draft.py (1e-4)."""
     engine = engines(tiny, "shipped exit", "float32")
     singles = [SelfDraft(engine.hparams, engine.params, engine.skip, engine.adapter)
                for _ in range(3)]
