@@ -20,9 +20,9 @@ the largest its cases need; its line gives the least power over its cases at the
 measured again on fresh draws (below 0.999 there, within the noise of 20,000 draws, the test gets
 the next n on the grid). Needs pytest (its MonkeyPatch plants the broken variants).
 
-A line: `tests/test_speculative.py::test_joint_law_equals_target  resample-from-target  12 cases
-needs 2,300  uses 2,300  power 0.9990  (57 s)`. Exit status 1 when a test uses fewer than it needs
-or its power on fresh draws is below 0.999.
+A line: `tests/picospec/test_speculative.py::test_joint_law_equals_target  resample-from-target
+12 cases  needs 2,300  uses 2,300  power 0.9990  (57 s)`. Exit status 1 when a test uses fewer than
+it needs or its power on fresh draws is below 0.999.
 """
 import importlib
 import math
@@ -152,10 +152,10 @@ def toy_run(options):
 
 
 def speculative():
-    from test_speculative import OPTIONS
+    from tests.picospec.test_speculative import OPTIONS
 
     resample = patch("sps.verify_chain", "resample_from_target")
-    T = "tests/test_speculative.py::"
+    T = "tests/picospec/test_speculative.py::"
 
     def sps(K=2, options=None, **kw):
         models = lambda m: {k: getattr(m, v) for k, v in kw.items()}  # noqa: E731  draft=, target=
@@ -183,15 +183,6 @@ def speculative():
         Sized(T + "test_disjoint_supports", "DISJOINT", "accept-everything",
               (Case("", patch("sps.verify_chain", "accept_everything"),
                     sps(draft="ONE_HOT", target="SPREAD"), law_of({}, "SPREAD")),)),
-        Sized(T + "test_autoregressive_law_equals_target", "AUTOREGRESSIVE",
-              "autoregressive-unwarped",
-              (Case("", patch("ars.warp", "unwarped"),
-                    lambda m, n, seed: m.ars_runs(n, seed, temperature=0.6),
-                    law_of(dict(temperature=0.6))),)),
-        Sized(T + "test_an_unwarped_autoregressive_sampler_is_rejected", "AUTOREGRESSIVE", "itself",
-              (Case("", patch("ars.warp", "unwarped"),
-                    lambda m, n, seed: m.ars_runs(n, seed, temperature=0.6),
-                    law_of(dict(temperature=0.6))),)),
         Sized(T + "test_joint_law_with_top_k_then_top_p", "TOGETHER", "warp-draft-only", together),
         Sized(T + "test_both_filters_on_the_draft_only_are_rejected", "TOGETHER", "itself",
               together),
@@ -202,13 +193,24 @@ def speculative():
          for name, (at, value, o) in broken.items()]
 
 
+def autoregressive():
+    T = "tests/picospec/test_autoregressive.py::"
+    unwarped = (Case("", patch("ars.warp", "unwarped"),
+                     lambda m, n, seed: m.ars_runs(n, seed, temperature=0.6),
+                     law_of(dict(temperature=0.6))),)
+    return [Sized(T + "test_autoregressive_law_equals_target", "AUTOREGRESSIVE",
+                  "autoregressive-unwarped", unwarped),
+            Sized(T + "test_an_unwarped_autoregressive_sampler_is_rejected", "AUTOREGRESSIVE",
+                  "itself", unwarped)]
+
+
 def cascade():
-    from test_cascade import CASES
+    from tests.picospec.test_cascade import CASES
 
     smallest = patch("cs.review_step", "review_step_with_the_smallest_law")
     resample = patch("cs.verify_chain", "resample_from_target")
     plants = {"vertical": smallest, "horizontal": resample, "both": smallest}
-    T = "tests/test_cascade.py::"
+    T = "tests/picospec/test_cascade.py::"
 
     def run(name):
         return lambda m, n, seed: m.runs(m.CASCADES[name], n, seed, **CASES[name])
@@ -224,11 +226,11 @@ def cascade():
 
 
 def self_draft():
-    from test_self_draft import OPTIONS
+    from tests.picospec.test_self_draft import OPTIONS
 
     unwarped = patch("sd.draft_token", "raw_law_draft_token")
     resample = patch("sd.verify_chain", "resample_from_target")
-    T = "tests/test_self_draft.py::"
+    T = "tests/picospec/test_self_draft.py::"
     joint = (Case("T=1", resample, toy_run({}), law_of({})),) + \
         tuple(Case(str(o), unwarped, toy_run(o), law_of(o)) for o in OPTIONS[1:])
     warm = dict(temperature=0.6)
@@ -246,27 +248,24 @@ def self_draft():
 
 
 def eagle():
-    from test_eagle import FOLLOWS
+    from tests.picospec.test_eagle import FOLLOWS
 
     replacement = patch("eagle1.draw_without_replacement", "with_replacement")
     no_residual = patch("eagle1.verify_tree", "one_hot_without_residual")
     plants = {"sampled-top_k": replacement, "sampled-top_p": replacement,
-              "topk-one-hot-top_p": no_residual,
-              "eagle2-one-hot-top_k": patch("eagle2.verify_tree", "one_hot_without_residual")}
+              "topk-one-hot-top_p": no_residual}
     duplicates = both(patch("eagle1.verify_tree", "distinct_shortcut"),
                       patch("eagle1.top_ranked", "with_duplicates"))
-    T = "tests/test_eagle.py::"
+    T = "tests/picospec/test_eagle.py::"
 
-    def run(method, options):
-        return lambda m, n, seed: m.runs(method, n, seed, **options)
-    topk = (Case("", no_residual, run("eagle", dict(candidates="topk", temperature=1.0)),
-                 law_of({})),)
-    twice = (Case("", duplicates, run("eagle", dict(candidates="topk", temperature=1.0)),
-                  law_of({})),)
+    def run(options):
+        return lambda m, n, seed: m.runs(n, seed, **options)
+    topk = (Case("", no_residual, run(dict(candidates="topk", temperature=1.0)), law_of({})),)
+    twice = (Case("", duplicates, run(dict(candidates="topk", temperature=1.0)), law_of({})),)
     return [
         Sized(T + "test_follows_the_target_exactly", "FOLLOWS_N", "drawn-with-replacement (sampled "
               "children), one-hot-without-residual (one-hot)",
-              tuple(Case(k, plants[k], run(*v), law_of(v[1])) for k, v in FOLLOWS.items())),
+              tuple(Case(k, plants[k], run(v), law_of(v)) for k, v in FOLLOWS.items())),
         Sized(T + "test_duplicate_one_hot_candidates_are_harmless_with_the_residual", "DUPLICATES",
               "duplicates-verified-as-distinct", twice),
         Sized(T + "test_distinct_shortcut_is_right_for_distinct_siblings", "SHORTCUT",
@@ -277,14 +276,23 @@ def eagle():
               "BROKEN[name]", "itself", topk),
         Sized(T + "test_sampled_children_drawn_with_replacement_are_rejected",
               "BROKEN['drawn-with-replacement']", "itself",
-              (Case("", replacement, run(*FOLLOWS["sampled-top_k"]),
-                    law_of(FOLLOWS["sampled-top_k"][1])),)),
+              (Case("", replacement, run(FOLLOWS["sampled-top_k"]),
+                    law_of(FOLLOWS["sampled-top_k"])),)),
     ]
+
+
+def eagle2():
+    from tests.picospec.test_eagle2 import OPTIONS
+
+    return [Sized("tests/picospec/test_eagle2.py::test_follows_the_target_exactly", "FOLLOWS_N",
+                  "one-hot-without-residual",
+                  (Case("", patch("eagle2.verify_tree", "one_hot_without_residual"),
+                        lambda m, n, seed: m.runs(n, seed, **OPTIONS), law_of(OPTIONS)),))]
 
 
 def medusa():
     longest = patch("medusa.verify_tree", "longest_match")
-    T = "tests/test_medusa.py::"
+    T = "tests/picospec/test_medusa.py::"
 
     def run(options):
         return lambda m, n, seed: m.runs(*m.model_and_heads(**m.SMALL), n, seed, **options)
@@ -306,7 +314,7 @@ def simple(file, tests, constant, plants, options, run=toy_run, law=law_of, by_i
     """A file whose pass test runs the `options` cases, sized against the last of `plants`
     ({id: plant}), and whose broken test plants each at the first case (by_id: parametrized by
     id, its n in constant[id])."""
-    T = f"tests/test_{file}.py::"
+    T = f"tests/picospec/test_{file}.py::"
     last = list(plants)[-1]
     return [Sized(T + tests[0], "JOINT", last,
                   tuple(Case(str(o), plants[last], run(o), law(o)) for o in options))] + \
@@ -350,13 +358,14 @@ def sequoia():
 
 
 def specinfer():
-    from test_specinfer import DRAFTS, MaskedToyTree
+    from tests.support.toy import MaskedToyTree
+    from tests.picospec.test_specinfer import DRAFTS
 
     def siblings(m, mp):  # the same runs, the target's rows under a mask that shows siblings
         mp.setattr(m, "MaskedToyTree", lambda table: MaskedToyTree(table, mask=m.sibling_mask))
     cases = {"k=3,2": ((3, 2), DRAFTS[0], {}),
              "two-drafters-T0.7-top_k2": ((1, 1), DRAFTS, dict(temperature=0.7, top_k=2))}
-    T = "tests/test_specinfer.py::"
+    T = "tests/picospec/test_specinfer.py::"
 
     def run(expansion, draft, options):
         return lambda m, n, seed: m.runs(n, expansion, draft, seed=seed, **options)
@@ -367,11 +376,11 @@ def specinfer():
 
 
 def tree():
-    from test_tree import CASES
+    from tests.picospec.test_tree import CASES
 
     no_residual = patch("verify.residual", lambda q, p: q)
     longest = patch("verify_tree", "longest_match")
-    T = "tests/test_tree.py::"
+    T = "tests/picospec/test_tree.py::"
 
     def run(branch, depth, sampled, options, **kw):
         return lambda m, n, seed: m.runs(n, seed, branch=branch, depth=depth, sampled=sampled,
@@ -389,11 +398,11 @@ def tree():
          for s in ("False", "True")]
 
 
-def verify_rules():
-    from test_verify_rules import RULES, WRONG
+def verify():
+    from tests.picospec.test_verify import RULES, WRONG
 
     no_residual = patch("verify.residual", "no_residual")
-    T = "tests/test_verify_rules.py::"
+    T = "tests/picospec/test_verify.py::"
 
     def run(draw, rule, options, draw_options):
         return lambda m, n, seed: m.decode(draw, rule, options, n, seed=seed, **draw_options)
@@ -405,20 +414,21 @@ def verify_rules():
 
 
 def generate():
-    return [Sized("tests/test_generate.py::test_sampled_rows_follow_the_exact_law", "ROWS",
+    return [Sized("tests/gpt2/train/test_generate.py::test_sampled_rows_follow_the_exact_law",
+                  "ROWS",
                   "sampled at temperature 1.5",
                   tuple(Case(f"T={t}", clean, lambda m, n, seed: m.sampled_rows(n, 1.5, seed),
                              lambda m, t=t: m.law_at(t)) for t in (1.0, 0.7)))]
 
 
-def rejection():
-    from test_rejection import CASES
+def batched_speculative():
+    from tests.picospec.batched.test_speculative import CASES
 
     recovered = patch("rej.recovered_probs", lambda q, p: q)
-    T = "tests/test_rejection.py::"
+    T = "tests/picospec/batched/test_speculative.py::"
 
     def law(options):
-        return lambda m: [m.exact_law(m.TARGET, x, m.N, **options) for x in m.PROMPTS]
+        return lambda m: [m.exact_law(m.LAW_TARGET, x, m.LAW_N, **options) for x in m.PROMPTS]
     return [Sized(T + "test_batch_joint_law_per_row", "PER_ROW", "recovered-from-the-target",
                   tuple(Case(f"K={K},{o}", recovered, lambda m, n, seed, K=K, o=o:
                              m.batch_runs(K, n, seed, **o), law(o)) for K, o in CASES)),
@@ -427,10 +437,11 @@ def rejection():
                         lambda m: law({})(m)[:1]),))]
 
 
-FILES = {"speculative": speculative, "cascade": cascade, "self_draft": self_draft, "eagle": eagle,
-         "medusa": medusa, "rest": rest, "lookahead": lookahead, "prompt_lookup": prompt_lookup,
-         "sequoia": sequoia, "specinfer": specinfer, "tree": tree, "verify_rules": verify_rules,
-         "generate": generate, "rejection": rejection}
+FILES = {"autoregressive": autoregressive, "speculative": speculative, "cascade": cascade,
+         "self_draft": self_draft, "eagle": eagle, "eagle2": eagle2, "medusa": medusa, "rest": rest,
+         "lookahead": lookahead, "prompt_lookup": prompt_lookup, "sequoia": sequoia,
+         "specinfer": specinfer, "tree": tree, "verify": verify, "generate": generate,
+         "batched_speculative": batched_speculative}
 
 
 # ---- running them ----
@@ -462,17 +473,17 @@ def measure(sized, module, seed=1):
 
 def main(only=None, list=False):
     """Measure the n each sized test needs, beside the n it uses; exit 1 if one uses fewer."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT))  # the test modules, as tests.picospec.test_speculative
     unknown = sorted(set(only or ()) - set(FILES))
     if unknown:
         raise ValueError(f"unknown file {', '.join(unknown)}: choose from {', '.join(FILES)}")
     short = []
     for name in [f for f in FILES if not only or f in only]:
-        module = importlib.import_module(f"test_{name}")
         for sized in FILES[name]():
             if list:
                 print(f"{sized.test}  against {sized.broken}  ({len(sized.cases)} cases)")
                 continue
+            module = importlib.import_module(sized.test.split("::")[0][:-3].replace("/", "."))
             start = time.process_time()
             rows, used, least = measure(sized, module)
             needs = [n for _, n, _ in rows]

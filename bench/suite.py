@@ -42,8 +42,10 @@ def cases(xml):
     for case in ET.parse(xml).iter("testcase"):
         outcome = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
         module = case.get("classname") or case.get("name")  # a module skipped whole has no class
-        name = module.split(".")[-1] + ".py"
-        out.append((f"tests/{name}", case.get("name"), float(case.get("time") or 0), outcome))
+        parts = module.split(".")  # tests.picospec.test_eagle, then a class's name if any
+        last = max(i for i, part in enumerate(parts) if part.startswith("test_"))
+        out.append(("/".join(parts[:last + 1]) + ".py", case.get("name"),
+                    float(case.get("time") or 0), outcome))
     return out
 
 

@@ -4,11 +4,18 @@ gpt2 nor the app, and its algorithm files import only numpy, the standard librar
 shared pieces; gpt2 imports neither picospec nor the app, and the model (gpt2/ outside gpt2/train/)
 never imports training; nothing imports main; bench is imported by nothing but tests (so neither by
 the app nor by the notebooks); no import circle, lazy imports included; every method file is a row
-of the table. The checker is shown to fail on deliberately broken copies."""
+of the table. The prose of the code: docstrings at most 12% of each folder's characters, a shape
+comment in reach of every array line of the model and the algorithms, no measured figures,
+machines or dates in docstrings and comments. The tests mirror the tree: tests/picospec/test_x.py
+tests picospec/x.py, shared code lives in tests/support/, no test module imports another. Each
+checker is shown to fail on deliberately broken copies."""
 import ast
+import io
 import json
+import re
 import shutil
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -295,22 +302,177 @@ def test_a_shim_is_caught(copy):
     assert len(shims(copy)) == 2
 
 
-def docstring_share(root):
-    """Characters of docstrings (module, class, function) over all characters of picospec/."""
-    total = docs = 0
-    for path in (Path(root) / "picospec").rglob("*.py"):
-        text = path.read_text(encoding="utf-8")
-        total += len(text)
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                docs += len(ast.get_docstring(node, clean=False) or "")
-    return docs / total
+# ---- prose: docstrings per folder, shapes on array lines, no measured figures in code ----
+
+# each folder's own *.py files (not its subfolders); picoGPT has no docstrings, minbpe 11.5%,
+# nanoGPT 7.1%
+DOC_FOLDERS = ("picospec", "picospec/batched", "picospec/check", "picospec/exercises", "gpt2",
+               "gpt2/fast", "gpt2/train", "picospec_app", "picospec_cli")
+DOC_BOUND = 0.12
 
 
-def test_docstrings_say_what_not_the_proofs():
-    """Docstrings stay under a fifth of picospec/ (picoGPT and minbpe: 6-11%); proofs live in
-    docs/proofs.md."""
-    assert docstring_share(ROOT) < 0.20
+def docstring_shares(root, folders=DOC_FOLDERS):
+    """{folder: characters of its docstrings (module, class, function) over all its characters}."""
+    shares = {}
+    for folder in folders:
+        total = docs = 0
+        for path in sorted((Path(root) / folder).glob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            total += len(text)
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                     ast.AsyncFunctionDef)):
+                    docs += len(ast.get_docstring(node, clean=False) or "")
+        shares[folder] = docs / total
+    return shares
+
+
+def test_docstrings_stay_within_the_bound_in_each_folder():
+    """Docstrings say what a function does and returns in a line or three; proofs live in
+    docs/proofs.md, measurements on the results pages."""
+    over = {f: f"{s:.1%}" for f, s in docstring_shares(ROOT).items() if s > DOC_BOUND}
+    assert over == {}, f"docstrings over {DOC_BOUND:.0%} of the folder's characters"
+
+
+def test_a_folder_over_the_docstring_bound_is_caught(tmp_path):
+    (tmp_path / "wordy").mkdir()
+    (tmp_path / "lean").mkdir()
+    body = "def f(x):\n    return x + 1\n"
+    (tmp_path / "wordy" / "a.py").write_text('"""' + "A long story. " * 20 + '"""\n' + body)
+    (tmp_path / "lean" / "a.py").write_text('"""Add one."""\n' + body * 3)
+    shares = docstring_shares(tmp_path, ("wordy", "lean"))
+    assert shares["wordy"] > DOC_BOUND >= shares["lean"]
+
+
+# an array operation: ` @ `, an np./xp. call (not a dtype or constant), .reshape(, .T, [:, or [...,
+ARRAY_OP = re.compile(r"(\s@\s|\b(np|xp)\.(?!(float|int|uint|bool|ndarray|dtype|random\.Generator"
+                      r"|inf|nan|newaxis|e\b|pi\b))[a-z_.]+\(|\.reshape\(|\.T\b|\[\s*(:|\.\.\.)\s*,)")
+# a shape comment: a # comment holding [...] or the word scalar or shape
+SHAPE_NOTE = re.compile(r"#.*(\[.*\]|\bscalar\b|\bshape)")
+# the files whose array lines carry their shapes: the model and the algorithms
+SHAPE_FILES = ["gpt2/model.py"] + [
+    f"{folder}/{p.name}" for folder in ("picospec", "picospec/batched")
+    for p in sorted((ROOT / folder).glob("*.py"))
+    if p.name not in ("__init__.py", "methods.py", "options.py")]
+
+
+def shape_misses(text):
+    """[(line number, line)] of the lines with an array operation and no shape comment on them or on
+    the 3 lines above; lines inside string tokens (docstrings) are not code."""
+    lines = text.splitlines()
+    in_strings = set()
+    for tok in tokenize.generate_tokens(io.StringIO("\n".join(lines)).readline):
+        if tok.type == tokenize.STRING:
+            in_strings.update(range(tok.start[0], tok.end[0] + 1))
+    return [(i, line.strip()) for i, line in enumerate(lines, 1)
+            if i not in in_strings and ARRAY_OP.search(line.split("#")[0])
+            and not any(SHAPE_NOTE.search(r) for r in lines[max(0, i - 4):i])]
+
+
+def test_every_array_line_has_its_shape_in_reach():
+    misses = {f: shape_misses((ROOT / f).read_text(encoding="utf-8")) for f in SHAPE_FILES}
+    assert {f: m for f, m in misses.items() if m} == {}
+
+
+@pytest.mark.parametrize("code, missed", [
+    ("h = x @ w  # [n, C]\n", []),
+    ("# [B, T, C]\ny = np.tanh(x)\nz = y.reshape(B, -1)\n", []),
+    ("p = np.exp(logits)\n", [1]),
+    ("y = x.T\n", [1]),
+    ("y = x[:, 0]  # the first column\n", [1]),
+    ("# [n, V]\na = 1\nb = 2\nc = 3\nq = p[..., 0]\n", [5]),  # 4 lines above: out of reach
+    ('"""x @ w in a docstring."""\nn = np.float32(1)  # no array call\n', []),
+])
+def test_an_array_line_without_its_shape_is_caught(code, missed):
+    assert [i for i, _ in shape_misses(code)] == missed
+
+
+# measured figures, machine descriptions and dates belong on the results pages
+# (docs/performance.md, docs/results/), never in the code's docstrings and comments
+TIME_UNIT = r"(?:ms|µs|us|ns|s|sec|seconds?|minutes?|min|hours?|h)"
+FIGURES = {
+    # 1.64x, 0.91x; 3-4x more, 10x slower (a ratio of costs); not 0.5 x (1 + t) or 2 x S x C
+    "speed ratio": re.compile(r"(?<![\w.])\d+\.\d+[x×](?!\w)|(?<![\w.])\d+(?:\.\d+)?(?:-\d+)?"
+                              r"[x×] (?:slower|faster|more|less|fewer|the speed|speedup)\b"),
+    # 12 ms, 11.8 us; 13-19 ms; about 4 s, takes 2 min; not "over the last 0.1 s" (a setting)
+    "timing": re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?(?:ms|µs|us|ns)\b"
+                         r"|(?<![\w.])\d+(?:\.\d+)?-\d+(?:\.\d+)?\s?" + TIME_UNIT + r"\b"
+                         r"|\b(?:about|takes|took|in|within)\s+\d+(?:\.\d+)?\s?" + TIME_UNIT
+                         + r"\b|~\s?\d+(?:\.\d+)?\s?" + TIME_UNIT + r"\b"),
+    "throughput": re.compile(r"\d[\d,.]*\s?(?:new )?(?:tokens|tok|GB|MB)/s\b"),
+    "measured on": re.compile(r"\bmeasured on (?:an? |\d+ )(?:[\w-]+ )?(?:machine|box|laptop|"
+                              r"server|cores|CPUs|GPUs?)\b", re.I),
+    "cores": re.compile(r"\bon \d+ (?:shared )?(?:CPU )?cores\b", re.I),
+    # CPU and GPU models; BLAS kernel families (Haswell, SkylakeX) name code paths, not machines
+    "machine": re.compile(r"\b(?:EPYC|Xeon|Ryzen|Threadripper|Core i[3579]|Graviton|Apple M[1-4]"
+                          r"|[AHV]100|H200|RTX ?\d{4}|GTX ?\d{3,4})\b"),
+    "date": re.compile(r"\b(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])\b"),
+}
+FIGURE_FOLDERS = ("picospec", "gpt2", "picospec_app", "picospec_cli")
+
+
+def prose_lines(text):
+    """[(line number, text)] of a module's docstrings (module, class, function) and comments."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                    and isinstance(first.value.value, str)):
+                out += [(first.lineno + i, line)
+                        for i, line in enumerate(first.value.value.splitlines())]
+    out += [(tok.start[0], tok.string)
+            for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+            if tok.type == tokenize.COMMENT]
+    return out
+
+
+def figures(text):
+    """[(line number, kind, what)] of the measured figures, machines and dates in a module's
+    prose."""
+    return [(n, kind, m.group(0)) for n, line in prose_lines(text)
+            for kind, pattern in FIGURES.items() for m in pattern.finditer(line)]
+
+
+def test_no_measured_figures_machines_or_dates_in_code():
+    found = [f"{path.relative_to(ROOT)}:{n}: {kind} {what!r}"
+             for folder in FIGURE_FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))
+             for n, kind, what in figures(path.read_text(encoding="utf-8"))]
+    assert found == [], "move them to docs/performance.md or a docs/results/ page"
+
+
+@pytest.mark.parametrize("prose, kind", [
+    ("# the panels run 1.64x one row", "speed ratio"),
+    ('"""Slower on one core (0.91x)."""', "speed ratio"),
+    ("# np.mean costs 3-4x more", "speed ratio"),
+    ("# one token in 12 ms", "timing"),
+    ('"""The search takes about 4 s."""', "timing"),
+    ("# an add costs 10-15 us", "timing"),
+    ("# 64 rows give 1,400 new tokens/s", "throughput"),
+    ('"""Measured on an H100 machine."""', "measured on"),
+    ("# for the tiny target on 2 cores", "cores"),
+    ('"""Example: AMD EPYC, 2 CPUs."""', "machine"),
+    ("# on a Xeon", "machine"),
+    ("# Core i7 laptops", "machine"),
+    ("# rerun on " + "-".join(("2024", "01", "31")), "date"),  # joined: not a date in this file
+])
+def test_a_figure_in_code_is_caught(prose, kind):
+    assert kind in [k for _, k, _ in figures(prose + "\nx = 1\n")]
+
+
+@pytest.mark.parametrize("prose", [
+    "# K = 4 drafts; tolerance 1e-4; top_k 2x2 trees",
+    '"""gelu(x) = 0.5 x (1 + t), t = tanh(c (x + 0.044715 x^3))."""',
+    "# cache (2 x L x S x C numbers)",
+    "# 3 x [B, n_head, n_seq, d]",
+    "# OPENBLAS_CORETYPE=Haswell and SkylakeX kernels take the small-matrix path",
+    "# the cores idle over the last 0.1 s",
+    "# the head's learning rate is 4x the backbone's",
+    "# the final accuracy is measured on the CPU",
+    "# p = draft, q = target [k + 1, V]; the 124M shape: 768 x 2304",
+])
+def test_legitimate_prose_is_not_a_figure(prose):
+    assert figures(prose + "\nx = 1\n") == []
 
 
 # the block (gpt2/fast/ holds kernels)
@@ -471,3 +633,80 @@ def test_a_second_parser_is_caught(copy, file, text):
     path = copy / file
     path.write_text(path.read_text() + text)
     assert len(second_parsers(copy)) == 1
+
+
+# ---- the test tree mirrors the source tree ----
+
+# tests/<folder>/... mirrors the source folder; tests/cli/ and tests/ itself mirror the checkout's
+# top (main.py, picospec_cli/, the notebooks/)
+MIRRORS = {"picospec": "picospec", "gpt2": "gpt2", "app": "picospec_app", "bench": "bench",
+           "cli": "."}
+# the tests of the whole project, at tests/ top
+WHOLE_PROJECT = {"test_architecture.py", "test_lint.py", "test_readme.py", "test_package.py",
+                 "test_process_words.py", "test_mistakes.py"}
+
+
+def mirrored(source, name):
+    """Whether tests/.../test_<name>.py has its source in the folder `source`: <name>.py or a folder
+    <name>/, or <module>.py for a test_<module>_<aspect>.py."""
+    stems = {p.stem for p in source.glob("*.py")} | {p.name for p in source.iterdir() if p.is_dir()}
+    return name in stems or any(name.startswith(stem + "_") for stem in stems)
+
+
+def mirror_problems(root):
+    """Every tests/**/test_*.py names its source (or is a whole-project test), no test module
+    imports another, and every other module of tests/ is in tests/support/."""
+    root, problems = Path(root), []
+    tests = root / "tests"
+    for path in sorted(tests.rglob("*.py")):
+        rel = path.relative_to(tests)
+        if rel.parts[0] in ("support", "fixtures") or path.name in ("__init__.py", "conftest.py"):
+            pass
+        elif not path.name.startswith("test_"):
+            problems.append(f"tests/{rel}: shared code outside tests/support/")
+        elif len(rel.parts) == 1:
+            if path.name not in WHOLE_PROJECT and not mirrored(root, path.stem[5:]):
+                problems.append(f"tests/{rel}: no source of that name and not a whole-project "
+                                "test")
+        elif rel.parts[0] not in MIRRORS:
+            problems.append(f"tests/{rel}: tests/{rel.parts[0]}/ mirrors no source folder")
+        else:
+            source = root / MIRRORS[rel.parts[0]] / Path(*rel.parts[1:-1])
+            if not source.is_dir() or not mirrored(source, path.stem[5:]):
+                where = source.relative_to(root)
+                problems.append(f"tests/{rel}: no source of that name in {where}/")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(part.startswith("test_") for n in names for part in n.split(".")):
+                problems.append(f"tests/{rel}:{node.lineno}: imports a test module")
+    return problems
+
+
+def test_the_tests_mirror_the_tree():
+    assert mirror_problems(ROOT) == []
+
+
+def test_a_test_tree_out_of_shape_is_caught(tmp_path):
+    for source in ("picospec/speculative.py", "picospec/batched/speculative.py", "main.py"):
+        (tmp_path / source).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / source).write_text("")
+    good = {"tests/picospec/test_speculative.py": "import numpy\n",
+            "tests/picospec/batched/test_speculative_rows.py": "from tests.support import toy\n",
+            "tests/cli/test_main.py": "", "tests/test_lint.py": "", "tests/support/toy.py": ""}
+    bad = {"tests/picospec/test_medusa.py": "no source of that name",
+           "tests/picospec/batched/test_eagle.py": "no source of that name",
+           "tests/test_everything.py": "not a whole-project test",
+           "tests/tools/test_x.py": "mirrors no source folder",
+           "tests/picospec/shared.py": "shared code outside tests/support/"}
+    for rel, text in list(good.items()) + [(rel, "") for rel in bad]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    (tmp_path / "tests/picospec/test_speculative.py").write_text(
+        "def f():\n    from tests.picospec.batched.test_speculative_rows import ROWS\n")
+    problems = mirror_problems(tmp_path)
+    for rel, why in bad.items():
+        assert any(p.startswith(rel) and why in p for p in problems), (rel, problems)
+    assert any(p.startswith("tests/picospec/test_speculative.py:2: imports a test module")
+               for p in problems), problems
+    assert len(problems) == len(bad) + 1, problems

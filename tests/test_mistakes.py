@@ -1,7 +1,7 @@
 """What a newcomer gets wrong past the door: add-ons of the wrong kind, tokenizers that differ,
 settings that cannot mean anything, messages that blamed the wrong file, batches larger than memory,
 and the sampling filters' order. Every refusal is one true line, exit status 2, no traceback,
-nothing left behind (tests/clitools.py)."""
+nothing left behind (tests/support/clitools.py)."""
 import json
 import os
 import shutil
@@ -13,8 +13,10 @@ import time
 import numpy as np
 import pytest
 
-from clitools import ROOT, assert_refused, files_under, run_cli, run_here, sigint_as_in_a_terminal
 from gpt2.load import ASSETS
+
+from tests.support.clitools import (ROOT, assert_refused, files_under, run_cli, run_here,
+                                    sigint_as_in_a_terminal)
 
 FAST = 3.0  # seconds: a mistake in the options is refused before any model loads
 TARGET = ASSETS / "tiny-target"

@@ -94,7 +94,7 @@ PLANTED = [
     ("bench/harness.py", "# run from /tmp/old first"),
     ("docs/architecture.md", "The engine of this checkout pads rows to 8."),
     ("docs/methods.md", "Retrained (2026-11-25): the pair of commit 236433b."),
-    ("tests/test_tree.py", "# a helper wrote this at stop 23"),
+    ("tests/picospec/test_tree.py", "# a helper wrote this at stop 23"),
     ("notebooks/medusa.ipynb", "the previous stop's figures"),
 ]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clitools import run_here
+from tests.support.clitools import run_here
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -1,0 +1,193 @@
+"""The engine's commands go through the one door (picospec_cli): a mistake on the command line is
+one `error:` line, exit 2, in well under a second, before any work and with no file left behind;
+--help prints the options and exits 0.
+
+Commands: python -m gpt2.train.bpe, gpt2.train.corpus, gpt2.train.card, gpt2.train.ngram,
+gpt2.heads, bench.engine, bench.gpu.
+"""
+import json
+
+import numpy as np
+import pytest
+
+from gpt2.train.bpe import train_bpe
+from gpt2.encoder import save_tokenizer
+
+from tests.support.clitools import (ROOT, assert_bad_command_refused,
+                                    assert_gpu_refused_without_cupy, assert_help, case_ids,
+                                    files_under, run_here)
+
+# the shipped 2 heads on tiny-target
+MEDUSA = str(ROOT / "gpt2" / "assets" / "tiny-target" / "medusa")
+COMMANDS = ["gpt2.train.bpe", "gpt2.train.corpus", "gpt2.train.card", "gpt2.train.ngram",
+            "gpt2.heads", "bench.engine", "bench.gpu"]
+
+
+def make_inputs(folder):
+    """What the bad command lines point at: a text file, a file that is not UTF-8, an empty folder,
+    a tokenizer, and a data folder as gpt2.train.corpus writes it but far too short (and for a
+    50257-token vocabulary)."""
+    (folder / "lib").mkdir()
+    (folder / "lib" / "a.py").write_text("x = 1\n")
+    (folder / "latin1.py").write_bytes("caf\u00e9 = 1\n".encode("latin-1"))
+    (folder / "empty").mkdir()
+    save_tokenizer(folder / "tok", *train_bpe(["x = 1\n"], vocab_size=260))
+    (folder / "data").mkdir()
+    for name in ("train", "val", "heldout"):
+        np.arange(100, dtype=np.uint16).tofile(folder / "data" / f"{name}.bin")
+    (folder / "data" / "meta.json").write_text(json.dumps({"n_vocab": 50257}))
+    # long enough; a vocab too small
+    for name, n_vocab, n in (("gpt2data", 50257, 600), ("smallvocab", 50, 100)):
+        (folder / name).mkdir()
+        for split in ("train", "val", "heldout"):
+            np.arange(n, dtype=np.uint16).tofile(folder / name / f"{split}.bin")
+        (folder / name / "meta.json").write_text(json.dumps({"n_vocab": n_vocab}))
+
+
+BAD = [  # (command, arguments, what the one line must say)
+    # gpt2.train.bpe
+    ("gpt2.train.bpe", ["--out", "tok2", "--vocab_sise", "300"],
+     r"unknown option --vocab_sise: did you mean --vocab_size\?"),
+    ("gpt2.train.bpe", ["--out", "/proc/tok"],
+     r"--out /proc/tok: cannot write in /proc \(.*\): give a folder you can write to"),
+    ("gpt2.train.corpus", ["--tokenizer", "tok", "--out", "/proc/d"],
+     r"--out /proc/d: cannot write in /proc"),
+    ("gpt2.train.bpe", ["--out", "tok2", "--vocab_size", "nan"],
+     r"--vocab_size must be an integer; got 'nan'"),
+    ("gpt2.train.bpe", ["--out", "tok2", "--vocab_size", "300.0"],
+     r"--vocab_size must be an integer; got '300.0'"),
+    ("gpt2.train.bpe", ["--out", "tok2", "--vocab_size", "1e5"],
+     r"--vocab_size must be an integer"),
+    ("gpt2.train.bpe", ["--out", "tok2", "--vocab_size", "100"],
+     r"--vocab_size must be >= 257; got 100"),
+    ("gpt2.train.bpe", ["--out", "tok2", "--vocab_size", "70000"],
+     r"--vocab_size must be <= 65536"),
+    ("gpt2.train.bpe", ["--vocab_size", "300"], r"--out is required"),
+    ("gpt2.train.bpe", ["--out", "missing/tok2"],
+     r"--out missing/tok2: the folder .*missing does not exist"),
+    ("gpt2.train.bpe", ["--out", "lib/a.py"], r"--out lib/a.py: is a file"),
+    ("gpt2.train.bpe", ["--out", "tok2", "--files", "lib/a.py,nope.py"],
+     r"--files nope.py: no such file"),
+    ("gpt2.train.bpe", ["--out", "tok2", "--files", "lib"],
+     r"--files lib: no such file \(it is a folder\)"),
+    ("gpt2.train.bpe", ["--out", "tok2", "--files", "latin1.py"],
+     r"--files latin1.py is not UTF-8 text"),
+    ("gpt2.train.bpe", ["tok2"], r"unexpected argument 'tok2'"),
+    # gpt2.train.corpus
+    ("gpt2.train.corpus", ["--tokenizer", "nope", "--out", "d"],
+     r"--tokenizer nope: no such folder"),
+    ("gpt2.train.corpus", ["--tokenizer", "empty", "--out", "d"],
+     r"--tokenizer empty: has no tokenizer"),
+    ("gpt2.train.corpus", ["--tokenizer", "tok"], r"--out is required"),
+    ("gpt2.train.corpus", ["--tokenizer", "tok", "--out", "missing/d"],
+     r"the folder .*missing does not exist"),
+    ("gpt2.train.corpus", ["--tokenizer", "tok", "--out", "d", "--root", "nope"],
+     r"--root nope: no such folder"),
+    ("gpt2.train.corpus", ["--tokenizer", "tok", "--out", "d", "--root", "empty"],
+     r"--root .*empty: no UTF-8 .py files"),
+    ("gpt2.train.corpus", ["--tokenizer", "tok", "--out", "d", "--tokeniser", "tok"],
+     r"did you mean --tokenizer\?"),
+    # gpt2.train.card
+    ("gpt2.train.card", [], r"--data is required"),
+    ("gpt2.train.card", ["--data", "empty"], r"--data empty: has no val.bin or heldout.bin"),
+    ("gpt2.train.card", ["--data", "data", "--n_windows", "0"], r"--n_windows must be >= 1; got 0"),
+    ("gpt2.train.card", ["--data", "data", "--n_windows", "inf"],
+     r"--n_windows must be an integer; got 'inf'"),
+    ("gpt2.train.card", ["--data", "data", "--nwindows", "3"], r"did you mean --n_windows\?"),
+    ("gpt2.train.card", ["--data", "data", "--out", "missing/card.md"],
+     r"--out missing/card.md: the folder .* does not exist"),
+    ("gpt2.train.card", ["--data", "data", "--out", "card.md"],
+     r"val.bin holds fewer than 257 tokens"),
+    ("gpt2.train.card", ["--data", "gpt2data", "--out", "card.md"],
+     r"--data gpt2data holds ids of a 50257-token "
+                                                               r"vocabulary, the built-in models "
+                                                               r"have 4097"),
+    ("gpt2.train.ngram", ["--data", "smallvocab", "--out", "ng.safetensors"],
+     r"train.bin holds token id 99, but the model "
+                                                                         r"has 50 tokens"),
+    # gpt2.ngram
+    ("gpt2.train.ngram", ["--data", "data"], r"--out is required"),
+    ("gpt2.train.ngram", ["--data", "lib", "--out", "ng.safetensors"],
+     r"--data lib: has no train.bin or meta.json"),
+    ("gpt2.train.ngram", ["--data", "data", "--out", "."],
+     r"--out \. is a folder: give a file name"),
+    ("gpt2.train.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "0"],
+     r"--order must be >= 1; got 0"),
+    ("gpt2.train.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "five"],
+     r"--order must be an integer; got 'five'"),
+    ("gpt2.train.ngram", ["--data", "data", "--out", "ng.safetensors", "--order", "5"],
+     r"--order 5 is too high .* int64; use --order 4"),
+    ("gpt2.train.ngram", ["--data", "data", "--out", "ng.safetensors", "--min_count", "-1"],
+     r"--min_count must be >= 1; got -1"),
+    # gpt2.heads
+    ("gpt2.heads", ["--src", "nope", "--dst", "kept", "--n", "1"], r"--src nope: no such folder"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "kept"], r"--n is required"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "kept", "--n", "1.5"],
+     r"--n must be an integer; got '1.5'"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "kept", "--n", "3"], r"--n 3: .* has 2 heads"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "lib/a.py", "--n", "1"],
+     r"--dst lib/a.py: is a file"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "missing/kept", "--n", "1"],
+     r"the folder .*missing does not exist"),
+    # no heads.json there
+    ("gpt2.heads", ["--src", "empty", "--dst", "kept", "--n", "1"], r"heads"),
+    ("gpt2.heads", ["--src", "lib", "--dst", "lib", "--n", "1"], r"--dst lib is the --src folder"),
+    ("gpt2.heads", ["--src", MEDUSA, "--dst", "kept", "--n", "1", "-x"], r"unknown option -x"),
+    # bench.engine
+    ("bench.engine", ["--sizes", "7B"], r"unknown --sizes '7B': choose one of 124M, 355M"),
+    ("bench.engine", ["--sizes", "124M,"], r"--sizes must be names"),
+    ("bench.engine", ["--device", "tpu"], r"unknown --device 'tpu' .*choose one of cpu, gpu"),
+    ("bench.engine", ["--repeats", "0"], r"--repeats must be >= 1; got 0"),
+    ("bench.engine", ["--max_M", "nan"], r"--max_M must be an integer; got 'nan'"),
+    ("bench.engine", ["--n_cache", "-5"], r"--n_cache must be >= 1"),
+    ("bench.engine", ["--n_cache", "1020"],
+     r"--n_cache 1020 \+ --max_M 16 exceeds the 124M shape's context of 1024 tokens"),
+    ("bench.engine", ["--sizes", "124M", "--repets", "3"], r"did you mean --repeats\?"),
+    ("bench.engine", ["--sizes", "124M", "--sizes", "355M"], r"--sizes is given twice"),
+    # bench.gpu
+    ("bench.gpu", ["--task", "fast"], r"unknown --task 'fast'.*choose one of check, speed, large"),
+    ("bench.gpu", ["--n_prompts", "0"], r"--n_prompts must be >= 1; got 0"),
+]
+
+
+def test_every_command_has_bad_command_lines():
+    assert {module for module, _, _ in BAD} == set(COMMANDS)
+
+
+@pytest.mark.parametrize("module, args, pattern", BAD, ids=case_ids(BAD, 70))
+def test_a_bad_command_line_is_one_line_and_leaves_nothing(tmp_path, module, args, pattern):
+    make_inputs(tmp_path)
+    assert_bad_command_refused(tmp_path, module, args, pattern)
+
+
+@pytest.mark.parametrize("module", COMMANDS)
+def test_help_prints_the_options_and_exits_0(tmp_path, module):
+    assert_help(tmp_path, module, "options:")
+
+
+def test_bench_gpu_without_cupy_is_one_line(tmp_path):
+    assert_gpu_refused_without_cupy(tmp_path, ["-m", "bench.gpu", "--task", "check"])
+
+
+def test_the_data_pipeline_runs_through_the_door(tmp_path):
+    """bpe -> corpus -> ngram -> heads on a toy corpus, each as a user runs it, each writing only
+    its outputs."""
+    (tmp_path / "lib").mkdir()
+    for i in range(30):
+        (tmp_path / "lib" / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
+    steps = [["-m", "gpt2.train.bpe", "--out", "tok", "--vocab_size", "280", "--files",
+              "lib/m0.py,lib/m1.py"],
+             ["-m", "gpt2.train.corpus", "--tokenizer", "tok", "--out", "data", "--root", "lib"],
+             ["-m", "gpt2.train.ngram", "--data", "data", "--out", "ng.safetensors", "--order", "3",
+              "--min_count", "1"],
+             ["-m", "gpt2.heads", "--src", MEDUSA, "--dst", "kept", "--n", "1"]]
+    for args in steps:
+        r = run_here(args, tmp_path)
+        assert r.returncode == 0, r.stderr[-800:]
+    made = set(files_under(tmp_path)) - {"lib"} - {f"lib/m{i}.py" for i in range(30)}
+    assert made == {"tok", "tok/vocab.json", "tok/merges.txt", "data", "ng.safetensors", "kept",
+                    "kept/heads.json",
+                    "kept/heads.safetensors",
+                    *(f"data/{n}" for n in ("train.bin", "val.bin", "heldout.bin", "meta.json"))}
+    assert json.loads((tmp_path / "kept" / "heads.json").read_text())["n_heads"] == 1
+    assert json.loads((tmp_path / "data" / "meta.json").read_text())["n_vocab"] <= 280

@@ -1,0 +1,113 @@
+"""main.py as a user runs it: the built-in pair offline, JSON for scripts, and one-line errors for
+bad input."""
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.clitools import run_here
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args):
+    """main.py ARGS in this process (tests/support/clitools.py), one timed round: the tests read
+    tokens, not times."""
+    with tempfile.TemporaryDirectory() as folder:
+        return run_here(["main.py", *args, "--runs", "1"], folder)
+
+
+@pytest.mark.parametrize("method", ["speculative", "greedy", "prompt_lookup"])
+def test_json_output_and_temperature_zero_equality(method):
+    r = run("--method", method, *(["--K", "3"] if method != "prompt_lookup" else []), "--n_tokens",
+            "24", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [run["method"] for run in out["runs"]] == ["autoregressive", method]
+    assert out["same_output"] is True  # temperature 0: lossless means identical
+    for run_ in out["runs"]:
+        assert len(run_["output_ids"]) == 24 and run_["target_calls"] >= 1
+        assert {"tokens_per_target_call", "acceptance_rate", "time_s", "text"} <= set(run_)
+    assert out["runs"][1]["tokens_per_target_call"] >= 1
+
+
+@pytest.fixture(scope="module")
+def datastore(tmp_path_factory):
+    """A small REST datastore (the built-in tokenizer on a few lines of Python) so no test builds
+    the big one."""
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+
+    from gpt2.encoder import load_encoder
+    from picospec.rest import Datastore
+
+    text = ("def read_lines(path):\n    with open(path) as f:\n        return "
+            "f.read().splitlines()\n" * 3)
+    ids = load_encoder(ROOT / "gpt2" / "assets" / "tiny-target").encode(text)
+    path = tmp_path_factory.mktemp("rest") / "store.npz"
+    Datastore.build(np.array(ids, dtype=np.uint16)).save(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("method, extra", [
+    ("medusa", []), ("medusa", ["--tree", "chain"]),
+    ("medusa", ["--tree", "[[0],[0,0],[1]]", "--posterior", "typical"]),
+    ("blockwise", ["--K", "4"]), ("blockwise", ["--K", "2", "--no-merged"]), ("rest", []),
+    ("lookahead", []),
+])
+def test_tree_methods_equal_autoregressive_at_temperature_zero(method, extra, datastore):
+    extra = extra + (["--datastore", datastore] if method == "rest" else [])
+    r = run("--method", method, "--n_tokens", "24", "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["same_output"] is True
+    assert len(out["runs"][1]["output_ids"]) == 24 and len(out["runs"][1]["origins"]) == 24
+
+
+def test_lossless_medusa_samples():
+    r = run("--method", "medusa", "--posterior", "lossless", "--temperature", "0.8", "--n_tokens",
+            "16", "--json")
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["runs"][1]["output_ids"]) == 16
+
+
+def test_ngram_draft_and_sampling():
+    r = run("--draft", "ngram", "--temperature", "0.8", "--top_p", "0.95", "--n_tokens", "16",
+            "--json")
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["runs"][1]["output_ids"]) == 16
+
+
+def test_plain_output():
+    r = run("--method", "speculative", "--n_tokens", "12")
+    assert r.returncode == 0, r.stderr
+    assert "speedup" in r.stdout and "tokens per target call" in r.stdout
+
+
+def test_batch_file(tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def add(a, b):\\n\nimport os\n")
+    r = run("--batch", str(prompts), "--n_tokens", "10", "--json")
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["texts"]) == 2
+
+
+def test_batch_plain_output(tmp_path):
+    """--batch prints every row's text, then both runs (the method and batched autoregressive
+    decoding), the speedup and how many texts are identical (all of them at temperature 0)."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def add(a, b):\nimport os\nclass A:\n")
+    r = run("--batch", str(prompts), "--method", "speculative", "--n_tokens", "10", "--temperature",
+            "0")
+    assert r.returncode == 0, r.stderr
+    assert (r.stdout.count("tokens per target call") == 3
+            and "autoregressive, batched the same way" in r.stdout)
+    assert re.search(r"speedup \d+\.\d\dx over batched autoregressive; 3/3 texts identical",
+                     r.stdout), r.stdout
+
+
+# Bad command lines (every one a single clear line, before any model loads) are in
+# tests/cli/test_picospec_cli.py.

@@ -1,0 +1,468 @@
+"""The front door as a user meets it: bad command lines for main.py and the benchmarks, each refused
+with one clear line, no traceback, no file left behind, and (when the mistake is in the options)
+before any model loads. Prompts arrive verbatim; -h shows the methods; Ctrl-C and closed pipes end
+quietly. The other commands' tables are in tests/cli/test_gpt2.py and
+tests/cli/test_gpt2_train.py."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.support.clitools import (ROOT, assert_refused, files_under, run_cli, run_here,
+                                    sigint_as_in_a_terminal)
+
+FAST = 3.0  # seconds: a mistake in the options is refused before any model loads
+
+# (command line, what the one line must say, whether a model loads before the mistake can be seen)
+MAIN_CASES = [
+    (["--temprature", "0.8"], r"unknown option --temprature: did you mean --temperature\?", False),
+    (["--method", "medusa", "--window", "4"],
+     r"--window is an option of lookahead, not of --method medusa", False),
+    (["--method", "speculative", "--no-merged"], r"--merged is an option of blockwise", False),
+    (["--method", "autoregressive", "--K", "3"],
+     r"--K is an option of .*not of --method autoregressive", False),
+    (["--method", "prompt_lookup", "--draft", "ngram"],
+     r"uses no draft model, so --draft does not apply", False),
+    (["--method", "sequoia", "--draft", "ngram"],
+     r"no acceptance vector of draft 'ngram' for target 'tiny-target' "
+     r"was measured .*give --acceptance", True),
+    (["--temperature", "hot"], r"--temperature must be a number; got 'hot'", False),
+    (["--temperature", "inf"], r"--temperature must be a finite number", False),
+    (["--temperature", "-1"], r"--temperature must be >= 0", False),
+    (["--seed", "abc"], r"--seed must be an integer; got 'abc'", False),
+    (["--seed", "-3"], r"--seed must be >= 0", False),
+    (["--top_p", "nan"], r"--top_p must be a finite number", False),
+    (["--top_p", "1.5"], r"--top_p must be <= 1", False),
+    (["--top_p", "0"], r"--top_p must be > 0", False),
+    (["--top_k", "0"], r"--top_k must be >= 1", False),
+    (["--top_k", "2.5"], r"--top_k must be an integer; got '2.5'", False),
+    (["--n_tokens", "nan"], r"--n_tokens must be an integer; got 'nan'", False),
+    (["--n_tokens", "0"], r"--n_tokens must be >= 1", False),
+    (["--n_tokens", "1e3"], r"--n_tokens must be an integer", False),
+    (["--n_tokens"], r"--n_tokens needs a value", False),
+    (["--K", "0"], r"--K must be >= 1", False),
+    (["--K", "4.0"], r"--K must be an integer; got '4.0'", False),
+    (["--K", "100"], r"--K must be <= 64", False),
+    (["--K", "four"], r"--K must be an integer", False),
+    (["--method", "magic"], r"unknown --method 'magic'", False),
+    (["--method", "specultive"], r"did you mean speculative\?", False),
+    (["--method", "greedy", "--temperature", "0.8"], r"greedy-only.*--method speculative", False),
+    (["--method", "blockwise", "--temperature", "1"], r"greedy-only.*--posterior lossless", False),
+    (["--method", "medusa", "--posterior", "greedy", "--temperature", "0.7"],
+     r"--posterior greedy is greedy-only", False),
+    (["--method", "medusa", "--posterior", "beam"], r"unknown --posterior 'beam'", False),
+    (["--method", "medusa", "--tree", "[0,1]"], r"--tree '\[0,1\]': use sparse, chain, cartesian",
+     False),
+    (["--method", "medusa", "--tree", "[[0"], r"--tree", False),
+    (["--method", "medusa", "--tree", "[" * 5000 + "]" * 5000],
+     r"--tree '\[{75}\.\.\.': use sparse, chain", False),
+    (["--method", "medusa", "--topk", "1"], r"only topk = 1 candidates .*raise topk", True),
+    (["--method", "medusa", "--tree", "[[0],[0]]"], r"lists node \[0\] twice", False),
+    (["--method", "medusa", "--tree", "[[0],[1,0]]"], r"has no parent", False),
+    (["--method", "medusa", "--tree", "[[0],[0,0],[0,0,0]]"], r"only 2 heads", True),
+    (["--method", "medusa", "--heads", "/nonexistent"], r"--heads /nonexistent: no such folder",
+     False),
+    (["--method", "medusa", "--topk", "0"], r"--topk must be >= 1", False),
+    (["--method", "medusa", "--epsilon", "nan"], r"--epsilon must be a finite number", False),
+    (["--method", "blockwise", "--K", "9"], r"--K 9 is more than", True),
+    (["--method", "blockwise", "--merged=maybe"], r"--merged is a switch", False),
+    (["--method", "greedy", "--schedule", "fast"], r"unknown --schedule 'fast'", False),
+    (["--method", "greedy", "--confidence", "0"], r"--confidence must be > 0", False),
+    (["--method", "prompt_lookup", "--num_pred_tokens", "-1"], r"--num_pred_tokens must be >= 1",
+     False),
+    (["--method", "lookahead", "--ngram", "1"], r"--ngram must be >= 2", False),
+    (["--method", "lookahead", "--window", "x"], r"--window must be an integer", False),
+    (["--method", "rest", "--num_draft_nodes", "0"], r"--num_draft_nodes must be >= 1", False),
+    (["--method", "specinfer", "--expansion", "4,4,4,4"],
+     r"--expansion 4,4,4,4: a tree of 340 draft nodes, more "
+                                                          r"than the 256 one target call scores",
+                                                          False),
+    (["--method", "specinfer", "--expansion", "1,0"], r"--expansion must be >= 1; got 0", False),
+    (["--method", "rest", "--datastore", "missing.npz"],
+     r"--datastore missing.npz does not exist.*--build_datastore", False),
+    (["--method", "rest", "--datastore", "nodir/x.npz", "--build_datastore"],
+     r"the folder .*nodir does not exist", False),
+    (["--method", "rest", "--datastore", "."], r"--datastore \. is a folder", False),
+    (["--method", "rest", "--datastore", str(ROOT / "main.py")],
+     r"is not a REST datastore: it is a file that begins", True),
+    (["--prompt", ""], r"the prompt is empty", False),
+    (["--prompt", "x", "--prompt", "y"], r"--prompt is given twice", False),
+    (["--prompt", "x", "--prompt_file", "p.txt"], r"--prompt and --prompt_file are both given",
+     False),
+    (["--prompt_file", "/nonexistent/p.txt"], r"--prompt_file /nonexistent/p.txt: cannot read it",
+     False),
+    (["--prompt_file", "."], r"--prompt_file \.: cannot read it", False),
+    (["--prompt_file", "blank.txt"], r"--prompt_file blank.txt: it is empty; put the prompt in it",
+     False),
+    ([b"--prompt=def f\xff(x):"], r"--prompt is not UTF-8 text .*--prompt_file", False),
+    (["--n_tokens", "1000"], r"exceeds the target 'tiny-target''s context window of 256", True),
+    (["--device", "tpu"], r"unknown --device 'tpu'", False),
+    (["--json=maybe"], r"--json is a switch", False),
+    (["--offline", "yes"], r"--offline is a switch and takes no value", False),
+    (["-x"], r"unknown option -x", False),
+    (["--temp", "0.5"], r"unknown option --temp \(see --help\)", False),  # no prefix matching
+    (["--n_tok", "3"], r"unknown option --n_tok: did you mean --n_tokens\?", False),
+    (["--prompt", "-x"], r"--prompt needs a value \(text\); one that starts with - is written "
+                         r"--prompt=VALUE", False),
+    (["--nojson"], r"unknown option --nojson: did you mean --no-json\?", False),
+    (["--json", "--no-json"], r"--json is given twice: keep one", False),
+    (["hello"], r"unexpected argument 'hello'", False),
+    (["--batch", "/nonexistent/prompts.txt"], r"--batch /nonexistent/prompts.txt: no such file",
+     False),
+    (["--batch", "empty.txt"], r"--batch empty.txt: no prompts", False),
+    (["--batch", "binary.txt"], r"--batch binary.txt: cannot read it as UTF-8", False),
+    (["--batch", "empty.txt", "--prompt", "hi"],
+     r"--batch reads its prompts from empty.txt .*drop --prompt$", False),
+    (["--batch", "empty.txt", "--prompt_file", "p.txt"], r"drop --prompt_file", False),
+    (["--target", "gpt-17"], r"gpt-17", True),
+    (["--target", "gpt2"], r"gpt2.*(offline|cache)", True),
+    (["--draft", "gpt2"], r"gpt2.*(offline|cache)", True),
+    (["--target", "./typo"], r"local folder typo does not exist", False),
+    (["--target", "../x"], r"local folder \.\./x does not exist", False),
+    (["--target", "owner/..name"], r"unknown model 'owner/\.\.name'.*repo id", False),
+    (["--target", "a/b/c"], r"unknown model 'a/b/c'", False),
+]
+
+BENCH_CASES = [
+    (["-m", "bench.harness", "--K", "0"], r"--K must be >= 1"),
+    (["-m", "bench.harness", "--target", "ngram"], r"--target ngram: the n-gram model drafts only"),
+    (["-m", "bench.eagle", "--target", "ngram"], r"--target ngram: the n-gram model drafts only"),
+    (["-m", "bench.eagle", "--record", "."],
+     r"--record \. holds no eagle.json: give the folder of the EAGLE head"),
+    (["-m", "bench.token_trees", "--max_depth", "1"], r"--max_depth must be >= 2; got 1"),
+    (["-m", "bench.token_trees", "--record", "."],
+     r"--record \. is not the folder of tiny-target, the target "
+     r"measured"),
+    (["-m", "bench.token_trees", "--record", str(ROOT / "gpt2" / "assets" / "tiny-target"),
+      "--temperatures", "0"],
+     r"--record stores the vectors at temperatures 0 and 1: include both in --temperatures"),
+    (["-m", "bench.harness", "--temperatures", "0,x"], r"--temperatures must be a number; got 'x'"),
+    (["-m", "bench.harness", "--temperatures", "0,,1"],
+     r"--temperatures must be numbers, comma-separated"),
+    (["-m", "bench.harness", "--sweep_K", "1,100"], r"--sweep_K must be <= 64"),
+    (["-m", "bench.harness", "--out", "nodir/t.md"],
+     r"--out nodir/t.md: the folder .* does not exist"),
+    (["-m", "bench.harness", "--out", "/proc/t.md"],
+     r"--out /proc/t.md: cannot write in /proc \(.*\): give a folder "
+                                                     # found before the benchmark, not after
+                                                     "you can write to"),
+    (["-m", "bench.harness", "--seeds", "1.5"], r"--seeds must be an integer"),
+    (["-m", "bench.harness", "--n_promts", "3"], r"did you mean --n_prompts\?"),
+    (["-m", "bench.trees"], r"nothing to measure"),
+    (["-m", "bench.trees", "--build", str(ROOT / "gpt2" / "assets" / "tiny-target" / "medusa"),
+      "--drafting"],
+     r"--build DIR only writes DIR/medusa_choices.json and measures nothing: run it alone"),
+    (["-m", "bench.trees", "--build", "badheads"],
+     r"badheads/heads.json: has no accuracy.rank_share"),
+    (["-m", "bench.trees", "--build", "brokenheads"], r"brokenheads/heads.json: not valid JSON"),
+    (["-m", "bench.batch", "--method", "greedy"],
+     r"--method greedy is greedy-only: pass --temperature 0"),
+    (["-m", "bench.batch", "--method", "medusa", "--pair", "124M"], r"use --pair tiny"),
+    (["-m", "bench.trees", "--medusa", "/nope"], r"/nope holds no heads.json"),
+    (["-m", "bench.trees", "--budgets", "7,x"], r"--budgets must be an integer"),
+    (["-m", "bench.trees", "--pld_sweep", "0"], r"--pld_sweep must be >= 1"),
+    (["-m", "bench.trees", "--build", "/nonexistent"], r"--build /nonexistent: no such folder"),
+    (["-m", "bench.trees", "--drafting", "--greedy"], r"did you mean --greedy_only\?"),
+    (["-m", "bench.load", "--shapes", "7B"], r"unknown --shapes '7B': choose one of 124M, 355M"),
+    (["-m", "bench.load", "--K", "-1"], r"--K must be >= 1"),
+    (["-m", "bench.peers", "--n_tokens", "nan"], r"--n_tokens must be an integer"),
+    (["-m", "bench.peers", "--drafts", "x"], r"did you mean --draft\?"),
+    (["-m", "bench.readme", "--check", "--fix"], r"unknown option --fix"),
+]
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """A fresh folder with the files some cases name (a prompts file, an empty one, a binary
+    one)."""
+    (tmp_path / "prompts.txt").write_text("def f(x):\nimport os\n")
+    (tmp_path / "p.txt").write_text("def f(x):")
+    (tmp_path / "empty.txt").write_text("\n\n")
+    (tmp_path / "binary.txt").write_bytes(b"\xff\xfe\x00bad")
+    (tmp_path / "blank.txt").write_text("")
+    # heads.json without a record, not JSON
+    for name, text in (("badheads", '{"n_heads": 2}'), ("brokenheads", "{")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "heads.json").write_text(text)
+    (tmp_path / "fake").mkdir()
+    # an EAGLE record that is not the head measured
+    (tmp_path / "fake" / "eagle.json").write_text("{}")
+    return tmp_path
+
+
+@pytest.mark.parametrize("args, message, loads", MAIN_CASES,
+                         ids=[" ".join(map(str, c[0]))[:60] for c in MAIN_CASES])
+def test_main_refuses_bad_command_lines(args, message, loads, folder):
+    before = files_under(folder)
+    r = run_here(["main.py", *args], folder)
+    assert_refused(r, message, folder, before, max_seconds=None if loads else FAST)
+
+
+@pytest.mark.parametrize("args, message", BENCH_CASES,
+                         ids=[" ".join(c[0])[:60] for c in BENCH_CASES])
+def test_benchmarks_refuse_bad_command_lines(args, message, folder):
+    before = files_under(folder)
+    assert_refused(run_here(args, folder), message, folder, before, max_seconds=FAST)
+
+
+
+PROCESS_CASES = [(["main.py", "--temprature", "0.8"], r"did you mean --temperature\?"),
+                 (["main.py", b"--prompt=def f\xff(x):"], r"--prompt is not UTF-8 text"),
+                 (["main.py", "--target", "./typo"], r"local folder typo does not exist"),
+                 (["-m", "bench.harness", "--K", "0"], r"--K must be >= 1"),
+                 (["-m", "picospec.check", "--samples", "x"], r"--samples must be an integer")]
+
+
+@pytest.mark.parametrize("args, message", PROCESS_CASES,
+                         ids=[str(c[0][:3])[:60] for c in PROCESS_CASES])
+def test_a_refusal_in_a_real_process_is_exit_2_and_one_line(args, message, folder):
+    """The tables above run in this process (tests/support/clitools.py run_here); a few run as a
+    user starts them, so that the exit status, the one line on stderr and the argv decoding are
+    those of a real Python process."""
+    before = files_under(folder)
+    r = run_cli(args, folder)
+    assert r.returncode == 2
+    assert_refused(r, message, folder, before)
+
+ROOM_CASES = [
+    (["-m", "bench.harness", "--drafts", "ngram", "--prompt_tokens", "64", "--n_tokens", "185",
+      "--prompt_lookup",
+      "--out", "t.md"],
+      r"--prompt_tokens 64 \+ \d+ for the copy-heavy prompts \+ --n_tokens 185 = \d+ tokens, more "
+                        r"than the model's context window of 256: lower --prompt_tokens or "
+                        r"--n_tokens"),
+    (["-m", "bench.harness", "--drafts", "ngram", "--prompt_tokens", "200", "--n_tokens", "57"],
+     r"= 257 tokens"),
+    (["-m", "bench.eagle", "--n_tokens", "250"],
+     r"--prompt_tokens 64 \+ --n_tokens 250 = 314 tokens"),
+    (["-m", "bench.trees", "--drafting", "--n_tokens", "190"],
+     r"copy-heavy prompts \+ --n_tokens 190"),
+    (["-m", "bench.token_trees", "--n_tokens", "250"], r"= 314 tokens"),
+    (["-m", "bench.eagle", "--record", "fake"],
+     r"--record fake is not the EAGLE head measured \(.*tiny-target/eagle\)"),
+    (["-m", "bench.peers", "--draft", "ngram"],
+     r"--draft ngram: transformers runs the same checkpoints as picospec, "
+                                                r"and the n-gram has none"),
+    (["-m", "bench.batch", "--n_tokens", "200"],
+     r"the longest prompt's 66 tokens \+ --n_tokens 200 = 266 tokens, "
+                                                 r"more than the model's context window of 256: "
+                                                 r"lower --n_tokens$"),
+]
+
+
+@pytest.mark.parametrize("args, message", ROOM_CASES, ids=[" ".join(c[0])[:60] for c in ROOM_CASES])
+def test_benchmarks_refuse_prompts_that_do_not_fit_before_any_run(args, message, folder):
+    """Prompt and new tokens beyond the context window: one line once the model has loaded, before
+    the first run (bench.harness used to run its whole main table, then fail in the prompt lookup
+    table without writing --out)."""
+    before = files_under(folder)
+    assert_refused(run_here(args, folder), message, folder, before)
+
+
+@pytest.mark.parametrize("args", [["main.py", "--method", "rest"],
+                                  ["-m", "bench.trees", "--drafting", "--n_prompts", "1", "--seeds",
+                                   "1"]])
+def test_a_cache_folder_that_is_a_file_is_refused_before_work(args, folder):
+    """Before a REST datastore build (bench.trees built the datastore for 15 s first)."""
+    (folder / "cache").write_text("not a folder")
+    before = files_under(folder)
+    r = run_here(args, folder, env={"PICOSPEC_CACHE": str(folder / "cache")})
+    assert_refused(r, r"the cache folder .*cache \(PICOSPEC_CACHE\) cannot be made", folder, before,
+                   max_seconds=FAST if args[0] == "main.py" else None)
+
+
+def test_a_hugging_face_cache_that_is_a_file_is_refused_before_a_request(folder):
+    """Online, with the hub at a port nothing listens on: the cache is named first (a request
+    would fail otherwise, and after huggingface_hub's retries)."""
+    (folder / "hf").write_text("not a folder")
+    before = files_under(folder)
+    r = run_cli(["main.py", "--target", "gpt2"], folder,
+                env={"HF_HUB_CACHE": str(folder / "hf"), "PICOSPEC_OFFLINE": "0",
+                     "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert_refused(r, r"^error: cannot write openai-community/gpt2 into the Hugging Face cache "
+                      r".*hf \(a file is in the way: .*hf\); set HF_HUB_CACHE", folder, before,
+                   max_seconds=FAST + 2)  # + a new interpreter's start
+
+
+def test_the_built_in_pair_needs_no_cache_folder(folder):
+    (folder / "cache").write_text("not a folder")
+    r = run_here(["main.py", "--n_tokens", "2", "--runs", "1", "--json"], folder,
+                 env={"PICOSPEC_CACHE": str(folder / "cache")})
+    assert r.returncode == 0, r.stderr
+
+
+def test_there_are_at_least_60_cases_for_main_and_the_benchmarks():
+    """The other commands' tables (tests/cli/test_gpt2.py, tests/cli/test_gpt2_train.py) check that
+    each of their commands has cases."""
+    benches = {args[1] for args, _ in BENCH_CASES}
+    assert len(MAIN_CASES) + len(BENCH_CASES) >= 60
+    assert {"bench.harness", "bench.trees"} <= benches
+
+
+@pytest.mark.parametrize("prompt",
+                         ["Hello, world", "1e5", "-x", "[1,2]", "True", "None", r"a\nb", "a\nb",
+                          "0x10",
+                                    "(1, 2)", "{'a': 1}", "  spaced  ", "--"])
+def test_prompts_arrive_verbatim(prompt, tmp_path):
+    r = run_here(["main.py", f"--prompt={prompt}", "--method", "autoregressive", "--n_tokens", "1",
+                  "--runs", "1", "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompt"] == prompt
+
+
+@pytest.mark.parametrize("prompt", ["123", "a, b", "-1e5", "-3", "1e5", "--x=y"])
+def test_prompts_after_a_space_arrive_verbatim(prompt, tmp_path):
+    """`--prompt 123` stays the text 123 and "a, b" one string; a value that looks like a negative
+    number is a value, and "--x=y" goes after = (--prompt=--x=y)."""
+    args = [f"--prompt={prompt}"] if prompt.startswith("--") else ["--prompt", prompt]
+    r = run_here(["main.py", *args, "--method", "autoregressive", "--n_tokens", "1", "--runs", "1",
+                  "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompt"] == prompt
+
+
+def test_help_lists_every_option_with_its_default(tmp_path):
+    """python main.py -h: every shared option and its default; --method M --help: every option M
+    takes (its own and the shared ones that apply) with its default."""
+    from picospec.methods import METHODS
+    from picospec_app.command import SHARED, options_for
+
+    def shown(o):
+        value = ",".join(map(str, o.default)) if isinstance(o.default, list) else o.default
+        if isinstance(value, str) and not value.isprintable():
+            value = repr(value)
+        return f"(default: {str(value).lower() if o.type is bool else value})"
+
+    for args, options in [([], SHARED)] + [(["--method", m.name], options_for(m)) for m in METHODS]:
+        r = run_here(["main.py", *args, "--help"], tmp_path)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        # one entry per option, its wrapped lines joined (argparse wraps at spaces and hyphens)
+        entries = {e.split()[0].rstrip(","): "".join(e.split())
+                   for e in re.split(r"\n  (?=-)", r.stdout)}
+        for o in options:
+            assert f"--{o.name}" in entries, (args, o.name)
+            if o.default is not None:
+                assert "".join(shown(o).split()) in entries[f"--{o.name}"], (args, o.name)
+
+
+def test_one_escape_rule_for_prompt_and_batch(tmp_path):
+    r = run_here(["main.py", "--prompt", r"a\nb\\n", "--escapes", "--method", "autoregressive",
+                  "--n_tokens", "1", "--runs", "1",
+                 "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompt"] == "a\nb\\n"
+    (tmp_path / "prompts.txt").write_text("def f(x):\\n    return\nimport os\n")
+    for escapes, first in ((["--escapes"], "def f(x):\n    return"),
+                           ([], "def f(x):\\n    return")):
+        r = run_here(["main.py", "--batch", "prompts.txt", "--n_tokens", "4", "--json", *escapes],
+                     tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["prompts"] == [first, "import os"]
+
+
+def test_batch_lines_end_at_newlines_only_and_every_prompt_that_fits_runs(tmp_path):
+    """A form feed or U+2028 inside a line stays in its prompt (str.splitlines would cut there),
+    "\r\n" ends a line as "\n" does, blank lines are skipped; a prompt of 250 tokens with --n_tokens
+    6 fills the 256-token context exactly and runs (with K = 4 drafts per step: the methods stop
+    drafting at the context's end)."""
+    (tmp_path / "prompts.txt").write_bytes("a\x0cb\r\nc\u2028d\n  \n\ne f\n".encode())
+    r = run_here(["main.py", "--batch", "prompts.txt", "--n_tokens", "2", "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompts"] == ["a\x0cb", "c\u2028d", "e f"]
+    (tmp_path / "long.txt").write_text(" x" * 250 + "\n")  # 250 tokens of " x"
+    r = run_here(["main.py", "--batch", "long.txt", "--n_tokens", "6", "--K", "4", "--temperature",
+                  "0", "--json"],
+                tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["prompts"]) == 1 and all(json.loads(r.stdout)["same_output"])
+    (tmp_path / "long.txt").write_text("short\n\n" + " x" * 250 + "\n")  # the long prompt on line 3
+    r = run_here(["main.py", "--batch", "long.txt", "--n_tokens", "7", "--json"], tmp_path)
+    assert (r.returncode == 2
+            and "the prompt on line 3 of long.txt (250 tokens) plus --n_tokens 7 exceeds the "
+                "target 'tiny-target''s context window of 256" in r.stderr)
+
+
+@pytest.mark.parametrize("extra",
+                         [["--temperature", "1e-40"], ["--top_p", "1e-50"],
+                          ["--temperature", "1e308"]])
+def test_extreme_sampling_settings_run(extra, tmp_path):
+    """Settings at the edge of float32 (log p / T overflowing, top_p times the mass underflowing)
+    sample from the limit law instead of failing with an IndexError."""
+    r = run_here(["main.py", "--method", "speculative", "--n_tokens", "4", "--runs", "1", "--json",
+                  *extra], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["runs"][1]["output_ids"]) == 4
+
+
+def test_a_closed_standard_input_is_one_line(tmp_path):
+    """`--prompt_file -` with standard input closed (`<&-` in a shell): Python's sys.stdin is
+    None."""
+    r = subprocess.run(["sh", "-c", f"'{sys.executable}' '{ROOT / 'main.py'}' --prompt_file - <&-"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", "PICOSPEC_OFFLINE": "1"})
+    assert r.returncode == 2 and r.stderr == ("error: --prompt_file -: standard input is closed; "
+                                              "pipe the prompt in or name a file\n"), r.stderr
+
+
+def test_prompt_from_stdin_and_file(tmp_path):
+    text = "def f(x):\n    return x\n"
+    r = run_here(["main.py", "--prompt_file", "-", "--method", "autoregressive", "--n_tokens", "2",
+                  "--runs", "1", "--json"], tmp_path,
+                stdin=text)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompt"] == text
+    (tmp_path / "p.txt").write_text(text)
+    r = run_here(["main.py", "--prompt_file", "p.txt", "--method", "autoregressive", "--n_tokens",
+                  "2", "--runs", "1", "--json"], tmp_path)
+    assert json.loads(r.stdout)["prompt"] == text
+
+
+def test_help_lists_methods_and_a_methods_options(tmp_path):
+    from picospec.methods import METHODS
+
+    for flag in ("-h", "--help"):
+        r = run_here(["main.py", flag], tmp_path)
+        assert r.returncode == 0 and r.stderr == "" and r.seconds < FAST
+        assert all(m.name in r.stdout for m in METHODS) and "--temperature" in r.stdout
+    r = run_here(["main.py", "--method", "medusa", "--help"], tmp_path)
+    assert (r.returncode == 0 and "--posterior" in r.stdout and "--tree" in r.stdout
+            and "--K" not in r.stdout)
+    assert files_under(tmp_path) == []
+
+
+def test_ctrl_c_during_a_datastore_build_exits_130_and_leaves_nothing(tmp_path):
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
+           "PICOSPEC_CACHE": str(tmp_path / ".cache"), "HOME": str(tmp_path)}
+    p = subprocess.Popen([sys.executable, str(ROOT / "main.py"), "--method", "rest", "--datastore",
+                          "store.npz",
+                          "--build_datastore"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE,
+                         text=True, preexec_fn=sigint_as_in_a_terminal)
+    deadline = time.time() + 60
+    while ("building the REST datastore" not in (line := p.stderr.readline())
+           and time.time() < deadline):
+        assert line or p.poll() is None, "the build never started"
+    time.sleep(1)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "store.npz").exists() and not list(tmp_path.glob("store.npz*"))
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
+           "HOME": str(tmp_path)}
+    p = subprocess.Popen([sys.executable, str(ROOT / "main.py"), "--method", "autoregressive",
+                          "--n_tokens", "30"],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # like `| head -c 0`: nobody reads the output
+    err = p.stderr.read().decode()
+    p.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert p.returncode != 0

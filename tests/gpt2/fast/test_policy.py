@@ -1,0 +1,192 @@
+"""The CPU policies (gpt2/fast/policy.py): BLAS threads chosen by model size and free cores,
+overridable, applied inside an engine's own calls (the count is read back from the BLAS library
+there) and restored after them; weight panels where the BLAS has a direct SGEMM."""
+import json
+
+import pytest
+
+from gpt2.fast import policy
+
+from tests.support.clitools import run_here
+
+# a runtime requirement; absent only where requirements.txt was not installed
+pytest.importorskip("threadpoolctl")
+
+
+def test_small_models_get_one_thread_and_the_library_reports_it_inside_a_call():
+    threads = policy.Threads(5_850_000)
+    report = threads.report()
+    assert report["threads"] == 1 and "small model" in report["why"] and report["blas"] == 1
+
+
+FREE = (2, 2, "2.0 idle now")  # free_cores()'s figures on a quiet 2-core machine
+
+
+def test_large_models_get_the_free_cores():
+    assert policy.choose_threads(124_000_000, free=(3, 4, "3.2 idle now")) == (
+        3, "3 of 4 cores free (3.2 idle now)")
+    cpus = policy.usable_cores()[0]  # nobody measured: every usable core, and no wait for it
+    assert policy.choose_threads(124_000_000) == (cpus, f"{cpus} of {cpus} cores free (not "
+                                                        f"measured)")
+
+
+def test_the_app_measures_the_machine_once_and_the_engines_take_its_figures(monkeypatch):
+    from gpt2.engine import GPT2
+    from tests.support.micro import random_gpt2
+    from picospec_app.settings import Settings, engine_choices
+
+    calls = []
+    monkeypatch.setattr(policy, "free_cores", lambda: calls.append(1) or (1, 2, "1.0 idle now"))
+    choices = engine_choices(Settings())
+    assert calls == [1] and choices["free"] == (1, 2, "1.0 idle now")
+    model = GPT2(*random_gpt2(), **choices)
+    assert model.forward.threads.wide == (1, "1 of 2 cores free (1.0 idle now)") and calls == [1]
+    assert engine_choices(Settings(), threads=2)["free"] is None and calls == [1]  # asked: no need
+
+
+def test_a_request_wins():
+    assert policy.choose_threads(5_000_000, requested=3)[0] == 3
+    assert policy.choose_threads(124_000_000, requested=2)[0] == 2
+
+
+def test_free_cores_never_below_one():
+    free, cpus, how = policy.free_cores()
+    assert 1 <= free <= cpus
+
+
+def test_a_busy_core_is_seen_at_once():
+    """/proc/stat, measured while one process spins on one of this process's cores: that core is not
+    idle. (The 1-minute load average would take a minute to see it, and counts this process's own
+    past work as busy.)"""
+    import multiprocessing
+    import os
+    import time
+
+    if policy.idle_cpus({0}) is None:
+        pytest.skip("no /proc/stat here: free_cores falls back to the load average")
+    cpu = min(os.sched_getaffinity(0))
+    spinner = multiprocessing.get_context("spawn").Process(target=spin_on, args=(cpu,), daemon=True)
+    spinner.start()
+    try:
+        time.sleep(0.5)
+        assert policy.idle_cpus({cpu}, seconds=0.3) < 0.2
+    finally:
+        spinner.terminate()
+        spinner.join()
+
+
+def spin_on(cpu):
+    import os
+
+    os.sched_setaffinity(0, {cpu})
+    while True:
+        pass
+
+
+@pytest.mark.parametrize("args, env, expected", [([], {}, 1), (["--threads", "2"], {}, 2),
+                                                  ([], {"PICOSPEC_THREADS": "2"}, 2)])
+def test_main_applies_and_reports_the_policy(args, env, expected, tmp_path):
+    r = run_here(["main.py", "--method", "autoregressive", "--n_tokens", "2", "--runs", "1",
+                  "--json", *args], tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    threads = json.loads(r.stdout)["threads"]
+    # read from the library inside an engine call
+    assert threads["threads"] == expected and threads["blas"] == expected
+
+
+def test_wide_forwards_get_the_free_cores_on_small_models_only():
+    assert policy.choose_wide(5_850_000, 1, free=FREE) == (2, "2 of 2 cores free (2.0 idle now)")
+    # a large model: its own count
+    assert policy.choose_wide(124_000_000, 3, free=FREE) == (3, "as every product")
+    # --threads decides all
+    assert policy.choose_wide(5_850_000, 1, requested=1, free=FREE) == (1, "as every product")
+
+
+def test_no_wide_count_and_no_scope_on_a_gpu(monkeypatch):
+    from picospec_app.machine import wide_line
+
+    assert policy.Threads(5_850_000, free=FREE).report()["wide"]["threads"] == 2
+    gpu = policy.Threads(5_850_000, device="gpu", free=FREE)
+    report = gpu.report()
+    assert report["wide"]["threads"] == 1 and wide_line(report) == ""
+    with policy.blas_limit(2):
+        with gpu.scope(100):
+            assert policy.blas_threads() == 2
+
+
+@pytest.mark.parametrize("engine_kind", ["single", "batched", "self_draft", "eagle"])
+def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, engine_kind):
+    """Inside a forward of WIDE_ROWS token rows or more (layers and LM head) the BLAS library
+    reports the engine's wide count; a short forward runs on its own count; after either, the
+    process has the count it had before."""
+    import numpy as np
+
+    import gpt2.engine as engine
+    import gpt2.self_draft as self_draft
+    from gpt2.eagle import EagleHead, init_eagle
+    from tests.support.micro import random_gpt2
+
+    seen = []
+
+    def spy(f):
+        def g(*args, **kwargs):
+            seen.append(policy.blas_threads())
+            return f(*args, **kwargs)
+        return g
+
+    hparams, params = random_gpt2(n_ctx=128, n_embd=32, n_head=2)
+    model = engine.GPT2(hparams, params, ops="cpu", free=FREE)
+    threads = model.forward.threads
+    assert (threads.n, threads.wide[0]) == (1, 2)
+    # every product of the forward and the LM head records the count it ran on
+    object.__setattr__(model.forward, "ops", model.forward.ops._replace(
+        matmul=spy(model.forward.ops.matmul)))
+    if engine_kind == "batched":
+        model = engine.BatchGPT2(model, 8)
+        wide, narrow = (lambda: model([list(range(10))] * 8, 5)), (lambda: model([[1, 2]] * 8))
+    elif engine_kind == "self_draft":  # the target side's verification: every sublayer, the head
+        sd = self_draft.SelfDraft(hparams, model.params, skip=[1], forward=model.forward)
+        model = self_draft.BatchSelfDraft(sd, 8).target
+        wide, narrow = (lambda: model([list(range(10))] * 8, 5)), (lambda: model([[1, 2]] * 8))
+    elif engine_kind == "eagle":
+        head, config = init_eagle(hparams["n_embd"], 2, np.random.default_rng(0))
+        eagle = EagleHead(head, config, model.params["wte"], 64, model.forward.ops, threads)
+        F = np.zeros((40, hparams["n_embd"]), np.float32)
+        wide, narrow = (lambda: eagle(list(range(41)), F)), (lambda: eagle([1, 2], F[:1]))
+    else:
+        wide, narrow = (lambda: model(list(range(40)), 40)), (lambda: model([1, 2]))
+    with policy.blas_limit(3):
+        wide()
+        if engine_kind == "eagle":  # its LM head multiplies the last pair's guess only: one row
+            assert seen.pop() == 1
+        assert seen and set(seen) == {2}  # every product of the 40-row forward ran on 2 threads
+        seen.clear()
+        narrow()
+        assert seen and set(seen) == {1}
+        assert policy.blas_threads() == 3
+
+
+def test_building_engines_changes_nothing_in_the_process(monkeypatch):
+    """Library code (a notebook, a benchmark) gets main.py's policy in each engine it builds, a
+    small draft its own count beside a large target's, and the process keeps its count."""
+    import gpt2.engine as engine
+    from tests.support.micro import random_gpt2
+
+    with policy.blas_limit(3):
+        small = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=32, n_head=2), free=FREE)
+        monkeypatch.setattr(policy, "SMALL_MODEL", small.n_params + 1)
+        large = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=48, n_head=2), free=FREE)
+        asked = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=48, n_head=2), threads=1, free=FREE)
+        assert (small.forward.threads.n, large.forward.threads.n, asked.forward.threads.n) \
+            == (1, 2, 1)
+        assert policy.blas_threads() == 3
+
+
+def test_panels_where_the_blas_has_a_direct_sgemm(monkeypatch):
+    monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", "SkylakeX"))
+    assert policy.panel_policy(5_000_000)["on"]
+    assert not policy.panel_policy(policy.PANEL_MAX_PARAMS + 1)["on"]
+    assert not policy.panel_policy(5_000_000, requested=False)["on"]
+    monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", "Haswell"))
+    assert not policy.panel_policy(5_000_000)["on"]
+    assert policy.panel_policy(5_000_000, requested=True)["on"]

@@ -1,0 +1,288 @@
+"""picospec.check, the public checker: its pieces against references, its command line, and its
+verdicts.
+
+Through the command, as CI runs it: every picospec verifier passes its contract's whole battery, and
+every deliberately broken sampler (tests/support/broken_samplers.py) fails at least one case.
+Samplers picospec did not write (tests/support/outside_samplers.py: transformers' speculative
+sampling step, a vLLM-style rejection sampler in torch) pass. Samples per case here are 4,000 (tv90
+about 0.07) to keep CI short; the README's verdicts use the default 20,000. The bugs that only a
+draft within 0.05 of the target shows (guards on the residual's mass) are too rare an event for
+4,000 sequences: they are checked on that case alone at the default 20,000.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from picospec.check.__main__ import load, main
+from picospec.check.battery import DEFAULT_SAMPLES, check_case, check_sampler
+from picospec.check.cases import CASES
+from picospec.check.drivers import LowestUniforms
+from picospec.check.exact_law import Toy, chi2_sf, exact_law, index, law_vector, random_toy
+from picospec.batched.rejection import rejection_sample
+from picospec.verify import verify_chain
+
+from tests.support import broken_samplers
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = 4000
+RIGHT = {"chain": "picospec.verify:verify_chain", "tree": "picospec.verify:verify_tree",
+         "tree_without_replacement": "picospec.verify:verify_without_replacement",
+         "rejection": "picospec.batched.rejection:rejection_sample"}
+BROKEN = {"chain": broken_samplers.CHAIN, "tree": broken_samplers.TREE,
+          "tree_without_replacement": broken_samplers.WITHOUT_REPLACEMENT,
+          "rejection": broken_samplers.REJECTION}
+CLOSE_DRAFT = {"small_residual_guard", "without_replacement_small_residual_guard",
+               "batched_small_residual_guard"}
+
+
+def command(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "picospec.check", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("contract", list(RIGHT))
+def test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one(contract):
+    """One command per contract (its negative controls run once): picospec's verifier, then the
+    broken samplers."""
+    broken = [f"tests/support/broken_samplers.py:{name}" for name in BROKEN[contract]
+              if name not in CLOSE_DRAFT]
+    out = command(RIGHT[contract], *broken, "--contract", contract, "--samples", str(SAMPLES),
+                  "--first_failure", "--json")
+    assert out.returncode == 1, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    assert report["controls"] and all(c["caught_by"] for c in report["controls"])
+    right, *wrong = report["results"]
+    assert [r["sampler"] for r in report["results"]] == [RIGHT[contract]] + broken
+    assert right["verdict"] == "pass" and len(right["cases"]) == len(CASES[contract])
+    assert all(c["verdict"] == "pass" and c["samples"] == SAMPLES for c in right["cases"])
+    for r in wrong:
+        assert r["verdict"] == "fail" and r["cases"][-1]["verdict"] == "FAIL", r
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("contract, name",
+                         [(c, name) for c in BROKEN for name in BROKEN[c] if name in CLOSE_DRAFT])
+def test_a_bug_only_a_close_draft_shows_fails_its_case_at_the_default_samples(contract, name):
+    [number] = [i for i, case in enumerate(CASES[contract], 1) if case.draft[0] == "swap"]
+    report = check_sampler(getattr(broken_samplers, name), contract, cases=[number], controls=False)
+    assert report.cases[0].samples == DEFAULT_SAMPLES and report.verdict == "fail", report
+    # picospec's, beside it
+    right = check_sampler(load(RIGHT[contract]), contract, cases=[number], controls=False)
+    assert right.verdict == "pass", right
+
+
+def test_the_swap_draft_differs_from_the_target_on_two_tokens_per_row():
+    """The cases "draft = target but 2 tokens": the residual max(0, q - p) is d = 0.04 on q's top
+    token, every row."""
+    for contract in CASES:
+        for case in [c for c in CASES[contract] if c.draft[0] == "swap"]:
+            q, p = case.laws()  # [V, V, V] each
+            residual = np.maximum(q - p, 0)
+            assert np.allclose(residual.sum(-1),
+                               case.draft[1]) and ((~np.isclose(q, p)).sum(-1) == 2).all()
+            assert (residual.argmax(-1) == q.argmax(-1)).all() and np.allclose(p.sum(-1), 1)
+
+
+def test_table_and_exit_status_of_a_failing_sampler():
+    out = command("tests/support/broken_samplers.py:last_residual_skipped",
+                  "--samples", str(SAMPLES), "--cases", "2")
+    assert out.returncode == 1
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("tests/support/broken_samplers.py:last_residual_skipped: "
+                               "contract chain, 4,000 sequences")
+    assert "resample_from_target caught by case 2" in lines[1]
+    assert any(line.split()[:3] == ["2", "V=3", "K=1"] and line.endswith("FAIL") for line in lines)
+    assert "observed" in out.stdout and lines[-1].startswith("verdict: fail (0 of 1 cases passed")
+
+
+def test_without_power_there_is_no_verdict():
+    """At 100 sequences a negative control (resample from the target) passes: the command refuses to
+    judge."""
+    out = command(RIGHT["chain"], "--samples", "100", "--cases", "2")
+    assert out.returncode == 3, out.stdout
+    assert "resample_from_target NOT CAUGHT" in out.stdout and "no verdict" in out.stdout
+    assert check_sampler(verify_chain, samples=100, cases=[2]).verdict == "no verdict"
+
+
+def test_check_sampler_returns_a_verdict_per_case():
+    report = check_sampler(verify_chain, "chain", samples=2000, cases=[2, 9])
+    assert report.verdict == "pass"
+    assert [c.name for c in report.cases] == [CASES["chain"][1].name, CASES["chain"][8].name]
+    assert all(0 < c.tv90 < 0.2 and c.p_value >= 1e-4 for c in report.cases)
+    assert [name for name, _ in report.controls] == ["resample_from_target", "bonus_from_draft"]
+    broken = check_sampler(broken_samplers.ratio_inverted, samples=2000, cases=[2], controls=False)
+    assert broken.verdict == "fail" and broken.cases[0].p_value < 1e-10
+
+
+def test_the_support_case_hands_the_sampler_zero_uniforms():
+    rng = LowestUniforms(np.random.PCG64(0))
+    assert rng.random() == 0.0 and not rng.random(3).any() and 0 <= rng.integers(5) < 5
+    assert rng.uniform() == 0.0 and not rng.uniform(size=(2, 3)).any() and rng.uniform(2, 5) == 2
+    # the draft's token 1 is forbidden by q
+    P, Q = np.array([[0.0, 1.0]]), np.array([[1.0, 0.0], [0.5, 0.5]])
+    assert verify_chain([1], P, Q, rng)[:2] == (0, 0)
+    # u = 0 <= q/p = 0: the forbidden token is kept
+    assert broken_samplers.ties_toward_draft([1], P, Q, rng)[0] == 1
+    # the same through rng.uniform()
+    assert broken_samplers.ties_toward_draft_by_uniform([1], P, Q, rng)[0] == 1
+
+
+def wrong_count(drafts, P, Q, rng):
+    return len(drafts) + 1, 0
+
+
+def wrong_token(drafts, P, Q, rng):
+    return 0, P.shape[-1]
+
+
+def raises(drafts, P, Q, rng):
+    raise RuntimeError("boom")
+
+
+def exits(drafts, P, Q, rng):
+    raise SystemExit(3)  # a sampler that calls sys.exit(3)
+
+
+def wrong_path(tokens, parents, Q, rng, P=None):
+    return [2], 0  # node 2 is not a child of the root: parents = (-1, -1, 0, 0)
+
+
+def wrong_shape(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
+    return draft_token_ids
+
+
+def skips_a_draft(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
+    out = rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                           rng=rng)
+    out[:, 0] = np.where(out[:, 1] >= 0, (draft_token_ids[:, 0] + 1) % draft_probs.shape[-1],
+                         out[:, 0])
+    return out
+
+
+@pytest.mark.parametrize("fn, contract, case, message", [
+    (wrong_count, "chain", 2, "n_accepted = 3 with K = 2"),
+    (wrong_token, "chain", 1, "token ids in [0, 3)"),
+    (raises, "chain", 1, "RuntimeError: boom"), (exits, "chain", 1, "SystemExit: 3"),
+    (wrong_path, "tree", 1, "is not a root-to-node path"),
+    (wrong_shape, "rejection", 2, "expected integer ids [200, 3]"),
+    (skips_a_draft, "rejection", 2, "accepted drafts"),
+])
+def test_a_broken_contract_fails_its_case_with_a_reason(fn, contract, case, message):
+    result = check_case(fn, contract, CASES[contract][case], 200, (0, case))
+    assert result.verdict == "error" and message in result.detail, result
+
+
+def test_chi2_sf_by_hand():
+    assert abs(chi2_sf(3.841458820694124, 1) - 0.05) < 1e-12
+    for x in (0.5, 7.0, 300.0):  # df = 2: exactly exp(-x / 2)
+        assert abs(chi2_sf(x, 2) - np.exp(-x / 2)) <= 1e-13 * np.exp(-x / 2)
+
+
+def test_chi2_sf_agrees_with_scipy():
+    chi2 = pytest.importorskip("scipy.stats").chi2
+    for df in (1, 2, 3, 7, 30, 124, 242, 1000):
+        for x in np.concatenate([chi2.isf([0.9, 0.5, 0.1, 1e-2, 1e-4, 1e-8, 1e-30], df),
+                                 [1e-3, df + 0.5]]):
+            assert abs(chi2_sf(x, df) - chi2.sf(x, df)) <= 1e-10 * chi2.sf(x, df) + 1e-300, (x, df)
+
+
+def test_exact_law_by_hand_and_as_a_vector():
+    """A toy whose next token is always 'last + 1 mod 2' with probability 0.75: the law of 2 tokens
+    after [0]."""
+    table = np.zeros((2, 2, 2))
+    table[:, 0], table[:, 1] = [0.25, 0.75], [0.75, 0.25]
+    assert exact_law(Toy(table), [0], 2) == {(0, 0): 0.0625, (0, 1): 0.1875, (1, 0): 0.5625,
+                                             (1, 1): 0.1875}
+    assert law_vector(Toy(table), [0], 2).tolist() == [0.0625, 0.1875, 0.5625, 0.1875]
+    assert index([2, 0, 1], 3) == 19 and law_vector(random_toy(3, 7), [1],
+                                                    5).sum() == pytest.approx(1, abs=1e-12)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["picospec.verify:verify_chain", "--sample", "5000"],
+     "unknown option --sample: did you mean --samples?"),
+    (["picospec.verify:verify_chain", "--samples", "ten"],
+     "--samples must be an integer; got 'ten'"),
+    (["picospec.verify:verify_chain", "--samples", "5"], "--samples must be >= 100; got 5"),
+    (["picospec.verify:verify_chain", "--samples"], "--samples needs a value"),
+    (["picospec.verify:verify_chain", "--samples", "200", "--samples=300"],
+     "--samples is given twice: keep one"),
+    (["picospec.verify:verify_chain", "--json", "--no-json"], "--json is given twice: keep one"),
+    (["picospec.verify:verify_chain", "--contract", "chian"],
+     "unknown --contract 'chian' (did you mean chain?)"),
+    (["picospec.verify:verify_chain", "--cases", "0"], "--cases must be >= 1; got 0"),
+    (["picospec.verify:verify_chain", "--cases", "2,12"], "the chain battery has cases 1 to 11"),
+    (["picospec.verify:verify_chain", "--json=maybe"], "--json is a switch"),
+    (["--seed", "1"], "name the sampler to check as MODULE:FUNCTION"),
+    (["verify_chain"], "give the sampler as MODULE:FUNCTION"),
+    (["picospec.nowhere:f"], "cannot import picospec.nowhere: No module named 'picospec.nowhere'"),
+    (["picospec.verify:verify_chian"],
+     "has no function 'verify_chian': did you mean verify_chain?"),
+    (["missing/file.py:f"], "missing/file.py: no such file"),
+    (["picospec.verify:verify_chain", "--power"],
+     "--power measures the checker itself and takes no sampler"),
+    (["EXITS.py:f"], "importing EXITS.py raised SystemExit: 4"),
+])
+def test_usage_errors_are_one_line(capsys, argv, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # a module that exits when imported
+    (tmp_path / "EXITS.py").write_text("import sys\nsys.exit(4)\n")
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+
+
+def test_usage_error_from_the_shell_and_help():
+    out = command("picospec.verify:verify_chain", "--temperature", "0.5")
+    assert out.returncode == 2 and out.stderr.startswith("error: unknown option --temperature")
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    out = command("--help")
+    assert out.returncode == 0 and out.stdout.startswith("usage: python -m picospec.check "
+                                                         "MODULE:FUNCTION")
+    assert "uniforms at 0: support" in out.stdout and "exit status" in out.stdout
+
+
+# Samplers nobody here wrote. transformers' step is slow per call (torch), so CI checks two cases at
+# 1,000 sequences; the README's verdict is the whole battery at 20,000.
+
+@pytest.mark.slow
+def test_vllm_style_rejection_sampler_passes():
+    outside = pytest.importorskip("tests.support.outside_samplers", exc_type=ImportError)
+    report = check_sampler(outside.vllm_style, "rejection", samples=SAMPLES, controls=False)
+    assert report.verdict == "pass", report
+
+
+def test_transformers_speculative_sampling_passes():
+    outside = pytest.importorskip("tests.support.outside_samplers", exc_type=ImportError)
+    report = check_sampler(outside.hf_chain, "chain", samples=1000, cases=[2, 8], controls=False)
+    assert report.verdict == "pass", report
+
+
+def test_transformers_ensemble_verification_is_not_lossless():
+    """assistant_ensemble_weight < 1 is documented as biased; the checker sees the bias at once."""
+    outside = pytest.importorskip("tests.support.outside_samplers", exc_type=ImportError)
+    report = check_sampler(outside.hf_ensemble, "chain", samples=1000, cases=[2], controls=False)
+    assert report.verdict == "fail" and report.cases[0].p_value < 1e-10
+
+
+def test_transformers_breaks_the_tie_toward_the_draft(monkeypatch):
+    """The smallest law that shows it: V = 2, the draft proposes token 1, the target forbids it (q =
+    [1, 0]). transformers accepts when r <= p_i / q_i (its letters), so the float32 uniform r = 0
+    (probability 2^-24 per draw) keeps the forbidden token. No sampled law can show an event that
+    rare; handing the step r = 0 does."""
+    pytest.importorskip("tests.support.outside_samplers", exc_type=ImportError)
+    import torch
+    from transformers.generation import utils
+
+    monkeypatch.setattr(utils.torch, "rand_like", torch.zeros_like)
+    draft, target = torch.tensor([[[-np.inf, 0.0]]]), torch.tensor([[[0.0, -np.inf], [0.0, 0.0]]])
+    tokens, n = utils._speculative_sampling(torch.tensor([[1]]), draft, 1, target)
+    assert int(n) == 1 and tokens[0, 0] == 1  # a token of target probability 0 was kept
+    assert verify_chain([1], np.array([[0.0, 1.0]]), np.array([[1.0, 0.0], [0.5, 0.5]]),
+                        # picospec's rule (u < q/p) rejects it
+                        LowestUniforms(np.random.PCG64(0)))[1] == 0

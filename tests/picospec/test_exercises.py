@@ -1,0 +1,272 @@
+"""picospec.exercises: every exercise passes with the project's answer and fails with each wrong
+answer it keeps, with the verdict expected (the first failing case of the checker's battery, or
+the smallest case where the output differs, worked out by hand); the command's exit status and
+its one-line usage errors; grading a notebook's answer cells and its hand-out copy."""
+import json
+from pathlib import Path
+
+import pytest
+
+from picospec.exercises import EXERCISES
+from picospec.exercises.answers import TAG
+
+from tests.support.clitools import ROOT, assert_refused, run_cli, run_here
+
+SAMPLES = 2_000  # sequences per case of the law-graded exercises (tv90 about 0.1)
+NOTEBOOK = ROOT / "notebooks" / "exercises.ipynb"
+
+
+def answer(name):
+    """The function the exercise's ANSWER (the project's answer cell) defines."""
+    namespace = {}
+    exec(EXERCISES[name].ANSWER, namespace)
+    return namespace[name]
+
+
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_the_projects_answer_passes(name):
+    verdict = EXERCISES[name].grade(answer(name), samples=SAMPLES)
+    assert verdict.passed, str(verdict)
+    assert verdict.line() == "pass" and str(verdict).startswith(f"{name}: pass")
+
+
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_the_stub_is_not_answered(name):
+    namespace = {}
+    exec(EXERCISES[name].STUB, namespace)
+    verdict = EXERCISES[name].grade(namespace[name], samples=SAMPLES)
+    assert not verdict.passed and verdict.failed == "not answered"
+
+
+# (exercise, wrong answer, where it fails: the battery's case, or the part of the output and the
+# smallest case that shows it)
+WRONG = [
+    ("residual", "not_renormalised", "values", "q=[0.5, 0.5], p=[0.9, 0.1]"),
+    ("residual", "draft_minus_target", "values", "q=[0.5, 0.5], p=[0.9, 0.1]"),
+    ("verify_chain", "resample_from_target", "case 2. V=3 K=1", None),
+    ("verify_chain", "ratio_inverted", "case 1. uniforms at 0: support", None),
+    ("verify_chain", "ties_toward_draft", "case 1. uniforms at 0: support", None),
+    ("verify_chain", "bonus_from_draft", "case 2. V=3 K=1", None),
+    ("medusa_buffers", "siblings_see_each_other", "attn_mask", "choices=[[0], [1], [0, 0]]"),
+    ("medusa_buffers", "positions_from_one", "position_ids", "choices=[[0]]"),
+    ("medusa_buffers", "retrieve_without_root", "retrieve_indices", "choices=[[0]]"),
+    ("typical_accept", "own_row", "kept nodes", None),
+    ("typical_accept", "max_not_min", "kept nodes", None),
+    ("typical_accept", "entropy_in_bits", "kept nodes", None),
+    ("verify_without_replacement", "judged_as_iid", "case 3. V=4 three siblings T=0.7", None),
+    ("verify_without_replacement", "only_previous_removed", "case 4. V=4 three siblings top_k=3",
+     None),
+    ("verify_without_replacement", "no_residual_update", "case 2. V=3 two pairs of siblings",
+     None),
+    ("find_candidates", "last_occurrence", "draft", "x=[0, 0, 0], max_ngram_size=1, "
+     "num_pred_tokens=2"),
+    ("find_candidates", "shortest_first", "draft", "x=[0, 0, 0], max_ngram_size=2, "
+     "num_pred_tokens=2"),
+    ("find_candidates", "matches_itself", "draft", "x=[0, 1, 0], max_ngram_size=2, "
+     "num_pred_tokens=1"),
+    ("longest_suffix", "no_cap", "n", "corpus=[0, 0], context=[0, 0], max_suffix=1"),
+    ("longest_suffix", "needs_a_continuation", "n", "corpus=[0], context=[0], max_suffix=1"),
+    ("longest_suffix", "first_miss", "n", "corpus=[0], context=[0], max_suffix=1"),
+    ("trie", "no_merging", "tokens", "sequences=[[0], [0]]"),
+    ("trie", "merged_by_token", "tokens", "sequences=[[0, 0], [1, 0]]"),
+    ("trie", "counts_at_ends", "counts", "sequences=[[0, 0]]"),
+    ("lookahead_mask", "causal", "mask", "W=2, L=2"),
+    ("lookahead_mask", "column_only", "mask", "W=2, L=1"),
+    ("lookahead_mask", "every_earlier_level", "mask", "W=2, L=2"),
+    ("expected_tokens", "no_own_token", "E", "alpha=0.0, K=1"),
+    ("expected_tokens", "one_draft_short", "E", "alpha=0.5, K=1"),
+    ("expected_tokens", "no_edge_case", "E", "alpha=1.0, K=1"),
+    ("predicted_speedup", "verification_free", "speedup", "E=2.36, c=2.2, K=4, c_d=0.19"),
+    ("predicted_speedup", "one_draft_call", "speedup", "E=2.36, c=2.2, K=4, c_d=0.19"),
+]
+
+
+def test_every_kept_wrong_answer_has_its_expected_verdict():
+    kept = {(m.NAME, w.__name__) for m in EXERCISES.values() for w in m.WRONG}
+    assert kept == {(name, wrong) for name, wrong, _, _ in WRONG}
+    assert all(len(m.WRONG) >= 2 for m in EXERCISES.values())
+
+
+@pytest.mark.parametrize("name, wrong, failed, case", WRONG,
+                         ids=[f"{n}-{w}" for n, w, _, _ in WRONG])
+def test_a_wrong_answer_fails_where_expected(name, wrong, failed, case):
+    module = EXERCISES[name]
+    verdict = module.grade(getattr(module, wrong), samples=SAMPLES)
+    assert not verdict.passed and verdict.failed == failed, str(verdict)
+    text = str(verdict)
+    if hasattr(module, "CONTRACT"):  # the law: the first failing case, with its evidence
+        assert f"first failing case: {failed[5:]}" in text
+        assert "observed" in text and "expected" in text or "the target forbids" in text
+        assert "total variation >= 0.1" in text  # its power at SAMPLES
+    else:  # the smallest case that differs: the output expected and the learner's
+        assert "expected:" in text and "yours:" in text
+        if case is not None:
+            assert f"smallest case that differs ({failed}): {case}\n" in text
+
+
+def test_a_function_that_raises_or_returns_nonsense_fails_with_its_case():
+    trie = EXERCISES["trie"]
+    raising = trie.grade(lambda sequences: 1 / 0)
+    assert raising.failed == "raises" and "raised ZeroDivisionError" in str(raising)
+    assert trie.grade(lambda sequences: 5).failed == "a tuple (tokens, parents, counts)"
+    chain = EXERCISES["verify_chain"].grade(lambda drafts, P, Q, rng: (9, 0), samples=SAMPLES)
+    assert chain.failed == "case 1. uniforms at 0: support" and "contract" in str(chain)
+
+
+def test_no_verdict_when_a_broken_sampler_passes(monkeypatch):
+    """A run that cannot catch the checker's own broken samplers grades nothing as a pass."""
+    from picospec.exercises import grading
+
+    monkeypatch.setattr(grading, "controls", lambda *a: [("resample_from_target", None)])
+    verdict = EXERCISES["verify_chain"].grade(answer("verify_chain"), samples=SAMPLES)
+    assert not verdict.passed and verdict.failed == "no verdict"
+    assert "resample_from_target passed every case" in str(verdict)
+
+
+def write(path, *sources):
+    path.write_text("import numpy as np\n\n" + "\n\n\n".join(sources) + "\n")
+    return path
+
+
+def wrong_source(name, wrong):
+    """A learner's file text: the kept wrong answer under the exercise's name."""
+    return (f"from picospec.exercises.{name} import {wrong}\n\n\n"
+            f"def {name}(*args):\n    return {wrong}(*args)")
+
+
+def test_grade_a_file_exit_0_when_every_answer_passes(tmp_path):
+    path = write(tmp_path / "answers.py", *(EXERCISES[n].ANSWER for n in EXERCISES))
+    r = run_here(["-m", "picospec.exercises", "grade", str(path), "--samples", "300"], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [line.split(":")[0] for line in r.stdout.splitlines()
+            if line.endswith(": pass")] == list(EXERCISES)
+    assert r.stdout.strip().endswith(f"{len(EXERCISES)} exercises graded: all pass")
+
+
+def test_grade_a_file_exit_1_with_the_smallest_case(tmp_path):
+    path = write(tmp_path / "mine.py", EXERCISES["residual"].ANSWER,
+                 wrong_source("trie", "no_merging"))
+    r = run_here(["-m", "picospec.exercises", "grade", str(path)], tmp_path)
+    assert r.returncode == 1 and "residual: pass" in r.stdout and "trie: FAIL" in r.stdout
+    assert "smallest case that differs (tokens): sequences=[[0], [0]]" in r.stdout
+    only = run_here(["-m", "picospec.exercises", "grade", str(path), "--exercise", "residual"],
+                    tmp_path)
+    assert only.returncode == 0 and "trie" not in only.stdout
+
+
+def test_grade_a_folder_one_line_per_learner_and_exercise(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    write(folder / "ada.py", EXERCISES["trie"].ANSWER, EXERCISES["lookahead_mask"].ANSWER)
+    write(folder / "bob.py", wrong_source("lookahead_mask", "causal"))
+    write(folder / "cyd.py", "raise RuntimeError('half written')")
+    write(folder / "dan.py", "def unrelated():\n    return 1")
+    r = run_here(["-m", "picospec.exercises", "grade", str(folder)], tmp_path)
+    lines = [line.split() for line in r.stdout.splitlines()]
+    assert r.returncode == 1, r.stdout
+    assert lines[0][:3] == ["ada.py", "trie", "pass"]
+    assert lines[1][:3] == ["ada.py", "lookahead_mask", "pass"]
+    assert lines[2][:5] == ["bob.py", "lookahead_mask", "FAIL", "at", "mask"]
+    assert lines[3][:3] == ["cyd.py", "-", "FAIL:"] and "RuntimeError: half written" in r.stdout
+    assert lines[4][:3] == ["dan.py", "-", "FAIL:"]
+    assert lines[5] == "1 of 4 learners pass every exercise graded".split() and len(lines) == 6
+    picked = run_here(["-m", "picospec.exercises", "grade", str(folder), "--exercise", "trie"],
+                      tmp_path)
+    assert "bob.py  trie" in picked.stdout and "FAIL: not answered" in picked.stdout
+
+
+@pytest.fixture
+def answers(tmp_path):
+    return write(tmp_path / "answers.py", EXERCISES["trie"].ANSWER)
+
+
+@pytest.mark.parametrize("args, pattern", [
+    ([], "give a command: list, show, template, grade, handout"),
+    (["grde", "x.py"], "give a command.*got 'grde'"),
+    (["grade"], "grade takes one FILE.py, FILE.ipynb or folder; got 0 words"),
+    (["grade", "missing.py"], "missing.py: no such file or folder"),
+    (["grade", "notes.txt"], "notes.txt: give a .py file of answers, a notebook or a folder"),
+    (["grade", "answers.py", "--exercise", "tri"], "unknown --exercise 'tri' \\(did you mean trie"),
+    (["grade", "answers.py", "--exercise", "residual"], "defines no function named residual"),
+    (["grade", "answers.py", "--samples", "10"], "--samples must be >= 100"),
+    (["grade", "empty"], "empty: the folder holds no .py or .ipynb file"),
+    (["show", "tree"], "no exercise 'tree': choose one of"),
+    (["list", "all"], "list takes nothing more; got 1 words: all"),
+    (["handout", "answers.py", "--out", "h.ipynb"], "answers.py: not a notebook file"),
+    (["handout", str(NOTEBOOK)], "handout needs --out FILE.ipynb"),
+])
+def test_usage_errors_are_one_line_exit_2(tmp_path, answers, args, pattern):
+    (tmp_path / "notes.txt").write_text("notes")
+    (tmp_path / "empty").mkdir()
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    r = run_here(["-m", "picospec.exercises", *args], tmp_path)
+    assert r.returncode == 2
+    assert_refused(r, pattern, tmp_path, before)
+
+
+def test_the_command_as_a_process(tmp_path, answers):
+    bad = run_cli(["-m", "picospec.exercises", "grade", "nothere.py"], tmp_path)
+    assert bad.returncode == 2 and bad.stderr == "error: nothere.py: no such file or folder\n"
+    write(answers, wrong_source("trie", "counts_at_ends"))
+    r = run_cli(["-m", "picospec.exercises", "grade", str(answers)], tmp_path)
+    assert r.returncode == 1 and "trie: FAIL" in r.stdout and r.stderr == ""
+
+
+def test_list_show_and_template(tmp_path):
+    helped = run_here(["-m", "picospec.exercises", "--help"], tmp_path)
+    assert helped.returncode == 0 and "grade FOLDER" in helped.stdout
+    listed = run_here(["-m", "picospec.exercises", "list"], tmp_path)
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == list(EXERCISES)
+    shown = run_here(["-m", "picospec.exercises", "show", "trie"], tmp_path)
+    assert shown.stdout.startswith("**Exercise `trie(sequences)`") and "def trie(" in shown.stdout
+    template = run_here(["-m", "picospec.exercises", "template"], tmp_path)
+    (tmp_path / "template.py").write_text(template.stdout)
+    graded = run_here(["-m", "picospec.exercises", "grade", "template.py"], tmp_path)
+    assert graded.returncode == 1 and graded.stdout.count("not answered") == len(EXERCISES)
+
+
+def answer_cells(nb):
+    return [c for c in nb["cells"] if TAG in c.get("metadata", {}).get("tags", [])]
+
+
+def test_the_notebook_answers_every_exercise_and_grades_as_a_file(tmp_path):
+    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+    assert [c["metadata"]["exercise"] for c in answer_cells(nb)] == list(EXERCISES)
+    r = run_here(["-m", "picospec.exercises", "grade", str(NOTEBOOK), "--samples", "300"],
+                 tmp_path)
+    assert r.returncode == 0 and r.stdout.strip().endswith("all pass"), r.stdout
+
+
+def test_a_handout_clears_the_answers_and_grades_as_not_answered(tmp_path):
+    r = run_here(["-m", "picospec.exercises", "handout", str(NOTEBOOK), "--out", "h.ipynb"],
+                 tmp_path)
+    assert r.returncode == 0 and f"{len(EXERCISES)} answer cells back to stubs" in r.stdout
+    nb = json.loads((tmp_path / "h.ipynb").read_text(encoding="utf-8"))
+    assert all(c["outputs"] == [] for c in nb["cells"] if c["cell_type"] == "code")
+    for cell, name in zip(answer_cells(nb), EXERCISES):
+        assert "".join(cell["source"]).endswith(EXERCISES[name].STUB)
+    graded = run_here(["-m", "picospec.exercises", "grade", "h.ipynb"], tmp_path)
+    assert graded.returncode == 1 and graded.stdout.count("not answered") == len(EXERCISES)
+    cell = answer_cells(nb)[0]  # a learner's answer using the notebook's np, as in Jupyter
+    cell["source"] = "def residual(q, p):\n    r = np.maximum(q - p, 0)\n    return r / r.sum()"
+    (tmp_path / "h.ipynb").write_text(json.dumps(nb))
+    mine = run_here(["-m", "picospec.exercises", "grade", "h.ipynb", "--exercise", "residual"],
+                    tmp_path)
+    assert mine.returncode == 0 and "residual: pass" in mine.stdout, mine.stdout
+    assert Path(tmp_path / "h.ipynb").stat().st_size < NOTEBOOK.stat().st_size
+
+
+def test_grading_needs_numpy_alone(tmp_path):
+    """Like `python -m picospec.check`: the modules a whole grading loads are the standard
+    library's, NumPy's and the project's picospec and door."""
+    path = write(tmp_path / "answers.py", *(EXERCISES[n].ANSWER for n in EXERCISES))
+    code = ("import sys\nbefore = set(sys.modules)  # what the interpreter's site loaded\n"
+            "from picospec.exercises.__main__ import main\n"
+            f"status = main(['grade', {str(path)!r}, '--samples', '200'])\n"
+            "names = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+            "print(status, sorted(n for n in names - set(sys.stdlib_module_names)\n"
+            "             if 'cython' not in n))")
+    r = run_cli(["-c", code], tmp_path)
+    status, names = r.stdout.splitlines()[-1].split(" ", 1)
+    assert status == "0", r.stdout + r.stderr
+    assert set(eval(names)) <= {"numpy", "picospec", "picospec_cli"}, names

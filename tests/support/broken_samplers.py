@@ -1,0 +1,224 @@
+"""Deliberately broken samplers, each with one bug that people ship; `python -m picospec.check` must
+fail every one.
+
+    # exit status 1
+    python -m picospec.check tests/support/broken_samplers.py:ties_toward_draft --contract chain
+
+Notation as in picospec/verify.py (Chen et al.): p = draft, q = target. The negative controls that
+the command runs before every verdict (picospec.check.controls.CONTROLS) are further broken samplers
+of the same kind.
+"""
+import numpy as np
+
+from picospec.batched.rejection import recovered_probs, sample_rows
+from picospec.sampling import residual, sample
+
+
+def chain(drafts, P, Q, rng, accept=lambda u, q, p: u < min(1, q / p), resample=lambda t, q,
+          p: residual(q, p), bonus=lambda P, Q: Q[-1], uniform=lambda rng: rng.random()):
+    """Chen et al. Alg. 2's verification with each step replaceable (the defaults are the right
+    rules)."""
+    for t, x in enumerate(drafts):
+        if not accept(uniform(rng), Q[t][x], P[t][x]):
+            return t, sample(resample(t, Q[t], P[t]), rng)
+    return len(drafts), sample(bonus(P, Q), rng)
+
+
+def residual_not_renormalised(drafts, P, Q, rng):
+    """max(0, q - p) sampled by inverse CDF against a uniform on [0, 1) without dividing by its sum:
+    the missing mass 1 - sum lands on the last token."""
+    for t, x in enumerate(drafts):
+        if not rng.random() < min(1, Q[t][x] / P[t][x]):
+            r = np.maximum(Q[t] - P[t], 0)
+            return t, min(int(np.searchsorted(np.cumsum(r), rng.random(), side="right")),
+                          len(r) - 1)
+    return len(drafts), sample(Q[-1], rng)
+
+
+def bonus_from_draft(drafts, P, Q, rng):
+    """All K accepted: the extra token is drawn from the draft's last law instead of the target's
+    row K."""
+    return chain(drafts, P, Q, rng, bonus=lambda P, Q: P[-1])
+
+
+def ratio_inverted(drafts, P, Q, rng):
+    """Accept with min(1, p/q): Leviathan's q/p read with Chen's letters (the notations swap p and
+    q)."""
+    return chain(drafts, P, Q, rng, accept=lambda u, q, p: u < min(1, p / q))
+
+
+def ties_toward_draft(drafts, P, Q, rng):
+    """Accept when u <= q/p: the tie u == q/p goes to the draft, so when u = 0 a token the target
+    forbids (q = 0) is kept. With 53-bit uniforms the tie has probability 2^-53 per draft and no
+    sampled law can show it; the battery's "uniforms at 0" case hands the sampler u = 0 and catches
+    it."""
+    return chain(drafts, P, Q, rng, accept=lambda u, q, p: u <= q / p)
+
+
+def last_residual_skipped(drafts, P, Q, rng):
+    """A rejection of the last draft (t = K - 1) is replaced from q instead of the residual."""
+    return chain(drafts, P, Q, rng, resample=lambda t, q,
+                 p: q if t == len(drafts) - 1 else residual(q, p))
+
+
+def guarded(q, p):
+    """A 'numerical guard' in the residual: when max(0, q - p) has mass below 0.05 it is taken for
+    rounding noise and q is returned instead. Example: q = [0.5, 0.5], p = [0.46, 0.54] -> mass 0.04
+    -> q, not [1, 0]."""
+    return q if np.maximum(q - p, 0).sum() < 0.05 else residual(q, p)
+
+
+def small_residual_guard(drafts, P, Q, rng):
+    """A rejected draft is replaced from q when the residual's mass is below 0.05 (guarded).
+    Rejections are rare exactly then, so a sampled law shows it only when the draft is that close to
+    the target: the battery's "draft = target but 2 tokens" case."""
+    return chain(drafts, P, Q, rng, resample=lambda t, q, p: guarded(q, p))
+
+
+def ties_toward_draft_by_uniform(drafts, P, Q, rng):
+    """ties_toward_draft with its uniforms from rng.uniform() instead of rng.random(): the support
+    case must hand u = 0 through every way a Generator draws a uniform."""
+    return chain(drafts, P, Q, rng, accept=lambda u, q, p: u <= q / p,
+                 uniform=lambda rng: rng.uniform())
+
+
+CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
+         "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform"]
+
+
+def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
+         last_residual=True, update=residual):
+    """verify_tree's recursive rejection sampling over siblings, with the acceptance test, the
+    residual update and whether it follows the last sibling replaceable."""
+    node, path = -1, []
+    while True:
+        q, kids = Q[node + 1], [i for i, parent in enumerate(parents) if parent == node]
+        for n, c in enumerate(kids):
+            p = P[c] if P is not None else np.eye(len(q))[tokens[c]]
+            if accept(rng.random(), q[tokens[c]], p[tokens[c]]):
+                node = c
+                path.append(c)
+                break
+            if last_residual or n < len(kids) - 1:
+                q = update(q, p)
+        else:
+            return path, sample(q, rng)
+
+
+def tree_ties_toward_draft(tokens, parents, Q, rng, P=None):
+    """Siblings accepted when u <= q/p: with u = 0 a child the (residual) target forbids is kept."""
+    return tree(tokens, parents, Q, rng, P, accept=lambda u, q, p: u <= q / p)
+
+
+def tree_last_residual_skipped(tokens, parents, Q, rng, P=None):
+    """After the last sibling is rejected the next token comes from the law before its rejection,
+    not the residual."""
+    return tree(tokens, parents, Q, rng, P, last_residual=False)
+
+
+def tree_draft_law_hoisted(tokens, parents, Q, rng, P=None):
+    """Every sibling judged against the law of its parent's first child, as if that row were hoisted
+    out of the sibling loop: right while all siblings come from one law, wrong when they do not (two
+    drafters, a temperature per branch), which the contract allows: the battery's "siblings from two
+    drafts" case.
+    Example: parents (-1, -1, -1, 0, 0) -> rows P[[0, 0, 0, 3, 3]]."""
+    # [m]: node -> the first child of its parent
+    first = [list(parents).index(parent) for parent in parents]
+    return tree(tokens, parents, Q, rng, None if P is None else P[first])
+
+
+TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted"]
+
+
+def without_replacement_laws(tokens, parents, P, renormalise=True):
+    """Sequoia's law of each node [m, V]: P's row with the tokens of its earlier siblings removed,
+    renormalised."""
+    laws = np.array(P, dtype=float)  # [m, V]
+    for i, parent in enumerate(parents):
+        laws[i, [tokens[j] for j in range(i) if parents[j] == parent]] = 0
+        if renormalise:
+            laws[i] /= laws[i].sum()
+    return laws
+
+
+def without_replacement_not_renormalised(tokens, parents, Q, P, rng):
+    """Sequoia's rule with the siblings drawn before removed from p but p not renormalised: child i
+    is judged against (and its rejection subtracts) too small a law."""
+    return tree(tokens, parents, Q, rng,
+                without_replacement_laws(tokens, parents, P, renormalise=False))
+
+
+def without_replacement_small_residual_guard(tokens, parents, Q, P, rng):
+    """Sequoia's rule with the residual guarded: q kept when max(0, q - p) has mass below 0.05."""
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                update=guarded)
+
+
+WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
+                       "without_replacement_small_residual_guard"]
+
+
+def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
+            uniforms=lambda rng, shape: rng.random(shape)):
+    """vLLM's contract, vectorised (as picospec.batched.rejection), with the acceptance test, its
+    uniforms and the recovered law replaceable."""
+    (B, k, _), rows, cols = p.shape, np.arange(len(p))[:, None], np.arange(p.shape[1])[None, :]
+    # [B, k]
+    accepted = accept(uniforms(rng, (B, k)), q[rows, cols, drafts] / p[rows, cols, drafts])
+    n = np.where(accepted.all(1), k, accepted.argmin(1))  # [B]: first rejection
+    at = np.minimum(n, k - 1)
+    recovered = sample_rows(recover(q[:, :k], p)[np.arange(B), at], rng.random(B))  # [B]
+    out = np.where(np.arange(k + 1) < n[:, None], np.pad(drafts, ((0, 0), (0, 1))), -1)
+    out[np.arange(B), n] = np.where(n == k, bonus[:, 0], recovered)
+    return out
+
+
+def batched_ties_toward_draft(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                              draft_token_ids, rng):
+    """accepted = u <= q/p (vLLM's own kernel avoids the tie's effect by drawing float64
+    uniforms)."""
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   accept=np.less_equal)
+
+
+def batched_residual_not_renormalised(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                      draft_token_ids, rng):
+    """The recovered law max(0, q - p) plus its missing mass on token 0."""
+    def recover(q, p):
+        r = np.maximum(q - p, 0)
+        r[..., 0] += 1 - r.sum(-1)
+        return r
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=recover)
+
+
+def batched_ratio_inverted(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                           rng):
+    """accepted with min(1, p/q)."""
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   accept=lambda u, ratio: u < 1 / ratio)
+
+
+def batched_small_residual_guard(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                 draft_token_ids, rng):
+    """The recovered law is q itself at positions where max(0, q - p) has mass below 0.05 (guarded,
+    vectorised)."""
+    def recover(q, p):
+        r = np.maximum(q - p, 0)  # [B, k, V]
+        small = r.sum(-1, keepdims=True) < 0.05  # [B, k, 1]
+        return np.where(small, q, r / np.where(small, 1, r.sum(-1, keepdims=True)))
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=recover)
+
+
+def batched_ties_toward_draft_by_uniform(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                         draft_token_ids, rng):
+    """batched_ties_toward_draft with its uniforms from rng.uniform(size=...) instead of
+    rng.random(...)."""
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   accept=np.less_equal, uniforms=lambda rng, shape: rng.uniform(size=shape))
+
+
+REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
+             "batched_ratio_inverted",
+             "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform"]
