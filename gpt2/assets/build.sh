@@ -2,7 +2,7 @@
 # How the built-in models in this folder were made (the exact commands, run from the repository root, with Python
 # 3.11.7's standard library as the corpus). Every training runs with --device gpu (CuPy; they ran on one H100);
 # the same commands without --device gpu give the same models on the CPU up to float
-# rounding (tests/test_gpu_train.py), in hours instead of minutes. The measuring (the sparse tree, bench.eagle's
+# rounding (tests/gpt2/train/test_heads_gpu.py), in hours instead of minutes. The measuring (the sparse tree, bench.eagle's
 # record, the self-drafting search, the card) ran on the 2-core CPU machine, because its choices are cost models of
 # that CPU. An earlier pair (trained on 2 CPU cores, 1.7 passes over the data; card val loss 3.74) is in git
 # history.

@@ -210,7 +210,7 @@ def eagle_section(folder=ASSETS / "tiny-target" / "eagle"):
     return out
 
 
-BUDGET = 32e6  # bytes: everything shipped in this folder (tests/test_assets.py checks it)
+BUDGET = 32e6  # bytes: everything shipped in this folder (tests/gpt2/test_assets.py checks it)
 
 
 def budget_section(shipped):
@@ -222,9 +222,8 @@ def budget_section(shipped):
     total = sum(parts.values())
     out = ["",
            f"Size budget: the files above take {total / 1e6:.2f} MB of {BUDGET / 1e6:.0f} MB "
-           f"(tests/test_assets.py "
-           "counts this card too):", "", "| folder | bytes | share of the budget |",
-           "|---|---|---|"]
+           "(tests/gpt2/test_assets.py counts this card too):", "",
+           "| folder | bytes | share of the budget |", "|---|---|---|"]
     out += [f"| {'(top)' if part == '.' else part} | {size} | {size / BUDGET:.1%} |"
             for part, size in sorted(parts.items())]
     return out

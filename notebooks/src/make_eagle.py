@@ -162,7 +162,7 @@ md("""What the numbers say:
   (0, 0, 1) token 0 comes out with probability 0.4 + 0.6 x 0.4 / (1 - 0.4) = 0.8 instead of 0.4.
 - **Skipping the residual update** (each sibling judged against the unchanged q) keeps candidates too often.
 
-The same holds for whole sequences: `tests/test_eagle.py` runs EAGLE-1 (sampled and top-k candidates) and EAGLE-2 at
+The same holds for whole sequences: `tests/picospec/test_eagle.py` and `tests/picospec/test_eagle2.py` run EAGLE-1 (sampled and top-k candidates) and EAGLE-2 at
 temperature 1 with top-k / top-p warping on toy models and checks the exact law of every sequence; the two broken
 rules above, swapped into EAGLE-1, are rejected by the same check."""),
 md("""## Bench rows

@@ -131,7 +131,7 @@ ax[1].plot([r[0] for r in rows], [r[3] for r in rows], "s:", label="cost model, 
 ax[1].plot([r[0] for r in rows], [r[4] for r in rows], "^--", label="cost model, c = 1.2")
 ax[1].set(xscale="log", xlabel="nodes", ylabel="speedup"); ax[1].legend(fontsize=7)
 plt.show()"""),
-md("""Greedy Medusa decoding equals greedy decoding token for token whatever the tree (tests/test_medusa.py), so every
+md("""Greedy Medusa decoding equals greedy decoding token for token whatever the tree (tests/picospec/test_medusa.py), so every
 point above produced the same text."""),
 ]
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

@@ -15,7 +15,7 @@ md("""# Drafting without a draft model: the target drafts for itself, and drafts
 * **cascades** (CS Drafting, Chen et al. 2023, arXiv:2312.11462): the tiny draft's own drafts come from the n-gram
   model (vertical), and the n-gram model also adds the last, rarely accepted positions (horizontal).
 
-All three are lossless (`tests/test_self_draft.py`, `tests/test_cascade.py` check the law of whole sequences). The
+All three are lossless (`tests/picospec/test_self_draft.py`, `tests/picospec/test_cascade.py` check the law of whole sequences). The
 self-drafts read and write the target's own KV cache (`gpt2/self_draft.py`); to the algorithm
 (`picospec/self_draft.py`) the draft is just one more model function."""),
 code("""import os, sys
@@ -99,7 +99,7 @@ print("the search's CPU: verification of k + 1 tokens, in one-token target calls
 print(f"the search's CPU: a draft call's fixed cost (embedding, LM head), in one-token target calls: "
       f"{costs['call'] / costs['verify'][0]:.2f}")"""),
 md("""A second way to the shipped number: recompute the shipped set's agreement in one batched pass, walk it, and
-compare with what the search stored (and with decoding: `tests/test_self_draft.py` decodes the same prompts)."""),
+compare with what the search stored (and with decoding: `tests/picospec/test_self_draft.py` decodes the same prompts)."""),
 code("""record = config["layer_skip"]
 x, start = np.array(search["sequences"]), search["start"]
 logits = draft_logits(target.params, target.hparams, x, start, parse_skip(record["skip"], L))
