@@ -97,6 +97,11 @@ def copy_of_the_pages(tmp_path):
      "docs/methods.md (methods)"),
     ("README.md", "--method rest`", "--method rest --fast`", "README.md (methods)"),
     ("docs/results/panels.md", "| speculative | ", "| speculative | 9", "README.md (results)"),
+    ("docs/results/panels.md", "| greedy | ", "| greedy | 9", "docs/performance.md (methods)"),
+    ("docs/results/demo.md", "\nspeedup ", "\nspeedup 9", "README.md (demo)"),
+    ("docs/results/engine.md", "| 124M | default", "| 124M | old default",
+     "docs/performance.md (curve)"),
+    ("docs/performance.md", "| `eagle2` | ", "| `eagle2` | 9", "docs/performance.md (methods)"),
 ])
 def test_check_fails_on_a_stale_table(tmp_path, path, old, new, stale):
     sys.path.insert(0, str(ROOT))
@@ -111,3 +116,20 @@ def test_check_fails_on_a_stale_table(tmp_path, path, old, new, stale):
         main(check=True, root=root)
     main(root=root)  # regenerating puts the source's table back
     main(check=True, root=root)
+
+
+FAMILY_PAGES = ["demo", "panels", "engine", "ops", "harness", "trees", "eagle", "token_trees",
+                "self_draft", "batch", "peers", "suite"]  # CPU pages: a section per kernel family
+
+
+@pytest.mark.parametrize("name", FAMILY_PAGES)
+def test_each_cpu_page_names_its_commit_and_each_family(name):
+    """A CPU page's header names the commit it measured; it has a section per OpenBLAS kernel
+    family, each recording the kernels its process really loaded and the load it started at."""
+    text = (ROOT / "docs" / "results" / f"{name}.md").read_text(encoding="utf-8")
+    assert re.search(r"^\| commit \| [0-9a-f]{7,}", text, flags=re.M), "no commit in the header"
+    sections = dict(zip(*[iter(re.split(r"^## (\w+) kernels$", text, flags=re.M)[1:])] * 2))
+    assert list(sections) == ["Haswell", "SkylakeX"]
+    for family, section in sections.items():
+        assert "| BLAS | openblas" in section and f"kernel family {family}," in section
+        assert re.search(r"^\| load \| \d+\.\d\d at the start", section, flags=re.M)

@@ -1,0 +1,45 @@
+"""bench/families.py: each kernel family runs in its own process and gets its own section."""
+import sys
+
+import pytest
+
+from bench import families
+
+
+def test_without_drops_the_options_and_their_values():
+    argv = ["--shapes", "tiny", "--out", "a.md", "--families=Haswell", "--quiet", "0", "--x"]
+    assert families.without(argv, ("--out", "--families", "--quiet")) == ["--shapes", "tiny",
+                                                                         "--x"]
+
+
+def test_each_family_runs_in_its_own_process_on_one_page(tmp_path, monkeypatch):
+    """bench.ops on the tiny shape, once per family: each section's BLAS row names the kernels its
+    child process really loaded, and the page names them all in its header."""
+    out = tmp_path / "ops.md"
+    monkeypatch.setattr(sys, "argv", ["bench.ops", "--shapes", "tiny", "--repeats", "1"])
+    here = families.families_here()
+    families.by_family("bench.ops", here, 0, str(out))
+    page = out.read_text(encoding="utf-8")
+    assert f"| BLAS | a section per kernel family: {', '.join(f'{f} kernels' for f in here)} |" \
+        in page
+    for family, section in list(zip(here, page.split("\n## ")[1:])):
+        assert section.startswith(f"{family} kernels")
+        assert f"kernel family {family}, OPENBLAS_CORETYPE={family}" in section
+        assert f"The library reports {family} kernels." in section
+    assert not list(tmp_path.glob("*.tmp"))  # the children's pages are gone
+
+
+def test_a_family_the_cpu_cannot_run_is_skipped_and_said(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(families, "families_here", lambda: ["Haswell"])
+    monkeypatch.setattr(sys, "argv", ["bench.ops", "--shapes", "tiny", "--repeats", "1"])
+    families.by_family("bench.ops", ["SkylakeX"], 0, str(tmp_path / "ops.md"))
+    assert "SkylakeX: this CPU cannot run these kernels" in capsys.readouterr().out
+    assert not (tmp_path / "ops.md").exists()
+
+
+def test_a_failing_family_stops_with_its_exit_status(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["bench.ops", "--shapes", "nonsense"])
+    with pytest.raises(SystemExit) as stop:
+        families.by_family("bench.ops", ["Haswell"], 0, str(tmp_path / "ops.md"))
+    assert stop.value.code == 2
+    assert not (tmp_path / "ops.md").exists()
