@@ -42,7 +42,7 @@ def wait_quiet(below, most=QUIET_WAIT):
     if not hasattr(os, "getloadavg"):
         return float("nan")
     start = time.monotonic()
-    while os.getloadavg()[0] >= below and time.monotonic() - start < most:
+    while round(os.getloadavg()[0], 2) >= below and time.monotonic() - start < most:
         time.sleep(5)
     return os.getloadavg()[0]
 
