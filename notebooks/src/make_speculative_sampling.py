@@ -190,9 +190,10 @@ What differs is c. On the Haswell kernels a (K + 1)-token target call costs well
 call, so verification eats much of what the accepted drafts gain; on the SkylakeX kernels with
 weight panels c(M) stays near 1 for small M, so the speed-up grows with E until the drafts' K c_d
 catches up. The same draft, the same target, the same acceptance: which curve a reader gets is a
-property of the CPU, and the cost model says by how much. Where the measured point lies below its
-prediction, the rest of the step (sampling, Python, the first call over the whole prompt) costs
-what the model leaves out."""),
+property of the CPU, and the cost model says by how much. Where a measured point and its
+prediction part, look at the model's inputs: c(M) is measured here on target calls alone, while in
+a run the calls share the CPU's caches with the draft's, and the rest of the step (sampling,
+Python, the first call over the whole prompt) is not in the model at all."""),
 md("""## The theory, a second way
 
 If each draft is accepted independently with rate α, a step yields (1 − α^(K+1)) / (1 − α) tokens.
