@@ -106,6 +106,8 @@ def by_family(module, families, quiet, out):
         env = {**os.environ, "OPENBLAS_CORETYPE": family, "PYTHONPATH": path}  # bench from any cwd
         code = run_child(args, env)
         if code:
+            if page and os.path.exists(page):  # a failed family leaves no page behind
+                os.remove(page)
             raise SystemExit(code)
         if out:
             rows, body = child_page(page)

@@ -119,7 +119,7 @@ def test_check_fails_on_a_stale_table(tmp_path, path, old, new, stale):
 
 
 FAMILY_PAGES = ["demo", "panels", "engine", "ops", "harness", "trees", "eagle", "token_trees",
-                "self_draft", "batch", "peers"]  # what the methods cost: a section per kernel family
+                "self_draft", "batch", "peers"]  # what methods cost: a section per kernel family
 
 
 @pytest.mark.parametrize("name", FAMILY_PAGES)

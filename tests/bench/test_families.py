@@ -42,4 +42,18 @@ def test_a_failing_family_stops_with_its_exit_status(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as stop:
         families.by_family("bench.ops", ["Haswell"], 0, str(tmp_path / "ops.md"))
     assert stop.value.code == 2
-    assert not (tmp_path / "ops.md").exists()
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_family_that_fails_after_writing_its_page_leaves_nothing(tmp_path, monkeypatch):
+    """bench.suite writes its page, then exits 1 when a test failed: the page is removed."""
+    child = tmp_path / "child.py"
+    child.write_text("import sys\nopen(sys.argv[sys.argv.index('--out') + 1], 'w').write('x')\n"
+                     "sys.exit(1)\n")
+    monkeypatch.setattr(families, "run_child", lambda args, env: __import__("subprocess").run(
+        [sys.executable, str(child), *args[3:]], env=env).returncode)
+    monkeypatch.setattr(sys, "argv", ["bench.ops"])
+    with pytest.raises(SystemExit) as stop:
+        families.by_family("bench.ops", ["Haswell"], 0, str(tmp_path / "ops.md"))
+    assert stop.value.code == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["child.py"]
