@@ -42,6 +42,10 @@ def wait_quiet(below, most=QUIET_WAIT):
     if not hasattr(os, "getloadavg"):
         return float("nan")
     start = time.monotonic()
+    if round(os.getloadavg()[0], 2) >= below:
+        print(f"waiting for a quiet machine: 1-minute load {os.getloadavg()[0]:.2f}, at most "
+              f"{most // 60} minutes until it is below {below} (--quiet 0 starts at once)",
+              flush=True)
     while round(os.getloadavg()[0], 2) >= below and time.monotonic() - start < most:
         time.sleep(5)
     return os.getloadavg()[0]

@@ -57,3 +57,11 @@ def test_a_family_that_fails_after_writing_its_page_leaves_nothing(tmp_path, mon
         families.by_family("bench.ops", ["Haswell"], 0, str(tmp_path / "ops.md"))
     assert stop.value.code == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["child.py"]
+
+
+def test_a_page_waits_for_a_quiet_machine_and_says_so(monkeypatch, capsys):
+    loads = iter([1.3, 1.3, 0.9, 0.49, 0.49, 0.49])
+    monkeypatch.setattr(families.os, "getloadavg", lambda: (next(loads), 0.0, 0.0))
+    monkeypatch.setattr(families.time, "sleep", lambda s: None)
+    assert families.wait_quiet(0.5) == 0.49
+    assert "waiting for a quiet machine: 1-minute load 1.30" in capsys.readouterr().out
