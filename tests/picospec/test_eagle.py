@@ -14,8 +14,7 @@ from picospec.sampling import sample
 
 from tests.support.broken_verifiers import one_hot_without_residual
 from tests.support.checker import check_law, exact_law
-from tests.support.feature_toys import ToyDraft, ToyTarget, engine_and_head
-from tests.support.toy import random_toy
+from tests.support.feature_toys import engine_and_head, toy_pair
 
 
 # ---- temperature 0 on a real (random) GPT-2 ----
@@ -42,8 +41,7 @@ def test_temperature_zero_equals_greedy(method):
 # ---- exact laws on toy models ----
 
 PROMPT, N = [0, 1], 4  # the first tree (after the prefill's token) can be 2 deep
-TARGET = ToyTarget(random_toy(3, seed=11).table)
-DRAFT = ToyDraft(0.5 * TARGET.table + 0.5 * random_toy(3, seed=12).table)
+TARGET, DRAFT = toy_pair()
 TREE = [[0], [1], [2], [0, 0], [0, 1], [1, 0]]
 FOLLOWS = {"sampled-top_k": dict(candidates="sample", temperature=1.0, top_k=2),
            "sampled-top_p": dict(candidates="sample", temperature=1.0, top_p=0.8),

@@ -13,7 +13,7 @@ from picospec.eagle2 import dynamic_tree, eagle2_decoding, expand, rerank
 
 from tests.support.broken_verifiers import one_hot_without_residual  # noqa: F401  (bench.power)
 from tests.support.checker import check_law, exact_law
-from tests.support.feature_toys import ToyDraft, ToyTarget, engine_and_head
+from tests.support.feature_toys import ToyDraft, engine_and_head, toy_pair
 from tests.support.toy import random_toy
 
 
@@ -38,8 +38,7 @@ def test_temperature_zero_equals_greedy():
 # ---- the exact law on toy models ----
 
 PROMPT, N = [0, 1], 4  # the first tree (after the prefill's token) can be 2 deep
-TARGET = ToyTarget(random_toy(3, seed=11).table)
-DRAFT = ToyDraft(0.5 * TARGET.table + 0.5 * random_toy(3, seed=12).table)
+TARGET, DRAFT = toy_pair()
 OPTIONS = dict(temperature=1.0, top_k=2)
 
 # Sequences, sized by `python -m bench.power --only eagle2`: one-hot-without-residual planted in

@@ -7,7 +7,7 @@ from gpt2.eagle import EagleHead
 from gpt2.engine import GPT2
 
 from tests.support.micro import random_gpt2, random_head
-from tests.support.toy import ToyTree
+from tests.support.toy import ToyTree, random_toy
 
 
 def engine_and_head(seed):
@@ -51,3 +51,9 @@ class ToyDraft:
             seq = list(x) + path[::-1]
             rows.append(self.table[seq[-2], seq[-1]])
         return np.log(np.maximum(np.stack(rows), 1e-300))
+
+
+def toy_pair():
+    """The exact-law tests' pair: a 3-token toy target, and a draft half-way to another toy."""
+    target = ToyTarget(random_toy(3, seed=11).table)
+    return target, ToyDraft(0.5 * target.table + 0.5 * random_toy(3, seed=12).table)
