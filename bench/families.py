@@ -13,7 +13,6 @@ header.
 import codecs
 import functools
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -35,6 +34,13 @@ def families_here():
     except OSError:
         flags = ""
     return ["Haswell"] + (["SkylakeX"] if " avx512f" in flags else [])
+
+
+def family_env(family):
+    """This process's environment with OPENBLAS_CORETYPE = family and the repository importable
+    (a child finds bench from any folder)."""
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {**os.environ, "OPENBLAS_CORETYPE": family, "PYTHONPATH": path}
 
 
 def wait_quiet(below, most=QUIET_WAIT):
@@ -84,16 +90,9 @@ def run_child(args, env):
     return child.wait()
 
 
-def child_page(path):
-    """A child's page -> (its protocol rows {field: value}, its body)."""
-    text = Path(path).read_text(encoding="utf-8")
-    rows = dict(re.findall(r"^\| (\w[\w ]*) \| (.*) \|$", text.split("\n\n", 3)[2], flags=re.M))
-    return rows, text.split("\n\n", 3)[3].strip()
-
-
 def by_family(module, families, quiet, out):
     """Run `python -m module ARGS --child` once per family; with out, one page of their pages."""
-    from bench.page import write_page
+    from bench.page import read_page, write_page
 
     argv, here, sections = without(sys.argv[1:], ("--out", "--families", "--quiet")), \
         families_here(), []
@@ -106,15 +105,13 @@ def by_family(module, families, quiet, out):
               f"the start) ──", flush=True)
         page = f"{out}.{family}.tmp" if out else None
         args = [sys.executable, "-m", module, *argv, "--child"] + (["--out", page] if out else [])
-        path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-        env = {**os.environ, "OPENBLAS_CORETYPE": family, "PYTHONPATH": path}  # bench from any cwd
-        code = run_child(args, env)
+        code = run_child(args, family_env(family))
         if code:
             if page and os.path.exists(page):  # a failed family leaves no page behind
                 os.remove(page)
             raise SystemExit(code)
         if out:
-            rows, body = child_page(page)
+            rows, body = read_page(page)
             os.remove(page)
             table = ["| protocol | |", "|---|---|",
                      f"| BLAS | {rows.get('BLAS', 'not recorded')} |",

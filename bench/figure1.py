@@ -14,13 +14,12 @@ The family is fixed when the BLAS loads, so each runs in a child process with OP
 (as bench/families.py does). PICOSPEC_QUICK on: fewer K, prompts, tokens and rounds. Shapes: none.
 """
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench.families import FAMILIES, families_here
+from bench.families import FAMILIES, families_here, family_env
 from picospec_cli import Option, env_flag
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,16 +90,14 @@ def measure(Ks, n_prompts, n_tokens, repeats, rounds):
 def run(families, size):
     """Each family in a child process with OPENBLAS_CORETYPE set -> {family: measure's dict}; the
     families this CPU cannot run are left out."""
-    out = {}
-    for family in families:
-        if family not in families_here():
-            continue
-        env = {**os.environ, "OPENBLAS_CORETYPE": family}
+    out, here = {}, families_here()
+    for family in (f for f in families if f in here):
         args = [sys.executable, "-m", "bench.figure1", "--child",
                 "--Ks", ",".join(map(str, size["Ks"])), "--n_prompts", str(size["n_prompts"]),
                 "--n_tokens", str(size["n_tokens"]), "--repeats", str(size["repeats"]),
                 "--rounds", str(size["rounds"])]
-        done = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run(args, env=family_env(family), cwd=ROOT, capture_output=True,
+                              text=True)
         if done.returncode != 0:
             raise ValueError(f"the {family} child failed: {done.stderr.strip()[-2000:]}")
         out[family] = json.loads(done.stdout.splitlines()[-1])

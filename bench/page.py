@@ -10,6 +10,7 @@ import contextlib
 import io
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -113,6 +114,12 @@ def write_page(path, text, threads=None, fenced=False, blas=None):
     tmp.write_text("\n".join(page), encoding="utf-8")
     tmp.replace(path)
     print(f"wrote {path}", file=sys.stderr)
+
+
+def read_page(path):
+    """A page write_page wrote -> (its protocol rows {field: value}, its body)."""
+    title, intro, header, body = Path(path).read_text(encoding="utf-8").split("\n\n", 3)
+    return dict(re.findall(r"^\| (\w[\w ]*) \| (.*) \|$", header, flags=re.M)), body.strip()
 
 
 @contextlib.contextmanager

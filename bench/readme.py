@@ -9,6 +9,7 @@ results pages docs/results/demo.md (the demo on each kernel family), panels.md (
 kernel family), gpu.md (every row on a GPU), engine.md and engine_gpu.md (c(5)) for the README's
 demo and results and docs/performance.md's tables.
 """
+import itertools
 import re
 from pathlib import Path
 
@@ -56,18 +57,20 @@ def by_family(text):
     return dict(zip(parts[1::2], parts[2::2])) if len(parts) > 1 else {"": text}
 
 
-def rows(text, first_cell, path):
-    """The cells of the first table in text whose header starts with first_cell (bold kept)."""
+def table(text, first_cell, path):
+    """The first table in text whose header starts with first_cell -> (header, rows), as cells
+    (bold kept)."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith(f"| {first_cell} |")), None)
     if start is None:
         raise ValueError(f"{path} has no table starting with '| {first_cell} |'")
-    out = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        out.append([c.strip() for c in line.strip("|").split("|")])
-    return out
+    block = itertools.takewhile(lambda line: line.startswith("|"), lines[start:])
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in block]
+    return cells[0], cells[2:]
+
+
+def rows(text, first_cell, path):
+    return table(text, first_cell, path)[1]
 
 
 def bold(cells):  # the cell a page marks as the one that counts
@@ -148,10 +151,9 @@ def methods_table(root):
 def cost_curve(root):
     """docs/performance.md: c(5) of the 124M shape and the tiny target per kernel family
     (engine.md, the engine's default layout) and on a GPU (engine_gpu.md)."""
-    def c5(table, path, first):
-        found = rows(table, first, path)
-        header = next(line for line in table.splitlines() if line.startswith(f"| {first} |"))
-        col = [c.strip() for c in header.strip("|").split("|")].index("M=5")
+    def c5(text, path, first):
+        header, found = table(text, first, path)
+        col = header.index("M=5")
         return {r[0]: r[col].split()[0] for r in found
                 if first == "shape | M=2" or r[1].startswith("default")}, found
 
@@ -170,14 +172,23 @@ def cost_curve(root):
     return "\n".join(lines)
 
 
+FIGURES = re.compile(r"^(\$ |```|── |\d+ tokens in |speedup |why: |limit here: |BLAS: )")
+
+
 def demo(root):
-    """The README's demo: main.py's output on each kernel family (docs/results/demo.md)."""
+    """The README's demo: main.py's output on each kernel family (docs/results/demo.md); after
+    the first family only the lines with figures (the text is the same)."""
     out = []
-    for family, text in by_family(page(root, DEMO_PAGE)).items():
+    for i, (family, text) in enumerate(by_family(page(root, DEMO_PAGE)).items()):
         load = protocol_field(text, "load").split(" at the start")[0]
         body = text.split("\n\n", 2)[2].strip() if text.lstrip().startswith("|") else text.strip()
+        if i:
+            body = "\n".join(line for line in body.splitlines()
+                             if FIGURES.match(line) or line.startswith("Speedup over"))
+            body = body.replace("\n```\nSpeedup", "\n```\n\nSpeedup")
         out += [f"**OpenBLAS {family} kernels** (1-minute load {load} at the start; "
-                f"[results/demo.md](docs/results/demo.md)):", "", body, ""]
+                f"[results/demo.md](docs/results/demo.md)" + ("; the same text as above" * bool(i))
+                + "):", "", body, ""]
     return "\n".join(out).rstrip()
 
 
