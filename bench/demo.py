@@ -37,7 +37,8 @@ def main(args="--method speculative --K 4", runs=5, out=None):
         done = subprocess.run([sys.executable, "main.py", *shlex.split(args)], cwd=ROOT,
                               capture_output=True, text=True)
         if done.returncode:
-            raise ValueError(f"python main.py {args} failed: {done.stderr.strip()}")
+            why = done.stderr.strip().removeprefix("error: ")
+            raise ValueError(f"python main.py {args} failed: {why}")
         outputs.append(done.stdout.rstrip())
         print(f"run {i + 1}: speedup {speedup(outputs[-1]):.2f}x", file=sys.stderr, flush=True)
     speedups = [speedup(o) for o in outputs]
