@@ -597,6 +597,34 @@ MUTANTS = (
            'q = warp(model(xs)[:, -1], **{**sampling_options, "top_p": None})',
            ("tests/picospec/batched/test_autoregressive.py::test_batched_autoregressive_rows_equal_each_row_alone",),
            "batched autoregressive sampling ignores top-p when top-k is set too"),
+    # --- the edges: the checker's pooling and the graders
+    Mutant("checker-zeros-pooled-with-rare", "checker", "rule", "picospec/check/exact_law.py",
+           "small = (probs > 0) & ~big", "small = ~big",
+           ("tests/picospec/check/test_exact_law_zeros.py",),
+           "sequences the target forbids pooled with the rare cells: a few forbidden draws pass"),
+    Mutant("checker-forbidden-needs-three", "checker", "rule", "picospec/check/exact_law.py",
+           "impossible = counts[..., ~possible].sum(-1) > 0",
+           "impossible = counts[..., ~possible].sum(-1) > 2",
+           ("tests/picospec/check/test_exact_law_zeros.py",),
+           "up to two draws of a forbidden sequence are forgiven"),
+    Mutant("grader-verdict-when-one-control-caught", "graders", "rule",
+           "picospec/exercises/grading.py", "    if missed:\n",
+           "    if len(missed) == len(caught):\n",
+           ("tests/picospec/test_exercises.py::"
+            "test_no_verdict_when_any_one_broken_sampler_passes",),
+           "a law-graded verdict given while one of the checker's broken samplers went uncaught"),
+    Mutant("grader-typical-accept-zip", "graders", "rule", "picospec/exercises/typical_accept.py",
+           "[bool(y) for y in yours] == list(expected)",
+           "all(bool(y) == e for y, e in zip(yours, expected))",
+           ("tests/picospec/test_exercises.py::test_typical_accept_needs_one_boolean_per_node",
+            "tests/picospec/test_exercises.py"),
+           "fewer booleans than nodes (even none) pass typical_accept"),
+    Mutant("grader-medusa-rows-as-sets", "graders", "rule", "picospec/exercises/medusa_buffers.py",
+           "sorted(map(tuple, mine.tolist())), sorted(map(tuple, right.tolist()))",
+           "sorted(map(tuple, map(sorted, mine.tolist()))), "
+           "sorted(map(tuple, map(sorted, right.tolist())))",
+           ("tests/picospec/test_exercises.py",),
+           "a retrieve row listed leaf to root passes (each row compared as a set)"),
 )
 
 

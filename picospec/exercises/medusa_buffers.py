@@ -107,4 +107,16 @@ def retrieve_without_root(choices):
     return out
 
 
-WRONG = (siblings_see_each_other, positions_from_one, retrieve_without_root)
+def retrieve_leaf_to_root(choices):
+    """Each retrieve row listed from its leaf up to the root, then padded."""
+    out = reference(choices)
+    rows = []
+    for row in out["retrieve_indices"].tolist():  # [D + 1], padded with -1 at the end
+        path = [i for i in row if i >= 0]
+        rows.append(path[::-1] + row[len(path):])
+    out["retrieve_indices"] = np.array(rows)  # [L, D + 1]
+    return out
+
+
+WRONG = (siblings_see_each_other, positions_from_one, retrieve_without_root,
+         retrieve_leaf_to_root)

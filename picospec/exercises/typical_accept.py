@@ -71,4 +71,15 @@ def entropy_in_bits(tokens, parents, probs, epsilon, delta):
     return [bool(probs[p + 1, t] > threshold[p + 1]) for t, p in zip(tokens, parents)]
 
 
-WRONG = (own_row, max_not_min, entropy_in_bits)
+def stops_at_first_rejection(tokens, parents, probs, epsilon, delta):
+    """Read as a chain: nodes after the first rejected one are left out (fewer than m booleans)."""
+    threshold = np.minimum(epsilon, delta * np.exp(-entropy(probs)))  # [1 + m]
+    kept = []
+    for t, p in zip(tokens, parents):
+        if not probs[p + 1, t] > threshold[p + 1]:
+            break
+        kept.append(True)
+    return kept + [False] * (len(kept) < len(tokens))
+
+
+WRONG = (own_row, max_not_min, entropy_in_bits, stops_at_first_rejection)

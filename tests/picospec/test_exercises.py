@@ -50,9 +50,11 @@ WRONG = [
     ("medusa_buffers", "siblings_see_each_other", "attn_mask", "choices=[[0], [1], [0, 0]]"),
     ("medusa_buffers", "positions_from_one", "position_ids", "choices=[[0]]"),
     ("medusa_buffers", "retrieve_without_root", "retrieve_indices", "choices=[[0]]"),
+    ("medusa_buffers", "retrieve_leaf_to_root", "retrieve_indices", "choices=[[0]]"),
     ("typical_accept", "own_row", "kept nodes", None),
     ("typical_accept", "max_not_min", "kept nodes", None),
     ("typical_accept", "entropy_in_bits", "kept nodes", None),
+    ("typical_accept", "stops_at_first_rejection", "kept nodes", None),
     ("verify_without_replacement", "judged_as_iid", "case 3. V=4 three siblings T=0.7", None),
     ("verify_without_replacement", "only_previous_removed", "case 4. V=4 three siblings top_k=3",
      None),
@@ -121,6 +123,24 @@ def test_no_verdict_when_a_broken_sampler_passes(monkeypatch):
     verdict = EXERCISES["verify_chain"].grade(answer("verify_chain"), samples=SAMPLES)
     assert not verdict.passed and verdict.failed == "no verdict"
     assert "resample_from_target passed every case" in str(verdict)
+
+
+def test_no_verdict_when_any_one_broken_sampler_passes(monkeypatch):
+    """One broken sampler caught and another missed: still no verdict, naming the missed one."""
+    from picospec.exercises import grading
+
+    monkeypatch.setattr(grading, "controls", lambda *a: [("bonus_from_draft", "2. V=3 K=1"),
+                                                         ("resample_from_target", None)])
+    verdict = EXERCISES["verify_chain"].grade(answer("verify_chain"), samples=SAMPLES)
+    assert not verdict.passed and verdict.failed == "no verdict"
+    assert "resample_from_target passed every case" in str(verdict)
+
+
+@pytest.mark.parametrize("returned", [[], [True], "ab", None])
+def test_typical_accept_needs_one_boolean_per_node(returned):
+    """Fewer booleans than nodes (even none) fails, whatever the ones given."""
+    verdict = EXERCISES["typical_accept"].grade(lambda *args: returned)
+    assert not verdict.passed
 
 
 def write(path, *sources):
