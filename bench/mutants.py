@@ -625,6 +625,23 @@ MUTANTS = (
            "sorted(map(tuple, map(sorted, right.tolist())))",
            ("tests/picospec/test_exercises.py",),
            "a retrieve row listed leaf to root passes (each row compared as a set)"),
+    # --- the edges: the run's figures and its memory plan
+    Mutant("figures-full-acceptance-forgets-own-token", "run", "record", "picospec_app/run.py",
+           'return 1 + float(np.mean([s["drafted"] for s in stats]))',
+           'return float(np.mean([s["drafted"] for s in stats]))',
+           ("tests/app/test_run_figures.py",),
+           "'every draft accepted' E forgets the target's own token (4.00 and 2.40x for 5.00 and "
+           "3.00x)"),
+    Mutant("figures-accept-untimed", "run", "record", "picospec_app/run.py",
+           "        self.model.accept(path)\n        self.seconds += self.clock() - start\n",
+           "        self.model.accept(path)\n",
+           ("tests/app/test_run_figures.py::test_a_tree_targets_accept_counts_in_its_seconds",
+            "tests/app/test_run_figures.py"),
+           "a tree method's accept (cache compaction) falls out of the target's seconds: c low"),
+    Mutant("batch-plans-on-all-free-memory", "run", "rule", "picospec_app/command.py",
+           "budget = free // 2 if free is not None", "budget = free if free is not None",
+           ("tests/app/test_batch_memory.py",),
+           "--batch plans its groups on all the free memory, not half as its help says"),
 )
 
 

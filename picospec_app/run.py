@@ -89,11 +89,11 @@ def run_batch(method, xs, loaded, groups, n, seed, sampling, options, progress):
               file=sys.stderr) as bar:  # rows done, and the group on its way
         for g, group in enumerate(groups):
             bar.set_postfix_str(f"group {g + 1} of {len(groups)}")
-            needs = batched_models(loaded, len(group))
-            for model in needs.values():
-                getattr(model, "reset", lambda: None)()
-            start = time.perf_counter()
             try:
+                needs = batched_models(loaded, len(group))  # the group's caches: allocated here
+                for model in needs.values():
+                    getattr(model, "reset", lambda: None)()
+                start = time.perf_counter()
                 out += call(method, [xs[i] for i in group], n, rng, needs, sampling, options,
                             stats=stats.append([]) or stats[-1], batch=True)
             except MemoryError:  # the bound fell short (memory taken meanwhile; CuPy's error too)

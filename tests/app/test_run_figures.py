@@ -81,6 +81,45 @@ def test_a_run_all_accepted_by_hand():
     assert run.drafting(costs) == pytest.approx(k * 0.25)
     assert (10 / 3) / (8 / 6.6) - c - k * 0.25 == pytest.approx(0, abs=1e-12)
     assert run.limit_line(costs, 8 / 6.6).startswith("limit here: verification (")
+    # every draft accepted: 1 + the mean drafted a step (the target's own token counted)
+    assert costs["E_full"] == pytest.approx(1 + 7 / 3)
+
+
+@pytest.mark.parametrize("drafted, E_full", [([4, 4, 4], 5.0), ([4, 4, 4, 2], 4.5), ([0], 1.0)])
+def test_every_draft_accepted_counts_the_targets_own_token(drafted, E_full):
+    """K = 4 and every draft accepted: 5 tokens a target call, so the limit line says 5.00 and the
+    cost model's 5 / (c + d) (3.00x at c = 1, d = 2/3), not 4.00 and 2.40x."""
+    stats = [{"drafted": k, "nodes": k, "accepted": k} for k in drafted]
+    assert run.every_draft_accepted(stats, 2.0) == pytest.approx(E_full)
+    if drafted == [4, 4, 4]:
+        costs = {"E": 2.0, "E_full": run.every_draft_accepted(stats, 2.0), "c": 1.0,
+                 "predicted_gpu": 1.0, "drafts": {"draft": {"per_target_call": 4,
+                                                            "c_d": 1 / 6}}}
+        line = run.limit_line(costs, 2.0 / (1 + 4 / 6))
+        assert line == ("limit here: acceptance (2.00 tokens per target call, 5.00 had every draft "
+                        "been accepted: the cost model gives 3.00x then)")
+
+
+class Accepting(Costly):
+    """A tree method's target: its accept (cache compaction) takes `accept_s` on the clock."""
+
+    def __init__(self, model, clock, first, accept_s):
+        super().__init__(model, clock, first)
+        self.accept_s = accept_s
+
+    def accept(self, path):
+        self.clock.now += self.accept_s
+
+
+def test_a_tree_targets_accept_counts_in_its_seconds():
+    """Timed.accept: the compaction's seconds are the target's (so c and the prediction include
+    them), and it is no call of its own."""
+    clock = Clock()
+    timed = run.Timed(Accepting(TARGET, clock, 0.8, 0.3), clock)
+    timed(PROMPT)
+    timed.accept([0])
+    timed.accept([0, 1])
+    assert timed.calls == 1 and timed.seconds == pytest.approx(0.8 + 2 * 0.3)
 
 
 def test_a_run_all_rejected_by_hand():
