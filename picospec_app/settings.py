@@ -1,16 +1,28 @@
 """The environment's settings, read once here (nothing under gpt2/ or picospec/ reads os.environ):
 
     PICOSPEC_THREADS   BLAS threads for the forwards (1..256; unset: the thread policy)
-    PICOSPEC_PANELS    1 or 0: weight panels on or off on the CPU (unset: the policy)
-    PICOSPEC_STATIC    1: the static-shape step (gpt2/fast/static.py)
-    PICOSPEC_FUSED     0: no fused CUDA kernels on a GPU
-    PICOSPEC_OFFLINE   1: never touch the network (as --offline)
-    PICOSPEC_CACHE     where the REST datastore is built (~/.cache/picospec)
+    PICOSPEC_PANELS    on or off: weight panels on the CPU (unset: the policy)
+    PICOSPEC_STATIC    on: the static-shape step (gpt2/fast/static.py)
+    PICOSPEC_FUSED     off: no fused CUDA kernels on a GPU
+    PICOSPEC_OFFLINE   on: never touch the network (as --offline)
+    PICOSPEC_CACHE     an absolute folder (~ allowed) where the REST datastore is built
+                       (unset: ~/.cache/picospec)
+    PICOSPEC_QUICK     on: the notebooks' quick mode (read by the notebooks themselves)
+
+One rule for every one: a value that is empty or only spaces counts as unset; on/off settings take
+1, true, yes, on / 0, false, no, off; any other PICOSPEC_* name is refused, naming the known ones.
 """
 import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from picospec_cli import env_flag
+
+KNOWN = ("PICOSPEC_THREADS", "PICOSPEC_PANELS", "PICOSPEC_STATIC", "PICOSPEC_FUSED",
+         "PICOSPEC_OFFLINE", "PICOSPEC_CACHE", "PICOSPEC_QUICK")
+# settings that are gone, and what does their work now
+GONE = {"PICOSPEC_HUB_URL": "set HF_ENDPOINT to the hub's address instead"}
 
 
 @dataclass(frozen=True)
@@ -23,32 +35,55 @@ class Settings:
     cache: str | None = None
 
 
+def env_value(name, environ):  # the value, or None where unset, empty or only spaces
+    return environ.get(name, "").strip() or None
+
+
 def env_threads(environ):
-    value = environ.get("PICOSPEC_THREADS", "")
-    if not value:
+    value = env_value("PICOSPEC_THREADS", environ)
+    if value is None:
         return None
-    if not value.isdigit() or not 1 <= int(value) <= 256:
-        raise ValueError(f"PICOSPEC_THREADS={value!r}: set it to a whole number from 1 to 256 "
-                         f"(as --threads), or unset it for the policy")
+    if not re.fullmatch(r"[0-9]+", value) or not 1 <= int(value) <= 256:
+        raise ValueError(f"PICOSPEC_THREADS={environ['PICOSPEC_THREADS']!r}: set it to a whole "
+                         f"number from 1 to 256 (as --threads), or unset it for the policy")
     return int(value)
 
 
-def env_panels(environ):
-    value = environ.get("PICOSPEC_PANELS", "")
-    if value not in ("", "0", "1"):
-        raise ValueError(f"PICOSPEC_PANELS={value!r}: set it to 1 (weight panels on) or 0 (off), "
-                         f"or unset it for the policy")
-    return None if value == "" else value == "1"
+def env_cache(environ):
+    value = env_value("PICOSPEC_CACHE", environ)
+    if value is None:
+        return None
+    folder, raw = Path(value).expanduser(), environ["PICOSPEC_CACHE"]
+    if not folder.is_absolute():
+        raise ValueError(f"PICOSPEC_CACHE={raw!r}: set it to an absolute folder path (~ allowed), "
+                         f"or unset it for ~/.cache/picospec")
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"PICOSPEC_CACHE={raw!r} is a file: set it to a folder, or unset it for "
+                         f"~/.cache/picospec")
+    return str(folder)
+
+
+def unknown_names(environ):
+    """PICOSPEC_* names no setting reads -> ValueError naming the first and what to do."""
+    import difflib
+
+    for name in sorted(n for n in environ if n.startswith("PICOSPEC_") and n not in KNOWN):
+        near = difflib.get_close_matches(name[9:], [k[9:] for k in KNOWN], n=1)  # after PICOSPEC_
+        fix = GONE.get(name) or (f"did you mean PICOSPEC_{near[0]}?" if near else
+                                 f"the settings are {', '.join(KNOWN)}")
+        raise ValueError(f"{name} is not a picospec setting: {fix} (or unset {name})")
 
 
 def read_settings(environ=None):
     """PICOSPEC_* variables of `environ` (default os.environ) -> Settings; ValueError if bad."""
     environ = os.environ if environ is None else environ
-    return Settings(threads=env_threads(environ), panels=env_panels(environ),
+    unknown_names(environ)
+    return Settings(threads=env_threads(environ),
+                    panels=env_flag("PICOSPEC_PANELS", None, environ),
                     static=env_flag("PICOSPEC_STATIC", False, environ),
                     fused=env_flag("PICOSPEC_FUSED", True, environ),
                     offline=env_flag("PICOSPEC_OFFLINE", False, environ),
-                    cache=environ.get("PICOSPEC_CACHE") or None)
+                    cache=env_cache(environ))
 
 
 def engine_choices(settings=None, threads=None, measure=True):

@@ -100,8 +100,11 @@ class Parser(argparse.ArgumentParser):  # values verbatim, each mistake one Usag
             return super()._parse_optional(word)
 
     def error(self, message):
-        name = message.removeprefix("argument --").split(":")[0].split("/")[0]
-        if "expected one argument" in message:
+        flags = message.removeprefix("argument ").split(":")[0].split("/")  # -h/--help
+        name = next((f for f in flags if f.startswith("--")), flags[0]).lstrip("-")
+        if name == "help" and "ignored explicit argument" in message:
+            message = "--help takes no value: write --help (or -h) alone"
+        elif "expected one argument" in message:
             message = (f"--{name} needs a value ({KINDS[self.types[name]][0]}); one that starts "
                        f"with - is written --{name}=VALUE")
         elif "ignored explicit argument" in message:

@@ -29,13 +29,67 @@ def test_each_variable_by_hand():
     ("PICOSPEC_THREADS", "many", "set it to a whole number from 1 to 256"),
     ("PICOSPEC_THREADS", "0", "set it to a whole number from 1 to 256"),
     ("PICOSPEC_THREADS", "99999", "set it to a whole number from 1 to 256"),
-    ("PICOSPEC_PANELS", "yes", "set it to 1 (weight panels on) or 0 (off)"),
+    ("PICOSPEC_THREADS", "257", "set it to a whole number from 1 to 256"),
+    ("PICOSPEC_THREADS", "\u00b2", "set it to a whole number from 1 to 256"),
+    ("PICOSPEC_THREADS", "-1", "set it to a whole number from 1 to 256"),
+    ("PICOSPEC_PANELS", "2", "set it to 1 (on) or 0 (off)"),
     ("PICOSPEC_STATIC", "maybe", "set it to 1 (on) or 0 (off)"),
     ("PICOSPEC_FUSED", "2", "set it to 1 (on) or 0 (off)"),
 ])
 def test_a_bad_value_is_named(name, value, message):
     with pytest.raises(ValueError, match=re.escape(f"{name}='{value}': {message}")):
         read_settings({name: value})
+
+
+SETTINGS = ("PICOSPEC_THREADS", "PICOSPEC_PANELS", "PICOSPEC_STATIC", "PICOSPEC_FUSED",
+            "PICOSPEC_OFFLINE", "PICOSPEC_CACHE")
+
+
+@pytest.mark.parametrize("name", SETTINGS)
+@pytest.mark.parametrize("blank", ["", " ", "\t"])
+def test_a_blank_value_is_unset_for_every_setting(name, blank):
+    assert read_settings({name: blank}) == Settings()
+
+
+@pytest.mark.parametrize("name, field", [("PICOSPEC_PANELS", "panels"),
+                                         ("PICOSPEC_STATIC", "static"),
+                                         ("PICOSPEC_FUSED", "fused"),
+                                         ("PICOSPEC_OFFLINE", "offline")])
+@pytest.mark.parametrize("word, on", [("1", True), ("yes", True), ("On", True), ("true", True),
+                                      ("0", False), ("no", False), ("OFF", False)])
+def test_every_on_off_setting_takes_the_same_words(name, field, word, on):
+    assert getattr(read_settings({name: word}), field) is on
+
+
+@pytest.mark.parametrize("value, threads", [("1", 1), ("256", 256), (" 8 ", 8)])
+def test_threads_from_1_to_256(value, threads):
+    """The bounds of --threads, both included."""
+    assert read_settings({"PICOSPEC_THREADS": value}).threads == threads
+
+
+def test_the_cache_is_an_absolute_folder(tmp_path, monkeypatch):
+    """A value that cannot be a cache folder (relative: built under the current folder) is refused
+    before anything is built; ~ is the home folder; a file is refused."""
+    assert read_settings({"PICOSPEC_CACHE": str(tmp_path)}).cache == str(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert read_settings({"PICOSPEC_CACHE": "~/c"}).cache == str(tmp_path / "c")
+    for value in ("yes", "-1", "cache", "./x"):
+        with pytest.raises(ValueError, match=re.escape(f"PICOSPEC_CACHE={value!r}: set it to an "
+                                                       "absolute folder path")):
+            read_settings({"PICOSPEC_CACHE": value})
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ValueError, match="is a file: set it to a folder"):
+        read_settings({"PICOSPEC_CACHE": str(tmp_path / "f")})
+
+
+@pytest.mark.parametrize("name, fix", [("PICOSPEC_HUB_URL", "set HF_ENDPOINT to the hub's address"),
+                                       ("PICOSPEC_THREAD", "did you mean PICOSPEC_THREADS?"),
+                                       ("PICOSPEC_OFLINE", "did you mean PICOSPEC_OFFLINE?"),
+                                       ("PICOSPEC_ZZZZZZZ", "the settings are PICOSPEC_THREADS")])
+def test_a_setting_no_one_reads_is_named(name, fix):
+    """A misspelt or dropped setting would be ignored in silence: it is refused with its fix."""
+    with pytest.raises(ValueError, match=re.escape(f"{name} is not a picospec setting: {fix}")):
+        read_settings({name: "1"})
 
 
 @pytest.mark.parametrize("env, expected", [({"PICOSPEC_PANELS": "1"}, ("panels", True)),

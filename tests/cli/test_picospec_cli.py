@@ -104,6 +104,13 @@ MAIN_CASES = [
     (["--device", "tpu"], r"unknown --device 'tpu'", False),
     (["--json=maybe"], r"--json is a switch", False),
     (["--offline", "yes"], r"--offline is a switch and takes no value", False),
+    (["--no-json", "yes"], r"error: --no-json is a switch and takes no value; got 'yes' after",
+     False),
+    (["--no-offline", "1"], r"error: --no-offline is a switch and takes no value", False),
+    (["--no-json=yes"], r"error: --json is a switch: write --json or --no-json, with no value",
+     False),
+    (["--help=yes"], r"error: --help takes no value: write --help \(or -h\) alone", False),
+    (["--threads", "257"], r"--threads must be <= 256; got 257", False),
     (["-x"], r"unknown option -x", False),
     (["--temp", "0.5"], r"unknown option --temp \(see --help\)", False),  # no prefix matching
     (["--n_tok", "3"], r"unknown option --n_tok: did you mean --n_tokens\?", False),

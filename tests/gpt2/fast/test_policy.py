@@ -190,3 +190,97 @@ def test_panels_where_the_blas_has_a_direct_sgemm(monkeypatch):
     monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", "Haswell"))
     assert not policy.panel_policy(5_000_000)["on"]
     assert policy.panel_policy(5_000_000, requested=True)["on"]
+
+
+def scoped_counts(threads, rows):
+    """The BLAS count each forward of `rows` token rows would be scoped to."""
+    seen = []
+
+    class Recording:
+        def __init__(self, n):
+            seen.append(n)
+
+        def __enter__(self):
+            pass
+
+        def __exit__(self, *exc):
+            pass
+
+    original, policy.blas_limit = policy.blas_limit, Recording
+    try:
+        for r in rows:
+            with threads.scope(r):
+                pass
+    finally:
+        policy.blas_limit = original
+    return seen
+
+
+def test_the_wide_count_starts_past_the_panels_range():
+    """Rows 1..MAX_ROWS are the panels' range and run on the engine's count; from MAX_ROWS + 1 on,
+    the wide count (the free cores, for a small model)."""
+    from gpt2.fast.panels import MAX_ROWS
+
+    threads = policy.Threads(5_850_000, free=FREE)
+    assert scoped_counts(threads, [1, 2, MAX_ROWS, MAX_ROWS + 1, 200]) == [1, 1, 1, 2, 2]
+    assert MAX_ROWS == 32 and policy.WIDE_ROWS == 33
+
+
+@pytest.mark.parametrize("requested", [1, 2])
+def test_threads_requested_caps_every_forward(requested):
+    """--threads N (or PICOSPEC_THREADS) is every forward's count, wide ones included."""
+    threads = policy.Threads(5_850_000, requested=requested, free=(4, 4, "4.0 idle now"))
+    assert scoped_counts(threads, [1, 33, 500]) == [requested] * 3
+    assert threads.report()["wide"]["threads"] == requested
+
+
+def test_the_app_passes_threads_to_every_engine():
+    """main.py's --threads 1 reaches the engine's wide count."""
+    from gpt2.engine import GPT2
+    from picospec_app.settings import Settings, engine_choices
+    from tests.support.micro import random_gpt2
+
+    model = GPT2(*random_gpt2(n_ctx=64, n_embd=32, n_head=2),
+                 **engine_choices(Settings(), threads=1))
+    assert scoped_counts(model.forward.threads, [1, 40]) == [1, 1]
+
+
+@pytest.mark.parametrize("idle, cpus, free", [(1.8, 2, 2), (1.4, 2, 1), (0.2, 2, 1),
+                                              (3.6, 4, 4), (2.7, 4, 3), (9.0, 4, 4)])
+def test_free_cores_are_the_idle_ones_rounded(monkeypatch, idle, cpus, free):
+    """1.8 idle cores are 2 free ones (rounded, not cut), at least 1, at most the usable cores."""
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
+    monkeypatch.setattr(policy, "idle_cpus", lambda ids: idle)
+    assert policy.free_cores()[:2] == (free, cpus)
+
+
+@pytest.mark.parametrize("arch", ["SkylakeX", "Cooperlake", "SapphireRapids"])
+def test_panels_on_every_kernel_family_with_direct_sgemm(monkeypatch, arch):
+    """OpenBLAS's AVX-512 families share the direct SGEMM for small products: panels on."""
+    monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", arch))
+    assert policy.panel_policy(5_850_000) == {
+        "on": True, "why": f"OpenBLAS {arch} kernels: direct SGEMM for small products"}
+
+
+@pytest.mark.parametrize("library, arch", [("openblas", "Haswell"), ("openblas", "Zen"),
+                                           ("openblas", "SandyBridge"), ("mkl", "SkylakeX"),
+                                           (None, None)])
+def test_panels_off_without_direct_sgemm(monkeypatch, library, arch):
+    monkeypatch.setattr(policy, "blas_kernels", lambda: (library, arch))
+    assert policy.panel_policy(5_850_000)["on"] is False
+
+
+@pytest.mark.parametrize("kind, pad_rows", [("cpu", 4), ("reference", 1), ("panels", 1),
+                                            ("own ops", 4)])
+def test_row_padding_follows_the_operations(kind, pad_rows):
+    """The CPU operations pad a pass's rows to a multiple of 4, a caller's own Ops value too (it
+    runs on the same BLAS); the reference and the panels do not; a request wins."""
+    from gpt2.fast import build, ops
+    from tests.support.micro import random_gpt2
+
+    hparams, params = random_gpt2(n_ctx=32, n_embd=16, n_head=2)
+    asked = ops.CPU._replace(gelu=ops.CPU.gelu) if kind == "own ops" else kind
+    assert build(params, 10_000, kind=asked).pad_rows == pad_rows
+    assert build(params, 10_000, kind=asked, pad_rows=2).pad_rows == 2
