@@ -683,6 +683,22 @@ MUTANTS = (
            'before.lstrip("-").removeprefix("no-")', 'before.lstrip("-")',
            ("tests/cli/test_picospec_cli.py",),
            "--no-json yes told 'unexpected argument' instead of 'is a switch'"),
+    # --- the edges: offline and the hub
+    Mutant("offline-setting-ignored", "load", "rule", "picospec_app/command.py",
+           'values["offline"] = "PICOSPEC_OFFLINE" if offline else False',
+           'values["offline"] = False',
+           ("tests/gpt2/test_hub.py::test_main_offline_sends_no_request",),
+           "PICOSPEC_OFFLINE=1 alone no longer keeps main.py off the network"),
+    Mutant("offline-flag-ignored", "load", "rule", "picospec_app/command.py",
+           '    elif values["offline"]:\n        values["offline"] = "--offline"\n',
+           '    elif values["offline"]:\n        values["offline"] = False\n',
+           ("tests/gpt2/test_hub.py::test_main_offline_sends_no_request",),
+           "--offline alone no longer keeps main.py off the network"),
+    Mutant("hub-alias-shadowed-by-folder", "load", "rule", "gpt2/hub.py",
+           "if name not in ALIASES and is_local(name):", "if is_local(name):",
+           ("tests/gpt2/test_hub.py::"
+            "test_an_alias_wins_over_a_folder_of_its_name_from_any_folder",),
+           "a folder named like a hub alias in the current folder shadows the alias"),
 )
 
 

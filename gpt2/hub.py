@@ -15,6 +15,7 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 BUILTIN = {"tiny-target": ASSETS / "tiny-target", "tiny-draft": ASSETS / "tiny-draft"}
 SIZES = {"gpt2": "124M", "gpt2-medium": "355M", "gpt2-large": "774M", "gpt2-xl": "1558M"}
 ALIASES = {alias: f"openai-community/{n}" for n, size in SIZES.items() for alias in (n, size)}
+DEFAULT_ENDPOINT = "https://huggingface.co"  # huggingface_hub's, where HF_ENDPOINT is unset
 FILES = ("config.json", "vocab.json", "merges.txt", "model.safetensors")
 # one part of a repo id: letters, digits, - _ . (1 to 96), first and last one of A-Za-z0-9_
 REPO_PART = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?")
@@ -52,9 +53,11 @@ def resolve(name, offline=False, cache=None, endpoint=None):
         return Path(found[0]).parent  # the snapshot folder of the cached revision
     if offline or constants.HF_HUB_OFFLINE:
         missing = ", ".join(f for f, path in zip(FILES, found) if not isinstance(path, str))
+        undo = {"--offline": "drop --offline", "PICOSPEC_OFFLINE": "unset PICOSPEC_OFFLINE (or "
+                "give --no-offline)"}.get(offline, "drop --offline and unset PICOSPEC_OFFLINE")
+        undo = undo if offline else "unset HF_HUB_OFFLINE"
         raise DownloadError(f"offline: {repo} is not in the Hugging Face cache {cache} (missing "
-                            f"{missing}); run once online to download it, or drop --offline and "
-                            f"unset PICOSPEC_OFFLINE and HF_HUB_OFFLINE")
+                            f"{missing}); run once online to download it: {undo}")
     return download(repo, cache, endpoint or constants.ENDPOINT)
 
 
@@ -90,10 +93,12 @@ def download(repo, cache, endpoint):
         raise DownloadError(f"{repo} is not on {endpoint}: check the name ({NAMES}); a "
                             f"private repo needs HF_TOKEN") from None
     except e.LocalEntryNotFoundError as error:  # no answer, or 5xx after the retries
+        check = "check the network (or set HF_ENDPOINT to a mirror)"
+        if endpoint.rstrip("/") != DEFAULT_ENDPOINT:  # a mirror of the user's that is down
+            check = "check that this endpoint (HF_ENDPOINT) answers, or unset HF_ENDPOINT"
         raise Unreachable(f"cannot download {file} of {repo} from {endpoint} ({reason(error)}): "
-                          f"check the network (or set HF_ENDPOINT to a mirror), or put the model "
-                          f"into the Hugging Face cache {cache} and run with --offline (or "
-                          f"PICOSPEC_OFFLINE=1)") from None
+                          f"{check}, or put the model into the Hugging Face cache {cache} and run "
+                          f"with --offline (or PICOSPEC_OFFLINE=1)") from None
     except e.EntryNotFoundError:
         raise DownloadError(f"{repo} has no {file}: picospec loads GPT-2 checkpoints with "
                             f"{', '.join(FILES)}") from None

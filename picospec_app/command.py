@@ -38,7 +38,8 @@ SHARED = [
     Option("draft", str, "tiny-draft",
            "draft model (methods that need one): tiny-draft, ngram, gpt2, ..."),
     Option("device", str, "cpu", "cpu, or gpu (CuPy)", choices=("cpu", "gpu")),
-    Option("offline", bool, False, "never touch the network (also PICOSPEC_OFFLINE=1)"),
+    Option("offline", bool, None, "never touch the network (--no-offline: allow it; unset: "
+           "PICOSPEC_OFFLINE, else allowed)"),
     Option("threads", int, None,
            "BLAS threads (default: 1 for small models, else the free cores; also "
            "PICOSPEC_THREADS)", low=1, high=256),
@@ -193,7 +194,11 @@ def check_before_loading(method, values):
     from picospec_app.settings import read_settings
 
     offline = read_settings().offline  # a bad PICOSPEC_OFFLINE is named, even under --offline
-    values["offline"] = values["offline"] or offline  # the loads below pass it on
+    # the command line wins over the setting; the loads below pass on what asked for offline
+    if values["offline"] is None:
+        values["offline"] = "PICOSPEC_OFFLINE" if offline else False
+    elif values["offline"]:
+        values["offline"] = "--offline"
     check_target(values["target"])
     if "draft2" in method.needs and values.get("draft2") is not None:
         if same_model(values["draft2"], values["target"]):

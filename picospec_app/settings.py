@@ -57,10 +57,7 @@ def env_cache(environ):
     if not folder.is_absolute():
         raise ValueError(f"PICOSPEC_CACHE={raw!r}: set it to an absolute folder path (~ allowed), "
                          f"or unset it for ~/.cache/picospec")
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"PICOSPEC_CACHE={raw!r} is a file: set it to a folder, or unset it for "
-                         f"~/.cache/picospec")
-    return str(folder)
+    return str(folder)  # whether it can be made is asked where it is needed (picospec_app.load)
 
 
 def unknown_names(environ):

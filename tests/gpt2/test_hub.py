@@ -8,6 +8,7 @@ import ast
 import hashlib
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -239,9 +240,15 @@ def test_offline_with_nothing_cached(hub, tmp_path, monkeypatch):
     assert one_line(e).startswith(f"offline: distilbert/distilgpt2 is not in the Hugging Face "
                                   f"cache {cache} (missing config.json, vocab.json, merges.txt, "
                                   f"model.safetensors)")
+    # the way out names what asked for offline: the command line, the setting, or anything
+    for offline, undo in (("--offline", "drop --offline"),
+                          ("PICOSPEC_OFFLINE", "unset PICOSPEC_OFFLINE (or give --no-offline)"),
+                          (True, "drop --offline and unset PICOSPEC_OFFLINE")):
+        with pytest.raises(DownloadError, match=f"^offline: .*download it: {re.escape(undo)}$"):
+            resolve("distilbert/distilgpt2", offline=offline, cache=cache, endpoint=hub.url)
     # HF_HUB_OFFLINE, as huggingface_hub read it, counts too
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
-    with pytest.raises(DownloadError, match="^offline: .*unset PICOSPEC_OFFLINE and HF_HUB_OFF"):
+    with pytest.raises(DownloadError, match="^offline: .*download it: unset HF_HUB_OFFLINE$"):
         resolve("distilbert/distilgpt2", cache=cache, endpoint=hub.url)
     assert hub.requests == [] and not cache.exists()
 
@@ -269,15 +276,22 @@ def test_a_gated_repo(hub, tmp_path):
                            f"then set HF_TOKEN (or run `hf auth login`)")
 
 
-def test_a_server_that_is_down(tmp_path, sleeps):
-    """No answer at all fails at once (one request, no retries); the line says what to do."""
+@pytest.mark.parametrize("default", [True, False])
+def test_a_server_that_is_down(tmp_path, sleeps, monkeypatch, default):
+    """No answer at all fails at once (one request, no retries); the line says what to do: a
+    mirror for the default hub, and for a mirror of the user's (HF_ENDPOINT) that it answers."""
+    import gpt2.hub
+
     url = f"http://127.0.0.1:{closed_port()}"
+    if default:
+        monkeypatch.setattr(gpt2.hub, "DEFAULT_ENDPOINT", url)
     with pytest.raises(Unreachable) as e:
         resolve("gpt2", cache=tmp_path / "hf", endpoint=url)
+    check = ("check the network (or set HF_ENDPOINT to a mirror)" if default else
+             "check that this endpoint (HF_ENDPOINT) answers, or unset HF_ENDPOINT")
     assert one_line(e) == (f"cannot download config.json of openai-community/gpt2 from {url} "
-                           f"([Errno 111] Connection refused): check the network (or set "
-                           f"HF_ENDPOINT to a mirror), or put the model into the Hugging Face "
-                           f"cache {tmp_path / 'hf'} and run with --offline (or "
+                           f"([Errno 111] Connection refused): {check}, or put the model into "
+                           f"the Hugging Face cache {tmp_path / 'hf'} and run with --offline (or "
                            f"PICOSPEC_OFFLINE=1)")
     assert sleeps == [] and not (tmp_path / "hf").exists()
 
@@ -289,7 +303,7 @@ def test_a_server_that_fails(hub, tmp_path, sleeps, caplog):
     with pytest.raises(Unreachable) as e:
         resolve("gpt2", cache=tmp_path / "hf", endpoint=hub.url)
     assert "config.json of openai-community/gpt2 from" in one_line(e)
-    assert "(HTTP 500): check the network" in one_line(e)
+    assert "(HTTP 500): check that this endpoint (HF_ENDPOINT) answers" in one_line(e)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
@@ -425,3 +439,34 @@ def test_the_hub_reads_no_environment_and_imports_no_door():
 # the command line prints a ValueError as one line `error: ...`, exit 2
 def test_errors_are_value_errors():
     assert issubclass(Unreachable, DownloadError) and issubclass(DownloadError, ValueError)
+
+
+# --- main.py offline: each way of asking keeps it off the network; the command line wins
+# ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, env, undo", [
+    (["--offline"], {"PICOSPEC_OFFLINE": ""}, "drop --offline"),
+    ([], {"PICOSPEC_OFFLINE": "1"}, "unset PICOSPEC_OFFLINE (or give --no-offline)"),
+    (["--offline"], {"PICOSPEC_OFFLINE": "1"}, "drop --offline"),
+    (["--offline"], {"PICOSPEC_OFFLINE": "0"}, "drop --offline"),
+])
+def test_main_offline_sends_no_request(hub, tmp_path, monkeypatch, args, env, undo):
+    """A model not in the cache, a hub on 127.0.0.1 that records every request: none reaches it,
+    and the one line names the way back online that the user really took."""
+    from tests.support.clitools import assert_refused, run_here
+
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", hub.url)
+    r = run_here(["main.py", "--target", "gpt2", "--n_tokens", "2", *args], tmp_path, env=env)
+    assert hub.requests == []
+    assert_refused(r, rf"^error: offline: openai-community/gpt2 is not in the Hugging Face cache "
+                      rf".*download it: {re.escape(undo)}$", tmp_path)
+
+
+@pytest.mark.parametrize("alias", ["gpt2", "124M", "gpt2-medium"])
+def test_an_alias_wins_over_a_folder_of_its_name_from_any_folder(alias, tmp_path, monkeypatch):
+    """A folder named like an alias in the current folder (the repository's own gpt2/, or a
+    user's) never shadows the alias: the name goes to the hub (here: offline, not cached)."""
+    (tmp_path / "work" / alias).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "work")
+    with pytest.raises(DownloadError, match=r"^offline: openai-community/gpt2"):
+        resolve(alias, offline=True, cache=tmp_path / "hf")
