@@ -48,5 +48,5 @@ def test_out_of_memory_in_a_group_is_one_line(monkeypatch, where):
         monkeypatch.setattr(run, "call", fail)
     with pytest.raises(ValueError, match=r"^--batch: out of memory with groups of 2 rows: pass a "
                                          r"smaller --batch_memory than 20$"):
-        run.run_batch(run.find("speculative"), [[1], [2], [3]], {}, ([[0, 1], [2]], 10 * MB), 4, 0, {}, {},
-                      progress=False)
+        run.run_batch(run.find("speculative"), [[1], [2], [3]], {}, ([[0, 1], [2]], 10 * MB), 4,
+                      0, {}, {}, progress=False)

@@ -17,7 +17,7 @@ FORBIDDEN = np.flatnonzero(PROBS == 0)
 
 
 def drawn(seed, forbidden=0):
-    """counts [S] of N draws from PROBS, `forbidden` of them moved onto sequences of probability 0."""
+    """counts [S] of N draws from PROBS, `forbidden` of them moved onto forbidden sequences."""
     counts = np.random.default_rng(seed).multinomial(N - forbidden, PROBS).astype(float)
     counts[FORBIDDEN[:forbidden]] += 1
     return counts
