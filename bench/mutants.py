@@ -699,6 +699,17 @@ MUTANTS = (
            ("tests/gpt2/test_hub.py::"
             "test_an_alias_wins_over_a_folder_of_its_name_from_any_folder",),
            "a folder named like a hub alias in the current folder shadows the alias"),
+    # --- the edges: Sequoia's hardware-aware size and its measured acceptance vector
+    Mutant("sequoia-size-draft-call-per-node", "sequoia", "rule", "picospec/sequoia.py",
+           "internal = len({tuple(c[:-1]) for c in choices})", "internal = len(choices)",
+           ("tests/picospec/test_sequoia.py::"
+            "test_hardware_aware_choice_charges_the_draft_calls_the_tree_makes",),
+           "the hardware-aware size charges a draft call per node, not per node with children"),
+    Mutant("sequoia-iid-acceptance-node-index", "sequoia", "record", "picospec/sequoia.py",
+           "accepted = draws.index(path[0]) if path else None",
+           "accepted = path[0] if path else None",
+           ("tests/picospec/test_sequoia.py::test_iid_acceptance_credits_the_draw_rank",),
+           "the i.i.d. acceptance vector credits a node's index instead of its draw rank"),
 )
 
 

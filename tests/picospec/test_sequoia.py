@@ -74,6 +74,62 @@ def test_hardware_aware_choice_by_hand():
     assert choose_size((.1,), [1, 5, 9], 0.5, max_depth=2)[:2] == (2, 1)
 
 
+def draft_calls(choices):
+    """How many draft calls draw_tree makes to fill the shape `choices` (counted, not assumed)."""
+    calls = []
+
+    def draft(x, n=1):
+        calls.append(1)
+        return np.full((n, 8), 1 / 8)  # [n, V]: every rank can be filled
+
+    sequoia.draw_tree(draft, [0], choices, np.random.default_rng(0), False)
+    return len(calls)
+
+
+@pytest.mark.parametrize("acceptance, verify_cost, draft_cost", [
+    ((.6, .3, .1), [1, 1.02, 1.05, 1.1, 1.2, 1.3, 1.5, 1.8], 0.3),
+    ((.7, .2), [1, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], 0.5),
+    ((.5, .4, .3), [1, 1.1, 1.2, 1.3, 1.4, 1.5], 0.05)])
+def test_hardware_aware_choice_charges_the_draft_calls_the_tree_makes(acceptance, verify_cost,
+                                                                      draft_cost):
+    """On trees (not chains, where every count agrees): the chosen (n, d) is the best of every
+    size and depth by the value of its best tree over verify_cost[n - 1] + draft_cost times the
+    draft calls that tree's drafting really makes (one per node with children)."""
+    best = None
+    for n in range(2, len(verify_cost) + 1):
+        for d in range(1, 4):
+            try:
+                choices, value = sequoia_tree(acceptance, n, d)
+            except ValueError:
+                continue
+            speedup = value / (verify_cost[n - 1] + draft_cost * draft_calls(choices))
+            if best is None or speedup > best[2] + 1e-12:
+                best = (n, d, speedup, choices)
+    chosen = choose_size(acceptance, verify_cost, draft_cost, max_depth=3)
+    assert chosen[:2] == best[:2] and chosen[2] == pytest.approx(best[2])
+    assert sum(len(c) == 1 for c in chosen[3]) >= 2  # a tree: the root has siblings
+
+
+def test_a_tree_makes_one_draft_call_per_node_with_children():
+    assert draft_calls([[0], [1], [0, 0]]) == 2 and draft_calls([[0], [1], [2]]) == 1
+    assert draft_calls([[0], [0, 0], [0, 1], [0, 0, 0]]) == 3
+
+
+def test_iid_acceptance_credits_the_draw_rank():
+    """i.i.d. siblings, draft (.5, .5), target (0, 1): the accepted token is the first draw of 1,
+    at draw rank k with probability .5^(k+1) (a repeated 0 is one node: its index is not the
+    rank): a = (.5, .25, .125)."""
+    def draft(x, n=1):
+        return np.tile([0.5, 0.5], (n, 1))  # [n, V]
+
+    def target(x, n=1):
+        return np.tile([0.0, 1.0], (n, 1))  # [n, V]
+
+    a = acceptance_vector(draft, target, [[0, 0]], 1, 3, np.random.default_rng(0), siblings="iid",
+                          repeats=2000)
+    assert a == pytest.approx([0.5, 0.25, 0.125], abs=0.03)
+
+
 def test_without_replacement_draws_distinct_tokens_from_the_support():
     rng = np.random.default_rng(0)
     p = np.array([0.1, 0.0, 0.6, 0.3])
