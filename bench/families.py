@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from picospec_cli import Option, command as plain_command
+from picospec_cli import Option, UsageError, command as plain_command
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ("Haswell", "SkylakeX")
@@ -71,11 +71,19 @@ def without(argv, names):
 
 
 def relay(stream, to):
-    """Copy a child's output to this process's stream as it comes (progress bars included)."""
+    """Copy a child's output to this process's stream as it comes (progress bars included); once
+    the reader is gone (a pipe to `head` closed), the rest is read and dropped."""
     decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
     for chunk in iter(lambda: os.read(stream.fileno(), 4096), b""):
-        to.write(decode(chunk))
-        to.flush()
+        try:
+            to.write(decode(chunk))
+            to.flush()
+        except (BrokenPipeError, ValueError):  # ValueError: the stream was closed
+            to = None
+            break
+    if to is None:
+        for _ in iter(lambda: os.read(stream.fileno(), 4096), b""):
+            pass
 
 
 def run_child(args, env):
@@ -127,9 +135,11 @@ def by_family(module, families, quiet, out):
 
 FAMILY_OPTIONS = [
     Option("families", "strs", None, "OpenBLAS kernel families to measure, each in its own "
-           "process (default: every family this CPU runs)", choices=FAMILIES),
-    Option("quiet", float, 0.5, "with --out, before each family, wait (at most 5 minutes) until "
-           "the 1-minute load is below this; 0: do not wait", low=0),
+           "process (default: every family this CPU runs)", choices=FAMILIES,
+           check_list=lambda names: "names a family twice: give each once"
+           if len(set(names)) < len(names) else None),
+    Option("quiet", float, None, "with --out, before each family, wait (at most 5 minutes) until "
+           "the 1-minute load is below this; 0: do not wait (default with --out: 0.5)", low=0),
     Option("child", bool, False, "measure in this process only, with the BLAS as loaded (what "
            "each family's process runs)"),
 ]
@@ -141,8 +151,15 @@ def command(main, options):
     module = sys.modules[main.__module__].__spec__.name
 
     @functools.wraps(main)
-    def run(families=None, quiet=0.5, child=False, **values):
+    def run(families=None, quiet=None, child=False, **values):
+        if child and (families is not None or quiet is not None):
+            raise UsageError(f"--child measures in this process, as loaded: drop "
+                             f"{'--families' if families is not None else '--quiet'}")
+        if quiet is not None and values.get("out") is None:
+            raise UsageError("--quiet waits for a quiet machine before a page is written: add "
+                             "--out FILE, or drop --quiet")
         if child:
             return main(**values)
-        return by_family(module, families or families_here(), quiet, values.get("out"))
+        return by_family(module, families or families_here(), 0.5 if quiet is None else quiet,
+                         values.get("out"))
     return plain_command(run, options + FAMILY_OPTIONS)

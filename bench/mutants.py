@@ -710,6 +710,23 @@ MUTANTS = (
            "accepted = path[0] if path else None",
            ("tests/picospec/test_sequoia.py::test_iid_acceptance_credits_the_draw_rank",),
            "the i.i.d. acceptance vector credits a node's index instead of its draw rank"),
+    # --- the edges: the results pages and the kernel-family runner
+    Mutant("page-untracked-files-dirty", "pages", "record", "bench/page.py",
+           '"status", "--porcelain", "--untracked-files=no"', '"status", "--porcelain"',
+           ("tests/bench/test_page.py",),
+           "any untracked file marks a page 'with uncommitted changes'"),
+    Mutant("page-app-not-watched", "pages", "record", "bench/page.py",
+           '"picospec", "picospec_app", "picospec_cli")', '"picospec")',
+           ("tests/bench/test_page.py",),
+           "a page's commit row stays clean after an edit under picospec_app/ or picospec_cli/"),
+    Mutant("families-wait-without-page", "pages", "rule", "bench/families.py",
+           "wait_quiet(quiet) if quiet and out else", "wait_quiet(quiet) if quiet else",
+           ("tests/bench/test_families.py::test_no_page_no_wait",),
+           "the family runner waits for a quiet machine when no page is asked for"),
+    Mutant("families-relay-dies-on-closed-pipe", "pages", "rule", "bench/families.py",
+           "except (BrokenPipeError, ValueError):", "except ValueError:",
+           ("tests/bench/test_families.py::test_the_relay_outlives_a_closed_reader",),
+           "a bench command piped to head: a BrokenPipeError traceback from the relay thread"),
 )
 
 

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE = ("main.py", "bench", "gpt2", "picospec")  # what a figure depends on
+# what a figure depends on: the algorithms, the model, the app and its door, the benchmarks
+CODE = ("main.py", "bench", "gpt2", "picospec", "picospec_app", "picospec_cli")
 
 
 def command_line():
@@ -28,10 +29,10 @@ def command_line():
     return " ".join(["python", "-m", name] + [shlex.quote(a) for a in sys.argv[1:]])
 
 
-def commit():
-    """The short commit id, and whether the measured code (CODE) differs from it."""
+def commit(root=ROOT):
+    """The short commit id, and whether the measured code (CODE's tracked files) differs from it."""
     def git(*args):
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30)
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
 
     try:
         head = git("rev-parse", "--short", "HEAD")

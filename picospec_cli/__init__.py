@@ -43,7 +43,9 @@ def convert(option, text):
     if kind in ("ints", "floats", "strs"):
         parts = [p.strip() for p in text.split(",")]
         if not all(parts):
-            raise UsageError(f"{flag} must be {KINDS[kind][0]} like 1,2,4; got {text!r}")
+            like = (",".join(map(str, option.choices[:2])) if option.choices else
+                    {"ints": "1,2,4", "floats": "0.5,1.5", "strs": "a,b"}[kind])
+            raise UsageError(f"{flag} must be {KINDS[kind][0]} like {like}; got {text!r}")
         item = option._replace(type={"ints": int, "floats": float}.get(kind, str))
         values = [convert(item, p) for p in parts]
         if option.check_list is not None and (message := option.check_list(values)):
@@ -64,8 +66,11 @@ def convert(option, text):
         why = ": no such folder"
     elif kind == "out":
         where = path.resolve().parent
-        why = (" is a folder: give a file name" if path.is_dir() else f": the folder {where} does "
-               "not exist; create it first" if not where.is_dir() else out_folder(where))
+        above = next((p for p in path.absolute().parents if p.exists()), None)  # what exists
+        why = (" is a folder: give a file name" if path.is_dir() else
+               f": {above} is a file, not a folder" if above is not None and above.is_file() else
+               f": the folder {where} does not exist; create it first" if not where.is_dir()
+               else out_folder(where))
         why = f": {why}" if why and why[0] not in " :" else why
     if why:
         raise UsageError(f"{flag} {text}{why}")

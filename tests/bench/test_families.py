@@ -65,3 +65,34 @@ def test_a_page_waits_for_a_quiet_machine_and_says_so(monkeypatch, capsys):
     monkeypatch.setattr(families.time, "sleep", lambda s: None)
     assert families.wait_quiet(0.5) == 0.49
     assert "waiting for a quiet machine: 1-minute load 1.30" in capsys.readouterr().out
+
+
+def test_no_page_no_wait(monkeypatch):
+    """Without --out nothing waits for a quiet machine, whatever --quiet says."""
+    monkeypatch.setattr(families, "wait_quiet", lambda *a: pytest.fail("waited with no page"))
+    monkeypatch.setattr(families, "run_child", lambda args, env: 0)
+    monkeypatch.setattr(sys, "argv", ["bench.ops"])
+    families.by_family("bench.ops", families.families_here(), 0.5, None)
+
+
+class Gone:
+    """A stream whose reader has gone (a pipe to `head` closed after its lines)."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_the_relay_outlives_a_closed_reader():
+    """The relay thread drops the rest once nobody reads, and drains the child (no traceback, no
+    child blocked on a full pipe)."""
+    import os
+
+    r, w = os.pipe()
+    os.write(w, b"x" * 10_000)
+    os.close(w)
+    with os.fdopen(r, "rb") as stream:
+        families.relay(stream, Gone())
+        assert stream.read() == b""

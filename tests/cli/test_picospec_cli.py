@@ -136,6 +136,12 @@ MAIN_CASES = [
 ]
 
 BENCH_CASES = [
+    (["-m", "bench.ops", "--families", ""], r"--families must be names, comma-separated like "
+                                            r"Haswell,SkylakeX; got ''"),
+    (["-m", "bench.ops", "--families", "Haswell,Haswell"], r"names a family twice"),
+    (["-m", "bench.ops", "--child", "--families", "Haswell"], r"--child .*drop --families"),
+    (["-m", "bench.ops", "--quiet", "1"], r"--quiet .*add --out FILE, or drop --quiet"),
+    (["-m", "bench.ops", "--out", "p.txt/x.md"], r"p\.txt is a file, not a folder"),
     (["-m", "bench.harness", "--K", "0"], r"--K must be >= 1"),
     (["-m", "bench.harness", "--target", "ngram"], r"--target ngram: the n-gram model drafts only"),
     (["-m", "bench.eagle", "--target", "ngram"], r"--target ngram: the n-gram model drafts only"),
