@@ -640,7 +640,7 @@ MUTANTS = (
            "a tree method's accept (cache compaction) falls out of the target's seconds: c low"),
     Mutant("batch-plans-on-all-free-memory", "run", "rule", "picospec_app/command.py",
            "budget = free // 2 if free is not None", "budget = free if free is not None",
-           ("tests/app/test_batch_memory.py",),
+           ("tests/app/test_command_batch_memory.py",),
            "--batch plans its groups on all the free memory, not half as its help says"),
     # --- the edges: the thread and panel policy, the Forward build, the settings, the door
     Mutant("policy-threads-request-not-wide", "policy", "rule", "gpt2/fast/policy.py",
@@ -727,6 +727,12 @@ MUTANTS = (
            "except (BrokenPipeError, ValueError):", "except ValueError:",
            ("tests/bench/test_families.py::test_the_relay_outlives_a_closed_reader",),
            "a bench command piped to head: a BrokenPipeError traceback from the relay thread"),
+    # --- the edges: the tree checks read the project's tracked files only
+    Mutant("tree-checks-read-untracked", "tree checks", "rule", "tests/support/tracked.py",
+           "    listed = tracked(str(root))\n", "    listed = None\n",
+           ("tests/test_architecture.py::"
+            "test_build_output_a_venv_and_scratch_files_change_no_verdict",),
+           "build/, a venv or a scratch file in the checkout changes the tree checks' verdict"),
 )
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.tracked import project_files
+
 ROOT = Path(__file__).resolve().parents[1]
 # what a method file may import from picospec
 SHARED = {"sampling", "verify", "tree"}
@@ -66,8 +68,8 @@ def imports(path):
 def violations(root):
     """Every broken rule in the tree at `root`, one line each."""
     root, found = Path(root), []
-    files = [p for p in root.rglob("*.py")
-             if ".git" not in p.parts] + list((root / "notebooks").glob("*.ipynb"))
+    files = project_files(root, "*.py") + project_files(root, "*.ipynb", "notebooks",
+                                                        recursive=False)
     for path in files:
         rel, names = path.relative_to(root), imports(path)
         if "main" in names and rel.name != "main.py":
@@ -106,7 +108,7 @@ def violations(root):
     table = (root / "picospec" / "methods.py").read_text()
     rows = {n.split(".")[1] for n in imports(root / "picospec" / "methods.py")
             if n.startswith("picospec.")}
-    for path in (root / "picospec").glob("*.py"):
+    for path in project_files(root, "*.py", "picospec", recursive=False):
         if path.stem not in NOT_METHODS and path.stem not in rows:
             found.append(f"picospec/{path.name} is not a row of picospec/methods.py: add its row "
                          f"(or list it as a shared piece)")
@@ -218,7 +220,7 @@ def import_graph(root):
     (lazy) too; `from a.b import c` counts a.b.c when that is a module of the project, else a.b."""
     root = Path(root)
     parts = ("picospec_cli", "picospec", "gpt2", "picospec_app", "bench")
-    files = {module_name(root, p): p for sub in parts for p in (root / sub).rglob("*.py")}
+    files = {module_name(root, p): p for sub in parts for p in project_files(root, "*.py", sub)}
     files["main"] = root / "main.py"
     graph = {}
     for name, path in files.items():
@@ -275,7 +277,7 @@ def shims(root):
     """picospec and gpt2 modules that define a module __getattr__ or a table of moved names (MOVED =
     {...})."""
     out = []
-    for path in [*(Path(root) / "picospec").rglob("*.py"), *(Path(root) / "gpt2").rglob("*.py")]:
+    for path in [*project_files(root, "*.py", "picospec"), *project_files(root, "*.py", "gpt2")]:
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
                 out.append(f"{path.relative_to(root)}: module __getattr__")
@@ -316,7 +318,7 @@ def docstring_shares(root, folders=DOC_FOLDERS):
     shares = {}
     for folder in folders:
         total = docs = 0
-        for path in sorted((Path(root) / folder).glob("*.py")):
+        for path in project_files(root, "*.py", folder, recursive=False):
             text = path.read_text(encoding="utf-8")
             total += len(text)
             for node in ast.walk(ast.parse(text)):
@@ -352,7 +354,7 @@ SHAPE_NOTE = re.compile(r"#.*(\[.*\]|\bscalar\b|\bshape)")
 # the files whose array lines carry their shapes: the model and the algorithms
 SHAPE_FILES = ["gpt2/model.py"] + [
     f"{folder}/{p.name}" for folder in ("picospec", "picospec/batched")
-    for p in sorted((ROOT / folder).glob("*.py"))
+    for p in project_files(ROOT, "*.py", folder, recursive=False)
     if p.name not in ("__init__.py", "methods.py", "options.py")]
 
 
@@ -436,7 +438,7 @@ def figures(text):
 
 def test_no_measured_figures_machines_or_dates_in_code():
     found = [f"{path.relative_to(ROOT)}:{n}: {kind} {what!r}"
-             for folder in FIGURE_FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))
+             for folder in FIGURE_FOLDERS for path in project_files(ROOT, "*.py", folder)
              for n, kind, what in figures(path.read_text(encoding="utf-8"))]
     assert found == [], "move them to docs/performance.md or a docs/results/ page"
 
@@ -484,7 +486,7 @@ def forward_copies(root):
     gpt2/model.py imports besides the backend's array functions (no performance module:
     docs/architecture.md)."""
     root, out = Path(root), []
-    for path in [*root.rglob("*.py")]:
+    for path in project_files(root, "*.py"):
         if (".git" in path.parts or path.parts[len(root.parts)] == "tests"
             or path == root / "gpt2" / "model.py"):
             continue
@@ -522,7 +524,7 @@ def hidden_machinery(root, files=None):
     for an array (__rmatmul__, __array_ufunc__), module-level state written inside a function."""
     root, out = Path(root), []
     paths = ([root / f for f in files] if files is not None else
-             [*(root / "gpt2").rglob("*.py"), *(root / "picospec").rglob("*.py")])
+             [*project_files(root, "*.py", "gpt2"), *project_files(root, "*.py", "picospec")])
     for path in paths:
         rel, tree = path.relative_to(root), ast.parse(path.read_text(encoding="utf-8"))
         # names bound by imports (modules, or what a module holds)
@@ -587,7 +589,7 @@ def second_parsers(root):
     """Command-line parsing outside the door: a module that imports argparse, optparse, getopt,
     click or fire, or defines a `parse`/`split`/`convert`/`usage` function or an `Option` class."""
     root, out = Path(root), []
-    for path in root.rglob("*.py"):
+    for path in project_files(root, "*.py"):
         rel = path.relative_to(root)
         if ".git" in rel.parts or rel.parts[0] in ("tests", "picospec_cli"):
             continue
@@ -658,7 +660,7 @@ def mirror_problems(root):
     imports another, and every other module of tests/ is in tests/support/."""
     root, problems = Path(root), []
     tests = root / "tests"
-    for path in sorted(tests.rglob("*.py")):
+    for path in project_files(root, "*.py", "tests"):
         rel = path.relative_to(tests)
         if rel.parts[0] in ("support", "fixtures") or path.name in ("__init__.py", "conftest.py"):
             pass
@@ -710,3 +712,57 @@ def test_a_test_tree_out_of_shape_is_caught(tmp_path):
     assert any(p.startswith("tests/picospec/test_speculative.py:2: imports a test module")
                for p in problems), problems
     assert len(problems) == len(bad) + 1, problems
+
+
+def every_tree_check(root):
+    """Each tree check's findings on the tree at root."""
+    return {"violations": violations(root), "circles": circles(import_graph(root)),
+            "shims": shims(root), "forward copies": forward_copies(root),
+            "hidden machinery": hidden_machinery(root), "second parsers": second_parsers(root),
+            "mirror": mirror_problems(root), "docstrings": docstring_shares(root)}
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_build_output_a_venv_and_scratch_files_change_no_verdict(tmp_path):
+    """A checkout of the project's files (the built-in weights aside), then what `pip install .`
+    leaves (build/lib/ with a copy of the packages), a venv inside the checkout and a user's
+    scratch files, each of which breaks a rule if read: every tree check finds what it found
+    before, because the checks read the tracked files only."""
+    import subprocess
+
+    from tests.support.tracked import project_files, tracked
+
+    clone = tmp_path / "clone"
+    for path in project_files(ROOT):
+        rel = path.relative_to(ROOT)
+        if rel.parts[:2] != ("gpt2", "assets") and rel.parts[:2] != ("tests", "fixtures"):
+            (clone / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, clone / rel)
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=clone,
+                       check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "the project")
+    before = every_tree_check(clone)
+    for sub in ("gpt2", "picospec_cli", "picospec"):
+        shutil.copytree(clone / sub, clone / "build" / "lib" / sub)
+    (clone / "build" / "lib" / "gpt2" / "model.py").write_text("import picospec\n\n\n"
+                                                               "def linear(x):\n    return x\n")
+    (clone / "build" / "lib" / "picospec_cli" / "extra.py").write_text("import numpy\n")
+    venv = clone / ".venv" / "lib" / "python3" / "site-packages" / "pkg"
+    venv.mkdir(parents=True)
+    (venv / "__init__.py").write_text("import argparse\nimport main\n")
+    (clone / "scratch.py").write_text("import argparse\nimport main\n\n\ndef parse(x):\n"
+                                      "    return x\n")
+    (clone / "picospec" / "my_try.py").write_text('"""' + "words\n" * 500 + '"""\n')
+    (clone / "tests" / "test_mine.py").write_text("from tests.test_lint import ROOT\n")
+    assert every_tree_check(clone) == before
+    # the same files, once tracked, are the project's: the checks see them
+    git("add", "-f", "scratch.py", "tests/test_mine.py")
+    tracked.cache_clear()
+    after = every_tree_check(clone)
+    assert after["second parsers"] != before["second parsers"]
+    assert after["mirror"] != before["mirror"]

@@ -17,6 +17,7 @@ from gpt2.load import ASSETS
 
 from tests.support.clitools import (ROOT, assert_refused, files_under, run_cli, run_here,
                                     sigint_as_in_a_terminal)
+from tests.support.tracked import project_files
 
 FAST = 3.0  # seconds: a mistake in the options is refused before any model loads
 TARGET = ASSETS / "tiny-target"
@@ -657,7 +658,7 @@ def test_notebooks_read_picospec_quick_as_every_flag(monkeypatch):
     line, run as it is committed, reads it as the other flags are read."""
     import nbformat
 
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+    for path in project_files(ROOT, "*.ipynb", "notebooks", recursive=False):
         lines = [line for cell in nbformat.read(path, as_version=4).cells
                  if cell.cell_type == "code" for line in cell.source.splitlines()]
         quick = next(line for line in lines if line.startswith("QUICK ="))

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.tracked import project_files
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 FOLDER = Path(__file__).resolve().parents[1] / "notebooks"
-NOTEBOOKS = sorted(FOLDER.glob("*.ipynb"))
+NOTEBOOKS = project_files(FOLDER.parent, "*.ipynb", "notebooks", recursive=False)
 sys.path.insert(0, str(FOLDER / "src"))
 
 # run after the notebook's own cells, in its kernel: the BLAS count the process has (building and
@@ -58,7 +60,7 @@ def test_committed_notebooks_are_executed_and_normalised(path):
     assert not [o for c in code for o in c.outputs if o.output_type == "error"], path.name
 
 
-MAKERS = sorted((FOLDER / "src").glob("make_*.py"))
+MAKERS = project_files(FOLDER.parent, "make_*.py", "notebooks/src", recursive=False)
 
 
 @pytest.mark.parametrize("maker", MAKERS, ids=[p.name for p in MAKERS])

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.tracked import project_files
+
 ROOT = Path(__file__).resolve().parents[1]
 EXTRAS = {"test": "requirements-test.txt", "reference": "requirements-reference.txt",
           "notebooks": "requirements-notebooks.txt"}
@@ -52,8 +54,8 @@ def test_pyproject_lists_equal_the_requirements_files():
 
 def test_every_built_in_asset_is_package_data():
     patterns = pyproject()["tool"]["setuptools"]["package-data"]["gpt2"]
-    files = [p.relative_to(ROOT / "gpt2").as_posix() for p in (ROOT / "gpt2" / "assets").rglob("*")
-             if p.is_file()]
+    files = [p.relative_to(ROOT / "gpt2").as_posix()
+             for p in project_files(ROOT, "*", "gpt2/assets")]
     assert files and all(any(fnmatch.fnmatch(f, pat) and f.count("/") == pat.count("/")
                              for pat in patterns)
                          for f in files)
