@@ -733,6 +733,15 @@ MUTANTS = (
            ("tests/test_architecture.py::"
             "test_build_output_a_venv_and_scratch_files_change_no_verdict",),
            "build/, a venv or a scratch file in the checkout changes the tree checks' verdict"),
+    Mutant("door-closed-stdout-traceback", "door", "rule", "picospec_cli/__init__.py",
+           "    if sys.stdout is None or sys.stderr is None:", "    if False:",
+           ("tests/cli/test_picospec_cli.py::"
+            "test_a_standard_output_closed_from_the_start_is_one_line",),
+           "`python main.py >&-`: an AttributeError traceback from the error guard itself"),
+    Mutant("batch-file-keeps-bom", "run", "rule", "picospec_app/command.py",
+           'open(path, encoding="utf-8-sig", newline="")', 'open(path, encoding="utf-8", newline="")',
+           ("tests/cli/test_main.py::test_batch_file_with_a_byte_order_mark",),
+           "a --batch file with a byte-order mark keeps U+FEFF in prompt 1, silently"),
 )
 
 

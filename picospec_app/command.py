@@ -132,7 +132,7 @@ def batch_prompts(values):
     """--batch FILE's prompts, one per line, blank lines skipped."""
     path = values["batch"]
     try:
-        text = open(path, encoding="utf-8", newline="").read()
+        text = open(path, encoding="utf-8-sig", newline="").read()  # -sig: a BOM is no text
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"--batch {path}: cannot read it as UTF-8 text "
                          f"({getattr(e, 'strerror', e)})") from None
@@ -154,7 +154,8 @@ def read_prompt(values, given):
             raise UsageError("--prompt_file -: standard input is closed; pipe the prompt in or "
                              "name a file")
         try:
-            prompt = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+            prompt = (sys.stdin.read() if path == "-" else
+                      open(path, encoding="utf-8-sig").read())  # -sig: a BOM is no text
         except (OSError, UnicodeDecodeError) as e:
             raise UsageError(f"--prompt_file {path}: cannot read it as UTF-8 text "
                              f"({getattr(e, 'strerror', e)})") from None

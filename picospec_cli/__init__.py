@@ -60,7 +60,7 @@ def convert(option, text):
     path, why = Path(text), None
     if kind in ("file", "dir", "out", "path") and not text:
         raise UsageError(f"{flag} needs a path; got an empty string")
-    if kind == "file" and not path.is_file():
+    if kind == "file" and (not path.exists() or path.is_dir()):  # a pipe (/dev/stdin) is a file
         why = ": no such file" + " (it is a folder)" * path.is_dir()
     elif kind == "dir" and not path.is_dir():
         why = ": no such folder"
@@ -216,7 +216,13 @@ def out_folder(path):  # -> why path cannot be an output folder (made if missing
 
 
 def guarded(work):
-    """work(); a ValueError or OSError: one `error:` line, exit 2; Ctrl-C: 130; closed pipe: 141."""
+    """work(); a ValueError or OSError: one `error:` line, exit 2; Ctrl-C: 130; closed pipe: 141; a
+    standard output closed before the start (`>&-`): one line, exit 2."""
+    if sys.stdout is None or sys.stderr is None:  # Python's stand-in for a closed stream
+        if sys.stderr is not None:
+            print("error: the standard output is closed: send it to a file or a terminal",
+                  file=sys.stderr)
+        sys.exit(2)
     try:
         result = work()
         sys.stdout.flush()  # a closed pipe shows here, inside the guard, not at exit

@@ -95,6 +95,25 @@ def test_batch_file(tmp_path):
     assert len(json.loads(r.stdout)["texts"]) == 2
 
 
+def test_batch_file_with_a_byte_order_mark(tmp_path):
+    """A file saved by Windows Notepad starts with U+FEFF: it is no part of prompt 1."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_bytes("def add(a, b):\nimport os\n".encode("utf-8-sig"))
+    r = run("--batch", str(prompts), "--n_tokens", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompts"] == ["def add(a, b):", "import os"]
+
+
+def test_batch_from_standard_input(tmp_path):
+    """--batch /dev/stdin (or a process substitution): a pipe is a file to read, once."""
+    from tests.support.clitools import run_cli
+
+    r = run_cli(["main.py", "--batch", "/dev/stdin", "--n_tokens", "2", "--json"], tmp_path,
+                stdin="def add(a, b):\nimport os\n")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompts"] == ["def add(a, b):", "import os"]
+
+
 def test_batch_plain_output(tmp_path):
     """--batch prints every row's text, then both runs (the method and batched autoregressive
     decoding), the speedup and how many texts are identical (all of them at temperature 0)."""

@@ -479,3 +479,17 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     p.wait(timeout=120)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert p.returncode != 0
+
+
+@pytest.mark.parametrize("command", [["main.py"], ["-m", "picospec.exercises", "template"],
+                                     ["-m", "picospec.check", "--list"]])
+def test_a_standard_output_closed_from_the_start_is_one_line(command, tmp_path):
+    """`python main.py >&-`: the door says so in one line on stderr and exits 2, no traceback."""
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
+           "HOME": str(tmp_path)}
+    args = [sys.executable, *[str(ROOT / c) if c.endswith(".py") else c for c in command]]
+    r = subprocess.run(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, timeout=120,
+                       preexec_fn=lambda: os.close(1))
+    assert r.returncode == 2
+    assert r.stderr == "error: the standard output is closed: send it to a file or a terminal\n"
