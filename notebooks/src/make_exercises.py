@@ -37,10 +37,22 @@ too, to show what a FAIL looks like.
 handout.ipynb` writes this notebook with every answer cell back to its stub and no outputs. Hand
 it out; collect the notebooks (or `.py` files defining the functions by the exercises' names:
 `python -m picospec.exercises template` writes one) in a folder, then
-`python -m picospec.exercises grade FOLDER` prints one line per learner and exercise (exit status
-0 when all pass). `python -m picospec.exercises list` names the exercises."""),
+`python -m picospec.exercises grade FOLDER` grades each file in its own process under a time
+limit and prints a table, one row per learner and one column per exercise, with k of 11 (`--json`
+and `--csv` give the same table; exit status 0 when every learner passes every exercise).
+`python -m picospec.exercises list` names the exercises; `template NAME` writes one exercise's
+statement and stub."""),
 code("""import os, sys
-sys.path.insert(0, "..")
+try:  # installed (pip install picospec, or pip install . in its repository)
+    import picospec
+except ImportError:  # this notebook beside the repository's picospec/
+    sys.path.insert(0, "..")
+    try:
+        import picospec
+    except ImportError:
+        raise ImportError("picospec is not installed: run `pip install .` in its repository "
+                          "(or put this notebook in its notebooks/ folder), then restart the "
+                          "kernel") from None
 from picospec_cli import env_flag
 QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer samples and tokens
 import numpy as np

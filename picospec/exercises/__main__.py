@@ -1,18 +1,26 @@
 """python -m picospec.exercises list | show NAME | template | grade PATH | handout NOTEBOOK --out
 FILE (the commands: DOC below)."""
+import csv
+import io
+import json
 import sys
 from pathlib import Path
 
 from picospec.exercises import EXERCISES
-from picospec.exercises.answers import answer_cells, handout, load
+from picospec.exercises.answers import Unreadable, handout, handout_problem
+from picospec.exercises.runner import grade_in_process, near_names
 from picospec_cli import Option, UsageError, guarded, parse, usage
 
 PROG = "python -m picospec.exercises"
 OPTIONS = [
     Option("exercise", str, None, "grade only this exercise", choices=tuple(EXERCISES)),
     Option("samples", int, 20_000, "sequences per case of the law-graded exercises (fewer: faster, "
-           "less power)", low=100),
+           "less power)", low=100, high=10_000_000),
     Option("seed", int, 0, "seed of the grading (cases and samples)", low=0),
+    Option("timeout", float, 300.0, "seconds one answer file may take to grade (each file in its "
+           "own process)", above=0),
+    Option("json", bool, False, "grade FOLDER: the table as JSON"),
+    Option("csv", bool, False, "grade FOLDER: the table as CSV"),
     Option("out", "out", None, "handout: the learner's copy to write"),
 ]
 DOC = """Exercises on speculative decoding, graded by their law (the exact-law checker) or against
@@ -21,19 +29,26 @@ picospec's own functions.
 commands:
   list                               the exercises
   show NAME                          one exercise's statement and the signature to write
-  template                           a FILE.py of every exercise's stub, to hand out
-  grade FILE.py                      every exercise the file defines, each verdict in full (a
-                                     notebook: the functions its answer cells define)
-  grade FOLDER                       each .py and .ipynb in it: one line per learner and exercise
+  template [NAME]                    a FILE.py of every exercise's statement and stub (or one's)
+  grade FILE.py                      every exercise, each verdict in full (a notebook: the
+                                     functions its answer cells define); a missing one fails
+  grade FOLDER                       each .py and .ipynb in it, a learner each: a table, one row
+                                     per learner, one column per exercise (--json, --csv)
   handout NOTEBOOK --out FILE.ipynb  the notebook with its answer cells back to stubs
 
-exit status of grade: 0 every answer graded passes, 1 some fail, 2 a usage error"""
-WORDS = {"list": 0, "show": 1, "template": 0, "grade": 1, "handout": 1}
+Each answer file is graded in its own process, at most --timeout seconds; what it prints is
+captured and shown cut short.
+
+exit status of grade: 0 every exercise graded passes, 1 some fail, 2 a usage error"""
+WORDS = {"list": (0, 0), "show": (1, 1), "template": (0, 1), "grade": (1, 1), "handout": (1, 1)}
+# the options each command reads; any other is refused, never ignored
+USES = {"list": set(), "show": set(), "template": set(), "handout": {"out"},
+        "grade": {"exercise", "samples", "seed", "timeout", "json", "csv"}}
 
 
 def parse_command(argv):
     """argv -> (command, its word or None, {option: value}); UsageError for a mistake."""
-    values, _ = parse(argv, OPTIONS, words="COMMAND")
+    values, given = parse(argv, OPTIONS, words="COMMAND")
     if values.get("help"):
         print(usage(PROG, DOC, OPTIONS, words="COMMAND"))
         raise SystemExit(0)
@@ -42,23 +57,43 @@ def parse_command(argv):
         got = f"; got {words[0]!r}" if words else ""
         raise UsageError(f"give a command: {', '.join(WORDS)} (see --help){got}")
     command, rest = words[0], words[1:]
-    if len(rest) != WORDS[command]:
+    low, high = WORDS[command]
+    if not low <= len(rest) <= high:
         what = {"show": "the exercise's NAME", "grade": "one FILE.py, FILE.ipynb or folder",
-                "handout": "the NOTEBOOK to copy"}.get(command, "nothing more")
+                "handout": "the NOTEBOOK to copy", "template": "at most one exercise's NAME"
+                }.get(command, "nothing more")
         raise UsageError(f"{command} takes {what}; got {len(rest)} words: {' '.join(rest)}")
+    for name in sorted(given - USES[command] - {"words"}):
+        raise UsageError(f"{command} does not read --{name}: drop it (see --help)")
     word = rest[0] if rest else None
-    if command == "show" and word not in EXERCISES:
+    if command in ("show", "template") and word is not None and word not in EXERCISES:
         raise UsageError(f"no exercise {word!r}: choose one of {', '.join(EXERCISES)}")
     if command == "grade":
         check_path(word)
+        if values["json"] and values["csv"]:
+            raise UsageError("--json and --csv are both given: keep one")
+        if (values["json"] or values["csv"]) and not Path(word).is_dir():
+            raise UsageError(f"--{'json' if values['json'] else 'csv'} writes a class's table: "
+                             f"grade a FOLDER, or drop it")
     if command == "handout":
-        if not Path(word).is_file() or Path(word).suffix != ".ipynb":
-            raise UsageError(f"{word}: not a notebook file (.ipynb)")
-        if values["out"] is None:
-            raise UsageError("handout needs --out FILE.ipynb: where to write the learner's copy")
-        if not answer_cells(word):
-            raise UsageError(f"{word} has no answer cells (code cells tagged 'answer')")
+        check_handout(word, values["out"])
     return command, word, values
+
+
+def check_handout(notebook, out):
+    if not Path(notebook).is_file() or Path(notebook).suffix != ".ipynb":
+        raise UsageError(f"{notebook}: not a notebook file (.ipynb)")
+    if out is None:
+        raise UsageError("handout needs --out FILE.ipynb: where to write the learner's copy")
+    if Path(out).exists() and Path(out).resolve() == Path(notebook).resolve():
+        raise UsageError(f"--out {out} is the notebook itself: the handout would overwrite its "
+                         f"answers; give another file")
+    try:
+        problem = handout_problem(notebook)
+    except Unreadable as e:
+        raise UsageError(str(e)) from None
+    if problem:
+        raise UsageError(problem)
 
 
 def check_path(path):
@@ -72,52 +107,121 @@ def check_path(path):
 
 
 def files_in(folder):
-    return sorted(p for p in Path(folder).iterdir() if p.suffix in (".py", ".ipynb"))
+    return sorted(p for p in Path(folder).iterdir() if p.is_file()
+                  and p.suffix in (".py", ".ipynb"))
+
+
+def verdicts(path, values, say=print):
+    """{exercise: (mark, line, text)} for every exercise asked, and the file's own notes."""
+    names = [values["exercise"]] if values["exercise"] else list(EXERCISES)
+    result = grade_in_process(path, names, values["samples"], values["seed"],
+                              values["timeout"], say)
+    notes = []
+    if "why" in result:
+        notes.append(f"{Path(path).name}: {result['why']}")
+    if result.get("stopped"):
+        notes.append(f"{Path(path).name}: {result['stopped']}")
+    near = near_names(result.get("defined", []))
+    out = {}
+    for name in names:
+        got = result["verdicts"].get(name)
+        if got is not None:
+            out[name] = ("pass" if got["passed"] else "FAIL", got["line"], got["text"])
+        elif "loaded" in result and name not in result["loaded"]:
+            why = f"not answered: the file defines no function {name}"
+            if name in near:
+                why += f" (did you mean {near[name]}? rename it {name})"
+            elif name in result.get("untagged", []):
+                why += (f" in an answer cell ({name} is defined in a cell without the "
+                        f"'answer' tag: tag that cell)")
+            out[name] = ("-", why, f"{name}: FAIL\n  {why}")
+        else:  # not reached: the file could not be read, or the run stopped before it
+            why = "not graded: " + ("the file could not be read" if "why" in result else
+                                    "the run stopped before it")
+            out[name] = ("x", why, f"{name}: FAIL\n  {why}")
+    if result.get("printed"):
+        head = result["head"].rstrip()
+        notes.append(f"{Path(path).name} printed {result['printed']:,} characters while graded"
+                     + ("; the first:\n    " + head.replace("\n", "\n    ") if head else ""))
+    return out, notes
 
 
 def grade_file(path, values):
-    """Every exercise the file answers, each verdict in full -> exit status."""
-    found = load(path)
-    if isinstance(found, str):
-        print(f"FAIL {found}")
-        return 1
-    names = [values["exercise"]] if values["exercise"] else list(found)
-    if not found or values["exercise"] and values["exercise"] not in found:
-        wanted = values["exercise"] or "any exercise's"
-        raise UsageError(f"{path} defines no function named {wanted} (the exercises: "
-                         f"{', '.join(EXERCISES)}; see {PROG} list)")
-    passed = True
-    for name in names:
-        verdict = EXERCISES[name].grade(found[name], samples=values["samples"],
-                                        seed=values["seed"])
-        print(f"{verdict}\n", flush=True)
-        passed &= verdict.passed
-    print(f"{len(names)} exercises graded: "
-          + ("all pass" if passed else "some FAIL (see above)"))
-    return 0 if passed else 1
+    """Every exercise asked, each verdict in full -> exit status."""
+    out, notes = verdicts(path, values)
+    for note in notes:
+        print(note, flush=True)
+    for _, _, text in out.values():
+        print(f"{text}\n", flush=True)
+    passed = sum(mark == "pass" for mark, _, _ in out.values())
+    print(f"{passed} of {len(out)} exercises pass"
+          + ("" if passed == len(out) else " (see above)"))
+    return 0 if passed == len(out) else 1
 
 
 def grade_folder(folder, values):
-    """One line per learner and exercise -> exit status."""
-    files, failed = files_in(folder), 0
-    width = max(len(p.name) for p in files)
-    for path in files:
-        found = load(path)
-        if isinstance(found, str) or not found:
-            why = found if isinstance(found, str) else "no function named after an exercise"
-            print(f"{path.name:<{width}}  {'-':<26}  FAIL: {why}", flush=True)
-            failed += 1
-            continue
-        names = [values["exercise"]] if values["exercise"] else list(found)
-        ok = True
-        for name in names:
-            line = ("FAIL: not answered" if name not in found else EXERCISES[name].grade(
-                found[name], samples=values["samples"], seed=values["seed"]).line())
-            print(f"{path.name:<{width}}  {name:<26}  {line}", flush=True)
-            ok &= line == "pass"
-        failed += not ok
-    print(f"{len(files) - failed} of {len(files)} learners pass every exercise graded")
-    return 1 if failed else 0
+    """A table: one row per learner, one column per exercise, k of n -> exit status."""
+    names = [values["exercise"]] if values["exercise"] else list(EXERCISES)
+    quiet = values["json"] or values["csv"]
+    rows = []
+    for path in files_in(folder):
+        out, notes = verdicts(path, values, say=(lambda *a, **k: None) if quiet else print)
+        rows.append((path.name, out, notes))
+        if not quiet:
+            print(row_line(path.name, out, names, name_width(folder)), flush=True)
+    failing = sum(any(mark != "pass" for mark, _, _ in out.values()) for _, out, _ in rows)
+    if values["json"]:
+        print(json.dumps({"exercises": names, "learners": [
+            {"file": name, "passed": sum(m == "pass" for m, _, _ in out.values()),
+             "of": len(names), "verdicts": {n: out[n][1] for n in names}, "notes": notes}
+            for name, out, notes in rows]}, indent=1))
+    elif values["csv"]:
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(["learner", *names, "passed", "of"])
+        for name, out, _ in rows:
+            writer.writerow([name, *(out[n][1] for n in names),
+                             sum(m == "pass" for m, _, _ in out.values()), len(names)])
+        print(text.getvalue(), end="")
+    else:
+        print("\n".join(["", "columns: " + ", ".join(f"{i} {n}" for i, n in
+                                                    enumerate(names, 1)),
+                         "marks: pass, FAIL, - not answered, x not graded (see below)", ""]))
+        for name, out, notes in rows:
+            for note in notes:
+                print(note)
+            for n in names:
+                if out[n][0] == "FAIL" or out[n][0] == "-" and "(" in out[n][1]:  # a hint
+                    print(f"{name} {n}: {out[n][1]}")
+            missing = [n for n in names if out[n][0] == "-"]
+            if missing:
+                print(f"{name}: not answered: {', '.join(missing)}")
+        print(f"\n{len(rows) - failing} of {len(rows)} learners pass every exercise graded")
+    return 1 if failing else 0
+
+
+def name_width(folder):
+    return max(len(p.name) for p in files_in(folder))
+
+
+def row_line(name, out, names, w):
+    marks = "  ".join(f"{out[n][0]:>4}" for n in names)
+    passed = sum(out[n][0] == "pass" for n in names)
+    return f"{name:<{w}}  {marks}  {passed} of {len(names)}"
+
+
+def header(names, w):
+    return f"{'learner':<{w}}  " + "  ".join(f"{i:>4}" for i in range(1, len(names) + 1))
+
+
+def template(word):
+    """The stubs with their statements as comments: every exercise's, or one's."""
+    parts = []
+    for name, m in EXERCISES.items():
+        if word in (None, name):
+            statement = "\n".join(f"# {line}".rstrip() for line in m.STATEMENT.splitlines())
+            parts.append(f"{statement}\n{m.STUB}")
+    return "import numpy as np\n\n\n" + "\n\n\n".join(parts)
 
 
 def main(argv=None):
@@ -132,11 +236,14 @@ def main(argv=None):
         elif command == "show":
             print(f"{EXERCISES[word].STATEMENT}\n\n{EXERCISES[word].STUB}")
         elif command == "template":
-            print("import numpy as np\n\n\n" + "\n\n\n".join(m.STUB for m in EXERCISES.values()))
+            print(template(word))
         elif command == "handout":
             n = handout(word, values["out"])
             print(f"wrote {values['out']}: {n} answer cells back to stubs, outputs cleared")
         elif Path(word).is_dir():
+            if not (values["json"] or values["csv"]):
+                names = [values["exercise"]] if values["exercise"] else list(EXERCISES)
+                print(header(names, name_width(word)), flush=True)
             return grade_folder(word, values)
         else:
             return grade_file(word, values)

@@ -2,6 +2,7 @@
 hand-out copy with those cells back to stubs."""
 import itertools
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -9,50 +10,95 @@ from picospec.exercises import EXERCISES
 
 TAG = "answer"  # the tag of a notebook's answer cells; metadata "exercise" names the exercise
 _loaded = itertools.count()
+DEFINES = re.compile(r"^def (\w+)\s*\(", re.M)
 
 
-def load(path):
-    """{exercise name: function} defined in a .py file or a notebook's answer cells, or a one-line
-    str saying why it could not be read."""
+class Unreadable(ValueError):  # the file itself, not the learner's code: one line
+    pass
+
+
+def notebook_cells(path):
+    """A notebook's cells, or Unreadable naming what is wrong with the file."""
+    try:
+        nb = json.loads(Path(path).read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError:
+        raise Unreadable(f"{path}: not UTF-8 text, so not a notebook") from None
+    except json.JSONDecodeError as e:
+        raise Unreadable(f"{path}: not a notebook (not JSON: {e.msg} at line {e.lineno})") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise Unreadable(f"{path}: not a notebook (no list of cells)")
+    return nb, [c for c in nb["cells"] if isinstance(c, dict) and c.get("cell_type") == "code"]
+
+
+def source_of(cell):
+    text = cell.get("source", "")
+    return text if isinstance(text, str) else "".join(text)
+
+
+def is_answer(cell):
+    return TAG in cell.get("metadata", {}).get("tags", [])
+
+
+def without_magics(text):
+    """IPython's %magic and !shell lines blanked (the line numbers stay the cell's own)."""
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line
+                     for line in text.split("\n"))
+
+
+def read_answers(path):
+    """The namespace a .py file or a notebook's answer cells define, run as the learner wrote them
+    (the learner's own errors propagate; Unreadable for the file)."""
     path = Path(path)
     namespace = {"__name__": f"answers_{next(_loaded)}", "__file__": str(path)}
-    try:
-        if path.suffix == ".ipynb":
-            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-            # the answer cells alone, with the notebook's own `import numpy as np`
-            source = "import numpy as np\n\n" + "\n\n".join(
-                "".join(c["source"]) for c in cells
-                if c["cell_type"] == "code" and TAG in c.get("metadata", {}).get("tags", []))
-        else:
-            source = path.read_text(encoding="utf-8")
-        sys.path.insert(0, str(path.resolve().parent))  # the file may import its neighbours
+    if path.suffix == ".ipynb":
+        _, cells = notebook_cells(path)
+        # each answer cell compiled on its own: a line number is its cell's
+        units = [("import numpy as np", f"{path.name}, setup")] + [
+            (without_magics(source_of(c)), f"{path} cell {i}") for i, c in enumerate(cells)
+            if is_answer(c)]
+        untagged = {n for c in cells if not is_answer(c) for n in DEFINES.findall(source_of(c))}
+        namespace["__untagged__"] = sorted(untagged & set(EXERCISES))
+    else:
         try:
-            # the learner's code, run as they wrote it
-            exec(compile(source, str(path), "exec"), namespace)
-        finally:
-            sys.path.remove(str(path.resolve().parent))
-    except (Exception, SystemExit) as e:  # the learner's file raised: say so, grade the others
-        return f"{path.name}: reading it raised {type(e).__name__}: {' '.join(str(e).split())}"
-    return {name: namespace[name] for name in EXERCISES if callable(namespace.get(name))}
+            units = [(path.read_text(encoding="utf-8-sig"), str(path))]  # -sig: Notepad's BOM
+        except UnicodeDecodeError:
+            raise Unreadable(f"{path}: not UTF-8 text: save it as UTF-8") from None
+    sys.path.insert(0, str(path.resolve().parent))  # the file may import its neighbours
+    try:
+        for source, name in units:
+            exec(compile(source, name, "exec"), namespace)
+    finally:
+        sys.path.remove(str(path.resolve().parent))
+    return namespace
 
 
 def handout(notebook, out):
     """Write `notebook` to `out`, answer cells back to stubs, no outputs -> the cells reset."""
-    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        if cell["cell_type"] != "code":
-            continue
+    nb, cells = notebook_cells(notebook)
+    answers = [c for c in cells if is_answer(c)]
+    for cell in cells:
         cell["outputs"], cell["execution_count"] = [], None
-        if TAG in cell.get("metadata", {}).get("tags", []):
-            stub = EXERCISES[cell["metadata"]["exercise"]].STUB
-            cell["source"] = ("# your answer: replace the line raising NotImplementedError\n"
-                              f"import numpy as np\n\n\n{stub}")
-    Path(out).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return sum(TAG in c.get("metadata", {}).get("tags", []) for c in nb["cells"])
+    for cell in answers:
+        stub = EXERCISES[cell["metadata"]["exercise"]].STUB
+        cell["source"] = ("# your answer: replace the line raising NotImplementedError\n"
+                          f"import numpy as np\n\n\n{stub}")
+    text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+    Path(out).write_text(text, encoding="utf-8")
+    return len(answers)
 
 
-def answer_cells(notebook):
-    """The exercises a notebook's answer cells are for."""
-    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
-    return [c["metadata"].get("exercise") for c in nb["cells"]
-            if TAG in c.get("metadata", {}).get("tags", [])]
+def handout_problem(notebook):
+    """Why `notebook` cannot be handed out, or None."""
+    nb, cells = notebook_cells(notebook)
+    answers = [c for c in cells if is_answer(c)]
+    if not answers:
+        return f"{notebook} has no answer cells (code cells tagged '{TAG}')"
+    for i, cell in enumerate(answers, 1):
+        name = cell.get("metadata", {}).get("exercise")
+        if name is None:
+            return (f"{notebook}: answer cell {i} names no exercise: add \"exercise\": NAME to its "
+                    f"metadata (the exercises: {', '.join(EXERCISES)})")
+        if name not in EXERCISES:
+            return (f"{notebook}: answer cell {i} names the exercise {name!r}, which does not "
+                    f"exist: choose one of {', '.join(EXERCISES)}")
+    return None

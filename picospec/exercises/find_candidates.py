@@ -2,6 +2,8 @@
 tokens."""
 import itertools
 
+import numpy as np
+
 from picospec.exercises.grading import grade_cases
 from picospec.prompt_lookup import find_candidates as reference
 
@@ -21,9 +23,17 @@ ANSWER = "from picospec.prompt_lookup import find_candidates  # the project's an
 
 def cases(seed=None):
     """Every x of 1 to 6 tokens over {0, 1, 2}, shortest first; n-grams 1 to 3, 1, 2 or 4 drafts."""
-    return [(f"x={list(x)}, max_ngram_size={n}, num_pred_tokens={k}", (list(x), n, k))
-            for length in range(1, 7) for x in itertools.product(range(3), repeat=length)
-            for n in (1, 2, 3) for k in (1, 2, 4)]
+    small = [(list(x), n, k) for length in range(1, 7)
+             for x in itertools.product(range(3), repeat=length)
+             for n in (1, 2, 3) for k in (1, 2, 4)]
+    # GPT-2's ids: multi-digit, past a byte (256), up to the vocabulary's last, 50256
+    rng = np.random.default_rng(1)
+    real = [([11, 2, 1, 2], 2, 2), ([256, 1, 256], 1, 1), ([50256, 12, 50256], 1, 2)]
+    for length in (8, 20, 40):
+        x = [int(t) for t in rng.choice([7, 300, 11, 1, 50256, 4000], size=length)]
+        real += [(x, n, k) for n in (1, 2, 3) for k in (1, 3)]
+    return [(f"x={x}, max_ngram_size={n}, num_pred_tokens={k}", (x, n, k)) for x, n, k in
+            small + real]
 
 
 def compare(yours, expected):
@@ -65,4 +75,14 @@ def matches_itself(x, max_ngram_size=3, num_pred_tokens=10):
     return []
 
 
-WRONG = (last_occurrence, shortest_first, matches_itself)
+def through_bytes(x, max_ngram_size=3, num_pred_tokens=10):
+    """The n-gram found with bytes(x).find: fast, and wrong past id 255 (it cannot encode them)."""
+    data = bytes(x)
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        s = data.find(data[-n:])
+        if s + n < len(x):
+            return list(x[s + n:s + n + num_pred_tokens])
+    return []
+
+
+WRONG = (last_occurrence, shortest_first, matches_itself, through_bytes)

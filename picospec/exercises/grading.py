@@ -1,6 +1,8 @@
 """Graders: a sampled law through the exact-law checker, or a function against its reference on
 cases from the smallest up -> Verdict."""
+import copy
 import functools
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -8,6 +10,9 @@ import numpy as np
 from picospec.check.battery import cases_of, check_sampler, run_controls
 from picospec.check.cases import PROMPT
 from picospec.check.exact_law import ALPHA, Toy, detectable_tv, law_vector
+
+
+PICOSPEC = str(Path(__file__).resolve().parents[1])  # the package's frames are not the learner's
 
 
 class Verdict(NamedTuple):
@@ -39,11 +44,36 @@ def unanswered(exercise, fn, args):
     return None
 
 
-def grade_law(exercise, fn, contract, samples, seed=0, probe=None):
+def outside_rng(fn, args, calls=40):
+    """The first call whose output changed with NumPy's and Python's global generators, the same
+    rng seed both times (randomness drawn outside `rng`), or None."""
+    import random
+
+    for i in range(calls):
+        outs = []
+        for g in (2 * i, 2 * i + 1):  # the global generators differ, rng does not
+            random.seed(g)
+            np.random.seed(g)
+            try:
+                outs.append(repr(fn(*copy.deepcopy(args[:-1]), np.random.default_rng(i))))
+            except Exception:  # the battery reports it with its case
+                return None
+        if outs[0] != outs[1]:
+            return i
+    return None
+
+
+def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=None):
     """fn through the checker's battery of `contract`, up to the first failing case -> Verdict with
-    that case's observed and exact counts."""
-    if probe is not None and (stub := unanswered(exercise, fn, probe)) is not None:
+    that case's observed and exact counts. uncertain: arguments whose outcome is random."""
+    if probe is not None and (stub := unanswered(exercise, fn, copy.deepcopy(probe))) is not None:
         return stub
+    if uncertain is not None and (i := outside_rng(fn, uncertain)) is not None:
+        return Verdict(exercise, False, "that every random number comes from rng", (
+            f"the same call twice, rng = np.random.default_rng({i}) both times, gave two answers "
+            f"once NumPy's and Python's global generators were seeded differently: draw every "
+            f"random number from rng (rng.random()), not from np.random or random"),
+                       "randomness outside rng")
     n_cases, tv90 = len(cases_of(contract)), battery_tv90(contract, samples)
     checked = (f"the law of whole sequences sampled through your function on the checker's "
                f"{n_cases} toy cases of the {contract} contract (picospec.check), {samples:,} "
@@ -93,21 +123,43 @@ def battery_tv90(contract, samples):
 def grade_cases(exercise, fn, reference, cases, compare, about):
     """fn against reference on cases [(label, args)] -> Verdict naming the first that differs;
     compare(yours, expected) -> the part that differs, or None."""
-    if cases and (stub := unanswered(exercise, fn, cases[0][1])) is not None:
+    if cases and (stub := unanswered(exercise, fn, copy.deepcopy(cases[0][1]))) is not None:
         return stub
     checked = f"your function against {about} on {len(cases)} cases, smallest first"
     for label, args in cases:
-        expected = reference(*args)
+        expected, before = reference(*args), copy.deepcopy(args)
         try:
             yours = fn(*args)
             part, shown = compare(yours, expected), show(yours)
+            if part is None and (changed := changed_input(args, before)) is not None:
+                part, shown = changed, show(yours)
         except Exception as e:  # the learner's function raised: that case fails
-            part, shown = "raises", f"raised {type(e).__name__}: {' '.join(str(e).split())}"
+            part, shown = "raises", (f"raised {type(e).__name__}: {' '.join(str(e).split())}"
+                                     f"{learners_line(e)}")
         if part is not None:
             return Verdict(exercise, False, checked,
                            f"smallest case that differs ({part}): {label}\n  expected: "
                            f"{show(expected)}\n  yours:    {shown}", part)
     return Verdict(exercise, True, checked, f"all {len(cases)} cases agree")
+
+
+def changed_input(args, before):
+    """"input N changed" when the call wrote into one of its arguments, else None."""
+    for i, (now, was) in enumerate(zip(args, before), 1):
+        if not np.array_equal(np.asarray(now, dtype=object), np.asarray(was, dtype=object)):
+            return f"input {i} changed: an answer must leave its inputs as they were"
+    return None
+
+
+def learners_line(e):
+    """` (at FILE, line N)`: the last frame of the raise outside picospec, or ""."""
+    tb, at = e.__traceback__, ""
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if not name.startswith(PICOSPEC) and not name.startswith("<"):
+            at = f" (at {Path(name).name}, line {tb.tb_lineno})"
+        tb = tb.tb_next
+    return at
 
 
 def show(value):

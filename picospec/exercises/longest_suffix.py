@@ -44,6 +44,9 @@ def cases(seed=None):
     contexts = [list(c) for n in range(1, 4) for c in itertools.product(range(3), repeat=n)]
     out = [(c, x, s) for c in corpora for x in contexts for s in (1, 2, 3)]
     out.append(([1, 2, 3, 1, 2], [7, 3, 1, 2], 4))
+    # GPT-2's ids: [1, 2] is not in [11, 2] though "1, 2" is in "11, 2"; ids past a byte
+    out += [([11, 2], [1, 2], 2), ([5, 12, 3], [1, 2, 3], 3), ([300, 50256, 7], [9, 50256, 7], 3),
+            ([256, 1], [0, 1], 2), ([2, 13, 4], [3, 4], 2)]
     return [(f"corpus={c}, context={x}, max_suffix={s}", (c, x, s)) for c, x, s in out]
 
 
@@ -82,4 +85,11 @@ def first_miss(corpus, context, max_suffix):
     return n
 
 
-WRONG = (no_cap, needs_a_continuation, first_miss)
+def as_strings(corpus, context, max_suffix):
+    """Found as text: "1, 2" is inside "11, 2", so [1, 2] is wrongly found in [11, 2]."""
+    text = str(corpus)[1:-1]
+    return next((n for n in range(min(max_suffix, len(context)), 0, -1)
+                 if str(context[-n:])[1:-1] in text), 0)
+
+
+WRONG = (no_cap, needs_a_continuation, first_miss, as_strings)

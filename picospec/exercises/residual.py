@@ -11,7 +11,8 @@ STATEMENT = """\
 and the draft's next-token laws, float arrays [V]. Chen et al. 2023 (Algorithm 2, step 3): after a
 rejection, the next token is drawn from (q(x) - p(x))_+ normalised, that is
 norm(max(0, q - p)). Return that law, an array [V] summing to 1. (When q = p there is no
-rejection and the residual is never used; the grader skips that case.)"""
+rejection and the residual is never used; the grader skips that case.) Tokens with q <= p must
+get exactly 0 (no small constant added); q and p must be left as they were."""
 STUB = '''def residual(q, p):
     """norm(max(0, q - p)): q, p [V] -> [V]."""
     raise NotImplementedError'''
@@ -34,9 +35,18 @@ def cases(seed=0):
     return out
 
 
+def compare(yours, expected):
+    """Exactly 0 where q <= p (a token the residual forbids gets no mass), then within 1e-9."""
+    if (part := same_array(yours, expected)) is not None and part.startswith("shape"):
+        return part
+    if np.any(np.asarray(yours, dtype=float)[np.asarray(expected) == 0] != 0):
+        return "support: a token with q <= p must get exactly 0"
+    return part
+
+
 def grade(fn, samples=None, seed=0):
-    return grade_cases(NAME, fn, reference, cases(seed), same_array,
-                       "picospec.sampling.residual (to 1e-9)")
+    return grade_cases(NAME, fn, reference, cases(seed), compare,
+                       "picospec.sampling.residual (exactly 0 where q <= p, else to 1e-9)")
 
 
 # WRONG: plausible mistakes, each one the grader rejects
@@ -51,4 +61,18 @@ def draft_minus_target(q, p):
     return r / r.sum()
 
 
-WRONG = (not_renormalised, draft_minus_target)
+def epsilon_added(q, p):
+    """A tiny constant added "to avoid a division by zero": forbidden tokens get mass."""
+    r = np.maximum(q - p, 0) + 1e-12
+    return r / r.sum()
+
+
+def in_place(q, p):
+    """Computed in q's own memory: the caller's q is changed."""
+    q -= p
+    np.maximum(q, 0, out=q)
+    q /= q.sum()
+    return q
+
+
+WRONG = (not_renormalised, draft_minus_target, epsilon_added, in_place)

@@ -26,7 +26,8 @@ def cases(seed=None):
     words = [list(w) for n in (1, 2) for w in itertools.product(range(2), repeat=n)]
     small = [list(s) for k in (1, 2, 3) for s in itertools.product(words, repeat=k)]
     longer = [[[0, 1, 2], [0, 1, 0], [0, 2], [1], [0, 1, 2, 2]], [[2, 2, 2], [2, 2], [2]],
-              [[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0]], [[3, 1], [1, 3], [3, 1, 1], [], [1]]]
+              [[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0]], [[3, 1], [1, 3], [3, 1, 1], [], [1]],
+              [[50256, 11], [50256, 1], [11, 1], [300, 256, 1]], [[1, 11], [11, 1], [1, 1, 1]]]
     return [(f"sequences={s}", (s,)) for s in small + longer]
 
 
@@ -91,4 +92,21 @@ def counts_at_ends(sequences):
     return tokens, parents, counts
 
 
-WRONG = (no_merging, merged_by_token, counts_at_ends)
+def joined_keys(sequences):
+    """Prefixes keyed by their digits joined: [1, 11] and [11, 1] are one node ("111")."""
+    tokens, parents, counts, node = [], [], [], {}
+    for seq in sequences:
+        parent = -1
+        for k in range(len(seq)):
+            key = "".join(map(str, seq[:k + 1]))
+            if key not in node:
+                node[key] = len(tokens)
+                tokens.append(seq[k])
+                parents.append(parent)
+                counts.append(0)
+            counts[node[key]] += 1
+            parent = node[key]
+    return tokens, parents, counts
+
+
+WRONG = (no_merging, merged_by_token, counts_at_ends, joined_keys)

@@ -12,7 +12,8 @@ typical acceptance keeps.** A tree of m candidates: tokens[i] is node i's token,
 parent (-1: the root). probs [1 + m, V]: the target's law after the root (row 0) and after each
 node i (row 1 + i). Cai et al. 2024: candidate x below a node whose target law is q is kept when
 q(x) > min(epsilon, delta * exp(-H(q))), H(q) = -sum_v q(v) log q(v) (natural log, 0 log 0 = 0).
-Return a list of m booleans, one per node (the node alone, not its whole path)."""
+Return a list of m booleans, one per node (the node alone, not its whole path). probs may hold
+exact zeros; probs must be left as it was."""
 STUB = '''def typical_accept(tokens, parents, probs, epsilon, delta):
     """tokens, parents [m]; probs [1 + m, V] -> [m] bools."""
     raise NotImplementedError'''
@@ -25,6 +26,10 @@ def cases(seed=0):
     tie = ([0], [-1], np.array([[0.09, 0.91], [0.5, 0.5]]), 0.09, 0.3)  # threshold min(.09, .22)
     out = [("tokens=[0], parents=[-1], probs=[[0.09, 0.91], [0.5, 0.5]], epsilon=0.09, delta=0.3",
             tie)]
+    # an exact zero in the law (0 log 0 = 0): H = 0.673, threshold min(0.5, 0.306), 0.4 is kept
+    zero = ([2, 1], [-1, 0], np.array([[0.0, 0.6, 0.4], [0.5, 0.0, 0.5], [1 / 3] * 3]), 0.5, 0.6)
+    out.append(("tokens=[2, 1], parents=[-1, 0], probs=[[0.0, 0.6, 0.4], [0.5, 0.0, 0.5], "
+                "[0.333, 0.333, 0.333]], epsilon=0.5, delta=0.6", zero))
     for m in range(1, 7):
         for V in range(2, 7):
             for concentration in (0.3, 1.0, 5.0):
@@ -82,4 +87,11 @@ def stops_at_first_rejection(tokens, parents, probs, epsilon, delta):
     return kept + [False] * (len(kept) < len(tokens))
 
 
-WRONG = (own_row, max_not_min, entropy_in_bits, stops_at_first_rejection)
+def no_zero_guard(tokens, parents, probs, epsilon, delta):
+    """H without 0 log 0 = 0: a law with an exact zero gets H = nan, and nothing is kept."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        threshold = np.minimum(epsilon, delta * np.exp(np.sum(probs * np.log(probs), -1)))
+    return [bool(probs[p + 1, t] > threshold[p + 1]) for t, p in zip(tokens, parents)]
+
+
+WRONG = (own_row, max_not_min, entropy_in_bits, stops_at_first_rejection, no_zero_guard)

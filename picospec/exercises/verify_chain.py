@@ -24,8 +24,13 @@ PROBE = ([0], np.array([[0.5, 0.5]]), np.array([[0.5, 0.5], [0.5, 0.5]]),
          np.random.default_rng(0))
 
 
+# a draft kept with probability 0.375: every outcome is random
+UNCERTAIN = ([0, 1], np.array([[0.8, 0.2], [0.5, 0.5]]),
+             np.array([[0.3, 0.7], [0.4, 0.6], [0.5, 0.5]]), None)
+
+
 def grade(fn, samples=20_000, seed=0):
-    return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE)
+    return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN)
 
 
 # WRONG: plausible mistakes, each one the grader rejects
@@ -62,4 +67,23 @@ def bonus_from_draft(drafts, P, Q, rng):
     return len(drafts), sample(P[-1], rng)
 
 
-WRONG = (resample_from_target, ratio_inverted, ties_toward_draft, bonus_from_draft)
+def python_random(drafts, P, Q, rng):
+    """The right rule, its uniforms from Python's `random`: right in law, not reproducible."""
+    import random
+
+    for t, x in enumerate(drafts):
+        if random.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, sample(residual(Q[t], P[t]), rng)
+    return len(drafts), sample(Q[-1], rng)
+
+
+def numpy_global(drafts, P, Q, rng):
+    """The right rule, its uniforms from NumPy's global generator."""
+    for t, x in enumerate(drafts):
+        if np.random.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, sample(residual(Q[t], P[t]), rng)
+    return len(drafts), sample(Q[-1], rng)
+
+
+WRONG = (resample_from_target, ratio_inverted, ties_toward_draft, bonus_from_draft, python_random,
+         numpy_global)

@@ -25,8 +25,13 @@ CONTRACT = "tree_without_replacement"
 PROBE = ([0], [-1], np.full((2, 2), 0.5), np.full((1, 2), 0.5), np.random.default_rng(0))
 
 
+# two siblings below the root, each kept or not at random
+UNCERTAIN = ([0, 1], [-1, -1], np.array([[0.3, 0.3, 0.4], [0.2, 0.5, 0.3], [0.6, 0.2, 0.2]]),
+             np.array([[0.6, 0.3, 0.1], [0.6, 0.3, 0.1]]), None)
+
+
 def grade(fn, samples=20_000, seed=0):
-    return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE)
+    return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN)
 
 
 def walk(tokens, parents, Q, P, rng, law_of, update=residual):

@@ -12,6 +12,7 @@ from picospec.exercises.answers import TAG
 
 from tests.support.clitools import ROOT, assert_refused, run_cli, run_here
 
+LEARNER = ROOT / "tests" / "support" / "learner_answers.py"
 SAMPLES = 2_000  # sequences per case of the law-graded exercises (tv90 about 0.1)
 NOTEBOOK = ROOT / "notebooks" / "exercises.ipynb"
 
@@ -31,6 +32,16 @@ def test_the_projects_answer_passes(name):
 
 
 @pytest.mark.parametrize("name", list(EXERCISES))
+def test_a_right_answer_written_differently_passes(name):
+    """A learner's own right answer (tests/support/learner_answers.py: other loops, other
+    formulas, no picospec) passes as the project's does."""
+    from tests.support import learner_answers
+
+    verdict = EXERCISES[name].grade(getattr(learner_answers, name), samples=SAMPLES)
+    assert verdict.passed, str(verdict)
+
+
+@pytest.mark.parametrize("name", list(EXERCISES))
 def test_the_stub_is_not_answered(name):
     namespace = {}
     exec(EXERCISES[name].STUB, namespace)
@@ -42,11 +53,18 @@ def test_the_stub_is_not_answered(name):
 # smallest case that shows it)
 WRONG = [
     ("residual", "not_renormalised", "values", "q=[0.5, 0.5], p=[0.9, 0.1]"),
-    ("residual", "draft_minus_target", "values", "q=[0.5, 0.5], p=[0.9, 0.1]"),
+    ("residual", "draft_minus_target", "support: a token with q <= p must get exactly 0",
+     "q=[0.5, 0.5], p=[0.9, 0.1]"),
+    ("residual", "epsilon_added", "support: a token with q <= p must get exactly 0",
+     "q=[0.5, 0.5], p=[0.9, 0.1]"),
+    ("residual", "in_place", "input 1 changed: an answer must leave its inputs as they were",
+     "q=[0.5, 0.5], p=[0.9, 0.1]"),
     ("verify_chain", "resample_from_target", "case 2. V=3 K=1", None),
     ("verify_chain", "ratio_inverted", "case 1. uniforms at 0: support", None),
     ("verify_chain", "ties_toward_draft", "case 1. uniforms at 0: support", None),
     ("verify_chain", "bonus_from_draft", "case 2. V=3 K=1", None),
+    ("verify_chain", "python_random", "randomness outside rng", None),
+    ("verify_chain", "numpy_global", "randomness outside rng", None),
     ("medusa_buffers", "siblings_see_each_other", "attn_mask", "choices=[[0], [1], [0, 0]]"),
     ("medusa_buffers", "positions_from_one", "position_ids", "choices=[[0]]"),
     ("medusa_buffers", "retrieve_without_root", "retrieve_indices", "choices=[[0]]"),
@@ -55,6 +73,8 @@ WRONG = [
     ("typical_accept", "max_not_min", "kept nodes", None),
     ("typical_accept", "entropy_in_bits", "kept nodes", None),
     ("typical_accept", "stops_at_first_rejection", "kept nodes", None),
+    ("typical_accept", "no_zero_guard", "kept nodes", "tokens=[2, 1], parents=[-1, 0], probs="
+     "[[0.0, 0.6, 0.4], [0.5, 0.0, 0.5], [0.333, 0.333, 0.333]], epsilon=0.5, delta=0.6"),
     ("verify_without_replacement", "judged_as_iid", "case 3. V=4 three siblings T=0.7", None),
     ("verify_without_replacement", "only_previous_removed", "case 4. V=4 three siblings top_k=3",
      None),
@@ -66,6 +86,10 @@ WRONG = [
      "num_pred_tokens=2"),
     ("find_candidates", "matches_itself", "draft", "x=[0, 1, 0], max_ngram_size=2, "
      "num_pred_tokens=1"),
+    ("find_candidates", "through_bytes", "raises", "x=[256, 1, 256], max_ngram_size=1, "
+     "num_pred_tokens=1"),
+    ("longest_suffix", "as_strings", "n", "corpus=[11, 2], context=[1, 2], max_suffix=2"),
+    ("trie", "joined_keys", "tokens", None),
     ("longest_suffix", "no_cap", "n", "corpus=[0, 0], context=[0, 0], max_suffix=1"),
     ("longest_suffix", "needs_a_continuation", "n", "corpus=[0], context=[0], max_suffix=1"),
     ("longest_suffix", "first_miss", "n", "corpus=[0], context=[0], max_suffix=1"),
@@ -96,7 +120,9 @@ def test_a_wrong_answer_fails_where_expected(name, wrong, failed, case):
     verdict = module.grade(getattr(module, wrong), samples=SAMPLES)
     assert not verdict.passed and verdict.failed == failed, str(verdict)
     text = str(verdict)
-    if hasattr(module, "CONTRACT"):  # the law: the first failing case, with its evidence
+    if failed == "randomness outside rng":  # before the law: the same rng, two answers
+        assert "draw every random number from rng (rng.random())" in text
+    elif hasattr(module, "CONTRACT"):  # the law: the first failing case, with its evidence
         assert f"first failing case: {failed[5:]}" in text
         assert "observed" in text and "expected" in text or "the target forbids" in text
         assert "total variation >= 0.1" in text  # its power at SAMPLES
@@ -154,45 +180,107 @@ def wrong_source(name, wrong):
             f"def {name}(*args):\n    return {wrong}(*args)")
 
 
+def learner(path):
+    """A file of right answers written as a learner would (tests/support/learner_answers.py)."""
+    path.write_text(LEARNER.read_text(encoding="utf-8"), encoding="utf-8")
+    return path
+
+
+def grade(*args, folder):
+    return run_here(["-m", "picospec.exercises", "grade", *map(str, args)], folder)
+
+
 def test_grade_a_file_exit_0_when_every_answer_passes(tmp_path):
-    path = write(tmp_path / "answers.py", *(EXERCISES[n].ANSWER for n in EXERCISES))
-    r = run_here(["-m", "picospec.exercises", "grade", str(path), "--samples", "300"], tmp_path)
+    r = grade(learner(tmp_path / "answers.py"), "--samples", "300", folder=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert [line.split(":")[0] for line in r.stdout.splitlines()
             if line.endswith(": pass")] == list(EXERCISES)
-    assert r.stdout.strip().endswith(f"{len(EXERCISES)} exercises graded: all pass")
+    assert r.stdout.strip().endswith(f"{len(EXERCISES)} of {len(EXERCISES)} exercises pass")
 
 
-def test_grade_a_file_exit_1_with_the_smallest_case(tmp_path):
-    path = write(tmp_path / "mine.py", EXERCISES["residual"].ANSWER,
-                 wrong_source("trie", "no_merging"))
-    r = run_here(["-m", "picospec.exercises", "grade", str(path)], tmp_path)
-    assert r.returncode == 1 and "residual: pass" in r.stdout and "trie: FAIL" in r.stdout
-    assert "smallest case that differs (tokens): sequences=[[0], [0]]" in r.stdout
-    only = run_here(["-m", "picospec.exercises", "grade", str(path), "--exercise", "residual"],
-                    tmp_path)
+def test_the_projects_own_answers_are_flagged_not_passed(tmp_path):
+    """An answer file that imports picospec's function (by its name, another name, or its module)
+    is not graded as the learner's work."""
+    path = write(tmp_path / "answers.py", EXERCISES["residual"].ANSWER,
+                 "import picospec.tree as t\n\n\ndef trie(s):\n    return t.trie(s)",
+                 "from picospec.verify import verify_chain as vc\n\n\n"
+                 "def verify_chain(*args):\n    return vc(*args)")
+    r = grade(path, "--samples", "300", folder=tmp_path)
+    assert r.returncode == 1
+    for name in ("residual", "trie", "verify_chain"):
+        assert f"{name}: FAIL\n  your file uses picospec's own answer" in r.stdout
+
+
+def test_a_partial_file_fails_naming_what_is_missing(tmp_path):
+    """1 of 11 answered: exit 1, each missing exercise named; a misnamed function gets its
+    did-you-mean; --exercise grades one."""
+    path = write(tmp_path / "mine.py", "def residual(q, p):\n    r = np.maximum(q - p, 0)\n"
+                 "    return r / r.sum()",
+                 "def verify_chains(drafts, P, Q, rng):\n    return 0, 0")
+    r = grade(path, folder=tmp_path)
+    assert r.returncode == 1 and "residual: pass" in r.stdout
+    assert r.stdout.count("not answered: the file defines no function") == len(EXERCISES) - 1
+    assert ("verify_chain: FAIL\n  not answered: the file defines no function verify_chain (did "
+            "you mean verify_chains? rename it verify_chain)") in r.stdout
+    assert r.stdout.strip().endswith(f"1 of {len(EXERCISES)} exercises pass (see above)")
+    only = grade(path, "--exercise", "residual", folder=tmp_path)
     assert only.returncode == 0 and "trie" not in only.stdout
 
 
-def test_grade_a_folder_one_line_per_learner_and_exercise(tmp_path):
+def test_grade_a_file_exit_1_with_the_smallest_case(tmp_path):
+    path = write(tmp_path / "mine.py", wrong_source("trie", "no_merging"))
+    r = grade(path, "--exercise", "trie", folder=tmp_path)
+    assert r.returncode == 1 and "trie: FAIL" in r.stdout
+    assert "smallest case that differs (tokens): sequences=[[0], [0]]" in r.stdout
+
+
+def test_grade_a_folder_one_row_per_learner(tmp_path):
+    """The class table: a row per learner, a column per exercise, k of 11; a learner who answered
+    one exercise passes one, not every exercise; then the failures, one line each."""
     folder = tmp_path / "class"
     folder.mkdir()
-    write(folder / "ada.py", EXERCISES["trie"].ANSWER, EXERCISES["lookahead_mask"].ANSWER)
+    learner(folder / "ada.py")
     write(folder / "bob.py", wrong_source("lookahead_mask", "causal"))
     write(folder / "cyd.py", "raise RuntimeError('half written')")
     write(folder / "dan.py", "def unrelated():\n    return 1")
-    r = run_here(["-m", "picospec.exercises", "grade", str(folder)], tmp_path)
-    lines = [line.split() for line in r.stdout.splitlines()]
+    write(folder / "eve.py", "def trie(sequences):\n    out = {}\n    tokens, parents, counts "
+          "= [], [], []\n    for s in sequences:\n        parent = -1\n        for k in "
+          "range(len(s)):\n            key = tuple(s[:k + 1])\n            if key not in out:\n"
+          "                out[key] = len(tokens)\n                tokens.append(s[k])\n"
+          "                parents.append(parent)\n                counts.append(0)\n"
+          "            counts[out[key]] += 1\n            parent = out[key]\n"
+          "    return tokens, parents, counts")
+    r = grade(folder, "--samples", "300", folder=tmp_path)
+    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()
+            if line.endswith(f"of {len(EXERCISES)}")}
     assert r.returncode == 1, r.stdout
-    assert lines[0][:3] == ["ada.py", "trie", "pass"]
-    assert lines[1][:3] == ["ada.py", "lookahead_mask", "pass"]
-    assert lines[2][:5] == ["bob.py", "lookahead_mask", "FAIL", "at", "mask"]
-    assert lines[3][:3] == ["cyd.py", "-", "FAIL:"] and "RuntimeError: half written" in r.stdout
-    assert lines[4][:3] == ["dan.py", "-", "FAIL:"]
-    assert lines[5] == "1 of 4 learners pass every exercise graded".split() and len(lines) == 6
-    picked = run_here(["-m", "picospec.exercises", "grade", str(folder), "--exercise", "trie"],
-                      tmp_path)
-    assert "bob.py  trie" in picked.stdout and "FAIL: not answered" in picked.stdout
+    assert rows["ada.py"][1:-3] == ["pass"] * len(EXERCISES) and rows["ada.py"][-3] == "11"
+    assert rows["bob.py"][-3] == "0" and "FAIL" in rows["bob.py"]
+    assert rows["cyd.py"][1:-3] == ["x"] * len(EXERCISES)
+    assert rows["dan.py"][1:-3] == ["-"] * len(EXERCISES)
+    assert rows["eve.py"][-3:] == ["1", "of", "11"] and rows["eve.py"].count("pass") == 1
+    assert "RuntimeError: half written (at cyd.py, line 3)" in r.stdout
+    assert "bob.py lookahead_mask: FAIL at mask" in r.stdout
+    assert r.stdout.strip().endswith("1 of 5 learners pass every exercise graded")
+
+
+def test_grade_a_folder_as_json_and_csv(tmp_path):
+    import csv
+    import io
+
+    folder = tmp_path / "class"
+    folder.mkdir()
+    learner(folder / "ada.py")
+    write(folder / "bob.py", wrong_source("trie", "no_merging"))
+    as_json = json.loads(grade(folder, "--exercise", "trie", "--json", folder=tmp_path).stdout)
+    assert as_json["exercises"] == ["trie"]
+    assert [(x["file"], x["passed"], x["of"]) for x in as_json["learners"]] == [
+        ("ada.py", 1, 1), ("bob.py", 0, 1)]
+    assert as_json["learners"][1]["verdicts"]["trie"].startswith("FAIL at tokens")
+    table = list(csv.reader(io.StringIO(grade(folder, "--exercise", "trie", "--csv",
+                                              folder=tmp_path).stdout)))
+    assert table[0] == ["learner", "trie", "passed", "of"]
+    assert table[1] == ["ada.py", "pass", "1", "1"] and table[2][0] == "bob.py"
 
 
 @pytest.fixture
@@ -207,28 +295,54 @@ def answers(tmp_path):
     (["grade", "missing.py"], "missing.py: no such file or folder"),
     (["grade", "notes.txt"], "notes.txt: give a .py file of answers, a notebook or a folder"),
     (["grade", "answers.py", "--exercise", "tri"], "unknown --exercise 'tri' \\(did you mean trie"),
-    (["grade", "answers.py", "--exercise", "residual"], "defines no function named residual"),
     (["grade", "answers.py", "--samples", "10"], "--samples must be >= 100"),
+    (["grade", "answers.py", "--samples", "100000000000"], "--samples must be <= 10000000"),
+    (["grade", "answers.py", "--timeout", "0"], "--timeout must be > 0"),
+    (["grade", "answers.py", "--out", "x.md"], "grade does not read --out: drop it"),
+    (["grade", "answers.py", "--json"], "--json writes a class's table: grade a FOLDER"),
     (["grade", "empty"], "empty: the folder holds no .py or .ipynb file"),
     (["show", "tree"], "no exercise 'tree': choose one of"),
+    (["show", "trie", "--samples", "300"], "show does not read --samples: drop it"),
+    (["template", "tree"], "no exercise 'tree': choose one of"),
+    (["template", "trie", "residual"], "template takes at most one exercise's NAME"),
     (["list", "all"], "list takes nothing more; got 1 words: all"),
+    (["list", "--exercise", "trie"], "list does not read --exercise: drop it"),
     (["handout", "answers.py", "--out", "h.ipynb"], "answers.py: not a notebook file"),
     (["handout", str(NOTEBOOK)], "handout needs --out FILE.ipynb"),
+    (["handout", "teacher.ipynb", "--out", "teacher.ipynb"],
+     "--out teacher.ipynb is the notebook itself: the handout would overwrite its answers"),
+    (["handout", "teacher.ipynb", "--out", "./teacher.ipynb"], "is the notebook itself"),
+    (["handout", "nocells.ipynb", "--out", "h.ipynb"], "nocells.ipynb: not a notebook \\(no list"),
+    (["handout", "notjson.ipynb", "--out", "h.ipynb"], "notjson.ipynb: not a notebook \\(not JSON"),
+    (["handout", "untagged.ipynb", "--out", "h.ipynb"], "answer cell 1 names no exercise: add"),
+    (["handout", "typo.ipynb", "--out", "h.ipynb"],
+     "answer cell 1 names the exercise 'residul', which does not exist"),
+    (["handout", "noanswers.ipynb", "--out", "h.ipynb"], "has no answer cells"),
 ])
 def test_usage_errors_are_one_line_exit_2(tmp_path, answers, args, pattern):
     (tmp_path / "notes.txt").write_text("notes")
     (tmp_path / "empty").mkdir()
+    (tmp_path / "teacher.ipynb").write_text(NOTEBOOK.read_text(encoding="utf-8"))
+    (tmp_path / "nocells.ipynb").write_text("{}")
+    (tmp_path / "notjson.ipynb").write_text("cells")
+    answer = {"cell_type": "code", "source": "x", "metadata": {"tags": [TAG]}}
+    typo = {**answer, "metadata": {"tags": [TAG], "exercise": "residul"}}
+    for name, cells in (("untagged", [answer]), ("typo", [typo]), ("noanswers", [])):
+        (tmp_path / f"{name}.ipynb").write_text(json.dumps({"cells": cells}))
     before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
     r = run_here(["-m", "picospec.exercises", *args], tmp_path)
     assert r.returncode == 2
     assert_refused(r, pattern, tmp_path, before)
+    assert (tmp_path / "teacher.ipynb").read_text(encoding="utf-8") == NOTEBOOK.read_text(
+        encoding="utf-8")
 
 
 def test_the_command_as_a_process(tmp_path, answers):
     bad = run_cli(["-m", "picospec.exercises", "grade", "nothere.py"], tmp_path)
     assert bad.returncode == 2 and bad.stderr == "error: nothere.py: no such file or folder\n"
     write(answers, wrong_source("trie", "counts_at_ends"))
-    r = run_cli(["-m", "picospec.exercises", "grade", str(answers)], tmp_path)
+    r = run_cli(["-m", "picospec.exercises", "grade", str(answers), "--exercise", "trie"],
+                tmp_path)
     assert r.returncode == 1 and "trie: FAIL" in r.stdout and r.stderr == ""
 
 
@@ -240,21 +354,28 @@ def test_list_show_and_template(tmp_path):
     shown = run_here(["-m", "picospec.exercises", "show", "trie"], tmp_path)
     assert shown.stdout.startswith("**Exercise `trie(sequences)`") and "def trie(" in shown.stdout
     template = run_here(["-m", "picospec.exercises", "template"], tmp_path)
+    for name in EXERCISES:  # every statement, as comments, above its stub
+        first = EXERCISES[name].STATEMENT.splitlines()[0]
+        assert f"# {first}" in template.stdout and f"def {name}(" in template.stdout
     (tmp_path / "template.py").write_text(template.stdout)
     graded = run_here(["-m", "picospec.exercises", "grade", "template.py"], tmp_path)
     assert graded.returncode == 1 and graded.stdout.count("not answered") == len(EXERCISES)
+    one = run_here(["-m", "picospec.exercises", "template", "trie"], tmp_path).stdout
+    assert "def trie(" in one and "def residual(" not in one and "# **Exercise `trie" in one
 
 
 def answer_cells(nb):
     return [c for c in nb["cells"] if TAG in c.get("metadata", {}).get("tags", [])]
 
 
-def test_the_notebook_answers_every_exercise_and_grades_as_a_file(tmp_path):
+def test_the_notebook_answers_every_exercise_with_picospecs_own(tmp_path):
+    """The teacher's notebook holds the project's answers: graded, each is flagged as picospec's
+    own (a learner's notebook with their own answers passes: the handout test)."""
     nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
     assert [c["metadata"]["exercise"] for c in answer_cells(nb)] == list(EXERCISES)
     r = run_here(["-m", "picospec.exercises", "grade", str(NOTEBOOK), "--samples", "300"],
                  tmp_path)
-    assert r.returncode == 0 and r.stdout.strip().endswith("all pass"), r.stdout
+    assert r.returncode == 1 and r.stdout.count("uses picospec's own answer") == len(EXERCISES)
 
 
 def test_a_handout_clears_the_answers_and_grades_as_not_answered(tmp_path):
@@ -268,7 +389,8 @@ def test_a_handout_clears_the_answers_and_grades_as_not_answered(tmp_path):
     graded = run_here(["-m", "picospec.exercises", "grade", "h.ipynb"], tmp_path)
     assert graded.returncode == 1 and graded.stdout.count("not answered") == len(EXERCISES)
     cell = answer_cells(nb)[0]  # a learner's answer using the notebook's np, as in Jupyter
-    cell["source"] = "def residual(q, p):\n    r = np.maximum(q - p, 0)\n    return r / r.sum()"
+    cell["source"] = ("%matplotlib inline\ndef residual(q, p):\n    r = np.maximum(q - p, 0)\n"
+                      "    return r / r.sum()")
     (tmp_path / "h.ipynb").write_text(json.dumps(nb))
     mine = run_here(["-m", "picospec.exercises", "grade", "h.ipynb", "--exercise", "residual"],
                     tmp_path)
@@ -277,16 +399,19 @@ def test_a_handout_clears_the_answers_and_grades_as_not_answered(tmp_path):
 
 
 def test_grading_needs_numpy_alone(tmp_path):
-    """Like `python -m picospec.check`: the modules a whole grading loads are the standard
-    library's, NumPy's and the project's picospec and door."""
-    path = write(tmp_path / "answers.py", *(EXERCISES[n].ANSWER for n in EXERCISES))
+    """Like `python -m picospec.check`: the modules a whole grading loads (in the process that
+    runs the answers) are the standard library's, NumPy's and the project's picospec and door."""
+    path = learner(tmp_path / "answers.py")
     code = ("import sys\nbefore = set(sys.modules)  # what the interpreter's site loaded\n"
-            "from picospec.exercises.__main__ import main\n"
-            f"status = main(['grade', {str(path)!r}, '--samples', '200'])\n"
+            "from picospec.exercises import EXERCISES\n"
+            "from picospec.exercises.runner import child\n"
+            f"child({str(path)!r}, {str(tmp_path / 'events')!r}, 200, 0, list(EXERCISES))\n"
             "names = {m.split('.')[0] for m in set(sys.modules) - before}\n"
-            "print(status, sorted(n for n in names - set(sys.stdlib_module_names)\n"
-            "             if 'cython' not in n))")
+            "print(sorted(n for n in names - set(sys.stdlib_module_names)\n"
+            "             if 'cython' not in n), file=sys.__stdout__)")
     r = run_cli(["-c", code], tmp_path)
-    status, names = r.stdout.splitlines()[-1].split(" ", 1)
-    assert status == "0", r.stdout + r.stderr
+    names = r.stdout.splitlines()[-1]
+    passed = [json.loads(line)["passed"] for line in
+              (tmp_path / "events").read_text().splitlines() if '"passed"' in line]
+    assert passed == [True] * len(EXERCISES), r.stdout + r.stderr
     assert set(eval(names)) <= {"numpy", "picospec", "picospec_cli"}, names

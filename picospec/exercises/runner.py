@@ -1,0 +1,210 @@
+"""Each answer file graded in its own process, under a time limit, its output captured.
+
+    python -m picospec.exercises.runner FILE EVENTS SAMPLES SEED NAME...   # the child's side
+"""
+import difflib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from picospec.exercises import EXERCISES
+
+SHOWN = 600  # characters of an answer's own output shown
+TRIAL = 100  # sequences per case of the timed first run of a law-graded exercise
+
+
+class Capped:
+    """A text stream that keeps its first SHOWN characters and counts the rest."""
+
+    def __init__(self):
+        self.kept, self.total = [], 0
+
+    def write(self, text):
+        room = SHOWN - sum(map(len, self.kept))
+        if room > 0:
+            self.kept.append(text[:room])
+        self.total += len(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+def own_functions(name):
+    """picospec's own objects that the exercise's answer uses: an answer may not use them."""
+    namespace = {}
+    exec(EXERCISES[name].ANSWER, namespace)
+    return {id(v): f"{v.__module__}.{v.__qualname__}" for v in namespace.values()
+            if (getattr(v, "__module__", None) or "").startswith("picospec.")}
+
+
+def uses_own(name, namespace):
+    """The picospec object of the answer that a learner's file holds, by any name, or None."""
+    own = own_functions(name)
+    values = list(namespace.values())
+    # a module of picospec held whole (import picospec.verify as v) hands out its functions too
+    values += [v for m in namespace.values() if type(m) is type(os)
+               and m.__name__.startswith("picospec") for v in vars(m).values()]
+    return next((own[id(v)] for v in values if id(v) in own), None)
+
+
+def child(path, events, samples, seed, names):
+    """Load and grade in this process, each step an event (a JSON line) in the file `events`."""
+    from picospec.exercises.answers import Unreadable, read_answers
+
+    out = open(events, "a", encoding="utf-8", buffering=1)
+    printed = Capped()
+
+    def event(**fields):
+        out.write(json.dumps(fields) + "\n")
+
+    sys.stdout = sys.stderr = printed
+    try:
+        namespace = read_answers(path)
+    except Unreadable as e:
+        event(loaded=None, why=str(e))
+        return
+    except BaseException as e:  # the learner's file: SystemExit and KeyboardInterrupt too
+        event(loaded=None, why=f"reading it raised {raised(e, path)}")
+        return
+    defined = sorted(k for k, v in namespace.items() if callable(v) and not k.startswith("_")
+                     and getattr(v, "__module__", None) == namespace["__name__"])
+    event(loaded=[n for n in EXERCISES if callable(namespace.get(n))], defined=defined,
+          untagged=namespace.get("__untagged__", []))
+    for name in names:
+        fn = namespace.get(name)
+        if not callable(fn):
+            continue
+        if (own := uses_own(name, namespace)) is not None:
+            event(name=name, passed=False, line="FAIL: uses picospec's own answer",
+                  text=f"{name}: FAIL\n  your file uses picospec's own answer, {own}: the "
+                       f"exercise is to write it yourself")
+            continue
+        event(start=name)
+        module = EXERCISES[name]
+        try:
+            if hasattr(module, "CONTRACT") and samples > TRIAL:  # time the first calls
+                start = time.perf_counter()
+                module.grade(fn, samples=TRIAL, seed=seed)
+                event(estimate=name, seconds=(time.perf_counter() - start) * samples / TRIAL)
+            verdict = module.grade(fn, samples=samples, seed=seed)
+        except MemoryError:
+            event(name=name, passed=False, line="not graded: out of memory", memory=True,
+                  text=f"{name}: not graded\n  --samples {samples:,} needs more memory than "
+                       f"this machine has: lower --samples")
+            continue
+        except BaseException as e:  # sys.exit or Ctrl-C inside the learner's function
+            event(name=name, passed=False, line=f"FAIL: raised {type(e).__name__}",
+                  text=f"{name}: FAIL\n  your function raised {raised(e, path)}")
+            continue
+        event(name=name, passed=verdict.passed, line=verdict.line(), text=str(verdict))
+    event(printed=printed.total, head="".join(printed.kept))
+
+
+def raised(e, path):
+    """`Type: message (at FILE:LINE)`: the learner's line nearest the raise."""
+    tb, where = e.__traceback__, ""
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename  # a notebook's: "FILE cell N"
+        if name == str(path) or name.startswith(f"{path} cell "):
+            where = f" (at {Path(path).name}{name[len(str(path)):]}, line {tb.tb_lineno})"
+        tb = tb.tb_next
+    if isinstance(e, SystemExit):
+        return (f"SystemExit({e.code!r}){where}: sys.exit() ends a program; an answer returns "
+                f"its value")
+    return f"{type(e).__name__}: {' '.join(str(e).split())}{where}"
+
+
+def grade_in_process(path, names, samples, seed, limit, say=print):
+    """Grade `path` in a child process, at most `limit` seconds -> {"loaded", "defined", "verdicts"
+    {name: event}, "why" (not loaded), "stopped" (a line), "printed" (chars), "head"}."""
+    with tempfile.TemporaryDirectory() as folder:
+        events = Path(folder) / "events"
+        events.touch()
+        here = str(Path(__file__).resolve().parents[2])  # picospec's folder, for the child
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+            here, os.environ.get("PYTHONPATH")]))}
+        args = [sys.executable, "-m", "picospec.exercises.runner", str(Path(path).resolve()),
+                str(events), str(samples), str(seed), *names]
+        child_process = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        result, start, read = {"verdicts": {}}, time.monotonic(), 0
+        while True:
+            try:
+                child_process.wait(timeout=0.1)
+                done = True
+            except subprocess.TimeoutExpired:
+                done = False
+            lines = events.read_text(encoding="utf-8").splitlines()
+            for line in lines[read:]:
+                take(json.loads(line), result, limit - (time.monotonic() - start), say)
+            read = len(lines)
+            if done:
+                break
+            spent = time.monotonic() - start
+            if spent > limit or result.get("stopped"):
+                os.killpg(child_process.pid, signal.SIGKILL)
+                child_process.wait()
+                result.setdefault("stopped", f"stopped after {spent:.0f} s, past the time limit "
+                                  f"of {limit:g} s (--timeout), {doing(result)}")
+                break
+        tail = child_process.stdout.read().decode(errors="replace")
+        if "stopped" not in result and "printed" not in result:  # it never reached its end
+            result["stopped"] = (f"the answer ended the grading process (exit status "
+                                 f"{child_process.returncode}), {doing(result)}")
+        result["head"] = result.get("head", "") + tail[:SHOWN]
+        return result
+
+
+def doing(result):
+    """What the child was doing when it stopped."""
+    if result.get("running"):
+        return f"while grading {result['running']}"
+    if "loaded" in result:
+        return f"after grading {result['after']}" if result.get("after") else "after reading it"
+    return "while reading the file (does it loop or exit at import?)"
+
+
+def take(event, result, left, say):
+    """One event of the child into `result`; an estimate past the time left stops the run."""
+    if "loaded" in event:
+        if event["loaded"] is None:
+            result["why"] = event["why"]
+        else:
+            result.update(loaded=event["loaded"], defined=event["defined"],
+                          untagged=event["untagged"])
+    elif "start" in event:
+        result["running"] = event["start"]
+    elif "estimate" in event:
+        seconds = event["seconds"]
+        if seconds > left:
+            result["stopped"] = (f"{event['estimate']} would take about {seconds:.0f} s at these "
+                                 f"--samples, more than the {max(left, 0):.0f} s left of the "
+                                 f"time limit: lower --samples or raise --timeout")
+        elif seconds > 10:
+            say(f"grading {event['estimate']}: about {seconds:.0f} s", flush=True)
+    elif "name" in event:
+        result["verdicts"][event["name"]] = event
+        result["after"] = result.pop("running", event["name"])
+    elif "printed" in event:
+        result["printed"], result["head"] = event["printed"], event["head"]
+
+
+def near_names(defined):
+    """{exercise: a function of the file whose name is close to it}."""
+    out = {}
+    for name in defined:
+        if name not in EXERCISES:
+            for match in difflib.get_close_matches(name, EXERCISES, 1, 0.75):
+                out.setdefault(match, name)
+    return out
+
+
+if __name__ == "__main__":
+    child(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:])

@@ -1,0 +1,120 @@
+"""Each answer file graded in its own process (picospec/exercises/runner.py): an answer that
+exits, kills its process, loops (in a function or at import), prints megabytes or raises is
+reported as what it did, with its file and line, and never decides the grader's exit status or
+silences the other learners; a grading that would outlast the time limit says so at once."""
+import json
+
+import pytest
+
+from picospec.exercises import EXERCISES
+
+from tests.support.clitools import ROOT, run_here
+
+LEARNER = (ROOT / "tests" / "support" / "learner_answers.py").read_text(encoding="utf-8")
+SLOW = 2  # seconds: the time limit of the tests that loop
+
+
+def grade(folder, *args):
+    return run_here(["-m", "picospec.exercises", "grade", *map(str, args)], folder)
+
+
+def answer(tmp_path, text, name="mine.py"):
+    path = tmp_path / name
+    path.write_text("import numpy as np\n\n\n" + text + "\n")
+    return path
+
+
+RESIDUAL = "def residual(q, p):\n    r = np.maximum(q - p, 0)\n    return r / r.sum()\n\n\n"
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_sys_exit_in_a_function_is_its_failure(tmp_path, code):
+    path = answer(tmp_path, RESIDUAL + f"def trie(sequences):\n    import sys\n"
+                  f"    sys.exit({code})")
+    r = grade(tmp_path, path, "--exercise", "trie")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert (f"trie: FAIL\n  your function raised SystemExit({code}) (at mine.py, line 11): "
+            f"sys.exit() ends a program") in r.stdout
+    both = grade(tmp_path, path, "--samples", "300")
+    assert "residual: pass" in both.stdout and both.returncode == 1
+
+
+@pytest.mark.parametrize("exit_call", ["import sys\nsys.exit(0)", "import os\nos._exit(0)",
+                                       "raise KeyboardInterrupt"])
+def test_an_exit_at_import_fails_the_file_and_the_class_goes_on(tmp_path, exit_call):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    answer(folder, exit_call, "ann.py")
+    (folder / "bob.py").write_text(LEARNER)
+    r = grade(tmp_path, folder, "--exercise", "trie")
+    rows = [line.split() for line in r.stdout.splitlines() if line.endswith("of 1")]
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert rows == [["ann.py", "x", "0", "of", "1"], ["bob.py", "pass", "1", "of", "1"]]
+    assert "ann.py: " in r.stdout and ("reading it raised" in r.stdout
+                                        or "ended the grading process" in r.stdout)
+
+
+@pytest.mark.parametrize("where", ["function", "import"])
+def test_an_answer_that_loops_is_stopped_and_the_class_goes_on(tmp_path, where):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    loop = ("def trie(sequences):\n    while True:\n        pass" if where == "function" else
+            "while True:\n    pass")
+    answer(folder, loop, "ann.py")
+    (folder / "bob.py").write_text(LEARNER)
+    r = grade(tmp_path, folder, "--exercise", "trie", "--timeout", SLOW)
+    assert r.returncode == 1
+    assert f"past the time limit of {SLOW} s (--timeout), " + (
+        "while grading trie" if where == "function" else "while reading the file") in r.stdout
+    assert "bob.py  pass  1 of 1" in " ".join(r.stdout.split("\n")).replace("   ", "  ")
+
+
+def test_what_an_answer_prints_is_captured_and_cut(tmp_path):
+    path = answer(tmp_path, "def trie(sequences):\n    print('x' * 100_000)\n    "
+                  + LEARNER.split("def trie(sequences):\n    ", 1)[1].split("\n\n\n")[0])
+    r = grade(tmp_path, path, "--exercise", "trie")
+    assert r.returncode == 0, r.stdout
+    assert "mine.py printed " in r.stdout and "characters while graded; the first:" in r.stdout
+    assert len(r.stdout) < 5_000
+
+
+def test_an_exception_names_the_learners_file_and_line(tmp_path):
+    path = answer(tmp_path, "def trie(sequences):\n    return {}['missing']")
+    r = grade(tmp_path, path, "--exercise", "trie")
+    assert "KeyError" in r.stdout and "(at mine.py, line 5)" in r.stdout
+
+
+def test_a_byte_order_mark_is_read_as_python_reads_it(tmp_path):
+    path = tmp_path / "notepad.py"
+    path.write_bytes(LEARNER.encode("utf-8-sig"))
+    r = grade(tmp_path, path, "--exercise", "trie")
+    assert r.returncode == 0 and "trie: pass" in r.stdout, r.stdout
+
+
+def test_a_grading_past_the_time_limit_says_so_before_it_runs(tmp_path):
+    """A law-graded answer at 2 ms a call: the first calls are timed, and the run that would
+    outlast the limit stops at once with what to do."""
+    slow = LEARNER.replace("def verify_chain(drafts, P, Q, rng):\n",
+                           "def verify_chain(drafts, P, Q, rng):\n    __import__('time')."
+                           "sleep(0.002)\n")
+    path = answer(tmp_path, slow)
+    r = grade(tmp_path, path, "--exercise", "verify_chain", "--samples", "20000", "--timeout", 20)
+    assert r.returncode == 1
+    assert "verify_chain would take about" in r.stdout
+    assert "lower --samples or raise --timeout" in r.stdout
+
+
+def test_a_function_in_an_untagged_notebook_cell_is_named_as_such(tmp_path):
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": RESIDUAL},
+                    {"cell_type": "code", "metadata": {"tags": ["answer"], "exercise": "trie"},
+                     "source": "x = 1"}]}
+    (tmp_path / "nb.ipynb").write_text(json.dumps(nb))
+    r = grade(tmp_path, tmp_path / "nb.ipynb", "--exercise", "residual")
+    assert "residual is defined in a cell without the 'answer' tag: tag that cell" in r.stdout
+
+
+def test_every_exercise_is_reported_even_when_none_is_defined(tmp_path):
+    path = answer(tmp_path, "def unrelated():\n    return 1")
+    r = grade(tmp_path, path)
+    assert r.returncode == 1
+    assert all(f"{name}: FAIL\n  not answered" in r.stdout for name in EXERCISES)
