@@ -1,7 +1,5 @@
-"""Each answer file graded in its own process, under a time limit, its output captured.
-
-    python -m picospec.exercises.runner FILE EVENTS SAMPLES SEED NAME...   # the child's side
-"""
+"""Each answer file graded in its own process, under a time limit, its output captured: the
+child runs `child` and writes each step as a JSON line to a file the parent reads."""
 import difflib
 import json
 import os
@@ -126,12 +124,14 @@ def grade_in_process(path, names, samples, seed, limit, say=print):
     with tempfile.TemporaryDirectory() as folder:
         events = Path(folder) / "events"
         events.touch()
-        here = str(Path(__file__).resolve().parents[2])  # picospec's folder, for the child
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
-            here, os.environ.get("PYTHONPATH")]))}
-        args = [sys.executable, "-m", "picospec.exercises.runner", str(Path(path).resolve()),
-                str(events), str(samples), str(seed), *names]
-        child_process = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL,
+        here = str(Path(__file__).resolve().parents[2])  # the folder picospec is imported from
+        start_child = (f"import sys; sys.path.insert(0, {here!r}); "
+                       f"from picospec.exercises.runner import child; "
+                       f"child(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), "
+                       f"sys.argv[5:])")
+        args = [sys.executable, "-c", start_child, str(Path(path).resolve()), str(events),
+                str(samples), str(seed), *names]
+        child_process = subprocess.Popen(args, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         result, start, read = {"verdicts": {}}, time.monotonic(), 0
@@ -205,6 +205,3 @@ def near_names(defined):
                 out.setdefault(match, name)
     return out
 
-
-if __name__ == "__main__":
-    child(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:])
