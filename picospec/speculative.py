@@ -13,6 +13,7 @@ def speculative_sampling(x, draft_model, target_model, N, K, rng, stats=None, **
     x = list(x)
     T = len(x) + N
     while len(x) < T:
+        # never draft past N: a step yields up to k + 1 tokens (the drafts and the target's own)
         k = min(K, T - len(x) - 1)
         # Step 1: draft k tokens autoregressively from p
         drafts, P = [], []

@@ -1,5 +1,18 @@
 """What speculative decoding should gain: Leviathan et al. 2023, "Fast Inference from Transformers
-via Speculative Decoding" (arXiv:2211.17192), section 3; self-drafting; cascades."""
+via Speculative Decoding" (arXiv:2211.17192), section 3; self-drafting; cascades.
+
+The symbols, all costs in units of one autoregressive (one-token) target call:
+    alpha     the chance a draft token is accepted, given the ones before it were
+    K         drafts per step (the draft model called K times)
+    E         tokens one target call yields: sum_{j=0..K} alpha^j (Eq. 1)
+    c         a verifying target call's cost (K + 1 positions at once)
+    c_d       one draft call's cost
+    speedup   E / (c + K c_d): tokens per step over the step's cost (cost_model_speedup)
+Cascades (cascade_speedup) draft with a small model (cost c1, acceptance alpha1) for K tokens and
+a second one (cost c2, acceptance alpha2) for K_tail more; with K_inner > 0 the first drafter is
+itself reviewed by the second in inner steps of K_inner drafts (acceptance alpha12, each review
+costing v1), and the target's verification costs v.
+"""
 import numpy as np
 
 from picospec.sampling import warp

@@ -1,5 +1,20 @@
-"""Lossless verification (Chen et al. 2023, arXiv:2302.01318, Algorithm 2) on chains and trees;
-p = draft, q = target, Q [1 + m, V] (row 1 + i after node i). Proofs: docs/proofs.md."""
+"""Lossless verification: Chen et al. 2023, "Accelerating Large Language Model Decoding with
+Speculative Sampling" (arXiv:2302.01318), Algorithm 2, on chains and on token trees. p = draft,
+q = target, Q [1 + m, V] (row 1 + i: the target's law after node i).
+
+The rule, for a token x drawn from p: draw r ~ U[0, 1); keep x if r < min(1, q(x) / p(x));
+otherwise draw the next token from the residual norm(max(0, q - p)).
+
+Why the kept-or-replaced token is distributed as q. Write m(y) = min(p(y), q(y)) and
+R = sum_z max(0, q(z) - p(z)). For any token y,
+    P(y) = p(y) min(1, q(y) / p(y)) + P(rejected) max(0, q(y) - p(y)) / R
+         = m(y) + (1 - sum_z m(z)) max(0, q(y) - p(y)) / R,
+and since sum_z m(z) + R = sum_z q(z) = 1, the factor (1 - sum_z m(z)) / R is 1, so
+P(y) = min(p(y), q(y)) + max(0, q(y) - p(y)) = q(y). A chain applies the rule draft by draft,
+each against the target's law after the drafts kept before it, so the whole sequence has the
+target's law; a tree applies it to a node's children in turn, each against what is left of q
+(the residual after the siblings rejected before it). Full proofs: docs/proofs.md.
+"""
 import numpy as np
 
 from picospec.sampling import residual, sample

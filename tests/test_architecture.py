@@ -310,11 +310,12 @@ def test_a_shim_is_caught(copy):
 # nanoGPT 7.1%
 DOC_FOLDERS = ("picospec", "picospec/batched", "picospec/check", "picospec/exercises", "gpt2",
                "gpt2/fast", "gpt2/train", "picospec_app", "picospec_cli")
-DOC_BOUND = 0.12
+DOC_BOUND = 0.10  # function and class docstrings: a line or three each
 
 
 def docstring_shares(root, folders=DOC_FOLDERS):
-    """{folder: characters of its docstrings (module, class, function) over all its characters}."""
+    """{folder: characters of its class and function docstrings over all its characters}; a
+    module's header (the paper, its steps, a short proof) does not count."""
     shares = {}
     for folder in folders:
         total = docs = 0
@@ -322,16 +323,16 @@ def docstring_shares(root, folders=DOC_FOLDERS):
             text = path.read_text(encoding="utf-8")
             total += len(text)
             for node in ast.walk(ast.parse(text)):
-                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                     ast.AsyncFunctionDef)):
+                if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                     docs += len(ast.get_docstring(node, clean=False) or "")
         shares[folder] = docs / total
     return shares
 
 
 def test_docstrings_stay_within_the_bound_in_each_folder():
-    """Docstrings say what a function does and returns in a line or three; proofs live in
-    docs/proofs.md, measurements on the results pages."""
+    """Function docstrings say what a function does and returns in a line or three; the teaching
+    (the paper, its steps, a short proof) is the module's header; measurements live on the
+    results pages."""
     over = {f: f"{s:.1%}" for f, s in docstring_shares(ROOT).items() if s > DOC_BOUND}
     assert over == {}, f"docstrings over {DOC_BOUND:.0%} of the folder's characters"
 
@@ -340,8 +341,10 @@ def test_a_folder_over_the_docstring_bound_is_caught(tmp_path):
     (tmp_path / "wordy").mkdir()
     (tmp_path / "lean").mkdir()
     body = "def f(x):\n    return x + 1\n"
-    (tmp_path / "wordy" / "a.py").write_text('"""' + "A long story. " * 20 + '"""\n' + body)
-    (tmp_path / "lean" / "a.py").write_text('"""Add one."""\n' + body * 3)
+    (tmp_path / "wordy" / "a.py").write_text(
+        'def f(x):\n    """' + "A long story. " * 20 + '"""\n    return x + 1\n')
+    (tmp_path / "lean" / "a.py").write_text('"""' + "The paper's steps. " * 40 + '"""\n'
+                                            + 'def f(x):\n    """Add one."""\n' + body[10:] * 3)
     shares = docstring_shares(tmp_path, ("wordy", "lean"))
     assert shares["wordy"] > DOC_BOUND >= shares["lean"]
 
