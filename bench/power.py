@@ -250,7 +250,7 @@ def self_draft():
 def eagle():
     from tests.picospec.test_eagle import FOLLOWS
 
-    replacement = patch("eagle1.draw_without_replacement", "with_replacement")
+    replacement = patch("eagle1.sample_without_replacement", "with_replacement")
     no_residual = patch("eagle1.verify_tree", "one_hot_without_residual")
     plants = {"sampled-top_k": replacement, "sampled-top_p": replacement,
               "topk-one-hot-top_p": no_residual}

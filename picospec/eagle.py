@@ -4,23 +4,13 @@ target's features fills a static tree (draft_tree), one tree call, verify_static
 nodes, V = n_vocab, C = n_embd."""
 import numpy as np
 
-from picospec.sampling import check_inputs, first_token, sample, softmax, warp
-from picospec.tree import (chain_choices, check_choices, children, depth as tree_depth, greedy_path,
-                           sort_choices, sparse_tree, subtree, top_ranked)
+from picospec.sampling import check_inputs, first_token, sample_without_replacement, softmax, warp
+from picospec.tree import (chain_choices, check_choices, depth as tree_depth, greedy_origin,
+                           greedy_path, sort_choices, sparse_tree, subtree, top_ranked)
 from picospec.verify import step_record, verify_tree, verify_without_replacement
 
 CANDIDATES = ("sample", "topk")
 TREES = ("sparse", "chain")
-
-
-def draw_without_replacement(p, r, rng):
-    """Up to r tokens from p [V] without replacement."""
-    p, drawn = np.array(p, dtype=np.float64), []  # [V] a copy: draws are zeroed in it
-    while len(drawn) < r and p.sum() > 0:
-        # sample() renormalises: a draw from p with the earlier draws removed
-        drawn.append(sample(p, rng))
-        p[drawn[-1]] = 0
-    return drawn
 
 
 def static_tree(tree, accuracy=None, nodes=10, depth=5):
@@ -55,7 +45,7 @@ def head_children(z, below, rng, sampled, sampling_options):
     """One node's children from logits z [V] -> [(rank path, token, law [V] or None)]."""
     if sampled:
         p = warp(softmax(z), **sampling_options)  # [V] the law the children are drawn from
-        return [(c, t, p) for c, t in zip(below, draw_without_replacement(p, len(below), rng))]
+        return [(c, t, p) for c, t in zip(below, sample_without_replacement(p, len(below), rng))]
     candidates = top_ranked(z, max(c[-1] for c in below) + 1)
     return [(c, candidates[c[-1]], None) for c in below if c[-1] < len(candidates)]
 
@@ -84,8 +74,7 @@ def verify_static_tree(tokens, parents, laws, logits, greedy, rng, sampling_opti
     """Step 3 on the target's logits [1 + m, V] -> (path, next root, origin)."""
     if greedy:
         path, root = greedy_path(tokens, parents, logits)
-        leaf = not children(parents)[path[-1] if path else -1]
-        return path, root, "bonus" if leaf else "resample"
+        return path, root, greedy_origin(parents, path)
     Q = warp(softmax(logits), **sampling_options)  # [1 + m, V] the target's laws
     if laws:  # sampled children: judged against the law they were drawn from
         return verify_without_replacement(tokens, parents, Q, laws, rng)

@@ -1,10 +1,23 @@
 """EAGLE-2: Li, Wei, Zhang, Zhang 2024, "EAGLE-2: Faster Inference of Language Models with Dynamic
-Draft Trees" (arXiv:2406.16858); letters as in eagle.py. Steps: 1 expand, 2 rerank, 3
-verify_dynamic_tree, 4 extend_context. m kept nodes, V = n_vocab."""
+Draft Trees" (arXiv:2406.16858). The papers' p (target) and p-hat (the head's draft) are q and p
+here; F holds the target's features (its last hidden states), which the head reads with the tokens.
+m kept nodes, V = n_vocab.
+
+Each step, in the paper's order:
+1. expand: depth calls of the head grow a tree layer by layer; every node of a layer gets its
+   top_k tokens, valued by the path's log-probability under the head (the sum of log p along it),
+   and the top_k new nodes by value form the next layer;
+2. rerank: the total_tokens nodes of highest value over the whole tree are kept (a node's value
+   is never above its parent's, so the kept nodes form a tree);
+3. verify_dynamic_tree: one target call scores every kept node, and the tree is verified
+   (lossless: the siblings' rule of verify.py);
+4. extend_context: the accepted path and the next token join the text, with their features.
+"""
 import numpy as np
 
 from picospec.sampling import check_inputs, first_token, warp
-from picospec.tree import children, depth as tree_depth, greedy_path, subtree, top_ranked
+from picospec.tree import (depth as tree_depth, greedy_origin, greedy_path, subtree,
+                           top_ranked)
 from picospec.verify import step_record, verify_tree
 
 
@@ -22,7 +35,9 @@ def expand_layer(tokens, parents, values, layer, logits, run, top_k):
         for t in top_ranked(logp, top_k):
             new.append(len(tokens))
             value = (values[i] if i >= 0 else 0.0) + logp[t]  # the path's log-probability
-            tokens.append(t), parents.append(i), values.append(value)
+            tokens.append(t)
+            parents.append(i)
+            values.append(value)
     return sorted(new, key=lambda i: -values[i])[:top_k]
 
 
@@ -32,7 +47,8 @@ def expand(x, F, draft, depth, top_k):
     # layer: the nodes to expand (the root first); run: the nodes the head has run
     layer, run = [-1], []
     for d in range(depth):
-        run += layer if d else []
+        if d > 0:  # the layer expanded last is now in the head's run
+            run += layer
         layer = expand_layer(tokens, parents, values, layer,
                              draft(x, F, *subtree(tokens, parents, run)), run, top_k)
     return tokens, parents, values
@@ -42,8 +58,8 @@ def rerank(tokens, parents, values, total_tokens):
     """Step 2: the total_tokens nodes of highest value, in drafted order, re-indexed."""
     kept = sorted(sorted(range(len(tokens)), key=lambda i: (-values[i], i))[:total_tokens])
     new = {old: i for i, old in enumerate(kept)}
-    return [tokens[i] for i in kept], [new[parents[i]] if parents[i] >= 0 else -1 for i in kept], \
-        [values[i] for i in kept]
+    kept_parents = [new[parents[i]] if parents[i] >= 0 else -1 for i in kept]
+    return [tokens[i] for i in kept], kept_parents, [values[i] for i in kept]
 
 
 def dynamic_tree(x, F, draft, depth, top_k, total_tokens):
@@ -64,8 +80,7 @@ def verify_dynamic_tree(tokens, parents, logits, greedy, rng, sampling_options):
     """Step 3 on logits [1 + m, V]: greedy path, or one-hot proposals -> (path, root, origin)."""
     if greedy:
         path, root = greedy_path(tokens, parents, logits)
-        origin = "bonus" if not children(parents)[path[-1] if path else -1] else "resample"
-        return path, root, origin
+        return path, root, greedy_origin(parents, path)
     Q = warp(np.exp(log_softmax(logits)), **sampling_options)  # [1 + m, V]
     return verify_tree(tokens, parents, Q, rng)
 

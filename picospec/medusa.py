@@ -5,7 +5,7 @@ V = n_vocab, C = n_embd."""
 import numpy as np
 
 from picospec.sampling import check_inputs, first_token, sample, softmax, warp
-from picospec.tree import check_choices, children, greedy_path, medusa_buffers
+from picospec.tree import check_choices, greedy_origin, greedy_path, medusa_buffers
 from picospec.verify import step_record, verify_tree
 
 POSTERIORS = ("greedy", "typical", "nucleus", "lossless")
@@ -52,8 +52,7 @@ def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, 
     greedy = sampling_options.get("temperature", 1) == 0 and posterior != "lossless"
     if posterior == "greedy" or greedy:
         path, token = greedy_path(tokens, parents, logits)
-        leaf = not children(parents)[path[-1] if path else -1]
-        return path, token, "bonus" if leaf else "resample"
+        return path, token, greedy_origin(parents, path)
     probs = warp(softmax(logits), **sampling_options)  # [1 + m, V]
     if posterior == "lossless":
         return verify_tree(tokens, parents, probs, rng)
@@ -86,7 +85,6 @@ def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior
         # still needed
         # heads below depth are not needed
         buffers, depth = tree_shape(medusa_choices, full, topk, T - len(x) - 1)
-        # [m]
         tokens = generate_candidates(root, heads(h, depth)[:, -1], buffers, topk) if depth else []
         parents = buffers["parents"] if depth else []
         # Step 2: one tree-attention forward scores the root's successor and every node's successor

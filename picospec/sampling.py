@@ -46,6 +46,15 @@ def sample(p, rng):
     return int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
 
 
+def sample_without_replacement(p, k, rng):
+    """Up to k distinct tokens from p [V], each drawn from p with the earlier draws removed."""
+    p, picks = np.array(p, dtype=np.float64), []  # [V] a copy: picks are zeroed in it
+    for _ in range(min(k, int(np.count_nonzero(p)))):  # tokens with p > 0
+        picks.append(sample(p, rng))  # sample() renormalises what is left
+        p[picks[-1]] = 0
+    return picks
+
+
 def softmax(logits):
     """[..., V] in float64."""
     z = np.exp(logits.astype(np.float64) - logits.max(-1, keepdims=True))  # [..., V]

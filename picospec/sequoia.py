@@ -17,7 +17,8 @@ draft call per node that has children.
 """
 import numpy as np
 
-from picospec.sampling import check_inputs, check_vocab, sample, warp
+from picospec.sampling import (check_inputs, check_vocab, sample, sample_without_replacement,
+                               warp)
 from picospec.tree import depth as tree_depth, node_path, sort_choices, top_tokens
 from picospec.verify import (step_record, verify_distinct, verify_iid,
                              verify_without_replacement)
@@ -104,16 +105,6 @@ def choose_size(acceptance, verify_cost, draft_cost, max_depth):
     return top
 
 
-def without_replacement(p, k, rng):
-    """Up to k distinct tokens from p [V], without replacement."""
-    p, picks = np.array(p), []  # [V] a copy: picks are zeroed in it
-    for _ in range(min(k, int(np.count_nonzero(p)))):  # scalar: tokens with p > 0
-        # sample() renormalises: a draw from norm(p) with the earlier picks removed
-        picks.append(sample(p, rng))
-        p[picks[-1]] = 0
-    return picks
-
-
 def child_counts(choices):
     """Children per rank path: [[0], [1], [0, 0]] -> {(): 2, (0,): 1}."""
     kids = {}
@@ -125,7 +116,7 @@ def child_counts(choices):
 def draft_children(p, k, rng, greedy, **sampling_options):
     """k children from the draft's p [V]: without replacement, or its top k when greedy."""
     law = p if greedy else warp(p, **sampling_options)
-    return (top_tokens(law, k) if greedy else without_replacement(law, k, rng)), law
+    return (top_tokens(law, k) if greedy else sample_without_replacement(law, k, rng)), law
 
 
 def draw_tree(draft, x, choices, rng, greedy, **sampling_options):
@@ -208,7 +199,7 @@ def acceptance_vector(draft, target, sequences, start, K, rng, siblings="without
                 else:
                     law = warp(p, **sampling_options)  # [V]
                     picks = ([sample(law, rng) for _ in range(K)] if siblings == "iid"
-                             else without_replacement(law, K, rng))
+                             else sample_without_replacement(law, K, rng))
                     # iid: one node per distinct token, every draw kept
                     tokens = list(dict.fromkeys(picks))
                     draws = [tokens.index(t) for t in picks]

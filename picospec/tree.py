@@ -100,6 +100,12 @@ def children(parents):  # -> {node: [its children, in order]}, node -1 the root
     return kids
 
 
+def greedy_origin(parents, path):
+    """The next token's origin after a greedy path: "bonus" past a leaf (no draft there to reject),
+    "resample" where the path stopped above children the target did not choose."""
+    return "bonus" if not children(parents)[path[-1] if path else -1] else "resample"
+
+
 def depth(parents):
     """Nodes on the longest root-to-leaf path: depth([-1, 0, 0, 1]) -> 3."""
     level = []

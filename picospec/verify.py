@@ -42,16 +42,21 @@ def verify_siblings(tokens, trials, Q, rng):
     node, path = -1, []
     while True:
         q = Q[node + 1]  # [V] the target's law after the accepted path
+        kept = None
         for child, p in trials.get(node, ()):
             x = tokens[child]
             p = one_hot(x, len(q), q.dtype) if p is None else p
             if rng.random() < min(1, q[x] / p[x]):  # keep x with probability min(1, q(x) / p(x))
-                node = child
-                path.append(child)
+                kept = child
                 break
             q = residual(q, p)  # rejected: the target's law left over for the next sibling
-        else:  # no sibling kept: the next token comes from what is left of q
-            return path, sample(q, rng), "resample" if trials.get(node) else "bonus"
+        if kept is None:
+            # no child kept: the next token is drawn from what is left of q, a resample when
+            # children were tried, the bonus token when the node had none
+            origin = "resample" if trials.get(node) else "bonus"
+            return path, sample(q, rng), origin
+        node = kept
+        path.append(kept)
 
 
 def verify_iid(tokens, parents, Q, P, rng, draws=None):

@@ -731,9 +731,7 @@ def test_build_output_a_venv_and_scratch_files_change_no_verdict(tmp_path):
     leaves (build/lib/ with a copy of the packages), a venv inside the checkout and a user's
     scratch files, each of which breaks a rule if read: every tree check finds what it found
     before, because the checks read the tracked files only."""
-    import subprocess
-
-    from tests.support.tracked import project_files, tracked
+    from tests.support.tracked import git, new_checkout, project_files, tracked
 
     clone = tmp_path / "clone"
     for path in project_files(ROOT):
@@ -741,15 +739,7 @@ def test_build_output_a_venv_and_scratch_files_change_no_verdict(tmp_path):
         if rel.parts[:2] != ("gpt2", "assets") and rel.parts[:2] != ("tests", "fixtures"):
             (clone / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, clone / rel)
-
-    def git(*args):
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=clone,
-                       check=True, capture_output=True)
-
-    git("init", "-q")
-    git("add", "-A")
-    git("commit", "-qm", "the project")
-    before = every_tree_check(clone)
+    before = every_tree_check(new_checkout(clone))
     for sub in ("gpt2", "picospec_cli", "picospec"):
         shutil.copytree(clone / sub, clone / "build" / "lib" / sub)
     (clone / "build" / "lib" / "gpt2" / "model.py").write_text("import picospec\n\n\n"
@@ -764,7 +754,7 @@ def test_build_output_a_venv_and_scratch_files_change_no_verdict(tmp_path):
     (clone / "tests" / "test_mine.py").write_text("from tests.test_lint import ROOT\n")
     assert every_tree_check(clone) == before
     # the same files, once tracked, are the project's: the checks see them
-    git("add", "-f", "scratch.py", "tests/test_mine.py")
+    git(clone, "add", "-f", "scratch.py", "tests/test_mine.py")
     tracked.cache_clear()
     after = every_tree_check(clone)
     assert after["second parsers"] != before["second parsers"]

@@ -2,11 +2,11 @@
 edit anywhere in the code the page reports on (the algorithms, the model, the app, its door, the
 benchmarks, main.py), and only then: files git does not track, and prose, leave it clean."""
 import shutil
-import subprocess
 
 import pytest
 
 from bench.page import commit
+from tests.support.tracked import new_checkout
 
 CODE_FILES = ["main.py", "bench/harness.py", "gpt2/model.py", "picospec/verify.py",
               "picospec_app/run.py", "picospec_cli/__init__.py"]
@@ -20,15 +20,7 @@ def tree(tmp_path):
     for path in CODE_FILES + ["README.md"]:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("x = 1\n")
-
-    def git(*args):
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
-                       check=True, capture_output=True)
-
-    git("init", "-q")
-    git("add", ".")
-    git("commit", "-qm", "start")
-    return tmp_path
+    return new_checkout(tmp_path)
 
 
 def test_a_clean_tree_is_its_commit(tree):

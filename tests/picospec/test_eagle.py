@@ -101,7 +101,7 @@ def with_replacement(p, r, rng):
 # the broken draw can repeat a sibling whose residual mass is 0: q / p is 0 / 0 there
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 def test_sampled_children_drawn_with_replacement_are_rejected(monkeypatch):
-    monkeypatch.setattr(eagle1, "draw_without_replacement", with_replacement)
+    monkeypatch.setattr(eagle1, "sample_without_replacement", with_replacement)
     with pytest.raises(AssertionError, match="empirical law differs"):
         check_law(runs(BROKEN["drawn-with-replacement"], **FOLLOWS["sampled-top_k"]),
                   exact_law(TARGET, PROMPT, N, top_k=2))

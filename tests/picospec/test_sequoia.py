@@ -12,10 +12,10 @@ import pytest
 
 import picospec.sequoia as sequoia
 from picospec.autoregressive import autoregressive_sampling
-from picospec.sampling import residual
+from picospec.sampling import residual, sample_without_replacement
 from picospec_app.load import load_acceptance
 from picospec.sequoia import (acceptance_vector, all_trees, choose_size, sequoia_decoding,
-                              sequoia_tree, tree_value, without_replacement)
+                              sequoia_tree, tree_value)
 from picospec.verify import verify_iid
 
 from tests.support.checker import check_law, exact_law
@@ -134,9 +134,9 @@ def test_without_replacement_draws_distinct_tokens_from_the_support():
     rng = np.random.default_rng(0)
     p = np.array([0.1, 0.0, 0.6, 0.3])
     for _ in range(200):
-        picks = without_replacement(p, 5, rng)
+        picks = sample_without_replacement(p, 5, rng)
         assert sorted(picks) == [0, 2, 3]  # never a zero, never twice, at most the support
-    firsts = np.bincount([without_replacement(p, 2, rng)[0] for _ in range(20_000)],
+    firsts = np.bincount([sample_without_replacement(p, 2, rng)[0] for _ in range(20_000)],
                          minlength=4) / 20_000
     assert np.abs(firsts - p).max() < 0.015
 

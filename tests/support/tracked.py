@@ -27,6 +27,20 @@ def tracked(root):
     return tuple(p for p in listed.stdout.split("\0") if p)
 
 
+def git(folder, *args):
+    """git ARGS in folder, as a test's own committer."""
+    subprocess.run(["git", "-c", "user.name=test", "-c", "user.email=test@localhost", *args],
+                   cwd=folder, check=True, capture_output=True, timeout=60)
+
+
+def new_checkout(folder):
+    """folder made a git checkout with everything in it committed."""
+    git(folder, "init", "-q")
+    git(folder, "add", "-A")
+    git(folder, "commit", "-qm", "the files")
+    return folder
+
+
 def project_files(root, pattern="*", under="", recursive=True):
     """Sorted paths of the project's files below root/under whose names match `pattern`."""
     root, under = Path(root), PurePosixPath(under) if under else None
