@@ -795,6 +795,11 @@ MUTANTS = (
            "    out += [([11, 2], [1, 2], 2),", "    out += [([1, 2], [1, 2], 2),",
            ("tests/picospec/test_exercises.py",),
            "longest suffix by string containment passes (ids never multi-digit)"),
+    Mutant("grader-return-not-checked", "graders", "rule", "picospec/exercises/grading.py",
+           "    if ok:\n        return None\n", "    if True:\n        return None\n",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_law_graded_answer_returning_the_wrong_thing_is_told_so",),
+           "an answer returning None or a string is blamed on its arguments, not on what it returns"),
 )
 
 

@@ -63,11 +63,34 @@ def outside_rng(fn, args, calls=40):
     return None
 
 
+def wrong_return(fn, probe, contract):
+    """What is wrong with fn's value on the probe's arguments for its contract, or None (a raise
+    is left to the battery, which reports it with its case)."""
+    try:
+        value = fn(*copy.deepcopy(probe))
+    except Exception:
+        return None
+    whole = (np.integer, int)
+    if contract == "chain":
+        want = "(n accepted, next token): two integers"
+        ok = (isinstance(value, (tuple, list)) and len(value) in (2, 3)
+              and all(isinstance(v, whole) and not isinstance(v, bool) for v in value[:2]))
+    else:
+        want = "(path, next token): a list of node indices and an integer"
+        ok = (isinstance(value, (tuple, list)) and len(value) in (2, 3)
+              and isinstance(value[0], (list, tuple)) and isinstance(value[1], whole))
+    if ok:
+        return None
+    return f"your function returned {show(value)} ({type(value).__name__}); it must return {want}"
+
+
 def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=None):
     """fn through the checker's battery of `contract`, up to the first failing case -> Verdict with
     that case's observed and exact counts. uncertain: arguments whose outcome is random."""
     if probe is not None and (stub := unanswered(exercise, fn, copy.deepcopy(probe))) is not None:
         return stub
+    if probe is not None and (wrong := wrong_return(fn, probe, contract)) is not None:
+        return Verdict(exercise, False, "what your function returns", wrong, "what it returns")
     if uncertain is not None and (i := outside_rng(fn, uncertain)) is not None:
         return Verdict(exercise, False, "that every random number comes from rng", (
             f"the same call twice, rng = np.random.default_rng({i}) both times, gave two answers "

@@ -9,6 +9,7 @@ import pytest
 
 from picospec.exercises import EXERCISES
 from picospec.exercises.answers import TAG
+from picospec.exercises.grading import show as grading_show
 
 from tests.support.clitools import ROOT, assert_refused, run_cli, run_here
 
@@ -160,6 +161,19 @@ def test_no_verdict_when_any_one_broken_sampler_passes(monkeypatch):
     verdict = EXERCISES["verify_chain"].grade(answer("verify_chain"), samples=SAMPLES)
     assert not verdict.passed and verdict.failed == "no verdict"
     assert "resample_from_target passed every case" in str(verdict)
+
+
+@pytest.mark.parametrize("name, returned, want", [
+    ("verify_chain", None, "(n accepted, next token): two integers"),
+    ("verify_chain", "ab", "(n accepted, next token): two integers"),
+    ("verify_chain", (0.5, 1), "(n accepted, next token): two integers"),
+    ("verify_without_replacement", 3, "(path, next token): a list of node indices and an integer")])
+def test_a_law_graded_answer_returning_the_wrong_thing_is_told_so(name, returned, want):
+    """Not blamed on its arguments or as a raise: what it returned, and what it must return."""
+    verdict = EXERCISES[name].grade(lambda *args: returned, samples=SAMPLES)
+    assert verdict.failed == "what it returns"
+    assert f"your function returned {grading_show(returned)}" in str(verdict)
+    assert f"it must return {want}" in str(verdict)
 
 
 @pytest.mark.parametrize("returned", [[], [True], "ab", None])
