@@ -18,7 +18,7 @@ def generate_candidates(root, head_logits, buffers, topk):
     order = np.argsort(-np.take_along_axis(head_logits, part, -1), axis=-1, kind="stable")
     top = np.take_along_axis(part, order, -1)  # [K, topk] by decreasing logit
     flat = np.concatenate([[root], top.reshape(-1)])  # [1 + K * topk]
-    # [m]: the root itself is already in x
+    # the tree's tokens [m], the root left out: it is already in x
     return [int(t) for t in flat[buffers["tree_indices"][1:]]]
 
 
@@ -59,6 +59,8 @@ def evaluate_posterior(tokens, parents, logits, posterior, rng, epsilon, delta, 
     ok = (typical_accept(tokens, parents, probs, epsilon, delta) if posterior == "typical"
           else nucleus_accept(tokens, parents, probs, nucleus_p))
     path = longest_accepted(parents, ok)
+    # Nothing was rejected by a residual: the next token is drawn from the target's own law after
+    # the path, so it is a "bonus" whether or not the path ends at a leaf.
     return path, sample(probs[(path[-1] + 1) if path else 0], rng), "bonus"
 
 
