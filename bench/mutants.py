@@ -799,7 +799,8 @@ MUTANTS = (
            "    if ok:\n        return None\n", "    if True:\n        return None\n",
            ("tests/picospec/test_exercises.py::"
             "test_a_law_graded_answer_returning_the_wrong_thing_is_told_so",),
-           "an answer returning None or a string is blamed on its arguments, not on what it returns"),
+           "an answer returning None or a string is blamed on its arguments, not on what it "
+           "returns"),
 )
 
 

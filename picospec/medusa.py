@@ -84,8 +84,7 @@ def medusa_decoding(x, target, heads, N, rng, medusa_choices, topk=10, posterior
         if len(x) == T:
             break
         # Step 1: candidates from the heads' top-k, arranged by medusa_choices, at most the tokens
-        # still needed
-        # heads below depth are not needed
+        # still needed (heads below depth are not needed); the tree's tokens [m]
         buffers, depth = tree_shape(medusa_choices, full, topk, T - len(x) - 1)
         tokens = generate_candidates(root, heads(h, depth)[:, -1], buffers, topk) if depth else []
         parents = buffers["parents"] if depth else []

@@ -32,7 +32,8 @@ from gpt2.engine import tree_mask
 from picospec.sampling import residual, warp
 from picospec.tree import DrawTrie, ancestor_mask, node_path
 from picospec.specinfer import grow
-from picospec.sequoia import all_trees, sequoia_tree, tree_value, without_replacement
+from picospec.sampling import sample_without_replacement as without_replacement
+from picospec.sequoia import all_trees, sequoia_tree, tree_value
 from picospec_app.load import load_acceptance
 from picospec.sequoia import acceptance_vector
 ACCEPTANCE = load_acceptance("tiny-target", "tiny-draft")  # measured by bench.token_trees, beside the target
