@@ -115,9 +115,10 @@ of 5 interleaved rounds (autoregressive, method, autoregressive, ...). The READM
 
 None of the three has a draft model, so the cost model is E / c: E tokens per target call against c,
 the cost of the method's target call in one-token calls (picospec_app.run.explain prints both, the
-prediction, and the same E with c = 1.2, verification nearly free as on a GPU). Where a method loses
-on this CPU, c is why: lookahead pays for its whole window on every call, and a few extra accepted
-tokens do not cover a call that costs two or three."""),
+prediction, and the same E with c = 1.2, verification nearly free as on a GPU). A method gains only where
+its E exceeds its c, and each row prints both: lookahead pays for its whole window on every call,
+so its c is the one to read first, and its extra accepted tokens save time only where they
+outnumber that cost."""),
 code("""from picospec_app.run import compare, copy_prompts, explain
 from picospec_app.machine import blas_line, policy
 print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
