@@ -47,6 +47,25 @@ def test_notebook_runs_with_the_thread_policy(path, monkeypatch):
     fresh = subprocess.run([sys.executable, "-c", DEFAULT], capture_output=True, text=True,
                            cwd=FOLDER.parent, check=True)
     assert seen["inside"] == seen["policy"] and seen["blas"] == int(fresh.stdout), seen
+    assert_verdicts_follow_figures(nb, path.name)
+
+
+def verdict_lines(nb):
+    """Every printed line of a notebook that carries a sentence computed from its figures."""
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    return [line for line in text.splitlines() if "verdict:" in line]
+
+
+# the notebooks whose prose turns on measured figures print their verdicts beside them
+VERDICTS = {"model_free_drafting.ipynb", "self_drafting.ipynb"}
+
+
+def assert_verdicts_follow_figures(nb, name):
+    from verdicts import check
+
+    lines = verdict_lines(nb)
+    assert lines or name not in VERDICTS, f"{name}: no verdict printed"
+    assert all(check(line) for line in lines), [line for line in lines if not check(line)]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
@@ -84,3 +103,28 @@ def test_every_notebook_has_a_maker():
     for maker in MAKERS:
         made.update(part for part in maker.read_text().split('"') if part.endswith(".ipynb"))
     assert {p.name for p in NOTEBOOKS} <= made
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_committed_verdicts_follow_their_figures(path):
+    """Each printed verdict says what the figures printed in it imply."""
+    assert_verdicts_follow_figures(nbformat.read(path, as_version=4), path.name)
+
+
+def test_a_verdict_that_contradicts_its_figures_is_rejected():
+    """The check recomputes the words from the numbers: each sentence on either side of the
+    boundary passes, and the same figures with the other words fail."""
+    from verdicts import check, gains, versus
+
+    assert "beats" in versus(1.30, 1.10) and "falls short of" in versus(0.80, 1.00)
+    assert "matches" in versus(1.02, 1.00) and "no gain" in gains(1.00)
+    assert "a gain" in gains(1.01) and check(gains(1.004)) and check(versus(1.0549, 1.0))
+    for line in (versus(1.30, 1.10), versus(0.80, 1.00), versus(1.02, 1.0), gains(0.92),
+                 gains(1.15)):
+        assert check("copy-heavy REST " + line)
+    broken = [versus(1.30, 1.10).replace("beats", "falls short of"),
+              versus(1.02, 1.00).replace("matches", "beats"),
+              gains(0.92).replace("no gain", "a gain"), gains(1.15).replace("a gain", "no gain")]
+    assert not any(check(line) for line in broken)
+    with pytest.raises(ValueError):
+        check("E 1.33, c 1.63: measured 0.80x")

@@ -115,10 +115,14 @@ of 5 interleaved rounds (autoregressive, method, autoregressive, ...). The READM
 
 None of the three has a draft model, so the cost model is E / c: E tokens per target call against c,
 the cost of the method's target call in one-token calls (picospec_app.run.explain prints both, the
-prediction, and the same E with c = 1.2, verification nearly free as on a GPU). Where a method loses
-on this CPU, c is why: lookahead pays for its whole window on every call, and a few extra accepted
-tokens do not cover a call that costs two or three."""),
+prediction, and the same E with c = 1.2, verification nearly free as on a GPU). By the cost model
+a method gains on a prompt only where its E exceeds its c (the printed figures are medians over
+prompts), and under each row a verdict line says what its figures imply: lookahead pays for its
+whole window on every call, so its c is the one to read first, and its extra accepted tokens save
+time only where they outnumber that cost."""),
 code("""from picospec_app.run import compare, copy_prompts, explain
+sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures
+from verdicts import gains, versus
 from picospec_app.machine import blas_line, policy
 print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
 from gpt2.train.corpus import heldout_prompts
@@ -132,6 +136,8 @@ for label, xs in (("copy-heavy", copy_prompts(encoder, prompts)), ("ordinary", p
         rows.append((label, name, r["tokens_per_call"], r["speedup"], r["predicted"],
                      r["predicted_gpu"]))
         print(f"{label:10s} {name:13s} {explain(r)}")
+        print(f"{'':24s} {versus(r['speedup'], r['predicted'])}; "
+              f"{gains(r['predicted'])}")
 fig, ax = plt.subplots(figsize=(7, 3))
 names = [f"{n}\\n{l}" for l, n, *_ in rows]
 at = np.arange(len(rows))

@@ -197,12 +197,16 @@ target calls of autoregressive decoding: E tokens per target call, c the verific
 draft call and "drafting" the draft calls of a step (k c_d), the speedup E / (c + drafting) they
 predict beside the measured one, the same with c = 1.2 (verification nearly free, as on a GPU), and
 the largest cost beyond the one call autoregressive decoding pays. A self-drafting verification call
-skips the first layers of the drafted tokens (the draft already ran them), yet on a CPU without a
-small-matrix path it still costs well over one call. And with E = 1.2-1.3 tokens per call, the
-self-drafting rows cannot gain even where verification is nearly free: E must exceed 1.2 plus the
-drafting cost."""),
+skips the first layers of the drafted tokens (the draft already ran them); what it still costs is
+the row's c. By the cost model a row gains only where E exceeds c plus its drafting cost, and
+with verification nearly free only where E exceeds 1.2 plus the drafting cost: each row prints E,
+c and drafting, and the verdict printed under it follows from them, not from the method's name.
+The measured speedup of a row whose prediction is near 1 can land on either side of 1 with the
+machine's load."""),
 code("""from picospec_app.load import load_self_draft as load_as_main
 from picospec_app.run import compare, explain
+sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures
+from verdicts import gains, versus
 from picospec_app.machine import blas_line, policy
 print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
 from gpt2.train.corpus import heldout_prompts
@@ -224,6 +228,8 @@ for method, label, loaded, options in rows:
     results.append((f"{method}\\n{label}", r["tokens_per_call"], r["speedup"], r["predicted"],
                     r["predicted_gpu"]))
     print(f"{method:12s} {label:22s} c_d {r['c']:.2f}  {explain(r)}")
+    print(f"{'':35s} {versus(r['speedup'], r['predicted'])}; "
+          f"{gains(r['predicted'])}")
 fig, ax = plt.subplots(figsize=(10, 3))
 at = np.arange(len(results))
 ax.bar(at - 0.27, [r[2] for r in results], 0.27, label="measured")

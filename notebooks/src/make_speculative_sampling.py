@@ -186,14 +186,17 @@ else:
           f"the {follows} curves" + ("" if follows in families else " (not measured here: this "
                                      "CPU cannot run them)"))"""),
 md("""E is the same on both families: acceptance is a property of the two models, not of the machine.
-What differs is c. On the Haswell kernels a (K + 1)-token target call costs well over one one-token
-call, so verification eats much of what the accepted drafts gain; on the SkylakeX kernels with
-weight panels c(M) stays near 1 for small M, so the speed-up grows with E until the drafts' K c_d
-catches up. The same draft, the same target, the same acceptance: which curve a reader gets is a
-property of the CPU, and the cost model says by how much. Where a measured point and its
-prediction part, look at the model's inputs: c(M) is measured here on target calls alone, while in
-a run the calls share the CPU's caches with the draft's, and the rest of the step (sampling,
-Python, the first call over the whole prompt) is not in the model at all."""),
+What differs is c, printed above for each family. Where c(K + 1) is well over one one-token call,
+verification eats much of what the accepted drafts gain; where c(M) stays near 1 for small M (the
+SkylakeX kernels' direct SGEMM with weight panels can give that), the speed-up grows with E until
+the drafts' K c_d catches up. The same draft, the same target, the same acceptance: which curve a reader gets is a
+property of the CPU, and the cost model says by how much. A measured point can lie
+above or below its prediction (compare the two columns above), and the model's inputs err both
+ways: the rest of the step (sampling, Python, the first call over the whole prompt) is not in the
+model and makes a run slower than predicted, while c(M) and c_d are measured on each model's calls
+alone and at one moment, so a run whose calls cost less than those rounds (or the machine's load
+falling between the rounds) makes it faster than predicted. A gap of a few percent either way is
+within the noise of a shared machine."""),
 md("""## The theory, a second way
 
 If each draft is accepted independently with rate α, a step yields (1 − α^(K+1)) / (1 − α) tokens.

@@ -205,7 +205,12 @@ of 6 draft nodes, against autoregressive decoding on a few held-out prompts
 autoregressive decoding's, measured in the same run), so tokens per call must beat that before time
 is saved. The last column is the cost model (picospec_app.run.explain): E / (c + drafting) from the
 measured costs beside the measured speedup, and the same with c = 1.2, verification nearly free as
-on a GPU. Every row here scores 7 rows in its target call; where a row loses on a CPU without a
+on a GPU. The "accepted/step"
+column is the mean number of drafted tokens kept, over the steps that drafted to the tree's full
+depth only; "tokens/call" is every token the run yields per target call (the kept drafts plus the
+one token the target adds), over all steps and the median over prompts. The two are measured over
+different steps, so tokens/call need not be accepted/step + 1. Every row here scores 7 rows in its
+target call; where a row loses on a CPU without a
 small-matrix path, that call's cost c is why (the "limit" at the end of each row), and the c = 1.2
 column shows the same steps where verification is nearly free."""),
 code("""from picospec_app.run import compare, explain
