@@ -801,6 +801,13 @@ MUTANTS = (
             "test_a_law_graded_answer_returning_the_wrong_thing_is_told_so",),
            "an answer returning None or a string is blamed on its arguments, not on what it "
            "returns"),
+    Mutant("grader-known-mistake-never-named", "graders", "record",
+           "picospec/exercises/grading.py",
+           "        if theirs is not None and np.array_equal(yours, theirs):",
+           "        if theirs is not None and yours is theirs:",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_law_failure_names_the_known_mistake_it_behaves_as",),
+           "a law failure that is a known mistake is not named as one"),
 )
 
 

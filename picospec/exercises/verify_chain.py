@@ -30,7 +30,8 @@ UNCERTAIN = ([0, 1], np.array([[0.8, 0.2], [0.5, 0.5]]),
 
 
 def grade(fn, samples=20_000, seed=0):
-    return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN)
+    return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN,
+                     known=WRONG)
 
 
 # WRONG: plausible mistakes, each one the grader rejects

@@ -31,7 +31,8 @@ UNCERTAIN = ([0, 1], [-1, -1], np.array([[0.3, 0.3, 0.4], [0.2, 0.5, 0.3], [0.6,
 
 
 def grade(fn, samples=20_000, seed=0):
-    return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN)
+    return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN,
+                     known=WRONG)
 
 
 def walk(tokens, parents, Q, P, rng, law_of, update=residual):

@@ -163,6 +163,35 @@ def test_no_verdict_when_any_one_broken_sampler_passes(monkeypatch):
     assert "resample_from_target passed every case" in str(verdict)
 
 
+def test_a_law_failure_names_the_known_mistake_it_behaves_as():
+    """A learner's own resample-from-q (written differently from the kept one) is named by the
+    mistake it is; a failure unlike any kept mistake names none."""
+    import numpy as np
+
+    from picospec.sampling import sample
+
+    def resample_from_q(drafts, P, Q, rng):
+        for t in range(len(drafts)):
+            u = rng.random()
+            if u >= min(1.0, Q[t][drafts[t]] / P[t][drafts[t]]):
+                return t, sample(Q[t], rng)
+        return len(drafts), sample(Q[len(drafts)], rng)
+
+    def always_first(drafts, P, Q, rng):
+        return 0, int(np.argmax(Q[0]))
+
+    named = str(EXERCISES["verify_chain"].grade(resample_from_q, samples=SAMPLES))
+    assert ("your answer draws exactly what a known mistake draws on this case: A rejected draft "
+            "replaced from q itself, not the residual.") in named
+    assert "known mistake" not in str(EXERCISES["verify_chain"].grade(always_first,
+                                                                       samples=SAMPLES))
+
+
+def test_a_pass_states_the_smallest_difference_it_could_see():
+    verdict = str(EXERCISES["verify_chain"].grade(answer("verify_chain"), samples=SAMPLES))
+    assert "the smallest this run catches with probability 0.9" in verdict
+
+
 @pytest.mark.parametrize("name, returned, want", [
     ("verify_chain", None, "(n accepted, next token): two integers"),
     ("verify_chain", "ab", "(n accepted, next token): two integers"),
