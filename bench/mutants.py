@@ -808,6 +808,11 @@ MUTANTS = (
            ("tests/picospec/test_exercises.py::"
             "test_a_law_failure_names_the_known_mistake_it_behaves_as",),
            "a law failure that is a known mistake is not named as one"),
+    Mutant("shape-lint-any-brackets", "tree checks", "rule", "tests/test_architecture.py",
+           'SHAPE_NOTE = re.compile(rf"#.*(\\[\\s*{DIM}(?:\\s*,\\s*{DIM})*\\s*\\]|\\bscalar\\b)")',
+           'SHAPE_NOTE = re.compile(r"#.*(\\[.*\\]|\\bscalar\\b|\\bshape)")',
+           ("tests/test_architecture.py::test_an_array_line_without_its_shape_is_caught",),
+           "the shape lint accepts any words in brackets, or the word shape, as a shape"),
 )
 
 

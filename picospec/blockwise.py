@@ -58,7 +58,7 @@ def blockwise_decoding(x, target, heads, N, k, merged=True, stats=None):
         if run:
             # [len(run), V], [len(run), C]
             logits, h = target.logits(x + run, len(run), hidden=True)
-            # p_1's choice after each prefix
+            # [len(run)]: p_1's choice after each prefix
             best, calls = [int(t) for t in np.argmax(logits, -1)], calls + 1
         k_hat = accepted_length(y_hat, best)
         # Step 3 (Accept): the k̂ proposals that greedy decoding would have produced too

@@ -79,7 +79,7 @@ class Datastore:
                              f"(the zip of the arrays tokens, suffix_array and max_suffix that "
                              f"--build_datastore writes)")
         try:
-            # the arrays save() wrote; their shapes are checked by problem()
+            # the arrays save() wrote, [n] and [n] and a scalar; problem() checks their shapes
             with np.load(path, allow_pickle=False) as f:
                 tokens, sa, max_suffix = f["tokens"], f["suffix_array"], f["max_suffix"]
         except Exception as e:

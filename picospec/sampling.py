@@ -64,7 +64,7 @@ def softmax(logits):
 def first_token(logits, greedy, rng, **sampling_options):
     """The target's token after logits [V]: argmax when greedy, else a warped draw."""
     if greedy:
-        return int(np.argmax(logits))  # scalar
+        return int(np.argmax(logits))
     return sample(warp(softmax(logits), **sampling_options), rng)
 
 

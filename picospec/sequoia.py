@@ -27,7 +27,7 @@ def tree_value(choices, acceptance):
     """1 + sum over nodes of prod a[rank]: [[0], [1], [0, 0]], a = (.6, .2) -> 2.16."""
     # ranks beyond K: never accepted
     a = list(acceptance) + [0.0] * max((max(c) + 1 for c in choices), default=0)
-    return 1.0 + sum(float(np.prod([a[r] for r in c])) for c in choices)  # scalar
+    return 1.0 + sum(float(np.prod([a[r] for r in c])) for c in choices)
 
 
 def sequoia_table(acceptance, n, d):

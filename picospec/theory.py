@@ -48,7 +48,7 @@ def estimate_alpha(draft_model, target_model, x, **sampling_options):
     n = len(x) - 1
     p = warp(draft_model(x[:-1], n), **sampling_options)  # [n, V]
     q = warp(target_model(x[:-1], n), **sampling_options)  # [n, V]
-    return float(np.minimum(p, q).sum(-1).mean())  # scalar
+    return float(np.minimum(p, q).sum(-1).mean())
 
 
 # ---- self-drafting (Draft & Verify, LayerSkip) and cascades (CS Drafting) ----

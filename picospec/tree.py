@@ -140,7 +140,7 @@ def paths(parents):
 
 def expected_length(values):
     """1 + sum(values), node i accepted with probability values[i]."""
-    return 1.0 + float(np.sum(values))  # scalar
+    return 1.0 + float(np.sum(values))
 
 
 def sparse_tree(accuracy, budget):

@@ -352,8 +352,12 @@ def test_a_folder_over_the_docstring_bound_is_caught(tmp_path):
 # an array operation: ` @ `, an np./xp. call (not a dtype or constant), .reshape(, .T, [:, or [...,
 ARRAY_OP = re.compile(r"(\s@\s|\b(np|xp)\.(?!(float|int|uint|bool|ndarray|dtype|random\.Generator"
                       r"|inf|nan|newaxis|e\b|pi\b))[a-z_.]+\(|\.reshape\(|\.T\b|\[\s*(:|\.\.\.)\s*,)")
-# a shape comment: a # comment holding [...] or the word scalar or shape
-SHAPE_NOTE = re.compile(r"#.*(\[.*\]|\bscalar\b|\bshape)")
+# a shape comment: a # comment holding a shape, [B, K, V] or [1 + m, V] or [...], or "scalar"
+DIM = r"[\w.]+(?:\([\w.]*\))?(?:\s*[-+*/]\s*[\w.]+(?:\([\w.]*\))?)*"  # n, 1 + m, len(run), ...
+SHAPE_NOTE = re.compile(rf"#.*(\[\s*{DIM}(?:\s*,\s*{DIM})*\s*\]|\bscalar\b)")
+# an obvious scalar: the array operation wrapped in int(), float() or bool()
+OBVIOUS = re.compile(r"\b(int|float|bool)\(\s*(np|xp)\.")
+EMPTY_NOTE = re.compile(r"#\s*scalar\s*$")  # says what int() or float() already says
 # the files whose array lines carry their shapes: the model and the algorithms
 SHAPE_FILES = ["gpt2/model.py"] + [
     f"{folder}/{p.name}" for folder in ("picospec", "picospec/batched")
@@ -362,16 +366,25 @@ SHAPE_FILES = ["gpt2/model.py"] + [
 
 
 def shape_misses(text):
-    """[(line number, line)] of the lines with an array operation and no shape comment on them or on
-    the 3 lines above; lines inside string tokens (docstrings) are not code."""
+    """[(line number, line)] of the lines with an array operation whose result is not an obvious
+    scalar and no shape comment on them or on the 3 lines above, and of the obvious scalars whose
+    comment says only "scalar"; lines inside string tokens (docstrings) are not code."""
     lines = text.splitlines()
     in_strings = set()
     for tok in tokenize.generate_tokens(io.StringIO("\n".join(lines)).readline):
         if tok.type == tokenize.STRING:
             in_strings.update(range(tok.start[0], tok.end[0] + 1))
-    return [(i, line.strip()) for i, line in enumerate(lines, 1)
-            if i not in in_strings and ARRAY_OP.search(line.split("#")[0])
-            and not any(SHAPE_NOTE.search(r) for r in lines[max(0, i - 4):i])]
+    out = []
+    for i, line in enumerate(lines, 1):
+        code = line.split("#")[0]
+        if i in in_strings or not ARRAY_OP.search(code):
+            continue
+        if OBVIOUS.search(code):
+            if EMPTY_NOTE.search(line):
+                out.append((i, line.strip()))
+        elif not any(SHAPE_NOTE.search(r) for r in lines[max(0, i - 4):i]):
+            out.append((i, line.strip()))
+    return out
 
 
 def test_every_array_line_has_its_shape_in_reach():
@@ -387,6 +400,11 @@ def test_every_array_line_has_its_shape_in_reach():
     ("y = x[:, 0]  # the first column\n", [1]),
     ("# [n, V]\na = 1\nb = 2\nc = 3\nq = p[..., 0]\n", [5]),  # 4 lines above: out of reach
     ('"""x @ w in a docstring."""\nn = np.float32(1)  # no array call\n', []),
+    ("i = int(np.argmax(q))\n", []),  # an obvious scalar needs no note
+    ("i = int(np.argmax(q))  # scalar\n", [1]),  # and a note that says so says nothing
+    ("c = np.partition(s, 2)[2]  # scalar: the third smallest\n", []),
+    ("y = np.tanh(x)  # the shape of x\n", [1]),  # "shape" alone names no shape
+    ("y = np.tanh(x)  # see [the paper]\n", [1]),  # words in brackets are no shape
 ])
 def test_an_array_line_without_its_shape_is_caught(code, missed):
     assert [i for i, _ in shape_misses(code)] == missed
