@@ -64,11 +64,14 @@ def unknown_names(environ):
     """PICOSPEC_* names no setting reads -> ValueError naming the first and what to do."""
     import difflib
 
-    for name in sorted(n for n in environ if n.startswith("PICOSPEC_") and n not in KNOWN):
-        near = difflib.get_close_matches(name[9:], [k[9:] for k in KNOWN], n=1)  # after PICOSPEC_
-        fix = GONE.get(name) or (f"did you mean PICOSPEC_{near[0]}?" if near else
-                                 f"the settings are {', '.join(KNOWN)}")
-        raise ValueError(f"{name} is not a picospec setting: {fix} (or unset {name})")
+    unknown = sorted(n for n in environ if n.startswith("PICOSPEC_") and n not in KNOWN)
+    if not unknown:
+        return
+    name = unknown[0]
+    near = difflib.get_close_matches(name[9:], [k[9:] for k in KNOWN], n=1)  # after PICOSPEC_
+    fix = GONE.get(name) or (f"did you mean PICOSPEC_{near[0]}?" if near else
+                             f"the settings are {', '.join(KNOWN)}")
+    raise ValueError(f"{name} is not a picospec setting: {fix} (or unset {name})")
 
 
 def read_settings(environ=None):

@@ -163,12 +163,16 @@ def grade_folder(folder, values):
     """A table: one row per learner, one column per exercise, k of n -> exit status."""
     names = [values["exercise"]] if values["exercise"] else list(EXERCISES)
     quiet = values["json"] or values["csv"]
-    rows = []
-    for path in files_in(folder):
+    files, rows = files_in(folder), []
+    width = max(len(p.name) for p in files)
+    if not quiet:
+        print(f"{'learner':<{width}}  " + "  ".join(f"{i:>4}" for i in range(1, len(names) + 1)),
+              flush=True)
+    for path in files:
         out, notes = verdicts(path, values, say=(lambda *a, **k: None) if quiet else print)
         rows.append((path.name, out, notes))
         if not quiet:
-            print(row_line(path.name, out, names, name_width(folder)), flush=True)
+            print(row_line(path.name, out, names, width), flush=True)
     failing = sum(any(mark != "pass" for mark, _, _ in out.values()) for _, out, _ in rows)
     if values["json"]:
         print(json.dumps({"exercises": names, "learners": [
@@ -200,18 +204,10 @@ def grade_folder(folder, values):
     return 1 if failing else 0
 
 
-def name_width(folder):
-    return max(len(p.name) for p in files_in(folder))
-
-
 def row_line(name, out, names, w):
     marks = "  ".join(f"{out[n][0]:>4}" for n in names)
     passed = sum(out[n][0] == "pass" for n in names)
     return f"{name:<{w}}  {marks}  {passed} of {len(names)}"
-
-
-def header(names, w):
-    return f"{'learner':<{w}}  " + "  ".join(f"{i:>4}" for i in range(1, len(names) + 1))
 
 
 def template(word):
@@ -241,9 +237,6 @@ def main(argv=None):
             n = handout(word, values["out"])
             print(f"wrote {values['out']}: {n} answer cells back to stubs, outputs cleared")
         elif Path(word).is_dir():
-            if not (values["json"] or values["csv"]):
-                names = [values["exercise"]] if values["exercise"] else list(EXERCISES)
-                print(header(names, name_width(word)), flush=True)
             return grade_folder(word, values)
         else:
             return grade_file(word, values)

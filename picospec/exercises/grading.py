@@ -46,21 +46,27 @@ def unanswered(exercise, fn, args):
 
 def outside_rng(fn, args, calls=40):
     """The first call whose output changed with NumPy's and Python's global generators, the same
-    rng seed both times (randomness drawn outside `rng`), or None."""
+    rng seed both times (randomness drawn outside `rng`), or None. The global generators' states
+    are put back afterwards."""
     import random
 
-    for i in range(calls):
-        outs = []
-        for g in (2 * i, 2 * i + 1):  # the global generators differ, rng does not
-            random.seed(g)
-            np.random.seed(g)
-            try:
-                outs.append(repr(fn(*copy.deepcopy(args[:-1]), np.random.default_rng(i))))
-            except Exception:  # the battery reports it with its case
-                return None
-        if outs[0] != outs[1]:
-            return i
-    return None
+    saved = random.getstate(), np.random.get_state()
+    try:
+        for i in range(calls):
+            outs = []
+            for g in (2 * i, 2 * i + 1):  # the global generators differ, rng does not
+                random.seed(g)
+                np.random.seed(g)
+                try:
+                    outs.append(repr(fn(*copy.deepcopy(args[:-1]), np.random.default_rng(i))))
+                except Exception:  # the battery reports it with its case
+                    return None
+            if outs[0] != outs[1]:
+                return i
+        return None
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
 
 
 def wrong_return(fn, probe, contract):

@@ -134,26 +134,26 @@ def grade_in_process(path, names, samples, seed, limit, say=print):
         child_process = subprocess.Popen(args, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          start_new_session=True)
-        result, start, read = {"verdicts": {}}, time.monotonic(), 0
-        while True:
-            try:
-                child_process.wait(timeout=0.1)
-                done = True
-            except subprocess.TimeoutExpired:
-                done = False
-            lines = events.read_text(encoding="utf-8").splitlines()
-            for line in lines[read:]:
-                take(json.loads(line), result, limit - (time.monotonic() - start), say)
-            read = len(lines)
-            if done:
-                break
-            spent = time.monotonic() - start
-            if spent > limit or result.get("stopped"):
-                os.killpg(child_process.pid, signal.SIGKILL)
-                child_process.wait()
-                result.setdefault("stopped", f"stopped after {spent:.0f} s, past the time limit "
-                                  f"of {limit:g} s (--timeout), {doing(result)}")
-                break
+        result, start, pending = {"verdicts": {}}, time.monotonic(), ""
+        with open(events, encoding="utf-8") as stream:
+            while True:
+                try:
+                    child_process.wait(timeout=0.1)
+                    done = True
+                except subprocess.TimeoutExpired:
+                    done = False
+                *lines, pending = (pending + stream.read()).split("\n")  # whole lines only
+                for line in lines:
+                    take(json.loads(line), result, limit - (time.monotonic() - start), say)
+                if done:
+                    break
+                spent = time.monotonic() - start
+                if spent > limit or result.get("stopped"):
+                    os.killpg(child_process.pid, signal.SIGKILL)
+                    child_process.wait()
+                    result.setdefault("stopped", f"stopped after {spent:.0f} s, past the time "
+                                      f"limit of {limit:g} s (--timeout), {doing(result)}")
+                    break
         tail = child_process.stdout.read().decode(errors="replace")
         if "stopped" not in result and "printed" not in result:  # it never reached its end
             result["stopped"] = (f"the answer ended the grading process (exit status "

@@ -187,6 +187,20 @@ def test_a_law_failure_names_the_known_mistake_it_behaves_as():
                                                                        samples=SAMPLES))
 
 
+def test_the_rng_check_leaves_the_global_generators_as_they_were():
+    import random
+
+    import numpy as np
+
+    random.seed(5)
+    np.random.seed(5)
+    before = random.random(), np.random.random()
+    random.seed(5)
+    np.random.seed(5)
+    EXERCISES["verify_chain"].grade(answer("verify_chain"), samples=SAMPLES)
+    assert (random.random(), np.random.random()) == before
+
+
 def test_a_pass_states_the_smallest_difference_it_could_see():
     verdict = str(EXERCISES["verify_chain"].grade(answer("verify_chain"), samples=SAMPLES))
     assert "the smallest this run catches with probability 0.9" in verdict
