@@ -46,7 +46,7 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
                           f"{type(e).__name__}: {e}{hint}")
     counts = np.bincount(index(seqs, case.V), minlength=case.V**case.N).astype(float)  # [V^N]
     forbidden = int(counts[probs == 0].sum())
-    if case.lowest:
+    if case.support:
         detail = f"{forbidden} sequences the target forbids" if forbidden else ""
         return CaseResult(case.name, samples, float("nan"), float("nan"),
                           "FAIL" if forbidden else "pass", detail)
@@ -70,7 +70,7 @@ def cases_of(contract, numbers=None):
 
 def run_controls(contract, samples=DEFAULT_SAMPLES, seed=0, numbers=None):
     """Each negative control over the law cases -> [(name, the first case to catch it, or None)]."""
-    law_cases = [(i, case) for i, case in cases_of(contract, numbers) if not case.lowest]
+    law_cases = [(i, case) for i, case in cases_of(contract, numbers) if not case.support]
     caught = []
     # no law case selected: no controls (the support case needs no power)
     for control in CONTROLS[contract] if law_cases else ():

@@ -28,11 +28,17 @@ class Case(NamedTuple):
     siblings: str = "iid"
     dtype: str = "float64"
     lowest: bool = False  # every uniform the sampler draws is 0.0: checks the support, not the law
+    highest: bool = False  # every uniform is the largest double below 1: the support too
+
+    @property
+    def support(self):
+        """A case that counts forbidden sequences under extreme uniforms, and tests no law."""
+        return self.lowest or self.highest
 
     def laws(self):
         """Warped target and draft tables [V, V, V]."""
         target = random_toy(self.V, self.target,
-                            zeros=0.3 if self.draft[0] == "one-hot" or self.lowest else 0)
+                            zeros=0.3 if self.draft[0] == "one-hot" or self.support else 0)
         kind = self.draft[0]
         draft = {"near": lambda: perturbed(target, self.draft[1], self.target + 1),
                  "far": lambda: random_toy(self.V, self.target + 1),
@@ -73,6 +79,7 @@ CASES = {
         Case("V=4 K=3 one-hot draft", 4, 4, 3, target=77, draft=("one-hot",)),
         Case("V=4 K=2 T=0", 4, 4, 2, dict(temperature=0), target=87),
         Case("V=4 K=3 draft = target but 2 tokens", 4, 4, 3, target=107, draft=("swap", 0.04)),
+        Case("uniforms near 1: support", 3, 5, 3, target=97, draft=("far",), highest=True),
     ],
     "tree": [
         Case("uniforms at 0: support", 3, 5, target=97, draft=("far",), parents=(-1, -1, 0, 1),
@@ -93,6 +100,8 @@ CASES = {
              siblings="two drafts"),
         Case("V=4 draft = target but 2 tokens", 4, 4, target=117, draft=("swap", 0.04),
              parents=(-1, -1, 0, 0)),
+        Case("uniforms near 1: support", 3, 5, target=97, draft=("far",), parents=(-1, -1, 0, 1),
+             highest=True),
     ],
     "tree_without_replacement": [
         Case("uniforms at 0: support", 3, 5, target=97, draft=("far",), parents=(-1, -1, 0, 0),
@@ -111,6 +120,8 @@ CASES = {
              siblings="without_replacement"),
         Case("V=4 draft = target but 2 tokens", 4, 4, target=107, draft=("swap", 0.04),
              parents=(-1, -1, 0, 0), siblings="without_replacement"),
+        Case("uniforms near 1: support", 3, 5, target=97, draft=("far",), parents=(-1, -1, 0, 0),
+             highest=True, siblings="without_replacement"),
     ],
     "rejection": [
         Case("uniforms at 0: support", 3, 5, 3, target=97, draft=("far",), lowest=True),
@@ -124,5 +135,6 @@ CASES = {
         Case("V=4 k=3 float32", 4, 4, 3, target=77, dtype="float32"),
         Case("V=4 k=2 T=0", 4, 4, 2, dict(temperature=0), target=87),
         Case("V=4 k=3 draft = target but 2 tokens", 4, 4, 3, target=107, draft=("swap", 0.04)),
+        Case("uniforms near 1: support", 3, 5, 3, target=97, draft=("far",), highest=True),
     ],
 }

@@ -26,6 +26,21 @@ class LowestUniforms(np.random.Generator):
         return low if size is None else np.full(size, low, dtype=np.float64)
 
 
+class HighestUniforms(np.random.Generator):
+    """A Generator whose uniforms are all the largest below 1 (1 - 2^-53 in float64): an inverse
+    CDF run past the end of a law that rounding left below 1 emits a token out of range or one the
+    target forbids; a right sampler does neither."""
+
+    def random(self, size=None, dtype=np.float64, out=None):  # scalar, or tops of shape size
+        one = np.dtype(dtype).type(1)
+        top = np.nextafter(one, 0 * one)
+        return float(top) if size is None else np.full(size, top, dtype=dtype)
+
+    def uniform(self, low=0.0, high=1.0, size=None):  # below high, as near it as rounding lets
+        top = min(low + (high - low) * np.nextafter(1.0, 0.0), np.nextafter(high, low))
+        return float(top) if size is None else np.full(size, top, dtype=np.float64)
+
+
 def draft_chains(D, T, last2, last1, K, rng):
     """K drafts after contexts last2, last1 [rows] -> drafts [rows, K], P [rows, K, V], Q [rows,
     K + 1, V]."""
@@ -44,7 +59,9 @@ def run(fn, contract, case, n, seed):
     """n sequences of fn on this case -> new tokens [n, N]; seed: a tuple of ints."""
     T, D = case.laws()  # [V, V, V] each
     rng = np.random.default_rng([*seed, 0])  # the checker's draws: drafts, bonus tokens
-    fn_rng = (LowestUniforms if case.lowest else np.random.Generator)(np.random.PCG64([*seed, 1]))
+    # the sampler's own draws: extreme uniforms in a support case
+    extreme = LowestUniforms if case.lowest else HighestUniforms if case.highest else None
+    fn_rng = (extreme or np.random.Generator)(np.random.PCG64([*seed, 1]))
     L = len(PROMPT)
     seqs = np.zeros((n, L + case.N), dtype=np.int64)  # [n, L + N]: the prompt, then new tokens
     seqs[:, :L] = PROMPT

@@ -20,7 +20,7 @@ import pytest
 from picospec.check.__main__ import load, main
 from picospec.check.battery import DEFAULT_SAMPLES, check_case, check_sampler
 from picospec.check.cases import CASES
-from picospec.check.drivers import LowestUniforms
+from picospec.check.drivers import HighestUniforms, LowestUniforms
 from picospec.check.exact_law import Toy, chi2_sf, exact_law, index, law_vector, random_toy
 from picospec.batched.rejection import rejection_sample
 from picospec.verify import verify_chain
@@ -132,6 +132,28 @@ def test_the_support_case_hands_the_sampler_zero_uniforms():
     assert broken_samplers.ties_toward_draft_by_uniform([1], P, Q, rng)[0] == 1
 
 
+def test_the_near_one_case_hands_the_sampler_the_largest_uniforms_below_one():
+    rng = HighestUniforms(np.random.PCG64(0))
+    top = np.nextafter(1.0, 0.0)
+    assert rng.random() == top and (rng.random(3) == top).all()
+    assert rng.random(dtype=np.float32) == np.nextafter(np.float32(1), np.float32(0)) < 1
+    assert rng.random(2, dtype=np.float32).dtype == np.float32
+    assert rng.uniform() == top and 4.99 < rng.uniform(2, 5) < 5 and (rng.uniform(size=2) < 1).all()
+    assert rng.choice(3, p=[0.5, 0.5, 0.0]) == 1  # the last token of positive probability
+
+
+def test_the_near_one_case_catches_an_inverse_cdf_run_past_the_mass():
+    """An unnormalised residual max(0, q - p) searched with a uniform on [0, 1), clipped to the
+    last token: near 1 every draw runs past its mass onto the last token, forbidden where q <= p
+    there; all-zero uniforms stay at the first token of mass and miss it."""
+    numbers = {case.name: i for i, case in enumerate(CASES["chain"])}
+    near, zero = CASES["chain"][numbers["uniforms near 1: support"]], CASES["chain"][0]
+    broken = broken_samplers.residual_not_renormalised
+    assert check_case(broken, "chain", near, 300, (0, 12)).verdict == "FAIL"
+    assert check_case(broken, "chain", zero, 300, (0, 1)).verdict == "pass"
+    assert check_case(verify_chain, "chain", near, 300, (0, 12)).verdict == "pass"
+
+
 def wrong_count(drafts, P, Q, rng):
     return len(drafts) + 1, 0
 
@@ -216,7 +238,7 @@ def test_exact_law_by_hand_and_as_a_vector():
     (["picospec.verify:verify_chain", "--contract", "chian"],
      "unknown --contract 'chian' (did you mean chain?)"),
     (["picospec.verify:verify_chain", "--cases", "0"], "--cases must be >= 1; got 0"),
-    (["picospec.verify:verify_chain", "--cases", "2,12"], "the chain battery has cases 1 to 11"),
+    (["picospec.verify:verify_chain", "--cases", "2,13"], "the chain battery has cases 1 to 12"),
     (["picospec.verify:verify_chain", "--json=maybe"], "--json is a switch"),
     (["--seed", "1"], "name the sampler to check as MODULE:FUNCTION"),
     (["verify_chain"], "give the sampler as MODULE:FUNCTION"),
