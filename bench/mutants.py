@@ -803,8 +803,8 @@ MUTANTS = (
            "returns"),
     Mutant("grader-known-mistake-never-named", "graders", "record",
            "picospec/exercises/grading.py",
-           "        if theirs is not None and np.array_equal(yours, theirs):",
-           "        if theirs is not None and yours is theirs:",
+           "            if not np.array_equal(yours[i], sequences(wrong, i, case)):",
+           "            if yours[i] is not sequences(wrong, i, case):",
            ("tests/picospec/test_exercises.py::"
             "test_a_law_failure_names_the_known_mistake_it_behaves_as",),
            "a law failure that is a known mistake is not named as one"),

@@ -1,7 +1,7 @@
 """Exercise: tokens per target call (Leviathan et al. 2023, arXiv:2211.17192, Eq. 1)."""
 import numpy as np
 
-from picospec.exercises.grading import grade_cases, same_array
+from picospec.exercises.grading import grade_cases, named, same_array
 from picospec.theory import expected_tokens_per_call as reference
 
 NAME, FAMILY = "expected_tokens", "the cost model"
@@ -10,7 +10,7 @@ STATEMENT = """\
 accepted with probability alpha, independently, once every draft before it was; the target call
 also yields one token of its own (the residual's or the bonus). Return E = sum over j = 0 .. K of
 alpha^j = (1 - alpha^(K + 1)) / (1 - alpha), with alpha in [0, 1] (alpha = 1: every draft is kept,
-E = K + 1). Example: alpha = 0.5, K = 2 -> 1.75."""
+E = K + 1). Return a float64 (to 1e-9). Example: alpha = 0.5, K = 2 -> 1.75."""
 STUB = '''def expected_tokens(alpha, K):
     """alpha in [0, 1], K >= 1 drafts -> E, expected tokens per target call."""
     raise NotImplementedError'''
@@ -26,7 +26,7 @@ def cases(seed=0):
 
 
 def compare(yours, expected):
-    return None if same_array(yours, expected) is None else "E"
+    return named("E", same_array(yours, expected))
 
 
 def grade(fn, samples=None, seed=0):

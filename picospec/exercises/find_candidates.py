@@ -10,10 +10,11 @@ from picospec.prompt_lookup import find_candidates as reference
 NAME, FAMILY = "find_candidates", "model-free drafting (prompt lookup, REST)"
 STATEMENT = """\
 **Exercise `find_candidates(x, max_ngram_size, num_pred_tokens)`: prompt lookup's draft.** x: the
-token ids so far (a list). For n = min(max_ngram_size, len(x) - 1) down to 1: take the trailing
-n-gram x[-n:] and look for its first earlier occurrence, a window x[s:s + n] with s + n < len(x)
-(not the trailing n-gram itself), scanning s from 0; at the first match return the tokens that
-followed it, x[s + n : s + n + num_pred_tokens]. No match for any n: return [].
+token ids so far (a list of ints from GPT-2's 50,257, to be left as it was). For
+n = min(max_ngram_size, len(x) - 1) down to 1: take the trailing n-gram x[-n:] and look for its
+first earlier occurrence, a window x[s:s + n] with s + n < len(x) (not the trailing n-gram
+itself), scanning s from 0; at the first match return the tokens that followed it,
+x[s + n : s + n + num_pred_tokens]. No match for any n: return [].
 Example: x = [1, 2, 3, 1, 2], max_ngram_size 3, num_pred_tokens 2 -> [3, 1]."""
 STUB = '''def find_candidates(x, max_ngram_size=3, num_pred_tokens=10):
     """x (token ids) -> the draft: a list of at most num_pred_tokens ids."""
@@ -26,9 +27,11 @@ def cases(seed=None):
     small = [(list(x), n, k) for length in range(1, 7)
              for x in itertools.product(range(3), repeat=length)
              for n in (1, 2, 3) for k in (1, 2, 4)]
-    # GPT-2's ids: multi-digit, past a byte (256), up to the vocabulary's last, 50256
+    # GPT-2's ids: multi-digit ("1 2" is in the text "2 9 11 2 7 1 2" at 11 2, not as a window),
+    # past a byte (256), up to the vocabulary's last, 50256
     rng = np.random.default_rng(1)
-    real = [([11, 2, 1, 2], 2, 2), ([256, 1, 256], 1, 1), ([50256, 12, 50256], 1, 2)]
+    real = [([11, 2, 1, 2], 2, 2), ([2, 9, 11, 2, 7, 1, 2], 2, 1), ([256, 1, 256], 1, 1),
+            ([50256, 12, 50256], 1, 2)]
     for length in (8, 20, 40):
         x = [int(t) for t in rng.choice([7, 300, 11, 1, 50256, 4000], size=length)]
         real += [(x, n, k) for n in (1, 2, 3) for k in (1, 3)]
@@ -41,9 +44,7 @@ def compare(yours, expected):
 
 
 def grade(fn, samples=None, seed=0):
-    def fresh(x, n, k):  # a copy: a learner may change x in place
-        return fn(list(x), n, k)
-    return grade_cases(NAME, fresh, reference, cases(), compare,
+    return grade_cases(NAME, fn, reference, cases(), compare,
                        "picospec.prompt_lookup.find_candidates")
 
 

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from picospec.check.battery import cases_of, check_sampler, run_controls
+from picospec.check.battery import cases_of, check_case, run_controls
 from picospec.check.cases import PROMPT
 from picospec.check.exact_law import ALPHA, Toy, detectable_tv, law_vector
 
@@ -90,29 +90,12 @@ def wrong_return(fn, probe, contract):
     return f"your function returned {show(value)} ({type(value).__name__}); it must return {want}"
 
 
-def same_mistake(fn, known, contract, case, seed, n=200):
-    """The kept wrong answer among `known` whose n sequences on this case are fn's, or None."""
-    from picospec.check.drivers import run
-
-    def sequences(f):
-        try:
-            with np.errstate(all="ignore"):
-                return run(f, contract, case, n, seed)
-        except Exception:  # either raised: no likeness to report
-            return None
-
-    yours = sequences(fn)
-    for wrong in known if yours is not None else ():
-        theirs = sequences(wrong)
-        if theirs is not None and np.array_equal(yours, theirs):
-            return wrong
-    return None
-
-
-def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=None, known=()):
-    """fn through the checker's battery of `contract`, up to the first failing case -> Verdict with
-    that case's observed and exact counts. uncertain: arguments whose outcome is random; known:
-    the kept wrong answers, named where fn behaves as one."""
+def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=None, known=(),
+              rules=None):
+    """fn through the checker's battery of `contract`, its law cases first, up to the first
+    failing case -> Verdict with that case's evidence: the call that broke a rule (rules), or the
+    observed and exact counts. uncertain: arguments whose outcome is random; known: the kept wrong
+    answers, named where fn behaves as one."""
     if probe is not None and (stub := unanswered(exercise, fn, copy.deepcopy(probe))) is not None:
         return stub
     if probe is not None and (wrong := wrong_return(fn, probe, contract)) is not None:
@@ -123,41 +106,148 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
             f"once NumPy's and Python's global generators were seeded differently: draw every "
             f"random number from rng (rng.random()), not from np.random or random"),
                        "randomness outside rng")
-    n_cases, tv90 = len(cases_of(contract)), battery_tv90(contract, samples)
+    battery = cases_of(contract)
+    n_cases, tv90 = len(battery), battery_tv90(contract, samples)
     checked = (f"the law of whole sequences sampled through your function on the checker's "
                f"{n_cases} toy cases of the {contract} contract (picospec.check), {samples:,} "
                f"sequences each, G-test at alpha {ALPHA:g}; each case catches any error of total "
-               f"variation >= {tv90:.3f} with probability 0.9")
+               f"variation >= {tv90:.3f} with probability 0.9"
+               + (f"; each case's first {WATCHED:,} calls checked one by one (inputs left as "
+                  f"they were, no token the rule gives probability 0)" if rules else ""))
     caught = controls(contract, samples, seed)
     missed = [name for name, case in caught if case is None]
     if missed:
         return Verdict(exercise, False, checked, f"no verdict: the broken sampler {missed[0]} "
                        f"passed every case at {samples:,} sequences, so this run cannot tell a "
                        f"wrong answer from a right one: grade with more samples", "no verdict")
-    report = check_sampler(fn, contract, samples, seed, controls=False, first_failure=True)
-    if report.verdict == "pass":
-        low = min(c.p_value for c in report.cases if c.p_value == c.p_value)
+    # where the rng goes in a call: the probe's Generator
+    rng_at = next((k for k, a in enumerate(probe or ()) if isinstance(a, np.random.Generator)), 0)
+    low = 1.0
+    for i, case in sorted(battery, key=lambda ic: ic[1].support):  # the support cases last
+        watch = watched(fn, rules, rng_at) if rules and rng_at else fn
+        bad = check_case(watch, contract, case, samples, (seed, i))
+        if bad.verdict != "pass":
+            break
+        low = min(low, bad.p_value) if bad.p_value == bad.p_value else low
+    else:
         return Verdict(exercise, True, checked, f"all {n_cases} cases passed (smallest p-value "
                        f"{low:.3g}; the checker's broken samplers "
                        f"{' and '.join(name for name, _ in caught)} were caught): no difference "
                        f"from the target's exact law as large as total variation {tv90:.3f}, the "
                        f"smallest this run catches with probability 0.9 (more --samples: smaller)")
-    (i, case), bad = cases_of(contract)[len(report.cases) - 1], report.cases[-1]
-    if bad.verdict == "error":
+    if getattr(watch, "broken", None):
+        why = watch.broken
+    elif bad.verdict == "error":
         why = f"your function raised or broke the contract: {bad.detail}"
-    elif bad.p_value != bad.p_value:  # the support case: uniforms at 0
-        why = (f"{bad.detail} (every uniform your rng gave was 0.0: a token the target gives "
-               f"probability 0 was kept)")
+    elif bad.p_value != bad.p_value:  # a support case: every uniform 0, or every one near 1
+        why = (f"{bad.detail} (every uniform your rng gave was "
+               f"{'0.0' if case.lowest else '1 - 2^-53, the largest below 1'}: a token the "
+               f"target gives probability 0 came out)")
     else:
         why = (f"p-value {bad.p_value:.2g} < {ALPHA:g}: the law of what you sampled differs "
                f"from the exact one; sequences (new tokens) with the largest gaps:\n  "
                + bad.detail.replace("; ", "\n  "))
-    if bad.verdict != "error" and (like := same_mistake(fn, known, contract, case,
-                                                       (seed, i))) is not None:
-        why += (f"\nyour answer draws exactly what a known mistake draws on this case: "
+    if (like := same_mistake(fn, known, contract, seed)) is not None:
+        why += (f"\nyour answer draws exactly what a known mistake draws on every case: "
                 f"{' '.join((like.__doc__ or like.__name__).split())}")
     return Verdict(exercise, False, checked, f"first failing case: {i}. {bad.name}\n{why}",
                    f"case {i}. {bad.name}")
+
+
+def same_mistake(fn, known, contract, seed, n=200):
+    """The kept wrong answer among `known` whose n sequences are fn's on every case of the
+    battery, or None."""
+    from picospec.check.drivers import run
+
+    def sequences(f, i, case):  # [n, N], or what it raised
+        try:
+            with np.errstate(all="ignore"):
+                return run(f, contract, case, n, (seed, i))
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+
+    yours = {}
+    for wrong in known:
+        for i, case in cases_of(contract):
+            if i not in yours:
+                yours[i] = sequences(fn, i, case)
+            if not np.array_equal(yours[i], sequences(wrong, i, case)):
+                break
+        else:
+            return wrong
+    return None
+
+
+WATCHED = 1_000  # calls of each case checked one by one against the exercise's rules
+
+
+class BrokenRule(Exception):
+    """A call of the learner's sampler broke a rule that needs no statistics."""
+
+
+def watched(fn, rules, rng_at, limit=WATCHED):
+    """fn whose first `limit` calls are each checked: inputs left as they were, rules(*inputs,
+    returned) -> what broke or None. The first call that breaks one raises BrokenRule, and
+    .broken holds that call written out."""
+    def call(*args):
+        call.calls += 1
+        if call.calls > limit:
+            return fn(*args)
+        inputs, drawn = copied(args[:rng_at]), []
+        rng = recording(type(args[rng_at]))(args[rng_at].bit_generator)
+        rng.drawn = drawn
+        try:
+            out = fn(*args[:rng_at], rng, *args[rng_at + 1:])
+        except Exception as e:
+            problem = (f"it raised {type(e).__name__}: {' '.join(str(e).split())}"
+                       f"{learners_line(e)}")
+        else:
+            try:
+                problem = rules(*inputs, out)
+            except (TypeError, ValueError, IndexError):  # not numbers where numbers belong
+                problem = "not what the statement asks the function to return"
+            problem = None if problem is None else f"it returned {show(out)}: {problem}"
+            problem = changed_input(args[:rng_at], inputs, ARGS.get(rng_at)) or problem
+        if problem is not None:
+            call.broken = written(call.calls, inputs, drawn, problem)
+            raise BrokenRule(call.broken)
+        return out
+    call.calls, call.broken = 0, None
+    return call
+
+
+def copied(args):
+    """Copies of a call's lists and arrays, to compare after it and to show."""
+    return [a.copy() if isinstance(a, np.ndarray) else copy.deepcopy(a) for a in args]
+
+
+@functools.lru_cache
+def recording(base):
+    """A subclass of the Generator class `base` that keeps each uniform it hands out in .drawn;
+    built on the caller's bit generator it draws exactly what the caller's would."""
+    class Recording(base):
+        def random(self, size=None, dtype=np.float64, out=None):
+            u = super().random(size, dtype, out)
+            self.drawn.extend(np.ravel(u).tolist())
+            return u
+
+        def uniform(self, low=0.0, high=1.0, size=None):
+            u = super().uniform(low, high, size)
+            self.drawn.extend(np.ravel(u).tolist())
+            return u
+    return Recording
+
+
+def written(number, inputs, drawn, what):
+    """A call and what went wrong in it, a line each."""
+    names = ARGS.get(len(inputs)) or [f"input {k}" for k in range(1, len(inputs) + 1)]
+    uniforms = ", ".join(f"{u:.4g}" for u in drawn[:8]) + (", ..." if len(drawn) > 8 else "")
+    return "\n".join([f"call {number} of this case, the first that broke a rule:",
+                      *(f"  {name} = {show(value)}" for name, value in zip(names, inputs)),
+                      f"  the uniforms your rng gave: [{uniforms}]", what])
+
+
+ARGS = {3: ("drafts", "P", "Q"), 4: ("tokens", "parents", "Q", "P")}
 
 
 @functools.lru_cache
@@ -171,7 +261,7 @@ def battery_tv90(contract, samples):
     """The largest tv90 of the battery's law cases at `samples` sequences: the total variation
     error every case catches with probability 0.9."""
     return max(detectable_tv(law_vector(Toy(case.laws()[0]), PROMPT, case.N), samples)
-               for _, case in cases_of(contract) if not case.lowest)
+               for _, case in cases_of(contract) if not case.support)
 
 
 def grade_cases(exercise, fn, reference, cases, compare, about):
@@ -184,12 +274,13 @@ def grade_cases(exercise, fn, reference, cases, compare, about):
         expected, before = reference(*args), copy.deepcopy(args)
         try:
             yours = fn(*args)
-            part, shown = compare(yours, expected), show(yours)
-            if part is None and (changed := changed_input(args, before)) is not None:
-                part, shown = changed, show(yours)
         except Exception as e:  # the learner's function raised: that case fails
             part, shown = "raises", (f"raised {type(e).__name__}: {' '.join(str(e).split())}"
                                      f"{learners_line(e)}")
+        else:
+            part, shown = compared(compare, yours, expected), show(yours)
+            if part is None and (changed := changed_input(args, before)) is not None:
+                part, shown = changed, show(yours)
         if part is not None:
             return Verdict(exercise, False, checked,
                            f"smallest case that differs ({part}): {label}\n  expected: "
@@ -197,11 +288,21 @@ def grade_cases(exercise, fn, reference, cases, compare, about):
     return Verdict(exercise, True, checked, f"all {len(cases)} cases agree")
 
 
-def changed_input(args, before):
-    """"input N changed" when the call wrote into one of its arguments, else None."""
-    for i, (now, was) in enumerate(zip(args, before), 1):
+def compared(compare, yours, expected):
+    """compare(yours, expected), or what kind of value came back when it cannot be compared."""
+    try:
+        return compare(yours, expected)
+    except Exception:  # None, a number for a list, ...: not the kind of value asked
+        return f"what it returns: a {type(yours).__name__}, not a {type(expected).__name__}"
+
+
+def changed_input(args, before, names=None):
+    """"input N changed" (or its name's) when the call wrote into one of its arguments, else
+    None."""
+    for i, (now, was) in enumerate(zip(args, before)):
         if not np.array_equal(np.asarray(now, dtype=object), np.asarray(was, dtype=object)):
-            return f"input {i} changed: an answer must leave its inputs as they were"
+            return (f"{names[i] if names else f'input {i + 1}'} changed: an answer must leave "
+                    f"its inputs as they were")
     return None
 
 
@@ -228,11 +329,23 @@ def show(value):
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
+def named(part, differs):
+    """The part that differs, with its dtype or shape when that is what differs; None if none."""
+    return None if differs is None else part if differs == "values" else f"{part}: {differs}"
+
+
 def same_array(yours, expected, tol=1e-9):
-    """None when yours equals expected (shape, then values within tol), else what differs."""
-    yours = np.asarray(yours)
+    """None when yours equals expected (shape, dtype, then values within tol), else what
+    differs."""
+    yours, right = np.asarray(yours), np.asarray(expected).dtype
     if yours.shape != np.shape(expected):
         return f"shape {yours.shape}, expected {np.shape(expected)}"
+    if right.kind == "b" and yours.dtype.kind != "b":
+        return f"dtype {yours.dtype}, expected bool"
+    if right.kind in "iu" and yours.dtype.kind not in "iu":
+        return f"dtype {yours.dtype}, expected integers"
+    if right.kind == yours.dtype.kind == "f" and yours.dtype.itemsize < right.itemsize:
+        return f"dtype {yours.dtype}, expected {right}: {tol:g} needs its digits"
     if not np.allclose(yours.astype(float), np.asarray(expected, dtype=float), atol=tol, rtol=tol):
         return "values"
     return None

@@ -11,9 +11,10 @@ from picospec.rest import Datastore
 NAME, FAMILY = "longest_suffix", "model-free drafting (prompt lookup, REST)"
 STATEMENT = """\
 **Exercise `longest_suffix(corpus, context, max_suffix)`: how much of the context REST matches.**
-corpus, context: lists of token ids. REST looks the context up in its datastore by its longest
-suffix first: for n = min(max_suffix, len(context)) down to 1, is the suffix context[-n:] found
-somewhere in the corpus (as consecutive tokens, anywhere, the corpus's last tokens included)?
+corpus, context: lists of token ids (ints from GPT-2's 50,257; leave them as they were). REST
+looks the context up in its datastore by its longest suffix first: for
+n = min(max_suffix, len(context)) down to 1, is the suffix context[-n:] found somewhere in the
+corpus (as consecutive tokens, anywhere, the corpus's last tokens included)?
 Return the first n that is, or 0 when not even the last token occurs. (REST then drafts from what
 followed those occurrences; picospec finds them with a suffix array, a scan is fine here.)
 Example: corpus [1, 2, 3, 1, 2], context [7, 3, 1, 2], max_suffix 4 -> 3."""
@@ -55,9 +56,7 @@ def compare(yours, expected):
 
 
 def grade(fn, samples=None, seed=0):
-    def fresh(corpus, context, max_suffix):
-        return fn(list(corpus), list(context), max_suffix)
-    return grade_cases(NAME, fresh, reference, cases(), compare,
+    return grade_cases(NAME, fn, reference, cases(), compare,
                        "picospec.rest.Datastore.search")
 
 

@@ -2,7 +2,7 @@
 Theorem 3.8)."""
 import numpy as np
 
-from picospec.exercises.grading import grade_cases, same_array
+from picospec.exercises.grading import grade_cases, named, same_array
 from picospec.theory import cost_model_speedup
 
 NAME, FAMILY = "predicted_speedup", "the cost model"
@@ -11,7 +11,8 @@ STATEMENT = """\
 decoding.** Measured: E tokens per target call; c, the time of one verifying target call over a
 one-token target call (autoregressive decoding's call); K draft calls per target call, each costing
 c_d one-token target calls. One step then costs c + K c_d target calls' time and yields E tokens,
-where autoregressive decoding yields one token per call. Return the predicted speedup.
+where autoregressive decoding yields one token per call. Return the predicted speedup, a float64
+(to 1e-9).
 Example: E = 2.36, c = 2.2, K = 4, c_d = 0.19 -> 0.797."""
 STUB = '''def predicted_speedup(E, c, K, c_d):
     """E tokens per target call; c, c_d in one-token target calls; K draft calls -> speedup."""
@@ -39,7 +40,7 @@ def cases(seed=0):
 
 
 def compare(yours, expected):
-    return None if same_array(yours, expected) is None else "speedup"
+    return named("speedup", same_array(yours, expected))
 
 
 def grade(fn, samples=None, seed=0):

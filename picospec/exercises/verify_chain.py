@@ -13,8 +13,9 @@ after the prompt and drafts[:t]. Chen et al. 2023, Algorithm 2, step 3 (indexing
 t = 0 .. K - 1 draw r ~ U[0, 1) from `rng`; keep x = drafts[t] if r < min(1, q(x) / p(x)); at the
 first rejection return (t, a token drawn from norm(max(0, Q[t] - P[t]))). If all K are kept return
 (K, a token drawn from Q[K]). Return (n accepted, next token). Draw every random number from `rng`
-(`rng.random()`); `picospec.sampling.sample(law, rng)` draws a token. Graded by the law of the
-sequences it produces on toy models, not by any one output."""
+(`rng.random()`); `picospec.sampling.sample(law, rng)` draws a token. drafts is a list of ints, P
+and Q float64 arrays: leave all three as they were. Graded by the law of the sequences it produces
+on toy models, and each call by what no uniform allows (a token the rule gives probability 0)."""
 STUB = '''def verify_chain(drafts, P, Q, rng):
     """drafts [K], P [K, V], Q [K + 1, V] -> (n accepted, next token)."""
     raise NotImplementedError'''
@@ -31,7 +32,30 @@ UNCERTAIN = ([0, 1], np.array([[0.8, 0.2], [0.5, 0.5]]),
 
 def grade(fn, samples=20_000, seed=0):
     return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN,
-                     known=WRONG)
+                     known=WRONG, rules=rules)
+
+
+def rules(drafts, P, Q, out):
+    """What the call (drafts, P, Q) -> out broke of what any uniforms allow, or None."""
+    K, V, (n, x) = len(drafts), Q.shape[-1], (int(out[0]), int(out[1]))
+    if not 0 <= n <= K or not 0 <= x < V:
+        return f"n accepted must be in 0 .. K = {K} and the next token in 0 .. V - 1 = {V - 1}"
+    for t, d in enumerate(drafts[:n]):
+        if Q[t][d] == 0:
+            return (f"drafts[{t}] = {d} was kept though the target forbids it (Q[{t}][{d}] = 0): "
+                    f"keep only when u < q(x) / p(x), never when q(x) = 0, not even at u = 0")
+    if n < K and Q[n][drafts[n]] >= P[n][drafts[n]]:
+        d = drafts[n]
+        return (f"drafts[{n}] = {d} was rejected though q = Q[{n}][{d}] = {Q[n][d]:.4g} >= p = "
+                f"P[{n}][{d}] = {P[n][d]:.4g}: min(1, q / p) = 1, so it is always kept")
+    if n < K and Q[n][x] <= P[n][x]:
+        return (f"after drafts[{n}] was rejected, token {x} came back, but q = Q[{n}][{x}] = "
+                f"{Q[n][x]:.4g} <= p = P[{n}][{x}] = {P[n][x]:.4g}: the residual "
+                f"norm(max(0, Q[{n}] - P[{n}])) gives it probability 0")
+    if n == K and Q[K][x] == 0:
+        return (f"every draft was kept, then token {x}, which Q[{K}] gives probability 0: draw "
+                f"the extra token from Q[K], the law after all K drafts")
+    return None
 
 
 # WRONG: plausible mistakes, each one the grader rejects
@@ -68,6 +92,15 @@ def bonus_from_draft(drafts, P, Q, rng):
     return len(drafts), sample(P[-1], rng)
 
 
+def residual_unclipped(drafts, P, Q, rng):
+    """The residual is q - p unclipped: a rejected draft replaced by a draw from q - p, negative
+    entries and all."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, sample(Q[t] - P[t], rng)
+    return len(drafts), sample(Q[-1], rng)
+
+
 def python_random(drafts, P, Q, rng):
     """The right rule, its uniforms from Python's `random`: right in law, not reproducible."""
     import random
@@ -86,5 +119,5 @@ def numpy_global(drafts, P, Q, rng):
     return len(drafts), sample(Q[-1], rng)
 
 
-WRONG = (resample_from_target, ratio_inverted, ties_toward_draft, bonus_from_draft, python_random,
-         numpy_global)
+WRONG = (resample_from_target, ratio_inverted, ties_toward_draft, bonus_from_draft,
+         residual_unclipped, python_random, numpy_global)

@@ -16,7 +16,9 @@ after node i (row 1 + i). Sequoia, Algorithm 1: start at the root with q = Q[row
 in order, each against the law it was really drawn from, p_i = P with the earlier siblings' tokens
 removed and renormalised: keep child x if r < min(1, q(x) / p_i(x)) (r = rng.random()) and go down
 to it; else q <- norm(max(0, q - p_i)) and try the next sibling. When no child is kept (or the node
-has none) draw the next token from q. Return (path: the kept nodes, root to leaf, next token)."""
+has none) draw the next token from q. Return (path: the kept nodes, root to leaf, next token).
+Draw every random number from `rng`; tokens and parents are lists of ints, Q and P float64 arrays:
+leave all four as they were."""
 STUB = '''def verify_without_replacement(tokens, parents, Q, P, rng):
     """tokens, parents [m]; Q [1 + m, V]; P [m, V] -> (path, next token)."""
     raise NotImplementedError'''
@@ -32,7 +34,42 @@ UNCERTAIN = ([0, 1], [-1, -1], np.array([[0.3, 0.3, 0.4], [0.2, 0.5, 0.3], [0.6,
 
 def grade(fn, samples=20_000, seed=0):
     return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN,
-                     known=WRONG)
+                     known=WRONG, rules=rules)
+
+
+def rules(tokens, parents, Q, P, out):
+    """What the call -> out = (path, next token) broke of what any uniforms allow, or None: the
+    walk replayed along the path, each sibling before a kept one rejected."""
+    path, x, V = [int(i) for i in out[0]], int(out[1]), Q.shape[-1]
+    node, q = -1, Q[0]
+    for c in path + [None]:
+        children = [i for i, parent in enumerate(parents) if parent == node]
+        if c is not None and c not in children:
+            return f"node {c} is not a child of {'the root' if node < 0 else f'node {node}'}"
+        tried = []
+        for s in children[:children.index(c) if c is not None else len(children)]:
+            p, t = law_of_sibling(tokens, P, tried, s), tokens[s]
+            if q[t] >= p[t]:
+                return (f"node {s} (token {t}) was rejected though q({t}) = {q[t]:.4g} >= "
+                        f"p_i({t}) = {p[t]:.4g}, the law it was drawn from: it is always kept")
+            q = residual(q, p)
+            tried.append(s)
+        if c is None:
+            break
+        if q[tokens[c]] == 0:
+            return (f"node {c} (token {tokens[c]}) was kept though q({tokens[c]}) = 0 where it "
+                    f"was judged: keep only when u < q(x) / p_i(x), never when q(x) = 0")
+        node, q = c, Q[c + 1]
+    if not 0 <= x < V or q[x] == 0:
+        return (f"the next token {x} has probability 0 under q at the end of the walk "
+                + ("(the residual left once every child was rejected)" if children else
+                   f"(Q[{node + 1}], the law after the last kept node)"))
+    return None
+
+
+def law_of_sibling(tokens, P, tried, c):
+    """p_i: P[c] with the tokens of the siblings tried before removed, renormalised."""
+    return removed(tokens, P, tried, c) if tried else P[c]
 
 
 def walk(tokens, parents, Q, P, rng, law_of, update=residual):

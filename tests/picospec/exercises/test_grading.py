@@ -1,0 +1,160 @@
+"""picospec/exercises/grading.py against answers written as students write them
+(tests/support/student_answers.py): every mistake is rejected with a message naming the case or the
+call that shows it, and every right answer written otherwise passes. A law-graded failure writes
+out the first call that broke a rule (its inputs, the uniforms it drew, what it returned), so
+different sampler bugs get different lines."""
+import re
+
+import numpy as np
+import pytest
+
+from picospec.exercises import EXERCISES, grading
+from picospec.exercises.verify_chain import rules as chain_rules
+
+from tests.support import student_answers
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # students divide by zero
+SAMPLES = 2_000  # sequences per case of the law-graded exercises, as in test_exercises.py
+MISTAKES = [(name, fn.__name__) for name, fns in student_answers.WRONG.items() for fn in fns]
+
+
+@pytest.mark.parametrize("name, wrong", MISTAKES, ids=[f"{n}-{w}" for n, w in MISTAKES])
+def test_a_students_mistake_is_rejected_naming_where(name, wrong):
+    module = EXERCISES[name]
+    verdict = module.grade(getattr(student_answers, wrong), samples=SAMPLES)
+    text = str(verdict)
+    assert not verdict.passed and verdict.failed not in ("no verdict", "not answered"), text
+    if verdict.failed == "randomness outside rng":
+        assert "draw every random number from rng" in text
+    elif hasattr(module, "CONTRACT"):  # the case, then the call that broke a rule or the counts
+        assert verdict.failed.startswith("case ") and f"first failing case: {verdict.failed[5:]}"
+        assert "the first that broke a rule" in text or "observed" in text, text
+    else:  # the smallest case, the output expected and the student's
+        assert f"smallest case that differs ({verdict.failed}): " in text and "yours:" in text
+
+
+@pytest.mark.parametrize("name", list(student_answers.RIGHT))
+def test_a_right_answer_written_otherwise_passes(name):
+    verdict = EXERCISES[name].grade(student_answers.RIGHT[name], samples=SAMPLES)
+    assert verdict.passed, str(verdict)
+
+
+@pytest.mark.parametrize("name, wrong, failed", [
+    ("residual", "residual_float32", "dtype float32, expected float64: 1e-09 needs its digits"),
+    ("expected_tokens", "expected_float32",
+     "E: dtype float32, expected float64: 1e-09 needs its digits"),
+    ("medusa_buffers", "medusa_int_mask", "attn_mask: dtype int64, expected bool"),
+    ("medusa_buffers", "medusa_float_positions", "position_ids: dtype float64, expected integers"),
+    ("lookahead_mask", "lookahead_as_ints", "mask: dtype int64, expected bool"),
+    ("find_candidates", "candidates_none_when_missing", "what it returns: a NoneType, not a list"),
+    ("find_candidates", "candidates_pops_the_tail",
+     "input 1 changed: an answer must leave its inputs as they were"),
+    ("longest_suffix", "suffix_reversed_in_place",
+     "input 2 changed: an answer must leave its inputs as they were"),
+    ("trie", "trie_pops_sequences",
+     "input 1 changed: an answer must leave its inputs as they were"),
+])
+def test_a_wrong_kind_of_value_or_a_changed_input_is_named(name, wrong, failed):
+    verdict = EXERCISES[name].grade(getattr(student_answers, wrong))
+    assert verdict.failed == failed, str(verdict)
+
+
+def test_text_search_for_an_ngram_fails_on_multi_digit_ids():
+    """"1 2" is in the text "2 9 11 2 7 1 2" (inside "11 2"), though no window is [1, 2]."""
+    verdict = EXERCISES["find_candidates"].grade(student_answers.candidates_as_text)
+    assert "x=[2, 9, 11, 2, 7, 1, 2], max_ngram_size=2, num_pred_tokens=1\n" in str(verdict)
+    assert "expected: [9]\n  yours:    [7]" in verdict.evidence
+
+
+@pytest.mark.parametrize("name, wrong, line", [
+    ("verify_chain", "chain_mutates_q", "Q changed: an answer must leave its inputs as they were"),
+    ("verify_without_replacement", "wr_mutates_p",
+     "P changed: an answer must leave its inputs as they were"),
+    ("verify_chain", "chain_no_bonus", "came back, but q = Q[0]"),
+    ("verify_without_replacement", "wr_stops_at_first_kept",
+     "the law it was drawn from: it is always kept"),
+])
+def test_what_a_sampled_law_cannot_show_is_caught_call_by_call(name, wrong, line):
+    """Right in law (the inputs changed after use; the bonus forgotten; the walk stopped a level
+    early), wrong by the statement: a call shows it."""
+    text = str(EXERCISES[name].grade(getattr(student_answers, wrong), samples=SAMPLES))
+    assert "the first that broke a rule" in text and line in text, text
+
+
+P, Q = np.array([[0.5, 0.5]]), np.array([[0.8, 0.2], [0.3, 0.7]])
+
+
+def scripted(outputs, drawn):
+    """A sampler that draws two uniforms (rng.random, rng.uniform) and returns the next output."""
+    outputs = iter(outputs)
+
+    def sampler(drafts, P, Q, rng):
+        drawn.append([rng.random(), rng.uniform()])
+        return next(outputs)
+    return sampler
+
+
+def test_the_first_call_that_breaks_a_rule_is_written_out():
+    """Calls 1 and 2 are allowed (a rejected 1 replaced by 0; 0 kept, then 1); call 3 returns 1
+    after rejecting 1, a token the residual [0.3, 0] forbids. Recording the uniforms leaves them
+    as the rng would have drawn them."""
+    drawn = []
+    watch = grading.watched(scripted([(0, 0), (1, 1), (0, 1)], drawn), chain_rules, 3)
+    rng = np.random.default_rng(5)
+    watch([1], P, Q, rng)
+    watch([0], P, Q, rng)
+    with pytest.raises(grading.BrokenRule) as raised:
+        watch([1], P.copy(), Q.copy(), rng)
+    twin = np.random.default_rng(5)
+    assert drawn == [[twin.random(), twin.uniform()] for _ in range(3)]
+    u = ", ".join(f"{x:.4g}" for x in drawn[-1])
+    assert str(raised.value) == (
+        "call 3 of this case, the first that broke a rule:\n  drafts = [1]\n  P = [[0.5, 0.5]]\n"
+        "  Q = [[0.8, 0.2], [0.3, 0.7]]\n"
+        f"  the uniforms your rng gave: [{u}]\n"
+        "it returned (0, 1): after drafts[0] was rejected, token 1 came back, but q = Q[0][1] = "
+        "0.2 <= p = P[0][1] = 0.5: the residual norm(max(0, Q[0] - P[0])) gives it probability 0")
+
+
+def test_calls_past_the_watched_ones_are_not_checked():
+    watch = grading.watched(scripted([(0, 1)] * 3, []), chain_rules, 3, limit=2)
+    rng = np.random.default_rng(0)
+    with pytest.raises(grading.BrokenRule):
+        watch([1], P, Q, rng)
+    watch.calls = 2
+    assert watch([1], P, Q, rng) == (0, 1)
+
+
+@pytest.mark.parametrize("out, rule", [
+    ((1, 0), None), ((0, 0), None),
+    ((0, 1), "token 1 came back, but q = Q[0][1] = 0.2 <= p = P[0][1] = 0.5"),
+    ((2, 0), "n accepted must be in 0 .. K = 1"), ((0, 2), "next token in 0 .. V - 1 = 1")])
+def test_the_chain_rules_by_hand(out, rule):
+    found = chain_rules([1], P, Q, out)
+    assert found is None if rule is None else rule in found
+    # drafts [0]: q = 0.8 >= p = 0.5, always kept; the target forbids token 1 after it
+    assert "always kept" in chain_rules([0], P, Q, (0, 0))
+    assert "which Q[1] gives probability 0" in chain_rules([0], P, np.array([[.8, .2], [1, 0]]),
+                                                           (1, 1))
+    assert "the target forbids it" in chain_rules([1], P, np.array([[1, 0], [.5, .5]]), (1, 0))
+
+
+def diagnosis(verdict):
+    """The line that says what was wrong, its numbers blanked."""
+    lines = str(verdict).splitlines()
+    said = next(line for line in lines if re.match(r"\s*(it returned|p-value|\d+ sequences)", line))
+    return re.sub(r"[-+.\de]+|\(.*?\)", "#", said)
+
+
+def test_five_sampler_bugs_get_five_lines_and_their_names():
+    """Each names its own mistake, drawn alike on every case: ties toward the draft and the
+    inverted ratio draw alike under all-zero uniforms (both keep every draft), not elsewhere."""
+    module = EXERCISES["verify_chain"]
+    bugs = ["resample_from_target", "ratio_inverted", "ties_toward_draft", "bonus_from_draft",
+            "residual_unclipped"]
+    verdicts = [module.grade(getattr(module, bug), samples=SAMPLES) for bug in bugs]
+    assert len({diagnosis(v) for v in verdicts}) == len(bugs), [diagnosis(v) for v in verdicts]
+    for bug, verdict in zip(bugs, verdicts):
+        mistake = " ".join(getattr(module, bug).__doc__.split())
+        said = f"your answer draws exactly what a known mistake draws on every case: {mistake}"
+        assert verdict.evidence.splitlines()[-1] == said, str(verdict)

@@ -1,0 +1,818 @@
+"""Answers to every exercise written as students write them, without picospec: WRONG[name] holds
+mistakes (each docstring says which) that the exercise's grader must reject, naming the case or the
+call; RIGHT[name] holds right answers written otherwise than the project's and than
+tests/support/learner_answers.py, which it must pass. p = draft, q = target."""
+import numpy as np
+
+
+def draw(law, rng):
+    """A token from law by inverse CDF on one uniform (normalised here)."""
+    law = np.asarray(law, dtype=float)
+    return int(np.searchsorted(np.cumsum(law / law.sum()), rng.random(), side="right"))
+
+
+def clipped(q, p):
+    r = np.maximum(np.asarray(q) - np.asarray(p), 0)
+    return r / r.sum()
+
+
+# residual(q, p)
+
+def residual_absolute(q, p):
+    """|q - p| normalised: tokens with q < p get mass."""
+    r = np.abs(q - p)
+    return r / r.sum()
+
+
+def residual_over_target_mass(q, p):
+    """max(0, q - p) divided by q's mass on those tokens, not by its own sum."""
+    return np.maximum(q - p, 0) / q[q > p].sum()
+
+
+def residual_over_euclidean_norm(q, p):
+    """"norm" read as np.linalg.norm: the law does not sum to 1."""
+    r = np.maximum(q - p, 0)
+    return r / np.linalg.norm(r)
+
+
+def residual_floor(q, p):
+    """max(q - p, 1e-10): a floor "for stability" gives forbidden tokens mass."""
+    r = np.maximum(q - p, 1e-10)
+    return r / r.sum()
+
+
+def residual_in_place_on_p(q, p):
+    """Computed in p's memory: the caller's p is changed."""
+    p -= q
+    p *= -1
+    np.maximum(p, 0, out=p)
+    return p / p.sum()
+
+
+def residual_float32(q, p):
+    """float32 out of float64 in: about 7 digits, not the 1e-9 asked."""
+    return clipped(q, p).astype(np.float32)
+
+
+def residual_normalised_first(q, p):
+    """Normalised by sum(q - p) (which is 0) before clipping."""
+    return np.maximum((q - p) / (q - p).sum(), 0)
+
+
+def residual_as_row(q, p):
+    """A [1, V] row, not a [V] vector."""
+    return clipped(q, p)[None, :]
+
+
+# verify_chain(drafts, P, Q, rng)
+
+def chain_one_uniform(drafts, P, Q, rng):
+    """One uniform for the whole chain, drawn before the loop."""
+    u = rng.random()
+    for t, x in enumerate(drafts):
+        if u >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_bonus_off_by_one(drafts, P, Q, rng):
+    """Every draft kept: the extra token drawn from Q[K - 1], not Q[K]."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts) - 1], rng)
+
+
+def chain_no_bonus(drafts, P, Q, rng):
+    """The bonus token forgotten: every draft kept is reported as K - 1 kept and the last draft."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts) - 1, drafts[-1]
+
+
+def chain_residual_next_row(drafts, P, Q, rng):
+    """The residual from the next row of Q: norm(max(0, Q[t + 1] - P[t]))."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t + 1], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_accept_below_q(drafts, P, Q, rng):
+    """Kept when u < q(x): the division by p(x) forgotten."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= Q[t][x]:
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_counts_the_rejected(drafts, P, Q, rng):
+    """Off by one: the rejected draft counted among the accepted (t + 1)."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t + 1, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_argmax_residual(drafts, P, Q, rng):
+    """The replacement is the residual's most likely token, not a draw from it."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, int(np.argmax(np.maximum(Q[t] - P[t], 0)))
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_residual_unclipped(drafts, P, Q, rng):
+    """The residual q - p drawn unclipped (its negative entries lower the CDF)."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            cdf = np.cumsum(Q[t] - P[t])
+            return t, int(min(np.searchsorted(cdf, rng.random() * cdf.max()), len(cdf) - 1))
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_wrong_axis(drafts, P, Q, rng):
+    """P and Q indexed [token, position]: the wrong axis."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[x][t] / P[x][t]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_mutates_q(drafts, P, Q, rng):
+    """The residual computed in Q's own row: the caller's Q is changed."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            q = Q[t]
+            q -= P[t]
+            np.maximum(q, 0, out=q)
+            return t, draw(q, rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_ties_by_random(drafts, P, Q, rng):
+    """Ties (u == q/p) broken toward the draft, with Python's random for the uniforms."""
+    import random
+
+    for t, x in enumerate(drafts):
+        if random.random() > min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+# verify_without_replacement(tokens, parents, Q, P, rng)
+
+def tree_walk(tokens, parents, Q, P, rng, law=None, update=None, row=lambda c: c + 1,
+              order=lambda cs: cs, accept=lambda u, a: u < a, down=True):
+    """Sequoia's walk written out, each step replaceable (the defaults are right)."""
+    law = law or (lambda P, c, tried: removed_from(P[c], [tokens[s] for s in tried]))
+    update = update or (lambda q, p: clipped(q, p))
+    node, path, q = -1, [], np.asarray(Q[0], dtype=float)
+    while True:
+        tried, kept = [], None
+        for c in order([i for i, parent in enumerate(parents) if parent == node]):
+            p = law(P, c, tried)
+            x = tokens[c]
+            if accept(rng.random(), min(1, q[x] / p[x])):
+                kept = c
+                break
+            q = update(q, p)
+            tried.append(c)
+        if kept is None or not down:
+            if kept is not None:
+                path.append(kept)
+                q = np.asarray(Q[row(kept)], dtype=float)
+            return path, draw(q, rng)
+        path.append(kept)
+        node, q = kept, np.asarray(Q[row(kept)], dtype=float)
+
+
+def removed_from(p, tokens):
+    p = np.array(p, dtype=float)
+    p[tokens] = 0
+    return p / p.sum()
+
+
+def wr_not_renormalised(tokens, parents, Q, P, rng):
+    """Earlier siblings' tokens removed from P, the rest not renormalised."""
+    def law(P, c, tried):
+        p = np.array(P[c], dtype=float)
+        p[[tokens[s] for s in tried]] = 0
+        return p
+    return tree_walk(tokens, parents, Q, P, rng, law=law)
+
+
+def wr_residual_against_p(tokens, parents, Q, P, rng):
+    """The residual taken against P itself, not the law the sibling was drawn from."""
+    raw = {}
+
+    def law(P, c, tried):
+        raw["p"] = np.asarray(P[c], dtype=float)
+        return removed_from(P[c], [tokens[s] for s in tried])
+    return tree_walk(tokens, parents, Q, P, rng, law=law, update=lambda q, p: clipped(q, raw["p"]))
+
+
+def wr_reversed_siblings(tokens, parents, Q, P, rng):
+    """Siblings tried last drawn first."""
+    return tree_walk(tokens, parents, Q, P, rng, order=lambda cs: cs[::-1])
+
+
+def wr_row_off_by_one(tokens, parents, Q, P, rng):
+    """Below a kept node, Q's row of its parent (row c, not c + 1)."""
+    return tree_walk(tokens, parents, Q, P, rng, row=lambda c: c)
+
+
+def wr_ties_toward_draft(tokens, parents, Q, P, rng):
+    """Kept when u <= q(x) / p_i(x): u = 0 keeps a token the target forbids."""
+    return tree_walk(tokens, parents, Q, P, rng, accept=lambda u, a: u <= a)
+
+
+def wr_stops_at_first_kept(tokens, parents, Q, P, rng):
+    """One level only: the first kept child ends the walk, its own children never tried."""
+    return tree_walk(tokens, parents, Q, P, rng, down=False)
+
+
+def wr_residual_swapped(tokens, parents, Q, P, rng):
+    """The residual norm(max(0, p_i - q)), the letters swapped."""
+    return tree_walk(tokens, parents, Q, P, rng, update=lambda q, p: clipped(p, q))
+
+
+def wr_mutates_p(tokens, parents, Q, P, rng):
+    """Earlier siblings' tokens zeroed in P's own rows: the caller's P is changed."""
+    def law(P, c, tried):
+        p = P[c]
+        p[[tokens[s] for s in tried]] = 0
+        p /= p.sum()
+        return p
+    return tree_walk(tokens, parents, Q, P, rng, law=law)
+
+
+def wr_numpy_global(tokens, parents, Q, P, rng):
+    """The uniforms from NumPy's global generator, not rng."""
+    return tree_walk(tokens, parents, Q, P, np.random)
+
+
+# medusa_buffers(choices)
+
+def medusa_parts(choices, depth_from=0, pad=-1, leaves_only=True, leaf_to_root=False):
+    paths = [()] + [tuple(c) for c in choices]
+    row = {path: i for i, path in enumerate(paths)}
+    n, D = len(paths), max(len(p) for p in paths)
+    mask = np.zeros((n, n), dtype=bool)
+    for i, path in enumerate(paths):
+        for k in range(len(path) + 1):
+            mask[i, row[path[:k]]] = True
+    leaves = [p for p in paths if not leaves_only or not any(
+        len(o) > len(p) and o[:len(p)] == p for o in paths)]
+    retrieve = []
+    for leaf in leaves:
+        rows = [row[leaf[:k]] for k in range(len(leaf) + 1)]
+        retrieve.append((rows[::-1] if leaf_to_root else rows) + [pad] * (D - len(leaf)))
+    return {"attn_mask": mask, "position_ids": np.array([len(p) + depth_from for p in paths]),
+            "retrieve_indices": np.array(retrieve)}
+
+
+def medusa_mask_transposed(choices):
+    """attn_mask[j, i] for "row i sees column j": ancestors see their descendants."""
+    out = medusa_parts(choices)
+    out["attn_mask"] = out["attn_mask"].T
+    return out
+
+
+def medusa_mask_without_self(choices):
+    """A row sees its ancestors but not itself."""
+    out = medusa_parts(choices)
+    out["attn_mask"] = out["attn_mask"] & ~np.eye(len(out["attn_mask"]), dtype=bool)
+    return out
+
+
+def medusa_padded_with_zero(choices):
+    """Retrieve rows padded with 0 (the root's row) instead of -1."""
+    return medusa_parts(choices, pad=0)
+
+
+def medusa_every_node_a_row(choices):
+    """A retrieve row for every node, not only the leaves."""
+    return medusa_parts(choices, leaves_only=False)
+
+
+def medusa_float_positions(choices):
+    """Position ids as floats (np.array of depths divided out): not an index array."""
+    out = medusa_parts(choices)
+    out["position_ids"] = out["position_ids"].astype(float)
+    return out
+
+
+def medusa_int_mask(choices):
+    """The mask as 0/1 integers: indexing with it picks rows 0 and 1, not the seen columns."""
+    out = medusa_parts(choices)
+    out["attn_mask"] = out["attn_mask"].astype(np.int64)
+    return out
+
+
+def medusa_deepest_leaves_only(choices):
+    """Retrieve rows only for the leaves at the deepest level."""
+    out = medusa_parts(choices)
+    rows = out["retrieve_indices"]
+    out["retrieve_indices"] = rows[rows[:, -1] >= 0]
+    return out
+
+
+def medusa_leaf_to_root(choices):
+    """Each retrieve row from its leaf up to the root."""
+    return medusa_parts(choices, leaf_to_root=True)
+
+
+# typical_accept(tokens, parents, probs, epsilon, delta)
+
+def typical(tokens, parents, probs, epsilon, delta, row=lambda parent, node: parent + 1,
+            entropy=None, threshold=None, compare=lambda a, b: a > b):
+    def H(q):
+        nz = q[q > 0]
+        return -float(np.sum(nz * np.log(nz)))
+    entropy = entropy or H
+    threshold = threshold or (lambda q: min(epsilon, delta * np.exp(-entropy(q))))
+    out = []
+    for i, (token, parent) in enumerate(zip(tokens, parents)):
+        q = np.asarray(probs[row(parent, i)], dtype=float)
+        out.append(bool(compare(q[token], threshold(q))))
+    return out
+
+
+def typical_at_least(tokens, parents, probs, epsilon, delta):
+    """q(x) >= threshold: a token exactly at the threshold kept."""
+    return typical(tokens, parents, probs, epsilon, delta, compare=lambda a, b: a >= b)
+
+
+def typical_log10(tokens, parents, probs, epsilon, delta):
+    """H in decimal digits (log10)."""
+    def H(q):
+        nz = q[q > 0]
+        return -float(np.sum(nz * np.log10(nz)))
+    return typical(tokens, parents, probs, epsilon, delta, entropy=H)
+
+
+def typical_exp_plus_h(tokens, parents, probs, epsilon, delta):
+    """delta * exp(H): the minus sign lost."""
+    def H(q):
+        nz = q[q > 0]
+        return float(np.sum(nz * np.log(nz)))
+    return typical(tokens, parents, probs, epsilon, delta, entropy=H)
+
+
+def typical_no_epsilon(tokens, parents, probs, epsilon, delta):
+    """Only delta * exp(-H), epsilon forgotten."""
+    def H(q):
+        nz = q[q > 0]
+        return -float(np.sum(nz * np.log(nz)))
+    return typical(tokens, parents, probs, epsilon, delta,
+                   threshold=lambda q: delta * np.exp(-H(q)))
+
+
+def typical_root_row(tokens, parents, probs, epsilon, delta):
+    """Every node judged by the root's law (row 0)."""
+    return typical(tokens, parents, probs, epsilon, delta, row=lambda parent, node: 0)
+
+
+def typical_parent_row_off_by_one(tokens, parents, probs, epsilon, delta):
+    """Row parent, not parent + 1 (the root's children read the last row)."""
+    return typical(tokens, parents, probs, epsilon, delta, row=lambda parent, node: parent)
+
+
+def typical_whole_path(tokens, parents, probs, epsilon, delta):
+    """A node kept only when its ancestors are: the path, not the node alone."""
+    alone = typical(tokens, parents, probs, epsilon, delta)
+    return [alone[i] and (parents[i] < 0 or alone[parents[i]]) for i in range(len(tokens))]
+
+
+def typical_epsilon_delta_swapped(tokens, parents, probs, epsilon, delta):
+    """min(delta, epsilon * exp(-H)): the two constants swapped."""
+    return typical(tokens, parents, probs, delta, epsilon)
+
+
+def typical_guard_in_place(tokens, parents, probs, epsilon, delta):
+    """Zeros replaced by 1e-12 in probs itself to dodge log 0: the caller's probs is changed."""
+    probs[probs == 0] = 1e-12
+    return typical(tokens, parents, probs, epsilon, delta)
+
+
+def typical_as_array_of_ints(tokens, parents, probs, epsilon, delta):
+    """0/1 integers for the booleans, one fewer: the root's sibling forgotten."""
+    return [int(k) for k in typical(tokens, parents, probs, epsilon, delta)][:-1]
+
+
+# find_candidates(x, max_ngram_size, num_pred_tokens)
+
+def candidates_skip_last_window(x, max_ngram_size=3, num_pred_tokens=10):
+    """The scan stops one window early: a match just before the trailing n-gram is missed."""
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        for s in range(len(x) - n - 1):
+            if x[s:s + n] == x[-n:]:
+                return x[s + n:s + n + num_pred_tokens]
+    return []
+
+
+def candidates_one_too_many(x, max_ngram_size=3, num_pred_tokens=10):
+    """num_pred_tokens + 1 tokens drafted."""
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        for s in range(len(x) - n):
+            if x[s:s + n] == x[-n:]:
+                return x[s + n:s + n + num_pred_tokens + 1]
+    return []
+
+
+def candidates_as_text(x, max_ngram_size=3, num_pred_tokens=10):
+    """The n-gram found in the text of the ids: "1 2" is found inside "11 2"."""
+    text = " ".join(map(str, x))
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        at = text.find(" ".join(map(str, x[-n:])))
+        s = text[:at].count(" ")
+        if s + n < len(x):
+            return x[s + n:s + n + num_pred_tokens]
+    return []
+
+
+def candidates_none_when_missing(x, max_ngram_size=3, num_pred_tokens=10):
+    """None when nothing matches, not []."""
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        for s in range(len(x) - n):
+            if x[s:s + n] == x[-n:]:
+                return x[s + n:s + n + num_pred_tokens]
+    return None
+
+
+def candidates_pops_the_tail(x, max_ngram_size=3, num_pred_tokens=10):
+    """The trailing n-gram cut off x (`head = x` is no copy) to search the rest: the caller's
+    tokens are changed."""
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        head, tail = x, x[-n:]
+        del head[-n:]
+        for s in range(len(head) - n + 1):
+            if head[s:s + n] == tail:
+                return (head + tail)[s + n:s + n + num_pred_tokens]
+        head += tail
+    return []
+
+
+def candidates_dict_of_ngrams(x, max_ngram_size=3, num_pred_tokens=10):
+    """An index {n-gram: start} filled left to right: a later start overwrites the first."""
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        index = {tuple(x[s:s + n]): s for s in range(len(x) - n)}
+        if (s := index.get(tuple(x[-n:]))) is not None:
+            return x[s + n:s + n + num_pred_tokens]
+    return []
+
+
+# longest_suffix(corpus, context, max_suffix)
+
+def suffix_tokens_anywhere(corpus, context, max_suffix):
+    """Each token of the suffix somewhere in the corpus, not consecutive."""
+    return next((n for n in range(min(max_suffix, len(context)), 0, -1)
+                 if all(t in corpus for t in context[-n:])), 0)
+
+
+def suffix_one_short(corpus, context, max_suffix):
+    """n from min(max_suffix, len(context)) - 1 down: the longest suffix never tried."""
+    def found(s):
+        return any(corpus[i:i + len(s)] == s for i in range(len(corpus) - len(s) + 1))
+    return next((n for n in range(min(max_suffix, len(context)) - 1, 0, -1)
+                 if found(context[-n:])), 0)
+
+
+def suffix_through_bytes(corpus, context, max_suffix):
+    """Found with bytes(corpus).find: fails on ids past 255."""
+    data = bytes(corpus)
+    return next((n for n in range(min(max_suffix, len(context)), 0, -1)
+                 if data.find(bytes(context[-n:])) >= 0), 0)
+
+
+def suffix_reversed_in_place(corpus, context, max_suffix):
+    """The context reversed in place to read its suffix as a prefix: the caller's list changed."""
+    context.reverse()
+    for n in range(min(max_suffix, len(context)), 0, -1):
+        s = context[:n][::-1]
+        if any(corpus[i:i + n] == s for i in range(len(corpus) - n + 1)):
+            return n
+    return 0
+
+
+def suffix_prefix_matched(corpus, context, max_suffix):
+    """The context's prefix looked up, not its suffix."""
+    for n in range(min(max_suffix, len(context)), 0, -1):
+        s = context[:n]
+        if any(corpus[i:i + n] == s for i in range(len(corpus) - n + 1)):
+            return n
+    return 0
+
+
+# trie(sequences)
+
+def trie_counts_once(sequences):
+    """counts[i] = 1 for every node: set when created, never raised."""
+    tokens, parents, counts, node = [], [], [], {}
+    for seq in sequences:
+        parent = -1
+        for k in range(len(seq)):
+            key = tuple(seq[:k + 1])
+            if key not in node:
+                node[key] = len(tokens)
+                tokens.append(seq[k])
+                parents.append(parent)
+                counts.append(1)
+            parent = node[key]
+    return tokens, parents, counts
+
+
+def trie_parent_is_position(sequences):
+    """parents[i] = the token's position in its sequence minus one, not a node index."""
+    tokens, parents, counts, node = [], [], [], {}
+    for seq in sequences:
+        for k in range(len(seq)):
+            key = tuple(seq[:k + 1])
+            if key not in node:
+                node[key] = len(tokens)
+                tokens.append(seq[k])
+                parents.append(k - 1)
+                counts.append(0)
+            counts[node[key]] += 1
+    return tokens, parents, counts
+
+
+def trie_breadth_first(sequences):
+    """Nodes numbered level by level, not in the order first met."""
+    prefixes = []
+    for seq in sequences:
+        for k in range(len(seq)):
+            if tuple(seq[:k + 1]) not in prefixes:
+                prefixes.append(tuple(seq[:k + 1]))
+    prefixes.sort(key=len)
+    index = {p: i for i, p in enumerate(prefixes)}
+    counts = [sum(tuple(s[:len(p)]) == p for s in sequences) for p in prefixes]
+    return ([p[-1] for p in prefixes], [index.get(p[:-1], -1) for p in prefixes], counts)
+
+
+def trie_pops_sequences(sequences):
+    """Each sequence emptied with pop(0) while read: the caller's lists are changed."""
+    tokens, parents, counts, node = [], [], [], {}
+    for seq in sequences:
+        parent, prefix = -1, ()
+        while seq:
+            t = seq.pop(0)
+            prefix += (t,)
+            if prefix not in node:
+                node[prefix] = len(tokens)
+                tokens.append(t)
+                parents.append(parent)
+                counts.append(0)
+            counts[node[prefix]] += 1
+            parent = node[prefix]
+    return tokens, parents, counts
+
+
+def trie_string_keys_without_separator(sequences):
+    """Prefixes keyed by str(token) joined with "": [1, 23] and [12, 3] are one node."""
+    tokens, parents, counts, node = [], [], [], {}
+    for seq in sequences:
+        parent, key = -1, ""
+        for t in seq:
+            key += str(t)
+            if key not in node:
+                node[key] = len(tokens)
+                tokens.append(t)
+                parents.append(parent)
+                counts.append(0)
+            counts[node[key]] += 1
+            parent = node[key]
+    return tokens, parents, counts
+
+
+# lookahead_mask(W, L)
+
+def lookahead_parts(W, L, row=lambda level, i, W, L: level * W + i):
+    mask = np.zeros((W * L, W * L), dtype=bool)
+    for level in range(L):
+        for i in range(W):
+            seen = [(0, j) for j in range(i + 1)] + [(d, i) for d in range(1, level + 1)]
+            for d, j in seen:
+                mask[row(level, i, W, L), row(d, j, W, L)] = True
+    return mask
+
+
+def lookahead_column_major(W, L):
+    """Rows numbered column by column (i * L + l), not level by level."""
+    return lookahead_parts(W, L, row=lambda level, i, W, L: i * L + level)
+
+
+def lookahead_transposed(W, L):
+    """mask[b, a] for "a sees b"."""
+    return lookahead_parts(W, L).T
+
+
+def lookahead_without_self(W, L):
+    """A token does not see itself."""
+    return lookahead_parts(W, L) & ~np.eye(W * L, dtype=bool)
+
+
+def lookahead_whole_first_level(W, L):
+    """Deeper tokens see every first-level token, not (0, 0) .. (0, i) alone."""
+    mask = lookahead_parts(W, L)
+    mask[W:, :W] = True
+    return mask
+
+
+def lookahead_as_ints(W, L):
+    """0/1 integers, not booleans."""
+    return lookahead_parts(W, L).astype(np.int64)
+
+
+# expected_tokens(alpha, K)
+
+def expected_linear(alpha, K):
+    """1 + K alpha: each draft counted independently of those before it."""
+    return 1 + K * alpha
+
+
+def expected_rounded_down(alpha, K):
+    """A whole number of tokens (int())."""
+    return int(sum(alpha ** j for j in range(K + 1)))
+
+
+def expected_float32(alpha, K):
+    """Summed in float32: about 7 digits."""
+    return np.float32(sum(np.float32(alpha) ** j for j in range(K + 1)))
+
+
+def expected_sign_flipped(alpha, K):
+    """(1 - alpha^(K + 1)) / (1 + alpha)."""
+    return (1 - alpha ** (K + 1)) / (1 + alpha)
+
+
+# predicted_speedup(E, c, K, c_d)
+
+def speedup_no_verify_cost(E, c, K, c_d):
+    """E / c: the draft's calls forgotten."""
+    return E / c
+
+
+def speedup_one_draft_call_short(E, c, K, c_d):
+    """E / (c + (K - 1) c_d): one draft call too few."""
+    return E / (c + (K - 1) * c_d)
+
+
+def speedup_product(E, c, K, c_d):
+    """E / (c K c_d): costs multiplied, not added."""
+    return E / (c * K * c_d) if c_d else E / c
+
+
+def speedup_inverted(E, c, K, c_d):
+    """(c + K c_d) / E: the ratio upside down."""
+    return (c + K * c_d) / E
+
+
+WRONG = {
+    "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
+                 residual_floor, residual_in_place_on_p, residual_float32,
+                 residual_normalised_first, residual_as_row],
+    "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
+                     chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
+                     chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
+                     chain_mutates_q, chain_ties_by_random],
+    "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p,
+                                   wr_reversed_siblings, wr_row_off_by_one, wr_ties_toward_draft,
+                                   wr_stops_at_first_kept, wr_residual_swapped, wr_mutates_p,
+                                   wr_numpy_global],
+    "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
+                       medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
+                       medusa_deepest_leaves_only, medusa_leaf_to_root],
+    "typical_accept": [typical_at_least, typical_log10, typical_exp_plus_h, typical_no_epsilon,
+                       typical_root_row, typical_parent_row_off_by_one, typical_whole_path,
+                       typical_epsilon_delta_swapped, typical_guard_in_place,
+                       typical_as_array_of_ints],
+    "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
+                        candidates_none_when_missing, candidates_pops_the_tail,
+                        candidates_dict_of_ngrams],
+    "longest_suffix": [suffix_tokens_anywhere, suffix_one_short, suffix_through_bytes,
+                       suffix_reversed_in_place, suffix_prefix_matched],
+    "trie": [trie_counts_once, trie_parent_is_position, trie_breadth_first, trie_pops_sequences,
+             trie_string_keys_without_separator],
+    "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
+                       lookahead_whole_first_level, lookahead_as_ints],
+    "expected_tokens": [expected_linear, expected_rounded_down, expected_float32,
+                        expected_sign_flipped],
+    "predicted_speedup": [speedup_no_verify_cost, speedup_one_draft_call_short, speedup_product,
+                          speedup_inverted],
+}
+
+
+# Right answers, written otherwise
+
+def residual_by_minimum(q, p):
+    overlap = np.minimum(q, p)
+    return (q - overlap) / (1 - overlap.sum())
+
+
+def chain_uniforms_first(drafts, P, Q, rng):
+    K, V = len(drafts), Q.shape[-1]
+    u = rng.random(K)
+    n = 0
+    while n < K and u[n] * P[n, drafts[n]] < Q[n, drafts[n]]:
+        n += 1
+    if n == K:
+        return np.int64(K), rng.choice(V, p=Q[K])
+    r = np.where(Q[n] > P[n], Q[n] - P[n], 0.0)
+    return np.int64(n), rng.choice(V, p=r / r.sum())
+
+
+def wr_recursive(tokens, parents, Q, P, rng, node=-1, q=None):
+    q = np.array(Q[node + 1] if q is None else q, dtype=float)
+    drawn = []
+    for child in [i for i in range(len(tokens)) if parents[i] == node]:
+        p = np.array(P[child], dtype=float)
+        p[drawn] = 0.0
+        p /= p.sum()
+        x = tokens[child]
+        if rng.uniform() < min(1.0, q[x] / p[x]):
+            path, token = wr_recursive(tokens, parents, Q, P, rng, child)
+            return [child] + path, token
+        q = np.where(q > p, q - p, 0.0)
+        q /= q.sum()
+        drawn.append(x)
+    return [], int(rng.choice(len(q), p=q))
+
+
+def medusa_from_parents(choices):
+    n = len(choices) + 1
+    parent = [0] + [0 if len(c) == 1 else 1 + choices.index(c[:-1]) for c in choices]
+    depth = np.array([0] + [len(c) for c in choices])
+    mask = np.eye(n, dtype=bool)
+    for i in range(1, n):
+        mask[i] |= mask[parent[i]]
+    leaves = [i for i in range(n) if i not in parent[1:]]
+    retrieve = np.full((len(leaves), depth.max() + 1), -1)
+    for row, leaf in enumerate(reversed(leaves)):
+        retrieve[row, :depth[leaf] + 1] = np.flatnonzero(mask[leaf])
+    return {"attn_mask": mask, "position_ids": depth, "retrieve_indices": retrieve}
+
+
+def typical_vectorised(tokens, parents, probs, epsilon, delta):
+    rows = probs[np.asarray(parents) + 1]  # [m, V]
+    logs = np.log(rows, out=np.zeros_like(rows), where=rows > 0)
+    threshold = np.minimum(epsilon, delta * np.exp(np.sum(rows * logs, -1)))  # [m]
+    return rows[np.arange(len(tokens)), tokens] > threshold
+
+
+def candidates_by_windows(x, max_ngram_size=3, num_pred_tokens=10):
+    ids = np.asarray(x)
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        windows = np.lib.stride_tricks.sliding_window_view(ids[:-1], n)  # the trailing one left out
+        hits = np.flatnonzero((windows == ids[-n:]).all(1))
+        if hits.size:
+            return ids[hits[0] + n:hits[0] + n + num_pred_tokens].tolist()
+    return []
+
+
+def suffix_by_set(corpus, context, max_suffix):
+    for n in range(min(max_suffix, len(context)), 0, -1):
+        if tuple(context[-n:]) in {tuple(corpus[i:i + n]) for i in range(len(corpus) - n + 1)}:
+            return n
+    return 0
+
+
+def trie_of_dicts(sequences):
+    root, tokens, parents, counts = {}, [], [], []
+    for seq in sequences:
+        level, parent = root, -1
+        for t in seq:
+            if t not in level:
+                level[t] = (len(tokens), {})
+                tokens.append(t)
+                parents.append(parent)
+                counts.append(0)
+            node, level = level[t]
+            counts[node] += 1
+            parent = node
+    return tokens, parents, counts
+
+
+def lookahead_vectorised(W, L):
+    level, column = np.divmod(np.arange(W * L), W)  # [W * L] each
+    first = (level[None, :] == 0) & (column[None, :] <= column[:, None])
+    own = (column[None, :] == column[:, None]) & (level[None, :] <= level[:, None])
+    return first | own
+
+
+def expected_closed_form(alpha, K):
+    return np.float64(K + 1) if alpha == 1 else (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
+def speedup_per_token(E, c, K, c_d):
+    return 1 / ((c + c_d * K) / E)
+
+
+RIGHT = {"residual": residual_by_minimum, "verify_chain": chain_uniforms_first,
+         "verify_without_replacement": wr_recursive, "medusa_buffers": medusa_from_parents,
+         "typical_accept": typical_vectorised, "find_candidates": candidates_by_windows,
+         "longest_suffix": suffix_by_set, "trie": trie_of_dicts,
+         "lookahead_mask": lookahead_vectorised, "expected_tokens": expected_closed_form,
+         "predicted_speedup": speedup_per_token}
