@@ -1,7 +1,9 @@
 """Forbidden sequences are never pooled away (picospec/check/exact_law.py, battery.py): on a law
 with exact zeros beside rare cells, a handful of draws the target forbids fails the G-test however
-the rare cells are pooled, while counts drawn from the law itself pass. The broken variant (zeros
-pooled with the rare cells) passes those forbidden draws, and the same test rejects it."""
+the rare cells are pooled, while counts drawn from the law itself pass, failing at alpha's rate
+over many runs; a sampler that puts 3e-4 of the mass on one forbidden sequence fails in every run
+that draws it. The broken variant (zeros pooled with the rare cells) passes those forbidden draws,
+and the same tests reject it."""
 from collections import Counter
 
 import numpy as np
@@ -80,3 +82,46 @@ def test_the_battery_fails_a_sampler_that_emits_a_forbidden_sequence_rarely(monk
     monkeypatch.setattr(battery, "run", lambda *args: drawn)
     result = battery.check_case(None, "chain", case, N, 0, tv=False)
     assert result.verdict == verdict, result
+
+
+DRAWS = 2_000  # runs of N draws each, for the rates below
+MOVED = 3e-4  # mass a broken sampler puts on one forbidden sequence: 3 draws expected in N
+
+
+def p_values(probs, seed=0):
+    """The checker's p-value on each of DRAWS runs of N draws from probs -> ([DRAWS], counts)."""
+    counts = np.random.default_rng(seed).multinomial(N, probs, size=DRAWS).astype(float)
+    G, df = g_statistic(counts, PROBS)
+    return np.array([0.0 if g == np.inf else chi2_sf(float(g), df) for g in G]), counts
+
+
+def test_a_right_sampler_fails_at_the_stated_rate_beside_zeros_and_rare_cells():
+    """Counts from the law itself: the share of runs below alpha is alpha (binomial test at
+    1e-3), for alpha 0.01, 0.05 and 0.1."""
+    stats = pytest.importorskip("scipy.stats")
+    p, _ = p_values(PROBS)
+    assert all(stats.binomtest(int((p < a).sum()), DRAWS, a).pvalue > 1e-3
+               for a in (0.01, 0.05, 0.1))
+
+
+def a_little_on_a_forbidden_sequence():
+    moved = PROBS.copy()
+    moved[0] -= MOVED
+    moved[FORBIDDEN[0]] += MOVED
+    return moved
+
+
+def test_a_little_mass_on_a_forbidden_sequence_fails_every_run_that_draws_it():
+    """Every run that drew the forbidden sequence fails (p = 0), the others pass at alpha's rate:
+    rejected in about 1 - exp(-3) = 95% of runs."""
+    p, counts = p_values(a_little_on_a_forbidden_sequence(), seed=1)
+    drew = counts[:, FORBIDDEN[0]] > 0
+    assert (p[drew] == 0).all() and (p[~drew] >= ALPHA).mean() > 0.99
+    assert abs(drew.mean() - (1 - (1 - MOVED) ** N)) < 0.02
+
+
+def test_pooled_zeros_let_a_little_forbidden_mass_through(monkeypatch):
+    """The broken variant rejects the same sampler in a few runs only."""
+    monkeypatch.setattr(exact_law, "cells", pooled_zeros)
+    p, _ = p_values(a_little_on_a_forbidden_sequence(), seed=1)
+    assert (p < ALPHA).mean() < 0.05
