@@ -1,5 +1,6 @@
 """python -m picospec.check MODULE:FUNCTION ... [options]: a table per sampler (or one JSON
 object), the verdicts as exit status."""
+import contextlib
 import difflib
 import importlib
 import importlib.util
@@ -8,7 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from picospec.check.battery import DEFAULT_SAMPLES, Report, cases_of, check_sampler, run_controls
+from picospec.check.battery import (DEFAULT_SAMPLES, Report, cases_of, check_sampler, run_controls,
+                                    signature_problem)
 from picospec.check.cases import CASES
 from picospec.check.exact_law import ALPHA, SAMPLES, SAMPLES_HIGH, SHAPES, power_table
 from picospec_cli import Option, UsageError, guarded, parse, usage
@@ -114,6 +116,9 @@ def load(spec):
     fn = module
     for part in name.split("."):
         fn = getattr(fn, part, None)
+    if fn is not None and not callable(fn):
+        raise UsageError(f"{where}: {name} is not a function (its type: {type(fn).__name__}): name "
+                         f"the sampler function")
     if not callable(fn):
         functions = [n for n in dir(module) if callable(getattr(module, n))]
         near = difflib.get_close_matches(name, functions, 1)
@@ -188,24 +193,33 @@ def main(argv=None):
         if values["power"]:
             return print_power(values) or 0
         fns = [load(spec) for spec in specs]
+        for spec, fn in zip(specs, fns):
+            if problem := signature_problem(fn, values["contract"]):
+                raise UsageError(f"{spec}: {problem}")
     except UsageError as e:
         print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     contract, values["samples"] = values["contract"], values["samples"] or DEFAULT_SAMPLES
-    # the negative controls, run once for every sampler
-    controls = run_controls(contract, values["samples"], values["seed"], values["cases"])
-    reports = []
-    for spec, fn in zip(specs, fns):
-        if any(case is None for _, case in controls):
-            report = Report("no verdict", [], controls)
-        else:
-            report = check_sampler(fn, contract, values["samples"], values["seed"], values["cases"],
-                                   controls=False, first_failure=values["first_failure"])
-            report = report._replace(controls=controls)
-        reports.append((spec, report))
-        if not values["json"]:
-            print(table(spec, contract, values, report, controls=len(reports) == 1) + "\n",
-                  flush=True)
+    if (times := values["samples"] / DEFAULT_SAMPLES) >= 10:  # say so before a long wait
+        print(f"--samples {values['samples']:,}: each case runs {times:,.0f} times the default's "
+              f"sequences, and takes about that many times as long", file=sys.stderr, flush=True)
+    out = sys.stdout  # the report's; what the samplers print goes to standard error
+    with contextlib.redirect_stdout(sys.stderr):
+        # the negative controls, run once for every sampler
+        controls = run_controls(contract, values["samples"], values["seed"], values["cases"])
+        reports = []
+        for spec, fn in zip(specs, fns):
+            if any(case is None for _, case in controls):
+                report = Report("no verdict", [], controls)
+            else:
+                report = check_sampler(fn, contract, values["samples"], values["seed"],
+                                       values["cases"], controls=False,
+                                       first_failure=values["first_failure"])
+                report = report._replace(controls=controls)
+            reports.append((spec, report))
+            if not values["json"]:
+                print(table(spec, contract, values, report, controls=len(reports) == 1) + "\n",
+                      file=out, flush=True)
     if values["json"]:
         print(as_json(contract, values, reports))
     verdicts = {r.verdict for _, r in reports}

@@ -1,6 +1,7 @@
 """Run a sampler on every case of its contract, after the negative controls -> a verdict.
 Example: check_sampler(picospec.verify.verify_chain, contract="chain").verdict -> "pass".
 """
+import inspect
 from typing import NamedTuple
 
 import numpy as np
@@ -40,8 +41,8 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
     except (Exception, SystemExit) as e:
         # the sampler raised (sys.exit too) or broke its contract: its case fails, the battery goes
         # on (Ctrl-C still stops it)
-        hint = (f" (does the sampler take the arguments of the {contract} contract?)"
-                if type(e) is TypeError else "")
+        problem = signature_problem(fn, contract) if type(e) is TypeError else None
+        hint = f" ({problem})" if problem else ""
         return CaseResult(case.name, samples, float("nan"), float("nan"), "error",
                           f"{type(e).__name__}: {e}{hint}")
     counts = np.bincount(index(seqs, case.V), minlength=case.V**case.N).astype(float)  # [V^N]
@@ -60,6 +61,39 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
                            for i in worst)
     tv90 = detectable_tv(probs, samples) if tv else float("nan")
     return CaseResult(case.name, samples, p, tv90, "pass" if p >= alpha else "FAIL", detail)
+
+
+# how each contract calls its sampler (drivers.STEPS), with placeholders for the arguments
+CALLS = {"chain": ("fn(drafts, P, Q, rng)", (0,) * 4, {}),
+         "tree": ("fn(tokens, parents, Q, rng, P=P)", (0,) * 4, {"P": None}),
+         "tree_without_replacement": ("fn(tokens, parents, Q, P, rng)", (0,) * 5, {}),
+         "rejection": ("fn(target_with_bonus_probs, bonus_token_ids, draft_probs, "
+                       "draft_token_ids, rng=rng)", (0,) * 4, {"rng": None})}
+
+
+def signature_problem(fn, contract):
+    """Why fn cannot be called as `contract` calls its sampler, or None (also when its signature
+    cannot be read)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C function: its cases will tell
+        return None
+    call, args, kwargs = CALLS[contract]
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError:
+        fits = [c for c, (_, a, k) in CALLS.items() if bindable(signature, a, k)]
+        return (f"it takes {signature} and the {contract} contract calls {call}: "
+                + (f"give --contract {fits[0]}" if fits else "wrap it in a contract's signature"))
+    return None
+
+
+def bindable(signature, args, kwargs):
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
 
 
 def cases_of(contract, numbers=None):

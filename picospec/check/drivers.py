@@ -83,6 +83,26 @@ def run(fn, contract, case, n, seed):
     return seqs[:, L:L + case.N]  # [n, N]
 
 
+def pair(out, want):
+    """The sampler's return value as its two parts, or ContractError naming what came back."""
+    try:
+        first, second = out[0], out[1]
+    except (TypeError, IndexError, KeyError):
+        raise ContractError(f"the sampler returned {out!r:.60}: expected {want}") from None
+    return first, second
+
+
+def whole(v, what):
+    """v as an int when it is a whole number (an integer type, or a float such as 2.0)."""
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        raise ContractError(f"{what} = {v!r:.40}: expected an integer") from None
+    if n != v:
+        raise ContractError(f"{what} = {v!r:.40}: expected a whole number")
+    return n
+
+
 def padded(rows, width):  # lists of token ids -> [len(rows), width], -1 after each row's tokens
     out = np.full((len(rows), width), -1, dtype=np.int64)
     for i, r in enumerate(rows):
@@ -94,11 +114,11 @@ def step_chain(fn, case, T, D, last2, last1, rng, fn_rng):
     drafts, P, Q = draft_chains(D, T, last2, last1, case.K, rng)
     new = []
     for d, p, q in zip(drafts.tolist(), P, Q):
-        out = fn(d, p, q, fn_rng)
-        n = int(out[0])
+        n, token = pair(fn(d, p, q, fn_rng), "(n_accepted, next_token)")
+        n, token = whole(n, "n_accepted"), whole(token, "next_token")
         if not 0 <= n <= case.K:
             raise ContractError(f"n_accepted = {n} with K = {case.K} drafts")
-        new.append(d[:n] + [int(out[1])])
+        new.append(d[:n] + [token])
     return padded(new, case.K + 1)
 
 
@@ -136,12 +156,16 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng):
             out = fn(t, parents, q, P[row], fn_rng)
         else:
             out = fn(t, parents, q, fn_rng, P=None if case.siblings == "top" else P[row])
-        path = [int(i) for i in out[0]]
+        path, token = pair(out, "(path, next_token)")
+        try:
+            path = [whole(i, "a node of the path") for i in path]
+        except TypeError:  # not a sequence
+            raise ContractError(f"path {path!r}: expected a list of node indices") from None
         if any(not 0 <= i < m or parents[i] != (path[j - 1] if j else -1)
                for j, i in enumerate(path)):
             raise ContractError(f"path {path} is not a root-to-node path of the tree with parents "
                                 f"{parents}")
-        new.append([t[i] for i in path] + [int(out[1])])
+        new.append([t[i] for i in path] + [whole(token, "next_token")])
     return padded(new, m + 1)
 
 

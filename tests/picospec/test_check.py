@@ -186,7 +186,29 @@ def skips_a_draft(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_t
     return out
 
 
+def returns_none(drafts, P, Q, rng):
+    return None
+
+
+def returns_half(drafts, P, Q, rng):
+    return 0.5, 1
+
+
+def path_not_a_list(tokens, parents, Q, rng, P=None):
+    return 3, 0
+
+
+def adds_none(drafts, P, Q, rng):
+    return None + 1  # a TypeError of the sampler's own, not of its arguments
+
+
 @pytest.mark.parametrize("fn, contract, case, message", [
+    (returns_none, "chain", 2, "the sampler returned None: expected (n_accepted, next_token)"),
+    (returns_half, "chain", 2, "n_accepted = 0.5: expected a whole number"),
+    (path_not_a_list, "tree", 2, "path 3: expected a list of node indices"),
+    (adds_none, "chain", 2, "TypeError: unsupported operand type(s) for +: 'NoneType' and 'int'"),
+    (verify_chain, "tree", 2, "the tree contract calls fn(tokens, parents, Q, rng, P=P): give "
+                              "--contract chain"),
     (wrong_count, "chain", 2, "n_accepted = 3 with K = 2"),
     (wrong_token, "chain", 1, "token ids in [0, 3)"),
     (raises, "chain", 1, "RuntimeError: boom"), (exits, "chain", 1, "SystemExit: 3"),
@@ -197,6 +219,23 @@ def skips_a_draft(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_t
 def test_a_broken_contract_fails_its_case_with_a_reason(fn, contract, case, message):
     result = check_case(fn, contract, CASES[contract][case], 200, (0, case))
     assert result.verdict == "error" and message in result.detail, result
+    assert fn is verify_chain or "contract calls" not in result.detail
+
+
+def test_what_a_sampler_prints_goes_to_standard_error(capsys, tmp_path, monkeypatch):
+    """The report alone on standard output (--json stays one JSON object); a long run says so
+    before it starts."""
+    import picospec.check.__main__ as command_line
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loud.py").write_text("from picospec.verify import verify_chain\n\n\n"
+                                      "def loud(*args):\n    print('called')\n"
+                                      "    return verify_chain(*args)\n")
+    monkeypatch.setattr(command_line, "DEFAULT_SAMPLES", 30)
+    assert main(["loud.py:loud", "--cases", "1", "--samples", "300", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["results"][0]["verdict"] == "pass" and "called\n" in err
+    assert err.startswith("--samples 300: each case runs 10 times the default's sequences")
 
 
 def test_chi2_sf_by_hand():
@@ -249,11 +288,17 @@ def test_exact_law_by_hand_and_as_a_vector():
     (["picospec.verify:verify_chain", "--power"],
      "--power measures the checker itself and takes no sampler"),
     (["EXITS.py:f"], "importing EXITS.py raised SystemExit: 4"),
+    (["S.py:X"], "S.py: X is not a function (its type: int): name the sampler function"),
+    (["S.py:two"], "S.py:two: it takes (a, b) and the chain contract calls fn(drafts, P, Q, rng): "
+                   "wrap it in a contract's signature"),
+    (["picospec.verify:verify_chain", "--contract", "tree"],
+     "the tree contract calls fn(tokens, parents, Q, rng, P=P): give --contract chain"),
 ])
 def test_usage_errors_are_one_line(capsys, argv, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     # a module that exits when imported
     (tmp_path / "EXITS.py").write_text("import sys\nsys.exit(4)\n")
+    (tmp_path / "S.py").write_text("X = 3\n\n\ndef two(a, b):\n    return 0, 0\n")
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
