@@ -24,7 +24,8 @@ what was checked, pass or FAIL, and for a FAIL the smallest case that shows it.
   exact-law checker (`picospec.check`, docs/checker.md) runs your function many times on toy
   models whose law of whole sequences is known exactly, and a G-test compares what came out with
   it. The verdict states its power: the smallest error (in total variation) each case catches with
-  probability 0.9. A FAIL names the first failing case and the sequences whose counts are furthest
+  probability 0.9. A FAIL names the first failing case and either the first call that broke a rule
+  (its inputs, the uniforms it drew, what it returned) or the sequences whose counts are furthest
   from the exact law.
 * Deterministic functions (buffers, masks, matches, formulas) are compared with picospec's own on
   many cases, smallest first; a FAIL prints the first case where your output differs, beside the
