@@ -1,2 +1,2 @@
-"""Benchmarks: the engine (bench.engine), the method harness (bench.harness), tree methods
-(bench.trees)."""
+"""Benchmarks, each answering a question about speed and writing a results page (docs/results/):
+python -m bench.NAME, with NAME a file of this folder."""

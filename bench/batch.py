@@ -57,6 +57,8 @@ import numpy as np
 
 from picospec_app.settings import engine_choices
 from picospec_cli import Option
+from tools.families import command
+from tools.page import header, page_of_output
 
 PAIRS = ("tiny", "124M")
 
@@ -222,7 +224,6 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
          device="cpu", wide=(), out=None):
     """Tokens per second of a method's batched form (batch B) against batch 1 and single-sequence
     decoding."""
-    from bench.page import page_of_output
 
     with page_of_output(out):
         run(pair, method, batch, n_tokens, K, temperature, repeats, device, wide)
@@ -230,7 +231,7 @@ def main(pair="tiny", method="speculative", batch=8, n_tokens=48, K=4, temperatu
 
 def run(pair, method, batch, n_tokens, K, temperature, repeats, device, wide):
     """main's measurement, printed as Markdown."""
-    from bench.harness import check_room, header
+    from bench.harness import check_room
     from gpt2.backend import get_xp
 
     if method not in DRAFTED and pair != "tiny":
@@ -318,6 +319,4 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from bench.families import command
-
     command(main, OPTIONS)

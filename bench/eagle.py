@@ -15,10 +15,11 @@ autoregressive call, and the wall-clock speedup. Shapes: none; this file only ti
 import json
 from pathlib import Path
 
-from bench.harness import check_room, header, write_text
+from bench.harness import check_room
 from picospec_app.load import check_target, load_draft, load_eagle, load_heads
 from picospec_app.run import compare
-from bench.page import write_page
+from tools.families import command
+from tools.page import header, write_page, write_text
 
 HEADER = ["| method | setting | T | tokens/target call (median) | acceptance | target call / "
           "1-token call (median) "
@@ -98,7 +99,6 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
 
 
 if __name__ == "__main__":
-    from bench.families import command
     from picospec_cli import Option
 
     command(main, [

@@ -41,6 +41,8 @@ from gpt2.backend import DEVICES, get_xp, to_numpy
 from picospec_cli import Option
 from gpt2.engine import GPT2
 from gpt2.weights import flatten
+from tools.families import command
+from tools.page import header, page_of_output
 
 GPT2_SHAPE = dict(n_vocab=50257, n_ctx=1024)
 SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12),
@@ -237,7 +239,6 @@ def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, re
          out=None):
     """Decode latency beside the bandwidth roofline, the cost of M tokens per forward, layouts, and
     Python overhead."""
-    from bench.page import page_of_output
 
     with page_of_output(out):
         run(sizes, device, n_cache, max_M, repeats, threads)
@@ -245,7 +246,6 @@ def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, re
 
 def run(sizes, device, n_cache, max_M, repeats, threads):
     """main's measurement, printed as Markdown."""
-    from bench.harness import header
     from picospec_app.machine import thread_policy
 
     sizes = sizes.split(",") if isinstance(sizes, str) else list(sizes)
@@ -338,6 +338,4 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from bench.families import command
-
     command(main, OPTIONS)

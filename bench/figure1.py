@@ -11,7 +11,7 @@ kernel family this CPU runs, beside the cost model S = E / (c(K + 1) + K c_d)
     python -m bench.figure1 --families Haswell --Ks 1,2,4 --out docs/results/figure1.md
 
 The family is fixed when the BLAS loads, so each runs in a child process with OPENBLAS_CORETYPE set
-(as bench/families.py does). PICOSPEC_QUICK on: fewer K, prompts, tokens and rounds. Shapes: none.
+(as tools/families.py does). PICOSPEC_QUICK on: fewer K, prompts, tokens and rounds. Shapes: none.
 """
 import json
 import subprocess
@@ -19,8 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from bench.families import FAMILIES, families_here, family_env
 from picospec_cli import Option, env_flag
+from tools.families import FAMILIES, families_here, family_env
+from tools.page import header, page_of_output
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ("def read_lines(path):\n",  # main.py's default prompt
@@ -136,8 +137,6 @@ def main(families=FAMILIES, Ks=None, n_prompts=None, n_tokens=None, repeats=None
     results = run(families, size)
     if json_line:
         return print(json.dumps(results))
-    from bench.harness import header
-    from bench.page import page_of_output
     from picospec_app.machine import thread_policy
 
     n_params = next(iter(results.values()))["n_params"] if results else 0

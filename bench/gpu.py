@@ -31,7 +31,6 @@ import time
 
 import numpy as np
 
-from bench.harness import header
 from picospec_app.load import load_needs
 from picospec_app.run import compare, run_method
 from gpt2.backend import get_xp
@@ -39,6 +38,7 @@ from picospec_app.machine import thread_policy
 from picospec_app.settings import engine_choices
 from picospec_cli import Option
 from picospec.methods import METHODS, defaults, law
+from tools.page import header, write_page
 
 TARGET, DRAFT = "tiny-target", "tiny-draft"
 
@@ -282,8 +282,6 @@ def main(task="check", n_prompts=4, n_tokens=32, repeats=9, out=None):
     text = "\n".join([gpu, "", line, ""] + lines)
     print(text)
     if out:
-        from bench.page import write_page
-
         write_page(out, text, top)
 
 

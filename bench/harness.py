@@ -19,6 +19,8 @@ from pathlib import Path
 from picospec.theory import expected_tokens_per_call
 from picospec_app.load import check_target, load_draft
 from picospec_app.run import compare, copy_prompts, measure_alpha
+from tools.families import command
+from tools.page import header, write_page
 
 
 def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures=(0.0, 1.0),
@@ -79,31 +81,7 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
     text = "\n".join(lines)
     print(text)
     if out:
-        from bench.page import write_page
-
         write_page(out, text, top)
-
-
-def header(threads):
-    """The protocol line every benchmark prints first: BLAS threads, weight panels, the static step
-    (gpt2/fast/static.py) and the machine's load when it started."""
-    import os
-
-    from picospec_app.machine import panels_line, wide_line
-    from picospec_app.settings import read_settings
-
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    static = "on (PICOSPEC_STATIC=1; CUDA graphs on a GPU)" if read_settings().static else "off"
-    return (f"BLAS threads {threads['threads']} ({threads['why']}; the library reports "
-            f"{threads['blas']}{wide_line(threads)}), weight panels {panels_line(threads)}, static "
-            f"step {static}, {os.cpu_count()} CPUs, 1-minute load {load:.2f} at start")
-
-
-def write_text(path, text):
-    """Write a table atomically: a temp file in the same folder, renamed over path."""
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def check_room(n_ctx, prompt_tokens, n_tokens, encoder=None, n_copy=12, fixed=False):
@@ -188,7 +166,6 @@ def plot(curves, name, path):
 
 
 if __name__ == "__main__":
-    from bench.families import command
     from picospec_cli import Option
 
     command(main, [

@@ -18,6 +18,7 @@ import contextlib
 import multiprocessing
 import os
 import time
+from tools.page import header, write_page
 
 
 def spin():  # one busy core, like a browser tab or a compile beside the user's run
@@ -76,7 +77,6 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
     side."""
     import numpy as np
 
-    from bench.harness import header
     from picospec_app.run import compare
     from gpt2.fast.policy import blas_threads, free_cores
     from picospec_app.machine import policy as policy_of, thread_policy
@@ -142,8 +142,6 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
     text = "\n".join(lines)
     print(text)
     if out:
-        from bench.page import write_page
-
         write_page(out, text)
 
 

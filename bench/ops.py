@@ -18,6 +18,8 @@ import time
 import numpy as np
 
 from picospec_cli import Option
+from tools.families import command
+from tools.page import header, page_of_output
 
 SHAPES = {"tiny": dict(n_layer=6, n_embd=256, n_head=4, n_vocab=4097, n_ctx=256),
           "124M": dict(n_layer=12, n_embd=768, n_head=12, n_vocab=50257, n_ctx=1024)}
@@ -50,8 +52,6 @@ def measure(shapes, repeats, n_cache=128):
 
 def main(shapes=("tiny", "124M"), repeats=15, out=None):
     """The forward's operations against the reference, with the BLAS as loaded."""
-    from bench.harness import header
-    from bench.page import page_of_output
     from gpt2.fast.policy import blas_kernels
     from picospec_app.machine import thread_policy
 
@@ -77,6 +77,4 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from bench.families import command
-
     command(main, OPTIONS)

@@ -1,5 +1,5 @@
 """Every row of the method table on this CPU, weight panels (gpt2/fast/panels.py) off and on, on
-each OpenBLAS kernel family (bench/families.py: a process per family).
+each OpenBLAS kernel family (tools/families.py: a process per family).
 
     python -m bench.panels --out docs/results/panels.md      # 4 held-out prompts x 64 new tokens
     python -m bench.panels --families SkylakeX --n_tokens 48
@@ -17,12 +17,13 @@ agree between the layouts (a check on load). Shapes: none; this file only times 
 import os
 
 from bench.gpu import load_rows, setup, table
-from bench.harness import header
 from gpt2.fast.policy import panel_policy
 from picospec_app.run import compare, limit
 from picospec_app.machine import thread_policy
 from picospec_cli import Option
 from picospec.methods import METHODS
+from tools.families import command
+from tools.page import header, write_page
 
 
 def limit_cell(r):  # compare's result -> "verification (without it 1.52x)"
@@ -74,8 +75,6 @@ def main(n_prompts=4, n_tokens=64, out=None):
     text = "\n".join([line] + table(columns, rows_out))
     print(text)
     if out:
-        from bench.page import write_page
-
         write_page(out, text, top)
 
 
@@ -86,6 +85,4 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from bench.families import command
-
     command(main, OPTIONS)

@@ -13,6 +13,8 @@ only times things.
 import time
 
 import numpy as np
+from tools.families import command
+from tools.page import header, write_page
 
 
 def hf_model(folder, torch):
@@ -66,7 +68,7 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
     except ImportError as e:
         raise ValueError(f"the peer benchmark needs torch and transformers ({e}): pip install -r "
                          "requirements-reference.txt") from None
-    from bench.harness import check_room, header
+    from bench.harness import check_room
     from picospec_app.load import check_target
     from picospec_app.run import copy_prompts, run_method
     from picospec_app.machine import thread_policy
@@ -131,13 +133,10 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
     text = "\n".join(lines)
     print(text)
     if out:
-        from bench.page import write_page
-
         write_page(out, text)
 
 
 if __name__ == "__main__":
-    from bench.families import command
     from picospec_cli import Option
 
     command(main,

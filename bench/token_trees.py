@@ -31,12 +31,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import check_room, header
+from bench.harness import check_room
 from picospec_app.load import load_draft
 from picospec_app.run import mean_accepted, run_method
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sequoia import (acceptance_vector, build_choices, choose_size, sequoia_table,
                               sequoia_tree, tree_value)
+from tools.families import command
+from tools.page import header, write_page
 
 # SpecInfer expansions of that many nodes, shaped
 CONFIGS = {4: (1, 1, 2), 8: (1, 1, 3, 1), 16: (1, 3, 1, 1, 1, 1)}
@@ -231,8 +233,6 @@ def main(draft="tiny-draft", second_draft="ngram", budgets=(4, 8), temperatures=
     text = "\n".join(lines)
     print(text)
     if out:
-        from bench.page import write_page
-
         write_page(out, text)
 
 
@@ -257,7 +257,6 @@ def measure(method, prompts, loaded, n_tokens, seeds, sampling, **options):
 
 
 if __name__ == "__main__":
-    from bench.families import command
     from picospec_cli import Option
 
     command(main, [

@@ -13,11 +13,12 @@ this file only times things.
 import json
 from pathlib import Path
 
-from bench.harness import check_room, header
+from bench.harness import check_room
 from picospec_app.load import load_heads, rest_datastore
 from picospec_app.run import compare, copy_prompts
-from bench.page import write_page
 from picospec.tree import cartesian_choices, chain_choices, sparse_tree
+from tools.families import command
+from tools.page import header, write_page
 
 HEADER = ["| tree / setting | nodes | T | posterior | tokens/target call (median) | tree call / "
           "1-token call (median) "
@@ -206,7 +207,6 @@ def prompt_lookup_sweep(target, encoder, prompts, n_tokens, seeds, sizes):
 
 
 if __name__ == "__main__":
-    from bench.families import command
     from picospec_cli import Option
 
     command(main, [

@@ -238,8 +238,9 @@ def load_adapter(folder, exit_layer, n_embd):
 
     path = Path(folder) / ADAPTER
     if folder_kind(path) is None:
-        raise ValueError(f"no exit adapter in {path}: train one with `python -m bench.self_draft "
-                         f"--task exits`, or pass --no-adapter for the plain LM head")
+        raise ValueError(f"no exit adapter in {path}: train one with `python -m "
+                         f"gpt2.train.self_draft --task exits`, or pass --no-adapter for the plain "
+                         f"LM head")
     check_kind(path, "early_exit", f"{path} (the target's exit adapter folder)",
                "--method early_exit")
     heads, config = load_heads(path, n_embd=n_embd)
@@ -274,7 +275,7 @@ def read_config(folder):
     path = Path(folder) / CONFIG
     if not path.exists():
         return {}
-    fix = "rebuild it with `python -m bench.self_draft --task search` (see README)"
+    fix = "rebuild it with `python -m gpt2.train.self_draft --task search` (see README)"
     config = read_json(path, fix=fix)
     if not isinstance(config, dict):
         raise CorruptFile(path, "not a JSON object", fix)
@@ -313,13 +314,13 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
         task = "search" if kind == "layer_skip" else "exits"
         raise ValueError(f"the {kind!r} entry of {folder}/{CONFIG} holds {HOLDS[held]}, but "
                          f"--method {kind} needs {HOLDS[ENTRY_KINDS[kind]]}: rebuild it with "
-                         f"`python -m bench.self_draft --task {task}`")
+                         f"`python -m gpt2.train.self_draft --task {task}`")
     settings = {"K": config.get("K", 4), "threshold": config.get("threshold", 0.0)}
     if kind == "layer_skip":
         if skip is None and "skip" not in config:
             raise ValueError(f"no skip set for this model: {folder}/{CONFIG} has none; search one "
-                             "with `python -m bench.self_draft --task search --target NAME` or "
-                             "pass --skip a3,m4")
+                             "with `python -m gpt2.train.self_draft --task search --target NAME` "
+                             "or pass --skip a3,m4")
         skipped = parse_skip(config["skip"] if skip is None else skip, L)
         if len(skipped) == 2 * L:  # a draft of the embeddings alone: one guess whatever the context
             where = f"--skip {skip}" if skip is not None else f"the skip set in {folder}/{CONFIG}"

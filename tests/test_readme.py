@@ -1,5 +1,5 @@
 """The README and docs/ stay true: every `python main.py ...` command of the README runs (with few
-tokens), and every generated table equals what its source produces (python -m bench.readme --check).
+tokens), and every generated table equals what its source produces (python -m tools.readme --check).
 """
 import re
 import shlex
@@ -79,7 +79,7 @@ def test_every_readme_command_runs(command, tmp_path, datastore):
 
 
 def test_generated_tables_are_up_to_date():
-    r = run_here(["-m", "bench.readme", "--check"], ROOT)
+    r = run_here(["-m", "tools.readme", "--check"], ROOT)
     assert r.returncode == 0, r.stderr
     assert "up to date" in r.stdout
 
@@ -105,7 +105,7 @@ def copy_of_the_pages(tmp_path):
 ])
 def test_check_fails_on_a_stale_table(tmp_path, path, old, new, stale):
     sys.path.insert(0, str(ROOT))
-    from bench.readme import main
+    from tools.readme import main
 
     root = copy_of_the_pages(tmp_path)
     main(check=True, root=root)  # the copy is up to date

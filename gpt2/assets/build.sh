@@ -48,8 +48,8 @@ python -m bench.eagle --record gpt2/assets/tiny-target/eagle --out runs/eagle-lo
 # Self-drafting, on the 2-core CPU machine: every skip set of tiny-target scored on held-out
 # prompts (286 CPU s; self_draft.json: the set, K and threshold this machine's cost model picked, and the landscape),
 # then exit adapters for layers 1-4 trained (400 steps each, ~4 CPU min) and the best exit shipped in early_exit/.
-OPENBLAS_NUM_THREADS=1 python -m bench.self_draft --task search
-OPENBLAS_NUM_THREADS=1 python -m bench.self_draft --task exits --exit_layers 1,2,3,4
+OPENBLAS_NUM_THREADS=1 python -m gpt2.train.self_draft --task search
+OPENBLAS_NUM_THREADS=1 python -m gpt2.train.self_draft --task exits --exit_layers 1,2,3,4
 # Sequoia's acceptance vectors of tiny-draft for tiny-target (greedy and sampled, 8 calibration prompts x 64
 # tokens; sequoia.json, the default of --acceptance), measured beside the token-tree tables on the 2-core CPU.
 python -m bench.token_trees --record gpt2/assets/tiny-target

@@ -55,7 +55,7 @@ print("speedup with c = 0.25, v = 1:", walk_speedup([greedy_walk(agree, 2)], 0.2
 print("gamma, AR =", adapt_threshold(0.6, 0.9, 1, 4, alpha=0.9, epsilon=0.01, beta1=0.5, beta2=0.9))"""),
 md("""## Every skip set: the landscape
 
-`python -m bench.self_draft --task search` scored all 2^12 = 4096 skip sets of the 6-layer target:
+`python -m gpt2.train.self_draft --task search` scored all 2^12 = 4096 skip sets of the 6-layer target:
 for each, the draft's agreement with the target at 16 x 32 positions of held-out prompts' greedy
 continuations (one depth-first pass in which sets that keep the same first sublayers share their
 computation), walked with each K and threshold, and timed by two cost models: the CPU the search ran
@@ -114,7 +114,7 @@ md("""## Early exit: how often does layer E already know?
 The plain LM head on layer E's residual stream agrees with the full model rarely (the tiny target was not trained
 with LayerSkip's early-exit loss), so each exit layer also gets a small adapter: a tied residual head of
 `gpt2/heads.py` (C x C + C numbers) trained with THE training loop to give the target's law from layer E
-(`python -m bench.self_draft --task exits`)."""),
+(`python -m gpt2.train.self_draft --task exits`)."""),
 code("""curve = config["early_exit"]["curve"]
 plain = [agreement[sum(1 << s for s in exit_skip(E, L))] for E in range(L)] + [1.0]  # from the search, E = 0..6
 fig, ax = plt.subplots(figsize=(6, 3.5))

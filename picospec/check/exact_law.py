@@ -12,7 +12,8 @@ import numpy as np
 from picospec.sampling import warp
 
 ALPHA = 1e-4  # per check (a battery case of picospec.check, a statistical test of the suite)
-SAMPLES = 30_000  # the reference size of the power table (tests size their own n: bench/power.py)
+# the reference size of the power table (tests size their own n: tests/suite/power.py)
+SAMPLES = 30_000
 SAMPLES_HIGH = 120_000  # its larger reference size
 
 # Toy models: next-token laws that depend on the last two tokens (a [V, V, V] table), so

@@ -185,7 +185,7 @@ BENCH_CASES = [
     (["-m", "bench.load", "--K", "-1"], r"--K must be >= 1"),
     (["-m", "bench.peers", "--n_tokens", "nan"], r"--n_tokens must be an integer"),
     (["-m", "bench.peers", "--drafts", "x"], r"did you mean --draft\?"),
-    (["-m", "bench.readme", "--check", "--fix"], r"unknown option --fix"),
+    (["-m", "tools.readme", "--check", "--fix"], r"unknown option --fix"),
 ]
 
 

@@ -220,7 +220,7 @@ def test_early_exit_on_a_one_layer_model_says_why_not(tmp_path):
 
 def test_a_model_without_a_search_says_how_to_make_one(tiny, tmp_path):
     model, _ = tiny
-    with pytest.raises(ValueError, match="bench.self_draft --task search"):
+    with pytest.raises(ValueError, match="gpt2.train.self_draft --task search"):
         load_self_draft(model.hparams, model.params, tmp_path, "layer_skip")
 
 
@@ -244,6 +244,6 @@ def test_a_damaged_self_draft_json_is_named(tiny, tmp_path, kind, key, value, me
         config[kind][key] = value
     (tmp_path / "self_draft.json").write_text(json.dumps(config))
     with pytest.raises(ValueError,
-                       match=f"{tmp_path / 'self_draft.json'}: .*{message}.*bench.self_draft "
+                       match=f"{tmp_path / 'self_draft.json'}: .*{message}.*gpt2.train.self_draft "
                              f"--task search"):
         load_self_draft(model.hparams, model.params, tmp_path, kind)

@@ -2,7 +2,7 @@
 sequences at a temperature; a sampler that ignores the temperature is caught by the same check.
 
 Toy models over a 3-token vocabulary; sequences of N = 5 new tokens (243 cells). The check draws the
-sequences its broken variant needs (measured by `python -m bench.power --only autoregressive`;
+sequences its broken variant needs (measured by `python -m tests.suite.power --only autoregressive`;
 tests/support/checker.py has the G-test and its error rates).
 """
 import numpy as np
@@ -17,9 +17,9 @@ from tests.support.toy import random_toy
 N, PROMPT = 5, [1]
 TARGET = random_toy(3, seed=7)
 
-# Sequences per check, sized by `python -m bench.power --only autoregressive`: the broken variant
-# named, planted in the same case, is rejected with the power given (at ALPHA, measured on 20,000
-# fresh draws of n sequences).
+# Sequences per check, sized by `python -m tests.suite.power --only autoregressive`: the broken
+# variant named, planted in the same case, is rejected with the power given (at ALPHA, measured on
+# 20,000 fresh draws of n sequences).
 AUTOREGRESSIVE = 170  # autoregressive-unwarped: 0.9993
 
 

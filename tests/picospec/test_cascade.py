@@ -26,7 +26,7 @@ CASCADES = {"vertical": dict(K=3, K_inner=2, K_tail=0),
 CASES = {"vertical": dict(), "horizontal": dict(temperature=0.7, top_k=2),
          "both": dict(temperature=1.3, top_p=0.9)}
 
-# Sequences per check, each sized by `python -m bench.power --only cascade`: the broken
+# Sequences per check, each sized by `python -m tests.suite.power --only cascade`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
 # least over the test's cases, measured on 20,000 fresh draws of n sequences).
 JOINT = 750  # verified-against-the-smallest-drafter's-law (vertical, both), resample-from-target

@@ -47,7 +47,7 @@ FOLLOWS = {"sampled-top_k": dict(candidates="sample", temperature=1.0, top_k=2),
            "sampled-top_p": dict(candidates="sample", temperature=1.0, top_p=0.8),
            "topk-one-hot-top_p": dict(candidates="topk", temperature=1.0, top_p=0.8)}
 
-# Sequences per check, each sized by `python -m bench.power --only eagle`: the broken
+# Sequences per check, each sized by `python -m tests.suite.power --only eagle`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
 # least over the test's cases, measured on 20,000 fresh draws of n sequences).
 FOLLOWS_N = 460  # drawn-with-replacement (sampled children), one-hot-without-residual (one-hot

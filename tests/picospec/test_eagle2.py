@@ -7,11 +7,11 @@ import itertools
 import numpy as np
 import pytest
 
-import picospec.eagle2 as eagle2  # noqa: F401  (python -m bench.power plants a broken rule in it)
+import picospec.eagle2 as eagle2  # noqa: F401  (python -m tests.suite.power plants a broken rule in it)
 from picospec.autoregressive import autoregressive_sampling
 from picospec.eagle2 import dynamic_tree, eagle2_decoding, expand, rerank
 
-from tests.support.broken_verifiers import one_hot_without_residual  # noqa: F401  (bench.power)
+from tests.support.broken_verifiers import one_hot_without_residual  # noqa: F401  (tests.suite.power)
 from tests.support.checker import check_law, exact_law
 from tests.support.feature_toys import ToyDraft, engine_and_head, toy_pair
 from tests.support.toy import random_toy
@@ -41,9 +41,9 @@ PROMPT, N = [0, 1], 4  # the first tree (after the prefill's token) can be 2 dee
 TARGET, DRAFT = toy_pair()
 OPTIONS = dict(temperature=1.0, top_k=2)
 
-# Sequences, sized by `python -m bench.power --only eagle2`: one-hot-without-residual planted in
-# eagle2's verification is rejected with the power given (at ALPHA, measured on 20,000 fresh draws
-# of n sequences, with EAGLE-1's cases of tests/picospec/test_eagle.py).
+# Sequences, sized by `python -m tests.suite.power --only eagle2`: one-hot-without-residual planted
+# in eagle2's verification is rejected with the power given (at ALPHA, measured on 20,000 fresh
+# draws of n sequences, with EAGLE-1's cases of tests/picospec/test_eagle.py).
 FOLLOWS_N = 460  # one-hot-without-residual: power 0.9994 (the least over those cases)
 
 

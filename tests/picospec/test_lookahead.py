@@ -167,7 +167,7 @@ PROMPT, N = [0, 1, 2, 0], 4
 TARGET = random_toy_tree(3, seed=7, concentration=0.5)
 
 
-# Sequences per check, each sized by `python -m bench.power --only lookahead`: the broken
+# Sequences per check, each sized by `python -m tests.suite.power --only lookahead`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
 # least over the test's cases, measured on 20,000 fresh draws of n sequences).
 JOINT = 1_300  # rows-of-the-window in each case: power 0.9995

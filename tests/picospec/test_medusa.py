@@ -172,7 +172,7 @@ def test_oracle_heads_accept_whole_chain():
 PROMPT, N = [0, 1], 3
 LOSSLESS = [{}, dict(temperature=0.7, top_k=2)]
 
-# Sequences per check, each sized by `python -m bench.power --only medusa`: the broken
+# Sequences per check, each sized by `python -m tests.suite.power --only medusa`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
 # least over the test's cases, measured on 20,000 fresh draws of n sequences).
 LOSSLESS_N = 2_000  # longest-match in each case: power 0.9992

@@ -108,7 +108,7 @@ def test_medusa_warps_with_top_p_like_every_method(models):
 
 
 def test_readme_tables_are_generated_from_the_table():
-    from bench.readme import method_summary, section
+    from tools.readme import method_summary, section
 
     assert section((ROOT / "docs"
                     / "methods.md").read_text(encoding="utf-8")) == "\n" + markdown() + "\n"

@@ -50,7 +50,7 @@ PROMPT, N = [0, 1, 2, 0, 1], 5
 TARGET = random_toy(3, seed=7)
 
 
-# Sequences per check, each sized by `python -m bench.power --only prompt_lookup`: the broken
+# Sequences per check, each sized by `python -m tests.suite.power --only prompt_lookup`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
 # least over the test's cases, measured on 20,000 fresh draws of n sequences).
 JOINT = 100  # accepting-every-match in each case: power 1.0000

@@ -245,7 +245,7 @@ STORE = Datastore.build(sum((autoregressive_sampling([0, 1], TARGET, 40,
                              for seed in range(10)), []), max_suffix=4)
 
 
-# Sequences per check, each sized by `python -m bench.power --only rest`: the broken
+# Sequences per check, each sized by `python -m tests.suite.power --only rest`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
 # least over the test's cases, measured on 20,000 fresh draws of n sequences).
 JOINT = 460  # first-matching-path in each case: power 0.9993

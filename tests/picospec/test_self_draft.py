@@ -25,7 +25,7 @@ OPTIONS = [dict(), dict(temperature=0.6), dict(temperature=1.4, top_k=2, top_p=0
 # a draft that always stops after one token (one that never stops is SpS)
 ONE_TOKEN = dict(threshold=1.01)
 
-# Sequences per check, each sized by `python -m bench.power --only self_draft`: the broken
+# Sequences per check, each sized by `python -m tests.suite.power --only self_draft`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
 # least over the test's cases, measured on 20,000 fresh draws of n sequences).
 JOINT = 5_500  # verified-against-the-unwarped-draft-law (resample-from-target at T = 1, where the

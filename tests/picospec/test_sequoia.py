@@ -257,7 +257,7 @@ DRAFT = Toy1(random_toy(V, seed=39, concentration=0.5).table)
 BUSHY = (.4, .3, .2)
 
 
-# Sequences per check, each sized by `python -m bench.power --only sequoia`: the broken
+# Sequences per check, each sized by `python -m tests.suite.power --only sequoia`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
 # least over the test's cases, measured on 20,000 fresh draws of n sequences).
 JOINT = 100  # without-replacement-judged-as-iid in each case: power 1.0000

@@ -90,7 +90,7 @@ TARGET = Toy(TABLE)  # the law the tree's target (a MaskedToyTree of TABLE) must
 DRAFTS = [Toy1(random_toy(V, seed=39, concentration=0.5).table), Toy1(random_toy(V, seed=23).table)]
 
 
-# Sequences per check, each sized by `python -m bench.power --only specinfer`: the broken
+# Sequences per check, each sized by `python -m tests.suite.power --only specinfer`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
 # least over the test's cases, measured on 20,000 fresh draws of n sequences).
 JOINT = 460  # a-mask-that-shows-siblings in each case: power 0.9998

@@ -3,7 +3,7 @@ by the same check.
 
 Toy models over a 3-token vocabulary; sequences of N = 5 new tokens (243 cells). Each check draws
 the sequences its broken variant needs: the smallest n at which that variant is rejected with
-probability >= 0.999 (measured by `python -m bench.power --only speculative`;
+probability >= 0.999 (measured by `python -m tests.suite.power --only speculative`;
 tests/support/checker.py has the G-test and its error rates).
 """
 import numpy as np
@@ -29,7 +29,7 @@ ONE_HOT, SPREAD = Toy(np.tile([1.0, 0.0, 0.0], (3, 3, 1))), Toy(np.tile([0.0, 0.
 # zeros in rows, one-hot, identical models
 EDGE_DRAFTS = [random_toy(3, seed=9, zeros=0.4), ONE_HOT, TARGET]
 
-# Sequences per check, each sized by `python -m bench.power --only speculative`: the broken
+# Sequences per check, each sized by `python -m tests.suite.power --only speculative`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
 # least over the test's cases, measured on 20,000 fresh draws of n sequences).
 JOINT = 2_300  # resample-from-target at each K and warping: power 0.9990

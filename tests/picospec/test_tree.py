@@ -198,7 +198,7 @@ def tree_decode(x, rng, draft_rng, branch, depth, sampled, options, one_hot=Fals
     return tuple(x[len(PROMPT):T])
 
 
-# Sequences per check, each sized by `python -m bench.power --only tree`: the broken
+# Sequences per check, each sized by `python -m tests.suite.power --only tree`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
 # least over the test's cases, measured on 20,000 fresh draws of n sequences).
 FOLLOWS = 980  # siblings-without-residual in each case: power 0.9991

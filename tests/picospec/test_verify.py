@@ -175,7 +175,7 @@ def iid_each_token_once(tokens, parents, Q, P, rng, draws):
     return verify_iid(tokens, parents, Q, P[keep], rng, [draws[j] for j in keep])
 
 
-# Sequences per check, each sized by `python -m bench.power --only verify`: the broken
+# Sequences per check, each sized by `python -m tests.suite.power --only verify`: the broken
 # variant named, planted in the same case, is rejected with the power given (at ALPHA; the
 # least over the test's cases, measured on 20,000 fresh draws of n sequences).
 FOLLOWS = 1_700  # iid-without-residual (the case's own rule without its residual): power 0.9992

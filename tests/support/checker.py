@@ -9,8 +9,8 @@ false-failure rate of the suite is at most 1e-4 times its number of checks (Bonf
 
 Sample sizes. Each test draws the sequences its deliberately broken variant needs: the smallest n at
 which that variant, planted in the same case, is rejected with probability >= 0.999 at ALPHA. The n,
-the variant and the measured power stand beside each test; `python -m bench.power` measures them
-afresh (and says how).
+the variant and the measured power stand beside each test; `python -m tests.suite.power` measures
+them afresh (and says how).
 
 Power of the check itself (tests/picospec/check/test_exact_law_power.py measures it by simulation;
 `python -m picospec.check --power` prints it) on the law of sequences of 5 tokens over a 3-token

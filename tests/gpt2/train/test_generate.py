@@ -24,9 +24,9 @@ def test_greedy_rows_equal_engine_greedy_decoding():
         assert x == row.tolist()
 
 
-# Rows per check, sized by `python -m bench.power --only generate`: rows sampled at temperature 1.5
-# are rejected against the law at each case's temperature with the power given (at ALPHA, the least
-# over the cases, measured on 20,000 fresh draws of n rows).
+# Rows per check, sized by `python -m tests.suite.power --only generate`: rows sampled at
+# temperature 1.5 are rejected against the law at each case's temperature with the power given (at
+# ALPHA, the least over the cases, measured on 20,000 fresh draws of n rows).
 ROWS = 290  # power 0.9994
 WEIGHTS = dict(n_vocab=4, n_ctx=16, n_embd=16, n_head=2, n_layer=2, seed=5, scale=0.7)
 X = [1, 3, 0]

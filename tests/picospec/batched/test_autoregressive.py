@@ -1,7 +1,8 @@
 """Batched autoregressive sampling (picospec/batched/autoregressive.py), the baseline of
 `main.py --batch`: with its own generator each row equals autoregressive_sampling alone, at
 temperature 0, 1 and 0.7 with top-k 5 and top-p 0.8 (so it has the single function's law, which
-tests/picospec/test_autoregressive.py checks); bench.mutants plants one generator for all rows.
+tests/picospec/test_autoregressive.py checks); tests.suite.mutants plants one generator for all
+rows.
 """
 import numpy as np
 import pytest

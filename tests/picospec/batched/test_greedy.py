@@ -3,8 +3,8 @@ drafts from one batched draft call per position, every row's chain scored in one
 call), row by row against greedy_decoding, on the built-in pair, with every schedule and the
 confidence stop: each row's tokens AND its steps (the tokens each target call added) equal
 greedy_decoding's on that prompt alone. Greedy text is the target's whatever K is, so the steps are
-what show a row's own K; bench.mutants plants one K shared by all rows and a confidence stop that
-ends every row's drafting, and this test catches both.
+what show a row's own K; tests.suite.mutants plants one K shared by all rows and a confidence stop
+that ends every row's drafting, and this test catches both.
 """
 import numpy as np
 import pytest

@@ -181,9 +181,10 @@ LAW_DRAFT = perturbed(LAW_TARGET, 0.6, seed=8)
 PROMPTS = [[1], [0, 2], [2, 2, 1]]
 CASES = [(1, {}), (2, dict(temperature=0.7)), (4, dict(top_k=2, top_p=0.9))]
 
-# Sequences per row's check, sized by `python -m bench.power --only batched_speculative`: recovering
-# from the target, planted in the same case, is rejected in every row with the power given (at
-# ALPHA; the least over the cases and rows, measured on 20,000 fresh draws of n sequences).
+# Sequences per row's check, sized by `python -m tests.suite.power --only batched_speculative`:
+# recovering from the target, planted in the same case, is rejected in every row with the power
+# given (at ALPHA; the least over the cases and rows, measured on 20,000 fresh draws of n
+# sequences).
 PER_ROW = 5_400  # recovered-from-the-target: power 0.9991
 BROKEN = 1_200  # itself (row 0): 0.9995
 

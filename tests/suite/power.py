@@ -2,9 +2,9 @@
 smallest number of sequences n at which the broken variant it is paired with is rejected with
 probability >= 0.999 at ALPHA = 1e-4.
 
-    python -m bench.power                           # every sized test: n it needs, n it uses, power
-    python -m bench.power --only speculative,medusa # the tests of these files (names: --list)
-    python -m bench.power --list
+    python -m tests.suite.power                     # every sized test: n it needs, n it uses, power
+    python -m tests.suite.power --only speculative,medusa # the tests of these files (names: --list)
+    python -m tests.suite.power --list
 
 How n is measured. The broken variant is planted as its test plants it and run M times (at least
 20,000, and at least 10 n); its empirical law of whole sequences p^ [C] is shrunk toward the exact
@@ -35,7 +35,7 @@ import numpy as np
 
 from picospec.check.exact_law import ALPHA, chi2_isf, g_statistic
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AT, REPEATS, Z = 0.999, 20_000, 2.0
 LEAST = 100  # fewer sequences pool nearly every cell into one
 WARPED = [{}, dict(temperature=0.7, top_k=2)]  # the cases of several pass tests

@@ -1,11 +1,11 @@
 """The README's demo as a user runs it: `python main.py` several times, on each kernel family.
 
-    python -m bench.demo --out docs/results/demo.md       # every family (bench/families.py)
-    python -m bench.demo --args "--method layer_skip" --runs 3
+    python -m tools.demo --out docs/results/demo.md       # every family (tools/families.py)
+    python -m tools.demo --args "--method layer_skip" --runs 3
 
 Each run is a fresh process, as a user's is (loading, warm-up and timing included). The page keeps
 the output of the run whose speedup is the median, and the speedup of every run: the spread a
-reader may expect on the same machine. `python -m bench.readme` copies each family's output into
+reader may expect on the same machine. `python -m tools.readme` copies each family's output into
 the README. Shapes: none; this file only runs the command.
 """
 import re
@@ -30,7 +30,7 @@ def speedup(output):
 
 def main(args="--method speculative --K 4", runs=5, out=None):
     """Run `python main.py ARGS` `runs` times -> the median run's output and every run's speedup."""
-    from bench.page import write_page
+    from tools.page import write_page
 
     outputs = []
     for i in range(runs):
@@ -59,6 +59,6 @@ OPTIONS = [
 ]
 
 if __name__ == "__main__":
-    from bench.families import command
+    from tools.families import command
 
     command(main, OPTIONS)

@@ -1,8 +1,8 @@
-"""python -m bench.self_draft as a user meets it: a model too deep to score every skip set, --task
-exits without a saved search or past the last layer, and a --runs path no folder can be made at are
-each refused with one line before any work; the --runs caches are keyed by the target's weights and
---steps / --n_windows, and a broken one is a miss. Random 2- and 12-layer models
-(tests/support/micro.py) with tiny-target's tokenizer keep each run to seconds."""
+"""python -m gpt2.train.self_draft as a user meets it: a model too deep to score every skip set,
+--task exits without a saved search or past the last layer, and a --runs path no folder can be
+made at are each refused with one line before any work; the --runs caches are keyed by the
+target's weights and --steps / --n_windows, and a broken one is a miss. Random 2- and 12-layer
+models (tests/support/micro.py) with tiny-target's tokenizer keep each run to seconds."""
 import shutil
 import types
 
@@ -43,7 +43,7 @@ CASES = [
      r"12 layers have 2\^24 = 16,777,216 skip sets, too many .*at most 7 layers.*--method "
      r"layer_skip --skip"),
     (["--task", "exits", "--target", "./m2"],
-     r"--task exits .*self_draft.json has none: run `python -m bench.self_draft --task search "
+     r"--task exits .*self_draft.json has none: run `python -m gpt2.train.self_draft --task search "
      r"--target ./m2` first"),
     (["--task", "exits", "--exit_layers", "9"],
      r"--exit_layers 9: tiny-target has 6 layers; exit after 1..5, not 9"),
@@ -58,7 +58,7 @@ CASES = [
 @pytest.mark.parametrize("args, message", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
 def test_mistakes_are_refused_before_any_work(args, message, folder):
     before = files_under(folder)
-    r = run_here(["-m", "bench.self_draft", *args, "--no-write"], folder)
+    r = run_here(["-m", "gpt2.train.self_draft", *args, "--no-write"], folder)
     assert_refused(r, message, folder, before, max_seconds=FAST)
     assert (folder / "notes.txt").read_text() == "a file, not a folder\n"
 
@@ -78,8 +78,8 @@ def test_the_library_refuses_too_many_layers_and_an_exit_past_the_last():
 
 @pytest.mark.slow
 def test_a_broken_search_cache_is_a_miss_and_is_rewritten_whole(folder):
-    args = ["-m", "bench.self_draft", "--task", "search", "--target", "./m2", *TINY, "--runs", "r",
-            "--no-write"]
+    args = ["-m", "gpt2.train.self_draft", "--task", "search", "--target", "./m2", *TINY, "--runs",
+            "r", "--no-write"]
     r = run_here(args, folder)
     assert r.returncode == 0, r.stderr
     (saved,) = (folder / "r").iterdir()
@@ -94,11 +94,11 @@ def test_a_broken_search_cache_is_a_miss_and_is_rewritten_whole(folder):
 
 @pytest.mark.slow
 def test_exit_adapters_are_kept_per_target_steps_and_windows(folder):
-    r = run_here(["-m", "bench.self_draft", "--task", "search", "--target", "./m2", *TINY, "--runs",
-                  "r"], folder)
+    r = run_here(["-m", "gpt2.train.self_draft", "--task", "search", "--target", "./m2", *TINY,
+                  "--runs", "r"], folder)
     assert r.returncode == 0, r.stderr
-    exits = ["-m", "bench.self_draft", "--task", "exits", "--target", "./m2", "--exit_layers", "1",
-             "--n_windows", "1", "--runs", "r", "--no-write"]
+    exits = ["-m", "gpt2.train.self_draft", "--task", "exits", "--target", "./m2", "--exit_layers",
+             "1", "--n_windows", "1", "--runs", "r", "--no-write"]
     for steps in ("1", "2"):
         r = run_here(exits + ["--steps", steps], folder)
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
@@ -108,7 +108,7 @@ def test_exit_adapters_are_kept_per_target_steps_and_windows(folder):
 
 
 def test_the_cache_key_tells_targets_apart():
-    from bench.self_draft import fingerprint
+    from gpt2.train.self_draft import fingerprint
 
     a, b, c = (types.SimpleNamespace(**dict(zip(("hparams", "params"),
                                                 random_gpt2(n_layer=2, seed=s))))

@@ -1,11 +1,11 @@
-"""A results page's commit row (bench/page.py commit): it says "with uncommitted changes" after an
+"""A results page's commit row (tools/page.py commit): it says "with uncommitted changes" after an
 edit anywhere in the code the page reports on (the algorithms, the model, the app, its door, the
 benchmarks, main.py), and only then: files git does not track, and prose, leave it clean."""
 import shutil
 
 import pytest
 
-from bench.page import commit
+from tools.page import commit
 from tests.support.tracked import new_checkout
 
 CODE_FILES = ["main.py", "bench/harness.py", "gpt2/model.py", "picospec/verify.py",

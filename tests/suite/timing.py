@@ -1,9 +1,9 @@
 """The test suite's cost: run it as CI does, then list where the time went.
 
     # the whole suite on 2 workers: wall time, the 40 slowest
-    python -m bench.suite
-    python -m bench.suite --marks "not slow"         # the quick tier
-    python -m bench.suite --out docs/results/suite.md    # once per kernel family (bench/families)
+    python -m tests.suite.timing
+    python -m tests.suite.timing --marks "not slow"         # the quick tier
+    python -m tests.suite.timing --out docs/results/suite.md   # once per kernel family
 
 Each test's time is its wall time inside its pytest-xdist worker (pytest's --junitxml), so the sums
 per file are what a file costs the workers; the suite's wall time and the CPU time of all its
@@ -19,9 +19,9 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
-from bench.page import page_of_output
+from tools.page import page_of_output
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_suite(workers, marks, xml):
@@ -82,7 +82,7 @@ def main(workers=2, marks=None, slowest=40, out=None):
 
 
 if __name__ == "__main__":
-    from bench.families import command
+    from tools.families import command
     from picospec_cli import Option
 
     command(main, [Option("workers", int, 2, "pytest-xdist workers (1: no xdist)", low=1, high=64),

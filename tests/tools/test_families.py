@@ -1,9 +1,9 @@
-"""bench/families.py: each kernel family runs in its own process and gets its own section."""
+"""tools/families.py: each kernel family runs in its own process and gets its own section."""
 import sys
 
 import pytest
 
-from bench import families
+from tools import families
 
 
 def test_without_drops_the_options_and_their_values():
@@ -46,7 +46,7 @@ def test_a_failing_family_stops_with_its_exit_status(tmp_path, monkeypatch):
 
 
 def test_a_family_that_fails_after_writing_its_page_leaves_nothing(tmp_path, monkeypatch):
-    """bench.suite writes its page, then exits 1 when a test failed: the page is removed."""
+    """tests.suite.timing writes its page, then exits 1 when a test failed: the page is removed."""
     child = tmp_path / "child.py"
     child.write_text("import sys\nopen(sys.argv[sys.argv.index('--out') + 1], 'w').write('x')\n"
                      "sys.exit(1)\n")

@@ -1,13 +1,13 @@
-"""The curated mutant list (bench/mutants.py) is well formed, so it cannot rot silently: every
+"""The curated mutant list (tests/suite/mutants.py) is well formed, so it cannot rot silently: every
 mutant's text occurs exactly once in its file, its test files exist, the five bugs the suite once
 missed are on it, and every area and every method of the table has a mutant on its rule and one on
-its record. The mutants themselves are not run here (that is `python -m bench.mutants`, minutes);
-only the list is read."""
+its record. The mutants themselves are not run here (that is `python -m tests.suite.mutants`,
+minutes); only the list is read."""
 import subprocess
 import sys
 from pathlib import Path
 
-from bench.mutants import KINDS, MUTANTS, Mutant, problems
+from tests.suite.mutants import KINDS, MUTANTS, Mutant, problems
 from picospec.methods import TABLE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def test_the_list_covers_the_issue_every_area_and_every_method():
 
 
 def test_list_and_unknown_names_through_the_door():
-    run = [sys.executable, "-m", "bench.mutants"]
+    run = [sys.executable, "-m", "tests.suite.mutants"]
     listed = subprocess.run(run + ["--list"], cwd=ROOT, capture_output=True, text=True)
     assert listed.returncode == 0 and len(listed.stdout.splitlines()) == len(MUTANTS)
     wrong = subprocess.run(run + ["--only", "no-such-mutant"], cwd=ROOT, capture_output=True,

@@ -3,12 +3,12 @@ checkout and run against the test files that use the module it breaks. A mutant 
 hole in the suite.
 
     # every mutant: caught / missed, by which test, time
-    python -m bench.mutants
-    python -m bench.mutants --only verify-tree-origins,batch-generators-by-row
-    python -m bench.mutants --list                            # the list only, nothing run
+    python -m tests.suite.mutants
+    python -m tests.suite.mutants --only verify-tree-origins,batch-generators-by-row
+    python -m tests.suite.mutants --list                            # the list only, nothing run
 
 A mutant is (name, area, kind, file, old, new, tests, why): `old` is a piece of `file` that must
-occur exactly once (tests/bench/test_mutants.py checks every one, so the list cannot rot silently;
+occur exactly once (tests/suite/test_mutants.py checks every one, so the list cannot rot silently;
 here a text not found is reported as an error of the list, never as caught); `new` replaces it;
 `tests` (files, or one test as file::name) are run one after another, each by `pytest -x -q -p
 no:cacheprovider`, until one fails: the pointed ones first, so a caught mutant costs seconds (one
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("rule", "record")
 
 
@@ -715,21 +715,21 @@ MUTANTS = (
            ("tests/picospec/test_sequoia.py::test_iid_acceptance_credits_the_draw_rank",),
            "the i.i.d. acceptance vector credits a node's index instead of its draw rank"),
     # --- the edges: the results pages and the kernel-family runner
-    Mutant("page-untracked-files-dirty", "pages", "record", "bench/page.py",
+    Mutant("page-untracked-files-dirty", "pages", "record", "tools/page.py",
            '"status", "--porcelain", "--untracked-files=no"', '"status", "--porcelain"',
-           ("tests/bench/test_page.py",),
+           ("tests/tools/test_page.py",),
            "any untracked file marks a page 'with uncommitted changes'"),
-    Mutant("page-app-not-watched", "pages", "record", "bench/page.py",
-           '"picospec", "picospec_app", "picospec_cli")', '"picospec")',
-           ("tests/bench/test_page.py",),
+    Mutant("page-app-not-watched", "pages", "record", "tools/page.py",
+           '"picospec", "picospec_app", "picospec_cli", "tools")', '"picospec", "tools")',
+           ("tests/tools/test_page.py",),
            "a page's commit row stays clean after an edit under picospec_app/ or picospec_cli/"),
-    Mutant("families-wait-without-page", "pages", "rule", "bench/families.py",
+    Mutant("families-wait-without-page", "pages", "rule", "tools/families.py",
            "wait_quiet(quiet) if quiet and out else", "wait_quiet(quiet) if quiet else",
-           ("tests/bench/test_families.py::test_no_page_no_wait",),
+           ("tests/tools/test_families.py::test_no_page_no_wait",),
            "the family runner waits for a quiet machine when no page is asked for"),
-    Mutant("families-relay-dies-on-closed-pipe", "pages", "rule", "bench/families.py",
+    Mutant("families-relay-dies-on-closed-pipe", "pages", "rule", "tools/families.py",
            "except (BrokenPipeError, ValueError):", "except ValueError:",
-           ("tests/bench/test_families.py::test_the_relay_outlives_a_closed_reader",),
+           ("tests/tools/test_families.py::test_the_relay_outlives_a_closed_reader",),
            "a bench command piped to head: a BrokenPipeError traceback from the relay thread"),
     # --- the edges: the tree checks read the project's tracked files only
     Mutant("tree-checks-read-untracked", "tree checks", "rule", "tests/support/tracked.py",
@@ -985,13 +985,14 @@ def main(only=None, timeout=300, list=False, out=None):
     chosen = [m for m in MUTANTS if not only or m.name in only]
     unknown = sorted(set(only or ()) - {m.name for m in MUTANTS})
     if unknown:
-        raise ValueError(f"unknown mutant {', '.join(unknown)}: see python -m bench.mutants --list")
+        raise ValueError(f"unknown mutant {', '.join(unknown)}: see python -m tests.suite.mutants "
+                         f"--list")
     width = max(len(m.name) for m in chosen)
     if list:
         for m in chosen:
             print(f"{m.name:<{width}}  {m.area:<14} {m.kind:<6} {m.file}: {m.why}")
         return
-    from bench.page import page_of_output
+    from tools.page import page_of_output
 
     with page_of_output(out, threads="one pytest run at a time, BLAS as each test sets it",
                         fenced=True):

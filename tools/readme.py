@@ -1,9 +1,9 @@
 """Regenerate the tables of README.md and docs/ from their sources, so that they cannot drift.
 
-    python -m bench.readme            # rewrite every generated section
-    python -m bench.readme --check    # exit 2 if a section differs from its source (a test runs it)
+    python -m tools.readme            # rewrite every generated section
+    python -m tools.readme --check    # exit 2 if a section differs from its source (a test runs it)
 
-Each generated section sits between two markers, <!-- NAME:begin (python -m bench.readme) --> and
+Each generated section sits between two markers, <!-- NAME:begin (python -m tools.readme) --> and
 <!-- NAME:end -->. Sources: the method table (picospec/methods.py) for the method tables; the
 results pages docs/results/demo.md (the demo on each kernel family), panels.md (every row on each
 kernel family), gpu.md (every row on a GPU), engine.md and engine_gpu.md (c(5)) for the README's
@@ -21,7 +21,7 @@ DEMO_PAGE = "docs/results/demo.md"
 
 
 def markers(name):
-    return f"<!-- {name}:begin (python -m bench.readme) -->", f"<!-- {name}:end -->"
+    return f"<!-- {name}:begin (python -m tools.readme) -->", f"<!-- {name}:end -->"
 
 
 def section(text, name="methods", path="README.md"):
@@ -217,7 +217,7 @@ def main(check=False, root=ROOT):
         return
     if check:
         raise ValueError(f"generated tables differ from their sources: {', '.join(stale)}; "
-                         "run python -m bench.readme")
+                         "run python -m tools.readme")
     for path in dict.fromkeys(p for p, _, _ in GENERATED):
         tmp = root / f"{path}.tmp"
         tmp.write_text(texts[path], encoding="utf-8")

@@ -100,7 +100,7 @@ def run_child(args, env):
 
 def by_family(module, families, quiet, out):
     """Run `python -m module ARGS --child` once per family; with out, one page of their pages."""
-    from bench.page import read_page, write_page
+    from tools.page import read_page, write_page
 
     argv, here, sections = without(sys.argv[1:], ("--out", "--families", "--quiet")), \
         families_here(), []

@@ -1,4 +1,5 @@
-"""Results pages: what a benchmark printed, under the protocol it ran with, written by itself.
+"""Results pages: what a benchmark printed, under the protocol it ran with, written by itself;
+the protocol line every benchmark prints first (header).
 
     python -m bench.harness --out docs/results/harness.md   # each benchmark with figures has --out
 
@@ -17,9 +18,13 @@ import sys
 import time
 from pathlib import Path
 
+from picospec_app.machine import panels_line, wide_line
+from picospec_app.settings import read_settings
+
 ROOT = Path(__file__).resolve().parents[1]
-# what a figure depends on: the algorithms, the model, the app and its door, the benchmarks
-CODE = ("main.py", "bench", "gpt2", "picospec", "picospec_app", "picospec_cli")
+# what a figure depends on: the algorithms, the model, the app and its door, the benchmarks and
+# the tools that run them
+CODE = ("main.py", "bench", "gpt2", "picospec", "picospec_app", "picospec_cli", "tools")
 
 
 def command_line():
@@ -146,3 +151,20 @@ def page_of_output(path, threads=None, fenced=False):
     finally:
         sys.stdout = real
     write_page(path, printed.getvalue(), threads, fenced)
+
+
+def header(threads):
+    """The protocol line every benchmark prints first: BLAS threads, weight panels, the static step
+    (gpt2/fast/static.py) and the machine's load when it started."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    static = "on (PICOSPEC_STATIC=1; CUDA graphs on a GPU)" if read_settings().static else "off"
+    return (f"BLAS threads {threads['threads']} ({threads['why']}; the library reports "
+            f"{threads['blas']}{wide_line(threads)}), weight panels {panels_line(threads)}, static "
+            f"step {static}, {os.cpu_count()} CPUs, 1-minute load {load:.2f} at start")
+
+
+def write_text(path, text):
+    """Write a table atomically: a temp file in the same folder, renamed over path."""
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
