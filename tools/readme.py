@@ -172,24 +172,36 @@ def cost_curve(root):
     return "\n".join(lines)
 
 
-FIGURES = re.compile(r"^(\$ |```|── |\d+ tokens in |speedup |why: |limit here: |BLAS: )")
+DEMO_FIGURES = {  # what the table shows of each family's run -> its pattern in the output
+    "speedup, runs of the command: median (range)": r"Speedup over \d+ runs .*: median ([\d.]+x), "
+                                                   r"range ([\d.]+-[\d.]+x)",
+    "c": r"^why: .*a target call costs c = ([\d.]+)",
+    "c_d": r"^why: .*a draft call c_d = ([\d.]+)",
+    "cost model": r"^why: .* = ([\d.]+x) predicted",
+    "limit here": r"^limit here: (\w+)"}
 
 
 def demo(root):
-    """The README's demo: main.py's output on each kernel family (docs/results/demo.md); after
-    the first family only the lines with figures (the text is the same)."""
-    out = []
-    for i, (family, text) in enumerate(by_family(page(root, DEMO_PAGE)).items()):
+    """The README's demo: main.py's output on the first kernel family (docs/results/demo.md), then
+    one row of figures per family (the text is the same on each)."""
+    families = by_family(page(root, DEMO_PAGE))
+    head = list(DEMO_FIGURES)
+    rows = ["| OpenBLAS kernels | 1-minute load at the start | " + " | ".join(head) + " |",
+            "|---" * (len(head) + 2) + "|"]
+    for family, text in families.items():
         load = protocol_field(text, "load").split(" at the start")[0]
-        body = text.split("\n\n", 2)[2].strip() if text.lstrip().startswith("|") else text.strip()
-        if i:
-            body = "\n".join(line for line in body.splitlines()
-                             if FIGURES.match(line) or line.startswith("Speedup over"))
-            body = body.replace("\n```\nSpeedup", "\n```\n\nSpeedup")
-        out += [f"**OpenBLAS {family} kernels** (1-minute load {load} at the start; "
-                f"[results/demo.md](docs/results/demo.md)" + ("; the same text as above" * bool(i))
-                + "):", "", body, ""]
-    return "\n".join(out).rstrip()
+        cells = []
+        for name, pattern in DEMO_FIGURES.items():
+            if (m := re.search(pattern, text, flags=re.M)) is None:
+                raise ValueError(f"{DEMO_PAGE} ({family} kernels) prints no {name}: run "
+                                 f"python -m tools.demo --out {DEMO_PAGE}")
+            cells.append(" (".join(m.groups()) + ")" * (len(m.groups()) - 1))
+        rows.append(f"| {family} | {load} | " + " | ".join(cells) + " |")
+    family, text = next(iter(families.items()))
+    body = text.split("\n\n", 2)[2].strip() if text.lstrip().startswith("|") else text.strip()
+    body = body.split("\n\nSpeedup over")[0]
+    return "\n".join([f"**OpenBLAS {family} kernels** ([results/demo.md](docs/results/demo.md)):",
+                      "", body, "", *rows])
 
 
 GENERATED = [("README.md", "methods", lambda root: method_summary()),
