@@ -16,7 +16,7 @@ from gpt2.model import gpt2, gpt2_hidden
 from picospec.autoregressive import autoregressive_sampling
 from picospec.batched.speculative import batch_speculative_sampling
 
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=50, n_ctx=32, n_embd=16, n_head=2, n_layer=2, seed=1)

@@ -3,7 +3,7 @@ sequences at a temperature; a sampler that ignores the temperature is caught by 
 
 Toy models over a 3-token vocabulary; sequences of N = 5 new tokens (243 cells). The check draws the
 sequences its broken variant needs (measured by `python -m tests.suite.power --only autoregressive`;
-tests/support/checker.py has the G-test and its error rates).
+tests/__init__.py has the G-test and its error rates).
 """
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ import pytest
 import picospec.autoregressive as ars
 from picospec.autoregressive import autoregressive_sampling
 
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.toy import random_toy
 
 N, PROMPT = 5, [1]

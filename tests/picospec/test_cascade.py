@@ -14,7 +14,7 @@ from picospec.theory import (cascade_speedup, expected_speedup, expected_tokens_
                              expected_tokens_per_call, steps_to_draft)
 
 from tests.support.broken_verifiers import resample_from_target  # the bug: q, not the residual
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.toy import perturbed, random_toy
 
 N, PROMPT = 5, [1]

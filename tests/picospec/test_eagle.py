@@ -13,7 +13,7 @@ from picospec.eagle import eagle_decoding, static_tree
 from picospec.sampling import sample
 
 from tests.support.broken_verifiers import one_hot_without_residual
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.feature_toys import engine_and_head, toy_pair
 
 

@@ -12,7 +12,7 @@ from picospec.autoregressive import autoregressive_sampling
 from picospec.eagle2 import dynamic_tree, eagle2_decoding, expand, rerank
 
 from tests.support.broken_verifiers import one_hot_without_residual  # noqa: F401  (tests.suite.power)
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.feature_toys import ToyDraft, engine_and_head, toy_pair
 from tests.support.toy import random_toy
 

@@ -11,7 +11,7 @@ from picospec.lookahead import (attention_mask, collect_ngrams, lookahead_decodi
                                 pool_guesses, verification_branch)
 
 from tests.support.broken_verifiers import first_guess_unverified
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.micro import random_gpt2
 from tests.support.toy import random_toy_tree
 

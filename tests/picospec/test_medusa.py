@@ -11,7 +11,7 @@ from picospec.medusa import medusa_decoding
 from picospec.tree import chain_choices
 
 from tests.support.broken_verifiers import longest_match
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.micro import model_and_heads
 from tests.support.trees import SEED_CHOICES
 from tests.support.trees import TREES

@@ -8,7 +8,7 @@ from picospec.autoregressive import autoregressive_sampling
 from picospec.prompt_lookup import find_candidates, prompt_lookup_decoding
 from picospec.sampling import sample
 
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.toy import random_toy
 
 

@@ -14,7 +14,7 @@ from picospec.sampling import sample
 from picospec.tree import paths
 
 from tests.support.broken_verifiers import unverified
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.micro import random_gpt2
 from tests.support.toy import random_toy_tree
 

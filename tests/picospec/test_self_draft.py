@@ -13,7 +13,7 @@ from picospec.sampling import sample, warp
 from picospec.self_draft import adapt_threshold, self_speculative_decoding
 
 from tests.support.broken_verifiers import resample_from_target  # the bug: q, not the residual
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.methods import ADAPTIVE
 from tests.support.toy import perturbed, random_toy
 

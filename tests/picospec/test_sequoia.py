@@ -18,7 +18,7 @@ from picospec.sequoia import (acceptance_vector, all_trees, choose_size, sequoia
                               sequoia_tree, tree_value)
 from picospec.verify import verify_iid
 
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.toy import MaskedToyTree, Toy1
 from tests.support.toy import Toy, random_toy, random_toy_tree
 

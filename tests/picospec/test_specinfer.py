@@ -12,7 +12,7 @@ from picospec.specinfer import grow, specinfer_decoding
 from picospec.tree import DrawTrie
 from picospec.verify import verify_iid
 
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.toy import MaskedToyTree, Toy1, sibling_mask
 from tests.support.toy import Toy, random_toy, random_toy_tree
 

@@ -4,7 +4,7 @@ by the same check.
 Toy models over a 3-token vocabulary; sequences of N = 5 new tokens (243 cells). Each check draws
 the sequences its broken variant needs: the smallest n at which that variant is rejected with
 probability >= 0.999 (measured by `python -m tests.suite.power --only speculative`;
-tests/support/checker.py has the G-test and its error rates).
+tests/__init__.py has the G-test and its error rates).
 """
 import numpy as np
 import pytest
@@ -15,7 +15,7 @@ from picospec.sampling import sample, warp
 from picospec.speculative import speculative_sampling
 
 from tests.support.broken_verifiers import resample_from_target
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.toy import Toy, perturbed, random_toy
 
 N, PROMPT = 5, [1]
@@ -101,14 +101,14 @@ def warp_draft_only(probs, **options):  # bug: the target's [k+1, V] rows go unw
     return probs if np.ndim(probs) == 2 else warp(probs, **options)
 
 
-@pytest.mark.parametrize("patch, options",
+@pytest.mark.parametrize("name, broken",
                          [("verify_chain", accept_everything),
                           ("verify_chain", resample_from_target),
-                                            ("sample", argmax_sample), ("warp", warp_draft_only)],
+                          ("sample", argmax_sample), ("warp", warp_draft_only)],
                          ids=["accept-everything", "resample-from-target", "argmax-draft",
                               "warp-draft-only"])
-def test_broken_samplers_are_rejected(request, monkeypatch, patch, options):
-    name, broken = patch, options
+def test_broken_samplers_are_rejected(request, monkeypatch, name, broken):
+    """Each broken piece planted in speculative sampling's module fails the exact-law check."""
     monkeypatch.setattr(sps, name, broken)
     opts = dict(temperature=0.6) if name == "warp" else {}
     n = BROKEN[request.node.callspec.id]

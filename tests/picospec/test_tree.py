@@ -10,7 +10,7 @@ from picospec.tree import greedy_path, medusa_buffers, paths, prune, sparse_tree
 from picospec.verify import verify_tree
 
 from tests.support.broken_verifiers import longest_match
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.toy import random_toy
 from tests.support.trees import SEED_CHOICES
 

@@ -19,7 +19,7 @@ from picospec.tree import DrawTrie, ancestor_mask
 from picospec.verify import one_hot, verify_distinct, verify_iid, verify_siblings, verify_tree, \
     verify_without_replacement
 
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.toy import MaskedToyTree, Toy1, sibling_mask
 from tests.support.toy import random_toy, random_toy_tree
 

@@ -390,8 +390,8 @@ def sampled_law_rows(name, value):  # -> per prompt, LAW_ROWS continuations from
 @pytest.mark.parametrize("name", list(ROTATION))
 def test_every_lossless_row_keeps_the_target_law_on_a_fast_value(name):
     """750 runs per prompt, G-tested against the micro target's exact law
-    (tests/support/checker.py)."""
-    from tests.support.checker import check_law, exact_law
+    (tests/__init__.py)."""
+    from picospec.check.exact_law import check_law, exact_law
 
     target = GPT2(*MICRO_T, ops="reference")
     for prompt, rows in zip(LAW_PROMPTS, sampled_law_rows(name, ROTATION[name])):
@@ -402,7 +402,7 @@ def test_a_broken_sampler_on_a_fast_value_is_rejected(monkeypatch):
     """Recovering from the target instead of the residual, with the panels forced on: the same
     check fails."""
     import picospec.batched.rejection as rejection
-    from tests.support.checker import check_law, exact_law
+    from picospec.check.exact_law import check_law, exact_law
 
     monkeypatch.setattr(rejection, "recovered_probs", lambda q, p: q)
     target = GPT2(*MICRO_T, ops="reference")

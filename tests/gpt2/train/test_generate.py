@@ -7,7 +7,7 @@ import pytest
 from gpt2.engine import GPT2
 from gpt2.train.generate import generate_batch
 
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.micro import random_gpt2
 
 

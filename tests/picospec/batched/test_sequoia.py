@@ -1,7 +1,7 @@
 """Batched Sequoia (picospec/batched/sequoia.py batch_sequoia_decoding): every row's tree grown by
 the draft one level per batched tree call, every row's tree verified in one batched target call.
 Each row is held to the single form on its prompt alone with its own generator
-(tests/support/token_trees.py), so it has the law that tests/picospec/test_sequoia.py checks:
+(tests/support/batched_trees.py), so it has the law that tests/picospec/test_sequoia.py checks:
 
 - on micro GPT-2s of three tokens, 48 rows, branching trees, nodes accepted and rejected, at 0.7
   with top-k 2; judging the without-replacement siblings by the i.i.d. rule, planted in the batched
@@ -14,7 +14,7 @@ import pytest
 from picospec.verify import verify_iid
 
 from tests.support.batchrows import built_in, model
-from tests.support.token_trees import built_in_rows, micro_rows
+from tests.support.batched_trees import built_in_rows, micro_rows
 
 
 def test_micro_rows_equal_each_row_alone(monkeypatch):

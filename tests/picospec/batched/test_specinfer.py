@@ -2,7 +2,7 @@
 grown by the draft one level per batched tree call, every row's tree verified in one batched target
 call.
 Each row is held to the single form on its prompt alone with its own generator
-(tests/support/token_trees.py), so it has the law that tests/picospec/test_specinfer.py checks:
+(tests/support/batched_trees.py), so it has the law that tests/picospec/test_specinfer.py checks:
 
 - on micro GPT-2s of three tokens (the draft's tree calls go through BatchGPT2.tree too), 48 rows,
   branching trees, nodes accepted and rejected, at temperature 1; taking the first drawn path
@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.batchrows import built_in, model
 from tests.support.broken_verifiers import unverified
-from tests.support.token_trees import built_in_rows, micro_rows
+from tests.support.batched_trees import built_in_rows, micro_rows
 
 
 def test_micro_rows_equal_each_row_alone(monkeypatch):

@@ -19,7 +19,7 @@ from picospec.autoregressive import autoregressive_sampling
 from picospec.batched.loop import batched
 from picospec.batched.speculative import batch_speculative_sampling
 
-from tests.support.checker import check_law, exact_law
+from picospec.check.exact_law import check_law, exact_law
 from tests.support.toy import Toy, perturbed, random_toy
 
 N = 12

@@ -3,7 +3,7 @@
 Samples are drawn straight from a perturbed exact law (no sampler involved), SAMPLES sequences per
 check as in the suite, and the share of draws the G-test rejects at ALPHA is the power
 (picospec.check.exact_law.power). POWER records the total-variation errors that
-tests/support/checker.py states, and the test asserts power >= 0.9 at each, and that at a TV ten
+tests/__init__.py states, and the test asserts power >= 0.9 at each, and that at a TV ten
 times smaller the checker is (correctly) unable to tell: so the stated threshold is the measured
 one, not a bound. `python -m picospec.check --power` prints the same table, measured afresh.
 """
@@ -17,7 +17,7 @@ import pytest
 
 from picospec.check.exact_law import SHAPES, law_vector, perturb, power, random_toy
 
-from tests.support.checker import ALPHA, SAMPLES, SAMPLES_HIGH, exact_law, g_test
+from picospec.check.exact_law import ALPHA, SAMPLES, SAMPLES_HIGH, exact_law, g_test
 
 ROOT = Path(__file__).resolve().parents[3]
 REPEATS = 100
