@@ -94,15 +94,37 @@ def check_value(option, value):
         raise UsageError(message if message.startswith("--") else f"{flag} {value}: {message}")
 
 
-class Parser(argparse.ArgumentParser):  # values verbatim, each mistake one UsageError line
-    def _get_values(self, action, strings):  # argparse would drop a value "--"
-        return strings[0] if action.nargs is None else super()._get_values(action, strings)
+MARK = "\0"  # argv never holds it: it marks a value argparse would take for an option
 
-    def _parse_optional(self, word):  # -1e-3 and -inf are values, as -3 is
-        try:
-            float(word)
-        except ValueError:
-            return super()._parse_optional(word)
+
+def number(word):
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def marked(argv, valued):
+    """argv with each value argparse would read as an option or as the end of options (-3, -1e-3,
+    -inf, --) marked, after a `--name` in `valued` or in `--name=VALUE`. Example: --K -1e-3 ->
+    --K MARK-1e-3; a value that is no number (--prompt -x) stays as it is."""
+    out, after = [], False
+    for word in argv:
+        name, equals, value = word.partition("=")
+        if after and (word == "--" or word[:1] == "-" and number(word)):
+            word = MARK + word
+        elif word[:2] == "--" and equals and value[:1] == "-":
+            word = f"{name}={MARK}{value}"
+        after = word[:2] == "--" and not equals and word[2:] in valued
+        out.append(word)
+    return out
+
+
+class Parser(argparse.ArgumentParser):  # each mistake one UsageError line
+    def __init__(self, kinds, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kinds = kinds  # {option name: its type}
 
     def error(self, message):
         flags = message.removeprefix("argument ").split(":")[0].split("/")  # -h/--help
@@ -110,7 +132,7 @@ class Parser(argparse.ArgumentParser):  # values verbatim, each mistake one Usag
         if name == "help" and "ignored explicit argument" in message:
             message = "--help takes no value: write --help (or -h) alone"
         elif "expected one argument" in message:
-            message = (f"--{name} needs a value ({KINDS[self.types[name]][0]}); one that starts "
+            message = (f"--{name} needs a value ({KINDS[self.kinds[name]][0]}); one that starts "
                        f"with - is written --{name}=VALUE")
         elif "ignored explicit argument" in message:
             message = f"--{name} is a switch: write --{name} or --no-{name}, with no value"
@@ -126,10 +148,10 @@ class Once(argparse.Action):
 
 def parser(options, prog=None, doc=None, words=None, epilog=None):
     """The parser of `options` (and bare words, named `words`); -h lists each with its default."""
-    p = Parser(prog, f"{prog} {words + ' ... ' if words else ''}[--option value ...]", doc, epilog,
+    p = Parser({o.name: o.type for o in options}, prog,
+               f"{prog} {words + ' ... ' if words else ''}[--option value ...]", doc, epilog,
                formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
                argument_default=argparse.SUPPRESS, add_help=False)
-    p.types = {o.name: o.type for o in options}
     p.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     if words:
         p.add_argument("words", nargs="*", default=[], help=argparse.SUPPRESS)
@@ -148,19 +170,21 @@ def read(argv, options, words=None):
     """argparse's one pass -> {name: text, or True / False for a switch} of the options given
     ("help": True for -h; "words": the bare words of a command that takes them)."""
     p = parser(options, words=words)
-    given, rest = p.parse_known_intermixed_args(argv) if words else p.parse_known_args(argv)
+    argv = list(argv)
+    marks = marked(argv, {o.name for o in options if o.type is not bool})
+    given, rest = p.parse_known_intermixed_args(marks) if words else p.parse_known_args(marks)
     for word in rest:
         if not (word[:2] == "--" and len(word) > 2 or word[:1] == "-" and word[1:2].isalpha()):
-            before = argv[argv.index(word) - 1] if argv.index(word) else ""
-            if p.types.get(before.lstrip("-").removeprefix("no-")) is bool:
+            before = argv[marks.index(word) - 1] if marks.index(word) else ""
+            if p.kinds.get(before.lstrip("-").removeprefix("no-")) is bool:
                 raise UsageError(f"{before} is a switch and takes no value; got {word!r} after it")
             raise UsageError(f"unexpected argument {word!r}: options are written --name value; "
                              f"quote text with spaces (see --help)")
-        names = [*p.types, *(f"no-{o.name}" for o in options if o.type is bool)]
+        names = [*p.kinds, *(f"no-{o.name}" for o in options if o.type is bool)]
         near = difflib.get_close_matches(word.split("=")[0].lstrip("-"), names, 1, 0.6)
         raise UsageError(f"unknown option {word.split('=')[0]}"
                          + (f": did you mean --{near[0]}?" if near else "") + " (see --help)")
-    return vars(given)
+    return {k: v.removeprefix(MARK) if isinstance(v, str) else v for k, v in vars(given).items()}
 
 
 def settle(given, options, elsewhere=None):

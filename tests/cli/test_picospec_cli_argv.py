@@ -1,0 +1,94 @@
+"""The door at the level of argv: what `read` and `parse` make of each word, and the one line a
+mistake gets, pinned so that the door can rest on argparse's public interface alone (no private
+name of argparse, a test reads the source) whatever the Python version does with words that start
+with -."""
+import ast
+from pathlib import Path
+
+import pytest
+
+import picospec_cli
+from picospec_cli import Option, UsageError, parse, read
+
+OPTIONS = [Option("K", int, 4, "drafts", low=1), Option("temperature", float, 0.0, "T", low=0),
+           Option("prompt", str, "hi", "text"), Option("json", bool, False, "JSON")]
+
+
+@pytest.mark.parametrize("argv, given", [
+    (["--K", "-3"], {"K": "-3"}),
+    (["--temperature", "-1e-3"], {"temperature": "-1e-3"}),
+    (["--temperature", "-inf"], {"temperature": "-inf"}),
+    (["--temperature", "-.5"], {"temperature": "-.5"}),
+    (["--K=-3"], {"K": "-3"}),
+    (["--prompt", "--"], {"prompt": "--"}),
+    (["--prompt=--"], {"prompt": "--"}),
+    (["--prompt=-x"], {"prompt": "-x"}),
+    (["--prompt=--x=y"], {"prompt": "--x=y"}),
+    (["--prompt", "-1e5", "--json"], {"prompt": "-1e5", "json": True}),
+    (["--no-json", "--K", "2"], {"json": False, "K": "2"}),
+])
+def test_values_that_start_with_a_dash_arrive_verbatim(argv, given):
+    assert read(argv, OPTIONS) == given
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--K", "-3"], "--K must be >= 1; got -3"),
+    (["--temperature", "-1e-3"], "--temperature must be >= 0; got -0.001"),
+    (["--temperature", "-inf"], "--temperature must be a finite number; got '-inf'"),
+    (["--prompt", "-x"], "--prompt needs a value (text); one that starts with - is written "
+                         "--prompt=VALUE"),
+    (["--K"], "--K needs a value (an integer); one that starts with - is written --K=VALUE"),
+    (["--temperatur", "1"],
+     "unknown option --temperatur: did you mean --temperature? (see --help)"),
+    (["--help=yes"], "--help takes no value: write --help (or -h) alone"),
+    (["--json=yes"], "--json is a switch: write --json or --no-json, with no value"),
+    (["--json", "3"], "--json is a switch and takes no value; got '3' after it"),
+    (["--K", "2", "--K", "3"], "--K is given twice: keep one"),
+    (["words"], "unexpected argument 'words': options are written --name value; quote text with "
+                "spaces (see --help)"),
+    (["--pro", "x"], "unknown option --pro: did you mean --prompt? (see --help)"),
+])
+def test_each_mistake_is_one_line(argv, line):
+    with pytest.raises(UsageError) as e:
+        parse(argv, OPTIONS)
+    assert str(e.value) == line
+
+
+def test_bare_words_and_values_of_a_command_that_takes_words():
+    given = read(["mod:f", "--K", "-3", "--prompt", "--"], OPTIONS, words="SAMPLER")
+    assert given == {"words": ["mod:f"], "K": "-3", "prompt": "--"}
+
+
+def test_no_prefix_matching_and_help_alone():
+    assert parse(["-h"], OPTIONS)[0] == {"help": True}
+    with pytest.raises(UsageError, match="unknown option --temp"):
+        parse(["--temp", "1"], OPTIONS)
+
+
+# namedtuple's documented methods, named with a leading underscore to stay out of the fields' way
+PUBLIC = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}
+
+
+def private_names(source):
+    """Names of the form _x (not __x__) that a source reaches through an attribute, defines as a
+    method, or imports: argparse's privates, which the next Python release may change."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = ([node.attr] if isinstance(node, ast.Attribute) else
+                 [node.name] if isinstance(node, ast.FunctionDef) else
+                 [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else [])
+        found += [n for n in names if n.startswith("_") and not n.endswith("__")
+                  and n not in PUBLIC]
+    return found
+
+
+def test_the_door_uses_no_private_name_of_argparse():
+    assert private_names(Path(picospec_cli.__file__).read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("code", [
+    "class P(argparse.ArgumentParser):\n    def _get_values(self, a, s):\n        pass\n",
+    "p._actions\n", "from argparse import _SubParsersAction\n",
+    "super()._parse_optional(word)\n"])
+def test_a_private_name_is_caught(code):
+    assert private_names(code)
