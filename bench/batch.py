@@ -55,6 +55,7 @@ import time
 
 import numpy as np
 
+from gpt2.fast.policy import Wide
 from picospec_app.settings import engine_choices
 from picospec_cli import Option
 from tools.families import command
@@ -209,14 +210,14 @@ def with_wide(run, models, threads):
     """`run` with the engines' wide forwards (gpt2/fast/policy.py) on `threads` threads instead of
     their wide count."""
     def run_with():
-        saved = [m.forward.threads.wide for m in models]
+        saved = [m.plan.threads.wide for m in models]
         for m in models:
-            m.forward.threads.wide = (threads, "set by the benchmark")
+            m.plan.threads.wide = Wide(threads, "set by the benchmark")
         try:
             return run()
         finally:
             for m, wide in zip(models, saved):
-                m.forward.threads.wide = wide
+                m.plan.threads.wide = wide
     return run_with
 
 

@@ -164,7 +164,7 @@ class StubForward:
         self.h = xp.zeros((1, 64, n_embd), dtype="float32")
 
     def __call__(self, inputs, cache, **_):  # inputs [B, n_seq] -> [B, n_seq, n_embd]
-        cache.n += inputs.shape[1]
+        cache.advance(inputs.shape[1])
         return self.h[:, :inputs.shape[1]].repeat(len(inputs), 0)
 
 
@@ -177,17 +177,17 @@ def engine_overhead(model, x, n_cache, sync):
 
     import gpt2.engine as engine_module
 
-    real, forward = engine_module.gpt2_hidden, model.forward
+    real, plan = engine_module.gpt2_hidden, model.plan
     engine_module.gpt2_hidden = StubForward(model.xp, model.hparams["n_embd"])
-    stub = dataclasses.replace(forward, head=model.xp.zeros((model.hparams["n_embd"], 1),
-                                                            dtype="float32"))
-    model.forward = model.engine.forward = stub
+    stub = dataclasses.replace(plan, head=model.xp.zeros((model.hparams["n_embd"], 1),
+                                                         dtype="float32"))
+    model.plan = model.engine.plan = stub
     y = x[:n_cache + 1]
     try:  # 100 calls per timing: one call is microseconds, near the clocks' own cost
         cpu, wall = timed(lambda: [model.logits(y) for _ in range(100)], sync)
     finally:
         engine_module.gpt2_hidden = real
-        model.forward = model.engine.forward = forward
+        model.plan = model.engine.plan = plan
     # the stub left zeros where the new token's keys go: the next call runs it for real
     model(x[:n_cache])
     return cpu / 100, wall / 100
@@ -232,7 +232,7 @@ def bench(size, device, n_cache, Ms, repeats, threads=None):
                       repeats) if device == "cpu" else {}
     return {"size": size, "weight_MB": weight_bytes / 1e6, "bandwidth_GBps": bw / 1e9,
             "roofline_ms": weight_bytes / bw * 1e3, "cpu": cpu, "wall": wall, "rates": rates,
-            "grid": grid, "panels": model.forward.panels["on"]}
+            "grid": grid, "panels": model.plan.panels_report["on"]}
 
 
 def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, repeats=9, threads=1,

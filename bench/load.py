@@ -60,7 +60,7 @@ def verification_cost(model, threads, repeats=8, prompt=128):
     model(x[:prompt])
     out = {}
     for n in threads:
-        model.forward.threads.choose(n)  # n threads for every product of the engine
+        model.plan.threads.choose(n)  # n threads for every product of the engine
         for M in (1, 5):
             times = []
             for _ in range(repeats):
@@ -109,7 +109,7 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
                     # would when it starts; the default is every product on the BLAS's own count
                     free = free_cores()  # the cores idle under this load
                     for m in (t, d):
-                        m.forward.threads.choose(None if way == "policy" else default, free)
+                        m.plan.threads.choose(None if way == "policy" else default, free)
                     policy = policy_of(t)
                     n, wide = policy["blas"] or policy["threads"], policy["wide"]["threads"]
                     used.append(f"{n}" + (f" (wide {wide})" if wide != n else ""))

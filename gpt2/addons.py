@@ -6,7 +6,7 @@ or early_exit; eagle.json: eagle; self_draft.json: skip_set or exit_layer), else
 """
 from pathlib import Path
 
-KINDS = {"medusa": "Medusa heads", "blockwise": "Blockwise heads", "early_exit": "an exit adapter",
+NAMES = {"medusa": "Medusa heads", "blockwise": "Blockwise heads", "early_exit": "an exit adapter",
          "eagle": "an EAGLE head", "model": "a model (config.json, model.safetensors)"}
 HEADS_KINDS = ("medusa", "blockwise", "early_exit")  # the kinds heads.json may declare
 USED_BY = {"medusa": "--method medusa", "blockwise": "--method blockwise",
@@ -24,7 +24,7 @@ def heads_kind(config):
 
 
 def folder_kind(folder):
-    """The kind of add-on in `folder` (a key of KINDS), or None."""
+    """The kind of add-on in `folder` (a key of NAMES), or None."""
     folder = Path(folder)
     if (folder / "heads.json").is_file():
         return heads_kind(read_heads_config(folder / "heads.json"))
@@ -45,10 +45,10 @@ def check_kind(folder, kind, where, method):
     if held in (kind, None) or kind == "model" and is_model(folder):
         return
     inside = held == "model" and (Path(folder) / kind).is_dir()
-    raise ValueError(f"{where} holds {KINDS[held]} (for {USED_BY[held]}), not the "
-                     f"{KINDS[kind].removeprefix('an ').removeprefix('a ')} that {method} runs on"
+    raise ValueError(f"{where} holds {NAMES[held]} (for {USED_BY[held]}), not the "
+                     f"{NAMES[kind].removeprefix('an ').removeprefix('a ')} that {method} runs on"
                      f"{f' (its {kind}/ folder may)' if inside else ''}: pass a folder of "
-                     f"{KINDS[kind]}, or use this one with {USED_BY[held]}")
+                     f"{NAMES[kind]}, or use this one with {USED_BY[held]}")
 
 
 ACTIVATIONS = ("silu", "relu")  # of Medusa heads (SiLU), Blockwise heads (ReLU), exit adapters

@@ -21,8 +21,13 @@ class KVCache:
         self.rows = None  # which rows the B sequences of a pass at `slots` use (None: the first B)
 
     @property
-    def n_ctx(self):
+    def n_ctx(self):  # slots per row: the window, and room for a tree where an engine adds it
         return self.k.shape[3]
+
+    def advance(self, n_seq):
+        """After a pass of n_seq tokens written after the n held: they are held too."""
+        if self.slots is None:
+            self.n += n_seq
 
     def at(self, slots, n_kv, rows=None):
         """Next passes write row b at slots[b] [n_seq] (None: after the n held)."""
@@ -34,8 +39,8 @@ class KVCache:
         if self.slots is None:
             end = self.n + k.shape[2]
             if end > self.n_ctx:
-                raise ValueError(f"the KV cache holds at most {self.n_ctx} tokens (the context "
-                                 f"window); got {end}")
+                raise ValueError(f"the KV cache has {self.n_ctx} slots per row; {end} tokens do "
+                                 f"not fit")
             self.k[layer, :B, :, self.n:end] = k
             self.v[layer, :B, :, self.n:end] = v
             return self.k[layer, :B, :, :end], self.v[layer, :B, :, :end]

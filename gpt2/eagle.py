@@ -302,5 +302,5 @@ def eagle_head(folder, model):
     params, config = load_eagle(folder, n_embd=model.hparams["n_embd"])
     host = model.device == "cpu"  # the head runs on the host: the target's ops and threads there
     return EagleHead(params, config, to_numpy(model.params["wte"]), model.n_ctx + TREE_SLOTS,
-                     model.forward.ops if host else CPU,
-                     model.forward.threads if host else None), config
+                     model.plan.ops if host else CPU,
+                     model.plan.threads if host else None), config

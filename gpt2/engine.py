@@ -15,7 +15,7 @@ import numpy as np
 
 from gpt2.backend import get_xp, to_numpy, tree_map
 from gpt2.cache import KVCache
-from gpt2.fast import build
+from gpt2.fast import Choices, build
 from gpt2.fast.static import StaticStep
 from gpt2.model import causal_mask, gpt2_hidden
 
@@ -121,8 +121,8 @@ def n_params(h):  # weight matrices (biases and norms left out): what the polici
 class RowCaches:
     """A KV cache row per sequence and the tokens it holds; _match(xs) gives each its row."""
 
-    def __init__(self, hparams, rows, xp, tree_slots, forward, dtype="float32"):
-        self.hparams, self.rows, self.xp, self.forward = hparams, rows, xp, forward
+    def __init__(self, hparams, rows, xp, tree_slots, plan, dtype="float32"):
+        self.hparams, self.rows, self.xp, self.plan = hparams, rows, xp, plan
         L, H, D = hparams["n_layer"], hparams["n_head"], hparams["n_embd"] // hparams["n_head"]
         # the slots: the window, tree_slots for the nodes of a tree near its end, and one spare slot
         # where padding whose slot would fall past them writes
@@ -176,14 +176,14 @@ class RowCaches:
         self.calls += 1
         self.tokens_run += new
 
-    # forward() after pointing the cache at a row_layout's slots -> its result
-    def _pass(self, rows, forward):
+    # run() after pointing the cache at a row_layout's slots -> its result
+    def _pass(self, rows, run):
         if rows["slots"] is None:  # every row writes after the same prefix: plain slices
             self.cache.n = rows["p0"]
         self.cache.at(rows["slots"], rows["n_kv"])
         B, T = rows["ids"].shape
-        with self.forward.threads.scope(B * T):  # many rows: the wide count (gpt2/fast/policy.py)
-            return forward()
+        with self.plan.threads.scope(B * T):  # many rows: the wide count (gpt2/fast/policy.py)
+            return run()
 
 
 # hidden [B, T, C] -> [sum of (n + m_b), C]: each row's last n tokens, then its nodes
@@ -199,12 +199,12 @@ class BatchGPT2(RowCaches):
     """`rows` sequences on a GPT2's weights (shared), a cache row each."""
 
     def __init__(self, model, rows, tree_slots=TREE_SLOTS, pad_rows=1):
-        super().__init__(model.hparams, rows, model.xp, tree_slots, model.forward)
+        super().__init__(model.hparams, rows, model.xp, tree_slots, model.plan)
         self.model, self.pad_rows = model, pad_rows
         self.static = None  # or the static-shape step's buffers (gpt2/fast/static.py)
-        if model.forward.static:
+        if model.plan.static:  # on a GPU, each pass replayed as a CUDA graph
             self.static = StaticStep(rows, self.slots, self.n_ctx, self.hparams["n_embd"], self.xp,
-                                     graphs=model.forward.static["graphs"])
+                                     graphs=self.xp is not np)
         self._trees = None  # the token lists of the last tree() call, for accept()
 
     n_vocab = property(lambda self: self.model.n_vocab)
@@ -257,21 +257,21 @@ class BatchGPT2(RowCaches):
 
     # -> hidden states [sum of (n + m_b), C]: each row's last n tokens, then its tree's m_b nodes
     def _forward(self, xs, n, trees):
-        params, ops = self.model.params, self.forward.ops
+        params, ops = self.model.params, self.plan.ops
         # Step 1: each sequence's reusable prefix p_b (always running its last n tokens)
         p = [min(c, len(x) - n) for c, x in zip(self._match(xs), xs)]  # [B]
         # Step 2: new tokens and nodes padded to T, with each row's positions, cache slots and mask
         xp = np if self.static else self.xp  # the static step copies a host layout into its buffers
         rows = row_layout(xs, p, trees, self.slots, self.n_ctx, xp, self.pad_rows)
         # Step 3: one forward pass over all rows; every linear is one product over B*T rows
-        def forward(ids, positions, mask):  # [B, T] -> hidden [B, T, C]
+        def hidden(ids, positions, mask):  # [B, T] -> hidden [B, T, C]
             return gpt2_hidden(ids, **params, n_head=self.hparams["n_head"], positions=positions,
                                mask=mask, cache=self.cache, ops=ops)
 
         if self.static:  # the same pass in fixed buffers (gpt2/fast/static.py)
-            h = self._pass(rows, lambda: self.static(rows, self.cache, forward))
+            h = self._pass(rows, lambda: self.static(rows, self.cache, hidden))
         else:
-            h = self._pass(rows, lambda: forward(rows["ids"], rows["positions"], rows["mask"]))
+            h = self._pass(rows, lambda: hidden(rows["ids"], rows["positions"], rows["mask"]))
         s, m = rows["s"], rows["m"]
         # (a one-row cache: its tokens and nodes, the padding forgotten)
         self.cache.n = p[0] + s[0] + m[0]
@@ -281,21 +281,21 @@ class BatchGPT2(RowCaches):
         return h.copy() if self.static else h  # (the static step's buffer is reused)
 
     def _head(self, h, probs):  # hidden [r, C] -> logits or probs [r, V] on the host
-        ops = self.forward.ops
-        with self.forward.threads.scope(h.shape[0]):
-            logits = ops.matmul(h, self.forward.head)  # [r, C] @ [C, V]
+        ops = self.plan.ops
+        with self.plan.threads.scope(h.shape[0]):
+            logits = ops.matmul(h, self.plan.head)  # [r, C] @ [C, V]
         return to_numpy(ops.softmax(logits) if probs else logits)
 
 
 class GPT2:
-    """A GPT-2 behind the model contract, a one-row BatchGPT2; .forward: how its passes run."""
+    """A GPT-2 behind the model contract, a one-row BatchGPT2; .plan: how its passes run."""
 
     def __init__(self, hparams, params, device="cpu", ops=None, **choices):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
         self.params = tree_map(lambda a: self.xp.asarray(a, dtype="float32"), params)
-        self.forward = build(self.params, self.n_params, device, ops, **choices)
-        self.choices = {"ops": ops, **choices}  # what was asked, for the engines built beside it
-        self.engine = BatchGPT2(self, 1, pad_rows=self.forward.pad_rows)
+        self.choices = Choices(device, ops, **choices)  # what was asked, for engines beside it
+        self.plan = build(self.params, self.n_params, self.choices)
+        self.engine = BatchGPT2(self, 1, pad_rows=self.plan.pad_rows)
 
     n_vocab = property(lambda self: self.hparams["n_vocab"])
     n_ctx = property(lambda self: self.hparams["n_ctx"])

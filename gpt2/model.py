@@ -72,13 +72,21 @@ def mha(x, c_attn, c_proj, n_head, mask=None, cache=None, layer=0, ops=REFERENCE
     return linear(out, **c_proj, ops=ops)  # [B, n_seq, n_embd] -> [B, n_seq, n_embd]
 
 
+# the two residual sublayers of a block: [B, n_seq, n_embd] -> [B, n_seq, n_embd]
+def attention_sublayer(x, attn, ln_1, n_head, mask=None, cache=None, layer=0, ops=REFERENCE):
+    return x + mha(ops.layer_norm(x, **ln_1), **attn, n_head=n_head, mask=mask, cache=cache,
+                   layer=layer, ops=ops)
+
+
+def mlp_sublayer(x, mlp, ln_2, ops=REFERENCE):
+    return x + ffn(ops.layer_norm(x, **ln_2), **mlp, ops=ops)
+
+
 # [B, n_seq, n_embd] -> [B, n_seq, n_embd]
 def transformer_block(x, mlp, attn, ln_1, ln_2, n_head, mask=None, cache=None, layer=0,
                       ops=REFERENCE):
-    h = ops.layer_norm(x, **ln_1)  # [B, n_seq, n_embd]; below, two residuals of that shape
-    x = x + mha(h, **attn, n_head=n_head, mask=mask, cache=cache, layer=layer, ops=ops)
-    x = x + ffn(ops.layer_norm(x, **ln_2), **mlp, ops=ops)  # [B, n_seq, n_embd]
-    return x
+    x = attention_sublayer(x, attn, ln_1, n_head, mask, cache, layer, ops)
+    return mlp_sublayer(x, mlp, ln_2, ops)
 
 
 def causal_mask(n_seq, n_past, xp):  # -> [n_seq, n_past + n_seq] bool: token i sees 0..n_past + i
@@ -103,8 +111,8 @@ def gpt2_hidden(inputs, wte, wpe, blocks, ln_f, n_head, positions=None, mask=Non
     for layer, block in enumerate(blocks):  # [B, n_seq, n_embd] -> [B, n_seq, n_embd]
         x = transformer_block(x, **block, n_head=n_head, mask=mask, cache=cache, layer=layer,
                               ops=ops)
-    if cache is not None and cache.slots is None:
-        cache.n += n_seq
+    if cache is not None:
+        cache.advance(n_seq)
     return ops.layer_norm(x, **ln_f)  # [B, n_seq, n_embd]
 
 

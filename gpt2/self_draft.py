@@ -15,8 +15,8 @@ import numpy as np
 
 from gpt2.backend import to_numpy, xp_of
 from gpt2.engine import NO_TREE, RowCaches, check, n_params, read_rows, row_layout
-from gpt2.fast import build
-from gpt2.model import REFERENCE, ffn, mha
+from gpt2.fast import Choices, build
+from gpt2.model import REFERENCE, attention_sublayer, mlp_sublayer
 
 # the folder of the exit adapter (heads.json + heads.safetensors), beside self_draft.json
 ADAPTER = "early_exit"
@@ -48,9 +48,9 @@ def exit_skip(exit_layer, n_layer):
 def sublayer(x, s, block, n_head, mask=None, cache=None, ops=REFERENCE):
     """Half of gpt2/model.py's transformer_block: s = 2l its attention, 2l + 1 its MLP."""
     if s % 2 == 0:
-        return x + mha(ops.layer_norm(x, **block["ln_1"]), **block["attn"], n_head=n_head,
-                       mask=mask, cache=cache, layer=s // 2, ops=ops)
-    return x + ffn(ops.layer_norm(x, **block["ln_2"]), **block["mlp"], ops=ops)
+        return attention_sublayer(x, block["attn"], block["ln_1"], n_head, mask, cache, s // 2,
+                                  ops)
+    return mlp_sublayer(x, block["mlp"], block["ln_2"], ops)
 
 
 # final hidden states [..., C] -> logits [..., V]
@@ -68,11 +68,11 @@ def lm_head(h, params, adapter=None, head=None, ops=REFERENCE):
 class SelfDraft:
     """A GPT-2 and a draft path; .target and .draft are its sides on a one-row BatchSelfDraft."""
 
-    def __init__(self, hparams, params, skip=(), adapter=None, forward=None):
+    def __init__(self, hparams, params, skip=(), adapter=None, plan=None):
         self.hparams, self.params, self.adapter = hparams, params, adapter
         self.xp = xp_of(params["wte"])
         device = "cpu" if self.xp is np else "gpu"
-        self.forward = forward or build(params, n_params(hparams), device)
+        self.plan = plan or build(params, n_params(hparams), Choices(device))
         L = hparams["n_layer"]
         self.skip = sorted(set(skip))
         # first skipped sublayer: the draft is exact before it
@@ -91,7 +91,7 @@ class BatchSelfDraft(RowCaches):
     """A SelfDraft's .target and .draft for `rows` sequences, a cache row each."""
 
     def __init__(self, engine, rows):
-        super().__init__(engine.hparams, rows, engine.xp, 0, engine.forward,
+        super().__init__(engine.hparams, rows, engine.xp, 0, engine.plan,
                          dtype=engine.params["wte"].dtype)
         self.engine = engine
         self.target, self.draft = Model(self, self._verify), Model(self, self._propose)
@@ -137,7 +137,7 @@ class BatchSelfDraft(RowCaches):
         x = self._pass(x, rows, [s for s in self.engine.kept if s >= cut])
         self._ran(xs, sum(new))
         h = read_rows(x, new, [0] * B, n, self.xp)  # [B*n, C]
-        f = self.forward
+        f = self.plan
         with f.threads.scope(len(h)):
             logits = lm_head(h, self.engine.params, self.engine.adapter, f.head, f.ops)  # [B*n, V]
         return logits.reshape(B, n, -1)
@@ -170,7 +170,7 @@ class BatchSelfDraft(RowCaches):
         self.verified[:B] = lengths.tolist()
         self.h_cut[:B] = [self._no_residuals() for _ in range(B)]
         h = read_rows(x, new, [0] * B, n, self.xp)  # [B*n, C]
-        f = self.forward
+        f = self.plan
         with f.threads.scope(len(h)):
             logits = lm_head(h, self.engine.params, head=f.head, ops=f.ops)  # [B*n, V]
         return logits.reshape(B, n, -1)
@@ -188,7 +188,7 @@ class BatchSelfDraft(RowCaches):
         def run(x=x):
             for s in sublayers:  # [B, T, C] -> [B, T, C]
                 x = sublayer(x, s, self.engine.params["blocks"][s // 2], self.hparams["n_head"],
-                             rows["mask"], self.cache, self.forward.ops)
+                             rows["mask"], self.cache, self.plan.ops)
             return x
 
         return super()._pass(rows, run)
@@ -201,7 +201,7 @@ class Model:
         self.engine, self.run, self.one = engine, forward, one
 
     def __call__(self, x, n=1):  # -> probs [n, n_vocab] (batched: [B, n, n_vocab])
-        return to_numpy(self.engine.forward.ops.softmax(self.logits_on_device(x, n)))
+        return to_numpy(self.engine.plan.ops.softmax(self.logits_on_device(x, n)))
 
     def logits(self, x, n=1):  # -> logits [n, n_vocab] (batched: [B, n, n_vocab])
         return to_numpy(self.logits_on_device(x, n))
@@ -306,7 +306,7 @@ def config_problem(key, value):
 
 
 def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, adapter=True,
-                    forward=None):
+                    plan=None):
     """A SelfDraft for --method layer_skip or early_exit (flags, else self_draft.json)."""
     L, config = hparams["n_layer"], read_config(folder).get(kind, {})
     held = entry_kind(config)
@@ -327,7 +327,7 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
             raise ValueError(f"{where} skips all {2 * L} sublayers of the target's {L} layers, so "
                              "the draft would have no layers at all: keep at least one sublayer "
                              "(the search's set is the default)")
-        engine = SelfDraft(hparams, params, skipped, forward=forward)
+        engine = SelfDraft(hparams, params, skipped, plan=plan)
         engine.settings = settings
         return engine
     if exit_layer is None and "exit_layer" not in config:
@@ -342,6 +342,6 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
     if exit_head is not None:  # the adapter goes where the model is (CuPy or NumPy)
         exit_head["head"] = {k: {n: xp_of(params["wte"]).asarray(a) for n, a in v.items()}
                              for k, v in exit_head["head"].items()}
-    engine = SelfDraft(hparams, params, exit_skip(E, L), exit_head, forward=forward)
+    engine = SelfDraft(hparams, params, exit_skip(E, L), exit_head, plan=plan)
     engine.settings = settings
     return engine

@@ -88,10 +88,10 @@ def load_self_draft(kind, options, target, target_name, offline=None):
     from gpt2.hub import resolve
     from gpt2.self_draft import load_self_draft as load
 
-    # one engine on the target's weights, run as the target's are (its Forward, gpt2/fast/)
+    # one engine on the target's weights, run as the target's are (its plan, gpt2/fast/)
     engine = load(target.hparams, target.params, resolve(str(target_name), offline=offline), kind,
                   skip=options.get("skip"), exit_layer=options.get("exit_layer"),
-                  adapter=options.get("adapter", True), forward=target.forward)
+                  adapter=options.get("adapter", True), plan=target.plan)
     return {"target": engine.target, "draft": engine.draft, "self_draft": engine.settings}
 
 
@@ -138,7 +138,8 @@ def load_draft(name, target, target_name, device="cpu", offline=None, role="draf
     from gpt2.load import check_tokenizers, load_model
 
     # the target's choices (threads asked, panels, static step) for every engine of the run
-    model = load_model(str(name), device, offline, **getattr(target, "choices", {}))[0]
+    asked = target.choices.keywords() if hasattr(target, "choices") else {}
+    model = load_model(str(name), device, offline, **asked)[0]
     check_tokenizers(model, target, name, target_name, role)
     return model
 

@@ -19,12 +19,12 @@ def machine():
 
 def policy(model):
     """An engine's threads and panels -> {"threads", "why", "blas", "wide", "panels", "ops"}."""
-    forward = getattr(model, "forward", None)
-    if forward is None or not hasattr(forward, "threads"):
+    plan = getattr(model, "plan", None)
+    if plan is None or not hasattr(plan, "threads"):
         return {"threads": 1, "why": "no BLAS products", "blas": None, "ops": None,
                 "wide": {"threads": 1, "rows": 0, "why": "as every product"},
                 "panels": {"on": False, "why": "no weights"}}
-    return {**forward.threads.report(), "panels": forward.panels, "ops": forward.kind}
+    return {**plan.threads.report(), "panels": plan.panels_report, "ops": plan.kind}
 
 
 def blas_line(policy, environ=None):

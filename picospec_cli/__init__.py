@@ -29,7 +29,7 @@ class UsageError(ValueError):  # a command line that cannot run: one line, exit 
     pass
 
 
-KINDS = {int: ("an integer", "N"), float: ("a number", "X"), str: ("text", "TEXT"),  # verbatim
+TYPES = {int: ("an integer", "N"), float: ("a number", "X"), str: ("text", "TEXT"),  # verbatim
          "ints": ("integers, comma-separated", "N,N"), "strs": ("names, comma-separated", "A,B"),
          "floats": ("numbers, comma-separated", "X,X"), "file": ("an existing file", "FILE"),
          "dir": ("an existing folder", "DIR"), "out": ("a file in a folder", "FILE"),
@@ -45,7 +45,7 @@ def convert(option, text):
         if not all(parts):
             like = (",".join(map(str, option.choices[:2])) if option.choices else
                     {"ints": "1,2,4", "floats": "0.5,1.5", "strs": "a,b"}[kind])
-            raise UsageError(f"{flag} must be {KINDS[kind][0]} like {like}; got {text!r}")
+            raise UsageError(f"{flag} must be {TYPES[kind][0]} like {like}; got {text!r}")
         item = option._replace(type={"ints": int, "floats": float}.get(kind, str))
         values = [convert(item, p) for p in parts]
         if option.check_list is not None and (message := option.check_list(values)):
@@ -54,7 +54,7 @@ def convert(option, text):
     try:
         value = {int: lambda t: int(t.replace("_", ""), 10), float: float}.get(kind, str)(text)
     except ValueError:
-        raise UsageError(f"{flag} must be {KINDS[kind][0]}; got {text!r}") from None
+        raise UsageError(f"{flag} must be {TYPES[kind][0]}; got {text!r}") from None
     if kind is float and not math.isfinite(value):
         raise UsageError(f"{flag} must be a finite number; got {text!r}")
     path, why = Path(text), None
@@ -132,7 +132,7 @@ class Parser(argparse.ArgumentParser):  # each mistake one UsageError line
         if name == "help" and "ignored explicit argument" in message:
             message = "--help takes no value: write --help (or -h) alone"
         elif "expected one argument" in message:
-            message = (f"--{name} needs a value ({KINDS[self.kinds[name]][0]}); one that starts "
+            message = (f"--{name} needs a value ({TYPES[self.kinds[name]][0]}); one that starts "
                        f"with - is written --{name}=VALUE")
         elif "ignored explicit argument" in message:
             message = f"--{name} is a switch: write --{name} or --no-{name}, with no value"
@@ -160,7 +160,7 @@ def parser(options, prog=None, doc=None, words=None, epilog=None):
         shown = (str(shown).lower() if o.type is bool else repr(shown) if isinstance(shown, str)
                  and not shown.isprintable() else shown)  # a newline shown as \n
         p.add_argument(f"--{o.name}", *[f"--no-{o.name}"] * (o.type is bool), action=Once,
-                       nargs=0 if o.type is bool else None, metavar=KINDS.get(o.type, (0, None))[1],
+                       nargs=0 if o.type is bool else None, metavar=TYPES.get(o.type, (0, None))[1],
                        help=o.help + (" (required)" if o.required else f" (default: {shown})"
                                       * (o.default is not None)))
     return p

@@ -22,9 +22,9 @@ THREADS = """import json as _json
 from gpt2.fast.policy import blas_threads as _blas_threads
 from gpt2.load import load_model as _load
 _m = _load("tiny-target")[0]
-with _m.forward.threads.scope(1):
+with _m.plan.threads.scope(1):
     _inside = _blas_threads()
-print(_json.dumps({"blas": _blas_threads(), "inside": _inside, "policy": _m.forward.threads.n}))"""
+print(_json.dumps({"blas": _blas_threads(), "inside": _inside, "policy": _m.plan.threads.n}))"""
 # the BLAS's own count in a fresh process
 DEFAULT = ("import numpy; from gpt2.fast.policy import blas_threads; print(blas_threads())")
 

@@ -1,6 +1,7 @@
-"""Where an engine's forward is chosen, once (build): other values of gpt2/model.py's operations,
-kept apart from the reference. KINDS: "reference" (model.py's formulas), "cpu" (ops.py), "panels"
-(panels.py), "gpu" (gpu_kernels.py); the static-shape step is static.py, the threads policy.py.
+"""Where an engine's plan of a forward is made, once (build): other values of gpt2/model.py's
+operations, kept apart from the reference. OPERATIONS: "reference" (model.py's formulas), "cpu"
+(ops.py), "panels" (panels.py), "gpu" (gpu_kernels.py); the static-shape step is static.py, the
+threads policy.py.
 """
 from dataclasses import dataclass
 
@@ -9,55 +10,78 @@ from gpt2.fast import ops as fast
 from gpt2.fast.policy import Threads, panel_policy
 from gpt2.model import REFERENCE, Ops
 
-KINDS = ("reference", "cpu", "panels", "gpu")
+OPERATIONS = ("reference", "cpu", "panels", "gpu")
 
 
 @dataclass(frozen=True)
-class Forward:
-    kind: str
+class Choices:
+    """What an engine is asked to run with; None: the engine's policy decides."""
+    device: str = "cpu"
+    ops: object = None  # one of OPERATIONS, an Ops, or None
+    threads: int | None = None  # BLAS threads for the engine's own calls
+    panels: bool | None = None  # weight panels wanted (None: panel_policy)
+    static: bool = False  # the static-shape step (CUDA graphs on a GPU)
+    fused: bool = True  # the GPU's fused kernels
+    free: int | None = None  # idle cores, when the caller measured them
+    kernels: object = None  # the GPU kernels' module (tests pass stand-ins)
+    panel_width: int | None = None  # columns per panel
+    head_copy: bool | None = None  # a contiguous copy of the LM head (None: on a CPU)
+    pad_rows: int | None = None  # a pass's tokens per row padded up to a multiple of it
+
+    def keywords(self):
+        """-> {name: value} of every choice but the device, as GPT2 and load_model take them."""
+        return {k: v for k, v in vars(self).items() if k != "device"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How every pass of an engine runs: the operations and what they were chosen for."""
+    kind: str  # one of OPERATIONS, or "given" (a caller's Ops)
     ops: Ops
     head: object  # [n_embd, n_vocab]
-    pad_rows: int  # a pass's tokens per row padded up to a multiple of it
-    static: dict | None  # None, or {"graphs": bool}
+    pad_rows: int
+    static: bool  # the static-shape step
     threads: Threads
-    panels: dict  # {"on", "why"}, for reports
+    panels_report: dict  # {"on", "why"}: whether the weights have panels, and why
 
 
-def choose(n_params, device="cpu", panels=None, fused=True):
-    """-> (kind, {"on", "why"}): the default kind."""
-    if device == "gpu":
-        return ("gpu" if fused else "reference"), {"on": False, "why": "the model runs on the GPU"}
-    policy = panel_policy(n_params, panels)
+def operations(choices, n_params):
+    """-> (kind, {"on", "why"}): the operations an engine runs, decided here alone."""
+    asked = choices.ops
+    if isinstance(asked, Ops):
+        return "given", {"on": False, "why": "the given operations"}
+    if asked is not None:
+        if asked not in OPERATIONS:
+            raise ValueError(f"unknown operations {asked!r}: use one of {', '.join(OPERATIONS)}")
+        return asked, {"on": asked == "panels", "why": f"the {asked} operations"}
+    if choices.device == "gpu":
+        return ("gpu" if choices.fused else "reference"), {"on": False,
+                                                           "why": "the model runs on the GPU"}
+    policy = panel_policy(n_params, choices.panels)
     return ("panels" if policy["on"] else "cpu"), policy
 
 
-def build(params, n_params, device="cpu", kind=None, threads=None, panels=None, static=False,
-          fused=True, free=None, kernels=None, panel_width=None, head_copy=None, pad_rows=None):
-    """-> an engine's Forward on `params`; kind: one of KINDS, an Ops, or None (choose)."""
+def build(params, n_params, choices=Choices()):
+    """-> the Plan of an engine on `params` under `choices`."""
     xp = xp_of(params["wte"])
-    if kind is None:
-        kind, policy = choose(n_params, device, panels, fused)
-    else:
-        name = kind if isinstance(kind, str) else "given"
-        policy = {"on": kind == "panels", "why": f"the {name} operations"}
     cpu = xp.__name__ == "numpy"
-    head_copy = cpu if head_copy is None else head_copy
+    kind, report = operations(choices, n_params)
+    head_copy = cpu if choices.head_copy is None else choices.head_copy
     head = xp.ascontiguousarray(params["wte"].T) if head_copy else params["wte"].T  # [C, V]
-    if isinstance(kind, Ops):
-        ops, kind = kind, "given"
+    if kind == "given":
+        ops = choices.ops
     elif kind == "reference":
         ops = REFERENCE
     elif kind == "cpu":
         ops = fast.CPU
     elif kind == "panels":
-        ops = fast.panel_ops(fast.linear_weights(params["blocks"]) + [head], panel_width)
-    elif kind == "gpu":
-        if kernels is None:
+        ops = fast.panel_ops(fast.linear_weights(params["blocks"]) + [head], choices.panel_width)
+    else:
+        if (kernels := choices.kernels) is None:
             from gpt2.fast import gpu_kernels as kernels
         ops = fast.gpu_ops(kernels)
-    else:
-        raise ValueError(f"unknown operations {kind!r}: use one of {', '.join(KINDS)}")
+    pad_rows = choices.pad_rows
     if pad_rows is None:
         pad_rows = 4 if cpu and kind in ("cpu", "given") else 1
-    return Forward(kind, ops, head, pad_rows, {"graphs": not cpu} if static else None,
-                   Threads(n_params, threads, device, free), policy)
+    threads = Threads(n_params, choices.threads, choices.device, choices.free)
+    return Plan(kind, ops, head, pad_rows, choices.static, threads, report)

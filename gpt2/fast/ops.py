@@ -28,16 +28,21 @@ def matmul(x, w):  # [..., n_in] @ [n_in, n_out] -> [..., n_out], one product ov
 
 
 class PanelMatmul:
-    """matmul through the weights' column panels for 2..MAX_ROWS rows."""
+    """matmul through the weights' column panels for 2..MAX_ROWS rows; .missed: the shapes of
+    the weights such a product found no panels for (another model's, or a copy of one of these)."""
 
     def __init__(self, weights, width=None):
         # id(w) -> (w, P [n_panels, n_in, width]); w is held, so its id stays its own
         self.panels = {id(w): (w, panels(w, width)) for w in weights}
+        self.missed = set()
 
     def __call__(self, x, w):  # [..., n_in] @ [n_in, n_out] -> [..., n_out]
         m = x.size // x.shape[-1]  # rows: scalar
-        held = self.panels.get(id(w)) if 2 <= m <= MAX_ROWS else None
+        if not 2 <= m <= MAX_ROWS:
+            return matmul(x, w)
+        held = self.panels.get(id(w))
         if held is None:
+            self.missed.add(w.shape)
             return matmul(x, w)
         rows = x.reshape(m, x.shape[-1])  # [m, n_in]
         return panel_matmul(rows, held[1], w.shape[1]).reshape(*x.shape[:-1], w.shape[1])

@@ -3,6 +3,7 @@ inside its own calls only) and whether its weights get column panels (docs/perfo
 """
 import contextlib
 import functools
+from typing import NamedTuple
 
 from gpt2.fast.panels import MAX_ROWS
 
@@ -72,12 +73,17 @@ def choose_threads(n_params, requested=None, free=None):
     return n, f"{n} of {cpus} cores free ({how})"
 
 
+class Wide(NamedTuple):  # the BLAS threads of forwards of WIDE_ROWS token rows or more, and why
+    threads: int
+    why: str
+
+
 def choose_wide(n_params, threads, requested=None, free=None):
-    """-> (threads, why) for forwards of WIDE_ROWS token rows or more."""
+    """-> Wide(threads, why) for forwards of WIDE_ROWS token rows or more."""
     if requested is not None or n_params >= SMALL_MODEL:
-        return threads, "as every product"
+        return Wide(threads, "as every product")
     n, cpus, how = free or usable_cores()
-    return n, f"{n} of {cpus} cores free ({how})"
+    return Wide(n, f"{n} of {cpus} cores free ({how})")
 
 
 @functools.lru_cache(maxsize=1)
@@ -122,7 +128,7 @@ class Threads:
 
     def choose(self, requested=None, free=None):
         if self.device != "cpu":
-            self.n, self.why, self.wide = 1, "GPU", (1, "the model runs on the GPU")
+            self.n, self.why, self.wide = 1, "GPU", Wide(1, "the model runs on the GPU")
             return
         self.n, self.why = choose_threads(self.n_params, requested, free)
         self.wide = choose_wide(self.n_params, self.n, requested, free)
@@ -130,14 +136,13 @@ class Threads:
     def scope(self, rows):
         if self.device != "cpu":
             return contextlib.nullcontext()
-        return blas_limit(self.wide[0] if rows >= WIDE_ROWS else self.n)
+        return blas_limit(self.wide.threads if rows >= WIDE_ROWS else self.n)
 
     def report(self):
         with self.scope(1):
             blas = blas_threads()
-        wide, why = self.wide
         return {"threads": self.n, "why": self.why, "blas": blas,
-                "wide": {"threads": wide, "rows": WIDE_ROWS, "why": why}}
+                "wide": {"threads": self.wide.threads, "rows": WIDE_ROWS, "why": self.wide.why}}
 
 
 @functools.lru_cache(maxsize=1)  # the library NumPy loaded does not change within a process

@@ -58,12 +58,12 @@ def measure_costs(target, reps=60):
     each sublayer's; target calls of n = 1..9 new tokens give the verification's cost. Interleaved,
     medians. On the weights the target engine decodes with (its weight panels and LM head copy,
     where it has them), as main.py loads a self-draft."""
-    hparams, params, forward = target.hparams, target.params, target.forward
+    hparams, params, plan = target.hparams, target.params, target.plan
     L, x = hparams["n_layer"], list(range(7, 7 + 100))
     paths = {"none": range(2 * L), "attention": range(1, 2 * L, 2), "mlp": range(0, 2 * L, 2),
              "all": ()}
-    engines = {k: SelfDraft(hparams, params, skip, forward=forward) for k, skip in paths.items()}
-    full = SelfDraft(hparams, params, (), forward=forward)
+    engines = {k: SelfDraft(hparams, params, skip, plan=plan) for k, skip in paths.items()}
+    full = SelfDraft(hparams, params, (), plan=plan)
     for e in list(engines.values()) + [full]:
         e.target(x)
     times = {k: [] for k in list(paths) + [f"v{n}" for n in range(1, 10)]}

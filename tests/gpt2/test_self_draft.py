@@ -91,18 +91,18 @@ def test_a_wrong_reuse_is_caught(tiny, broken):
 @pytest.mark.parametrize("kind", ["layer_skip", "early_exit"])
 def test_the_self_draft_runs_as_the_target_engine(tiny, kind):
     """Loaded as main.py loads it (picospec_app.load.load_self_draft), a self-draft runs on the
-    target engine's Forward (its ops, head copy and panels, shared, not copied) and gives the logits
+    target engine's plan (its ops, head copy and panels, shared, not copied) and gives the logits
     of the reference operations and the plain tied head wte.T, on both sides; a SelfDraft built
     without one builds its own, with a contiguous head copy."""
-    from gpt2.fast import build
+    from gpt2.fast import Choices, build
     from picospec_app.load import load_self_draft as load_as_main
 
     model, _ = tiny
     loaded = load_as_main(kind, {}, model, "tiny-target")
     engine = loaded["target"].engine
-    assert engine.forward is model.forward
-    reference = build(model.params, model.n_params, kind="reference", head_copy=False)
-    plain = SelfDraft(model.hparams, model.params, engine.skip, engine.adapter, forward=reference)
+    assert engine.plan is model.plan
+    reference = build(model.params, model.n_params, Choices(ops="reference", head_copy=False))
+    plain = SelfDraft(model.hparams, model.params, engine.skip, engine.adapter, plan=reference)
     x = list(range(40, 60))
     for side in ("target", "draft", "target"):
         for n in (1, 2, 5):
@@ -110,7 +110,7 @@ def test_the_self_draft_runs_as_the_target_engine(tiny, kind):
             assert np.abs(got - want).max() < 1e-4
         x = x + [7]
     own = SelfDraft(model.hparams, model.params, engine.skip)
-    head = own.forward.head
+    head = own.plan.head
     assert head.flags.c_contiguous and np.array_equal(head, model.params["wte"].T)
 
 

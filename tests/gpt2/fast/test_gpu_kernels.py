@@ -59,7 +59,7 @@ def test_a_gpu_engine_runs_on_the_kernels_unless_told_not_to():
     from tests.support.micro import random_gpt2
 
     hparams, params = random_gpt2()
-    ops = GPT2(hparams, params, device="gpu").forward.ops
+    ops = GPT2(hparams, params, device="gpu").plan.ops
     assert (ops.gelu, ops.softmax, ops.layer_norm) == (gpu_kernels.gelu, gpu_kernels.softmax,
                                                        gpu_kernels.layer_norm)
-    assert GPT2(hparams, params, device="gpu", fused=False).forward.kind == "reference"
+    assert GPT2(hparams, params, device="gpu", fused=False).plan.kind == "reference"

@@ -32,10 +32,10 @@ def test_the_default_is_one_of_the_values_and_panels_follow_the_policy():
     from gpt2.fast.policy import panel_policy
 
     model = GPT2(HP, PARAMS)
-    assert model.forward.kind == ("panels" if panel_policy(model.n_params)["on"] else "cpu")
-    assert GPT2(HP, PARAMS, panels=True).forward.kind == "panels"
-    assert GPT2(HP, PARAMS, panels=False).forward.kind == "cpu"
-    assert GPT2(HP, PARAMS, ops="reference").forward.ops is REFERENCE
+    assert model.plan.kind == ("panels" if panel_policy(model.n_params)["on"] else "cpu")
+    assert GPT2(HP, PARAMS, panels=True).plan.kind == "panels"
+    assert GPT2(HP, PARAMS, panels=False).plan.kind == "cpu"
+    assert GPT2(HP, PARAMS, ops="reference").plan.ops is REFERENCE
     with pytest.raises(ValueError, match="unknown operations"):
         GPT2(HP, PARAMS, ops="fast")
 
@@ -85,14 +85,14 @@ def test_the_engine_multiplies_through_its_panels(monkeypatch):
     model = GPT2(HP, PARAMS, ops="panels")
     x = list(range(1, 12))
     one, five = model.logits(x[:1]), model.logits(x, 5)
-    for w in (model.params["blocks"][1]["mlp"]["c_fc"]["w"], model.forward.head):
-        held = model.forward.ops.matmul.panels[id(w)]
-        monkeypatch.setitem(model.forward.ops.matmul.panels, id(w), (held[0], held[1] * 0))
+    for w in (model.params["blocks"][1]["mlp"]["c_fc"]["w"], model.plan.head):
+        held = model.plan.ops.matmul.panels[id(w)]
+        monkeypatch.setitem(model.plan.ops.matmul.panels, id(w), (held[0], held[1] * 0))
         model.reset()
         assert np.abs(model.logits(x[:1]) - one).max() < 1e-6
         model.reset()
         assert np.abs(model.logits(x, 5) - five).max() > 1e-3
-        monkeypatch.setitem(model.forward.ops.matmul.panels, id(w), held)
+        monkeypatch.setitem(model.plan.ops.matmul.panels, id(w), held)
 
 
 def perturbed(ops):
@@ -122,13 +122,13 @@ def test_every_engine_path_runs_on_its_ops():
     assert np.abs(model(x) - softmax(want[-1] * 1.1)).max() < 1e-6  # probs through ops.softmax
     # early exit after layer 1 of 3, and a skip set: the draft path by hand on the same ops
     for skip in (exit_skip(1, 3), [1, 4]):
-        engine = SelfDraft(HP, model.params, skip, forward=model.forward)
+        engine = SelfDraft(HP, model.params, skip, plan=model.plan)
         h = model.params["wte"][np.array(x)] + model.params["wpe"][:len(x)]
         for s in range(6):
             if s not in skip:
                 h = sublayer(h[None], s, model.params["blocks"][s // 2], HP["n_head"],
                              mask=np.tril(np.ones((len(x), len(x)), bool)), ops=ops)[0]
-        draft = lm_head(h[-1], model.params, head=model.forward.head, ops=ops)
+        draft = lm_head(h[-1], model.params, head=model.plan.head, ops=ops)
         assert np.abs(engine.draft.logits(x) - draft).max() < 1e-5
         assert np.abs(engine.target.logits(x) - want[-1]).max() < 1e-5
     # the EAGLE head: one context pair, by hand
@@ -160,13 +160,13 @@ def test_the_gpu_ops_run_every_kernel_on_every_path():
 
     calls = {}
     model = GPT2(HP, PARAMS, ops="gpu", kernels=stand_in_kernels(calls))
-    assert model.forward.kind == "gpu"
+    assert model.plan.kind == "gpu"
     x = [5, 1, 7, 2, 9, 3]
     want = gpt2(np.array(x), **PARAMS, n_head=HP["n_head"])[-1]
     assert np.abs(model.logits(x) - want).max() < 1e-5
     L = HP["n_layer"]
     assert calls == {"layer_norm": 2 * L + 1, "gelu": L, "softmax": L}
-    engine = SelfDraft(HP, model.params, exit_skip(1, L), forward=model.forward)
+    engine = SelfDraft(HP, model.params, exit_skip(1, L), plan=model.plan)
     calls.clear()
     engine.draft(x)  # layer 0 only, then ln_f, the head and the probs' softmax
     assert calls == {"layer_norm": 3, "gelu": 1, "softmax": 2}
@@ -185,8 +185,8 @@ def test_building_an_engine_leaves_the_process_blas_count_alone():
     with threadpool_limits(limits=2, user_api="blas"):
         model = GPT2(HP, PARAMS, threads=1)
         seen = []
-        model.forward.threads.scope = (lambda scope: lambda rows: recorded(scope(rows)))(
-            model.forward.threads.scope)
+        model.plan.threads.scope = (lambda scope: lambda rows: recorded(scope(rows)))(
+            model.plan.threads.scope)
 
         class recorded:
             def __init__(self, inner):
@@ -219,7 +219,7 @@ def models(request):
             "        return f.read().splitlines()\n") * 3
     store = Datastore.build(np.array(encoder.encode(text), dtype=np.uint16))
     draft = load_model("tiny-draft", ops=kind, static=static)[0]
-    assert target.forward.kind == draft.forward.kind == kind
+    assert target.plan.kind == draft.plan.kind == kind
     assert (target.engine.static is not None) == static
     loaded = {"target": target, "draft": draft, "datastore": store}
     heads = {k: load_heads("tiny-target", k, None, target)
@@ -266,7 +266,7 @@ def test_every_row_runs_the_same_on_every_value(name, models, monkeypatch):
     base = greedy_texts(tuple(map(tuple, xs)))
     needs = needs_of(method, models)
     assert run_method(method, xs[0], needs, N, 0, {"temperature": 0})["output"] == base[0]
-    reference = loaded["target"].forward.kind == "reference"  # what the others are held to
+    reference = loaded["target"].plan.kind == "reference"  # what the others are held to
     if method.batch is not None and not reference:
         for model in needs.values():
             getattr(model, "reset", lambda: None)()
@@ -341,7 +341,7 @@ def micro_needs(name, value):
     kind, static = VALUES[value]
     target = GPT2(*MICRO_T, ops=kind, static=static)
     if name == "layer_skip":
-        engine = SelfDraft(MICRO_T[0], target.params, [1], forward=target.forward)
+        engine = SelfDraft(MICRO_T[0], target.params, [1], plan=target.plan)
         return {"target": engine.target, "draft": engine.draft,
                 "self_draft": {"K": 2, "threshold": 0.0}}
     if name == "medusa":  # two random Medusa heads
@@ -362,7 +362,7 @@ def micro_needs(name, value):
         params, config = init_eagle(8, 2, rng)
         params["fc"]["w"] = rng.standard_normal(params["fc"]["w"].shape, dtype=np.float32) * 0.8
         return {"target": target, "heads": EagleHead(params, config, target.params["wte"], 32,
-                                                     target.forward.ops, target.forward.threads)}
+                                                     target.plan.ops, target.plan.threads)}
     tokens = np.random.default_rng(0).integers(0, 3, 400).astype(np.uint16)
     return {"target": target, "draft": GPT2(*MICRO_D, ops=kind, static=static),
             "draft2": GPT2(*random_gpt2(n_vocab=3, n_ctx=24, n_embd=8, n_layer=1, seed=9,

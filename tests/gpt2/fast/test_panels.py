@@ -49,8 +49,8 @@ def test_the_panels_cover_every_linear_weight_and_copy_nothing_else():
     for w in weights:
         assert product.panels[id(w)][0] is w  # the weight itself, held beside its panels
     model = GPT2(HP, PARAMS, ops="panels")
-    held = model.forward.ops.matmul.panels
-    assert id(model.forward.head) in held and len(held) == 4 * HP["n_layer"] + 1
+    held = model.plan.ops.matmul.panels
+    assert id(model.plan.head) in held and len(held) == 4 * HP["n_layer"] + 1
     # the engine's weights stay plain arrays
     assert isinstance(model.params["blocks"][1]["attn"]["c_attn"]["w"], np.ndarray)
 
@@ -75,14 +75,32 @@ def test_the_engine_takes_the_panels_exactly_for_a_few_rows():
     x = [int(t) for t in np.random.default_rng(0).integers(0, 50, 40)]
     good = GPT2(HP, PARAMS, ops="panels", pad_rows=1)
     spoiled = GPT2(HP, PARAMS, ops="panels", pad_rows=1)
-    held = spoiled.forward.ops.matmul.panels
-    for w in (spoiled.forward.head, spoiled.params["blocks"][0]["mlp"]["c_fc"]["w"]):
+    held = spoiled.plan.ops.matmul.panels
+    for w in (spoiled.plan.head, spoiled.params["blocks"][0]["mlp"]["c_fc"]["w"]):
         held[id(w)] = (w, held[id(w)][1] * 0)  # the LM head's panels, and one layer's
     assert np.abs(spoiled.params["blocks"][0]["mlp"]["c_fc"]["w"]).max() > 0
     for n in (1, 2, 5, 17, MAX_ROWS, MAX_ROWS + 1, 40):
         spoiled.reset(), good.reset()
         a, b = good.logits(x, n), spoiled.logits(x, n)
         assert (np.abs(a - b).max() > 1e-3) == (2 <= n <= MAX_ROWS), n
+
+
+def test_no_product_of_the_engine_misses_its_panels():
+    """Every product of 2..MAX_ROWS rows an engine runs (verification calls, a tree, a batch of
+    decode steps) finds its weight's panels: the lookup by the weight held cannot miss silently. A
+    weight swapped for a copy after the engine was built is what a miss looks like: named in
+    .missed, by shape."""
+    x = [int(t) for t in range(3, 45)]
+    model = GPT2(HP, PARAMS, ops="panels", pad_rows=1)
+    for n in (1, 2, 5, MAX_ROWS, 40):
+        model.logits(x, n)
+    model.tree(x[:30], [5, 6, 7], [-1, 0, 0])
+    BatchGPT2(model, 3)([[1, 2], [3, 4], [5, 6]])
+    assert model.plan.ops.matmul.missed == set()
+    c_fc = model.params["blocks"][0]["mlp"]["c_fc"]
+    c_fc["w"] = c_fc["w"].copy()  # the same values, another array: no panels of its own
+    model.logits(x[:30], 5)  # 5 new tokens after a cached prefix
+    assert model.plan.ops.matmul.missed == {c_fc["w"].shape}
 
 
 @pytest.mark.parametrize("pad_rows", [1, 4])
@@ -129,10 +147,10 @@ def test_the_engine_follows_the_policy():
     """The choice reaches the engine, and with it the padding that suits each path."""
     for on in (True, False):
         model = GPT2(HP, PARAMS, panels=on)
-        assert model.forward.panels["on"] == on
-        assert model.forward.kind == ("panels" if on else "cpu")
-        assert isinstance(model.forward.ops.matmul, PanelMatmul) == on
-        assert model.forward.pad_rows == (1 if on else 4)
+        assert model.plan.panels_report["on"] == on
+        assert model.plan.kind == ("panels" if on else "cpu")
+        assert isinstance(model.plan.ops.matmul, PanelMatmul) == on
+        assert model.plan.pad_rows == (1 if on else 4)
 
 
 @pytest.mark.parametrize("env", ["0", "1"])

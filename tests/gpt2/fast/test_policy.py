@@ -40,7 +40,7 @@ def test_the_app_measures_the_machine_once_and_the_engines_take_its_figures(monk
     choices = engine_choices(Settings())
     assert calls == [1] and choices["free"] == (1, 2, "1.0 idle now")
     model = GPT2(*random_gpt2(), **choices)
-    assert model.forward.threads.wide == (1, "1 of 2 cores free (1.0 idle now)") and calls == [1]
+    assert model.plan.threads.wide == (1, "1 of 2 cores free (1.0 idle now)") and calls == [1]
     assert engine_choices(Settings(), threads=2)["free"] is None and calls == [1]  # asked: no need
 
 
@@ -136,21 +136,21 @@ def test_wide_forwards_run_on_the_wide_count_and_restore_it(monkeypatch, engine_
 
     hparams, params = random_gpt2(n_ctx=128, n_embd=32, n_head=2)
     model = engine.GPT2(hparams, params, ops="cpu", free=FREE)
-    threads = model.forward.threads
-    assert (threads.n, threads.wide[0]) == (1, 2)
+    threads = model.plan.threads
+    assert (threads.n, threads.wide.threads) == (1, 2)
     # every product of the forward and the LM head records the count it ran on
-    object.__setattr__(model.forward, "ops", model.forward.ops._replace(
-        matmul=spy(model.forward.ops.matmul)))
+    object.__setattr__(model.plan, "ops", model.plan.ops._replace(
+        matmul=spy(model.plan.ops.matmul)))
     if engine_kind == "batched":
         model = engine.BatchGPT2(model, 8)
         wide, narrow = (lambda: model([list(range(10))] * 8, 5)), (lambda: model([[1, 2]] * 8))
     elif engine_kind == "self_draft":  # the target side's verification: every sublayer, the head
-        sd = self_draft.SelfDraft(hparams, model.params, skip=[1], forward=model.forward)
+        sd = self_draft.SelfDraft(hparams, model.params, skip=[1], plan=model.plan)
         model = self_draft.BatchSelfDraft(sd, 8).target
         wide, narrow = (lambda: model([list(range(10))] * 8, 5)), (lambda: model([[1, 2]] * 8))
     elif engine_kind == "eagle":
         head, config = init_eagle(hparams["n_embd"], 2, np.random.default_rng(0))
-        eagle = EagleHead(head, config, model.params["wte"], 64, model.forward.ops, threads)
+        eagle = EagleHead(head, config, model.params["wte"], 64, model.plan.ops, threads)
         F = np.zeros((40, hparams["n_embd"]), np.float32)
         wide, narrow = (lambda: eagle(list(range(41)), F)), (lambda: eagle([1, 2], F[:1]))
     else:
@@ -177,7 +177,7 @@ def test_building_engines_changes_nothing_in_the_process(monkeypatch):
         monkeypatch.setattr(policy, "SMALL_MODEL", small.n_params + 1)
         large = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=48, n_head=2), free=FREE)
         asked = engine.GPT2(*random_gpt2(n_ctx=64, n_embd=48, n_head=2), threads=1, free=FREE)
-        assert (small.forward.threads.n, large.forward.threads.n, asked.forward.threads.n) \
+        assert (small.plan.threads.n, large.plan.threads.n, asked.plan.threads.n) \
             == (1, 2, 1)
         assert policy.blas_threads() == 3
 
@@ -242,7 +242,7 @@ def test_the_app_passes_threads_to_every_engine():
 
     model = GPT2(*random_gpt2(n_ctx=64, n_embd=32, n_head=2),
                  **engine_choices(Settings(), threads=1))
-    assert scoped_counts(model.forward.threads, [1, 40]) == [1, 1]
+    assert scoped_counts(model.plan.threads, [1, 40]) == [1, 1]
 
 
 @pytest.mark.parametrize("idle, cpus, free", [(1.8, 2, 2), (1.4, 2, 1), (0.2, 2, 1),
@@ -277,10 +277,10 @@ def test_panels_off_without_direct_sgemm(monkeypatch, library, arch):
 def test_row_padding_follows_the_operations(kind, pad_rows):
     """The CPU operations pad a pass's rows to a multiple of 4, a caller's own Ops value too (it
     runs on the same BLAS); the reference and the panels do not; a request wins."""
-    from gpt2.fast import build, ops
+    from gpt2.fast import Choices, build, ops
     from tests.support.micro import random_gpt2
 
     hparams, params = random_gpt2(n_ctx=32, n_embd=16, n_head=2)
     asked = ops.CPU._replace(gelu=ops.CPU.gelu) if kind == "own ops" else kind
-    assert build(params, 10_000, kind=asked).pad_rows == pad_rows
-    assert build(params, 10_000, kind=asked, pad_rows=2).pad_rows == 2
+    assert build(params, 10_000, Choices(ops=asked)).pad_rows == pad_rows
+    assert build(params, 10_000, Choices(ops=asked, pad_rows=2)).pad_rows == 2
