@@ -5,7 +5,7 @@
     # also store the EAGLE rows in the head's eagle.json
     python -m bench.eagle --record gpt2/assets/tiny-target/eagle
 
-Every row is picospec_app.run.compare: autoregressive decoding and the method back to back on the
+Every row is picospec_app.compare: autoregressive decoding and the method back to back on the
 same held-out prompts and seeds, each from a cold cache (the EAGLE head's too); medians over prompts
 x seeds. Columns: tokens per target call (new tokens / target forwards, prefill included),
 acceptance (accepted / drafted, drafted = the depth of each step's tree or the chain's length, the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bench.harness import check_room
 from picospec_app.load import check_target, load_draft, load_eagle, load_heads
-from picospec_app.run import compare
+from picospec_app.compare import compare
 from tools.families import command
 from tools.page import header, write_page, write_text
 
@@ -79,7 +79,7 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
             r = compare(method, prompts, {"target": model, **needs[need]}, n_tokens, range(seeds),
                         {"temperature": T}, **options)
             lines.append(f"| {method} | {setting} | {T:g} | {r['tokens_per_call']:.2f} | "
-                         f"{r['acceptance']:.2f} | {r['verify_cost']:.2f} | {r['speedup']:.2f}x "
+                         f"{r['acceptance']:.2f} | {r['c']:.2f} | {r['speedup']:.2f}x "
                          f"({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
             print(lines[-1], flush=True)
             if need == "eagle":

@@ -63,7 +63,7 @@ def measure(Ks, n_prompts, n_tokens, repeats, rounds):
     from picospec.theory import cost_model_speedup
     from picospec_app.load import load_draft
     from picospec_app.machine import blas_line, policy
-    from picospec_app.run import compare
+    from picospec_app.compare import compare
     from picospec_app.settings import engine_choices, read_settings
 
     offline = read_settings().offline  # PICOSPEC_OFFLINE, as main.py reads it

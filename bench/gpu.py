@@ -15,7 +15,7 @@ one-token steps, a
     sample) with the same seed, the share of runs whose tokens equal the CPU's (float32 sums in
     another order can move a draw that sits on a boundary; the law is the same).
 speed: every row against autoregressive decoding, back to back on each prompt
-(picospec_app.run.compare), on the GPU and
+(picospec_app.compare), on the GPU and
     on this machine's CPU: tokens per target call, ms per token (medians over prompts), and the
     speedup as the median of the per-prompt ratios of the two runs' times.
 large: random weights of GPT-2's 124M-1558M shapes as targets and the 124M shape as the draft: wall
@@ -32,7 +32,8 @@ import time
 import numpy as np
 
 from picospec_app.load import load_needs
-from picospec_app.run import compare, run_method
+from picospec_app.compare import compare
+from picospec_app.run import run_method
 from gpt2.backend import get_xp
 from picospec_app.machine import thread_policy
 from picospec_app.settings import engine_choices
@@ -182,7 +183,7 @@ def speed(n_prompts, n_tokens):
              for d in ("gpu", "cpu")}
         out.append([m.name, f"{r['gpu']['tokens_per_call']:.2f}",
                     f"{r['gpu']['ms_per_token_base']:.2f}",
-                    f"{r['gpu']['ms_per_token']:.2f}", f"{r['gpu']['verify_cost']:.2f}",
+                    f"{r['gpu']['ms_per_token']:.2f}", f"{r['gpu']['c']:.2f}",
                     f"**{r['gpu']['speedup']:.2f}x**", f"{r['cpu']['ms_per_token_base']:.2f}",
                     f"{r['cpu']['ms_per_token']:.2f}", f"{r['cpu']['speedup']:.2f}x"])
         print(out[-1], flush=True)
@@ -192,7 +193,7 @@ def speed(n_prompts, n_tokens):
              for d in ("gpu", "cpu")}
         out.append([f"speculative, T = {T:g}", f"{r['gpu']['tokens_per_call']:.2f}",
                     f"{r['gpu']['ms_per_token_base']:.2f}", f"{r['gpu']['ms_per_token']:.2f}",
-                    f"{r['gpu']['verify_cost']:.2f}", f"**{r['gpu']['speedup']:.2f}x**",
+                    f"{r['gpu']['c']:.2f}", f"**{r['gpu']['speedup']:.2f}x**",
                     f"{r['cpu']['ms_per_token_base']:.2f}", f"{r['cpu']['ms_per_token']:.2f}",
                     f"{r['cpu']['speedup']:.2f}x"])
         print(out[-1], flush=True)

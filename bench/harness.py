@@ -1,6 +1,6 @@
 """One benchmark harness for every method of the table (picospec.methods): tokens per target call
 and wall-clock speedup against autoregressive decoding measured in the same run, beside the theory's
-prediction, on the app's protocol (picospec_app.run.compare); header, check_room and write_text
+prediction, on the app's protocol (picospec_app.compare); header, check_room and write_text
 serve every benchmark.
 
     python -m bench.harness                       # the built-in models, held-out prompts
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from picospec.theory import expected_tokens_per_call
 from picospec_app.load import check_target, load_draft
-from picospec_app.run import compare, copy_prompts, measure_alpha
+from picospec_app.compare import compare, copy_prompts, measure_alpha
 from tools.families import command
 from tools.page import header, write_page
 
@@ -65,10 +65,10 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
                 lines.append(
                     f"| {name} | {T:g} | {method} | {alpha:.3f} | {theory_tpc:.2f} | "
                     f"{r['tokens_per_call']:.2f} "
-                    f"| {' '.join(f'{a:.2f}' for a in r['per_position'])} | {r['c']:.3f} | "
-                    f"{r['verify_cost']:.2f} "
+                    f"| {' '.join(f'{a:.2f}' for a in r['per_position'])} | {r['c_d']:.3f} | "
+                    f"{r['c']:.2f} "
                     f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) "
-                    f"| {theory_tpc / (K * r['c'] + r['verify_cost']):.2f}x |")
+                    f"| {theory_tpc / (K * r['c_d'] + r['c']):.2f}x |")
                 print(lines[-1], flush=True)
     if prompt_lookup:
         lines += prompt_lookup_table(target_model, encoder, prompts, n_tokens, seeds)

@@ -77,7 +77,7 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
     side."""
     import numpy as np
 
-    from picospec_app.run import compare
+    from picospec_app.compare import compare
     from gpt2.fast.policy import blas_threads, free_cores
     from picospec_app.machine import policy as policy_of, thread_policy
     from gpt2.train.corpus import heldout_prompts

@@ -5,7 +5,7 @@ each OpenBLAS kernel family (tools/families.py: a process per family).
     python -m bench.panels --families SkylakeX --n_tokens 48
 
 Protocol. The rows are loaded twice, panels off and on. Each row (its default options) runs
-against autoregressive decoding in interleaved rounds on every prompt (picospec_app.run.compare),
+against autoregressive decoding in interleaved rounds on every prompt (picospec_app.compare),
 temperature 0, then speculative sampling at temperature 1 (seeds 0 and 1); the two layouts run in
 alternating order row by row. Reported: tokens per target call E, the cost c of one verification
 call over a one-token call, the drafting cost of a step (in one-token target calls), ms per token,
@@ -18,7 +18,8 @@ import os
 
 from bench.gpu import load_rows, setup, table
 from gpt2.fast.policy import panel_policy
-from picospec_app.run import compare, limit
+from picospec_app.compare import compare
+from picospec_app.run import limit
 from picospec_app.machine import thread_policy
 from picospec_cli import Option
 from picospec.methods import METHODS
@@ -27,7 +28,7 @@ from tools.page import header, write_page
 
 
 def limit_cell(r):  # compare's result -> "verification (without it 1.52x)"
-    worst, gain = limit(r["tokens_per_call"], r["E_full"], r["verify_cost"], r["drafting"],
+    worst, gain = limit(r["tokens_per_call"], r["E_full"], r["c"], r["drafting"],
                         r["speedup"])
     return f"{worst} (without it {gain:.2f}x)"
 
@@ -57,7 +58,7 @@ def main(n_prompts=4, n_tokens=64, out=None):
         speedups = [f"{r[on]['speedup']:.2f}x" for on in (False, True)]
         speedups[chosen] = f"**{speedups[chosen]}**"
         rows_out.append([name, f"{r[chosen]['tokens_per_call']:.2f}",
-                         f"{r[False]['verify_cost']:.2f} / {r[True]['verify_cost']:.2f}",
+                         f"{r[False]['c']:.2f} / {r[True]['c']:.2f}",
                          f"{r[chosen]['drafting']:.2f}",
                          f"{r[False]['ms_per_token_base']:.2f} / "
                          f"{r[True]['ms_per_token_base']:.2f}",

@@ -70,7 +70,8 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
                          "requirements-reference.txt") from None
     from bench.harness import check_room
     from picospec_app.load import check_target
-    from picospec_app.run import copy_prompts, run_method
+    from picospec_app.compare import copy_prompts
+    from picospec_app.run import run_method
     from picospec_app.machine import thread_policy
     from gpt2.train.corpus import heldout_prompts
     from picospec_app.settings import read_settings

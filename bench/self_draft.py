@@ -22,7 +22,7 @@ from picospec.sampling import warp
 from picospec.theory import cascade_speedup, expected_tokens_per_call
 from picospec_app.load import load_draft, load_self_draft as load_as_main
 from picospec_app.machine import thread_policy
-from picospec_app.run import compare, measure_alpha
+from picospec_app.compare import compare, measure_alpha
 from picospec_app.settings import engine_choices, read_settings
 from picospec_cli import Option
 from tools.families import command
@@ -94,11 +94,12 @@ def bench(target, encoder, target_name, n_prompts, prompt_tokens, n_tokens, seed
     lines = [f"`python -m bench.self_draft --bench_prompts {n_prompts} --n_tokens {n_tokens} "
              f"--seeds {seeds} --temperatures {','.join(map(str, temperatures))}`", "",
              "| method | drafter | options | T | tokens/target call (median) | draft calls per "
-             "target call (tiny-draft or self / ngram) | c = draft call / target call | verify "
-             "call / 1-token call | speedup vs autoregressive (median, IQR) | theory speedup |",
+             "target call (tiny-draft or self / ngram) | c_d = draft call / target call | c = "
+             "verify call / 1-token call | speedup vs autoregressive (median, IQR) | theory "
+             "speedup |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     # tiny-draft's review call of K_inner + 1 tokens
-    v1 = {k: call_cost(tiny, prompts[0], k + 1) for k in (2,)}
+    c_inner = call_cost(tiny, prompts[0], 3)
     alphas = []
     for T in temperatures:
         options = {"temperature": T}
@@ -116,26 +117,26 @@ def bench(target, encoder, target_name, n_prompts, prompt_tokens, n_tokens, seed
             measured[(method, drafter)] = r
             K = opts["K"]
             if method == "cascade":
-                c1 = measured[("speculative", "tiny-draft")]["c"]
-                c2 = measured[("speculative", "ngram")]["c"]
-                theory = cascade_speedup(alpha["tiny"], alpha["ngram"], K, opts["K_tail"], c1, c2,
-                                         r["verify_cost"],
-                                         alpha["ngram_tiny"], opts["K_inner"], v1[2])
+                c_d1 = measured[("speculative", "tiny-draft")]["c_d"]
+                c_d2 = measured[("speculative", "ngram")]["c_d"]
+                theory = cascade_speedup(alpha["tiny"], alpha["ngram"], K, opts["K_tail"], c_d1,
+                                         c_d2, r["c"], alpha["ngram_tiny"], opts["K_inner"],
+                                         c_inner)
                 calls = f"{r['draft_calls_per_step']:.2f} / {r['draft2_calls_per_step']:.2f}"
-                cost = f"{r['c']:.3f} / {r['c2']:.3f}"
+                cost = f"{r['c_d']:.3f} / {r['c_d2']:.3f}"
             else:
-                theory = expected_tokens_per_call(alpha[key], K) / (K * r["c"] + r["verify_cost"])
-                calls, cost = f"{r['draft_calls_per_step']:.2f}", f"{r['c']:.3f}"
+                theory = expected_tokens_per_call(alpha[key], K) / (K * r["c_d"] + r["c"])
+                calls, cost = f"{r['draft_calls_per_step']:.2f}", f"{r['c_d']:.3f}"
             shown = ", ".join(f"{k} {v}" for k, v in opts.items())
             lines.append(f"| {method} | {drafter} | {shown} | {T:g} | {r['tokens_per_call']:.2f} | "
-                         f"{calls} | {cost} | {r['verify_cost']:.2f} | {r['speedup']:.2f}x "
+                         f"{calls} | {cost} | {r['c']:.2f} | {r['speedup']:.2f}x "
                          f"({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) | {theory:.2f}x |")
             print(lines[-1], flush=True)
     lines += ["",
               f"The theory column's inputs: alpha = E[sum min(p, q)] on the same prompts' "
-              f"continuations (the self-drafts read the target's cache, as they draft), c and v "
-              f"measured in the rows above, tiny-draft's 3-token review call = {v1[2]:.2f} of its "
-              f"1-token call. Self-drafts: E[tokens](alpha, K) / (K c + v) at a fixed K "
+              f"continuations (the self-drafts read the target's cache, as they draft), c_d and c "
+              f"measured in the rows above, tiny-draft's 3-token review call = {c_inner:.2f} of "
+              f"its 1-token call. Self-drafts: E[tokens](alpha, K) / (K c_d + c) at a fixed K "
               f"(layer_skip also stops early); cascades: picospec.theory.cascade_speedup.", "",
               "| T | alpha tiny-draft | alpha ngram | alpha ngram under tiny-draft | alpha "
               "layer_skip "

@@ -18,7 +18,7 @@ here.
 3. Tree size against cost: the dynamic program's expected tokens per step for each size and the
    modelled speedup c(n, d) / (v(n) + draft calls * c), and Sequoia's hardware-aware choice of n and
    d.
-4. Equal budgets: every row follows picospec_app.run.compare (autoregressive decoding and the method
+4. Equal budgets: every row follows picospec_app.compare (autoregressive decoding and the method
    back to back on the same prompts and seeds, each from a cold cache; medians over prompts x
    seeds), beside the expected accepted tokens per step under positional acceptance; "measured" is
    the mean accepted per step over steps whose tree was not cut short by the end of the text.
@@ -33,7 +33,8 @@ import numpy as np
 
 from bench.harness import check_room
 from picospec_app.load import load_draft
-from picospec_app.run import mean_accepted, run_method
+from picospec_app.compare import mean_accepted
+from picospec_app.run import run_method
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sequoia import (acceptance_vector, build_choices, choose_size, sequoia_table,
                               sequoia_tree, tree_value)
@@ -95,7 +96,7 @@ def row(label, tree, T, expected, r, full_depth):
     expected = "-" if np.isnan(expected) else f"{expected:.2f}"
     return (f"| {label} | {tree} | {nodes:.1f} | {T:g} | {expected} | "
             f"{mean_accepted(stats, full_depth):.2f} "
-            f"| {r['tokens_per_call']:.2f} | {r['verify_cost']:.2f} "
+            f"| {r['tokens_per_call']:.2f} | {r['c']:.2f} "
             f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
 
 
@@ -237,7 +238,7 @@ def main(draft="tiny-draft", second_draft="ngram", budgets=(4, 8), temperatures=
 
 
 def measure(method, prompts, loaded, n_tokens, seeds, sampling, **options):
-    """picospec_app.run.compare's protocol (autoregressive decoding and the method back to back,
+    """picospec_app.compare's protocol (autoregressive decoding and the method back to back,
     from cold caches, on every prompt and seed; medians), keeping the method's step records, which
     compare does not return."""
     rows = []
@@ -249,8 +250,7 @@ def measure(method, prompts, loaded, n_tokens, seeds, sampling, **options):
     speedup = [b["seconds"] / r["seconds"] for b, r in rows]
     call = np.median([b["target_s"] / b["target_calls"] for b, _ in rows])
     return {"tokens_per_call": float(np.median([r["tokens_per_call"] for _, r in rows])),
-            "verify_cost": float(np.median([r["target_s"] / r["target_calls"] for _, r in rows])
-                                 / call),
+            "c": float(np.median([r["target_s"] / r["target_calls"] for _, r in rows]) / call),
             "speedup": float(np.median(speedup)),
             "speedup_iqr": np.percentile(speedup, [25, 75]).tolist(),
             "stats": [s for _, r in rows for s in r["stats"]]}

@@ -6,7 +6,7 @@ lookahead.
     python -m bench.trees --medusa gpt2/assets/tiny-target/medusa,runs/medusa4 --blockwise ... \
         --drafting
 
-Every row is picospec_app.run.compare: autoregressive decoding and the method back to back on the
+Every row is picospec_app.compare: autoregressive decoding and the method back to back on the
 same held-out prompts and seeds, each from a cold cache; medians over prompts x seeds. Shapes: none;
 this file only times things.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.harness import check_room
 from picospec_app.load import load_heads, rest_datastore
-from picospec_app.run import compare, copy_prompts
+from picospec_app.compare import compare, copy_prompts
 from picospec.tree import cartesian_choices, chain_choices, sparse_tree
 from tools.families import command
 from tools.page import header, write_page
@@ -73,7 +73,7 @@ def accuracy_table(folders):
 
 def row(label, nodes, T, posterior, r):
     return (f"| {label} | {nodes} | {T:g} | {posterior} | {r['tokens_per_call']:.2f} | "
-            f"{r['verify_cost']:.2f} "
+            f"{r['c']:.2f} "
             f"| {r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
 
 
@@ -152,7 +152,7 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
                                 seeds, {"temperature": 0}, K=k, merged=merged)
                     lines.append(f"| {Path(folder).name} | {k} | "
                                  f"{'merged' if merged else 'predict + verify'} "
-                                 f"| {r['tokens_per_call']:.2f} | {r['verify_cost']:.2f} "
+                                 f"| {r['tokens_per_call']:.2f} | {r['c']:.2f} "
                                  f"| {r['speedup']:.2f}x "
                                  f"({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
                     print(lines[-1], flush=True)
@@ -199,7 +199,7 @@ def prompt_lookup_sweep(target, encoder, prompts, n_tokens, seeds, sizes):
         for n in sizes:
             r = compare("prompt_lookup", xs, {"target": target}, n_tokens, seeds,
                         {"temperature": 0}, num_pred_tokens=n)
-            lines.append(f"| {label} | {n} | {r['tokens_per_call']:.2f} | {r['verify_cost']:.2f} "
+            lines.append(f"| {label} | {n} | {r['tokens_per_call']:.2f} | {r['c']:.2f} "
                          f"| {r['speedup']:.2f}x "
                          f"({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
             print(lines[-1], flush=True)

@@ -8,10 +8,11 @@ The symbols, all costs in units of one autoregressive (one-token) target call:
     c         a verifying target call's cost (K + 1 positions at once)
     c_d       one draft call's cost
     speedup   E / (c + K c_d): tokens per step over the step's cost (cost_model_speedup)
-Cascades (cascade_speedup) draft with a small model (cost c1, acceptance alpha1) for K tokens and
-a second one (cost c2, acceptance alpha2) for K_tail more; with K_inner > 0 the first drafter is
+Leviathan et al. name the draft's cost c; here c is always the target's call and c_d a draft's.
+Cascades (cascade_speedup) draft with a small model (cost c_d1, acceptance alpha1) for K tokens and
+a second one (cost c_d2, acceptance alpha2) for K_tail more; with K_inner > 0 the first drafter is
 itself reviewed by the second in inner steps of K_inner drafts (acceptance alpha12, each review
-costing v1), and the target's verification costs v.
+costing c_inner of the first drafter's calls), and the target's verification costs c.
 """
 import numpy as np
 
@@ -25,9 +26,9 @@ def expected_tokens_per_call(alpha, K):
     return (1 - alpha ** (K + 1)) / (1 - alpha)
 
 
-def expected_speedup(alpha, K, c):
-    """Theorem 3.8, c the draft/target cost ratio."""
-    return expected_tokens_per_call(alpha, K) / (K * c + 1)
+def expected_speedup(alpha, K, c_d):
+    """Theorem 3.8 (the paper's c is c_d here), verification at the cost of one call."""
+    return expected_tokens_per_call(alpha, K) / (K * c_d + 1)
 
 
 # c of a (K+1)-token verification on a GPU, where it is nearly free: docs/results/gpu.md
@@ -39,8 +40,8 @@ def cost_model_speedup(E, c, drafts=()):
     return E / (c + sum(k * c_d for k, c_d in drafts))
 
 
-def optimal_K(alpha, c, K_max=32):
-    return max(range(1, K_max + 1), key=lambda K: expected_speedup(alpha, K, c))
+def optimal_K(alpha, c_d, K_max=32):
+    return max(range(1, K_max + 1), key=lambda K: expected_speedup(alpha, K, c_d))
 
 
 def estimate_alpha(draft_model, target_model, x, **sampling_options):
@@ -70,10 +71,11 @@ def greedy_walk(agree, K, confidence=None, gamma=0.0):
     return steps
 
 
-def walk_speedup(walks, c, v):
-    """Speedup of greedy walks; c a draft call, v(k) the target's, in one-token calls."""
+def walk_speedup(walks, c_d, c):
+    """Speedup of greedy walks; c_d a draft call, c(k) the target's on k drafts, in one-token
+    calls."""
     tokens = sum(1 + sum(n + 1 for _, n in steps) for steps in walks)
-    return tokens / sum(1 + sum(k * c + v(k) for k, _ in steps) for steps in walks)
+    return tokens / sum(1 + sum(k * c_d + c(k) for k, _ in steps) for steps in walks)
 
 
 def expected_tokens_chain(alphas):
@@ -97,12 +99,14 @@ def steps_to_draft(m, alpha, k):
     return steps[m], drafts[m]
 
 
-def cascade_speedup(alpha1, alpha2, K, K_tail, c1, c2, v, alpha12=None, K_inner=0, v1=1.0):
-    """Cascade drafting's speedup: acceptances alpha1, alpha2, alpha12; costs c1, c2, v, v1."""
+def cascade_speedup(alpha1, alpha2, K, K_tail, c_d1, c_d2, c, alpha12=None, K_inner=0,
+                    c_inner=1.0):
+    """Cascade drafting's speedup: acceptances alpha1, alpha2, alpha12; costs c_d1, c_d2, c,
+    c_inner."""
     tokens = expected_tokens_chain([alpha1] * K + [alpha2] * K_tail)
     if K_inner:
         steps, drafts = steps_to_draft(K, alpha12, K_inner)
-        draft_cost = steps * c1 * v1 + drafts * c2
+        draft_cost = steps * c_d1 * c_inner + drafts * c_d2
     else:
-        draft_cost = K * c1
-    return tokens / (v + draft_cost + K_tail * c2)
+        draft_cost = K * c_d1
+    return tokens / (c + draft_cost + K_tail * c_d2)

@@ -6,9 +6,8 @@ import time
 
 import numpy as np
 
-from picospec.autoregressive import autoregressive_sampling
 from picospec.methods import call, find
-from picospec.theory import GPU_VERIFY_COST, cost_model_speedup, estimate_alpha
+from picospec.theory import GPU_VERIFY_COST, cost_model_speedup
 
 
 class Timed:
@@ -198,84 +197,7 @@ def summary(stats):
             "accepted_per_node": accepted / nodes if nodes else None}
 
 
-def per_position_acceptance(stats, K):
-    """P(draft t accepted | drafts before it accepted), t = 1..K, over full-K steps."""
-    steps = [s for s in stats if s["drafted"] == K]
-    reached = [sum(1 for s in steps if s["accepted"] >= t) for t in range(K)]
-    return [sum(1 for s in steps if s["accepted"] >= t + 1) / r if r else float("nan")
-            for t, r in enumerate(reached)]
-
-
 def median_run(runs):
     """Repeats of a run -> the first's output and counts, the median of each time."""
     times = ("seconds", "target_s", "draft_s", "draft2_s")
     return {**runs[0], **{k: float(np.median([r[k] for r in runs])) for k in times}}
-
-
-def mean_accepted(stats, full_depth):
-    full = [s["accepted"] for s in stats if s["drafted"] == full_depth]
-    return float(np.mean(full)) if full else float("nan")
-
-
-def compare(method, prompts, loaded, N, seeds, sampling=None, repeats=1, **options):
-    """method vs autoregressive on every prompt and seed -> medians of speedup, E and costs."""
-    rows = []
-    for x in prompts:
-        for seed in seeds:
-            base = {"target": loaded["target"]}
-            bases, runs = interleaved(
-                [lambda: run_method("autoregressive", x, base, N, seed, sampling),
-                 lambda: run_method(method, x, loaded, N, seed, sampling, **options)],
-                rounds=repeats)
-            rows.append({"speedup": speedup_of(bases, runs)["median"], **median_run(runs),
-                         "base": median_run(bases), "costs": call_costs(bases, runs)})
-    tpc = [r["tokens_per_call"] for r in rows]
-    speedup = [r["speedup"] for r in rows]
-    one = np.median([r["base"]["target_s"] / r["base"]["target_calls"] for r in rows])
-    c = np.median([r["draft_s"] / max(r["draft_calls"], 1) for r in rows]) / one  # 0: no draft
-    c2 = np.median([r["draft2_s"] / max(r["draft2_calls"], 1) for r in rows]) / one  # draft2's
-    verify = np.median([r["target_s"] / r["target_calls"] for r in rows]) / one
-    stats = [s for r in rows for s in r["stats"]]
-    K = options.get("K", 0)
-    return {"tokens_per_call": float(np.median(tpc)), "tokens_per_call_mean": float(np.mean(tpc)),
-            "speedup": float(np.median(speedup)),
-            "speedup_iqr": np.percentile(speedup, [25, 75]).tolist(),
-            "c": float(c), "verify_cost": float(verify),
-            "acceptance": summary(stats)["acceptance"] or 0.0,
-            "c2": float(c2),
-            "draft_calls_per_step": sum(r["draft_calls"] for r in rows) / len(stats),
-            "draft2_calls_per_step": sum(r["draft2_calls"] for r in rows) / len(stats),
-            "per_position": per_position_acceptance(stats, K) if K else [],
-            "ms_per_token": 1e3 * float(np.median([r["seconds"] for r in rows])) / N,
-            "ms_per_token_base": 1e3 * float(np.median([r["base"]["seconds"] for r in rows])) / N,
-            "ms_per_loop": 1e3 * float(np.median([r["seconds"] / len(r["stats"]) for r in rows])),
-            "predicted": float(np.median([r["costs"]["predicted"] for r in rows])),
-            "predicted_gpu": float(np.median([r["costs"]["predicted_gpu"] for r in rows])),
-            "drafting": float(np.median([drafting(r["costs"]) for r in rows])),
-            "E_full": every_draft_accepted(stats, float(np.median(tpc))), "stats": stats}
-
-
-def explain(r):
-    """compare's result -> one line: measured and predicted speedup, and what holds it down."""
-    E, c, d = r["tokens_per_call"], r["verify_cost"], r["drafting"]
-    worst, gain = limit(E, r["E_full"], c, d, r["speedup"])
-    gpu = f", with c = {GPU_VERIFY_COST} {r['predicted_gpu']:.2f}x" if GPU_VERIFY_COST < c else ""
-    return (f"E {E:.2f}, c {c:.2f}, drafting {d:.2f}: measured {r['speedup']:.2f}x, cost model "
-            f"{r['predicted']:.2f}x{gpu}; limit: {worst} (without it {gain:.2f}x)")
-
-
-def measure_alpha(draft, target, prompts, N, options):
-    """alpha on the prompts followed by the target's own continuation."""
-    values = []
-    for x in prompts:
-        for model in (draft, target):
-            getattr(model, "reset", lambda: None)()
-        seq = autoregressive_sampling(x, target, N, np.random.default_rng(0), **options)
-        values.append(estimate_alpha(draft, target, seq[len(x) - 1:], **options))
-    return float(np.mean(values))
-
-
-def copy_prompts(encoder, prompts, n_copy=12):
-    """Prompts that repay copying: a chunk, a blank line, the chunk's start again."""
-    blank = encoder.encode("\n\n")
-    return [x + blank + x[:n_copy] for x in prompts]

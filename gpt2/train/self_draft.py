@@ -83,20 +83,20 @@ def measure_costs(target, reps=60):
 
 
 def cpu_costs(skip, costs, n_layer):
-    """This machine (costs from measure_costs) -> c (a draft call over a 1-token target call), v(k)
-    (the verification of k drafts, reusing the draft's work below the cut: those sublayers run 1
-    token, not k + 1)."""
+    """This machine (costs from measure_costs) -> c_d (a draft call over a 1-token target call),
+    c(k) (the verification of k drafts, reusing the draft's work below the cut: those sublayers run
+    1 token, not k + 1)."""
     sub = [costs["attention"] if s % 2 == 0 else costs["mlp"] for s in range(2 * n_layer)]
     V, cut = costs["verify"], min(skip, default=2 * n_layer)
-    c = (costs["call"] + sum(t for s, t in enumerate(sub) if s not in skip)) / V[0]
+    c_d = (costs["call"] + sum(t for s, t in enumerate(sub) if s not in skip)) / V[0]
     below = sum(sub[:cut]) / sum(sub)  # share of the sublayers' time before the cut
-    return c, lambda k: (V[k] - below * (V[k] - V[0])) / V[0]
+    return c_d, lambda k: (V[k] - below * (V[k] - V[0])) / V[0]
 
 
 def memory_bound_costs(skip, hparams):
-    """A memory-bound accelerator: a call costs the weights it reads, whatever its tokens -> c = the
-    draft path's share of the weights (the tied embedding / LM head, 4C^2 per attention, 8C^2 per
-    MLP), v(k) = 1."""
+    """A memory-bound accelerator: a call costs the weights it reads, whatever its tokens -> c_d =
+    the draft path's share of the weights (the tied embedding / LM head, 4C^2 per attention, 8C^2
+    per MLP), c(k) = 1."""
     C, V = hparams["n_embd"], hparams["n_vocab"]
     sub = [4 * C * C if s % 2 == 0 else 8 * C * C for s in range(2 * hparams["n_layer"])]
     kept = V * C + sum(w for s, w in enumerate(sub) if s not in skip)
@@ -107,16 +107,16 @@ GAMMAS = (0.0, 0.2, 0.4, 0.6, 0.8)  # thresholds of the early stop searched with
 
 
 def score(agree, confidence, models, Ks=range(1, 9), gammas=GAMMAS):
-    """The best K and threshold gamma of one skip set under each cost model (c, v) in `models`, from
-    its agreement and confidence [B, m] -> [(speedup, K, gamma, tokens per target call)] per
+    """The best K and threshold gamma of one skip set under each cost model (c_d, c) in `models`,
+    from its agreement and confidence [B, m] -> [(speedup, K, gamma, tokens per target call)] per
     model."""
     best = [(0.0, 0, 0.0, 0.0)] * len(models)
     for K in Ks:
         for gamma in gammas if K > 1 else (0.0,):
             walks = [greedy_walk(a, K, q, gamma) for a, q in zip(agree, confidence)]
             tpc = (agree.size + len(agree)) / sum(1 + len(steps) for steps in walks)
-            best = [max(b, (walk_speedup(walks, c, v), K, gamma, tpc)) for b,
-                    (c, v) in zip(best, models)]
+            best = [max(b, (walk_speedup(walks, c_d, c), K, gamma, tpc)) for b,
+                    (c_d, c) in zip(best, models)]
     return best
 
 

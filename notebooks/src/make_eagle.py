@@ -171,14 +171,14 @@ EAGLE-1, EAGLE-2, Medusa and speculative sampling against autoregressive decodin
 target, side by side (a small run here, 2 prompts x 1 seed x 48 tokens, 5 interleaved rounds each,
 medians; the README's table is `python -m bench.eagle`, 8 prompts x 2 seeds x 64 tokens). Every
 EAGLE row at temperature 0 produces the same text as greedy decoding. Beside each measured speedup,
-the cost model's (picospec_app.run.explain): E tokens per target call, c the target call's cost in
+the cost model's (picospec_app.compare.explain): E tokens per target call, c the target call's cost in
 one-token calls, the drafting cost of a step in the same unit (EAGLE's head calls, or the draft
 model's), the speedup E / (c + drafting) they predict, the same with c = 1.2 (verification nearly
 free, as on a GPU), and which cost limits the row. On a CPU a target call over a tree of 10-16 nodes
 costs several one-token calls, so a row that decodes 3 tokens per call can still lose; the same step
 at the GPU's verification cost shows what the method gains where that call is nearly free."""),
 code("""from picospec_app.load import load_draft, load_heads
-from picospec_app.run import compare, explain
+from picospec_app.compare import compare, explain
 from picospec_app.machine import blas_line, policy
 print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
 from gpt2.train.corpus import heldout_prompts

@@ -102,13 +102,13 @@ decoding). The best tree is where the two curves cross. Greedy, 48 tokens, 3 pro
 autoregressive decoding in interleaved rounds (5 each, medians), so a change of load falls on both
 alike.
 
-Each row also prints the cost model (picospec_app.run.explain): with E tokens per target call and a
+Each row also prints the cost model (picospec_app.compare.explain): with E tokens per target call and a
 target call costing c one-token calls, the predicted speedup is E / c (the heads run inside the
 target call); beside it, the same E with c = 1.2, verification nearly free as on a GPU. On a CPU c
 grows with the tree, so past a few nodes each extra node costs more than the tokens it adds; on a
 GPU c stays near 1.2 up to 16 rows, and the bigger trees pay."""),
 code("""from picospec_app.load import load_heads
-from picospec_app.run import compare, explain
+from picospec_app.compare import compare, explain
 from picospec_app.machine import blas_line, policy
 print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
 from gpt2.train.corpus import heldout_prompts
@@ -123,7 +123,7 @@ for budget in BUDGETS:
                 posterior="greedy")
     rows.append((budget, r["tokens_per_call"], r["speedup"], r["predicted"], r["predicted_gpu"]))
     print(f"sparse tree, {budget:2d} nodes: {r['tokens_per_call']:.2f} tokens per call, "
-          f"a call costs {r['verify_cost']:.2f} one-token calls, {r['speedup']:.2f}x; {explain(r)}")
+          f"a call costs {r['c']:.2f} one-token calls, {r['speedup']:.2f}x; {explain(r)}")
 fig, ax = plt.subplots(1, 2, figsize=(9, 3))
 ax[0].plot([r[0] for r in rows], [r[1] for r in rows], "o-"); ax[0].set(xscale="log", xlabel="nodes", ylabel="tokens per call")
 ax[1].plot([r[0] for r in rows], [r[2] for r in rows], "o-", label="measured")

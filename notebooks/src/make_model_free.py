@@ -114,13 +114,13 @@ of 5 interleaved rounds (autoregressive, method, autoregressive, ...). The READM
 (`python -m bench.trees --drafting`).
 
 None of the three has a draft model, so the cost model is E / c: E tokens per target call against c,
-the cost of the method's target call in one-token calls (picospec_app.run.explain prints both, the
+the cost of the method's target call in one-token calls (picospec_app.compare.explain prints both, the
 prediction, and the same E with c = 1.2, verification nearly free as on a GPU). By the cost model
 a method gains on a prompt only where its E exceeds its c (the printed figures are medians over
 prompts), and under each row a verdict line says what its figures imply: lookahead pays for its
 whole window on every call, so its c is the one to read first, and its extra accepted tokens save
 time only where they outnumber that cost."""),
-code("""from picospec_app.run import compare, copy_prompts, explain
+code("""from picospec_app.compare import compare, copy_prompts, explain
 sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures
 from verdicts import gains, versus
 from picospec_app.machine import blas_line, policy

@@ -50,7 +50,7 @@ code("""agree = [1, 1, 0, 1, 1]
 print("K=2:", greedy_walk(agree, 2))
 print("K=3:", greedy_walk(agree, 3))
 print("K=3, stop below 0.5:", greedy_walk(agree, 3, [0.9, 0.3, 0.9, 0.9, 0.9], 0.5))
-print("speedup with c = 0.25, v = 1:", walk_speedup([greedy_walk(agree, 2)], 0.25, lambda k: 1.0))
+print("speedup with c_d = 0.25, c = 1:", walk_speedup([greedy_walk(agree, 2)], 0.25, lambda k: 1.0))
 # Draft & Verify's threshold update, one step: 1 of 4 drafts kept, so the threshold goes up (fewer drafts)
 print("gamma, AR =", adapt_threshold(0.6, 0.9, 1, 4, alpha=0.9, epsilon=0.01, beta1=0.5, beta2=0.9))"""),
 md("""## Every skip set: the landscape
@@ -192,7 +192,7 @@ temperature 1 and the theory beside it (`python -m bench.self_draft`). Each prom
 medians of 5 interleaved rounds (autoregressive, method, autoregressive, ...), so a change of load
 falls on both alike.
 
-Each row prints the cost model (picospec_app.run.explain), every cost measured in this run in one-token
+Each row prints the cost model (picospec_app.compare.explain), every cost measured in this run in one-token
 target calls of autoregressive decoding: E tokens per target call, c the verification call, c_d one
 draft call and "drafting" the draft calls of a step (k c_d), the speedup E / (c + drafting) they
 predict beside the measured one, the same with c = 1.2 (verification nearly free, as on a GPU), and
@@ -204,7 +204,7 @@ c and drafting, and the verdict printed under it follows from them, not from the
 The measured speedup of a row whose prediction is near 1 can land on either side of 1 with the
 machine's load."""),
 code("""from picospec_app.load import load_self_draft as load_as_main
-from picospec_app.run import compare, explain
+from picospec_app.compare import compare, explain
 sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures
 from verdicts import gains, versus
 from picospec_app.machine import blas_line, policy
@@ -227,7 +227,7 @@ for method, label, loaded, options in rows:
                 repeats=REPEATS, **options)
     results.append((f"{method}\\n{label}", r["tokens_per_call"], r["speedup"], r["predicted"],
                     r["predicted_gpu"]))
-    print(f"{method:12s} {label:22s} c_d {r['c']:.2f}  {explain(r)}")
+    print(f"{method:12s} {label:22s} c_d {r['c_d']:.2f}  {explain(r)}")
     print(f"{'':35s} {versus(r['speedup'], r['predicted'])}; "
           f"{gains(r['predicted'])}")
 fig, ax = plt.subplots(figsize=(10, 3))

@@ -82,7 +82,7 @@ At temperature 0 both decode greedily, so the texts must be identical; only the 
 of target calls change. The times are medians of interleaved rounds (autoregressive, speculative,
 autoregressive, ...), each run from cold caches, so a change of load on the machine falls on both
 alike; the speed-up is the median of the rounds' ratios."""),
-code("""from picospec_app.run import compare, explain
+code("""from picospec_app.compare import compare, explain
 N, REPEATS = (24, 1) if QUICK else (48, 7)
 for m in (target, draft): m.reset()
 ar = autoregressive_sampling(x, target, N, np.random.default_rng(0), temperature=0)
@@ -115,9 +115,9 @@ small-matrix path (OpenBLAS's direct SGEMM in its AVX-512 kernels, which the eng
 use; the BLAS line above says which kernels run here). The cell below measures c and c_d in the run
 above, checks the prediction against the measured speed-up, and gives the same step at a GPU's
 verification cost."""),
-code("""E, c, drafting = r["tokens_per_call"], r["verify_cost"], r["drafting"]  # drafting: k c_d a step
+code("""E, c, drafting = r["tokens_per_call"], r["c"], r["drafting"]  # drafting: k c_d a step
 print(f"E = {E:.2f} tokens per target call; c = {c:.2f} one-token calls for the 5-token target "
-      f"call; c_d = {r['c']:.3f}, so the drafts cost {drafting:.2f} a step")
+      f"call; c_d = {r['c_d']:.3f}, so the drafts cost {drafting:.2f} a step")
 predicted = E / (c + drafting)
 assert abs(predicted - r["predicted"]) < 1e-9  # one prompt: the harness's prediction is this
 print(f"cost model: E / (c + K c_d) = {E:.2f} / ({c:.2f} + {drafting:.2f}) = {predicted:.2f}x; "

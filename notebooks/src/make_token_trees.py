@@ -199,11 +199,11 @@ md("""## Side by side (a small run)
 
 Chain (speculative sampling, K = 6), SpecInfer `<1, 1, 2, 1>` and Sequoia's tree at an equal budget
 of 6 draft nodes, against autoregressive decoding on a few held-out prompts
-(`picospec_app.run.compare`: 5 interleaved rounds per prompt, autoregressive, method, autoregressive,
+(`picospec_app.compare`: 5 interleaved rounds per prompt, autoregressive, method, autoregressive,
 ..., medians). The README has the full table from `python -m bench.token_trees`. A target call over
 7 rows costs more than a one-token call (the "call cost" column: the method's mean target call over
 autoregressive decoding's, measured in the same run), so tokens per call must beat that before time
-is saved. The last column is the cost model (picospec_app.run.explain): E / (c + drafting) from the
+is saved. The last column is the cost model (picospec_app.compare.explain): E / (c + drafting) from the
 measured costs beside the measured speedup, and the same with c = 1.2, verification nearly free as
 on a GPU. The "accepted/step"
 column is the mean number of drafted tokens kept, over the steps that drafted to the tree's full
@@ -213,10 +213,10 @@ different steps, so tokens/call need not be accepted/step + 1. Every row here sc
 target call; where a row loses on a CPU without a
 small-matrix path, that call's cost c is why (the "limit" at the end of each row), and the c = 1.2
 column shows the same steps where verification is nearly free."""),
-code("""from picospec_app.run import compare, explain
+code("""from picospec_app.compare import compare, explain
 from picospec_app.machine import blas_line, policy
 print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
-from picospec_app.run import mean_accepted
+from picospec_app.compare import mean_accepted
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 48)
 N, REPEATS, TEMPERATURES = (16, 1, (0.0,)) if QUICK else (32, 5, (0.0, 1.0))
 loaded = {"target": target, "draft": draft, "acceptance": ACCEPTANCE}
@@ -230,7 +230,7 @@ for T in TEMPERATURES:
         r = compare(method, prompts, loaded, N, range(1), {"temperature": T}, repeats=REPEATS,
                     **options)
         print(f"{label:28s} {T:3g} {mean_accepted(r['stats'], depth):14.2f} {r['tokens_per_call']:12.2f} "
-              f"{r['verify_cost']:10.2f} {r['speedup']:7.2f}x  {explain(r)}")"""),
+              f"{r['c']:10.2f} {r['speedup']:7.2f}x  {explain(r)}")"""),
 ]
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 save(nb, NOTEBOOKS / "token_trees.ipynb")

@@ -1,7 +1,7 @@
 """Every figure the command reports, worked by hand on small scripted runs and compared: a run's
 seconds, calls and time per model (picospec_app/run.py, on a stub clock that the models advance by
 their cost), the speedup and the cost model's inputs, acceptance (accepted over drafted tokens, for
-trees too), per-position acceptance, the batched tree loop's step record (its nodes: the widest
+trees too), the batched tree loop's step record (its nodes: the widest
 tree), and main.py's --json and text, for one prompt (times, speedup and costs on a clock that ticks
 once a read; a tree method's acceptance) and for --batch (per-row tokens per target call over the
 calls the row took part in, the speedup of batched autoregressive time over the method's).
@@ -140,14 +140,6 @@ def test_acceptance_is_accepted_over_drafted_also_for_trees():
     assert run.summary(stats) == {"drafted": 5, "nodes": 12, "accepted": 4, "acceptance": 0.8,
                                   "accepted_per_node": pytest.approx(1 / 3)}
     assert run.summary([{"drafted": 0, "nodes": 0, "accepted": 0}])["acceptance"] is None
-
-
-def test_per_position_acceptance_by_hand():
-    """Full steps of K = 3 accepting 0, 2, 3, 1 (a step of 2 drafts left out): position 1 reached 4
-    times, passed 3; position 2: 2 of 3; position 3: 1 of 2."""
-    stats = [{"drafted": 3, "accepted": a} for a in (0, 2, 3, 1)] + [{"drafted": 2, "accepted": 2}]
-    assert run.per_position_acceptance(stats, 3) == [3 / 4, 2 / 3, 1 / 2]
-    assert run.mean_accepted(stats, 3) == 1.5
 
 
 def test_batched_tree_record_nodes_is_the_widest_tree():

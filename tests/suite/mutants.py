@@ -531,6 +531,10 @@ MUTANTS = (
             "tests/app/test_run_figures.py"),
            "once missed: a tree method's acceptance divided by the nodes scored, not the tokens "
            "drafted"),
+    Mutant("compare-c-is-the-draft", "report", "rule", "picospec_app/compare.py",
+           '"c": float(c), "c_d": float(c_d)', '"c": float(c_d), "c_d": float(c)',
+           ("tests/app/test_compare.py",),
+           "compare's c names the draft's call again, not the target's (two meanings of c)"),
     Mutant("cost-model-c-unscaled", "report", "rule", "picospec_app/run.py",
            'c = median(r["target_s"] / r["target_calls"] for r in runs) / one',
            'c = median(r["target_s"] / r["target_calls"] for r in runs)',

@@ -1,0 +1,57 @@
+"""The comparisons of the benchmarks and the notebooks (picospec_app/compare.py), by hand on
+scripted models whose calls advance a stub clock by their cost: c is the method's target call and
+c_d a draft call, each over a one-token target call, as in picospec/theory.py; per-position
+acceptance and the mean accepted at full depth."""
+import numpy as np
+import pytest
+
+from picospec_app import compare
+from tests.support.toy import Toy
+
+V, N = 3, 10
+TARGET = Toy(np.tile([0.0, 0.5, 0.5], (V, V, 1)))
+DRAFT = Toy(np.tile([0.2, 0.4, 0.4], (V, V, 1)))
+
+
+class Clock:
+    """A stub clock: it moves only when a model is called, by that call's cost."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+class Costly:
+    """A model whose call over n positions takes first + more * (n - 1) seconds on the clock."""
+
+    def __init__(self, model, clock, first, more=0.0):
+        self.model, self.clock, self.first, self.more = model, clock, first, more
+        self.n_vocab = model.n_vocab
+
+    def __call__(self, x, n=1):
+        self.clock.now += self.first + self.more * (n - 1)
+        return self.model(x, n)
+
+
+def test_c_is_the_target_call_and_c_d_the_draft_call():
+    """A one-token target call costs 1, each more position 0.5, a draft call 0.2: c_d is 0.2, c
+    the method's mean target call (K + 1 = 4 positions: 2.5, fewer near the end), c_d2 0."""
+    clock = Clock()
+    loaded = {"target": Costly(TARGET, clock, 1.0, 0.5), "draft": Costly(DRAFT, clock, 0.2)}
+    r = compare.compare("speculative", [[1, 2]], loaded, N, [0], {"temperature": 1.0}, K=3,
+                        clock=clock)
+    assert r["c_d"] == pytest.approx(0.2) and r["c_d2"] == 0
+    assert 1.0 < r["c"] <= 2.5
+    stats = r["stats"]
+    positions = [1 + s["drafted"] for s in stats]  # each target call's positions
+    assert r["c"] == pytest.approx(np.mean([1.0 + 0.5 * (n - 1) for n in positions]))
+
+
+def test_per_position_acceptance_by_hand():
+    """Full steps of K = 3 accepting 0, 2, 3, 1 (a step of 2 drafts left out): position 1 reached 4
+    times, passed 3; position 2: 2 of 3; position 3: 1 of 2."""
+    stats = [{"drafted": 3, "accepted": a} for a in (0, 2, 3, 1)] + [{"drafted": 2, "accepted": 2}]
+    assert compare.per_position_acceptance(stats, 3) == [3 / 4, 2 / 3, 1 / 2]
+    assert compare.mean_accepted(stats, 3) == 1.5
