@@ -81,7 +81,7 @@ def measure(Ks, n_prompts, n_tokens, repeats, rounds):
         runs.append({"K": K, "E": r["tokens_per_call"], "acceptance": r["acceptance"],
                      "speedup": r["speedup"], "speedup_iqr": r["speedup_iqr"],
                      "predicted": cost_model_speedup(r["tokens_per_call"], c[K + 1], [(K, c_d)]),
-                     "c_run": r["verify_cost"], "drafting_run": r["drafting"],
+                     "c_run": r["c"], "drafting_run": r["drafting"],
                      "predicted_run": r["predicted"]})
     return {"kernels": blas_kernels()[1], "blas": blas_line(policy(target)),
             "n_params": target.n_params,

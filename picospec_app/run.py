@@ -5,9 +5,11 @@ import sys
 import time
 
 import numpy as np
+from tqdm import tqdm
 
 from picospec.methods import call, find
 from picospec.theory import GPU_VERIFY_COST, cost_model_speedup
+from picospec_app.load import batched_models
 
 
 class Timed:
@@ -74,39 +76,37 @@ def run_method(method, x, loaded, N, seed, sampling=None, clock=time.perf_counte
 
 
 def run_batch(method, xs, loaded, groups, n, seed, sampling, options, progress):
-    """One timed run of the batched form over xs in groups (command.row_groups) -> {"outputs",
+    """One timed run of the batched form over xs in Groups (picospec_app.plan) -> {"outputs",
     "seconds", "target_calls", "groups", "tokens_per_target_call" per row}."""
-    from tqdm import tqdm
-
-    from picospec_app.load import batched_models
-
-    groups, row_bytes = groups
     out, seconds, stats = [], 0.0, []
     rng = np.random.default_rng(seed)  # one generator through the groups
     sampling = {k: v for k, v in sampling.items() if v is not None}
     with tqdm(total=len(xs), desc=method.name, unit="row", leave=False, disable=not progress,
               file=sys.stderr) as bar:  # rows done, and the group on its way
-        for g, group in enumerate(groups):
-            bar.set_postfix_str(f"group {g + 1} of {len(groups)}")
+        for g, group in enumerate(groups.rows):
+            bar.set_postfix_str(f"group {g + 1} of {len(groups.rows)}")
             try:
                 needs = batched_models(loaded, len(group))  # the group's caches: allocated here
                 for model in needs.values():
                     getattr(model, "reset", lambda: None)()
+                records = []  # the group's step records
+                stats.append(records)
                 start = time.perf_counter()
                 out += call(method, [xs[i] for i in group], n, rng, needs, sampling, options,
-                            stats=stats.append([]) or stats[-1], batch=True)
+                            stats=records, batch=True)
             except MemoryError:  # the bound fell short (memory taken meanwhile; CuPy's error too)
-                mb = -(-len(groups[0]) * row_bytes // 2**20)
-                raise ValueError(f"--batch: out of memory with groups of {len(groups[0])} rows: "
-                                 f"pass a smaller --batch_memory than {mb}") from None
+                size = len(groups.rows[0])
+                mb = -(-size * groups.row_bytes // 2**20)
+                raise ValueError(f"--batch: out of memory with groups of {size} rows: pass a "
+                                 f"smaller --batch_memory than {mb}") from None
             seconds += time.perf_counter() - start
             del needs  # the group's caches go before the next group's are made
             bar.update(len(group))
     calls = [sum(s.get("calls", 1) for s in records) for records in stats]
     per_row = [n / sum(s.get("calls", 1) for s in stats[g] if s["accepted"][b] >= 0)
-               for g, group in enumerate(groups) for b in range(len(group))]
+               for g, group in enumerate(groups.rows) for b in range(len(group))]
     return {"outputs": out, "seconds": seconds, "target_calls": sum(calls),
-            "groups": [len(g) for g in groups],
+            "groups": [len(g) for g in groups.rows],
             "tokens_per_target_call": per_row}
 
 

@@ -1,9 +1,11 @@
-"""--batch's memory plan (picospec_app/command.py row_groups, run.py run_batch): rows run in groups
+"""--batch's memory plan (picospec_app/plan.py row_groups, run.py run_batch): rows run in groups
 that fit half the free memory, as --batch_memory's help says, or the MB given; an allocation that
 still fails (a group's caches, or its run) ends in one line naming --batch_memory."""
+import types
+
 import pytest
 
-from picospec_app import command, load, machine, run
+from picospec_app import plan, run
 from picospec_cli import UsageError
 
 MB = 2**20
@@ -11,25 +13,25 @@ MB = 2**20
 
 @pytest.fixture
 def rows_of_10_mb(monkeypatch):
-    monkeypatch.setattr(load, "batch_row_bytes", lambda loaded, tokens: 10 * MB)
+    monkeypatch.setattr(plan, "batch_row_bytes", lambda loaded, tokens: 10 * MB)
 
 
 def groups(n_rows, batch_memory=None):
-    values = {"batch_memory": batch_memory, "n_tokens": 8}
-    return command.row_groups([[1, 2]] * n_rows, values, {}, "cpu")[0]
+    asked = types.SimpleNamespace(batch_memory=batch_memory, n_tokens=8, device="cpu")
+    return plan.row_groups(asked, [[1, 2]] * n_rows, {}).rows
 
 
 @pytest.mark.parametrize("free_mb, sizes", [(100, [5, 5, 2]), (60, [3, 3, 3, 3]),
                                             (1000, [12]), (None, [12])])
 def test_groups_fit_half_the_free_memory(monkeypatch, rows_of_10_mb, free_mb, sizes):
     """Rows of 10 MB: 100 MB free -> 50 MB -> groups of 5; unreadable -> the default 4096 MB."""
-    monkeypatch.setattr(machine, "free_memory",
+    monkeypatch.setattr(plan, "free_memory",
                         lambda device: None if free_mb is None else free_mb * MB)
     assert [len(g) for g in groups(12)] == sizes
 
 
 def test_batch_memory_is_the_budget_and_free_memory_is_not_read(monkeypatch, rows_of_10_mb):
-    monkeypatch.setattr(machine, "free_memory", lambda device: pytest.fail("read free memory"))
+    monkeypatch.setattr(plan, "free_memory", lambda device: pytest.fail("read free memory"))
     assert [len(g) for g in groups(7, batch_memory=30)] == [3, 3, 1]
     with pytest.raises(UsageError, match=r"one row needs about 10 MB .* pass --batch_memory 10"):
         groups(2, batch_memory=9)
@@ -42,11 +44,11 @@ def test_out_of_memory_in_a_group_is_one_line(monkeypatch, where):
         raise MemoryError
 
     if where == "caches":
-        monkeypatch.setattr(load, "batched_models", fail)
+        monkeypatch.setattr(run, "batched_models", fail)
     else:
-        monkeypatch.setattr(load, "batched_models", lambda loaded, rows: {})
+        monkeypatch.setattr(run, "batched_models", lambda loaded, rows: {})
         monkeypatch.setattr(run, "call", fail)
     with pytest.raises(ValueError, match=r"^--batch: out of memory with groups of 2 rows: pass a "
                                          r"smaller --batch_memory than 20$"):
-        run.run_batch(run.find("speculative"), [[1], [2], [3]], {}, ([[0, 1], [2]], 10 * MB), 4,
-                      0, {}, {}, progress=False)
+        run.run_batch(run.find("speculative"), [[1], [2], [3]], {},
+                      plan.Groups([[0, 1], [2]], 10 * MB), 4, 0, {}, {}, progress=False)

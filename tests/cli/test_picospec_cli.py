@@ -325,7 +325,7 @@ def test_prompts_arrive_verbatim(prompt, tmp_path):
     r = run_here(["main.py", f"--prompt={prompt}", "--method", "autoregressive", "--n_tokens", "1",
                   "--runs", "1", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["prompt"] == prompt
+    assert json.loads(r.stdout)["prompts"] == [prompt]
 
 
 @pytest.mark.parametrize("prompt", ["123", "a, b", "-1e5", "-3", "1e5", "--x=y"])
@@ -336,14 +336,14 @@ def test_prompts_after_a_space_arrive_verbatim(prompt, tmp_path):
     r = run_here(["main.py", *args, "--method", "autoregressive", "--n_tokens", "1", "--runs", "1",
                   "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["prompt"] == prompt
+    assert json.loads(r.stdout)["prompts"] == [prompt]
 
 
 def test_help_lists_every_option_with_its_default(tmp_path):
     """python main.py -h: every shared option and its default; --method M --help: every option M
     takes (its own and the shared ones that apply) with its default."""
     from picospec.methods import METHODS
-    from picospec_app.command import SHARED, options_for
+    from picospec_app.plan import SHARED, options_for
 
     def shown(o):
         value = ",".join(map(str, o.default)) if isinstance(o.default, list) else o.default
@@ -368,7 +368,7 @@ def test_one_escape_rule_for_prompt_and_batch(tmp_path):
                   "--n_tokens", "1", "--runs", "1",
                  "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["prompt"] == "a\nb\\n"
+    assert json.loads(r.stdout)["prompts"][0] == "a\nb\\n"
     (tmp_path / "prompts.txt").write_text("def f(x):\\n    return\nimport os\n")
     for escapes, first in ((["--escapes"], "def f(x):\n    return"),
                            ([], "def f(x):\\n    return")):
@@ -409,7 +409,7 @@ def test_extreme_sampling_settings_run(extra, tmp_path):
     r = run_here(["main.py", "--method", "speculative", "--n_tokens", "4", "--runs", "1", "--json",
                   *extra], tmp_path)
     assert r.returncode == 0, r.stderr
-    assert len(json.loads(r.stdout)["runs"][1]["output_ids"]) == 4
+    assert len(json.loads(r.stdout)["runs"][1]["output_ids"][0]) == 4
 
 
 def test_a_closed_standard_input_is_one_line(tmp_path):
@@ -428,11 +428,11 @@ def test_prompt_from_stdin_and_file(tmp_path):
                   "--runs", "1", "--json"], tmp_path,
                 stdin=text)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["prompt"] == text
+    assert json.loads(r.stdout)["prompts"][0] == text
     (tmp_path / "p.txt").write_text(text)
     r = run_here(["main.py", "--prompt_file", "p.txt", "--method", "autoregressive", "--n_tokens",
                   "2", "--runs", "1", "--json"], tmp_path)
-    assert json.loads(r.stdout)["prompt"] == text
+    assert json.loads(r.stdout)["prompts"][0] == text
 
 
 def test_help_lists_methods_and_a_methods_options(tmp_path):

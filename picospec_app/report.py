@@ -1,0 +1,135 @@
+"""What a run of the picospec command reports: one JSON object, the same shape for one prompt and
+for --batch (docs/architecture.md, "The --json object"), and the text printed from it.
+"""
+import sys
+
+import numpy as np
+
+from picospec.methods import law
+from picospec_app.machine import blas_line
+from picospec_app.run import call_costs, limit_line, median_run, speedup_of, summary
+
+COLORS = {"draft": "\033[32m", "resample": "\033[33m", "bonus": "\033[34m"}  # green, yellow, blue
+LEGEND = ("green: draft token accepted, yellow: target's correction, blue: bonus token from the "
+          "target")
+
+
+def result(plan, xs, rounds, encoder, threads):
+    """The runs of every decoder of plan.order -> the --json object."""
+    runs = [decoder_run(plan, m, xs, r, encoder) for m, r in zip(plan.order, rounds)]
+    out = {"method": plan.method.name, "law": law(plan.method, plan.options,
+                                                  plan.sampling["temperature"]),
+           "target": plan.target, "draft": plan.draft, "seed": plan.seed, **plan.sampling,
+           "options": {k: v for k, v in plan.options.items()
+                       if isinstance(v, (int, float, str, bool, type(None)))},
+           "prompts": plan.prompts, "prompt_ids": [[int(t) for t in x] for x in xs],
+           "groups": rounds[-1][0].get("groups", [1]), "runs": runs, "speedup": None,
+           "speedup_range": None, "rounds": len(rounds[-1]),
+           "same_output": [True] * len(xs), "cost_model": None}
+    if len(runs) == 2:
+        speedup = speedup_of(*rounds)  # the median of the rounds' ratios, and their range
+        out.update(speedup=speedup["median"], speedup_range=speedup["range"],
+                   same_output=[a == b for a, b in zip(*(r["output_ids"] for r in runs))])
+        if plan.batch is None:
+            costs = call_costs(*rounds)
+            out["cost_model"] = {**costs, "limit": limit_line(costs, speedup["median"])}
+    return {**out, "threads": threads, "blas": blas_line(threads)}
+
+
+def decoder_run(plan, method, xs, rounds, encoder):
+    """One decoder's rounds -> its texts and ids per row, median times, calls and acceptance."""
+    first = median_run(rounds) if plan.batch is None else rounds[0]
+    outputs = first["outputs"] if plan.batch is not None else [first["output"]]
+    ids = [[int(t) for t in o[len(x):]] for o, x in zip(outputs, xs)]
+    seconds = float(np.median([r["seconds"] for r in rounds]))
+    n_new, stats = sum(map(len, ids)), first.get("stats")
+    counts = summary(stats) if plan.batch is None else {"acceptance": None,
+                                                         "accepted_per_node": None}
+    return {"method": method, "texts": [encoder.decode(i) for i in ids], "output_ids": ids,
+            "origins": [[o for s in stats for o in s["origins"]]] if plan.batch is None else None,
+            "time_s": seconds, "times_s": [r["seconds"] for r in rounds], "rounds": len(rounds),
+            "tokens_per_s": n_new / seconds, "target_calls": first["target_calls"],
+            "draft_calls": first.get("draft_calls"),
+            "tokens_per_target_call": n_new / first["target_calls"],
+            "tokens_per_target_call_by_row": first.get("tokens_per_target_call",
+                                                       [n_new / first["target_calls"]]),
+            "acceptance_rate": counts["acceptance"],
+            "accepted_per_node": counts["accepted_per_node"]}
+
+
+def show(out, plan, encoder):
+    """The text of a run: each decoder's text and figures, the speedup and why, the BLAS line."""
+    if plan.batch is None:
+        show_prompt(out, plan, encoder)
+    else:
+        show_batch(out, plan)
+    print(f"{out['blas']}; timings on a busy machine vary")
+    if plan.batch is None and len(out["runs"]) == 2 and sys.stdout.isatty():
+        print(LEGEND)
+
+
+def colored(encoder, ids, origins, color):
+    if not color:
+        return encoder.decode(ids)
+    return "".join(COLORS.get(o, "") + encoder.decode([t]) + ("\033[0m" if o in COLORS else "")
+                   for t, o in zip(ids, origins))
+
+
+def show_prompt(out, plan, encoder):
+    color = sys.stdout.isatty()
+    for run in out["runs"]:
+        print(f"── {run['method']} " + "─" * 40)
+        print(out["prompts"][0] + colored(encoder, run["output_ids"][0], run["origins"][0], color))
+        line = (f"{len(run['output_ids'][0])} tokens in {run['time_s']:.3f} s (median of "
+                f"{run['rounds']} runs, {run['tokens_per_s']:.1f} tokens/s), "
+                f"{run['target_calls']} target calls ({run['tokens_per_target_call']:.2f} tokens "
+                f"per target call)")
+        if run["acceptance_rate"] is not None:
+            line += f", {run['draft_calls']} draft calls, acceptance {run['acceptance_rate']:.0%}"
+        print(line + "\n")
+    if len(out["runs"]) == 2:
+        low, high = out["speedup_range"]
+        print(f"speedup {out['speedup']:.2f}x over autoregressive (median of {out['rounds']} "
+              f"interleaved rounds, range {low:.2f}-{high:.2f}x); texts "
+              f"{'identical' if out['same_output'][0] else 'different'}{texts_note(plan)}")
+        print(cost_line(out["cost_model"], out["speedup"]))
+        print(out["cost_model"]["limit"])
+
+
+def show_batch(out, plan):
+    run = out["runs"][-1]
+    for row, (name, prompt, text, tpc) in enumerate(zip(plan.names, out["prompts"], run["texts"],
+                                                        run["tokens_per_target_call_by_row"]), 1):
+        print(f"── row {row} ({name.removeprefix('the prompt on ')}): {tpc:.2f} tokens per target "
+              f"call " + "─" * 10)
+        print(prompt + text + "\n")
+    groups = out["groups"]
+    in_groups = f" in {len(groups)} groups of up to {groups[0]} rows" * (len(groups) > 1)
+    rounds = f" (median of {out['rounds']} rounds)" * (out["rounds"] > 1)
+    print(f"{out['method']}: {len(out['prompts'])} prompts x {plan.n_tokens} tokens{in_groups} in "
+          f"{run['time_s']:.3f} s{rounds}, {run['target_calls']} batched target calls")
+    if len(out["runs"]) == 2:
+        base, same = out["runs"][0], sum(out["same_output"])
+        print(f"autoregressive, batched the same way: {base['time_s']:.3f} s, "
+              f"{base['target_calls']} batched target calls")
+        print(f"speedup {out['speedup']:.2f}x over batched autoregressive; "
+              f"{same}/{len(out['prompts'])} texts identical{texts_note(plan)}")
+
+
+def texts_note(plan):
+    if plan.sampling["temperature"] == 0:
+        return " (temperature 0: they must be identical)"
+    return " (sampling: texts may differ)"
+
+
+def cost_line(costs, measured):
+    """E, c, each drafter's c_d and the predicted speedup beside the measured one."""
+    drafts = costs["drafts"]
+    calls = "".join(f", a {name} call c_d = {d['c_d']:.3f} ({d['per_target_call']:.2f} per target "
+                    f"call)" for name, d in drafts.items())
+    sums = "".join(f" + {d['per_target_call']:.2f} x {d['c_d']:.3f}" for d in drafts.values())
+    formula = f"E / (c + k c_d) = {costs['E']:.2f} / ({costs['c']:.2f}{sums})" if drafts else (
+        f"E / c = {costs['E']:.2f} / {costs['c']:.2f}")
+    return (f"why: {costs['E']:.2f} tokens per target call; a target call costs c = "
+            f"{costs['c']:.2f} one-token calls{calls}; cost model {formula} = "
+            f"{costs['predicted']:.2f}x predicted, {measured:.2f}x measured")

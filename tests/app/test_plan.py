@@ -1,0 +1,94 @@
+"""The plan of a run (picospec_app/plan.py): the command line read once into one value that the
+rest of the run reads; every refusal that needs no model comes from it, before any model loads;
+what asked for no network, the notes for stderr and the method's options are settled there; and
+the --json object has one shape, for one prompt and for --batch alike."""
+import io
+import json
+import os
+from contextlib import redirect_stdout
+
+import pytest
+
+from picospec.methods import TABLE, defaults
+from picospec_app import command
+from picospec_app.plan import read_plan
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """A run that would load a model fails the test: the refusal must come first."""
+    def loaded(*args, **kwargs):
+        pytest.fail("a model was loaded before the refusal")
+
+    monkeypatch.setattr(command, "load_model", loaded)
+
+
+@pytest.mark.parametrize("argv, env, line", [
+    (["--method", "greedy", "--temperature", "0.8"], {},
+     "--method greedy is greedy-only (exact at --temperature 0)"),
+    (["--batch_memory", "5"], {}, "--batch_memory sets the memory of --batch's rows"),
+    (["--target", "ngram"], {}, "--target ngram: the n-gram model drafts only"),
+    (["--method", "cascade", "--draft2", "tiny-target"], {},
+     "--draft2 tiny-target is the target itself"),
+    (["--prompt", ""], {}, "the prompt is empty"),
+    (["--K", "0"], {}, "--K must be >= 1; got 0"),
+    (["--method", "medusa", "--K", "3"], {}, "--K is an option of"),
+    ([], {"PICOSPEC_OFFLINE": "maybe"}, "PICOSPEC_OFFLINE='maybe': set it to 1"),
+    (["--offline"], {"PICOSPEC_THREADS": "0"}, "PICOSPEC_THREADS='0'"),
+])
+def test_every_refusal_without_a_model_comes_from_the_plan(argv, env, line, no_model,
+                                                           monkeypatch):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError) as refused:  # UsageError is a ValueError
+        command.main(argv)
+    assert line in str(refused.value)
+
+
+@pytest.mark.parametrize("argv, env, offline", [
+    ([], {}, False), (["--offline"], {}, "--offline"), ([], {"PICOSPEC_OFFLINE": "1"},
+                                                       "PICOSPEC_OFFLINE"),
+    (["--no-offline"], {"PICOSPEC_OFFLINE": "1"}, False), (["--offline"], {"PICOSPEC_OFFLINE":
+                                                                           "0"}, "--offline"),
+])
+def test_what_asked_for_no_network_is_settled_in_the_plan(argv, env, offline, monkeypatch):
+    monkeypatch.delenv("PICOSPEC_OFFLINE", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert read_plan(argv).offline == offline
+
+
+def test_the_plan_holds_the_method_options_sampling_and_order():
+    plan = read_plan(["--method", "medusa", "--tree", "chain", "--temperature", "0.5",
+                      "--top_k", "7"])
+    assert plan.method is TABLE["medusa"] and plan.draft is None
+    assert plan.options == {**defaults(TABLE["medusa"]), "tree": "chain"}
+    assert plan.sampling == {"temperature": 0.5, "top_k": 7, "top_p": None}
+    assert plan.order == ("autoregressive", "medusa") and plan.notes == ()
+    assert read_plan(["--method", "autoregressive"]).order == ("autoregressive",)
+    assert read_plan(["--method", "medusa", "--help"]) is None
+
+
+def test_notes_are_made_in_the_plan_and_printed_before_loading():
+    cpus = len(os.sched_getaffinity(0))
+    notes = read_plan(["--top_k", "5", "--threads", str(cpus + 1)]).notes
+    assert [n.split(" ")[1] for n in notes] == ["--top_k", str(cpus + 1)]
+    assert "no effect at --temperature 0" in notes[0] and "oversubscribe" in notes[1]
+
+
+def json_of(argv):
+    out = io.StringIO()
+    with redirect_stdout(out):
+        command.main(argv + ["--json", "--runs", "1", "--n_tokens", "3"])
+    return json.loads(out.getvalue())
+
+
+def test_one_json_shape_for_one_prompt_and_for_a_batch(tmp_path):
+    (tmp_path / "p.txt").write_text("def f(x):\nimport os\n")
+    one, batch = json_of(["--prompt", "def f(x):"]), json_of(["--batch", str(tmp_path / "p.txt")])
+    assert set(one) == set(batch)
+    assert [set(r) for r in one["runs"]] == [set(r) for r in batch["runs"]]
+    assert len(one["prompts"]) == len(one["same_output"]) == len(one["runs"][1]["texts"]) == 1
+    assert len(batch["prompts"]) == len(batch["same_output"]) == len(batch["runs"][1]["texts"]) == 2
+    assert one["groups"] == [1] and batch["groups"] == [2]
+    assert one["cost_model"]["E"] > 0 and batch["cost_model"] is None
