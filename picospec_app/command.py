@@ -19,7 +19,6 @@ from picospec_app import report, run
 from picospec_app.load import load_needs
 from picospec_app.machine import policy
 from picospec_app.plan import check_loaded, read_plan
-from picospec_app.settings import engine_choices
 from picospec_cli import guarded
 
 
@@ -30,8 +29,7 @@ def main(argv=None):
         return
     for note in plan.notes:
         print(note, file=sys.stderr)
-    target, encoder = load_model(plan.target, plan.device, plan.offline or None,
-                                 **engine_choices(threads=plan.threads))
+    target, encoder = load_model(plan.target, plan.device, plan.offline or None, **plan.engine)
     loaded = load_needs(plan.method, plan.options, target, plan.target, encoder, plan.draft,
                         plan.device, plan.offline or None, plan.progress)
     xs = [encoder.encode(p) for p in plan.prompts]

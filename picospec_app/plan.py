@@ -15,7 +15,7 @@ from gpt2.hub import BUILTIN, is_local
 from picospec.methods import METHODS, TABLE, batch_refusal, check_temperature
 from picospec_app.load import batch_row_bytes, check_cache_dir, check_needs, check_target
 from picospec_app.machine import free_memory
-from picospec_app.settings import read_settings
+from picospec_app.settings import engine_choices, read_settings
 from picospec_cli import Option, UsageError, convert, read, settle, usage
 
 DEFAULT_PROMPT = "def read_lines(path):\n"
@@ -197,6 +197,7 @@ class Plan:
     batch_memory: int | None  # MB
     progress: bool  # bars on stderr
     notes: tuple  # lines for stderr: what the run will not do as the user may think
+    engine: dict  # how every engine of the run is built (threads, panels, static step, ...)
 
     @property
     def baseline(self):
@@ -236,7 +237,8 @@ def read_plan(argv):
                 values["draft"] if "draft" in method.needs else None, values["device"], offline,
                 values["threads"], values["runs"], values["json"], values["batch"],
                 values["batch_memory"], progress_wanted(values),
-                notes(values, values["threads"] or settings.threads))
+                notes(values, values["threads"] or settings.threads),
+                engine_choices(settings, threads=values["threads"]))
 
 
 def notes(values, threads):
@@ -304,7 +306,6 @@ def check_length(x, n_tokens, models, names, which="the prompt"):
 
 def row_groups(plan, xs, loaded):
     """--batch's rows in groups that fit --batch_memory, else half the free memory -> Groups."""
-    row = batch_row_bytes(loaded, max(len(x) for x in xs) + plan.n_tokens)
     if plan.batch_memory is not None:
         budget = plan.batch_memory * 2**20
         what = f"the {plan.batch_memory} MB of --batch_memory"
@@ -313,6 +314,7 @@ def row_groups(plan, xs, loaded):
         budget = free // 2 if free is not None else 4 * 2**30
         what = (f"half the free memory ({budget / 2**20:.0f} MB)" if free is not None else
                 "the default of 4096 MB (the free memory cannot be read here)")
+    row = batch_row_bytes(loaded, max(len(x) for x in xs) + plan.n_tokens)
     size = min(len(xs), budget // row) if row else len(xs)
     if size < 1:
         need = -(-row // 2**20)
