@@ -1,11 +1,13 @@
 """Cascade speculative drafting: Chen et al. 2023, "Cascade Speculative Drafting for Even Faster LLM
 Inference" (arXiv:2312.11462), Algorithm 1. models = [M_0 target, M_1, ..]; k_matrix[i][j]: tokens
 drafter j adds for reviewer M_i; p = a drafter's law, q = its reviewer's."""
-from picospec.sampling import check_inputs, sample, warp
+from picospec.sampling import check_inputs, check_vocab, sample, warp
 from picospec.verify import step_record, verify_chain
 
 
 def cascade(target_model, draft_model, draft2_model, K, K_inner, K_tail):
+    for drafter in (draft_model, draft2_model):  # one vocabulary for the three models
+        check_vocab(drafter, target_model)
     return [target_model, draft_model, draft2_model], [[0, K, K_tail], [0, 0, K_inner], [0, 0, 0]]
 
 

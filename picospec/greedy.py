@@ -21,6 +21,7 @@ def greedy_decoding(x, draft_model, target_model, N, K, stats=None, schedule="co
                     confidence=None):
     """x then N tokens of target_model's greedy decoding, k <= K drafts a call."""
     check_inputs(x, N, K)
+    check_vocab(draft_model, target_model)
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}: use one of {', '.join(SCHEDULES)}")
     x = list(x)
@@ -37,8 +38,6 @@ def greedy_decoding(x, draft_model, target_model, N, K, stats=None, schedule="co
         k = len(drafts)
         # Step 2: one target call: its argmax after x and after each draft prefix
         q = target_model(x + drafts, k + 1)  # [k + 1, V]
-        if k:
-            check_vocab(p, q)
         best = [int(t) for t in np.argmax(q, -1)]
         # Step 3: keep drafts while they equal the target's choice, then the target's token
         n = matched(drafts, best)

@@ -90,7 +90,10 @@ def check_inputs(x, N, K=1, temperature=1.0, top_k=None, top_p=None):
         raise ValueError(f"top_p must be in (0, 1] or None; got {top_p}")
 
 
-def check_vocab(p, q):
-    if p.shape[-1] != q.shape[-1]:
-        raise ValueError(f"draft and target disagree on the vocabulary ({p.shape[-1]} vs "
-                         f"{q.shape[-1]} tokens): speculative decoding needs one shared tokenizer")
+def check_vocab(draft, target):
+    """Before any call: a draft and a target that say their vocabulary size (n_vocab) must agree.
+    Example: n_vocab 4097 and 50257 -> ValueError."""
+    a, b = getattr(draft, "n_vocab", None), getattr(target, "n_vocab", None)
+    if a is not None and b is not None and a != b:
+        raise ValueError(f"draft and target disagree on the vocabulary ({a} vs {b} tokens): "
+                         f"speculative decoding needs one shared tokenizer")

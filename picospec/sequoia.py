@@ -137,8 +137,6 @@ def draw_tree(draft, x, choices, rng, greedy, **sampling_options):
 def verify_filled(tokens, parents, P, Q, rng, greedy, **sampling_options):
     """Step 3 on the target's Q [1 + m, V]: Algorithm 1, exact match at T = 0."""
     Q = warp(Q, **sampling_options)
-    if P:
-        check_vocab(P[0], Q)
     if greedy:
         return verify_distinct(tokens, parents, Q, rng)
     return verify_without_replacement(tokens, parents, Q, np.array(P), rng)  # P [m, V]
@@ -158,6 +156,7 @@ def sequoia_decoding(x, draft, target, N, rng, nodes=3, depth=3, *, acceptance, 
                      **sampling_options):
     """x then N tokens of the warped target's law (greedy at T = 0)."""
     check_inputs(x, N, **sampling_options)
+    check_vocab(draft, target)
     check_sequoia(acceptance, nodes, depth)
     greedy = sampling_options.get("temperature", 1.0) == 0
     choices, _ = sequoia_tree(acceptance, nodes + 1, depth)

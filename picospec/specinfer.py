@@ -37,8 +37,6 @@ def grow(draft, x, expansion, trie, rng, greedy, **sampling_options):
 def verify_trie(trie, Q, rng, greedy, **sampling_options):
     """Step 3 on the target's Q [1 + m, V] -> (path, token, origin)."""
     Q = warp(Q, **sampling_options)
-    if trie.laws:
-        check_vocab(trie.laws[0], Q)
     if greedy:
         return verify_distinct(trie.tokens, trie.parents, Q, rng)
     P = np.array(trie.laws)  # [draws, V] the law of each draw
@@ -57,6 +55,8 @@ def specinfer_decoding(x, draft, target, N, rng, expansion=(1, 1, 2), stats=None
     check_inputs(x, N, **sampling_options)
     check_expansion(expansion)
     drafts = list(draft) if isinstance(draft, (list, tuple)) else [draft]
+    for d in drafts:
+        check_vocab(d, target)
     greedy = sampling_options.get("temperature", 1.0) == 0
     x, T = [int(t) for t in x], len(x) + N
     while len(x) < T:

@@ -10,6 +10,7 @@ from picospec.verify import step_record, verify_chain
 def speculative_sampling(x, draft_model, target_model, N, K, rng, stats=None, **sampling_options):
     """x then exactly N tokens of the warped target's law."""
     check_inputs(x, N, K, **sampling_options)
+    check_vocab(draft_model, target_model)
     x = list(x)
     T = len(x) + N
     while len(x) < T:
@@ -23,8 +24,6 @@ def speculative_sampling(x, draft_model, target_model, N, K, rng, stats=None, **
             drafts.append(sample(p, rng))
         # Step 2: the target scores all k drafts (and the position after them) in one call
         Q = warp(target_model(x + drafts, k + 1), **sampling_options)  # [k + 1, V]
-        if P:
-            check_vocab(P[0], Q)
         # Step 3: accept or reject each draft; at the first rejection resample from the residual,
         # else a bonus token
         n, token, origin = verify_chain(drafts, np.asarray(P), Q, rng)  # P [k, V]

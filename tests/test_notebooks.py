@@ -57,7 +57,8 @@ def verdict_lines(nb):
 
 
 # the notebooks whose prose turns on measured figures print their verdicts beside them
-VERDICTS = {"model_free_drafting.ipynb", "self_drafting.ipynb"}
+VERDICTS = {"model_free_drafting.ipynb", "self_drafting.ipynb", "speculative_sampling.ipynb",
+            "token_trees.ipynb", "medusa.ipynb", "eagle.ipynb"}
 
 
 def assert_verdicts_follow_figures(nb, name):

@@ -174,11 +174,14 @@ EAGLE row at temperature 0 produces the same text as greedy decoding. Beside eac
 the cost model's (picospec_app.compare.explain): E tokens per target call, c the target call's cost in
 one-token calls, the drafting cost of a step in the same unit (EAGLE's head calls, or the draft
 model's), the speedup E / (c + drafting) they predict, the same with c = 1.2 (verification nearly
-free, as on a GPU), and which cost limits the row. On a CPU a target call over a tree of 10-16 nodes
-costs several one-token calls, so a row that decodes 3 tokens per call can still lose; the same step
-at the GPU's verification cost shows what the method gains where that call is nearly free."""),
+free, as on a GPU), and which cost limits the row. Where a target call over a tree of 10-16 nodes
+costs several one-token calls (c, in each row), a row that decodes 3 tokens per call can still
+lose; the verdict under each row says what its figures imply, and the same step at the GPU's
+verification cost shows what the method gains where that call is nearly free."""),
 code("""from picospec_app.load import load_draft, load_heads
 from picospec_app.compare import compare, explain
+sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures
+from verdicts import gains, versus
 from picospec_app.machine import blas_line, policy
 print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
 from gpt2.train.corpus import heldout_prompts
@@ -196,7 +199,8 @@ for T in TEMPERATURES:
         r = compare(method, prompts, {"target": target, **needs[need]}, N, range(1),
                     {"temperature": T}, repeats=REPEATS, **options)
         print(f"| {method} | {setting} | {T:g} | {r['tokens_per_call']:.2f} | "
-              f"{r['acceptance']:.2f} | {r['speedup']:.2f}x | {explain(r)} |")"""),
+              f"{r['acceptance']:.2f} | {r['speedup']:.2f}x | {explain(r)} |")
+        print(f"  {versus(r['speedup'], r['predicted'])}; {gains(r['predicted'])}")"""),
 ]
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 save(nb, NOTEBOOKS / "eagle.ipynb")

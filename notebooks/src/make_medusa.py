@@ -104,11 +104,15 @@ alike.
 
 Each row also prints the cost model (picospec_app.compare.explain): with E tokens per target call and a
 target call costing c one-token calls, the predicted speedup is E / c (the heads run inside the
-target call); beside it, the same E with c = 1.2, verification nearly free as on a GPU. On a CPU c
-grows with the tree, so past a few nodes each extra node costs more than the tokens it adds; on a
-GPU c stays near 1.2 up to 16 rows, and the bigger trees pay."""),
+target call); beside it, the same E with c = 1.2, verification nearly free as on a GPU. How fast c
+grows with the tree is the CPU's (the BLAS line below names its kernels): where it grows faster
+than E, each extra node costs more than the tokens it adds, and the verdict under each row says
+whether its figures show a gain. On a GPU c stays near 1.2 up to 16 rows
+(docs/results/engine_gpu.md), so there the bigger trees pay."""),
 code("""from picospec_app.load import load_heads
 from picospec_app.compare import compare, explain
+sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures
+from verdicts import gains, versus
 from picospec_app.machine import blas_line, policy
 print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
 from gpt2.train.corpus import heldout_prompts
@@ -124,6 +128,7 @@ for budget in BUDGETS:
     rows.append((budget, r["tokens_per_call"], r["speedup"], r["predicted"], r["predicted_gpu"]))
     print(f"sparse tree, {budget:2d} nodes: {r['tokens_per_call']:.2f} tokens per call, "
           f"a call costs {r['c']:.2f} one-token calls, {r['speedup']:.2f}x; {explain(r)}")
+    print(f"    {versus(r['speedup'], r['predicted'])}; {gains(r['predicted'])}")
 fig, ax = plt.subplots(1, 2, figsize=(9, 3))
 ax[0].plot([r[0] for r in rows], [r[1] for r in rows], "o-"); ax[0].set(xscale="log", xlabel="nodes", ylabel="tokens per call")
 ax[1].plot([r[0] for r in rows], [r[2] for r in rows], "o-", label="measured")

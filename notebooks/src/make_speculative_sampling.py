@@ -122,6 +122,9 @@ predicted = E / (c + drafting)
 assert abs(predicted - r["predicted"]) < 1e-9  # one prompt: the harness's prediction is this
 print(f"cost model: E / (c + K c_d) = {E:.2f} / ({c:.2f} + {drafting:.2f}) = {predicted:.2f}x; "
       f"measured {r['speedup']:.2f}x")
+sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures
+from verdicts import gains, versus
+print(f"{versus(r['speedup'], predicted)}; {gains(predicted)}")
 print(f"the same step with verification at a GPU's cost, c = {GPU_VERIFY_COST}: "
       f"{E:.2f} / ({GPU_VERIFY_COST} + {drafting:.2f}) = {E / (GPU_VERIFY_COST + drafting):.2f}x")
 if c - 1 > drafting:
@@ -157,6 +160,7 @@ for family, f in families.items():
         print(f"   K={k['K']}: E {k['E']:.2f}, acceptance {k['acceptance']:.2f}, measured "
               f"{k['speedup']:.2f}x, cost model E / (c({k['K'] + 1}) + {k['K']} c_d) = "
               f"{k['predicted']:.2f}x")
+        print(f"        {versus(k['speedup'], k['predicted'])}; {gains(k['predicted'])}")
 fig, ax = plt.subplots(1, 3, figsize=(13, 3.4))
 for (family, f), colour, line in zip(families.items(), ("C0", "C1"), ("o-", "x--")):
     Ms = [int(M) for M in f["c"]]
@@ -189,10 +193,10 @@ md("""E is the same on both families: acceptance is a property of the two models
 What differs is c, printed above for each family. Where c(K + 1) is well over one one-token call,
 verification eats much of what the accepted drafts gain; where c(M) stays near 1 for small M (the
 SkylakeX kernels' direct SGEMM with weight panels can give that), the speed-up grows with E until
-the drafts' K c_d catches up. The same draft, the same target, the same acceptance: which curve a reader gets is a
-property of the CPU, and the cost model says by how much. A measured point can lie
-above or below its prediction (compare the two columns above), and the model's inputs err both
-ways: the rest of the step (sampling, Python, the first call over the whole prompt) is not in the
+the drafts' K c_d catches up. The same draft, the same target, the same acceptance: which curve a
+reader gets is a property of the CPU, and the cost model says by how much. A measured point can lie
+above or below its prediction (the verdict under each K says which, from the two figures beside
+it), and the model's inputs err both ways: the rest of the step (sampling, Python, the first call over the whole prompt) is not in the
 model and makes a run slower than predicted, while c(M) and c_d are measured on each model's calls
 alone and at one moment, so a run whose calls cost less than those rounds (or the machine's load
 falling between the rounds) makes it faster than predicted. A gap of a few percent either way is

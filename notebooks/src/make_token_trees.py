@@ -210,11 +210,13 @@ column is the mean number of drafted tokens kept, over the steps that drafted to
 depth only; "tokens/call" is every token the run yields per target call (the kept drafts plus the
 one token the target adds), over all steps and the median over prompts. The two are measured over
 different steps, so tokens/call need not be accepted/step + 1. Every row here scores 7 rows in its
-target call; where a row loses on a CPU without a
-small-matrix path, that call's cost c is why (the "limit" at the end of each row), and the c = 1.2
-column shows the same steps where verification is nearly free."""),
+target call; the "limit" at the end of each row names what holds that row down (on a CPU without a
+small-matrix path it is often the call's cost c), the c = 1.2 figure gives the same steps where
+verification is nearly free, and the verdict under each row says what its figures imply."""),
 code("""from picospec_app.compare import compare, explain
 from picospec_app.machine import blas_line, policy
+sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures
+from verdicts import gains, versus
 print(blas_line(policy(target)))  # the BLAS kernel family the times below run on
 from picospec_app.compare import mean_accepted
 prompts = heldout_prompts(encoder, 1 if QUICK else 2, 48)
@@ -230,7 +232,8 @@ for T in TEMPERATURES:
         r = compare(method, prompts, loaded, N, range(1), {"temperature": T}, repeats=REPEATS,
                     **options)
         print(f"{label:28s} {T:3g} {mean_accepted(r['stats'], depth):14.2f} {r['tokens_per_call']:12.2f} "
-              f"{r['c']:10.2f} {r['speedup']:7.2f}x  {explain(r)}")"""),
+              f"{r['c']:10.2f} {r['speedup']:7.2f}x  {explain(r)}")
+        print(f"{'':32s} {versus(r['speedup'], r['predicted'])}; {gains(r['predicted'])}")"""),
 ]
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 save(nb, NOTEBOOKS / "token_trees.ipynb")

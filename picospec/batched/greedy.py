@@ -13,9 +13,10 @@ def batch_greedy_decoding(xs, draft_model, target_model, N, K, stats=None, sched
     """Each prompt of xs followed by N tokens; row b is greedy_decoding(xs[b])."""
     for x in xs:
         check_inputs(x, N, K)
+    check_vocab(draft_model, target_model)
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}: use one of {', '.join(SCHEDULES)}")
-    Ks, last_p = [K] * len(xs), {}
+    Ks = [K] * len(xs)
 
     # Step 1 for every active row: one batched draft call per draft position
     def propose(bs, rows, rooms):
@@ -24,7 +25,6 @@ def batch_greedy_decoding(xs, draft_model, target_model, N, K, stats=None, sched
         # a row that stopped still rides along (its cache stays put); its draft is not read
         while any(going):
             p = draft_model([x + d for x, d in zip(rows, drafts)])[:, -1]  # [B, V]
-            last_p["p"] = p
             for i in range(len(rows)):
                 if going[i] and confidence is not None and p[i].max() < confidence:
                     going[i] = False  # unsure: this row stops drafting
@@ -35,8 +35,6 @@ def batch_greedy_decoding(xs, draft_model, target_model, N, K, stats=None, sched
 
     # Steps 3-4 on the row's [k + 1, V]: keep drafts up to the first mismatch
     def verify(b, drafts, parents, q, rng):
-        if drafts:
-            check_vocab(last_p["p"], q)
         best = [int(t) for t in np.argmax(q, -1)]  # [k + 1] the target's choices
         n = matched(drafts, best)
         if schedule == "heuristic":

@@ -2,7 +2,7 @@
 verified in one target call. Shapes: B rows, m_b nodes of row b, V n_vocab.
 """
 from picospec.batched.loop import batch_tree_decoding
-from picospec.sampling import check_inputs
+from picospec.sampling import check_inputs, check_vocab
 from picospec.sequoia import (check_sequoia, child_counts, draft_children, sequoia_tree,
                               verify_filled)
 
@@ -13,6 +13,7 @@ def batch_sequoia_decoding(xs, draft, target, N, rng, nodes=3, depth=3, *, accep
     generators[b]."""
     for x in xs:
         check_inputs(x, N, **sampling_options)
+    check_vocab(draft, target)
     check_sequoia(acceptance, nodes, depth)
     greedy = sampling_options.get("temperature", 1.0) == 0
     choices, _ = sequoia_tree(acceptance, nodes + 1, depth)

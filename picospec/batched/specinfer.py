@@ -2,7 +2,7 @@
 verified in one target call. Shapes: B rows, m_b nodes of row b, V vocabulary.
 """
 from picospec.batched.loop import batch_tree_decoding
-from picospec.sampling import check_inputs
+from picospec.sampling import check_inputs, check_vocab
 from picospec.specinfer import check_expansion, sample_children, verify_trie
 from picospec.tree import DrawTrie
 
@@ -15,6 +15,8 @@ def batch_specinfer_decoding(xs, draft, target, N, rng, expansion=(1, 1, 2), sta
         check_inputs(x, N, **sampling_options)
     check_expansion(expansion)
     drafts = list(draft) if isinstance(draft, (list, tuple)) else [draft]
+    for d in drafts:
+        check_vocab(d, target)
     greedy = sampling_options.get("temperature", 1.0) == 0
     gen, tries = [(generators or {}).get(b, rng) for b in range(len(xs))], {}
 

@@ -4,7 +4,7 @@ rejection sampler. p = draft, q = target. Shapes: B rows, k drafts, V vocabulary
 import numpy as np
 
 from picospec.batched.rejection import rejection_sample, row_uniforms, sample_rows
-from picospec.sampling import check_inputs, warp
+from picospec.sampling import check_inputs, check_vocab, warp
 
 
 def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=None,
@@ -13,6 +13,7 @@ def batch_speculative_sampling(xs, draft_model, target_model, N, K, rng, stats=N
     xs[b], drawn with generators[b]."""
     for x in xs:
         check_inputs(x, N, K, **sampling_options)
+    check_vocab(draft_model, target_model)
     xs = [list(x) for x in xs]
     T = [len(x) + N for x in xs]
     while True:
