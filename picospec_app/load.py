@@ -201,18 +201,18 @@ def check_cache_dir():
     """picospec's cache folder (PICOSPEC_CACHE, else ~/.cache/picospec) if writable, else a
     ValueError naming PICOSPEC_CACHE. Creates nothing."""
     from picospec_app.settings import read_settings
-    from picospec_cli import cannot_write_in
+    from picospec_cli import cannot_make
 
     folder = Path(read_settings().cache or Path.home() / ".cache" / "picospec").expanduser()
-    existing = next(p for p in (folder, *folder.parents) if p.exists())
     fix = "set PICOSPEC_CACHE to a folder you can write to, or unset it to use ~/.cache/picospec"
-    if not existing.is_dir():
+    if (found := cannot_make(folder)) is None:
+        return folder
+    existing, why = found
+    if why == "a file":
         raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) cannot be made: {existing} "
                          f"is a file; {fix}")
-    if (why := cannot_write_in(existing)) is not None:
-        raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) is not writable: cannot "
-                         f"write in {existing} ({why}); {fix}")
-    return folder
+    raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) is not writable: cannot write "
+                     f"in {existing} ({why}); {fix}")
 
 
 def rest_datastore(path, target, encoder, progress=None):

@@ -105,10 +105,10 @@ def number(word):
     return True
 
 
+# argv with each value argparse would read as an option or as the end of options (-3, -1e-3, -inf,
+# --) marked, after a `--name` in `valued` or in `--name=VALUE`: --K -1e-3 -> --K MARK-1e-3; a value
+# that is no number (--prompt -x) stays as it is
 def marked(argv, valued):
-    """argv with each value argparse would read as an option or as the end of options (-3, -1e-3,
-    -inf, --) marked, after a `--name` in `valued` or in `--name=VALUE`. Example: --K -1e-3 ->
-    --K MARK-1e-3; a value that is no number (--prompt -x) stays as it is."""
     out, after = [], False
     for word in argv:
         name, equals, value = word.partition("=")
@@ -228,6 +228,16 @@ def cannot_write_in(folder):  # -> why no file can be made in folder (one is tri
         os.remove(path)
     except OSError as e:
         return e.strerror or str(e)
+
+
+def cannot_make(folder):  # -> (nearest existing part, "a file" or why not writable), or None
+    folder = Path(folder)
+    existing = next(p for p in (folder, *folder.parents) if p.exists() or p == Path(p.anchor)
+                    or p == Path("."))
+    if not existing.is_dir():
+        return existing, "a file"
+    why = cannot_write_in(existing)
+    return None if why is None else (existing, why)
 
 
 def out_folder(path):  # -> why path cannot be an output folder (made if missing), or None

@@ -36,7 +36,7 @@ from gpt2.train.exit_adapter import train_exit_adapter
 from gpt2.train.skip_search import MAX_LAYERS, draft_logits, skip_set_search, too_many_layers
 from gpt2.weights import hparams_from_config, read_json
 from picospec.theory import greedy_walk, walk_speedup
-from picospec_cli import Option, cannot_write_in, command
+from picospec_cli import Option, cannot_make, command
 
 
 def search_sequences(target, encoder, n_prompts, prompt_tokens, new_tokens, seed):
@@ -385,15 +385,13 @@ def check_before_work(task, target, folder, exit_layers, runs):
                              f"1..{L - 1}, not {','.join(map(str, bad))}" if L > 1 else
                              f"--task exits: {target} has 1 layer, so there is no layer to exit "
                              f"after")
-    path = Path(runs)
-    first = next(p for p in [path, *path.parents] if p.exists() or p == Path(p.anchor)
-                 or p == Path("."))
-    if not first.is_dir():
+    if (found := cannot_make(runs)) is None:
+        return
+    first, why = found
+    if why == "a file":
         raise ValueError(f"--runs {runs}: {first} is a file, not a folder; name a folder for the "
                          f"kept search and adapters")
-    if (why := cannot_write_in(first)) is not None:
-        raise ValueError(f"--runs {runs}: no file can be made in {first} ({why}); name another "
-                         f"folder")
+    raise ValueError(f"--runs {runs}: no file can be made in {first} ({why}); name another folder")
 
 
 def write_text(path, text):

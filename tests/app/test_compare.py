@@ -6,33 +6,12 @@ import numpy as np
 import pytest
 
 from picospec_app import compare
+from tests.support.scripted import Clock, Costly
 from tests.support.toy import Toy
 
 V, N = 3, 10
 TARGET = Toy(np.tile([0.0, 0.5, 0.5], (V, V, 1)))
 DRAFT = Toy(np.tile([0.2, 0.4, 0.4], (V, V, 1)))
-
-
-class Clock:
-    """A stub clock: it moves only when a model is called, by that call's cost."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-
-class Costly:
-    """A model whose call over n positions takes first + more * (n - 1) seconds on the clock."""
-
-    def __init__(self, model, clock, first, more=0.0):
-        self.model, self.clock, self.first, self.more = model, clock, first, more
-        self.n_vocab = model.n_vocab
-
-    def __call__(self, x, n=1):
-        self.clock.now += self.first + self.more * (n - 1)
-        return self.model(x, n)
 
 
 def test_c_is_the_target_call_and_c_d_the_draft_call():

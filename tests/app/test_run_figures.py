@@ -17,6 +17,7 @@ import pytest
 from picospec.batched.loop import batch_tree_decoding, batched
 from picospec.theory import GPU_VERIFY_COST
 from picospec_app import command, run
+from tests.support.scripted import Clock, Costly
 from tests.support.toy import Toy
 
 V, N, K = 3, 10, 3
@@ -25,28 +26,6 @@ TARGET = Toy(Q)
 AGREES = Toy(Q)  # a draft equal to the target: every draft accepted
 DISAGREES = Toy(np.tile([1.0, 0.0, 0.0], (V, V, 1)))  # a draft that always says 0: all rejected
 PROMPT = [1, 2]
-
-
-class Clock:
-    """A stub clock: it moves only when a model is called, by that call's cost."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-
-class Costly:
-    """A model whose call over n positions takes first + more * (n - 1) seconds on the clock."""
-
-    def __init__(self, model, clock, first, more=0.0):
-        self.model, self.clock, self.first, self.more = model, clock, first, more
-        self.n_vocab = model.n_vocab
-
-    def __call__(self, x, n=1):
-        self.clock.now += self.first + self.more * (n - 1)
-        return self.model(x, n)
 
 
 def scripted(method, draft=None, first=0.8, more=0.4, d=0.2, **options):

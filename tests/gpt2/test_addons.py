@@ -9,16 +9,10 @@ import pytest
 
 from gpt2.load import ASSETS
 
+from tests.support.addon_folders import without_kind
+
 FAST = 3.0  # seconds: a mistake in the options is refused before any model loads
 TARGET = ASSETS / "tiny-target"
-
-
-def without_kind(src, dst, name="heads.json"):
-    """A copy of an add-on folder as its trainer wrote it before configs declared their kind."""
-    shutil.copytree(src, dst)
-    config = json.loads((dst / name).read_text())
-    config.pop("kind")
-    (dst / name).write_text(json.dumps(config))
 
 
 @pytest.fixture(scope="module")

@@ -8,18 +8,10 @@ import pytest
 
 from gpt2.load import ASSETS
 
+from tests.support.addon_folders import swapped_vocab
+
 FAST = 3.0  # seconds: a mistake in the options is refused before any model loads
 TARGET = ASSETS / "tiny-target"
-
-
-def swapped_vocab(src, dst):
-    """A copy of a model whose vocab.json maps two ids to each other's strings: the same size,
-    another tokenizer."""
-    shutil.copytree(src, dst)
-    vocab = json.loads((dst / "vocab.json").read_text(encoding="utf-8"))
-    by_id = {i: s for s, i in vocab.items()}
-    vocab[by_id[300]], vocab[by_id[301]] = 301, 300
-    (dst / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
