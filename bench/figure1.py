@@ -1,10 +1,14 @@
 """The paper's Figure 1 (Chen et al. 2023, arXiv:2302.01318; speedup against K) on each OpenBLAS
-kernel family this CPU runs, beside the cost model S = E / (c(K + 1) + K c_d)
-(picospec.theory.cost_model_speedup), on the built-in pair loaded as main.py loads it:
+kernel family this CPU runs, beside the cost model (picospec.theory.cost_model_speedup), on the
+built-in pair loaded as main.py loads it:
 
     c(M) = t(M) / t(1)   the target's M-token call after a prompt's cache, in one-token calls
     c_d                  the draft's one-token call, in one-token target calls
     E                    tokens per target call of speculative sampling at temperature 0
+    r, r_0               the rest of a step, and of an autoregressive token, outside the calls
+
+The cost model from the step's own costs, as the runs spent them, is E (1 + r_0) / (c + K c_d + r);
+beside it, what the c(M) curve alone predicts, E / (c(K + 1) + K c_d).
 
     python -m bench.figure1                    # every family, each in its own process: tables
     python -m bench.figure1 --json_line        # the same as one JSON line (the first notebook)
@@ -80,9 +84,10 @@ def measure(Ks, n_prompts, n_tokens, repeats, rounds):
                     range(1), {"temperature": 0}, repeats=repeats, K=K)
         runs.append({"K": K, "E": r["tokens_per_call"], "acceptance": r["acceptance"],
                      "speedup": r["speedup"], "speedup_iqr": r["speedup_iqr"],
-                     "predicted": cost_model_speedup(r["tokens_per_call"], c[K + 1], [(K, c_d)]),
-                     "c_run": r["c"], "drafting_run": r["drafting"],
-                     "predicted_run": r["predicted"]})
+                     "predicted": r["predicted"], "c_run": r["c"], "drafting_run": r["drafting"],
+                     "rest_run": r["rest"], "rest_base_run": r["rest_base"],
+                     "predicted_curve": cost_model_speedup(r["tokens_per_call"], c[K + 1],
+                                                           [(K, c_d)])})
     return {"kernels": blas_kernels()[1], "blas": blas_line(policy(target)),
             "n_params": target.n_params,
             "c": {str(M): v for M, v in c.items()}, "c_d": c_d, "t1_ms": t1, "runs": runs}
@@ -116,13 +121,15 @@ def tables(results):
                   "| M | " + " | ".join(Ms) + " |", "|---|" + "---|" * len(Ms),
                   "| c(M) | " + " | ".join(f"{r['c'][M]:.2f}" for M in Ms) + " |", "",
                   "| K | E (tokens per target call) | acceptance | speedup (median, IQR) | "
-                  "E / (c(K+1) + K c_d) | c in the run | cost model from the run |",
+                  "c, K c_d, r, r_0 in the run | cost model from the run | E / (c(K+1) + K c_d) |",
                   "|---|---|---|---|---|---|---|"]
         for k in r["runs"]:
             lo, hi = k["speedup_iqr"]
             lines.append(f"| {k['K']} | {k['E']:.2f} | {k['acceptance']:.2f} | "
-                         f"{k['speedup']:.2f}x ({lo:.2f}-{hi:.2f}) | {k['predicted']:.2f}x | "
-                         f"{k['c_run']:.2f} | {k['predicted_run']:.2f}x |")
+                         f"{k['speedup']:.2f}x ({lo:.2f}-{hi:.2f}) | {k['c_run']:.2f}, "
+                         f"{k['drafting_run']:.2f}, {k['rest_run']:.2f}, "
+                         f"{k['rest_base_run']:.2f} | {k['predicted']:.2f}x | "
+                         f"{k['predicted_curve']:.2f}x |")
     return lines
 
 

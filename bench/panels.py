@@ -28,8 +28,8 @@ from tools.page import header, write_page
 
 
 def limit_cell(r):  # compare's result -> "verification (without it 1.52x)"
-    worst, gain = limit(r["tokens_per_call"], r["E_full"], r["c"], r["drafting"],
-                        r["speedup"])
+    worst, gain = limit(r["tokens_per_call"], r["E_full"], r["c"], r["drafting"], r["rest"],
+                        r["rest_base"])
     return f"{worst} (without it {gain:.2f}x)"
 
 

@@ -7,7 +7,10 @@ The symbols, all costs in units of one autoregressive (one-token) target call:
     E         tokens one target call yields: sum_{j=0..K} alpha^j (Eq. 1)
     c         a verifying target call's cost (K + 1 positions at once)
     c_d       one draft call's cost
-    speedup   E / (c + K c_d): tokens per step over the step's cost (cost_model_speedup)
+    r         the rest of a step: sampling, acceptance, rollback, Python between the calls
+    r_0       the same around each call of autoregressive decoding (its tokens cost 1 + r_0 each)
+    speedup   E (1 + r_0) / (c + K c_d + r): a step's tokens at autoregressive decoding's cost over
+              the step's cost (cost_model_speedup; with r = r_0 = 0, E / (c + K c_d))
 Leviathan et al. name the draft's cost c; here c is always the target's call and c_d a draft's.
 Cascades (cascade_speedup) draft with a small model (cost c_d1, acceptance alpha1) for K tokens and
 a second one (cost c_d2, acceptance alpha2) for K_tail more; with K_inner > 0 the first drafter is
@@ -35,9 +38,10 @@ def expected_speedup(alpha, K, c_d):
 GPU_VERIFY_COST = 1.2
 
 
-def cost_model_speedup(E, c, drafts=()):
-    """E / (c + sum k c_d): drafts [(k calls, cost c_d)], in one-token target calls."""
-    return E / (c + sum(k * c_d for k, c_d in drafts))
+def cost_model_speedup(E, c, drafts=(), rest=0.0, rest_base=0.0):
+    """E (1 + r_0) / (c + sum k c_d + r): drafts [(k calls, cost c_d)], the rest r of a step and
+    r_0 of an autoregressive token, in one-token target calls."""
+    return E * (1 + rest_base) / (c + sum(k * c_d for k, c_d in drafts) + rest)
 
 
 def optimal_K(alpha, c_d, K_max=32):

@@ -65,15 +65,18 @@ def compare(method, prompts, loaded, N, seeds, sampling=None, repeats=1, *,
             "predicted": float(np.median([r["costs"]["predicted"] for r in rows])),
             "predicted_gpu": float(np.median([r["costs"]["predicted_gpu"] for r in rows])),
             "drafting": float(np.median([drafting(r["costs"]) for r in rows])),
+            "rest": float(np.median([r["costs"]["rest"] for r in rows])),
+            "rest_base": float(np.median([r["costs"]["rest_base"] for r in rows])),
             "E_full": every_draft_accepted(stats, float(np.median(tpc))), "stats": stats}
 
 
 def explain(r):
     """compare's result -> one line: measured and predicted speedup, and what holds it down."""
-    E, c, d = r["tokens_per_call"], r["c"], r["drafting"]
-    worst, gain = limit(E, r["E_full"], c, d, r["speedup"])
+    E, c, d, rest = r["tokens_per_call"], r["c"], r["drafting"], r["rest"]
+    worst, gain = limit(E, r["E_full"], c, d, rest, r["rest_base"])
     gpu = f", with c = {GPU_VERIFY_COST} {r['predicted_gpu']:.2f}x" if GPU_VERIFY_COST < c else ""
-    return (f"E {E:.2f}, c {c:.2f}, drafting {d:.2f}: measured {r['speedup']:.2f}x, cost model "
+    return (f"E {E:.2f}, c {c:.2f}, drafting {d:.2f}, rest {rest:.2f} (autoregressive "
+            f"{r['rest_base']:.2f}): measured {r['speedup']:.2f}x, cost model "
             f"{r['predicted']:.2f}x{gpu}; limit: {worst} (without it {gain:.2f}x)")
 
 

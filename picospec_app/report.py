@@ -32,7 +32,7 @@ def result(plan, xs, rounds, encoder, threads):
                    same_output=[a == b for a, b in zip(*(r["output_ids"] for r in runs))])
         if plan.batch is None:
             costs = call_costs(*rounds)
-            out["cost_model"] = {**costs, "limit": limit_line(costs, speedup["median"])}
+            out["cost_model"] = {**costs, "limit": limit_line(costs)}
     return {**out, "threads": threads, "blas": blas_line(threads)}
 
 
@@ -123,13 +123,17 @@ def texts_note(plan):
 
 
 def cost_line(costs, measured):
-    """E, c, each drafter's c_d and the predicted speedup beside the measured one."""
+    """E, c, each drafter's c_d, the rest of a step and of an autoregressive token, and the
+    predicted speedup beside the measured one."""
     drafts = costs["drafts"]
     calls = "".join(f", a {name} call c_d = {d['c_d']:.3f} ({d['per_target_call']:.2f} per target "
                     f"call)" for name, d in drafts.items())
     sums = "".join(f" + {d['per_target_call']:.2f} x {d['c_d']:.3f}" for d in drafts.values())
-    formula = f"E / (c + k c_d) = {costs['E']:.2f} / ({costs['c']:.2f}{sums})" if drafts else (
-        f"E / c = {costs['E']:.2f} / {costs['c']:.2f}")
+    k_c_d = " + k c_d" if drafts else ""
     return (f"why: {costs['E']:.2f} tokens per target call; a target call costs c = "
-            f"{costs['c']:.2f} one-token calls{calls}; cost model {formula} = "
-            f"{costs['predicted']:.2f}x predicted, {measured:.2f}x measured")
+            f"{costs['c']:.2f} one-token calls{calls}; the rest of a step r = {costs['rest']:.2f} "
+            f"(sampling, acceptance, Python), of an autoregressive token r_0 = "
+            f"{costs['rest_base']:.2f}; cost model E (1 + r_0) / (c{k_c_d} + r) = "
+            f"{costs['E']:.2f} x {1 + costs['rest_base']:.2f} / ({costs['c']:.2f}{sums} + "
+            f"{costs['rest']:.2f}) = {costs['predicted']:.2f}x predicted, {measured:.2f}x "
+            f"measured")

@@ -135,11 +135,17 @@ def speedup_of(base_runs, runs):
 
 def call_costs(base_runs, runs):
     """Medians over rounds -> {"E", "E_full" (every draft accepted), "c", "drafts": {name:
-    {"per_target_call", "c_d"}}, "predicted", "predicted_gpu"}: costs in one-token target calls."""
+    {"per_target_call", "c_d"}}, "rest" (r, a step's time outside the calls), "rest_base" (r_0,
+    an autoregressive token's), "predicted", "predicted_gpu"}: costs in one-token target calls,
+    as the runs spent them."""
     def median(values):
         return float(np.median(list(values)))
 
     one = median(b["target_s"] / b["target_calls"] for b in base_runs)  # a one-token target call
+    rest_base = median(max(b["seconds"] - b["target_s"], 0.0) / b["target_calls"]
+                       for b in base_runs) / one
+    rest = median(max(r["seconds"] - r["target_s"] - r["draft_s"] - r["draft2_s"], 0.0)
+                  / r["target_calls"] for r in runs) / one
     E = median(r["tokens_per_call"] for r in runs)
     c = median(r["target_s"] / r["target_calls"] for r in runs) / one
     drafts = {}
@@ -149,8 +155,9 @@ def call_costs(base_runs, runs):
                             "c_d": median(r[f"{name}_s"] / r[f"{name}_calls"] for r in runs) / one}
     pairs = [(d["per_target_call"], d["c_d"]) for d in drafts.values()]
     return {"E": E, "E_full": every_draft_accepted(runs[0].get("stats"), E), "c": c,
-            "drafts": drafts, "predicted": cost_model_speedup(E, c, pairs),
-            "predicted_gpu": cost_model_speedup(E, GPU_VERIFY_COST, pairs)}
+            "drafts": drafts, "rest": rest, "rest_base": rest_base,
+            "predicted": cost_model_speedup(E, c, pairs, rest, rest_base),
+            "predicted_gpu": cost_model_speedup(E, GPU_VERIFY_COST, pairs, rest, rest_base)}
 
 
 def drafting(costs):
@@ -163,25 +170,27 @@ def every_draft_accepted(stats, E):
     return 1 + float(np.mean([s["drafted"] for s in stats])) if stats else E
 
 
-def limit(E, E_full, c, d, measured):
-    """What holds the speedup down -> (name, the cost model's speedup without it)."""
-    rest = max(E / measured - c - d, 0.0)  # Python, sampling: one-token target calls a step
-    step = c + d + rest
-    without = {"acceptance": E_full / step, "verification": E / (step - max(c - 1, 0.0)),
-               "drafting": E / (step - d), "the rest of the step": E / (step - rest)}
+def limit(E, E_full, c, d, rest, rest_base):
+    """What holds the speedup down -> (name, the cost model's speedup without it): every draft
+    accepted, verification at one call's cost, no drafting, no rest of the step."""
+    step, tokens = c + d + rest, 1 + rest_base  # a token of autoregressive decoding costs 1 + r_0
+    without = {"acceptance": E_full * tokens / step,
+               "verification": E * tokens / (step - max(c - 1, 0.0)),
+               "drafting": E * tokens / (step - d), "the rest of the step": E * tokens / (c + d)}
     worst = max(without, key=without.get)
     return worst, without[worst]
 
 
-def limit_line(costs, measured):
+def limit_line(costs):
     """The `limit here:` line; a GPU's c is offered only where it is below this run's."""
-    c, d, E, E_full = costs["c"], drafting(costs), costs["E"], costs["E_full"]
-    worst, gain = limit(E, E_full, c, d, measured)
+    c, d, E, E_full, rest = (costs["c"], drafting(costs), costs["E"], costs["E_full"],
+                             costs["rest"])
+    worst, gain = limit(E, E_full, c, d, rest, costs["rest_base"])
     why = {"acceptance": f"{E:.2f} tokens per target call, {E_full:.2f} had every draft been "
                          f"accepted: the cost model gives {gain:.2f}x then",
            "verification": f"a target call of this method costs c = {c:.2f} one-token calls",
            "drafting": f"the draft calls of one step cost {d:.2f} one-token target calls",
-           "the rest of the step": f"Python and sampling cost {E / measured - c - d:.2f} one-token "
+           "the rest of the step": f"sampling, acceptance and Python cost {rest:.2f} one-token "
                                    "target calls a step"}
     gpu = (f"; with c = {GPU_VERIFY_COST} (verification nearly free, as on a GPU) the cost model "
            f"gives {costs['predicted_gpu']:.2f}x") if GPU_VERIFY_COST < c else ""

@@ -102,31 +102,35 @@ md("""## Why the speed-up is what it is: the cost of each call
 
 One step costs one target call over K + 1 tokens and K draft calls, and yields E tokens. Count time
 in one-token target calls of autoregressive decoding: the step's target call costs c = c(K + 1), a
-draft call c_d. Then the cost model predicts
+draft call c_d, and the rest of the step (sampling, acceptance, the Python between the calls) r;
+autoregressive decoding pays r_0 of its own around each of its calls. Then the cost model predicts
 
-    S = E / (c + K c_d)
+    S = E (1 + r_0) / (c + K c_d + r)
 
-(Leviathan et al.'s Theorem 3.8, with c measured instead of taken as 1). E comes from acceptance,
+(Leviathan et al.'s Theorem 3.8, with c measured instead of taken as 1 and the rest counted; with
+r = r_0 = 0 it is E / (c + K c_d)). E comes from acceptance,
 but c comes from the hardware. On a GPU a forward over a few tokens costs about what one token
 costs: the weights are read once either way (docs/results/engine_gpu.md measures c(M) = 1.18-1.23
 for GPT-2 124M on an H100, M = 2..16). On a CPU it depends on the BLAS kernels: a few rows are
 multiplied at the kernels' arithmetic speed, which for small matrices is slow unless they have a
 small-matrix path (OpenBLAS's direct SGEMM in its AVX-512 kernels, which the engine's weight panels
-use; the BLAS line above says which kernels run here). The cell below measures c and c_d in the run
-above, checks the prediction against the measured speed-up, and gives the same step at a GPU's
-verification cost."""),
+use; the BLAS line above says which kernels run here). The cell below reads c, c_d, r and r_0 from
+the run above, as its calls spent them, checks the prediction against the measured speed-up, and
+gives the same step at a GPU's verification cost."""),
 code("""E, c, drafting = r["tokens_per_call"], r["c"], r["drafting"]  # drafting: k c_d a step
+rest, rest_0 = r["rest"], r["rest_base"]
 print(f"E = {E:.2f} tokens per target call; c = {c:.2f} one-token calls for the 5-token target "
-      f"call; c_d = {r['c_d']:.3f}, so the drafts cost {drafting:.2f} a step")
-predicted = E / (c + drafting)
+      f"call; c_d = {r['c_d']:.3f}, so the drafts cost {drafting:.2f} a step; the rest of a step "
+      f"r = {rest:.2f}, of an autoregressive token r_0 = {rest_0:.2f}")
+predicted = E * (1 + rest_0) / (c + drafting + rest)
 assert abs(predicted - r["predicted"]) < 1e-9  # one prompt: the harness's prediction is this
-print(f"cost model: E / (c + K c_d) = {E:.2f} / ({c:.2f} + {drafting:.2f}) = {predicted:.2f}x; "
-      f"measured {r['speedup']:.2f}x")
+print(f"cost model: E (1 + r_0) / (c + K c_d + r) = {E:.2f} x {1 + rest_0:.2f} / ({c:.2f} + "
+      f"{drafting:.2f} + {rest:.2f}) = {predicted:.2f}x; measured {r['speedup']:.2f}x")
 sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures
 from verdicts import gains, versus
 print(f"{versus(r['speedup'], predicted)}; {gains(predicted)}")
-print(f"the same step with verification at a GPU's cost, c = {GPU_VERIFY_COST}: "
-      f"{E:.2f} / ({GPU_VERIFY_COST} + {drafting:.2f}) = {E / (GPU_VERIFY_COST + drafting):.2f}x")
+gpu = E * (1 + rest_0) / (GPU_VERIFY_COST + drafting + rest)
+print(f"the same step with verification at a GPU's cost, c = {GPU_VERIFY_COST}: {gpu:.2f}x")
 if c - 1 > drafting:
     print(f"here verification costs most: the target call pays {c - 1:.2f} one-token calls beyond "
           f"the one autoregressive decoding pays, more than the K = 4 drafts ({drafting:.2f})")
@@ -143,9 +147,10 @@ measures each family this CPU runs in a process of its own and prints what each 
 family: c(M), the cost of an M-token target call after the prompt's cache in one-token calls (the
 fastest of several rounds of each), the draft's c_d, and for each K the tokens per target call E
 and the speed-up of speculative sampling over autoregressive decoding (medians of interleaved
-rounds, temperature 0), beside the cost model's E / (c(K + 1) + K c_d) from that family's c(M) and
-c_d. The paper's Figure 1 draws the time per token against K; the speed-up is autoregressive
-time over it."""),
+rounds, temperature 0), beside the cost model from that run's own costs (c, K c_d, r, r_0 as the
+run spent them) and what the c(M) curve alone predicts, E / (c(K + 1) + K c_d), which leaves out
+the rest of the step and measures each call apart from the others. The paper's Figure 1 draws the
+time per token against K; the speed-up is autoregressive time over it."""),
 code("""import json, subprocess
 from gpt2.fast.policy import DIRECT_SGEMM, blas_kernels
 done = subprocess.run([sys.executable, "-m", "bench.figure1", "--json_line"], cwd="..",
@@ -158,8 +163,10 @@ for family, f in families.items():
     print(f"   c(M), M = 1..{len(f['c'])}: {costs}; c_d = {f['c_d']:.3f}")
     for k in f["runs"]:
         print(f"   K={k['K']}: E {k['E']:.2f}, acceptance {k['acceptance']:.2f}, measured "
-              f"{k['speedup']:.2f}x, cost model E / (c({k['K'] + 1}) + {k['K']} c_d) = "
-              f"{k['predicted']:.2f}x")
+              f"{k['speedup']:.2f}x; cost model from the run's costs (c {k['c_run']:.2f}, K c_d "
+              f"{k['drafting_run']:.2f}, r {k['rest_run']:.2f}, r_0 {k['rest_base_run']:.2f}) "
+              f"{k['predicted']:.2f}x, from c(M) alone E / (c({k['K'] + 1}) + {k['K']} c_d) = "
+              f"{k['predicted_curve']:.2f}x")
         print(f"        {versus(k['speedup'], k['predicted'])}; {gains(k['predicted'])}")
 fig, ax = plt.subplots(1, 3, figsize=(13, 3.4))
 for (family, f), colour, line in zip(families.items(), ("C0", "C1"), ("o-", "x--")):
@@ -170,7 +177,7 @@ for (family, f), colour, line in zip(families.items(), ("C0", "C1"), ("o-", "x--
     ax[1].plot(K_, [k["E"] for k in f["runs"]], line, c=colour, label=family)
     ax[2].plot(K_, [k["speedup"] for k in f["runs"]], "o-", c=colour, label=f"{family}, measured")
     ax[2].plot(K_, [k["predicted"] for k in f["runs"]], "s:", c=colour,
-               label=f"{family}, E / (c(K+1) + K c_d)")
+               label=f"{family}, cost model from the run")
 ax[0].set(xlabel="M (tokens in one target call)", ylabel="c(M), one-token calls", ylim=(0, None))
 ax[1].set(xlabel="K", ylabel="E, tokens per target call")
 ax[2].axhline(1, c="k", ls="--", lw=0.8, label="autoregressive")
@@ -194,13 +201,12 @@ What differs is c, printed above for each family. Where c(K + 1) is well over on
 verification eats much of what the accepted drafts gain; where c(M) stays near 1 for small M (the
 SkylakeX kernels' direct SGEMM with weight panels can give that), the speed-up grows with E until
 the drafts' K c_d catches up. The same draft, the same target, the same acceptance: which curve a
-reader gets is a property of the CPU, and the cost model says by how much. A measured point can lie
-above or below its prediction (the verdict under each K says which, from the two figures beside
-it), and the model's inputs err both ways: the rest of the step (sampling, Python, the first call over the whole prompt) is not in the
-model and makes a run slower than predicted, while c(M) and c_d are measured on each model's calls
-alone and at one moment, so a run whose calls cost less than those rounds (or the machine's load
-falling between the rounds) makes it faster than predicted. A gap of a few percent either way is
-within the noise of a shared machine."""),
+reader gets is a property of the CPU, and the cost model says by how much. The cost model from the
+run's own costs counts every second of the step (its calls as they ran, and the rest), so it
+differs from the measured speed-up only by taking medians of each cost apart (the verdict under
+each K says by how much). The c(M) curve alone predicts differently where the step spends time
+outside its calls (r) or its calls cost other than in isolated rounds: a target call right after
+K draft calls finds less of its weights in the CPU's caches than one measured after another."""),
 md("""## The theory, a second way
 
 If each draft is accepted independently with rate α, a step yields (1 − α^(K+1)) / (1 − α) tokens.

@@ -43,35 +43,41 @@ def test_speedup_is_the_median_of_the_rounds_ratios():
 
 
 def test_costs_and_prediction_follow_the_formula():
-    """E = tokens per target call, c and c_d over autoregressive decoding's one-token call, medians
-    over the rounds."""
-    base = [{"target_s": 0.040 * f, "target_calls": 40} for f in (1.0, 1.1, 0.9)]  # 1 ms a call
+    """E = tokens per target call, c and c_d over autoregressive decoding's one-token call, the
+    rest r of a step (0.3 ms of 12 steps' time outside the calls) and r_0 of an autoregressive
+    token (0.1 ms a token), medians over the rounds."""
+    base = [{"target_s": 0.040 * f, "target_calls": 40, "seconds": 0.044 * f}  # 1 ms a call
+            for f in (1.0, 1.1, 0.9)]
     runs = [{"tokens_per_call": 40 / 12, "target_s": 12 * 0.0025 * f, "target_calls": 12,
-             "draft_s": 48 * 0.0002 * f, "draft_calls": 48, "draft2_s": 0.0, "draft2_calls": 0}
-            for f in (1.0, 1.2, 0.8)]
+             "draft_s": 48 * 0.0002 * f, "draft_calls": 48, "draft2_s": 0.0, "draft2_calls": 0,
+             "seconds": (12 * 0.0025 + 48 * 0.0002 + 12 * 0.0003) * f} for f in (1.0, 1.2, 0.8)]
     costs = run.call_costs(base, runs)
     assert costs["E"] == pytest.approx(40 / 12) and costs["c"] == pytest.approx(2.5)
     assert costs["drafts"] == {"draft": {"per_target_call": 4.0, "c_d": pytest.approx(0.2)}}
-    assert costs["predicted"] == pytest.approx((40 / 12) / (2.5 + 4 * 0.2))
-    assert costs["predicted_gpu"] == pytest.approx((40 / 12) / (GPU_VERIFY_COST + 4 * 0.2))
+    assert (costs["rest"], costs["rest_base"]) == (pytest.approx(0.3), pytest.approx(0.1))
+    assert costs["predicted"] == pytest.approx((40 / 12) * 1.1 / (2.5 + 4 * 0.2 + 0.3))
+    assert costs["predicted_gpu"] == pytest.approx((40 / 12) * 1.1 /
+                                                   (GPU_VERIFY_COST + 4 * 0.2 + 0.3))
     assert cost_model_speedup(2.36, 2.2, [(4, 0.19)]) == pytest.approx(0.797, abs=5e-4)  # docstring
+    # every second counted: the prediction is the speedup these runs measure
+    assert costs["predicted"] == pytest.approx(0.044 / (12 * 0.0025 + 48 * 0.0002 + 12 * 0.0003))
 
 
-@pytest.mark.parametrize("E, E_full, c, draft_cost, measured, limit", [
-    (10 / 3, 10 / 3, 2.5, 0.2, 0.9, "verification"),  # 3.7 calls a step: 1.5 verify, 0.8 draft
-    (10 / 3, 10 / 3, 1.1, 0.5, 1.0, "drafting"),  # 0.1 verify, 2.0 draft, 0.23 rest
-    (10 / 3, 10 / 3, 1.1, 0.05, 1.0, "the rest of the step"),  # 0.1 verify, 0.2 draft, 2.03 rest
-    (1.05, 5.0, 0.95, 0.1, 0.5, "acceptance"),  # 2.1 calls a step; all accepted: 5 / 2.1 = 2.4x
-    (3.0, 5.0, 2.5, 0.2, 0.9, "verification"),  # 3.3 a step: c = 1 gives 1.64x, all accepted 1.5x
+@pytest.mark.parametrize("E, E_full, c, draft_cost, rest, limit", [
+    (10 / 3, 10 / 3, 2.5, 0.2, 0.4, "verification"),  # 3.7 calls a step: 1.5 verify, 0.8 draft
+    (10 / 3, 10 / 3, 1.1, 0.5, 0.23, "drafting"),  # 0.1 verify, 2.0 draft, 0.23 rest
+    (10 / 3, 10 / 3, 1.1, 0.05, 2.03, "the rest of the step"),  # 0.1 verify, 0.2 draft, 2.03 rest
+    (1.05, 5.0, 0.95, 0.1, 0.75, "acceptance"),  # 2.1 calls a step; all accepted: 5 / 2.1 = 2.4x
+    (3.0, 5.0, 2.5, 0.2, 0.03, "verification"),  # 3.3 a step: c = 1 gives 1.64x, all accepted 1.5x
 ])
-def test_the_limit_is_what_gains_most_when_removed(E, E_full, c, draft_cost, measured, limit):
-    costs = {"E": E, "E_full": E_full, "c": c, "predicted_gpu": 1.5,
-             "drafts": {"draft": {"per_target_call": 4.0, "c_d": draft_cost}}}
-    line = run.limit_line(costs, measured)
+def test_the_limit_is_what_gains_most_when_removed(E, E_full, c, draft_cost, rest, limit):
+    costs = {"E": E, "E_full": E_full, "c": c, "predicted_gpu": 1.5, "rest": rest,
+             "rest_base": 0.1, "drafts": {"draft": {"per_target_call": 4.0, "c_d": draft_cost}}}
+    line = run.limit_line(costs)
     assert line.startswith(f"limit here: {limit} (")
-    step = c + 4 * draft_cost + max(E / measured - c - 4 * draft_cost, 0)
+    step = c + 4 * draft_cost + rest
     if limit == "acceptance":
-        assert f"the cost model gives {E_full / step:.2f}x then" in line
+        assert f"the cost model gives {E_full * 1.1 / step:.2f}x then" in line
     # the GPU's c is offered only where it is below this run's
     assert ("as on a GPU" in line) == (c > GPU_VERIFY_COST)
 
@@ -79,9 +85,9 @@ def test_the_limit_is_what_gains_most_when_removed(E, E_full, c, draft_cost, mea
 def test_a_limit_line_never_offers_a_worse_c():
     """A run whose verification costs less than a GPU's (c = 0.95, weight panels) is not told what
     c = GPU_VERIFY_COST would give."""
-    costs = {"E": 1.05, "E_full": 1.95, "c": 0.95, "predicted_gpu": 0.74,
-             "drafts": {"draft": {"per_target_call": 1.0, "c_d": 0.1}}}
-    line = run.limit_line(costs, 0.9)
+    costs = {"E": 1.05, "E_full": 1.95, "c": 0.95, "predicted_gpu": 0.74, "rest": 0.1,
+             "rest_base": 0.0, "drafts": {"draft": {"per_target_call": 1.0, "c_d": 0.1}}}
+    line = run.limit_line(costs)
     assert "GPU" not in line and "0.74" not in line
 
 
@@ -128,7 +134,11 @@ def test_main_prints_the_median_and_the_prediction_of_its_costs(main_with_stub_c
     costs = out["cost_model"]
     assert (costs["E"], costs["c"]) == (pytest.approx(E), pytest.approx(C_TARGET))
     assert costs["drafts"]["draft"]["c_d"] == pytest.approx(C_DRAFT)
-    assert costs["predicted"] == pytest.approx(E / (C_TARGET + k * C_DRAFT))
+    t, d = method["target_calls"], method["draft_calls"]  # the rest: each round's time outside
+    rest_0 = np.median([max(s - 24e-3, 0) / 24 for s in ROUND_BASE]) / 1e-3  # the calls
+    rest = np.median([max(s - t * C_TARGET * 1e-3 - d * C_DRAFT * 1e-3, 0) / t
+                      for s in ROUND_METHOD]) / 1e-3
+    assert costs["predicted"] == pytest.approx(E * (1 + rest_0) / (C_TARGET + k * C_DRAFT + rest))
     assert method["time_s"] == pytest.approx(np.median(ROUND_METHOD))  # the median run's time
 
     log.clear()
@@ -139,9 +149,9 @@ def test_main_prints_the_median_and_the_prediction_of_its_costs(main_with_stub_c
     line = next(line for line in text.splitlines() if line.startswith("why: "))
     assert re.search(rf"c = {C_TARGET:.2f} one-token calls, a draft call c_d = {C_DRAFT:.3f} "
                      rf"\({k:.2f} per target", line), line
-    predicted = E / (C_TARGET + k * C_DRAFT)
+    predicted = E * (1 + rest_0) / (C_TARGET + k * C_DRAFT + rest)
     assert line.endswith(f"= {predicted:.2f}x predicted, {np.median(ratios):.2f}x measured")
-    gpu = E / (GPU_VERIFY_COST + k * C_DRAFT)
+    gpu = E * (1 + rest_0) / (GPU_VERIFY_COST + k * C_DRAFT + rest)
     assert (f"limit here: verification (a target call of this method costs c = {C_TARGET:.2f} "
             f"one-token calls); with c = {GPU_VERIFY_COST} (verification nearly free, as on a GPU) "
             f"the cost model gives {gpu:.2f}x") in text

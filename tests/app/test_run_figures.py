@@ -55,11 +55,13 @@ def test_a_run_all_accepted_by_hand():
     assert costs["drafts"]["draft"] == {"per_target_call": pytest.approx(k),
                                         "c_d": pytest.approx(0.2 / 0.8)}
     assert costs["predicted"] == pytest.approx((10 / 3) / (c + k * 0.25))
-    # nothing but the models takes time on this clock: the rest of the step, E / measured - c -
-    # k c_d, is 0, and verification (c - 1 = 1.17) costs more than drafting (k c_d = 0.58)
+    # nothing but the models takes time on this clock: the rest of the step and of an
+    # autoregressive token are 0, the prediction is the measured 8 / 6.6, and verification
+    # (c - 1 = 1.17) costs more than drafting (k c_d = 0.58)
+    assert (costs["rest"], costs["rest_base"]) == (pytest.approx(0, abs=1e-12),) * 2
     assert run.drafting(costs) == pytest.approx(k * 0.25)
-    assert (10 / 3) / (8 / 6.6) - c - k * 0.25 == pytest.approx(0, abs=1e-12)
-    assert run.limit_line(costs, 8 / 6.6).startswith("limit here: verification (")
+    assert costs["predicted"] == pytest.approx(8 / 6.6)
+    assert run.limit_line(costs).startswith("limit here: verification (")
     # every draft accepted: 1 + the mean drafted a step (the target's own token counted)
     assert costs["E_full"] == pytest.approx(1 + 7 / 3)
 
@@ -72,9 +74,9 @@ def test_every_draft_accepted_counts_the_targets_own_token(drafted, E_full):
     assert run.every_draft_accepted(stats, 2.0) == pytest.approx(E_full)
     if drafted == [4, 4, 4]:
         costs = {"E": 2.0, "E_full": run.every_draft_accepted(stats, 2.0), "c": 1.0,
-                 "predicted_gpu": 1.0, "drafts": {"draft": {"per_target_call": 4,
-                                                            "c_d": 1 / 6}}}
-        line = run.limit_line(costs, 2.0 / (1 + 4 / 6))
+                 "predicted_gpu": 1.0, "rest": 0.0, "rest_base": 0.0,
+                 "drafts": {"draft": {"per_target_call": 4, "c_d": 1 / 6}}}
+        line = run.limit_line(costs)
         assert line == ("limit here: acceptance (2.00 tokens per target call, 5.00 had every draft "
                         "been accepted: the cost model gives 3.00x then)")
 
@@ -205,7 +207,7 @@ class Ticks:
 def test_single_json_times_and_speedup_by_hand(offline, monkeypatch):
     """main.py --json, speculative on the built-in pair, every run on the tick clock: autoregressive
     decoding of N = 16 lasts 33 ticks, the method's t target and d draft calls 2 (t + d) + 1; so the
-    speedup, tokens per second, E, c = c_d = 1 and the predictions follow by hand."""
+    speedup, tokens per second, E, c = c_d = 1, the rests and the predictions follow by hand."""
     import functools
 
     monkeypatch.setattr(run, "run_method", functools.partial(run.run_method, clock=Ticks()))
@@ -223,8 +225,13 @@ def test_single_json_times_and_speedup_by_hand(offline, monkeypatch):
     assert (costs["E"], costs["c"]) == (pytest.approx(E), pytest.approx(1))
     assert costs["drafts"]["draft"] == {"per_target_call": pytest.approx(k),
                                         "c_d": pytest.approx(1)}
-    assert costs["predicted"] == pytest.approx(E / (1 + k))
-    assert costs["predicted_gpu"] == pytest.approx(E / (GPU_VERIFY_COST + k))
+    # the ticks between the calls: 17 of autoregressive decoding's 33 over its 16 calls (r_0), and
+    # t + d + 1 of the method's over its t target calls (r), so the prediction is the measurement
+    rest_0, rest = 17 / 16, (t + d + 1) / t
+    assert (costs["rest_base"], costs["rest"]) == (pytest.approx(rest_0), pytest.approx(rest))
+    assert costs["predicted"] == pytest.approx(E * (1 + rest_0) / (1 + k + rest))
+    assert costs["predicted"] == pytest.approx(out["speedup"])
+    assert costs["predicted_gpu"] == pytest.approx(E * (1 + rest_0) / (GPU_VERIFY_COST + k + rest))
     assert out["same_output"] == [True] and out["groups"] == [1]
 
 
