@@ -246,7 +246,7 @@ MUTANTS = (
            "return blas_limit(self.n)", ("tests/gpt2/fast/test_policy.py",),
            "the thread policy's wide count chosen and reported but never applied"),
     Mutant("wide-threads-head-narrow", "backend", "rule", "gpt2/engine.py",
-           "with self.plan.threads.scope(h.shape[0]):", "with self.forward.threads.scope(1):",
+           "with self.plan.threads.scope(h.shape[0]):", "with self.plan.threads.scope(1):",
            ("tests/gpt2/fast/test_policy.py",),
            "the batched LM head (the largest product of a tiny model) left on one thread"),
     Mutant("threads-left-behind", "backend", "rule", "gpt2/fast/policy.py",
