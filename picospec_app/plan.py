@@ -199,10 +199,6 @@ class Plan:
     notes: tuple  # lines for stderr: what the run will not do as the user may think
     engine: dict  # how every engine of the run is built (threads, panels, static step, ...)
 
-    @property
-    def baseline(self):
-        return self.order[0]
-
 
 def read_plan(argv):
     """argv -> the Plan, every check that needs no model made; None after printing help."""
@@ -229,16 +225,21 @@ def read_plan(argv):
         # before a datastore build into the cache (a download checks the Hugging Face cache itself)
         check_cache_dir()
     # the command line wins over the setting; the loads pass on what asked for no network
-    offline = ("--offline" if values["offline"] else False if values["offline"] is False
-               else "PICOSPEC_OFFLINE" if settings.offline else False)
-    return Plan(method, options, {k: values[k] for k in ("temperature", "top_k", "top_p")},
-                prompts, names, tuple(dict.fromkeys(["autoregressive", method.name])),
-                values["n_tokens"], values["seed"], values["target"],
-                values["draft"] if "draft" in method.needs else None, values["device"], offline,
-                values["threads"], values["runs"], values["json"], values["batch"],
-                values["batch_memory"], progress_wanted(values),
-                notes(values, values["threads"] or settings.threads),
-                engine_choices(settings, threads=values["threads"]))
+    if values["offline"] is None:
+        offline = "PICOSPEC_OFFLINE" if settings.offline else False
+    else:
+        offline = "--offline" if values["offline"] else False
+    return Plan(method=method, options=options,
+                sampling={k: values[k] for k in ("temperature", "top_k", "top_p")},
+                prompts=prompts, names=names,
+                order=tuple(dict.fromkeys(["autoregressive", method.name])),
+                n_tokens=values["n_tokens"], seed=values["seed"], target=values["target"],
+                draft=values["draft"] if "draft" in method.needs else None,
+                device=values["device"], offline=offline, threads=values["threads"],
+                runs=values["runs"], json=values["json"], batch=values["batch"],
+                batch_memory=values["batch_memory"], progress=progress_wanted(values),
+                notes=notes(values, values["threads"] or settings.threads),
+                engine=engine_choices(settings, threads=values["threads"]))
 
 
 def notes(values, threads):
