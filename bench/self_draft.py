@@ -13,9 +13,9 @@ import numpy as np
 
 from gpt2.hub import resolve
 from gpt2.load import load_model
+from gpt2.model import softmax
 from gpt2.self_draft import read_config
 from gpt2.train.corpus import heldout_prompts
-from gpt2.train.self_draft import softmax_np
 from gpt2.train.skip_search import draft_logits
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import warp
@@ -55,9 +55,9 @@ def self_draft_alpha(engine, target, prompts, n_tokens, options):
     x, start = np.array(seqs), len(prompts[0])
     # the engine's weights without its panels (draft_logits runs [B, T] arrays)
     params = target.params
-    p = warp(softmax_np(draft_logits(params, engine.hparams, x, start, engine.skip,
+    p = warp(softmax(draft_logits(params, engine.hparams, x, start, engine.skip,
                                      engine.adapter)), **options)
-    q = warp(softmax_np(draft_logits(params, engine.hparams, x, start, [])), **options)
+    q = warp(softmax(draft_logits(params, engine.hparams, x, start, [])), **options)
     return float(np.minimum(p, q).sum(-1).mean())
 
 

@@ -116,9 +116,7 @@ def write_page(path, text, threads=None, fenced=False, blas=None):
             "on the machine and its load, both recorded here.", ""]
     body = f"```\n{text.strip()}\n```" if fenced else text.strip()
     page += protocol(threads, blas) + ["", body, ""]
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text("\n".join(page), encoding="utf-8")
-    tmp.replace(path)
+    write_text(path, "\n".join(page))
     print(f"wrote {path}", file=sys.stderr)
 
 
@@ -166,5 +164,5 @@ def header(threads):
 def write_text(path, text):
     """Write a table atomically: a temp file in the same folder, renamed over path."""
     tmp = Path(f"{path}.tmp")
-    tmp.write_text(text)
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)

@@ -29,12 +29,13 @@ from gpt2.backend import to_numpy
 from gpt2.heads import load_heads
 from gpt2.hub import resolve
 from gpt2.load import load_model
+from gpt2.model import softmax
 from gpt2.self_draft import (ADAPTER, CONFIG, ENTRY_KINDS, SelfDraft, exit_skip, read_config,
                              sublayer_name)
 from gpt2.train.corpus import heldout_prompts, split_files, stdlib_files, tokenize
 from gpt2.train.exit_adapter import train_exit_adapter
 from gpt2.train.skip_search import MAX_LAYERS, draft_logits, skip_set_search, too_many_layers
-from gpt2.weights import hparams_from_config, read_json
+from gpt2.weights import _atomic_write, hparams_from_config, read_json
 from picospec.theory import greedy_walk, walk_speedup
 from picospec_cli import Option, cannot_make, command
 
@@ -285,7 +286,8 @@ def update_config(folder, kind, record):
 
     config = read_config(folder)
     config[kind] = {"kind": ENTRY_KINDS[kind], **record}  # the entry declares what it holds
-    write_text(Path(folder) / CONFIG, json.dumps(config, separators=(",", ":")) + "\n")
+    text = json.dumps(config, separators=(",", ":")) + "\n"
+    _atomic_write(Path(folder) / CONFIG, [text.encode()])  # written whole, then renamed
 
 
 # ---- exit layers: agreement with the plain LM head and with a trained exit adapter ----
@@ -310,7 +312,7 @@ def exits(target, encoder, exit_layers, steps, n_windows, write, folder, runs):
     x, start, costs = (np.array(search_record["sequences"]), search_record["start"],
                        search_record["costs_ms"])
     windows = training_windows(encoder, n_windows, 128, 0)
-    q = softmax_np(draft_logits(params, h, x, start, []))  # the target's law at the rows
+    q = softmax(draft_logits(params, h, x, start, []))  # the target's law at the rows
     lines = ["| exit after layer | head | agreement with the target (T=0) | alpha (T=1) | K | "
              "gamma | tokens/target call | expected speedup (this CPU) | expected speedup "
              "(memory-bound) |",
@@ -330,7 +332,7 @@ def exits(target, encoder, exit_layers, steps, n_windows, write, folder, runs):
         for label, adapter in (("LM head", None),
                                ("adapter", {"head": heads[0], "act": config["act"]})):
             skip = exit_skip(E, L)
-            p = softmax_np(draft_logits(params, h, x, start, skip, adapter))  # [B, m, V]
+            p = softmax(draft_logits(params, h, x, start, skip, adapter))  # [B, m, V]
             agree, confidence = p.argmax(-1) == x[:, start + 1:], p.max(-1)
             alpha = float(np.minimum(p, q).sum(-1).mean())
             models = [cpu_costs(skip, costs, L), memory_bound_costs(skip, h)]
@@ -356,11 +358,6 @@ def exits(target, encoder, exit_layers, steps, n_windows, write, folder, runs):
                 os.replace(tmp, Path(folder) / ADAPTER / name)
         update_config(folder, "early_exit", record)
     return lines
-
-
-def softmax_np(logits):
-    z = np.exp(logits - logits.max(-1, keepdims=True))
-    return z / z.sum(-1, keepdims=True)
 
 
 def check_before_work(task, target, folder, exit_layers, runs):
@@ -392,13 +389,6 @@ def check_before_work(task, target, folder, exit_layers, runs):
         raise ValueError(f"--runs {runs}: {first} is a file, not a folder; name a folder for the "
                          f"kept search and adapters")
     raise ValueError(f"--runs {runs}: no file can be made in {first} ({why}); name another folder")
-
-
-def write_text(path, text):
-    """Write a file atomically: a temp file in the same folder, renamed over path."""
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def main(task="search", target="tiny-target", n_prompts=16, prompt_tokens=64, new_tokens=33,
