@@ -1,4 +1,4 @@
-"""EAGLE-1 and EAGLE-2 beside Medusa and the draft-model methods on the built-in target.
+"""EAGLE-1, EAGLE-2 and EAGLE-3 beside Medusa and the draft-model methods on the built-in target.
 
     # the full table (8 held-out prompts x 2 seeds)
     python -m bench.eagle
@@ -7,28 +7,32 @@
 
 Every row is picospec_app.compare: autoregressive decoding and the method back to back on the
 same held-out prompts and seeds, each from a cold cache (the EAGLE head's too); medians over prompts
-x seeds. Columns: tokens per target call (new tokens / target forwards, prefill included),
+x seeds. Columns: tokens per target call E (new tokens / target forwards, prefill included),
 acceptance (accepted / drafted, drafted = the depth of each step's tree or the chain's length, the
-same definition for every method), the cost of one of the method's target calls over one
-autoregressive call, and the wall-clock speedup. Shapes: none; this file only times things.
+same definition for every method), the cost c of one of the method's target calls over one
+autoregressive call, the drafting of a step in one-token target calls (the draft's or the head's
+calls), the wall-clock speedup, and the cost model's limit (picospec_app.run.limit: the cost whose
+removal would gain most, and the speedup without it). Shapes: none; this file only times things.
 """
 import json
 from pathlib import Path
 
 from bench.harness import check_room
+from bench.panels import limit_cell
 from picospec_app.load import check_target, load_draft, load_eagle, load_heads
 from picospec_app.compare import compare
 from tools.families import command
 from tools.page import header, write_page, write_text
 
-HEADER = ["| method | setting | T | tokens/target call (median) | acceptance | target call / "
-          "1-token call (median) "
-          "| speedup vs autoregressive (median, IQR) |", "|---|---|---|---|---|---|---|"]
+HEADER = ["| method | setting | T | tokens/target call E (median) | acceptance | c: target call / "
+          "1-token call (median) | drafting per step (median) "
+          "| speedup vs autoregressive (median, IQR) | limit |",
+          "|---|---|---|---|---|---|---|---|---|"]
 
 
 def rows(temperature):
     """(method, setting shown, options, need) at one temperature: draft-model methods, Medusa,
-    EAGLE-1, EAGLE-2."""
+    EAGLE-1, EAGLE-2, EAGLE-3."""
     out = [("speculative", "tiny-draft, K 4", {"K": 4}, "draft")]
     if temperature == 0:
         out.append(("greedy", "tiny-draft, K 4", {"K": 4}, "draft"))
@@ -40,7 +44,10 @@ def rows(temperature):
                     {"tree": "sparse", "nodes": 10, "candidates": "topk"}, "eagle"))
     out += [("eagle2", "depth 5, top-k 4, 8 nodes",
              {"depth": 5, "tree_top_k": 4, "total_tokens": 8}, "eagle"),
-            ("eagle2", "depth 5, top-k 4, 16 nodes (default)", {}, "eagle")]
+            ("eagle2", "depth 5, top-k 4, 16 nodes (default)", {}, "eagle"),
+            ("eagle3", "depth 5, top-k 4, 8 nodes",
+             {"depth": 5, "tree_top_k": 4, "total_tokens": 8}, "eagle3"),
+            ("eagle3", "depth 5, top-k 4, 16 nodes (default)", {}, "eagle3")]
     return out
 
 
@@ -62,7 +69,8 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
     check_room(model.n_ctx, prompt_tokens, n_tokens)
     needs = {"draft": {"draft": load_draft("tiny-draft", model, target)},
              "medusa": {"heads": load_heads(target, "medusa", None, model)},
-             "eagle": {"heads": load_eagle(target, heads, model)}}
+             "eagle": {"heads": load_eagle(target, heads, model)},
+             "eagle3": {"heads": load_eagle(target, None, model, kind="eagle3")}}
     measured_head = Path(needs["eagle"]["heads"].folder).resolve()
     if record and Path(record).resolve() != measured_head:  # one head's rows on another's card
         raise ValueError(f"--record {record} is not the EAGLE head measured ({measured_head}): "
@@ -79,23 +87,25 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
             r = compare(method, prompts, {"target": model, **needs[need]}, n_tokens, range(seeds),
                         {"temperature": T}, **options)
             lines.append(f"| {method} | {setting} | {T:g} | {r['tokens_per_call']:.2f} | "
-                         f"{r['acceptance']:.2f} | {r['c']:.2f} | {r['speedup']:.2f}x "
-                         f"({r['speedup_iqr'][0]:.2f}-{r['speedup_iqr'][1]:.2f}) |")
+                         f"{r['acceptance']:.2f} | {r['c']:.2f} | {r['drafting']:.2f} | "
+                         f"{r['speedup']:.2f}x ({r['speedup_iqr'][0]:.2f}-"
+                         f"{r['speedup_iqr'][1]:.2f}) | {limit_cell(r)} |")
             print(lines[-1], flush=True)
-            if need == "eagle":
+            if need in ("eagle", "eagle3"):
                 measured.append({"method": method, "setting": setting, "temperature": T,
                                  "tokens_per_call": round(r["tokens_per_call"], 3),
                                  "acceptance": round(r["acceptance"], 3),
+                                 "drafting": round(r["drafting"], 3),
                                  "speedup": round(r["speedup"], 3)})
     text = "\n".join(lines)
     print(text)
     if out:
         write_page(out, text, top)
-    if record:  # the head's card entry reads these (gpt2/train/card.py)
-        path = Path(record) / "eagle.json"
-        config = json.loads(path.read_text())
-        config["measured"] = {"command": lines[0], "rows": measured}
-        write_text(path, json.dumps(config, indent=1))
+    if record:  # the heads' card entries read these (gpt2/train/card.py): EAGLE's, EAGLE-3's
+        for path in (Path(record) / "eagle.json", needs["eagle3"]["heads"].folder / "eagle3.json"):
+            config = json.loads(path.read_text())
+            config["measured"] = {"command": lines[0], "rows": measured}
+            write_text(path, json.dumps(config, indent=1))
 
 
 if __name__ == "__main__":
@@ -103,7 +113,7 @@ if __name__ == "__main__":
 
     command(main, [
         Option("target", str, "tiny-target",
-               "the target model (its eagle/ and medusa/ heads are used)"),
+               "the target model (its eagle/, eagle3/ and medusa/ heads are used)"),
         Option("heads", "dir", None, "folder of the EAGLE head (default: the target's eagle/)"),
         Option("temperatures", "floats", (0.0, 1.0), "temperatures, a block of rows each", low=0),
         Option("n_prompts", int, 8, "held-out prompts", low=1),
@@ -112,4 +122,5 @@ if __name__ == "__main__":
         Option("seeds", int, 2, "seeds per prompt", low=1),
         Option("out", "out", None, "also write the table to this file"),
         Option("record", "dir", None,
-               "store the EAGLE rows in DIR/eagle.json (the head's card entry reads them)")])
+               "store the EAGLE rows in DIR/eagle.json and in the EAGLE-3 head's eagle3.json (the "
+               "heads' card entries read them)")])

@@ -19,8 +19,9 @@ Python costs.
    as is, with the head as the transposed view wte.T, no padding, padding to a multiple of 8; and
    panels with padding to 4, panels 32 and 64 columns wide; and the static-shape step
    (gpt2/fast/static.py: on a GPU each pass shape replayed as a CUDA graph; on the CPU it only adds
-   work). Then each weight matrix alone: M rows times W against times its column panels of 32, 64
-   and 128 columns.
+   work). Then each weight matrix alone, in every formulation NumPy offers for M rows: x @ W as
+   the engine does; (W^T x^T)^T on a transposed copy of W; the M rows one by one; the rows padded
+   with zeros to 8; and x times its column panels of 32, 64 and 128 columns.
 4. Why: the GEMM rate by rows, [M, n_embd] @ [n_embd, 4 n_embd] alone, with its weight in cache and
    streaming from memory (GFLOP/s; a one-token forward is bound by the weights' bytes, an M-token
    one by these flops).
@@ -64,6 +65,11 @@ LAYOUTS = {"default": {}, "no panels": {"panels": False},
            "static step": {"static": True}}  # gpt2/fast/static.py; on a GPU, CUDA graphs
 CURVES = ("default", "no panels")  # the layouts measured at every M (the others up to M = 8)
 WIDTHS = (32, 64, 128)  # panel widths tried in the panel grid
+# the other formulations of M rows times W tried beside x @ W (panel_grid): name -> f(x, W, W^T)
+FORMULATIONS = {"W^T copy": lambda x, w, wt: (wt @ x.T).T,
+                "rows one by one": lambda x, w, wt: [x[i:i + 1] @ w for i in range(len(x))],
+                "pad to 8": lambda x, w, wt: np.concatenate(
+                    [x, np.zeros((-len(x) % 8, x.shape[1]), x.dtype)]) @ w}
 
 
 # GPT-2's initialisation, generated on the device in float32
@@ -127,9 +133,9 @@ def gemm_rates(xp, sync, C, Ms, repeats):
 # -> {(matrix, M): {"W": ratio, width: ratio}} (CPU time / one row by W)
 def panel_grid(hparams, Ms, repeats):
     """Each weight matrix of the shape alone (QKV, MLP up, MLP down, LM head; random values): M rows
-    times W and times its column panels of each width in WIDTHS (gpt2/fast/panels.py), against one
-    row times W. Cycling through enough copies of a matrix to fill 64 MB, so that the weights stream
-    from memory as a forward's do."""
+    times W, in each of FORMULATIONS, and times its column panels of each width in WIDTHS
+    (gpt2/fast/panels.py), against one row times W. Cycling through enough copies of a matrix to
+    fill 64 MB, so that the weights stream from memory as a forward's do."""
     from gpt2.fast import panels as P
 
     C, V = hparams["n_embd"], hparams["n_vocab"]
@@ -140,12 +146,15 @@ def panel_grid(hparams, Ms, repeats):
         ws = [rng.standard_normal((n_in, n_out), dtype=np.float32)
               for _ in range(max(1, 2 ** 24 // (n_in * n_out)))]
         cut = {width: [P.panels(w, width) for w in ws] for width in WIDTHS}
+        wts = [np.ascontiguousarray(w.T) for w in ws]  # [n_out, n_in] each
         one = rng.standard_normal((1, n_in), dtype=np.float32)
         base = np.median([timed(lambda: [one @ w for w in ws], lambda: None)[0]
                           for _ in range(repeats)])
         for M in Ms:
             x = rng.standard_normal((M, n_in), dtype=np.float32)
             row = {"W": [lambda: [x @ w for w in ws]]}
+            row.update({name: [lambda f=f: [f(x, w, wt) for w, wt in zip(ws, wts)]]
+                        for name, f in FORMULATIONS.items()})
             row.update({width: [lambda p=p: [P.panel_matmul(x, q, n_out) for q in p]] for width,
                         p in cut.items()})
             times = {k: [] for k in row}
@@ -228,7 +237,7 @@ def bench(size, device, n_cache, Ms, repeats, threads=None):
     cpu, wall = ({k: float(np.median(v)) for k, v in d.items()} for d in (cpu, wall))
     bw = bandwidth(xp, sync, repeats)  # [CPU, wall]
     rates = gemm_rates(xp, sync, hparams["n_embd"], sorted(set(Ms) | {32, 64}), repeats)
-    grid = panel_grid(hparams, [M for M in (2, 5, 8, 16) if M <= max(Ms)],
+    grid = panel_grid(hparams, [M for M in (1, 2, 5, 8, 16) if M <= max(Ms)],
                       repeats) if device == "cpu" else {}
     return {"size": size, "weight_MB": weight_bytes / 1e6, "bandwidth_GBps": bw / 1e9,
             "roofline_ms": weight_bytes / bw * 1e3, "cpu": cpu, "wall": wall, "rates": rates,
@@ -303,16 +312,18 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
             print(f"| {r['size']} | {name} | " + " | ".join(
                 f"{r['cpu'][(name, M)] / r['cpu'][('default', 1)]:.2f}" for M in small) + " |")
     if any(r["grid"] for r in rows):
-        print("\nWeight panels, each matrix alone (streaming from memory): M rows times W, and "
-              "times its column panels of each width, CPU time / one row times W:\n")
-        print("| shape | matrix | M | x @ W | " + " | ".join(f"panels of {w}" for w in WIDTHS)
-              + " |")
-        print("|---|---|---|---|" + "---|" * len(WIDTHS))
+        print("\nEach matrix alone (streaming from memory), M rows in each formulation: x @ W (the "
+              "engine's), the others NumPy offers, and x times W's column panels of each width; "
+              "CPU time / one row times W (the fastest of a row in bold):\n")
+        names = ["W", *FORMULATIONS, *WIDTHS]
+        print("| shape | matrix | M | x @ W | " + " | ".join(FORMULATIONS) + " | "
+              + " | ".join(f"panels of {w}" for w in WIDTHS) + " |")
+        print("|---|---|---|" + "---|" * len(names))
         for r in rows:
             for (matrix, M), t in r["grid"].items():
-                print(f"| {r['size']} | {matrix} | {M} | {t['W']:.2f} | "
-                      + " | ".join(f"{t[w]:.2f}" for w in WIDTHS)
-                      + " |")
+                best = min(names, key=lambda k: t[k])
+                print(f"| {r['size']} | {matrix} | {M} | " + " | ".join(
+                    f"**{t[k]:.2f}**" if k == best else f"{t[k]:.2f}" for k in names) + " |")
     print("\nPython: the engine's own per-call work and NumPy's dispatch floor, beside one "
           "decoding step (CPU ms):\n")
     print("| shape | engine step (M=1) | engine's own work | share of the step | dispatch floor "

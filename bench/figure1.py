@@ -2,7 +2,11 @@
 kernel family this CPU runs, beside the cost model (picospec.theory.cost_model_speedup), on the
 built-in pair loaded as main.py loads it:
 
-    c(M) = t(M) / t(1)   the target's M-token call after a prompt's cache, in one-token calls
+    c(M) = t(M) / t(1)   the target's M-token call after a prompt's cache, in one-token calls, each
+                         timed where decoding makes it: t(1) among one-token calls back to back (as
+                         autoregressive decoding makes them), t(M) right after a draft call (as a
+                         speculative step makes it); beside it, every M in turn (t(1) right after
+                         the largest call and a draft call: the caches hold other weights)
     c_d                  the draft's one-token call, in one-token target calls
     E                    tokens per target call of speculative sampling at temperature 0
     r, r_0               the rest of a step, and of an autoregressive token, outside the calls
@@ -43,21 +47,31 @@ def defaults(quick=None):
 
 
 def call_costs(target, draft, x, ahead, M_max, rounds):
-    """c(M), M = 1..M_max, and c_d after a cache of prompt x: each call's fastest of `rounds` rounds
-    (load only adds time) over the fastest one-token target call -> ({M: c}, c_d, t(1) ms)."""
+    """c(M), M = 1..M_max, and c_d after a cache of prompt x, each call's fastest of `rounds` rounds
+    (load only adds time) over the fastest one-token target call, the calls in decoding's order
+    (the module's docstring) -> ({M: c}, c_d, t(1) ms, {M: c} with every M in turn)."""
     target(x)
     draft(x)
-    times, draft_times = {M: [] for M in range(1, M_max + 1)}, []
-    for _ in range(rounds):
-        for M in times:
-            start = time.perf_counter()
-            target.logits(x + ahead[:M], M)
-            times[M].append(time.perf_counter() - start)
+
+    def timed(model, M):
         start = time.perf_counter()
-        draft.logits(x + ahead[:1], 1)
-        draft_times.append(time.perf_counter() - start)
+        model.logits(x + ahead[:M], M)
+        return time.perf_counter() - start
+
+    times, draft_times = {M: [] for M in range(1, M_max + 1)}, []
+    turn = {M: [] for M in times}
+    for _ in range(rounds):
+        timed(target, 1)  # autoregressive decoding: one-token calls back to back
+        times[1].append(timed(target, 1))
+        for M in range(2, M_max + 1):  # a speculative step: the drafts, then the verification
+            draft_times.append(timed(draft, 1))
+            times[M].append(timed(target, M))
+        for M in turn:  # every M in turn, then a draft call
+            turn[M].append(timed(target, M))
+        timed(draft, 1)
     one = min(times[1])
-    return {M: min(t) / one for M, t in times.items()}, min(draft_times) / one, one * 1e3
+    return ({M: min(t) / one for M, t in times.items()}, min(draft_times) / one, one * 1e3,
+            {M: min(t) / min(turn[1]) for M, t in turn.items()})
 
 
 def measure(Ks, n_prompts, n_tokens, repeats, rounds):
@@ -77,7 +91,7 @@ def measure(Ks, n_prompts, n_tokens, repeats, rounds):
     ahead = encoder.encode(AHEAD)
     M_max = max(8, max(Ks) + 1)
     assert len(ahead) >= M_max, "AHEAD is too short for the largest M"
-    c, c_d, t1 = call_costs(target, draft, prompts[0], ahead, M_max, rounds)
+    c, c_d, t1, c_turn = call_costs(target, draft, prompts[0], ahead, M_max, rounds)
     runs = []
     for K in Ks:
         r = compare("speculative", prompts, {"target": target, "draft": draft}, n_tokens,
@@ -90,7 +104,8 @@ def measure(Ks, n_prompts, n_tokens, repeats, rounds):
                                                            [(K, c_d)])})
     return {"kernels": blas_kernels()[1], "blas": blas_line(policy(target)),
             "n_params": target.n_params,
-            "c": {str(M): v for M, v in c.items()}, "c_d": c_d, "t1_ms": t1, "runs": runs}
+            "c": {str(M): v for M, v in c.items()}, "c_d": c_d, "t1_ms": t1,
+            "c_in_turn": {str(M): v for M, v in c_turn.items()}, "runs": runs}
 
 
 def run(families, size):
@@ -119,7 +134,9 @@ def tables(results):
                       f"{r['kernels']})", "", r["blas"], "",
                   f"One-token target call {r['t1_ms']:.2f} ms; c_d = {r['c_d']:.3f}.", "",
                   "| M | " + " | ".join(Ms) + " |", "|---|" + "---|" * len(Ms),
-                  "| c(M) | " + " | ".join(f"{r['c'][M]:.2f}" for M in Ms) + " |", "",
+                  "| c(M) | " + " | ".join(f"{r['c'][M]:.2f}" for M in Ms) + " |",
+                  "| c(M), every M in turn | " + " | ".join(
+                      f"{r['c_in_turn'][M]:.2f}" for M in Ms) + " |", "",
                   "| K | E (tokens per target call) | acceptance | speedup (median, IQR) | "
                   "c, K c_d, r, r_0 in the run | cost model from the run | E / (c(K+1) + K c_d) |",
                   "|---|---|---|---|---|---|---|"]

@@ -1,5 +1,6 @@
 """What an add-on folder holds, by the "kind" its config declares (heads.json: medusa, blockwise
-or early_exit; eagle.json: eagle; self_draft.json: skip_set or exit_layer), else by its shape:
+or early_exit; eagle.json: eagle; eagle3.json: eagle3; self_draft.json: skip_set or exit_layer),
+else by its shape:
 
     folder_kind("gpt2/assets/tiny-target/medusa") -> "medusa"
     check_kind(folder, "blockwise", "--heads DIR", "--method blockwise")  # ValueError naming both
@@ -7,10 +8,12 @@ or early_exit; eagle.json: eagle; self_draft.json: skip_set or exit_layer), else
 from pathlib import Path
 
 NAMES = {"medusa": "Medusa heads", "blockwise": "Blockwise heads", "early_exit": "an exit adapter",
-         "eagle": "an EAGLE head", "model": "a model (config.json, model.safetensors)"}
+         "eagle": "an EAGLE head", "eagle3": "an EAGLE-3 head",
+         "model": "a model (config.json, model.safetensors)"}
 HEADS_KINDS = ("medusa", "blockwise", "early_exit")  # the kinds heads.json may declare
 USED_BY = {"medusa": "--method medusa", "blockwise": "--method blockwise",
            "early_exit": "--method early_exit", "eagle": "--method eagle or eagle2",
+           "eagle3": "--method eagle3",
            "model": "--target or --draft"}
 
 
@@ -30,6 +33,8 @@ def folder_kind(folder):
         return heads_kind(read_heads_config(folder / "heads.json"))
     if (folder / "eagle.json").is_file():
         return "eagle"
+    if (folder / "eagle3.json").is_file():
+        return "eagle3"
     return "model" if is_model(folder) else None
 
 

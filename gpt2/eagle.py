@@ -85,6 +85,13 @@ class EagleHead:
     def reset(self):
         self.rows.reset()
 
+    def features(self, F):  # the target's features [n, C] -> the head's input f [n, C]
+        return F
+
+    def readout(self, g):  # the head's outputs g [r, C] -> logits [r, V]: the target's LM head
+        with self.threads.scope(len(g)):
+            return self.ops.matmul(g, self.lm_head)
+
     def __call__(self, x, F, tokens=(), parents=()):
         return self.rows([0], [x], [F], [(tokens, parents)])[0]
 
@@ -113,6 +120,8 @@ class BatchEagleHead:
 
     n_vocab = property(lambda self: self.head.n_vocab)
     accuracy = property(lambda self: getattr(self.head, "accuracy", None))
+    d2t = property(lambda self: self.head.d2t)  # an EAGLE-3 head's (gpt2/eagle3.py)
+    layers = property(lambda self: self.head.layers)
 
     def reset(self):
         # the tokens x each row's context pairs come from
@@ -151,8 +160,7 @@ class BatchEagleHead:
         self.calls += 1
         g = [x[i, :len(items[b][1])] for i, b in enumerate(bs)]  # per row [n, C]
         h = np.concatenate([h[-1:] if last_only else h for h in g])  # [sum of n (or B), C]
-        with self.head.threads.scope(len(h)):
-            logits = ops.matmul(h, self.head.lm_head)  # [sum of n (or B), V]
+        logits = self.head.readout(h)  # [sum of n (or B), V]
         ends = np.cumsum([1 if last_only else len(h) for h in g])[:-1]
         # z: [n, V] per row, [1, V] when last_only
         return {b: (h, z) for b, h, z in zip(bs, g, np.split(logits, ends))}
@@ -173,7 +181,9 @@ class BatchEagleHead:
                 # always rerun the last pair
                 keep = min(max(common_prefix_length(self.context[b], x) - 1, 0), L - 2)
                 n = L - 1 - keep
-                f = np.stack([np.asarray(F[j], np.float32) for j in range(keep, L - 1)])  # [n, C]
+                # [n, C]
+                f = self.head.features(np.stack([np.asarray(F[j], np.float32)
+                                                 for j in range(keep, L - 1)]))
                 items[b] = (f, np.asarray(x[keep + 1:L]), keep,
                             np.tril(np.ones((n, keep + n), bool), k=keep))
                 self.context[b], self.tree[b], self.g[b], self.logits[b] = list(x), [], [], []
@@ -210,15 +220,17 @@ class BatchEagleHead:
 
 # ---- files ----
 
-def save_eagle(folder, params, config, dtype="float16", record=None):
+def save_eagle(folder, params, config, dtype="float16", record=None, kind="eagle"):
+    """KIND.safetensors (the weights, floats in dtype; integers as they are) and KIND.json (the
+    config and the record) in folder; kind: "eagle", or "eagle3" (gpt2/eagle3.py)."""
     from gpt2.weights import flatten
     from gpt2.weights import _atomic_write, write_safetensors
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    write_safetensors(folder / "eagle.safetensors",
-                      {f"eagle.{k}": v for k, v in flatten(params).items()}, dtype=dtype)
-    _atomic_write(folder / "eagle.json",
+    write_safetensors(folder / f"{kind}.safetensors",
+                      {f"{kind}.{k}": v for k, v in flatten(params).items()}, dtype=dtype)
+    _atomic_write(folder / f"{kind}.json",
                   [json.dumps({**config, **(record or {})}, indent=1).encode()])
 
 
@@ -230,23 +242,28 @@ def eagle_shapes(C):
     return {f"eagle.{k}": v.shape for k, v in flatten(params).items()}
 
 
-def load_eagle(folder, n_embd=None, n_vocab=None):
-    """-> params (float32), config; a bad or mismatched file is a ValueError naming it."""
+def load_eagle(folder, n_embd=None, kind="eagle", shapes=None, retrain=RETRAIN):
+    """-> params (float32; integer tensors kept), config; a bad or mismatched file is a ValueError
+    naming it. kind: the files' name (eagle.json, eagle.safetensors) and the config's kind;
+    shapes(config) -> {name: shape} (default: EAGLE's, eagle_shapes)."""
+    from gpt2.addons import NAMES
     from gpt2.weights import CorruptFile, read_json, read_safetensors
 
-    folder = Path(folder)
-    if not (folder / "eagle.json").is_file() or not (folder / "eagle.safetensors").is_file():
-        raise ValueError(f"no EAGLE head in {folder}: expected eagle.json and eagle.safetensors "
-                         f"there (train one with `python -m gpt2.train.eagle`)")
-    config = read_json(folder / "eagle.json", fix=RETRAIN)
+    folder, RETRAIN = Path(folder), retrain
+    json_file, tensors_file = folder / f"{kind}.json", folder / f"{kind}.safetensors"
+    if not json_file.is_file() or not tensors_file.is_file():
+        raise ValueError(f"no {NAMES[kind].removeprefix('an ')} in {folder}: expected "
+                         f"{json_file.name} and {tensors_file.name} there (train one with "
+                         f"`python -m gpt2.train.{kind}`)")
+    config = read_json(json_file, fix=RETRAIN)
     if not isinstance(config, dict) or type(config.get("n_embd")) is not int \
             or type(config.get("n_head")) is not int \
             or config["n_head"] < 1 or config["n_embd"] % config["n_head"]:
-        raise CorruptFile(folder / "eagle.json",
+        raise CorruptFile(json_file,
                           "n_embd and n_head must be whole numbers, n_embd a multiple of n_head",
                           RETRAIN)
-    if config.get("kind", "eagle") != "eagle":
-        raise CorruptFile(folder / "eagle.json", f"kind is {config['kind']!r}, not 'eagle'",
+    if config.get("kind", "eagle") != kind:
+        raise CorruptFile(json_file, f"kind is {config.get('kind', 'eagle')!r}, not {kind!r}",
                           RETRAIN)
     accuracy = config.get("accuracy", {})
     share = accuracy.get("rank_share", [[1.0]]) if isinstance(accuracy, dict) else None
@@ -254,24 +271,25 @@ def load_eagle(folder, n_embd=None, n_vocab=None):
             and all(isinstance(row, list) and row and len(row) == len(share[0])
                     and all(type(v) in (int, float) and 0 <= v <= 1 for v in row)
                     for row in share)):
-        raise CorruptFile(folder / "eagle.json",
+        raise CorruptFile(json_file,
                           "accuracy.rank_share must be a table of shares from 0 to 1 "
                           "(one row per step ahead, one column per rank)", RETRAIN)
     C = config["n_embd"]
     if n_embd is not None and C != n_embd:
-        raise ValueError(f"the EAGLE head in {folder} was trained for n_embd {C}, but the target "
+        raise ValueError(f"the head in {folder} was trained for n_embd {C}, but the target "
                          f"has {n_embd}")
-    tensors = read_safetensors(folder / "eagle.safetensors")
+    tensors = read_safetensors(tensors_file)
     params = {}
-    for name, shape in eagle_shapes(C).items():
+    for name, shape in (shapes or (lambda config: eagle_shapes(C)))(config).items():
         if name not in tensors:
-            raise CorruptFile(folder / "eagle.safetensors", f"tensor {name!r} is missing", RETRAIN)
-        a = np.asarray(tensors[name], dtype=np.float32)  # [*shape], checked below
+            raise CorruptFile(tensors_file, f"tensor {name!r} is missing", RETRAIN)
+        a = np.asarray(tensors[name])  # [*shape], checked below
+        a = a if a.dtype.kind in "iu" else a.astype(np.float32)
         if a.shape != shape:
-            raise CorruptFile(folder / "eagle.safetensors",
+            raise CorruptFile(tensors_file,
                               f"tensor {name!r} has shape {a.shape}, not {shape}", RETRAIN)
         if not np.isfinite(a).all():  # scalar: every number finite
-            raise CorruptFile(folder / "eagle.safetensors",
+            raise CorruptFile(tensors_file,
                               f"tensor {name!r} holds NaN or infinite values", RETRAIN)
         node = params
         *path, last = name.split(".")[1:]
@@ -281,17 +299,19 @@ def load_eagle(folder, n_embd=None, n_vocab=None):
     return params, config
 
 
-def eagle_folder(name, folder=None, offline=None):
-    """--heads DIR, else eagle/ in the target's folder, checked to hold an EAGLE head."""
-    from gpt2.addons import check_kind, folder_kind
+def eagle_folder(name, folder=None, offline=None, kind="eagle"):
+    """--heads DIR, else eagle/ in the target's folder, checked to hold an EAGLE head (kind
+    "eagle3": eagle3/, an EAGLE-3 head)."""
+    from gpt2.addons import NAMES, check_kind, folder_kind
     from gpt2.hub import resolve
 
-    path = Path(folder) if folder else resolve(name, offline=offline) / "eagle"
+    path = Path(folder) if folder else resolve(name, offline=offline) / kind
     if folder_kind(path) is None:
-        raise ValueError(f"no EAGLE head for {name!r} at {path}: train one with "
-                         f"`python -m gpt2.train.eagle --backbone {name} --data DIR --out DIR` "
-                         f"(see README) and pass --heads DIR")
-    check_kind(path, "eagle", f"--heads {folder}" if folder else f"{path}", "--method eagle/eagle2")
+        raise ValueError(f"no {NAMES[kind].removeprefix('an ')} for {name!r} at {path}: train one "
+                         f"with `python -m gpt2.train.{kind} --backbone {name} --data DIR --out "
+                         f"DIR` (see README) and pass --heads DIR")
+    check_kind(path, kind, f"--heads {folder}" if folder else f"{path}",
+               {"eagle": "--method eagle/eagle2", "eagle3": "--method eagle3"}[kind])
     return path
 
 

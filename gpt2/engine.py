@@ -215,14 +215,16 @@ class BatchGPT2(RowCaches):
         return self.logits(xs, n, probs=True)
 
     def logits(self, xs, n=1, hidden=False, probs=False):
-        """Logits or probs [B, n, V] after each xs[b]'s last n prefixes; hidden: + [B, n, C]."""
+        """Logits or probs [B, n, V] after each xs[b]'s last n prefixes; hidden: + [B, n, C] (a
+        tuple of block indices: + those blocks' outputs [B, n, len(hidden) C], see taps_of)."""
         if not 1 <= len(xs) <= self.rows:
             raise ValueError(f"this batched engine holds {self.rows} rows; got {len(xs)} sequences")
         for x in xs:
             check(x, n, 0, self.n_ctx)
-        h = self._forward([list(x) for x in xs], n, NO_TREE * len(xs))  # [B * n, C]
+        taps = self.taps_of(hidden)
+        h = self._forward([list(x) for x in xs], n, NO_TREE * len(xs), taps)  # [B * n, C + ...]
         logits = self._head(h, probs).reshape(len(xs), n, -1)  # [B, n, V]
-        return (logits, to_numpy(h).reshape(len(xs), n, -1)) if hidden else logits
+        return (logits, self._hidden(h, taps).reshape(len(xs), n, -1)) if hidden else logits
 
     def tree(self, xs, trees, hidden=False, probs=False):
         """Each xs[b] and trees[b] = (tokens, parents) in one pass -> B arrays [1 + m_b, V] (and
@@ -238,12 +240,26 @@ class BatchGPT2(RowCaches):
                 raise ValueError(f"a tree of {len(tokens)} nodes after {len(x)} tokens needs more "
                                  f"than the cache's {self.slots - 1} slots: use a smaller tree")
         trees = [(list(tokens), list(parents)) for tokens, parents in trees]
-        h = self._forward([list(x) for x in xs], 1, trees)  # [sum of (1 + m_b), C]
+        taps = self.taps_of(hidden)
+        h = self._forward([list(x) for x in xs], 1, trees, taps)  # [sum of (1 + m_b), C + ...]
         logits = self._head(h, probs)  # every row's nodes: [sum of (1 + m_b), V]
         ends = np.cumsum([1 + len(tokens) for tokens, _ in trees])[:-1]
         self._trees = [tokens for tokens, _ in trees]
         out = np.split(logits, ends)  # B arrays [1 + m_b, V]
-        return (out, np.split(to_numpy(h), ends)) if hidden else out
+        return (out, np.split(self._hidden(h, taps), ends)) if hidden else out
+
+    def taps_of(self, hidden):
+        """hidden=True -> () (the last hidden state); a tuple of block indices -> itself."""
+        if hidden is True or hidden is False:
+            return ()
+        taps, L = tuple(hidden), self.hparams["n_layer"]
+        if not taps or any(type(i) is not int or not 0 <= i < L for i in taps):
+            raise ValueError(f"hidden= names blocks 0 to {L - 1} to read; got {hidden!r}")
+        return taps
+
+    def _hidden(self, h, taps):  # [r, (1 + k) C] -> the final hidden state, or the tapped blocks'
+        C = self.hparams["n_embd"]
+        return to_numpy(h[:, C:] if taps else h)
 
     def accept(self, paths):
         """After tree(): row b's cache keeps xs[b], then the nodes paths[b] (increasing)."""
@@ -256,7 +272,7 @@ class BatchGPT2(RowCaches):
         self._trees = None
 
     # -> hidden states [sum of (n + m_b), C]: each row's last n tokens, then its tree's m_b nodes
-    def _forward(self, xs, n, trees):
+    def _forward(self, xs, n, trees, taps=()):
         params, ops = self.model.params, self.plan.ops
         # Step 1: each sequence's reusable prefix p_b (always running its last n tokens)
         p = [min(c, len(x) - n) for c, x in zip(self._match(xs), xs)]  # [B]
@@ -266,10 +282,11 @@ class BatchGPT2(RowCaches):
         # Step 3: one forward pass over all rows; every linear is one product over B*T rows
         def hidden(ids, positions, mask):  # [B, T] -> hidden [B, T, C]
             return gpt2_hidden(ids, **params, n_head=self.hparams["n_head"], positions=positions,
-                               mask=mask, cache=self.cache, ops=ops)
+                               mask=mask, cache=self.cache, ops=ops, taps=taps)
 
         if self.static:  # the same pass in fixed buffers (gpt2/fast/static.py)
-            h = self._pass(rows, lambda: self.static(rows, self.cache, hidden))
+            width = (1 + len(taps)) * self.hparams["n_embd"]
+            h = self._pass(rows, lambda: self.static(rows, self.cache, hidden, width))
         else:
             h = self._pass(rows, lambda: hidden(rows["ids"], rows["positions"], rows["mask"]))
         s, m = rows["s"], rows["m"]
@@ -282,6 +299,7 @@ class BatchGPT2(RowCaches):
 
     def _head(self, h, probs):  # hidden [r, C] -> logits or probs [r, V] on the host
         ops = self.plan.ops
+        h = h[:, :self.hparams["n_embd"]]  # (taps follow the last hidden state)
         with self.plan.threads.scope(h.shape[0]):
             logits = ops.matmul(h, self.plan.head)  # [r, C] @ [C, V]
         return to_numpy(ops.softmax(logits) if probs else logits)
@@ -312,14 +330,17 @@ class GPT2:
         return self.logits(x, n, probs=True)
 
     def logits(self, x, n=1, hidden=False, probs=False):
-        """Logits (or probs) [n, V] after the last n prefixes of x; hidden: + [n, C]."""
+        """Logits (or probs) [n, V] after the last n prefixes of x; hidden: + [n, C] (block indices:
+        + those blocks' outputs [n, len(hidden) C])."""
         check(x, n, 0, self.n_ctx)
-        h = self.engine._forward([list(x)], n, NO_TREE)  # [n, C]
+        taps = self.engine.taps_of(hidden)
+        h = self.engine._forward([list(x)], n, NO_TREE, taps)  # [n, C + ...]
         logits = self.engine._head(h, probs)  # [n, V]
-        return (logits, to_numpy(h)) if hidden else logits
+        return (logits, self.engine._hidden(h, taps)) if hidden else logits
 
     def tree(self, x, tokens, parents, hidden=False, probs=False):
-        """Prefix x and a token tree in one pass -> logits [1 + m, V]; hidden: + [1 + m, C]."""
+        """Prefix x and a token tree in one pass -> logits [1 + m, V]; hidden: + [1 + m, C] (or
+        the tapped blocks' outputs, as logits says)."""
         if len(tokens) != len(parents):
             raise ValueError(f"tree: {len(tokens)} tokens but {len(parents)} parents")
         out = self.engine.tree([x], [(tokens, parents)], hidden, probs)

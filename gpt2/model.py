@@ -94,13 +94,14 @@ def causal_mask(n_seq, n_past, xp):  # -> [n_seq, n_past + n_seq] bool: token i 
 
 
 def gpt2_hidden(inputs, wte, wpe, blocks, ln_f, n_head, positions=None, mask=None, cache=None,
-                ops=REFERENCE):
+                ops=REFERENCE, taps=()):
     """Ids [B, n_seq] -> hidden states after ln_f [B, n_seq, n_embd] ([n_seq] -> [n_seq, n_embd]);
-    positions and mask default to follow the cache's n_past tokens."""
+    positions and mask default to follow the cache's n_past tokens. taps: block indices whose
+    outputs (the residual stream) follow, concatenated -> [B, n_seq, (1 + len(taps)) n_embd]."""
     xp = xp_of(wte)
     if inputs.ndim == 1:  # one sequence: one row
         return gpt2_hidden(inputs[None], wte, wpe, blocks, ln_f, n_head, positions, mask, cache,
-                           ops)[0]
+                           ops, taps)[0]
     n_seq = inputs.shape[1]
     n_past = 0 if cache is None else cache.n
     if positions is None:
@@ -108,11 +109,15 @@ def gpt2_hidden(inputs, wte, wpe, blocks, ln_f, n_head, positions=None, mask=Non
     if mask is None and n_seq > 1:
         mask = causal_mask(n_seq, n_past, xp)  # [n_seq, n_past + n_seq]
     x = wte[inputs] + wpe[positions]  # token + positional embeddings: [B, n_seq, n_embd]
+    tapped = []
     for layer, block in enumerate(blocks):  # [B, n_seq, n_embd] -> [B, n_seq, n_embd]
         x = transformer_block(x, **block, n_head=n_head, mask=mask, cache=cache, layer=layer,
                               ops=ops)
+        tapped += [x] * taps.count(layer)
     if cache is not None:
         cache.advance(n_seq)
+    if taps:  # the last hidden state, then k tapped outputs: [B, n_seq, n_embd + k * n_embd]
+        return xp.concatenate([ops.layer_norm(x, **ln_f)] + tapped, -1)
     return ops.layer_norm(x, **ln_f)  # [B, n_seq, n_embd]
 
 

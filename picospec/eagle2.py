@@ -26,16 +26,17 @@ def log_softmax(logits):  # [..., V] -> [..., V], float64
     return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-def expand_layer(tokens, parents, values, layer, logits, run, top_k):
-    """Each node of `layer` gets its top_k tokens, valued + log p -> the top_k new nodes."""
+def expand_layer(tokens, parents, values, layer, logits, run, top_k, d2t=None):
+    """Each node of `layer` gets its top_k tokens, valued + log p -> the top_k new nodes. d2t: a
+    head's own vocabulary (EAGLE-3), its logits' column j the target token d2t[j]."""
     new = []
     for i in layer:
-        # [V] the head's law after node i
+        # [V] (or [V_d]) the head's law after node i
         logp = log_softmax(logits[0 if i < 0 else 1 + run.index(i)])
         for t in top_ranked(logp, top_k):
             new.append(len(tokens))
             value = (values[i] if i >= 0 else 0.0) + logp[t]  # the path's log-probability
-            tokens.append(t)
+            tokens.append(t if d2t is None else int(d2t[t]))
             parents.append(i)
             values.append(value)
     return sorted(new, key=lambda i: -values[i])[:top_k]
@@ -50,7 +51,8 @@ def expand(x, F, draft, depth, top_k):
         if d > 0:  # the layer expanded last is now in the head's run
             run += layer
         layer = expand_layer(tokens, parents, values, layer,
-                             draft(x, F, *subtree(tokens, parents, run)), run, top_k)
+                             draft(x, F, *subtree(tokens, parents, run)), run, top_k,
+                             getattr(draft, "d2t", None))
     return tokens, parents, values
 
 
@@ -64,6 +66,12 @@ def rerank(tokens, parents, values, total_tokens):
 
 def dynamic_tree(x, F, draft, depth, top_k, total_tokens):
     return rerank(*expand(x, F, draft, depth, top_k), total_tokens)
+
+
+def features_read(draft):
+    """The target's features the head reads: its last hidden state (True), or the outputs of the
+    blocks the head names (EAGLE-3's three depths, picospec/eagle3.py)."""
+    return getattr(draft, "layers", True)
 
 
 def check_options(xs, N, depth, tree_top_k, total_tokens, sampling_options):
@@ -96,7 +104,8 @@ def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_token
     """x then N tokens of the warped target's law; tree_top_k is the paper's top-k."""
     greedy = check_options([x], N, depth, tree_top_k, total_tokens, sampling_options)
     x, T = [int(t) for t in x], len(x) + N
-    logits, H = target.logits(x, len(x), hidden=True)  # prefill: [L, V], [L, C]
+    reads = features_read(draft)
+    logits, H = target.logits(x, len(x), hidden=reads)  # prefill: [L, V], [L, C]
     F = list(H)  # F[j]: the target's feature after x[j]
     root = first_token(logits[-1], greedy, rng, **sampling_options)
     if stats is not None:
@@ -111,7 +120,7 @@ def eagle2_decoding(x, target, draft, N, rng, depth=5, tree_top_k=4, total_token
                               if levels else ([], [], []))
         # Step 3: one tree-attention forward; lossless verification of deterministic, distinct
         # candidates
-        logits, H = target.tree(x, tokens, parents, hidden=True)  # [1 + m, V], [1 + m, C]
+        logits, H = target.tree(x, tokens, parents, hidden=reads)  # [1 + m, V], [1 + m, C]
         path, root, origin = verify_dynamic_tree(tokens, parents, logits, greedy, rng,
                                                  sampling_options)
         # Step 4: keep the path; its true features feed the head

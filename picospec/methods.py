@@ -8,6 +8,7 @@ from picospec.batched.blockwise import batch_blockwise_decoding
 from picospec.batched.cascade import batch_cascade_decoding
 from picospec.batched.eagle import batch_eagle_decoding
 from picospec.batched.eagle2 import batch_eagle2_decoding
+from picospec.batched.eagle3 import batch_eagle3_decoding
 from picospec.batched.greedy import batch_greedy_decoding
 from picospec.batched.lookahead import batch_lookahead_decoding
 from picospec.batched.medusa import batch_medusa_decoding
@@ -21,11 +22,12 @@ from picospec.blockwise import blockwise_decoding
 from picospec.cascade import cascade_decoding
 from picospec.eagle import CANDIDATES, eagle_decoding, static_tree
 from picospec.eagle2 import eagle2_decoding
+from picospec.eagle3 import eagle3_decoding
 from picospec.greedy import SCHEDULES, greedy_decoding
 from picospec.lookahead import lookahead_decoding
 from picospec.medusa import POSTERIORS, medusa_decoding
-from picospec.options import (K_option, eagle_tree_check, expansion_check, medusa_tree, parse_tree,
-                              skip_check, tree_check)
+from picospec.options import (K_option, dynamic_tree_options, eagle_tree_check, expansion_check,
+                              medusa_tree, parse_tree, skip_check, tree_check)
 from picospec.prompt_lookup import prompt_lookup_decoding
 from picospec.rest import rest_decoding
 from picospec.self_draft import self_speculative_decoding
@@ -46,7 +48,8 @@ class Method(NamedTuple):
     help: str
     paper: str
     # what must be loaded before it runs: "draft", "draft2" (a second, smaller drafter, from
-    # --draft2), "heads:medusa" / "heads:blockwise" / "heads:eagle" (heads on the target),
+    # --draft2), "heads:medusa" / "heads:blockwise" / "heads:eagle" / "heads:eagle3" (heads on
+    # the target),
     # "datastore" (REST's suffix array), "self_draft:layer_skip" / "self_draft:early_exit" (the
     # target and its own draft path on one engine: they replace "target"), "acceptance" (Sequoia's
     # vectors measured for the pair)
@@ -94,6 +97,14 @@ def prepare_eagle(options, loaded, sampling):
 
 def prepare_eagle2(options, loaded, sampling):
     return {**options, "heads": loaded["heads"]}
+
+
+def prepare_eagle3(options, loaded, sampling):
+    """--draft_vocab: the head drafts over that many of its most frequent tokens."""
+    head, n = loaded["heads"], options.pop("draft_vocab")
+    one = getattr(head, "head", head)  # a batched head's EAGLE-3 head
+    one.use_vocabulary(len(one.params["d2t"]) if n is None else n)
+    return {**options, "heads": head}
 
 
 def prepare_specinfer(options, loaded, sampling):
@@ -220,15 +231,19 @@ METHODS = (
            options=(Option("heads", "dir", None,
                            "folder of a trained EAGLE head (default: the target's eagle/)",
                            load=True),
-                    Option("depth", int, 5, "draft levels: the head runs once per level", low=1,
-                           high=64),
-                    Option("tree_top_k", int, 4,
-                           "the paper's top-k: nodes expanded per level and children per "
-                           "expanded node (named so beside --top_k, the sampling option)", low=1,
-                           high=64),
-                    Option("total_tokens", int, 16,
-                           "draft nodes kept after reranking (the tree the target scores)",
-                           low=1, high=256)), batch=batch_eagle2_decoding),
+                    *dynamic_tree_options()), batch=batch_eagle2_decoding),
+    Method("eagle3", eagle3_decoding, ("x", "target", "heads", "N", "rng"),
+           "EAGLE-3: a head on the target's features from three depths, trained with "
+           "training-time test, drafts EAGLE-2's dynamic tree over a draft vocabulary of its own",
+           "Li, Wei, Zhang, Zhang 2025, arXiv:2503.01840",
+           needs=("heads:eagle3",), prepare=prepare_eagle3,
+           options=(Option("heads", "dir", None,
+                           "folder of a trained EAGLE-3 head (default: the target's eagle3/)",
+                           load=True),
+                    *dynamic_tree_options(),
+                    Option("draft_vocab", int, None,
+                           "V_d: draft over the head's V_d most frequent tokens (default: all it "
+                           "was trained on)", low=1)), batch=batch_eagle3_decoding),
     Method("rest", rest_decoding, ("x", "target", "N", "rng", "datastore"),
            "retrieval: continuations of the context's longest suffix in a datastore, verified as "
            "one trie",

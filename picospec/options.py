@@ -6,6 +6,17 @@ from picospec.tree import cartesian_choices, chain_choices, check_choices
 from picospec_cli import Option
 
 
+def dynamic_tree_options():
+    """EAGLE-2's options of the dynamic tree (EAGLE-3 drafts the same tree)."""
+    return (Option("depth", int, 5, "draft levels: the head runs once per level", low=1, high=64),
+            Option("tree_top_k", int, 4,
+                   "the paper's top-k: nodes expanded per level and children per expanded node "
+                   "(named so beside --top_k, the sampling option)", low=1, high=64),
+            Option("total_tokens", int, 16,
+                   "draft nodes kept after reranking (the tree the target scores)", low=1,
+                   high=256))
+
+
 def K_option(help="draft tokens per step"):
     return Option("K", int, 4, help, low=1, high=64)
 

@@ -146,9 +146,9 @@ def load_draft(name, target, target_name, device="cpu", offline=None, role="draf
 
 def load_heads(target_name, kind, folder, target, offline=None):
     """{"fn": heads(h, n_heads=None) -> logits, "n_heads", "sparse": medusa_choices.json or None,
-    "folder"}; kind "eagle": the EAGLE head (load_eagle)."""
-    if kind == "eagle":
-        return load_eagle(target_name, folder, target, offline)
+    "folder"}; kind "eagle" or "eagle3": the EAGLE or EAGLE-3 head (load_eagle)."""
+    if kind in ("eagle", "eagle3"):
+        return load_eagle(target_name, folder, target, offline, kind)
     from gpt2.load import heads_folder, heads_function
 
     folder = heads_folder(str(target_name), kind, folder, offline)
@@ -172,13 +172,14 @@ def load_heads(target_name, kind, folder, target, offline=None):
     return {"fn": fn, "n_heads": config["n_heads"], "sparse": sparse, "folder": folder}
 
 
-def load_eagle(target_name, folder, target, offline=None):
-    """The EAGLE head (gpt2.eagle.EagleHead), with .accuracy (rank_share, for EAGLE-1's sparse
-    tree) and .folder."""
+def load_eagle(target_name, folder, target, offline=None, kind="eagle"):
+    """The EAGLE head (gpt2.eagle.EagleHead) or the EAGLE-3 head (gpt2.eagle3.Eagle3Head), with
+    .accuracy (rank_share, for EAGLE-1's sparse tree) and .folder."""
     from gpt2.eagle import eagle_folder, eagle_head
+    from gpt2.eagle3 import eagle3_head
 
-    folder = eagle_folder(str(target_name), folder, offline)
-    head, config = eagle_head(folder, target)
+    folder = eagle_folder(str(target_name), folder, offline, kind)
+    head, config = (eagle_head if kind == "eagle" else eagle3_head)(folder, target)
     head.accuracy, head.folder = config.get("accuracy", {}).get("rank_share"), folder
     return head
 

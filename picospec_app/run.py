@@ -61,7 +61,7 @@ def run_method(method, x, loaded, N, seed, sampling=None, clock=time.perf_counte
         getattr(model, "reset", lambda: None)()  # neither run may reuse the other's cached work
     timed = {k: Timed(v, clock) if k in ("target", "draft", "draft2") else v
              for k, v in loaded.items()}
-    if "heads:eagle" in method.needs:
+    if any(need.startswith("heads:eagle") for need in method.needs):  # EAGLE's, EAGLE-3's
         timed["heads"] = TimedHead(loaded["heads"], clock)
     stats, rng = [], np.random.default_rng(seed)
     start = clock()

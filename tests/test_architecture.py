@@ -33,7 +33,9 @@ NOT_METHODS = SHARED | {"__init__", "methods", "options", "theory"}
 ALSO = {"check": {"check", "batched"}, "batched": {"batched"},
         # the exercises grade a learner against picospec's own functions and the checker
         "exercises": {"exercises", "check", "theory", "medusa", "prompt_lookup", "rest",
-                      "lookahead"}}
+                      "lookahead", "eagle3"},
+        # EAGLE-3 drafts EAGLE-2's dynamic tree, as its paper does: the one method built on another
+        "eagle3": {"eagle2"}}
 STDLIB = set(sys.stdlib_module_names)
 
 

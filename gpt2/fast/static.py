@@ -17,23 +17,24 @@ class StaticStep:
     def __init__(self, rows, n_slots, n_ctx, n_embd, xp, buckets=True, graphs=False):
         self.rows, self.n_slots, self.n_ctx, self.n_embd, self.xp = rows, n_slots, n_ctx, n_embd, xp
         self.buckets, self.graphs = buckets, graphs
-        self.buffers = {}  # (T, n_kv) -> {"ids", "positions", "slots", "mask", "out", "graph", ...}
+        # (T, n_kv, width) -> {"ids", "positions", "slots", "mask", "out", "graph", ...}
+        self.buffers = {}
 
     def shape(self, T, n_kv):  # -> the fixed (T, n_kv) of a pass of T tokens a row over n_kv slots
         n_kv = min(self.n_slots, bucket(n_kv, MIN_KV)) if self.buckets else self.n_slots
         return bucket(T), n_kv
 
-    def _buffers(self, T, n_kv):
-        if (T, n_kv) not in self.buffers:
+    def _buffers(self, T, n_kv, width):
+        if (T, n_kv, width) not in self.buffers:
             B, xp = self.rows, self.xp
-            self.buffers[T, n_kv] = {
+            self.buffers[T, n_kv, width] = {
                 "ids": xp.zeros((B, T), dtype=np.int64),  # [B, T]
                 "positions": xp.zeros((B, T), dtype=np.int64),  # [B, T]
                 "slots": xp.zeros((B, T), dtype=np.int64),  # [B, T]
                 "mask": xp.zeros((B, 1, T, n_kv), dtype=bool),  # [B, 1, T, n_kv]
-                "out": xp.zeros((B, T, self.n_embd), dtype=np.float32),  # [B, T, n_embd]
+                "out": xp.zeros((B, T, width), dtype=np.float32),  # [B, T, width]
                 "graph": None, "calls": 0}
-        return self.buffers[T, n_kv]
+        return self.buffers[T, n_kv, width]
 
     def inputs(self, rows):
         """engine.py's row_layout -> (T, n_kv, {"ids", "positions", "slots", "mask"})."""
@@ -57,10 +58,11 @@ class StaticStep:
             out["mask"][:B, :, :T0, :m] = rows["mask"]
         return T, n_kv, out
 
-    def __call__(self, rows, cache, forward):
-        """-> forward(ids, positions, mask) in the output buffer [B, T, n_embd]."""
+    def __call__(self, rows, cache, forward, width=None):
+        """-> forward(ids, positions, mask) in the output buffer [B, T, width] (n_embd, or wider
+        with the outputs of tapped blocks)."""
         T, n_kv, host = self.inputs(rows)
-        buf = self._buffers(T, n_kv)
+        buf = self._buffers(T, n_kv, width or self.n_embd)
         for name, a in host.items():  # in place: the buffers keep their addresses
             if self.xp is np:
                 buf[name][...] = a
@@ -69,7 +71,7 @@ class StaticStep:
         cache.at(buf["slots"], n_kv)
 
         def run():  # the pass, reading and writing only the fixed buffers and the cache
-            buf["out"][...] = forward(buf["ids"], buf["positions"], buf["mask"])  # [B, T, n_embd]
+            buf["out"][...] = forward(buf["ids"], buf["positions"], buf["mask"])  # [B, T, width]
 
         if self.graphs and self.xp is not np:
             replay(buf, run, self.xp)

@@ -65,19 +65,29 @@ def gelu_backward(dout, x):  # gelu(x) = 0.5 x (1 + t), t = tanh(GELU_C (x + 0.0
     return dout * (0.5 * (1 + t) + 0.5 * x * dt)
 
 
-def attention_forward(qkv, n_head):  # [B, T, 3C] -> [B, T, C], causal
+# [B, T, 3C] -> [B, T, C]: causal, or after past keys and values (k, v) [B, H, P, D] each under
+# mask [T, P + T]
+def attention_forward(qkv, n_head, past=None, mask=None):
     B, T, C3 = qkv.shape
-    C = C3 // 3
+    C, xp = C3 // 3, xp_of(qkv)
     q, k, v = qkv.reshape(B, T, 3, n_head, C // n_head).transpose(2, 0, 3, 1, 4)  # 3 x [B, H, T, D]
-    mask = causal_mask(T, 0, xp_of(qkv))  # [T, T]
+    if past is not None:  # [B, H, P + T, D] each
+        k, v = xp.concatenate([past[0], k], 2), xp.concatenate([past[1], v], 2)
+    mask = causal_mask(T, 0, xp) if mask is None else mask  # [T, P + T]
     y = attention(q, k, v, mask).transpose(0, 2, 1, 3).reshape(B, T, C)  # [B, T, C]
     return y, (q, k, v, mask)
 
 
 def attention_backward(dy, cache):  # [B, T, C] -> dqkv [B, T, 3C]
+    return attention_backward_past(dy, cache)[0]
+
+
+# dy [B, T, C], dkv: more gradient of this pass's k, v [B, H, T, D] each (from later uses) ->
+# dqkv [B, T, 3C], the gradient of the past keys and values [B, H, P, D] each (None without)
+def attention_backward_past(dy, cache, dkv=None):
     q, k, v, mask = cache
     B, H, T, D = q.shape
-    xp = xp_of(dy)
+    P, xp = k.shape[2] - T, xp_of(dy)
     # [B, H, T, T]
     att = softmax(xp.where(mask, (q * (1 / math.sqrt(D))) @ k.transpose(0, 1, 3, 2), -math.inf))
     dy = dy.reshape(B, T, H, D).transpose(0, 2, 1, 3)  # [B, H, T, D]
@@ -86,15 +96,20 @@ def attention_backward(dy, cache):  # [B, T, C] -> dqkv [B, T, 3C]
     # softmax backward; masked -> 0
     dscores = att * (datt - (datt * att).sum(-1, keepdims=True)) / math.sqrt(D)
     dq = dscores @ k  # [B, H, T, D]
-    dk = dscores.transpose(0, 1, 3, 2) @ q  # [B, H, T, D]
-    dqkv = xp.stack([dq, dk, dv])  # [3, B, H, T, D]
-    return dqkv.transpose(1, 3, 0, 2, 4).reshape(B, T, 3 * H * D)
+    dk = dscores.transpose(0, 1, 3, 2) @ q  # [B, H, P + T, D]
+    if dkv is not None:
+        dk[:, :, P:] += dkv[0]
+        dv[:, :, P:] += dkv[1]
+    dqkv = xp.stack([dq, dk[:, :, P:], dv[:, :, P:]])  # [3, B, H, T, D]
+    dpast = (dk[:, :, :P], dv[:, :, :P]) if P else None
+    return dqkv.transpose(1, 3, 0, 2, 4).reshape(B, T, 3 * H * D), dpast
 
 
-def block_forward(x, p, n_head):  # [B, T, C] -> [B, T, C]
+# [B, T, C] -> [B, T, C]; past, mask: attention_forward's
+def block_forward(x, p, n_head, past=None, mask=None):
     h1, c_ln1 = layernorm_forward(x, **p["ln_1"])
     qkv, c_qkv = linear_forward(h1, **p["attn"]["c_attn"])
-    y, c_att = attention_forward(qkv, n_head)
+    y, c_att = attention_forward(qkv, n_head, past, mask)
     a, c_proj = linear_forward(y, **p["attn"]["c_proj"])
     x2 = x + a
     h2, c_ln2 = layernorm_forward(x2, **p["ln_2"])
@@ -105,6 +120,11 @@ def block_forward(x, p, n_head):  # [B, T, C] -> [B, T, C]
 
 
 def block_backward(dout, cache, p):
+    return block_backward_past(dout, cache, p)[:2]
+
+
+def block_backward_past(dout, cache, p, dkv=None):
+    """-> dx, grads, the past's dk, dv (attention_backward_past)."""
     c_ln1, c_qkv, c_att, c_proj, c_ln2, c_fc, c_gelu, c_mproj = cache
     grads = {"attn": {}, "mlp": {}}
     dg, dw, db = linear_backward(dout, c_mproj, p["mlp"]["c_proj"]["w"])
@@ -117,12 +137,12 @@ def block_backward(dout, cache, p):
     dx2 = dx2 + dout
     dy, dw, db = linear_backward(dx2, c_proj, p["attn"]["c_proj"]["w"])
     grads["attn"]["c_proj"] = {"w": dw, "b": db}
-    dqkv = attention_backward(dy, c_att)
+    dqkv, dpast = attention_backward_past(dy, c_att, dkv)
     dh1, dw, db = linear_backward(dqkv, c_qkv, p["attn"]["c_attn"]["w"])
     grads["attn"]["c_attn"] = {"w": dw, "b": db}
     dx, dgn, dbn = layernorm_backward(dh1, c_ln1)
     grads["ln_1"] = {"g": dgn, "b": dbn}
-    return dx + dx2, grads
+    return dx + dx2, grads, dpast
 
 
 def cross_entropy_forward(logits, targets):  # [B, T, V], [B, T] -> mean loss

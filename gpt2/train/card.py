@@ -110,7 +110,7 @@ def main(data, n_windows=24, out=None):
             x.append(int(target(x)[-1].argmax()))
         lines += ["```python", encoder.decode(x), "```", ""]
     lines += heads_section(target.hparams)
-    lines += eagle_section()
+    lines += eagle_section() + eagle3_section()
     lines += ["## Files", "", "| file | bytes | sha256 |", "|---|---|---|"]
     shipped = [p for p in ASSETS.rglob("*") if p.is_file() and p.name != "README.md"
                and p != out.resolve()]
@@ -206,6 +206,54 @@ def eagle_section(folder=ASSETS / "tiny-target" / "eagle"):
         out += [f"| {m['method']} | {m['setting']} | {m['temperature']:g} | "
                 f"{m['tokens_per_call']:.2f} "
                 f"| {m['acceptance']:.2f} | {m['speedup']:.2f}x |" for m in r["measured"]["rows"]]
+        out.append("")
+    return out
+
+
+def eagle3_section(folder=ASSETS / "tiny-target" / "eagle3"):
+    """The EAGLE-3 head shipped beside tiny-target: size, vocabulary, data, training (the loss by
+    test step), accuracy, acceptance."""
+    if not (folder / "eagle3.json").exists():
+        return []
+    from gpt2.eagle3 import load_eagle3
+
+    r = json.loads((folder / "eagle3.json").read_text())
+    params = flatten(load_eagle3(folder)[0])
+    n_params = sum(a.size for k, a in params.items() if k != "d2t")
+    acc, data, args, vocab = r["accuracy"], r["data"], r["args"], r["vocabulary"]
+    logged = [h for h in r["history"] if "val_loss_by_step" in h]
+    first, last = r["first_losses"]["loss_by_step"], logged[-1]["val_loss_by_step"]
+    out = ["## EAGLE-3 head on tiny-target", "",
+           f"Trained by `python -m gpt2.train.eagle3` (command in build.sh) on the frozen target's "
+           f"block outputs at layers {args['layers']} (gpt2/eagle3.py): fused by one linear layer, "
+           f"EAGLE's linear layer and block, a norm and an LM head over a draft vocabulary of "
+           f"{vocab['size']} tokens (the most frequent of the training rows: "
+           f"{vocab['coverage']:.1%} of their tokens). Loss: cross-entropy to the target's law "
+           f"over the draft vocabulary, summed over {args['test_steps']} steps of training-time "
+           f"test (step s reads the head's own output of step s - 1). Step k ahead as for EAGLE, a "
+           f"token outside the vocabulary counted as a miss ({acc['on']}).", "",
+           "| head | parameters | training data | steps x rows | tokens seen | training time "
+           "(data, features, training) | loss by test step: fresh head (one batch) -> last "
+           "validation | top-1 per step ahead | top-5 per step ahead |",
+           "|---|---|---|---|---|---|---|---|---|",
+           f"| eagle3 | {n_params / 1e6:.2f}M (LM head {params['lm.w'].size:,}) | "
+           f"{data['tokens'] / 1e6:.2f}M tokens the target wrote (T={data['temperature']:g}), "
+           f"{data['rows']} rows | {r['step']} x {args['batch_size']} | "
+           f"{r['tokens_seen'] / 1e6:.2f}M | {minutes(r.get('distill_seconds', 0) / 60)} + "
+           f"{minutes(r['feature_seconds'] / 60)} + {minutes(r['machine']['minutes'])} min, "
+           f"{machine(r['machine'])} | "
+           f"{' '.join(f'{a:.2f}' for a in first)} -> {' '.join(f'{a:.2f}' for a in last)} | "
+           f"{' '.join(f'{a:.3f}' for a in acc['top1'])} | "
+           f"{' '.join(f'{a:.3f}' for a in acc['top5'])} |", ""]
+    if "measured" in r:
+        out += [f"Measured beside EAGLE-2, written into eagle3.json by `python -m bench.eagle "
+                f"--record gpt2/assets/tiny-target/eagle` ({r['measured']['command']}); drafting "
+                f"= the head's calls of a step, in one-token target calls:", "",
+                "| method | setting | T | tokens/target call | acceptance | drafting per step | "
+                "speedup vs autoregressive |", "|---|---|---|---|---|---|---|"]
+        out += [f"| {m['method']} | {m['setting']} | {m['temperature']:g} | "
+                f"{m['tokens_per_call']:.2f} | {m['acceptance']:.2f} | {m['drafting']:.2f} | "
+                f"{m['speedup']:.2f}x |" for m in r["measured"]["rows"]]
         out.append("")
     return out
 

@@ -124,17 +124,13 @@ def accuracy_ahead(head, wte, rows, feats, steps, start=PROMPT_LEN, topk=10):
             "top5": share[:, :5].sum(1).tolist(), "positions": totals.astype(int).tolist()}
 
 
-def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_temperature=0.0,
-         distill_data=None, batch_size=8, lr=1e-3, warmup=50, max_steps=1000, max_minutes=None,
-         clip=1.0, eval_every=50, w_cls=0.1, noise=0.1, steps=5, eval_rows=32, seed=0, resume=True,
-         dtype="float16", stop_at=None, device="cpu", overwrite=False, offline=False):
-    """Train an EAGLE head on a frozen backbone's self-distilled features; checkpoints in OUT/ckpt.
-
-    A rerun resumes; --no-resume or --overwrite start over, replacing OUT's contents at the end."""
+def check_run(backbone, data, out, distill_tokens, distill_data, max_steps, stop_at, device,
+              resume, overwrite, offline):
+    """Step 0 of a head trainer on self-distilled rows: every option checked before any work (a
+    failed run leaves nothing behind) -> xp, data, out, backbone folder, hparams, row length T,
+    whether OUT is replaced."""
     from gpt2.hub import resolve
-    from gpt2.weights import load_checkpoint
 
-    # Step 0: every option checked before any work (a failed run leaves nothing behind)
     if data is None or out is None:
         raise ValueError("give --data DIR (train.bin, val.bin from `python -m gpt2.train.corpus`) "
                          "and --out DIR")
@@ -165,51 +161,75 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     inputs = {"--data": data, "--backbone": folder, "--distill_data": distill_data}
     replace = replaces_out(out, {"backbone": str(backbone), "n_embd": hparams["n_embd"]}, resume,
                            overwrite, inputs, marks=["distill.bin"])
+    return xp, data, out, folder, hparams, T, replace
+
+
+def distilled_rows(work, out, backbone, hparams, target, data, T, distill_tokens,
+                   distill_temperature, distill_data, eval_rows, seed, rng, log):
+    """Step 1's data: the backbone's own continuations, made once into work/distill.bin (a rerun
+    reuses them) -> rows [R, T], val_rows [eval_rows, T] (the same recipe on val prompts), the
+    distillation's temperature; log gets "data"."""
+    train_ids = np.fromfile(data / "train.bin", dtype=np.uint16)
+    val_ids = np.fromfile(data / "val.bin", dtype=np.uint16)
+    check_ids(train_ids, hparams["n_vocab"], data / "train.bin")
+    made = {"temperature": distill_temperature, "tokens": distill_tokens,
+            "backbone": str(backbone)}
+    start = time.time()
+    own, own_json = work / "distill.bin", work / "distill.json"
+    if distill_tokens and own.exists() and json.loads(own_json.read_text()) == made:
+        distill_data = own  # a rerun into the same OUT reuses the rows it made
+    elif distill_tokens:
+        ids = self_distill(hparams, target, train_ids, int(distill_tokens), rng,
+                           distill_temperature)
+        work.mkdir(parents=True, exist_ok=True)
+        _atomic_write(own_json, [(json.dumps(made) + "\n").encode()])
+        _atomic_write(own, [ids.tobytes()])  # written last: it marks the data as complete
+        distill_data = own
+        log["distill_seconds"] = time.time() - start
+    ids = np.fromfile(distill_data, dtype=np.uint16)  # [n]
+    check_ids(ids, hparams["n_vocab"], distill_data)
+    if Path(distill_data).with_suffix(".json").exists():
+        meta = json.loads(Path(distill_data).with_suffix(".json").read_text())
+        distill_temperature = meta["temperature"]
+    rows = ids[:len(ids) // T * T].reshape(-1, T).astype(np.int64)  # [R, T]
+    val_rows = self_distill(hparams, target, val_ids, eval_rows * T,
+                            np.random.default_rng(seed + 1), distill_temperature)
+    val_rows = val_rows.reshape(-1, T).astype(np.int64)  # [eval_rows, T]
+    kept = out / "distill.bin" if distill_data == own else distill_data  # where it stays
+    log["data"] = {"rows": len(rows), "tokens": int(rows.size), "file": str(kept),
+                   "temperature": distill_temperature}
+    return rows, val_rows, distill_temperature
+
+
+def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_temperature=0.0,
+         distill_data=None, batch_size=8, lr=1e-3, warmup=50, max_steps=1000, max_minutes=None,
+         clip=1.0, eval_every=50, w_cls=0.1, noise=0.1, steps=5, eval_rows=32, seed=0, resume=True,
+         dtype="float16", stop_at=None, device="cpu", overwrite=False, offline=False):
+    """Train an EAGLE head on a frozen backbone's self-distilled features; checkpoints in OUT/ckpt.
+
+    A rerun resumes; --no-resume or --overwrite start over, replacing OUT's contents at the end."""
+    from gpt2.weights import load_checkpoint
+
+    # Step 0: every option checked before any work (a failed run leaves nothing behind)
+    xp, data, out, folder, hparams, T, replace = check_run(
+        backbone, data, out, distill_tokens, distill_data, max_steps, stop_at, device, resume,
+        overwrite, offline)
 
     # Step 1: the backbone, the self-distilled rows (made once), their features, a fresh head
     hparams, target = load_checkpoint(folder)
     target = to_device(target, xp)
     rng = np.random.default_rng(seed)
-    train_ids = np.fromfile(data / "train.bin", dtype=np.uint16)
-    val_ids = np.fromfile(data / "val.bin", dtype=np.uint16)
-    check_ids(train_ids, hparams["n_vocab"], data / "train.bin")
     log = {"backbone": str(backbone), "n_embd": hparams["n_embd"],
            "args": dict(batch_size=batch_size, lr=lr, warmup=warmup, max_steps=max_steps, clip=clip,
                         w_cls=w_cls, noise=noise, steps=steps, seed=seed, row=T)}
     with written_into(out, replace) as work:
-        made = {"temperature": distill_temperature, "tokens": distill_tokens,
-                "backbone": str(backbone)}
-        start = time.time()
-        own = work / "distill.bin"
-        own_json = work / "distill.json"
-        if distill_tokens and own.exists() and json.loads(own_json.read_text()) == made:
-            distill_data = own  # a rerun into the same OUT reuses the rows it made
-        elif distill_tokens:
-            ids = self_distill(hparams, target, train_ids, int(distill_tokens), rng,
-                               distill_temperature)
-            work.mkdir(parents=True, exist_ok=True)
-            _atomic_write(work / "distill.json", [(json.dumps(made) + "\n").encode()])
-            # written last: it marks the data as complete
-            _atomic_write(work / "distill.bin", [ids.tobytes()])
-            distill_data = own
-            log["distill_seconds"] = time.time() - start
-        ids = np.fromfile(distill_data, dtype=np.uint16)  # [n]
-        check_ids(ids, hparams["n_vocab"], distill_data)
-        if Path(distill_data).with_suffix(".json").exists():
-            meta = json.loads(Path(distill_data).with_suffix(".json").read_text())
-            distill_temperature = meta["temperature"]
-        rows = ids[:len(ids) // T * T].reshape(-1, T).astype(np.int64)  # [R, T]
-        # the same recipe on val prompts: [eval_rows, T]
-        val_rows = self_distill(hparams, target, val_ids, eval_rows * T,
-                                np.random.default_rng(seed + 1), distill_temperature)
-        val_rows = val_rows.reshape(-1, T).astype(np.int64)
+        rows, val_rows, distill_temperature = distilled_rows(
+            work, out, backbone, hparams, target, data, T, distill_tokens, distill_temperature,
+            distill_data, eval_rows, seed, rng, log)
         start = time.time()
         feats = features_of(hparams, target, rows)  # [R, T, C] float16
         val_feats = features_of(hparams, target, val_rows, desc="val features")
         log["feature_seconds"] = time.time() - start
-        kept = out / "distill.bin" if distill_data == own else distill_data  # where it stays
-        log["data"] = {"rows": len(rows), "tokens": int(rows.size), "file": str(kept),
-                       "temperature": distill_temperature}
         wte = target["wte"]
         params, config = init_eagle(hparams["n_embd"], hparams["n_head"], rng)
         params = to_device(params, xp)
@@ -259,38 +279,58 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     return log["accuracy"]["top1"]
 
 
+def data_options(kind):
+    """The options of a head trainer on self-distilled rows (EAGLE's, EAGLE-3's) that say what it
+    trains on and where it writes."""
+    return [
+        Option("backbone", str, "tiny-target",
+               "the GPT-2 whose features the head reads: tiny-target, gpt2, ..., or a checkpoint "
+               "folder"),
+        Option("data", "dir", None,
+               "folder of train.bin and val.bin (from python -m gpt2.train.corpus): the prompts",
+               required=True),
+        Option("out", "path", None,
+               f"folder for {kind}.safetensors, {kind}.json, ckpt/ and distill.bin (made with its "
+               f"parents): new, empty, or a run to resume", required=True),
+        Option("distill_tokens", int, 0, "train on this many tokens the backbone writes itself",
+               low=0),
+        Option("distill_temperature", float, 0.0,
+               "temperature of the self-distillation (0 is greedy)", low=0),
+        Option("distill_data", "path", None, "train on the distill.bin of an earlier run instead",
+               check=distill_data_missing)]
+
+
+def schedule_options():
+    """The training schedule's options of those trainers."""
+    return [
+        Option("batch_size", int, 8, "rows per step", low=1),
+        Option("lr", float, 1e-3, "peak learning rate", above=0),
+        Option("warmup", int, 50, "steps of linear warm-up", low=0),
+        Option("max_steps", int, 1000, "steps of the schedule", low=1),
+        Option("eval_every", int, 50,
+               "steps between log entries (validation loss) and checkpoints", low=1)]
+
+
+def run_options():
+    """The last options of those trainers: validation rows, seed, run control, offline."""
+    return [
+        Option("eval_rows", int, 32,
+               "validation rows (the backbone's continuations of val.bin prompts)", low=1),
+        Option("seed", int, 0, "seed of the data, the initialisation and the batches", low=0),
+        *RUN_CONTROL,
+        Option("offline", bool, False, "never touch the network: the backbone must be in the "
+               "Hugging Face cache (HF_HUB_OFFLINE=1 also counts)")]
+
+
 OPTIONS = [
-    Option("backbone", str, "tiny-target",
-           "the GPT-2 whose features the head learns: tiny-target, gpt2, ..., or a "
-           "checkpoint folder"),
-    Option("data", "dir", None,
-           "folder of train.bin and val.bin (from python -m gpt2.train.corpus): the prompts",
-           required=True),
-    Option("out", "path", None,
-           "folder for eagle.safetensors, eagle.json, ckpt/ and distill.bin (made with its "
-           "parents): new, empty, or a run to resume", required=True),
-    Option("distill_tokens", int, 0, "train on this many tokens the backbone writes itself", low=0),
-    Option("distill_temperature", float, 0.0, "temperature of the self-distillation (0 is greedy)",
-           low=0),
-    Option("distill_data", "path", None, "train on the distill.bin of an earlier run instead",
-           check=distill_data_missing),
-    Option("batch_size", int, 8, "rows per step", low=1),
-    Option("lr", float, 1e-3, "peak learning rate", above=0),
-    Option("warmup", int, 50, "steps of linear warm-up", low=0),
-    Option("max_steps", int, 1000, "steps of the schedule", low=1),
-    Option("eval_every", int, 50, "steps between log entries (validation loss) and checkpoints",
-           low=1),
+    *data_options("eagle"),
+    *schedule_options(),
     Option("w_cls", float, 0.1, "weight of the token cross-entropy beside the feature SmoothL1",
            low=0),
     Option("noise", float, 0.1, "input features get uniform noise U(-noise, noise)", low=0),
     Option("steps", int, 5, "steps ahead measured at the end (top-1 / top-5 per step)", low=1,
            high=32),
-    Option("eval_rows", int, 32,
-           "validation rows (the backbone's continuations of val.bin prompts)", low=1),
-    Option("seed", int, 0, "seed of the data, the initialisation and the batches", low=0),
-    *RUN_CONTROL,
-    Option("offline", bool, False, "never touch the network: the backbone must be in the Hugging "
-           "Face cache (HF_HUB_OFFLINE=1 also counts)"),
+    *run_options(),
 ]
 
 if __name__ == "__main__":

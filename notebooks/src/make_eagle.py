@@ -8,15 +8,17 @@ md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 nb.cells = [
 md("""# EAGLE: drafting at the feature level, static and dynamic trees
 
-Li, Wei, Zhang, Zhang 2024, *EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty* (arXiv:2401.15077)
-and *EAGLE-2: Faster Inference of Language Models with Dynamic Draft Trees* (arXiv:2406.16858).
+Li, Wei, Zhang, Zhang 2024, *EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty* (arXiv:2401.15077),
+*EAGLE-2: Faster Inference of Language Models with Dynamic Draft Trees* (arXiv:2406.16858) and 2025, *EAGLE-3:
+Scaling up Inference Acceleration of Large Language Models via Training-Time Test* (arXiv:2503.01840).
 Medusa's heads guess tokens 2, 3, ... places ahead from one hidden state, each blind to the guesses before it. EAGLE's
 head guesses the target's next *feature* (its last hidden state) from the current feature and the token that was
 actually chosen, and runs on its own guesses: a small autoregressive model one level below the tokens, which reads the
 target's LM head to get token laws.
 
 Plan: the shipped head's shapes, counted by hand; its training curve and accuracy per step ahead; one dynamic tree of
-EAGLE-2 drawn with its scores, then verified; the one-hot question answered with exact laws; the bench rows."""),
+EAGLE-2 drawn with its scores, then verified; the one-hot question answered with exact laws; EAGLE-3's three changes
+(features from three depths, training-time test, a draft vocabulary); the bench rows."""),
 code("""import os, sys, json
 sys.path.insert(0, "..")
 from picospec_cli import env_flag
@@ -165,9 +167,68 @@ md("""What the numbers say:
 The same holds for whole sequences: `tests/picospec/test_eagle.py` and `tests/picospec/test_eagle2.py` run EAGLE-1 (sampled and top-k candidates) and EAGLE-2 at
 temperature 1 with top-k / top-p warping on toy models and checks the exact law of every sequence; the two broken
 rules above, swapped into EAGLE-1, are rejected by the same check."""),
+md("""## EAGLE-3: three depths, training-time test, a draft vocabulary of its own
+
+EAGLE-3 keeps EAGLE-2's dynamic tree and changes the head (`gpt2/eagle3.py`, drafted by `picospec/eagle3.py`):
+
+1. **Features from three depths.** The head no longer reads the target's top feature alone: it reads the outputs of
+   a low, a middle and a high block at each position, concatenated (3C numbers), and one linear layer fuses them to C.
+   The paper's argument: the top feature is shaped for the target's next token; lower blocks still hold what the
+   tokens after it need.
+2. **Tokens, not features.** The head is trained on the target's token laws alone (no feature regression), so its
+   own output g need not imitate any feature of the target: it is whatever helps the next draft step.
+3. **Training-time test.** Drafting feeds g back as the next step's input. EAGLE-1 trained every step on the target's
+   true features and met its own outputs only when drafting; EAGLE-3 unrolls the head in training as it drafts (step
+   s at position j reads the head's output of step s - 1 there, and attends to the context and its own path), and the
+   loss sums over the steps.
+4. **A draft vocabulary.** The head's LM head covers the V_d most frequent tokens of its training data (d2t maps them
+   to target ids): V_d columns instead of V. The draft law has no mass outside them; verification stays over all V
+   tokens, so the output law is still the target's (the proof is in `picospec/eagle3.py`'s header)."""),
+code("""head3 = load_eagle("tiny-target", None, target, kind="eagle3")   # gpt2.eagle3.Eagle3Head
+card = json.loads((head3.folder / "eagle3.json").read_text())
+V, Vd = target.n_vocab, len(head3.d2t)
+for name, a in flatten(head3.params).items():
+    print(f"{name:28s} {str(a.shape):14s} {a.size:>9,}")
+print(f"reads blocks {head3.layers} of {target.hparams['n_layer']}; draft vocabulary V_d = {Vd} of V = {V}")
+print(f"its LM head per drafted row: C x V_d = {C * Vd:,} multiply-adds, against C x V = {C * V:,} for EAGLE's")
+print("training:", card["data"], "| steps:", card["step"], "| minutes:", card["machine"]["minutes"],
+      "| test steps:", card["args"]["test_steps"])"""),
+md("""Training-time test: the validation loss at each unrolled step over training. Step 1 reads the target's features;
+steps 2, 3 read the head's own outputs. Then the accuracy per step ahead, drafting along the true path (each step fed
+the head's own output, as in the EAGLE-1 table above; a token outside the draft vocabulary counts as a miss)."""),
+code("""hist3 = [h for h in card["history"] if "val_loss_by_step" in h]
+by_step = np.array([h["val_loss_by_step"] for h in hist3])          # [log entries, test steps]
+for s in range(by_step.shape[1]):
+    plt.plot([h["step"] for h in hist3], by_step[:, s], "o-", ms=3, label=f"test step {s + 1}")
+plt.xlabel("training step"); plt.ylabel("cross-entropy over the draft vocabulary"); plt.legend()
+plt.title("EAGLE-3 validation loss by test step"); plt.show()
+acc3 = card["accuracy"]
+print("step ahead    " + "  ".join(f"{k + 1:>5d}" for k in range(len(acc3["top1"]))))
+print("EAGLE-3 top-1 " + "  ".join(f"{a:5.3f}" for a in acc3["top1"]))
+print("EAGLE top-1   " + "  ".join(f"{a:5.3f}" for a in acc["top1"]))
+ahead = [k + 1 for k, (a3, a1) in enumerate(zip(acc3["top1"], acc["top1"])) if a3 > a1]
+print(f"EAGLE-3's head is the more accurate at steps {ahead} of {len(acc3['top1'])}" if ahead else
+      "EAGLE's head is at least as accurate at every step ahead")
+print(f"(EAGLE's head: {record['step']} steps, {record['machine']['device']}; EAGLE-3's: "
+      f"{card['step']} steps, {card['machine']['device']})")"""),
+md("""The draft vocabulary's coverage. On held-out text continued by the target, how much of the target's probability
+lies inside the V_d most frequent tokens, and how often its greedy token does, for a few V_d (prefixes of d2t, which
+is ordered by frequency): what a smaller vocabulary gives up, against what it saves in the head's LM head."""),
+code("""from gpt2.train.corpus import heldout_prompts
+from picospec.autoregressive import autoregressive_sampling
+seqs = []
+for p in heldout_prompts(encoder, 2 if QUICK else 4, 32):
+    target.reset()
+    seqs.append(autoregressive_sampling(p, target, 32 if QUICK else 64, np.random.default_rng(0), temperature=0))
+probs = np.concatenate([target(s, len(s) - 1) for s in seqs])                  # [positions, V]
+print("   V_d   target mass inside   greedy token inside   LM head cost vs V")
+for n in sorted({64, 256, Vd // 2, Vd}):
+    inside = probs[:, head3.params["d2t"][:n]]
+    greedy_in = np.isin(probs.argmax(-1), head3.params["d2t"][:n]).mean()
+    print(f"{n:6d}   {inside.sum(-1).mean():18.3f}   {greedy_in:19.3f}   {n / V:17.3f}")"""),
 md("""## Bench rows
 
-EAGLE-1, EAGLE-2, Medusa and speculative sampling against autoregressive decoding on the built-in
+EAGLE-1, EAGLE-2, EAGLE-3, Medusa and speculative sampling against autoregressive decoding on the built-in
 target, side by side (a small run here, 2 prompts x 1 seed x 48 tokens, 5 interleaved rounds each,
 medians; the README's table is `python -m bench.eagle`, 8 prompts x 2 seeds x 64 tokens). Every
 EAGLE row at temperature 0 produces the same text as greedy decoding. Beside each measured speedup,
@@ -189,18 +250,26 @@ prompts = heldout_prompts(encoder, 1 if QUICK else 2, 48)
 N, REPEATS, TEMPERATURES = (24, 1, (0.0,)) if QUICK else (48, 5, (0.0, 1.0))
 needs = {"draft": {"draft": load_draft("tiny-draft", target, "tiny-target")},
          "medusa": {"heads": load_heads("tiny-target", "medusa", None, target)},
-         "eagle": {"heads": head}}
+         "eagle": {"heads": head}, "eagle3": {"heads": head3}}
 rows = [("speculative", "K 4", {"K": 4}, "draft"), ("medusa", "sparse 7", {"tree": "sparse"}, "medusa"),
         ("eagle", "sparse 10", {"tree": "sparse", "nodes": 10}, "eagle"),
-        ("eagle2", "depth 5, top-k 4, 16", {}, "eagle")]
-print("| method | setting | T | tokens/target call | acceptance | speedup | cost model |")
+        ("eagle2", "depth 5, top-k 4, 16", {}, "eagle"), ("eagle3", "depth 5, top-k 4, 16", {}, "eagle3"),
+        ("eagle3", f"the same, V_d {Vd // 4}", {"draft_vocab": Vd // 4}, "eagle3")]
+print("| method | setting | T | tokens/target call | acceptance | drafting per step | speedup | cost model |")
+measured = {}
 for T in TEMPERATURES:
     for method, setting, options, need in rows:
-        r = compare(method, prompts, {"target": target, **needs[need]}, N, range(1),
-                    {"temperature": T}, repeats=REPEATS, **options)
+        r = measured[method, setting, T] = compare(method, prompts, {"target": target, **needs[need]}, N,
+                                                   range(1), {"temperature": T}, repeats=REPEATS, **options)
         print(f"| {method} | {setting} | {T:g} | {r['tokens_per_call']:.2f} | "
-              f"{r['acceptance']:.2f} | {r['speedup']:.2f}x | {explain(r)} |")
-        print(f"  {versus(r['speedup'], r['predicted'])}; {gains(r['predicted'])}")"""),
+              f"{r['acceptance']:.2f} | {r['drafting']:.2f} | {r['speedup']:.2f}x | {explain(r)} |")
+        print(f"  {versus(r['speedup'], r['predicted'])}; {gains(r['predicted'])}")
+for T in TEMPERATURES:  # EAGLE-3 against EAGLE-2, the same tree
+    e2, e3 = measured["eagle2", "depth 5, top-k 4, 16", T], measured["eagle3", "depth 5, top-k 4, 16", T]
+    print(f"T = {T:g}: EAGLE-3's drafting costs {e3['drafting'] / e2['drafting']:.2f} of EAGLE-2's per step, "
+          f"its tokens per target call are {e3['tokens_per_call'] / e2['tokens_per_call']:.2f} of EAGLE-2's, and it "
+          f"runs {e3['speedup'] / e2['speedup']:.2f}x as fast as EAGLE-2 "
+          f"({'faster' if e3['speedup'] > e2['speedup'] else 'not faster'})")"""),
 ]
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 save(nb, NOTEBOOKS / "eagle.ipynb")

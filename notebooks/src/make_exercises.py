@@ -16,17 +16,17 @@ md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 cells = [
 md("""# Exercises: write it, and be told whether it is right
 
-Eleven functions at the heart of speculative decoding, each stated in its paper's notation. Write the
-function in the cell marked **your answer**, run the grading cell below it, and read the verdict:
-what was checked, pass or FAIL, and for a FAIL the smallest case that shows it.
+Twelve functions at the heart of speculative decoding, each stated in its paper's notation. Write
+the function in the cell marked **your answer**, run the grading cell below it, and read the
+verdict: what was checked, pass or FAIL, and for a FAIL the smallest case that shows it.
 
-* Samplers (`verify_chain`, `verify_without_replacement`) are graded by their **law**: the
-  exact-law checker (`picospec.check`, docs/checker.md) runs your function many times on toy
-  models whose law of whole sequences is known exactly, and a G-test compares what came out with
-  it. The verdict states its power: the smallest error (in total variation) each case catches with
-  probability 0.9. A FAIL names the first failing case and either the first call that broke a rule
-  (its inputs, the uniforms it drew, what it returned) or the sequences whose counts are furthest
-  from the exact law.
+* Samplers (`verify_chain`, `verify_without_replacement`) and EAGLE-3's `draft_law` (inside the
+  verifier) are graded by their **law**: the exact-law checker (`picospec.check`, docs/checker.md)
+  runs your function many times on toy models whose law of whole sequences is known exactly, and a
+  G-test compares what came out with it. The verdict states its power: the smallest error (in
+  total variation) each case catches with probability 0.9. A FAIL names the first failing case and
+  either the first call that broke a rule (its inputs, the uniforms it drew, what it returned) or
+  the sequences whose counts are furthest from the exact law.
 * Deterministic functions (buffers, masks, matches, formulas) are compared with picospec's own on
   many cases, smallest first; a FAIL prints the first case where your output differs, beside the
   expected one.
@@ -39,7 +39,7 @@ handout.ipynb` writes this notebook with every answer cell back to its stub and 
 it out; collect the notebooks (or `.py` files defining the functions by the exercises' names:
 `python -m picospec.exercises template` writes one) in a folder, then
 `python -m picospec.exercises grade FOLDER` grades each file in its own process under a time
-limit and prints a table, one row per learner and one column per exercise, with k of 11 (`--json`
+limit and prints a table, one row per learner and one column per exercise, with k of 12 (`--json`
 and `--csv` give the same table; exit status 0 when every learner passes every exercise).
 `python -m picospec.exercises list` names the exercises; `template NAME` writes one exercise's
 statement and stub."""),

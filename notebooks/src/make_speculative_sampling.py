@@ -145,7 +145,12 @@ weight panels use) on a CPU with AVX-512. `OPENBLAS_CORETYPE=Haswell` forces the
 AVX-512 CPU, and the choice cannot change once the library has loaded, so `python -m bench.figure1`
 measures each family this CPU runs in a process of its own and prints what each measured. For each
 family: c(M), the cost of an M-token target call after the prompt's cache in one-token calls (the
-fastest of several rounds of each), the draft's c_d, and for each K the tokens per target call E
+fastest of several rounds of each), each call timed where decoding makes it: the one-token call
+among one-token calls back to back, as autoregressive decoding makes them, an M-token call right
+after a draft call, as a speculative step makes it. Beside it, c(M) with every M in turn: there
+the one-token call follows the largest call and a draft call, whose weights (the panels', the
+draft's) have pushed the one-token path's weights out of the caches, and its time is no longer the
+one autoregressive decoding pays. Then the draft's c_d, and for each K the tokens per target call E
 and the speed-up of speculative sampling over autoregressive decoding (medians of interleaved
 rounds, temperature 0), beside the cost model from that run's own costs (c, K c_d, r, r_0 as the
 run spent them) and what the c(M) curve alone predicts, E / (c(K + 1) + K c_d), which leaves out
@@ -161,6 +166,10 @@ for family, f in families.items():
     print(f"{family}: {f['blas']}")
     costs = " ".join(f"{v:.2f}" for v in f["c"].values())
     print(f"   c(M), M = 1..{len(f['c'])}: {costs}; c_d = {f['c_d']:.3f}")
+    turn = " ".join(f"{v:.2f}" for v in f["c_in_turn"].values())
+    print(f"   c(M) with every M in turn: {turn}")
+    print(f"   a two-token call costs {f['c']['2']:.2f} one-token calls: the one-token call is "
+          f"{'the cheaper' if f['c']['2'] >= 1 else 'the dearer'}")
     for k in f["runs"]:
         print(f"   K={k['K']}: E {k['E']:.2f}, acceptance {k['acceptance']:.2f}, measured "
               f"{k['speedup']:.2f}x; cost model from the run's costs (c {k['c_run']:.2f}, K c_d "

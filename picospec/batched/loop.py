@@ -30,14 +30,14 @@ class batched:
         pass
 
 
-def eagle_prefill(xs, N, target, rng, generators, root, stats=None):
+def eagle_prefill(xs, N, target, rng, generators, root, stats=None, hidden=True):
     """Prefill of the batched EAGLE forms -> (xs, T lengths to reach, gen generators, F per row the
-    target's features [L_b, C], roots)."""
+    target's features [L_b, C] (hidden: those the head reads), roots)."""
     xs, T = [[int(t) for t in x] for x in xs], [len(x) + N for x in xs]
     gen = [(generators or {}).get(b, rng) for b in range(len(xs))]
     # each prompt as a chain below its first token: per row [L_b, V], [L_b, C]
     chains = [(x[1:], list(range(-1, len(x) - 2))) for x in xs]
-    logits, H = target.tree([x[:1] for x in xs], chains, hidden=True)
+    logits, H = target.tree([x[:1] for x in xs], chains, hidden=hidden)
     target.accept([list(range(len(x) - 1)) for x in xs])
     roots = [root(z[-1], g) for z, g in zip(logits, gen)]
     if stats is not None:

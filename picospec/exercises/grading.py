@@ -9,10 +9,18 @@ import numpy as np
 
 from picospec.check.battery import cases_of, check_case, run_controls
 from picospec.check.cases import PROMPT
+from picospec.check.controls import CONTROLS
 from picospec.check.exact_law import ALPHA, Toy, detectable_tv, law_vector
 
 
 PICOSPEC = str(Path(__file__).resolve().parents[1])  # the package's frames are not the learner's
+
+
+class Battery(NamedTuple):
+    """An exercise's own law cases, run as the checker runs `contract`'s samplers: each case
+    builds the contract's sampler around the learner's function (case.sampler(fn))."""
+    about: str  # the cases, as the verdict names them: "9 toy cases of ..."
+    cases: tuple  # ((number from 1, case), ...)
 
 
 class Verdict(NamedTuple):
@@ -91,11 +99,12 @@ def wrong_return(fn, probe, contract):
 
 
 def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=None, known=(),
-              rules=None):
-    """fn through the checker's battery of `contract`, its law cases first, up to the first
-    failing case -> Verdict with that case's evidence: the call that broke a rule (rules), or the
-    observed and exact counts. uncertain: arguments whose outcome is random; known: the kept wrong
-    answers, named where fn behaves as one."""
+              rules=None, battery=None):
+    """fn through the checker's battery of `contract` (or an exercise's own Battery), its law
+    cases first, up to the first failing case -> Verdict with that case's evidence: the call that
+    broke a rule (rules, or the battery's sampler), or the observed and exact counts. uncertain:
+    arguments whose outcome is random; known: the kept wrong answers, named where fn behaves as
+    one."""
     if probe is not None and (stub := unanswered(exercise, fn, copy.deepcopy(probe))) is not None:
         return stub
     if probe is not None and (wrong := wrong_return(fn, probe, contract)) is not None:
@@ -106,15 +115,16 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
             f"once NumPy's and Python's global generators were seeded differently: draw every "
             f"random number from rng (rng.random()), not from np.random or random"),
                        "randomness outside rng")
-    battery = cases_of(contract)
-    n_cases, tv90 = len(battery), battery_tv90(contract, samples)
-    checked = (f"the law of whole sequences sampled through your function on the checker's "
-               f"{n_cases} toy cases of the {contract} contract (picospec.check), {samples:,} "
-               f"sequences each, G-test at alpha {ALPHA:g}; each case catches any error of total "
-               f"variation >= {tv90:.3f} with probability 0.9"
+    cases = cases_of(contract) if battery is None else battery.cases
+    n_cases, tv90 = len(cases), battery_tv90(contract, samples, battery)
+    where = (f"the checker's {n_cases} toy cases of the {contract} contract (picospec.check)"
+             if battery is None else battery.about)
+    checked = (f"the law of whole sequences sampled through your function on {where}, "
+               f"{samples:,} sequences each, G-test at alpha {ALPHA:g}; each case catches any "
+               f"error of total variation >= {tv90:.3f} with probability 0.9"
                + (f"; each case's first {WATCHED:,} calls checked one by one (inputs left as "
                   f"they were, no token the rule gives probability 0)" if rules else ""))
-    caught = controls(contract, samples, seed)
+    caught = controls(contract, samples, seed, battery)
     missed = [name for name, case in caught if case is None]
     if missed:
         return Verdict(exercise, False, checked, f"no verdict: the broken sampler {missed[0]} "
@@ -123,9 +133,10 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
     # where the rng goes in a call: the probe's Generator
     rng_at = next((k for k, a in enumerate(probe or ()) if isinstance(a, np.random.Generator)), 0)
     low = 1.0
-    for i, case in sorted(battery, key=lambda ic: ic[1].support):  # the support cases last
+    for i, case in sorted(cases, key=lambda ic: ic[1].support):  # the support cases last
         watch = watched(fn, rules, rng_at) if rules and rng_at else fn
-        bad = check_case(watch, contract, case, samples, (seed, i))
+        sampler = watch if battery is None else case.sampler(watch)
+        bad = check_case(sampler, contract, case, samples, (seed, i))
         if bad.verdict != "pass":
             break
         low = min(low, bad.p_value) if bad.p_value == bad.p_value else low
@@ -135,8 +146,8 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
                        f"{' and '.join(name for name, _ in caught)} were caught): no difference "
                        f"from the target's exact law as large as total variation {tv90:.3f}, the "
                        f"smallest this run catches with probability 0.9 (more --samples: smaller)")
-    if getattr(watch, "broken", None):
-        why = watch.broken
+    if getattr(sampler, "broken", None):
+        why = sampler.broken
     elif bad.verdict == "error":
         why = f"your function raised or broke the contract: {bad.detail}"
     elif bad.p_value != bad.p_value:  # a support case: every uniform 0, or every one near 1
@@ -147,28 +158,29 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
         why = (f"p-value {bad.p_value:.2g} < {ALPHA:g}: the law of what you sampled differs "
                f"from the exact one; sequences (new tokens) with the largest gaps:\n  "
                + bad.detail.replace("; ", "\n  "))
-    if (like := same_mistake(fn, known, contract, seed)) is not None:
+    if (like := same_mistake(fn, known, contract, seed, battery=battery)) is not None:
         why += (f"\nyour answer draws exactly what a known mistake draws on every case: "
                 f"{' '.join((like.__doc__ or like.__name__).split())}")
     return Verdict(exercise, False, checked, f"first failing case: {i}. {bad.name}\n{why}",
                    f"case {i}. {bad.name}")
 
 
-def same_mistake(fn, known, contract, seed, n=200):
+def same_mistake(fn, known, contract, seed, n=200, battery=None):
     """The kept wrong answer among `known` whose n sequences are fn's on every case of the
     battery, or None."""
     from picospec.check.drivers import run
 
     def sequences(f, i, case):  # [n, N], or what it raised
+        sampler = f if battery is None else case.sampler(f)
         try:
             with np.errstate(all="ignore"):
-                return run(f, contract, case, n, (seed, i))
+                return run(sampler, contract, case, n, (seed, i))
         except Exception as e:
             return f"{type(e).__name__}: {e}"
 
     yours = {}
     for wrong in known:
-        for i, case in cases_of(contract):
+        for i, case in cases_of(contract) if battery is None else battery.cases:
             if i not in yours:
                 yours[i] = sequences(fn, i, case)
             if not np.array_equal(yours[i], sequences(wrong, i, case)):
@@ -196,24 +208,31 @@ def watched(fn, rules, rng_at, limit=WATCHED):
         inputs, drawn = copied(args[:rng_at]), []
         rng = recording(type(args[rng_at]))(args[rng_at].bit_generator)
         rng.drawn = drawn
-        try:
-            out = fn(*args[:rng_at], rng, *args[rng_at + 1:])
-        except Exception as e:
-            problem = (f"it raised {type(e).__name__}: {' '.join(str(e).split())}"
-                       f"{learners_line(e)}")
-        else:
-            try:
-                problem = rules(*inputs, out)
-            except (TypeError, ValueError, IndexError):  # not numbers where numbers belong
-                problem = "not what the statement asks the function to return"
-            problem = None if problem is None else f"it returned {show(out)}: {problem}"
-            problem = changed_input(args[:rng_at], inputs, ARGS.get(rng_at)) or problem
+        out, problem = judged(lambda: fn(*args[:rng_at], rng, *args[rng_at + 1:]), rules, inputs,
+                              args[:rng_at], ARGS.get(rng_at))
         if problem is not None:
             call.broken = written(call.calls, inputs, drawn, problem)
             raise BrokenRule(call.broken)
         return out
     call.calls, call.broken = 0, None
     return call
+
+
+def judged(call, rules, inputs, args, names, shown=None,
+           returned="not what the statement asks the function to return"):
+    """call() -> (its value, what is wrong or None): what it raised, what rules(*inputs, value)
+    say, or an input it changed."""
+    try:
+        out = call()
+    except Exception as e:
+        return None, (f"it raised {type(e).__name__}: {' '.join(str(e).split())}"
+                      f"{learners_line(e)}")
+    try:
+        problem = rules(*inputs, out)
+    except (TypeError, ValueError, IndexError):  # not numbers where numbers belong
+        problem = returned
+    problem = None if problem is None else f"it returned {(shown or show)(out)}: {problem}"
+    return out, changed_input(args, inputs[:len(args)], names) or problem
 
 
 def copied(args):
@@ -251,17 +270,29 @@ ARGS = {3: ("drafts", "P", "Q"), 4: ("tokens", "parents", "Q", "P")}
 
 
 @functools.lru_cache
-def controls(contract, samples, seed):
-    """run_controls, once per contract, samples and seed."""
-    return run_controls(contract, samples, seed)
+def controls(contract, samples, seed, battery=None):
+    """run_controls, once per contract (or battery), samples and seed: each broken sampler of
+    the contract -> the first law case to catch it, or None."""
+    if battery is None:
+        return run_controls(contract, samples, seed)
+    caught = []
+    for control in CONTROLS[contract]:  # as run_controls does, on the battery's law cases
+        first = None
+        for i, case in [(i, case) for i, case in battery.cases if not case.support]:
+            if check_case(control, contract, case, samples, (seed, i), tv=False).verdict != "pass":
+                first = f"{i}. {case.name}"
+                break
+        caught.append((control.__name__, first))
+    return caught
 
 
 @functools.lru_cache
-def battery_tv90(contract, samples):
+def battery_tv90(contract, samples, battery=None):
     """The largest tv90 of the battery's law cases at `samples` sequences: the total variation
     error every case catches with probability 0.9."""
+    cases = cases_of(contract) if battery is None else battery.cases
     return max(detectable_tv(law_vector(Toy(case.laws()[0]), PROMPT, case.N), samples)
-               for _, case in cases_of(contract) if not case.support)
+               for _, case in cases if not case.support)
 
 
 def grade_cases(exercise, fn, reference, cases, compare, about):

@@ -8,7 +8,8 @@ either.
 new outputs in whole when the run ends, so no stale file (an old medusa_choices.json) survives and a
 failed or interrupted run leaves OUT as it was.
 
-Commands: python -m gpt2.train.gpt2, python -m gpt2.train.heads, python -m gpt2.train.eagle.
+Commands: python -m gpt2.train.gpt2, python -m gpt2.train.heads, python -m gpt2.train.eagle,
+python -m gpt2.train.eagle3.
 """
 import errno
 import inspect
@@ -187,6 +188,14 @@ BAD = [  # (command, arguments, what the one line must say)
     ("gpt2.train.eagle",
      ["--data", "data", "--out", "runs", "--overwrite", "--distill_data", "runs/other/distill.bin"],
      r"--distill_data runs/other/distill.bin lies inside it"),
+    ("gpt2.train.eagle3", ["--data", "data", "--out", "runs/e3", "--distill_tokens", "1000",
+                           "--draft_vocab", "5000"],
+     r"--draft_vocab 5000 is more than the backbone's 4097 tokens"),
+    ("gpt2.train.eagle3", ["--data", "data", "--out", "runs/e3", "--distill_tokens", "1000",
+                           "--test_steps", "0"], r"--test_steps must be >= 1; got 0"),
+    ("gpt2.train.eagle3", ["--data", "data", "--out", "runs/e3", "--distill_tokens", "1000",
+                           "--backbone", "bb", "--draft_vocab", "10"],
+     r"EAGLE-3 reads three depths of the target, which has \d blocks: give a backbone of 3"),
     # gpt2.train.heads
     ("gpt2.train.heads", [*HEADS, "--n_head", "2"],
      r"unknown option --n_head: did you mean --n_heads\?"),
@@ -231,7 +240,7 @@ BAD = [  # (command, arguments, what the one line must say)
 
 def test_every_command_has_bad_command_lines():
     assert {module for module, _, _ in BAD} == {"gpt2.train.gpt2", "gpt2.train.heads",
-                                                "gpt2.train.eagle"}
+                                                "gpt2.train.eagle", "gpt2.train.eagle3"}
 
 
 @pytest.mark.parametrize("module, args, pattern", BAD, ids=case_ids(BAD, 80))
@@ -241,7 +250,8 @@ def test_a_bad_command_line_is_one_line_and_leaves_nothing(tmp_path, module, arg
 
 
 @pytest.mark.parametrize("module, extra", [("gpt2.train.gpt2", []), ("gpt2.train.heads", []),
-                                           ("gpt2.train.eagle", ["--distill_tokens", "1000"])])
+                                           ("gpt2.train.eagle", ["--distill_tokens", "1000"]),
+                                           ("gpt2.train.eagle3", ["--distill_tokens", "1000"])])
 def test_device_gpu_without_cupy_is_one_line(tmp_path, module, extra):
     make_inputs(tmp_path)
     out = "runs/m" if module == "gpt2.train.gpt2" else "runs/h"
@@ -249,7 +259,8 @@ def test_device_gpu_without_cupy_is_one_line(tmp_path, module, extra):
         tmp_path, ["-m", module, "--data", "data", "--out", out, *extra, "--device", "gpu"])
 
 
-@pytest.mark.parametrize("module", ["gpt2.train.gpt2", "gpt2.train.heads", "gpt2.train.eagle"])
+@pytest.mark.parametrize("module", ["gpt2.train.gpt2", "gpt2.train.heads", "gpt2.train.eagle",
+                                    "gpt2.train.eagle3"])
 def test_every_parameter_has_its_option(module):
     """The door's options and main's signature name the same parameters with the same defaults."""
     mod = __import__(module, fromlist=["main"])

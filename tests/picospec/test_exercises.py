@@ -82,6 +82,19 @@ WRONG = [
      None),
     ("verify_without_replacement", "no_residual_update", "case 2. V=3 two pairs of siblings",
      None),
+    ("draft_law", "softmax_over_all_tokens", "case 2. V=3 V_d=2 K=1", None),
+    ("draft_law", "placed_by_inverse", "case 2. V=3 V_d=2 K=1", None),
+    ("draft_law", "ids_from_one", "case 2. V=3 V_d=2 K=1", None),
+    ("draft_law", "epsilon_everywhere", "case 2. V=3 V_d=2 K=1", None),
+    ("draft_law", "no_max_subtracted", "case 9. V=4 V_d=2 K=2 logits near 1000", None),
+    ("draft_law", "log_probabilities", "case 2. V=3 V_d=2 K=1", None),
+    ("draft_law", "first_axis", "case 6. V=6 V_d=4 K=3, z [K, V_d]", None),
+    ("draft_law", "over_n", "case 2. V=3 V_d=2 K=1", None),
+    ("draft_law", "sorted_ids", "case 2. V=3 V_d=2 K=1", None),
+    ("draft_law", "greedy_one_hot", "case 2. V=3 V_d=2 K=1", None),
+    ("draft_law", "in_z_dtype", "case 10. V=5 V_d=3 K=2 float32 z [K, V_d]", None),
+    ("draft_law", "max_subtracted_in_place", "case 2. V=3 V_d=2 K=1", None),
+    ("draft_law", "one_row_only", "case 6. V=6 V_d=4 K=3, z [K, V_d]", None),
     ("find_candidates", "last_occurrence", "draft", "x=[0, 0, 0], max_ngram_size=1, "
      "num_pred_tokens=2"),
     ("find_candidates", "shortest_first", "draft", "x=[0, 0, 0], max_ngram_size=2, "
@@ -271,7 +284,7 @@ def test_the_projects_own_answers_are_flagged_not_passed(tmp_path):
 
 
 def test_a_partial_file_fails_naming_what_is_missing(tmp_path):
-    """1 of 11 answered: exit 1, each missing exercise named; a misnamed function gets its
+    """1 of 12 answered: exit 1, each missing exercise named; a misnamed function gets its
     did-you-mean; --exercise grades one."""
     path = write(tmp_path / "mine.py", "def residual(q, p):\n    r = np.maximum(q - p, 0)\n"
                  "    return r / r.sum()",
@@ -294,7 +307,7 @@ def test_grade_a_file_exit_1_with_the_smallest_case(tmp_path):
 
 
 def test_grade_a_folder_one_row_per_learner(tmp_path):
-    """The class table: a row per learner, a column per exercise, k of 11; a learner who answered
+    """The class table: a row per learner, a column per exercise, k of 12; a learner who answered
     one exercise passes one, not every exercise; then the failures, one line each."""
     folder = tmp_path / "class"
     folder.mkdir()
@@ -313,11 +326,11 @@ def test_grade_a_folder_one_row_per_learner(tmp_path):
     rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()
             if line.endswith(f"of {len(EXERCISES)}")}
     assert r.returncode == 1, r.stdout
-    assert rows["ada.py"][1:-3] == ["pass"] * len(EXERCISES) and rows["ada.py"][-3] == "11"
+    assert rows["ada.py"][1:-3] == ["pass"] * len(EXERCISES) and rows["ada.py"][-3] == "12"
     assert rows["bob.py"][-3] == "0" and "FAIL" in rows["bob.py"]
     assert rows["cyd.py"][1:-3] == ["x"] * len(EXERCISES)
     assert rows["dan.py"][1:-3] == ["-"] * len(EXERCISES)
-    assert rows["eve.py"][-3:] == ["1", "of", "11"] and rows["eve.py"].count("pass") == 1
+    assert rows["eve.py"][-3:] == ["1", "of", "12"] and rows["eve.py"].count("pass") == 1
     assert "RuntimeError: half written (at cyd.py, line 3)" in r.stdout
     assert "bob.py lookahead_mask: FAIL at mask" in r.stdout
     assert r.stdout.strip().endswith("1 of 5 learners pass every exercise graded")

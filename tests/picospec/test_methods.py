@@ -30,7 +30,7 @@ def models():
     store = Datastore.build(np.array(encoder.encode(text), dtype=np.uint16))
     loaded = {"target": target, "draft": load_model("tiny-draft")[0], "datastore": store}
     heads = {kind: load_heads("tiny-target", kind, None, target)
-             for kind in ("medusa", "blockwise", "eagle")}
+             for kind in ("medusa", "blockwise", "eagle", "eagle3")}
     return loaded, heads, encoder
 
 

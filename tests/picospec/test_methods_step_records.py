@@ -277,6 +277,21 @@ def eagle2():
     return seen
 
 
+def eagle3():
+    from picospec.eagle3 import eagle3_decoding
+    from tests.support.feature_toys import engine_and_eagle3_head
+
+    seen = set()
+    for options in ({}, dict(temperature=0)):
+        for seed in range(3):
+            model, head = engine_and_eagle3_head(seed)
+            target, stats = Recorder(model), []
+            eagle3_decoding([1, 2, 3, 4], target, head, 20, np.random.default_rng(seed), 3, 2, 6,
+                            stats=stats, **options)
+            seen |= check_records(stats, target.asked)
+    return seen
+
+
 def self_draft(**options):
     """layer_skip and early_exit: the first token is the target's own (drafts only ever extend what
     it has read)."""
@@ -332,7 +347,7 @@ def sequoia():
 
 RUNS = {"autoregressive": autoregressive, "speculative": speculative, "greedy": greedy,
         "prompt_lookup": prompt_lookup, "medusa": medusa, "blockwise": blockwise, "rest": rest,
-        "lookahead": lookahead, "eagle": eagle, "eagle2": eagle2,
+        "lookahead": lookahead, "eagle": eagle, "eagle2": eagle2, "eagle3": eagle3,
         "layer_skip": lambda: self_draft(threshold=0.5, adaptive=True), "early_exit": self_draft,
         "cascade": cascade, "specinfer": specinfer, "sequoia": sequoia}
 

@@ -290,6 +290,15 @@ def eagle2():
                         lambda m, n, seed: m.runs(n, seed, **OPTIONS), law_of(OPTIONS)),))]
 
 
+def eagle3():
+    from tests.picospec.test_eagle3 import WARPED
+
+    return [Sized("tests/picospec/test_eagle3.py::test_follows_the_target_exactly", "FOLLOWS_N",
+                  "verified over the draft vocabulary",
+                  tuple(Case(f"{o}", patch("VERIFIER", "BROKEN"), toy_run(o), law_of(o))
+                        for o in WARPED))]
+
+
 def medusa():
     longest = patch("medusa.verify_tree", "longest_match")
     T = "tests/picospec/test_medusa.py::"
@@ -438,7 +447,8 @@ def batched_speculative():
 
 
 FILES = {"autoregressive": autoregressive, "speculative": speculative, "cascade": cascade,
-         "self_draft": self_draft, "eagle": eagle, "eagle2": eagle2, "medusa": medusa, "rest": rest,
+         "self_draft": self_draft, "eagle": eagle, "eagle2": eagle2, "eagle3": eagle3,
+         "medusa": medusa, "rest": rest,
          "lookahead": lookahead, "prompt_lookup": prompt_lookup, "sequoia": sequoia,
          "specinfer": specinfer, "tree": tree, "verify": verify, "generate": generate,
          "batched_speculative": batched_speculative}

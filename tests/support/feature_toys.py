@@ -1,9 +1,11 @@
 """Models with features for EAGLE's contract: a toy target whose feature at a position is the
-one-hot of its token, a toy draft that reads those features, and a random GPT-2 engine with a random
-EAGLE head."""
+one-hot of its token, a toy draft that reads those features (and its EAGLE-3 form over a draft
+vocabulary), and a random GPT-2 engine with a random EAGLE or EAGLE-3 head."""
 import numpy as np
 
+from gpt2.backend import tree_map
 from gpt2.eagle import EagleHead
+from gpt2.eagle3 import Eagle3Head, init_eagle3
 from gpt2.engine import GPT2
 
 from tests.support.micro import random_gpt2, random_head
@@ -15,6 +17,20 @@ def engine_and_head(seed):
                                   scale=0.5)
     head_params, config = random_head(C=16, seed=seed)
     return GPT2(hparams, params), EagleHead(head_params, config, params["wte"], 128)
+
+
+def engine_and_eagle3_head(seed, V_d=7, ops=None, n_vocab=12):
+    """A random 3-block GPT-2 and a random EAGLE-3 head over V_d of its n_vocab tokens (d2t in no
+    order), reading blocks 0, 1, 2."""
+    hparams, params = random_gpt2(n_vocab=n_vocab, n_ctx=64, n_embd=16, n_head=2, n_layer=3,
+                                  seed=seed, scale=0.5)
+    rng = np.random.default_rng(seed + 100)
+    d2t = rng.permutation(n_vocab)[:V_d]  # [V_d]
+    head, config = init_eagle3(16, 2, d2t, (0, 1, 2), params["wte"], params["ln_f"], rng)
+    head = {k: v if k == "d2t" else tree_map(
+        lambda a: (a + 0.3 * rng.standard_normal(a.shape)).astype(np.float32), v)
+        for k, v in head.items()}
+    return GPT2(hparams, params, ops=ops), Eagle3Head(head, config, params["wte"], 128)
 
 
 class ToyTarget(ToyTree):
@@ -57,3 +73,21 @@ def toy_pair():
     """The exact-law tests' pair: a 3-token toy target, and a draft half-way to another toy."""
     target = ToyTarget(random_toy(3, seed=11).table)
     return target, ToyDraft(0.5 * target.table + 0.5 * random_toy(3, seed=12).table)
+
+
+class ToyEagle3(ToyDraft):
+    """ToyDraft over a draft vocabulary: logits [1 + m, V_d] of the tokens d2t; it reads the
+    target's features (one-hot) as asked at `layers`."""
+
+    def __init__(self, table, d2t):
+        super().__init__(table)
+        self.d2t, self.layers = np.asarray(d2t), (0,)
+
+    def __call__(self, x, F, tokens=(), parents=()):
+        return super().__call__(x, F, tokens, parents)[:, self.d2t]
+
+
+def toy_eagle3_pair(d2t=(2, 0)):
+    """toy_pair's target, and its draft over the tokens d2t only (token 1 outside by default)."""
+    target, draft = toy_pair()
+    return target, ToyEagle3(draft.table, d2t)

@@ -69,6 +69,14 @@ def verify_without_replacement(tokens, parents, Q, P, rng):
         node, q = chosen, np.asarray(Q[chosen + 1], dtype=float)
 
 
+def draft_law(z, d2t, n_vocab):
+    z = np.asarray(z, dtype=np.float64)
+    logits = np.full(z.shape[:-1] + (n_vocab,), -np.inf)
+    logits[..., d2t] = z
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))  # exp(-inf) = 0 outside d2t
+    return e / e.sum(axis=-1, keepdims=True)
+
+
 def find_candidates(x, max_ngram_size=3, num_pred_tokens=10):
     x = list(x)
     for n in range(min(max_ngram_size, len(x) - 1), 0, -1):

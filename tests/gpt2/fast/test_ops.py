@@ -223,7 +223,7 @@ def models(request):
     assert (target.engine.static is not None) == static
     loaded = {"target": target, "draft": draft, "datastore": store}
     heads = {k: load_heads("tiny-target", k, None, target)
-             for k in ("medusa", "blockwise", "eagle")}
+             for k in ("medusa", "blockwise", "eagle", "eagle3")}
     return loaded, heads, encoder
 
 
@@ -312,7 +312,7 @@ def reference_needs(name):
         loaded = {"target": target, "draft": load_model("tiny-draft", ops="reference")[0],
                   "datastore": store}
         heads = {k: load_heads("tiny-target", k, None, target)
-                 for k in ("medusa", "blockwise", "eagle")}
+                 for k in ("medusa", "blockwise", "eagle", "eagle3")}
         REFERENCE_NEEDS["models"] = (loaded, heads, encoder)
     return needs_of(TABLE[name], REFERENCE_NEEDS["models"])
 
@@ -326,10 +326,11 @@ LAW_OPTIONS = {"temperature": 0.8}
 ROTATION = {"autoregressive": "cpu", "speculative": "panels", "prompt_lookup": "static",
             "rest": "cpu", "lookahead": "panels", "layer_skip": "cpu", "cascade": "static",
             "specinfer": "static", "sequoia": "panels", "medusa": "panels", "eagle": "cpu",
-            "eagle2": "static"}
+            "eagle2": "static", "eagle3": "panels"}
 TREE = "[[0],[1],[0,0]]"  # two children of the root, one grandchild
 LAW_METHOD_OPTIONS = {"medusa": {"tree": TREE, "topk": 2}, "eagle": {"tree": TREE},
-                      "eagle2": {"depth": 2, "tree_top_k": 2, "total_tokens": 3}}
+                      "eagle2": {"depth": 2, "tree_top_k": 2, "total_tokens": 3},
+                      "eagle3": {"depth": 2, "tree_top_k": 2, "total_tokens": 3}}
 
 
 def micro_needs(name, value):
@@ -363,6 +364,15 @@ def micro_needs(name, value):
         params["fc"]["w"] = rng.standard_normal(params["fc"]["w"].shape, dtype=np.float32) * 0.8
         return {"target": target, "heads": EagleHead(params, config, target.params["wte"], 32,
                                                      target.plan.ops, target.plan.threads)}
+    if name == "eagle3":  # a random EAGLE-3 head over tokens [2, 0], reading blocks 0, 1, 1
+        from gpt2.eagle3 import Eagle3Head, init_eagle3
+
+        rng = np.random.default_rng(7)
+        params, config = init_eagle3(8, 2, np.array([2, 0]), (0, 1, 1), target.params["wte"],
+                                     target.params["ln_f"], rng)
+        params["fc"]["w"] = rng.standard_normal(params["fc"]["w"].shape, dtype=np.float32) * 0.8
+        return {"target": target, "heads": Eagle3Head(params, config, target.params["wte"], 32,
+                                                      target.plan.ops, target.plan.threads)}
     tokens = np.random.default_rng(0).integers(0, 3, 400).astype(np.uint16)
     return {"target": target, "draft": GPT2(*MICRO_D, ops=kind, static=static),
             "draft2": GPT2(*random_gpt2(n_vocab=3, n_ctx=24, n_embd=8, n_layer=1, seed=9,

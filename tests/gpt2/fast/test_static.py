@@ -132,7 +132,8 @@ def test_addresses_do_not_move():
                     address = buf[name].ctypes.data
                     assert seen.setdefault((shape, name), address) == address
             assert model.cache.k.ctypes.data == cache
-        shapes = set(step.buffers)
+        shapes = {(T, n_kv) for T, n_kv, width in step.buffers}  # width: n_embd (no taps)
+        assert {width for _, _, width in step.buffers} == {HP["n_embd"]}
         assert all(T == 1 for T, _ in shapes)
         assert shapes == ({(1, 16), (1, 32)} if buckets else {(1, model.engine.slots)})
 

@@ -1,7 +1,7 @@
 """The heads' trainers and the batched generator under --device gpu give what they give on the CPU:
-the same greedy self-distilled tokens, heads (Medusa) and EAGLE heads equal within float32 rounding
-after a few steps, the same files. Runs only where CuPy and a GPU are present; elsewhere skipped,
-and says why."""
+the same greedy self-distilled tokens, heads (Medusa), EAGLE and EAGLE-3 heads equal within float32
+rounding after a few steps, the same files. Runs only where CuPy and a GPU are present; elsewhere
+skipped, and says why."""
 import json
 
 import numpy as np
@@ -33,6 +33,10 @@ def backbone(tmp_path_factory):
     # (every matrix x 15: at the usual 0.02 scale a random GPT-2 repeats one token; here greedy rows
     # vary)
     save_checkpoint(root / "model", HP, params, dtype="float32")
+    # EAGLE-3 reads three depths: the same with a third block
+    hp3 = {**HP, "n_layer": 3}
+    deeper = {**params, "blocks": params["blocks"] + params["blocks"][:1]}
+    save_checkpoint(root / "model3", hp3, deeper, dtype="float32")
     (root / "data").mkdir()
     tokens = np.random.default_rng(1).integers(0, HP["n_vocab"], 60_000).astype(np.uint16)
     tokens.tofile(root / "data" / "train.bin")
@@ -52,21 +56,27 @@ def test_generate_batch_on_gpu_writes_the_cpu_tokens(backbone):
         assert (gpu == cpu).mean() > 0.99, temperature  # float rounding may flip a rare near-tie
 
 
-@pytest.mark.parametrize("trainer", ["medusa", "eagle"])
+@pytest.mark.parametrize("trainer", ["medusa", "eagle", "eagle3"])
 def test_trainer_on_gpu_matches_the_cpu(backbone, trainer):
     root, _ = backbone
+    model = "model3" if trainer == "eagle3" else "model"
     if trainer == "medusa":
         from gpt2.train.heads import main
         kw = dict(n_heads=2, n_ctx=32, batch_size=4, max_steps=6, eval_every=3, distill_tokens=3000,
                   distill_temperature=0.0, dtype="float32")
         name, prefix = "heads.safetensors", "heads."
-    else:
+    elif trainer == "eagle":
         from gpt2.train.eagle import main
         kw = dict(distill_tokens=1000, batch_size=2, max_steps=6, eval_every=3, eval_rows=2,
                   steps=2, dtype="float32")
         name, prefix = "eagle.safetensors", "eagle."
+    else:
+        from gpt2.train.eagle3 import main
+        kw = dict(distill_tokens=1000, draft_vocab=20, test_steps=2, batch_size=2, max_steps=6,
+                  eval_every=3, eval_rows=2, steps=2, dtype="float32")
+        name, prefix = "eagle3.safetensors", "eagle3."
     for device in ("cpu", "gpu"):
-        main(backbone=str(root / "model"), data=str(root / "data"),
+        main(backbone=str(root / model), data=str(root / "data"),
              out=str(root / f"{trainer}-{device}"), device=device, **kw)
     cpu = read_safetensors(root / f"{trainer}-cpu" / name)
     gpu = read_safetensors(root / f"{trainer}-gpu" / name)

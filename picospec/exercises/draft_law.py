@@ -1,0 +1,249 @@
+"""Exercise: EAGLE-3's draft law over the target's vocabulary (Li et al. 2025, arXiv:2503.01840),
+graded by its law: speculative sampling's verifier (Chen et al. 2023, Alg. 2) judges drafts
+drawn from the head's true law with the learner's law as p, and must stay lossless. p = draft,
+q = target; V target tokens, V_d draft tokens (d2t [V_d]), K drafts."""
+from typing import NamedTuple
+
+import numpy as np
+
+from picospec.check.exact_law import random_toy
+from picospec.eagle3 import draft_law as reference
+from picospec.exercises.grading import (WATCHED, Battery, BrokenRule, copied, grade_law, judged,
+                                        show, unanswered)
+from picospec.verify import verify_chain
+
+NAME, FAMILY = "draft_law", "EAGLE-3"
+STATEMENT = """\
+**Exercise `draft_law(z, d2t, n_vocab)`: EAGLE-3's draft law over all target tokens.** EAGLE-3's
+draft head (Li et al. 2025) scores V_d tokens only, its draft vocabulary: z, float64 or float32
+[..., V_d], its logits; d2t, an int array [V_d], the target id of each draft token (in any order:
+the most frequent first). Return the head's law over all V = n_vocab target tokens, float64
+[..., V]: the softmax of z along its last axis, placed at the ids d2t, and exactly 0 for every
+token outside the draft vocabulary; each row sums to 1 (to 1e-9). Logits reach 1000: subtract each
+row's max before exp. Leave z and d2t as they were. Example: z = [0, log 3], d2t = [2, 0],
+n_vocab = 4 -> [0.75, 0, 0.25, 0]. Graded by its law: on toy heads (V = 3 to 8, V_d < V, d2t
+unsorted, logits with ties, targets with mass outside the draft vocabulary) the drafts come from
+the head's true law and speculative sampling's verifier judges them with your law as p; whole
+sequences must keep the target's law. Each call is also checked: shape, dtype, no mass outside
+d2t, rows summing to 1."""
+STUB = '''def draft_law(z, d2t, n_vocab):
+    """z [..., V_d], d2t [V_d], n_vocab V -> the draft's law over all V tokens, float64 [..., V]."""
+    raise NotImplementedError'''
+ANSWER = "from picospec.eagle3 import draft_law  # the project's answer"
+CONTRACT = "chain"
+PROBE = (np.array([0.0, np.log(3)]), np.array([2, 0]), 4)
+
+
+class Head(NamedTuple):
+    """A case: a toy head over the tokens d2t of V, and a toy target."""
+    name: str
+    V: int
+    N: int  # new tokens per sequence (the draft vocabulary holds len(d2t))
+    K: int  # drafts per step
+    d2t: tuple
+    target: int = 7  # random_toy seed; the head's logits from seed target + 1
+    ties: bool = False  # logits in {0, 1, 2}: many tied
+    shift: float = 0.0  # added to every logit
+    dtype: str = "float64"  # of z
+    calls: str = "row"  # z [V_d] a call ("row"), [K, V_d] ("rows") or [1, K, V_d] ("batch")
+    lowest: bool = False  # every uniform 0.0: checks the support, not the law
+    highest: bool = False  # every uniform the largest double below 1
+
+    @property
+    def support(self):
+        return self.lowest or self.highest
+
+    def laws(self):
+        """The target's and the head's tables [V, V, V] (two tokens -> the next one's law)."""
+        target = random_toy(self.V, self.target, zeros=0.3 if self.support else 0).table
+        rng, shape = np.random.default_rng(self.target + 1), (self.V, self.V, len(self.d2t))
+        z = rng.integers(0, 3, shape).astype(float) if self.ties else rng.normal(0, 1.5, shape)
+        return target, reference(z, np.array(self.d2t), self.V)  # [V, V, V] each
+
+    def sampler(self, fn, limit=WATCHED):
+        """The chain sampler: drafts from the head's law P, verified (verify_chain) with fn's
+        law; fn's first `limit` calls checked (rules; BrokenRule at the first broken)."""
+        d2t = np.array(self.d2t)  # [V_d]
+
+        def law(z):  # z [..., V_d] -> fn's law [..., V]
+            verify.calls += 1
+            args = (z, d2t.copy(), self.V)
+            if verify.calls > limit:
+                return fn(*args)
+            inputs = copied(args)
+            out, problem = judged(lambda: fn(*args), rules, inputs, args[:2], ("z", "d2t"), shown,
+                                  "not the array of floats the statement asks for")
+            if problem is not None:
+                verify.broken = "\n".join([
+                    f"call {verify.calls} of this case, the first that broke a rule:",
+                    *(f"  {name} = {shown(a)}" for name, a in zip(("z", "d2t", "n_vocab"), inputs)),
+                    problem])
+                raise BrokenRule(verify.broken)
+            return out
+
+        def verify(drafts, P, Q, rng):
+            # [K, V_d]: the head's logits, as its law gives them (up to a constant per row)
+            z = (np.log(P[:, d2t]) + self.shift).astype(self.dtype)
+            if self.calls == "row":
+                p = np.stack([law(row) for row in z])  # [K, V]
+            else:
+                p = np.reshape(law(z if self.calls == "rows" else z[None]), (len(z), self.V))
+            return verify_chain(drafts, p, Q, rng)
+        verify.calls, verify.broken = 0, None
+        return verify
+
+
+CASES = [
+    Head("uniforms at 0: support", 4, 4, 3, (3, 1), target=97, lowest=True),
+    Head("V=3 V_d=2 K=1", 3, 5, 1, (2, 0)),
+    Head("V=4 V_d=3 K=2, d2t sorted", 4, 4, 2, (0, 1, 3), target=17),
+    Head("V=4 V_d=3 K=2, d2t a permutation of 0..2", 4, 4, 2, (2, 0, 1), target=27),
+    Head("V=5 V_d=3 K=2 tied logits", 5, 3, 2, (4, 1, 2), target=37, ties=True),
+    Head("V=6 V_d=4 K=3, z [K, V_d]", 6, 3, 3, (5, 0, 3, 2), target=47, calls="rows"),
+    Head("V=8 V_d=5 K=2, z [1, K, V_d]", 8, 2, 2, (6, 1, 7, 3, 4), target=57, calls="batch"),
+    Head("V=3 V_d=1 K=2", 3, 5, 2, (1,), target=67),
+    Head("V=4 V_d=2 K=2 logits near 1000", 4, 4, 2, (3, 0), target=77, shift=1000.0),
+    Head("V=5 V_d=3 K=2 float32 z [K, V_d]", 5, 3, 2, (1, 4, 0), target=87, dtype="float32",
+         calls="rows"),
+    Head("uniforms near 1: support", 4, 4, 3, (3, 1), target=97, highest=True),
+]
+BATTERY = Battery(
+    f"{len(CASES)} toy draft heads over part of the vocabulary (V = 3 to 8), the drafts drawn "
+    f"from the head's true law and verified with yours (picospec.verify.verify_chain), run as "
+    f"the checker runs the chain contract (picospec.check); each case's first {WATCHED:,} calls "
+    f"checked one by one (shape, dtype, no mass outside d2t, rows summing to 1, inputs left as "
+    f"they were)", tuple(enumerate(CASES, 1)))
+
+
+def grade(fn, samples=20_000, seed=0):
+    if (stub := unanswered(NAME, fn, copied(PROBE))) is not None:
+        return stub
+    return grade_law(NAME, fn, CONTRACT, samples, seed, known=WRONG, battery=BATTERY)
+
+
+def rules(z, d2t, n_vocab, out):
+    """What the call (z, d2t, n_vocab) -> out broke of the statement, or None."""
+    out, want = np.asarray(out), z.shape[:-1] + (n_vocab,)
+    if out.shape != want:
+        return (f"shape {out.shape}, expected {want}: for each row of z, a law over all "
+                f"n_vocab = {n_vocab} target tokens")
+    if out.dtype != np.float64:
+        return f"dtype {out.dtype}, expected float64"
+    if not np.isfinite(out).all():
+        return (f"not finite (nan or inf): exp(z) overflows for logits as large as "
+                f"{float(z.max()):.5g}; subtract each row's max before exp")
+    if (out < 0).any():
+        return "negative entries: a law has none (log-probabilities are not a law)"
+    outside = np.setdiff1d(np.arange(n_vocab), d2t)  # the target ids outside the vocabulary
+    if (out[..., outside] != 0).any():
+        j = outside[np.nonzero(out[..., outside])[-1][0]]
+        return (f"token {j} is not in d2t, yet it got {out[..., j].max():.3g}: a token outside "
+                f"the draft vocabulary must get exactly 0")
+    sums = out.sum(-1)  # [...]
+    if not np.allclose(sums, 1, rtol=0, atol=1e-9):
+        hint = f" (z is {z.dtype}: compute in float64)" if z.dtype != np.float64 else ""
+        return (f"a row sums to {sums.flat[np.argmax(np.abs(sums - 1))]:.10g}, not 1 to 1e-9: "
+                f"each row is the softmax of that row of z{hint}")
+    return None
+
+
+def shown(a):
+    """show(a), a float32 array's dtype named."""
+    if isinstance(a, np.ndarray) and a.dtype == np.float32:
+        return f"{show(a.astype(np.float64))} ({a.dtype})"
+    return show(a)
+
+
+# WRONG: plausible mistakes, each one the grader rejects
+def softmax(z, axis=-1):
+    """The softmax of z along axis, its max subtracted first."""
+    e = np.exp(z - z.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+def placed(s, d2t, n_vocab, ids=None):
+    """s [..., V_d] placed at ids (d2t by default) of zeros [..., V]."""
+    p = np.zeros(s.shape[:-1] + (n_vocab,))  # [..., V]
+    p[..., d2t if ids is None else ids] = s
+    return p
+
+
+def softmax_over_all_tokens(z, d2t, n_vocab):
+    """z scattered into zeros [..., V], then the softmax over all V: mass outside the vocabulary."""
+    x = placed(z.astype(np.float64), d2t, n_vocab)  # [..., V]
+    return softmax(x)
+
+
+def placed_by_inverse(z, d2t, n_vocab):
+    """The softmax placed at argsort(d2t), t2d's order, not at the ids d2t."""
+    return placed(softmax(z.astype(np.float64)), d2t, n_vocab, np.argsort(d2t))
+
+
+def ids_from_one(z, d2t, n_vocab):
+    """Ids taken as counted from 1: placed at d2t - 1 (id 0 wraps to the last token)."""
+    return placed(softmax(z.astype(np.float64)), d2t, n_vocab, d2t - 1)
+
+
+def epsilon_everywhere(z, d2t, n_vocab):
+    """A small constant added to every token, then renormalised over V."""
+    p = placed(softmax(z.astype(np.float64)), d2t, n_vocab) + 1e-12
+    return p / p.sum(-1, keepdims=True)
+
+
+def no_max_subtracted(z, d2t, n_vocab):
+    """exp(z) straight: overflows for large logits."""
+    e = np.exp(z.astype(np.float64))
+    return placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
+
+
+def log_probabilities(z, d2t, n_vocab):
+    """The log-softmax placed at d2t: log-probabilities, not a law."""
+    z = z.astype(np.float64)
+    m = z.max(-1, keepdims=True)
+    return placed(z - m - np.log(np.exp(z - m).sum(-1, keepdims=True)), d2t, n_vocab)
+
+
+def first_axis(z, d2t, n_vocab):
+    """Normalised over axis 0: right for one row z [V_d], wrong for z [..., V_d]."""
+    return placed(softmax(z.astype(np.float64), axis=0), d2t, n_vocab)
+
+
+def over_n(z, d2t, n_vocab):
+    """exp(z - max) divided by V_d, not by its sum."""
+    z = z.astype(np.float64)
+    return placed(np.exp(z - z.max(-1, keepdims=True)) / z.shape[-1], d2t, n_vocab)
+
+
+def sorted_ids(z, d2t, n_vocab):
+    """The softmax placed at the ids in increasing order, ignoring d2t's order."""
+    return placed(softmax(z.astype(np.float64)), d2t, n_vocab, np.sort(d2t))
+
+
+def greedy_one_hot(z, d2t, n_vocab):
+    """The head's most likely token with probability 1: the greedy token, not the law."""
+    s = np.eye(z.shape[-1])[np.argmax(z, -1)]  # [..., V_d]
+    return placed(s, d2t, n_vocab)
+
+
+def in_z_dtype(z, d2t, n_vocab):
+    """Computed and returned in z's dtype: float32 for float32 logits."""
+    p = np.zeros(z.shape[:-1] + (n_vocab,), dtype=z.dtype)  # [..., V]
+    p[..., d2t] = softmax(z)
+    return p
+
+
+def max_subtracted_in_place(z, d2t, n_vocab):
+    """z -= its max: right law, but the caller's z is changed."""
+    z -= z.max(-1, keepdims=True)
+    return placed(softmax(z.astype(np.float64)), d2t, n_vocab)
+
+
+def one_row_only(z, d2t, n_vocab):
+    """Written for one row z [V_d]: the whole array normalised as one."""
+    e = np.exp(z.astype(np.float64) - z.max())
+    return placed(e / e.sum(), d2t, n_vocab)
+
+
+WRONG = (softmax_over_all_tokens, placed_by_inverse, ids_from_one, epsilon_everywhere,
+         no_max_subtracted, log_probabilities, first_axis, over_n, sorted_ids, greedy_one_hot,
+         in_z_dtype, max_subtracted_in_place, one_row_only)
