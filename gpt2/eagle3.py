@@ -68,9 +68,12 @@ class Eagle3Head(EagleHead):
 
     def use_vocabulary(self, n):
         """Draft over the n most frequent tokens of the head's vocabulary (d2t is by frequency)."""
+        if len(getattr(self, "d2t", ())) == n:  # as it is: no copy
+            return
         if not 1 <= n <= len(self.params["d2t"]):
-            raise ValueError(f"this EAGLE-3 head drafts over at most {len(self.params['d2t'])} "
-                             f"tokens; got {n}")
+            most = len(self.params["d2t"])
+            raise ValueError(f"--draft_vocab {n}: this EAGLE-3 head drafts over at most {most} "
+                             f"tokens; give --draft_vocab {most} or fewer")
         self.d2t = self.params["d2t"][:n]  # [n]
         self.lm_head = np.ascontiguousarray(self.params["lm"]["w"][:, :n])  # [C, n]
 

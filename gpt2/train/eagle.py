@@ -101,10 +101,13 @@ def features_of(hparams, params, rows, batch=32, desc="target features"):
     return out
 
 
-def accuracy_ahead(head, wte, rows, feats, steps, start=PROMPT_LEN, topk=10):
+def accuracy_ahead(head, rows, feats, steps, start=PROMPT_LEN, topk=10):
     """-> rank_share [steps, topk]: the rank of the true token 1..steps ahead among the head's
-    drafts, each step fed the head's own features, from every position of the rows."""
+    drafts, each step fed the head's own features, from every position of the rows. A head with a
+    draft vocabulary (.d2t, EAGLE-3's) misses every token outside it."""
     counts, totals = np.zeros((steps, topk)), np.zeros(steps)  # [steps, topk], [steps]
+    d2t = getattr(head, "d2t", None)
+    t2d = None if d2t is None else {int(t): j for j, t in enumerate(d2t)}  # target id -> column
     for ids, f in zip(rows, feats):
         ids = [int(t) for t in ids]
         head.reset()
@@ -113,8 +116,11 @@ def accuracy_ahead(head, wte, rows, feats, steps, start=PROMPT_LEN, topk=10):
             # [k, V]
             logits = head(ids[:i + 2], f[:i + 1], ids[i + 2:i + 1 + k], list(range(-1, k - 2)))
             truth = ids[i + 2:i + 2 + k]
+            if t2d is not None:  # columns of the draft vocabulary; -1: outside it
+                truth = [t2d.get(t, -1) for t in truth]
             # [k] 0 = the head's top token
             ranks = (logits > logits[np.arange(k), truth][:, None]).sum(-1)
+            ranks[np.array(truth) < 0] = topk  # never drafted: a miss
             totals[:k] += 1
             for s, r in enumerate(ranks):
                 if r < topk:
@@ -122,6 +128,17 @@ def accuracy_ahead(head, wte, rows, feats, steps, start=PROMPT_LEN, topk=10):
     share = counts / totals[:, None]  # [steps, topk]
     return {"rank_share": share.tolist(), "top1": share[:, 0].tolist(),
             "top5": share[:, :5].sum(1).tolist(), "positions": totals.astype(int).tolist()}
+
+
+def record_run(log, head, val_rows, val_feats, steps, temperature, tokens_per_step, device):
+    """The end of a head trainer's log: the accuracy per step ahead on the validation rows, the
+    tokens seen, the machine."""
+    log["accuracy"] = accuracy_ahead(head, val_rows, val_feats.astype(np.float32), steps)
+    log["accuracy"]["on"] = (f"the backbone's own continuations (T={temperature:g}) of validation "
+                             f"prompts, {len(val_rows)} rows")
+    log["tokens_seen"] = log["step"] * tokens_per_step
+    log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__,
+                      "minutes": round(log["seconds"] / 60, 1), "device": device}
 
 
 def check_run(backbone, data, out, distill_tokens, distill_data, max_steps, stop_at, device,
@@ -267,13 +284,8 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
                    tokens_per_step=batch_size * (T - 1), desc="train eagle")
         head = EagleHead(to_device(params, np), config, to_numpy(wte),
                          hparams["n_ctx"] + TREE_SLOTS)  # on the CPU
-        log["accuracy"] = accuracy_ahead(head, to_numpy(wte), val_rows,
-                                         val_feats.astype(np.float32), steps)
-        log["accuracy"]["on"] = (f"the backbone's own continuations (T={distill_temperature:g}) of "
-                                 f"validation prompts, {len(val_rows)} rows")
-        log["tokens_seen"] = log["step"] * batch_size * (T - 1)
-        log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__,
-                          "minutes": round(log["seconds"] / 60, 1), "device": device}
+        record_run(log, head, val_rows, val_feats, steps, distill_temperature, batch_size * (T - 1),
+                   device)
         save_eagle(work, params, config, dtype=dtype, record=log)
     print(json.dumps({"top1": log["accuracy"]["top1"], "top5": log["accuracy"]["top5"]}))
     return log["accuracy"]["top1"]

@@ -30,7 +30,7 @@ from gpt2.eagle import TREE_SLOTS
 from gpt2.eagle3 import Eagle3Head, default_layers, init_eagle3, save_eagle3
 from gpt2.train.backprop import (block_backward_past, block_forward, layernorm_backward,
                                  layernorm_forward, linear_backward, linear_forward)
-from gpt2.train.eagle import (accuracy_ahead, check_run, data_options, distilled_rows, log_softmax,
+from gpt2.train.eagle import (check_run, data_options, distilled_rows, log_softmax, record_run,
                               run_options, schedule_options)
 from gpt2.train.gpt2 import lr_at, train_loop, written_into
 from gpt2.train.heads import PROMPT_LEN
@@ -165,22 +165,6 @@ def vocabulary(counts, V_d):
     return np.argsort(-counts, kind="stable")[:V_d]
 
 
-class FullVocabulary:
-    """An Eagle3Head read over all V tokens (-inf outside d2t), for accuracy_ahead's ranks."""
-
-    def __init__(self, head, V):
-        self.head, self.V = head, V
-
-    def reset(self):
-        self.head.reset()
-
-    def __call__(self, *args):
-        z = self.head(*args)  # [1 + m, V_d]
-        out = np.full((len(z), self.V), -np.inf, np.float32)  # [1 + m, V]
-        out[:, self.head.d2t] = z
-        return out
-
-
 def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_temperature=0.0,
          distill_data=None, draft_vocab=None, test_steps=3, step_weight=1.0, batch_size=8, lr=1e-3,
          warmup=50, max_steps=1000, max_minutes=None, clip=1.0, eval_every=50, steps=5,
@@ -252,13 +236,8 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
                    tokens_per_step=batch_size * (T - 1), desc="train eagle3")
         params = {**to_device(params, np), "d2t": d2t}
         head = Eagle3Head(params, config, to_numpy(wte), hparams["n_ctx"] + TREE_SLOTS)  # CPU
-        log["accuracy"] = accuracy_ahead(FullVocabulary(head, hparams["n_vocab"]), None, val_rows,
-                                         val_feats.astype(np.float32), steps)
-        log["accuracy"]["on"] = (f"the backbone's own continuations (T={distill_temperature:g}) of "
-                                 f"validation prompts, {len(val_rows)} rows")
-        log["tokens_seen"] = log["step"] * batch_size * (T - 1)
-        log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__,
-                          "minutes": round(log["seconds"] / 60, 1), "device": device}
+        record_run(log, head, val_rows, val_feats, steps, distill_temperature, batch_size * (T - 1),
+                   device)
         save_eagle3(work, params, config, dtype=dtype, record=log)
     print(json.dumps({"top1": log["accuracy"]["top1"], "top5": log["accuracy"]["top5"]}))
     return log["accuracy"]["top1"]
