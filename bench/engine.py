@@ -15,13 +15,15 @@ Python costs.
    little more than one token.
 3. The layouts tried, side by side at M = 1..8: the engine's default (LM head as a contiguous
    [n_embd, n_vocab] copy; where gpt2/fast/policy.py's panel_policy turns them on, weight panels
-   (gpt2/fast/panels.py) and no padding, else rows padded to a multiple of 4), then without panels:
+   (gpt2/fast/panels.py) in the form the kernels favour and no padding, else rows padded to a
+   multiple of 4), each form of the panels forced, then without panels:
    as is, with the head as the transposed view wte.T, no padding, padding to a multiple of 8; and
    panels with padding to 4, panels 32 and 64 columns wide; and the static-shape step
    (gpt2/fast/static.py: on a GPU each pass shape replayed as a CUDA graph; on the CPU it only adds
    work). Then each weight matrix alone, in every formulation NumPy offers for M rows: x @ W as
    the engine does; (W^T x^T)^T on a transposed copy of W; the M rows one by one; the rows padded
-   with zeros to 8; and x times its column panels of 32, 64 and 128 columns.
+   with zeros to 8; x times its column panels of 32, 64 and 128 columns; and each row times each
+   panel (the panels' by-row form, gpt2/fast/panels.py's row_products).
 4. Why: the GEMM rate by rows, [M, n_embd] @ [n_embd, 4 n_embd] alone, with its weight in cache and
    streaming from memory (GFLOP/s; a one-token forward is bound by the weights' bytes, an M-token
    one by these flops).
@@ -29,6 +31,8 @@ Python costs.
    measured as an engine call whose forward is a stub that returns at once and whose LM head has one
    column; and the floor of NumPy dispatch, the same forward with n_embd = 8, where the arithmetic
    is nothing and only the calls remain.
+6. Where an M-token call's time goes (M = 1, 2, 5, 8): each product by weight, layer norms, GELU,
+   softmax, and the rest, each operation timed inside an engine call (TimedOps).
 Every number is a median over --repeats, with all variants interleaved in one loop so that a shared
 machine's load falls on them alike; times are CPU time of this thread (with --threads 1 it does all
 the work), wall time beside it.
@@ -55,6 +59,9 @@ SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12),
           # the built-in draft's
           "tiny-draft": dict(n_layer=2, n_embd=128, n_head=2, n_vocab=4097, n_ctx=256)}
 LAYOUTS = {"default": {}, "no panels": {"panels": False},
+           # the two forms of a few rows through the panels (gpt2/fast/panels.py), each forced
+           "small products through panels": {"ops": "panels"},
+           "rows one by one through panels": {"ops": "panel_rows"},
            "reference ops": {"ops": "reference"},  # gpt2/model.py's formulas as written
            "no panels, head wte.T": {"panels": False, "head_copy": False},
            "no panels, no padding": {"panels": False, "pad_rows": 1},
@@ -70,6 +77,7 @@ FORMULATIONS = {"W^T copy": lambda x, w, wt: (wt @ x.T).T,
                 "rows one by one": lambda x, w, wt: [x[i:i + 1] @ w for i in range(len(x))],
                 "pad to 8": lambda x, w, wt: np.concatenate(
                     [x, np.zeros((-len(x) % 8, x.shape[1]), x.dtype)]) @ w}
+ROW_WIDTH = "rows one by one through panels"  # the panel grid's by-row column (its own width)
 
 
 # GPT-2's initialisation, generated on the device in float32
@@ -146,6 +154,7 @@ def panel_grid(hparams, Ms, repeats):
         ws = [rng.standard_normal((n_in, n_out), dtype=np.float32)
               for _ in range(max(1, 2 ** 24 // (n_in * n_out)))]
         cut = {width: [P.panels(w, width) for w in ws] for width in WIDTHS}
+        by_row = [P.panels(w, by_row=True) for w in ws]
         wts = [np.ascontiguousarray(w.T) for w in ws]  # [n_out, n_in] each
         one = rng.standard_normal((1, n_in), dtype=np.float32)
         base = np.median([timed(lambda: [one @ w for w in ws], lambda: None)[0]
@@ -157,12 +166,73 @@ def panel_grid(hparams, Ms, repeats):
                         for name, f in FORMULATIONS.items()})
             row.update({width: [lambda p=p: [P.panel_matmul(x, q, n_out) for q in p]] for width,
                         p in cut.items()})
+            row[ROW_WIDTH] = [lambda: [P.row_products(x, q, n_out) for q in by_row]]
             times = {k: [] for k in row}
             for _ in range(repeats):  # interleaved: load falls on every variant alike
                 for k, (f,) in row.items():
                     times[k].append(timed(f, lambda: None)[0])
             grid[(name, M)] = {k: float(np.median(t)) / base for k, t in times.items()}
     return grid
+
+
+class TimedOps:
+    """An engine's ops, each call timed: seconds per operation and, for products, per weight (named
+    by its shape). The clocks' own cost is what an engine call with TimedOps takes beyond one
+    without; breakdown reports it."""
+
+    def __init__(self, ops, names):
+        self.ops, self.names, self.seconds = ops, names, {}
+
+    def timed(self, name, f):
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            out = f(*args, **kwargs)
+            key = self.names.get(args[1].shape, "other product") if name == "matmul" else name
+            self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - start
+            return out
+        return call
+
+    def value(self):
+        return self.ops._replace(**{k: self.timed(k, f) for k, f in self.ops._asdict().items()})
+
+
+BREAKDOWN = ("QKV", "attention out", "MLP up", "MLP down", "LM head", "layer_norm", "gelu",
+             "softmax")
+
+
+def breakdown(model, x, n_cache, Ms, repeats):
+    """Where an M-token call's time goes, M in Ms: each product (by weight), each other operation,
+    and the rest (attention's own products over the cache, reshapes, the cache, the engine's and
+    model.py's Python between them) -> {M: {part: wall seconds}}, medians, with "call" (the
+    untimed call) and "clocks" (what timing every operation added)."""
+    import dataclasses
+
+    C, V = model.hparams["n_embd"], model.hparams["n_vocab"]
+    names = {(C, 3 * C): "QKV", (C, C): "attention out", (C, 4 * C): "MLP up",
+             (4 * C, C): "MLP down", (C, V): "LM head"}
+    plan = model.plan
+    out = {}
+    for M in Ms:
+        parts, calls = {}, []
+        model.logits(x[:n_cache + M], M)  # its weights in cache, as for the calls timed
+        for _ in range(repeats):
+            t = TimedOps(plan.ops, names)
+            model.plan = model.engine.plan = dataclasses.replace(plan, ops=t.value())
+            start = time.perf_counter()
+            try:
+                model.logits(x[:n_cache + M], M)
+            finally:
+                model.plan = model.engine.plan = plan
+            t.seconds["timed call"] = time.perf_counter() - start
+            calls.append(timed(lambda: model.logits(x[:n_cache + M], M), lambda: None)[1])
+            for k, v in t.seconds.items():
+                parts.setdefault(k, []).append(v)
+        med = {k: float(np.median(v)) for k, v in parts.items()}
+        call = float(np.median(calls))
+        ops_time = sum(v for k, v in med.items() if k != "timed call")
+        out[M] = {**{k: med.get(k, 0.0) for k in BREAKDOWN}, "call": call,
+                  "clocks": med["timed call"] - call, "rest": call - ops_time}
+    return out
 
 
 class StubForward:
@@ -239,9 +309,11 @@ def bench(size, device, n_cache, Ms, repeats, threads=None):
     rates = gemm_rates(xp, sync, hparams["n_embd"], sorted(set(Ms) | {32, 64}), repeats)
     grid = panel_grid(hparams, [M for M in (1, 2, 5, 8, 16) if M <= max(Ms)],
                       repeats) if device == "cpu" else {}
+    parts = breakdown(model, x, n_cache, [M for M in (1, 2, 5, 8) if M <= max(Ms)], repeats)
     return {"size": size, "weight_MB": weight_bytes / 1e6, "bandwidth_GBps": bw / 1e9,
             "roofline_ms": weight_bytes / bw * 1e3, "cpu": cpu, "wall": wall, "rates": rates,
-            "grid": grid, "panels": model.plan.panels_report["on"]}
+            "grid": grid, "parts": parts, "panels": model.plan.panels_report["on"],
+            "kind": model.plan.kind}
 
 
 def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, repeats=9, threads=1,
@@ -289,8 +361,8 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
     print("|---|---|" + "---|" * len(Ms))
     for r in rows:
         for name in CURVES:
-            label = (f"{name} (panels {'on' if r['panels'] else 'off'})" if name == "default"
-                     else name)
+            label = (f"{name} (panels {'on, ' + r['kind'] if r['panels'] else 'off'})"
+                     if name == "default" else name)
             print(f"| {r['size']} | {label} | " + " | ".join(
                 f"{r['cpu'][(name, M)] / r['cpu'][(name, 1)]:.2f} "
                 f"({r['wall'][(name, M)] / r['wall'][(name, 1)]:.2f})"
@@ -315,9 +387,9 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
         print("\nEach matrix alone (streaming from memory), M rows in each formulation: x @ W (the "
               "engine's), the others NumPy offers, and x times W's column panels of each width; "
               "CPU time / one row times W (the fastest of a row in bold):\n")
-        names = ["W", *FORMULATIONS, *WIDTHS]
+        names = ["W", *FORMULATIONS, *WIDTHS, ROW_WIDTH]
         print("| shape | matrix | M | x @ W | " + " | ".join(FORMULATIONS) + " | "
-              + " | ".join(f"panels of {w}" for w in WIDTHS) + " |")
+              + " | ".join(f"panels of {w}" for w in WIDTHS) + f" | {ROW_WIDTH} |")
         print("|---|---|---|" + "---|" * len(names))
         for r in rows:
             for (matrix, M), t in r["grid"].items():
@@ -333,6 +405,17 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
         step, own, floor = r["cpu"][("default", 1)], r["cpu"]["own"], r["cpu"]["floor"]
         print(f"| {r['size']} | {step * 1e3:.3f} | {own * 1e3:.3f} | {own / step:.1%} | "
               f"{floor * 1e3:.3f} | {floor / step:.0%} |")
+    print("\nWhere an M-token call's time goes, the default layout (its operations named), the "
+          "same M back to back: each product by weight, the other operations, and the rest "
+          "(attention's products over the cache, reshapes, the cache, the Python between them); "
+          "wall ms, each operation timed by a clock around it (what the clocks added is the last "
+          "column, left out of the others):\n")
+    print("| shape | ops | M | call | " + " | ".join(BREAKDOWN) + " | rest | clocks |")
+    print("|---|---|---|---|" + "---|" * (len(BREAKDOWN) + 2))
+    for r in rows:
+        for M, d in r["parts"].items():
+            print(f"| {r['size']} | {r['kind']} | {M} | {d['call'] * 1e3:.2f} | " + " | ".join(
+                f"{d[k] * 1e3:.2f}" for k in (*BREAKDOWN, "rest", "clocks")) + " |")
 
 
 OPTIONS = [

@@ -8,9 +8,10 @@ For each family (OPENBLAS_CORETYPE set for a child process: Haswell always, Skyl
 has AVX-512) and each shape (random weights), every value runs an M-token forward after a 128-token
 cache, M = 1 (a decoding step) and 5 (verifying K = 4 drafts): "reference" (the formulas as
 written: tanh GELU, mean and variance, a stack of rows multiplied block by block), "cpu"
-(gpt2/fast/ops.py: GELU through exp, moments as sums, one product over all rows, rows padded to 4)
-and "panels" (cpu with weight panels, forced on); each engine's LM head is a contiguous copy. One
-BLAS thread; CPU time of this thread, median of --repeats rounds in which every value runs once.
+(gpt2/fast/ops.py: GELU through exp, moments as sums, one product over all rows, rows padded to 4),
+"panels" (cpu with weight panels, a few rows in small products, forced on) and "panel_rows" (the
+panels' other form, a few rows one by one, forced on); each engine's LM head is a contiguous copy.
+One BLAS thread; CPU time of this thread, median of --repeats rounds in which every value runs once.
 Shapes: none; this file only times things.
 """
 import time
@@ -23,7 +24,7 @@ from tools.page import header, page_of_output
 
 SHAPES = {"tiny": dict(n_layer=6, n_embd=256, n_head=4, n_vocab=4097, n_ctx=256),
           "124M": dict(n_layer=12, n_embd=768, n_head=12, n_vocab=50257, n_ctx=1024)}
-VALUES = ("reference", "cpu", "panels")
+VALUES = ("reference", "cpu", "panels", "panel_rows")
 
 
 def measure(shapes, repeats, n_cache=128):

@@ -1,5 +1,6 @@
-"""Every row of the method table on this CPU, weight panels (gpt2/fast/panels.py) off and on, on
-each OpenBLAS kernel family (tools/families.py: a process per family).
+"""Every row of the method table on this CPU, weight panels (gpt2/fast/panels.py) off and on (in
+the form the family's kernels favour: gpt2/fast/policy.py's panel_form), on each OpenBLAS kernel
+family (tools/families.py: a process per family).
 
     python -m bench.panels --out docs/results/panels.md      # 4 held-out prompts x 64 new tokens
     python -m bench.panels --families SkylakeX --n_tokens 48
@@ -17,7 +18,7 @@ agree between the layouts (a check on load). Shapes: none; this file only times 
 import os
 
 from bench.gpu import load_rows, setup, table
-from gpt2.fast.policy import panel_policy
+from gpt2.fast.policy import panel_form, panel_policy
 from picospec_app.compare import compare
 from picospec_app.run import limit
 from picospec_app.machine import thread_policy
@@ -67,7 +68,8 @@ def main(n_prompts=4, n_tokens=64, out=None):
         print(rows_out[-1], flush=True)
     line = (f"\n`python -m bench.panels --n_prompts {n_prompts} --n_tokens {n_tokens}` "
             f"({n_prompts} held-out prompts x {n_tokens} new tokens, temperature 0 except the last "
-            f"row; the policy's layout here: weight panels {'on' if chosen else 'off'}, its "
+            f"row; the policy's layout here: weight panels {'on' if chosen else 'off'}"
+            f"{' (' + panel_form() + ')' if chosen else ''}, its "
             f"speedup in bold; 1-minute load {os.getloadavg()[0]:.1f} at the end)\n")
     columns = ["method", "tokens / target call", "c: verify / 1-token call (off / on)",
                "drafting (1-token calls a step)", "autoregressive ms/token (off / on)",

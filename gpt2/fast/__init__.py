@@ -1,16 +1,17 @@
 """Where an engine's plan of a forward is made, once (build): other values of gpt2/model.py's
 operations, kept apart from the reference. OPERATIONS: "reference" (model.py's formulas), "cpu"
-(ops.py), "panels" (panels.py), "gpu" (gpu_kernels.py); the static-shape step is static.py, the
-threads policy.py.
+(ops.py), "panels" and "panel_rows" (panels.py: a few rows in small products through the weights'
+panels, or one by one), "gpu" (gpu_kernels.py); the static-shape step is static.py, the threads
+and panels policy.py.
 """
 from dataclasses import dataclass
 
 from gpt2.backend import xp_of
 from gpt2.fast import ops as fast
-from gpt2.fast.policy import Threads, panel_policy
+from gpt2.fast.policy import Threads, panel_form, panel_policy
 from gpt2.model import REFERENCE, Ops
 
-OPERATIONS = ("reference", "cpu", "panels", "gpu")
+OPERATIONS = ("reference", "cpu", "panels", "panel_rows", "gpu")
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,12 @@ def operations(choices, n_params):
     if asked is not None:
         if asked not in OPERATIONS:
             raise ValueError(f"unknown operations {asked!r}: use one of {', '.join(OPERATIONS)}")
-        return asked, {"on": asked == "panels", "why": f"the {asked} operations"}
+        return asked, {"on": asked.startswith("panel"), "why": f"the {asked} operations"}
     if choices.device == "gpu":
         return ("gpu" if choices.fused else "reference"), {"on": False,
                                                            "why": "the model runs on the GPU"}
     policy = panel_policy(n_params, choices.panels)
-    return ("panels" if policy["on"] else "cpu"), policy
+    return (panel_form() if policy["on"] else "cpu"), policy
 
 
 def build(params, n_params, choices=Choices()):
@@ -74,8 +75,9 @@ def build(params, n_params, choices=Choices()):
         ops = REFERENCE
     elif kind == "cpu":
         ops = fast.CPU
-    elif kind == "panels":
-        ops = fast.panel_ops(fast.linear_weights(params["blocks"]) + [head], choices.panel_width)
+    elif kind in ("panels", "panel_rows"):
+        ops = fast.panel_ops(fast.linear_weights(params["blocks"]) + [head], choices.panel_width,
+                             by_row=kind == "panel_rows")
     else:
         if (kernels := choices.kernels) is None:
             from gpt2.fast import gpu_kernels as kernels

@@ -4,7 +4,8 @@ layer_norm from row sums, a stack of row blocks as one product. Shapes: [..., n]
 import math
 
 from gpt2.backend import xp_of
-from gpt2.fast.panels import MAX_ROWS, panel_matmul, panels
+from gpt2.fast.panels import (MAX_ROWS, ROW_MAX, padded_matmul, panel_matmul, panels,
+                              row_products)
 from gpt2.model import Ops, softmax
 
 
@@ -28,24 +29,31 @@ def matmul(x, w):  # [..., n_in] @ [n_in, n_out] -> [..., n_out], one product ov
 
 
 class PanelMatmul:
-    """matmul through the weights' column panels for 2..MAX_ROWS rows; .missed: the shapes of
-    the weights such a product found no panels for (another model's, or a copy of one of these)."""
+    """matmul through the weights' column panels for a few rows: 2..MAX_ROWS rows in small
+    products (panels.py's panel_matmul), or, by_row, 2..ROW_MAX rows one by one (row_products;
+    more rows: W, padded); .missed: the shapes of the weights such a product found no panels for
+    (another model's, or a copy of one of these)."""
 
-    def __init__(self, weights, width=None):
+    def __init__(self, weights, width=None, by_row=False):
         # id(w) -> (w, P [n_panels, n_in, width]); w is held, so its id stays its own
-        self.panels = {id(w): (w, panels(w, width)) for w in weights}
-        self.missed = set()
+        self.panels = {id(w): (w, panels(w, width, by_row)) for w in weights}
+        self.by_row, self.missed = by_row, set()
+        self.max_rows = ROW_MAX if by_row else MAX_ROWS
+        self.product = row_products if by_row else panel_matmul
 
     def __call__(self, x, w):  # [..., n_in] @ [n_in, n_out] -> [..., n_out]
         m = x.size // x.shape[-1]  # rows: scalar
-        if not 2 <= m <= MAX_ROWS:
+        if m > self.max_rows and self.by_row:
+            out = padded_matmul(x.reshape(m, x.shape[-1]), w)  # [m, n_out]
+            return out.reshape(*x.shape[:-1], w.shape[1])
+        if not 2 <= m <= self.max_rows:
             return matmul(x, w)
         held = self.panels.get(id(w))
         if held is None:
             self.missed.add(w.shape)
             return matmul(x, w)
         rows = x.reshape(m, x.shape[-1])  # [m, n_in]
-        return panel_matmul(rows, held[1], w.shape[1]).reshape(*x.shape[:-1], w.shape[1])
+        return self.product(rows, held[1], w.shape[1]).reshape(*x.shape[:-1], w.shape[1])
 
 
 def linear_weights(params):
@@ -62,9 +70,9 @@ def linear_weights(params):
 CPU = Ops(matmul, gelu, softmax, layer_norm)
 
 
-def panel_ops(weights, width=None):
-    """CPU with column panels for `weights`."""
-    return CPU._replace(matmul=PanelMatmul(weights, width))
+def panel_ops(weights, width=None, by_row=False):
+    """CPU with column panels for `weights` (by_row: a few rows one by one through them)."""
+    return CPU._replace(matmul=PanelMatmul(weights, width, by_row))
 
 
 def gpu_ops(kernels):

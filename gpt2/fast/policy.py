@@ -1,5 +1,6 @@
 """An engine's CPU policies, decided once when it is built: its BLAS thread counts (Threads, set
-inside its own calls only) and whether its weights get column panels (docs/performance.md).
+inside its own calls only), whether its weights get column panels and in which form a few rows use
+them (docs/performance.md).
 """
 import contextlib
 import functools
@@ -158,14 +159,24 @@ def blas_kernels():
 
 
 def panel_policy(n_params, requested=None):
-    """-> {"on", "why"}: requested, else on with a direct SGEMM, up to PANEL_MAX_PARAMS."""
+    """-> {"on", "why"}: requested, else on with OpenBLAS, up to PANEL_MAX_PARAMS."""
     if requested is not None:
         return {"on": bool(requested), "why": "requested (PICOSPEC_PANELS)"}
     library, arch = blas_kernels()
-    if library != "openblas" or arch not in DIRECT_SGEMM:
-        return {"on": False, "why": f"BLAS {library} {arch}: no direct SGEMM for small products, "
-                                    f"panels would not help"}
+    if library != "openblas":
+        return {"on": False, "why": f"BLAS {library} {arch}: the panels are measured on OpenBLAS "
+                                    f"only"}
     if n_params > PANEL_MAX_PARAMS:
         return {"on": False, "why": f"{n_params / 1e6:.0f}M parameters: a second copy of the "
                                     f"weights would cost too much memory"}
-    return {"on": True, "why": f"OpenBLAS {arch} kernels: direct SGEMM for small products"}
+    if arch in DIRECT_SGEMM:
+        return {"on": True, "why": f"OpenBLAS {arch} kernels: direct SGEMM for small products"}
+    return {"on": True, "why": f"OpenBLAS {arch} kernels: SGEMM packs all of W, however few the "
+                               f"rows; a few rows go one by one through the panels"}
+
+
+def panel_form():
+    """-> how a few rows use the panels: "panels" (a small product per panel) where OpenBLAS has a
+    direct SGEMM, else "panel_rows" (each row times each panel)."""
+    library, arch = blas_kernels()
+    return "panels" if library == "openblas" and arch in DIRECT_SGEMM else "panel_rows"

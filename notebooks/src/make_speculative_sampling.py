@@ -114,7 +114,9 @@ costs: the weights are read once either way (docs/results/engine_gpu.md measures
 for GPT-2 124M on an H100, M = 2..16). On a CPU it depends on the BLAS kernels: a few rows are
 multiplied at the kernels' arithmetic speed, which for small matrices is slow unless they have a
 small-matrix path (OpenBLAS's direct SGEMM in its AVX-512 kernels, which the engine's weight panels
-use; the BLAS line above says which kernels run here). The cell below reads c, c_d, r and r_0 from
+use; with OpenBLAS's other kernels the engine sends a few rows through the panels one row at a time,
+which spares the packing but reads the weights once per row; the BLAS line above says which kernels
+run here). The cell below reads c, c_d, r and r_0 from
 the run above, as its calls spent them, checks the prediction against the measured speed-up, and
 gives the same step at a GPU's verification cost."""),
 code("""E, c, drafting = r["tokens_per_call"], r["c"], r["drafting"]  # drafting: k c_d a step
@@ -140,8 +142,8 @@ else:
 md("""## Figure 1 of the paper on both kernel families: c is the machine's
 
 OpenBLAS picks its kernels for the CPU when it loads: the **Haswell** family on every x86-64 CPU
-with AVX2, the **SkylakeX** family (with a direct SGEMM for small products, which the engine's
-weight panels use) on a CPU with AVX-512. `OPENBLAS_CORETYPE=Haswell` forces the first on an
+with AVX2 (where the engine's weight panels take a few rows one by one), the **SkylakeX** family
+(with a direct SGEMM for small products, which the panels use whole) on a CPU with AVX-512. `OPENBLAS_CORETYPE=Haswell` forces the first on an
 AVX-512 CPU, and the choice cannot change once the library has loaded, so `python -m bench.figure1`
 measures each family this CPU runs in a process of its own and prints what each measured. For each
 family: c(M), the cost of an M-token target call after the prompt's cache in one-token calls (the

@@ -19,7 +19,7 @@ from tests.support.feature_toys import (ToyEagle3, ToyTarget, engine_and_eagle3_
 
 # ---- temperature 0 on a real (random) GPT-2 ----
 
-@pytest.mark.parametrize("ops", ["reference", "cpu", "panels"])
+@pytest.mark.parametrize("ops", ["reference", "cpu", "panels", "panel_rows"])
 def test_temperature_zero_equals_greedy(ops):
     accepted = 0
     for seed in range(3):

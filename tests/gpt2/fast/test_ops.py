@@ -20,7 +20,7 @@ from tests.support.micro import random_gpt2
 HP, PARAMS = random_gpt2(n_vocab=40, n_ctx=48, n_embd=16, n_head=2, n_layer=3, seed=5)
 # every value a CPU runs: (ops kind, static step)
 VALUES = {"reference": ("reference", False), "cpu": ("cpu", False), "panels": ("panels", False),
-          "static": ("cpu", True)}
+          "panel_rows": ("panel_rows", False), "static": ("cpu", True)}
 
 
 def engine(value, hparams=HP, params=PARAMS):
@@ -29,11 +29,11 @@ def engine(value, hparams=HP, params=PARAMS):
 
 
 def test_the_default_is_one_of_the_values_and_panels_follow_the_policy():
-    from gpt2.fast.policy import panel_policy
+    from gpt2.fast.policy import panel_form, panel_policy
 
     model = GPT2(HP, PARAMS)
-    assert model.plan.kind == ("panels" if panel_policy(model.n_params)["on"] else "cpu")
-    assert GPT2(HP, PARAMS, panels=True).plan.kind == "panels"
+    assert model.plan.kind == (panel_form() if panel_policy(model.n_params)["on"] else "cpu")
+    assert GPT2(HP, PARAMS, panels=True).plan.kind == panel_form()
     assert GPT2(HP, PARAMS, panels=False).plan.kind == "cpu"
     assert GPT2(HP, PARAMS, ops="reference").plan.ops is REFERENCE
     with pytest.raises(ValueError, match="unknown operations"):
@@ -324,9 +324,9 @@ MICRO_D = random_gpt2(n_vocab=3, n_ctx=24, n_embd=8, n_head=2, n_layer=1, seed=4
 LAW_PROMPTS, LAW_N, LAW_ROWS = [[1], [0, 2, 1]], 4, 750
 LAW_OPTIONS = {"temperature": 0.8}
 ROTATION = {"autoregressive": "cpu", "speculative": "panels", "prompt_lookup": "static",
-            "rest": "cpu", "lookahead": "panels", "layer_skip": "cpu", "cascade": "static",
-            "specinfer": "static", "sequoia": "panels", "medusa": "panels", "eagle": "cpu",
-            "eagle2": "static", "eagle3": "panels"}
+            "rest": "panel_rows", "lookahead": "panels", "layer_skip": "cpu", "cascade": "static",
+            "specinfer": "panel_rows", "sequoia": "panels", "medusa": "panel_rows", "eagle": "cpu",
+            "eagle2": "static", "eagle3": "panel_rows"}
 TREE = "[[0],[1],[0,0]]"  # two children of the root, one grandchild
 LAW_METHOD_OPTIONS = {"medusa": {"tree": TREE, "topk": 2}, "eagle": {"tree": TREE},
                       "eagle2": {"depth": 2, "tree_top_k": 2, "total_tokens": 3},

@@ -1,8 +1,9 @@
-"""Weight panels (gpt2/fast/panels.py; gpt2/fast/ops.py's "panels" operations): a few rows times
-W's column panels equal x @ W, the engines take that path exactly for 2..MAX_ROWS rows and give the
-same logits with panels as without (forced on here, whatever the machine's BLAS), and the policy
-(gpt2/fast/policy.py) turns them on only where the BLAS has a direct SGEMM, PICOSPEC_PANELS over
-it."""
+"""Weight panels (gpt2/fast/panels.py; gpt2/fast/ops.py's "panels" and "panel_rows" operations): a
+few rows times W's column panels equal x @ W in either form (small products, or row by row), the
+engines take that path exactly for 2..MAX_ROWS rows (2..ROW_MAX by row) and give the same logits
+with panels as without (each form forced on here, whatever the machine's BLAS), and the policy
+(gpt2/fast/policy.py) turns them on with OpenBLAS, in the form its kernels favour, PICOSPEC_PANELS
+over it."""
 import json
 
 import numpy as np
@@ -12,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from gpt2.engine import BatchGPT2, GPT2
 from gpt2.fast import policy
 from gpt2.fast.ops import PanelMatmul, linear_weights
-from gpt2.fast.panels import MAX_ROWS, panel_matmul, panels
+from gpt2.fast.panels import MAX_ROWS, ROW_MAX, padded_matmul, panel_matmul, panels, row_products
 from gpt2.model import gpt2
 
 from tests.support.clitools import run_here
@@ -20,6 +21,7 @@ from tests.support.micro import random_gpt2
 
 HP, PARAMS = random_gpt2(n_vocab=50, n_ctx=48, n_embd=16, n_head=2, n_layer=2, seed=3)
 TOL = 2e-6
+FORMS = {"panels": MAX_ROWS, "panel_rows": ROW_MAX}  # each form's largest product through panels
 
 
 def full(x):  # picoGPT's forward over the whole sequence, no cache, no panels
@@ -28,18 +30,19 @@ def full(x):  # picoGPT's forward over the whole sequence, no cache, no panels
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 40), st.integers(1, 200), st.integers(1, 20),
-       st.sampled_from([None, 8, 32, 64]), st.integers(0, 10**6))
-def test_panel_product_equals_the_plain_product(n_in, n_out, m, width, seed):
+       st.sampled_from([None, 8, 32, 64]), st.booleans(), st.integers(0, 10**6))
+def test_panel_product_equals_the_plain_product(n_in, n_out, m, width, by_row, seed):
     """Any shape, n_out a multiple of the width or not (the last panel is padded with zero
-    columns)."""
+    columns), in both forms; and rows padded with zeros before W."""
     rng = np.random.default_rng(seed)
     w = rng.standard_normal((n_in, n_out), dtype=np.float32)
     x = rng.standard_normal((m, n_in), dtype=np.float32)
-    p = panels(w, width)
+    p = panels(w, width, by_row)
     assert p.dtype == np.float32 and p.shape[1] == n_in and p.shape[0] * p.shape[2] >= n_out
-    out = panel_matmul(x, p, n_out)
-    assert out.shape == (m, n_out) and out.dtype == np.float32
-    np.testing.assert_allclose(out, x @ w, rtol=1e-5, atol=1e-5 * np.sqrt(n_in))
+    for out in (panel_matmul(x, p, n_out), row_products(x, p, n_out), padded_matmul(x, w),
+                padded_matmul(x, w, 3)):
+        assert out.shape == (m, n_out) and out.dtype == np.float32
+        np.testing.assert_allclose(out, x @ w, rtol=1e-5, atol=1e-5 * np.sqrt(n_in))
 
 
 def test_the_panels_cover_every_linear_weight_and_copy_nothing_else():
@@ -55,43 +58,46 @@ def test_the_panels_cover_every_linear_weight_and_copy_nothing_else():
     assert isinstance(model.params["blocks"][1]["attn"]["c_attn"]["w"], np.ndarray)
 
 
-@pytest.mark.parametrize("m", [1, 2, 5, MAX_ROWS, MAX_ROWS + 1])
-def test_a_weight_with_panels_multiplies_as_the_weight(m):
+@pytest.mark.parametrize("m", [1, 2, 5, ROW_MAX, ROW_MAX + 1, 11, MAX_ROWS, MAX_ROWS + 1])
+@pytest.mark.parametrize("by_row", [False, True])
+def test_a_weight_with_panels_multiplies_as_the_weight(m, by_row):
     """PanelMatmul(x, W) is x @ W for rows [m, n_in] and for gpt2/model.py's [B, m, n_in]."""
     rng = np.random.default_rng(m)
     w, x = (rng.standard_normal((16, 70), dtype=np.float32),
             rng.standard_normal((m, 16), dtype=np.float32))
-    product = PanelMatmul([w], 32)
+    product = PanelMatmul([w], 32, by_row)
     np.testing.assert_allclose(product(x, w), x @ w, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(product(x[None], w), (x @ w)[None], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(product(np.stack([x, 2 * x]), w), np.stack([x @ w, 2 * x @ w]),
                                rtol=1e-5, atol=1e-5)
 
 
-def test_the_engine_takes_the_panels_exactly_for_a_few_rows():
+@pytest.mark.parametrize("form", FORMS)
+def test_the_engine_takes_the_panels_exactly_for_a_few_rows(form):
     """The equality tests below would pass if the panels were never used; so spoil them and watch
-    which calls change: calls of 2..MAX_ROWS new tokens must, calls of 1 or more than MAX_ROWS must
+    which calls change: calls of 2..the form's largest new tokens must, calls of 1 or more must
     not."""
     x = [int(t) for t in np.random.default_rng(0).integers(0, 50, 40)]
-    good = GPT2(HP, PARAMS, ops="panels", pad_rows=1)
-    spoiled = GPT2(HP, PARAMS, ops="panels", pad_rows=1)
+    good = GPT2(HP, PARAMS, ops=form, pad_rows=1)
+    spoiled = GPT2(HP, PARAMS, ops=form, pad_rows=1)
     held = spoiled.plan.ops.matmul.panels
     for w in (spoiled.plan.head, spoiled.params["blocks"][0]["mlp"]["c_fc"]["w"]):
         held[id(w)] = (w, held[id(w)][1] * 0)  # the LM head's panels, and one layer's
     assert np.abs(spoiled.params["blocks"][0]["mlp"]["c_fc"]["w"]).max() > 0
-    for n in (1, 2, 5, 17, MAX_ROWS, MAX_ROWS + 1, 40):
+    for n in (1, 2, 5, ROW_MAX, ROW_MAX + 1, 17, MAX_ROWS, MAX_ROWS + 1, 40):
         spoiled.reset(), good.reset()
         a, b = good.logits(x, n), spoiled.logits(x, n)
-        assert (np.abs(a - b).max() > 1e-3) == (2 <= n <= MAX_ROWS), n
+        assert (np.abs(a - b).max() > 1e-3) == (2 <= n <= FORMS[form]), n
 
 
-def test_no_product_of_the_engine_misses_its_panels():
+@pytest.mark.parametrize("form", FORMS)
+def test_no_product_of_the_engine_misses_its_panels(form):
     """Every product of 2..MAX_ROWS rows an engine runs (verification calls, a tree, a batch of
     decode steps) finds its weight's panels: the lookup by the weight held cannot miss silently. A
     weight swapped for a copy after the engine was built is what a miss looks like: named in
     .missed, by shape."""
     x = [int(t) for t in range(3, 45)]
-    model = GPT2(HP, PARAMS, ops="panels", pad_rows=1)
+    model = GPT2(HP, PARAMS, ops=form, pad_rows=1)
     for n in (1, 2, 5, MAX_ROWS, 40):
         model.logits(x, n)
     model.tree(x[:30], [5, 6, 7], [-1, 0, 0])
@@ -104,10 +110,11 @@ def test_no_product_of_the_engine_misses_its_panels():
 
 
 @pytest.mark.parametrize("pad_rows", [1, 4])
-def test_panels_change_no_result(pad_rows):
+@pytest.mark.parametrize("form", FORMS)
+def test_panels_change_no_result(pad_rows, form):
     """Cached calls of 1..40 tokens (in and past the panels' range), rollbacks and a tree, with
     panels: the full forward's rows."""
-    model, x = GPT2(HP, PARAMS, ops="panels", pad_rows=pad_rows), [int(t) for t in range(3, 45)]
+    model, x = GPT2(HP, PARAMS, ops=form, pad_rows=pad_rows), [int(t) for t in range(3, 45)]
     for end, n in ((3, 3), (9, 5), (8, 1), (20, 12), (40, 17), (42, 2), (42, 40), (44, 30)):
         assert np.abs(model.logits(x[:end], n) - full(x[:end])[-n:]).max() < TOL, (end, n)
     tokens, parents = [5, 6, 7, 8, 9, 10], [-1, 0, 0, -1, 3, 4]
@@ -116,11 +123,12 @@ def test_panels_change_no_result(pad_rows):
         assert np.abs(logits[1 + node] - full(x[:30] + path)[-1]).max() < TOL
 
 
-def test_batched_engine_with_panels_equals_rows_alone():
+@pytest.mark.parametrize("form", FORMS)
+def test_batched_engine_with_panels_equals_rows_alone(form):
     """The batched engine shares its model's panels: few rows in all (a batch of decode steps) go
     through them."""
     plain = GPT2(HP, PARAMS, ops="reference")
-    batch = BatchGPT2(GPT2(HP, PARAMS, ops="panels"), 3)
+    batch = BatchGPT2(GPT2(HP, PARAMS, ops=form), 3)
     xs = [[1, 2, 3, 4], [5, 6], [7, 8, 9, 10, 11, 12]]
     batch(xs)
     for step in range(3):  # one new token per row: 3 rows in all, the panels' range
@@ -132,25 +140,33 @@ def test_batched_engine_with_panels_equals_rows_alone():
 
 
 def test_policy_follows_the_blas_and_the_size(monkeypatch):
-    monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", "SkylakeX"))
-    assert policy.panel_policy(5_000_000)["on"]
-    big = policy.panel_policy(policy.PANEL_MAX_PARAMS + 1)
-    assert not big["on"] and "memory" in big["why"]
-    for kernels in (("openblas", "Haswell"), ("mkl", None), (None, None)):
+    """On with OpenBLAS up to PANEL_MAX_PARAMS, in the form its kernels favour; off elsewhere."""
+    for arch, form in (("SkylakeX", "panels"), ("Haswell", "panel_rows"), ("Zen", "panel_rows")):
+        monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", arch))
+        assert policy.panel_policy(5_000_000)["on"] and policy.panel_form() == form
+        big = policy.panel_policy(policy.PANEL_MAX_PARAMS + 1)
+        assert not big["on"] and "memory" in big["why"]
+    for kernels in (("mkl", None), (None, None), ("blis", "zen3")):
         monkeypatch.setattr(policy, "blas_kernels", lambda: kernels)
         assert not policy.panel_policy(5_000_000)["on"]
+        assert policy.panel_form() == "panel_rows"
     # a request decides over both
     assert policy.panel_policy(10**10, True) == {"on": True, "why": "requested (PICOSPEC_PANELS)"}
 
 
-def test_the_engine_follows_the_policy():
-    """The choice reaches the engine, and with it the padding that suits each path."""
+@pytest.mark.parametrize("arch, form", [("SkylakeX", "panels"), ("Haswell", "panel_rows")])
+def test_the_engine_follows_the_policy(monkeypatch, arch, form):
+    """The choice reaches the engine, in the family's form, and with it the padding that suits
+    each path."""
+    monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", arch))
     for on in (True, False):
         model = GPT2(HP, PARAMS, panels=on)
         assert model.plan.panels_report["on"] == on
-        assert model.plan.kind == ("panels" if on else "cpu")
+        assert model.plan.kind == (form if on else "cpu")
         assert isinstance(model.plan.ops.matmul, PanelMatmul) == on
+        assert on is False or model.plan.ops.matmul.by_row == (form == "panel_rows")
         assert model.plan.pad_rows == (1 if on else 4)
+    assert GPT2(HP, PARAMS).plan.kind == form
 
 
 @pytest.mark.parametrize("env", ["0", "1"])

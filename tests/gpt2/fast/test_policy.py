@@ -1,6 +1,6 @@
 """The CPU policies (gpt2/fast/policy.py): BLAS threads chosen by model size and free cores,
 overridable, applied inside an engine's own calls (the count is read back from the BLAS library
-there) and restored after them; weight panels where the BLAS has a direct SGEMM."""
+there) and restored after them; weight panels with OpenBLAS, in the form its kernels favour."""
 import json
 
 import pytest
@@ -182,12 +182,12 @@ def test_building_engines_changes_nothing_in_the_process(monkeypatch):
         assert policy.blas_threads() == 3
 
 
-def test_panels_where_the_blas_has_a_direct_sgemm(monkeypatch):
+def test_panels_with_openblas_and_a_request_over_it(monkeypatch):
     monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", "SkylakeX"))
     assert policy.panel_policy(5_000_000)["on"]
     assert not policy.panel_policy(policy.PANEL_MAX_PARAMS + 1)["on"]
     assert not policy.panel_policy(5_000_000, requested=False)["on"]
-    monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", "Haswell"))
+    monkeypatch.setattr(policy, "blas_kernels", lambda: ("mkl", None))
     assert not policy.panel_policy(5_000_000)["on"]
     assert policy.panel_policy(5_000_000, requested=True)["on"]
 
@@ -264,15 +264,24 @@ def test_panels_on_every_kernel_family_with_direct_sgemm(monkeypatch, arch):
         "on": True, "why": f"OpenBLAS {arch} kernels: direct SGEMM for small products"}
 
 
-@pytest.mark.parametrize("library, arch", [("openblas", "Haswell"), ("openblas", "Zen"),
-                                           ("openblas", "SandyBridge"), ("mkl", "SkylakeX"),
-                                           (None, None)])
-def test_panels_off_without_direct_sgemm(monkeypatch, library, arch):
+@pytest.mark.parametrize("arch", ["Haswell", "Zen", "SandyBridge"])
+def test_panels_by_row_on_openblas_without_direct_sgemm(monkeypatch, arch):
+    """Without the direct SGEMM, OpenBLAS packs all of W for any product of two rows or more: a
+    few rows go one by one through the panels (GEMVs)."""
+    monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", arch))
+    report = policy.panel_policy(5_850_000)
+    assert report["on"] and arch in report["why"] and "one by one" in report["why"]
+    assert policy.panel_form() == "panel_rows"
+
+
+@pytest.mark.parametrize("library, arch", [("mkl", "SkylakeX"), ("blis", "zen3"), (None, None)])
+def test_panels_off_on_other_libraries(monkeypatch, library, arch):
     monkeypatch.setattr(policy, "blas_kernels", lambda: (library, arch))
     assert policy.panel_policy(5_850_000)["on"] is False
 
 
 @pytest.mark.parametrize("kind, pad_rows", [("cpu", 4), ("reference", 1), ("panels", 1),
+                                            ("panel_rows", 1),
                                             ("own ops", 4)])
 def test_row_padding_follows_the_operations(kind, pad_rows):
     """The CPU operations pad a pass's rows to a multiple of 4, a caller's own Ops value too (it
