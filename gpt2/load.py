@@ -4,7 +4,11 @@
     load_model("ngram")       -> (NGram, Encoder): the built-in count-based draft
     load_model("gpt2-xl")     -> from the Hugging Face cache (gpt2/hub.py)
     load_model("./my-ckpt")   -> config.json, model.safetensors and a tokenizer there
+
+and what a run loads beside its target: a draft on the target's tokenizer (load_draft), the
+acceptance vectors measured beside the target (load_acceptance), heads (heads_folder).
 """
+import json
 from pathlib import Path
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -42,6 +46,34 @@ def load_model(name, device="cpu", offline=False, **choices):
     model = GPT2(hparams, params, device=device, **choices)
     model.tokenizer, model.folder = encoder.fingerprint, folder  # for check_tokenizers
     return model, encoder
+
+
+def load_draft(name, target, target_name, device="cpu", offline=None, role="draft"):
+    """A draft model, built as the target's engine is, checked to share its tokenizer."""
+    # the target's choices (threads asked, panels, static step) for every engine of the run
+    asked = target.choices.keywords() if hasattr(target, "choices") else {}
+    model = load_model(str(name), device, offline, **asked)[0]
+    check_tokenizers(model, target, name, target_name, role)
+    return model
+
+
+def load_acceptance(target_name, draft, offline=None):
+    """{"greedy": a, "sampled": a}: `draft`'s acceptance vectors from the target folder's
+    sequoia.json (written by `python -m bench.token_trees --record`)."""
+    from gpt2.hub import resolve
+
+    path = resolve(str(target_name), offline=offline) / "sequoia.json"
+    try:
+        vectors = json.loads(path.read_text()).get(str(draft)) if path.exists() else None
+    except (ValueError, AttributeError):
+        raise ValueError(f"{path} is not a JSON object of acceptance vectors by draft: measure "
+                         "them again with python -m bench.token_trees --record, or give "
+                         "--acceptance a_1,a_2,..") from None
+    if not vectors:
+        raise ValueError(f"no acceptance vector of draft {draft!r} for target {target_name!r} was "
+                         f"measured (sequoia.json in the target's folder): give --acceptance "
+                         f"a_1,a_2,.., e.g. --acceptance 0.6,0.1,0.05")
+    return vectors
 
 
 def check_tokenizers(draft, target, draft_name, target_name, role="draft"):

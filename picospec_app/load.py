@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gpt2.load import load_acceptance, load_draft
+
 
 def check_target(name):
     """Refuse the n-gram as a target: it drafts only."""
@@ -41,46 +43,27 @@ def load_needs(method, options, target, target_name, encoder, draft="tiny-draft"
     picospec.methods.call; "self_draft:KIND" puts target and draft on one engine."""
     loaded = {"target": target}
     for need in method.needs:
-        if need == "draft":
+        if need.startswith("self_draft:"):  # the target drafting for itself, on one cache
+            loaded.update(load_self_draft(need.split(":")[1], options, target, target_name,
+                                          offline))
+        elif need == "draft":
             loaded["draft"] = load_draft(draft, target, target_name, device, offline)
+        elif need == "draft2":  # a second, smaller drafter (cascades): --draft2, default the n-gram
+            name = options.get("draft2") or "ngram"
+            loaded["draft2"] = load_draft(name, target, target_name, device, offline, "--draft2")
+        elif need == "acceptance":  # Sequoia's vectors for this pair, unless --acceptance
+            if options.get("acceptance") is None:
+                loaded["acceptance"] = load_acceptance(target_name, draft, offline)
         elif need.startswith("heads:"):
             loaded["heads"] = load_heads(target_name, need.split(":")[1], options.get("heads"),
                                          target, offline)
         elif need == "datastore":
             loaded["datastore"] = rest_datastore(options.get("datastore"), target_name, encoder,
                                                  progress)
-        elif need == "draft2":  # a second, smaller drafter (cascades): --draft2, default the n-gram
-            name = options.get("draft2") or "ngram"
-            loaded["draft2"] = load_draft(name, target, target_name, device, offline, "--draft2")
-        elif need.startswith("self_draft:"):  # the target drafting for itself, on one cache
-            loaded.update(load_self_draft(need.split(":")[1], options, target, target_name,
-                                          offline))
-        elif need == "acceptance":  # Sequoia's vectors for this pair, unless --acceptance
-            if options.get("acceptance") is None:
-                loaded["acceptance"] = load_acceptance(target_name, draft, offline)
         else:
             raise ValueError(f"method {method.name} needs {need!r}, which "
                              f"picospec_app.load.load_needs cannot load")
     return loaded
-
-
-def load_acceptance(target_name, draft, offline=None):
-    """{"greedy": a, "sampled": a}: `draft`'s acceptance vectors from the target folder's
-    sequoia.json (written by `python -m bench.token_trees --record`)."""
-    from gpt2.hub import resolve
-
-    path = resolve(str(target_name), offline=offline) / "sequoia.json"
-    try:
-        vectors = json.loads(path.read_text()).get(str(draft)) if path.exists() else None
-    except (ValueError, AttributeError):
-        raise ValueError(f"{path} is not a JSON object of acceptance vectors by draft: measure "
-                         "them again with python -m bench.token_trees --record, or give "
-                         "--acceptance a_1,a_2,..") from None
-    if not vectors:
-        raise ValueError(f"no acceptance vector of draft {draft!r} for target {target_name!r} was "
-                         f"measured (sequoia.json in the target's folder): give --acceptance "
-                         f"a_1,a_2,.., e.g. --acceptance 0.6,0.1,0.05")
-    return vectors
 
 
 def load_self_draft(kind, options, target, target_name, offline=None):
@@ -134,16 +117,6 @@ def batch_row_bytes(loaded, tokens):
     return total
 
 
-def load_draft(name, target, target_name, device="cpu", offline=None, role="draft"):
-    from gpt2.load import check_tokenizers, load_model
-
-    # the target's choices (threads asked, panels, static step) for every engine of the run
-    asked = target.choices.keywords() if hasattr(target, "choices") else {}
-    model = load_model(str(name), device, offline, **asked)[0]
-    check_tokenizers(model, target, name, target_name, role)
-    return model
-
-
 def load_heads(target_name, kind, folder, target, offline=None):
     """{"fn": heads(h, n_heads=None) -> logits, "n_heads", "sparse": medusa_choices.json or None,
     "folder"}; kind "eagle" or "eagle3": the EAGLE or EAGLE-3 head (load_eagle)."""
@@ -184,20 +157,6 @@ def load_eagle(target_name, folder, target, offline=None, kind="eagle"):
     return head
 
 
-def load_datastore(path, rebuild=None):
-    """Datastore.load; a refusal says what to do (rebuild: the caller's own advice)."""
-    from picospec.rest import Datastore
-
-    rebuild = rebuild or ("give a datastore that --build_datastore wrote, or build one into a new "
-                          "file with --method rest --datastore NEW.npz --build_datastore (the "
-                          "standard library's train split), or Datastore.build(tokens).save(path) "
-                          "in Python")
-    try:
-        return Datastore.load(path)
-    except ValueError as e:
-        raise ValueError(f"{e}; {rebuild}") from None
-
-
 def check_cache_dir():
     """picospec's cache folder (PICOSPEC_CACHE, else ~/.cache/picospec) if writable, else a
     ValueError naming PICOSPEC_CACHE. Creates nothing."""
@@ -218,23 +177,34 @@ def check_cache_dir():
 
 def rest_datastore(path, target, encoder, progress=None):
     """Load --datastore FILE, or build it (there, or once into the cache) from the standard
-    library's train split; an interrupted build leaves no file."""
+    library's train split; an interrupted build leaves no file. A file that does not load is
+    named with what to do."""
     from picospec.rest import Datastore
 
-    if path is not None and Path(path).exists():
-        return load_datastore(path)
+    advice = ("give a datastore that --build_datastore wrote, or build one into a new file with "
+              "--method rest --datastore NEW.npz --build_datastore (the standard library's train "
+              "split), or Datastore.build(tokens).save(path) in Python")
+    if path is None:  # into the cache: an unwritable PICOSPEC_CACHE is named before the build
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(target))
+        path = check_cache_dir() / "rest" / f"{safe}-stdlib-train.npz"
+        # only here, in the cache, is the file picospec's own to delete
+        advice = "picospec built it into its cache: delete it and run again to rebuild it"
+    path = Path(path)
+    if not path.exists():
+        return build_datastore(path, encoder, progress)
+    try:
+        return Datastore.load(path)
+    except ValueError as e:
+        raise ValueError(f"{e}; {advice}") from None
+
+
+def build_datastore(path, encoder, progress=None):
+    """Build the REST datastore from the standard library's train split and save it at `path`."""
     from tqdm import tqdm
 
     from gpt2.train.corpus import split_files, stdlib_files, tokenize
+    from picospec.rest import Datastore
 
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(target))
-    # into the cache: an unwritable PICOSPEC_CACHE is named before the build, not after it
-    if path is None:
-        path = check_cache_dir() / "rest" / f"{safe}-stdlib-train.npz"
-    path = Path(path)
-    if path.exists():  # only here, in the cache, is the file picospec's own to delete
-        advice = "picospec built it into its cache: delete it and run again to rebuild it"
-        return load_datastore(path, rebuild=advice)
     print(f"building the REST datastore {path} (once) from the standard library's train split",
           file=sys.stderr)
     files = split_files(stdlib_files())["train"]

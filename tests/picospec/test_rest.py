@@ -96,7 +96,7 @@ def test_save_load_round_trip_is_atomic(tmp_path, monkeypatch):
 
 
 def test_load_errors_say_what_is_wrong_and_the_door_how_to_build(tmp_path):
-    from picospec_app.load import load_datastore
+    from picospec_app.load import rest_datastore
 
     with pytest.raises(ValueError, match=r"^no REST datastore at .*missing.npz$"):
         Datastore.load(tmp_path / "missing.npz")
@@ -110,7 +110,7 @@ def test_load_errors_say_what_is_wrong_and_the_door_how_to_build(tmp_path):
     with pytest.raises(ValueError,
                        match=r"not a REST datastore: .*\); give a datastore that "
                              r"--build_datastore wrote, .*Datastore\.build"):
-        load_datastore(tmp_path / "bad.npz")
+        rest_datastore(tmp_path / "bad.npz", "tiny-target", None)
     np.savez(tmp_path / "other.npz", weights=np.zeros(3))
     with pytest.raises(ValueError, match="not a readable REST datastore"):
         Datastore.load(tmp_path / "other.npz")
@@ -143,7 +143,7 @@ def test_a_damaged_datastore_file_is_named_and_says_what_is_wrong(tmp_path, chan
     and what is wrong (before: a TypeError in the search, or a run whose search silently found
     nothing), which the loader of main.py follows with the command that builds a good one; a good
     file still loads."""
-    from picospec_app.load import load_datastore
+    from picospec_app.load import rest_datastore
 
     np.savez(tmp_path / "good.npz", **good_arrays())
     assert Datastore.load(tmp_path / "good.npz").search([1], 2, 2)[1] == 1
@@ -158,7 +158,7 @@ def test_a_damaged_datastore_file_is_named_and_says_what_is_wrong(tmp_path, chan
                              f"\\(.*{message}.*\\); give a datastore that --build_datastore wrote, "
                              f"or build one into a new file with --method rest --datastore NEW.npz "
                              f"--build_datastore") as e:
-        load_datastore(path)
+        rest_datastore(path, "tiny-target", None)
     assert "delete" not in str(e.value)  # the user's file is theirs
 
 
