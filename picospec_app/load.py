@@ -1,5 +1,7 @@
 """Load what a method needs (a row's `needs` in picospec/methods.py): drafts, heads, the REST
-datastore, a self-draft engine, Sequoia's acceptance vectors, and their batched forms.
+datastore, a self-draft engine, Sequoia's acceptance vectors, and their batched forms. Drafts and
+the acceptance vectors are gpt2's to read (gpt2/load.py); the heads' sparse tree and the datastore
+are read here, with picospec's checks.
 """
 import json
 import sys
@@ -42,6 +44,7 @@ def load_needs(method, options, target, target_name, encoder, draft="tiny-draft"
     """{"target", and as method.needs say "draft", "draft2", "heads", "datastore", ...} for
     picospec.methods.call; "self_draft:KIND" puts target and draft on one engine."""
     loaded = {"target": target}
+    # the target's own engine first, then the models by name, then the add-ons (a row has one)
     for need in method.needs:
         if need.startswith("self_draft:"):  # the target drafting for itself, on one cache
             loaded.update(load_self_draft(need.split(":")[1], options, target, target_name,
