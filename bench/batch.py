@@ -104,7 +104,7 @@ def load_method(method, pair, target, draft, K):
         return TABLE[method], {"target": target, "draft": draft}, {}
     # the built-in pair's measured vectors shape the tree on any pair (never the law)
     if method == "sequoia":
-        from picospec_app.load import load_acceptance
+        from gpt2.load import load_acceptance
 
         return TABLE[method], {"target": target, "draft": draft,
                                "acceptance": load_acceptance("tiny-target", "tiny-draft")}, {}

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from bench.harness import check_room
 from bench.panels import limit_cell
-from picospec_app.load import check_target, load_draft, load_eagle, load_heads
+from gpt2.load import load_draft
+from picospec_app.load import check_target, load_eagle, load_heads
 from picospec_app.compare import compare
 from tools.families import command
 from tools.page import header, write_page, write_text

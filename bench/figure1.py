@@ -79,7 +79,7 @@ def measure(Ks, n_prompts, n_tokens, repeats, rounds):
     from gpt2.fast.policy import blas_kernels
     from gpt2.load import load_model
     from picospec.theory import cost_model_speedup
-    from picospec_app.load import load_draft
+    from gpt2.load import load_draft
     from picospec_app.machine import blas_line, policy
     from picospec_app.compare import compare
     from picospec_app.settings import engine_choices, read_settings

@@ -17,7 +17,8 @@ from pathlib import Path
 
 
 from picospec.theory import expected_tokens_per_call
-from picospec_app.load import check_target, load_draft
+from gpt2.load import load_draft
+from picospec_app.load import check_target
 from picospec_app.compare import compare, copy_prompts, measure_alpha
 from tools.families import command
 from tools.page import header, write_page

@@ -20,7 +20,8 @@ from gpt2.train.skip_search import draft_logits
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import warp
 from picospec.theory import cascade_speedup, expected_tokens_per_call
-from picospec_app.load import load_draft, load_self_draft as load_as_main
+from gpt2.load import load_draft
+from picospec_app.load import load_self_draft as load_as_main
 from picospec_app.machine import thread_policy
 from picospec_app.compare import compare, measure_alpha
 from picospec_app.settings import engine_choices, read_settings

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.harness import check_room
-from picospec_app.load import load_draft
+from gpt2.load import load_draft
 from picospec_app.compare import mean_accepted
 from picospec_app.run import run_method
 from picospec.autoregressive import autoregressive_sampling

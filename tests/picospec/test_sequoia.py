@@ -13,7 +13,7 @@ import pytest
 import picospec.sequoia as sequoia
 from picospec.autoregressive import autoregressive_sampling
 from picospec.sampling import residual, sample_without_replacement
-from picospec_app.load import load_acceptance
+from gpt2.load import load_acceptance
 from picospec.sequoia import (acceptance_vector, all_trees, choose_size, sequoia_decoding,
                               sequoia_tree, tree_value)
 from picospec.verify import verify_iid
