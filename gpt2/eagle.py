@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpt2.backend import aligned, tree_map
 from gpt2.cache import KVCache
 from gpt2.engine import common_prefix_length
 from gpt2.fast.ops import CPU
@@ -72,10 +73,11 @@ class EagleHead:
     target's feature after x[j] (L - 1 rows). Row 0: the law after x; 1 + i: after node i's path."""
 
     def __init__(self, params, config, wte, capacity, ops=CPU, threads=None):
-        self.params, self.wte, self.n_head = params, np.asarray(wte, np.float32), config["n_head"]
+        self.params, self.n_head = tree_map(aligned, params), config["n_head"]
+        self.wte = np.asarray(wte, np.float32)
         self.ops, self.threads = ops, threads or Threads(self.wte.size)
         # [C, V] the target's LM head, contiguous for the product with few rows
-        self.lm_head = np.ascontiguousarray(self.wte.T)
+        self.lm_head = aligned(np.ascontiguousarray(self.wte.T))
         self.capacity = capacity  # cache slots per row: the context and the tree nodes
         self.rows = BatchEagleHead(self, 1)
 

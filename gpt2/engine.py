@@ -13,7 +13,7 @@ S slots per row.
 """
 import numpy as np
 
-from gpt2.backend import get_xp, to_numpy, tree_map
+from gpt2.backend import aligned, get_xp, to_numpy, tree_map
 from gpt2.cache import KVCache
 from gpt2.fast import Choices, build
 from gpt2.fast.static import StaticStep
@@ -310,7 +310,8 @@ class GPT2:
 
     def __init__(self, hparams, params, device="cpu", ops=None, **choices):
         self.hparams, self.device, self.xp = hparams, device, get_xp(device)
-        self.params = tree_map(lambda a: self.xp.asarray(a, dtype="float32"), params)
+        # float32 on the device; on the host each weight on a cache line's boundary
+        self.params = tree_map(lambda a: aligned(self.xp.asarray(a, dtype="float32")), params)
         self.choices = Choices(device, ops, **choices)  # what was asked, for engines beside it
         self.plan = build(self.params, self.n_params, self.choices)
         self.engine = BatchGPT2(self, 1, pad_rows=self.plan.pad_rows)

@@ -6,7 +6,7 @@ and panels policy.py.
 """
 from dataclasses import dataclass
 
-from gpt2.backend import xp_of
+from gpt2.backend import aligned, xp_of
 from gpt2.fast import ops as fast
 from gpt2.fast.policy import Threads, panel_form, panel_policy
 from gpt2.model import REFERENCE, Ops
@@ -68,7 +68,8 @@ def build(params, n_params, choices=Choices()):
     cpu = xp.__name__ == "numpy"
     kind, report = operations(choices, n_params)
     head_copy = cpu if choices.head_copy is None else choices.head_copy
-    head = xp.ascontiguousarray(params["wte"].T) if head_copy else params["wte"].T  # [C, V]
+    # [C, V]: a contiguous copy on a cache line's boundary, or wte's transposed view
+    head = aligned(xp.ascontiguousarray(params["wte"].T)) if head_copy else params["wte"].T
     if kind == "given":
         ops = choices.ops
     elif kind == "reference":

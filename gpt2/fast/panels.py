@@ -6,6 +6,8 @@ SGEMM (its AVX-512 kernels); and each row times each panel, m matrix-vector prod
 """
 import numpy as np
 
+from gpt2.backend import aligned
+
 # products of 2..MAX_ROWS rows use the panels (gpt2/fast/ops.py's PanelMatmul); more use W itself
 MAX_ROWS = 32
 # products of 2..ROW_MAX rows go row by row through the panels; more, past the point where one
@@ -27,7 +29,7 @@ def panels(w, width=None, by_row=False):
     padded = np.zeros((n_in, n_panels * width), dtype=w.dtype)  # [n_in, n_panels * width]
     padded[:, :n_out] = w
     # [n_in, n_panels, width] -> [n_panels, n_in, width], contiguous
-    return np.ascontiguousarray(padded.reshape(n_in, n_panels, width).transpose(1, 0, 2))
+    return aligned(np.ascontiguousarray(padded.reshape(n_in, n_panels, width).transpose(1, 0, 2)))
 
 
 def panel_matmul(x, p, n_out):  # [m, n_in], [n_panels, n_in, width] -> [m, n_out], equal to x @ w
