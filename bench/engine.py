@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from gpt2.backend import DEVICES, get_xp, to_numpy
+from gpt2.backend import DEVICES, aligned, get_xp, to_numpy
 from picospec_cli import Option
 from gpt2.engine import GPT2
 from gpt2.weights import flatten
@@ -85,8 +85,8 @@ def random_params(hparams, xp, seed=0):
     rng = np.random.default_rng(seed)
     C, V = hparams["n_embd"], hparams["n_vocab"]
 
-    def w(*shape):
-        return xp.asarray(rng.standard_normal(shape, dtype=np.float32) * 0.02)
+    def w(*shape):  # on a cache line's boundary, as an engine would copy it: engines share it
+        return xp.asarray(aligned(rng.standard_normal(shape, dtype=np.float32) * 0.02))
 
     def ln():
         return {"g": xp.ones(C, dtype="float32"), "b": xp.zeros(C, dtype="float32")}

@@ -30,12 +30,14 @@ VALUES = ("reference", "cpu", "panels", "panel_rows")
 def measure(shapes, repeats, n_cache=128):
     """-> {shape: {(value, M): median CPU ms}} in this process (its BLAS as loaded)."""
     from gpt2.engine import GPT2
+    from gpt2.backend import aligned, tree_map
     from gpt2.train.gpt2 import init_params
 
     out = {}
     for shape in shapes:
         hparams = SHAPES[shape]
-        params = init_params(hparams, np.random.default_rng(0))
+        # on cache lines' boundaries, as each engine would copy them: the engines share them
+        params = tree_map(aligned, init_params(hparams, np.random.default_rng(0)))
         models = {v: GPT2(hparams, params, ops=v, threads=1) for v in VALUES}
         x = [int(t) for t in np.random.default_rng(1).integers(0, hparams["n_vocab"], n_cache + 5)]
         for model in models.values():
