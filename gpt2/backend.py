@@ -45,8 +45,8 @@ ALIGN = 64  # bytes: a cache line, and one AVX-512 register
 
 def aligned(a):
     """A host array `a` starting on an ALIGN-byte boundary, copied there if it does not (OpenBLAS's
-    kernels read weights that cross cache lines up to 20% slower, some small products 1.6x:
-    bench/engine.py); anything else as it is. A C-contiguous copy keeps the values and shape."""
+    kernels read a weight that crosses cache lines more slowly: docs/performance.md); anything
+    else as it is. A C-contiguous copy keeps the values and shape."""
     if not isinstance(a, np.ndarray) or a.nbytes == 0 or a.ctypes.data % ALIGN == 0:
         return a
     buffer = np.empty(a.nbytes + ALIGN, np.uint8)
