@@ -43,15 +43,22 @@ def to_numpy(a):
 ALIGN = 64  # bytes: a cache line, and one AVX-512 register
 
 
+def aligned_empty(shape, dtype):
+    """An uninitialised host array whose data starts on an ALIGN-byte boundary."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape)) * dtype.itemsize
+    buffer = np.empty(n + ALIGN, np.uint8)
+    start = -buffer.ctypes.data % ALIGN
+    return buffer[start:start + n].view(dtype).reshape(shape)
+
+
 def aligned(a):
     """A host array `a` starting on an ALIGN-byte boundary, copied there if it does not (OpenBLAS's
     kernels read a weight that crosses cache lines more slowly: docs/performance.md); anything
     else as it is. A C-contiguous copy keeps the values and shape."""
     if not isinstance(a, np.ndarray) or a.nbytes == 0 or a.ctypes.data % ALIGN == 0:
         return a
-    buffer = np.empty(a.nbytes + ALIGN, np.uint8)
-    start = -buffer.ctypes.data % ALIGN
-    out = buffer[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out = aligned_empty(a.shape, a.dtype)
     out[...] = a
     return out
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2.backend import to_numpy
+from gpt2.backend import aligned_empty, to_numpy
 
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64,
           "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
@@ -101,10 +101,12 @@ def read_safetensors(path):
                else np.zeros(0, DTYPES[info["dtype"]]))  # [count] of the tensor's dtype
         if info["dtype"] == "BF16":  # bfloat16 is the top half of a float32
             raw = (raw.astype(np.uint32) << 16).view(np.float32)
-        elif raw.dtype.kind == "f":
+        elif raw.dtype.kind == "f":  # float32 on a cache line's boundary, as engines want it
+            out = aligned_empty(raw.shape, np.float32)
             # a float64 beyond float32's range becomes inf: load_checkpoint refuses
             with np.errstate(over="ignore"):
-                raw = raw.astype(np.float32)
+                out[...] = raw
+            raw = out
         else:
             raw = raw.copy()
         tensors[name] = raw.reshape(info["shape"])

@@ -42,6 +42,25 @@ def test_aligned_leaves_alone_what_needs_no_move():
     np.testing.assert_array_equal(aligned(view), view)
 
 
+def test_a_checkpoint_loads_on_the_boundary(tmp_path):
+    """read_safetensors gives float tensors on the boundary, from float32 and float64 alike, so an
+    engine built on them copies nothing."""
+    from gpt2.weights import read_safetensors, write_safetensors
+
+    arrays = {"a": misaligned((5, 3), 16), "b": np.arange(7, dtype=np.float64),
+              "c": np.arange(4, dtype=np.int64)}
+    write_safetensors(tmp_path / "m.safetensors", arrays)
+    read = read_safetensors(tmp_path / "m.safetensors")
+    for name in ("a", "b"):
+        assert read[name].dtype == np.float32 and read[name].ctypes.data % ALIGN == 0
+        np.testing.assert_array_equal(read[name], arrays[name].astype(np.float32))
+    hparams, params = random_gpt2(n_vocab=30, n_ctx=16, n_embd=16, n_head=2, n_layer=1)
+    params = tree_map(aligned, params)
+    model = GPT2(hparams, params)
+    w = params["blocks"][0]["attn"]["c_attn"]["w"]
+    assert model.params["blocks"][0]["attn"]["c_attn"]["w"] is w  # no copy of an aligned weight
+
+
 def every_array(tree):
     out = []
     tree_map(lambda a: out.append(a) if isinstance(a, np.ndarray) else None, tree)
