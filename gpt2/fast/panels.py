@@ -10,8 +10,8 @@ from gpt2.backend import aligned
 
 # products of 2..MAX_ROWS rows use the panels (gpt2/fast/ops.py's PanelMatmul); more use W itself
 MAX_ROWS = 32
-# products of 2..ROW_MAX rows go row by row through the panels; more, past the point where one
-# SGEMM over W costs less than ROW_MAX GEMVs (bench/engine.py), use W with rows padded to ROW_PAD
+# products of 2..ROW_MAX rows go row by row through the panels; more rows, from where one SGEMM
+# over W costs no more than that many GEMVs (bench/engine.py), use W with rows padded to ROW_PAD
 ROW_MAX, ROW_PAD = 7, 4
 
 
