@@ -37,6 +37,7 @@ Every number is a median over --repeats, with all variants interleaved in one lo
 machine's load falls on them alike; times are CPU time of this thread (with --threads 1 it does all
 the work), wall time beside it.
 """
+import dataclasses
 import os
 import time
 
@@ -205,8 +206,6 @@ def breakdown(model, x, n_cache, Ms, repeats):
     and the rest (attention's own products over the cache, reshapes, the cache, the engine's and
     model.py's Python between them) -> {M: {part: wall seconds}}, medians, with "call" (the
     untimed call) and "clocks" (what timing every operation added)."""
-    import dataclasses
-
     C, V = model.hparams["n_embd"], model.hparams["n_vocab"]
     names = {(C, 3 * C): "QKV", (C, C): "attention out", (C, 4 * C): "MLP up",
              (4 * C, C): "MLP down", (C, V): "LM head"}
@@ -252,8 +251,6 @@ def engine_overhead(model, x, n_cache, sync):
     """The forward replaced by StubForward and the LM head by a [n_embd, 1] one, so that what is
     left is the engine's own work: prefix match, rollback, positions and mask, bookkeeping, the copy
     out."""
-    import dataclasses
-
     import gpt2.engine as engine_module
 
     real, plan = engine_module.gpt2_hidden, model.plan

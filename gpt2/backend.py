@@ -53,10 +53,11 @@ def aligned_empty(shape, dtype):
 
 
 def aligned(a):
-    """A host array `a` starting on an ALIGN-byte boundary, copied there if it does not (OpenBLAS's
-    kernels read a weight that crosses cache lines more slowly: docs/performance.md); anything
-    else as it is. A C-contiguous copy keeps the values and shape."""
-    if not isinstance(a, np.ndarray) or a.nbytes == 0 or a.ctypes.data % ALIGN == 0:
+    """A host array `a` C-contiguous from an ALIGN-byte boundary, copied there (once) if it is not
+    (OpenBLAS's kernels read a weight that crosses cache lines more slowly: docs/performance.md);
+    anything else as it is. The copy keeps the values and shape."""
+    if (not isinstance(a, np.ndarray) or a.nbytes == 0
+            or (a.flags.c_contiguous and a.ctypes.data % ALIGN == 0)):
         return a
     out = aligned_empty(a.shape, a.dtype)
     out[...] = a

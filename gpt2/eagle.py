@@ -77,7 +77,7 @@ class EagleHead:
         self.wte = np.asarray(wte, np.float32)
         self.ops, self.threads = ops, threads or Threads(self.wte.size)
         # [C, V] the target's LM head, contiguous for the product with few rows
-        self.lm_head = aligned(np.ascontiguousarray(self.wte.T))
+        self.lm_head = aligned(self.wte.T)
         self.capacity = capacity  # cache slots per row: the context and the tree nodes
         self.rows = BatchEagleHead(self, 1)
 

@@ -76,7 +76,7 @@ class Eagle3Head(EagleHead):
             raise ValueError(f"--draft_vocab {n}: this EAGLE-3 head drafts over at most {most} "
                              f"tokens; give --draft_vocab {most} or fewer")
         self.d2t = self.params["d2t"][:n]  # [n]
-        self.lm_head = aligned(np.ascontiguousarray(self.params["lm"]["w"][:, :n]))  # [C, n]
+        self.lm_head = aligned(self.params["lm"]["w"][:, :n])  # [C, n]
 
     def features(self, F):  # [n, 3C] -> a [n, C]: the three depths fused
         return linear(F, **self.params["fuse"], ops=self.ops)

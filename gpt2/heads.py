@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from gpt2.addons import RETRAIN, read_heads_config
-from gpt2.backend import aligned, xp_of
+from gpt2.backend import xp_of
 
 
 
@@ -159,7 +159,7 @@ def read_head_tensors(path, config):
                 continue
             if name not in tensors:
                 raise CorruptFile(path, f"tensor {name!r} is missing", RETRAIN)
-            a = tensors[name] = aligned(np.asarray(tensors[name], dtype=np.float32))
+            a = tensors[name] = np.asarray(tensors[name], dtype=np.float32)
             if a.ndim != len(dims) or any(sizes.setdefault(d, n) != n
                                           for d, n in zip(dims, a.shape)):
                 raise CorruptFile(path, f"tensor {name!r} has shape {a.shape}, not "

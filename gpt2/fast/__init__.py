@@ -68,8 +68,9 @@ def build(params, n_params, choices=Choices()):
     cpu = xp.__name__ == "numpy"
     kind, report = operations(choices, n_params)
     head_copy = cpu if choices.head_copy is None else choices.head_copy
-    # [C, V]: a contiguous copy on a cache line's boundary, or wte's transposed view
-    head = aligned(xp.ascontiguousarray(params["wte"].T)) if head_copy else params["wte"].T
+    # [C, V]: a contiguous copy (on the host on a cache line's boundary), or wte's transposed view
+    copy = aligned if cpu else xp.ascontiguousarray
+    head = copy(params["wte"].T) if head_copy else params["wte"].T
     if kind == "given":
         ops = choices.ops
     elif kind == "reference":

@@ -29,7 +29,7 @@ def panels(w, width=None, by_row=False):
     padded = np.zeros((n_in, n_panels * width), dtype=w.dtype)  # [n_in, n_panels * width]
     padded[:, :n_out] = w
     # [n_in, n_panels, width] -> [n_panels, n_in, width], contiguous
-    return aligned(np.ascontiguousarray(padded.reshape(n_in, n_panels, width).transpose(1, 0, 2)))
+    return aligned(padded.reshape(n_in, n_panels, width).transpose(1, 0, 2))
 
 
 def panel_matmul(x, p, n_out):  # [m, n_in], [n_panels, n_in, width] -> [m, n_out], equal to x @ w

@@ -169,7 +169,7 @@ def panel_policy(n_params, requested=None):
     if n_params > PANEL_MAX_PARAMS:
         return {"on": False, "why": f"{n_params / 1e6:.0f}M parameters: a second copy of the "
                                     f"weights would cost too much memory"}
-    if arch in DIRECT_SGEMM:
+    if panel_form() == "panels":
         return {"on": True, "why": f"OpenBLAS {arch} kernels: direct SGEMM for small products"}
     return {"on": True, "why": f"OpenBLAS {arch} kernels: SGEMM packs all of W, however few the "
                                f"rows; a few rows go one by one through the panels"}

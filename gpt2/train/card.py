@@ -132,6 +132,15 @@ def machine(m):  # a training record's "machine" -> where it ran, in words
     return f"{m['cores']} CPU cores"
 
 
+def run_time(r):  # an EAGLE head's run record -> its training time (data, features, training)
+    return (f"{minutes(r.get('distill_seconds', 0) / 60)} + {minutes(r['feature_seconds'] / 60)} + "
+            f"{minutes(r['machine']['minutes'])} min, {machine(r['machine'])}")
+
+
+def accuracy_cells(acc):  # a head's accuracy record -> "top-1 per step ahead | top-5 ..."
+    return " | ".join(" ".join(f"{a:.3f}" for a in acc[k]) for k in ("top1", "top5"))
+
+
 def heads_section(hparams):
     """The heads shipped beside tiny-target (Medusa, Blockwise): size, training, accuracy."""
     out = ["## Heads on tiny-target", "",
@@ -164,8 +173,7 @@ def heads_section(hparams):
         out.append(f"| {kind} | {r['n_heads']} | {block} | {r['n_heads'] * per_head / 1e6:.2f}M | "
                    f"{data} | {r['tokens_seen'] / 1e6:.2f}M | {minutes(r['machine']['minutes'])} "
                    f"min, {machine(r['machine'])} | {r['accuracy'].get('on', 'val.bin text')} | "
-                   f"{' '.join(f'{a:.3f}' for a in r['accuracy']['top1'])} | "
-                   f"{' '.join(f'{a:.3f}' for a in r['accuracy']['top5'])} |")
+                   f"{accuracy_cells(r['accuracy'])} |")
     return out + [""]
 
 
@@ -192,10 +200,7 @@ def eagle_section(folder=ASSETS / "tiny-target" / "eagle"):
            f"{n_params - 2 * r['n_embd'] ** 2 - r['n_embd']:,}) | {data['tokens'] / 1e6:.2f}M "
            f"tokens the target wrote (T={data['temperature']:g}), {data['rows']} rows of 16 prompt "
            f"+ {data['tokens'] // data['rows'] - 16} tokens | {r['tokens_seen'] / 1e6:.2f}M | "
-           f"{minutes(r.get('distill_seconds', 0) / 60)} + {minutes(r['feature_seconds'] / 60)} + "
-           f"{minutes(r['machine']['minutes'])} min, {machine(r['machine'])} | "
-           f"{' '.join(f'{a:.3f}' for a in acc['top1'])} | "
-           f"{' '.join(f'{a:.3f}' for a in acc['top5'])} |", ""]
+           f"{run_time(r)} | {accuracy_cells(acc)} |", ""]
     if "measured" in r:
         out += [f"Measured acceptance, written into eagle.json by `python -m bench.eagle --record "
                 f"gpt2/assets/tiny-target/eagle` (the README's table: {r['measured']['command']}); "
@@ -239,12 +244,9 @@ def eagle3_section(folder=ASSETS / "tiny-target" / "eagle3"):
            f"| eagle3 | {n_params / 1e6:.2f}M (LM head {params['lm.w'].size:,}) | "
            f"{data['tokens'] / 1e6:.2f}M tokens the target wrote (T={data['temperature']:g}), "
            f"{data['rows']} rows | {r['step']} x {args['batch_size']} | "
-           f"{r['tokens_seen'] / 1e6:.2f}M | {minutes(r.get('distill_seconds', 0) / 60)} + "
-           f"{minutes(r['feature_seconds'] / 60)} + {minutes(r['machine']['minutes'])} min, "
-           f"{machine(r['machine'])} | "
+           f"{r['tokens_seen'] / 1e6:.2f}M | {run_time(r)} | "
            f"{' '.join(f'{a:.2f}' for a in first)} -> {' '.join(f'{a:.2f}' for a in last)} | "
-           f"{' '.join(f'{a:.3f}' for a in acc['top1'])} | "
-           f"{' '.join(f'{a:.3f}' for a in acc['top5'])} |", ""]
+           f"{accuracy_cells(acc)} |", ""]
     if "measured" in r:
         out += [f"Measured beside EAGLE-2, written into eagle3.json by `python -m bench.eagle "
                 f"--record gpt2/assets/tiny-target/eagle` ({r['measured']['command']}); drafting "

@@ -20,6 +20,7 @@ import sys
 
 import numpy as np
 
+import picospec.eagle2 as eagle2
 import picospec.sampling as sampling
 from gpt2.engine import GPT2
 from gpt2.load import load_model
@@ -112,6 +113,29 @@ def check_records(stats, finished=True):
     for s in stats:
         assert all(a == len(t) - 1 if a >= 0 else t == [] for a,
                    t in zip(s["accepted"], s["tokens"]))
+
+
+def dynamic_tree_rows(monkeypatch, target, head, batched, single, broken=None, **options):
+    """An EAGLE-2-style dynamic tree on the micro ROWS (depth 2, top-k 2, 3 nodes): `batched` with
+    `head` (a broken verify_tree planted in the batched run only), each row against `single` alone
+    -> the batch's step records."""
+    from gpt2.eagle import BatchEagleHead
+    from gpt2.engine import BatchGPT2
+
+    stats, kwargs = [], dict(depth=2, tree_top_k=2, total_tokens=3, **options)
+    with monkeypatch.context() as patch:
+        if broken:
+            patch.setattr(eagle2, "verify_tree", broken)
+        out = batched(ROWS, BatchGPT2(target, len(ROWS), tree_slots=8),
+                      BatchEagleHead(head, len(ROWS)), N, np.random.default_rng(99), stats=stats,
+                      generators=generators(len(ROWS)), **kwargs)
+
+    def alone(b, steps):
+        target.reset(), head.reset()
+        return single(ROWS[b], target, head, N, np.random.default_rng(b), stats=steps, **kwargs)
+
+    check_paths(check_rows_alone(out, alone, monkeypatch))
+    return stats
 
 
 @functools.cache

@@ -9,7 +9,6 @@ So each row has the law that tests/picospec/test_eagle2.py checks (tests/support
 import numpy as np
 import pytest
 
-import picospec.eagle2 as eagle2
 from gpt2.eagle import BatchEagleHead
 from gpt2.engine import BatchGPT2
 from gpt2.eagle import EagleHead
@@ -18,8 +17,8 @@ from picospec.batched.eagle2 import batch_eagle2_decoding
 from picospec.eagle import static_tree
 from picospec.eagle2 import eagle2_decoding
 
-from tests.support.batchrows import (HP, N as MICRO_N, ROWS, TEXTS, built_in, check_paths,
-                                     check_records, check_rows_alone, generators, heads, micro)
+from tests.support.batchrows import (HP, TEXTS, built_in, check_records, dynamic_tree_rows, heads,
+                                     micro)
 from tests.support.broken_verifiers import unverified
 from tests.support.micro import random_head
 
@@ -114,25 +113,11 @@ def test_one_head_call_per_layer_and_the_records_of_batched_eagle(shipped):
 def micro_rows(monkeypatch, broken=None, **options):
     """Batched EAGLE-2 on ROWS with a random head (a broken verify_tree planted in the batched run
     only), each row against eagle2_decoding alone -> the batch's step records."""
-    target, stats = micro(), []
+    target = micro()
     params, config = random_head(HP["n_embd"], HP["n_head"], seed=6, scale=0.8)
     head = EagleHead(params, config, target.params["wte"], 32)
-    kwargs = dict(depth=2, tree_top_k=2, total_tokens=3, **options)
-    with monkeypatch.context() as patch:
-        if broken:
-            patch.setattr(eagle2, "verify_tree", broken)
-        out = batch_eagle2_decoding(ROWS, BatchGPT2(target, len(ROWS), tree_slots=8),
-                                    BatchEagleHead(head, len(ROWS)), MICRO_N,
-                                    np.random.default_rng(99), stats=stats,
-                                    generators=generators(len(ROWS)), **kwargs)
-
-    def alone(b, steps):
-        target.reset(), head.reset()
-        return eagle2_decoding(ROWS[b], target, head, MICRO_N, np.random.default_rng(b),
-                               stats=steps, **kwargs)
-
-    check_paths(check_rows_alone(out, alone, monkeypatch))
-    return stats
+    return dynamic_tree_rows(monkeypatch, target, head, batch_eagle2_decoding, eagle2_decoding,
+                             broken, **options)
 
 
 @pytest.mark.parametrize("options", [{}, dict(temperature=0.7, top_k=2)])

@@ -7,15 +7,14 @@ row has the law that tests/picospec/test_eagle3.py checks (tests/support/batchro
 import numpy as np
 import pytest
 
-import picospec.eagle2 as eagle2
 from gpt2.eagle import BatchEagleHead
 from gpt2.eagle3 import Eagle3Head, init_eagle3
 from gpt2.engine import BatchGPT2
 from picospec.batched.eagle3 import batch_eagle3_decoding
 from picospec.eagle3 import eagle3_decoding
 
-from tests.support.batchrows import (HP, N as MICRO_N, ROWS, built_in, check_paths, check_records,
-                                     check_rows_alone, generators, heads, micro)
+from tests.support.batchrows import (HP, built_in, check_records, check_rows_alone,
+                                     dynamic_tree_rows, generators, heads, micro)
 from tests.support.broken_verifiers import unverified
 
 N = 20
@@ -52,23 +51,9 @@ def micro_head():
 def micro_rows(monkeypatch, broken=None, **options):
     """Batched EAGLE-3 on ROWS (a broken verify_tree planted in the batched run only), each row
     against eagle3_decoding alone -> the batch's step records."""
-    (target, head), stats = micro_head(), []
-    kwargs = dict(depth=2, tree_top_k=2, total_tokens=3, **options)
-    with monkeypatch.context() as patch:
-        if broken:
-            patch.setattr(eagle2, "verify_tree", broken)
-        out = batch_eagle3_decoding(ROWS, BatchGPT2(target, len(ROWS), tree_slots=8),
-                                    BatchEagleHead(head, len(ROWS)), MICRO_N,
-                                    np.random.default_rng(99), stats=stats,
-                                    generators=generators(len(ROWS)), **kwargs)
-
-    def alone(b, steps):
-        target.reset(), head.reset()
-        return eagle3_decoding(ROWS[b], target, head, MICRO_N, np.random.default_rng(b),
-                               stats=steps, **kwargs)
-
-    check_paths(check_rows_alone(out, alone, monkeypatch))
-    return stats
+    target, head = micro_head()
+    return dynamic_tree_rows(monkeypatch, target, head, batch_eagle3_decoding, eagle3_decoding,
+                             broken, **options)
 
 
 @pytest.mark.parametrize("options", [{}, dict(temperature=0.7, top_k=2)])
