@@ -2,7 +2,8 @@
 
     # the full table (8 held-out prompts x 2 seeds)
     python -m bench.eagle
-    # also store the EAGLE rows in the head's eagle.json
+    # also store the EAGLE rows in the head's eagle.json (and the EAGLE-3 rows in eagle3.json of
+    # the eagle3/ folder beside it: the target's heads, measured together)
     python -m bench.eagle --record gpt2/assets/tiny-target/eagle
 
 Every row is picospec_app.compare: autoregressive decoding and the method back to back on the
@@ -15,6 +16,7 @@ calls), the wall-clock speedup, and the cost model's limit (picospec_app.run.lim
 removal would gain most, and the speedup without it). Shapes: none; this file only times things.
 """
 import json
+import sys
 from pathlib import Path
 
 from bench.harness import check_room
@@ -103,7 +105,14 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
     if out:
         write_page(out, text, top)
     if record:  # the heads' card entries read these (gpt2/train/card.py): EAGLE's, EAGLE-3's
-        for path in (Path(record) / "eagle.json", needs["eagle3"]["heads"].folder / "eagle3.json"):
+        paths = [Path(record) / "eagle.json"]
+        eagle3 = Path(needs["eagle3"]["heads"].folder).resolve()
+        if eagle3.parent == Path(record).resolve().parent:  # beside it: one backbone's heads
+            paths.append(eagle3 / "eagle3.json")
+        else:
+            print(f"the EAGLE-3 rows are not recorded: the EAGLE-3 head measured ({eagle3}) is not "
+                  f"beside {record}", file=sys.stderr)
+        for path in paths:
             config = json.loads(path.read_text())
             config["measured"] = {"command": lines[0], "rows": measured}
             write_text(path, json.dumps(config, indent=1))
@@ -123,5 +132,6 @@ if __name__ == "__main__":
         Option("seeds", int, 2, "seeds per prompt", low=1),
         Option("out", "out", None, "also write the table to this file"),
         Option("record", "dir", None,
-               "store the EAGLE rows in DIR/eagle.json and in the EAGLE-3 head's eagle3.json (the "
-               "heads' card entries read them)")])
+               "store the EAGLE rows in DIR/eagle.json, and the EAGLE-3 rows in the EAGLE-3 "
+               "head's eagle3.json where that head sits beside DIR (the heads' card entries read "
+               "them)")])

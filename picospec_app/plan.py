@@ -93,8 +93,10 @@ def parse_command_line(argv):
     name = convert(SHARED[0], given["method"]) if "method" in given else "speculative"
     method = TABLE[name]
     if given.get("help") and "method" in given:
+        listed = f"the method ({program()} -h lists them)"  # no list below a method's own help
         print(usage(f"{program()} --method {method.name}", f"{method.help}. {method.paper}.",
-                    options_for(method)))
+                    [o._replace(help=listed) if o.name == "method" else o
+                     for o in options_for(method)]))
     elif given.get("help"):
         epilog = "methods (--method NAME --help shows a method's options):\n" + method_list()
         print(usage(program(), __doc__.split("\n\n")[0], SHARED, epilog=epilog))

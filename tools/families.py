@@ -8,7 +8,7 @@ in a child process: Haswell on every x86-64 CPU with AVX2, SkylakeX where the CP
 default there). Before each family of a page (--out) the parent waits for the machine to be quiet
 (1-minute load below --quiet, at most QUIET_WAIT seconds) and records the load it starts at; each
 child writes its own page, and the parent keeps their bodies, a section per family, under one
-header.
+header. A --device gpu run is one process: the BLAS kernels time nothing of it.
 """
 import codecs
 import functools
@@ -158,6 +158,11 @@ def command(main, options):
         if quiet is not None and values.get("out") is None:
             raise UsageError("--quiet waits for a quiet machine before a page is written: add "
                              "--out FILE, or drop --quiet")
+        if values.get("device") == "gpu":  # a GPU run: OpenBLAS's kernels time nothing of it
+            if families is not None:
+                raise UsageError("--families picks OpenBLAS's kernels, which a --device gpu run "
+                                 "does not time: drop --families")
+            return main(**values)
         if child:
             return main(**values)
         return by_family(module, families or families_here(), 0.5 if quiet is None else quiet,

@@ -29,6 +29,7 @@ class Verdict(NamedTuple):
     checked: str  # what was checked, and how hard
     evidence: str  # pass: the numbers; fail: the smallest case that shows it
     failed: str = ""  # fail: the case (law) or the part of the output (function) that differs
+    answered: bool = True  # False: the stub still raises NotImplementedError
 
     def __str__(self):
         head = f"{self.exercise}: {'pass' if self.passed else 'FAIL'}"
@@ -36,7 +37,9 @@ class Verdict(NamedTuple):
                          + [f"  {line}" for line in self.evidence.splitlines()])
 
     def line(self):
-        """One line: pass, or FAIL and where."""
+        """One line: pass, FAIL and where, or not answered."""
+        if not self.answered:
+            return self.evidence
         return "pass" if self.passed else f"FAIL at {self.failed}"
 
 
@@ -46,7 +49,7 @@ def unanswered(exercise, fn, args):
         fn(*args)
     except NotImplementedError:
         return Verdict(exercise, False, "nothing yet", "not answered: the function still raises "
-                       "NotImplementedError", "not answered")
+                       "NotImplementedError", "not answered", answered=False)
     except Exception:  # any other error: the grader reports it with its case
         pass
     return None

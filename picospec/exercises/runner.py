@@ -100,7 +100,8 @@ def child(path, events, samples, seed, names):
             event(name=name, passed=False, line=f"FAIL: raised {type(e).__name__}",
                   text=f"{name}: FAIL\n  your function raised {raised(e, path)}")
             continue
-        event(name=name, passed=verdict.passed, line=verdict.line(), text=str(verdict))
+        event(name=name, passed=verdict.passed, line=verdict.line(), text=str(verdict),
+              answered=verdict.answered)
     event(printed=printed.total, head="".join(printed.kept))
 
 

@@ -137,6 +137,8 @@ BAD = [  # (command, arguments, what the one line must say)
     ("bench.engine", ["--sizes", "7B"], r"unknown --sizes '7B': choose one of 124M, 355M"),
     ("bench.engine", ["--sizes", "124M,"], r"--sizes must be names"),
     ("bench.engine", ["--device", "tpu"], r"unknown --device 'tpu' .*choose one of cpu, gpu"),
+    ("bench.engine", ["--device", "gpu", "--families", "Haswell"],
+     r"--families picks OpenBLAS's kernels, which a --device gpu run does not time"),
     ("bench.engine", ["--repeats", "0"], r"--repeats must be >= 1; got 0"),
     ("bench.engine", ["--max_M", "nan"], r"--max_M must be an integer; got 'nan'"),
     ("bench.engine", ["--n_cache", "-5"], r"--n_cache must be >= 1"),
@@ -165,8 +167,12 @@ def test_help_prints_the_options_and_exits_0(tmp_path, module):
     assert_help(tmp_path, module, "options:")
 
 
-def test_bench_gpu_without_cupy_is_one_line(tmp_path):
-    assert_gpu_refused_without_cupy(tmp_path, ["-m", "bench.gpu", "--task", "check"])
+@pytest.mark.parametrize("args", [["-m", "bench.gpu", "--task", "check"],
+                                  ["-m", "bench.engine", "--device", "gpu"],
+                                  ["-m", "bench.batch", "--device", "gpu"]])
+def test_bench_gpu_without_cupy_is_one_line(tmp_path, args):
+    """A GPU run is one process (no kernel family's header before the refusal)."""
+    assert_gpu_refused_without_cupy(tmp_path, args)
 
 
 def test_the_data_pipeline_runs_through_the_door(tmp_path):

@@ -315,6 +315,7 @@ def test_grade_a_folder_one_row_per_learner(tmp_path):
     write(folder / "bob.py", wrong_source("lookahead_mask", "causal"))
     write(folder / "cyd.py", "raise RuntimeError('half written')")
     write(folder / "dan.py", "def unrelated():\n    return 1")
+    write(folder / "fay.py", "def trie(sequences):\n    raise NotImplementedError")  # a stub
     write(folder / "eve.py", "def trie(sequences):\n    out = {}\n    tokens, parents, counts "
           "= [], [], []\n    for s in sequences:\n        parent = -1\n        for k in "
           "range(len(s)):\n            key = tuple(s[:k + 1])\n            if key not in out:\n"
@@ -330,10 +331,12 @@ def test_grade_a_folder_one_row_per_learner(tmp_path):
     assert rows["bob.py"][-3] == "0" and "FAIL" in rows["bob.py"]
     assert rows["cyd.py"][1:-3] == ["x"] * len(EXERCISES)
     assert rows["dan.py"][1:-3] == ["-"] * len(EXERCISES)
+    assert rows["fay.py"][1:-3] == ["-"] * len(EXERCISES)  # the stub is no FAIL: not answered
     assert rows["eve.py"][-3:] == ["1", "of", "12"] and rows["eve.py"].count("pass") == 1
     assert "RuntimeError: half written (at cyd.py, line 3)" in r.stdout
     assert "bob.py lookahead_mask: FAIL at mask" in r.stdout
-    assert r.stdout.strip().endswith("1 of 5 learners pass every exercise graded")
+    assert "fay.py: not answered: " + ", ".join(EXERCISES) in r.stdout
+    assert r.stdout.strip().endswith("1 of 6 learners pass every exercise graded")
 
 
 def test_grade_a_folder_as_json_and_csv(tmp_path):

@@ -158,3 +158,4 @@ def assert_gpu_refused_without_cupy(folder, args):
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
     assert_refused(r, r"^error: --device gpu needs CuPy, which is not importable here", folder,
                    before, max_seconds=3)
+    assert not r.stdout.strip(), f"printed before the refusal: {r.stdout[-300:]}"
