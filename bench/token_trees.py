@@ -25,7 +25,6 @@ here.
 Shapes: none; this file only times things.
 """
 import json
-import os
 import time
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from gpt2.load import load_draft
 from picospec_app.compare import mean_accepted
 from picospec_app.run import run_method
 from picospec.autoregressive import autoregressive_sampling
+from picospec_cli import replace_file
 from picospec.sequoia import (acceptance_vector, build_choices, choose_size, sequoia_table,
                               sequoia_tree, tree_value)
 from tools.families import command
@@ -64,9 +64,8 @@ def record_vectors(folder, draft, vectors, protocol):
     entries[draft] = {"greedy": [round(float(a), 3) for a in vectors[0.0, "top"]],
                       "sampled": [round(float(a), 3) for a in vectors[1.0, "without_replacement"]],
                       "protocol": protocol}
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(entries, indent=1) + "\n")
-    os.replace(tmp, path)
+    text = json.dumps(entries, indent=1) + "\n"
+    replace_file(path, lambda f: f.write(text.encode()))
 
 
 def verification_costs(target, draft, x, sizes, repeats=50):

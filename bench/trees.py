@@ -17,6 +17,7 @@ from bench.harness import check_room
 from picospec_app.load import load_heads, rest_datastore
 from picospec_app.compare import compare, copy_prompts
 from picospec.tree import cartesian_choices, chain_choices, sparse_tree
+from picospec_cli import replace_file
 from tools.families import command
 from tools.page import header, write_page
 
@@ -50,12 +51,11 @@ def build_tree(folder, budget=7):
     record = heads_record(folder)
     accuracy = record["accuracy"]["rank_share"][1:]  # row 0 is the LM head
     choices, expected = sparse_tree(accuracy, budget)
-    tmp = folder / "medusa_choices.json.tmp"
-    tmp.write_text(json.dumps({"medusa_choices": choices, "budget": budget,
-                               "expected_tokens_per_step": expected,
-                               "from": f"heads.json accuracy.rank_share, measured on "
-                                       f"{record['accuracy'].get('on', 'held-out text')}"}) + "\n")
-    tmp.replace(folder / "medusa_choices.json")
+    text = json.dumps({"medusa_choices": choices, "budget": budget,
+                       "expected_tokens_per_step": expected,
+                       "from": f"heads.json accuracy.rank_share, measured on "
+                               f"{record['accuracy'].get('on', 'held-out text')}"}) + "\n"
+    replace_file(folder / "medusa_choices.json", lambda f: f.write(text.encode()))
     return choices, expected
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from gpt2.addons import RETRAIN, read_heads_config
 from gpt2.backend import xp_of
+from picospec_cli import replace_file
 
 
 
@@ -114,9 +115,8 @@ def save_heads(folder, heads, config, dtype="float16", record=None):
     # NumPy or CuPy: write_safetensors takes both
     tensors = {f"heads.{k}": v for k, v in flatten(heads).items()}
     write_safetensors(folder / "heads.safetensors", tensors, dtype=dtype)
-    tmp = folder / "heads.json.tmp"
-    tmp.write_text(json.dumps({**config, **(record or {})}, indent=1))
-    tmp.replace(folder / "heads.json")
+    text = json.dumps({**config, **(record or {})}, indent=1)
+    replace_file(folder / "heads.json", lambda f: f.write(text.encode()))
 
 
 # out.w only in untied heads

@@ -349,7 +349,10 @@ METHODS = (
                            "acceptance vector a_1,a_2,..: P(the k-th child is the one "
                            "accepted), for the dynamic program (default: the pair's, measured: "
                            "sequoia.json in "
-                           "the target's folder)", low=0, high=1)), batch=batch_sequoia_decoding),
+                           "the target's folder)", low=0, high=1,
+                           check_list=lambda a: f"it sums to {sum(a):g}: a_k is the chance that "
+                           "the k-th child is the one accepted, so they sum to at most 1"
+                           if sum(a) > 1 + 1e-6 else None)), batch=batch_sequoia_decoding),
 )
 TABLE = {m.name: m for m in METHODS}
 

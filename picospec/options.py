@@ -30,9 +30,10 @@ def rank_paths(value):
                                            for c in value)
 
 
-def parse_tree(tree):
-    """--tree: "sparse", "chain", "cartesian" or JSON rank paths -> the name or the paths."""
-    if tree in TREES:
+def parse_tree(tree, names=TREES):
+    """--tree: one of `names` ("sparse", "chain", "cartesian") or JSON rank paths -> the name or
+    the paths."""
+    if tree in names:
         return tree
     try:
         choices = json.loads(tree) if isinstance(tree, str) else tree
@@ -40,8 +41,8 @@ def parse_tree(tree):
         choices = None
     if not rank_paths(choices):
         shown = repr(tree) if len(repr(tree)) <= 80 else repr(tree)[:76] + "...'"
-        raise ValueError(f"--tree {shown}: use sparse, chain, cartesian or a JSON list of rank "
-                         f"paths like '[[0],[0,0],[1]]'")
+        raise ValueError(f"--tree {shown}: use {', '.join(names)} or a JSON list of rank paths "
+                         f"like '[[0],[0,0],[1]]'")
     check_choices(choices)
     return choices
 
@@ -63,9 +64,9 @@ def medusa_tree(tree, n_heads, sparse=None):
     return tree
 
 
-def tree_check(text):
+def tree_check(text, names=TREES):
     try:
-        parse_tree(text)
+        parse_tree(text, names)
     except ValueError as e:
         return str(e)
     return None
@@ -75,7 +76,7 @@ def eagle_tree_check(text):
     if text == "cartesian":
         return ("--tree cartesian is Medusa's; EAGLE takes sparse, chain or JSON rank paths like "
                 "'[[0],[0,0],[1]]'")
-    return tree_check(text)
+    return tree_check(text, ("sparse", "chain"))
 
 
 def expansion_check(expansion):

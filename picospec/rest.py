@@ -9,6 +9,7 @@ import numpy as np
 from picospec.sampling import check_inputs, warp
 from picospec.tree import depth, prune, trie
 from picospec.verify import step_record, verify_tree
+from picospec_cli import replace_file
 
 
 class Datastore:
@@ -54,17 +55,10 @@ class Datastore:
                    max_suffix)
 
     def save(self, path):
-        path = str(path)
-        tmp = path + ".tmp"
-        try:
-            with open(tmp, "wb") as f:
-                # tokens [n_corpus], suffix_array [n_corpus], max_suffix scalar
-                np.savez(f, tokens=self.tokens, suffix_array=self.sa, max_suffix=self.max_suffix)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+        """Write the arrays to `path` (.npz), whole or not at all."""
+        # tokens [n_corpus], suffix_array [n_corpus], max_suffix scalar
+        replace_file(path, lambda f: np.savez(f, tokens=self.tokens, suffix_array=self.sa,
+                                              max_suffix=self.max_suffix))
 
     @classmethod
     def load(cls, path):

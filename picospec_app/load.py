@@ -28,6 +28,10 @@ def check_needs(method, options):
         if not path.exists() and not options.get("build_datastore"):
             raise ValueError(f"--datastore {path} does not exist: give an existing datastore, or "
                              f"add --build_datastore to build it there")
+        above = next((p for p in path.absolute().parents if p.exists()), None)  # what exists
+        if not path.exists() and above is not None and above.is_file():
+            raise ValueError(f"--datastore {path}: {above} is a file, not a folder; give a path "
+                             f"in a folder")
         if not path.exists() and not path.resolve().parent.is_dir():
             raise ValueError(f"--datastore {path}: the folder {path.resolve().parent} does not "
                              f"exist; create it first")
@@ -52,7 +56,7 @@ def load_needs(method, options, target, target_name, encoder, draft="tiny-draft"
         elif need == "draft":
             loaded["draft"] = load_draft(draft, target, target_name, device, offline)
         elif need == "draft2":  # a second, smaller drafter (cascades): --draft2, default the n-gram
-            name = options.get("draft2") or "ngram"
+            name = "ngram" if options.get("draft2") is None else options["draft2"]
             loaded["draft2"] = load_draft(name, target, target_name, device, offline, "--draft2")
         elif need == "acceptance":  # Sequoia's vectors for this pair, unless --acceptance
             if options.get("acceptance") is None:
@@ -160,22 +164,24 @@ def load_eagle(target_name, folder, target, offline=None, kind="eagle"):
     return head
 
 
-def check_cache_dir():
-    """picospec's cache folder (PICOSPEC_CACHE, else ~/.cache/picospec) if writable, else a
-    ValueError naming PICOSPEC_CACHE. Creates nothing."""
+def check_cache_dir(sub=None):
+    """picospec's cache folder (PICOSPEC_CACHE, else ~/.cache/picospec), or its folder `sub`, if
+    it can be made and written in, else a ValueError naming PICOSPEC_CACHE. Creates nothing."""
     from picospec_app.settings import read_settings
     from picospec_cli import cannot_make
 
-    folder = Path(read_settings().cache or Path.home() / ".cache" / "picospec").expanduser()
+    cache = Path(read_settings().cache or Path.home() / ".cache" / "picospec").expanduser()
+    folder, where = (cache / sub, f"in PICOSPEC_CACHE, {cache}") if sub else (cache,
+                                                                              "PICOSPEC_CACHE")
     fix = "set PICOSPEC_CACHE to a folder you can write to, or unset it to use ~/.cache/picospec"
     if (found := cannot_make(folder)) is None:
         return folder
     existing, why = found
     if why == "a file":
-        raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) cannot be made: {existing} "
-                         f"is a file; {fix}")
-    raise ValueError(f"the cache folder {folder} (PICOSPEC_CACHE) is not writable: cannot write "
-                     f"in {existing} ({why}); {fix}")
+        raise ValueError(f"the cache folder {folder} ({where}) cannot be made: {existing} is a "
+                         f"file; {fix}")
+    raise ValueError(f"the cache folder {folder} ({where}) is not writable: cannot write in "
+                     f"{existing} ({why}); {fix}")
 
 
 def rest_datastore(path, target, encoder, progress=None):
@@ -189,7 +195,11 @@ def rest_datastore(path, target, encoder, progress=None):
               "split), or Datastore.build(tokens).save(path) in Python")
     if path is None:  # into the cache: an unwritable PICOSPEC_CACHE is named before the build
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(target))
-        path = check_cache_dir() / "rest" / f"{safe}-stdlib-train.npz"
+        path = check_cache_dir("rest") / f"{safe}-stdlib-train.npz"
+        if path.is_dir():
+            raise ValueError(f"{path} is a folder where picospec keeps the REST datastore it "
+                             f"builds: move that folder away, or set PICOSPEC_CACHE to another "
+                             f"folder")
         # only here, in the cache, is the file picospec's own to delete
         advice = "picospec built it into its cache: delete it and run again to rebuild it"
     path = Path(path)

@@ -43,7 +43,8 @@ SHARED = [
            "BLAS threads (default: 1 for small models, else the free cores; also "
            "PICOSPEC_THREADS)", low=1, high=256),
     Option("runs", int, None, "timed rounds of autoregressive decoding and the method, interleaved "
-           "(default: about a second of measurement, at least 3; one round of a --batch)", low=1),
+           "(default: about a second of measurement, at least 3; one round of a --batch)", low=1,
+           high=1000),
     Option("json", bool, False, "print one JSON object instead of text"),
     Option("batch", "file", None,
            "decode every line of FILE as one batch (methods with a batched form)"),
@@ -162,6 +163,11 @@ def read_prompt(values, given):
                              f"({getattr(e, 'strerror', e)})") from None
         if not prompt:
             raise UsageError(f"--prompt_file {path}: it is empty; put the prompt in it")
+        try:  # standard input's bytes that were not UTF-8 arrive as lone surrogates
+            prompt.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(f"--prompt_file {path}: standard input is not UTF-8 text; pipe UTF-8 "
+                             f"text in, or save the prompt as UTF-8 and pass its file") from None
     else:
         prompt = values["prompt"]
         try:
@@ -219,13 +225,17 @@ def read_plan(argv):
     check_needs(method, options)
     settings = read_settings()  # a bad PICOSPEC_* setting is named, even under --offline
     check_target(values["target"])
+    for name in ("target", "draft", "draft2"):  # a model's name, before any model loads
+        if name in values and values[name] is not None and not str(values[name]).strip():
+            raise UsageError(f"--{name} is empty: name a model (tiny-target, tiny-draft, ngram, "
+                             f"gpt2, a Hugging Face repo id or a folder)")
     if "draft2" in method.needs and values.get("draft2") is not None:
         if same_model(values["draft2"], values["target"]):
             raise UsageError(f"--draft2 {values['draft2']} is the target itself: the second "
                              "drafter must be another, cheaper model (ngram, tiny-draft, ...)")
     if "datastore" in method.needs and values.get("datastore") is None:
         # before a datastore build into the cache (a download checks the Hugging Face cache itself)
-        check_cache_dir()
+        check_cache_dir("rest")
     # the command line wins over the setting; the loads pass on what asked for no network
     if values["offline"] is None:
         offline = "PICOSPEC_OFFLINE" if settings.offline else False

@@ -181,7 +181,9 @@ def read(argv, options, words=None):
             raise UsageError(f"unexpected argument {word!r}: options are written --name value; "
                              f"quote text with spaces (see --help)")
         names = [*p.kinds, *(f"no-{o.name}" for o in options if o.type is bool)]
-        near = difflib.get_close_matches(word.split("=")[0].lstrip("-"), names, 1, 0.6)
+        typed = word.split("=")[0].lstrip("-")
+        near = ([n for n in names if n.lower() == typed.lower()]  # --k for --K
+                or difflib.get_close_matches(typed, names, 1, 0.6))
         raise UsageError(f"unknown option {word.split('=')[0]}"
                          + (f": did you mean --{near[0]}?" if near else "") + " (see --help)")
     return {k: v.removeprefix(MARK) if isinstance(v, str) else v for k, v in vars(given).items()}
@@ -219,6 +221,25 @@ def env_flag(name, default=None, environ=None):
     if setting is ValueError:
         raise ValueError(f"{name}={value!r}: set it to 1 (on) or 0 (off), or unset it")
     return setting
+
+
+def replace_file(path, write):
+    """write(f) into a fresh temporary file beside `path` (f: binary), then rename it over `path`:
+    an interrupted write leaves the old file (or none), and no other file is touched (the
+    temporary name is one no file had)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the file gets the usual permissions
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:  # Ctrl-C may land after os.replace: then tmp is already gone
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def cannot_write_in(folder):  # -> why no file can be made in folder (one is tried), or None

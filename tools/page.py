@@ -20,6 +20,7 @@ from pathlib import Path
 
 from picospec_app.machine import panels_line, wide_line
 from picospec_app.settings import read_settings
+from picospec_cli import replace_file
 
 ROOT = Path(__file__).resolve().parents[1]
 # what a figure depends on: the algorithms, the model, the app and its door, the benchmarks and
@@ -163,6 +164,4 @@ def header(threads):
 
 def write_text(path, text):
     """Write a table atomically: a temp file in the same folder, renamed over path."""
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    replace_file(path, lambda f: f.write(text.encode("utf-8")))

@@ -81,6 +81,8 @@ def parse_command(argv):
 
 
 def check_handout(notebook, out):
+    if not Path(notebook).exists():
+        raise UsageError(f"{notebook}: no such file; give the teacher's notebook (.ipynb)")
     if not Path(notebook).is_file() or Path(notebook).suffix != ".ipynb":
         raise UsageError(f"{notebook}: not a notebook file (.ipynb)")
     if out is None:

@@ -156,7 +156,8 @@ def grade_in_process(path, names, samples, seed, limit, say=print):
                                       f"limit of {limit:g} s (--timeout), {doing(result)}")
                     break
         tail = child_process.stdout.read().decode(errors="replace")
-        if "stopped" not in result and "printed" not in result:  # it never reached its end
+        # it never reached its end (a file that could not be read ends early, and says why)
+        if "stopped" not in result and "printed" not in result and "why" not in result:
             result["stopped"] = (f"the answer ended the grading process (exit status "
                                  f"{child_process.returncode}), {doing(result)}")
         result["head"] = result.get("head", "") + tail[:SHOWN]

@@ -21,6 +21,10 @@ FAST = 3.0  # seconds: a mistake in the options is refused before any model load
 # (command line, what the one line must say, whether a model loads before the mistake can be seen)
 MAIN_CASES = [
     (["--temprature", "0.8"], r"unknown option --temprature: did you mean --temperature\?", False),
+    (["--k", "4"], r"unknown option --k: did you mean --K\?", False),
+    (["--method", "cascade", "--draft2", ""], r"--draft2 is empty: name a model", False),
+    (["--draft", " "], r"--draft is empty: name a model", False),
+    (["--method", "eagle", "--tree", ""], r"--tree '': use sparse, chain or a JSON list", False),
     (["--method", "medusa", "--window", "4"],
      r"--window is an option of lookahead, not of --method medusa", False),
     (["--method", "speculative", "--no-merged"], r"--merged is an option of blockwise", False),
@@ -31,6 +35,8 @@ MAIN_CASES = [
     (["--method", "sequoia", "--draft", "ngram"],
      r"no acceptance vector of draft 'ngram' for target 'tiny-target' "
      r"was measured .*give --acceptance", True),
+    (["--method", "sequoia", "--acceptance", "0.6,0.6"],
+     r"--acceptance 0.6,0.6: it sums to 1.2: .* they sum to at most 1", False),
     (["--temperature", "hot"], r"--temperature must be a number; got 'hot'", False),
     (["--temperature", "inf"], r"--temperature must be a finite number", False),
     (["--temperature", "-1"], r"--temperature must be >= 0", False),
@@ -88,6 +94,8 @@ MAIN_CASES = [
     (["--method", "rest", "--datastore", "nodir/x.npz", "--build_datastore"],
      r"the folder .*nodir does not exist", False),
     (["--method", "rest", "--datastore", "."], r"--datastore \. is a folder", False),
+    (["--method", "rest", "--datastore", str(ROOT / "main.py" / "x.npz"), "--build_datastore"],
+     r"main.py is a file, not a folder", False),
     (["--method", "rest", "--datastore", str(ROOT / "main.py")],
      r"is not a REST datastore: it is a file that begins", True),
     (["--prompt", ""], r"the prompt is empty", False),
@@ -280,13 +288,28 @@ def test_benchmarks_refuse_prompts_that_do_not_fit_before_any_run(args, message,
 @pytest.mark.parametrize("args", [["main.py", "--method", "rest"],
                                   ["-m", "bench.trees", "--drafting", "--n_prompts", "1", "--seeds",
                                    "1"]])
-def test_a_cache_folder_that_is_a_file_is_refused_before_work(args, folder):
-    """Before a REST datastore build (bench.trees built the datastore for 15 s first)."""
-    (folder / "cache").write_text("not a folder")
+@pytest.mark.parametrize("a_file", ["cache", "cache/rest"])
+def test_a_cache_folder_that_is_a_file_is_refused_before_work(args, a_file, folder):
+    """Before a REST datastore build (bench.trees built the datastore for 15 s first), the cache
+    folder or its rest/ folder."""
+    (folder / a_file).parent.mkdir(exist_ok=True)
+    (folder / a_file).write_text("not a folder")
     before = files_under(folder)
     r = run_here(args, folder, env={"PICOSPEC_CACHE": str(folder / "cache")})
-    assert_refused(r, r"the cache folder .*cache \(PICOSPEC_CACHE\) cannot be made", folder, before,
+    assert_refused(r, rf"the cache folder \S*cache/rest \(in PICOSPEC_CACHE, \S*cache\) cannot be "
+                      rf"made: \S*{a_file} is a file", folder, before,
                    max_seconds=FAST if args[0] == "main.py" else None)
+
+
+def test_a_folder_where_the_cache_keeps_a_datastore_is_named_not_deleted(folder):
+    """No advice to delete what picospec did not make."""
+    (folder / "cache" / "rest" / "tiny-target-stdlib-train.npz").mkdir(parents=True)
+    before = files_under(folder)
+    r = run_here(["main.py", "--method", "rest"], folder,
+                 env={"PICOSPEC_CACHE": str(folder / "cache")})
+    assert_refused(r, r"tiny-target-stdlib-train.npz is a folder where picospec keeps the REST "
+                      r"datastore it builds: move that folder away", folder, before)
+    assert "delete" not in r.stderr
 
 
 def test_a_hugging_face_cache_that_is_a_file_is_refused_before_a_request(folder):
@@ -433,6 +456,21 @@ def test_prompt_from_stdin_and_file(tmp_path):
     r = run_here(["main.py", "--prompt_file", "p.txt", "--method", "autoregressive", "--n_tokens",
                   "2", "--runs", "1", "--json"], tmp_path)
     assert json.loads(r.stdout)["prompts"][0] == text
+
+
+@pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
+def test_a_prompt_on_standard_input_that_is_not_utf8_is_one_line_before_loading(locale, tmp_path):
+    """Python's C locale reads stdin's stray bytes as surrogates; a UTF-8 locale raises on them."""
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
+           "HOME": str(tmp_path), "LC_ALL": locale}
+    start = time.perf_counter()
+    r = subprocess.run([sys.executable, str(ROOT / "main.py"), "--prompt_file", "-"],
+                       input=b"def f\xff(x):\n", capture_output=True, env=env, cwd=tmp_path)
+    r.stdout, r.stderr = r.stdout.decode(), r.stderr.decode()
+    r.seconds = time.perf_counter() - start
+    assert r.returncode == 2
+    assert_refused(r, r"^error: --prompt_file -: (standard input is not|cannot read it as) UTF-8 "
+                      r"text", tmp_path, [], max_seconds=FAST)
 
 
 def test_help_lists_methods_and_a_methods_options(tmp_path):

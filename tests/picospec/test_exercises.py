@@ -383,6 +383,7 @@ def answers(tmp_path):
     (["list", "all"], "list takes nothing more; got 1 words: all"),
     (["list", "--exercise", "trie"], "list does not read --exercise: drop it"),
     (["handout", "answers.py", "--out", "h.ipynb"], "answers.py: not a notebook file"),
+    (["handout", "absent.ipynb", "--out", "h.ipynb"], "absent.ipynb: no such file"),
     (["handout", str(NOTEBOOK)], "handout needs --out FILE.ipynb"),
     (["handout", "teacher.ipynb", "--out", "teacher.ipynb"],
      "--out teacher.ipynb is the notebook itself: the handout would overwrite its answers"),

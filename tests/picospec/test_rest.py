@@ -95,6 +95,18 @@ def test_save_load_round_trip_is_atomic(tmp_path, monkeypatch):
     assert Datastore.load(path).sa.tolist() == store.sa.tolist()
 
 
+def test_save_touches_no_other_file(tmp_path):
+    """A file of the user's that the old temporary name would have taken (PATH.tmp) stays."""
+    path = tmp_path / "rest.npz"
+    for name in ("rest.npz.tmp", ".rest.npz.tmp"):
+        (tmp_path / name).write_text("my notes")
+    Datastore.build([1, 2, 3, 1, 2]).save(path)
+    mine = ("rest.npz.tmp", ".rest.npz.tmp")
+    assert [(tmp_path / n).read_text() for n in mine] == ["my notes"] * 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".rest.npz.tmp", "rest.npz",
+                                                          "rest.npz.tmp"]
+
+
 def test_load_errors_say_what_is_wrong_and_the_door_how_to_build(tmp_path):
     from picospec_app.load import rest_datastore
 

@@ -118,3 +118,16 @@ def test_every_exercise_is_reported_even_when_none_is_defined(tmp_path):
     r = grade(tmp_path, path)
     assert r.returncode == 1
     assert all(f"{name}: FAIL\n  not answered" in r.stdout for name in EXERCISES)
+
+
+@pytest.mark.parametrize("text, why", [("def residual(q, p:\n", "SyntaxError"),
+                                       ("import sys\nsys.exit(3)\n", "SystemExit(3)"),
+                                       (b"x = '\xff'\n", "not UTF-8")])
+def test_a_file_that_cannot_be_read_is_named_once(tmp_path, text, why):
+    """One note, the true one: the file was read and failed; the process did not end early."""
+    path = tmp_path / "mine.py"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    r = grade(tmp_path, path, "--exercise", "residual")
+    notes = [line for line in r.stdout.splitlines() if line.startswith("mine.py: ")]
+    assert len(notes) == 1 and why in notes[0], r.stdout
+    assert "ended the grading process" not in r.stdout
