@@ -881,6 +881,32 @@ MUTANTS = (
            ("tests/cli/test_main.py::test_batch_file_with_a_byte_order_mark",),
            "a --batch file with a byte-order mark keeps U+FEFF in prompt 1, silently"),
     # --- the edges: the grader's runner and its command
+    Mutant("runner-unreadable-file-ended-early", "graders", "rule",
+           "picospec/exercises/runner.py",
+           'and "printed" not in result and "why" not in result:', 'and "printed" not in result:',
+           ("tests/picospec/exercises/test_runner.py::"
+            "test_a_file_that_cannot_be_read_is_named_once",),
+           "an answer file with a syntax error also gets a false note: the grading process ended"),
+    Mutant("replace-file-takes-path-tmp", "door", "rule", "picospec_cli/__init__.py",
+           'fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")',
+           'tmp = f"{path}.tmp"; fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)',
+           ("tests/picospec/test_rest.py::test_save_touches_no_other_file",),
+           "saving the REST datastore overwrites the user's PATH.tmp"),
+    Mutant("sequoia-acceptance-sum-after-loading", "door", "rule", "picospec/methods.py",
+           "if sum(a) > 1 + 1e-6 else None", "if False else None",
+           ("tests/cli/test_picospec_cli.py::test_main_refuses_bad_command_lines",),
+           "--acceptance 0.6,0.6 is refused only after the models load"),
+    Mutant("cache-rest-folder-unchecked", "door", "rule", "picospec_app/plan.py",
+           'check_cache_dir("rest")', "check_cache_dir()",
+           ("tests/cli/test_picospec_cli.py::"
+            "test_a_cache_folder_that_is_a_file_is_refused_before_work",),
+           "a file named rest in the cache is found only after the datastore is built"),
+    Mutant("stdin-prompt-not-utf8-late", "door", "rule", "picospec_app/plan.py",
+           "try:  # standard input's bytes that were not UTF-8 arrive as lone surrogates\n"
+           '            prompt.encode("utf-8")', "try:\n            pass",
+           ("tests/cli/test_picospec_cli.py::"
+            "test_a_prompt_on_standard_input_that_is_not_utf8_is_one_line_before_loading",),
+           "a non-UTF-8 prompt piped in fails after loading with the codec's message"),
     Mutant("runner-sys-exit-escapes", "graders", "rule", "picospec/exercises/runner.py",
            "except BaseException as e:  # sys.exit or Ctrl-C", "except Exception as e:  # ",
            ("tests/picospec/exercises/test_runner.py::"
