@@ -253,6 +253,9 @@ def params_from_state_dict(tensors, hparams, source="checkpoint"):
             "ln_f": {"g": f("ln_f.weight"), "b": f("ln_f.bias")}}
 
 
+GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu")  # within 1e-3 of model.py's
+
+
 def hparams_from_config(config, source="config.json"):
     """{n_vocab, n_ctx, n_embd, n_head, n_layer} from a Hugging Face config, checked."""
     if not isinstance(config, dict):
@@ -266,6 +269,13 @@ def hparams_from_config(config, source="config.json"):
             raise CorruptFile(source, f"not a GPT-2 config ({key} is missing)")
         if not _is_size(config[key]) or config[key] < 1:
             raise CorruptFile(source, f"{key} is {config[key]!r}; it must be a whole number >= 1")
+    if config.get("model_type", "gpt2") != "gpt2":
+        raise CorruptFile(source, f"model_type is {config['model_type']!r}: picospec runs GPT-2's "
+                                  f"architecture (model_type gpt2)", "give a GPT-2 checkpoint")
+    if config.get("activation_function", "gelu_new") not in GELUS:  # model.py's gelu: tanh's form
+        raise CorruptFile(source, f"activation_function is {config['activation_function']!r}: "
+                                  f"picospec's GPT-2 computes GELU ({', '.join(GELUS)})",
+                          "give a GPT-2 checkpoint")
     hparams = {name: config[key] for name, key in keys.items()}
     if hparams["n_embd"] % hparams["n_head"]:
         raise CorruptFile(source,

@@ -143,6 +143,9 @@ def edit_config(folder, **changes):
     ({"n_embd": "16"}, "n_embd is '16'"),
     ({"n_head": True}, "n_head is True"),
     ({"n_embd": None}, "n_embd is missing"),
+    ({"model_type": "llama"}, "model_type is 'llama': picospec runs GPT-2's architecture"),
+    ({"activation_function": "swish"}, "activation_function is 'swish': picospec's GPT-2 computes "
+                                       "GELU"),
 ])
 def test_impossible_configs_are_refused(checkpoint, changes, message):
     folder, _ = checkpoint
