@@ -92,6 +92,10 @@ def prepare_eagle(options, loaded, sampling):
         raise ValueError("this EAGLE head has no accuracy record to build the sparse tree from: "
                          "pass --tree chain or a list of rank paths like '[[0],[0,0],[1]]'")
     choices = static_tree(tree, head.accuracy, options.pop("nodes"), options.pop("depth"))
+    V = loaded["target"].n_vocab
+    if (c := next((c for c in choices if max(c) >= V), None)) is not None:
+        raise ValueError(f"--tree node {list(c)} asks for rank {max(c)}, but the vocabulary has "
+                         f"{V} tokens (ranks 0..{V - 1})")
     return {**options, "heads": head, "choices": choices}
 
 

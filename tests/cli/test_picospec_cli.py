@@ -25,6 +25,8 @@ MAIN_CASES = [
     (["--method", "cascade", "--draft2", ""], r"--draft2 is empty: name a model", False),
     (["--draft", " "], r"--draft is empty: name a model", False),
     (["--method", "eagle", "--tree", ""], r"--tree '': use sparse, chain or a JSON list", False),
+    (["--method", "eagle", "--tree", "[[0],[1000000]]"],
+     r"--tree node \[1000000\] asks for rank 1000000, but the vocabulary has \d+ tokens", True),
     (["--method", "medusa", "--window", "4"],
      r"--window is an option of lookahead, not of --method medusa", False),
     (["--method", "speculative", "--no-merged"], r"--merged is an option of blockwise", False),
