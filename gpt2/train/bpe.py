@@ -6,6 +6,7 @@ recounting only the words that hold the merged pair; ties go to the largest (fir
 
     python -m gpt2.train.bpe --out gpt2/assets/tiny-target --vocab_size 4096
 """
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def train_bpe(texts, vocab_size=4096, verbose=False):
             where[pair].add(w)
     n_merges = vocab_size - 256
     bar = None
-    if verbose:
+    if verbose and pairs:
         from tqdm import tqdm
 
         bar = tqdm(total=n_merges, desc="bpe merges")
@@ -59,6 +60,8 @@ def train_bpe(texts, vocab_size=4096, verbose=False):
         del pairs[first, second]
         if bar:
             bar.update()
+    if bar:
+        bar.close()
     encoder = {byte_encoder[b]: b for b in range(256)}
     for first, second in merges:
         encoder[first + second] = len(encoder)
@@ -72,7 +75,19 @@ def main(out, vocab_size=4096, files=None):
     from gpt2.encoder import save_tokenizer
 
     paths = [Path(f) for f in files] if files else stdlib_files()
-    encoder, merges = train_bpe((read_text(p) for p in paths), vocab_size, verbose=True)
+    texts = [read_text(p) for p in paths]
+    where = f"--files {','.join(files)}" if files else "the standard library"
+    if not any(text.strip() for text in texts):
+        raise ValueError(f"{where}: no text to learn merges from (empty, or only white space); "
+                         f"give files of text")
+    encoder, merges = train_bpe(texts, vocab_size, verbose=True)
+    if not merges:
+        raise ValueError(f"{where}: no pair of symbols to merge (no word of two bytes or more); "
+                         f"give files of more text")
+    if len(merges) < vocab_size - 256:
+        print(f"note: {len(merges)} merges learned, not the {vocab_size - 256} that --vocab_size "
+              f"{vocab_size} asks for ({where} hold no more): the vocabulary has {len(encoder)} "
+              f"tokens; give more text for more", file=sys.stderr)
     with output_folder(out):
         save_tokenizer(out, encoder, merges)  # each file written to a temporary name, then renamed
     print(f"{len(encoder)} tokens from {len(paths)} files -> {out}")

@@ -23,8 +23,8 @@ from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from picospec_cli import Option
 from gpt2.eagle import EagleHead, init_eagle, save_eagle, TREE_SLOTS
 from gpt2.train.backprop import block_backward, block_forward, linear_backward, linear_forward
-from gpt2.train.gpt2 import (RUN_CONTROL, check_data, check_ids, check_out, check_tokens, lr_at,
-                             replaces_out, train_loop, written_into)
+from gpt2.train.gpt2 import (RUN_CONTROL, check_data, check_ids, check_out, check_tokenizer,
+                             check_tokens, lr_at, replaces_out, train_loop, written_into)
 from gpt2.train.heads import PROMPT_LEN, backbone_hparams, distill_data_missing, self_distill
 from gpt2.weights import _atomic_write
 
@@ -168,12 +168,15 @@ def check_run(backbone, data, out, distill_tokens, distill_data, max_steps, stop
         raise ValueError(f"self-distillation continues {PROMPT_LEN}-token prompts; the backbone's "
                          f"context window ({hparams['n_ctx']}) leaves no room")
     T = row_length(hparams)
-    check_data(data, T)
+    row = f"a row of {T} tokens ({PROMPT_LEN} of a prompt and {T - PROMPT_LEN} the backbone writes)"
+    check_data(data, T, too_few=f"{row}; give more data")
     if distill_data:
-        check_tokens(distill_data, T, "--distill_data")
+        check_tokens(distill_data, T, "--distill_data", f"{row}; give a longer file, or make one "
+                     f"with --distill_tokens {2 * T} or more")
     if distill_tokens and distill_tokens < 2 * T:
         raise ValueError(f"--distill_tokens {distill_tokens} is too few: give at least two rows of "
                          f"{T} tokens ({2 * T})")
+    check_tokenizer(data, backbone, folder)
     # none may be in an OUT replaced
     inputs = {"--data": data, "--backbone": folder, "--distill_data": distill_data}
     replace = replaces_out(out, {"backbone": str(backbone), "n_embd": hparams["n_embd"]}, resume,
@@ -281,7 +284,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
                    lambda step: lr_at(step, max_steps, lr, warmup),
                    rng, clip=clip, weight_decay=0.0, evaluate=evaluate, eval_every=eval_every,
                    max_minutes=max_minutes, stop_at=stop_at, log=log, resume=resume,
-                   tokens_per_step=batch_size * (T - 1), desc="train eagle")
+                   tokens_per_step=batch_size * (T - 1), desc="train eagle", lr=lr)
         head = EagleHead(to_device(params, np), config, to_numpy(wte),
                          hparams["n_ctx"] + TREE_SLOTS)  # on the CPU
         record_run(log, head, val_rows, val_feats, steps, distill_temperature, batch_size * (T - 1),

@@ -233,7 +233,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
                    lambda step: lr_at(step, max_steps, lr, warmup),
                    rng, clip=clip, weight_decay=0.0, evaluate=evaluate, eval_every=eval_every,
                    max_minutes=max_minutes, stop_at=stop_at, log=log, resume=resume,
-                   tokens_per_step=batch_size * (T - 1), desc="train eagle3")
+                   tokens_per_step=batch_size * (T - 1), desc="train eagle3", lr=lr)
         params = {**to_device(params, np), "d2t": d2t}
         head = Eagle3Head(params, config, to_numpy(wte), hparams["n_ctx"] + TREE_SLOTS)  # CPU
         record_run(log, head, val_rows, val_feats, steps, distill_temperature, batch_size * (T - 1),

@@ -209,23 +209,46 @@ def check_writable(folder, what):
                           f"to"))
 
 
-def check_tokens(path, n_ctx, what):
-    """A uint16 token file holds at least n_ctx + 2 tokens."""
+def check_tokens(path, n_ctx, what, too_few=None):
+    """A uint16 token file holds at least n_ctx + 2 tokens; too_few: what a short file's message
+    says after "too few for" (default: a window of --n_ctx, and to give a smaller one)."""
     size = Path(path).stat().st_size
     if size % 2:
         raise ValueError(f"{what} {path}: {size} bytes is not a file of uint16 token ids (from "
                          f"`python -m gpt2.train.corpus`)")
     if size // 2 < n_ctx + 2:
-        raise ValueError(f"{what} {path} holds {size // 2} tokens, too few for a window of --n_ctx "
-                         f"{n_ctx}; give a smaller --n_ctx or more data")
+        too_few = too_few or f"a window of --n_ctx {n_ctx}; give a smaller --n_ctx or more data"
+        raise ValueError(f"{what} {path} holds {size // 2} tokens, too few for {too_few}")
 
 
-def check_data(data, n_ctx, files=("train.bin", "val.bin")):
+def check_data(data, n_ctx, files=("train.bin", "val.bin"), too_few=None):
     for name in files:
         if not (Path(data) / name).is_file():
             raise ValueError(f"--data {data} has no {name}: make the token files with `python -m "
                              f"gpt2.train.corpus --out {data}`")
-        check_tokens(Path(data) / name, n_ctx, "--data")
+        check_tokens(Path(data) / name, n_ctx, "--data", too_few)
+
+
+def check_tokenizer(data, backbone, folder):
+    """--data's token files were made with the tokenizer of --backbone (in `folder`): the
+    fingerprint meta.json records against the backbone's, where both are known."""
+    from gpt2.encoder import load_encoder
+    from gpt2.train.corpus import has_tokenizer
+    from gpt2.train.ngram import read_tokenizer
+
+    made_with = read_tokenizer(Path(data) / "meta.json")
+    if made_with is None or has_tokenizer(folder) is not None:
+        return
+    theirs = load_encoder(folder).fingerprint
+    if made_with != theirs:
+        try:
+            source = json.loads((Path(data) / "meta.json").read_text()).get("tokenizer_folder")
+        except (OSError, ValueError, AttributeError):
+            source = None
+        made = f"{made_with[:12]}" + (f", {source}" if isinstance(source, str) else "")
+        raise ValueError(f"--data {data} was tokenized with another tokenizer ({made}) than "
+                         f"--backbone {backbone}'s ({theirs[:12]}, {folder}): remake it with "
+                         f"`python -m gpt2.train.corpus --tokenizer {folder} --out DIR`")
 
 
 def read_n_vocab(meta):
@@ -328,17 +351,34 @@ def no_empty_folders_left(out):
         raise
 
 
+def finite(params):
+    """Every weight of `params` is a finite number."""
+    return all(bool(xp_of(p).isfinite(p).all()) for p in flatten(params).values())
+
+
+def diverged(bar, what, step, lr):
+    """The one line of a run whose numbers are no longer finite; the progress bar is taken away."""
+    bar.leave = False
+    bar.close()
+    lower = "lower the learning rate" if lr is None else f"lower --lr ({lr:g} now)"
+    return ValueError(f"{what} at step {step}: training diverged; {lower}")
+
+
 def train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, clip=1.0,
                weight_decay=0.1,
                evaluate=None, eval_every=100, max_minutes=None, stop_at=None, log=None, resume=True,
-               tokens_per_step=None, desc="train"):
+               tokens_per_step=None, desc="train", lr=None):
     """Train `params` (updated in place) with AdamW and gradient clipping -> log.
 
-        loss_and_grads(params, step, rng) -> ({name: number or list}, grads in params' layout)
+        loss_and_grads(params, step, rng) -> ({name: number or list}, grads in params' layout); the
+            first entry is the loss trained on
         learning_rate(step) -> a rate, or {top-level key of params: rate}
         evaluate(step) -> {name: number} to log, or None
     Every eval_every steps and at the last the loop logs and checkpoints to `ckpt`; with resume it
-    starts from that checkpoint, so a resumed run gives the numbers of an uninterrupted one."""
+    starts from that checkpoint, so a resumed run gives the numbers of an uninterrupted one. A loss
+    or gradient norm that is not finite (each step), or weights that are not (before each
+    checkpoint), stop the run with a ValueError naming the step and --lr (its peak `lr`): no
+    checkpoint of such weights is written."""
     from tqdm import tqdm
 
     opt = AdamW(params, weight_decay=weight_decay)
@@ -354,10 +394,17 @@ def train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, clip
     bar = tqdm(range(log["step"], max_steps), initial=log["step"], total=max_steps, desc=desc,
                mininterval=1 if os.isatty(2) else 60)
     for step in bar:
-        losses, grads = loss_and_grads(params, step, rng)
-        grads = flatten(grads)
-        norm = clip_grads(grads, clip)
-        opt.step(params, grads, learning_rate(step))
+        # what overflows shows as a loss, a norm or weights that are not finite, checked here
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            losses, grads = loss_and_grads(params, step, rng)
+            loss = float(next(iter(losses.values())))
+            if not math.isfinite(loss):
+                raise diverged(bar, f"the loss is {loss}", step + 1, lr)
+            grads = flatten(grads)
+            norm = clip_grads(grads, clip)
+            if not math.isfinite(norm):
+                raise diverged(bar, f"the gradient's norm is {norm}", step + 1, lr)
+            opt.step(params, grads, learning_rate(step))
         elapsed = time.time() - start
         log.update(step=step + 1, seconds=elapsed)
         shown = {k: f"{v:.3f}" if np.isscalar(v) else " ".join(f"{x:.2f}" for x in v) for k,
@@ -367,6 +414,8 @@ def train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, clip
         bar.set_postfix(shown, refresh=False)
         last = step + 1 in (max_steps, stop_at) or (max_minutes and elapsed > 60 * max_minutes)
         if (step + 1) % eval_every == 0 or last:
+            if not finite(params):
+                raise diverged(bar, "the weights are not finite", step + 1, lr)
             log["history"].append({"step": step + 1, **losses,
                                    **(evaluate(step + 1) if evaluate else {}),
                                    "grad_norm": norm, "seconds": elapsed})
@@ -435,7 +484,7 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
                    min_lr_ratio), rng, clip=clip, weight_decay=weight_decay, evaluate=evaluate,
                    eval_every=eval_every,
                    max_minutes=max_minutes, stop_at=stop_at, log=log, resume=resume,
-                   tokens_per_step=batch_size * n_ctx)
+                   tokens_per_step=batch_size * n_ctx, lr=lr)
         save_checkpoint(work, hparams, params, dtype=dtype)
         log["final_val_loss"] = log["history"][-1]["val_loss"]
         log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "device": device}

@@ -23,9 +23,9 @@ from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from gpt2.train.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
 from picospec_cli import Option
 from gpt2.heads import heads_loss_and_grads, init_heads, ranks_of_targets, head_forward, save_heads
-from gpt2.train.gpt2 import (RUN_CONTROL, check_data, check_ids, check_out, check_tokens,
-                             has_state, lr_at, random_windows, read_state, replaces_out, train_loop,
-                             written_into)
+from gpt2.train.gpt2 import (RUN_CONTROL, check_data, check_ids, check_out, check_tokenizer,
+                             check_tokens, has_state, lr_at, random_windows, read_state,
+                             replaces_out, train_loop, written_into)
 from gpt2.weights import _atomic_write
 
 PROMPT_LEN = 16  # tokens of text before each self-distilled continuation
@@ -155,6 +155,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     if (distill_tokens or distill_data) and hparams["n_ctx"] <= PROMPT_LEN:
         raise ValueError(f"self-distillation continues {PROMPT_LEN}-token prompts; the backbone's "
                          f"context window ({hparams['n_ctx']}) has no room left")
+    check_tokenizer(data, backbone, folder)
     # none may be in an OUT replaced
     inputs = {"--data": data, "--backbone": folder, "--distill_data": distill_data}
     replace = replaces_out(out, {"stage": stage, "n_heads": n_heads, "tied": tied, "act": act},
@@ -244,7 +245,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
         train_loop(params, loss_and_grads, work / "ckpt", max_steps, learning_rate, rng, clip=clip,
                    weight_decay=0.0, eval_every=eval_every, max_minutes=max_minutes,
                    stop_at=stop_at, log=log, resume=resume, tokens_per_step=batch_size * n_ctx,
-                   desc=f"train {stage}")
+                   desc=f"train {stage}", lr=lr)
         trained_backbone = params.get("backbone", backbone_params)
         log["accuracy"] = evaluate_heads(trained_backbone, hparams, params["heads"], config,
                                          val_ids, n_ctx)

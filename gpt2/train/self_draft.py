@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 import zipfile
 from pathlib import Path
@@ -37,7 +38,7 @@ from gpt2.train.exit_adapter import train_exit_adapter
 from gpt2.train.skip_search import MAX_LAYERS, draft_logits, skip_set_search, too_many_layers
 from gpt2.weights import _atomic_write, hparams_from_config, read_json
 from picospec.theory import greedy_walk, walk_speedup
-from picospec_cli import Option, cannot_make, command
+from picospec_cli import Option, UsageError, cannot_make, guarded, parse, usage
 
 
 def search_sequences(target, encoder, n_prompts, prompt_tokens, new_tokens, seed):
@@ -360,16 +361,22 @@ def exits(target, encoder, exit_layers, steps, n_windows, write, folder, runs):
     return lines
 
 
-def check_before_work(task, target, folder, exit_layers, runs):
+def check_before_work(task, target, folder, exit_layers, runs, prompt_tokens=64, new_tokens=33):
     """The mistakes the search and the exit layers would meet only after minutes, as one line each,
-    before any work: a model too deep to score every skip set, exits without a saved search or past
-    the last layer, a --runs folder that cannot be made or written."""
-    L = hparams_from_config(read_json(Path(folder) / "config.json"))["n_layer"]
+    before any work: a model too deep to score every skip set, sequences longer than its context
+    window, exits without a saved search or past the last layer, a --runs folder that cannot be
+    made or written."""
+    hparams = hparams_from_config(read_json(Path(folder) / "config.json"))
+    L, n_ctx = hparams["n_layer"], hparams["n_ctx"]
     if task == "search" and (problem := too_many_layers(L)) is not None:
         raise ValueError(f"--task search on {target}: {problem}; search a model of at most "
                          f"{MAX_LAYERS} layers, or choose a skip set by hand: python main.py "
                          f"--target {target} --method layer_skip --skip a3,m4 (or --method "
                          f"early_exit --exit_layer E --no-adapter)")
+    if task == "search" and prompt_tokens + new_tokens > n_ctx:
+        raise ValueError(f"--prompt_tokens {prompt_tokens} + --new_tokens {new_tokens} = "
+                         f"{prompt_tokens + new_tokens} tokens do not fit {target}'s context "
+                         f"window of {n_ctx}: give a smaller --prompt_tokens or --new_tokens")
     if task == "exits":
         if "search" not in read_config(folder).get("layer_skip", {}):
             raise ValueError(f"--task exits measures the exit layers on the sequences of the "
@@ -396,7 +403,7 @@ def main(task="search", target="tiny-target", n_prompts=16, prompt_tokens=64, ne
          runs="runs/self_draft", write=True, offline=False):
     """The skip-set search (--task search) or the exit layers (--task exits)."""
     folder = resolve(target, offline=offline)
-    check_before_work(task, target, folder, exit_layers, runs)
+    check_before_work(task, target, folder, exit_layers, runs, prompt_tokens, new_tokens)
     model, encoder = load_model(target, offline=offline)
     if task == "search":
         lines = search(model, encoder, n_prompts, prompt_tokens, new_tokens, seed, restarts, write,
@@ -412,7 +419,7 @@ OPTIONS = [
            choices=("search", "exits")),
     Option("target", str, "tiny-target", "the target model"),
     Option("n_prompts", int, 16, "search: held-out prompts", low=1),
-    Option("prompt_tokens", int, 64, "tokens per prompt", low=1),
+    Option("prompt_tokens", int, 64, "search: tokens per prompt", low=1),
     Option("new_tokens", int, 33, "search: greedy tokens after each prompt (the positions scored)",
            low=2),
     Option("seed", int, 1, "search: seed of the held-out prompts", low=0),
@@ -427,6 +434,32 @@ OPTIONS = [
     Option("offline", bool, False, "never touch the network: the target must be in the Hugging "
            "Face cache or a folder")]
 
+# the task that reads each option its help names one for ("search: ...", "exits: ...")
+TASK_OF = {o.name: o.help.split(":")[0] for o in OPTIONS
+           if o.help.split(":")[0] in ("search", "exits")}
+
+
+def check_task_options(task, given):
+    """An option given that the chosen --task does not read is a mistake, not a silent no-op."""
+    chosen = f"--task {task}" + ("" if "task" in given else " (the default)")
+    for name in sorted(given):
+        if TASK_OF.get(name, task) != task:
+            raise UsageError(f"--{name} is read by --task {TASK_OF[name]}, not by {chosen}: leave "
+                             f"it out, or run --task {TASK_OF[name]}")
+
+
+def cli(argv=None):
+    """The door (picospec_cli.command), with the options given checked against --task."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+
+    def work():
+        values, given = parse(argv, OPTIONS)
+        if "help" in values:
+            return print(usage("python -m gpt2.train.self_draft", main.__doc__, OPTIONS))
+        check_task_options(values["task"], given)
+        return main(**values)
+    return guarded(work)
+
 
 if __name__ == "__main__":
-    command(main, OPTIONS)
+    cli()

@@ -27,7 +27,8 @@ from gpt2.weights import save_checkpoint, write_safetensors
 
 from tests.support.clitools import (ROOT, assert_bad_command_refused,
                                     assert_gpu_refused_without_cupy, assert_help, assert_refused,
-                                    case_ids, files_under, run_here, sigint_as_in_a_terminal)
+                                    case_ids, files_under, run_cli, run_here,
+                                    sigint_as_in_a_terminal)
 
 # a good start for gpt2.train.gpt2; each case adds its mistake
 TRAIN = ["--data", "data", "--out", "runs/m"]
@@ -77,7 +78,25 @@ def make_inputs(folder):
     tokens.tofile(folder / "runs" / "other" / "distill.bin")
     save_checkpoint(folder / "bb",
                     *random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2, n_layer=1))
+    # token files made with a tokenizer other than tiny-target's, as meta.json records it
+    (folder / "othertok").mkdir()
+    for file in ("train.bin", "val.bin"):
+        (folder / "othertok" / file).write_bytes((folder / "data" / file).read_bytes())
+    (folder / "othertok" / "meta.json").write_text(json.dumps(
+        {"n_vocab": 4097, "tokenizer": "ab" * 32, "tokenizer_folder": "/elsewhere/tok"}))
+    tokens[:10].tofile(folder / "short.bin")  # too short for a row of self-distilled tokens
+    (folder / "few").mkdir()
+    for file in ("train.bin", "val.bin"):
+        tokens[:50].tofile(folder / "few" / file)
+    (folder / "few" / "meta.json").write_text(json.dumps({"n_vocab": 20}))
 
+
+# where data made with another tokenizer than the backbone's is refused
+OTHER_TOKENIZER = (r"--data othertok was tokenized with another tokenizer \(abababababab, "
+                   r"/elsewhere/tok\) than --backbone tiny-target's \([0-9a-f]{12}, "
+                   r".*tiny-target\): remake it with `python -m gpt2.train.corpus --tokenizer "
+                   r".*tiny-target --out DIR`$")
+ROW = r"a row of 128 tokens \(16 of a prompt and 112 the backbone writes\)"
 
 BAD = [  # (command, arguments, what the one line must say)
     # gpt2.train.gpt2: the options one by one
@@ -193,6 +212,18 @@ BAD = [  # (command, arguments, what the one line must say)
      r"--draft_vocab 5000 is more than the backbone's 4097 tokens"),
     ("gpt2.train.eagle3", ["--data", "data", "--out", "runs/e3", "--distill_tokens", "1000",
                            "--test_steps", "0"], r"--test_steps must be >= 1; got 0"),
+    # the token files and the backbone share one tokenizer
+    ("gpt2.train.heads", ["--data", "othertok", "--out", "runs/h"], OTHER_TOKENIZER),
+    ("gpt2.train.eagle", ["--data", "othertok", "--out", "runs/e", "--distill_tokens", "1000"],
+     OTHER_TOKENIZER),
+    ("gpt2.train.eagle3", ["--data", "othertok", "--out", "runs/e3", "--distill_tokens", "1000"],
+     OTHER_TOKENIZER),
+    # EAGLE's rows, not a --n_ctx it does not have
+    ("gpt2.train.eagle", ["--data", "data", "--out", "runs/e", "--distill_data", "short.bin"],
+     rf"--distill_data short.bin holds 10 tokens, too few for {ROW}; give a longer file, or make "
+     rf"one with --distill_tokens 256 or more$"),
+    ("gpt2.train.eagle3", ["--data", "few", "--out", "runs/e3", "--distill_tokens", "1000"],
+     rf"--data few/train.bin holds 50 tokens, too few for {ROW}; give more data$"),
     ("gpt2.train.eagle3", ["--data", "data", "--out", "runs/e3", "--distill_tokens", "1000",
                            "--backbone", "bb", "--draft_vocab", "10"],
      r"EAGLE-3 reads three depths of the target, which has \d blocks: give a backbone of 3"),
@@ -557,3 +588,33 @@ def test_a_damaged_checkpoint_is_named_and_the_run_kept(tmp_path, module, keep):
     assert "--overwrite" not in r.stderr and "--no-resume" not in r.stderr
     assert before == {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
                       if (tmp_path / p).is_file()}
+
+
+DIVERGING = [  # (command, arguments, the step whose numbers are no longer finite)
+    ("gpt2.train.gpt2", [*TINY, "--max_steps", "1", "--eval_every", "1"], "the weights are not "
+                                                                          "finite at step 1"),
+    ("gpt2.train.gpt2", [*TINY, "--max_steps", "3", "--warmup", "0"], "the loss is nan at step 2"),
+    ("gpt2.train.heads", [*RUNS["gpt2.train.heads"][0], "--max_steps", "3", "--warmup", "0"],
+     "the loss is nan at step 2"),
+    ("gpt2.train.eagle", [*RUNS["gpt2.train.eagle"][0], "--max_steps", "3", "--warmup", "0"],
+     "the loss is nan at step 2"),
+]
+
+
+@pytest.mark.parametrize("module, args, what", DIVERGING, ids=case_ids(DIVERGING, 60))
+def test_a_diverging_run_stops_with_one_line_and_writes_no_model(tmp_path, module, args, what):
+    """--lr 1e308 overflows the weights at the first update: the run stops at the step where the
+    loss (each step) or the weights (before a checkpoint) are no longer finite, with one line and
+    no RuntimeWarning (a terminal shows it alone: the progress bar is taken away), and writes no
+    checkpoint or model of such weights (EAGLE keeps the rows it distilled, for the next run)."""
+    make_inputs(tmp_path)
+    before = files_under(tmp_path)
+    r = run_cli(["-m", module, "--data", "data", "--out", "runs/x", *args, "--lr", "1e308"],
+                tmp_path)
+    assert r.returncode == 2, r.stderr[-800:]
+    assert "Warning" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    *bars, last = [line for line in r.stderr.splitlines() if line.strip()]
+    assert last == f"error: {what}: training diverged; lower --lr (1e+308 now)", r.stderr
+    assert all("[00:" in line for line in bars), r.stderr  # progress bars, nothing else
+    kept = {"runs/x", "runs/x/distill.bin", "runs/x/distill.json"} if "eagle" in module else set()
+    assert set(files_under(tmp_path)) == set(before) | kept

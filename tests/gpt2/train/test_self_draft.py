@@ -52,6 +52,22 @@ CASES = [
      r"--runs notes.txt/runs: notes.txt is a file"),
     (["--task", "search", "--target", "./m2", "--runs", "notes.txt"],
      r"--runs notes.txt: notes.txt is a file"),
+    # the sequences searched must fit the context window, before thousands of prompts are tried
+    (["--task", "search", "--target", "./m2", "--new_tokens", "300"],
+     r"^error: --prompt_tokens 64 \+ --new_tokens 300 = 364 tokens do not fit ./m2's context "
+     r"window of 128: give a smaller --prompt_tokens or --new_tokens$"),
+    (["--target", "./m2", "--prompt_tokens", "100000"],
+     r"--prompt_tokens 100000 \+ --new_tokens 33 = 100033 tokens do not fit"),
+    # an option of the other task is not ignored
+    (["--task", "search", "--target", "./m2", "--exit_layers", "1"],
+     r"^error: --exit_layers is read by --task exits, not by --task search: leave it out, or run "
+     r"--task exits$"),
+    (["--target", "./m2", "--steps", "3"], r"--steps is read by --task exits, not by --task "
+                                           r"search \(the default\)"),
+    (["--task", "exits", "--target", "./m2", "--restarts", "3"],
+     r"--restarts is read by --task search, not by --task exits"),
+    (["--task", "exits", "--target", "./m2", "--prompt_tokens", "8"],
+     r"--prompt_tokens is read by --task search, not by --task exits"),
 ]
 
 
