@@ -226,13 +226,14 @@ def save_eagle(folder, params, config, dtype="float16", record=None, kind="eagle
     """KIND.safetensors (the weights, floats in dtype; integers as they are) and KIND.json (the
     config and the record) in folder; kind: "eagle", or "eagle3" (gpt2/eagle3.py)."""
     from gpt2.weights import flatten
-    from gpt2.weights import _atomic_write, write_safetensors
+    from gpt2.weights import write_safetensors
+    from picospec_cli import replace_file
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     write_safetensors(folder / f"{kind}.safetensors",
                       {f"{kind}.{k}": v for k, v in flatten(params).items()}, dtype=dtype)
-    _atomic_write(folder / f"{kind}.json",
+    replace_file(folder / f"{kind}.json",
                   [json.dumps({**config, **(record or {})}, indent=1).encode()])
 
 

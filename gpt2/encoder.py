@@ -160,10 +160,10 @@ def read_merges(path, encoder):
 
 def save_tokenizer(folder, encoder, merges):
     """Write vocab.json + merges.txt atomically."""
-    from gpt2.weights import _atomic_write
+    from picospec_cli import replace_file
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    _atomic_write(folder / "vocab.json", [json.dumps(encoder, ensure_ascii=False).encode("utf-8")])
-    _atomic_write(folder / "merges.txt",
+    replace_file(folder / "vocab.json", [json.dumps(encoder, ensure_ascii=False).encode("utf-8")])
+    replace_file(folder / "merges.txt",
                   ["#version: 0.2\n".encode(), *(f"{a} {b}\n".encode("utf-8") for a, b in merges)])

@@ -8,12 +8,12 @@ import json
 import os
 import shutil
 import struct
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from gpt2.backend import aligned_empty, to_numpy
+from picospec_cli import replace_file
 
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64,
           "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
@@ -160,7 +160,7 @@ def write_safetensors(path, tensors, metadata=None, dtype=None):
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     head = json.dumps(header, separators=(",", ":")).encode()
     head += b" " * (-len(head) % 8)  # the data starts 8-byte aligned
-    _atomic_write(path, [struct.pack("<Q", len(head)), head, *blobs])
+    replace_file(path, [struct.pack("<Q", len(head)), head, *blobs])
 
 
 @contextlib.contextmanager
@@ -173,24 +173,6 @@ def output_folder(path):
     except BaseException:
         if made:
             shutil.rmtree(path, ignore_errors=True)
-        raise
-
-
-def _atomic_write(path, chunks):
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        # mkstemp makes 0600; the final file gets the usual permissions
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-        os.replace(tmp, path)
-    except BaseException:  # Ctrl-C may land after os.replace: then tmp is already gone
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         raise
 
 
@@ -334,7 +316,7 @@ def save_checkpoint(folder, hparams, params, dtype="float32", metadata=None):
     folder.mkdir(parents=True, exist_ok=True)
     write_safetensors(folder / "model.safetensors", state_dict_from_params(params), metadata,
                       dtype=dtype)
-    _atomic_write(folder / "config.json",
+    replace_file(folder / "config.json",
                   [json.dumps(config_from_hparams(hparams), indent=2).encode()])
 
 

@@ -223,10 +223,10 @@ def env_flag(name, default=None, environ=None):
     return setting
 
 
-def replace_file(path, write):
-    """write(f) into a fresh temporary file beside `path` (f: binary), then rename it over `path`:
-    an interrupted write leaves the old file (or none), and no other file is touched (the
-    temporary name is one no file had)."""
+def replace_file(path, data):
+    """Write `data` (chunks of bytes, or write(f) for a binary file f) into a fresh temporary file
+    beside `path`, then rename it over `path`: an interrupted write leaves the old file (or none),
+    and no other file is touched (the temporary name is one no file had)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     umask = os.umask(0)
@@ -234,7 +234,7 @@ def replace_file(path, write):
     try:
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the file gets the usual permissions
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            data(f) if callable(data) else f.writelines(data)
         os.replace(tmp, path)
     except BaseException:  # Ctrl-C may land after os.replace: then tmp is already gone
         if os.path.exists(tmp):

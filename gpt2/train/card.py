@@ -50,7 +50,7 @@ def sha256(path):
 
 def main(data, n_windows=24, out=None):
     """Measure the built-in models on DATA/val.bin and DATA/heldout.bin; write the card to OUT."""
-    from gpt2.weights import _atomic_write
+    from picospec_cli import replace_file
 
     data, out = Path(data), Path(out or ASSETS / "README.md")
     for name in ("val", "heldout"):  # a window is 256 tokens (uint16 each)
@@ -118,7 +118,7 @@ def main(data, n_windows=24, out=None):
         lines.append(f"| {path.relative_to(ASSETS)} | {path.stat().st_size} | {sha256(path)} |")
     lines += budget_section(shipped)
     lines += ["", f"Measured with Python {platform.python_version()}, numpy {np.__version__}."]
-    _atomic_write(out, [("\n".join(lines) + "\n").encode()])
+    replace_file(out, [("\n".join(lines) + "\n").encode()])
     print("\n".join(lines))
 
 

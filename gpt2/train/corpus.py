@@ -60,7 +60,7 @@ def main(tokenizer, out, root=None):
     """Tokenize the standard library (or ROOT) into OUT/train.bin, val.bin, heldout.bin (uint16)
     and meta.json."""
     from gpt2.encoder import load_encoder
-    from gpt2.weights import _atomic_write
+    from picospec_cli import replace_file
 
     encoder, out, root = load_encoder(tokenizer), Path(out), Path(root or stdlib_root())
     if encoder.n_vocab > 65536:
@@ -88,8 +88,8 @@ def main(tokenizer, out, root=None):
         print(f"{name}: {len(files)} files, {len(ids[name])} tokens")
     with output_folder(out):
         for name, a in ids.items():  # each file written to a temporary name, then renamed
-            _atomic_write(out / f"{name}.bin", [a.tobytes()])
-        _atomic_write(out / "meta.json", [json.dumps(meta, indent=1).encode()])
+            replace_file(out / f"{name}.bin", [a.tobytes()])
+        replace_file(out / "meta.json", [json.dumps(meta, indent=1).encode()])
 
 
 def heldout_prompts(encoder, n, n_tokens=64, seed=0, root=None):
@@ -114,6 +114,15 @@ def heldout_prompts(encoder, n, n_tokens=64, seed=0, root=None):
         if len(ids) >= n_tokens and lines[start].strip():
             prompts.append(ids[:n_tokens])
     return prompts
+
+
+def read_tokenizer(path):
+    """The tokenizer fingerprint in the meta.json at `path`, or None (not recorded)."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8")).get("tokenizer")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def has_tokenizer(folder):  # -> None, or what the tokenizer folder lacks

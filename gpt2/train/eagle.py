@@ -26,7 +26,7 @@ from gpt2.train.backprop import block_backward, block_forward, linear_backward, 
 from gpt2.train.gpt2 import (RUN_CONTROL, check_data, check_ids, check_out, check_tokenizer,
                              check_tokens, lr_at, replaces_out, train_loop, written_into)
 from gpt2.train.heads import PROMPT_LEN, backbone_hparams, distill_data_missing, self_distill
-from gpt2.weights import _atomic_write
+from picospec_cli import replace_file
 
 
 # ---- training: paired forward / backward (gpt2/train/backprop.py's style) ----
@@ -202,8 +202,8 @@ def distilled_rows(work, out, backbone, hparams, target, data, T, distill_tokens
         ids = self_distill(hparams, target, train_ids, int(distill_tokens), rng,
                            distill_temperature)
         work.mkdir(parents=True, exist_ok=True)
-        _atomic_write(own_json, [(json.dumps(made) + "\n").encode()])
-        _atomic_write(own, [ids.tobytes()])  # written last: it marks the data as complete
+        replace_file(own_json, [(json.dumps(made) + "\n").encode()])
+        replace_file(own, [ids.tobytes()])  # written last: it marks the data as complete
         distill_data = own
         log["distill_seconds"] = time.time() - start
     ids = np.fromfile(distill_data, dtype=np.uint16)  # [n]

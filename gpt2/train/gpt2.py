@@ -122,7 +122,8 @@ def mean_loss(loss_fn, data, n_ctx, batch_size, max_batches=8):
 def save_state(folder, params, opt, step, rng, extra):
     """folder/state.safetensors (params, AdamW's moments; step, rng, log as metadata), written
     atomically, and state.json."""
-    from gpt2.weights import _atomic_write, write_safetensors
+    from gpt2.weights import write_safetensors
+    from picospec_cli import replace_file
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -130,7 +131,7 @@ def save_state(folder, params, opt, step, rng, extra):
     tensors.update({k: to_numpy(v) for k, v in opt.state().items()})
     state = json.dumps({"step": step, "adam_t": opt.t, "rng": rng.bit_generator.state, **extra})
     write_safetensors(folder / "state.safetensors", tensors, metadata={"state": state})
-    _atomic_write(folder / "state.json", [state.encode()])
+    replace_file(folder / "state.json", [state.encode()])
 
 
 def has_state(folder):
@@ -233,8 +234,7 @@ def check_tokenizer(data, backbone, folder):
     """--data's token files were made with the tokenizer of --backbone (in `folder`): the
     fingerprint meta.json records against the backbone's, where both are known."""
     from gpt2.encoder import load_encoder
-    from gpt2.train.corpus import has_tokenizer
-    from gpt2.train.ngram import read_tokenizer
+    from gpt2.train.corpus import has_tokenizer, read_tokenizer
 
     made_with = read_tokenizer(Path(data) / "meta.json")
     if made_with is None or has_tokenizer(folder) is not None:
@@ -434,7 +434,8 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
 
     max_minutes or stop_at end a run early; the next resumes, unless --no-resume or --overwrite."""
     from gpt2.train.backprop import gpt2_forward_backward, gpt2_loss
-    from gpt2.weights import _atomic_write, save_checkpoint
+    from gpt2.weights import save_checkpoint
+    from picospec_cli import replace_file
 
     # Step 0: every option checked before any work (a failed run leaves nothing behind)
     data, out = Path(data), Path(out)
@@ -488,7 +489,7 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
         save_checkpoint(work, hparams, params, dtype=dtype)
         log["final_val_loss"] = log["history"][-1]["val_loss"]
         log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__, "device": device}
-        _atomic_write(work / "train_log.json", [json.dumps(log, indent=1).encode()])
+        replace_file(work / "train_log.json", [json.dumps(log, indent=1).encode()])
     return log["final_val_loss"]
 
 

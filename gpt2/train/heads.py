@@ -26,7 +26,7 @@ from gpt2.heads import heads_loss_and_grads, init_heads, ranks_of_targets, head_
 from gpt2.train.gpt2 import (RUN_CONTROL, check_data, check_ids, check_out, check_tokenizer,
                              check_tokens, has_state, lr_at, random_windows, read_state,
                              replaces_out, train_loop, written_into)
-from gpt2.weights import _atomic_write
+from picospec_cli import replace_file
 
 PROMPT_LEN = 16  # tokens of text before each self-distilled continuation
 
@@ -180,9 +180,9 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
             work.mkdir(parents=True, exist_ok=True)
             made = {"temperature": distill_temperature, "tokens": len(ids),
                     "backbone": str(backbone)}
-            _atomic_write(work / "distill.json", [(json.dumps(made) + "\n").encode()])
+            replace_file(work / "distill.json", [(json.dumps(made) + "\n").encode()])
             # written last: it marks the data as complete
-            _atomic_write(work / "distill.bin", [ids.tobytes()])
+            replace_file(work / "distill.bin", [ids.tobytes()])
             # --distill_data OUT/distill.bin trains other heads on the same data
             distill_data = work / "distill.bin"
         # made once with --distill_tokens and saved: reuse it (at the temperature it was made with)
@@ -262,7 +262,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
             # the backbone's tokenizer, as is
             for name in ("vocab.json", "merges.txt", "encoder.json", "vocab.bpe"):
                 if (folder / name).exists():
-                    _atomic_write(work / name, [(folder / name).read_bytes()])
+                    replace_file(work / name, [(folder / name).read_bytes()])
         save_heads(work, params["heads"], config, dtype=dtype,
                    record={"backbone": str(backbone), **log})
         # heads newer than their tree

@@ -35,6 +35,7 @@ def count_ngrams(tokens, n_vocab, order=4, min_count=2):
 
 def main(data, out, order=4, min_count=2):
     """Count DATA/train.bin's n-grams (uint16 ids, gpt2.train.corpus) into OUT (safetensors)."""
+    from gpt2.train.corpus import read_tokenizer
     from gpt2.train.gpt2 import check_ids, read_n_vocab
 
     data = Path(data)
@@ -56,17 +57,6 @@ def main(data, out, order=4, min_count=2):
     model.save(out)  # written to a temporary name, then renamed
     print(f"order {order}: {sum(len(t['next']) for t in model.tables)} n-grams, "
           f"{Path(out).stat().st_size / 1e6:.1f} MB")
-
-
-def read_tokenizer(path):
-    """The tokenizer fingerprint in the meta.json at `path`, or None (not recorded)."""
-    import json
-
-    try:
-        value = json.loads(Path(path).read_text(encoding="utf-8")).get("tokenizer")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None
 
 
 def has_data(folder):  # -> None, or which of the files this command reads is missing

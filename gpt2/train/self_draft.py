@@ -36,9 +36,9 @@ from gpt2.self_draft import (ADAPTER, CONFIG, ENTRY_KINDS, SelfDraft, exit_skip,
 from gpt2.train.corpus import heldout_prompts, split_files, stdlib_files, tokenize
 from gpt2.train.exit_adapter import train_exit_adapter
 from gpt2.train.skip_search import MAX_LAYERS, draft_logits, skip_set_search, too_many_layers
-from gpt2.weights import _atomic_write, hparams_from_config, read_json
+from gpt2.weights import hparams_from_config, read_json
 from picospec.theory import greedy_walk, walk_speedup
-from picospec_cli import Option, UsageError, cannot_make, guarded, parse, usage
+from picospec_cli import Option, UsageError, cannot_make, guarded, parse, replace_file, usage
 
 
 def search_sequences(target, encoder, n_prompts, prompt_tokens, new_tokens, seed):
@@ -288,7 +288,7 @@ def update_config(folder, kind, record):
     config = read_config(folder)
     config[kind] = {"kind": ENTRY_KINDS[kind], **record}  # the entry declares what it holds
     text = json.dumps(config, separators=(",", ":")) + "\n"
-    _atomic_write(Path(folder) / CONFIG, [text.encode()])  # written whole, then renamed
+    replace_file(Path(folder) / CONFIG, [text.encode()])  # written whole, then renamed
 
 
 # ---- exit layers: agreement with the plain LM head and with a trained exit adapter ----

@@ -179,7 +179,7 @@ def test_the_data_pipeline_runs_through_the_door(tmp_path):
     """bpe -> corpus -> ngram -> heads on a toy corpus, each as a user runs it, each writing only
     its outputs."""
     (tmp_path / "lib").mkdir()
-    for i in range(30):
+    for i in range(60):  # every split of the corpus gets a file
         (tmp_path / "lib" / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
     steps = [["-m", "gpt2.train.bpe", "--out", "tok", "--vocab_size", "280", "--files",
               "lib/m0.py,lib/m1.py"],
@@ -190,7 +190,7 @@ def test_the_data_pipeline_runs_through_the_door(tmp_path):
     for args in steps:
         r = run_here(args, tmp_path)
         assert r.returncode == 0, r.stderr[-800:]
-    made = set(files_under(tmp_path)) - {"lib"} - {f"lib/m{i}.py" for i in range(30)}
+    made = set(files_under(tmp_path)) - {"lib"} - {f"lib/m{i}.py" for i in range(60)}
     assert made == {"tok", "tok/vocab.json", "tok/merges.txt", "data", "ng.safetensors", "kept",
                     "kept/heads.json",
                     "kept/heads.safetensors",
