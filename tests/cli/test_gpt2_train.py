@@ -213,11 +213,13 @@ BAD = [  # (command, arguments, what the one line must say)
     ("gpt2.train.eagle3", ["--data", "data", "--out", "runs/e3", "--distill_tokens", "1000",
                            "--test_steps", "0"], r"--test_steps must be >= 1; got 0"),
     # the token files and the backbone share one tokenizer
-    ("gpt2.train.heads", ["--data", "othertok", "--out", "runs/h"], OTHER_TOKENIZER),
-    ("gpt2.train.eagle", ["--data", "othertok", "--out", "runs/e", "--distill_tokens", "1000"],
+    # (one step: where the check is missing, the run ends soon, exit 0, and the case fails)
+    ("gpt2.train.heads", ["--data", "othertok", "--out", "runs/h", "--max_steps", "1"],
      OTHER_TOKENIZER),
-    ("gpt2.train.eagle3", ["--data", "othertok", "--out", "runs/e3", "--distill_tokens", "1000"],
-     OTHER_TOKENIZER),
+    ("gpt2.train.eagle", ["--data", "othertok", "--out", "runs/e", "--distill_tokens", "1000",
+                          "--max_steps", "1"], OTHER_TOKENIZER),
+    ("gpt2.train.eagle3", ["--data", "othertok", "--out", "runs/e3", "--distill_tokens", "1000",
+                           "--max_steps", "1"], OTHER_TOKENIZER),
     # EAGLE's rows, not a --n_ctx it does not have
     ("gpt2.train.eagle", ["--data", "data", "--out", "runs/e", "--distill_data", "short.bin"],
      rf"--distill_data short.bin holds 10 tokens, too few for {ROW}; give a longer file, or make "

@@ -880,6 +880,27 @@ MUTANTS = (
            'open(path, encoding="utf-8", newline="")',
            ("tests/cli/test_main.py::test_batch_file_with_a_byte_order_mark",),
            "a --batch file with a byte-order mark keeps U+FEFF in prompt 1, silently"),
+    # --- the edges: the training commands' inputs and a diverging run
+    Mutant("train-nan-loss-unchecked", "training", "rule", "gpt2/train/gpt2.py",
+           "if not math.isfinite(loss):", "if False:",
+           ("tests/cli/test_gpt2_train.py::"
+            "test_a_diverging_run_stops_with_one_line_and_writes_no_model",),
+           "a run whose loss turns NaN trains on and writes a model of NaN weights"),
+    Mutant("train-nan-weights-checkpointed", "training", "rule", "gpt2/train/gpt2.py",
+           "if not finite(params):", "if False:",
+           ("tests/cli/test_gpt2_train.py::"
+            "test_a_diverging_run_stops_with_one_line_and_writes_no_model",),
+           "weights that overflowed at the first update are checkpointed and saved, exit 0"),
+    Mutant("train-data-of-another-tokenizer", "training", "rule", "gpt2/train/gpt2.py",
+           "if made_with != theirs:", "if False:",
+           ("tests/cli/test_gpt2_train.py::"
+            "test_a_bad_command_line_is_one_line_and_leaves_nothing",),
+           "heads trained on token files of another tokenizer than the backbone's"),
+    Mutant("corpus-empty-split-written", "training", "rule", "gpt2/train/corpus.py",
+           "if empty := [name for name, files in splits.items() if not files]:", "if empty := []:",
+           ("tests/gpt2/train/test_bpe_corpus_cli.py::"
+            "test_corpus_of_too_few_files_for_three_splits_is_refused",),
+           "a corpus of 4 files writes empty val.bin and heldout.bin, exit 0"),
     # --- the edges: the grader's runner and its command
     Mutant("runner-unreadable-file-ended-early", "graders", "rule",
            "picospec/exercises/runner.py",
