@@ -65,7 +65,7 @@ def record_vectors(folder, draft, vectors, protocol):
                       "sampled": [round(float(a), 3) for a in vectors[1.0, "without_replacement"]],
                       "protocol": protocol}
     text = json.dumps(entries, indent=1) + "\n"
-    replace_file(path, lambda f: f.write(text.encode()))
+    replace_file(path, [text.encode()])
 
 
 def verification_costs(target, draft, x, sizes, repeats=50):

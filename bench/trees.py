@@ -55,7 +55,7 @@ def build_tree(folder, budget=7):
                        "expected_tokens_per_step": expected,
                        "from": f"heads.json accuracy.rank_share, measured on "
                                f"{record['accuracy'].get('on', 'held-out text')}"}) + "\n"
-    replace_file(folder / "medusa_choices.json", lambda f: f.write(text.encode()))
+    replace_file(folder / "medusa_choices.json", [text.encode()])
     return choices, expected
 
 

@@ -234,7 +234,7 @@ def save_eagle(folder, params, config, dtype="float16", record=None, kind="eagle
     write_safetensors(folder / f"{kind}.safetensors",
                       {f"{kind}.{k}": v for k, v in flatten(params).items()}, dtype=dtype)
     replace_file(folder / f"{kind}.json",
-                  [json.dumps({**config, **(record or {})}, indent=1).encode()])
+                 [json.dumps({**config, **(record or {})}, indent=1).encode()])
 
 
 def eagle_shapes(C):

@@ -166,4 +166,4 @@ def save_tokenizer(folder, encoder, merges):
     folder.mkdir(parents=True, exist_ok=True)
     replace_file(folder / "vocab.json", [json.dumps(encoder, ensure_ascii=False).encode("utf-8")])
     replace_file(folder / "merges.txt",
-                  ["#version: 0.2\n".encode(), *(f"{a} {b}\n".encode("utf-8") for a, b in merges)])
+                 ["#version: 0.2\n".encode(), *(f"{a} {b}\n".encode("utf-8") for a, b in merges)])

@@ -116,7 +116,7 @@ def save_heads(folder, heads, config, dtype="float16", record=None):
     tensors = {f"heads.{k}": v for k, v in flatten(heads).items()}
     write_safetensors(folder / "heads.safetensors", tensors, dtype=dtype)
     text = json.dumps({**config, **(record or {})}, indent=1)
-    replace_file(folder / "heads.json", lambda f: f.write(text.encode()))
+    replace_file(folder / "heads.json", [text.encode()])
 
 
 # out.w only in untied heads

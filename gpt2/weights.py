@@ -317,7 +317,7 @@ def save_checkpoint(folder, hparams, params, dtype="float32", metadata=None):
     write_safetensors(folder / "model.safetensors", state_dict_from_params(params), metadata,
                       dtype=dtype)
     replace_file(folder / "config.json",
-                  [json.dumps(config_from_hparams(hparams), indent=2).encode()])
+                 [json.dumps(config_from_hparams(hparams), indent=2).encode()])
 
 
 def flatten(tree, path=""):  # {"a": {"b": x}} -> {"a.b": x}, in sorted order; lists become indices

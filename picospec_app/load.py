@@ -28,19 +28,10 @@ def check_needs(method, options):
         if not path.exists() and not options.get("build_datastore"):
             raise ValueError(f"--datastore {path} does not exist: give an existing datastore, or "
                              f"add --build_datastore to build it there")
-        above = next((p for p in path.absolute().parents if p.exists()), None)  # what exists
-        if not path.exists() and above is not None and above.is_file():
-            raise ValueError(f"--datastore {path}: {above} is a file, not a folder; give a path "
-                             f"in a folder")
-        if not path.exists() and not path.resolve().parent.is_dir():
-            raise ValueError(f"--datastore {path}: the folder {path.resolve().parent} does not "
-                             f"exist; create it first")
-        if not path.exists():  # --build_datastore: an unwritable folder is named before the build
-            from picospec_cli import cannot_write_in
+        if not path.exists():  # --build_datastore: the door's checks of a file to write
+            from picospec_cli import Option, convert
 
-            if (why := cannot_write_in(path.resolve().parent)) is not None:
-                raise ValueError(f"--datastore {path}: cannot write in {path.resolve().parent} "
-                                 f"({why}); give a folder you can write to")
+            convert(Option("datastore", "out"), str(path))
 
 
 def load_needs(method, options, target, target_name, encoder, draft="tiny-draft", device="cpu",

@@ -295,13 +295,18 @@ def guarded(work):
         sys.exit(2)
 
 
-def command(fn, options, argv=None):
+def command(fn, options, argv=None, check=None):
     """`command(main, OPTIONS)` under `if __name__ == "__main__"`: fn(**values) of the command line,
-    guarded; -h prints the help."""
+    guarded; -h prints the help. check(values, names given): a command's own rule across options,
+    before fn."""
     spec = getattr(sys.modules.get(fn.__module__), "__spec__", None)
     prog = f"python -m {spec.name}" if spec else Path(sys.argv[0]).name
 
     def work():
-        values, _ = parse(sys.argv[1:] if argv is None else list(argv), options)
-        return print(usage(prog, fn.__doc__, options)) if "help" in values else fn(**values)
+        values, given = parse(sys.argv[1:] if argv is None else list(argv), options)
+        if "help" in values:
+            return print(usage(prog, fn.__doc__, options))
+        if check is not None:
+            check(values, given)
+        return fn(**values)
     return guarded(work)

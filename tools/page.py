@@ -164,4 +164,4 @@ def header(threads):
 
 def write_text(path, text):
     """Write a table atomically: a temp file in the same folder, renamed over path."""
-    replace_file(path, lambda f: f.write(text.encode("utf-8")))
+    replace_file(path, [text.encode("utf-8")])

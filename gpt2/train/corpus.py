@@ -116,10 +116,11 @@ def heldout_prompts(encoder, n, n_tokens=64, seed=0, root=None):
     return prompts
 
 
-def read_tokenizer(path):
-    """The tokenizer fingerprint in the meta.json at `path`, or None (not recorded)."""
+def meta_string(path, key="tokenizer"):
+    """The text the meta.json at `path` records under `key` (default: the tokenizer's
+    fingerprint), or None (not recorded)."""
     try:
-        value = json.loads(Path(path).read_text(encoding="utf-8")).get("tokenizer")
+        value = json.loads(Path(path).read_text(encoding="utf-8")).get(key)
     except (OSError, ValueError, AttributeError):
         return None
     return value if isinstance(value, str) else None

@@ -234,18 +234,15 @@ def check_tokenizer(data, backbone, folder):
     """--data's token files were made with the tokenizer of --backbone (in `folder`): the
     fingerprint meta.json records against the backbone's, where both are known."""
     from gpt2.encoder import load_encoder
-    from gpt2.train.corpus import has_tokenizer, read_tokenizer
+    from gpt2.train.corpus import has_tokenizer, meta_string
 
-    made_with = read_tokenizer(Path(data) / "meta.json")
+    made_with = meta_string(Path(data) / "meta.json")
     if made_with is None or has_tokenizer(folder) is not None:
         return
     theirs = load_encoder(folder).fingerprint
     if made_with != theirs:
-        try:
-            source = json.loads((Path(data) / "meta.json").read_text()).get("tokenizer_folder")
-        except (OSError, ValueError, AttributeError):
-            source = None
-        made = f"{made_with[:12]}" + (f", {source}" if isinstance(source, str) else "")
+        source = meta_string(Path(data) / "meta.json", "tokenizer_folder")
+        made = made_with[:12] + (f", {source}" if source else "")
         raise ValueError(f"--data {data} was tokenized with another tokenizer ({made}) than "
                          f"--backbone {backbone}'s ({theirs[:12]}, {folder}): remake it with "
                          f"`python -m gpt2.train.corpus --tokenizer {folder} --out DIR`")

@@ -35,7 +35,7 @@ def count_ngrams(tokens, n_vocab, order=4, min_count=2):
 
 def main(data, out, order=4, min_count=2):
     """Count DATA/train.bin's n-grams (uint16 ids, gpt2.train.corpus) into OUT (safetensors)."""
-    from gpt2.train.corpus import read_tokenizer
+    from gpt2.train.corpus import meta_string
     from gpt2.train.gpt2 import check_ids, read_n_vocab
 
     data = Path(data)
@@ -53,7 +53,7 @@ def main(data, out, order=4, min_count=2):
     # meta.json must cover the ids: the table is [n_vocab]
     check_ids(tokens, n_vocab, f"--data {data}: train.bin")
     model = count_ngrams(tokens, n_vocab, order, min_count)
-    model.tokenizer = read_tokenizer(data / "meta.json")  # checked against a target's tokenizer
+    model.tokenizer = meta_string(data / "meta.json")  # checked against a target's tokenizer
     model.save(out)  # written to a temporary name, then renamed
     print(f"order {order}: {sum(len(t['next']) for t in model.tables)} n-grams, "
           f"{Path(out).stat().st_size / 1e6:.1f} MB")

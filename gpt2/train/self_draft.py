@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -38,7 +37,7 @@ from gpt2.train.exit_adapter import train_exit_adapter
 from gpt2.train.skip_search import MAX_LAYERS, draft_logits, skip_set_search, too_many_layers
 from gpt2.weights import hparams_from_config, read_json
 from picospec.theory import greedy_walk, walk_speedup
-from picospec_cli import Option, UsageError, cannot_make, guarded, parse, replace_file, usage
+from picospec_cli import Option, UsageError, cannot_make, command, replace_file
 
 
 def search_sequences(target, encoder, n_prompts, prompt_tokens, new_tokens, seed):
@@ -439,8 +438,9 @@ TASK_OF = {o.name: o.help.split(":")[0] for o in OPTIONS
            if o.help.split(":")[0] in ("search", "exits")}
 
 
-def check_task_options(task, given):
+def check_task_options(values, given):
     """An option given that the chosen --task does not read is a mistake, not a silent no-op."""
+    task = values["task"]
     chosen = f"--task {task}" + ("" if "task" in given else " (the default)")
     for name in sorted(given):
         if TASK_OF.get(name, task) != task:
@@ -448,18 +448,5 @@ def check_task_options(task, given):
                              f"it out, or run --task {TASK_OF[name]}")
 
 
-def cli(argv=None):
-    """The door (picospec_cli.command), with the options given checked against --task."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-
-    def work():
-        values, given = parse(argv, OPTIONS)
-        if "help" in values:
-            return print(usage("python -m gpt2.train.self_draft", main.__doc__, OPTIONS))
-        check_task_options(values["task"], given)
-        return main(**values)
-    return guarded(work)
-
-
 if __name__ == "__main__":
-    cli()
+    command(main, OPTIONS, check=check_task_options)
