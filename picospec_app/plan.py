@@ -204,6 +204,7 @@ class Plan:
     batch: str | None  # --batch's file
     batch_memory: int | None  # MB
     progress: bool  # bars on stderr
+    color: bool  # the text's colors: stdout a terminal, and NO_COLOR unset
     notes: tuple  # lines for stderr: what the run will not do as the user may think
     engine: dict  # how every engine of the run is built (threads, panels, static step, ...)
 
@@ -250,6 +251,7 @@ def read_plan(argv):
                 device=values["device"], offline=offline, threads=values["threads"],
                 runs=values["runs"], json=values["json"], batch=values["batch"],
                 batch_memory=values["batch_memory"], progress=progress_wanted(values),
+                color=sys.stdout.isatty() and settings.color,
                 notes=notes(values, values["threads"] or settings.threads),
                 engine=engine_choices(settings, threads=values["threads"]))
 

@@ -1,7 +1,6 @@
 """What a run of the picospec command reports: one JSON object, the same shape for one prompt and
 for --batch (docs/architecture.md, "The --json object"), and the text printed from it.
 """
-import sys
 
 import numpy as np
 
@@ -64,7 +63,7 @@ def show(out, plan, encoder):
     else:
         show_batch(out, plan)
     print(f"{out['blas']}; timings on a busy machine vary")
-    if plan.batch is None and len(out["runs"]) == 2 and sys.stdout.isatty():
+    if plan.batch is None and len(out["runs"]) == 2 and plan.color:
         print(LEGEND)
 
 
@@ -76,10 +75,10 @@ def colored(encoder, ids, origins, color):
 
 
 def show_prompt(out, plan, encoder):
-    color = sys.stdout.isatty()
     for run in out["runs"]:
         print(f"── {run['method']} " + "─" * 40)
-        print(out["prompts"][0] + colored(encoder, run["output_ids"][0], run["origins"][0], color))
+        print(out["prompts"][0] + colored(encoder, run["output_ids"][0], run["origins"][0],
+                                          plan.color))
         line = (f"{len(run['output_ids'][0])} tokens in {run['time_s']:.3f} s (median of "
                 f"{run['rounds']} runs, {run['tokens_per_s']:.1f} tokens/s), "
                 f"{run['target_calls']} target calls ({run['tokens_per_target_call']:.2f} tokens "

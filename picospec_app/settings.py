@@ -8,6 +8,7 @@
     PICOSPEC_CACHE     an absolute folder (~ allowed) where the REST datastore is built
                        (unset: ~/.cache/picospec)
     PICOSPEC_QUICK     on: the notebooks' quick mode (read by the notebooks themselves)
+    NO_COLOR           set and not empty: no ANSI colors on a terminal (no-color.org)
 
 One rule for every one: a value that is empty or only spaces counts as unset; on/off settings take
 1, true, yes, on / 0, false, no, off; any other PICOSPEC_* name is refused, naming the known ones.
@@ -33,6 +34,7 @@ class Settings:
     fused: bool = True
     offline: bool = False
     cache: str | None = None
+    color: bool = True  # NO_COLOR unset or empty
 
 
 def env_value(name, environ):  # the value, or None where unset, empty or only spaces
@@ -83,7 +85,7 @@ def read_settings(environ=None):
                     static=env_flag("PICOSPEC_STATIC", False, environ),
                     fused=env_flag("PICOSPEC_FUSED", True, environ),
                     offline=env_flag("PICOSPEC_OFFLINE", False, environ),
-                    cache=env_cache(environ))
+                    cache=env_cache(environ), color=not environ.get("NO_COLOR"))
 
 
 def engine_choices(settings=None, threads=None, measure=True):

@@ -253,8 +253,9 @@ def test_more_threads_than_cpus_get_a_note(tmp_path):
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
 
 
-def in_a_terminal(args, cwd):
-    """main.py ARGS with stderr on a pseudo-terminal and stdout on a pipe -> (stdout, stderr)."""
+def in_a_terminal(args, cwd, stream="stderr", env=None):
+    """main.py ARGS with `stream` (stderr or stdout) on a pseudo-terminal and the other on a pipe
+    -> (stdout, stderr)."""
     import fcntl
     import pty
     import struct
@@ -263,11 +264,12 @@ def in_a_terminal(args, cwd):
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 24 x 100
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
-           "HOME": str(cwd)}
+           "HOME": str(cwd), **(env or {})}
+    streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, stream: follower}
     p = subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args], cwd=cwd, env=env,
-                         stdout=subprocess.PIPE, stderr=follower)
+                         **streams)
     os.close(follower)
-    err = b""
+    seen = b""
     while True:
         try:
             chunk = os.read(leader, 4096)
@@ -275,11 +277,27 @@ def in_a_terminal(args, cwd):
             break
         if not chunk:
             break
-        err += chunk
-    out = p.stdout.read().decode()
+        seen += chunk
+    piped = (p.stderr if stream == "stdout" else p.stdout).read()
     p.wait(timeout=120)
     os.close(leader)
-    return out, err.decode(errors="replace")
+    seen = seen.decode(errors="replace").replace("\r\n", "\n")  # the terminal's line ends
+    return (seen, piped.decode()) if stream == "stdout" else (piped.decode(), seen)
+
+
+def test_the_text_is_coloured_on_a_terminal_unless_no_color(tmp_path):
+    """Tokens coloured by origin, with the legend, where stdout is a terminal; plain text where
+    it is a pipe or NO_COLOR is set (no-color.org: any value but the empty one)."""
+    base = ["--n_tokens", "8", "--runs", "1"]
+    out, _ = in_a_terminal(base, tmp_path, "stdout")
+    assert "\033[" in out and "green: draft token accepted" in out, out
+    for value in ("1", "0"):
+        out, _ = in_a_terminal(base, tmp_path, "stdout", {"NO_COLOR": value})
+        assert "\033[" not in out and "green:" not in out and "speedup" in out, out
+    out, _ = in_a_terminal(base, tmp_path, "stdout", {"NO_COLOR": ""})
+    assert "\033[" in out, out
+    piped = run_here(["main.py", *base], tmp_path)
+    assert piped.returncode == 0 and "\033[" not in piped.stdout and "green:" not in piped.stdout
 
 
 def test_batch_progress_shows_on_a_terminal_and_only_when_it_should(tmp_path):

@@ -928,6 +928,11 @@ MUTANTS = (
            ("tests/cli/test_picospec_cli.py::"
             "test_a_prompt_on_standard_input_that_is_not_utf8_is_one_line_before_loading",),
            "a non-UTF-8 prompt piped in fails after loading with the codec's message"),
+    Mutant("no-color-ignored", "door", "rule", "picospec_app/plan.py",
+           "color=sys.stdout.isatty() and settings.color,", "color=sys.stdout.isatty(),",
+           ("tests/cli/test_main_mistakes.py::"
+            "test_the_text_is_coloured_on_a_terminal_unless_no_color",),
+           "NO_COLOR set, the text still comes in ANSI colors"),
     Mutant("runner-sys-exit-escapes", "graders", "rule", "picospec/exercises/runner.py",
            "except BaseException as e:  # sys.exit or Ctrl-C", "except Exception as e:  # ",
            ("tests/picospec/exercises/test_runner.py::"
