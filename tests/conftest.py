@@ -21,6 +21,11 @@ settings.register_profile("ci", derandomize=True, deadline=None,
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# the user's own picospec settings (and NO_COLOR) stay out of the verdict: a test that wants one
+# sets it
+for name in [n for n in os.environ if n.startswith("PICOSPEC_") or n == "NO_COLOR"]:
+    os.environ.pop(name)
+
 # huggingface_hub reads its settings once, when first imported: the test run's own Hugging Face
 # cache, no token, online, and an endpoint nothing listens on (a test that downloads starts its own
 # hub on 127.0.0.1 and passes its address)
