@@ -29,11 +29,12 @@ OPTIONS = [
     Option("power", bool, False, "print the checker's power, measured by simulation, and exit"),
 ]
 PROG = "python -m picospec.check"
+SAMPLER_ONLY = ("contract", "seed", "cases", "first_failure")  # nothing of --power's measure
 
 
 def parse_command(argv):
     """argv -> (sampler specs, {option: value}); UsageError for a mistake."""
-    values, _ = parse(argv, OPTIONS, words="MODULE:FUNCTION")
+    values, given = parse(argv, OPTIONS, words="MODULE:FUNCTION")
     if values.get("help"):
         print(help_text())
         raise SystemExit(0)
@@ -41,6 +42,10 @@ def parse_command(argv):
     if values["power"] and specs:
         raise UsageError("--power measures the checker itself and takes no sampler: drop "
                          + " ".join(specs))
+    if values["power"] and (unused := [f"--{n}" for n in SAMPLER_ONLY if n in given]):
+        raise UsageError(f"--power measures the checker itself, on its own laws: "
+                         f"{', '.join(unused)} {'shape' if len(unused) > 1 else 'shapes'} a "
+                         f"sampler's check; drop {'them' if len(unused) > 1 else 'it'}")
     if not values["power"] and not specs:
         raise UsageError("name the sampler to check as MODULE:FUNCTION or FILE.py:FUNCTION, e.g. "
                          "picospec.verify:verify_chain (see --help)")

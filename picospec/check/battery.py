@@ -41,7 +41,7 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
     except (Exception, SystemExit) as e:
         # the sampler raised (sys.exit too) or broke its contract: its case fails, the battery goes
         # on (Ctrl-C still stops it)
-        problem = signature_problem(fn, contract) if type(e) is TypeError else None
+        problem = signature_problem(fn, contract)  # None where the signature fits
         hint = f" ({problem})" if problem else ""
         return CaseResult(case.name, samples, float("nan"), float("nan"), "error",
                           f"{type(e).__name__}: {e}{hint}")
@@ -74,6 +74,12 @@ CALLS = {"chain": ("fn(drafts, P, Q, rng)", (0,) * 4, {}),
 def signature_problem(fn, contract):
     """Why fn cannot be called as `contract` calls its sampler, or None (also when its signature
     cannot be read)."""
+    for test, what in ((inspect.iscoroutinefunction, "an async function"),
+                       (inspect.isasyncgenfunction, "an async generator"),
+                       (inspect.isgeneratorfunction, "a generator (it yields)")):
+        if test(fn):  # a call would hand back an object, not the sampler's answer
+            return (f"it is {what}: the {contract} contract takes what a call returns, so "
+                    f"write it as a plain def that returns its answer")
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # a builtin or C function: its cases will tell

@@ -287,6 +287,12 @@ def test_exact_law_by_hand_and_as_a_vector():
     (["missing/file.py:f"], "missing/file.py: no such file"),
     (["picospec.verify:verify_chain", "--power"],
      "--power measures the checker itself and takes no sampler"),
+    (["S.py:later"], "S.py:later: it is an async function: the chain contract takes what a call "
+                     "returns, so write it as a plain def that returns its answer"),
+    (["S.py:step", "--contract", "chain"], "S.py:step: it is a generator (it yields)"),
+    (["--power", "--contract", "tree"], "--contract shapes a sampler's check; drop it"),
+    (["--power", "--seed", "3", "--cases", "1"], "--seed, --cases shape a sampler's check"),
+    (["--power", "--no-first_failure"], "--first_failure shapes a sampler's check"),
     (["EXITS.py:f"], "importing EXITS.py raised SystemExit: 4"),
     (["S.py:X"], "S.py: X is not a function (its type: int): name the sampler function"),
     (["S.py:two"], "S.py:two: it takes (a, b) and the chain contract calls fn(drafts, P, Q, rng): "
@@ -298,7 +304,9 @@ def test_usage_errors_are_one_line(capsys, argv, message, tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     # a module that exits when imported
     (tmp_path / "EXITS.py").write_text("import sys\nsys.exit(4)\n")
-    (tmp_path / "S.py").write_text("X = 3\n\n\ndef two(a, b):\n    return 0, 0\n")
+    (tmp_path / "S.py").write_text("X = 3\n\n\ndef two(a, b):\n    return 0, 0\n\n\n"
+                                   "async def later(drafts, P, Q, rng):\n    return 0, 0\n\n\n"
+                                   "def step(drafts, P, Q, rng):\n    yield 0\n")
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
