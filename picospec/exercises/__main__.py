@@ -185,10 +185,11 @@ def grade_folder(folder, values):
     elif values["csv"]:
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
-        writer.writerow(["learner", *names, "passed", "of"])
-        for name, out, _ in rows:
+        writer.writerow(["learner", *names, "passed", "of", "notes"])
+        for name, out, notes in rows:  # notes: why a file was not graded, what it printed
             writer.writerow([name, *(out[n][1] for n in names),
-                             sum(m == "pass" for m, _, _ in out.values()), len(names)])
+                             sum(m == "pass" for m, _, _ in out.values()), len(names),
+                             "; ".join(notes)])
         print(text.getvalue(), end="")
     else:
         print("\n".join(["", "columns: " + ", ".join(f"{i} {n}" for i, n in

@@ -2,6 +2,8 @@
 cases from the smallest up -> Verdict."""
 import copy
 import functools
+import inspect
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -46,7 +48,9 @@ class Verdict(NamedTuple):
 def unanswered(exercise, fn, args):
     """A stub still raising NotImplementedError -> its Verdict, else None."""
     try:
-        fn(*args)
+        out = fn(*args)
+        if inspect.iscoroutine(out):
+            out.close()  # an async def's call, graded with its case
     except NotImplementedError:
         return Verdict(exercise, False, "nothing yet", "not answered: the function still raises "
                        "NotImplementedError", "not answered", answered=False)
@@ -324,6 +328,14 @@ def grade_cases(exercise, fn, reference, cases, compare, about):
 
 def compared(compare, yours, expected):
     """compare(yours, expected), or what kind of value came back when it cannot be compared."""
+    if isinstance(yours, Iterator) or inspect.isawaitable(yours):  # one pass, or nothing yet
+        how = ("a function with yield" if inspect.isgenerator(yours) else "an async def's call"
+               if inspect.isawaitable(yours) else "an iterator, used up by one pass")
+        asked = type(expected).__name__
+        if inspect.iscoroutine(yours):
+            yours.close()  # never run: no warning that it was not awaited
+        return (f"what it returns: a {type(yours).__name__} ({how}), not a {asked}: return the "
+                f"{asked}")
     try:
         return compare(yours, expected)
     except Exception:  # None, a number for a list, ...: not the kind of value asked

@@ -108,4 +108,9 @@ def joined_keys(sequences):
     return tokens, parents, counts
 
 
-WRONG = (no_merging, merged_by_token, counts_at_ends, joined_keys)
+def yields_each_list(sequences):
+    """yield tokens, parents and counts in turn: a generator, not the tuple asked."""
+    yield from reference(sequences)
+
+
+WRONG = (no_merging, merged_by_token, counts_at_ends, joined_keys, yields_each_list)

@@ -103,8 +103,12 @@ WRONG = [
      "num_pred_tokens=1"),
     ("find_candidates", "through_bytes", "raises", "x=[256, 1, 256], max_ngram_size=1, "
      "num_pred_tokens=1"),
+    ("find_candidates", "yields_the_draft", "what it returns: a generator (a function with "
+     "yield), not a list: return the list", "x=[0], max_ngram_size=1, num_pred_tokens=1"),
     ("longest_suffix", "as_strings", "n", "corpus=[11, 2], context=[1, 2], max_suffix=2"),
     ("trie", "joined_keys", "tokens", None),
+    ("trie", "yields_each_list", "what it returns: a generator (a function with yield), not a "
+     "tuple: return the tuple", "sequences=[[0]]"),
     ("longest_suffix", "no_cap", "n", "corpus=[0, 0], context=[0, 0], max_suffix=1"),
     ("longest_suffix", "needs_a_continuation", "n", "corpus=[0], context=[0], max_suffix=1"),
     ("longest_suffix", "first_miss", "n", "corpus=[0], context=[0], max_suffix=1"),
@@ -352,10 +356,14 @@ def test_grade_a_folder_as_json_and_csv(tmp_path):
     assert [(x["file"], x["passed"], x["of"]) for x in as_json["learners"]] == [
         ("ada.py", 1, 1), ("bob.py", 0, 1)]
     assert as_json["learners"][1]["verdicts"]["trie"].startswith("FAIL at tokens")
+    write(folder / "cy.py", "def trie(:\n")
     table = list(csv.reader(io.StringIO(grade(folder, "--exercise", "trie", "--csv",
                                               folder=tmp_path).stdout)))
-    assert table[0] == ["learner", "trie", "passed", "of"]
-    assert table[1] == ["ada.py", "pass", "1", "1"] and table[2][0] == "bob.py"
+    assert table[0] == ["learner", "trie", "passed", "of", "notes"]
+    assert table[1] == ["ada.py", "pass", "1", "1", ""] and table[2][0] == "bob.py"
+    # a file that does not read says why in its row, as the text table says it below
+    assert table[3][:4] == ["cy.py", "not graded: the file could not be read", "0", "1"]
+    assert "SyntaxError" in table[3][4], table[3]
 
 
 @pytest.fixture
