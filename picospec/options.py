@@ -94,4 +94,7 @@ def skip_check(text):
     if not all(len(t) > 1 and t[0] in "am" and t[1:].isdigit() for t in parts):
         return ("write the sublayers to skip as a<layer> (attention) or m<layer> (MLP), "
                 "comma-separated, e.g. a3,m4")
+    keys = [(t[0], int(t[1:])) for t in parts]  # a01 is a1
+    if twice := next((t for i, t in enumerate(parts) if keys[i] in keys[:i]), None):
+        return f"{twice} names a sublayer given before it: name each sublayer once"
     return None

@@ -21,6 +21,11 @@ def check_target(name):
 
 def check_needs(method, options):
     """Mistakes in the options that name files, found before any model loads."""
+    if "datastore" in method.needs and options.get("build_datastore") and \
+            options.get("datastore") is None:
+        raise ValueError("--build_datastore builds the file --datastore names: add --datastore "
+                         "NEW.npz, or drop it (without --datastore the datastore is built once "
+                         "into the cache)")
     if "datastore" in method.needs and options.get("datastore") is not None:
         path = Path(options["datastore"])
         if path.is_dir():

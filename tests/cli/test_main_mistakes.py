@@ -111,6 +111,8 @@ CASES = [
     ([M, "cascade", "--draft2", H], r"is the target itself", False, {}),
     ([M, "cascade", "--target", H, "--draft2", "tiny-target"], r"is the target itself", False, {}),
     ([M, "specinfer", "--merge", "--draft2", "tiny-target"], r"is the target itself", False, {}),
+    ([M, "layer_skip", "--skip", "a1,m2,a01"],
+     r"--skip a1,m2,a01: a01 names a sublayer given before it: name each sublayer once", False, {}),
     ([M, "layer_skip", "--skip", ALL_SUBLAYERS],
      r"--skip a0,m0,.*,m5 skips all 12 sublayers of the target's 6 layers, so the draft would have "
      r"no layers", True, {}),

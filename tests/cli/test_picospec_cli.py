@@ -96,6 +96,8 @@ MAIN_CASES = [
     (["--method", "rest", "--datastore", "nodir/x.npz", "--build_datastore"],
      r"the folder .*nodir does not exist", False),
     (["--method", "rest", "--datastore", "."], r"--datastore \. is a folder", False),
+    (["--method", "rest", "--build_datastore"],
+     r"--build_datastore builds the file --datastore names: add --datastore", False),
     (["--method", "rest", "--datastore", str(ROOT / "main.py" / "x.npz"), "--build_datastore"],
      r"main.py is a file, not a folder", False),
     (["--method", "rest", "--datastore", str(ROOT / "main.py")],
