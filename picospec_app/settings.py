@@ -8,10 +8,11 @@
     PICOSPEC_CACHE     an absolute folder (~ allowed) where the REST datastore is built
                        (unset: ~/.cache/picospec)
     PICOSPEC_QUICK     on: the notebooks' quick mode (read by the notebooks themselves)
-    NO_COLOR           set and not empty: no ANSI colors on a terminal (no-color.org)
+    NO_COLOR           any value but the empty one: no ANSI colors on a terminal (no-color.org)
 
-One rule for every one: a value that is empty or only spaces counts as unset; on/off settings take
-1, true, yes, on / 0, false, no, off; any other PICOSPEC_* name is refused, naming the known ones.
+One rule for every PICOSPEC_* setting: a value that is empty or only spaces counts as unset; on/off
+settings take 1, true, yes, on / 0, false, no, off; any other PICOSPEC_* name is refused, naming the
+known ones.
 """
 import os
 import re
