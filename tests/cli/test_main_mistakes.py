@@ -4,6 +4,7 @@ nothing at temperature 0, the program's name, --batch rounds, threads and progre
 is one true line, exit status 2, no traceback, nothing left behind (tests/support/clitools.py)."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,9 +58,9 @@ M, OFF = "--method", "PICOSPEC_OFFLINE"
 CASES = [
     # add-ons of another kind: the folder's kind and the method's need, both named
     ([M, "blockwise", "--heads", f"{H}/medusa", "--K", "3"],
-     r"--heads \S+/medusa holds Medusa heads \(for --method medusa\), not the Blockwise heads "
-     r"that --method blockwise runs on: pass a folder of Blockwise heads, or use this one with "
-     r"--method medusa$", True, {}),
+     rf"--heads {re.escape(H)}/medusa holds Medusa heads \(for --method medusa\), not the "
+     r"Blockwise heads that --method blockwise runs on: pass a folder of Blockwise heads, or use "
+     r"this one with --method medusa$", True, {}),
     ([M, "medusa", "--heads", f"{H}/blockwise", "--tree", "chain"],
      r"holds Blockwise heads \(for --method blockwise\), not the Medusa heads that --method medusa",
      True, {}),
@@ -75,9 +76,10 @@ CASES = [
     ([M, "eagle2", "--heads", H],
      r"holds a model \(config.json, model.safetensors\) \(for --target or --draft\), not the EAGLE "
      r"head .*\(its eagle/ folder may\)", True, {}),
-    (["--target", f"{H}/medusa"], r"model '\S+/medusa' holds Medusa heads \(for --method medusa\), "
-                                  r"not the model \(config.json, model.safetensors\) that --target "
-                                  r"or --draft runs on", True, {}),
+    (["--target", f"{H}/medusa"], rf"model '{re.escape(H)}/medusa' holds Medusa heads \(for "
+                                  r"--method medusa\), not the model \(config.json, "
+                                  r"model.safetensors\) that --target or --draft runs on", True,
+     {}),
     (["--draft", f"{H}/eagle"], r"holds an EAGLE head \(for --method eagle or eagle2\), not the "
                                 r"model", True, {}),
     ([M, "medusa", "--heads", "."], r"no medusa heads for 'tiny-target' at \.: train them", True,
@@ -98,8 +100,8 @@ CASES = [
      r"layer_skip needs a skip set", True, {}),
     # one tokenizer for draft and target; drafters only as drafters
     (["--draft", "other-tokenizer"],
-     r"draft 'other-tokenizer' \(other-tokenizer\) and target 'tiny-target' \(\S+\) have 4097 "
-     r"tokens each but different tokenizers", True, {}),
+     rf"draft 'other-tokenizer' \(other-tokenizer\) and target 'tiny-target' \({re.escape(H)}\) "
+     r"have 4097 tokens each but different tokenizers", True, {}),
     ([M, "cascade", "--draft2", "other-tokenizer"],
      r"--draft2 'other-tokenizer' .*different tokenizers", True, {}),
     ([M, "specinfer", "--draft", "other-tokenizer"], r"different tokenizers", True, {}),
