@@ -130,10 +130,12 @@ def venv(tmp_path_factory):
 def test_installed_command_runs_the_built_in_pair_from_any_folder(venv):
     python, elsewhere, env = venv
     where = subprocess.run([python, "-c", "import gpt2, picospec, picospec_app, picospec_cli; "
-                            "print(gpt2.__file__, picospec_app.__file__, picospec_cli.__file__)"],
+                            "print(gpt2.__file__, picospec_app.__file__, picospec_cli.__file__, "
+                            "sep=chr(10))"],  # a line each: a path may hold spaces
                            cwd=elsewhere, env=env, capture_output=True, text=True)
-    assert all(str(python.parents[1]) in p
-               for p in where.stdout.split()), where.stdout + where.stderr
+    paths = where.stdout.splitlines()
+    assert len(paths) == 3 and all(str(python.parents[1]) in p
+                                   for p in paths), where.stdout + where.stderr
     # the front-door file and the benchmarks stay in the repository
     for module in ("main", "bench"):
         found = subprocess.run([python, "-c",
