@@ -8,7 +8,8 @@
     PICOSPEC_CACHE     an absolute folder (~ allowed) where the REST datastore is built
                        (unset: ~/.cache/picospec)
     PICOSPEC_QUICK     on: the notebooks' quick mode (read by the notebooks themselves)
-    NO_COLOR           any value but the empty one: no ANSI colors on a terminal (no-color.org)
+    NO_COLOR           any value but the empty one: no ANSI colors on a terminal (no-color.org);
+                       TERM=dumb too (a terminal that shows escape codes as text)
 
 One rule for every PICOSPEC_* setting: a value that is empty or only spaces counts as unset; on/off
 settings take 1, true, yes, on / 0, false, no, off; any other PICOSPEC_* name is refused, naming the
@@ -35,7 +36,7 @@ class Settings:
     fused: bool = True
     offline: bool = False
     cache: str | None = None
-    color: bool = True  # NO_COLOR unset or empty
+    color: bool = True  # NO_COLOR unset or empty, and TERM not dumb
 
 
 def env_value(name, environ):  # the value, or None where unset, empty or only spaces
@@ -86,7 +87,8 @@ def read_settings(environ=None):
                     static=env_flag("PICOSPEC_STATIC", False, environ),
                     fused=env_flag("PICOSPEC_FUSED", True, environ),
                     offline=env_flag("PICOSPEC_OFFLINE", False, environ),
-                    cache=env_cache(environ), color=not environ.get("NO_COLOR"))
+                    cache=env_cache(environ),
+                    color=not environ.get("NO_COLOR") and environ.get("TERM") != "dumb")
 
 
 def engine_choices(settings=None, threads=None, measure=True):

@@ -21,6 +21,7 @@ def test_each_variable_by_hand():
     assert (s.threads, s.panels, s.static, s.fused, s.offline) == (3, False, True, False, True)
     assert read_settings({"PICOSPEC_PANELS": "1"}).panels is True
     assert [read_settings({"NO_COLOR": v}).color for v in ("1", "0", "")] == [False, False, True]
+    assert [read_settings({"TERM": v}).color for v in ("dumb", "xterm")] == [False, True]
     assert engine_choices(s) == {"threads": 3, "panels": False, "static": True, "fused": False,
                                  "free": None}  # threads asked: the idle cores are not measured
     assert engine_choices(s, threads=5)["threads"] == 5  # --threads over the variable

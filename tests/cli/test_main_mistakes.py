@@ -291,13 +291,13 @@ def in_a_terminal(args, cwd, stream="stderr", env=None):
 
 def test_the_text_is_coloured_on_a_terminal_unless_no_color(tmp_path):
     """Tokens coloured by origin, with the legend, where stdout is a terminal; plain text where
-    it is a pipe or NO_COLOR is set (no-color.org: any value but the empty one)."""
+    it is a pipe, NO_COLOR is set (no-color.org: any value but the empty one) or TERM is dumb."""
     base = ["--n_tokens", "8", "--runs", "1"]
-    out, _ = in_a_terminal(base, tmp_path, "stdout")
+    out, _ = in_a_terminal(base, tmp_path, "stdout", {"TERM": "xterm"})
     assert "\033[" in out and "green: draft token accepted" in out, out
-    for value in ("1", "0"):
-        out, _ = in_a_terminal(base, tmp_path, "stdout", {"NO_COLOR": value})
-        assert "\033[" not in out and "green:" not in out and "speedup" in out, out
+    for env in ({"NO_COLOR": "1"}, {"NO_COLOR": "0"}, {"TERM": "dumb"}):
+        out, _ = in_a_terminal(base, tmp_path, "stdout", env)
+        assert "\033[" not in out and "green:" not in out and "speedup" in out, (env, out)
     out, _ = in_a_terminal(base, tmp_path, "stdout", {"NO_COLOR": ""})
     assert "\033[" in out, out
     piped = run_here(["main.py", *base], tmp_path)

@@ -959,6 +959,10 @@ MUTANTS = (
            ("tests/cli/test_main_mistakes.py::"
             "test_the_text_is_coloured_on_a_terminal_unless_no_color",),
            "NO_COLOR set, the text still comes in ANSI colors"),
+    Mutant("dumb-terminal-coloured", "report", "rule", "picospec_app/settings.py",
+           'and environ.get("TERM") != "dumb"', "",
+           ("tests/app/test_settings.py::test_each_variable_by_hand",),
+           "a dumb terminal (TERM=dumb) shows the escape codes as text"),
     Mutant("runner-sys-exit-escapes", "graders", "rule", "picospec/exercises/runner.py",
            "except BaseException as e:  # sys.exit or Ctrl-C", "except Exception as e:  # ",
            ("tests/picospec/exercises/test_runner.py::"
