@@ -43,7 +43,7 @@ class Head(NamedTuple):
     d2t: tuple
     target: int = 7  # random_toy seed; the head's logits from seed target + 1
     ties: bool = False  # logits in {0, 1, 2}: many tied
-    shift: float = 0.0  # added to every logit
+    shift: float | tuple = 0.0  # added to every logit, or one per row of z (K of them)
     dtype: str = "float64"  # of z
     calls: str = "row"  # z [V_d] a call ("row"), [K, V_d] ("rows") or [1, K, V_d] ("batch")
     lowest: bool = False  # every uniform 0.0: checks the support, not the law
@@ -83,7 +83,7 @@ class Head(NamedTuple):
 
         def verify(drafts, P, Q, rng):
             # [K, V_d]: the head's logits, as its law gives them (up to a constant per row)
-            z = (np.log(P[:, d2t]) + self.shift).astype(self.dtype)
+            z = (np.log(P[:, d2t]) + np.reshape(self.shift, (-1, 1))).astype(self.dtype)
             if self.calls == "row":
                 p = np.stack([law(row) for row in z])  # [K, V]
             else:
@@ -105,6 +105,8 @@ CASES = [
     Head("V=4 V_d=2 K=2 logits near 1000", 4, 4, 2, (3, 0), target=77, shift=1000.0),
     Head("V=5 V_d=3 K=2 float32 z [K, V_d]", 5, 3, 2, (1, 4, 0), target=87, dtype="float32",
          calls="rows"),
+    Head("V=4 V_d=3 K=2 rows 1000 apart, z [K, V_d]", 4, 4, 2, (2, 3, 0), target=107,
+         shift=(0.0, 1000.0), calls="rows"),
     Head("uniforms near 1: support", 4, 4, 3, (3, 1), target=97, highest=True),
 ]
 BATTERY = Battery(
@@ -244,6 +246,12 @@ def one_row_only(z, d2t, n_vocab):
     return placed(e / e.sum(), d2t, n_vocab)
 
 
+def one_max_for_all_rows(z, d2t, n_vocab):
+    """The max of the whole array subtracted, not each row's: a row far below it underflows."""
+    e = np.exp(z.astype(np.float64) - z.max())
+    return placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
+
+
 WRONG = (softmax_over_all_tokens, placed_by_inverse, ids_from_one, epsilon_everywhere,
          no_max_subtracted, log_probabilities, first_axis, over_n, sorted_ids, greedy_one_hot,
-         in_z_dtype, max_subtracted_in_place, one_row_only)
+         in_z_dtype, max_subtracted_in_place, one_row_only, one_max_for_all_rows)

@@ -18,9 +18,9 @@ ANSWER = "from picospec.theory import expected_tokens_per_call as expected_token
 
 
 def cases(seed=0):
-    """alpha 0, 1/2, 1 by hand, then random alpha, K from 1 to 16."""
+    """alpha 0, 1/2, 1 and just below 1 by hand, then random alpha, K from 1 to 16."""
     rng = np.random.default_rng(seed)
-    hand = [(a, K) for K in (1, 2, 4) for a in (0.0, 0.5, 1.0)]
+    hand = [(a, K) for K in (1, 2, 4) for a in (0.0, 0.5, 1.0)] + [(0.9995, 16), (1 - 2**-20, 16)]
     drawn = [(float(rng.random()), int(rng.integers(1, 17))) for _ in range(60)]
     return [(f"alpha={a!r}, K={K}", (a, K)) for a, K in hand + drawn]
 
@@ -51,4 +51,9 @@ def no_edge_case(alpha, K):
         return (1 - np.float64(alpha) ** (K + 1)) / (1 - np.float64(alpha))
 
 
-WRONG = (no_own_token, one_draft_short, no_edge_case)
+def guarded_near_one(alpha, K):
+    """K + 1 wherever alpha is close to 1 (np.isclose): off by about 1e-3 just below 1."""
+    return K + 1.0 if np.isclose(alpha, 1) else (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
+WRONG = (no_own_token, one_draft_short, no_edge_case, guarded_near_one)

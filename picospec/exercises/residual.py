@@ -20,16 +20,21 @@ ANSWER = "from picospec.sampling import residual  # the project's answer"
 
 
 def cases(seed=0):
-    """[(label, (q, p))]: by hand, then random laws over 2 to 6 tokens, some with zeros."""
+    """[(label, (q, p))]: by hand (a draft that gives a token 0, as top-k drafts do; residuals of
+    little mass), then random laws over 2 to 6 tokens, zeros in both."""
     rng, out = np.random.default_rng(seed), []
-    hand = [([0.5, 0.5], [0.9, 0.1]), ([1.0, 0.0], [0.3, 0.7]), ([0.2, 0.3, 0.5], [0.5, 0.3, 0.2])]
+    hand = [([0.5, 0.5], [0.9, 0.1]), ([1.0, 0.0], [0.3, 0.7]), ([0.2, 0.3, 0.5], [0.5, 0.3, 0.2]),
+            ([0.3, 0.5, 0.2], [0.0, 0.3, 0.7]), ([0.52, 0.48], [0.5, 0.5]),
+            ([0.5 + 2**-30, 0.5 - 2**-30], [0.5, 0.5])]  # exact in binary: one answer
     for q, p in hand:
         out.append((f"q={q}, p={p}", (np.array(q), np.array(p))))
     for V in range(2, 7):
         for _ in range(8):
             q, p = rng.dirichlet(np.ones(V), size=2)  # [V] each
             q[rng.random(V) < 0.2] = 0
+            p[rng.random(V) < 0.2] = 0
             q = q / q.sum() if q.sum() > 0 else np.eye(V)[0]
+            p = p / p.sum() if p.sum() > 0 else np.eye(V)[-1]
             if not np.allclose(q, p):
                 out.append((f"q={np.round(q, 3).tolist()}, p={np.round(p, 3).tolist()}", (q, p)))
     return out
@@ -75,4 +80,17 @@ def in_place(q, p):
     return q
 
 
-WRONG = (not_renormalised, draft_minus_target, epsilon_added, in_place)
+def draft_support_only(q, p):
+    """Only tokens the draft proposes (p > 0) get mass: a top-k draft's residual loses the rest."""
+    r = np.where(p > 0, np.maximum(q - p, 0), 0.0)
+    return r / r.sum()
+
+
+def small_mass_guard(q, p):
+    """A residual of little mass replaced by q "for numerical safety": q's law, not the residual."""
+    r = np.maximum(q - p, 0)
+    return q.copy() if r.sum() < 1e-6 else r / r.sum()
+
+
+WRONG = (not_renormalised, draft_minus_target, epsilon_added, in_place, draft_support_only,
+         small_mass_guard)

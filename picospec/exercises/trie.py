@@ -23,12 +23,15 @@ ANSWER = "from picospec.tree import trie  # the project's answer"
 
 
 def cases(seed=None):
-    """Every list of 1 to 3 sequences of 1 or 2 tokens over {0, 1}, then longer ones."""
+    """Every list of 1 to 3 sequences of 1 or 2 tokens over {0, 1}, then longer ones (shared
+    tails below different heads among them)."""
     words = [list(w) for n in (1, 2) for w in itertools.product(range(2), repeat=n)]
     small = [list(s) for k in (1, 2, 3) for s in itertools.product(words, repeat=k)]
     longer = [[[0, 1, 2], [0, 1, 0], [0, 2], [1], [0, 1, 2, 2]], [[2, 2, 2], [2, 2], [2]],
               [[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0]], [[3, 1], [1, 3], [3, 1, 1], [], [1]],
-              [[50256, 11], [50256, 1], [11, 1], [300, 256, 1]], [[1, 11], [11, 1], [1, 1, 1]]]
+              [[50256, 11], [50256, 1], [11, 1], [300, 256, 1]], [[1, 11], [11, 1], [1, 1, 1]],
+              # the same tokens at the same depth below different prefixes: distinct nodes
+              [[1, 2, 3], [4, 2, 3]], [[1, 2, 3, 5], [4, 2, 3, 5]], [[7, 1, 2, 3], [8, 1, 2, 3]]]
     return [(f"sequences={s}", (s,)) for s in small + longer]
 
 
@@ -108,9 +111,26 @@ def joined_keys(sequences):
     return tokens, parents, counts
 
 
+def keyed_by_parent_token(sequences):
+    """A node per (depth, parent's token, token): [1, 2, 3] and [4, 2, 3] share their 3."""
+    tokens, parents, counts, node = [], [], [], {}
+    for seq in sequences:
+        parent, above = -1, None
+        for depth, t in enumerate(seq):
+            if (depth, above, t) not in node:
+                node[(depth, above, t)] = len(tokens)
+                tokens.append(t)
+                parents.append(parent)
+                counts.append(0)
+            parent, above = node[(depth, above, t)], t
+            counts[parent] += 1
+    return tokens, parents, counts
+
+
 def yields_each_list(sequences):
     """yield tokens, parents and counts in turn: a generator, not the tuple asked."""
     yield from reference(sequences)
 
 
-WRONG = (no_merging, merged_by_token, counts_at_ends, joined_keys, yields_each_list)
+WRONG = (no_merging, merged_by_token, counts_at_ends, joined_keys, keyed_by_parent_token,
+         yields_each_list)

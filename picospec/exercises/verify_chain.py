@@ -25,9 +25,10 @@ PROBE = ([0], np.array([[0.5, 0.5]]), np.array([[0.5, 0.5], [0.5, 0.5]]),
          np.random.default_rng(0))
 
 
-# a draft kept with probability 0.375: every outcome is random
-UNCERTAIN = ([0, 1], np.array([[0.8, 0.2], [0.5, 0.5]]),
-             np.array([[0.3, 0.7], [0.4, 0.6], [0.5, 0.5]]), None)
+# each draft kept with probability 0.5, each residual and the bonus over two or three tokens: every
+# outcome is random, whichever step draws it
+UNCERTAIN = ([0, 1], np.array([[0.6, 0.2, 0.2], [0.2, 0.6, 0.2]]),
+             np.array([[0.3, 0.4, 0.3], [0.3, 0.3, 0.4], [0.3, 0.3, 0.4]]), None)
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -119,5 +120,14 @@ def numpy_global(drafts, P, Q, rng):
     return len(drafts), sample(Q[-1], rng)
 
 
+def residual_from_numpy(drafts, P, Q, rng):
+    """The right rule, the replacement token drawn by NumPy's global generator."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            r = residual(Q[t], P[t])
+            return t, int(np.random.choice(len(r), p=r))
+    return len(drafts), sample(Q[-1], rng)
+
+
 WRONG = (resample_from_target, ratio_inverted, ties_toward_draft, bonus_from_draft,
-         residual_unclipped, python_random, numpy_global)
+         residual_unclipped, python_random, numpy_global, residual_from_numpy)

@@ -27,9 +27,11 @@ CONTRACT = "tree_without_replacement"
 PROBE = ([0], [-1], np.full((2, 2), 0.5), np.full((1, 2), 0.5), np.random.default_rng(0))
 
 
-# two siblings below the root, each kept or not at random
-UNCERTAIN = ([0, 1], [-1, -1], np.array([[0.3, 0.3, 0.4], [0.2, 0.5, 0.3], [0.6, 0.2, 0.2]]),
-             np.array([[0.6, 0.3, 0.1], [0.6, 0.3, 0.1]]), None)
+# two siblings below the root: the first kept with probability 0.6, the second never once the
+# first is out, then the residual over tokens 2 and 3, or the bonus over four: every outcome random
+UNCERTAIN = ([0, 1], [-1, -1], np.array([[0.3, 0.2, 0.25, 0.25], [0.1, 0.2, 0.3, 0.4],
+                                         [0.4, 0.3, 0.2, 0.1]]),
+             np.array([[0.5, 0.4, 0.05, 0.05], [0.5, 0.4, 0.05, 0.05]]), None)
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -72,8 +74,9 @@ def law_of_sibling(tokens, P, tried, c):
     return removed(tokens, P, tried, c) if tried else P[c]
 
 
-def walk(tokens, parents, Q, P, rng, law_of, update=residual):
-    """The walk, law_of(siblings tried before, node) -> p_i, q updated after each rejection."""
+def walk(tokens, parents, Q, P, rng, law_of, update=residual, draw=sample):
+    """The walk, law_of(siblings tried before, node) -> p_i, q updated after each rejection, the
+    next token draw(q, rng)."""
     node, path = -1, []
     while True:
         q, tried = Q[node + 1], []
@@ -85,7 +88,7 @@ def walk(tokens, parents, Q, P, rng, law_of, update=residual):
             q = update(q, p)
             tried.append(c)
         else:
-            return path, sample(q, rng)
+            return path, draw(q, rng)
 
 
 def as_iid(tokens, P, tried, c):
@@ -120,4 +123,10 @@ def answer(tokens, parents, Q, P, rng):
     return walk(tokens, parents, Q, P, rng, removed)
 
 
-WRONG = (judged_as_iid, only_previous_removed, no_residual_update)
+def last_token_from_numpy(tokens, parents, Q, P, rng):
+    """The right walk, its next token drawn by NumPy's global generator."""
+    return walk(tokens, parents, Q, P, rng, removed,
+                draw=lambda q, rng: int(np.random.choice(len(q), p=q)))
+
+
+WRONG = (judged_as_iid, only_previous_removed, no_residual_update, last_token_from_numpy)

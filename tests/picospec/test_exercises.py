@@ -60,6 +60,9 @@ WRONG = [
      "q=[0.5, 0.5], p=[0.9, 0.1]"),
     ("residual", "in_place", "input 1 changed: an answer must leave its inputs as they were",
      "q=[0.5, 0.5], p=[0.9, 0.1]"),
+    ("residual", "draft_support_only", "values", "q=[0.3, 0.5, 0.2], p=[0.0, 0.3, 0.7]"),
+    ("residual", "small_mass_guard", "support: a token with q <= p must get exactly 0",
+     "q=[0.5000000009313226, 0.4999999990686774], p=[0.5, 0.5]"),
     ("verify_chain", "resample_from_target", "case 2. V=3 K=1", None),
     ("verify_chain", "ratio_inverted", "case 2. V=3 K=1", None),
     ("verify_chain", "ties_toward_draft", "case 1. uniforms at 0: support", None),
@@ -67,6 +70,7 @@ WRONG = [
     ("verify_chain", "residual_unclipped", "case 2. V=3 K=1", None),
     ("verify_chain", "python_random", "randomness outside rng", None),
     ("verify_chain", "numpy_global", "randomness outside rng", None),
+    ("verify_chain", "residual_from_numpy", "randomness outside rng", None),
     ("medusa_buffers", "siblings_see_each_other", "attn_mask", "choices=[[0], [1], [0, 0]]"),
     ("medusa_buffers", "positions_from_one", "position_ids", "choices=[[0]]"),
     ("medusa_buffers", "retrieve_without_root", "retrieve_indices", "choices=[[0]]"),
@@ -82,6 +86,7 @@ WRONG = [
      None),
     ("verify_without_replacement", "no_residual_update", "case 2. V=3 two pairs of siblings",
      None),
+    ("verify_without_replacement", "last_token_from_numpy", "randomness outside rng", None),
     ("draft_law", "softmax_over_all_tokens", "case 2. V=3 V_d=2 K=1", None),
     ("draft_law", "placed_by_inverse", "case 2. V=3 V_d=2 K=1", None),
     ("draft_law", "ids_from_one", "case 2. V=3 V_d=2 K=1", None),
@@ -95,6 +100,8 @@ WRONG = [
     ("draft_law", "in_z_dtype", "case 10. V=5 V_d=3 K=2 float32 z [K, V_d]", None),
     ("draft_law", "max_subtracted_in_place", "case 2. V=3 V_d=2 K=1", None),
     ("draft_law", "one_row_only", "case 6. V=6 V_d=4 K=3, z [K, V_d]", None),
+    ("draft_law", "one_max_for_all_rows", "case 11. V=4 V_d=3 K=2 rows 1000 apart, z [K, V_d]",
+     None),
     ("find_candidates", "last_occurrence", "draft", "x=[0, 0, 0], max_ngram_size=1, "
      "num_pred_tokens=2"),
     ("find_candidates", "shortest_first", "draft", "x=[0, 0, 0], max_ngram_size=2, "
@@ -107,6 +114,7 @@ WRONG = [
      "yield), not a list: return the list", "x=[0], max_ngram_size=1, num_pred_tokens=1"),
     ("longest_suffix", "as_strings", "n", "corpus=[11, 2], context=[1, 2], max_suffix=2"),
     ("trie", "joined_keys", "tokens", None),
+    ("trie", "keyed_by_parent_token", "tokens", "sequences=[[1, 2, 3], [4, 2, 3]]"),
     ("trie", "yields_each_list", "what it returns: a generator (a function with yield), not a "
      "tuple: return the tuple", "sequences=[[0]]"),
     ("longest_suffix", "no_cap", "n", "corpus=[0, 0], context=[0, 0], max_suffix=1"),
@@ -121,6 +129,7 @@ WRONG = [
     ("expected_tokens", "no_own_token", "E", "alpha=0.0, K=1"),
     ("expected_tokens", "one_draft_short", "E", "alpha=0.5, K=1"),
     ("expected_tokens", "no_edge_case", "E", "alpha=1.0, K=1"),
+    ("expected_tokens", "guarded_near_one", "E", "alpha=0.9999990463256836, K=16"),
     ("predicted_speedup", "verification_free", "speedup", "E=2.36, c=2.2, K=4, c_d=0.19"),
     ("predicted_speedup", "one_draft_call", "speedup", "E=2.36, c=2.2, K=4, c_d=0.19"),
 ]
