@@ -11,10 +11,10 @@ from picospec.tree import sort_choices
 NAME, FAMILY = "medusa_buffers", "Medusa"
 STATEMENT = """\
 **Exercise `medusa_buffers(choices)`: a Medusa tree's attention mask, position ids and retrieve
-indices.** choices: the tree's nodes as rank paths below the root, sorted by depth then ranks
-(Medusa's order), e.g. [[0], [1], [0, 0], [0, 1]]: [0, 1] is the second candidate of head 2 below
-the first of head 1. Row 0 is the root (the last accepted token), row i + 1 is choices[i]; n =
-1 + len(choices). Return a dict of
+indices.** choices: the tree's nodes as rank paths below the root (a rank: any integer >= 0),
+sorted by depth then ranks (Medusa's order), e.g. [[0], [1], [0, 0], [0, 1]]: [0, 1] is the second
+candidate of head 2 below the first of head 1. Row 0 is the root (the last accepted token), row
+i + 1 is choices[i]; n = 1 + len(choices). Return a dict of
 - "attn_mask": bool [n, n], row i sees column j when j is i or an ancestor of i (the root is
   every row's ancestor; siblings and cousins never see each other);
 - "position_ids": int [n], each row's depth (the root 0);
@@ -25,12 +25,16 @@ Example: [[0], [1], [0, 0]] -> position_ids [0, 1, 1, 2], retrieve_indices rows 
 STUB = '''def medusa_buffers(choices):
     """choices -> {"attn_mask" [n, n], "position_ids" [n], "retrieve_indices" [L, D + 1]}."""
     raise NotImplementedError'''
-ANSWER = "from picospec.tree import medusa_buffers  # the project's answer"
+ANSWER = '''from picospec.tree import medusa_buffers as buffers
+
+
+def medusa_buffers(choices):  # the project's answer, topk (10 by default) raised to fit any rank
+    return buffers(choices, topk=1 + max(max(c) for c in choices))'''
 PARTS = ("attn_mask", "position_ids", "retrieve_indices")
 
 
 def reference(choices):
-    made = buffers(choices, topk=10)
+    made = buffers(choices, topk=1 + max(max(c) for c in choices))  # topk: room for every rank
     return {part: made[part] for part in PARTS}
 
 
@@ -39,22 +43,25 @@ def closed(nodes):  # every node's parent is a node too
 
 
 def cases(seed=0):
-    """Every tree of up to 4 nodes (ranks 0-1, depth 3), smallest first; then random ones of 12."""
+    """Every tree of up to 4 nodes (ranks 0-1, depth 3), smallest first; a child of rank 3 alone
+    and ranks 10 and up beside 1; then random trees of up to 12 nodes, ranks up to 3, then 12."""
     universe = [c for d in (1, 2, 3) for c in itertools.product((0, 1), repeat=d)]
     out = []
     for size in range(1, 5):
         for nodes in itertools.combinations(universe, size):
             if closed(set(nodes)):
                 out.append([list(c) for c in sort_choices(nodes)])
+    # [0]'s one child has rank 3: [0] is no leaf; joined, "10" starts with "1", "010" with "01"
+    out += [[[0], [0, 3]], [[1], [10]], [[0], [1], [0, 1], [0, 10], [1, 12]]]
     rng = np.random.default_rng(seed)
-    for _ in range(30):
+    for top in [3] * 30 + [12] * 10:  # children's ranks below top, the root's up to top
         nodes = {(0,)}
         for _ in range(int(rng.integers(4, 12))):
             parent = list(nodes)[int(rng.integers(len(nodes)))]
             if rng.random() < 0.7:  # a child of a node so far, else a child of the root
-                nodes.add(parent + (int(rng.integers(0, 3)),))
+                nodes.add(parent + (int(rng.integers(0, top)),))
             else:
-                nodes.add((int(rng.integers(0, 4)),))
+                nodes.add((int(rng.integers(0, top + 1)),))
         out.append([list(c) for c in sort_choices(nodes)])
     return [(f"choices={c}", (c,)) for c in out]
 
@@ -116,5 +123,24 @@ def retrieve_leaf_to_root(choices):
     return out
 
 
+def leaf_by_ranks_up_to_2(choices):
+    """A leaf told by its having no child of rank 0, 1 or 2 (Medusa's top 3): rank 3 missed."""
+    out = reference(choices)
+    nodes = [tuple(c) for c in choices]
+    row, depth = {c: i + 1 for i, c in enumerate(nodes)}, max(map(len, nodes))
+    leaves = [c for c in nodes if not any(c + (r,) in row for r in range(3))]
+    out["retrieve_indices"] = np.array([[0] + [row[c[:d]] for d in range(1, len(c) + 1)]
+                                        + [-1] * (depth - len(c)) for c in leaves])  # [L, D + 1]
+    return out
+
+
+def ancestor_by_joined_ranks(choices):
+    """An ancestor told by string prefix of the joined ranks: "1" starts "10", so [1] is [10]'s."""
+    out = reference(choices)
+    joined = [""] + ["".join(map(str, c)) for c in choices]  # the root: ""
+    out["attn_mask"] = np.array([[i.startswith(j) for j in joined] for i in joined])  # [n, n]
+    return out
+
+
 WRONG = (siblings_see_each_other, positions_from_one, retrieve_without_root,
-         retrieve_leaf_to_root)
+         retrieve_leaf_to_root, leaf_by_ranks_up_to_2, ancestor_by_joined_ranks)

@@ -22,15 +22,28 @@ ANSWER = "from picospec.medusa import typical_accept  # the project's answer"
 
 
 def cases(seed=0):
-    """q(x) at the threshold (not kept), then trees of 1 to 6 nodes over 2 to 6 tokens."""
+    """q(x) at each threshold (not kept), a law with exact zeros, q(x) a hair (relative 1e-9)
+    above and below each threshold; then trees of 1 to 6 nodes over 2 to 6 tokens."""
     rng = np.random.default_rng(seed)
     tie = ([0], [-1], np.array([[0.09, 0.91], [0.5, 0.5]]), 0.09, 0.3)  # threshold min(.09, .22)
     out = [("tokens=[0], parents=[-1], probs=[[0.09, 0.91], [0.5, 0.5]], epsilon=0.09, delta=0.3",
             tie)]
+    # H = 0 exactly (0 log 0 = 0), so delta * exp(-H) is 1.0 exactly: min(2.0, 1.0), not kept
+    out.append(("tokens=[0], parents=[-1], probs=[[1.0, 0.0], [0.5, 0.5]], epsilon=2.0, "
+                "delta=1.0", ([0], [-1], np.array([[1.0, 0.0], [0.5, 0.5]]), 2.0, 1.0)))
     # an exact zero in the law (0 log 0 = 0): H = 0.673, threshold min(0.5, 0.306), 0.4 is kept
     zero = ([2, 1], [-1, 0], np.array([[0.0, 0.6, 0.4], [0.5, 0.0, 0.5], [1 / 3] * 3]), 0.5, 0.6)
     out.append(("tokens=[2, 1], parents=[-1, 0], probs=[[0.0, 0.6, 0.4], [0.5, 0.0, 0.5], "
                 "[0.333, 0.333, 0.333]], epsilon=0.5, delta=0.6", zero))
+    for q in (0.09000000009, 0.08999999991):  # a hair above, then below min(0.09, 0.67)
+        out.append((f"tokens=[0], parents=[-1], probs=[[{q}, {1 - q}], [0.5, 0.5]], "
+                    f"epsilon=0.09, delta=0.9",
+                    ([0], [-1], np.array([[q, 1 - q], [0.5, 0.5]]), 0.09, 0.9)))
+    # q(x) = 0.3 a hair (relative 1e-9) above, then below delta exp(-H([0.3, 0.7])): delta is
+    # 0.3 exp(H) (1 - 1e-9), then (1 + 1e-9), H exact, to 12 digits (no libm's last bit matters)
+    for delta in (0.552606831959, 0.552606833064):
+        out.append((f"tokens=[0], parents=[-1], probs=[[0.3, 0.7], [0.5, 0.5]], epsilon=0.5, "
+                    f"delta={delta}", ([0], [-1], np.array([[0.3, 0.7], [0.5, 0.5]]), 0.5, delta)))
     for m in range(1, 7):
         for V in range(2, 7):
             for concentration in (0.3, 1.0, 5.0):
@@ -95,4 +108,25 @@ def no_zero_guard(tokens, parents, probs, epsilon, delta):
     return [bool(probs[p + 1, t] > threshold[p + 1]) for t, p in zip(tokens, parents)]
 
 
-WRONG = (own_row, max_not_min, entropy_in_bits, stops_at_first_rejection, no_zero_guard)
+def log_plus_1e5(tokens, parents, probs, epsilon, delta):
+    """H as Medusa's code computes it, -sum q log(q + 1e-5), not the exact H."""
+    threshold = np.minimum(epsilon, delta * np.exp(np.sum(probs * np.log(probs + 1e-5), -1)))
+    return [bool(probs[p + 1, t] > threshold[p + 1]) for t, p in zip(tokens, parents)]
+
+
+def threshold_in_float32(tokens, parents, probs, epsilon, delta):
+    """H and the threshold in float32: q(x) a hair from the threshold lands on the wrong side."""
+    low = probs.astype(np.float32)
+    threshold = np.minimum(np.float32(epsilon), np.float32(delta) * np.exp(-entropy(low)))
+    return [bool(probs[p + 1, t] > threshold[p + 1]) for t, p in zip(tokens, parents)]
+
+
+def at_least_on_entropy_branch(tokens, parents, probs, epsilon, delta):
+    """q(x) >= delta exp(-H) where that is below epsilon: a token at that threshold kept."""
+    bound = delta * np.exp(-entropy(probs))  # [1 + m]
+    return [bool(probs[p + 1, t] >= bound[p + 1] if bound[p + 1] < epsilon
+                 else probs[p + 1, t] > epsilon) for t, p in zip(tokens, parents)]
+
+
+WRONG = (own_row, max_not_min, entropy_in_bits, stops_at_first_rejection, no_zero_guard,
+         log_plus_1e5, threshold_in_float32, at_least_on_entropy_branch)

@@ -75,12 +75,21 @@ WRONG = [
     ("medusa_buffers", "positions_from_one", "position_ids", "choices=[[0]]"),
     ("medusa_buffers", "retrieve_without_root", "retrieve_indices", "choices=[[0]]"),
     ("medusa_buffers", "retrieve_leaf_to_root", "retrieve_indices", "choices=[[0]]"),
+    ("medusa_buffers", "leaf_by_ranks_up_to_2", "retrieve_indices: shape (2, 3), expected (1, 3)",
+     "choices=[[0], [0, 3]]"),
+    ("medusa_buffers", "ancestor_by_joined_ranks", "attn_mask", "choices=[[1], [10]]"),
     ("typical_accept", "own_row", "kept nodes", None),
     ("typical_accept", "max_not_min", "kept nodes", None),
     ("typical_accept", "entropy_in_bits", "kept nodes", None),
     ("typical_accept", "stops_at_first_rejection", "kept nodes", None),
     ("typical_accept", "no_zero_guard", "kept nodes", "tokens=[2, 1], parents=[-1, 0], probs="
      "[[0.0, 0.6, 0.4], [0.5, 0.0, 0.5], [0.333, 0.333, 0.333]], epsilon=0.5, delta=0.6"),
+    ("typical_accept", "log_plus_1e5", "kept nodes", "tokens=[0], parents=[-1], probs="
+     "[[0.3, 0.7], [0.5, 0.5]], epsilon=0.5, delta=0.552606831959"),
+    ("typical_accept", "threshold_in_float32", "kept nodes", "tokens=[0], parents=[-1], probs="
+     "[[0.09000000009, 0.90999999991], [0.5, 0.5]], epsilon=0.09, delta=0.9"),
+    ("typical_accept", "at_least_on_entropy_branch", "kept nodes", "tokens=[0], parents=[-1], "
+     "probs=[[1.0, 0.0], [0.5, 0.5]], epsilon=2.0, delta=1.0"),
     ("verify_without_replacement", "judged_as_iid", "case 3. V=4 three siblings T=0.7", None),
     ("verify_without_replacement", "only_previous_removed", "case 4. V=4 three siblings top_k=3",
      None),
