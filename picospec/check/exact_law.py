@@ -47,6 +47,22 @@ def random_toy(V, seed, concentration=1.0, zeros=0.0):
     return Toy(table)
 
 
+def forbidding_toy(V, seed, zeros=0.3):
+    """A Toy of Dirichlet rows in which every token is forbidden somewhere: row (a, b) gives token
+    (a + b) % V probability 0 and keeps token (a + b + 1) % V, and a share `zeros` of the other
+    entries is 0 too. Each token, token 0 among them, is 0 in at least V of the V^2 rows (a third
+    at V = 3). Example: V = 3, row (0, 1) -> token 1 forbidden, token 2 kept, token 0 zeroed with
+    probability 0.3."""
+    rng = np.random.default_rng(seed)
+    table = rng.dirichlet(np.ones(V), size=(V, V))  # [V, V, V]
+    mask = rng.random(table.shape) < zeros  # [V, V, V]
+    diagonal = np.add.outer(np.arange(V), np.arange(V))  # [V, V]: a + b
+    np.put_along_axis(mask, (diagonal % V)[..., None], True, -1)
+    np.put_along_axis(mask, ((diagonal + 1) % V)[..., None], False, -1)
+    table = np.where(mask, 0, table)
+    return Toy(table / table.sum(-1, keepdims=True))
+
+
 def perturbed(model, eps, seed):
     """A draft near the target: each row mixed with a random one (eps = 0: the same model)."""
     other = random_toy(model.n_vocab, seed).table

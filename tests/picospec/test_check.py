@@ -21,8 +21,10 @@ from picospec.check.__main__ import load, main
 from picospec.check.battery import DEFAULT_SAMPLES, check_case, check_sampler
 from picospec.check.cases import CASES
 from picospec.check.drivers import HighestUniforms, LowestUniforms
-from picospec.check.exact_law import Toy, chi2_sf, exact_law, index, law_vector, random_toy
+from picospec.check.exact_law import (Toy, chi2_sf, exact_law, forbidding_toy, index, law_vector,
+                                      random_toy)
 from picospec.batched.rejection import rejection_sample
+from picospec.sampling import residual
 from picospec.verify import verify_chain
 
 from tests.support import broken_samplers
@@ -152,6 +154,47 @@ def test_the_near_one_case_catches_an_inverse_cdf_run_past_the_mass():
     assert check_case(broken, "chain", near, 300, (0, 12)).verdict == "FAIL"
     assert check_case(broken, "chain", zero, 300, (0, 1)).verdict == "pass"
     assert check_case(verify_chain, "chain", near, 300, (0, 12)).verdict == "pass"
+
+
+def test_the_support_cases_target_forbids_every_token_token_0_too():
+    """By construction (forbidding_toy): each token, token 0 among them, has probability 0 in at
+    least V of the V^2 rows; every row keeps a token and sums to 1."""
+    for V in (2, 3, 4, 5):
+        for seed in range(5):
+            table = forbidding_toy(V, seed).table  # [V, V, V]
+            assert ((table == 0).sum((0, 1)) >= V).all() and (table > 0).any(-1).all()
+            assert np.allclose(table.sum(-1), 1)
+    for contract in CASES:
+        for case in [c for c in CASES[contract] if c.support]:
+            q, _ = case.laws()  # [3, 3, 3]
+            assert ((q == 0).mean((0, 1)) >= 1 / 3).all(), (contract, case.name)
+
+
+def test_the_near_one_case_has_a_residual_short_of_one_where_token_0_is_forbidden():
+    """The support cases' seed: in some context the target forbids token 0 and the residual
+    norm(max(0, q - p)) against the far draft has a float64 cumsum that ends below 1, so an
+    inverse CDF that falls back to token 0 past the end of a law emits a forbidden token."""
+    q, p = CASES["chain"][-1].laws()  # [3, 3, 3] each
+    short = [(a, b) for a in range(3) for b in range(3) if q[a, b, 0] == 0
+             and (q[a, b] < p[a, b]).any() and np.cumsum(residual(q[a, b], p[a, b]))[-1] < 1]
+    assert short, "no context where rounding leaves a residual short of 1 and token 0 forbidden"
+
+
+@pytest.mark.parametrize("contract, name, support", [
+    ("chain", "inverse_cdf_side_left", "uniforms at 0: support"),
+    ("chain", "inverse_cdf_by_argmax", "uniforms near 1: support"),
+    ("tree", "tree_inverse_cdf_side_left", "uniforms at 0: support"),
+    ("tree_without_replacement", "without_replacement_inverse_cdf_side_left",
+     "uniforms at 0: support"),
+    ("rejection", "batched_inverse_cdf_strict", "uniforms at 0: support")])
+def test_an_inverse_cdf_that_falls_back_to_token_0_fails_its_support_case(contract, name, support):
+    """searchsorted's default side='left' or cdf < u at u = 0, argmax(cdf > u) past cdf[-1] near
+    1: token 0 whatever its probability, caught where the target forbids it. picospec's own
+    sampler passes the same case."""
+    [(number, case)] = [(i, c) for i, c in enumerate(CASES[contract], 1) if c.name == support]
+    broken = check_case(getattr(broken_samplers, name), contract, case, 300, (0, number))
+    assert broken.verdict == "FAIL" and "sequences the target forbids" in broken.detail, broken
+    assert check_case(load(RIGHT[contract]), contract, case, 300, (0, number)).verdict == "pass"
 
 
 def wrong_count(drafts, P, Q, rng):

@@ -15,13 +15,14 @@ from picospec.sampling import residual, sample
 
 
 def chain(drafts, P, Q, rng, accept=lambda u, q, p: u < min(1, q / p), resample=lambda t, q,
-          p: residual(q, p), bonus=lambda P, Q: Q[-1], uniform=lambda rng: rng.random()):
+          p: residual(q, p), bonus=lambda P, Q: Q[-1], uniform=lambda rng: rng.random(),
+          draw=sample):
     """Chen et al. Alg. 2's verification with each step replaceable (the defaults are the right
     rules)."""
     for t, x in enumerate(drafts):
         if not accept(uniform(rng), Q[t][x], P[t][x]):
-            return t, sample(resample(t, Q[t], P[t]), rng)
-    return len(drafts), sample(bonus(P, Q), rng)
+            return t, draw(resample(t, Q[t], P[t]), rng)
+    return len(drafts), draw(bonus(P, Q), rng)
 
 
 def residual_not_renormalised(drafts, P, Q, rng):
@@ -82,14 +83,36 @@ def ties_toward_draft_by_uniform(drafts, P, Q, rng):
                  uniform=lambda rng: rng.uniform())
 
 
+def searchsorted_left(p, rng):
+    """One token id from p [V] by np.searchsorted(cdf, u) with its default side='left': the first
+    id whose cdf is >= u. Example: p = [0, 0.5, 0.5], u = 0 -> 0, a token of probability 0."""
+    return int(np.searchsorted(np.cumsum(p), rng.random()))
+
+
+def inverse_cdf_side_left(drafts, P, Q, rng):
+    """The replacement and the extra token drawn with searchsorted_left: u = 0 lands on token 0
+    even where the law gives it 0. The battery's "uniforms at 0" case hands the sampler u = 0 and
+    its target forbids token 0 in some rows."""
+    return chain(drafts, P, Q, rng, draw=searchsorted_left)
+
+
+def inverse_cdf_by_argmax(drafts, P, Q, rng):
+    """The replacement and the extra token drawn as argmax(cdf > u): a u at or past cdf[-1], which
+    rounding can leave at 1 - 2^-53, finds no True and argmax falls back to token 0, forbidden or
+    not. The battery's "uniforms near 1" case hands the sampler u = 1 - 2^-53."""
+    return chain(drafts, P, Q, rng,
+                 draw=lambda p, rng: int(np.argmax(np.cumsum(p) > rng.random())))
+
+
 CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
-         "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform"]
+         "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform",
+         "inverse_cdf_side_left", "inverse_cdf_by_argmax"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
-         last_residual=True, update=residual):
+         last_residual=True, update=residual, draw=sample):
     """verify_tree's recursive rejection sampling over siblings, with the acceptance test, the
-    residual update and whether it follows the last sibling replaceable."""
+    residual update, whether it follows the last sibling and the next token's draw replaceable."""
     node, path = -1, []
     while True:
         q, kids = Q[node + 1], [i for i, parent in enumerate(parents) if parent == node]
@@ -102,7 +125,7 @@ def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / 
             if last_residual or n < len(kids) - 1:
                 q = update(q, p)
         else:
-            return path, sample(q, rng)
+            return path, draw(q, rng)
 
 
 def tree_ties_toward_draft(tokens, parents, Q, rng, P=None):
@@ -127,7 +150,14 @@ def tree_draft_law_hoisted(tokens, parents, Q, rng, P=None):
     return tree(tokens, parents, Q, rng, None if P is None else P[first])
 
 
-TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted"]
+def tree_inverse_cdf_side_left(tokens, parents, Q, rng, P=None):
+    """The next token drawn with searchsorted_left: u = 0 lands on token 0 even where the
+    (residual) target gives it 0."""
+    return tree(tokens, parents, Q, rng, P, draw=searchsorted_left)
+
+
+TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
+        "tree_inverse_cdf_side_left"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
@@ -154,20 +184,27 @@ def without_replacement_small_residual_guard(tokens, parents, Q, P, rng):
                 update=guarded)
 
 
+def without_replacement_inverse_cdf_side_left(tokens, parents, Q, P, rng):
+    """Sequoia's rule with the next token drawn with searchsorted_left."""
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                draw=searchsorted_left)
+
+
 WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
-                       "without_replacement_small_residual_guard"]
+                       "without_replacement_small_residual_guard",
+                       "without_replacement_inverse_cdf_side_left"]
 
 
 def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
-            uniforms=lambda rng, shape: rng.random(shape)):
+            uniforms=lambda rng, shape: rng.random(shape), draw=sample_rows):
     """vLLM's contract, vectorised (as picospec.batched.rejection), with the acceptance test, its
-    uniforms and the recovered law replaceable."""
+    uniforms, the recovered law and its draw replaceable."""
     (B, k, _), rows, cols = p.shape, np.arange(len(p))[:, None], np.arange(p.shape[1])[None, :]
     # [B, k]
     accepted = accept(uniforms(rng, (B, k)), q[rows, cols, drafts] / p[rows, cols, drafts])
     n = np.where(accepted.all(1), k, accepted.argmin(1))  # [B]: first rejection
     at = np.minimum(n, k - 1)
-    recovered = sample_rows(recover(q[:, :k], p)[np.arange(B), at], rng.random(B))  # [B]
+    recovered = draw(recover(q[:, :k], p)[np.arange(B), at], rng.random(B))  # [B]
     out = np.where(np.arange(k + 1) < n[:, None], np.pad(drafts, ((0, 0), (0, 1))), -1)
     out[np.arange(B), n] = np.where(n == k, bonus[:, 0], recovered)
     return out
@@ -219,6 +256,18 @@ def batched_ties_toward_draft_by_uniform(target_with_bonus_probs, bonus_token_id
                    accept=np.less_equal, uniforms=lambda rng, shape: rng.uniform(size=shape))
 
 
+def batched_inverse_cdf_strict(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                               draft_token_ids, rng):
+    """The recovered token counted as the entries with cdf < u (not <=): u = 0 counts none and
+    gives token 0, whatever its probability."""
+    def draw(probs, u):  # probs [B, V], u [B] -> token ids [B]
+        cdf = np.cumsum(probs, axis=-1)  # [B, V]
+        return (cdf < (u * cdf[:, -1])[:, None]).sum(-1)
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   draw=draw)
+
+
 REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ratio_inverted",
-             "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform"]
+             "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
+             "batched_inverse_cdf_strict"]
