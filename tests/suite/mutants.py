@@ -662,6 +662,12 @@ MUTANTS = (
            ("tests/app/test_run_figures.py::test_batched_tree_record_nodes_is_the_widest_tree",),
            "once missed: a batched step's nodes summed over the rows, not the widest tree"),
     # --- the checker's calibration, the theory, the engine's reuse, the batched warps
+    Mutant("support-toy-keeps-token-0", "checker", "rule", "picospec/check/exact_law.py",
+           "np.put_along_axis(mask, (diagonal % V)[..., None], True, -1)",
+           "np.put_along_axis(mask, (diagonal % V)[..., None], False, -1)",
+           ("tests/picospec/test_check.py::"
+            "test_an_inverse_cdf_that_falls_back_to_token_0_fails_its_support_case",),
+           "the support cases' target forbids token 0 nowhere: an inverse CDF landing on 0 passes"),
     Mutant("checker-dof-one-more", "checker", "rule", "picospec/check/exact_law.py",
            "np.inf, G), len(expected) - 1", "np.inf, G), len(expected)",
            ("tests/picospec/check/test_exact_law_calibration.py::test_pvalues_of_a_correct_sampler_are_uniform",
