@@ -19,8 +19,8 @@ PICOSPEC = str(Path(__file__).resolve().parents[1])  # the package's frames are 
 
 
 class Battery(NamedTuple):
-    """An exercise's own law cases, run as the checker runs `contract`'s samplers: each case
-    builds the contract's sampler around the learner's function (case.sampler(fn))."""
+    """An exercise's own law cases, run as the checker runs `contract`'s samplers around the
+    learner's function (case.sampler(fn))."""
     about: str  # the cases, as the verdict names them: "9 toy cases of ..."
     cases: tuple  # ((number from 1, case), ...)
 
@@ -60,9 +60,8 @@ def unanswered(exercise, fn, args):
 
 
 def outside_rng(fn, args, calls=40):
-    """The first call whose output changed with NumPy's and Python's global generators, the same
-    rng seed both times (randomness drawn outside `rng`), or None. The global generators' states
-    are put back afterwards."""
+    """The first call whose output changed with the global generators' seeds, rng's the same
+    (randomness outside `rng`), or None; the global states are put back."""
     import random
 
     saved = random.getstate(), np.random.get_state()
@@ -85,8 +84,8 @@ def outside_rng(fn, args, calls=40):
 
 
 def wrong_return(fn, probe, contract):
-    """What is wrong with fn's value on the probe's arguments for its contract, or None (a raise
-    is left to the battery, which reports it with its case)."""
+    """What is wrong with fn's value on the probe for its contract, or None (a raise: the
+    battery's)."""
     try:
         value = fn(*copy.deepcopy(probe))
     except Exception:
@@ -107,11 +106,9 @@ def wrong_return(fn, probe, contract):
 
 def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=None, known=(),
               rules=None, battery=None):
-    """fn through the checker's battery of `contract` (or an exercise's own Battery), its law
-    cases first, up to the first failing case -> Verdict with that case's evidence: the call that
-    broke a rule (rules, or the battery's sampler), or the observed and exact counts. uncertain:
-    arguments whose outcome is random; known: the kept wrong answers, named where fn behaves as
-    one."""
+    """fn through `contract`'s battery (or battery), law cases first, to the first failing case
+    -> Verdict with its evidence. uncertain: arguments of a random outcome; known: the kept wrong
+    answers, named where fn behaves as one."""
     if probe is not None and (stub := unanswered(exercise, fn, copy.deepcopy(probe))) is not None:
         return stub
     if probe is not None and (wrong := wrong_return(fn, probe, contract)) is not None:
@@ -249,8 +246,8 @@ def copied(args):
 
 @functools.lru_cache
 def recording(base):
-    """A subclass of the Generator class `base` that keeps each uniform it hands out in .drawn;
-    built on the caller's bit generator it draws exactly what the caller's would."""
+    """A Generator subclass of `base` keeping each uniform it hands out in .drawn (on the
+    caller's bit generator: the same draws)."""
     class Recording(base):
         def random(self, size=None, dtype=np.float64, out=None):
             u = super().random(size, dtype, out)

@@ -43,8 +43,8 @@ def closed(nodes):  # every node's parent is a node too
 
 
 def cases(seed=0):
-    """Every tree of up to 4 nodes (ranks 0-1, depth 3), smallest first; a child of rank 3 alone
-    and ranks 10 and up beside 1; then random trees of up to 12 nodes, ranks up to 3, then 12."""
+    """Every tree of up to 4 nodes (ranks 0-1, depth 3); ranks 3 and 10+ by hand; then random
+    trees of up to 12 nodes."""
     universe = [c for d in (1, 2, 3) for c in itertools.product((0, 1), repeat=d)]
     out = []
     for size in range(1, 5):

@@ -20,8 +20,8 @@ ANSWER = "from picospec.sampling import residual  # the project's answer"
 
 
 def cases(seed=0):
-    """[(label, (q, p))]: by hand (a draft that gives a token 0, as top-k drafts do; residuals of
-    little mass), then random laws over 2 to 6 tokens, zeros in both."""
+    """[(label, (q, p))]: by hand (p with a 0, a residual of little mass), then random laws over
+    2 to 6 tokens."""
     rng, out = np.random.default_rng(seed), []
     hand = [([0.5, 0.5], [0.9, 0.1]), ([1.0, 0.0], [0.3, 0.7]), ([0.2, 0.3, 0.5], [0.5, 0.3, 0.2]),
             ([0.3, 0.5, 0.2], [0.0, 0.3, 0.7]), ([0.52, 0.48], [0.5, 0.5]),

@@ -23,8 +23,7 @@ ANSWER = "from picospec.tree import trie  # the project's answer"
 
 
 def cases(seed=None):
-    """Every list of 1 to 3 sequences of 1 or 2 tokens over {0, 1}, then longer ones (shared
-    tails below different heads among them)."""
+    """Every list of 1 to 3 sequences of 1 or 2 tokens over {0, 1}, then longer ones."""
     words = [list(w) for n in (1, 2) for w in itertools.product(range(2), repeat=n)]
     small = [list(s) for k in (1, 2, 3) for s in itertools.product(words, repeat=k)]
     longer = [[[0, 1, 2], [0, 1, 0], [0, 2], [1], [0, 1, 2, 2]], [[2, 2, 2], [2, 2], [2]],

@@ -22,8 +22,8 @@ ANSWER = "from picospec.medusa import typical_accept  # the project's answer"
 
 
 def cases(seed=0):
-    """q(x) at each threshold (not kept), a law with exact zeros, q(x) a hair (relative 1e-9)
-    above and below each threshold; then trees of 1 to 6 nodes over 2 to 6 tokens."""
+    """q(x) at and a hair (1e-9) either side of each threshold, a law with zeros; then trees of
+    1 to 6 nodes over 2 to 6 tokens."""
     rng = np.random.default_rng(seed)
     tie = ([0], [-1], np.array([[0.09, 0.91], [0.5, 0.5]]), 0.09, 0.3)  # threshold min(.09, .22)
     out = [("tokens=[0], parents=[-1], probs=[[0.09, 0.91], [0.5, 0.5]], epsilon=0.09, delta=0.3",

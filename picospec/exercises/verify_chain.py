@@ -94,8 +94,7 @@ def bonus_from_draft(drafts, P, Q, rng):
 
 
 def residual_unclipped(drafts, P, Q, rng):
-    """The residual is q - p unclipped: a rejected draft replaced by a draw from q - p, negative
-    entries and all."""
+    """A rejected draft replaced from q - p unclipped, negative entries and all."""
     for t, x in enumerate(drafts):
         if rng.random() >= min(1, Q[t][x] / P[t][x]):
             return t, sample(Q[t] - P[t], rng)
