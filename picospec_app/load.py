@@ -21,22 +21,25 @@ def check_target(name):
 
 def check_needs(method, options):
     """Mistakes in the options that name files, found before any model loads."""
-    if "datastore" in method.needs and options.get("build_datastore") and \
-            options.get("datastore") is None:
-        raise ValueError("--build_datastore builds the file --datastore names: add --datastore "
-                         "NEW.npz, or drop it (without --datastore the datastore is built once "
-                         "into the cache)")
-    if "datastore" in method.needs and options.get("datastore") is not None:
-        path = Path(options["datastore"])
-        if path.is_dir():
-            raise ValueError(f"--datastore {path} is a folder: give a .npz file")
-        if not path.exists() and not options.get("build_datastore"):
-            raise ValueError(f"--datastore {path} does not exist: give an existing datastore, or "
-                             f"add --build_datastore to build it there")
-        if not path.exists():  # --build_datastore: the door's checks of a file to write
-            from picospec_cli import Option, convert
+    if "datastore" not in method.needs:
+        return
+    build = options.get("build_datastore")
+    if options.get("datastore") is None:
+        if build:
+            raise ValueError("--build_datastore builds the file --datastore names: add "
+                             "--datastore NEW.npz, or drop it (without --datastore the datastore "
+                             "is built once into the cache)")
+        return
+    path = Path(options["datastore"])
+    if path.is_dir():
+        raise ValueError(f"--datastore {path} is a folder: give a .npz file")
+    if not path.exists() and not build:
+        raise ValueError(f"--datastore {path} does not exist: give an existing datastore, or add "
+                         f"--build_datastore to build it there")
+    if not path.exists():  # --build_datastore: the door's checks of a file to write
+        from picospec_cli import Option, convert
 
-            convert(Option("datastore", "out"), str(path))
+        convert(Option("datastore", "out"), str(path))
 
 
 def load_needs(method, options, target, target_name, encoder, draft="tiny-draft", device="cpu",

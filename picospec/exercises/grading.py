@@ -326,11 +326,12 @@ def grade_cases(exercise, fn, reference, cases, compare, about):
 def compared(compare, yours, expected):
     """compare(yours, expected), or what kind of value came back when it cannot be compared."""
     if isinstance(yours, Iterator) or inspect.isawaitable(yours):  # one pass, or nothing yet
-        how = ("a function with yield" if inspect.isgenerator(yours) else "an async def's call"
-               if inspect.isawaitable(yours) else "an iterator, used up by one pass")
-        asked = type(expected).__name__
         if inspect.iscoroutine(yours):
             yours.close()  # never run: no warning that it was not awaited
+        how = ("an async def's call" if inspect.isawaitable(yours) else
+               "a function with yield" if inspect.isgenerator(yours) else
+               "an iterator, used up by one pass")
+        asked = type(expected).__name__
         return (f"what it returns: a {type(yours).__name__} ({how}), not a {asked}: return the "
                 f"{asked}")
     try:
