@@ -1,7 +1,12 @@
 """Blockwise parallel decoding: Stern, Shazeer, Uszkoreit 2018, "Blockwise Parallel Decoding for
-Deep Autoregressive Models" (arXiv:1811.03115), greedy: predict, verify (accepted_length),
-accept; merged = "combined scoring and proposal". k = block size, p_1 the model, p_2..p_k heads.
-V = n_vocab, C = n_embd."""
+Deep Autoregressive Models", NeurIPS 2018 (arXiv:1811.03115), greedy: predict, verify
+(accepted_length), accept; merged = "combined scoring and proposal". k = block size, p_1 the
+model, p_2..p_k heads. V = n_vocab, C = n_embd.
+
+Predict: ŷ_{j+i} = argmax p_i(. | y_{<=j}), i = 1..k. Verify: the largest k̂ with ŷ_{j+i} =
+argmax p_1(. | y_{<=j}, ŷ_{j+1..j+i-1}) for every i <= k̂. Accept ŷ_{j+1..j+k̂}. Each accepted
+token is the one p_1's greedy decoding would pick after the ones before it (ŷ_{j+1} is p_1's
+own argmax, so k̂ >= 1): the output is greedy decoding of p_1, in fewer calls."""
 import numpy as np
 
 from picospec.sampling import check_inputs

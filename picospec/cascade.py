@@ -1,6 +1,13 @@
 """Cascade speculative drafting: Chen et al. 2023, "Cascade Speculative Drafting for Even Faster LLM
-Inference" (arXiv:2312.11462), Algorithm 1. models = [M_0 target, M_1, ..]; k_matrix[i][j]: tokens
-drafter j adds for reviewer M_i; p = a drafter's law, q = its reviewer's."""
+Inference", NeurIPS 2024 (arXiv:2312.11462), Algorithm 1. models = [M_0 target, M_1, ..];
+k_matrix[i][j]: tokens drafter j adds for reviewer M_i; p = a drafter's law, q = its reviewer's.
+
+A step of reviewer M_0 (review_step): the draft grows drafter by drafter (horizontal cascade,
+cascade_draft), drafter j adding k_matrix[0][j] tokens; a drafter with drafters below it makes
+its tokens by its own review steps over them (vertical cascade), the smallest samples; then one
+call of M_0 and verify_chain. Lossless: each token follows a law r_t given the tokens before it
+(a review step of M_j is lossless for M_j, so its tokens follow M_j's law), drawn before
+M_0's coins, and verify_chain judges each against its own r_t (docs/proofs.md)."""
 from picospec.sampling import check_inputs, check_vocab, sample, warp
 from picospec.verify import step_record, verify_chain
 

@@ -1,7 +1,15 @@
 """EAGLE-1: Li, Wei, Zhang, Zhang 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature
-Uncertainty" (arXiv:2401.15077); its p (target) and p-hat (draft) are q and p here. A head on the
-target's features fills a static tree (draft_tree), one tree call, verify_static_tree. m tree
-nodes, V = n_vocab, C = n_embd."""
+Uncertainty", ICML 2024 (arXiv:2401.15077); its p (target) and p-hat (draft) are q and p here.
+m tree nodes, V = n_vocab, C = n_embd; F[j] the target's feature (last hidden state) after x[j].
+
+Each step, after the root (the target's own token, always kept):
+1. draft_tree: the head (one transformer block on the features F and the tokens shifted by one)
+   guesses the next feature, the frozen LM head turns it into p, and a static tree of rank paths
+   is filled a level per head call: the top-ranked tokens, or tokens drawn without replacement;
+2. one tree-attention call of the target scores every node;
+3. verify_static_tree: greedy path at temperature 0; else drawn children are judged against the
+   law they were drawn from (verify_without_replacement) and ranked ones as one-hot proposals;
+4. the accepted path joins x, and the target's true features for it join F."""
 import numpy as np
 
 from picospec.sampling import check_inputs, first_token, sample_without_replacement, softmax, warp

@@ -1,7 +1,7 @@
 """EAGLE-2: Li, Wei, Zhang, Zhang 2024, "EAGLE-2: Faster Inference of Language Models with Dynamic
-Draft Trees" (arXiv:2406.16858). The papers' p (target) and p-hat (the head's draft) are q and p
-here; F holds the target's features (its last hidden states), which the head reads with the tokens.
-m kept nodes, V = n_vocab.
+Draft Trees", EMNLP 2024 (arXiv:2406.16858). The papers' p (target) and p-hat (the head's draft)
+are q and p here; F holds the target's features (its last hidden states), which the head reads
+with the tokens. m kept nodes, V = n_vocab.
 
 Each step, in the paper's order:
 1. expand: depth calls of the head grow a tree layer by layer; every node of a layer gets its

@@ -8,9 +8,10 @@ What changes from EAGLE-2 (picospec/eagle2.py), whose dynamic tree drafts here u
    it predicts tokens only (no feature regression);
 2. training-time test: in training the head runs its own next steps on its own outputs, as it
    does when drafting, and the loss sums over those steps (gpt2/train/eagle3.py);
-3. a draft vocabulary: the head's logits cover the V_d most frequent tokens of its training data,
-   d2t[i] the target id of draft token i (draft_vocabulary). Its law has no mass outside them
-   (draft_law). The head's LM head is V_d columns wide, not V: its cost shrinks.
+3. a draft vocabulary, as in the authors' code (SafeAILab/EAGLE, whose d2t[i] holds the offset
+   from draft id i to its target id): the head's logits cover the V_d most frequent tokens of its
+   training data, d2t[i] the target id of draft token i (draft_vocabulary). Its law has no mass
+   outside them (draft_law). The head's LM head is V_d columns wide, not V: its cost shrinks.
 
 Each step, in the paper's order:
 1. expand: depth calls of the head grow the tree, the top_k tokens of each node's law over the

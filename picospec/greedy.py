@@ -1,6 +1,13 @@
-"""Greedy draft-and-verify (assisted generation): Leviathan et al. 2023, "Fast Inference from
-Transformers via Speculative Decoding" (arXiv:2211.17192), section 3 at temperature 0 (matched).
-p = draft, q = target."""
+"""Greedy draft-and-verify (assisted generation): Leviathan, Kalman, Matias 2023, "Fast Inference
+from Transformers via Speculative Decoding", ICML 2023 (arXiv:2211.17192), Algorithm 1 (section
+2.3) at temperature 0, where argmax is sampling from a one-hot law (section 2.2). p = draft,
+q = target (the paper's M_q and M_p: its letters are swapped).
+
+With p and q one-hot, min(1, q(x) / p(x)) is 1 when the draft x is argmax q and 0 otherwise, and
+the residual norm(max(0, q - p)) is the one-hot of argmax q: accept-or-resample becomes exact
+match (matched), and the output is greedy decoding of q token for token. K per step: constant,
+or transformers' assisted-generation heuristic (K + 2 after a full accept, else K - 1, at least
+1); confidence stops drafting once the draft's top probability falls below it."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab

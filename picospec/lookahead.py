@@ -1,7 +1,15 @@
 """Lookahead decoding: Fu, Bailis, Stoica, Zhang 2024, "Break the Sequential Dependency of LLM
-Inference Using Lookahead Decoding" (arXiv:2402.02057), its W, N, G; q = the target. One call
-scores Jacobi steps on a window (jacobi_update fills an n-gram pool) and the pool's guesses
-(verification_branch). L = N - 1, m nodes, m_v verified, V = n_vocab."""
+Inference Using Lookahead Decoding", ICML 2024 (arXiv:2402.02057), its W, N, G; q = the target.
+One call scores Jacobi steps on a window (jacobi_update fills an n-gram pool) and the pool's
+guesses (verification_branch). L = N - 1, m nodes, m_v verified, V = n_vocab.
+
+Each step: (1) one tree of both branches (lookahead_tree): the window's L levels of W guesses,
+level 0 a chain and (l, i) below (l - 1, i), and the pool's n-grams that start with x[-1], as a
+trie; (2) one target call; (3) lookahead branch: the target's argmax after each column's top
+guess is that column's new token, each column plus its new token an n-gram for the pool, and
+the window drops its oldest level; (4) verification branch: verify.py's rule with one-hot
+proposals. Lossless because the guesses are fixed before this step's coins are drawn (the pool
+comes from earlier steps), and the window's tokens are never output."""
 import numpy as np
 
 from picospec.sampling import check_inputs, warp

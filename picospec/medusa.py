@@ -1,7 +1,20 @@
-"""Medusa: Cai et al. 2024, "Medusa: Simple LLM Inference Acceleration Framework with Multiple
-Decoding Heads" (arXiv:2401.10774), section 2; its p_original is q here. Heads fill a tree
-(generate_candidates), one call scores it, evaluate_posterior accepts. K heads, m nodes,
-V = n_vocab, C = n_embd."""
+"""Medusa: Cai, Li, Geng, Peng, Lee, Chen, Dao 2024, "Medusa: Simple LLM Inference Acceleration
+Framework with Multiple Decoding Heads", ICML 2024 (arXiv:2401.10774), section 2; its p_original
+is q here. K heads, m nodes, V = n_vocab, C = n_embd.
+
+Each step, after the root (the LM head's token, always kept):
+1. generate_candidates: head k reads the last hidden state and guesses the token k + 1 ahead; its
+   top-k tokens fill level k of the tree medusa_choices describes (tree.py: medusa_buffers);
+2. one tree-attention call of the target scores every node (section 2.1.2);
+3. evaluate_posterior: greedy (exact match), lossless (verify.py's rule with one-hot proposals),
+   or typical / nucleus (section 2.3.1): the longest path whose every token passes the test,
+   then the next root drawn from q after it.
+
+Why typical acceptance is not lossless. It keeps x whenever q(x) > min(epsilon, delta exp(-H(q))),
+however likely the heads were to propose x, and nothing corrects for that. Example: the tree
+[[0]], q = [.6, .4] after the root and head 1's top guess token 1: q(1) = .4 passes (the
+threshold is at most epsilon = .09), so the token after the root is 1 every time, where q gives
+it .4. Nucleus acceptance fails the same way. At temperature 0 both are greedy, exact there."""
 import numpy as np
 
 from picospec.sampling import check_inputs, first_token, sample, softmax, warp

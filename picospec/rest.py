@@ -1,6 +1,11 @@
-"""REST: He et al. 2023, "REST: Retrieval-Based Speculative Decoding" (arXiv:2311.08252), section 3;
-q = the target. Step 1 Datastore.search, step 2 retrieve (a trie), steps 3-4 one tree call,
-verify_tree. n_corpus corpus tokens, m tree nodes, V = n_vocab."""
+"""REST: He, Zhong, Cai, Lee, He 2023, "REST: Retrieval-Based Speculative Decoding", NAACL 2024
+(arXiv:2311.08252), section 3; q = the target. n_corpus corpus tokens, m tree nodes, V = n_vocab.
+
+Each step: (1) Datastore.search: the longest suffix of the context (at most max_suffix tokens)
+found in the corpus by its suffix array, and what followed its matches; (2) retrieve: those
+continuations as a trie, pruned to the num_draft_nodes most frequent prefixes; (3) one tree call
+of the target; (4) verify_tree with one-hot proposals. Lossless because the datastore is fixed:
+the trie is a function of the text so far, drawn with none of the verifier's coins."""
 import os
 from bisect import bisect_left, bisect_right
 

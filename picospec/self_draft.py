@@ -1,7 +1,20 @@
 """Self-speculative decoding: Zhang et al. 2023, "Draft & Verify: Lossless Large Language Model
-Acceleration via Self-Speculative Decoding" (arXiv:2309.08168), also LayerSkip (arXiv:2404.16710):
-the draft is the target on a shorter path. p = draft, q = target; gamma, AR, alpha, epsilon,
-beta1, beta2 as in the paper."""
+Acceleration via Self-Speculative Decoding", ACL 2024 (arXiv:2309.08168), also Elhoushi et al.
+2024, "LayerSkip: Enabling Early Exit Inference and Self-Speculative Decoding" (arXiv:2404.16710):
+the draft is the target on a shorter path (sublayers skipped, or the first E layers). p = draft,
+q = target; gamma, AR, alpha, epsilon, beta1, beta2 as in Draft & Verify.
+
+Each step: (1) draft up to K tokens, stopping after one whose draft probability p_raw(x) is
+below gamma; (2) one target call scores them, verify_chain; (3) adaptive draft-exiting
+(adapt_threshold), from the step's acceptance accepted / drafted:
+    AR <- beta1 AR + (1 - beta1) accepted / drafted
+    gamma~ = gamma + epsilon if AR <= alpha else gamma - epsilon
+    gamma <- beta2 gamma + (1 - beta2) gamma~
+
+Why stopping early keeps the law: whether token t + 1 is drafted depends only on the drafts so
+far, never on the target or the verifier's coins, so each drafted token is still a draw of p
+given the ones before it, and verify_chain's rule applies; gamma changes between steps only,
+as a function of the past."""
 from picospec.sampling import check_inputs, sample, warp
 from picospec.verify import step_record, verify_chain
 

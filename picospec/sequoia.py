@@ -1,19 +1,30 @@
-"""Sequoia: Chen et al. 2024, "Sequoia: Scalable, Robust, and Hardware-aware Speculative Decoding"
-(arXiv:2402.12374); its p_k is a here, p = draft, q = target. Tree by dynamic program (3.1:
-sequoia_tree) and cost (3.3: choose_size), drawn without replacement (draw_tree), verified by
-Algorithm 1 (verify_filled). n nodes with the root, d depth, m = n - 1 drafts, V = n_vocab.
+"""Sequoia: Chen, May, Svirschevski, Huang, Ryabinin, Jia, Chen 2024, "Sequoia: Scalable, Robust,
+and Hardware-aware Speculative Decoding" (arXiv:2402.12374; its v3 is titled "Sequoia:
+Scalable and Robust Speculative Decoding"); its p_k is a here, p = draft, q = target.
+Tree by dynamic program (3.1: sequoia_tree) and cost (3.3: choose_size), drawn without
+replacement (draw_tree), verified by Algorithm 1 (verify_filled). n nodes with the root, d depth,
+m = n - 1 drafts, V = n_vocab.
 
 The dynamic program (section 3.1). a[k] is the chance that the (k + 1)-th child of a node is the
 one accepted (its acceptance vector); a tree's value is the expected accepted tokens plus one,
 1 + sum over nodes of the product of a[rank] along the node's path. With best[d][n] the largest
 value of a tree of n nodes (root included) and depth <= d, and split[j][s] the largest value of
-s nodes shared among the children of ranks j, j + 1, ... of one node:
-    best[0][1] = 1
-    split[j][s] = max over t = 1..s of  a[j] best[d - 1][t] + split[j + 1][s - t],  split[.][0] = 0
+s nodes shared among the children of ranks j, j + 1, ... of one node (a table per depth d):
+    best[0][1] = 1, best[0][n > 1] = -inf
+    split[j][s] = max over t = 1..s of  a[j] best[d - 1][t] + split[j + 1][s - t]
+    split[.][0] = 0, split[K][s > 0] = -inf (no rank left), K = len(a)
     best[d][n] = 1 + split[0][n - 1]
-(child j roots a subtree of t nodes, scaled by its own acceptance a[j]). The hardware-aware size
-(section 3.3) divides best[d][n] by the step's cost: the target's call on n positions plus a
-draft call per node that has children.
+(child j roots a subtree of t nodes, scaled by its own acceptance a[j]; ranks are filled in
+order, since a child of rank j + 1 is drawn only after the one of rank j). The hardware-aware
+size (section 3.3) divides best[d][n] by the step's cost: the target's call on n positions plus
+the draft's calls. The authors' optimizer counts d draft calls, one batched call per level;
+here draw_tree calls the draft once per node that has children, and choose_size counts those.
+
+Why Algorithm 1 is lossless. Child i is drawn from p_i, the draft's p with children 1..i-1
+removed and renormalised, and judged against that same p_i, a rejection leaving
+norm(max(0, q - p_i)) for child i + 1: the siblings' walk of verify.py with each child judged
+against the law it was really drawn from, so the token that leaves a node follows q
+(docs/proofs.md). Unlike i.i.d. siblings (SpecInfer), a rejected token is never drawn again.
 """
 import numpy as np
 

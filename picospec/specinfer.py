@@ -1,6 +1,24 @@
 """SpecInfer: Miao et al. 2024, "SpecInfer: Accelerating Large Language Model Serving with
-Tree-based Speculative Inference and Verification" (arXiv:2305.09781), sections 3-4; its SSMs
-are drafts (p), its LLM the target (q). grow, one tree call, verify_trie. m nodes, V = n_vocab."""
+Tree-based Speculative Inference and Verification", ASPLOS 2024 (arXiv:2305.09781), sections 3-4;
+its SSMs are drafts (p), its LLM the target (q). m nodes, V = n_vocab.
+
+Each step:
+1. grow: each draft expands a tree by the expansion configuration <k_1, .., k_d>: every node it
+   reached at depth i - 1 gets k_i children drawn i.i.d. from its warped law p_s (its top k_i at
+   temperature 0); the drafts' trees merge into one trie that keeps every draw and its law;
+2. one tree-attention call of the target scores the root and every node;
+3. verify_trie, multi-step speculative sampling: from the root, a node's draws are tried in turn,
+   draw s kept with probability min(1, q(x_s) / p_s(x_s)) and a rejection replacing q by
+   norm(max(0, q - p_s)); when none is kept the next token is drawn from the last q.
+
+Why it is lossless, backwards from a node's last draw. Given the draws tried before it, draw s is
+a fresh sample of p_s (i.i.d. draws depend neither on each other nor on the verifier's coins).
+If the draws after it output a token of law norm(max(0, q - p_s)) (true when none is left: that
+is the last q), trial s is verify.py's one-position rule against the current q, so it outputs
+q. At the first draw q is the target's law after the node; the walk then repeats from the kept
+child's row. A token drawn twice is one node, but both draws are tried: the second is rejected
+for sure (q(x) = 0 after the first rejection), yet its trial moves q to the residual, and
+skipping it gives the wrong law (docs/proofs.md)."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab, sample, warp

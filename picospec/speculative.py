@@ -1,6 +1,12 @@
-"""Speculative sampling (SpS): Chen et al. 2023, "Accelerating Large Language Model Decoding with
-Speculative Sampling" (arXiv:2302.01318), Algorithm 2, in its letters: p = draft, q = target,
-K drafts, N new tokens (the paper indexes from 1). Step 3 is verify_chain."""
+"""Speculative sampling (SpS): Chen, Borgeaud, Irving, Lespiau, Sifre, Jumper 2023, "Accelerating
+Large Language Model Decoding with Speculative Sampling" (arXiv:2302.01318), Algorithm 2, in its
+letters: p = draft, q = target, K drafts (the lookahead), T the length to reach (here len(x) + N
+for N new tokens; the paper indexes from 1). Step 3 is verify_chain.
+
+The paper's T is a minimum: its last step may pass it by up to K tokens. Here a step drafts at
+most the tokens still needed minus one, so exactly N come, each step still the paper's step.
+With each draft kept with probability alpha, independently, a step of k drafts yields
+(1 - alpha^(k+1)) / (1 - alpha) tokens on average (the proof: theory.py)."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab, sample, warp

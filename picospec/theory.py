@@ -1,5 +1,6 @@
-"""What speculative decoding should gain: Leviathan et al. 2023, "Fast Inference from Transformers
-via Speculative Decoding" (arXiv:2211.17192), section 3; self-drafting; cascades.
+"""What speculative decoding should gain: Leviathan, Kalman, Matias 2023, "Fast Inference from
+Transformers via Speculative Decoding", ICML 2023 (arXiv:2211.17192), section 3; self-drafting;
+cascades.
 
 The symbols, all costs in units of one autoregressive (one-token) target call:
     alpha     the chance a draft token is accepted, given the ones before it were
@@ -12,6 +13,14 @@ The symbols, all costs in units of one autoregressive (one-token) target call:
     speedup   E (1 + r_0) / (c + K c_d + r): a step's tokens at autoregressive decoding's cost over
               the step's cost (cost_model_speedup; with r = r_0 = 0, E / (c + K c_d))
 Leviathan et al. name the draft's cost c; here c is always the target's call and c_d a draft's.
+
+Why E = sum_{j=0..K} alpha^j. The paper assumes each draft is accepted with probability alpha
+independently of the others (the acceptance rate at a position is beta = sum_x min(p(x), q(x)),
+the betas taken i.i.d. with mean alpha; estimate_alpha measures that mean). A step keeps n
+drafts, n the index of the first rejection (n = K if none), and yields n + 1 tokens, the last one
+the target's. P(n >= j) = alpha^j, the first j all kept, so E[n + 1] = 1 + sum_{j=1..K} P(n >= j)
+= sum_{j=0..K} alpha^j = (1 - alpha^(K+1)) / (1 - alpha), and K + 1 when alpha = 1.
+
 Cascades (cascade_speedup) draft with a small model (cost c_d1, acceptance alpha1) for K tokens and
 a second one (cost c_d2, acceptance alpha2) for K_tail more; with K_inner > 0 the first drafter is
 itself reviewed by the second in inner steps of K_inner drafts (acceptance alpha12, each review
