@@ -7,8 +7,9 @@ Each step, after the root (the LM head's token, always kept):
    top-k tokens fill level k of the tree medusa_choices describes (tree.py: medusa_buffers);
 2. one tree-attention call of the target scores every node (section 2.1.2);
 3. evaluate_posterior: greedy (exact match), lossless (verify.py's rule with one-hot proposals),
-   or typical / nucleus (section 2.3.1): the longest path whose every token passes the test,
-   then the next root drawn from q after it.
+   or typical (section 2.3.1) / nucleus (the authors' code's other posterior): the longest path
+   whose every token passes the test (the first in node order on a tie, where the authors' code
+   takes the likeliest), then the next root drawn from q after it.
 
 Why typical acceptance is not lossless. It keeps x whenever q(x) > min(epsilon, delta exp(-H(q))),
 however likely the heads were to propose x, and nothing corrects for that. Example: the tree

@@ -10,10 +10,13 @@ R = sum_z max(0, q(z) - p(z)). For any token y,
     P(y) = p(y) min(1, q(y) / p(y)) + P(rejected) max(0, q(y) - p(y)) / R
          = m(y) + (1 - sum_z m(z)) max(0, q(y) - p(y)) / R,
 and since sum_z m(z) + R = sum_z q(z) = 1, the factor (1 - sum_z m(z)) / R is 1, so
-P(y) = min(p(y), q(y)) + max(0, q(y) - p(y)) = q(y). A chain applies the rule draft by draft,
-each against the target's law after the drafts kept before it, so the whole sequence has the
-target's law; a tree applies it to a node's children in turn, each against what is left of q
-(the residual after the siblings rejected before it). Full proofs: docs/proofs.md.
+P(y) = min(p(y), q(y)) + max(0, q(y) - p(y)) = q(y) (R = 0 only when p = q: then nothing is
+rejected, and P(y) = p(y) = q(y)). A chain applies the rule draft by draft, each against the
+target's law after the drafts kept before it, and draws the bonus token from the target's law
+after all K when every draft is kept: each new token follows the target's law given the ones
+before it, so the whole sequence has the target's law. A tree applies it to a node's children
+in turn, each against what is left of q (the residual after the siblings rejected before it).
+Full proofs: docs/proofs.md.
 """
 import numpy as np
 
