@@ -150,7 +150,7 @@ METHODS = (
     Method("greedy", greedy_decoding, ("x", "draft", "target", "N", "K"),
            "assisted generation: greedy drafts kept up to the first mismatch with the target's "
            "argmax",
-           "Leviathan et al. 2023, arXiv:2211.17192, sec. 3 at temperature 0",
+           "Leviathan et al. 2023, arXiv:2211.17192, Alg. 1 at temperature 0",
            needs=("draft",), law="greedy", instead="speculative",
            options=(K_option("draft tokens per step (the first step's, with --schedule heuristic)"),
                     Option("schedule", str, "constant",
