@@ -36,8 +36,9 @@ def blas_line(policy, environ=None):
     environ = os.environ if environ is None else environ
     core = environ.get("OPENBLAS_CORETYPE") if library == "openblas" else None
     chosen = f" (OPENBLAS_CORETYPE={core})" if core else ""
-    n = policy["threads"]
-    threads = f"{n} thread{'s' if n != 1 else ''} ({policy['why']}{wide_line(policy)})"
+    n, ran = policy["threads"], policy.get("blas")  # asked, and what the library took inside
+    capped = f"; the library runs {ran}, its most" if ran is not None and ran < n else ""
+    threads = f"{n} thread{'s' if n != 1 else ''} ({policy['why']}{capped}{wide_line(policy)})"
     return (f"BLAS: {library or 'unknown'}, {arch or 'unknown'} kernels{chosen} on {machine()}; "
             f"{threads}; small-matrix path {panels_line(policy)}")
 

@@ -293,3 +293,35 @@ def test_row_padding_follows_the_operations(kind, pad_rows):
     asked = ops.CPU._replace(gelu=ops.CPU.gelu) if kind == "own ops" else kind
     assert build(params, 10_000, Choices(ops=asked)).pad_rows == pad_rows
     assert build(params, 10_000, Choices(ops=asked, pad_rows=2)).pad_rows == 2
+
+
+class CappedBlas:
+    """A BLAS library (threadpoolctl's controller) that runs at most `most` threads, as OpenBLAS
+    runs at most the count it was built for (64 in NumPy's wheels) whatever it is asked."""
+
+    def __init__(self, most, n=1):
+        self.most, self.n = most, n
+
+    def get_num_threads(self):
+        return self.n
+
+    def set_num_threads(self, n):
+        self.n = min(n, self.most)
+
+
+@pytest.mark.parametrize("requested, most, line", [
+    (8, 4, "8 threads (requested (--threads or PICOSPEC_THREADS); the library runs 4, its most)"),
+    (4, 4, "4 threads (requested (--threads or PICOSPEC_THREADS))"),
+    (2, 64, "2 threads (requested (--threads or PICOSPEC_THREADS))")])
+def test_the_blas_line_says_the_threads_the_library_ran(monkeypatch, requested, most, line):
+    """More threads than the library can run (--threads 256 on a wheel's OpenBLAS: 64): the line
+    names the count it ran; the JSON's "blas" is that count too."""
+    from picospec_app.machine import blas_line, thread_policy
+
+    library = CappedBlas(most)
+    monkeypatch.setattr(policy, "blas_libraries", lambda: (library,))
+    report = thread_policy(124_000_000, requested)
+    assert report["blas"] == min(requested, most)
+    assert f"; {line}; small-matrix path " in blas_line(report)
+    library.n = 3  # on a GPU the report reads the process's count: the model calls no BLAS
+    assert "; 1 thread (GPU); " in blas_line(thread_policy(124_000_000, 1, device="gpu"))
