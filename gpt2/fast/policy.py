@@ -4,6 +4,7 @@ them (docs/performance.md).
 """
 import contextlib
 import functools
+import numbers
 from typing import NamedTuple
 
 from gpt2.fast.panels import MAX_ROWS
@@ -67,6 +68,10 @@ def usable_cores():
 def choose_threads(n_params, requested=None, free=None):
     """-> (threads, why): `requested`, else 1 below SMALL_MODEL parameters, else the free cores."""
     if requested is not None:
+        # (0 or fewer: OpenBLAS would run its own default count; 2.5 would run as 2)
+        if not isinstance(requested, numbers.Integral) or requested < 1:
+            raise ValueError(f"threads={requested!r}: give a whole number of BLAS threads, 1 or "
+                             f"more, or None for the policy")
         return int(requested), "requested (--threads or PICOSPEC_THREADS)"
     if n_params < SMALL_MODEL:
         return 1, f"small model ({n_params / 1e6:.2f}M parameters)"

@@ -2,7 +2,9 @@
 overridable, applied inside an engine's own calls (the count is read back from the BLAS library
 there) and restored after them; weight panels with OpenBLAS, in the form its kernels favour."""
 import json
+import re
 
+import numpy as np
 import pytest
 
 from gpt2.fast import policy
@@ -47,6 +49,19 @@ def test_the_app_measures_the_machine_once_and_the_engines_take_its_figures(monk
 def test_a_request_wins():
     assert policy.choose_threads(5_000_000, requested=3)[0] == 3
     assert policy.choose_threads(124_000_000, requested=2)[0] == 2
+
+
+@pytest.mark.parametrize("requested", [0, -2, 2.5, "2"])
+def test_a_request_of_no_whole_thread_count_is_refused(requested):
+    """OpenBLAS takes 0 or fewer threads as its own default count: the engine would report 0 and
+    run on every core; 2.5 would run on 2."""
+    from gpt2.engine import GPT2
+    from tests.support.micro import random_gpt2
+
+    with pytest.raises(ValueError, match=re.escape(f"threads={requested!r}: give a whole number")):
+        GPT2(*random_gpt2(), threads=requested)
+    assert policy.choose_threads(5_000_000, requested=np.int64(3)) == (
+        3, "requested (--threads or PICOSPEC_THREADS)")
 
 
 def test_free_cores_never_below_one():
