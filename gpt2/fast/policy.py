@@ -40,7 +40,8 @@ def idle_cpus(cpus, seconds=0.1):
     shares = [(after[c][0] - before[c][0]) / (after[c][1] - before[c][1]) for c in after
               if c in before and after[c][1] > before[c][1]]
     mine = (own_after.user + own_after.system - own.user - own.system) / wall  # CPUs we kept busy
-    return min(len(shares), sum(shares) + mine) if shares else None
+    # at least 0: a CPU's iowait ticks can fall, and float sums of equal times leave -1e-18
+    return max(0.0, min(len(shares), sum(shares) + mine)) if shares else None
 
 
 def free_cores():

@@ -90,6 +90,28 @@ def test_a_busy_core_is_seen_at_once():
         spinner.join()
 
 
+@pytest.mark.parametrize("stat, own, idle", [
+    # a busy CPU, this process asleep: its times as floats leave (u + s) - u - s = -3.5e-18
+    (("cpu0 100 0 100 1000 50 0 0 0", "cpu0 190 0 110 1000 50 0 0 0"), (0.01, 0.02), 0.0),
+    # a busy CPU whose iowait ticks fell (Linux counts iowait per CPU, not monotonically)
+    (("cpu0 100 0 100 1000 50 0 0 0", "cpu0 190 0 110 1000 40 0 0 0"), (0.0, 0.0), 0.0),
+    # one CPU idle, one busy: 1
+    (("cpu0 0 0 0 1000 0 0 0 0\ncpu1 50 0 0 10 0 0 0 0",
+      "cpu0 0 0 0 1100 0 0 0 0\ncpu1 150 0 0 10 0 0 0 0"), (0.0, 0.0), 1.0)])
+def test_idle_cpus_never_below_zero(monkeypatch, stat, own, idle):
+    """/proc/stat and this process's times as read before and after: the idle CPUs, at least 0
+    (free_cores' line would say "-0.0 idle now")."""
+    import io
+    import os
+    from types import SimpleNamespace
+
+    reads = iter(stat)
+    monkeypatch.setattr(policy, "open", lambda path: io.StringIO(next(reads)), raising=False)
+    monkeypatch.setattr(os, "times", lambda: SimpleNamespace(user=own[0], system=own[1]))
+    found = policy.idle_cpus({0, 1}, seconds=0.001)
+    assert found == idle and str(found) != "-0.0"
+
+
 def spin_on(cpu):
     import os
 
