@@ -57,7 +57,13 @@ def env_cache(environ):
     value = env_value("PICOSPEC_CACHE", environ)
     if value is None:
         return None
-    folder, raw = Path(value).expanduser(), environ["PICOSPEC_CACHE"]
+    raw = environ["PICOSPEC_CACHE"]
+    try:
+        folder = Path(value).expanduser()
+    except RuntimeError:  # ~name of no user here (pathlib: "Could not determine home directory")
+        user = value.split("/")[0]
+        raise ValueError(f"PICOSPEC_CACHE={raw!r}: {user} names no home folder here; set it to "
+                         f"an absolute folder path, or unset it for ~/.cache/picospec") from None
     if not folder.is_absolute():
         raise ValueError(f"PICOSPEC_CACHE={raw!r}: set it to an absolute folder path (~ allowed), "
                          f"or unset it for ~/.cache/picospec")

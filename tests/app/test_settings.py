@@ -81,6 +81,18 @@ def test_the_cache_is_an_absolute_folder(tmp_path, monkeypatch):
             read_settings({"PICOSPEC_CACHE": value})
 
 
+def test_a_cache_under_no_ones_home_is_named(tmp_path):
+    """~name of a user this machine does not have: one line, in main.py too (no traceback)."""
+    value = "~no-such-user-here/cache"
+    with pytest.raises(ValueError, match=re.escape(f"PICOSPEC_CACHE={value!r}: ~no-such-user-here "
+                                                   f"names no home folder here; set it to an ")):
+        read_settings({"PICOSPEC_CACHE": value})
+    r = run_here(["main.py", "--method", "autoregressive", "--n_tokens", "2"], tmp_path,
+                 env={"PICOSPEC_CACHE": value})
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "PICOSPEC_CACHE=" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("name, fix", [("PICOSPEC_HUB_URL", "set HF_ENDPOINT to the hub's address"),
                                        ("PICOSPEC_THREAD", "did you mean PICOSPEC_THREADS?"),
                                        ("PICOSPEC_OFLINE", "did you mean PICOSPEC_OFFLINE?"),
