@@ -169,9 +169,9 @@ def panel_policy(n_params, requested=None):
     if requested is not None:
         return {"on": bool(requested), "why": "requested (PICOSPEC_PANELS)"}
     library, arch = blas_kernels()
-    if library != "openblas":
-        return {"on": False, "why": f"BLAS {library} {arch}: the panels are measured on OpenBLAS "
-                                    f"only"}
+    if library != "openblas":  # MKL has no kernel family in threadpoolctl; None: none found
+        found = " ".join(name for name in (library, arch) if name) or "unknown"
+        return {"on": False, "why": f"BLAS {found}: the panels are measured on OpenBLAS only"}
     if n_params > PANEL_MAX_PARAMS:
         return {"on": False, "why": f"{n_params / 1e6:.0f}M parameters: a second copy of the "
                                     f"weights would cost too much memory"}

@@ -311,10 +311,15 @@ def test_panels_by_row_on_openblas_without_direct_sgemm(monkeypatch, arch):
     assert policy.panel_form() == "panel_rows"
 
 
-@pytest.mark.parametrize("library, arch", [("mkl", "SkylakeX"), ("blis", "zen3"), (None, None)])
-def test_panels_off_on_other_libraries(monkeypatch, library, arch):
+@pytest.mark.parametrize("library, arch, found", [
+    ("mkl", None, "mkl"), ("blis", "zen3", "blis zen3"), ("flexiblas", None, "flexiblas"),
+    (None, None, "unknown")])
+def test_panels_off_on_other_libraries(monkeypatch, library, arch, found):
+    """threadpoolctl names no kernel family for MKL, and no library where it finds none (Apple's
+    Accelerate): the reason names what it found, never "None"."""
     monkeypatch.setattr(policy, "blas_kernels", lambda: (library, arch))
-    assert policy.panel_policy(5_850_000)["on"] is False
+    assert policy.panel_policy(5_850_000) == {
+        "on": False, "why": f"BLAS {found}: the panels are measured on OpenBLAS only"}
 
 
 @pytest.mark.parametrize("kind, pad_rows", [("cpu", 4), ("reference", 1), ("panels", 1),
