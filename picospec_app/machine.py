@@ -3,6 +3,9 @@ the memory free for --batch."""
 import os
 import platform
 
+from gpt2.fast.policy import (Threads, blas_kernels, cgroup_folders, free_cores, panel_policy,
+                              usable_cpus)
+
 
 def machine():
     """The CPU's model name and how many CPUs this process may use: "NAME, N CPUs"."""
@@ -13,7 +16,7 @@ def machine():
                          if line.startswith("model name")), name)
     except OSError:
         pass
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = usable_cpus()[1]  # its affinity, within a cgroup CPU quota
     return f"{name}, {cpus} CPU{'s' if cpus != 1 else ''}"
 
 
@@ -30,8 +33,6 @@ def policy(model):
 def blas_line(policy, environ=None):
     """policy()'s dict -> the report's BLAS line: library, kernel family, machine, threads, and
     whether the small-matrix path (gpt2/fast/panels.py) is on."""
-    from gpt2.fast.policy import blas_kernels
-
     library, arch = blas_kernels()
     environ = os.environ if environ is None else environ
     core = environ.get("OPENBLAS_CORETYPE") if library == "openblas" else None
@@ -55,11 +56,17 @@ def wide_line(policy):  # -> ", 2 for forwards of 33+ token rows (why)", or "" w
 
 
 def free_memory(device="cpu"):
-    """Bytes free now on the GPU or the host (MemAvailable, else physical memory), or None."""
+    """Bytes free now on the GPU or the host (MemAvailable, else physical memory), or None; on the
+    host at most what a cgroup memory limit leaves (cgroup_memory_free)."""
     if device == "gpu":
         from gpt2.backend import get_xp
 
         return int(get_xp("gpu").cuda.Device().mem_info[0])
+    host, limit = host_memory(), cgroup_memory_free()
+    return host if limit is None else limit if host is None else min(host, limit)
+
+
+def host_memory():
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -73,9 +80,29 @@ def free_memory(device="cpu"):
         return None
 
 
+def cgroup_memory_free(folders=None):
+    """-> bytes that cgroup memory limits leave this process (limit - usage, the page cache it
+    may drop not counted as used; the least), or None where none is set (a container's --memory,
+    a systemd MemoryMax)."""
+    found = []
+    for folder, v2 in cgroup_folders("memory") if folders is None else folders:
+        limit, used, cache = (("memory.max", "memory.current", "inactive_file") if v2 else
+                              ("memory.limit_in_bytes", "memory.usage_in_bytes",
+                               "total_inactive_file"))
+        try:
+            limit, used = ((folder / n).read_text().strip() for n in (limit, used))
+            if limit == "max" or int(limit) >= 1 << 60:  # v1 writes "no limit" as about 2^63
+                continue
+            stat = dict(line.split() for line in (folder / "memory.stat").read_text().splitlines()
+                        if line.count(" ") == 1)
+            found.append(max(0, int(limit) - int(used) + int(stat.get(cache, 0))))
+        except (OSError, ValueError):
+            continue
+    return min(found) if found else None
+
+
 def thread_policy(n_params, requested=None, device="cpu", panels=None):
     """policy()'s dict for an engine of n_params not built yet (benchmark headers)."""
-    from gpt2.fast.policy import Threads, free_cores, panel_policy
 
     panel = panel_policy(n_params, panels) if device == "cpu" else {
         "on": False, "why": "the model runs on the GPU"}

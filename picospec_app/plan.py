@@ -4,13 +4,13 @@ need the models (lengths against the context window, --batch's rows against memo
 
     argv -> read_plan -> Plan -> (load) -> check_loaded -> (run, report)
 """
-import os
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from gpt2.fast.policy import usable_cpus
 from gpt2.hub import BUILTIN, is_local
 from picospec.methods import METHODS, TABLE, batch_refusal, check_temperature
 from picospec_app.load import batch_row_bytes, check_cache_dir, check_needs, check_target
@@ -264,7 +264,7 @@ def notes(values, threads):
         has, applies = ("have", "they apply") if len(filters) == 2 else ("has", "it applies")
         found.append(f"note: {' and '.join(filters)} {has} no effect at --temperature 0 (greedy "
                      f"decoding takes the argmax); {applies} when sampling, at --temperature > 0")
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = usable_cpus()[1]  # its affinity, within a cgroup CPU quota
     if values["device"] == "cpu" and threads is not None and threads > (cpus or 1):
         found.append(f"note: {threads} BLAS threads oversubscribe the {cpus} CPUs this process "
                      f"may use: each forward waits on threads that share a core (slower, often "

@@ -730,7 +730,7 @@ MIRRORS = {"picospec": "picospec", "gpt2": "gpt2", "app": "picospec_app", "bench
 SUITE = "suite"
 # the tests of the whole project, at tests/ top
 WHOLE_PROJECT = {"test_architecture.py", "test_lint.py", "test_readme.py", "test_package.py",
-                 "test_process_words.py"}
+                 "test_process_words.py", "test_doc_names.py"}
 
 
 def mirrored(source, name):

@@ -44,26 +44,77 @@ def idle_cpus(cpus, seconds=0.1):
     return max(0.0, min(len(shares), sum(shares) + mine)) if shares else None
 
 
+def cgroup_folders(controller, proc="/proc/self/cgroup", mount="/sys/fs/cgroup"):
+    """-> [(folder, v2)]: this process's cgroup folder for `controller` ("cpu", "memory") in each
+    hierarchy (v2, or v1), then the folders above it; a limit set on any of them holds."""
+    from pathlib import Path
+
+    try:
+        lines = Path(proc).read_text().splitlines()
+    except OSError:
+        return []
+    out, mount = [], Path(mount)
+    for line in lines:
+        parts = line.split(":", 2)  # hierarchy id : controllers ("" on v2) : path
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        v2 = controllers == ""
+        if not v2 and controller not in controllers.split(","):
+            continue
+        # v2 alone at the mount, or beside v1 at mount/unified; v1 at mount/cpu (or cpu,cpuacct)
+        base = (mount / "unified" if (mount / "unified").is_dir() else mount) if v2 else next(
+            (mount / n for n in (controller, controllers) if (mount / n).is_dir()), None)
+        if base is not None:
+            folder = base / path.strip("/")
+            out += [(f, v2) for f in (folder, *folder.parents) if f == base or base in f.parents]
+    return out
+
+
+def cpu_quota(folders=None):
+    """-> the CPUs that cgroup CPU quotas grant this process (quota / period, the least), or
+    None where none is set (a container's --cpus, a systemd CPUQuota)."""
+    found = []
+    for folder, v2 in cgroup_folders("cpu") if folders is None else folders:
+        try:
+            if v2:
+                quota, period = (folder / "cpu.max").read_text().split()[:2]
+            else:
+                quota, period = ((folder / f"cpu.cfs_{k}_us").read_text().strip()
+                                 for k in ("quota", "period"))
+            if quota != "max" and int(quota) > 0 and int(period) > 0:
+                found.append(int(quota) / int(period))
+        except (OSError, ValueError):
+            continue
+    return min(found) if found else None
+
+
+def usable_cpus():
+    """-> (CPU ids this process may run on, how many CPUs it may keep busy): its affinity, and
+    within a cgroup CPU quota (rounded down, at least 1)."""
+    import os
+
+    ids = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(
+        range(os.cpu_count() or 1))
+    quota = cpu_quota()
+    return ids, max(1, min(len(ids), int(quota))) if quota is not None else max(1, len(ids))
+
+
 def free_cores():
     """-> (free, cpus, how measured): the cores idle now, at least 1."""
     import os
 
-    if hasattr(os, "sched_getaffinity"):
-        ids = os.sched_getaffinity(0)
-    else:
-        ids = set(range(os.cpu_count() or 1))
+    ids, cpus = usable_cpus()
     idle = idle_cpus(ids)
     if idle is not None:
-        return max(1, min(len(ids), round(idle))), len(ids), f"{idle:.1f} idle now"
+        return max(1, min(cpus, round(idle))), cpus, f"{idle:.1f} idle now"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    return max(1, min(len(ids), round(len(ids) - load))), len(ids), f"1-minute load {load:.1f}"
+    return max(1, min(cpus, round(len(ids) - load))), cpus, f"1-minute load {load:.1f}"
 
 
 def usable_cores():
-    import os
-
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return cpus or 1, cpus or 1, "not measured"
+    cpus = usable_cpus()[1]
+    return cpus, cpus, "not measured"
 
 
 def choose_threads(n_params, requested=None, free=None):

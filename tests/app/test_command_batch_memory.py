@@ -52,3 +52,35 @@ def test_out_of_memory_in_a_group_is_one_line(monkeypatch, where):
                                          r"smaller --batch_memory than 20$"):
         run.run_batch(run.find("speculative"), [[1], [2], [3]], {},
                       plan.Groups([[0, 1], [2]], 10 * MB), 4, 0, {}, {}, progress=False)
+
+
+@pytest.mark.parametrize("lines, files, free", [
+    # v2 (a container's --memory=1g): 1 GiB - 600 MiB used + 100 MiB of page cache it may drop
+    (["0::/"], {"memory.max": f"{2**30}", "memory.current": f"{600 * MB}",
+                "memory.stat": f"anon 1\ninactive_file {100 * MB}\n"}, 2**30 - 500 * MB),
+    (["0::/"], {"memory.max": "max", "memory.current": "5", "memory.stat": ""}, None),
+    # v1: "no limit" is written as about 2^63; a limit in a parent folder holds
+    (["4:memory:/a/b"], {"memory/a/b/memory.limit_in_bytes": "9223372036854771712",
+                         "memory/a/b/memory.usage_in_bytes": "7", "memory/a/b/memory.stat": "",
+                         "memory/a/memory.limit_in_bytes": f"{300 * MB}",
+                         "memory/a/memory.usage_in_bytes": f"{400 * MB}",
+                         "memory/a/memory.stat": f"total_inactive_file {50 * MB}\n"}, 0),
+    ([], {}, None)])
+def test_a_cgroup_memory_limit_is_read(tmp_path, lines, files, free):
+    from gpt2.fast.policy import cgroup_folders
+    from picospec_app import machine
+    from tests.support.cgroups import cgroup_tree
+
+    proc, mount = cgroup_tree(tmp_path, lines, files)
+    assert machine.cgroup_memory_free(cgroup_folders("memory", proc, mount)) == free
+
+
+@pytest.mark.parametrize("host, limit, free", [(8 * MB, None, 8 * MB), (8 * MB, 3 * MB, 3 * MB),
+                                               (None, 3 * MB, 3 * MB), (None, None, None)])
+def test_free_memory_is_the_least_of_the_host_and_a_cgroup_limit(monkeypatch, host, limit, free):
+    """A container with 1 GiB on a 64 GiB host plans --batch for 1 GiB."""
+    from picospec_app import machine
+
+    monkeypatch.setattr(machine, "host_memory", lambda: host)
+    monkeypatch.setattr(machine, "cgroup_memory_free", lambda: limit)
+    assert machine.free_memory() == free

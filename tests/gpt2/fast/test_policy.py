@@ -10,6 +10,7 @@ import pytest
 from gpt2.fast import policy
 
 from tests.support.clitools import run_here
+from tests.support.cgroups import cgroup_tree
 
 # a runtime requirement; absent only where requirements.txt was not installed
 pytest.importorskip("threadpoolctl")
@@ -367,3 +368,38 @@ def test_the_blas_line_says_the_threads_the_library_ran(monkeypatch, requested, 
     assert f"; {line}; small-matrix path " in blas_line(report)
     library.n = 3  # on a GPU the report reads the process's count: the model calls no BLAS
     assert "; 1 thread (GPU); " in blas_line(thread_policy(124_000_000, 1, device="gpu"))
+
+
+@pytest.mark.parametrize("lines, files, quota", [
+    # cgroup v2 alone (a container's --cpus=2): the process's folder
+    (["0::/"], {"cpu.max": "200000 100000\n"}, 2.0),
+    (["0::/"], {"cpu.max": "max 100000\n"}, None),
+    # a systemd slice two levels up grants 1.5; its child grants more: the least holds
+    (["0::/a.slice/b.service"], {"a.slice/cpu.max": "150000 100000",
+                                 "a.slice/b.service/cpu.max": "400000 100000"}, 1.5),
+    # cgroup v1, cpu and cpuacct mounted together, and v2 beside it (hybrid) with no limit
+    (["4:memory:/", "2:cpu,cpuacct:/docker/1f", "0::/"],
+     {"cpu,cpuacct/docker/1f/cpu.cfs_quota_us": "50000", "cpu,cpuacct/docker/1f/cpu.cfs_period_us":
+      "100000", "unified/cgroup.procs": ""}, 0.5),
+    (["1:cpu:/"], {"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, None),
+    # a v1 path the container does not mount (no cgroup namespace): its root's files hold
+    (["1:cpu:/docker/9c"], {"cpu/cpu.cfs_quota_us": "300000", "cpu/cpu.cfs_period_us":
+                            "100000"}, 3.0),
+    ([], {}, None), (["garbage"], {"cpu.max": "200000 100000"}, None)])
+def test_a_cgroup_cpu_quota_is_read(tmp_path, lines, files, quota):
+    proc, mount = cgroup_tree(tmp_path, lines, files)
+    assert policy.cpu_quota(policy.cgroup_folders("cpu", proc, mount)) == quota
+
+
+@pytest.mark.parametrize("quota, cpus, idle, free", [(None, 8, 7.6, (8, 8)), (2.0, 8, 7.6, (2, 2)),
+                                                     (1.5, 8, 7.6, (1, 1)), (0.5, 8, 0.2, (1, 1)),
+                                                     (3.0, 8, 2.2, (2, 3))])
+def test_a_cpu_quota_bounds_the_cores(monkeypatch, quota, cpus, idle, free):
+    """A container given 2 CPUs on an 8-core host sees 8 idle host cores: 2 threads, not 8."""
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
+    monkeypatch.setattr(policy, "cpu_quota", lambda: quota)
+    monkeypatch.setattr(policy, "idle_cpus", lambda ids: idle)
+    assert policy.free_cores()[:2] == free
+    assert policy.usable_cores()[:2] == (free[1], free[1])
