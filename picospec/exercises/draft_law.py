@@ -17,15 +17,15 @@ STATEMENT = """\
 **Exercise `draft_law(z, d2t, n_vocab)`: EAGLE-3's draft law over all target tokens.** EAGLE-3's
 draft head (Li et al. 2025) scores V_d tokens only, its draft vocabulary: z, float64 or float32
 [..., V_d], its logits; d2t, an int array [V_d], the target id of each draft token (in any order:
-the most frequent first). Return the head's law over all V = n_vocab target tokens, float64
-[..., V]: the softmax of z along its last axis, placed at the ids d2t, and exactly 0 for every
-token outside the draft vocabulary; each row sums to 1 (to 1e-9). Logits reach 1000: subtract each
-row's max before exp. Leave z and d2t as they were. Example: z = [0, log 3], d2t = [2, 0],
-n_vocab = 4 -> [0.75, 0, 0.25, 0]. Graded by its law: on toy heads (V = 3 to 8, V_d < V, d2t
-unsorted, logits with ties, targets with mass outside the draft vocabulary) the drafts come from
-the head's true law and speculative sampling's verifier judges them with your law as p; whole
-sequences must keep the target's law. Each call is also checked: shape, dtype, no mass outside
-d2t, rows summing to 1."""
+the most frequent first). Return the head's law over all V = n_vocab target tokens, a float64
+NumPy array [..., V]: the softmax of z along its last axis, placed at the ids d2t, and exactly 0
+for every token outside the draft vocabulary; each row sums to 1 (to 1e-9). Logits reach 1000 and
+a row's may lie 700 or more apart: subtract each row's max before exp. Leave z and d2t as they
+were. Example: z = [0, log 3], d2t = [2, 0], n_vocab = 4 -> [0.75, 0, 0.25, 0]. Graded by its
+law: on toy heads (V = 3 to 8, V_d < V, d2t unsorted, logits with ties, targets with mass outside
+the draft vocabulary) the drafts come from the head's true law and speculative sampling's verifier
+judges them with your law as p; whole sequences must keep the target's law. Each call is also
+checked: shape, dtype, no mass outside d2t, rows summing to 1."""
 STUB = '''def draft_law(z, d2t, n_vocab):
     """z [..., V_d], d2t [V_d], n_vocab V -> the draft's law over all V tokens, float64 [..., V]."""
     raise NotImplementedError'''
@@ -44,6 +44,7 @@ class Head(NamedTuple):
     target: int = 7  # random_toy seed; the head's logits from seed target + 1
     ties: bool = False  # logits in {0, 1, 2}: many tied
     shift: float | tuple = 0.0  # added to every logit, or one per row of z (K of them)
+    gap: float = 0.0  # taken off the first draft token's logits: a row spans more than exp takes
     dtype: str = "float64"  # of z
     calls: str = "row"  # z [V_d] a call ("row"), [K, V_d] ("rows") or [1, K, V_d] ("batch")
     lowest: bool = False  # every uniform 0.0: checks the support, not the law
@@ -58,6 +59,7 @@ class Head(NamedTuple):
         target = random_toy(self.V, self.target, zeros=0.3 if self.support else 0).table
         rng, shape = np.random.default_rng(self.target + 1), (self.V, self.V, len(self.d2t))
         z = rng.integers(0, 3, shape).astype(float) if self.ties else rng.normal(0, 1.5, shape)
+        z[..., 0] -= self.gap
         return target, reference(z, np.array(self.d2t), self.V)  # [V, V, V] each
 
     def sampler(self, fn, limit=WATCHED):
@@ -107,6 +109,7 @@ CASES = [
          calls="rows"),
     Head("V=4 V_d=3 K=2 rows 1000 apart, z [K, V_d]", 4, 4, 2, (2, 3, 0), target=107,
          shift=(0.0, 1000.0), calls="rows"),
+    Head("V=4 V_d=3 K=2 a row's logits 720 apart", 4, 4, 2, (1, 3, 2), target=117, gap=720.0),
     Head("uniforms near 1: support", 4, 4, 3, (3, 1), target=97, highest=True),
 ]
 BATTERY = Battery(
@@ -125,15 +128,17 @@ def grade(fn, samples=20_000, seed=0):
 
 def rules(z, d2t, n_vocab, out):
     """What the call (z, d2t, n_vocab) -> out broke of the statement, or None."""
-    out, want = np.asarray(out), z.shape[:-1] + (n_vocab,)
+    if not isinstance(out, np.ndarray):
+        return f"a {type(out).__name__}, expected a NumPy array"
+    want = z.shape[:-1] + (n_vocab,)
     if out.shape != want:
         return (f"shape {out.shape}, expected {want}: for each row of z, a law over all "
                 f"n_vocab = {n_vocab} target tokens")
     if out.dtype != np.float64:
         return f"dtype {out.dtype}, expected float64"
     if not np.isfinite(out).all():
-        return (f"not finite (nan or inf): exp(z) overflows for logits as large as "
-                f"{float(z.max()):.5g}; subtract each row's max before exp")
+        return (f"not finite (nan or inf): exp overflows for logits from {float(z.min()):.5g} "
+                f"to {float(z.max()):.5g}; subtract each row's max before exp")
     if (out < 0).any():
         return "negative entries: a law has none (log-probabilities are not a law)"
     outside = np.setdiff1d(np.arange(n_vocab), d2t)  # the target ids outside the vocabulary

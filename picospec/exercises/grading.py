@@ -117,7 +117,8 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
         return Verdict(exercise, False, "that every random number comes from rng", (
             f"the same call twice, rng = np.random.default_rng({i}) both times, gave two answers "
             f"once NumPy's and Python's global generators were seeded differently: draw every "
-            f"random number from rng (rng.random()), not from np.random or random"),
+            f"random number from rng (rng.random()), not from np.random, random or a generator of "
+            f"your own"),
                        "randomness outside rng")
     cases = cases_of(contract) if battery is None else battery.cases
     n_cases, tv90 = len(cases), battery_tv90(contract, samples, battery)
@@ -381,6 +382,8 @@ def named(part, differs):
 def same_array(yours, expected, tol=1e-9):
     """None when yours equals expected (shape, dtype, then values within tol), else what
     differs."""
+    if isinstance(expected, np.ndarray) and expected.ndim and not isinstance(yours, np.ndarray):
+        return f"a {type(yours).__name__}, expected a NumPy array"  # a list is no mask, no law
     yours, right = np.asarray(yours), np.asarray(expected).dtype
     if yours.shape != np.shape(expected):
         return f"shape {yours.shape}, expected {np.shape(expected)}"

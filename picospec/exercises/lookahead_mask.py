@@ -12,8 +12,9 @@ keeps a window of L levels of W guesses; the target reads them all in one forwar
 prefix. Number the window's tokens level by level: token (l, i) (level l < L, column i < W) is row
 l * W + i. Token (0, i) continues the text: it sees (0, 0) .. (0, i). Token (l, i) of a deeper level
 is the Jacobi iteration's next guess in column i: it sees what (l - 1, i) sees, and itself. Return
-the bool mask [W * L, W * L]: mask[a, b] when token a sees token b (the prefix, seen by all, is not
-in it). Example: W = 2, L = 2 -> rows [1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]."""
+the mask, a NumPy bool array [W * L, W * L]: mask[a, b] when token a sees token b (the prefix, seen
+by all, is not in it). Example: W = 2, L = 2 -> rows [1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0],
+[1, 1, 0, 1]."""
 STUB = '''def lookahead_mask(W, L):
     """-> bool [W * L, W * L]: row l * W + i is window token (l, i)."""
     raise NotImplementedError'''

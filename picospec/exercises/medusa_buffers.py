@@ -14,7 +14,7 @@ STATEMENT = """\
 indices.** choices: the tree's nodes as rank paths below the root (a rank: any integer >= 0),
 sorted by depth then ranks (Medusa's order), e.g. [[0], [1], [0, 0], [0, 1]]: [0, 1] is the second
 candidate of head 2 below the first of head 1. Row 0 is the root (the last accepted token), row
-i + 1 is choices[i]; n = 1 + len(choices). Return a dict of
+i + 1 is choices[i]; n = 1 + len(choices). Return a dict of NumPy arrays:
 - "attn_mask": bool [n, n], row i sees column j when j is i or an ancestor of i (the root is
   every row's ancestor; siblings and cousins never see each other);
 - "position_ids": int [n], each row's depth (the root 0);
@@ -71,9 +71,10 @@ def compare(yours, expected):
     if not isinstance(yours, dict) or set(PARTS) - set(yours):
         return f"a dict with the keys {', '.join(PARTS)}"
     for part in PARTS:
-        mine, right = np.asarray(yours[part]), expected[part]
-        if part == "retrieve_indices" and mine.ndim == 2 and mine.shape == right.shape:
-            mine, right = sorted(map(tuple, mine.tolist())), sorted(map(tuple, right.tolist()))
+        mine, right = yours[part], expected[part]
+        if (part == "retrieve_indices" and isinstance(mine, np.ndarray) and mine.ndim == 2
+                and mine.shape == right.shape):  # the rows sorted, each array keeping its dtype
+            mine, right = (np.array(sorted(map(tuple, a.tolist())), a.dtype) for a in (mine, right))
         if (differs := same_array(mine, right)) is not None:
             return named(part, differs)
     return None

@@ -10,9 +10,9 @@ STATEMENT = """\
 **Exercise `residual(q, p)`: the law a rejected draft token is replaced from.** q, p: the target's
 and the draft's next-token laws, float64 arrays [V]. Chen et al. 2023 (Algorithm 2, step 3): after
 a rejection, the next token is drawn from (q(x) - p(x))_+ normalised, that is
-norm(max(0, q - p)). Return that law, a float64 array [V] summing to 1, each entry to 1e-9. (When
-q = p there is no rejection and the residual is never used; the grader skips that case.) Tokens
-with q <= p must get exactly 0 (no small constant added); q and p must be left as they were."""
+norm(max(0, q - p)). Return that law, a float64 NumPy array [V] summing to 1, each entry to 1e-9.
+(When q = p there is no rejection and the residual is never used; the grader skips that case.)
+Tokens with q <= p must get exactly 0 (no small constant added); leave q and p as they were."""
 STUB = '''def residual(q, p):
     """norm(max(0, q - p)): q, p [V] -> [V]."""
     raise NotImplementedError'''
@@ -42,7 +42,7 @@ def cases(seed=0):
 
 def compare(yours, expected):
     """Exactly 0 where q <= p (a token the residual forbids gets no mass), then within 1e-9."""
-    if (part := same_array(yours, expected)) is not None and part.startswith(("shape", "dtype")):
+    if (part := same_array(yours, expected)) not in (None, "values"):  # its kind, shape or dtype
         return part
     if np.any(np.asarray(yours, dtype=float)[np.asarray(expected) == 0] != 0):
         return "support: a token with q <= p must get exactly 0"

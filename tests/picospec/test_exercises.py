@@ -480,6 +480,12 @@ def test_the_notebook_answers_every_exercise_with_picospecs_own(tmp_path):
     assert r.returncode == 1 and r.stdout.count("uses picospec's own answer") == len(EXERCISES)
 
 
+def test_the_notebook_states_each_exercise_as_its_module_does():
+    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+    shown = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    assert [name for name in EXERCISES if EXERCISES[name].STATEMENT not in shown] == []
+
+
 def test_a_handout_clears_the_answers_and_grades_as_not_answered(tmp_path):
     r = run_here(["-m", "picospec.exercises", "handout", str(NOTEBOOK), "--out", "h.ipynb"],
                  tmp_path)

@@ -64,6 +64,11 @@ def residual_as_row(q, p):
     return clipped(q, p)[None, :]
 
 
+def residual_as_list(q, p):
+    """A Python list of the right numbers: no array to divide, index or sample with."""
+    return clipped(q, p).tolist()
+
+
 # verify_chain(drafts, P, Q, rng)
 
 def chain_one_uniform(drafts, P, Q, rng):
@@ -159,6 +164,17 @@ def chain_ties_by_random(drafts, P, Q, rng):
         if random.random() > min(1, Q[t][x] / P[t][x]):
             return t, draw(clipped(Q[t], P[t]), rng)
     return len(drafts), draw(Q[len(drafts)], rng)
+
+
+OWN = np.random.default_rng(0)  # a generator of the student's own, made once
+
+
+def chain_own_generator(drafts, P, Q, rng):
+    """The right rule, every uniform from a generator of its own made once, rng ignored."""
+    for t, x in enumerate(drafts):
+        if OWN.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), OWN)
+    return len(drafts), draw(Q[len(drafts)], OWN)
 
 
 # verify_without_replacement(tokens, parents, Q, P, rng)
@@ -324,6 +340,11 @@ def medusa_leaf_to_root(choices):
     return medusa_parts(choices, leaf_to_root=True)
 
 
+def medusa_as_lists(choices):
+    """Each part a nested Python list (.tolist()): no mask to index scores with."""
+    return {part: value.tolist() for part, value in medusa_parts(choices).items()}
+
+
 # typical_accept(tokens, parents, probs, epsilon, delta)
 
 def typical(tokens, parents, probs, epsilon, delta, row=lambda parent, node: parent + 1,
@@ -464,6 +485,16 @@ def candidates_dict_of_ngrams(x, max_ngram_size=3, num_pred_tokens=10):
     return []
 
 
+def candidates_as_array(x, max_ngram_size=3, num_pred_tokens=10):
+    """The draft as a NumPy array slice of x: x + draft then adds ids elementwise."""
+    ids = np.asarray(x)
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        for s in range(len(x) - n):
+            if (ids[s:s + n] == ids[-n:]).all():
+                return ids[s + n:s + n + num_pred_tokens]
+    return ids[:0]
+
+
 # longest_suffix(corpus, context, max_suffix)
 
 def suffix_tokens_anywhere(corpus, context, max_suffix):
@@ -504,6 +535,14 @@ def suffix_prefix_matched(corpus, context, max_suffix):
         if any(corpus[i:i + n] == s for i in range(len(corpus) - n + 1)):
             return n
     return 0
+
+
+def suffix_last_token_as_bool(corpus, context, max_suffix):
+    """The one-token case written `return context[-1] in corpus`: True or False, not 1 or 0."""
+    for n in range(min(max_suffix, len(context)), 1, -1):
+        if any(corpus[i:i + n] == context[-n:] for i in range(len(corpus) - n + 1)):
+            return n
+    return context[-1] in corpus
 
 
 # trie(sequences)
@@ -626,6 +665,34 @@ def lookahead_as_ints(W, L):
     return lookahead_parts(W, L).astype(np.int64)
 
 
+def lookahead_as_nested_lists(W, L):
+    """Nested Python lists of booleans: ~mask and scores[mask] do not work on them."""
+    return lookahead_parts(W, L).tolist()
+
+
+# draft_law(z, d2t, n_vocab)
+
+def placed(s, d2t, n_vocab):
+    p = np.zeros(s.shape[:-1] + (n_vocab,))  # [..., V]
+    p[..., d2t] = s
+    return p
+
+
+def draft_law_min_subtracted(z, d2t, n_vocab):
+    """Each row's min subtracted before exp, not its max: a row whose logits lie 710 or more
+    apart overflows."""
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(z - z.min(-1, keepdims=True))
+    return placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
+
+
+def draft_law_as_list(z, d2t, n_vocab):
+    """The right law as a nested Python list (.tolist()), not a float64 array."""
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return placed(e / e.sum(-1, keepdims=True), d2t, n_vocab).tolist()
+
+
 # expected_tokens(alpha, K)
 
 def expected_linear(alpha, K):
@@ -673,31 +740,32 @@ def speedup_inverted(E, c, K, c_d):
 WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
                  residual_floor, residual_in_place_on_p, residual_float32,
-                 residual_normalised_first, residual_as_row],
+                 residual_normalised_first, residual_as_row, residual_as_list],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
-                     chain_mutates_q, chain_ties_by_random],
+                     chain_mutates_q, chain_ties_by_random, chain_own_generator],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p,
                                    wr_reversed_siblings, wr_row_off_by_one, wr_ties_toward_draft,
                                    wr_stops_at_first_kept, wr_residual_swapped, wr_mutates_p,
                                    wr_numpy_global],
     "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
-                       medusa_deepest_leaves_only, medusa_leaf_to_root],
+                       medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists],
     "typical_accept": [typical_at_least, typical_log10, typical_exp_plus_h, typical_no_epsilon,
                        typical_root_row, typical_parent_row_off_by_one, typical_whole_path,
                        typical_epsilon_delta_swapped, typical_guard_in_place,
                        typical_as_array_of_ints],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
-                        candidates_dict_of_ngrams],
+                        candidates_dict_of_ngrams, candidates_as_array],
     "longest_suffix": [suffix_tokens_anywhere, suffix_one_short, suffix_through_bytes,
-                       suffix_reversed_in_place, suffix_prefix_matched],
+                       suffix_reversed_in_place, suffix_prefix_matched, suffix_last_token_as_bool],
     "trie": [trie_counts_once, trie_parent_is_position, trie_breadth_first, trie_pops_sequences,
              trie_string_keys_without_separator],
     "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
-                       lookahead_whole_first_level, lookahead_as_ints],
+                       lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists],
+    "draft_law": [draft_law_min_subtracted, draft_law_as_list],
     "expected_tokens": [expected_linear, expected_rounded_down, expected_float32,
                         expected_sign_flipped],
     "predicted_speedup": [speedup_no_verify_cost, speedup_one_draft_call_short, speedup_product,
@@ -806,6 +874,15 @@ def expected_closed_form(alpha, K):
     return np.float64(K + 1) if alpha == 1 else (1 - alpha ** (K + 1)) / (1 - alpha)
 
 
+def draft_law_by_lookup(z, d2t, n_vocab):
+    z = np.asarray(z, dtype=np.float64)
+    column = np.full(n_vocab, len(d2t))  # each target id's draft column; the last: a zero
+    column[d2t] = np.arange(len(d2t))
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    law = np.concatenate([e / e.sum(axis=-1, keepdims=True), np.zeros(z.shape[:-1] + (1,))], -1)
+    return law[..., column]
+
+
 def speedup_per_token(E, c, K, c_d):
     return 1 / ((c + c_d * K) / E)
 
@@ -815,4 +892,4 @@ RIGHT = {"residual": residual_by_minimum, "verify_chain": chain_uniforms_first,
          "typical_accept": typical_vectorised, "find_candidates": candidates_by_windows,
          "longest_suffix": suffix_by_set, "trie": trie_of_dicts,
          "lookahead_mask": lookahead_vectorised, "expected_tokens": expected_closed_form,
-         "predicted_speedup": speedup_per_token}
+         "predicted_speedup": speedup_per_token, "draft_law": draft_law_by_lookup}

@@ -53,10 +53,23 @@ def test_a_right_answer_written_otherwise_passes(name):
      "input 2 changed: an answer must leave its inputs as they were"),
     ("trie", "trie_pops_sequences",
      "input 1 changed: an answer must leave its inputs as they were"),
+    ("residual", "residual_as_list", "a list, expected a NumPy array"),
+    ("medusa_buffers", "medusa_as_lists", "attn_mask: a list, expected a NumPy array"),
+    ("lookahead_mask", "lookahead_as_nested_lists", "mask: a list, expected a NumPy array"),
+    ("find_candidates", "candidates_as_array", "what it returns: a NumPy array, not a list"),
+    ("longest_suffix", "suffix_last_token_as_bool", "what it returns: a bool, not an int"),
 ])
 def test_a_wrong_kind_of_value_or_a_changed_input_is_named(name, wrong, failed):
     verdict = EXERCISES[name].grade(getattr(student_answers, wrong))
     assert verdict.failed == failed, str(verdict)
+
+
+def test_a_generator_of_the_learners_own_is_named():
+    """rng ignored for a generator made once at import: right in law, and told to use rng."""
+    verdict = EXERCISES["verify_chain"].grade(student_answers.chain_own_generator,
+                                              samples=SAMPLES)
+    assert verdict.failed == "randomness outside rng", str(verdict)
+    assert "not from np.random, random or a generator of your own" in verdict.evidence
 
 
 def test_text_search_for_an_ngram_fails_on_multi_digit_ids():
