@@ -115,8 +115,10 @@ def load(spec):
                              f"{missing}") from None
         raise UsageError(f"cannot import {where}: {e} (run from the folder that holds it, or pass "
                          f"FILE.py:FUNCTION)") from None
-    # the module itself fails to import (or calls sys.exit when imported)
-    except (Exception, SystemExit) as e:
+    except KeyboardInterrupt:  # Ctrl-C while it imports
+        raise
+    # the module itself fails to import (or calls sys.exit, or raises any BaseException)
+    except BaseException as e:
         raise UsageError(f"importing {where} raised {type(e).__name__}: {e}") from None
     fn = module
     for part in name.split("."):
@@ -157,11 +159,14 @@ def table(spec, contract, values, report, controls=True):
         if r.detail:
             lines.append(f"      {r.detail}")
     passed = sum(r.verdict == "pass" for r in report.cases)
+    untested = sum(r.verdict == "untested" for r in report.cases)
     tvs = [r.tv90 for r in report.cases if r.tv90 == r.tv90]  # NaN (the support case) left out
     caught = (f"; each law case catches any error of TV >= {max(tvs):.3f} with probability 0.9"
               if tvs else "")
+    unset = (f", {untested} untested: the sampler's uniforms are not the rng's, so its ties at "
+             f"u = q/p go unchecked" if untested else "")
     lines.append(f"verdict: {report.verdict} ({passed} of {len(report.cases)} cases passed"
-                 f"{caught})")
+                 f"{unset}{caught})")
     return "\n".join(lines)
 
 
@@ -181,13 +186,18 @@ def as_json(contract, values, reports):
 def print_power(values):
     rows = power_table((values["samples"],) if values["samples"]
                        else (DEFAULT_SAMPLES, SAMPLES, SAMPLES_HIGH))
-    if values["json"]:
-        return print(json.dumps([{"samples": n, "shape": how, "tv90": tv} for n, how, tv in rows]))
+    if values["json"]:  # NaN (no error of the shape caught), which JSON lacks, as null
+        return print(json.dumps([{"samples": n, "shape": how, "tv90": None if tv != tv else tv}
+                                 for n, how, tv in rows]))
     print(f"smallest TV error caught with probability 0.9 at alpha {ALPHA:g} (measured by "
           f"simulation: 100 runs per point; law of 5 tokens over 3, 243 sequences)\n")
     print(f"{'samples':>8}  " + "  ".join(f"{how:>24}" for how in SHAPES))
     for n in dict.fromkeys(n for n, _, _ in rows):
-        print(f"{n:>8,}  " + "  ".join(f"{tv:>24.4f}" for m, _, tv in rows if m == n))
+        print(f"{n:>8,}  " + "  ".join(f"{'-' if tv != tv else f'{tv:.4f}':>24}"
+                                       for m, _, tv in rows if m == n))
+    if any(tv != tv for _, _, tv in rows):
+        print("\n-: no error of that shape, up to the largest the law allows, is caught with "
+              "probability 0.9 at that many samples")
 
 
 def main(argv=None):

@@ -16,27 +16,36 @@ class ContractError(Exception):
 
 class LowestUniforms(np.random.Generator):
     """A Generator whose uniforms are all 0.0: a right sampler still never emits a token the target
-    forbids; one that breaks the tie u == q/p toward the draft does."""
+    forbids; one that breaks the tie u == q/p toward the draft does. draws counts the calls of
+    random() (choice() calls it) and uniform() since run() set it to 0, in this Generator, those it
+    spawned and subclasses wrapped around it: none, and the sampler drew its uniforms elsewhere,
+    untested."""
+    draws = 0
 
     def random(self, size=None, dtype=np.float64, out=None):  # scalar, or zeros of shape size
+        LowestUniforms.draws += 1
         return 0.0 if size is None else np.zeros(size, dtype=dtype)
 
     # Generator.uniform does not call random(): its 0.0 maps to low
     def uniform(self, low=0.0, high=1.0, size=None):  # scalar, or low of shape size
+        LowestUniforms.draws += 1
         return low if size is None else np.full(size, low, dtype=np.float64)
 
 
 class HighestUniforms(np.random.Generator):
     """A Generator whose uniforms are all the largest below 1 (1 - 2^-53 in float64): an inverse
     CDF run past the end of a law that rounding left below 1 emits a token out of range or one the
-    target forbids; a right sampler does neither."""
+    target forbids; a right sampler does neither. draws: as LowestUniforms'."""
+    draws = 0
 
     def random(self, size=None, dtype=np.float64, out=None):  # scalar, or tops of shape size
+        HighestUniforms.draws += 1
         one = np.dtype(dtype).type(1)
         top = np.nextafter(one, 0 * one)
         return float(top) if size is None else np.full(size, top, dtype=dtype)
 
     def uniform(self, low=0.0, high=1.0, size=None):  # below high, as near it as rounding lets
+        HighestUniforms.draws += 1
         top = min(low + (high - low) * np.nextafter(1.0, 0.0), np.nextafter(high, low))
         return float(top) if size is None else np.full(size, top, dtype=np.float64)
 
@@ -61,6 +70,8 @@ def run(fn, contract, case, n, seed):
     rng = np.random.default_rng([*seed, 0])  # the checker's draws: drafts, bonus tokens
     # the sampler's own draws: extreme uniforms in a support case
     extreme = LowestUniforms if case.lowest else HighestUniforms if case.highest else None
+    if extreme:
+        extreme.draws = 0  # the uniforms this run's sampler draws from fn_rng, counted
     fn_rng = (extreme or np.random.Generator)(np.random.PCG64([*seed, 1]))
     L = len(PROMPT)
     seqs = np.zeros((n, L + case.N), dtype=np.int64)  # [n, L + N]: the prompt, then new tokens
@@ -96,11 +107,28 @@ def whole(v, what):
     """v as an int when it is a whole number (an integer type, or a float such as 2.0)."""
     try:
         n = int(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: inf
         raise ContractError(f"{what} = {v!r:.40}: expected an integer") from None
     if n != v:
         raise ContractError(f"{what} = {v!r:.40}: expected a whole number")
     return n
+
+
+def token_id(v, V):
+    """next_token as an int in [0, V), or ContractError: -1 is no token (the sampler's "none")."""
+    token = whole(v, "next_token")
+    if not 0 <= token < V:
+        raise ContractError(f"next_token = {token}: expected a token id in [0, {V}), drawn every "
+                            f"call (after a rejection, or past the last accepted draft)")
+    return token
+
+
+def unchanged(before, after, names):
+    """ContractError when the sampler changed an input in place (arrays the caller may reuse)."""
+    for name, a, b in zip(names, before, after):
+        if not np.array_equal(a, b):
+            raise ContractError(f"the sampler changed its input {name} in place: leave the "
+                                f"caller's arrays as they were (change a copy)")
 
 
 def padded(rows, width):  # lists of token ids -> [len(rows), width], -1 after each row's tokens
@@ -114,8 +142,11 @@ def step_chain(fn, case, T, D, last2, last1, rng, fn_rng):
     drafts, P, Q = draft_chains(D, T, last2, last1, case.K, rng)
     new = []
     for d, p, q in zip(drafts.tolist(), P, Q):
-        n, token = pair(fn(d, p, q, fn_rng), "(n_accepted, next_token)")
-        n, token = whole(n, "n_accepted"), whole(token, "next_token")
+        inputs = (list(d), p.copy(), q.copy())
+        out = fn(d, p, q, fn_rng)
+        unchanged(inputs, (d, p, q), ("drafts", "P", "Q"))
+        n, token = pair(out, "(n_accepted, next_token)")
+        n, token = whole(n, "n_accepted"), token_id(token, case.V)
         if not 0 <= n <= case.K:
             raise ContractError(f"n_accepted = {n} with K = {case.K} drafts")
         new.append(d[:n] + [token])
@@ -152,10 +183,13 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng):
     new = []
     for row, (t, q) in enumerate(zip(tokens.tolist(), Q)):
         # P [m, V]: the law of each node's siblings before removals
+        p = None if case.siblings == "top" else P[row]  # [m, V]
+        inputs = (list(t), list(parents), q.copy(), None if p is None else p.copy())
         if case.siblings == "without_replacement":
-            out = fn(t, parents, q, P[row], fn_rng)
+            out = fn(t, parents, q, p, fn_rng)
         else:
-            out = fn(t, parents, q, fn_rng, P=None if case.siblings == "top" else P[row])
+            out = fn(t, parents, q, fn_rng, P=p)
+        unchanged(inputs, (t, parents, q, p), ("tokens", "parents", "Q", "P"))
         path, token = pair(out, "(path, next_token)")
         try:
             path = [whole(i, "a node of the path") for i in path]
@@ -165,7 +199,7 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng):
                for j, i in enumerate(path)):
             raise ContractError(f"path {path} is not a root-to-node path of the tree with parents "
                                 f"{parents}")
-        new.append([t[i] for i in path] + [whole(token, "next_token")])
+        new.append([t[i] for i in path] + [token_id(token, case.V)])
     return padded(new, m + 1)
 
 
@@ -173,11 +207,24 @@ def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng):
     drafts, P, Q = draft_chains(D, T, last2, last1, case.K, rng)
     # [B, 1]: the caller samples it, as in vLLM
     bonus = sample_rows(Q[:, -1], rng.random(len(Q)))[:, None]
-    out = np.asarray(fn(Q.astype(case.dtype), bonus, P.astype(case.dtype), drafts, rng=fn_rng))
+    inputs = (Q.astype(case.dtype), bonus, P.astype(case.dtype), drafts)
+    kept = tuple(a.copy() for a in inputs)
+    out = fn(*inputs, rng=fn_rng)
+    unchanged(kept, inputs, ("target_with_bonus_probs", "bonus_token_ids", "draft_probs",
+                             "draft_token_ids"))
     B, k = drafts.shape
+    try:
+        out = np.asarray(out)
+    except ValueError as e:  # ragged lists
+        raise ContractError(f"the output is not an array ({e}): expected integer ids "
+                            f"[{B}, {k + 1}]") from None
     if out.shape != (B, k + 1) or out.dtype.kind not in "iu":
         raise ContractError(f"output of shape {out.shape} and dtype {out.dtype}: expected integer "
                             f"ids [{B}, {k + 1}]")
+    if (out < -1).any():
+        row = int(np.flatnonzero((out < -1).any(1))[0])
+        raise ContractError(f"row {row}: {out[row].tolist()}: the contract pads with -1 after the "
+                            f"last token, and no other negative id")
     emitted = (out >= 0).cumprod(1).sum(1)  # [B]: tokens before the first -1
     accepted_ok = np.where(np.arange(k) < emitted[:, None] - 1, out[:, :k] == drafts, True).all(1)
     if (emitted == 0).any() or ((out >= 0).sum(1) != emitted).any() or not accepted_ok.all():

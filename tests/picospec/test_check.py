@@ -245,6 +245,22 @@ def adds_none(drafts, P, Q, rng):
     return None + 1  # a TypeError of the sampler's own, not of its arguments
 
 
+class Cancelled(BaseException):
+    """Not an Exception: what an async framework's cancellation raises."""
+
+
+def raises_base_exception(drafts, P, Q, rng):
+    raise Cancelled("stop")
+
+
+def returns_inf(drafts, P, Q, rng):
+    return float("inf"), 0
+
+
+def ragged(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
+    return [[0]] + [[0, 1]] * (len(draft_token_ids) - 1)
+
+
 @pytest.mark.parametrize("fn, contract, case, message", [
     (returns_none, "chain", 2, "the sampler returned None: expected (n_accepted, next_token)"),
     (returns_half, "chain", 2, "n_accepted = 0.5: expected a whole number"),
@@ -253,16 +269,70 @@ def adds_none(drafts, P, Q, rng):
     (verify_chain, "tree", 2, "the tree contract calls fn(tokens, parents, Q, rng, P=P): give "
                               "--contract chain"),
     (wrong_count, "chain", 2, "n_accepted = 3 with K = 2"),
-    (wrong_token, "chain", 1, "token ids in [0, 3)"),
+    (wrong_token, "chain", 1, "next_token = 3: expected a token id in [0, 3)"),
     (raises, "chain", 1, "RuntimeError: boom"), (exits, "chain", 1, "SystemExit: 3"),
     (wrong_path, "tree", 1, "is not a root-to-node path"),
     (wrong_shape, "rejection", 2, "expected integer ids [200, 3]"),
     (skips_a_draft, "rejection", 2, "accepted drafts"),
+    (raises_base_exception, "chain", 2, "Cancelled: stop"),
+    (returns_inf, "chain", 2, "n_accepted = inf: expected an integer"),
+    (ragged, "rejection", 2, "the output is not an array"),
 ])
 def test_a_broken_contract_fails_its_case_with_a_reason(fn, contract, case, message):
     result = check_case(fn, contract, CASES[contract][case], 200, (0, case))
     assert result.verdict == "error" and message in result.detail, result
     assert fn is verify_chain or "contract calls" not in result.detail
+
+
+@pytest.mark.parametrize("name", list(broken_samplers.CONTRACT))
+def test_a_lossless_sampler_that_breaks_its_contract_fails_with_the_reason(name):
+    """What each emits follows the target's law, so no law case sees it: a next_token of -1 (the
+    extra token skipped), the caller's Q overwritten, -2 as padding. The driver checks each call's
+    return and inputs."""
+    contract, number, message = broken_samplers.CONTRACT[name]
+    fn = getattr(broken_samplers, name)
+    result = check_case(fn, contract, CASES[contract][number - 1], 300, (0, number))
+    assert result.verdict == "error" and message in result.detail, result
+
+
+def test_a_support_case_is_untested_when_the_sampler_draws_its_own_uniforms():
+    """ties_toward_draft with NumPy's global generator: the "uniforms at 0" case cannot hand it u =
+    0. It says "untested", not "pass"; the same bug drawing from rng fails it; picospec's own
+    passes it, drawing from rng or from a Generator rng spawned (its draws count too)."""
+    [(number, case)] = [(i, c) for i, c in enumerate(CASES["chain"], 1) if c.lowest]
+    own = broken_samplers.ties_toward_draft_own_generator
+    result = check_case(own, "chain", case, 300, (0, number))
+    assert result.verdict == "untested" and "drew no uniform from the rng" in result.detail, result
+    assert check_case(broken_samplers.ties_toward_draft, "chain", case, 300,
+                      (0, number)).verdict == "FAIL"
+
+    def spawned(drafts, P, Q, rng):
+        return verify_chain(drafts, P, Q, rng.spawn(1)[0])
+
+    for fn in (verify_chain, spawned):
+        assert check_case(fn, "chain", case, 300, (0, number)).verdict == "pass"
+
+
+def test_untested_support_cases_are_counted_in_the_verdict_line(capsys):
+    """No law case fails: exit 0, and the line says how many support cases went untested."""
+    spec = "tests.support.broken_samplers:ties_toward_draft_own_generator"
+    assert main([spec, "--cases", "1,12", "--samples", "300"]) == 0
+    out, _ = capsys.readouterr()
+    lines = out.strip().splitlines()
+    assert lines[-1] == ("verdict: pass (0 of 2 cases passed, 2 untested: the sampler's uniforms "
+                         "are not the rng's, so its ties at u = q/p go unchecked)"), out
+    assert [line.split()[-1] for line in lines if line[:2] in (" 1", "12")] == ["untested"] * 2
+
+
+def test_power_at_too_few_samples_is_a_dash_and_json_null(capsys):
+    """At 100 samples no error between two cells is caught with probability 0.9: no NaN, which
+    JSON lacks."""
+    assert main(["--power", "--samples", "100", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(c))
+    assert rows[0]["tv90"] is None and rows[-1]["tv90"] > 0
+    assert main(["--power", "--samples", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out and out.splitlines()[-1].startswith("-: no error of that shape")
 
 
 def test_what_a_sampler_prints_goes_to_standard_error(capsys, tmp_path, monkeypatch):
@@ -337,6 +407,7 @@ def test_exact_law_by_hand_and_as_a_vector():
     (["--power", "--seed", "3", "--cases", "1"], "--seed, --cases shape a sampler's check"),
     (["--power", "--no-first_failure"], "--first_failure shapes a sampler's check"),
     (["EXITS.py:f"], "importing EXITS.py raised SystemExit: 4"),
+    (["ODD.py:f"], "importing ODD.py raised Odd: at import"),
     (["S.py:X"], "S.py: X is not a function (its type: int): name the sampler function"),
     (["S.py:two"], "S.py:two: it takes (a, b) and the chain contract calls fn(drafts, P, Q, rng): "
                    "wrap it in a contract's signature"),
@@ -347,6 +418,9 @@ def test_usage_errors_are_one_line(capsys, argv, message, tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     # a module that exits when imported
     (tmp_path / "EXITS.py").write_text("import sys\nsys.exit(4)\n")
+    # a module that raises a BaseException of its own when imported
+    (tmp_path / "ODD.py").write_text("class Odd(BaseException):\n    pass\n\n\n"
+                                     "raise Odd('at import')\n")
     (tmp_path / "S.py").write_text("X = 3\n\n\ndef two(a, b):\n    return 0, 0\n\n\n"
                                    "async def later(drafts, P, Q, rng):\n    return 0, 0\n\n\n"
                                    "def step(drafts, P, Q, rng):\n    yield 0\n")

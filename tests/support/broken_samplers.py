@@ -1,5 +1,6 @@
 """Deliberately broken samplers, each with one bug that people ship; `python -m picospec.check` must
-fail every one.
+fail every one, but ties_toward_draft_own_generator, whose tie no run can reach (its support cases
+say "untested").
 
     # exit status 1
     python -m picospec.check tests/support/broken_samplers.py:ties_toward_draft --contract chain
@@ -10,8 +11,9 @@ of the same kind.
 """
 import numpy as np
 
-from picospec.batched.rejection import recovered_probs, sample_rows
+from picospec.batched.rejection import recovered_probs, rejection_sample, sample_rows
 from picospec.sampling import residual, sample
+from picospec.verify import verify_chain, verify_tree
 
 
 def chain(drafts, P, Q, rng, accept=lambda u, q, p: u < min(1, q / p), resample=lambda t, q,
@@ -271,3 +273,59 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ratio_inverted",
              "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
              "batched_inverse_cdf_strict"]
+
+
+# Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract
+# a caller relies on. The battery fails its first case with the reason ("error").
+
+def bonus_skipped(drafts, P, Q, rng):
+    """All K accepted: next_token = -1 for "no extra token" instead of one drawn from Q[K]. The
+    tokens kept still follow the target's law, but a caller that appends next_token appends -1."""
+    n, token, _ = verify_chain(drafts, P, Q, rng)
+    return n, -1 if n == len(drafts) else token
+
+
+def residual_in_place(drafts, P, Q, rng):
+    """The residual computed in the caller's Q[t] (q -= p; clip; divide): its draw is right, and
+    the target's laws the caller holds are overwritten."""
+    for t, x in enumerate(drafts):
+        if not rng.random() < min(1, Q[t][x] / P[t][x]):
+            q = Q[t]  # [V] a view: the bug
+            q -= P[t]
+            np.maximum(q, 0, out=q)
+            q /= q.sum()
+            return t, sample(q, rng)
+    return len(drafts), sample(Q[-1], rng)
+
+
+def tree_bonus_skipped_at_a_leaf(tokens, parents, Q, rng, P=None):
+    """A path that ends at a leaf (no children to try) returns next_token = -1 instead of a token
+    drawn from the leaf's row of Q."""
+    path, token, _ = verify_tree(tokens, parents, Q, rng, P)
+    return path, -1 if path and path[-1] not in parents else token
+
+
+def batched_padded_with_minus_two(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                  draft_token_ids, rng):
+    """picospec's rejection sampler with -2, not -1, after the first rejection: a caller that
+    looks for -1 reads -2 as a token."""
+    out = rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                           rng=rng)
+    return np.where(out < 0, -2, out)
+
+
+# contract, the case it fails, what its error says
+CONTRACT = {"bonus_skipped": ("chain", 2, "next_token = -1: expected a token id in [0, 3)"),
+            "residual_in_place": ("chain", 2, "the sampler changed its input Q in place"),
+            "tree_bonus_skipped_at_a_leaf": ("tree", 2, "next_token = -1"),
+            "batched_padded_with_minus_two": ("rejection", 2, "pads with -1 after the last token")}
+
+
+def ties_toward_draft_own_generator(drafts, P, Q, rng):
+    """ties_toward_draft with its uniforms from NumPy's global generator, not rng: the support cases
+    cannot hand it u = 0, and say so ("untested"), not "pass". (The tie itself has probability 2^-53
+    a draft with float64 uniforms, 2^-24 with float32 ones as torch.rand draws.)"""
+    return chain(drafts, P, Q, rng, accept=lambda u, q, p: u <= q / p,
+                 uniform=lambda rng: np.random.random(),
+                 draw=lambda p, rng: int(np.searchsorted(np.cumsum(p), np.random.random() *
+                                                         np.sum(p), side="right")))
