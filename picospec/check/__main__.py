@@ -93,6 +93,8 @@ def load(spec):
     try:
         if where.endswith(".py"):
             path = Path(where)
+            if path.is_dir():
+                raise UsageError(f"{where} is a folder: name the .py file that holds the sampler")
             if not path.is_file():
                 raise UsageError(f"{where}: no such file")
             sys.path.insert(0, str(path.resolve().parent))  # so the file can import its neighbours

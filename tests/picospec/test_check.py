@@ -398,6 +398,7 @@ def test_exact_law_by_hand_and_as_a_vector():
     (["picospec.verify:verify_chian"],
      "has no function 'verify_chian': did you mean verify_chain?"),
     (["missing/file.py:f"], "missing/file.py: no such file"),
+    (["folder.py:f"], "folder.py is a folder: name the .py file that holds the sampler"),
     (["picospec.verify:verify_chain", "--power"],
      "--power measures the checker itself and takes no sampler"),
     (["S.py:later"], "S.py:later: it is an async function: the chain contract takes what a call "
@@ -416,6 +417,7 @@ def test_exact_law_by_hand_and_as_a_vector():
 ])
 def test_usage_errors_are_one_line(capsys, argv, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder.py").mkdir()
     # a module that exits when imported
     (tmp_path / "EXITS.py").write_text("import sys\nsys.exit(4)\n")
     # a module that raises a BaseException of its own when imported
