@@ -320,7 +320,8 @@ def test_untested_support_cases_are_counted_in_the_verdict_line(capsys):
     out, _ = capsys.readouterr()
     lines = out.strip().splitlines()
     assert lines[-1] == ("verdict: pass (0 of 2 cases passed, 2 untested: the sampler's uniforms "
-                         "are not the rng's, so its ties at u = q/p go unchecked)"), out
+                         "are not the rng's, so ties at u = q/p and the ends of its laws went "
+                         "unchecked)"), out
     assert [line.split()[-1] for line in lines if line[:2] in (" 1", "12")] == ["untested"] * 2
 
 
