@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from picospec.check.battery import cases_of, check_case, run_controls
+from picospec.check.battery import FAILED, cases_of, check_case, run_controls
 from picospec.check.cases import PROMPT
 from picospec.check.controls import CONTROLS
 from picospec.check.exact_law import ALPHA, Toy, detectable_tv, law_vector
@@ -137,16 +137,20 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
                        f"wrong answer from a right one: grade with more samples", "no verdict")
     # where the rng goes in a call: the probe's Generator
     rng_at = next((k for k, a in enumerate(probe or ()) if isinstance(a, np.random.Generator)), 0)
-    low = 1.0
+    low, untested = 1.0, []
     for i, case in sorted(cases, key=lambda ic: ic[1].support):  # the support cases last
         watch = watched(fn, rules, rng_at) if rules and rng_at else fn
         sampler = watch if battery is None else case.sampler(watch)
         bad = check_case(sampler, contract, case, samples, (seed, i))
-        if bad.verdict != "pass":
+        if bad.verdict in FAILED:  # "untested": a support case the answer drew no uniform in
             break
         low = min(low, bad.p_value) if bad.p_value == bad.p_value else low
+        untested += [case.name] if bad.verdict == "untested" else []
     else:
-        return Verdict(exercise, True, checked, f"all {n_cases} cases passed (smallest p-value "
+        passed = (f"{n_cases - len(untested)} of {n_cases} cases passed and {len(untested)} went "
+                  f"untested, your function drawing no uniform from rng in them: "
+                  f"{'; '.join(untested)}." if untested else f"all {n_cases} cases passed")
+        return Verdict(exercise, True, checked, f"{passed} (smallest p-value "
                        f"{low:.3g}; the checker's broken samplers "
                        f"{' and '.join(name for name, _ in caught)} were caught): no difference "
                        f"from the target's exact law as large as total variation {tv90:.3f}, the "

@@ -792,6 +792,16 @@ def chain_uniforms_first(drafts, P, Q, rng):
     return np.int64(n), rng.choice(V, p=r / r.sum())
 
 
+def chain_binomial_draws(drafts, P, Q, rng):
+    """Each coin a binomial draw, each token a multinomial one: right, and no uniform is drawn,
+    so the support cases cannot set them (untested there, not failed)."""
+    for t, x in enumerate(drafts):
+        if not rng.binomial(1, min(1.0, Q[t][x] / P[t][x])):
+            r = np.maximum(Q[t] - P[t], 0)
+            return t, int(rng.multinomial(1, r / r.sum()).argmax())
+    return len(drafts), int(rng.multinomial(1, Q[-1] / Q[-1].sum()).argmax())
+
+
 def wr_recursive(tokens, parents, Q, P, rng, node=-1, q=None):
     q = np.array(Q[node + 1] if q is None else q, dtype=float)
     drawn = []
@@ -893,3 +903,5 @@ RIGHT = {"residual": residual_by_minimum, "verify_chain": chain_uniforms_first,
          "longest_suffix": suffix_by_set, "trie": trie_of_dicts,
          "lookahead_mask": lookahead_vectorised, "expected_tokens": expected_closed_form,
          "predicted_speedup": speedup_per_token, "draft_law": draft_law_by_lookup}
+# more right answers, each written as some learner would
+RIGHT_TOO = [("verify_chain", chain_binomial_draws)]

@@ -33,10 +33,14 @@ def test_a_students_mistake_is_rejected_naming_where(name, wrong):
         assert f"smallest case that differs ({verdict.failed}): " in text and "yours:" in text
 
 
-@pytest.mark.parametrize("name", list(student_answers.RIGHT))
-def test_a_right_answer_written_otherwise_passes(name):
-    verdict = EXERCISES[name].grade(student_answers.RIGHT[name], samples=SAMPLES)
+@pytest.mark.parametrize("name, answer", [*student_answers.RIGHT.items(),
+                                          *student_answers.RIGHT_TOO],
+                         ids=lambda v: getattr(v, "__name__", v))
+def test_a_right_answer_written_otherwise_passes(name, answer):
+    verdict = EXERCISES[name].grade(answer, samples=SAMPLES)
     assert verdict.passed, str(verdict)
+    if answer is student_answers.chain_binomial_draws:  # the support cases: untested, and said
+        assert "10 of 12 cases passed and 2 went untested" in str(verdict), str(verdict)
 
 
 @pytest.mark.parametrize("name, wrong, failed", [
