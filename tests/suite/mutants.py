@@ -1154,6 +1154,22 @@ MUTANTS = (
            "isinstance(yours, (bool, np.bool_)) or ", "",
            ("tests/picospec/exercises/test_grading.py::test_a_wrong_kind_of_value_or_a_changed_input_is_named",),
            "a longest suffix of True for 1 passes"),
+    Mutant("checker-negative-token-is-padding", "checker", "rule", "picospec/check/drivers.py",
+           "    if not 0 <= token < V:", "    if not token < V:",
+           ("tests/picospec/test_check.py",),
+           "a sampler returning next_token -1 after K accepted drafts passes (the bonus skipped)"),
+    Mutant("checker-inputs-changed-unseen", "checker", "rule", "picospec/check/drivers.py",
+           '        unchanged(before, (d, p, q), ("drafts", "P", "Q"))', "        pass",
+           ("tests/picospec/test_check.py",),
+           "a sampler that overwrites the caller's target laws passes"),
+    Mutant("checker-untested-said-pass", "checker", "rule", "picospec/check/battery.py",
+           "if not forbidden and not extreme.draws:", "if False:",
+           ("tests/picospec/test_check.py",),
+           "a support case its sampler never drew a uniform in reads pass"),
+    Mutant("grader-untested-fails", "graders", "rule", "picospec/exercises/grading.py",
+           "        if bad.verdict in FAILED:", '        if bad.verdict != "pass":',
+           ("tests/picospec/exercises/test_grading.py",),
+           "a right answer drawing no uniform in a support case fails"),
 )
 
 
