@@ -19,6 +19,9 @@ from picospec_app.settings import engine_choices, read_settings
 from picospec_cli import Option, UsageError, convert, read, settle, usage
 
 DEFAULT_PROMPT = "def read_lines(path):\n"
+# what --help says the command does (this module's docstring is about the plan, not the command)
+ABOUT = ("Decode a prompt with a speculative method and with plain autoregressive decoding, side "
+         "by side:\nthe texts, the times, tokens per target call, acceptance and the speedup.")
 
 SHARED = [
     Option("method", str, "speculative", "the method (see the list below)", choices=tuple(TABLE)),
@@ -100,7 +103,7 @@ def parse_command_line(argv):
                      for o in options_for(method)]))
     elif given.get("help"):
         epilog = "methods (--method NAME --help shows a method's options):\n" + method_list()
-        print(usage(program(), __doc__.split("\n\n")[0], SHARED, epilog=epilog))
+        print(usage(program(), ABOUT, SHARED, epilog=epilog))
     else:
         return method, settle(given, options_for(method), elsewhere(method)), set(given)
 

@@ -69,6 +69,16 @@ def test_the_plan_holds_the_method_options_sampling_and_order():
     assert read_plan(["--method", "medusa", "--help"]) is None
 
 
+def test_help_says_what_the_command_does(capsys):
+    """--help's description is the command's (decode with a method and autoregressively), not the
+    plan module's docstring."""
+    assert read_plan(["--help"]) is None
+    about = " ".join(capsys.readouterr().out.split("\n\n")[1].split())  # below the usage line
+    assert about.startswith("Decode a prompt with a speculative method and with plain "
+                            "autoregressive decoding"), about
+    assert "command line read once" not in about
+
+
 def test_notes_are_made_in_the_plan_and_printed_before_loading():
     cpus = len(os.sched_getaffinity(0))
     notes = read_plan(["--top_k", "5", "--threads", str(cpus + 1)]).notes
