@@ -19,8 +19,8 @@ def result(plan, xs, rounds, encoder, threads):
     out = {"method": plan.method.name, "law": law(plan.method, plan.options,
                                                   plan.sampling["temperature"]),
            "target": plan.target, "draft": plan.draft, "seed": plan.seed, **plan.sampling,
-           "options": {k: v for k, v in plan.options.items()
-                       if isinstance(v, (int, float, str, bool, type(None)))},
+           "options": {k: list(v) if isinstance(v, (list, tuple)) else v  # --expansion 1,1,2
+                       for k, v in plan.options.items()},
            "prompts": plan.prompts, "prompt_ids": [[int(t) for t in x] for x in xs],
            "groups": rounds[-1][0].get("groups", [1]), "runs": runs, "speedup": None,
            "speedup_range": None, "rounds": len(rounds[-1]),

@@ -102,3 +102,16 @@ def test_one_json_shape_for_one_prompt_and_for_a_batch(tmp_path):
     assert len(batch["prompts"]) == len(batch["same_output"]) == len(batch["runs"][1]["texts"]) == 2
     assert one["groups"] == [1] and batch["groups"] == [2]
     assert one["cost_model"]["E"] > 0 and batch["cost_model"] is None
+
+
+@pytest.mark.parametrize("argv, name, value", [
+    (["--method", "specinfer", "--expansion", "2,1"], "expansion", [2, 1]),
+    (["--method", "specinfer"], "expansion", list(defaults(TABLE["specinfer"])["expansion"])),
+    (["--method", "sequoia", "--acceptance", "0.5,0.25"], "acceptance", [0.5, 0.25]),
+])
+def test_the_json_options_hold_every_option_of_the_method(argv, name, value):
+    """Options given as lists (--expansion, --acceptance) are in the --json object's "options"
+    with the others, not left out."""
+    options = json_of(argv)["options"]
+    assert set(options) == {o.name for o in TABLE[argv[1]].options}
+    assert options[name] == value
