@@ -68,10 +68,24 @@ def show(out, plan, encoder):
 
 
 def colored(encoder, ids, origins, color):
+    """The text of ids, each character in the color of the token that completes it: a character
+    whose UTF-8 bytes span several tokens (an emoji, a CJK character) is shown whole, not as one
+    replacement character per token."""
+    text = encoder.decode(ids)
     if not color:
-        return encoder.decode(ids)
-    return "".join(COLORS.get(o, "") + encoder.decode([t]) + ("\033[0m" if o in COLORS else "")
-                   for t, o in zip(ids, origins))
+        return text
+    out, done, start, base = [], 0, 0, 0  # ids[start:] decode to text[base:]; done: chars shown
+    for i, origin in enumerate(origins):
+        piece = encoder.decode(ids[start:i + 1])
+        n = next((j for j, (a, b) in enumerate(zip(piece, text[base:])) if a != b),
+                 min(len(piece), len(text) - base))  # a partial character is no match
+        if base + n > done:
+            out.append(COLORS.get(origin, "") + text[done:base + n]
+                       + ("\033[0m" if origin in COLORS else ""))
+            done = base + n
+        if n == len(piece) and not piece.endswith("\ufffd"):  # a clean cut: start afresh
+            start, base = i + 1, base + n
+    return "".join(out) + text[done:]
 
 
 def show_prompt(out, plan, encoder):

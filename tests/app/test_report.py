@@ -1,0 +1,36 @@
+"""The text of a run (picospec_app/report.py) on a terminal: tokens coloured by origin, and the
+text itself the same as without colours, characters whose bytes span tokens included."""
+import itertools
+import re
+
+from gpt2.encoder import load_encoder
+from gpt2.load import ASSETS
+from picospec_app.report import COLORS, colored
+
+ENCODER = load_encoder(ASSETS / "tiny-target")
+CODES = re.compile("\033\\[[0-9]+m")
+
+
+def test_colored_text_keeps_characters_split_over_tokens_whole():
+    """A CJK character, an accent and an emoji are several byte tokens each: the coloured text,
+    codes removed, is the plain text (it was one replacement character per token), and each
+    character takes the colour of the token that completes it."""
+    text = "# 中文 é 🎉 x"
+    ids = ENCODER.encode(text)
+    assert any("\ufffd" in ENCODER.decode([t]) for t in ids)  # some character spans tokens
+    origins = list(itertools.islice(itertools.cycle(["draft", "bonus", "resample", "target"]),
+                                    len(ids)))
+    shown = colored(ENCODER, ids, origins, True)
+    assert CODES.sub("", shown) == text == colored(ENCODER, ids, origins, False)
+    for char in "中é🎉":
+        last = next(i for i in range(len(ids)) if char in ENCODER.decode(ids[:i + 1]))
+        if origins[last] in COLORS:
+            assert COLORS[origins[last]] + char in shown, (char, shown)
+
+
+def test_colored_text_of_bytes_that_are_no_character():
+    """A lead byte before an ASCII letter and a lone continuation byte: each shown as the plain
+    text shows it (a replacement character), nothing lost or added."""
+    ids = [ENCODER.encoder[ENCODER.byte_encoder[b]] for b in (0xE4, ord("a"), 0xB8)]
+    shown = colored(ENCODER, ids, ["draft"] * 3, True)
+    assert CODES.sub("", shown) == ENCODER.decode(ids) == "\ufffda\ufffd"
