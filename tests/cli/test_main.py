@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.clitools import run_here
+from tests.support.clitools import run_cli, run_here
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -130,3 +130,30 @@ def test_batch_plain_output(tmp_path):
 
 # Bad command lines (every one a single clear line, before any model loads) are in
 # tests/cli/test_picospec_cli.py.
+
+
+INTERRUPT_AT_NUMPY = """
+import runpy, sys
+
+
+class Interrupt:  # Ctrl-C at the moment NumPy starts to load
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy":
+            raise KeyboardInterrupt
+
+
+sys.meta_path.insert(0, Interrupt())
+sys.argv = [sys.argv[1], "--n_tokens", "2"]
+if sys.argv[0] == "picospec":  # the installed command, as pip writes its script
+    from picospec_app.command import cli
+    sys.exit(cli())
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("how", [str(ROOT / "main.py"), "picospec"])
+def test_ctrl_c_while_the_libraries_load_is_no_traceback(how, tmp_path):
+    """Ctrl-C before the first model loads, while NumPy and the engine are imported (a second or
+    more on a cold start): exit 130 and one word, as Ctrl-C later in the run."""
+    r = run_cli(["-c", INTERRUPT_AT_NUMPY, how], tmp_path)
+    assert (r.returncode, r.stderr, r.stdout) == (130, "\ninterrupted\n", ""), r.stderr
