@@ -93,17 +93,19 @@ def show_prompt(out, plan, encoder):
         print(f"── {run['method']} " + "─" * 40)
         print(out["prompts"][0] + colored(encoder, run["output_ids"][0], run["origins"][0],
                                           plan.color))
-        line = (f"{len(run['output_ids'][0])} tokens in {run['time_s']:.3f} s (median of "
-                f"{run['rounds']} runs, {run['tokens_per_s']:.1f} tokens/s), "
-                f"{run['target_calls']} target calls ({run['tokens_per_target_call']:.2f} tokens "
-                f"per target call)")
+        rounds = f"median of {run['rounds']} runs" if run["rounds"] > 1 else "1 run"
+        line = (f"{count(len(run['output_ids'][0]), 'token')} in {run['time_s']:.3f} s ({rounds}, "
+                f"{run['tokens_per_s']:.1f} tokens/s), {count(run['target_calls'], 'target call')} "
+                f"({run['tokens_per_target_call']:.2f} tokens per target call)")
         if run["acceptance_rate"] is not None:
-            line += f", {run['draft_calls']} draft calls, acceptance {run['acceptance_rate']:.0%}"
+            line += (f", {count(run['draft_calls'], 'draft call')}, acceptance "
+                     f"{run['acceptance_rate']:.0%}")
         print(line + "\n")
     if len(out["runs"]) == 2:
         low, high = out["speedup_range"]
-        print(f"speedup {out['speedup']:.2f}x over autoregressive (median of {out['rounds']} "
-              f"interleaved rounds, range {low:.2f}-{high:.2f}x); texts "
+        rounds = (f"median of {out['rounds']} interleaved rounds, range {low:.2f}-{high:.2f}x"
+                  if out["rounds"] > 1 else "1 round")
+        print(f"speedup {out['speedup']:.2f}x over autoregressive ({rounds}); texts "
               f"{'identical' if out['same_output'][0] else 'different'}{texts_note(plan)}")
         print(cost_line(out["cost_model"], out["speedup"]))
         print(out["cost_model"]["limit"])
@@ -117,16 +119,22 @@ def show_batch(out, plan):
               f"call " + "─" * 10)
         print(prompt + text + "\n")
     groups = out["groups"]
-    in_groups = f" in {len(groups)} groups of up to {groups[0]} rows" * (len(groups) > 1)
+    in_groups = f" in {len(groups)} groups of up to {count(groups[0], 'row')}" * (len(groups) > 1)
     rounds = f" (median of {out['rounds']} rounds)" * (out["rounds"] > 1)
-    print(f"{out['method']}: {len(out['prompts'])} prompts x {plan.n_tokens} tokens{in_groups} in "
-          f"{run['time_s']:.3f} s{rounds}, {run['target_calls']} batched target calls")
+    print(f"{out['method']}: {count(len(out['prompts']), 'prompt')} x "
+          f"{count(plan.n_tokens, 'token')}{in_groups} in {run['time_s']:.3f} s{rounds}, "
+          f"{count(run['target_calls'], 'batched target call')}")
     if len(out["runs"]) == 2:
         base, same = out["runs"][0], sum(out["same_output"])
         print(f"autoregressive, batched the same way: {base['time_s']:.3f} s, "
-              f"{base['target_calls']} batched target calls")
+              f"{count(base['target_calls'], 'batched target call')}")
         print(f"speedup {out['speedup']:.2f}x over batched autoregressive; "
               f"{same}/{len(out['prompts'])} texts identical{texts_note(plan)}")
+
+
+def count(n, thing):
+    """count(1, "run") -> "1 run", count(3, "run") -> "3 runs"."""
+    return f"{n} {thing}{'s' * (n != 1)}"
 
 
 def texts_note(plan):
