@@ -31,12 +31,16 @@ def check_needs(method, options):
                              "is built once into the cache)")
         return
     path = Path(options["datastore"])
-    if path.is_dir():
+    try:
+        folder, exists = path.is_dir(), path.exists()
+    except OSError as e:  # a name too long for the file system
+        raise ValueError(f"--datastore {path}: {e.strerror or e}") from None
+    if folder:
         raise ValueError(f"--datastore {path} is a folder: give a .npz file")
-    if not path.exists() and not build:
+    if not exists and not build:
         raise ValueError(f"--datastore {path} does not exist: give an existing datastore, or add "
                          f"--build_datastore to build it there")
-    if not path.exists():  # --build_datastore: the door's checks of a file to write
+    if not exists:  # --build_datastore: the door's checks of a file to write
         from picospec_cli import Option, convert
 
         convert(Option("datastore", "out"), str(path))

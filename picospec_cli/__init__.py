@@ -57,9 +57,26 @@ def convert(option, text):
         raise UsageError(f"{flag} must be {TYPES[kind][0]}; got {text!r}") from None
     if kind is float and not math.isfinite(value):
         raise UsageError(f"{flag} must be a finite number; got {text!r}")
-    path, why = Path(text), None
     if kind in ("file", "dir", "out", "path") and not text:
         raise UsageError(f"{flag} needs a path; got an empty string")
+    try:
+        why = path_problem(kind, Path(text))
+    except (OSError, RuntimeError) as e:
+        why = f": {path_error(e)}"
+    if why:
+        raise UsageError(f"{flag} {text}{why}")
+    check_value(option, value)
+    return value
+
+
+def path_error(e):
+    """Why a path cannot be looked at: a name too long for the file system, a loop of links
+    (pathlib's resolve() raises RuntimeError for a loop before Python 3.13)."""
+    return "a loop of symbolic links" if isinstance(e, RuntimeError) else e.strerror or str(e)
+
+
+def path_problem(kind, path):  # -> why path cannot be the option's "file", "dir" or "out", or None
+    why = None
     if kind == "file" and (not path.exists() or path.is_dir()):  # a pipe (/dev/stdin) is a file
         why = ": no such file" + " (it is a folder)" * path.is_dir()
     elif kind == "dir" and not path.is_dir():
@@ -72,10 +89,7 @@ def convert(option, text):
                f": the folder {where} does not exist; create it first" if not where.is_dir()
                else out_folder(where))
         why = f": {why}" if why and why[0] not in " :" else why
-    if why:
-        raise UsageError(f"{flag} {text}{why}")
-    check_value(option, value)
-    return value
+    return why
 
 
 def check_value(option, value):
@@ -262,7 +276,10 @@ def cannot_make(folder):  # -> (nearest existing part, "a file" or why not writa
 
 
 def out_folder(path):  # -> why path cannot be an output folder (made if missing), or None
-    folder = Path(path) if Path(path).is_dir() else Path(path).resolve().parent
+    try:
+        folder = Path(path) if Path(path).is_dir() else Path(path).resolve().parent
+    except (OSError, RuntimeError) as e:
+        return path_error(e)
     if Path(path).is_file() or not folder.is_dir():
         return "is a file: give a folder" if Path(path).is_file() else (
             f"the folder {folder} does not exist; create it first")

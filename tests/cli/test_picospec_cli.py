@@ -134,6 +134,12 @@ MAIN_CASES = [
     (["--batch", "/nonexistent/prompts.txt"], r"--batch /nonexistent/prompts.txt: no such file",
      False),
     (["--batch", "empty.txt"], r"--batch empty.txt: no prompts", False),
+    # a name longer than the file system allows: the option named, not the bare name
+    (["--batch", "x" * 300], r"^error: --batch x{300}: File name too long$", False),
+    (["--method", "rest", "--datastore", "x" * 300],
+     r"^error: --datastore x{300}: File name too long$", False),
+    (["--method", "rest", "--datastore", f"{'x' * 300}/s.npz", "--build_datastore"],
+     r"^error: --datastore x{300}/s.npz: File name too long$", False),
     (["--batch", "binary.txt"], r"--batch binary.txt: cannot read it as UTF-8", False),
     (["--batch", "empty.txt", "--prompt", "hi"],
      r"--batch reads its prompts from empty.txt .*drop --prompt$", False),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import picospec_cli
-from picospec_cli import Option, UsageError, parse, read
+from picospec_cli import Option, UsageError, convert, out_folder, parse, read
 
 OPTIONS = [Option("K", int, 4, "drafts", low=1), Option("temperature", float, 0.0, "T", low=0),
            Option("prompt", str, "hi", "text"), Option("json", bool, False, "JSON")]
@@ -92,3 +92,21 @@ def test_the_door_uses_no_private_name_of_argparse():
     "super()._parse_optional(word)\n"])
 def test_a_private_name_is_caught(code):
     assert private_names(code)
+
+
+@pytest.mark.parametrize("kind, check", [("out", None), ("path", out_folder), ("file", None),
+                                         ("dir", None)])
+def test_a_loop_of_links_or_a_name_too_long_is_one_line_naming_the_option(kind, check,
+                                                                           tmp_path):
+    """pathlib raises on these (RuntimeError for a loop in resolve(), OSError for a long name):
+    the door turns each into the option's one line."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    option = Option("out", kind, check=check)
+    for text, why in ((str(tmp_path / "a" / "x.npz"), "a loop of symbolic links"),
+                      (str(tmp_path / ("x" * 300) / "x.npz"), "File name too long")):
+        if kind in ("file", "dir") and why.startswith("a loop"):
+            why = "no such " + ("file" if kind == "file" else "folder")  # exists() says no
+        with pytest.raises(UsageError) as refused:
+            convert(option, text)
+        assert str(refused.value) == f"--out {text}: {why}"
