@@ -196,6 +196,7 @@ def rest_datastore(path, target, encoder, progress=None):
     advice = ("give a datastore that --build_datastore wrote, or build one into a new file with "
               "--method rest --datastore NEW.npz --build_datastore (the standard library's train "
               "split), or Datastore.build(tokens).save(path) in Python")
+    elsewhere = "give --datastore a file in another folder"  # where a full disk sends the build
     if path is None:  # into the cache: an unwritable PICOSPEC_CACHE is named before the build
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(target))
         path = check_cache_dir("rest") / f"{safe}-stdlib-train.npz"
@@ -205,17 +206,20 @@ def rest_datastore(path, target, encoder, progress=None):
                              f"folder")
         # only here, in the cache, is the file picospec's own to delete
         advice = "picospec built it into its cache: delete it and run again to rebuild it"
+        elsewhere = "set PICOSPEC_CACHE to a folder with room"
     path = Path(path)
     if not path.exists():
-        return build_datastore(path, encoder, progress)
+        return build_datastore(path, encoder, progress, elsewhere)
     try:
         return Datastore.load(path)
     except ValueError as e:
         raise ValueError(f"{e}; {advice}") from None
 
 
-def build_datastore(path, encoder, progress=None):
-    """Build the REST datastore from the standard library's train split and save it at `path`."""
+def build_datastore(path, encoder, progress=None, elsewhere="write it elsewhere"):
+    """Build the REST datastore from the standard library's train split and save it at `path`;
+    a file that cannot be written (a full disk) is named with what to do: make room, or
+    `elsewhere`."""
     from tqdm import tqdm
 
     from gpt2.train.corpus import split_files, stdlib_files, tokenize
@@ -231,12 +235,17 @@ def build_datastore(path, encoder, progress=None):
     store = Datastore.build(np.array(ids, dtype=dtype),
                             progress=lambda steps: tqdm(steps, desc="suffix array",
                                                         unit="doubling", disable=off))
-    made = not path.parent.exists()
+    made = [p for p in path.parents if not p.exists()]  # the folders this build makes
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         store.save(path)
-    except BaseException:
-        if made and not any(path.parent.iterdir()):
-            path.parent.rmdir()
+    except BaseException as e:
+        for folder in made:  # innermost first, each only while empty
+            if any(folder.iterdir()):
+                break
+            folder.rmdir()
+        if isinstance(e, OSError):  # a full disk: which file, and where else it can go
+            raise ValueError(f"cannot write the REST datastore {path} ({e.strerror or e}): make "
+                             f"room there, or {elsewhere}") from None
         raise
     return store
