@@ -3,6 +3,7 @@ datastore, a self-draft engine, Sequoia's acceptance vectors, and their batched 
 the acceptance vectors are gpt2's to read (gpt2/load.py); the heads' sparse tree and the datastore
 are read here, with picospec's checks.
 """
+import errno
 import json
 import sys
 from pathlib import Path
@@ -245,7 +246,8 @@ def build_datastore(path, encoder, progress=None, elsewhere="write it elsewhere"
                 break
             folder.rmdir()
         if isinstance(e, OSError):  # a full disk: which file, and where else it can go
-            raise ValueError(f"cannot write the REST datastore {path} ({e.strerror or e}): make "
-                             f"room there, or {elsewhere}") from None
+            room = "make room there, or " * (e.errno in (errno.ENOSPC, errno.EDQUOT))
+            raise ValueError(f"cannot write the REST datastore {path} ({e.strerror or e}): "
+                             f"{room}{elsewhere}") from None
         raise
     return store

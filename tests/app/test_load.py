@@ -44,3 +44,15 @@ def test_a_full_disk_under_datastore_says_to_write_it_elsewhere(full_disk, tmp_p
     assert str(refused.value).startswith(f"cannot write the REST datastore {path} (")
     assert str(refused.value).endswith("or give --datastore a file in another folder")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["source.py"]
+
+
+def test_a_write_refused_for_another_reason_is_not_told_to_make_room(full_disk, monkeypatch,
+                                                                      tmp_path):
+    def refused(self, path):
+        raise OSError(errno.EACCES, os.strerror(errno.EACCES))
+
+    monkeypatch.setattr("picospec.rest.Datastore.save", refused)
+    with pytest.raises(ValueError) as e:
+        rest_datastore(tmp_path / "store.npz", "tiny-target", full_disk, progress=False)
+    assert str(e.value).endswith(f"({os.strerror(errno.EACCES)}): give --datastore a file in "
+                                 f"another folder")
