@@ -11,7 +11,7 @@ import pytest
 
 from picospec.methods import TABLE, defaults
 from picospec_app import command
-from picospec_app.plan import read_plan
+from picospec_app.plan import SHARED, read_plan
 
 
 @pytest.fixture
@@ -115,3 +115,17 @@ def test_the_json_options_hold_every_option_of_the_method(argv, name, value):
     options = json_of(argv)["options"]
     assert set(options) == {o.name for o in TABLE[argv[1]].options}
     assert options[name] == value
+
+
+def test_the_help_of_escapes_names_every_prompt_it_decodes(tmp_path):
+    """--escapes decodes \\n in --prompt, in --prompt_file's text and in --batch lines: its help
+    names each of them (it named --prompt and --batch only)."""
+    path = tmp_path / "p.txt"
+    path.write_text("a\\nb")
+    decoded = [name for name, argv in (("--prompt", ["--prompt", "a\\nb"]),
+                                       ("--prompt_file", ["--prompt_file", str(path)]),
+                                       ("--batch", ["--batch", str(path)]))
+               if read_plan([*argv, "--escapes"]).prompts == ["a\nb"]]
+    assert decoded == ["--prompt", "--prompt_file", "--batch"]
+    text = next(o.help for o in SHARED if o.name == "escapes")
+    assert all(name in text for name in decoded), text
