@@ -69,9 +69,9 @@ def convert(option, text):
     return value
 
 
+# why a path cannot be looked at: a name too long for the file system, a loop of links (pathlib's
+# resolve() raises RuntimeError for a loop before Python 3.13)
 def path_error(e):
-    """Why a path cannot be looked at: a name too long for the file system, a loop of links
-    (pathlib's resolve() raises RuntimeError for a loop before Python 3.13)."""
     return "a loop of symbolic links" if isinstance(e, RuntimeError) else e.strerror or str(e)
 
 
