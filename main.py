@@ -2,7 +2,7 @@
 `picospec` command). The command itself lives in the app layer, picospec_app/command.py;
 docs/architecture.md draws the layers.
 """
-from picospec_app.command import cli
+from picospec_app import cli
 
 if __name__ == "__main__":
     cli()

@@ -6,23 +6,24 @@ decoding, side by side.
     (picospec_app/report.py: one JSON object, or text)
 
 Methods and their options come from the table in picospec/methods.py (`python main.py --method
-medusa --help`); every option is checked before any model loads. The libraries (NumPy, the engine)
-are imported inside the guard, so Ctrl-C while they load ends the run as it would later.
+medusa --help`); every option is checked before any model loads. `picospec_app.cli` runs it under
+the door's guard.
 """
 import json
 import sys
 
-from picospec_cli import guarded
+from tqdm import tqdm
+
+from gpt2.load import load_model
+from picospec.methods import TABLE
+from picospec_app import report, run
+from picospec_app.load import load_needs
+from picospec_app.machine import policy
+from picospec_app.plan import check_loaded, read_plan
 
 
 def main(argv=None):
     """Read the plan, load, check what needs the models, run both decoders in rounds, report."""
-    from gpt2.load import load_model
-    from picospec_app import report
-    from picospec_app.load import load_needs
-    from picospec_app.machine import policy
-    from picospec_app.plan import check_loaded, read_plan
-
     plan = read_plan(sys.argv[1:] if argv is None else argv)
     if plan is None:  # help was printed
         return
@@ -43,11 +44,6 @@ def main(argv=None):
 
 def run_rounds(plan, xs, target, loaded, groups):
     """Every decoder of plan.order in turns, cold caches, one seed -> their runs, in that order."""
-    from tqdm import tqdm
-
-    from picospec.methods import TABLE
-    from picospec_app import run
-
     def timed(name):
         mine = name == plan.method.name
         needs = loaded if mine else {"target": target}  # the plain target's baseline
@@ -74,7 +70,3 @@ def run_rounds(plan, xs, target, loaded, groups):
     with bar:
         return run.interleaved([lambda name=name: counted(name) for name in plan.order], rounds)
 
-
-def cli(argv=None):
-    """`python main.py` and the installed `picospec` command."""
-    guarded(lambda: main(argv))

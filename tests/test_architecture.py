@@ -167,7 +167,7 @@ def test_the_checkout_follows_the_architecture():
 
 # a small tree of the house's shape, each file a few lines: what the "is caught" cases break
 SMALL = {
-    "main.py": "from picospec_app.command import cli\n",
+    "main.py": "from picospec_app import cli\n",
     "picospec_cli/__init__.py": "import argparse\n",
     "picospec/__init__.py": "",
     "picospec/sampling.py": "import numpy as np\n\n\ndef residual(p, q):\n    return p - q\n",

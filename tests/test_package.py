@@ -49,7 +49,7 @@ def test_pyproject_lists_equal_the_requirements_files():
         assert project["optional-dependencies"][extra] == requirements(name), extra
     # the front end that opens the notebooks
     assert "jupyterlab" in requirements("requirements-notebooks.txt")
-    assert project["scripts"] == {"picospec": "picospec_app.command:cli"}
+    assert project["scripts"] == {"picospec": "picospec_app:cli"}
 
 
 def test_every_built_in_asset_is_package_data():

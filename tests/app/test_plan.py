@@ -20,7 +20,7 @@ def no_model(monkeypatch):
     def loaded(*args, **kwargs):
         pytest.fail("a model was loaded before the refusal")
 
-    monkeypatch.setattr("gpt2.load.load_model", loaded)  # what command.main imports
+    monkeypatch.setattr(command, "load_model", loaded)
 
 
 @pytest.mark.parametrize("argv, env, line", [

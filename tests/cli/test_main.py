@@ -145,7 +145,7 @@ class Interrupt:  # Ctrl-C at the moment NumPy starts to load
 sys.meta_path.insert(0, Interrupt())
 sys.argv = [sys.argv[1], "--n_tokens", "2"]
 if sys.argv[0] == "picospec":  # the installed command, as pip writes its script
-    from picospec_app.command import cli
+    from picospec_app import cli
     sys.exit(cli())
 runpy.run_path(sys.argv[0], run_name="__main__")
 """

@@ -215,7 +215,7 @@ def test_the_command_names_itself_as_invoked(tmp_path):
     says picospec in its usage lines; python main.py says python and the path it was given."""
     script = tmp_path / "bin" / "picospec"
     script.parent.mkdir()
-    script.write_text("import sys\nfrom picospec_app.command import cli\nsys.exit(cli())\n")
+    script.write_text("import sys\nfrom picospec_app import cli\nsys.exit(cli())\n")
     for args, usage in (([str(script), "--help"], "usage: picospec [--option"),
                         ([str(script), M, "medusa", "--help"], "usage: picospec --method medusa"),
                         (["main.py", "--help"], f"usage: python {ROOT / 'main.py'} [--option")):
