@@ -72,8 +72,15 @@ def prepare_medusa(options, loaded, sampling):
     heads, tree = loaded["heads"], options.pop("tree")
     if options["posterior"] == "auto":
         options["posterior"] = "greedy" if sampling.get("temperature", 1) == 0 else "lossless"
-    return {**options, "heads": heads["fn"],
-            "medusa_choices": medusa_tree(tree, heads["n_heads"], heads.get("sparse"))}
+    choices = medusa_tree(tree, heads["n_heads"], heads.get("sparse"))
+    rank, topk = max(max(c) for c in choices), options["topk"]
+    if rank >= topk:  # a head offers its topk likeliest tokens: ranks 0 .. topk - 1
+        given = f"--tree {tree}" + (" (the default: the heads' medusa_choices.json)"
+                                    if tree == "sparse" else "")
+        raise ValueError(f"{given} asks for candidate rank {rank}, but --topk {topk} offers ranks "
+                         f"0..{topk - 1}: give --topk {rank + 1} or more, or a tree of smaller "
+                         f"ranks (--tree chain)")
+    return {**options, "heads": heads["fn"], "medusa_choices": choices}
 
 
 def prepare_blockwise(options, loaded, sampling):
@@ -132,9 +139,10 @@ def prepare_self_draft(options, loaded, sampling):
 
 
 def medusa_law(options, temperature=None):
-    """The posterior's law; "auto" as prepare_medusa resolves it."""
+    """The posterior's law; "auto" as prepare_medusa resolves it. At temperature 0 every posterior
+    but lossless takes the argmax (medusa.evaluate_posterior): greedy."""
     posterior = options.get("posterior", "auto")
-    if posterior == "auto" and temperature == 0:
+    if temperature == 0 and posterior != "lossless":
         posterior = "greedy"
     return {"greedy": "greedy", "typical": "lossy", "nucleus": "lossy"}.get(posterior, "lossless")
 

@@ -10,15 +10,15 @@ def sort_choices(choices):
 
 def check_choices(choices, n_heads=None, topk=None):
     if not choices:
-        raise ValueError("medusa_choices is empty: give at least one node, e.g. [[0]]")
+        raise ValueError("the tree is empty: give at least one node, e.g. [[0]]")
     seen = set()
     for c in choices:
         c = tuple(c)
         if len(c) == 0:
-            raise ValueError("medusa_choices holds an empty path; the root is implicit, list only "
-                             "nodes below it")
+            raise ValueError("the tree holds an empty path; the root is implicit, list only nodes "
+                             "below it")
         if c in seen:
-            raise ValueError(f"medusa_choices lists node {list(c)} twice")
+            raise ValueError(f"the tree lists node {list(c)} twice")
         if any(int(r) != r or r < 0 for r in c):
             raise ValueError(f"node {list(c)}: ranks must be non-negative integers")
         if n_heads is not None and len(c) > n_heads:
@@ -31,7 +31,7 @@ def check_choices(choices, n_heads=None, topk=None):
         seen.add(c)
     for c in seen:
         if len(c) > 1 and c[:-1] not in seen:
-            raise ValueError(f"node {list(c)} has no parent: add {list(c[:-1])} to medusa_choices")
+            raise ValueError(f"node {list(c)} has no parent: add {list(c[:-1])} to the tree")
 
 
 def medusa_buffers(choices, topk=10, n_heads=None):

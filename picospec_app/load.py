@@ -81,7 +81,13 @@ def load_self_draft(kind, options, target, target_name, offline=None):
     """{"target", "draft", "self_draft"}: the target and its own draft path on one KV cache."""
     from gpt2.hub import resolve
     from gpt2.self_draft import load_self_draft as load
+    from gpt2.self_draft import parse_skip
 
+    if options.get("skip") is not None:  # the door checked its form; the layers need the target
+        try:
+            parse_skip(options["skip"], target.hparams["n_layer"])
+        except ValueError as e:
+            raise ValueError(f"--skip {options['skip']}: {e}") from None
     # one engine on the target's weights, run as the target's are (its plan, gpt2/fast/)
     engine = load(target.hparams, target.params, resolve(str(target_name), offline=offline), kind,
                   skip=options.get("skip"), exit_layer=options.get("exit_layer"),

@@ -305,6 +305,10 @@ def guarded(work):
     except BrokenPipeError:  # no second error when Python flushes stdout
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
+    except MemoryError:  # a model, a batch or a cache larger than the memory free
+        print("error: out of memory: close other programs, or ask for less (a smaller model, "
+              "fewer tokens, --batch_memory for --batch)", file=sys.stderr)
+        sys.exit(2)
     except (ValueError, OSError) as e:
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
         text = e.strerror if isinstance(e, OSError) and e.strerror else str(e)

@@ -69,8 +69,10 @@ MAIN_CASES = [
     (["--method", "medusa", "--tree", "[[0"], r"--tree", False),
     (["--method", "medusa", "--tree", "[" * 5000 + "]" * 5000],
      r"--tree '\[{75}\.\.\.': use sparse, chain", False),
-    (["--method", "medusa", "--topk", "1"], r"only topk = 1 candidates .*raise topk", True),
+    (["--method", "medusa", "--topk", "1"],
+     r"--tree sparse \(the default.*--topk 1 offers ranks 0..0: give --topk 4 or more", True),
     (["--method", "medusa", "--tree", "[[0],[0]]"], r"lists node \[0\] twice", False),
+    (["--method", "layer_skip", "--skip", "a9"], r"^error: --skip a9: .*layer 0\.\.5", True),
     (["--method", "medusa", "--tree", "[[0],[1,0]]"], r"has no parent", False),
     (["--method", "medusa", "--tree", "[[0],[0,0],[0,0,0]]"], r"only 2 heads", True),
     (["--method", "medusa", "--heads", "/nonexistent"], r"--heads /nonexistent: no such folder",
@@ -546,3 +548,17 @@ def test_a_standard_output_closed_from_the_start_is_one_line(command, tmp_path):
                        preexec_fn=lambda: os.close(1))
     assert r.returncode == 2
     assert r.stderr == "error: the standard output is closed: send it to a file or a terminal\n"
+
+
+def test_out_of_memory_is_one_line(capsys):
+    """A MemoryError anywhere in a command (a model or a cache larger than the memory free): one
+    line and exit 2, no traceback."""
+    from picospec_cli import guarded
+
+    def work():
+        raise MemoryError("Unable to allocate 40.0 GiB for an array")
+
+    with pytest.raises(SystemExit) as e:
+        guarded(work)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("error: out of memory: ") and err.count("\n") == 1

@@ -31,6 +31,33 @@ def test_auto_posterior_is_greedy_at_temperature_zero_and_lossless_above():
     assert law(row, defaults(row)) == "lossless"
     # as prepared
     assert law(row, defaults(row), 0) == "greedy" and law(row, defaults(row), 0.7) == "lossless"
+    # typical and nucleus take the argmax at temperature 0 (evaluate_posterior): greedy there,
+    # where --json's "law" and the report's "texts must be identical" read it
+    for posterior, hot in (("typical", "lossy"), ("nucleus", "lossy"), ("greedy", "greedy"),
+                           ("lossless", "lossless")):
+        options = {**defaults(row), "posterior": posterior}
+        cold = "lossless" if posterior == "lossless" else "greedy"
+        assert (law(row, options, 0), law(row, options, 0.7)) == (cold, hot), posterior
+
+
+@pytest.mark.parametrize("tree, sparse, said", [
+    ("sparse", [[0], [3], [0, 0]], "--tree sparse (the default: the heads' medusa_choices.json) "
+                                   "asks for candidate rank 3, but --topk 2 offers ranks 0..1: "
+                                   "give --topk 4 or more"),
+    ("[[0],[1],[1,2]]", None, "--tree [[0],[1],[1,2]] asks for candidate rank 2, but --topk 2")])
+def test_a_tree_beyond_topk_names_both_options(tree, sparse, said):
+    """A node of rank r needs --topk > r: refused before the run, naming the tree and --topk
+    (the heads' own sparse tree is the default --tree, so a user who typed only --topk learns
+    where rank 3 comes from)."""
+    from picospec.methods import TABLE, defaults, prepare_medusa
+
+    options = {**defaults(TABLE["medusa"]), "tree": tree, "topk": 2}
+    heads = {"fn": None, "n_heads": 3, "sparse": sparse}
+    with pytest.raises(ValueError) as e:
+        prepare_medusa(dict(options), {"heads": heads}, {"temperature": 0})
+    assert str(e.value).startswith(said), str(e.value)
+    ok = prepare_medusa({**options, "topk": 4}, {"heads": heads}, {"temperature": 0})
+    assert ok["topk"] == 4 and ok["medusa_choices"]
 
 
 @pytest.mark.parametrize("text, message", [
