@@ -319,8 +319,8 @@ def check_length(x, n_tokens, models, names, which="the prompt"):
         n_ctx = getattr(model, "n_ctx", None)
         if n_ctx is not None and len(x) + n_tokens > n_ctx:
             raise UsageError(f"{which} ({len(x)} tokens) plus --n_tokens {n_tokens} exceeds the "
-                             f"{role} {names[role]!r}'s context window of {n_ctx} tokens: shorten "
-                             f"the prompt or lower --n_tokens")
+                             f"context window of the {role} {names[role]!r}, {n_ctx} tokens: "
+                             f"shorten the prompt or lower --n_tokens")
 
 
 def row_groups(plan, xs, loaded):

@@ -114,7 +114,8 @@ MAIN_CASES = [
     (["--prompt_file", "blank.txt"], r"--prompt_file blank.txt: it is empty; put the prompt in it",
      False),
     ([b"--prompt=def f\xff(x):"], r"--prompt is not UTF-8 text .*--prompt_file", False),
-    (["--n_tokens", "1000"], r"exceeds the target 'tiny-target''s context window of 256", True),
+    (["--n_tokens", "1000"],
+     r"exceeds the context window of the target 'tiny-target', 256 tokens", True),
     (["--device", "tpu"], r"unknown --device 'tpu'", False),
     (["--json=maybe"], r"--json is a switch", False),
     (["--offline", "yes"], r"--offline is a switch and takes no value", False),
@@ -433,7 +434,7 @@ def test_batch_lines_end_at_newlines_only_and_every_prompt_that_fits_runs(tmp_pa
     r = run_here(["main.py", "--batch", "long.txt", "--n_tokens", "7", "--json"], tmp_path)
     assert (r.returncode == 2
             and "the prompt on line 3 of long.txt (250 tokens) plus --n_tokens 7 exceeds the "
-                "target 'tiny-target''s context window of 256" in r.stderr)
+                "context window of the target 'tiny-target', 256 tokens" in r.stderr)
 
 
 @pytest.mark.parametrize("extra",
