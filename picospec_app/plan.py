@@ -50,8 +50,8 @@ SHARED = [
            "(default: about a second of measurement, at least 3; one round of a --batch)", low=1,
            high=1000),
     Option("json", bool, False, "print one JSON object instead of text"),
-    Option("batch", "file", None,
-           "decode every line of FILE as one batch (methods with a batched form)"),
+    Option("batch", "path", None, "decode every line of FILE as one batch (- for standard input; "
+           "methods with a batched form)"),
     Option("batch_memory", int, None, "MB the --batch rows may take at once (KV caches, "
            "activations): rows run in groups that fit (default: half the free memory)", low=1),
     Option("progress", bool, None, "progress bars on stderr (default: when stderr is a terminal, "
@@ -137,18 +137,35 @@ def read_prompts(values, given):
 def batch_prompts(values):
     """--batch FILE's prompts, one per line, blank lines skipped."""
     path = values["batch"]
-    try:
-        text = open(path, encoding="utf-8-sig", newline="").read()  # -sig: a BOM is no text
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--batch {path}: cannot read it as UTF-8 text "
-                         f"({getattr(e, 'strerror', e)})") from None
+    if path != "-":  # the door's checks of an existing file
+        convert(Option("batch", "file"), path)
+    text = read_text("--batch", path, "the prompts", newline="")
     # lines end at "\n" or "\r\n" only (str.splitlines also cuts at a form feed or U+2028)
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     numbers = [n for n, line in enumerate(lines, 1) if line.strip()]  # blank lines skipped
     if not numbers:
         raise UsageError(f"--batch {path}: no prompts (one per line)")
     return ([unescape(lines[n - 1]) if values["escapes"] else lines[n - 1] for n in numbers],
-            [f"the prompt on line {n} of {path}" for n in numbers])
+            [f"the prompt on line {n} of {'standard input' if path == '-' else path}"
+             for n in numbers])
+
+
+def read_text(flag, path, what, newline=None):
+    """The UTF-8 text of the file at `path`, or of standard input for "-"."""
+    if path == "-" and sys.stdin is None:
+        raise UsageError(f"{flag} -: standard input is closed; pipe {what} in or name a file")
+    try:
+        text = (sys.stdin.read() if path == "-" else
+                open(path, encoding="utf-8-sig", newline=newline).read())  # -sig: a BOM is no text
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{flag} {path}: cannot read it as UTF-8 text "
+                         f"({getattr(e, 'strerror', e)})") from None
+    try:  # standard input's bytes that were not UTF-8 arrive as lone surrogates
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{flag} {path}: standard input is not UTF-8 text; pipe UTF-8 text in, "
+                         f"or save {what} as UTF-8 and pass its file") from None
+    return text
 
 
 def read_prompt(values, given):
@@ -156,22 +173,9 @@ def read_prompt(values, given):
         if "prompt" in given:
             raise UsageError("--prompt and --prompt_file are both given: keep one")
         path = values["prompt_file"]
-        if path == "-" and sys.stdin is None:
-            raise UsageError("--prompt_file -: standard input is closed; pipe the prompt in or "
-                             "name a file")
-        try:
-            prompt = (sys.stdin.read() if path == "-" else
-                      open(path, encoding="utf-8-sig").read())  # -sig: a BOM is no text
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"--prompt_file {path}: cannot read it as UTF-8 text "
-                             f"({getattr(e, 'strerror', e)})") from None
+        prompt = read_text("--prompt_file", path, "the prompt")
         if not prompt:
             raise UsageError(f"--prompt_file {path}: it is empty; put the prompt in it")
-        try:  # standard input's bytes that were not UTF-8 arrive as lone surrogates
-            prompt.encode("utf-8")
-        except UnicodeEncodeError:
-            raise UsageError(f"--prompt_file {path}: standard input is not UTF-8 text; pipe UTF-8 "
-                             f"text in, or save the prompt as UTF-8 and pass its file") from None
     else:
         prompt = values["prompt"]
         try:

@@ -472,6 +472,19 @@ def test_prompt_from_stdin_and_file(tmp_path):
     assert json.loads(r.stdout)["prompts"][0] == text
 
 
+def test_batch_from_stdin(tmp_path):
+    """--batch - reads its prompts from standard input, as --prompt_file - reads its prompt; the
+    rows name it."""
+    r = run_here(["main.py", "--batch", "-", "--method", "autoregressive", "--n_tokens", "2"],
+                 tmp_path, stdin="def f(x):\n\nimport os\n")
+    assert r.returncode == 0, r.stderr
+    assert "row 1 (line 1 of standard input)" in r.stdout, r.stdout
+    assert "row 2 (line 3 of standard input)" in r.stdout, r.stdout
+    r = run_here(["main.py", "--batch", "-", "--n_tokens", "2", "--json"], tmp_path,
+                 stdin="a\nb\n")
+    assert json.loads(r.stdout)["prompts"] == ["a", "b"]
+
+
 @pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
 def test_a_prompt_on_standard_input_that_is_not_utf8_is_one_line_before_loading(locale, tmp_path):
     """Python's C locale reads stdin's stray bytes as surrogates; a UTF-8 locale raises on them."""
