@@ -911,8 +911,8 @@ MUTANTS = (
             "test_a_standard_output_closed_from_the_start_is_one_line",),
            "`python main.py >&-`: an AttributeError traceback from the error guard itself"),
     Mutant("batch-file-keeps-bom", "run", "rule", "picospec_app/plan.py",
-           'open(path, encoding="utf-8-sig", newline="")',
-           'open(path, encoding="utf-8", newline="")',
+           'open(path, encoding="utf-8-sig", newline=newline)',
+           'open(path, encoding="utf-8", newline=newline)',
            ("tests/cli/test_main.py::test_batch_file_with_a_byte_order_mark",),
            "a --batch file with a byte-order mark keeps U+FEFF in prompt 1, silently"),
     # --- the edges: the training commands' inputs and a diverging run
@@ -959,7 +959,7 @@ MUTANTS = (
            "a file named rest in the cache is found only after the datastore is built"),
     Mutant("stdin-prompt-not-utf8-late", "door", "rule", "picospec_app/plan.py",
            "try:  # standard input's bytes that were not UTF-8 arrive as lone surrogates\n"
-           '            prompt.encode("utf-8")', "try:\n            pass",
+           '        text.encode("utf-8")', "try:\n        pass",
            ("tests/cli/test_picospec_cli.py::"
             "test_a_prompt_on_standard_input_that_is_not_utf8_is_one_line_before_loading",),
            "a non-UTF-8 prompt piped in fails after loading with the codec's message"),
@@ -1170,6 +1170,21 @@ MUTANTS = (
            "        if bad.verdict in FAILED:", '        if bad.verdict != "pass":',
            ("tests/picospec/exercises/test_grading.py",),
            "a right answer drawing no uniform in a support case fails"),
+    Mutant("medusa-typical-cold-lossy", "medusa", "rule", "picospec/methods.py",
+           '    if temperature == 0 and posterior != "lossless":',
+           '    if posterior == "auto" and temperature == 0:', ("tests/picospec/test_medusa.py",),
+           "--posterior typical at temperature 0 reports lossy where it decodes greedily"),
+    Mutant("medusa-topk-unchecked", "medusa", "rule", "picospec/methods.py",
+           "    if rank >= topk:  # a head offers", "    if False:  # a head offers",
+           ("tests/picospec/test_medusa.py",),
+           "a tree beyond --topk fails in the run, naming neither --tree nor --topk"),
+    Mutant("skip-layer-unnamed", "settings", "rule", "picospec_app/load.py",
+           """raise ValueError(f"--skip {options['skip']}: {e}") from None""", "raise",
+           ("tests/cli/test_picospec_cli.py",), "--skip a9 on 6 layers does not name --skip"),
+    Mutant("out-of-memory-traceback", "settings", "rule", "picospec_cli/__init__.py",
+           "    except MemoryError:", "    except ZeroDivisionError:",
+           ("tests/cli/test_picospec_cli.py::test_out_of_memory_is_one_line",),
+           "a MemoryError ends a command in a traceback"),
 )
 
 
