@@ -132,29 +132,33 @@ def grade_in_process(path, names, samples, seed, limit, say=print):
                        f"sys.argv[5:])")
         args = [sys.executable, "-c", start_child, str(Path(path).resolve()), str(events),
                 str(samples), str(seed), *names]
+        # apart from the terminal and the grader's group (start_new_session): the learner's code
+        # cannot signal the grader (os.killpg(0, ..)), Ctrl-C reaches the grader alone (the child
+        # would take it for its function's KeyboardInterrupt), and the child's group dies whole
         child_process = subprocess.Popen(args, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         result, start, pending = {"verdicts": {}}, time.monotonic(), ""
-        with open(events, encoding="utf-8") as stream:
-            while True:
-                try:
-                    child_process.wait(timeout=0.1)
-                    done = True
-                except subprocess.TimeoutExpired:
-                    done = False
-                *lines, pending = (pending + stream.read()).split("\n")  # whole lines only
-                for line in lines:
-                    take(json.loads(line), result, limit - (time.monotonic() - start), say)
-                if done:
-                    break
-                spent = time.monotonic() - start
-                if spent > limit or result.get("stopped"):
-                    os.killpg(child_process.pid, signal.SIGKILL)
-                    child_process.wait()
-                    result.setdefault("stopped", f"stopped after {spent:.0f} s, past the time "
-                                      f"limit of {limit:g} s (--timeout), {doing(result)}")
-                    break
+        try:
+            with open(events, encoding="utf-8") as stream:
+                while True:
+                    try:
+                        child_process.wait(timeout=0.1)
+                        done = True
+                    except subprocess.TimeoutExpired:
+                        done = False
+                    *lines, pending = (pending + stream.read()).split("\n")  # whole lines only
+                    for line in lines:
+                        take(json.loads(line), result, limit - (time.monotonic() - start), say)
+                    if done:
+                        break
+                    spent = time.monotonic() - start
+                    if spent > limit or result.get("stopped"):
+                        result.setdefault("stopped", f"stopped after {spent:.0f} s, past the time "
+                                          f"limit of {limit:g} s (--timeout), {doing(result)}")
+                        break
+        finally:  # however the wait ends (its end, the limit, Ctrl-C, SIGTERM, an error)
+            stop(child_process)
         tail = child_process.stdout.read().decode(errors="replace")
         # it never reached its end (a file that could not be read ends early, and says why)
         if "stopped" not in result and "printed" not in result and "why" not in result:
@@ -162,6 +166,15 @@ def grade_in_process(path, names, samples, seed, limit, say=print):
                                  f"{child_process.returncode}), {doing(result)}")
         result["head"] = result.get("head", "") + tail[:SHOWN]
         return result
+
+
+def stop(process):
+    # the process group of `process` killed, what the answer started with it; `process` reaped
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # the group has ended already
+        pass
+    process.wait()
 
 
 def doing(result):

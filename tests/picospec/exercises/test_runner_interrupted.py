@@ -1,0 +1,96 @@
+"""The grader that stops waiting for an answer's process, for any reason (Ctrl-C, SIGTERM, its own
+end), takes that process's whole group with it: the answer's file and what it started are never
+left running. Ctrl-C is one line and exit 130, SIGTERM one line and exit 143 (128 + the signal)."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.clitools import ROOT, sigint_as_in_a_terminal
+
+SLEEP = "__import__('time').sleep(600)"
+# the answer's processes: its own, and a grandchild it starts that shares its standard output
+GRANDCHILD = ("import subprocess, sys\n"
+              "kid = subprocess.Popen([sys.executable, '-c', \"import time; time.sleep(600)\"])\n")
+LEARNERS = {  # the file, its PIDs written to PIDS once every process is running
+    "import": f"import os\nPIDS.write_text(str(os.getpid()))\n{SLEEP}\n",
+    "function": f"import os\n\n\ndef trie(sequences):\n    PIDS.write_text(str(os.getpid()))\n"
+                f"    {SLEEP}\n",
+    "grandchild": f"import os\n{GRANDCHILD}PIDS.write_text(f'{{os.getpid()}} {{kid.pid}}')\n"
+                  f"{SLEEP}\n",
+}
+
+
+def running(pid):
+    """Whether process `pid` runs: a zombie (ended, not yet reaped by init) does not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # no /proc here: a process that answers runs
+        return True
+
+
+def start_grading(tmp_path, learner):
+    """The grader, a real process on `learner`, and the PIDs of the answer's processes once they
+    all run."""
+    pids = tmp_path / "pids"
+    path = tmp_path / "mine.py"
+    path.write_text(f"from pathlib import Path\nPIDS = Path({str(pids)!r})\n{learner}")
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
+    grader = subprocess.Popen([sys.executable, "-m", "picospec.exercises", "grade", str(path),
+                               "--exercise", "trie"], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=sigint_as_in_a_terminal)
+    deadline = time.monotonic() + 60
+    while not pids.exists() or not pids.read_text():
+        assert grader.poll() is None, grader.communicate()
+        assert time.monotonic() < deadline, "the answer never started"
+        time.sleep(0.05)
+    return grader, [int(p) for p in pids.read_text().split()]
+
+
+def assert_ended(pids):
+    """Every process of `pids` ends within a generous bound; any left is killed, then named."""
+    deadline = time.monotonic() + 20
+    while any(map(running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [pid for pid in pids if running(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"the answer's processes still ran after the grader ended: {left}"
+
+
+@pytest.mark.parametrize("learner", LEARNERS)
+@pytest.mark.parametrize("sig, status, line", [(signal.SIGINT, 130, "interrupted"),
+                                               (signal.SIGTERM, 143, "terminated")],
+                         ids=["ctrl-c", "sigterm"])
+def test_a_stopped_grader_leaves_no_process_of_the_answer(tmp_path, learner, sig, status, line):
+    grader, pids = start_grading(tmp_path, LEARNERS[learner])
+    grader.send_signal(sig)
+    try:
+        _, err = grader.communicate(timeout=60)
+    finally:
+        grader.kill()
+        assert_ended(pids)
+    assert grader.returncode == status and "Traceback" not in err, err
+    assert err.strip().splitlines() == [line]
+
+
+def test_what_an_answer_starts_and_leaves_running_ends_with_its_grading(tmp_path):
+    """A file that starts a process and ends: its grading ends too, at once (the process held the
+    grader's pipe of its output open), and the process goes with it."""
+    grader, pids = start_grading(tmp_path, f"import os\n{GRANDCHILD}"
+                                           f"PIDS.write_text(f'{{kid.pid}}')\n")
+    try:
+        out, err = grader.communicate(timeout=60)
+    finally:
+        grader.kill()
+        assert_ended(pids)
+    assert grader.returncode == 1 and "trie: FAIL\n  not answered" in out, out + err
