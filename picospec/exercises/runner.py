@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -138,6 +139,11 @@ def grade_in_process(path, names, samples, seed, limit, say=print):
         child_process = subprocess.Popen(args, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          start_new_session=True)
+        # what bypasses print (os.write(1, ..), a C library) read as it comes, its first bytes
+        # kept: a full pipe would block the child until the time limit
+        raw = bytearray()
+        reader = threading.Thread(target=drain, args=(child_process.stdout, raw), daemon=True)
+        reader.start()
         result, start, pending = {"verdicts": {}}, time.monotonic(), ""
         try:
             with open(events, encoding="utf-8") as stream:
@@ -159,13 +165,20 @@ def grade_in_process(path, names, samples, seed, limit, say=print):
                         break
         finally:  # however the wait ends (its end, the limit, Ctrl-C, SIGTERM, an error)
             stop(child_process)
-        tail = child_process.stdout.read().decode(errors="replace")
+        reader.join(timeout=1)  # a descendant that left the group may hold the pipe open
+        tail = bytes(raw).decode(errors="replace")
         # it never reached its end (a file that could not be read ends early, and says why)
         if "stopped" not in result and "printed" not in result and "why" not in result:
             result["stopped"] = (f"the answer ended the grading process (exit status "
                                  f"{child_process.returncode}), {doing(result)}")
         result["head"] = result.get("head", "") + tail[:SHOWN]
         return result
+
+
+def drain(stream, kept):
+    # reads `stream` to its end, keeping its first 4 * SHOWN bytes (SHOWN characters of UTF-8)
+    for chunk in iter(lambda: stream.read1(1 << 16), b""):
+        kept += chunk[:max(0, 4 * SHOWN - len(kept))]
 
 
 def stop(process):

@@ -78,6 +78,16 @@ def test_what_an_answer_prints_is_captured_and_cut(tmp_path):
     assert len(r.stdout) < 5_000
 
 
+def test_output_past_print_neither_blocks_nor_floods(tmp_path):
+    """200 kB written straight to the output's file descriptor (as a C library writes, past print)
+    is more than a pipe holds: the answer is still graded, not stopped at the time limit."""
+    path = answer(tmp_path, "import os\n\nos.write(1, b'x' * 200_000)\n\n\n"
+                  + LEARNER.split("\n\n\n", 1)[1])
+    r = grade(tmp_path, path, "--exercise", "trie", "--timeout", 20)
+    assert r.returncode == 0 and "past the time limit" not in r.stdout, r.stdout
+    assert len(r.stdout) < 5_000
+
+
 def test_an_exception_names_the_learners_file_and_line(tmp_path):
     path = answer(tmp_path, "def trie(sequences):\n    return {}['missing']")
     r = grade(tmp_path, path, "--exercise", "trie")
