@@ -1185,6 +1185,15 @@ MUTANTS = (
            "    except MemoryError:", "    except ZeroDivisionError:",
            ("tests/cli/test_picospec_cli.py::test_out_of_memory_is_one_line",),
            "a MemoryError ends a command in a traceback"),
+    Mutant("runner-kill-child-only", "graders", "rule", "picospec/exercises/runner.py",
+           "        os.killpg(process.pid, signal.SIGKILL)", "        process.kill()",
+           ("tests/picospec/exercises/test_runner_interrupted.py",),
+           "a stopped grader leaves what the answer started running"),
+    Mutant("runner-output-read-at-end", "graders", "rule", "picospec/exercises/runner.py",
+           "        reader.start()\n", "",
+           ("tests/picospec/exercises/test_runner.py::"
+            "test_output_past_print_neither_blocks_nor_floods",),
+           "200 kB past print blocks the answer until the time limit"),
 )
 
 

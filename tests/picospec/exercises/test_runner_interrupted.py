@@ -1,4 +1,4 @@
-"""The grader that stops waiting for an answer's process, for any reason (Ctrl-C, SIGTERM, its own
+"""When the grader ends its wait for an answer's process, for any reason (Ctrl-C, SIGTERM, its own
 end), takes that process's whole group with it: the answer's file and what it started are never
 left running. Ctrl-C is one line and exit 130, SIGTERM one line and exit 143 (128 + the signal)."""
 import os
