@@ -63,7 +63,9 @@ def parse_command(argv):
         what = {"show": "the exercise's NAME", "grade": "one FILE.py, FILE.ipynb or folder",
                 "handout": "the NOTEBOOK to copy", "template": "at most one exercise's NAME"
                 }.get(command, "nothing more")
-        raise UsageError(f"{command} takes {what}; got {len(rest)} words: {' '.join(rest)}")
+        got = (f"{len(rest)} words: {' '.join(rest)}" if len(rest) > 1 else
+               f"the word {rest[0]}" if rest else "none")
+        raise UsageError(f"{command} takes {what}; got {got}")
     for name in sorted(given - USES[command] - {"words"}):
         raise UsageError(f"{command} does not read --{name}: drop it (see --help)")
     word = rest[0] if rest else None

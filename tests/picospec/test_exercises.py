@@ -392,7 +392,6 @@ def answers(tmp_path):
 @pytest.mark.parametrize("args, pattern", [
     ([], "give a command: list, show, template, grade, handout"),
     (["grde", "x.py"], "give a command.*got 'grde'"),
-    (["grade"], "grade takes one FILE.py, FILE.ipynb or folder; got 0 words"),
     (["grade", "missing.py"], "missing.py: no such file or folder"),
     (["grade", "notes.txt"], "notes.txt: give a .py file of answers, a notebook or a folder"),
     (["grade", "answers.py", "--exercise", "tri"], "unknown --exercise 'tri' \\(did you mean trie"),
@@ -406,7 +405,9 @@ def answers(tmp_path):
     (["show", "trie", "--samples", "300"], "show does not read --samples: drop it"),
     (["template", "tree"], "no exercise 'tree': choose one of"),
     (["template", "trie", "residual"], "template takes at most one exercise's NAME"),
-    (["list", "all"], "list takes nothing more; got 1 words: all"),
+    (["list", "all"], "list takes nothing more; got the word all"),
+    (["grade"], "grade takes one FILE.py, FILE.ipynb or folder; got none"),
+    (["show", "trie", "residual"], "show takes the exercise's NAME; got 2 words: trie residual"),
     (["list", "--exercise", "trie"], "list does not read --exercise: drop it"),
     (["handout", "answers.py", "--out", "h.ipynb"], "answers.py: not a notebook file"),
     (["handout", "absent.ipynb", "--out", "h.ipynb"], "absent.ipynb: no such file"),
