@@ -5,6 +5,7 @@ an 8-byte little-endian header length N, N bytes of JSON {name: {"dtype": "F32",
 """
 import contextlib
 import json
+import math
 import os
 import shutil
 import struct
@@ -80,7 +81,7 @@ def read_safetensors(path):
         _check_entry(path, name, info)
         begin, end = info["data_offsets"]
         dtype = np.dtype(DTYPES[info["dtype"]])
-        count = int(np.prod(info["shape"], dtype=np.int64))
+        count = math.prod(info["shape"])  # exact: a huge shape must not wrap around in int64
         if not 0 <= begin <= end or start + end > size:
             _fail(path,
                   f"tensor {name!r}: data_offsets [{begin}, {end}] lie outside the file's data")

@@ -108,6 +108,10 @@ def test_reference_reader_agrees(tmp_path):
     ({"dtype": "F32", "shape": [2], "data_offsets": [0, 8, 9]}, "are not two byte offsets"),
     ({"dtype": "F32", "shape": [2], "data_offsets": [0, "8"]}, "are not two byte offsets"),
     ({"dtype": ["F32"], "shape": [2], "data_offsets": [0, 8]}, "unknown dtype"),
+    # sizes whose product passes int64: never an OverflowError, nor a product wrapped to 0
+    ({"dtype": "F32", "shape": [2**70], "data_offsets": [0, 8]}, "do not hold shape [1180591620"),
+    ({"dtype": "F32", "shape": [2**40, 2**40], "data_offsets": [0, 0]},
+     "0 bytes do not hold shape [1099511627776, 1099511627776]"),
 ])
 def test_malformed_entries_name_the_file(tmp_path, entry, message):
     path = raw_file(tmp_path / "bad.safetensors", {"a": entry}, b"\0" * 8)
