@@ -59,10 +59,14 @@ def tokenize(files, encoder):
 def main(tokenizer, out, root=None):
     """Tokenize the standard library (or ROOT) into OUT/train.bin, val.bin, heldout.bin (uint16)
     and meta.json."""
-    from gpt2.encoder import load_encoder
+    from gpt2.encoder import EOT, load_encoder
     from picospec_cli import replace_file
 
     encoder, out, root = load_encoder(tokenizer), Path(out), Path(root or stdlib_root())
+    if EOT not in encoder.encoder:  # tokenize() ends each file with it
+        raise ValueError(f"--tokenizer {tokenizer} has no {EOT} token, which ends each file in the "
+                         f"token files: give a tokenizer with it (python -m gpt2.train.bpe adds "
+                         f"it)")
     if encoder.n_vocab > 65536:
         raise ValueError(f"--tokenizer {tokenizer} has {encoder.n_vocab} tokens: they do not fit "
                          f"uint16 token files (at most 65536)")

@@ -59,3 +59,24 @@ def test_corpus_records_its_tokenizer(tmp_path):
     assert r.returncode == 0, r.stderr
     meta = json.loads((tmp_path / "data" / "meta.json").read_text())
     assert meta["tokenizer_folder"] == TOKENIZER and len(meta["tokenizer"]) == 64
+
+
+def test_corpus_with_a_tokenizer_without_endoftext_is_refused(tmp_path):
+    import json
+
+    (tmp_path / "lib").mkdir()
+    for i in range(60):
+        (tmp_path / "lib" / f"m{i}.py").write_text(f"x = {i}\n")
+    (tmp_path / "tok").mkdir()
+    vocab = json.loads((ROOT / "gpt2" / "assets" / "tiny-target" / "vocab.json").read_text())
+    del vocab["<|endoftext|>"]  # the last id: the others stay 0..n - 1
+    (tmp_path / "tok" / "vocab.json").write_text(json.dumps(vocab))
+    (tmp_path / "tok" / "merges.txt").write_bytes((ROOT / "gpt2" / "assets" / "tiny-target"
+                                                   / "merges.txt").read_bytes())
+    before = files_under(tmp_path)
+    r = run_here(["-m", "gpt2.train.corpus", "--tokenizer", "tok", "--out", "data", "--root",
+                  "lib"], tmp_path)
+    assert r.returncode == 2
+    assert_refused(r, r"^error: --tokenizer tok has no <\|endoftext\|> token, which ends each file "
+                      r"in the token files: give a tokenizer with it \(python -m gpt2.train.bpe "
+                      r"adds it\)$", tmp_path, before, max_seconds=3)
