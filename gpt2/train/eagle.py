@@ -25,7 +25,8 @@ from gpt2.eagle import EagleHead, init_eagle, save_eagle, TREE_SLOTS
 from gpt2.train.backprop import block_backward, block_forward, linear_backward, linear_forward
 from gpt2.train.gpt2 import (RUN_CONTROL, check_data, check_ids, check_out, check_tokenizer,
                              check_tokens, lr_at, replaces_out, train_loop, written_into)
-from gpt2.train.heads import PROMPT_LEN, backbone_hparams, distill_data_missing, self_distill
+from gpt2.train.heads import (PROMPT_LEN, backbone_hparams, distill_data_missing, made_at,
+                              read_record, self_distill)
 from picospec_cli import replace_file
 
 
@@ -156,6 +157,8 @@ def check_run(backbone, data, out, distill_tokens, distill_data, max_steps, stop
                          "--distill_data FILE (an OUT/distill.bin made before), one of them")
     if distill_data and (why := distill_data_missing(distill_data)):
         raise ValueError(f"--distill_data {distill_data}: {why}")
+    if distill_data:
+        made_at(distill_data, 0.0)  # its record, checked before any work
     if stop_at is not None and stop_at > max_steps:
         raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would "
                          f"never stop there")
@@ -196,7 +199,7 @@ def distilled_rows(work, out, backbone, hparams, target, data, T, distill_tokens
             "backbone": str(backbone)}
     start = time.time()
     own, own_json = work / "distill.bin", work / "distill.json"
-    if distill_tokens and own.exists() and json.loads(own_json.read_text()) == made:
+    if distill_tokens and own.exists() and read_record(own_json) == made:
         distill_data = own  # a rerun into the same OUT reuses the rows it made
     elif distill_tokens:
         ids = self_distill(hparams, target, train_ids, int(distill_tokens), rng,
@@ -208,9 +211,7 @@ def distilled_rows(work, out, backbone, hparams, target, data, T, distill_tokens
         log["distill_seconds"] = time.time() - start
     ids = np.fromfile(distill_data, dtype=np.uint16)  # [n]
     check_ids(ids, hparams["n_vocab"], distill_data)
-    if Path(distill_data).with_suffix(".json").exists():
-        meta = json.loads(Path(distill_data).with_suffix(".json").read_text())
-        distill_temperature = meta["temperature"]
+    distill_temperature = made_at(distill_data, distill_temperature)
     rows = ids[:len(ids) // T * T].reshape(-1, T).astype(np.int64)  # [R, T]
     val_rows = self_distill(hparams, target, val_ids, eval_rows * T,
                             np.random.default_rng(seed + 1), distill_temperature)

@@ -85,6 +85,29 @@ def distill_data_missing(path):  # -> None, or why --distill_data cannot be read
         return "no such file; make one with --distill_tokens N (it is saved as OUT/distill.bin)"
 
 
+def read_record(path):  # -> the JSON object in path, or None (none there, or not one)
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def made_at(distill_data, temperature):
+    """The temperature that --distill_data FILE was made at: the record --distill_tokens writes
+    beside it (FILE.json), else `temperature` (no record there)."""
+    path = Path(distill_data).with_suffix(".json")
+    if not path.exists():
+        return temperature
+    made = (read_record(path) or {}).get("temperature")
+    if type(made) not in (int, float) or not made >= 0:  # NaN is not >= 0
+        raise ValueError(f"--distill_data {distill_data}: {path} beside it is not the record "
+                         f"--distill_tokens writes (a JSON object with the temperature >= 0 the "
+                         f"data were made at): restore it, or copy {Path(distill_data).name} into "
+                         f"a folder of its own and give --distill_temperature")
+    return made
+
+
 def backbone_hparams(backbone, folder):
     """The hparams of --backbone's folder, or a ValueError naming the missing or broken file."""
     from gpt2.weights import hparams_from_config
@@ -131,6 +154,8 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
                          f"{distill_temperature}")
     if distill_data and (why := distill_data_missing(distill_data)):
         raise ValueError(f"--distill_data {distill_data}: {why}")
+    if distill_data:
+        made_at(distill_data, distill_temperature)  # its record, checked before any work
     if stop_at is not None and stop_at > max_steps:
         raise ValueError(f"--stop_at {stop_at} is past --max_steps {max_steps}: the run would "
                          f"never stop there")
@@ -189,9 +214,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
         if distill_data:
             train_ids = np.fromfile(distill_data, dtype=np.uint16)  # [n]
             check_ids(train_ids, hparams["n_vocab"], distill_data)
-            made = Path(distill_data).with_suffix(".json")
-            if made.exists():
-                distill_temperature = json.loads(made.read_text())["temperature"]
+            distill_temperature = made_at(distill_data, distill_temperature)
         if distill_data:  # calibrate on what the heads must match: the backbone's own continuations
             text_val_ids = val_ids
             val_ids = self_distill(hparams, backbone_params, val_ids, 8 * 8 * n_ctx + 1,

@@ -84,6 +84,11 @@ def make_inputs(folder):
         (folder / "othertok" / file).write_bytes((folder / "data" / file).read_bytes())
     (folder / "othertok" / "meta.json").write_text(json.dumps(
         {"n_vocab": 4097, "tokenizer": "ab" * 32, "tokenizer_folder": "/elsewhere/tok"}))
+    # self-distilled tokens beside a record (FILE.json) that is not --distill_tokens'
+    (folder / "rec").mkdir()
+    for name, record in (("x", "{}"), ("y", "not json"), ("z", '{"temperature": NaN}')):
+        tokens.tofile(folder / "rec" / f"{name}.bin")
+        (folder / "rec" / f"{name}.json").write_text(record)
     tokens[:10].tofile(folder / "short.bin")  # too short for a row of self-distilled tokens
     (folder / "few").mkdir()
     for file in ("train.bin", "val.bin"):
@@ -220,6 +225,15 @@ BAD = [  # (command, arguments, what the one line must say)
                           "--max_steps", "1"], OTHER_TOKENIZER),
     ("gpt2.train.eagle3", ["--data", "othertok", "--out", "runs/e3", "--distill_tokens", "1000",
                            "--max_steps", "1"], OTHER_TOKENIZER),
+    # the record beside --distill_data names the temperature the data were made at
+    ("gpt2.train.heads", [*HEADS, "--distill_data", "rec/x.bin"],
+     r"--distill_data rec/x.bin: rec/x.json beside it is not the record --distill_tokens writes "
+     r"\(a JSON object with the temperature >= 0 the data were made at\): restore it, or copy "
+     r"x.bin into a folder of its own and give --distill_temperature$"),
+    ("gpt2.train.heads", [*HEADS, "--distill_data", "rec/y.bin"],
+     r"rec/y.json beside it is not the record"),
+    ("gpt2.train.eagle", ["--data", "data", "--out", "runs/e", "--distill_data", "rec/z.bin"],
+     r"rec/z.json beside it is not the record"),
     # EAGLE's rows, not a --n_ctx it does not have
     ("gpt2.train.eagle", ["--data", "data", "--out", "runs/e", "--distill_data", "short.bin"],
      rf"--distill_data short.bin holds 10 tokens, too few for {ROW}; give a longer file, or make "
