@@ -42,6 +42,10 @@ def make_inputs(folder):
         for split in ("train", "val", "heldout"):
             np.arange(n, dtype=np.uint16).tofile(folder / name / f"{split}.bin")
         (folder / name / "meta.json").write_text(json.dumps({"n_vocab": n_vocab}))
+    # long enough, no meta.json, ids past the built-in models' 4097 tokens
+    (folder / "badids").mkdir()
+    for split in ("val", "heldout"):
+        np.full(600, 60000, np.uint16).tofile(folder / "badids" / f"{split}.bin")
 
 
 BAD = [  # (command, arguments, what the one line must say)
@@ -102,6 +106,9 @@ BAD = [  # (command, arguments, what the one line must say)
      r"--data gpt2data holds ids of a 50257-token "
                                                                r"vocabulary, the built-in models "
                                                                r"have 4097"),
+    ("gpt2.train.card", ["--data", "badids", "--out", "card.md"],
+     r"--data badids: val.bin holds token id 60000, but the model has 4097 tokens: the data were "
+     r"made with another tokenizer$"),
     ("gpt2.train.ngram", ["--data", "smallvocab", "--out", "ng.safetensors"],
      r"train.bin holds token id 99, but the model "
                                                                          r"has 50 tokens"),
