@@ -248,6 +248,30 @@ def check_tokenizer(data, backbone, folder):
                          f"`python -m gpt2.train.corpus --tokenizer {folder} --out DIR`")
 
 
+def n_params(hparams):
+    """GPT-2's parameter count: wte, wpe, ln_f and 12 C^2 + 13 C a block (init_params' shapes).
+    Example: n_vocab 20, n_ctx 16, n_embd 16, n_layer 1 -> 320 + 256 + 32 + 3280 = 3888."""
+    C = hparams["n_embd"]
+    return ((hparams["n_vocab"] + hparams["n_ctx"] + 2) * C
+            + hparams["n_layer"] * (12 * C * C + 13 * C))
+
+
+def check_memory(hparams):
+    """Training holds every parameter 4 times in float32 (the weights, their gradients, AdamW's m
+    and v): a model whose 16 bytes a parameter pass this machine's memory is refused before any
+    work, not after filling the memory block by block."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not known here
+        return
+    n = n_params(hparams)
+    if 16 * n > memory:
+        raise ValueError(f"--n_layer {hparams['n_layer']} and --n_embd {hparams['n_embd']} make "
+                         f"{n:,} parameters: training holds each 4 times in float32 (weights, "
+                         f"gradients, AdamW's two moments), {16 * n / 1e9:,.1f} GB, more than "
+                         f"this machine's {memory / 1e9:,.1f} GB of memory; give a smaller model")
+
+
 def read_n_vocab(meta):
     """meta.json's n_vocab, an integer in 1..65536, else a ValueError naming the file.
     Example: {"n_vocab": 4096} -> 4096; 1e9, -5, "20" or 20.5 -> error."""
@@ -449,6 +473,8 @@ def main(data, out, n_layer=6, n_embd=256, n_head=4, n_ctx=256, batch_size=16, l
     n_vocab = read_n_vocab(data / "meta.json")
     hparams = {"n_vocab": n_vocab, "n_ctx": n_ctx, "n_embd": n_embd, "n_head": n_head,
                "n_layer": n_layer}
+    if device == "cpu":  # a GPU's memory: CuPy's out-of-memory error says it
+        check_memory(hparams)
     replace = replaces_out(out, {"hparams": hparams}, resume, overwrite, {"--data": data})
     xp = get_xp(device)
 

@@ -169,6 +169,12 @@ BAD = [  # (command, arguments, what the one line must say)
     # gpt2.train.gpt2: options that contradict each other or the checkpoint in OUT
     ("gpt2.train.gpt2", [*TRAIN, "--n_embd", "10", "--n_head", "3"],
      r"--n_embd 10 must be a multiple of --n_head 3"),
+    # a model past the machine's memory: refused at once, not after filling it block by block
+    ("gpt2.train.gpt2", [*TRAIN, "--n_layer", "1000000000", "--n_embd", "16", "--n_head", "2",
+                         "--n_ctx", "16"],
+     r"--n_layer 1000000000 and --n_embd 16 make 3,280,000,000,608 parameters: training holds "
+     r"each 4 times in float32 \(weights, gradients, AdamW's two moments\), 52,480.0 GB, more "
+     r"than this machine's [\d,.]+ GB of memory; give a smaller model$"),
     ("gpt2.train.gpt2", [*TRAIN, "--max_steps", "10", "--stop_at", "20"],
      r"--stop_at 20 is past --max_steps 10"),
     ("gpt2.train.gpt2", ["--data", "data", "--out", "runs/other", *TINY],

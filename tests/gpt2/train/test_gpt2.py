@@ -177,3 +177,14 @@ def test_training_lowers_loss_and_resumes_exactly(tmp_path):
     resumed = json.loads((tmp_path / "b" / "train_log.json").read_text())
     assert [h["val_loss"] for h in resumed["history"]][-2:] == [h["val_loss"]
                                                                 for h in log["history"]][-2:]
+
+
+@pytest.mark.parametrize("hparams", [
+    {"n_vocab": 20, "n_ctx": 16, "n_embd": 16, "n_head": 2, "n_layer": 1},
+    {"n_vocab": 13, "n_ctx": 8, "n_embd": 8, "n_head": 2, "n_layer": 3}])
+def test_the_parameter_count_is_that_of_the_model_built(hparams):
+    """n_params, which the memory check reads, counts what init_params makes."""
+    from gpt2.train.gpt2 import init_params, n_params
+
+    made = flatten(init_params(hparams, np.random.default_rng(0)))
+    assert n_params(hparams) == sum(a.size for a in made.values())
