@@ -280,7 +280,8 @@ def load_eagle(folder, n_embd=None, kind="eagle", shapes=None, retrain=RETRAIN):
     C = config["n_embd"]
     if n_embd is not None and C != n_embd:
         raise ValueError(f"the head in {folder} was trained for n_embd {C}, but the target "
-                         f"has {n_embd}")
+                         f"has {n_embd}: give a head trained on this target (python -m "
+                         f"gpt2.train.{kind} --backbone NAME --out DIR)")
     tensors = read_safetensors(tensors_file)
     params = {}
     for name, shape in (shapes or (lambda config: eagle_shapes(C)))(config).items():

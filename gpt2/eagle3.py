@@ -109,7 +109,8 @@ def load_eagle3(folder, n_embd=None, n_layer=None, n_vocab=None):
     params, config = load_eagle(folder, n_embd, "eagle3", eagle3_shapes, RETRAIN)
     if n_layer is not None and not all(0 <= i < n_layer for i in config["layers"]):
         raise ValueError(f"the EAGLE-3 head in {folder} reads blocks {config['layers']}, but the "
-                         f"target has {n_layer}")
+                         f"target has {n_layer}: give a head trained on this target (python -m "
+                         f"gpt2.train.eagle3 --backbone NAME --out DIR)")
     d2t = params["d2t"]
     if n_vocab is not None and (d2t.min() < 0 or d2t.max() >= n_vocab
                                 or len(np.unique(d2t)) != len(d2t)):

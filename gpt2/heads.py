@@ -119,6 +119,9 @@ def save_heads(folder, heads, config, dtype="float16", record=None):
     replace_file(folder / "heads.json", [text.encode()])
 
 
+# what to do about heads of another backbone
+OTHER_BACKBONE = ("give heads trained on this backbone (python -m gpt2.train.heads --backbone NAME "
+                  "--out DIR)")
 # out.w only in untied heads
 HEAD_SHAPES = {"res.w": ("C", "C"), "res.b": ("C",), "out.w": ("C", "V")}
 
@@ -140,10 +143,10 @@ def load_heads(folder, n_embd=None, n_vocab=None):
     C = heads[0]["res"]["w"].shape[0]
     if n_embd is not None and C != n_embd:
         raise ValueError(f"heads in {folder} were trained for n_embd {C}, but the backbone has "
-                         f"{n_embd}")
+                         f"{n_embd}: {OTHER_BACKBONE}")
     if n_vocab is not None and not config["tied"] and heads[0]["out"]["w"].shape[1] != n_vocab:
         raise ValueError(f"heads in {folder} predict {heads[0]['out']['w'].shape[1]} tokens; the "
-                         f"backbone has {n_vocab}")
+                         f"backbone has {n_vocab}: {OTHER_BACKBONE}")
     return heads, config
 
 

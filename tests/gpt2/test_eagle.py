@@ -128,7 +128,8 @@ def test_save_load_round_trip_and_errors(tmp_path):
     assert config2["note"] == 1
     for k, v in flatten(params).items():
         np.testing.assert_array_equal(flatten(loaded)[k], v)
-    with pytest.raises(ValueError, match="n_embd 8, but the target has 16"):
+    with pytest.raises(ValueError, match=r"n_embd 8, but the target has 16: give a head trained on "
+                                         r"this target \(python -m gpt2.train.eagle --backbone"):
         load_eagle(tmp_path, n_embd=16)
     with pytest.raises(ValueError, match="no EAGLE head"):
         load_eagle(tmp_path / "missing")

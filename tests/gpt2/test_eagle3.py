@@ -180,7 +180,9 @@ def test_save_load_and_refusals(tmp_path):
         assert (flatten(loaded)[k] == v).all()
     again, _ = eagle3_head(tmp_path, model)
     assert (again.d2t == head.d2t).all()
-    with pytest.raises(ValueError, match="reads blocks \\[0, 1, 2\\], but the target has 2"):
+    with pytest.raises(ValueError, match=r"reads blocks \[0, 1, 2\], but the target has 2: give a "
+                                         r"head trained on this target \(python -m "
+                                         r"gpt2.train.eagle3 --backbone"):
         load_eagle3(tmp_path, 16, 2, 12)
     with pytest.raises(ValueError, match="d2t must hold distinct target ids 0 to 5"):
         load_eagle3(tmp_path, 16, 3, 6)

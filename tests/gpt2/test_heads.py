@@ -94,9 +94,10 @@ def test_load_heads_errors(tmp_path):
     heads, config = init_heads(1, np.zeros((5, 3), np.float32))
     save_heads(tmp_path, heads, config)
     assert not list(tmp_path.glob("*.tmp"))
-    with pytest.raises(ValueError, match="n_embd 3, but the backbone has 4"):
+    trained_here = r"give heads trained on this backbone \(python -m gpt2.train.heads --backbone"
+    with pytest.raises(ValueError, match=f"n_embd 3, but the backbone has 4: {trained_here}"):
         load_heads(tmp_path, n_embd=4)
-    with pytest.raises(ValueError, match="predict 5 tokens"):
+    with pytest.raises(ValueError, match=f"predict 5 tokens; the backbone has 6: {trained_here}"):
         load_heads(tmp_path, n_embd=3, n_vocab=6)
 
 
