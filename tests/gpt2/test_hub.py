@@ -386,6 +386,20 @@ def test_missing_local_folders_are_errors_not_repo_ids(hub, tmp_path, monkeypatc
     assert hub.requests == [] and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("name", ["loop", "./loop", "gone", "gone/"])
+def test_a_link_that_leads_nowhere_is_named_as_one(hub, tmp_path, monkeypatch, name):
+    """A loop of links, or a link whose target is gone: neither a repo id nor a missing folder."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop")
+    (tmp_path / "gone").symlink_to(tmp_path / "deleted")
+    with pytest.raises(ValueError, match=r"^local folder .*(loop|gone) is a symbolic link that "
+                                         r"leads nowhere \(a loop of links, or a target that is "
+                                         r"gone\); link it to a checkpoint folder"):
+        resolve(name, cache=tmp_path / "cache", endpoint=hub.url)
+    assert hub.requests == []
+
+
 def test_local_folders_by_prefix(tmp_path, monkeypatch):
     (tmp_path / "work").mkdir()
     (tmp_path / "home" / "ckpt").mkdir(parents=True)
