@@ -186,7 +186,8 @@ def keep_first_heads(src, dst, n):
     heads, config = load_heads(src)
     # keep the numbers as they are
     stored = read_header(Path(src) / "heads.safetensors")[0]["heads.0.res.w"]["dtype"]
-    dtype = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}[stored]
+    dtype = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}.get(
+        stored, "float32")  # integers (read as float32 by load_heads) too
     if not 1 <= n <= config["n_heads"]:
         raise ValueError(f"--n {n}: {src} has {config['n_heads']} heads; cannot keep the first {n}")
     from gpt2.addons import heads_kind

@@ -124,6 +124,24 @@ def test_keep_first_heads(tmp_path):
         keep_first_heads(tmp_path / "all", tmp_path / "four", 4)
 
 
+@pytest.mark.parametrize("dtype, stored", [("float64", "F64"), (np.int32, "F32")])
+def test_keep_first_heads_of_any_dtype_load_heads_reads(tmp_path, dtype, stored):
+    """Heads stored as float64 (or integers) load; keeping some of them works too."""
+    from gpt2.heads import keep_first_heads
+    from gpt2.weights import read_header
+
+    heads, config = init_heads(2, np.ones((5, 3), np.float32))
+    if dtype is np.int32:  # save_heads casts floats only
+        heads = [{k: {n: a.astype(np.int32) for n, a in part.items()} for k, part in head.items()}
+                 for head in heads]
+    save_heads(tmp_path / "all", heads, config, dtype=None if dtype is np.int32 else dtype)
+    keep_first_heads(tmp_path / "all", tmp_path / "one", 1)
+    kept, _ = load_heads(tmp_path / "one", n_embd=3, n_vocab=5)
+    np.testing.assert_array_equal(kept[0]["out"]["w"], np.ones((3, 5), np.float32))
+    header = read_header(tmp_path / "one" / "heads.safetensors")[0]
+    assert header["heads.0.out.w"]["dtype"] == stored
+
+
 def test_heads_cli_errors_are_one_line(tmp_path):
     import subprocess
     import sys
