@@ -67,6 +67,11 @@ def main(tokenizer, out, root=None):
         raise ValueError(f"--tokenizer {tokenizer} has no {EOT} token, which ends each file in the "
                          f"token files: give a tokenizer with it (python -m gpt2.train.bpe adds "
                          f"it)")
+    if set(encoder.decoder) != set(range(encoder.n_vocab)):  # meta.json's n_vocab bounds the ids
+        raise ValueError(f"--tokenizer {tokenizer}: its {encoder.n_vocab} tokens do not have the "
+                         f"ids 0 to {encoder.n_vocab - 1}, one each (the largest is "
+                         f"{max(encoder.decoder)}): give a tokenizer made by python -m "
+                         f"gpt2.train.bpe, or a model's own")
     if encoder.n_vocab > 65536:
         raise ValueError(f"--tokenizer {tokenizer} has {encoder.n_vocab} tokens: they do not fit "
                          f"uint16 token files (at most 65536)")

@@ -61,7 +61,16 @@ def test_corpus_records_its_tokenizer(tmp_path):
     assert meta["tokenizer_folder"] == TOKENIZER and len(meta["tokenizer"]) == 64
 
 
-def test_corpus_with_a_tokenizer_without_endoftext_is_refused(tmp_path):
+@pytest.mark.parametrize("eot, why", [
+    (None, r"has no <\|endoftext\|> token, which ends each file in the token files: give a "
+           r"tokenizer with it \(python -m gpt2.train.bpe adds it\)$"),
+    # past uint16, or past n_vocab: token files whose ids meta.json's n_vocab does not cover
+    (70000, r": its 4097 tokens do not have the ids 0 to 4096, one each \(the largest is 70000\): "
+            r"give a tokenizer made by python -m gpt2.train.bpe, or a model's own$"),
+    (5000, r": its 4097 tokens do not have the ids 0 to 4096, one each \(the largest is 5000\)"),
+    (7, r": its 4097 tokens do not have the ids 0 to 4096, one each \(the largest is 4095\)")])
+def test_corpus_with_a_tokenizer_it_cannot_write_is_refused(tmp_path, eot, why):
+    """<|endoftext|> (the tiny-target vocabulary's id 4096) missing, or at another id."""
     import json
 
     (tmp_path / "lib").mkdir()
@@ -70,6 +79,8 @@ def test_corpus_with_a_tokenizer_without_endoftext_is_refused(tmp_path):
     (tmp_path / "tok").mkdir()
     vocab = json.loads((ROOT / "gpt2" / "assets" / "tiny-target" / "vocab.json").read_text())
     del vocab["<|endoftext|>"]  # the last id: the others stay 0..n - 1
+    if eot is not None:
+        vocab["<|endoftext|>"] = eot
     (tmp_path / "tok" / "vocab.json").write_text(json.dumps(vocab))
     (tmp_path / "tok" / "merges.txt").write_bytes((ROOT / "gpt2" / "assets" / "tiny-target"
                                                    / "merges.txt").read_bytes())
@@ -77,6 +88,5 @@ def test_corpus_with_a_tokenizer_without_endoftext_is_refused(tmp_path):
     r = run_here(["-m", "gpt2.train.corpus", "--tokenizer", "tok", "--out", "data", "--root",
                   "lib"], tmp_path)
     assert r.returncode == 2
-    assert_refused(r, r"^error: --tokenizer tok has no <\|endoftext\|> token, which ends each file "
-                      r"in the token files: give a tokenizer with it \(python -m gpt2.train.bpe "
-                      r"adds it\)$", tmp_path, before, max_seconds=3)
+    assert_refused(r, rf"^error: --tokenizer tok{' ' if eot is None else ''}{why}", tmp_path,
+                   before, max_seconds=3)
