@@ -1194,6 +1194,15 @@ MUTANTS = (
            ("tests/picospec/exercises/test_runner.py::"
             "test_output_past_print_neither_blocks_nor_floods",),
            "200 kB past print blocks the answer until the time limit"),
+    Mutant("weights-shape-wraps", "cache", "rule", "gpt2/weights.py",
+           'count = math.prod(info["shape"])',
+           'count = int(np.prod(info["shape"], dtype=np.int64))',
+           ("tests/gpt2/test_weights.py",),
+           "a safetensors shape of 2^40 x 2^40 wraps to 0 elements in int64"),
+    Mutant("hub-dangling-link-remote", "settings", "rule", "gpt2/hub.py",
+           "or Path(name).exists() or Path(name).is_symlink())", "or Path(name).exists())",
+           ("tests/gpt2/test_hub.py",),
+           "--target LINK to nowhere is looked up as a model name"),
 )
 
 
