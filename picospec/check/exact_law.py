@@ -109,8 +109,11 @@ def chi2_sf(x, df):
     series below a + 1, Lentz's continued fraction above). Example: chi2_sf(3.841459, 1) -> 0.05."""
     if x <= 0:
         return 1.0
+    if x == math.inf:
+        return 0.0
     a, z = df / 2, x / 2
-    front = math.exp(-z + a * math.log(z) - math.lgamma(a))
+    # log(x) - log(2), not log(z): z is 0 where x is the smallest subnormal
+    front = math.exp(-z + a * (math.log(x) - math.log(2)) - math.lgamma(a))
     if z < a + 1:  # P(a, z) = front * sum_n z^n / (a (a+1) .. (a+n)); Q = 1 - P
         term = total = 1 / a
         for n in range(1, 10_000):

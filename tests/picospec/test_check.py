@@ -366,6 +366,14 @@ def test_chi2_sf_agrees_with_scipy():
             assert abs(chi2_sf(x, df) - chi2.sf(x, df)) <= 1e-10 * chi2.sf(x, df) + 1e-300, (x, df)
 
 
+def test_chi2_sf_at_the_ends():
+    """x = the smallest subnormal (x / 2 is 0): P(X > x) = 1 to double precision (1 - x / 2 at df =
+    2, 1 - sqrt(2 x / pi) at df = 1); x = inf: 0, not NaN (NaN < alpha is False: a pass)."""
+    for df in (1, 2, 7, 1000):
+        assert chi2_sf(5e-324, df) == 1.0
+        assert chi2_sf(float("inf"), df) == 0.0
+
+
 def test_exact_law_by_hand_and_as_a_vector():
     """A toy whose next token is always 'last + 1 mod 2' with probability 0.75: the law of 2 tokens
     after [0]."""
