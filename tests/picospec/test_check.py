@@ -5,7 +5,7 @@ Through the command, as CI runs it: every picospec verifier passes its contract'
 every deliberately broken sampler (tests/support/broken_samplers.py) fails at least one case.
 Samplers picospec did not write (tests/support/outside_samplers.py: transformers' speculative
 sampling step, a vLLM-style rejection sampler in torch) pass. Samples per case here are 4,000 (tv90
-about 0.07) to keep CI short; the README's verdicts use the default 20,000. The bugs that only a
+0.06 to 0.13) to keep CI short; the README's verdicts use the default 20,000. The bugs that only a
 draft within 0.05 of the target shows (guards on the residual's mass) are too rare an event for
 4,000 sequences: they are checked on that case alone at the default 20,000.
 """
@@ -115,7 +115,7 @@ def test_check_sampler_returns_a_verdict_per_case():
     report = check_sampler(verify_chain, "chain", samples=2000, cases=[2, 9])
     assert report.verdict == "pass"
     assert [c.name for c in report.cases] == [CASES["chain"][1].name, CASES["chain"][8].name]
-    assert all(0 < c.tv90 < 0.2 and c.p_value >= 1e-4 for c in report.cases)
+    assert all(0 < c.tv90 < 0.25 and c.p_value >= 1e-4 for c in report.cases)
     assert [name for name, _ in report.controls] == ["resample_from_target", "bonus_from_draft"]
     broken = check_sampler(broken_samplers.ratio_inverted, samples=2000, cases=[2], controls=False)
     assert broken.verdict == "fail" and broken.cases[0].p_value < 1e-10
