@@ -26,7 +26,8 @@ class CaseResult(NamedTuple):
     name: str
     samples: int
     p_value: float  # nan for the support case (it counts forbidden sequences, it tests no law)
-    # the smallest TV error caught with probability 0.9 wherever it lies (nan for the support case)
+    # a TV error caught with probability 0.9 wherever it lies: the spread error's threshold plus
+    # the mass of the pooled rare sequences (nan for the support case)
     tv90: float
     # "pass", "FAIL", "error" or "untested" (a support case whose sampler drew no uniform from rng)
     verdict: str
