@@ -1203,6 +1203,14 @@ MUTANTS = (
            "or Path(name).exists() or Path(name).is_symlink())", "or Path(name).exists())",
            ("tests/gpt2/test_hub.py",),
            "--target LINK to nowhere is looked up as a model name"),
+    Mutant("g-test-uncorrected", "checker", "rule", "picospec/check/exact_law.py",
+           "G / williams(expected)", "G",
+           ("tests/picospec/check/test_exact_law_small_cells.py",),
+           "a right sampler rejected at 1.4 to 1.8 times alpha among cells expected 5 to 20 times"),
+    Mutant("tv90-spread-only", "checker", "rule", "picospec/check/battery.py",
+           'detectable_tv(probs, samples, "anywhere")', "detectable_tv(probs, samples)",
+           ("tests/picospec/check/test_exact_law_tv90.py",),
+           "tv90 claims errors inside the pooled rare sequences it cannot see"),
 )
 
 
