@@ -129,3 +129,18 @@ def test_a_verdict_that_contradicts_its_figures_is_rejected():
     assert not any(check(line) for line in broken)
     with pytest.raises(ValueError):
         check("E 1.33, c 1.63: measured 0.80x")
+
+
+def test_an_iid_verdict_that_contradicts_its_figures_is_rejected():
+    """Measured tokens per call against the i.i.d. prediction: the words follow the two printed
+    figures (within 5%: "matches"), and the same figures with the other words fail."""
+    from verdicts import check, iid
+
+    assert "is above" in iid(2.40, 2.15) and "is below" in iid(2.00, 2.20)
+    assert "matches" in iid(1.68, 1.68) and check(iid(1.0549, 1.0)) and check(iid(1.004, 1.0))
+    for line in (iid(2.40, 2.15), iid(2.00, 2.20), iid(1.68, 1.68)):
+        assert check("K=2: predicted 2.15, measured 2.40; " + line)
+    broken = [iid(2.40, 2.15).replace("is above", "is below"),
+              iid(2.00, 2.20).replace("is below", "matches"),
+              iid(1.68, 1.68).replace("matches", "is above")]
+    assert not any(check(line) for line in broken)

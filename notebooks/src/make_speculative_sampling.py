@@ -11,7 +11,7 @@ md("""# Speculative sampling, step by step
 Chen et al. 2023, *Accelerating Large Language Model Decoding with Speculative Sampling*
 (arXiv:2302.01318), Algorithm 2, on picospec's built-in models. Notation as in the paper: **p** is
 the draft model, **q** the target model, **K** the number of drafted tokens per step. (Leviathan et
-al. 2023 swap the letters; `picospec/speculative.py` maps them.)
+al. 2023 swap the letters; docs/algorithms.md maps them.)
 
 The plan: look at one step with real numbers, check the proof of losslessness numerically, then
 measure the paper's Figure 1 (speed-up against K) on each of the two kinds of CPU kernels OpenBLAS
@@ -215,20 +215,25 @@ the drafts' K c_d catches up. The same draft, the same target, the same acceptan
 reader gets is a property of the CPU, and the cost model says by how much. The cost model from the
 run's own costs counts every second of the step (its calls as they ran, and the rest), so it
 differs from the measured speed-up only by taking medians of each cost apart (the verdict under
-each K says by how much). The c(M) curve alone predicts differently where the step spends time
-outside its calls (r) or its calls cost other than in isolated rounds: a target call right after
-K draft calls finds less of its weights in the CPU's caches than one measured after another."""),
+each K says by how much). The c(M) curve alone can miss either way: it leaves out the rest of
+the step (r), and it takes each call's fastest of several rounds in a fixed order, where a run's
+calls cost what the calls before them (K draft calls, the sampling) left in the CPU's caches."""),
 md("""## The theory, a second way
 
 If each draft is accepted independently with rate α, a step yields (1 − α^(K+1)) / (1 − α) tokens.
 We take α from the measured tokens per target call at K = 1 (where the formula reduces to 1 + α) on
 the family the reader's machine follows and compare the prediction with the measured tokens per
-target call; the gap at larger K shows that acceptance is not i.i.d. across positions."""),
-code("""runs = families.get(follows, next(iter(families.values())))["runs"]
+target call at each K; the verdict on each line says which is larger. Where the measurement is
+above the prediction, a kept draft made the next one likelier than α: acceptance is not i.i.d.
+across positions (easy stretches of text come in runs). A short run can fall below it for another
+reason: its last step drafts no more than the tokens still needed."""),
+code("""from verdicts import iid
+runs = families.get(follows, next(iter(families.values())))["runs"]
 alpha = runs[0]["E"] - 1
 for k in runs:
-    print(f"K={k['K']}: predicted {expected_tokens_per_call(alpha, k['K']):.2f}, "
-          f"measured {k['E']:.2f}")"""),
+    predicted = expected_tokens_per_call(alpha, k["K"])
+    print(f"K={k['K']}: predicted {predicted:.2f}, measured {k['E']:.2f}; "
+          f"{iid(k['E'], predicted)}")"""),
 ]
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 save(nb, NOTEBOOKS / "speculative_sampling.ipynb")

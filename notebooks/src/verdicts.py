@@ -24,9 +24,23 @@ def gains(predicted):
     return f"verdict: the cost model's {predicted:.2f}x predicts {word}"
 
 
+def iid(measured, predicted):
+    """Measured tokens per target call against the i.i.d. prediction -> one sentence with both
+    figures (as printed): above it, a kept draft made the next one likelier than alpha."""
+    measured, predicted = round(measured, 2), round(predicted, 2)
+    if abs(measured - predicted) <= NOISE * predicted:
+        word = "matches"
+    else:
+        word = "is above" if measured > predicted else "is below"
+    return (f"verdict: measured {measured:.2f} tokens per call {word} the i.i.d. "
+            f"prediction's {predicted:.2f}")
+
+
 VERSUS = re.compile(r"verdict: measured ([\d.]+)x (matches|beats|falls short of) "
                     r"the cost model's ([\d.]+)x")
 GAINS = re.compile(r"verdict: the cost model's ([\d.]+)x predicts (a gain|no gain)")
+IID = re.compile(r"verdict: measured ([\d.]+) tokens per call (matches|is above|is below) "
+                 r"the i\.i\.d\. prediction's ([\d.]+)")
 
 
 def check(line):
@@ -35,4 +49,6 @@ def check(line):
         return versus(float(m[1]), float(m[3])) in line
     if m := GAINS.search(line):
         return gains(float(m[1])) in line
+    if m := IID.search(line):
+        return iid(float(m[1]), float(m[3])) in line
     raise ValueError(f"not a verdict line: {line!r}")
