@@ -17,8 +17,8 @@ actually chosen, and runs on its own guesses: a small autoregressive model one l
 target's LM head to get token laws.
 
 Plan: the shipped head's shapes, counted by hand; its training curve and accuracy per step ahead; one dynamic tree of
-EAGLE-2 drawn with its scores, then verified; the one-hot question answered with exact laws; EAGLE-3's three changes
-(features from three depths, training-time test, a draft vocabulary); the bench rows."""),
+EAGLE-2 drawn with its scores, then verified; the one-hot question answered with exact laws; EAGLE-3's changes
+(features from three depths, training on tokens alone, training-time test, a draft vocabulary); the bench rows."""),
 code("""import os, sys, json
 sys.path.insert(0, "..")
 from picospec_cli import env_flag
@@ -165,7 +165,7 @@ md("""What the numbers say:
 - **Skipping the residual update** (each sibling judged against the unchanged q) keeps candidates too often.
 
 The same holds for whole sequences: `tests/picospec/test_eagle.py` and `tests/picospec/test_eagle2.py` run EAGLE-1 (sampled and top-k candidates) and EAGLE-2 at
-temperature 1 with top-k / top-p warping on toy models and checks the exact law of every sequence; the two broken
+temperature 1 with top-k / top-p warping on toy models and check the exact law of every sequence; the two broken
 rules above, swapped into EAGLE-1, are rejected by the same check."""),
 md("""## EAGLE-3: three depths, training-time test, a draft vocabulary of its own
 
@@ -228,17 +228,18 @@ for n in sorted({64, 256, Vd // 2, Vd}):
     print(f"{n:6d}   {inside.sum(-1).mean():18.3f}   {greedy_in:19.3f}   {n / V:17.3f}")"""),
 md("""## Bench rows
 
-EAGLE-1, EAGLE-2, EAGLE-3, Medusa and speculative sampling against autoregressive decoding on the built-in
-target, side by side (a small run here, 2 prompts x 1 seed x 48 tokens, 5 interleaved rounds each,
-medians; the README's table is `python -m bench.eagle`, 8 prompts x 2 seeds x 64 tokens). Every
-EAGLE row at temperature 0 produces the same text as greedy decoding. Beside each measured speedup,
-the cost model's (picospec_app.compare.explain): E tokens per target call, c the target call's cost in
-one-token calls, the drafting cost of a step in the same unit (EAGLE's head calls, or the draft
-model's), the speedup E / (c + drafting) they predict, the same with c = 1.2 (verification nearly
-free, as on a GPU), and which cost limits the row. Where a target call over a tree of 10-16 nodes
-costs several one-token calls (c, in each row), a row that decodes 3 tokens per call can still
-lose; the verdict under each row says what its figures imply, and the same step at the GPU's
-verification cost shows what the method gains where that call is nearly free."""),
+EAGLE-1, EAGLE-2, EAGLE-3, Medusa and speculative sampling against autoregressive decoding on the
+built-in target, side by side (a small run here, in full mode 2 prompts x 1 seed x 48 tokens, 5
+interleaved rounds each, medians; the README's table is `python -m bench.eagle`, 8 prompts x 2 seeds
+x 64 tokens). Every EAGLE row at temperature 0 produces the same text as greedy decoding. Beside
+each measured speedup, the cost model's (picospec_app.compare.explain): E tokens per target call, c
+the target call's cost in one-token calls, the drafting cost of a step in the same unit (EAGLE's
+head calls, or the draft model's), the rest of a step outside the model calls r (r_0 the same for an
+autoregressive token), the speedup E (1 + r_0) / (c + drafting + r) they predict, the same with c =
+1.2 (verification nearly free, as on a GPU), and which cost limits the row. Where a target call over
+a tree of 10-16 nodes costs several one-token calls (c, in each row), a row that decodes 3 tokens
+per call can still lose; the verdict under each row says what its figures imply, and the same step
+at the GPU's verification cost shows what the method gains where that call is nearly free."""),
 code("""from picospec_app.load import load_draft, load_heads
 from picospec_app.compare import compare, explain
 sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures

@@ -83,7 +83,9 @@ Your `predicted_speedup` on the built-in pair (tiny-draft for tiny-target, K = 4
 E, c and c_d measured from interleaved runs of autoregressive decoding and speculative sampling
 (`picospec_app.run.call_costs`), the prediction beside the speedup the same runs measured (the
 median of the rounds' ratios). Where the two differ, look at what the cost model leaves out: time
-spent outside the model calls, and calls whose cost varies from step to step."""),
+spent outside the model calls, and calls whose cost varies from step to step. picospec's prediction,
+printed beside yours, counts the first: E (1 + r_0) / (c + K c_d + r), r the rest of a step and r_0
+that of an autoregressive token (the first notebook, speculative_sampling, derives it)."""),
 code("""from gpt2.load import load_model
 from picospec_app.machine import blas_line, policy
 from picospec_app.run import call_costs, interleaved, run_method, speedup_of

@@ -52,8 +52,8 @@ md("""## A real step of the built-in model
 on self-distillation data: 1.6M tokens the target itself wrote greedily after prompts from the training text (what the
 heads must guess when decoding greedily); 4 heads were trained and the first 2 kept. Their accuracy, on the target's own
 continuations of validation prompts and on the validation text itself, and the sparse tree built from the first, come
-from `heads.json` and `medusa_choices.json`. (Of the first rows, 16 of every 128 are prompt text, so even the LM head is
-not 100% "right".)"""),
+from `heads.json` and `medusa_choices.json`. (In the first, 16 of every 128 tokens are the prompts the continuations
+follow, so even the LM head is not 100% "right".)"""),
 code("""from gpt2.load import load_model, heads_folder, heads_function
 target, encoder = load_model("tiny-target")
 folder = heads_folder("tiny-target", "medusa")
@@ -81,7 +81,8 @@ tree_logits, _ = target.tree(x + [root], tokens, b["parents"], hidden=True)   # 
 path, nxt = greedy_path(tokens, b["parents"], tree_logits)
 print("root", repr(encoder.decode([root])), "| tree:", [encoder.decode([t]) for t in tokens])
 print("accepted path:", [encoder.decode([tokens[i]]) for i in path], "| next token:", repr(encoder.decode([nxt])))
-print(f"this step produced {1 + len(path)} tokens for one target call (plus the next root)")"""),
+print(f"one target call over the tree kept {len(path)} candidate(s) and gave the next root: "
+      f"{1 + len(path)} token(s) for the call")"""),
 md("""## Typical acceptance
 
 Instead of exact matches, a candidate x is kept when the target gives it probability above
@@ -98,17 +99,20 @@ md("""## Speed against tree size
 
 Tokens per target call grow with the tree until they level off; the cost of one forward grows too
 (printed as the cost of a target call over the tree against a one-token call of autoregressive
-decoding). The best tree is where the two curves cross. Greedy, 48 tokens, 3 prompts, against
-autoregressive decoding in interleaved rounds (5 each, medians), so a change of load falls on both
-alike.
+decoding). The best tree is where the speedup peaks, not where the two curves cross: past the peak,
+a node adds a smaller share to E than to the step's cost. Greedy, 48 tokens, 3 prompts (in full
+mode), against autoregressive decoding in interleaved rounds (5 each in full mode, medians), so a
+change of load falls on both alike.
 
-Each row also prints the cost model (picospec_app.compare.explain): with E tokens per target call and a
-target call costing c one-token calls, the predicted speedup is E / c (the heads run inside the
-target call); beside it, the same E with c = 1.2, verification nearly free as on a GPU. How fast c
-grows with the tree is the CPU's (the BLAS line below names its kernels): where it grows faster
-than E, each extra node costs more than the tokens it adds, and the verdict under each row says
-whether its figures show a gain. On a GPU c stays near 1.2 up to 16 rows
-(docs/results/engine_gpu.md), so there the bigger trees pay."""),
+Each row also prints the cost model (picospec_app.compare.explain): with E tokens per target call,
+a target call costing c one-token calls (the heads run inside it) and r the rest of a step outside
+it (building the tree, verifying it, the Python between the calls; r_0 the same for an
+autoregressive token), the predicted speedup is E (1 + r_0) / (c + r); beside it, the same with
+c = 1.2, verification nearly free as on a GPU. How fast c grows with the tree is the CPU's (the
+BLAS line below names its kernels): where it grows faster than E, each extra node costs more than
+the tokens it adds, and the verdict under each row says whether its figures show a gain. On a GPU
+c stays near 1.2 up to 16 rows for GPT-2 124M (docs/results/engine_gpu.md), so there a bigger
+tree pays until E levels off."""),
 code("""from picospec_app.load import load_heads
 from picospec_app.compare import compare, explain
 sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures

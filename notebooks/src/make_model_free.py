@@ -105,21 +105,23 @@ md("""## Side by side
 
 Tokens per target call and wall-clock speedup against autoregressive decoding, measured in the same
 run on a few held-out prompts, copy-heavy (a chunk, a blank line, the chunk's start again) and
-ordinary. A target call over several rows costs more than a one-token call (the "call cost" column:
-the method's mean target call over autoregressive decoding's), so tokens per call must beat that
-cost before time is saved. Prompt lookup and REST make a plain one-token call when they find no
-match; lookahead always sends its whole window. Each column is a median over the prompts, so the
-comparison holds prompt by prompt, not always between the columns; each prompt's times are medians
-of 5 interleaved rounds (autoregressive, method, autoregressive, ...). The README has the full table
+ordinary. A target call over several rows costs more than a one-token call (c in each row: the
+method's mean target call over autoregressive decoding's), so tokens per call must beat that cost
+before time is saved. Prompt lookup and REST make a plain one-token call when they find no match;
+lookahead always sends its whole window. Each figure of a row is a median over the prompts, taken
+apart from the others, so the cost model holds prompt by prompt, not always between a row's
+printed figures; each prompt's times are medians of interleaved rounds (autoregressive, method,
+autoregressive, ...; 5 in full mode). The README has the full table
 (`python -m bench.trees --drafting`).
 
-None of the three has a draft model, so the cost model is E / c: E tokens per target call against c,
-the cost of the method's target call in one-token calls (picospec_app.compare.explain prints both, the
-prediction, and the same E with c = 1.2, verification nearly free as on a GPU). By the cost model
-a method gains on a prompt only where its E exceeds its c (the printed figures are medians over
-prompts), and under each row a verdict line says what its figures imply: lookahead pays for its
-whole window on every call, so its c is the one to read first, and its extra accepted tokens save
-time only where they outnumber that cost."""),
+None of the three has a draft model, so the cost model is E (1 + r_0) / (c + r): E tokens per
+target call, c the cost of the method's target call in one-token calls, r the rest of a step
+outside the model calls (finding the drafts, verifying them, the Python between the calls) and r_0
+the same for an autoregressive token (picospec_app.compare.explain prints them, the prediction, and
+the same with c = 1.2, verification nearly free as on a GPU). By the cost model a method gains on a
+prompt only where E (1 + r_0) exceeds c + r, and under each row a verdict line says what its
+figures imply: lookahead pays for its whole window on every call, so its c is the one to read
+first, and its extra accepted tokens save time only where they outnumber that cost."""),
 code("""from picospec_app.compare import compare, copy_prompts, explain
 sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures
 from verdicts import gains, versus

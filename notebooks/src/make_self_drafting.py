@@ -113,7 +113,7 @@ md("""## Early exit: how often does layer E already know?
 
 The plain LM head on layer E's residual stream agrees with the full model rarely (the tiny target was not trained
 with LayerSkip's early-exit loss), so each exit layer also gets a small adapter: a tied residual head of
-`gpt2/heads.py` (C x C + C numbers) trained with THE training loop to give the target's law from layer E
+`gpt2/heads.py` (C x C + C numbers) trained with the training loop of `gpt2/train/gpt2.py` to give the target's law from layer E
 (`python -m gpt2.train.self_draft --task exits`)."""),
 code("""curve = config["early_exit"]["curve"]
 plain = [agreement[sum(1 << s for s in exit_skip(E, L))] for E in range(L)] + [1.0]  # from the search, E = 0..6
@@ -133,8 +133,8 @@ for E in Es:
                                           f"{curve[label][str(E)]['alpha']:.3f}" for label in ("LM head", "adapter")))
 e = config["early_exit"]
 print(f"shipped: exit after {e['exit_layer']}, adapter {e['adapter']}, K {e['K']}: predicted "
-      f"{e['predicted']['tokens_per_call']:.2f} tokens per target call, {e['predicted']['speedup']:.3f}x on this "
-      "CPU")"""),
+      f"{e['predicted']['tokens_per_call']:.2f} tokens per target call, {e['predicted']['speedup']:.3f}x on the "
+      "CPU the exits task ran on")"""),
 md("""## KV reuse, token by token
 
 The loop drives the engine like this: the target has read the prefix and given token t; the draft reads t, d1, d2
@@ -157,8 +157,9 @@ print("target's argmax:", [encoder.decode([int(t)]) for t in got.argmax(-1)])
 print("max |verification - full forward| =", float(np.abs(got - full).max()))"""),
 md("""## One cascade step, drawn token by token
 
-Models are wrapped to log every call. The target reviews K = 3 tokens of tiny-draft, each made by tiny-draft
-reviewing K_inner = 2 n-gram drafts in one call (vertical), then K_tail = 2 n-gram tokens (horizontal)."""),
+Models are wrapped to log every call. The target reviews K = 3 tokens of tiny-draft, which tiny-draft makes by its
+own review steps over n-gram drafts, at most K_inner = 2 in one call and fewer when fewer tokens are still needed
+(vertical), then K_tail = 2 n-gram tokens (horizontal)."""),
 code("""from picospec.cascade import review_step
 tiny, ngram = load_model("tiny-draft")[0], load_model("ngram")[0]
 log = []
@@ -186,23 +187,25 @@ display(HTML(f"<pre>{encoder.decode(prompt)}{spans}</pre>"))
 print(f"{drafted} drafted, {origins.count('draft')} kept, origins {origins}")"""),
 md("""## Side by side on a few held-out prompts
 
-A small live run (2 prompts, 32 new tokens, temperature 0): tokens per target call and wall-clock
-speedup against autoregressive decoding with the same engine. The README has the full table with
-temperature 1 and the theory beside it (`python -m bench.self_draft`). Each prompt's times are
-medians of 5 interleaved rounds (autoregressive, method, autoregressive, ...), so a change of load
-falls on both alike.
+A small live run (in full mode 2 prompts, 32 new tokens; temperature 0): tokens per target call
+and wall-clock speedup against autoregressive decoding with the same engine. The README has the
+full table with temperature 1 and the theory beside it (`python -m bench.self_draft`). Each
+prompt's times are medians of interleaved rounds (autoregressive, method, autoregressive, ...; 5 in
+full mode), so a change of load falls on both alike.
 
-Each row prints the cost model (picospec_app.compare.explain), every cost measured in this run in one-token
-target calls of autoregressive decoding: E tokens per target call, c the verification call, c_d one
-draft call and "drafting" the draft calls of a step (k c_d), the speedup E / (c + drafting) they
-predict beside the measured one, the same with c = 1.2 (verification nearly free, as on a GPU), and
-the largest cost beyond the one call autoregressive decoding pays. A self-drafting verification call
-skips the first layers of the drafted tokens (the draft already ran them); what it still costs is
-the row's c. By the cost model a row gains only where E exceeds c plus its drafting cost, and
-with verification nearly free only where E exceeds 1.2 plus the drafting cost: each row prints E,
-c and drafting, and the verdict printed under it follows from them, not from the method's name.
-The measured speedup of a row whose prediction is near 1 can land on either side of 1 with the
-machine's load."""),
+Each row prints the cost model (picospec_app.compare.explain), every cost measured in this run in
+one-token target calls of autoregressive decoding: E tokens per target call, c the verification
+call, c_d one draft call and "drafting" the draft calls of a step (k c_d), r the rest of a step
+outside the model calls (r_0 the same for an autoregressive token), the speedup E (1 + r_0) / (c +
+drafting + r) they predict beside the measured one, the same with c = 1.2 (verification nearly free,
+as on a GPU), and the largest cost beyond the one call autoregressive decoding pays. A self-drafting
+verification call skips, for the tokens the draft has read, the sublayers below the draft's first
+skipped one (the draft already ran them as the target does: every layer before an early exit's exit,
+none for a skip set that skips a0); what it still costs is the row's c. By the cost model a row
+gains only where E (1 + r_0) exceeds c + drafting + r, and with verification nearly free only where
+it exceeds 1.2 + drafting + r: each row prints E, c, drafting and r, and the verdict printed under
+it follows from them, not from the method's name. The measured speedup of a row whose prediction is
+near 1 can land on either side of 1 with the machine's load."""),
 code("""from picospec_app.load import load_self_draft as load_as_main
 from picospec_app.compare import compare, explain
 sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures

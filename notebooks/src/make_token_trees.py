@@ -12,8 +12,9 @@ A draft model proposes not one continuation but a tree of them; the target score
 with a tree attention mask, and a rejection-sampling walk keeps one path of it, losslessly.
 
 * **SpecInfer** (Miao et al. 2024, arXiv:2305.09781): the tree grows by an *expansion configuration* `<k_1, .., k_d>`
-  (every node of depth i - 1 gets k_i children, sampled i.i.d. from the draft), trees of several drafts are merged
-  into one trie, and *multi-step speculative sampling* verifies it (`picospec.verify.verify_iid`).
+  (every node of depth i - 1 gets k_i children, sampled i.i.d. from the draft; at temperature 0 its top k_i), trees
+  of several drafts are merged into one trie, and *multi-step speculative sampling* verifies it
+  (`picospec.verify.verify_iid`).
 * **Sequoia** (Chen et al. 2024, arXiv:2402.12374): children are drawn *without replacement* and judged against the
   law each was really drawn from (`verify_without_replacement`); the tree's shape comes from a dynamic program over a
   measured *acceptance vector*, and its size from the measured cost of verification on the machine.
@@ -128,9 +129,9 @@ print("q                          ", q)
 print("every draw tried (SpecInfer)", np.round(every_draw, 4))
 print("each token tried once       ", np.round(once, 4), " <- wrong")
 assert np.allclose(every_draw, q) and not np.allclose(once, q)"""),
-md("""Sequoia draws the three children *without replacement* (distinct tokens); child k's law is p with the earlier
-children removed and renormalised, and that is the law it is judged against and subtracted after a rejection.
-Judging them against p (the i.i.d. rule) is wrong:"""),
+md("""Sequoia draws the children *without replacement* (distinct tokens; here two of the three); child k's law is p
+with the earlier children removed and renormalised, and that is the law it is judged against and subtracted after a
+rejection. Judging them against p (the i.i.d. rule) is wrong:"""),
 code("""def without(order, p):
     laws, left = [], p.copy()
     for t in order:
@@ -165,10 +166,14 @@ fig, ax = plt.subplots(figsize=(7, 3))
 for i, (name, a) in enumerate(vectors.items()):
     ax.bar(np.arange(1, 7) + 0.27 * (i - 1), a, width=0.27, label=name)
     print(f"{name:26s}", np.round(a, 3), " sum", round(a.sum(), 3))
+wr, iid = (round(float(vectors[f"T=1 {kind}"][1]), 3) for kind in ("without_replacement", "iid"))
+print(f"a_2 at T=1: {wr:.3f} without replacement, {iid:.3f} i.i.d.: "
+      + ("larger" if wr > iid else "not larger") + " without replacement")
 ax.set(xlabel="child k", ylabel="P(child k is accepted)", yscale="log"); ax.legend(); plt.show()"""),
 md("""The first child carries most of the mass, but the second and third still add: a tree beats a chain when the
 extra rows are cheap. Without replacement a later child is never a token already rejected; an i.i.d. draw often
-repeats the first one, which is why a_2 is larger without replacement than i.i.d.
+repeats the first one and adds nothing, so a_2 should come out larger without replacement than i.i.d. (the last line
+above compares the two in this small measurement).
 
 ## The dynamic program's trees
 
@@ -198,19 +203,21 @@ plt.tight_layout(); plt.show()"""),
 md("""## Side by side (a small run)
 
 Chain (speculative sampling, K = 6), SpecInfer `<1, 1, 2, 1>` and Sequoia's tree at an equal budget
-of 6 draft nodes, against autoregressive decoding on a few held-out prompts
-(`picospec_app.compare`: 5 interleaved rounds per prompt, autoregressive, method, autoregressive,
-..., medians). The README has the full table from `python -m bench.token_trees`. A target call over
-7 rows costs more than a one-token call (the "call cost" column: the method's mean target call over
+of 6 draft nodes, against autoregressive decoding on a few held-out prompts (`picospec_app.compare`:
+in full mode 5 interleaved rounds per prompt, autoregressive, method, autoregressive, ..., medians).
+The README has the full table from `python -m bench.token_trees`. A target call over 7 rows costs
+more than a one-token call (the "call cost" column: the method's mean target call over
 autoregressive decoding's, measured in the same run), so tokens per call must beat that before time
-is saved. The last column is the cost model (picospec_app.compare.explain): E / (c + drafting) from the
-measured costs beside the measured speedup, and the same with c = 1.2, verification nearly free as
-on a GPU. The "accepted/step"
-column is the mean number of drafted tokens kept, over the steps that drafted to the tree's full
-depth only; "tokens/call" is every token the run yields per target call (the kept drafts plus the
-one token the target adds), over all steps and the median over prompts. The two are measured over
-different steps, so tokens/call need not be accepted/step + 1. Every row here scores 7 rows in its
-target call; the "limit" at the end of each row names what holds that row down (on a CPU without a
+is saved. The last column is the cost model (picospec_app.compare.explain): E (1 + r_0) / (c +
+drafting + r) from the measured costs (r the rest of a step outside the model calls, r_0 the same
+for an autoregressive token) beside the measured speedup, and the same with c = 1.2, verification
+nearly free as on a GPU. The "accepted/step" column is the mean number of drafted tokens kept, over
+the steps that drafted to the tree's full depth only; "tokens/call" is every token the run yields
+per target call (the kept drafts plus the one token the target adds), over all steps and the median
+over prompts. The two are measured over different steps, so tokens/call need not be 1 +
+accepted/step. Every row here scores at most 7 rows in its target call (SpecInfer at temperature 1
+merges repeated draws into one node, and a run's last step drafts no more than the tokens still
+needed); the "limit" at the end of each row names what holds that row down (on a CPU without a
 small-matrix path it is often the call's cost c), the c = 1.2 figure gives the same steps where
 verification is nearly free, and the verdict under each row says what its figures imply."""),
 code("""from picospec_app.compare import compare, explain
