@@ -133,3 +133,30 @@ def test_each_cpu_page_names_its_commit_and_each_family(name):
     for family, section in sections.items():
         assert "| BLAS | openblas" in section and f"kernel family {family}," in section
         assert re.search(r"^\| load \| \d+\.\d\d at the start", section, flags=re.M)
+
+
+def checkpoint_size(folder):
+    """Every number a checkpoint holds: the shapes in model.safetensors' header (its first 8 bytes
+    give the header's length)."""
+    import json
+    import math
+
+    with open(folder / "model.safetensors", "rb") as f:
+        tensors = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    return sum(math.prod(t["shape"]) for name, t in tensors.items() if name != "__metadata__")
+
+
+def stated_sizes(text):
+    """The README's "a 5.85M-parameter target and a 0.95M draft" -> ("5.85", "0.95")."""
+    found = re.search(r"a ([\d.]+)M-parameter target and a ([\d.]+)M draft", text)
+    return found.groups() if found else None
+
+
+def test_the_readme_sizes_the_built_in_pair_as_its_checkpoints_do():
+    """The sizes the README states are those of the shipped checkpoints (to 10k parameters), not
+    the weight matrices alone that the BLAS line counts for its thread policy."""
+    sizes = tuple(f"{checkpoint_size(ROOT / 'gpt2' / 'assets' / name) / 1e6:.2f}"
+                  for name in ("tiny-target", "tiny-draft"))
+    assert stated_sizes(README) == sizes
+    target = f"{sizes[0]}M-parameter"
+    assert stated_sizes(README.replace(target, "5.83M-parameter")) != sizes  # a drifted figure
