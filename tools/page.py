@@ -69,10 +69,11 @@ def blas():
         from threadpoolctl import threadpool_info
     except ImportError:
         return "unknown (threadpoolctl missing)"
-    libs = [i for i in threadpool_info() if i.get("user_api") == "blas"]
-    if not libs:
+    from gpt2.fast.policy import numpy_blas
+
+    i = numpy_blas(threadpool_info())  # NumPy's, where SciPy or torch loaded their own too
+    if i is None:
         return "none found"
-    i = libs[0]
     coretype = os.environ.get("OPENBLAS_CORETYPE")
     forced = f", OPENBLAS_CORETYPE={coretype}" if coretype else ""
     kernels = i.get("architecture", "unknown")

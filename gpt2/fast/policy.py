@@ -211,8 +211,24 @@ def blas_kernels():
         from threadpoolctl import threadpool_info
     except ImportError:
         return None, None
-    libs = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
-    return (libs[0].get("internal_api"), libs[0].get("architecture")) if libs else (None, None)
+    lib = numpy_blas(threadpool_info())
+    return (lib.get("internal_api"), lib.get("architecture")) if lib else (None, None)
+
+
+def numpy_blas(info):
+    """threadpoolctl's threadpool_info() -> the entry of the BLAS NumPy calls (the one under
+    NumPy's folder where SciPy or torch loaded their own too), or None."""
+    import os
+    from pathlib import Path
+
+    import numpy
+
+    libs = [lib for lib in info if lib.get("user_api") == "blas"]
+    home = Path(numpy.__file__).resolve().parent  # numpy/ (macOS: numpy/.dylibs/)
+    folders = (f"{home}{os.sep}", f"{home}.libs{os.sep}")  # the Linux wheel's numpy.libs/
+    own = [lib for lib in libs if str(Path(lib.get("filepath") or "").resolve()).startswith(
+        folders)]
+    return (own or libs or [None])[0]
 
 
 def panel_policy(n_params, requested=None):

@@ -403,3 +403,21 @@ def test_a_cpu_quota_bounds_the_cores(monkeypatch, quota, cpus, idle, free):
     monkeypatch.setattr(policy, "idle_cpus", lambda ids: idle)
     assert policy.free_cores()[:2] == free
     assert policy.usable_cores()[:2] == (free[1], free[1])
+
+
+def test_numpy_blas_is_numpys_where_another_library_loaded_its_own_first():
+    """SciPy (or torch) may load its own OpenBLAS before NumPy's is listed: the kernel family and
+    version reported are those of the BLAS under NumPy's folder; elsewhere (a conda BLAS) the
+    first one."""
+    from pathlib import Path
+
+    home = Path(np.__file__).resolve().parent
+    scipy = {"user_api": "blas", "internal_api": "openblas", "version": "0.3.30",
+             "architecture": "Zen", "filepath": str(home.parent / "scipy.libs" / "libopenblas.so")}
+    mine = {**scipy, "version": "0.3.31", "architecture": "Haswell",
+            "filepath": str(home.parent / "numpy.libs" / "libscipy_openblas64_.so")}
+    omp = {"user_api": "openmp", "filepath": str(home / "libgomp.so")}
+    assert policy.numpy_blas([omp, scipy, mine]) is mine
+    assert policy.numpy_blas([scipy]) is scipy and policy.numpy_blas([omp]) is None
+    lookalike = {**mine, "filepath": str(home.parent / "numpy_extra" / "libopenblas.so")}
+    assert policy.numpy_blas([scipy, lookalike]) is scipy
