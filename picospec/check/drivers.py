@@ -16,10 +16,9 @@ class ContractError(Exception):
 
 class LowestUniforms(np.random.Generator):
     """A Generator whose uniforms are all 0.0: a right sampler still never emits a token the target
-    forbids; one that breaks the tie u == q/p toward the draft does. draws counts the calls of
-    random() (choice() calls it) and uniform() since run() set it to 0, in this Generator, those it
-    spawned and subclasses wrapped around it: none, and the sampler drew its uniforms elsewhere,
-    untested."""
+    forbids; one that breaks the tie u == q/p toward the draft does."""
+    # the calls of random() (choice() calls it) and uniform() since run() set it to 0, in this
+    # Generator, those it spawned and subclasses around it: 0, the uniforms came from elsewhere
     draws = 0
 
     def random(self, size=None, dtype=np.float64, out=None):  # scalar, or zeros of shape size

@@ -148,8 +148,8 @@ def chi2_isf(alpha, df):
 
 
 def rare(probs, n, min_expected=5.0):
-    """[S]: the possible sequences expected fewer than min_expected times in n samples, pooled into
-    one cell by the G-test (an error that moves mass among them alone is invisible to it)."""
+    """[S]: the possible sequences expected fewer than min_expected times in n samples."""
+    # the G-test pools them into one cell: an error that moves mass among them alone is invisible
     return (probs > 0) & (n * probs < min_expected)
 
 
@@ -168,9 +168,9 @@ def cells(probs, n, min_expected=5.0):
 
 
 def williams(expected):
-    """Williams' (1976) divisor of G over cells expected [C] counts (n in all): 1 + (sum 1/p - 1) /
-    (6 n (C - 1)). G's mean is (C - 1) times it, to O(1/n); undivided, G rejects a right sampler
-    at 1.3 to 1.8 times alpha = 1e-4 where many cells are expected 5 to 20 times."""
+    """Williams' (1976) divisor of G, cells expected [C] counts: 1 + (sum 1/p - 1) / (6 n df)."""
+    # G's mean is df times it, to O(1/n); undivided, G rejects a right sampler at 1.3 to 1.8 times
+    # alpha = 1e-4 where many cells are expected 5 to 20 times
     n, df = expected.sum(), len(expected) - 1
     return 1 + (np.sum(n / expected) - 1) / (6 * n * df) if df > 0 else 1.0
 
@@ -252,10 +252,10 @@ def power(probs, how, tv, n, alpha=ALPHA, repeats=100, seed=0):
 
 
 def detectable_tv(probs, n, how="spread", alpha=ALPHA, at=0.9, repeats=100, seed=0):
-    """The smallest TV error of shape `how` (one of SHAPES) that n samples catch with probability
-    `at` (bisection in log TV). how="anywhere": of an error wherever it lies, the "spread" error's
-    (the least detectable outside the pool) plus the mass of the rare sequences pooled at n, among
-    which an error shows only through their total (battery.py's tv90)."""
+    """The smallest TV error of shape `how` (SHAPES, or "anywhere") that n samples catch with
+    probability `at` (bisection in log TV)."""
+    # "anywhere" (battery.py's tv90): the "spread" error's, the least detectable outside the pool,
+    # plus the mass of the rare sequences pooled at n, among which an error shows only in total
     if how == "anywhere":
         return (detectable_tv(probs, n, "spread", alpha, at, repeats, seed)
                 + float(probs[rare(probs, n)].sum()))

@@ -1,17 +1,29 @@
 """A results page's commit row (tools/page.py commit): it says "with uncommitted changes" after an
 edit anywhere in the code the page reports on (the algorithms, the model, the app, its door, the
-benchmarks, main.py), and only then: files git does not track, and prose, leave it clean."""
+benchmarks, main.py), and only then: files git does not track, and prose, leave it clean.
+
+The results pages stay runnable and say how they were made: each names, in its protocol header,
+the commit, date, CPU, BLAS, threads, load and versions of its run, and a command that still takes
+every option the page gives it (a page whose option was renamed or removed can no longer be
+regenerated as it says)."""
+import re
+import shlex
 import shutil
+from pathlib import Path
 
 import pytest
 
 from tools.page import commit
-from tests.support.tracked import new_checkout
+from tests.support.clitools import run_here
+from tests.support.tracked import new_checkout, project_files
 
 CODE_FILES = ["main.py", "bench/harness.py", "gpt2/model.py", "picospec/verify.py",
               "picospec_app/run.py", "picospec_cli/__init__.py"]
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = project_files(ROOT, "*.md", "docs/results")
+FIELDS = ("command", "commit", "date", "CPU", "BLAS", "threads", "load", "versions")
 
 
 @pytest.fixture
@@ -23,16 +35,19 @@ def tree(tmp_path):
     return new_checkout(tmp_path)
 
 
+@needs_git
 def test_a_clean_tree_is_its_commit(tree):
     assert commit(tree) != "" and " " not in commit(tree)
 
 
+@needs_git
 @pytest.mark.parametrize("path", CODE_FILES)
 def test_an_edit_in_the_code_marks_the_page(tree, path):
     (tree / path).write_text("x = 2\n")
     assert commit(tree).endswith(" with uncommitted changes")
 
 
+@needs_git
 @pytest.mark.parametrize("path", ["scratch.py", "picospec/new_idea.py", "build/lib/gpt2/model.py",
                                   ".venv/lib/site.py"])
 def test_untracked_files_leave_it_clean(tree, path):
@@ -41,6 +56,58 @@ def test_untracked_files_leave_it_clean(tree, path):
     assert " " not in commit(tree)
 
 
+@needs_git
 def test_prose_leaves_it_clean(tree):
     (tree / "README.md").write_text("more words\n")
     assert " " not in commit(tree)
+
+
+
+def header(text):
+    """A page's first protocol table -> {field: value}."""
+    block = text.split("| protocol | |", 1)[1].split("\n\n", 1)[0]
+    return dict(re.findall(r"^\| (\w[\w ]*) \| (.*) \|$", block, flags=re.M))
+
+
+def command(text):
+    """The page's command -> its arguments after `python`: ["-m", MODULE, options...]."""
+    found = re.match(r"`python (-m [\w.]+[^`]*)`", header(text).get("command", ""))
+    return shlex.split(found.group(1)) if found else []
+
+
+def options_missing(args, help_text):
+    """The --options of args that a command's --help does not list."""
+    listed = set(re.findall(r"--[\w-]+", help_text))
+    return [a.split("=")[0] for a in args if a.startswith("--") and a.split("=")[0] not in listed]
+
+
+def test_every_page_is_checked():
+    assert len(PAGES) >= 10 and all(p.name != "README.md" for p in PAGES)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_each_page_records_its_protocol(page):
+    fields = header(page.read_text(encoding="utf-8"))
+    assert [f for f in FIELDS if not fields.get(f, "").strip()] == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_each_page_command_still_takes_its_options(page, tmp_path):
+    args = command(page.read_text(encoding="utf-8"))
+    assert args[:1] == ["-m"], f"{page.name} names no `python -m MODULE` command"
+    shown = run_here([*args[:2], "--help"], tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert options_missing(args[2:], shown.stdout) == []
+
+
+def test_a_stale_page_is_caught(tmp_path):
+    """A page whose command gives an option its module no longer has, and a page without its
+    load row, are both caught by the checks above."""
+    text = (ROOT / "docs" / "results" / "ops.md").read_text(encoding="utf-8")
+    stale = text.replace("`python -m bench.ops --out", "`python -m bench.ops --shape tiny --out", 1)
+    args = command(stale)
+    shown = run_here([*args[:2], "--help"], tmp_path)
+    assert options_missing(args[2:], shown.stdout) == ["--shape"]
+    assert options_missing(command(text)[2:], shown.stdout) == []
+    no_load = re.sub(r"^\| load \| .*\n", "", text, count=1, flags=re.M)
+    assert "load" in header(text) and "load" not in header(no_load)
