@@ -230,8 +230,8 @@ md("""## Bench rows
 
 EAGLE-1, EAGLE-2, EAGLE-3, Medusa and speculative sampling against autoregressive decoding on the
 built-in target, side by side (a small run here, in full mode 2 prompts x 1 seed x 48 tokens, 5
-interleaved rounds each, medians; the README's table is `python -m bench.eagle`, 8 prompts x 2 seeds
-x 64 tokens). Every EAGLE row at temperature 0 produces the same text as greedy decoding. Beside
+interleaved rounds each, medians; the full table is docs/results/eagle.md, from `python -m bench.eagle`,
+4 prompts x 1 seed x 48 tokens at temperatures 0 and 1). Every EAGLE row at temperature 0 produces the same text as greedy decoding. Beside
 each measured speedup, the cost model's (picospec_app.compare.explain): E tokens per target call, c
 the target call's cost in one-token calls, the drafting cost of a step in the same unit (EAGLE's
 head calls, or the draft model's), the rest of a step outside the model calls r (r_0 the same for an

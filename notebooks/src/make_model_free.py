@@ -111,7 +111,7 @@ before time is saved. Prompt lookup and REST make a plain one-token call when th
 lookahead always sends its whole window. Each figure of a row is a median over the prompts, taken
 apart from the others, so the cost model holds prompt by prompt, not always between a row's
 printed figures; each prompt's times are medians of interleaved rounds (autoregressive, method,
-autoregressive, ...; 5 in full mode). The README has the full table
+autoregressive, ...; 5 in full mode). The full table is docs/results/trees.md
 (`python -m bench.trees --drafting`).
 
 None of the three has a draft model, so the cost model is E (1 + r_0) / (c + r): E tokens per

@@ -188,8 +188,8 @@ print(f"{drafted} drafted, {origins.count('draft')} kept, origins {origins}")"""
 md("""## Side by side on a few held-out prompts
 
 A small live run (in full mode 2 prompts, 32 new tokens; temperature 0): tokens per target call
-and wall-clock speedup against autoregressive decoding with the same engine. The README has the
-full table with temperature 1 and the theory beside it (`python -m bench.self_draft`). Each
+and wall-clock speedup against autoregressive decoding with the same engine. The full table, with
+the theory beside it, is docs/results/self_draft.md (`python -m bench.self_draft`). Each
 prompt's times are medians of interleaved rounds (autoregressive, method, autoregressive, ...; 5 in
 full mode), so a change of load falls on both alike.
 

@@ -205,7 +205,7 @@ md("""## Side by side (a small run)
 Chain (speculative sampling, K = 6), SpecInfer `<1, 1, 2, 1>` and Sequoia's tree at an equal budget
 of 6 draft nodes, against autoregressive decoding on a few held-out prompts (`picospec_app.compare`:
 in full mode 5 interleaved rounds per prompt, autoregressive, method, autoregressive, ..., medians).
-The README has the full table from `python -m bench.token_trees`. A target call over 7 rows costs
+The full table is docs/results/token_trees.md (`python -m bench.token_trees`). A target call over 7 rows costs
 more than a one-token call (the "call cost" column: the method's mean target call over
 autoregressive decoding's, measured in the same run), so tokens per call must beat that before time
 is saved. The last column is the cost model (picospec_app.compare.explain): E (1 + r_0) / (c +
