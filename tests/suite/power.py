@@ -344,7 +344,7 @@ def rest():
 def lookahead():
     return simple("lookahead", ("test_joint_law_equals_target",
                                 "test_broken_variants_are_rejected"),
-                  "BROKEN", {"verify_tree": patch("la.verify_tree", "unverified"),
+                  "BROKEN", {"verify_tree": patch("la.verify_tree", "first_guess_unverified"),
                              "verification_branch": patch("la.verification_branch",
                                                           "rows_of_the_window")},
                   WARPED, by_id=True)
