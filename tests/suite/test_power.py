@@ -1,6 +1,6 @@
 """The power list (tests/suite/power.py) is well formed, so `python -m tests.suite.power` runs to
 its end: every sized test's module has the constant it names and every broken variant it plants
-(a renamed helper in a test module must fail here, in seconds, not halfway through the
+(a renamed function in a test module must fail here, in seconds, not halfway through the
 measurement). Nothing is sampled here."""
 import importlib
 

@@ -185,8 +185,8 @@ CASES = [(1, {}), (2, dict(temperature=0.7)), (4, dict(top_k=2, top_p=0.9))]
 # recovering from the target, planted in the same case, is rejected in every row with the power
 # given (at ALPHA; the least over the cases and rows, measured on 20,000 fresh draws of n
 # sequences).
-PER_ROW = 5_400  # recovered-from-the-target: power 0.9991
-BROKEN = 1_200  # itself (row 0): 0.9995
+PER_ROW = 5_600  # recovered-from-the-target: power 0.9991
+BROKEN = 1_300  # itself (row 0): 0.9997
 
 
 def batch_runs(K, n, seed=0, **options):
