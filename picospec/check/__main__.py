@@ -79,8 +79,8 @@ def help_text():
                       for contract in CASES)
     doc = ("Check a speculative sampler against the exact law of toy targets (the contracts: "
            f"docs/checker.md).\n{PROG} --power [--samples N] [--json] measures the checker itself.")
-    epilog = (f"batteries:\n{cases}\n\nexit status: 0 every case passed (or, a support case, "
-              "went untested: the sampler drew no uniform from rng), 1 a case failed, 2 a usage "
+    epilog = (f"batteries:\n{cases}\n\nexit status: 0 every case passed (a support case may be "
+              "untested: the sampler drew no uniform from rng), 1 a case failed, 2 a usage "
               "error, 3 no verdict (a negative control passed)")
     return usage(PROG, doc, OPTIONS, words="MODULE:FUNCTION", epilog=epilog)
 
