@@ -8,7 +8,7 @@
 # history.
 set -euo pipefail
 DATA=${DATA:-data}
-python -m gpt2.train.bpe --out gpt2/assets/tiny-target --vocab_size 4096            # ~1 min; same files copied to tiny-draft
+python -m gpt2.train.bpe --out gpt2/assets/tiny-target --vocab_size 4096 --overwrite  # ~1 min; copied to tiny-draft
 python -m gpt2.train.corpus --tokenizer gpt2/assets/tiny-target --out "$DATA"       # train/val/heldout.bin + meta.json
 # Eight passes over the 3.16M-token train split for both models (batch 64 x 1542 steps of 256 tokens), the three runs
 # side by side on the GPU (with the draft at --lr 2.5e-3 as a third): 3.2 min for the target, 1.5 for the draft. The draft's rate was picked from two runs

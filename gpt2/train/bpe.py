@@ -69,11 +69,17 @@ def train_bpe(texts, vocab_size=4096, verbose=False):
     return encoder, merges
 
 
-def main(out, vocab_size=4096, files=None):
+def main(out, vocab_size=4096, files=None, overwrite=False):
     """Train a byte-level BPE vocabulary into OUT (vocab.json, merges.txt) on FILES (comma-separated
     UTF-8 text files; default: the Python standard library's source)."""
     from gpt2.encoder import save_tokenizer
 
+    held = [n for n in ("vocab.json", "merges.txt") if (Path(out) / n).exists()]
+    if (Path(out) / "model.safetensors").exists() and held and not overwrite:
+        raise ValueError(f"--out {out} holds a model (model.safetensors) and its tokenizer "
+                         f"({', '.join(held)}): a new vocabulary would change what the weights' "
+                         f"token ids mean; give another folder, or --overwrite to replace the "
+                         f"tokenizer (then train the model again)")
     paths = [Path(f) for f in files] if files else stdlib_files()
     texts = [read_text(p) for p in paths]
     where = f"--files {','.join(files)}" if files else "the standard library"
@@ -116,6 +122,8 @@ OPTIONS = [
     Option("files", "strs", None,
            "comma-separated UTF-8 text files to train on (default: the Python standard library)",
            check=no_file),
+    Option("overwrite", bool, False, "replace the tokenizer of a model's folder (a folder with "
+           "model.safetensors), whose weights then need training again"),
 ]
 
 if __name__ == "__main__":

@@ -1213,6 +1213,10 @@ MUTANTS = (
            'detectable_tv(probs, samples, "anywhere")', "detectable_tv(probs, samples)",
            ("tests/picospec/check/test_exact_law_tv90.py",),
            "tv90 claims errors inside the pooled rare sequences it cannot see"),
+    Mutant("bpe-replaces-a-models-tokenizer", "training", "rule", "gpt2/train/bpe.py",
+           'if (Path(out) / "model.safetensors").exists() and held and not overwrite:',
+           "if False:", ("tests/gpt2/train/test_bpe_corpus_cli.py",),
+           "a new vocabulary written over a trained model's tokenizer"),
 )
 
 

@@ -34,6 +34,28 @@ def test_bpe_with_fewer_merges_than_asked_says_so(tmp_path):
     assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
 
 
+def test_bpe_into_a_models_folder_keeps_its_tokenizer_unless_told(tmp_path):
+    """A folder holding model.safetensors and its tokenizer: a new vocabulary would change what
+    the weights' ids mean. Refused before any work, the folder untouched; --overwrite replaces
+    it."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(TOKENIZER, model)
+    (tmp_path / "t.txt").write_text("def f(x):\n    return x + 1\n" * 3)
+    before = files_under(tmp_path)
+    r = run_here(["-m", "gpt2.train.bpe", "--out", "model", "--files", "t.txt"], tmp_path)
+    assert r.returncode == 2
+    assert_refused(r, r"^error: --out model holds a model \(model.safetensors\) and its tokenizer "
+                      r"\(vocab.json, merges.txt\): .* or --overwrite to replace the tokenizer",
+                   tmp_path, before, max_seconds=3)
+    r = run_here(["-m", "gpt2.train.bpe", "--out", "model", "--files", "t.txt", "--overwrite"],
+                 tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == "273 tokens from 1 files -> model", r.stderr
+    r = run_here(["-m", "gpt2.train.bpe", "--out", "tok", "--files", "t.txt"], tmp_path)
+    assert r.returncode == 0, r.stderr  # a folder of its own: no model, nothing to ask
+
+
 def test_corpus_of_too_few_files_for_three_splits_is_refused(tmp_path):
     (tmp_path / "lib").mkdir()
     for i in range(4):
