@@ -103,7 +103,6 @@ def cgroup_memory_free(folders=None):
 
 def thread_policy(n_params, requested=None, device="cpu", panels=None):
     """policy()'s dict for an engine of n_params not built yet (benchmark headers)."""
-
     panel = panel_policy(n_params, panels) if device == "cpu" else {
         "on": False, "why": "the model runs on the GPU"}
     free = free_cores() if requested is None else None

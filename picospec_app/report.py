@@ -1,7 +1,6 @@
 """What a run of the picospec command reports: one JSON object, the same shape for one prompt and
 for --batch (docs/architecture.md, "The --json object"), and the text printed from it.
 """
-
 import numpy as np
 
 from picospec.methods import law
