@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -351,13 +352,36 @@ def exits(target, encoder, exit_layers, steps, n_windows, write, folder, runs):
                              f"{','.join(map(str, exit_layers))} --steps {steps} --n_windows "
                              f"{n_windows}"}
         if label == "adapter":
-            (Path(folder) / ADAPTER).mkdir(exist_ok=True)
-            for name in ("heads.json", "heads.safetensors"):
-                tmp = Path(folder) / ADAPTER / f"{name}.tmp"
-                shutil.copy(out / name, tmp)
-                os.replace(tmp, Path(folder) / ADAPTER / name)
+            install_adapter(out, folder)
         update_config(folder, "early_exit", record)
     return lines
+
+
+def install_adapter(trained, folder):
+    """Put the trained adapter's folder in place of folder/early_exit whole, never a mix of two
+    adapters' files: copied beside it under a hidden name, then swapped in by two renames. Stopped
+    anywhere, it leaves the old adapter or the new one; a process killed between the renames leaves
+    none (the loader says so), and the next install removes what it left aside."""
+    folder, place = Path(folder), Path(folder) / ADAPTER
+    for left in folder.glob(f".{ADAPTER}.*"):
+        shutil.rmtree(left) if left.is_dir() else left.unlink()
+    new = Path(tempfile.mkdtemp(dir=folder, prefix=f".{ADAPTER}.new-"))
+    old = new.with_name(new.name.replace(".new-", ".old-"))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(new, 0o777 & ~umask)  # mkdtemp makes 0700; the folder gets the usual permissions
+        for f in Path(trained).iterdir():  # heads.json, heads.safetensors
+            shutil.copy2(f, new / f.name)
+        if place.exists():
+            os.replace(place, old)
+        os.replace(new, place)
+    finally:
+        if old.exists() and not place.exists():  # stopped between the renames: the old one back
+            os.replace(old, place)
+        for left in (new, old):
+            if left.exists():
+                shutil.rmtree(left) if left.is_dir() else left.unlink()
 
 
 def check_before_work(task, target, folder, exit_layers, runs, prompt_tokens=64, new_tokens=33):

@@ -1217,6 +1217,10 @@ MUTANTS = (
            'if (Path(out) / "model.safetensors").exists() and held and not overwrite:',
            "if False:", ("tests/gpt2/train/test_bpe_corpus_cli.py",),
            "a new vocabulary written over a trained model's tokenizer"),
+    Mutant("exit-adapter-not-put-back", "training", "rule", "gpt2/train/self_draft.py",
+           "os.replace(old, place)\n", "pass\n",
+           ("tests/gpt2/train/test_self_draft.py::test_an_adapter_is_installed_whole_or_not_at_all",),
+           "Ctrl-C between the install's two renames leaves the target without an exit adapter"),
 )
 
 

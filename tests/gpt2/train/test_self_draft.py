@@ -1,8 +1,10 @@
 """python -m gpt2.train.self_draft as a user meets it: a model too deep to score every skip set,
 --task exits without a saved search or past the last layer, and a --runs path no folder can be
 made at are each refused with one line before any work; the --runs caches are keyed by the
-target's weights and --steps / --n_windows, and a broken one is a miss. Random 2- and 12-layer
+target's weights and --steps / --n_windows, and a broken one is a miss; the chosen exit adapter is
+put in the target's folder whole or not at all. Random 2- and 12-layer
 models (tests/support/micro.py) with tiny-target's tokenizer keep each run to seconds."""
+import os
 import shutil
 import types
 
@@ -130,3 +132,45 @@ def test_the_cache_key_tells_targets_apart():
                                                 random_gpt2(n_layer=2, seed=s))))
                for s in (0, 1, 0))
     assert fingerprint(a) != fingerprint(b) and fingerprint(a) == fingerprint(c)
+
+
+def adapter_files(folder):
+    """{name: text} of an adapter folder's files, or None when there is no folder."""
+    return {p.name: p.read_text() for p in folder.iterdir()} if folder.exists() else None
+
+
+@pytest.mark.parametrize("stop_at", range(1, 5))
+def test_an_adapter_is_installed_whole_or_not_at_all(tmp_path, monkeypatch, stop_at):
+    """Ctrl-C at any copy or rename of an install leaves the old adapter or the new one, never the
+    new heads.json beside the old tensors, and nothing aside; the next install is whole."""
+    from gpt2.train.self_draft import ADAPTER, install_adapter
+
+    def adapter(where, text):
+        where.mkdir()
+        for name in ("heads.json", "heads.safetensors"):
+            (where / name).write_text(f"{text} {name}")
+        return adapter_files(where)
+
+    folder = tmp_path / "target"
+    folder.mkdir()
+    old, new = adapter(folder / ADAPTER, "old"), adapter(tmp_path / "trained", "new")
+    calls = []
+
+    def stopping(real):
+        def call(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == stop_at:  # the 2 file copies, then the 2 renames
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(shutil, "copy2", stopping(shutil.copy2))
+    monkeypatch.setattr(os, "replace", stopping(os.replace))
+    with pytest.raises(KeyboardInterrupt):
+        install_adapter(tmp_path / "trained", folder)
+    assert adapter_files(folder / ADAPTER) in (old, new)
+    assert sorted(p.name for p in folder.iterdir()) == [ADAPTER]  # nothing left aside
+    monkeypatch.undo()
+    install_adapter(tmp_path / "trained", folder)
+    assert adapter_files(folder / ADAPTER) == new
+    assert sorted(p.name for p in folder.iterdir()) == [ADAPTER]
