@@ -96,8 +96,8 @@ def check_value(option, value):
     """Bounds, choices and the option's own check, for a value already of the right type."""
     flag = f"--{option.name}"
     if option.choices is not None and value not in option.choices:
-        near = difflib.get_close_matches(str(value), [str(c) for c in option.choices], 1)
-        raise UsageError(f"unknown {flag} {value!r}" + (f" (did you mean {near[0]}?)" if near
+        near = nearest(str(value), [str(c) for c in option.choices])
+        raise UsageError(f"unknown {flag} {value!r}" + (f" (did you mean {near}?)" if near
                          else "") + f": choose one of {', '.join(map(str, option.choices))}")
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     for bound, sign, ok in ((option.low, ">=", float.__ge__), (option.high, "<=", float.__le__),
@@ -195,12 +195,20 @@ def read(argv, options, words=None):
             raise UsageError(f"unexpected argument {word!r}: options are written --name value; "
                              f"quote text with spaces (see --help)")
         names = [*p.kinds, *(f"no-{o.name}" for o in options if o.type is bool)]
-        typed = word.split("=")[0].lstrip("-")
-        near = ([n for n in names if n.lower() == typed.lower()]  # --k for --K
-                or difflib.get_close_matches(typed, names, 1, 0.6))
+        near = nearest(word.split("=")[0].lstrip("-"), names, "--")
         raise UsageError(f"unknown option {word.split('=')[0]}"
-                         + (f": did you mean --{near[0]}?" if near else "") + " (see --help)")
+                         + (f": did you mean {near}?" if near else "") + " (see --help)")
     return {k: v.removeprefix(MARK) if isinstance(v, str) else v for k, v in vars(given).items()}
+
+
+def nearest(typed, names, dash=""):
+    """What a mistyped name may have meant: the name in another case (--k), the few it begins
+    (--temp, --top: "--top_k or --top_p"), else the closest spelling; None when nothing is near."""
+    begun = [n for n in names if n.lower().startswith(typed.lower())]
+    near = ([n for n in names if n.lower() == typed.lower()]
+            or (begun if len(begun) <= 3 else [])
+            or difflib.get_close_matches(typed, names, 1, 0.6))
+    return " or ".join(dash + n for n in near) or None
 
 
 def settle(given, options, elsewhere=None):

@@ -127,7 +127,13 @@ MAIN_CASES = [
     (["--help=yes"], r"error: --help takes no value: write --help \(or -h\) alone", False),
     (["--threads", "257"], r"--threads must be <= 256; got 257", False),
     (["-x"], r"unknown option -x", False),
-    (["--temp", "0.5"], r"unknown option --temp \(see --help\)", False),  # no prefix matching
+    # a prefix is refused (never taken for the option it begins), and the option named
+    (["--temp", "0.5"], r"unknown option --temp: did you mean --temperature\? \(see --help\)",
+     False),
+    (["--top", "3"], r"unknown option --top: did you mean --topk or --top_k or --top_p\? \(see "
+                     r"--help\)", False),
+    (["--method", "spec"], r"unknown --method 'spec' \(did you mean speculative or specinfer\?\)",
+     False),
     (["--n_tok", "3"], r"unknown option --n_tok: did you mean --n_tokens\?", False),
     (["--prompt", "-x"], r"--prompt needs a value \(text\); one that starts with - is written "
                          r"--prompt=VALUE", False),
