@@ -10,7 +10,7 @@ from pathlib import Path
 from picospec.exercises import EXERCISES
 from picospec.exercises.answers import Unreadable, handout, handout_problem
 from picospec.exercises.runner import grade_in_process, near_names
-from picospec_cli import Option, UsageError, guarded, parse, usage
+from picospec_cli import Option, UsageError, guarded, nearest, parse, usage
 
 PROG = "python -m picospec.exercises"
 OPTIONS = [
@@ -55,7 +55,8 @@ def parse_command(argv):
         raise SystemExit(0)
     words = values.pop("words")
     if not words or words[0] not in WORDS:
-        got = f"; got {words[0]!r}" if words else ""
+        near = words and nearest(words[0], list(WORDS))
+        got = f"; got {words[0]!r}" + (f" (did you mean {near}?)" if near else "") if words else ""
         raise UsageError(f"give a command: {', '.join(WORDS)} (see --help){got}")
     command, rest = words[0], words[1:]
     low, high = WORDS[command]
@@ -70,7 +71,9 @@ def parse_command(argv):
         raise UsageError(f"{command} does not read --{name}: drop it (see --help)")
     word = rest[0] if rest else None
     if command in ("show", "template") and word is not None and word not in EXERCISES:
-        raise UsageError(f"no exercise {word!r}: choose one of {', '.join(EXERCISES)}")
+        near = nearest(word, list(EXERCISES))
+        raise UsageError(f"no exercise {word!r}" + (f" (did you mean {near}?)" if near else "")
+                         + f": choose one of {', '.join(EXERCISES)}")
     if command == "grade":
         check_path(word)
         if values["json"] and values["csv"]:

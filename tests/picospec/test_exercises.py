@@ -391,7 +391,7 @@ def answers(tmp_path):
 
 @pytest.mark.parametrize("args, pattern", [
     ([], "give a command: list, show, template, grade, handout"),
-    (["grde", "x.py"], "give a command.*got 'grde'"),
+    (["grde", "x.py"], r"give a command.*got 'grde' \(did you mean grade\?\)$"),
     (["grade", "missing.py"], "missing.py: no such file or folder"),
     (["grade", "notes.txt"], "notes.txt: give a .py file of answers, a notebook or a folder"),
     (["grade", "answers.py", "--exercise", "tri"], "unknown --exercise 'tri' \\(did you mean trie"),
@@ -401,9 +401,10 @@ def answers(tmp_path):
     (["grade", "answers.py", "--out", "x.md"], "grade does not read --out: drop it"),
     (["grade", "answers.py", "--json"], "--json writes a class's table: grade a FOLDER"),
     (["grade", "empty"], "empty: the folder holds no .py or .ipynb file"),
-    (["show", "tree"], "no exercise 'tree': choose one of"),
+    (["show", "tree"], r"no exercise 'tree' \(did you mean trie\?\): choose one of"),
     (["show", "trie", "--samples", "300"], "show does not read --samples: drop it"),
-    (["template", "tree"], "no exercise 'tree': choose one of"),
+    (["template", "verify"], r"no exercise 'verify' \(did you mean verify_chain or "
+                             r"verify_without_replacement\?\): choose one of"),
     (["template", "trie", "residual"], "template takes at most one exercise's NAME"),
     (["list", "all"], "list takes nothing more; got the word all"),
     (["grade"], "grade takes one FILE.py, FILE.ipynb or folder; got none"),
