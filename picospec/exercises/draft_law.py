@@ -8,8 +8,8 @@ import numpy as np
 
 from picospec.check.exact_law import random_toy
 from picospec.eagle3 import draft_law as reference
-from picospec.exercises.grading import (WATCHED, Battery, BrokenRule, copied, grade_law, judged,
-                                        show, unanswered)
+from picospec.exercises.grading import (WATCHED, Battery, BrokenRule, Verdict, copied, grade_law,
+                                        judged, show, unanswered)
 from picospec.verify import verify_chain
 
 NAME, FAMILY = "draft_law", "EAGLE-3"
@@ -120,10 +120,33 @@ BATTERY = Battery(
     f"they were)", tuple(enumerate(CASES, 1)))
 
 
+# a row spanning 2000, wider than a toy head's law can hold (exp(-745) is 0): only the max keeps
+# exp finite (the mean, for one, does not)
+WIDE = (np.array([1000.0, -1000.0, 0.0]), np.array([2, 0, 3]), 5)
+
+
 def grade(fn, samples=20_000, seed=0):
     if (stub := unanswered(NAME, fn, copied(PROBE))) is not None:
         return stub
-    return grade_law(NAME, fn, CONTRACT, samples, seed, known=WRONG, battery=BATTERY)
+    verdict = grade_law(NAME, fn, CONTRACT, samples, seed, known=WRONG, battery=BATTERY)
+    if not verdict.passed:
+        return verdict
+    return wide_call(fn) or verdict
+
+
+def wide_call(fn):
+    """A failing Verdict when fn's law for WIDE breaks a rule or is not the head's, else None."""
+    args, want = copied(WIDE), reference(*WIDE)
+    with np.errstate(all="ignore"):  # an overflow is named below, not warned about
+        out, problem = judged(lambda: fn(*args), rules, copied(WIDE), args[:2], ("z", "d2t"),
+                              shown, "not the array of floats the statement asks for")
+    if problem is None and not np.allclose(out, want, rtol=0, atol=1e-9):
+        problem = f"it returned {shown(out)}, not the softmax placed at d2t, {shown(want)}"
+    if problem is None:
+        return None
+    inputs = [f"  {name} = {shown(a)}" for name, a in zip(("z", "d2t", "n_vocab"), WIDE)]
+    return Verdict(NAME, False, "a call whose logits span 2000, once the law passed",
+                   "\n".join(["the call:", *inputs, problem]), "logits 2000 apart")
 
 
 def rules(z, d2t, n_vocab, out):

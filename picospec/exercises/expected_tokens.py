@@ -21,6 +21,8 @@ def cases(seed=0):
     """alpha 0, 1/2, 1 and just below 1 by hand, then random alpha, K from 1 to 16."""
     rng = np.random.default_rng(seed)
     hand = [(a, K) for K in (1, 2, 4) for a in (0.0, 0.5, 1.0)] + [(0.9995, 16), (1 - 2**-20, 16)]
+    # 1 - alpha = 6e-8, 7.5e-9: "alpha close to 1" is K + 1 only at 1 (the closed form holds here)
+    hand += [(1 - 2**-24, 16), (1 - 2**-27, 64)]
     drawn = [(float(rng.random()), int(rng.integers(1, 17))) for _ in range(60)]
     return [(f"alpha={a!r}, K={K}", (a, K)) for a, K in hand + drawn]
 

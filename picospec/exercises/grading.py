@@ -322,10 +322,29 @@ def grade_cases(exercise, fn, reference, cases, compare, about):
             if part is None and (changed := changed_input(args, before)) is not None:
                 part, shown = changed, show(yours)
         if part is not None:
+            again = "" if part == "raises" else second_call(fn, before, yours, shown)
             return Verdict(exercise, False, checked,
                            f"smallest case that differs ({part}): {label}\n  expected: "
-                           f"{show(expected)}\n  yours:    {shown}", part)
+                           f"{show(expected)}\n  yours:    {shown}{again}", part)
     return Verdict(exercise, True, checked, f"all {len(cases)} cases agree")
+
+
+def second_call(fn, args, yours, shown):
+    """A line when fn(*args) called again returns other than `yours` (shown: as it was; state
+    kept between calls), else ""."""
+    if isinstance(yours, Iterator) or inspect.isawaitable(yours):
+        return ""
+    try:
+        again = fn(*copy.deepcopy(args))
+    except Exception:
+        return ""
+    if inspect.iscoroutine(again):
+        again.close()
+    if show(again) == shown:
+        return ""
+    return (f"\n  called again on this case, your function returned {show(again)}: it keeps state "
+            f"between calls (a mutable default argument such as out=[], a module-level list or "
+            f"dict); build every answer afresh in each call")
 
 
 def compared(compare, yours, expected):

@@ -25,7 +25,9 @@ def cases(seed=0):
     rng, out = np.random.default_rng(seed), []
     hand = [([0.5, 0.5], [0.9, 0.1]), ([1.0, 0.0], [0.3, 0.7]), ([0.2, 0.3, 0.5], [0.5, 0.3, 0.2]),
             ([0.3, 0.5, 0.2], [0.0, 0.3, 0.7]), ([0.52, 0.48], [0.5, 0.5]),
-            ([0.5 + 2**-30, 0.5 - 2**-30], [0.5, 0.5])]  # exact in binary: one answer
+            ([0.5 + 2**-30, 0.5 - 2**-30], [0.5, 0.5]),  # exact in binary: one answer
+            # q - p = [2^-52, 2^-51, -3 2^-52] exactly: q > p by a hair (< 1e-12, < eps) counts
+            ([0.25 + 2**-52, 0.25 + 2**-51, 0.5 - 3 * 2**-52], [0.25, 0.25, 0.5])]
     for q, p in hand:
         out.append((f"q={q}, p={p}", (np.array(q), np.array(p))))
     for V in range(2, 7):
@@ -44,7 +46,8 @@ def compare(yours, expected):
     """Exactly 0 where q <= p (a token the residual forbids gets no mass), then within 1e-9."""
     if (part := same_array(yours, expected)) not in (None, "values"):  # its kind, shape or dtype
         return part
-    if np.any(np.asarray(yours, dtype=float)[np.asarray(expected) == 0] != 0):
+    forbidden = np.asarray(yours, dtype=float)[np.asarray(expected) == 0]  # nan: 0 / 0, values
+    if np.any((forbidden != 0) & ~np.isnan(forbidden)):
         return "support: a token with q <= p must get exactly 0"
     return part
 

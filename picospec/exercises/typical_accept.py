@@ -40,8 +40,9 @@ def cases(seed=0):
                     f"epsilon=0.09, delta=0.9",
                     ([0], [-1], np.array([[q, 1 - q], [0.5, 0.5]]), 0.09, 0.9)))
     # q(x) = 0.3 a hair (relative 1e-9) above, then below delta exp(-H([0.3, 0.7])): delta is
-    # 0.3 exp(H) (1 - 1e-9), then (1 + 1e-9), H exact, to 12 digits (no libm's last bit matters)
-    for delta in (0.552606831959, 0.552606833064):
+    # 0.3 exp(H) (1 - 1e-9), then (1 + 1e-9), H exact, to 12 digits (no libm's last bit matters);
+    # then (1 -+ 1e-13): log(q + 1e-12) "against log 0" moves the threshold by 2e-12
+    for delta in (0.552606831959, 0.552606833064, 0.5526068325111387, 0.5526068325112492):
         out.append((f"tokens=[0], parents=[-1], probs=[[0.3, 0.7], [0.5, 0.5]], epsilon=0.5, "
                     f"delta={delta}", ([0], [-1], np.array([[0.3, 0.7], [0.5, 0.5]]), 0.5, delta)))
     for m in range(1, 7):

@@ -26,6 +26,8 @@ def test_a_students_mistake_is_rejected_naming_where(name, wrong):
     assert not verdict.passed and verdict.failed not in ("no verdict", "not answered"), text
     if verdict.failed == "randomness outside rng":
         assert "draw every random number from rng" in text
+    elif verdict.failed == "logits 2000 apart":  # draft_law's one call past what its heads span
+        assert "the call:" in text and "it returned" in text, text
     elif hasattr(module, "CONTRACT"):  # the case, then the call that broke a rule or the counts
         assert verdict.failed.startswith("case ") and f"first failing case: {verdict.failed[5:]}"
         assert "the first that broke a rule" in text or "observed" in text, text
@@ -74,6 +76,23 @@ def test_a_generator_of_the_learners_own_is_named():
                                               samples=SAMPLES)
     assert verdict.failed == "randomness outside rng", str(verdict)
     assert "not from np.random, random or a generator of your own" in verdict.evidence
+
+
+def test_state_kept_between_calls_is_named():
+    """Lists as default arguments grow call after call: the case called again answers otherwise,
+    and the verdict says why; a mistake that keeps no state gets no such line."""
+    verdict = EXERCISES["trie"].grade(student_answers.trie_mutable_defaults)
+    assert "it keeps state between calls (a mutable default argument" in verdict.evidence
+    assert "keeps state" not in EXERCISES["trie"].grade(student_answers.trie_counts_once).evidence
+
+
+def test_mass_dropped_below_a_tolerance_fails_at_the_hair():
+    """q ahead of p by 2^-52 and 2^-51 is still q > p; a 1e-12 tolerance leaves no mass, 0 / 0,
+    named as wrong values (nan), not as mass on a forbidden token."""
+    verdict = EXERCISES["residual"].grade(student_answers.residual_with_tolerance)
+    assert verdict.failed == "values", str(verdict)
+    assert "p=[0.25, 0.25, 0.5]\n" in verdict.evidence
+    assert "yours:    [nan, nan, nan]" in verdict.evidence
 
 
 def test_text_search_for_an_ngram_fails_on_multi_digit_ids():
