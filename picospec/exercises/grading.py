@@ -83,6 +83,18 @@ def outside_rng(fn, args, calls=40):
         np.random.set_state(saved[1])
 
 
+def ignores_rng(fn, args, calls=40):
+    """True when `calls` calls, each with its own rng, all return one answer (args: a random
+    outcome; a generator made inside fn draws the same numbers every call)."""
+    outs = set()
+    for i in range(calls):
+        try:
+            outs.add(repr(fn(*copy.deepcopy(args[:-1]), np.random.default_rng(i))))
+        except Exception:  # the battery reports it with its case
+            return False
+    return len(outs) == 1
+
+
 def wrong_return(fn, probe, contract):
     """What is wrong with fn's value on the probe for its contract, or None (a raise: the
     battery's)."""
@@ -167,6 +179,11 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
         why = (f"p-value {bad.p_value:.2g} < {ALPHA:g}: the law of what you sampled differs "
                f"from the exact one; sequences (new tokens) with the largest gaps:\n  "
                + bad.detail.replace("; ", "\n  "))
+    if uncertain is not None and ignores_rng(fn, uncertain):
+        why += ("\nthe same call with rng = np.random.default_rng(0), (1), ... (39) gave one "
+                "answer each time: your function ignores the rng it is given (one made inside "
+                "it, such as rng = np.random.default_rng(42), draws the same numbers on every "
+                "call): draw every random number from rng, the argument")
     if (like := same_mistake(fn, known, contract, seed, battery=battery)) is not None:
         why += (f"\nyour answer draws exactly what a known mistake draws on every case: "
                 f"{' '.join((like.__doc__ or like.__name__).split())}")

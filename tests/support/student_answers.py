@@ -184,6 +184,16 @@ def chain_own_generator(drafts, P, Q, rng):
     return len(drafts), draw(Q[len(drafts)], OWN)
 
 
+def chain_seeded_inside(drafts, P, Q, rng):
+    """rng = np.random.default_rng(0) at the top "for reproducibility": the argument ignored,
+    every call drawing the same uniforms."""
+    rng = np.random.default_rng(0)
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
 # verify_without_replacement(tokens, parents, Q, P, rng)
 
 def tree_walk(tokens, parents, Q, P, rng, law=None, update=None, row=lambda c: c + 1,
@@ -788,7 +798,8 @@ WRONG = {
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
-                     chain_mutates_q, chain_ties_by_random, chain_own_generator],
+                     chain_mutates_q, chain_ties_by_random, chain_own_generator,
+                     chain_seeded_inside],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p,
                                    wr_reversed_siblings, wr_row_off_by_one, wr_ties_toward_draft,
                                    wr_stops_at_first_kept, wr_residual_swapped, wr_mutates_p,

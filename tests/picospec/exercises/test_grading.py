@@ -78,6 +78,18 @@ def test_a_generator_of_the_learners_own_is_named():
     assert "not from np.random, random or a generator of your own" in verdict.evidence
 
 
+def test_a_generator_seeded_inside_is_named():
+    """rng = np.random.default_rng(0) inside the function: one answer whatever rng it is given.
+    The law fails, and the verdict says why; a wrong answer that uses rng gets no such line."""
+    verdict = EXERCISES["verify_chain"].grade(student_answers.chain_seeded_inside,
+                                              samples=SAMPLES)
+    assert verdict.failed.startswith("case "), str(verdict)
+    assert "your function ignores the rng it is given" in verdict.evidence
+    other = EXERCISES["verify_chain"].grade(student_answers.chain_bonus_off_by_one,
+                                            samples=SAMPLES)
+    assert not other.passed and "ignores the rng" not in other.evidence
+
+
 def test_state_kept_between_calls_is_named():
     """Lists as default arguments grow call after call: the case called again answers otherwise,
     and the verdict says why; a mistake that keeps no state gets no such line."""
