@@ -20,9 +20,11 @@ from pathlib import Path
 #   check_list  check_list(values) -> a message or None
 #   required    the command line must give it
 #   load        a method's option that the app's loader reads, not passed to the method
-FIELDS = "name type default help low high above choices check required load check_list"
+#   also        names a user may type for it, answered with "did you mean --name?" (a trainer's
+#               --backbone is the app's --target)
+FIELDS = "name type default help low high above choices check required load check_list also"
 Option = namedtuple("Option", FIELDS,
-                    defaults=(None, "", None, None, None, None, None, False, False, None))
+                    defaults=(None, "", None, None, None, None, None, False, False, None, ()))
 
 
 class UsageError(ValueError):  # a command line that cannot run: one line, exit status 2
@@ -195,20 +197,24 @@ def read(argv, options, words=None):
             raise UsageError(f"unexpected argument {word!r}: options are written --name value; "
                              f"quote text with spaces (see --help)")
         names = [*p.kinds, *(f"no-{o.name}" for o in options if o.type is bool)]
-        near = nearest(word.split("=")[0].lstrip("-"), names, "--")
+        near = nearest(word.split("=")[0].lstrip("-"), names, "--",
+                       {a: o.name for o in options for a in o.also})
         raise UsageError(f"unknown option {word.split('=')[0]}"
                          + (f": did you mean {near}?" if near else "") + " (see --help)")
     return {k: v.removeprefix(MARK) if isinstance(v, str) else v for k, v in vars(given).items()}
 
 
-def nearest(typed, names, dash=""):
+def nearest(typed, names, dash="", also=None):
     """What a mistyped name may have meant: the name in another case (--k), the few it begins
-    (--temp, --top: "--top_k or --top_p"), else the closest spelling; None when nothing is near."""
-    begun = [n for n in names if n.lower().startswith(typed.lower())]
-    near = ([n for n in names if n.lower() == typed.lower()]
+    (--temp, --top: "--top_k or --top_p"), else the closest spelling; None when nothing is near.
+    also: {another name for one: its name} (--target: --backbone)."""
+    also = also or {}
+    pool = [*names, *also]
+    begun = [n for n in pool if n.lower().startswith(typed.lower())]
+    near = ([n for n in pool if n.lower() == typed.lower()]
             or (begun if len(begun) <= 3 else [])
-            or difflib.get_close_matches(typed, names, 1, 0.6))
-    return " or ".join(dash + n for n in near) or None
+            or difflib.get_close_matches(typed, pool, 1, 0.75))
+    return " or ".join(dash + n for n in dict.fromkeys(also.get(n, n) for n in near)) or None
 
 
 def settle(given, options, elsewhere=None):

@@ -301,7 +301,7 @@ def data_options(kind):
     return [
         Option("backbone", str, "tiny-target",
                "the GPT-2 whose features the head reads: tiny-target, gpt2, ..., or a checkpoint "
-               "folder"),
+               "folder", also=("target", "model")),
         Option("data", "dir", None,
                "folder of train.bin and val.bin (from python -m gpt2.train.corpus): the prompts",
                required=True),

@@ -299,7 +299,8 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
 
 OPTIONS = [
     Option("backbone", str, "tiny-target",
-           "the GPT-2 to put heads on: tiny-target, gpt2, ..., or a checkpoint folder"),
+           "the GPT-2 to put heads on: tiny-target, gpt2, ..., or a checkpoint folder",
+           also=("target", "model")),
     Option("data", "dir", None,
            "folder of train.bin and val.bin (from python -m gpt2.train.corpus)", required=True),
     Option("out", "path", None,

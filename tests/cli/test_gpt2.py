@@ -143,7 +143,7 @@ BAD = [  # (command, arguments, what the one line must say)
     # bench.engine
     ("bench.engine", ["--sizes", "7B"], r"unknown --sizes '7B': choose one of 124M, 355M"),
     ("bench.engine", ["--sizes", "124M,"], r"--sizes must be names"),
-    ("bench.engine", ["--device", "tpu"], r"unknown --device 'tpu' .*choose one of cpu, gpu"),
+    ("bench.engine", ["--device", "tpu"], r"unknown --device 'tpu'.*choose one of cpu, gpu"),
     ("bench.engine", ["--device", "gpu", "--families", "Haswell"],
      r"--families picks OpenBLAS's kernels, which a --device gpu run does not time"),
     ("bench.engine", ["--repeats", "0"], r"--repeats must be >= 1; got 0"),

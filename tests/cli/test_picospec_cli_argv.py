@@ -110,3 +110,20 @@ def test_a_loop_of_links_or_a_name_too_long_is_one_line_naming_the_option(kind, 
         with pytest.raises(UsageError) as refused:
             convert(option, text)
         assert str(refused.value) == f"--out {text}: {why}"
+
+
+@pytest.mark.parametrize("word, hint", [
+    ("--target", ": did you mean --backbone?"),  # another command's name for it
+    ("--stag", ": did you mean --stage?"),  # the option it begins
+    ("--tagret", ": did you mean --backbone?"),  # a misspelling of a name it is also called by
+    ("--targe", ": did you mean --backbone?"),
+    ("--targ", ": did you mean --backbone?"),
+    ("--seed", ""),  # near no name
+    ("--sgate", ""),
+])
+def test_did_you_mean_names_only_what_was_likely_meant(word, hint):
+    options = [Option("backbone", str, "tiny-target", "the model", also=("target",)),
+               Option("stage", str, "one", "the stage")]
+    with pytest.raises(UsageError) as e:
+        read([word, "x"], options)
+    assert str(e.value) == f"unknown option {word}{hint} (see --help)"
