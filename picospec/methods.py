@@ -26,8 +26,8 @@ from picospec.eagle3 import eagle3_decoding
 from picospec.greedy import SCHEDULES, greedy_decoding
 from picospec.lookahead import lookahead_decoding
 from picospec.medusa import POSTERIORS, medusa_decoding
-from picospec.options import (K_option, dynamic_tree_options, eagle_tree_check, expansion_check,
-                              medusa_tree, parse_tree, skip_check, tree_check)
+from picospec.options import (K_ALSO, K_option, dynamic_tree_options, eagle_tree_check,
+                              expansion_check, medusa_tree, parse_tree, skip_check, tree_check)
 from picospec.prompt_lookup import prompt_lookup_decoding
 from picospec.rest import rest_decoding
 from picospec.self_draft import self_speculative_decoding
@@ -287,7 +287,7 @@ METHODS = (
            needs=("self_draft:layer_skip",), prepare=prepare_self_draft,
            options=(Option("K", int, None,
                            "most draft tokens per step (default: the K searched with the skip "
-                           "set)", low=1, high=64),
+                           "set)", low=1, high=64, also=K_ALSO),
                     Option("skip", str, None,
                            "sublayers to skip, e.g. a3,m4 (default: the set searched for the "
                            "target, its self_draft.json)", check=skip_check, load=True),
@@ -308,7 +308,7 @@ METHODS = (
            needs=("self_draft:early_exit",), prepare=prepare_self_draft,
            options=(Option("K", int, None,
                            "draft tokens per step (default: the K searched with the exit layer)",
-                           low=1, high=64),
+                           low=1, high=64, also=K_ALSO),
                     Option("exit_layer", int, None,
                            "E: draft with the first E layers (default: the target's "
                            "self_draft.json)", low=1, load=True),

@@ -17,8 +17,12 @@ def dynamic_tree_options():
                    high=256))
 
 
+# what other libraries call K (Hugging Face's assisted generation), for did-you-mean
+K_ALSO = ("num_draft_tokens", "num_assistant_tokens", "draft_tokens")
+
+
 def K_option(help="draft tokens per step"):
-    return Option("K", int, 4, help, low=1, high=64)
+    return Option("K", int, 4, help, low=1, high=64, also=K_ALSO)
 
 
 TREES = ("sparse", "chain", "cartesian")

@@ -29,7 +29,8 @@ SHARED = [
     Option("prompt_file", "path", None, "read the prompt from this file (- for standard input)"),
     Option("escapes", bool, False,
            r"decode \n, \t and \\ in the prompt (--prompt, --prompt_file) and in --batch lines"),
-    Option("n_tokens", int, 40, "new tokens to generate", low=1),
+    Option("n_tokens", int, 40, "new tokens to generate", low=1,
+           also=("max_new_tokens", "max_tokens")),
     Option("temperature", float, 0.0, "0 is greedy decoding; > 0 samples", low=0),
     Option("top_k", int, None, "sample from the k most likely tokens only", low=1),
     Option("top_p", float, None, "sample from the smallest set of tokens with this much mass",
@@ -37,9 +38,10 @@ SHARED = [
     Option("seed", int, 123, "seed of the numpy.random.Generator", low=0),
     Option("target", str, "tiny-target",
            "target model: tiny-target, gpt2, gpt2-medium/large/xl, a Hugging Face "
-           "repo id, or a folder"),
+           "repo id, or a folder", also=("model",)),
     Option("draft", str, "tiny-draft",
-           "draft model (methods that need one): tiny-draft, ngram, gpt2, ..."),
+           "draft model (methods that need one): tiny-draft, ngram, gpt2, ...",
+           also=("draft_model", "assistant_model")),
     Option("device", str, "cpu", "cpu, or gpu (CuPy)", choices=("cpu", "gpu")),
     Option("offline", bool, None, "never touch the network (--no-offline: allow it; unset: "
            "PICOSPEC_OFFLINE, else allowed)"),

@@ -134,6 +134,12 @@ MAIN_CASES = [
                      r"--help\)", False),
     (["--method", "spec"], r"unknown --method 'spec' \(did you mean speculative or specinfer\?\)",
      False),
+    # other libraries' names for an option (Hugging Face's assisted generation)
+    (["--model", "gpt2"], r"unknown option --model: did you mean --target\?", False),
+    (["--max_new_tokens", "5"], r"unknown option --max_new_tokens: did you mean --n_tokens\?",
+     False),
+    (["--num_assistant_tokens", "3"], r"--num_assistant_tokens: did you mean --K\?", False),
+    (["--assistant_model", "x"], r"--assistant_model: did you mean --draft\?", False),
     (["--n_tok", "3"], r"unknown option --n_tok: did you mean --n_tokens\?", False),
     (["--prompt", "-x"], r"--prompt needs a value \(text\); one that starts with - is written "
                          r"--prompt=VALUE", False),
