@@ -81,6 +81,31 @@ def test_every_draft_accepted_counts_the_targets_own_token(drafted, E_full):
                         "been accepted: the cost model gives 3.00x then)")
 
 
+def test_every_draft_accepted_over_the_steps_target_calls():
+    """Steps drafting 3 and 3 tokens in 2 and 1 target calls (blockwise's first step predicts,
+    then verifies): had every draft been accepted, 4 + 4 tokens in 3 calls, not 1 + 3 = 4 a step."""
+    stats = [{"drafted": 3, "calls": 2}, {"drafted": 3, "calls": 1}]
+    assert run.every_draft_accepted(stats, 2.0) == pytest.approx(8 / 3)
+
+
+def test_blockwise_every_draft_accepted_counts_its_first_steps_two_calls(offline):
+    """Blockwise on the built-in target: its first step makes two target calls, so tokens per
+    target call had every draft been accepted is each step's drafts plus one over the calls the
+    Timed target counted, and never below the E measured."""
+    from gpt2.load import load_model
+    from picospec.methods import TABLE, defaults
+    from picospec_app.load import load_needs
+
+    target, encoder = load_model("tiny-target")
+    method = TABLE["blockwise"]
+    loaded = load_needs(method, defaults(method), target, "tiny-target", encoder, None, "cpu", True)
+    r = run.run_method(method, encoder.encode("def add(a, b):"), loaded, 12, 0, {"temperature": 0})
+    assert len(r["stats"]) < r["target_calls"]  # a step of two calls
+    E_full = sum(s["drafted"] + 1 for s in r["stats"]) / r["target_calls"]
+    costs = run.call_costs([r], [r])
+    assert costs["E_full"] == pytest.approx(E_full) and costs["E"] <= costs["E_full"]
+
+
 class Accepting(Costly):
     """A tree method's target: its accept (cache compaction) takes `accept_s` on the clock."""
 
