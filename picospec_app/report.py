@@ -144,16 +144,40 @@ def texts_note(plan):
 
 def cost_line(costs, measured):
     """E, c, each drafter's c_d, the rest of a step and of an autoregressive token, and the
-    predicted speedup beside the measured one."""
-    drafts = costs["drafts"]
-    calls = "".join(f", a {name} call c_d = {d['c_d']:.3f} ({d['per_target_call']:.2f} per target "
-                    f"call)" for name, d in drafts.items())
-    sums = "".join(f" + {d['per_target_call']:.2f} x {d['c_d']:.3f}" for d in drafts.values())
+    predicted speedup beside the measured one; the figures with equation_digits' decimals (c_d one
+    more), so that the equation as printed gives the prediction printed beside it."""
+    drafts, n = costs["drafts"], equation_digits(costs)
+    calls = "".join(f", a {name} call c_d = {d['c_d']:.{n + 1}f} ({d['per_target_call']:.{n}f} per "
+                    f"target call)" for name, d in drafts.items())
+    sums = "".join(f" + {d['per_target_call']:.{n}f} x {d['c_d']:.{n + 1}f}"
+                   for d in drafts.values())
     k_c_d = " + k c_d" if drafts else ""
+    rest_base = shown(costs["rest_base"], n)  # 1 + r_0 printed as 1 + the r_0 printed
     return (f"why: {costs['E']:.2f} tokens per target call; a target call costs c = "
-            f"{costs['c']:.2f} one-token calls{calls}; the rest of a step r = {costs['rest']:.2f} "
-            f"(sampling, acceptance, Python), of an autoregressive token r_0 = "
-            f"{costs['rest_base']:.2f}; cost model E (1 + r_0) / (c{k_c_d} + r) = "
-            f"{costs['E']:.2f} x {1 + costs['rest_base']:.2f} / ({costs['c']:.2f}{sums} + "
-            f"{costs['rest']:.2f}) = {costs['predicted']:.2f}x predicted, {measured:.2f}x "
+            f"{costs['c']:.{n}f} one-token calls{calls}; the rest of a step r = "
+            f"{costs['rest']:.{n}f} (sampling, acceptance, Python), of an autoregressive token "
+            f"r_0 = {rest_base:.{n}f}; cost model E (1 + r_0) / (c{k_c_d} + r) = "
+            f"{costs['E']:.{n}f} x {1 + rest_base:.{n}f} / ({costs['c']:.{n}f}{sums} + "
+            f"{costs['rest']:.{n}f}) = {costs['predicted']:.2f}x predicted, {measured:.2f}x "
             f"measured")
+
+
+def shown(value, digits):
+    """A figure as printed with `digits` decimals: shown(0.0349, 2) -> 0.03."""
+    return float(f"{value:.{digits}f}")
+
+
+def equation_digits(costs, most=6):
+    """The fewest decimals, 2 or more, at which the cost model's figures as printed (c_d with one
+    more) give its prediction to within half a hundredth, so the equation printed is off from the
+    prediction printed by at most its last digit. Example: E = 1, r_0 = 0.0349, c = 0.5549,
+    r = 0.0449 predict 1.0349 / 0.5998 = 1.73x, but 1.00 x 1.03 / (0.55 + 0.04) = 1.75: 3
+    decimals, 1.000 x 1.035 / (0.555 + 0.045) = 1.725."""
+    for n in range(2, most):
+        drafting = sum(shown(d["per_target_call"], n) * shown(d["c_d"], n + 1)
+                       for d in costs["drafts"].values())
+        step = shown(costs["c"], n) + drafting + shown(costs["rest"], n)
+        tokens = shown(costs["E"], n) * (1 + shown(costs["rest_base"], n))
+        if step > 0 and abs(tokens / step - costs["predicted"]) <= 0.005:
+            return n
+    return most

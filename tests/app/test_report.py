@@ -6,6 +6,9 @@ import itertools
 import re
 from contextlib import redirect_stdout
 
+import numpy as np
+import pytest
+
 from gpt2.encoder import load_encoder
 from gpt2.load import ASSETS
 from picospec_app import command
@@ -62,3 +65,52 @@ def test_counts_of_one_read_in_the_singular(tmp_path):
     for wrong in ("1 tokens", "1 runs", "1 target calls", "1 rounds", "1 prompts"):
         # a count of one, not the last digit of a figure such as "353.1 tokens/s"
         assert not re.search(rf"(?<![\d.]){wrong}\b", text + batch), wrong
+
+
+def printed_equation(line):
+    """The why line's equation as printed -> (its value from the printed figures, the printed
+    prediction, the figures the sentence before it printed (c, c_d, r, r_0), the equation's)."""
+    m = re.search(r"= ([\d.]+) x ([\d.]+) / \(([^)]*)\) = ([\d.]+)x predicted", line)
+    E, tokens, step, predicted = m[1], m[2], m[3].split(" + "), m[4]
+    total = sum(float(a) * float(b) for a, b in (t.split(" x ") for t in step if " x " in t))
+    total += sum(float(t) for t in step if " x " not in t)
+    said = re.findall(r"(?:c|c_d|r|r_0) = ([\d.]+)", line.split("; cost model")[0])
+    r_0 = float(said[-1])
+    shown = [step[0], *(t.split(" x ")[1] for t in step if " x " in t), step[-1]]
+    return float(E) * float(tokens) / total, float(predicted), said[:-1], shown, r_0, tokens
+
+
+COSTS = [{"E": 1.0, "rest_base": 0.0349, "c": 0.5549, "rest": 0.0449, "drafts": {}},  # 1.75 vs 1.73
+         {"E": 4.996, "rest_base": 0.0549, "c": 0.9949, "rest": 0.0049,  # E large, a small step
+          "drafts": {"draft": {"per_target_call": 3.996, "c_d": 0.01049},
+                     "draft2": {"per_target_call": 2.004, "c_d": 0.00549}}}]
+
+
+def random_costs(rng):
+    names = ["draft", "draft2"][:rng.integers(0, 3)]
+    return {"E": 1 + 6 * rng.random(), "rest_base": 0.2 * rng.random(),
+            "c": 0.3 + 3 * rng.random(), "rest": 0.6 * rng.random(),
+            "drafts": {n: {"per_target_call": 6 * rng.random(), "c_d": 0.3 * rng.random()}
+                       for n in names}}
+
+
+def test_the_cost_models_equation_as_printed_gives_the_prediction_printed():
+    """E (1 + r_0) / (c + k c_d + r) evaluated on the figures the why line prints is within one
+    unit of the last digit of the prediction it prints (at 2 decimals r = 0.0449 and r_0 = 0.0349
+    printed 1.00 x 1.03 / (0.55 + 0.04) = 1.75 beside 1.73x), the prediction is the cost model's,
+    and the sentence's c, c_d and r are the equation's figures, its r_0 the one in 1 + r_0."""
+    from picospec.theory import cost_model_speedup
+    from picospec_app.report import cost_line
+
+    rng = np.random.default_rng(0)
+    for costs in COSTS + [random_costs(rng) for _ in range(400)]:
+        pairs = [(d["per_target_call"], d["c_d"]) for d in costs["drafts"].values()]
+        costs["predicted"] = cost_model_speedup(costs["E"], costs["c"], pairs, costs["rest"],
+                                                costs["rest_base"])
+        line = cost_line(costs, 1.0)
+        value, predicted, said, shown, r_0, tokens = printed_equation(line)
+        assert predicted == float(f"{costs['predicted']:.2f}"), line
+        assert abs(value - predicted) <= 0.01 + 1e-9, (value, line)
+        assert said == shown and float(tokens) == pytest.approx(1 + r_0), line
+    assert "token r_0 = 0.10; " in cost_line({**COSTS[0], "rest_base": 0.1, "c": 1.0, "rest": 0.1,
+                                          "predicted": 1.0}, 1.0)  # 2 when they do
