@@ -96,9 +96,10 @@ def show_prompt(out, plan, encoder):
         line = (f"{count(len(run['output_ids'][0]), 'token')} in {run['time_s']:.3f} s ({rounds}, "
                 f"{run['tokens_per_s']:.1f} tokens/s), {count(run['target_calls'], 'target call')} "
                 f"({run['tokens_per_target_call']:.2f} tokens per target call)")
+        if run["draft_calls"]:  # none where the drafts come from no model (a lookup, heads)
+            line += f", {count(run['draft_calls'], 'draft call')}"
         if run["acceptance_rate"] is not None:
-            line += (f", {count(run['draft_calls'], 'draft call')}, acceptance "
-                     f"{run['acceptance_rate']:.0%}")
+            line += f", acceptance {run['acceptance_rate']:.0%}"
         print(line + "\n")
     if len(out["runs"]) == 2:
         low, high = out["speedup_range"]

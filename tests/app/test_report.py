@@ -114,3 +114,16 @@ def test_the_cost_models_equation_as_printed_gives_the_prediction_printed():
         assert said == shown and float(tokens) == pytest.approx(1 + r_0), line
     assert "token r_0 = 0.10; " in cost_line({**COSTS[0], "rest_base": 0.1, "c": 1.0, "rest": 0.1,
                                           "predicted": 1.0}, 1.0)  # 2 when they do
+
+
+def test_a_method_with_no_draft_model_prints_no_draft_calls(monkeypatch):
+    """Prompt lookup drafts from the prompt, with no draft model: its line gives its acceptance
+    but no "0 draft calls" (a count of calls it cannot make); speculative sampling's gives both."""
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    args = ["--n_tokens", "12", "--runs", "1", "--temperature", "0"]
+    lookup = text_of(["--method", "prompt_lookup", *args]).splitlines()
+    line = next(line for line in lookup if "acceptance" in line)
+    assert "draft call" not in line and line.endswith("%"), line
+    speculative = text_of(["--method", "speculative", *args]).splitlines()
+    line = next(line for line in speculative if "acceptance" in line)
+    assert re.search(r"\(\d\.\d\d tokens per target call\), \d+ draft calls, acceptance", line)
