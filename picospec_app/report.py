@@ -26,7 +26,8 @@ def result(plan, xs, rounds, encoder, threads):
            "same_output": [True] * len(xs), "cost_model": None}
     if len(runs) == 2:
         speedup = speedup_of(*rounds)  # the median of the rounds' ratios, and their range
-        out.update(speedup=speedup["median"], speedup_range=speedup["range"],
+        out.update(speedup=speedup["median"],  # one round has no range
+                   speedup_range=speedup["range"] if speedup["rounds"] > 1 else None,
                    same_output=[a == b for a, b in zip(*(r["output_ids"] for r in runs))])
         if plan.batch is None:
             costs = call_costs(*rounds)
@@ -102,9 +103,10 @@ def show_prompt(out, plan, encoder):
             line += f", acceptance {run['acceptance_rate']:.0%}"
         print(line + "\n")
     if len(out["runs"]) == 2:
-        low, high = out["speedup_range"]
-        rounds = (f"median of {out['rounds']} interleaved rounds, range {low:.2f}-{high:.2f}x"
-                  if out["rounds"] > 1 else "1 round")
+        rounds = "1 round"
+        if out["speedup_range"] is not None:
+            low, high = out["speedup_range"]
+            rounds = f"median of {out['rounds']} interleaved rounds, range {low:.2f}-{high:.2f}x"
         print(f"speedup {out['speedup']:.2f}x over autoregressive ({rounds}); texts "
               f"{'identical' if out['same_output'][0] else 'different'}{texts_note(plan)}")
         print(cost_line(out["cost_model"], out["speedup"]))

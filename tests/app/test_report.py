@@ -3,6 +3,7 @@ text itself the same as without colours, characters whose bytes span tokens incl
 one in the singular."""
 import io
 import itertools
+import json
 import re
 from contextlib import redirect_stdout
 
@@ -127,3 +128,16 @@ def test_a_method_with_no_draft_model_prints_no_draft_calls(monkeypatch):
     speculative = text_of(["--method", "speculative", *args]).splitlines()
     line = next(line for line in speculative if "acceptance" in line)
     assert re.search(r"\(\d\.\d\d tokens per target call\), \d+ draft calls, acceptance", line)
+
+
+def test_one_round_has_no_speedup_range(monkeypatch):
+    """--runs 1: the --json object's speedup_range is null (a range of one ratio is no spread
+    measured) and the text says "1 round"; --runs 2: the least and the most of the two ratios."""
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    args = ["--n_tokens", "4", "--temperature", "0", "--json"]
+    one = json.loads(text_of([*args, "--runs", "1"]))
+    assert one["rounds"] == 1 and one["speedup_range"] is None and one["speedup"] > 0
+    assert "(1 round); texts" in text_of(["--n_tokens", "4", "--temperature", "0", "--runs", "1"])
+    two = json.loads(text_of([*args, "--runs", "2"]))
+    ratios = [b / m for b, m in zip(two["runs"][0]["times_s"], two["runs"][1]["times_s"])]
+    assert two["speedup_range"] == [pytest.approx(min(ratios)), pytest.approx(max(ratios))]
