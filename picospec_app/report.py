@@ -147,8 +147,7 @@ def texts_note(plan):
 
 def cost_line(costs, measured):
     """E, c, each drafter's c_d, the rest of a step and of an autoregressive token, and the
-    predicted speedup beside the measured one; the figures with equation_digits' decimals (c_d one
-    more), so that the equation as printed gives the prediction printed beside it."""
+    predicted speedup beside the measured one, in equation_digits' decimals."""
     drafts, n = costs["drafts"], equation_digits(costs)
     calls = "".join(f", a {name} call c_d = {d['c_d']:.{n + 1}f} ({d['per_target_call']:.{n}f} per "
                     f"target call)" for name, d in drafts.items())
@@ -166,16 +165,14 @@ def cost_line(costs, measured):
 
 
 def shown(value, digits):
-    """A figure as printed with `digits` decimals: shown(0.0349, 2) -> 0.03."""
+    # a figure as printed: shown(0.0349, 2) -> 0.03
     return float(f"{value:.{digits}f}")
 
 
 def equation_digits(costs, most=6):
-    """The fewest decimals, 2 or more, at which the cost model's figures as printed (c_d with one
-    more) give its prediction to within half a hundredth, so the equation printed is off from the
-    prediction printed by at most its last digit. Example: E = 1, r_0 = 0.0349, c = 0.5549,
-    r = 0.0449 predict 1.0349 / 0.5998 = 1.73x, but 1.00 x 1.03 / (0.55 + 0.04) = 1.75: 3
-    decimals, 1.000 x 1.035 / (0.555 + 0.045) = 1.725."""
+    """The fewest decimals, from 2, at which the printed figures give the prediction."""
+    # within 0.005 (c_d one decimal more). Example: E = 1, r_0 = 0.0349, c = 0.5549, r = 0.0449
+    # predict 1.73, but 1.00 x 1.03 / (0.55 + 0.04) = 1.75; 1.000 x 1.035 / (0.555 + 0.045) = 1.725
     for n in range(2, most):
         drafting = sum(shown(d["per_target_call"], n) * shown(d["c_d"], n + 1)
                        for d in costs["drafts"].values())

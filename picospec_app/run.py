@@ -166,9 +166,8 @@ def drafting(costs):
 
 
 def every_draft_accepted(stats, E):
-    """Tokens per target call had every draft been accepted (E without stats): each step's drafts
-    and the target's token over the step's target calls (blockwise's first step makes two).
-    Example: steps drafting 3 and 3 in 2 and 1 calls -> (4 + 4) / 3 = 2.67, not 1 + 3 = 4."""
+    """Tokens per target call had every draft been accepted (E without stats)."""
+    # each step's drafts and the target's token, over the steps' calls (blockwise's first: two)
     if not stats:
         return E
     return sum(s["drafted"] + 1 for s in stats) / sum(s.get("calls", 1) for s in stats)
