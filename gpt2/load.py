@@ -124,10 +124,17 @@ def heads_function(folder, model):
     import numpy as np
 
     from gpt2.backend import to_numpy
+    from gpt2.fast.policy import Threads
     from gpt2.heads import heads_logits, load_heads
 
     heads, config = load_heads(folder, n_embd=model.hparams["n_embd"], n_vocab=model.n_vocab)
     wte = to_numpy(model.params["wte"])
-    # h [n, C] -> logits [n_heads, n, V]
-    return (lambda h, n_heads=None: heads_logits(np.asarray(h, dtype=np.float32),
-                                                 heads[:n_heads], wte, config)), config
+    # on the host, on the target's BLAS threads there (the library's own count may oversubscribe)
+    threads = model.plan.threads if model.device == "cpu" else Threads(wte.size)
+
+    def fn(h, n_heads=None):  # h [n, C] -> logits [n_heads, n, V]
+        h = np.asarray(h, dtype=np.float32)
+        with threads.scope(h.shape[0]):
+            return heads_logits(h, heads[:n_heads], wte, config)
+
+    return fn, config

@@ -42,7 +42,8 @@ class Timed:
 
 
 class TimedHead(Timed):
-    """EAGLE's head, timed as the draft; other attributes are the head's."""
+    """A head timed as the draft (EAGLE's head, Medusa's or Blockwise's heads function), called as
+    given; other attributes are the head's."""
 
     def __call__(self, *args, **kw):  # head(x, F, tokens, parents)
         return self._timed(self.model, *args, **kw)
@@ -61,15 +62,18 @@ def run_method(method, x, loaded, N, seed, sampling=None, clock=time.perf_counte
         getattr(model, "reset", lambda: None)()  # neither run may reuse the other's cached work
     timed = {k: Timed(v, clock) if k in ("target", "draft", "draft2") else v
              for k, v in loaded.items()}
+    heads = loaded.get("heads")
     if any(need.startswith("heads:eagle") for need in method.needs):  # EAGLE's, EAGLE-3's
-        timed["heads"] = TimedHead(loaded["heads"], clock)
+        timed["heads"] = head = TimedHead(heads, clock)
+    elif isinstance(heads, dict):  # Medusa's, Blockwise's heads: their function is the drafter
+        head = TimedHead(heads["fn"], clock)
+        timed["heads"] = {**heads, "fn": head}
     stats, rng = [], np.random.default_rng(seed)
     start = clock()
     out = call(method, x, N, rng, timed, sampling, options, stats=stats)
     seconds = clock() - start
     t, d2 = timed["target"], timed.get("draft2", Timed(None))
-    d = timed.get("draft") or (timed["heads"] if isinstance(timed.get("heads"), TimedHead)
-                               else Timed(None))
+    d = timed.get("draft") or (head if heads is not None else Timed(None))
     return {"output": out, "seconds": seconds, "target_calls": t.calls, "draft_calls": d.calls,
             "tokens_per_call": N / t.calls, "target_s": t.seconds, "draft_s": d.seconds,
             "stats": stats, "draft2_calls": d2.calls, "draft2_s": d2.seconds}

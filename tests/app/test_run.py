@@ -157,3 +157,21 @@ def test_main_prints_the_median_and_the_prediction_of_its_costs(main_with_stub_c
             f"the cost model gives {gpu:.2f}x") in text
     blas = r"^BLAS: \w+, \w+ kernels.* on .*, \d+ CPUs?; 1 thread .*; small-matrix path (on|off) \("
     assert re.search(blas, text, re.M), text
+
+
+@pytest.mark.parametrize("method, K", [("medusa", None), ("blockwise", 3)])
+def test_medusa_and_blockwise_heads_are_timed_as_the_drafter(method, K):
+    """Their heads' calls are the draft's (calls, seconds), not the rest of a step, which the
+    "why" line calls sampling, acceptance and Python."""
+    from gpt2.load import load_model
+    from picospec_app.load import load_heads
+
+    target, _ = load_model("tiny-target", offline=True)
+    heads = load_heads("tiny-target", method, None, target, offline=True)
+    calls, real = [], heads["fn"]
+    heads["fn"] = lambda *args, **kw: calls.append(1) or real(*args, **kw)
+    ticks = itertools.count()  # each reading of the clock one second on
+    options = {"K": K} if K else {}
+    done = run.run_method(method, [1, 2, 3], {"target": target, "heads": heads}, 12, 0,
+                          {"temperature": 0.0}, clock=lambda: float(next(ticks)), **options)
+    assert calls and done["draft_calls"] == len(calls) and done["draft_s"] == len(calls)

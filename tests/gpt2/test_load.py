@@ -128,6 +128,24 @@ def test_corrupt_heads_are_named(heads, checkpoint):
             heads_function(heads, model)
 
 
+def test_the_heads_run_on_the_targets_blas_threads(heads, checkpoint, monkeypatch):
+    """Medusa's and Blockwise's heads multiply on the host as the target's engine does: at its
+    thread count, not the library's (which oversubscribes busy cores)."""
+    import gpt2.heads
+    from threadpoolctl import threadpool_limits
+
+    from gpt2.fast.policy import blas_threads
+
+    seen, real = [], gpt2.heads.heads_logits
+    monkeypatch.setattr(gpt2.heads, "heads_logits",
+                        lambda *args: seen.append(blas_threads()) or real(*args))
+    with threadpool_limits(limits=2, user_api="blas"):
+        model, _ = load_model(str(checkpoint), threads=1)
+        fn, config = heads_function(heads, model)
+        assert fn(np.zeros((1, 16), np.float32)).shape == (2, 1, 4097)
+        assert seen == [1] and blas_threads() == 2
+
+
 # the command line prints them as one line `error: ...`, exit 2
 def test_every_loading_error_is_a_value_error():
     from gpt2.hub import DownloadError, Unreachable
