@@ -4,7 +4,7 @@ import itertools
 
 import numpy as np
 
-from picospec.exercises.grading import grade_cases
+from picospec.exercises.grading import grade_cases, not_ids
 from picospec.prompt_lookup import find_candidates as reference
 
 NAME, FAMILY = "find_candidates", "model-free drafting (prompt lookup, REST)"
@@ -32,6 +32,9 @@ def cases(seed=None):
     rng = np.random.default_rng(1)
     real = [([11, 2, 1, 2], 2, 2), ([2, 9, 11, 2, 7, 1, 2], 2, 1), ([256, 1, 256], 1, 1),
             ([50256, 12, 50256], 1, 2)]
+    # n-grams past 3: the 4-gram's first match lies after the 3-gram's; 5 drafts of the 10 asked
+    longer = [2, 3, 4, 8, 1, 2, 3, 4, 9, 1, 2, 3, 4]
+    real += [(longer, 4, 10), (list(longer), 5, 10)]
     for length in (8, 20, 40):
         x = [int(t) for t in rng.choice([7, 300, 11, 1, 50256, 4000], size=length)]
         real += [(x, n, k) for n in (1, 2, 3) for k in (1, 3)]
@@ -43,7 +46,9 @@ def compare(yours, expected):
     if not isinstance(yours, list):  # x + an array adds ids elementwise; x + a tuple raises
         got = "a NumPy array" if isinstance(yours, np.ndarray) else f"a {type(yours).__name__}"
         return f"what it returns: {got}, not a list"
-    return None if yours == expected else "draft"
+    if yours != expected:
+        return "draft"
+    return None if (odd := not_ids(yours)) is None else f"draft: {odd}"
 
 
 def grade(fn, samples=None, seed=0):

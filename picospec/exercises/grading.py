@@ -414,6 +414,14 @@ def show(value):
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
+def not_ids(values):
+    """What is wrong with values as token ids or node indices (ints), or None."""
+    for v in values:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            return f"{show(v)} ({type(v).__name__}), not an int"
+    return None
+
+
 def named(part, differs):
     """The part that differs, with its dtype or shape when that is what differs; None if none."""
     return None if differs is None else part if differs == "values" else f"{part}: {differs}"

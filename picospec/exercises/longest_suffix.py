@@ -48,6 +48,8 @@ def cases(seed=None):
     # GPT-2's ids: [1, 2] is not in [11, 2] though "1, 2" is in "11, 2"; ids past a byte
     out += [([11, 2], [1, 2], 2), ([5, 12, 3], [1, 2, 3], 3), ([300, 50256, 7], [9, 50256, 7], 3),
             ([256, 1], [0, 1], 2), ([2, 13, 4], [3, 4], 2)]
+    # suffixes past 3 tokens: 4 of a context of 5, then 4 where max_suffix stops a match of 5
+    out += [([5, 1, 2, 3, 4, 6], [9, 1, 2, 3, 4], 5), ([1, 2, 3, 4, 5], [1, 2, 3, 4, 5], 4)]
     return [(f"corpus={c}, context={x}, max_suffix={s}", (c, x, s)) for c, x, s in out]
 
 

@@ -2,7 +2,7 @@
 section 3.2)."""
 import itertools
 
-from picospec.exercises.grading import grade_cases
+from picospec.exercises.grading import grade_cases, not_ids
 from picospec.tree import trie as reference
 
 NAME, FAMILY = "trie", "model-free drafting (prompt lookup, REST)"
@@ -43,6 +43,9 @@ def compare(yours, expected):
                                  expected):
         if mine != right:
             return part
+    for part, ids in (("tokens", tokens), ("parents", parents)):  # ids and indices: ints
+        if (odd := not_ids(ids)) is not None:
+            return f"{part}: {odd}"
     return None
 
 

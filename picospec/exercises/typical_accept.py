@@ -2,7 +2,7 @@
 nodes, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import grade_cases
+from picospec.exercises.grading import grade_cases, show
 from picospec.medusa import typical_accept as reference
 
 NAME, FAMILY = "typical_accept", "Medusa"
@@ -60,7 +60,13 @@ def cases(seed=0):
 
 
 def compare(yours, expected):
-    return None if [bool(y) for y in yours] == list(expected) else "kept nodes"
+    same = [bool(y) for y in yours] == list(expected)
+    if not same:
+        return "kept nodes"
+    for y in yours:  # 0 and 1 as an index pick nodes 0 and 1, not the kept ones
+        if not isinstance(y, (bool, np.bool_)):
+            return f"what it returns: {show(y)} ({type(y).__name__}), not a boolean"
+    return None
 
 
 def grade(fn, samples=None, seed=0):

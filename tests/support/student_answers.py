@@ -447,6 +447,12 @@ def typical_log_plus_1e12(tokens, parents, probs, epsilon, delta):
     return typical(tokens, parents, probs, epsilon, delta, entropy=H)
 
 
+def typical_as_zero_one(tokens, parents, probs, epsilon, delta):
+    """int(q(x) > threshold): 0/1 integers, not booleans (as an index, 0 and 1 pick nodes 0 and
+    1)."""
+    return [int(k) for k in typical(tokens, parents, probs, epsilon, delta)]
+
+
 # find_candidates(x, max_ngram_size, num_pred_tokens)
 
 def candidates_skip_last_window(x, max_ngram_size=3, num_pred_tokens=10):
@@ -519,6 +525,27 @@ def candidates_as_array(x, max_ngram_size=3, num_pred_tokens=10):
     return ids[:0]
 
 
+def candidates_ngrams_up_to_3(x, max_ngram_size=3, num_pred_tokens=10):
+    """N-grams of at most 3 tokens (prompt lookup's usual max_ngram_size), whatever the argument
+    says."""
+    for n in range(min(max_ngram_size, 3, len(x) - 1), 0, -1):
+        for s in range(len(x) - n):
+            if x[s:s + n] == x[-n:]:
+                return x[s + n:s + n + num_pred_tokens]
+    return []
+
+
+def candidates_as_floats(x, max_ngram_size=3, num_pred_tokens=10):
+    """The windows compared on a float copy of x: the draft comes back as floats (3.0, no token
+    id)."""
+    ids = np.asarray(x, dtype=float)
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        for s in range(len(x) - n):
+            if np.array_equal(ids[s:s + n], ids[-n:]):
+                return ids[s + n:s + n + num_pred_tokens].tolist()
+    return []
+
+
 # longest_suffix(corpus, context, max_suffix)
 
 def suffix_tokens_anywhere(corpus, context, max_suffix):
@@ -567,6 +594,14 @@ def suffix_last_token_as_bool(corpus, context, max_suffix):
         if any(corpus[i:i + n] == context[-n:] for i in range(len(corpus) - n + 1)):
             return n
     return context[-1] in corpus
+
+
+def suffix_up_to_3(corpus, context, max_suffix):
+    """Suffixes of at most 3 tokens tried, whatever max_suffix says."""
+    for n in range(min(max_suffix, 3, len(context)), 0, -1):
+        if any(corpus[i:i + n] == context[-n:] for i in range(len(corpus) - n + 1)):
+            return n
+    return 0
 
 
 # trie(sequences)
@@ -662,6 +697,27 @@ def trie_mutable_defaults(sequences, tokens=[], parents=[], counts=[]):  # noqa:
                 parents.append(parent)
                 counts.append(0)
             parent = node[tuple(seq[:k + 1])]
+            counts[parent] += 1
+    return tokens, parents, counts
+
+
+def trie_nan_padded(sequences):
+    """The sequences padded with nan into one float array (their lengths differ): the tokens
+    come back as floats."""
+    grid = np.full((len(sequences), max(map(len, sequences))), np.nan)  # [sequences, longest]
+    for i, seq in enumerate(sequences):
+        grid[i, :len(seq)] = seq
+    tokens, parents, counts, node = [], [], [], {}
+    for row in grid:
+        parent, prefix = -1, ()
+        for t in row[~np.isnan(row)]:
+            prefix += (t,)
+            if prefix not in node:
+                node[prefix] = len(tokens)
+                tokens.append(t)
+                parents.append(parent)
+                counts.append(0)
+            parent = node[prefix]
             counts[parent] += 1
     return tokens, parents, counts
 
@@ -810,14 +866,16 @@ WRONG = {
     "typical_accept": [typical_at_least, typical_log10, typical_exp_plus_h, typical_no_epsilon,
                        typical_root_row, typical_parent_row_off_by_one, typical_whole_path,
                        typical_epsilon_delta_swapped, typical_guard_in_place,
-                       typical_as_array_of_ints, typical_log_plus_1e12],
+                       typical_as_array_of_ints, typical_log_plus_1e12, typical_as_zero_one],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
-                        candidates_dict_of_ngrams, candidates_as_array],
+                        candidates_dict_of_ngrams, candidates_as_array,
+                        candidates_ngrams_up_to_3, candidates_as_floats],
     "longest_suffix": [suffix_tokens_anywhere, suffix_one_short, suffix_through_bytes,
-                       suffix_reversed_in_place, suffix_prefix_matched, suffix_last_token_as_bool],
+                       suffix_reversed_in_place, suffix_prefix_matched, suffix_last_token_as_bool,
+                       suffix_up_to_3],
     "trie": [trie_counts_once, trie_parent_is_position, trie_breadth_first, trie_pops_sequences,
-             trie_string_keys_without_separator, trie_mutable_defaults],
+             trie_string_keys_without_separator, trie_mutable_defaults, trie_nan_padded],
     "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
                        lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists],
     "draft_law": [draft_law_min_subtracted, draft_law_as_list, draft_law_mean_subtracted],
@@ -914,6 +972,16 @@ def candidates_by_windows(x, max_ngram_size=3, num_pred_tokens=10):
     return []
 
 
+def candidates_numpy_ids(x, max_ngram_size=3, num_pred_tokens=10):
+    """The draft a list of NumPy ints: ids all the same."""
+    ids = np.asarray(x)
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        for s in range(len(x) - n):
+            if (ids[s:s + n] == ids[-n:]).all():
+                return list(ids[s + n:s + n + num_pred_tokens])
+    return []
+
+
 def suffix_by_set(corpus, context, max_suffix):
     for n in range(min(max_suffix, len(context)), 0, -1):
         if tuple(context[-n:]) in {tuple(corpus[i:i + n]) for i in range(len(corpus) - n + 1)}:
@@ -968,4 +1036,5 @@ RIGHT = {"residual": residual_by_minimum, "verify_chain": chain_uniforms_first,
          "lookahead_mask": lookahead_vectorised, "expected_tokens": expected_closed_form,
          "predicted_speedup": speedup_per_token, "draft_law": draft_law_by_lookup}
 # more right answers, each written as some learner would
-RIGHT_TOO = [("verify_chain", chain_binomial_draws), ("typical_accept", typical_in_log_space)]
+RIGHT_TOO = [("verify_chain", chain_binomial_draws), ("typical_accept", typical_in_log_space),
+             ("find_candidates", candidates_numpy_ids)]

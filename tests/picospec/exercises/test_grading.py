@@ -64,6 +64,9 @@ def test_a_right_answer_written_otherwise_passes(name, answer):
     ("lookahead_mask", "lookahead_as_nested_lists", "mask: a list, expected a NumPy array"),
     ("find_candidates", "candidates_as_array", "what it returns: a NumPy array, not a list"),
     ("longest_suffix", "suffix_last_token_as_bool", "what it returns: a bool, not an int"),
+    ("find_candidates", "candidates_as_floats", "draft: 0.0 (float), not an int"),
+    ("trie", "trie_nan_padded", "tokens: 0.0 (float64), not an int"),
+    ("typical_accept", "typical_as_zero_one", "what it returns: 0 (int), not a boolean"),
 ])
 def test_a_wrong_kind_of_value_or_a_changed_input_is_named(name, wrong, failed):
     verdict = EXERCISES[name].grade(getattr(student_answers, wrong))
@@ -105,6 +108,17 @@ def test_mass_dropped_below_a_tolerance_fails_at_the_hair():
     assert verdict.failed == "values", str(verdict)
     assert "p=[0.25, 0.25, 0.5]\n" in verdict.evidence
     assert "yours:    [nan, nan, nan]" in verdict.evidence
+
+
+@pytest.mark.parametrize("name, wrong, case", [
+    ("find_candidates", "candidates_ngrams_up_to_3",
+     "x=[2, 3, 4, 8, 1, 2, 3, 4, 9, 1, 2, 3, 4], max_ngram_size=4, num_pred_tokens=10"),
+    ("longest_suffix", "suffix_up_to_3",
+     "corpus=[5, 1, 2, 3, 4, 6], context=[9, 1, 2, 3, 4], max_suffix=5")])
+def test_a_length_capped_at_3_fails_past_3(name, wrong, case):
+    """Right on every case up to 3 tokens (n-grams, suffixes), wrong on the first longer one."""
+    verdict = EXERCISES[name].grade(getattr(student_answers, wrong))
+    assert f"smallest case that differs ({verdict.failed}): {case}\n" in str(verdict), str(verdict)
 
 
 def test_text_search_for_an_ngram_fails_on_multi_digit_ids():
