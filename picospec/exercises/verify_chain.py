@@ -2,7 +2,7 @@
 graded by its law (the checker's chain contract). p = draft, q = target; K drafts, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import grade_law
+from picospec.exercises.grading import ARGS, Verdict, copied, grade_law, judged, show
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_chain", "speculative sampling"
@@ -31,9 +31,27 @@ UNCERTAIN = ([0, 1], np.array([[0.6, 0.2, 0.2], [0.2, 0.6, 0.2]]),
              np.array([[0.3, 0.4, 0.3], [0.3, 0.3, 0.4], [0.3, 0.3, 0.4]]), None)
 
 
+# no drafts, as prompt lookup calls it when nothing matched: the next token is Q[0]'s, token 2
+EMPTY = ([], np.zeros((0, 3)), np.array([[0.0, 0.0, 1.0]]))
+
+
 def grade(fn, samples=20_000, seed=0):
-    return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN,
-                     known=WRONG, rules=rules)
+    verdict = grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN,
+                        known=WRONG, rules=rules)
+    if not verdict.passed:
+        return verdict
+    return no_drafts(fn) or verdict
+
+
+def no_drafts(fn):
+    """A failing Verdict when fn's call with K = 0 raises or breaks a rule, else None."""
+    args = [*copied(EMPTY), np.random.default_rng(0)]
+    out, problem = judged(lambda: fn(*args), rules, copied(EMPTY), args[:3], ARGS[3])
+    if problem is None:
+        return None
+    call = ["  drafts = []", f"  P = np.zeros({EMPTY[1].shape})", f"  Q = {show(EMPTY[2])}"]
+    return Verdict(NAME, False, "a call with no drafts (K = 0), once the law passed",
+                   "\n".join(["the call:", *call, problem]), "no drafts")
 
 
 def rules(drafts, P, Q, out):

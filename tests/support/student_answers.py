@@ -184,6 +184,15 @@ def chain_own_generator(drafts, P, Q, rng):
     return len(drafts), draw(Q[len(drafts)], OWN)
 
 
+def chain_bonus_after_the_loop(drafts, P, Q, rng):
+    """Every draft kept: (t + 1, a token of Q[t + 1]) from the loop's last t, which no draft
+    (K = 0, prompt lookup when nothing matched) leaves unset."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return t + 1, draw(Q[t + 1], rng)  # noqa: B007 (the bug: t unset when drafts is empty)
+
+
 def chain_seeded_inside(drafts, P, Q, rng):
     """rng = np.random.default_rng(0) at the top "for reproducibility": the argument ignored,
     every call drawing the same uniforms."""
@@ -855,7 +864,7 @@ WRONG = {
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
                      chain_mutates_q, chain_ties_by_random, chain_own_generator,
-                     chain_seeded_inside],
+                     chain_seeded_inside, chain_bonus_after_the_loop],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p,
                                    wr_reversed_siblings, wr_row_off_by_one, wr_ties_toward_draft,
                                    wr_stops_at_first_kept, wr_residual_swapped, wr_mutates_p,

@@ -26,8 +26,8 @@ def test_a_students_mistake_is_rejected_naming_where(name, wrong):
     assert not verdict.passed and verdict.failed not in ("no verdict", "not answered"), text
     if verdict.failed == "randomness outside rng":
         assert "draw every random number from rng" in text
-    elif verdict.failed == "logits 2000 apart":  # draft_law's one call past what its heads span
-        assert "the call:" in text and "it returned" in text, text
+    elif verdict.failed in ("logits 2000 apart", "no drafts"):  # one call past the battery's
+        assert "the call:" in text and ("it returned" in text or "it raised" in text), text
     elif hasattr(module, "CONTRACT"):  # the case, then the call that broke a rule or the counts
         assert verdict.failed.startswith("case ") and f"first failing case: {verdict.failed[5:]}"
         assert "the first that broke a rule" in text or "observed" in text, text
@@ -91,6 +91,22 @@ def test_a_generator_seeded_inside_is_named():
     other = EXERCISES["verify_chain"].grade(student_answers.chain_bonus_off_by_one,
                                             samples=SAMPLES)
     assert not other.passed and "ignores the rng" not in other.evidence
+
+
+def test_a_sampler_that_fails_without_drafts_is_named():
+    """Right in law at every K of the battery (1 to 6), it raises at K = 0: the call is shown;
+    the project's sampler and the right ones written otherwise answer it."""
+    from picospec.verify import verify_chain
+
+    from tests.support import learner_answers
+
+    module = EXERCISES["verify_chain"]
+    verdict = module.grade(student_answers.chain_bonus_after_the_loop, samples=SAMPLES)
+    assert verdict.failed == "no drafts", str(verdict)
+    assert "drafts = []\n" in verdict.evidence and "it raised UnboundLocalError" in verdict.evidence
+    for right in (verify_chain, learner_answers.verify_chain, student_answers.chain_uniforms_first,
+                  student_answers.chain_binomial_draws):
+        assert module.no_drafts(right) is None
 
 
 def test_state_kept_between_calls_is_named():
