@@ -46,7 +46,7 @@ def grade(fn, samples=20_000, seed=0):
 def no_drafts(fn):
     """A failing Verdict when fn's call with K = 0 raises or breaks a rule, else None."""
     args = [*copied(EMPTY), np.random.default_rng(0)]
-    out, problem = judged(lambda: fn(*args), rules, copied(EMPTY), args[:3], ARGS[3])
+    _, problem = judged(lambda: fn(*args), rules, copied(EMPTY), args[:3], ARGS[3])
     if problem is None:
         return None
     call = ["  drafts = []", f"  P = np.zeros({EMPTY[1].shape})", f"  Q = {show(EMPTY[2])}"]
