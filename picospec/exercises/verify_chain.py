@@ -12,7 +12,8 @@ ids, drafts[t] drawn from the draft's law P[t] (P: [K, V]); Q: [K + 1, V], Q[t] 
 after the prompt and drafts[:t]. Chen et al. 2023, Algorithm 2, step 3 (indexing from 0): for
 t = 0 .. K - 1 draw r ~ U[0, 1) from `rng`; keep x = drafts[t] if r < min(1, q(x) / p(x)); at the
 first rejection return (t, a token drawn from norm(max(0, Q[t] - P[t]))). If all K are kept return
-(K, a token drawn from Q[K]). Return (n accepted, next token). Draw every random number from `rng`
+(K, a token drawn from Q[K]): with K = 0 (no drafts, P of shape [0, V]) that is (0, a token from
+Q[0]). Return (n accepted, next token). Draw every random number from `rng`
 (`rng.random()`); `picospec.sampling.sample(law, rng)` draws a token. drafts is a list of ints, P
 and Q float64 arrays: leave all three as they were. Graded by the law of the sequences it produces
 on toy models, and each call by what no uniform allows (a token the rule gives probability 0)."""
