@@ -21,14 +21,14 @@ class LowestUniforms(np.random.Generator):
     # Generator, those it spawned and subclasses around it: 0, the uniforms came from elsewhere
     draws = 0
 
-    def random(self, size=None, dtype=np.float64, out=None):  # scalar, or zeros of shape size
+    def random(self, size=None, dtype=np.float64, out=None):  # 0.0, zeros of shape size, or out
         LowestUniforms.draws += 1
-        return 0.0 if size is None else np.zeros(size, dtype=dtype)
+        return filled(0, size, dtype, out)
 
     # Generator.uniform does not call random(): its 0.0 maps to low
-    def uniform(self, low=0.0, high=1.0, size=None):  # scalar, or low of shape size
+    def uniform(self, low=0.0, high=1.0, size=None):  # low, broadcast with high (and to size)
         LowestUniforms.draws += 1
-        return low if size is None else np.full(size, low, dtype=np.float64)
+        return filled(np.broadcast_arrays(np.asarray(low, float), high)[0], size)
 
 
 class HighestUniforms(np.random.Generator):
@@ -37,16 +37,28 @@ class HighestUniforms(np.random.Generator):
     target forbids; a right sampler does neither. draws: as LowestUniforms'."""
     draws = 0
 
-    def random(self, size=None, dtype=np.float64, out=None):  # scalar, or tops of shape size
+    def random(self, size=None, dtype=np.float64, out=None):  # 1 - ulp, of shape size, or out
         HighestUniforms.draws += 1
-        one = np.dtype(dtype).type(1)
-        top = np.nextafter(one, 0 * one)
-        return float(top) if size is None else np.full(size, top, dtype=dtype)
+        one = np.dtype(dtype if out is None else out.dtype).type(1)
+        return filled(np.nextafter(one, 0 * one), size, one.dtype, out)
 
     def uniform(self, low=0.0, high=1.0, size=None):  # below high, as near it as rounding lets
         HighestUniforms.draws += 1
-        top = min(low + (high - low) * np.nextafter(1.0, 0.0), np.nextafter(high, low))
-        return float(top) if size is None else np.full(size, top, dtype=np.float64)
+        low, high = np.broadcast_arrays(np.asarray(low, float), np.asarray(high, float))
+        return filled(np.minimum(low + (high - low) * np.nextafter(1.0, 0.0),
+                                 np.nextafter(high, low)), size)
+
+
+def filled(value, size, dtype=np.float64, out=None):
+    """What Generator.random() or .uniform() returns, every entry `value`: a float (no size, value
+    a scalar), a new array of shape size (or value's), or out filled (random(out=...))."""
+    value = np.asarray(value, dtype=dtype)
+    if out is not None:
+        out[...] = value
+        return out
+    if size is None and value.ndim == 0:
+        return float(value)
+    return np.array(np.broadcast_to(value, value.shape if size is None else size), dtype=dtype)
 
 
 def draft_chains(D, T, last2, last1, K, rng):

@@ -132,6 +132,12 @@ def test_the_support_case_hands_the_sampler_zero_uniforms():
     assert broken_samplers.ties_toward_draft([1], P, Q, rng)[0] == 1
     # the same through rng.uniform()
     assert broken_samplers.ties_toward_draft_by_uniform([1], P, Q, rng)[0] == 1
+    # and through random(out=...) and uniform() of array bounds, as a Generator returns them
+    u = np.full(3, 0.5)
+    assert rng.random(out=u) is u and not u.any()
+    low = np.array([1.0, 2.0])
+    assert (rng.uniform(low, 3.0) == low).all() and rng.uniform(low, 3.0) is not low
+    assert broken_samplers.ties_toward_draft_by_out([1], P, Q, rng)[0] == 1
 
 
 def test_the_near_one_case_hands_the_sampler_the_largest_uniforms_below_one():
@@ -142,6 +148,36 @@ def test_the_near_one_case_hands_the_sampler_the_largest_uniforms_below_one():
     assert rng.random(2, dtype=np.float32).dtype == np.float32
     assert rng.uniform() == top and 4.99 < rng.uniform(2, 5) < 5 and (rng.uniform(size=2) < 1).all()
     assert rng.choice(3, p=[0.5, 0.5, 0.0]) == 1  # the last token of positive probability
+    u = np.zeros(2, dtype=np.float32)
+    assert rng.random(dtype=np.float32, out=u) is u and (u == np.nextafter(np.float32(1), 0)).all()
+    low, high = np.array([0.0, 2.0]), np.array([1.0, 5.0])
+    assert ((low < rng.uniform(low, high)) & (rng.uniform(low, high) < high)).all()
+    assert rng.uniform(low, high, size=(3, 2)).shape == (3, 2)
+
+
+def verify_chain_by_buffers(drafts, P, Q, rng):
+    """verify_chain's rule with its uniforms drawn at once: the acceptance tests' by
+    rng.random(out=...), the next token's by rng.uniform() of array bounds. Right: it passes."""
+    u, v = np.empty(len(drafts)), rng.uniform(np.zeros(1), np.ones(1))  # [K], [1]
+    rng.random(out=u)
+    for t, x in enumerate(drafts):
+        if not u[t] < min(1, Q[t][x] / P[t][x]):
+            law = residual(Q[t], P[t])
+            break
+    else:
+        t, law = len(drafts), Q[len(drafts)]
+    cdf = np.cumsum(law)  # [V]
+    return t, int(np.searchsorted(cdf, v[0] * cdf[-1], side="right"))
+
+
+def test_the_support_cases_fill_a_buffer_and_take_array_bounds():
+    """A right sampler that draws by random(out=...) and uniform(array, array) passes both
+    support cases (they set its uniforms: not "untested"); the tie bug through out= fails."""
+    right = check_sampler(verify_chain_by_buffers, "chain", 300, cases=[1, 12], controls=False)
+    assert [c.verdict for c in right.cases] == ["pass", "pass"], right
+    broken = check_case(broken_samplers.ties_toward_draft_by_out, "chain", CASES["chain"][0], 300,
+                        (0, 1))
+    assert broken.verdict == "FAIL" and "sequences the target forbids" in broken.detail, broken
 
 
 def test_the_near_one_case_catches_an_inverse_cdf_run_past_the_mass():

@@ -85,6 +85,15 @@ def ties_toward_draft_by_uniform(drafts, P, Q, rng):
                  uniform=lambda rng: rng.uniform())
 
 
+def ties_toward_draft_by_out(drafts, P, Q, rng):
+    """ties_toward_draft with its acceptance uniforms written into a buffer by rng.random(out=...):
+    the support case must fill the buffer the sampler hands it, not return a new 0.0 beside it."""
+    u = np.full(len(drafts), 0.5)  # [K]
+    rng.random(out=u)
+    it = iter(u)
+    return chain(drafts, P, Q, rng, accept=lambda u, q, p: u <= q / p, uniform=lambda rng: next(it))
+
+
 def searchsorted_left(p, rng):
     """One token id from p [V] by np.searchsorted(cdf, u) with its default side='left': the first
     id whose cdf is >= u. Example: p = [0, 0.5, 0.5], u = 0 -> 0, a token of probability 0."""
@@ -108,7 +117,7 @@ def inverse_cdf_by_argmax(drafts, P, Q, rng):
 
 CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
          "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform",
-         "inverse_cdf_side_left", "inverse_cdf_by_argmax"]
+         "ties_toward_draft_by_out", "inverse_cdf_side_left", "inverse_cdf_by_argmax"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
