@@ -55,7 +55,7 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
         problem = signature_problem(fn, contract)  # None where the signature fits
         hint = f" ({problem})" if problem else ""
         return CaseResult(case.name, samples, float("nan"), float("nan"), "error",
-                          f"{type(e).__name__}: {e}{hint}")
+                          f"{type(e).__name__}: {' '.join(str(e).split())}{hint}")
     counts = np.bincount(index(seqs, case.V), minlength=case.V**case.N).astype(float)  # [V^N]
     forbidden = int(counts[probs == 0].sum())
     if case.support:

@@ -245,6 +245,10 @@ def raises(drafts, P, Q, rng):
     raise RuntimeError("boom")
 
 
+def raises_two_lines(drafts, P, Q, rng):
+    raise ValueError("bad row\n  at step 2")
+
+
 def exits(drafts, P, Q, rng):
     raise SystemExit(3)  # a sampler that calls sys.exit(3)
 
@@ -307,6 +311,7 @@ def ragged(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_id
     (wrong_count, "chain", 2, "n_accepted = 3 with K = 2"),
     (wrong_token, "chain", 1, "next_token = 3: expected a token id in [0, 3)"),
     (raises, "chain", 1, "RuntimeError: boom"), (exits, "chain", 1, "SystemExit: 3"),
+    (raises_two_lines, "chain", 2, "ValueError: bad row at step 2"),
     (wrong_path, "tree", 1, "is not a root-to-node path"),
     (wrong_shape, "rejection", 2, "expected integer ids [200, 3]"),
     (skips_a_draft, "rejection", 2, "accepted drafts"),
