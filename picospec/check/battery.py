@@ -9,8 +9,8 @@ import numpy as np
 from picospec.check.cases import CASES, PROMPT
 from picospec.check.controls import CONTROLS
 from picospec.check.drivers import HighestUniforms, LowestUniforms, run
-from picospec.check.exact_law import (ALPHA, Toy, chi2_sf, detectable_tv, g_statistic, index,
-                                      law_vector)
+from picospec.check.exact_law import (ALPHA, PAIRS_ALPHA, Toy, chi2_sf, detectable_tv,
+                                      g_statistic, index, law_vector, pairs_p_value)
 
 DEFAULT_SAMPLES = 20_000  # sequences per case of the command and of check_sampler
 
@@ -68,14 +68,19 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
                           "FAIL" if forbidden else "pass", detail)
     G, df = g_statistic(counts, probs)
     p = 0.0 if G == np.inf else chi2_sf(float(G), df) if df > 0 else 1.0
+    pairs = pairs_p_value(seqs, probs, case.V)
     detail = ""
     if p < alpha:
         worst = np.argsort(-np.abs(counts - samples * probs))[:3]  # [3]: the farthest sequences
         detail = "; ".join(f"{tuple(int(t) for t in np.unravel_index(i, (case.V,) * case.N))}: "
                            f"observed {int(counts[i])}, expected {samples * probs[i]:.1f}"
                            for i in worst)
+    elif pairs < PAIRS_ALPHA:
+        detail = (f"sequences 2j and 2j + 1 are not independent (their first tokens against the "
+                  f"product of their law: p = {pairs:.1e}): a state kept across calls or rows")
     tv90 = detectable_tv(probs, samples, "anywhere") if tv else float("nan")
-    return CaseResult(case.name, samples, p, tv90, "pass" if p >= alpha else "FAIL", detail)
+    verdict = "pass" if p >= alpha and pairs >= PAIRS_ALPHA else "FAIL"
+    return CaseResult(case.name, samples, p, tv90, verdict, detail)
 
 
 # how each contract calls its sampler (drivers.STEPS), with placeholders for the arguments

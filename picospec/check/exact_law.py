@@ -200,6 +200,20 @@ def g_test(counts, law):
     return float(G), df, (0.0 if G == np.inf else chi2_sf(float(G), df) if df > 0 else 1.0)
 
 
+PAIRS_ALPHA = 1e-6  # the pairs test's level: a case's rate of failing a right sampler grows by 1%
+
+
+def pairs_p_value(seqs, probs, V):
+    """The G-test's p-value of the first tokens of sequences 2j and 2j + 1, seqs [n, N], against
+    the product of their law (from probs [V^N]): independent sequences pass, neighbours that share
+    a state (a cache or uniforms kept across calls or rows) do not."""
+    first = probs.reshape(V, -1).sum(1)  # [V]: the law of the first token
+    pairs = seqs[0:len(seqs) - 1:2, 0] * V + seqs[1::2, 0]  # [n // 2]
+    G, df = g_statistic(np.bincount(pairs, minlength=V * V).astype(float), np.outer(first, first)
+                        .ravel())
+    return 0.0 if G == np.inf else chi2_sf(float(G), df) if df > 0 else 1.0
+
+
 def check_law(samples, law, alpha=ALPHA):
     """-> p-value; raises AssertionError with the worst cells when the samples reject the law."""
     counts = Counter(tuple(s) for s in samples)

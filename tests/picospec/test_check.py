@@ -90,6 +90,18 @@ def test_the_swap_draft_differs_from_the_target_on_two_tokens_per_row():
             assert (residual.argmax(-1) == q.argmax(-1)).all() and np.allclose(p.sum(-1), 1)
 
 
+@pytest.mark.parametrize("contract, name", [("chain", "answer_kept_for_equal_inputs"),
+                                            ("rejection", "batched_equal_rows_deduplicated")])
+def test_neighbours_that_share_a_state_fail_the_pairs_test(contract, name):
+    """Each sequence alone follows the target's law, so the G-test passes them; neighbours share
+    their steps, and the pairs test fails them. picospec's own sampler passes both."""
+    case = CASES[contract][1]
+    result = check_case(getattr(broken_samplers, name), contract, case, SAMPLES, (0, 2))
+    assert result.verdict == "FAIL" and result.p_value >= 1e-4, result
+    assert "sequences 2j and 2j + 1 are not independent" in result.detail, result
+    assert check_case(load(RIGHT[contract]), contract, case, SAMPLES, (0, 2)).verdict == "pass"
+
+
 def test_table_and_exit_status_of_a_failing_sampler():
     out = command("tests/support/broken_samplers.py:last_residual_skipped",
                   "--samples", str(SAMPLES), "--cases", "2")
