@@ -76,7 +76,7 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
                            f"observed {int(counts[i])}, expected {samples * probs[i]:.1f}"
                            for i in worst)
     elif pairs < PAIRS_ALPHA:
-        detail = (f"sequences 2j and 2j + 1 are not independent (their first tokens against the "
+        detail = (f"neighbouring sequences are not independent (their first tokens against the "
                   f"product of their law: p = {pairs:.1e}): a state kept across calls or rows")
     tv90 = detectable_tv(probs, samples, "anywhere") if tv else float("nan")
     verdict = "pass" if p >= alpha and pairs >= PAIRS_ALPHA else "FAIL"

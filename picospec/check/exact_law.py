@@ -204,14 +204,18 @@ PAIRS_ALPHA = 1e-6  # the pairs test's level: a case's rate of failing a right s
 
 
 def pairs_p_value(seqs, probs, V):
-    """The G-test's p-value of the first tokens of sequences 2j and 2j + 1, seqs [n, N], against
-    the product of their law (from probs [V^N]): independent sequences pass, neighbours that share
-    a state (a cache or uniforms kept across calls or rows) do not."""
+    """The G-test's p-value of the first tokens of neighbours, seqs [n, N], against the product of
+    their law (from probs [V^N]), on the pairs (2j, 2j + 1) and on (2j + 1, 2j + 2), Bonferroni:
+    independent sequences pass, neighbours that share a state (a cache, uniforms kept) do not."""
     first = probs.reshape(V, -1).sum(1)  # [V]: the law of the first token
-    pairs = seqs[0:len(seqs) - 1:2, 0] * V + seqs[1::2, 0]  # [n // 2]
-    G, df = g_statistic(np.bincount(pairs, minlength=V * V).astype(float), np.outer(first, first)
-                        .ravel())
-    return 0.0 if G == np.inf else chi2_sf(float(G), df) if df > 0 else 1.0
+    p = 1.0
+    for start in (0, 1):
+        x = seqs[start:, 0]  # [n - start]
+        pairs = x[0:len(x) - 1:2] * V + x[1::2]  # [(n - start) // 2]
+        G, df = g_statistic(np.bincount(pairs, minlength=V * V).astype(float),
+                            np.outer(first, first).ravel())
+        p = min(p, 0.0 if G == np.inf else chi2_sf(float(G), df) if df > 0 else 1.0)
+    return min(1.0, 2 * p)
 
 
 def check_law(samples, law, alpha=ALPHA):

@@ -126,10 +126,22 @@ def answer_kept_for_equal_inputs(drafts, P, Q, rng):
     return answer_kept_for_equal_inputs.answer
 
 
+def uniforms_kept_for_the_next_call(drafts, P, Q, rng):
+    """Every second call reuses the uniforms of the call before (a buffer refilled every other
+    call): each sequence alone follows the target's law, and neighbouring calls are tied."""
+    state = uniforms_kept_for_the_next_call
+    state.calls = getattr(state, "calls", 0) + 1
+    if state.calls % 2:
+        state.u = rng.random(len(drafts) + 1)  # [K + 1]
+    u = iter(state.u)
+    return chain(drafts, P, Q, rng, uniform=lambda rng: next(u), draw=lambda p, rng: int(
+        np.searchsorted(np.cumsum(p), next(u) * np.sum(p), side="right")))
+
+
 CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
          "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform",
          "ties_toward_draft_by_out", "inverse_cdf_side_left", "inverse_cdf_by_argmax",
-         "answer_kept_for_equal_inputs"]
+         "answer_kept_for_equal_inputs", "uniforms_kept_for_the_next_call"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
