@@ -76,8 +76,10 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
                            f"observed {int(counts[i])}, expected {samples * probs[i]:.1f}"
                            for i in worst)
     elif pairs < PAIRS_ALPHA:
-        detail = (f"neighbouring sequences are not independent (their first tokens against the "
-                  f"product of their law: p = {pairs:.1e}): a state kept across calls or rows")
+        # an error in the first token's own law shows here too, at times before the G-test's
+        detail = (f"the first tokens of neighbouring sequences are not independent draws from the "
+                  f"target's law (p = {pairs:.1e}): a state kept across calls or rows, or a first "
+                  f"token off that law")
     tv90 = detectable_tv(probs, samples, "anywhere") if tv else float("nan")
     verdict = "pass" if p >= alpha and pairs >= PAIRS_ALPHA else "FAIL"
     return CaseResult(case.name, samples, p, tv90, verdict, detail)

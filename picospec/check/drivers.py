@@ -50,8 +50,8 @@ class HighestUniforms(np.random.Generator):
 
 
 def filled(value, size, dtype=np.float64, out=None):
-    """What Generator.random() or .uniform() returns, every entry `value`: a float (no size, value
-    a scalar), a new array of shape size (or value's), or out filled (random(out=...))."""
+    """Generator.random()'s or .uniform()'s answer, every entry `value`."""
+    # a float (no size, value a scalar), a new array of shape size (or value's), or out filled
     value = np.asarray(value, dtype=dtype)
     if out is not None:
         out[...] = value

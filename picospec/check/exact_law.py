@@ -204,9 +204,9 @@ PAIRS_ALPHA = 1e-6  # the pairs test's level: a case's rate of failing a right s
 
 
 def pairs_p_value(seqs, probs, V):
-    """The G-test's p-value of the first tokens of neighbours, seqs [n, N], against the product of
-    their law (from probs [V^N]), on the pairs (2j, 2j + 1) and on (2j + 1, 2j + 2), Bonferroni:
-    independent sequences pass, neighbours that share a state (a cache, uniforms kept) do not."""
+    """seqs [n, N] -> p-value of neighbours' first tokens against the product of their law."""
+    # G-tests on the pairs (2j, 2j + 1) and (2j + 1, 2j + 2), Bonferroni: independent sequences of
+    # the law pass; neighbours sharing a state (a cache, uniforms kept), or a first token off, fail
     first = probs.reshape(V, -1).sum(1)  # [V]: the law of the first token
     p = 1.0
     for start in (0, 1):

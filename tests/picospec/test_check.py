@@ -98,7 +98,7 @@ def test_neighbours_that_share_a_state_fail_the_pairs_test(contract, name):
     case = CASES[contract][1]
     result = check_case(getattr(broken_samplers, name), contract, case, SAMPLES, (0, 2))
     assert result.verdict == "FAIL" and result.p_value >= 1e-4, result
-    assert "neighbouring sequences are not independent" in result.detail, result
+    assert "neighbouring sequences are not independent draws" in result.detail, result
     assert check_case(load(RIGHT[contract]), contract, case, SAMPLES, (0, 2)).verdict == "pass"
 
 
@@ -110,7 +110,7 @@ def test_calls_that_share_uniforms_fail_whichever_neighbours_they_pair(calls_bef
     fn.calls = calls_before
     result = check_case(fn, "chain", CASES["chain"][1], SAMPLES, (0, 2))
     assert result.verdict == "FAIL" and result.p_value >= 1e-4, result
-    assert "neighbouring sequences are not independent" in result.detail, result
+    assert "neighbouring sequences are not independent draws" in result.detail, result
 
 
 def test_table_and_exit_status_of_a_failing_sampler():
