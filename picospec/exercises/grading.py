@@ -175,6 +175,8 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
         why = (f"{bad.detail} (every uniform your rng gave was "
                f"{'0.0' if case.lowest else '1 - 2^-53, the largest below 1'}: a token the "
                f"target gives probability 0 came out)")
+    elif bad.detail.startswith("the first tokens of neighbouring"):  # the checker's pairs test
+        why = f"p-value {bad.p_value:.2g} < {ALPHA:g}: {bad.detail}"
     else:
         why = (f"p-value {bad.p_value:.2g} < {ALPHA:g}: the law of what you sampled differs "
                f"from the exact one; sequences (new tokens) with the largest gaps:\n  "

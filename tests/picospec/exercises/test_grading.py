@@ -236,3 +236,16 @@ def test_five_sampler_bugs_get_five_lines_and_their_names():
         mistake = " ".join(getattr(module, bug).__doc__.split())
         said = f"your answer draws exactly what a known mistake draws on every case: {mistake}"
         assert verdict.evidence.splitlines()[-1] == said, str(verdict)
+
+
+def test_neighbours_tied_by_a_kept_state_are_named_as_such():
+    """A verify_chain that returns the call before's answer for equal inputs gives each sequence
+    the target's law; the checker's pairs test fails it, and the verdict says what that test saw
+    (not "the sequences with the largest gaps", which it did not measure)."""
+    from picospec.exercises import verify_chain
+    from tests.support.broken_samplers import answer_kept_for_equal_inputs
+
+    verdict = verify_chain.grade(answer_kept_for_equal_inputs, samples=4000)
+    assert not verdict.passed
+    assert "neighbouring sequences are not independent" in verdict.evidence
+    assert "largest gaps" not in verdict.evidence
