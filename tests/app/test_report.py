@@ -141,3 +141,33 @@ def test_one_round_has_no_speedup_range(monkeypatch):
     two = json.loads(text_of([*args, "--runs", "2"]))
     ratios = [b / m for b, m in zip(two["runs"][0]["times_s"], two["runs"][1]["times_s"])]
     assert two["speedup_range"] == [pytest.approx(min(ratios)), pytest.approx(max(ratios))]
+
+
+def test_batch_tokens_per_target_call_counts_each_rows_calls(monkeypatch, tmp_path):
+    """--batch --json, speculative sampling at temperature 0 on three prompts of different lengths,
+    one of a single token: a run's tokens per target call is the rows' new tokens over the calls
+    each row took part in (accepted >= 0 in the step records of an identical batched run), as a
+    single prompt's is; autoregressive decoding's is 1 (it was the rows' tokens over the batched
+    calls: 3 for three rows)."""
+    from gpt2.engine import BatchGPT2
+    from gpt2.load import load_model
+    from picospec.batched.speculative import batch_speculative_sampling
+
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    lines, n = ["def add(a, b):", "x", "import numpy as np"], 12
+    (tmp_path / "p.txt").write_text("\n".join(lines) + "\n")
+    out = json.loads(text_of(["--batch", str(tmp_path / "p.txt"), "--n_tokens", str(n), "--K",
+                              "4", "--temperature", "0", "--json"]))
+    target, draft = load_model("tiny-target")[0], load_model("tiny-draft")[0]
+    xs, stats = [ENCODER.encode(line) for line in lines], []
+    assert len(xs[1]) == 1
+    batch_speculative_sampling(xs, BatchGPT2(draft, 3), BatchGPT2(target, 3), n, 4,
+                               np.random.default_rng(0), stats=stats, temperature=0)
+    took_part = [sum(1 for s in stats if s["accepted"][b] >= 0) for b in range(3)]
+    assert len(set(took_part)) > 1  # the rows finished at different steps
+    base, mine = out["runs"]
+    assert mine["target_calls"] == len(stats) < sum(took_part)
+    assert mine["tokens_per_target_call"] == pytest.approx(3 * n / sum(took_part))
+    assert mine["tokens_per_target_call_by_row"] == [pytest.approx(n / k) for k in took_part]
+    assert base["target_calls"] == n and base["tokens_per_target_call"] == 1.0
+    assert base["tokens_per_target_call_by_row"] == [1.0] * 3
