@@ -171,3 +171,48 @@ def test_batch_tokens_per_target_call_counts_each_rows_calls(monkeypatch, tmp_pa
     assert mine["tokens_per_target_call_by_row"] == [pytest.approx(n / k) for k in took_part]
     assert base["target_calls"] == n and base["tokens_per_target_call"] == 1.0
     assert base["tokens_per_target_call_by_row"] == [1.0] * 3
+
+
+def documented_keys():
+    """docs/architecture.md's --json table -> [(the keys a row names first, every key it names)]."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    table = text.split("### The --json object", 1)[1].split("\n#", 1)[0]
+
+    def names(cell):  # `E`, `tokens_per_s`; not `--batch`, `limit here:`, `a.b`
+        return set(re.findall(r"`([A-Za-z_]\w*)`", cell))
+
+    rows = [line.strip("|").split("|", 1) for line in table.splitlines()
+            if line.startswith("| `")]
+    return [(names(first), names(first) | names(rest)) for first, rest in rows]
+
+
+def keys_within(value):
+    """Every key of the dicts within value, at any depth."""
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in keys_within(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in keys_within(v)}
+    return set()
+
+
+def test_the_json_object_holds_what_the_architecture_table_documents(monkeypatch, tmp_path):
+    """The --json object of one prompt and of --batch, with two drafters (cascade): its keys are
+    the table's first column, and every key within a row's value (a run's, the cost model's and
+    its drafters', the threads') is named in that row, and each name there is a key (E_full, rest,
+    rest_base and the drafters' per_target_call went undocumented)."""
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    (tmp_path / "p.txt").write_text("def f(x):\nimport os\n")
+    args = ["--method", "cascade", "--n_tokens", "6", "--runs", "1", "--json"]
+    outs = [json.loads(text_of([*args, *more])) for more in ([], ["--batch",
+                                                                  str(tmp_path / "p.txt")])]
+    rows = documented_keys()
+    for out in outs:
+        assert set(out) == {k for first, _ in rows for k in first}
+    assert outs[0]["cost_model"]["drafts"].keys() == {"draft", "draft2"}
+    for first, named in rows:
+        within = {k for out in outs for key in first if key != "options"
+                  for k in keys_within(out[key])}
+        assert within <= named, (first, within - named)
+        assert named <= first | within, (first, named - first - within)
