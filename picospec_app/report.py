@@ -131,9 +131,14 @@ def show_batch(out, plan):
           f"{count(run['target_calls'], 'batched target call')}")
     if len(out["runs"]) == 2:
         base, same = out["runs"][0], sum(out["same_output"])
-        print(f"autoregressive, batched the same way: {base['time_s']:.3f} s, "
+        print(f"autoregressive, batched the same way: {base['time_s']:.3f} s{rounds}, "
               f"{count(base['target_calls'], 'batched target call')}")
-        print(f"speedup {out['speedup']:.2f}x over batched autoregressive; "
+        spread = ""  # the median of the rounds' ratios, not the ratio of the median times
+        if out["speedup_range"] is not None:
+            low, high = out["speedup_range"]
+            spread = (f" (median of {out['rounds']} interleaved rounds, range "
+                      f"{low:.2f}-{high:.2f}x)")
+        print(f"speedup {out['speedup']:.2f}x over batched autoregressive{spread}; "
               f"{same}/{len(out['prompts'])} texts identical{texts_note(plan)}")
 
 

@@ -216,3 +216,25 @@ def test_the_json_object_holds_what_the_architecture_table_documents(monkeypatch
                   for k in keys_within(out[key])}
         assert within <= named, (first, within - named)
         assert named <= first | within, (first, named - first - within)
+
+
+def test_batch_text_of_several_rounds_gives_the_speedups_median_and_range(monkeypatch, tmp_path):
+    """--batch --runs 2 on a stub clock read twice a run: batched autoregressive decoding takes 3
+    s then 4 s, the method 1 s then 2 s. Both times printed are medians (3.5 s, 1.5 s), and the
+    speedup printed, the median of the rounds' ratios (3 and 2: 2.50x), is said to be one, with
+    its range, as the --json object has them: the times printed divide to 3.5 / 1.5 = 2.33x."""
+    import types
+
+    from picospec_app import run
+
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    ticks = iter([0.0, 3.0, 10.0, 11.0, 20.0, 24.0, 30.0, 32.0])
+    monkeypatch.setattr(run, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    (tmp_path / "p.txt").write_text("def add(a, b):\nimport os\n")
+    text = text_of(["--batch", str(tmp_path / "p.txt"), "--batch_memory", "512", "--n_tokens",
+                    "6", "--temperature", "0", "--runs", "2"])
+    ratios = [3 / 1, 4 / 2]
+    assert " in 1.500 s (median of 2 rounds), " in text, text
+    assert "batched the same way: 3.500 s (median of 2 rounds), " in text, text
+    assert (f"speedup {np.median(ratios):.2f}x over batched autoregressive (median of 2 "
+            f"interleaved rounds, range {min(ratios):.2f}-{max(ratios):.2f}x); ") in text, text
