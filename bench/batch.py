@@ -39,9 +39,11 @@ its caches with the prompts (timed apart: one padded pass of all rows in a batch
 decode tokens/s = prompts x n_tokens / decoding time, the median over repeats, in CPU time of this
 process, all its threads (what the work costs; other processes on a shared machine inflate it less;
 with 2 BLAS threads it includes the second thread's work and its spinning between products) and in
-wall time. The same acceptance enters every way, so the ratios compare engines, not luck: tokens per
-row-step (one row scored by one target call) are printed beside them, and rows per target call (8
-while all rows decode; fewer once some have finished and the last go on). Before timing, greedy
+wall time. At temperature 0 the same tokens are accepted every way, so the ratios compare
+engines, not luck; at temperature > 0 each way draws its own tokens (the same law), so its
+acceptance differs by luck: tokens per row-step (one row scored by one target call) are printed
+beside the ratios, and rows per target call (8 while all rows decode; fewer once some have
+finished and the last go on). Before timing, greedy
 batch B is checked token for token against greedy single rows. Where the thread policy runs forwards
 of many rows on more threads than one-row steps (gpt2/fast/policy.py: small models on idle cores), a
 fourth way "batch B, narrow" runs batch B with them held to the one-row count, interleaved with the

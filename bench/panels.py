@@ -11,7 +11,9 @@ temperature 0, then speculative sampling at temperature 1 (seeds 0 and 1); the t
 alternating order row by row. Reported: tokens per target call E, the cost c of one verification
 call over a one-token call, the drafting cost of a step (in one-token target calls), ms per token,
 the speedup (median of per-prompt ratios) with each layout, the cost model's prediction
-E / (c + drafting) and the largest cost, with the layout the engine's policy chooses on this family.
+E (1 + r_0) / (c + drafting + r) (r and r_0: the rest of a step and of an autoregressive token, as
+the run spent them) and the limit, the cost whose removal gains most, with the layout the engine's
+policy chooses on this family.
 Autoregressive decoding makes one-row calls, which the panels leave alone: its ms per token should
 agree between the layouts (a check on load). Shapes: none; this file only times things.
 """
