@@ -803,6 +803,15 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::test_a_generator_seeded_inside_is_named",),
            "a sampler drawing from a generator seeded inside it fails with no word why"),
     # --- the edges: the run's figures and its memory plan
+    Mutant("figures-batch-json-per-batched-call", "run", "record", "picospec_app/report.py",
+           "sum(len(i) / e for i, e in zip(ids, by_row)))", 'first["target_calls"])',
+           ("tests/app/test_report.py::test_batch_tokens_per_target_call_counts_each_rows_calls",),
+           "--batch --json's tokens per target call: all rows' tokens over the batched calls"),
+    Mutant("figures-batch-rounds-unsaid", "run", "record", "picospec_app/report.py",
+           "{base['time_s']:.3f} s{rounds}, ", "{base['time_s']:.3f} s, ",
+           ("tests/app/test_report.py::"
+            "test_batch_text_of_several_rounds_gives_the_speedups_median_and_range",),
+           "--batch's autoregressive time printed without saying it is a median of rounds"),
     Mutant("checker-pairs-not-in-p", "checker", "rule", "picospec/check/battery.py",
            "    p = min(p, 1.0, pairs * alpha / PAIRS_ALPHA)", "    p = min(p, 1.0)",
            ("tests/picospec/test_check.py",),
