@@ -25,7 +25,7 @@ def policy(model):
     plan = getattr(model, "plan", None)
     if plan is None or not hasattr(plan, "threads"):
         return {"threads": 1, "why": "no BLAS products", "blas": None, "ops": None,
-                "wide": {"threads": 1, "rows": 0, "why": "as every product"},
+                "wide": {"threads": 1, "rows": 0, "why": "as every product", "blas": None},
                 "panels": {"on": False, "why": "no weights"}}
     return {**plan.threads.report(), "panels": plan.panels_report, "ops": plan.kind}
 
@@ -37,8 +37,13 @@ def blas_line(policy, environ=None):
     environ = os.environ if environ is None else environ
     core = environ.get("OPENBLAS_CORETYPE") if library == "openblas" else None
     chosen = f" (OPENBLAS_CORETYPE={core})" if core else ""
+    # a request OpenBLAS did not take: a name it does not know, a family this CPU cannot run
+    if core and arch and core.lower() != arch.lower():
+        chosen = f" (OPENBLAS_CORETYPE={core!r} asked for others)"
     n, ran = policy["threads"], policy.get("blas")  # asked, and what the library took inside
     capped = f"; the library runs {ran}, its most" if ran is not None and ran < n else ""
+    if ran is None and library is None:  # no library to set (Apple's Accelerate): its own count
+        capped = "; not applied: threadpoolctl finds no BLAS library to set"
     threads = f"{n} thread{'s' if n != 1 else ''} ({policy['why']}{capped}{wide_line(policy)})"
     return (f"BLAS: {library or 'unknown'}, {arch or 'unknown'} kernels{chosen} on {machine()}; "
             f"{threads}; small-matrix path {panels_line(policy)}")
@@ -50,9 +55,11 @@ def panels_line(policy):  # -> "on (why)" / "off (why)"
 
 def wide_line(policy):  # -> ", 2 for forwards of 33+ token rows (why)", or "" where the same
     wide = policy.get("wide", {})
-    if wide.get("threads", policy["threads"]) == policy["threads"]:
+    n, ran = wide.get("threads", policy["threads"]), wide.get("blas")
+    if n == policy["threads"]:
         return ""
-    return f", {wide['threads']} for forwards of {wide['rows']}+ token rows ({wide['why']})"
+    capped = f"; the library runs {ran}, its most" if ran is not None and ran < n else ""
+    return f", {n} for forwards of {wide['rows']}+ token rows ({wide['why']}{capped})"
 
 
 def free_memory(device="cpu"):

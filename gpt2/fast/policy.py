@@ -196,11 +196,14 @@ class Threads:
             return contextlib.nullcontext()
         return blas_limit(self.wide.threads if rows >= WIDE_ROWS else self.n)
 
-    def report(self):
+    def report(self):  # the counts chosen, and those the library runs inside (None: no library)
         with self.scope(1):
             blas = blas_threads()
+        with self.scope(WIDE_ROWS):
+            wide = blas_threads()
         return {"threads": self.n, "why": self.why, "blas": blas,
-                "wide": {"threads": self.wide.threads, "rows": WIDE_ROWS, "why": self.wide.why}}
+                "wide": {"threads": self.wide.threads, "rows": WIDE_ROWS, "why": self.wide.why,
+                         "blas": wide}}
 
 
 @functools.lru_cache(maxsize=1)  # the library NumPy loaded does not change within a process

@@ -1,0 +1,79 @@
+"""The report's BLAS line (picospec_app/machine.py) on machines the suite does not run on: a kernel
+family other than the one OPENBLAS_CORETYPE names, no BLAS library that threadpoolctl can set, a
+library that runs fewer threads than the wide count."""
+import pytest
+
+from gpt2.fast import policy
+from picospec_app import machine
+
+pytest.importorskip("threadpoolctl")
+
+
+@pytest.mark.parametrize("core, arch, said", [
+    # OpenBLAS takes the name in any case
+    ("Haswell", "Haswell", "Haswell kernels (OPENBLAS_CORETYPE=Haswell) on "),
+    ("skylakex", "SkylakeX", "SkylakeX kernels (OPENBLAS_CORETYPE=skylakex) on "),
+    # a name OpenBLAS does not know, or a space in it: it detects the CPU's own family
+    ("Foo", "SkylakeX", "SkylakeX kernels (OPENBLAS_CORETYPE='Foo' asked for others) on "),
+    (" Haswell", "SkylakeX",
+     "SkylakeX kernels (OPENBLAS_CORETYPE=' Haswell' asked for others) on "),
+    # a family the CPU cannot run (no AVX-512): OpenBLAS falls back to one it can
+    ("SkylakeX", "Haswell", "Haswell kernels (OPENBLAS_CORETYPE='SkylakeX' asked for others) on "),
+    ("", "Haswell", "Haswell kernels on ")])
+def test_the_blas_line_says_whether_openblas_took_the_coretype(monkeypatch, core, arch, said):
+    """OPENBLAS_CORETYPE is a request: the kernels OpenBLAS reports running are named as its
+    choice only where they are the family it names."""
+    monkeypatch.setattr(machine, "blas_kernels", lambda: ("openblas", arch))
+    report = machine.thread_policy(5_850_000, 1)
+    line = machine.blas_line(report, environ={"OPENBLAS_CORETYPE": core})
+    assert line.startswith(f"BLAS: openblas, {said}")
+
+
+@pytest.mark.parametrize("requested, free", [(None, (4, 4, "4.0 idle now")), (2, None)])
+def test_no_blas_found_the_line_says_the_count_is_not_applied(monkeypatch, requested, free):
+    """NumPy on a BLAS threadpoolctl cannot see (Apple's Accelerate): the engine sets no count, and
+    the line does not claim the library runs the chosen one."""
+    monkeypatch.setattr(policy, "blas_libraries", lambda: ())
+    monkeypatch.setattr(machine, "blas_kernels", lambda: (None, None))
+    monkeypatch.setattr(machine, "free_cores", lambda: free)
+    report = machine.thread_policy(124_000_000, requested)
+    assert report["blas"] is None
+    n = report["threads"]
+    assert (f"; {n} thread{'s' if n != 1 else ''} ({report['why']}; not applied: threadpoolctl "
+            f"finds no BLAS library to set); ") in machine.blas_line(report)
+
+
+def test_a_found_library_gets_no_such_words():
+    """Where threadpoolctl finds NumPy's BLAS (the suite's machines), the line has no such words."""
+    if machine.blas_kernels()[0] is None:
+        pytest.skip("no BLAS library found here")
+    assert "not applied" not in machine.blas_line(machine.thread_policy(5_850_000, 1))
+
+
+class CappedBlas:
+    """A BLAS library that runs at most `most` threads (a wheel's OpenBLAS: 64)."""
+
+    def __init__(self, most, n=1):
+        self.most, self.n = most, n
+
+    def get_num_threads(self):
+        return self.n
+
+    def set_num_threads(self, n):
+        self.n = min(n, self.most)
+
+
+@pytest.mark.parametrize("most, capped", [(4, "; the library runs 4, its most"), (64, "")])
+def test_the_wide_count_says_the_threads_the_library_ran(monkeypatch, most, capped):
+    """A small model on a machine with more free cores than the library runs (a 128-core server,
+    OpenBLAS built for 64): its wide forwards run the library's most, and the line says so; the
+    JSON's wide "blas" is that count."""
+    library = CappedBlas(most)
+    monkeypatch.setattr(policy, "blas_libraries", lambda: (library,))
+    monkeypatch.setattr(machine, "free_cores", lambda: (8, 8, "8.0 idle now"))
+    report = machine.thread_policy(5_850_000)
+    assert (report["threads"], report["blas"]) == (1, 1)
+    assert (report["wide"]["threads"], report["wide"]["blas"]) == (8, min(8, most))
+    assert (f"; 1 thread (small model (5.85M parameters), 8 for forwards of 33+ token rows (8 of 8 "
+            f"cores free (8.0 idle now){capped})); small-matrix path ") in machine.blas_line(report)
+    assert library.n == 1  # the report restores the library's count
