@@ -105,11 +105,13 @@ def free_cores():
     import os
 
     ids, cpus = usable_cpus()
+    # idle and load are of all the CPUs of the affinity, more than a CPU quota lets this use
+    quota = f" of {len(ids)} CPUs, {cpus} within the CPU quota" if cpus < len(ids) else ""
     idle = idle_cpus(ids)
     if idle is not None:
-        return max(1, min(cpus, round(idle))), cpus, f"{idle:.1f} idle now"
+        return max(1, min(cpus, round(idle))), cpus, f"{idle:.1f} idle now{quota}"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    return max(1, min(cpus, round(len(ids) - load))), cpus, f"1-minute load {load:.1f}"
+    return max(1, min(cpus, round(len(ids) - load))), cpus, f"1-minute load {load:.1f}{quota}"
 
 
 def usable_cores():

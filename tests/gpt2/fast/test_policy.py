@@ -405,6 +405,24 @@ def test_a_cpu_quota_bounds_the_cores(monkeypatch, quota, cpus, idle, free):
     assert policy.usable_cores()[:2] == (free[1], free[1])
 
 
+@pytest.mark.parametrize("quota, idle, load, how", [
+    (2.0, 60.3, None, "60.3 idle now of 64 CPUs, 2 within the CPU quota"),
+    (1.5, 60.3, None, "60.3 idle now of 64 CPUs, 1 within the CPU quota"),
+    (2.0, None, 3.5, "1-minute load 3.5 of 64 CPUs, 2 within the CPU quota"),
+    (None, 60.3, None, "60.3 idle now"), (64.0, 60.3, None, "60.3 idle now")])
+def test_the_free_cores_line_says_the_quota_bounds_them(monkeypatch, quota, idle, load, how):
+    """A container given 2 CPUs on a 64-core host measures the host's idle CPUs: "2 of 2 cores
+    free (60.3 idle now)" would name more idle CPUs than the process may use; the line says which
+    CPUs the figure counts, and what the quota leaves."""
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load), raising=False)
+    monkeypatch.setattr(policy, "cpu_quota", lambda: quota)
+    monkeypatch.setattr(policy, "idle_cpus", lambda ids: idle)
+    assert policy.free_cores()[2] == how
+
+
 def test_numpy_blas_is_numpys_where_another_library_loaded_its_own_first():
     """SciPy (or torch) may load its own OpenBLAS before NumPy's is listed: the kernel family and
     version reported are those of the BLAS under NumPy's folder; elsewhere (a conda BLAS) the
