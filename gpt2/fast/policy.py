@@ -110,7 +110,10 @@ def free_cores():
     idle = idle_cpus(ids)
     if idle is not None:
         return max(1, min(cpus, round(idle))), cpus, f"{idle:.1f} idle now{quota}"
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average here (Windows), or none to read
+        return cpus, cpus, "not measured"
     return max(1, min(cpus, round(len(ids) - load))), cpus, f"1-minute load {load:.1f}{quota}"
 
 

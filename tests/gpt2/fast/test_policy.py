@@ -423,6 +423,28 @@ def test_the_free_cores_line_says_the_quota_bounds_them(monkeypatch, quota, idle
     assert policy.free_cores()[2] == how
 
 
+@pytest.mark.parametrize("loadavg", ["missing", "unreadable"])
+def test_no_idle_figure_and_no_load_average_is_not_measured(monkeypatch, loadavg):
+    """No /proc/stat and no load average (Windows has no os.getloadavg; it raises OSError where
+    the system gives none): every usable core, said "not measured", not "1-minute load 0.0" (a
+    load nobody read)."""
+    import os
+
+    def unreadable():
+        raise OSError("Load averages are unobtainable")
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(policy, "cpu_quota", lambda: None)
+    monkeypatch.setattr(policy, "idle_cpus", lambda ids: None)
+    if loadavg == "missing":
+        monkeypatch.delattr(os, "getloadavg", raising=False)
+    else:
+        monkeypatch.setattr(os, "getloadavg", unreadable)
+    assert policy.free_cores() == (3, 3, "not measured")
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.2, 1.0, 1.0), raising=False)
+    assert policy.free_cores() == (2, 3, "1-minute load 1.2")
+
+
 def test_numpy_blas_is_numpys_where_another_library_loaded_its_own_first():
     """SciPy (or torch) may load its own OpenBLAS before NumPy's is listed: the kernel family and
     version reported are those of the BLAS under NumPy's folder; elsewhere (a conda BLAS) the
