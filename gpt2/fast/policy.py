@@ -47,10 +47,11 @@ def idle_cpus(cpus, seconds=0.1):
 def cgroup_folders(controller, proc="/proc/self/cgroup", mount="/sys/fs/cgroup"):
     """-> [(folder, v2)]: this process's cgroup folder for `controller` ("cpu", "memory") in each
     hierarchy (v2, or v1), then the folders above it; a limit set on any of them holds."""
+    import os
     from pathlib import Path
 
-    try:
-        lines = Path(proc).read_text().splitlines()
+    try:  # a folder's name may be any bytes: decoded as the file system decodes its names
+        lines = os.fsdecode(Path(proc).read_bytes()).splitlines()
     except OSError:
         return []
     out, mount = [], Path(mount)

@@ -391,6 +391,21 @@ def test_a_cgroup_cpu_quota_is_read(tmp_path, lines, files, quota):
     assert policy.cpu_quota(policy.cgroup_folders("cpu", proc, mount)) == quota
 
 
+def test_a_cgroup_named_in_bytes_of_no_encoding_is_read(tmp_path):
+    """A cgroup folder's name is any bytes (mkdir by hand, a Latin-1 name): /proc/self/cgroup names
+    it in those bytes; its quota is read there, not a UnicodeDecodeError at every start."""
+    import os
+
+    name = os.fsdecode(b"caf\xe9")  # not UTF-8
+    try:
+        proc, mount = cgroup_tree(tmp_path, [], {f"{name}/cpu.max": "150000 100000\n"})
+    except (OSError, UnicodeError):
+        pytest.skip("this file system takes UTF-8 names only")
+    with open(proc, "wb") as f:
+        f.write(b"0::/caf\xe9\n")
+    assert policy.cpu_quota(policy.cgroup_folders("cpu", proc, mount)) == 1.5
+
+
 @pytest.mark.parametrize("quota, cpus, idle, free", [(None, 8, 7.6, (8, 8)), (2.0, 8, 7.6, (2, 2)),
                                                      (1.5, 8, 7.6, (1, 1)), (0.5, 8, 0.2, (1, 1)),
                                                      (3.0, 8, 2.2, (2, 3))])
