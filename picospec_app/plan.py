@@ -276,9 +276,11 @@ def notes(values, threads):
                      f"decoding takes the argmax); {applies} when sampling, at --temperature > 0")
     cpus = usable_cpus()[1]  # its affinity, within a cgroup CPU quota
     if values["device"] == "cpu" and threads is not None and threads > (cpus or 1):
-        found.append(f"note: {threads} BLAS threads oversubscribe the {cpus} CPUs this process "
-                     f"may use: each forward waits on threads that share a core (slower, often "
-                     f"many times); give --threads {cpus} or fewer")
+        fewer = f"{cpus} or fewer" if cpus > 1 else "1"
+        found.append(f"note: {threads} BLAS threads oversubscribe the {cpus} "
+                     f"CPU{'s' if cpus != 1 else ''} this process may use: each forward waits on "
+                     f"threads that share a core (slower, often many times); give --threads "
+                     f"{fewer}")
     return tuple(found)
 
 

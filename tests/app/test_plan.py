@@ -86,6 +86,21 @@ def test_notes_are_made_in_the_plan_and_printed_before_loading():
     assert "no effect at --temperature 0" in notes[0] and "oversubscribe" in notes[1]
 
 
+@pytest.mark.parametrize("cpus, note", [
+    (1, "note: 2 BLAS threads oversubscribe the 1 CPU this process may use: each forward waits on "
+        "threads that share a core (slower, often many times); give --threads 1"),
+    (4, "note: 5 BLAS threads oversubscribe the 4 CPUs this process may use: each forward waits on "
+        "threads that share a core (slower, often many times); give --threads 4 or fewer")])
+def test_the_oversubscription_note_on_one_cpu_and_on_several(monkeypatch, cpus, note):
+    """One usable CPU (a container's --cpus=1, taskset -c 0): "the 1 CPU", and no "1 or fewer"
+    (no fewer is allowed); the CPUs counted are the plan's usable ones, within a CPU quota."""
+    from picospec_app import plan
+
+    monkeypatch.setattr(plan, "usable_cpus", lambda: (set(range(8)), cpus))
+    assert read_plan(["--threads", str(cpus + 1)]).notes == (note,)
+    assert read_plan(["--threads", str(cpus)]).notes == ()
+
+
 def json_of(argv):
     out = io.StringIO()
     with redirect_stdout(out):

@@ -243,14 +243,16 @@ def test_batch_runs_the_rounds_it_is_asked_for(tmp_path):
 
 def test_more_threads_than_cpus_get_a_note(tmp_path):
     """--threads 64 on a machine of a few CPUs ran many times slower without a word."""
-    cpus = len(os.sched_getaffinity(0))
+    from gpt2.fast.policy import usable_cpus
+
+    cpus = usable_cpus()[1]  # the child's count: its affinity, within a cgroup CPU quota
     r = run_here(["main.py", "--threads", str(cpus + 1), "--n_tokens", "2", "--runs", "1",
                   "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stderr.strip().splitlines() == [
-        f"note: {cpus + 1} BLAS threads oversubscribe the {cpus} CPUs this process may use: each "
-        f"forward waits on threads that share a core (slower, often many times); give --threads "
-        f"{cpus} or fewer"]
+        f"note: {cpus + 1} BLAS threads oversubscribe the {cpus} CPU{'s' if cpus != 1 else ''} "
+        f"this process may use: each forward waits on threads that share a core (slower, often "
+        f"many times); give --threads {cpus}{' or fewer' if cpus > 1 else ''}"]
     assert json.loads(r.stdout)["threads"]["threads"] == cpus + 1
     quiet = run_here(["main.py", "--threads", str(cpus), "--n_tokens", "2", "--runs", "1",
                       "--json"], tmp_path)
