@@ -41,7 +41,7 @@ def blas_line(policy, environ=None):
     if core and arch and core.lower() != arch.lower():
         chosen = f" (OPENBLAS_CORETYPE={core!r} asked for others)"
     n, ran = policy["threads"], policy.get("blas")  # asked, and what the library took inside
-    capped = f"; the library runs {ran}, its most" if ran is not None and ran < n else ""
+    capped = cap_line(n, ran)
     if ran is None and library is None:  # no library to set (Apple's Accelerate): its own count
         capped = "; not applied: threadpoolctl finds no BLAS library to set"
     threads = f"{n} thread{'s' if n != 1 else ''} ({policy['why']}{capped}{wide_line(policy)})"
@@ -58,8 +58,11 @@ def wide_line(policy):  # -> ", 2 for forwards of 33+ token rows (why)", or "" w
     n, ran = wide.get("threads", policy["threads"]), wide.get("blas")
     if n == policy["threads"]:
         return ""
-    capped = f"; the library runs {ran}, its most" if ran is not None and ran < n else ""
-    return f", {n} for forwards of {wide['rows']}+ token rows ({wide['why']}{capped})"
+    return f", {n} for forwards of {wide['rows']}+ token rows ({wide['why']}{cap_line(n, ran)})"
+
+
+def cap_line(n, ran):  # n threads asked, `ran` run -> "; the library runs 64, its most", or ""
+    return f"; the library runs {ran}, its most" if ran is not None and ran < n else ""
 
 
 def free_memory(device="cpu"):
