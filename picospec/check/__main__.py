@@ -80,8 +80,8 @@ def help_text():
     doc = ("Check a speculative sampler against the exact law of toy targets (the contracts: "
            f"docs/checker.md).\n{PROG} --power [--samples N] [--json] measures the checker itself.")
     epilog = (f"batteries:\n{cases}\n\nexit status: 0 every case passed (a support case may be "
-              "untested: the sampler drew no uniform from rng), 1 a case failed, 2 a usage "
-              "error, 3 no verdict (a negative control passed)")
+              "untested: the sampler drew not all its uniforms from rng), 1 a case failed, 2 a "
+              "usage error, 3 no verdict (a negative control passed)")
     return usage(PROG, doc, OPTIONS, words="MODULE:FUNCTION", epilog=epilog)
 
 
@@ -166,8 +166,8 @@ def table(spec, contract, values, report, controls=True):
     tvs = [r.tv90 for r in report.cases if r.tv90 == r.tv90]  # NaN (the support case) left out
     caught = (f"; each law case catches any error of TV >= {max(tvs):.3f} with probability 0.9"
               if tvs else "")
-    unset = (f", {untested} untested: the sampler's uniforms are not the rng's, so ties at u = "
-             f"q/p and the ends of its laws went unchecked" if untested else "")
+    unset = (f", {untested} untested: the sampler's uniforms are not all the rng's, so ties at "
+             f"u = q/p and the ends of its laws went unchecked" if untested else "")
     lines.append(f"verdict: {report.verdict} ({passed} of {len(report.cases)} cases passed"
                  f"{unset}{caught})")
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 draft, laws from the toy target, each output checked against the contract. Shapes: V vocabulary, N
 new tokens, K (k) drafts, m tree nodes, W tokens a step emits at most, rows the unfinished ones.
 """
+import copy
 from collections import Counter
 
 import numpy as np
@@ -20,6 +21,8 @@ class LowestUniforms(np.random.Generator):
     # the calls of random() (choice() calls it) and uniform() since run() set it to 0, in this
     # Generator, those it spawned and subclasses around it: 0, the uniforms came from elsewhere
     draws = 0
+    # of the calls run() repeated (repeated()), those whose answer changed: some draws are not rng's
+    varied = 0
 
     def random(self, size=None, dtype=np.float64, out=None):  # 0.0, zeros of shape size, or out
         LowestUniforms.draws += 1
@@ -34,8 +37,8 @@ class LowestUniforms(np.random.Generator):
 class HighestUniforms(np.random.Generator):
     """A Generator whose uniforms are all the largest below 1 (1 - 2^-53 in float64): an inverse
     CDF run past the end of a law that rounding left below 1 emits a token out of range or one the
-    target forbids; a right sampler does neither. draws: as LowestUniforms'."""
-    draws = 0
+    target forbids; a right sampler does neither. draws, varied: as LowestUniforms'."""
+    draws = varied = 0
 
     def random(self, size=None, dtype=np.float64, out=None):  # 1 - ulp, of shape size, or out
         HighestUniforms.draws += 1
@@ -81,9 +84,10 @@ def run(fn, contract, case, n, seed):
     rng = np.random.default_rng([*seed, 0])  # the checker's draws: drafts, bonus tokens
     # the sampler's own draws: extreme uniforms in a support case
     extreme = LowestUniforms if case.lowest else HighestUniforms if case.highest else None
-    if extreme:
-        extreme.draws = 0  # the uniforms this run's sampler draws from fn_rng, counted
     fn_rng = (extreme or np.random.Generator)(np.random.PCG64([*seed, 1]))
+    if extreme:
+        extreme.draws = extreme.varied = 0  # the uniforms this run's sampler draws, counted
+        fn = repeated(fn, contract, fn_rng, seed)
     L = len(PROMPT)
     seqs = np.zeros((n, L + case.N), dtype=np.int64)  # [n, L + N]: the prompt, then new tokens
     seqs[:, :L] = PROMPT
@@ -103,6 +107,46 @@ def run(fn, contract, case, n, seed):
         seqs[np.broadcast_to(rows[:, None], at.shape)[keep], at[keep]] = new[keep]
         length[rows] = np.minimum(length[rows] + count, seqs.shape[1])
     return seqs[:, L:L + case.N]  # [n, N]
+
+
+# the calls of a support case made twice more on copies of their inputs: the first 10 (a
+# rejection case makes a few, of whole batches) and every 50th (chain, tree: one a row, all steps)
+REPEATED = (10, 50)
+
+
+def repeated(fn, contract, fn_rng, seed):
+    """fn whose calls numbered by REPEATED are made again on copies of their inputs, fn_rng
+    replaced by extreme Generators of other seeds: a sampler that draws all its random numbers
+    from them answers the same; type(fn_rng).varied counts the calls whose answer changed."""
+    def call(*args, **kwargs):
+        call.calls += 1
+        if call.calls > REPEATED[0] and call.calls % REPEATED[1]:
+            return fn(*args, **kwargs)
+        # copies of the inputs before fn can change them, the rng left out
+        copies = [copy.deepcopy(([a for a in args if a is not fn_rng],
+                                 {n: a for n, a in kwargs.items() if a is not fn_rng}))
+                  for _ in range(2)]
+        out = fn(*args, **kwargs)
+        want = answer(out, contract)  # before another call can overwrite a buffer it returned
+        for stream, (a, k) in enumerate(copies, 2):
+            fresh = type(fn_rng)(np.random.PCG64([*seed, stream, call.calls]))
+            a = iter(a)
+            again = fn(*[fresh if x is fn_rng else next(a) for x in args],
+                       **{n: k.get(n, fresh) for n in kwargs})
+            if answer(again, contract) != want:
+                type(fn_rng).varied += 1
+                break
+        return out
+    call.calls = 0
+    return call
+
+
+def answer(out, contract):
+    """What a call returned, as nested lists to compare (None when it is not a contract's)."""
+    try:
+        return [np.asarray(x).tolist() for x in ([out] if contract == "rejection" else out[:2])]
+    except Exception:  # its step raises ContractError on it
+        return None
 
 
 def pair(out, want):

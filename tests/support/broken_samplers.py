@@ -1,6 +1,7 @@
 """Deliberately broken samplers, each with one bug that people ship; `python -m picospec.check` must
-fail every one, but ties_toward_draft_own_generator, whose tie no run can reach (its support cases
-say "untested").
+fail every one, but the three whose bug sits in draws from their own generator, which no run can
+reach (their support cases say "untested"): ties_toward_draft_own_generator,
+inverse_cdf_side_left_partly_own_generator, batched_ties_toward_draft_partly_own_generator.
 
     # exit status 1
     python -m picospec.check tests/support/broken_samplers.py:ties_toward_draft --contract chain
@@ -375,3 +376,19 @@ def ties_toward_draft_own_generator(drafts, P, Q, rng):
                  uniform=lambda rng: np.random.random(),
                  draw=lambda p, rng: int(np.searchsorted(np.cumsum(p), np.random.random() *
                                                          np.sum(p), side="right")))
+
+
+def inverse_cdf_side_left_partly_own_generator(drafts, P, Q, rng):
+    """inverse_cdf_side_left with its acceptance uniforms from rng and the uniforms of its draws
+    from NumPy's global generator: rng's extreme uniforms reach only the acceptance tests, which
+    are right, and never the draw whose u = 0 lands on token 0."""
+    return chain(drafts, P, Q, rng, draw=lambda p, rng: int(np.searchsorted(np.cumsum(p),
+                                                                            np.random.random())))
+
+
+def batched_ties_toward_draft_partly_own_generator(target_with_bonus_probs, bonus_token_ids,
+                                                   draft_probs, draft_token_ids, rng):
+    """batched_ties_toward_draft with its acceptance uniforms from NumPy's global generator and
+    the recovered tokens' from rng: the tie u == q/p is never handed u = 0."""
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   accept=np.less_equal, uniforms=lambda rng, shape: np.random.random(shape))
