@@ -8,7 +8,7 @@ import numpy as np
 
 from picospec.check.cases import CASES, PROMPT
 from picospec.check.controls import CONTROLS
-from picospec.check.drivers import HighestUniforms, LowestUniforms, run
+from picospec.check.drivers import HighestUniforms, LowestUniforms, alone, run
 from picospec.check.exact_law import (ALPHA, PAIRS_ALPHA, Toy, chi2_sf, detectable_tv,
                                       g_statistic, index, law_vector, pairs_p_value)
 
@@ -67,15 +67,21 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
     forbidden = int(counts[probs == 0].sum())
     if case.support:
         extreme = LowestUniforms if case.lowest else HighestUniforms
-        if not forbidden and (not extreme.draws or extreme.varied):  # draws from elsewhere
+        if not forbidden and not extreme.draws:  # its uniforms came from elsewhere: none extreme
             return CaseResult(case.name, samples, float("nan"), float("nan"), "untested",
-                              PARTLY if extreme.draws else UNTESTED)
+                              UNTESTED)
+        if not forbidden and extreme.varied:  # some of them came from elsewhere
+            return CaseResult(case.name, samples, float("nan"), float("nan"), "untested", PARTLY)
         detail = f"{forbidden} sequences the target forbids" if forbidden else ""
         return CaseResult(case.name, samples, float("nan"), float("nan"),
                           "FAIL" if forbidden else "pass", detail)
-    G, df = g_statistic(counts, probs)
-    p = 0.0 if G == np.inf else chi2_sf(float(G), df) if df > 0 else 1.0
+    p = g_p_value(counts, probs)
     pairs = pairs_p_value(seqs, probs, case.V)
+    # the rejection contract's sequences drawn a row a call: their law on its own, at the pairs
+    # test's level (a bug at batch size 1 is diluted tenfold in the whole case's)
+    one = alone(contract, samples)
+    single = g_p_value(np.bincount(index(seqs[:one], case.V), minlength=case.V**case.N)
+                       .astype(float), probs) if one else 1.0
     detail = ""
     if p < alpha:
         worst = np.argsort(-np.abs(counts - samples * probs))[:3]  # [3]: the farthest sequences
@@ -87,10 +93,20 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
         detail = (f"the first tokens of neighbouring sequences are not independent draws from the "
                   f"target's law (p = {pairs:.1e}): a state kept across calls or rows, or a first "
                   f"token off that law")
+    elif single < PAIRS_ALPHA:
+        detail = (f"the {one:,} sequences drawn a row a call (batches of one row) do not follow "
+                  f"the target's law (p = {single:.1e}): a bug at batch size 1")
     tv90 = detectable_tv(probs, samples, "anywhere") if tv else float("nan")
-    # the case's p-value: the smaller of the two tests', the pairs test's on alpha's scale
+    # the case's p-value: the smallest of the tests', the pairs and one-row tests' on alpha's scale
     p = min(p, 1.0, pairs * alpha / PAIRS_ALPHA)
+    p = min(p, single * alpha / PAIRS_ALPHA)
     return CaseResult(case.name, samples, p, tv90, "pass" if p >= alpha else "FAIL", detail)
+
+
+def g_p_value(counts, probs):
+    """The G-test's p-value of counts [V^N] against the exact law probs [V^N]."""
+    G, df = g_statistic(counts, probs)
+    return 0.0 if G == np.inf else chi2_sf(float(G), df) if df > 0 else 1.0
 
 
 # how each contract calls its sampler (drivers.STEPS), with placeholders for the arguments

@@ -12,6 +12,7 @@ draft within 0.05 of the target shows (guards on the residual's mass) are too ra
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,8 @@ BROKEN = {"chain": broken_samplers.CHAIN, "tree": broken_samplers.TREE,
           "rejection": broken_samplers.REJECTION}
 CLOSE_DRAFT = {"small_residual_guard", "without_replacement_small_residual_guard",
                "batched_small_residual_guard"}
+# wrong at batch size 1 only: a tenth of the rows show it, 400 at 4,000 sequences (too few)
+ONE_ROW = {"batched_one_row_reuses_uniform"}
 
 
 def command(*args, timeout=300):
@@ -52,7 +55,7 @@ def test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one(contra
     """One command per contract (its negative controls run once): picospec's verifier, then the
     broken samplers."""
     broken = [f"tests/support/broken_samplers.py:{name}" for name in BROKEN[contract]
-              if name not in CLOSE_DRAFT]
+              if name not in CLOSE_DRAFT | ONE_ROW]
     out = command(RIGHT[contract], *broken, "--contract", contract, "--samples", str(SAMPLES),
                   "--first_failure", "--json")
     assert out.returncode == 1, out.stdout + out.stderr
@@ -75,6 +78,18 @@ def test_a_bug_only_a_close_draft_shows_fails_its_case_at_the_default_samples(co
     assert report.cases[0].samples == DEFAULT_SAMPLES and report.verdict == "fail", report
     # picospec's, beside it
     right = check_sampler(load(RIGHT[contract]), contract, cases=[number], controls=False)
+    assert right.verdict == "pass", right
+
+
+def test_a_bug_at_batch_size_1_fails_on_the_rows_drawn_a_call_each():
+    """batched_one_row_reuses_uniform is right in batches of two rows or more: the whole case's
+    G-test sees a tenth of its rows wrong and passes it; the test of the 2,000 rows drawn a row a
+    call fails it. picospec's own passes the same case."""
+    case = CASES["rejection"][2]
+    result = check_case(broken_samplers.batched_one_row_reuses_uniform, "rejection", case,
+                        DEFAULT_SAMPLES, (0, 3), tv=False)
+    assert result.verdict == "FAIL" and "drawn a row a call" in result.detail, result
+    right = check_case(rejection_sample, "rejection", case, DEFAULT_SAMPLES, (0, 3), tv=False)
     assert right.verdict == "pass", right
 
 
@@ -325,7 +340,7 @@ def returns_inf(drafts, P, Q, rng):
 
 
 def ragged(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
-    return [[0]] + [[0, 1]] * (len(draft_token_ids) - 1)
+    return [[0]] + [[0, 1]] * len(draft_token_ids)
 
 
 @pytest.mark.parametrize("fn, contract, case, message", [
@@ -340,7 +355,7 @@ def ragged(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_id
     (raises, "chain", 1, "RuntimeError: boom"), (exits, "chain", 1, "SystemExit: 3"),
     (raises_two_lines, "chain", 2, "ValueError: bad row at step 2"),
     (wrong_path, "tree", 1, "is not a root-to-node path"),
-    (wrong_shape, "rejection", 2, "expected integer ids [200, 3]"),
+    (wrong_shape, "rejection", 2, "expected integer ids [1, 3]"),  # the first call: one row
     (skips_a_draft, "rejection", 2, "accepted drafts"),
     (raises_base_exception, "chain", 2, "Cancelled: stop"),
     (returns_inf, "chain", 2, "n_accepted = inf: expected an integer"),
@@ -350,6 +365,23 @@ def test_a_broken_contract_fails_its_case_with_a_reason(fn, contract, case, mess
     result = check_case(fn, contract, CASES[contract][case], 200, (0, case))
     assert result.verdict == "error" and message in result.detail, result
     assert fn is verify_chain or "contract calls" not in result.detail
+
+
+def test_the_rejection_battery_calls_batches_of_one_row_too():
+    """Its batches shrink as rows finish and are never of one row: each row of the first tenth of
+    a case's sequences is drawn by a call of its own (30 of 300 here), the others in one batch, in
+    every case. broken_samplers.batched_one_row_squeezed fails through it (CONTRACT)."""
+    sizes = Counter()
+
+    def spy(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
+        sizes[len(draft_token_ids)] += 1
+        return rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                draft_token_ids, rng=rng)
+
+    for number, case in enumerate(CASES["rejection"], 1):
+        sizes.clear()
+        assert check_case(spy, "rejection", case, 300, (0, number)).verdict == "pass"
+        assert sizes[1] >= 30 and max(sizes) >= 270, (case.name, sizes)
 
 
 @pytest.mark.parametrize("name", list(broken_samplers.CONTRACT))

@@ -316,10 +316,31 @@ def batched_equal_rows_deduplicated(target_with_bonus_probs, bonus_token_ids, dr
     return out
 
 
+def batched_one_row_reuses_uniform(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                   draft_token_ids, rng):
+    """A path for a batch of one row that walks its drafts one by one and draws the recovered
+    token with the uniform that rejected the draft (u >= q/p: the top of the residual's CDF only);
+    a batch of two rows or more goes through rejection_sample, right. Only the battery's rows
+    drawn a call each show it."""
+    q, bonus, p, drafts = target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids
+    if len(drafts) != 1:
+        return rejection_sample(q, bonus, p, drafts, rng=rng)
+    out = np.full((1, drafts.shape[1] + 1), -1, dtype=np.int64)  # [1, k + 1]
+    for t, x in enumerate(drafts[0]):
+        u = rng.random()
+        if not u < min(1, q[0, t, x] / p[0, t, x]):
+            out[0, t] = sample_rows(recovered_probs(q[0, t], p[0, t]), u)
+            return out
+        out[0, t] = x
+    out[0, -1] = bonus[0, 0]
+    return out
+
+
 REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ratio_inverted",
              "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
-             "batched_inverse_cdf_strict", "batched_equal_rows_deduplicated"]
+             "batched_inverse_cdf_strict", "batched_equal_rows_deduplicated",
+             "batched_one_row_reuses_uniform"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract
@@ -361,11 +382,20 @@ def batched_padded_with_minus_two(target_with_bonus_probs, bonus_token_ids, draf
     return np.where(out < 0, -2, out)
 
 
+def batched_one_row_squeezed(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                             draft_token_ids, rng):
+    """picospec's rejection sampler with its output squeezed (np.squeeze, meant for a size-1
+    axis elsewhere): a batch of one comes back as [k + 1], not [1, k + 1]."""
+    return np.squeeze(rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                       draft_token_ids, rng=rng))
+
+
 # contract, the case it fails, what its error says
 CONTRACT = {"bonus_skipped": ("chain", 2, "next_token = -1: expected a token id in [0, 3)"),
             "residual_in_place": ("chain", 2, "the sampler changed its input Q in place"),
             "tree_bonus_skipped_at_a_leaf": ("tree", 2, "next_token = -1"),
-            "batched_padded_with_minus_two": ("rejection", 2, "pads with -1 after the last token")}
+            "batched_padded_with_minus_two": ("rejection", 2, "pads with -1 after the last token"),
+            "batched_one_row_squeezed": ("rejection", 2, "expected integer ids [1, 2]")}
 
 
 def ties_toward_draft_own_generator(drafts, P, Q, rng):
@@ -392,3 +422,4 @@ def batched_ties_toward_draft_partly_own_generator(target_with_bonus_probs, bonu
     the recovered tokens' from rng: the tie u == q/p is never handed u = 0."""
     return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
                    accept=np.less_equal, uniforms=lambda rng, shape: np.random.random(shape))
+
