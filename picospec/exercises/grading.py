@@ -154,13 +154,14 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
         watch = watched(fn, rules, rng_at) if rules and rng_at else fn
         sampler = watch if battery is None else case.sampler(watch)
         bad = check_case(sampler, contract, case, samples, (seed, i))
-        if bad.verdict in FAILED:  # "untested": a support case the answer drew no uniform in
+        if bad.verdict in FAILED:  # "untested": a support case it drew not all uniforms in
             break
         low = min(low, bad.p_value) if bad.p_value == bad.p_value else low
         untested += [case.name] if bad.verdict == "untested" else []
     else:
         passed = (f"{n_cases - len(untested)} of {n_cases} cases passed and {len(untested)} went "
-                  f"untested, your function drawing no uniform from rng in them: "
+                  f"untested, your function drawing not all its uniforms from rng "
+                  f"(rng.random(), rng.uniform(), rng.choice()) in them: "
                   f"{'; '.join(untested)}." if untested else f"all {n_cases} cases passed")
         return Verdict(exercise, True, checked, f"{passed} (smallest p-value "
                        f"{low:.3g}; the checker's broken samplers "

@@ -803,6 +803,25 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::test_a_generator_seeded_inside_is_named",),
            "a sampler drawing from a generator seeded inside it fails with no word why"),
     # --- the edges: the run's figures and its memory plan
+    Mutant("checker-partly-elsewhere-pass", "checker", "rule", "picospec/check/battery.py",
+           "        if not forbidden and extreme.varied:", "        if False:",
+           ("tests/picospec/test_check.py::"
+            "test_a_support_case_is_untested_when_only_some_draws_come_from_rng",),
+           "a sampler drawing only some uniforms from rng passes the support cases"),
+    Mutant("checker-repeat-unchecked", "checker", "rule", "picospec/check/drivers.py",
+           "            if answer(again, contract) != want:", "            if False:",
+           ("tests/picospec/test_check.py::"
+            "test_a_support_case_is_untested_when_only_some_draws_come_from_rng",),
+           "the repeated calls of a support case are made but never compared"),
+    Mutant("checker-no-batch-of-one", "checker", "rule", "picospec/check/drivers.py",
+           '    return n // 10 if contract == "rejection" else 0', "    return 0",
+           ("tests/picospec/test_check.py",),
+           "the rejection battery never calls with one row: a bug at batch size 1 passes"),
+    Mutant("checker-one-row-law-not-in-p", "checker", "rule", "picospec/check/battery.py",
+           "    p = min(p, single * alpha / PAIRS_ALPHA)", "    p = min(p, 1.0)",
+           ("tests/picospec/test_check.py::"
+            "test_a_bug_at_batch_size_1_fails_on_the_rows_drawn_a_call_each",),
+           "the law of the rows drawn a call each is tested but never fails the case"),
     Mutant("blas-line-coretype-not-taken-unsaid", "threads", "record", "picospec_app/machine.py",
            "if core and arch and core.lower() != arch.lower():", "if False:",
            ("tests/app/test_machine.py",),
