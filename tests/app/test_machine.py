@@ -5,6 +5,7 @@ import pytest
 
 from gpt2.fast import policy
 from picospec_app import machine
+from tests.support.cgroups import CappedBlas
 
 pytest.importorskip("threadpoolctl")
 
@@ -48,19 +49,6 @@ def test_a_found_library_gets_no_such_words():
     if machine.blas_kernels()[0] is None:
         pytest.skip("no BLAS library found here")
     assert "not applied" not in machine.blas_line(machine.thread_policy(5_850_000, 1))
-
-
-class CappedBlas:
-    """A BLAS library that runs at most `most` threads (a wheel's OpenBLAS: 64)."""
-
-    def __init__(self, most, n=1):
-        self.most, self.n = most, n
-
-    def get_num_threads(self):
-        return self.n
-
-    def set_num_threads(self, n):
-        self.n = min(n, self.most)
 
 
 @pytest.mark.parametrize("most, capped", [(4, "; the library runs 4, its most"), (64, "")])

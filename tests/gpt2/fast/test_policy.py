@@ -10,7 +10,7 @@ import pytest
 from gpt2.fast import policy
 
 from tests.support.clitools import run_here
-from tests.support.cgroups import cgroup_tree
+from tests.support.cgroups import CappedBlas, cgroup_tree
 
 # a runtime requirement; absent only where requirements.txt was not installed
 pytest.importorskip("threadpoolctl")
@@ -336,20 +336,6 @@ def test_row_padding_follows_the_operations(kind, pad_rows):
     asked = ops.CPU._replace(gelu=ops.CPU.gelu) if kind == "own ops" else kind
     assert build(params, 10_000, Choices(ops=asked)).pad_rows == pad_rows
     assert build(params, 10_000, Choices(ops=asked, pad_rows=2)).pad_rows == 2
-
-
-class CappedBlas:
-    """A BLAS library (threadpoolctl's controller) that runs at most `most` threads, as OpenBLAS
-    runs at most the count it was built for (64 in NumPy's wheels) whatever it is asked."""
-
-    def __init__(self, most, n=1):
-        self.most, self.n = most, n
-
-    def get_num_threads(self):
-        return self.n
-
-    def set_num_threads(self, n):
-        self.n = min(n, self.most)
 
 
 @pytest.mark.parametrize("requested, most, line", [
