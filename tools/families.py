@@ -15,6 +15,7 @@ import functools
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -111,16 +112,23 @@ def by_family(module, families, quiet, out):
         load = wait_quiet(quiet) if quiet and out else os.getloadavg()[0]
         print(f"\n── {family} kernels (OPENBLAS_CORETYPE={family}; 1-minute load {load:.2f} at "
               f"the start) ──", flush=True)
-        page = f"{out}.{family}.tmp" if out else None
-        args = [sys.executable, "-m", module, *argv, "--child"] + (["--out", page] if out else [])
-        code = run_child(args, family_env(family))
-        if code:
-            if page and os.path.exists(page):  # a failed family leaves no page behind
+        page = None
+        try:
+            if out:  # the child's page: a fresh name beside OUT, never a file of the user's
+                fd, page = tempfile.mkstemp(dir=Path(out).resolve().parent,
+                                            prefix=f".{Path(out).name}.{family}.", suffix=".tmp")
+                os.close(fd)
+            args = [sys.executable, "-m", module, *argv, "--child"] + (["--out", page] if out
+                                                                         else [])
+            code = run_child(args, family_env(family))
+            if code:
+                raise SystemExit(code)
+            if out:
+                rows, body = read_page(page)
+        finally:  # a failed or interrupted family leaves no page behind
+            if page and os.path.exists(page):
                 os.remove(page)
-            raise SystemExit(code)
         if out:
-            rows, body = read_page(page)
-            os.remove(page)
             table = ["| protocol | |", "|---|---|",
                      f"| BLAS | {rows.get('BLAS', 'not recorded')} |",
                      f"| threads | {rows.get('threads', 'as the first line below says')} |",

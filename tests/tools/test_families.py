@@ -1,5 +1,6 @@
 """tools/families.py: each kernel family runs in its own process and gets its own section."""
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +97,28 @@ def test_the_relay_outlives_a_closed_reader():
     with os.fdopen(r, "rb") as stream:
         families.relay(stream, Gone())
         assert stream.read() == b""
+
+
+def test_a_file_of_the_users_beside_the_page_stays(tmp_path, monkeypatch):
+    """A file of the user's named like a family's page (OUT.Haswell.tmp) is neither overwritten nor
+    removed: each child's page gets a name no file had."""
+    out, mine = tmp_path / "ops.md", tmp_path / "ops.md.Haswell.tmp"
+    mine.write_text("my notes\n")
+    monkeypatch.setattr(sys, "argv", ["bench.ops", "--shapes", "tiny", "--repeats", "1"])
+    families.by_family("bench.ops", ["Haswell"], 0, str(out))
+    assert mine.read_text() == "my notes\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ops.md", "ops.md.Haswell.tmp"]
+    assert "## Haswell kernels" in out.read_text(encoding="utf-8")
+
+
+def test_ctrl_c_during_a_family_leaves_no_page(tmp_path, monkeypatch):
+    """Ctrl-C while a family's child runs (after it wrote its page): no page is left beside OUT."""
+    def interrupted(args, env):
+        Path(args[args.index("--out") + 1]).write_text("a page\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(families, "run_child", interrupted)
+    monkeypatch.setattr(sys, "argv", ["bench.ops"])
+    with pytest.raises(KeyboardInterrupt):
+        families.by_family("bench.ops", ["Haswell"], 0, str(tmp_path / "ops.md"))
+    assert list(tmp_path.iterdir()) == []
