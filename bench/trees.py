@@ -97,10 +97,22 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
     """Tables for --medusa DIRS (--greedy_only: temperature 0 rows only), --blockwise DIRS,
     --drafting, and --pld_sweep 3,5,7,10 (prompt lookup's num_pred_tokens against the cost of a
     wider verification call)."""
-    for folder in (medusa or []) + (blockwise or []) + ([build] if build else []):
-        if not (Path(folder) / "heads.json").is_file():
-            raise ValueError(f"{folder} holds no heads.json: give folders written by `python -m "
-                             f"gpt2.train.heads`")
+    from gpt2.addons import NAMES, folder_kind
+
+    for flag, kind, folders in (("--medusa", "medusa", medusa or []),
+                                ("--blockwise", "blockwise", blockwise or []),
+                                ("--build", "medusa", [build] if build else [])):
+        for folder in folders:
+            if not (Path(folder) / "heads.json").is_file():
+                raise ValueError(f"{folder} holds no heads.json: give folders written by `python "
+                                 f"-m gpt2.train.heads`")
+            # before any work, and named by this command's option
+            if (held := folder_kind(folder)) != kind:
+                also = {"medusa": "--medusa", "blockwise": "--blockwise"}.get(held)
+                raise ValueError(f"{flag} {folder} holds {NAMES[held]}, not {NAMES[kind]}: give "
+                                 f"a folder of {NAMES[kind]}"
+                                 + (f", or this one to {also}" if also and flag != "--build"
+                                    else ""))
     if build and (medusa or blockwise or drafting or pld_sweep or out):
         raise ValueError("--build DIR only writes DIR/medusa_choices.json and measures nothing: "
                          "run it alone, then the tables (--medusa, --blockwise, --drafting, "
