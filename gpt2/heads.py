@@ -194,6 +194,11 @@ def keep_first_heads(src, dst, n):
 
     record = {k: v for k, v in config.items() if k not in ("kind", "n_heads", "tied", "act")}
     for key in ("accuracy", "accuracy_text"):
+        if key in record and not isinstance(record[key], dict):  # a table per measure
+            from gpt2.weights import CorruptFile
+
+            raise CorruptFile(Path(src) / "heads.json", f"{key} is {record[key]!r:.40}; it must "
+                              f"be an object of tables (top1, top5, ...)", RETRAIN)
         if key in record:
             record[key] = {name: (rows[:n + 1] if isinstance(rows, list) else rows)
                            for name, rows in record[key].items()}

@@ -14,8 +14,8 @@ from gpt2.train.bpe import train_bpe
 from gpt2.encoder import save_tokenizer
 
 from tests.support.clitools import (ROOT, assert_bad_command_refused,
-                                    assert_gpu_refused_without_cupy, assert_help, case_ids,
-                                    files_under, run_here)
+                                    assert_gpu_refused_without_cupy, assert_help, assert_refused,
+                                    case_ids, files_under, run_here)
 
 # the shipped 2 heads on tiny-target
 MEDUSA = str(ROOT / "gpt2" / "assets" / "tiny-target" / "medusa")
@@ -204,3 +204,20 @@ def test_the_data_pipeline_runs_through_the_door(tmp_path):
                     *(f"data/{n}" for n in ("train.bin", "val.bin", "heldout.bin", "meta.json"))}
     assert json.loads((tmp_path / "kept" / "heads.json").read_text())["n_heads"] == 1
     assert json.loads((tmp_path / "data" / "meta.json").read_text())["n_vocab"] <= 280
+
+
+@pytest.mark.parametrize("key", ["accuracy", "accuracy_text"])
+def test_keeping_heads_of_a_damaged_record_is_one_line(tmp_path, key):
+    """gpt2.heads on heads whose heads.json has an accuracy record that is no table (edited by
+    hand): one line naming the file and the field, exit 2, no --dst folder."""
+    import shutil
+
+    shutil.copytree(MEDUSA, tmp_path / "src")
+    config = json.loads((tmp_path / "src" / "heads.json").read_text())
+    config[key] = [0.5, 0.25]
+    (tmp_path / "src" / "heads.json").write_text(json.dumps(config))
+    before = files_under(tmp_path)
+    r = run_here(["-m", "gpt2.heads", "--src", "src", "--dst", "kept", "--n", "1"], tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
+    assert_refused(r, rf"^error: src/heads.json: {key} is \[0.5, 0.25\]; it must be an object",
+                   tmp_path, before)
