@@ -190,8 +190,13 @@ def keep_first_heads(src, dst, n):
         stored, "float32")  # integers (read as float32 by load_heads) too
     if not 1 <= n <= config["n_heads"]:
         raise ValueError(f"--n {n}: {src} has {config['n_heads']} heads; cannot keep the first {n}")
-    from gpt2.addons import heads_kind
+    from gpt2.addons import NAMES, folder_kind, heads_kind
 
+    # heads.json beside another add-on's config would hide it (heads.json is read first)
+    held = folder_kind(dst) if Path(dst).is_dir() else None
+    if held not in (None, "model", heads_kind(config)):
+        raise ValueError(f"--dst {dst} holds {NAMES[held]}: {NAMES[heads_kind(config)]} written "
+                         f"there would hide or replace it; give a new folder")
     record = {k: v for k, v in config.items() if k not in ("kind", "n_heads", "tied", "act")}
     for key in ("accuracy", "accuracy_text"):
         if key in record and not isinstance(record[key], dict):  # a table per measure

@@ -221,3 +221,20 @@ def test_keeping_heads_of_a_damaged_record_is_one_line(tmp_path, key):
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
     assert_refused(r, rf"^error: src/heads.json: {key} is \[0.5, 0.25\]; it must be an object",
                    tmp_path, before)
+
+
+@pytest.mark.parametrize("kind, name", [("eagle", "an EAGLE head"), ("eagle3", "an EAGLE-3 head"),
+                                        ("blockwise", "Blockwise heads")])
+def test_keeping_heads_into_another_add_on_is_refused(tmp_path, kind, name):
+    """gpt2.heads --dst a folder of another add-on: its heads.json would hide that add-on (or
+    replace its heads); one line, exit 2, the folder as it was."""
+    import shutil
+
+    shutil.copytree(ROOT / "gpt2" / "assets" / "tiny-target" / kind, tmp_path / "other")
+    before = {p: (tmp_path / "other" / p).read_bytes() for p in files_under(tmp_path / "other")}
+    r = run_here(["-m", "gpt2.heads", "--src", MEDUSA, "--dst", "other", "--n", "1"], tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr[-500:])
+    assert_refused(r, rf"^error: --dst other holds {name}: Medusa heads written there would hide "
+                      rf"or replace it; give a new folder$")
+    assert {p: (tmp_path / "other" / p).read_bytes()
+            for p in files_under(tmp_path / "other")} == before
