@@ -98,6 +98,7 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
     --drafting, and --pld_sweep 3,5,7,10 (prompt lookup's num_pred_tokens against the cost of a
     wider verification call)."""
     from gpt2.addons import NAMES, folder_kind
+    from gpt2.weights import CorruptFile
 
     for flag, kind, folders in (("--medusa", "medusa", medusa or []),
                                 ("--blockwise", "blockwise", blockwise or []),
@@ -106,8 +107,11 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
             if not (Path(folder) / "heads.json").is_file():
                 raise ValueError(f"{folder} holds no heads.json: give folders written by `python "
                                  f"-m gpt2.train.heads`")
-            # before any work, and named by this command's option
-            if (held := folder_kind(folder)) != kind:
+            try:  # before any work, and named by this command's option
+                held = folder_kind(folder)
+            except CorruptFile:  # a damaged heads.json: named by its reader, below
+                held = kind
+            if held != kind:
                 also = {"medusa": "--medusa", "blockwise": "--blockwise"}.get(held)
                 raise ValueError(f"{flag} {folder} holds {NAMES[held]}, not {NAMES[kind]}: give "
                                  f"a folder of {NAMES[kind]}"
