@@ -409,8 +409,9 @@ def show(value):
     """A value on one line: arrays as nested lists, NumPy scalars as Python's."""
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {show(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, np.ndarray):
-        return str((value.astype(int) if value.dtype == bool else np.round(value, 4)).tolist())
+    if isinstance(value, np.ndarray):  # text or objects as they are: np.round takes numbers
+        shown = value.astype(int) if value.dtype == bool else value
+        return str((np.round(shown, 4) if shown.dtype.kind in "iuf" else shown).tolist())
     if isinstance(value, (tuple, list)):
         inner = ", ".join(show(v) for v in value)
         return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
@@ -442,6 +443,9 @@ def same_array(yours, expected, tol=1e-9):
         return f"dtype {yours.dtype}, expected bool"
     if right.kind in "iu" and yours.dtype.kind not in "iu":
         return f"dtype {yours.dtype}, expected integers"
+    if right.kind == "f" and yours.dtype.kind not in "iuf":  # text "0.797" converts to 0.797
+        kind = type(yours.ravel().tolist()[0]).__name__ if yours.size else yours.dtype
+        return f"dtype {yours.dtype}, expected {right}: numbers, not {kind}"
     if right.kind == yours.dtype.kind == "f" and yours.dtype.itemsize < right.itemsize:
         return f"dtype {yours.dtype}, expected {right}: {tol:g} needs its digits"
     if not np.allclose(yours.astype(float), np.asarray(expected, dtype=float), atol=tol, rtol=tol):

@@ -69,6 +69,11 @@ def residual_as_list(q, p):
     return clipped(q, p).tolist()
 
 
+def residual_as_text(q, p):
+    """The right numbers as text (.astype(str)): no law to sample from."""
+    return clipped(q, p).astype(str)
+
+
 def residual_with_tolerance(q, p):
     """q - p > 1e-12 counted as q > p "to ignore rounding": a token ahead by less loses its
     mass."""
@@ -855,11 +860,16 @@ def speedup_inverted(E, c, K, c_d):
     return (c + K * c_d) / E
 
 
+def speedup_as_text(E, c, K, c_d):
+    """The right speedup formatted "to 1e-9" as text (f"{s:.12f}"), not a float."""
+    return f"{E / (c + K * c_d):.12f}"
+
+
 WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
                  residual_floor, residual_in_place_on_p, residual_float32,
                  residual_normalised_first, residual_as_row, residual_as_list,
-                 residual_with_tolerance],
+                 residual_with_tolerance, residual_as_text],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
@@ -891,7 +901,7 @@ WRONG = {
     "expected_tokens": [expected_linear, expected_rounded_down, expected_float32,
                         expected_sign_flipped, expected_guarded_below_1e7],
     "predicted_speedup": [speedup_no_verify_cost, speedup_one_draft_call_short, speedup_product,
-                          speedup_inverted],
+                          speedup_inverted, speedup_as_text],
 }
 
 

@@ -67,6 +67,9 @@ def test_a_right_answer_written_otherwise_passes(name, answer):
     ("find_candidates", "candidates_as_floats", "draft: 0.0 (float), not an int"),
     ("trie", "trie_nan_padded", "tokens: 0.0 (float64), not an int"),
     ("typical_accept", "typical_as_zero_one", "what it returns: 0 (int), not a boolean"),
+    ("predicted_speedup", "speedup_as_text",
+     "speedup: dtype <U14, expected float64: numbers, not str"),
+    ("residual", "residual_as_text", "dtype <U32, expected float64: numbers, not str"),
 ])
 def test_a_wrong_kind_of_value_or_a_changed_input_is_named(name, wrong, failed):
     verdict = EXERCISES[name].grade(getattr(student_answers, wrong))
