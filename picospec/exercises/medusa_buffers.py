@@ -18,8 +18,9 @@ i + 1 is choices[i]; n = 1 + len(choices). Return a dict of NumPy arrays:
 - "attn_mask": bool [n, n], row i sees column j when j is i or an ancestor of i (the root is
   every row's ancestor; siblings and cousins never see each other);
 - "position_ids": int [n], each row's depth (the root 0);
-- "retrieve_indices": int [L, D + 1], one row per leaf (a node with no child): the rows on the
-  path from the root (row 0) to the leaf, padded with -1 to D + 1; the rows in any order.
+- "retrieve_indices": int [L, D + 1], one row per leaf (a node with no child; L leaves, D the
+  deepest node's depth): the rows on the path from the root (row 0) to the leaf, padded with -1
+  to D + 1; the rows in any order.
 Example: [[0], [1], [0, 0]] -> position_ids [0, 1, 1, 2], retrieve_indices rows [0, 1, 3] and
 [0, 2, -1]. Leave choices as it was."""
 STUB = '''def medusa_buffers(choices):

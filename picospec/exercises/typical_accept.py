@@ -9,8 +9,9 @@ NAME, FAMILY = "typical_accept", "Medusa"
 STATEMENT = """\
 **Exercise `typical_accept(tokens, parents, probs, epsilon, delta)`: which candidates Medusa's
 typical acceptance keeps.** A tree of m candidates: tokens[i] is node i's token, parents[i] its
-parent (-1: the root). probs [1 + m, V]: the target's law after the root (row 0) and after each
-node i (row 1 + i). Cai et al. 2024: candidate x below a node whose target law is q is kept when
+parent (-1: the root), both lists of ints. probs [1 + m, V]: the target's law after the root
+(row 0) and after each node i (row 1 + i). Cai et al. 2024: candidate x below a node whose target
+law is q is kept when
 q(x) > min(epsilon, delta * exp(-H(q))), H(q) = -sum_v q(v) log q(v) (natural log, 0 log 0 = 0).
 Return a list of m booleans, one per node (the node alone, not its whole path). probs: float64,
 compared exactly (a token at the threshold is not kept); it may hold exact zeros and must be left
