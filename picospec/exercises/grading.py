@@ -110,10 +110,15 @@ def wrong_return(fn, probe, contract):
     else:
         want = "(path, next token): a list of node indices and an integer"
         ok = (isinstance(value, (tuple, list)) and len(value) in (2, 3)
-              and isinstance(value[0], (list, tuple)) and isinstance(value[1], whole))
+              and (isinstance(value[0], (list, tuple)) or isinstance(value[0], np.ndarray)
+                   and value[0].ndim == 1 and (value[0].dtype.kind in "iu" or not value[0].size))
+              and isinstance(value[1], whole))
     if ok:
         return None
-    return f"your function returned {show(value)} ({type(value).__name__}); it must return {want}"
+    kinds = type(value).__name__  # an array shows as a list: its type named, and each part's
+    if isinstance(value, (tuple, list)):
+        kinds = f"a {kinds} of {', '.join(type(v).__name__ for v in value)}"
+    return f"your function returned {show(value)} ({kinds}); it must return {want}"
 
 
 def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=None, known=(),

@@ -951,6 +951,12 @@ def wr_recursive(tokens, parents, Q, P, rng, node=-1, q=None):
     return [], int(rng.choice(len(q), p=q))
 
 
+def wr_path_as_array(tokens, parents, Q, P, rng):
+    """The path a NumPy int array (np.flatnonzero-style), not a list: nodes all the same."""
+    path, token = wr_recursive(tokens, parents, Q, P, rng)
+    return np.array(path, dtype=np.int64), token
+
+
 def medusa_from_parents(choices):
     n = len(choices) + 1
     parent = [0] + [0 if len(c) == 1 else 1 + choices.index(c[:-1]) for c in choices]
@@ -1056,4 +1062,5 @@ RIGHT = {"residual": residual_by_minimum, "verify_chain": chain_uniforms_first,
          "predicted_speedup": speedup_per_token, "draft_law": draft_law_by_lookup}
 # more right answers, each written as some learner would
 RIGHT_TOO = [("verify_chain", chain_binomial_draws), ("typical_accept", typical_in_log_space),
-             ("find_candidates", candidates_numpy_ids)]
+             ("find_candidates", candidates_numpy_ids),
+             ("verify_without_replacement", wr_path_as_array)]

@@ -76,6 +76,15 @@ def test_a_wrong_kind_of_value_or_a_changed_input_is_named(name, wrong, failed):
     assert verdict.failed == failed, str(verdict)
 
 
+def test_a_wrong_return_names_each_parts_type():
+    """A 0-d array shows as its number: the message names each part's type, so the learner sees
+    what is not an integer."""
+    verdict = EXERCISES["verify_chain"].grade(lambda *args: (np.array(1), 0), samples=SAMPLES)
+    assert verdict.failed == "what it returns", str(verdict)
+    assert "your function returned (1, 0) (a tuple of ndarray, int); it must return" in str(
+        verdict)
+
+
 def test_a_generator_of_the_learners_own_is_named():
     """rng ignored for a generator made once at import: right in law, and told to use rng."""
     verdict = EXERCISES["verify_chain"].grade(student_answers.chain_own_generator,
