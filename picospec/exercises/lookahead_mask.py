@@ -43,7 +43,7 @@ def compare(yours, expected):
 
 def grade(fn, samples=None, seed=0):
     return grade_cases(NAME, fn, reference, cases(), compare,
-                       "picospec.lookahead.attention_mask of the window's tree")
+                       "picospec.lookahead.attention_mask of the window's tree", known=WRONG)
 
 
 # WRONG: plausible mistakes, each one the grader rejects

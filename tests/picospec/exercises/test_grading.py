@@ -250,6 +250,23 @@ def test_five_sampler_bugs_get_five_lines_and_their_names():
         assert verdict.evidence.splitlines()[-1] == said, str(verdict)
 
 
+def test_an_output_graded_mistake_is_named_where_it_returns_a_kept_ones():
+    """Written otherwise than the module's kept answer, it returns the same on every case: the
+    verdict says which mistake. An answer unlike every kept one, and one that writes into its
+    inputs (its outputs match a kept answer's by chance: both fail one case alike), get no
+    such line."""
+    from picospec.exercises import medusa_buffers
+
+    verdict = medusa_buffers.grade(student_answers.medusa_leaf_to_root)
+    mistake = " ".join(medusa_buffers.retrieve_leaf_to_root.__doc__.split())
+    said = f"your answer returns what a known mistake returns on every case: {mistake}"
+    assert verdict.evidence.splitlines()[-1] == f"  {said}", str(verdict)
+    for name, wrong in [("medusa_buffers", "medusa_mask_transposed"),
+                        ("typical_accept", "typical_guard_in_place")]:
+        verdict = EXERCISES[name].grade(getattr(student_answers, wrong))
+        assert not verdict.passed and "known mistake" not in verdict.evidence, str(verdict)
+
+
 def test_neighbours_tied_by_a_kept_state_are_named_as_such():
     """A verify_chain that returns the call before's answer for equal inputs gives each sequence
     the target's law; the checker's pairs test fails it, and the verdict says what that test saw
