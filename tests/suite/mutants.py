@@ -803,6 +803,28 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::test_a_generator_seeded_inside_is_named",),
            "a sampler drawing from a generator seeded inside it fails with no word why"),
     # --- the edges: the run's figures and its memory plan
+    Mutant("grader-text-for-float", "graders", "rule", "picospec/exercises/grading.py",
+           '    if right.kind == "f" and yours.dtype.kind not in "iuf":', "    if False:",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_wrong_kind_of_value_or_a_changed_input_is_named",),
+           "a speedup returned as the text '0.797...' passes (text converts to a float)"),
+    Mutant("grader-show-rounds-text", "graders", "record", "picospec/exercises/grading.py",
+           'np.round(shown, 4) if shown.dtype.kind in "iuf" else shown', "np.round(shown, 4)",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_wrong_kind_of_value_or_a_changed_input_is_named",),
+           "an array of text crashes the grader, told to the learner as their function raising"),
+    Mutant("grader-path-array-refused", "graders", "rule", "picospec/exercises/grading.py",
+           "isinstance(value[0], (list, tuple)) or isinstance(value[0], np.ndarray)",
+           "isinstance(value[0], (list, tuple)) or False and isinstance(value[0], np.ndarray)",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_right_answer_written_otherwise_passes",),
+           "a right verify_without_replacement returning its path as an int array fails"),
+    Mutant("grader-mistake-unnamed", "graders", "record", "picospec/exercises/grading.py",
+           'if part != "raises" and (like := returns_as(fn, known, cases, compare)) is not None:',
+           "if False:",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_an_output_graded_mistake_is_named_where_it_returns_a_kept_ones",),
+           "an output-graded answer that returns a kept mistake's values is not told which"),
     Mutant("family-page-left-on-interrupt", "tools", "rule", "tools/families.py",
            "        finally:  # a failed or interrupted family leaves no page behind",
            "        except SystemExit:  # a failed or interrupted family leaves no page behind",
