@@ -543,9 +543,19 @@ def test_a_failed_start_over_leaves_out_as_it_was(tmp_path, monkeypatch, capsys,
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["other", "x"]
 
 
-def test_ctrl_c_while_starting_over_keeps_the_old_run(tmp_path):
-    """SIGINT during a --no-resume run into an existing run: exit 130, and OUT holds the old run as
-    it was."""
+def signals_as_in_a_terminal():
+    """Popen(preexec_fn=...): SIGINT and SIGTERM reach the child with their default disposition,
+    whatever the shell that started the suite passed on."""
+    sigint_as_in_a_terminal()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("sig, code, line", [(signal.SIGINT, 130, "interrupted"),
+                                             (signal.SIGTERM, 143, "terminated")])
+def test_ctrl_c_while_starting_over_keeps_the_old_run(tmp_path, sig, code, line):
+    """SIGINT (Ctrl-C) or SIGTERM (`kill`, a scheduler's time limit) during a --no-resume run into
+    an existing run: one line, exit 128 + the signal, OUT holds the old run as it was, and the new
+    run's folder beside it is gone."""
     make_inputs(tmp_path)
     train(tmp_path, "gpt2.train.gpt2", "runs/m")
     before = {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
@@ -556,15 +566,16 @@ def test_ctrl_c_while_starting_over_keeps_the_old_run(tmp_path):
                           "--max_steps", "1000000",
                           "--eval_every", "1000000"], cwd=tmp_path, env=env, stderr=subprocess.PIPE,
                           text=True,
-                         preexec_fn=sigint_as_in_a_terminal)
+                         preexec_fn=signals_as_in_a_terminal)
     seen = ""
     # the progress bar appears when the loop starts, in its folder beside runs/m
     while "train:" not in seen:
         seen += p.stderr.read(1) or pytest.fail(f"exited early: {seen}")
     assert len(list((tmp_path / "runs").glob(".m.new-*"))) == 1
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     rest = p.communicate(timeout=30)[1]
-    assert p.returncode == 130 and rest.strip().splitlines()[-1] == "interrupted", rest
+    assert p.returncode == code and rest.strip().splitlines()[-1] == line, (p.returncode, rest)
+    assert "Traceback" not in rest, rest
     assert {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
             if (tmp_path / p).is_file()} == before
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["m", "other"]
