@@ -33,15 +33,33 @@ def count_ngrams(tokens, n_vocab, order=4, min_count=2):
     return NGram(unigram, tables, n_vocab)
 
 
-def main(data, out, order=4, min_count=2):
-    """Count DATA/train.bin's n-grams (uint16 ids, gpt2.train.corpus) into OUT (safetensors)."""
+def is_ngram(path):  # -> whether path holds an n-gram table this command wrote
+    from gpt2.weights import read_header
+
+    try:
+        meta = read_header(path)[0].get("__metadata__", {})
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "order" in meta and "n_vocab" in meta
+
+
+def main(data, out, order=4, min_count=2, overwrite=False):
+    """Count DATA/train.bin's n-grams (uint16 ids, gpt2.train.corpus) into OUT (safetensors); an
+    OUT that holds another kind of file (a typo for data/train.bin) is kept unless --overwrite."""
     from gpt2.train.corpus import meta_string
     from gpt2.train.gpt2 import check_ids, read_n_vocab
 
     data = Path(data)
+    if Path(out).exists() and not overwrite and not is_ngram(out):
+        raise ValueError(f"--out {out} already holds a file that is not an n-gram table: give "
+                         f"another file name, or --overwrite to replace it")
     # an integer from 1 to 65536, else one line naming the file
     n_vocab = read_n_vocab(data / "meta.json")
-    n_tokens = (data / "train.bin").stat().st_size // 2
+    size = (data / "train.bin").stat().st_size
+    if size % 2:
+        raise ValueError(f"--data {data}: train.bin, {size} bytes, is not a file of uint16 token "
+                         f"ids (from `python -m gpt2.train.corpus`)")
+    n_tokens = size // 2
     # a context and its next token are one int64 key, read as a base-n_vocab number
     if n_vocab ** order >= 2 ** 63:
         raise ValueError(f"--order {order} is too high for {n_vocab} tokens: the n-gram keys would "
@@ -75,6 +93,8 @@ OPTIONS = [
            high=8),
     Option("min_count", int, 2, "drop n-grams of the highest order seen fewer times than this",
            low=1),
+    Option("overwrite", bool, False,
+           "replace an --out that holds a file other than an n-gram table"),
 ]
 
 if __name__ == "__main__":
