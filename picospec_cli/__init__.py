@@ -7,8 +7,10 @@ import argparse
 import difflib
 import math
 import os
+import signal
 import sys
 import tempfile
+import threading
 from collections import namedtuple
 from pathlib import Path
 
@@ -205,9 +207,9 @@ def read(argv, options, words=None):
 
 
 def nearest(typed, names, dash="", also=None):
-    """What a mistyped name may have meant: the name in another case (--k), the few it begins
-    (--temp, --top: "--top_k or --top_p"), else the closest spelling; None when nothing is near.
-    also: {another name for one: its name} (--target: --backbone)."""
+    """What a mistyped name may have meant, or None; also: {another name for one: its name}."""
+    # the name in another case (--k), the few it begins (--top: "--top_k or --top_p"), else the
+    # closest spelling; another name (--target for --backbone) as that option
     also = also or {}
     pool = [*names, *also]
     begun = [n for n in pool if n.lower().startswith(typed.lower())]
@@ -301,18 +303,36 @@ def out_folder(path):  # -> why path cannot be an output folder (made if missing
         return f"cannot write in {folder} ({why}): give a folder you can write to"
 
 
+# SIGTERM (`kill`, a scheduler's time limit), raised where the work is, so that what cleans up
+# after Ctrl-C (a temporary file, a half-written folder) runs for it too
+class Terminated(KeyboardInterrupt):
+    pass
+
+
+def terminate(signum, frame):
+    raise Terminated
+
+
 def guarded(work):
-    """work(); a ValueError or OSError: one `error:` line, exit 2; Ctrl-C: 130; closed pipe: 141; a
-    standard output closed before the start (`>&-`): one line, exit 2."""
+    """work(); a ValueError or OSError: one `error:` line, exit 2; Ctrl-C: 130; SIGTERM: 143;
+    closed pipe: 141; a standard output closed before the start (`>&-`): one line, exit 2."""
     if sys.stdout is None or sys.stderr is None:  # Python's stand-in for a closed stream
         if sys.stderr is not None:
             print("error: the standard output is closed: send it to a file or a terminal",
                   file=sys.stderr)
         sys.exit(2)
+    # SIGTERM as Ctrl-C, unless ignored or handled already (or off the main thread)
+    mine = (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+    if mine:
+        signal.signal(signal.SIGTERM, terminate)
     try:
         result = work()
         sys.stdout.flush()  # a closed pipe shows here, inside the guard, not at exit
         return result
+    except Terminated:
+        print("\nterminated", file=sys.stderr)
+        sys.exit(143)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         sys.exit(130)
@@ -328,6 +348,9 @@ def guarded(work):
         text = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         print(f"error: {where}{' '.join(text.split())}", file=sys.stderr)
         sys.exit(2)
+    finally:
+        if mine:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def command(fn, options, argv=None, check=None):

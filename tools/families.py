@@ -94,9 +94,14 @@ def run_child(args, env):
               ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
     for r in relays:
         r.start()
-    for r in relays:
-        r.join()
-    return child.wait()
+    try:
+        for r in relays:
+            r.join()
+        return child.wait()
+    except BaseException:  # Ctrl-C, or SIGTERM sent to this process alone: the family's ends too
+        child.terminate()
+        child.wait()
+        raise
 
 
 def by_family(module, families, quiet, out):

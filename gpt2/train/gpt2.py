@@ -14,10 +14,8 @@ import json
 import math
 import os
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -332,45 +330,11 @@ def replaces_out(out, wanted, resume, overwrite, inputs, marks=()):
     return True
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the run is, so that the clean-up of an interruption runs."""
-
-
-@contextmanager
-def sigterm_ends_cleanly():
-    """SIGTERM (`kill`, a scheduler's time limit) ends the run as Ctrl-C does: what a failed run
-    takes away goes (a start-over's new folder, empty folders, temporary files), then one line,
-    exit 143 (128 + 15). A SIGTERM ignored or handled already, or a run off the main thread, keeps
-    its own."""
-    def terminate(signum, frame):
-        raise Terminated
-
-    mine = (threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
-    if mine:
-        signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    except Terminated:
-        print("\nterminated", file=sys.stderr)
-        raise SystemExit(143) from None
-    finally:
-        if mine:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 @contextmanager
 def written_into(out, replace):
     """The folder the run writes into: OUT itself, or (replace) a new folder that takes OUT's place
-    whole when the run ends, so that a failed, interrupted or terminated run leaves OUT as it
-    was."""
-    with sigterm_ends_cleanly():
-        with _written_into(out, replace) as work:
-            yield work
-
-
-@contextmanager
-def _written_into(out, replace):
+    whole when the run ends, so that a failed, interrupted or terminated run (SIGTERM: the door
+    raises it as Ctrl-C) leaves OUT as it was."""
     if not replace:
         with no_empty_folders_left(out):
             yield Path(out)

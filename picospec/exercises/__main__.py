@@ -3,7 +3,6 @@ FILE (the commands: DOC below)."""
 import csv
 import io
 import json
-import signal
 import sys
 from pathlib import Path
 
@@ -230,18 +229,10 @@ def template(word):
     return "import numpy as np\n\n\n" + "\n\n\n".join(parts)
 
 
-class Terminated(KeyboardInterrupt):
-    pass  # SIGTERM: raised where the grader is, so its `finally` ends the answer's process
-
-
-def terminate(signum, frame):
-    raise Terminated
-
-
 def main(argv=None):
     """The command; returns its exit status."""
-    # SIGTERM ends the command as Ctrl-C does: one line, exit 128 + 15 (Ctrl-C: 128 + 2)
-    previous = signal.signal(signal.SIGTERM, terminate)
+    # SIGTERM (the door raises it where the grader is, so its `finally` ends the answer's process)
+    # ends the command as Ctrl-C does: one line, exit 128 + 15 (Ctrl-C: 128 + 2)
     try:
         command, word, values = parse_command(sys.argv[1:] if argv is None else argv)
         if command == "list":
@@ -264,11 +255,6 @@ def main(argv=None):
     except UsageError as e:
         print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
-    except Terminated:
-        print("terminated", file=sys.stderr)
-        return 143
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

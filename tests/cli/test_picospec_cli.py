@@ -529,7 +529,11 @@ def test_help_lists_methods_and_a_methods_options(tmp_path):
     assert files_under(tmp_path) == []
 
 
-def test_ctrl_c_during_a_datastore_build_exits_130_and_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, "interrupted"),
+                                             (signal.SIGTERM, 143, "terminated")])
+def test_ctrl_c_during_a_datastore_build_exits_130_and_leaves_nothing(tmp_path, sig, code, said):
+    """Ctrl-C (to the whole group, as a terminal sends it) and SIGTERM (`kill`, to the command
+    alone) each end the build with one line and leave no file."""
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
            "PICOSPEC_CACHE": str(tmp_path / ".cache"), "HOME": str(tmp_path)}
     p = subprocess.Popen([sys.executable, str(ROOT / "main.py"), "--method", "rest", "--datastore",
@@ -542,10 +546,10 @@ def test_ctrl_c_during_a_datastore_build_exits_130_and_leaves_nothing(tmp_path):
            and time.time() < deadline):
         assert line or p.poll() is None, "the build never started"
     time.sleep(1)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     _, err = p.communicate(timeout=60)
-    assert p.returncode == 130, err
-    assert "Traceback" not in err
+    assert p.returncode == code, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == said, err
     assert not (tmp_path / "store.npz").exists() and not list(tmp_path.glob("store.npz*"))
 
 

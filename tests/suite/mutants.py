@@ -803,10 +803,17 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::test_a_generator_seeded_inside_is_named",),
            "a sampler drawing from a generator seeded inside it fails with no word why"),
     # --- the edges: the run's figures and its memory plan
-    Mutant("trainer-sigterm-leaves-half-run", "training", "rule", "gpt2/train/gpt2.py",
+    Mutant("door-sigterm-unhandled", "door", "rule", "picospec_cli/__init__.py",
            "        signal.signal(signal.SIGTERM, terminate)", "        pass",
-           ("tests/cli/test_gpt2_train.py::test_ctrl_c_while_starting_over_keeps_the_old_run",),
-           "kill during a start-over leaves the new run's hidden folder, with no word"),
+           ("tests/cli/test_gpt2_train.py::test_ctrl_c_while_starting_over_keeps_the_old_run",
+            "tests/cli/test_picospec_cli.py::"
+            "test_ctrl_c_during_a_datastore_build_exits_130_and_leaves_nothing"),
+           "kill during a trainer's start-over or a datastore build leaves its half-written "
+           "output, with no word"),
+    Mutant("family-child-left-running", "tools", "rule", "tools/families.py",
+           "        child.terminate()\n", "        pass\n",
+           ("tests/tools/test_families.py::test_an_interrupted_family_ends_its_process",),
+           "SIGTERM to a benchmark leaves its family's process running, to write its page later"),
     Mutant("ngram-out-over-its-input", "training", "rule", "gpt2/train/ngram.py",
            "    if Path(out).exists() and not overwrite and not is_ngram(out):", "    if False:",
            ("tests/gpt2/train/test_ngram_cli.py",),

@@ -1,5 +1,8 @@
 """tools/families.py: each kernel family runs in its own process and gets its own section."""
+import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -122,3 +125,23 @@ def test_ctrl_c_during_a_family_leaves_no_page(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         families.by_family("bench.ops", ["Haswell"], 0, str(tmp_path / "ops.md"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupted_family_ends_its_process(tmp_path, monkeypatch):
+    """SIGTERM reaches this process alone (Ctrl-C reaches the whole group): the family's process is
+    ended with it, never left to write its page after this one cleaned up."""
+    child, pid = tmp_path / "child.py", tmp_path / "pid"
+    child.write_text("import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\n"
+                     "time.sleep(60)\n")
+
+    def interrupted(self, *args, **kwargs):  # the wait for the child's output, interrupted
+        while not (pid.exists() and pid.read_text()):
+            time.sleep(0.05)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "join", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        families.run_child([sys.executable, str(child), str(pid)], dict(os.environ))
+    monkeypatch.undo()
+    with pytest.raises(ProcessLookupError):  # ended, and reaped
+        os.kill(int(pid.read_text()), 0)
