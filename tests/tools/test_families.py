@@ -132,7 +132,7 @@ def test_an_interrupted_family_ends_its_process(tmp_path, monkeypatch):
     ended with it, never left to write its page after this one cleaned up."""
     child, pid = tmp_path / "child.py", tmp_path / "pid"
     child.write_text("import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\n"
-                     "time.sleep(60)\n")
+                     "time.sleep(30)\nopen(sys.argv[1] + '.page', 'w').write('late')\n")
 
     def interrupted(self, *args, **kwargs):  # the wait for the child's output, interrupted
         while not (pid.exists() and pid.read_text()):
@@ -145,3 +145,4 @@ def test_an_interrupted_family_ends_its_process(tmp_path, monkeypatch):
     monkeypatch.undo()
     with pytest.raises(ProcessLookupError):  # ended, and reaped
         os.kill(int(pid.read_text()), 0)
+    assert not (tmp_path / "pid.page").exists()  # ended, not waited for to its end
