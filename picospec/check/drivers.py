@@ -293,6 +293,9 @@ def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng):
     except ValueError as e:  # ragged lists
         raise ContractError(f"the output is not an array ({e}): expected integer ids "
                             f"[{B}, {k + 1}]") from None
+    if out.dtype.kind == "u" and out.shape == (B, k + 1):
+        raise ContractError(f"output of dtype {out.dtype}: an unsigned type cannot hold the -1 "
+                            f"padding, return signed integer ids [{B}, {k + 1}]")
     if out.shape != (B, k + 1) or out.dtype.kind not in "iu":
         raise ContractError(f"output of shape {out.shape} and dtype {out.dtype}: expected integer "
                             f"ids [{B}, {k + 1}]")

@@ -339,6 +339,11 @@ def returns_inf(drafts, P, Q, rng):
     return float("inf"), 0
 
 
+def unsigned(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
+    return rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                            draft_token_ids, rng=rng).astype(np.uint64)  # -1 wraps to 2^64 - 1
+
+
 def ragged(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
     return [[0]] + [[0, 1]] * len(draft_token_ids)
 
@@ -360,6 +365,7 @@ def ragged(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_id
     (raises_base_exception, "chain", 2, "Cancelled: stop"),
     (returns_inf, "chain", 2, "n_accepted = inf: expected an integer"),
     (ragged, "rejection", 2, "the output is not an array"),
+    (unsigned, "rejection", 2, "output of dtype uint64: an unsigned type cannot hold the -1"),
 ])
 def test_a_broken_contract_fails_its_case_with_a_reason(fn, contract, case, message):
     result = check_case(fn, contract, CASES[contract][case], 200, (0, case))
