@@ -803,6 +803,10 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::test_a_generator_seeded_inside_is_named",),
            "a sampler drawing from a generator seeded inside it fails with no word why"),
     # --- the edges: the run's figures and its memory plan
+    Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
+           '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
+           ("tests/picospec/test_check.py::test_a_broken_contract_fails_its_case_with_a_reason",),
+           "a rejection sampler returning uint64 ids is told its -1 padding is misplaced"),
     Mutant("door-sigterm-unhandled", "door", "rule", "picospec_cli/__init__.py",
            "        signal.signal(signal.SIGTERM, terminate)", "        pass",
            ("tests/cli/test_gpt2_train.py::test_ctrl_c_while_starting_over_keeps_the_old_run",
