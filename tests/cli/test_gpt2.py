@@ -15,7 +15,7 @@ from gpt2.encoder import save_tokenizer
 
 from tests.support.clitools import (ROOT, assert_bad_command_refused,
                                     assert_gpu_refused_without_cupy, assert_help, assert_refused,
-                                    case_ids, files_under, run_here)
+                                    case_ids, file_bytes, files_under, run_here)
 
 # the shipped 2 heads on tiny-target
 MEDUSA = str(ROOT / "gpt2" / "assets" / "tiny-target" / "medusa")
@@ -231,10 +231,9 @@ def test_keeping_heads_into_another_add_on_is_refused(tmp_path, kind, name):
     import shutil
 
     shutil.copytree(ROOT / "gpt2" / "assets" / "tiny-target" / kind, tmp_path / "other")
-    before = {p: (tmp_path / "other" / p).read_bytes() for p in files_under(tmp_path / "other")}
+    before = file_bytes(tmp_path / "other")
     r = run_here(["-m", "gpt2.heads", "--src", MEDUSA, "--dst", "other", "--n", "1"], tmp_path)
     assert r.returncode == 2, (r.returncode, r.stderr[-500:])
     assert_refused(r, rf"^error: --dst other holds {name}: Medusa heads written there would hide "
                       rf"or replace it; give a new folder$")
-    assert {p: (tmp_path / "other" / p).read_bytes()
-            for p in files_under(tmp_path / "other")} == before
+    assert file_bytes(tmp_path / "other") == before

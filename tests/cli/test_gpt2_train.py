@@ -27,7 +27,7 @@ from gpt2.weights import save_checkpoint, write_safetensors
 
 from tests.support.clitools import (ROOT, assert_bad_command_refused,
                                     assert_gpu_refused_without_cupy, assert_help, assert_refused,
-                                    case_ids, files_under, run_cli, run_here,
+                                    case_ids, file_bytes, files_under, run_cli, run_here,
                                     sigint_as_in_a_terminal)
 
 # a good start for gpt2.train.gpt2; each case adds its mistake
@@ -521,8 +521,7 @@ def test_a_failed_start_over_leaves_out_as_it_was(tmp_path, monkeypatch, capsys,
     mod = __import__(module, fromlist=["main"])
     args = ["--data", "data", "--out", "runs/x", *RUNS[module][0], "--max_steps", "4"]
     command(mod.main, mod.OPTIONS, args)  # the old run
-    before = {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
-              if (tmp_path / p).is_file()}
+    before = file_bytes(tmp_path)
 
     written, write = [], gpt2.weights.write_safetensors
 
@@ -538,8 +537,7 @@ def test_a_failed_start_over_leaves_out_as_it_was(tmp_path, monkeypatch, capsys,
     assert e.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("state.safetensors: No space "
                                                                      "left on device")
-    assert {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
-            if (tmp_path / p).is_file()} == before
+    assert file_bytes(tmp_path) == before
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["other", "x"]
 
 
@@ -558,8 +556,7 @@ def test_ctrl_c_while_starting_over_keeps_the_old_run(tmp_path, sig, code, line)
     run's folder beside it is gone."""
     make_inputs(tmp_path)
     train(tmp_path, "gpt2.train.gpt2", "runs/m")
-    before = {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
-              if (tmp_path / p).is_file()}
+    before = file_bytes(tmp_path)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
            "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"}
     p = subprocess.Popen([sys.executable, "-m", "gpt2.train.gpt2", *TRAIN, *TINY, "--no-resume",
@@ -576,8 +573,7 @@ def test_ctrl_c_while_starting_over_keeps_the_old_run(tmp_path, sig, code, line)
     rest = p.communicate(timeout=30)[1]
     assert p.returncode == code and rest.strip().splitlines()[-1] == line, (p.returncode, rest)
     assert "Traceback" not in rest, rest
-    assert {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
-            if (tmp_path / p).is_file()} == before
+    assert file_bytes(tmp_path) == before
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["m", "other"]
 
 
@@ -611,16 +607,14 @@ def test_a_damaged_checkpoint_is_named_and_the_run_kept(tmp_path, module, keep):
     train(tmp_path, module, "runs/x", "--stop_at", "2")
     state = tmp_path / "runs/x/ckpt/state.safetensors"
     state.write_bytes(state.read_bytes()[:keep])
-    before = {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
-              if (tmp_path / p).is_file()}
+    before = file_bytes(tmp_path)
     args, _ = RUNS[module]
     r = run_here(["-m", module, "--data", "data", "--out", "runs/x", *args, "--max_steps", "4"],
                  tmp_path)
     assert_refused(r, r"^error: the checkpoint runs/x/ckpt/state.safetensors is damaged \(.+\): "
                       r"the run is left as it is")
     assert "--overwrite" not in r.stderr and "--no-resume" not in r.stderr
-    assert before == {p: (tmp_path / p).read_bytes() for p in files_under(tmp_path)
-                      if (tmp_path / p).is_file()}
+    assert before == file_bytes(tmp_path)
 
 
 DIVERGING = [  # (command, arguments, the step whose numbers are no longer finite)

@@ -94,6 +94,12 @@ def files_under(folder):
     return sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
 
 
+def file_bytes(folder):
+    """{path under folder: its bytes} of every file: what a refused command must leave as it was."""
+    folder = Path(folder)
+    return {p: (folder / p).read_bytes() for p in files_under(folder) if (folder / p).is_file()}
+
+
 def assert_refused(r, pattern, cwd=None, before=(), max_seconds=None):
     """The command failed the way a user's mistake should: see the module docstring."""
     assert r.returncode not in (0, None), f"exit 0 for a mistake; stdout: {r.stdout[-500:]}"

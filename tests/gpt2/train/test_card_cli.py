@@ -4,11 +4,7 @@
 import numpy as np
 import pytest
 
-from tests.support.clitools import assert_refused, files_under, run_here
-
-
-def contents(folder):
-    return {p: (folder / p).read_bytes() for p in files_under(folder) if (folder / p).is_file()}
+from tests.support.clitools import assert_refused, file_bytes, run_here
 
 
 @pytest.fixture
@@ -22,13 +18,13 @@ def data(tmp_path):
 
 @pytest.mark.parametrize("out", ["data/val.bin", "notes.md"])
 def test_an_out_of_another_kind_is_kept(data, out):
-    before = contents(data)
+    before = file_bytes(data)
     r = run_here(["-m", "gpt2.train.card", "--data", "data", "--out", out, "--n_windows", "1"],
                  data)
     assert r.returncode == 2
     assert_refused(r, rf"^error: --out {out} already holds a file that is not a model card: give "
                       rf"another file name, or --overwrite to replace it$", max_seconds=3)
-    assert contents(data) == before
+    assert file_bytes(data) == before
 
 
 def test_overwrite_replaces_another_file_and_a_card_is_written_anew(data):

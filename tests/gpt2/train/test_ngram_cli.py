@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.support.clitools import assert_refused, files_under, run_here
+from tests.support.clitools import assert_refused, file_bytes, files_under, run_here
 
 
 def make_data(folder):
@@ -16,21 +16,17 @@ def make_data(folder):
     (folder / "data" / "meta.json").write_text(json.dumps({"n_vocab": 20}))
 
 
-def contents(folder):
-    return {p: (folder / p).read_bytes() for p in files_under(folder) if (folder / p).is_file()}
-
-
 @pytest.mark.parametrize("out", ["data/train.bin", "data/meta.json", "notes.txt"])
 def test_an_out_of_another_kind_is_kept_unless_overwrite(tmp_path, out):
     make_data(tmp_path)
     (tmp_path / "notes.txt").write_text("mine\n")
-    before = contents(tmp_path)
+    before = file_bytes(tmp_path)
     r = run_here(["-m", "gpt2.train.ngram", "--data", "data", "--out", out, "--order", "3"],
                  tmp_path)
     assert r.returncode == 2
     assert_refused(r, rf"^error: --out {out} already holds a file that is not an n-gram table: "
                       rf"give another file name, or --overwrite to replace it$", max_seconds=3)
-    assert contents(tmp_path) == before
+    assert file_bytes(tmp_path) == before
     r = run_here(["-m", "gpt2.train.ngram", "--data", "data", "--out", out, "--order", "3",
                   "--overwrite"], tmp_path)
     assert r.returncode == 0, r.stderr
