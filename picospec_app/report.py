@@ -47,8 +47,7 @@ def decoder_run(plan, method, xs, rounds, encoder):
     by_row = first.get("tokens_per_target_call", [n_new / first["target_calls"]])
     # --batch: a row's calls are those it took part in (a batched call scores every active row),
     # so autoregressive decoding makes 1 token a call however many rows a call scores
-    row_calls = (first["target_calls"] if plan.batch is None else
-                 sum(len(i) / e for i, e in zip(ids, by_row)))
+    row_calls = first["target_calls"] if plan.batch is None else sum(first["target_calls_by_row"])
     return {"method": method, "texts": [encoder.decode(i) for i in ids], "output_ids": ids,
             "origins": [[o for s in stats for o in s["origins"]]] if plan.batch is None else None,
             "time_s": seconds, "times_s": [r["seconds"] for r in rounds], "rounds": len(rounds),

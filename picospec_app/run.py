@@ -81,7 +81,8 @@ def run_method(method, x, loaded, N, seed, sampling=None, clock=time.perf_counte
 
 def run_batch(method, xs, loaded, groups, n, seed, sampling, options, progress):
     """One timed run of the batched form over xs in Groups (picospec_app.plan) -> {"outputs",
-    "seconds", "target_calls", "groups", "tokens_per_target_call" per row}."""
+    "seconds", "target_calls", "groups", "target_calls_by_row", "tokens_per_target_call" per
+    row}."""
     out, seconds, stats = [], 0.0, []
     rng = np.random.default_rng(seed)  # one generator through the groups
     sampling = {k: v for k, v in sampling.items() if v is not None}
@@ -107,11 +108,12 @@ def run_batch(method, xs, loaded, groups, n, seed, sampling, options, progress):
             del needs  # the group's caches go before the next group's are made
             bar.update(len(group))
     calls = [sum(s.get("calls", 1) for s in records) for records in stats]
-    per_row = [n / sum(s.get("calls", 1) for s in stats[g] if s["accepted"][b] >= 0)
-               for g, group in enumerate(groups.rows) for b in range(len(group))]
+    # the calls each row took part in (a batched call scores every active row)
+    by_row = [sum(s.get("calls", 1) for s in stats[g] if s["accepted"][b] >= 0)
+              for g, group in enumerate(groups.rows) for b in range(len(group))]
     return {"outputs": out, "seconds": seconds, "target_calls": sum(calls),
-            "groups": [len(g) for g in groups.rows],
-            "tokens_per_target_call": per_row}
+            "groups": [len(g) for g in groups.rows], "target_calls_by_row": by_row,
+            "tokens_per_target_call": [n / c for c in by_row]}
 
 
 def interleaved(runs, rounds=None, seconds=1.0, least=3, most=50):

@@ -920,7 +920,7 @@ MUTANTS = (
            ("tests/app/test_plan.py",),
            "on one CPU the note says 'give --threads 1 or fewer'"),
     Mutant("figures-batch-json-per-batched-call", "run", "record", "picospec_app/report.py",
-           "sum(len(i) / e for i, e in zip(ids, by_row)))", 'first["target_calls"])',
+           'sum(first["target_calls_by_row"])', 'first["target_calls"]',
            ("tests/app/test_report.py::test_batch_tokens_per_target_call_counts_each_rows_calls",),
            "--batch --json's tokens per target call: all rows' tokens over the batched calls"),
     Mutant("figures-batch-rounds-unsaid", "run", "record", "picospec_app/report.py",
