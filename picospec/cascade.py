@@ -64,8 +64,8 @@ def cascade_draft(x, models, k_matrix, limit, rng, sampling_options):
 
 def cascade_decoding(x, target_model, draft_model, draft2_model, N, K, rng, K_inner=2, K_tail=2,
                      stats=None, **sampling_options):
-    """x then exactly N tokens of the warped target's law: K tokens of draft_model, each from
-    K_inner of draft2_model (0: it samples), then K_tail of draft2_model."""
+    """x then exactly N tokens of the warped target's law: K tokens of draft_model, which reviews
+    K_inner drafts of draft2_model at a time (0: it samples them), then K_tail of draft2_model."""
     check_inputs(x, N, K, **sampling_options)
     models, k_matrix = cascade(target_model, draft_model, draft2_model, K, K_inner, K_tail)
     x = list(x)

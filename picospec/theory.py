@@ -22,9 +22,10 @@ the target's. P(n >= j) = alpha^j, the first j all kept, so E[n + 1] = 1 + sum_{
 = sum_{j=0..K} alpha^j = (1 - alpha^(K+1)) / (1 - alpha), and K + 1 when alpha = 1.
 
 Cascades (cascade_speedup) draft with a small model (cost c_d1, acceptance alpha1) for K tokens and
-a second one (cost c_d2, acceptance alpha2) for K_tail more; with K_inner > 0 the first drafter is
-itself reviewed by the second in inner steps of K_inner drafts (acceptance alpha12, each review
-costing c_inner of the first drafter's calls), and the target's verification costs c.
+a second, smaller one (cost c_d2, acceptance alpha2) for K_tail more; with K_inner > 0 the first
+drafter makes its K tokens by reviewing the second's: inner steps of K_inner drafts of the second,
+each reviewed by one call of the first (acceptance alpha12, each review costing c_inner of the
+first drafter's calls), and the target's verification costs c.
 """
 import numpy as np
 
