@@ -100,7 +100,7 @@ def verify_tree(tokens, parents, Q, rng, P=None):
 
 
 def step_record(tokens, origins, drafted, nodes=None, calls=1):
-    """The record a method appends to `stats` per target call."""
+    """The record a method appends to `stats` per step (one target call; Blockwise: `calls`)."""
     return {"drafted": int(drafted), "nodes": int(drafted if nodes is None else nodes),
             "accepted": origins.count("draft"), "tokens": [int(t) for t in tokens],
             "origins": list(origins), "calls": int(calls)}
