@@ -8,6 +8,8 @@ from picospec.verify import step_record, verify_chain
 
 def find_candidates(x, max_ngram_size=3, num_pred_tokens=10):
     """What followed the first earlier match of the longest trailing n-gram."""
+    # transformers' rule: any earlier window counts, even one that overlaps the trailing n-gram, and
+    # the copy may be short; Saxena's function skips a match whose copy starts in the last n tokens
     for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
         ngram = x[-n:]
         for start in range(len(x) - n):  # windows x[start:start+n] before the trailing one
