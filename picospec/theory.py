@@ -44,7 +44,8 @@ def expected_speedup(alpha, K, c_d):
     return expected_tokens_per_call(alpha, K) / (K * c_d + 1)
 
 
-# c of a (K+1)-token verification on a GPU, where it is nearly free: docs/results/gpu.md
+# c of a (K+1)-token verification on a GPU, where it is nearly free: c(5) of the 124M shape in
+# docs/results/engine_gpu.md (docs/results/gpu.md: each method's own c there)
 GPU_VERIFY_COST = 1.2
 
 
