@@ -7,7 +7,8 @@ With p and q one-hot, min(1, q(x) / p(x)) is 1 when the draft x is argmax q and 
 the residual norm(max(0, q - p)) is the one-hot of argmax q: accept-or-resample becomes exact
 match (matched), and the output is greedy decoding of q token for token. K per step: constant,
 or transformers' assisted-generation heuristic (K + 2 after a full accept, else K - 1, at least
-1); confidence stops drafting once the draft's top probability falls below it."""
+1; here a full accept is of the k drafts made, where transformers asks for all K); confidence
+stops drafting once the draft's top probability falls below it, before that token."""
 import numpy as np
 
 from picospec.sampling import check_inputs, check_vocab
