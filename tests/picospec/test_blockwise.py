@@ -114,6 +114,16 @@ def test_oracle_heads_reach_the_best_case_exactly(merged, k, n):
         assert model.calls == n / k + 1
 
 
+@pytest.mark.parametrize("merged, calls", [(True, [2, 1, 0]), (False, [2, 2, 1])])
+def test_each_step_records_its_own_calls(merged, calls):
+    # k = 4, N = 9 with oracle heads: blocks of 4, 4, 1; merged, the first block makes two calls
+    # (Predict, then Verify with the next proposal) and a last block of one token none
+    x = [1, 2, 3]
+    model, stats = engine(), []
+    blockwise_decoding(x, model, oracle_heads(x, 4), 9, 4, merged, stats)
+    assert [s["calls"] for s in stats] == calls
+
+
 def test_merged_makes_fewer_calls_on_the_same_run():
     x = [4, 0, 6]
     for k in (2, 4):

@@ -20,6 +20,7 @@ from tests.support.toy import random_toy
     ([7, 8, 7], [8, 7]),  # match whose continuation runs to the very end
     ([4, 4], [4]),  # the smallest case: 1-gram at 0, continuation is the last token
     ([9], []),
+    ([1, 1, 1], [1]),  # the match overlaps the trailing 2-gram; the copy is cut short
 ])
 def test_candidate_search_by_hand(x, expected):
     assert find_candidates(x, max_ngram_size=3, num_pred_tokens=2) == expected
