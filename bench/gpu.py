@@ -24,7 +24,7 @@ time of a
     speculative sampling step (the mean over the steps of --repeats runs of K + 1 tokens). Random
     weights give near-uniform laws that agree often, so their acceptance says nothing of a real pair
     and only the costs are read off; beside them the speedup these costs give at assumed acceptance
-    rates alpha (Leviathan et al.'s formula E[tokens] / (K c + v), a prediction).
+    rates alpha (Leviathan et al.'s formula E[tokens] / (K c_d + v), a prediction).
 Times are wall-clock between two device synchronisations.
 """
 import time
@@ -246,10 +246,10 @@ def large(repeats, K=4, alphas=(0.6, 0.7, 0.8)):
         t_step = (time.perf_counter() - start) / len(stats)  # mean wall time of one step
         # drafts per step (fewer near the run's end)
         drafted = float(np.mean([s["drafted"] for s in stats]))
-        c, v = td / t1, tk / t1
-        predicted = [expected_tokens_per_call(a, K) / (K * c + v) for a in alphas]
+        c_d, v = td / t1, tk / t1
+        predicted = [expected_tokens_per_call(a, K) / (K * c_d + v) for a in alphas]
         out.append([size, f"{t1 * 1e3:.2f}", f"{tk * 1e3:.2f} ({v:.2f}x)",
-                    f"{td * 1e3:.2f} (c = {c:.2f})",
+                    f"{td * 1e3:.2f} (c_d = {c_d:.2f})",
                     f"{t_step * 1e3:.2f} ({drafted:.1f} drafts: model "
                     f"{(drafted * td + tk) * 1e3:.2f})"] + [f"{p:.2f}x" for p in predicted])
         print(out[-1], flush=True)

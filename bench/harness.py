@@ -51,9 +51,9 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
              f"{','.join(map(str, temps))} "
              f"--n_prompts {n_prompts} --n_tokens {n_tokens} --seeds {seeds}`", "",
              "| draft | T | method | alpha | tokens/target call (theory) | tokens/target call "
-             "(measured, median) | per-position acceptance | c = draft/target call | (K+1)-token "
+             "(measured, median) | per-position acceptance | c_d = draft/target call | (K+1)-token "
              "verify / 1-token call | speedup vs autoregressive (median, IQR) | theory speedup "
-             "E[tokens] / (K c + v) |",
+             "E[tokens] / (K c_d + v) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, draft in drafts.items():
         for T in temps:
