@@ -15,6 +15,9 @@ USED_BY = {"medusa": "--method medusa", "blockwise": "--method blockwise",
            "early_exit": "--method early_exit", "eagle": "--method eagle or eagle2",
            "eagle3": "--method eagle3",
            "model": "--target or --draft"}
+TRAINED_BY = {"medusa": "gpt2.train.heads", "blockwise": "gpt2.train.heads",
+              "early_exit": "gpt2.train.exit_adapter", "eagle": "gpt2.train.eagle",
+              "eagle3": "gpt2.train.eagle3"}
 
 
 def heads_kind(config):
@@ -54,6 +57,33 @@ def check_kind(folder, kind, where, method):
                      f"{NAMES[kind].removeprefix('an ').removeprefix('a ')} that {method} runs on"
                      f"{f' (its {kind}/ folder may)' if inside else ''}: pass a folder of "
                      f"{NAMES[kind]}, or use this one with {USED_BY[held]}")
+
+
+def weights_sha256(folder):
+    """The sha256 of folder/model.safetensors: how a trainer records the backbone it trained on,
+    and an add-on's record (target_sha256) the target it drafts for."""
+    import hashlib
+
+    with open(Path(folder) / "model.safetensors", "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def other_target(folder, kind, config, model):
+    """A one-line note where the add-on of `kind` in `folder` records (target_sha256) other weights
+    than `model`'s (model.folder, as load_model sets it), else None. A record without it: None."""
+    made_for, where = config.get("target_sha256"), getattr(model, "folder", None)
+    if not isinstance(made_for, str) or where is None or not is_model(where):
+        return None
+    ours = weights_sha256(where)
+    if ours == made_for:
+        return None
+    # MEDUSA-2 tunes its backbone: the weights are no longer the named one's
+    named = config.get("backbone") if config.get("stage") != "medusa2" else None
+    named = f"{named}, " if isinstance(named, str) else ""
+    return (f"note: {folder} holds {NAMES[kind]} trained on other weights ({named}sha256 "
+            f"{made_for[:12]}) than the target's ({where}, sha256 {ours[:12]}): expect few drafts "
+            f"to be accepted; train them on this target (python -m {TRAINED_BY[kind]} --backbone "
+            f"NAME) and pass --heads DIR")
 
 
 ACTIVATIONS = ("silu", "relu")  # of Medusa heads (SiLU), Blockwise heads (ReLU), exit adapters

@@ -25,8 +25,9 @@ from gpt2.eagle import EagleHead, init_eagle, save_eagle, TREE_SLOTS
 from gpt2.train.backprop import block_backward, block_forward, linear_backward, linear_forward
 from gpt2.train.gpt2 import (RUN_CONTROL, check_data, check_ids, check_out, check_tokenizer,
                              check_tokens, lr_at, replaces_out, train_loop, written_into)
-from gpt2.train.heads import (PROMPT_LEN, backbone_hparams, distill_data_missing, made_at,
-                              read_record, self_distill)
+from gpt2.addons import weights_sha256
+from gpt2.train.heads import (PROMPT_LEN, backbone_hparams, check_backbone, distill_data_missing,
+                              made_at, read_record, self_distill)
 from picospec_cli import replace_file
 
 
@@ -146,7 +147,7 @@ def check_run(backbone, data, out, distill_tokens, distill_data, max_steps, stop
               resume, overwrite, offline):
     """Step 0 of a head trainer on self-distilled rows: every option checked before any work (a
     failed run leaves nothing behind) -> xp, data, out, backbone folder, hparams, row length T,
-    whether OUT is replaced."""
+    whether OUT is replaced, the sha256 of the backbone's weights."""
     from gpt2.hub import resolve
 
     if data is None or out is None:
@@ -184,7 +185,10 @@ def check_run(backbone, data, out, distill_tokens, distill_data, max_steps, stop
     inputs = {"--data": data, "--backbone": folder, "--distill_data": distill_data}
     replace = replaces_out(out, {"backbone": str(backbone), "n_embd": hparams["n_embd"]}, resume,
                            overwrite, inputs, marks=["distill.bin"])
-    return xp, data, out, folder, hparams, T, replace
+    weights = weights_sha256(folder)  # the name may stay while the weights change
+    if not replace:
+        check_backbone(out / "ckpt", weights, backbone)
+    return xp, data, out, folder, hparams, T, replace, weights
 
 
 def distilled_rows(work, out, backbone, hparams, target, data, T, distill_tokens,
@@ -232,7 +236,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     from gpt2.weights import load_checkpoint
 
     # Step 0: every option checked before any work (a failed run leaves nothing behind)
-    xp, data, out, folder, hparams, T, replace = check_run(
+    xp, data, out, folder, hparams, T, replace, weights = check_run(
         backbone, data, out, distill_tokens, distill_data, max_steps, stop_at, device, resume,
         overwrite, offline)
 
@@ -240,7 +244,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     hparams, target = load_checkpoint(folder)
     target = to_device(target, xp)
     rng = np.random.default_rng(seed)
-    log = {"backbone": str(backbone), "n_embd": hparams["n_embd"],
+    log = {"backbone": str(backbone), "backbone_sha256": weights, "n_embd": hparams["n_embd"],
            "args": dict(batch_size=batch_size, lr=lr, warmup=warmup, max_steps=max_steps, clip=clip,
                         w_cls=w_cls, noise=noise, steps=steps, seed=seed, row=T)}
     with written_into(out, replace) as work:
@@ -290,7 +294,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
                          hparams["n_ctx"] + TREE_SLOTS)  # on the CPU
         record_run(log, head, val_rows, val_feats, steps, distill_temperature, batch_size * (T - 1),
                    device)
-        save_eagle(work, params, config, dtype=dtype, record=log)
+        save_eagle(work, params, config, dtype=dtype, record={**log, "target_sha256": weights})
     print(json.dumps({"top1": log["accuracy"]["top1"], "top5": log["accuracy"]["top5"]}))
     return log["accuracy"]["top1"]
 

@@ -176,7 +176,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     from gpt2.weights import load_checkpoint
 
     # Step 0: every option checked before any work (a failed run leaves nothing behind)
-    xp, data, out, folder, hparams, T, replace = check_run(
+    xp, data, out, folder, hparams, T, replace, weights = check_run(
         backbone, data, out, distill_tokens, distill_data, max_steps, stop_at, device, resume,
         overwrite, offline)
     draft_vocab = draft_vocab or max(1, hparams["n_vocab"] // 4)  # the paper: 32k of 128k
@@ -189,7 +189,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
     hparams, target = load_checkpoint(folder)
     target = to_device(target, xp)
     rng = np.random.default_rng(seed)
-    log = {"backbone": str(backbone), "n_embd": hparams["n_embd"],
+    log = {"backbone": str(backbone), "backbone_sha256": weights, "n_embd": hparams["n_embd"],
            "args": dict(draft_vocab=draft_vocab, test_steps=test_steps, step_weight=step_weight,
                         batch_size=batch_size, lr=lr, warmup=warmup, max_steps=max_steps,
                         clip=clip, steps=steps, seed=seed, row=T, layers=list(layers))}
@@ -238,7 +238,7 @@ def main(backbone="tiny-target", data=None, out=None, distill_tokens=0, distill_
         head = Eagle3Head(params, config, to_numpy(wte), hparams["n_ctx"] + TREE_SLOTS)  # CPU
         record_run(log, head, val_rows, val_feats, steps, distill_temperature, batch_size * (T - 1),
                    device)
-        save_eagle3(work, params, config, dtype=dtype, record=log)
+        save_eagle3(work, params, config, dtype=dtype, record={**log, "target_sha256": weights})
     print(json.dumps({"top1": log["accuracy"]["top1"], "top5": log["accuracy"]["top5"]}))
     return log["accuracy"]["top1"]
 

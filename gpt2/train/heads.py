@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2.addons import ACTIVATIONS
+from gpt2.addons import ACTIVATIONS, weights_sha256
 from gpt2.backend import get_xp, to_device, to_numpy, xp_of
 from gpt2.train.backprop import gpt2_hidden_backward, gpt2_hidden_forward, lm_head_forward_backward
 from picospec_cli import Option
@@ -108,6 +108,18 @@ def made_at(distill_data, temperature):
     return made
 
 
+def check_backbone(ckpt, weights, backbone):
+    """A checkpoint resumed was begun on --backbone's weights (`weights`: their sha256, which its
+    log keeps as backbone_sha256); one written before the log kept them resumes as before."""
+    log = read_state(ckpt).get("log", {}) if has_state(ckpt) else {}
+    saved = log.get("backbone_sha256", weights)
+    if saved != weights:
+        raise ValueError(f"{ckpt} was begun on other backbone weights ({log.get('backbone')}, "
+                         f"sha256 {saved[:12]}) than --backbone {backbone}'s (sha256 "
+                         f"{weights[:12]}): resume with --backbone {log.get('backbone')}, give "
+                         f"another --out, or --no-resume to start over")
+
+
 def backbone_hparams(backbone, folder):
     """The hparams of --backbone's folder, or a ValueError naming the missing or broken file."""
     from gpt2.weights import hparams_from_config
@@ -185,6 +197,9 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     inputs = {"--data": data, "--backbone": folder, "--distill_data": distill_data}
     replace = replaces_out(out, {"stage": stage, "n_heads": n_heads, "tied": tied, "act": act},
                            resume, overwrite, inputs, marks=["distill.bin"])
+    weights = weights_sha256(folder)  # names the backbone: a resume must be on the same
+    if not replace:
+        check_backbone(out / "ckpt", weights, backbone)
 
     # Step 1: the backbone, the data (self-distilled: written by the backbone), fresh heads
     hparams, backbone_params = load_checkpoint(folder)
@@ -196,15 +211,16 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
     check_ids(train_ids, hparams["n_vocab"], data / "train.bin")
     check_ids(val_ids, hparams["n_vocab"], data / "val.bin")
     with written_into(out, replace) as work:
-        # a resumed run reuses the data it made
-        if distill_tokens and resume and (work / "distill.bin").exists():
+        # a resumed run reuses the data it made on these weights (or on unrecorded ones)
+        made_on = (read_record(work / "distill.json") or {}).get("backbone_sha256", weights)
+        if distill_tokens and resume and (work / "distill.bin").exists() and made_on == weights:
             distill_data = work / "distill.bin"
         elif distill_tokens:
             ids = self_distill(hparams, backbone_params, train_ids, int(distill_tokens), rng,
                                distill_temperature)
             work.mkdir(parents=True, exist_ok=True)
             made = {"temperature": distill_temperature, "tokens": len(ids),
-                    "backbone": str(backbone)}
+                    "backbone": str(backbone), "backbone_sha256": weights}
             replace_file(work / "distill.json", [(json.dumps(made) + "\n").encode()])
             # written last: it marks the data as complete
             replace_file(work / "distill.bin", [ids.tobytes()])
@@ -227,7 +243,7 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
         params = {"heads": heads, **({"backbone": backbone_params} if joint else {})}
         # where the run leaves it
         kept = out / "distill.bin" if distill_data == work / "distill.bin" else distill_data
-        log = {"stage": stage,
+        log = {"stage": stage, "backbone": str(backbone), "backbone_sha256": weights,
                "args": dict(n_ctx=n_ctx, batch_size=batch_size, lr=lr, decay=decay,
                             lambda_0=lambda_0, head_lr_ratio=head_lr_ratio,
                             warmup_heads=warmup_heads, max_steps=max_steps, seed=seed,
@@ -280,14 +296,16 @@ def main(backbone="tiny-target", data=None, out=None, n_heads=4, stage="medusa1"
         log["tokens_seen"] = log["step"] * batch_size * n_ctx
         log["machine"] = {"cores": os.cpu_count(), "numpy": np.__version__,
                           "minutes": round(log["seconds"] / 60, 1), "device": device}
+        target = weights  # the weights the heads draft for: MEDUSA-2's, the tuned ones
         if joint:
             save_checkpoint(work, hparams, trained_backbone, dtype=dtype)
+            target = weights_sha256(work)
             # the backbone's tokenizer, as is
             for name in ("vocab.json", "merges.txt", "encoder.json", "vocab.bpe"):
                 if (folder / name).exists():
                     replace_file(work / name, [(folder / name).read_bytes()])
         save_heads(work, params["heads"], config, dtype=dtype,
-                   record={"backbone": str(backbone), **log})
+                   record={"backbone": str(backbone), **log, "target_sha256": target})
         # heads newer than their tree
         if log["step"] > resumed_at and (work / "medusa_choices.json").exists():
             (work / "medusa_choices.json").unlink()

@@ -15,6 +15,7 @@ import errno
 import inspect
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -645,3 +646,55 @@ def test_a_diverging_run_stops_with_one_line_and_writes_no_model(tmp_path, modul
     assert all("[00:" in line for line in bars), r.stderr  # progress bars, nothing else
     kept = {"runs/x", "runs/x/distill.bin", "runs/x/distill.json"} if "eagle" in module else set()
     assert set(files_under(tmp_path)) == set(before) | kept
+
+
+def drop_backbone_record(ckpt):
+    """Rewrite a checkpoint as one written before its log kept backbone_sha256."""
+    from gpt2.weights import read_header, read_safetensors
+
+    path = ckpt / "state.safetensors"
+    state = json.loads(read_header(path)[0]["__metadata__"]["state"])
+    del state["log"]["backbone_sha256"]
+    write_safetensors(path, read_safetensors(path), metadata={"state": json.dumps(state)})
+
+
+def resume_on(tmp_path, module, backbone, steps):  # the run in runs/x, on another backbone
+    args = [backbone if a == "bb" else a for a in RUNS[module][0]]
+    return run_here(["-m", module, "--data", "data", "--out", "runs/x", *args, "--max_steps",
+                     str(steps)], tmp_path)
+
+
+REFUSED = (r"^error: runs/x/ckpt was begun on other backbone weights \(bb, sha256 [0-9a-f]{{12}}\) "
+           r"than --backbone {}'s \(sha256 [0-9a-f]{{12}}\): resume with --backbone bb, give "
+           r"another --out, or --no-resume to start over$")
+
+
+@pytest.mark.parametrize("module", ["gpt2.train.heads", "gpt2.train.eagle"])
+def test_a_resume_onto_other_backbone_weights_is_refused(tmp_path, module):
+    """A run begun on bb, resumed on other weights of bb's width (bb2; or bb itself, its weights
+    replaced by bb2's), is refused with one line naming both (exit 2, every file byte for byte).
+    The same weights under another name resume (heads; EAGLE refuses another name before), and a
+    checkpoint written before the log kept the weights resumes as it always did."""
+    from tests.support.micro import random_gpt2
+
+    make_inputs(tmp_path)
+    save_checkpoint(tmp_path / "bb2", *random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2,
+                                                   n_layer=1, seed=1))
+    train(tmp_path, module, "runs/x", "--stop_at", "2")
+    shutil.copytree(tmp_path / "bb", tmp_path / "bb-copy")
+    if module == "gpt2.train.heads":
+        before = file_bytes(tmp_path)
+        r = resume_on(tmp_path, module, "bb2", 4)
+        assert r.returncode == 2
+        assert_refused(r, REFUSED.format("bb2"))
+        assert before == file_bytes(tmp_path)
+        assert "resumed from step 2" in resume_on(tmp_path, module, "bb-copy", 3).stdout
+    shutil.copy(tmp_path / "bb2" / "model.safetensors", tmp_path / "bb" / "model.safetensors")
+    before = file_bytes(tmp_path)
+    r = resume_on(tmp_path, module, "bb", 4)
+    assert r.returncode == 2
+    assert_refused(r, REFUSED.format("bb"))
+    assert before == file_bytes(tmp_path)
+    drop_backbone_record(tmp_path / "runs/x/ckpt")
+    shutil.copy(tmp_path / "bb-copy" / "model.safetensors", tmp_path / "bb" / "model.safetensors")
+    assert "resumed from step" in train(tmp_path, module, "runs/x").stdout

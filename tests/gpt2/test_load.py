@@ -152,3 +152,34 @@ def test_every_loading_error_is_a_value_error():
     from gpt2.weights import CorruptFile
 
     assert all(issubclass(e, ValueError) for e in (CorruptFile, DownloadError, Unreachable))
+
+
+def test_heads_trained_on_other_weights_of_the_same_width_are_noted(heads, checkpoint, tmp_path,
+                                                                     capsys):
+    """heads.json's target_sha256 names the weights the heads were trained for: other weights of
+    the target's width get one note line on stderr (naming both, MEDUSA-2's without the backbone's
+    name: it tuned them); the target's own weights, or a record without them (the built-in heads),
+    load quietly."""
+    import hashlib
+
+    model, _ = load_model(str(checkpoint))
+    other = tmp_path / "other"
+    save_checkpoint(other, *random_gpt2(n_vocab=4097, seed=1))
+    ours, theirs = (hashlib.sha256((f / "model.safetensors").read_bytes()).hexdigest()
+                    for f in (checkpoint, other))
+    assert ours != theirs
+    for record, named in [({}, None), ({"target_sha256": ours}, None),
+                          ({"target_sha256": theirs, "backbone": "gpt2-other"}, "gpt2-other, "),
+                          ({"target_sha256": theirs, "backbone": "gpt2-other",
+                            "stage": "medusa2"}, "")]:
+        edit_heads_json(heads, **record)
+        heads_function(heads, model)
+        err = capsys.readouterr().err
+        assert err == ("" if named is None else
+                       f"note: {heads} holds Medusa heads trained on other weights ({named}sha256 "
+                       f"{theirs[:12]}) than the target's ({checkpoint}, sha256 {ours[:12]}): "
+                       f"expect few drafts to be accepted; train them on this target (python -m "
+                       f"gpt2.train.heads --backbone NAME) and pass --heads DIR\n"), err
+    target, _ = load_model("tiny-target")
+    heads_function(heads_folder("tiny-target", "medusa"), target)
+    assert capsys.readouterr().err == ""

@@ -117,3 +117,53 @@ def test_resumed_run_reuses_its_distill_data(tmp_path, monkeypatch):
     th.main(max_steps=4, **common)
     assert sizes == [8 * 8 * 16 + 1]  # only the validation continuations were decoded again
     assert (tmp_path / "a" / "distill.bin").read_bytes() == made
+
+
+def sha256_of(path):  # the file's digest, computed here apart from gpt2.addons
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_distill_data_of_other_weights_are_made_again(tmp_path, monkeypatch):
+    """OUT holds distill.bin (no checkpoint yet) made on backbone a; a run on backbone b of the same
+    width makes its own data instead of training on a's; data whose record names no weights (made
+    before records kept them) are reused, as they always were. heads.json names the weights the
+    heads draft for: the backbone's (MEDUSA-1), the tuned ones written beside them (MEDUSA-2)."""
+    import shutil
+
+    import gpt2.train.heads as th
+    from gpt2.weights import save_checkpoint
+
+    for seed, name in ((3, "a"), (4, "b")):
+        save_checkpoint(tmp_path / name, *random_gpt2(n_vocab=20, n_ctx=32, n_embd=16, n_head=2,
+                                                      n_layer=1, seed=seed))
+    data = tmp_path / "data"
+    data.mkdir()
+    (np.arange(600) % 20).astype(np.uint16).tofile(data / "train.bin")
+    (np.arange(100) % 20).astype(np.uint16).tofile(data / "val.bin")
+    out = tmp_path / "out"
+    common = dict(data=str(data), out=str(out), n_heads=1, n_ctx=16, batch_size=2, eval_every=2,
+                  max_steps=2, dtype="float32", distill_tokens=256, distill_temperature=0.0)
+    th.main(backbone=str(tmp_path / "a"), **common)
+    record = json.loads((out / "heads.json").read_text())
+    assert record["target_sha256"] == sha256_of(tmp_path / "a" / "model.safetensors")
+    sizes = []
+    real = th.self_distill
+    monkeypatch.setattr(th, "self_distill", lambda *a, **k: sizes.append(a[3]) or real(*a, **k))
+    for name in ("ckpt", "heads.json", "heads.safetensors"):
+        shutil.rmtree(out / name) if name == "ckpt" else (out / name).unlink()
+    th.main(backbone=str(tmp_path / "b"), **common)
+    assert sizes == [256, 8 * 8 * 16 + 1]  # made again on b, then the validation continuations
+    made = json.loads((out / "distill.json").read_text())
+    assert made["backbone_sha256"] == sha256_of(tmp_path / "b" / "model.safetensors")
+    del made["backbone_sha256"]
+    (out / "distill.json").write_text(json.dumps(made))
+    shutil.rmtree(out / "ckpt")
+    sizes.clear()
+    th.main(backbone=str(tmp_path / "a"), **{**common, "stage": "medusa2", "warmup_heads": 0})
+    assert sizes == [8 * 8 * 16 + 1]  # no record of the weights: reused
+    record = json.loads((out / "heads.json").read_text())
+    assert record["backbone_sha256"] == sha256_of(tmp_path / "a" / "model.safetensors")
+    assert record["target_sha256"] == sha256_of(out / "model.safetensors")
+    assert record["target_sha256"] != record["backbone_sha256"]
