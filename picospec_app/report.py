@@ -3,6 +3,7 @@ for --batch (docs/architecture.md, "The --json object"), and the text printed fr
 """
 import numpy as np
 
+from gpt2.fast.policy import REQUESTED
 from picospec.methods import law
 from picospec_app.machine import blas_line
 from picospec_app.run import call_costs, limit_line, median_run, speedup_of, summary
@@ -32,7 +33,17 @@ def result(plan, xs, rounds, encoder, threads):
         if plan.batch is None:
             costs = call_costs(*rounds)
             out["cost_model"] = {**costs, "limit": limit_line(costs)}
+    threads = asked_by(plan, threads)
     return {**out, "threads": threads, "blas": blas_line(threads)}
+
+
+def asked_by(plan, threads):
+    # a count given, named by who gave it: --threads, else PICOSPEC_THREADS (engine_choices' order)
+    if threads["why"] != REQUESTED:
+        return threads
+    who = (f"--threads {plan.threads}" if plan.threads is not None
+           else f"PICOSPEC_THREADS={plan.engine['threads']} from the environment")
+    return {**threads, "why": who}
 
 
 def decoder_run(plan, method, xs, rounds, encoder):

@@ -13,6 +13,7 @@ SMALL_MODEL = 30_000_000  # parameters: below this, one BLAS thread
 WIDE_ROWS = MAX_ROWS + 1  # token rows in one forward from which it runs on the wide count
 DIRECT_SGEMM = ("SkylakeX", "Cooperlake", "SapphireRapids")  # OpenBLAS kernels with direct SGEMM
 PANEL_MAX_PARAMS = 400_000_000  # the panels are one more copy of the weights: up to 355M's shape
+REQUESTED = "requested"  # the why of a count the caller gave (the command names who gave it)
 
 
 def idle_cpus(cpus, seconds=0.1):
@@ -130,7 +131,7 @@ def choose_threads(n_params, requested=None, free=None):
         if not isinstance(requested, numbers.Integral) or requested < 1:
             raise ValueError(f"threads={requested!r}: give a whole number of BLAS threads, 1 or "
                              f"more, or None for the policy")
-        return int(requested), "requested (--threads or PICOSPEC_THREADS)"
+        return int(requested), REQUESTED
     if n_params < SMALL_MODEL:
         return 1, f"small model ({n_params / 1e6:.2f}M parameters)"
     n, cpus, how = free or usable_cores()

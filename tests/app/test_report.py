@@ -238,3 +238,26 @@ def test_batch_text_of_several_rounds_gives_the_speedups_median_and_range(monkey
     assert "batched the same way: 3.500 s (median of 2 rounds), " in text, text
     assert (f"speedup {np.median(ratios):.2f}x over batched autoregressive (median of 2 "
             f"interleaved rounds, range {min(ratios):.2f}-{max(ratios):.2f}x); ") in text, text
+
+
+@pytest.mark.parametrize("args, env, why", [
+    (["--threads", "2"], None, "2 threads (--threads 2)"),
+    ([], "1", "1 thread (PICOSPEC_THREADS=1 from the environment)"),
+    (["--threads", "2"], "1", "2 threads (--threads 2)"),  # the option wins, as the engine takes it
+    ([], None, None)])
+def test_the_blas_line_names_who_asked_for_the_threads(monkeypatch, args, env, why):
+    """The BLAS line (and the --json object's threads.why) names the one request that applied:
+    --threads N, else PICOSPEC_THREADS=N from the environment; with neither, the policy's reason,
+    and no word of a request."""
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    if env is None:
+        monkeypatch.delenv("PICOSPEC_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("PICOSPEC_THREADS", env)
+    out = json.loads(text_of(["--n_tokens", "1", "--runs", "1", "--json", *args]))
+    said = re.search(r"; (\d+ threads? \((.*)\)); small-matrix path ", out["blas"])
+    if why is None:
+        assert said[2] == out["threads"]["why"] and said[2].startswith("small model (")
+        assert not re.search("request|--threads|PICOSPEC_THREADS", out["blas"]), out["blas"]
+    else:
+        assert said[1] == why and said[2] == out["threads"]["why"], out["blas"]

@@ -61,8 +61,7 @@ def test_a_request_of_no_whole_thread_count_is_refused(requested):
 
     with pytest.raises(ValueError, match=re.escape(f"threads={requested!r}: give a whole number")):
         GPT2(*random_gpt2(), threads=requested)
-    assert policy.choose_threads(5_000_000, requested=np.int64(3)) == (
-        3, "requested (--threads or PICOSPEC_THREADS)")
+    assert policy.choose_threads(5_000_000, requested=np.int64(3)) == (3, "requested")
 
 
 def test_free_cores_never_below_one():
@@ -339,9 +338,8 @@ def test_row_padding_follows_the_operations(kind, pad_rows):
 
 
 @pytest.mark.parametrize("requested, most, line", [
-    (8, 4, "8 threads (requested (--threads or PICOSPEC_THREADS); the library runs 4, its most)"),
-    (4, 4, "4 threads (requested (--threads or PICOSPEC_THREADS))"),
-    (2, 64, "2 threads (requested (--threads or PICOSPEC_THREADS))")])
+    (8, 4, "8 threads (requested; the library runs 4, its most)"),
+    (4, 4, "4 threads (requested)"), (2, 64, "2 threads (requested)")])
 def test_the_blas_line_says_the_threads_the_library_ran(monkeypatch, requested, most, line):
     """More threads than the library can run (--threads 256 on a wheel's OpenBLAS: 64): the line
     names the count it ran; the JSON's "blas" is that count too."""
