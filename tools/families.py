@@ -13,6 +13,7 @@ header. A --device gpu run is one process: the BLAS kernels time nothing of it.
 import codecs
 import functools
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -71,11 +72,15 @@ def without(argv, names):
     return out
 
 
-def relay(stream, to):
+def relay(stream, to, ended=None):
     """Copy a child's output to this process's stream as it comes (progress bars included); once
-    the reader is gone (a pipe to `head` closed), the rest is read and dropped."""
+    the reader is gone (a pipe to `head` closed), or `ended` is set (this process ends the child and
+    says so itself), the rest is read and dropped."""
     decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
     for chunk in iter(lambda: os.read(stream.fileno(), 4096), b""):
+        if ended is not None and ended.is_set():
+            to = None
+            break
         try:
             to.write(decode(chunk))
             to.flush()
@@ -87,10 +92,17 @@ def relay(stream, to):
             pass
 
 
+def ignore_ctrl_c():  # in a family's process: Ctrl-C reaches the whole group; its parent ends it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def run_child(args, env):
-    """Run a family's process, its output relayed through sys.stdout and sys.stderr -> exit code."""
-    child = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    relays = [threading.Thread(target=relay, args=pair) for pair in
+    """Run a family's process, its output relayed through sys.stdout and sys.stderr -> exit code.
+    Ctrl-C or SIGTERM here ends it (SIGTERM), its words about that dropped: one line says it."""
+    ended = threading.Event()
+    child = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=ignore_ctrl_c)
+    relays = [threading.Thread(target=relay, args=(*pair, ended)) for pair in
               ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
     for r in relays:
         r.start()
@@ -98,7 +110,8 @@ def run_child(args, env):
         for r in relays:
             r.join()
         return child.wait()
-    except BaseException:  # Ctrl-C, or SIGTERM sent to this process alone: the family's ends too
+    except BaseException:  # Ctrl-C, or SIGTERM sent to this process: the family's ends too
+        ended.set()  # before it is ended: what it says from then on is not relayed
         child.terminate()
         child.wait()
         raise

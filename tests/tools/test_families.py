@@ -146,3 +146,48 @@ def test_an_interrupted_family_ends_its_process(tmp_path, monkeypatch):
     with pytest.raises(ProcessLookupError):  # ended, and reaped
         os.kill(int(pid.read_text()), 0)
     assert not (tmp_path / "pid.page").exists()  # ended, not waited for to its end
+
+
+BENCH = '''import os
+import time
+
+from tools.families import command
+
+
+def main():
+    print(f"measuring in {os.getpid()}", flush=True)
+    while True:
+        time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    command(main, [])
+'''
+
+
+def test_ctrl_c_in_a_terminal_is_one_line_and_ends_the_familys_process(tmp_path):
+    """Ctrl-C reaches the whole process group, a family's process too: the run says
+    "interrupted" once (the family's own words about being ended are not relayed), exits 130, and
+    the family's process is ended and reaped. The signal is sent once the family's process says
+    it measures."""
+    import signal
+    import subprocess
+
+    from tests.support.clitools import ROOT, sigint_as_in_a_terminal
+
+    (tmp_path / "slow_bench.py").write_text(BENCH)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+           "PYTHONUNBUFFERED": "1"}
+    p = subprocess.Popen([sys.executable, "-m", "slow_bench", "--families", "Haswell"],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
+    seen = ""
+    while "measuring in " not in seen:
+        seen += p.stdout.readline() or pytest.fail(f"exited early: {seen}{p.stderr.read()}")
+    child = int(seen.split("measuring in ")[1].split()[0])
+    os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to every process of the group
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, seen + out + err
+    assert [line for line in err.splitlines() if line.strip()] == ["interrupted"], err
+    with pytest.raises(ProcessLookupError):  # ended, and reaped
+        os.kill(child, 0)
