@@ -149,13 +149,15 @@ def test_an_interrupted_family_ends_its_process(tmp_path, monkeypatch):
 
 
 BENCH = '''import os
+import signal
 import time
 
 from tools.families import command
 
 
 def main():
-    print(f"measuring in {os.getpid()}", flush=True)
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    print(f"measuring in {os.getpid()}, Ctrl-C ignored: {ignored}", flush=True)
     while True:
         time.sleep(0.1)
 
@@ -166,10 +168,11 @@ if __name__ == "__main__":
 
 
 def test_ctrl_c_in_a_terminal_is_one_line_and_ends_the_familys_process(tmp_path):
-    """Ctrl-C reaches the whole process group, a family's process too: the run says
-    "interrupted" once (the family's own words about being ended are not relayed), exits 130, and
-    the family's process is ended and reaped. The signal is sent once the family's process says
-    it measures."""
+    """Ctrl-C reaches the whole process group, a family's process too: that process ignores it
+    (its parent ends it, and a SIGTERM inside its own Ctrl-C handling printed a traceback), the run
+    says "interrupted" once (the family's words about being ended are not relayed), exits 130, and
+    the family's process is ended and reaped. The signal is sent once that process says it
+    measures."""
     import signal
     import subprocess
 
@@ -184,7 +187,8 @@ def test_ctrl_c_in_a_terminal_is_one_line_and_ends_the_familys_process(tmp_path)
     seen = ""
     while "measuring in " not in seen:
         seen += p.stdout.readline() or pytest.fail(f"exited early: {seen}{p.stderr.read()}")
-    child = int(seen.split("measuring in ")[1].split()[0])
+    child = int(seen.split("measuring in ")[1].split(",")[0])
+    assert "Ctrl-C ignored: True" in seen, seen
     os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to every process of the group
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, seen + out + err
