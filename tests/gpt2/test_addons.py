@@ -87,3 +87,31 @@ def test_the_shipped_self_draft_entries_declare_their_kinds():
     assert {k: entry_kind(v) for k, v in read_config(TARGET).items()} == ENTRY_KINDS
     assert entry_kind({"skip": "a1", "K": 2}) == "skip_set"
     assert entry_kind({"exit_layer": 1}) == "exit_layer"
+
+
+@pytest.mark.parametrize("kind", ["eagle", "eagle3"])
+def test_an_eagle_head_of_other_weights_is_noted(kind, tmp_path, capsys):
+    """An EAGLE head records the weights it drafts for (target_sha256): loaded beside a target of
+    other weights it says so in one line; beside its own, or with no record, nothing."""
+    import hashlib
+
+    from gpt2.eagle import eagle_head
+    from gpt2.eagle3 import eagle3_head
+    from gpt2.load import load_model
+
+    model, _ = load_model("tiny-target")
+    ours = hashlib.sha256((TARGET / "model.safetensors").read_bytes()).hexdigest()
+    head, name = tmp_path / kind, f"{kind}.json"
+    shutil.copytree(TARGET / kind, head)
+    config = json.loads((head / name).read_text())
+    assert "target_sha256" not in config  # the shipped heads carry no record: quiet
+    load = {"eagle": eagle_head, "eagle3": eagle3_head}[kind]
+    for made_for, noted in [(None, False), (ours, False), ("ab" * 32, True)]:
+        record = config if made_for is None else {**config, "target_sha256": made_for}
+        (head / name).write_text(json.dumps(record))
+        load(head, model)
+        err = capsys.readouterr().err
+        assert err.count("\n") == noted, err
+        if noted:
+            assert err.startswith(f"note: {head} holds ") and "sha256 abababababab" in err
+            assert f"sha256 {ours[:12]}" in err and f"python -m gpt2.train.{kind} " in err
