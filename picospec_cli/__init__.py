@@ -310,6 +310,8 @@ class Terminated(KeyboardInterrupt):
 
 
 def terminate(signum, frame):
+    # one is enough: a second SIGTERM (a supervisor repeating it) must not cut the cleanup short
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated
 
 
@@ -325,17 +327,18 @@ def guarded(work):
     mine = (threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
     if mine:
+        ctrl_c = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGTERM, terminate)
     try:
         result = work()
         sys.stdout.flush()  # a closed pipe shows here, inside the guard, not at exit
         return result
-    except Terminated:
-        print("\nterminated", file=sys.stderr)
-        sys.exit(143)
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM as Terminated
+        if mine:  # a signal while saying so would be a traceback from here
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("\nterminated" if isinstance(e, Terminated) else "\ninterrupted", file=sys.stderr)
+        sys.exit(143 if isinstance(e, Terminated) else 130)
     except BrokenPipeError:  # no second error when Python flushes stdout
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
@@ -351,6 +354,8 @@ def guarded(work):
     finally:
         if mine:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            if ctrl_c is not None:  # None: set outside Python, cannot be put back
+                signal.signal(signal.SIGINT, ctrl_c)
 
 
 def command(fn, options, argv=None, check=None):

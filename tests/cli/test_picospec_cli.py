@@ -592,3 +592,76 @@ def test_out_of_memory_is_one_line(capsys):
         guarded(work)
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.startswith("error: out of memory: ") and err.count("\n") == 1
+
+
+class Signalling:
+    """A stderr whose first write sends this process a signal: one arriving while the door says
+    how the command ended."""
+
+    def __init__(self, sig):
+        self.sig, self.text = sig, ""
+
+    def write(self, text):
+        if self.sig:
+            os.kill(os.getpid(), self.sig)
+            self.sig = None
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+def ended(guarded, work):
+    """guarded(work)'s exit status; an interruption escaping the guard fails the test alone (it
+    would stop the whole test run)."""
+    try:
+        guarded(work)
+    except SystemExit as e:
+        return e.code
+    except KeyboardInterrupt as e:
+        pytest.fail(f"{type(e).__name__} escaped the guard")
+    pytest.fail("the work ended without an exit")
+
+
+@pytest.fixture
+def default_sigterm():
+    """The signals as a command started from a shell has them (a test runner may differ)."""
+    before = (signal.signal(signal.SIGTERM, signal.SIG_DFL),
+              signal.signal(signal.SIGINT, signal.default_int_handler))
+    yield
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the guard put it back
+    signal.signal(signal.SIGTERM, before[0])
+    signal.signal(signal.SIGINT, before[1])
+
+
+@pytest.mark.parametrize("first, second, code, said", [
+    (signal.SIGINT, signal.SIGTERM, 130, "interrupted"),
+    (signal.SIGTERM, signal.SIGINT, 143, "terminated")])
+def test_a_second_signal_while_the_door_says_the_first_is_no_traceback(
+        default_sigterm, monkeypatch, first, second, code, said):
+    from picospec_cli import guarded
+
+    def work():
+        os.kill(os.getpid(), first)
+        time.sleep(5)  # never reached: the handler raises first
+
+    monkeypatch.setattr(sys, "stderr", err := Signalling(second))
+    assert ended(guarded, work) == code and err.text.split() == [said]
+
+
+def test_a_repeated_sigterm_does_not_cut_the_cleanup_short(default_sigterm, monkeypatch):
+    """A supervisor that sends SIGTERM twice: the work's cleanup still runs to its end."""
+    from picospec_cli import guarded
+
+    cleaned = []
+
+    def work():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+            cleaned.append(True)
+
+    monkeypatch.setattr(sys, "stderr", Signalling(None))
+    assert ended(guarded, work) == 143 and cleaned == [True]

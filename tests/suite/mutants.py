@@ -827,6 +827,17 @@ MUTANTS = (
            ("tests/tools/test_families.py::"
             "test_ctrl_c_in_a_terminal_is_one_line_and_ends_the_familys_process",),
            "a benchmark stopped with Ctrl-C says interrupted twice, or a child's traceback"),
+    Mutant("door-second-signal-traceback", "door", "rule", "picospec_cli/__init__.py",
+           "            signal.signal(signal.SIGTERM, signal.SIG_IGN)\n        print(", "        print(",
+           ("tests/cli/test_picospec_cli.py::"
+            "test_a_second_signal_while_the_door_says_the_first_is_no_traceback",),
+           "a SIGTERM while the door says interrupted is a traceback"),
+    Mutant("door-repeated-sigterm-cuts-cleanup", "door", "rule", "picospec_cli/__init__.py",
+           "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n    raise Terminated",
+           "    raise Terminated",
+           ("tests/cli/test_picospec_cli.py::"
+            "test_a_repeated_sigterm_does_not_cut_the_cleanup_short",),
+           "a second SIGTERM stops the cleanup the first began"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
