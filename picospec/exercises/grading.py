@@ -83,6 +83,15 @@ def outside_rng(fn, args, calls=40):
         np.random.set_state(saved[1])
 
 
+# the failing Verdict of an answer whose call i changed with the global generators
+def outside(exercise, i):
+    return Verdict(exercise, False, "that every random number comes from rng", (
+        f"the same call twice, rng = np.random.default_rng({i}) both times, gave two answers "
+        f"once NumPy's and Python's global generators were seeded differently: draw every "
+        f"random number from rng (rng.random()), not from np.random, random or a generator of "
+        f"your own"), "randomness outside rng")
+
+
 def ignores_rng(fn, args, calls=40):
     """True when `calls` calls, each with its own rng, all return one answer (args: a random
     outcome; a generator made inside fn draws the same numbers every call)."""
@@ -131,12 +140,7 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
     if probe is not None and (wrong := wrong_return(fn, probe, contract)) is not None:
         return Verdict(exercise, False, "what your function returns", wrong, "what it returns")
     if uncertain is not None and (i := outside_rng(fn, uncertain)) is not None:
-        return Verdict(exercise, False, "that every random number comes from rng", (
-            f"the same call twice, rng = np.random.default_rng({i}) both times, gave two answers "
-            f"once NumPy's and Python's global generators were seeded differently: draw every "
-            f"random number from rng (rng.random()), not from np.random, random or a generator of "
-            f"your own"),
-                       "randomness outside rng")
+        return outside(exercise, i)
     cases = cases_of(contract) if battery is None else battery.cases
     n_cases, tv90 = len(cases), battery_tv90(contract, samples, battery)
     where = (f"the checker's {n_cases} toy cases of the {contract} contract (picospec.check)"

@@ -2,7 +2,11 @@
 graded by its law (the checker's chain contract). p = draft, q = target; K drafts, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import ARGS, Verdict, copied, grade_law, judged, show
+from picospec.check.battery import FAILED, check_case
+from picospec.check.cases import Case
+from picospec.check.exact_law import ALPHA
+from picospec.exercises.grading import (ARGS, Verdict, copied, grade_law, judged, outside,
+                                        outside_rng, show, watched)
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_chain", "speculative sampling"
@@ -34,6 +38,11 @@ UNCERTAIN = ([0, 1], np.array([[0.6, 0.2, 0.2], [0.2, 0.6, 0.2]]),
 
 # no drafts, as prompt lookup calls it when nothing matched: the next token is Q[0]'s, token 2
 EMPTY = ([], np.zeros((0, 3)), np.array([[0.0, 0.0, 1.0]]))
+# no drafts, the next token random (Q[0] over three tokens): its uniforms from rng alone
+EMPTY_UNCERTAIN = ([], np.zeros((0, 3)), np.array([[0.3, 0.3, 0.4]]), None)
+# a toy case of the checker's chain contract whose every call is made with no drafts: drafts [],
+# P [0, V] and Q[:1], so each token must come from Q[0] and the sequences keep the target's law
+WITHOUT_DRAFTS = Case("no drafts (K = 0), V=4", 4, 4, 1, target=127)
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -41,7 +50,34 @@ def grade(fn, samples=20_000, seed=0):
                         known=WRONG, rules=rules)
     if not verdict.passed:
         return verdict
+    verdict = drawn_without_drafts(fn, samples, seed) or verdict
     return no_drafts(fn) or verdict
+
+
+# a failing Verdict when fn's tokens with K = 0 come from outside rng or not from Q[0]'s law (the
+# battery's cases all have drafts), else None
+def drawn_without_drafts(fn, samples, seed):
+    if (i := outside_rng(fn, EMPTY_UNCERTAIN)) is not None:
+        return outside(NAME, i)
+    watch = watched(fn, rules, 3)
+
+    def sampler(drafts, P, Q, rng):  # the case's draft left out: fn called with K = 0
+        return 0, watch([], P[:0], Q[:1], rng)[1]
+    bad = check_case(sampler, CONTRACT, WITHOUT_DRAFTS, samples, (seed, 0))
+    if bad.verdict not in FAILED:
+        return None
+    if bad.verdict == "error":
+        why = watch.broken or f"your function raised or broke the contract: {bad.detail}"
+    elif bad.detail.startswith("the first tokens of neighbouring"):  # the checker's pairs test
+        why = f"p-value {bad.p_value:.2g} < {ALPHA:g}: {bad.detail}"
+    else:
+        why = (f"p-value {bad.p_value:.2g} < {ALPHA:g}: with no drafts the next token must be "
+               f"drawn from Q[0]; sequences (new tokens) with the largest gaps:\n  "
+               + bad.detail.replace("; ", "\n  "))
+    return Verdict(NAME, False, f"the law of {samples:,} sequences sampled through your function "
+                   f"called with no drafts (K = 0) on a toy case, once the law passed, G-test at "
+                   f"alpha {ALPHA:g}", f"first failing case: {WITHOUT_DRAFTS.name}\n{why}",
+                   f"case {WITHOUT_DRAFTS.name}")
 
 
 def no_drafts(fn):

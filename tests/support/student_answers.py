@@ -208,6 +208,26 @@ def chain_seeded_inside(drafts, P, Q, rng):
     return len(drafts), draw(Q[len(drafts)], rng)
 
 
+def chain_greedy_without_drafts(drafts, P, Q, rng):
+    """No drafts (K = 0) taken as nothing to verify: Q[0]'s most likely token, not a draw."""
+    if not drafts:
+        return 0, int(np.argmax(Q[0]))
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_numpy_without_drafts(drafts, P, Q, rng):
+    """No drafts (K = 0) as a case of its own, its token drawn by NumPy's global generator."""
+    if not drafts:
+        return 0, int(np.random.choice(Q.shape[-1], p=Q[0]))
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
 # verify_without_replacement(tokens, parents, Q, P, rng)
 
 def tree_walk(tokens, parents, Q, P, rng, law=None, update=None, row=lambda c: c + 1,
@@ -874,7 +894,8 @@ WRONG = {
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
                      chain_mutates_q, chain_ties_by_random, chain_own_generator,
-                     chain_seeded_inside, chain_bonus_after_the_loop],
+                     chain_seeded_inside, chain_bonus_after_the_loop,
+                     chain_greedy_without_drafts, chain_numpy_without_drafts],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p,
                                    wr_reversed_siblings, wr_row_off_by_one, wr_ties_toward_draft,
                                    wr_stops_at_first_kept, wr_residual_swapped, wr_mutates_p,

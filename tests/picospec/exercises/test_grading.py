@@ -121,6 +121,26 @@ def test_a_sampler_that_fails_without_drafts_is_named():
         assert module.no_drafts(right) is None
 
 
+@pytest.mark.parametrize("wrong, failed", [
+    ("chain_greedy_without_drafts", "case no drafts (K = 0), V=4"),
+    ("chain_numpy_without_drafts", "randomness outside rng")])
+def test_a_sampler_wrong_only_without_drafts_is_caught(wrong, failed):
+    """Right at every K of the battery (1 to 6), wrong only at K = 0, where its one call's token
+    is certain: the law of its calls with no drafts and their rng are checked too; the project's
+    sampler and the right ones written otherwise pass that check."""
+    from picospec.verify import verify_chain
+
+    from tests.support import learner_answers
+
+    module = EXERCISES["verify_chain"]
+    verdict = module.grade(getattr(student_answers, wrong), samples=SAMPLES)
+    assert verdict.failed == failed, str(verdict)
+    assert module.no_drafts(getattr(student_answers, wrong)) is None
+    for right in (verify_chain, learner_answers.verify_chain, student_answers.chain_uniforms_first,
+                  student_answers.chain_binomial_draws):
+        assert module.drawn_without_drafts(right, SAMPLES, 0) is None
+
+
 def test_state_kept_between_calls_is_named():
     """Lists as default arguments grow call after call: the case called again answers otherwise,
     and the verdict says why; a mistake that keeps no state gets no such line."""
