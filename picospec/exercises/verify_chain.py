@@ -2,11 +2,9 @@
 graded by its law (the checker's chain contract). p = draft, q = target; K drafts, V tokens."""
 import numpy as np
 
-from picospec.check.battery import FAILED, check_case
 from picospec.check.cases import Case
-from picospec.check.exact_law import ALPHA
-from picospec.exercises.grading import (ARGS, Verdict, copied, grade_law, judged, outside,
-                                        outside_rng, show, watched)
+from picospec.exercises.grading import (ARGS, Verdict, copied, grade_law, judged, one_more_case,
+                                        outside, outside_rng, show)
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_chain", "speculative sampling"
@@ -59,25 +57,11 @@ def grade(fn, samples=20_000, seed=0):
 def drawn_without_drafts(fn, samples, seed):
     if (i := outside_rng(fn, EMPTY_UNCERTAIN)) is not None:
         return outside(NAME, i)
-    watch = watched(fn, rules, 3)
 
-    def sampler(drafts, P, Q, rng):  # the case's draft left out: fn called with K = 0
-        return 0, watch([], P[:0], Q[:1], rng)[1]
-    bad = check_case(sampler, CONTRACT, WITHOUT_DRAFTS, samples, (seed, 0))
-    if bad.verdict not in FAILED:
-        return None
-    if bad.verdict == "error":
-        why = watch.broken or f"your function raised or broke the contract: {bad.detail}"
-    elif bad.detail.startswith("the first tokens of neighbouring"):  # the checker's pairs test
-        why = f"p-value {bad.p_value:.2g} < {ALPHA:g}: {bad.detail}"
-    else:
-        why = (f"p-value {bad.p_value:.2g} < {ALPHA:g}: with no drafts the next token must be "
-               f"drawn from Q[0]; sequences (new tokens) with the largest gaps:\n  "
-               + bad.detail.replace("; ", "\n  "))
-    return Verdict(NAME, False, f"the law of {samples:,} sequences sampled through your function "
-                   f"called with no drafts (K = 0) on a toy case, once the law passed, G-test at "
-                   f"alpha {ALPHA:g}", f"first failing case: {WITHOUT_DRAFTS.name}\n{why}",
-                   f"case {WITHOUT_DRAFTS.name}")
+    def without(watch):  # the case's draft left out: fn called with K = 0
+        return lambda drafts, P, Q, rng: (0, watch([], P[:0], Q[:1], rng)[1])
+    return one_more_case(NAME, fn, CONTRACT, WITHOUT_DRAFTS, rules, samples, seed, 3, without,
+                         "with no drafts the next token must be drawn from Q[0]")
 
 
 def no_drafts(fn):

@@ -315,6 +315,29 @@ def wr_mutates_p(tokens, parents, Q, P, rng):
     return tree_walk(tokens, parents, Q, P, rng, law=law)
 
 
+def wr_siblings_in_a_run(tokens, parents, Q, P, rng):
+    """A node's children read as one run of indices from its first child on: with the tree
+    numbered depth first, a sibling after another's subtree is never tried."""
+    def run(node):
+        i = parents.index(node) if node in parents else len(parents)
+        while i < len(parents) and parents[i] == node:
+            yield i
+            i += 1
+    node, path, q = -1, [], np.asarray(Q[0], dtype=float)
+    while True:
+        kept, tried = None, []
+        for c in run(node):
+            p = removed_from(P[c], tried)
+            if rng.random() < min(1, q[tokens[c]] / p[tokens[c]]):
+                kept = c
+                break
+            q, _ = clipped(q, p), tried.append(tokens[c])
+        if kept is None:
+            return path, draw(q, rng)
+        path.append(kept)
+        node, q = kept, np.asarray(Q[kept + 1], dtype=float)
+
+
 def wr_numpy_global(tokens, parents, Q, P, rng):
     """The uniforms from NumPy's global generator, not rng."""
     return tree_walk(tokens, parents, Q, P, np.random)
@@ -899,7 +922,7 @@ WRONG = {
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p,
                                    wr_reversed_siblings, wr_row_off_by_one, wr_ties_toward_draft,
                                    wr_stops_at_first_kept, wr_residual_swapped, wr_mutates_p,
-                                   wr_numpy_global],
+                                   wr_numpy_global, wr_siblings_in_a_run],
     "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
                        medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists],

@@ -141,6 +141,25 @@ def test_a_sampler_wrong_only_without_drafts_is_caught(wrong, failed):
         assert module.drawn_without_drafts(right, SAMPLES, 0) is None
 
 
+def test_siblings_apart_are_tried():
+    """Every tree of the battery is numbered level by level, so a node's children sit side by
+    side; numbered depth first they do not. Children read as one run of indices never try a
+    sibling after another's subtree: right in law, and a call shows the sibling left out. The
+    right walks pass the tree numbered depth first."""
+    from picospec.exercises import verify_without_replacement as module
+    from picospec.verify import verify_without_replacement
+
+    from tests.support import learner_answers
+
+    verdict = module.grade(student_answers.wr_siblings_in_a_run, samples=SAMPLES)
+    assert verdict.failed == "case V=4 siblings numbered depth first", str(verdict)
+    assert "the first that broke a rule" in verdict.evidence and "always kept" in verdict.evidence
+    for right in (verify_without_replacement, learner_answers.verify_without_replacement,
+                  student_answers.wr_recursive, student_answers.wr_path_as_array):
+        assert module.one_more_case(module.NAME, right, module.CONTRACT, module.DEPTH_FIRST,
+                                    module.rules, SAMPLES, 0, 4) is None
+
+
 def test_state_kept_between_calls_is_named():
     """Lists as default arguments grow call after call: the case called again answers otherwise,
     and the verdict says why; a mistake that keeps no state gets no such line."""
