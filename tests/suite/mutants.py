@@ -828,7 +828,8 @@ MUTANTS = (
             "test_ctrl_c_in_a_terminal_is_one_line_and_ends_the_familys_process",),
            "a benchmark stopped with Ctrl-C says interrupted twice, or a child's traceback"),
     Mutant("door-second-signal-traceback", "door", "rule", "picospec_cli/__init__.py",
-           "            signal.signal(signal.SIGTERM, signal.SIG_IGN)\n        print(", "        print(",
+           "            signal.signal(signal.SIGTERM, signal.SIG_IGN)\n        print(",
+           "        print(",
            ("tests/cli/test_picospec_cli.py::"
             "test_a_second_signal_while_the_door_says_the_first_is_no_traceback",),
            "a SIGTERM while the door says interrupted is a traceback"),
@@ -838,6 +839,24 @@ MUTANTS = (
            ("tests/cli/test_picospec_cli.py::"
             "test_a_repeated_sigterm_does_not_cut_the_cleanup_short",),
            "a second SIGTERM stops the cleanup the first began"),
+    Mutant("grader-chain-no-drafts-by-law", "graders", "rule", "picospec/exercises/verify_chain.py",
+           "    verdict = drawn_without_drafts(fn, samples, seed) or verdict",
+           "    verdict = verdict",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_sampler_wrong_only_without_drafts_is_caught",),
+           "verify_chain taking Q[0]'s argmax when there are no drafts passes"),
+    Mutant("grader-chain-no-drafts-rng", "graders", "rule", "picospec/exercises/verify_chain.py",
+           "    if (i := outside_rng(fn, EMPTY_UNCERTAIN)) is not None:",
+           "    if (i := None) is not None:",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_sampler_wrong_only_without_drafts_is_caught",),
+           "verify_chain drawing from NumPy's global generator when there are no drafts passes"),
+    Mutant("grader-wr-depth-first-tree", "graders", "rule",
+           "picospec/exercises/verify_without_replacement.py",
+           "    return one_more_case(NAME, fn, CONTRACT, DEPTH_FIRST, rules, samples, seed, 4) or "
+           "verdict", "    return verdict",
+           ("tests/picospec/exercises/test_grading.py::test_siblings_apart_are_tried",),
+           "a walk that reads a node's children as one run of indices passes"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
