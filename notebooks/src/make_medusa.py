@@ -94,7 +94,8 @@ for eps, delta in ((0.09, 0.3), (0.3, 0.6)):
     plt.plot(H, np.minimum(eps, delta * np.exp(-H)), label=f"epsilon {eps}, delta {delta}")
 plt.xlabel("entropy H of the target (nats)"); plt.ylabel("threshold"); plt.legend(); plt.show()
 probs = np.array([[0.5, 0.5, 0.0], [0.9, 0.05, 0.05]])
-print(typical_accept([0, 2, 1], [-1, -1, 0], probs, epsilon=0.3, delta=0.3))  # 0.5 > 0.15; 0 < 0.15; 0.05 < 0.20"""),
+kept = typical_accept([0, 2, 1], [-1, -1, 0], probs, epsilon=0.3, delta=0.3)
+print([bool(k) for k in kept])  # 0.5 > 0.15; 0 < 0.15; 0.05 < 0.20"""),
 md("""## Speed against tree size
 
 Tokens per target call grow with the tree until they level off; the cost of one forward grows too
@@ -105,14 +106,15 @@ mode), against autoregressive decoding in interleaved rounds (5 each in full mod
 change of load falls on both alike.
 
 Each row also prints the cost model (picospec_app.compare.explain): with E tokens per target call,
-a target call costing c one-token calls (the heads run inside it) and r the rest of a step outside
-it (building the tree, verifying it, the Python between the calls; r_0 the same for an
-autoregressive token), the predicted speedup is E (1 + r_0) / (c + r); beside it, the same with
-c = 1.2, verification nearly free as on a GPU. How fast c grows with the tree is the CPU's (the
-BLAS line below names its kernels): where it grows faster than E, each extra node costs more than
-the tokens it adds, and the verdict under each row says whether its figures show a gain. On a GPU
-c stays near 1.2 up to 16 rows for GPT-2 124M (docs/results/engine_gpu.md), so there a bigger
-tree pays until E levels off."""),
+a target call costing c one-token calls, the heads' call on the accepted row's hidden state costing
+"drafting" (the heads are the drafter, timed apart from the target) and r the rest of a step
+outside the calls (building the tree, verifying it, the Python between them; r_0 the same for an
+autoregressive token), the predicted speedup is E (1 + r_0) / (c + drafting + r); beside it, the
+same with c = 1.2, verification nearly free as on a GPU. How fast c grows with the tree is the
+CPU's (the BLAS line below names its kernels): where it grows faster than E, each extra node costs
+more than the tokens it adds, and the verdict under each row says whether its figures show a gain.
+On a GPU c stays near 1.2 up to 16 rows for GPT-2 124M (docs/results/engine_gpu.md), so there a
+bigger tree pays until E levels off."""),
 code("""from picospec_app.load import load_heads
 from picospec_app.compare import compare, explain
 sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures
