@@ -144,3 +144,74 @@ def test_an_iid_verdict_that_contradicts_its_figures_is_rejected():
               iid(2.00, 2.20).replace("is below", "matches"),
               iid(1.68, 1.68).replace("matches", "is above")]
     assert not any(check(line) for line in broken)
+
+
+def test_every_verdict_on_a_line_is_checked():
+    """A line carrying two verdicts ("measured ... matches ...; the cost model's ... predicts ...")
+    was judged by its first alone: a wrong second one passed. Each is checked now."""
+    from verdicts import check, gains, versus
+
+    assert check(f"{versus(1.30, 1.10)}; {gains(0.92)}")
+    assert not check(f"{versus(1.30, 1.10)}; {gains(0.92).replace('no gain', 'a gain')}")
+    assert not check(f"{versus(1.30, 1.10).replace('beats', 'matches')}; {gains(0.92)}")
+    with pytest.raises(ValueError):
+        check(f"{versus(1.30, 1.10)}; verdict: the figures look fine")
+
+
+def test_a_band_verdict_that_contradicts_its_figures_is_rejected():
+    """Measured tokens per call against the band of alpha +- 2 standard errors: inside (its ends
+    included), above or below, and the same figures with the other words fail."""
+    from verdicts import band, check
+
+    assert "is inside" in band(2.40, 1.95, 2.45) and "is inside" in band(2.45, 1.95, 2.45)
+    assert "is above" in band(2.50, 1.95, 2.45) and "is below" in band(1.90, 1.95, 2.45)
+    assert "is inside" in band(1.954, 1.95, 2.45)  # as printed: 1.95, at the band's end
+    for line in (band(2.40, 1.95, 2.45), band(2.50, 1.95, 2.45), band(1.90, 1.95, 2.45)):
+        assert check("K=2: predicted 2.15, measured 2.40; " + line)
+    broken = [band(2.40, 1.95, 2.45).replace("is inside", "is above"),
+              band(2.50, 1.95, 2.45).replace("is above", "is inside"),
+              band(1.90, 1.95, 2.45).replace("is below", "is inside")]
+    assert not any(check(line) for line in broken)
+
+
+def test_the_iid_fit_carries_no_verdict():
+    """alpha is fitted to K = 1's tokens per call, so at K = 1 the i.i.d. prediction equals the
+    measurement by construction: a verdict there could never say anything but "matches". The
+    K = 1 line gives the fit; each other K prints both verdicts."""
+    nb = nbformat.read(FOLDER / "speculative_sampling.ipynb", as_version=4)
+    last = next(c for c in reversed(nb.cells) if c.cell_type == "code")
+    lines = "".join(o.get("text", "") for o in last.outputs).splitlines()
+    fit = [line for line in lines if line.startswith("K=1:")]
+    rest = [line for line in lines if line.startswith("K=") and not line.startswith("K=1:")]
+    assert len(fit) == 1 and "verdict:" not in fit[0], fit
+    assert rest and all(line.count("verdict:") == 2 for line in rest), rest
+
+
+def test_c_is_a_target_call_in_every_notebook():
+    """c is the cost of a target call (picospec/theory.py): in the notebooks' text c(...) takes a
+    number of tokens in one call (M, K + 1, a count), never another quantity (the token trees
+    notebook once named Sequoia's dynamic program c(n, d))."""
+    import re
+
+    for path in NOTEBOOKS:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "markdown":
+                for m in re.finditer(r"(?<![\w.])c\(([^)]*)\)", cell.source):
+                    assert re.fullmatch(r"M|K \+ 1|k|\d+", m[1]), (path.name, m[0])
+
+
+def test_a_cost_model_without_drafting_is_stated_only_where_nothing_drafts():
+    """A notebook whose text gives the cost model as E (1 + r_0) / (c + r) says its rows have no
+    drafter: every row it prints must show drafting 0.00 (Medusa's heads, timed as the drafter,
+    once sat under that text)."""
+    import re
+
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        text = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        if not re.search(r"/ \(c \+ r\)", " ".join(text.split())):
+            continue
+        out = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                      for o in c.outputs)
+        drafting = re.findall(r"drafting ([\d.]+), rest", out)
+        assert drafting and set(drafting) == {"0.00"}, (path.name, drafting)

@@ -36,19 +36,46 @@ def iid(measured, predicted):
             f"prediction's {predicted:.2f}")
 
 
+def band(measured, low, high):
+    """Measured tokens per call against the i.i.d. predictions of alpha - 2 and alpha + 2
+    standard errors -> one sentence with the three figures (as printed): inside the band, the gap
+    from the prediction is no more than alpha's own error allows."""
+    measured, low, high = round(measured, 2), round(low, 2), round(high, 2)
+    if measured > high:
+        word = "is above"
+    elif measured < low:
+        word = "is below"
+    else:
+        word = "is inside"
+    return f"verdict: measured {measured:.2f} {word} the band {low:.2f}-{high:.2f} of alpha's error"
+
+
 VERSUS = re.compile(r"verdict: measured ([\d.]+)x (matches|beats|falls short of) "
                     r"the cost model's ([\d.]+)x")
 GAINS = re.compile(r"verdict: the cost model's ([\d.]+)x predicts (a gain|no gain)")
 IID = re.compile(r"verdict: measured ([\d.]+) tokens per call (matches|is above|is below) "
                  r"the i\.i\.d\. prediction's ([\d.]+)")
+BAND = re.compile(r"verdict: measured ([\d.]+) (is above|is below|is inside) the band "
+                  r"([\d.]+)-([\d.]+) of alpha's error")
 
 
 def check(line):
-    """A printed verdict line -> True when its words are the ones its figures imply."""
-    if m := VERSUS.search(line):
-        return versus(float(m[1]), float(m[3])) in line
-    if m := GAINS.search(line):
-        return gains(float(m[1])) in line
-    if m := IID.search(line):
-        return iid(float(m[1]), float(m[3])) in line
-    raise ValueError(f"not a verdict line: {line!r}")
+    """A printed line -> True when each verdict in it says what its figures imply (a line may
+    carry several: each is checked)."""
+    sentences = ["verdict:" + part for part in line.split("verdict:")[1:]]
+    if not sentences:
+        raise ValueError(f"not a verdict line: {line!r}")
+    return all(check_one(sentence) for sentence in sentences)
+
+
+def check_one(sentence):
+    """One verdict sentence -> True when its words are the ones its figures imply."""
+    if m := VERSUS.match(sentence):
+        return versus(float(m[1]), float(m[3])) in sentence
+    if m := GAINS.match(sentence):
+        return gains(float(m[1])) in sentence
+    if m := IID.match(sentence):
+        return iid(float(m[1]), float(m[3])) in sentence
+    if m := BAND.match(sentence):
+        return band(float(m[1]), float(m[3]), float(m[4])) in sentence
+    raise ValueError(f"not a verdict sentence: {sentence!r}")
