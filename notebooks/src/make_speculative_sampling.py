@@ -100,7 +100,8 @@ print(f"autoregressive {r['ms_per_token_base']:.2f} ms per token, speculative "
       f"speed-up {r['speedup']:.2f}x")"""),
 md("""## Why the speed-up is what it is: the cost of each call
 
-One step costs one target call over K + 1 tokens and K draft calls, and yields E tokens. Count time
+One step costs one target call over K + 1 tokens and K draft calls (fewer in a last step that
+needs fewer tokens), and yields E tokens. Count time
 in one-token target calls of autoregressive decoding: the step's target call costs c = c(K + 1), a
 draft call c_d, and the rest of the step (sampling, acceptance, the Python between the calls) r;
 autoregressive decoding pays r_0 of its own around each of its calls. Then the cost model predicts
@@ -122,7 +123,9 @@ gives the same step at a GPU's verification cost."""),
 code("""E, c, drafting = r["tokens_per_call"], r["c"], r["drafting"]  # drafting: k c_d a step
 rest, rest_0 = r["rest"], r["rest_base"]
 print(f"E = {E:.2f} tokens per target call; c = {c:.2f} one-token calls for the 5-token target "
-      f"call; c_d = {r['c_d']:.3f}, so the drafts cost {drafting:.2f} a step; the rest of a step "
+      f"call; c_d = {r['c_d']:.3f} and {r['draft_calls_per_step']:.2f} draft calls a step (K = 4, "
+      f"fewer in a last step that needs fewer tokens), so the drafts cost {drafting:.2f} a step; "
+      f"the rest of a step "
       f"r = {rest:.2f}, of an autoregressive token r_0 = {rest_0:.2f}")
 predicted = E * (1 + rest_0) / (c + drafting + rest)
 assert abs(predicted - r["predicted"]) < 1e-9  # one prompt: the harness's prediction is this
@@ -222,18 +225,33 @@ md("""## The theory, a second way
 
 If each draft is accepted independently with rate α, a step yields (1 − α^(K+1)) / (1 − α) tokens.
 We take α from the measured tokens per target call at K = 1 (where the formula reduces to 1 + α) on
-the family the reader's machine follows and compare the prediction with the measured tokens per
-target call at each K; the verdict on each line says which is larger. Where the measurement is
-above the prediction, a kept draft made the next one likelier than α: acceptance is not i.i.d.
-across positions (easy stretches of text come in runs). A short run can fall below it for another
-reason: its last step drafts no more than the tokens still needed."""),
-code("""from verdicts import iid
+the family the reader's machine follows; that line is the fit, so it carries no verdict. Then we
+compare the prediction with the measured tokens per target call at each K ≥ 2; the first verdict on
+each line says which is larger. The K = 1 run is short (in full mode 2 prompts of 48 tokens: some 60
+drafts), so α itself is uncertain: its standard error is √(α(1 − α) / n) for n drafts, printed
+below, and the band beside each prediction is what α ± 2 standard errors give. The second verdict
+says whether the measurement leaves that band. Inside it, the gap is no more than the error of α
+allows, whatever its size; above it, a kept draft made the next one likelier than α: acceptance is
+not i.i.d. across positions (easy stretches of text come in runs). Each measured E has noise of its
+own too, so even a point just outside the band is weak evidence. Four times the tokens (`python -m
+bench.figure1 --n_tokens 192`) halve the standard error. A short run can also fall below the
+prediction for another reason: its last step drafts no more than the tokens still needed."""),
+code("""from verdicts import band, iid
+from bench.figure1 import defaults
+size = defaults()  # the run's size, as bench.figure1 read PICOSPEC_QUICK
 runs = families.get(follows, next(iter(families.values())))["runs"]
 alpha = runs[0]["E"] - 1
-for k in runs:
+drafts = size["n_prompts"] * size["n_tokens"] / runs[0]["E"]  # K = 1: one draft a step
+error = (alpha * (1 - alpha) / drafts) ** 0.5  # alpha's standard error
+print(f"K=1: measured {runs[0]['E']:.2f}, so alpha = {alpha:.2f} (the fit: no verdict), from about "
+      f"{drafts:.0f} drafts: standard error {error:.3f}")
+for k in runs[1:]:
     predicted = expected_tokens_per_call(alpha, k["K"])
-    print(f"K={k['K']}: predicted {predicted:.2f}, measured {k['E']:.2f}; "
-          f"{iid(k['E'], predicted)}")"""),
+    low, high = (expected_tokens_per_call(min(max(a, 0.0), 1.0), k["K"])
+                 for a in (alpha - 2 * error, alpha + 2 * error))
+    print(f"K={k['K']}: predicted {predicted:.2f} (alpha ± 2 standard errors: {low:.2f}-"
+          f"{high:.2f}), measured {k['E']:.2f}; {iid(k['E'], predicted)}; "
+          f"{band(k['E'], low, high)}")"""),
 ]
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 save(nb, NOTEBOOKS / "speculative_sampling.ipynb")
