@@ -156,32 +156,43 @@ at temperature 1 they are drawn without replacement (Sequoia) or i.i.d. (SpecInf
 code("""from gpt2.train.corpus import heldout_prompts
 from picospec.autoregressive import autoregressive_sampling
 prompts = heldout_prompts(encoder, 3, 48, seed=1)
+REPEATS = 6  # draws of the children at each position, at temperature 1
 vectors = {}
 for T, kinds in ((0.0, ("top",)), (1.0, ("without_replacement", "iid"))):
     seqs = [autoregressive_sampling(x, target, 32, np.random.default_rng(i), temperature=T) for i, x in enumerate(prompts)]
     for kind in kinds:
         vectors[f"T={T:g} {kind}"] = acceptance_vector(draft, target, seqs, 48, 6, np.random.default_rng(0),
-                                                       siblings=kind, repeats=2, temperature=T)
+                                                       siblings=kind, repeats=REPEATS,
+                                                       temperature=T)
 fig, ax = plt.subplots(figsize=(7, 3))
 for i, (name, a) in enumerate(vectors.items()):
     ax.bar(np.arange(1, 7) + 0.27 * (i - 1), a, width=0.27, label=name)
     print(f"{name:26s}", np.round(a, 3), " sum", round(a.sum(), 3))
 wr, iid = (round(float(vectors[f"T=1 {kind}"][1]), 3) for kind in ("without_replacement", "iid"))
-print(f"a_2 at T=1: {wr:.3f} without replacement, {iid:.3f} i.i.d.: "
-      + ("larger" if wr > iid else "not larger") + " without replacement")
+trials = sum(len(s) - 48 + 1 for s in seqs) * REPEATS  # seqs: temperature 1's; per kind
+error = np.sqrt((wr * (1 - wr) + iid * (1 - iid)) / trials)  # of the difference, about
+print(f"a_2 at T=1 over {trials} trials each: {wr:.3f} without replacement, {iid:.3f} i.i.d.; the "
+      f"difference {wr - iid:+.3f} is {(wr - iid) / error:.1f} standard errors ({error:.3f}): "
+      + ("larger without replacement, beyond the noise" if wr - iid > 2 * error
+         else "not told apart from the noise at this size"))
 ax.set(xlabel="child k", ylabel="P(child k is accepted)", yscale="log"); ax.legend(); plt.show()"""),
-md("""The first child carries most of the mass, but the second and third still add: a tree beats a chain when the
-extra rows are cheap. Without replacement a later child is never a token already rejected; an i.i.d. draw often
-repeats the first one and adds nothing, so a_2 should come out larger without replacement than i.i.d. (the last line
-above compares the two in this small measurement).
+md("""The first child carries most of the mass, but the second and third still add: a tree beats a
+chain when the extra rows are cheap. Without replacement a later child is never a token already
+rejected; an i.i.d. draw often repeats the first one and adds nothing, so a_2 should come out larger
+without replacement than i.i.d. The last line above says whether this measurement shows it: each a_k
+is a share of a few hundred trials, with a standard error of about √(a(1 − a) / trials), so a gap of
+a few hundredths needs some hundreds of trials per kind to stand out (twice the gap, or four times
+the trials, doubles its count of standard errors).
 
 ## The dynamic program's trees
 
-Under positional acceptance a node at rank path (r_1, .., r_d) is accepted with probability a_(r_1) ... a_(r_d), and
-a tree's expected tokens per step is 1 + the sum of those products. Sequoia's dynamic program,
-c(n, d) = 1 + max over s_1 + .. + s_k = n - 1 of sum_i a_i c(s_i, d - 1) (the root's k children get subtrees of
-s_i nodes), finds the best tree of n nodes (root included) and depth d. For n = 8 there are 429 trees; the search
-over all of them finds the same value:"""),
+Under positional acceptance a node at rank path (r_1, .., r_d) is accepted with probability a_(r_1)
+... a_(r_d), and a tree's expected tokens per step is 1 + the sum of those products. Sequoia's
+dynamic program, best(n, d) = 1 + max over s_1 + .. + s_k = n - 1 of sum_i a_i best(s_i, d - 1) (the
+root's k children get subtrees of s_i nodes; best(1, d) = 1 and best(0, d) = 0), finds the best tree
+of n nodes (root included) and depth at most d: its expected tokens per step. (The name is
+`picospec/sequoia.py`'s; c stays the cost of a target call.) For n = 8 there are 429 trees; the
+search over all of them finds the same value:"""),
 code("""a = ACCEPTANCE["sampled"]
 choices, value = sequoia_tree(a, 8, 8)
 trees = list(all_trees(8, 8))
