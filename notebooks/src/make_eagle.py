@@ -230,16 +230,21 @@ md("""## Bench rows
 
 EAGLE-1, EAGLE-2, EAGLE-3, Medusa and speculative sampling against autoregressive decoding on the
 built-in target, side by side (a small run here, in full mode 2 prompts x 1 seed x 48 tokens, 5
-interleaved rounds each, medians; the full table is docs/results/eagle.md, from `python -m bench.eagle`,
-4 prompts x 1 seed x 48 tokens at temperatures 0 and 1). Every EAGLE row at temperature 0 produces the same text as greedy decoding. Beside
-each measured speedup, the cost model's (picospec_app.compare.explain): E tokens per target call, c
-the target call's cost in one-token calls, the drafting cost of a step in the same unit (EAGLE's
-head calls, or the draft model's), the rest of a step outside the model calls r (r_0 the same for an
+interleaved rounds each, medians; the full table is docs/results/eagle.md, from `python
+-m bench.eagle`, 4 prompts x 1 seed x 48 tokens at temperatures 0 and 1). Every EAGLE row at
+temperature 0 produces the same text as greedy decoding. Beside each measured speedup, the cost
+model's (picospec_app.compare.explain): E tokens per target call, c the target call's cost in
+one-token calls, the drafting cost of a step in the same unit (EAGLE's head calls, Medusa's heads,
+or the draft model's), the rest of a step outside the model calls r (r_0 the same for an
 autoregressive token), the speedup E (1 + r_0) / (c + drafting + r) they predict, the same with c =
-1.2 (verification nearly free, as on a GPU), and which cost limits the row. Where a target call over
-a tree of 10-16 nodes costs several one-token calls (c, in each row), a row that decodes 3 tokens
-per call can still lose; the verdict under each row says what its figures imply, and the same step
-at the GPU's verification cost shows what the method gains where that call is nearly free."""),
+1.2 (verification nearly free, as on a GPU), and which cost limits the row. Where a target call
+over a tree of 10-16 nodes costs several one-token calls (c, in each row), a row that decodes 3
+tokens per call can still lose; the verdict under each row says what its figures imply, and the
+same step at the GPU's verification cost shows what the method gains where that call is nearly
+free. Two columns are counted differently: tokens/target call is each prompt's tokens over its
+target calls, then the median over the prompts, while acceptance pools every step's drafts
+(accepted over drafted) across the prompts; where one prompt is easy and the other hard the two
+need not agree, so 1 + K x acceptance is no check on a chain's tokens per call here."""),
 code("""from picospec_app.load import load_draft, load_heads
 from picospec_app.compare import compare, explain
 sys.path.insert(0, "src")  # notebooks/src: the verdict sentences, computed from the figures
