@@ -9,8 +9,9 @@ import numpy as np
 from picospec.check.cases import CASES, PROMPT
 from picospec.check.controls import CONTROLS
 from picospec.check.drivers import HighestUniforms, LowestUniforms, alone, run
-from picospec.check.exact_law import (ALPHA, PAIRS_ALPHA, Toy, chi2_sf, detectable_tv,
-                                      g_statistic, index, law_vector, pairs_p_value)
+from picospec.check.exact_law import (ALPHA, KEPT_ALPHA, PAIRS_ALPHA, Toy, chi2_sf,
+                                      detectable_tv, g_statistic, index, kept_p_value, law_vector,
+                                      pairs_p_value)
 
 DEFAULT_SAMPLES = 20_000  # sequences per case of the command and of check_sampler
 
@@ -51,9 +52,10 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
     """Run fn on one case and G-test the law of its sequences -> CaseResult (tv=False: no tv90)."""
     T, _ = case.laws()
     probs = law_vector(Toy(T), PROMPT, case.N)  # [V^N]: the warped target's exact law
+    kept = []  # chain, rejection: [(the rule's chance of keeping every draft, kept every one)]
     try:
         with np.errstate(divide="ignore", invalid="ignore"):
-            seqs = run(fn, contract, case, samples, seed)  # [samples, N]
+            seqs = run(fn, contract, case, samples, seed, kept)  # [samples, N]
     except KeyboardInterrupt:  # Ctrl-C stops the battery
         raise
     except BaseException as e:
@@ -82,6 +84,10 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
     one = alone(contract, samples)
     single = g_p_value(np.bincount(index(seqs[:one], case.V), minlength=case.V**case.N)
                        .astype(float), probs) if one else 1.0
+    # [calls] each: did the call keep every draft, and the token rule's chance of that
+    full = np.concatenate([f for _, f in kept]) if kept else np.zeros(0)
+    rule = np.concatenate([r for r, _ in kept]) if kept else np.zeros(0)
+    short = kept_p_value(full, rule)
     detail = ""
     if p < alpha:
         worst = np.argsort(-np.abs(counts - samples * probs))[:3]  # [3]: the farthest sequences
@@ -96,10 +102,19 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
     elif single < PAIRS_ALPHA:
         detail = (f"the {one:,} sequences drawn a row a call (batches of one row) do not follow "
                   f"the target's law (p = {single:.1e}): a bug at batch size 1")
+    elif short < KEPT_ALPHA:
+        K, calls = ("k", "rows") if contract == "rejection" else ("K", "calls")
+        detail = (f"keeps fewer drafts than the rule: n = {K} in {int(full.sum()):,} of "
+                  f"{len(full):,} {calls} where the rule expects about {rule.sum():,.0f} (p = "
+                  f"{short:.1e}); the rule keeps each draft with probability min(1, q/p) and, "
+                  f"all {K} kept, adds the bonus token: one that drops it, or accepts less often, "
+                  f"loses tokens")
     tv90 = detectable_tv(probs, samples, "anywhere") if tv else float("nan")
-    # the case's p-value: the smallest of the tests', the pairs and one-row tests' on alpha's scale
+    # the case's p-value: the smallest of the tests', the pairs, one-row and kept tests' on alpha's
+    # scale
     p = min(p, 1.0, pairs * alpha / PAIRS_ALPHA)
     p = min(p, single * alpha / PAIRS_ALPHA)
+    p = min(p, short * alpha / KEPT_ALPHA)
     return CaseResult(case.name, samples, p, tv90, "pass" if p >= alpha else "FAIL", detail)
 
 

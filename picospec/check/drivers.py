@@ -78,8 +78,10 @@ def draft_chains(D, T, last2, last1, K, rng):
     return np.stack(drafts, 1), np.stack(P, 1), np.stack(Q, 1)
 
 
-def run(fn, contract, case, n, seed):
+def run(fn, contract, case, n, seed, kept=None):
     """n sequences of fn on this case -> new tokens [n, N]; seed: a tuple of ints."""
+    # kept: a list the chain and rejection steps extend with (the token rule's chance of keeping
+    # every draft [calls], whether the call kept every draft [calls])
     T, D = case.laws()  # [V, V, V] each
     rng = np.random.default_rng([*seed, 0])  # the checker's draws: drafts, bonus tokens
     # the sampler's own draws: extreme uniforms in a support case
@@ -100,7 +102,8 @@ def run(fn, contract, case, n, seed):
         cut = int(np.searchsorted(rows, alone(contract, n)))
         parts = [slice(j, j + 1) for j in range(cut)] + [slice(cut, len(rows))]
         # [rows, W]: new tokens, then -1
-        new = np.concatenate([STEPS[contract](fn, case, T, D, last2[part], last1[part], rng, fn_rng)
+        new = np.concatenate([STEPS[contract](fn, case, T, D, last2[part], last1[part], rng, fn_rng,
+                                              [] if kept is None else kept)
                               for part in parts if part.start < len(rows)])
         count = (new >= 0).sum(1)  # [rows]
         if (count < 1).any() or (new >= case.V).any():
@@ -213,9 +216,16 @@ def padded(rows, width):  # lists of token ids -> [len(rows), width], -1 after e
     return out
 
 
-def step_chain(fn, case, T, D, last2, last1, rng, fn_rng):
+def rule_keeps_all(drafts, P, Q):
+    """The token rule's chance of keeping all K drafts [rows]."""
+    # prod_t min(1, q_t(x_t) / p_t(x_t)); drafts [rows, K], P [rows, K, V], Q [rows, K + 1, V]
+    rows, t = np.arange(len(drafts))[:, None], np.arange(drafts.shape[1])[None, :]
+    return np.minimum(1, Q[rows, t, drafts] / P[rows, t, drafts]).prod(1)  # [rows, K] -> [rows]
+
+
+def step_chain(fn, case, T, D, last2, last1, rng, fn_rng, kept):
     drafts, P, Q = draft_chains(D, T, last2, last1, case.K, rng)
-    new = []
+    new, full = [], []
     for d, p, q in zip(drafts.tolist(), P, Q):
         before = snapshot((d, p, q))
         out = fn(d, p, q, fn_rng)
@@ -225,10 +235,12 @@ def step_chain(fn, case, T, D, last2, last1, rng, fn_rng):
         if not 0 <= n <= case.K:
             raise ContractError(f"n_accepted = {n} with K = {case.K} drafts")
         new.append(d[:n] + [token])
+        full.append(n == case.K)
+    kept.append((rule_keeps_all(drafts, P, Q), np.array(full)))
     return padded(new, case.K + 1)
 
 
-def step_tree(fn, case, T, D, last2, last1, rng, fn_rng):
+def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept):
     """Draw every row's tree from the draft, score it with the target, verify -> [rows, m + 1]."""
     parents, m = list(case.parents), len(case.parents)
     tokens = np.zeros((len(last1), m), dtype=np.int64)  # [rows, m]
@@ -278,7 +290,7 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng):
     return padded(new, m + 1)
 
 
-def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng):
+def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept):
     drafts, P, Q = draft_chains(D, T, last2, last1, case.K, rng)
     # [B, 1]: the caller samples it, as in vLLM
     bonus = sample_rows(Q[:, -1], rng.random(len(Q)))[:, None]
@@ -309,6 +321,7 @@ def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng):
         row = int(np.flatnonzero((emitted == 0) | ((out >= 0).sum(1) != emitted) | ~accepted_ok)[0])
         raise ContractError(f"row {row}: {out[row].tolist()} for drafts {drafts[row].tolist()}: "
                             f"expected accepted drafts, one recovered or bonus token, then -1")
+    kept.append((rule_keeps_all(drafts, P, Q), emitted == k + 1))
     return out
 
 

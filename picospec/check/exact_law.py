@@ -218,6 +218,27 @@ def pairs_p_value(seqs, probs, V):
     return min(1.0, 2 * p)
 
 
+KEPT_ALPHA = 1e-6  # the kept test's level, as the pairs test's
+
+
+def kept_p_value(full, rule):
+    """full [C]: whether call c kept every draft; rule [C]: the token rule's chance of that ->
+    p-value of a sampler that keeps them less often than the rule."""
+    # A sampler that keeps every draft with chance >= rule[c] given call c's inputs (the rule;
+    # block verification, whose chance is w_K = min(1, w_{K-1} r_K) >= prod_t min(1, r_t) by
+    # induction, r_t = q_t(x_t) / p_t(x_t)) makes each exp(-lam sum full) / prod_c (1 - rule[c]
+    # (1 - e^-lam)) a supermartingale of mean <= 1, and so their mean over a grid of lam: by
+    # Ville's inequality it reaches 1 / alpha with probability <= alpha, however many calls
+    full, rule = np.asarray(full, dtype=float), np.asarray(rule, dtype=float)  # [C] each
+    if (full < 1)[rule >= 1].any():  # a call the rule keeps whole, cut
+        return 0.0
+    lam = 2.0 ** np.arange(-8, 4)[:, None]  # [L, 1]
+    # [L]: log of each supermartingale at the end
+    log_m = -lam[:, 0] * full.sum() - np.log1p(rule * np.expm1(-lam)).sum(1)
+    log_mean = np.logaddexp.reduce(log_m) - math.log(len(lam))
+    return math.exp(-log_mean) if log_mean > 0 else 1.0
+
+
 def check_law(samples, law, alpha=ALPHA):
     """-> p-value; raises AssertionError with the worst cells when the samples reject the law."""
     counts = Counter(tuple(s) for s in samples)

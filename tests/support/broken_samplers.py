@@ -139,10 +139,30 @@ def uniforms_kept_for_the_next_call(drafts, P, Q, rng):
         np.searchsorted(np.cumsum(p), next(u) * np.sum(p), side="right")))
 
 
+def bonus_dropped(drafts, P, Q, rng):
+    """All K drafts kept: returned as K - 1 kept and the last draft as next_token, the bonus token
+    dropped. Lossless (the next call draws that position from q again), one token a step short:
+    the battery's kept test sees it."""
+    n, token = verify_chain(drafts, P, Q, rng)[:2]
+    return (n - 1, drafts[-1]) if n == len(drafts) else (n, token)
+
+
+def accepts_half(drafts, P, Q, rng):
+    """Each draft kept with probability min(1, q/p) / 2, a rejection replaced from norm(q -
+    min(p, q) / 2), which keeps the target's law: lossless, and all K drafts kept 2^K times less
+    often than the rule keeps them."""
+    def resample(t, q, p):  # what q lacks once half of min(p, q) is kept, renormalised
+        rest = q - np.minimum(p, q) / 2  # [V]
+        return rest / rest.sum()
+    return chain(drafts, P, Q, rng, accept=lambda u, q, p: u < min(1, q / p) / 2,
+                 resample=resample)
+
+
 CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
          "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform",
          "ties_toward_draft_by_out", "inverse_cdf_side_left", "inverse_cdf_by_argmax",
-         "answer_kept_for_equal_inputs", "uniforms_kept_for_the_next_call"]
+         "answer_kept_for_equal_inputs", "uniforms_kept_for_the_next_call", "bonus_dropped",
+         "accepts_half"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
@@ -336,11 +356,21 @@ def batched_one_row_reuses_uniform(target_with_bonus_probs, bonus_token_ids, dra
     return out
 
 
+def batched_bonus_dropped(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                          rng):
+    """picospec's rejection sampler with its bonus column set to -1: a row that kept all k drafts
+    ends at its last draft (lossless, one token a step short)."""
+    out = rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                           rng=rng)
+    out[:, -1] = -1  # [B]
+    return out
+
+
 REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ratio_inverted",
              "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
              "batched_inverse_cdf_strict", "batched_equal_rows_deduplicated",
-             "batched_one_row_reuses_uniform"]
+             "batched_one_row_reuses_uniform", "batched_bonus_dropped"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract
