@@ -16,6 +16,8 @@ from picospec.check.exact_law import ALPHA, Toy, detectable_tv, law_vector
 
 
 PICOSPEC = str(Path(__file__).resolve().parents[1])  # the package's frames are not the learner's
+# the checker's details that say in full what their test saw (pairs, kept): no table of gaps
+SAID_WHOLE = ("the first tokens of neighbouring", "keeps fewer drafts than the rule")
 
 
 class Battery(NamedTuple):
@@ -185,7 +187,7 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
         why = (f"{bad.detail} (every uniform your rng gave was "
                f"{'0.0' if case.lowest else '1 - 2^-53, the largest below 1'}: a token the "
                f"target gives probability 0 came out)")
-    elif bad.detail.startswith("the first tokens of neighbouring"):  # the checker's pairs test
+    elif bad.detail.startswith(SAID_WHOLE):  # the checker's pairs or kept test
         why = f"p-value {bad.p_value:.2g} < {ALPHA:g}: {bad.detail}"
     else:
         why = (f"p-value {bad.p_value:.2g} < {ALPHA:g}: the law of what you sampled differs "
@@ -208,10 +210,12 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
 def one_more_case(exercise, fn, contract, case, rules, samples, seed, rng_at, wrap=None,
                   differs="the law of what you sampled differs from the exact one"):
     watch = watched(fn, rules, rng_at)
-    bad = check_case(wrap(watch) if wrap else watch, contract, case, samples, (seed, 0))
+    # a wrap that drops the case's drafts keeps none of them: the checker's kept test is off
+    bad = check_case(wrap(watch) if wrap else watch, contract, case, samples, (seed, 0),
+                     keeps=wrap is None)
     if bad.verdict not in FAILED:
         return None
-    pairs = bad.detail.startswith("the first tokens of neighbouring")  # the checker's pairs test
+    pairs = bad.detail.startswith(SAID_WHOLE)  # the checker's pairs or kept test
     if bad.verdict == "error":
         why = watch.broken or f"your function raised or broke the contract: {bad.detail}"
     else:

@@ -857,6 +857,27 @@ MUTANTS = (
            "verdict", "    return verdict",
            ("tests/picospec/exercises/test_grading.py::test_siblings_apart_are_tried",),
            "a walk that reads a node's children as one run of indices passes"),
+    Mutant("checker-kept-test-off", "checker", "rule", "picospec/check/battery.py",
+           "    p = min(p, short * alpha / KEPT_ALPHA)", "    p = min(p, 1.0)",
+           ("tests/picospec/check/test_exact_law_kept.py::"
+            "test_samplers_that_keep_fewer_drafts_fail_with_the_reason",),
+           "a sampler dropping its bonus token (lossless in law) passes"),
+    Mutant("checker-kept-whole-call-cut", "checker", "rule", "picospec/check/exact_law.py",
+           "    if (full < 1)[rule >= 1].any():  # a call the rule keeps whole, cut",
+           "    if False:",
+           ("tests/picospec/check/test_exact_law_kept.py::"
+            "test_a_call_the_rule_keeps_whole_must_be_kept_whole",),
+           "a call whose every draft the rule keeps for sure, cut short, counts as chance"),
+    Mutant("grader-kept-as-gaps", "graders", "record", "picospec/exercises/grading.py",
+           'SAID_WHOLE = ("the first tokens of neighbouring", "keeps fewer drafts than the rule")',
+           'SAID_WHOLE = ("the first tokens of neighbouring",)',
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_lossless_answer_keeping_fewer_drafts_is_told_so",),
+           "a verdict from the kept test is told as sequences with the largest gaps"),
+    Mutant("grader-kept-on-dropped-drafts", "graders", "rule", "picospec/exercises/grading.py",
+           "                     keeps=wrap is None)", "                     keeps=True)",
+           ("tests/picospec/test_exercises.py::test_the_projects_answer_passes",),
+           "the project's own verify_chain fails its K = 0 case (its draft dropped, none kept)"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",

@@ -228,6 +228,17 @@ def chain_numpy_without_drafts(drafts, P, Q, rng):
     return len(drafts), draw(Q[len(drafts)], rng)
 
 
+def chain_keeps_nine_tenths(drafts, P, Q, rng):
+    """A draft the target likes less than the draft kept with probability 0.9 q/p, "to be safe",
+    the residual mended to match (q - p beta): the target's law, but fewer drafts kept."""
+    for t, x in enumerate(drafts):
+        q, p = np.asarray(Q[t], float), np.asarray(P[t], float)
+        beta = np.where(q >= p, 1.0, 0.9 * q / np.maximum(p, 1e-300))  # [V]
+        if rng.random() >= beta[x]:
+            return t, draw(np.maximum(q - p * beta, 0), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
 # verify_without_replacement(tokens, parents, Q, P, rng)
 
 def tree_walk(tokens, parents, Q, P, rng, law=None, update=None, row=lambda c: c + 1,
@@ -918,7 +929,8 @@ WRONG = {
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
                      chain_mutates_q, chain_ties_by_random, chain_own_generator,
                      chain_seeded_inside, chain_bonus_after_the_loop,
-                     chain_greedy_without_drafts, chain_numpy_without_drafts],
+                     chain_greedy_without_drafts, chain_numpy_without_drafts,
+                     chain_keeps_nine_tenths],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p,
                                    wr_reversed_siblings, wr_row_off_by_one, wr_ties_toward_draft,
                                    wr_stops_at_first_kept, wr_residual_swapped, wr_mutates_p,

@@ -317,3 +317,16 @@ def test_neighbours_tied_by_a_kept_state_are_named_as_such():
     assert not verdict.passed
     assert "neighbouring sequences are not independent" in verdict.evidence
     assert "largest gaps" not in verdict.evidence
+
+
+
+
+def test_a_lossless_answer_keeping_fewer_drafts_is_told_so():
+    """An answer dropping its bonus token keeps the target's law; graded by law alone (no
+    per-call rules, as an exercise without them grades), the checker's kept test fails it, and
+    the verdict says what that test saw (not "the sequences with the largest gaps", which it did
+    not measure)."""
+    verdict = grading.grade_law("verify_chain", student_answers.chain_no_bonus, "chain", 4000)
+    assert not verdict.passed
+    assert "keeps fewer drafts than the rule" in verdict.evidence, str(verdict)
+    assert "largest gaps" not in verdict.evidence, str(verdict)
