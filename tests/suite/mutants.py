@@ -1017,8 +1017,7 @@ MUTANTS = (
            ("tests/picospec/test_check.py",),
            "a tie broken toward the draft passes when its uniforms come through random(out=)"),
     Mutant("grader-pairs-told-as-gaps", "graders", "record", "picospec/exercises/grading.py",
-           '    elif bad.detail.startswith("the first tokens of neighbouring"):',
-           "    elif False:",
+           "    elif bad.detail.startswith(SAID_WHOLE):", "    elif False:",
            ("tests/picospec/exercises/test_grading.py::"
             "test_neighbours_tied_by_a_kept_state_are_named_as_such",),
            "a failed pairs test told a learner as gaps between sequences it did not measure"),
