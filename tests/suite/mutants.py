@@ -878,6 +878,16 @@ MUTANTS = (
            "                     keeps=wrap is None)", "                     keeps=True)",
            ("tests/picospec/test_exercises.py::test_the_projects_answer_passes",),
            "the project's own verify_chain fails its K = 0 case (its draft dropped, none kept)"),
+    Mutant("notebook-second-verdict-unread", "pages", "rule", "notebooks/src/verdicts.py",
+           "    return all(check_one(sentence) for sentence in sentences)",
+           "    return check_one(sentences[0])",
+           ("tests/test_notebooks.py::test_every_verdict_on_a_line_is_checked",),
+           "a notebook line's second verdict is never checked against its figures"),
+    Mutant("notebook-band-edge", "pages", "rule", "notebooks/src/verdicts.py",
+           "if measured > high:", "if measured >= high:",
+           ("tests/test_notebooks.py::"
+            "test_a_band_verdict_that_contradicts_its_figures_is_rejected",),
+           "a measurement on the band's upper end is read as above it"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
