@@ -257,7 +257,9 @@ def test_the_blas_line_names_who_asked_for_the_threads(monkeypatch, args, env, w
     out = json.loads(text_of(["--n_tokens", "1", "--runs", "1", "--json", *args]))
     said = re.search(r"; (\d+ threads? \((.*)\)); small-matrix path ", out["blas"])
     if why is None:
-        assert said[2] == out["threads"]["why"] and said[2].startswith("small model (")
+        # the policy's reason, then the wide count's where cores are free (it varies with load)
+        why = out["threads"]["why"]
+        assert why.startswith("small model (") and said[2].startswith(why), out["blas"]
         assert not re.search("request|--threads|PICOSPEC_THREADS", out["blas"]), out["blas"]
     else:
         assert said[1] == why and said[2] == out["threads"]["why"], out["blas"]
