@@ -34,7 +34,7 @@ from picospec.self_draft import self_speculative_decoding
 from picospec.sequoia import sequoia_decoding
 from picospec.specinfer import specinfer_decoding
 from picospec.speculative import speculative_sampling
-from picospec_cli import Option
+from picospec_cli import Option, nearest
 
 LAWS = ("lossless", "greedy", "lossy")
 
@@ -65,6 +65,7 @@ class Method(NamedTuple):
     # (options, loaded, sampling) -> keyword arguments of fn, where options need what loaded
     prepare: Callable = None
     batch: Callable = None  # the batched form, for --batch (None: the method refuses --batch)
+    also: tuple = ()  # names other projects or papers give it, answered with "did you mean"
 
 
 def prepare_medusa(options, loaded, sampling):
@@ -154,7 +155,8 @@ METHODS = (
     Method("speculative", speculative_sampling, ("x", "draft", "target", "N", "K", "rng"),
            "speculative sampling: K draft tokens, one target call, modified rejection sampling",
            "Chen et al. 2023, arXiv:2302.01318, Alg. 2; Leviathan et al. 2023, arXiv:2211.17192",
-           needs=("draft",), options=(K_option(),), batch=batch_speculative_sampling),
+           needs=("draft",), options=(K_option(),), batch=batch_speculative_sampling,
+           also=("speculative_decoding", "speculative_sampling", "sps")),
     Method("greedy", greedy_decoding, ("x", "draft", "target", "N", "K"),
            "assisted generation: greedy drafts kept up to the first mismatch with the target's "
            "argmax",
@@ -166,7 +168,8 @@ METHODS = (
                            "(+2 after a full accept, -1 otherwise)", choices=SCHEDULES),
                     Option("confidence", float, None,
                            "stop drafting when the draft's top probability falls "
-                           "below this", above=0, high=1)), batch=batch_greedy_decoding),
+                           "below this", above=0, high=1)), batch=batch_greedy_decoding,
+           also=("assisted", "assisted_generation", "assisted_decoding")),
     Method("prompt_lookup", prompt_lookup_decoding, ("x", "target", "N", "rng"),
            "drafts copied from the sequence itself by n-gram match, verified losslessly",
            "Saxena 2023, Prompt Lookup Decoding",
@@ -174,7 +177,7 @@ METHODS = (
                            high=64),
                     Option("num_pred_tokens", int, 10, "most tokens copied as the draft", low=1,
                            high=64)),
-           batch=batch_prompt_lookup_decoding),
+           batch=batch_prompt_lookup_decoding, also=("pld",)),
     Method("medusa", medusa_decoding, ("x", "target", "heads", "N", "rng"),
            "Medusa heads guess tokens 2..K+1 ahead; their top-k tree is verified in one "
            "tree-attention call",
@@ -301,7 +304,8 @@ METHODS = (
                            "(Draft & Verify's rule); --no-adaptive keeps it fixed"),
                     Option("alpha", float, 0.9,
                            "the acceptance rate the adaptive threshold aims at", above=0,
-                           high=1)), batch=batch_self_speculative_decoding),
+                           high=1)), batch=batch_self_speculative_decoding,
+           also=("draft_and_verify", "self_speculative")),
     Method("early_exit", self_speculative_decoding, ("x", "draft", "target", "N", "K", "rng"),
            "self-drafting: the first E layers draft, the rest verify reusing their KV cache",
            "Elhoushi et al. 2024 (LayerSkip), arXiv:2404.16710",
@@ -330,7 +334,7 @@ METHODS = (
                            low=0, high=64),
                     Option("draft2", str, "ngram", "the smaller drafter: ngram, tiny-draft, ...",
                            load=True)),
-           batch=batch_cascade_decoding),
+           batch=batch_cascade_decoding, also=("cs_drafting", "cascade_drafting")),
     Method("specinfer", specinfer_decoding, ("x", "draft", "target", "N", "rng"),
            "a token tree of draft samples grown by an expansion configuration (several drafts "
            "merged), verified in one tree call by multi-step speculative sampling",
@@ -367,16 +371,15 @@ METHODS = (
                            if sum(a) > 1 + 1e-6 else None)), batch=batch_sequoia_decoding),
 )
 TABLE = {m.name: m for m in METHODS}
+ALSO = {word: m.name for m in METHODS for word in m.also}  # --method assisted: greedy
 
 
 def find(name):
     """The row for --method name, or a ValueError listing the methods."""
     if name in TABLE:
         return TABLE[name]
-    import difflib
-
-    near = difflib.get_close_matches(str(name), list(TABLE), 1)
-    hint = f" (did you mean {near[0]}?)" if near else ""
+    near = nearest(str(name), list(TABLE), also=ALSO)
+    hint = f" (did you mean {near}?)" if near else ""
     raise ValueError(f"unknown --method {name!r}{hint}: choose one of {', '.join(TABLE)}")
 
 

@@ -17,8 +17,8 @@ def dynamic_tree_options():
                    high=256))
 
 
-# what other libraries call K (Hugging Face's assisted generation), for did-you-mean
-K_ALSO = ("num_draft_tokens", "num_assistant_tokens", "draft_tokens")
+# what other libraries call K (Hugging Face's assisted generation, vLLM), for did-you-mean
+K_ALSO = ("num_draft_tokens", "num_assistant_tokens", "draft_tokens", "num_speculative_tokens")
 
 
 def K_option(help="draft tokens per step"):

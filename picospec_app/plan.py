@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from gpt2.fast.policy import usable_cpus
 from gpt2.hub import BUILTIN, is_local
-from picospec.methods import METHODS, TABLE, batch_refusal, check_temperature
+from picospec.methods import ALSO, METHODS, TABLE, batch_refusal, check_temperature
 from picospec_app.load import batch_row_bytes, check_cache_dir, check_needs, check_target
 from picospec_app.machine import free_memory
 from picospec_app.settings import engine_choices, read_settings
@@ -24,14 +24,16 @@ ABOUT = ("Decode a prompt with a speculative method and with plain autoregressiv
          "by side:\nthe texts, the times, tokens per target call, acceptance and the speedup.")
 
 SHARED = [
-    Option("method", str, "speculative", "the method (see the list below)", choices=tuple(TABLE)),
+    Option("method", str, "speculative", "the method (see the list below)", choices=tuple(TABLE),
+           means=ALSO),
     Option("prompt", str, DEFAULT_PROMPT, "the prompt, taken verbatim"),
     Option("prompt_file", "path", None, "read the prompt from this file (- for standard input)"),
     Option("escapes", bool, False,
            r"decode \n, \t and \\ in the prompt (--prompt, --prompt_file) and in --batch lines"),
     Option("n_tokens", int, 40, "new tokens to generate", low=1,
-           also=("max_new_tokens", "max_tokens")),
-    Option("temperature", float, 0.0, "0 is greedy decoding; > 0 samples", low=0),
+           also=("max_new_tokens", "max_tokens", "max_length")),
+    Option("temperature", float, 0.0, "0 is greedy decoding; > 0 samples", low=0,
+           also=("do_sample",)),
     Option("top_k", int, None, "sample from the k most likely tokens only", low=1),
     Option("top_p", float, None, "sample from the smallest set of tokens with this much mass",
            above=0, high=1),

@@ -24,9 +24,10 @@ from pathlib import Path
 #   load        a method's option that the app's loader reads, not passed to the method
 #   also        names a user may type for it, answered with "did you mean --name?" (a trainer's
 #               --backbone is the app's --target)
-FIELDS = "name type default help low high above choices check required load check_list also"
+#   means       {word: choice}: other words a user may type for a choice (--method assisted)
+FIELDS = "name type default help low high above choices check required load check_list also means"
 Option = namedtuple("Option", FIELDS,
-                    defaults=(None, "", None, None, None, None, None, False, False, None, ()))
+                    defaults=(None, "", None, None, None, None, None, False, False, None, (), None))
 
 
 class UsageError(ValueError):  # a command line that cannot run: one line, exit status 2
@@ -100,7 +101,7 @@ def check_value(option, value):
     """Bounds, choices and the option's own check, for a value already of the right type."""
     flag = f"--{option.name}"
     if option.choices is not None and value not in option.choices:
-        near = nearest(str(value), [str(c) for c in option.choices])
+        near = nearest(str(value), [str(c) for c in option.choices], also=option.means)
         raise UsageError(f"unknown {flag} {value!r}" + (f" (did you mean {near}?)" if near
                          else "") + f": choose one of {', '.join(map(str, option.choices))}")
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -208,12 +209,12 @@ def read(argv, options, words=None):
 
 def nearest(typed, names, dash="", also=None):
     """What a mistyped name may have meant, or None; also: {another name for one: its name}."""
-    # the name in another case (--k), the few it begins (--top: "--top_k or --top_p"), else the
-    # closest spelling; another name (--target for --backbone) as that option
-    also = also or {}
+    # the name in another case or with - for _ (--k, --top-k), the few it begins (--top: "--top_k
+    # or --top_p"), else the closest spelling; another name (--target for --backbone) as that one
+    also, key = also or {}, lambda name: name.lower().replace("-", "_")
     pool = [*names, *also]
-    begun = [n for n in pool if n.lower().startswith(typed.lower())]
-    near = ([n for n in pool if n.lower() == typed.lower()]
+    begun = list(dict.fromkeys(also.get(n, n) for n in pool if key(n).startswith(key(typed))))
+    near = ([n for n in pool if key(n) == key(typed)]
             or (begun if len(begun) <= 3 else [])
             or difflib.get_close_matches(typed, pool, 1, 0.75))
     return " or ".join(dash + n for n in dict.fromkeys(also.get(n, n) for n in near)) or None

@@ -140,6 +140,15 @@ MAIN_CASES = [
      False),
     (["--num_assistant_tokens", "3"], r"--num_assistant_tokens: did you mean --K\?", False),
     (["--assistant_model", "x"], r"--assistant_model: did you mean --draft\?", False),
+    (["--num_speculative_tokens", "3"], r"--num_speculative_tokens: did you mean --K\?", False),
+    (["--do_sample"], r"unknown option --do_sample: did you mean --temperature\?", False),
+    # - for _, as other command lines write it: the option it spells, not the closest other
+    (["--top-k", "5"], r"unknown option --top-k: did you mean --top_k\? \(see --help\)", False),
+    (["--max-new-tokens", "5"], r"--max-new-tokens: did you mean --n_tokens\?", False),
+    # other projects' names for a method
+    (["--method", "assisted"], r"unknown --method 'assisted' \(did you mean greedy\?\)", False),
+    (["--method", "Prompt-Lookup"], r"'Prompt-Lookup' \(did you mean prompt_lookup\?\)", False),
+    (["--method", "draft_and_verify"], r"\(did you mean layer_skip\?\)", False),
     (["--n_tok", "3"], r"unknown option --n_tok: did you mean --n_tokens\?", False),
     (["--prompt", "-x"], r"--prompt needs a value \(text\); one that starts with - is written "
                          r"--prompt=VALUE", False),

@@ -888,6 +888,15 @@ MUTANTS = (
            ("tests/test_notebooks.py::"
             "test_a_band_verdict_that_contradicts_its_figures_is_rejected",),
            "a measurement on the band's upper end is read as above it"),
+    Mutant("door-dash-for-underscore", "door", "rule", "picospec_cli/__init__.py",
+           '    also, key = also or {}, lambda name: name.lower().replace("-", "_")',
+           "    also, key = also or {}, lambda name: name.lower()",
+           ("tests/cli/test_picospec_cli.py::test_main_refuses_bad_command_lines",),
+           "--top-k is answered with Medusa's --topk, not --top_k"),
+    Mutant("door-method-other-names", "door", "rule", "picospec/methods.py",
+           "ALSO = {word: m.name for m in METHODS for word in m.also}", "ALSO = {}",
+           ("tests/cli/test_picospec_cli.py::test_main_refuses_bad_command_lines",),
+           "--method assisted (Hugging Face's name for greedy drafting) gets no suggestion"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
