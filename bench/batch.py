@@ -57,6 +57,7 @@ import time
 
 import numpy as np
 
+from gpt2.backend import DEVICE_WORDS, DEVICES
 from gpt2.fast.policy import Wide
 from picospec_app.settings import engine_choices
 from picospec_cli import Option
@@ -314,7 +315,7 @@ OPTIONS = [
     Option("temperature", float, 1.0, "sampling temperature of the timed runs (0: greedy)", low=0),
     Option("repeats", int, 3, "timed repeats of each way (the median is reported)", low=1),
     Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy): where the engines run",
-           choices=("cpu", "gpu")),
+           choices=DEVICES, means=DEVICE_WORDS),
     Option("wide", "ints", (),
            "also run batch B with its wide forwards (33+ token rows) on each of these thread "
            "counts (CPU; e.g. 1,2,4,8,16)", low=1),

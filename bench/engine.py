@@ -43,7 +43,7 @@ import time
 
 import numpy as np
 
-from gpt2.backend import DEVICES, aligned, get_xp, to_numpy
+from gpt2.backend import DEVICE_WORDS, DEVICES, aligned, get_xp, to_numpy
 from picospec_cli import Option
 from gpt2.engine import GPT2
 from gpt2.weights import flatten
@@ -418,7 +418,8 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
 OPTIONS = [
     Option("sizes", "strs", ["124M", "355M", "tiny"],
            "shapes to measure (random weights): " + ", ".join(SHAPES), choices=tuple(SHAPES)),
-    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=DEVICES),
+    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=DEVICES,
+           means=DEVICE_WORDS),
     Option("n_cache", int, 128, "tokens already in the KV cache before each measured forward",
            low=1),
     Option("max_M", int, 16, "measure forwards of M = 1 .. max_M new tokens", low=1),

@@ -4,6 +4,7 @@ import numpy as np
 
 
 DEVICES = ("cpu", "gpu")
+DEVICE_WORDS = {"cuda": "gpu", "numpy": "cpu", "cupy": "gpu"}  # what users type for them
 
 
 def get_xp(device="cpu"):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from gpt2.backend import DEVICE_WORDS, DEVICES
 from gpt2.fast.policy import usable_cpus
 from gpt2.hub import BUILTIN, is_local
 from picospec.methods import ALSO, METHODS, TABLE, batch_refusal, check_temperature
@@ -44,7 +45,7 @@ SHARED = [
     Option("draft", str, "tiny-draft",
            "draft model (methods that need one): tiny-draft, ngram, gpt2, ...",
            also=("draft_model", "assistant_model")),
-    Option("device", str, "cpu", "cpu, or gpu (CuPy)", choices=("cpu", "gpu")),
+    Option("device", str, "cpu", "cpu, or gpu (CuPy)", choices=DEVICES, means=DEVICE_WORDS),
     Option("offline", bool, None, "never touch the network (--no-offline: allow it; unset: "
            "PICOSPEC_OFFLINE, else allowed)"),
     Option("threads", int, None,

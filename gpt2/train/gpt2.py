@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt2.backend import get_xp, to_device, to_numpy, xp_of
+from gpt2.backend import DEVICE_WORDS, DEVICES, get_xp, to_device, to_numpy, xp_of
 from picospec_cli import Option, cannot_write_in
 from gpt2.weights import flatten
 
@@ -528,7 +528,8 @@ RUN_CONTROL = [  # the run-control options of every trainer (gpt2, heads, eagle)
     Option("overwrite", bool, False,
            "an --out holding other files is replaced: the run starts over, and its outputs "
            "take the place of OUT's whole contents when it ends"),
-    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=("cpu", "gpu")),
+    Option("device", str, "cpu", "cpu (NumPy) or gpu (CuPy)", choices=DEVICES,
+           means=DEVICE_WORDS),
     Option("dtype", str, "float16", "dtype of the saved weights",
            choices=("float32", "float16", "bfloat16")),
     Option("clip", float, 1.0, "largest gradient norm; larger gradients are scaled down", above=0),

@@ -117,6 +117,8 @@ MAIN_CASES = [
     (["--n_tokens", "1000"],
      r"exceeds the context window of the target 'tiny-target', 256 tokens", True),
     (["--device", "tpu"], r"unknown --device 'tpu'", False),
+    (["--device", "cuda"], r"unknown --device 'cuda' \(did you mean gpu\?\): choose one of cpu, "
+                           r"gpu$", False),
     (["--json=maybe"], r"--json is a switch", False),
     (["--offline", "yes"], r"--offline is a switch and takes no value", False),
     (["--no-json", "yes"], r"error: --no-json is a switch and takes no value; got 'yes' after",
