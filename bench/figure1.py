@@ -103,7 +103,7 @@ def measure(Ks, n_prompts, n_tokens, repeats, rounds):
                      "predicted_curve": cost_model_speedup(r["tokens_per_call"], c[K + 1],
                                                            [(K, c_d)])})
     return {"kernels": blas_kernels()[1], "blas": blas_line(policy(target)),
-            "n_params": target.n_params,
+            "n_params": target.n_params, "n_prompts": n_prompts, "n_tokens": n_tokens,
             "c": {str(M): v for M, v in c.items()}, "c_d": c_d, "t1_ms": t1,
             "c_in_turn": {str(M): v for M, v in c_turn.items()}, "runs": runs}
 

@@ -237,11 +237,10 @@ own too, so even a point just outside the band is weak evidence. Four times the 
 bench.figure1 --n_tokens 192`) halve the standard error. A short run can also fall below the
 prediction for another reason: its last step drafts no more than the tokens still needed."""),
 code("""from verdicts import band, iid
-from bench.figure1 import defaults
-size = defaults()  # the run's size, as bench.figure1 read PICOSPEC_QUICK
-runs = families.get(follows, next(iter(families.values())))["runs"]
+f = families.get(follows, next(iter(families.values())))
+runs = f["runs"]
 alpha = runs[0]["E"] - 1
-drafts = size["n_prompts"] * size["n_tokens"] / runs[0]["E"]  # K = 1: one draft a step
+drafts = f["n_prompts"] * f["n_tokens"] / runs[0]["E"]  # K = 1: one draft a step
 error = (alpha * (1 - alpha) / drafts) ** 0.5  # alpha's standard error
 print(f"K=1: measured {runs[0]['E']:.2f}, so alpha = {alpha:.2f} (the fit: no verdict), from about "
       f"{drafts:.0f} drafts: standard error {error:.3f}")
