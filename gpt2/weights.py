@@ -247,14 +247,15 @@ def hparams_from_config(config, source="config.json"):
     n_ctx = "n_ctx" if "n_ctx" in config and "n_positions" not in config else "n_positions"
     keys = {"n_vocab": "vocab_size", "n_ctx": n_ctx, "n_embd": "n_embd", "n_head": "n_head",
             "n_layer": "n_layer"}
+    # first: another architecture's config is whole, only its keys are not GPT-2's
+    if config.get("model_type", "gpt2") != "gpt2":
+        raise CorruptFile(source, f"model_type is {config['model_type']!r}: picospec runs GPT-2's "
+                                  f"architecture (model_type gpt2)", "give a GPT-2 checkpoint")
     for key in keys.values():
         if key not in config:
             raise CorruptFile(source, f"not a GPT-2 config ({key} is missing)")
         if not _is_size(config[key]) or config[key] < 1:
             raise CorruptFile(source, f"{key} is {config[key]!r}; it must be a whole number >= 1")
-    if config.get("model_type", "gpt2") != "gpt2":
-        raise CorruptFile(source, f"model_type is {config['model_type']!r}: picospec runs GPT-2's "
-                                  f"architecture (model_type gpt2)", "give a GPT-2 checkpoint")
     if config.get("activation_function", "gelu_new") not in GELUS:  # model.py's gelu: tanh's form
         raise CorruptFile(source, f"activation_function is {config['activation_function']!r}: "
                                   f"picospec's GPT-2 computes GELU ({', '.join(GELUS)})",

@@ -159,6 +159,26 @@ def test_impossible_configs_are_refused(checkpoint, changes, message):
     assert str(e.value).startswith(f"{folder / 'config.json'}: ")
 
 
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+         "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 32000,
+         "max_position_embeddings": 2048}  # the keys of a Llama's config.json: none is GPT-2's
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_another_architecture_is_named_as_one(tmp_path, cached):
+    """A Llama's config is whole: refused for its model_type, not as a GPT-2 config with keys
+    missing, and never for deletion (downloading it again brings the same file)."""
+    folder = tmp_path / "mine"
+    if cached:  # the layout of a snapshot in the Hugging Face cache
+        folder = tmp_path / "hf" / "models--meta--llama" / "snapshots" / ("c" * 40)
+    save_checkpoint(folder, *random_gpt2())
+    (folder / "config.json").write_text(json.dumps(LLAMA))
+    with pytest.raises(ValueError) as e:
+        load_checkpoint(folder)
+    assert str(e.value) == (f"{folder / 'config.json'}: model_type is 'llama': picospec runs "
+                            f"GPT-2's architecture (model_type gpt2); give a GPT-2 checkpoint")
+
+
 @pytest.mark.parametrize("text", ['{"n_layer": 2,', "[1, 2]", b"\xff\xfe{}"])
 def test_corrupt_config_is_named(checkpoint, text):
     folder, _ = checkpoint
