@@ -68,6 +68,8 @@ def download(repo, cache, endpoint):
     from huggingface_hub import errors as e
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
 
+    from gpt2.weights import CorruptFile, hparams_from_config, read_json
+
     log, file = logging.getLogger("huggingface_hub"), FILES[0]
     level = log.level
     log.setLevel(logging.ERROR)  # its retries' warnings: the one line below says what came of them
@@ -83,9 +85,13 @@ def download(repo, cache, endpoint):
         except Exception as error:
             raise e.LocalEntryNotFoundError("no answer") from error
         folder = Path(hf_hub_download(repo, file, cache_dir=cache, endpoint=endpoint)).parent
+        # a config picospec cannot run (a Llama's, an error page): refused before the weights come
+        hparams_from_config(read_json(folder / file), folder / file)
         for file in FILES[1:]:
             hf_hub_download(repo, file, revision=folder.name, cache_dir=cache, endpoint=endpoint)
         return folder
+    except CorruptFile:
+        raise  # it names the file and what to do
     except e.GatedRepoError:
         raise DownloadError(f"{repo} is gated: accept its terms at {endpoint}/{repo}, then set "
                             f"HF_TOKEN (or run `hf auth login`)") from None

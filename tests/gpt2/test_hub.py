@@ -6,6 +6,7 @@ model already there costs no request; each failure is one line. Names that are f
 ids, are never sent anywhere."""
 import ast
 import hashlib
+import json
 import logging
 import os
 import re
@@ -266,6 +267,30 @@ def test_a_file_the_repo_does_not_have(hub, tmp_path):
         resolve("someone/tiny", cache=tmp_path / "hf", endpoint=hub.url)
     assert one_line(e) == ("someone/tiny has no merges.txt: picospec loads GPT-2 checkpoints with "
                            "config.json, vocab.json, merges.txt, model.safetensors")
+
+
+LLAMA = json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                    "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+                    "vocab_size": 32000, "max_position_embeddings": 2048}).encode()
+
+
+@pytest.mark.parametrize("config, message", [
+    (LLAMA, "model_type is 'llama': picospec runs GPT-2's architecture (model_type gpt2); give a "
+            "GPT-2 checkpoint"),
+    (b"<html><body>Too many requests</body></html>",  # a proxy's error page, sent with 200
+     "not valid JSON (Expecting value: line 1 column 1 (char 0)); delete it (and ")])
+def test_a_config_picospec_cannot_run_stops_the_download_before_the_weights(hub, tmp_path, config,
+                                                                          message):
+    """A repo of another architecture with all four files (as many have), or an error page in
+    place of config.json: one line naming the file, and the weights (gigabytes) never fetched."""
+    hub.repos["someone/tiny"]["config.json"] = config
+    cache = tmp_path / "hf"
+    with pytest.raises(ValueError) as e:
+        resolve("someone/tiny", cache=cache, endpoint=hub.url)
+    path = snapshot(cache, "someone/tiny", hub.commit) / "config.json"
+    assert one_line(e).startswith(f"{path}: {message}")
+    assert not [p for m, p in hub.requests if "/blobs/" in p or p.endswith("model.safetensors")]
+    assert not list(cache.rglob("model.safetensors"))
 
 
 def test_a_gated_repo(hub, tmp_path):
