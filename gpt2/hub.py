@@ -128,9 +128,13 @@ def reason(error):
 
 
 def is_local(name):
-    """./x, ../x, /x, ~/x, x/ and anything on disk are local paths, never repos."""
-    return (name in (".", "..") or name.startswith(("./", "../", "/", "~")) or name.endswith("/")
-            or Path(name).exists() or Path(name).is_symlink())  # a link to nowhere too
+    """./x, ../x, /x, ~/x, x/ and anything on disk (a link to nowhere too) are local paths, never
+    repos."""
+    try:
+        return (name in (".", "..") or name.startswith(("./", "../", "/", "~"))
+                or name.endswith("/") or Path(name).exists() or Path(name).is_symlink())
+    except OSError:  # a name too long for a path (File name too long): no file has it
+        return False
 
 
 def local_folder(name):
@@ -138,11 +142,16 @@ def local_folder(name):
         path = Path(name).expanduser()
     except RuntimeError:  # ~someone/x where no such user exists
         raise ValueError(f"local folder {name}: cannot expand {name.split('/')[0]}") from None
-    if not path.exists() and path.is_symlink():
+    try:
+        found = path.exists()
+    except OSError as error:  # a name too long for a path, a folder that cannot be entered
+        raise ValueError(f"local folder {name}: {error.strerror}; give a checkpoint folder with "
+                         f"config.json and model.safetensors, or a model name") from None
+    if not found and path.is_symlink():
         raise ValueError(f"local folder {path} is a symbolic link that leads nowhere (a loop of "
                          f"links, or a target that is gone); link it to a checkpoint folder with "
                          f"config.json and model.safetensors, or give that folder")
-    if not path.exists():
+    if not found:
         raise ValueError(f"local folder {path} does not exist; give a checkpoint folder with "
                          f"config.json and model.safetensors, or a model name ({NAMES})")
     if not path.is_dir():

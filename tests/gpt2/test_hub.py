@@ -425,6 +425,20 @@ def test_a_link_that_leads_nowhere_is_named_as_one(hub, tmp_path, monkeypatch, n
     assert hub.requests == []
 
 
+@pytest.mark.parametrize("name, message", [
+    ("x" * 300, "^unknown model 'x{300}': use one of built-in"),
+    ("x" * 300 + "/y", "^unknown model 'x{300}/y': not a local folder"),
+    ("./" + "x" * 300, "^local folder ./x{300}: File name too long; give a checkpoint folder with "
+                       "config.json and model.safetensors, or a model name$")])
+def test_a_name_too_long_for_a_path_is_one_line(hub, tmp_path, monkeypatch, name, message):
+    """No file has a name over the system's limit (255 bytes a part): as a model name it is no
+    local path; as a local path (./...) the line says so."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        resolve(name, cache=tmp_path / "cache", endpoint=hub.url)
+    assert hub.requests == [] and list(tmp_path.iterdir()) == []
+
+
 def test_local_folders_by_prefix(tmp_path, monkeypatch):
     (tmp_path / "work").mkdir()
     (tmp_path / "home" / "ckpt").mkdir(parents=True)
