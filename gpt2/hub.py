@@ -99,6 +99,8 @@ def download(repo, cache, endpoint):
         raise DownloadError(f"{repo} is not on {endpoint}: check the name ({NAMES}); a "
                             f"private repo needs HF_TOKEN") from None
     except e.LocalEntryNotFoundError as error:  # no answer, or 5xx after the retries
+        if line := refusal(error, endpoint, file, repo):  # an answer: not the network's fault
+            raise DownloadError(line) from None
         check = "check the network (or set HF_ENDPOINT to a mirror)"
         if endpoint.rstrip("/") != DEFAULT_ENDPOINT:  # a mirror of the user's that is down
             check = "check that this endpoint (HF_ENDPOINT) answers, or unset HF_ENDPOINT"
@@ -109,6 +111,8 @@ def download(repo, cache, endpoint):
         raise DownloadError(f"{repo} has no {file}: picospec loads GPT-2 checkpoints with "
                             f"{', '.join(FILES)}") from None
     except Exception as error:  # an OSError with an errno: a full disk, an unwritable cache
+        if line := refusal(error, endpoint, file, repo):  # a 401 huggingface_hub raises as is
+            raise DownloadError(line) from None
         raise DownloadError(f"cannot write {repo} into the Hugging Face cache {cache} "
                             f"({error.strerror}: {error.filename or cache}); set HF_HUB_CACHE (or "
                             f"HF_HOME) to a folder you can write to, with room for the model"
@@ -117,6 +121,20 @@ def download(repo, cache, endpoint):
                             f"check HF_TOKEN if it is set, or run again to resume") from None
     finally:
         log.setLevel(level)
+
+
+def refusal(error, endpoint, file, repo):
+    """The one line for the hub's refusal (HTTP 401, 403, 429) of a download, else None."""
+    error = error.__cause__ or error  # huggingface_hub's LocalEntryNotFoundError wraps the cause
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if status in (401, 403):
+        return (f"{endpoint} refused {file} of {repo} (HTTP {status}): set HF_TOKEN to a token "
+                f"that may read {repo} (or run `hf auth login`)")
+    if status == 429:
+        return (f"{endpoint} refused {file} of {repo} (HTTP 429: too many requests): wait a few "
+                f"minutes and run again; signed in (HF_TOKEN, or `hf auth login`) you may "
+                f"download more")
+    return None
 
 
 def reason(error):

@@ -332,6 +332,23 @@ def test_a_server_that_fails(hub, tmp_path, sleeps, caplog):
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
+@pytest.mark.parametrize("status, then", [
+    (401, "set HF_TOKEN to a token that may read someone/tiny (or run `hf auth login`)"),
+    (403, "set HF_TOKEN to a token that may read someone/tiny (or run `hf auth login`)"),
+    (429, "wait a few minutes and run again; signed in (HF_TOKEN, or `hf auth login`) you may "
+          "download more")])
+def test_a_hub_that_refuses_is_no_network_failure(hub, tmp_path, sleeps, status, then):
+    """A 401 or 403 without the hub's gated or not-found code (a token without access), or a 429
+    (too many requests): the hub answered, so the line says what the answer asks for, not to
+    check the network or go offline."""
+    hub.status = status
+    with pytest.raises(DownloadError) as e:
+        resolve("someone/tiny", cache=tmp_path / "hf", endpoint=hub.url)
+    what = "HTTP 429: too many requests" if status == 429 else f"HTTP {status}"
+    assert one_line(e) == f"{hub.url} refused config.json of someone/tiny ({what}): {then}"
+    assert not isinstance(e.value, Unreachable)
+
+
 def test_a_cache_folder_that_is_a_file_costs_no_request(hub, tmp_path):
     (tmp_path / "file").write_text("")
     for cache in (tmp_path / "file", tmp_path / "file" / "below"):
