@@ -118,7 +118,7 @@ def download(repo, cache, endpoint):
                             f"HF_HOME) to a folder you can write to, with room for the model"
                             if isinstance(error, OSError) and error.errno is not None else
                             f"cannot download {file} of {repo} from {endpoint} ({reason(error)}): "
-                            f"check HF_TOKEN if it is set, or run again to resume") from None
+                            f"check HF_TOKEN if it is set, or run again") from None
     finally:
         log.setLevel(level)
 

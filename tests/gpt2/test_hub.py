@@ -33,11 +33,13 @@ def commit_of(text):
 class Hub:
     """The hub at .url and its CDN at another port: repos {repo: {file: bytes}}, main at .commit
     (with .moves, at a new one once config.json was sent); gated repos answer 403 GatedRepo;
-    .status, when set, answers every request. .requests: every request either server saw, as
+    .status, when set, answers every request; .cdn_body, when set, is what the CDN sends (in full,
+    or .cut bytes of it before it hangs up). .requests: every request either server saw, as
     (method, path)."""
 
     def __init__(self):
         self.repos, self.gated, self.requests = {}, set(), []
+        self.cdn_body, self.cut = None, None
         self.commit, self.status, self.moves = commit_of("first"), None, False
         self.commits = {self.commit}  # main is the last; the earlier ones stay served
         hub = self
@@ -60,6 +62,14 @@ class Hub:
                 if not head:
                     self.wfile.write(body)
 
+            def send_cut(self, body, cut, head):  # Content-Length of body, then body[:cut]
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(body[:cut])
+                    self.close_connection = True
+
             def answer(self, head):
                 if hub.moves and any(m == "GET" and p.endswith("/config.json")
                                      for m, p in hub.requests):
@@ -72,6 +82,8 @@ class Hub:
                     blobs = {hashlib.sha256(b).hexdigest(): b for r in hub.repos.values()
                              for b in r.values()}
                     sha = self.path.rsplit("/", 1)[-1]
+                    if sha in blobs and hub.cdn_body is not None:
+                        return self.send_cut(hub.cdn_body, hub.cut, head)
                     return self.send(200, {}, blobs[sha], head) if sha in blobs else \
                         self.send(404, {}, head=head)
                 owner, name, resolve_, revision, file = (self.path.split("/", 5) + [""] * 5)[1:6]
@@ -347,6 +359,27 @@ def test_a_hub_that_refuses_is_no_network_failure(hub, tmp_path, sleeps, status,
     what = "HTTP 429: too many requests" if status == 429 else f"HTTP {status}"
     assert one_line(e) == f"{hub.url} refused config.json of someone/tiny ({what}): {then}"
     assert not isinstance(e.value, Unreachable)
+
+
+@pytest.mark.parametrize("body, cut", [(MODEL["model.safetensors"], 1000),  # a dropped line
+                                       (b"<html>Service unavailable</html>", None)])  # a proxy's
+def test_a_weights_file_that_comes_short_is_never_taken_as_whole(hub, tmp_path, sleeps, body,
+                                                                    cut):
+    """A connection that drops mid-file, or a page of its own length in place of the announced
+    file: one line that says to run again (huggingface_hub 2 removes its partial file: the next
+    run starts over, it does not resume), no part of the file where a later run would take it as
+    whole, and the next run downloads the whole file."""
+    cache = tmp_path / "hf"
+    hub.cdn_body, hub.cut = body, cut
+    with pytest.raises(DownloadError) as e:
+        resolve("someone/tiny", cache=cache, endpoint=hub.url)
+    assert one_line(e).startswith(f"cannot download model.safetensors of someone/tiny from "
+                                  f"{hub.url} (")
+    assert one_line(e).endswith("): check HF_TOKEN if it is set, or run again")
+    assert not list(cache.rglob("model.safetensors"))
+    hub.cdn_body = None
+    folder = resolve("someone/tiny", cache=cache, endpoint=hub.url)
+    assert (folder / "model.safetensors").read_bytes() == MODEL["model.safetensors"]
 
 
 def test_a_cache_folder_that_is_a_file_costs_no_request(hub, tmp_path):
