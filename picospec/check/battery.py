@@ -53,7 +53,9 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True, keeps=Tr
     keeps=False: no kept test, for a fn given fewer drafts than the case drew)."""
     T, _ = case.laws()
     probs = law_vector(Toy(T), PROMPT, case.N)  # [V^N]: the warped target's exact law
-    kept = []  # chain, rejection: [(the rule's chance of keeping every draft, kept every one)]
+    # chain, rejection, a tree that is one chain: [(the rule's chance of keeping every draft, kept
+    # every one)]
+    kept = []
     try:
         with np.errstate(divide="ignore", invalid="ignore"):
             seqs = run(fn, contract, case, samples, seed, kept)  # [samples, N]
@@ -103,6 +105,13 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True, keeps=Tr
     elif single < PAIRS_ALPHA:
         detail = (f"the {one:,} sequences drawn a row a call (batches of one row) do not follow "
                   f"the target's law (p = {single:.1e}): a bug at batch size 1")
+    elif short < KEPT_ALPHA and contract.startswith("tree"):  # a tree that is one chain
+        detail = (f"keeps fewer drafts than the rule: the whole chain of {len(case.parents)} nodes "
+                  f"in {int(full.sum()):,} of {len(full):,} calls where the rule expects about "
+                  f"{rule.sum():,.0f} (p = {short:.1e}); on a tree that is one chain every "
+                  f"lossless verifier is a chain verifier: the rule keeps each node with "
+                  f"probability min(1, q/p) and, at the leaf, adds the bonus token: one that ends "
+                  f"its path a node before the leaf, or accepts less often, loses tokens")
     elif short < KEPT_ALPHA:
         K, calls = ("k", "rows") if contract == "rejection" else ("K", "calls")
         detail = (f"keeps fewer drafts than the rule: n = {K} in {int(full.sum()):,} of "

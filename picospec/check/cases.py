@@ -29,6 +29,7 @@ class Case(NamedTuple):
     dtype: str = "float64"
     lowest: bool = False  # every uniform the sampler draws is 0.0: checks the support, not the law
     highest: bool = False  # every uniform is the largest double below 1: the support too
+    no_drafts: float = 0.0  # chain: the share of calls given no drafts (K = 0)
 
     @property
     def support(self):
@@ -76,18 +77,21 @@ PROMPT = (1,)
 SUPPORT = 102
 CASES = {
     "chain": [
-        Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True),
+        Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True,
+             no_drafts=0.25),
         Case("V=3 K=1", 3, 5, 1),
         Case("V=3 K=2 T=0.6", 3, 5, 2, dict(temperature=0.6), target=17),
         Case("V=3 K=4 T=1.4 top_k=2", 3, 5, 4, dict(temperature=1.4, top_k=2), target=27),
-        Case("V=4 K=3 top_p=0.8", 4, 4, 3, dict(top_p=0.8), target=37, draft=("near", 0.5)),
+        Case("V=4 K=3 or 0 top_p=0.8", 4, 4, 3, dict(top_p=0.8), target=37, draft=("near", 0.5),
+             no_drafts=0.25),
         Case("V=5 K=2 draft with zeros", 5, 3, 2, target=47, draft=("zeros", 0.4)),
-        Case("V=2 K=6 far draft", 2, 7, 6, target=57, draft=("far",)),
+        Case("V=2 K=6 or 0 far draft", 2, 7, 6, target=57, draft=("far",), no_drafts=0.25),
         Case("V=3 K=2 draft = target", 3, 5, 2, target=67, draft=("same",)),
         Case("V=4 K=3 one-hot draft", 4, 4, 3, target=77, draft=("one-hot",)),
         Case("V=4 K=2 T=0", 4, 4, 2, dict(temperature=0), target=87),
         Case("V=4 K=3 draft = target but 2 tokens", 4, 4, 3, target=107, draft=("swap", 0.04)),
-        Case("uniforms near 1: support", 3, 5, 3, target=SUPPORT, draft=("far",), highest=True),
+        Case("uniforms near 1: support", 3, 5, 3, target=SUPPORT, draft=("far",), highest=True,
+             no_drafts=0.25),
     ],
     "tree": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 1),
@@ -108,6 +112,9 @@ CASES = {
              siblings="two drafts"),
         Case("V=4 draft = target but 2 tokens", 4, 4, target=117, draft=("swap", 0.04),
              parents=(-1, -1, 0, 0)),
+        # the trees above are numbered level by level (siblings adjacent); this one depth first:
+        # the root's children are nodes 0 and 4, node 0's are 1 and 3, each apart from the next
+        Case("V=4 numbered depth first", 4, 4, target=127, parents=(-1, 0, 1, 0, -1, 4)),
         Case("uniforms near 1: support", 3, 5, target=SUPPORT, draft=("far",),
              parents=(-1, -1, 0, 1), highest=True),
     ],
@@ -122,12 +129,17 @@ CASES = {
              parents=(-1, -1, -1), siblings="without_replacement"),
         Case("V=5 far draft", 5, 3, target=47, draft=("far",), parents=(-1, -1, 0, 0, 1, 1),
              siblings="without_replacement"),
-        Case("V=3 draft = target", 3, 5, target=67, draft=("same",), parents=(-1, -1, 0),
+        # one chain (its kept test applies): with draft = target every node is kept, the leaf too
+        Case("V=3 chain, draft = target", 3, 5, target=67, draft=("same",), parents=(-1, 0, 1),
              siblings="without_replacement"),
         Case("V=4 T=0 chain", 4, 4, sampling=dict(temperature=0), target=87, parents=(-1, 0, 1),
              siblings="without_replacement"),
         Case("V=4 draft = target but 2 tokens", 4, 4, target=107, draft=("swap", 0.04),
              parents=(-1, -1, 0, 0), siblings="without_replacement"),
+        # numbered depth first, siblings apart (as the tree case); V = 5: no node's law is emptied
+        # by removing the 4 nodes before it
+        Case("V=5 numbered depth first", 5, 3, target=127, parents=(-1, 0, 1, 0, -1, 4),
+             siblings="without_replacement"),
         Case("uniforms near 1: support", 3, 5, target=SUPPORT, draft=("far",),
              parents=(-1, -1, 0, 0), highest=True, siblings="without_replacement"),
     ],

@@ -80,8 +80,9 @@ def draft_chains(D, T, last2, last1, K, rng):
 
 def run(fn, contract, case, n, seed, kept=None):
     """n sequences of fn on this case -> new tokens [n, N]; seed: a tuple of ints."""
-    # kept: a list the chain and rejection steps extend with (the token rule's chance of keeping
-    # every draft [calls], whether the call kept every draft [calls])
+    # kept: a list the chain and rejection steps (and tree steps on a tree that is one chain)
+    # extend with (the token rule's chance of keeping every draft [calls], whether the call kept
+    # every draft [calls])
     T, D = case.laws()  # [V, V, V] each
     rng = np.random.default_rng([*seed, 0])  # the checker's draws: drafts, bonus tokens
     # the sampler's own draws: extreme uniforms in a support case
@@ -225,18 +226,26 @@ def rule_keeps_all(drafts, P, Q):
 
 def step_chain(fn, case, T, D, last2, last1, rng, fn_rng, kept):
     drafts, P, Q = draft_chains(D, T, last2, last1, case.K, rng)
+    # [rows]: the drafts each call is given, K or (a share no_drafts of the calls) none: drafts [],
+    # P [0, V], Q[:1], as prompt lookup calls it when nothing matched (the law stays the target's);
+    # getattr: a case of the exercises' own (draft_law's Head) has no no_drafts
+    share = getattr(case, "no_drafts", 0.0)
+    Ks = np.where(rng.random(len(drafts)) < share, 0, case.K) if share else np.full(len(drafts),
+                                                                                  case.K)
     new, full = [], []
-    for d, p, q in zip(drafts.tolist(), P, Q):
+    for d, p, q, K in zip(drafts.tolist(), P, Q, Ks.tolist()):
+        d, p, q = d[:K], p[:K], q[:K + 1]
         before = snapshot((d, p, q))
         out = fn(d, p, q, fn_rng)
         unchanged(before, (d, p, q), ("drafts", "P", "Q"))
         n, token = pair(out, "(n_accepted, next_token)")
         n, token = whole(n, "n_accepted"), token_id(token, case.V)
-        if not 0 <= n <= case.K:
-            raise ContractError(f"n_accepted = {n} with K = {case.K} drafts")
+        if not 0 <= n <= K:
+            raise ContractError(f"n_accepted = {n} with K = {K} drafts")
         new.append(d[:n] + [token])
-        full.append(n == case.K)
-    kept.append((rule_keeps_all(drafts, P, Q), np.array(full)))
+        full.append(n == K)
+    # a call with no drafts keeps all 0 with the rule's chance 1 (n = 0 is the contract's)
+    kept.append((np.where(Ks == 0, 1.0, rule_keeps_all(drafts, P, Q)), np.array(full)))
     return padded(new, case.K + 1)
 
 
@@ -267,7 +276,7 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept):
         P[:, i] = p  # [rows, V]
         ctx[i] = (ctx[parent][1], tokens[:, i])  # [rows] each
     Q = np.stack([T[ctx[i]] for i in range(-1, m)], 1)  # [rows, 1 + m, V]
-    new = []
+    new, full = [], []
     for row, (t, q) in enumerate(zip(tokens.tolist(), Q)):
         # P [m, V]: the law of each node's siblings before removals
         p = None if case.siblings == "top" else P[row]  # [m, V]
@@ -287,6 +296,15 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept):
             raise ContractError(f"path {path} is not a root-to-node path of the tree with parents "
                                 f"{parents}")
         new.append([t[i] for i in path] + [token_id(token, case.V)])
+        full.append(len(path) == m)
+    if len(set(parents)) == m:
+        # one chain (no node with two children): every right verifier is a chain verifier there,
+        # and the token rule reaches the leaf with prod_i min(1, q_i(x_i) / p_i(x_i)); p_i(x_i) = 1
+        # for the draft's top token
+        rows = np.arange(len(tokens))[:, None]  # [rows, 1]
+        q_x = Q[rows, np.array(parents) + 1, tokens]  # [rows, m]
+        p_x = 1.0 if case.siblings == "top" else P[rows, np.arange(m), tokens]  # [rows, m]
+        kept.append((np.minimum(1, q_x / p_x).prod(1), np.array(full)))
     return padded(new, m + 1)
 
 

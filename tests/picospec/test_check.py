@@ -225,13 +225,14 @@ def test_the_support_cases_fill_a_buffer_and_take_array_bounds():
 def test_the_near_one_case_catches_an_inverse_cdf_run_past_the_mass():
     """An unnormalised residual max(0, q - p) searched with a uniform on [0, 1), clipped to the
     last token: near 1 every draw runs past its mass onto the last token, forbidden where q <= p
-    there; all-zero uniforms stay at the first token of mass and miss it."""
+    there (a sequence or two in 2,000: a quarter of the calls have no drafts, so no residual);
+    all-zero uniforms stay at the first token of mass and miss it."""
     numbers = {case.name: i for i, case in enumerate(CASES["chain"])}
     near, zero = CASES["chain"][numbers["uniforms near 1: support"]], CASES["chain"][0]
     broken = broken_samplers.residual_not_renormalised
-    assert check_case(broken, "chain", near, 300, (0, 12)).verdict == "FAIL"
-    assert check_case(broken, "chain", zero, 300, (0, 1)).verdict == "pass"
-    assert check_case(verify_chain, "chain", near, 300, (0, 12)).verdict == "pass"
+    assert check_case(broken, "chain", near, 2000, (0, 12)).verdict == "FAIL"
+    assert check_case(broken, "chain", zero, 2000, (0, 1)).verdict == "pass"
+    assert check_case(verify_chain, "chain", near, 2000, (0, 12)).verdict == "pass"
 
 
 def test_the_support_cases_target_forbids_every_token_token_0_too():

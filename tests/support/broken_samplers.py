@@ -1,7 +1,8 @@
 """Deliberately broken samplers, each with one bug that people ship; `python -m picospec.check` must
-fail every one, but the three whose bug sits in draws from their own generator, which no run can
+fail every one, but the four whose bug sits in draws from their own generator, which no run can
 reach (their support cases say "untested"): ties_toward_draft_own_generator,
-inverse_cdf_side_left_partly_own_generator, batched_ties_toward_draft_partly_own_generator.
+inverse_cdf_side_left_partly_own_generator, batched_ties_toward_draft_partly_own_generator,
+no_drafts_own_generator.
 
     # exit status 1
     python -m picospec.check tests/support/broken_samplers.py:ties_toward_draft --contract chain
@@ -41,8 +42,8 @@ def residual_not_renormalised(drafts, P, Q, rng):
 
 def bonus_from_draft(drafts, P, Q, rng):
     """All K accepted: the extra token is drawn from the draft's last law instead of the target's
-    row K."""
-    return chain(drafts, P, Q, rng, bonus=lambda P, Q: P[-1])
+    row K (from Q[0] when there are no drafts, as there is no draft law)."""
+    return chain(drafts, P, Q, rng, bonus=lambda P, Q: P[-1] if len(P) else Q[-1])
 
 
 def ratio_inverted(drafts, P, Q, rng):
@@ -132,7 +133,7 @@ def uniforms_kept_for_the_next_call(drafts, P, Q, rng):
     call): each sequence alone follows the target's law, and neighbouring calls are tied."""
     state = uniforms_kept_for_the_next_call
     state.calls = getattr(state, "calls", 0) + 1
-    if state.calls % 2:
+    if state.calls % 2 or len(getattr(state, "u", ())) < len(drafts) + 1:  # fewer kept than needed
         state.u = rng.random(len(drafts) + 1)  # [K + 1]
     u = iter(state.u)
     return chain(drafts, P, Q, rng, uniform=lambda rng: next(u), draw=lambda p, rng: int(
@@ -144,7 +145,7 @@ def bonus_dropped(drafts, P, Q, rng):
     dropped. Lossless (the next call draws that position from q again), one token a step short:
     the battery's kept test sees it."""
     n, token = verify_chain(drafts, P, Q, rng)[:2]
-    return (n - 1, drafts[-1]) if n == len(drafts) else (n, token)
+    return (n - 1, drafts[-1]) if n == len(drafts) > 0 else (n, token)
 
 
 def accepts_half(drafts, P, Q, rng):
@@ -158,11 +159,27 @@ def accepts_half(drafts, P, Q, rng):
                  resample=resample)
 
 
+def no_drafts_argmax(drafts, P, Q, rng):
+    """Right with drafts; with none (K = 0: prompt lookup found no match) the next token is Q[0]'s
+    likeliest, not a draw from Q[0]. The battery's calls all had drafts before it gave some none."""
+    if not drafts:
+        return 0, int(np.argmax(Q[0]))
+    return verify_chain(drafts, P, Q, rng)[:2]
+
+
+def no_drafts_searchsorted_left(drafts, P, Q, rng):
+    """Right with drafts; with none, the next token drawn from Q[0] with searchsorted_left (a
+    separate path for K = 0): u = 0 lands on token 0 even where Q[0] forbids it."""
+    if not drafts:
+        return 0, searchsorted_left(Q[0], rng)
+    return verify_chain(drafts, P, Q, rng)[:2]
+
+
 CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
          "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform",
          "ties_toward_draft_by_out", "inverse_cdf_side_left", "inverse_cdf_by_argmax",
          "answer_kept_for_equal_inputs", "uniforms_kept_for_the_next_call", "bonus_dropped",
-         "accepts_half"]
+         "accepts_half", "no_drafts_argmax", "no_drafts_searchsorted_left"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
@@ -212,8 +229,38 @@ def tree_inverse_cdf_side_left(tokens, parents, Q, rng, P=None):
     return tree(tokens, parents, Q, rng, P, draw=searchsorted_left)
 
 
+def tree_children_as_a_run(tokens, parents, Q, rng, P=None):
+    """verify_tree's walk with a node's children read as the run of indices from its first child
+    (as many as it has), the path read back from the last kept node's ancestors: right while
+    siblings are numbered next to each other (level by level), wrong on a tree numbered depth
+    first, which the contract (parents[i] < i) allows. Example: parents (-1, 0, 1, 0, -1, 4): the
+    root's children read as nodes 0 and 1, not 0 and 4."""
+    node = -1
+    while True:
+        q, kids = Q[node + 1], [i for i, parent in enumerate(parents) if parent == node]
+        for c in range(kids[0], kids[0] + len(kids)) if kids else ():
+            p = P[c] if P is not None else np.eye(len(q))[tokens[c]]
+            if rng.random() < min(1, q[tokens[c]] / p[tokens[c]]):
+                node = c
+                break
+            q = residual(q, p)
+        else:
+            path = []
+            while node >= 0:  # the kept node's ancestors, root first
+                path, node = [node] + path, parents[node]
+            return path, sample(q, rng)
+
+
+def tree_leaf_dropped(tokens, parents, Q, rng, P=None):
+    """verify_tree whose path, when it reaches a leaf, stops a node short: the leaf's token
+    returned as next_token, the bonus token after it dropped. Lossless, one token a step short;
+    on a tree that is one chain it keeps the whole chain less often than the rule."""
+    path, token, _ = verify_tree(tokens, parents, Q, rng, P)
+    return (path[:-1], tokens[path[-1]]) if path and path[-1] not in parents else (path, token)
+
+
 TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
-        "tree_inverse_cdf_side_left"]
+        "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
@@ -246,9 +293,27 @@ def without_replacement_inverse_cdf_side_left(tokens, parents, Q, P, rng):
                 draw=searchsorted_left)
 
 
+def without_replacement_siblings_as_a_run(tokens, parents, Q, P, rng):
+    """Sequoia's rule with the siblings drawn before node i read as the nodes from its parent's
+    first child to i - 1: right while siblings are numbered next to each other, wrong on a tree
+    numbered depth first (tokens of other branches removed from p_i)."""
+    laws = np.array(P, dtype=float)  # [m, V]
+    for i, parent in enumerate(parents):
+        laws[i, list(tokens[list(parents).index(parent):i])] = 0
+        laws[i] /= laws[i].sum()
+    return tree(tokens, parents, Q, rng, laws)
+
+
+def without_replacement_leaf_dropped(tokens, parents, Q, P, rng):
+    """Sequoia's rule whose path, when it reaches a leaf, stops a node short (tree_leaf_dropped)."""
+    path, token = tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P))
+    return (path[:-1], tokens[path[-1]]) if path and path[-1] not in parents else (path, token)
+
+
 WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_small_residual_guard",
-                       "without_replacement_inverse_cdf_side_left"]
+                       "without_replacement_inverse_cdf_side_left",
+                       "without_replacement_siblings_as_a_run", "without_replacement_leaf_dropped"]
 
 
 def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
@@ -420,9 +485,39 @@ def batched_one_row_squeezed(target_with_bonus_probs, bonus_token_ids, draft_pro
                                        draft_token_ids, rng=rng))
 
 
+def first_rejection_by_argmax(drafts, P, Q, rng):
+    """The acceptance tests vectorised, the first rejection found as np.argmax of the rejected
+    tests (0 when none is, then checked): np.argmax of an empty array raises ValueError, so a
+    caller's call with no drafts (K = 0) raises."""
+    t = np.arange(len(drafts))  # [K]
+    rejected = rng.random(len(drafts)) >= np.minimum(1, Q[t, drafts] / P[t, drafts])  # [K]
+    n = int(np.argmax(rejected))
+    if not rejected[n]:  # none rejected: all K kept
+        return len(drafts), sample(Q[len(drafts)], rng)
+    return n, sample(residual(Q[n], P[n]), rng)
+
+
+def no_drafts_n_minus_one(drafts, P, Q, rng):
+    """Right with drafts; with none it returns n = -1 ("nothing to verify") and a token from
+    Q[0]: a caller that keeps drafts[:n] keeps drafts[:-1]."""
+    n, token = verify_chain(drafts, P, Q, rng)[:2]
+    return (-1 if not drafts else n), token
+
+
+def no_drafts_own_generator(drafts, P, Q, rng):
+    """Right with drafts; with none the next token drawn by NumPy's global generator, out of the
+    support cases' reach: their calls with no drafts answer differently when repeated."""
+    if not drafts:
+        return 0, int(np.random.choice(len(Q[0]), p=Q[0]))
+    return verify_chain(drafts, P, Q, rng)[:2]
+
+
 # contract, the case it fails, what its error says
 CONTRACT = {"bonus_skipped": ("chain", 2, "next_token = -1: expected a token id in [0, 3)"),
             "residual_in_place": ("chain", 2, "the sampler changed its input Q in place"),
+            "first_rejection_by_argmax": ("chain", 5, "ValueError: attempt to get argmax of an "
+                                                      "empty sequence"),
+            "no_drafts_n_minus_one": ("chain", 5, "n_accepted = -1 with K = 0 drafts"),
             "tree_bonus_skipped_at_a_leaf": ("tree", 2, "next_token = -1"),
             "batched_padded_with_minus_two": ("rejection", 2, "pads with -1 after the last token"),
             "batched_one_row_squeezed": ("rejection", 2, "expected integer ids [1, 2]")}

@@ -41,8 +41,9 @@ def hf_chain(drafts, P, Q, rng, assistant_ensemble_weight=None):
     with np.errstate(divide="ignore"):
         draft_logits, target_logits = (torch.from_numpy(np.log(P))[None],
                                        torch.from_numpy(np.log(Q))[None])
-    tokens, n = _speculative_sampling(torch.tensor([drafts]), draft_logits, len(drafts),
-                                      target_logits,
+    # [1, K] ids: a long tensor also when K = 0 (torch.tensor([[]]) is a float one)
+    tokens, n = _speculative_sampling(torch.tensor([drafts], dtype=torch.long), draft_logits,
+                                      len(drafts), target_logits,
                                       assistant_ensemble_weight=assistant_ensemble_weight)
     return int(n), int(tokens[0, -1])
 

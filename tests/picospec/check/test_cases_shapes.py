@@ -1,0 +1,172 @@
+"""Shapes of call the battery makes beyond K drafts on a tree numbered level by level
+(picospec/check/cases.py, drivers.py): chain calls with no drafts (K = 0, as prompt lookup or REST
+call a verifier when nothing matched), trees numbered depth first (siblings apart), and the kept
+test on a tree that is one chain (every right tree verifier is a chain verifier there). Each
+broken sampler here passes the same case with the shape taken out (no_drafts = 0, the kept test
+off) and fails it as it is; picospec's own verifiers pass it. Sizes: 4,000 sequences a case
+(tests/picospec/test_check.py runs the battery at that size too).
+"""
+import numpy as np
+import pytest
+
+from picospec.check.battery import check_case
+from picospec.check.cases import CASES
+from picospec.check.drivers import run
+from picospec.verify import verify_chain, verify_tree, verify_without_replacement
+
+from tests.support import broken_samplers
+
+SAMPLES = 4000
+RIGHT = {"chain": verify_chain, "tree": verify_tree,
+         "tree_without_replacement": verify_without_replacement}
+
+
+def numbered(contract, name):
+    """(number from 1, Case) of the case of that name."""
+    [(i, case)] = [(i, c) for i, c in enumerate(CASES[contract], 1) if c.name == name]
+    return i, case
+
+
+def test_the_chain_battery_calls_with_no_drafts():
+    """A share of the calls of the cases with no_drafts are given drafts [], P [0, V] and Q [1, V];
+    the support cases among them (a K = 0 bug at u = 0 or near 1); the other cases never."""
+    with_none = [c.name for c in CASES["chain"] if c.no_drafts]
+    assert {"uniforms at 0: support", "uniforms near 1: support"} < set(with_none)
+    assert len(with_none) >= 4
+    for i, case in enumerate(CASES["chain"], 1):
+        shapes = []
+
+        def spy(drafts, P, Q, rng):
+            shapes.append((len(drafts), P.shape, Q.shape))
+            return verify_chain(drafts, P, Q, rng)[:2]
+
+        run(spy, "chain", case, 300, (0, i))
+        empty = [s for s in shapes if s[0] == 0]
+        assert all(s == (0, (0, case.V), (1, case.V)) for s in empty), case.name
+        assert all(s == (case.K, (case.K, case.V), (case.K + 1, case.V)) for s in shapes
+                   if s[0]), case.name
+        if case.no_drafts:  # about a quarter of the calls
+            assert 0.15 < len(empty) / len(shapes) < 0.35, (case.name, len(empty), len(shapes))
+        else:
+            assert not empty, case.name
+
+
+def test_calls_with_no_drafts_keep_the_law_and_the_kept_test():
+    """The rule keeps all 0 drafts with chance 1: each K = 0 call counts as kept whole with rule
+    1 (n = 0 is the only n the contract allows), and picospec's own passes every such case."""
+    for i, case in enumerate(CASES["chain"], 1):
+        if not case.no_drafts:
+            continue
+        kept = []
+        run(verify_chain, "chain", case, SAMPLES, (0, i), kept)
+        full = np.concatenate([f for _, f in kept])
+        rule = np.concatenate([r for r, _ in kept])
+        assert full[rule == 1].all() and (rule == 1).sum() >= 0.15 * len(rule), case.name
+        assert check_case(verify_chain, "chain", case, SAMPLES, (0, i), tv=False).verdict == "pass"
+
+
+@pytest.mark.parametrize("name, verdict, detail", [
+    ("no_drafts_argmax", "FAIL", "observed"),
+    ("no_drafts_searchsorted_left", "FAIL", "sequences the target forbids"),
+    ("first_rejection_by_argmax", "error", "ValueError: attempt to get argmax of an empty"),
+    ("no_drafts_n_minus_one", "error", "n_accepted = -1 with K = 0 drafts")])
+def test_a_sampler_wrong_only_without_drafts_fails_where_calls_have_none(name, verdict, detail):
+    """Each is right whenever it has drafts: the cases with no_drafts = 0 pass it, the same cases
+    with their calls without drafts fail it (the first of them that does)."""
+    fn = getattr(broken_samplers, name)
+    results = []
+    for i, case in [(i, c) for i, c in enumerate(CASES["chain"], 1) if c.no_drafts]:
+        assert check_case(fn, "chain", case._replace(no_drafts=0.0), SAMPLES, (0, i),
+                          tv=False).verdict == "pass", (name, case.name)
+        results.append(check_case(fn, "chain", case, SAMPLES, (0, i), tv=False))
+    bad = [r for r in results if r.verdict != "pass"]
+    assert bad and bad[0].verdict == verdict and detail in bad[0].detail, results
+
+
+def test_a_sampler_drawing_elsewhere_without_drafts_leaves_the_support_cases_untested():
+    """no_drafts_own_generator draws its K = 0 token from NumPy's global generator: both support
+    cases say "untested" (some draws come from elsewhere), where without the K = 0 calls they
+    passed it."""
+    fn = broken_samplers.no_drafts_own_generator
+    for i, case in [(i, c) for i, c in enumerate(CASES["chain"], 1) if c.support]:
+        result = check_case(fn, "chain", case, 300, (0, i))
+        assert result.verdict == "untested" and "come from elsewhere" in result.detail, result
+        assert check_case(fn, "chain", case._replace(no_drafts=0.0), 300,
+                          (0, i)).verdict == "pass"
+        assert check_case(verify_chain, "chain", case, 300, (0, i)).verdict == "pass"
+
+
+def level_order(parents):
+    """Whether every node's children are numbered next to each other (a run of indices)."""
+    return all(np.ptp(kids) == len(kids) - 1 for kids in
+               [np.flatnonzero(np.array(parents) == p) for p in set(parents)])
+
+
+@pytest.mark.parametrize("contract, name", [
+    ("tree", "tree_children_as_a_run"),
+    ("tree_without_replacement", "without_replacement_siblings_as_a_run")])
+def test_a_tree_numbered_depth_first_fails_a_sampler_that_reads_siblings_as_a_run(contract, name):
+    """Every other tree of the battery has each node's children numbered together; the depth-first
+    case's do not. The sampler that reads them as a run fails it and passes the same case with its
+    tree numbered level by level (the same tree); picospec's own passes both."""
+    trees = [c.parents for c in CASES[contract] if not c.name.endswith("numbered depth first")]
+    assert all(level_order(p) for p in trees)
+    i, case = [(i, c) for i, c in enumerate(CASES[contract], 1)
+               if c.name.endswith("numbered depth first")][0]
+    assert not level_order(case.parents)
+    assert all(all(np.diff(np.flatnonzero(np.array(case.parents) == p)) > 1)
+               for p in set(case.parents) if list(case.parents).count(p) > 1)  # siblings apart
+    # the same tree, level by level: root -> a, b; a -> c, d; c -> e; b -> f
+    levels = case._replace(parents=(-1, -1, 0, 0, 1, 2))
+    fn = getattr(broken_samplers, name)
+    assert check_case(fn, contract, levels, SAMPLES, (0, i), tv=False).verdict == "pass"
+    result = check_case(fn, contract, case, SAMPLES, (0, i), tv=False)
+    assert result.verdict == "FAIL" and "observed" in result.detail, result
+    for tree in (case, levels):
+        assert check_case(RIGHT[contract], contract, tree, SAMPLES, (0, i),
+                          tv=False).verdict == "pass"
+
+
+def chain_cases(contract):
+    """[(number from 1, Case)]: the law cases whose tree is one chain."""
+    return [(i, c) for i, c in enumerate(CASES[contract], 1)
+            if not c.support and len(set(c.parents)) == len(c.parents)]
+
+
+def test_each_tree_battery_has_a_tree_that_is_one_chain_whose_leaf_is_reached():
+    """A chain case whose leaf is never reached tests nothing (the T = 0 chain of
+    tree_without_replacement: the draft's top token is never the target's there); each battery
+    has one where picospec's own reaches it, and on each chain it does as often as the rule says
+    (within 5 standard deviations: the rule's chance is the verifier's own on a chain)."""
+    for contract in ("tree", "tree_without_replacement"):
+        reached = 0
+        for i, case in chain_cases(contract):
+            kept = []
+            run(RIGHT[contract], contract, case, SAMPLES, (0, i), kept)
+            full = np.concatenate([f for _, f in kept])
+            rule = np.concatenate([r for r, _ in kept])
+            assert len(full) > SAMPLES, (contract, case.name)
+            assert abs(full.sum() - rule.sum()) <= 5 * np.sqrt((rule * (1 - rule)).sum()) + 1e-9
+            reached += int(full.sum())
+        assert reached >= SAMPLES / 10, contract
+
+
+@pytest.mark.parametrize("contract, name", [("tree", "tree_leaf_dropped"),
+                                            ("tree_without_replacement",
+                                             "without_replacement_leaf_dropped")])
+def test_a_tree_sampler_that_drops_the_leaf_fails_a_tree_that_is_one_chain(contract, name):
+    """Lossless (its law passes every case), one token short when it reaches a leaf: the kept
+    test of a chain-shaped tree whose leaf is reached fails it; on a tree with a node of two
+    children no kept test runs and it passes. picospec's own passes every chain."""
+    fn = getattr(broken_samplers, name)
+    failed = []
+    for i, case in chain_cases(contract):
+        result = check_case(fn, contract, case, SAMPLES, (0, i), tv=False)
+        failed += [result] if result.verdict != "pass" else []
+        assert check_case(RIGHT[contract], contract, case, SAMPLES, (0, i),
+                          tv=False).verdict == "pass"
+    assert failed and all(r.verdict == "FAIL" for r in failed), failed
+    assert failed[0].detail.startswith("keeps fewer drafts than the rule: the whole chain"), failed
+    i, case = numbered(contract, [c.name for c in CASES[contract]
+                                  if c.name.endswith("numbered depth first")][0])
+    assert check_case(fn, contract, case, SAMPLES, (0, i), tv=False).verdict == "pass"
