@@ -48,9 +48,8 @@ class Report(NamedTuple):
     controls: list  # [(control name, the first case that caught it, or None)]
 
 
-def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True, keeps=True):
-    """Run fn on one case and G-test the law of its sequences -> CaseResult (tv=False: no tv90;
-    keeps=False: no kept test, for a fn given fewer drafts than the case drew)."""
+def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
+    """Run fn on one case and G-test the law of its sequences -> CaseResult (tv=False: no tv90)."""
     T, _ = case.laws()
     probs = law_vector(Toy(T), PROMPT, case.N)  # [V^N]: the warped target's exact law
     # chain, rejection, a tree that is one chain: [(the rule's chance of keeping every draft, kept
@@ -90,7 +89,7 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True, keeps=Tr
     # [calls] each: did the call keep every draft, and the token rule's chance of that
     full = np.concatenate([f for _, f in kept]) if kept else np.zeros(0)
     rule = np.concatenate([r for r, _ in kept]) if kept else np.zeros(0)
-    short = kept_p_value(full, rule) if keeps else 1.0
+    short = kept_p_value(full, rule)
     detail = ""
     if p < alpha:
         worst = np.argsort(-np.abs(counts - samples * probs))[:3]  # [3]: the farthest sequences

@@ -207,27 +207,6 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
 
 # one more law case, of a shape the battery lacks, once the battery passed: fn's calls watched by
 # rules, wrap(watch) the sampler the checker runs -> a failing Verdict naming the case, or None
-def one_more_case(exercise, fn, contract, case, rules, samples, seed, rng_at, wrap=None,
-                  differs="the law of what you sampled differs from the exact one"):
-    watch = watched(fn, rules, rng_at)
-    # a wrap that drops the case's drafts keeps none of them: the checker's kept test is off
-    bad = check_case(wrap(watch) if wrap else watch, contract, case, samples, (seed, 0),
-                     keeps=wrap is None)
-    if bad.verdict not in FAILED:
-        return None
-    pairs = bad.detail.startswith(SAID_WHOLE)  # the checker's pairs or kept test
-    if bad.verdict == "error":
-        why = watch.broken or f"your function raised or broke the contract: {bad.detail}"
-    else:
-        why = f"p-value {bad.p_value:.2g} < {ALPHA:g}: " + (bad.detail if pairs else (
-            f"{differs}; sequences (new tokens) with the largest gaps:\n  "
-            + bad.detail.replace("; ", "\n  ")))
-    return Verdict(exercise, False, f"the law of {samples:,} sequences sampled through your "
-                   f"function on one more toy case, {case.name}, once the battery passed, G-test "
-                   f"at alpha {ALPHA:g}", f"first failing case: {case.name}\n{why}",
-                   f"case {case.name}")
-
-
 def same_mistake(fn, known, contract, seed, n=200, battery=None):
     """The kept wrong answer among `known` whose n sequences are fn's on every case of the
     battery, or None."""

@@ -839,24 +839,12 @@ MUTANTS = (
            ("tests/cli/test_picospec_cli.py::"
             "test_a_repeated_sigterm_does_not_cut_the_cleanup_short",),
            "a second SIGTERM stops the cleanup the first began"),
-    Mutant("grader-chain-no-drafts-by-law", "graders", "rule", "picospec/exercises/verify_chain.py",
-           "    verdict = drawn_without_drafts(fn, samples, seed) or verdict",
-           "    verdict = verdict",
-           ("tests/picospec/exercises/test_grading.py::"
-            "test_a_sampler_wrong_only_without_drafts_is_caught",),
-           "verify_chain taking Q[0]'s argmax when there are no drafts passes"),
     Mutant("grader-chain-no-drafts-rng", "graders", "rule", "picospec/exercises/verify_chain.py",
-           "    if (i := outside_rng(fn, EMPTY_UNCERTAIN)) is not None:",
-           "    if (i := None) is not None:",
+           "    if verdict.passed and (i := outside_rng(fn, EMPTY_UNCERTAIN)) is not None:",
+           "    if verdict.passed and (i := None) is not None:",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_sampler_wrong_only_without_drafts_is_caught",),
            "verify_chain drawing from NumPy's global generator when there are no drafts passes"),
-    Mutant("grader-wr-depth-first-tree", "graders", "rule",
-           "picospec/exercises/verify_without_replacement.py",
-           "    return one_more_case(NAME, fn, CONTRACT, DEPTH_FIRST, rules, samples, seed, 4) or "
-           "verdict", "    return verdict",
-           ("tests/picospec/exercises/test_grading.py::test_siblings_apart_are_tried",),
-           "a walk that reads a node's children as one run of indices passes"),
     Mutant("checker-kept-test-off", "checker", "rule", "picospec/check/battery.py",
            "    p = min(p, short * alpha / KEPT_ALPHA)", "    p = min(p, 1.0)",
            ("tests/picospec/check/test_exact_law_kept.py::"
@@ -874,10 +862,6 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_lossless_answer_keeping_fewer_drafts_is_told_so",),
            "a verdict from the kept test is told as sequences with the largest gaps"),
-    Mutant("grader-kept-on-dropped-drafts", "graders", "rule", "picospec/exercises/grading.py",
-           "                     keeps=wrap is None)", "                     keeps=True)",
-           ("tests/picospec/test_exercises.py::test_the_projects_answer_passes",),
-           "the project's own verify_chain fails its K = 0 case (its draft dropped, none kept)"),
     Mutant("notebook-second-verdict-unread", "pages", "rule", "notebooks/src/verdicts.py",
            "    return all(check_one(sentence) for sentence in sentences)",
            "    return check_one(sentences[0])",
@@ -1078,11 +1062,35 @@ MUTANTS = (
            "        if not isinstance(y, (bool, np.bool_)):", "        if False:",
            ("tests/picospec/exercises/test_grading.py",),
            "typical_accept's mask as 0/1 integers passes (as an index it picks nodes 0 and 1)"),
-    Mutant("grader-chain-no-empty-call", "graders", "rule", "picospec/exercises/verify_chain.py",
-           "    return no_drafts(fn) or verdict", "    return verdict",
-           ("tests/picospec/exercises/test_grading.py::"
-            "test_a_sampler_that_fails_without_drafts_is_named",),
-           "a verify_chain that raises with no drafts (K = 0, prompt lookup's miss) passes"),
+    Mutant("checker-chain-no-empty-call", "checker", "rule", "picospec/check/drivers.py",
+           '    share = getattr(case, "no_drafts", 0.0)', "    share = 0.0",
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_a_sampler_wrong_only_without_drafts_fails_where_calls_have_none",
+            "tests/picospec/exercises/test_grading.py::"
+            "test_a_sampler_that_fails_without_drafts_is_named"),
+           "a sampler that raises, or answers Q[0]'s argmax, with no drafts (K = 0, prompt "
+           "lookup's miss) passes"),
+    Mutant("checker-empty-call-kept", "checker", "rule", "picospec/check/drivers.py",
+           "np.where(Ks == 0, 1.0, rule_keeps_all(drafts, P, Q))", "rule_keeps_all(drafts, P, Q)",
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_calls_with_no_drafts_keep_the_law_and_the_kept_test",),
+           "a call with no drafts counts in the kept test as if it had the case's K"),
+    Mutant("checker-tree-chain-kept-off", "checker", "rule", "picospec/check/drivers.py",
+           "    if len(set(parents)) == m:", "    if False:",
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_a_tree_sampler_that_drops_the_leaf_fails_a_tree_that_is_one_chain",),
+           "a tree sampler cutting its path before the leaf (lossless in law) passes"),
+    Mutant("checker-tree-chain-rule", "checker", "rule", "picospec/check/drivers.py",
+           "        kept.append((np.minimum(1, q_x / p_x).prod(1), np.array(full)))",
+           "        kept.append((np.minimum(1, q_x / p_x).min(1), np.array(full)))",
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_each_tree_battery_has_a_tree_that_is_one_chain_whose_leaf_is_reached",),
+           "the rule's chance of reaching a chain's leaf taken as its least step's"),
+    Mutant("checker-tree-depth-first", "checker", "rule", "picospec/check/cases.py",
+           "parents=(-1, 0, 1, 0, -1, 4)),", "parents=(-1, -1, 0, 0, 1, 2)),",
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_a_tree_numbered_depth_first_fails_a_sampler_that_reads_siblings_as_a_run",),
+           "a tree sampler reading a node's children as one run of indices passes"),
     Mutant("figures-heads-untimed", "run", "record", "picospec_app/run.py",
            "    elif isinstance(heads, dict):", "    elif False:",
            ("tests/app/test_run.py::test_medusa_and_blockwise_heads_are_timed_as_the_drafter",),

@@ -106,58 +106,44 @@ def test_a_generator_seeded_inside_is_named():
 
 
 def test_a_sampler_that_fails_without_drafts_is_named():
-    """Right in law at every K of the battery (1 to 6), it raises at K = 0: the call is shown;
-    the project's sampler and the right ones written otherwise answer it."""
-    from picospec.verify import verify_chain
-
-    from tests.support import learner_answers
-
-    module = EXERCISES["verify_chain"]
-    verdict = module.grade(student_answers.chain_bonus_after_the_loop, samples=SAMPLES)
-    assert verdict.failed == "no drafts", str(verdict)
+    """Right in law with drafts, it raises with none (K = 0, as prompt lookup calls it when
+    nothing matched): the battery's case whose calls have no drafts at times shows the call."""
+    verdict = EXERCISES["verify_chain"].grade(student_answers.chain_bonus_after_the_loop,
+                                              samples=SAMPLES)
+    assert verdict.failed.startswith("case ") and " or 0 " in verdict.failed, str(verdict)
     assert "drafts = []\n" in verdict.evidence and "it raised UnboundLocalError" in verdict.evidence
-    for right in (verify_chain, learner_answers.verify_chain, student_answers.chain_uniforms_first,
-                  student_answers.chain_binomial_draws):
-        assert module.no_drafts(right) is None
 
 
 @pytest.mark.parametrize("wrong, failed", [
-    ("chain_greedy_without_drafts", "case no drafts (K = 0), V=4"),
+    ("chain_greedy_without_drafts", " or 0 "),
     ("chain_numpy_without_drafts", "randomness outside rng")])
 def test_a_sampler_wrong_only_without_drafts_is_caught(wrong, failed):
-    """Right at every K of the battery (1 to 6), wrong only at K = 0, where its one call's token
-    is certain: the law of its calls with no drafts and their rng are checked too; the project's
-    sampler and the right ones written otherwise pass that check."""
+    """Right with drafts, wrong only at K = 0: Q[0]'s argmax fails the battery's case of calls
+    with no drafts at times; a draw from NumPy's global generator there, which no law tells, is
+    seen by a call with no drafts whose token is random. The project's sampler and the right ones
+    written otherwise draw that token from rng."""
+    from picospec.exercises.grading import outside_rng
     from picospec.verify import verify_chain
 
     from tests.support import learner_answers
 
     module = EXERCISES["verify_chain"]
     verdict = module.grade(getattr(student_answers, wrong), samples=SAMPLES)
-    assert verdict.failed == failed, str(verdict)
-    assert module.no_drafts(getattr(student_answers, wrong)) is None
+    assert failed in verdict.failed, str(verdict)
     for right in (verify_chain, learner_answers.verify_chain, student_answers.chain_uniforms_first,
                   student_answers.chain_binomial_draws):
-        assert module.drawn_without_drafts(right, SAMPLES, 0) is None
+        assert outside_rng(right, module.EMPTY_UNCERTAIN) is None
 
 
 def test_siblings_apart_are_tried():
-    """Every tree of the battery is numbered level by level, so a node's children sit side by
-    side; numbered depth first they do not. Children read as one run of indices never try a
-    sibling after another's subtree: right in law, and a call shows the sibling left out. The
-    right walks pass the tree numbered depth first."""
+    """A tree of the battery is numbered depth first, a node's children apart. Children read as
+    one run of indices never try a sibling after another's subtree: right in law, and a call shows
+    the sibling left out."""
     from picospec.exercises import verify_without_replacement as module
-    from picospec.verify import verify_without_replacement
-
-    from tests.support import learner_answers
 
     verdict = module.grade(student_answers.wr_siblings_in_a_run, samples=SAMPLES)
-    assert verdict.failed == "case V=4 siblings numbered depth first", str(verdict)
+    assert "numbered depth first" in verdict.failed, str(verdict)
     assert "the first that broke a rule" in verdict.evidence and "always kept" in verdict.evidence
-    for right in (verify_without_replacement, learner_answers.verify_without_replacement,
-                  student_answers.wr_recursive, student_answers.wr_path_as_array):
-        assert module.one_more_case(module.NAME, right, module.CONTRACT, module.DEPTH_FIRST,
-                                    module.rules, SAMPLES, 0, 4) is None
 
 
 def test_state_kept_between_calls_is_named():
