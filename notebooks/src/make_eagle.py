@@ -274,8 +274,12 @@ for T in TEMPERATURES:  # EAGLE-3 against EAGLE-2, the same tree
     e2, e3 = measured["eagle2", "depth 5, top-k 4, 16", T], measured["eagle3", "depth 5, top-k 4, 16", T]
     print(f"T = {T:g}: EAGLE-3's drafting costs {e3['drafting'] / e2['drafting']:.2f} of EAGLE-2's per step, "
           f"its tokens per target call are {e3['tokens_per_call'] / e2['tokens_per_call']:.2f} of EAGLE-2's, and it "
-          f"runs {e3['speedup'] / e2['speedup']:.2f}x as fast as EAGLE-2 "
-          f"({'faster' if e3['speedup'] > e2['speedup'] else 'not faster'})")"""),
+          f"runs {e3['speedup'] / e2['speedup']:.2f}x as fast as EAGLE-2 ("
+          + ("faster: its speedups' quartiles lie above EAGLE-2's"
+             if e3["speedup_iqr"][0] > e2["speedup_iqr"][1] else
+             "slower: its speedups' quartiles lie below EAGLE-2's"
+             if e3["speedup_iqr"][1] < e2["speedup_iqr"][0] else
+             "the two speedups' quartile ranges overlap: no difference this run can tell") + ")")"""),
 ]
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 save(nb, NOTEBOOKS / "eagle.ipynb")

@@ -174,7 +174,7 @@ for family, f in families.items():
     turn = " ".join(f"{v:.2f}" for v in f["c_in_turn"].values())
     print(f"   c(M) with every M in turn: {turn}")
     print(f"   a two-token call costs {f['c']['2']:.2f} one-token calls: the one-token call is "
-          f"{'the cheaper' if f['c']['2'] >= 1 else 'the dearer'}")
+          f"{'the cheaper' if f['c']['2'] > 1 else 'as dear' if f['c']['2'] == 1 else 'the dearer'}")
     for k in f["runs"]:
         print(f"   K={k['K']}: E {k['E']:.2f}, acceptance {k['acceptance']:.2f}, measured "
               f"{k['speedup']:.2f}x; cost model from the run's costs (c {k['c_run']:.2f}, K c_d "
