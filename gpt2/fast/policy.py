@@ -135,7 +135,7 @@ def choose_threads(n_params, requested=None, free=None):
     if n_params < SMALL_MODEL:
         return 1, f"small model ({n_params / 1e6:.2f}M parameters)"
     n, cpus, how = free or usable_cores()
-    return n, f"{n} of {cpus} cores free ({how})"
+    return n, cores_free(n, cpus, how)
 
 
 class Wide(NamedTuple):  # the BLAS threads of forwards of WIDE_ROWS token rows or more, and why
@@ -148,7 +148,13 @@ def choose_wide(n_params, threads, requested=None, free=None):
     if requested is not None or n_params >= SMALL_MODEL:
         return Wide(threads, "as every product")
     n, cpus, how = free or usable_cores()
-    return Wide(n, f"{n} of {cpus} cores free ({how})")
+    return Wide(n, cores_free(n, cpus, how))
+
+
+def cores_free(n, cpus, how):
+    # unmeasured, every usable core is taken: not "free", which nobody looked at
+    return f"all {cpus} cores (their load not measured)" if how == "not measured" else \
+        f"{n} of {cpus} cores free ({how})"
 
 
 @functools.lru_cache(maxsize=1)

@@ -29,8 +29,10 @@ def test_large_models_get_the_free_cores():
     assert policy.choose_threads(124_000_000, free=(3, 4, "3.2 idle now")) == (
         3, "3 of 4 cores free (3.2 idle now)")
     cpus = policy.usable_cores()[0]  # nobody measured: every usable core, and no wait for it
-    assert policy.choose_threads(124_000_000) == (cpus, f"{cpus} of {cpus} cores free (not "
+    # said as what it is: every core taken, not "free", which nobody looked at
+    assert policy.choose_threads(124_000_000) == (cpus, f"all {cpus} cores (their load not "
                                                         f"measured)")
+    assert policy.choose_wide(5_850_000, 1) == (cpus, f"all {cpus} cores (their load not measured)")
 
 
 def test_the_app_measures_the_machine_once_and_the_engines_take_its_figures(monkeypatch):
