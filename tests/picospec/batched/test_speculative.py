@@ -172,6 +172,40 @@ def test_batched_rows_equal_each_row_alone(options):
     assert any(-1 in s["accepted"] for s in stats)
 
 
+
+class Windowed(Toy):
+    """A toy with a context window of `n_ctx` tokens, refusing longer inputs as an engine does."""
+
+    def __init__(self, table, n_ctx):
+        super().__init__(table)
+        self.n_ctx = n_ctx
+
+    def __call__(self, x, n=1):
+        if len(x) > self.n_ctx:
+            raise ValueError(f"{len(x)} tokens do not fit the context window of {self.n_ctx}")
+        return super().__call__(x, n)
+
+
+@pytest.mark.parametrize("options", [{"temperature": 0}, {"temperature": 1.0}], ids=["T=0", "T=1"])
+def test_a_row_at_the_context_window_beside_rows_that_draft_on(options):
+    """Row 0's prompt plus N fills a 12-token window exactly while row 1, of one token, still
+    drafts K = 4 a step: row 0 never feeds the models a draft past its N tokens (the window ends
+    there), and every row still equals one_row, the drafts it does not need drawn but cut."""
+    N, K, stats, window = 6, 4, [], 12
+    prompts = [[1, 0, 2, 4, 3, 1], [2]]
+    out = batch_speculative_sampling(prompts, batched(Windowed(ROW_DRAFT.table, window)),
+                                     batched(Windowed(ROW_TARGET.table, window)), N, K,
+                                     np.random.default_rng(99), stats=stats,
+                                     generators={b: np.random.default_rng(b) for b in range(2)},
+                                     **options)
+    for b, x in enumerate(prompts):
+        ks = [s["drafted"] for s in stats if s["accepted"][b] >= 0]
+        assert out[b] == one_row(x, N, ks, np.random.default_rng(b), **options), b
+    assert len(out[0]) == window
+    # the case happened: row 0 took a step of k drafts with fewer than k tokens left to take
+    taken = np.cumsum([0] + [len(s["tokens"][0]) for s in stats])  # row 0's tokens before a step
+    assert any(s["accepted"][0] >= 0 and N - t < s["drafted"] for s, t in zip(stats, taken))
+
 # The law of each row: three prompts of different lengths, each row's law checked against the
 # target's exact law (and recovering from the target instead of the residual is caught).
 
