@@ -900,6 +900,17 @@ MUTANTS = (
            '    if config.get("model_type", "gpt2") != "gpt2" and "n_embd" in config:',
            ("tests/gpt2/test_weights.py::test_another_architecture_is_named_as_one",),
            "a Llama config is told as a damaged GPT-2 config (replace it with a good copy)"),
+    Mutant("batch-speculative-drafts-past-window", "batch", "rule",
+           "picospec/batched/speculative.py",
+           "drafts = [d[:r + 1] for d, r in zip(drawn, room)]", "drafts = drawn",
+           ("tests/picospec/batched/test_speculative.py::"
+            "test_a_row_at_the_context_window_beside_rows_that_draft_on",),
+           "--batch: a row at the context window beside rows still drafting overflows it"),
+    Mutant("batch-speculative-cut-laws-unshifted", "batch", "rule",
+           "picospec/batched/speculative.py", "q[k - r - 1:]", "q[:r + 2]",
+           ("tests/picospec/batched/test_speculative.py::"
+            "test_a_row_at_the_context_window_beside_rows_that_draft_on",),
+           "--batch: a row given fewer drafts is judged against laws of the wrong positions"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
