@@ -61,16 +61,18 @@ def filled(value, size, dtype=np.float64, out=None):
         return out
     if size is None and value.ndim == 0:
         return float(value)
+    if value.ndim == 0:  # the array below, made faster: a sampler may draw at every row
+        return np.full(size, value, dtype=dtype)
     return np.array(np.broadcast_to(value, value.shape if size is None else size), dtype=dtype)
 
 
-def draft_chains(D, T, last2, last1, K, rng):
-    """K drafts after contexts last2, last1 [rows] -> drafts [rows, K], P [rows, K, V], Q [rows,
-    K + 1, V]."""
+def draft_chains(D, T, last2, last1, u):
+    """K drafts after contexts last2, last1 [rows], by uniforms u [rows, K] -> drafts [rows, K],
+    P [rows, K, V], Q [rows, K + 1, V]."""
     drafts, P, Q = [], [], [T[last2, last1]]
-    for _ in range(K):
+    for t in range(u.shape[1]):
         p = D[last2, last1]  # [rows, V]
-        token = sample_rows(p, rng.random(len(p)))  # [rows]
+        token = sample_rows(p, u[:, t])  # [rows]
         drafts.append(token)
         P.append(p)
         last2, last1 = last1, token
@@ -101,11 +103,9 @@ def run(fn, contract, case, n, seed, kept=None):
         # the rejection contract's calls: each row of the first alone(n) sequences by itself (a
         # batch of one), then the others together
         cut = int(np.searchsorted(rows, alone(contract, n)))
-        parts = [slice(j, j + 1) for j in range(cut)] + [slice(cut, len(rows))]
         # [rows, W]: new tokens, then -1
-        new = np.concatenate([STEPS[contract](fn, case, T, D, last2[part], last1[part], rng, fn_rng,
-                                              [] if kept is None else kept)
-                              for part in parts if part.start < len(rows)])
+        new = STEPS[contract](fn, case, T, D, last2, last1, rng, fn_rng,
+                              [] if kept is None else kept, cut)
         count = (new >= 0).sum(1)  # [rows]
         if (count < 1).any() or (new >= case.V).any():
             row = int(np.flatnonzero((count < 1) | (new >= case.V).any(1))[0])
@@ -224,32 +224,40 @@ def rule_keeps_all(drafts, P, Q):
     return np.minimum(1, Q[rows, t, drafts] / P[rows, t, drafts]).prod(1)  # [rows, K] -> [rows]
 
 
-def step_chain(fn, case, T, D, last2, last1, rng, fn_rng, kept):
-    drafts, P, Q = draft_chains(D, T, last2, last1, case.K, rng)
+def step_chain(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
+    # [rows, K]: drawn a draft position at a time
+    drafts, P, Q = draft_chains(D, T, last2, last1, rng.random((case.K, len(last1))).T)
     # [rows]: the drafts each call is given, K or (a share no_drafts of the calls) none: drafts [],
     # P [0, V], Q[:1], as prompt lookup calls it when nothing matched (the law stays the target's);
     # getattr: a case of the exercises' own (draft_law's Head) has no no_drafts
     share = getattr(case, "no_drafts", 0.0)
     Ks = np.where(rng.random(len(drafts)) < share, 0, case.K) if share else np.full(len(drafts),
                                                                                   case.K)
-    new, full = [], []
+    ns, tokens = [], []  # [rows] each: n_accepted, next_token
     for d, p, q, K in zip(drafts.tolist(), P, Q, Ks.tolist()):
-        d, p, q = d[:K], p[:K], q[:K + 1]
-        before = snapshot((d, p, q))
+        if K < case.K:  # no drafts: [], P [0, V], Q [1, V]
+            d, p, q = d[:K], p[:K], q[:K + 1]
+        # snapshot((d, p, q)) and its comparison written out: they run at every call
+        before = (list(d), p.tobytes(), q.tobytes())
         out = fn(d, p, q, fn_rng)
-        unchanged(before, (d, p, q), ("drafts", "P", "Q"))
+        if (d, p.tobytes(), q.tobytes()) != before:
+            unchanged(before, (d, p, q), ("drafts", "P", "Q"))
         n, token = pair(out, "(n_accepted, next_token)")
         n, token = whole(n, "n_accepted"), token_id(token, case.V)
         if not 0 <= n <= K:
             raise ContractError(f"n_accepted = {n} with K = {K} drafts")
-        new.append(d[:n] + [token])
-        full.append(n == K)
+        ns.append(n)
+        tokens.append(token)
+    ns = np.array(ns, dtype=np.int64)  # [rows]
     # a call with no drafts keeps all 0 with the rule's chance 1 (n = 0 is the contract's)
-    kept.append((np.where(Ks == 0, 1.0, rule_keeps_all(drafts, P, Q)), np.array(full)))
-    return padded(new, case.K + 1)
+    kept.append((np.where(Ks == 0, 1.0, rule_keeps_all(drafts, P, Q)), ns == Ks))
+    # [rows, K + 1]: the n accepted drafts, next_token, then -1 (padded(), at once)
+    new = np.where(np.arange(case.K + 1) < ns[:, None], np.pad(drafts, ((0, 0), (0, 1))), -1)
+    new[np.arange(len(ns)), ns] = tokens
+    return new
 
 
-def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept):
+def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
     """Draw every row's tree from the draft, score it with the target, verify -> [rows, m + 1]."""
     parents, m = list(case.parents), len(case.parents)
     tokens = np.zeros((len(last1), m), dtype=np.int64)  # [rows, m]
@@ -276,23 +284,30 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept):
         P[:, i] = p  # [rows, V]
         ctx[i] = (ctx[parent][1], tokens[:, i])  # [rows] each
     Q = np.stack([T[ctx[i]] for i in range(-1, m)], 1)  # [rows, 1 + m, V]
+    # the paths a sampler may return: () and each node's path from the root, (parent's path, node)
+    path_to = {-1: ()}
+    for i, parent in enumerate(parents):
+        path_to[i] = path_to[parent] + (i,)
+    paths = set(path_to.values())
+    top, without = case.siblings == "top", case.siblings == "without_replacement"
     new, full = [], []
     for row, (t, q) in enumerate(zip(tokens.tolist(), Q)):
         # P [m, V]: the law of each node's siblings before removals
-        p = None if case.siblings == "top" else P[row]  # [m, V]
-        before = snapshot((t, parents, q, p))
-        if case.siblings == "without_replacement":
+        p = None if top else P[row]  # [m, V]
+        # snapshot((t, parents, q, p)) and its comparison written out: they run at every call
+        before = (list(t), list(parents), q.tobytes(), None if top else p.tobytes())
+        if without:
             out = fn(t, parents, q, p, fn_rng)
         else:
             out = fn(t, parents, q, fn_rng, P=p)
-        unchanged(before, (t, parents, q, p), ("tokens", "parents", "Q", "P"))
+        if (t, parents, q.tobytes(), None if top else p.tobytes()) != before:
+            unchanged(before, (t, parents, q, p), ("tokens", "parents", "Q", "P"))
         path, token = pair(out, "(path, next_token)")
         try:
             path = [whole(i, "a node of the path") for i in path]
         except TypeError:  # not a sequence
             raise ContractError(f"path {path!r}: expected a list of node indices") from None
-        if any(not 0 <= i < m or parents[i] != (path[j - 1] if j else -1)
-               for j, i in enumerate(path)):
+        if tuple(path) not in paths:
             raise ContractError(f"path {path} is not a root-to-node path of the tree with parents "
                                 f"{parents}")
         new.append([t[i] for i in path] + [token_id(token, case.V)])
@@ -308,11 +323,29 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept):
     return padded(new, m + 1)
 
 
-def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept):
-    drafts, P, Q = draft_chains(D, T, last2, last1, case.K, rng)
-    # [B, 1]: the caller samples it, as in vLLM
-    bonus = sample_rows(Q[:, -1], rng.random(len(Q)))[:, None]
-    inputs = (Q.astype(case.dtype), bonus, P.astype(case.dtype), drafts)
+def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
+    """Draw every row's drafts and bonus token, call fn on rows [:cut] one at a time (B = 1), then
+    on the others together -> [rows, k + 1]."""
+    k, rows = case.K, len(last1)
+    # [rows, k + 1]: the checker's uniforms in the order of the calls: a row alone draws its k
+    # drafts then its bonus token, the batch a draft position at a time, then its bonus tokens
+    u = np.concatenate([rng.random((cut, k + 1)), rng.random((k + 1, rows - cut)).T])
+    drafts, P, Q = draft_chains(D, T, last2, last1, u[:, :k])
+    # [rows, 1]: the caller samples it, as in vLLM
+    bonus = sample_rows(Q[:, -1], u[:, k])[:, None]
+    rule = rule_keeps_all(drafts, P, Q)  # [rows]
+    parts = [slice(j, j + 1) for j in range(cut)] + ([slice(cut, rows)] if cut < rows else [])
+    outs = []
+    for part in parts:
+        outs.append(call_rejection(fn, case, Q[part], bonus[part], P[part], drafts[part], fn_rng))
+        # read before the next call can overwrite a buffer the sampler returned
+        kept.append((rule[part], (outs[-1] >= 0).sum(1) == k + 1))
+    return np.concatenate(outs)
+
+
+def call_rejection(fn, case, Q, bonus, P, drafts, fn_rng):
+    """One call of fn on B rows, its output checked against the contract -> [B, k + 1]."""
+    inputs = (Q.astype(case.dtype), bonus, P.astype(case.dtype), drafts.copy())
     before = snapshot(inputs)
     out = fn(*inputs, rng=fn_rng)
     unchanged(before, inputs, ("target_with_bonus_probs", "bonus_token_ids", "draft_probs",
@@ -339,9 +372,9 @@ def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept):
         row = int(np.flatnonzero((emitted == 0) | ((out >= 0).sum(1) != emitted) | ~accepted_ok)[0])
         raise ContractError(f"row {row}: {out[row].tolist()} for drafts {drafts[row].tolist()}: "
                             f"expected accepted drafts, one recovered or bonus token, then -1")
-    kept.append((rule_keeps_all(drafts, P, Q), emitted == k + 1))
     return out
 
 
+# cut: the rows called one at a time; the chain and tree steps call every row by itself
 STEPS = {"chain": step_chain, "tree": step_tree, "tree_without_replacement": step_tree,
          "rejection": step_rejection}
