@@ -284,13 +284,14 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
         P[:, i] = p  # [rows, V]
         ctx[i] = (ctx[parent][1], tokens[:, i])  # [rows] each
     Q = np.stack([T[ctx[i]] for i in range(-1, m)], 1)  # [rows, 1 + m, V]
-    # the paths a sampler may return: () and each node's path from the root, (parent's path, node)
+    # the paths a sampler may return, numbered: 0 the root's own (), i + 1 node i's (its parent's
+    # path, then i)
     path_to = {-1: ()}
     for i, parent in enumerate(parents):
         path_to[i] = path_to[parent] + (i,)
-    paths = set(path_to.values())
+    number = {path: j for j, path in enumerate(path_to.values())}
     top, without = case.siblings == "top", case.siblings == "without_replacement"
-    new, full = [], []
+    js, next_tokens = [], []  # [rows] each: the number of the call's path, its next_token
     for row, (t, q) in enumerate(zip(tokens.tolist(), Q)):
         # P [m, V]: the law of each node's siblings before removals
         p = None if top else P[row]  # [m, V]
@@ -307,11 +308,13 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
             path = [whole(i, "a node of the path") for i in path]
         except TypeError:  # not a sequence
             raise ContractError(f"path {path!r}: expected a list of node indices") from None
-        if tuple(path) not in paths:
+        if (j := number.get(tuple(path))) is None:
             raise ContractError(f"path {path} is not a root-to-node path of the tree with parents "
                                 f"{parents}")
-        new.append([t[i] for i in path] + [token_id(token, case.V)])
-        full.append(len(path) == m)
+        js.append(j)
+        next_tokens.append(token_id(token, case.V))
+    length = np.array([len(path) for path in number])[js]  # [rows]
+    full = length == m  # [rows]: the call kept every node of its path, leaf too
     if len(set(parents)) == m:
         # one chain (no node with two children): every right verifier is a chain verifier there,
         # and the token rule reaches the leaf with prod_i min(1, q_i(x_i) / p_i(x_i)); p_i(x_i) = 1
@@ -320,7 +323,12 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
         q_x = Q[rows, np.array(parents) + 1, tokens]  # [rows, m]
         p_x = 1.0 if case.siblings == "top" else P[rows, np.arange(m), tokens]  # [rows, m]
         kept.append((np.minimum(1, q_x / p_x).prod(1), np.array(full)))
-    return padded(new, m + 1)
+    # [rows, m + 1]: the tokens of each call's path, its next_token, then -1 (padded(), at once)
+    nodes = padded(list(number), m)[js]  # [rows, m]: the path's nodes, then -1
+    new = np.full((len(js), m + 1), -1, dtype=np.int64)
+    new[:, :m] = np.where(nodes >= 0, np.take_along_axis(tokens, nodes, 1), -1)
+    new[np.arange(len(js)), length] = next_tokens
+    return new
 
 
 def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
