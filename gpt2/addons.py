@@ -5,6 +5,7 @@ else by its shape:
     folder_kind("gpt2/assets/tiny-target/medusa") -> "medusa"
     check_kind(folder, "blockwise", "--heads DIR", "--method blockwise")  # ValueError naming both
 """
+import sys
 from pathlib import Path
 
 NAMES = {"medusa": "Medusa heads", "blockwise": "Blockwise heads", "early_exit": "an exit adapter",
@@ -68,22 +69,22 @@ def weights_sha256(folder):
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def other_target(folder, kind, config, model):
-    """A one-line note where the add-on of `kind` in `folder` records (target_sha256) other weights
-    than `model`'s (model.folder, as load_model sets it), else None. A record without it: None."""
+def note_other_target(folder, kind, config, model):
+    """One note line on stderr where the add-on of `kind` in `folder` records (target_sha256) other
+    weights than `model`'s (model.folder, as load_model sets it); a record without them: none."""
     made_for, where = config.get("target_sha256"), getattr(model, "folder", None)
     if not isinstance(made_for, str) or where is None or not is_model(where):
-        return None
+        return
     ours = weights_sha256(where)
     if ours == made_for:
-        return None
+        return
     # MEDUSA-2 tunes its backbone: the weights are no longer the named one's
     named = config.get("backbone") if config.get("stage") != "medusa2" else None
     named = f"{named}, " if isinstance(named, str) else ""
-    return (f"note: {folder} holds {NAMES[kind]} trained on other weights ({named}sha256 "
-            f"{made_for[:12]}) than the target's ({where}, sha256 {ours[:12]}): expect few drafts "
-            f"to be accepted; train them on this target (python -m {TRAINED_BY[kind]} --backbone "
-            f"NAME) and pass --heads DIR")
+    print(f"note: {folder} holds {NAMES[kind]} trained on other weights ({named}sha256 "
+          f"{made_for[:12]}) than the target's ({where}, sha256 {ours[:12]}): expect few drafts "
+          f"to be accepted; train them on this target (python -m {TRAINED_BY[kind]} --backbone "
+          f"NAME) and pass --heads DIR", file=sys.stderr)
 
 
 ACTIVATIONS = ("silu", "relu")  # of Medusa heads (SiLU), Blockwise heads (ReLU), exit adapters

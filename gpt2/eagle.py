@@ -16,7 +16,6 @@ Shapes: B rows, T items per row, C n_embd, H n_head, V n_vocab, m nodes, S slots
 """
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -322,12 +321,11 @@ def eagle_folder(name, folder=None, offline=None, kind="eagle"):
 
 def eagle_head(folder, model):
     """An EagleHead for engine `model` from `folder`, its cache as long as the engine's."""
-    from gpt2.addons import other_target
+    from gpt2.addons import note_other_target
     from gpt2.backend import to_numpy
 
     params, config = load_eagle(folder, n_embd=model.hparams["n_embd"])
-    if note := other_target(folder, "eagle", config, model):  # same width, other weights
-        print(note, file=sys.stderr)
+    note_other_target(folder, "eagle", config, model)  # same width, other weights
     host = model.device == "cpu"  # the head runs on the host: the target's ops and threads there
     return EagleHead(params, config, to_numpy(model.params["wte"]), model.n_ctx + TREE_SLOTS,
                      model.plan.ops if host else CPU,

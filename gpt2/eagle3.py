@@ -14,7 +14,6 @@ vocabulary of its own. picospec/eagle3.py drafts with it.
 Trained on tokens only, with training-time test (gpt2/train/eagle3.py). Shapes: C n_embd, V_d the
 draft vocabulary's size, L the target's blocks.
 """
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -122,13 +121,12 @@ def load_eagle3(folder, n_embd=None, n_layer=None, n_vocab=None):
 
 def eagle3_head(folder, model):
     """An Eagle3Head for engine `model` from `folder`, its cache as long as the engine's."""
-    from gpt2.addons import other_target
+    from gpt2.addons import note_other_target
     from gpt2.backend import to_numpy
 
     h = model.hparams
     params, config = load_eagle3(folder, h["n_embd"], h["n_layer"], h["n_vocab"])
-    if note := other_target(folder, "eagle3", config, model):  # same width, other weights
-        print(note, file=sys.stderr)
+    note_other_target(folder, "eagle3", config, model)  # same width, other weights
     host = model.device == "cpu"  # the head runs on the host: the target's ops and threads there
     return Eagle3Head(params, config, to_numpy(model.params["wte"]), model.n_ctx + TREE_SLOTS,
                       model.plan.ops if host else CPU,

@@ -9,7 +9,6 @@ and what a run loads beside its target: a draft on the target's tokenizer (load_
 acceptance vectors measured beside the target (load_acceptance), heads (heads_folder).
 """
 import json
-import sys
 from pathlib import Path
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -124,14 +123,13 @@ def heads_function(folder, model):
     """-> (heads(h [n, C], n_heads=None) -> logits [n_heads or K, n, V], the heads' record)."""
     import numpy as np
 
-    from gpt2.addons import heads_kind, other_target
+    from gpt2.addons import heads_kind, note_other_target
     from gpt2.backend import to_numpy
     from gpt2.fast.policy import Threads
     from gpt2.heads import heads_logits, load_heads
 
     heads, config = load_heads(folder, n_embd=model.hparams["n_embd"], n_vocab=model.n_vocab)
-    if note := other_target(folder, heads_kind(config), config, model):  # same width, other weights
-        print(note, file=sys.stderr)
+    note_other_target(folder, heads_kind(config), config, model)  # same width, other weights
     wte = to_numpy(model.params["wte"])
     # on the host, on the target's BLAS threads there (the library's own count may oversubscribe)
     threads = model.plan.threads if model.device == "cpu" else Threads(wte.size)
