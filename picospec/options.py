@@ -18,7 +18,8 @@ def dynamic_tree_options():
 
 
 # what other libraries call K (Hugging Face's assisted generation, vLLM), for did-you-mean
-K_ALSO = ("num_draft_tokens", "num_assistant_tokens", "draft_tokens", "num_speculative_tokens")
+K_ALSO = ("num_draft_tokens", "num_assistant_tokens", "draft_tokens", "num_speculative_tokens",
+          "gamma")  # gamma: Leviathan et al.'s letter for K
 
 
 def K_option(help="draft tokens per step"):

@@ -210,13 +210,17 @@ def read(argv, options, words=None):
 def nearest(typed, names, dash="", also=None):
     """What a mistyped name may have meant, or None; also: {another name for one: its name}."""
     # the name in another case or with - for _ (--k, --top-k), the few it begins (--top: "--top_k
-    # or --top_p"), else the closest spelling; another name (--target for --backbone) as that one
+    # or --top_p"; a switch's no- form only when typed so), the one it begins with and goes on
+    # after a _ (lookahead_decoding), else the closest spelling; another name (--target for
+    # --backbone) as that one
     also, key = also or {}, lambda name: name.lower().replace("-", "_")
     pool = [*names, *also]
-    begun = list(dict.fromkeys(also.get(n, n) for n in pool if key(n).startswith(key(typed))))
+    begun = list(dict.fromkeys(also.get(n, n) for n in pool if key(n).startswith(key(typed))
+                               and (key(typed)[:3] == "no_" or key(n)[:3] != "no_")))
+    longer = sorted((n for n in pool if key(typed).startswith(key(n) + "_")), key=len)[-1:]
     near = ([n for n in pool if key(n) == key(typed)]
             or (begun if len(begun) <= 3 else [])
-            or difflib.get_close_matches(typed, pool, 1, 0.75))
+            or longer or difflib.get_close_matches(typed, pool, 1, 0.75))
     return " or ".join(dash + n for n in dict.fromkeys(also.get(n, n) for n in near)) or None
 
 

@@ -152,6 +152,15 @@ MAIN_CASES = [
     (["--method", "Prompt-Lookup"], r"'Prompt-Lookup' \(did you mean prompt_lookup\?\)", False),
     (["--method", "draft_and_verify"], r"\(did you mean layer_skip\?\)", False),
     (["--n_tok", "3"], r"unknown option --n_tok: did you mean --n_tokens\?", False),
+    # Leviathan et al.'s letter for K; a name going on past picospec's (a paper's or a library's)
+    (["--gamma", "3"], r"unknown option --gamma: did you mean --K\?", False),
+    (["--method", "lookahead_decoding"], r"'lookahead_decoding' \(did you mean lookahead\?\)",
+     False),
+    (["--method", "prompt-lookup-decoding"], r"\(did you mean prompt_lookup\?\)", False),
+    (["--method", "eagle2_tree"], r"'eagle2_tree' \(did you mean eagle2\?\)", False),
+    (["--n_tokens_max", "3"], r"unknown option --n_tokens_max: did you mean --n_tokens\?", False),
+    # a switch's no- form is named only when typed so
+    (["--no", "3"], r"unknown option --no: did you mean --nodes\?", False),
     (["--prompt", "-x"], r"--prompt needs a value \(text\); one that starts with - is written "
                          r"--prompt=VALUE", False),
     (["--nojson"], r"unknown option --nojson: did you mean --no-json\?", False),
