@@ -281,9 +281,10 @@ def load_checkpoint(folder):
     """(hparams, params) from folder/config.json + folder/model.safetensors, checked."""
     folder = Path(folder)
     for name in ("config.json", "model.safetensors"):
-        if not (folder / name).exists():
-            raise ValueError(f"{folder}: {name} is missing; a checkpoint folder needs config.json "
-                             f"and model.safetensors")
+        if not (folder / name).is_file():
+            what = "a folder" if (folder / name).is_dir() else "missing"
+            raise ValueError(f"{folder}: {name} is {what}; a checkpoint folder needs the files "
+                             f"config.json and model.safetensors")
     hparams = hparams_from_config(read_json(folder / "config.json"), folder / "config.json")
     path = folder / "model.safetensors"
     tensors = read_safetensors(path)

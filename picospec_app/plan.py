@@ -162,9 +162,15 @@ def read_text(flag, path, what, newline=None):
     try:
         text = (sys.stdin.read() if path == "-" else
                 open(path, encoding="utf-8-sig", newline=newline).read())  # -sig: a BOM is no text
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{flag} {path}: cannot read it as UTF-8 text "
-                         f"({getattr(e, 'strerror', e)})") from None
+    except IsADirectoryError:
+        raise UsageError(f"{flag} {path}: it is a folder; name a file") from None
+    except FileNotFoundError:
+        raise UsageError(f"{flag} {path}: no such file") from None
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: cannot read it ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{flag} {path}: cannot read it as UTF-8 text ({e}); save it as "
+                         f"UTF-8") from None
     try:  # standard input's bytes that were not UTF-8 arrive as lone surrogates
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -108,9 +108,10 @@ MAIN_CASES = [
     (["--prompt", "x", "--prompt", "y"], r"--prompt is given twice", False),
     (["--prompt", "x", "--prompt_file", "p.txt"], r"--prompt and --prompt_file are both given",
      False),
-    (["--prompt_file", "/nonexistent/p.txt"], r"--prompt_file /nonexistent/p.txt: cannot read it",
-     False),
-    (["--prompt_file", "."], r"--prompt_file \.: cannot read it", False),
+    # a folder or a missing file is said as such, not as text that is not UTF-8
+    (["--prompt_file", "/nonexistent/p.txt"], r"^error: --prompt_file /nonexistent/p.txt: no such "
+                                              r"file$", False),
+    (["--prompt_file", "."], r"^error: --prompt_file \.: it is a folder; name a file$", False),
     (["--prompt_file", "blank.txt"], r"--prompt_file blank.txt: it is empty; put the prompt in it",
      False),
     ([b"--prompt=def f\xff(x):"], r"--prompt is not UTF-8 text .*--prompt_file", False),
@@ -176,6 +177,8 @@ MAIN_CASES = [
     (["--method", "rest", "--datastore", f"{'x' * 300}/s.npz", "--build_datastore"],
      r"^error: --datastore x{300}/s.npz: File name too long$", False),
     (["--batch", "binary.txt"], r"--batch binary.txt: cannot read it as UTF-8", False),
+    (["--prompt_file", "binary.txt"], r"--prompt_file binary.txt: cannot read it as UTF-8 text "
+                                      r"\(.*\); save it as UTF-8$", False),
     (["--batch", "empty.txt", "--prompt", "hi"],
      r"--batch reads its prompts from empty.txt .*drop --prompt$", False),
     (["--batch", "empty.txt", "--prompt_file", "p.txt"], r"drop --prompt_file", False),

@@ -83,6 +83,12 @@ def test_checkpoint_round_trip_and_errors(tmp_path):
         params_from_state_dict(sd, hparams)
     with pytest.raises(ValueError, match="config.json is missing"):
         load_checkpoint(tmp_path / "nowhere")
+    # a folder where a file belongs is named as a folder, not read (no "Is a directory")
+    (tmp_path / "odd" / "model.safetensors").mkdir(parents=True)
+    (tmp_path / "odd" / "config.json").write_bytes((tmp_path / "config.json").read_bytes())
+    with pytest.raises(ValueError, match=r"odd: model.safetensors is a folder; a checkpoint folder "
+                                         r"needs the files config.json and model.safetensors"):
+        load_checkpoint(tmp_path / "odd")
 
 
 def test_no_half_written_file_on_failure(tmp_path):
