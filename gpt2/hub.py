@@ -10,6 +10,7 @@ huggingface_hub downloads into the cache transformers shares, with its HF_* sett
 import re
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 BUILTIN = {"tiny-target": ASSETS / "tiny-target", "tiny-draft": ASSETS / "tiny-draft"}
@@ -126,7 +127,12 @@ def download(repo, cache, endpoint):
 def refusal(error, endpoint, file, repo):
     """The one line for the hub's refusal (HTTP 401, 403, 429) of a download, else None."""
     error = error.__cause__ or error  # huggingface_hub's LocalEntryNotFoundError wraps the cause
-    status = getattr(getattr(error, "response", None), "status_code", None)
+    response = getattr(error, "response", None)
+    status = getattr(response, "status_code", None)
+    host = urlsplit(str(getattr(response, "url", "") or endpoint)).netloc
+    if status in (401, 403) and host != urlsplit(endpoint).netloc:  # the link the hub sent
+        return (f"{host} refused the download link of {file} of {repo} (HTTP {status}; such "
+                f"links expire): run again")
     if status in (401, 403):
         return (f"{endpoint} refused {file} of {repo} (HTTP {status}): set HF_TOKEN to a token "
                 f"that may read {repo} (or run `hf auth login`)")

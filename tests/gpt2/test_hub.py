@@ -33,13 +33,13 @@ def commit_of(text):
 class Hub:
     """The hub at .url and its CDN at another port: repos {repo: {file: bytes}}, main at .commit
     (with .moves, at a new one once config.json was sent); gated repos answer 403 GatedRepo;
-    .status, when set, answers every request; .cdn_body, when set, is what the CDN sends (in full,
-    or .cut bytes of it before it hangs up). .requests: every request either server saw, as
-    (method, path)."""
+    .status, when set, answers every request, .cdn_status every request to the CDN; .cdn_body, when
+    set, is what the CDN sends (in full, or .cut bytes of it before it hangs up). .requests: every
+    request either server saw, as (method, path)."""
 
     def __init__(self):
         self.repos, self.gated, self.requests = {}, set(), []
-        self.cdn_body, self.cut = None, None
+        self.cdn_body, self.cut, self.cdn_status = None, None, None
         self.commit, self.status, self.moves = commit_of("first"), None, False
         self.commits = {self.commit}  # main is the last; the earlier ones stay served
         hub = self
@@ -78,6 +78,8 @@ class Hub:
                 hub.requests.append(("HEAD" if head else "GET", self.path))
                 if hub.status:
                     return self.send(hub.status, {}, head=head)
+                if self.server is hub.cdn and hub.cdn_status:
+                    return self.send(hub.cdn_status, {}, head=head)
                 if self.server is hub.cdn:  # /blobs/{sha256}
                     blobs = {hashlib.sha256(b).hexdigest(): b for r in hub.repos.values()
                              for b in r.values()}
@@ -359,6 +361,20 @@ def test_a_hub_that_refuses_is_no_network_failure(hub, tmp_path, sleeps, status,
     what = "HTTP 429: too many requests" if status == 429 else f"HTTP {status}"
     assert one_line(e) == f"{hub.url} refused config.json of someone/tiny ({what}): {then}"
     assert not isinstance(e.value, Unreachable)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_download_link_refused_is_no_token_matter(hub, tmp_path, sleeps, status):
+    """The hub answers, but the link it sends the weights from (a signed CDN link, which expires)
+    is refused: the line names that link's server and says to run again (a fresh link), not to
+    set a token the CDN never reads."""
+    hub.cdn_status = status
+    with pytest.raises(DownloadError) as e:
+        resolve("someone/tiny", cache=tmp_path / "hf", endpoint=hub.url)
+    cdn = hub.cdn_url.removeprefix("http://")
+    assert one_line(e) == (f"{cdn} refused the download link of model.safetensors of someone/tiny "
+                           f"(HTTP {status}; such links expire): run again")
+    assert not list((tmp_path / "hf").rglob("model.safetensors"))
 
 
 @pytest.mark.parametrize("body, cut", [(MODEL["model.safetensors"], 1000),  # a dropped line
