@@ -911,6 +911,24 @@ MUTANTS = (
            ("tests/picospec/batched/test_speculative.py::"
             "test_a_row_at_the_context_window_beside_rows_that_draft_on",),
            "--batch: a row given fewer drafts is judged against laws of the wrong positions"),
+    Mutant("door-name-going-on-unnamed", "door", "record", "picospec_cli/__init__.py",
+           "            or longer or difflib", "            or difflib",
+           ("tests/cli/test_picospec_cli.py::"
+            "test_main_refuses_bad_command_lines[--method lookahead_decoding]",),
+           "--method lookahead_decoding is not answered with lookahead"),
+    Mutant("checkpoint-folder-read-as-file", "load", "rule", "gpt2/weights.py",
+           "        if not (folder / name).is_file():", "        if not (folder / name).exists():",
+           ("tests/gpt2/test_weights.py::test_checkpoint_round_trip_and_errors",),
+           "a folder named model.safetensors in a checkpoint is \"Is a directory\""),
+    Mutant("prompt-file-folder-as-text", "door", "record", "picospec_app/plan.py",
+           "    except IsADirectoryError:", "    except NotADirectoryError:",
+           ("tests/cli/test_picospec_cli.py::"
+            "test_main_refuses_bad_command_lines[--prompt_file .]",),
+           "--prompt_file naming a folder is told it cannot be read as UTF-8 text"),
+    Mutant("download-link-refusal-asks-a-token", "load", "rule", "gpt2/hub.py",
+           "    if status in (401, 403) and host != urlsplit(endpoint).netloc:", "    if False:",
+           ("tests/gpt2/test_hub.py::test_a_download_link_refused_is_no_token_matter",),
+           "an expired CDN link is answered with HF_TOKEN advice, not run again"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
