@@ -123,6 +123,11 @@ BATTERY = Battery(
 # a row spanning 2000, wider than a toy head's law can hold (exp(-745) is 0): only the max keeps
 # exp finite (the mean, for one, does not)
 WIDE = (np.array([1000.0, -1000.0, 0.0]), np.array([2, 0, 3]), 5)
+# z [2, 2, V_d]: a batch of two, where the battery's batches hold one
+BATCH = (np.array([[[0.5, -1.0, 2.0], [1.0, 1.0, 0.0]], [[3.0, 0.0, -2.0], [0.0, 0.7, 0.1]]]),
+         np.array([4, 0, 2]), 5)
+CALLS = ((WIDE, "a call whose logits span 2000", "logits 2000 apart"),
+         (BATCH, "a call with z [2, 2, V_d], a batch of two", "z [2, 2, V_d]"))
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -135,18 +140,20 @@ def grade(fn, samples=20_000, seed=0):
 
 
 def wide_call(fn):
-    """A failing Verdict when fn's law for WIDE breaks a rule or is not the head's, else None."""
-    args, want = copied(WIDE), reference(*WIDE)
-    with np.errstate(all="ignore"):  # an overflow is named below, not warned about
-        out, problem = judged(lambda: fn(*args), rules, copied(WIDE), args[:2], ("z", "d2t"),
-                              shown, "not the array of floats the statement asks for")
-    if problem is None and not np.allclose(out, want, rtol=0, atol=1e-9):
-        problem = f"it returned {shown(out)}, not the softmax placed at d2t, {shown(want)}"
-    if problem is None:
-        return None
-    inputs = [f"  {name} = {shown(a)}" for name, a in zip(("z", "d2t", "n_vocab"), WIDE)]
-    return Verdict(NAME, False, "a call whose logits span 2000, once the law passed",
-                   "\n".join(["the call:", *inputs, problem]), "logits 2000 apart")
+    """A failing Verdict when fn's law for a call of CALLS breaks a rule or is not the head's,
+    else None."""
+    for call, what, failed in CALLS:
+        args, want = copied(call), reference(*call)
+        with np.errstate(all="ignore"):  # an overflow is named below, not warned about
+            out, problem = judged(lambda: fn(*args), rules, copied(call), args[:2], ("z", "d2t"),
+                                  shown, "not the array of floats the statement asks for")
+        if problem is None and not np.allclose(out, want, rtol=0, atol=1e-9):
+            problem = f"it returned {shown(out)}, not the softmax placed at d2t, {shown(want)}"
+        if problem is not None:
+            inputs = [f"  {name} = {shown(a)}" for name, a in zip(("z", "d2t", "n_vocab"), call)]
+            return Verdict(NAME, False, f"{what}, once the law passed",
+                           "\n".join(["the call:", *inputs, problem]), failed)
+    return None
 
 
 def rules(z, d2t, n_vocab, out):

@@ -31,10 +31,13 @@ def cases(seed=None):
     # past a byte (256), up to the vocabulary's last, 50256
     rng = np.random.default_rng(1)
     real = [([11, 2, 1, 2], 2, 2), ([2, 9, 11, 2, 7, 1, 2], 2, 1), ([256, 1, 256], 1, 1),
-            ([50256, 12, 50256], 1, 2)]
+            ([50256, 12, 50256], 1, 2), ([256, 5, 0], 1, 1)]  # 256 and 0: one byte, two ids
     # n-grams past 3: the 4-gram's first match lies after the 3-gram's; 5 drafts of the 10 asked
     longer = [2, 3, 4, 8, 1, 2, 3, 4, 9, 1, 2, 3, 4]
     real += [(longer, 4, 10), (list(longer), 5, 10)]
+    # a match of 8 tokens, 12 drafted: the 7-gram's first match lies before the 8-gram's
+    pattern = list(range(1, 9))
+    real.append((pattern[1:] + [90] + pattern + list(range(91, 102)) + pattern, 10, 12))
     for length in (8, 20, 40):
         x = [int(t) for t in rng.choice([7, 300, 11, 1, 50256, 4000], size=length)]
         real += [(x, n, k) for n in (1, 2, 3) for k in (1, 3)]

@@ -3,6 +3,7 @@ cases from the smallest up -> Verdict."""
 import copy
 import functools
 import inspect
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -16,6 +17,9 @@ from picospec.check.exact_law import ALPHA, Toy, detectable_tv, law_vector
 
 
 PICOSPEC = str(Path(__file__).resolve().parents[1])  # the package's frames are not the learner's
+# nor are Python's, the installed packages' (NumPy's) or a compiled module's (_generator.pyx)
+LIBRARIES = tuple(str(Path(f).parents[k]) + os.sep for f, k in ((os.__file__, 0),
+                                                                  (np.__file__, 1)))
 # the checker's details that say in full what their test saw (pairs, kept): no table of gaps
 SAID_WHOLE = ("the first tokens of neighbouring", "keeps fewer drafts than the rule")
 
@@ -311,6 +315,20 @@ def written(number, inputs, drawn, what):
 ARGS = {3: ("drafts", "P", "Q"), 4: ("tokens", "parents", "Q", "P")}
 
 
+def one_call(exercise, fn, args, rules, what, failed):
+    """A failing Verdict when fn(*args) (the rng last) raises, changes an input or returns what
+    rules forbid whatever the uniforms, else None: a call of a size the battery lacks."""
+    inputs = copied(args[:-1])
+    with np.errstate(all="ignore"):
+        _, problem = judged(lambda: fn(*args), rules, copied(args[:-1]), args[:-1],
+                            ARGS.get(len(inputs)))
+    if problem is None:
+        return None
+    return Verdict(exercise, False, f"one call {what}, once the law passed", "\n".join(
+        ["the call:", *(f"  {name} = {show(a)}" for name, a in zip(ARGS[len(inputs)], inputs)),
+         problem]), failed)
+
+
 @functools.lru_cache
 def controls(contract, samples, seed, battery=None):
     """run_controls, once per contract (or battery), samples and seed: each broken sampler of
@@ -343,7 +361,9 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
     named where fn returns what one returns."""
     if cases and (stub := unanswered(exercise, fn, copy.deepcopy(cases[0][1]))) is not None:
         return stub
-    checked = f"your function against {about} on {len(cases)} cases, smallest first"
+    checked = f"your function against {about} on {len(cases)} cases, smallest first" + (
+        ", then again on one list or array per argument refilled in place"
+        if any(isinstance(a, (list, np.ndarray)) for _, args in cases for a in args) else "")
     for label, args in cases:
         expected, before = reference(*args), copy.deepcopy(args)
         try:
@@ -363,7 +383,44 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             return Verdict(exercise, False, checked,
                            f"smallest case that differs ({part}): {label}\n  expected: "
                            f"{show(expected)}\n  yours:    {shown}{again}", part)
+    if (stale := refilled_call(fn, reference, cases, compare)) is not None:
+        label, expected, shown = stale
+        return Verdict(exercise, False, checked, (
+            f"smallest case that differs (objects refilled in place): {label}\n  expected: "
+            f"{show(expected)}\n  yours:    {shown}\n  given new objects, your function "
+            f"returned the expected answer; given the list or array objects the case before was "
+            f"given, refilled in place with this case's values, it returned the above: it keeps "
+            f"an answer by the object (a cache keyed by id(), say), stale once the caller changes "
+            f"the values in place, as a decoding loop appending to its tokens does; compute "
+            f"every answer from the values"), "objects refilled in place")
     return Verdict(exercise, True, checked, f"all {len(cases)} cases agree")
+
+
+def refilled_call(fn, reference, cases, compare):
+    """The first case fn answers otherwise when each list and array argument is the object of
+    its place (and shape) the case before was given, refilled in place with this case's values
+    -> (label, expected, yours shown), or None."""
+    pool = {}
+    for label, args in cases:
+        same = []
+        for k, a in enumerate(args):
+            if isinstance(a, list):
+                same.append(pool.setdefault((k, "list"), []))
+                same[-1][:] = copy.deepcopy(a)
+            elif isinstance(a, np.ndarray):
+                same.append(pool.setdefault((k, a.shape, a.dtype.str), a.copy()))
+                same[-1][...] = a
+            else:
+                same.append(a)
+        expected = reference(*args)
+        try:
+            yours = fn(*same)
+        except Exception as e:
+            return label, expected, (f"raised {type(e).__name__}: {' '.join(str(e).split())}"
+                                     f"{learners_line(e)}")
+        if compared(compare, yours, expected) is not None:
+            return label, expected, show(yours)
+    return None
 
 
 def returns_as(fn, known, cases, compare):
@@ -440,7 +497,7 @@ def learners_line(e):
     tb, at = e.__traceback__, ""
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
-        if not name.startswith(PICOSPEC) and not name.startswith("<"):
+        if not name.startswith((PICOSPEC, "<", *LIBRARIES)) and not name.endswith(".pyx"):
             at = f" (at {Path(name).name}, line {tb.tb_lineno})"
         tb = tb.tb_next
     return at

@@ -50,6 +50,7 @@ def cases(seed=None):
             ([256, 1], [0, 1], 2), ([2, 13, 4], [3, 4], 2)]
     # suffixes past 3 tokens: 4 of a context of 5, then 4 where max_suffix stops a match of 5
     out += [([5, 1, 2, 3, 4, 6], [9, 1, 2, 3, 4], 5), ([1, 2, 3, 4, 5], [1, 2, 3, 4, 5], 4)]
+    out.append(([5, *range(1, 10), 6], [42, *range(1, 10)], 12))  # 9 of 10, max_suffix past it
     return [(f"corpus={c}, context={x}, max_suffix={s}", (c, x, s)) for c, x, s in out]
 
 

@@ -30,7 +30,10 @@ def cases(seed=None):
               [[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0]], [[3, 1], [1, 3], [3, 1, 1], [], [1]],
               [[50256, 11], [50256, 1], [11, 1], [300, 256, 1]], [[1, 11], [11, 1], [1, 1, 1]],
               # the same tokens at the same depth below different prefixes: distinct nodes
-              [[1, 2, 3], [4, 2, 3]], [[1, 2, 3, 5], [4, 2, 3, 5]], [[7, 1, 2, 3], [8, 1, 2, 3]]]
+              [[1, 2, 3], [4, 2, 3]], [[1, 2, 3, 5], [4, 2, 3, 5]], [[7, 1, 2, 3], [8, 1, 2, 3]],
+              [[256, 1], [0, 1]],  # ids 256 apart: one byte, two tokens
+              [[1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 4, 5, 9, 7], [1, 2, 3, 4, 5, 6, 7, 8]],
+              [], [[]]]  # nothing retrieved, or only an empty continuation: no node
     return [(f"sequences={s}", (s,)) for s in small + longer]
 
 

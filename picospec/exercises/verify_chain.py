@@ -2,7 +2,7 @@
 graded by its law (the checker's chain contract). p = draft, q = target; K drafts, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import grade_law, outside, outside_rng
+from picospec.exercises.grading import grade_law, one_call, outside, outside_rng
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_chain", "speculative sampling"
@@ -37,11 +37,20 @@ UNCERTAIN = ([0, 1], np.array([[0.6, 0.2, 0.2], [0.2, 0.6, 0.2]]),
 EMPTY_UNCERTAIN = ([], np.zeros((0, 3)), np.array([[0.3, 0.3, 0.4]]), None)
 
 
+# nine drafts, longer than the battery's chains, each with q = p: all nine kept whatever the
+# uniforms
+LONG = ([2, 0, 1, 2, 2, 1, 0, 2, 1], np.full((9, 3), [0.2, 0.3, 0.5]),
+        np.full((10, 3), [0.2, 0.3, 0.5]), None)
+
+
 def grade(fn, samples=20_000, seed=0):
     verdict = grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN,
                         known=WRONG, rules=rules)
     if verdict.passed and (i := outside_rng(fn, EMPTY_UNCERTAIN)) is not None:
         return outside(NAME, i)
+    if verdict.passed:
+        return one_call(NAME, fn, (*LONG[:-1], np.random.default_rng(seed)), rules,
+                        "of nine drafts the target agrees with", "nine drafts") or verdict
     return verdict
 
 

@@ -2,7 +2,7 @@
 arXiv:2402.12374, Algorithm 1), graded by its law. p = draft, q = target; m tree nodes, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import grade_law
+from picospec.exercises.grading import grade_law, one_call
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_without_replacement", "token trees (SpecInfer, Sequoia)"
@@ -34,9 +34,23 @@ UNCERTAIN = ([0, 1], [-1, -1], np.array([[0.3, 0.2, 0.25, 0.25], [0.1, 0.2, 0.3,
              np.array([[0.5, 0.4, 0.05, 0.05], [0.5, 0.4, 0.05, 0.05]]), None)
 
 
+# wider and deeper than the battery's trees: the root's first four children have q = 0 (always
+# rejected), its fifth then has q = p_i (always kept), and five nodes below it, each an only child
+# with P's row Q's, are always kept: the path is [4, 5, 6, 7, 8, 9] whatever the uniforms
+WIDE_DEEP = ([0, 1, 2, 3, 4, 5, 0, 1, 2, 3], [-1] * 5 + [4, 5, 6, 7, 8],
+             np.array([[0, 0, 0, 0, 0.5, 0.5]] + [[1 / 6] * 6] * 4
+                      + [[0.1, 0.2, 0.3, 0.1, 0.2, 0.1]] * 6),
+             np.array([[1 / 6] * 6] * 5 + [[0.1, 0.2, 0.3, 0.1, 0.2, 0.1]] * 5), None)
+
+
 def grade(fn, samples=20_000, seed=0):
-    return grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN,
-                     known=WRONG, rules=rules)
+    verdict = grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN,
+                        known=WRONG, rules=rules)
+    if not verdict.passed:
+        return verdict
+    return one_call(NAME, fn, (*WIDE_DEEP[:-1], np.random.default_rng(seed)), rules,
+                    "of five siblings, then five nodes below the fifth",
+                    "five siblings, six levels") or verdict
 
 
 def rules(tokens, parents, Q, P, out):

@@ -81,6 +81,18 @@ def residual_with_tolerance(q, p):
     return r / r.sum()
 
 
+RESIDUALS = {}  # (id(q), id(p)) -> (q, p, the residual): a cache kept across calls
+
+
+def residual_cached_by_id(q, p):
+    """Each residual kept by its arrays' id() (q and p kept with it) "to save work": stale once
+    the caller refills q and p in place."""
+    key = (id(q), id(p))
+    if key not in RESIDUALS:
+        RESIDUALS[key] = q, p, clipped(q, p)
+    return RESIDUALS[key][-1].copy()
+
+
 # verify_chain(drafts, P, Q, rng)
 
 def chain_one_uniform(drafts, P, Q, rng):
@@ -239,6 +251,16 @@ def chain_keeps_nine_tenths(drafts, P, Q, rng):
     return len(drafts), draw(Q[len(drafts)], rng)
 
 
+def chain_six_drafts_at_most(drafts, P, Q, rng):
+    """At most 6 drafts verified (the longest chain tried while writing it), the bonus drawn
+    after the sixth: lossless, but a seventh draft is never kept."""
+    drafts = drafts[:6]
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
 # verify_without_replacement(tokens, parents, Q, P, rng)
 
 def tree_walk(tokens, parents, Q, P, rng, law=None, update=None, row=lambda c: c + 1,
@@ -352,6 +374,31 @@ def wr_siblings_in_a_run(tokens, parents, Q, P, rng):
 def wr_numpy_global(tokens, parents, Q, P, rng):
     """The uniforms from NumPy's global generator, not rng."""
     return tree_walk(tokens, parents, Q, P, np.random)
+
+
+def wr_three_siblings_at_most(tokens, parents, Q, P, rng):
+    """At most 3 children of a node tried (the widest tree tried while writing it), then the
+    residual: a fourth sibling is never kept."""
+    return tree_walk(tokens, parents, Q, P, rng, order=lambda cs: cs[:3])
+
+
+def wr_three_levels_at_most(tokens, parents, Q, P, rng):
+    """The walk stopped 3 levels down (the deepest tree tried while writing it), the next token
+    from the law there: a fourth level is never reached."""
+    node, path, q = -1, [], np.asarray(Q[0], dtype=float)
+    while len(path) < 3:
+        kept, tried = None, []
+        for c in [i for i, parent in enumerate(parents) if parent == node]:
+            p = removed_from(P[c], [tokens[s] for s in tried])
+            if rng.random() < min(1, q[tokens[c]] / p[tokens[c]]):
+                kept = c
+                break
+            q, _ = clipped(q, p), tried.append(c)
+        if kept is None:
+            return path, draw(q, rng)
+        path.append(kept)
+        node, q = kept, np.asarray(Q[kept + 1], dtype=float)
+    return path, draw(q, rng)
 
 
 # medusa_buffers(choices)
@@ -614,6 +661,44 @@ def candidates_as_floats(x, max_ngram_size=3, num_pred_tokens=10):
     return []
 
 
+def candidates_ids_in_a_byte(x, max_ngram_size=3, num_pred_tokens=10):
+    """The n-gram found by bytes.find on x.astype(np.uint8) "to search fast": ids 256 apart
+    (0 and 256) are one byte, so they match."""
+    data = np.asarray(x).astype(np.uint8).tobytes()
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        s = data.find(data[-n:])
+        if s + n < len(x):
+            return list(x[s + n:s + n + num_pred_tokens])
+    return []
+
+
+def candidates_draft_capped_at_5(x, max_ngram_size=3, num_pred_tokens=10):
+    """At most 5 tokens drafted (a verifier's usual K), whatever num_pred_tokens says."""
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        for s in range(len(x) - n):
+            if x[s:s + n] == x[-n:]:
+                return x[s + n:s + n + min(num_pred_tokens, 5)]
+    return []
+
+
+NGRAM_INDEX = {}  # id(x) -> (x, {n-gram: its first start}), built once per list
+
+
+def candidates_index_kept_by_id(x, max_ngram_size=3, num_pred_tokens=10):
+    """The first start of every n-gram indexed once per token list, keyed by id(x) (x kept with
+    it), to save work in the decoding loop: stale once the caller's x changes in place."""
+    if id(x) not in NGRAM_INDEX:
+        index = {}
+        for n in range(1, len(x)):
+            for s in range(len(x) - n):
+                index.setdefault(tuple(x[s:s + n]), s)
+        NGRAM_INDEX[id(x)] = x, index
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        if (s := NGRAM_INDEX[id(x)][1].get(tuple(x[-n:]))) is not None:
+            return x[s + n:s + n + num_pred_tokens]
+    return []
+
+
 # longest_suffix(corpus, context, max_suffix)
 
 def suffix_tokens_anywhere(corpus, context, max_suffix):
@@ -790,6 +875,41 @@ def trie_nan_padded(sequences):
     return tokens, parents, counts
 
 
+def trie_ids_in_a_byte(sequences):
+    """Prefixes keyed by their bytes (np.uint8) "as compact keys": ids 256 apart are one node."""
+    tokens, parents, counts, node = [], [], [], {}
+    for seq in sequences:
+        parent = -1
+        for k in range(len(seq)):
+            key = np.asarray(seq[:k + 1]).astype(np.uint8).tobytes()
+            if key not in node:
+                node[key] = len(tokens)
+                tokens.append(seq[k])
+                parents.append(parent)
+                counts.append(0)
+            counts[node[key]] += 1
+            parent = node[key]
+    return tokens, parents, counts
+
+
+def trie_depth_from_longest(sequences):
+    """Walked level by level to the longest sequence's length, max() of the lengths: raises when
+    nothing was retrieved (no sequence)."""
+    depth = max(len(seq) for seq in sequences)
+    tokens, parents, counts, node = [], [], [], {}
+    for seq in sequences:
+        parent = -1
+        for k in range(min(len(seq), depth)):
+            if tuple(seq[:k + 1]) not in node:
+                node[tuple(seq[:k + 1])] = len(tokens)
+                tokens.append(seq[k])
+                parents.append(parent)
+                counts.append(0)
+            parent = node[tuple(seq[:k + 1])]
+            counts[parent] += 1
+    return tokens, parents, counts
+
+
 # lookahead_mask(W, L)
 
 def lookahead_parts(W, L, row=lambda level, i, W, L: level * W + i):
@@ -834,6 +954,18 @@ def lookahead_as_nested_lists(W, L):
     return lookahead_parts(W, L).tolist()
 
 
+def lookahead_levels_up_to_4(W, L):
+    """The column's deeper levels seen through at most 3 levels above (a loop bound written for
+    L <= 4): a fifth level misses its column's level 1."""
+    mask = np.zeros((W * L, W * L), dtype=bool)
+    for level in range(L):
+        for i in range(W):
+            mask[level * W + i, :i + 1] = True
+            for deeper in range(max(1, level - 2), level + 1):
+                mask[level * W + i, deeper * W + i] = True
+    return mask
+
+
 # draft_law(z, d2t, n_vocab)
 
 def placed(s, d2t, n_vocab):
@@ -863,6 +995,16 @@ def draft_law_mean_subtracted(z, d2t, n_vocab):
     z = np.asarray(z, dtype=np.float64)
     e = np.exp(z - z.mean(-1, keepdims=True))
     return placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
+
+
+def draft_law_batch_of_one(z, d2t, n_vocab):
+    """z [1, K, V_d] taken as its one row block z[0] "for the batch": a batch of two loses its
+    second."""
+    z = np.asarray(z, dtype=np.float64)
+    rows = z[0] if z.ndim == 3 else z
+    e = np.exp(rows - rows.max(-1, keepdims=True))
+    law = placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
+    return law[None] if z.ndim == 3 else law
 
 
 # expected_tokens(alpha, K)
@@ -923,18 +1065,20 @@ WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
                  residual_floor, residual_in_place_on_p, residual_float32,
                  residual_normalised_first, residual_as_row, residual_as_list,
-                 residual_with_tolerance, residual_as_text],
+                 residual_with_tolerance, residual_as_text,
+                 residual_cached_by_id],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
                      chain_mutates_q, chain_ties_by_random, chain_own_generator,
                      chain_seeded_inside, chain_bonus_after_the_loop,
                      chain_greedy_without_drafts, chain_numpy_without_drafts,
-                     chain_keeps_nine_tenths],
+                     chain_keeps_nine_tenths, chain_six_drafts_at_most],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p,
                                    wr_reversed_siblings, wr_row_off_by_one, wr_ties_toward_draft,
                                    wr_stops_at_first_kept, wr_residual_swapped, wr_mutates_p,
-                                   wr_numpy_global, wr_siblings_in_a_run],
+                                   wr_numpy_global, wr_siblings_in_a_run,
+                                   wr_three_siblings_at_most, wr_three_levels_at_most],
     "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
                        medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists],
@@ -945,15 +1089,20 @@ WRONG = {
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
                         candidates_dict_of_ngrams, candidates_as_array,
-                        candidates_ngrams_up_to_3, candidates_as_floats],
+                        candidates_ngrams_up_to_3, candidates_as_floats,
+                        candidates_ids_in_a_byte, candidates_draft_capped_at_5,
+                        candidates_index_kept_by_id],
     "longest_suffix": [suffix_tokens_anywhere, suffix_one_short, suffix_through_bytes,
                        suffix_reversed_in_place, suffix_prefix_matched, suffix_last_token_as_bool,
                        suffix_up_to_3],
     "trie": [trie_counts_once, trie_parent_is_position, trie_breadth_first, trie_pops_sequences,
-             trie_string_keys_without_separator, trie_mutable_defaults, trie_nan_padded],
+             trie_string_keys_without_separator, trie_mutable_defaults, trie_nan_padded,
+             trie_ids_in_a_byte, trie_depth_from_longest],
     "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
-                       lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists],
-    "draft_law": [draft_law_min_subtracted, draft_law_as_list, draft_law_mean_subtracted],
+                       lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists,
+                       lookahead_levels_up_to_4],
+    "draft_law": [draft_law_min_subtracted, draft_law_as_list, draft_law_mean_subtracted,
+                  draft_law_batch_of_one],
     "expected_tokens": [expected_linear, expected_rounded_down, expected_float32,
                         expected_sign_flipped, expected_guarded_below_1e7],
     "predicted_speedup": [speedup_no_verify_cost, speedup_one_draft_call_short, speedup_product,

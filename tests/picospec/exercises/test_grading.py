@@ -16,6 +16,8 @@ from tests.support import student_answers
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # students divide by zero
 SAMPLES = 2_000  # sequences per case of the law-graded exercises, as in test_exercises.py
 MISTAKES = [(name, fn.__name__) for name, fns in student_answers.WRONG.items() for fn in fns]
+# the calls graded after the battery passed, each of a size or shape it lacks
+CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "nine drafts", "five siblings, six levels")
 
 
 @pytest.mark.parametrize("name, wrong", MISTAKES, ids=[f"{n}-{w}" for n, w in MISTAKES])
@@ -26,7 +28,7 @@ def test_a_students_mistake_is_rejected_naming_where(name, wrong):
     assert not verdict.passed and verdict.failed not in ("no verdict", "not answered"), text
     if verdict.failed == "randomness outside rng":
         assert "draw every random number from rng" in text
-    elif verdict.failed in ("logits 2000 apart", "no drafts"):  # one call past the battery's
+    elif verdict.failed in CALLS_PAST:  # one call past the battery's
         assert "the call:" in text and ("it returned" in text or "it raised" in text), text
     elif hasattr(module, "CONTRACT"):  # the case, then the call that broke a rule or the counts
         assert verdict.failed.startswith("case ") and f"first failing case: {verdict.failed[5:]}"
@@ -316,3 +318,95 @@ def test_a_lossless_answer_keeping_fewer_drafts_is_told_so():
     assert not verdict.passed
     assert "keeps fewer drafts than the rule" in verdict.evidence, str(verdict)
     assert "largest gaps" not in verdict.evidence, str(verdict)
+
+
+@pytest.mark.parametrize("name, wrong", [("residual", "residual_cached_by_id"),
+                                         ("find_candidates", "candidates_index_kept_by_id")])
+def test_an_answer_kept_by_its_object_is_stale_once_refilled(name, wrong):
+    """Right on every case given new objects; given the objects of the case before refilled in
+    place (a decoding loop appending to its tokens), the answer kept by id() comes back, and the
+    verdict says so."""
+    verdict = EXERCISES[name].grade(getattr(student_answers, wrong))
+    assert verdict.failed == "objects refilled in place", str(verdict)
+    assert "given new objects, your function returned the expected answer" in verdict.evidence
+    assert "a cache keyed by id()" in verdict.evidence
+
+
+def test_refilled_calls_give_one_object_per_argument_and_shape():
+    """Each list, and each array of one shape, is one object call after call, holding the case's
+    values; a function of the values alone passes."""
+    seen = []
+
+    def total(x, q, k):
+        return sum(x) + float(q.sum()) + k
+
+    def fn(x, q, k):
+        seen.append((id(x), id(q), list(x), q.tolist(), k))
+        return total(x, q, k)
+
+    cases = [("a", ([1, 2], np.ones(2), 1)), ("b", ([3], np.zeros(2), 2)),
+             ("c", ([4, 5, 6], np.ones(3), 3))]
+
+    def same(yours, expected):
+        return None if yours == expected else "sum"
+    assert grading.refilled_call(fn, total, cases, same) is None
+    assert len({x for x, *_ in seen}) == 1 and len({q for _, q, *_ in seen}) == 2
+    assert [rest for _, _, *rest in seen] == [[[1, 2], [1, 1], 1], [[3], [0, 0], 2],
+                                              [[4, 5, 6], [1, 1, 1], 3]]
+
+
+@pytest.mark.parametrize("name, wrong, case", [
+    ("find_candidates", "candidates_ids_in_a_byte",
+     "x=[256, 5, 0], max_ngram_size=1, num_pred_tokens=1"),
+    ("trie", "trie_ids_in_a_byte", "sequences=[[256, 1], [0, 1]]")])
+def test_ids_a_byte_apart_are_two_tokens(name, wrong, case):
+    """0 and 256 are one byte (uint8), two of GPT-2's ids: an answer matching them fails there."""
+    verdict = EXERCISES[name].grade(getattr(student_answers, wrong))
+    assert f"smallest case that differs ({verdict.failed}): {case}\n" in str(verdict), str(verdict)
+
+
+def capped(name, cap):
+    """The learner's right answer with its length argument (n-gram, drafts, suffix) capped."""
+    from tests.support import learner_answers
+
+    return {"ngram": lambda x, n, k: learner_answers.find_candidates(x, min(n, cap), k),
+            "drafts": lambda x, n, k: learner_answers.find_candidates(x, n, min(k, cap)),
+            "suffix": lambda c, x, m: learner_answers.longest_suffix(c, x, min(m, cap))}[name]
+
+
+@pytest.mark.parametrize("cap", [3, 4, 5, 6, 7])
+@pytest.mark.parametrize("name, kind", [("find_candidates", "ngram"),
+                                        ("find_candidates", "drafts"),
+                                        ("longest_suffix", "suffix")])
+def test_a_length_capped_below_the_longest_case_fails(name, kind, cap):
+    """A hard-coded bound on the n-gram, the draft or the suffix, up to 7, fails a case."""
+    verdict = EXERCISES[name].grade(capped(kind, cap))
+    assert verdict.failed in ("draft", "n"), str(verdict)
+
+
+@pytest.mark.parametrize("name, wrong, line", [
+    ("verify_chain", "chain_six_drafts_at_most",
+     "drafts[6] = 0 was rejected though q = Q[6][0] = 0.2 >= p = P[6][0] = 0.2"),
+    ("verify_without_replacement", "wr_three_siblings_at_most",
+     "node 4 (token 4) was rejected though q(4) = 0.5 >= p_i(4) = 0.5"),
+    ("verify_without_replacement", "wr_three_levels_at_most",
+     "node 7 (token 1) was rejected though q(1) = 0.2 >= p_i(1) = 0.2"),
+    ("draft_law", "draft_law_batch_of_one", "shape (1, 2, 5), expected (2, 2, 5)")])
+def test_an_answer_sized_to_the_battery_fails_a_larger_call(name, wrong, line):
+    """Right in law on every case, but bounded by the battery's sizes (6 drafts, 3 siblings, 3
+    levels, z [1, K, V_d]): one larger call, whose outcome no uniform changes, shows it."""
+    verdict = EXERCISES[name].grade(getattr(student_answers, wrong), samples=SAMPLES)
+    assert verdict.failed in CALLS_PAST, str(verdict)
+    assert verdict.evidence.startswith("the call:\n") and line in verdict.evidence, str(verdict)
+
+
+def test_a_raise_inside_numpy_names_the_learners_line():
+    """NumPy's frames (a compiled _generator.pyx among them) are not the learner's: the line
+    named is the learner's call."""
+    namespace = {}
+    source = ("import numpy as np\n\n\ndef f():\n"
+              "    return np.random.default_rng(0).choice(2, p=[1.0])\n")
+    exec(compile(source, "mine.py", "exec"), namespace)
+    with pytest.raises(ValueError) as raised:
+        namespace["f"]()
+    assert grading.learners_line(raised.value) == " (at mine.py, line 5)"
