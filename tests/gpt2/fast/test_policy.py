@@ -49,6 +49,20 @@ def test_the_app_measures_the_machine_once_and_the_engines_take_its_figures(monk
     assert engine_choices(Settings(), threads=2)["free"] is None and calls == [1]  # asked: no need
 
 
+def test_one_thread_below_30m_parameters_and_panels_up_to_400m(monkeypatch):
+    """docs/performance.md's thresholds, at their edges: below 30M parameters one BLAS thread (and
+    the free cores for forwards of many rows); with OpenBLAS, panels up to 400M parameters."""
+    assert policy.choose_threads(29_999_999, free=FREE)[0] == 1
+    assert policy.choose_threads(30_000_000, free=FREE) == (2, "2 of 2 cores free (2.0 idle now)")
+    assert policy.choose_wide(29_999_999, 1, free=FREE) == (2, "2 of 2 cores free (2.0 idle now)")
+    assert policy.choose_wide(30_000_000, 2, free=FREE) == (2, "as every product")
+    monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", "Haswell"))
+    assert policy.panel_policy(400_000_000)["on"]
+    assert policy.panel_policy(400_000_001) == {
+        "on": False, "why": "400M parameters: a second copy of the weights would cost too much "
+                            "memory"}
+
+
 def test_a_request_wins():
     assert policy.choose_threads(5_000_000, requested=3)[0] == 3
     assert policy.choose_threads(124_000_000, requested=2)[0] == 2
@@ -112,6 +126,43 @@ def test_idle_cpus_never_below_zero(monkeypatch, stat, own, idle):
     monkeypatch.setattr(os, "times", lambda: SimpleNamespace(user=own[0], system=own[1]))
     found = policy.idle_cpus({0, 1}, seconds=0.001)
     assert found == idle and str(found) != "-0.0"
+
+
+BEFORE = """cpu  110 0 0 2405 0 7 0 0 50 0
+cpu0 0 0 0 1000 0 0 0 0 50 0
+cpu1 100 0 0 1000 0 7 0 0 0 0
+cpu2 10 0 0 400 0 0 0 0 0 0
+cpu3 0 0 0 5 0 0 0 0 0 0
+intr 123 4 5
+"""
+AFTER = """cpu  260 0 0 2985 20 7 0 50 150 0
+cpu0 0 0 0 1050 0 0 0 50 150 0
+cpu1 250 0 0 1030 20 7 0 0 0 0
+cpu2 10 0 0 400 0 0 0 0 0 0
+cpu3 0 0 0 5 0 0 0 0 0 0
+cpu4 0 0 0 100 0 0 0 0 0 0
+intr 456 7 8
+"""
+
+
+def test_idle_cpus_reads_proc_stat_as_linux_writes_it(monkeypatch):
+    """The whole of /proc/stat: the all-CPU line and the others skipped, idle + iowait over the
+    first 8 columns (guest time is inside user already), steal counted as not idle, a CPU of no
+    ticks in between or none before (brought online meanwhile) left out, a CPU outside the ids
+    too, and this process's own CPU time (busy, but on its own behalf) counted as idle."""
+    import io
+    import os
+    import time
+    from types import SimpleNamespace
+
+    reads, clock = iter([BEFORE, AFTER]), iter([1.0, 1.5])
+    times = iter([SimpleNamespace(user=0.25, system=0.25), SimpleNamespace(user=0.5, system=0.5)])
+    monkeypatch.setattr(policy, "open", lambda path: io.StringIO(next(reads)), raising=False)
+    monkeypatch.setattr(os, "times", lambda: next(times))
+    monkeypatch.setattr(time, "perf_counter", lambda: next(clock))
+    # cpu0: 50 idle of 100 ticks (50 of them stolen) = 0.5; cpu1: 30 idle + 20 iowait of 200
+    # = 0.25; cpu2 no ticks, cpu3 not ours, cpu4 new; own: 0.5 s of CPU over 0.5 s = 1.0
+    assert policy.idle_cpus({0, 1, 2, 4}, seconds=0) == 0.5 + 0.25 + 1.0
 
 
 def spin_on(cpu):
@@ -371,10 +422,19 @@ def test_the_blas_line_says_the_threads_the_library_ran(monkeypatch, requested, 
     # a v1 path the container does not mount (no cgroup namespace): its root's files hold
     (["1:cpu:/docker/9c"], {"cpu/cpu.cfs_quota_us": "300000", "cpu/cpu.cfs_period_us":
                             "100000"}, 3.0),
+    # a folder's name may hold colons (the line's third field is the rest of it)
+    (["0::/a:b.slice"], {"a:b.slice/cpu.max": "150000 100000"}, 1.5),
     ([], {}, None), (["garbage"], {"cpu.max": "200000 100000"}, None)])
 def test_a_cgroup_cpu_quota_is_read(tmp_path, lines, files, quota):
     proc, mount = cgroup_tree(tmp_path, lines, files)
     assert policy.cpu_quota(policy.cgroup_folders("cpu", proc, mount)) == quota
+
+
+def test_no_proc_file_is_no_cgroup(tmp_path):
+    """No /proc/self/cgroup (macOS, Windows): no folders to read, and no quota."""
+    proc = str(tmp_path / "no-proc")
+    assert policy.cgroup_folders("cpu", proc, str(tmp_path)) == []
+    assert policy.cpu_quota(policy.cgroup_folders("cpu", proc, str(tmp_path))) is None
 
 
 def test_a_cgroup_named_in_bytes_of_no_encoding_is_read(tmp_path):
