@@ -85,6 +85,34 @@ def test_free_cores_never_below_one():
     assert 1 <= free <= cpus
 
 
+def test_the_usable_cpus_are_this_process_affinity():
+    """taskset -c 0 python main.py ...: the CPUs this process may run on, not the machine's (nor
+    another process's)."""
+    import os
+
+    if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("no affinity to narrow here")
+    before = os.sched_getaffinity(0)
+    one = {min(before)}
+    os.sched_setaffinity(0, one)
+    try:
+        assert policy.usable_cpus() == (one, 1)
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+@pytest.mark.parametrize("count, ids", [(6, set(range(6))), (None, {0})])
+def test_the_usable_cpus_without_affinity_are_the_cpu_count(monkeypatch, count, ids):
+    """No sched_getaffinity (macOS, Windows): every CPU os.cpu_count() names, or 1 where it names
+    none."""
+    import os
+
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: count)
+    monkeypatch.setattr(policy, "cpu_quota", lambda: None)
+    assert policy.usable_cpus() == (ids, len(ids))
+
+
 def test_a_busy_core_is_seen_at_once():
     """/proc/stat, measured while one process spins on one of this process's cores: that core is not
     idle. (The 1-minute load average would take a minute to see it, and counts this process's own
