@@ -532,6 +532,9 @@ def test_no_idle_figure_and_no_load_average_is_not_measured(monkeypatch, loadavg
     assert policy.free_cores() == (3, 3, "not measured")
     monkeypatch.setattr(os, "getloadavg", lambda: (1.2, 1.0, 1.0), raising=False)
     assert policy.free_cores() == (2, 3, "1-minute load 1.2")
+    # a load above the CPUs leaves none idle: still 1 to run on
+    monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 1.0, 1.0), raising=False)
+    assert policy.free_cores() == (1, 3, "1-minute load 5.0")
 
 
 def test_numpy_blas_is_numpys_where_another_library_loaded_its_own_first():
