@@ -300,6 +300,24 @@ def test_building_engines_changes_nothing_in_the_process(monkeypatch):
         assert policy.blas_threads() == 3
 
 
+def test_no_threadpoolctl_is_no_library_to_set(monkeypatch):
+    """Without threadpoolctl (requirements.txt not installed): no library found, no count read,
+    and a scope that sets nothing, not a crash at the first forward."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # its import raises ImportError
+    policy.blas_libraries.cache_clear()
+    policy.blas_kernels.cache_clear()
+    try:
+        assert policy.blas_libraries() == () and policy.blas_threads() is None
+        assert policy.blas_kernels() == (None, None)
+        with policy.blas_limit(2):
+            assert policy.blas_threads() is None
+    finally:
+        policy.blas_libraries.cache_clear()
+        policy.blas_kernels.cache_clear()
+
+
 def test_panels_with_openblas_and_a_request_over_it(monkeypatch):
     monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", "SkylakeX"))
     assert policy.panel_policy(5_000_000)["on"]
