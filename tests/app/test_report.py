@@ -143,6 +143,30 @@ def test_one_round_has_no_speedup_range(monkeypatch):
     assert two["speedup_range"] == [pytest.approx(min(ratios)), pytest.approx(max(ratios))]
 
 
+def test_autoregressive_alone_is_one_decoder_with_no_speedup(monkeypatch):
+    """--method autoregressive: one decoder (the baseline is the method), --runs 2 rounds of it,
+    one group, its text the same as itself, no speedup and no cost model; a row's tokens per
+    target call are its tokens over its calls."""
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    out = json.loads(text_of(["--method", "autoregressive", "--n_tokens", "3", "--runs", "2",
+                              "--json"]))
+    assert [run["method"] for run in out["runs"]] == ["autoregressive"]
+    assert out["rounds"] == 2 and out["groups"] == [1] and out["same_output"] == [True]
+    assert out["speedup"] is None and out["cost_model"] is None
+    run = out["runs"][0]
+    assert run["tokens_per_target_call_by_row"] == [len(run["output_ids"][0]) / run["target_calls"]]
+
+
+def test_the_colour_legend_only_beside_coloured_text(monkeypatch):
+    """The legend names the colours of the tokens: printed text with no colours (a pipe, as
+    here) has no legend."""
+    from picospec_app.report import LEGEND
+
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    text = text_of(["--n_tokens", "3", "--runs", "1"])
+    assert "speedup" in text and LEGEND not in text and not CODES.search(text)
+
+
 def test_batch_tokens_per_target_call_counts_each_rows_calls(monkeypatch, tmp_path):
     """--batch --json, speculative sampling at temperature 0 on three prompts of different lengths,
     one of a single token: a run's tokens per target call is the rows' new tokens over the calls
