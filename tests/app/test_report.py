@@ -157,14 +157,30 @@ def test_autoregressive_alone_is_one_decoder_with_no_speedup(monkeypatch):
     assert run["tokens_per_target_call_by_row"] == [len(run["output_ids"][0]) / run["target_calls"]]
 
 
-def test_the_colour_legend_only_beside_coloured_text(monkeypatch):
-    """The legend names the colours of the tokens: printed text with no colours (a pipe, as
-    here) has no legend."""
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("args, legend", [
+    ([], True), (["--method", "autoregressive"], False), (["--batch", "p.txt"], False)])
+def test_the_colour_legend_only_beside_coloured_tokens(monkeypatch, tmp_path, args, legend):
+    """The legend names the colours of the method's tokens: printed under one prompt's coloured
+    texts on a terminal; not for autoregressive decoding alone, nor --batch (no colours there),
+    nor on a pipe."""
     from picospec_app.report import LEGEND
 
     monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
-    text = text_of(["--n_tokens", "3", "--runs", "1"])
-    assert "speedup" in text and LEGEND not in text and not CODES.search(text)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.txt").write_text("def f(x):\n")
+    argv = ["--n_tokens", "3", "--runs", "1", *args]
+    out = Terminal()
+    with redirect_stdout(out):
+        command.main(argv)
+    assert (LEGEND in out.getvalue()) == legend
+    assert LEGEND not in text_of(argv)  # a pipe: no colours, no legend
 
 
 def test_batch_tokens_per_target_call_counts_each_rows_calls(monkeypatch, tmp_path):
