@@ -157,6 +157,30 @@ def test_autoregressive_alone_is_one_decoder_with_no_speedup(monkeypatch):
     assert run["tokens_per_target_call_by_row"] == [len(run["output_ids"][0]) / run["target_calls"]]
 
 
+def test_a_runs_line_of_several_rounds(monkeypatch):
+    """--runs 2: each decoder's line gives the median of 2 runs (not "1 run"), its time in
+    milliseconds (3 decimals of a second) and its speed in tenths of a token a second."""
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    lines = [line for line in text_of(["--n_tokens", "3", "--runs", "2"]).splitlines()
+             if " tokens/s), " in line]
+    assert len(lines) == 2, lines
+    for line in lines:
+        assert re.match(r"3 tokens in \d+\.\d{3} s \(median of 2 runs, \d+\.\d tokens/s\), ",
+                        line), line
+
+
+def test_colours_stop_after_each_coloured_token():
+    """A token of no colour (the target's own, autoregressive) after a coloured one is shown
+    plain: each coloured token ends with the reset code."""
+    reset, pieces = "\033[0m", ["def", " f", "(", "x", ")", ":"]
+    ids = [ENCODER.encode(p)[0] for p in pieces]
+    assert [ENCODER.decode([t]) for t in ids] == pieces  # one token each
+    origins = ["draft", "target", "bonus", "target", "resample", "target"]
+    expected = "".join(COLORS[o] + p + reset if o in COLORS else p
+                       for o, p in zip(origins, pieces))
+    assert colored(ENCODER, ids, origins, True) == expected
+
+
 class Terminal(io.StringIO):
     def isatty(self):
         return True
