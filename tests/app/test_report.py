@@ -181,6 +181,21 @@ def test_colours_stop_after_each_coloured_token():
     assert colored(ENCODER, ids, origins, True) == expected
 
 
+def test_batch_text_names_two_groups_or_more(monkeypatch, tmp_path):
+    """Rows of 1 MB under --batch_memory 1: a row a group; the text names the groups from 2 on,
+    and says nothing of groups for one."""
+    from picospec_app import plan
+
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    monkeypatch.setattr(plan, "batch_row_bytes", lambda loaded, n: 2**20)
+    for n in (1, 2):
+        (tmp_path / "p.txt").write_text("def f(x):\n" * n)
+        text = text_of(["--method", "speculative", "--n_tokens", "2", "--runs", "1", "--batch",
+                        str(tmp_path / "p.txt"), "--batch_memory", "1"])
+        assert (" in 2 groups of up to 1 row in " in text) == (n == 2), text
+        assert (" groups of " in text) == (n == 2), text
+
+
 class Terminal(io.StringIO):
     def isatty(self):
         return True
