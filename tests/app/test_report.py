@@ -112,6 +112,8 @@ def test_the_cost_models_equation_as_printed_gives_the_prediction_printed():
         value, predicted, said, shown, r_0, tokens = printed_equation(line)
         assert predicted == float(f"{costs['predicted']:.2f}"), line
         assert abs(value - predicted) <= 0.01 + 1e-9, (value, line)
+        # equation_digits' own aim: the printed figures give the prediction within 0.005
+        assert abs(value - costs["predicted"]) <= 0.005 + 1e-9, (value, costs["predicted"], line)
         assert said == shown and float(tokens) == pytest.approx(1 + r_0), line
     assert "token r_0 = 0.10; " in cost_line({**COSTS[0], "rest_base": 0.1, "c": 1.0, "rest": 0.1,
                                           "predicted": 1.0}, 1.0)  # 2 when they do
@@ -167,6 +169,20 @@ def test_a_runs_line_of_several_rounds(monkeypatch):
     for line in lines:
         assert re.match(r"3 tokens in \d+\.\d{3} s \(median of 2 runs, \d+\.\d tokens/s\), ",
                         line), line
+    why = next(line for line in text_of(["--n_tokens", "3", "--runs", "2"]).splitlines()
+               if line.startswith("why: "))
+    assert re.match(r"why: \d+\.\d\d tokens per target call; ", why), why
+    assert re.search(r" = \d+\.\d\dx predicted, \d+\.\d\dx measured$", why), why
+
+
+@pytest.mark.parametrize("temperature, note", [
+    ("0", " (temperature 0: they must be identical)"), ("1", " (sampling: texts may differ)"),
+    ("0.7", " (sampling: texts may differ)")])
+def test_the_speedup_line_says_whether_the_texts_must_match(monkeypatch, temperature, note):
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    text = text_of(["--n_tokens", "3", "--runs", "1", "--temperature", temperature])
+    line = next(line for line in text.splitlines() if line.startswith("speedup "))
+    assert line.endswith(note), line
 
 
 def test_colours_stop_after_each_coloured_token():
