@@ -117,6 +117,8 @@ def test_the_cost_models_equation_as_printed_gives_the_prediction_printed():
         assert said == shown and float(tokens) == pytest.approx(1 + r_0), line
     assert "token r_0 = 0.10; " in cost_line({**COSTS[0], "rest_base": 0.1, "c": 1.0, "rest": 0.1,
                                           "predicted": 1.0}, 1.0)  # 2 when they do
+    # the fewest: 1.000 x 1.035 / (0.555 + 0.045) = 1.725 is within 0.005 of 1.0349 / 0.5998
+    assert "token r_0 = 0.035; " in cost_line({**COSTS[0], "predicted": 1.0349 / 0.5998}, 1.0)
 
 
 def test_a_method_with_no_draft_model_prints_no_draft_calls(monkeypatch):
