@@ -65,3 +65,39 @@ def test_the_wide_count_says_the_threads_the_library_ran(monkeypatch, most, capp
     assert (f"; 1 thread (small model (5.85M parameters), 8 for forwards of 33+ token rows (8 of 8 "
             f"cores free (8.0 idle now){capped})); small-matrix path ") in machine.blas_line(report)
     assert library.n == 1  # the report restores the library's count
+
+
+@pytest.mark.parametrize("cpuinfo, processor, arch, cpus, said", [
+    # x86 Linux: the model name, whole (a colon in it too), and the usable CPUs
+    ("processor\t: 0\nmodel name\t: Foo CPU: rev 2 @ 2.0GHz\n", "x86_64", "x86_64", 2,
+     "Foo CPU: rev 2 @ 2.0GHz, 2 CPUs"),
+    # ARM Linux writes no model name: the platform's words
+    ("processor\t: 0\nBogoMIPS\t: 50.00\n", "", "aarch64", 1, "aarch64, 1 CPU"),
+    ("processor\t: 0\nBogoMIPS\t: 50.00\n", "arm", "aarch64", 3, "arm, 3 CPUs"),
+    # no /proc/cpuinfo (macOS, Windows) and no name from the platform
+    (None, "", "", 2, "unknown CPU, 2 CPUs")])
+def test_the_machine_is_named_by_its_cpu_and_usable_cpus(monkeypatch, cpuinfo, processor, arch,
+                                                         cpus, said):
+    import io
+    import platform
+
+    def read(path):
+        if cpuinfo is None:
+            raise FileNotFoundError(path)
+        return io.StringIO(cpuinfo)
+
+    monkeypatch.setattr(machine, "open", read, raising=False)
+    monkeypatch.setattr(platform, "processor", lambda: processor)
+    monkeypatch.setattr(platform, "machine", lambda: arch)
+    monkeypatch.setattr(machine, "usable_cpus", lambda: (set(range(8)), cpus))
+    assert machine.machine() == said
+
+
+@pytest.mark.parametrize("model", [object(), type("Model", (), {"plan": object()})()])
+def test_a_model_of_no_blas_products_says_one_thread(model):
+    """A draft of no weights (ngram), or an engine whose plan sets no threads: one thread, said
+    once, no wide count, no panels."""
+    report = machine.policy(model)
+    assert report["threads"] == 1 and report["blas"] is None and report["ops"] is None
+    line = machine.blas_line(report)
+    assert "; 1 thread (no BLAS products); small-matrix path off (no weights)" in line, line

@@ -96,6 +96,8 @@ def test_a_cache_under_no_ones_home_is_named(tmp_path):
 @pytest.mark.parametrize("name, fix", [("PICOSPEC_HUB_URL", "set HF_ENDPOINT to the hub's address"),
                                        ("PICOSPEC_THREAD", "did you mean PICOSPEC_THREADS?"),
                                        ("PICOSPEC_OFLINE", "did you mean PICOSPEC_OFFLINE?"),
+                                       # short: compared after PICOSPEC_, every letter
+                                       ("PICOSPEC_STAX", "did you mean PICOSPEC_STATIC?"),
                                        ("PICOSPEC_ZZZZZZZ", "the settings are PICOSPEC_THREADS")])
 def test_a_setting_no_one_reads_is_named(name, fix):
     """A misspelt or dropped setting would be ignored in silence: it is refused with its fix."""
