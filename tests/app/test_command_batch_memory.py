@@ -65,6 +65,8 @@ def test_out_of_memory_in_a_group_is_one_line(monkeypatch, where):
                          "memory/a/memory.limit_in_bytes": f"{300 * MB}",
                          "memory/a/memory.usage_in_bytes": f"{400 * MB}",
                          "memory/a/memory.stat": f"total_inactive_file {50 * MB}\n"}, 0),
+    (["4:memory:/"], {"memory/memory.limit_in_bytes": "9223372036854771712",
+                      "memory/memory.usage_in_bytes": "7", "memory/memory.stat": ""}, None),
     ([], {}, None)])
 def test_a_cgroup_memory_limit_is_read(tmp_path, lines, files, free):
     from gpt2.fast.policy import cgroup_folders
@@ -84,3 +86,37 @@ def test_free_memory_is_the_least_of_the_host_and_a_cgroup_limit(monkeypatch, ho
     monkeypatch.setattr(machine, "host_memory", lambda: host)
     monkeypatch.setattr(machine, "cgroup_memory_free", lambda: limit)
     assert machine.free_memory() == free
+
+
+@pytest.mark.parametrize("meminfo, free", [
+    ("MemTotal:       16384 kB\nMemFree:         2048 kB\nMemAvailable:    8192 kB\n",
+     8192 * 1024),
+    # a kernel before 3.14 writes no MemAvailable; no /proc/meminfo (macOS): physical memory
+    ("MemTotal:       16384 kB\nMemFree:         2048 kB\n", 4096 * 1000), (None, 4096 * 1000)])
+def test_host_memory_is_memavailable_else_the_physical_memory(monkeypatch, meminfo, free):
+    import io
+    import os
+
+    from picospec_app import machine
+
+    def read(path):
+        if meminfo is None:
+            raise FileNotFoundError(path)
+        return io.StringIO(meminfo)
+
+    monkeypatch.setattr(machine, "open", read, raising=False)
+    monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PAGE_SIZE": 4096,
+                                                     "SC_PHYS_PAGES": 1000}[name])
+    assert machine.host_memory() == free
+
+
+def test_the_gpus_free_memory_is_its_free_bytes(monkeypatch):
+    """CuPy's Device().mem_info is (free, total): --batch plans on the free bytes."""
+    from types import SimpleNamespace
+
+    from gpt2 import backend
+    from picospec_app import machine
+
+    cuda = SimpleNamespace(Device=lambda: SimpleNamespace(mem_info=(3 * MB, 16 * MB)))
+    monkeypatch.setattr(backend, "get_xp", lambda device: SimpleNamespace(cuda=cuda))
+    assert machine.free_memory("gpu") == 3 * MB
