@@ -59,6 +59,15 @@ def test_out_of_memory_in_a_group_is_one_line(monkeypatch, where):
     (["0::/"], {"memory.max": f"{2**30}", "memory.current": f"{600 * MB}",
                 "memory.stat": f"anon 1\ninactive_file {100 * MB}\n"}, 2**30 - 500 * MB),
     (["0::/"], {"memory.max": "max", "memory.current": "5", "memory.stat": ""}, None),
+    # no page cache named in memory.stat: none added
+    (["0::/"], {"memory.max": f"{100 * MB}", "memory.current": f"{40 * MB}",
+                "memory.stat": "anon 5\n"}, 60 * MB),
+    # a slice above grants less than its service: the least holds
+    (["0::/a.slice/b.service"], {"a.slice/memory.max": f"{300 * MB}",
+                                 "a.slice/memory.current": f"{100 * MB}", "a.slice/memory.stat": "",
+                                 "a.slice/b.service/memory.max": f"{2**30}",
+                                 "a.slice/b.service/memory.current": f"{100 * MB}",
+                                 "a.slice/b.service/memory.stat": ""}, 200 * MB),
     # v1: "no limit" is written as about 2^63; a limit in a parent folder holds
     (["4:memory:/a/b"], {"memory/a/b/memory.limit_in_bytes": "9223372036854771712",
                          "memory/a/b/memory.usage_in_bytes": "7", "memory/a/b/memory.stat": "",
@@ -120,3 +129,16 @@ def test_the_gpus_free_memory_is_its_free_bytes(monkeypatch):
     cuda = SimpleNamespace(Device=lambda: SimpleNamespace(mem_info=(3 * MB, 16 * MB)))
     monkeypatch.setattr(backend, "get_xp", lambda device: SimpleNamespace(cuda=cuda))
     assert machine.free_memory("gpu") == 3 * MB
+
+
+def test_panels_on_a_gpu_are_off_and_on_the_cpu_the_policys(monkeypatch):
+    """A benchmark's header for an engine not built yet: on the GPU no panels (the products are
+    CuPy's); on the CPU, the panel policy of this BLAS."""
+    from gpt2.fast import policy
+    from picospec_app import machine
+
+    monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", "Haswell"))
+    gpu = machine.thread_policy(5_850_000, 1, device="gpu")
+    assert gpu["panels"] == {"on": False, "why": "the model runs on the GPU"}
+    assert machine.thread_policy(5_850_000, 1)["panels"] == policy.panel_policy(5_850_000)
+    assert machine.thread_policy(5_850_000, 1)["panels"]["on"]
