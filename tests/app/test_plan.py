@@ -89,6 +89,8 @@ def test_notes_are_made_in_the_plan_and_printed_before_loading():
 @pytest.mark.parametrize("cpus, note", [
     (1, "note: 2 BLAS threads oversubscribe the 1 CPU this process may use: each forward waits on "
         "threads that share a core (slower, often many times); give --threads 1"),
+    (2, "note: 3 BLAS threads oversubscribe the 2 CPUs this process may use: each forward waits on "
+        "threads that share a core (slower, often many times); give --threads 2 or fewer"),
     (4, "note: 5 BLAS threads oversubscribe the 4 CPUs this process may use: each forward waits on "
         "threads that share a core (slower, often many times); give --threads 4 or fewer")])
 def test_the_oversubscription_note_on_one_cpu_and_on_several(monkeypatch, cpus, note):
@@ -144,3 +146,85 @@ def test_the_help_of_escapes_names_every_prompt_it_decodes(tmp_path):
     assert decoded == ["--prompt", "--prompt_file", "--batch"]
     text = next(o.help for o in SHARED if o.name == "escapes")
     assert all(name in text for name in decoded), text
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--top_k", "5"], ("--top_k has no effect at", "; it applies when sampling")),
+    (["--top_p", "0.9"], ("--top_p has no effect at", "; it applies when sampling")),
+    (["--top_k", "5", "--top_p", "0.9"],
+     ("--top_k and --top_p have no effect at", "; they apply when sampling"))])
+def test_the_filters_note_agrees_with_how_many_were_given(argv, said):
+    (note,) = read_plan(argv).notes
+    assert all(words in note for words in said), note
+
+
+class Stream(io.StringIO):
+    def __init__(self, tty):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self):
+        return self.tty
+
+
+@pytest.mark.parametrize("progress, stderr, json_, stdout, wanted", [
+    (None, True, False, False, True),  # text to a pipe, a terminal for stderr: bars
+    (None, True, True, False, False),  # --json to a pipe: no bars among its reader's input
+    (None, True, True, True, True),  # --json on a terminal
+    (None, False, False, True, False),  # stderr to a file
+    (True, False, True, False, True), (False, True, False, True, False)])  # as asked
+def test_progress_bars_on_a_terminal_and_never_for_json_to_a_pipe(monkeypatch, progress, stderr,
+                                                                   json_, stdout, wanted):
+    import sys
+
+    from picospec_app.plan import progress_wanted
+
+    monkeypatch.setattr(sys, "stderr", Stream(stderr))
+    monkeypatch.setattr(sys, "stdout", Stream(stdout))
+    assert progress_wanted({"progress": progress, "json": json_}) is wanted
+
+
+def test_same_model_by_name_and_by_folder(tmp_path):
+    from picospec_app.plan import same_model
+
+    (tmp_path / "m").mkdir()
+    assert same_model("tiny-target", "tiny-target") and not same_model("tiny-target", "tiny-draft")
+    assert not same_model("gpt2", "gpt2-medium")
+    assert same_model(str(tmp_path / "m"), f"{tmp_path / 'm'}/")  # one folder, spelt twice
+
+
+def test_a_prompt_may_fill_the_context_window_exactly():
+    from types import SimpleNamespace
+
+    from picospec_app.plan import check_length
+    from picospec_cli import UsageError
+
+    models, names = {"target": SimpleNamespace(n_ctx=16)}, {"target": "tiny-target"}
+    check_length([1] * 10, 6, models, names)  # 10 + 6 = 16 tokens: they fit
+    with pytest.raises(UsageError, match=r"^the prompt \(10 tokens\) plus --n_tokens 7 exceeds "
+                                         r"the context window of the target 'tiny-target', 16"):
+        check_length([1] * 10, 7, models, names)
+
+
+def test_the_rest_cache_is_checked_for_rest_only_and_only_without_a_datastore(monkeypatch):
+    """REST builds its datastore into the cache: its folder is checked before any model loads,
+    for --method rest with no --datastore only."""
+    from picospec_app import plan
+
+    checked = []
+    monkeypatch.setattr(plan, "check_cache_dir", checked.append)
+    read_plan(["--method", "rest"])
+    assert checked == ["rest"]
+    read_plan([])
+    assert checked == ["rest"]
+
+
+def test_no_colours_for_a_pipe(monkeypatch):
+    import sys
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setattr(sys, "stdout", Stream(False))
+    assert read_plan([]).color is False
+    monkeypatch.setattr(sys, "stdout", Stream(True))
+    assert read_plan([]).color is True
