@@ -30,6 +30,13 @@ def test_groups_fit_half_the_free_memory(monkeypatch, rows_of_10_mb, free_mb, si
     assert [len(g) for g in groups(12)] == sizes
 
 
+def test_unreadable_free_memory_plans_on_4096_mb(monkeypatch):
+    """Rows of 1000 MB, free memory unreadable: 4096 MB hold 4 of them a group."""
+    monkeypatch.setattr(plan, "batch_row_bytes", lambda loaded, tokens: 1000 * MB)
+    monkeypatch.setattr(plan, "free_memory", lambda device: None)
+    assert [len(g) for g in groups(9)] == [4, 4, 1]
+
+
 def test_batch_memory_is_the_budget_and_free_memory_is_not_read(monkeypatch, rows_of_10_mb):
     monkeypatch.setattr(plan, "free_memory", lambda device: pytest.fail("read free memory"))
     assert [len(g) for g in groups(7, batch_memory=30)] == [3, 3, 1]
