@@ -30,6 +30,26 @@ def test_groups_fit_half_the_free_memory(monkeypatch, rows_of_10_mb, free_mb, si
     assert [len(g) for g in groups(12)] == sizes
 
 
+def test_a_budget_of_one_row_runs_the_rows_one_by_one(rows_of_10_mb):
+    assert [len(g) for g in groups(3, batch_memory=10)] == [1, 1, 1]
+
+
+def test_a_row_is_sized_for_the_longest_prompt_and_the_new_tokens(monkeypatch):
+    asked = []
+    monkeypatch.setattr(plan, "batch_row_bytes", lambda loaded, tokens: asked.append(tokens) or MB)
+    rows = types.SimpleNamespace(batch_memory=10, n_tokens=8, device="cpu")
+    plan.row_groups(rows, [[1, 2], [1, 2, 3, 4, 5], [1]], {})
+    assert asked == [5 + 8]
+
+
+def test_a_row_over_half_the_free_memory_says_how_much_that_is(monkeypatch):
+    monkeypatch.setattr(plan, "batch_row_bytes", lambda loaded, tokens: 80 * MB)
+    monkeypatch.setattr(plan, "free_memory", lambda device: 100 * MB)
+    with pytest.raises(UsageError, match=r"one row needs about 80 MB .*, more than half the free "
+                                         r"memory \(50 MB\): pass --batch_memory 80 or more"):
+        groups(2)
+
+
 def test_unreadable_free_memory_plans_on_4096_mb(monkeypatch):
     """Rows of 1000 MB, free memory unreadable: 4096 MB hold 4 of them a group."""
     monkeypatch.setattr(plan, "batch_row_bytes", lambda loaded, tokens: 1000 * MB)
