@@ -228,3 +228,53 @@ def test_no_colours_for_a_pipe(monkeypatch):
     assert read_plan([]).color is False
     monkeypatch.setattr(sys, "stdout", Stream(True))
     assert read_plan([]).color is True
+
+
+@pytest.mark.parametrize("option, taken, refused", [
+    ("n_tokens", ["1"], ["0"]), ("top_k", ["1"], ["0"]),
+    ("top_p", ["1", "1e-9"], ["0", "1.000001"]),  # a probability mass: more than 0, at most 1
+    ("seed", ["0"], ["-1"]),  # numpy.random.Generator's seeds are not negative
+    ("threads", ["1", "256"], ["0", "257"]),  # as PICOSPEC_THREADS: 1..256
+    ("runs", ["1"], ["0"]), ("batch_memory", ["1"], ["0"])])
+def test_the_bounds_of_the_shared_options_at_their_edges(tmp_path, option, taken, refused):
+    from picospec_cli import UsageError
+
+    (tmp_path / "p.txt").write_text("def f(x):\n")
+    batch = ["--batch", str(tmp_path / "p.txt")] if option == "batch_memory" else []
+    for value in taken:
+        assert read_plan([f"--{option}", value, *batch]) is not None
+    for value in refused:
+        with pytest.raises(UsageError, match=f"^--{option} must be "):
+            read_plan([f"--{option}", value, *batch])
+
+
+@pytest.mark.parametrize("argv0, name", [
+    ("main.py", "python main.py"), ("bench/../main.py", "python bench/../main.py"),
+    ("/usr/local/bin/picospec", "picospec"), ("/opt/bin/picospec.exe", "picospec"),
+    ("", "python main.py"), (None, "python main.py")])
+def test_the_usage_line_names_the_command_as_typed(monkeypatch, argv0, name):
+    import sys
+
+    from picospec_app.plan import program
+
+    monkeypatch.setattr(sys, "argv", [] if argv0 is None else [argv0, "--help"])
+    assert program() == name
+
+
+@pytest.mark.parametrize("method, option", [("medusa", "K"), ("autoregressive", "K")])
+def test_another_methods_option_names_what_this_method_takes(method, option):
+    from picospec_cli import UsageError
+
+    own = TABLE[method].options
+    takes = ", ".join(f"--{o.name}" for o in own) if own else "no options of its own"
+    with pytest.raises(UsageError, match=f"not of --method {method} \\(which takes {takes}\\)$"):
+        read_plan(["--method", method, f"--{option}", "3"])
+
+
+def test_the_method_list_lines_up_the_help_of_every_method():
+    from picospec.methods import METHODS
+    from picospec_app.plan import method_list
+
+    lines = method_list().splitlines()
+    assert len(lines) == len(METHODS)
+    assert len({line.index(m.help) for line, m in zip(lines, METHODS)}) == 1
