@@ -28,6 +28,36 @@ def test_c_is_the_target_call_and_c_d_the_draft_call():
     assert r["c"] == pytest.approx(np.mean([1.0 + 0.5 * (n - 1) for n in positions]))
 
 
+def test_costs_are_over_a_one_token_call_that_is_not_one_second():
+    """A one-token target call of 2 s, each more position 1 s, a draft call 0.4 s: c_d 0.2 and c
+    the mean target call over 2 s (a ratio, whatever the clock's unit)."""
+    clock = Clock()
+    loaded = {"target": Costly(TARGET, clock, 2.0, 1.0), "draft": Costly(DRAFT, clock, 0.4)}
+    r = compare.compare("speculative", [[1, 2]], loaded, N, [0], {"temperature": 1.0}, K=3,
+                        clock=clock)
+    positions = [1 + s["drafted"] for s in r["stats"]]
+    assert r["c_d"] == pytest.approx(0.2) and r["c_d2"] == 0
+    assert r["c"] == pytest.approx(np.mean([2.0 + (n - 1) for n in positions]) / 2.0)
+
+
+def test_c_d2_is_the_second_drafters_call():
+    """Cascade's second drafter at 0.2 s a call, over a one-token target call of 2 s: 0.1."""
+    clock = Clock()
+    loaded = {"target": Costly(TARGET, clock, 2.0, 1.0), "draft": Costly(DRAFT, clock, 0.4),
+              "draft2": Costly(DRAFT, clock, 0.2)}
+    r = compare.compare("cascade", [[1, 2]], loaded, N, [0], {"temperature": 1.0}, clock=clock)
+    assert r["c_d"] == pytest.approx(0.2) and r["c_d2"] == pytest.approx(0.1)
+
+
+def test_a_method_of_no_draft_model_costs_no_draft_calls():
+    """Prompt lookup drafts from the prompt: c_d 0 (no call, not 0 / 0), no per-position
+    acceptance without a K given."""
+    clock = Clock()
+    r = compare.compare("prompt_lookup", [[1, 2, 1, 2, 1, 2]], {"target": Costly(
+        TARGET, clock, 2.0, 0.5)}, N, [0], {"temperature": 0.0}, clock=clock)
+    assert r["c_d"] == 0 and r["c_d2"] == 0 and r["per_position"] == []
+
+
 def test_per_position_acceptance_by_hand():
     """Full steps of K = 3 accepting 0, 2, 3, 1 (a step of 2 drafts left out): position 1 reached 4
     times, passed 3; position 2: 2 of 3; position 3: 1 of 2."""
