@@ -38,6 +38,10 @@ def test_costs_are_over_a_one_token_call_that_is_not_one_second():
     positions = [1 + s["drafted"] for s in r["stats"]]
     assert r["c_d"] == pytest.approx(0.2) and r["c_d2"] == 0
     assert r["c"] == pytest.approx(np.mean([2.0 + (n - 1) for n in positions]) / 2.0)
+    stats = r["stats"]
+    accepted = sum(s["accepted"] for s in stats)
+    assert accepted > 0 and r["acceptance"] == pytest.approx(
+        accepted / sum(s["drafted"] for s in stats))
 
 
 def test_c_d2_is_the_second_drafters_call():
