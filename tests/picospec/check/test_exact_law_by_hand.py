@@ -4,6 +4,7 @@ a plain loop from the rule the checker states (a possible sequence expected 5 ti
 cell of its own, those expected fewer share one pooled cell, an impossible one is in no cell), G
 from scipy's power_divergence, Williams' divisor written out, the tail from scipy's chi-square. The
 law's expected counts are whole numbers, exact in floats, one of them at the threshold itself. The
+pairs and kept tests (pairs_p_value, kept_p_value) against loops written from their comments. The
 broken variant, a pool that takes the sequences expected exactly 5 times too, fails the same test.
 """
 import numpy as np

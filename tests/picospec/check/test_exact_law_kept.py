@@ -108,3 +108,14 @@ def test_samplers_that_keep_fewer_drafts_fail_with_the_reason():
         assert result.verdict == "FAIL", (name, result)
         assert result.detail.startswith("keeps fewer drafts than the rule: n = "), result
     assert check_case(verify_chain, "chain", CASE, SAMPLES, (0, 2), tv=False).verdict == "pass"
+
+
+def test_the_kept_p_value_is_judged_at_its_own_level(monkeypatch):
+    """A case's p-value takes the kept test's on alpha's scale (times ALPHA / KEPT_ALPHA): a kept
+    p-value between KEPT_ALPHA and ALPHA passes the case, one below KEPT_ALPHA fails it."""
+    from picospec.check import battery
+    for short, verdict in [(KEPT_ALPHA * 10, "pass"), (KEPT_ALPHA / 10, "FAIL")]:
+        monkeypatch.setattr(battery, "kept_p_value", lambda full, rule, short=short: short)
+        result = check_case(verify_chain, "chain", CASE, SAMPLES, (0, 2), tv=False)
+        assert result.verdict == verdict, (short, result)
+        assert result.p_value <= short * battery.ALPHA / KEPT_ALPHA
