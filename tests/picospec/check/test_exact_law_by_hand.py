@@ -164,3 +164,25 @@ def test_the_kept_test_by_hand(kept_share):
     full = (rule >= 1) | (rng.random(200) < kept_share * rule)  # [200]
     want = kept_by_hand(full.tolist(), rule.tolist())
     assert exact_law.kept_p_value(full, rule) == pytest.approx(want, rel=1e-9, abs=1e-300)
+
+
+def test_a_failing_case_names_its_three_farthest_sequences_farthest_first(monkeypatch):
+    """check_case on sequences drawn from the case's exact law, 600 of 10,000 replaced by one
+    sequence of probability near 0.01: its detail names three sequences, that one first, with its
+    count and expectation; the other two are the next farthest from theirs."""
+    from picospec.check import battery
+    from picospec.check.cases import CASES, PROMPT
+    from picospec.check.exact_law import Toy, law_vector
+
+    case, n = CASES["chain"][1], 10_000
+    probs = law_vector(Toy(case.laws()[0]), PROMPT, case.N)  # [V^N]
+    seqs = list(np.ndindex((case.V,) * case.N))  # [V^N] tuples in the law's order
+    drawn = np.random.default_rng(2).choice(len(probs), size=n, p=probs)  # [n]
+    drawn[:600] = heavy = int(np.argmin(np.abs(probs - 0.01)))
+    monkeypatch.setattr(battery, "run", lambda *args: np.array([seqs[i] for i in drawn]))
+    result = battery.check_case(None, "chain", case, n, 0, tv=False)
+    count = np.bincount(drawn, minlength=len(probs))  # [V^N]
+    off = sorted(range(len(probs)), key=lambda s: -abs(count[s] - n * probs[s]))[:3]
+    assert result.verdict == "FAIL" and off[0] == heavy
+    assert result.detail.split("; ") == [f"{seqs[s]}: observed {count[s]}, expected "
+                                         f"{n * probs[s]:.1f}" for s in off]
