@@ -186,3 +186,24 @@ def test_a_failing_case_names_its_three_farthest_sequences_farthest_first(monkey
     assert result.verdict == "FAIL" and off[0] == heavy
     assert result.detail.split("; ") == [f"{seqs[s]}: observed {count[s]}, expected "
                                          f"{n * probs[s]:.1f}" for s in off]
+
+
+def test_a_passing_case_s_p_value_is_the_smallest_of_its_tests(monkeypatch):
+    """check_case on 10,000 sequences drawn from the case's exact law: its p-value is the G-test's
+    or the pairs test's on alpha's scale (times ALPHA / PAIRS_ALPHA), whichever is smaller, at most
+    1 (no kept calls here, so no kept test)."""
+    from picospec.check import battery
+    from picospec.check.cases import CASES, PROMPT
+    from picospec.check.exact_law import ALPHA, PAIRS_ALPHA, Toy, law_vector
+
+    case, n = CASES["chain"][1], 10_000
+    probs = law_vector(Toy(case.laws()[0]), PROMPT, case.N)  # [V^N]
+    drawn = np.random.default_rng(0).choice(len(probs), size=n, p=probs)  # [n]
+    seqs = np.array(list(np.ndindex((case.V,) * case.N)))[drawn]  # [n, N]
+    monkeypatch.setattr(battery, "run", lambda *args: seqs)
+    result = battery.check_case(None, "chain", case, n, 0, tv=False)
+    g = g_p_value(np.bincount(drawn, minlength=len(probs)).astype(float), probs)
+    pairs = exact_law.pairs_p_value(seqs, probs, case.V)
+    assert g > 0.1  # a p-value the case must report as it is, not capped below
+    assert result.verdict == "pass"
+    assert result.p_value == min(g, 1.0, pairs * ALPHA / PAIRS_ALPHA)
