@@ -1076,6 +1076,66 @@ MUTANTS = (
            ("tests/app/test_settings.py::"
             "test_a_setting_no_one_reads_is_named",),
            "PICOSPEC_STAX is not answered with PICOSPEC_STATIC"),
+    Mutant("checker-pool-takes-threshold", "checker", "rule", "picospec/check/exact_law.py",
+           "n * probs < min_expected)",
+           "n * probs <= min_expected)",
+           ("tests/picospec/check/test_exact_law_by_hand.py::"
+            "test_the_pooled_table_at_1024_by_hand",),
+           "a cell expected exactly 5 times is pooled"),
+    Mutant("checker-empty-cell-counted", "checker", "rule", "picospec/check/exact_law.py",
+           "pooled * np.log(pooled / expected), 0.0), -1)",
+           "pooled * np.log(pooled / expected), 1.0), -1)",
+           ("tests/picospec/check/test_exact_law_by_hand.py::"
+            "test_g_its_degrees_of_freedom_and_p_value_are_scipys",),
+           "an empty cell adds to G"),
+    Mutant("checker-williams-without-pool", "checker", "rule", "picospec/check/exact_law.py",
+           "G / williams(expected)), len(expected) - 1",
+           "G / williams(expected[:-1])), len(expected) - 1",
+           ("tests/picospec/check/test_exact_law_by_hand.py::"
+            "test_g_its_degrees_of_freedom_and_p_value_are_scipys",),
+           "Williams' divisor leaves the pooled cell out"),
+    Mutant("checker-pairs-bonferroni-three", "checker", "rule", "picospec/check/exact_law.py",
+           "return min(1.0, 2 * p)",
+           "return min(1.0, 3 * p)",
+           ("tests/picospec/check/test_exact_law_by_hand.py::"
+            "test_the_pairs_test_by_hand",),
+           "the pairs test's two-test correction counts three"),
+    Mutant("checker-kept-grid-moved", "checker", "rule", "picospec/check/exact_law.py",
+           "lam = 2.0 ** np.arange(-8, 4)[:, None]",
+           "lam = 2.0 ** np.arange(-8, 5)[:, None]",
+           ("tests/picospec/check/test_exact_law_by_hand.py::"
+            "test_the_kept_test_by_hand",),
+           "the kept test's mixture over another grid of rates"),
+    Mutant("checker-kept-mixture-as-max", "checker", "rule", "picospec/check/exact_law.py",
+           "log_mean = np.logaddexp.reduce(log_m) - math.log(len(lam))",
+           "log_mean = np.max(log_m)",
+           ("tests/picospec/check/test_exact_law_by_hand.py::"
+            "test_the_kept_test_by_hand",),
+           "the kept test takes the best rate, not the mixture (no bound)"),
+    Mutant("checker-kept-at-alpha", "checker", "rule", "picospec/check/battery.py",
+           "    p = min(p, short * alpha / KEPT_ALPHA)",
+           "    p = min(p, short)",
+           ("tests/picospec/check/test_exact_law_kept.py::"
+            "test_the_kept_p_value_is_judged_at_its_own_level",),
+           "the kept p-value judged at alpha, not its own level: right samplers fail"),
+    Mutant("checker-worst-sequences-nearest", "checker", "record", "picospec/check/battery.py",
+           "worst = np.argsort(-np.abs(counts - samples * probs))[:3]",
+           "worst = np.argsort(np.abs(counts - samples * probs))[:3]",
+           ("tests/picospec/check/test_exact_law_by_hand.py::"
+            "test_a_failing_case_names_its_three_farthest_sequences_farthest_first",),
+           "a failure names the sequences nearest the law, not farthest"),
+    Mutant("checker-pass-p-capped", "checker", "record", "picospec/check/battery.py",
+           "p = min(p, 1.0, pairs",
+           "p = min(p, 0.1, pairs",
+           ("tests/picospec/check/test_exact_law_by_hand.py::"
+            "test_a_passing_case_s_p_value_is_the_smallest_of_its_tests",),
+           "a passing case reports a p-value capped at 0.1"),
+    Mutant("checker-kept-letters-swapped", "checker", "record", "picospec/check/battery.py",
+           'if contract == "rejection" else ("K", "calls")',
+           'if contract != "rejection" else ("K", "calls")',
+           ("tests/picospec/check/test_exact_law_kept.py::"
+            "test_samplers_that_keep_fewer_drafts_fail_with_the_reason",),
+           "the kept detail names k and rows for a chain, K and calls for rejection"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
