@@ -1136,6 +1136,11 @@ MUTANTS = (
            ("tests/picospec/check/test_exact_law_kept.py::"
             "test_samplers_that_keep_fewer_drafts_fail_with_the_reason",),
            "the kept detail names k and rows for a chain, K and calls for rejection"),
+    Mutant("checker-verdict-below-alpha", "checker", "rule", "picospec/check/battery.py",
+           '"pass" if p >= alpha else "FAIL"', '"pass" if p >= alpha / 10 else "FAIL"',
+           ("tests/picospec/check/test_exact_law_by_hand.py::"
+            "test_a_case_fails_below_alpha_and_passes_from_it",),
+           "a case whose p-value is below alpha but above alpha / 10 passes"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",

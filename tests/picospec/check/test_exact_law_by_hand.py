@@ -207,3 +207,23 @@ def test_a_passing_case_s_p_value_is_the_smallest_of_its_tests(monkeypatch):
     assert g > 0.1  # a p-value the case must report as it is, not capped below
     assert result.verdict == "pass"
     assert result.p_value == min(g, 1.0, pairs * ALPHA / PAIRS_ALPHA)
+
+
+@pytest.mark.parametrize("share", [0.1, 0.99, 1.0, 2.0])
+def test_a_case_fails_below_alpha_and_passes_from_it(monkeypatch, share):
+    """The verdict of a case is its p-value against ALPHA: the G-test's p-value set to share x
+    ALPHA (the pairs test's to 1), the case fails below ALPHA and passes at it and above."""
+    from picospec.check import battery
+    from picospec.check.cases import CASES, PROMPT
+    from picospec.check.exact_law import ALPHA, Toy, law_vector
+
+    case, n = CASES["chain"][1], 2_000
+    probs = law_vector(Toy(case.laws()[0]), PROMPT, case.N)  # [V^N]
+    drawn = np.random.default_rng(4).choice(len(probs), size=n, p=probs)  # [n]
+    seqs = np.array(list(np.ndindex((case.V,) * case.N)))[drawn]  # [n, N]
+    monkeypatch.setattr(battery, "run", lambda *args: seqs)
+    monkeypatch.setattr(battery, "g_p_value", lambda counts, probs: share * ALPHA)
+    monkeypatch.setattr(battery, "pairs_p_value", lambda seqs, probs, V: 1.0)
+    result = battery.check_case(None, "chain", case, n, 0, tv=False)
+    assert result.p_value == share * ALPHA
+    assert result.verdict == ("pass" if share >= 1 else "FAIL")
