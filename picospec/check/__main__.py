@@ -17,7 +17,9 @@ from picospec_cli import Option, UsageError, guarded, parse, usage
 
 OPTIONS = [
     Option("contract", str, "chain", "the sampler's signature: " + ", ".join(CASES),
-           choices=tuple(CASES)),
+           choices=tuple(CASES), means={"vllm": "rejection", "rejection_sampler": "rejection",
+                                        "wor": "tree_without_replacement",
+                                        "without_replacement": "tree_without_replacement"}),
     Option("samples", int, None,
            f"sequences per case (default {DEFAULT_SAMPLES:,}; more: more power)", low=100),
     Option("seed", int, 0,

@@ -542,6 +542,11 @@ def test_exact_law_by_hand_and_as_a_vector():
     (["picospec.verify:verify_chain", "--json", "--no-json"], "--json is given twice: keep one"),
     (["picospec.verify:verify_chain", "--contract", "chian"],
      "unknown --contract 'chian' (did you mean chain?)"),
+    # other words for a contract: vLLM's rejection sampler, a tree drawn without replacement
+    (["picospec.verify:verify_chain", "--contract", "vllm"],
+     "unknown --contract 'vllm' (did you mean rejection?)"),
+    (["picospec.verify:verify_chain", "--contract", "without-replacement"],
+     "unknown --contract 'without-replacement' (did you mean tree_without_replacement?)"),
     (["picospec.verify:verify_chain", "--cases", "0"], "--cases must be >= 1; got 0"),
     (["picospec.verify:verify_chain", "--cases", "2,13"], "the chain battery has cases 1 to 12"),
     (["picospec.verify:verify_chain", "--json=maybe"], "--json is a switch"),
