@@ -211,16 +211,19 @@ def nearest(typed, names, dash="", also=None):
     """What a mistyped name may have meant, or None; also: {another name for one: its name}."""
     # the name in another case or with - for _ (--k, --top-k), the few it begins (--top: "--top_k
     # or --top_p"; a switch's no- form only when typed so), the one it begins with and goes on
-    # after a _ (lookahead_decoding), else the closest spelling; another name (--target for
-    # --backbone) as that one
+    # after a _ (lookahead_decoding), the few it is a whole part of (speedup: predicted_speedup),
+    # else the closest spelling; another name (--target for --backbone) as that one
     also, key = also or {}, lambda name: name.lower().replace("-", "_")
     pool = [*names, *also]
     begun = list(dict.fromkeys(also.get(n, n) for n in pool if key(n).startswith(key(typed))
                                and (key(typed)[:3] == "no_" or key(n)[:3] != "no_")))
     longer = sorted((n for n in pool if key(typed).startswith(key(n) + "_")), key=len)[-1:]
+    part = list(dict.fromkeys(also.get(n, n) for n in pool
+                              if f"_{key(typed)}_" in f"_{key(n)}_" and key(n)[:3] != "no_"))
     near = ([n for n in pool if key(n) == key(typed)]
             or (begun if len(begun) <= 3 else [])
-            or longer or difflib.get_close_matches(typed, pool, 1, 0.75))
+            or longer or (part if len(part) <= 3 else [])
+            or difflib.get_close_matches(typed, pool, 1, 0.75))
     return " or ".join(dash + n for n in dict.fromkeys(also.get(n, n) for n in near)) or None
 
 

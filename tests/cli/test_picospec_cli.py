@@ -160,6 +160,11 @@ MAIN_CASES = [
     (["--method", "prompt-lookup-decoding"], r"\(did you mean prompt_lookup\?\)", False),
     (["--method", "eagle2_tree"], r"'eagle2_tree' \(did you mean eagle2\?\)", False),
     (["--n_tokens_max", "3"], r"unknown option --n_tokens_max: did you mean --n_tokens\?", False),
+    # a whole part of a name (or of a few) names it
+    (["--method", "lookup"], r"'lookup' \(did you mean prompt_lookup\?\)", False),
+    (["--method", "exit"], r"'exit' \(did you mean early_exit\?\)", False),
+    (["--tokens", "3"], r"unknown option --tokens: did you mean --n_tokens\?", False),
+    (["--memory", "3"], r"unknown option --memory: did you mean --batch_memory\?", False),
     # a switch's no- form is named only when typed so
     (["--no", "3"], r"unknown option --no: did you mean --nodes\?", False),
     (["--prompt", "-x"], r"--prompt needs a value \(text\); one that starts with - is written "

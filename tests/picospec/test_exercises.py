@@ -402,6 +402,9 @@ def answers(tmp_path):
     (["grade", "answers.py", "--json"], "--json writes a class's table: grade a FOLDER"),
     (["grade", "empty"], "empty: the folder holds no .py or .ipynb file"),
     (["show", "tree"], r"no exercise 'tree' \(did you mean trie\?\): choose one of"),
+    # a whole part of a name names it
+    (["show", "speedup"], r"no exercise 'speedup' \(did you mean predicted_speedup\?\)"),
+    (["show", "mask"], r"no exercise 'mask' \(did you mean lookahead_mask\?\)"),
     (["show", "trie", "--samples", "300"], "show does not read --samples: drop it"),
     (["template", "verify"], r"no exercise 'verify' \(did you mean verify_chain or "
                              r"verify_without_replacement\?\): choose one of"),

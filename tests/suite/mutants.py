@@ -912,7 +912,7 @@ MUTANTS = (
             "test_a_row_at_the_context_window_beside_rows_that_draft_on",),
            "--batch: a row given fewer drafts is judged against laws of the wrong positions"),
     Mutant("door-name-going-on-unnamed", "door", "record", "picospec_cli/__init__.py",
-           "            or longer or difflib", "            or difflib",
+           "            or longer or (part", "            or (part",
            ("tests/cli/test_picospec_cli.py::"
             "test_main_refuses_bad_command_lines[--method lookahead_decoding]",),
            "--method lookahead_decoding is not answered with lookahead"),
@@ -1141,6 +1141,11 @@ MUTANTS = (
            ("tests/picospec/check/test_exact_law_by_hand.py::"
             "test_a_case_fails_below_alpha_and_passes_from_it",),
            "a case whose p-value is below alpha but above alpha / 10 passes"),
+    Mutant("door-part-of-a-name-unnamed", "door", "record", "picospec_cli/__init__.py",
+           "            or longer or (part if len(part) <= 3 else [])", "            or longer",
+           ("tests/cli/test_picospec_cli.py::"
+            "test_main_refuses_bad_command_lines[--method lookup]",),
+           "--method lookup is not answered with prompt_lookup"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
