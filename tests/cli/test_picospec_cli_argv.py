@@ -47,6 +47,11 @@ def test_values_that_start_with_a_dash_arrive_verbatim(argv, given):
     (["words"], "unexpected argument 'words': options are written --name value; quote text with "
                 "spaces (see --help)"),
     (["--pro", "x"], "unknown option --pro: did you mean --prompt? (see --help)"),
+    # the first word: no option before it, so a number or -- stays as typed
+    (["-3"], "unexpected argument '-3': options are written --name value; quote text with "
+             "spaces (see --help)"),
+    (["--"], "unexpected argument '--': options are written --name value; quote text with "
+             "spaces (see --help)"),
 ])
 def test_each_mistake_is_one_line(argv, line):
     with pytest.raises(UsageError) as e:
@@ -127,3 +132,16 @@ def test_did_you_mean_names_only_what_was_likely_meant(word, hint):
     with pytest.raises(UsageError) as e:
         read([word, "x"], options)
     assert str(e.value) == f"unknown option {word}{hint} (see --help)"
+
+
+@pytest.mark.parametrize("option, text, like", [
+    (Option("Ks", "ints", choices=(1, 2, 4, 8)), "1,,2", "1,2"),  # the first two choices
+    (Option("Ks", "ints"), "1,", "1,2,4"),
+    (Option("Ks", "floats"), ",1", "0.5,1.5"),
+    (Option("Ks", "strs"), "a, ,b", "a,b"),
+])
+def test_an_empty_item_of_a_list_is_one_line_with_an_example(option, text, like):
+    kind = {"ints": "integers", "floats": "numbers", "strs": "names"}[option.type]
+    with pytest.raises(UsageError) as e:
+        convert(option, text)
+    assert str(e.value) == f"--Ks must be {kind}, comma-separated like {like}; got {text!r}"
