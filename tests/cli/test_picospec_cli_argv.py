@@ -26,6 +26,7 @@ OPTIONS = [Option("K", int, 4, "drafts", low=1), Option("temperature", float, 0.
     (["--prompt=--x=y"], {"prompt": "--x=y"}),
     (["--prompt", "-1e5", "--json"], {"prompt": "-1e5", "json": True}),
     (["--no-json", "--K", "2"], {"json": False, "K": "2"}),
+    (["--prompt", "x=-1"], {"prompt": "x=-1"}),  # an = inside a value, not --name=VALUE
 ])
 def test_values_that_start_with_a_dash_arrive_verbatim(argv, given):
     assert read(argv, OPTIONS) == given
@@ -43,6 +44,7 @@ def test_values_that_start_with_a_dash_arrive_verbatim(argv, given):
     (["--help=yes"], "--help takes no value: write --help (or -h) alone"),
     (["--json=yes"], "--json is a switch: write --json or --no-json, with no value"),
     (["--json", "3"], "--json is a switch and takes no value; got '3' after it"),
+    (["--json", "-3"], "--json is a switch and takes no value; got '-3' after it"),
     (["--K", "2", "--K", "3"], "--K is given twice: keep one"),
     (["words"], "unexpected argument 'words': options are written --name value; quote text with "
                 "spaces (see --help)"),
@@ -52,6 +54,9 @@ def test_values_that_start_with_a_dash_arrive_verbatim(argv, given):
              "spaces (see --help)"),
     (["--"], "unexpected argument '--': options are written --name value; quote text with "
              "spaces (see --help)"),
+    # after a value (that ends in an option's name): a number is a word of its own again
+    (["--prompt", "a K", "-3"], "unexpected argument '-3': options are written --name value; "
+                                "quote text with spaces (see --help)"),
 ])
 def test_each_mistake_is_one_line(argv, line):
     with pytest.raises(UsageError) as e:
