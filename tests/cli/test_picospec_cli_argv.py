@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import picospec_cli
-from picospec_cli import Option, UsageError, convert, out_folder, parse, read
+from picospec_cli import Option, UsageError, convert, out_folder, parse, read, usage
 
 OPTIONS = [Option("K", int, 4, "drafts", low=1), Option("temperature", float, 0.0, "T", low=0),
            Option("prompt", str, "hi", "text"), Option("json", bool, False, "JSON")]
@@ -150,3 +150,14 @@ def test_an_empty_item_of_a_list_is_one_line_with_an_example(option, text, like)
     with pytest.raises(UsageError) as e:
         convert(option, text)
     assert str(e.value) == f"--Ks must be {kind}, comma-separated like {like}; got {text!r}"
+
+
+def test_help_shows_each_option_with_a_placeholder_of_its_kind():
+    """-h: `--name PLACEHOLDER` (N an integer, X a number, TEXT, N,N a list, FILE), a switch as
+    both its forms, then its help and default."""
+    options = [*OPTIONS, Option("Ks", "ints", [1, 2], "list"),
+               Option("out", "out", None, "where", required=True)]
+    lines = [line.split() for line in usage("prog", "doc", options).splitlines()]
+    assert [line[:2] for line in lines if line[:1] and line[0].startswith("--")] == [
+        ["--K", "N"], ["--temperature", "X"], ["--prompt", "TEXT"], ["--json,", "--no-json"],
+        ["--Ks", "N,N"], ["--out", "FILE"]]
