@@ -3,12 +3,14 @@ cache length, for decode steps, (K+1)-token verifications, rollbacks, token tree
 fixed addresses from call to call; every method of the table still equal to autoregressive decoding
 at temperature 0 with it on. The CUDA graph path runs only where CuPy sees a GPU and is skipped,
 saying why, elsewhere."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from gpt2.engine import BatchGPT2, GPT2
-from gpt2.fast.static import StaticStep, bucket
+from gpt2.fast.static import StaticStep, bucket, replay
 from gpt2.model import gpt2
 from tests.support.micro import random_gpt2
 
@@ -206,3 +208,63 @@ def test_cuda_graphs_replay_the_dynamic_step(K):
     buffers = graphed.engine.static.buffers.values()
     assert any(b["graph"] is not None for b in buffers)
     assert all(b["graph"] is not None for b in buffers if b["calls"] >= 2)
+
+
+class FakeCuda:
+    """CuPy's stream, memory pool and graph calls that replay() makes, logged in order: the
+    recording bookkeeping checked without a GPU."""
+
+    def __init__(self):
+        self.log, self.allocator = [], "default"
+        fake = self
+
+        class Stream:
+            def __init__(self, non_blocking=False):
+                self.non_blocking = non_blocking
+
+            def __enter__(self):
+                fake.log.append(("enter", self))
+
+            def __exit__(self, *exc):
+                fake.log.append(("exit", self))
+
+            def begin_capture(self):
+                fake.log.append(("begin", fake.allocator))
+
+            def end_capture(self):
+                fake.log.append("end")
+                return SimpleNamespace(launch=lambda stream: fake.log.append(("launch", stream)))
+
+            def synchronize(self):
+                fake.log.append(("sync", self))
+
+        class MemoryPool:
+            malloc = "graph pool"
+
+        Stream.null = Stream()
+        self.cuda = SimpleNamespace(
+            Stream=Stream, MemoryPool=MemoryPool, get_current_stream=lambda: Stream.null,
+            set_allocator=lambda malloc: setattr(fake, "allocator", malloc))
+        self.get_default_memory_pool = lambda: SimpleNamespace(malloc="default")
+
+
+def test_a_graph_is_recorded_at_the_second_call_once_then_replayed():
+    cupy, buf = FakeCuda(), {"graph": None, "calls": 0}
+    run = lambda: cupy.log.append("run")  # noqa: E731 - the pass
+    replay(buf, run, cupy)
+    assert cupy.log == ["run"] and buf["graph"] is None  # the first call runs eagerly
+    cupy.log.clear()
+    replay(buf, run, cupy)
+    stream, null = buf["stream"], cupy.cuda.Stream.null
+    # recorded on a stream of its own (not the default one), into a pool of its own, then the
+    # allocator put back; then replayed on that stream
+    assert stream is not null and stream.non_blocking
+    assert cupy.log == [("sync", null), ("enter", stream), ("begin", "graph pool"), "run", "end",
+                        ("exit", stream), ("sync", null), ("launch", stream), ("sync", stream)]
+    assert cupy.allocator == "default" and buf["graph"] is not None
+    graph = buf["graph"]
+    for calls in (3, 4):  # replayed, never recorded again nor run eagerly
+        cupy.log.clear()
+        replay(buf, run, cupy)
+        assert cupy.log == [("sync", null), ("launch", stream), ("sync", stream)]
+        assert buf["graph"] is graph and buf["calls"] == calls
