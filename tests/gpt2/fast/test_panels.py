@@ -13,7 +13,8 @@ from hypothesis import given, settings, strategies as st
 from gpt2.engine import BatchGPT2, GPT2
 from gpt2.fast import policy
 from gpt2.fast.ops import PanelMatmul, linear_weights
-from gpt2.fast.panels import MAX_ROWS, ROW_MAX, padded_matmul, panel_matmul, panels, row_products
+from gpt2.fast.panels import (MAX_ROWS, ROW_MAX, padded_matmul, panel_matmul, panel_width, panels,
+                              row_products)
 from gpt2.model import gpt2
 
 from tests.support.clitools import run_here
@@ -179,3 +180,40 @@ def test_main_reports_the_choice(env, tmp_path):
     assert out["threads"]["panels"] == {"on": env == "1", "why": "requested (PICOSPEC_PANELS)"}
     # temperature 0: speculative text equals autoregressive text on either path
     assert out["same_output"] == [True]
+
+
+@pytest.mark.parametrize("n_in", [16, 512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4096])
+def test_panel_widths(n_in):
+    """By row: the widest of 128, 64 and 32 columns whose float32 panel fits in 512 KB, one
+    core's cache (docs/performance.md); small products: 64 columns up to 512 inputs, else 32
+    (bench/engine.py's layouts), the form panels() cuts when not told."""
+    fits = [w for w in (128, 64, 32) if n_in * w * 4 <= 512 * 1024]
+    assert panel_width(n_in, by_row=True) == fits[0]
+    assert panel_width(n_in) == (64 if n_in <= 512 else 32)
+    assert panels(np.zeros((n_in, 1), np.float32)).shape == (1, n_in, panel_width(n_in))
+
+
+class Rows:
+    """A weight that notes how many rows each product with it has (NumPy hands x @ W to it)."""
+    __array_ufunc__ = None
+
+    def __init__(self, w):
+        self.w, self.rows = w, []
+
+    def __rmatmul__(self, x):
+        self.rows.append(x.shape[0])
+        return x @ self.w
+
+
+@pytest.mark.parametrize("m", range(1, 10))
+def test_rows_are_padded_to_a_multiple_of_4(m):
+    """padded_matmul: W sees the rows padded with zeros to a multiple of 4 (docs/performance.md:
+    OpenBLAS multiplies 4 rows as fast as 2 or 3), or of the multiple asked for; only the rows
+    given come back."""
+    rng = np.random.default_rng(m)
+    x, w = rng.standard_normal((m, 8), dtype=np.float32), rng.standard_normal((8, 5), np.float32)
+    for multiple, padded in ((None, -(-m // 4) * 4), (3, -(-m // 3) * 3)):
+        weight = Rows(w)
+        out = padded_matmul(x, weight) if multiple is None else padded_matmul(x, weight, multiple)
+        assert weight.rows == [padded]
+        np.testing.assert_allclose(out, x @ w, rtol=1e-5, atol=1e-5)
