@@ -2,6 +2,8 @@
 scripted models whose calls advance a stub clock by their cost: c is the method's target call and
 c_d a draft call, each over a one-token target call, as in picospec/theory.py; per-position
 acceptance and the mean accepted at full depth."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -68,3 +70,40 @@ def test_per_position_acceptance_by_hand():
     stats = [{"drafted": 3, "accepted": a} for a in (0, 2, 3, 1)] + [{"drafted": 2, "accepted": 2}]
     assert compare.per_position_acceptance(stats, 3) == [3 / 4, 2 / 3, 1 / 2]
     assert compare.mean_accepted(stats, 3) == 1.5
+
+
+def test_milliseconds_per_token_and_per_loop_by_hand():
+    """Autoregressive decoding makes N one-token calls of 2 s: 2000 ms a token. The method's run:
+    each step one target call of 2 s + 1 s per draft and a 0.4 s draft call per draft; over N
+    tokens, and over its steps."""
+    clock = Clock()
+    loaded = {"target": Costly(TARGET, clock, 2.0, 1.0), "draft": Costly(DRAFT, clock, 0.4)}
+    r = compare.compare("speculative", [[1, 2]], loaded, N, [0], {"temperature": 1.0}, K=3,
+                        clock=clock)
+    seconds = sum(2.0 + 1.0 * s["drafted"] + 0.4 * s["drafted"] for s in r["stats"])
+    assert r["ms_per_token_base"] == pytest.approx(2000.0)
+    assert r["ms_per_token"] == pytest.approx(1e3 * seconds / N)
+    assert r["ms_per_loop"] == pytest.approx(1e3 * seconds / len(r["stats"]))
+
+
+def test_explain_by_hand():
+    """Each figure with two decimals; a GPU's c offered only where it is below this run's c."""
+    r = {"tokens_per_call": 2.1234, "E_full": 3.4321, "c": 1.5678, "drafting": 0.4321,
+         "rest": 0.0876, "rest_base": 0.0543, "speedup": 1.2345, "predicted": 1.3456,
+         "predicted_gpu": 1.7891}
+    # without each limit (picospec_app/run.py's limit): every draft accepted E_full (1 + rest_base)
+    # / (c + drafting + rest) = 1.733, verification at one call's cost 1.473, no drafting 1.352,
+    # no rest 1.119: acceptance holds it down most
+    line = ("E 2.12, c 1.57, drafting 0.43, rest 0.09 (autoregressive 0.05): measured 1.23x, "
+            "cost model 1.35x, with c = 1.2 1.79x; limit: acceptance (without it 1.73x)")
+    assert compare.explain(r) == line
+    r["c"] = 1.2  # a GPU's c, not below: not offered
+    assert compare.explain(r).startswith("E 2.12, c 1.20, drafting 0.43, rest 0.09 "
+                                         "(autoregressive 0.05): measured 1.23x, cost model 1.35x;")
+
+
+def test_copy_prompts_repeat_the_start_after_a_blank_line():
+    encoder = SimpleNamespace(encode=lambda text: {"\n\n": [0]}[text])
+    x = list(range(1, 21))
+    assert compare.copy_prompts(encoder, [x, [5, 6]]) == [x + [0] + x[:12], [5, 6, 0, 5, 6]]
+    assert compare.copy_prompts(encoder, [x], 3) == [x + [0, 1, 2, 3]]
