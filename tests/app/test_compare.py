@@ -107,3 +107,18 @@ def test_copy_prompts_repeat_the_start_after_a_blank_line():
     x = list(range(1, 21))
     assert compare.copy_prompts(encoder, [x, [5, 6]]) == [x + [0] + x[:12], [5, 6, 0, 5, 6]]
     assert compare.copy_prompts(encoder, [x], 3) == [x + [0, 1, 2, 3]]
+
+
+def test_measure_alpha_by_hand():
+    """The target always continues b with b + 1 (mod 3), which the draft gives 0.1, 0.3 or 0.9
+    after b = 0, 1, 2: sum_v min(p, q) is the draft's probability of the target's token. After
+    [1, 2] the target writes 0, 1, 2, 0 (after 2, 0, 1, 2: 0.55 on average); after [0] it writes
+    1, 2, 0, 1 (after 0, 1, 2, 0: 0.35); alpha is their mean."""
+    target, draft = np.zeros((V, V, V)), np.zeros((V, V, V))
+    for b, p in enumerate((0.1, 0.3, 0.9)):
+        target[:, b, (b + 1) % V] = 1.0
+        draft[:, b] = (1 - p) / 2
+        draft[:, b, (b + 1) % V] = p
+    alpha = compare.measure_alpha(Toy(draft), Toy(target), [[1, 2], [0]], 4,
+                                  {"temperature": 1.0})
+    assert alpha == pytest.approx((0.55 + 0.35) / 2)
