@@ -41,6 +41,22 @@ def test_off_by_default_and_on_when_asked():
     assert GPT2(HP, PARAMS, static=False).engine.static is None
 
 
+def test_buckets_on_by_default_and_graphs_only_off_numpy():
+    """The engine's step buckets the cache length and, on NumPy, records no graph: no pass is
+    counted toward one, and asking for graphs there still runs each pass eagerly."""
+    dynamic, static = pair()
+    assert static.engine.static.buckets and not static.engine.static.graphs
+    _, graphed = pair(graphs=True)
+    for L in (3, 4, 5, 6):
+        x = list(range(1, L + 1))
+        want = dynamic.logits(x)
+        assert np.abs(static.logits(x) - want).max() < TOL
+        assert np.abs(graphed.logits(x) - want).max() < TOL
+    for step in (static, graphed):
+        assert all(b["calls"] == 0 and b["graph"] is None
+                   for b in step.engine.static.buffers.values())
+
+
 @pytest.mark.parametrize("buckets", [True, False])
 @pytest.mark.parametrize("K", [0, 1, 4])
 def test_every_cache_length(buckets, K):
