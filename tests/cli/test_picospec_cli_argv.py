@@ -49,6 +49,7 @@ def test_values_that_start_with_a_dash_arrive_verbatim(argv, given):
     (["words"], "unexpected argument 'words': options are written --name value; quote text with "
                 "spaces (see --help)"),
     (["--pro", "x"], "unknown option --pro: did you mean --prompt? (see --help)"),
+    (["--no-j"], "unknown option --no-j: did you mean --no-json? (see --help)"),  # typed so
     # the first word: no option before it, so a number or -- stays as typed
     (["-3"], "unexpected argument '-3': options are written --name value; quote text with "
              "spaces (see --help)"),
