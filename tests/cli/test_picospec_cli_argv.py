@@ -162,3 +162,16 @@ def test_help_shows_each_option_with_a_placeholder_of_its_kind():
     assert [line[:2] for line in lines if line[:1] and line[0].startswith("--")] == [
         ["--K", "N"], ["--temperature", "X"], ["--prompt", "TEXT"], ["--json,", "--no-json"],
         ["--Ks", "N,N"], ["--out", "FILE"]]
+
+
+@pytest.mark.parametrize("names, word, hint", [
+    (["n_tokens", "json"], "--n", "--n_tokens"),  # --no-json only when typed so
+    (["top", "top_k"], "--top_k_x", "--top_k"),  # the longest one it begins with, then a _
+    (["top_a", "top_b", "top_c"], "--top", "--top_a or --top_b or --top_c"),  # three it begins
+    (["topx", "top_bb", "top_ccc", "top_dddd"], "--top", "--topx"),  # four: the closest spelling
+])
+def test_did_you_mean_by_the_rule(names, word, hint):
+    options = [Option(n, bool if n == "json" else int, 1, "x") for n in names]
+    with pytest.raises(UsageError) as e:
+        read([word], options)
+    assert str(e.value) == f"unknown option {word}: did you mean {hint}? (see --help)"
