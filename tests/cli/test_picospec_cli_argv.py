@@ -176,3 +176,11 @@ def test_did_you_mean_by_the_rule(names, word, hint):
     with pytest.raises(UsageError) as e:
         read([word], options)
     assert str(e.value) == f"unknown option {word}: did you mean {hint}? (see --help)"
+
+
+def test_a_required_option_must_be_given():
+    options = [Option("name", str, None, "the run's name", required=True)]
+    with pytest.raises(UsageError) as e:
+        parse([], options)
+    assert str(e.value) == "--name is required: the run's name"
+    assert parse(["--name", "x"], options) == ({"name": "x"}, {"name"})
