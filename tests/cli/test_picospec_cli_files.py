@@ -1,0 +1,48 @@
+"""The door's file helpers (picospec_cli.replace_file, cannot_make): a file replaced whole or not
+at all, with the permissions a new file gets; the nearest part of a folder to be made that exists,
+and why nothing can be made there."""
+import errno
+import os
+
+import pytest
+
+from picospec_cli import cannot_make, cannot_write_in, replace_file
+
+
+@pytest.fixture
+def umask_022():
+    before = os.umask(0o022)
+    yield
+    os.umask(before)
+
+
+def test_a_replaced_file_has_the_usual_permissions_and_nothing_beside_it(tmp_path, umask_022):
+    path = tmp_path / "out.txt"
+    path.write_text("old")
+    replace_file(path, [b"new ", b"text"])
+    assert path.read_bytes() == b"new text" and os.listdir(tmp_path) == ["out.txt"]
+    assert path.stat().st_mode & 0o777 == 0o644  # 0o666 less the umask, as open() makes it
+
+
+def test_a_write_that_fails_leaves_the_old_file_and_no_temporary_one(tmp_path):
+    path = tmp_path / "out.txt"
+    path.write_text("old")
+
+    def write(f):
+        f.write(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        replace_file(path, write)
+    assert path.read_text() == "old" and os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_cannot_make_names_the_nearest_part_that_exists(tmp_path):
+    assert cannot_make(tmp_path / "a" / "b") is None  # tmp_path exists and takes files
+    (tmp_path / "f").write_text("")
+    assert cannot_make(tmp_path / "f" / "b") == (tmp_path / "f", "a file")
+
+
+def test_why_a_folder_takes_no_file_is_the_system_s_reason_alone(tmp_path):
+    assert cannot_write_in(tmp_path) is None and os.listdir(tmp_path) == []  # the trial file goes
+    assert cannot_write_in(tmp_path / "missing") == os.strerror(errno.ENOENT)  # no number, no path
