@@ -6,7 +6,9 @@ import os
 
 import pytest
 
-from picospec_cli import cannot_make, cannot_write_in, replace_file
+import picospec_cli
+
+from picospec_cli import cannot_make, cannot_write_in, out_folder, replace_file
 
 
 @pytest.fixture
@@ -46,3 +48,17 @@ def test_cannot_make_names_the_nearest_part_that_exists(tmp_path):
 def test_why_a_folder_takes_no_file_is_the_system_s_reason_alone(tmp_path):
     assert cannot_write_in(tmp_path) is None and os.listdir(tmp_path) == []  # the trial file goes
     assert cannot_write_in(tmp_path / "missing") == os.strerror(errno.ENOENT)  # no number, no path
+
+
+def test_an_output_folder_exists_or_can_be_made_in_one_that_does(tmp_path):
+    (tmp_path / "f").write_text("")
+    assert out_folder(tmp_path) is None and out_folder(tmp_path / "new") is None
+    assert out_folder(tmp_path / "f") == "is a file: give a folder"
+    assert out_folder(tmp_path / "a" / "b") == (
+        f"the folder {tmp_path / 'a'} does not exist; create it first")
+
+
+def test_an_output_folder_that_takes_no_file_is_refused_before_the_work(tmp_path, monkeypatch):
+    monkeypatch.setattr(picospec_cli, "cannot_write_in", lambda folder: "Permission denied")
+    assert out_folder(tmp_path / "new") == (
+        f"cannot write in {tmp_path} (Permission denied): give a folder you can write to")
