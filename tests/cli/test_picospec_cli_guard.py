@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from picospec_cli import Terminated, guarded, terminate
+from picospec_cli import Option, Terminated, command, guarded, terminate
 
 
 @pytest.fixture
@@ -85,3 +85,37 @@ def test_a_stream_closed_before_the_start_is_exit_2(closed, monkeypatch, capsys)
     assert e.value.code == 2 and ran == [] and out == ""
     assert err == ("error: the standard output is closed: send it to a file or a terminal\n"
                    if closed == "stdout" else "")
+
+
+def test_a_closed_pipe_is_exit_141_and_quiet(tmp_path, monkeypatch, capsys):
+    with open(tmp_path / "out", "w") as out:
+        monkeypatch.setattr(sys, "stdout", out)  # a stream with a file descriptor of its own
+        with pytest.raises(SystemExit) as e:
+            guarded(raising(BrokenPipeError(errno.EPIPE, "Broken pipe")))
+    assert e.value.code == 141 and capsys.readouterr().err == ""
+
+
+def test_command_reads_argv_past_the_program_checks_then_calls(monkeypatch, capsys, handlers):
+    """command(fn, options): fn(**values) of sys.argv[1:] (or argv), after check(values, names
+    given); -h prints the help under the program's name (no module: the script's file name)."""
+    def fn(K, json):
+        """Draft K tokens."""
+        return ("ran", K, json)
+
+    fn.__module__ = "no.such.module"
+    options = [Option("K", int, 4, "drafts", low=1), Option("json", bool, False, "JSON")]
+    checked = []
+    monkeypatch.setattr(sys, "argv", ["/somewhere/tool.py", "--K", "2"])
+    assert command(fn, options, check=lambda *a: checked.append(a)) == ("ran", 2, False)
+    assert checked == [({"K": 2, "json": False}, {"K"})]
+    assert command(fn, options, argv=["--json"]) == ("ran", 4, True)
+    assert command(fn, options, argv=["-h"]) is None
+    out = capsys.readouterr().out
+    assert out.startswith("usage: tool.py [--option value ...]\n\nDraft K tokens.\n")
+
+    def refuse(values, given):
+        raise ValueError(f"--K {values['K']}: too few")
+
+    with pytest.raises(SystemExit) as e:
+        command(fn, options, argv=["--K", "2"], check=refuse)
+    assert e.value.code == 2 and capsys.readouterr().err == "error: --K 2: too few\n"
