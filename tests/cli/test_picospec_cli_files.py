@@ -1,4 +1,4 @@
-"""The door's file helpers (picospec_cli.replace_file, cannot_make): a file replaced whole or not
+"""The door's file functions (picospec_cli.replace_file, cannot_make): a file replaced whole or not
 at all, with the permissions a new file gets; the nearest part of a folder to be made that exists,
 and why nothing can be made there."""
 import errno
