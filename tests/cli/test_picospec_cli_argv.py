@@ -168,7 +168,8 @@ def test_help_shows_each_option_with_a_placeholder_of_its_kind():
     (["n_tokens", "json"], "--n", "--n_tokens"),  # --no-json only when typed so
     (["top", "top_k"], "--top_k_x", "--top_k"),  # the longest one it begins with, then a _
     (["top_a", "top_b", "top_c"], "--top", "--top_a or --top_b or --top_c"),  # three it begins
-    (["topx", "top_bb", "top_ccc", "top_dddd"], "--top", "--topx"),  # four: the closest spelling
+    (["topx", "topbb", "topccc", "topdddd"], "--top", "--topx"),  # four: the closest spelling
+    (["a_top", "b_top_c", "x"], "--top", "--a_top or --b_top_c"),  # a whole part of a few
     (["temperature", "temperatures"], "--tempratures", "--temperatures"),  # the closest alone
 ])
 def test_did_you_mean_by_the_rule(names, word, hint):
