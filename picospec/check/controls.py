@@ -18,6 +18,8 @@ def resample_from_target(drafts, P, Q, rng):
 
 def bonus_from_draft(drafts, P, Q, rng):
     """chain, broken: the bonus token comes from the draft's last law, not q's."""
+    if not len(drafts):  # no drafts (P [0, V]): no draft law to take it from, q's is right
+        return verify_chain(drafts, P, Q, rng)
     return verify_chain(drafts, P, np.concatenate([Q[:-1], P[-1:]]), rng)  # [K + 1, V]
 
 
