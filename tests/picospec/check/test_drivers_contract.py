@@ -1,0 +1,81 @@
+"""What the drivers (picospec/check/drivers.py) check in each call's return, beyond the law:
+samplers right but for one breach of their contract, each failing its case with an error that
+names it. A breach the driver let through would write tokens the sampler never chose (a draft it
+was not given, a slot left empty, an id past the vocabulary) into the sequences the G-test judges.
+"""
+import numpy as np
+import pytest
+
+from picospec.batched.rejection import rejection_sample
+from picospec.check.battery import check_case
+from picospec.check.cases import CASES
+from picospec.verify import verify_chain
+
+SAMPLES = 300
+
+
+def numbered(contract, name):
+    """(number from 1, Case) of the case of that name."""
+    [(i, case)] = [(i, c) for i, c in enumerate(CASES[contract], 1) if c.name == name]
+    return i, case
+
+
+def no_drafts_claims_one(drafts, P, Q, rng):
+    """Right with drafts; with none it says it accepted one (n = 1 with K = 0)."""
+    n, token = verify_chain(drafts, P, Q, rng)[:2]
+    return (1 if not drafts else n), token
+
+
+def emitted(out):
+    """[B]: the tokens of each row of a rejection output before its first -1."""
+    return (out >= 0).cumprod(1).sum(1)
+
+
+def batched_gap_before_the_last_token(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                      draft_token_ids, rng):
+    """picospec's rejection sampler with a -1 slipped in before a row's recovered token when it
+    kept a draft but not all: [d, r, -1] -> [d, -1, r]."""
+    out = rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                           rng=rng)
+    k = draft_token_ids.shape[1]
+    for row, e in enumerate(emitted(out)):
+        if 2 <= e <= k:
+            out[row, e], out[row, e - 1] = out[row, e - 1], -1
+    return out
+
+
+def batched_last_token_out_of_range(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                    draft_token_ids, rng):
+    """picospec's rejection sampler whose recovered or bonus token is V, one past the last id."""
+    out = rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                           rng=rng)
+    out[np.arange(len(out)), emitted(out) - 1] = draft_probs.shape[-1]
+    return out
+
+
+def batched_last_draft_changed(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                               draft_token_ids, rng):
+    """picospec's rejection sampler with the last accepted draft, the one before the recovered or
+    bonus token, replaced by the next id."""
+    out = rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                           rng=rng)
+    rows = np.flatnonzero(emitted(out) >= 2)
+    cols = emitted(out)[rows] - 2
+    out[rows, cols] = (out[rows, cols] + 1) % draft_probs.shape[-1]
+    return out
+
+
+@pytest.mark.parametrize("fn, contract, name, message", [
+    (no_drafts_claims_one, "chain", "V=4 K=3 or 0 top_p=0.8", "n_accepted = 1 with K = 0 drafts"),
+    (batched_gap_before_the_last_token, "rejection", "V=3 k=2 T=0.7",
+     "expected accepted drafts, one recovered or bonus token, then -1"),
+    (batched_last_token_out_of_range, "rejection", "V=3 k=2 T=0.7",
+     "expected 1 or more token ids in [0, 3)"),
+    (batched_last_draft_changed, "rejection", "V=3 k=2 T=0.7",
+     "expected accepted drafts, one recovered or bonus token, then -1"),
+], ids=["no_drafts_claims_one", "gap_before_the_last_token", "last_token_out_of_range",
+        "last_draft_changed"])
+def test_a_breach_of_the_contract_fails_its_case_with_the_reason(fn, contract, name, message):
+    number, case = numbered(contract, name)
+    result = check_case(fn, contract, case, SAMPLES, (0, number))
+    assert result.verdict == "error" and message in result.detail, result
