@@ -3,13 +3,16 @@ samplers right but for one breach of their contract, each failing its case with 
 names it. A breach the driver let through would write tokens the sampler never chose (a draft it
 was not given, a slot left empty, an id past the vocabulary) into the sequences the G-test judges.
 """
+from collections import Counter
+
 import numpy as np
 import pytest
 
 from picospec.batched.rejection import rejection_sample
 from picospec.check.battery import check_case
 from picospec.check.cases import CASES
-from picospec.verify import verify_chain
+from picospec.check.drivers import run
+from picospec.verify import verify_chain, verify_tree, verify_without_replacement
 
 SAMPLES = 300
 
@@ -79,3 +82,43 @@ def test_a_breach_of_the_contract_fails_its_case_with_the_reason(fn, contract, n
     number, case = numbered(contract, name)
     result = check_case(fn, contract, case, SAMPLES, (0, number))
     assert result.verdict == "error" and message in result.detail, result
+
+
+@pytest.mark.parametrize("contract", ["tree", "tree_without_replacement"])
+def test_each_tree_call_is_handed_the_tree_its_case_names(contract):
+    """The first step's calls (every row starts after the prompt (1,), its second-to-last token
+    the pad 0), node by node from the case's parents and the laws of case.laws(): a node's token
+    is drawn from the draft's law after its parent's path ("two drafts": every second sibling from
+    case.second_draft()), P[i] is that law (None for "top" siblings, the draft's top tokens in
+    order), siblings drawn without replacement or as top tokens are distinct, and Q[0], Q[i + 1]
+    are the target's laws after the root's and node i's paths."""
+    verifier = verify_tree if contract == "tree" else verify_without_replacement
+    for number, case in enumerate(CASES[contract], 1):
+        T, D = case.laws()  # [V, V, V] each
+        D2 = case.second_draft() if case.siblings == "two drafts" else None
+        calls = []
+
+        def spy(tokens, parents, Q, *args, **kwargs):
+            P = args[0] if contract == "tree_without_replacement" else kwargs["P"]
+            calls.append((list(tokens), tuple(parents), Q.copy(), None if P is None else P.copy()))
+            return verifier(tokens, parents, Q, *args, **kwargs)
+
+        run(spy, contract, case, 50, (0, number))
+        for tokens, parents, Q, P in calls[:50]:  # the first step: one call a row
+            assert parents == case.parents, case.name
+            ctx, rank = {-1: (0, 1)}, Counter()  # node -> (second-to-last, last) of its path
+            assert np.array_equal(Q[0], T[ctx[-1]]), case.name
+            for i, parent in enumerate(parents):
+                second = case.siblings == "two drafts" and rank[parent] % 2 == 1
+                law = (D2 if second else D)[ctx[parent]]  # [V]
+                if case.siblings == "top":
+                    assert P is None and law[tokens[i]] == np.sort(law)[::-1][rank[parent]]
+                else:
+                    assert np.array_equal(P[i], law) and law[tokens[i]] > 0, (case.name, i)
+                rank[parent] += 1
+                ctx[i] = (ctx[parent][1], tokens[i])
+                assert np.array_equal(Q[i + 1], T[ctx[i]]), (case.name, i)
+            if case.siblings in ("top", "without_replacement"):
+                for parent in set(parents):
+                    kids = [t for t, p in zip(tokens, parents) if p == parent]
+                    assert len(set(kids)) == len(kids), (case.name, tokens)
