@@ -122,3 +122,22 @@ def test_each_tree_call_is_handed_the_tree_its_case_names(contract):
                 for parent in set(parents):
                     kids = [t for t, p in zip(tokens, parents) if p == parent]
                     assert len(set(kids)) == len(kids), (case.name, tokens)
+
+
+def test_the_rejection_battery_hands_float32_laws_where_its_case_says_so():
+    """Each call's target_with_bonus_probs and draft_probs are of the case's dtype, and the battery
+    has a float32 case beside its float64 ones: a sampler that works only in float64 (vLLM's
+    tensors are often float32) meets one."""
+    seen = set()
+    for number, case in enumerate(CASES["rejection"], 1):
+        dtypes = set()
+
+        def spy(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
+            dtypes.update({target_with_bonus_probs.dtype, draft_probs.dtype})
+            return rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                    draft_token_ids, rng=rng)
+
+        run(spy, "rejection", case, 50, (0, number))
+        assert dtypes == {np.dtype(case.dtype)}, (case.name, dtypes)
+        seen |= dtypes
+    assert seen == {np.dtype(np.float32), np.dtype(np.float64)}, seen
