@@ -170,3 +170,16 @@ def test_a_tree_sampler_that_drops_the_leaf_fails_a_tree_that_is_one_chain(contr
     i, case = numbered(contract, [c.name for c in CASES[contract]
                                   if c.name.endswith("numbered depth first")][0])
     assert check_case(fn, contract, case, SAMPLES, (0, i), tv=False).verdict == "pass"
+
+
+def test_each_battery_has_a_greedy_case_whose_laws_are_one_hot():
+    """Temperature 0 (greedy decoding, where speculative decoding is most used): target and draft
+    one-hot in every context, so every draft the target does not pick is rejected with certainty
+    and the residual is the target itself. Each contract's battery holds such a law case."""
+    for contract in CASES:
+        greedy = [c for c in CASES[contract]
+                  if not c.support and c.sampling.get("temperature") == 0]
+        assert greedy, contract
+        for case in greedy:
+            for law in case.laws():  # [V, V, V] each
+                assert ((law == 0) | (law == 1)).all() and (law.sum(-1) == 1).all(), case.name
