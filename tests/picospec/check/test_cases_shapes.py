@@ -9,6 +9,7 @@ off) and fails it as it is; picospec's own verifiers pass it. Sizes: 4,000 seque
 import numpy as np
 import pytest
 
+from picospec.batched.rejection import rejection_sample
 from picospec.check.battery import check_case
 from picospec.check.cases import CASES
 from picospec.check.drivers import run
@@ -183,3 +184,28 @@ def test_each_battery_has_a_greedy_case_whose_laws_are_one_hot():
         for case in greedy:
             for law in case.laws():  # [V, V, V] each
                 assert ((law == 0) | (law == 1)).all() and (law.sum(-1) == 1).all(), case.name
+
+
+def test_each_draft_equal_to_the_target_is_kept_whole_every_call():
+    """The "draft = target" cases: p == q exactly, so min(1, q/p) = 1 and a right chain or
+    rejection sampler keeps every draft at every call (the residual max(0, q - p) is never
+    reached); each battery has one."""
+    for contract in CASES:
+        same = [c for c in CASES[contract] if c.draft[0] == "same"]
+        assert same, contract
+        for case in same:
+            q, p = case.laws()  # [V, V, V] each
+            assert np.array_equal(q, p), case.name
+    for contract, fn in (("chain", verify_chain), ("rejection", rejection_sample)):
+        [(i, case)] = [(i, c) for i, c in enumerate(CASES[contract], 1) if c.draft[0] == "same"]
+        kept = []
+        run(fn, contract, case, 300, (0, i), kept)
+        assert all(f.all() for _, f in kept) and all((r == 1).all() for r, _ in kept), case.name
+
+
+def test_the_one_hot_draft_case_drafts_token_0_where_the_target_may_forbid_it():
+    """The chain's "one-hot draft" case: the draft gives token 0 probability 1 in every context,
+    and its target (a toy with zeros) gives it 0 in some, where that draft is rejected for sure."""
+    [case] = [c for c in CASES["chain"] if c.draft[0] == "one-hot"]
+    q, p = case.laws()  # [V, V, V] each
+    assert (p[..., 0] == 1).all() and (q[..., 0] == 0).any() and (q[..., 0] > 0).any()
