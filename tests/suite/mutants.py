@@ -1332,6 +1332,100 @@ MUTANTS = (
            ("tests/app/test_compare.py::"
             "test_measure_alpha_by_hand",),
            "measure_alpha scores from one token too late"),
+    Mutant("checker-chain-n-of-the-case", "checker", "rule", "picospec/check/drivers.py",
+           "        if not 0 <= n <= K:",
+           "        if not 0 <= n <= case.K:",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_a_breach_of_the_contract_fails_its_case_with_the_reason",),
+           "a call with no drafts claiming one kept is not refused"),
+    Mutant("checker-rejection-gap-unseen", "checker", "rule", "picospec/check/drivers.py",
+           "    if (emitted == 0).any() or ((out >= 0).sum(1) != emitted).any() or not"
+           " accepted_ok.all():",
+           "    if (emitted == 0).any() or not accepted_ok.all():",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_a_breach_of_the_contract_fails_its_case_with_the_reason",),
+           "a rejection row with a gap before its last token passes"),
+    Mutant("checker-rejection-token-range", "checker", "rule", "picospec/check/drivers.py",
+           "        if (count < 1).any() or (new >= case.V).any():",
+           "        if (count < 1).any():",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_a_breach_of_the_contract_fails_its_case_with_the_reason",),
+           "a rejection row's last token past the vocabulary passes"),
+    Mutant("checker-rejection-last-draft-free", "checker", "rule", "picospec/check/drivers.py",
+           "np.arange(k) < emitted[:, None] - 1",
+           "np.arange(k) < emitted[:, None] - 2",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_a_breach_of_the_contract_fails_its_case_with_the_reason",),
+           "a rejection row may change its last kept draft"),
+    Mutant("checker-tree-siblings-all-top", "checker", "rule", "picospec/check/drivers.py",
+           '            tokens[:, i] = np.argsort(-p, -1, kind="stable")[:, rank[parent]]',
+           '            tokens[:, i] = np.argsort(-p, -1, kind="stable")[:, 0]',
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_each_tree_call_is_handed_the_tree_its_case_names",),
+           "every top-token sibling is the first choice: the tree is not the one its case names"),
+    Mutant("checker-float32-draft-float64", "checker", "rule", "picospec/check/drivers.py",
+           "    inputs = (Q.astype(case.dtype), bonus, P.astype(case.dtype), drafts.copy())",
+           "    inputs = (Q.astype(case.dtype), bonus, P, drafts.copy())",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_the_rejection_battery_hands_float32_laws_where_its_case_says_so",),
+           "the float32 case hands the draft's law in float64"),
+    Mutant("checker-first-failure-always", "checker", "record", "picospec/check/__main__.py",
+           'first_failure=values["first_failure"])',
+           "first_failure=True)",
+           ("tests/picospec/check/test_command.py::"
+            "test_a_failing_battery_runs_on_unless_first_failure",),
+           "every battery stops at its first failing case"),
+    Mutant("checker-controls-seed-fixed", "checker", "rule", "picospec/check/__main__.py",
+           '        controls = run_controls(contract, values["samples"], values["seed"],'
+           ' values["cases"])',
+           '        controls = run_controls(contract, values["samples"], 0, values["cases"])',
+           ("tests/picospec/check/test_command.py::"
+            "test_the_seed_reaches_the_controls_and_every_case",),
+           "--seed never reaches the negative controls"),
+    Mutant("checker-cases-of-chain", "checker", "rule", "picospec/check/__main__.py",
+           '    numbers = range(1, len(CASES[values["contract"]]) + 1)',
+           '    numbers = range(1, len(CASES["chain"]) + 1)',
+           ("tests/picospec/check/test_command.py::"
+            "test_cases_takes_every_number_of_its_contract_s_battery_and_no_other",),
+           "--cases judged against the chain battery's numbers for every contract"),
+    Mutant("checker-cases-all-refused", "checker", "rule", "picospec/check/__main__.py",
+           '    if values["cases"] and not set(values["cases"]) <= set(numbers):',
+           '    if values["cases"] and not set(values["cases"]) < set(numbers):',
+           ("tests/picospec/check/test_command.py::"
+            "test_cases_takes_every_number_of_its_contract_s_battery_and_no_other",),
+           "--cases naming every case is refused"),
+    Mutant("checker-float32-case-float64", "checker", "rule", "picospec/check/cases.py",
+           '        Case("V=4 k=3 float32", 4, 4, 3, target=77, dtype="float32"),',
+           '        Case("V=4 k=3 float32", 4, 4, 3, target=77),',
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_the_rejection_battery_hands_float32_laws_where_its_case_says_so",),
+           "the float32 case runs in float64"),
+    Mutant("checker-tree-greedy-case-dropped", "checker", "rule", "picospec/check/cases.py",
+           '        Case("V=4 T=0", 4, 4, sampling=dict(temperature=0), target=87,'
+           ' parents=(-1, -1, 0)),',
+           "",
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_each_battery_has_a_greedy_case_whose_laws_are_one_hot",),
+           "the tree battery has no temperature-0 case"),
+    Mutant("checker-same-draft-perturbed", "checker", "rule", "picospec/check/cases.py",
+           '                 "same": lambda: target,',
+           '                 "same": lambda: perturbed(target, 0.01, self.target + 1),',
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_each_draft_equal_to_the_target_is_kept_whole_every_call",),
+           "the draft = target cases hand a draft that is not the target"),
+    Mutant("checker-one-hot-draft-far", "checker", "rule", "picospec/check/cases.py",
+           '        Case("V=4 K=3 one-hot draft", 4, 4, 3, target=77, draft=("one-hot",)),',
+           '        Case("V=4 K=3 one-hot draft", 4, 4, 3, target=77, draft=("far",)),',
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_the_one_hot_draft_case_drafts_token_0_where_the_target_may_forbid_it",),
+           "the one-hot draft case drafts from a far law"),
+    Mutant("checker-control-errors-without-drafts", "checker", "rule", "picospec/check/controls.py",
+           "    if not len(drafts):  # no drafts (P [0, V]): no draft law to take it"
+           " from, q's is right",
+           "    if False:",
+           ("tests/picospec/check/test_controls.py::"
+            "test_each_control_keeps_its_contract_on_every_law_case",),
+           "a negative control raises on calls with no drafts and is counted as caught"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
