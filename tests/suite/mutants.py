@@ -1372,26 +1372,26 @@ MUTANTS = (
     Mutant("checker-first-failure-always", "checker", "record", "picospec/check/__main__.py",
            'first_failure=values["first_failure"])',
            "first_failure=True)",
-           ("tests/picospec/check/test_command.py::"
+           ("tests/picospec/test_check_command.py::"
             "test_a_failing_battery_runs_on_unless_first_failure",),
            "every battery stops at its first failing case"),
     Mutant("checker-controls-seed-fixed", "checker", "rule", "picospec/check/__main__.py",
            '        controls = run_controls(contract, values["samples"], values["seed"],'
            ' values["cases"])',
            '        controls = run_controls(contract, values["samples"], 0, values["cases"])',
-           ("tests/picospec/check/test_command.py::"
+           ("tests/picospec/test_check_command.py::"
             "test_the_seed_reaches_the_controls_and_every_case",),
            "--seed never reaches the negative controls"),
     Mutant("checker-cases-of-chain", "checker", "rule", "picospec/check/__main__.py",
            '    numbers = range(1, len(CASES[values["contract"]]) + 1)',
            '    numbers = range(1, len(CASES["chain"]) + 1)',
-           ("tests/picospec/check/test_command.py::"
+           ("tests/picospec/test_check_command.py::"
             "test_cases_takes_every_number_of_its_contract_s_battery_and_no_other",),
            "--cases judged against the chain battery's numbers for every contract"),
     Mutant("checker-cases-all-refused", "checker", "rule", "picospec/check/__main__.py",
            '    if values["cases"] and not set(values["cases"]) <= set(numbers):',
            '    if values["cases"] and not set(values["cases"]) < set(numbers):',
-           ("tests/picospec/check/test_command.py::"
+           ("tests/picospec/test_check_command.py::"
             "test_cases_takes_every_number_of_its_contract_s_battery_and_no_other",),
            "--cases naming every case is refused"),
     Mutant("checker-float32-case-float64", "checker", "rule", "picospec/check/cases.py",
