@@ -136,10 +136,10 @@ def grade(fn, samples=20_000, seed=0):
     verdict = grade_law(NAME, fn, CONTRACT, samples, seed, known=WRONG, battery=BATTERY)
     if not verdict.passed:
         return verdict
-    return wide_call(fn) or verdict
+    return larger_calls(fn) or verdict
 
 
-def wide_call(fn):
+def larger_calls(fn):
     """A failing Verdict when fn's law for a call of CALLS breaks a rule or is not the head's,
     else None."""
     for call, what, failed in CALLS:

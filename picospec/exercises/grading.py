@@ -318,10 +318,9 @@ ARGS = {3: ("drafts", "P", "Q"), 4: ("tokens", "parents", "Q", "P")}
 def one_call(exercise, fn, args, rules, what, failed):
     """A failing Verdict when fn(*args) (the rng last) raises, changes an input or returns what
     rules forbid whatever the uniforms, else None: a call of a size the battery lacks."""
-    inputs = copied(args[:-1])
+    inputs = copied(args[:-1])  # as they were before the call
     with np.errstate(all="ignore"):
-        _, problem = judged(lambda: fn(*args), rules, copied(args[:-1]), args[:-1],
-                            ARGS.get(len(inputs)))
+        _, problem = judged(lambda: fn(*args), rules, inputs, args[:-1], ARGS[len(inputs)])
     if problem is None:
         return None
     return Verdict(exercise, False, f"one call {what}, once the law passed", "\n".join(

@@ -46,12 +46,12 @@ LONG = ([2, 0, 1, 2, 2, 1, 0, 2, 1], np.full((9, 3), [0.2, 0.3, 0.5]),
 def grade(fn, samples=20_000, seed=0):
     verdict = grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN,
                         known=WRONG, rules=rules)
-    if verdict.passed and (i := outside_rng(fn, EMPTY_UNCERTAIN)) is not None:
+    if not verdict.passed:
+        return verdict
+    if (i := outside_rng(fn, EMPTY_UNCERTAIN)) is not None:
         return outside(NAME, i)
-    if verdict.passed:
-        return one_call(NAME, fn, (*LONG[:-1], np.random.default_rng(seed)), rules,
-                        "of nine drafts the target agrees with", "nine drafts") or verdict
-    return verdict
+    return one_call(NAME, fn, (*LONG[:-1], np.random.default_rng(seed)), rules,
+                    "of nine drafts the target agrees with", "nine drafts") or verdict
 
 
 def rules(drafts, P, Q, out):
