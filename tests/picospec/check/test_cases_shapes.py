@@ -87,10 +87,11 @@ def test_a_sampler_wrong_only_without_drafts_fails_where_calls_have_none(name, v
 def test_a_sampler_drawing_elsewhere_without_drafts_leaves_the_support_cases_untested():
     """no_drafts_own_generator draws its K = 0 token from NumPy's global generator: both support
     cases say "untested" (some draws come from elsewhere), where without the K = 0 calls they
-    passed it."""
+    passed it. 2,000 sequences: at 300, about one state of the global generator in 70 sends every
+    repeated call without drafts to a context whose law is one token, where no draw tells."""
     fn = broken_samplers.no_drafts_own_generator
     for i, case in [(i, c) for i, c in enumerate(CASES["chain"], 1) if c.support]:
-        result = check_case(fn, "chain", case, 300, (0, i))
+        result = check_case(fn, "chain", case, 2_000, (0, i))
         assert result.verdict == "untested" and "come from elsewhere" in result.detail, result
         assert check_case(fn, "chain", case._replace(no_drafts=0.0), 300,
                           (0, i)).verdict == "pass"
