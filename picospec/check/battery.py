@@ -181,16 +181,18 @@ def cases_of(contract, numbers=None):
 def run_controls(contract, samples=DEFAULT_SAMPLES, seed=0, numbers=None):
     """Each negative control over the law cases -> [(name, the first case to catch it, or None)]."""
     law_cases = [(i, case) for i, case in cases_of(contract, numbers) if not case.support]
-    caught = []
     # no law case selected: no controls (the support case needs no power)
-    for control in CONTROLS[contract] if law_cases else ():
-        first = None
-        for i, case in law_cases:
-            if check_case(control, contract, case, samples, (seed, i), tv=False).verdict != "pass":
-                first = f"{i}. {case.name}"
-                break
-        caught.append((control.__name__, first))
-    return caught
+    return [(control.__name__, first_catch(control, contract, law_cases, samples, seed))
+            for control in (CONTROLS[contract] if law_cases else ())]
+
+
+def first_catch(control, contract, law_cases, samples, seed):
+    """The first of law_cases [(number, case)] whose law fails control, as "number. name", or
+    None. A control that raises or breaks its contract shows no power: it is not caught."""
+    for i, case in law_cases:
+        if check_case(control, contract, case, samples, (seed, i), tv=False).verdict == "FAIL":
+            return f"{i}. {case.name}"
+    return None
 
 
 def check_sampler(fn, contract="chain", samples=DEFAULT_SAMPLES, seed=0, cases=None, controls=True,

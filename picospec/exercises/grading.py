@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from picospec.check.battery import FAILED, cases_of, check_case, run_controls
+from picospec.check.battery import FAILED, cases_of, check_case, first_catch, run_controls
 from picospec.check.cases import PROMPT
 from picospec.check.controls import CONTROLS
 from picospec.check.exact_law import ALPHA, Toy, detectable_tv, law_vector
@@ -334,15 +334,9 @@ def controls(contract, samples, seed, battery=None):
     the contract -> the first law case to catch it, or None."""
     if battery is None:
         return run_controls(contract, samples, seed)
-    caught = []
-    for control in CONTROLS[contract]:  # as run_controls does, on the battery's law cases
-        first = None
-        for i, case in [(i, case) for i, case in battery.cases if not case.support]:
-            if check_case(control, contract, case, samples, (seed, i), tv=False).verdict != "pass":
-                first = f"{i}. {case.name}"
-                break
-        caught.append((control.__name__, first))
-    return caught
+    law_cases = [(i, case) for i, case in battery.cases if not case.support]
+    return [(control.__name__, first_catch(control, contract, law_cases, samples, seed))
+            for control in CONTROLS[contract]]  # as run_controls does, on the battery's cases
 
 
 @functools.lru_cache

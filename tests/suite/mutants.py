@@ -1426,6 +1426,13 @@ MUTANTS = (
            ("tests/picospec/check/test_controls.py::"
             "test_each_control_keeps_its_contract_on_every_law_case",),
            "a negative control raises on calls with no drafts and is counted as caught"),
+    Mutant("checker-control-error-counted-caught", "checker", "rule", "picospec/check/battery.py",
+           '        if check_case(control, contract, case, samples, (seed, i), tv=False).verdict'
+           ' == "FAIL":',
+           '        if check_case(control, contract, case, samples, (seed, i), tv=False).verdict'
+           ' != "pass":',
+           ("tests/picospec/check/test_battery_controls.py",),
+           "a negative control that raises counts as caught: a verdict without power"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
