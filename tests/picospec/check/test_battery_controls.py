@@ -25,9 +25,6 @@ def test_the_graders_controls_on_a_battery_of_their_own_count_only_a_fail(monkey
     from picospec.exercises.draft_law import BATTERY
 
     monkeypatch.setitem(grading.CONTROLS, "chain", [raises_on_every_call, resample_from_target])
-    grading.controls.cache_clear()
-    try:
-        caught = dict(grading.controls("chain", 300, 0, BATTERY))
-    finally:
-        grading.controls.cache_clear()
+    # 299 sequences: a size no other test grades with, so the cached answer is this test's own
+    caught = dict(grading.controls("chain", 299, 0, BATTERY))
     assert caught["raises_on_every_call"] is None and caught["resample_from_target"], caught
