@@ -118,10 +118,11 @@ def run(fn, contract, case, n, seed, kept=None):
     return seqs[:, L:L + case.N]  # [n, N]
 
 
-# the calls of a support case made twice more on copies of their inputs: the first 10, every 20th
-# (chain, tree: one a row, over all steps) and, in the rejection contract, every batch of 2 rows
-# or more (a step's rows but those drawn alone)
-REPEATED = (10, 20)
+# the calls of a support case made twice more on copies of their inputs: the first 500 (all of a
+# small run's, where a draw elsewhere may change few answers), every 20th (chain, tree: one a row,
+# over all steps) and, in the rejection contract, every batch of 2 rows or more (a step's rows but
+# those drawn alone)
+REPEATED = (500, 20)
 
 
 def repeated(fn, contract, fn_rng, seed):

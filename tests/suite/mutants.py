@@ -1433,6 +1433,10 @@ MUTANTS = (
            ' != "pass":',
            ("tests/picospec/check/test_battery_controls.py",),
            "a negative control that raises counts as caught: a verdict without power"),
+    Mutant("checker-few-calls-repeated", "checker", "rule", "picospec/check/drivers.py",
+           "REPEATED = (500, 20)", "REPEATED = (10, 20)",
+           ("tests/picospec/check/test_drivers_repeated.py",),
+           "a small run repeats too few calls to see draws made elsewhere only without drafts"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
