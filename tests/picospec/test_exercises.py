@@ -5,6 +5,7 @@ its one-line usage errors; grading a notebook's answer cells and its hand-out co
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from picospec.exercises import EXERCISES
@@ -48,6 +49,9 @@ def test_the_stub_is_not_answered(name):
     exec(EXERCISES[name].STUB, namespace)
     verdict = EXERCISES[name].grade(namespace[name], samples=SAMPLES)
     assert not verdict.passed and verdict.failed == "not answered"
+    # a stub is marked "-" in a class's table, its line saying why, not "FAIL at ..."
+    assert not verdict.answered
+    assert verdict.line() == "not answered: the function still raises NotImplementedError"
 
 
 # (exercise, wrong answer, where it fails: the battery's case, or the part of the output and the
@@ -247,7 +251,14 @@ def test_a_pass_states_the_smallest_difference_it_could_see():
     ("verify_chain", None, "(n accepted, next token): two integers"),
     ("verify_chain", "ab", "(n accepted, next token): two integers"),
     ("verify_chain", (0.5, 1), "(n accepted, next token): two integers"),
-    ("verify_without_replacement", 3, "(path, next token): a list of node indices and an integer")])
+    ("verify_without_replacement", 3, "(path, next token): a list of node indices and an integer"),
+    # a path that is no list of indices (a number, a 2-D array, floats), or a part too many
+    ("verify_without_replacement", (5, 0), "(path, next token): a list of node indices"),
+    ("verify_without_replacement", (np.array([[0, 1]]), 0), "(path, next token): a list of"),
+    ("verify_without_replacement", (np.array([0.5]), 0), "(path, next token): a list of"),
+    ("verify_without_replacement", ([0], 1, "bonus", 0), "(path, next token): a list of"),
+    ("verify_chain", (0, 1, "bonus", 0), "(n accepted, next token): two integers"),
+    ("verify_chain", (0, 1.0), "(n accepted, next token): two integers")])
 def test_a_law_graded_answer_returning_the_wrong_thing_is_told_so(name, returned, want):
     """Not blamed on its arguments or as a raise: what it returned, and what it must return."""
     verdict = EXERCISES[name].grade(lambda *args: returned, samples=SAMPLES)

@@ -1162,6 +1162,13 @@ def wr_path_as_array(tokens, parents, Q, P, rng):
     return np.array(path, dtype=np.int64), token
 
 
+def wr_path_by_np_array(tokens, parents, Q, P, rng):
+    """The path through np.array(path): int64 when it holds nodes, float64 when empty, as
+    np.array([]) is: no node, no wrong index."""
+    path, token = wr_recursive(tokens, parents, Q, P, rng)
+    return np.array(path), token
+
+
 def medusa_from_parents(choices):
     n = len(choices) + 1
     parent = [0] + [0 if len(c) == 1 else 1 + choices.index(c[:-1]) for c in choices]
@@ -1268,4 +1275,5 @@ RIGHT = {"residual": residual_by_minimum, "verify_chain": chain_uniforms_first,
 # more right answers, each written as some learner would
 RIGHT_TOO = [("verify_chain", chain_binomial_draws), ("typical_accept", typical_in_log_space),
              ("find_candidates", candidates_numpy_ids),
-             ("verify_without_replacement", wr_path_as_array)]
+             ("verify_without_replacement", wr_path_as_array),
+             ("verify_without_replacement", wr_path_by_np_array)]

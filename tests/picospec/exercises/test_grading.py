@@ -410,3 +410,102 @@ def test_a_raise_inside_numpy_names_the_learners_line():
     with pytest.raises(ValueError) as raised:
         namespace["f"]()
     assert grading.learners_line(raised.value) == " (at mine.py, line 5)"
+
+
+def test_the_learners_line_is_theirs_wherever_the_raise_comes_from():
+    """A learner's file inside the checkout (outside picospec/) is theirs; a raise inside
+    picospec's own code (eagle3.py) or an installed package other than NumPy (scipy) names the
+    learner's call, not the package's line."""
+    from tests.support.clitools import ROOT
+
+    namespace = {}
+    source = ("import scipy.optimize\n\nfrom picospec.eagle3 import draft_vocabulary\n\n\n"
+              "def own():\n    return draft_vocabulary([1, 2], 5)\n\n\n"
+              "def installed():\n    return scipy.optimize.brentq(lambda x: 1.0, 0.0, 1.0)\n")
+    exec(compile(source, str(ROOT / "notebooks" / "mine.py"), "exec"), namespace)
+    for name, line in (("own", 7), ("installed", 11)):
+        with pytest.raises(ValueError) as raised:
+            namespace[name]()
+        assert grading.learners_line(raised.value) == f" (at mine.py, line {line})", name
+
+
+@pytest.mark.parametrize("name, kind, asked", [
+    ("trie", "coroutine (an async def's call)", "tuple"),
+    ("find_candidates", "generator (a function with yield)", "list")])
+def test_an_async_def_or_a_yield_is_told_to_return_its_value(name, kind, asked):
+    """An async def's call is a coroutine and a function with yield a generator: never run, each
+    is named for what it is and closed (no "never awaited" warning), and a second call's new
+    object is no sign of state kept between calls."""
+    import gc
+    import warnings
+
+    def answer(*args):
+        yield []
+
+    async def coroutine(*args):
+        return [], [], []
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        verdict = EXERCISES[name].grade(coroutine if name == "trie" else answer)
+        gc.collect()
+    assert verdict.failed == f"what it returns: a {kind}, not a {asked}: return the {asked}"
+    assert "keeps state" not in verdict.evidence, str(verdict)
+    assert not [w for w in caught if "never awaited" in str(w.message)], caught
+
+
+@pytest.mark.parametrize("name", ["verify_chain", "verify_without_replacement", "draft_law"])
+def test_an_answer_that_always_raises_fails_at_its_first_case_saying_so(name):
+    """Every check before the law (what it returns, randomness outside rng) leaves a raise to the
+    battery: the first case fails on it, named with the error, and no line blames the rng."""
+    def answer(*args):
+        raise ValueError("not today")
+
+    verdict = EXERCISES[name].grade(answer, samples=SAMPLES)
+    assert not verdict.passed and verdict.failed.startswith("case "), str(verdict)
+    assert "raised ValueError: not today" in verdict.evidence, str(verdict)
+    assert "ignores the rng" not in verdict.evidence and "known mistake" not in verdict.evidence
+
+
+def test_an_answer_that_raises_once_given_a_refilled_object_fails():
+    """Right on new objects, it raises when handed a list it has seen before holding other values
+    (as a decoding loop hands it its tokens again, refilled): that call fails, and the verdict
+    shows the raise."""
+    from tests.support import learner_answers
+
+    seen = []  # (the list itself, so that no id is freed and reused; its values then)
+
+    def find_candidates(x, max_ngram_size=3, num_pred_tokens=10):
+        if any(x is s and x != values for s, values in seen):
+            raise RuntimeError("this list again")
+        seen.append((x, list(x)))
+        return learner_answers.find_candidates(x, max_ngram_size, num_pred_tokens)
+
+    verdict = EXERCISES["find_candidates"].grade(find_candidates)
+    assert not verdict.passed and verdict.failed == "objects refilled in place", str(verdict)
+    assert "yours:    raised RuntimeError: this list again" in verdict.evidence, str(verdict)
+
+
+def test_a_raise_graded_by_law_alone_is_named_as_the_contracts_break():
+    """Graded by law alone (no per-call rules, as an exercise without them grades), a raise is
+    the checker's error verdict: the first case fails, saying the function raised."""
+    def answer(drafts, P, Q, rng):
+        raise ValueError("not today")
+
+    verdict = grading.grade_law("verify_chain", answer, "chain", SAMPLES)
+    assert not verdict.passed and verdict.failed.startswith("case "), str(verdict)
+    assert "your function raised or broke the contract: " in verdict.evidence, str(verdict)
+    assert "not today" in verdict.evidence, str(verdict)
+
+
+@pytest.mark.parametrize("name", ["verify_chain", "verify_without_replacement"])
+def test_a_right_answer_saying_where_its_token_came_from_passes(name):
+    """picospec's own samplers return a third part, where the token came from ("bonus",
+    "resample"): a right answer that does so too passes."""
+    from tests.support import learner_answers
+
+    def answer(*args):
+        return (*getattr(learner_answers, name)(*args), "resample")
+
+    verdict = EXERCISES[name].grade(answer, samples=SAMPLES)
+    assert verdict.passed, str(verdict)
