@@ -242,6 +242,21 @@ def test_calls_past_the_watched_ones_are_not_checked():
     assert watch([1], P, Q, rng) == (0, 1)
 
 
+
+@pytest.mark.parametrize("n", [7, 8, 9])
+def test_a_broken_call_shows_its_first_eight_uniforms_then_dots(n):
+    """The uniforms of a call are written out, the first eight of them, "..." only when it drew
+    more."""
+    def sampler(drafts, P, Q, rng):
+        rng.random(n)
+        return 0, 1  # drafts[0] = 1 rejected, then token 1: the residual [0.3, 0] forbids it
+
+    with pytest.raises(grading.BrokenRule) as raised:
+        grading.watched(sampler, chain_rules, 3)([1], P, Q, np.random.default_rng(7))
+    twin = np.random.default_rng(7).random(n)
+    shown = ", ".join(f"{u:.4g}" for u in twin[:8]) + (", ..." if n > 8 else "")
+    assert f"  the uniforms your rng gave: [{shown}]\n" in str(raised.value)
+
 @pytest.mark.parametrize("out, rule", [
     ((1, 0), None), ((0, 0), None),
     ((0, 1), "token 1 came back, but q = Q[0][1] = 0.2 <= p = P[0][1] = 0.5"),
@@ -496,6 +511,7 @@ def test_a_raise_graded_by_law_alone_is_named_as_the_contracts_break():
     assert not verdict.passed and verdict.failed.startswith("case "), str(verdict)
     assert "your function raised or broke the contract: " in verdict.evidence, str(verdict)
     assert "not today" in verdict.evidence, str(verdict)
+    assert "checked one by one" not in verdict.checked, str(verdict)
 
 
 @pytest.mark.parametrize("name", ["verify_chain", "verify_without_replacement"])
@@ -509,3 +525,24 @@ def test_a_right_answer_saying_where_its_token_came_from_passes(name):
 
     verdict = EXERCISES[name].grade(answer, samples=SAMPLES)
     assert verdict.passed, str(verdict)
+
+
+def test_a_pass_states_the_smallest_p_value_of_its_cases():
+    """The p-value and the power a pass states are the smallest p-value and the largest tv90 of
+    the law cases' own, each case run alone through the checker with the grading's seeds (the
+    support cases have neither)."""
+    from picospec.check.battery import cases_of, check_case
+
+    from tests.support import learner_answers
+
+    fn = learner_answers.verify_chain
+    verdict = EXERCISES["verify_chain"].grade(fn, samples=SAMPLES)
+    results = [check_case(fn, "chain", case, SAMPLES, (0, i))
+               for i, case in cases_of("chain") if not case.support]
+    p_values, tv90 = [r.p_value for r in results], max(r.tv90 for r in results)
+    assert verdict.passed and f"(smallest p-value {min(p_values):.3g};" in verdict.evidence
+    # the power stated is the weakest case's: the largest error any one case may miss
+    assert f"catches any error of total variation >= {tv90:.3f} with" in verdict.checked
+    n_cases = len(cases_of("chain"))
+    assert verdict.evidence.startswith(f"all {n_cases} cases passed (smallest p-value")
+    assert "each case's first 1,000 calls checked one by one" in verdict.checked
