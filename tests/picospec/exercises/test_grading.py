@@ -546,3 +546,50 @@ def test_a_pass_states_the_smallest_p_value_of_its_cases():
     n_cases = len(cases_of("chain"))
     assert verdict.evidence.startswith(f"all {n_cases} cases passed (smallest p-value")
     assert "each case's first 1,000 calls checked one by one" in verdict.checked
+
+
+def test_the_refilled_calls_are_stated_only_where_an_argument_is_a_list_or_array():
+    """find_candidates takes a list of tokens: its pass says the calls were made again on
+    refilled objects; expected_tokens takes numbers only, and its pass does not."""
+    from tests.support import learner_answers
+
+    said = ", then again on one list or array per argument refilled in place"
+    lists = EXERCISES["find_candidates"].grade(learner_answers.find_candidates)
+    numbers = EXERCISES["expected_tokens"].grade(learner_answers.expected_tokens)
+    assert lists.passed and lists.checked.endswith(f"smallest first{said}"), str(lists)
+    assert numbers.passed and numbers.checked.endswith("smallest first"), str(numbers)
+
+
+def test_a_kept_mistake_is_named_only_when_it_agrees_on_every_case():
+    """returns_as by hand: the kept answer agreeing on every case is named, past one that raises;
+    one agreeing on some cases only is not, nor is any when the learner's answer raises."""
+    cases = [("a", (1,)), ("b", (2,)), ("c", (3,))]
+
+    def same(yours, expected):
+        return None if yours == expected else "value"
+
+    def doubled(x):
+        return x + x
+
+    def raises(x):
+        raise ValueError("kept, but raises")
+
+    def agrees_once(x):
+        return 2 if x == 1 else -1
+
+    def yours(x):
+        return 2 * x
+
+    assert grading.returns_as(yours, (raises, agrees_once, doubled), cases, same) is doubled
+    assert grading.returns_as(yours, (agrees_once,), cases, same) is None
+    assert grading.returns_as(lambda x: 2 // (x - 2), (doubled,), cases, same) is None
+
+
+@pytest.mark.parametrize("value, shown", [
+    (np.array([0.123456, 2.0]), "[0.1235, 2.0]"), (np.array([[True, False]]), "[[1, 0]]"),
+    (np.array(["a", "b"]), "['a', 'b']"), (np.float64(0.5), "0.5"), (np.int64(3), "3"),
+    ((np.array([1, 2]), [np.int32(0)]), "([1, 2], [0])"), ({"mask": np.zeros(1)}, "{mask: [0.0]}")])
+def test_a_value_is_shown_on_one_line_as_python_writes_it(value, shown):
+    """Floats of an array to 4 decimals, booleans as 0 and 1, text as it is, NumPy scalars as
+    Python's, tuples, lists and dicts part by part."""
+    assert grading.show(value) == shown
