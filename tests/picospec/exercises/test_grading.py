@@ -466,6 +466,8 @@ def test_an_async_def_or_a_yield_is_told_to_return_its_value(name, kind, asked):
         gc.collect()
     assert verdict.failed == f"what it returns: a {kind}, not a {asked}: return the {asked}"
     assert "keeps state" not in verdict.evidence, str(verdict)
+    assert re.fullmatch(r"  yours:    <(coroutine|generator) object .+ at 0x[0-9a-f]+>",
+                        verdict.evidence.splitlines()[-1]), str(verdict)
     assert not [w for w in caught if "never awaited" in str(w.message)], caught
 
 
@@ -496,9 +498,17 @@ def test_an_answer_that_raises_once_given_a_refilled_object_fails():
         seen.append((x, list(x)))
         return learner_answers.find_candidates(x, max_ngram_size, num_pred_tokens)
 
-    verdict = EXERCISES["find_candidates"].grade(find_candidates)
+    module = EXERCISES["find_candidates"]
+    verdict = module.grade(find_candidates)
     assert not verdict.passed and verdict.failed == "objects refilled in place", str(verdict)
-    assert "yours:    raised RuntimeError: this list again" in verdict.evidence, str(verdict)
+    # the first case whose tokens differ from the first case's: the list it is handed is the
+    # first case's, refilled
+    cases = module.cases()
+    label, args = next((label, args) for label, args in cases if args[0] != cases[0][1][0])
+    assert verdict.evidence.startswith(
+        f"smallest case that differs (objects refilled in place): {label}\n  expected: "
+        f"{grading.show(module.reference(*args))}\n  yours:    raised RuntimeError: this list "
+        f"again"), str(verdict)
 
 
 def test_a_raise_graded_by_law_alone_is_named_as_the_contracts_break():
@@ -593,3 +603,19 @@ def test_a_value_is_shown_on_one_line_as_python_writes_it(value, shown):
     """Floats of an array to 4 decimals, booleans as 0 and 1, text as it is, NumPy scalars as
     Python's, tuples, lists and dicts part by part."""
     assert grading.show(value) == shown
+
+
+def test_an_answer_raising_when_called_again_gets_no_second_call_line():
+    """Its first calls return a wrong answer, the later ones raise (a state used up): the case
+    fails on what it returned, and the call again, which raised, adds no line."""
+    calls = []
+
+    def trie(sequences):
+        calls.append(sequences)
+        if len(calls) > 2:  # the stub check's call, then the first case's
+            raise IndexError("pop from empty list")
+        return [], [], []
+
+    verdict = EXERCISES["trie"].grade(trie)
+    assert not verdict.passed and len(calls) == 3, str(verdict)  # and the call again
+    assert verdict.evidence.endswith("\n  yours:    ([], [], [])"), str(verdict)
