@@ -619,3 +619,28 @@ def test_an_answer_raising_when_called_again_gets_no_second_call_line():
     verdict = EXERCISES["trie"].grade(trie)
     assert not verdict.passed and len(calls) == 3, str(verdict)  # and the call again
     assert verdict.evidence.endswith("\n  yours:    ([], [], [])"), str(verdict)
+
+
+@pytest.mark.parametrize("yours, expected, differs", [
+    ([5e-9], [0.0], "values"), ([0.0], [5e-9], "values"), ([1.0 + 5e-9], [1.0], "values"),
+    ([5e-10], [0.0], None), ([1.0 + 5e-10], [1.0], None), ([2.0, 3.0], [2.0, 3.0], None)])
+def test_arrays_agree_within_1e_9_and_no_further(yours, expected, differs):
+    """same_array's tolerance is 1e-9, absolute near 0 and relative elsewhere: 5e-9 apart is a
+    difference, 5e-10 apart is not."""
+    assert grading.same_array(np.array(yours), np.array(expected)) == differs
+
+
+def test_a_call_returning_what_no_rule_can_read_is_told_so():
+    """Right on the battery, it returns None for its next token on a call of nine drafts: the
+    rules cannot read it, and the verdict says it is not what the statement asks."""
+    from tests.support import learner_answers
+
+    def verify_chain(drafts, P, Q, rng):
+        if len(drafts) == 9:
+            return 9, None
+        return learner_answers.verify_chain(drafts, P, Q, rng)
+
+    verdict = EXERCISES["verify_chain"].grade(verify_chain, samples=SAMPLES)
+    assert verdict.failed == "nine drafts", str(verdict)
+    assert verdict.evidence.endswith(
+        "it returned (9, None): not what the statement asks the function to return")
