@@ -240,6 +240,11 @@ def test_calls_past_the_watched_ones_are_not_checked():
         watch([1], P, Q, rng)
     watch.calls = 2
     assert watch([1], P, Q, rng) == (0, 1)
+    # limit=1: the first call is still checked, the second is not
+    watch = grading.watched(scripted([(0, 1)] * 2, []), chain_rules, 3, limit=1)
+    with pytest.raises(grading.BrokenRule):
+        watch([1], P, Q, rng)
+    assert watch([1], P, Q, rng) == (0, 1)
 
 
 
