@@ -141,3 +141,14 @@ def test_a_file_that_cannot_be_read_is_named_once(tmp_path, text, why):
     notes = [line for line in r.stdout.splitlines() if line.startswith("mine.py: ")]
     assert len(notes) == 1 and why in notes[0], r.stdout
     assert "ended the grading process" not in r.stdout
+
+
+def test_a_near_name_is_suggested_only_for_a_function_the_file_defines(tmp_path):
+    """"tries", imported from elsewhere, and "tree", a number, are near "trie" but no function
+    of the file: no rename is suggested for them; "tri", a function it defines, is."""
+    path = answer(tmp_path, "from os.path import join as tries\n\ntree = 5\n")
+    r = grade(tmp_path, path, "--exercise", "trie")
+    assert "trie: FAIL\n  not answered: the file defines no function trie\n" in r.stdout, r.stdout
+    path = answer(tmp_path, "def tri(sequences):\n    return [], [], []\n", "near.py")
+    r = grade(tmp_path, path, "--exercise", "trie")
+    assert "no function trie (did you mean tri? rename it trie)" in r.stdout, r.stdout
