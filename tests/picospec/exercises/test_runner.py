@@ -152,3 +152,19 @@ def test_a_near_name_is_suggested_only_for_a_function_the_file_defines(tmp_path)
     path = answer(tmp_path, "def tri(sequences):\n    return [], [], []\n", "near.py")
     r = grade(tmp_path, path, "--exercise", "trie")
     assert "no function trie (did you mean tri? rename it trie)" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("ending", ["import sys\n    sys.exit(2)", "raise KeyboardInterrupt"])
+def test_the_exercises_after_one_that_exits_are_still_graded(tmp_path, ending):
+    """residual ends its process (or raises Ctrl-C's exception): it fails, and trie, graded
+    after it, still passes."""
+    import inspect
+
+    from tests.support import learner_answers
+
+    path = answer(tmp_path, f"def residual(q, p):\n    {ending}\n\n\n"
+                  + inspect.getsource(learner_answers.trie))
+    r = grade(tmp_path, path, "--exercise", "residual")
+    assert "residual: FAIL\n  your function raised " in r.stdout, r.stdout + r.stderr
+    r = grade(tmp_path, path)
+    assert "residual: FAIL" in r.stdout and "trie: pass" in r.stdout, r.stdout + r.stderr
