@@ -649,3 +649,19 @@ def test_a_call_returning_what_no_rule_can_read_is_told_so():
     assert verdict.failed == "nine drafts", str(verdict)
     assert verdict.evidence.endswith(
         "it returned (9, None): not what the statement asks the function to return")
+
+
+def test_a_law_failure_graded_by_law_alone_shows_its_gaps():
+    """A rejected draft replaced from the target itself, graded by law alone: its first failing
+    case is a law case, told by its p-value and the sequences with the largest gaps, not by the
+    support cases' all-zero or all-near-one uniforms."""
+    from picospec.check.exact_law import ALPHA
+    from picospec.exercises import verify_chain
+
+    verdict = grading.grade_law("verify_chain", verify_chain.resample_from_target, "chain",
+                                SAMPLES)
+    assert not verdict.passed, str(verdict)
+    assert re.search(rf"\np-value \S+ < {re.escape(f'{ALPHA:g}')}: the law of what you sampled "
+                     r"differs from the exact one; sequences \(new tokens\) with the largest "
+                     r"gaps:\n  \(", verdict.evidence), str(verdict)
+    assert "every uniform your rng gave" not in verdict.evidence, str(verdict)
