@@ -416,7 +416,7 @@ def test_an_answer_sized_to_the_battery_fails_a_larger_call(name, wrong, line):
     """Right in law on every case, but bounded by the battery's sizes (6 drafts, 3 siblings, 3
     levels, z [1, K, V_d]): one larger call, whose outcome no uniform changes, shows it."""
     verdict = EXERCISES[name].grade(getattr(student_answers, wrong), samples=SAMPLES)
-    assert verdict.failed in CALLS_PAST, str(verdict)
+    assert not verdict.passed and verdict.failed in CALLS_PAST, str(verdict)
     assert verdict.evidence.startswith("the call:\n") and line in verdict.evidence, str(verdict)
 
 
@@ -646,9 +646,25 @@ def test_a_call_returning_what_no_rule_can_read_is_told_so():
         return learner_answers.verify_chain(drafts, P, Q, rng)
 
     verdict = EXERCISES["verify_chain"].grade(verify_chain, samples=SAMPLES)
-    assert verdict.failed == "nine drafts", str(verdict)
+    assert not verdict.passed and verdict.failed == "nine drafts", str(verdict)
     assert verdict.evidence.endswith(
         "it returned (9, None): not what the statement asks the function to return")
+
+
+def test_a_call_past_the_battery_that_writes_into_q_is_told_so():
+    """Right on the battery, it zeroes Q's last row on a call of nine drafts: the verdict names
+    Q as changed."""
+    from tests.support import learner_answers
+
+    def verify_chain(drafts, P, Q, rng):
+        out = learner_answers.verify_chain(drafts, P, Q, rng)
+        if len(drafts) == 9:
+            Q[-1] = 0
+        return out
+
+    verdict = EXERCISES["verify_chain"].grade(verify_chain, samples=SAMPLES)
+    assert not verdict.passed and verdict.failed == "nine drafts", str(verdict)
+    assert verdict.evidence.endswith("Q changed: an answer must leave its inputs as they were")
 
 
 def test_a_law_failure_graded_by_law_alone_shows_its_gaps():
