@@ -168,3 +168,15 @@ def test_the_exercises_after_one_that_exits_are_still_graded(tmp_path, ending):
     assert "residual: FAIL\n  your function raised " in r.stdout, r.stdout + r.stderr
     r = grade(tmp_path, path)
     assert "residual: FAIL" in r.stdout and "trie: pass" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_stub_left_as_it_is_is_marked_not_answered_in_the_class_table(tmp_path):
+    """A learner who left trie's stub raising NotImplementedError gets "-" in the table and is
+    listed as not answering it, not as failing it."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "ann.py").write_text("import numpy as np\n\n\n" + EXERCISES["trie"].STUB + "\n")
+    r = grade(tmp_path, folder, "--exercise", "trie")
+    rows = [line.split() for line in r.stdout.splitlines() if line.endswith("of 1")]
+    assert rows == [["ann.py", "-", "0", "of", "1"]], r.stdout + r.stderr
+    assert "ann.py: not answered: trie" in r.stdout and "ann.py trie: FAIL" not in r.stdout
