@@ -318,6 +318,7 @@ ARGS = {3: ("drafts", "P", "Q"), 4: ("tokens", "parents", "Q", "P")}
 def one_call(exercise, fn, args, rules, what, failed):
     """A failing Verdict when fn(*args) (the rng last) raises, changes an input or returns what
     rules forbid whatever the uniforms, else None: a call of a size the battery lacks."""
+    args = (*copied(args[:-1]), args[-1])  # the call's own copies: a write stays in them
     inputs = copied(args[:-1])  # as they were before the call
     with np.errstate(all="ignore"):
         _, problem = judged(lambda: fn(*args), rules, inputs, args[:-1], ARGS[len(inputs)])

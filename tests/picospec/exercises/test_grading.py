@@ -653,7 +653,7 @@ def test_a_call_returning_what_no_rule_can_read_is_told_so():
 
 def test_a_call_past_the_battery_that_writes_into_q_is_told_so():
     """Right on the battery, it zeroes Q's last row on a call of nine drafts: the verdict names
-    Q as changed."""
+    Q as changed, and the grader's own nine-draft call is left as it was for the next answer."""
     from tests.support import learner_answers
 
     def verify_chain(drafts, P, Q, rng):
@@ -665,6 +665,9 @@ def test_a_call_past_the_battery_that_writes_into_q_is_told_so():
     verdict = EXERCISES["verify_chain"].grade(verify_chain, samples=SAMPLES)
     assert not verdict.passed and verdict.failed == "nine drafts", str(verdict)
     assert verdict.evidence.endswith("Q changed: an answer must leave its inputs as they were")
+    # the write stayed in the call's own copy: a right answer graded next still passes
+    right = EXERCISES["verify_chain"].grade(learner_answers.verify_chain, samples=SAMPLES)
+    assert right.passed, str(right)
 
 
 def test_a_law_failure_graded_by_law_alone_shows_its_gaps():
