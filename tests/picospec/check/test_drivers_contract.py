@@ -3,6 +3,7 @@ samplers right but for one breach of their contract, each failing its case with 
 names it. A breach the driver let through would write tokens the sampler never chose (a draft it
 was not given, a slot left empty, an id past the vocabulary) into the sequences the G-test judges.
 """
+import re
 from collections import Counter
 
 import numpy as np
@@ -141,3 +142,24 @@ def test_the_rejection_battery_hands_float32_laws_where_its_case_says_so():
         assert dtypes == {np.dtype(case.dtype)}, (case.name, dtypes)
         seen |= dtypes
     assert seen == {np.dtype(np.float32), np.dtype(np.float64)}, seen
+
+
+def batched_last_row_out_of_range(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                  draft_token_ids, rng):
+    """picospec's rejection sampler whose batches of 2 rows or more end their last row with V,
+    one past the last id; its rows drawn alone are right."""
+    out = rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                           rng=rng)
+    if len(out) > 1:
+        out[-1, emitted(out)[-1] - 1] = draft_probs.shape[-1]
+    return out
+
+
+def test_a_token_out_of_range_is_named_in_the_row_that_emitted_it():
+    """The error quotes the row that broke the range (its tokens hold V = 3), not the first row
+    that emitted several tokens: the rows drawn alone before it are right."""
+    number, case = numbered("rejection", "V=3 k=2 T=0.7")
+    result = check_case(batched_last_row_out_of_range, "rejection", case, SAMPLES, (0, number))
+    assert result.verdict == "error", result
+    quoted = re.search(r"a step emitted \[([0-9, ]*)\]", result.detail)
+    assert quoted and "3" in quoted.group(1).split(", "), result.detail

@@ -1,0 +1,100 @@
+"""The support cases' extreme Generators (picospec/check/drivers.py: LowestUniforms,
+HighestUniforms) through every way a sampler may ask for a uniform: each draw is counted (a run
+with none says "untested", the uniforms came from elsewhere) and each value is the extreme its
+case promises, whatever the bounds given to uniform().
+"""
+import numpy as np
+
+from picospec.batched.rejection import rejection_sample
+from picospec.check.battery import check_case
+from picospec.check.cases import CASES
+from picospec.check.drivers import HighestUniforms, LowestUniforms, run
+from picospec.verify import verify_chain
+
+from tests.support import broken_samplers
+
+
+def by_uniform(p, rng):
+    """One token id from p [V] by inverse CDF against rng.uniform(): the first id whose cdf is
+    above u * cdf[-1] (u = 0 -> the first id of positive probability)."""
+    cdf = np.cumsum(p)  # [V]
+    return int(np.searchsorted(cdf, rng.uniform() * cdf[-1], side="right"))
+
+
+def chain_by_uniform(drafts, P, Q, rng):
+    """Chen et al.'s rule with every uniform from rng.uniform(), never rng.random(). Right."""
+    return broken_samplers.chain(drafts, P, Q, rng, uniform=lambda rng: rng.uniform(),
+                                 draw=by_uniform)
+
+
+def test_a_right_sampler_drawing_by_uniform_alone_passes_both_support_cases():
+    """Its draws are counted (uniform() does not call random()): both chain support cases pass
+    rather than say "untested"; the same sampler's tie bug fails the case at u = 0."""
+    for number, case in enumerate(CASES["chain"], 1):
+        if case.support:
+            result = check_case(chain_by_uniform, "chain", case, 300, (0, number))
+            assert result.verdict == "pass", (case.name, result)
+    result = check_case(broken_samplers.ties_toward_draft_by_uniform, "chain", CASES["chain"][0],
+                        300, (0, 1))
+    assert result.verdict == "FAIL", result
+
+
+def test_the_near_one_uniform_stays_below_high_for_any_bounds():
+    """uniform(low, high) is the largest double below high that rounding reaches from low: below
+    high, and within 1e-12 of it, for a range below the default low, one across 0, and the
+    default [0, 1)."""
+    rng = HighestUniforms(np.random.PCG64(0))
+    for low, high in [(0.0, 0.05), (-1.0, 1.0), (-3.0, -2.0), (0.0, 1.0)]:
+        u = rng.uniform(low, high)
+        assert high - 1e-12 < u < high, (low, high, u)
+    u = rng.uniform(high=0.05)
+    assert 0.05 - 1e-12 < u < 0.05, u
+
+
+def test_the_zero_uniform_is_low_for_any_bounds():
+    """uniform(low, high) of LowestUniforms is low, of high's shape where high is an array."""
+    rng = LowestUniforms(np.random.PCG64(0))
+    assert rng.uniform(-1.0, 1.0) == -1.0 and rng.uniform(high=0.05) == 0.0
+    assert rng.uniform(2.0, np.array([3.0, 4.0])).tolist() == [2.0, 2.0]
+
+
+def repeats_after_each_call(calls):
+    """[(rows, rng)] of every invocation -> [(rows, the invocations after it on other
+    Generators)] for each call made with the run's own Generator (the first call's)."""
+    own = calls[0][1]
+    starts = [i for i, (_, rng) in enumerate(calls) if rng is own] + [len(calls)]
+    return [(calls[a][0], b - a - 1) for a, b in zip(starts, starts[1:])]
+
+
+def test_a_support_case_makes_the_first_10_calls_and_every_20th_twice_more():
+    """repeated(): a chain support case's calls numbered 1 to 10 and each multiple of 20 are made
+    twice more on fresh extreme Generators (a right sampler answers the same, so both run), the
+    others once."""
+    calls = []
+
+    def spy(drafts, P, Q, rng):
+        calls.append((1, rng))
+        return verify_chain(drafts, P, Q, rng)[:2]
+
+    run(spy, "chain", CASES["chain"][0], 60, (0, 1))
+    counts = [again for _, again in repeats_after_each_call(calls)]
+    assert len(counts) > 60 and set(counts) <= {0, 2}
+    assert [c for c, again in enumerate(counts, 1) if again] == \
+        [c for c in range(1, len(counts) + 1) if c <= 10 or c % 20 == 0]
+
+
+def test_a_rejection_support_case_repeats_every_batch_and_the_rows_alone_by_number():
+    """In the rejection contract every batch of 2 rows or more is made twice more; the calls of
+    one row (a tenth of the sequences, a call each) as the chain's: the first 10, every 20th."""
+    calls = []
+
+    def spy(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
+        calls.append((len(draft_token_ids), rng))
+        return rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                draft_token_ids, rng=rng)
+
+    run(spy, "rejection", CASES["rejection"][0], 200, (0, 1))
+    made = repeats_after_each_call(calls)
+    assert sum(rows == 1 for rows, _ in made) > 40 and sum(rows > 1 for rows, _ in made) >= 2
+    for c, (rows, again) in enumerate(made, 1):
+        assert again == (2 if rows > 1 or c <= 10 or c % 20 == 0 else 0), (c, rows, again)
