@@ -163,3 +163,55 @@ def test_a_token_out_of_range_is_named_in_the_row_that_emitted_it():
     assert result.verdict == "error", result
     quoted = re.search(r"a step emitted \[([0-9, ]*)\]", result.detail)
     assert quoted and "3" in quoted.group(1).split(", "), result.detail
+
+
+def tree_zeroes_q(tokens, parents, Q, rng, P=None):
+    """picospec's tree verifier that zeroes the target's laws Q after reading them."""
+    out = verify_tree(tokens, parents, Q, rng, P=P)
+    Q[...] = 0
+    return out
+
+
+def tree_reverses_tokens(tokens, parents, Q, rng, P=None):
+    """picospec's tree verifier that reverses the caller's list of node tokens after reading it."""
+    out = verify_tree(tokens, parents, Q, rng, P=P)
+    tokens.reverse()
+    return out
+
+
+def without_replacement_zeroes_p(tokens, parents, Q, P, rng):
+    """picospec's without-replacement verifier that zeroes the draft's laws P after reading them."""
+    out = verify_without_replacement(tokens, parents, Q, P, rng)
+    P[...] = 0
+    return out
+
+
+@pytest.mark.parametrize("fn, contract, name, message", [
+    (tree_zeroes_q, "tree", "V=3 sampled siblings", "changed its input Q in place"),
+    (tree_reverses_tokens, "tree", "V=3 sampled siblings", "changed its input tokens in place"),
+    (without_replacement_zeroes_p, "tree_without_replacement", "V=3 two pairs of siblings",
+     "changed its input P in place"),
+], ids=["tree_zeroes_q", "tree_reverses_tokens", "without_replacement_zeroes_p"])
+def test_a_tree_sampler_that_changes_its_inputs_fails_with_the_reason(fn, contract, name, message):
+    """The arrays and lists a tree step hands the sampler are the caller's: changing one in place
+    is an error of the case, named."""
+    number, case = numbered(contract, name)
+    result = check_case(fn, contract, case, SAMPLES, (0, number))
+    assert result.verdict == "error" and message in result.detail, result
+
+
+def test_the_rejection_battery_never_calls_with_an_empty_batch():
+    """Every call holds 1 row or more, also at a step where only rows drawn alone are left (10
+    sequences: the one drawn alone is at times the last unfinished): a right sampler that cannot
+    take B = 0 (vLLM never calls with it) meets none."""
+    sizes = Counter()
+
+    def spy(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
+        sizes[len(draft_token_ids)] += 1
+        return rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                draft_token_ids, rng=rng)
+
+    for seed in range(25):
+        for number, case in enumerate(CASES["rejection"][:6], 1):
+            run(spy, "rejection", case, 10, (seed, number))
+    assert sizes[1] >= 100 and min(sizes) >= 1, sizes
