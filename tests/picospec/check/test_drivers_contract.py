@@ -215,3 +215,47 @@ def test_the_rejection_battery_never_calls_with_an_empty_batch():
         for number, case in enumerate(CASES["rejection"][:6], 1):
             run(spy, "rejection", case, 10, (seed, number))
     assert sizes[1] >= 100 and min(sizes) >= 1, sizes
+
+
+def batched_last_row_draft_changed(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                   draft_token_ids, rng):
+    """picospec's rejection sampler whose batches of 2 rows or more return a first draft the
+    last row was not given, as if accepted; its rows drawn alone are right."""
+    out = rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                           rng=rng)
+    if len(out) > 1:
+        out[-1, 0] = (draft_token_ids[-1, 0] + 1) % draft_probs.shape[-1]
+        out[-1, 1] = max(out[-1, 1], 0)  # the changed draft reads as accepted: a token after it
+    return out
+
+
+def test_a_draft_changed_in_one_row_is_quoted_from_that_row():
+    """The error quotes the row whose accepted draft differs from the draft it was given (its
+    first token is not its first draft), not another row of the batch."""
+    number, case = numbered("rejection", "V=3 k=2 T=0.7")
+    result = check_case(batched_last_row_draft_changed, "rejection", case, SAMPLES, (0, number))
+    quoted = re.search(r"row \d+: \[(-?\d+), [^\]]*\] for drafts \[(\d+), ", result.detail)
+    assert result.verdict == "error" and quoted, result
+    assert quoted.group(1) != quoted.group(2), result.detail
+
+
+def batched_last_row_gap(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                         rng):
+    """picospec's rejection sampler whose batches of 2 rows or more slip a -1 into their last row
+    before its recovered token when it kept a draft but not all: [d, r, -1] -> [d, -1, r]; its
+    rows drawn alone are right."""
+    out = rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                           rng=rng)
+    e = emitted(out)[-1]
+    if len(out) > 1 and 2 <= e <= draft_token_ids.shape[1]:
+        out[-1, e], out[-1, e - 1] = out[-1, e - 1], -1
+    return out
+
+
+def test_a_gap_in_one_row_of_a_batch_fails_the_case():
+    """A -1 before a token in one row of a batch, the others right, is an error of the case:
+    every row must be tokens, then -1 only."""
+    number, case = numbered("rejection", "V=3 k=2 T=0.7")
+    result = check_case(batched_last_row_gap, "rejection", case, SAMPLES, (0, number))
+    assert result.verdict == "error", result
+    assert "expected accepted drafts, one recovered or bonus token, then -1" in result.detail
