@@ -11,7 +11,8 @@ import pytest
 
 from picospec.batched.rejection import rejection_sample
 from picospec.check.battery import check_case
-from picospec.check.cases import CASES
+from picospec.check.cases import CASES, swapped
+from picospec.check.exact_law import Toy
 from picospec.check.drivers import run
 from picospec.verify import verify_chain, verify_tree, verify_without_replacement
 
@@ -210,3 +211,14 @@ def test_the_one_hot_draft_case_drafts_token_0_where_the_target_may_forbid_it():
     [case] = [c for c in CASES["chain"] if c.draft[0] == "one-hot"]
     q, p = case.laws()  # [V, V, V] each
     assert (p[..., 0] == 1).all() and (q[..., 0] == 0).any() and (q[..., 0] > 0).any()
+
+
+def test_the_swap_draft_moves_mass_to_the_next_id_as_its_docstring_says():
+    """swapped(): q = [0.1, 0.6, 0.3], d = 0.04 -> p = [0.1, 0.56, 0.34] (the top token gives d to
+    the next id); a top token at the last id gives it to id 0, of two tied tops the first gives;
+    d above the top's mass moves it all."""
+    table = np.array([[[0.1, 0.6, 0.3], [0.2, 0.1, 0.7]], [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]])
+    p = swapped(Toy(table), 0.04).table  # [2, 2, 3]
+    assert np.allclose(p, [[[0.1, 0.56, 0.34], [0.24, 0.1, 0.66]],
+                           [[0.46, 0.54, 0.0], [0.04, 0.0, 0.96]]])
+    assert np.allclose(swapped(Toy(table[:1, :1]), 0.7).table, [[[0.1, 0.0, 0.9]]])
