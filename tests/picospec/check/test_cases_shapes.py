@@ -11,7 +11,7 @@ import pytest
 
 from picospec.batched.rejection import rejection_sample
 from picospec.check.battery import check_case
-from picospec.check.cases import CASES, swapped
+from picospec.check.cases import CASES, SUPPORT, swapped
 from picospec.check.exact_law import Toy
 from picospec.check.drivers import run
 from picospec.verify import verify_chain, verify_tree, verify_without_replacement
@@ -222,3 +222,15 @@ def test_the_swap_draft_moves_mass_to_the_next_id_as_its_docstring_says():
     assert np.allclose(p, [[[0.1, 0.56, 0.34], [0.24, 0.1, 0.66]],
                            [[0.46, 0.54, 0.0], [0.04, 0.0, 0.96]]])
     assert np.allclose(swapped(Toy(table[:1, :1]), 0.7).table, [[[0.1, 0.0, 0.9]]])
+
+
+@pytest.mark.parametrize("contract", list(CASES))
+def test_each_battery_has_one_support_case_at_0_and_one_near_1(contract):
+    """Every contract's battery checks the support twice, on the target that forbids every token
+    (SUPPORT) after the far draft: uniforms all 0.0 (lowest) and all the largest below 1
+    (highest); no other case sets either."""
+    lowest = [c.name for c in CASES[contract] if c.lowest]
+    highest = [c.name for c in CASES[contract] if c.highest]
+    assert lowest == ["uniforms at 0: support"] and highest == ["uniforms near 1: support"]
+    for case in [c for c in CASES[contract] if c.support]:
+        assert case.target == SUPPORT and case.draft == ("far",) and case.lowest != case.highest

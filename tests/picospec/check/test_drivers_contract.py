@@ -189,12 +189,14 @@ def without_replacement_zeroes_p(tokens, parents, Q, P, rng):
 @pytest.mark.parametrize("fn, contract, name, message", [
     (tree_zeroes_q, "tree", "V=3 sampled siblings", "changed its input Q in place"),
     (tree_reverses_tokens, "tree", "V=3 sampled siblings", "changed its input tokens in place"),
+    (tree_reverses_tokens, "tree", "V=3 top tokens T=0.7", "changed its input tokens in place"),
     (without_replacement_zeroes_p, "tree_without_replacement", "V=3 two pairs of siblings",
      "changed its input P in place"),
-], ids=["tree_zeroes_q", "tree_reverses_tokens", "without_replacement_zeroes_p"])
+], ids=["tree_zeroes_q", "tree_reverses_tokens", "top_tree_reverses_tokens",
+        "without_replacement_zeroes_p"])
 def test_a_tree_sampler_that_changes_its_inputs_fails_with_the_reason(fn, contract, name, message):
     """The arrays and lists a tree step hands the sampler are the caller's: changing one in place
-    is an error of the case, named."""
+    is an error of the case, named (also where P is None: "top" siblings)."""
     number, case = numbered(contract, name)
     result = check_case(fn, contract, case, SAMPLES, (0, number))
     assert result.verdict == "error" and message in result.detail, result
