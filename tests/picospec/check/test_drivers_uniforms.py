@@ -8,7 +8,7 @@ import numpy as np
 from picospec.batched.rejection import rejection_sample
 from picospec.check.battery import check_case
 from picospec.check.cases import CASES
-from picospec.check.drivers import HighestUniforms, LowestUniforms, run
+from picospec.check.drivers import REPEATED, HighestUniforms, LowestUniforms, run
 from picospec.verify import verify_chain
 
 from tests.support import broken_samplers
@@ -66,26 +66,29 @@ def repeats_after_each_call(calls):
     return [(calls[a][0], b - a - 1) for a, b in zip(starts, starts[1:])]
 
 
-def test_a_support_case_makes_the_first_10_calls_and_every_20th_twice_more():
-    """repeated(): a chain support case's calls numbered 1 to 10 and each multiple of 20 are made
-    twice more on fresh extreme Generators (a right sampler answers the same, so both run), the
-    others once."""
+def test_a_support_case_makes_its_first_calls_and_every_20th_twice_more():
+    """repeated(): a chain support case's calls numbered 1 to REPEATED[0] and each multiple of
+    REPEATED[1] after them are made twice more on fresh extreme Generators (a right sampler
+    answers the same, so both run), the others once."""
+    first, every = REPEATED
     calls = []
 
     def spy(drafts, P, Q, rng):
         calls.append((1, rng))
         return verify_chain(drafts, P, Q, rng)[:2]
 
-    run(spy, "chain", CASES["chain"][0], 60, (0, 1))
+    run(spy, "chain", CASES["chain"][0], 2 * first + 100, (0, 1))
     counts = [again for _, again in repeats_after_each_call(calls)]
-    assert len(counts) > 60 and set(counts) <= {0, 2}
+    assert len(counts) > first + 2 * every and set(counts) <= {0, 2}
     assert [c for c, again in enumerate(counts, 1) if again] == \
-        [c for c in range(1, len(counts) + 1) if c <= 10 or c % 20 == 0]
+        [c for c in range(1, len(counts) + 1) if c <= first or c % every == 0]
 
 
 def test_a_rejection_support_case_repeats_every_batch_and_the_rows_alone_by_number():
     """In the rejection contract every batch of 2 rows or more is made twice more; the calls of
-    one row (a tenth of the sequences, a call each) as the chain's: the first 10, every 20th."""
+    one row (a tenth of the sequences, a call each) as the chain's: the first REPEATED[0], then
+    every REPEATED[1]-th."""
+    first, every = REPEATED
     calls = []
 
     def spy(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
@@ -93,8 +96,9 @@ def test_a_rejection_support_case_repeats_every_batch_and_the_rows_alone_by_numb
         return rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs,
                                 draft_token_ids, rng=rng)
 
-    run(spy, "rejection", CASES["rejection"][0], 200, (0, 1))
+    run(spy, "rejection", CASES["rejection"][0], 10 * first + 1000, (0, 1))
     made = repeats_after_each_call(calls)
-    assert sum(rows == 1 for rows, _ in made) > 40 and sum(rows > 1 for rows, _ in made) >= 2
+    assert sum(rows == 1 for rows, _ in made) > first + 2 * every
+    assert sum(rows > 1 for rows, _ in made) >= 2
     for c, (rows, again) in enumerate(made, 1):
-        assert again == (2 if rows > 1 or c <= 10 or c % 20 == 0 else 0), (c, rows, again)
+        assert again == (2 if rows > 1 or c <= first or c % every == 0 else 0), (c, rows, again)
