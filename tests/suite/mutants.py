@@ -1516,6 +1516,72 @@ MUTANTS = (
            ("tests/picospec/exercises/test_runner.py::"
             "test_a_stub_left_as_it_is_is_marked_not_answered_in_the_class_table",),
            'a stub marked FAIL in the class table, not "-"'),
+    Mutant("checker-repeat-counter-from-1", "checker", "rule", "picospec/check/drivers.py",
+           "call.calls = 0",
+           "call.calls = 1",
+           ("tests/picospec/check/test_drivers_uniforms.py::"
+            "test_a_support_case_makes_its_first_calls_and_every_20th_twice_more",),
+           "call counter starts at 1"),
+    Mutant("checker-row-alone-as-batch", "checker", "rule", "picospec/check/drivers.py",
+           'batch = contract == "rejection" and len(args[0]) > 1',
+           'batch = contract == "rejection" and len(args[0]) >= 1',
+           ("tests/picospec/check/test_drivers_uniforms.py::"
+            "test_a_rejection_support_case_repeats_every_batch_and_the_rows_alone_by_number",),
+           "a row alone taken for a batch"),
+    Mutant("checker-tree-in-place-inverted", "checker", "rule", "picospec/check/drivers.py",
+           "if (t, parents, q.tobytes(), None if top else p.tobytes()) != before:",
+           "if (t, parents, q.tobytes(), None if top else p.tobytes()) == before:",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_a_tree_sampler_that_changes_its_inputs_fails_with_the_reason",),
+           "in-place check inverted"),
+    Mutant("checker-empty-batch-handed", "checker", "rule", "picospec/check/drivers.py",
+           "([slice(cut, rows)] if cut < rows else [])",
+           "([slice(cut, rows)] if cut <= rows else [])",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_the_rejection_battery_never_calls_with_an_empty_batch",),
+           "empty batch handed over"),
+    Mutant("checker-gap-only-every-row", "checker", "rule", "picospec/check/drivers.py",
+           "((out >= 0).sum(1) != emitted).any()",
+           "((out >= 0).sum(1) != emitted).all()",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_a_gap_in_one_row_of_a_batch_fails_the_case",),
+           "gap refused only in every row"),
+    Mutant("checker-drafts-any-row-kept", "checker", "rule", "picospec/check/drivers.py",
+           "or not accepted_ok.all():",
+           "or not accepted_ok.any():",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_a_draft_changed_in_one_row_is_quoted_from_that_row",),
+           "any/all swap on drafts"),
+    Mutant("checker-drafts-wrong-axis", "checker", "rule", "picospec/check/drivers.py",
+           "out[:, :k] == drafts, True).all(1)",
+           "out[:, :k] == drafts, True).all(0)",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_a_draft_changed_in_one_row_is_quoted_from_that_row",),
+           "reduced over the wrong axis"),
+    Mutant("checker-near-1-uniform-sign", "checker", "rule", "picospec/check/drivers.py",
+           "low + (high - low) * np.nextafter(1.0, 0.0)",
+           "low + (high + low) * np.nextafter(1.0, 0.0)",
+           ("tests/picospec/check/test_drivers_uniforms.py::"
+            "test_the_near_one_uniform_stays_below_high_for_any_bounds",),
+           "sign slip in the near-1 uniform"),
+    Mutant("checker-swap-draft-backwards", "checker", "rule", "picospec/check/cases.py",
+           "nxt = (top + 1) % table.shape[-1]",
+           "nxt = (top - 1) % table.shape[-1]",
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_the_swap_draft_moves_mass_to_the_next_id_as_its_docstring_says",),
+           "mass moved the wrong way"),
+    Mutant("checker-top-k-case-dropped", "checker", "rule", "picospec/check/cases.py",
+           'Case("V=4 k=4 top_k=3", 4, 4, 4, dict(top_k=3), target=27),',
+           'Case("V=4 k=4 top_k=3", 4, 4, 4, dict(), target=27),',
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_each_case_is_what_its_name_in_the_verdict_table_says[rejection]",),
+           "sampling option dropped"),
+    Mutant("checker-rejection-near-1-flag-dropped", "checker", "rule", "picospec/check/cases.py",
+           'draft=("far",), highest=True),',
+           'draft=("far",)),',
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_each_battery_has_one_support_case_at_0_and_one_near_1[rejection]",),
+           "near-1 support flag dropped"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
