@@ -3,10 +3,13 @@ the controls and the cases, a battery runs every selected case unless --first_fa
 takes each contract's own numbers. Sizes: 300 sequences a case, 2,000 where a sampler must fail.
 """
 import json
+import os
+import re
+import sys
 
 import pytest
 
-from picospec.check.__main__ import main, parse_command
+from picospec.check.__main__ import help_text, load, main, number, parse_command
 from picospec.check.battery import check_sampler, run_controls
 from picospec.check.cases import CASES
 from picospec.verify import verify_chain
@@ -54,3 +57,75 @@ def test_cases_takes_every_number_of_its_contract_s_battery_and_no_other(contrac
     assert values["cases"] == list(range(1, last + 1))
     with pytest.raises(UsageError, match=f"the {contract} battery has cases 1 to {last}$"):
         parse_command([spec, "--contract", contract, "--cases", str(last + 1)])
+
+
+def test_the_seed_may_be_0_the_default_and_no_lower():
+    """--seed takes 0, its default (the seed the docs' tables were run at), and refuses -1."""
+    spec = "picospec.verify:verify_chain"
+    assert parse_command([spec])[1]["seed"] == 0
+    assert parse_command([spec, "--seed", "0"])[1]["seed"] == 0
+    with pytest.raises(UsageError, match="--seed must be >= 0; got -1"):
+        parse_command([spec, "--seed", "-1"])
+
+
+def test_help_states_each_option_s_default_once():
+    """--samples names its default, 20,000, in its own words; a second "(default: ...)" after it
+    would be an untrue line; --seed's is 0 and --cases' all."""
+    blocks = re.split(r"\n  (?=--)", help_text().split("\n\nbatteries:")[0])[1:]
+    helps = {b.split()[0]: " ".join(b.split()) for b in blocks}
+    assert helps["--samples"] == "--samples N sequences per case (default 20,000; more: more power)"
+    assert helps["--seed"].endswith("(default: 0)")
+    assert helps["--cases"].endswith("(default: all)")
+    for flag, text in helps.items():
+        assert text.count("default") == 1, (flag, text)
+
+
+@pytest.mark.parametrize("samples, refused", [(5000, False), (5001, True)])
+def test_samples_are_refused_only_beyond_1024_bytes_each_of_free_memory(monkeypatch, samples,
+                                                                      refused):
+    """Free memory of 1,250 pages of 4,096 bytes holds 5,000 sequences of 1,024 bytes exactly:
+    5,000 pass, 5,001 are refused with the largest count that fits."""
+    pages = {"SC_AVPHYS_PAGES": 1250, "SC_PAGE_SIZE": 4096}
+    monkeypatch.setattr(os, "sysconf", pages.__getitem__)
+    argv = ["picospec.verify:verify_chain", "--samples", str(samples)]
+    if not refused:
+        assert parse_command(argv)[1]["samples"] == samples
+        return
+    with pytest.raises(UsageError, match=r"give --samples 5,000 or fewer"):
+        parse_command(argv)
+
+
+@pytest.mark.parametrize("spec", [":verify_chain", "picospec.verify:", "verify_chain"])
+def test_a_sampler_named_without_module_or_function_is_a_usage_error(spec):
+    """Either side of the colon empty, or no colon: the line shows the form to give."""
+    with pytest.raises(UsageError, match="give the sampler as MODULE:FUNCTION or FILE.py:FUNCTION"):
+        load(spec)
+
+
+def test_a_sampler_file_imports_its_own_neighbour_before_one_of_the_same_name_elsewhere(
+        tmp_path, monkeypatch):
+    """FILE.py:FUNCTION puts the file's folder first on the import path: its helper module is
+    the one beside it, not a module of that name in a folder already on the path."""
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    mine.mkdir()
+    other.mkdir()
+    (mine / "sampler_nb.py").write_text("from helper_nb import f\n")
+    (mine / "helper_nb.py").write_text("def f(drafts, P, Q, rng):\n    return 'mine'\n")
+    (other / "helper_nb.py").write_text("def f(drafts, P, Q, rng):\n    return 'other'\n")
+    monkeypatch.setattr(sys, "path", [str(other)] + sys.path)
+    for name in ("sampler_nb", "helper_nb"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    try:
+        fn = load(f"{mine / 'sampler_nb.py'}:f")
+    finally:
+        for name in ("sampler_nb", "helper_nb"):
+            sys.modules.pop(name, None)
+    assert fn(None, None, None, None) == "mine"
+
+
+@pytest.mark.parametrize("x, shown", [(0.5, "0.500"), (0.001, "0.001"), (0.000999, "1.0e-03"),
+                                      (1.0, "1.000"), (float("nan"), "-")])
+def test_a_p_value_is_printed_to_3_places_or_in_e_notation_below_0_001(x, shown):
+    """The table's numbers: 3 decimals from 0.001 up, one digit of e-notation below, "-" for a
+    value that is not a number (the support case's tv90)."""
+    assert number(x) == shown
