@@ -129,3 +129,19 @@ def test_a_p_value_is_printed_to_3_places_or_in_e_notation_below_0_001(x, shown)
     """The table's numbers: 3 decimals from 0.001 up, one digit of e-notation below, "-" for a
     value that is not a number (the support case's tv90)."""
     assert number(x) == shown
+
+
+def test_two_samplers_share_one_line_of_controls_and_the_support_case_has_no_numbers(capsys):
+    """The negative controls run once, so their line is printed once, above the first sampler's
+    table; the support case has no p-value nor tv90: "-" in the table, null in the JSON."""
+    spec = "picospec.verify:verify_chain"
+    argv = [spec, spec, "--cases", "1,2", "--samples", "300"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("negative controls") == 1
+    assert out.index("negative controls") < out.index(f"{spec}: contract", 1)
+    support = [line.split() for line in out.splitlines() if "uniforms at 0" in line]
+    assert [row[-4:] for row in support] == [["300", "-", "-", "pass"]] * 2
+    assert main(argv[1:] + ["--json"]) == 0
+    [result] = json.loads(capsys.readouterr().out)["results"]
+    assert result["cases"][0]["p_value"] is None and result["cases"][0]["tv90"] is None
