@@ -9,9 +9,11 @@ import sys
 
 import pytest
 
+import picospec.check.__main__ as command
 from picospec.check.__main__ import help_text, load, main, number, parse_command
 from picospec.check.battery import check_sampler, run_controls
 from picospec.check.cases import CASES
+from picospec.check.exact_law import SHAPES
 from picospec.verify import verify_chain
 from picospec_cli import UsageError
 
@@ -145,3 +147,17 @@ def test_two_samplers_share_one_line_of_controls_and_the_support_case_has_no_num
     assert main(argv[1:] + ["--json"]) == 0
     [result] = json.loads(capsys.readouterr().out)["results"]
     assert result["cases"][0]["p_value"] is None and result["cases"][0]["tv90"] is None
+
+
+def test_the_power_table_prints_each_size_s_own_row(monkeypatch, capsys):
+    """--power at two sizes: each row holds the tv90 of its own size, one per shape, in the order
+    of the shapes; "-" where no error of the shape is caught."""
+    shapes = SHAPES
+    nan = float("nan")
+    rows = [(100, shapes[0], 0.5), (100, shapes[1], nan), (100, shapes[2], 0.25),
+            (400, shapes[0], 0.125), (400, shapes[1], 0.75), (400, shapes[2], 0.0625)]
+    monkeypatch.setattr(command, "power_table", lambda sizes: rows)
+    command.print_power({"samples": None, "json": False})
+    table = [line.split() for line in capsys.readouterr().out.splitlines()
+             if line.strip()[:1].isdigit()]
+    assert table == [["100", "0.5000", "-", "0.2500"], ["400", "0.1250", "0.7500", "0.0625"]]
