@@ -161,3 +161,13 @@ def test_the_power_table_prints_each_size_s_own_row(monkeypatch, capsys):
     table = [line.split() for line in capsys.readouterr().out.splitlines()
              if line.strip()[:1].isdigit()]
     assert table == [["100", "0.5000", "-", "0.2500"], ["400", "0.1250", "0.7500", "0.0625"]]
+
+
+@pytest.mark.parametrize("missing", [True, False])
+def test_the_power_table_explains_a_dash_only_where_one_is_printed(monkeypatch, capsys, missing):
+    """The note under --power's table says what "-" means; a table without a "-" has no note."""
+    rows = [(100, how, float("nan") if missing and i == 1 else 0.5) for i, how in enumerate(SHAPES)]
+    monkeypatch.setattr(command, "power_table", lambda sizes: rows)
+    command.print_power({"samples": 100, "json": False})
+    out = capsys.readouterr().out
+    assert ("\n-: no error of that shape" in out) == missing
