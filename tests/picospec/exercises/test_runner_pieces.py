@@ -1,0 +1,104 @@
+"""The runner's parts, each alone: what it keeps of an answer's output, the near names it
+suggests, what it says while grading and where a run stopped, and the process group it ends."""
+import io
+import subprocess
+import sys
+import time
+
+from picospec.exercises.runner import SHOWN, Capped, doing, drain, near_names, stop, take
+
+
+def test_what_an_answer_prints_keeps_its_first_600_characters_and_counts_all():
+    assert SHOWN == 600
+    printed = Capped()
+    assert printed.write("a" * 500) == 500
+    assert printed.write("b" * 200) == 200  # 100 kept, 100 counted
+    assert printed.write("c") == 1
+    assert "".join(printed.kept) == "a" * 500 + "b" * 100
+    assert printed.total == 701
+
+
+def test_what_bypasses_print_keeps_its_first_2400_bytes_read_to_the_end():
+    stream = io.BufferedReader(io.BytesIO(bytes(range(256)) * 1000), buffer_size=1000)
+    kept = bytearray()
+    drain(stream, kept)
+    assert bytes(kept) == (bytes(range(256)) * 10)[:2400]
+    assert stream.read() == b""  # read to its end, so the child never blocks on a full pipe
+
+
+def test_near_names_map_each_exercise_to_the_files_first_close_function():
+    # "tri" (2 * 3 / 7 = 0.86 alike) is near "trie"; "tr" (2 * 2 / 6 = 0.67) is not
+    assert near_names(["tr"]) == {}
+    assert near_names(["verify_chains", "verify_chainz", "tri", "trie"]) == {
+        "verify_chain": "verify_chains", "trie": "tri"}
+    assert near_names([]) == {}
+
+
+def test_a_progress_line_is_said_only_past_10_seconds_and_a_stop_past_the_time_left():
+    said, result = [], {"verdicts": {}}
+
+    def say(text, **kw):
+        said.append(text)
+
+    for seconds in (9.5, 10.0, 10.4, 11.0):
+        take({"estimate": "trie", "seconds": seconds}, result, 12.0, say)
+    assert said == ["grading trie: about 10 s", "grading trie: about 11 s"]
+    assert "stopped" not in result
+    take({"estimate": "trie", "seconds": 12.0}, result, 12.0, say)
+    assert "stopped" not in result  # exactly the time left still fits
+    take({"estimate": "trie", "seconds": 30.4}, result, -3.0, say)
+    assert result["stopped"] == ("trie would take about 30 s at these --samples, more than the 0 s "
+                                 "left of the time limit: lower --samples or raise --timeout")
+
+
+def test_a_run_is_said_to_stop_where_it_was():
+    result, say = {"verdicts": {}}, print
+    assert doing(result) == "while reading the file (does it loop or exit at import?)"
+    take({"loaded": ["trie"], "defined": ["trie"], "untagged": []}, result, 1, say)
+    assert doing(result) == "after reading it"
+    take({"start": "trie"}, result, 1, say)
+    assert doing(result) == "while grading trie"
+    take({"name": "trie", "passed": True}, result, 1, say)
+    assert doing(result) == "after grading trie" and result["verdicts"]["trie"]["passed"]
+    take({"loaded": None, "why": "SyntaxError"}, result, 1, say)
+    assert result["why"] == "SyntaxError"
+
+
+def test_stop_ends_the_answers_whole_process_group_and_reaps_it():
+
+    # a child that starts a grandchild in its group, both sleeping
+    code = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
+            "'import time; time.sleep(60)']); print(p.pid, flush=True); time.sleep(60)")
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                               start_new_session=True)
+    grandchild = int(process.stdout.readline())
+    stop(process)
+    assert process.returncode == -9
+    process.stdout.close()
+    for _ in range(200):  # the grandchild, killed with its group: gone, or a zombie
+        try:
+            with open(f"/proc/{grandchild}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError("the answer's own process was left running")
+    stop(process)  # a group that has ended already: nothing to do
+
+
+def test_picospecs_own_answer_is_found_by_any_name_or_through_its_module():
+    import picospec.tree
+    from picospec.exercises.runner import own_functions, uses_own
+
+    assert own_functions("trie") == {id(picospec.tree.trie): "picospec.tree.trie"}
+
+    def trie(sequences):
+        return [], [], []
+
+    assert uses_own("trie", {"trie": trie, "n": 3, "np": io}) is None
+    assert uses_own("trie", {"trie": trie, "mine": picospec.tree.trie}) == "picospec.tree.trie"
+    assert uses_own("trie", {"trie": trie, "t": picospec.tree}) == "picospec.tree.trie"
+    # another exercise's answer is not this one's
+    assert uses_own("residual", {"t": picospec.tree}) is None
