@@ -151,7 +151,8 @@ def test_a_file_exit_status_and_count(tmp_path, calls):
     assert f"{FIRST}: FAIL\n  case {FIRST}\n\n" in r.stdout
     ok = grade(tmp_path, path, "--exercise", NAMES[4])
     assert ok.returncode == 0 and ok.stdout.splitlines()[-1] == "1 of 1 exercises pass"
-    assert calls[-1] == ("bob.py", [NAMES[4]], 20_000, 0, 300.0)
+    assert calls[-1] == ("bob.py", [NAMES[4]], 20_000, 0, 300.0)  # the defaults
+    assert grade(tmp_path, path, "--exercise", NAMES[4], "--seed", "0").returncode == 0
     assert f"{FIRST}:" not in ok.stdout
 
 
