@@ -530,6 +530,15 @@ def test_a_handout_clears_the_answers_and_grades_as_not_answered(tmp_path):
     assert Path(tmp_path / "h.ipynb").stat().st_size < NOTEBOOK.stat().st_size
 
 
+def test_a_handout_may_replace_another_file(tmp_path):
+    """Only --out naming the notebook itself is refused: a file already there is replaced."""
+    (tmp_path / "old.ipynb").write_text("an older copy")
+    r = run_here(["-m", "picospec.exercises", "handout", str(NOTEBOOK), "--out", "old.ipynb"],
+                 tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len(answer_cells(json.loads((tmp_path / "old.ipynb").read_text()))) == len(EXERCISES)
+
+
 def test_grading_needs_numpy_alone(tmp_path):
     """Like `python -m picospec.check`: the modules a whole grading loads (in the process that
     runs the answers) are the standard library's, NumPy's and the project's picospec and door."""
