@@ -94,3 +94,17 @@ def test_what_an_answer_starts_and_leaves_running_ends_with_its_grading(tmp_path
         grader.kill()
         assert_ended(pids)
     assert grader.returncode == 1 and "trie: FAIL\n  not answered" in out, out + err
+
+
+def test_a_process_that_leaves_the_answers_group_holds_no_grading_open(tmp_path):
+    """A process started in a session of its own outlives the group's end and holds the pipe of
+    the answer's output open: the grader still ends at once, leaving only that process."""
+    grader, pids = start_grading(tmp_path, GRANDCHILD.replace("])", "], start_new_session=True)")
+                                 + "PIDS.write_text(f'{kid.pid}')\n")
+    try:
+        out, err = grader.communicate(timeout=30)
+    finally:
+        grader.kill()
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+    assert grader.returncode == 1 and "trie: FAIL\n  not answered" in out, out + err
