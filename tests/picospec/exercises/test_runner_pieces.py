@@ -102,3 +102,25 @@ def test_picospecs_own_answer_is_found_by_any_name_or_through_its_module():
     assert uses_own("trie", {"trie": trie, "t": picospec.tree}) == "picospec.tree.trie"
     # another exercise's answer is not this one's
     assert uses_own("residual", {"t": picospec.tree}) is None
+
+
+def test_the_time_left_handed_on_with_each_event_only_shrinks(tmp_path, monkeypatch):
+    """Each event of the child is taken with the time left of the limit: less than the limit
+    from the first, and less with each event after."""
+    from picospec.exercises import runner
+
+    lefts = []
+
+    def spy(event, result, left, say):
+        lefts.append(left)
+        take(event, result, left, say)
+
+    monkeypatch.setattr(runner, "take", spy)
+    path = tmp_path / "mine.py"
+    path.write_text("import numpy as np\n\n\ndef residual(q, p):\n    r = np.maximum(q - p, 0)\n"
+                    "    return r / r.sum()\n")
+    result = runner.grade_in_process(path, ["residual"], 300, 0, 50.0, say=print)
+    assert result["verdicts"]["residual"]["passed"], result
+    assert len(lefts) >= 3  # read, start, verdict, printed
+    assert all(0 < left < 50.0 for left in lefts)
+    assert lefts == sorted(lefts, reverse=True)
