@@ -22,8 +22,9 @@ def passed(name):
 
 
 def failed(name, answered=True):
+    """A failure; an answer's raise or its use of picospec's own answer names no `answered`."""
     return {"name": name, "passed": False, "line": f"FAIL at case {name}",
-            "text": f"{name}: FAIL\n  case {name}", "answered": answered}
+            "text": f"{name}: FAIL\n  case {name}", **({} if answered else {"answered": False})}
 
 
 def loaded(verdicts, defined=(), untagged=(), names=None, **more):
