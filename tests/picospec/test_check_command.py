@@ -106,21 +106,21 @@ def test_a_sampler_named_without_module_or_function_is_a_usage_error(spec):
 
 def test_a_sampler_file_imports_its_own_neighbour_before_one_of_the_same_name_elsewhere(
         tmp_path, monkeypatch):
-    """FILE.py:FUNCTION puts the file's folder first on the import path: its helper module is
-    the one beside it, not a module of that name in a folder already on the path."""
+    """FILE.py:FUNCTION puts the file's folder first on the import path: the module it imports
+    is the one beside it, not a module of that name in a folder already on the path."""
     mine, other = tmp_path / "mine", tmp_path / "other"
     mine.mkdir()
     other.mkdir()
-    (mine / "sampler_nb.py").write_text("from helper_nb import f\n")
-    (mine / "helper_nb.py").write_text("def f(drafts, P, Q, rng):\n    return 'mine'\n")
-    (other / "helper_nb.py").write_text("def f(drafts, P, Q, rng):\n    return 'other'\n")
+    (mine / "sampler_nb.py").write_text("from neighbour_nb import f\n")
+    (mine / "neighbour_nb.py").write_text("def f(drafts, P, Q, rng):\n    return 'mine'\n")
+    (other / "neighbour_nb.py").write_text("def f(drafts, P, Q, rng):\n    return 'other'\n")
     monkeypatch.setattr(sys, "path", [str(other)] + sys.path)
-    for name in ("sampler_nb", "helper_nb"):
+    for name in ("sampler_nb", "neighbour_nb"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     try:
         fn = load(f"{mine / 'sampler_nb.py'}:f")
     finally:
-        for name in ("sampler_nb", "helper_nb"):
+        for name in ("sampler_nb", "neighbour_nb"):
             sys.modules.pop(name, None)
     assert fn(None, None, None, None) == "mine"
 

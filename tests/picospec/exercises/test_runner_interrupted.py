@@ -97,7 +97,7 @@ def test_what_an_answer_starts_and_leaves_running_ends_with_its_grading(tmp_path
 
 
 def test_a_process_that_leaves_the_answers_group_holds_no_grading_open(tmp_path):
-    """A process started in a session of its own outlives the group's end and holds the pipe of
+    """A process started with start_new_session=True outlives the group's end and holds the pipe of
     the answer's output open: the grader still ends at once, leaving only that process."""
     grader, pids = start_grading(tmp_path, GRANDCHILD.replace("])", "], start_new_session=True)")
                                  + "PIDS.write_text(f'{kid.pid}')\n")
