@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from picospec.check.battery import FAILED, cases_of, check_case, first_catch, run_controls
+from picospec.check.battery import FAILED, cases_of, check_case, first_catch
 from picospec.check.cases import PROMPT
 from picospec.check.controls import CONTROLS
 from picospec.check.exact_law import ALPHA, Toy, detectable_tv, law_vector
@@ -331,13 +331,12 @@ def one_call(exercise, fn, args, rules, what, failed):
 
 @functools.lru_cache
 def controls(contract, samples, seed, battery=None):
-    """run_controls, once per contract (or battery), samples and seed: each broken sampler of
-    the contract -> the first law case to catch it, or None."""
-    if battery is None:
-        return run_controls(contract, samples, seed)
-    law_cases = [(i, case) for i, case in battery.cases if not case.support]
+    """The negative controls over the law cases of contract's battery (or battery), once per
+    samples and seed, as run_controls runs them -> [(name, the first case to catch it, or None)]."""
+    cases = cases_of(contract) if battery is None else battery.cases
+    law_cases = [(i, case) for i, case in cases if not case.support]
     return [(control.__name__, first_catch(control, contract, law_cases, samples, seed))
-            for control in CONTROLS[contract]]  # as run_controls does, on the battery's cases
+            for control in CONTROLS[contract]]
 
 
 @functools.lru_cache
