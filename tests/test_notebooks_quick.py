@@ -2,20 +2,17 @@
 without writing the committed notebook back."""
 import sys
 
+import pytest
 
-from gpt2.load import ASSETS
-
-from tests.support.clitools import (ROOT)
+from tests.support.clitools import ROOT
 from tests.support.tracked import project_files
-FAST = 3.0  # seconds: a mistake in the options is refused before any model loads
-TARGET = ASSETS / "tiny-target"
+
+nbformat = pytest.importorskip("nbformat")  # notebook_io reads and writes with it
 
 
 def test_notebooks_read_picospec_quick_as_every_flag(monkeypatch):
     """PICOSPEC_QUICK=true ran the notebooks in full (only "1" counted): each notebook's own QUICK
     line, run as it is committed, reads it as the other flags are read."""
-    import nbformat
-
     for path in project_files(ROOT, "*.ipynb", "notebooks", recursive=False):
         lines = [line for cell in nbformat.read(path, as_version=4).cells
                  if cell.cell_type == "code" for line in cell.source.splitlines()]

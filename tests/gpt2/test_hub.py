@@ -1,9 +1,9 @@
 """Checkpoints through huggingface_hub against a fake hub the test starts on 127.0.0.1 that answers
 as the Hugging Face hub does (HEAD and GET /{repo}/resolve/{revision}/{file} with X-Repo-Commit,
-ETag, X-Linked-Etag, X-Linked-Size; LFS files by a redirect to a second server, the "CDN"; errors
-with X-Error-Code). What it downloads lands in the Hugging Face cache that transformers reads; a
-model already there costs no request; each failure is one line. Names that are folders, not repo
-ids, are never sent anywhere."""
+ETag, X-Linked-Etag, X-Linked-Size; LFS files by a redirect to a second server, the "CDN", under
+the host name localhost; errors with X-Error-Code). What it downloads lands in the Hugging Face
+cache that transformers reads; a model already there costs no request; each failure is one line.
+Names that are folders, not repo ids, are never sent anywhere."""
 import ast
 import hashlib
 import json
@@ -109,8 +109,10 @@ class Hub:
                 self.send(200, {**commit, "ETag": f'"{git_sha}"'}, body, head)
 
         self.hub, self.cdn = (ThreadingHTTPServer(("127.0.0.1", 0), Handler) for _ in range(2))
-        self.url, self.cdn_url = (f"http://127.0.0.1:{s.server_address[1]}"
-                                  for s in (self.hub, self.cdn))
+        # the CDN under another host name, as the hub's is: huggingface_hub follows a redirect to
+        # the hub's own host (any port) for a file's metadata, and stops at one to another host
+        self.url, self.cdn_url = (f"http://{host}:{s.server_address[1]}"
+                                  for host, s in (("127.0.0.1", self.hub), ("localhost", self.cdn)))
         for s in (self.hub, self.cdn):
             threading.Thread(target=s.serve_forever, args=(0.05,), daemon=True).start()
 

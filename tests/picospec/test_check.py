@@ -627,13 +627,14 @@ def test_transformers_breaks_the_tie_toward_the_draft(monkeypatch):
     [1, 0]). transformers accepts when r <= p_i / q_i (its letters), so the float32 uniform r = 0
     (probability 2^-24 per draw) keeps the forbidden token. No sampled law can show an event that
     rare; handing the step r = 0 does."""
-    pytest.importorskip("tests.support.outside_samplers", exc_type=ImportError)
+    outside = pytest.importorskip("tests.support.outside_samplers", exc_type=ImportError)
     import torch
     from transformers.generation import utils
 
     monkeypatch.setattr(utils.torch, "rand_like", torch.zeros_like)
     draft, target = torch.tensor([[[-np.inf, 0.0]]]), torch.tensor([[[0.0, -np.inf], [0.0, 0.0]]])
-    tokens, n = utils._speculative_sampling(torch.tensor([[1]]), draft, 1, target)
+    tokens, n = utils._speculative_sampling(torch.tensor([[1]]), draft, 1, target,
+                                            **outside.NOT_DONE)
     assert int(n) == 1 and tokens[0, 0] == 1  # a token of target probability 0 was kept
     assert verify_chain([1], np.array([[0.0, 1.0]]), np.array([[1.0, 0.0], [0.5, 0.5]]),
                         # picospec's rule (u < q/p) rejects it

@@ -23,11 +23,16 @@ contract
 Randomness: both draw from torch's global generator, seeded from the checker's rng the first time a
 case hands that rng over (seeding costs more than the step itself), so a run is reproducible.
 """
+import inspect
+
 import numpy as np
 import torch
 from transformers.generation.utils import _speculative_sampling
 
 torch.set_num_threads(1)  # tiny tensors: threads only add synchronisation
+# earlier transformers also take is_done_candidate (an EOS among the drafts): none here
+NOT_DONE = ({"is_done_candidate": False}
+            if "is_done_candidate" in inspect.signature(_speculative_sampling).parameters else {})
 
 
 def seed_torch(rng, seen=[]):  # noqa: B006 (the rngs already used to seed torch, by identity)
@@ -43,7 +48,7 @@ def hf_chain(drafts, P, Q, rng, assistant_ensemble_weight=None):
                                        torch.from_numpy(np.log(Q))[None])
     # [1, K] ids: a long tensor also when K = 0 (torch.tensor([[]]) is a float one)
     tokens, n = _speculative_sampling(torch.tensor([drafts], dtype=torch.long), draft_logits,
-                                      len(drafts), target_logits,
+                                      len(drafts), target_logits, **NOT_DONE,
                                       assistant_ensemble_weight=assistant_ensemble_weight)
     return int(n), int(tokens[0, -1])
 
