@@ -19,8 +19,10 @@ Python costs.
    multiple of 4), each form of the panels forced, then without panels:
    as is, with the head as the transposed view wte.T, no padding, padding to a multiple of 8; and
    panels with padding to 4, panels 32 and 64 columns wide; and the static-shape step
-   (gpt2/fast/static.py: on a GPU each pass shape replayed as a CUDA graph; on the CPU it only adds
-   work). Then each weight matrix alone, in every formulation NumPy offers for M rows: x @ W as
+   (gpt2/fast/static.py: on a GPU each pass shape replayed as a CUDA graph where CuPy records it;
+   on the CPU it only adds work). On a GPU, no panels (host memory): the fused kernels against
+   gpt2/model.py's formulas and ops.py's, the head as a contiguous copy, rows padded to 8. Then
+   each weight matrix alone (on the CPU), in every formulation NumPy offers for M rows: x @ W as
    the engine does; (W^T x^T)^T on a transposed copy of W; the M rows one by one; the rows padded
    with zeros to 8; x times its column panels of 32, 64 and 128 columns; and each row times each
    panel (the panels' by-row form, gpt2/fast/panels.py's row_products).
@@ -32,7 +34,8 @@ Python costs.
    column; and the floor of NumPy dispatch, the same forward with n_embd = 8, where the arithmetic
    is nothing and only the calls remain.
 6. Where an M-token call's time goes (M = 1, 2, 5, 8): each product by weight, layer norms, GELU,
-   softmax, and the rest, each operation timed inside an engine call (TimedOps).
+   softmax, and the rest, each operation timed inside an engine call (TimedOps); on the CPU only
+   (a clock around a GPU kernel sees its launch).
 Every number is a median over --repeats, with all variants interleaved in one loop so that a shared
 machine's load falls on them alike; times are CPU time of this thread (with --threads 1 it does all
 the work), wall time beside it.
@@ -71,7 +74,13 @@ LAYOUTS = {"default": {}, "no panels": {"panels": False},
            "panels of 32": {"panels": True, "panel_width": 32},
            "panels of 64": {"panels": True, "panel_width": 64},
            "static step": {"static": True}}  # gpt2/fast/static.py; on a GPU, CUDA graphs
-CURVES = ("default", "no panels")  # the layouts measured at every M (the others up to M = 8)
+# on a GPU no panels (they are host memory): the fused kernels (the default) against the formulas
+# as written and ops.py's, the head as a contiguous copy, rows padded to 8, the static step
+GPU_LAYOUTS = {"default": {}, "reference ops": {"ops": "reference"}, "cpu ops": {"ops": "cpu"},
+               "head copy": {"head_copy": True}, "pad 8": {"pad_rows": 8},
+               "static step": {"static": True}}
+# the layouts measured at every M (the others up to M = 8)
+CURVES = {"cpu": ("default", "no panels"), "gpu": ("default", "reference ops")}
 WIDTHS = (32, 64, 128)  # panel widths tried in the panel grid
 # the other formulations of M rows times W tried beside x @ W (panel_grid): name -> f(x, W, W^T)
 FORMULATIONS = {"W^T copy": lambda x, w, wt: (wt @ x.T).T,
@@ -274,8 +283,9 @@ def bench(size, device, n_cache, Ms, repeats, threads=None):
     sync = (lambda: xp.cuda.Stream.null.synchronize()) if device == "gpu" else (lambda: None)
     hparams = hparams_of(size)
     params = random_params(hparams, xp)
+    layouts = GPU_LAYOUTS if device == "gpu" else LAYOUTS
     models = {name: GPT2(hparams, params, device=device, threads=threads, **kw)
-              for name, kw in LAYOUTS.items()}
+              for name, kw in layouts.items()}
     model = models["default"]
     weight_bytes = sum(to_numpy(a).nbytes
                        for a in flatten(model.params).values()) - model.params["wpe"].nbytes
@@ -288,8 +298,8 @@ def bench(size, device, n_cache, Ms, repeats, threads=None):
         {**hparams, "n_embd": 8, "n_vocab": 16}, xp), device=device, threads=threads)
     x16 = [t % 16 for t in x]
     floor(x16[:n_cache])
-    cases = [(name, M) for name in LAYOUTS
-             for M in (Ms if name in CURVES else [M for M in Ms if M <= 8])]
+    cases = [(name, M) for name in layouts
+             for M in (Ms if name in CURVES[device] else [M for M in Ms if M <= 8])]
     cpu, wall = {}, {}
     # every case once per round: the machine's load falls on all of them alike
     for _ in range(repeats):
@@ -306,11 +316,14 @@ def bench(size, device, n_cache, Ms, repeats, threads=None):
     rates = gemm_rates(xp, sync, hparams["n_embd"], sorted(set(Ms) | {32, 64}), repeats)
     grid = panel_grid(hparams, [M for M in (1, 2, 5, 8, 16) if M <= max(Ms)],
                       repeats) if device == "cpu" else {}
-    parts = breakdown(model, x, n_cache, [M for M in (1, 2, 5, 8) if M <= max(Ms)], repeats)
+    # a clock around each operation sees a GPU kernel's launch, not its run: the CPU's alone
+    parts = breakdown(model, x, n_cache, [M for M in (1, 2, 5, 8) if M <= max(Ms)],
+                      repeats) if device == "cpu" else {}
     return {"size": size, "weight_MB": weight_bytes / 1e6, "bandwidth_GBps": bw / 1e9,
             "roofline_ms": weight_bytes / bw * 1e3, "cpu": cpu, "wall": wall, "rates": rates,
             "grid": grid, "parts": parts, "panels": model.plan.panels_report["on"],
-            "kind": model.plan.kind}
+            "kind": model.plan.kind, "layouts": list(layouts),
+            "refused": models["static step"].engine.static.refused}
 
 
 def main(sizes=("124M", "355M", "tiny"), device="cpu", n_cache=128, max_M=16, repeats=9, threads=1,
@@ -340,7 +353,7 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
           f"{os.getloadavg()[0]:.1f} at the end)\n")
     print("Each pair of numbers is CPU time / wall time (bandwidth: bytes per CPU second / per "
           "wall second).\n")
-    graphs = " (CUDA graphs)" if device == "gpu" else ""
+    graphs = " (CUDA graphs where CuPy records them)" if device == "gpu" else ""
     print(f"| shape | weights MB | bandwidth GB/s | roofline ms | decode ms ({n_cache}-token cache)"
           f" | decode / roofline | static step ms{graphs} | static / roofline |")
     print("|---|---|---|---|---|---|---|---|")
@@ -351,15 +364,21 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
         print(f"| {r['size']} | {r['weight_MB']:.0f} | {bc:.1f} / {bw:.1f} | {rc:.1f} / {rw:.1f} "
               f"| {c:.1f} / {w:.1f} | {c / rc:.2f}x / {w / rw:.2f}x | {sc:.1f} / {sw:.1f} "
               f"| {sc / rc:.2f}x / {sw / rw:.2f}x |")
-    print("\nCost of an M-token forward / one token, with the engine's default layout (weight "
-          "panels where the "
-          "policy turns them on) and without panels; CPU time, wall time in parentheses:\n")
+    for r in rows:
+        if r["refused"]:
+            print(f"\n{r['size']}: the static step ran eagerly, CuPy would not record its pass as "
+                  f"a CUDA graph ({r['refused']}).")
+    print("\nCost of an M-token forward / one token, with the engine's default layout ("
+          + ("the fused kernels) and with gpt2/model.py's formulas" if device == "gpu" else
+             "weight panels where the policy turns them on) and without panels")
+          + "; CPU time, wall time in parentheses:\n")
     print("| shape | layout | " + " | ".join(f"M={M}" for M in Ms) + " |")
     print("|---|---|" + "---|" * len(Ms))
     for r in rows:
-        for name in CURVES:
+        for name in CURVES[device]:
             label = (f"{name} (panels {'on, ' + r['kind'] if r['panels'] else 'off'})"
-                     if name == "default" else name)
+                     if name == "default" and device == "cpu" else
+                     f"{name} ({r['kind']} ops)" if name == "default" else name)
             print(f"| {r['size']} | {label} | " + " | ".join(
                 f"{r['cpu'][(name, M)] / r['cpu'][(name, 1)]:.2f} "
                 f"({r['wall'][(name, M)] / r['wall'][(name, 1)]:.2f})"
@@ -377,7 +396,7 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
     print("| shape | layout | " + " | ".join(f"M={M}" for M in small) + " |")
     print("|---|---|" + "---|" * len(small))
     for r in rows:
-        for name in LAYOUTS:
+        for name in r["layouts"]:
             print(f"| {r['size']} | {name} | " + " | ".join(
                 f"{r['cpu'][(name, M)] / r['cpu'][('default', 1)]:.2f}" for M in small) + " |")
     if any(r["grid"] for r in rows):
@@ -402,6 +421,8 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
         step, own, floor = r["cpu"][("default", 1)], r["cpu"]["own"], r["cpu"]["floor"]
         print(f"| {r['size']} | {step * 1e3:.3f} | {own * 1e3:.3f} | {own / step:.1%} | "
               f"{floor * 1e3:.3f} | {floor / step:.0%} |")
+    if not any(r["parts"] for r in rows):
+        return
     print("\nWhere an M-token call's time goes, the default layout (its operations named), the "
           "same M back to back: each product by weight, the other operations, and the rest "
           "(attention's products over the cache, reshapes, the cache, the Python between them); "

@@ -54,6 +54,9 @@ def operations(choices, n_params):
     if asked is not None:
         if asked not in OPERATIONS:
             raise ValueError(f"unknown operations {asked!r}: use one of {', '.join(OPERATIONS)}")
+        if asked.startswith("panel") and choices.device == "gpu":
+            raise ValueError(f"the {asked} operations read panels of NumPy weights on the CPU: on "
+                             f"a GPU use reference, cpu or gpu")
         return asked, {"on": asked.startswith("panel"), "why": f"the {asked} operations"}
     if choices.device == "gpu":
         return ("gpu" if choices.fused else "reference"), {"on": False,

@@ -17,6 +17,7 @@ class StaticStep:
     def __init__(self, rows, n_slots, n_ctx, n_embd, xp, buckets=True, graphs=False):
         self.rows, self.n_slots, self.n_ctx, self.n_embd, self.xp = rows, n_slots, n_ctx, n_embd, xp
         self.buckets, self.graphs = buckets, graphs
+        self.refused = None  # why CuPy would not record a graph, once it refused one
         # (T, n_kv, width) -> {"ids", "positions", "slots", "mask", "out", "graph", ...}
         self.buffers = {}
 
@@ -74,14 +75,17 @@ class StaticStep:
             buf["out"][...] = forward(buf["ids"], buf["positions"], buf["mask"])  # [B, T, width]
 
         if self.graphs and self.xp is not np:
-            replay(buf, run, self.xp)
+            if refused := replay(buf, run, self.xp):
+                self.graphs, self.refused = False, refused  # every pass eager from now on
         else:
             run()
         return buf["out"]
 
 
 def replay(buf, run, cupy):
-    """Run a pass eagerly, then record it as a CUDA graph (own memory pool), then replay it."""
+    """Run a pass eagerly, then record it as a CUDA graph (own memory pool), then replay it.
+    -> None, or why CuPy would not record it (a call it cannot capture, such as a cuBLAS product):
+    then no graph is kept and the pass runs eagerly."""
     buf["calls"] += 1
     if buf["calls"] == 1:
         return run()
@@ -96,10 +100,17 @@ def replay(buf, run, cupy):
                 try:
                     run()
                 finally:
-                    buf["graph"] = stream.end_capture()
+                    graph = stream.end_capture()
+        except NotImplementedError as refusal:  # CuPy's answer to a call it cannot capture
+            refused = str(refusal) or type(refusal).__name__
+        else:
+            refused = None
         finally:
             cupy.cuda.set_allocator(previous.malloc)
-        buf["pool"], buf["stream"] = pool, stream
+        if refused:
+            run()  # nothing of the pass ran while it was being recorded
+            return refused
+        buf["graph"], buf["pool"], buf["stream"] = graph, pool, stream
     cupy.cuda.get_current_stream().synchronize()  # the inputs are copied in before a replay
     buf["graph"].launch(buf["stream"])
     buf["stream"].synchronize()

@@ -40,6 +40,19 @@ def test_the_default_is_one_of_the_values_and_panels_follow_the_policy():
         GPT2(HP, PARAMS, ops="fast")
 
 
+@pytest.mark.parametrize("kind", ["panels", "panel_rows"])
+def test_panel_operations_on_a_gpu_are_refused_in_one_line(kind):
+    """Panels are made of NumPy weights on the host: asked for on a GPU, the engine crashed in
+    CuPy's conversion; it is refused before any weight is touched, naming what a GPU runs."""
+    from gpt2.fast import Choices, operations
+
+    with pytest.raises(ValueError, match=f"the {kind} operations .* on a GPU use reference, cpu or "
+                                         f"gpu$"):
+        operations(Choices(device="gpu", ops=kind), 124_000_000)
+    assert operations(Choices(device="cpu", ops=kind), 124_000_000)[0] == kind
+    assert operations(Choices(device="gpu", ops="cpu"), 124_000_000)[0] == "cpu"
+
+
 @pytest.mark.parametrize("value", VALUES)
 def test_every_value_gives_the_reference_logits(value):
     """Decode steps, (K+1)-token verifications with rollback, a token tree and ragged batched rows,
