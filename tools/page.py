@@ -88,7 +88,20 @@ def versions():
     for name in ("cupy", "torch", "transformers"):
         if name in sys.modules:
             found.append(f"{name} {getattr(sys.modules[name], '__version__', '?')}")
-    return ", ".join(found)
+    return ", ".join(found) + gpu()
+
+
+def gpu():
+    """-> ", CUDA runtime N; GPU: name" where this process imported CuPy, else ""."""
+    if "cupy" not in sys.modules:
+        return ""
+    runtime = sys.modules["cupy"].cuda.runtime
+    try:
+        name = runtime.getDeviceProperties(0)["name"]
+        name = name.decode() if isinstance(name, bytes) else name
+        return f", CUDA runtime {runtime.runtimeGetVersion()}; GPU: {name}"
+    except Exception as e:  # noqa: BLE001 - CuPy imported, no device: the row says so
+        return f"; no GPU ({type(e).__name__})"
 
 
 def load():

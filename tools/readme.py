@@ -92,6 +92,13 @@ def gpu_rows(root):
     return {r[0]: r for r in rows(page(root, GPU_PAGE), "method", GPU_PAGE)}
 
 
+def gpu_named(root):
+    """gpu.md's versions row "..., CUDA runtime N; GPU: name" -> "name (..., CUDA runtime N)"."""
+    versions = protocol_field(page(root, GPU_PAGE), "versions")
+    software, _, name = versions.rpartition("; GPU: ")
+    return f"{name} ({software})" if software else versions
+
+
 NAMES = [m.name for m in METHODS if m.name != "autoregressive"] + ["speculative, T = 1"]
 
 
@@ -105,8 +112,7 @@ def results_table(root):
     cpu, gpu, text = cpu_rows(root), gpu_rows(root), page(root, CPU_PAGE)
     families = list(cpu)
     lines = [f"CPU: {protocol_field(text, 'CPU')}, each OpenBLAS kernel family in its own process "
-             f"([results/panels.md](docs/results/panels.md)). GPU: "
-             f"{protocol_field(page(root, GPU_PAGE), 'versions')} "
+             f"([results/panels.md](docs/results/panels.md)). GPU: {gpu_named(root)} "
              f"([results/gpu.md](docs/results/gpu.md)). Temperature 0 unless noted; speedups "
              f"against autoregressive decoding on the same device.", "",
              "| method | tokens / target call | "
@@ -151,21 +157,20 @@ def methods_table(root):
 def cost_curve(root):
     """docs/performance.md: c(5) of the 124M shape and the tiny target per kernel family
     (engine.md, the engine's default layout) and on a GPU (engine_gpu.md)."""
-    def c5(text, path, first):
-        header, found = table(text, first, path)
+    def c5(text, path):
+        header, found = table(text, "shape | layout", path)
         col = header.index("M=5")
-        return {r[0]: r[col].split()[0] for r in found
-                if first == "shape | M=2" or r[1].startswith("default")}, found
+        return {r[0]: r[col].split()[0] for r in found if r[1].startswith("default")}, found
 
     lines = ["| machine | c(5), 124M shape | c(5), tiny target | page |", "|---|---|---|---|"]
     for family, text in by_family(page(root, "docs/results/engine.md")).items():
-        c, found = c5(text, "docs/results/engine.md", "shape | layout")
+        c, found = c5(text, "docs/results/engine.md")
         layout = next(r[1] for r in found if r[1].startswith("default"))  # default (panels on)
         lines.append(f"| CPU, OpenBLAS {family} kernels, {layout.replace('default ', '')[1:-1]} | "
                      f"{c.get('124M', 'not measured')} | {c.get('tiny', 'not measured')} | "
                      f"[results/engine.md](results/engine.md) |")
     gpu_text = page(root, "docs/results/engine_gpu.md")
-    c = c5(gpu_text, "docs/results/engine_gpu.md", "shape | M=2")[0]
+    c = c5(gpu_text, "docs/results/engine_gpu.md")[0]
     lines.append(f"| GPU ({protocol_field(gpu_text, 'versions').split('GPU: ')[-1]}), fused "
                  f"kernels | {c.get('124M', 'not measured')} | {c.get('tiny', 'not measured')} | "
                  f"[results/engine_gpu.md](results/engine_gpu.md) |")

@@ -111,8 +111,8 @@ autoregressive decoding pays r_0 of its own around each of its calls. Then the c
 (Leviathan et al.'s Theorem 3.8, with c measured instead of taken as 1 and the rest counted; with
 r = r_0 = 0 it is E / (c + K c_d)). E comes from acceptance,
 but c comes from the hardware. On a GPU a forward over a few tokens costs about what one token
-costs: the weights are read once either way (docs/results/engine_gpu.md measures c(M) = 1.18-1.23
-for GPT-2 124M on an H100, M = 2..16). On a CPU it depends on the BLAS kernels: a few rows are
+costs: the weights are read once either way (docs/results/engine_gpu.md measures c(M) = 1.18-1.22
+for GPT-2 124M on an H200, M = 2..16). On a CPU it depends on the BLAS kernels: a few rows are
 multiplied at the kernels' arithmetic speed, which for small matrices is slow unless they have a
 small-matrix path (OpenBLAS's direct SGEMM in its AVX-512 kernels, which the engine's weight panels
 use; with OpenBLAS's other kernels the engine sends a few rows through the panels one row at a time,

@@ -9,11 +9,13 @@ regenerated as it says)."""
 import re
 import shlex
 import shutil
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from tools.page import commit
+from tools.page import commit, versions
 from tests.support.clitools import run_here
 from tests.support.tracked import new_checkout, project_files
 
@@ -61,6 +63,26 @@ def test_prose_leaves_it_clean(tree):
     (tree / "README.md").write_text("more words\n")
     assert " " not in commit(tree)
 
+
+def fake_cupy(properties):
+    runtime = SimpleNamespace(getDeviceProperties=properties, runtimeGetVersion=lambda: 13020)
+    return SimpleNamespace(__version__="14.2.0", cuda=SimpleNamespace(runtime=runtime))
+
+
+def test_the_versions_row_names_the_gpu_a_run_used(monkeypatch):
+    """A GPU page's versions row named CuPy but not the GPU it ran on: it names the CUDA runtime
+    and the device where the run imported CuPy, says where CuPy found none, and adds nothing to a
+    run that never imported it."""
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    assert "GPU" not in versions() and "CUDA" not in versions()
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(lambda i: {"name": b"NVIDIA H200"}))
+    assert versions().endswith(", cupy 14.2.0, CUDA runtime 13020; GPU: NVIDIA H200")
+
+    def no_device(i):
+        raise RuntimeError("cudaErrorNoDevice")
+
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(no_device))
+    assert versions().endswith(", cupy 14.2.0; no GPU (RuntimeError)")
 
 
 def header(text):
