@@ -1714,6 +1714,28 @@ MUTANTS = (
            ("tests/picospec/exercises/test_runner_pieces.py::"
             "test_the_time_left_handed_on_with_each_event_only_shrinks",),
            "the time left grows as time passes"),
+    # --- the GPU: what the machine without one can still hold
+    Mutant("gpu-panels-not-refused", "ops", "rule", "gpt2/fast/__init__.py",
+           '        if asked.startswith("panel") and choices.device == "gpu":', "        if False:",
+           ("tests/gpt2/fast/test_ops.py::test_panel_operations_on_a_gpu_are_refused_in_one_line",),
+           "an engine asked for panels on a GPU crashes in CuPy's conversion of its weights"),
+    Mutant("gpu-refused-pass-not-run", "ops", "rule", "gpt2/fast/static.py",
+           "            run()  # nothing of the pass ran while it was being recorded",
+           "            pass",
+           ("tests/gpt2/fast/test_static.py::"
+            "test_a_recording_cupy_refuses_keeps_no_graph_and_runs_the_pass_eagerly",),
+           "a pass whose recording CuPy refused returns stale hidden states"),
+    Mutant("gpu-refusal-retried", "ops", "rule", "gpt2/fast/static.py",
+           "                self.graphs, self.refused = False, refused  # every pass eager "
+           "from now on",
+           "                self.refused = refused",
+           ("tests/gpt2/fast/test_static.py::"
+            "test_after_a_refusal_every_pass_runs_eagerly_and_no_recording_is_tried_again",),
+           "every pass of a shape tries to record a graph CuPy already refused"),
+    Mutant("pages-gpu-unnamed", "pages", "record", "tools/page.py",
+           '    return ", ".join(found) + gpu()', '    return ", ".join(found)',
+           ("tests/tools/test_page.py::test_the_versions_row_names_the_gpu_a_run_used",),
+           "a GPU page's versions row does not say which GPU it ran on"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
