@@ -5,10 +5,11 @@
 
 OpenBLAS picks its kernels when it loads (OPENBLAS_CORETYPE chooses them), so a family is measured
 in a child process: Haswell on every x86-64 CPU with AVX2, SkylakeX where the CPU has AVX-512 (its
-default there). Before each family of a page (--out) the parent waits for the machine to be quiet
-(1-minute load below --quiet, at most QUIET_WAIT seconds) and records the load it starts at; each
-child writes its own page, and the parent keeps their bodies, a section per family, under one
-header. A --device gpu run is one process: the BLAS kernels time nothing of it.
+default there); --families may also name the older families of KERNELS where the CPU runs them.
+Before each family of a page (--out) the parent waits for the machine to be quiet (1-minute load
+below --quiet, at most QUIET_WAIT seconds) and records the load it starts at; each child writes its
+own page, and the parent keeps their bodies, a section per family, under one header. A --device gpu
+run is one process: the BLAS kernels time nothing of it.
 """
 import codecs
 import functools
@@ -24,18 +25,32 @@ from pathlib import Path
 from picospec_cli import Option, UsageError, command as plain_command
 
 ROOT = Path(__file__).resolve().parents[1]
-FAMILIES = ("Haswell", "SkylakeX")
+FAMILIES = ("Haswell", "SkylakeX")  # what a page measures by default, where the CPU runs them
+# the x86-64 families --families can name -> the CPU flag their kernels need, and its name
+KERNELS = {"Prescott": ("sse3", "SSE3"), "Core2": ("ssse3", "SSSE3"),
+           "Nehalem": ("sse4_2", "SSE4.2"), "Sandybridge": ("avx", "AVX"),
+           "Haswell": ("avx2", "AVX2"), "Zen": ("avx2", "AVX2"), "SkylakeX": ("avx512f", "AVX-512")}
 QUIET_WAIT = 300  # seconds
 
 
-def families_here():
-    """The OpenBLAS kernel families this CPU runs: Haswell (AVX2), and SkylakeX with AVX-512."""
+def cpu_flags():
+    """-> the CPU's flags (/proc/cpuinfo), or None where they cannot be read."""
     try:
         with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "")
+            return set(next((line for line in f if line.startswith("flags")), "").split()[2:])
     except OSError:
-        flags = ""
-    return ["Haswell"] + (["SkylakeX"] if " avx512f" in flags else [])
+        return None
+
+
+def runs(family):
+    """Whether this CPU runs the family's kernels (Haswell is assumed where no flags are read)."""
+    flags = cpu_flags()
+    return family == "Haswell" if flags is None else KERNELS[family][0] in flags
+
+
+def families_here():
+    """The families a page measures on this CPU: Haswell (AVX2), and SkylakeX with AVX-512."""
+    return [f for f in FAMILIES if runs(f)]
 
 
 def family_env(family):
@@ -121,11 +136,11 @@ def by_family(module, families, quiet, out):
     """Run `python -m module ARGS --child` once per family; with out, one page of their pages."""
     from tools.page import read_page, write_page
 
-    argv, here, sections = without(sys.argv[1:], ("--out", "--families", "--quiet")), \
-        families_here(), []
+    argv, sections = without(sys.argv[1:], ("--out", "--families", "--quiet")), []
     for family in families:
-        if family not in here:
-            print(f"{family}: this CPU cannot run these kernels (no AVX-512); skipped", flush=True)
+        if not runs(family):
+            print(f"{family}: this CPU cannot run these kernels (no {KERNELS[family][1]}); "
+                  f"skipped", flush=True)
             continue
         load = wait_quiet(quiet) if quiet and out else os.getloadavg()[0]
         print(f"\n── {family} kernels (OPENBLAS_CORETYPE={family}; 1-minute load {load:.2f} at "
@@ -161,7 +176,8 @@ def by_family(module, families, quiet, out):
 
 FAMILY_OPTIONS = [
     Option("families", "strs", None, "OpenBLAS kernel families to measure, each in its own "
-           "process (default: every family this CPU runs)", choices=FAMILIES,
+           "process (default: Haswell, and SkylakeX where the CPU has AVX-512)",
+           choices=tuple(KERNELS),
            check_list=lambda names: "names a family twice: give each once"
            if len(set(names)) < len(names) else None),
     Option("quiet", float, None, "with --out, before each family, wait (at most 5 minutes) until "

@@ -12,6 +12,9 @@ from gpt2.fast.panels import MAX_ROWS
 SMALL_MODEL = 30_000_000  # parameters: below this, one BLAS thread
 WIDE_ROWS = MAX_ROWS + 1  # token rows in one forward from which it runs on the wide count
 DIRECT_SGEMM = ("SkylakeX", "Cooperlake", "SapphireRapids")  # OpenBLAS kernels with direct SGEMM
+# OpenBLAS kernels whose GEMV makes a few rows one by one through the panels cheaper than SGEMM
+# (results/ops.md); with the others (Katmai's, Prescott's) it costs 2-3x SGEMM: no panels there
+ROW_PANELS = ("Nehalem", "Sandybridge", "Haswell", "Zen")
 PANEL_MAX_PARAMS = 400_000_000  # the panels are one more copy of the weights: up to 355M's shape
 REQUESTED = "requested"  # the why of a count the caller gave (the command names who gave it)
 
@@ -248,7 +251,8 @@ def numpy_blas(info):
 
 
 def panel_policy(n_params, requested=None):
-    """-> {"on", "why"}: requested, else on with OpenBLAS, up to PANEL_MAX_PARAMS."""
+    """-> {"on", "why"}: requested, else on with OpenBLAS kernels they gain with (DIRECT_SGEMM,
+    ROW_PANELS), up to PANEL_MAX_PARAMS."""
     if requested is not None:
         return {"on": bool(requested), "why": "requested (PICOSPEC_PANELS)"}
     library, arch = blas_kernels()
@@ -260,8 +264,11 @@ def panel_policy(n_params, requested=None):
                                     f"weights would cost too much memory"}
     if panel_form() == "panels":
         return {"on": True, "why": f"OpenBLAS {arch} kernels: direct SGEMM for small products"}
-    return {"on": True, "why": f"OpenBLAS {arch} kernels: SGEMM packs all of W, however few the "
-                               f"rows; a few rows go one by one through the panels"}
+    if arch in ROW_PANELS:
+        return {"on": True, "why": f"OpenBLAS {arch} kernels: SGEMM packs all of W, however few "
+                                   f"the rows; a few rows go one by one through the panels"}
+    return {"on": False, "why": f"OpenBLAS {arch or 'unknown'} kernels: the panels gain only with "
+                                f"the {', '.join(ROW_PANELS)} and AVX-512 kernels"}
 
 
 def panel_form():

@@ -34,11 +34,39 @@ def test_each_family_runs_in_its_own_process_on_one_page(tmp_path, monkeypatch):
 
 
 def test_a_family_the_cpu_cannot_run_is_skipped_and_said(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(families, "families_here", lambda: ["Haswell"])
+    monkeypatch.setattr(families, "cpu_flags", lambda: {"sse3", "ssse3", "sse4_2", "avx", "avx2"})
     monkeypatch.setattr(sys, "argv", ["bench.ops", "--shapes", "tiny", "--repeats", "1"])
     families.by_family("bench.ops", ["SkylakeX"], 0, str(tmp_path / "ops.md"))
-    assert "SkylakeX: this CPU cannot run these kernels" in capsys.readouterr().out
+    assert "SkylakeX: this CPU cannot run these kernels (no AVX-512); skipped" in \
+        capsys.readouterr().out
     assert not (tmp_path / "ops.md").exists()
+
+
+@pytest.mark.parametrize("flags, here", [
+    ({"sse3", "avx", "avx2"}, ["Haswell"]), ({"avx2", "avx512f"}, ["Haswell", "SkylakeX"]),
+    (None, ["Haswell"]), (set(), [])])
+def test_a_page_measures_haswell_and_skylakex_where_the_cpu_runs_them(monkeypatch, flags, here):
+    """The default families follow the CPU's flags; where none can be read, Haswell is assumed."""
+    monkeypatch.setattr(families, "cpu_flags", lambda: flags)
+    assert families.families_here() == here
+
+
+@pytest.mark.parametrize("family, flag", [("Prescott", "sse3"), ("Core2", "ssse3"),
+                                          ("Nehalem", "sse4_2"), ("Sandybridge", "avx"),
+                                          ("Zen", "avx2")])
+def test_an_older_family_runs_where_its_flag_is_and_only_there(monkeypatch, family, flag):
+    monkeypatch.setattr(families, "cpu_flags", lambda: {flag})
+    assert families.runs(family)
+    monkeypatch.setattr(families, "cpu_flags", lambda: {"fpu"})
+    assert not families.runs(family)
+
+
+def test_cpu_flags_are_the_words_after_the_colon_of_the_flags_line():
+    flags = families.cpu_flags()
+    if not flags:
+        pytest.skip("no flags line in /proc/cpuinfo here")
+    line = next(line for line in open("/proc/cpuinfo") if line.startswith("flags"))
+    assert flags == set(line.split(":", 1)[1].split()) and "flags" not in flags
 
 
 def test_a_failing_family_stops_with_its_exit_status(tmp_path, monkeypatch):

@@ -400,13 +400,27 @@ def test_panels_on_every_kernel_family_with_direct_sgemm(monkeypatch, arch):
         "on": True, "why": f"OpenBLAS {arch} kernels: direct SGEMM for small products"}
 
 
-@pytest.mark.parametrize("arch", ["Haswell", "Zen", "SandyBridge"])
+@pytest.mark.parametrize("arch", ["Haswell", "Zen", "Sandybridge", "Nehalem"])
 def test_panels_by_row_on_openblas_without_direct_sgemm(monkeypatch, arch):
     """Without the direct SGEMM, OpenBLAS packs all of W for any product of two rows or more: a
     few rows go one by one through the panels (GEMVs)."""
     monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", arch))
     report = policy.panel_policy(5_850_000)
     assert report["on"] and arch in report["why"] and "one by one" in report["why"]
+    assert policy.panel_form() == "panel_rows"
+
+
+@pytest.mark.parametrize("arch", ["Prescott", "Katmai", "Core2", "NEOVERSEN1", None])
+def test_no_panels_with_kernels_whose_gemv_is_slow(monkeypatch, arch):
+    """numpy 1.26's OpenBLAS runs its Prescott kernels on CPUs newer than it knows: their GEMV is so
+    slow that five rows one by one through the panels cost 3-4 one-row calls against 1.4-1.6 for
+    one SGEMM (results/ops.md). Panels stay off with any kernels they were not measured to gain
+    with, and the reason names those; a request still turns them on, in the by-row form."""
+    monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", arch))
+    assert policy.panel_policy(5_850_000) == {
+        "on": False, "why": f"OpenBLAS {arch or 'unknown'} kernels: the panels gain only with the "
+                            f"Nehalem, Sandybridge, Haswell, Zen and AVX-512 kernels"}
+    assert policy.panel_policy(5_850_000, requested=True)["on"]
     assert policy.panel_form() == "panel_rows"
 
 
