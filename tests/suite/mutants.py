@@ -1736,6 +1736,16 @@ MUTANTS = (
            '    return ", ".join(found) + gpu()', '    return ", ".join(found)',
            ("tests/tools/test_page.py::test_the_versions_row_names_the_gpu_a_run_used",),
            "a GPU page's versions row does not say which GPU it ran on"),
+    Mutant("policy-row-panels-everywhere", "policy", "rule", "gpt2/fast/policy.py",
+           "    if arch in ROW_PANELS:", "    if True:",
+           ("tests/gpt2/fast/test_policy.py::test_no_panels_with_kernels_whose_gemv_is_slow",),
+           "numpy 1.26's Prescott kernels get the by-row panels: verification costs twice as much"),
+    Mutant("families-flag-ignored", "tools", "rule", "tools/families.py",
+           "    return family == \"Haswell\" if flags is None else KERNELS[family][0] in flags",
+           "    return True",
+           ("tests/tools/test_families.py::"
+            "test_a_family_the_cpu_cannot_run_is_skipped_and_said",),
+           "a page runs kernels the CPU lacks the instructions for"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
