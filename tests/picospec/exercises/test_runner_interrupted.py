@@ -37,17 +37,17 @@ def running(pid):
         return True
 
 
-def start_grading(tmp_path, learner):
-    """The grader, a real process on `learner`, and the PIDs of the answer's processes once they
-    all run."""
+def start_grading(tmp_path, learner, *options, stdin=None):
+    """The grader, a real process on `learner` (with `options`), and the PIDs of the answer's
+    processes once they all run."""
     pids = tmp_path / "pids"
     path = tmp_path / "mine.py"
     path.write_text(f"from pathlib import Path\nPIDS = Path({str(pids)!r})\n{learner}")
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
     grader = subprocess.Popen([sys.executable, "-m", "picospec.exercises", "grade", str(path),
-                               "--exercise", "trie"], cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              preexec_fn=sigint_as_in_a_terminal)
+                               "--exercise", "trie", *options], cwd=tmp_path, env=env,
+                              stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, preexec_fn=sigint_as_in_a_terminal)
     deadline = time.monotonic() + 60
     while not pids.exists() or not pids.read_text():
         assert grader.poll() is None, grader.communicate()
@@ -108,3 +108,39 @@ def test_a_process_that_leaves_the_answers_group_holds_no_grading_open(tmp_path)
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
     assert grader.returncode == 1 and "trie: FAIL\n  not answered" in out, out + err
+
+
+@pytest.mark.parametrize("learner, where", [("import", "while reading the file"),
+                                            ("function", "while grading trie")])
+def test_an_answer_that_never_returns_is_stopped_at_the_time_limit(tmp_path, learner, where):
+    """An answer asleep for 600 s, graded with --timeout 2: the grader ends by itself within a
+    bound (it never waits on the answer past its limit) and says where the answer was."""
+    grader, pids = start_grading(tmp_path, LEARNERS[learner], "--timeout", "2")
+    try:
+        out, err = grader.communicate(timeout=30)
+    finally:
+        grader.kill()
+        assert_ended(pids)
+    assert grader.returncode == 1, out + err
+    assert f"past the time limit of 2 s (--timeout), {where}" in out, out + err
+
+
+def test_an_answer_that_reads_its_input_meets_its_end_at_once(tmp_path):
+    """The answer's standard input is empty, whatever the grader's is (here a pipe held open, as a
+    terminal is): a forgotten input() raises EOFError at once, not a wait to the time limit."""
+    held, keep = os.pipe()
+    try:
+        grader, pids = start_grading(tmp_path, "import os\n\n\ndef trie(sequences):\n"
+                                               "    PIDS.write_text(str(os.getpid()))\n"
+                                               "    return input()\n",
+                                     "--timeout", "20", stdin=held)
+        os.close(held)
+        try:
+            out, err = grader.communicate(timeout=60)
+        finally:
+            grader.kill()
+            assert_ended(pids)
+    finally:
+        os.close(keep)
+    assert grader.returncode == 1 and "trie: FAIL\n" in out, out + err
+    assert "raised EOFError: EOF when reading a line (at mine.py, line 8)" in out, out + err
