@@ -12,6 +12,9 @@ from tests.support.clitools import ROOT, run_here
 
 LEARNER = (ROOT / "tests" / "support" / "learner_answers.py").read_text(encoding="utf-8")
 SLOW = 2  # seconds: the time limit of the tests that loop
+# seconds: the time limit of tests whose answer ends at once, so that a grader that fails to see
+# the end (and waits) fails them within it
+BOUND = 20
 
 
 def grade(folder, *args):
@@ -31,7 +34,7 @@ RESIDUAL = "def residual(q, p):\n    r = np.maximum(q - p, 0)\n    return r / r.
 def test_sys_exit_in_a_function_is_its_failure(tmp_path, code):
     path = answer(tmp_path, RESIDUAL + f"def trie(sequences):\n    import sys\n"
                   f"    sys.exit({code})")
-    r = grade(tmp_path, path, "--exercise", "trie")
+    r = grade(tmp_path, path, "--exercise", "trie", "--timeout", BOUND)
     assert r.returncode == 1, r.stdout + r.stderr
     assert (f"trie: FAIL\n  your function raised SystemExit({code}) (at mine.py, line 11): "
             f"sys.exit() ends a program") in r.stdout
@@ -46,7 +49,7 @@ def test_an_exit_at_import_fails_the_file_and_the_class_goes_on(tmp_path, exit_c
     folder.mkdir()
     answer(folder, exit_call, "ann.py")
     (folder / "bob.py").write_text(LEARNER)
-    r = grade(tmp_path, folder, "--exercise", "trie")
+    r = grade(tmp_path, folder, "--exercise", "trie", "--timeout", BOUND)
     rows = [line.split() for line in r.stdout.splitlines() if line.endswith("of 1")]
     assert r.returncode == 1, r.stdout + r.stderr
     assert rows == [["ann.py", "x", "0", "of", "1"], ["bob.py", "pass", "1", "of", "1"]]
@@ -86,6 +89,18 @@ def test_output_past_print_neither_blocks_nor_floods(tmp_path):
     r = grade(tmp_path, path, "--exercise", "trie", "--timeout", 20)
     assert r.returncode == 0 and "past the time limit" not in r.stdout, r.stdout
     assert len(r.stdout) < 5_000
+
+
+def test_output_past_print_is_shown_after_what_was_printed(tmp_path):
+    """Bytes written to the answer's file descriptors 1 and 2 (past print) are read from its one
+    pipe, shown after what print wrote, and decoded as UTF-8 with U+FFFD for a byte that is not:
+    none of it reaches the grader's own error stream, and none of it breaks the grader."""
+    path = answer(tmp_path, "import os\n\nprint('said')\nos.write(1, b'one \\xff\\n')\n"
+                            "os.write(2, b'two\\n')\n\n\n" + LEARNER.split("\n\n\n", 1)[1])
+    r = grade(tmp_path, path, "--exercise", "trie")
+    assert r.returncode == 0 and "trie: pass" in r.stdout, r.stdout + r.stderr
+    assert "; the first:\n    said\n    one \ufffd\n    two\n" in r.stdout, r.stdout + r.stderr
+    assert r.stderr == ""
 
 
 def test_an_exception_names_the_learners_file_and_line(tmp_path):
