@@ -411,6 +411,7 @@ def answers(tmp_path):
     (["grade", "answers.py", "--timeout", "0"], "--timeout must be > 0"),
     (["grade", "answers.py", "--out", "x.md"], "grade does not read --out: drop it"),
     (["grade", "answers.py", "--json"], "--json writes a class's table: grade a FOLDER"),
+    (["grade", ".", "--json", "--csv"], "--json and --csv are both given: keep one"),
     (["grade", "empty"], "empty: the folder holds no .py or .ipynb file"),
     (["show", "tree"], r"no exercise 'tree' \(did you mean trie\?\): choose one of"),
     # a whole part of a name names it
@@ -488,6 +489,15 @@ def test_list_show_and_template(tmp_path):
     assert graded.returncode == 1 and graded.stdout.count("not answered") == len(EXERCISES)
     one = run_here(["-m", "picospec.exercises", "template", "trie"], tmp_path).stdout
     assert "def trie(" in one and "def residual(" not in one and "# **Exercise `trie" in one
+
+
+def test_main_returns_0_for_the_commands_that_grade_nothing(tmp_path, capsys):
+    """main() returns the exit status, as its caller (python -m, or a script) reads it: 0 for
+    list, show and template, not None."""
+    from picospec.exercises.__main__ import main
+
+    assert [main(args) for args in (["list"], ["show", "trie"], ["template", "trie"])] == [0] * 3
+    assert "def trie(" in capsys.readouterr().out
 
 
 def answer_cells(nb):
