@@ -34,6 +34,12 @@ def test_near_names_map_each_exercise_to_the_files_first_close_function():
     assert near_names([]) == {}
 
 
+def test_a_function_near_two_exercises_is_suggested_for_the_nearer_alone():
+    # "expected_tokspeedup" is near both: "expected_tok" + "e" of expected_tokens, 2 * 13 / 34
+    # = 0.76 alike; "p", "e", "cted_", "speedup" of predicted_speedup, 2 * 14 / 36 = 0.78
+    assert near_names(["expected_tokspeedup"]) == {"predicted_speedup": "expected_tokspeedup"}
+
+
 def test_a_progress_line_is_said_only_past_10_seconds_and_a_stop_past_the_time_left():
     said, result = [], {"verdicts": {}}
 
