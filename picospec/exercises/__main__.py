@@ -147,9 +147,12 @@ def verdicts(path, values, say=print):
             why = "not graded: " + ("the file could not be read" if "why" in result else
                                     "the run stopped before it")
             out[name] = ("x", why, f"{name}: FAIL\n  {why}")
-    if result.get("printed"):
-        head = result["head"].rstrip()
-        notes.append(f"{Path(path).name} printed {result['printed']:,} characters while graded"
+    # printed: what print wrote; head: its first characters, then those written past print
+    # (os.write, a C library), which may come alone, as the last words of a process that died
+    printed, head = result.get("printed", 0), result.get("head", "").rstrip()
+    if printed or head:
+        said = f"printed {printed:,} characters" if printed else "wrote to its output"
+        notes.append(f"{Path(path).name} {said} while graded"
                      + ("; the first:\n    " + head.replace("\n", "\n    ") if head else ""))
     return out, notes
 

@@ -103,6 +103,17 @@ def test_output_past_print_is_shown_after_what_was_printed(tmp_path):
     assert r.stderr == ""
 
 
+def test_the_last_words_of_an_answer_that_ends_its_process_are_shown(tmp_path):
+    """A file that writes past print (as a C library that gives up does) and ends its process:
+    printed nothing, it is still shown, under the line that says the process ended."""
+    path = answer(tmp_path, "import os\n\nos.write(2, b'boom: gave up\\n')\nos._exit(3)")
+    r = grade(tmp_path, path, "--exercise", "trie", "--timeout", BOUND)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.startswith("mine.py: the answer ended the grading process (exit status 3), "
+                               "while reading the file"), r.stdout
+    assert "\nmine.py wrote to its output while graded; the first:\n    boom: gave up\n" in r.stdout
+
+
 def test_an_exception_names_the_learners_file_and_line(tmp_path):
     path = answer(tmp_path, "def trie(sequences):\n    return {}['missing']")
     r = grade(tmp_path, path, "--exercise", "trie")
