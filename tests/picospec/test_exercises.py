@@ -476,6 +476,7 @@ def test_the_command_as_a_process(tmp_path, answers):
 def test_list_show_and_template(tmp_path):
     helped = run_here(["-m", "picospec.exercises", "--help"], tmp_path)
     assert helped.returncode == 0 and "grade FOLDER" in helped.stdout
+    assert helped.stdout.startswith("usage: python -m picospec.exercises COMMAND ... ")
     listed = run_here(["-m", "picospec.exercises", "list"], tmp_path)
     assert [line.split()[0] for line in listed.stdout.splitlines()] == list(EXERCISES)
     shown = run_here(["-m", "picospec.exercises", "show", "trie"], tmp_path)
