@@ -188,6 +188,7 @@ def test_the_class_as_json_and_csv(tmp_path, calls):
     assert rows[1][1:3] == [f"FAIL at case {FIRST}", f"FAIL at case {SECOND}"]
     assert rows[2][-3:] == ["0", "12", "cyd.py: SyntaxError: invalid syntax (line 3)"]
     assert len(rows) == 4
+    assert "\r" not in as_csv.stdout  # lines end as the command's other output does, in "\n"
     (tmp_path / "all").mkdir()
     passing = classroom(tmp_path / "all", ["ann.py"])
     for flag in ("--json", "--csv"):
