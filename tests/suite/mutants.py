@@ -1746,6 +1746,70 @@ MUTANTS = (
            ("tests/tools/test_families.py::"
             "test_a_family_the_cpu_cannot_run_is_skipped_and_said",),
            "a page runs kernels the CPU lacks the instructions for"),
+    Mutant("grader-time-limit-never-ends", "graders", "rule", "picospec/exercises/runner.py",
+           'if spent > limit or result.get("stopped"):',
+           'if spent > limit and result.get("stopped"):',
+           ("tests/picospec/exercises/test_runner_interrupted.py::"
+            "test_an_answer_that_never_returns_is_stopped_at_the_time_limit",),
+           "the time limit never ends a grading"),
+    Mutant("grader-waits-forever", "graders", "rule", "picospec/exercises/runner.py",
+           "child_process.wait(timeout=0.1)", "child_process.wait()",
+           ("tests/picospec/exercises/test_runner_interrupted.py::"
+            "test_an_answer_that_never_returns_is_stopped_at_the_time_limit",),
+           "the grader waits on a looping answer forever"),
+    Mutant("grader-answer-reads-stdin", "graders", "rule", "picospec/exercises/runner.py",
+           "child_process = subprocess.Popen(args, stdin=subprocess.DEVNULL,",
+           "child_process = subprocess.Popen(args,",
+           ("tests/picospec/exercises/test_runner_interrupted.py::"
+            "test_an_answer_that_reads_its_input_meets_its_end_at_once",),
+           "a forgotten input() waits to the time limit"),
+    Mutant("grader-stderr-not-captured", "graders", "rule", "picospec/exercises/runner.py",
+           "stdout=subprocess.PIPE, stderr=subprocess.STDOUT,", "stdout=subprocess.PIPE,",
+           ("tests/picospec/exercises/test_runner.py::"
+            "test_output_past_print_is_shown_after_what_was_printed",),
+           "the answer's stderr lands on the grader's"),
+    Mutant("grader-output-not-utf8-breaks", "graders", "rule", "picospec/exercises/runner.py",
+           'tail = bytes(raw).decode(errors="replace")', "tail = bytes(raw).decode()",
+           ("tests/picospec/exercises/test_runner.py::"
+            "test_output_past_print_is_shown_after_what_was_printed",),
+           "a byte that is not UTF-8 breaks the grader"),
+    Mutant("grader-output-tail-dropped", "graders", "rule", "picospec/exercises/runner.py",
+           'result["head"] = result.get("head", "") + tail[:SHOWN]',
+           'result["head"] = result.get("head", "")',
+           ("tests/picospec/exercises/test_runner.py::"
+            "test_output_past_print_is_shown_after_what_was_printed",),
+           "output past print never shown"),
+    Mutant("grader-suggests-two", "graders", "rule", "picospec/exercises/runner.py",
+           "get_close_matches(name, EXERCISES, 1, 0.75)",
+           "get_close_matches(name, EXERCISES, 2, 0.75)",
+           ("tests/picospec/exercises/test_runner_pieces.py::"
+            "test_a_function_near_two_exercises_is_suggested_for_the_nearer_alone",),
+           "one function suggested for two exercises"),
+    Mutant("grader-exit-traceback-loops", "graders", "rule", "picospec/exercises/runner.py",
+           "tb = tb.tb_next", "pass",
+           ("tests/picospec/exercises/test_runner.py::"
+            "test_sys_exit_in_a_function_is_its_failure",),
+           "an exit's traceback walked forever"),
+    Mutant("exercises-json-csv-both", "graders", "rule", "picospec/exercises/__main__.py",
+           'raise UsageError("--json and --csv are both given: keep one")', "pass",
+           ("tests/picospec/test_exercises.py::"
+            "test_usage_errors_are_one_line_exit_2",),
+           "--csv silently ignored beside --json"),
+    Mutant("exercises-usage-without-command", "graders", "rule", "picospec/exercises/__main__.py",
+           'print(usage(PROG, DOC, OPTIONS, words="COMMAND"))', "print(usage(PROG, DOC, OPTIONS))",
+           ("tests/picospec/test_exercises.py::"
+            "test_list_show_and_template",),
+           "help's usage line loses COMMAND"),
+    Mutant("exercises-last-words-dropped", "graders", "rule", "picospec/exercises/__main__.py",
+           "if printed or head:", "if printed:",
+           ("tests/picospec/exercises/test_runner.py::"
+            "test_the_last_words_of_an_answer_that_ends_its_process_are_shown",),
+           "a dying answer's last words dropped"),
+    Mutant("exercises-csv-crlf", "graders", "rule", "picospec/exercises/__main__.py",
+           'writer = csv.writer(text, lineterminator="\\n")', "writer = csv.writer(text)",
+           ("tests/picospec/test_exercises_table.py::"
+            "test_the_class_as_json_and_csv",),
+           "--csv lines end in CRLF"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
