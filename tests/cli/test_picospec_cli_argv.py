@@ -185,3 +185,25 @@ def test_a_required_option_must_be_given():
         parse([], options)
     assert str(e.value) == "--name is required: the run's name"
     assert parse(["--name", "x"], options) == ({"name": "x"}, {"name"})
+
+
+def test_a_list_check_sees_every_item_and_refuses_in_one_line():
+    """check_list reads the whole list once its items are checked (a_k that must sum to at most
+    1): its message follows the flag and the text as typed."""
+    def at_most_one(values):
+        return f"it sums to {sum(values):g}, more than 1" if sum(values) > 1 else None
+
+    option = Option("a", "floats", check_list=at_most_one)
+    assert convert(option, "0.25, 0.5") == [0.25, 0.5]
+    with pytest.raises(UsageError) as e:
+        convert(option, "0.5,0.75")
+    assert str(e.value) == "--a 0.5,0.75: it sums to 1.25, more than 1"
+
+
+@pytest.mark.parametrize("kind", ["file", "dir", "out", "path"])
+def test_an_empty_path_is_refused_but_empty_text_is_text(kind):
+    """--data '' is no path (pathlib would read it as the current folder); --prompt '' is text."""
+    with pytest.raises(UsageError) as e:
+        convert(Option("data", kind), "")
+    assert str(e.value) == "--data needs a path; got an empty string"
+    assert convert(Option("prompt", str), "") == ""

@@ -134,6 +134,18 @@ def test_a_busy_core_is_seen_at_once():
         spinner.join()
 
 
+def test_idle_cpus_measures_over_its_default_window():
+    """Called as free_cores calls it, with no window given: a figure between 0 and the CPUs named
+    (a window of no time, or a negative one that time.sleep refuses, would measure nothing)."""
+    import os
+
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else {0}
+    if not os.path.exists("/proc/stat"):
+        pytest.skip("no /proc/stat here: free_cores falls back to the load average")
+    idle = policy.idle_cpus(cpus)
+    assert idle is not None and 0 <= idle <= len(cpus)
+
+
 @pytest.mark.parametrize("stat, own, idle", [
     # a busy CPU, this process asleep: its times as floats leave (u + s) - u - s = -3.5e-18
     (("cpu0 100 0 100 1000 50 0 0 0", "cpu0 190 0 110 1000 50 0 0 0"), (0.01, 0.02), 0.0),
