@@ -171,6 +171,9 @@ def test_help_shows_each_option_with_a_placeholder_of_its_kind():
     (["topx", "topbb", "topccc", "topdddd"], "--top", "--topx"),  # four: the closest spelling
     (["a_top", "b_top_c", "x"], "--top", "--a_top or --b_top_c"),  # a whole part of a few
     (["temperature", "temperatures"], "--tempratures", "--temperatures"),  # the closest alone
+    (["topa", "topb", "topc"], "--top", "--topa or --topb or --topc"),  # three it begins, no _
+    (["n_tokens", "json"], "--n_tokens_per_step", "--n_tokens"),  # the one it begins with
+    (["a", "a_b", "a_b_c"], "--a_b_c_d", "--a_b_c"),  # of three it begins with, the longest
 ])
 def test_did_you_mean_by_the_rule(names, word, hint):
     options = [Option(n, bool if n == "json" else int, 1, "x") for n in names]

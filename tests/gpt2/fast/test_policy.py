@@ -496,7 +496,10 @@ def test_the_blas_line_says_the_threads_the_library_ran(monkeypatch, requested, 
                             "100000"}, 3.0),
     # a folder's name may hold colons (the line's third field is the rest of it)
     (["0::/a:b.slice"], {"a:b.slice/cpu.max": "150000 100000"}, 1.5),
-    ([], {}, None), (["garbage"], {"cpu.max": "200000 100000"}, None)])
+    ([], {}, None), (["garbage"], {"cpu.max": "200000 100000"}, None),
+    # no quota of 0 CPUs, no division by a period of 0; a period of 1 microsecond is a period
+    (["0::/"], {"cpu.max": "0 100000\n"}, None), (["0::/"], {"cpu.max": "100000 0\n"}, None),
+    (["0::/"], {"cpu.max": "3 1\n"}, 3.0)])
 def test_a_cgroup_cpu_quota_is_read(tmp_path, lines, files, quota):
     proc, mount = cgroup_tree(tmp_path, lines, files)
     assert policy.cpu_quota(policy.cgroup_folders("cpu", proc, mount)) == quota
