@@ -174,6 +174,7 @@ def test_help_shows_each_option_with_a_placeholder_of_its_kind():
     (["topa", "topb", "topc"], "--top", "--topa or --topb or --topc"),  # three it begins, no _
     (["n_tokens", "json"], "--n_tokens_per_step", "--n_tokens"),  # the one it begins with
     (["a", "a_b", "a_b_c"], "--a_b_c_d", "--a_b_c"),  # of three it begins with, the longest
+    (["a_top", "b_top", "c_top"], "--top", "--a_top or --b_top or --c_top"),  # a part of three
 ])
 def test_did_you_mean_by_the_rule(names, word, hint):
     options = [Option(n, bool if n == "json" else int, 1, "x") for n in names]

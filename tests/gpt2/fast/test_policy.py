@@ -312,6 +312,12 @@ def test_building_engines_changes_nothing_in_the_process(monkeypatch):
         assert policy.blas_threads() == 3
 
 
+def test_the_blas_libraries_are_found_once():
+    """Every engine call opens a blas_limit, which asks for the libraries: threadpoolctl walks
+    every loaded library to find them, once per process, not once per forward."""
+    assert policy.blas_libraries() is policy.blas_libraries()
+
+
 def test_no_threadpoolctl_is_no_library_to_set(monkeypatch):
     """Without threadpoolctl (requirements.txt not installed): no library found, no count read,
     and a scope that sets nothing, not a crash at the first forward."""
