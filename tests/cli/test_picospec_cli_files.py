@@ -62,3 +62,10 @@ def test_an_output_folder_that_takes_no_file_is_refused_before_the_work(tmp_path
     monkeypatch.setattr(picospec_cli, "cannot_write_in", lambda folder: "Permission denied")
     assert out_folder(tmp_path / "new") == (
         f"cannot write in {tmp_path} (Permission denied): give a folder you can write to")
+
+
+def test_cannot_make_names_the_part_that_takes_no_file_and_why(tmp_path, monkeypatch):
+    """A folder to make under one this process cannot write in: that one, and the system's
+    reason (root writes anywhere, so the trial's answer stands in)."""
+    monkeypatch.setattr(picospec_cli, "cannot_write_in", lambda folder: "Permission denied")
+    assert cannot_make(tmp_path / "a" / "b") == (tmp_path, "Permission denied")
