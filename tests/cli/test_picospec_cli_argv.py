@@ -164,6 +164,13 @@ def test_help_shows_each_option_with_a_placeholder_of_its_kind():
         ["--Ks", "N,N"], ["--out", "FILE"]]
 
 
+def test_help_keeps_the_command_s_own_line_breaks():
+    """A command's docstring is its help's description as written: an example command line on
+    its own indented line stays there, not run into the sentence before it."""
+    doc = "Draft with a small model.\n\n    python main.py --K 4\n    python main.py --K 8"
+    assert doc in usage("prog", doc, OPTIONS)
+
+
 @pytest.mark.parametrize("names, word, hint", [
     (["n_tokens", "json"], "--n", "--n_tokens"),  # --no-json only when typed so
     (["top", "top_k"], "--top_k_x", "--top_k"),  # the longest one it begins with, then a _
