@@ -70,6 +70,31 @@ def test_bare_words_and_values_of_a_command_that_takes_words():
     assert given == {"words": ["mod:f"], "K": "-3", "prompt": "--"}
 
 
+def test_a_command_that_takes_words_gets_a_list_even_of_none():
+    assert read([], OPTIONS, words="SAMPLER") == {"words": []}
+    assert read(["--K", "2"], OPTIONS, words="SAMPLER") == {"words": [], "K": "2"}
+
+
+def test_help_names_the_words_in_its_usage_line_only():
+    """The bare words are shown as the usage line's placeholder, not as an argument named
+    "words" in a section of their own; -h says what it does."""
+    text = usage("prog", "doc", OPTIONS, words="SAMPLER")
+    assert text.splitlines()[0] == "usage: prog SAMPLER ... [--option value ...]"
+    assert "words" not in text and "positional" not in text
+    assert [line.split(None, 2) for line in text.splitlines() if "--help" in line] == [
+        ["-h,", "--help", "show this help and exit"]]
+
+
+def test_another_word_for_a_choice_is_named_as_that_choice():
+    """means: {word: choice}: a user who types --method assisted is told the choice's name."""
+    option = Option("method", str, choices=("autoregressive", "speculative"),
+                    means={"assisted": "speculative"})
+    with pytest.raises(UsageError) as e:
+        convert(option, "assisted")
+    assert str(e.value) == ("unknown --method 'assisted' (did you mean speculative?): choose one "
+                            "of autoregressive, speculative")
+
+
 def test_no_prefix_matching_and_help_alone():
     assert parse(["-h"], OPTIONS)[0] == {"help": True}
     with pytest.raises(UsageError, match="unknown option --temp"):

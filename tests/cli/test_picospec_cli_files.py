@@ -69,3 +69,17 @@ def test_cannot_make_names_the_part_that_takes_no_file_and_why(tmp_path, monkeyp
     reason (root writes anywhere, so the trial's answer stands in)."""
     monkeypatch.setattr(picospec_cli, "cannot_write_in", lambda folder: "Permission denied")
     assert cannot_make(tmp_path / "a" / "b") == (tmp_path, "Permission denied")
+
+
+def test_the_temporary_file_is_beside_the_file_and_named_after_it(tmp_path):
+    """While the data is written, the only new file is a hidden one in the same folder (so that
+    the rename cannot cross file systems), named after the file and ending .tmp."""
+    path, seen = tmp_path / "out.txt", []
+
+    def write(f):
+        seen.extend(os.listdir(tmp_path))
+        f.write(b"new")
+
+    replace_file(path, write)
+    assert path.read_bytes() == b"new" and os.listdir(tmp_path) == ["out.txt"]
+    assert len(seen) == 1 and seen[0].startswith(".out.txt.") and seen[0].endswith(".tmp")
