@@ -207,6 +207,7 @@ def test_help_keeps_the_command_s_own_line_breaks():
     (["n_tokens", "json"], "--n_tokens_per_step", "--n_tokens"),  # the one it begins with
     (["a", "a_b", "a_b_c"], "--a_b_c_d", "--a_b_c"),  # of three it begins with, the longest
     (["a_top", "b_top", "c_top"], "--top", "--a_top or --b_top or --c_top"),  # a part of three
+    (["n", "N_k"], "--n_k_x", "--N_k"),  # the longest it begins with, not the last by letters
 ])
 def test_did_you_mean_by_the_rule(names, word, hint):
     options = [Option(n, bool if n == "json" else int, 1, "x") for n in names]

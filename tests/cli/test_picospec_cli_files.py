@@ -50,6 +50,16 @@ def test_why_a_folder_takes_no_file_is_the_system_s_reason_alone(tmp_path):
     assert cannot_write_in(tmp_path / "missing") == os.strerror(errno.ENOENT)  # no number, no path
 
 
+def test_the_trial_file_is_hidden_and_named_after_its_maker(tmp_path, monkeypatch):
+    """The file that tries whether a folder takes files is one a user who lists the folder at
+    that moment can tell: hidden, and named picospec's write check."""
+    removed, remove = [], os.remove
+    monkeypatch.setattr(os, "remove", lambda path: removed.append(path) or remove(path))
+    assert cannot_write_in(tmp_path) is None and os.listdir(tmp_path) == []
+    assert len(removed) == 1 and os.path.dirname(removed[0]) == str(tmp_path)
+    assert os.path.basename(removed[0]).startswith(".picospec-write-check-")
+
+
 def test_an_output_folder_exists_or_can_be_made_in_one_that_does(tmp_path):
     (tmp_path / "f").write_text("")
     assert out_folder(tmp_path) is None and out_folder(tmp_path / "new") is None

@@ -73,6 +73,16 @@ def test_a_sigterm_handled_already_or_off_the_main_thread_is_left_alone(handlers
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
 
 
+def test_out_of_memory_is_one_error_line_on_stderr_and_exit_2(handlers, capsys):
+    """A model or a batch larger than the memory free: no traceback, and nothing on the standard
+    output, which a caller may be reading as JSON."""
+    with pytest.raises(SystemExit) as e:
+        guarded(raising(MemoryError()))
+    out, err = capsys.readouterr()
+    assert e.value.code == 2 and out == ""
+    assert err.startswith("error: out of memory: ") and err.count("\n") == 1
+
+
 @pytest.mark.parametrize("closed", ["stdout", "stderr", "both"])
 def test_a_stream_closed_before_the_start_is_exit_2(closed, monkeypatch, capsys):
     for name in ("stdout", "stderr") if closed == "both" else (closed,):
