@@ -95,6 +95,10 @@ def test_out_of_memory_in_a_group_is_one_line(monkeypatch, where):
                                  "a.slice/b.service/memory.max": f"{2**30}",
                                  "a.slice/b.service/memory.current": f"{100 * MB}",
                                  "a.slice/b.service/memory.stat": ""}, 200 * MB),
+    # a service folder of no limit files (none set there, or unreadable): the slice above holds
+    (["0::/a.slice/b.service"], {"a.slice/memory.max": f"{300 * MB}",
+                                 "a.slice/memory.current": f"{100 * MB}",
+                                 "a.slice/memory.stat": ""}, 200 * MB),
     # v1: "no limit" is written as about 2^63; a limit in a parent folder holds
     (["4:memory:/a/b"], {"memory/a/b/memory.limit_in_bytes": "9223372036854771712",
                          "memory/a/b/memory.usage_in_bytes": "7", "memory/a/b/memory.stat": "",
