@@ -134,15 +134,20 @@ def test_a_busy_core_is_seen_at_once():
         spinner.join()
 
 
-def test_idle_cpus_measures_over_its_default_window():
-    """Called as free_cores calls it, with no window given: a figure between 0 and the CPUs named
-    (a window of no time, or a negative one that time.sleep refuses, would measure nothing)."""
+def test_idle_cpus_measures_over_its_default_window(monkeypatch):
+    """Called as free_cores calls it, with no window given: a figure between 0 and the CPUs named,
+    over a window of some time (none would measure a few ticks, or none) short enough to wait
+    for at every start (under half a second)."""
     import os
+    import time
 
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else {0}
     if not os.path.exists("/proc/stat"):
         pytest.skip("no /proc/stat here: free_cores falls back to the load average")
+    windows, sleep = [], time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: windows.append(s) or sleep(s))
     idle = policy.idle_cpus(cpus)
+    assert len(windows) == 1 and 0 < windows[0] < 0.5
     assert idle is not None and 0 <= idle <= len(cpus)
 
 
