@@ -151,6 +151,33 @@ def test_idle_cpus_measures_over_its_default_window(monkeypatch):
     assert idle is not None and 0 <= idle <= len(cpus)
 
 
+def test_choosing_again_with_no_request_is_the_policy():
+    """bench.load re-chooses an engine's threads: given no count, the policy's (one thread for a
+    small model, the free cores for its wide forwards), not the count asked before."""
+    threads = policy.Threads(5_850_000, requested=2, free=FREE)
+    threads.choose(free=FREE)
+    assert (threads.n, threads.wide.threads) == (1, 2)
+
+
+def test_no_proc_stat_is_no_idle_figure(monkeypatch):
+    """Where /proc/stat cannot be read (macOS, Windows): None, so that free_cores reads the load
+    average instead (0 idle CPUs would be a figure, and 1 free core)."""
+    def unreadable(path):
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(policy, "open", unreadable, raising=False)
+    assert policy.idle_cpus({0}, seconds=0) is None
+
+
+def test_no_blas_found_is_no_library_and_no_family(monkeypatch):
+    """threadpoolctl lists no BLAS (Apple's Accelerate): (None, None), which the report's line reads
+    as no library to set."""
+    import threadpoolctl
+
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [])
+    assert policy.blas_kernels.__wrapped__() == (None, None)
+
+
 @pytest.mark.parametrize("stat, own, idle", [
     # a busy CPU, this process asleep: its times as floats leave (u + s) - u - s = -3.5e-18
     (("cpu0 100 0 100 1000 50 0 0 0", "cpu0 190 0 110 1000 50 0 0 0"), (0.01, 0.02), 0.0),
@@ -510,7 +537,9 @@ def test_the_blas_line_says_the_threads_the_library_ran(monkeypatch, requested, 
     ([], {}, None), (["garbage"], {"cpu.max": "200000 100000"}, None),
     # no quota of 0 CPUs, no division by a period of 0; a period of 1 microsecond is a period
     (["0::/"], {"cpu.max": "0 100000\n"}, None), (["0::/"], {"cpu.max": "100000 0\n"}, None),
-    (["0::/"], {"cpu.max": "3 1\n"}, 3.0)])
+    (["0::/"], {"cpu.max": "3 1\n"}, 3.0),
+    # a line of no three fields is skipped, and the lines after it still read
+    (["garbage", "0::/"], {"cpu.max": "200000 100000"}, 2.0)])
 def test_a_cgroup_cpu_quota_is_read(tmp_path, lines, files, quota):
     proc, mount = cgroup_tree(tmp_path, lines, files)
     assert policy.cpu_quota(policy.cgroup_folders("cpu", proc, mount)) == quota
