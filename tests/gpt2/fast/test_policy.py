@@ -535,9 +535,9 @@ def test_the_blas_line_says_the_threads_the_library_ran(monkeypatch, requested, 
     # a folder's name may hold colons (the line's third field is the rest of it)
     (["0::/a:b.slice"], {"a:b.slice/cpu.max": "150000 100000"}, 1.5),
     ([], {}, None), (["garbage"], {"cpu.max": "200000 100000"}, None),
-    # no quota of 0 CPUs, no division by a period of 0; a period of 1 microsecond is a period
+    # no quota of 0 CPUs, no division by a period of 0; 1 microsecond is a quota and a period
     (["0::/"], {"cpu.max": "0 100000\n"}, None), (["0::/"], {"cpu.max": "100000 0\n"}, None),
-    (["0::/"], {"cpu.max": "3 1\n"}, 3.0),
+    (["0::/"], {"cpu.max": "1 1\n"}, 1.0),
     # a line of no three fields is skipped, and the lines after it still read
     (["garbage", "0::/"], {"cpu.max": "200000 100000"}, 2.0)])
 def test_a_cgroup_cpu_quota_is_read(tmp_path, lines, files, quota):
