@@ -169,6 +169,22 @@ def test_no_proc_stat_is_no_idle_figure(monkeypatch):
     assert policy.idle_cpus({0}, seconds=0) is None
 
 
+def test_the_threads_read_back_are_the_most_any_library_runs(monkeypatch):
+    """NumPy's BLAS and SciPy's each run their own count: the report names the most."""
+    monkeypatch.setattr(policy, "blas_libraries", lambda: (CappedBlas(64, 2), CappedBlas(64, 4)))
+    assert policy.blas_threads() == 4
+
+
+def test_no_cpu_of_the_ids_in_proc_stat_is_no_idle_figure(monkeypatch):
+    """/proc/stat names none of the CPUs asked about: None (free_cores then reads the load
+    average), not 0 idle CPUs."""
+    import io
+
+    monkeypatch.setattr(policy, "open", lambda path: io.StringIO("cpu  1 0 0 9 0 0 0 0\n"),
+                        raising=False)
+    assert policy.idle_cpus({0}, seconds=0) is None
+
+
 def test_no_blas_found_is_no_library_and_no_family(monkeypatch):
     """threadpoolctl lists no BLAS (Apple's Accelerate): (None, None), which the report's line reads
     as no library to set."""
@@ -539,7 +555,12 @@ def test_the_blas_line_says_the_threads_the_library_ran(monkeypatch, requested, 
     (["0::/"], {"cpu.max": "0 100000\n"}, None), (["0::/"], {"cpu.max": "100000 0\n"}, None),
     (["0::/"], {"cpu.max": "1 1\n"}, 1.0),
     # a line of no three fields is skipped, and the lines after it still read
-    (["garbage", "0::/"], {"cpu.max": "200000 100000"}, 2.0)])
+    (["garbage", "0::/"], {"cpu.max": "200000 100000"}, 2.0),
+    # v1: another controller's line is not the cpu one's; a controller not mounted here is none
+    (["4:memory:/other", "1:cpu:/"], {"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us":
+                                      "100000", "cpu/other/cpu.cfs_quota_us": "100000",
+                                      "cpu/other/cpu.cfs_period_us": "100000"}, None),
+    (["2:cpu:/x"], {}, None)])
 def test_a_cgroup_cpu_quota_is_read(tmp_path, lines, files, quota):
     proc, mount = cgroup_tree(tmp_path, lines, files)
     assert policy.cpu_quota(policy.cgroup_folders("cpu", proc, mount)) == quota
