@@ -1810,6 +1810,63 @@ MUTANTS = (
            ("tests/picospec/test_exercises_table.py::"
             "test_the_class_as_json_and_csv",),
            "--csv lines end in CRLF"),
+    Mutant("threads-cgroup-period-zero", "threads", "rule", "gpt2/fast/policy.py",
+           "and int(period) > 0:", "and int(period) >= 0:",
+           ("tests/gpt2/fast/test_policy.py::"
+            "test_a_cgroup_cpu_quota_is_read[lines10-files10-None]",),
+           "a cpu.max period of 0 divides by zero"),
+    Mutant("threads-cgroup-quota-zero", "threads", "rule", "gpt2/fast/policy.py",
+           "and int(quota) > 0 and", "and int(quota) >= 0 and",
+           ("tests/gpt2/fast/test_policy.py::"
+            "test_a_cgroup_cpu_quota_is_read[lines9-files9-None]",),
+           "a quota of 0 read as a 0-CPU limit"),
+    Mutant("threads-idle-over-no-time", "threads", "rule", "gpt2/fast/policy.py",
+           "def idle_cpus(cpus, seconds=0.1):", "def idle_cpus(cpus, seconds=0):",
+           ("tests/gpt2/fast/test_policy.py::"
+            "test_idle_cpus_measures_over_its_default_window",),
+           "idle cores measured over no time"),
+    Mutant("threads-no-idle-figure-zero", "threads", "rule", "gpt2/fast/policy.py",
+           "if shares else None", "if shares else 0",
+           ("tests/gpt2/fast/test_policy.py::"
+            "test_no_cpu_of_the_ids_in_proc_stat_is_no_idle_figure",),
+           "no figure taken as 0 idle CPUs"),
+    Mutant("threads-least-library-count", "threads", "rule", "gpt2/fast/policy.py",
+           "return max(counts) if counts else None", "return min(counts) if counts else None",
+           ("tests/gpt2/fast/test_policy.py::"
+            "test_the_threads_read_back_are_the_most_any_library_runs",),
+           "the least of two BLAS libraries' counts reported"),
+    Mutant("threads-rechoose-refuses", "threads", "rule", "gpt2/fast/policy.py",
+           "def choose(self, requested=None, free=None):",
+           "def choose(self, requested=0, free=None):",
+           ("tests/gpt2/fast/test_policy.py::"
+            "test_choosing_again_with_no_request_is_the_policy",),
+           "re-choosing with no count refuses instead of the policy"),
+    Mutant("door-few-parts-off-by-one", "door", "rule", "picospec_cli/__init__.py",
+           "or longer or (part if len(part) <= 3 else [])",
+           "or longer or (part if len(part) < 3 else [])",
+           ("tests/cli/test_picospec_cli_argv.py::"
+            "test_did_you_mean_by_the_rule[names9---top---a_top or --b_top or --c_top]",),
+           'off by one on "a few" parts'),
+    Mutant("door-suggest-not-longest", "door", "rule", "picospec_cli/__init__.py",
+           "key=len)[-1:]", ")[-1:]",
+           ("tests/cli/test_picospec_cli_argv.py::"
+            "test_did_you_mean_by_the_rule[names10---n_k_x---N_k]",),
+           "the last by letters, not the longest"),
+    Mutant("door-unwritable-folder-passes", "door", "rule", "picospec_cli/__init__.py",
+           "return None if why is None else (existing, why)", "return None",
+           ("tests/cli/test_picospec_cli_files.py::"
+            "test_cannot_make_names_the_part_that_takes_no_file_and_why",),
+           "an unwritable folder passes the check"),
+    Mutant("door-temp-file-elsewhere", "door", "rule", "picospec_cli/__init__.py",
+           "tempfile.mkstemp(dir=path.parent,", "tempfile.mkstemp(",
+           ("tests/cli/test_picospec_cli_files.py::"
+            "test_the_temporary_file_is_beside_the_file_and_named_after_it",),
+           "the temporary file in the system temp folder: its rename may cross file systems"),
+    Mutant("door-words-no-default", "door", "rule", "picospec_cli/__init__.py",
+           'p.add_argument("words", nargs="*", default=[],', 'p.add_argument("words", nargs="*",',
+           ("tests/cli/test_picospec_cli_argv.py::"
+            "test_a_command_that_takes_words_gets_a_list_even_of_none",),
+           'no words given: no "words" value at all'),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
