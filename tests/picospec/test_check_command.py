@@ -10,8 +10,8 @@ import sys
 import pytest
 
 import picospec.check.__main__ as command
-from picospec.check.__main__ import help_text, load, main, number, parse_command
-from picospec.check.battery import check_sampler, run_controls
+from picospec.check.__main__ import help_text, load, main, number, parse_command, table
+from picospec.check.battery import CaseResult, Report, check_sampler, run_controls
 from picospec.check.cases import CASES
 from picospec.check.exact_law import SHAPES
 from picospec.verify import verify_chain
@@ -151,16 +151,21 @@ def test_two_samplers_share_one_line_of_controls_and_the_support_case_has_no_num
 
 def test_the_power_table_prints_each_size_s_own_row(monkeypatch, capsys):
     """--power at two sizes: each row holds the tv90 of its own size, one per shape, in the order
-    of the shapes; "-" where no error of the shape is caught."""
+    of the shapes, under a header that names them; "-" where no error of the shape is caught."""
     shapes = SHAPES
     nan = float("nan")
     rows = [(100, shapes[0], 0.5), (100, shapes[1], nan), (100, shapes[2], 0.25),
             (400, shapes[0], 0.125), (400, shapes[1], 0.75), (400, shapes[2], 0.0625)]
     monkeypatch.setattr(command, "power_table", lambda sizes: rows)
     command.print_power({"samples": None, "json": False})
-    table = [line.split() for line in capsys.readouterr().out.splitlines()
-             if line.strip()[:1].isdigit()]
+    lines = capsys.readouterr().out.splitlines()
+    table = [line.split() for line in lines if line.strip()[:1].isdigit()]
     assert table == [["100", "0.5000", "-", "0.2500"], ["400", "0.1250", "0.7500", "0.0625"]]
+    # a header names the columns: each shape right-aligned over its column, as the numbers are
+    [header] = [line for line in lines if line.split()[:1] == ["samples"]]
+    row = next(line for line in lines if line.strip().startswith("400"))
+    ends = [m.end() for m in re.finditer(r"\S+", row)][1:]
+    assert [header.index(how) + len(how) for how in shapes] == ends, (header, row)
 
 
 @pytest.mark.parametrize("missing", [True, False])
@@ -171,3 +176,33 @@ def test_the_power_table_explains_a_dash_only_where_one_is_printed(monkeypatch, 
     command.print_power({"samples": 100, "json": False})
     out = capsys.readouterr().out
     assert ("\n-: no error of that shape" in out) == missing
+
+
+def test_the_table_lines_its_columns_up_under_the_longest_name_and_sums_up_the_cases():
+    """Names of three lengths: every row's columns start where the header's do; only a case with a
+    detail has a line under it; the verdict line counts the passes and the untested case and
+    quotes the largest tv90 of the law cases (the support case's NaN left out)."""
+    nan = float("nan")
+    cases = [CaseResult("uniforms at 0: support", 300, nan, nan, "untested"),
+             CaseResult("V=3", 300, 0.5, 0.125, "pass"),
+             CaseResult("V=4 K=3 or 0 top_p=0.8 draft with zeros", 300, 0.0004, 0.25, "FAIL",
+                        "observed 7 sequences the target forbids")]
+    values = {"samples": 300, "seed": 0, "cases": [1, 2, 3]}
+    text = table("m:f", "chain", values, Report("fail", cases, []))
+    lines = text.splitlines()
+    header = lines.index(next(line for line in lines if line.startswith(" #  case")))
+    rows = lines[header + 1:]
+    assert [row[:2] for row in rows] == [" 1", " 2", " 3", "  ", "ve"], text
+    width = len(cases[2].name)
+    # the start of each column after the name: two spaces, then samples (8), p-value (8), tv90 (6)
+    starts = [4 + width + 2, 4 + width + 12, 4 + width + 22, 4 + width + 30]
+    for row, case in zip([rows[0], rows[1], rows[2]], cases):
+        assert row[4:4 + width].rstrip() == case.name, text
+        assert [row[a - 2:a] for a in starts] == ["  "] * 4, text
+        assert row[starts[3]:] == case.verdict, text
+    assert lines[header][starts[3]:] == "verdict", text
+    assert rows[3] == "      observed 7 sequences the target forbids", text
+    assert rows[4] == ("verdict: fail (1 of 3 cases passed, 1 untested: the sampler's uniforms "
+                       "are not all the rng's, so ties at u = q/p and the ends of its laws went "
+                       "unchecked; each law case catches any error of TV >= 0.250 with "
+                       "probability 0.9)"), text

@@ -56,3 +56,20 @@ def test_the_checker_refuses_samples_beyond_memory_before_any_case(tmp_path):
     assert_refused(r, r"^error: --samples 2,000,000,000: a case holds its sequences at once, about "
                       r"[\d,]+ GB .* more than the [\d.]+ GB of memory free here: give --samples "
                       r"[\d,]+ or fewer", max_seconds=FAST)
+
+
+def test_each_sampler_s_table_is_out_before_the_next_sampler_runs(tmp_path):
+    """Standard output piped (block-buffered) and standard error into the same pipe: the first
+    sampler's table comes before anything the second sampler prints, not held back to the end."""
+    (tmp_path / "loud.py").write_text("from picospec.verify import verify_chain\n\n\n"
+                                      "def loud(*args):\n    print('called')\n"
+                                      "    return verify_chain(*args)\n")
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}",
+           "HOME": str(tmp_path)}
+    command = [sys.executable, "-m", "picospec.check", "picospec.verify:verify_chain", "loud:loud",
+               "--cases", "1", "--samples", "100"]
+    r = subprocess.run(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout
+    first = r.stdout.index("picospec.verify:verify_chain: contract chain")
+    assert first < r.stdout.index("called\n") < r.stdout.index("loud:loud: contract chain")
