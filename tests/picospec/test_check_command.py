@@ -125,6 +125,23 @@ def test_a_sampler_file_imports_its_own_neighbour_before_one_of_the_same_name_el
     assert fn(None, None, None, None) == "mine"
 
 
+def test_a_sampler_file_may_hold_a_dataclass_with_postponed_annotations(tmp_path, monkeypatch):
+    """FILE.py:FUNCTION imports the file as a module known by its name while it runs: a dataclass
+    with `from __future__ import annotations` looks its module up by that name, and would make a
+    right sampler a usage error."""
+    (tmp_path / "step_dc.py").write_text(
+        "from __future__ import annotations\n\nfrom dataclasses import dataclass\n\n\n"
+        "@dataclass\nclass Step:\n    n: int\n\n\n"
+        "def f(drafts, P, Q, rng):\n    return Step(0).n, 1\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "step_dc", raising=False)
+    try:
+        fn = load(f"{tmp_path / 'step_dc.py'}:f")
+    finally:
+        sys.modules.pop("step_dc", None)
+    assert fn([], None, None, None) == (0, 1)
+
+
 @pytest.mark.parametrize("x, shown", [(0.5, "0.500"), (0.001, "0.001"), (0.000999, "1.0e-03"),
                                       (1.0, "1.000"), (float("nan"), "-")])
 def test_a_p_value_is_printed_to_3_places_or_in_e_notation_below_0_001(x, shown):
