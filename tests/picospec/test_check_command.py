@@ -97,6 +97,18 @@ def test_samples_are_refused_only_beyond_1024_bytes_each_of_free_memory(monkeypa
         parse_command(argv)
 
 
+@pytest.mark.parametrize("error", [ValueError, OSError, AttributeError])
+def test_samples_are_not_checked_against_memory_where_the_system_has_no_count(monkeypatch, error):
+    """A system without the count of free pages (os.sysconf raises, as on macOS): no check, and
+    any --samples is taken."""
+    def sysconf(name):
+        raise error(name)
+
+    monkeypatch.setattr(os, "sysconf", sysconf)
+    argv = ["picospec.verify:verify_chain", "--samples", "2000000000"]
+    assert parse_command(argv)[1]["samples"] == 2_000_000_000
+
+
 @pytest.mark.parametrize("spec", [":verify_chain", "picospec.verify:", "verify_chain"])
 def test_a_sampler_named_without_module_or_function_is_a_usage_error(spec):
     """Either side of the colon empty, or no colon: the line shows the form to give."""
@@ -140,6 +152,19 @@ def test_a_sampler_file_may_hold_a_dataclass_with_postponed_annotations(tmp_path
     finally:
         sys.modules.pop("step_dc", None)
     assert fn([], None, None, None) == (0, 1)
+
+
+def test_ctrl_c_while_a_sampler_file_imports_is_passed_on(tmp_path, monkeypatch):
+    """Ctrl-C during the import of the sampler's file reaches the caller as KeyboardInterrupt (the
+    command's one line and exit status 130), not as a usage error nor a traceback of its own."""
+    (tmp_path / "stops_nb.py").write_text("raise KeyboardInterrupt\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "stops_nb", raising=False)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            load(f"{tmp_path / 'stops_nb.py'}:f")
+    finally:
+        sys.modules.pop("stops_nb", None)
 
 
 @pytest.mark.parametrize("x, shown", [(0.5, "0.500"), (0.001, "0.001"), (0.000999, "1.0e-03"),
