@@ -3,12 +3,17 @@ HighestUniforms) through every way a sampler may ask for a uniform: each draw is
 with none says "untested", the uniforms came from elsewhere) and each value is the extreme its
 case promises, whatever the bounds given to uniform().
 """
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 
 from picospec.batched.rejection import rejection_sample
 from picospec.check.battery import check_case
 from picospec.check.cases import CASES
-from picospec.check.drivers import REPEATED, HighestUniforms, LowestUniforms, run
+from picospec.check.drivers import HighestUniforms, LowestUniforms, run
 from picospec.verify import verify_chain
 
 from tests.support import broken_samplers
@@ -58,6 +63,31 @@ def test_the_zero_uniform_is_low_for_any_bounds():
     assert rng.uniform(2.0, np.array([3.0, 4.0])).tolist() == [2.0, 2.0]
 
 
+def test_each_extreme_generator_draws_in_a_fresh_process_before_any_run():
+    """The counts start at 0 with the class, not at run(): a fresh process may draw from either
+    Generator (both ways) before any case has run, and counts its draws."""
+    code = ("import numpy as np\n"
+            "from picospec.check.drivers import HighestUniforms, LowestUniforms\n"
+            "for extreme in (LowestUniforms, HighestUniforms):\n"
+            "    rng = extreme(np.random.PCG64(0))\n"
+            "    rng.random(), rng.uniform()\n"
+            "    print(extreme.draws, extreme.varied)\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.split("\n") == ["2 0", "2 0", ""], r.stderr
+
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "checker.md"
+
+
+def stated_schedule():
+    """(the first calls, the period) of a support case's repeated calls, as docs/checker.md states
+    them ("makes its first 500 calls, every 20th")."""
+    text = " ".join(DOCS.read_text().split())
+    first, every = re.search(r"makes its first ([\d,]+) calls, every (\d+)th", text).groups()
+    return int(first.replace(",", "")), int(every)
+
+
 def repeats_after_each_call(calls):
     """[(rows, rng)] of every invocation -> [(rows, the invocations after it on other
     Generators)] for each call made with the run's own Generator (the first call's)."""
@@ -67,10 +97,10 @@ def repeats_after_each_call(calls):
 
 
 def test_a_support_case_makes_its_first_calls_and_every_20th_twice_more():
-    """repeated(): a chain support case's calls numbered 1 to REPEATED[0] and each multiple of
-    REPEATED[1] after them are made twice more on fresh extreme Generators (a right sampler
-    answers the same, so both run), the others once."""
-    first, every = REPEATED
+    """repeated(): a chain support case's calls numbered 1 to the first ones the docs state and
+    each multiple of their period after them are made twice more on fresh extreme Generators (a
+    right sampler answers the same, so both run), the others once."""
+    first, every = stated_schedule()
     calls = []
 
     def spy(drafts, P, Q, rng):
@@ -86,9 +116,9 @@ def test_a_support_case_makes_its_first_calls_and_every_20th_twice_more():
 
 def test_a_rejection_support_case_repeats_every_batch_and_the_rows_alone_by_number():
     """In the rejection contract every batch of 2 rows or more is made twice more; the calls of
-    one row (a tenth of the sequences, a call each) as the chain's: the first REPEATED[0], then
-    every REPEATED[1]-th."""
-    first, every = REPEATED
+    one row (a tenth of the sequences, a call each: the first step calls them before its batch)
+    as the chain's: the first ones the docs state, then each multiple of their period."""
+    first, every = stated_schedule()
     calls = []
 
     def spy(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
@@ -96,8 +126,10 @@ def test_a_rejection_support_case_repeats_every_batch_and_the_rows_alone_by_numb
         return rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs,
                                 draft_token_ids, rng=rng)
 
-    run(spy, "rejection", CASES["rejection"][0], 10 * first + 1000, (0, 1))
+    n = 10 * first + 1000
+    run(spy, "rejection", CASES["rejection"][0], n, (0, 1))
     made = repeats_after_each_call(calls)
+    assert [rows for rows, _ in made[:n // 10 + 1]] == [1] * (n // 10) + [n - n // 10]
     assert sum(rows == 1 for rows, _ in made) > first + 2 * every
     assert sum(rows > 1 for rows, _ in made) >= 2
     for c, (rows, again) in enumerate(made, 1):
