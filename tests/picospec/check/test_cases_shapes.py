@@ -257,3 +257,25 @@ def test_each_case_is_what_its_name_in_the_verdict_table_says(contract):
         assert "far draft" not in name or case.draft[0] == "far", name
         assert ("draft with zeros" in name) == (case.draft[0] == "zeros"), name
         assert ("draft = target" in name) == (case.draft[0] in ("same", "swap")), name
+
+
+@pytest.mark.parametrize("contract", list(CASES))
+def test_each_draft_with_zeros_and_each_draft_but_2_tokens_is_what_its_name_says(contract):
+    """"draft with zeros": the draft's toy has a share of zeros, and forbids some tokens the target
+    allows (where a sampler must reject them for sure); "draft = target but 2 tokens": in every
+    context the draft differs from the target at exactly two tokens, by the same mass, one up,
+    one down."""
+    named = 0
+    for case in CASES[contract]:
+        q, p = case.laws()  # [V, V, V] each
+        if "draft with zeros" in case.name:
+            named += 1
+            # its share of zeros, before any top_k or top_p adds zeros of its own
+            assert case.draft[0] == "zeros" and 0 < case.draft[1] < 1, case.name
+            assert ((p == 0) & (q > 0)).any(), case.name
+        if "but 2 tokens" in case.name:
+            named += 1
+            differ = ~np.isclose(p, q, rtol=0, atol=1e-12)  # [V, V, V]
+            assert (differ.sum(-1) == 2).all(), case.name
+            assert np.allclose((p - q).sum(-1), 0) and (np.abs(p - q).max(-1) > 0.01).all()
+    assert named, contract
