@@ -13,7 +13,7 @@ import numpy as np
 from picospec.batched.rejection import rejection_sample
 from picospec.check.battery import check_case
 from picospec.check.cases import CASES
-from picospec.check.drivers import HighestUniforms, LowestUniforms, run
+from picospec.check.drivers import HighestUniforms, LowestUniforms, repeated, run
 from picospec.verify import verify_chain
 
 from tests.support import broken_samplers
@@ -134,3 +134,30 @@ def test_a_rejection_support_case_repeats_every_batch_and_the_rows_alone_by_numb
     assert sum(rows > 1 for rows, _ in made) >= 2
     for c, (rows, again) in enumerate(made, 1):
         assert again == (2 if rows > 1 or c <= first or c % every == 0 else 0), (c, rows, again)
+
+
+def test_a_rejection_batch_of_exactly_two_rows_is_made_again():
+    """"every batch of two rows or more" (docs/checker.md): past the first calls and off the
+    period, a batch of 2 rows is made twice more, a row alone once."""
+    first, every = stated_schedule()
+    fn_rng = LowestUniforms(np.random.PCG64([0, 1]))
+    made = []
+
+    def spy(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
+        made.append(len(draft_token_ids))
+        return rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                draft_token_ids, rng=rng)
+
+    call = repeated(spy, "rejection", fn_rng, (0, 1))
+
+    def rows(B):  # [B, 2, 2], [B, 1], [B, 1, 2], [B, 1]: one draft over 2 tokens
+        return (np.full((B, 2, 2), 0.5), np.zeros((B, 1), dtype=np.int64), np.full((B, 1, 2), 0.5),
+                np.zeros((B, 1), dtype=np.int64))
+
+    for _ in range(first):
+        call(*rows(1), rng=fn_rng)
+    assert (first + 1) % every and (first + 2) % every
+    made.clear()
+    call(*rows(2), rng=fn_rng)
+    call(*rows(1), rng=fn_rng)
+    assert made == [2, 2, 2, 1]
