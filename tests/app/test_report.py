@@ -149,14 +149,15 @@ def test_one_round_has_no_speedup_range(monkeypatch):
 
 def test_autoregressive_alone_is_one_decoder_with_no_speedup(monkeypatch):
     """--method autoregressive: one decoder (the baseline is the method), --runs 2 rounds of it,
-    one group, its text the same as itself, no speedup and no cost model; a row's tokens per
-    target call are its tokens over its calls."""
+    one group, its text the same as itself, no speedup (nor its range) and no cost model; a
+    row's tokens per target call are its tokens over its calls."""
     monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
     out = json.loads(text_of(["--method", "autoregressive", "--n_tokens", "3", "--runs", "2",
                               "--json"]))
     assert [run["method"] for run in out["runs"]] == ["autoregressive"]
     assert out["rounds"] == 2 and out["groups"] == [1] and out["same_output"] == [True]
     assert out["speedup"] is None and out["cost_model"] is None
+    assert out["speedup_range"] is None  # null, as for one round: no ratio measured at all
     run = out["runs"][0]
     assert run["tokens_per_target_call_by_row"] == [len(run["output_ids"][0]) / run["target_calls"]]
 

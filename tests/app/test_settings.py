@@ -27,6 +27,23 @@ def test_each_variable_by_hand():
     assert engine_choices(s, threads=5)["threads"] == 5  # --threads over the variable
 
 
+def test_engine_choices_read_the_environment_and_measure_the_idle_cores(monkeypatch):
+    """Called bare (as the benches do): the settings of os.environ, and the idle cores measured
+    only where no count of threads was asked for, by the variable or by --threads."""
+    import gpt2.fast.policy
+
+    monkeypatch.setattr(gpt2.fast.policy, "free_cores", lambda: (7, 8, "stub"))
+    monkeypatch.setenv("PICOSPEC_THREADS", "3")
+    monkeypatch.setenv("PICOSPEC_STATIC", "1")
+    bare = engine_choices()
+    assert (bare["threads"], bare["static"], bare["free"]) == (3, True, None)
+    monkeypatch.delenv("PICOSPEC_THREADS")
+    assert engine_choices()["free"] == (7, 8, "stub")
+    assert engine_choices(Settings())["free"] == (7, 8, "stub")
+    assert engine_choices(Settings(), measure=False)["free"] is None
+    assert engine_choices(Settings(), threads=2)["free"] is None
+
+
 @pytest.mark.parametrize("name, value, message", [
     ("PICOSPEC_THREADS", "many", "set it to a whole number from 1 to 256"),
     ("PICOSPEC_THREADS", "0", "set it to a whole number from 1 to 256"),
