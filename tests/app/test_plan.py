@@ -278,3 +278,35 @@ def test_the_method_list_lines_up_the_help_of_every_method():
     lines = method_list().splitlines()
     assert len(lines) == len(METHODS)
     assert len({line.index(m.help) for line, m in zip(lines, METHODS)}) == 1
+
+
+def test_batch_lines_by_hand(tmp_path):
+    """--batch --escapes on a file of 5 lines, the second blank: lines end at \\n or \\r\\n only (a
+    lone \\r, a form feed and U+2028 stay in their line), the blank line is skipped, each prompt is
+    its own line decoded, and each name gives its line number in the file."""
+    path = tmp_path / "p.txt"
+    path.write_bytes("a\\tb\n\nx\ry\x0cz\u2028w\r\nlast\n".encode())
+    plan = read_plan(["--batch", str(path), "--escapes"])
+    assert plan.prompts == ["a\tb", "x\ry\x0cz\u2028w", "last"]
+    assert plan.names == [f"the prompt on line {n} of {path}" for n in (1, 3, 4)]
+
+
+def test_batch_from_standard_input_and_a_closed_one(monkeypatch, tmp_path):
+    """--batch - reads standard input, its prompts named by line "of standard input"; with standard
+    input closed (None), --batch - and --prompt_file - are refused in one line, while a --batch
+    file is read as ever."""
+    import sys
+
+    from picospec_cli import UsageError
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("def f(x):\n\nimport os\n"))
+    plan = read_plan(["--batch", "-"])
+    assert plan.prompts == ["def f(x):", "import os"]
+    assert plan.names == ["the prompt on line 1 of standard input",
+                          "the prompt on line 3 of standard input"]
+    monkeypatch.setattr(sys, "stdin", None)
+    for flag in ("--batch", "--prompt_file"):
+        with pytest.raises(UsageError, match=f"^{flag} -: standard input is closed; pipe "):
+            read_plan([flag, "-"])
+    (tmp_path / "p.txt").write_text("x = 1\n")
+    assert read_plan(["--batch", str(tmp_path / "p.txt")]).prompts == ["x = 1"]

@@ -311,6 +311,7 @@ def test_batch_json_figures_by_hand(batch_clock, tmp_path):
     assert (mine["time_s"], base["time_s"], out["speedup"]) == (1.0, 3.0, 3.0)
     assert out["same_output"] == [True] * 3 and out["groups"] == [3]
     assert out["cost_model"] is None and mine["acceptance_rate"] is None
+    assert mine["accepted_per_node"] is None and mine["origins"] is None  # no step records kept
 
 
 def test_batch_text_figures_by_hand(batch_clock, tmp_path):
