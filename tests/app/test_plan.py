@@ -310,3 +310,34 @@ def test_batch_from_standard_input_and_a_closed_one(monkeypatch, tmp_path):
             read_plan([flag, "-"])
     (tmp_path / "p.txt").write_text("x = 1\n")
     assert read_plan(["--batch", str(tmp_path / "p.txt")]).prompts == ["x = 1"]
+
+
+def test_a_byte_order_mark_is_no_text(tmp_path):
+    """A file saved with a UTF-8 byte order mark (as some editors do): the mark is not the first
+    character of the prompt, nor of --batch's first line."""
+    path = tmp_path / "p.txt"
+    path.write_bytes(b"\xef\xbb\xbfdef f(x):\n")
+    assert read_plan(["--prompt_file", str(path)]).prompts == ["def f(x):\n"]
+    assert read_plan(["--batch", str(path)]).prompts == ["def f(x):"]
+
+
+def test_a_file_that_cannot_be_read_is_named_with_the_systems_reason(monkeypatch, tmp_path):
+    """An OSError while reading (a failing disk): one line with the system's words for it, else
+    the error itself where it has none."""
+    import errno
+
+    from picospec_app import plan
+    from picospec_cli import UsageError
+
+    path = tmp_path / "p.txt"
+    path.write_text("x = 1\n")
+    for error, said in ((OSError(errno.EIO, "Input/output error"), "Input/output error"),
+                        (OSError("no words"), "no words")):
+        def failing(*args, error=error, **kwargs):
+            raise error
+
+        monkeypatch.setattr(plan, "open", failing, raising=False)
+        for flag in ("--prompt_file", "--batch"):
+            with pytest.raises(UsageError) as refused:
+                read_plan([flag, str(path)])
+            assert str(refused.value) == f"{flag} {path}: cannot read it ({said})"

@@ -361,3 +361,15 @@ def test_the_blas_line_names_who_asked_for_the_threads(monkeypatch, args, env, w
         assert not re.search("request|--threads|PICOSPEC_THREADS", out["blas"]), out["blas"]
     else:
         assert said[1] == why and said[2] == out["threads"]["why"], out["blas"]
+
+
+def test_the_text_ends_with_the_blas_line_for_one_prompt_and_for_a_batch(monkeypatch, tmp_path):
+    """The text of a run, of one prompt and of --batch, ends with the BLAS line: the threads as
+    asked (--threads 1), then the warning that timings vary."""
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    (tmp_path / "p.txt").write_text("def f(x):\n")
+    args = ["--n_tokens", "2", "--runs", "1", "--threads", "1"]
+    for more in ([], ["--batch", str(tmp_path / "p.txt")]):
+        last = text_of([*args, *more]).splitlines()[-1]
+        assert re.fullmatch(r"BLAS: .*; 1 thread \(--threads 1[^)]*\); small-matrix path .*; "
+                            r"timings on a busy machine vary", last), last
