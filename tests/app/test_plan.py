@@ -35,6 +35,11 @@ def no_model(monkeypatch):
     (["--method", "medusa", "--K", "3"], {}, "--K is an option of"),
     ([], {"PICOSPEC_OFFLINE": "maybe"}, "PICOSPEC_OFFLINE='maybe': set it to 1"),
     (["--offline"], {"PICOSPEC_THREADS": "0"}, "PICOSPEC_THREADS='0'"),
+    (["--target", " "], {}, "--target is empty: name a model"),
+    (["--draft", ""], {}, "--draft is empty: name a model"),
+    (["--method", "cascade", "--draft2", " "], {}, "--draft2 is empty: name a model"),
+    (["--method", "rest", "--build_datastore"], {}, "--build_datastore builds the file"),
+    (["--method", "rest", "--datastore", "."], {}, "--datastore . is a folder: give a .npz file"),
 ])
 def test_every_refusal_without_a_model_comes_from_the_plan(argv, env, line, no_model,
                                                            monkeypatch):
