@@ -36,6 +36,18 @@ def test_colored_text_keeps_characters_split_over_tokens_whole():
             assert COLORS[origins[last]] + char in shown, (char, shown)
 
 
+def test_a_character_over_three_tokens_is_one_span_in_its_last_tokens_colour():
+    """x, the three byte tokens of 中 (drafted, drafted, then the bonus token), y: 中 is shown once,
+    whole, in the bonus token's blue; the tokens that only begin it add no span (no empty pair
+    of codes)."""
+    ids = ENCODER.encode("x中y")
+    assert len(ids) == 5  # x, three bytes, y
+    reset = "\033[0m"
+    shown = colored(ENCODER, ids, ["draft", "draft", "draft", "bonus", "resample"], True)
+    assert shown == (COLORS["draft"] + "x" + reset + COLORS["bonus"] + "中" + reset
+                     + COLORS["resample"] + "y" + reset)
+
+
 def test_colored_text_of_bytes_that_are_no_character():
     """A lead byte before an ASCII letter and a lone continuation byte: each shown as the plain
     text shows it (a replacement character), nothing lost or added."""
