@@ -198,6 +198,13 @@ def test_same_model_by_name_and_by_folder(tmp_path):
     assert same_model(str(tmp_path / "m"), f"{tmp_path / 'm'}/")  # one folder, spelt twice
 
 
+def test_a_model_name_too_long_for_a_path_is_not_the_target():
+    """--draft2 of 300 letters: no file can have that name (the system refuses to look it up), so
+    it is a repo id, not the target, and the plan is made; the lookup's error is no traceback."""
+    plan = read_plan(["--method", "cascade", "--draft2", "x" * 300])
+    assert plan.options["draft2"] == "x" * 300
+
+
 def test_a_prompt_may_fill_the_context_window_exactly():
     from types import SimpleNamespace
 
