@@ -218,6 +218,24 @@ def test_a_prompt_may_fill_the_context_window_exactly():
         check_length([1] * 10, 7, models, names)
 
 
+def test_check_loaded_measures_every_prompt_against_the_target_and_the_draft():
+    """check_loaded: each prompt against the target's and the draft's context windows (a draft of
+    8 positions refuses 5 + 4 tokens the target of 16 takes), the row named as in messages; other
+    loaded things (a second drafter with no window) are not models to measure."""
+    from types import SimpleNamespace
+
+    from picospec_app.plan import check_loaded
+    from picospec_cli import UsageError
+
+    plan = read_plan(["--n_tokens", "4"])
+    loaded = {"target": SimpleNamespace(n_ctx=16), "draft": SimpleNamespace(n_ctx=8),
+              "draft2": object()}
+    assert check_loaded(plan, [[1] * 4], loaded) is None  # 4 + 4 = 8: fits both; no --batch
+    with pytest.raises(UsageError, match=r"^the prompt \(5 tokens\) plus --n_tokens 4 exceeds "
+                                         r"the context window of the draft 'tiny-draft', 8 "):
+        check_loaded(plan, [[1] * 5], loaded)
+
+
 def test_the_rest_cache_is_checked_for_rest_only_and_only_without_a_datastore(monkeypatch):
     """REST builds its datastore into the cache: its folder is checked before any model loads,
     for --method rest with no --datastore only."""

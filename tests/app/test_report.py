@@ -66,11 +66,15 @@ def text_of(argv):
 def test_counts_of_one_read_in_the_singular(tmp_path):
     """--n_tokens 1 --runs 1: one token, one target call each (no room for a draft), one round:
     "1 token", "1 target call", "1 run", "1 round", and for a one-line --batch "1 prompt" and
-    "1 batched target call", not "1 tokens", "median of 1 runs" and the like."""
+    "1 batched target call", not "1 tokens", "median of 1 runs" and the like; each decoder's text
+    under a rule that names it."""
     text = text_of(["--n_tokens", "1", "--runs", "1"])
     assert text.count("1 token in ") == 2 and text.count("(1 run, ") == 2, text
     assert text.count("1 target call (1.00 tokens per target call)") == 2, text
     assert "speedup" in text and "(1 round); texts" in text, text
+    heads = [line for line in text.splitlines() if line.startswith("── ")]
+    assert [re.fullmatch(r"── (\w+) ─+", line)[1] for line in heads] == ["autoregressive",
+                                                                        "speculative"], text
     (tmp_path / "one.txt").write_text("x = 1\n")
     batch = text_of(["--batch", str(tmp_path / "one.txt"), "--n_tokens", "1"])
     assert "speculative: 1 prompt x 1 token in " in batch and ", 1 batched target call\n" in batch
