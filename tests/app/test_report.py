@@ -194,6 +194,20 @@ def test_a_runs_line_of_several_rounds(monkeypatch):
     assert re.search(r" = \d+\.\d\dx predicted, \d+\.\d\dx measured$", why), why
 
 
+def test_the_speedup_line_of_several_rounds_then_why_and_the_limit(monkeypatch):
+    """--runs 2 at temperature 0: the speedup line gives the median of the 2 interleaved rounds with
+    their range (least first) and says the texts are identical, as they must be; the why line and
+    the "limit here" line follow it, in that order."""
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    lines = text_of(["--n_tokens", "3", "--runs", "2", "--temperature", "0"]).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("speedup "))
+    m = re.fullmatch(r"speedup (\d+\.\d\d)x over autoregressive \(median of 2 interleaved rounds, "
+                     r"range (\d+\.\d\d)-(\d+\.\d\d)x\); texts identical \(temperature 0: "
+                     r"they must be identical\)", lines[at])
+    assert m and float(m[2]) <= float(m[1]) <= float(m[3]), lines[at]
+    assert lines[at + 1].startswith("why: ") and lines[at + 2].startswith("limit here: "), lines
+
+
 @pytest.mark.parametrize("temperature, note", [
     ("0", " (temperature 0: they must be identical)"), ("1", " (sampling: texts may differ)"),
     ("0.7", " (sampling: texts may differ)")])
