@@ -1867,6 +1867,60 @@ MUTANTS = (
            ("tests/cli/test_picospec_cli_argv.py::"
             "test_a_command_that_takes_words_gets_a_list_even_of_none",),
            'no words given: no "words" value at all'),
+    Mutant("checker-table-width-least", "checker", "rule", "picospec/check/__main__.py",
+           "width = max(len(r.name) for r in report.cases)",
+           "width = min(len(r.name) for r in report.cases)",
+           ("tests/picospec/test_check_command.py::"
+            "test_the_table_lines_its_columns_up_under_the_longest_name_and_sums_up_the_cases",),
+           "columns misaligned under a long case name"),
+    Mutant("checker-table-held-back", "checker", "rule", "picospec/check/__main__.py",
+           "file=out, flush=True)", "file=out, flush=False)",
+           ("tests/picospec/test_check_door.py::"
+            "test_each_sampler_s_table_is_out_before_the_next_sampler_runs",),
+           "a table held back to the end when piped"),
+    Mutant("checker-file-module-unregistered", "checker", "rule", "picospec/check/__main__.py",
+           "sys.modules[path.stem] = module", "pass",
+           ("tests/picospec/test_check_command.py::"
+            "test_a_sampler_file_may_hold_a_dataclass_with_postponed_annotations",),
+           "a right sampler with a dataclass refused"),
+    Mutant("checker-no-memory-count-crash", "checker", "rule", "picospec/check/__main__.py",
+           "except (AttributeError, ValueError, OSError):", "except (AttributeError, OSError):",
+           ("tests/picospec/test_check_command.py::"
+            "test_samples_are_not_checked_against_memory_where_the_system_has_no_count[ValueError]",),
+           "crash where sysconf lacks the count (macOS)"),
+    Mutant("checker-power-header-left", "checker", "rule", "picospec/check/__main__.py",
+           "print(f\"{'samples':>8}  \" + \"  \".join(f\"{how:>24}\" for how in SHAPES))",
+           "print(f\"{'samples':>8}  \" + \"  \".join(f\"{how:<24}\" for how in SHAPES))",
+           ("tests/picospec/test_check_command.py::"
+            "test_the_power_table_prints_each_size_s_own_row",),
+           "--power header not over its columns"),
+    Mutant("checker-two-row-batch-not-repeated", "checker", "rule", "picospec/check/drivers.py",
+           'batch = contract == "rejection" and len(args[0]) > 1',
+           'batch = contract == "rejection" and len(args[0]) > 2',
+           ("tests/picospec/check/test_drivers_uniforms.py::"
+            "test_a_rejection_batch_of_exactly_two_rows_is_made_again",),
+           'off by one on "two rows or more"'),
+    Mutant("checker-draws-after-run", "checker", "rule", "picospec/check/drivers.py",
+           "draws = varied = 0", "varied = 0",
+           ("tests/picospec/check/test_drivers_uniforms.py::"
+            "test_each_extreme_generator_draws_in_a_fresh_process_before_any_run",),
+           "draws counted only after a run() set them"),
+    Mutant("checker-zeros-case-without", "checker", "rule", "picospec/check/cases.py",
+           '5, 3, 2, target=47, draft=("zeros", 0.4))', '5, 3, 2, target=47, draft=("zeros", 0.0))',
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_each_draft_with_zeros_and_each_draft_but_2_tokens_is_what_its_name_says[chain]",),
+           '"draft with zeros" has none'),
+    Mutant("checker-zeros-share-dropped", "checker", "rule", "picospec/check/cases.py",
+           '"zeros": lambda: random_toy(self.V, self.target + 1, zeros=self.draft[1]),',
+           '"zeros": lambda: random_toy(self.V, self.target + 1),',
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_each_draft_with_zeros_and_each_draft_but_2_tokens_is_what_its_name_says[chain]",),
+           "the zeros share never reaches the toy"),
+    Mutant("checker-tree-swap-equal", "checker", "rule", "picospec/check/cases.py",
+           'target=117, draft=("swap", 0.04)', 'target=117, draft=("swap", 0.0)',
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_each_draft_with_zeros_and_each_draft_but_2_tokens_is_what_its_name_says[tree]",),
+           '"but 2 tokens" draft equal to the target'),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
