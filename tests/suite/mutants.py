@@ -1921,6 +1921,67 @@ MUTANTS = (
            ("tests/picospec/check/test_cases_shapes.py::"
             "test_each_draft_with_zeros_and_each_draft_but_2_tokens_is_what_its_name_says[tree]",),
            '"but 2 tokens" draft equal to the target'),
+    Mutant("report-one-decoder-range-zero", "report", "rule", "picospec_app/report.py",
+           '"speedup_range": None, "rounds": len(rounds[-1]),',
+           '"speedup_range": 0, "rounds": len(rounds[-1]),',
+           ("tests/app/test_report.py::"
+            "test_autoregressive_alone_is_one_decoder_with_no_speedup",),
+           "one decoder's --json gives a range of 0, not null"),
+    Mutant("report-batch-node-acceptance-zero", "report", "rule", "picospec_app/report.py",
+           '"accepted_per_node": None}', '"accepted_per_node": 0}',
+           ("tests/app/test_run_figures.py::"
+            "test_batch_json_figures_by_hand",),
+           "--batch --json claims a per-node acceptance of 0"),
+    Mutant("report-blas-line-dropped", "report", "rule", "picospec_app/report.py",
+           "print(f\"{out['blas']}; timings on a busy machine vary\")", "pass",
+           ("tests/app/test_report.py::"
+            "test_the_text_ends_with_the_blas_line_for_one_prompt_and_for_a_batch",),
+           "the text loses its BLAS line"),
+    Mutant("report-empty-colour-spans", "report", "rule", "picospec_app/report.py",
+           "if base + n > done:", "if base + n >= done:",
+           ("tests/app/test_report.py::"
+            "test_a_character_over_three_tokens_is_one_span_in_its_last_tokens_colour",),
+           "empty colour spans for the bytes that begin a character"),
+    Mutant("report-verdict-word-flipped", "report", "rule", "picospec_app/report.py",
+           "f\"{'identical' if out['same_output'][0] else 'different'}{texts_note(plan)}\")",
+           "f\"{'identical' if not out['same_output'][0] else 'different'}{texts_note(plan)}\")",
+           ("tests/app/test_report.py::"
+            "test_the_speedup_line_of_several_rounds_then_why_and_the_limit",),
+           "the verdict word flipped: greedy texts said to differ"),
+    Mutant("plan-batch-lone-cr-splits", "run", "rule", "picospec_app/plan.py",
+           'text = read_text("--batch", path, "the prompts", newline="")',
+           'text = read_text("--batch", path, "the prompts")',
+           ("tests/app/test_plan.py::"
+            "test_batch_lines_by_hand",),
+           "a lone carriage return splits a --batch line in two prompts"),
+    Mutant("plan-unreadable-errno-noise", "run", "rule", "picospec_app/plan.py",
+           "cannot read it ({e.strerror or e})", "cannot read it ({e})",
+           ("tests/app/test_plan.py::"
+            "test_a_file_that_cannot_be_read_is_named_with_the_systems_reason",),
+           "the refusal shows [Errno N] noise instead of the reason"),
+    Mutant("plan-datastore-checked-late", "run", "rule", "picospec_app/plan.py",
+           "check_needs(method, options)", "pass",
+           ("tests/app/test_plan.py::"
+            "test_every_refusal_without_a_model_comes_from_the_plan",),
+           "--datastore mistakes found only after the models load"),
+    Mutant("plan-empty-model-name-passes", "run", "rule", "picospec_app/plan.py",
+           "values[name] is not None and not str(values[name]).strip()",
+           "values[name] is None and not str(values[name]).strip()",
+           ("tests/app/test_plan.py::"
+            "test_every_refusal_without_a_model_comes_from_the_plan",),
+           "an empty --target/--draft/--draft2 gets past the plan"),
+    Mutant("plan-long-name-traceback", "run", "rule", "picospec_app/plan.py",
+           "if is_local(name) and path.exists() else name",
+           "if is_local(name) or path.exists() else name",
+           ("tests/app/test_plan.py::"
+            "test_a_model_name_too_long_for_a_path_is_not_the_target",),
+           "a name too long for a path: OSError traceback"),
+    Mutant("settings-benches-ignore-environment", "settings", "rule", "picospec_app/settings.py",
+           "settings = read_settings() if settings is None else settings",
+           "settings = Settings() if settings is None else settings",
+           ("tests/app/test_settings.py::"
+            "test_engine_choices_read_the_environment_and_measure_the_idle_cores",),
+           "the benches' engines ignore PICOSPEC_* settings"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
