@@ -26,9 +26,10 @@ from picospec_cli import Option, UsageError, command as plain_command
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ("Haswell", "SkylakeX")  # what a page measures by default, where the CPU runs them
-# the x86-64 families --families can name -> the CPU flag their kernels need, and its name
+# the x86-64 families --families can name -> the CPU flag their kernels need (as /proc/cpuinfo
+# names it: SSE3 is "pni"), and its name
 KERNELS = {"Haswell": ("avx2", "AVX2"), "SkylakeX": ("avx512f", "AVX-512"),
-           "Prescott": ("sse3", "SSE3"), "Core2": ("ssse3", "SSSE3"),
+           "Prescott": ("pni", "SSE3"), "Core2": ("ssse3", "SSSE3"),
            "Nehalem": ("sse4_2", "SSE4.2"), "Sandybridge": ("avx", "AVX"), "Zen": ("avx2", "AVX2")}
 QUIET_WAIT = 300  # seconds
 

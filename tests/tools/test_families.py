@@ -34,7 +34,7 @@ def test_each_family_runs_in_its_own_process_on_one_page(tmp_path, monkeypatch):
 
 
 def test_a_family_the_cpu_cannot_run_is_skipped_and_said(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(families, "cpu_flags", lambda: {"sse3", "ssse3", "sse4_2", "avx", "avx2"})
+    monkeypatch.setattr(families, "cpu_flags", lambda: {"pni", "ssse3", "sse4_2", "avx", "avx2"})
     monkeypatch.setattr(sys, "argv", ["bench.ops", "--shapes", "tiny", "--repeats", "1"])
     families.by_family("bench.ops", ["SkylakeX"], 0, str(tmp_path / "ops.md"))
     assert "SkylakeX: this CPU cannot run these kernels (no AVX-512); skipped" in \
@@ -43,7 +43,7 @@ def test_a_family_the_cpu_cannot_run_is_skipped_and_said(tmp_path, monkeypatch, 
 
 
 @pytest.mark.parametrize("flags, here", [
-    ({"sse3", "avx", "avx2"}, ["Haswell"]), ({"avx2", "avx512f"}, ["Haswell", "SkylakeX"]),
+    ({"pni", "avx", "avx2"}, ["Haswell"]), ({"avx2", "avx512f"}, ["Haswell", "SkylakeX"]),
     (None, ["Haswell"]), (set(), [])])
 def test_a_page_measures_haswell_and_skylakex_where_the_cpu_runs_them(monkeypatch, flags, here):
     """The default families follow the CPU's flags; where none can be read, Haswell is assumed."""
@@ -51,7 +51,7 @@ def test_a_page_measures_haswell_and_skylakex_where_the_cpu_runs_them(monkeypatc
     assert families.families_here() == here
 
 
-@pytest.mark.parametrize("family, flag", [("Prescott", "sse3"), ("Core2", "ssse3"),
+@pytest.mark.parametrize("family, flag", [("Prescott", "pni"), ("Core2", "ssse3"),
                                           ("Nehalem", "sse4_2"), ("Sandybridge", "avx"),
                                           ("Zen", "avx2")])
 def test_an_older_family_runs_where_its_flag_is_and_only_there(monkeypatch, family, flag):
@@ -223,3 +223,12 @@ def test_ctrl_c_in_a_terminal_is_one_line_and_ends_the_familys_process(tmp_path)
     assert [line for line in err.splitlines() if line.strip()] == ["interrupted"], err
     with pytest.raises(ProcessLookupError):  # ended, and reaped
         os.kill(child, 0)
+
+
+def test_a_cpu_with_avx2_runs_every_older_family():
+    """The flags are spelled as /proc/cpuinfo spells them: a CPU with AVX2 has SSE3 ("pni"), SSSE3,
+    SSE4.2 and AVX, so it runs the Prescott, Core2, Nehalem and Sandybridge kernels."""
+    flags = families.cpu_flags()
+    if not flags or "avx2" not in flags:
+        pytest.skip("not an x86-64 CPU with AVX2")
+    assert all(families.runs(f) for f in ("Prescott", "Core2", "Nehalem", "Sandybridge", "Zen"))
