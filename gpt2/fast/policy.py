@@ -13,7 +13,7 @@ SMALL_MODEL = 30_000_000  # parameters: below this, one BLAS thread
 WIDE_ROWS = MAX_ROWS + 1  # token rows in one forward from which it runs on the wide count
 DIRECT_SGEMM = ("SkylakeX", "Cooperlake", "SapphireRapids")  # OpenBLAS kernels with direct SGEMM
 # OpenBLAS kernels whose GEMV makes a few rows one by one through the panels cheaper than SGEMM
-# (results/ops.md); with the others (Katmai's, Prescott's) it costs 2-3x SGEMM: no panels there
+# (results/ops.md); with older ones (Katmai's, Prescott's) it costs 2-3x SGEMM: no panels there
 ROW_PANELS = ("Nehalem", "Sandybridge", "Haswell", "Zen")
 PANEL_MAX_PARAMS = 400_000_000  # the panels are one more copy of the weights: up to 355M's shape
 REQUESTED = "requested"  # the why of a count the caller gave (the command names who gave it)
