@@ -126,7 +126,7 @@ def test_a_stale_page_is_caught(tmp_path):
     """A page whose command gives an option its module no longer has, and a page without its
     load row, are both caught by the checks above."""
     text = (ROOT / "docs" / "results" / "ops.md").read_text(encoding="utf-8")
-    stale = text.replace("`python -m bench.ops --out", "`python -m bench.ops --shape tiny --out", 1)
+    stale = text.replace("`python -m bench.ops ", "`python -m bench.ops --shape tiny ", 1)
     args = command(stale)
     shown = run_here([*args[:2], "--help"], tmp_path)
     assert options_missing(args[2:], shown.stdout) == ["--shape"]
