@@ -85,23 +85,25 @@ def versions():
     import numpy
 
     found = [f"Python {platform.python_version()}", f"NumPy {numpy.__version__}"]
+    runtime, device = cuda()
     for name in ("cupy", "torch", "transformers"):
         if name in sys.modules:
-            found.append(f"{name} {getattr(sys.modules[name], '__version__', '?')}")
-    return ", ".join(found) + gpu()
+            found.append(f"{name} {getattr(sys.modules[name], '__version__', '?')}"
+                         + (runtime if name == "cupy" else ""))
+    return ", ".join(found) + device
 
 
-def gpu():
-    """-> ", CUDA runtime N; GPU: name" where this process imported CuPy, else ""."""
+def cuda():
+    """-> (", CUDA runtime N", "; GPU: name") where this process imported CuPy, else ("", "")."""
     if "cupy" not in sys.modules:
-        return ""
+        return "", ""
     runtime = sys.modules["cupy"].cuda.runtime
     try:
         name = runtime.getDeviceProperties(0)["name"]
         name = name.decode() if isinstance(name, bytes) else name
-        return f", CUDA runtime {runtime.runtimeGetVersion()}; GPU: {name}"
+        return f", CUDA runtime {runtime.runtimeGetVersion()}", f"; GPU: {name}"
     except Exception as e:  # noqa: BLE001 - CuPy imported, no device: the row says so
-        return f"; no GPU ({type(e).__name__})"
+        return "", f"; no GPU ({type(e).__name__})"
 
 
 def load():

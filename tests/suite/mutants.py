@@ -1733,7 +1733,7 @@ MUTANTS = (
             "test_after_a_refusal_every_pass_runs_eagerly_and_no_recording_is_tried_again",),
            "every pass of a shape tries to record a graph CuPy already refused"),
     Mutant("pages-gpu-unnamed", "pages", "record", "tools/page.py",
-           '    return ", ".join(found) + gpu()', '    return ", ".join(found)',
+           '    return ", ".join(found) + device', '    return ", ".join(found)',
            ("tests/tools/test_page.py::test_the_versions_row_names_the_gpu_a_run_used",),
            "a GPU page's versions row does not say which GPU it ran on"),
     Mutant("policy-row-panels-everywhere", "policy", "rule", "gpt2/fast/policy.py",

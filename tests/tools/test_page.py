@@ -73,16 +73,19 @@ def test_the_versions_row_names_the_gpu_a_run_used(monkeypatch):
     """A GPU page's versions row named CuPy but not the GPU it ran on: it names the CUDA runtime
     and the device where the run imported CuPy, says where CuPy found none, and adds nothing to a
     run that never imported it."""
-    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    for name in ("cupy", "torch", "transformers"):  # other tests may have imported them
+        monkeypatch.delitem(sys.modules, name, raising=False)
     assert "GPU" not in versions() and "CUDA" not in versions()
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy(lambda i: {"name": b"NVIDIA H200"}))
     assert versions().endswith(", cupy 14.2.0, CUDA runtime 13020; GPU: NVIDIA H200")
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(__version__="2.13.0"))
+    assert versions().endswith(", cupy 14.2.0, CUDA runtime 13020, torch 2.13.0; GPU: NVIDIA H200")
 
     def no_device(i):
         raise RuntimeError("cudaErrorNoDevice")
 
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy(no_device))
-    assert versions().endswith(", cupy 14.2.0; no GPU (RuntimeError)")
+    assert versions().endswith(", cupy 14.2.0, torch 2.13.0; no GPU (RuntimeError)")
 
 
 def header(text):
