@@ -67,6 +67,16 @@ def assert_ended(pids):
     assert not left, f"the answer's processes still ran after the grader ended: {left}"
 
 
+def finish(grader, pids, timeout):
+    """-> the grader's (stdout, stderr) within timeout s; the grader and the answer's `pids` are
+    ended however it goes."""
+    try:
+        return grader.communicate(timeout=timeout)
+    finally:
+        grader.kill()
+        assert_ended(pids)
+
+
 @pytest.mark.parametrize("learner", LEARNERS)
 @pytest.mark.parametrize("sig, status, line", [(signal.SIGINT, 130, "interrupted"),
                                                (signal.SIGTERM, 143, "terminated")],
@@ -74,11 +84,7 @@ def assert_ended(pids):
 def test_a_stopped_grader_leaves_no_process_of_the_answer(tmp_path, learner, sig, status, line):
     grader, pids = start_grading(tmp_path, LEARNERS[learner])
     grader.send_signal(sig)
-    try:
-        _, err = grader.communicate(timeout=60)
-    finally:
-        grader.kill()
-        assert_ended(pids)
+    _, err = finish(grader, pids, 60)
     assert grader.returncode == status and "Traceback" not in err, err
     assert err.strip().splitlines() == [line]
 
@@ -88,11 +94,7 @@ def test_what_an_answer_starts_and_leaves_running_ends_with_its_grading(tmp_path
     grader's pipe of its output open), and the process goes with it."""
     grader, pids = start_grading(tmp_path, f"import os\n{GRANDCHILD}"
                                            f"PIDS.write_text(f'{{kid.pid}}')\n")
-    try:
-        out, err = grader.communicate(timeout=60)
-    finally:
-        grader.kill()
-        assert_ended(pids)
+    out, err = finish(grader, pids, 60)
     assert grader.returncode == 1 and "trie: FAIL\n  not answered" in out, out + err
 
 
@@ -116,11 +118,7 @@ def test_an_answer_that_never_returns_is_stopped_at_the_time_limit(tmp_path, lea
     """An answer asleep for 600 s, graded with --timeout 2: the grader ends by itself within a
     bound (it never waits on the answer past its limit) and says where the answer was."""
     grader, pids = start_grading(tmp_path, LEARNERS[learner], "--timeout", "2")
-    try:
-        out, err = grader.communicate(timeout=30)
-    finally:
-        grader.kill()
-        assert_ended(pids)
+    out, err = finish(grader, pids, 30)
     assert grader.returncode == 1, out + err
     assert f"past the time limit of 2 s (--timeout), {where}" in out, out + err
 
@@ -135,11 +133,7 @@ def test_an_answer_that_reads_its_input_meets_its_end_at_once(tmp_path):
                                                "    return input()\n",
                                      "--timeout", "20", stdin=held)
         os.close(held)
-        try:
-            out, err = grader.communicate(timeout=60)
-        finally:
-            grader.kill()
-            assert_ended(pids)
+        out, err = finish(grader, pids, 60)
     finally:
         os.close(keep)
     assert grader.returncode == 1 and "trie: FAIL\n" in out, out + err
