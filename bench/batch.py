@@ -62,7 +62,7 @@ from gpt2.fast.policy import Wide
 from picospec_app.settings import engine_choices
 from picospec_cli import Option
 from tools.families import command
-from tools.page import header, page_of_output
+from tools.page import gpu_name, header, page_of_output
 
 PAIRS = ("tiny", "124M")
 
@@ -255,9 +255,9 @@ def run(pair, method, batch, n_tokens, K, temperature, repeats, device, wide):
     if device == "gpu":
         import cupy
 
-        name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
-        print(f"device: {name} (CuPy {cupy.__version__}); every step brings its tokens to the "
-              f"host, so wall time is the GPU's; CPU time counts the host waiting", flush=True)
+        print(f"device: {gpu_name(cupy)} (CuPy {cupy.__version__}); every step brings its tokens "
+              f"to the host, so wall time is the GPU's; CPU time counts the host waiting",
+              flush=True)
     runs = ways(row, loaded, prompts, batch, n_tokens, options, {"temperature": temperature})
     greedy = ways(row, loaded, prompts, batch, n_tokens, options, {"temperature": 0.0})
     # what the wide count buys, side by side

@@ -376,9 +376,10 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
     print("|---|---|" + "---|" * len(Ms))
     for r in rows:
         for name in CURVES[device]:
-            label = (f"{name} (panels {'on, ' + r['kind'] if r['panels'] else 'off'})"
-                     if name == "default" and device == "cpu" else
-                     f"{name} ({r['kind']} ops)" if name == "default" else name)
+            label = name
+            if name == "default":  # what the policy chose
+                label += (f" (panels {'on, ' + r['kind'] if r['panels'] else 'off'})"
+                          if device == "cpu" else f" ({r['kind']} ops)")
             print(f"| {r['size']} | {label} | " + " | ".join(
                 f"{r['cpu'][(name, M)] / r['cpu'][(name, 1)]:.2f} "
                 f"({r['wall'][(name, M)] / r['wall'][(name, 1)]:.2f})"

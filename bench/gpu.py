@@ -39,7 +39,7 @@ from picospec_app.machine import thread_policy
 from picospec_app.settings import engine_choices
 from picospec_cli import Option
 from picospec.methods import METHODS, defaults, law
-from tools.page import header, write_page
+from tools.page import gpu_name, header, write_page
 
 TARGET, DRAFT = "tiny-target", "tiny-draft"
 
@@ -271,9 +271,8 @@ def main(task="check", n_prompts=4, n_tokens=32, repeats=9, out=None):
     print(top, flush=True)
     import cupy
 
-    props = cupy.cuda.runtime.getDeviceProperties(0)
     runtime = cupy.cuda.runtime.runtimeGetVersion()
-    gpu = f"GPU: {props['name'].decode()}, CuPy {cupy.__version__}, CUDA runtime {runtime}"
+    gpu = f"GPU: {gpu_name(cupy)}, CuPy {cupy.__version__}, CUDA runtime {runtime}"
     print(gpu, flush=True)
     lines = {"check": lambda: check(n_prompts, n_tokens),
              "speed": lambda: speed(n_prompts, n_tokens * 2),

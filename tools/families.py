@@ -34,6 +34,7 @@ KERNELS = {"Haswell": ("avx2", "AVX2"), "SkylakeX": ("avx512f", "AVX-512"),
 QUIET_WAIT = 300  # seconds
 
 
+@functools.cache
 def cpu_flags():
     """-> the CPU's flags (/proc/cpuinfo), or None where they cannot be read."""
     try:

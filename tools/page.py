@@ -97,13 +97,17 @@ def cuda():
     """-> (", CUDA runtime N", "; GPU: name") where this process imported CuPy, else ("", "")."""
     if "cupy" not in sys.modules:
         return "", ""
-    runtime = sys.modules["cupy"].cuda.runtime
+    cupy = sys.modules["cupy"]
     try:
-        name = runtime.getDeviceProperties(0)["name"]
-        name = name.decode() if isinstance(name, bytes) else name
-        return f", CUDA runtime {runtime.runtimeGetVersion()}", f"; GPU: {name}"
+        return f", CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}", f"; GPU: {gpu_name(cupy)}"
     except Exception as e:  # noqa: BLE001 - CuPy imported, no device: the row says so
         return "", f"; no GPU ({type(e).__name__})"
+
+
+def gpu_name(cupy):
+    """-> the name of CuPy's first GPU (its properties give bytes)."""
+    name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+    return name.decode() if isinstance(name, bytes) else name
 
 
 def load():

@@ -92,11 +92,12 @@ def gpu_rows(root):
     return {r[0]: r for r in rows(page(root, GPU_PAGE), "method", GPU_PAGE)}
 
 
-def gpu_named(root):
-    """gpu.md's versions row "..., CUDA runtime N; GPU: name" -> "name (..., CUDA runtime N)"."""
-    versions = protocol_field(page(root, GPU_PAGE), "versions")
+def gpu_of(text):
+    """A GPU page's versions row "..., CUDA runtime N; GPU: name" -> (name, "..., CUDA runtime N");
+    a row that names no GPU is its software alone."""
+    versions = protocol_field(text, "versions")
     software, _, name = versions.rpartition("; GPU: ")
-    return f"{name} ({software})" if software else versions
+    return (name, software) if software else ("", versions)
 
 
 NAMES = [m.name for m in METHODS if m.name != "autoregressive"] + ["speculative, T = 1"]
@@ -111,8 +112,10 @@ def results_table(root):
     layout the engine's policy chose there) and on a GPU (gpu.md)."""
     cpu, gpu, text = cpu_rows(root), gpu_rows(root), page(root, CPU_PAGE)
     families = list(cpu)
+    device, software = gpu_of(page(root, GPU_PAGE))
     lines = [f"CPU: {protocol_field(text, 'CPU')}, each OpenBLAS kernel family in its own process "
-             f"([results/panels.md](docs/results/panels.md)). GPU: {gpu_named(root)} "
+             f"([results/panels.md](docs/results/panels.md)). GPU: "
+             f"{f'{device} ({software})' if device else software} "
              f"([results/gpu.md](docs/results/gpu.md)). Temperature 0 unless noted; speedups "
              f"against autoregressive decoding on the same device.", "",
              "| method | tokens / target call | "
@@ -171,7 +174,7 @@ def cost_curve(root):
                      f"[results/engine.md](results/engine.md) |")
     gpu_text = page(root, "docs/results/engine_gpu.md")
     c = c5(gpu_text, "docs/results/engine_gpu.md")[0]
-    lines.append(f"| GPU ({protocol_field(gpu_text, 'versions').split('GPU: ')[-1]}), fused "
+    lines.append(f"| GPU ({gpu_of(gpu_text)[0] or 'not recorded'}), fused "
                  f"kernels | {c.get('124M', 'not measured')} | {c.get('tiny', 'not measured')} | "
                  f"[results/engine_gpu.md](results/engine_gpu.md) |")
     return "\n".join(lines)
