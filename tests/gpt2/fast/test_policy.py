@@ -481,8 +481,8 @@ def test_no_panels_with_kernels_whose_gemv_is_slow(monkeypatch, arch):
     """numpy 1.26's OpenBLAS runs its Prescott kernels on CPUs newer than it knows: their GEMV is so
     slow that five rows one by one through the panels cost 4.2-4.4 one-row calls against 1.6 for
     one SGEMM (results/ops.md, Katmai's kernels). Panels stay off with any kernels they were not
-    measured to gain with, and the reason names those; a request still turns them on, in the by-
-    row form."""
+    measured to gain with, and the reason names those; a request still turns them on, in the
+    by-row form."""
     monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", arch))
     assert policy.panel_policy(5_850_000) == {
         "on": False, "why": f"OpenBLAS {arch or 'unknown'} kernels: the panels gain only with the "
