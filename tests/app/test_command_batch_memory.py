@@ -150,6 +150,38 @@ def test_host_memory_is_memavailable_else_the_physical_memory(monkeypatch, memin
     assert machine.host_memory() == free
 
 
+def test_no_meminfo_and_no_page_count_is_no_host_figure(monkeypatch):
+    import os
+
+    from picospec_app import machine
+
+    def fail(*args):
+        raise OSError("none here")
+
+    def no_page_count(name):
+        raise ValueError(f"unrecognized configuration name {name!r}")
+
+    monkeypatch.setattr(machine, "open", fail, raising=False)
+    monkeypatch.setattr(os, "sysconf", no_page_count)
+    assert machine.host_memory() is None
+
+
+def test_the_cgroup_limit_read_is_this_process_s_memory_cgroup(tmp_path, monkeypatch):
+    """With no folders given, cgroup_memory_free reads the folders of the memory controller."""
+    from gpt2.fast.policy import cgroup_folders
+    from picospec_app import machine
+    from tests.support.cgroups import cgroup_tree
+
+    proc, mount = cgroup_tree(tmp_path, ["0::/"], {"memory.max": f"{100 * MB}",
+                                                   "memory.current": f"{40 * MB}",
+                                                   "memory.stat": ""})
+    asked = []
+    monkeypatch.setattr(machine, "cgroup_folders",
+                        lambda controller: asked.append(controller)
+                        or cgroup_folders(controller, proc, mount))
+    assert machine.cgroup_memory_free() == 60 * MB and asked == ["memory"]
+
+
 def test_the_gpus_free_memory_is_its_free_bytes(monkeypatch):
     """CuPy's Device().mem_info is (free, total): --batch plans on the free bytes."""
     from types import SimpleNamespace

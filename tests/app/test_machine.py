@@ -99,6 +99,7 @@ def test_a_model_of_no_blas_products_says_one_thread(model):
     once, no wide count, no panels."""
     report = machine.policy(model)
     assert report["threads"] == 1 and report["blas"] is None and report["ops"] is None
+    assert report["wide"]["threads"] == 1 and report["wide"]["blas"] is None  # no library ran
     line = machine.blas_line(report)
     assert "; 1 thread (no BLAS products); small-matrix path off (no weights)" in line, line
 
@@ -109,6 +110,7 @@ def test_a_benchmark_header_gives_the_panels_on_the_cpu_only(monkeypatch, arch, 
     form of each kernel family; on the GPU they are off, whatever the BLAS."""
     monkeypatch.setattr(policy, "blas_kernels", lambda: ("openblas", arch))
     panels = machine.thread_policy(5_850_000, 1)["panels"]
+    assert machine.thread_policy(5_850_000, 1)["ops"] is None  # no engine built: no operations
     assert panels["on"] and form in panels["why"]
     assert machine.thread_policy(5_850_000, 1, device="gpu")["panels"] == {
         "on": False, "why": "the model runs on the GPU"}
