@@ -32,3 +32,9 @@ def test_other_env_flag_values_are_refused(value, monkeypatch):
         env_flag("PICOSPEC_OFFLINE")
     with pytest.raises(ValueError, match="PICOSPEC_OFFLINE"):
         read_settings()
+
+
+def test_an_unset_flag_with_no_default_is_none():
+    from picospec_cli import env_flag
+
+    assert env_flag("PICOSPEC_X", environ={}) is None

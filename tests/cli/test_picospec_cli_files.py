@@ -3,6 +3,7 @@ at all, with the permissions a new file gets; the nearest part of a folder to be
 and why nothing can be made there."""
 import errno
 import os
+import tempfile
 
 import pytest
 
@@ -43,6 +44,7 @@ def test_cannot_make_names_the_nearest_part_that_exists(tmp_path):
     assert cannot_make(tmp_path / "a" / "b") is None  # tmp_path exists and takes files
     (tmp_path / "f").write_text("")
     assert cannot_make(tmp_path / "f" / "b") == (tmp_path / "f", "a file")
+    assert cannot_make(str(tmp_path / "f" / "b")) == (tmp_path / "f", "a file")  # text too
 
 
 def test_why_a_folder_takes_no_file_is_the_system_s_reason_alone(tmp_path):
@@ -93,3 +95,19 @@ def test_the_temporary_file_is_beside_the_file_and_named_after_it(tmp_path):
     replace_file(path, write)
     assert path.read_bytes() == b"new" and os.listdir(tmp_path) == ["out.txt"]
     assert len(seen) == 1 and seen[0].startswith(".out.txt.") and seen[0].endswith(".tmp")
+
+
+def test_a_file_named_by_text_is_replaced_and_the_umask_kept(tmp_path, umask_022):
+    """The umask is read by setting it: it is put back, or every later file would be 0666."""
+    replace_file(str(tmp_path / "out.txt"), [b"new"])
+    assert (tmp_path / "out.txt").read_bytes() == b"new"
+    assert os.umask(0o022) == 0o022
+
+
+def test_the_trial_file_is_closed(tmp_path, monkeypatch):
+    made, mkstemp = [], tempfile.mkstemp
+    monkeypatch.setattr(tempfile, "mkstemp",
+                        lambda **kw: made.append(mkstemp(**kw)) or made[-1])
+    assert cannot_write_in(tmp_path) is None and len(made) == 1
+    with pytest.raises(OSError):
+        os.fstat(made[0][0])

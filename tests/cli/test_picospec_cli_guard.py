@@ -2,6 +2,8 @@
 prints and exits with, and the signal handlers it holds while the work runs and puts back after.
 Real processes, pipes and signals: tests/cli/test_picospec_cli.py."""
 import errno
+import io
+import os
 import signal
 import sys
 import threading
@@ -102,7 +104,66 @@ def test_a_closed_pipe_is_exit_141_and_quiet(tmp_path, monkeypatch, capsys):
         monkeypatch.setattr(sys, "stdout", out)  # a stream with a file descriptor of its own
         with pytest.raises(SystemExit) as e:
             guarded(raising(BrokenPipeError(errno.EPIPE, "Broken pipe")))
+        # what Python flushes at exit goes nowhere: no second error
+        assert os.path.samestat(os.fstat(out.fileno()), os.stat(os.devnull))
     assert e.value.code == 141 and capsys.readouterr().err == ""
+
+
+def test_a_pipe_closed_under_the_last_output_is_found_inside_the_guard(tmp_path, monkeypatch):
+    """Output still buffered when the work returns is flushed by the guard: a closed pipe is
+    exit 141 there, not a traceback at exit."""
+    class Pipe(io.StringIO):
+        def __init__(self, fd):
+            super().__init__()
+            self.fd, self.closed_pipe = fd, True
+
+        def fileno(self):
+            return self.fd
+
+        def flush(self):
+            if self.closed_pipe:
+                self.closed_pipe = False
+                raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    with open(tmp_path / "out", "w") as out:
+        monkeypatch.setattr(sys, "stdout", Pipe(out.fileno()))
+        with pytest.raises(SystemExit) as e:
+            guarded(lambda: print("the last line"))
+    assert e.value.code == 141
+
+
+def test_a_sigterm_is_terminated_and_a_second_one_ignored(handlers):
+    with pytest.raises(Terminated):
+        terminate(signal.SIGTERM, None)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+
+
+def test_ctrl_c_and_sigterm_are_ignored_while_it_says_so(handlers, monkeypatch):
+    seen = []
+
+    class Stderr:
+        def write(self, text):
+            seen.append((signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)))
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(sys, "stderr", Stderr())
+    with pytest.raises(SystemExit):
+        guarded(raising(KeyboardInterrupt()))
+    assert seen and set(seen) == {(signal.SIG_IGN, signal.SIG_IGN)}
+    assert signal.getsignal(signal.SIGINT) is handlers  # and put back after
+
+
+def test_a_ctrl_c_handler_set_outside_python_is_left_alone(handlers, monkeypatch):
+    """signal.getsignal says None for a handler not set from Python: it cannot be put back, and
+    the work still runs and returns."""
+    getsignal = signal.getsignal
+    monkeypatch.setattr(signal, "getsignal",
+                        lambda signum: None if signum == signal.SIGINT else getsignal(signum))
+    assert guarded(lambda: 5) == 5
+    monkeypatch.undo()
+    assert signal.getsignal(signal.SIGINT) is handlers
 
 
 def test_command_reads_argv_past_the_program_checks_then_calls(monkeypatch, capsys, handlers):
