@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import picospec_cli
-from picospec_cli import Option, UsageError, convert, out_folder, parse, read, usage
+from picospec_cli import (Option, UsageError, check_value, convert, out_folder, parse, read, settle,
+                          usage)
 
 OPTIONS = [Option("K", int, 4, "drafts", low=1), Option("temperature", float, 0.0, "T", low=0),
            Option("prompt", str, "hi", "text"), Option("json", bool, False, "JSON")]
@@ -58,6 +59,13 @@ def test_values_that_start_with_a_dash_arrive_verbatim(argv, given):
     # after a value (that ends in an option's name): a number is a word of its own again
     (["--prompt", "a K", "-3"], "unexpected argument '-3': options are written --name value; "
                                 "quote text with spaces (see --help)"),
+    # a word of one dash and a letter is an option mistyped, not a word
+    (["-k", "4"], "unknown option -k: did you mean --K? (see --help)"),
+    (["-k3"], "unknown option -k3 (see --help)"),
+    # --name=VALUE: the name is what was mistyped, not the value
+    (["--temperatur=1"], "unknown option --temperatur: did you mean --temperature? (see --help)"),
+    # "no" is a whole part of no-json, but a switch's no- form is named only when typed so
+    (["--no"], "unknown option --no (see --help)"),
 ])
 def test_each_mistake_is_one_line(argv, line):
     with pytest.raises(UsageError) as e:
@@ -68,6 +76,9 @@ def test_each_mistake_is_one_line(argv, line):
 def test_bare_words_and_values_of_a_command_that_takes_words():
     given = read(["mod:f", "--K", "-3", "--prompt", "--"], OPTIONS, words="SAMPLER")
     assert given == {"words": ["mod:f"], "K": "-3", "prompt": "--"}
+    # words on both sides of an option are all the command's words
+    given = read(["a", "--K", "2", "b"], OPTIONS, words="SAMPLER")
+    assert given == {"words": ["a", "b"], "K": "2"}
 
 
 def test_a_command_that_takes_words_gets_a_list_even_of_none():
@@ -244,3 +255,84 @@ def test_an_empty_path_is_refused_but_empty_text_is_text(kind):
         convert(Option("data", kind), "")
     assert str(e.value) == "--data needs a path; got an empty string"
     assert convert(Option("prompt", str), "") == ""
+
+
+@pytest.mark.parametrize("option, text, value", [
+    (Option("K", int), "19", 19),  # base 10
+    (Option("K", int), "1_000", 1000),  # as Python writes it
+    (Option("x", float), "-1.5", -1.5),  # no bound unless the option sets one
+    (Option("Ks", "ints"), "1, 2,4", [1, 2, 4]),  # a list with no check_list of its own
+    (Option("names", "strs"), "a,b", ["a", "b"]),
+])
+def test_each_kind_of_value_is_converted(option, text, value):
+    assert convert(option, text) == value
+
+
+@pytest.mark.parametrize("kind, text, line", [
+    (int, "abc", "--K must be an integer; got 'abc'"),
+    (int, "4.0", "--K must be an integer; got '4.0'"),
+    (float, "x", "--K must be a number; got 'x'"),
+])
+def test_a_value_not_of_its_kind_is_one_line(kind, text, line):
+    with pytest.raises(UsageError) as e:
+        convert(Option("K", kind), text)
+    assert str(e.value) == line
+
+
+def test_an_option_of_no_default_is_none_when_not_given():
+    assert parse([], [Option("seed", int, help="the seed")]) == ({"seed": None}, set())
+
+
+def test_help_says_each_default_as_typed_or_that_it_is_required():
+    """A default of 0 is shown, no default is not shown as None, text keeps its case, a switch's
+    default is written as its word, a required option says so instead."""
+    options = [Option("seed", int, 0, "the seed"), Option("name", str, None, "the name"),
+               Option("prompt", str, "Hi", "text"), Option("json", bool, False, "JSON"),
+               Option("out", "out", "x.npz", "where", required=True)]
+    lines = [" ".join(line.split()) for line in usage("prog", "doc", options).splitlines()
+             if line.startswith("  --")]
+    assert lines == ["--seed N the seed (default: 0)", "--name TEXT the name",
+                     "--prompt TEXT text (default: Hi)", "--json, --no-json JSON (default: false)",
+                     "--out FILE where (required)"]
+
+
+def test_a_part_of_more_than_three_names_is_no_hint():
+    options = [Option(n, int, 1, "x") for n in ("xx_top", "yy_top", "zz_top", "ww_top")]
+    with pytest.raises(UsageError) as e:
+        read(["--top"], options)
+    assert str(e.value) == "unknown option --top (see --help)"
+
+
+def test_an_option_of_another_method_is_refused_with_its_line():
+    with pytest.raises(UsageError) as e:
+        settle({"merged": False}, [Option("K", int, 4, "drafts")],
+               {"merged": "--merged is an option of blockwise"})
+    assert str(e.value) == "--merged is an option of blockwise"
+
+
+def test_an_output_file_is_refused_with_the_reason(tmp_path, monkeypatch):
+    """--out FILE: a file in a folder that exists, takes files and is a folder."""
+    tmp_path = tmp_path.resolve()
+    (tmp_path / "f").write_text("")
+    option = Option("out", "out")
+    assert convert(option, str(tmp_path / "x.npz")) == str(tmp_path / "x.npz")
+    for path, why in ((tmp_path, " is a folder: give a file name"),
+                      (tmp_path / "f" / "x.npz", f": {tmp_path / 'f'} is a file, not a folder"),
+                      (tmp_path / "a" / "x.npz",
+                       f": the folder {tmp_path / 'a'} does not exist; create it first")):
+        with pytest.raises(UsageError) as e:
+            convert(option, str(path))
+        assert str(e.value) == f"--out {path}{why}"
+    monkeypatch.setattr(picospec_cli, "cannot_write_in", lambda folder: "Permission denied")
+    with pytest.raises(UsageError) as e:
+        convert(option, str(tmp_path / "x.npz"))
+    assert str(e.value) == (f"--out {tmp_path / 'x.npz'}: cannot write in {tmp_path} "
+                            f"(Permission denied): give a folder you can write to")
+
+
+def test_bounds_are_of_numbers_only():
+    """check_value takes a value of the option's type: a list's bounds are of each item, which
+    convert checks one by one, so a whole list (a default) passes them as it is."""
+    assert check_value(Option("Ks", "ints", [4, 4], low=1), [4, 4]) is None
+    with pytest.raises(UsageError, match="--Ks must be >= 1; got 0"):
+        convert(Option("Ks", "ints", low=1), "4,0")
