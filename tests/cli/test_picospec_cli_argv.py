@@ -259,6 +259,7 @@ def test_an_empty_path_is_refused_but_empty_text_is_text(kind):
 
 @pytest.mark.parametrize("option, text, value", [
     (Option("K", int), "19", 19),  # base 10
+    (Option("K", int), "08", 8),  # a leading 0 is decimal (not Python's octal mistake)
     (Option("K", int), "1_000", 1000),  # as Python writes it
     (Option("x", float), "-1.5", -1.5),  # no bound unless the option sets one
     (Option("Ks", "ints"), "1, 2,4", [1, 2, 4]),  # a list with no check_list of its own
