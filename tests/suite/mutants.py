@@ -1982,6 +1982,71 @@ MUTANTS = (
            ("tests/app/test_settings.py::"
             "test_engine_choices_read_the_environment_and_measure_the_idle_cores",),
            "the benches' engines ignore PICOSPEC_* settings"),
+    Mutant("door-hint-from-value", "door", "rule", "picospec_cli/__init__.py",
+           'near = nearest(word.split("=")[0].lstrip("-"), names, "--",',
+           'near = nearest(word.split("=")[-1].lstrip("-"), names, "--",',
+           ("tests/cli/test_picospec_cli_argv.py::"
+            "test_each_mistake_is_one_line",),
+           "hint for the value of --name=VALUE"),
+    Mutant("door-no-form-offered-untyped", "door", "rule", "picospec_cli/__init__.py",
+           'in f"_{key(n)}_" and key(n)[:3] != "no_"', 'in f"_{key(n)}_"',
+           ("tests/cli/test_picospec_cli_argv.py::"
+            "test_each_mistake_is_one_line",),
+           "a switch's no- form offered untyped"),
+    Mutant("door-words-after-option-refused", "door", "rule", "picospec_cli/__init__.py",
+           "given, rest = p.parse_known_intermixed_args(marks) if words else",
+           "given, rest = p.parse_known_args(marks) if words else",
+           ("tests/cli/test_picospec_cli_argv.py::"
+            "test_bare_words_and_values_of_a_command_that_takes_words",),
+           "words after an option refused"),
+    Mutant("door-short-option-and-digits", "door", "rule", "picospec_cli/__init__.py",
+           'or word[:1] == "-" and word[1:2].isalpha()',
+           'or word[:1] == "-" and word[1:].isalpha()',
+           ("tests/cli/test_picospec_cli_argv.py::"
+            "test_each_mistake_is_one_line",),
+           "-k3 taken for a stray word"),
+    Mutant("door-int-base-0", "door", "rule", "picospec_cli/__init__.py",
+           'int(t.replace("_", ""), 10)', 'int(t.replace("_", ""), 0)',
+           ("tests/cli/test_picospec_cli_argv.py::"
+            "test_each_kind_of_value_is_converted",),
+           "base 0 refuses 08"),
+    Mutant("door-default-0-unshown", "door", "rule", "picospec_cli/__init__.py",
+           "* (o.default is not None)))", "* bool(o.default)))",
+           ("tests/cli/test_picospec_cli_argv.py::"
+            "test_help_says_each_default_as_typed_or_that_it_is_required",),
+           "a default of 0 not shown"),
+    Mutant("door-unset-flag-off", "door", "rule", "picospec_cli/__init__.py",
+           "def env_flag(name, default=None, environ=None):",
+           "def env_flag(name, default=False, environ=None):",
+           ("tests/cli/test_picospec_cli_env.py::"
+            "test_an_unset_flag_with_no_default_is_none",),
+           "unset read as off"),
+    Mutant("door-umask-left-0", "door", "rule", "picospec_cli/__init__.py",
+           "os.umask(umask)", "pass",
+           ("tests/cli/test_picospec_cli_files.py::"
+            "test_a_file_named_by_text_is_replaced_and_the_umask_kept",),
+           "umask left at 0"),
+    Mutant("door-trial-fd-leaked", "door", "rule", "picospec_cli/__init__.py",
+           "os.close(fd)", "pass",
+           ("tests/cli/test_picospec_cli_files.py::"
+            "test_the_trial_file_is_closed",),
+           "a descriptor leaked per check"),
+    Mutant("door-folder-text-fails", "door", "rule", "picospec_cli/__init__.py",
+           "folder = Path(folder)", "pass",
+           ("tests/cli/test_picospec_cli_files.py::"
+            "test_cannot_make_names_the_nearest_part_that_exists",),
+           "a folder named by text fails"),
+    Mutant("memory-cgroup-unread-by-default", "batch", "rule", "picospec_app/machine.py",
+           'for folder, v2 in cgroup_folders("memory") if folders is None else folders:',
+           "for folder, v2 in folders or ():",
+           ("tests/app/test_command_batch_memory.py::"
+            "test_the_cgroup_limit_read_is_this_process_s_memory_cgroup",),
+           "the default reads no cgroup"),
+    Mutant("memory-no-host-figure-zero", "batch", "rule", "picospec_app/machine.py",
+           "return None", "return 0",
+           ("tests/app/test_command_batch_memory.py::"
+            "test_no_meminfo_and_no_page_count_is_no_host_figure",),
+           "no figure read as no memory"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
