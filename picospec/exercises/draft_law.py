@@ -65,7 +65,7 @@ class Head(NamedTuple):
     def sampler(self, fn, limit=WATCHED):
         """The chain sampler: drafts from the head's law P, verified (verify_chain) with fn's
         law; fn's first `limit` calls checked (rules; BrokenRule at the first broken)."""
-        d2t = np.array(self.d2t)  # [V_d]
+        d2t, shift = np.array(self.d2t), np.reshape(self.shift, (-1, 1))  # [V_d], [K or 1, 1]
 
         def law(z):  # z [..., V_d] -> fn's law [..., V]
             verify.calls += 1
@@ -85,7 +85,7 @@ class Head(NamedTuple):
 
         def verify(drafts, P, Q, rng):
             # [K, V_d]: the head's logits, as its law gives them (up to a constant per row)
-            z = (np.log(P[:, d2t]) + np.reshape(self.shift, (-1, 1))).astype(self.dtype)
+            z = (np.log(P[:, d2t]) + shift).astype(self.dtype)
             if self.calls == "row":
                 p = np.stack([law(row) for row in z])  # [K, V]
             else:
@@ -171,13 +171,14 @@ def rules(z, d2t, n_vocab, out):
                 f"to {float(z.max()):.5g}; subtract each row's max before exp")
     if (out < 0).any():
         return "negative entries: a law has none (log-probabilities are not a law)"
-    outside = np.setdiff1d(np.arange(n_vocab), d2t)  # the target ids outside the vocabulary
+    outside = np.ones(n_vocab, bool)  # [V]: the target ids outside the vocabulary
+    outside[d2t] = False
     if (out[..., outside] != 0).any():
-        j = outside[np.nonzero(out[..., outside])[-1][0]]
+        j = np.flatnonzero(outside)[np.nonzero(out[..., outside])[-1][0]]
         return (f"token {j} is not in d2t, yet it got {out[..., j].max():.3g}: a token outside "
                 f"the draft vocabulary must get exactly 0")
     sums = out.sum(-1)  # [...]
-    if not np.allclose(sums, 1, rtol=0, atol=1e-9):
+    if (np.abs(sums - 1) > 1e-9).any():
         hint = f" (z is {z.dtype}: compute in float64)" if z.dtype != np.float64 else ""
         return (f"a row sums to {sums.flat[np.argmax(np.abs(sums - 1))]:.10g}, not 1 to 1e-9: "
                 f"each row is the softmax of that row of z{hint}")
