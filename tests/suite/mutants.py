@@ -796,7 +796,8 @@ MUTANTS = (
            "an entropy computed with log(q + 1e-12) passes typical_accept"),
     Mutant("grader-draft-law-no-wide-call", "graders", "rule", "picospec/exercises/draft_law.py",
            "return larger_calls(fn) or verdict", "return verdict",
-           ("tests/picospec/exercises/test_draft_law.py",),
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
            "a softmax that subtracts each row's mean passes (no case spans 2000)"),
     Mutant("grader-rng-ignored-unnamed", "graders", "record", "picospec/exercises/grading.py",
            "    return len(outs) == 1", "    return False",
@@ -951,20 +952,20 @@ MUTANTS = (
            "    for call, what, failed in CALLS:",
            "    for call, what, failed in CALLS[:1]:",
            ("tests/picospec/exercises/test_grading.py::"
-            "test_an_answer_sized_to_the_battery_fails_a_larger_call",),
+            "test_a_students_mistake_is_rejected_naming_where",),
            "a draft law taking z[0] of a batch of two passes"),
     Mutant("wr-wide-deep-call-skipped", "graders", "rule",
            "picospec/exercises/verify_without_replacement.py",
            "return one_call(NAME, fn, (*WIDE_DEEP[:-1]",
            "return verdict or one_call(NAME, fn, (*WIDE_DEEP[:-1]",
            ("tests/picospec/exercises/test_grading.py::"
-            "test_an_answer_sized_to_the_battery_fails_a_larger_call",),
+            "test_a_students_mistake_is_rejected_naming_where",),
            "a walk trying at most three siblings or three levels passes"),
     Mutant("chain-long-call-skipped", "graders", "rule", "picospec/exercises/verify_chain.py",
            "return one_call(NAME, fn, (*LONG[:-1]",
            "return verdict or one_call(NAME, fn, (*LONG[:-1]",
            ("tests/picospec/exercises/test_grading.py::"
-            "test_an_answer_sized_to_the_battery_fails_a_larger_call",),
+            "test_a_students_mistake_is_rejected_naming_where",),
            "a chain verifier reading at most six drafts passes"),
     Mutant("candidates-ids-a-byte-apart-untested", "graders", "rule",
            "picospec/exercises/find_candidates.py",
@@ -1452,7 +1453,7 @@ MUTANTS = (
            'return Verdict(exercise, False, f"one call {what}, once the law passed"',
            'return Verdict(exercise, True, f"one call {what}, once the law passed"',
            ("tests/picospec/exercises/test_grading.py::"
-            "test_an_answer_sized_to_the_battery_fails_a_larger_call",),
+            "test_a_students_mistake_is_rejected_naming_where",),
            "an answer failing the call past the battery passes"),
     Mutant("grader-larger-call-first-input-only", "graders", "rule",
            "picospec/exercises/grading.py",
@@ -2627,7 +2628,8 @@ MUTANTS = (
            "a residual or a mask returned as a Python list passes"),
     Mutant("grader-no-wide-logits", "graders", "rule", "picospec/exercises/draft_law.py",
            "        z[..., 0] -= self.gap", "        pass",
-           ("tests/picospec/exercises/test_draft_law.py",),
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
            "a softmax that subtracts each row's min passes (no row spans more than exp takes)"),
     Mutant("grader-bool-for-int", "graders", "rule", "picospec/exercises/longest_suffix.py",
            "isinstance(yours, (bool, np.bool_)) or ", "",

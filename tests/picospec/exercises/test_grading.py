@@ -18,6 +18,28 @@ SAMPLES = 2_000  # sequences per case of the law-graded exercises, as in test_ex
 MISTAKES = [(name, fn.__name__) for name, fns in student_answers.WRONG.items() for fn in fns]
 # the calls graded after the battery passed, each of a size or shape it lacks
 CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "nine drafts", "five siblings, six levels")
+# mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
+WHERE = {
+    # right in law on every case but bounded by the battery's sizes (6 drafts, 3 siblings, 3
+    # levels, z [1, K, V_d]): one larger call, whose outcome no uniform changes, shows it
+    "chain_six_drafts_at_most": (
+        "nine drafts", "drafts[6] = 0 was rejected though q = Q[6][0] = 0.2 >= p = P[6][0] = 0.2"),
+    "wr_three_siblings_at_most": (
+        "five siblings, six levels", "node 4 (token 4) was rejected though q(4) = 0.5 >= p_i(4) "
+        "= 0.5"),
+    "wr_three_levels_at_most": (
+        "five siblings, six levels", "node 7 (token 1) was rejected though q(1) = 0.2 >= p_i(1) "
+        "= 0.2"),
+    "draft_law_batch_of_one": ("z [2, 2, V_d]", "shape (1, 2, 5), expected (2, 2, 5)"),
+    # the min subtracted passes every head whose rows span less than exp takes and fails the head
+    # whose row spans 720; the mean subtracted passes every head (no row of a law spans past 745)
+    # and fails the one call 2000 wide; a list is no array, whatever its numbers
+    "draft_law_min_subtracted": ("case 12. V=4 V_d=3 K=2 a row's logits 720 apart",
+                                 "not finite (nan or inf): exp overflows for logits from"),
+    "draft_law_as_list": ("case 2. V=3 V_d=2 K=1", "a list, expected a NumPy array"),
+    "draft_law_mean_subtracted": ("logits 2000 apart", "not finite (nan or inf): exp overflows "
+                                  "for logits from -1000 to 1000"),
+}
 
 
 @pytest.mark.parametrize("name, wrong", MISTAKES, ids=[f"{n}-{w}" for n, w in MISTAKES])
@@ -26,15 +48,24 @@ def test_a_students_mistake_is_rejected_naming_where(name, wrong):
     verdict = module.grade(getattr(student_answers, wrong), samples=SAMPLES)
     text = str(verdict)
     assert not verdict.passed and verdict.failed not in ("no verdict", "not answered"), text
+    if wrong in WHERE:
+        failed, line = WHERE[wrong]
+        assert verdict.failed == failed and line in verdict.evidence, text
     if verdict.failed == "randomness outside rng":
         assert "draw every random number from rng" in text
     elif verdict.failed in CALLS_PAST:  # one call past the battery's
-        assert "the call:" in text and ("it returned" in text or "it raised" in text), text
+        assert verdict.evidence.startswith("the call:\n"), text
+        assert "it returned" in verdict.evidence or "it raised" in verdict.evidence, text
     elif hasattr(module, "CONTRACT"):  # the case, then the call that broke a rule or the counts
-        assert verdict.failed.startswith("case ") and f"first failing case: {verdict.failed[5:]}"
+        assert verdict.failed.startswith("case "), text
+        assert f"first failing case: {verdict.failed[5:]}" in text, text
         assert "the first that broke a rule" in text or "observed" in text, text
     else:  # the smallest case, the output expected and the student's
         assert f"smallest case that differs ({verdict.failed}): " in text and "yours:" in text
+
+
+def test_every_pinned_mistake_is_a_kept_one():
+    assert set(WHERE) <= {wrong for _, wrong in MISTAKES}
 
 
 @pytest.mark.parametrize("name, answer", [*student_answers.RIGHT.items(),
@@ -402,22 +433,6 @@ def test_a_length_capped_below_the_longest_case_fails(name, kind, cap):
     """A hard-coded bound on the n-gram, the draft or the suffix, up to 7, fails a case."""
     verdict = EXERCISES[name].grade(capped(kind, cap))
     assert verdict.failed in ("draft", "n"), str(verdict)
-
-
-@pytest.mark.parametrize("name, wrong, line", [
-    ("verify_chain", "chain_six_drafts_at_most",
-     "drafts[6] = 0 was rejected though q = Q[6][0] = 0.2 >= p = P[6][0] = 0.2"),
-    ("verify_without_replacement", "wr_three_siblings_at_most",
-     "node 4 (token 4) was rejected though q(4) = 0.5 >= p_i(4) = 0.5"),
-    ("verify_without_replacement", "wr_three_levels_at_most",
-     "node 7 (token 1) was rejected though q(1) = 0.2 >= p_i(1) = 0.2"),
-    ("draft_law", "draft_law_batch_of_one", "shape (1, 2, 5), expected (2, 2, 5)")])
-def test_an_answer_sized_to_the_battery_fails_a_larger_call(name, wrong, line):
-    """Right in law on every case, but bounded by the battery's sizes (6 drafts, 3 siblings, 3
-    levels, z [1, K, V_d]): one larger call, whose outcome no uniform changes, shows it."""
-    verdict = EXERCISES[name].grade(getattr(student_answers, wrong), samples=SAMPLES)
-    assert not verdict.passed and verdict.failed in CALLS_PAST, str(verdict)
-    assert verdict.evidence.startswith("the call:\n") and line in verdict.evidence, str(verdict)
 
 
 def test_a_raise_inside_numpy_names_the_learners_line():
