@@ -137,6 +137,16 @@ def test_the_cost_models_equation_as_printed_gives_the_prediction_printed():
     assert "token r_0 = 0.035; " in cost_line({**COSTS[0], "predicted": 1.0349 / 0.5998}, 1.0)
 
 
+def test_the_cost_models_formula_names_k_c_d_only_where_there_are_drafters():
+    """The formula before the figures is E (1 + r_0) / (c + k c_d + r) with a drafter (README's
+    why line), and E (1 + r_0) / (c + r) with none (prompt lookup: no draft calls to count)."""
+    from picospec_app.report import cost_line
+
+    for costs, formula in zip(COSTS, ["(c + r)", "(c + k c_d + r)"]):
+        line = cost_line({**costs, "predicted": 1.0}, 1.0)
+        assert f"; cost model E (1 + r_0) / {formula} = " in line, line
+
+
 def test_a_method_with_no_draft_model_prints_no_draft_calls(monkeypatch):
     """Prompt lookup drafts from the prompt, with no draft model: its line gives its acceptance
     but no "0 draft calls" (a count of calls it cannot make); speculative sampling's gives both."""

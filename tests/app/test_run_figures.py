@@ -315,12 +315,17 @@ def test_batch_json_figures_by_hand(batch_clock, tmp_path):
 
 
 def test_batch_text_figures_by_hand(batch_clock, tmp_path):
-    """The same figures as main.py --batch prints them."""
+    """The same figures as main.py --batch prints them; under each row's rule, its prompt and the
+    text decoded after it, then a blank line."""
     text = run_batch(tmp_path)
-    _, took_part, stats, _ = batch_by_hand()
+    new, took_part, stats, encoder = batch_by_hand()
+    lines = text.splitlines()
     for row, n in enumerate(took_part, 1):
         assert f"── row {row} (line {row} of " in text
         assert f"): {12 / n:.2f} tokens per target call ─" in text
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"── row {row} "))
+        shown = LINES[row - 1] + encoder.decode(new[row - 1])
+        assert text.split(lines[at] + "\n", 1)[1].startswith(shown + "\n\n"), text
     assert (f"speculative: 3 prompts x 12 tokens in 1.000 s, {len(stats)} batched target "
             f"calls") in text
     assert "autoregressive, batched the same way: 3.000 s, 12 batched target calls" in text
