@@ -147,6 +147,22 @@ def test_the_cost_models_formula_names_k_c_d_only_where_there_are_drafters():
         assert f"; cost model E (1 + r_0) / {formula} = " in line, line
 
 
+def test_the_equation_takes_the_fewest_decimals_that_give_the_prediction():
+    """E = 2, r_0 = 0.05, c = 1, one drafter of k = 2 calls of c_d = 0.1, r = 0.1: the prediction
+    2 x 1.05 / (1 + 2 x 0.1 + 0.1) = 2.1 / 1.3 = 1.62x is exact at 2 decimals, so the line takes 2
+    (c_d 3); c = 0.004 and r = 0 print a step of 0.00 at 2 decimals, which gives no prediction:
+    3 decimals, 1 / 0.004 = 250.00x."""
+    from picospec_app.report import cost_line
+
+    costs = {"E": 2.0, "rest_base": 0.05, "c": 1.0, "rest": 0.1, "predicted": 2.1 / 1.3,
+             "drafts": {"draft": {"per_target_call": 2.0, "c_d": 0.1}}}
+    line = cost_line(costs, 1.0)
+    assert ("(c + k c_d + r) = 2.00 x 1.05 / (1.00 + 2.00 x 0.100 + 0.10) = 1.62x predicted"
+            in line), line
+    tiny = {"E": 1.0, "rest_base": 0.0, "c": 0.004, "rest": 0.0, "drafts": {}, "predicted": 250.0}
+    assert "(c + r) = 1.000 x 1.000 / (0.004 + 0.000) = 250.00x predicted" in cost_line(tiny, 1.0)
+
+
 def test_a_method_with_no_draft_model_prints_no_draft_calls(monkeypatch):
     """Prompt lookup drafts from the prompt, with no draft model: its line gives its acceptance
     but no "0 draft calls" (a count of calls it cannot make); speculative sampling's gives both."""
