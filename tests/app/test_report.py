@@ -161,6 +161,10 @@ def test_the_equation_takes_the_fewest_decimals_that_give_the_prediction():
             in line), line
     tiny = {"E": 1.0, "rest_base": 0.0, "c": 0.004, "rest": 0.0, "drafts": {}, "predicted": 250.0}
     assert "(c + r) = 1.000 x 1.000 / (0.004 + 0.000) = 250.00x predicted" in cost_line(tiny, 1.0)
+    # a step too small to print at any count of decimals tried: the line still prints, with its
+    # prediction
+    tinier = {**tiny, "c": 1e-9, "predicted": 1e9}
+    assert cost_line(tinier, 1.0).endswith(" = 1000000000.00x predicted, 1.00x measured")
 
 
 def test_a_method_with_no_draft_model_prints_no_draft_calls(monkeypatch):
