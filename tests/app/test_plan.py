@@ -301,6 +301,30 @@ def test_another_methods_option_names_what_this_method_takes(method, option):
         read_plan(["--method", method, f"--{option}", "3"])
 
 
+def test_the_readmes_demo_is_a_run_of_the_defaults():
+    """README's demo, `python main.py --method speculative --K 4`, shows what the command does
+    when nothing else is given: its count of new tokens, text rather than JSON, a prompt its texts
+    begin with, greedy decoding ("temperature 0: they must be identical") and the built-in pair
+    named beside the command."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    demo = readme.split("<!-- demo:begin", 1)[1].split("<!-- demo:end", 1)[0]
+    command_line = re.search(r"^\$ (python main\.py .*)$", demo, flags=re.M)[1]
+    plan = read_plan(shlex.split(command_line)[2:])
+    counts = re.findall(r"^(\d+) tokens in ", demo, flags=re.M)
+    assert len(counts) == 2 and {int(n) for n in counts} == {plan.n_tokens}
+    assert not plan.json  # the demo's text: a rule naming each decoder, not one JSON object
+    text = demo.split("── autoregressive ", 1)[1].split("\n", 1)[1]
+    assert text.startswith(plan.prompts[0]) and plan.prompts[0].strip()
+    assert "(temperature 0: they must be identical)" in demo
+    assert plan.sampling == {"temperature": 0, "top_k": None, "top_p": None}
+    pair = re.search(rf"`{re.escape(command_line)}` \(built-in `([\w-]+)` \+ `([\w-]+)`", readme)
+    assert (plan.target, plan.draft) == pair.groups()
+
+
 def test_the_method_list_lines_up_the_help_of_every_method():
     from picospec.methods import METHODS
     from picospec_app.plan import method_list
