@@ -325,6 +325,46 @@ def test_the_readmes_demo_is_a_run_of_the_defaults():
     assert (plan.target, plan.draft) == pair.groups()
 
 
+def documented_methods():
+    """docs/methods.md's method table -> {method: (what it needs, its law at temperature > 0)}."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "methods.md").read_text()
+    table = text.split("<!-- methods:begin", 1)[1].split("\n\n", 1)[0]  # the first table
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in table.splitlines() if line.startswith("| `")]
+    return {row[0].strip("`"): (row[3], row[4]) for row in rows}
+
+
+def test_draft_for_a_method_without_one_names_the_methods_that_use_one():
+    """--draft given to a method that loads no draft model: the refusal names the methods whose
+    "needs" in docs/methods.md include a draft model, in the table's order."""
+    from picospec_cli import UsageError
+
+    users = ", ".join(m for m, (needs, _) in documented_methods().items()
+                      if "draft" in needs.split(", "))
+    assert users.startswith("speculative, greedy, ")
+    with pytest.raises(UsageError) as refused:
+        read_plan(["--method", "prompt_lookup", "--draft", "ngram"])
+    assert str(refused.value) == ("--method prompt_lookup uses no draft model, so --draft does not "
+                                  f"apply (it is for {users})")
+
+
+def test_the_method_list_tags_the_methods_that_are_not_lossless():
+    """-h's list of methods: a greedy-only method's line ends with [greedy-only], a lossy one's with
+    [lossy], as docs/methods.md's law column says; a lossless one's, and one whose law depends on
+    its options, with its help alone."""
+    from picospec_app.plan import method_list
+
+    laws = documented_methods()
+    lines = method_list().splitlines()
+    assert [line.split()[0] for line in lines] == list(laws)
+    for line, law in zip(lines, (law for _, law in laws.values())):
+        tag = f" [{law}]" if law in ("greedy-only", "lossy") else ""
+        assert line.endswith(tag) and not line.removesuffix(tag).endswith("]"), line
+    assert sum(line.endswith(" [greedy-only]") for line in lines) >= 2  # greedy and blockwise
+
+
 def test_the_method_list_lines_up_the_help_of_every_method():
     from picospec.methods import METHODS
     from picospec_app.plan import method_list
