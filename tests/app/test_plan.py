@@ -265,7 +265,8 @@ def test_no_colours_for_a_pipe(monkeypatch):
     ("top_p", ["1", "1e-9"], ["0", "1.000001"]),  # a probability mass: more than 0, at most 1
     ("seed", ["0"], ["-1"]),  # numpy.random.Generator's seeds are not negative
     ("threads", ["1", "256"], ["0", "257"]),  # as PICOSPEC_THREADS: 1..256
-    ("runs", ["1"], ["0"]), ("batch_memory", ["1"], ["0"])])
+    ("runs", ["1"], ["0", "1000000"]),  # a million timed rounds: hours, refused at once
+    ("batch_memory", ["1"], ["0"])])
 def test_the_bounds_of_the_shared_options_at_their_edges(tmp_path, option, taken, refused):
     from picospec_cli import UsageError
 
