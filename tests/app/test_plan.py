@@ -5,6 +5,7 @@ the --json object has one shape, for one prompt and for --batch alike."""
 import io
 import json
 import os
+import re
 from contextlib import redirect_stdout
 
 import pytest
@@ -82,6 +83,19 @@ def test_help_says_what_the_command_does(capsys):
     assert about.startswith("Decode a prompt with a speculative method and with plain "
                             "autoregressive decoding"), about
     assert "command line read once" not in about
+
+
+def test_an_option_whose_help_says_its_default_gets_no_second_one(capsys):
+    """--help: an option whose help already says what it does when not given (--runs: "about a
+    second of measurement", --threads, --batch_memory, --progress) shows that one default, not a
+    second "(default: ...)" that contradicts it."""
+    assert read_plan(["--help"]) is None
+    entries = {e.split()[0].rstrip(","): " ".join(e.split())
+               for e in re.split(r"\n  (?=-)", capsys.readouterr().out)}
+    described = [o.name for o in SHARED if "(default: " in o.help]
+    assert {"runs", "threads", "batch_memory", "progress"} <= set(described)
+    for name in described:
+        assert entries[f"--{name}"].count("default: ") == 1, entries[f"--{name}"]
 
 
 def test_notes_are_made_in_the_plan_and_printed_before_loading():
@@ -307,7 +321,6 @@ def test_the_readmes_demo_is_a_run_of_the_defaults():
     when nothing else is given: its count of new tokens, text rather than JSON, a prompt its texts
     begin with, greedy decoding ("temperature 0: they must be identical") and the built-in pair
     named beside the command."""
-    import re
     import shlex
     from pathlib import Path
 
