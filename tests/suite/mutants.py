@@ -2048,6 +2048,65 @@ MUTANTS = (
            ("tests/app/test_command_batch_memory.py::"
             "test_no_meminfo_and_no_page_count_is_no_host_figure",),
            "no figure read as no memory"),
+    Mutant("report-batch-text-lost", "report", "rule", "picospec_app/report.py",
+           'print(prompt + text + "\\n")', "pass",
+           ("tests/app/test_run_figures.py::"
+            "test_batch_text_figures_by_hand",),
+           "--batch's text loses every row's prompt and decoded text"),
+    Mutant("report-kcd-where-no-drafter", "report", "rule", "picospec_app/report.py",
+           'k_c_d = " + k c_d" if drafts else ""', 'k_c_d = " + k c_d" if not drafts else ""',
+           ("tests/app/test_report.py::"
+            "test_the_cost_models_formula_names_k_c_d_only_where_there_are_drafters",),
+           "the why line's formula drops k c_d when there is a drafter"),
+    Mutant("report-decimals-step-divided", "report", "rule", "picospec_app/report.py",
+           'shown(d["per_target_call"], n) * shown(d["c_d"], n + 1)',
+           'shown(d["per_target_call"], n) / shown(d["c_d"], n + 1)',
+           ("tests/app/test_report.py::"
+            "test_the_equation_takes_the_fewest_decimals_that_give_the_prediction",),
+           "decimals chosen on a wrong step: 6 decimals for every drafter"),
+    Mutant("report-decimals-drafting-subtracted", "report", "rule", "picospec_app/report.py",
+           'step = shown(costs["c"], n) + drafting + shown(costs["rest"], n)',
+           'step = shown(costs["c"], n) - drafting + shown(costs["rest"], n)',
+           ("tests/app/test_report.py::"
+            "test_the_equation_takes_the_fewest_decimals_that_give_the_prediction",),
+           "drafting subtracted from the step when choosing decimals"),
+    Mutant("report-decimals-zero-step", "report", "rule", "picospec_app/report.py",
+           "if step > 0 and abs(", "if step >= 0 and abs(",
+           ("tests/app/test_report.py::"
+            "test_the_equation_takes_the_fewest_decimals_that_give_the_prediction",),
+           "a step printed as 0.00 divides by zero"),
+    Mutant("report-decimals-none-enough", "report", "rule", "picospec_app/report.py",
+           "return most", "return None",
+           ("tests/app/test_report.py::"
+            "test_the_equation_takes_the_fewest_decimals_that_give_the_prediction",),
+           "no decimals suffice: the why line raises instead of printing"),
+    Mutant("plan-default-tokens-41", "run", "rule", "picospec_app/plan.py",
+           'Option("n_tokens", int, 40,', 'Option("n_tokens", int, 41,',
+           ("tests/app/test_plan.py::"
+            "test_the_readmes_demo_is_a_run_of_the_defaults",),
+           "the default run no longer the README demo's 40 tokens"),
+    Mutant("plan-draft-users-inverted", "run", "rule", "picospec_app/plan.py",
+           'users = ", ".join(m.name for m in METHODS if "draft" in m.needs)',
+           'users = ", ".join(m.name for m in METHODS if "draft" not in m.needs)',
+           ("tests/app/test_plan.py::"
+            "test_draft_for_a_method_without_one_names_the_methods_that_use_one",),
+           "--draft's refusal names the methods without a draft"),
+    Mutant("plan-law-tags-lost", "run", "rule", "picospec_app/plan.py",
+           "kinds.get(m.law, '') if isinstance(m.law, str) else ''",
+           "kinds.get(m.law, '') if not isinstance(m.law, str) else ''",
+           ("tests/app/test_plan.py::"
+            "test_the_method_list_tags_the_methods_that_are_not_lossless",),
+           "-h's method list loses [greedy-only]"),
+    Mutant("plan-runs-unbounded", "run", "rule", "picospec_app/plan.py",
+           "high=1000),", "),",
+           ("tests/app/test_plan.py::"
+            "test_the_bounds_of_the_shared_options_at_their_edges",),
+           "--runs has no upper bound: a million rounds accepted"),
+    Mutant("plan-runs-default-0", "run", "rule", "picospec_app/plan.py",
+           'Option("runs", int, None,', 'Option("runs", int, 0,',
+           ("tests/app/test_plan.py::"
+            "test_an_option_whose_help_says_its_default_gets_no_second_one",),
+           "--help adds \"(default: 0)\" to --runs' own default"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
