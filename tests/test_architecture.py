@@ -10,6 +10,7 @@ machines or dates in docstrings and comments. The tests mirror the tree: tests/p
 tests picospec/x.py, shared code lives in tests/support/, no test module imports another. Each
 checker is shown to fail on deliberately broken copies."""
 import ast
+import functools
 import io
 import json
 import re
@@ -39,6 +40,16 @@ ALSO = {"check": {"check", "batched"}, "batched": {"batched"},
 STDLIB = set(sys.stdlib_module_names)
 
 
+@functools.lru_cache(maxsize=None)
+def parsed_text(text):
+    """The syntax tree of a module's text, parsed once however many checks read it."""
+    return ast.parse(text)
+
+
+def parsed(path):
+    return parsed_text(path.read_text(encoding="utf-8"))
+
+
 def imports(path):
     """Top-level module names (and picospec submodules, as 'picospec.x'; training, as 'gpt2.train')
     that a .py file or a notebook imports."""
@@ -49,7 +60,7 @@ def imports(path):
         text = "\n".join(line for line in text.splitlines()
                          if not line.lstrip().startswith(("%", "!")))
     names = set()
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(parsed_text(text)):
         if isinstance(node, ast.Import):
             for a in node.names:
                 names.add(a.name if a.name.startswith("picospec.") else a.name.split(".")[0])
@@ -130,7 +141,7 @@ def batched_forms(rel, path):
     """A method file that defines a batched form: a batch_ function, or an entry taking per-row
     generators."""
     found = []
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in parsed(path).body:
         if isinstance(node,
                       ast.FunctionDef) and (node.name.startswith("batch_") or "generators" in {
                 a.arg for a in node.args.args + node.args.kwonlyargs}):
@@ -144,7 +155,7 @@ def batched_imports(root, path):
     (functions and constants), never a class of it (a step's state shared between the forms) nor
     another method's pieces."""
     found, rel = [], path.relative_to(root)
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("picospec.")):
             continue
         module = node.module.split(".")[1]
@@ -287,7 +298,7 @@ def import_graph(root):
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         edges = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Import):
                 edges |= {a.name for a in node.names if a.name in files}
             elif isinstance(node, ast.ImportFrom):
@@ -339,7 +350,7 @@ def shims(root):
     {...})."""
     out = []
     for path in [*project_files(root, "*.py", "picospec"), *project_files(root, "*.py", "gpt2")]:
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        for node in parsed(path).body:
             if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
                 out.append(f"{path.relative_to(root)}: module __getattr__")
             tables = ("MOVED", "RENAMED",
@@ -383,7 +394,7 @@ def docstring_shares(root, folders=DOC_FOLDERS):
         for path in project_files(root, "*.py", folder, recursive=False):
             text = path.read_text(encoding="utf-8")
             total += len(text)
-            for node in ast.walk(ast.parse(text)):
+            for node in ast.walk(parsed_text(text)):
                 if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                     docs += len(ast.get_docstring(node, clean=False) or "")
         shares[folder] = docs / total
@@ -498,7 +509,7 @@ FIGURE_FOLDERS = ("picospec", "gpt2", "picospec_app", "picospec_cli")
 def prose_lines(text):
     """[(line number, text)] of a module's docstrings (module, class, function) and comments."""
     out = []
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(parsed_text(text)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             first = node.body[0] if node.body else None
             if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
@@ -572,7 +583,7 @@ def forward_copies(root):
         if (".git" in path.parts or path.parts[len(root.parts)] == "tests"
             or path == root / "gpt2" / "model.py"):
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.FunctionDef) and node.name in FORWARD:
                 out.append(f"{path.relative_to(root)} defines {node.name}: the forward is written "
                            f"once, in model.py")
@@ -608,7 +619,7 @@ def hidden_machinery(root, files=None):
     paths = ([root / f for f in files] if files is not None else
              [*project_files(root, "*.py", "gpt2"), *project_files(root, "*.py", "picospec")])
     for path in paths:
-        rel, tree = path.relative_to(root), ast.parse(path.read_text(encoding="utf-8"))
+        rel, tree = path.relative_to(root), parsed(path)
         # names bound by imports (modules, or what a module holds)
         imported = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
                     if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
@@ -675,7 +686,7 @@ def second_parsers(root):
         rel = path.relative_to(root)
         if ".git" in rel.parts or rel.parts[0] in ("tests", "picospec_cli"):
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
                          else [a.name for a in node.names])
@@ -701,7 +712,7 @@ def test_the_door_is_argparse_and_the_command_reads_argv_once():
     door = ast.parse((ROOT / "picospec_cli" / "__init__.py").read_text(encoding="utf-8"))
     assert "argparse" in {a.name for n in door.body if isinstance(n, ast.Import) for a in n.names}
     calls = [n.func.id for path in project_files(ROOT, "*.py", "picospec_app", recursive=False)
-             for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             for n in ast.walk(parsed(path))
              if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
     assert calls.count("read") == 1 and "split" not in calls and "parse" not in calls
 
@@ -764,7 +775,7 @@ def mirror_problems(root):
             if not source.is_dir() or not mirrored(source, path.stem[5:]):
                 where = source.relative_to(root)
                 problems.append(f"tests/{rel}: no source of that name in {where}/")
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             if any(part.startswith("test_") for n in names for part in n.split(".")):
