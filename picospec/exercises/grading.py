@@ -202,7 +202,7 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
                 "answer each time: your function ignores the rng it is given (one made inside "
                 "it, such as rng = np.random.default_rng(42), draws the same numbers on every "
                 "call): draw every random number from rng, the argument")
-    if (like := same_mistake(fn, known, contract, seed, battery=battery)) is not None:
+    if (like := same_mistake(fn, known, contract, seed, battery=battery, first=i)) is not None:
         why += (f"\nyour answer draws exactly what a known mistake draws on every case: "
                 f"{' '.join((like.__doc__ or like.__name__).split())}")
     return Verdict(exercise, False, checked, f"first failing case: {i}. {bad.name}\n{why}",
@@ -211,9 +211,9 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
 
 # one more law case, of a shape the battery lacks, once the battery passed: fn's calls watched by
 # rules, wrap(watch) the sampler the checker runs -> a failing Verdict naming the case, or None
-def same_mistake(fn, known, contract, seed, n=200, battery=None):
+def same_mistake(fn, known, contract, seed, n=200, battery=None, first=None):
     """The kept wrong answer among `known` whose n sequences are fn's on every case of the
-    battery, or None."""
+    battery, or None; case `first` (where fn failed, and most mistakes differ) compared first."""
     from picospec.check.drivers import run
 
     def sequences(f, i, case):  # [n, N], or what it raised
@@ -224,9 +224,11 @@ def same_mistake(fn, known, contract, seed, n=200, battery=None):
         except Exception as e:
             return f"{type(e).__name__}: {e}"
 
+    cases = sorted(cases_of(contract) if battery is None else battery.cases,
+                   key=lambda ic: ic[0] != first)
     yours = {}
     for wrong in known:
-        for i, case in cases_of(contract) if battery is None else battery.cases:
+        for i, case in cases:
             if i not in yours:
                 yours[i] = sequences(fn, i, case)
             if not np.array_equal(yours[i], sequences(wrong, i, case)):

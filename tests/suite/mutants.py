@@ -2107,6 +2107,11 @@ MUTANTS = (
            ("tests/app/test_plan.py::"
             "test_an_option_whose_help_says_its_default_gets_no_second_one",),
            "--help adds \"(default: 0)\" to --runs' own default"),
+    Mutant("grader-mistake-named-from-one-case", "graders", "rule", "picospec/exercises/grading.py",
+           "for i, case in cases:", "for i, case in cases[:1]:",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_kept_mistake_agreeing_only_on_the_failing_case_is_not_named",),
+           "a mistake named from the failing case alone"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",

@@ -699,3 +699,19 @@ def test_a_law_failure_graded_by_law_alone_shows_its_gaps():
                      r"differs from the exact one; sequences \(new tokens\) with the largest "
                      r"gaps:\n  \(", verdict.evidence), str(verdict)
     assert "every uniform your rng gave" not in verdict.evidence, str(verdict)
+
+
+def test_a_kept_mistake_agreeing_only_on_the_failing_case_is_not_named():
+    """same_mistake compares the failing case first, then every other: a sampler that is the
+    kept mistake on the V = 5 case alone and right elsewhere is not that mistake."""
+    from picospec.verify import verify_chain
+
+    kept = EXERCISES["verify_chain"].resample_from_target
+    [(first, _)] = [(i, c) for i, c in grading.cases_of("chain") if c.V == 5]
+
+    def there_only(drafts, P, Q, rng):
+        return (kept if len(Q[0]) == 5 else verify_chain)(drafts, P, Q, rng)
+
+    wrong = EXERCISES["verify_chain"].WRONG
+    assert grading.same_mistake(there_only, wrong, "chain", 0, first=first) is None
+    assert grading.same_mistake(kept, wrong, "chain", 0, first=first) is kept
