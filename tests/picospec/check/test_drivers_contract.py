@@ -12,7 +12,7 @@ import pytest
 from picospec.batched.rejection import rejection_sample
 from picospec.check.battery import check_case
 from picospec.check.cases import CASES
-from picospec.check.drivers import run
+from picospec.check.drivers import padded, run
 from picospec.verify import verify_chain, verify_tree, verify_without_replacement
 
 SAMPLES = 300
@@ -261,3 +261,10 @@ def test_a_gap_in_one_row_of_a_batch_fails_the_case():
     result = check_case(batched_last_row_gap, "rejection", case, SAMPLES, (0, number))
     assert result.verdict == "error", result
     assert "expected accepted drafts, one recovered or bonus token, then -1" in result.detail
+
+
+def test_padded_writes_minus_1_after_each_row_s_tokens():
+    """padded(): rows of token ids of any length, none too -> one array of the width given, each
+    row its tokens, then -1 (the contracts' pad), as its comment states."""
+    out = padded([[4, 0], [], [2]], 3)
+    assert out.dtype == np.int64 and out.tolist() == [[4, 0, -1], [-1, -1, -1], [2, -1, -1]]

@@ -63,6 +63,16 @@ def test_the_zero_uniform_is_low_for_any_bounds():
     assert rng.uniform(2.0, np.array([3.0, 4.0])).tolist() == [2.0, 2.0]
 
 
+def test_both_extreme_generators_take_bounds_given_as_lists():
+    """uniform() takes its bounds as any array-like, lists too, as np.random.Generator.uniform
+    does: the zero uniform is each low, the near-one uniform just below each high."""
+    low, high = [0.0, 2.0], [1.0, 5.0]
+    assert np.random.default_rng(0).uniform(low, high).shape == (2,)  # numpy's own Generator
+    assert LowestUniforms(np.random.PCG64(0)).uniform(low, high).tolist() == low
+    u = HighestUniforms(np.random.PCG64(0)).uniform(low, high)
+    assert u.shape == (2,) and all(h - 1e-12 < x < h for x, h in zip(u.tolist(), high)), u
+
+
 def test_each_extreme_generator_draws_in_a_fresh_process_before_any_run():
     """The counts start at 0 with the class, not at run(): a fresh process may draw from either
     Generator (both ways) before any case has run, and counts its draws."""
