@@ -154,6 +154,23 @@ def test_each_tree_battery_has_a_tree_that_is_one_chain_whose_leaf_is_reached():
         assert reached >= SAMPLES / 10, contract
 
 
+def test_a_chain_of_top_tokens_is_kept_whole_with_the_product_of_q_at_its_tokens():
+    """On a tree that is one chain of "top" siblings (each node the draft's top token, so
+    p_i(x_i) = 1), the rule's chance run() records for each call is prod_i q_i(x_i): node i's
+    token read in the call's own Q[i], the target's law after its parent's path."""
+    i, case = numbered("tree", "V=3 top tokens T=0.7")
+    chain, products, kept = case._replace(parents=(-1, 0, 1)), [], []
+
+    def spy(tokens, parents, Q, rng, P=None):
+        products.append(np.prod([Q[j][t] for j, t in enumerate(tokens)]))
+        return verify_tree(tokens, parents, Q, rng, P=P)
+
+    run(spy, "tree", chain, 100, (0, i), kept)
+    rule = np.concatenate([r for r, _ in kept])
+    assert len(rule) == len(products) and 0 < rule.max() < 1
+    assert np.allclose(rule, products, rtol=1e-12, atol=0), (rule[:5], products[:5])
+
+
 @pytest.mark.parametrize("contract, name", [("tree", "tree_leaf_dropped"),
                                             ("tree_without_replacement",
                                              "without_replacement_leaf_dropped")])
