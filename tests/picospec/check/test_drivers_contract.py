@@ -165,6 +165,29 @@ def test_a_token_out_of_range_is_named_in_the_row_that_emitted_it():
     assert quoted and "3" in quoted.group(1).split(", "), result.detail
 
 
+def batched_last_row_ends_with_minus_2(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                       draft_token_ids, rng):
+    """picospec's rejection sampler whose batches of 2 rows or more end their last row with -2,
+    a negative id other than the pad -1; its rows drawn alone are right."""
+    out = rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                           rng=rng)
+    if len(out) > 1:
+        out[-1, -1] = -2
+    return out
+
+
+def test_a_negative_id_other_than_the_pad_is_named_in_the_row_that_holds_it():
+    """The error quotes the row that holds -2 (the batch's last), not the first row padded with
+    -1 or the first row of the batch."""
+    number, case = numbered("rejection", "V=3 k=2 T=0.7")
+    result = check_case(batched_last_row_ends_with_minus_2, "rejection", case, SAMPLES,
+                        (0, number))
+    quoted = re.search(r"row (\d+): \[(-?\d+), (-?\d+), (-?\d+)\]: the contract pads with -1",
+                       result.detail)
+    assert result.verdict == "error" and quoted, result
+    assert quoted.group(4) == "-2" and int(quoted.group(1)) > 0, result.detail
+
+
 def tree_zeroes_q(tokens, parents, Q, rng, P=None):
     """picospec's tree verifier that zeroes the target's laws Q after reading them."""
     out = verify_tree(tokens, parents, Q, rng, P=P)
