@@ -188,6 +188,27 @@ def test_a_negative_id_other_than_the_pad_is_named_in_the_row_that_holds_it():
     assert quoted.group(4) == "-2" and int(quoted.group(1)) > 0, result.detail
 
 
+def batched_last_row_empty(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                           draft_token_ids, rng):
+    """picospec's rejection sampler whose batches of 2 rows or more leave their last row empty,
+    -1 only; its rows drawn alone are right."""
+    out = rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
+                           rng=rng)
+    if len(out) > 1:
+        out[-1] = -1
+    return out
+
+
+def test_a_row_with_no_token_is_quoted_from_that_row():
+    """The error quotes the empty row (the batch's last: -1 only), not a row before it that
+    emitted one token (a draft rejected at once) or any other."""
+    number, case = numbered("rejection", "V=3 k=2 T=0.7")
+    result = check_case(batched_last_row_empty, "rejection", case, SAMPLES, (0, number))
+    quoted = re.search(r"row (\d+): \[([^\]]*)\] for drafts", result.detail)
+    assert result.verdict == "error" and quoted, result
+    assert quoted.group(2) == "-1, -1, -1" and int(quoted.group(1)) > 0, result.detail
+
+
 def tree_zeroes_q(tokens, parents, Q, rng, P=None):
     """picospec's tree verifier that zeroes the target's laws Q after reading them."""
     out = verify_tree(tokens, parents, Q, rng, P=P)
