@@ -2107,11 +2107,40 @@ MUTANTS = (
            ("tests/app/test_plan.py::"
             "test_an_option_whose_help_says_its_default_gets_no_second_one",),
            "--help adds \"(default: 0)\" to --runs' own default"),
-    Mutant("grader-mistake-named-from-one-case", "graders", "rule", "picospec/exercises/grading.py",
-           "for i, case in cases:", "for i, case in cases[:1]:",
-           ("tests/picospec/exercises/test_grading.py::"
-            "test_a_kept_mistake_agreeing_only_on_the_failing_case_is_not_named",),
-           "a mistake named from the failing case alone"),
+    Mutant("checker-top-chain-p-from-draft", "checker", "rule", "picospec/check/drivers.py",
+           'p_x = 1.0 if case.siblings == "top" else P[rows, np.arange(m), tokens]',
+           "p_x = P[rows, np.arange(m), tokens]",
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_a_chain_of_top_tokens_is_kept_whole_with_the_product_of_q_at_its_tokens",),
+           "a top token taken as drafted with p < 1: kept chance too high"),
+    Mutant("checker-top-chain-kept-lowered", "checker", "rule", "picospec/check/drivers.py",
+           'p_x = 1.0 if case.siblings == "top"', 'p_x = 1.1 if case.siblings == "top"',
+           ("tests/picospec/check/test_cases_shapes.py::"
+            "test_a_chain_of_top_tokens_is_kept_whole_with_the_product_of_q_at_its_tokens",),
+           "kept chance lowered: a chain sampler keeping fewer could pass"),
+    Mutant("checker-negative-id-wrong-row", "checker", "rule", "picospec/check/drivers.py",
+           "row = int(np.flatnonzero((out < -1).any(1))[0])",
+           "row = int(np.flatnonzero((out <= -1).any(1))[0])",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_a_negative_id_other_than_the_pad_is_named_in_the_row_that_holds_it",),
+           "off by one: the error quotes a row padded with -1, not the row holding -2"),
+    Mutant("checker-empty-row-wrong-row", "checker", "rule", "picospec/check/drivers.py",
+           "row = int(np.flatnonzero((emitted == 0)", "row = int(np.flatnonzero((emitted == 1)",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_a_row_with_no_token_is_quoted_from_that_row",),
+           "the error quotes a row that emitted one token, not the empty row"),
+    Mutant("checker-near-one-list-bounds", "checker", "rule", "picospec/check/drivers.py",
+           "low, high = np.broadcast_arrays(np.asarray(low, float), np.asarray(high, float))",
+           "pass",
+           ("tests/picospec/check/test_drivers_uniforms.py::"
+            "test_both_extreme_generators_take_bounds_given_as_lists",),
+           "near-one uniform() fails on list bounds that numpy's Generator takes"),
+    Mutant("checker-padded-minus-2", "checker", "rule", "picospec/check/drivers.py",
+           "out = np.full((len(rows), width), -1, dtype=np.int64)",
+           "out = np.full((len(rows), width), -2, dtype=np.int64)",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_padded_writes_minus_1_after_each_row_s_tokens",),
+           "padded() pads with -2, not the contracts' -1"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
@@ -2643,10 +2672,11 @@ MUTANTS = (
            "the watched calls draw other uniforms than the learner's rng would"),
     Mutant("grader-mistake-named-on-one-case", "graders", "record",
            "picospec/exercises/grading.py",
-           "        for i, case in cases_of(contract) if battery is None else battery.cases:",
-           "        for i, case in (cases_of(contract) if battery is None else battery.cases)[:1]:",
-           ("tests/picospec/exercises/test_grading.py::test_five_sampler_bugs_get_five_lines_and_their_names",),
-           "ties toward the draft named as the inverted ratio (alike at all-zero uniforms)"),
+           "        for i, case in cases:", "        for i, case in cases[:1]:",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_kept_mistake_agreeing_only_on_the_failing_case_is_not_named",
+            "tests/picospec/exercises/test_grading.py::test_five_sampler_bugs_get_five_lines_and_their_names"),
+           "a kept mistake named from the failing case alone"),
     Mutant("grader-float32-accepted-as-values", "graders", "record",
            "picospec/exercises/grading.py", "yours.dtype.itemsize < right.itemsize",
            "yours.dtype.itemsize < 0",
