@@ -2141,6 +2141,18 @@ MUTANTS = (
            ("tests/picospec/check/test_drivers_contract.py::"
             "test_padded_writes_minus_1_after_each_row_s_tokens",),
            "padded() pads with -2, not the contracts' -1"),
+    Mutant("runner-estimate-counts-trials-twice", "graders", "rule", "picospec/exercises/runner.py",
+           "return seconds[1] + (samples - 3 * TRIAL) * per_sequence",
+           "return seconds[1] + samples * per_sequence",
+           ("tests/picospec/exercises/test_runner_pieces.py::"
+            "test_a_gradings_time_is_estimated_from_two_runs_its_fixed_cost_counted_once",),
+           "the timed runs counted twice in the estimate"),
+    Mutant("runner-estimate-busy-trial", "graders", "rule", "picospec/exercises/runner.py",
+           "per_sequence = max(seconds[1] - seconds[0], 0.0) / (2 * TRIAL)",
+           "per_sequence = abs(seconds[1] - seconds[0]) / (2 * TRIAL)",
+           ("tests/picospec/exercises/test_runner_pieces.py::"
+            "test_a_gradings_time_is_estimated_from_two_runs_its_fixed_cost_counted_once",),
+           "a busy first run read as a cost per sequence"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 
+from picospec.exercises import runner
 from picospec.exercises.runner import SHOWN, Capped, doing, drain, near_names, stop, take
 
 
@@ -130,3 +131,25 @@ def test_the_time_left_handed_on_with_each_event_only_shrinks(tmp_path, monkeypa
     assert len(lefts) >= 3  # read, start, verdict, printed
     assert all(0 < left < 50.0 for left in lefts)
     assert lefts == sorted(lefts, reverse=True)
+
+
+def test_a_gradings_time_is_estimated_from_two_runs_its_fixed_cost_counted_once(monkeypatch):
+    """A grading of n sequences taking 2 s + 0.01 s x n: runs of 100 and 300 take 3 s and 5 s,
+    so 20,000 take 5 + 19,700 x 0.01 = 202 s (not 3 s x 200 = 600 s, the fixed 2 s counted 200
+    times); one taking longer at 100 than at 300 (a busy moment) counts the 300's time alone."""
+    clock = [0.0]
+    monkeypatch.setattr(runner.time, "perf_counter", lambda: clock[0])
+
+    class Graded:
+        def __init__(self, cost):
+            self.cost, self.asked = cost, []
+
+        def grade(self, fn, samples, seed):
+            self.asked.append((samples, seed))
+            clock[0] += self.cost(samples)
+
+    module = Graded(lambda n: 2.0 + 0.01 * n)
+    assert runner.estimate(module, None, 20_000, 7) == 202.0
+    assert module.asked == [(100, 7), (300, 7)]
+    busy = Graded(lambda n: 9.0 if n == 100 else 5.0)
+    assert runner.estimate(busy, None, 20_000, 0) == 5.0
