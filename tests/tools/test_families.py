@@ -213,12 +213,17 @@ def test_ctrl_c_in_a_terminal_is_one_line_and_ends_the_familys_process(tmp_path)
                          cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
     seen = ""
-    while "measuring in " not in seen:
-        seen += p.stdout.readline() or pytest.fail(f"exited early: {seen}{p.stderr.read()}")
-    child = int(seen.split("measuring in ")[1].split(",")[0])
-    assert "Ctrl-C ignored: True" in seen, seen
-    os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to every process of the group
-    out, err = p.communicate(timeout=60)
+    try:
+        while "measuring in " not in seen:
+            seen += p.stdout.readline() or pytest.fail(f"exited early: {seen}{p.stderr.read()}")
+        child = int(seen.split("measuring in ")[1].split(",")[0])
+        assert "Ctrl-C ignored: True" in seen, seen
+        os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to every process of the group
+        out, err = p.communicate(timeout=60)
+    finally:  # a run that failed to end leaves no process behind
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
     assert p.returncode == 130, seen + out + err
     assert [line for line in err.splitlines() if line.strip()] == ["interrupted"], err
     with pytest.raises(ProcessLookupError):  # ended, and reaped
