@@ -162,7 +162,7 @@ def batched_imports(root, path):
         if module in SHARED | {"batched"} or module != path.stem:
             continue
         source = root / "picospec" / f"{module}.py"
-        classes = {n.name for n in ast.parse(source.read_text(encoding="utf-8")).body
+        classes = {n.name for n in parsed(source).body
                    if isinstance(n, ast.ClassDef)}
         for a in node.names:
             if a.name in classes:
@@ -587,7 +587,7 @@ def forward_copies(root):
             if isinstance(node, ast.FunctionDef) and node.name in FORWARD:
                 out.append(f"{path.relative_to(root)} defines {node.name}: the forward is written "
                            f"once, in model.py")
-    for node in ast.walk(ast.parse((root / "gpt2" / "model.py").read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(root / "gpt2" / "model.py")):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [node.module] if isinstance(node,
                                                 ast.ImportFrom) else [a.name for a in node.names]
@@ -709,7 +709,7 @@ def test_one_command_line_parser():
 def test_the_door_is_argparse_and_the_command_reads_argv_once():
     """picospec_cli builds on argparse; the picospec command's plan calls the door's `read` once and
     nothing of the app splits argv (it used to re-split it at three places)."""
-    door = ast.parse((ROOT / "picospec_cli" / "__init__.py").read_text(encoding="utf-8"))
+    door = parsed(ROOT / "picospec_cli" / "__init__.py")
     assert "argparse" in {a.name for n in door.body if isinstance(n, ast.Import) for a in n.names}
     calls = [n.func.id for path in project_files(ROOT, "*.py", "picospec_app", recursive=False)
              for n in ast.walk(parsed(path))

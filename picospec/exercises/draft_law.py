@@ -178,9 +178,10 @@ def rules(z, d2t, n_vocab, out):
         return (f"token {j} is not in d2t, yet it got {out[..., j].max():.3g}: a token outside "
                 f"the draft vocabulary must get exactly 0")
     sums = out.sum(-1)  # [...]
-    if (np.abs(sums - 1) > 1e-9).any():
+    gaps = np.abs(sums - 1)  # [...]
+    if (gaps > 1e-9).any():
         hint = f" (z is {z.dtype}: compute in float64)" if z.dtype != np.float64 else ""
-        return (f"a row sums to {sums.flat[np.argmax(np.abs(sums - 1))]:.10g}, not 1 to 1e-9: "
+        return (f"a row sums to {sums.flat[np.argmax(gaps)]:.10g}, not 1 to 1e-9: "
                 f"each row is the softmax of that row of z{hint}")
     return None
 

@@ -209,8 +209,6 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
                    f"case {i}. {bad.name}")
 
 
-# one more law case, of a shape the battery lacks, once the battery passed: fn's calls watched by
-# rules, wrap(watch) the sampler the checker runs -> a failing Verdict naming the case, or None
 def same_mistake(fn, known, contract, seed, n=200, battery=None, first=None):
     """The kept wrong answer among `known` whose n sequences are fn's on every case of the
     battery, or None; case `first` (where fn failed, and most mistakes differ) compared first."""
