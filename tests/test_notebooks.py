@@ -32,28 +32,38 @@ DEFAULT = ("import numpy; from gpt2.fast.policy import blas_threads; print(blas_
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs_with_the_thread_policy(path, monkeypatch):
-    """Every cell runs; inside an engine's call the BLAS has the engine's count, and after the
-    notebook the process has the count it started with. One notebook runs on the BLAS's own default;
-    the others on one thread (OPENBLAS_NUM_THREADS=1, for their own NumPy work outside the engines),
-    so that two test workers' kernels do not oversubscribe 2 cores (as conftest.py does)."""
+    """Every cell runs; the notebook's engines take main.py's settings and policy; inside an
+    engine's call the BLAS has the engine's count, and after the notebook the process has the count
+    it started with. One notebook runs on the BLAS's own default and the cores idle when it loads;
+    the others on one thread, their own NumPy work (OPENBLAS_NUM_THREADS=1) and their engines'
+    calls (PICOSPEC_THREADS=1), so that two test workers' kernels do not oversubscribe 2 cores."""
     import subprocess
 
     from notebook_io import execute
 
-    if path.name != "speculative_sampling.ipynb":
+    measured = path.name == "speculative_sampling.ipynb"
+    if not measured:
         monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+        monkeypatch.setenv("PICOSPEC_THREADS", "1")
     nb = execute(path, quick=True, timeout=600, then=[THREADS])
     seen = json.loads(nb.cells[-1].outputs[0]["text"])
     fresh = subprocess.run([sys.executable, "-c", DEFAULT], capture_output=True, text=True,
                            cwd=FOLDER.parent, check=True)
     assert seen["inside"] == seen["policy"] and seen["blas"] == int(fresh.stdout), seen
+    blas = [line for line in printed(nb).splitlines() if line.startswith("BLAS: ")]
+    assert blas, f"{path.name}: no BLAS line printed"
+    for line in blas:  # measured as main.py measures, or the count the setting asked for
+        assert "not measured" not in line if measured else "; 1 thread (requested); " in line, line
     assert_verdicts_follow_figures(nb, path.name)
+
+
+def printed(nb):  # what a notebook's code cells printed
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
 
 
 def verdict_lines(nb):
     """Every printed line of a notebook that carries a sentence computed from its figures."""
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    return [line for line in text.splitlines() if "verdict:" in line]
+    return [line for line in printed(nb).splitlines() if "verdict:" in line]
 
 
 # the notebooks whose prose turns on measured figures print their verdicts beside them

@@ -23,6 +23,8 @@ code("""import os, sys, json
 sys.path.insert(0, "..")
 from picospec_cli import env_flag
 QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer prompts, tokens, repeats
+from picospec_app.settings import engine_choices
+ENGINE = engine_choices()  # as main.py: its PICOSPEC_* settings and the cores idle now
 import numpy as np
 import matplotlib.pyplot as plt
 from gpt2.load import load_model
@@ -36,7 +38,7 @@ md("""## The head's shapes
 For a target of width C (tiny-target: C = 256, 4 attention heads, V = 4097 tokens): a linear layer from
 [token embedding, feature] (2C numbers) to C, then one GPT-2 block (attention 4C² + 4C weights and biases, MLP 8C² + 5C,
 two layer norms 4C). The embedding and the LM head are the target's, frozen: the head ships no vocabulary matrix."""),
-code("""target, encoder = load_model("tiny-target")
+code("""target, encoder = load_model("tiny-target", **ENGINE)
 head = load_eagle("tiny-target", None, target)   # gpt2.eagle.EagleHead: the draft contract, with its record's accuracy
 folder = head.folder
 record = json.loads((folder / "eagle.json").read_text())

@@ -56,6 +56,8 @@ except ImportError:  # this notebook beside the repository's picospec/
                           "kernel") from None
 from picospec_cli import env_flag
 QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer samples and tokens
+from picospec_app.settings import engine_choices
+ENGINE = engine_choices()  # as main.py: its PICOSPEC_* settings and the cores idle now
 import numpy as np
 from picospec.exercises import grade
 SAMPLES = 2_000 if QUICK else 20_000  # sequences per case of the law-graded exercises"""),
@@ -89,8 +91,8 @@ that of an autoregressive token (the first notebook, speculative_sampling, deriv
 code("""from gpt2.load import load_model
 from picospec_app.machine import blas_line, policy
 from picospec_app.run import call_costs, interleaved, run_method, speedup_of
-target, encoder = load_model("tiny-target")
-draft = load_model("tiny-draft")[0]
+target, encoder = load_model("tiny-target", **ENGINE)
+draft = load_model("tiny-draft", **ENGINE)[0]
 print(blas_line(policy(target)))
 x = encoder.encode("def read_lines(path):\\n    with open(path) as f:\\n        return ")
 N, ROUNDS, K = (16, 2, 4) if QUICK else (64, 7, 4)

@@ -18,6 +18,8 @@ code("""import os, sys, json, time
 sys.path.insert(0, "..")
 from picospec_cli import env_flag
 QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer prompts, tokens, repeats
+from picospec_app.settings import engine_choices
+ENGINE = engine_choices()  # as main.py: its PICOSPEC_* settings and the cores idle now
 import numpy as np
 import matplotlib.pyplot as plt
 from picospec.tree import medusa_buffers, sparse_tree, chain_choices, cartesian_choices
@@ -55,7 +57,7 @@ continuations of validation prompts and on the validation text itself, and the s
 from `heads.json` and `medusa_choices.json`. (In the first, 16 of every 128 tokens are the prompts the continuations
 follow, so even the LM head is not 100% "right".)"""),
 code("""from gpt2.load import load_model, heads_folder, heads_function
-target, encoder = load_model("tiny-target")
+target, encoder = load_model("tiny-target", **ENGINE)
 folder = heads_folder("tiny-target", "medusa")
 heads, config = heads_function(folder, target)
 record = json.loads((folder / "heads.json").read_text())

@@ -21,6 +21,8 @@ code("""import os, sys
 sys.path.insert(0, "..")
 from picospec_cli import env_flag
 QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer prompts, tokens, repeats
+from picospec_app.settings import engine_choices
+ENGINE = engine_choices()  # as main.py: its PICOSPEC_* settings and the cores idle now
 import numpy as np
 import matplotlib.pyplot as plt
 from IPython.display import HTML, display
@@ -29,7 +31,7 @@ from picospec.prompt_lookup import find_candidates, prompt_lookup_decoding
 from picospec.rest import Datastore, rest_decoding
 from picospec.lookahead import lookahead_tree, attention_mask, lookahead_decoding
 from picospec.tree import trie, prune
-target, encoder = load_model("tiny-target")
+target, encoder = load_model("tiny-target", **ENGINE)
 
 def show(ids, origins, prompt_len):
     colors = {"prompt": "#ddd", "draft": "#9f9", "resample": "#fd9", "bonus": "#9cf"}

@@ -22,6 +22,8 @@ code("""import os, sys
 sys.path.insert(0, "..")
 from picospec_cli import env_flag
 QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer prompts, tokens, repeats
+from picospec_app.settings import engine_choices
+ENGINE = engine_choices()  # as main.py: its PICOSPEC_* settings and the cores idle now
 import json
 import numpy as np
 import matplotlib.pyplot as plt
@@ -31,7 +33,7 @@ from gpt2.self_draft import SelfDraft, exit_skip, load_self_draft, parse_skip, r
 from gpt2.train.skip_search import draft_logits
 from picospec.theory import greedy_walk, walk_speedup, cascade_speedup, expected_speedup
 from picospec.self_draft import adapt_threshold
-target, encoder = load_model("tiny-target")
+target, encoder = load_model("tiny-target", **ENGINE)
 config = read_config(ASSETS / "tiny-target")
 L = target.hparams["n_layer"]
 print("sublayers:", [sublayer_name(s) for s in range(2 * L)])
@@ -161,7 +163,7 @@ Models are wrapped to log every call. The target reviews K = 3 tokens of tiny-dr
 own review steps over n-gram drafts, at most K_inner = 2 in one call and fewer when fewer tokens are still needed
 (vertical), then K_tail = 2 n-gram tokens (horizontal)."""),
 code("""from picospec.cascade import review_step
-tiny, ngram = load_model("tiny-draft")[0], load_model("ngram")[0]
+tiny, ngram = load_model("tiny-draft", **ENGINE)[0], load_model("ngram")[0]
 log = []
 def logged(name, model):
     def call(x, n=1):

@@ -28,9 +28,11 @@ from picospec.autoregressive import autoregressive_sampling
 from picospec.theory import expected_tokens_per_call, GPU_VERIFY_COST
 from picospec_cli import env_flag
 QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer prompts, tokens, repeats
+from picospec_app.settings import engine_choices
+ENGINE = engine_choices()  # as main.py: its PICOSPEC_* settings and the cores idle now
 
-target, encoder = load_model("tiny-target")  # each engine runs on main.py's BLAS policy
-draft, _ = load_model("tiny-draft")
+target, encoder = load_model("tiny-target", **ENGINE)  # each engine runs on main.py's BLAS policy
+draft, _ = load_model("tiny-draft", **ENGINE)
 x = encoder.encode("def read_lines(path):\\n")   # main.py's default prompt
 print(len(x), "prompt tokens;", target.n_vocab, "tokens in the vocabulary")
 print(blas_line(policy(target)))"""),

@@ -26,6 +26,8 @@ code("""import os, sys, itertools
 sys.path.insert(0, "..")
 from picospec_cli import env_flag
 QUICK = env_flag("PICOSPEC_QUICK", False)  # CI (1, true, yes): fewer prompts, tokens, repeats
+from picospec_app.settings import engine_choices
+ENGINE = engine_choices()  # as main.py: its PICOSPEC_* settings and the cores idle now
 import numpy as np
 import matplotlib.pyplot as plt
 from gpt2.load import load_model
@@ -39,8 +41,8 @@ from picospec_app.load import load_acceptance
 from picospec.sequoia import acceptance_vector
 ACCEPTANCE = load_acceptance("tiny-target", "tiny-draft")  # measured by bench.token_trees, beside the target
 from picospec_app.machine import blas_line, policy
-target, encoder = load_model("tiny-target")  # each engine runs on main.py's BLAS policy
-draft = load_model("tiny-draft")[0]
+target, encoder = load_model("tiny-target", **ENGINE)  # each engine runs on main.py's BLAS policy
+draft = load_model("tiny-draft", **ENGINE)[0]
 ngram = load_model("ngram")[0]
 print(blas_line(policy(target)))
 
