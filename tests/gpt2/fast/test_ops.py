@@ -217,6 +217,9 @@ def test_building_an_engine_leaves_the_process_blas_count_alone():
 
 
 # ---- every method row, on every value ----
+# Every engine below runs on one BLAS thread (threads=1): what it computes is the same on any
+# count, and the policy's second thread for forwards of 33+ rows only spins against the other
+# test worker (tests/gpt2/fast/test_policy.py tests the counts).
 
 @pytest.fixture(scope="module", params=list(VALUES))
 def models(request):
@@ -227,11 +230,11 @@ def models(request):
     from picospec_app.load import load_heads
 
     kind, static = VALUES[request.param]
-    target, encoder = load_model("tiny-target", ops=kind, static=static)
+    target, encoder = load_model("tiny-target", ops=kind, static=static, threads=1)
     text = ("def read_lines(path):\n    with open(path) as f:\n"
             "        return f.read().splitlines()\n") * 3
     store = Datastore.build(np.array(encoder.encode(text), dtype=np.uint16))
-    draft = load_model("tiny-draft", ops=kind, static=static)[0]
+    draft = load_model("tiny-draft", ops=kind, static=static, threads=1)[0]
     assert target.plan.kind == draft.plan.kind == kind
     assert (target.engine.static is not None) == static
     loaded = {"target": target, "draft": draft, "datastore": store}
@@ -301,7 +304,7 @@ def greedy_texts(xs):
     from gpt2.load import load_model
     from picospec_app.run import run_method
 
-    plain = load_model("tiny-target", ops="reference")[0]
+    plain = load_model("tiny-target", ops="reference", threads=1)[0]
     return [run_method("autoregressive", list(x), {"target": plain}, N, 0,
                        {"temperature": 0})["output"] for x in xs]
 
@@ -318,11 +321,12 @@ def reference_needs(name):
     from tests.support.methods import needs_of
 
     if "models" not in REFERENCE_NEEDS:
-        target, encoder = load_model("tiny-target", ops="reference")
+        target, encoder = load_model("tiny-target", ops="reference", threads=1)
         text = ("def read_lines(path):\n    with open(path) as f:\n"
                 "        return f.read().splitlines()\n") * 3
         store = Datastore.build(np.array(encoder.encode(text), dtype=np.uint16))
-        loaded = {"target": target, "draft": load_model("tiny-draft", ops="reference")[0],
+        loaded = {"target": target, "draft": load_model("tiny-draft", ops="reference",
+                                                        threads=1)[0],
                   "datastore": store}
         heads = {k: load_heads("tiny-target", k, None, target)
                  for k in ("medusa", "blockwise", "eagle", "eagle3")}
@@ -353,7 +357,7 @@ def micro_needs(name, value):
     from picospec.rest import Datastore
 
     kind, static = VALUES[value]
-    target = GPT2(*MICRO_T, ops=kind, static=static)
+    target = GPT2(*MICRO_T, ops=kind, static=static, threads=1)
     if name == "layer_skip":
         engine = SelfDraft(MICRO_T[0], target.params, [1], plan=target.plan)
         return {"target": engine.target, "draft": engine.draft,
@@ -387,9 +391,9 @@ def micro_needs(name, value):
         return {"target": target, "heads": Eagle3Head(params, config, target.params["wte"], 32,
                                                       target.plan.ops, target.plan.threads)}
     tokens = np.random.default_rng(0).integers(0, 3, 400).astype(np.uint16)
-    return {"target": target, "draft": GPT2(*MICRO_D, ops=kind, static=static),
+    return {"target": target, "draft": GPT2(*MICRO_D, ops=kind, static=static, threads=1),
             "draft2": GPT2(*random_gpt2(n_vocab=3, n_ctx=24, n_embd=8, n_layer=1, seed=9,
-                                        scale=0.6), ops=kind),
+                                        scale=0.6), ops=kind, threads=1),
             "datastore": Datastore.build(tokens), "acceptance": {"sampled": [0.6, 0.2, 0.1]}}
 
 
@@ -416,7 +420,7 @@ def test_every_lossless_row_keeps_the_target_law_on_a_fast_value(name):
     (tests/__init__.py)."""
     from picospec.check.exact_law import check_law, exact_law
 
-    target = GPT2(*MICRO_T, ops="reference")
+    target = GPT2(*MICRO_T, ops="reference", threads=1)
     for prompt, rows in zip(LAW_PROMPTS, sampled_law_rows(name, ROTATION[name])):
         check_law(rows, exact_law(target, prompt, LAW_N, **LAW_OPTIONS))
 
@@ -428,7 +432,7 @@ def test_a_broken_sampler_on_a_fast_value_is_rejected(monkeypatch):
     from picospec.check.exact_law import check_law, exact_law
 
     monkeypatch.setattr(rejection, "recovered_probs", lambda q, p: q)
-    target = GPT2(*MICRO_T, ops="reference")
+    target = GPT2(*MICRO_T, ops="reference", threads=1)
     with pytest.raises(AssertionError, match="differs from the target"):
         for prompt, rows in zip(LAW_PROMPTS, sampled_law_rows("speculative", "panels")):
             check_law(rows, exact_law(target, prompt, LAW_N, **LAW_OPTIONS))
