@@ -1,8 +1,10 @@
 """Shared test set-up: a deterministic hypothesis profile, so CI never flakes on a new random
-example; one BLAS thread for every test module, the count gpt2/fast/policy.py gives every model
-below SMALL_MODEL (all the suite's models): on 2 shared cores (and with `-n 2`, two workers) the
-BLAS default spins threads over the tiny products and cost some tests 15x the CPU time (a test that
-sets its own count still does, and the next module starts from one again); the built-in models
+example; one BLAS thread for every test module, the count gpt2/fast/policy.py gives the products
+of every model below SMALL_MODEL (all the suite's models but 124M's): on 2 shared cores (and with
+`-n 2`, two workers) the BLAS default spins threads over the tiny products and cost some tests 15x
+the CPU time (a test that sets its own count still does, and the next module starts from one
+again; an engine's forwards of 33+ token rows take the cores its policy gives them, unless it was
+built with threads=1, as the tests running many such forwards build theirs); the built-in models
 loaded once per test session; huggingface_hub kept off the user's cache, token and network."""
 import atexit
 import os
