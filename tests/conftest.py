@@ -1,11 +1,12 @@
 """Shared test set-up: a deterministic hypothesis profile, so CI never flakes on a new random
 example; one BLAS thread for every test module, the count gpt2/fast/policy.py gives the products
-of every model below SMALL_MODEL (all the suite's models but 124M's): on 2 shared cores (and with
-`-n 2`, two workers) the BLAS default spins threads over the tiny products and cost some tests 15x
-the CPU time (a test that sets its own count still does, and the next module starts from one
-again; an engine's forwards of 33+ token rows take the cores its policy gives them, unless it was
-built with threads=1, as the tests running many such forwards build theirs); the built-in models
-loaded once per test session; huggingface_hub kept off the user's cache, token and network."""
+of every model below SMALL_MODEL (all the suite's models but 124M's): on 2 shared cores (and
+with `-n 2`, two workers) the BLAS default spins threads over the tiny products and cost some
+tests 15x the CPU time (a test that sets its own count still does, and the next module starts
+from one again; an engine's forwards of 33+ token rows take the cores its policy gives them,
+unless it was built with threads=1, as the built-in models below, tests/support's engines and
+the tests running many such forwards build theirs); the built-in models loaded once per
+test session; huggingface_hub kept off the user's cache, token and network."""
 import atexit
 import os
 import shutil
@@ -51,16 +52,16 @@ def one_blas_thread():
 
 @pytest.fixture(scope="session")
 def tiny_target():
-    """The shipped tiny-target engine and its tokenizer, loaded once per test session. The engine
-    keeps a cache of the last text it read and reuses only a matching prefix, so any test may decode
-    any prompt with it."""
+    """The shipped tiny-target engine and its tokenizer, loaded once per test session, on one BLAS
+    thread (threads=1). The engine keeps a cache of the last text it read and reuses only a matching
+    prefix, so any test may decode any prompt with it."""
     from gpt2.load import load_model
 
-    return load_model("tiny-target")
+    return load_model("tiny-target", threads=1)
 
 
 @pytest.fixture(scope="session")
 def tiny_draft():
     from gpt2.load import load_model
 
-    return load_model("tiny-draft")
+    return load_model("tiny-draft", threads=1)

@@ -28,7 +28,7 @@ def micro_rows(monkeypatch, name, broken=None, **options):
     """The batched form of `name` on ROWS (broken: (rule, function) planted in the batched run
     only), each row against the single form alone."""
     single, batch, kwargs = METHODS[name]
-    target, draft, stats = micro(), GPT2(DRAFT_HP, DRAFT_PARAMS), []
+    target, draft, stats = micro(), GPT2(DRAFT_HP, DRAFT_PARAMS, threads=1), []
     with monkeypatch.context() as patch:
         if broken:
             patch.setattr({"specinfer": specinfer, "sequoia": sequoia}[name], *broken)

@@ -40,14 +40,14 @@ TEXTS = ["def add(a, b):", "import os", "class Node:\n    def __init__(self", "x
 
 def micro():
     """-> a fresh single-sequence engine of the micro target (it holds a cache: one per use)."""
-    return GPT2(HP, PARAMS)
+    return GPT2(HP, PARAMS, threads=1)
 
 
 @functools.cache
 def model(name):
-    """-> (model, encoder) of a built-in model, loaded once per test session (reset() it before
-    use)."""
-    return load_model(name)
+    """-> (model, encoder) of a built-in model on one BLAS thread, loaded once per test session
+    (reset() it before use)."""
+    return load_model(name, threads=1)
 
 
 def built_in():

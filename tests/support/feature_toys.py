@@ -16,7 +16,9 @@ def engine_and_head(seed):
     hparams, params = random_gpt2(n_vocab=12, n_ctx=64, n_embd=16, n_head=2, n_layer=2, seed=seed,
                                   scale=0.5)
     head_params, config = random_head(C=16, seed=seed)
-    return GPT2(hparams, params), EagleHead(head_params, config, params["wte"], 128)
+    engine = GPT2(hparams, params, threads=1)
+    return engine, EagleHead(head_params, config, params["wte"], 128,
+                             threads=engine.plan.threads)
 
 
 def engine_and_eagle3_head(seed, V_d=7, ops=None, n_vocab=12):
@@ -30,7 +32,9 @@ def engine_and_eagle3_head(seed, V_d=7, ops=None, n_vocab=12):
     head = {k: v if k == "d2t" else tree_map(
         lambda a: (a + 0.3 * rng.standard_normal(a.shape)).astype(np.float32), v)
         for k, v in head.items()}
-    return GPT2(hparams, params, ops=ops), Eagle3Head(head, config, params["wte"], 128)
+    engine = GPT2(hparams, params, ops=ops, threads=1)
+    return engine, Eagle3Head(head, config, params["wte"], 128,
+                              threads=engine.plan.threads)
 
 
 class ToyTarget(ToyTree):

@@ -55,8 +55,8 @@ def model_and_heads(n_vocab=12, n_heads=3, seed=0, scale=0.5):
     rng = np.random.default_rng(seed)
     for v in flatten(heads).values():
         v[...] = rng.standard_normal(v.shape).astype(np.float32) * 0.3
-    return GPT2(hparams, params), lambda h, n=None: heads_logits(h, heads[:n], params["wte"],
-                                                                 config)
+    engine = GPT2(hparams, params, threads=1)
+    return engine, lambda h, n=None: heads_logits(h, heads[:n], params["wte"], config)
 
 
 def as_dtype(tree, dtype):

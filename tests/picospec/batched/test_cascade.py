@@ -43,7 +43,7 @@ WARPED = dict(temperature=1.3, top_p=0.9)
 def micro_rows(monkeypatch, broken=None):
     """Both cascades at once on ROWS, warped (a broken batch_review_step planted in the batched
     run), each row against the single form alone -> the batch's step records."""
-    target, draft, stats = micro(), GPT2(DRAFT_HP, DRAFT_PARAMS), []
+    target, draft, stats = micro(), GPT2(DRAFT_HP, DRAFT_PARAMS, threads=1), []
     with monkeypatch.context() as patch:
         if broken:
             patch.setattr(cs, "batch_review_step", broken)
