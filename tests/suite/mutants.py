@@ -2153,6 +2153,16 @@ MUTANTS = (
            ("tests/picospec/exercises/test_runner_pieces.py::"
             "test_a_gradings_time_is_estimated_from_two_runs_its_fixed_cost_counted_once",),
            "a busy first run read as a cost per sequence"),
+    Mutant("notebook-engine-without-settings", "pages", "rule", "notebooks/medusa.ipynb",
+           'target, encoder = load_model(\\"tiny-target\\", **ENGINE)',
+           'target, encoder = load_model(\\"tiny-target\\")',
+           ("tests/test_notebooks.py::test_notebook_runs_with_the_thread_policy[medusa.ipynb]",),
+           "a notebook's engine built on load_model's defaults, not main.py's settings"),
+    Mutant("notebook-cores-not-measured", "pages", "rule", "notebooks/speculative_sampling.ipynb",
+           "ENGINE = engine_choices()", "ENGINE = {}",
+           ("tests/test_notebooks.py::"
+            "test_notebook_runs_with_the_thread_policy[speculative_sampling.ipynb]",),
+           "a notebook's engines loaded without the idle cores measured"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
