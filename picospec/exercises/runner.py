@@ -201,6 +201,7 @@ def estimate(module, fn, samples, seed):
     per_sequence = max(seconds[1] - seconds[0], 0.0) / (2 * TRIAL)
     return seconds[1] + (samples - 3 * TRIAL) * per_sequence
 
+
 def doing(result):
     """What the child was doing when it stopped."""
     if result.get("running"):
