@@ -8,7 +8,9 @@ unless it was built with threads=1, as the built-in models below, tests/support'
 the tests running many such forwards build theirs); the built-in models loaded once per
 test session; huggingface_hub kept off the user's cache, token and network."""
 import atexit
+import importlib.util
 import os
+import py_compile
 import shutil
 import sys
 import tempfile
@@ -42,6 +44,39 @@ assert "huggingface_hub" not in sys.modules, "huggingface_hub was imported befor
 
 import pytest  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
+
+from tests.support.tracked import project_files  # noqa: E402
+
+
+def compile_the_project():
+    """The project's bytecode, written once by the run's first process when
+    PYTHONDONTWRITEBYTECODE is set (as on CI): a fresh checkout then has none, and each of the run's
+    Python processes (the workers, and the hundreds the tests start: main.py, the checker, the
+    graders' children, the notebooks' kernels) compiled every module it imported again. Written
+    where Python writes it without that setting (__pycache__, which git ignores), hash-checked (PEP
+    552): a pyc is read only while its source is the one compiled, whatever the source's timestamp
+    (tests/suite/mutants.py plants and restores a file within a second). A folder that cannot be
+    written stays as it was."""
+    root = Path(__file__).resolve().parents[1]
+    for path in project_files(root, "*.py"):
+        try:
+            pyc = Path(importlib.util.cache_from_source(str(path)))
+            source = path.read_bytes()
+            with open(pyc, "rb") as f:  # magic, flags (3: hash-checked), the source's hash
+                fresh = f.read(16) == (importlib.util.MAGIC_NUMBER + (3).to_bytes(4, "little")
+                                       + importlib.util.source_hash(source))
+        except OSError:
+            fresh = False
+        try:
+            if not fresh:
+                py_compile.compile(str(path), quiet=2,
+                                   invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+        except OSError:  # a read-only checkout: each process compiles as before
+            pass
+
+
+if sys.dont_write_bytecode and "PYTEST_XDIST_WORKER" not in os.environ:
+    compile_the_project()
 
 
 @pytest.fixture(autouse=True, scope="module")
