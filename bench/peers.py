@@ -62,6 +62,9 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
          out=None):
     """picospec vs transformers side by side (needs torch and transformers:
     requirements-reference.txt)."""
+    if draft == "ngram":  # the command line first: refused before torch loads
+        raise ValueError("--draft ngram: transformers runs the same checkpoints as picospec, and "
+                         "the n-gram has none; give a GPT-2 draft such as tiny-draft")
     try:
         import torch
         import transformers  # noqa: F401
@@ -81,9 +84,6 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
 
     check_target(target)
     offline = read_settings().offline  # PICOSPEC_OFFLINE, as main.py reads it
-    if draft == "ngram":
-        raise ValueError("--draft ngram: transformers runs the same checkpoints as picospec, and "
-                         "the n-gram has none; give a GPT-2 draft such as tiny-draft")
     ours_target, encoder = load_model(target, offline=offline, **engine_choices())
     # the prompt lookup rows run copy-heavy prompts
     check_room(ours_target.n_ctx, prompt_tokens, n_tokens, encoder)

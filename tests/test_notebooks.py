@@ -9,9 +9,6 @@ import pytest
 
 from tests.support.tracked import project_files
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-
 FOLDER = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = project_files(FOLDER.parent, "*.ipynb", "notebooks", recursive=False)
 sys.path.insert(0, str(FOLDER / "src"))
@@ -39,6 +36,7 @@ def test_notebook_runs_with_the_thread_policy(path, monkeypatch):
     calls (PICOSPEC_THREADS=1), so that two test workers' kernels do not oversubscribe 2 cores."""
     import subprocess
 
+    pytest.importorskip("nbclient")
     from notebook_io import execute
 
     measured = path.name == "speculative_sampling.ipynb"
@@ -55,6 +53,12 @@ def test_notebook_runs_with_the_thread_policy(path, monkeypatch):
     for line in blas:  # measured as main.py measures, or the count the setting asked for
         assert "not measured" not in line if measured else "; 1 thread (requested); " in line, line
     assert_verdicts_follow_figures(nb, path.name)
+
+
+def read(path):
+    """The notebook at path, nbformat imported here rather than at collection (each test worker
+    collects every module; nbformat and nbclient take seconds to import)."""
+    return pytest.importorskip("nbformat").read(path, as_version=4)
 
 
 def printed(nb):  # what a notebook's code cells printed
@@ -83,7 +87,7 @@ def assert_verdicts_follow_figures(nb, name):
 def test_committed_notebooks_are_executed_and_normalised(path):
     """Outputs from a run of every code cell, and no execution timestamps (a rerun changes only what
     the cells print)."""
-    nb = nbformat.read(path, as_version=4)
+    nb = read(path)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.execution_count is not None for c in code), f"{path.name}: a cell was not run"
     assert not [c for c in nb.cells if "execution" in c.metadata], f"{path.name}: timestamps"
@@ -98,13 +102,14 @@ def test_each_notebook_is_what_its_maker_writes(maker, monkeypatch):
     """The cells' sources of the committed notebook are the ones its maker writes."""
     import runpy
 
+    pytest.importorskip("nbformat")
     import notebook_io
 
     written = {}
     monkeypatch.setattr(notebook_io, "save", lambda nb, path: written.update({Path(path).name: nb}))
     runpy.run_path(str(maker))
     (name, nb), = written.items()
-    committed = nbformat.read(FOLDER / name, as_version=4)
+    committed = read(FOLDER / name)
     sources = [(c.cell_type, c.source) for c in nb.cells]
     assert [(c.cell_type, c.source) for c in committed.cells] == sources
 
@@ -119,7 +124,7 @@ def test_every_notebook_has_a_maker():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_committed_verdicts_follow_their_figures(path):
     """Each printed verdict says what the figures printed in it imply."""
-    assert_verdicts_follow_figures(nbformat.read(path, as_version=4), path.name)
+    assert_verdicts_follow_figures(read(path), path.name)
 
 
 def test_a_verdict_that_contradicts_its_figures_is_rejected():
@@ -188,7 +193,7 @@ def test_the_iid_fit_carries_no_verdict():
     """alpha is fitted to K = 1's tokens per call, so at K = 1 the i.i.d. prediction equals the
     measurement by construction: a verdict there could never say anything but "matches". The
     K = 1 line gives the fit; each other K prints both verdicts."""
-    nb = nbformat.read(FOLDER / "speculative_sampling.ipynb", as_version=4)
+    nb = read(FOLDER / "speculative_sampling.ipynb")
     last = next(c for c in reversed(nb.cells) if c.cell_type == "code")
     lines = "".join(o.get("text", "") for o in last.outputs).splitlines()
     fit = [line for line in lines if line.startswith("K=1:")]
@@ -204,7 +209,7 @@ def test_c_is_a_target_call_in_every_notebook():
     import re
 
     for path in NOTEBOOKS:
-        for cell in nbformat.read(path, as_version=4).cells:
+        for cell in read(path).cells:
             if cell.cell_type == "markdown":
                 for m in re.finditer(r"(?<![\w.])c\(([^)]*)\)", cell.source):
                     assert re.fullmatch(r"M|K \+ 1|k|\d+", m[1]), (path.name, m[0])
@@ -217,7 +222,7 @@ def test_a_cost_model_without_drafting_is_stated_only_where_nothing_drafts():
     import re
 
     for path in NOTEBOOKS:
-        nb = nbformat.read(path, as_version=4)
+        nb = read(path)
         text = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
         if not re.search(r"/ \(c \+ r\)", " ".join(text.split())):
             continue

@@ -7,12 +7,12 @@ import pytest
 from tests.support.clitools import ROOT
 from tests.support.tracked import project_files
 
-nbformat = pytest.importorskip("nbformat")  # notebook_io reads and writes with it
 
 
 def test_notebooks_read_picospec_quick_as_every_flag(monkeypatch):
     """PICOSPEC_QUICK=true ran the notebooks in full (only "1" counted): each notebook's own QUICK
     line, run as it is committed, reads it as the other flags are read."""
+    nbformat = pytest.importorskip("nbformat")  # here, not at collection: it takes a second
     for path in project_files(ROOT, "*.ipynb", "notebooks", recursive=False):
         lines = [line for cell in nbformat.read(path, as_version=4).cells
                  if cell.cell_type == "code" for line in cell.source.splitlines()]
@@ -31,6 +31,7 @@ def test_notebook_io_runs_quick_mode_as_asked_and_keeps_the_committed_notebook(t
     """PICOSPEC_QUICK=1 python notebooks/src/notebook_io.py NB ran in full and rewrote NB: now it
     runs quick mode and says it writes nothing back; without it, full mode writes NB."""
     sys.path.insert(0, str(ROOT / "notebooks" / "src"))
+    pytest.importorskip("nbformat")  # notebook_io reads and writes with it
     import notebook_io
 
     runs, saved = [], []

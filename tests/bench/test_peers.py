@@ -1,13 +1,14 @@
 """picospec's greedy decoding, assisted generation and prompt lookup are token-identical to Hugging
 Face transformers' on the built-in checkpoints (bench/peers.py's identity column, checked on one
-short run)."""
-import pytest
+short run); a command line it cannot run is refused before torch loads."""
+import sys
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+import pytest
 
 
 def test_peer_benchmark_tokens_identical(capsys):
+    pytest.importorskip("torch")  # here, not at collection: each test worker collects every module
+    pytest.importorskip("transformers")
     from bench.peers import main
 
     main(n_prompts=2, prompt_tokens=32, n_tokens=12)
@@ -15,3 +16,13 @@ def test_peer_benchmark_tokens_identical(capsys):
             and "of" in line]
     assert len(rows) == 2 * 4  # printed as measured, then again in the final table
     assert all(line.rstrip(" |").endswith("2 of 2") for line in rows), rows
+
+
+def test_an_ngram_draft_is_refused_before_torch_loads(monkeypatch):
+    """--draft ngram is the command line's mistake, named as such on a machine without torch too
+    (and at once where torch takes seconds to import)."""
+    from bench.peers import main
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    with pytest.raises(ValueError, match="^--draft ngram: transformers runs the same checkpoints"):
+        main(draft="ngram")

@@ -9,12 +9,9 @@ skip when either is missing.
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from gpt2.engine import GPT2  # noqa: E402
-from gpt2.model import gpt2  # noqa: E402
-from gpt2.weights import load_checkpoint  # noqa: E402
+from gpt2.engine import GPT2
+from gpt2.model import gpt2
+from gpt2.weights import load_checkpoint
 
 SHAPES = {
     "micro": dict(n_layer=1, n_embd=8, n_head=2, n_positions=16, vocab_size=11),
@@ -25,6 +22,10 @@ SHAPES = {
 
 
 def reference_checkpoint(tmp_path, shape, seed=0):
+    """-> (transformers' GPT2LMHeadModel on a random checkpoint it saved in tmp_path, torch); torch
+    and transformers imported here, not at collection (each test worker collects every module)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
     torch.manual_seed(seed)
     config = transformers.GPT2Config(**SHAPES[shape], resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
     hf = transformers.GPT2LMHeadModel(config).eval()
@@ -34,13 +35,13 @@ def reference_checkpoint(tmp_path, shape, seed=0):
             if p.ndim == 1:
                 p.add_(0.1 * torch.randn_like(p))
     hf.save_pretrained(tmp_path, safe_serialization=True)
-    return hf
+    return hf, torch
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_logits_match_transformers(tmp_path, shape):
-    hf = reference_checkpoint(tmp_path, shape)
+    hf, torch = reference_checkpoint(tmp_path, shape)
     hparams, params = load_checkpoint(tmp_path)
     n = min(hparams["n_ctx"], 40)
     ids = np.random.default_rng(1).integers(0, hparams["n_vocab"], n)
@@ -58,7 +59,7 @@ def test_logits_match_transformers(tmp_path, shape):
 
 def test_parity_check_can_fail(tmp_path):
     """A broken variant (one transposed attention weight) must exceed the tolerance."""
-    hf = reference_checkpoint(tmp_path, "wide-heads")
+    hf, torch = reference_checkpoint(tmp_path, "wide-heads")
     hparams, params = load_checkpoint(tmp_path)
     w = params["blocks"][1]["attn"]["c_proj"]["w"]
     params["blocks"][1]["attn"]["c_proj"]["w"] = np.ascontiguousarray(w.T)
