@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from gpt2.fast import Choices, build
 from gpt2.load import ASSETS
 from gpt2.model import gpt2
 from gpt2.self_draft import (Model, SelfDraft, exit_skip, load_self_draft, parse_skip, read_config,
@@ -56,7 +57,8 @@ def test_verification_reusing_the_draft_equals_a_full_forward(tiny, skip, dtype,
 
     x = encoder.encode("def read_lines(path):\n    with open(path) as f:\n")
     drafts = [11, 22, 33, 44]
-    engine = SelfDraft(model.hparams, params, parse_skip(skip, 6))
+    engine = SelfDraft(model.hparams, params, parse_skip(skip, 6),
+                       plan=build(params, model.n_params, Choices(threads=1)))  # one BLAS thread
     np.testing.assert_allclose(draft_then_verify(engine, x, drafts), reference(x + drafts, 5),
                                atol=atol, rtol=0)
     # a second step after a rejection: the cache rolls back and still matches
@@ -94,7 +96,6 @@ def test_the_self_draft_runs_as_the_target_engine(tiny, kind):
     target engine's plan (its ops, head copy and panels, shared, not copied) and gives the logits
     of the reference operations and the plain tied head wte.T, on both sides; a SelfDraft built
     without one builds its own, with a contiguous head copy."""
-    from gpt2.fast import Choices, build
     from picospec_app.load import load_self_draft as load_as_main
 
     model, _ = tiny
@@ -123,7 +124,7 @@ def test_the_draft_is_the_skipped_path_on_the_target_cache(tiny):
     skip = parse_skip("a1,m2,a4", 6)
     # rows: the draft reads tokens 14..18
     batched = draft_logits(model.params, model.hparams, x, 14, skip)[0]
-    engine = SelfDraft(model.hparams, model.params, skip)
+    engine = SelfDraft(model.hparams, model.params, skip, plan=model.plan)
     for j in range(14, 19):
         engine.target(list(x[0, :j]))
         np.testing.assert_allclose(engine.draft.logits(list(x[0, :j + 1]))[0], batched[j - 14],
@@ -157,7 +158,7 @@ def test_shipped_skip_set_decodes_as_its_search_predicted(tiny):
     model, _ = tiny
     record = read_config(ASSETS / "tiny-target")["layer_skip"]
     seqs, start = record["search"]["sequences"], record["search"]["start"]
-    engine = SelfDraft(model.hparams, model.params, parse_skip(record["skip"], 6))
+    engine = SelfDraft(model.hparams, model.params, parse_skip(record["skip"], 6), plan=model.plan)
     tokens, calls = 0, 0
     for seq in seqs:
         engine.reset()

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import picospec.batched.self_draft as sd
+from gpt2.fast import Choices, build
 from gpt2.load import ASSETS
 from gpt2.self_draft import (BatchSelfDraft, SelfDraft, batch_side, exit_skip, load_self_draft,
                              parse_skip, sublayer)
@@ -44,11 +45,12 @@ def engines(tiny, path, dtype):
     """-> a SelfDraft on tiny-target for `path` ("a3,m4": a skip set; "E2": exit after layer 2,
     plain LM head; "shipped exit": the shipped exit layer and adapter), its weights in dtype."""
     params = as_dtype(tiny.params, dtype)
+    plan = build(params, tiny.n_params, Choices(threads=1))  # as tiny's: one BLAS thread
     if path == "shipped exit":
         shipped = load_self_draft(tiny.hparams, tiny.params, ASSETS / "tiny-target", "early_exit")
-        return SelfDraft(tiny.hparams, params, shipped.skip, shipped.adapter)
+        return SelfDraft(tiny.hparams, params, shipped.skip, shipped.adapter, plan=plan)
     skip = exit_skip(int(path[1:]), 6) if path.startswith("E") else parse_skip(path, 6)
-    return SelfDraft(tiny.hparams, params, skip)
+    return SelfDraft(tiny.hparams, params, skip, plan=plan)
 
 
 def run_calls(batch, singles, seed, steps=14):
@@ -79,7 +81,8 @@ def test_batched_logits_equal_each_row_on_its_own_engine(tiny, path, seed):
     """float64 weights show the two equal up to the order of sums (the rows run together, then one
     by one)."""
     engine = engines(tiny, path, "float64")
-    singles = [SelfDraft(engine.hparams, engine.params, engine.skip, engine.adapter)
+    singles = [SelfDraft(engine.hparams, engine.params, engine.skip, engine.adapter,
+                         plan=engine.plan)
                for _ in range(4)]
     assert run_calls(BatchSelfDraft(engine, 4), singles, seed) < 1e-5
 
@@ -88,7 +91,8 @@ def test_float32_rows_agree_as_closely_as_the_engine_does_with_itself(tiny):
     """In float32 the logits differ by the order of sums only, as in
     tests/gpt2/test_self_draft.py (1e-4)."""
     engine = engines(tiny, "shipped exit", "float32")
-    singles = [SelfDraft(engine.hparams, engine.params, engine.skip, engine.adapter)
+    singles = [SelfDraft(engine.hparams, engine.params, engine.skip, engine.adapter,
+                         plan=engine.plan)
                for _ in range(3)]
     assert run_calls(BatchSelfDraft(engine, 3), singles, 2) < 1e-4
 
@@ -104,7 +108,8 @@ class VerifiesOnTheDraftsCache(BatchSelfDraft):
 
 def test_a_target_that_reuses_the_drafts_keys_and_values_is_caught(tiny):
     engine = engines(tiny, "a3,m4", "float64")
-    singles = [SelfDraft(engine.hparams, engine.params, engine.skip) for _ in range(4)]
+    singles = [SelfDraft(engine.hparams, engine.params, engine.skip, plan=engine.plan)
+               for _ in range(4)]
     assert run_calls(VerifiesOnTheDraftsCache(engine, 4), singles, 0) > 1e-3
 
 
@@ -118,7 +123,8 @@ class ReusesOffByOne(BatchSelfDraft):
 
 def test_a_wrong_reuse_of_the_residuals_at_the_cut_is_caught(tiny):
     engine = engines(tiny, "a3,m4", "float64")
-    singles = [SelfDraft(engine.hparams, engine.params, engine.skip) for _ in range(4)]
+    singles = [SelfDraft(engine.hparams, engine.params, engine.skip, plan=engine.plan)
+               for _ in range(4)]
     assert run_calls(ReusesOffByOne(engine, 4), singles, 0) > 1e-3
 
 
@@ -144,7 +150,7 @@ def test_verification_runs_only_unread_tokens_below_the_cut(tiny, monkeypatch, p
     assert {rows for s, rows in seen if s < cut} == {3} and {rows for s,
                                                              rows in seen if s >= cut} == {9}
     for b, x in enumerate(xs):
-        single = SelfDraft(engine.hparams, engine.params, engine.skip)
+        single = SelfDraft(engine.hparams, engine.params, engine.skip, plan=engine.plan)
         for side, more, n in calls:
             alone = getattr(single, side).logits(x + more, n)
         assert np.abs(out[b] - alone).max() < 1e-5
