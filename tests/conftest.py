@@ -6,7 +6,8 @@ tests 15x the CPU time (a test that sets its own count still does, and the next 
 from one again; an engine's forwards of 33+ token rows take the cores its policy gives them,
 unless it was built with threads=1, as the built-in models below, tests/support's engines and
 the tests running many such forwards build theirs); the built-in models loaded once per
-test session; huggingface_hub kept off the user's cache, token and network."""
+test session; huggingface_hub kept off the user's cache, token and network; the project's
+bytecode written once per run where no process would write it (compile_the_project)."""
 import atexit
 import importlib.util
 import os
@@ -45,7 +46,7 @@ assert "huggingface_hub" not in sys.modules, "huggingface_hub was imported befor
 import pytest  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from tests.support.tracked import project_files  # noqa: E402
+from tests.support.tracked import project_files, tracked  # noqa: E402
 
 
 def compile_the_project():
@@ -55,9 +56,12 @@ def compile_the_project():
     graders' children, the notebooks' kernels) compiled every module it imported again. Written
     where Python writes it without that setting (__pycache__, which git ignores), hash-checked (PEP
     552): a pyc is read only while its source is the one compiled, whatever the source's timestamp
-    (tests/suite/mutants.py plants and restores a file within a second). A folder that cannot be
-    written stays as it was."""
+    (a file changed and restored within one second, as a mutation run does, never runs stale
+    code). A folder that cannot be written stays as it was; a tree that is not a git checkout (such
+    as tests/suite/mutants.py's copies) is left to Python."""
     root = Path(__file__).resolve().parents[1]
+    if tracked(str(root)) is None:  # not a checkout: its files may be a venv's, thousands
+        return
     for path in project_files(root, "*.py"):
         try:
             pyc = Path(importlib.util.cache_from_source(str(path)))
