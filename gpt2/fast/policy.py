@@ -17,12 +17,16 @@ DIRECT_SGEMM = ("SkylakeX", "Cooperlake", "SapphireRapids")  # OpenBLAS kernels 
 ROW_PANELS = ("Nehalem", "Sandybridge", "Haswell", "Zen")
 PANEL_MAX_PARAMS = 400_000_000  # the panels are one more copy of the weights: up to 355M's shape
 REQUESTED = "requested"  # the why of a count the caller gave (the command names who gave it)
+IDLE_WINDOW = 0.1  # seconds free_cores() watches /proc/stat for the cores idle now
 
 
-def idle_cpus(cpus, seconds=0.1):
-    """-> how many of `cpus` (ids) other processes leave idle over `seconds` (float), or None."""
+def idle_cpus(cpus, seconds=None):
+    """-> how many of `cpus` (ids) other processes leave idle over `seconds` (float; None:
+    IDLE_WINDOW), or None."""
     import os
     import time
+
+    seconds = IDLE_WINDOW if seconds is None else seconds
 
     def ticks():  # -> {cpu id: (idle ticks, total ticks)}
         out = {}

@@ -1822,7 +1822,7 @@ MUTANTS = (
             "test_a_cgroup_cpu_quota_is_read[lines9-files9-None]",),
            "a quota of 0 read as a 0-CPU limit"),
     Mutant("threads-idle-over-no-time", "threads", "rule", "gpt2/fast/policy.py",
-           "def idle_cpus(cpus, seconds=0.1):", "def idle_cpus(cpus, seconds=0):",
+           "IDLE_WINDOW = 0.1  #", "IDLE_WINDOW = 0  #",
            ("tests/gpt2/fast/test_policy.py::"
             "test_idle_cpus_measures_over_its_default_window",),
            "idle cores measured over no time"),
