@@ -17,15 +17,15 @@ STATEMENT = """\
 **Exercise `draft_law(z, d2t, n_vocab)`: EAGLE-3's draft law over all target tokens.** EAGLE-3's
 draft head (Li et al. 2025) scores V_d tokens only, its draft vocabulary: z, float64 or float32
 [..., V_d], its logits; d2t, an int array [V_d], the target id of each draft token (in any order:
-the most frequent first). Return the head's law over all V = n_vocab target tokens, a float64
-NumPy array [..., V]: the softmax of z along its last axis, placed at the ids d2t, and exactly 0
-for every token outside the draft vocabulary; each row sums to 1 (to 1e-9). Logits reach 1000 and
-a row's may lie 700 or more apart: subtract each row's max before exp. Leave z and d2t as they
-were. Example: z = [0, log 3], d2t = [2, 0], n_vocab = 4 -> [0.75, 0, 0.25, 0]. Graded by its
-law: on toy heads (V = 3 to 8, V_d < V, d2t unsorted, logits with ties, targets with mass outside
-the draft vocabulary) the drafts come from the head's true law and speculative sampling's verifier
-judges them with your law as p; whole sequences must keep the target's law. Each call is also
-checked: shape, dtype, no mass outside d2t, rows summing to 1."""
+the most frequent first). Return the head's law over all V = n_vocab target tokens, a float64 NumPy
+array [..., V]: the softmax of z along its last axis, placed at the ids d2t, and exactly 0 for every
+token outside the draft vocabulary; each row sums to 1 (to 1e-9). Logits reach 1000 or -1000, and a
+row's may lie 700 or more apart: subtract each row's max before exp. Leave z and d2t as they were.
+Example: z = [0, log 3], d2t = [2, 0], n_vocab = 4 -> [0.75, 0, 0.25, 0]. Graded by its law: on toy
+heads (V = 3 to 8, V_d < V, d2t unsorted, logits with ties, targets with mass outside the draft
+vocabulary) the drafts come from the head's true law and speculative sampling's verifier judges them
+with your law as p; whole sequences must keep the target's law. Each call is also checked: shape,
+dtype, no mass outside d2t, rows summing to 1."""
 STUB = '''def draft_law(z, d2t, n_vocab):
     """z [..., V_d], d2t [V_d], n_vocab V -> the draft's law over all V tokens, float64 [..., V]."""
     raise NotImplementedError'''
@@ -126,8 +126,11 @@ WIDE = (np.array([1000.0, -1000.0, 0.0]), np.array([2, 0, 3]), 5)
 # z [2, 2, V_d]: a batch of two, where the battery's batches hold one
 BATCH = (np.array([[[0.5, -1.0, 2.0], [1.0, 1.0, 0.0]], [[3.0, 0.0, -2.0], [0.0, 0.7, 0.1]]]),
          np.array([4, 0, 2]), 5)
+# a row all near -1000: exp underflows to 0 for every token unless the max is subtracted
+LOW = (np.array([-1000.0, -1001.0, -1000.5]), np.array([1, 3, 0]), 4)
 CALLS = ((WIDE, "a call whose logits span 2000", "logits 2000 apart"),
-         (BATCH, "a call with z [2, 2, V_d], a batch of two", "z [2, 2, V_d]"))
+         (BATCH, "a call with z [2, 2, V_d], a batch of two", "z [2, 2, V_d]"),
+         (LOW, "a call whose logits all lie near -1000", "logits near -1000"))
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -167,8 +170,10 @@ def rules(z, d2t, n_vocab, out):
     if out.dtype != np.float64:
         return f"dtype {out.dtype}, expected float64"
     if not np.isfinite(out).all():
-        return (f"not finite (nan or inf): exp overflows for logits from {float(z.min()):.5g} "
-                f"to {float(z.max()):.5g}; subtract each row's max before exp")
+        what = ("exp of every logit of a row underflows to 0 (0 / 0)" if float(z.max()) < -700
+                else "exp overflows")  # exp(-745) is 0, exp(710) inf
+        return (f"not finite (nan or inf): {what} for logits from {float(z.min()):.5g} to "
+                f"{float(z.max()):.5g}; subtract each row's max before exp")
     if (out < 0).any():
         return "negative entries: a law has none (log-probabilities are not a law)"
     outside = np.ones(n_vocab, bool)  # [V]: the target ids outside the vocabulary
@@ -289,6 +294,16 @@ def one_max_for_all_rows(z, d2t, n_vocab):
     return placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
 
 
+def max_subtracted_when_large(z, d2t, n_vocab):
+    """The max subtracted only above 700: a row all near -1000 underflows to 0 / 0."""
+    z = z.astype(np.float64)
+    m = z.max(-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(np.where(m > 700, z - m, z))
+        return placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
+
+
 WRONG = (softmax_over_all_tokens, placed_by_inverse, ids_from_one, epsilon_everywhere,
          no_max_subtracted, log_probabilities, first_axis, over_n, sorted_ids, greedy_one_hot,
-         in_z_dtype, max_subtracted_in_place, one_row_only, one_max_for_all_rows)
+         in_z_dtype, max_subtracted_in_place, one_row_only, one_max_for_all_rows,
+         max_subtracted_when_large)

@@ -58,4 +58,9 @@ def guarded_near_one(alpha, K):
     return K + 1.0 if np.isclose(alpha, 1) else (1 - alpha ** (K + 1)) / (1 - alpha)
 
 
-WRONG = (no_own_token, one_draft_short, no_edge_case, guarded_near_one)
+def int_at_one(alpha, K):
+    """K + 1 at alpha = 1, an int where the statement asks for a float64."""
+    return K + 1 if alpha == 1 else (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
+WRONG = (no_own_token, one_draft_short, no_edge_case, guarded_near_one, int_at_one)

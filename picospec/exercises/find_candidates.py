@@ -32,6 +32,9 @@ def cases(seed=None):
     rng = np.random.default_rng(1)
     real = [([11, 2, 1, 2], 2, 2), ([2, 9, 11, 2, 7, 1, 2], 2, 1), ([256, 1, 256], 1, 1),
             ([50256, 12, 50256], 1, 2), ([256, 5, 0], 1, 1)]  # 256 and 0: one byte, two ids
+    # an id whose digits begin or end a longer id's: " 5 1" begins " 5 11", "1 5 " ends "21 5 "
+    real += [([11, 5, 1], 1, 2), ([5, 11, 9, 5, 1], 2, 1), ([300, 2, 30], 1, 1),
+             ([21, 5, 1], 1, 2), ([9, 21, 5, 7, 1, 5], 2, 1)]
     # n-grams past 3: the 4-gram's first match lies after the 3-gram's; 5 drafts of the 10 asked
     longer = [2, 3, 4, 8, 1, 2, 3, 4, 9, 1, 2, 3, 4]
     real += [(longer, 4, 10), (list(longer), 5, 10)]
@@ -102,4 +105,16 @@ def yields_the_draft(x, max_ngram_size=3, num_pred_tokens=10):
     yield from reference(x, max_ngram_size, num_pred_tokens)
 
 
-WRONG = (last_occurrence, shortest_first, matches_itself, through_bytes, yields_the_draft)
+def as_text(x, max_ngram_size=3, num_pred_tokens=10):
+    """Searched as text, a space before each id: " 5 1" begins " 5 11"."""
+    text = "".join(f" {t}" for t in x)
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        at = text.find("".join(f" {t}" for t in x[-n:]))
+        s = text[:at].count(" ")  # the window's first token
+        if s + n < len(x):
+            return x[s + n:s + n + num_pred_tokens]
+    return []
+
+
+WRONG = (last_occurrence, shortest_first, matches_itself, through_bytes, as_text,
+         yields_the_draft)

@@ -373,14 +373,16 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             if part != "raises" and (like := returns_as(fn, known, cases, compare)) is not None:
                 again += (f"\n  your answer returns what a known mistake returns on every case: "
                           f"{' '.join((like.__doc__ or like.__name__).split())}")
+            right, shown = apart(show(expected), shown)
             return Verdict(exercise, False, checked,
                            f"smallest case that differs ({part}): {label}\n  expected: "
-                           f"{show(expected)}\n  yours:    {shown}{again}", part)
+                           f"{right}\n  yours:    {shown}{again}", part)
     if (stale := refilled_call(fn, reference, cases, compare)) is not None:
         label, expected, shown = stale
+        expected, shown = apart(show(expected), shown)
         return Verdict(exercise, False, checked, (
             f"smallest case that differs (objects refilled in place): {label}\n  expected: "
-            f"{show(expected)}\n  yours:    {shown}\n  given new objects, your function "
+            f"{expected}\n  yours:    {shown}\n  given new objects, your function "
             f"returned the expected answer; given the list or array objects the case before was "
             f"given, refilled in place with this case's values, it returned the above: it keeps "
             f"an answer by the object (a cache keyed by id(), say), stale once the caller changes "
@@ -440,6 +442,18 @@ def returns_as(fn, known, cases, compare):
     return None
 
 
+def apart(expected, yours, keep=300):
+    """Two values shown, cut to `keep` characters around where they first differ."""
+    if max(len(expected), len(yours)) <= keep:
+        return expected, yours
+    at = next((i for i, (a, b) in enumerate(zip(expected, yours)) if a != b),
+              min(len(expected), len(yours)))
+    start = max(0, at - keep // 3)
+    return tuple(f"{'...' * (start > 0)}{s[start:start + keep]}"
+                 f"{'...' * (start + keep < len(s))} (characters {start:,} to "
+                 f"{min(start + keep, len(s)):,} of {len(s):,})" for s in (expected, yours))
+
+
 def second_call(fn, args, yours, shown):
     """A line when fn(*args) called again returns other than `yours` (shown: as it was; state
     kept between calls), else ""."""
@@ -479,10 +493,31 @@ def changed_input(args, before, names=None):
     """"input N changed" (or its name's) when the call wrote into one of its arguments, else
     None."""
     for i, (now, was) in enumerate(zip(args, before)):
-        if not np.array_equal(np.asarray(now, dtype=object), np.asarray(was, dtype=object)):
+        if not unchanged(now, was):
             return (f"{names[i] if names else f'input {i + 1}'} changed: an answer must leave "
                     f"its inputs as they were")
     return None
+
+
+def unchanged(now, was):
+    """now is was: the same types at every level, shapes, dtypes and values (NaN as NaN)."""
+    if type(now) is not type(was):
+        return False
+    if isinstance(was, np.ndarray):
+        return (now.shape == was.shape and now.dtype == was.dtype
+                and np.array_equal(now, was, equal_nan=was.dtype.kind in "fc"))
+    if isinstance(was, dict):
+        return list(now) == list(was) and all(unchanged(now[k], was[k]) for k in was)
+    if isinstance(was, (list, tuple)):
+        if len(now) != len(was) or list(map(type, now)) != list(map(type, was)):
+            return False
+        if any(issubclass(k, (list, tuple, dict, np.ndarray)) for k in set(map(type, was))):
+            return all(map(unchanged, now, was))  # containers inside: each compared alike
+        return now == was or all(map(unchanged, now, was))  # numbers: at C speed, then NaNs
+    try:
+        return bool(now == was) or bool(now != now and was != was)  # NaN stays NaN
+    except (TypeError, ValueError):
+        return np.array_equal(np.asarray(now, dtype=object), np.asarray(was, dtype=object))
 
 
 def learners_line(e):
@@ -510,7 +545,7 @@ def show(value):
 
 
 def not_ids(values):
-    """What is wrong with values as token ids or node indices (ints), or None."""
+    """What is wrong with values as token ids, node indices or counts (ints), or None."""
     for v in values:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
             return f"{show(v)} ({type(v).__name__}), not an int"
@@ -534,7 +569,9 @@ def same_array(yours, expected, tol=1e-9):
         return f"dtype {yours.dtype}, expected bool"
     if right.kind in "iu" and yours.dtype.kind not in "iu":
         return f"dtype {yours.dtype}, expected integers"
-    if right.kind == "f" and yours.dtype.kind not in "iuf":  # text "0.797" converts to 0.797
+    if right.kind == "f" and yours.dtype.kind in "iu":  # K + 1, not K + 1.0
+        return f"dtype {yours.dtype}, expected {right}: an integer where a float is asked"
+    if right.kind == "f" and yours.dtype.kind != "f":  # text "0.797" converts to 0.797
         kind = type(yours.ravel().tolist()[0]).__name__ if yours.size else yours.dtype
         return f"dtype {yours.dtype}, expected {right}: numbers, not {kind}"
     if right.kind == yours.dtype.kind == "f" and yours.dtype.itemsize < right.itemsize:

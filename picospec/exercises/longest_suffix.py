@@ -15,8 +15,9 @@ corpus, context: lists of token ids (ints from GPT-2's 50,257; leave them as the
 looks the context up in its datastore by its longest suffix first: for
 n = min(max_suffix, len(context)) down to 1, is the suffix context[-n:] found somewhere in the
 corpus (as consecutive tokens, anywhere, the corpus's last tokens included)?
-Return the first n that is, or 0 when not even the last token occurs. (REST then drafts from what
-followed those occurrences; picospec finds them with a suffix array, a scan is fine here.)
+Return the first n that is, or 0 when not even the last token occurs (or the context is empty).
+(REST then drafts from what followed those occurrences; picospec finds them with a suffix array,
+a scan is fine here.)
 Example: corpus [1, 2, 3, 1, 2], context [7, 3, 1, 2], max_suffix 4 -> 3."""
 STUB = '''def longest_suffix(corpus, context, max_suffix):
     """corpus, context (token ids), max_suffix >= 1 -> n, the longest suffix's length (0: none)."""
@@ -48,6 +49,9 @@ def cases(seed=None):
     # GPT-2's ids: [1, 2] is not in [11, 2] though "1, 2" is in "11, 2"; ids past a byte
     out += [([11, 2], [1, 2], 2), ([5, 12, 3], [1, 2, 3], 3), ([300, 50256, 7], [9, 50256, 7], 3),
             ([256, 1], [0, 1], 2), ([2, 13, 4], [3, 4], 2)]
+    # an id whose digits begin a longer id's: " 1 2" begins " 1 23", " 2" begins " 23"
+    out += [([1, 23], [1, 2], 2), ([23], [7, 2], 1), ([11, 2], [7, 1], 2)]
+    out.append(([1, 2], [], 2))  # no context: nothing to match
     # suffixes past 3 tokens: 4 of a context of 5, then 4 where max_suffix stops a match of 5
     out += [([5, 1, 2, 3, 4, 6], [9, 1, 2, 3, 4], 5), ([1, 2, 3, 4, 5], [1, 2, 3, 4, 5], 4)]
     out.append(([5, *range(1, 10), 6], [42, *range(1, 10)], 12))  # 9 of 10, max_suffix past it
@@ -96,4 +100,11 @@ def as_strings(corpus, context, max_suffix):
                  if str(context[-n:])[1:-1] in text), 0)
 
 
-WRONG = (no_cap, needs_a_continuation, first_miss, as_strings)
+def as_spaced_text(corpus, context, max_suffix):
+    """Searched as text, a space before each id: " 1 2" is inside " 1 23"."""
+    text = "".join(f" {t}" for t in corpus)
+    return next((n for n in range(min(max_suffix, len(context)), 0, -1)
+                 if "".join(f" {t}" for t in context[-n:]) in text), 0)
+
+
+WRONG = (no_cap, needs_a_continuation, first_miss, as_strings, as_spaced_text)

@@ -36,7 +36,9 @@ PARTS = ("attn_mask", "position_ids", "retrieve_indices")
 
 def reference(choices):
     made = buffers(choices, topk=1 + max(max(c) for c in choices))  # topk: room for every rank
-    return {part: made[part] for part in PARTS}
+    rows = made["retrieve_indices"]  # [L, D + 1], shown sorted (any order is right)
+    return {**{part: made[part] for part in PARTS},
+            "retrieve_indices": np.array(sorted(map(tuple, rows.tolist())), rows.dtype)}
 
 
 def closed(nodes):  # every node's parent is a node too
@@ -44,8 +46,8 @@ def closed(nodes):  # every node's parent is a node too
 
 
 def cases(seed=0):
-    """Every tree of up to 4 nodes (ranks 0-1, depth 3); ranks 3 and 10+ by hand; then random
-    trees of up to 12 nodes."""
+    """Every tree of up to 4 nodes (ranks 0-1, depth 3); ranks 3 and 10+ by hand, a tree of 300
+    rows; then random trees of up to 12 nodes."""
     universe = [c for d in (1, 2, 3) for c in itertools.product((0, 1), repeat=d)]
     out = []
     for size in range(1, 5):
@@ -54,6 +56,11 @@ def cases(seed=0):
                 out.append([list(c) for c in sort_choices(nodes)])
     # [0]'s one child has rank 3: [0] is no leaf; joined, "10" starts with "1", "010" with "01"
     out += [[[0], [0, 3]], [[1], [10]], [[0], [1], [0, 1], [0, 10], [1, 12]]]
+    # ranks read as the digits of one number in base b: [0, b] and [1, 0] are both b (and the
+    # parent of [0, b, 0] is not [1, 0])
+    out += [[[0], [1], [0, b], [1, 0], [0, b, 0]] for b in (10, 16, 32, 64, 100, 256, 1000)]
+    # 300 rows: row numbers and depths past what 8 bits hold
+    out.append([[r] for r in range(299)] + [[298, 0]])
     rng = np.random.default_rng(seed)
     for top in [3] * 30 + [12] * 10:  # children's ranks below top, the root's up to top
         nodes = {(0,)}
@@ -64,7 +71,9 @@ def cases(seed=0):
             else:
                 nodes.add((int(rng.integers(0, top + 1)),))
         out.append([list(c) for c in sort_choices(nodes)])
-    return [(f"choices={c}", (c,)) for c in out]
+    return [(f"choices={c}" if len(c) < 100 else
+             f"choices=[{', '.join(map(str, c[:3]))}, ..., {', '.join(map(str, c[-3:]))}] "
+             f"({len(c)} nodes)", (c,)) for c in out]
 
 
 def compare(yours, expected):
@@ -144,5 +153,28 @@ def ancestor_by_joined_ranks(choices):
     return out
 
 
+def ranks_as_one_number(choices):
+    """A node keyed by its depth and its ranks as base-10 digits: [0, 10] is [1, 0]."""
+    out = reference(choices)
+
+    def key(c):
+        return len(c), sum(r * 10 ** (len(c) - 1 - d) for d, r in enumerate(c))
+
+    row = {key(c): i + 1 for i, c in enumerate(choices)}  # the last row with a key wins
+    mask = np.eye(1 + len(choices), dtype=bool)  # [n, n]
+    mask[:, 0] = True
+    for i, c in enumerate(choices):
+        mask[i + 1, [row[key(c[:d])] for d in range(1, len(c))]] = True
+    out["attn_mask"] = mask
+    return out
+
+
+def indices_in_int8(choices):
+    """Position ids and retrieve indices in int8: past row 127 they wrap."""
+    out = reference(choices)
+    return {**out, **{part: out[part].astype(np.int8) for part in PARTS[1:]}}
+
+
 WRONG = (siblings_see_each_other, positions_from_one, retrieve_without_root,
-         retrieve_leaf_to_root, leaf_by_ranks_up_to_2, ancestor_by_joined_ranks)
+         retrieve_leaf_to_root, leaf_by_ranks_up_to_2, ancestor_by_joined_ranks,
+         ranks_as_one_number, indices_in_int8)

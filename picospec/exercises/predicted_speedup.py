@@ -29,9 +29,9 @@ def reference(E, c, K, c_d):
 
 
 def cases(seed=0):
-    """The worked example, a free draft, then random measurements."""
+    """The worked example, free drafts (c = 1 and 2), then random measurements."""
     rng = np.random.default_rng(seed)
-    out = [(2.36, 2.2, 4, 0.19), (3.0, 1.0, 2, 0.0), (1.0, 1.0, 1, 1.0)]
+    out = [(2.36, 2.2, 4, 0.19), (3.0, 1.0, 2, 0.0), (1.0, 1.0, 1, 1.0), (3.0, 2.0, 4, 0.0)]
     for _ in range(60):
         K = int(rng.integers(1, 9))
         out.append((float(1 + K * rng.random()), float(1 + 2 * rng.random()), K,
@@ -59,4 +59,9 @@ def one_draft_call(E, c, K, c_d):
     return E / (c + c_d)
 
 
-WRONG = (verification_free, one_draft_call)
+def free_draft_shortcut(E, c, K, c_d):
+    """E alone for a free draft: the verifying call's cost c forgotten."""
+    return float(E) if c_d == 0 else E / (c + K * c_d)
+
+
+WRONG = (verification_free, one_draft_call, free_draft_shortcut)

@@ -32,6 +32,9 @@ def cases(seed=None):
               # the same tokens at the same depth below different prefixes: distinct nodes
               [[1, 2, 3], [4, 2, 3]], [[1, 2, 3, 5], [4, 2, 3, 5]], [[7, 1, 2, 3], [8, 1, 2, 3]],
               [[256, 1], [0, 1]],  # ids 256 apart: one byte, two tokens
+              # a node keyed by one number, (parent + 1) * C + token, takes ids below C: with C
+              # short of the vocabulary, token C below the root is token 0 below node 0
+              *([[1, 0], [c]] for c in (1000, 10000, 32000, 32768, 50000, 50256)),
               [[1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 4, 5, 9, 7], [1, 2, 3, 4, 5, 6, 7, 8]],
               [], [[]]]  # nothing retrieved, or only an empty continuation: no node
     return [(f"sequences={s}", (s,)) for s in small + longer]
@@ -46,7 +49,8 @@ def compare(yours, expected):
                                  expected):
         if mine != right:
             return part
-    for part, ids in (("tokens", tokens), ("parents", parents)):  # ids and indices: ints
+    for part, ids in (("tokens", tokens), ("parents", parents),  # ids, indices, counts: ints
+                      ("counts", counts)):
         if (odd := not_ids(ids)) is not None:
             return f"{part}: {odd}"
     return None
@@ -132,10 +136,28 @@ def keyed_by_parent_token(sequences):
     return tokens, parents, counts
 
 
+def packed_keys(sequences):
+    """A node keyed by (parent + 1) * 50000 + token: [50000] is [x, 0]."""
+    node, counts = {}, []  # key -> (index, token, parent), in the order met
+    for seq in sequences:
+        at = -1
+        for t in seq:
+            at = node.setdefault((at + 1) * 50000 + t, (len(node), t, at))[0]
+            counts += [0] * (at == len(counts))
+            counts[at] += 1
+    return [v[1] for v in node.values()], [v[2] for v in node.values()], counts
+
+
+def counts_in_floats(sequences):
+    """Counts as floats: 2.0 sequences, not 2."""
+    tokens, parents, counts = reference(sequences)
+    return tokens, parents, [float(c) for c in counts]
+
+
 def yields_each_list(sequences):
     """yield tokens, parents and counts in turn: a generator, not the tuple asked."""
     yield from reference(sequences)
 
 
 WRONG = (no_merging, merged_by_token, counts_at_ends, joined_keys, keyed_by_parent_token,
-         yields_each_list)
+         packed_keys, counts_in_floats, yields_each_list)

@@ -1,5 +1,7 @@
 """Exercise: Medusa's typical acceptance (Cai et al. 2024, section 2.3.1). q = target; m tree
 nodes, V tokens."""
+import math
+
 import numpy as np
 
 from picospec.exercises.grading import grade_cases, show
@@ -13,7 +15,8 @@ parent (-1: the root), both lists of ints. probs [1 + m, V]: the target's law af
 (row 0) and after each node i (row 1 + i). Cai et al. 2024: candidate x below a node whose target
 law is q is kept when
 q(x) > min(epsilon, delta * exp(-H(q))), H(q) = -sum_v q(v) log q(v) (natural log, 0 log 0 = 0).
-Return a list of m booleans, one per node (the node alone, not its whole path). probs: float64,
+Return a list of m booleans, one per node (the node alone, not its whole path; m may be 0: []).
+probs: float64,
 compared exactly (a token at the threshold is not kept); it may hold exact zeros and must be left
 as it was."""
 STUB = '''def typical_accept(tokens, parents, probs, epsilon, delta):
@@ -23,8 +26,8 @@ ANSWER = "from picospec.medusa import typical_accept  # the project's answer"
 
 
 def cases(seed=0):
-    """q(x) at and a hair (1e-9) either side of each threshold, a law with zeros; then trees of
-    1 to 6 nodes over 2 to 6 tokens."""
+    """q(x) at and a hair (1e-9) either side of each threshold, zeros, tiny masses, no node;
+    then trees of 1 to 6 nodes over 2 to 6 tokens."""
     rng = np.random.default_rng(seed)
     tie = ([0], [-1], np.array([[0.09, 0.91], [0.5, 0.5]]), 0.09, 0.3)  # threshold min(.09, .22)
     out = [("tokens=[0], parents=[-1], probs=[[0.09, 0.91], [0.5, 0.5]], epsilon=0.09, delta=0.3",
@@ -46,6 +49,18 @@ def cases(seed=0):
     for delta in (0.552606831959, 0.552606833064, 0.5526068325111387, 0.5526068325112492):
         out.append((f"tokens=[0], parents=[-1], probs=[[0.3, 0.7], [0.5, 0.5]], epsilon=0.5, "
                     f"delta={delta}", ([0], [-1], np.array([[0.3, 0.7], [0.5, 0.5]]), 0.5, delta)))
+    # masses of 1e-10 and 1e-12 beside 0.3: their q log q moves H by 2e-9 and 3e-11, so a
+    # log clipped at 1e-8 (or 1e-11) puts 0.3 on the wrong side of a threshold a hair from it
+    for tiny in (1e-10, 1e-12):
+        law = [tiny, 0.3, 0.7 - tiny]
+        H = -math.fsum(q * math.log(q) for q in law)
+        for hair in (-1e-13, 1e-13):
+            delta = 0.3 * math.exp(H) * (1 + hair)
+            out.append((f"tokens=[1], parents=[-1], probs=[[{tiny}, 0.3, {law[2]}], "
+                        f"[0.3, 0.3, 0.4]], epsilon=0.5, delta={delta!r}",
+                        ([1], [-1], np.array([law, [0.3, 0.3, 0.4]]), 0.5, delta)))
+    out.append(("tokens=[], parents=[], probs=[[0.5, 0.5]], epsilon=0.09, delta=0.3 (no "
+                "candidates)", ([], [], np.array([[0.5, 0.5]]), 0.09, 0.3)))
     for m in range(1, 7):
         for V in range(2, 7):
             for concentration in (0.3, 1.0, 5.0):
@@ -136,5 +151,20 @@ def at_least_on_entropy_branch(tokens, parents, probs, epsilon, delta):
                  else probs[p + 1, t] > epsilon) for t, p in zip(tokens, parents)]
 
 
+def log_clipped(tokens, parents, probs, epsilon, delta):
+    """H with log(max(q, 1e-8)): a tiny mass's q log q is wrong."""
+    q = probs  # [1 + m, V]
+    threshold = np.minimum(epsilon, delta * np.exp(np.sum(q * np.log(np.maximum(q, 1e-8)), -1)))
+    return [bool(probs[p + 1, t] > threshold[p + 1]) for t, p in zip(tokens, parents)]
+
+
+def indexed_by_arrays(tokens, parents, probs, epsilon, delta):
+    """np.array(tokens) as an index: float, and raising, without candidates."""
+    threshold = np.minimum(epsilon, delta * np.exp(-entropy(probs)))  # [1 + m]
+    rows, cols = np.array(parents) + 1, np.array(tokens)  # [m], [m]
+    return (probs[rows, cols] > threshold[rows]).tolist()
+
+
 WRONG = (own_row, max_not_min, entropy_in_bits, stops_at_first_rejection, no_zero_guard,
-         log_plus_1e5, threshold_in_float32, at_least_on_entropy_branch)
+         log_plus_1e5, threshold_in_float32, at_least_on_entropy_branch, log_clipped,
+         indexed_by_arrays)

@@ -145,6 +145,22 @@ WRONG = [
     ("expected_tokens", "guarded_near_one", "E", "alpha=0.9999990463256836, K=16"),
     ("predicted_speedup", "verification_free", "speedup", "E=2.36, c=2.2, K=4, c_d=0.19"),
     ("predicted_speedup", "one_draft_call", "speedup", "E=2.36, c=2.2, K=4, c_d=0.19"),
+    ("predicted_speedup", "free_draft_shortcut", "speedup", "E=3.0, c=2.0, K=4, c_d=0.0"),
+    ("expected_tokens", "int_at_one",
+     "E: dtype int64, expected float64: an integer where a float is asked", "alpha=1.0, K=1"),
+    ("trie", "packed_keys", "tokens", "sequences=[[1, 0], [50000]]"),
+    ("trie", "counts_in_floats", "counts: 1.0 (float), not an int", "sequences=[[0]]"),
+    ("medusa_buffers", "ranks_as_one_number", "attn_mask",
+     "choices=[[0], [1], [0, 10], [1, 0], [0, 10, 0]]"),
+    ("medusa_buffers", "indices_in_int8", "retrieve_indices",
+     "choices=[[0], [1], [2], ..., [297], [298], [298, 0]] (300 nodes)"),
+    ("typical_accept", "log_clipped", "kept nodes", "tokens=[1], parents=[-1], probs=[[1e-10, "
+     "0.3, 0.6999999999], [0.3, 0.3, 0.4]], epsilon=0.5, delta=0.5526068338191136"),
+    ("typical_accept", "indexed_by_arrays", "raises", "tokens=[], parents=[], probs=[[0.5, 0.5]], "
+     "epsilon=0.09, delta=0.3 (no candidates)"),
+    ("find_candidates", "as_text", "draft", "x=[11, 5, 1], max_ngram_size=1, num_pred_tokens=2"),
+    ("longest_suffix", "as_spaced_text", "n", "corpus=[1, 23], context=[1, 2], max_suffix=2"),
+    ("draft_law", "max_subtracted_when_large", "logits near -1000", None),
 ]
 
 
@@ -163,6 +179,8 @@ def test_a_wrong_answer_fails_where_expected(name, wrong, failed, case):
     text = str(verdict)
     if failed == "randomness outside rng":  # before the law: the same rng, two answers
         assert "draw every random number from rng (rng.random())" in text
+    elif hasattr(module, "CONTRACT") and not failed.startswith("case "):  # a call past them
+        assert "once the law passed" in text and "the call:" in text and "it returned" in text
     elif hasattr(module, "CONTRACT"):  # the law: the first failing case, with its evidence
         assert f"first failing case: {failed[5:]}" in text
         assert "observed" in text and "expected" in text or "the first that broke a rule" in text

@@ -2163,6 +2163,83 @@ MUTANTS = (
            ("tests/test_notebooks.py::"
             "test_notebook_runs_with_the_thread_policy[speculative_sampling.ipynb]",),
            "a notebook's engines loaded without the idle cores measured"),
+    Mutant("grader-inputs-compared-as-objects", "graders", "rule",
+           "picospec/exercises/grading.py", "        if not unchanged(now, was):",
+           "        if not np.array_equal(np.asarray(now, dtype=object), np.asarray(was, "
+           "dtype=object)):",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_an_input_written_back_as_other_types_is_changed",),
+           "an answer that makes the caller's lists tuples, or its ints floats, passes"),
+    Mutant("grader-int-for-a-float", "graders", "rule", "picospec/exercises/grading.py",
+           '    if right.kind == "f" and yours.dtype.kind in "iu":  # K + 1, not K + 1.0\n'
+           '        return f"dtype {yours.dtype}, expected {right}: an integer where a float is '
+           'asked"\n    if right.kind == "f" and yours.dtype.kind != "f":',
+           '    if right.kind == "f" and yours.dtype.kind not in "iuf":',
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[expected_tokens-int_at_one]",),
+           "an int returned where the statement asks for a float64 passes"),
+    Mutant("grader-medusa-no-digit-keys", "graders", "rule",
+           "picospec/exercises/medusa_buffers.py",
+           "[0, b, 0]] for b in (10, 16, 32, 64, 100, 256, 1000)]", "[0, b, 0]] for b in ()]",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[medusa_buffers-ranks_as_one_number]",),
+           "a tree keyed by its ranks read as one base-10 number passes"),
+    Mutant("grader-medusa-no-wide-tree", "graders", "rule",
+           "picospec/exercises/medusa_buffers.py",
+           "    out.append([[r] for r in range(299)] + [[298, 0]])", "",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[medusa_buffers-indices_in_int8]",),
+           "retrieve indices kept in int8 pass (no tree past 127 rows)"),
+    Mutant("grader-trie-no-packed-keys", "graders", "rule", "picospec/exercises/trie.py",
+           "for c in (1000, 10000, 32000, 32768, 50000, 50256)),", "for c in ()),",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[trie-packed_keys]",),
+           "a trie keyed by (parent + 1) * 50000 + token passes"),
+    Mutant("grader-trie-float-counts", "graders", "rule", "picospec/exercises/trie.py",
+           '    for part, ids in (("tokens", tokens), ("parents", parents),  # ids, indices, '
+           'counts: ints\n                      ("counts", counts)):',
+           '''    for part, ids in (("tokens", tokens), ("parents", parents)):''',
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[trie-counts_in_floats]",),
+           "counts returned as floats pass"),
+    Mutant("grader-typical-no-tiny-mass", "graders", "rule",
+           "picospec/exercises/typical_accept.py", "    for tiny in (1e-10, 1e-12):",
+           "    for tiny in ():", ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[typical_accept-log_clipped]",),
+           "an entropy whose log is clipped at 1e-8 passes typical_accept"),
+    Mutant("grader-typical-no-empty-tree", "graders", "rule",
+           "picospec/exercises/typical_accept.py",
+           '    out.append(("tokens=[], parents=[], probs=[[0.5, 0.5]], epsilon=0.09, delta=0.3 '
+           '(no "\n                "candidates)", ([], [], np.array([[0.5, 0.5]]), 0.09, 0.3)))',
+           "",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[typical_accept-indexed_by_arrays]",),
+           "an answer that raises on a tree of no candidates passes"),
+    Mutant("grader-candidates-no-digit-prefixes", "graders", "rule",
+           "picospec/exercises/find_candidates.py",
+           "    real += [([11, 5, 1], 1, 2), ([5, 11, 9, 5, 1], 2, 1), ([300, 2, 30], 1, 1),\n"
+           "             ([21, 5, 1], 1, 2), ([9, 21, 5, 7, 1, 5], 2, 1)]", "",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[find_candidates-as_text]",),
+           "prompt lookup searched in the ids' text, a space before each, passes"),
+    Mutant("grader-suffix-no-digit-prefixes", "graders", "rule",
+           "picospec/exercises/longest_suffix.py",
+           "    out += [([1, 23], [1, 2], 2), ([23], [7, 2], 1), ([11, 2], [7, 1], 2)]", "",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[longest_suffix-as_spaced_text]",),
+           "REST's suffix searched in the ids' text, a space before each, passes"),
+    Mutant("grader-speedup-free-draft-at-1", "graders", "rule",
+           "picospec/exercises/predicted_speedup.py", ", (3.0, 2.0, 4, 0.0)]", "]",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected["
+            "predicted_speedup-free_draft_shortcut]",),
+           "a free draft's predicted speedup of E passes (the verifying call's cost forgotten)"),
+    Mutant("grader-draft-law-no-low-call", "graders", "rule", "picospec/exercises/draft_law.py",
+           "    for call, what, failed in CALLS:",
+           "    for call, what, failed in CALLS[:2]:",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[draft_law-max_subtracted_when_large]",),
+           "a draft law whose max is subtracted only above 700 passes (rows all near -1000)"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
@@ -2191,7 +2268,9 @@ MUTANTS = (
            ("tests/gpt2/train/test_card_cli.py",),
            "gpt2.train.card --out data/val.bin replaces the data it measured with the card"),
     Mutant("grader-text-for-float", "graders", "rule", "picospec/exercises/grading.py",
-           '    if right.kind == "f" and yours.dtype.kind not in "iuf":', "    if False:",
+           '    if right.kind == "f" and yours.dtype.kind != "f":  # text "0.797" converts to '
+           '0.797',
+           "    if False:",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_wrong_kind_of_value_or_a_changed_input_is_named",),
            "a speedup returned as the text '0.797...' passes (text converts to a float)"),

@@ -821,6 +821,22 @@ def trie_pops_sequences(sequences):
     return tokens, parents, counts
 
 
+def trie_hashable_in_place(sequences):
+    """Each sequence made a tuple in the caller's list, to key a dict by its prefixes: the same
+    tokens, but the caller's lists are tuples now."""
+    for i, seq in enumerate(sequences):
+        sequences[i] = tuple(seq)
+    tokens, parents, counts, node = [], [], [], {}
+    for prefix in (seq[:k] for seq in sequences for k in range(1, len(seq) + 1)):
+        if prefix not in node:
+            node[prefix] = len(tokens)
+            tokens.append(prefix[-1])
+            parents.append(node.get(prefix[:-1], -1))
+            counts.append(0)
+        counts[node[prefix]] += 1
+    return tokens, parents, counts
+
+
 def trie_string_keys_without_separator(sequences):
     """Prefixes keyed by str(token) joined with "": [1, 23] and [12, 3] are one node."""
     tokens, parents, counts, node = [], [], [], {}
@@ -1096,8 +1112,8 @@ WRONG = {
                        suffix_reversed_in_place, suffix_prefix_matched, suffix_last_token_as_bool,
                        suffix_up_to_3],
     "trie": [trie_counts_once, trie_parent_is_position, trie_breadth_first, trie_pops_sequences,
-             trie_string_keys_without_separator, trie_mutable_defaults, trie_nan_padded,
-             trie_ids_in_a_byte, trie_depth_from_longest],
+             trie_hashable_in_place, trie_string_keys_without_separator, trie_mutable_defaults,
+             trie_nan_padded, trie_ids_in_a_byte, trie_depth_from_longest],
     "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
                        lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists,
                        lookahead_levels_up_to_4],
@@ -1184,7 +1200,7 @@ def medusa_from_parents(choices):
 
 
 def typical_vectorised(tokens, parents, probs, epsilon, delta):
-    rows = probs[np.asarray(parents) + 1]  # [m, V]
+    rows = probs[np.asarray(parents, dtype=int) + 1]  # [m, V]; int: no candidates, no rows
     logs = np.log(rows, out=np.zeros_like(rows), where=rows > 0)
     threshold = np.minimum(epsilon, delta * np.exp(np.sum(rows * logs, -1)))  # [m]
     return rows[np.arange(len(tokens)), tokens] > threshold
@@ -1192,7 +1208,7 @@ def typical_vectorised(tokens, parents, probs, epsilon, delta):
 
 def typical_in_log_space(tokens, parents, probs, epsilon, delta):
     """log q(x) > min(log epsilon, log delta - H): the same test, on the other side of log."""
-    rows = probs[np.asarray(parents) + 1]  # [m, V]
+    rows = probs[np.asarray(parents, dtype=int) + 1]  # [m, V]
     xlogx = rows * np.log(rows, out=np.zeros_like(rows), where=rows > 0)  # 0 log 0 = 0
     bound = np.minimum(np.log(epsilon), np.log(delta) + xlogx.sum(-1))  # [m]
     with np.errstate(divide="ignore"):

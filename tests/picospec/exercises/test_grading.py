@@ -3,6 +3,7 @@
 call that shows it, and every right answer written otherwise passes. A law-graded failure writes
 out the first call that broke a rule (its inputs, the uniforms it drew, what it returned), so
 different sampler bugs get different lines."""
+import copy
 import re
 
 import numpy as np
@@ -17,7 +18,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # students di
 SAMPLES = 2_000  # sequences per case of the law-graded exercises, as in test_exercises.py
 MISTAKES = [(name, fn.__name__) for name, fns in student_answers.WRONG.items() for fn in fns]
 # the calls graded after the battery passed, each of a size or shape it lacks
-CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "nine drafts", "five siblings, six levels")
+CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "nine drafts",
+              "five siblings, six levels")
 # mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
 WHERE = {
     # right in law on every case but bounded by the battery's sizes (6 drafts, 3 siblings, 3
@@ -107,6 +109,20 @@ def test_a_right_answer_written_otherwise_passes(name, answer):
 def test_a_wrong_kind_of_value_or_a_changed_input_is_named(name, wrong, failed):
     verdict = EXERCISES[name].grade(getattr(student_answers, wrong))
     assert verdict.failed == failed, str(verdict)
+
+
+def test_an_input_written_back_as_other_types_is_changed():
+    """Lists made tuples, ints made floats, an array's dtype: equal values, changed inputs; the
+    smallest case shows it."""
+    from picospec.exercises.grading import changed_input
+
+    for now, was in (([(0,), (1,)], [[0], [1]]), ([0.0, 1.0], [0, 1]), ([[0.0]], [[0]]),
+                     (np.zeros(2, np.float32), np.zeros(2)), ([np.int64(1)], [1])):
+        assert changed_input([now], [was]) is not None, (now, was)
+    for same in ([[0], [1, 2]], [0, float("nan")], np.array([1.0, np.nan]), {"a": [1]}):
+        assert changed_input([same], [copy.deepcopy(same)]) is None, same
+    verdict = EXERCISES["trie"].grade(student_answers.trie_hashable_in_place)
+    assert "changed" in verdict.failed and "sequences=[[0]]\n" in str(verdict), str(verdict)
 
 
 def test_a_wrong_return_names_each_parts_type():
