@@ -90,6 +90,9 @@ CASES = {
         Case("V=4 K=3 one-hot draft", 4, 4, 3, target=77, draft=("one-hot",)),
         Case("V=4 K=2 T=0", 4, 4, 2, dict(temperature=0), target=87),
         Case("V=4 K=3 draft = target but 2 tokens", 4, 4, 3, target=107, draft=("swap", 0.04)),
+        # the rule at drafts 4 to 6 (a tie kept only from the fourth draft on, say)
+        Case("uniforms at 0, 6 drafts: support", 3, 8, 6, target=SUPPORT, draft=("far",),
+             lowest=True, no_drafts=0.25),
         Case("uniforms near 1: support", 3, 5, 3, target=SUPPORT, draft=("far",), highest=True,
              no_drafts=0.25),
     ],
@@ -115,6 +118,9 @@ CASES = {
         # the trees above are numbered level by level (siblings adjacent); this one depth first:
         # the root's children are nodes 0 and 4, node 0's are 1 and 3, each apart from the next
         Case("V=4 numbered depth first", 4, 4, target=127, parents=(-1, 0, 1, 0, -1, 4)),
+        # two chains of five levels: the rule below depth 2
+        Case("uniforms at 0, five levels: support", 3, 7, target=SUPPORT, draft=("far",),
+             parents=(-1, -1, 0, 1, 2, 3, 4, 5, 6, 7), lowest=True),
         Case("uniforms near 1: support", 3, 5, target=SUPPORT, draft=("far",),
              parents=(-1, -1, 0, 1), highest=True),
     ],
@@ -140,6 +146,10 @@ CASES = {
         # by removing the 4 nodes before it
         Case("V=5 numbered depth first", 5, 3, target=127, parents=(-1, 0, 1, 0, -1, 4),
              siblings="without_replacement"),
+        # four siblings: the last one's law has three tokens removed (a run of the last two
+        # removed, say, is seen only from the fourth sibling on)
+        Case("V=5 four siblings", 5, 3, target=137, draft=("far",), parents=(-1, -1, -1, -1),
+             siblings="without_replacement"),
         Case("uniforms near 1: support", 3, 5, target=SUPPORT, draft=("far",),
              parents=(-1, -1, 0, 0), highest=True, siblings="without_replacement"),
     ],
@@ -155,6 +165,8 @@ CASES = {
         Case("V=4 k=3 float32", 4, 4, 3, target=77, dtype="float32"),
         Case("V=4 k=2 T=0", 4, 4, 2, dict(temperature=0), target=87),
         Case("V=4 k=3 draft = target but 2 tokens", 4, 4, 3, target=107, draft=("swap", 0.04)),
+        Case("uniforms at 0, 6 drafts: support", 3, 8, 6, target=SUPPORT, draft=("far",),
+             lowest=True),
         Case("uniforms near 1: support", 3, 5, 3, target=SUPPORT, draft=("far",), highest=True),
     ],
 }

@@ -4,6 +4,7 @@ import copy
 import functools
 import inspect
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -51,8 +52,44 @@ class Verdict(NamedTuple):
         return "pass" if self.passed else f"FAIL at {self.failed}"
 
 
+def own_objects(exercise):
+    """{object: its name} of picospec's own answer to the exercise (the picospec objects its
+    ANSWER uses, and TWINS, the same answer elsewhere in picospec): an answer may not use them."""
+    module, namespace = sys.modules[f"picospec.exercises.{exercise}"], {}
+    exec(f"{module.ANSWER}\n{getattr(module, 'TWINS', '')}", namespace)
+    return {v: f"{v.__module__}.{v.__qualname__}" for v in namespace.values()
+            if (getattr(v, "__module__", None) or "").startswith("picospec.")}
+
+
+def own_code(exercise):
+    """{code object: name} of the functions (a class's methods too) of picospec's own answer,
+    the exercise module's `answer` among them."""
+    module, out = sys.modules[f"picospec.exercises.{exercise}"], {}
+    mine = {module.answer: f"{module.__name__}.answer"} if hasattr(module, "answer") else {}
+    for v, name in {**own_objects(exercise), **mine}.items():
+        for f in vars(v).values() if isinstance(v, type) else [v]:
+            f = getattr(f, "__func__", f)  # a classmethod's or staticmethod's function
+            if hasattr(f, "__code__"):
+                out[f.__code__] = name
+    return out
+
+
+# True where learners' files are graded (the runner): a first call that runs picospec's own
+# answer fails. grade() called directly, as the notebooks grade picospec's answers, allows it.
+FORBID_OWN = False
+
+
 def unanswered(exercise, fn, args):
-    """A stub still raising NotImplementedError -> its Verdict, else None."""
+    """A stub still raising NotImplementedError, or (FORBID_OWN) a first call that runs
+    picospec's own answer however it was reached -> its Verdict, else None."""
+    code, ran = own_code(exercise) if FORBID_OWN else {}, []
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code in code:
+            ran.append(code[frame.f_code])
+
+    before = sys.getprofile()
+    sys.setprofile(watch)
     try:
         out = fn(*args)
         if inspect.iscoroutine(out):
@@ -62,6 +99,12 @@ def unanswered(exercise, fn, args):
                        "NotImplementedError", "not answered", answered=False)
     except Exception:  # any other error: the grader reports it with its case
         pass
+    finally:
+        sys.setprofile(before)
+    if ran:
+        return Verdict(exercise, False, "what your function's first call runs",
+                       f"your function runs picospec's own answer, {ran[0]}: the exercise is to "
+                       f"write it yourself", "uses picospec's own answer")
     return None
 
 
@@ -315,13 +358,17 @@ def written(number, inputs, drawn, what):
 ARGS = {3: ("drafts", "P", "Q"), 4: ("tokens", "parents", "Q", "P")}
 
 
-def one_call(exercise, fn, args, rules, what, failed):
-    """A failing Verdict when fn(*args) (the rng last) raises, changes an input or returns what
-    rules forbid whatever the uniforms, else None: a call of a size the battery lacks."""
-    args = (*copied(args[:-1]), args[-1])  # the call's own copies: a write stays in them
-    inputs = copied(args[:-1])  # as they were before the call
-    with np.errstate(all="ignore"):
-        _, problem = judged(lambda: fn(*args), rules, inputs, args[:-1], ARGS[len(inputs)])
+def one_call(exercise, fn, args, rules, what, failed, times=1):
+    """A failing Verdict when fn(*args) (the rng last), made `times` times, raises, changes an
+    input or returns what rules forbid whatever the uniforms, else None: a call of a size the
+    battery lacks."""
+    for _ in range(times):
+        args = (*copied(args[:-1]), args[-1])  # the call's own copies: a write stays in them
+        inputs = copied(args[:-1])  # as they were before the call
+        with np.errstate(all="ignore"):
+            _, problem = judged(lambda: fn(*args), rules, inputs, args[:-1], ARGS[len(inputs)])
+        if problem is not None:
+            break
     if problem is None:
         return None
     return Verdict(exercise, False, f"one call {what}, once the law passed", "\n".join(

@@ -17,6 +17,7 @@ STUB = '''def residual(q, p):
     """norm(max(0, q - p)): q, p [V] -> [V]."""
     raise NotImplementedError'''
 ANSWER = "from picospec.sampling import residual  # the project's answer"
+TWINS = "from picospec.batched.rejection import recovered_probs"  # the batched form
 
 
 def cases(seed=0):
@@ -27,7 +28,9 @@ def cases(seed=0):
             ([0.3, 0.5, 0.2], [0.0, 0.3, 0.7]), ([0.52, 0.48], [0.5, 0.5]),
             ([0.5 + 2**-30, 0.5 - 2**-30], [0.5, 0.5]),  # exact in binary: one answer
             # q - p = [2^-52, 2^-51, -3 2^-52] exactly: q > p by a hair (< 1e-12, < eps) counts
-            ([0.25 + 2**-52, 0.25 + 2**-51, 0.5 - 3 * 2**-52], [0.25, 0.25, 0.5])]
+            ([0.25 + 2**-52, 0.25 + 2**-51, 0.5 - 3 * 2**-52], [0.25, 0.25, 0.5]),
+            # not binary fractions: 1 - sum min(q, p) is the mass only up to rounding (5e-5 off)
+            ([0.1 + 3e-13, 0.2, 0.7 - 3e-13], [0.1, 0.2, 0.7])]
     for q, p in hand:
         out.append((f"q={q}, p={p}", (np.array(q), np.array(p))))
     for V in range(2, 7):
@@ -95,5 +98,10 @@ def small_mass_guard(q, p):
     return q.copy() if r.sum() < 1e-6 else r / r.sum()
 
 
+def overlap_normaliser(q, p):
+    """max(0, q - p) over 1 - sum min(q, p): the same number in exact arithmetic, not in floats."""
+    return np.maximum(q - p, 0) / (1 - np.minimum(q, p).sum())
+
+
 WRONG = (not_renormalised, draft_minus_target, epsilon_added, in_place, draft_support_only,
-         small_mass_guard)
+         small_mass_guard, overlap_normaliser)

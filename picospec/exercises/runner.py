@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 from picospec.exercises import EXERCISES
+from picospec.exercises import grading
+from picospec.exercises.grading import own_objects
 
 SHOWN = 600  # characters of an answer's own output shown
 TRIAL = 100  # sequences per case of the first timed run of a law-graded exercise (then 3x)
@@ -34,17 +36,9 @@ class Capped:
         pass
 
 
-def own_functions(name):
-    """picospec's own objects that the exercise's answer uses: an answer may not use them."""
-    namespace = {}
-    exec(EXERCISES[name].ANSWER, namespace)
-    return {id(v): f"{v.__module__}.{v.__qualname__}" for v in namespace.values()
-            if (getattr(v, "__module__", None) or "").startswith("picospec.")}
-
-
 def uses_own(name, namespace):
     """The picospec object of the answer that a learner's file holds, by any name, or None."""
-    own = own_functions(name)
+    own = {id(v): label for v, label in own_objects(name).items()}
     values = list(namespace.values())
     # a module of picospec held whole (import picospec.verify as v) hands out its functions too
     values += [v for m in namespace.values() if type(m) is type(os)
@@ -58,6 +52,7 @@ def child(path, events, samples, seed, names):
 
     out = open(events, "a", encoding="utf-8", buffering=1)
     printed = Capped()
+    grading.FORBID_OWN = True  # a learner's file: no call of picospec's own answer
 
     def event(**fields):
         out.write(json.dumps(fields) + "\n")

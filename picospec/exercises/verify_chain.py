@@ -21,6 +21,7 @@ STUB = '''def verify_chain(drafts, P, Q, rng):
     """drafts [K], P [K, V], Q [K + 1, V] -> (n accepted, next token)."""
     raise NotImplementedError'''
 ANSWER = "from picospec.verify import verify_chain  # the project's answer"
+TWINS = "from picospec.verify import accept_or_resample"  # one draft's whole step
 CONTRACT = "chain"
 PROBE = ([0], np.array([[0.5, 0.5]]), np.array([[0.5, 0.5], [0.5, 0.5]]),
          np.random.default_rng(0))
@@ -37,10 +38,11 @@ UNCERTAIN = ([0, 1], np.array([[0.6, 0.2, 0.2], [0.2, 0.6, 0.2]]),
 EMPTY_UNCERTAIN = ([], np.zeros((0, 3)), np.array([[0.3, 0.3, 0.4]]), None)
 
 
-# nine drafts, longer than the battery's chains, each with q = p: all nine kept whatever the
-# uniforms
-LONG = ([2, 0, 1, 2, 2, 1, 0, 2, 1], np.full((9, 3), [0.2, 0.3, 0.5]),
-        np.full((10, 3), [0.2, 0.3, 0.5]), None)
+# twenty drafts, longer than the battery's chains, each with q = p: all twenty kept whatever the
+# uniforms; token 0 has 1e-4 of the mass, where a ratio q / (p + 1e-6) rejects 1 draft in 100
+LAW = np.array([1e-4, 0.3, 0.6999])
+LONG = ([2, 0, 1, 2, 0, 1, 0, 2, 1, 0, 2, 0, 1, 0, 2, 2, 0, 1, 0, 0], np.tile(LAW, (20, 1)),
+        np.tile(LAW, (21, 1)), None)
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -51,7 +53,8 @@ def grade(fn, samples=20_000, seed=0):
     if (i := outside_rng(fn, EMPTY_UNCERTAIN)) is not None:
         return outside(NAME, i)
     return one_call(NAME, fn, (*LONG[:-1], np.random.default_rng(seed)), rules,
-                    "of nine drafts the target agrees with", "nine drafts") or verdict
+                    "of twenty drafts the target agrees with (made 200 times)", "twenty drafts",
+                    times=200) or verdict
 
 
 def rules(drafts, P, Q, out):
@@ -146,5 +149,13 @@ def residual_from_numpy(drafts, P, Q, rng):
     return len(drafts), sample(Q[-1], rng)
 
 
+def ratio_smoothed(drafts, P, Q, rng):
+    """min(1, q / (p + 1e-6)), against a division by 0: a rare draft is rejected though q = p."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / (P[t][x] + 1e-6)):
+            return t, sample(residual(Q[t], P[t]), rng)
+    return len(drafts), sample(Q[-1], rng)
+
+
 WRONG = (resample_from_target, ratio_inverted, ties_toward_draft, bonus_from_draft,
-         residual_unclipped, python_random, numpy_global, residual_from_numpy)
+         residual_unclipped, python_random, numpy_global, residual_from_numpy, ratio_smoothed)

@@ -58,6 +58,8 @@ def test_the_stub_is_not_answered(name):
 # smallest case that shows it)
 WRONG = [
     ("residual", "not_renormalised", "values", "q=[0.5, 0.5], p=[0.9, 0.1]"),
+    ("residual", "overlap_normaliser", "values",
+     "q=[0.1000000000003, 0.2, 0.6999999999997], p=[0.1, 0.2, 0.7]"),
     ("residual", "draft_minus_target", "support: a token with q <= p must get exactly 0",
      "q=[0.5, 0.5], p=[0.9, 0.1]"),
     ("residual", "epsilon_added", "support: a token with q <= p must get exactly 0",
@@ -75,6 +77,7 @@ WRONG = [
     ("verify_chain", "python_random", "randomness outside rng", None),
     ("verify_chain", "numpy_global", "randomness outside rng", None),
     ("verify_chain", "residual_from_numpy", "randomness outside rng", None),
+    ("verify_chain", "ratio_smoothed", "twenty drafts", None),
     ("medusa_buffers", "siblings_see_each_other", "attn_mask", "choices=[[0], [1], [0, 0]]"),
     ("medusa_buffers", "positions_from_one", "position_ids", "choices=[[0]]"),
     ("medusa_buffers", "retrieve_without_root", "retrieve_indices", "choices=[[0]]"),
@@ -332,6 +335,16 @@ def test_the_projects_own_answers_are_flagged_not_passed(tmp_path):
     assert r.returncode == 1
     for name in ("residual", "trie", "verify_chain"):
         assert f"{name}: FAIL\n  your file uses picospec's own answer" in r.stdout
+    # reached where no name of the file holds it: through the package, or imported inside
+    path = write(tmp_path / "reached.py",
+                 "import picospec.tree\n\n\ndef trie(s):\n    return picospec.tree.trie(s)",
+                 "def verify_chain(*args):\n    from picospec.verify import verify_chain as vc\n"
+                 "    return vc(*args)")
+    r = grade(path, "--samples", "300", folder=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "trie: FAIL\n  checked: what your function's first call runs\n  your function runs "\
+           "picospec's own answer, picospec.tree.trie" in r.stdout, r.stdout
+    assert "verify_chain: FAIL" in r.stdout and "picospec.verify.verify_chain" in r.stdout
 
 
 def test_a_partial_file_fails_naming_what_is_missing(tmp_path):

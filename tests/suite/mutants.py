@@ -779,8 +779,8 @@ MUTANTS = (
            ("tests/picospec/test_exercises.py",),
            "a retrieve row listed leaf to root passes (each row compared as a set)"),
     Mutant("grader-residual-no-hair-case", "graders", "rule", "picospec/exercises/residual.py",
-           "            ([0.25 + 2**-52, 0.25 + 2**-51, 0.5 - 3 * 2**-52], [0.25, 0.25, 0.5])]",
-           "            ]",
+           "            ([0.25 + 2**-52, 0.25 + 2**-51, 0.5 - 3 * 2**-52], [0.25, 0.25, 0.5]),",
+           "",
            ("tests/picospec/exercises/test_grading.py::"
             "test_mass_dropped_below_a_tolerance_fails_at_the_hair",),
            "a residual that drops mass below a tolerance (q - p > 1e-12) passes"),
@@ -2240,6 +2240,51 @@ MUTANTS = (
            ("tests/picospec/test_exercises.py::"
             "test_a_wrong_answer_fails_where_expected[draft_law-max_subtracted_when_large]",),
            "a draft law whose max is subtracted only above 700 passes (rows all near -1000)"),
+    Mutant("grader-residual-binary-fractions-only", "graders", "rule",
+           "picospec/exercises/residual.py",
+           "            ([0.1 + 3e-13, 0.2, 0.7 - 3e-13], [0.1, 0.2, 0.7])]", "            ]",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[residual-overlap_normaliser]",),
+           "a residual normalised by 1 - sum min(q, p) passes (exact only on binary fractions)"),
+    Mutant("grader-chain-ten-drafts", "graders", "rule", "picospec/exercises/verify_chain.py",
+           "                    times=200) or verdict", "                    times=1) or verdict",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[verify_chain-ratio_smoothed]",),
+           "a ratio q / (p + 1e-6) passes (one call of twenty drafts seldom shows it)"),
+    Mutant("checker-three-siblings-at-most", "checker", "rule", "picospec/check/cases.py",
+           "        Case(\"V=5 four siblings\", 5, 3, target=137, draft=(\"far\",), "
+           "parents=(-1, -1, -1, -1),",
+           "        Case(\"V=5 four siblings\", 5, 3, target=137, draft=(\"far\",), "
+           "parents=(-1, -1, -1),",
+           ("tests/picospec/test_check.py::"
+            "test_a_bug_only_four_siblings_show_fails_its_case_at_the_default_samples",),
+           "siblings without replacement removed only two back pass (no node of four children)"),
+    Mutant("grader-own-answer-reached-allowed", "graders", "rule", "picospec/exercises/runner.py",
+           "    grading.FORBID_OWN = True  # a learner's file: no call of picospec's own answer",
+           "    pass",
+           ("tests/picospec/test_exercises.py::"
+            "test_the_projects_own_answers_are_flagged_not_passed",),
+           "an answer calling picospec.tree.trie through the package, or importing it inside, "
+           "passes"),
+    Mutant("grader-own-answer-no-twins", "graders", "rule", "picospec/exercises/residual.py",
+           'TWINS = "from picospec.batched.rejection import recovered_probs"', 'TWINS = ""',
+           ("tests/picospec/exercises/test_runner_pieces.py::"
+            "test_picospecs_own_answer_is_found_by_any_name_or_through_its_module",),
+           "a residual answered by picospec's batched form, recovered_probs, passes"),
+    Mutant("checker-ties-checked-to-three-drafts", "checker", "rule", "picospec/check/cases.py",
+           '        Case("uniforms at 0, 6 drafts: support", 3, 8, 6, target=SUPPORT, '
+           'draft=("far",),\n             lowest=True, no_drafts=0.25),',
+           '        Case("uniforms at 0, 6 drafts: support", 3, 8, 3, target=SUPPORT, '
+           'draft=("far",),\n             lowest=True, no_drafts=0.25),',
+           ("tests/picospec/test_check.py::"
+            "test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one[chain]",),
+           "a tie given to the draft from the fourth draft on only passes"),
+    Mutant("checker-ties-checked-to-two-levels", "checker", "rule", "picospec/check/cases.py",
+           "             parents=(-1, -1, 0, 1, 2, 3, 4, 5, 6, 7), lowest=True),",
+           "             parents=(-1, -1, 0, 1), lowest=True),",
+           ("tests/picospec/test_check.py::"
+            "test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one[tree]",),
+           "a tree's tie given to the draft below depth 2 only passes"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",

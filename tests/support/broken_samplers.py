@@ -60,6 +60,16 @@ def ties_toward_draft(drafts, P, Q, rng):
     return chain(drafts, P, Q, rng, accept=lambda u, q, p: u <= q / p)
 
 
+def ties_toward_draft_from_the_fourth(drafts, P, Q, rng):
+    """The tie u == q/p given to the draft from the fourth draft on only (later drafts taken by
+    another path): the "uniforms at 0" case of 6 drafts catches it, the one of 3 cannot."""
+    for t, x in enumerate(drafts):
+        u, ratio = rng.random(), Q[t][x] / P[t][x]
+        if not (u <= ratio if t >= 3 else u < min(1, ratio)):
+            return t, sample(residual(Q[t], P[t]), rng)
+    return len(drafts), sample(Q[-1], rng)
+
+
 def last_residual_skipped(drafts, P, Q, rng):
     """A rejection of the last draft (t = K - 1) is replaced from q instead of the residual."""
     return chain(drafts, P, Q, rng, resample=lambda t, q,
@@ -179,7 +189,8 @@ CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "tie
          "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform",
          "ties_toward_draft_by_out", "inverse_cdf_side_left", "inverse_cdf_by_argmax",
          "answer_kept_for_equal_inputs", "uniforms_kept_for_the_next_call", "bonus_dropped",
-         "accepts_half", "no_drafts_argmax", "no_drafts_searchsorted_left"]
+         "accepts_half", "no_drafts_argmax", "no_drafts_searchsorted_left",
+         "ties_toward_draft_from_the_fourth"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
@@ -204,6 +215,24 @@ def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / 
 def tree_ties_toward_draft(tokens, parents, Q, rng, P=None):
     """Siblings accepted when u <= q/p: with u = 0 a child the (residual) target forbids is kept."""
     return tree(tokens, parents, Q, rng, P, accept=lambda u, q, p: u <= q / p)
+
+
+def tree_ties_toward_draft_below_depth_2(tokens, parents, Q, rng, P=None):
+    """Siblings accepted when u <= q/p once the path holds 2 nodes: the "uniforms at 0" case of
+    five levels catches it, the one of two cannot."""
+    node, path = -1, []
+    while True:
+        q, kids = Q[node + 1], [i for i, parent in enumerate(parents) if parent == node]
+        for c in kids:
+            p = P[c] if P is not None else np.eye(len(q))[tokens[c]]
+            u, ratio = rng.random(), q[tokens[c]] / p[tokens[c]]
+            if u <= ratio if len(path) >= 2 else u < min(1, ratio):
+                node = c
+                path.append(c)
+                break
+            q = residual(q, p)
+        else:
+            return path, sample(q, rng)
 
 
 def tree_last_residual_skipped(tokens, parents, Q, rng, P=None):
@@ -260,7 +289,8 @@ def tree_leaf_dropped(tokens, parents, Q, rng, P=None):
 
 
 TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
-        "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped"]
+        "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped",
+        "tree_ties_toward_draft_below_depth_2"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
@@ -304,6 +334,16 @@ def without_replacement_siblings_as_a_run(tokens, parents, Q, P, rng):
     return tree(tokens, parents, Q, rng, laws)
 
 
+def without_replacement_last_two_removed(tokens, parents, Q, P, rng):
+    """Sequoia's rule with only the last two earlier siblings' tokens removed from p_i (a short
+    list of them kept): right up to three siblings, wrong from the fourth."""
+    laws = np.array(P, dtype=float)  # [m, V]
+    for i, parent in enumerate(parents):
+        laws[i, [tokens[j] for j in range(i) if parents[j] == parent][-2:]] = 0
+        laws[i] /= laws[i].sum()
+    return tree(tokens, parents, Q, rng, laws)
+
+
 def without_replacement_leaf_dropped(tokens, parents, Q, P, rng):
     """Sequoia's rule whose path, when it reaches a leaf, stops a node short (tree_leaf_dropped)."""
     path, token = tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P))
@@ -313,7 +353,8 @@ def without_replacement_leaf_dropped(tokens, parents, Q, P, rng):
 WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_small_residual_guard",
                        "without_replacement_inverse_cdf_side_left",
-                       "without_replacement_siblings_as_a_run", "without_replacement_leaf_dropped"]
+                       "without_replacement_siblings_as_a_run", "without_replacement_leaf_dropped",
+                       "without_replacement_last_two_removed"]
 
 
 def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
@@ -337,6 +378,14 @@ def batched_ties_toward_draft(target_with_bonus_probs, bonus_token_ids, draft_pr
     uniforms)."""
     return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
                    accept=np.less_equal)
+
+
+def batched_ties_toward_draft_from_the_fourth(target_with_bonus_probs, bonus_token_ids,
+                                             draft_probs, draft_token_ids, rng):
+    """accepted = u <= q/p from the fourth draft on only: the "uniforms at 0" case of 6 drafts
+    catches it, the one of 3 cannot."""
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   accept=lambda u, r: np.where(np.arange(u.shape[1]) >= 3, u <= r, u < r))
 
 
 def batched_residual_not_renormalised(target_with_bonus_probs, bonus_token_ids, draft_probs,
@@ -435,7 +484,8 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ratio_inverted",
              "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
              "batched_inverse_cdf_strict", "batched_equal_rows_deduplicated",
-             "batched_one_row_reuses_uniform", "batched_bonus_dropped"]
+             "batched_one_row_reuses_uniform", "batched_bonus_dropped",
+             "batched_ties_toward_draft_from_the_fourth"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract

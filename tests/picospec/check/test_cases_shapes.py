@@ -86,7 +86,7 @@ def test_a_sampler_wrong_only_without_drafts_fails_where_calls_have_none(name, v
 
 
 def test_a_sampler_drawing_elsewhere_without_drafts_leaves_the_support_cases_untested():
-    """no_drafts_own_generator draws its K = 0 token from NumPy's global generator: both support
+    """no_drafts_own_generator draws its K = 0 token from NumPy's global generator: the support
     cases say "untested" (some draws come from elsewhere), where without the K = 0 calls they
     passed it. 2,000 sequences: at 300, about one state of the global generator in 70 sends every
     repeated call without drafts to a context whose law is one token, where no draw tells."""
@@ -243,12 +243,15 @@ def test_the_swap_draft_moves_mass_to_the_next_id_as_its_docstring_says():
 
 @pytest.mark.parametrize("contract", list(CASES))
 def test_each_battery_has_one_support_case_at_0_and_one_near_1(contract):
-    """Every contract's battery checks the support twice, on the target that forbids every token
-    (SUPPORT) after the far draft: uniforms all 0.0 (lowest) and all the largest below 1
-    (highest); no other case sets either."""
+    """Every contract's battery checks the support on the target that forbids every token
+    (SUPPORT) after the far draft: uniforms all 0.0 (lowest; a second such case, of more drafts
+    or levels, first in the chain-shaped batteries) and all the largest below 1 (highest); no
+    other case sets either."""
     lowest = [c.name for c in CASES[contract] if c.lowest]
     highest = [c.name for c in CASES[contract] if c.highest]
-    assert lowest == ["uniforms at 0: support"] and highest == ["uniforms near 1: support"]
+    assert lowest[0] == "uniforms at 0: support" and highest == ["uniforms near 1: support"]
+    assert len(lowest) == (1 if contract == "tree_without_replacement" else 2), lowest
+    assert CASES[contract][-1].highest and CASES[contract][0].lowest
     for case in [c for c in CASES[contract] if c.support]:
         assert case.target == SUPPORT and case.draft == ("far",) and case.lowest != case.highest
 

@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 from picospec.exercises import runner
 from picospec.exercises.runner import SHOWN, Capped, doing, drain, near_names, stop, take
 
@@ -97,9 +99,10 @@ def test_stop_ends_the_answers_whole_process_group_and_reaps_it():
 
 def test_picospecs_own_answer_is_found_by_any_name_or_through_its_module():
     import picospec.tree
-    from picospec.exercises.runner import own_functions, uses_own
+    from picospec.exercises.grading import own_objects
+    from picospec.exercises.runner import uses_own
 
-    assert own_functions("trie") == {id(picospec.tree.trie): "picospec.tree.trie"}
+    assert own_objects("trie") == {picospec.tree.trie: "picospec.tree.trie"}
 
     def trie(sequences):
         return [], [], []
@@ -109,6 +112,49 @@ def test_picospecs_own_answer_is_found_by_any_name_or_through_its_module():
     assert uses_own("trie", {"trie": trie, "t": picospec.tree}) == "picospec.tree.trie"
     # another exercise's answer is not this one's
     assert uses_own("residual", {"t": picospec.tree}) is None
+    # the same answer elsewhere in picospec (TWINS): the batched residual, one draft's step
+    from picospec.batched.rejection import recovered_probs
+    from picospec.verify import accept_or_resample
+
+    assert uses_own("residual", {"r": recovered_probs}) == (
+        "picospec.batched.rejection.recovered_probs")
+    assert uses_own("verify_chain", {"a": accept_or_resample}) == (
+        "picospec.verify.accept_or_resample")
+
+
+def test_picospecs_own_answer_run_by_the_first_call_is_found_however_reached(monkeypatch):
+    """In a learner's file, an answer that reaches picospec's own answer where no name of the
+    file holds it (a dotted path through the package, an import inside the function, a class's
+    method) is told so by what its first call runs; a right answer (calling the sampler the
+    statement names, picospec.sampling.sample) is not, and grade() called directly, as the
+    notebooks call it on picospec's own answers, allows them."""
+    import picospec.verify
+    from picospec.exercises import EXERCISES, grading
+    from tests.support import learner_answers
+
+    assert EXERCISES["residual"].grade(picospec.sampling.residual).passed
+    monkeypatch.setattr(grading, "FORBID_OWN", True)
+
+    def dotted(drafts, P, Q, rng):
+        return picospec.verify.verify_chain(drafts, P, Q, rng)
+
+    def inside(q, p):
+        from picospec.sampling import residual
+        return residual(q, p)
+
+    def through_a_class(corpus, context, max_suffix):
+        import picospec.rest
+        return picospec.rest.Datastore.build(np.array(corpus), max_suffix).search(context, 1,
+                                                                                   1)[1]
+
+    for name, fn, own in (("verify_chain", dotted, "picospec.verify.verify_chain"),
+                          ("residual", inside, "picospec.sampling.residual"),
+                          ("longest_suffix", through_a_class, "picospec.rest.Datastore")):
+        verdict = EXERCISES[name].grade(fn, samples=300)
+        assert verdict.failed == "uses picospec's own answer" and own in str(verdict), verdict
+    for name in ("verify_chain", "residual", "longest_suffix"):
+        right = EXERCISES[name].grade(getattr(learner_answers, name), samples=300)
+        assert right.failed != "uses picospec's own answer", right
 
 
 def test_the_time_left_handed_on_with_each_event_only_shrinks(tmp_path, monkeypatch):
