@@ -8,7 +8,7 @@ import numpy as np
 
 from picospec.check.cases import CASES, PROMPT
 from picospec.check.controls import CONTROLS
-from picospec.check.drivers import HighestUniforms, LowestUniforms, alone, run
+from picospec.check.drivers import HighestUniforms, LowestUniforms, alone, in_threes, run
 from picospec.check.exact_law import (ALPHA, KEPT_ALPHA, PAIRS_ALPHA, Toy, chi2_sf,
                                       detectable_tv, g_statistic, index, kept_p_value, law_vector,
                                       pairs_p_value)
@@ -81,11 +81,13 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
                           "FAIL" if forbidden else "pass", detail)
     p = g_p_value(counts, probs)
     pairs = pairs_p_value(seqs, probs, case.V)
-    # the rejection contract's sequences drawn a row a call: their law on its own, at the pairs
-    # test's level (a bug at batch size 1 is diluted tenfold in the whole case's)
-    one = alone(contract, samples)
-    single = g_p_value(np.bincount(index(seqs[:one], case.V), minlength=case.V**case.N)
-                       .astype(float), probs) if one else 1.0
+    # the rejection contract's sequences drawn a row a call, then three rows a call: each part's
+    # law on its own, at the pairs test's level (a bug at batch size 1, or at a row's place in a
+    # batch, is diluted tenfold or more in the whole case's)
+    one, three = alone(contract, samples), in_threes(contract, samples)
+    single, small = (g_p_value(np.bincount(index(part, case.V), minlength=case.V**case.N)
+                               .astype(float), probs) if len(part) else 1.0
+                     for part in (seqs[:one], seqs[one:one + three]))
     # [calls] each: did the call keep every draft, and the token rule's chance of that
     full = np.concatenate([f for _, f in kept]) if kept else np.zeros(0)
     rule = np.concatenate([r for r, _ in kept]) if kept else np.zeros(0)
@@ -104,6 +106,10 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
     elif single < PAIRS_ALPHA:
         detail = (f"the {one:,} sequences drawn a row a call (batches of one row) do not follow "
                   f"the target's law (p = {single:.1e}): a bug at batch size 1")
+    elif small < PAIRS_ALPHA:
+        detail = (f"the {three:,} sequences drawn three rows a call do not follow the target's law "
+                  f"(p = {small:.1e}): a bug in small batches (a row's place in its batch, first "
+                  f"or last)")
     elif short < KEPT_ALPHA and contract.startswith("tree"):  # a tree that is one chain
         detail = (f"keeps fewer drafts than the rule: the whole chain of {len(case.parents)} nodes "
                   f"in {int(full.sum()):,} of {len(full):,} calls where the rule expects about "
@@ -122,7 +128,7 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
     # the case's p-value: the smallest of the tests', the pairs, one-row and kept tests' on alpha's
     # scale
     p = min(p, 1.0, pairs * alpha / PAIRS_ALPHA)
-    p = min(p, single * alpha / PAIRS_ALPHA)
+    p = min(p, single * alpha / PAIRS_ALPHA, small * alpha / PAIRS_ALPHA)
     p = min(p, short * alpha / KEPT_ALPHA)
     return CaseResult(case.name, samples, p, tv90, "pass" if p >= alpha else "FAIL", detail)
 

@@ -101,8 +101,9 @@ def run(fn, contract, case, n, seed, kept=None):
         last1 = seqs[rows, length[rows] - 1]  # [rows]
         last2 = np.where(length[rows] >= 2, seqs[rows, length[rows] - 2], 0)  # [rows]
         # the rejection contract's calls: each row of the first alone(n) sequences by itself (a
-        # batch of one), then the others together
-        cut = int(np.searchsorted(rows, alone(contract, n)))
+        # batch of one), the next in_threes(n) three rows a call, then the others together
+        cut = tuple(int(np.searchsorted(rows, m)) for m in
+                    (alone(contract, n), alone(contract, n) + in_threes(contract, n)))
         # [rows, W]: new tokens, then -1
         new = STEPS[contract](fn, case, T, D, last2, last1, rng, fn_rng,
                               [] if kept is None else kept, cut)
@@ -165,6 +166,13 @@ def alone(contract, n):
     """How many of a case's n sequences are drawn a call each: a tenth in the rejection contract,
     whose batches are otherwise never of one row (the other contracts call a row at a time)."""
     return n // 10 if contract == "rejection" else 0
+
+
+def in_threes(contract, n):
+    """How many sequences, after those drawn alone, are drawn in calls of three rows: as many
+    (in the rejection contract), where a row's place in the one large batch is otherwise rarely
+    last (or first)."""
+    return alone(contract, n)
 
 
 def pair(out, want):
@@ -332,10 +340,10 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
     return new
 
 
-def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
-    """Draw every row's drafts and bonus token, call fn on rows [:cut] one at a time (B = 1), then
-    on the others together -> [rows, k + 1]."""
-    k, rows = case.K, len(last1)
+def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=(0, 0)):
+    """Draw every row's drafts and bonus token, call fn on rows [:cut[0]] one at a time (B = 1),
+    on rows [cut[0]:cut[1]] three at a time, then on the others together -> [rows, k + 1]."""
+    (cut, threes), k, rows = cut, case.K, len(last1)
     # [rows, k + 1]: the checker's uniforms in the order of the calls: a row alone draws its k
     # drafts then its bonus token, the batch a draft position at a time, then its bonus tokens
     u = np.concatenate([rng.random((cut, k + 1)), rng.random((k + 1, rows - cut)).T])
@@ -343,7 +351,9 @@ def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
     # [rows, 1]: the caller samples it, as in vLLM
     bonus = sample_rows(Q[:, -1], u[:, k])[:, None]
     rule = rule_keeps_all(drafts, P, Q)  # [rows]
-    parts = [slice(j, j + 1) for j in range(cut)] + ([slice(cut, rows)] if cut < rows else [])
+    parts = ([slice(j, j + 1) for j in range(cut)] + [slice(j, min(j + 3, threes))
+                                                       for j in range(cut, threes, 3)]
+             + ([slice(threes, rows)] if threes < rows else []))
     outs = []
     for part in parts:
         outs.append(call_rejection(fn, case, Q[part], bonus[part], P[part], drafts[part], fn_rng))

@@ -1536,8 +1536,8 @@ MUTANTS = (
             "test_a_tree_sampler_that_changes_its_inputs_fails_with_the_reason",),
            "in-place check inverted"),
     Mutant("checker-empty-batch-handed", "checker", "rule", "picospec/check/drivers.py",
-           "([slice(cut, rows)] if cut < rows else [])",
-           "([slice(cut, rows)] if cut <= rows else [])",
+           "([slice(threes, rows)] if threes < rows else [])",
+           "([slice(threes, rows)] if threes <= rows else [])",
            ("tests/picospec/check/test_drivers_contract.py::"
             "test_the_rejection_battery_never_calls_with_an_empty_batch",),
            "empty batch handed over"),
@@ -2285,6 +2285,12 @@ MUTANTS = (
            ("tests/picospec/test_check.py::"
             "test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one[tree]",),
            "a tree's tie given to the draft below depth 2 only passes"),
+    Mutant("checker-no-calls-of-three", "checker", "rule", "picospec/check/battery.py",
+           "    p = min(p, single * alpha / PAIRS_ALPHA, small * alpha / PAIRS_ALPHA)",
+           "    p = min(p, single * alpha / PAIRS_ALPHA)",
+           ("tests/picospec/test_check.py::"
+            "test_a_bug_in_a_batchs_last_row_fails_on_the_rows_drawn_three_a_call",),
+           "a rejection sampler wrong in a batch's last row only passes"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
@@ -2369,7 +2375,8 @@ MUTANTS = (
            ("tests/picospec/test_check.py",),
            "the rejection battery never calls with one row: a bug at batch size 1 passes"),
     Mutant("checker-one-row-law-not-in-p", "checker", "rule", "picospec/check/battery.py",
-           "    p = min(p, single * alpha / PAIRS_ALPHA)", "    p = min(p, 1.0)",
+           "    p = min(p, single * alpha / PAIRS_ALPHA, small * alpha / PAIRS_ALPHA)",
+           "    p = min(p, small * alpha / PAIRS_ALPHA)",
            ("tests/picospec/test_check.py::"
             "test_a_bug_at_batch_size_1_fails_on_the_rows_drawn_a_call_each",),
            "the law of the rows drawn a call each is tested but never fails the case"),

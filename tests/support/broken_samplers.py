@@ -380,6 +380,18 @@ def batched_ties_toward_draft(target_with_bonus_probs, bonus_token_ids, draft_pr
                    accept=np.less_equal)
 
 
+def batched_last_row_from_target(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                 draft_token_ids, rng):
+    """In a batch of two rows or more, the last row's rejected draft replaced from q, not the
+    residual (a loop over rows one short): right at one row, and on every other row."""
+    def recover(q, p):  # [B, k, V] each
+        out = recovered_probs(q, p)
+        return np.concatenate([out[:-1], q[-1:]]) if len(q) > 1 else out
+
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=recover)
+
+
 def batched_ties_toward_draft_from_the_fourth(target_with_bonus_probs, bonus_token_ids,
                                              draft_probs, draft_token_ids, rng):
     """accepted = u <= q/p from the fourth draft on only: the "uniforms at 0" case of 6 drafts
@@ -485,7 +497,7 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
              "batched_inverse_cdf_strict", "batched_equal_rows_deduplicated",
              "batched_one_row_reuses_uniform", "batched_bonus_dropped",
-             "batched_ties_toward_draft_from_the_fourth"]
+             "batched_ties_toward_draft_from_the_fourth", "batched_last_row_from_target"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract

@@ -125,9 +125,10 @@ def test_a_support_case_makes_its_first_calls_and_every_20th_twice_more():
 
 
 def test_a_rejection_support_case_repeats_every_batch_and_the_rows_alone_by_number():
-    """In the rejection contract every batch of 2 rows or more is made twice more; the calls of
-    one row (a tenth of the sequences, a call each: the first step calls them before its batch)
-    as the chain's: the first ones the docs state, then each multiple of their period."""
+    """In the rejection contract every batch of 2 rows or more is made twice more (the calls of
+    three rows too); the calls of one row (a tenth of the sequences, a call each: the first step
+    calls them before the rest) as the chain's: the first ones the docs state, then each multiple
+    of their period."""
     first, every = stated_schedule()
     calls = []
 
@@ -139,7 +140,9 @@ def test_a_rejection_support_case_repeats_every_batch_and_the_rows_alone_by_numb
     n = 10 * first + 1000
     run(spy, "rejection", CASES["rejection"][0], n, (0, 1))
     made = repeats_after_each_call(calls)
-    assert [rows for rows, _ in made[:n // 10 + 1]] == [1] * (n // 10) + [n - n // 10]
+    tenth = n // 10  # rows drawn alone, then as many three a call
+    assert [rows for rows, _ in made[:tenth + tenth // 3 + 1]] == (
+        [1] * tenth + [3] * (tenth // 3) + [n - 2 * tenth])
     assert sum(rows == 1 for rows, _ in made) > first + 2 * every
     assert sum(rows > 1 for rows, _ in made) >= 2
     for c, (rows, again) in enumerate(made, 1):
