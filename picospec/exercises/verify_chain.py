@@ -33,6 +33,14 @@ UNCERTAIN = ([0, 1], np.array([[0.6, 0.2, 0.2], [0.2, 0.6, 0.2]]),
              np.array([[0.3, 0.4, 0.3], [0.3, 0.3, 0.4], [0.3, 0.3, 0.4]]), None)
 
 
+# five drafts, the first three kept whatever the uniforms (q = p), the fourth and fifth each kept
+# with probability 0.5: a draw outside rng from the fourth draft on changes the outcome
+LATE_UNCERTAIN = ([0, 1, 2, 0, 1], np.array([[0.3, 0.3, 0.4]] * 3 + [[0.6, 0.2, 0.2],
+                                                                     [0.2, 0.6, 0.2]]),
+                  np.array([[0.3, 0.3, 0.4]] * 3 + [[0.3, 0.4, 0.3], [0.3, 0.3, 0.4],
+                                                    [0.3, 0.3, 0.4]]), None)
+
+
 # no drafts, the next token random (Q[0] over three tokens): its uniforms from rng alone (the
 # battery's calls with no drafts cannot tell a generator seeded inside from rng)
 EMPTY_UNCERTAIN = ([], np.zeros((0, 3)), np.array([[0.3, 0.3, 0.4]]), None)
@@ -50,8 +58,9 @@ def grade(fn, samples=20_000, seed=0):
                         known=WRONG, rules=rules)
     if not verdict.passed:
         return verdict
-    if (i := outside_rng(fn, EMPTY_UNCERTAIN)) is not None:
-        return outside(NAME, i)
+    for uncertain in (EMPTY_UNCERTAIN, LATE_UNCERTAIN):
+        if (i := outside_rng(fn, uncertain)) is not None:
+            return outside(NAME, i)
     return one_call(NAME, fn, (*LONG[:-1], np.random.default_rng(seed)), rules,
                     "of twenty drafts the target agrees with (made 200 times)", "twenty drafts",
                     times=200) or verdict
@@ -149,6 +158,14 @@ def residual_from_numpy(drafts, P, Q, rng):
     return len(drafts), sample(Q[-1], rng)
 
 
+def numpy_global_from_the_fourth(drafts, P, Q, rng):
+    """The right rule, its uniforms from NumPy's global generator from the fourth draft on."""
+    for t, x in enumerate(drafts):
+        if (rng.random() if t < 3 else np.random.random()) >= min(1, Q[t][x] / P[t][x]):
+            return t, sample(residual(Q[t], P[t]), rng)
+    return len(drafts), sample(Q[-1], rng)
+
+
 def ratio_smoothed(drafts, P, Q, rng):
     """min(1, q / (p + 1e-6)), against a division by 0: a rare draft is rejected though q = p."""
     for t, x in enumerate(drafts):
@@ -158,4 +175,5 @@ def ratio_smoothed(drafts, P, Q, rng):
 
 
 WRONG = (resample_from_target, ratio_inverted, ties_toward_draft, bonus_from_draft,
-         residual_unclipped, python_random, numpy_global, residual_from_numpy, ratio_smoothed)
+         residual_unclipped, python_random, numpy_global, residual_from_numpy, ratio_smoothed,
+         numpy_global_from_the_fourth)

@@ -78,6 +78,7 @@ WRONG = [
     ("verify_chain", "numpy_global", "randomness outside rng", None),
     ("verify_chain", "residual_from_numpy", "randomness outside rng", None),
     ("verify_chain", "ratio_smoothed", "twenty drafts", None),
+    ("verify_chain", "numpy_global_from_the_fourth", "randomness outside rng", None),
     ("medusa_buffers", "siblings_see_each_other", "attn_mask", "choices=[[0], [1], [0, 0]]"),
     ("medusa_buffers", "positions_from_one", "position_ids", "choices=[[0]]"),
     ("medusa_buffers", "retrieve_without_root", "retrieve_indices", "choices=[[0]]"),

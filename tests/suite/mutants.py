@@ -841,8 +841,8 @@ MUTANTS = (
             "test_a_repeated_sigterm_does_not_cut_the_cleanup_short",),
            "a second SIGTERM stops the cleanup the first began"),
     Mutant("grader-chain-no-drafts-rng", "graders", "rule", "picospec/exercises/verify_chain.py",
-           "    if (i := outside_rng(fn, EMPTY_UNCERTAIN)) is not None:",
-           "    if (i := None) is not None:",
+           "    for uncertain in (EMPTY_UNCERTAIN, LATE_UNCERTAIN):",
+           "    for uncertain in (LATE_UNCERTAIN,):",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_sampler_wrong_only_without_drafts_is_caught",),
            "verify_chain drawing from NumPy's global generator when there are no drafts passes"),
@@ -2291,6 +2291,13 @@ MUTANTS = (
            ("tests/picospec/test_check.py::"
             "test_a_bug_in_a_batchs_last_row_fails_on_the_rows_drawn_three_a_call",),
            "a rejection sampler wrong in a batch's last row only passes"),
+    Mutant("grader-chain-rng-checked-to-two-drafts", "graders", "rule",
+           "picospec/exercises/verify_chain.py",
+           "    for uncertain in (EMPTY_UNCERTAIN, LATE_UNCERTAIN):",
+           "    for uncertain in (EMPTY_UNCERTAIN,):",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[verify_chain-numpy_global_from_the_fourth]",),
+           "uniforms from NumPy's global generator from the fourth draft on pass verify_chain"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
