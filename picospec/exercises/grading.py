@@ -53,8 +53,7 @@ class Verdict(NamedTuple):
 
 
 def own_objects(exercise):
-    """{object: its name} of picospec's own answer to the exercise (the picospec objects its
-    ANSWER uses, and TWINS, the same answer elsewhere in picospec): an answer may not use them."""
+    """{object: name} of picospec's objects in the exercise's ANSWER and TWINS."""
     module, namespace = sys.modules[f"picospec.exercises.{exercise}"], {}
     exec(f"{module.ANSWER}\n{getattr(module, 'TWINS', '')}", namespace)
     return {v: f"{v.__module__}.{v.__qualname__}" for v in namespace.values()
@@ -62,8 +61,7 @@ def own_objects(exercise):
 
 
 def own_code(exercise):
-    """{code object: name} of the functions (a class's methods too) of picospec's own answer,
-    the exercise module's `answer` among them."""
+    """{code object: name} of own_objects' functions (a class's methods), and `answer`'s."""
     module, out = sys.modules[f"picospec.exercises.{exercise}"], {}
     mine = {module.answer: f"{module.__name__}.answer"} if hasattr(module, "answer") else {}
     for v, name in {**own_objects(exercise), **mine}.items():
@@ -80,8 +78,8 @@ FORBID_OWN = False
 
 
 def unanswered(exercise, fn, args):
-    """A stub still raising NotImplementedError, or (FORBID_OWN) a first call that runs
-    picospec's own answer however it was reached -> its Verdict, else None."""
+    """A stub still raising NotImplementedError, or (FORBID_OWN) a first call running
+    picospec's own answer -> its Verdict, else None."""
     code, ran = own_code(exercise) if FORBID_OWN else {}, []
 
     def watch(frame, event, arg):
@@ -360,8 +358,7 @@ ARGS = {3: ("drafts", "P", "Q"), 4: ("tokens", "parents", "Q", "P")}
 
 def one_call(exercise, fn, args, rules, what, failed, times=1):
     """A failing Verdict when fn(*args) (the rng last), made `times` times, raises, changes an
-    input or returns what rules forbid whatever the uniforms, else None: a call of a size the
-    battery lacks."""
+    input or returns what rules forbid whatever the uniforms, else None."""
     for _ in range(times):
         args = (*copied(args[:-1]), args[-1])  # the call's own copies: a write stays in them
         inputs = copied(args[:-1])  # as they were before the call

@@ -2,7 +2,7 @@
 arXiv:2402.12374, Algorithm 1), graded by its law. p = draft, q = target; m tree nodes, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import grade_law, one_call
+from picospec.exercises.grading import grade_law, one_call, outside, outside_rng
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_without_replacement", "token trees (SpecInfer, Sequoia)"
@@ -34,6 +34,13 @@ UNCERTAIN = ([0, 1], [-1, -1], np.array([[0.3, 0.2, 0.25, 0.25], [0.1, 0.2, 0.3,
              np.array([[0.5, 0.4, 0.05, 0.05], [0.5, 0.4, 0.05, 0.05]]), None)
 
 
+# a chain of two nodes kept whatever the uniforms (q = p), then two siblings below it as in
+# UNCERTAIN: a draw outside rng from depth 2 on changes the outcome
+DEEP_UNCERTAIN = ([0, 1, 0, 1], [-1, 0, 1, 1],
+                  np.array([[0.25] * 4, [0.25] * 4, *UNCERTAIN[2]]),
+                  np.array([[0.25] * 4, [0.25] * 4, *UNCERTAIN[3]]), None)
+
+
 # wider and deeper than the battery's trees: the root's first four children have q = 0 (always
 # rejected), its fifth then has q = p_i (always kept), and five nodes below it, each an only child
 # with P's row Q's, are always kept: the path is [4, 5, 6, 7, 8, 9] whatever the uniforms
@@ -48,6 +55,8 @@ def grade(fn, samples=20_000, seed=0):
                         known=WRONG, rules=rules)
     if not verdict.passed:
         return verdict
+    if (i := outside_rng(fn, DEEP_UNCERTAIN)) is not None:
+        return outside(NAME, i)
     return one_call(NAME, fn, (*WIDE_DEEP[:-1], np.random.default_rng(seed)), rules,
                     "of five siblings, then five nodes below the fifth",
                     "five siblings, six levels") or verdict
@@ -88,15 +97,16 @@ def law_of_sibling(tokens, P, tried, c):
     return removed(tokens, P, tried, c) if tried else P[c]
 
 
-def walk(tokens, parents, Q, P, rng, law_of, update=residual, draw=sample):
+def walk(tokens, parents, Q, P, rng, law_of, update=residual, draw=sample,
+         uniform=lambda rng, path: rng.random()):
     """The walk, law_of(siblings tried before, node) -> p_i, q updated after each rejection, the
-    next token draw(q, rng)."""
+    next token draw(q, rng), each test's uniform(rng, path so far)."""
     node, path = -1, []
     while True:
         q, tried = Q[node + 1], []
         for c in [i for i, parent in enumerate(parents) if parent == node]:
             p = law_of(tokens, P, tried, c)
-            if rng.random() < min(1, q[tokens[c]] / p[tokens[c]]):
+            if uniform(rng, path) < min(1, q[tokens[c]] / p[tokens[c]]):
                 node, _ = c, path.append(c)
                 break
             q = update(q, p)
@@ -143,4 +153,11 @@ def last_token_from_numpy(tokens, parents, Q, P, rng):
                 draw=lambda q, rng: int(np.random.choice(len(q), p=q)))
 
 
-WRONG = (judged_as_iid, only_previous_removed, no_residual_update, last_token_from_numpy)
+def numpy_global_below_depth_2(tokens, parents, Q, P, rng):
+    """The right walk, its uniforms from NumPy's global generator once the path holds 2 nodes."""
+    return walk(tokens, parents, Q, P, rng, removed,
+                uniform=lambda rng, path: rng.random() if len(path) < 2 else np.random.random())
+
+
+WRONG = (judged_as_iid, only_previous_removed, no_residual_update, last_token_from_numpy,
+         numpy_global_below_depth_2)

@@ -104,6 +104,8 @@ WRONG = [
     ("verify_without_replacement", "no_residual_update", "case 2. V=3 two pairs of siblings",
      None),
     ("verify_without_replacement", "last_token_from_numpy", "randomness outside rng", None),
+    ("verify_without_replacement", "numpy_global_below_depth_2", "randomness outside rng",
+     None),
     ("draft_law", "softmax_over_all_tokens", "case 2. V=3 V_d=2 K=1", None),
     ("draft_law", "placed_by_inverse", "case 2. V=3 V_d=2 K=1", None),
     ("draft_law", "ids_from_one", "case 2. V=3 V_d=2 K=1", None),

@@ -2298,6 +2298,13 @@ MUTANTS = (
            ("tests/picospec/test_exercises.py::"
             "test_a_wrong_answer_fails_where_expected[verify_chain-numpy_global_from_the_fourth]",),
            "uniforms from NumPy's global generator from the fourth draft on pass verify_chain"),
+    Mutant("grader-tree-rng-checked-to-depth-1", "graders", "rule",
+           "picospec/exercises/verify_without_replacement.py",
+           "    if (i := outside_rng(fn, DEEP_UNCERTAIN)) is not None:",
+           "    if (i := None) is not None:",
+           ("tests/picospec/test_exercises.py::test_a_wrong_answer_fails_where_expected["
+            "verify_without_replacement-numpy_global_below_depth_2]",),
+           "uniforms from NumPy's global generator below depth 2 pass verify_without_replacement"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
