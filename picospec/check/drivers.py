@@ -102,11 +102,11 @@ def run(fn, contract, case, n, seed, kept=None):
         last2 = np.where(length[rows] >= 2, seqs[rows, length[rows] - 2], 0)  # [rows]
         # the rejection contract's calls: each row of the first alone(n) sequences by itself (a
         # batch of one), the next in_threes(n) three rows a call, then the others together
-        cut = tuple(int(np.searchsorted(rows, m)) for m in
-                    (alone(contract, n), alone(contract, n) + in_threes(contract, n)))
+        ones = alone(contract, n)
+        cuts = tuple(int(np.searchsorted(rows, m)) for m in (ones, ones + in_threes(contract, n)))
         # [rows, W]: new tokens, then -1
         new = STEPS[contract](fn, case, T, D, last2, last1, rng, fn_rng,
-                              [] if kept is None else kept, cut)
+                              [] if kept is None else kept, cuts)
         count = (new >= 0).sum(1)  # [rows]
         if (count < 1).any() or (new >= case.V).any():
             row = int(np.flatnonzero((count < 1) | (new >= case.V).any(1))[0])
@@ -233,7 +233,7 @@ def rule_keeps_all(drafts, P, Q):
     return np.minimum(1, Q[rows, t, drafts] / P[rows, t, drafts]).prod(1)  # [rows, K] -> [rows]
 
 
-def step_chain(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
+def step_chain(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
     # [rows, K]: drawn a draft position at a time
     drafts, P, Q = draft_chains(D, T, last2, last1, rng.random((case.K, len(last1))).T)
     # [rows]: the drafts each call is given, K or (a share no_drafts of the calls) none: drafts [],
@@ -266,7 +266,7 @@ def step_chain(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
     return new
 
 
-def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
+def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
     """Draw every row's tree from the draft, score it with the target, verify -> [rows, m + 1]."""
     parents, m = list(case.parents), len(case.parents)
     tokens = np.zeros((len(last1), m), dtype=np.int64)  # [rows, m]
@@ -340,10 +340,10 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=0):
     return new
 
 
-def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cut=(0, 0)):
-    """Draw every row's drafts and bonus token, call fn on rows [:cut[0]] one at a time (B = 1),
-    on rows [cut[0]:cut[1]] three at a time, then on the others together -> [rows, k + 1]."""
-    (cut, threes), k, rows = cut, case.K, len(last1)
+def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
+    """Draw every row's drafts and bonus token, call fn on rows [:cuts[0]] one at a time (B = 1),
+    on rows [cuts[0]:cuts[1]] three at a time, then on the others together -> [rows, k + 1]."""
+    (cut, threes), k, rows = cuts, case.K, len(last1)
     # [rows, k + 1]: the checker's uniforms in the order of the calls: a row alone draws its k
     # drafts then its bonus token, the batch a draft position at a time, then its bonus tokens
     u = np.concatenate([rng.random((cut, k + 1)), rng.random((k + 1, rows - cut)).T])

@@ -139,6 +139,15 @@ def outside(exercise, i):
         f"your own"), "randomness outside rng")
 
 
+def drawn_elsewhere(exercise, fn, *uncertain):
+    """outside()'s Verdict for the first of `uncertain` (arguments of a random outcome) whose
+    answer changes with the global generators' seeds, else None."""
+    for args in uncertain:
+        if (i := outside_rng(fn, args)) is not None:
+            return outside(exercise, i)
+    return None
+
+
 def ignores_rng(fn, args, calls=40):
     """True when `calls` calls, each with its own rng, all return one answer (args: a random
     outcome; a generator made inside fn draws the same numbers every call)."""
@@ -180,14 +189,14 @@ def wrong_return(fn, probe, contract):
 def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=None, known=(),
               rules=None, battery=None):
     """fn through `contract`'s battery (or battery), law cases first, to the first failing case
-    -> Verdict with its evidence. uncertain: arguments of a random outcome; known: the kept wrong
+    -> Verdict with its evidence. uncertain: arguments of random outcomes; known: the kept wrong
     answers, named where fn behaves as one."""
     if probe is not None and (stub := unanswered(exercise, fn, copy.deepcopy(probe))) is not None:
         return stub
     if probe is not None and (wrong := wrong_return(fn, probe, contract)) is not None:
         return Verdict(exercise, False, "what your function returns", wrong, "what it returns")
-    if uncertain is not None and (i := outside_rng(fn, uncertain)) is not None:
-        return outside(exercise, i)
+    if uncertain is not None and (elsewhere := drawn_elsewhere(exercise, fn, *uncertain)):
+        return elsewhere
     cases = cases_of(contract) if battery is None else battery.cases
     n_cases, tv90 = len(cases), battery_tv90(contract, samples, battery)
     where = (f"the checker's {n_cases} toy cases of the {contract} contract (picospec.check)"
@@ -238,7 +247,7 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
         why = (f"p-value {bad.p_value:.2g} < {ALPHA:g}: the law of what you sampled differs "
                f"from the exact one; sequences (new tokens) with the largest gaps:\n  "
                + bad.detail.replace("; ", "\n  "))
-    if uncertain is not None and ignores_rng(fn, uncertain):
+    if uncertain is not None and ignores_rng(fn, uncertain[0]):
         why += ("\nthe same call with rng = np.random.default_rng(0), (1), ... (39) gave one "
                 "answer each time: your function ignores the rng it is given (one made inside "
                 "it, such as rng = np.random.default_rng(42), draws the same numbers on every "
@@ -359,11 +368,11 @@ ARGS = {3: ("drafts", "P", "Q"), 4: ("tokens", "parents", "Q", "P")}
 def one_call(exercise, fn, args, rules, what, failed, times=1):
     """A failing Verdict when fn(*args) (the rng last), made `times` times, raises, changes an
     input or returns what rules forbid whatever the uniforms, else None."""
+    inputs, problem = copied(args[:-1]), None  # as they were before each call
     for _ in range(times):
-        args = (*copied(args[:-1]), args[-1])  # the call's own copies: a write stays in them
-        inputs = copied(args[:-1])  # as they were before the call
+        call = (*copied(inputs), args[-1])  # the call's own copies: a write stays in them
         with np.errstate(all="ignore"):
-            _, problem = judged(lambda: fn(*args), rules, inputs, args[:-1], ARGS[len(inputs)])
+            _, problem = judged(lambda: fn(*call), rules, inputs, call[:-1], ARGS[len(inputs)])
         if problem is not None:
             break
     if problem is None:

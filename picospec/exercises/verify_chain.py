@@ -2,7 +2,7 @@
 graded by its law (the checker's chain contract). p = draft, q = target; K drafts, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import grade_law, one_call, outside, outside_rng
+from picospec.exercises.grading import drawn_elsewhere, grade_law, one_call
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_chain", "speculative sampling"
@@ -54,16 +54,15 @@ LONG = ([2, 0, 1, 2, 0, 1, 0, 2, 1, 0, 2, 0, 1, 0, 2, 2, 0, 1, 0, 0], np.tile(LA
 
 
 def grade(fn, samples=20_000, seed=0):
-    verdict = grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN,
+    verdict = grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE,
+                        uncertain=(UNCERTAIN, LATE_UNCERTAIN),
                         known=WRONG, rules=rules)
     if not verdict.passed:
         return verdict
-    for uncertain in (EMPTY_UNCERTAIN, LATE_UNCERTAIN):
-        if (i := outside_rng(fn, uncertain)) is not None:
-            return outside(NAME, i)
-    return one_call(NAME, fn, (*LONG[:-1], np.random.default_rng(seed)), rules,
-                    "of twenty drafts the target agrees with (made 200 times)", "twenty drafts",
-                    times=200) or verdict
+    long = (*LONG[:-1], np.random.default_rng(seed))
+    return (drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN)
+            or one_call(NAME, fn, long, rules, "of twenty drafts the target agrees with (made 200 "
+                        "times)", "twenty drafts", times=200) or verdict)
 
 
 def rules(drafts, P, Q, out):

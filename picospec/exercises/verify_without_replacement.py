@@ -2,7 +2,7 @@
 arXiv:2402.12374, Algorithm 1), graded by its law. p = draft, q = target; m tree nodes, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import grade_law, one_call, outside, outside_rng
+from picospec.exercises.grading import grade_law, one_call
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_without_replacement", "token trees (SpecInfer, Sequoia)"
@@ -51,14 +51,13 @@ WIDE_DEEP = ([0, 1, 2, 3, 4, 5, 0, 1, 2, 3], [-1] * 5 + [4, 5, 6, 7, 8],
 
 
 def grade(fn, samples=20_000, seed=0):
-    verdict = grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE, uncertain=UNCERTAIN,
+    verdict = grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE,
+                        uncertain=(UNCERTAIN, DEEP_UNCERTAIN),
                         known=WRONG, rules=rules)
     if not verdict.passed:
         return verdict
-    if (i := outside_rng(fn, DEEP_UNCERTAIN)) is not None:
-        return outside(NAME, i)
-    return one_call(NAME, fn, (*WIDE_DEEP[:-1], np.random.default_rng(seed)), rules,
-                    "of five siblings, then five nodes below the fifth",
+    wide = (*WIDE_DEEP[:-1], np.random.default_rng(seed))
+    return one_call(NAME, fn, wide, rules, "of five siblings, then five nodes below the fifth",
                     "five siblings, six levels") or verdict
 
 
