@@ -17,7 +17,8 @@ class Case(NamedTuple):
     K: int = 2  # drafts per step (chain, rejection)
     sampling: dict = {}  # temperature, top_k, top_p: applied alike to draft and target
     target: int = 7  # random_toy seed
-    # ("near", eps) | ("far",) | ("zeros", share) | ("same",) | ("one-hot",) | ("swap", d)
+    # ("near", eps) | ("far",) | ("zeros", share) | ("same",) | ("one-hot",) | ("swap", d) |
+    # ("sharp", T): the target at temperature T < 1, an over-confident draft kept long
     draft: tuple = ("near", 0.6)
     parents: tuple = None  # tree shape (tree contract)
     # how a tree's siblings are drawn:
@@ -47,7 +48,8 @@ class Case(NamedTuple):
                  "zeros": lambda: random_toy(self.V, self.target + 1, zeros=self.draft[1]),
                  "same": lambda: target,
                  "one-hot": lambda: Toy(np.tile(np.eye(self.V)[0], (self.V, self.V, 1))),
-                 "swap": lambda: swapped(target, self.draft[1])}[kind]()
+                 "swap": lambda: swapped(target, self.draft[1]),
+                 "sharp": lambda: Toy(warp(target.table, temperature=self.draft[1]))}[kind]()
         return warp(target.table, **self.sampling), warp(draft.table, **self.sampling)
 
     def second_draft(self):
@@ -95,6 +97,13 @@ CASES = {
              lowest=True, no_drafts=0.25),
         Case("uniforms near 1: support", 3, 5, 3, target=SUPPORT, draft=("far",), highest=True,
              no_drafts=0.25),
+        # V = 12, the draft one token: residuals spread over up to 11 tokens (a residual cut to
+        # its likeliest few is wrong here, and right wherever it has few)
+        Case("V=12 K=2 T=2 one-hot draft", 12, 2, 2, dict(temperature=2), target=147,
+             draft=("one-hot",)),
+        # drafts kept often and rejected with residuals of two tokens, deep into the chain: the
+        # rule from the fourth draft on (every other K >= 4 case has one-token residuals there)
+        Case("V=3 K=6 sharp draft", 3, 5, 6, target=17, draft=("sharp", 0.5)),
     ],
     "tree": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 1),
@@ -123,6 +132,11 @@ CASES = {
              parents=(-1, -1, 0, 1, 2, 3, 4, 5, 6, 7), lowest=True),
         Case("uniforms near 1: support", 3, 5, target=SUPPORT, draft=("far",),
              parents=(-1, -1, 0, 1), highest=True),
+        Case("V=12 T=2 one-hot draft", 12, 2, sampling=dict(temperature=2), target=147,
+             draft=("one-hot",), parents=(-1, -1, 0)),
+        # a chain of five levels, often kept deep: the rule and the next token below depth 3
+        Case("V=3 chain of 5 sharp draft", 3, 5, target=17, draft=("sharp", 0.4),
+             parents=(-1, 0, 1, 2, 3)),
     ],
     "tree_without_replacement": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 0),
@@ -150,8 +164,16 @@ CASES = {
         # removed, say, is seen only from the fourth sibling on)
         Case("V=5 four siblings", 5, 3, target=137, draft=("far",), parents=(-1, -1, -1, -1),
              siblings="without_replacement"),
+        # four siblings at u = 0: a tie kept only from a node's third or fourth child on
+        Case("uniforms at 0, four siblings: support", 5, 3, target=SUPPORT, draft=("far",),
+             parents=(-1, -1, -1, -1), lowest=True, siblings="without_replacement"),
         Case("uniforms near 1: support", 3, 5, target=SUPPORT, draft=("far",),
              parents=(-1, -1, 0, 0), highest=True, siblings="without_replacement"),
+        # siblings drawn without replacement need two draft tokens or more: zeros, not one-hot
+        Case("V=12 T=2 draft with zeros", 12, 2, sampling=dict(temperature=2), target=147,
+             draft=("zeros", 0.6), parents=(-1, -1, 0), siblings="without_replacement"),
+        Case("V=3 chain of 4 sharp draft", 3, 5, target=17, draft=("sharp", 0.4),
+             parents=(-1, 0, 1, 2), siblings="without_replacement"),
     ],
     "rejection": [
         Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True),
@@ -168,5 +190,8 @@ CASES = {
         Case("uniforms at 0, 6 drafts: support", 3, 8, 6, target=SUPPORT, draft=("far",),
              lowest=True),
         Case("uniforms near 1: support", 3, 5, 3, target=SUPPORT, draft=("far",), highest=True),
+        Case("V=12 k=2 T=2 one-hot draft", 12, 2, 2, dict(temperature=2), target=147,
+             draft=("one-hot",)),
+        Case("V=3 k=6 sharp draft", 3, 5, 6, target=17, draft=("sharp", 0.5)),
     ],
 }

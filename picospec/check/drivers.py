@@ -212,11 +212,15 @@ def snapshot(inputs):
 
 
 def unchanged(before, inputs, names):
-    """ContractError when the sampler changed an input in place (arrays the caller may reuse)."""
-    for name, was, now in zip(names, before, snapshot(inputs)):
+    """ContractError when the sampler changed an input in place (arrays the caller may reuse),
+    or made it read-only."""
+    for name, was, now, x in zip(names, before, snapshot(inputs), inputs):
         if was != now:
             raise ContractError(f"the sampler changed its input {name} in place: leave the "
                                 f"caller's arrays as they were (change a copy)")
+        if isinstance(x, np.ndarray) and not x.flags.writeable:
+            raise ContractError(f"the sampler made its input {name} read-only: the caller can "
+                                f"no longer write into it (leave its flags as they were)")
 
 
 def padded(rows, width):  # lists of token ids -> [len(rows), width], -1 after each row's tokens
@@ -249,7 +253,8 @@ def step_chain(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
         # snapshot((d, p, q)) and its comparison written out: they run at every call
         before = (list(d), p.tobytes(), q.tobytes())
         out = fn(d, p, q, fn_rng)
-        if (d, p.tobytes(), q.tobytes()) != before:
+        if (d, p.tobytes(), q.tobytes()) != before or not (p.flags.writeable
+                                                          and q.flags.writeable):
             unchanged(before, (d, p, q), ("drafts", "P", "Q"))
         n, token = pair(out, "(n_accepted, next_token)")
         n, token = whole(n, "n_accepted"), token_id(token, case.V)
@@ -310,7 +315,8 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
             out = fn(t, parents, q, p, fn_rng)
         else:
             out = fn(t, parents, q, fn_rng, P=p)
-        if (t, parents, q.tobytes(), None if top else p.tobytes()) != before:
+        if (t, parents, q.tobytes(), None if top else p.tobytes()) != before or not (
+                q.flags.writeable and (top or p.flags.writeable)):
             unchanged(before, (t, parents, q, p), ("tokens", "parents", "Q", "P"))
         path, token = pair(out, "(path, next_token)")
         try:

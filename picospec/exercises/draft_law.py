@@ -128,8 +128,13 @@ BATCH = (np.array([[[0.5, -1.0, 2.0], [1.0, 1.0, 0.0]], [[3.0, 0.0, -2.0], [0.0,
          np.array([4, 0, 2]), 5)
 # a row all near -1000: exp underflows to 0 for every token unless the max is subtracted
 LOW = (np.array([-1000.0, -1001.0, -1000.5]), np.array([1, 3, 0]), 4)
+# z [0, V_d] (no rows: a law [0, V]) and z [1, 2, 2, V_d]: "[..., V_d]" is any leading shape
+EMPTY = (np.zeros((0, 3)), np.array([4, 0, 2]), 5)
+DEEP = (np.arange(12.0).reshape(1, 2, 2, 3) / 4, np.array([4, 0, 2]), 5)
 CALLS = ((WIDE, "a call whose logits span 2000", "logits 2000 apart"),
          (BATCH, "a call with z [2, 2, V_d], a batch of two", "z [2, 2, V_d]"),
+         (EMPTY, "a call with z [0, V_d], no rows", "z [0, V_d]"),
+         (DEEP, "a call with z [1, 2, 2, V_d]", "z [1, 2, 2, V_d]"),
          (LOW, "a call whose logits all lie near -1000", "logits near -1000"))
 
 

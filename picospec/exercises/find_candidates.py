@@ -38,6 +38,8 @@ def cases(seed=None):
     # n-grams past 3: the 4-gram's first match lies after the 3-gram's; 5 drafts of the 10 asked
     longer = [2, 3, 4, 8, 1, 2, 3, 4, 9, 1, 2, 3, 4]
     real += [(longer, 4, 10), (list(longer), 5, 10)]
+    # no tokens yet (n from -1 down to 1: no n-gram); no drafts asked for
+    real += [([], 3, 10), ([1, 2, 1], 1, 0)]
     # a match of 8 tokens, 12 drafted: the 7-gram's first match lies before the 8-gram's
     pattern = list(range(1, 9))
     real.append((pattern[1:] + [90] + pattern + list(range(91, 102)) + pattern, 10, 12))

@@ -13,6 +13,7 @@ import numpy as np
 
 from picospec.check.battery import FAILED, cases_of, check_case, first_catch
 from picospec.check.cases import PROMPT
+from picospec.check.drivers import filled
 from picospec.check.controls import CONTROLS
 from picospec.check.exact_law import ALPHA, Toy, detectable_tv, law_vector
 
@@ -378,8 +379,47 @@ def one_call(exercise, fn, args, rules, what, failed, times=1):
     if problem is None:
         return None
     return Verdict(exercise, False, f"one call {what}, once the law passed", "\n".join(
-        ["the call:", *(f"  {name} = {show(a)}" for name, a in zip(ARGS[len(inputs)], inputs)),
+        ["the call:", *(f"  {name} = {cut(show(a))}" for name, a in zip(ARGS[len(inputs)],
+                                                                      inputs)),
          problem]), failed)
+
+
+def cut(text, keep=300):
+    """text, or its first `keep` characters and how many it has."""
+    return text if len(text) <= keep else f"{text[:keep]}... ({len(text):,} characters)"
+
+
+class Halves(np.random.Generator):
+    """A Generator whose uniforms (random(), uniform()) are all 0.5: a draft with q / p = 0.5
+    meets its tie u == q / p, which the rule rejects (keep when u < q / p)."""
+    def random(self, size=None, dtype=np.float64, out=None):
+        return filled(0.5, size, dtype, out)
+
+    def uniform(self, low=0.0, high=1.0, size=None):
+        return filled(np.add(low, np.subtract(high, low) * 0.5), size)
+
+
+def tie_call(exercise, fn, args, kept):
+    """A failing Verdict when fn(*args, Halves) keeps the draft whose q / p is 0.5 (kept(out):
+    whether out keeps it), else None."""
+    try:
+        # on 20 bit generators: an answer that draws elsewhere too (rng.binomial, say) answers
+        # otherwise on some, and its tie is not this call's to judge
+        outs = {show(fn(*copied(args), Halves(np.random.PCG64(i)))) for i in range(20)}
+        out = fn(*copied(args), Halves(np.random.PCG64(0)))
+        if len(outs) > 1 or not kept(out):
+            return None
+    except Exception as e:  # raised, or returned what kept() cannot read
+        out = f"nothing: it raised {type(e).__name__}: {' '.join(str(e).split())}"
+    return Verdict(exercise, False, "one call with every uniform 0.5, once the law passed",
+                   "\n".join(["the call:", *(f"  {name} = {show(a)}" for name, a in
+                                             zip(ARGS[len(args)], args)),
+                              f"  every uniform of rng: 0.5, so u = q(x) / p(x) = 0.5 for the "
+                              f"first draft x = {show(args[0][0])}",
+                              (out if isinstance(out, str) else
+                               f"it returned {show(out)}: the draft was kept at the tie u == "
+                               f"q / p; keep only when u < min(1, q / p) (the tie rejects)")]),
+                   "a tie u == q / p")
 
 
 @functools.lru_cache
@@ -410,6 +450,7 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
     checked = f"your function against {about} on {len(cases)} cases, smallest first" + (
         ", then again on one list or array per argument refilled in place"
         if any(isinstance(a, (list, np.ndarray)) for _, args in cases for a in args) else "")
+    answers = []  # [(label, yours, a copy of it)]: each answer as it came back
     for label, args in cases:
         expected, before = reference(*args), copy.deepcopy(args)
         try:
@@ -421,6 +462,8 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             part, shown = compared(compare, yours, expected), show(yours)
             if part is None and (changed := changed_input(args, before)) is not None:
                 part, shown = changed, show(yours)
+            if not (isinstance(yours, Iterator) or inspect.isawaitable(yours)):
+                answers.append((label, yours, copy.deepcopy(yours)))
         if part is not None:
             again = "" if part == "raises" else second_call(fn, before, yours, shown)
             if part != "raises" and (like := returns_as(fn, known, cases, compare)) is not None:
@@ -430,6 +473,8 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             return Verdict(exercise, False, checked,
                            f"smallest case that differs ({part}): {label}\n  expected: "
                            f"{right}\n  yours:    {shown}{again}", part)
+    if (reused := reused_answer(fn, cases, answers)) is not None:
+        return Verdict(exercise, False, checked, reused, "answers reused")
     if (stale := refilled_call(fn, reference, cases, compare)) is not None:
         label, expected, shown = stale
         expected, shown = apart(show(expected), shown)
@@ -442,6 +487,43 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             f"the values in place, as a decoding loop appending to its tokens does; compute "
             f"every answer from the values"), "objects refilled in place")
     return Verdict(exercise, True, checked, f"all {len(cases)} cases agree")
+
+
+def reused_answer(fn, cases, answers):
+    """What is wrong when an answer changed after the calls that followed it, or when a call made
+    again returns an object an earlier call returned, or None."""
+    for label, yours, was in answers:  # (a copy is writeable: flags not compared)
+        if not unchanged(yours, was, flags=False):
+            return (f"the answer to {label} changed after the calls that followed it: now "
+                    f"{apart(show(was), show(yours))[1]}; your function returns an object it "
+                    f"writes into again (a module-level buffer, out= kept between calls): "
+                    f"return a new one each call")
+    if not answers:
+        return None
+    label, first, _ = answers[0]
+    try:
+        again = fn(*copy.deepcopy(cases[0][1]))
+    except Exception:  # second_call's business, not this check's
+        return None
+    if shared(first, again):
+        return (f"called again on {label}, your function returned the very object (or memory) "
+                f"it returned the first time: a caller that changes one answer changes the "
+                f"other (a cache such as functools.lru_cache handing out one array); return a "
+                f"new object each call")
+    return None
+
+
+def shared(a, b):
+    """Whether the answers a and b hold a list, dict or array in common (memory, for arrays)."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a.size > 0 and np.shares_memory(a, b)
+    if isinstance(a, (list, dict)) and a is b:
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return any(shared(a[k], b[k]) for k in a if k in b)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return any(shared(x, y) for x, y in zip(a, b))
+    return False
 
 
 def refilled_call(fn, reference, cases, compare):
@@ -552,20 +634,23 @@ def changed_input(args, before, names=None):
     return None
 
 
-def unchanged(now, was):
-    """now is was: the same types at every level, shapes, dtypes and values (NaN as NaN)."""
+def unchanged(now, was, flags=True):
+    """now is was: the same types at every level, shapes, dtypes, values (NaN as NaN) and, with
+    flags, arrays writeable alike (one made read-only: the caller can no longer write into it)."""
     if type(now) is not type(was):
         return False
     if isinstance(was, np.ndarray):
         return (now.shape == was.shape and now.dtype == was.dtype
+                and (not flags or now.flags.writeable == was.flags.writeable)
                 and np.array_equal(now, was, equal_nan=was.dtype.kind in "fc"))
     if isinstance(was, dict):
-        return list(now) == list(was) and all(unchanged(now[k], was[k]) for k in was)
+        return list(now) == list(was) and all(unchanged(now[k], was[k], flags) for k in was)
     if isinstance(was, (list, tuple)):
         if len(now) != len(was) or list(map(type, now)) != list(map(type, was)):
             return False
         if any(issubclass(k, (list, tuple, dict, np.ndarray)) for k in set(map(type, was))):
-            return all(map(unchanged, now, was))  # containers inside: each compared alike
+            # containers inside: each compared alike
+            return all(unchanged(n, w, flags) for n, w in zip(now, was))
         return now == was or all(map(unchanged, now, was))  # numbers: at C speed, then NaNs
     try:
         return bool(now == was) or bool(now != now and was != was)  # NaN stays NaN
@@ -629,6 +714,8 @@ def same_array(yours, expected, tol=1e-9):
         return f"dtype {yours.dtype}, expected {right}: numbers, not {kind}"
     if right.kind == yours.dtype.kind == "f" and yours.dtype.itemsize < right.itemsize:
         return f"dtype {yours.dtype}, expected {right}: {tol:g} needs its digits"
+    if right.kind == yours.dtype.kind == "f" and yours.dtype != right:  # longdouble: not asked
+        return f"dtype {yours.dtype}, expected {right}"
     if not np.allclose(yours.astype(float), np.asarray(expected, dtype=float), atol=tol, rtol=tol):
         return "values"
     return None

@@ -15,7 +15,8 @@ corpus, context: lists of token ids (ints from GPT-2's 50,257; leave them as the
 looks the context up in its datastore by its longest suffix first: for
 n = min(max_suffix, len(context)) down to 1, is the suffix context[-n:] found somewhere in the
 corpus (as consecutive tokens, anywhere, the corpus's last tokens included)?
-Return the first n that is, or 0 when not even the last token occurs (or the context is empty).
+Return the first n that is, or 0 when not even the last token occurs (or the context or the
+corpus is empty).
 (REST then drafts from what followed those occurrences; picospec finds them with a suffix array,
 a scan is fine here.)
 Example: corpus [1, 2, 3, 1, 2], context [7, 3, 1, 2], max_suffix 4 -> 3."""
@@ -27,6 +28,8 @@ from picospec.rest import Datastore
 
 
 def longest_suffix(corpus, context, max_suffix):  # the project's answer: REST's suffix array
+    if not corpus:  # a datastore holds one token or more
+        return 0
     return Datastore.build(np.array(corpus), max_suffix).search(context, 1, 1)[1]'''
 
 
@@ -36,7 +39,7 @@ def store(corpus, max_suffix):
 
 
 def reference(corpus, context, max_suffix):
-    return store(tuple(corpus), max_suffix).search(context, 1, 1)[1]
+    return store(tuple(corpus), max_suffix).search(context, 1, 1)[1] if corpus else 0
 
 
 def cases(seed=None):
@@ -52,6 +55,9 @@ def cases(seed=None):
     # an id whose digits begin a longer id's: " 1 2" begins " 1 23", " 2" begins " 23"
     out += [([1, 23], [1, 2], 2), ([23], [7, 2], 1), ([11, 2], [7, 1], 2)]
     out.append(([1, 2], [], 2))  # no context: nothing to match
+    out.append(([], [1], 1))  # no corpus: nothing matches
+    # 256 then 0 as 32- or 16-bit bytes hold the bytes of 1 at an offset no id starts at
+    out.append(([256, 0], [1], 1))
     # suffixes past 3 tokens: 4 of a context of 5, then 4 where max_suffix stops a match of 5
     out += [([5, 1, 2, 3, 4, 6], [9, 1, 2, 3, 4], 5), ([1, 2, 3, 4, 5], [1, 2, 3, 4, 5], 4)]
     out.append(([5, *range(1, 10), 6], [42, *range(1, 10)], 12))  # 9 of 10, max_suffix past it

@@ -11,10 +11,10 @@ from picospec.tree import sort_choices
 NAME, FAMILY = "medusa_buffers", "Medusa"
 STATEMENT = """\
 **Exercise `medusa_buffers(choices)`: a Medusa tree's attention mask, position ids and retrieve
-indices.** choices: the tree's nodes as rank paths below the root (a rank: any integer >= 0),
-sorted by depth then ranks (Medusa's order), e.g. [[0], [1], [0, 0], [0, 1]]: [0, 1] is the second
-candidate of head 2 below the first of head 1. Row 0 is the root (the last accepted token), row
-i + 1 is choices[i]; n = 1 + len(choices). Return a dict of NumPy arrays:
+indices.** choices: the tree's nodes (one or more) as rank paths below the root (a rank: any
+integer >= 0), sorted by depth then ranks (Medusa's order), e.g. [[0], [1], [0, 0], [0, 1]]: [0, 1]
+is the second candidate of head 2 below the first of head 1. Row 0 is the root (the last accepted
+token), row i + 1 is choices[i]; n = 1 + len(choices). Return a dict of NumPy arrays:
 - "attn_mask": bool [n, n], row i sees column j when j is i or an ancestor of i (the root is
   every row's ancestor; siblings and cousins never see each other);
 - "position_ids": int [n], each row's depth (the root 0);
@@ -59,8 +59,9 @@ def cases(seed=0):
     # ranks read as the digits of one number in base b: [0, b] and [1, 0] are both b (and the
     # parent of [0, b, 0] is not [1, 0])
     out += [[[0], [1], [0, b], [1, 0], [0, b, 0]] for b in (10, 16, 32, 64, 100, 256, 1000)]
-    # 300 rows: row numbers and depths past what 8 bits hold
+    # 300 rows: row numbers and depths past what 8 bits hold; a chain 130 deep (past int8)
     out.append([[r] for r in range(299)] + [[298, 0]])
+    out.append([[0] * d for d in range(1, 131)])
     rng = np.random.default_rng(seed)
     for top in [3] * 30 + [12] * 10:  # children's ranks below top, the root's up to top
         nodes = {(0,)}

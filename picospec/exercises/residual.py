@@ -30,7 +30,9 @@ def cases(seed=0):
             # q - p = [2^-52, 2^-51, -3 2^-52] exactly: q > p by a hair (< 1e-12, < eps) counts
             ([0.25 + 2**-52, 0.25 + 2**-51, 0.5 - 3 * 2**-52], [0.25, 0.25, 0.5]),
             # not binary fractions: 1 - sum min(q, p) is the mass only up to rounding (5e-5 off)
-            ([0.1 + 3e-13, 0.2, 0.7 - 3e-13], [0.1, 0.2, 0.7])]
+            ([0.1 + 3e-13, 0.2, 0.7 - 3e-13], [0.1, 0.2, 0.7]),
+            # a residual of mass 1e-20, far below eps, is still the law [1, 0, 0]
+            ([1e-20, 0.6, 0.4], [0.0, 0.6, 0.4])]
     for q, p in hand:
         out.append((f"q={q}, p={p}", (np.array(q), np.array(p))))
     for V in range(2, 7):

@@ -36,8 +36,12 @@ def cases(seed=None):
               # short of the vocabulary, token C below the root is token 0 below node 0
               *([[1, 0], [c]] for c in (1000, 10000, 32000, 32768, 50000, 50256)),
               [[1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 4, 5, 9, 7], [1, 2, 3, 4, 5, 6, 7, 8]],
-              [], [[]]]  # nothing retrieved, or only an empty continuation: no node
-    return [(f"sequences={s}", (s,)) for s in small + longer]
+              [], [[]],  # nothing retrieved, or only an empty continuation: no node
+              # 3,000 tokens in one sequence: deeper than Python's recursion limit
+              [list(range(3000)), list(range(1500))]]
+    return [(f"sequences={s}" if sum(map(len, s)) < 100 else
+             f"sequences of {' and '.join(str(len(q)) for q in s)} tokens", (s,))
+            for s in small + longer]
 
 
 def compare(yours, expected):
@@ -49,6 +53,9 @@ def compare(yours, expected):
                                  expected):
         if mine != right:
             return part
+    for part, v in zip(("tokens", "parents", "counts"), yours):  # a caller appends to them
+        if not isinstance(v, list):
+            return f"{part}: a {type(v).__name__}, not a list"
     for part, ids in (("tokens", tokens), ("parents", parents),  # ids, indices, counts: ints
                       ("counts", counts)):
         if (odd := not_ids(ids)) is not None:

@@ -2,7 +2,7 @@
 graded by its law (the checker's chain contract). p = draft, q = target; K drafts, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import drawn_elsewhere, grade_law, one_call
+from picospec.exercises.grading import drawn_elsewhere, grade_law, one_call, tie_call
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_chain", "speculative sampling"
@@ -53,6 +53,12 @@ LONG = ([2, 0, 1, 2, 0, 1, 0, 2, 1, 0, 2, 0, 1, 0, 2, 2, 0, 1, 0, 0], np.tile(LA
         np.tile(LAW, (21, 1)), None)
 
 
+# one draft with q / p = 0.5 exactly: at u = 0.5 the rule rejects it
+TIE = ([0], np.array([[0.5, 0.5]]), np.array([[0.25, 0.75], [0.5, 0.5]]))
+# no drafts, V = 257: the next token, 256, is past what 8 bits hold
+BYTE = ([], np.zeros((0, 257)), np.eye(257)[[256]], None)
+
+
 def grade(fn, samples=20_000, seed=0):
     verdict = grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE,
                         uncertain=(UNCERTAIN, LATE_UNCERTAIN),
@@ -60,9 +66,13 @@ def grade(fn, samples=20_000, seed=0):
     if not verdict.passed:
         return verdict
     long = (*LONG[:-1], np.random.default_rng(seed))
+    byte = (*BYTE[:-1], np.random.default_rng(seed))
     return (drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN)
             or one_call(NAME, fn, long, rules, "of twenty drafts the target agrees with (made 200 "
-                        "times)", "twenty drafts", times=200) or verdict)
+                        "times)", "twenty drafts", times=200)
+            or one_call(NAME, fn, byte, rules, "with no drafts over V = 257 tokens, Q[0] all on "
+                        "token 256", "token 256")
+            or tie_call(NAME, fn, TIE, lambda out: int(out[0]) > 0) or verdict)
 
 
 def rules(drafts, P, Q, out):

@@ -2,7 +2,7 @@
 arXiv:2402.12374, Algorithm 1), graded by its law. p = draft, q = target; m tree nodes, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import grade_law, one_call
+from picospec.exercises.grading import grade_law, one_call, tie_call
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_without_replacement", "token trees (SpecInfer, Sequoia)"
@@ -50,6 +50,10 @@ WIDE_DEEP = ([0, 1, 2, 3, 4, 5, 0, 1, 2, 3], [-1] * 5 + [4, 5, 6, 7, 8],
              np.array([[1 / 6] * 6] * 5 + [[0.1, 0.2, 0.3, 0.1, 0.2, 0.1]] * 5), None)
 
 
+# one node with q / p = 0.5 exactly: at u = 0.5 the rule rejects it
+TIE = ([0], [-1], np.array([[0.25, 0.75], [0.5, 0.5]]), np.array([[0.5, 0.5]]))
+
+
 def grade(fn, samples=20_000, seed=0):
     verdict = grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE,
                         uncertain=(UNCERTAIN, DEEP_UNCERTAIN),
@@ -57,8 +61,9 @@ def grade(fn, samples=20_000, seed=0):
     if not verdict.passed:
         return verdict
     wide = (*WIDE_DEEP[:-1], np.random.default_rng(seed))
-    return one_call(NAME, fn, wide, rules, "of five siblings, then five nodes below the fifth",
-                    "five siblings, six levels") or verdict
+    return (one_call(NAME, fn, wide, rules, "of five siblings, then five nodes below the fifth",
+                     "five siblings, six levels")
+            or tie_call(NAME, fn, TIE, lambda out: len(out[0]) > 0) or verdict)
 
 
 def rules(tokens, parents, Q, P, out):

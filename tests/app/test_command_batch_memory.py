@@ -205,3 +205,52 @@ def test_panels_on_a_gpu_are_off_and_on_the_cpu_the_policys(monkeypatch):
     assert gpu["panels"] == {"on": False, "why": "the model runs on the GPU"}
     assert machine.thread_policy(5_850_000, 1)["panels"] == policy.panel_policy(5_850_000)
     assert machine.thread_policy(5_850_000, 1)["panels"]["on"]
+
+
+@pytest.mark.parametrize("row_bytes, mb", [(10 * MB + 1, 21), (1000, 1), (MB // 2, 1)])
+def test_out_of_memory_advice_rounds_the_groups_megabytes_up(monkeypatch, row_bytes, mb):
+    """Groups of 2 rows of 10 MB and a byte ask for 21 MB, of 1000 bytes for 1 MB, of half a MB
+    exactly 1: the --batch_memory to go below is never 0 and never one under what a group
+    took."""
+    def fail(*args, **kw):
+        raise MemoryError
+
+    monkeypatch.setattr(run, "batched_models", fail)
+    with pytest.raises(ValueError, match=rf"groups of 2 rows: pass a smaller --batch_memory than "
+                                         rf"{mb}$"):
+        run.run_batch(run.find("speculative"), [[1], [2], [3]], {},
+                      plan.Groups([[0, 1], [2]], row_bytes), 4, 0, {}, {}, progress=False)
+
+
+
+def test_the_progress_text_counts_groups_from_one(monkeypatch):
+    """Three rows in groups of 2 and 1: the bar says "group 1 of 2", then "group 2 of 2"."""
+    said = []
+
+    class Bar:  # a progress bar that keeps the texts shown after it
+        def __init__(self, **kw):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def set_postfix_str(self, text):
+            said.append(text)
+
+        def update(self, n):
+            pass
+
+    def call(method, rows, n, rng, needs, sampling, options, stats, batch):
+        stats.append({"accepted": [n] * len(rows)})  # one batched call, every row active
+        return [list(row) + [0] * n for row in rows]
+
+    monkeypatch.setattr(run, "tqdm", Bar)
+    monkeypatch.setattr(run, "batched_models", lambda loaded, rows: {})
+    monkeypatch.setattr(run, "call", call)
+    out = run.run_batch(run.find("speculative"), [[1], [2], [3]], {},
+                        plan.Groups([[0, 1], [2]], MB), 4, 0, {}, {}, progress=True)
+    assert said == ["group 1 of 2", "group 2 of 2"]
+    assert out["groups"] == [2, 1] and out["target_calls"] == 2

@@ -433,3 +433,61 @@ def test_the_text_ends_with_the_blas_line_for_one_prompt_and_for_a_batch(monkeyp
         last = text_of([*args, *more]).splitlines()[-1]
         assert re.fullmatch(r"BLAS: .*; 1 thread \(--threads 1[^)]*\); small-matrix path .*; "
                             r"timings on a busy machine vary", last), last
+
+
+def batch_text(groups, same_output):
+    """show_batch's text of three prompts, speculative sampling against autoregressive decoding,
+    in the row groups `groups`, with `same_output` per row."""
+    import types
+
+    from picospec_app.report import show_batch
+
+    prompts = ["def f(x):", "x = 1", "import os"]
+    runs = [{"method": m, "texts": ["a", "b", "c"], "tokens_per_target_call_by_row": [1.0] * 3,
+             "time_s": t, "target_calls": calls}
+            for m, t, calls in (("autoregressive", 2.0, 4), ("speculative", 1.0, 2))]
+    out = {"method": "speculative", "runs": runs, "prompts": prompts, "groups": groups,
+           "rounds": 1, "speedup": 2.0, "speedup_range": None, "same_output": same_output}
+    plan = types.SimpleNamespace(names=[f"the prompt on line {i}" for i in (1, 2, 3)],
+                                 n_tokens=4, sampling={"temperature": 1.0})
+    text = io.StringIO()
+    with redirect_stdout(text):
+        show_batch(out, plan)
+    return text.getvalue()
+
+
+def test_batch_text_names_the_largest_group_when_rows_do_not_divide_evenly():
+    """Three prompts in groups of 2 and 1: "in 2 groups of up to 2 rows", the first and largest
+    group's size, not the last group's 1."""
+    text = batch_text([2, 1], [True] * 3)
+    assert "3 prompts x 4 tokens in 2 groups of up to 2 rows in 1.000 s, " in text, text
+
+
+def test_batch_text_counts_only_the_identical_texts():
+    """Rows 1 and 3 the same as autoregressive decoding's, row 2 different: "2/3 texts
+    identical", not 3/3."""
+    text = batch_text([3], [True, False, True])
+    assert "; 2/3 texts identical (sampling: texts may differ)" in text, text
+
+
+def test_an_acceptance_of_zero_is_printed():
+    """A run whose every draft was rejected: its line ends ", acceptance 0%" (a rate of 0 is a
+    figure, not a missing one); a run with no acceptance (None) prints none."""
+    import types
+
+    from picospec_app.report import show_prompt
+
+    ids = ENCODER.encode(" y = 2")
+    run = {"method": "speculative", "output_ids": [ids], "origins": [["resample"] * len(ids)],
+           "rounds": 1, "time_s": 0.5, "tokens_per_s": 2 * len(ids), "target_calls": len(ids),
+           "tokens_per_target_call": 1.0, "draft_calls": 2 * len(ids), "acceptance_rate": 0.0}
+    plan = types.SimpleNamespace(color=False, sampling={"temperature": 1.0})
+    for rate, end in ((0.0, f", {2 * len(ids)} draft calls, acceptance 0%"),
+                      (None, f", {2 * len(ids)} draft calls")):
+        text = io.StringIO()
+        with redirect_stdout(text):
+            show_prompt({"runs": [{**run, "acceptance_rate": rate}], "prompts": ["x ="]}, plan,
+                        ENCODER)
+        line = next(line for line in text.getvalue().splitlines() if " tokens/s), " in line)
+        assert line.endswith(end), line
+        assert text.getvalue().startswith("── speculative ")

@@ -175,3 +175,32 @@ def test_medusa_and_blockwise_heads_are_timed_as_the_drafter(method, K):
     done = run.run_method(method, [1, 2, 3], {"target": target, "heads": heads}, 12, 0,
                           {"temperature": 0.0}, clock=lambda: float(next(ticks)), **options)
     assert calls and done["draft_calls"] == len(calls) and done["draft_s"] == len(calls)
+
+
+def test_the_rest_of_a_cascade_step_leaves_out_both_drafters_time():
+    """Cascade, by hand: 12 target calls of 2.5 ms, 48 calls of the first drafter of 0.2 ms and
+    24 of the second of 0.1 ms, 0.3 ms a step besides: the rest r is 0.3 one-token calls (1 ms),
+    not 0.5 with the second drafter's 2.4 ms counted in it, and the second drafter is costed on
+    its own (2 calls a target call of c_d = 0.1)."""
+    base = [{"target_s": 0.040, "target_calls": 40, "seconds": 0.040}]  # 1 ms a call, r_0 = 0
+    runs = [{"tokens_per_call": 40 / 12, "target_s": 12 * 0.0025, "target_calls": 12,
+             "draft_s": 48 * 0.0002, "draft_calls": 48, "draft2_s": 24 * 0.0001,
+             "draft2_calls": 24,
+             "seconds": 12 * 0.0025 + 48 * 0.0002 + 24 * 0.0001 + 12 * 0.0003}]
+    costs = run.call_costs(base, runs)
+    assert costs["rest"] == pytest.approx(0.3) and costs["rest_base"] == 0.0
+    assert costs["drafts"]["draft2"] == {"per_target_call": 2.0, "c_d": pytest.approx(0.1)}
+    assert costs["predicted"] == pytest.approx((40 / 12) / (2.5 + 4 * 0.2 + 2 * 0.1 + 0.3))
+
+
+def test_a_median_run_takes_the_median_of_every_models_time():
+    """Three repeats of a cascade run: the median run's seconds and its target's, first and second
+    drafters' times are each the median of the three, the second drafter's too (not the first
+    repeat's); its output and counts are the first repeat's."""
+    runs = [{"output": [1, 2, k], "target_calls": 4, "seconds": s, "target_s": t, "draft_s": d,
+             "draft2_s": d2}
+            for k, s, t, d, d2 in ((3, 1.0, 0.5, 0.3, 0.10), (4, 3.0, 0.7, 0.1, 0.30),
+                                   (5, 2.0, 0.6, 0.2, 0.20))]
+    middle = run.median_run(runs)
+    assert middle == {"output": [1, 2, 3], "target_calls": 4, "seconds": 2.0, "target_s": 0.6,
+                      "draft_s": 0.2, "draft2_s": 0.2}

@@ -70,6 +70,14 @@ def ties_toward_draft_from_the_fourth(drafts, P, Q, rng):
     return len(drafts), sample(Q[-1], rng)
 
 
+def residual_argmax_from_the_fifth(drafts, P, Q, rng):
+    """From the fifth draft on, a rejected draft is replaced by the residual's likeliest token (a
+    "greedy recovery" for long drafts): only a case of 5 drafts or more, rejected there with a
+    residual of two tokens or more, shows it."""
+    return chain(drafts, P, Q, rng, resample=lambda t, q, p: (
+        np.eye(len(q))[np.argmax(residual(q, p))] if t >= 4 else residual(q, p)))
+
+
 def last_residual_skipped(drafts, P, Q, rng):
     """A rejection of the last draft (t = K - 1) is replaced from q instead of the residual."""
     return chain(drafts, P, Q, rng, resample=lambda t, q,
@@ -88,6 +96,20 @@ def small_residual_guard(drafts, P, Q, rng):
     Rejections are rare exactly then, so a sampled law shows it only when the draft is that close to
     the target: the battery's "draft = target but 2 tokens" case."""
     return chain(drafts, P, Q, rng, resample=lambda t, q, p: guarded(q, p))
+
+
+def top_four(q, p):
+    """norm(max(0, q - p)) cut to its four likeliest tokens (a "sparse" residual, as top-k is):
+    right while the residual has four tokens or fewer, which V <= 5 ensures."""
+    r = residual(q, p)  # [V]
+    r[np.argsort(-r, kind="stable")[4:]] = 0
+    return r / r.sum()
+
+
+def residual_top_four(drafts, P, Q, rng):
+    """A rejected draft replaced from the residual cut to its four likeliest tokens (top_four):
+    the battery's case of V = 12 fails it."""
+    return chain(drafts, P, Q, rng, resample=lambda t, q, p: top_four(q, p))
 
 
 def ties_toward_draft_by_uniform(drafts, P, Q, rng):
@@ -190,7 +212,8 @@ CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "tie
          "ties_toward_draft_by_out", "inverse_cdf_side_left", "inverse_cdf_by_argmax",
          "answer_kept_for_equal_inputs", "uniforms_kept_for_the_next_call", "bonus_dropped",
          "accepts_half", "no_drafts_argmax", "no_drafts_searchsorted_left",
-         "ties_toward_draft_from_the_fourth"]
+         "ties_toward_draft_from_the_fourth", "residual_top_four",
+         "residual_argmax_from_the_fifth"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
@@ -258,6 +281,23 @@ def tree_inverse_cdf_side_left(tokens, parents, Q, rng, P=None):
     return tree(tokens, parents, Q, rng, P, draw=searchsorted_left)
 
 
+def tree_bonus_argmax_below_depth_4(tokens, parents, Q, rng, P=None):
+    """Once the path holds four nodes, the next token is the likeliest of its law (the residual
+    after a rejection, else the last node's row), not a draw: a tree of 5 levels shows it."""
+    path, token, _ = verify_tree(tokens, parents, Q, rng, P)
+    if len(path) < 4:
+        return path, token
+    q = Q[path[-1] + 1]
+    for c in [i for i, parent in enumerate(parents) if parent == path[-1]]:  # all rejected
+        q = residual(q, P[c] if P is not None else np.eye(len(q))[tokens[c]])
+    return path, int(np.argmax(q))
+
+
+def tree_residual_top_four(tokens, parents, Q, rng, P=None):
+    """Each rejected sibling's residual cut to its four likeliest tokens (top_four)."""
+    return tree(tokens, parents, Q, rng, P, update=top_four)
+
+
 def tree_children_as_a_run(tokens, parents, Q, rng, P=None):
     """verify_tree's walk with a node's children read as the run of indices from its first child
     (as many as it has), the path read back from the last kept node's ancestors: right while
@@ -290,7 +330,8 @@ def tree_leaf_dropped(tokens, parents, Q, rng, P=None):
 
 TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
         "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped",
-        "tree_ties_toward_draft_below_depth_2"]
+        "tree_ties_toward_draft_below_depth_2", "tree_residual_top_four",
+        "tree_bonus_argmax_below_depth_4"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
@@ -315,6 +356,29 @@ def without_replacement_small_residual_guard(tokens, parents, Q, P, rng):
     """Sequoia's rule with the residual guarded: q kept when max(0, q - p) has mass below 0.05."""
     return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
                 update=guarded)
+
+
+def without_replacement_residual_skipped_below_depth_3(tokens, parents, Q, P, rng):
+    """Sequoia's rule; once the path holds three nodes, a rejected node leaves q as it was (no
+    residual)."""
+    laws = without_replacement_laws(tokens, parents, P)  # [m, V]
+    node, path = -1, []
+    while True:
+        q, kids = Q[node + 1], [i for i, parent in enumerate(parents) if parent == node]
+        for c in kids:
+            if rng.random() < min(1, q[tokens[c]] / laws[c][tokens[c]]):
+                node = c
+                path.append(c)
+                break
+            q = q if len(path) >= 3 else residual(q, laws[c])
+        else:
+            return path, sample(q, rng)
+
+
+def without_replacement_residual_top_four(tokens, parents, Q, P, rng):
+    """Sequoia's rule with each residual cut to its four likeliest tokens (top_four)."""
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                update=top_four)
 
 
 def without_replacement_inverse_cdf_side_left(tokens, parents, Q, P, rng):
@@ -344,6 +408,26 @@ def without_replacement_last_two_removed(tokens, parents, Q, P, rng):
     return tree(tokens, parents, Q, rng, laws)
 
 
+def without_replacement_ties_toward_draft_from_the_third(tokens, parents, Q, P, rng):
+    """Sequoia's rule with siblings accepted when u <= q/p from a node's third child on: at u = 0
+    a third sibling the residual forbids is kept. Only a node of three children or more, two of
+    them rejected at u = 0 (their tokens forbidden), shows it: the support case of four
+    siblings."""
+    laws = without_replacement_laws(tokens, parents, P)  # [m, V]
+    node, path = -1, []
+    while True:
+        q, kids = Q[node + 1], [i for i, parent in enumerate(parents) if parent == node]
+        for n, c in enumerate(kids):
+            u, ratio = rng.random(), q[tokens[c]] / laws[c][tokens[c]]
+            if u <= ratio if n >= 2 else u < min(1, ratio):
+                node = c
+                path.append(c)
+                break
+            q = residual(q, laws[c])
+        else:
+            return path, sample(q, rng)
+
+
 def without_replacement_leaf_dropped(tokens, parents, Q, P, rng):
     """Sequoia's rule whose path, when it reaches a leaf, stops a node short (tree_leaf_dropped)."""
     path, token = tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P))
@@ -354,7 +438,10 @@ WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_small_residual_guard",
                        "without_replacement_inverse_cdf_side_left",
                        "without_replacement_siblings_as_a_run", "without_replacement_leaf_dropped",
-                       "without_replacement_last_two_removed"]
+                       "without_replacement_last_two_removed",
+                       "without_replacement_residual_top_four",
+                       "without_replacement_ties_toward_draft_from_the_third",
+                       "without_replacement_residual_skipped_below_depth_3"]
 
 
 def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
@@ -430,6 +517,29 @@ def batched_small_residual_guard(target_with_bonus_probs, bonus_token_ids, draft
                    recover=recover)
 
 
+def batched_residual_top_four(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                              draft_token_ids, rng):
+    """The recovered law cut to its four likeliest tokens in every row (top_four, vectorised)."""
+    def recover(q, p):  # [B, k, V] each
+        r = recovered_probs(q, p)
+        np.put_along_axis(r, np.argsort(-r, -1, kind="stable")[..., 4:], 0, -1)
+        return r / r.sum(-1, keepdims=True)
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=recover)
+
+
+def batched_recovered_argmax_from_the_fourth(target_with_bonus_probs, bonus_token_ids,
+                                             draft_probs, draft_token_ids, rng):
+    """A rejection at the fourth draft or later recovers the residual's likeliest token."""
+    q, bonus, p, drafts = target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids
+    out = rejection_sample(q, bonus, p, drafts, rng=rng)  # [B, k + 1]
+    n = (out >= 0).sum(1) - 1  # [B]: drafts kept
+    late = (n >= 3) & (n < drafts.shape[1])  # [B]: rejected at the fourth draft or later
+    rows = np.flatnonzero(late)
+    out[rows, n[rows]] = recovered_probs(q[rows, n[rows]], p[rows, n[rows]]).argmax(-1)
+    return out
+
+
 def batched_ties_toward_draft_by_uniform(target_with_bonus_probs, bonus_token_ids, draft_probs,
                                          draft_token_ids, rng):
     """batched_ties_toward_draft with its uniforms from rng.uniform(size=...) instead of
@@ -497,7 +607,8 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
              "batched_inverse_cdf_strict", "batched_equal_rows_deduplicated",
              "batched_one_row_reuses_uniform", "batched_bonus_dropped",
-             "batched_ties_toward_draft_from_the_fourth", "batched_last_row_from_target"]
+             "batched_ties_toward_draft_from_the_fourth", "batched_last_row_from_target",
+             "batched_residual_top_four", "batched_recovered_argmax_from_the_fourth"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract
@@ -521,6 +632,13 @@ def residual_in_place(drafts, P, Q, rng):
             q /= q.sum()
             return t, sample(q, rng)
     return len(drafts), sample(Q[-1], rng)
+
+
+def inputs_frozen(drafts, P, Q, rng):
+    """picospec's verifier after making P and Q read-only ("to be safe"): lossless, and the
+    caller can no longer write into its own arrays."""
+    P.flags.writeable = Q.flags.writeable = False
+    return verify_chain(drafts, P, Q, rng)[:2]
 
 
 def tree_bonus_skipped_at_a_leaf(tokens, parents, Q, rng, P=None):
@@ -577,6 +695,7 @@ def no_drafts_own_generator(drafts, P, Q, rng):
 # contract, the case it fails, what its error says
 CONTRACT = {"bonus_skipped": ("chain", 2, "next_token = -1: expected a token id in [0, 3)"),
             "residual_in_place": ("chain", 2, "the sampler changed its input Q in place"),
+            "inputs_frozen": ("chain", 2, "the sampler made its input P read-only"),
             "first_rejection_by_argmax": ("chain", 5, "ValueError: attempt to get argmax of an "
                                                       "empty sequence"),
             "no_drafts_n_minus_one": ("chain", 5, "n_accepted = -1 with K = 0 drafts"),

@@ -93,6 +93,31 @@ def residual_cached_by_id(q, p):
     return RESIDUALS[key][-1].copy()
 
 
+def residual_below_eps_is_q(q, p):
+    """A residual of mass below machine epsilon taken for rounding and q returned: the law
+    [1, 0, 0] of a residual of mass 1e-20 becomes q."""
+    r = np.maximum(q - p, 0)
+    return q.copy() if r.sum() < np.finfo(float).eps else r / r.sum()
+
+
+def residual_in_long_double(q, p):
+    """Computed and returned in np.longdouble "for accuracy": not the float64 array asked."""
+    r = np.maximum(np.asarray(q, np.longdouble) - np.asarray(p, np.longdouble), 0)
+    return r / r.sum()
+
+
+OUT = {}
+
+
+def residual_into_one_buffer(q, p):
+    """One output array per V kept between calls "to save allocations": each call overwrites the
+    law the call before returned."""
+    out = OUT.setdefault(len(q), np.empty(len(q)))
+    np.maximum(q - p, 0, out=out)
+    out /= out.sum()
+    return out
+
+
 # verify_chain(drafts, P, Q, rng)
 
 def chain_one_uniform(drafts, P, Q, rng):
@@ -261,6 +286,32 @@ def chain_six_drafts_at_most(drafts, P, Q, rng):
     return len(drafts), draw(Q[len(drafts)], rng)
 
 
+def chain_tie_kept_unless_forbidden(drafts, P, Q, rng):
+    """Kept when u <= q/p, guarded by q > 0 so that u = 0 keeps no forbidden token: the tie
+    u == q/p is kept, which the rule rejects."""
+    for t, x in enumerate(drafts):
+        if not (Q[t][x] > 0 and rng.random() <= min(1, Q[t][x] / P[t][x])):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_tokens_in_a_byte(drafts, P, Q, rng):
+    """Every token returned as np.uint8: token 256 and up cannot be one (V = 50,257)."""
+    for t, x in enumerate(drafts):
+        if not rng.random() < min(1, Q[t][x] / P[t][x]):
+            return t, np.uint8(draw(clipped(Q[t], P[t]), rng))
+    return len(drafts), np.uint8(draw(Q[len(drafts)], rng))
+
+
+def chain_inputs_frozen(drafts, P, Q, rng):
+    """P and Q made read-only "to be safe": the caller can no longer write into its arrays."""
+    P.flags.writeable = Q.flags.writeable = False
+    for t, x in enumerate(drafts):
+        if not rng.random() < min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
 # verify_without_replacement(tokens, parents, Q, P, rng)
 
 def tree_walk(tokens, parents, Q, P, rng, law=None, update=None, row=lambda c: c + 1,
@@ -382,11 +433,11 @@ def wr_three_siblings_at_most(tokens, parents, Q, P, rng):
     return tree_walk(tokens, parents, Q, P, rng, order=lambda cs: cs[:3])
 
 
-def wr_three_levels_at_most(tokens, parents, Q, P, rng):
+def wr_three_levels_at_most(tokens, parents, Q, P, rng, levels=3):
     """The walk stopped 3 levels down (the deepest tree tried while writing it), the next token
     from the law there: a fourth level is never reached."""
     node, path, q = -1, [], np.asarray(Q[0], dtype=float)
-    while len(path) < 3:
+    while len(path) < levels:
         kept, tried = None, []
         for c in [i for i, parent in enumerate(parents) if parent == node]:
             p = removed_from(P[c], [tokens[s] for s in tried])
@@ -399,6 +450,17 @@ def wr_three_levels_at_most(tokens, parents, Q, P, rng):
         path.append(kept)
         node, q = kept, np.asarray(Q[kept + 1], dtype=float)
     return path, draw(q, rng)
+
+
+def wr_four_levels_at_most(tokens, parents, Q, P, rng):
+    """The walk stopped 4 levels down (as deep as the battery's trees): a fifth level is never
+    reached."""
+    return wr_three_levels_at_most(tokens, parents, Q, P, rng, levels=4)
+
+
+def wr_tie_kept_unless_forbidden(tokens, parents, Q, P, rng):
+    """Kept when u <= q/p, guarded by q > 0: the tie u == q/p is kept."""
+    return tree_walk(tokens, parents, Q, P, rng, accept=lambda u, a: a > 0 and u <= a)
 
 
 # medusa_buffers(choices)
@@ -475,6 +537,12 @@ def medusa_leaf_to_root(choices):
 def medusa_as_lists(choices):
     """Each part a nested Python list (.tolist()): no mask to index scores with."""
     return {part: value.tolist() for part, value in medusa_parts(choices).items()}
+
+
+def medusa_depths_in_int8(choices):
+    """position_ids as np.int8: a tree deeper than 127 levels wraps (or raises)."""
+    made = medusa_from_parents(choices)
+    return {**made, "position_ids": np.array(made["position_ids"].tolist(), dtype=np.int8)}
 
 
 # typical_accept(tokens, parents, probs, epsilon, delta)
@@ -699,6 +767,23 @@ def candidates_index_kept_by_id(x, max_ngram_size=3, num_pred_tokens=10):
     return []
 
 
+def candidates_last_token_first(x, max_ngram_size=3, num_pred_tokens=10):
+    """A quick exit when x's last token occurs nowhere before: x[-1] of no tokens raises."""
+    if x[-1] not in x[:-1]:
+        return []
+    return candidates_by_windows(x, max_ngram_size, num_pred_tokens)
+
+
+def candidates_zero_means_all(x, max_ngram_size=3, num_pred_tokens=10):
+    """num_pred_tokens = 0 read as "no limit" (the slice's end None): every token after the
+    match."""
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        for s in range(len(x) - n):
+            if x[s:s + n] == x[-n:]:
+                return x[s + n:][:num_pred_tokens or None]
+    return []
+
+
 # longest_suffix(corpus, context, max_suffix)
 
 def suffix_tokens_anywhere(corpus, context, max_suffix):
@@ -755,6 +840,33 @@ def suffix_up_to_3(corpus, context, max_suffix):
         if any(corpus[i:i + n] == context[-n:] for i in range(len(corpus) - n + 1)):
             return n
     return 0
+
+
+def suffix_through_int32_bytes(corpus, context, max_suffix):
+    """Ids matched as the bytes of int32 arrays: a match may start inside an id (the bytes of
+    256 then 0 hold those of 1)."""
+    corpus = np.asarray(corpus, dtype=np.int32).tobytes()
+    for n in range(min(max_suffix, len(context)), 0, -1):
+        if np.asarray(context[-n:], dtype=np.int32).tobytes() in corpus:
+            return n
+    return 0
+
+
+def suffix_positions_by_id(corpus, context, max_suffix):
+    """Positions indexed by a table of max(corpus) + 1 rows: an empty corpus has no max."""
+    where = [[] for _ in range(max(corpus) + 1)]
+    for i, t in enumerate(corpus):
+        where[t].append(i)
+    if not context or context[-1] >= len(where):
+        return 0
+    best = 0
+    for end in where[context[-1]]:
+        n = 1
+        while (n < min(max_suffix, len(context)) and end - n >= 0
+               and corpus[end - n] == context[-1 - n]):
+            n += 1
+        best = max(best, n)
+    return best
 
 
 # trie(sequences)
@@ -926,6 +1038,32 @@ def trie_depth_from_longest(sequences):
     return tokens, parents, counts
 
 
+def trie_by_recursion(sequences):
+    """One recursive call per token: a sequence longer than Python's recursion limit raises."""
+    tokens, parents, counts, child = [], [], [], {}
+
+    def insert(seq, parent):
+        if not seq:
+            return
+        key = (parent, seq[0])
+        if key not in child:
+            child[key] = len(tokens)
+            tokens.append(seq[0])
+            parents.append(parent)
+            counts.append(0)
+        counts[child[key]] += 1
+        insert(seq[1:], child[key])
+
+    for seq in sequences:
+        insert(list(seq), -1)
+    return tokens, parents, counts
+
+
+def trie_as_arrays(sequences):
+    """The right numbers as NumPy arrays, not the lists asked (a caller appends to them)."""
+    return tuple(np.array(v, dtype=np.int64) for v in trie_of_dicts(sequences))
+
+
 # lookahead_mask(W, L)
 
 def lookahead_parts(W, L, row=lambda level, i, W, L: level * W + i):
@@ -982,6 +1120,31 @@ def lookahead_levels_up_to_4(W, L):
     return mask
 
 
+def lookahead_rows_in_int8(W, L):
+    """Row numbers in np.int8: a window of more than 127 tokens wraps."""
+    row = np.arange(W * L, dtype=np.int8)  # [W * L]
+    level, column = row // W, row % W
+    first = (level[None, :] == 0) & (column[None, :] <= column[:, None])
+    own = (column[None, :] == column[:, None]) & (level[None, :] <= level[:, None])
+    return first | own
+
+
+def lookahead_columns_as_text(W, L):
+    """Columns compared as text: "10" sorts before "2"."""
+    return lookahead_parts(W, L, row=lambda level, i, W, L: level * W + i) & np.array(
+        [[str(b % W) <= str(a % W) or b // W > 0 or a % W == b % W for b in range(W * L)]
+         for a in range(W * L)])
+
+
+MASKS = {}
+
+
+def lookahead_one_mask_per_size(W, L):
+    """One mask kept per (W, L) and handed out again: a caller that edits it edits every later
+    answer."""
+    return MASKS.setdefault((W, L), lookahead_parts(W, L))
+
+
 # draft_law(z, d2t, n_vocab)
 
 def placed(s, d2t, n_vocab):
@@ -1023,6 +1186,33 @@ def draft_law_batch_of_one(z, d2t, n_vocab):
     return law[None] if z.ndim == 3 else law
 
 
+def draft_law_rows_stacked(z, d2t, n_vocab):
+    """Row by row, the rows stacked with np.stack: z [0, V_d] has none to stack."""
+    z = np.asarray(z, dtype=np.float64)
+    if z.ndim == 1:
+        e = np.exp(z - z.max())
+        return placed(e / e.sum(), d2t, n_vocab)
+    rows = [draft_law_rows_stacked(r, d2t, n_vocab) for r in z.reshape(-1, z.shape[-1])]
+    return np.stack(rows).reshape(z.shape[:-1] + (n_vocab,))
+
+
+def draft_law_inputs_frozen(z, d2t, n_vocab):
+    """z and d2t made read-only "to be safe": the caller can no longer write into them."""
+    z.flags.writeable = d2t.flags.writeable = False
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
+
+
+def draft_law_up_to_3_axes(z, d2t, n_vocab):
+    """Written for z [V_d], [K, V_d] or [B, K, V_d]: a z of four axes does not broadcast."""
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    s = e / e.sum(-1, keepdims=True)
+    out = np.zeros((*z.shape[:min(z.ndim - 1, 2)], n_vocab))
+    out[..., d2t] = s
+    return out
+
+
 # expected_tokens(alpha, K)
 
 def expected_linear(alpha, K):
@@ -1048,6 +1238,13 @@ def expected_sign_flipped(alpha, K):
 def expected_guarded_below_1e7(alpha, K):
     """K + 1 once 1 - alpha < 1e-7, "where the closed form is 0 / 0": off by about 1e-5 there."""
     return K + 1.0 if 1 - alpha < 1e-7 else (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
+def expected_first_order_near_1(alpha, K):
+    """Within 1e-6 of alpha = 1, a first-order step from K + 1: off by about (1 - alpha)^2 K^3 / 6,
+    1e-8 of E at K = 1000."""
+    e = 1 - alpha
+    return float(K + 1 - e * K * (K + 1) / 2) if e < 1e-6 else (1 - alpha ** (K + 1)) / e
 
 
 # predicted_speedup(E, c, K, c_d)
@@ -1084,52 +1281,71 @@ def residual_by_minimum(q, p):
     return (q - overlap) / (1 - overlap.sum())
 
 
+def speedup_none_without_drafts(E, c, K, c_d):
+    """No drafts taken for no speedup (1.0): with K = 0 a step costs c and yields one token."""
+    return 1.0 if K == 0 else E / (c + K * c_d)
+
+
+def speedup_verification_at_least_one(E, c, K, c_d):
+    """c raised to 1 "since a call costs at least one token's": a measured c below 1 is lost."""
+    return E / (max(c, 1.0) + K * c_d)
+
+
 WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
                  residual_floor, residual_in_place_on_p, residual_float32,
                  residual_normalised_first, residual_as_row, residual_as_list,
                  residual_with_tolerance, residual_as_text, residual_by_minimum,
-                 residual_cached_by_id],
+                 residual_cached_by_id, residual_below_eps_is_q, residual_in_long_double,
+                 residual_into_one_buffer],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
                      chain_mutates_q, chain_ties_by_random, chain_own_generator,
-                     chain_seeded_inside, chain_bonus_after_the_loop,
-                     chain_greedy_without_drafts, chain_numpy_without_drafts,
-                     chain_keeps_nine_tenths, chain_six_drafts_at_most],
+                     chain_seeded_inside, chain_bonus_after_the_loop, chain_greedy_without_drafts,
+                     chain_numpy_without_drafts, chain_keeps_nine_tenths, chain_six_drafts_at_most,
+                     chain_tie_kept_unless_forbidden, chain_tokens_in_a_byte, chain_inputs_frozen],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p,
                                    wr_reversed_siblings, wr_row_off_by_one, wr_ties_toward_draft,
                                    wr_stops_at_first_kept, wr_residual_swapped, wr_mutates_p,
                                    wr_numpy_global, wr_siblings_in_a_run,
-                                   wr_three_siblings_at_most, wr_three_levels_at_most],
+                                   wr_three_siblings_at_most, wr_three_levels_at_most,
+                                   wr_tie_kept_unless_forbidden,
+                                   wr_four_levels_at_most],
     "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
-                       medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists],
+                       medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists,
+                       medusa_depths_in_int8],
     "typical_accept": [typical_at_least, typical_log10, typical_exp_plus_h, typical_no_epsilon,
                        typical_root_row, typical_parent_row_off_by_one, typical_whole_path,
                        typical_epsilon_delta_swapped, typical_guard_in_place,
                        typical_as_array_of_ints, typical_log_plus_1e12, typical_as_zero_one],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
-                        candidates_dict_of_ngrams, candidates_as_array,
-                        candidates_ngrams_up_to_3, candidates_as_floats,
-                        candidates_ids_in_a_byte, candidates_draft_capped_at_5,
-                        candidates_index_kept_by_id],
+                        candidates_dict_of_ngrams, candidates_as_array, candidates_ngrams_up_to_3,
+                        candidates_as_floats, candidates_ids_in_a_byte,
+                        candidates_draft_capped_at_5, candidates_index_kept_by_id,
+                        candidates_last_token_first, candidates_zero_means_all],
     "longest_suffix": [suffix_tokens_anywhere, suffix_one_short, suffix_through_bytes,
                        suffix_reversed_in_place, suffix_prefix_matched, suffix_last_token_as_bool,
-                       suffix_up_to_3],
+                       suffix_up_to_3, suffix_through_int32_bytes, suffix_positions_by_id],
     "trie": [trie_counts_once, trie_parent_is_position, trie_breadth_first, trie_pops_sequences,
              trie_hashable_in_place, trie_string_keys_without_separator, trie_mutable_defaults,
-             trie_nan_padded, trie_ids_in_a_byte, trie_depth_from_longest],
+             trie_nan_padded, trie_ids_in_a_byte, trie_depth_from_longest, trie_by_recursion,
+             trie_as_arrays],
     "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
                        lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists,
-                       lookahead_levels_up_to_4],
+                       lookahead_levels_up_to_4, lookahead_rows_in_int8, lookahead_columns_as_text,
+                       lookahead_one_mask_per_size],
     "draft_law": [draft_law_min_subtracted, draft_law_as_list, draft_law_mean_subtracted,
-                  draft_law_batch_of_one],
+                  draft_law_batch_of_one, draft_law_rows_stacked, draft_law_up_to_3_axes,
+                  draft_law_inputs_frozen],
     "expected_tokens": [expected_linear, expected_rounded_down, expected_float32,
-                        expected_sign_flipped, expected_guarded_below_1e7],
+                        expected_sign_flipped, expected_guarded_below_1e7,
+                        expected_first_order_near_1],
     "predicted_speedup": [speedup_no_verify_cost, speedup_one_draft_call_short, speedup_product,
-                          speedup_inverted, speedup_as_text],
+                          speedup_inverted, speedup_as_text, speedup_none_without_drafts,
+                          speedup_verification_at_least_one],
 }
 
 

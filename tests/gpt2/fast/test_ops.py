@@ -53,6 +53,20 @@ def test_panel_operations_on_a_gpu_are_refused_in_one_line(kind):
     assert operations(Choices(device="gpu", ops="cpu"), 124_000_000)[0] == "cpu"
 
 
+@pytest.mark.parametrize("environ, kind", [({}, "gpu"), ({"PICOSPEC_FUSED": "1"}, "gpu"),
+                                           ({"PICOSPEC_FUSED": "0"}, "reference")])
+def test_a_gpu_runs_the_fused_kernels_unless_picospec_fused_is_off(environ, kind):
+    """On a GPU the engine runs the fused kernels ("gpu") by default and with PICOSPEC_FUSED=1,
+    and the reference formulas with PICOSPEC_FUSED=0; no CuPy is needed to decide (the choice
+    is made before any kernel is loaded), and a CPU never takes the GPU's."""
+    from gpt2.fast import Choices, operations
+    from picospec_app.settings import engine_choices, read_settings
+
+    fused = engine_choices(read_settings(environ), measure=False)["fused"]
+    assert operations(Choices(device="gpu", fused=fused), 124_000_000)[0] == kind
+    assert operations(Choices(device="cpu", fused=fused), 124_000_000)[0] != "gpu"
+
+
 @pytest.mark.parametrize("value", VALUES)
 def test_every_value_gives_the_reference_logits(value):
     """Decode steps, (K+1)-token verifications with rollback, a token tree and ragged batched rows,

@@ -19,7 +19,8 @@ SAMPLES = 2_000  # sequences per case of the law-graded exercises, as in test_ex
 MISTAKES = [(name, fn.__name__) for name, fns in student_answers.WRONG.items() for fn in fns]
 # the calls graded after the battery passed, each of a size or shape it lacks
 CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty drafts",
-              "five siblings, six levels")
+              "five siblings, six levels", "z [0, V_d]", "z [1, 2, 2, V_d]", "token 256",
+              "a tie u == q / p")
 # mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
 WHERE = {
     # right in law on every case but bounded by the battery's sizes (6 drafts, 3 siblings, 3
@@ -31,9 +32,12 @@ WHERE = {
     "wr_three_siblings_at_most": (
         "case 10. V=5 four siblings", "node 3 (token 1) was rejected though q(1) = 1 >= p_i(1) = "
         "0.6464"),
+    # (a chain of four levels is a case of the battery now)
     "wr_three_levels_at_most": (
-        "five siblings, six levels", "node 7 (token 1) was rejected though q(1) = 0.2 >= p_i(1) "
-        "= 0.2"),
+        "case 14. V=3 chain of 4 sharp draft", "has probability 0 under q at the end of the walk"),
+    "wr_four_levels_at_most": (
+        "five siblings, six levels", "node 8 (token 2) was rejected though q(2) = 0.3 >= p_i(2) "
+        "= 0.3"),
     "draft_law_batch_of_one": ("z [2, 2, V_d]", "shape (1, 2, 5), expected (2, 2, 5)"),
     # the min subtracted passes every head whose rows span less than exp takes and fails the head
     # whose row spans 720; the mean subtracted passes every head (no row of a law spans past 745)
@@ -60,6 +64,8 @@ def test_a_students_mistake_is_rejected_naming_where(name, wrong):
     elif verdict.failed in CALLS_PAST:  # one call past the battery's
         assert verdict.evidence.startswith("the call:\n"), text
         assert "it returned" in verdict.evidence or "it raised" in verdict.evidence, text
+    elif verdict.failed == "answers reused":  # each case passed alone
+        assert "return a new" in verdict.evidence, text
     elif hasattr(module, "CONTRACT"):  # the case, then the call that broke a rule or the counts
         assert verdict.failed.startswith("case "), text
         assert f"first failing case: {verdict.failed[5:]}" in text, text
@@ -79,7 +85,7 @@ def test_a_right_answer_written_otherwise_passes(name, answer):
     verdict = EXERCISES[name].grade(answer, samples=SAMPLES)
     assert verdict.passed, str(verdict)
     if answer is student_answers.chain_binomial_draws:  # the support cases: untested, and said
-        assert "10 of 13 cases passed and 3 went untested" in str(verdict), str(verdict)
+        assert "12 of 15 cases passed and 3 went untested" in str(verdict), str(verdict)
 
 
 @pytest.mark.parametrize("name, wrong, failed", [
@@ -125,6 +131,28 @@ def test_an_input_written_back_as_other_types_is_changed():
         assert changed_input([same], [copy.deepcopy(same)]) is None, same
     verdict = EXERCISES["trie"].grade(student_answers.trie_hashable_in_place)
     assert "changed" in verdict.failed and "sequences=[[0]]\n" in str(verdict), str(verdict)
+
+
+def test_an_input_made_read_only_is_changed():
+    """An array made read-only is changed for the caller (it can no longer write into it); an
+    answer's copy, writeable, is compared by its values alone."""
+    was = np.arange(3.0)
+    now = was.copy()
+    now.flags.writeable = False
+    assert not grading.unchanged(now, was) and grading.unchanged(now, was, flags=False)
+    assert not grading.unchanged([now], [was]) and grading.unchanged(now.copy(), was)
+
+
+def test_an_answer_overwritten_by_a_later_call_is_named():
+    """An answer whose values changed after the calls that followed it (a buffer kept between
+    calls, written again) is named, though a call made again returns a new array."""
+    yours = np.array([1.0, 0.0])
+    answers = [("q=[1, 0], p=[0, 1]", yours, yours.copy())]
+    yours[:] = [0.5, 0.5]  # the next call wrote into it
+    text = grading.reused_answer(lambda q, p: np.array([1.0, 0.0]),
+                                 [("q=[1, 0], p=[0, 1]", ([1.0, 0.0], [0.0, 1.0]))], answers)
+    assert "changed after the calls that followed it: now [0.5, 0.5]" in text, text
+    assert grading.reused_answer(lambda q, p: np.array([1.0, 0.0]), [], []) is None
 
 
 def test_a_wrong_return_names_each_parts_type():
@@ -734,3 +762,34 @@ def test_a_kept_mistake_agreeing_only_on_the_failing_case_is_not_named():
     wrong = EXERCISES["verify_chain"].WRONG
     assert grading.same_mistake(there_only, wrong, "chain", 0, first=first) is None
     assert grading.same_mistake(kept, wrong, "chain", 0, first=first) is kept
+
+
+def test_a_control_caught_by_a_support_case_alone_leaves_the_run_without_a_verdict():
+    """The grader judges its broken samplers on the law cases only, as the checker's run_controls
+    does: in a battery of a support case and a law case, the control that only the support case
+    catches (its forbidden tokens, not a law) counts as missed, and the grading has no verdict."""
+    from picospec.check.battery import cases_of, first_catch, run_controls
+    from picospec.check.controls import CONTROLS
+
+    from tests.support import learner_answers
+
+    chain = cases_of("chain")
+    support = next((i, case) for i, case in chain if case.support)
+    named = {control.__name__: control for control in CONTROLS["chain"]}
+    missed, caught = named["bonus_from_draft"], named["resample_from_target"]
+    assert first_catch(missed, "chain", [support], SAMPLES, 0) is not None
+    law = next((i, case) for i, case in chain if not case.support
+               and first_catch(missed, "chain", [(i, case)], SAMPLES, 0) is None
+               and first_catch(caught, "chain", [(i, case)], SAMPLES, 0) is not None)
+
+    class Battery(grading.Battery):  # hashed by identity, as a cache key: the cases hold dicts
+        __hash__ = object.__hash__
+
+    battery = Battery("a support case and a law case", (support, law))
+    said = grading.controls("chain", SAMPLES, 0, battery)
+    assert dict(said) == {caught.__name__: f"{law[0]}. {law[1].name}", missed.__name__: None}
+    assert said == run_controls("chain", SAMPLES, 0, [support[0], law[0]])
+    verdict = grading.grade_law("verify_chain", learner_answers.verify_chain, "chain", SAMPLES,
+                                battery=battery)
+    assert not verdict.passed and verdict.failed == "no verdict", str(verdict)
+    assert f"the broken sampler {missed.__name__} passed every case" in verdict.evidence

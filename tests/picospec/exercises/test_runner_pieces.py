@@ -199,3 +199,60 @@ def test_a_gradings_time_is_estimated_from_two_runs_its_fixed_cost_counted_once(
     assert module.asked == [(100, 7), (300, 7)]
     busy = Graded(lambda n: 9.0 if n == 100 else 5.0)
     assert runner.estimate(busy, None, 20_000, 0) == 5.0
+
+
+def raised_by(path, name, *args):
+    """What the runner says of the exception that `name` of the answers read from path raises."""
+    from picospec.exercises.answers import read_answers
+
+    fn = read_answers(path)[name]
+    try:
+        fn(*args)
+    except Exception as e:
+        return runner.raised(e, path)
+    raise AssertionError(f"{name} raised nothing")
+
+
+def test_an_exception_in_a_notebook_names_its_cell_and_line(tmp_path):
+    """An answer cell, the notebook's second code cell (cell 1 from 0), raising on its line 3:
+    the error is placed "at nb.ipynb cell 1, line 3"."""
+    import json
+
+    answer = {"cell_type": "code", "metadata": {"tags": ["answer"], "exercise": "trie"},
+              "source": "def trie(sequences):\n    x = 1\n    return {}['missing']\n"}
+    cells = [{"cell_type": "code", "metadata": {}, "source": "y = 2\n"}, answer]
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps({"cells": cells}))
+    assert raised_by(path, "trie", [[1]]) == "KeyError: 'missing' (at nb.ipynb cell 1, line 3)"
+
+
+def test_an_exception_in_a_function_of_the_learners_is_placed_at_its_raise(tmp_path):
+    """trie calls the learner's own function count, which raises: the error is placed at
+    count's line 5, where it raised, not at line 9, where trie called it."""
+    path = tmp_path / "mine.py"
+    path.write_text("import numpy as np\n\n\ndef count(sequences):\n    return len(sequences) / 0"
+                    "\n\n\ndef trie(sequences):\n    return count(sequences), [], []\n")
+    assert raised_by(path, "trie", [[1]]) == ("ZeroDivisionError: division by zero (at mine.py, "
+                                              "line 5)")
+
+
+def test_a_private_function_is_never_offered_as_a_near_name(tmp_path, monkeypatch):
+    """A file defining _trie (leading underscore: the learner's own private function) and tri:
+    the file's functions read by the grading process list tri alone, so "did you mean" offers
+    tri for trie, never _trie (which sorts first and is as near)."""
+    import json
+    import sys
+
+    from picospec.exercises import grading
+
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # the reading replaces both streams
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    monkeypatch.setattr(grading, "FORBID_OWN", grading.FORBID_OWN)
+    path, events = tmp_path / "mine.py", tmp_path / "events"
+    path.write_text("def _trie(sequences):\n    return [], [], []\n\n\n"
+                    "def tri(sequences):\n    return [], [], []\n")
+    runner.child(str(path), str(events), 300, 0, [])
+    loaded = json.loads(events.read_text().splitlines()[0])
+    assert loaded["defined"] == ["tri"], loaded
+    assert near_names(loaded["defined"]) == {"trie": "tri"}
+    assert near_names(["_trie", "tri"]) == {"trie": "_trie"}  # were it listed, it would win
