@@ -137,6 +137,9 @@ CASES = {
         # a chain of five levels, often kept deep: the rule and the next token below depth 3
         Case("V=3 chain of 5 sharp draft", 3, 5, target=17, draft=("sharp", 0.4),
              parents=(-1, 0, 1, 2, 3)),
+        # five siblings, the draft's top five of V = 5: the rule from a node's fourth child on
+        Case("V=5 five top tokens", 5, 3, target=157, parents=(-1, -1, -1, -1, -1, 0),
+             siblings="top"),
     ],
     "tree_without_replacement": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 0),

@@ -57,7 +57,9 @@ LATE = {"residual_top_four": "V=12 K=2 T=2 one-hot draft",
         "without_replacement_residual_skipped_below_depth_3": "V=3 chain of 4 sharp draft",
         "batched_recovered_argmax_from_the_fourth": "V=3 k=6 sharp draft",
         "without_replacement_ties_toward_draft_from_the_third":
-            "uniforms at 0, four siblings: support"}
+            "uniforms at 0, four siblings: support",
+        "tree_fourth_sibling_against_q": "V=5 five top tokens",
+        "tree_fifth_sibling_kept_as_the_fourth": "V=5 five top tokens"}
 
 
 def command(*args, timeout=300):

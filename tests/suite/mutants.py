@@ -2527,6 +2527,12 @@ MUTANTS = (
            'return ("gpu" if not choices.fused else "reference")',
            ('tests/gpt2/fast/test_ops.py::test_a_gpu_runs_the_fused_kernels_unless_picospec_fused_is_off',),
            'PICOSPEC_FUSED read the wrong way round'),
+    Mutant("checker-top-tokens-case-three", "checker", "rule", "picospec/check/cases.py",
+           'Case("V=5 five top tokens", 5, 3, target=157, parents=(-1, -1, -1, -1, -1, 0),',
+           'Case("V=5 five top tokens", 5, 3, target=157, parents=(-1, -1, -1, 0),',
+           ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case"
+            "[tree-tree_fourth_sibling_against_q]",),
+           "the tree battery's top tokens are three siblings: a rule wrong from the fourth passes"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",

@@ -293,6 +293,37 @@ def tree_bonus_argmax_below_depth_4(tokens, parents, Q, rng, P=None):
     return path, int(np.argmax(q))
 
 
+def tree_fourth_sibling_against_q(tokens, parents, Q, rng, P=None):
+    """Siblings that are the draft's top tokens (P None), from a node's fourth child on: judged
+    against the node's own row of Q, not the residual the siblings before left. Only a node of
+    four top-token children or more shows it."""
+    node, path = -1, []
+    while True:
+        q = first = Q[node + 1]
+        kids = [i for i, parent in enumerate(parents) if parent == node]
+        for n, c in enumerate(kids):
+            p = P[c] if P is not None else np.eye(len(q))[tokens[c]]
+            judge = first if P is None and n >= 3 else q
+            if rng.random() < min(1, judge[tokens[c]] / p[tokens[c]]):
+                node = c
+                path.append(c)
+                break
+            q = residual(q, p)
+        else:
+            return path, sample(q, rng)
+
+
+def tree_fifth_sibling_kept_as_the_fourth(tokens, parents, Q, rng, P=None):
+    """A node's fifth child or later, once kept, recorded as the child before it (an index one
+    short past a buffer of four)."""
+    path, token, _ = verify_tree(tokens, parents, Q, rng, P)
+    for k, node in enumerate(path):
+        kids = [i for i, parent in enumerate(parents) if parent == parents[node]]
+        if kids.index(node) >= 4:
+            return path[:k] + [kids[kids.index(node) - 1]], token
+    return path, token
+
+
 def tree_residual_top_four(tokens, parents, Q, rng, P=None):
     """Each rejected sibling's residual cut to its four likeliest tokens (top_four)."""
     return tree(tokens, parents, Q, rng, P, update=top_four)
@@ -331,7 +362,8 @@ def tree_leaf_dropped(tokens, parents, Q, rng, P=None):
 TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
         "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped",
         "tree_ties_toward_draft_below_depth_2", "tree_residual_top_four",
-        "tree_bonus_argmax_below_depth_4"]
+        "tree_bonus_argmax_below_depth_4", "tree_fourth_sibling_against_q",
+        "tree_fifth_sibling_kept_as_the_fourth"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
