@@ -104,6 +104,9 @@ CASES = {
         # drafts kept often and rejected with residuals of two tokens, deep into the chain: the
         # rule from the fourth draft on (every other K >= 4 case has one-token residuals there)
         Case("V=3 K=6 sharp draft", 3, 5, 6, target=17, draft=("sharp", 0.5)),
+        # a draft 0.02 from the target, seven tokens long: a shortcut for a draft "close enough"
+        # (np.allclose at 0.03, a guard on residuals below 0.03) acts at every step
+        Case("V=2 K=3 draft = target but 2 tokens", 2, 7, 3, target=17, draft=("swap", 0.02)),
     ],
     "tree": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 1),
@@ -196,5 +199,6 @@ CASES = {
         Case("V=12 k=2 T=2 one-hot draft", 12, 2, 2, dict(temperature=2), target=147,
              draft=("one-hot",)),
         Case("V=3 k=6 sharp draft", 3, 5, 6, target=17, draft=("sharp", 0.5)),
+        Case("V=2 k=3 draft = target but 2 tokens", 2, 7, 3, target=17, draft=("swap", 0.02)),
     ],
 }

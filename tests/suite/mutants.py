@@ -2533,6 +2533,19 @@ MUTANTS = (
            ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case"
             "[tree-tree_fourth_sibling_against_q]",),
            "the tree battery's top tokens are three siblings: a rule wrong from the fourth passes"),
+    Mutant("checker-close-draft-case-far", "checker", "rule", "picospec/check/cases.py",
+           'Case("V=2 K=3 draft = target but 2 tokens", 2, 7, 3, target=17, draft=("swap", 0.02)),',
+           'Case("V=2 K=3 draft = target but 2 tokens", 2, 7, 3, target=17, draft=("swap", 0.04)),',
+           ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case"
+            "[chain-close_draft_kept_untested]",),
+           "the chain's close draft is 0.04 away: a draft within 0.03 kept untested passes"),
+    Mutant("checker-close-rows-case-dropped", "checker", "rule", "picospec/check/cases.py",
+           '        Case("V=2 k=3 draft = target but 2 tokens", 2, 7, 3, target=17, '
+           'draft=("swap", 0.02)),\n',
+           "",
+           ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case"
+            "[rejection-batched_close_rows_kept_untested]",),
+           "the rejection battery has no draft 0.02 from the target: close rows kept pass"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
