@@ -1130,10 +1130,13 @@ def lookahead_rows_in_int8(W, L):
 
 
 def lookahead_columns_as_text(W, L):
-    """Columns compared as text: "10" sorts before "2"."""
-    return lookahead_parts(W, L, row=lambda level, i, W, L: level * W + i) & np.array(
-        [[str(b % W) <= str(a % W) or b // W > 0 or a % W == b % W for b in range(W * L)]
-         for a in range(W * L)])
+    """Columns compared as text ("10" <= "2"): a window of 11 columns or more is wrong."""
+    mask = np.zeros((W * L, W * L), dtype=bool)
+    for a in range(W * L):
+        for b in range(W * L):
+            (la, ia), (lb, ib) = divmod(a, W), divmod(b, W)
+            mask[a, b] = (lb == 0 and str(ib) <= str(ia)) or (ib == ia and lb <= la)
+    return mask
 
 
 MASKS = {}
