@@ -227,20 +227,23 @@ CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "tie
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
-         last_residual=True, update=residual, draw=sample):
+         last_residual=True, update=residual, draw=sample, at=lambda n, depth: {}):
     """verify_tree's recursive rejection sampling over siblings, with the acceptance test, the
-    residual update, whether it follows the last sibling and the next token's draw replaceable."""
+    residual update, whether it follows the last sibling and the next token's draw replaceable;
+    at(n, depth) -> {"accept": ..., "update": ...}: the hooks of a node's n-th child (from 0)
+    once the path holds `depth` nodes, where they differ."""
     node, path = -1, []
     while True:
         q, kids = Q[node + 1], [i for i, parent in enumerate(parents) if parent == node]
         for n, c in enumerate(kids):
             p = P[c] if P is not None else np.eye(len(q))[tokens[c]]
-            if accept(rng.random(), q[tokens[c]], p[tokens[c]]):
+            hooks = {"accept": accept, "update": update, **at(n, len(path))}
+            if hooks["accept"](rng.random(), q[tokens[c]], p[tokens[c]]):
                 node = c
                 path.append(c)
                 break
             if last_residual or n < len(kids) - 1:
-                q = update(q, p)
+                q = hooks["update"](q, p)
         else:
             return path, draw(q, rng)
 
@@ -253,19 +256,8 @@ def tree_ties_toward_draft(tokens, parents, Q, rng, P=None):
 def tree_ties_toward_draft_below_depth_2(tokens, parents, Q, rng, P=None):
     """Siblings accepted when u <= q/p once the path holds 2 nodes: the "uniforms at 0" case of
     five levels catches it, the one of two cannot."""
-    node, path = -1, []
-    while True:
-        q, kids = Q[node + 1], [i for i, parent in enumerate(parents) if parent == node]
-        for c in kids:
-            p = P[c] if P is not None else np.eye(len(q))[tokens[c]]
-            u, ratio = rng.random(), q[tokens[c]] / p[tokens[c]]
-            if u <= ratio if len(path) >= 2 else u < min(1, ratio):
-                node = c
-                path.append(c)
-                break
-            q = residual(q, p)
-        else:
-            return path, sample(q, rng)
+    return tree(tokens, parents, Q, rng, P,
+                at=lambda n, depth: {"accept": lambda u, q, p: u <= q / p} if depth >= 2 else {})
 
 
 def tree_last_residual_skipped(tokens, parents, Q, rng, P=None):
@@ -403,18 +395,8 @@ def without_replacement_small_residual_guard(tokens, parents, Q, P, rng):
 def without_replacement_residual_skipped_below_depth_3(tokens, parents, Q, P, rng):
     """Sequoia's rule; once the path holds three nodes, a rejected node leaves q as it was (no
     residual)."""
-    laws = without_replacement_laws(tokens, parents, P)  # [m, V]
-    node, path = -1, []
-    while True:
-        q, kids = Q[node + 1], [i for i, parent in enumerate(parents) if parent == node]
-        for c in kids:
-            if rng.random() < min(1, q[tokens[c]] / laws[c][tokens[c]]):
-                node = c
-                path.append(c)
-                break
-            q = q if len(path) >= 3 else residual(q, laws[c])
-        else:
-            return path, sample(q, rng)
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                at=lambda n, depth: {"update": lambda q, p: q} if depth >= 3 else {})
 
 
 def without_replacement_residual_top_four(tokens, parents, Q, P, rng):
@@ -455,19 +437,8 @@ def without_replacement_ties_toward_draft_from_the_third(tokens, parents, Q, P, 
     a third sibling the residual forbids is kept. Only a node of three children or more, two of
     them rejected at u = 0 (their tokens forbidden), shows it: the support case of four
     siblings."""
-    laws = without_replacement_laws(tokens, parents, P)  # [m, V]
-    node, path = -1, []
-    while True:
-        q, kids = Q[node + 1], [i for i, parent in enumerate(parents) if parent == node]
-        for n, c in enumerate(kids):
-            u, ratio = rng.random(), q[tokens[c]] / laws[c][tokens[c]]
-            if u <= ratio if n >= 2 else u < min(1, ratio):
-                node = c
-                path.append(c)
-                break
-            q = residual(q, laws[c])
-        else:
-            return path, sample(q, rng)
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                at=lambda n, depth: {"accept": lambda u, q, p: u <= q / p} if n >= 2 else {})
 
 
 def without_replacement_leaf_dropped(tokens, parents, Q, P, rng):
