@@ -9,7 +9,7 @@ import numpy as np
 from picospec.check.exact_law import random_toy
 from picospec.eagle3 import draft_law as reference
 from picospec.exercises.grading import (WATCHED, Battery, BrokenRule, Verdict, copied, grade_law,
-                                        judged, show, unanswered)
+                                        judged, not_ndarray, show, unanswered)
 from picospec.verify import verify_chain
 
 NAME, FAMILY = "draft_law", "EAGLE-3"
@@ -166,8 +166,8 @@ def larger_calls(fn):
 
 def rules(z, d2t, n_vocab, out):
     """What the call (z, d2t, n_vocab) -> out broke of the statement, or None."""
-    if not isinstance(out, np.ndarray):
-        return f"a {type(out).__name__}, expected a NumPy array"
+    if (odd := not_ndarray(out)) is not None:
+        return odd
     want = z.shape[:-1] + (n_vocab,)
     if out.shape != want:
         return (f"shape {out.shape}, expected {want}: for each row of z, a law over all "

@@ -5,6 +5,7 @@ import functools
 import inspect
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -449,7 +450,8 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
         return stub
     checked = f"your function against {about} on {len(cases)} cases, smallest first" + (
         ", then again on one list or array per argument refilled in place"
-        if any(isinstance(a, (list, np.ndarray)) for _, args in cases for a in args) else "")
+        if any(isinstance(a, (list, np.ndarray)) for _, args in cases for a in args) else "") + (
+        f"; the {min(len(cases), DIRTY)} smallest again on memory left holding NaN")
     answers = []  # [(label, yours, a copy of it)]: each answer as it came back
     for label, args in cases:
         expected, before = reference(*args), copy.deepcopy(args)
@@ -486,7 +488,47 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             f"an answer by the object (a cache keyed by id(), say), stale once the caller changes "
             f"the values in place, as a decoding loop appending to its tokens does; compute "
             f"every answer from the values"), "objects refilled in place")
+    if (dirty := dirty_call(fn, reference, cases[:DIRTY], compare)) is not None:
+        label, expected, shown = dirty
+        expected, shown = apart(show(expected), shown)
+        return Verdict(exercise, False, checked, (
+            f"smallest case that differs (memory never written): {label}\n  expected: "
+            f"{expected}\n  yours:    {shown}\n  on fresh memory your function returned the "
+            f"expected answer; after NumPy's freed memory was left holding NaN (as freed memory "
+            f"may hold anything), it returned the above: it reads array entries it never wrote "
+            f"(np.empty, or a ufunc's where= without out=, such as np.log(q, where=q > 0), whose "
+            f"skipped entries keep what the memory held); write every entry you read, e.g. "
+            f"np.log(q, out=np.zeros_like(q), where=q > 0)"), "memory never written")
     return Verdict(exercise, True, checked, f"all {len(cases)} cases agree")
+
+
+DIRTY = 50  # the smallest cases called again on memory left holding NaN
+
+
+def dirty_call(fn, reference, cases, compare):
+    """The first case fn answers otherwise when the small buffers NumPy keeps for reuse hold NaN
+    bytes (0xFF) -> (label, expected, yours shown), or None."""
+    for label, args in cases:
+        expected, mine = reference(*args), copy.deepcopy(args)
+        dirty()
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # NumPy's own word on where= without out=
+                yours = fn(*mine)
+        except Exception as e:
+            return label, expected, (f"raised {type(e).__name__}: {' '.join(str(e).split())}"
+                                     f"{learners_line(e)}")
+        if compared(compare, yours, expected) is not None:
+            return label, expected, show(yours)
+    return None
+
+
+def dirty():
+    """Leave NumPy's cache of freed small buffers (up to 7 of each size below 1,024 bytes) holding
+    0xFF bytes: NaN as floats, True as bools, -1 as ints, in the next arrays of those sizes."""
+    held = [np.full(n, 0xFF, np.uint8) for n in (*range(1, 65), *range(72, 1024, 8))
+            for _ in range(7)]
+    del held
 
 
 def reused_answer(fn, cases, answers):
@@ -642,7 +684,8 @@ def unchanged(now, was, flags=True):
     if isinstance(was, np.ndarray):
         return (now.shape == was.shape and now.dtype == was.dtype
                 and (not flags or now.flags.writeable == was.flags.writeable)
-                and np.array_equal(now, was, equal_nan=was.dtype.kind in "fc"))
+                and (was.dtype.kind != "O" and now.tobytes() == was.tobytes()  # the same bits
+                     or np.array_equal(now, was, equal_nan=was.dtype.kind in "fc")))
     if isinstance(was, dict):
         return list(now) == list(was) and all(unchanged(now[k], was[k], flags) for k in was)
     if isinstance(was, (list, tuple)):
@@ -695,11 +738,21 @@ def named(part, differs):
     return None if differs is None else part if differs == "values" else f"{part}: {differs}"
 
 
+def not_ndarray(value):
+    """What value is when it is not a plain NumPy array, or None: a list, or a subclass that
+    behaves otherwise (np.matrix keeps two axes and multiplies as matrices)."""
+    if type(value) is np.ndarray:
+        return None
+    if isinstance(value, np.matrix):
+        return "a matrix (np.matrix), expected a NumPy array: np.asarray() it"
+    return f"a {type(value).__name__}, expected a NumPy array"
+
+
 def same_array(yours, expected, tol=1e-9):
     """None when yours equals expected (shape, dtype, then values within tol), else what
     differs."""
-    if isinstance(expected, np.ndarray) and expected.ndim and not isinstance(yours, np.ndarray):
-        return f"a {type(yours).__name__}, expected a NumPy array"  # a list is no mask, no law
+    if isinstance(expected, np.ndarray) and expected.ndim and (odd := not_ndarray(yours)):
+        return odd  # a list is no mask, no law
     yours, right = np.asarray(yours), np.asarray(expected).dtype
     if yours.shape != np.shape(expected):
         return f"shape {yours.shape}, expected {np.shape(expected)}"

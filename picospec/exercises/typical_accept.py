@@ -59,6 +59,17 @@ def cases(seed=0):
             out.append((f"tokens=[1], parents=[-1], probs=[[{tiny}, 0.3, {law[2]}], "
                         f"[0.3, 0.3, 0.4]], epsilon=0.5, delta={delta!r}",
                         ([1], [-1], np.array([law, [0.3, 0.3, 0.4]]), 0.5, delta)))
+    # a law over GPT-2's 50,257 tokens, all but two of mass 4e-16: a log clipped at 1e-15 (or
+    # above) moves H by 2e-11 and 0.3 crosses a threshold 1e-11 from it; any sum of the terms in
+    # float64, tiny ones first or last, stays within 3e-12
+    V, tiny = 50_257, 4e-16
+    law = [tiny] * (V - 2) + [0.3, 0.7 - tiny * (V - 2)]
+    H = -math.fsum(q * math.log(q) for q in law)
+    for hair in (-1e-11, 1e-11):
+        delta = 0.3 * math.exp(H) * (1 + hair)
+        out.append((f"tokens=[{V - 2}], parents=[-1], probs=[[{tiny}, ..., {tiny}, 0.3, "
+                    f"{law[-1]!r}], [1 / V, ...]] (V = {V:,}), epsilon=0.5, delta={delta!r}",
+                    ([V - 2], [-1], np.array([law, [1 / V] * V]), 0.5, delta)))
     out.append(("tokens=[], parents=[], probs=[[0.5, 0.5]], epsilon=0.09, delta=0.3 (no "
                 "candidates)", ([], [], np.array([[0.5, 0.5]]), 0.09, 0.3)))
     for m in range(1, 7):

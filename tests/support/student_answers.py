@@ -636,6 +636,23 @@ def typical_as_zero_one(tokens, parents, probs, epsilon, delta):
     return [int(k) for k in typical(tokens, parents, probs, epsilon, delta)]
 
 
+def typical_log_where_without_out(tokens, parents, probs, epsilon, delta):
+    """np.log(q, where=q > 0) with no out=: where q == 0 the log holds whatever the memory held,
+    and 0 times NaN is NaN."""
+    rows = probs[np.asarray(parents, dtype=int) + 1]  # [m, V]
+    logs = np.log(rows, where=rows > 0)
+    threshold = np.minimum(epsilon, delta * np.exp(np.sum(rows * logs, -1)))  # [m]
+    return list(rows[np.arange(len(tokens)), tokens] > threshold)
+
+
+def typical_log_clipped_at_1e15(tokens, parents, probs, epsilon, delta):
+    """log q clipped at 1e-15 "against log 0": masses below it count as 1e-15 in H."""
+    rows = probs[np.asarray(parents, dtype=int) + 1]  # [m, V]
+    threshold = np.minimum(epsilon, delta * np.exp(np.sum(rows * np.log(np.maximum(rows, 1e-15)),
+                                                          -1)))  # [m]
+    return list(rows[np.arange(len(tokens)), tokens] > threshold)
+
+
 # find_candidates(x, max_ngram_size, num_pred_tokens)
 
 def candidates_skip_last_window(x, max_ngram_size=3, num_pred_tokens=10):
@@ -1148,6 +1165,12 @@ def lookahead_one_mask_per_size(W, L):
     return MASKS.setdefault((W, L), lookahead_parts(W, L))
 
 
+def lookahead_as_matrix(W, L):
+    """The right mask as np.matrix (np.asmatrix): mask[i] keeps two axes, and * multiplies as
+    matrices."""
+    return np.asmatrix(lookahead_parts(W, L))
+
+
 # draft_law(z, d2t, n_vocab)
 
 def placed(s, d2t, n_vocab):
@@ -1322,7 +1345,8 @@ WRONG = {
     "typical_accept": [typical_at_least, typical_log10, typical_exp_plus_h, typical_no_epsilon,
                        typical_root_row, typical_parent_row_off_by_one, typical_whole_path,
                        typical_epsilon_delta_swapped, typical_guard_in_place,
-                       typical_as_array_of_ints, typical_log_plus_1e12, typical_as_zero_one],
+                       typical_as_array_of_ints, typical_log_plus_1e12, typical_as_zero_one,
+                       typical_log_where_without_out, typical_log_clipped_at_1e15],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
                         candidates_dict_of_ngrams, candidates_as_array, candidates_ngrams_up_to_3,
@@ -1339,7 +1363,7 @@ WRONG = {
     "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
                        lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists,
                        lookahead_levels_up_to_4, lookahead_rows_in_int8, lookahead_columns_as_text,
-                       lookahead_one_mask_per_size],
+                       lookahead_one_mask_per_size, lookahead_as_matrix],
     "draft_law": [draft_law_min_subtracted, draft_law_as_list, draft_law_mean_subtracted,
                   draft_law_batch_of_one, draft_law_rows_stacked, draft_law_up_to_3_axes,
                   draft_law_inputs_frozen],
@@ -1357,6 +1381,25 @@ WRONG = {
 def residual_by_where(q, p):
     r = np.where(q > p, q - p, 0.0)
     return r / r.sum()
+
+
+def residual_into_empty(q, p):
+    """Into np.empty, every entry written before it is read."""
+    r = np.empty(len(q))
+    np.subtract(q, p, out=r)
+    np.maximum(r, 0.0, out=r)
+    r /= r.sum()
+    return r
+
+
+def lookahead_into_empty(W, L):
+    """Into np.empty, row by row, every entry written."""
+    mask = np.empty((W * L, W * L), dtype=bool)
+    for i in range(W * L):
+        level, column = divmod(i, W)
+        for j in range(W * L):
+            mask[i, j] = (j < W and j % W <= column) or (j % W == column and j // W <= level)
+    return mask
 
 
 def chain_uniforms_first(drafts, P, Q, rng):
@@ -1518,4 +1561,5 @@ RIGHT = {"residual": residual_by_where, "verify_chain": chain_uniforms_first,
 RIGHT_TOO = [("verify_chain", chain_binomial_draws), ("typical_accept", typical_in_log_space),
              ("find_candidates", candidates_numpy_ids),
              ("verify_without_replacement", wr_path_as_array),
-             ("verify_without_replacement", wr_path_by_np_array)]
+             ("verify_without_replacement", wr_path_by_np_array),
+             ("residual", residual_into_empty), ("lookahead_mask", lookahead_into_empty)]

@@ -11,7 +11,7 @@ from picospec.exercises import draft_law as exercise
 from picospec.exercises import grading
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # wrong laws divide by zero
-SAMPLES = 2_000  # sequences per case, as in test_exercises.py
+SAMPLES = 1_000  # sequences per case, as in test_exercises.py
 CASES = [case for _, case in exercise.BATTERY.cases]
 
 

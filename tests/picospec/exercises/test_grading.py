@@ -14,8 +14,11 @@ from picospec.exercises.verify_chain import rules as chain_rules
 
 from tests.support import student_answers
 
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # students divide by zero
-SAMPLES = 2_000  # sequences per case of the law-graded exercises, as in test_exercises.py
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"),  # students divide by zero
+              # and leave out= out (NumPy's warning, which the learner sees too)
+              pytest.mark.filterwarnings("ignore:'where' used without 'out'"),
+              pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")]  # np.matrix
+SAMPLES = 1_000  # sequences per case of the law-graded exercises, as in test_exercises.py
 MISTAKES = [(name, fn.__name__) for name, fns in student_answers.WRONG.items() for fn in fns]
 # the calls graded after the battery passed, each of a size or shape it lacks
 CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty drafts",
@@ -38,6 +41,9 @@ WHERE = {
     "wr_four_levels_at_most": (
         "five siblings, six levels", "node 8 (token 2) was rejected though q(2) = 0.3 >= p_i(2) "
         "= 0.3"),
+    # right on fresh memory: NaN left in freed memory shows it (a case with a zero in q)
+    "typical_log_where_without_out": ("memory never written", "np.log(q, where=q > 0)"),
+    "typical_log_clipped_at_1e15": ("kept nodes", "(V = 50,257)"),
     "draft_law_batch_of_one": ("z [2, 2, V_d]", "shape (1, 2, 5), expected (2, 2, 5)"),
     # the min subtracted passes every head whose rows span less than exp takes and fails the head
     # whose row spans 720; the mean subtracted passes every head (no row of a law spans past 745)
@@ -105,6 +111,8 @@ def test_a_right_answer_written_otherwise_passes(name, answer):
     ("residual", "residual_as_list", "a list, expected a NumPy array"),
     ("medusa_buffers", "medusa_as_lists", "attn_mask: a list, expected a NumPy array"),
     ("lookahead_mask", "lookahead_as_nested_lists", "mask: a list, expected a NumPy array"),
+    ("lookahead_mask", "lookahead_as_matrix",
+     "mask: a matrix (np.matrix), expected a NumPy array: np.asarray() it"),
     ("find_candidates", "candidates_as_array", "what it returns: a NumPy array, not a list"),
     ("longest_suffix", "suffix_last_token_as_bool", "what it returns: a bool, not an int"),
     ("find_candidates", "candidates_as_floats", "draft: 0.0 (float), not an int"),
@@ -630,10 +638,11 @@ def test_the_refilled_calls_are_stated_only_where_an_argument_is_a_list_or_array
     from tests.support import learner_answers
 
     said = ", then again on one list or array per argument refilled in place"
+    dirty = "; the 50 smallest again on memory left holding NaN"
     lists = EXERCISES["find_candidates"].grade(learner_answers.find_candidates)
     numbers = EXERCISES["expected_tokens"].grade(learner_answers.expected_tokens)
-    assert lists.passed and lists.checked.endswith(f"smallest first{said}"), str(lists)
-    assert numbers.passed and numbers.checked.endswith("smallest first"), str(numbers)
+    assert lists.passed and lists.checked.endswith(f"smallest first{said}{dirty}"), str(lists)
+    assert numbers.passed and numbers.checked.endswith(f"smallest first{dirty}"), str(numbers)
 
 
 def test_a_kept_mistake_is_named_only_when_it_agrees_on_every_case():
