@@ -301,13 +301,13 @@ def power(probs, how, tv, n, alpha=ALPHA, repeats=100, seed=0):
 def detectable_tv(probs, n, how="spread", alpha=ALPHA, at=0.9, repeats=100, seed=0):
     """The smallest TV error of shape `how` (SHAPES, or "anywhere") that n samples catch with
     probability `at` (bisection in log TV)."""
+    if (probs > 0).sum() < 2:  # one possible sequence: the impossible mass hit with probability at
+        return 1 - (1 - at) ** (1 / n)  # (wherever it goes: no pool holds mass to move)
     # "anywhere" (battery.py's tv90): the "spread" error's, the least detectable outside the pool,
     # plus the mass of the rare sequences pooled at n, among which an error shows only in total
     if how == "anywhere":
         return (detectable_tv(probs, n, "spread", alpha, at, repeats, seed)
                 + float(probs[rare(probs, n)].sum()))
-    if (probs > 0).sum() < 2:  # one possible sequence: the impossible mass hit with probability at
-        return 1 - (1 - at) ** (1 / n)
     low, high = 1e-4, 0.5
     while perturb(probs, how, high).min() < 0:  # the largest error of this shape
         high *= 0.9

@@ -506,8 +506,8 @@ DIRTY = 50  # the smallest cases called again on memory left holding NaN
 
 
 def dirty_call(fn, reference, cases, compare):
-    """The first case fn answers otherwise when the small buffers NumPy keeps for reuse hold NaN
-    bytes (0xFF) -> (label, expected, yours shown), or None."""
+    """The first case fn answers otherwise on memory left holding NaN -> (label, expected,
+    yours shown), or None."""
     for label, args in cases:
         expected, mine = reference(*args), copy.deepcopy(args)
         dirty()
@@ -524,8 +524,8 @@ def dirty_call(fn, reference, cases, compare):
 
 
 def dirty():
-    """Leave NumPy's cache of freed small buffers (up to 7 of each size below 1,024 bytes) holding
-    0xFF bytes: NaN as floats, True as bools, -1 as ints, in the next arrays of those sizes."""
+    """Fill NumPy's cache of freed small buffers (7 a size below 1,024 bytes) with 0xFF bytes."""
+    # 0xFF bytes: NaN as floats, True as bools, -1 as ints, in the next arrays of those sizes
     held = [np.full(n, 0xFF, np.uint8) for n in (*range(1, 65), *range(72, 1024, 8))
             for _ in range(7)]
     del held
@@ -739,8 +739,7 @@ def named(part, differs):
 
 
 def not_ndarray(value):
-    """What value is when it is not a plain NumPy array, or None: a list, or a subclass that
-    behaves otherwise (np.matrix keeps two axes and multiplies as matrices)."""
+    """What value is when not a plain NumPy array (a list, np.matrix), or None."""
     if type(value) is np.ndarray:
         return None
     if isinstance(value, np.matrix):

@@ -2548,6 +2548,34 @@ MUTANTS = (
            ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case"
             "[rejection-batched_close_rows_kept_untested]",),
            "the rejection battery has no draft 0.02 from the target: close rows kept pass"),
+    Mutant("grader-dirty-pass-skipped", "graders", "rule", "picospec/exercises/grading.py",
+           "if (dirty := dirty_call(fn, reference, cases[:DIRTY], compare)) is not None:",
+           "if (dirty := dirty_call(fn, reference, cases[:0], compare)) is not None:",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "np.log(q, where=q > 0) without out= passes on whatever memory held"),
+    Mutant("grader-dirty-memory-left-clean", "graders", "rule", "picospec/exercises/grading.py",
+           "            for _ in range(7)]", "            for _ in range(0)]",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "the pass on memory holding NaN runs on memory as it was: the same answers"),
+    Mutant("grader-matrix-taken-for-an-array", "graders", "rule", "picospec/exercises/grading.py",
+           "    if type(value) is np.ndarray:", "    if isinstance(value, np.ndarray):",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_wrong_kind_of_value_or_a_changed_input_is_named",),
+           "np.matrix, a subclass, passes where an array is asked"),
+    Mutant("typical-accept-no-vocabulary-sized-law", "graders", "rule",
+           "picospec/exercises/typical_accept.py",
+           "    for hair in (-1e-11, 1e-11):", "    for hair in ():",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "a log clipped at 1e-15 passes: no case holds masses below it"),
+    Mutant("tv90-one-sequence-pooled", "checker", "rule", "picospec/check/exact_law.py",
+           "    if (probs > 0).sum() < 2:  # one possible sequence",
+           "    if how != \"anywhere\" and (probs > 0).sum() < 2:  # one possible sequence",
+           ("tests/picospec/check/test_exact_law_tv90.py::"
+            "test_a_law_of_one_sequence_catches_the_error_that_n_samples_hit_in_0_9_of_runs",),
+           "below 5 samples a one-sequence law's tv90 adds its pooled mass: more than 1"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
@@ -3126,8 +3154,8 @@ MUTANTS = (
            ("tests/picospec/test_check.py::test_a_broken_contract_fails_its_case_with_a_reason",),
            "n_accepted = 0.5 is read as 0, silently"),
     Mutant("grader-list-for-array", "graders", "rule", "picospec/exercises/grading.py",
-           "if isinstance(expected, np.ndarray) and expected.ndim and not isinstance(yours, "
-           "np.ndarray):", "if False:",
+           "if isinstance(expected, np.ndarray) and expected.ndim and (odd := not_ndarray(yours)):",
+           "if False:",
            ("tests/picospec/exercises/test_grading.py::test_a_wrong_kind_of_value_or_a_changed_input_is_named",),
            "a residual or a mask returned as a Python list passes"),
     Mutant("grader-no-wide-logits", "graders", "rule", "picospec/exercises/draft_law.py",

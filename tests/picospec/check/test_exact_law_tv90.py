@@ -79,13 +79,16 @@ def test_the_battery_reports_the_bound_that_holds_anywhere(monkeypatch):
     assert result.tv90 == detectable_tv(probs, n, "anywhere") > detectable_tv(probs, n) + 0.05
 
 
-@pytest.mark.parametrize("n", [1, 2_000, 20_000])
+@pytest.mark.parametrize("n", [1, 3, 2_000, 20_000])
 def test_a_law_of_one_sequence_catches_the_error_that_n_samples_hit_in_0_9_of_runs(n):
     """One possible sequence (a law at temperature 0): any sample elsewhere rejects it, so tv90 is
     the mass tv moved onto impossible sequences that n samples hit at least once with probability
-    0.9, 1 - (1 - tv)^n = 0.9. By hand at n = 1: tv = 0.9 (0.1 would be hit in 0.1 of runs)."""
+    0.9, 1 - (1 - tv)^n = 0.9, for an error of any shape (below 5 samples the one sequence is a
+    pool of its own, with no mass to move inside it). By hand at n = 1: tv = 0.9 (0.1 would be
+    hit in 0.1 of runs)."""
     probs = np.array([0.0, 1.0, 0.0, 0.0])  # [S]
     tv = detectable_tv(probs, n)
+    assert detectable_tv(probs, n, "anywhere") == tv
     assert 1 - (1 - tv) ** n == pytest.approx(0.9)
     hits = np.random.default_rng(0).binomial(n, tv, size=RUNS * 10)  # [runs]: samples moved
     assert np.mean(hits > 0) == pytest.approx(0.9, abs=0.03)
