@@ -31,6 +31,9 @@ class Case(NamedTuple):
     lowest: bool = False  # every uniform the sampler draws is 0.0: checks the support, not the law
     highest: bool = False  # every uniform is the largest double below 1: the support too
     no_drafts: float = 0.0  # chain: the share of calls given no drafts (K = 0)
+    # the target's law after the last token alone (the draft's after the last two): one target row
+    # meets several draft rows
+    last_only: bool = False
 
     @property
     def support(self):
@@ -42,6 +45,8 @@ class Case(NamedTuple):
         # a support case's target forbids every token somewhere, token 0 too (SUPPORT below)
         target = (forbidding_toy(self.V, self.target) if self.support else
                   random_toy(self.V, self.target, zeros=0.3 if self.draft[0] == "one-hot" else 0))
+        if self.last_only:  # row (a, b) is row (0, b)
+            target = Toy(np.broadcast_to(target.table[:1], target.table.shape))
         kind = self.draft[0]
         draft = {"near": lambda: perturbed(target, self.draft[1], self.target + 1),
                  "far": lambda: random_toy(self.V, self.target + 1),
@@ -107,6 +112,9 @@ CASES = {
         # a draft 0.02 from the target, seven tokens long: a shortcut for a draft "close enough"
         # (np.allclose at 0.03, a guard on residuals below 0.03) acts at every step
         Case("V=2 K=3 draft = target but 2 tokens", 2, 7, 3, target=17, draft=("swap", 0.02)),
+        # the target's law after the last token alone, the draft's after the last two: a residual
+        # kept by the target's row alone (a cache keyed by q) is another draft row's here
+        Case("V=3 K=2 target of the last token", 3, 5, 2, target=167, last_only=True),
     ],
     "tree": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 1),
@@ -143,6 +151,8 @@ CASES = {
         # five siblings, the draft's top five of V = 5: the rule from a node's fourth child on
         Case("V=5 five top tokens", 5, 3, target=157, parents=(-1, -1, -1, -1, -1, 0),
              siblings="top"),
+        Case("V=3 sampled siblings, target of the last token", 3, 5, target=167,
+             parents=(-1, -1, 0, 0), last_only=True),
     ],
     "tree_without_replacement": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 0),
@@ -180,6 +190,8 @@ CASES = {
              draft=("zeros", 0.6), parents=(-1, -1, 0), siblings="without_replacement"),
         Case("V=3 chain of 4 sharp draft", 3, 5, target=17, draft=("sharp", 0.4),
              parents=(-1, 0, 1, 2), siblings="without_replacement"),
+        Case("V=3 two pairs of siblings, target of the last token", 3, 5, target=167,
+             parents=(-1, -1, 0, 0), siblings="without_replacement", last_only=True),
     ],
     "rejection": [
         Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True),
@@ -200,5 +212,6 @@ CASES = {
              draft=("one-hot",)),
         Case("V=3 k=6 sharp draft", 3, 5, 6, target=17, draft=("sharp", 0.5)),
         Case("V=2 k=3 draft = target but 2 tokens", 2, 7, 3, target=17, draft=("swap", 0.02)),
+        Case("V=3 k=2 target of the last token", 3, 5, 2, target=167, last_only=True),
     ],
 }

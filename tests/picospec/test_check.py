@@ -69,6 +69,11 @@ LATE = {"inverse_cdf_by_argmax": "uniforms near 1: support",
             "uniforms at 0, four siblings: support",
         "tree_fourth_sibling_against_q": "V=5 five top tokens",
         "tree_fifth_sibling_kept_as_the_fourth": "V=5 five top tokens",
+        "residual_cached_by_target_row": "V=3 K=2 target of the last token",
+        "tree_residual_cached_by_target_row": "V=3 sampled siblings, target of the last token",
+        "without_replacement_residual_cached_by_target_row":
+            "V=3 two pairs of siblings, target of the last token",
+        "batched_recovered_cached_by_target_row": "V=3 k=2 target of the last token",
         "close_draft_kept_untested": "V=2 K=3 draft = target but 2 tokens",
         "batched_close_rows_kept_untested": "V=2 k=3 draft = target but 2 tokens"}
 

@@ -2576,6 +2576,11 @@ MUTANTS = (
            ("tests/picospec/check/test_exact_law_tv90.py::"
             "test_a_law_of_one_sequence_catches_the_error_that_n_samples_hit_in_0_9_of_runs",),
            "below 5 samples a one-sequence law's tv90 adds its pooled mass: more than 1"),
+    Mutant("checker-target-of-two-tokens-everywhere", "checker", "rule", "picospec/check/cases.py",
+           "        if self.last_only:  # row (a, b) is row (0, b)",
+           "        if False:  # row (a, b) is row (0, b)",
+           ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case",),
+           "a residual cached by the target's row alone passes: each target row meets one draft row"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",

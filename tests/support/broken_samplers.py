@@ -217,13 +217,28 @@ def no_drafts_searchsorted_left(drafts, P, Q, rng):
     return verify_chain(drafts, P, Q, rng)[:2]
 
 
+RESIDUALS = {}  # q's bytes -> its residual: one cache for the samplers below, keyed by q alone
+
+
+def cached_residual(q, p):
+    """norm(max(0, q - p)) from a cache keyed by q alone: right while q always meets one p."""
+    return RESIDUALS.setdefault(q.tobytes(), residual(q, p))
+
+
+def residual_cached_by_target_row(drafts, P, Q, rng):
+    """A rejected draft's residual cached by the target's row Q[t] alone, the draft's P[t] left out
+    of the key: right wherever one target row always meets the same draft row."""
+    return chain(drafts, P, Q, rng, resample=lambda t, q, p: cached_residual(q, p))
+
+
 CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
          "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform",
          "ties_toward_draft_by_out", "inverse_cdf_side_left", "inverse_cdf_by_argmax",
          "answer_kept_for_equal_inputs", "uniforms_kept_for_the_next_call", "bonus_dropped",
          "accepts_half", "no_drafts_argmax", "no_drafts_searchsorted_left",
          "ties_toward_draft_from_the_fourth", "residual_top_four",
-         "residual_argmax_from_the_fifth", "close_draft_kept_untested"]
+         "residual_argmax_from_the_fifth", "close_draft_kept_untested",
+         "residual_cached_by_target_row"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
@@ -361,11 +376,17 @@ def tree_leaf_dropped(tokens, parents, Q, rng, P=None):
     return (path[:-1], tokens[path[-1]]) if path and path[-1] not in parents else (path, token)
 
 
+def tree_residual_cached_by_target_row(tokens, parents, Q, rng, P=None):
+    """verify_tree with each residual cached by q alone (the node's target row, then each residual
+    after it), the sibling's draft law p left out of the key."""
+    return tree(tokens, parents, Q, rng, P, update=cached_residual)
+
+
 TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
         "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped",
         "tree_ties_toward_draft_below_depth_2", "tree_residual_top_four",
         "tree_bonus_argmax_below_depth_4", "tree_fourth_sibling_against_q",
-        "tree_fifth_sibling_kept_as_the_fourth"]
+        "tree_fifth_sibling_kept_as_the_fourth", "tree_residual_cached_by_target_row"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
@@ -447,6 +468,12 @@ def without_replacement_leaf_dropped(tokens, parents, Q, P, rng):
     return (path[:-1], tokens[path[-1]]) if path and path[-1] not in parents else (path, token)
 
 
+def without_replacement_residual_cached_by_target_row(tokens, parents, Q, P, rng):
+    """Sequoia's rule with each residual cached by q alone (tree_residual_cached_by_target_row)."""
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                update=cached_residual)
+
+
 WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_small_residual_guard",
                        "without_replacement_inverse_cdf_side_left",
@@ -454,7 +481,8 @@ WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_last_two_removed",
                        "without_replacement_residual_top_four",
                        "without_replacement_ties_toward_draft_from_the_third",
-                       "without_replacement_residual_skipped_below_depth_3"]
+                       "without_replacement_residual_skipped_below_depth_3",
+                       "without_replacement_residual_cached_by_target_row"]
 
 
 def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
@@ -624,6 +652,16 @@ def batched_bonus_dropped(target_with_bonus_probs, bonus_token_ids, draft_probs,
     return out
 
 
+def batched_recovered_cached_by_target_row(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                           draft_token_ids, rng):
+    """Each row's recovered law cached by its target row alone (cached_residual), the draft row
+    left out of the key."""
+    def recover(q, p):  # [B, k, V] each -> [B, k, V]
+        return np.array([[cached_residual(*rows) for rows in zip(*pair)] for pair in zip(q, p)])
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=recover)
+
+
 REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ratio_inverted",
              "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
@@ -631,7 +669,7 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_one_row_reuses_uniform", "batched_bonus_dropped",
              "batched_ties_toward_draft_from_the_fourth", "batched_last_row_from_target",
              "batched_residual_top_four", "batched_recovered_argmax_from_the_fourth",
-             "batched_close_rows_kept_untested"]
+             "batched_close_rows_kept_untested", "batched_recovered_cached_by_target_row"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract
