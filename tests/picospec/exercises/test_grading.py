@@ -45,6 +45,9 @@ WHERE = {
     # right on fresh memory: NaN left in freed memory shows it (a case with a zero in q)
     "typical_log_where_without_out": ("memory never written", "np.log(q, where=q > 0)"),
     "typical_log_clipped_at_1e15": ("kept nodes", "(V = 50,257)"),
+    # an epsilon added inside the log shows on two tokens already, a hair (1e-13) from the line
+    "typical_log_plus_1e12": ("kept nodes", "probs=[[0.3, 0.7], [0.5, 0.5]], epsilon=0.5, "
+                              "delta=0.5526068325111387"),
     "draft_law_batch_of_one": ("z [2, 2, V_d]", "shape (1, 2, 5), expected (2, 2, 5)"),
     # the min subtracted passes every head whose rows span less than exp takes and fails the head
     # whose row spans 720; the mean subtracted passes every head (no row of a law spans past 745)
