@@ -131,11 +131,16 @@ LOW = (np.array([-1000.0, -1001.0, -1000.5]), np.array([1, 3, 0]), 4)
 # z [0, V_d] (no rows: a law [0, V]) and z [1, 2, 2, V_d]: "[..., V_d]" is any leading shape
 EMPTY = (np.zeros((0, 3)), np.array([4, 0, 2]), 5)
 DEEP = (np.arange(12.0).reshape(1, 2, 2, 3) / 4, np.array([4, 0, 2]), 5)
+# Llama 3's 128,256 target ids: 70,000 is past 16 bits; float32 logits, whose softmax computed in
+# float32 (then renormalised in float64) is 2.7e-8 off the float64 one
+WIDE_IDS = (np.array([[-1.6, -4.1, 1.2, 1.5, -0.6]], dtype=np.float32),
+            np.array([70_000, 5, 128_255, 3, 64_000]), 128_256)
 CALLS = ((WIDE, "a call whose logits span 2000", "logits 2000 apart"),
          (BATCH, "a call with z [2, 2, V_d], a batch of two", "z [2, 2, V_d]"),
          (EMPTY, "a call with z [0, V_d], no rows", "z [0, V_d]"),
          (DEEP, "a call with z [1, 2, 2, V_d]", "z [1, 2, 2, V_d]"),
-         (LOW, "a call whose logits all lie near -1000", "logits near -1000"))
+         (LOW, "a call whose logits all lie near -1000", "logits near -1000"),
+         (WIDE_IDS, "a call over 128,256 target ids, float32 logits", "ids past 65535"))
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -156,7 +161,10 @@ def larger_calls(fn):
             out, problem = judged(lambda: fn(*args), rules, copied(call), args[:2], ("z", "d2t"),
                                   shown, "not the array of floats the statement asks for")
         if problem is None and not np.allclose(out, want, rtol=0, atol=1e-9):
-            problem = f"it returned {shown(out)}, not the softmax placed at d2t, {shown(want)}"
+            ids = call[1]  # (rules() passed: no mass outside d2t)
+            problem = (f"it returned, at the ids d2t, {out[..., ids].tolist()!r}, not the softmax "
+                       f"{want[..., ids].tolist()!r} ({np.abs(out - want).max():.2g} off: "
+                       f"compute in float64)")
         if problem is not None:
             inputs = [f"  {name} = {shown(a)}" for name, a in zip(("z", "d2t", "n_vocab"), call)]
             return Verdict(NAME, False, f"{what}, once the law passed",

@@ -38,16 +38,18 @@ def cases(seed=None):
     # n-grams past 3: the 4-gram's first match lies after the 3-gram's; 5 drafts of the 10 asked
     longer = [2, 3, 4, 8, 1, 2, 3, 4, 9, 1, 2, 3, 4]
     real += [(longer, 4, 10), (list(longer), 5, 10)]
-    # no tokens yet (n from -1 down to 1: no n-gram); no drafts asked for
-    real += [([], 3, 10), ([1, 2, 1], 1, 0)]
+    # no tokens yet (n from -1 down to 1: no n-gram); no drafts asked for; n-grams of size 0
+    real += [([], 3, 10), ([1, 2, 1], 1, 0), ([1, 2, 1], 0, 2)]
     # a match of 8 tokens, 12 drafted: the 7-gram's first match lies before the 8-gram's
     pattern = list(range(1, 9))
     real.append((pattern[1:] + [90] + pattern + list(range(91, 102)) + pattern, 10, 12))
     for length in (8, 20, 40):
         x = [int(t) for t in rng.choice([7, 300, 11, 1, 50256, 4000], size=length)]
         real += [(x, n, k) for n in (1, 2, 3) for k in (1, 3)]
-    return [(f"x={x}, max_ngram_size={n}, num_pred_tokens={k}", (x, n, k)) for x, n, k in
-            small + real]
+    # 3,000 tokens whose one match lies at the very start (a scan of the last 1,024 misses it)
+    real.append(([5, 6] + [7] * 2_996 + [8, 5], 2, 3))
+    return [(f"x={x if len(x) < 100 else '[5, 6] + [7] * 2996 + [8, 5]'}, max_ngram_size={n}, "
+             f"num_pred_tokens={k}", (x, n, k)) for x, n, k in small + real]
 
 
 def compare(yours, expected):

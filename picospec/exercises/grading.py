@@ -391,13 +391,46 @@ def cut(text, keep=300):
 
 
 class Halves(np.random.Generator):
-    """A Generator whose uniforms (random(), uniform()) are all 0.5: a draft with q / p = 0.5
-    meets its tie u == q / p, which the rule rejects (keep when u < q / p)."""
+    """A Generator whose uniforms (random(), uniform()) are all u, 0.5 unless set: a draft with
+    q / p = 0.5 meets its tie u == q / p, which the rule rejects (keep when u < q / p)."""
+    u = 0.5
+
     def random(self, size=None, dtype=np.float64, out=None):
-        return filled(0.5, size, dtype, out)
+        return filled(self.u, size, dtype, out)
 
     def uniform(self, low=0.0, high=1.0, size=None):
-        return filled(np.add(low, np.subtract(high, low) * 0.5), size)
+        return filled(np.add(low, np.subtract(high, low) * self.u), size)
+
+
+def hair_calls(exercise, fn, calls, read):
+    """A failing Verdict at the first of calls [(args, u, want, about)] where fn(*args, rng),
+    every uniform of rng u, answers other than want (read(out): the answer as want writes it),
+    else None. Each call's laws to draw from are one-hot, so the rule alone decides."""
+    for args, u, want, about in calls:
+        try:
+            # as in tie_call: an answer that draws elsewhere too (a coin from rng.binomial, say)
+            # answers otherwise on some of 20 bit generators at the first call, whose q / p is
+            # 0.5, and none of the calls is its to judge (near q / p = 1 its coin would land the
+            # same on all)
+            outs = []
+            for i in range(20):
+                rng = Halves(np.random.PCG64(i))
+                rng.u = u
+                outs.append(read(fn(*copied(args), rng)))
+            if len({show(o) for o in outs}) > 1:
+                return None
+            if outs[0] == want:
+                continue
+            out = f"it returned {show(outs[0])}"
+        except Exception as e:
+            out = f"it raised {type(e).__name__}: {' '.join(str(e).split())}"
+        return Verdict(exercise, False, f"one call with every uniform {u!r}, once the law passed",
+                       "\n".join(["the call (every digit):", *(
+                           f"  {name} = {np.asarray(a).tolist()!r}"
+                           for name, a in zip(ARGS[len(args)], args)),
+                                  f"  every uniform of rng: {u!r}; {about}",
+                                  f"{out}, not {show(want)}"]), "a uniform a hair from q / p")
+    return None
 
 
 def tie_call(exercise, fn, args, kept):
@@ -464,6 +497,8 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             part, shown = compared(compare, yours, expected), show(yours)
             if part is None and (changed := changed_input(args, before)) is not None:
                 part, shown = changed, show(yours)
+            if part is None and (held := held_input(yours, args)) is not None:
+                part, shown = held, show(yours)
             if not (isinstance(yours, Iterator) or inspect.isawaitable(yours)):
                 answers.append((label, yours, copy.deepcopy(yours)))
         if part is not None:
@@ -552,6 +587,29 @@ def reused_answer(fn, cases, answers):
                 f"it returned the first time: a caller that changes one answer changes the "
                 f"other (a cache such as functools.lru_cache handing out one array); return a "
                 f"new object each call")
+    return None
+
+
+def held_input(answer, args):
+    """"input N handed back" when the answer holds one of the call's lists or arrays (its memory,
+    for arrays), else None."""
+    def parts(v):  # the lists, dicts and arrays inside v
+        if isinstance(v, (list, dict, np.ndarray)):
+            yield v
+        if isinstance(v, (list, tuple)):
+            for x in v:
+                yield from parts(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                yield from parts(x)
+    mine = list(parts(answer))
+    for i, a in enumerate(args):
+        for b in parts(a):
+            if any(x is b or isinstance(x, np.ndarray) and isinstance(b, np.ndarray) and x.size
+                   and np.shares_memory(x, b) for x in mine):
+                return (f"input {i + 1} handed back: the answer holds the caller's own "
+                        f"{type(b).__name__}, so a caller that changes one changes the other; "
+                        f"return a new one")
     return None
 
 

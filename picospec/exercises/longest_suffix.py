@@ -61,7 +61,10 @@ def cases(seed=None):
     # suffixes past 3 tokens: 4 of a context of 5, then 4 where max_suffix stops a match of 5
     out += [([5, 1, 2, 3, 4, 6], [9, 1, 2, 3, 4], 5), ([1, 2, 3, 4, 5], [1, 2, 3, 4, 5], 4)]
     out.append(([5, *range(1, 10), 6], [42, *range(1, 10)], 12))  # 9 of 10, max_suffix past it
-    return [(f"corpus={c}, context={x}, max_suffix={s}", (c, x, s)) for c, x, s in out]
+    # a corpus of 5,000 tokens whose one match lies past its first 4,096
+    out.append(([7] * 4_990 + [1, 2, 3, 9] + [7] * 6, [4, 1, 2, 3], 4))
+    return [(f"corpus={c if len(c) < 100 else f'[7] * 4990 + {c[4990:4994]} + [7] * 6'}, "
+             f"context={x}, max_suffix={s}", (c, x, s)) for c, x, s in out]
 
 
 def compare(yours, expected):

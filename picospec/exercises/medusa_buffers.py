@@ -59,9 +59,10 @@ def cases(seed=0):
     # ranks read as the digits of one number in base b: [0, b] and [1, 0] are both b (and the
     # parent of [0, b, 0] is not [1, 0])
     out += [[[0], [1], [0, b], [1, 0], [0, b, 0]] for b in (10, 16, 32, 64, 100, 256, 1000)]
-    # 300 rows: row numbers and depths past what 8 bits hold; a chain 130 deep (past int8)
+    # 300 rows: row numbers and depths past what 8 bits hold; a chain 300 deep (past int8 and
+    # uint8)
     out.append([[r] for r in range(299)] + [[298, 0]])
-    out.append([[0] * d for d in range(1, 131)])
+    out.append([[0] * d for d in range(1, 301)])
     rng = np.random.default_rng(seed)
     for top in [3] * 30 + [12] * 10:  # children's ranks below top, the root's up to top
         nodes = {(0,)}

@@ -44,6 +44,15 @@ def cases(seed=0):
             p = p / p.sum() if p.sum() > 0 else np.eye(V)[-1]
             if not np.allclose(q, p):
                 out.append((f"q={np.round(q, 3).tolist()}, p={np.round(p, 3).tolist()}", (q, p)))
+    # GPT-2's 50,257 tokens: q = 0.8 p + 0.03 d (d another random law) with 0.1, 0.05 and 0.02
+    # on tokens 7, 30000 and 50256: a residual of thousands of small entries and three large
+    # ones (one cut to its likeliest k, or computed in float32 for a large V, answers otherwise)
+    V = 50_257
+    p, d = rng.dirichlet(np.ones(V), size=2)  # [V] each
+    q = 0.8 * p + 0.03 * d
+    q[[7, 30_000, 50_256]] += [0.1, 0.05, 0.02]
+    out.append((f"q, p over V = {V:,}: q = 0.8 p + 0.03 d, d a random law, and 0.1, 0.05, 0.02 "
+                f"added at tokens 7, 30000, 50256", (q, p)))
     return out
 
 

@@ -39,7 +39,8 @@ def cases(seed=0):
     zero = ([2, 1], [-1, 0], np.array([[0.0, 0.6, 0.4], [0.5, 0.0, 0.5], [1 / 3] * 3]), 0.5, 0.6)
     out.append(("tokens=[2, 1], parents=[-1, 0], probs=[[0.0, 0.6, 0.4], [0.5, 0.0, 0.5], "
                 "[0.333, 0.333, 0.333]], epsilon=0.5, delta=0.6", zero))
-    for q in (0.09000000009, 0.08999999991):  # a hair above, then below min(0.09, 0.67)
+    # one ulp above min(0.09, 0.67) is kept: compared exactly (no margin of eps)
+    for q in (0.09000000009, 0.08999999991, float(np.nextafter(0.09, 1))):
         out.append((f"tokens=[0], parents=[-1], probs=[[{q}, {1 - q}], [0.5, 0.5]], "
                     f"epsilon=0.09, delta=0.9",
                     ([0], [-1], np.array([[q, 1 - q], [0.5, 0.5]]), 0.09, 0.9)))

@@ -2,7 +2,8 @@
 graded by its law (the checker's chain contract). p = draft, q = target; K drafts, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import drawn_elsewhere, grade_law, one_call, tie_call
+from picospec.exercises.grading import (drawn_elsewhere, grade_law, hair_calls, one_call,
+                                        tie_call)
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_chain", "speculative sampling"
@@ -55,8 +56,22 @@ LONG = ([2, 0, 1, 2, 0, 1, 0, 2, 1, 0, 2, 0, 1, 0, 2, 2, 0, 1, 0, 0], np.tile(LA
 
 # one draft with q / p = 0.5 exactly: at u = 0.5 the rule rejects it
 TIE = ([0], np.array([[0.5, 0.5]]), np.array([[0.25, 0.75], [0.5, 0.5]]))
+# a uniform a hair from q / p, where every law a token is drawn from is one-hot (the rule alone
+# decides): q / p = 0.5 under u = 0.5 - 1e-9 keeps (no tolerance); q / p = 1 - 2e-13 (P and Q
+# np.allclose) under u = 1 - 2^-53 rejects, the residual of mass 1e-13 all on token 0
+HAIRS = ((([0], np.array([[0.5, 0.5]]), np.array([[0.25, 0.75], [1.0, 0.0]])), 0.5 - 1e-9,
+          (1, 0), "q(x) / p(x) = 0.5 for the draft x = 0, so u < q / p keeps it (compared "
+          "exactly: no tolerance such as np.isclose), and the next token comes from Q[1] = [1, 0]"),
+         (([1], np.array([[0.5, 0.5]]), np.array([[0.5 + 1e-13, 0.5 - 1e-13], [1.0, 0.0]])),
+          1 - 2**-53, (0, 0), "q(x) / p(x) = 1 - 2e-13 for the draft x = 1, so u > q / p rejects "
+          "it, and its residual norm(max(0, q - p)), of mass 1e-13, is all on token 0 (no "
+          "shortcut for P close to Q, no guard that swaps a small residual for q)"))
 # no drafts, V = 257: the next token, 256, is past what 8 bits hold
 BYTE = ([], np.zeros((0, 257)), np.eye(257)[[256]], None)
+# GPT-2's 50,257 tokens: draft 35,000 (past int16, where it wraps to -30,536, the index of
+# token 19,721) has q = 0: rejected whatever the uniforms, and the residual is all on 19,721
+IDS = ([35_000], np.zeros((1, 50_257)), np.zeros((2, 50_257)), None)
+IDS[1][0, 35_000] = IDS[2][0, 19_721] = IDS[2][1, 50_256] = 1.0
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -72,7 +87,11 @@ def grade(fn, samples=20_000, seed=0):
                         "times)", "twenty drafts", times=200)
             or one_call(NAME, fn, byte, rules, "with no drafts over V = 257 tokens, Q[0] all on "
                         "token 256", "token 256")
-            or tie_call(NAME, fn, TIE, lambda out: int(out[0]) > 0) or verdict)
+            or one_call(NAME, fn, (*IDS[:-1], np.random.default_rng(seed)), rules,
+                        "over GPT-2's 50,257 tokens, draft 35,000 forbidden by the target, the "
+                        "residual all on token 19,721", "token 35000")
+            or tie_call(NAME, fn, TIE, lambda out: int(out[0]) > 0)
+            or hair_calls(NAME, fn, HAIRS, lambda out: (int(out[0]), int(out[1]))) or verdict)
 
 
 def rules(drafts, P, Q, out):

@@ -2,7 +2,7 @@
 arXiv:2402.12374, Algorithm 1), graded by its law. p = draft, q = target; m tree nodes, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import grade_law, one_call, tie_call
+from picospec.exercises.grading import grade_law, hair_calls, one_call, tie_call
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_without_replacement", "token trees (SpecInfer, Sequoia)"
@@ -52,6 +52,14 @@ WIDE_DEEP = ([0, 1, 2, 3, 4, 5, 0, 1, 2, 3], [-1] * 5 + [4, 5, 6, 7, 8],
 
 # one node with q / p = 0.5 exactly: at u = 0.5 the rule rejects it
 TIE = ([0], [-1], np.array([[0.25, 0.75], [0.5, 0.5]]), np.array([[0.5, 0.5]]))
+# a uniform a hair from q / p, every law drawn from one-hot (verify_chain.HAIRS, one node)
+HAIRS = ((([0], [-1], np.array([[0.25, 0.75], [1.0, 0.0]]), np.array([[0.5, 0.5]])), 0.5 - 1e-9,
+          ([0], 0), "q(x) / p(x) = 0.5 for node 0 (token 0), so u < q / p keeps it (compared "
+          "exactly: no tolerance such as np.isclose), and the next token comes from Q[1] = [1, 0]"),
+         (([1], [-1], np.array([[0.5 + 1e-13, 0.5 - 1e-13], [1.0, 0.0]]), np.array([[0.5, 0.5]])),
+          1 - 2**-53, ([], 0), "q(x) / p(x) = 1 - 2e-13 for node 0 (token 1), so u > q / p "
+          "rejects it, and the residual norm(max(0, q - p)), of mass 1e-13, is all on token 0 (no "
+          "shortcut for p close to q, no guard that swaps a small residual for q)"))
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -63,7 +71,9 @@ def grade(fn, samples=20_000, seed=0):
     wide = (*WIDE_DEEP[:-1], np.random.default_rng(seed))
     return (one_call(NAME, fn, wide, rules, "of five siblings, then five nodes below the fifth",
                      "five siblings, six levels")
-            or tie_call(NAME, fn, TIE, lambda out: len(out[0]) > 0) or verdict)
+            or tie_call(NAME, fn, TIE, lambda out: len(out[0]) > 0)
+            or hair_calls(NAME, fn, HAIRS, lambda out: ([int(i) for i in out[0]], int(out[1])))
+            or verdict)
 
 
 def rules(tokens, parents, Q, P, out):

@@ -118,6 +118,14 @@ def residual_into_one_buffer(q, p):
     return out
 
 
+def residual_top_64(q, p):
+    """The residual cut to its 64 likeliest tokens (a top-k residual "for speed"): right while it
+    has 64 tokens or fewer."""
+    r = np.maximum(q - p, 0)
+    r[np.argsort(r)[:-64]] = 0
+    return r / r.sum()
+
+
 # verify_chain(drafts, P, Q, rng)
 
 def chain_one_uniform(drafts, P, Q, rng):
@@ -312,6 +320,41 @@ def chain_inputs_frozen(drafts, P, Q, rng):
     return len(drafts), draw(Q[len(drafts)], rng)
 
 
+def chain_kept_when_close(drafts, P, Q, rng):
+    """A draft kept untested where the draft's row np.allclose's the target's ("the same law")."""
+    for t, x in enumerate(drafts):
+        if not np.allclose(P[t], Q[t]) and rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_tie_within_isclose(drafts, P, Q, rng):
+    """Kept when u < q/p and not np.isclose(u, q/p): a tolerance where the rule compares
+    exactly."""
+    for t, x in enumerate(drafts):
+        ratio, u = Q[t][x] / P[t][x], rng.random()
+        if not (ratio >= 1 or (u < ratio and not np.isclose(u, ratio))):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_small_residual_from_q(drafts, P, Q, rng):
+    """A residual of mass below 1e-12 taken for rounding: the replacement drawn from Q[t]."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            r = np.maximum(Q[t] - P[t], 0)
+            return t, draw(Q[t] if r.sum() < 1e-12 else r / r.sum(), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_drafts_in_int16(drafts, P, Q, rng):
+    """Drafts made an int16 array "to index fast": ids past 32,767 wrap to negative indices."""
+    d = np.array(drafts, dtype=np.int64).astype(np.int16)
+    for t, x in enumerate(d):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(d), draw(Q[len(d)], rng)
+
 # verify_without_replacement(tokens, parents, Q, P, rng)
 
 def tree_walk(tokens, parents, Q, P, rng, law=None, update=None, row=lambda c: c + 1,
@@ -463,6 +506,19 @@ def wr_tie_kept_unless_forbidden(tokens, parents, Q, P, rng):
     return tree_walk(tokens, parents, Q, P, rng, accept=lambda u, a: a > 0 and u <= a)
 
 
+def wr_tie_within_isclose(tokens, parents, Q, P, rng):
+    """Kept when u < q/p_i and not np.isclose(u, q/p_i): a tolerance where the rule compares
+    exactly."""
+    return tree_walk(tokens, parents, Q, P, rng,
+                     accept=lambda u, a: a >= 1 or (u < a and not np.isclose(u, a)))
+
+
+def wr_small_residual_is_q(tokens, parents, Q, P, rng):
+    """A residual of mass below 1e-12 taken for rounding: q kept as it was."""
+    return tree_walk(tokens, parents, Q, P, rng, update=lambda q, p: (
+        q if np.maximum(q - p, 0).sum() < 1e-12 else clipped(q, p)))
+
+
 # medusa_buffers(choices)
 
 def medusa_parts(choices, depth_from=0, pad=-1, leaves_only=True, leaf_to_root=False):
@@ -544,6 +600,12 @@ def medusa_depths_in_int8(choices):
     made = medusa_from_parents(choices)
     return {**made, "position_ids": np.array(made["position_ids"].tolist(), dtype=np.int8)}
 
+
+def medusa_depths_in_uint8(choices):
+    """position_ids as np.uint8 ("depths are small and never negative"): past 255 levels they
+    wrap."""
+    made = medusa_from_parents(choices)
+    return {**made, "position_ids": made["position_ids"].astype(np.uint8)}
 
 # typical_accept(tokens, parents, probs, epsilon, delta)
 
@@ -652,6 +714,12 @@ def typical_log_clipped_at_1e15(tokens, parents, probs, epsilon, delta):
                                                           -1)))  # [m]
     return list(rows[np.arange(len(tokens)), tokens] > threshold)
 
+
+def typical_margin_of_eps(tokens, parents, probs, epsilon, delta):
+    """Kept when q(x) exceeds the threshold by more than eps ("float noise"): one ulp above it
+    is rejected, where the comparison is exact."""
+    return typical(tokens, parents, probs, epsilon, delta,
+                   compare=lambda a, b: a - b > np.finfo(float).eps)
 
 # find_candidates(x, max_ngram_size, num_pred_tokens)
 
@@ -772,14 +840,15 @@ NGRAM_INDEX = {}  # id(x) -> (x, {n-gram: its first start}), built once per list
 def candidates_index_kept_by_id(x, max_ngram_size=3, num_pred_tokens=10):
     """The first start of every n-gram indexed once per token list, keyed by id(x) (x kept with
     it), to save work in the decoding loop: stale once the caller's x changes in place."""
-    if id(x) not in NGRAM_INDEX:
+    key = id(x), max_ngram_size
+    if key not in NGRAM_INDEX:
         index = {}
-        for n in range(1, len(x)):
+        for n in range(1, min(max_ngram_size, len(x) - 1) + 1):
             for s in range(len(x) - n):
                 index.setdefault(tuple(x[s:s + n]), s)
-        NGRAM_INDEX[id(x)] = x, index
+        NGRAM_INDEX[key] = x, index
     for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
-        if (s := NGRAM_INDEX[id(x)][1].get(tuple(x[-n:]))) is not None:
+        if (s := NGRAM_INDEX[key][1].get(tuple(x[-n:]))) is not None:
             return x[s + n:s + n + num_pred_tokens]
     return []
 
@@ -800,6 +869,21 @@ def candidates_zero_means_all(x, max_ngram_size=3, num_pred_tokens=10):
                 return x[s + n:][:num_pred_tokens or None]
     return []
 
+
+def candidates_last_1024(x, max_ngram_size=3, num_pred_tokens=10):
+    """The scan over the last 1,024 tokens only ("recent text matches best"): an early match in a
+    long prompt is missed."""
+    y = x[-1024:]
+    for n in range(min(max_ngram_size, len(y) - 1), 0, -1):
+        for s in range(len(y) - n):
+            if y[s:s + n] == y[-n:]:
+                return y[s + n:s + n + num_pred_tokens]
+    return []
+
+
+def candidates_at_least_unigram(x, max_ngram_size=3, num_pred_tokens=10):
+    """n-grams of one token at least, whatever max_ngram_size: a size of 0 still matches."""
+    return candidates_by_windows(x, max(1, max_ngram_size), num_pred_tokens)
 
 # longest_suffix(corpus, context, max_suffix)
 
@@ -885,6 +969,10 @@ def suffix_positions_by_id(corpus, context, max_suffix):
         best = max(best, n)
     return best
 
+
+def suffix_corpus_head(corpus, context, max_suffix):
+    """The corpus read up to its first 4,096 tokens ("a datastore's first page")."""
+    return suffix_by_set(corpus[:4096], context, max_suffix)
 
 # trie(sequences)
 
@@ -1081,6 +1169,14 @@ def trie_as_arrays(sequences):
     return tuple(np.array(v, dtype=np.int64) for v in trie_of_dicts(sequences))
 
 
+def trie_one_sequence_handed_back(sequences):
+    """One sequence: its own list returned as the tokens ("already a chain"), the caller's list
+    itself."""
+    if len(sequences) == 1:
+        s = sequences[0]
+        return s, list(range(-1, len(s) - 1)), [1] * len(s)
+    return trie_of_dicts(sequences)
+
 # lookahead_mask(W, L)
 
 def lookahead_parts(W, L, row=lambda level, i, W, L: level * W + i):
@@ -1171,6 +1267,13 @@ def lookahead_as_matrix(W, L):
     return np.asmatrix(lookahead_parts(W, L))
 
 
+def lookahead_columns_in_int8(W, L):
+    """Columns held as np.int8: past 127 columns they wrap and compare wrong."""
+    column = (np.arange(W * L) % W).astype(np.int8)  # [W * L]
+    level = np.arange(W * L) // W
+    first = (level[None, :] == 0) & (column[None, :] <= column[:, None])
+    return first | (column[None, :] == column[:, None]) & (level[None, :] <= level[:, None])
+
 # draft_law(z, d2t, n_vocab)
 
 def placed(s, d2t, n_vocab):
@@ -1238,6 +1341,20 @@ def draft_law_up_to_3_axes(z, d2t, n_vocab):
     out[..., d2t] = s
     return out
 
+
+def draft_law_ids_in_uint16(z, d2t, n_vocab):
+    """d2t cast to np.uint16 ("ids fit in 16 bits", as GPT-2's do): Llama 3's 128,256 wrap."""
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return placed(e / e.sum(-1, keepdims=True), np.asarray(d2t).astype(np.uint16), n_vocab)
+
+
+def draft_law_float32_renormalised(z, d2t, n_vocab):
+    """The softmax in z's dtype, cast to float64 and renormalised: rows sum to 1, each value 1e-8
+    off for float32 logits."""
+    e = np.exp(z - z.max(-1, keepdims=True))
+    s = (e / e.sum(-1, keepdims=True)).astype(np.float64)
+    return placed(s / s.sum(-1, keepdims=True), d2t, n_vocab)
 
 # expected_tokens(alpha, K)
 
@@ -1317,62 +1434,74 @@ def speedup_verification_at_least_one(E, c, K, c_d):
     return E / (max(c, 1.0) + K * c_d)
 
 
+def speedup_nearly_free_draft(E, c, K, c_d):
+    """A draft costing under 1e-3 of a token taken as free: its K c_d dropped."""
+    return E / c if c_d < 1e-3 else E / (c + K * c_d)
+
+
 WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
                  residual_floor, residual_in_place_on_p, residual_float32,
                  residual_normalised_first, residual_as_row, residual_as_list,
                  residual_with_tolerance, residual_as_text, residual_by_minimum,
                  residual_cached_by_id, residual_below_eps_is_q, residual_in_long_double,
-                 residual_into_one_buffer],
+                 residual_into_one_buffer, residual_top_64],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
                      chain_mutates_q, chain_ties_by_random, chain_own_generator,
                      chain_seeded_inside, chain_bonus_after_the_loop, chain_greedy_without_drafts,
                      chain_numpy_without_drafts, chain_keeps_nine_tenths, chain_six_drafts_at_most,
-                     chain_tie_kept_unless_forbidden, chain_tokens_in_a_byte, chain_inputs_frozen],
+                     chain_tie_kept_unless_forbidden, chain_tokens_in_a_byte, chain_inputs_frozen,
+                     chain_kept_when_close, chain_tie_within_isclose,
+                     chain_small_residual_from_q, chain_drafts_in_int16],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p,
                                    wr_reversed_siblings, wr_row_off_by_one, wr_ties_toward_draft,
                                    wr_stops_at_first_kept, wr_residual_swapped, wr_mutates_p,
                                    wr_numpy_global, wr_siblings_in_a_run,
                                    wr_three_siblings_at_most, wr_three_levels_at_most,
                                    wr_tie_kept_unless_forbidden,
-                                   wr_four_levels_at_most],
+                                   wr_four_levels_at_most, wr_tie_within_isclose,
+                                   wr_small_residual_is_q],
     "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
                        medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists,
-                       medusa_depths_in_int8],
+                       medusa_depths_in_int8, medusa_depths_in_uint8],
     "typical_accept": [typical_at_least, typical_log10, typical_exp_plus_h, typical_no_epsilon,
                        typical_root_row, typical_parent_row_off_by_one, typical_whole_path,
                        typical_epsilon_delta_swapped, typical_guard_in_place,
                        typical_as_array_of_ints, typical_log_plus_1e12, typical_as_zero_one,
-                       typical_log_where_without_out, typical_log_clipped_at_1e15],
+                       typical_log_where_without_out, typical_log_clipped_at_1e15,
+                       typical_margin_of_eps],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
                         candidates_dict_of_ngrams, candidates_as_array, candidates_ngrams_up_to_3,
                         candidates_as_floats, candidates_ids_in_a_byte,
                         candidates_draft_capped_at_5, candidates_index_kept_by_id,
-                        candidates_last_token_first, candidates_zero_means_all],
+                        candidates_last_token_first, candidates_zero_means_all,
+                        candidates_last_1024, candidates_at_least_unigram],
     "longest_suffix": [suffix_tokens_anywhere, suffix_one_short, suffix_through_bytes,
                        suffix_reversed_in_place, suffix_prefix_matched, suffix_last_token_as_bool,
-                       suffix_up_to_3, suffix_through_int32_bytes, suffix_positions_by_id],
+                       suffix_up_to_3, suffix_through_int32_bytes, suffix_positions_by_id,
+                       suffix_corpus_head],
     "trie": [trie_counts_once, trie_parent_is_position, trie_breadth_first, trie_pops_sequences,
              trie_hashable_in_place, trie_string_keys_without_separator, trie_mutable_defaults,
              trie_nan_padded, trie_ids_in_a_byte, trie_depth_from_longest, trie_by_recursion,
-             trie_as_arrays],
+             trie_as_arrays, trie_one_sequence_handed_back],
     "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
                        lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists,
                        lookahead_levels_up_to_4, lookahead_rows_in_int8, lookahead_columns_as_text,
-                       lookahead_one_mask_per_size, lookahead_as_matrix],
+                       lookahead_one_mask_per_size, lookahead_as_matrix, lookahead_columns_in_int8],
     "draft_law": [draft_law_min_subtracted, draft_law_as_list, draft_law_mean_subtracted,
                   draft_law_batch_of_one, draft_law_rows_stacked, draft_law_up_to_3_axes,
-                  draft_law_inputs_frozen],
+                  draft_law_inputs_frozen, draft_law_ids_in_uint16,
+                  draft_law_float32_renormalised],
     "expected_tokens": [expected_linear, expected_rounded_down, expected_float32,
                         expected_sign_flipped, expected_guarded_below_1e7,
                         expected_first_order_near_1],
     "predicted_speedup": [speedup_no_verify_cost, speedup_one_draft_call_short, speedup_product,
                           speedup_inverted, speedup_as_text, speedup_none_without_drafts,
-                          speedup_verification_at_least_one],
+                          speedup_verification_at_least_one, speedup_nearly_free_draft],
 }
 
 
