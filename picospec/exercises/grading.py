@@ -513,27 +513,20 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
     if (reused := reused_answer(fn, cases, answers)) is not None:
         return Verdict(exercise, False, checked, reused, "answers reused")
     if (stale := refilled_call(fn, reference, cases, compare)) is not None:
-        label, expected, shown = stale
-        expected, shown = apart(show(expected), shown)
-        return Verdict(exercise, False, checked, (
-            f"smallest case that differs (objects refilled in place): {label}\n  expected: "
-            f"{expected}\n  yours:    {shown}\n  given new objects, your function "
-            f"returned the expected answer; given the list or array objects the case before was "
-            f"given, refilled in place with this case's values, it returned the above: it keeps "
-            f"an answer by the object (a cache keyed by id(), say), stale once the caller changes "
-            f"the values in place, as a decoding loop appending to its tokens does; compute "
-            f"every answer from the values"), "objects refilled in place")
+        return again_otherwise(exercise, checked, stale, "objects refilled in place", (
+            "given new objects, your function returned the expected answer; given the list or "
+            "array objects the case before was given, refilled in place with this case's values, "
+            "it returned the above: it keeps an answer by the object (a cache keyed by id(), "
+            "say), stale once the caller changes the values in place, as a decoding loop "
+            "appending to its tokens does; compute every answer from the values"))
     if (dirty := dirty_call(fn, reference, cases[:DIRTY], compare)) is not None:
-        label, expected, shown = dirty
-        expected, shown = apart(show(expected), shown)
-        return Verdict(exercise, False, checked, (
-            f"smallest case that differs (memory never written): {label}\n  expected: "
-            f"{expected}\n  yours:    {shown}\n  on fresh memory your function returned the "
-            f"expected answer; after NumPy's freed memory was left holding NaN (as freed memory "
-            f"may hold anything), it returned the above: it reads array entries it never wrote "
-            f"(np.empty, or a ufunc's where= without out=, such as np.log(q, where=q > 0), whose "
-            f"skipped entries keep what the memory held); write every entry you read, e.g. "
-            f"np.log(q, out=np.zeros_like(q), where=q > 0)"), "memory never written")
+        return again_otherwise(exercise, checked, dirty, "memory never written", (
+            "on fresh memory your function returned the expected answer; after NumPy's freed "
+            "memory was left holding NaN (as freed memory may hold anything), it returned the "
+            "above: it reads array entries it never wrote (np.empty, or a ufunc's where= without "
+            "out=, such as np.log(q, where=q > 0), whose skipped entries keep what the memory "
+            "held); write every entry you read, e.g. np.log(q, out=np.zeros_like(q), "
+            "where=q > 0)"))
     return Verdict(exercise, True, checked, f"all {len(cases)} cases agree")
 
 
@@ -543,19 +536,11 @@ DIRTY = 50  # the smallest cases called again on memory left holding NaN
 def dirty_call(fn, reference, cases, compare):
     """The first case fn answers otherwise on memory left holding NaN -> (label, expected,
     yours shown), or None."""
-    for label, args in cases:
-        expected, mine = reference(*args), copy.deepcopy(args)
+    def given(args):
+        mine = copy.deepcopy(args)
         dirty()
-        try:
-            with np.errstate(all="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # NumPy's own word on where= without out=
-                yours = fn(*mine)
-        except Exception as e:
-            return label, expected, (f"raised {type(e).__name__}: {' '.join(str(e).split())}"
-                                     f"{learners_line(e)}")
-        if compared(compare, yours, expected) is not None:
-            return label, expected, show(yours)
-    return None
+        return mine
+    return answered_otherwise(fn, reference, cases, compare, given)
 
 
 def dirty():
@@ -631,7 +616,8 @@ def refilled_call(fn, reference, cases, compare):
     its place (and shape) the case before was given, refilled in place with this case's values
     -> (label, expected, yours shown), or None."""
     pool = {}
-    for label, args in cases:
+
+    def given(args):
         same = []
         for k, a in enumerate(args):
             if isinstance(a, list):
@@ -642,15 +628,34 @@ def refilled_call(fn, reference, cases, compare):
                 same[-1][...] = a
             else:
                 same.append(a)
+        return same
+    return answered_otherwise(fn, reference, cases, compare, given)
+
+
+def answered_otherwise(fn, reference, cases, compare, given):
+    """The first case fn answers otherwise when called on given(args) -> (label, expected, yours
+    shown), or None."""
+    for label, args in cases:
         expected = reference(*args)
+        mine = given(args)
         try:
-            yours = fn(*same)
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the first pass showed them
+                yours = fn(*mine)
         except Exception as e:
             return label, expected, (f"raised {type(e).__name__}: {' '.join(str(e).split())}"
                                      f"{learners_line(e)}")
         if compared(compare, yours, expected) is not None:
             return label, expected, show(yours)
     return None
+
+
+def again_otherwise(exercise, checked, found, what, why):
+    """The failing Verdict of a pass made again: found = (label, expected, yours shown)."""
+    label, expected, shown = found
+    expected, shown = apart(show(expected), shown)
+    return Verdict(exercise, False, checked, f"smallest case that differs ({what}): {label}\n  "
+                   f"expected: {expected}\n  yours:    {shown}\n  {why}", what)
 
 
 def returns_as(fn, known, cases, compare):
