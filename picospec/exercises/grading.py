@@ -433,6 +433,40 @@ def hair_calls(exercise, fn, calls, read):
     return None
 
 
+def rare_token_call(exercise, fn, args, even, read, token):
+    """A failing Verdict when fn(*args, rng) never returns `token` (read(out): the token it drew)
+    under every uniform 0, nor under every uniform 1 - 2^-53, else None: an inverse CDF read
+    either way reaches a token of small mass at one end, a law taken as certain never does. Only
+    an answer that draws its token from rng's uniforms is judged: on `even` (the same call, its
+    law [0.5, 0.5]) the two ends give it two tokens, the same on 20 bit generators."""
+    def ends(call):  # the token drawn at u = 0 and at u = 1 - 2^-53, or None where it varied
+        outs = []
+        for u in (0.0, 1 - 2**-53):
+            drawn = set()
+            for i in range(20):
+                rng = Halves(np.random.PCG64(i))
+                rng.u = u
+                drawn.add(read(fn(*copied(call), rng)))
+            if len(drawn) > 1:  # drawn elsewhere too (rng.multinomial, rng.gumbel): not judged
+                return None
+            outs += drawn
+        return outs
+    try:
+        calibrated, outs = ends(even), ends(args)
+    except Exception:  # the law passed it: what it raises here is no rule of this call's
+        return None
+    if calibrated is None or len(set(calibrated)) < 2 or outs is None or token in outs:
+        return None
+    return Verdict(exercise, False, "one call with every uniform 0, then 1 - 2^-53, once the law "
+                   "passed", "\n".join(["the call:", *(f"  {name} = {show(a)}" for name, a in
+                                                      zip(ARGS[len(args)], args)),
+                                        f"it returned token {outs[0]} at u = 0 and {outs[1]} at "
+                                        f"u = 1 - 2^-53: token {token}, of mass "
+                                        f"{args[2][0][token]:g}, never came out; a law is drawn "
+                                        f"from whatever its largest mass (no argmax for a law "
+                                        f"that is nearly certain)"]), "a token of mass 5e-4")
+
+
 def tie_call(exercise, fn, args, kept):
     """A failing Verdict when fn(*args, Halves) keeps the draft whose q / p is 0.5 (kept(out):
     whether out keeps it), else None."""

@@ -3,7 +3,7 @@ graded by its law (the checker's chain contract). p = draft, q = target; K draft
 import numpy as np
 
 from picospec.exercises.grading import (drawn_elsewhere, grade_law, hair_calls, one_call,
-                                        tie_call)
+                                        rare_token_call, tie_call)
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_chain", "speculative sampling"
@@ -66,6 +66,10 @@ HAIRS = ((([0], np.array([[0.5, 0.5]]), np.array([[0.25, 0.75], [1.0, 0.0]])), 0
           1 - 2**-53, (0, 0), "q(x) / p(x) = 1 - 2e-13 for the draft x = 1, so u > q / p rejects "
           "it, and its residual norm(max(0, q - p)), of mass 1e-13, is all on token 0 (no "
           "shortcut for P close to Q, no guard that swaps a small residual for q)"))
+# no drafts, Q[0] = [0.9995, 0.0005]: an inverse CDF, read from either end, draws token 1 at one
+# extreme uniform
+RARE = ([], np.zeros((0, 2)), np.array([[0.9995, 0.0005]]))
+EVEN = ([], np.zeros((0, 2)), np.array([[0.5, 0.5]]))
 # no drafts, V = 257: the next token, 256, is past what 8 bits hold
 BYTE = ([], np.zeros((0, 257)), np.eye(257)[[256]], None)
 # GPT-2's 50,257 tokens: draft 35,000 (past int16, where it wraps to -30,536, the index of
@@ -91,7 +95,8 @@ def grade(fn, samples=20_000, seed=0):
                         "over GPT-2's 50,257 tokens, draft 35,000 forbidden by the target, the "
                         "residual all on token 19,721", "token 35000")
             or tie_call(NAME, fn, TIE, lambda out: int(out[0]) > 0)
-            or hair_calls(NAME, fn, HAIRS, lambda out: (int(out[0]), int(out[1]))) or verdict)
+            or hair_calls(NAME, fn, HAIRS, lambda out: (int(out[0]), int(out[1])))
+            or rare_token_call(NAME, fn, RARE, EVEN, lambda out: int(out[1]), 1) or verdict)
 
 
 def rules(drafts, P, Q, out):

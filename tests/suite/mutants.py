@@ -2581,8 +2581,8 @@ MUTANTS = (
            ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case",),
            "a residual cached by the target's row alone passes: one target row, one draft row"),
     Mutant("grader-hair-calls-skipped", "graders", "rule", "picospec/exercises/verify_chain.py",
-           "            or hair_calls(NAME, fn, HAIRS, lambda out: (int(out[0]), int(out[1]))) "
-           "or verdict)", "            or verdict)",
+           "            or hair_calls(NAME, fn, HAIRS, lambda out: (int(out[0]), int(out[1])))\n",
+           "",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "a draft kept untested where P np.allclose's Q passes (no law shows 1e-5)"),
@@ -2620,6 +2620,20 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "a residual cut to its 64 likeliest tokens passes (no case has more than 6)"),
+    Mutant("grader-rare-token-call-skipped", "graders", "rule",
+           "picospec/exercises/verify_chain.py",
+           "            or rare_token_call(NAME, fn, RARE, EVEN, lambda out: int(out[1]), 1) "
+           "or verdict)", "            or verdict)",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "a law above 0.999 taken as certain passes (no sampled law shows 5e-4)"),
+    Mutant("grader-rare-token-call-judges-any-draw", "graders", "rule",
+           "picospec/exercises/grading.py",
+           "    if calibrated is None or len(set(calibrated)) < 2 or outs is None or token in "
+           "outs:", "    if outs is None or token in outs:",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_right_answer_written_otherwise_passes",),
+           "a right answer drawing by rng.multinomial fails the call of a token of mass 5e-4"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",

@@ -347,6 +347,17 @@ def chain_small_residual_from_q(drafts, P, Q, rng):
     return len(drafts), draw(Q[len(drafts)], rng)
 
 
+def chain_confident_argmax(drafts, P, Q, rng):
+    """A law whose largest mass is above 0.999 taken as certain ("nearly greedy"): its argmax,
+    not a draw."""
+    def pick(law):
+        return int(np.argmax(law)) if np.max(law) > 0.999 else draw(law, rng)
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, pick(clipped(Q[t], P[t]))
+    return len(drafts), pick(Q[len(drafts)])
+
+
 def chain_drafts_in_int16(drafts, P, Q, rng):
     """Drafts made an int16 array "to index fast": ids past 32,767 wrap to negative indices."""
     d = np.array(drafts, dtype=np.int64).astype(np.int16)
@@ -1454,7 +1465,8 @@ WRONG = {
                      chain_numpy_without_drafts, chain_keeps_nine_tenths, chain_six_drafts_at_most,
                      chain_tie_kept_unless_forbidden, chain_tokens_in_a_byte, chain_inputs_frozen,
                      chain_kept_when_close, chain_tie_within_isclose,
-                     chain_small_residual_from_q, chain_drafts_in_int16],
+                     chain_small_residual_from_q, chain_drafts_in_int16,
+                     chain_confident_argmax],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p,
                                    wr_reversed_siblings, wr_row_off_by_one, wr_ties_toward_draft,
                                    wr_stops_at_first_kept, wr_residual_swapped, wr_mutates_p,

@@ -25,7 +25,7 @@ MISTAKES = [(name, fn.__name__) for name, fns in student_answers.WRONG.items() f
 CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty drafts",
               "five siblings, six levels", "z [0, V_d]", "z [1, 2, 2, V_d]", "token 256",
               "a tie u == q / p", "a uniform a hair from q / p", "token 35000",
-              "ids past 65535")
+              "ids past 65535", "a token of mass 5e-4")
 # mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
 WHERE = {
     # right in law on every case but bounded by the battery's sizes (6 drafts, 3 siblings, 3
