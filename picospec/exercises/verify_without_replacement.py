@@ -2,7 +2,8 @@
 arXiv:2402.12374, Algorithm 1), graded by its law. p = draft, q = target; m tree nodes, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import grade_law, hair_calls, one_call, tie_call
+from picospec.exercises.grading import (grade_law, hair_calls, one_call, rare_token_call,
+                                        tie_call)
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_without_replacement", "token trees (SpecInfer, Sequoia)"
@@ -52,6 +53,9 @@ WIDE_DEEP = ([0, 1, 2, 3, 4, 5, 0, 1, 2, 3], [-1] * 5 + [4, 5, 6, 7, 8],
 
 # one node with q / p = 0.5 exactly: at u = 0.5 the rule rejects it
 TIE = ([0], [-1], np.array([[0.25, 0.75], [0.5, 0.5]]), np.array([[0.5, 0.5]]))
+# no nodes, Q[0] = [0.9995, 0.0005] (and [0.5, 0.5]): verify_chain.RARE
+RARE = ([], [], np.array([[0.9995, 0.0005]]), np.zeros((0, 2)))
+EVEN = ([], [], np.array([[0.5, 0.5]]), np.zeros((0, 2)))
 # a uniform a hair from q / p, every law drawn from one-hot (verify_chain.HAIRS, one node)
 HAIRS = ((([0], [-1], np.array([[0.25, 0.75], [1.0, 0.0]]), np.array([[0.5, 0.5]])), 0.5 - 1e-9,
           ([0], 0), "q(x) / p(x) = 0.5 for node 0 (token 0), so u < q / p keeps it (compared "
@@ -73,7 +77,7 @@ def grade(fn, samples=20_000, seed=0):
                      "five siblings, six levels")
             or tie_call(NAME, fn, TIE, lambda out: len(out[0]) > 0)
             or hair_calls(NAME, fn, HAIRS, lambda out: ([int(i) for i in out[0]], int(out[1])))
-            or verdict)
+            or rare_token_call(NAME, fn, RARE, EVEN, lambda out: int(out[1]), 1) or verdict)
 
 
 def rules(tokens, parents, Q, P, out):

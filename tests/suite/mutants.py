@@ -2634,6 +2634,13 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_right_answer_written_otherwise_passes",),
            "a right answer drawing by rng.multinomial fails the call of a token of mass 5e-4"),
+    Mutant("grader-wr-rare-token-call-skipped", "graders", "rule",
+           "picospec/exercises/verify_without_replacement.py",
+           "            or rare_token_call(NAME, fn, RARE, EVEN, lambda out: int(out[1]), 1) "
+           "or verdict)", "            or verdict)",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "a walk whose last law above 0.999 is taken as certain passes"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",

@@ -517,6 +517,23 @@ def wr_tie_kept_unless_forbidden(tokens, parents, Q, P, rng):
     return tree_walk(tokens, parents, Q, P, rng, accept=lambda u, a: a > 0 and u <= a)
 
 
+def wr_confident_argmax(tokens, parents, Q, P, rng):
+    """Sequoia's walk, a law whose largest mass is above 0.999 taken as certain (its argmax)."""
+    node, path, q = -1, [], np.asarray(Q[0], dtype=float)
+    while True:
+        tried = []
+        for c in [i for i, parent in enumerate(parents) if parent == node]:
+            p = removed_from(P[c], [tokens[s] for s in tried])
+            if rng.random() < min(1, q[tokens[c]] / p[tokens[c]]):
+                path.append(c)
+                node, q = c, np.asarray(Q[c + 1], dtype=float)
+                break
+            q = clipped(q, p)
+            tried.append(c)
+        else:
+            return path, int(np.argmax(q)) if q.max() > 0.999 else draw(q, rng)
+
+
 def wr_tie_within_isclose(tokens, parents, Q, P, rng):
     """Kept when u < q/p_i and not np.isclose(u, q/p_i): a tolerance where the rule compares
     exactly."""
@@ -1474,7 +1491,7 @@ WRONG = {
                                    wr_three_siblings_at_most, wr_three_levels_at_most,
                                    wr_tie_kept_unless_forbidden,
                                    wr_four_levels_at_most, wr_tie_within_isclose,
-                                   wr_small_residual_is_q],
+                                   wr_small_residual_is_q, wr_confident_argmax],
     "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
                        medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists,
