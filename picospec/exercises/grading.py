@@ -402,6 +402,17 @@ class Halves(np.random.Generator):
         return filled(np.add(low, np.subtract(high, low) * self.u), size)
 
 
+def answers_at(fn, args, u, read=lambda out: out):
+    """fn(*args, rng) on 20 bit generators, every uniform of rng u -> their 20 answers, read. An
+    answer that draws elsewhere too (rng.binomial, rng.gumbel) answers otherwise on some."""
+    outs = []
+    for i in range(20):
+        rng = Halves(np.random.PCG64(i))
+        rng.u = u
+        outs.append(read(fn(*copied(args), rng)))
+    return outs
+
+
 def hair_calls(exercise, fn, calls, read):
     """A failing Verdict at the first of calls [(args, u, want, about)] where fn(*args, rng),
     every uniform of rng u, answers other than want (read(out): the answer as want writes it),
@@ -412,11 +423,7 @@ def hair_calls(exercise, fn, calls, read):
             # answers otherwise on some of 20 bit generators at the first call, whose q / p is
             # 0.5, and none of the calls is its to judge (near q / p = 1 its coin would land the
             # same on all)
-            outs = []
-            for i in range(20):
-                rng = Halves(np.random.PCG64(i))
-                rng.u = u
-                outs.append(read(fn(*copied(args), rng)))
+            outs = answers_at(fn, args, u, read)
             if len({show(o) for o in outs}) > 1:
                 return None
             if outs[0] == want:
@@ -442,11 +449,7 @@ def rare_token_call(exercise, fn, args, even, read, token):
     def ends(call):  # the token drawn at u = 0 and at u = 1 - 2^-53, or None where it varied
         outs = []
         for u in (0.0, 1 - 2**-53):
-            drawn = set()
-            for i in range(20):
-                rng = Halves(np.random.PCG64(i))
-                rng.u = u
-                drawn.add(read(fn(*copied(call), rng)))
+            drawn = set(answers_at(fn, call, u, read))
             if len(drawn) > 1:  # drawn elsewhere too (rng.multinomial, rng.gumbel): not judged
                 return None
             outs += drawn
@@ -473,7 +476,7 @@ def tie_call(exercise, fn, args, kept):
     try:
         # on 20 bit generators: an answer that draws elsewhere too (rng.binomial, say) answers
         # otherwise on some, and its tie is not this call's to judge
-        outs = [fn(*copied(args), Halves(np.random.PCG64(i))) for i in range(20)]
+        outs = answers_at(fn, args, 0.5)
         out = outs[0]
         if len({show(o) for o in outs}) > 1 or not kept(out):
             return None

@@ -86,12 +86,13 @@ def grade(fn, samples=20_000, seed=0):
         return verdict
     long = (*LONG[:-1], np.random.default_rng(seed))
     byte = (*BYTE[:-1], np.random.default_rng(seed))
+    ids = (*IDS[:-1], np.random.default_rng(seed))
     return (drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN)
             or one_call(NAME, fn, long, rules, "of twenty drafts the target agrees with (made 200 "
                         "times)", "twenty drafts", times=200)
             or one_call(NAME, fn, byte, rules, "with no drafts over V = 257 tokens, Q[0] all on "
                         "token 256", "token 256")
-            or one_call(NAME, fn, (*IDS[:-1], np.random.default_rng(seed)), rules,
+            or one_call(NAME, fn, ids, rules,
                         "over GPT-2's 50,257 tokens, draft 35,000 forbidden by the target, the "
                         "residual all on token 19,721", "token 35000")
             or tie_call(NAME, fn, TIE, lambda out: int(out[0]) > 0)
