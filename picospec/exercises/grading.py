@@ -416,7 +416,8 @@ def answers_at(fn, args, u, read=lambda out: out):
 def hair_calls(exercise, fn, calls, read):
     """A failing Verdict at the first of calls [(args, u, want, about)] where fn(*args, rng),
     every uniform of rng u, answers other than want (read(out): the answer as want writes it),
-    else None. Each call's laws to draw from are one-hot, so the rule alone decides."""
+    else None."""
+    # each call's laws to draw from are one-hot, so the rule alone decides
     for args, u, want, about in calls:
         try:
             # as in tie_call: an answer that draws elsewhere too (a coin from rng.binomial, say)
@@ -442,10 +443,11 @@ def hair_calls(exercise, fn, calls, read):
 
 def rare_token_call(exercise, fn, args, even, read, token):
     """A failing Verdict when fn(*args, rng) never returns `token` (read(out): the token it drew)
-    under every uniform 0, nor under every uniform 1 - 2^-53, else None: an inverse CDF read
-    either way reaches a token of small mass at one end, a law taken as certain never does. Only
-    an answer that draws its token from rng's uniforms is judged: on `even` (the same call, its
-    law [0.5, 0.5]) the two ends give it two tokens, the same on 20 bit generators."""
+    under every uniform 0, nor under every uniform 1 - 2^-53, else None."""
+    # an inverse CDF read either way reaches a token of small mass at one end, a law taken as
+    # certain never does; only an answer drawing its token from rng's uniforms is judged: on
+    # `even` (the same call, its law [0.5, 0.5]) the two ends give it two tokens, the same on 20
+    # bit generators
     def ends(call):  # the token drawn at u = 0 and at u = 1 - 2^-53, or None where it varied
         outs = []
         for u in (0.0, 1 - 2**-53):
