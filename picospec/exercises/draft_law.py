@@ -135,12 +135,26 @@ DEEP = (np.arange(12.0).reshape(1, 2, 2, 3) / 4, np.array([4, 0, 2]), 5)
 # float32 (then renormalised in float64) is 2.7e-8 off the float64 one
 WIDE_IDS = (np.array([[-1.6, -4.1, 1.2, 1.5, -0.6]], dtype=np.float32),
             np.array([70_000, 5, 128_255, 3, 64_000]), 128_256)
+# z [2, 1] (one draft token: squeezed, its last axis goes too); z [3, 3] over V_d = 3 (a leading
+# axis as long as the last); z [2, 0, V_d] (empty, though not [0, V_d])
+COLUMN = (np.array([[0.0], [1.0]]), np.array([1]), 3)
+SQUARE = (np.array([[0.0, 1.0, 2.0], [2.0, 5.0, 1.0], [1.0, 1.0, 0.0]]), np.array([0, 2, 4]), 5)
+HOLLOW = (np.zeros((2, 0, 3)), np.array([0, 1, 2]), 4)
+# the same z's bytes four times: other ids, then another n_vocab, then z [1, 2] (a law kept by
+# z's bytes, or with d2t's, answers a call before)
+AGAIN = ((np.array([0.0, 1.0]), np.array([1, 0]), 3), (np.array([0.0, 1.0]), np.array([0, 2]), 4),
+         (np.array([0.0, 1.0]), np.array([0, 2]), 5), (np.array([[0.0, 1.0]]), np.array([0, 2]), 5))
 CALLS = ((WIDE, "a call whose logits span 2000", "logits 2000 apart"),
          (BATCH, "a call with z [2, 2, V_d], a batch of two", "z [2, 2, V_d]"),
          (EMPTY, "a call with z [0, V_d], no rows", "z [0, V_d]"),
          (DEEP, "a call with z [1, 2, 2, V_d]", "z [1, 2, 2, V_d]"),
          (LOW, "a call whose logits all lie near -1000", "logits near -1000"),
-         (WIDE_IDS, "a call over 128,256 target ids, float32 logits", "ids past 65535"))
+         (WIDE_IDS, "a call over 128,256 target ids, float32 logits", "ids past 65535"),
+         (COLUMN, "a call with z [2, 1], one draft token", "z [2, 1]"),
+         (SQUARE, "a call with z [3, 3] over V_d = 3", "z [3, 3]"),
+         (HOLLOW, "a call with z [2, 0, V_d], no rows", "z [2, 0, V_d]"),
+         *((call, "a call with z's bytes those of [0, 1], as in the calls before it, with other "
+           "d2t, n_vocab or shape", "the same z, other ids") for call in AGAIN))
 
 
 def grade(fn, samples=20_000, seed=0):

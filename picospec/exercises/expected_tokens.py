@@ -25,6 +25,11 @@ def cases(seed=0):
     hand += [(1 - 2**-24, 16), (1 - 2**-27, 64)]
     # many drafts close to 1: a shortcut there (a Taylor step) is off by 1e-8 of E or more
     hand += [(1 - 9e-7, 1000), (1 - 2**-24, 4096)]
+    # closer to 1 with K (1 - alpha) near 1e-6, where the closed form is still good to 1e-10 and
+    # E is below K + 1 by 5e-7 of it: "alpha is 1" within 1e-9, 1e-10 or 1e-12 answers otherwise,
+    # as does alpha capped below 1 at alpha = 1 with many drafts
+    hand += [(1 - 5e-10, 1000), (1 - 2**-31, 4096), (1 - 1e-10, 10_000), (1 - 1e-12, 1_000_000),
+             (1.0, 100_000)]
     drawn = [(float(rng.random()), int(rng.integers(1, 17))) for _ in range(60)]
     return [(f"alpha={a!r}, K={K}", (a, K)) for a, K in hand + drawn]
 

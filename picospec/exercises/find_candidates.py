@@ -46,10 +46,24 @@ def cases(seed=None):
     for length in (8, 20, 40):
         x = [int(t) for t in rng.choice([7, 300, 11, 1, 50256, 4000], size=length)]
         real += [(x, n, k) for n in (1, 2, 3) for k in (1, 3)]
-    # 3,000 tokens whose one match lies at the very start (a scan of the last 1,024 misses it)
-    real.append(([5, 6] + [7] * 2_996 + [8, 5], 2, 3))
-    return [(f"x={x if len(x) < 100 else '[5, 6] + [7] * 2996 + [8, 5]'}, max_ngram_size={n}, "
-             f"num_pred_tokens={k}", (x, n, k)) for x, n, k in small + real]
+    # ids compared as digits joined ("1", "12" is "11", "2"), as float16 (40000 is 40001), and
+    # <|endoftext|> inside the draft, not its end
+    real += [([1, 12, 5, 11, 2], 2, 1), ([40000, 9, 40001], 1, 1),
+             ([50256, 7, 50256, 1, 50256], 1, 3)]
+    shown = {}
+    # 20,000 tokens whose one match lies at the very start (a scan of the last 1,024, 4,096 or
+    # 16,384 misses it)
+    long = [5, 6] + [7] * 19_996 + [8, 5]
+    real.append((long, 2, 3))
+    shown[id(long)] = "[5, 6] + [7] * 19996 + [8, 5]"
+    # the windows [1, 50256 - B] for every B from 2 to 50256, each followed by 9, then the tail
+    # [0, 50256], which matches none: a window packed into one number a * B + b (or hashed so,
+    # unchecked) with any B short of the vocabulary takes [1, 50256 - B] for it
+    packed = [t for B in range(2, 50_257) for t in (1, 50_256 - B, 9)] + [0, 50_256]
+    real.append((packed, 2, 1))
+    shown[id(packed)] = "[1, 50254, 9, 1, 50253, 9, ..., 1, 0, 9, 0, 50256] (150,767 tokens)"
+    return [(f"x={shown.get(id(x), x)}, max_ngram_size={n}, num_pred_tokens={k}", (x, n, k))
+            for x, n, k in small + real]
 
 
 def compare(yours, expected):

@@ -414,11 +414,11 @@ def answers_at(fn, args, u, read=lambda out: out):
 
 
 def hair_calls(exercise, fn, calls, read):
-    """A failing Verdict at the first of calls [(args, u, want, about)] where fn(*args, rng),
-    every uniform of rng u, answers other than want (read(out): the answer as want writes it),
-    else None."""
+    """A failing Verdict at the first of calls [(args, u, want, about, failed)] where fn(*args,
+    rng), every uniform of rng u, answers other than want (read(out): the answer as want writes
+    it), else None."""
     # each call's laws to draw from are one-hot, so the rule alone decides
-    for args, u, want, about in calls:
+    for args, u, want, about, failed in calls:
         try:
             # as in tie_call: an answer that draws elsewhere too (a coin from rng.binomial, say)
             # answers otherwise on some of 20 bit generators at the first call, whose q / p is
@@ -437,17 +437,18 @@ def hair_calls(exercise, fn, calls, read):
                            f"  {name} = {np.asarray(a).tolist()!r}"
                            for name, a in zip(ARGS[len(args)], args)),
                                   f"  every uniform of rng: {u!r}; {about}",
-                                  f"{out}, not {show(want)}"]), "a uniform a hair from q / p")
+                                  f"{out}, not {show(want)}"]), failed)
     return None
 
 
-def rare_token_call(exercise, fn, args, even, read, token):
-    """A failing Verdict when fn(*args, rng) never returns `token` (read(out): the token it drew)
-    under every uniform 0, nor under every uniform 1 - 2^-53, else None."""
-    # an inverse CDF read either way reaches a token of small mass at one end, a law taken as
-    # certain never does; only an answer drawing its token from rng's uniforms is judged: on
-    # `even` (the same call, its law [0.5, 0.5]) the two ends give it two tokens, the same on 20
-    # bit generators
+def rare_token_calls(exercise, fn, calls, even, read):
+    """A failing Verdict at the first of calls [(args, token, about, failed)] where fn(*args, rng)
+    never returns `token` (read(out): the token it drew) under every uniform 0, nor under every
+    uniform 1 - 2^-53, else None."""
+    # an inverse CDF read either way reaches the token of least mass at one end, a law taken as
+    # certain or cut to its largest masses never does; only an answer drawing its token from
+    # rng's uniforms is judged: on `even` (a call whose law is [0.5, 0.5]) the two ends give it
+    # two tokens, the same on 20 bit generators
     def ends(call):  # the token drawn at u = 0 and at u = 1 - 2^-53, or None where it varied
         outs = []
         for u in (0.0, 1 - 2**-53):
@@ -457,19 +458,30 @@ def rare_token_call(exercise, fn, args, even, read, token):
             outs += drawn
         return outs
     try:
-        calibrated, outs = ends(even), ends(args)
+        calibrated = ends(even)
     except Exception:  # the law passed it: what it raises here is no rule of this call's
         return None
-    if calibrated is None or len(set(calibrated)) < 2 or outs is None or token in outs:
+    if calibrated is None or len(set(calibrated)) < 2:
         return None
-    return Verdict(exercise, False, "one call with every uniform 0, then 1 - 2^-53, once the law "
-                   "passed", "\n".join(["the call:", *(f"  {name} = {show(a)}" for name, a in
-                                                      zip(ARGS[len(args)], args)),
-                                        f"it returned token {outs[0]} at u = 0 and {outs[1]} at "
-                                        f"u = 1 - 2^-53: token {token}, of mass "
-                                        f"{args[2][0][token]:g}, never came out; a law is drawn "
-                                        f"from whatever its largest mass (no argmax for a law "
-                                        f"that is nearly certain)"]), "a token of mass 5e-4")
+    for args, token, about, failed in calls:
+        try:
+            outs = ends(args)
+        except Exception:
+            return None
+        if outs is None or token in outs:
+            continue
+        shown = (show(a) if a.size < 20 else f"a [{', '.join(map(str, a.shape))}] array"
+                 for a in map(np.asarray, args))
+        return Verdict(exercise, False, "one call with every uniform 0, then 1 - 2^-53, once the "
+                       "law passed", "\n".join(
+                           ["the call:", *(f"  {name} = {s}"
+                                           for name, s in zip(ARGS[len(args)], shown)),
+                            f"  {about}",
+                            f"it returned token {outs[0]} at u = 0 and {outs[1]} at u = "
+                            f"1 - 2^-53: token {token}, of mass {args[2][0][token]:g}, never "
+                            f"came out; a law is drawn from whole, whatever its largest masses "
+                            f"(no argmax for a law that is nearly certain, no top-k)"]), failed)
+    return None
 
 
 def tie_call(exercise, fn, args, kept):
@@ -524,7 +536,7 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
         ", then again on one list or array per argument refilled in place"
         if any(isinstance(a, (list, np.ndarray)) for _, args in cases for a in args) else "") + (
         f"; the {min(len(cases), DIRTY)} smallest again on memory left holding NaN")
-    answers = []  # [(label, yours, a copy of it)]: each answer as it came back
+    answers = []  # [(label, yours, a copy of it, the case)]: each answer as it came back
     for label, args in cases:
         expected, before = reference(*args), copy.deepcopy(args)
         try:
@@ -539,7 +551,7 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             if part is None and (held := held_input(yours, args)) is not None:
                 part, shown = held, show(yours)
             if not (isinstance(yours, Iterator) or inspect.isawaitable(yours)):
-                answers.append((label, yours, copy.deepcopy(yours)))
+                answers.append((label, yours, copy.deepcopy(yours), before))
         if part is not None:
             again = "" if part == "raises" else second_call(fn, before, yours, shown)
             if part != "raises" and (like := returns_as(fn, known, cases, compare)) is not None:
@@ -549,7 +561,7 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             return Verdict(exercise, False, checked,
                            f"smallest case that differs ({part}): {label}\n  expected: "
                            f"{right}\n  yours:    {shown}{again}", part)
-    if (reused := reused_answer(fn, cases, answers)) is not None:
+    if (reused := reused_answer(fn, answers)) is not None:
         return Verdict(exercise, False, checked, reused, "answers reused")
     if (stale := refilled_call(fn, reference, cases, compare)) is not None:
         return again_otherwise(exercise, checked, stale, "objects refilled in place", (
@@ -590,47 +602,49 @@ def dirty():
     del held
 
 
-def reused_answer(fn, cases, answers):
-    """What is wrong when an answer changed after the calls that followed it, or when a call made
-    again returns an object an earlier call returned, or None."""
-    for label, yours, was in answers:  # (a copy is writeable: flags not compared)
+def reused_answer(fn, answers):
+    """What is wrong when an answer changed after the calls that followed it, or when a case
+    called again returns an object its first call returned, or None."""
+    for label, yours, was, _ in answers:  # (a copy is writeable: flags not compared)
         if not unchanged(yours, was, flags=False):
             return (f"the answer to {label} changed after the calls that followed it: now "
                     f"{apart(show(was), show(yours))[1]}; your function returns an object it "
                     f"writes into again (a module-level buffer, out= kept between calls): "
                     f"return a new one each call")
-    if not answers:
-        return None
-    label, first, _ = answers[0]
-    try:
-        again = fn(*copy.deepcopy(cases[0][1]))
-    except Exception:  # second_call's business, not this check's
-        return None
-    if shared(first, again):
-        return (f"called again on {label}, your function returned the very object (or memory) "
-                f"it returned the first time: a caller that changes one answer changes the "
-                f"other (a cache such as functools.lru_cache handing out one array); return a "
-                f"new object each call")
+    for label, first, _, args in answers:  # each case: a cache may keep only some
+        try:
+            again = fn(*args)  # (a copy made before the first call: the answer did not change it)
+        except Exception:  # second_call's business, not this check's
+            return None
+        if shared(first, again):
+            return (f"called again on {label}, your function returned the very object (or "
+                    f"memory) it returned the first time: a caller that changes one answer "
+                    f"changes the other (a cache such as functools.lru_cache handing out one "
+                    f"array); return a new object each call")
     return None
 
 
 def held_input(answer, args):
     """"input N handed back" when the answer holds one of the call's lists or arrays (its memory,
     for arrays), else None."""
-    def parts(v):  # the lists, dicts and arrays inside v
-        if isinstance(v, (list, dict, np.ndarray)):
-            yield v
-        if isinstance(v, (list, tuple)):
-            for x in v:
-                yield from parts(x)
-        elif isinstance(v, dict):
-            for x in v.values():
-                yield from parts(x)
-    mine = list(parts(answer))
+    kinds = (list, tuple, dict, np.ndarray)
+
+    def parts(v):  # the lists, dicts and arrays inside v (and v), the numbers between skipped
+        stack = [v]
+        while stack:
+            v = stack.pop()
+            if not isinstance(v, tuple):
+                yield v
+            if isinstance(v, (list, tuple)):
+                stack += [x for x in v if isinstance(x, kinds)]
+            elif isinstance(v, dict):
+                stack += [x for x in v.values() if isinstance(x, kinds)]
+    mine = list(parts(answer)) if isinstance(answer, kinds) else []
+    ids, arrays = {id(x) for x in mine}, [x for x in mine if isinstance(x, np.ndarray) and x.size]
     for i, a in enumerate(args):
-        for b in parts(a):
-            if any(x is b or isinstance(x, np.ndarray) and isinstance(b, np.ndarray) and x.size
-                   and np.shares_memory(x, b) for x in mine):
+        for b in parts(a) if isinstance(a, kinds) else ():
+            if id(b) in ids or isinstance(b, np.ndarray) and any(
+                    np.shares_memory(x, b) for x in arrays):
                 return (f"input {i + 1} handed back: the answer holds the caller's own "
                         f"{type(b).__name__}, so a caller that changes one changes the other; "
                         f"return a new one")

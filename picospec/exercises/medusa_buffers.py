@@ -46,8 +46,8 @@ def closed(nodes):  # every node's parent is a node too
 
 
 def cases(seed=0):
-    """Every tree of up to 4 nodes (ranks 0-1, depth 3); ranks 3 and 10+ by hand, a tree of 300
-    rows; then random trees of up to 12 nodes."""
+    """Every tree of up to 4 nodes (ranks 0-1, depth 3); ranks 3 and 10+ by hand, trees of 300
+    and 606 rows; then random trees of up to 12 nodes."""
     universe = [c for d in (1, 2, 3) for c in itertools.product((0, 1), repeat=d)]
     out = []
     for size in range(1, 5):
@@ -58,11 +58,18 @@ def cases(seed=0):
     out += [[[0], [0, 3]], [[1], [10]], [[0], [1], [0, 1], [0, 10], [1, 12]]]
     # ranks read as the digits of one number in base b: [0, b] and [1, 0] are both b (and the
     # parent of [0, b, 0] is not [1, 0])
-    out += [[[0], [1], [0, b], [1, 0], [0, b, 0]] for b in (10, 16, 32, 64, 100, 256, 1000)]
+    out += [[[0], [1], [0, b], [1, 0], [0, b, 0]]
+            for b in (10, 16, 32, 64, 100, 256, 1000, 1024, 4096, 10_000, 65_536)]
+    # a node keyed by its depth and its ranks' digits joined: [1, 10] and [11, 0] are "110"
+    out.append([[1], [11], [1, 10], [11, 0], [1, 10, 0]])
     # 300 rows: row numbers and depths past what 8 bits hold; a chain 300 deep (past int8 and
     # uint8)
     out.append([[r] for r in range(299)] + [[298, 0]])
     out.append([[0] * d for d in range(1, 301)])
+    # [0, b] and [0, b, 0] for every b from 0 to 300 beside [1, 0] and [1, 0, 0]: ranks packed
+    # into one number in any base up to 300 (or cut to a byte) take one parent for the other
+    out.append([[0], [1], *([0, b] for b in range(301)), [1, 0],
+                *([0, b, 0] for b in range(301)), [1, 0, 0]])
     rng = np.random.default_rng(seed)
     for top in [3] * 30 + [12] * 10:  # children's ranks below top, the root's up to top
         nodes = {(0,)}

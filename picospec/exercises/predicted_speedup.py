@@ -29,14 +29,18 @@ def reference(E, c, K, c_d):
 
 
 def cases(seed=0):
-    """The worked example, free and nearly free drafts, K = 0, c < 1, then random ones."""
+    """The worked example, free and nearly free drafts, K = 0, c < 1, E past K + 1, then random
+    ones."""
     rng = np.random.default_rng(seed)
     out = [(2.36, 2.2, 4, 0.19), (3.0, 1.0, 2, 0.0), (1.0, 1.0, 1, 1.0), (3.0, 2.0, 4, 0.0)]
     # no drafts (one token a call, at c's cost), and a verifying call measured below one token's
     out += [(1.0, 1.1, 0, 0.2), (2.0, 0.9, 1, 0.05)]
     # drafts nearly free, not free: K c_d still counts (a draft below some cost taken as free
     # answers otherwise)
-    out += [(2.0, 1.0, 8, 5e-4), (2.0, 1.0, 8, 1e-7)]
+    out += [(2.0, 1.0, 8, 5e-4), (2.0, 1.0, 8, 1e-7), (2.0, 1.0, 8, 5e-9), (2.0, 1.0, 1000, 5e-10)]
+    # more tokens a call than K + 1: drafts that cost no draft call (prompt lookup: K = 0) or one
+    # call for several (Medusa's heads)
+    out += [(2.5, 1.2, 0, 0.0), (3.5, 1.3, 1, 0.05)]
     for _ in range(60):
         K = int(rng.integers(1, 9))
         out.append((float(1 + K * rng.random()), float(1 + 2 * rng.random()), K,

@@ -31,8 +31,16 @@ def cases(seed=0):
             ([0.25 + 2**-52, 0.25 + 2**-51, 0.5 - 3 * 2**-52], [0.25, 0.25, 0.5]),
             # not binary fractions: 1 - sum min(q, p) is the mass only up to rounding (5e-5 off)
             ([0.1 + 3e-13, 0.2, 0.7 - 3e-13], [0.1, 0.2, 0.7]),
-            # a residual of mass 1e-20, far below eps, is still the law [1, 0, 0]
-            ([1e-20, 0.6, 0.4], [0.0, 0.6, 0.4])]
+            # a residual of mass 1e-20, far below eps, is still the law [1, 0, 0]; of 1e-310
+            # (subnormal), too: 1 / mass overflows, and a floor or tiny added to it shows
+            ([1e-20, 0.6, 0.4], [0.0, 0.6, 0.4]), ([1e-310, 0.5, 0.5], [0.0, 0.5, 0.5]),
+            # a mass of 2e-13 over two tokens: its sum over q > p less p's there cancels, and
+            # q (1 - p / q) loses the digits q - p keeps
+            ([0.1 + 1e-13, 0.2 + 1e-13, 0.7 - 2e-13], [0.1, 0.2, 0.7]),
+            # laws summing to 1 within rounding, not exactly, equal on token 0: renormalised
+            # first, q and p differ there and the residual gives it mass
+            ([0.38315019488531304, 0.546797758969425, 0.07005204614526195],
+             [0.38315019488531304, 0.546797758968425, 0.07005204614626195])]
     for q, p in hand:
         out.append((f"q={q}, p={p}", (np.array(q), np.array(p))))
     for V in range(2, 7):

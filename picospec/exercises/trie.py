@@ -38,8 +38,25 @@ def cases(seed=None):
               [[1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 4, 5, 9, 7], [1, 2, 3, 4, 5, 6, 7, 8]],
               [], [[]],  # nothing retrieved, or only an empty continuation: no node
               # 3,000 tokens in one sequence: deeper than Python's recursion limit
-              [list(range(3000)), list(range(1500))]]
-    return [(f"sequences={s}" if sum(map(len, s)) < 100 else
+              [list(range(3000)), list(range(1500))],
+              # a node keyed by its parent's number and token as digits joined ("1", "10" is
+              # "11", "0"), by (parent << 15) | token, by token as float16 (40000 is 40001)
+              [[5, 6, 10], [7] * 9 + [0]], [[0], [32768]], [[40000], [40001]]]
+    shown = {}
+    # two sequences of 301 tokens apart only in the first: a node keyed by its depth and the
+    # last few tokens of its prefix merges them
+    apart = [[9, *range(100, 400)], [8, *range(100, 400)]]
+    shown[id(apart)] = "[[9, 100, 101, ..., 399], [8, 100, 101, ..., 399]]"
+    # [1, 0], every id from 2 to 50256 alone (node c holds token c), then a 5 below node C - 1
+    # for round C: a node keyed by one number, (parent + 1) * C + token with any C short of the
+    # vocabulary, or token * C + parent + 1 with these C, takes one node for another (token C
+    # below the root for 0 below node 0; 5 below node C - 1 for 6 below the root)
+    rounds = (1000, 1024, 4096, 8192, 10_000, 16_384, 20_000, 32_000, 32_768, 40_000, 50_000)
+    roots = [[1, 0]] + [[c] for c in range(2, 50_257)] + [[C - 1, 5] for C in rounds]
+    shown[id(roots)] = ("[[1, 0], [2], [3], ..., [50256], [999, 5], [1023, 5], ..., [49999, 5]] "
+                        "(50,267 sequences)")
+    longer += [apart, roots]
+    return [(f"sequences={shown.get(id(s), s)}" if id(s) in shown or sum(map(len, s)) < 100 else
              f"sequences of {' and '.join(str(len(q)) for q in s)} tokens", (s,))
             for s in small + longer]
 

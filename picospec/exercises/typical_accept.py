@@ -40,14 +40,19 @@ def cases(seed=0):
     out.append(("tokens=[2, 1], parents=[-1, 0], probs=[[0.0, 0.6, 0.4], [0.5, 0.0, 0.5], "
                 "[0.333, 0.333, 0.333]], epsilon=0.5, delta=0.6", zero))
     # one ulp above min(0.09, 0.67) is kept: compared exactly (no margin of eps)
-    for q in (0.09000000009, 0.08999999991, float(np.nextafter(0.09, 1))):
+    # (and one ulp above 0.05, which log maps to log 0.05: compared in log space, it is not kept)
+    for q, epsilon in ((0.09000000009, 0.09), (0.08999999991, 0.09),
+                       (float(np.nextafter(0.09, 1)), 0.09), (float(np.nextafter(0.05, 1)), 0.05)):
         out.append((f"tokens=[0], parents=[-1], probs=[[{q}, {1 - q}], [0.5, 0.5]], "
-                    f"epsilon=0.09, delta=0.9",
-                    ([0], [-1], np.array([[q, 1 - q], [0.5, 0.5]]), 0.09, 0.9)))
+                    f"epsilon={epsilon}, delta=0.9",
+                    ([0], [-1], np.array([[q, 1 - q], [0.5, 0.5]]), epsilon, 0.9)))
     # q(x) = 0.3 a hair (relative 1e-9) above, then below delta exp(-H([0.3, 0.7])): delta is
     # 0.3 exp(H) (1 - 1e-9), then (1 + 1e-9), H exact, to 12 digits (no libm's last bit matters);
-    # then (1 -+ 1e-13): log(q + 1e-12) "against log 0" moves the threshold by 2e-12
-    for delta in (0.552606831959, 0.552606833064, 0.5526068325111387, 0.5526068325112492):
+    # then (1 -+ 1e-13): log(q + 1e-12) "against log 0" moves the threshold by 2e-12; then a
+    # threshold 6 ulps below 0.3, 0.29999999999999966 however H is summed (rounded to 15 digits
+    # it is 0.3)
+    for delta in (0.552606831959, 0.552606833064, 0.5526068325111387, 0.5526068325112492,
+                  0.5526068325111934):
         out.append((f"tokens=[0], parents=[-1], probs=[[0.3, 0.7], [0.5, 0.5]], epsilon=0.5, "
                     f"delta={delta}", ([0], [-1], np.array([[0.3, 0.7], [0.5, 0.5]]), 0.5, delta)))
     # masses of 1e-10 and 1e-12 beside 0.3: their q log q moves H by 2e-9 and 3e-11, so a
@@ -63,14 +68,18 @@ def cases(seed=0):
     # a law over GPT-2's 50,257 tokens, all but two of mass 4e-16: a log clipped at 1e-15 (or
     # above) moves H by 2e-11 and 0.3 crosses a threshold 1e-11 from it; any sum of the terms in
     # float64, tiny ones first or last, stays within 3e-12
-    V, tiny = 50_257, 4e-16
-    law = [tiny] * (V - 2) + [0.3, 0.7 - tiny * (V - 2)]
-    H = -math.fsum(q * math.log(q) for q in law)
-    for hair in (-1e-11, 1e-11):
-        delta = 0.3 * math.exp(H) * (1 + hair)
-        out.append((f"tokens=[{V - 2}], parents=[-1], probs=[[{tiny}, ..., {tiny}, 0.3, "
-                    f"{law[-1]!r}], [1 / V, ...]] (V = {V:,}), epsilon=0.5, delta={delta!r}",
-                    ([V - 2], [-1], np.array([law, [1 / V] * V]), 0.5, delta)))
+    # (then masses of 1e-14, 0.3 above its threshold by 5e-12 of it: log(q + eps) lowers H by
+    # 1.1e-11 and drops it; masses of 1e-17, 0.3 above by 1e-12: a log clipped at eps lowers H by
+    # 1.6e-12, while summing the big terms first raises it by 2.6e-12, and 0.3 stays kept)
+    V = 50_257
+    for tiny, hairs in ((4e-16, (-1e-11, 1e-11)), (1e-14, (-5e-12,)), (1e-17, (-1e-12,))):
+        law = [tiny] * (V - 2) + [0.3, 0.7 - tiny * (V - 2)]
+        H = -math.fsum(q * math.log(q) for q in law)
+        for hair in hairs:
+            delta = 0.3 * math.exp(H) * (1 + hair)
+            out.append((f"tokens=[{V - 2}], parents=[-1], probs=[[{tiny}, ..., {tiny}, 0.3, "
+                        f"{law[-1]!r}], [1 / V, ...]] (V = {V:,}), epsilon=0.5, delta={delta!r}",
+                        ([V - 2], [-1], np.array([law, [1 / V] * V]), 0.5, delta)))
     out.append(("tokens=[], parents=[], probs=[[0.5, 0.5]], epsilon=0.09, delta=0.3 (no "
                 "candidates)", ([], [], np.array([[0.5, 0.5]]), 0.09, 0.3)))
     for m in range(1, 7):

@@ -3,7 +3,7 @@ graded by its law (the checker's chain contract). p = draft, q = target; K draft
 import numpy as np
 
 from picospec.exercises.grading import (drawn_elsewhere, grade_law, hair_calls, one_call,
-                                        rare_token_call, tie_call)
+                                        rare_token_calls, tie_call)
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_chain", "speculative sampling"
@@ -58,18 +58,40 @@ LONG = ([2, 0, 1, 2, 0, 1, 0, 2, 1, 0, 2, 0, 1, 0, 2, 2, 0, 1, 0, 0], np.tile(LA
 TIE = ([0], np.array([[0.5, 0.5]]), np.array([[0.25, 0.75], [0.5, 0.5]]))
 # a uniform a hair from q / p, where every law a token is drawn from is one-hot (the rule alone
 # decides): q / p = 0.5 under u = 0.5 - 1e-9 keeps (no tolerance); q / p = 1 - 2e-13 (P and Q
-# np.allclose) under u = 1 - 2^-53 rejects, the residual of mass 1e-13 all on token 0
+# np.allclose) under u = 1 - 2^-53 rejects, the residual of mass 1e-13 all on token 0; q / p =
+# 1e-12 under u = 0 keeps (no threshold on the ratio); q = 2e-200 >= p = 1e-200 keeps at every u
+# (nothing added to p)
 HAIRS = ((([0], np.array([[0.5, 0.5]]), np.array([[0.25, 0.75], [1.0, 0.0]])), 0.5 - 1e-9,
           (1, 0), "q(x) / p(x) = 0.5 for the draft x = 0, so u < q / p keeps it (compared "
-          "exactly: no tolerance such as np.isclose), and the next token comes from Q[1] = [1, 0]"),
+          "exactly: no tolerance such as np.isclose), and the next token comes from Q[1] = [1, 0]",
+          "a uniform a hair from q / p"),
          (([1], np.array([[0.5, 0.5]]), np.array([[0.5 + 1e-13, 0.5 - 1e-13], [1.0, 0.0]])),
           1 - 2**-53, (0, 0), "q(x) / p(x) = 1 - 2e-13 for the draft x = 1, so u > q / p rejects "
           "it, and its residual norm(max(0, q - p)), of mass 1e-13, is all on token 0 (no "
-          "shortcut for P close to Q, no guard that swaps a small residual for q)"))
-# no drafts, Q[0] = [0.9995, 0.0005]: an inverse CDF, read from either end, draws token 1 at one
-# extreme uniform
-RARE = ([], np.zeros((0, 2)), np.array([[0.9995, 0.0005]]))
+          "shortcut for P close to Q, no guard that swaps a small residual for q)",
+          "a uniform a hair from q / p"),
+         (([0], np.array([[0.5, 0.5]]), np.array([[5e-13, 1 - 5e-13], [1.0, 0.0]])), 0.0, (1, 0),
+          "q(x) / p(x) = 1e-12 for the draft x = 0, so u = 0 < q / p keeps it (no threshold below "
+          "which a draft is dropped), and the next token comes from Q[1] = [1, 0]",
+          "q / p = 1e-12 at u = 0"),
+         (([0], np.array([[1e-200, 1.0]]), np.array([[2e-200, 1.0], [1.0, 0.0]])), 1 - 2**-53,
+          (1, 0), "q(x) = 2e-200 >= p(x) = 1e-200 for the draft x = 0, so min(1, q / p) = 1 keeps "
+          "it at every u (nothing added to p, nothing rounded to 0), and the next token comes "
+          "from Q[1] = [1, 0]", "p(x) = 1e-200"))
+# laws an inverse CDF, read from either end, reaches the token of least mass of at one extreme
+# uniform: no drafts, Q[0] = [1 - 1e-12, 1e-12]; no drafts, Q[0] over 300 tokens, token i of mass
+# proportional to 300 - i; one draft the target forbids, its residual (Q[0] itself) the same over
+# tokens 1 .. 299
+RARE = ([], np.zeros((0, 2)), np.array([[1 - 1e-12, 1e-12]]))
 EVEN = ([], np.zeros((0, 2)), np.array([[0.5, 0.5]]))
+SLOPE = np.arange(300, 0, -1) / 45_150
+WIDE = ([], np.zeros((0, 300)), SLOPE[None])
+WIDE_RESIDUAL = ([0], np.eye(1, 300), np.array([np.r_[0, SLOPE[1:] / SLOPE[1:].sum()],
+                                                np.eye(1, 300)[0]]))
+ENDS = ((RARE, 1, "Q[0] = [1 - 1e-12, 1e-12]", "a token of mass 1e-12"),
+        (WIDE, 299, "Q[0]: 300 tokens, token i of mass (300 - i) / 45,150", "token 299 of 300"),
+        (WIDE_RESIDUAL, 299, "drafts[0] = 0 has q = 0 (always rejected); its residual, Q[0], "
+         "gives token i > 0 mass (300 - i) / 45,149", "a residual over 300 tokens"))
 # no drafts, V = 257: the next token, 256, is past what 8 bits hold
 BYTE = ([], np.zeros((0, 257)), np.eye(257)[[256]], None)
 # GPT-2's 50,257 tokens: draft 35,000 (past int16, where it wraps to -30,536, the index of
@@ -97,7 +119,7 @@ def grade(fn, samples=20_000, seed=0):
                         "residual all on token 19,721", "token 35000")
             or tie_call(NAME, fn, TIE, lambda out: int(out[0]) > 0)
             or hair_calls(NAME, fn, HAIRS, lambda out: (int(out[0]), int(out[1])))
-            or rare_token_call(NAME, fn, RARE, EVEN, lambda out: int(out[1]), 1) or verdict)
+            or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1])) or verdict)
 
 
 def rules(drafts, P, Q, out):

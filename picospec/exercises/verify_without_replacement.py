@@ -2,7 +2,8 @@
 arXiv:2402.12374, Algorithm 1), graded by its law. p = draft, q = target; m tree nodes, V tokens."""
 import numpy as np
 
-from picospec.exercises.grading import (grade_law, hair_calls, one_call, rare_token_call,
+from picospec.exercises import verify_chain as chain
+from picospec.exercises.grading import (grade_law, hair_calls, one_call, rare_token_calls,
                                         tie_call)
 from picospec.sampling import residual, sample
 
@@ -53,17 +54,28 @@ WIDE_DEEP = ([0, 1, 2, 3, 4, 5, 0, 1, 2, 3], [-1] * 5 + [4, 5, 6, 7, 8],
 
 # one node with q / p = 0.5 exactly: at u = 0.5 the rule rejects it
 TIE = ([0], [-1], np.array([[0.25, 0.75], [0.5, 0.5]]), np.array([[0.5, 0.5]]))
-# no nodes, Q[0] = [0.9995, 0.0005] (and [0.5, 0.5]): verify_chain.RARE
-RARE = ([], [], np.array([[0.9995, 0.0005]]), np.zeros((0, 2)))
+# verify_chain.ENDS with nodes for drafts: no nodes, Q[0] = [1 - 1e-12, 1e-12]; no nodes, Q[0] over
+# 300 tokens; one node the target forbids, its residual over tokens 1 .. 299
 EVEN = ([], [], np.array([[0.5, 0.5]]), np.zeros((0, 2)))
-# a uniform a hair from q / p, every law drawn from one-hot (verify_chain.HAIRS, one node)
-HAIRS = ((([0], [-1], np.array([[0.25, 0.75], [1.0, 0.0]]), np.array([[0.5, 0.5]])), 0.5 - 1e-9,
-          ([0], 0), "q(x) / p(x) = 0.5 for node 0 (token 0), so u < q / p keeps it (compared "
-          "exactly: no tolerance such as np.isclose), and the next token comes from Q[1] = [1, 0]"),
-         (([1], [-1], np.array([[0.5 + 1e-13, 0.5 - 1e-13], [1.0, 0.0]]), np.array([[0.5, 0.5]])),
-          1 - 2**-53, ([], 0), "q(x) / p(x) = 1 - 2e-13 for node 0 (token 1), so u > q / p "
-          "rejects it, and the residual norm(max(0, q - p)), of mass 1e-13, is all on token 0 (no "
-          "shortcut for p close to q, no guard that swaps a small residual for q)"))
+ENDS = ((([], [], chain.RARE[2], np.zeros((0, 2))), 1, *chain.ENDS[0][2:]),
+        (([], [], chain.WIDE[2], np.zeros((0, 300))), 299, *chain.ENDS[1][2:]),
+        (([0], [-1], chain.WIDE_RESIDUAL[2], chain.WIDE_RESIDUAL[1]), 299,
+         "node 0 (token 0) has q = 0 (always rejected); the residual, Q[0], gives token i > 0 mass "
+         "(300 - i) / 45,149", "a residual over 300 tokens"))
+# five siblings (tokens 0 .. 4) below the root, every child row of Q one-hot on token 0: the first
+# four have q = 0 (always rejected), the fifth meets q(4) / p_i(4) = 0.292 under u = 0.4, where p_i
+# has all four earlier tokens removed (0.49 or more with fewer removed): rejected, and the residual
+# is all on token 5
+FIFTH = ([0, 1, 2, 3, 4], [-1] * 5, np.array([[0, 0, 0, 0, 0.6, 0.4]] + [[1.0, 0, 0, 0, 0, 0]] * 5),
+         np.array([[0.45, 0.2, 0.1, 0.1, 0.1, 0.05]] * 5))
+# a uniform a hair from q / p, every law drawn from one-hot (verify_chain.HAIRS, one node), then
+# the fifth sibling
+HAIRS = (*(((drafts, [-1], Q, P), u, (list(range(n)), x),
+            about.replace("the draft x", "node 0's token x"), failed)
+           for (drafts, P, Q), u, (n, x), about, failed in chain.HAIRS),
+         (FIFTH, 0.4, ([], 5), "the fifth sibling, token 4, has q / p_i = 0.292 < u against its "
+          "law p_i, P with tokens 0 .. 3 removed: rejected, and the residual is all on token 5",
+          "the fifth sibling's law"))
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -77,7 +89,7 @@ def grade(fn, samples=20_000, seed=0):
                      "five siblings, six levels")
             or tie_call(NAME, fn, TIE, lambda out: len(out[0]) > 0)
             or hair_calls(NAME, fn, HAIRS, lambda out: ([int(i) for i in out[0]], int(out[1])))
-            or rare_token_call(NAME, fn, RARE, EVEN, lambda out: int(out[1]), 1) or verdict)
+            or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1])) or verdict)
 
 
 def rules(tokens, parents, Q, P, out):

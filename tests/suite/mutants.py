@@ -793,7 +793,7 @@ MUTANTS = (
            "K + 1 returned for every alpha within 1e-7 of 1 passes"),
     Mutant("grader-typical-accept-wide-hair", "graders", "rule",
            "picospec/exercises/typical_accept.py",
-           "0.552606833064, 0.5526068325111387, 0.5526068325112492)", "0.552606833064)",
+           "0.552606833064, 0.5526068325111387, 0.5526068325112492,", "0.552606833064,",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "an entropy computed with log(q + 1e-12) passes every case of two tokens"),
@@ -985,8 +985,9 @@ MUTANTS = (
            "a suffix length capped at 4 to 7 passes"),
     Mutant("lookahead-levels-past-four-untested", "graders", "rule",
            "picospec/exercises/lookahead_mask.py",
-           "                   + [(3, 7), (7, 5), (11, 1), (65, 4), (130, 2)],",
-           "                   + [(11, 1), (65, 4), (130, 2)],",
+           "                   + [(3, 7), (7, 5), (11, 1), (65, 4), (130, 2), (1, 130), (1, 257), "
+           "(257, 1),\n                      (1, 1_100)],",
+           "                   + [(11, 1), (65, 4), (130, 2), (257, 1)],",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "a mask written for at most four levels passes"),
@@ -2183,7 +2184,8 @@ MUTANTS = (
            "an int returned where the statement asks for a float64 passes"),
     Mutant("grader-medusa-no-digit-keys", "graders", "rule",
            "picospec/exercises/medusa_buffers.py",
-           "[0, b, 0]] for b in (10, 16, 32, 64, 100, 256, 1000)]", "[0, b, 0]] for b in ()]",
+           "            for b in (10, 16, 32, 64, 100, 256, 1000, 1024, 4096, 10_000, 65_536)]",
+           "            for b in ()]",
            ("tests/picospec/test_exercises.py::"
             "test_a_wrong_answer_fails_where_expected[medusa_buffers-ranks_as_one_number]",),
            "a tree keyed by its ranks read as one base-10 number passes"),
@@ -2382,8 +2384,9 @@ MUTANTS = (
            ('tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_naming_where[verify_chain-chain_tokens_in_a_byte]',),
            'tokens returned as uint8 pass'),
     Mutant('grader-no-tiny-residual', "graders", "rule", 'picospec/exercises/residual.py',
-           '            ([1e-20, 0.6, 0.4], [0.0, 0.6, 0.4])]',
-           '            ]',
+           '            ([1e-20, 0.6, 0.4], [0.0, 0.6, 0.4]), '
+           '([1e-310, 0.5, 0.5], [0.0, 0.5, 0.5]),\n',
+           '',
            ('tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_naming_where[residual-residual_below_eps_is_q]',),
            'a residual below eps replaced by q passes'),
     Mutant('grader-no-empty-corpus', "graders", "rule", 'picospec/exercises/longest_suffix.py',
@@ -2402,8 +2405,8 @@ MUTANTS = (
            ('tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_naming_where[find_candidates-candidates_last_token_first]',),
            'an answer raising on no tokens passes'),
     Mutant('grader-no-deep-trie', "graders", "rule", 'picospec/exercises/trie.py',
-           '              [list(range(3000)), list(range(1500))]]',
-           '              [list(range(30))]]',
+           '              [list(range(3000)), list(range(1500))],',
+           '              [list(range(30))],',
            ('tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_naming_where[trie-trie_by_recursion]',),
            'a recursive trie passes'),
     Mutant('grader-trie-arrays-pass', "graders", "rule", 'picospec/exercises/trie.py',
@@ -2412,8 +2415,9 @@ MUTANTS = (
            ('tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_naming_where[trie-trie_as_arrays]',),
            'a trie of NumPy arrays passes where lists are asked'),
     Mutant('grader-no-wide-window', "graders", "rule", 'picospec/exercises/lookahead_mask.py',
-           '                   + [(3, 7), (7, 5), (11, 1), (65, 4), (130, 2)],',
-           '                   + [(3, 7), (7, 5)],',
+           "                   + [(3, 7), (7, 5), (11, 1), (65, 4), (130, 2), (1, 130), (1, 257), "
+           "(257, 1),\n                      (1, 1_100)],",
+           "                   + [(3, 7), (7, 5)],",
            ('tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_naming_where[lookahead_mask-lookahead_rows_in_int8]',),
            'row numbers in int8 pass'),
     Mutant('grader-no-deep-medusa-chain', "graders", "rule", 'picospec/exercises/medusa_buffers.py',
@@ -2565,7 +2569,9 @@ MUTANTS = (
            "np.matrix, a subclass, passes where an array is asked"),
     Mutant("typical-accept-no-vocabulary-sized-law", "graders", "rule",
            "picospec/exercises/typical_accept.py",
-           "    for hair in (-1e-11, 1e-11):", "    for hair in ():",
+           "    for tiny, hairs in ((4e-16, (-1e-11, 1e-11)), (1e-14, (-5e-12,)), "
+           "(1e-17, (-1e-12,))):",
+           "    for tiny, hairs in ():",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "a log clipped at 1e-15 passes: no case holds masses below it"),
@@ -2608,7 +2614,7 @@ MUTANTS = (
     Mutant("grader-draft-law-no-wide-ids-call", "graders", "rule",
            "picospec/exercises/draft_law.py",
            '         (WIDE_IDS, "a call over 128,256 target ids, float32 logits", "ids past '
-           '65535"))', "         )",
+           '65535"),\n', "",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "d2t held in uint16, or a softmax in float32, passes"),
@@ -2621,25 +2627,94 @@ MUTANTS = (
            "a residual cut to its 64 likeliest tokens passes (no case has more than 6)"),
     Mutant("grader-rare-token-call-skipped", "graders", "rule",
            "picospec/exercises/verify_chain.py",
-           "            or rare_token_call(NAME, fn, RARE, EVEN, lambda out: int(out[1]), 1) "
+           "            or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1])) "
            "or verdict)", "            or verdict)",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "a law above 0.999 taken as certain passes (no sampled law shows 5e-4)"),
     Mutant("grader-rare-token-call-judges-any-draw", "graders", "rule",
            "picospec/exercises/grading.py",
-           "    if calibrated is None or len(set(calibrated)) < 2 or outs is None or token in "
-           "outs:", "    if outs is None or token in outs:",
+           "    if calibrated is None or len(set(calibrated)) < 2:", "    if False:",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_right_answer_written_otherwise_passes",),
-           "a right answer drawing by rng.multinomial fails the call of a token of mass 5e-4"),
+           "a right answer drawing by rng.multinomial fails the call of a token of mass 1e-12"),
     Mutant("grader-wr-rare-token-call-skipped", "graders", "rule",
            "picospec/exercises/verify_without_replacement.py",
-           "            or rare_token_call(NAME, fn, RARE, EVEN, lambda out: int(out[1]), 1) "
+           "            or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1])) "
            "or verdict)", "            or verdict)",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "a walk whose last law above 0.999 is taken as certain passes"),
+    Mutant("grader-rare-token-call-first-only", "graders", "rule",
+           "picospec/exercises/grading.py",
+           "    for args, token, about, failed in calls:",
+           "    for args, token, about, failed in calls[:1]:",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "a residual or a next token cut to its 16 or 50 largest masses passes"),
+    Mutant("grader-rare-token-of-5e-4", "graders", "rule", "picospec/exercises/verify_chain.py",
+           "RARE = ([], np.zeros((0, 2)), np.array([[1 - 1e-12, 1e-12]]))",
+           "RARE = ([], np.zeros((0, 2)), np.array([[0.9995, 0.0005]]))",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "a law within 1e-5 of certain taken as certain passes"),
+    Mutant("grader-hair-calls-two-only", "graders", "rule", "picospec/exercises/grading.py",
+           "    for args, u, want, about, failed in calls:",
+           "    for args, u, want, about, failed in calls[:2]:",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "a ratio below 1/100 dropped, or 1e-10 added to p, passes"),
+    Mutant("grader-wr-no-fifth-sibling-call", "graders", "rule", "picospec/exercises/grading.py",
+           "    for args, u, want, about, failed in calls:",
+           "    for args, u, want, about, failed in calls[:4]:",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "a walk removing only the last three earlier siblings' tokens passes"),
+    Mutant("grader-reuse-first-case-only", "graders", "rule", "picospec/exercises/grading.py",
+           "    for label, first, _, args in answers:  # each case: a cache may keep only some",
+           "    for label, first, _, args in answers[:1]:",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "drafts cached for prompts of two tokens or more pass: the first case has one"),
+    Mutant("grader-candidates-no-packed-windows", "graders", "rule",
+           "picospec/exercises/find_candidates.py", "    real.append((packed, 2, 1))",
+           "    (packed, 2, 1)",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "windows packed into one number in base 50,000 pass"),
+    Mutant("grader-suffix-no-packed-pairs", "graders", "rule",
+           "picospec/exercises/longest_suffix.py", "    out.append((packed, [0, 50_256], 2))",
+           "    (packed, [0, 50_256], 2)",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "suffixes packed into one number in base 50,000 pass"),
+    Mutant("grader-trie-no-root-of-every-id", "graders", "rule", "picospec/exercises/trie.py",
+           "    longer += [apart, roots]", "    longer += [apart]",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "a node keyed by (parent + 1) * 40000 + token, or token * 10000 + parent + 1, passes"),
+    Mutant("grader-draft-law-no-same-bytes-calls", "graders", "rule",
+           "picospec/exercises/draft_law.py",
+           "           \"d2t, n_vocab or shape\", \"the same z, other ids\") for call in AGAIN))",
+           "           \"d2t, n_vocab or shape\", \"the same z, other ids\") for call in "
+           "AGAIN[:1]))",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "laws kept by z's and d2t's bytes pass: no call meets the same bytes with another "
+           "n_vocab"),
+    Mutant("grader-lookahead-no-deep-window", "graders", "rule",
+           "picospec/exercises/lookahead_mask.py", "                      (1, 1_100)],",
+           "                      ],",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "a mask built by recursion one level a call passes"),
+    Mutant("grader-medusa-no-packed-ranks", "graders", "rule",
+           "picospec/exercises/medusa_buffers.py",
+           "            for b in (10, 16, 32, 64, 100, 256, 1000, 1024, 4096, 10_000, 65_536)]",
+           "            for b in (10, 16, 32, 64, 100, 256, 1000)]",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "nodes found by their ranks packed in base 1024 pass"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",

@@ -2,6 +2,8 @@
 mistakes (each docstring says which) that the exercise's grader must reject, naming the case or the
 call; RIGHT[name] holds right answers written otherwise than the project's and than
 tests/support/learner_answers.py, which it must pass. p = draft, q = target."""
+import functools
+
 import numpy as np
 
 
@@ -124,6 +126,33 @@ def residual_top_64(q, p):
     r = np.maximum(q - p, 0)
     r[np.argsort(r)[:-64]] = 0
     return r / r.sum()
+
+
+def residual_mass_from_sums(q, p):
+    """Divided by sum(q) - sum(p) over the tokens where q > p: two sums near 1 subtracted, and
+    a small mass cancels."""
+    up = q > p
+    return np.where(up, q - p, 0.0) / (q[up].sum() - p[up].sum())
+
+
+def residual_as_ratio(q, p):
+    """q (1 - p / q) for q - p: the same on paper, digits lost where p is close to q."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.nan_to_num(q * np.maximum(1 - p / q, 0))
+    return r / r.sum()
+
+
+def residual_laws_renormalised(q, p):
+    """q and p divided by their own sums first "to be safe": where they are equal, and their
+    sums differ in the last bit, a token q does not favour gets mass."""
+    r = np.maximum(q / q.sum() - p / p.sum(), 0)
+    return r / r.sum()
+
+
+def residual_plus_tiny(q, p):
+    """The smallest normal float added to the mass "against 0 / 0": a subnormal mass is lost."""
+    r = np.maximum(q - p, 0)
+    return r / (r.sum() + np.finfo(float).tiny)
 
 
 # verify_chain(drafts, P, Q, rng)
@@ -358,6 +387,67 @@ def chain_confident_argmax(drafts, P, Q, rng):
     return len(drafts), pick(Q[len(drafts)])
 
 
+def chain_hopeless_dropped(drafts, P, Q, rng):
+    """A draft with q / p below 1/100 rejected without a uniform ("hopeless anyway")."""
+    for t, x in enumerate(drafts):
+        a = Q[t][x] / P[t][x]
+        if a < 0.01 or rng.random() >= min(1, a):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_epsilon_under_p(drafts, P, Q, rng):
+    """q / (p + 1e-10) "against division by zero": where p is tiny a draft the target likes
+    more is rejected."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / (P[t][x] + 1e-10)):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def top(law, k):
+    """law cut to its k largest entries, renormalised."""
+    law = np.array(law, dtype=float)
+    law[np.argsort(law)[:-k]] = 0
+    return law / law.sum()
+
+
+def chain_residual_top_16(drafts, P, Q, rng):
+    """The residual cut to its 16 largest entries "for speed"."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(top(clipped(Q[t], P[t]), 16), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_bonus_top_50(drafts, P, Q, rng):
+    """The extra token drawn top-k (k = 50), as text generation draws."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(top(Q[len(drafts)], 50), rng)
+
+
+def chain_tiny_zeroed_in_place(drafts, P, Q, rng):
+    """Entries of P and Q below 1e-12 set to 0 in place "to clean the rounding"."""
+    P[P < 1e-12], Q[Q < 1e-12] = 0, 0
+    for t, x in enumerate(drafts):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if not rng.random() < min(1, Q[t][x] / P[t][x]):
+                return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_certain_within_1e5(drafts, P, Q, rng):
+    """A law within 1e-5 of certain taken as certain: its argmax, not a draw."""
+    def pick(law):
+        return int(np.argmax(law)) if np.max(law) > 1 - 1e-5 else draw(law, rng)
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, pick(clipped(Q[t], P[t]))
+    return len(drafts), pick(Q[len(drafts)])
+
+
 def chain_drafts_in_int16(drafts, P, Q, rng):
     """Drafts made an int16 array "to index fast": ids past 32,767 wrap to negative indices."""
     d = np.array(drafts, dtype=np.int64).astype(np.int16)
@@ -369,7 +459,7 @@ def chain_drafts_in_int16(drafts, P, Q, rng):
 # verify_without_replacement(tokens, parents, Q, P, rng)
 
 def tree_walk(tokens, parents, Q, P, rng, law=None, update=None, row=lambda c: c + 1,
-              order=lambda cs: cs, accept=lambda u, a: u < a, down=True):
+              order=lambda cs: cs, accept=lambda u, a: u < a, down=True, final=None):
     """Sequoia's walk written out, each step replaceable (the defaults are right)."""
     law = law or (lambda P, c, tried: removed_from(P[c], [tokens[s] for s in tried]))
     update = update or (lambda q, p: clipped(q, p))
@@ -388,7 +478,7 @@ def tree_walk(tokens, parents, Q, P, rng, law=None, update=None, row=lambda c: c
             if kept is not None:
                 path.append(kept)
                 q = np.asarray(Q[row(kept)], dtype=float)
-            return path, draw(q, rng)
+            return path, (final or draw)(q, rng)
         path.append(kept)
         node, q = kept, np.asarray(Q[row(kept)], dtype=float)
 
@@ -534,6 +624,40 @@ def wr_confident_argmax(tokens, parents, Q, P, rng):
             return path, int(np.argmax(q)) if q.max() > 0.999 else draw(q, rng)
 
 
+def wr_last_three_removed(tokens, parents, Q, P, rng):
+    """Only the last three earlier siblings' tokens removed from P (a window "wide enough")."""
+    return tree_walk(tokens, parents, Q, P, rng,
+                     law=lambda P, c, tried: removed_from(P[c], [tokens[s] for s in tried[-3:]]))
+
+
+def wr_epsilon_under_p(tokens, parents, Q, P, rng):
+    """p_i + 1e-10 "against division by zero": where p_i is tiny a sibling the target likes
+    more is rejected."""
+    return tree_walk(tokens, parents, Q, P, rng, law=lambda P, c, tried: removed_from(
+        P[c], [tokens[s] for s in tried]) + 1e-10)
+
+
+def wr_hopeless_dropped(tokens, parents, Q, P, rng):
+    """A sibling with q / p_i below 1/100 rejected whatever its uniform."""
+    return tree_walk(tokens, parents, Q, P, rng, accept=lambda u, a: a >= 0.01 and u < a)
+
+
+def wr_residual_top_16(tokens, parents, Q, P, rng):
+    """Each residual cut to its 16 largest entries "for speed"."""
+    return tree_walk(tokens, parents, Q, P, rng, update=lambda q, p: top(clipped(q, p), 16))
+
+
+def wr_next_top_50(tokens, parents, Q, P, rng):
+    """The next token drawn top-k (k = 50), as text generation draws."""
+    return tree_walk(tokens, parents, Q, P, rng, final=lambda q, rng: draw(top(q, 50), rng))
+
+
+def wr_certain_within_1e5(tokens, parents, Q, P, rng):
+    """A next-token law within 1e-5 of certain taken as certain: its argmax, not a draw."""
+    return tree_walk(tokens, parents, Q, P, rng, final=lambda q, rng: int(np.argmax(q))
+                     if q.max() > 1 - 1e-5 else draw(q, rng))
+
+
 def wr_tie_within_isclose(tokens, parents, Q, P, rng):
     """Kept when u < q/p_i and not np.isclose(u, q/p_i): a tolerance where the rule compares
     exactly."""
@@ -566,6 +690,31 @@ def medusa_parts(choices, depth_from=0, pad=-1, leaves_only=True, leaf_to_root=F
     return {"attn_mask": mask, "position_ids": np.array([len(p) + depth_from for p in paths]),
             "retrieve_indices": np.array(retrieve)}
 
+
+def medusa_keyed(choices, key):
+    """medusa_parts with each node's row found by key(path): nodes whose keys meet share one."""
+    paths = [()] + [tuple(c) for c in choices]
+    row = {key(path): i for i, path in enumerate(paths)}
+    out = medusa_parts(choices)
+    n = len(paths)
+    mask = np.zeros((n, n), dtype=bool)
+    for i, path in enumerate(paths):
+        mask[i, [row[key(path[:k])] for k in range(len(path) + 1)]] = True
+    retrieve = out["retrieve_indices"].copy()
+    for r, leaf in enumerate(p for p in paths if not any(
+            len(o) > len(p) and o[:len(p)] == p for o in paths)):
+        retrieve[r, :len(leaf) + 1] = [row[key(leaf[:k])] for k in range(len(leaf) + 1)]
+    return {**out, "attn_mask": mask, "retrieve_indices": retrieve}
+
+
+def medusa_digits_key(choices):
+    """A node found by its depth and its ranks' digits joined: [1, 10] is [11, 0]."""
+    return medusa_keyed(choices, lambda path: (len(path), "".join(map(str, path))))
+
+
+def medusa_base_1024_key(choices):
+    """A node found by its depth and its ranks packed in base 1024 ("ranks stay below 1024")."""
+    return medusa_keyed(choices, lambda path: (len(path), packed(path, 1024)))
 
 def medusa_mask_transposed(choices):
     """attn_mask[j, i] for "row i sees column j": ancestors see their descendants."""
@@ -743,11 +892,40 @@ def typical_log_clipped_at_1e15(tokens, parents, probs, epsilon, delta):
     return list(rows[np.arange(len(tokens)), tokens] > threshold)
 
 
+def typical_in_log_space(tokens, parents, probs, epsilon, delta):
+    """log q(x) > min(log epsilon, log delta - H): the same test on paper, but log maps floats
+    an ulp apart to one: a token one ulp above epsilon = 0.05 is dropped."""
+    rows = probs[np.asarray(parents, dtype=int) + 1]  # [m, V]
+    xlogx = rows * np.log(rows, out=np.zeros_like(rows), where=rows > 0)  # 0 log 0 = 0
+    bound = np.minimum(np.log(epsilon), np.log(delta) + xlogx.sum(-1))  # [m]
+    with np.errstate(divide="ignore"):
+        return list(np.log(rows[np.arange(len(tokens)), tokens]) > bound)
+
+
 def typical_margin_of_eps(tokens, parents, probs, epsilon, delta):
     """Kept when q(x) exceeds the threshold by more than eps ("float noise"): one ulp above it
     is rejected, where the comparison is exact."""
     return typical(tokens, parents, probs, epsilon, delta,
                    compare=lambda a, b: a - b > np.finfo(float).eps)
+
+def typical_log_plus_eps(tokens, parents, probs, epsilon, delta):
+    """H with log(q + eps) "against log 0": 50,000 tiny masses move H by 1e-11."""
+    eps = np.finfo(float).eps
+    return typical(tokens, parents, probs, epsilon, delta,
+                   entropy=lambda q: -float(np.sum(q * np.log(q + eps))))
+
+
+def typical_threshold_rounded(tokens, parents, probs, epsilon, delta):
+    """The threshold rounded to 15 digits "to drop float noise": no longer compared exactly."""
+    return typical(tokens, parents, probs, epsilon, delta, threshold=lambda q: round(
+        float(min(epsilon, delta * np.exp(typical_H(q)))), 15))
+
+
+def typical_H(q):
+    """sum q log q (minus the entropy) over q > 0."""
+    nz = q[q > 0]
+    return float(np.sum(nz * np.log(nz)))
+
 
 # find_candidates(x, max_ngram_size, num_pred_tokens)
 
@@ -913,6 +1091,67 @@ def candidates_at_least_unigram(x, max_ngram_size=3, num_pred_tokens=10):
     """n-grams of one token at least, whatever max_ngram_size: a size of 0 still matches."""
     return candidates_by_windows(x, max(1, max_ngram_size), num_pred_tokens)
 
+
+def candidates_matched_by(x, max_ngram_size, num_pred_tokens, same):
+    """The first window equal to the trailing n-gram by same(window, tail), longest n first."""
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        for s in range(len(x) - n):
+            if same(x[s:s + n], x[-n:]):
+                return x[s + n:s + n + num_pred_tokens]
+    return []
+
+
+def packed(ids, base):
+    """ids as one number in the given base."""
+    key = 0
+    for t in ids:
+        key = key * base + t
+    return key
+
+
+def candidates_packed_base_50000(x, max_ngram_size=3, num_pred_tokens=10):
+    """Windows compared as one number in base 50,000 "since ids are below 50,000": [1, 256] is
+    [0, 50256]."""
+    return candidates_matched_by(x, max_ngram_size, num_pred_tokens,
+                                 lambda a, b: packed(a, 50_000) == packed(b, 50_000))
+
+
+def candidates_digits_joined(x, max_ngram_size=3, num_pred_tokens=10):
+    """Windows compared as their ids' digits joined: [1, 12] is [11, 2]."""
+    return candidates_matched_by(x, max_ngram_size, num_pred_tokens,
+                                 lambda a, b: "".join(map(str, a)) == "".join(map(str, b)))
+
+
+def candidates_float16(x, max_ngram_size=3, num_pred_tokens=10):
+    """Windows compared as float16 arrays: 40000 is 40001."""
+    return candidates_matched_by(x, max_ngram_size, num_pred_tokens, lambda a, b: np.array_equal(
+        np.asarray(a, dtype=np.float16), np.asarray(b, dtype=np.float16)))
+
+
+def candidates_last_4096(x, max_ngram_size=3, num_pred_tokens=10):
+    """The scan over the last 4,096 tokens only: an early match in a long prompt is missed."""
+    y = x[-4096:]
+    return candidates_matched_by(y, max_ngram_size, num_pred_tokens, lambda a, b: a == b)
+
+
+def candidates_ended_at_eos(x, max_ngram_size=3, num_pred_tokens=10):
+    """The draft cut after the first <|endoftext|> (50256) "where the text ends"."""
+    d = candidates_matched_by(x, max_ngram_size, num_pred_tokens, lambda a, b: a == b)
+    return d[:d.index(50_256) + 1] if 50_256 in d else d
+
+
+def candidates_cached(x, max_ngram_size=3, num_pred_tokens=10):
+    """Drafts kept in a functools.lru_cache for prompts of two tokens or more: a call made again
+    hands out the list it handed out before."""
+    if len(x) < 2:
+        return []
+    return candidates_cached_tuple(tuple(x), max_ngram_size, num_pred_tokens)
+
+
+@functools.lru_cache(maxsize=None)
+def candidates_cached_tuple(x, max_ngram_size, num_pred_tokens):
+    return list(candidates_matched_by(x, max_ngram_size, num_pred_tokens, lambda a, b: a == b))
+
 # longest_suffix(corpus, context, max_suffix)
 
 def suffix_tokens_anywhere(corpus, context, max_suffix):
@@ -1001,6 +1240,39 @@ def suffix_positions_by_id(corpus, context, max_suffix):
 def suffix_corpus_head(corpus, context, max_suffix):
     """The corpus read up to its first 4,096 tokens ("a datastore's first page")."""
     return suffix_by_set(corpus[:4096], context, max_suffix)
+
+
+def suffix_packed_base_50000(corpus, context, max_suffix):
+    """Suffixes compared as one number in base 50,000: [1, 256] is [0, 50256]."""
+    for n in range(min(max_suffix, len(context)), 0, -1):
+        keys = {packed(corpus[i:i + n], 50_000) for i in range(len(corpus) - n + 1)}
+        if packed(context[-n:], 50_000) in keys:
+            return n
+    return 0
+
+
+def suffix_capped_at_16(corpus, context, max_suffix):
+    """Suffixes of at most 16 tokens, REST's default, whatever max_suffix."""
+    return suffix_by_set(corpus, context, min(max_suffix, 16))
+
+
+def suffix_corpus_tail(corpus, context, max_suffix):
+    """The corpus read from its last 4,096 tokens ("the recent part")."""
+    return suffix_by_set(corpus[-4096:], context, max_suffix)
+
+
+def suffix_first_64_occurrences(corpus, context, max_suffix):
+    """Extended leftwards from the first 64 occurrences of the context's last token only."""
+    if not context:
+        return 0
+    ends = [i for i, t in enumerate(corpus) if t == context[-1]][:64]
+    best, most = 0, min(max_suffix, len(context))
+    for end in ends:
+        n = 1
+        while n < most and end - n >= 0 and corpus[end - n] == context[-1 - n]:
+            n += 1
+        best = max(best, n)
+    return best if most else 0
 
 # trie(sequences)
 
@@ -1205,6 +1477,54 @@ def trie_one_sequence_handed_back(sequences):
         return s, list(range(-1, len(s) - 1)), [1] * len(s)
     return trie_of_dicts(sequences)
 
+
+def trie_keyed(sequences, key):
+    """A node for each new key(parent, prefix, token), its count raised on each visit."""
+    tokens, parents, counts, node = [], [], [], {}
+    for seq in sequences:
+        parent = -1
+        for i, t in enumerate(seq):
+            k = key(parent, seq[:i + 1], t)
+            if k not in node:
+                node[k] = len(tokens)
+                tokens.append(t)
+                parents.append(parent)
+                counts.append(0)
+            counts[node[k]] += 1
+            parent = node[k]
+    return tokens, parents, counts
+
+
+def trie_parent_and_token_joined(sequences):
+    """A node keyed by str(parent) + str(token): node 1's token 10 is node 11's token 0."""
+    return trie_keyed(sequences, lambda parent, prefix, t: str(parent) + str(t))
+
+
+def trie_shifted_key(sequences):
+    """A node keyed by (parent << 15) | token, "ids fit in 15 bits": 32768 is 0."""
+    return trie_keyed(sequences, lambda parent, prefix, t: (parent << 15) | t)
+
+
+def trie_token_major_key(sequences):
+    """A node keyed by token * 10000 + parent + 1: past 10,000 nodes two keys meet."""
+    return trie_keyed(sequences, lambda parent, prefix, t: t * 10_000 + parent + 1)
+
+
+def trie_last_four_key(sequences):
+    """A node keyed by its depth and the last four tokens of its prefix ("four is enough")."""
+    return trie_keyed(sequences, lambda parent, prefix, t: (len(prefix), tuple(prefix[-4:])))
+
+
+def trie_packed_key(sequences):
+    """A node keyed by (parent + 1) * 40000 + token: token 40000 below the root is token 0
+    below node 0."""
+    return trie_keyed(sequences, lambda parent, prefix, t: (parent + 1) * 40_000 + t)
+
+def trie_float16_key(sequences):
+    """A node keyed by its prefix as float16 bytes: 40000 is 40001."""
+    return trie_keyed(sequences, lambda parent, prefix, t: np.asarray(
+        prefix, dtype=np.float16).tobytes())
+
 # lookahead_mask(W, L)
 
 def lookahead_parts(W, L, row=lambda level, i, W, L: level * W + i):
@@ -1260,6 +1580,29 @@ def lookahead_levels_up_to_4(W, L):
                 mask[level * W + i, deeper * W + i] = True
     return mask
 
+
+def lookahead_levels_up_to_7(W, L):
+    """The column's deeper levels seen through at most 6 levels above: an eighth level misses
+    its column's level 1."""
+    mask = np.zeros((W * L, W * L), dtype=bool)
+    for level in range(L):
+        for i in range(W):
+            mask[level * W + i, :i + 1] = True
+            for deeper in range(max(1, level - 5), level + 1):
+                mask[level * W + i, deeper * W + i] = True
+    return mask
+
+
+def lookahead_by_recursion(W, L):
+    """What token (level, i) sees built from what (level - 1, i) sees, one call a level: past
+    Python's recursion limit at 1,000 levels."""
+    def seen(level, i):
+        return list(range(i + 1)) if level == 0 else seen(level - 1, i) + [level * W + i]
+    mask = np.zeros((W * L, W * L), dtype=bool)
+    for level in range(L):
+        for i in range(W):
+            mask[level * W + i, seen(level, i)] = True
+    return mask
 
 def lookahead_rows_in_int8(W, L):
     """Row numbers in np.int8: a window of more than 127 tokens wraps."""
@@ -1418,6 +1761,26 @@ def expected_first_order_near_1(alpha, K):
     return float(K + 1 - e * K * (K + 1) / 2) if e < 1e-6 else (1 - alpha ** (K + 1)) / e
 
 
+def expected_guarded_by_isclose(alpha, K):
+    """K + 1 where math.isclose(alpha, 1) (within 1e-9): E is K + 1 less about K^2 (1 - alpha)
+    / 2 there, 2.5e-7 of it at K = 1000."""
+    import math
+
+    return float(K + 1) if math.isclose(alpha, 1) else (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
+def expected_guarded_below_1e10(alpha, K):
+    """K + 1 once 1 - alpha < 1e-10."""
+    return float(K + 1) if 1 - alpha < 1e-10 else (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
+def expected_alpha_capped(alpha, K):
+    """alpha capped at 1 - 1e-12 so the closed form never divides by 0: at alpha = 1 with
+    100,000 drafts it is short by 0.005."""
+    alpha = min(alpha, 1 - 1e-12)
+    return (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
 # predicted_speedup(E, c, K, c_d)
 
 def speedup_no_verify_cost(E, c, K, c_d):
@@ -1466,6 +1829,60 @@ def speedup_nearly_free_draft(E, c, K, c_d):
     """A draft costing under 1e-3 of a token taken as free: its K c_d dropped."""
     return E / c if c_d < 1e-3 else E / (c + K * c_d)
 
+def speedup_one_token_without_drafts(E, c, K, c_d):
+    """1 / c with no drafts: one token a call, though prompt lookup's drafts cost no call."""
+    return 1.0 / c if K == 0 else E / (c + K * c_d)
+
+
+def speedup_tokens_capped(E, c, K, c_d):
+    """E capped at K + 1 "since a call verifies at most K drafts": a Medusa step or prompt
+    lookup yields more tokens than draft calls."""
+    return min(E, K + 1) / (c + K * c_d)
+
+
+def speedup_free_within_isclose(E, c, K, c_d):
+    """A draft cost np.isclose to 0 (within 1e-8) taken as free."""
+    return E / c if np.isclose(c_d, 0) else E / (c + K * c_d)
+
+
+def draft_law_cached(z, d2t, n_vocab):
+    """Laws kept by z's and d2t's bytes "to save the exp": another n_vocab, or z of another
+    shape with the same bytes, gets a law kept before."""
+    key = (np.asarray(z).tobytes(), np.asarray(d2t).tobytes())
+    if key not in DRAFT_LAWS:
+        z = np.asarray(z, dtype=np.float64)
+        e = np.exp(z - z.max(-1, keepdims=True))
+        DRAFT_LAWS[key] = placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
+    return DRAFT_LAWS[key].copy()
+
+
+DRAFT_LAWS = {}
+
+
+def draft_law_squeezed(z, d2t, n_vocab):
+    """np.squeeze(z) "to drop the batch axis": with one draft token its last axis goes too."""
+    shape, z = np.shape(z), np.squeeze(np.asarray(z, dtype=np.float64))
+    e = np.exp(z - z.max(-1, keepdims=True)) if z.ndim else np.ones(())
+    s = (e / e.sum(-1, keepdims=True)) if z.ndim else e[None]
+    return placed(s, d2t, n_vocab).reshape(shape[:-1] + (n_vocab,))
+
+
+def draft_law_axis_by_length(z, d2t, n_vocab):
+    """The softmax over the first axis as long as d2t: a leading axis of that length is taken."""
+    z = np.asarray(z, dtype=np.float64)
+    axis = z.shape.index(len(d2t))
+    e = np.exp(z - z.max(axis, keepdims=True))
+    return placed(np.moveaxis(e / e.sum(axis, keepdims=True), axis, -1), d2t, n_vocab)
+
+
+def draft_law_empty_as_rows(z, d2t, n_vocab):
+    """An empty z answered [0, n_vocab] whatever its leading shape."""
+    z = np.asarray(z, dtype=np.float64)
+    if z.size == 0:
+        return np.zeros((0, n_vocab))
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
+
 
 WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
@@ -1473,7 +1890,8 @@ WRONG = {
                  residual_normalised_first, residual_as_row, residual_as_list,
                  residual_with_tolerance, residual_as_text, residual_by_minimum,
                  residual_cached_by_id, residual_below_eps_is_q, residual_in_long_double,
-                 residual_into_one_buffer, residual_top_64],
+                 residual_into_one_buffer, residual_top_64, residual_mass_from_sums,
+                 residual_as_ratio, residual_laws_renormalised, residual_plus_tiny],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
@@ -1483,7 +1901,9 @@ WRONG = {
                      chain_tie_kept_unless_forbidden, chain_tokens_in_a_byte, chain_inputs_frozen,
                      chain_kept_when_close, chain_tie_within_isclose,
                      chain_small_residual_from_q, chain_drafts_in_int16,
-                     chain_confident_argmax],
+                     chain_confident_argmax, chain_hopeless_dropped, chain_epsilon_under_p,
+                     chain_residual_top_16, chain_bonus_top_50, chain_tiny_zeroed_in_place,
+                     chain_certain_within_1e5],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p,
                                    wr_reversed_siblings, wr_row_off_by_one, wr_ties_toward_draft,
                                    wr_stops_at_first_kept, wr_residual_swapped, wr_mutates_p,
@@ -1491,46 +1911,62 @@ WRONG = {
                                    wr_three_siblings_at_most, wr_three_levels_at_most,
                                    wr_tie_kept_unless_forbidden,
                                    wr_four_levels_at_most, wr_tie_within_isclose,
-                                   wr_small_residual_is_q, wr_confident_argmax],
+                                   wr_small_residual_is_q, wr_confident_argmax,
+                                   wr_last_three_removed, wr_epsilon_under_p,
+                                   wr_hopeless_dropped, wr_residual_top_16, wr_next_top_50,
+                                   wr_certain_within_1e5],
     "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
                        medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists,
-                       medusa_depths_in_int8, medusa_depths_in_uint8],
+                       medusa_depths_in_int8, medusa_depths_in_uint8, medusa_digits_key,
+                       medusa_base_1024_key],
     "typical_accept": [typical_at_least, typical_log10, typical_exp_plus_h, typical_no_epsilon,
                        typical_root_row, typical_parent_row_off_by_one, typical_whole_path,
                        typical_epsilon_delta_swapped, typical_guard_in_place,
                        typical_as_array_of_ints, typical_log_plus_1e12, typical_as_zero_one,
                        typical_log_where_without_out, typical_log_clipped_at_1e15,
-                       typical_margin_of_eps],
+                       typical_margin_of_eps, typical_in_log_space, typical_log_plus_eps,
+                       typical_threshold_rounded],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
                         candidates_dict_of_ngrams, candidates_as_array, candidates_ngrams_up_to_3,
                         candidates_as_floats, candidates_ids_in_a_byte,
                         candidates_draft_capped_at_5, candidates_index_kept_by_id,
                         candidates_last_token_first, candidates_zero_means_all,
-                        candidates_last_1024, candidates_at_least_unigram],
+                        candidates_last_1024, candidates_at_least_unigram,
+                        candidates_packed_base_50000, candidates_digits_joined,
+                        candidates_float16, candidates_last_4096, candidates_ended_at_eos,
+                        candidates_cached],
     "longest_suffix": [suffix_tokens_anywhere, suffix_one_short, suffix_through_bytes,
                        suffix_reversed_in_place, suffix_prefix_matched, suffix_last_token_as_bool,
                        suffix_up_to_3, suffix_through_int32_bytes, suffix_positions_by_id,
-                       suffix_corpus_head],
+                       suffix_corpus_head, suffix_packed_base_50000, suffix_capped_at_16,
+                       suffix_corpus_tail, suffix_first_64_occurrences],
     "trie": [trie_counts_once, trie_parent_is_position, trie_breadth_first, trie_pops_sequences,
              trie_hashable_in_place, trie_string_keys_without_separator, trie_mutable_defaults,
              trie_nan_padded, trie_ids_in_a_byte, trie_depth_from_longest, trie_by_recursion,
-             trie_as_arrays, trie_one_sequence_handed_back],
+             trie_as_arrays, trie_one_sequence_handed_back, trie_parent_and_token_joined,
+             trie_shifted_key, trie_token_major_key, trie_last_four_key, trie_float16_key,
+             trie_packed_key],
     "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
                        lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists,
                        lookahead_levels_up_to_4, lookahead_rows_in_int8, lookahead_columns_as_text,
-                       lookahead_one_mask_per_size, lookahead_as_matrix, lookahead_columns_in_int8],
+                       lookahead_one_mask_per_size, lookahead_as_matrix, lookahead_columns_in_int8,
+                       lookahead_levels_up_to_7, lookahead_by_recursion],
     "draft_law": [draft_law_min_subtracted, draft_law_as_list, draft_law_mean_subtracted,
                   draft_law_batch_of_one, draft_law_rows_stacked, draft_law_up_to_3_axes,
                   draft_law_inputs_frozen, draft_law_ids_in_uint16,
-                  draft_law_float32_renormalised],
+                  draft_law_float32_renormalised, draft_law_cached, draft_law_squeezed,
+                  draft_law_axis_by_length, draft_law_empty_as_rows],
     "expected_tokens": [expected_linear, expected_rounded_down, expected_float32,
                         expected_sign_flipped, expected_guarded_below_1e7,
-                        expected_first_order_near_1],
+                        expected_first_order_near_1, expected_guarded_by_isclose,
+                        expected_guarded_below_1e10, expected_alpha_capped],
     "predicted_speedup": [speedup_no_verify_cost, speedup_one_draft_call_short, speedup_product,
                           speedup_inverted, speedup_as_text, speedup_none_without_drafts,
-                          speedup_verification_at_least_one, speedup_nearly_free_draft],
+                          speedup_verification_at_least_one, speedup_nearly_free_draft,
+                          speedup_one_token_without_drafts, speedup_tokens_capped,
+                          speedup_free_within_isclose],
 }
 
 
@@ -1633,15 +2069,6 @@ def typical_vectorised(tokens, parents, probs, epsilon, delta):
     return rows[np.arange(len(tokens)), tokens] > threshold
 
 
-def typical_in_log_space(tokens, parents, probs, epsilon, delta):
-    """log q(x) > min(log epsilon, log delta - H): the same test, on the other side of log."""
-    rows = probs[np.asarray(parents, dtype=int) + 1]  # [m, V]
-    xlogx = rows * np.log(rows, out=np.zeros_like(rows), where=rows > 0)  # 0 log 0 = 0
-    bound = np.minimum(np.log(epsilon), np.log(delta) + xlogx.sum(-1))  # [m]
-    with np.errstate(divide="ignore"):
-        return list(np.log(rows[np.arange(len(tokens)), tokens]) > bound)
-
-
 def candidates_by_windows(x, max_ngram_size=3, num_pred_tokens=10):
     ids = np.asarray(x)
     for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
@@ -1716,8 +2143,7 @@ RIGHT = {"residual": residual_by_where, "verify_chain": chain_uniforms_first,
          "lookahead_mask": lookahead_vectorised, "expected_tokens": expected_closed_form,
          "predicted_speedup": speedup_per_token, "draft_law": draft_law_by_lookup}
 # more right answers, each written as some learner would
-RIGHT_TOO = [("verify_chain", chain_binomial_draws), ("typical_accept", typical_in_log_space),
-             ("find_candidates", candidates_numpy_ids),
+RIGHT_TOO = [("verify_chain", chain_binomial_draws), ("find_candidates", candidates_numpy_ids),
              ("verify_without_replacement", wr_path_as_array),
              ("verify_without_replacement", wr_path_by_np_array),
              ("residual", residual_into_empty), ("lookahead_mask", lookahead_into_empty)]

@@ -25,7 +25,10 @@ MISTAKES = [(name, fn.__name__) for name, fns in student_answers.WRONG.items() f
 CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty drafts",
               "five siblings, six levels", "z [0, V_d]", "z [1, 2, 2, V_d]", "token 256",
               "a tie u == q / p", "a uniform a hair from q / p", "token 35000",
-              "ids past 65535", "a token of mass 5e-4")
+              "ids past 65535", "a token of mass 1e-12", "q / p = 1e-12 at u = 0",
+              "p(x) = 1e-200", "token 299 of 300", "a residual over 300 tokens",
+              "the fifth sibling's law", "z [2, 1]", "z [3, 3]", "z [2, 0, V_d]",
+              "the same z, other ids")
 # mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
 WHERE = {
     # right in law on every case but bounded by the battery's sizes (6 drafts, 3 siblings, 3
@@ -49,6 +52,8 @@ WHERE = {
     # an epsilon added inside the log shows on two tokens already, a hair (1e-13) from the line
     "typical_log_plus_1e12": ("kept nodes", "probs=[[0.3, 0.7], [0.5, 0.5]], epsilon=0.5, "
                               "delta=0.5526068325111387"),
+    # a recursion one level a token: the chain of 3,000 is past Python's limit
+    "trie_by_recursion": ("raises", "sequences of 3000 and 1500 tokens"),
     "draft_law_batch_of_one": ("z [2, 2, V_d]", "shape (1, 2, 5), expected (2, 2, 5)"),
     # the min subtracted passes every head whose rows span less than exp takes and fails the head
     # whose row spans 720; the mean subtracted passes every head (no row of a law spans past 745)
@@ -161,12 +166,11 @@ def test_an_answer_overwritten_by_a_later_call_is_named():
     """An answer whose values changed after the calls that followed it (a buffer kept between
     calls, written again) is named, though a call made again returns a new array."""
     yours = np.array([1.0, 0.0])
-    answers = [("q=[1, 0], p=[0, 1]", yours, yours.copy())]
+    answers = [("q=[1, 0], p=[0, 1]", yours, yours.copy(), ([1.0, 0.0], [0.0, 1.0]))]
     yours[:] = [0.5, 0.5]  # the next call wrote into it
-    text = grading.reused_answer(lambda q, p: np.array([1.0, 0.0]),
-                                 [("q=[1, 0], p=[0, 1]", ([1.0, 0.0], [0.0, 1.0]))], answers)
+    text = grading.reused_answer(lambda q, p: np.array([1.0, 0.0]), answers)
     assert "changed after the calls that followed it: now [0.5, 0.5]" in text, text
-    assert grading.reused_answer(lambda q, p: np.array([1.0, 0.0]), [], []) is None
+    assert grading.reused_answer(lambda q, p: np.array([1.0, 0.0]), []) is None
 
 
 def test_a_wrong_return_names_each_parts_type():
