@@ -614,8 +614,8 @@ def reused_answer(fn, answers):
     for label, first, _, args in answers:  # each case: a cache may keep only some
         try:
             again = fn(*args)  # (a copy made before the first call: the answer did not change it)
-        except Exception:  # second_call's business, not this check's
-            return None
+        except Exception:  # the refilled pass's business (it calls every case again), not this
+            continue
         if shared(first, again):
             return (f"called again on {label}, your function returned the very object (or "
                     f"memory) it returned the first time: a caller that changes one answer "
