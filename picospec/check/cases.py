@@ -30,7 +30,7 @@ class Case(NamedTuple):
     dtype: str = "float64"
     lowest: bool = False  # every uniform the sampler draws is 0.0: checks the support, not the law
     highest: bool = False  # every uniform is the largest double below 1: the support too
-    no_drafts: float = 0.0  # chain: the share of calls given no drafts (K = 0)
+    no_drafts: float = 0.0  # the share of calls given no drafts (K = 0), or a tree of no nodes
     # the target's law after the last token alone (the draft's after the last two): one target row
     # meets several draft rows
     last_only: bool = False
@@ -153,6 +153,10 @@ CASES = {
              siblings="top"),
         Case("V=3 sampled siblings, target of the last token", 3, 5, target=167,
              parents=(-1, -1, 0, 0), last_only=True),
+        # a quarter of the calls given a tree of no nodes (REST or prompt lookup found nothing):
+        # the next token a draw from Q[0], not its likeliest
+        Case("V=3 sampled siblings or no nodes", 3, 5, target=187, parents=(-1, -1, 0, 0),
+             no_drafts=0.25),
     ],
     "tree_without_replacement": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 0),
@@ -192,6 +196,8 @@ CASES = {
              parents=(-1, 0, 1, 2), siblings="without_replacement"),
         Case("V=3 two pairs of siblings, target of the last token", 3, 5, target=167,
              parents=(-1, -1, 0, 0), siblings="without_replacement", last_only=True),
+        Case("V=3 two pairs of siblings or no nodes", 3, 5, target=187, parents=(-1, -1, 0, 0),
+             siblings="without_replacement", no_drafts=0.25),
     ],
     "rejection": [
         Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True),

@@ -305,27 +305,34 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
         path_to[i] = path_to[parent] + (i,)
     number = {path: j for j, path in enumerate(path_to.values())}
     top, without = case.siblings == "top", case.siblings == "without_replacement"
+    # [rows]: a share no_drafts of the calls is given no nodes: tokens [], parents [], Q[:1],
+    # P [0, V], as REST calls it when nothing matched (the law stays the target's)
+    share = getattr(case, "no_drafts", 0.0)
+    empty = rng.random(len(last1)) < share if share else np.zeros(len(last1), dtype=bool)
     js, next_tokens = [], []  # [rows] each: the number of the call's path, its next_token
     for row, (t, q) in enumerate(zip(tokens.tolist(), Q)):
         # P [m, V]: the law of each node's siblings before removals
         p = None if top else P[row]  # [m, V]
-        # snapshot((t, parents, q, p)) and its comparison written out: they run at every call
-        before = (list(t), list(parents), q.tobytes(), None if top else p.tobytes())
+        shape = parents
+        if empty[row]:  # no nodes
+            t, shape, q, p = [], [], q[:1], None if top else p[:0]
+        # snapshot((t, shape, q, p)) and its comparison written out: they run at every call
+        before = (list(t), list(shape), q.tobytes(), None if top else p.tobytes())
         if without:
-            out = fn(t, parents, q, p, fn_rng)
+            out = fn(t, shape, q, p, fn_rng)
         else:
-            out = fn(t, parents, q, fn_rng, P=p)
-        if (t, parents, q.tobytes(), None if top else p.tobytes()) != before or not (
+            out = fn(t, shape, q, fn_rng, P=p)
+        if (t, shape, q.tobytes(), None if top else p.tobytes()) != before or not (
                 q.flags.writeable and (top or p.flags.writeable)):
-            unchanged(before, (t, parents, q, p), ("tokens", "parents", "Q", "P"))
+            unchanged(before, (t, shape, q, p), ("tokens", "parents", "Q", "P"))
         path, token = pair(out, "(path, next_token)")
         try:
             path = [whole(i, "a node of the path") for i in path]
         except TypeError:  # not a sequence
             raise ContractError(f"path {path!r}: expected a list of node indices") from None
-        if (j := number.get(tuple(path))) is None:
+        if (j := number.get(tuple(path))) is None or empty[row] and path:
             raise ContractError(f"path {path} is not a root-to-node path of the tree with parents "
-                                f"{parents}")
+                                f"{shape}")
         js.append(j)
         next_tokens.append(token_id(token, case.V))
     length = np.array([len(path) for path in number])[js]  # [rows]
@@ -337,7 +344,8 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
         rows = np.arange(len(tokens))[:, None]  # [rows, 1]
         q_x = Q[rows, np.array(parents) + 1, tokens]  # [rows, m]
         p_x = 1.0 if case.siblings == "top" else P[rows, np.arange(m), tokens]  # [rows, m]
-        kept.append((np.minimum(1, q_x / p_x).prod(1), np.array(full)))
+        # (a call given no nodes keeps its whole path, (), with the rule's chance 1)
+        kept.append((np.where(empty, 1.0, np.minimum(1, q_x / p_x).prod(1)), full | empty))
     # [rows, m + 1]: the tokens of each call's path, its next_token, then -1 (padded(), at once)
     nodes = padded(list(number), m)[js]  # [rows, m]: the path's nodes, then -1
     new = np.full((len(js), m + 1), -1, dtype=np.int64)

@@ -74,6 +74,8 @@ LATE = {"inverse_cdf_by_argmax": "uniforms near 1: support",
         "without_replacement_residual_cached_by_target_row":
             "V=3 two pairs of siblings, target of the last token",
         "batched_recovered_cached_by_target_row": "V=3 k=2 target of the last token",
+        "tree_no_nodes_argmax": "V=3 sampled siblings or no nodes",
+        "without_replacement_no_nodes_argmax": "V=3 two pairs of siblings or no nodes",
         "close_draft_kept_untested": "V=2 K=3 draft = target but 2 tokens",
         "batched_close_rows_kept_untested": "V=2 k=3 draft = target but 2 tokens"}
 

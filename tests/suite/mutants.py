@@ -1534,8 +1534,8 @@ MUTANTS = (
             "test_a_rejection_support_case_repeats_every_batch_and_the_rows_alone_by_number",),
            "a row alone taken for a batch"),
     Mutant("checker-tree-in-place-inverted", "checker", "rule", "picospec/check/drivers.py",
-           "if (t, parents, q.tobytes(), None if top else p.tobytes()) != before or not (",
-           "if (t, parents, q.tobytes(), None if top else p.tobytes()) == before or not (",
+           "if (t, shape, q.tobytes(), None if top else p.tobytes()) != before or not (",
+           "if (t, shape, q.tobytes(), None if top else p.tobytes()) == before or not (",
            ("tests/picospec/check/test_drivers_contract.py::"
             "test_a_tree_sampler_that_changes_its_inputs_fails_with_the_reason",),
            "in-place check inverted"),
@@ -2715,6 +2715,12 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "nodes found by their ranks packed in base 1024 pass"),
+    Mutant("checker-trees-never-empty", "checker", "rule", "picospec/check/drivers.py",
+           "    empty = rng.random(len(last1)) < share if share else np.zeros(len(last1), "
+           "dtype=bool)", "    empty = np.zeros(len(last1), dtype=bool)",
+           ("tests/picospec/test_check.py::"
+            "test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one",),
+           "a tree of no nodes answered with Q[0]'s likeliest token passes"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
            '    if out.dtype.kind == "u" and out.shape == (B, k + 1):', "    if False:",
@@ -2881,7 +2887,8 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py",),
            "typical_accept's mask as 0/1 integers passes (as an index it picks nodes 0 and 1)"),
     Mutant("checker-chain-no-empty-call", "checker", "rule", "picospec/check/drivers.py",
-           '    share = getattr(case, "no_drafts", 0.0)', "    share = 0.0",
+           '    share = getattr(case, "no_drafts", 0.0)\n    Ks = ',
+           '    share = 0.0\n    Ks = ',
            ("tests/picospec/check/test_cases_shapes.py::"
             "test_a_sampler_wrong_only_without_drafts_fails_where_calls_have_none",
             "tests/picospec/exercises/test_grading.py::"
@@ -2899,8 +2906,10 @@ MUTANTS = (
             "test_a_tree_sampler_that_drops_the_leaf_fails_a_tree_that_is_one_chain",),
            "a tree sampler cutting its path before the leaf (lossless in law) passes"),
     Mutant("checker-tree-chain-rule", "checker", "rule", "picospec/check/drivers.py",
-           "        kept.append((np.minimum(1, q_x / p_x).prod(1), np.array(full)))",
-           "        kept.append((np.minimum(1, q_x / p_x).min(1), np.array(full)))",
+           "        kept.append((np.where(empty, 1.0, np.minimum(1, q_x / p_x).prod(1)), full | "
+           "empty))",
+           "        kept.append((np.where(empty, 1.0, np.minimum(1, q_x / p_x).min(1)), full | "
+           "empty))",
            ("tests/picospec/check/test_cases_shapes.py::"
             "test_each_tree_battery_has_a_tree_that_is_one_chain_whose_leaf_is_reached",),
            "the rule's chance of reaching a chain's leaf taken as its least step's"),

@@ -382,11 +382,21 @@ def tree_residual_cached_by_target_row(tokens, parents, Q, rng, P=None):
     return tree(tokens, parents, Q, rng, P, update=cached_residual)
 
 
+
+def tree_no_nodes_argmax(tokens, parents, Q, rng, P=None):
+    """verify_tree, but a tree of no nodes (nothing matched) answers Q[0]'s likeliest token, not
+    a draw from Q[0]."""
+    if not len(tokens):
+        return [], int(np.argmax(Q[0]))
+    return tree(tokens, parents, Q, rng, P)
+
+
 TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
         "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped",
         "tree_ties_toward_draft_below_depth_2", "tree_residual_top_four",
         "tree_bonus_argmax_below_depth_4", "tree_fourth_sibling_against_q",
-        "tree_fifth_sibling_kept_as_the_fourth", "tree_residual_cached_by_target_row"]
+        "tree_fifth_sibling_kept_as_the_fourth", "tree_residual_cached_by_target_row",
+        "tree_no_nodes_argmax"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
@@ -474,6 +484,15 @@ def without_replacement_residual_cached_by_target_row(tokens, parents, Q, P, rng
                 update=cached_residual)
 
 
+
+def without_replacement_no_nodes_argmax(tokens, parents, Q, P, rng):
+    """Sequoia's rule, but a tree of no nodes answers Q[0]'s likeliest token (as
+    tree_no_nodes_argmax)."""
+    if not len(tokens):
+        return [], int(np.argmax(Q[0]))
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P))
+
+
 WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_small_residual_guard",
                        "without_replacement_inverse_cdf_side_left",
@@ -482,7 +501,8 @@ WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_residual_top_four",
                        "without_replacement_ties_toward_draft_from_the_third",
                        "without_replacement_residual_skipped_below_depth_3",
-                       "without_replacement_residual_cached_by_target_row"]
+                       "without_replacement_residual_cached_by_target_row",
+                       "without_replacement_no_nodes_argmax"]
 
 
 def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,

@@ -259,9 +259,10 @@ def test_each_battery_has_one_support_case_at_0_and_one_near_1(contract):
 @pytest.mark.parametrize("contract", list(CASES))
 def test_each_case_is_what_its_name_in_the_verdict_table_says(contract):
     """A case's name is the row the user reads: V=, K= (k=), T=, top_k=, top_p=, float32, "or 0"
-    (calls with no drafts), top tokens, two drafts, far draft, draft with zeros, draft = target
-    name its fields, and those fields set are named (a far draft may go unnamed, and the support
-    cases' names say neither their draft nor their calls with no drafts)."""
+    (calls with no drafts; "or no nodes": trees of none), top tokens, two drafts, far draft, draft
+    with zeros, draft = target name its fields, and those fields set are named (a far draft may go
+    unnamed, and the support cases' names say neither their draft nor their calls with no
+    drafts)."""
     for case in CASES[contract]:
         name, sampling = case.name, case.sampling
         words = dict(w.split("=") for w in name.replace(" = ", " ").split() if "=" in w)
@@ -271,7 +272,8 @@ def test_each_case_is_what_its_name_in_the_verdict_table_says(contract):
             assert (key in words) == (field in sampling), name
             assert key not in words or float(words[key]) == sampling[field], name
         assert ("float32" in name) == (case.dtype == "float32"), name
-        assert ("or 0" in name) == (case.no_drafts > 0 and not case.support), name
+        assert ("or 0" in name or "or no nodes" in name) == (case.no_drafts > 0
+                                                             and not case.support), name
         assert ("top tokens" in name) == (case.siblings == "top"), name
         assert ("two drafts" in name) == (case.siblings == "two drafts"), name
         assert "far draft" not in name or case.draft[0] == "far", name

@@ -105,10 +105,15 @@ def test_each_tree_call_is_handed_the_tree_its_case_names(contract):
             return verifier(tokens, parents, Q, *args, **kwargs)
 
         run(spy, contract, case, 50, (0, number))
+        empty = 0  # calls given no nodes: tokens [], parents [], Q [1, V], P [0, V]
         for tokens, parents, Q, P in calls[:50]:  # the first step: one call a row
-            assert parents == case.parents, case.name
             ctx, rank = {-1: (0, 1)}, Counter()  # node -> (second-to-last, last) of its path
             assert np.array_equal(Q[0], T[ctx[-1]]), case.name
+            if not tokens and case.no_drafts:
+                assert parents == () and len(Q) == 1 and (P is None or P.shape == (0, case.V))
+                empty += 1
+                continue
+            assert parents == case.parents, case.name
             for i, parent in enumerate(parents):
                 second = case.siblings == "two drafts" and rank[parent] % 2 == 1
                 law = (D2 if second else D)[ctx[parent]]  # [V]
@@ -123,6 +128,7 @@ def test_each_tree_call_is_handed_the_tree_its_case_names(contract):
                 for parent in set(parents):
                     kids = [t for t, p in zip(tokens, parents) if p == parent]
                     assert len(set(kids)) == len(kids), (case.name, tokens)
+        assert (empty > 0) == (case.no_drafts > 0), case.name  # a quarter of 50, or none
 
 
 def test_the_rejection_battery_hands_float32_laws_where_its_case_says_so():
