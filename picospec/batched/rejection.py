@@ -39,8 +39,8 @@ def rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draf
     # Step 1: accept draft t with probability min(1, q(x_t) / p(x_t))
     p_x, q_x = draft_probs[rows, cols, draft_token_ids], q[rows, cols, draft_token_ids]  # [B, k]
     accepted = u[:, :k] < np.minimum(1, q_x / p_x)  # [B, k]
-    # [B]: position of the first rejection
-    n_accepted = np.where(accepted.all(1), k, accepted.argmin(1))
+    # [B]: position of the first rejection (k where every draft is kept, and with no drafts)
+    n_accepted = np.where(accepted.all(1), k, accepted.argmin(1) if k else 0)
     # Step 2: the recovered token, only at each rejecting row's first rejection (R rows), with that
     # position's uniform
     last = bonus_token_ids[:, 0].astype(np.int64)  # [B]

@@ -31,6 +31,14 @@ def test_empty_batch():
     assert out.shape == (0, 3)
 
 
+def test_no_drafts_gives_each_row_its_bonus_token():
+    """k = 0 (a proposer that found nothing for any row): each row is its bonus token alone."""
+    out = rejection_sample(probs([[[0.2, 0.8, 0]], [[0, 0, 1]]]), np.array([[1], [2]]),
+                           np.zeros((2, 0, V)), np.zeros((2, 0), dtype=np.int64),
+                           rng=np.random.default_rng(0), strict=True)
+    assert out.tolist() == [[1], [2]] and out.dtype == np.int64
+
+
 @given(st.integers(0, 10**6))
 def test_first_token_law_is_the_target(seed):
     """Exact law of the first output token of a row, computed from the sampler's own pieces, equals
