@@ -97,7 +97,7 @@ MUTANTS = (
            ("tests/picospec/batched/test_rejection.py",),
            "once missed: the recovered token drawn with the acceptance uniform"),
     Mutant("first-rejection-is-a-count", "rejection", "rule", "picospec/batched/rejection.py",
-           "n_accepted = np.where(accepted.all(1), k, accepted.argmin(1))",
+           "n_accepted = np.where(accepted.all(1), k, accepted.argmin(1) if k else 0)",
            "n_accepted = accepted.sum(1)",
            ("tests/picospec/batched/test_rejection.py",),
            "drafts accepted counted, not the position of the first rejection"),
@@ -2718,8 +2718,9 @@ MUTANTS = (
     Mutant("checker-trees-never-empty", "checker", "rule", "picospec/check/drivers.py",
            "    empty = rng.random(len(last1)) < share if share else np.zeros(len(last1), "
            "dtype=bool)", "    empty = np.zeros(len(last1), dtype=bool)",
-           ("tests/picospec/test_check.py::"
-            "test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one",),
+           ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case",
+            "tests/picospec/check/test_drivers_contract.py::"
+            "test_each_tree_call_is_handed_the_tree_its_case_names"),
            "a tree of no nodes answered with Q[0]'s likeliest token passes"),
     # --- the edges: the run's figures and its memory plan
     Mutant("checker-unsigned-output-unnamed", "checker", "record", "picospec/check/drivers.py",
