@@ -78,7 +78,7 @@ HAIRS = ((([0], np.array([[0.5, 0.5]]), np.array([[0.25, 0.75], [1.0, 0.0]])), 0
           (1, 0), "q(x) = 2e-200 >= p(x) = 1e-200 for the draft x = 0, so min(1, q / p) = 1 keeps "
           "it at every u (nothing added to p, nothing rounded to 0), and the next token comes "
           "from Q[1] = [1, 0]", "p(x) = 1e-200"))
-# laws an inverse CDF, read from either end, reaches the token of least mass of at one extreme
+# laws whose token of least mass an inverse CDF, read from either end, reaches at one extreme
 # uniform: no drafts, Q[0] = [1 - 1e-12, 1e-12]; no drafts, Q[0] over 300 tokens, token i of mass
 # proportional to 300 - i; one draft the target forbids, its residual (Q[0] itself) the same over
 # tokens 1 .. 299
