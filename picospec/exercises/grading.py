@@ -466,8 +466,8 @@ def rare_token_calls(exercise, fn, calls, even, read):
     for args, token, about, failed in calls:
         try:
             outs = ends(args)
-        except Exception:
-            return None
+        except Exception:  # as above: this call judges no raise
+            continue
         if outs is None or token in outs:
             continue
         shown = (show(a) if a.size < 20 else f"a [{', '.join(map(str, a.shape))}] array"
