@@ -82,6 +82,10 @@ PROMPT = (1,)
 # token 0: an inverse CDF that falls back to token 0 past the end of a law (argmax(cdf > u)) emits
 # it at the near-1 uniforms. tests/picospec/test_check.py holds both properties.
 SUPPORT = 102
+# The trees' case of a sharp target and a draft near it: at T = 0.4 four of the target's nine rows
+# hold 0.95 to 0.97 on their likeliest token (a target taken as certain past a threshold moves the
+# rest), and in eight of nine the draft is within 0.03 of it (a draft "close enough" kept untested)
+SHARP = dict(sampling=dict(temperature=0.4), draft=("near", 0.05), parents=(-1, -1, 0, 0))
 CASES = {
     "chain": [
         Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True,
@@ -115,6 +119,9 @@ CASES = {
         # the target's law after the last token alone, the draft's after the last two: a residual
         # kept by the target's row alone (a cache keyed by q) is another draft row's here
         Case("V=3 K=2 target of the last token", 3, 5, 2, target=167, last_only=True),
+        # eight drafts over V = 2, an over-confident draft kept often: the rule from the seventh
+        # draft on (uniforms drawn six at a time and read again from the seventh)
+        Case("V=2 K=8 sharp draft", 2, 7, 8, target=57, draft=("sharp", 0.3)),
     ],
     "tree": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 1),
@@ -157,6 +164,8 @@ CASES = {
         # the next token a draw from Q[0], not its likeliest
         Case("V=3 sampled siblings or no nodes", 3, 5, target=187, parents=(-1, -1, 0, 0),
              no_drafts=0.25),
+        # a target whose likeliest tokens hold up to 0.97, a draft within 0.03 of it (SHARP)
+        Case("V=3 T=0.4 sharp target, draft near it", 3, 5, target=17, **SHARP),
     ],
     "tree_without_replacement": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 0),
@@ -198,6 +207,8 @@ CASES = {
              parents=(-1, -1, 0, 0), siblings="without_replacement", last_only=True),
         Case("V=3 two pairs of siblings or no nodes", 3, 5, target=187, parents=(-1, -1, 0, 0),
              siblings="without_replacement", no_drafts=0.25),
+        Case("V=3 T=0.4 sharp target, draft near it", 3, 5, target=17,
+             siblings="without_replacement", **SHARP),
     ],
     "rejection": [
         Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True),

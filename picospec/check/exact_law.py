@@ -298,6 +298,20 @@ def power(probs, how, tv, n, alpha=ALPHA, repeats=100, seed=0):
     return float(np.mean(G > chi2_isf(alpha, df))) if df > 0 else float(np.mean(G == np.inf))
 
 
+def kept_by_law(f):
+    """f(probs [S], ...) computed once per law (its bytes) and arguments: a simulation of a fixed
+    seed gives one value each time, and every case of a battery asks it again at each run."""
+    @functools.lru_cache(maxsize=512)
+    def kept(law, *args, **kwargs):
+        return f(np.frombuffer(law), *args, **kwargs)
+
+    @functools.wraps(f)
+    def call(probs, *args, **kwargs):
+        return kept(np.ascontiguousarray(probs, dtype=float).tobytes(), *args, **kwargs)
+    return call
+
+
+@kept_by_law
 def detectable_tv(probs, n, how="spread", alpha=ALPHA, at=0.9, repeats=100, seed=0):
     """The smallest TV error of shape `how` (SHAPES, or "anywhere") that n samples catch with
     probability `at` (bisection in log TV)."""

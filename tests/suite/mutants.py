@@ -986,7 +986,7 @@ MUTANTS = (
     Mutant("lookahead-levels-past-four-untested", "graders", "rule",
            "picospec/exercises/lookahead_mask.py",
            "                   + [(3, 7), (7, 5), (11, 1), (65, 4), (130, 2), (1, 130), (1, 257), "
-           "(257, 1),\n                      (1, 1_100)],",
+           "(257, 1),\n                      (1, 1_100), (5, 410)],",
            "                   + [(11, 1), (65, 4), (130, 2), (257, 1)],",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
@@ -2416,7 +2416,7 @@ MUTANTS = (
            'a trie of NumPy arrays passes where lists are asked'),
     Mutant('grader-no-wide-window', "graders", "rule", 'picospec/exercises/lookahead_mask.py',
            "                   + [(3, 7), (7, 5), (11, 1), (65, 4), (130, 2), (1, 130), (1, 257), "
-           "(257, 1),\n                      (1, 1_100)],",
+           "(257, 1),\n                      (1, 1_100), (5, 410)],",
            "                   + [(3, 7), (7, 5)],",
            ('tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_naming_where[lookahead_mask-lookahead_rows_in_int8]',),
            'row numbers in int8 pass'),
@@ -2522,6 +2522,11 @@ MUTANTS = (
            '    law_cases = list(cases)\n    return [(control.__name__',
            ('tests/picospec/exercises/test_grading.py::test_a_control_caught_by_a_support_case_alone_leaves_the_run_without_a_verdict',),
            'a control only a support case catches counts as caught'),
+    Mutant("checker-tv90-kept-by-two-cells", "checker", "rule", "picospec/check/exact_law.py",
+           "return kept(np.ascontiguousarray(probs, dtype=float).tobytes(), *args, **kwargs)",
+           "return kept(np.ascontiguousarray(probs[:2], dtype=float).tobytes(), *args, **kwargs)",
+           ("tests/picospec/check/test_exact_law_tv90.py",),
+           "tv90 kept by the law's first two cells: one law's figure given for another"),
     Mutant('checker-tv90-one-sequence', 'checker', "rule", 'picospec/check/exact_law.py',
            'return 1 - (1 - at) ** (1 / n)',
            'return 1 - at ** (1 / n)',
@@ -2551,6 +2556,25 @@ MUTANTS = (
            ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case"
             "[rejection-batched_close_rows_kept_untested]",),
            "the rejection battery has no draft 0.02 from the target: close rows kept pass"),
+    Mutant("checker-eight-drafts-case-six", "checker", "rule", "picospec/check/cases.py",
+           'Case("V=2 K=8 sharp draft", 2, 7, 8, target=57, draft=("sharp", 0.3)),',
+           'Case("V=2 K=8 sharp draft", 2, 7, 6, target=57, draft=("sharp", 0.3)),',
+           ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case"
+            "[chain-uniforms_in_a_buffer_of_six]",),
+           "the chain battery's longest chain is six drafts: a buffer of six uniforms passes"),
+    Mutant("checker-sharp-target-case-mild", "checker", "rule", "picospec/check/cases.py",
+           'SHARP = dict(sampling=dict(temperature=0.4), draft=("near", 0.05),',
+           'SHARP = dict(sampling=dict(temperature=0.7), draft=("near", 0.05),',
+           ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case"
+            "[tree-tree_sharp_target_taken_as_certain]",),
+           "the trees' sharpest target row holds 0.87: a target taken as certain from 0.95 passes"),
+    Mutant("checker-sharp-target-case-far-draft", "checker", "rule", "picospec/check/cases.py",
+           'SHARP = dict(sampling=dict(temperature=0.4), draft=("near", 0.05),',
+           'SHARP = dict(sampling=dict(temperature=0.4), draft=("near", 0.3),',
+           ("tests/picospec/test_check.py::test_a_bug_only_a_close_draft_shows_fails_its_case_at_"
+            "the_default_samples[tree_without_replacement-without_replacement_close_draft_kept_"
+            "untested]",),
+           "the trees' draft is far from the sharp target: a close draft kept untested passes"),
     Mutant("grader-dirty-pass-skipped", "graders", "rule", "picospec/exercises/grading.py",
            "if (dirty := dirty_call(fn, reference, cases[:DIRTY], compare)) is not None:",
            "if (dirty := dirty_call(fn, reference, cases[:0], compare)) is not None:",
@@ -2600,8 +2624,8 @@ MUTANTS = (
             "test_a_right_answer_written_otherwise_passes",),
            "a right answer whose coin is rng.binomial's fails the call near q / p = 1"),
     Mutant("grader-input-handed-back-unseen", "graders", "rule", "picospec/exercises/grading.py",
-           "            if part is None and (held := held_input(yours, args)) is not None:",
-           "            if part is None and (held := None) is not None:",
+           "                part = changed_input(args, before) or held_input(yours, args)",
+           "                part = changed_input(args, before) or None",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "a trie that returns the caller's own list as its tokens passes"),
@@ -2703,11 +2727,18 @@ MUTANTS = (
            "laws kept by z's and d2t's bytes pass: no call meets the same bytes with another "
            "n_vocab"),
     Mutant("grader-lookahead-no-deep-window", "graders", "rule",
-           "picospec/exercises/lookahead_mask.py", "                      (1, 1_100)],",
-           "                      ],",
+           "picospec/exercises/lookahead_mask.py", "                      (1, 1_100), (5, 410)],",
+           "                      (5, 410)],",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "a mask built by recursion one level a call passes"),
+    Mutant("grader-lookahead-no-float16-window", "graders", "rule",
+           "picospec/exercises/lookahead_mask.py", "                      (1, 1_100), (5, 410)],",
+           "                      (1, 1_100)],",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where[lookahead_mask-lookahead_rows_in_"
+            "float16]",),
+           "row numbers in float16 pass: no window past 2,048 rows"),
     Mutant("grader-medusa-no-packed-ranks", "graders", "rule",
            "picospec/exercises/medusa_buffers.py",
            "            for b in (10, 16, 32, 64, 100, 256, 1000, 1024, 4096, 10_000, 65_536)]",
@@ -3189,8 +3220,8 @@ MUTANTS = (
            ("tests/picospec/test_exercises.py::test_usage_errors_are_one_line_exit_2",),
            "handout T.ipynb --out T.ipynb overwrites the teacher's answers with stubs"),
     Mutant("grader-inputs-not-checked", "graders", "rule", "picospec/exercises/grading.py",
-           "if part is None and (changed := changed_input(args, before)) is not None:",
-           "if part is None and (changed := None) is not None:",
+           "                part = changed_input(args, before) or held_input(yours, args)",
+           "                part = None or held_input(yours, args)",
            ("tests/picospec/test_exercises.py",),
            "an answer computed in place (changing q or p) passes"),
     Mutant("grader-residual-support-tolerance", "graders", "rule", "picospec/exercises/residual.py",

@@ -231,6 +231,30 @@ def residual_cached_by_target_row(drafts, P, Q, rng):
     return chain(drafts, P, Q, rng, resample=lambda t, q, p: cached_residual(q, p))
 
 
+def uniforms_in_a_buffer_of_six(drafts, P, Q, rng):
+    """The acceptance uniforms drawn six at a time into one buffer and read again from the seventh
+    draft on (u[t % 6]): right up to six drafts; from the seventh, a draft is kept by the first
+    one's uniform."""
+    u = rng.random(6)  # [6]
+    for t, x in enumerate(drafts):
+        if not u[t % 6] < min(1, Q[t][x] / P[t][x]):
+            return t, sample(residual(Q[t], P[t]), rng)
+    return len(drafts), sample(Q[-1], rng)
+
+
+def certain(Q, top=0.95):
+    """Each law [..., V] whose likeliest token holds `top` or more taken as certain: that token's
+    one-hot row (a "confident target" shortcut). Example: [0.96, 0.04] -> [1, 0]."""
+    Q = np.asarray(Q, dtype=float)
+    return np.where(Q.max(-1, keepdims=True) >= top, np.eye(Q.shape[-1])[Q.argmax(-1)], Q)
+
+
+def sharp_target_taken_as_certain(drafts, P, Q, rng):
+    """The target taken as certain wherever its likeliest token holds 0.95 (certain): right
+    wherever no target law the calls meet is that sharp but not one-hot."""
+    return verify_chain(drafts, P, certain(Q), rng)[:2]
+
+
 CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
          "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform",
          "ties_toward_draft_by_out", "inverse_cdf_side_left", "inverse_cdf_by_argmax",
@@ -238,22 +262,25 @@ CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "tie
          "accepts_half", "no_drafts_argmax", "no_drafts_searchsorted_left",
          "ties_toward_draft_from_the_fourth", "residual_top_four",
          "residual_argmax_from_the_fifth", "close_draft_kept_untested",
-         "residual_cached_by_target_row"]
+         "residual_cached_by_target_row", "uniforms_in_a_buffer_of_six",
+         "sharp_target_taken_as_certain"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
-         last_residual=True, update=residual, draw=sample, at=lambda n, depth: {}):
+         last_residual=True, update=residual, draw=sample, at=lambda n, depth: {},
+         untested=lambda q, p: False):
     """verify_tree's recursive rejection sampling over siblings, with the acceptance test, the
     residual update, whether it follows the last sibling and the next token's draw replaceable;
     at(n, depth) -> {"accept": ..., "update": ...}: the hooks of a node's n-th child (from 0)
-    once the path holds `depth` nodes, where they differ."""
+    once the path holds `depth` nodes, where they differ; untested(q, p): a child kept without
+    drawing a uniform."""
     node, path = -1, []
     while True:
         q, kids = Q[node + 1], [i for i, parent in enumerate(parents) if parent == node]
         for n, c in enumerate(kids):
             p = P[c] if P is not None else np.eye(len(q))[tokens[c]]
             hooks = {"accept": accept, "update": update, **at(n, len(path))}
-            if hooks["accept"](rng.random(), q[tokens[c]], p[tokens[c]]):
+            if untested(q, p) or hooks["accept"](rng.random(), q[tokens[c]], p[tokens[c]]):
                 node = c
                 path.append(c)
                 break
@@ -391,12 +418,29 @@ def tree_no_nodes_argmax(tokens, parents, Q, rng, P=None):
     return tree(tokens, parents, Q, rng, P)
 
 
+def tree_sharp_target_taken_as_certain(tokens, parents, Q, rng, P=None):
+    """The target taken as certain wherever its likeliest token holds 0.95 (certain)."""
+    return tree(tokens, parents, certain(Q), rng, P)
+
+
+def close(q, p):
+    """q [V] and p [V] np.allclose at atol 0.03: "the draft is the target"."""
+    return np.allclose(p, q, rtol=0, atol=0.03)
+
+
+def tree_close_draft_kept_untested(tokens, parents, Q, rng, P=None):
+    """A child whose draft law P[c] is np.allclose to q (atol 0.03) kept without a test (as
+    close_draft_kept_untested); siblings that are the draft's top tokens (P None) all tested."""
+    return tree(tokens, parents, Q, rng, P, untested=lambda q, p: P is not None and close(q, p))
+
+
 TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
         "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped",
         "tree_ties_toward_draft_below_depth_2", "tree_residual_top_four",
         "tree_bonus_argmax_below_depth_4", "tree_fourth_sibling_against_q",
         "tree_fifth_sibling_kept_as_the_fourth", "tree_residual_cached_by_target_row",
-        "tree_no_nodes_argmax"]
+        "tree_no_nodes_argmax", "tree_sharp_target_taken_as_certain",
+        "tree_close_draft_kept_untested"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
@@ -493,6 +537,18 @@ def without_replacement_no_nodes_argmax(tokens, parents, Q, P, rng):
     return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P))
 
 
+def without_replacement_sharp_target_taken_as_certain(tokens, parents, Q, P, rng):
+    """Sequoia's rule with the target taken as certain wherever its likeliest token holds 0.95."""
+    return tree(tokens, parents, certain(Q), rng, without_replacement_laws(tokens, parents, P))
+
+
+def without_replacement_close_draft_kept_untested(tokens, parents, Q, P, rng):
+    """Sequoia's rule with a child whose law (its earlier siblings removed) is np.allclose to q
+    (atol 0.03) kept without a test."""
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                untested=close)
+
+
 WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_small_residual_guard",
                        "without_replacement_inverse_cdf_side_left",
@@ -502,7 +558,9 @@ WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_ties_toward_draft_from_the_third",
                        "without_replacement_residual_skipped_below_depth_3",
                        "without_replacement_residual_cached_by_target_row",
-                       "without_replacement_no_nodes_argmax"]
+                       "without_replacement_no_nodes_argmax",
+                       "without_replacement_sharp_target_taken_as_certain",
+                       "without_replacement_close_draft_kept_untested"]
 
 
 def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
@@ -682,6 +740,13 @@ def batched_recovered_cached_by_target_row(target_with_bonus_probs, bonus_token_
                    recover=recover)
 
 
+def batched_sharp_target_taken_as_certain(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                          draft_token_ids, rng):
+    """The target taken as certain wherever its likeliest token holds 0.95 (certain)."""
+    return rejection_sample(certain(target_with_bonus_probs), bonus_token_ids, draft_probs,
+                            draft_token_ids, rng=rng)
+
+
 REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ratio_inverted",
              "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
@@ -689,7 +754,8 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_one_row_reuses_uniform", "batched_bonus_dropped",
              "batched_ties_toward_draft_from_the_fourth", "batched_last_row_from_target",
              "batched_residual_top_four", "batched_recovered_argmax_from_the_fourth",
-             "batched_close_rows_kept_untested", "batched_recovered_cached_by_target_row"]
+             "batched_close_rows_kept_untested", "batched_recovered_cached_by_target_row",
+             "batched_sharp_target_taken_as_certain"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract

@@ -35,11 +35,10 @@ CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty
               "the same z, other ids")
 # mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
 WHERE = {
-    # right in law on every case but bounded by the battery's sizes (6 drafts, 3 siblings, 3
-    # levels, z [1, K, V_d]): one larger call, whose outcome no uniform changes, shows it
+    # (a chain of eight drafts is a case of the battery now)
     "chain_six_drafts_at_most": (
-        "twenty drafts", "drafts[6] = 0 was rejected though q = Q[6][0] = 0.0001 >= p = P[6][0] = "
-        "0.0001"),
+        "case 18. V=2 K=8 sharp draft", "after drafts[6] was rejected, token 1 came back, but q = "
+        "Q[6][1] = 0.8494 <= p = P[6][1] = 0.9969"),
     # (four siblings are a case of the battery now)
     "wr_three_siblings_at_most": (
         "case 10. V=5 four siblings", "node 3 (token 1) was rejected though q(1) = 1 >= p_i(1) = "
@@ -58,6 +57,7 @@ WHERE = {
                               "delta=0.5526068325111387"),
     # a recursion one level a token: the chain of 3,000 is past Python's limit
     "trie_by_recursion": ("raises", "sequences of 3000 and 1500 tokens"),
+    "lookahead_rows_in_float16": ("mask", "smallest case that differs (mask): W=5, L=410"),
     "draft_law_batch_of_one": ("z [2, 2, V_d]", "shape (1, 2, 5), expected (2, 2, 5)"),
     # the min subtracted passes every head whose rows span less than exp takes and fails the head
     # whose row spans 720; the mean subtracted passes every head (no row of a law spans past 745)
