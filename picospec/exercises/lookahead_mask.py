@@ -31,13 +31,14 @@ def reference(W, L):
 
 
 def cases(seed=None):
-    """Every window of 1 to 5 columns and 1 to 4 levels, and nine larger, smallest first."""
+    """Every window of 1 to 5 columns and 1 to 4 levels, and ten larger, smallest first."""
     # 11 columns (column 10 read as text sorts before 2), 260 rows (past 8 bits), 130 columns
     # (past a signed byte); 130 and 257 levels (levels in a signed or unsigned byte), 257
-    # columns; 1,100 levels (a recursion one level a call passes Python's limit)
+    # columns; 1,100 levels (a recursion one level a call passes Python's limit); 2,050 rows
+    # (past float16's whole numbers, which end at 2,048)
     sizes = sorted([(W, L) for W in range(1, 6) for L in range(1, 5)]
                    + [(3, 7), (7, 5), (11, 1), (65, 4), (130, 2), (1, 130), (1, 257), (257, 1),
-                      (1, 1_100)],
+                      (1, 1_100), (5, 410)],
                    key=lambda s: (s[0] * s[1], s))
     return [(f"W={W}, L={L}", (W, L)) for W, L in sizes]
 

@@ -1613,6 +1613,16 @@ def lookahead_rows_in_int8(W, L):
     return first | own
 
 
+def lookahead_rows_in_float16(W, L):
+    """Row numbers in np.float16 ("small numbers, half the memory"): whole numbers past 2,048 round
+    to even, so a window of 2,050 tokens reads some rows' levels and columns wrong."""
+    row = np.arange(W * L, dtype=np.float16)  # [W * L]
+    level, column = row // W, row % W
+    first = (level[None, :] == 0) & (column[None, :] <= column[:, None])
+    own = (column[None, :] == column[:, None]) & (level[None, :] <= level[:, None])
+    return first | own
+
+
 def lookahead_columns_as_text(W, L):
     """Columns compared as text ("10" <= "2"): a window of 11 columns or more is wrong."""
     mask = np.zeros((W * L, W * L), dtype=bool)
@@ -1952,7 +1962,8 @@ WRONG = {
                        lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists,
                        lookahead_levels_up_to_4, lookahead_rows_in_int8, lookahead_columns_as_text,
                        lookahead_one_mask_per_size, lookahead_as_matrix, lookahead_columns_in_int8,
-                       lookahead_levels_up_to_7, lookahead_by_recursion],
+                       lookahead_levels_up_to_7, lookahead_by_recursion,
+                       lookahead_rows_in_float16],
     "draft_law": [draft_law_min_subtracted, draft_law_as_list, draft_law_mean_subtracted,
                   draft_law_batch_of_one, draft_law_rows_stacked, draft_law_up_to_3_axes,
                   draft_law_inputs_frozen, draft_law_ids_in_uint16,
