@@ -28,6 +28,9 @@ class Case(NamedTuple):
     #   "without_replacement"  without replacement from the draft
     siblings: str = "iid"
     dtype: str = "float64"
+    # a share of the target's entries set to 0 (one token kept per row): some rows one-hot beside
+    # spread ones
+    target_zeros: float = 0.0
     lowest: bool = False  # every uniform the sampler draws is 0.0: checks the support, not the law
     highest: bool = False  # every uniform is the largest double below 1: the support too
     no_drafts: float = 0.0  # the share of calls given no drafts (K = 0), or a tree of no nodes
@@ -44,7 +47,8 @@ class Case(NamedTuple):
         """Warped target and draft tables [V, V, V]."""
         # a support case's target forbids every token somewhere, token 0 too (SUPPORT below)
         target = (forbidding_toy(self.V, self.target) if self.support else
-                  random_toy(self.V, self.target, zeros=0.3 if self.draft[0] == "one-hot" else 0))
+                  random_toy(self.V, self.target,
+                           zeros=self.target_zeros or (0.3 if self.draft[0] == "one-hot" else 0)))
         if self.last_only:  # row (a, b) is row (0, b)
             target = Toy(np.broadcast_to(target.table[:1], target.table.shape))
         kind = self.draft[0]
@@ -86,6 +90,16 @@ SUPPORT = 102
 # hold 0.95 to 0.97 on their likeliest token (a target taken as certain past a threshold moves the
 # rest), and in eight of nine the draft is within 0.03 of it (a draft "close enough" kept untested)
 SHARP = dict(sampling=dict(temperature=0.4), draft=("near", 0.05), parents=(-1, -1, 0, 0))
+
+
+def wider(k, K):
+    """A draft spread over V = 6 tokens (a draft sent as its top 5 answers otherwise), then a
+    target with zeros: some rows one-hot beside spread ones (a call taken as greedy when its
+    first row is one-hot answers otherwise)."""
+    return (Case(f"V=6 {k}", 6, 3, K, target=197),
+            Case(f"V=3 {k} target with zeros", 3, 5, K, target=7, target_zeros=0.5))
+
+
 CASES = {
     "chain": [
         Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True,
@@ -122,6 +136,10 @@ CASES = {
         # eight drafts over V = 2, an over-confident draft kept often: the rule from the seventh
         # draft on (uniforms drawn six at a time and read again from the seventh)
         Case("V=2 K=8 sharp draft", 2, 7, 8, target=57, draft=("sharp", 0.3)),
+        *wider("K=2", 2),
+        # five drafts kept often: the rule at the fifth (uniforms drawn four at a time, a last
+        # block of one reading the block before's)
+        Case("V=2 K=5 sharp draft", 2, 6, 5, target=57, draft=("sharp", 0.3)),
     ],
     "tree": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 1),
@@ -166,6 +184,11 @@ CASES = {
              no_drafts=0.25),
         # a target whose likeliest tokens hold up to 0.97, a draft within 0.03 of it (SHARP)
         Case("V=3 T=0.4 sharp target, draft near it", 3, 5, target=17, **SHARP),
+        # a root of one child whose child has two: no chain (a tree read as one when the root has
+        # one child walks node 2 as node 1's child)
+        Case("V=6 one root child", 6, 3, target=197, parents=(-1, 0, 0, 1)),
+        Case("V=3 sampled siblings, target with zeros", 3, 5, target=7, target_zeros=0.5,
+             parents=(-1, -1, 0, 0)),
     ],
     "tree_without_replacement": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 0),
@@ -209,6 +232,10 @@ CASES = {
              siblings="without_replacement", no_drafts=0.25),
         Case("V=3 T=0.4 sharp target, draft near it", 3, 5, target=17,
              siblings="without_replacement", **SHARP),
+        Case("V=6 one root child", 6, 3, target=197, parents=(-1, 0, 0, 1),
+             siblings="without_replacement"),
+        Case("V=3 two pairs of siblings, target with zeros", 3, 5, target=7, target_zeros=0.5,
+             parents=(-1, -1, 0, 0), siblings="without_replacement"),
     ],
     "rejection": [
         Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True),
@@ -230,5 +257,7 @@ CASES = {
         Case("V=3 k=6 sharp draft", 3, 5, 6, target=17, draft=("sharp", 0.5)),
         Case("V=2 k=3 draft = target but 2 tokens", 2, 7, 3, target=17, draft=("swap", 0.02)),
         Case("V=3 k=2 target of the last token", 3, 5, 2, target=167, last_only=True),
+        *wider("k=2", 2),
+        Case("V=2 k=8 sharp draft", 2, 7, 8, target=57, draft=("sharp", 0.3)),
     ],
 }

@@ -144,6 +144,9 @@ HOLLOW = (np.zeros((2, 0, 3)), np.array([0, 1, 2]), 4)
 # z's bytes, or with d2t's, answers a call before)
 AGAIN = ((np.array([0.0, 1.0]), np.array([1, 0]), 3), (np.array([0.0, 1.0]), np.array([0, 2]), 4),
          (np.array([0.0, 1.0]), np.array([0, 2]), 5), (np.array([[0.0, 1.0]]), np.array([0, 2]), 5))
+# V_d = 64 draft tokens, masses from 0.36 down to 2e-13 (a law cut to its likeliest few, masses
+# below a floor zeroed, exp in float32 for a wide row: each answers otherwise)
+SPREAD = (np.linspace(0.0, -28.0, 64), np.arange(64) * 785, 50_257)
 CALLS = ((WIDE, "a call whose logits span 2000", "logits 2000 apart"),
          (BATCH, "a call with z [2, 2, V_d], a batch of two", "z [2, 2, V_d]"),
          (EMPTY, "a call with z [0, V_d], no rows", "z [0, V_d]"),
@@ -153,6 +156,7 @@ CALLS = ((WIDE, "a call whose logits span 2000", "logits 2000 apart"),
          (COLUMN, "a call with z [2, 1], one draft token", "z [2, 1]"),
          (SQUARE, "a call with z [3, 3] over V_d = 3", "z [3, 3]"),
          (HOLLOW, "a call with z [2, 0, V_d], no rows", "z [2, 0, V_d]"),
+         (SPREAD, "a call over V_d = 64 draft tokens, masses from 0.36 to 2e-13", "V_d = 64"),
          *((call, "a call with z's bytes those of [0, 1], as in the calls before it, with other "
            "d2t, n_vocab or shape", "the same z, other ids") for call in AGAIN))
 

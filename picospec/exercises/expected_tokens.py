@@ -30,6 +30,8 @@ def cases(seed=0):
     # as does alpha capped below 1 at alpha = 1 with many drafts
     hand += [(1 - 5e-10, 1000), (1 - 2**-31, 4096), (1 - 1e-10, 10_000), (1 - 1e-12, 1_000_000),
              (1.0, 100_000)]
+    # 3,000,000 drafts at 1 - alpha = 1e-7: a sum of alpha^k over fewer terms is short
+    hand += [(1 - 1e-7, 3_000_000)]
     drawn = [(float(rng.random()), int(rng.integers(1, 17))) for _ in range(60)]
     return [(f"alpha={a!r}, K={K}", (a, K)) for a, K in hand + drawn]
 

@@ -40,9 +40,20 @@ def cases(seed=None):
     real += [(longer, 4, 10), (list(longer), 5, 10)]
     # no tokens yet (n from -1 down to 1: no n-gram); no drafts asked for; n-grams of size 0
     real += [([], 3, 10), ([1, 2, 1], 1, 0), ([1, 2, 1], 0, 2)]
-    # a match of 8 tokens, 12 drafted: the 7-gram's first match lies before the 8-gram's
-    pattern = list(range(1, 9))
-    real.append((pattern[1:] + [90] + pattern + list(range(91, 102)) + pattern, 10, 12))
+    # a match of 8 tokens, 12 drafted: the 7-gram's first match lies before the 8-gram's; then
+    # of 20 (n-grams capped at 8 or 16 take a shorter, earlier one)
+    for m in (8, 20):
+        pattern = list(range(1, m + 1))
+        real.append((pattern[1:] + [90] + pattern + list(range(91, 102)) + pattern, m + 2, 12))
+    # 300 drafts asked and found (a draft capped at 16, or 64, is short)
+    real.append((list(range(1, 301)) + [1], 1, 300))
+    # two prompts of one length and one last 41 tokens, their match followed by 3, then 4: a
+    # draft kept by the length and the last tokens is the other prompt's
+    tail = list(range(100, 140)) + [99]
+    real += [([99, 3] + tail, 1, 1), ([99, 4] + tail, 1, 1)]
+    # a 4-gram matched only in full (its sum, first and last token agree with an earlier window's)
+    # and a match that overlaps the n-gram itself
+    real += [([3, 7, 0, 2, 1, 3, 8, 0, 1, 2, 3], 4, 1), ([1, 2, 3, 4, 5, 6, 0, 0, 0], 2, 2)]
     for length in (8, 20, 40):
         x = [int(t) for t in rng.choice([7, 300, 11, 1, 50256, 4000], size=length)]
         real += [(x, n, k) for n in (1, 2, 3) for k in (1, 3)]
@@ -56,6 +67,11 @@ def cases(seed=None):
     long = [5, 6] + [7] * 19_996 + [8, 5]
     real.append((long, 2, 3))
     shown[id(long)] = "[5, 6] + [7] * 19996 + [8, 5]"
+    # ... and 20,000 whose one match lies near the end (a scan of the first 4,096 or 16,384
+    # misses it)
+    late = [7] * 19_990 + [1, 2, 3] + [7] * 5 + [1, 2]
+    real.append((late, 2, 1))
+    shown[id(late)] = "[7] * 19990 + [1, 2, 3] + [7] * 5 + [1, 2]"
     # the windows [1, 50256 - B] for every B from 2 to 50256, each followed by 9, then the tail
     # [0, 50256], which matches none: a window packed into one number a * B + b (or hashed so,
     # unchecked) with any B short of the vocabulary takes [1, 50256 - B] for it

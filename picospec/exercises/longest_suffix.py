@@ -63,23 +63,26 @@ def cases(seed=None):
     out.append(([5, *range(1, 10), 6], [42, *range(1, 10)], 12))  # 9 of 10, max_suffix past it
     # ids compared as digits joined ("1", "12" is "11", "2") or as float16 (40000 is 40001)
     out += [([1, 12, 5], [11, 2], 2), ([40000, 7], [40001], 1)]
-    # a thousand 3s, then the one 1, 3: only the last occurrence of 3 extends
-    threes = [3] * 1_000 + [1, 3]
+    # 5,000 3s, then the one 1, 3: only the last occurrence of 3 extends
+    threes = [3] * 5_000 + [1, 3]
     out.append((threes, [1, 3], 2))
-    # a corpus of 5,000 tokens whose one match lies past its first 4,096; of 20,000 whose one
-    # match lies at the start (a corpus cut to its head or tail misses one); a match of 300
-    # tokens (a suffix capped at REST's 16, or 64, is short)
-    tail, head = [7] * 4_990 + [1, 2, 3, 9] + [7] * 6, [1, 2, 3, 9] + [7] * 19_996
-    run, ran = [5, *range(1_000, 1_300), 6], [42, *range(1_000, 1_300)]
-    out += [(tail, [4, 1, 2, 3], 4), (head, [4, 1, 2, 3], 4), (run, ran, 400)]
+    # corpora of 20,000 tokens whose one match lies near the end, then at the start (a corpus
+    # cut to its head or tail misses one); a match of 1,100 tokens (a suffix capped at REST's 16,
+    # or 64, or 1,024, is short)
+    tail, head = [7] * 19_990 + [1, 2, 3, 9] + [7] * 6, [1, 2, 3, 9] + [7] * 19_996
+    run, ran = [5, *range(1_000, 2_100), 6], [42, *range(1_000, 2_100)]
+    out += [(tail, [4, 1, 2, 3], 4), (head, [4, 1, 2, 3], 4), (run, ran, 1_200)]
+    # [257, 0] as 16-bit bytes lies across [256, 1, 0]'s at an offset no id starts at; a 4-token
+    # context whose sum, first and last token are those of the corpus
+    out += [([256, 1, 0], [257, 0], 2), ([0, 1, 2, 3], [0, 2, 1, 3], 4)]
     # the pairs [1, 50256 - B] for every B from 2 to 50256, each followed by 9, and the context
     # [0, 50256], found nowhere: a pair packed into one number a * B + b (or hashed so,
     # unchecked) with any B short of the vocabulary takes [1, 50256 - B] for it
     packed = [t for B in range(2, 50_257) for t in (1, 50_256 - B, 9)]
     out.append((packed, [0, 50_256], 2))
-    shown = {id(threes): "[3] * 1000 + [1, 3]", id(tail): "[7] * 4990 + [1, 2, 3, 9] + [7] * 6",
-             id(head): "[1, 2, 3, 9] + [7] * 19996", id(run): "[5, 1000, 1001, ..., 1299, 6]",
-             id(ran): "[42, 1000, 1001, ..., 1299]",
+    shown = {id(threes): "[3] * 5000 + [1, 3]", id(tail): "[7] * 19990 + [1, 2, 3, 9] + [7] * 6",
+             id(head): "[1, 2, 3, 9] + [7] * 19996", id(run): "[5, 1000, 1001, ..., 2099, 6]",
+             id(ran): "[42, 1000, 1001, ..., 2099]",
              id(packed): "[1, 50254, 9, 1, 50253, 9, ..., 1, 0, 9] (150,765 tokens)"}
     return [(f"corpus={shown.get(id(c), c)}, context={shown.get(id(x), x)}, max_suffix={s}",
              (c, x, s)) for c, x, s in out]

@@ -62,6 +62,10 @@ def cases(seed=0):
             for b in (10, 16, 32, 64, 100, 256, 1000, 1024, 4096, 10_000, 65_536)]
     # a node keyed by its depth and its ranks' digits joined: [1, 10] and [11, 0] are "110"
     out.append([[1], [11], [1, 10], [11, 0], [1, 10, 0]])
+    # [0, 1, 1] and [1, 0, 1] share their depth, rank sum and last rank: an ancestor found by
+    # those (not by its whole path) is the other for one of [0, 1, 1, 0] and [1, 0, 1, 0]
+    out.append([list(c) for c in sort_choices({(0,), (1,), (0, 1), (1, 0), (0, 1, 1), (1, 0, 1),
+                                               (0, 1, 1, 0), (1, 0, 1, 0)})])
     # 300 rows: row numbers and depths past what 8 bits hold; a chain 300 deep (past int8 and
     # uint8)
     out.append([[r] for r in range(299)] + [[298, 0]])

@@ -34,13 +34,20 @@ def cases(seed=0):
             # a residual of mass 1e-20, far below eps, is still the law [1, 0, 0]; of 1e-310
             # (subnormal), too: 1 / mass overflows, and a floor or tiny added to it shows
             ([1e-20, 0.6, 0.4], [0.0, 0.6, 0.4]), ([1e-310, 0.5, 0.5], [0.0, 0.5, 0.5]),
+            # ... and spread unequally over two tokens: [1/3, 2/3, 0] (one token, or even shares,
+            # for a mass taken as too small to divide, answers otherwise)
+            ([1e-17, 2e-17, 1.0], [0.0, 0.0, 1.0]), ([1e-310, 2e-310, 1.0], [0.0, 0.0, 1.0]),
             # a mass of 2e-13 over two tokens: its sum over q > p less p's there cancels, and
             # q (1 - p / q) loses the digits q - p keeps
             ([0.1 + 1e-13, 0.2 + 1e-13, 0.7 - 2e-13], [0.1, 0.2, 0.7]),
             # laws summing to 1 within rounding, not exactly, equal on token 0: renormalised
             # first, q and p differ there and the residual gives it mass
             ([0.38315019488531304, 0.546797758969425, 0.07005204614526195],
-             [0.38315019488531304, 0.546797758968425, 0.07005204614626195])]
+             [0.38315019488531304, 0.546797758968425, 0.07005204614626195]),
+            # q met again with another p (the first case's q; then two laws that agree at both
+            # ends): a residual kept by q alone, or by its ends, is another p's
+            ([0.5, 0.5], [0.1, 0.9]), ([0.2, 0.5, 0.3], [0.5, 0.1, 0.4]),
+            ([0.2, 0.5, 0.3], [0.5, 0.4, 0.1])]
     for q, p in hand:
         out.append((f"q={q}, p={p}", (np.array(q), np.array(p))))
     for V in range(2, 7):

@@ -41,21 +41,28 @@ def cases(seed=None):
               [list(range(3000)), list(range(1500))],
               # a node keyed by its parent's number and token as digits joined ("1", "10" is
               # "11", "0"), by (parent << 15) | token, by token as float16 (40000 is 40001)
-              [[5, 6, 10], [7] * 9 + [0]], [[0], [32768]], [[40000], [40001]]]
+              [[5, 6, 10], [7] * 9 + [0]], [[0], [32768]], [[40000], [40001]],
+              # one sequence twice, 8 tokens long (a repeat skipped counts it once)
+              [list(range(1, 9))] * 2]
     shown = {}
-    # two sequences of 301 tokens apart only in the first: a node keyed by its depth and the
-    # last few tokens of its prefix merges them
-    apart = [[9, *range(100, 400)], [8, *range(100, 400)]]
-    shown[id(apart)] = "[[9, 100, 101, ..., 399], [8, 100, 101, ..., 399]]"
+    # two sequences of 1,100 tokens apart only in the first: a node keyed by its depth and the
+    # last few (up to 1,024) tokens of its prefix merges them
+    apart = [[9, *range(100, 1_199)], [8, *range(100, 1_199)]]
+    shown[id(apart)] = "[[9, 100, 101, ..., 1198], [8, 100, 101, ..., 1198]]"
+    # 300 nodes below the root, then tokens 0 and 1 below node 299: a key (parent + 1) * 65536 +
+    # token held in float32 (exact below 2^24) takes them for one
+    wide = [[c] for c in range(300)] + [[299, 0], [299, 1]]
+    shown[id(wide)] = "[[0], [1], ..., [299], [299, 0], [299, 1]]"
     # [1, 0], every id from 2 to 50256 alone (node c holds token c), then a 5 below node C - 1
     # for round C: a node keyed by one number, (parent + 1) * C + token with any C short of the
     # vocabulary, or token * C + parent + 1 with these C, takes one node for another (token C
     # below the root for 0 below node 0; 5 below node C - 1 for 6 below the root)
-    rounds = (1000, 1024, 4096, 8192, 10_000, 16_384, 20_000, 32_000, 32_768, 40_000, 50_000)
+    rounds = (1000, 1024, 4096, 8192, 10_000, 16_384, 20_000, 32_000, 32_768, 40_000, 50_000,
+              50_257)
     roots = [[1, 0]] + [[c] for c in range(2, 50_257)] + [[C - 1, 5] for C in rounds]
     shown[id(roots)] = ("[[1, 0], [2], [3], ..., [50256], [999, 5], [1023, 5], ..., [49999, 5]] "
                         "(50,267 sequences)")
-    longer += [apart, roots]
+    longer += [apart, wide, roots]
     return [(f"sequences={shown.get(id(s), s)}" if id(s) in shown or sum(map(len, s)) < 100 else
              f"sequences of {' and '.join(str(len(q)) for q in s)} tokens", (s,))
             for s in small + longer]

@@ -82,6 +82,12 @@ def cases(seed=0):
                         ([V - 2], [-1], np.array([law, [1 / V] * V]), 0.5, delta)))
     out.append(("tokens=[], parents=[], probs=[[0.5, 0.5]], epsilon=0.09, delta=0.3 (no "
                 "candidates)", ([], [], np.array([[0.5, 0.5]]), 0.09, 0.3)))
+    # two calls alike but for row 1 (its threshold 0.3, then 0.3205 > q = 0.32): thresholds kept
+    # by the shape, epsilon, delta and row 0 are the first call's
+    for row in ([0.5, 0.5], [0.32, 0.68]):
+        out.append((f"tokens=[0, 0], parents=[-1, 0], probs=[[0.5, 0.5], {row}, [0.5, 0.5]], "
+                    f"epsilon=0.5, delta=0.6",
+                    ([0, 0], [-1, 0], np.array([[0.5, 0.5], row, [0.5, 0.5]]), 0.5, 0.6)))
     for m in range(1, 7):
         for V in range(2, 7):
             for concentration in (0.3, 1.0, 5.0):
@@ -97,6 +103,8 @@ def cases(seed=0):
 
 
 def compare(yours, expected):
+    if not isinstance(yours, list):  # an array's truth and + are not a list's
+        return f"what it returns: a {type(yours).__name__}, expected a list"
     same = [bool(y) for y in yours] == list(expected)
     if not same:
         return "kept nodes"

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from picospec.check.__main__ import load, main
-from picospec.check.battery import DEFAULT_SAMPLES, check_case, check_sampler
+from picospec.check.battery import DEFAULT_SAMPLES, FAILED, check_case, check_sampler
 from picospec.check.cases import CASES
 from picospec.check.drivers import HighestUniforms, LowestUniforms, run
 from picospec.check.exact_law import (Toy, chi2_sf, exact_law, forbidding_toy, g_statistic, index,
@@ -85,6 +85,16 @@ LATE = {"inverse_cdf_by_argmax": "uniforms near 1: support",
         "sharp_target_taken_as_certain": "V=2 K=3 draft = target but 2 tokens",
         "batched_sharp_target_taken_as_certain": "V=2 k=3 draft = target but 2 tokens",
         "tree_sharp_target_taken_as_certain": SHARP,
+        "draft_top_five": "V=6 K=2", "tree_draft_top_five": "V=6 one root child",
+        "batched_draft_top_five": "V=6 k=2", "uniforms_in_blocks_of_four": "V=2 K=5 sharp draft",
+        "batched_uniforms_tiled_past_six": "V=2 k=8 sharp draft",
+        "greedy_when_first_row_one_hot": "V=3 K=2 target with zeros",
+        "tree_greedy_when_root_row_one_hot": "V=3 sampled siblings, target with zeros",
+        "without_replacement_greedy_when_root_row_one_hot":
+            "V=3 two pairs of siblings, target with zeros",
+        "batched_greedy_rows_by_first_row": "V=3 k=2 target with zeros",
+        "tree_one_root_child_as_chain": "V=6 one root child",
+        "without_replacement_one_root_child_as_chain": "V=6 one root child",
         "without_replacement_sharp_target_taken_as_certain": SHARP,
         "without_replacement_no_nodes_argmax": "V=3 two pairs of siblings or no nodes",
         "close_draft_kept_untested": "V=2 K=3 draft = target but 2 tokens",
@@ -120,10 +130,11 @@ def test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one(contra
                          [(c, name) for c in BROKEN for name in BROKEN[c] if name in LATE])
 def test_a_bug_only_a_late_case_shows_fails_that_case(contract, name):
     """Each is right on every case before its own (the battery's others pass it): that case
-    fails it at the suite's 4,000 sequences; picospec's own passes every case beside it."""
+    fails it at the suite's 4,000 sequences (by its law, or by a path the tree does not hold);
+    picospec's own passes every case beside it."""
     [(number, case)] = [(i, c) for i, c in enumerate(CASES[contract], 1) if c.name == LATE[name]]
     result = check_case(getattr(broken_samplers, name), contract, case, SAMPLES, (0, number))
-    assert result.verdict == "FAIL", result
+    assert result.verdict in FAILED, result
 
 
 @pytest.mark.slow

@@ -2713,10 +2713,30 @@ MUTANTS = (
             "test_a_students_mistake_is_rejected_naming_where",),
            "suffixes packed into one number in base 50,000 pass"),
     Mutant("grader-trie-no-root-of-every-id", "graders", "rule", "picospec/exercises/trie.py",
-           "    longer += [apart, roots]", "    longer += [apart]",
+           "    longer += [apart, wide, roots]", "    longer += [apart, wide]",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "a node keyed by (parent + 1) * 40000 + token, or token * 10000 + parent + 1, passes"),
+    Mutant("grader-draft-law-no-wide-head-call", "graders", "rule",
+           "picospec/exercises/draft_law.py",
+           "         (SPREAD, \"a call over V_d = 64 draft tokens, masses from 0.36 to 2e-13\", "
+           "\"V_d = 64\"),\n", "",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where[draft_law-draft_law_top_10]",),
+           "a draft law cut to its 10 likeliest tokens passes: no head wider than 5"),
+    Mutant("grader-candidates-no-late-match", "graders", "rule",
+           "picospec/exercises/find_candidates.py", "    real.append((late, 2, 1))\n", "",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where[find_candidates-candidates_first_"
+            "4096]",),
+           "a scan of the prompt's first 4,096 tokens passes"),
+    Mutant("grader-residual-no-tiny-spread", "graders", "rule", "picospec/exercises/residual.py",
+           "            ([1e-17, 2e-17, 1.0], [0.0, 0.0, 1.0]), ([1e-310, 2e-310, 1.0], "
+           "[0.0, 0.0, 1.0]),\n", "",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where[residual-residual_one_token_when_"
+            "tiny]",),
+           "a tiny residual put on its likeliest token passes"),
     Mutant("grader-draft-law-no-same-bytes-calls", "graders", "rule",
            "picospec/exercises/draft_law.py",
            "           \"d2t, n_vocab or shape\", \"the same z, other ids\") for call in AGAIN))",

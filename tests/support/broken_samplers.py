@@ -255,6 +255,44 @@ def sharp_target_taken_as_certain(drafts, P, Q, rng):
     return verify_chain(drafts, P, certain(Q), rng)[:2]
 
 
+def top_five(p):
+    """p [..., V] with all but its 5 likeliest entries read as 0 (a draft sent as its top-5
+    log-probabilities): right while a law has 5 tokens or fewer."""
+    p = np.array(p, dtype=float)
+    np.put_along_axis(p, np.argsort(-p, -1, kind="stable")[..., 5:], 0.0, -1)
+    return p
+
+
+def draft_top_five(drafts, P, Q, rng):
+    """Each draft law read as its top five tokens (top_five): q/p and the residual off at V >= 6."""
+    return verify_chain(drafts, top_five(P), Q, rng)[:2]
+
+
+def uniforms_in_blocks_of_four(drafts, P, Q, rng):
+    """The acceptance uniforms drawn four at a time; a last block of one draft reads the block
+    before's last uniform again: right at K = 1 to 4 and 6 to 8, wrong at K = 5."""
+    u = []
+    for start in range(0, len(drafts), 4):
+        n = min(4, len(drafts) - start)
+        u += [u[-1]] if n == 1 and start else rng.random(n).tolist()
+    for t, x in enumerate(drafts):
+        if not u[t] < min(1, Q[t][x] / P[t][x]):
+            return t, sample(residual(Q[t], P[t]), rng)
+    return len(drafts), sample(Q[-1], rng)
+
+
+def greedy_when_first_row_one_hot(drafts, P, Q, rng):
+    """A call whose first target law is one-hot taken as greedy decoding (T = 0) throughout:
+    drafts kept while they are each row's argmax, then the argmax: right where every row is
+    one-hot, wrong where a one-hot row sits beside spread ones."""
+    if not (len(drafts) and Q[0].max() == 1.0):
+        return verify_chain(drafts, P, Q, rng)[:2]
+    for t, x in enumerate(drafts):
+        if x != int(np.argmax(Q[t])):
+            return t, int(np.argmax(Q[t]))
+    return len(drafts), int(np.argmax(Q[len(drafts)]))
+
+
 CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
          "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform",
          "ties_toward_draft_by_out", "inverse_cdf_side_left", "inverse_cdf_by_argmax",
@@ -263,7 +301,8 @@ CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "tie
          "ties_toward_draft_from_the_fourth", "residual_top_four",
          "residual_argmax_from_the_fifth", "close_draft_kept_untested",
          "residual_cached_by_target_row", "uniforms_in_a_buffer_of_six",
-         "sharp_target_taken_as_certain"]
+         "sharp_target_taken_as_certain", "draft_top_five", "uniforms_in_blocks_of_four",
+         "greedy_when_first_row_one_hot"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
@@ -434,13 +473,58 @@ def tree_close_draft_kept_untested(tokens, parents, Q, rng, P=None):
     return tree(tokens, parents, Q, rng, P, untested=lambda q, p: P is not None and close(q, p))
 
 
+def tree_draft_top_five(tokens, parents, Q, rng, P=None):
+    """Each node's draft law read as its top five tokens (top_five)."""
+    return tree(tokens, parents, Q, rng, None if P is None else top_five(P))
+
+
+def one_root_child_as_chain(tokens, parents, Q, laws, rng):
+    """A tree whose root has one child walked as a chain, node i below node i - 1 (laws [m, V]:
+    each node's draft law, None for the draft's top tokens) -> (path, next_token), or None for
+    another tree."""
+    if not (len(tokens) and list(parents).count(-1) == 1):
+        return None
+    for i, x in enumerate(tokens):
+        p = np.eye(Q.shape[-1])[x] if laws is None else laws[i]
+        if not rng.random() < min(1, Q[i][x] / p[x]):
+            return list(range(i)), sample(residual(Q[i], p), rng)
+    return list(range(len(tokens))), sample(Q[len(tokens)], rng)
+
+
+def tree_one_root_child_as_chain(tokens, parents, Q, rng, P=None):
+    """A root of one child taken for a chain (one_root_child_as_chain): right on every chain,
+    wrong where that child has two children."""
+    return (one_root_child_as_chain(tokens, parents, Q, P, rng)
+            or tree(tokens, parents, Q, rng, P))
+
+
+def greedy_walk(tokens, parents, Q):
+    """Greedy decoding over a tree: the child holding each row's argmax, then the argmax."""
+    node, path = -1, []
+    while True:
+        best = int(np.argmax(Q[node + 1]))
+        kids = [c for c, parent in enumerate(parents) if parent == node and tokens[c] == best]
+        if not kids:
+            return path, best
+        node = kids[0]
+        path.append(node)
+
+
+def tree_greedy_when_root_row_one_hot(tokens, parents, Q, rng, P=None):
+    """A call whose root law Q[0] is one-hot taken as greedy throughout (greedy_walk)."""
+    if Q[0].max() == 1.0:
+        return greedy_walk(tokens, parents, Q)
+    return tree(tokens, parents, Q, rng, P)
+
+
 TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
         "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped",
         "tree_ties_toward_draft_below_depth_2", "tree_residual_top_four",
         "tree_bonus_argmax_below_depth_4", "tree_fourth_sibling_against_q",
         "tree_fifth_sibling_kept_as_the_fourth", "tree_residual_cached_by_target_row",
         "tree_no_nodes_argmax", "tree_sharp_target_taken_as_certain",
-        "tree_close_draft_kept_untested"]
+        "tree_close_draft_kept_untested", "tree_draft_top_five", "tree_one_root_child_as_chain",
+        "tree_greedy_when_root_row_one_hot"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
@@ -549,6 +633,20 @@ def without_replacement_close_draft_kept_untested(tokens, parents, Q, P, rng):
                 untested=close)
 
 
+def without_replacement_one_root_child_as_chain(tokens, parents, Q, P, rng):
+    """Sequoia's rule, but a root of one child taken for a chain (one_root_child_as_chain)."""
+    laws = without_replacement_laws(tokens, parents, P)
+    return (one_root_child_as_chain(tokens, parents, Q, laws, rng)
+            or tree(tokens, parents, Q, rng, laws))
+
+
+def without_replacement_greedy_when_root_row_one_hot(tokens, parents, Q, P, rng):
+    """Sequoia's rule, but a call whose root law is one-hot taken as greedy (greedy_walk)."""
+    if Q[0].max() == 1.0:
+        return greedy_walk(tokens, parents, Q)
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P))
+
+
 WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_small_residual_guard",
                        "without_replacement_inverse_cdf_side_left",
@@ -560,7 +658,9 @@ WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_residual_cached_by_target_row",
                        "without_replacement_no_nodes_argmax",
                        "without_replacement_sharp_target_taken_as_certain",
-                       "without_replacement_close_draft_kept_untested"]
+                       "without_replacement_close_draft_kept_untested",
+                       "without_replacement_one_root_child_as_chain",
+                       "without_replacement_greedy_when_root_row_one_hot"]
 
 
 def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
@@ -747,6 +847,40 @@ def batched_sharp_target_taken_as_certain(target_with_bonus_probs, bonus_token_i
                             draft_token_ids, rng=rng)
 
 
+def batched_draft_top_five(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                           draft_token_ids, rng):
+    """Each draft row read as its top five tokens (top_five)."""
+    return rejection_sample(target_with_bonus_probs, bonus_token_ids, top_five(draft_probs),
+                            draft_token_ids, rng=rng)
+
+
+def batched_uniforms_tiled_past_six(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                    draft_token_ids, rng):
+    """Uniforms drawn for at most six positions (a buffer of MAX_SPEC = 6) and tiled past them:
+    draft 7 reads draft 1's uniform."""
+    def uniforms(rng, shape):
+        u = rng.random((shape[0], min(shape[1], 6)))  # [B, min(k, 6)]
+        return np.tile(u, (1, -(-shape[1] // max(u.shape[1], 1))))[:, :shape[1]]
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   uniforms=uniforms)
+
+
+def batched_greedy_rows_by_first_row(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                     draft_token_ids, rng):
+    """A batch row whose first target law is one-hot decoded greedily: drafts kept while each is
+    its row's argmax, then the argmax."""
+    q, drafts = target_with_bonus_probs, draft_token_ids
+    out = rejection_sample(q, bonus_token_ids, draft_probs, drafts, rng=rng)  # [B, k + 1]
+    (B, k), top = drafts.shape, q.argmax(-1)  # top [B, k + 1]
+    match = drafts == top[:, :k]  # [B, k]
+    n = np.where(match.all(1), k, match.argmin(1))  # [B]
+    greedy = np.where(np.arange(k + 1) < n[:, None], np.pad(drafts, ((0, 0), (0, 1))), -1)
+    greedy[np.arange(B), n] = top[np.arange(B), n]
+    rows = q[:, 0].max(-1) == 1.0  # [B]
+    out[rows] = greedy[rows]
+    return out
+
+
 REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ratio_inverted",
              "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
@@ -755,7 +889,8 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ties_toward_draft_from_the_fourth", "batched_last_row_from_target",
              "batched_residual_top_four", "batched_recovered_argmax_from_the_fourth",
              "batched_close_rows_kept_untested", "batched_recovered_cached_by_target_row",
-             "batched_sharp_target_taken_as_certain"]
+             "batched_sharp_target_taken_as_certain", "batched_draft_top_five",
+             "batched_uniforms_tiled_past_six", "batched_greedy_rows_by_first_row"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract

@@ -1894,6 +1894,97 @@ def draft_law_empty_as_rows(z, d2t, n_vocab):
     return placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
 
 
+def residual_one_token_when_tiny(q, p):
+    """A residual of mass below 1e-16 taken as rounding noise, all of it put on its likeliest
+    token: a tiny mass over two tokens, [1/3, 2/3], becomes [0, 1]."""
+    r = np.maximum(q - p, 0)
+    return np.eye(len(q))[np.argmax(r)] if r.sum() < 1e-16 else r / r.sum()
+
+
+RESIDUALS_BY_Q = {}
+
+
+def residual_kept_by_q(q, p):
+    """Each residual kept by q's bytes ("the target decides"): q met again with another p gets
+    the first p's residual."""
+    if q.tobytes() not in RESIDUALS_BY_Q:
+        RESIDUALS_BY_Q[q.tobytes()] = clipped(q, p)
+    return RESIDUALS_BY_Q[q.tobytes()].copy()
+
+
+def typical_as_bool_array(tokens, parents, probs, epsilon, delta):
+    """The right test, returned as a NumPy bool array, not the list asked."""
+    rows = np.asarray(parents, dtype=int) + 1  # [m]
+    threshold = np.minimum(epsilon, delta * np.exp(-typical_entropy(probs)))  # [1 + m]
+    return probs[rows, tokens] > threshold[rows] if len(tokens) else np.zeros(0, dtype=bool)
+
+
+def typical_entropy(q):  # [..., V] -> [...], 0 log 0 = 0
+    return -np.sum(np.where(q > 0, q * np.log(np.where(q > 0, q, 1)), 0.0), -1)
+
+
+def candidates_draft_capped_at_64(x, max_ngram_size=3, num_pred_tokens=10):
+    """At most 64 drafts "nobody asks for more": 300 asked and found come back as 64."""
+    return candidates_matched_by(x, max_ngram_size, min(num_pred_tokens, 64), lambda a, b: a == b)
+
+
+def candidates_ngrams_up_to_8(x, max_ngram_size=3, num_pred_tokens=10):
+    """n-grams capped at 8: a longer one's later match is missed for an 8-gram's earlier one."""
+    return candidates_matched_by(x, min(max_ngram_size, 8), num_pred_tokens, lambda a, b: a == b)
+
+
+def candidates_first_4096(x, max_ngram_size=3, num_pred_tokens=10):
+    """Matches looked for among the first 4,096 tokens only ("the prompt"): a late one is
+    missed."""
+    n_max = min(max_ngram_size, len(x) - 1)
+    for n in range(n_max, 0, -1):
+        tail = x[-n:]
+        for s in range(min(len(x) - n, 4096)):
+            if x[s:s + n] == tail:
+                return x[s + n:s + n + num_pred_tokens]
+    return []
+
+
+def trie_float32_key(sequences):
+    """A node keyed by (parent + 1) * 65536 + token held in float32: exact below 2^24 only, so
+    tokens 0 and 1 below node 299 are one."""
+    return trie_keyed(sequences, lambda parent, prefix, t: float(np.float32(
+        (parent + 1) * 65536 + t)))
+
+
+def medusa_ancestor_by_rank_sum(choices):
+    """A node's ancestors found by depth, rank sum and last rank, not by the whole path."""
+    return medusa_keyed(choices, lambda path: (len(path), sum(path), path[-1] if path else -1))
+
+
+def draft_law_top_10(z, d2t, n_vocab):
+    """The softmax cut to its 10 likeliest tokens and renormalised ("the tail is noise")."""
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    if e.shape[-1] > 10:
+        np.put_along_axis(e, np.argsort(-e, -1)[..., 10:], 0.0, -1)
+    return placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
+
+
+def draft_law_floor_1e6(z, d2t, n_vocab):
+    """Masses below 1e-6 zeroed and the rest renormalised ("too small to draw anyway")."""
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    s = e / e.sum(-1, keepdims=True)
+    s = np.where(s < 1e-6, 0.0, s)
+    return placed(s / s.sum(-1, keepdims=True), d2t, n_vocab)
+
+
+def expected_sum_of_terms_capped(alpha, K):
+    """sum_k alpha^k over at most 1,000,000 terms (a loop bounded "for safety")."""
+    return float(sum(alpha ** k for k in range(min(K, 1_000_000) + 1)))
+
+
+def speedup_free_below_1e12(E, c, K, c_d):
+    """A draft cost below 1e-12 taken as free: with 100,000 drafts of 1e-13 that is 1e-8 of c."""
+    return E / c if c_d < 1e-12 else E / (c + K * c_d)
+
+
 WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
                  residual_floor, residual_in_place_on_p, residual_float32,
@@ -1901,7 +1992,8 @@ WRONG = {
                  residual_with_tolerance, residual_as_text, residual_by_minimum,
                  residual_cached_by_id, residual_below_eps_is_q, residual_in_long_double,
                  residual_into_one_buffer, residual_top_64, residual_mass_from_sums,
-                 residual_as_ratio, residual_laws_renormalised, residual_plus_tiny],
+                 residual_as_ratio, residual_laws_renormalised, residual_plus_tiny,
+                 residual_one_token_when_tiny, residual_kept_by_q],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
@@ -1929,14 +2021,14 @@ WRONG = {
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
                        medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists,
                        medusa_depths_in_int8, medusa_depths_in_uint8, medusa_digits_key,
-                       medusa_base_1024_key],
+                       medusa_base_1024_key, medusa_ancestor_by_rank_sum],
     "typical_accept": [typical_at_least, typical_log10, typical_exp_plus_h, typical_no_epsilon,
                        typical_root_row, typical_parent_row_off_by_one, typical_whole_path,
                        typical_epsilon_delta_swapped, typical_guard_in_place,
                        typical_as_array_of_ints, typical_log_plus_1e12, typical_as_zero_one,
                        typical_log_where_without_out, typical_log_clipped_at_1e15,
                        typical_margin_of_eps, typical_in_log_space, typical_log_plus_eps,
-                       typical_threshold_rounded],
+                       typical_threshold_rounded, typical_as_bool_array],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
                         candidates_dict_of_ngrams, candidates_as_array, candidates_ngrams_up_to_3,
@@ -1946,7 +2038,8 @@ WRONG = {
                         candidates_last_1024, candidates_at_least_unigram,
                         candidates_packed_base_50000, candidates_digits_joined,
                         candidates_float16, candidates_last_4096, candidates_ended_at_eos,
-                        candidates_cached],
+                        candidates_cached, candidates_draft_capped_at_64,
+                        candidates_ngrams_up_to_8, candidates_first_4096],
     "longest_suffix": [suffix_tokens_anywhere, suffix_one_short, suffix_through_bytes,
                        suffix_reversed_in_place, suffix_prefix_matched, suffix_last_token_as_bool,
                        suffix_up_to_3, suffix_through_int32_bytes, suffix_positions_by_id,
@@ -1957,7 +2050,7 @@ WRONG = {
              trie_nan_padded, trie_ids_in_a_byte, trie_depth_from_longest, trie_by_recursion,
              trie_as_arrays, trie_one_sequence_handed_back, trie_parent_and_token_joined,
              trie_shifted_key, trie_token_major_key, trie_last_four_key, trie_float16_key,
-             trie_packed_key],
+             trie_packed_key, trie_float32_key],
     "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
                        lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists,
                        lookahead_levels_up_to_4, lookahead_rows_in_int8, lookahead_columns_as_text,
@@ -1968,16 +2061,18 @@ WRONG = {
                   draft_law_batch_of_one, draft_law_rows_stacked, draft_law_up_to_3_axes,
                   draft_law_inputs_frozen, draft_law_ids_in_uint16,
                   draft_law_float32_renormalised, draft_law_cached, draft_law_squeezed,
-                  draft_law_axis_by_length, draft_law_empty_as_rows],
+                  draft_law_axis_by_length, draft_law_empty_as_rows, draft_law_top_10,
+                  draft_law_floor_1e6],
     "expected_tokens": [expected_linear, expected_rounded_down, expected_float32,
                         expected_sign_flipped, expected_guarded_below_1e7,
                         expected_first_order_near_1, expected_guarded_by_isclose,
-                        expected_guarded_below_1e10, expected_alpha_capped],
+                        expected_guarded_below_1e10, expected_alpha_capped,
+                        expected_sum_of_terms_capped],
     "predicted_speedup": [speedup_no_verify_cost, speedup_one_draft_call_short, speedup_product,
                           speedup_inverted, speedup_as_text, speedup_none_without_drafts,
                           speedup_verification_at_least_one, speedup_nearly_free_draft,
                           speedup_one_token_without_drafts, speedup_tokens_capped,
-                          speedup_free_within_isclose],
+                          speedup_free_within_isclose, speedup_free_below_1e12],
 }
 
 
@@ -2077,7 +2172,7 @@ def typical_vectorised(tokens, parents, probs, epsilon, delta):
     rows = probs[np.asarray(parents, dtype=int) + 1]  # [m, V]; int: no candidates, no rows
     logs = np.log(rows, out=np.zeros_like(rows), where=rows > 0)
     threshold = np.minimum(epsilon, delta * np.exp(np.sum(rows * logs, -1)))  # [m]
-    return rows[np.arange(len(tokens)), tokens] > threshold
+    return (rows[np.arange(len(tokens)), tokens] > threshold).tolist()
 
 
 def candidates_by_windows(x, max_ngram_size=3, num_pred_tokens=10):

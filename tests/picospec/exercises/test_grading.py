@@ -32,7 +32,7 @@ CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty
               "ids past 65535", "a token of mass 1e-12", "q / p = 1e-12 at u = 0",
               "p(x) = 1e-200", "token 299 of 300", "a residual over 300 tokens",
               "the fifth sibling's law", "z [2, 1]", "z [3, 3]", "z [2, 0, V_d]",
-              "the same z, other ids")
+              "the same z, other ids", "V_d = 64")
 # mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
 WHERE = {
     # (a chain of eight drafts is a case of the battery now)
@@ -58,6 +58,18 @@ WHERE = {
     # a recursion one level a token: the chain of 3,000 is past Python's limit
     "trie_by_recursion": ("raises", "sequences of 3000 and 1500 tokens"),
     "lookahead_rows_in_float16": ("mask", "smallest case that differs (mask): W=5, L=410"),
+    # each past the largest the battery held before: 300 drafts, a 20-gram, a late match, a
+    # residual of 3e-17 over two tokens, node 299's children, 64 draft tokens, 3,000,000 drafts
+    "candidates_draft_capped_at_64": ("draft", "x=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,"),
+    "candidates_ngrams_up_to_8": ("draft", "max_ngram_size=22, num_pred_tokens=12"),
+    "candidates_first_4096": ("draft", "x=[7] * 19990 + [1, 2, 3] + [7] * 5 + [1, 2]"),
+    "residual_one_token_when_tiny": ("values", "q=[1e-17, 2e-17, 1.0], p=[0.0, 0.0, 1.0]"),
+    "trie_float32_key": ("tokens", "[[0], [1], ..., [299], [299, 0], [299, 1]]"),
+    "draft_law_top_10": ("V_d = 64", "not the softmax"),
+    "draft_law_floor_1e6": ("V_d = 64", "not the softmax"),
+    "expected_sum_of_terms_capped": ("E", "alpha=0.9999999, K=3000000"),
+    "speedup_free_below_1e12": ("speedup", "K=100000, c_d=1e-13"),
+    "typical_as_bool_array": ("what it returns: a ndarray, expected a list", "a ndarray"),
     "draft_law_batch_of_one": ("z [2, 2, V_d]", "shape (1, 2, 5), expected (2, 2, 5)"),
     # the min subtracted passes every head whose rows span less than exp takes and fails the head
     # whose row spans 720; the mean subtracted passes every head (no row of a law spans past 745)
