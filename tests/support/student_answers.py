@@ -1914,13 +1914,7 @@ def residual_kept_by_q(q, p):
 
 def typical_as_bool_array(tokens, parents, probs, epsilon, delta):
     """The right test, returned as a NumPy bool array, not the list asked."""
-    rows = np.asarray(parents, dtype=int) + 1  # [m]
-    threshold = np.minimum(epsilon, delta * np.exp(-typical_entropy(probs)))  # [1 + m]
-    return probs[rows, tokens] > threshold[rows] if len(tokens) else np.zeros(0, dtype=bool)
-
-
-def typical_entropy(q):  # [..., V] -> [...], 0 log 0 = 0
-    return -np.sum(np.where(q > 0, q * np.log(np.where(q > 0, q, 1)), 0.0), -1)
+    return np.array(typical(tokens, parents, probs, epsilon, delta), dtype=bool)
 
 
 def candidates_draft_capped_at_64(x, max_ngram_size=3, num_pred_tokens=10):
