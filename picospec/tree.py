@@ -48,10 +48,11 @@ def medusa_buffers(choices, topk=10, n_heads=None):
     parents = [index.get(c[:-1], 0) - 1 for c in nodes]
     attn_mask = np.eye(n, dtype=bool)  # [n, n]
     attn_mask[:, 0] = True  # [n] every row sees the root
-    for c in nodes:
-        for d in range(1, len(c)):
-            attn_mask[index[c], index[c[:d]]] = True
-    leaves = [c for c in nodes if not any(len(o) == len(c) + 1 and o[:-1] == c for o in nodes)]
+    for c in nodes:  # parents first: a node sees what its parent sees, and itself
+        if len(c) > 1:
+            attn_mask[index[c]] |= attn_mask[index[c[:-1]]]
+    parents_of_some = {c[:-1] for c in nodes}
+    leaves = [c for c in nodes if c not in parents_of_some]
     depth = max(len(c) for c in nodes)
     retrieve = np.full((len(leaves), depth + 1), -1, dtype=np.int64)  # [L, D + 1], -1 padding
     for row, leaf in enumerate(reversed(leaves)):  # the article's order: the last leaf first

@@ -8,8 +8,9 @@ import numpy as np
 
 from picospec.check.exact_law import random_toy
 from picospec.eagle3 import draft_law as reference
-from picospec.exercises.grading import (WATCHED, Battery, BrokenRule, Verdict, copied, grade_law,
-                                        judged, not_ndarray, show, unanswered)
+from picospec.exercises.grading import (WATCHED, Battery, BrokenRule, Verdict, copied, cut,
+                                        grade_law, judged, not_ndarray, reused_answer, show,
+                                        unanswered)
 from picospec.verify import verify_chain
 
 NAME, FAMILY = "draft_law", "EAGLE-3"
@@ -147,6 +148,11 @@ AGAIN = ((np.array([0.0, 1.0]), np.array([1, 0]), 3), (np.array([0.0, 1.0]), np.
 # V_d = 64 draft tokens, masses from 0.36 down to 2e-13 (a law cut to its likeliest few, masses
 # below a floor zeroed, exp in float32 for a wide row: each answers otherwise)
 SPREAD = (np.linspace(0.0, -28.0, 64), np.arange(64) * 785, 50_257)
+# EAGLE-3's head of V_d = 32,000 draft tokens, two rows: logits ~ N(0, 3) (exp in float32 is 1e-8
+# off, a law cut to its likeliest hundreds loses most of its tail); one logit 0 and 31,999 at -30,
+# each of mass 9e-14, 3e-9 in all (zeroed below a floor, however small, the rest is 3e-9 off)
+HEAD = (np.array([np.random.default_rng(0).normal(0.0, 3.0, 32_000),
+                  np.r_[0.0, np.full(31_999, -30.0)]]), np.arange(32_000) + 96, 32_096)
 CALLS = ((WIDE, "a call whose logits span 2000", "logits 2000 apart"),
          (BATCH, "a call with z [2, 2, V_d], a batch of two", "z [2, 2, V_d]"),
          (EMPTY, "a call with z [0, V_d], no rows", "z [0, V_d]"),
@@ -158,7 +164,8 @@ CALLS = ((WIDE, "a call whose logits span 2000", "logits 2000 apart"),
          (HOLLOW, "a call with z [2, 0, V_d], no rows", "z [2, 0, V_d]"),
          (SPREAD, "a call over V_d = 64 draft tokens, masses from 0.36 to 2e-13", "V_d = 64"),
          *((call, "a call with z's bytes those of [0, 1], as in the calls before it, with other "
-           "d2t, n_vocab or shape", "the same z, other ids") for call in AGAIN))
+           "d2t, n_vocab or shape", "the same z, other ids") for call in AGAIN),
+         (HEAD, "a call over V_d = 32,000 draft tokens, masses down to 9e-14", "V_d = 32,000"))
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -173,6 +180,7 @@ def grade(fn, samples=20_000, seed=0):
 def larger_calls(fn):
     """A failing Verdict when fn's law for a call of CALLS breaks a rule or is not the head's,
     else None."""
+    answers = []  # [(what, yours, a copy of it, the call)]: each answer as it came back
     for call, what, failed in CALLS:
         args, want = copied(call), reference(*call)
         with np.errstate(all="ignore"):  # an overflow is named below, not warned about
@@ -180,13 +188,20 @@ def larger_calls(fn):
                                   shown, "not the array of floats the statement asks for")
         if problem is None and not np.allclose(out, want, rtol=0, atol=1e-9):
             ids = call[1]  # (rules() passed: no mass outside d2t)
-            problem = (f"it returned, at the ids d2t, {out[..., ids].tolist()!r}, not the softmax "
-                       f"{want[..., ids].tolist()!r} ({np.abs(out - want).max():.2g} off: "
-                       f"compute in float64)")
+            worst = np.unravel_index(np.argmax(np.abs(out - want)), out.shape)
+            problem = (f"it returned, at the ids d2t, {cut(repr(out[..., ids].tolist()))}, not "
+                       f"the softmax {cut(repr(want[..., ids].tolist()))} "
+                       f"({np.abs(out - want).max():.2g} off at out[{', '.join(map(str, worst))}]: "
+                       f"{float(out[worst])!r}, not {float(want[worst])!r}; compute in float64)")
         if problem is not None:
-            inputs = [f"  {name} = {shown(a)}" for name, a in zip(("z", "d2t", "n_vocab"), call)]
+            inputs = [f"  {name} = {cut(shown(a))}"
+                      for name, a in zip(("z", "d2t", "n_vocab"), call)]
             return Verdict(NAME, False, f"{what}, once the law passed",
                            "\n".join(["the call:", *inputs, problem]), failed)
+        answers.append((what.replace("a call", "the call", 1), out, out.copy(), copied(call)))
+    if (reused := reused_answer(fn, answers)) is not None:
+        return Verdict(NAME, False, "the calls past the battery's, each made again, once the law "
+                       "passed", reused, "answers reused")
     return None
 
 

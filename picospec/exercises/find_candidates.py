@@ -78,6 +78,17 @@ def cases(seed=None):
     packed = [t for B in range(2, 50_257) for t in (1, 50_256 - B, 9)] + [0, 50_256]
     real.append((packed, 2, 1))
     shown[id(packed)] = "[1, 50254, 9, 1, 50253, 9, ..., 1, 0, 9, 0, 50256] (150,767 tokens)"
+    # windows whose polynomial hash with base 50,257 wraps to [0, 0]'s (0) modulo 2^31 - 1, 2^31,
+    # 10^9 + 7, 10^9 + 9 and 998,244,353, then the tail [0, 0], found nowhere before: a hash
+    # unchecked takes one of them for a match
+    real.append(([42730, 2037, 11, 42730, 2038, 12, 19897, 36478, 13, 19897, 36480, 14, 19862,
+                  39819, 15, 0, 0], 2, 1))
+    # a match of 100 tokens, 12 drafted (n-grams capped at 32 or 64 take a shorter, earlier one)
+    pattern = list(range(1, 101))
+    ngram = pattern[1:] + [900] + pattern + list(range(901, 912)) + pattern
+    real.append((ngram, 102, 12))
+    shown[id(ngram)] = ("[2, 3, ..., 100, 900, 1, 2, ..., 100, 901, 902, ..., 911, 1, 2, ..., "
+                        "100]")
     return [(f"x={shown.get(id(x), x)}, max_ngram_size={n}, num_pred_tokens={k}", (x, n, k))
             for x, n, k in small + real]
 

@@ -3,6 +3,7 @@ cases from the smallest up -> Verdict."""
 import copy
 import functools
 import inspect
+import itertools
 import os
 import sys
 import warnings
@@ -393,25 +394,45 @@ def cut(text, keep=300):
 
 class Halves(np.random.Generator):
     """A Generator whose uniforms (random(), uniform()) are all u, 0.5 unless set: a draft with
-    q / p = 0.5 meets its tie u == q / p, which the rule rejects (keep when u < q / p)."""
-    u = 0.5
+    q / p = 0.5 meets its tie u == q / p, which the rule rejects (keep when u < q / p). u may be a
+    script instead, a tuple of uniforms handed out in turn, its last one ever after."""
+    u, given = 0.5, 0
 
     def random(self, size=None, dtype=np.float64, out=None):
-        return filled(self.u, size, dtype, out)
+        return filled(self.next(size if out is None else out.shape), size, dtype, out)
 
     def uniform(self, low=0.0, high=1.0, size=None):
-        return filled(np.add(low, np.subtract(high, low) * self.u), size)
+        return filled(np.add(low, np.subtract(high, low) * self.next(size)), size)
+
+    def next(self, size):
+        """u, or as many of the script's next uniforms as size holds."""
+        if not isinstance(self.u, tuple):
+            return self.u
+        n = int(np.prod(() if size is None else size))
+        k = np.minimum(np.arange(self.given, self.given + n), len(self.u) - 1)
+        self.given += n
+        return self.u[k[0]] if size is None else np.reshape(np.take(self.u, k), size)
 
 
 def answers_at(fn, args, u, read=lambda out: out):
-    """fn(*args, rng) on 20 bit generators, every uniform of rng u -> their 20 answers, read. An
-    answer that draws elsewhere too (rng.binomial, rng.gumbel) answers otherwise on some."""
+    """fn(*args, rng) on 20 bit generators, every uniform of rng u (or u's script in turn) -> their
+    20 answers, read. An answer that draws elsewhere too (rng.binomial, rng.gumbel) answers
+    otherwise on some."""
     outs = []
     for i in range(20):
         rng = Halves(np.random.PCG64(i))
         rng.u = u
         outs.append(read(fn(*copied(args), rng)))
     return outs
+
+
+def uniforms_said(u):
+    """u as a call's message writes it: a number, or a script's runs ("0.25 (39 times), 0.75")."""
+    if not isinstance(u, tuple):
+        return f"every uniform of rng: {u!r}"
+    runs = [[v, sum(1 for _ in group)] for v, group in itertools.groupby(u)]
+    return ("the uniforms of rng, in turn: " + ", ".join(
+        f"{v!r}" + (f" ({n} times)" if n > 1 else "") for v, n in runs) + " ever after")
 
 
 def hair_calls(exercise, fn, calls, read):
@@ -433,11 +454,12 @@ def hair_calls(exercise, fn, calls, read):
             out = f"it returned {show(outs[0])}"
         except Exception as e:
             out = f"it raised {type(e).__name__}: {' '.join(str(e).split())}"
-        return Verdict(exercise, False, f"one call with every uniform {u!r}, once the law passed",
+        said = f"every uniform {u!r}" if not isinstance(u, tuple) else "scripted uniforms"
+        return Verdict(exercise, False, f"one call with {said}, once the law passed",
                        "\n".join(["the call (every digit):", *(
-                           f"  {name} = {np.asarray(a).tolist()!r}"
+                           f"  {name} = {cut(repr(np.asarray(a).tolist()), 400)}"
                            for name, a in zip(ARGS[len(args)], args)),
-                                  f"  every uniform of rng: {u!r}; {about}",
+                                  f"  {uniforms_said(u)}; {about}",
                                   f"{out}, not {show(want)}"]), failed)
     return None
 
@@ -473,15 +495,20 @@ def rare_token_calls(exercise, fn, calls, even, read):
             continue
         shown = (show(a) if a.size < 20 else f"a [{', '.join(map(str, a.shape))}] array"
                  for a in map(np.asarray, args))
+        V = args[2].shape[-1]
+        why = (f"token {token}, of mass {args[2][0][token]:g}, never came out; a law is drawn "
+               f"from whole, whatever its largest masses (no argmax for a law that is nearly "
+               f"certain, no top-k)") if all(0 <= t < V for t in outs) else (
+            f"there is no token {max(outs)} (V = {V}): a cumulative sum rounds to just below 1, "
+            f"and a uniform past its last entry runs off the end; compare u times the sum's last "
+            f"entry, as picospec.sampling.sample does")
         return Verdict(exercise, False, "one call with every uniform 0, then 1 - 2^-53, once the "
                        "law passed", "\n".join(
                            ["the call:", *(f"  {name} = {s}"
                                            for name, s in zip(ARGS[len(args)], shown)),
                             f"  {about}",
                             f"it returned token {outs[0]} at u = 0 and {outs[1]} at u = "
-                            f"1 - 2^-53: token {token}, of mass {args[2][0][token]:g}, never "
-                            f"came out; a law is drawn from whole, whatever its largest masses "
-                            f"(no argmax for a law that is nearly certain, no top-k)"]), failed)
+                            f"1 - 2^-53: {why}"]), failed)
     return None
 
 

@@ -80,7 +80,15 @@ def cases(seed=None):
     # unchecked) with any B short of the vocabulary takes [1, 50256 - B] for it
     packed = [t for B in range(2, 50_257) for t in (1, 50_256 - B, 9)]
     out.append((packed, [0, 50_256], 2))
-    shown = {id(threes): "[3] * 5000 + [1, 3]", id(tail): "[7] * 19990 + [1, 2, 3, 9] + [7] * 6",
+    # pairs whose polynomial hash with base 50,257 wraps to [0, 0]'s (0) modulo 2^31 - 1, 2^31,
+    # 10^9 + 7, 10^9 + 9 and 998,244,353: [0, 0] is found nowhere (an unchecked hash finds it)
+    out.append(([42730, 2037, 9, 42730, 2038, 9, 19897, 36478, 9, 19897, 36480, 9, 19862, 39819],
+                [0, 0], 2))
+    # a match of 5,000 tokens (a suffix capped at 2,048 or 4,096 is short)
+    run5, ran5 = [5, *range(1_000, 6_000), 6], [42, *range(1_000, 6_000)]
+    out.append((run5, ran5, 6_000))
+    shown = {id(run5): "[5, 1000, 1001, ..., 5999, 6]", id(ran5): "[42, 1000, 1001, ..., 5999]",
+             id(threes): "[3] * 5000 + [1, 3]", id(tail): "[7] * 19990 + [1, 2, 3, 9] + [7] * 6",
              id(head): "[1, 2, 3, 9] + [7] * 19996", id(run): "[5, 1000, 1001, ..., 2099, 6]",
              id(ran): "[42, 1000, 1001, ..., 2099]",
              id(packed): "[1, 50254, 9, 1, 50253, 9, ..., 1, 0, 9] (150,765 tokens)"}

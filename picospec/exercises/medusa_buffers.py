@@ -84,6 +84,8 @@ def cases(seed=0):
             else:
                 nodes.add((int(rng.integers(0, top + 1)),))
         out.append([list(c) for c in sort_choices(nodes)])
+    # ranks 2^31 and 2^32 (any whole number >= 0 is a rank: none is cut to 32 bits)
+    out += [[[0], [2**31]], [[0], [2**32], [0, 0]]]
     return [(f"choices={c}" if len(c) < 100 else
              f"choices=[{', '.join(map(str, c[:3]))}, ..., {', '.join(map(str, c[-3:]))}] "
              f"({len(c)} nodes)", (c,)) for c in out]

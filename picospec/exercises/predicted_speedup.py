@@ -38,7 +38,7 @@ def cases(seed=0):
     # drafts nearly free, not free: K c_d still counts (a draft below some cost taken as free
     # answers otherwise)
     out += [(2.0, 1.0, 8, 5e-4), (2.0, 1.0, 8, 1e-7), (2.0, 1.0, 8, 5e-9), (2.0, 1.0, 1000, 5e-10),
-            (2.0, 1.0, 100_000, 1e-13), (2.0, 1.0, 10**9, 1e-17)]
+            (2.0, 1.0, 100_000, 1e-13), (2.0, 1.0, 10**9, 1e-17), (2.0, 1.0, 10**12, 1e-19)]
     # more tokens a call than K + 1: drafts that cost no draft call (prompt lookup: K = 0) or one
     # call for several (Medusa's heads)
     out += [(2.5, 1.2, 0, 0.0), (3.5, 1.3, 1, 0.05)]

@@ -47,7 +47,10 @@ def cases(seed=0):
             # q met again with another p (the first case's q; then two laws that agree at both
             # ends): a residual kept by q alone, or by its ends, is another p's
             ([0.5, 0.5], [0.1, 0.9]), ([0.2, 0.5, 0.3], [0.5, 0.1, 0.4]),
-            ([0.2, 0.5, 0.3], [0.5, 0.4, 0.1])]
+            ([0.2, 0.5, 0.3], [0.5, 0.4, 0.1]),
+            # q above p by one unit in the last place (2^-53 at 0.5): the residual is [1, 0]
+            # (no tolerance, absolute or relative to q)
+            ([0.5 + 2**-53, 0.5 - 2**-53], [0.5, 0.5])]
     for q, p in hand:
         out.append((f"q={q}, p={p}", (np.array(q), np.array(p))))
     for V in range(2, 7):
@@ -68,6 +71,18 @@ def cases(seed=0):
     q[[7, 30_000, 50_256]] += [0.1, 0.05, 0.02]
     out.append((f"q, p over V = {V:,}: q = 0.8 p + 0.03 d, d a random law, and 0.1, 0.05, 0.02 "
                 f"added at tokens 7, 30000, 50256", (q, p)))
+    # Llama 3's 128,256 tokens, built alike (float32 past some size answers otherwise); then
+    # 100,000 residual masses of 4e-13 beside two of about 0.5 (each rounded away, or dropped
+    # below a floor, moves the large ones by 2e-8)
+    V = 128_256
+    p, d = rng.dirichlet(np.ones(V), size=2)  # [V] each
+    q = 0.8 * p + 0.03 * d
+    q[[7, 70_000, 128_255]] += [0.1, 0.05, 0.02]
+    out.append((f"q, p over Llama 3's V = {V:,}: q = 0.8 p + 0.03 d, d a random law, and 0.1, "
+                f"0.05, 0.02 added at tokens 7, 70000, 128255", (q, p)))
+    q = np.r_[0.0, 0.5, 0.5 - 4e-8, np.full(100_000, 4e-13)]
+    out.append(("q = [0, 0.5, 0.5 - 4e-8, then 4e-13 100,000 times], p = [1, 0, 0, ...]",
+                (q, np.eye(1, q.size)[0])))
     return out
 
 

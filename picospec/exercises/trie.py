@@ -59,9 +59,12 @@ def cases(seed=None):
     # below the root for 0 below node 0; 5 below node C - 1 for 6 below the root)
     rounds = (1000, 1024, 4096, 8192, 10_000, 16_384, 20_000, 32_000, 32_768, 40_000, 50_000,
               50_257)
-    roots = [[1, 0]] + [[c] for c in range(2, 50_257)] + [[C - 1, 5] for C in rounds]
-    shown[id(roots)] = ("[[1, 0], [2], [3], ..., [50256], [999, 5], [1023, 5], ..., [49999, 5]] "
-                        "(50,267 sequences)")
+    # ... then [2, t] for t below 15,270 and [2, 15269, 7]: node 65,538 holds [2, 15269], and a
+    # key (parent + 1) << 16 | token in 32 bits wraps there, taking 7 below it for 7 below node 2
+    roots = ([[1, 0]] + [[c] for c in range(2, 50_257)] + [[C - 1, 5] for C in rounds]
+             + [[2, t] for t in range(15_270)] + [[2, 15_269, 7]])
+    shown[id(roots)] = ("[[1, 0], [2], [3], ..., [50256], [999, 5], [1023, 5], ..., [49999, 5], "
+                        "[2, 0], [2, 1], ..., [2, 15269], [2, 15269, 7]] (65,539 sequences)")
     longer += [apart, wide, roots]
     return [(f"sequences={shown.get(id(s), s)}" if id(s) in shown or sum(map(len, s)) < 100 else
              f"sequences of {' and '.join(str(len(q)) for q in s)} tokens", (s,))

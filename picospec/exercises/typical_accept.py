@@ -99,6 +99,24 @@ def cases(seed=0):
                 out.append((f"tokens={tokens}, parents={parents}, probs={shown}, "
                             f"epsilon={epsilon}, delta={delta}",
                             (tokens, parents, probs, epsilon, delta)))
+    # a law all but certain, its largest mass 1 - t: H = t (1 - log t) + O(t^2) > t, so under
+    # delta = 1 the threshold exp(-H) is below 1 - t and the node is kept (a law taken as
+    # certain, H = 0, above some 1 - t, puts the threshold at 1)
+    for t in (1e-13, 1e-10, 1e-7):
+        out.append((f"tokens=[0], parents=[-1], probs=[[{1 - t!r}, {t}], [0.5, 0.5]], "
+                    f"epsilon=2.0, delta=1.0",
+                    ([0], [-1], np.array([[1 - t, t], [0.5, 0.5]]), 2.0, 1.0)))
+    # Llama 3's 128,256 tokens, a random law with 0.3 on token 5, delta 0.3 exp(H) (1 -+ 1e-9):
+    # H in float32 for a wide law moves the threshold by 1e-7 of it
+    V = 128_256
+    law = rng.dirichlet(np.ones(V))  # [V]
+    law = np.r_[law[:5] * 0.7 / (1 - law[5]), 0.3, law[6:] * 0.7 / (1 - law[5])]
+    H = -math.fsum((law * np.log(law)).tolist())
+    for hair in (-1e-9, 1e-9):
+        delta = 0.3 * math.exp(H) * (1 + hair)
+        out.append((f"tokens=[5], parents=[-1], probs=[a random law over V = {V:,} with 0.3 on "
+                    f"token 5, [1 / V, ...]], epsilon=0.5, delta={delta!r}",
+                    ([5], [-1], np.array([law, np.full(V, 1 / V)]), 0.5, delta)))
     return out
 
 

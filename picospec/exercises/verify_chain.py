@@ -92,6 +92,25 @@ ENDS = ((RARE, 1, "Q[0] = [1 - 1e-12, 1e-12]", "a token of mass 1e-12"),
         (WIDE, 299, "Q[0]: 300 tokens, token i of mass (300 - i) / 45,150", "token 299 of 300"),
         (WIDE_RESIDUAL, 299, "drafts[0] = 0 has q = 0 (always rejected); its residual, Q[0], "
          "gives token i > 0 mass (300 - i) / 45,149", "a residual over 300 tokens"))
+# longer and wider than any call above: 40 drafts, each with q / p = 0.5, under uniforms 0.25 (kept)
+# for the first 39 and 0.75 (rejected) for the last, its residual all on token 1 (uniforms drawn
+# up front into a short buffer, or drafts cut at 32, answer otherwise); a residual of mass 2^-52
+# (a floor on its entries, however small, empties it); a residual over 2,000 tokens, token i > 0
+# of mass proportional to 2000 - i (one cut to its likeliest few hundred never reaches token 1999)
+FORTY = ([0] * 40, np.full((40, 2), 0.5), np.array([[0.25, 0.75]] * 40 + [[1.0, 0.0]]))
+HAIRS_PAST = ((FORTY, (0.25,) * 39 + (0.75, 0.5), (39, 1),
+               "drafts[t] = 0 has q / p = 0.5 at every t: the first 39 kept (u = 0.25), the last "
+               "rejected (u = 0.75), and its residual is all on token 1", "forty drafts"),
+              (([1], np.array([[0.5, 0.5]]), np.array([[0.5 + 2**-52, 0.5 - 2**-52], [1.0, 0.0]])),
+               1 - 2**-53, (0, 0), "q(x) / p(x) = 1 - 2^-51 for the draft x = 1, so u > q / p "
+               "rejects it, and its residual, of mass 2^-52 (2.2e-16), is all on token 0: no entry "
+               "is too small to keep", "a residual of mass 2^-52"))
+SLOPE_2000 = np.arange(2000, 0, -1) / 2_001_000
+WIDER_RESIDUAL = ([0], np.eye(1, 2000), np.array([np.r_[0, SLOPE_2000[1:] / SLOPE_2000[1:].sum()],
+                                                  np.eye(1, 2000)[0]]))
+ENDS_PAST = ((WIDER_RESIDUAL, 1999, "drafts[0] = 0 has q = 0 (always rejected); its residual, "
+              "Q[0], gives token i > 0 mass (2000 - i) / 1,999,000",
+              "a residual over 2,000 tokens"),)
 # no drafts, V = 257: the next token, 256, is past what 8 bits hold
 BYTE = ([], np.zeros((0, 257)), np.eye(257)[[256]], None)
 # GPT-2's 50,257 tokens: draft 35,000 (past int16, where it wraps to -30,536, the index of
@@ -119,7 +138,9 @@ def grade(fn, samples=20_000, seed=0):
                         "residual all on token 19,721", "token 35000")
             or tie_call(NAME, fn, TIE, lambda out: int(out[0]) > 0)
             or hair_calls(NAME, fn, HAIRS, lambda out: (int(out[0]), int(out[1])))
-            or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1])) or verdict)
+            or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1]))
+            or hair_calls(NAME, fn, HAIRS_PAST, lambda out: (int(out[0]), int(out[1])))
+            or rare_token_calls(NAME, fn, ENDS_PAST, EVEN, lambda out: int(out[1])) or verdict)
 
 
 def rules(drafts, P, Q, out):

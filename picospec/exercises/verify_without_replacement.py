@@ -77,6 +77,31 @@ HAIRS = (*(((drafts, [-1], Q, P), u, (list(range(n)), x),
           "law p_i, P with tokens 0 .. 3 removed: rejected, and the residual is all on token 5",
           "the fifth sibling's law"))
 
+# past every call above: twelve siblings, the first eleven with q = 0, the twelfth with q = p_i,
+# then a chain of 30 only children, each with P's row Q's: the path is [11, 12, .., 41] whatever the
+# uniforms (a walk cut at 8 or 32 levels, or 8 children, stops short)
+WIDER_DEEPER = (list(range(12)) + [0] * 30, [-1] * 12 + list(range(11, 41)),
+                np.array([[0] * 11 + [0.5, 0.5]] + [[1 / 13] * 13] * 11
+                         + [[0.5, 0.5] + [0] * 11] * 31),
+                np.array([[1 / 13] * 13] * 12 + [[0.5, 0.5] + [0] * 11] * 30), None)
+# twelve siblings (tokens 0 .. 11) below the root as in FIFTH: the twelfth meets q(11) / p_i(11) =
+# 0.414 under u = 0.5 against P with all eleven earlier tokens removed (0.69 or more with fewer
+# removed): rejected, the residual all on token 12; then verify_chain's forty drafts and residual
+# of mass 2^-52 as a chain of nodes, and its residual over 2,000 tokens
+TWELFTH = (list(range(12)), [-1] * 12, np.array([[0] * 11 + [0.9, 0.1]] + [[1.0] + [0] * 12] * 12),
+           np.array([[0.08] * 11 + [0.11, 0.01]] * 12))
+HAIRS_PAST = ((TWELFTH, 0.5, ([], 12), "the twelfth sibling, token 11, has q / p_i = 0.414 < u "
+               "against its law p_i, P with tokens 0 .. 10 removed: rejected, and the residual is "
+               "all on token 12", "the twelfth sibling's law"),
+              *(((drafts, [-1] + list(range(len(drafts) - 1)), Q, P), u, (list(range(n)), x),
+                 about.replace("drafts[t] = 0", "node t (token 0)").replace(
+                     "the draft x", "node 0's token x"),
+                 failed.replace("forty drafts", "a chain of forty nodes"))
+                for (drafts, P, Q), u, (n, x), about, failed in chain.HAIRS_PAST))
+ENDS_PAST = ((([0], [-1], chain.WIDER_RESIDUAL[2], chain.WIDER_RESIDUAL[1]), 1999,
+              "node 0 (token 0) has q = 0 (always rejected); the residual, Q[0], gives token "
+              "i > 0 mass (2000 - i) / 1,999,000", "a residual over 2,000 tokens"),)
+
 
 def grade(fn, samples=20_000, seed=0):
     verdict = grade_law(NAME, fn, CONTRACT, samples, seed, probe=PROBE,
@@ -89,7 +114,12 @@ def grade(fn, samples=20_000, seed=0):
                      "five siblings, six levels")
             or tie_call(NAME, fn, TIE, lambda out: len(out[0]) > 0)
             or hair_calls(NAME, fn, HAIRS, lambda out: ([int(i) for i in out[0]], int(out[1])))
-            or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1])) or verdict)
+            or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1]))
+            or one_call(NAME, fn, (*WIDER_DEEPER[:-1], np.random.default_rng(seed)), rules,
+                        "of twelve siblings, then 30 nodes below the twelfth",
+                        "twelve siblings, 31 levels")
+            or hair_calls(NAME, fn, HAIRS_PAST, lambda out: ([int(i) for i in out[0]], int(out[1])))
+            or rare_token_calls(NAME, fn, ENDS_PAST, EVEN, lambda out: int(out[1])) or verdict)
 
 
 def rules(tokens, parents, Q, P, out):

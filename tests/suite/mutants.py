@@ -50,6 +50,10 @@ class Mutant(NamedTuple):
 
 ORIGINS = "tests/picospec/test_methods_step_records.py"
 
+# the test that grades each kept wrong answer of tests/support/student_answers.py
+MISTAKE = ("tests/picospec/exercises/test_grading.py::"
+           "test_a_students_mistake_is_rejected_naming_where")
+
 MUTANTS = (
     # --- sampling: the pieces every method shares
     Mutant("residual-flipped", "sampling", "rule", "picospec/sampling.py",
@@ -354,7 +358,8 @@ MUTANTS = (
            "len(x) - 1 + np.array(tree_depths(parents))", "len(x) + np.array(tree_depths(parents))",
            ("tests/gpt2/test_engine.py",), "tree nodes one position too far right"),
     Mutant("tree-mask-transposed", "tree", "rule", "picospec/tree.py",
-           "attn_mask[index[c], index[c[:d]]] = True", "attn_mask[index[c[:d]], index[c]] = True",
+           "attn_mask[index[c]] |= attn_mask[index[c[:-1]]]",
+           "attn_mask[index[c[:-1]]] |= attn_mask[index[c]]",
            ("tests/picospec/test_tree.py",), "ancestors see descendants instead of the other way"),
     Mutant("greedy-path-row", "tree", "rule", "picospec/tree.py",
            "best = int(np.argmax(logits[node + 1]))", "best = int(np.argmax(logits[node]))",
@@ -2646,13 +2651,12 @@ MUTANTS = (
            "picospec/exercises/residual.py",
            "    out.append((f\"q, p over V = {V:,}: q = 0.8 p + 0.03 d,",
            "    (lambda *a: None)((f\"q, p over V = {V:,}: q = 0.8 p + 0.03 d,",
-           ("tests/picospec/exercises/test_grading.py::"
-            "test_a_students_mistake_is_rejected_naming_where",),
+           (MISTAKE + "[residual-residual_top_64]",),
            "a residual cut to its 64 likeliest tokens passes (no case has more than 6)"),
     Mutant("grader-rare-token-call-skipped", "graders", "rule",
            "picospec/exercises/verify_chain.py",
-           "            or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1])) "
-           "or verdict)", "            or verdict)",
+           "            or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1]))\n",
+           "            or None\n",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "a law above 0.999 taken as certain passes (no sampled law shows 5e-4)"),
@@ -2664,8 +2668,8 @@ MUTANTS = (
            "a right answer drawing by rng.multinomial fails the call of a token of mass 1e-12"),
     Mutant("grader-wr-rare-token-call-skipped", "graders", "rule",
            "picospec/exercises/verify_without_replacement.py",
-           "            or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1])) "
-           "or verdict)", "            or verdict)",
+           "            or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1]))\n",
+           "            or None\n",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "a walk whose last law above 0.999 is taken as certain passes"),
@@ -2739,13 +2743,77 @@ MUTANTS = (
            "a tiny residual put on its likeliest token passes"),
     Mutant("grader-draft-law-no-same-bytes-calls", "graders", "rule",
            "picospec/exercises/draft_law.py",
-           "           \"d2t, n_vocab or shape\", \"the same z, other ids\") for call in AGAIN))",
+           "           \"d2t, n_vocab or shape\", \"the same z, other ids\") for call in AGAIN),",
            "           \"d2t, n_vocab or shape\", \"the same z, other ids\") for call in "
-           "AGAIN[:1]))",
+           "AGAIN[:1]),",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "laws kept by z's and d2t's bytes pass: no call meets the same bytes with another "
            "n_vocab"),
+    Mutant("grader-chain-calls-past-skipped", "graders", "rule",
+           "picospec/exercises/verify_chain.py",
+           "            or hair_calls(NAME, fn, HAIRS_PAST, lambda out: (int(out[0]), "
+           "int(out[1])))\n", "",
+           (MISTAKE + "[verify_chain-chain_uniforms_buffer_of_8]",),
+           "eight uniforms drawn up front, or drafts cut at 32, pass"),
+    Mutant("grader-chain-wide-residual-skipped", "graders", "rule",
+           "picospec/exercises/verify_chain.py",
+           "            or rare_token_calls(NAME, fn, ENDS_PAST, EVEN, lambda out: int(out[1])) "
+           "or verdict)", "            or verdict)",
+           (MISTAKE + "[verify_chain-chain_residual_top_256_when_wide]",),
+           "a residual cut to its 256 likeliest tokens past 1,024 passes"),
+    Mutant("grader-scripted-uniforms-all-first", "graders", "rule",
+           "picospec/exercises/grading.py",
+           "        k = np.minimum(np.arange(self.given, self.given + n), len(self.u) - 1)",
+           "        k = np.zeros(n, dtype=int)",
+           ("tests/picospec/test_exercises.py::test_the_projects_answer_passes[verify_chain]",),
+           "a script read as its first uniform again and again: the right walk keeps all forty"),
+    Mutant("grader-wr-calls-past-skipped", "graders", "rule",
+           "picospec/exercises/verify_without_replacement.py",
+           "            or hair_calls(NAME, fn, HAIRS_PAST, lambda out: ([int(i) for i in out[0]], "
+           "int(out[1])))\n", "",
+           (MISTAKE + "[verify_without_replacement-wr_last_four_removed]",),
+           "only the last four earlier siblings removed passes"),
+    Mutant("grader-wr-wider-deeper-as-wide-deep", "graders", "rule",
+           "picospec/exercises/verify_without_replacement.py",
+           "(*WIDER_DEEPER[:-1], np.random.default_rng(seed))",
+           "(*WIDE_DEEP[:-1], np.random.default_rng(seed))",
+           (MISTAKE + "[verify_without_replacement-wr_eight_children_at_most]",),
+           "eight children at most pass (the widest node left has five)"),
+    Mutant("grader-draft-law-reuse-unchecked", "graders", "rule",
+           "picospec/exercises/draft_law.py",
+           "    if (reused := reused_answer(fn, answers)) is not None:",
+           "    if (reused := None) is not None:",
+           (MISTAKE + "[draft_law-draft_law_cached_object]",),
+           "a law handed out again from a cache, the same object, passes"),
+    Mutant("grader-draft-law-no-wide-head", "graders", "rule",
+           "picospec/exercises/draft_law.py", "         (HEAD, ", "         (SPREAD, ",
+           (MISTAKE + "[draft_law-draft_law_top_100]",),
+           "a head cut to its 100 likeliest tokens passes (no call has more than 64)"),
+    Mutant("grader-residual-no-ulp-case", "graders", "rule",
+           "picospec/exercises/residual.py", "([0.5 + 2**-53, 0.5 - 2**-53], [0.5, 0.5])]",
+           "([0.5 + 2**-30, 0.5 - 2**-30], [0.5, 0.5])]",
+           (MISTAKE + "[residual-residual_relative_tolerance]",),
+           "a tolerance relative to q passes (no case is one ulp ahead)"),
+    Mutant("grader-typical-no-near-certain-law", "graders", "rule",
+           "picospec/exercises/typical_accept.py", "    for t in (1e-13, 1e-10, 1e-7):",
+           "    for t in ():", (MISTAKE + "[typical_accept-typical_certain_above_1e12]",),
+           "a law above 1 - 1e-12 taken as certain passes"),
+    Mutant("grader-trie-no-wrapping-key", "graders", "rule",
+           "picospec/exercises/trie.py",
+           "             + [[2, t] for t in range(15_270)] + [[2, 15_269, 7]])",
+           "             + [[2, t] for t in range(15_270)])",
+           (MISTAKE + "[trie-trie_key_in_32_bits]",),
+           "a key packed into 32 bits passes (no trie reaches node 65,536 with a child)"),
+    Mutant("grader-candidates-no-hash-collision", "graders", "rule",
+           "picospec/exercises/find_candidates.py", "[42730, 2037, 11, 42730, 2038, 12,",
+           "[42730, 2036, 11, 42730, 2038, 12,",
+           (MISTAKE + "[find_candidates-candidates_rolling_hash]",),
+           "windows compared by a hash modulo 2^31 - 1 pass"),
+    Mutant("grader-suffix-no-hash-collision", "graders", "rule",
+           "picospec/exercises/longest_suffix.py", "9, 19897, 36478, 9,", "9, 19897, 36477, 9,",
+           (MISTAKE + "[longest_suffix-suffix_rolling_hash]",),
+           "occurrences found by a hash modulo 10^9 + 7 pass"),
     Mutant("grader-lookahead-no-deep-window", "graders", "rule",
            "picospec/exercises/lookahead_mask.py", "                      (1, 1_100), (5, 410)],",
            "                      (5, 410)],",

@@ -9,8 +9,8 @@ def residual(q, p):
 
 
 def draw(law, rng):
-    law = np.asarray(law, dtype=float)
-    return int(np.searchsorted(np.cumsum(law / law.sum()), rng.random(), side="right"))
+    cdf = np.cumsum(law, dtype=float)  # u scaled by its last entry: no u runs past it
+    return int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
 
 
 def verify_chain(drafts, P, Q, rng):
@@ -97,18 +97,17 @@ def longest_suffix(corpus, context, max_suffix):
 
 
 def trie(sequences):
-    tokens, parents, counts, node_of = [], [], [], {}
+    tokens, parents, counts, child = [], [], [], {}
     for seq in sequences:
         parent = -1
-        for k in range(len(seq)):
-            prefix = tuple(seq[:k + 1])
-            if prefix not in node_of:
-                node_of[prefix] = len(tokens)
-                tokens.append(seq[k])
+        for t in seq:
+            if (parent, t) not in child:
+                child[parent, t] = len(tokens)
+                tokens.append(t)
                 parents.append(parent)
                 counts.append(0)
-            counts[node_of[prefix]] += 1
-            parent = node_of[prefix]
+            parent = child[parent, t]
+            counts[parent] += 1
     return tokens, parents, counts
 
 
@@ -124,7 +123,9 @@ def lookahead_mask(W, L):
 
 
 def expected_tokens(alpha, K):
-    return float(sum(alpha**j for j in range(K + 1)))
+    if alpha == 1:
+        return float(K + 1)
+    return (1.0 - alpha ** (K + 1)) / (1.0 - alpha)
 
 
 def predicted_speedup(E, c, K, c_d):

@@ -8,9 +8,9 @@ import numpy as np
 
 
 def draw(law, rng):
-    """A token from law by inverse CDF on one uniform (normalised here)."""
-    law = np.asarray(law, dtype=float)
-    return int(np.searchsorted(np.cumsum(law / law.sum()), rng.random(), side="right"))
+    """A token from law by inverse CDF on one uniform (scaled by the law's total)."""
+    cdf = np.cumsum(law, dtype=float)  # u scaled by its last entry: no u runs past it
+    return int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
 
 
 def clipped(q, p):
@@ -1979,6 +1979,225 @@ def speedup_free_below_1e12(E, c, K, c_d):
     return E / c if c_d < 1e-12 else E / (c + K * c_d)
 
 
+# past the sizes, digits and widths the battery first held: a buffer of uniforms, a cap on the
+# drafts, the levels or the children, a residual or a head cut to its likeliest tokens, a floor,
+# float32 for a wide law, a hash taken for equality, a key or a count in 32 bits
+
+def residual_relative_tolerance(q, p):
+    """q - p counted only above eps q ("relative rounding noise"): a token one ulp ahead drops."""
+    d = q - p
+    r = np.where(d > np.finfo(float).eps * q, d, 0.0)
+    return r / r.sum()
+
+
+def residual_float32_when_wide(q, p):
+    """float32 "to save memory" once V passes 100,000 (Llama 3's 128,256): 7 digits."""
+    if q.size <= 100_000:
+        return clipped(q, p)
+    r = np.maximum(q.astype(np.float32) - p.astype(np.float32), 0)
+    return (r / r.sum()).astype(np.float64)
+
+
+def residual_rounded_to_12(q, p):
+    """Rounded to 12 decimals "to clean the noise", then renormalised: masses below 5e-13 go,
+    and with them 2e-8 of the large ones."""
+    r = np.round(clipped(q, p), 12)
+    return r / r.sum()
+
+
+def chain_uniforms_buffer_of_8(drafts, P, Q, rng):
+    """Eight uniforms drawn up front ("drafts are at most 8 long"), the last read again past
+    them."""
+    u = rng.random(8)
+    for t, x in enumerate(drafts):
+        if u[min(t, 7)] >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_drafts_capped_at_32(drafts, P, Q, rng):
+    """At most 32 drafts verified (a model's longest draft), the bonus drawn after the 32nd."""
+    drafts = drafts[:32]
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_residual_top_256_when_wide(drafts, P, Q, rng):
+    """Past 1,024 tokens the residual cut to its 256 largest entries "for speed"."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            r = clipped(Q[t], P[t])
+            return t, draw(top(r, 256) if r.size > 1024 else r, rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_residual_floor_1e15(drafts, P, Q, rng):
+    """Residual entries below 1e-15 zeroed "as rounding": a residual of 2e-16 has no token left."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            r = np.maximum(Q[t] - P[t], 0)
+            return t, draw(np.where(r < 1e-15, 0.0, r), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def wr_eight_levels_at_most(tokens, parents, Q, P, rng):
+    """The walk stopped 8 levels down ("Sequoia's trees are at most 8 deep")."""
+    return wr_three_levels_at_most(tokens, parents, Q, P, rng, levels=8)
+
+
+def wr_eight_children_at_most(tokens, parents, Q, P, rng):
+    """At most 8 children of a node tried, then the residual: a ninth is never kept."""
+    return tree_walk(tokens, parents, Q, P, rng, order=lambda cs: cs[:8])
+
+
+def wr_last_four_removed(tokens, parents, Q, P, rng):
+    """Only the last four earlier siblings' tokens removed from P."""
+    return tree_walk(tokens, parents, Q, P, rng,
+                     law=lambda P, c, tried: removed_from(P[c], [tokens[s] for s in tried[-4:]]))
+
+
+class Buffered:
+    """Uniforms from a buffer of n drawn up front, the last read again past them."""
+
+    def __init__(self, rng, n):
+        self.u, self.k = rng.random(n), -1
+
+    def random(self):
+        self.k += 1
+        return self.u[min(self.k, len(self.u) - 1)]
+
+
+def wr_uniforms_buffer_of_16(tokens, parents, Q, P, rng):
+    """Sixteen uniforms drawn up front ("a tree has at most 16 nodes")."""
+    return tree_walk(tokens, parents, Q, P, Buffered(rng, 16), final=lambda q, _: draw(q, rng))
+
+
+def wr_residual_top_256_when_wide(tokens, parents, Q, P, rng):
+    """Past 1,024 tokens each residual cut to its 256 largest entries."""
+    return tree_walk(tokens, parents, Q, P, rng, update=lambda q, p: (
+        top(clipped(q, p), 256) if q.size > 1024 else clipped(q, p)))
+
+
+def medusa_ranks_in_int32(choices):
+    """Ranks padded into an np.int32 matrix ("ranks are top-k indices"): 2^31 does not fit."""
+    D = max(map(len, choices))
+    np.array([list(c) + [-1] * (D - len(c)) for c in choices], dtype=np.int32)
+    return medusa_from_parents(choices)
+
+
+def typical_certain_above_1e12(tokens, parents, probs, epsilon, delta):
+    """A law whose largest mass is above 1 - 1e-12 taken as certain, H = 0 "to skip the log"."""
+    out = []
+    for t, parent in zip(tokens, parents):
+        q = probs[parent + 1]
+        H = 0.0 if q.max() > 1 - 1e-12 else -typical_H(q)
+        out.append(bool(q[t] > min(epsilon, delta * np.exp(-H))))
+    return out
+
+
+def typical_float32_when_wide(tokens, parents, probs, epsilon, delta):
+    """H in float32 for a law past 60,000 tokens "to halve memory": the threshold moves by 1e-7."""
+    out = []
+    for t, parent in zip(tokens, parents):
+        q = probs[parent + 1]
+        H = -typical_H(q.astype(np.float32) if q.size > 60_000 else q)
+        out.append(bool(q[t] > min(epsilon, delta * np.exp(-H))))
+    return out
+
+
+def draft_law_cached_object(z, d2t, n_vocab):
+    """Laws kept by all that determines them, the kept array itself handed out again: a caller
+    that writes into one law writes into the next call's."""
+    key = (np.asarray(z).dtype.str, np.shape(z), np.asarray(z).tobytes(),
+           np.asarray(d2t).tobytes(), n_vocab)
+    if key not in DRAFT_LAWS:
+        z = np.asarray(z, dtype=np.float64)
+        e = np.exp(z - z.max(-1, keepdims=True))
+        DRAFT_LAWS[key] = placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
+    return DRAFT_LAWS[key]
+
+
+def draft_law_floor_1e10(z, d2t, n_vocab):
+    """Masses below 1e-10 zeroed and the rest renormalised: off by their total over 32,000."""
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    s = e / e.sum(-1, keepdims=True)
+    s = np.where(s < 1e-10, 0.0, s)
+    return placed(s / s.sum(-1, keepdims=True), d2t, n_vocab)
+
+
+def draft_law_top_100(z, d2t, n_vocab):
+    """The softmax cut to its 100 likeliest tokens and renormalised."""
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    if e.shape[-1] > 100:
+        np.put_along_axis(e, np.argsort(-e, -1)[..., 100:], 0.0, -1)
+    return placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
+
+
+def draft_law_float32_when_wide(z, d2t, n_vocab):
+    """exp in float32 for a head past 1,024 tokens (EAGLE-3's 32,000) "to halve memory"."""
+    z = np.asarray(z, dtype=np.float32 if np.shape(z)[-1] > 1024 else np.float64)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    s = (e / e.sum(-1, keepdims=True)).astype(np.float64)
+    return placed(s / s.sum(-1, keepdims=True), d2t, n_vocab)
+
+
+def hashed(ids, base=50_257, mod=2**31 - 1):
+    """ids' polynomial hash modulo mod (Rabin-Karp's)."""
+    key = 0
+    for t in ids:
+        key = (key * base + t) % mod
+    return key
+
+
+def candidates_ngrams_up_to_32(x, max_ngram_size=3, num_pred_tokens=10):
+    """n-grams capped at 32 ("nobody asks for more")."""
+    return candidates_matched_by(x, min(max_ngram_size, 32), num_pred_tokens,
+                                 lambda a, b: a == b)
+
+
+def candidates_rolling_hash(x, max_ngram_size=3, num_pred_tokens=10):
+    """Windows compared by their hash modulo 2^31 - 1, never token by token."""
+    return candidates_matched_by(x, max_ngram_size, num_pred_tokens,
+                                 lambda a, b: hashed(a) == hashed(b))
+
+
+def suffix_capped_at_2048(corpus, context, max_suffix):
+    """Suffixes of at most 2,048 tokens ("REST never asks for more"), whatever max_suffix."""
+    return suffix_by_set(corpus, context, min(max_suffix, 2048))
+
+
+def suffix_rolling_hash(corpus, context, max_suffix):
+    """Occurrences found by the windows' hash modulo 10^9 + 7, never compared token by token."""
+    for n in range(min(max_suffix, len(context)), 0, -1):
+        want = hashed(context[-n:], mod=10**9 + 7)
+        if any(hashed(corpus[i:i + n], mod=10**9 + 7) == want
+               for i in range(len(corpus) - n + 1)):
+            return n
+    return 0
+
+
+def trie_key_in_32_bits(sequences):
+    """A node keyed by (parent + 1) << 16 | token in np.int32 ("ids fit in 16 bits"): past node
+    32,767 the key wraps, and nodes 65,536 apart share keys."""
+    with np.errstate(over="ignore"):
+        return trie_keyed(sequences, lambda parent, prefix, t: int(
+            (np.int32(parent + 1) << np.int32(16)) | np.int32(t)))
+
+
+def speedup_free_below_1e18(E, c, K, c_d):
+    """A draft cost below 1e-18 taken as free: a trillion drafts of 1e-19 cost 1e-7."""
+    return E / c if c_d < 1e-18 else E / (c + K * c_d)
+
+
+def speedup_K_in_int32(E, c, K, c_d):
+    """K held as np.int32: 3,000,000,000 drafts do not fit."""
+    return float(E / (c + np.int32(K) * c_d))
+
+
 WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
                  residual_floor, residual_in_place_on_p, residual_float32,
@@ -1987,7 +2206,8 @@ WRONG = {
                  residual_cached_by_id, residual_below_eps_is_q, residual_in_long_double,
                  residual_into_one_buffer, residual_top_64, residual_mass_from_sums,
                  residual_as_ratio, residual_laws_renormalised, residual_plus_tiny,
-                 residual_one_token_when_tiny, residual_kept_by_q],
+                 residual_one_token_when_tiny, residual_kept_by_q, residual_relative_tolerance,
+                 residual_float32_when_wide, residual_rounded_to_12],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
@@ -1995,34 +2215,37 @@ WRONG = {
                      chain_seeded_inside, chain_bonus_after_the_loop, chain_greedy_without_drafts,
                      chain_numpy_without_drafts, chain_keeps_nine_tenths, chain_six_drafts_at_most,
                      chain_tie_kept_unless_forbidden, chain_tokens_in_a_byte, chain_inputs_frozen,
-                     chain_kept_when_close, chain_tie_within_isclose,
-                     chain_small_residual_from_q, chain_drafts_in_int16,
-                     chain_confident_argmax, chain_hopeless_dropped, chain_epsilon_under_p,
-                     chain_residual_top_16, chain_bonus_top_50, chain_tiny_zeroed_in_place,
-                     chain_certain_within_1e5],
-    "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p,
-                                   wr_reversed_siblings, wr_row_off_by_one, wr_ties_toward_draft,
-                                   wr_stops_at_first_kept, wr_residual_swapped, wr_mutates_p,
-                                   wr_numpy_global, wr_siblings_in_a_run,
-                                   wr_three_siblings_at_most, wr_three_levels_at_most,
-                                   wr_tie_kept_unless_forbidden,
+                     chain_kept_when_close, chain_tie_within_isclose, chain_small_residual_from_q,
+                     chain_drafts_in_int16, chain_confident_argmax, chain_hopeless_dropped,
+                     chain_epsilon_under_p, chain_residual_top_16, chain_bonus_top_50,
+                     chain_tiny_zeroed_in_place, chain_certain_within_1e5,
+                     chain_uniforms_buffer_of_8, chain_drafts_capped_at_32,
+                     chain_residual_top_256_when_wide, chain_residual_floor_1e15],
+    "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p, wr_reversed_siblings,
+                                   wr_row_off_by_one, wr_ties_toward_draft, wr_stops_at_first_kept,
+                                   wr_residual_swapped, wr_mutates_p, wr_numpy_global,
+                                   wr_siblings_in_a_run, wr_three_siblings_at_most,
+                                   wr_three_levels_at_most, wr_tie_kept_unless_forbidden,
                                    wr_four_levels_at_most, wr_tie_within_isclose,
                                    wr_small_residual_is_q, wr_confident_argmax,
-                                   wr_last_three_removed, wr_epsilon_under_p,
-                                   wr_hopeless_dropped, wr_residual_top_16, wr_next_top_50,
-                                   wr_certain_within_1e5],
+                                   wr_last_three_removed, wr_epsilon_under_p, wr_hopeless_dropped,
+                                   wr_residual_top_16, wr_next_top_50, wr_certain_within_1e5,
+                                   wr_eight_levels_at_most, wr_eight_children_at_most,
+                                   wr_last_four_removed, wr_uniforms_buffer_of_16,
+                                   wr_residual_top_256_when_wide],
     "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
                        medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists,
                        medusa_depths_in_int8, medusa_depths_in_uint8, medusa_digits_key,
-                       medusa_base_1024_key, medusa_ancestor_by_rank_sum],
+                       medusa_base_1024_key, medusa_ancestor_by_rank_sum, medusa_ranks_in_int32],
     "typical_accept": [typical_at_least, typical_log10, typical_exp_plus_h, typical_no_epsilon,
                        typical_root_row, typical_parent_row_off_by_one, typical_whole_path,
                        typical_epsilon_delta_swapped, typical_guard_in_place,
                        typical_as_array_of_ints, typical_log_plus_1e12, typical_as_zero_one,
                        typical_log_where_without_out, typical_log_clipped_at_1e15,
                        typical_margin_of_eps, typical_in_log_space, typical_log_plus_eps,
-                       typical_threshold_rounded, typical_as_bool_array],
+                       typical_threshold_rounded, typical_as_bool_array, typical_certain_above_1e12,
+                       typical_float32_when_wide],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
                         candidates_dict_of_ngrams, candidates_as_array, candidates_ngrams_up_to_3,
@@ -2030,33 +2253,34 @@ WRONG = {
                         candidates_draft_capped_at_5, candidates_index_kept_by_id,
                         candidates_last_token_first, candidates_zero_means_all,
                         candidates_last_1024, candidates_at_least_unigram,
-                        candidates_packed_base_50000, candidates_digits_joined,
-                        candidates_float16, candidates_last_4096, candidates_ended_at_eos,
-                        candidates_cached, candidates_draft_capped_at_64,
-                        candidates_ngrams_up_to_8, candidates_first_4096],
+                        candidates_packed_base_50000, candidates_digits_joined, candidates_float16,
+                        candidates_last_4096, candidates_ended_at_eos, candidates_cached,
+                        candidates_draft_capped_at_64, candidates_ngrams_up_to_8,
+                        candidates_first_4096, candidates_ngrams_up_to_32, candidates_rolling_hash],
     "longest_suffix": [suffix_tokens_anywhere, suffix_one_short, suffix_through_bytes,
                        suffix_reversed_in_place, suffix_prefix_matched, suffix_last_token_as_bool,
                        suffix_up_to_3, suffix_through_int32_bytes, suffix_positions_by_id,
                        suffix_corpus_head, suffix_packed_base_50000, suffix_capped_at_16,
-                       suffix_corpus_tail, suffix_first_64_occurrences],
+                       suffix_corpus_tail, suffix_first_64_occurrences, suffix_capped_at_2048,
+                       suffix_rolling_hash],
     "trie": [trie_counts_once, trie_parent_is_position, trie_breadth_first, trie_pops_sequences,
              trie_hashable_in_place, trie_string_keys_without_separator, trie_mutable_defaults,
              trie_nan_padded, trie_ids_in_a_byte, trie_depth_from_longest, trie_by_recursion,
              trie_as_arrays, trie_one_sequence_handed_back, trie_parent_and_token_joined,
              trie_shifted_key, trie_token_major_key, trie_last_four_key, trie_float16_key,
-             trie_packed_key, trie_float32_key],
+             trie_packed_key, trie_float32_key, trie_key_in_32_bits],
     "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
                        lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists,
                        lookahead_levels_up_to_4, lookahead_rows_in_int8, lookahead_columns_as_text,
                        lookahead_one_mask_per_size, lookahead_as_matrix, lookahead_columns_in_int8,
-                       lookahead_levels_up_to_7, lookahead_by_recursion,
-                       lookahead_rows_in_float16],
+                       lookahead_levels_up_to_7, lookahead_by_recursion, lookahead_rows_in_float16],
     "draft_law": [draft_law_min_subtracted, draft_law_as_list, draft_law_mean_subtracted,
                   draft_law_batch_of_one, draft_law_rows_stacked, draft_law_up_to_3_axes,
-                  draft_law_inputs_frozen, draft_law_ids_in_uint16,
-                  draft_law_float32_renormalised, draft_law_cached, draft_law_squeezed,
-                  draft_law_axis_by_length, draft_law_empty_as_rows, draft_law_top_10,
-                  draft_law_floor_1e6],
+                  draft_law_inputs_frozen, draft_law_ids_in_uint16, draft_law_float32_renormalised,
+                  draft_law_cached, draft_law_squeezed, draft_law_axis_by_length,
+                  draft_law_empty_as_rows, draft_law_top_10, draft_law_floor_1e6,
+                  draft_law_cached_object, draft_law_floor_1e10, draft_law_top_100,
+                  draft_law_float32_when_wide],
     "expected_tokens": [expected_linear, expected_rounded_down, expected_float32,
                         expected_sign_flipped, expected_guarded_below_1e7,
                         expected_first_order_near_1, expected_guarded_by_isclose,
@@ -2066,7 +2290,8 @@ WRONG = {
                           speedup_inverted, speedup_as_text, speedup_none_without_drafts,
                           speedup_verification_at_least_one, speedup_nearly_free_draft,
                           speedup_one_token_without_drafts, speedup_tokens_capped,
-                          speedup_free_within_isclose, speedup_free_below_1e12],
+                          speedup_free_within_isclose, speedup_free_below_1e12,
+                          speedup_free_below_1e18, speedup_K_in_int32],
 }
 
 
@@ -2219,6 +2444,28 @@ def lookahead_vectorised(W, L):
     return first | own
 
 
+def expected_by_summing(alpha, K):
+    """Every term of the sum added, one at a time."""
+    return float(sum(alpha**j for j in range(K + 1)))
+
+
+def trie_by_prefix(sequences):
+    """A node for each whole prefix, kept by the prefix as a tuple."""
+    tokens, parents, counts, node_of = [], [], [], {}
+    for seq in sequences:
+        parent = -1
+        for k in range(len(seq)):
+            prefix = tuple(seq[:k + 1])
+            if prefix not in node_of:
+                node_of[prefix] = len(tokens)
+                tokens.append(seq[k])
+                parents.append(parent)
+                counts.append(0)
+            counts[node_of[prefix]] += 1
+            parent = node_of[prefix]
+    return tokens, parents, counts
+
+
 def expected_closed_form(alpha, K):
     return np.float64(K + 1) if alpha == 1 else (1 - alpha ** (K + 1)) / (1 - alpha)
 
@@ -2246,4 +2493,5 @@ RIGHT = {"residual": residual_by_where, "verify_chain": chain_uniforms_first,
 RIGHT_TOO = [("verify_chain", chain_binomial_draws), ("find_candidates", candidates_numpy_ids),
              ("verify_without_replacement", wr_path_as_array),
              ("verify_without_replacement", wr_path_by_np_array),
-             ("residual", residual_into_empty), ("lookahead_mask", lookahead_into_empty)]
+             ("residual", residual_into_empty), ("lookahead_mask", lookahead_into_empty),
+             ("expected_tokens", expected_by_summing), ("trie", trie_by_prefix)]
