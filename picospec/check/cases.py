@@ -37,6 +37,9 @@ class Case(NamedTuple):
     # the target's law after the last token alone (the draft's after the last two): one target row
     # meets several draft rows
     last_only: bool = False
+    # target and draft of whole weights 1 or 2 per entry, normalised (ties_toy): at V = 3 every row
+    # has equal entries, and a row is even (all entries equal) with probability 1/4
+    ties: bool = False
 
     @property
     def support(self):
@@ -45,6 +48,9 @@ class Case(NamedTuple):
 
     def laws(self):
         """Warped target and draft tables [V, V, V]."""
+        if self.ties:
+            target, draft = ties_toy(self.V, self.target), ties_toy(self.V, self.target + 1)
+            return warp(target.table, **self.sampling), warp(draft.table, **self.sampling)
         # a support case's target forbids every token somewhere, token 0 too (SUPPORT below)
         target = (forbidding_toy(self.V, self.target) if self.support else
                   random_toy(self.V, self.target,
@@ -64,6 +70,13 @@ class Case(NamedTuple):
     def second_draft(self):
         """The warped table [V, V, V] of every second sibling ("two drafts")."""
         return warp(random_toy(self.V, self.target + 2).table, **self.sampling)
+
+
+def ties_toy(V, seed):
+    """A Toy whose rows are whole weights 1 or 2, normalised: ties in every row at V = 3.
+    Example: weights [1, 2, 1] -> [0.25, 0.5, 0.25]; [2, 2, 2] -> an even row."""
+    weights = np.random.default_rng(seed).integers(1, 3, (V, V, V)).astype(float)  # [V, V, V]
+    return Toy(weights / weights.sum(-1, keepdims=True))
 
 
 def swapped(target, d):
@@ -140,6 +153,9 @@ CASES = {
         # five drafts kept often: the rule at the fifth (uniforms drawn four at a time, a last
         # block of one reading the block before's)
         Case("V=2 K=5 sharp draft", 2, 6, 5, target=57, draft=("sharp", 0.3)),
+        # equal entries in every row, five of the target's nine even: a token found again by its
+        # probability (tied tokens taken for one), an even row taken for padding, answer otherwise
+        Case("V=3 K=2 ties and even rows", 3, 5, 2, target=251, ties=True),
     ],
     "tree": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 1),
@@ -189,6 +205,8 @@ CASES = {
         Case("V=6 one root child", 6, 3, target=197, parents=(-1, 0, 0, 1)),
         Case("V=3 sampled siblings, target with zeros", 3, 5, target=7, target_zeros=0.5,
              parents=(-1, -1, 0, 0)),
+        Case("V=3 sampled siblings, ties and even rows", 3, 5, target=251, parents=(-1, -1, 0, 0),
+             ties=True),
     ],
     "tree_without_replacement": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 0),
@@ -236,6 +254,8 @@ CASES = {
              siblings="without_replacement"),
         Case("V=3 two pairs of siblings, target with zeros", 3, 5, target=7, target_zeros=0.5,
              parents=(-1, -1, 0, 0), siblings="without_replacement"),
+        Case("V=3 two pairs of siblings, ties and even rows", 3, 5, target=251,
+             parents=(-1, -1, 0, 0), siblings="without_replacement", ties=True),
     ],
     "rejection": [
         Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True),
@@ -259,5 +279,6 @@ CASES = {
         Case("V=3 k=2 target of the last token", 3, 5, 2, target=167, last_only=True),
         *wider("k=2", 2),
         Case("V=2 k=8 sharp draft", 2, 7, 8, target=57, draft=("sharp", 0.3)),
+        Case("V=3 k=2 ties and even rows", 3, 5, 2, target=251, ties=True),
     ],
 }

@@ -1423,6 +1423,17 @@ MUTANTS = (
            ("tests/picospec/check/test_cases_shapes.py::"
             "test_each_draft_equal_to_the_target_is_kept_whole_every_call",),
            "the draft = target cases hand a draft that is not the target"),
+    Mutant("checker-ties-case-without-ties", "checker", "rule", "picospec/check/cases.py",
+           "        if self.ties:", "        if False:",
+           ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case"
+            "[chain-ties_found_by_value]",),
+           "the ties case hands random laws: a token found again by its value passes"),
+    Mutant("checker-ties-toy-without-even-rows", "checker", "rule", "picospec/check/cases.py",
+           "integers(1, 3, (V, V, V)).astype(float)  # [V, V, V]",
+           "integers(1, 3, (V, V, V)).astype(float) + np.arange(V)  # [V, V, V]",
+           ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case"
+            "[chain-even_target_row_kept]",),
+           "no row of the ties case is even: an even row taken for padding passes"),
     Mutant("checker-one-hot-draft-far", "checker", "rule", "picospec/check/cases.py",
            '        Case("V=4 K=3 one-hot draft", 4, 4, 3, target=77, draft=("one-hot",)),',
            '        Case("V=4 K=3 one-hot draft", 4, 4, 3, target=77, draft=("far",)),',

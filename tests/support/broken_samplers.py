@@ -293,6 +293,34 @@ def greedy_when_first_row_one_hot(drafts, P, Q, rng):
     return len(drafts), int(np.argmax(Q[len(drafts)]))
 
 
+def found_by_value(p, u):
+    """An inverse CDF at u over p sorted by probability, the token found again by its value
+    (np.flatnonzero(p == value)[0]): of tied tokens, only the lowest ever comes out."""
+    order = np.argsort(-p, kind="stable")  # [V]
+    cdf = np.cumsum(p[order])  # [V]
+    value = p[order][min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), len(p) - 1)]
+    return int(np.flatnonzero(p == value)[0])
+
+
+def even(q):
+    """A row whose entries are all equal, taken for padding by the samplers below."""
+    return q.max() == q.min()
+
+
+def ties_found_by_value(drafts, P, Q, rng):
+    """The replacement and the extra token drawn with found_by_value: right wherever no law has
+    two equal entries (equal logits, bf16's few digits)."""
+    return chain(drafts, P, Q, rng, draw=lambda p, rng: found_by_value(p, rng.random()))
+
+
+def even_target_row_kept(drafts, P, Q, rng):
+    """A target row whose entries are all equal taken for padding: its draft kept untested."""
+    for t, x in enumerate(drafts):
+        if not (even(Q[t]) or rng.random() < min(1, Q[t][x] / P[t][x])):
+            return t, sample(residual(Q[t], P[t]), rng)
+    return len(drafts), sample(Q[-1], rng)
+
+
 CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
          "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform",
          "ties_toward_draft_by_out", "inverse_cdf_side_left", "inverse_cdf_by_argmax",
@@ -302,7 +330,7 @@ CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "tie
          "residual_argmax_from_the_fifth", "close_draft_kept_untested",
          "residual_cached_by_target_row", "uniforms_in_a_buffer_of_six",
          "sharp_target_taken_as_certain", "draft_top_five", "uniforms_in_blocks_of_four",
-         "greedy_when_first_row_one_hot"]
+         "greedy_when_first_row_one_hot", "ties_found_by_value", "even_target_row_kept"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
@@ -517,6 +545,16 @@ def tree_greedy_when_root_row_one_hot(tokens, parents, Q, rng, P=None):
     return tree(tokens, parents, Q, rng, P)
 
 
+def tree_ties_found_by_value(tokens, parents, Q, rng, P=None):
+    """The next token drawn with found_by_value."""
+    return tree(tokens, parents, Q, rng, P, draw=lambda p, rng: found_by_value(p, rng.random()))
+
+
+def tree_even_target_row_kept(tokens, parents, Q, rng, P=None):
+    """A child below an even target row kept untested (the row taken for padding)."""
+    return tree(tokens, parents, Q, rng, P, untested=lambda q, p: even(q))
+
+
 TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
         "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped",
         "tree_ties_toward_draft_below_depth_2", "tree_residual_top_four",
@@ -524,7 +562,8 @@ TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_
         "tree_fifth_sibling_kept_as_the_fourth", "tree_residual_cached_by_target_row",
         "tree_no_nodes_argmax", "tree_sharp_target_taken_as_certain",
         "tree_close_draft_kept_untested", "tree_draft_top_five", "tree_one_root_child_as_chain",
-        "tree_greedy_when_root_row_one_hot"]
+        "tree_greedy_when_root_row_one_hot", "tree_ties_found_by_value",
+        "tree_even_target_row_kept"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
@@ -647,6 +686,18 @@ def without_replacement_greedy_when_root_row_one_hot(tokens, parents, Q, P, rng)
     return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P))
 
 
+def without_replacement_ties_found_by_value(tokens, parents, Q, P, rng):
+    """Sequoia's rule with the next token drawn with found_by_value."""
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                draw=lambda p, rng: found_by_value(p, rng.random()))
+
+
+def without_replacement_even_target_row_kept(tokens, parents, Q, P, rng):
+    """Sequoia's rule, a child below an even target row kept untested."""
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                untested=lambda q, p: even(q))
+
+
 WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_small_residual_guard",
                        "without_replacement_inverse_cdf_side_left",
@@ -660,7 +711,9 @@ WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_sharp_target_taken_as_certain",
                        "without_replacement_close_draft_kept_untested",
                        "without_replacement_one_root_child_as_chain",
-                       "without_replacement_greedy_when_root_row_one_hot"]
+                       "without_replacement_greedy_when_root_row_one_hot",
+                       "without_replacement_ties_found_by_value",
+                       "without_replacement_even_target_row_kept"]
 
 
 def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
@@ -881,6 +934,24 @@ def batched_greedy_rows_by_first_row(target_with_bonus_probs, bonus_token_ids, d
     return out
 
 
+def batched_ties_found_by_value(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                draft_token_ids, rng):
+    """The recovered tokens drawn with found_by_value, row by row."""
+    def draw(laws, u):  # [B, V], [B] -> [B]
+        return np.array([found_by_value(law, v) for law, v in zip(laws, u)], dtype=np.int64)
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   draw=draw)
+
+
+def batched_even_target_row_kept(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                 draft_token_ids, rng):
+    """A draft whose target row has all entries equal kept untested (the row taken for
+    padding)."""
+    q = target_with_bonus_probs[:, :-1]  # [B, k, V]
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   accept=lambda u, ratio: (u < ratio) | (q.max(-1) == q.min(-1)))
+
+
 REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ratio_inverted",
              "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
@@ -890,7 +961,8 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_residual_top_four", "batched_recovered_argmax_from_the_fourth",
              "batched_close_rows_kept_untested", "batched_recovered_cached_by_target_row",
              "batched_sharp_target_taken_as_certain", "batched_draft_top_five",
-             "batched_uniforms_tiled_past_six", "batched_greedy_rows_by_first_row"]
+             "batched_uniforms_tiled_past_six", "batched_greedy_rows_by_first_row",
+             "batched_ties_found_by_value", "batched_even_target_row_kept"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract

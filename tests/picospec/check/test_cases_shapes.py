@@ -230,6 +230,20 @@ def test_the_one_hot_draft_case_drafts_token_0_where_the_target_may_forbid_it():
         assert (p[..., 0] == 1).all() and (q[..., 0] == 0).any() and (q[..., 0] > 0).any()
 
 
+def test_each_battery_ends_with_ties_in_every_row_and_even_rows():
+    """The last case of each battery: target and draft rows of whole weights 1 or 2, so every
+    row holds two equal entries; several of the target's rows are even (all entries equal), and
+    the draft differs from the target there (an even row taken for padding moves the law)."""
+    for contract, cases in CASES.items():
+        case = cases[-1]
+        q, p = case.laws()  # [V, V, V] each
+        assert case.ties and not case.support, contract
+        for law in (q, p):
+            assert all(len(set(row.tolist())) < len(row) for row in law.reshape(-1, case.V))
+        even = q.max(-1) == q.min(-1)  # [V, V]
+        assert even.sum() >= case.V and (np.abs(q - p).sum(-1)[even] > 0.2).any(), contract
+
+
 def test_the_swap_draft_moves_mass_to_the_next_id_as_its_docstring_says():
     """swapped(): q = [0.1, 0.6, 0.3], d = 0.04 -> p = [0.1, 0.56, 0.34] (the top token gives d to
     the next id); a top token at the last id gives it to id 0, of two tied tops the first gives;
