@@ -62,28 +62,27 @@ def cases(seed=0):
             p = p / p.sum() if p.sum() > 0 else np.eye(V)[-1]
             if not np.allclose(q, p):
                 out.append((f"q={np.round(q, 3).tolist()}, p={np.round(p, 3).tolist()}", (q, p)))
-    # GPT-2's 50,257 tokens: q = 0.8 p + 0.03 d (d another random law) with 0.1, 0.05 and 0.02
-    # on tokens 7, 30000 and 50256: a residual of thousands of small entries and three large
-    # ones (one cut to its likeliest k, or computed in float32 for a large V, answers otherwise)
-    V = 50_257
-    p, d = rng.dirichlet(np.ones(V), size=2)  # [V] each
-    q = 0.8 * p + 0.03 * d
-    q[[7, 30_000, 50_256]] += [0.1, 0.05, 0.02]
-    out.append((f"q, p over V = {V:,}: q = 0.8 p + 0.03 d, d a random law, and 0.1, 0.05, 0.02 "
-                f"added at tokens 7, 30000, 50256", (q, p)))
-    # Llama 3's 128,256 tokens, built alike (float32 past some size answers otherwise); then
+    # GPT-2's 50,257 tokens, then Llama 3's 128,256: a residual of thousands of small entries
+    # and three large ones (one cut to its likeliest k, or computed in float32 for a large V,
+    # answers otherwise)
+    out.append(spread(rng, "", 50_257, [7, 30_000, 50_256]))
+    out.append(spread(rng, "Llama 3's ", 128_256, [7, 70_000, 128_255]))
     # 100,000 residual masses of 4e-13 beside two of about 0.5 (each rounded away, or dropped
     # below a floor, moves the large ones by 2e-8)
-    V = 128_256
-    p, d = rng.dirichlet(np.ones(V), size=2)  # [V] each
-    q = 0.8 * p + 0.03 * d
-    q[[7, 70_000, 128_255]] += [0.1, 0.05, 0.02]
-    out.append((f"q, p over Llama 3's V = {V:,}: q = 0.8 p + 0.03 d, d a random law, and 0.1, "
-                f"0.05, 0.02 added at tokens 7, 70000, 128255", (q, p)))
     q = np.r_[0.0, 0.5, 0.5 - 4e-8, np.full(100_000, 4e-13)]
     out.append(("q = [0, 0.5, 0.5 - 4e-8, then 4e-13 100,000 times], p = [1, 0, 0, ...]",
                 (q, np.eye(1, q.size)[0])))
     return out
+
+
+def spread(rng, whose, V, at):
+    """(label, (q, p)) over V tokens: q = 0.8 p + 0.03 d (p, d random laws) with 0.1, 0.05 and
+    0.02 added at the three tokens `at`."""
+    p, d = rng.dirichlet(np.ones(V), size=2)  # [V] each
+    q = 0.8 * p + 0.03 * d
+    q[at] += [0.1, 0.05, 0.02]
+    return (f"q, p over {whose}V = {V:,}: q = 0.8 p + 0.03 d, d a random law, and 0.1, 0.05, 0.02 "
+            f"added at tokens {', '.join(map(str, at))}", (q, p))
 
 
 def compare(yours, expected):
