@@ -740,25 +740,32 @@ def again_otherwise(exercise, checked, found, what, why):
 
 def returns_as(fn, known, cases, compare):
     """The kept wrong answer among `known` that fn agrees with on every case, or None (None too
-    when fn writes into its inputs: what it returns then is no kept answer's)."""
-    yours = []
-    for _, args in cases if known else ():
-        mine = copy.deepcopy(args)
-        try:
+    when fn raises or writes into its inputs: what it returns then is no kept answer's)."""
+    yours = []  # fn's answers to the first cases, each made once, as far as a kept one agrees
+
+    def answer(k):  # fn's answer to case k, the cases before it answered first
+        while len(yours) <= k:
+            mine = copy.deepcopy(cases[len(yours)][1])
             with np.errstate(all="ignore"):
                 yours.append(fn(*mine))
-        except Exception:  # raised on some case: no kept answer's
-            return None
-        if changed_input(mine, args) is not None:
-            return None
+            if changed_input(mine, cases[len(yours) - 1][1]) is not None:
+                raise ValueError("an input changed")
+        return yours[k]
+
     for wrong in known:
-        try:
-            with np.errstate(all="ignore"):
-                if all(compared(compare, y, wrong(*copy.deepcopy(args))) is None
-                       for y, (_, args) in zip(yours, cases)):
-                    return wrong
-        except Exception:  # the kept answer raised: not this one
-            continue
+        for k, (_, args) in enumerate(cases):
+            try:
+                y = answer(k)
+            except Exception:  # fn raised, or changed an input: no kept answer's
+                return None
+            try:
+                with np.errstate(all="ignore"):
+                    if compared(compare, y, wrong(*copy.deepcopy(args))) is not None:
+                        break
+            except Exception:  # the kept answer raised: not this one
+                break
+        else:
+            return wrong
     return None
 
 

@@ -1508,8 +1508,10 @@ MUTANTS = (
             "test_arrays_agree_within_1e_9_and_no_further",),
            "tolerance ten times looser near 0 (NumPy's default atol)"),
     Mutant("grader-mistake-named-on-any-case", "graders", "rule", "picospec/exercises/grading.py",
-           "if all(compared(compare, y, wrong(*copy.deepcopy(args))) is None",
-           "if any(compared(compare, y, wrong(*copy.deepcopy(args))) is None",
+           "if compared(compare, y, wrong(*copy.deepcopy(args))) is not None:\n"
+           "                        break",
+           "if compared(compare, y, wrong(*copy.deepcopy(args))) is None:\n"
+           "                        return wrong",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_kept_mistake_is_named_only_when_it_agrees_on_every_case",),
            "a kept mistake named on one agreeing case"),
