@@ -48,11 +48,10 @@ def medusa_buffers(choices, topk=10, n_heads=None):
     parents = [index.get(c[:-1], 0) - 1 for c in nodes]
     attn_mask = np.eye(n, dtype=bool)  # [n, n]
     attn_mask[:, 0] = True  # [n] every row sees the root
-    for c in nodes:  # parents first: a node sees what its parent sees, and itself
-        if len(c) > 1:
-            attn_mask[index[c]] |= attn_mask[index[c[:-1]]]
-    parents_of_some = {c[:-1] for c in nodes}
-    leaves = [c for c in nodes if c not in parents_of_some]
+    for i, parent in enumerate(parents):  # parents first: a node sees what its parent sees
+        attn_mask[i + 1] |= attn_mask[parent + 1]
+    inner = set(parents)  # the nodes with a child
+    leaves = [c for i, c in enumerate(nodes) if i not in inner]
     depth = max(len(c) for c in nodes)
     retrieve = np.full((len(leaves), depth + 1), -1, dtype=np.int64)  # [L, D + 1], -1 padding
     for row, leaf in enumerate(reversed(leaves)):  # the article's order: the last leaf first

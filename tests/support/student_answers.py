@@ -2145,24 +2145,19 @@ def draft_law_float32_when_wide(z, d2t, n_vocab):
     return placed(s / s.sum(-1, keepdims=True), d2t, n_vocab)
 
 
-def hashed(ids, base=50_257, mod=2**31 - 1):
-    """ids' polynomial hash modulo mod (Rabin-Karp's)."""
-    key = 0
-    for t in ids:
-        key = (key * base + t) % mod
-    return key
-
-
 def candidates_ngrams_up_to_32(x, max_ngram_size=3, num_pred_tokens=10):
     """n-grams capped at 32 ("nobody asks for more")."""
     return candidates_matched_by(x, min(max_ngram_size, 32), num_pred_tokens,
                                  lambda a, b: a == b)
 
 
+M31 = 2**31 - 1  # a Mersenne prime, a common modulus of a polynomial hash
+
+
 def candidates_rolling_hash(x, max_ngram_size=3, num_pred_tokens=10):
     """Windows compared by their hash modulo 2^31 - 1, never token by token."""
     return candidates_matched_by(x, max_ngram_size, num_pred_tokens,
-                                 lambda a, b: hashed(a) == hashed(b))
+                                 lambda a, b: packed(a, 50_257) % M31 == packed(b, 50_257) % M31)
 
 
 def suffix_capped_at_2048(corpus, context, max_suffix):
@@ -2173,8 +2168,8 @@ def suffix_capped_at_2048(corpus, context, max_suffix):
 def suffix_rolling_hash(corpus, context, max_suffix):
     """Occurrences found by the windows' hash modulo 10^9 + 7, never compared token by token."""
     for n in range(min(max_suffix, len(context)), 0, -1):
-        want = hashed(context[-n:], mod=10**9 + 7)
-        if any(hashed(corpus[i:i + n], mod=10**9 + 7) == want
+        want = packed(context[-n:], 50_257) % (10**9 + 7)
+        if any(packed(corpus[i:i + n], 50_257) % (10**9 + 7) == want
                for i in range(len(corpus) - n + 1)):
             return n
     return 0
