@@ -132,10 +132,13 @@ LOW = (np.array([-1000.0, -1001.0, -1000.5]), np.array([1, 3, 0]), 4)
 # z [0, V_d] (no rows: a law [0, V]) and z [1, 2, 2, V_d]: "[..., V_d]" is any leading shape
 EMPTY = (np.zeros((0, 3)), np.array([4, 0, 2]), 5)
 DEEP = (np.arange(12.0).reshape(1, 2, 2, 3) / 4, np.array([4, 0, 2]), 5)
-# Llama 3's 128,256 target ids: 70,000 is past 16 bits; float32 logits, whose softmax computed in
-# float32 (then renormalised in float64) is 2.7e-8 off the float64 one
+# Gemma's 256,000 target ids: 70,000 is past 16 bits, 200,000 past 2^17; float32 logits, whose
+# softmax computed in float32 (then renormalised in float64) is 2.7e-8 off the float64 one
 WIDE_IDS = (np.array([[-1.6, -4.1, 1.2, 1.5, -0.6]], dtype=np.float32),
-            np.array([70_000, 5, 128_255, 3, 64_000]), 128_256)
+            np.array([70_000, 5, 255_999, 3, 200_000]), 256_000)
+# a draft vocabulary of all n_vocab tokens, d2t not in order (the softmax as it is, d2t unread,
+# answers otherwise)
+FULL = (np.array([0.0, np.log(3)]), np.array([1, 0]), 2)
 # z [2, 1] (one draft token: squeezed, its last axis goes too); z [3, 3] over V_d = 3 (a leading
 # axis as long as the last); z [2, 0, V_d] (empty, though not [0, V_d])
 COLUMN = (np.array([[0.0], [1.0]]), np.array([1]), 3)
@@ -148,17 +151,24 @@ AGAIN = ((np.array([0.0, 1.0]), np.array([1, 0]), 3), (np.array([0.0, 1.0]), np.
 # V_d = 64 draft tokens, masses from 0.36 down to 2e-13 (a law cut to its likeliest few, masses
 # below a floor zeroed, exp in float32 for a wide row: each answers otherwise)
 SPREAD = (np.linspace(0.0, -28.0, 64), np.arange(64) * 785, 50_257)
-# EAGLE-3's head of V_d = 32,000 draft tokens, two rows: logits ~ N(0, 3) (exp in float32 is 1e-8
-# off, a law cut to its likeliest hundreds loses most of its tail); one logit 0 and 31,999 at -30,
-# each of mass 9e-14, 3e-9 in all (zeroed below a floor, however small, the rest is 3e-9 off)
+# EAGLE-3's head of V_d = 32,000 draft tokens, its ids in falling order (a law written as a
+# slice, or through sorted ids, is reversed), three rows: logits ~ N(0, 3) (exp in float32 is 1e-8
+# off, a law cut to its likeliest hundreds loses most of its tail); one logit 0 and 31,999 at
+# -30.5, each of mass 6e-14, 2e-9 in all (zeroed below a floor, however small, or cut at 30 below
+# the max, the rest is 2e-9 off); 1,024 logits at -1000, then 0s and a last one at 1000 (a max
+# over the first logits alone overflows)
 HEAD = (np.array([np.random.default_rng(0).normal(0.0, 3.0, 32_000),
-                  np.r_[0.0, np.full(31_999, -30.0)]]), np.arange(32_000) + 96, 32_096)
+                  np.r_[0.0, np.full(31_999, -30.5)],
+                  np.r_[np.full(1_024, -1000.0), np.zeros(30_975), 1000.0]]),
+        np.arange(32_000)[::-1] + 96, 32_096)
 CALLS = ((WIDE, "a call whose logits span 2000", "logits 2000 apart"),
          (BATCH, "a call with z [2, 2, V_d], a batch of two", "z [2, 2, V_d]"),
          (EMPTY, "a call with z [0, V_d], no rows", "z [0, V_d]"),
          (DEEP, "a call with z [1, 2, 2, V_d]", "z [1, 2, 2, V_d]"),
          (LOW, "a call whose logits all lie near -1000", "logits near -1000"),
-         (WIDE_IDS, "a call over 128,256 target ids, float32 logits", "ids past 65535"),
+         (WIDE_IDS, "a call over 256,000 target ids, float32 logits", "ids past 65535"),
+         (FULL, "a call whose draft vocabulary holds all n_vocab = 2 tokens, d2t = [1, 0]",
+          "V_d = n_vocab"),
          (COLUMN, "a call with z [2, 1], one draft token", "z [2, 1]"),
          (SQUARE, "a call with z [3, 3] over V_d = 3", "z [3, 3]"),
          (HOLLOW, "a call with z [2, 0, V_d], no rows", "z [2, 0, V_d]"),

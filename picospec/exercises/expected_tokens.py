@@ -32,6 +32,10 @@ def cases(seed=0):
              (1.0, 100_000)]
     # 3,000,000 drafts at 1 - alpha = 1e-7: a sum of alpha^k over fewer terms is short
     hand += [(1 - 1e-7, 3_000_000)]
+    # drafts nearly useless (alpha^2 still counts; alpha is not 0), a tail alpha^(K + 1) of 1e-7
+    # and 2e-9 beside 1 / (1 - alpha) = 10 and 100 (not yet gone), and alpha = 1 as NumPy's
+    # float64 (whose 0 / 0 is nan, no ZeroDivisionError)
+    hand += [(5e-4, 2), (5e-7, 2), (0.9, 151), (0.99, 1994), (np.float64(1.0), 2)]
     drawn = [(float(rng.random()), int(rng.integers(1, 17))) for _ in range(60)]
     return [(f"alpha={a!r}, K={K}", (a, K)) for a, K in hand + drawn]
 

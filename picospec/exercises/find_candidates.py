@@ -29,7 +29,7 @@ def cases(seed=None):
              for n in (1, 2, 3) for k in (1, 2, 4)]
     # GPT-2's ids: multi-digit ("1 2" is in the text "2 9 11 2 7 1 2" at 11 2, not as a window),
     # past a byte (256), up to the vocabulary's last, 50256
-    rng = np.random.default_rng(1)
+    rng, shown = np.random.default_rng(1), {}
     real = [([11, 2, 1, 2], 2, 2), ([2, 9, 11, 2, 7, 1, 2], 2, 1), ([256, 1, 256], 1, 1),
             ([50256, 12, 50256], 1, 2), ([256, 5, 0], 1, 1)]  # 256 and 0: one byte, two ids
     # an id whose digits begin or end a longer id's: " 5 1" begins " 5 11", "1 5 " ends "21 5 "
@@ -45,8 +45,10 @@ def cases(seed=None):
     for m in (8, 20):
         pattern = list(range(1, m + 1))
         real.append((pattern[1:] + [90] + pattern + list(range(91, 102)) + pattern, m + 2, 12))
-    # 300 drafts asked and found (a draft capped at 16, or 64, is short)
-    real.append((list(range(1, 301)) + [1], 1, 300))
+    # 2,000 drafts asked and found (a draft capped at 16, 64 or 1,024 is short)
+    drafts = list(range(1, 2_001)) + [1]
+    real.append((drafts, 1, 2_000))
+    shown[id(drafts)] = "[1, 2, ..., 2000, 1]"
     # two prompts of one length and one last 41 tokens, their match followed by 3, then 4: a
     # draft kept by the length and the last tokens is the other prompt's
     tail = list(range(100, 140)) + [99]
@@ -61,17 +63,21 @@ def cases(seed=None):
     # <|endoftext|> inside the draft, not its end
     real += [([1, 12, 5, 11, 2], 2, 1), ([40000, 9, 40001], 1, 1),
              ([50256, 7, 50256, 1, 50256], 1, 3)]
-    shown = {}
-    # 20,000 tokens whose one match lies at the very start (a scan of the last 1,024, 4,096 or
-    # 16,384 misses it)
-    long = [5, 6] + [7] * 19_996 + [8, 5]
+    # 70,000 tokens whose first match lies at the very start and another near the end (a scan of
+    # the last 32,768, or an index where a later start overwrites the first, takes the other)
+    long = [5, 6] + [7] * 69_994 + [5, 9] + [8, 5]
     real.append((long, 2, 3))
-    shown[id(long)] = "[5, 6] + [7] * 19996 + [8, 5]"
-    # ... and 20,000 whose one match lies near the end (a scan of the first 4,096 or 16,384
-    # misses it)
-    late = [7] * 19_990 + [1, 2, 3] + [7] * 5 + [1, 2]
+    shown[id(long)] = "[5, 6] + [7] * 69994 + [5, 9] + [8, 5]"
+    # ... and 70,000 whose one match lies near the end, past 2^16, after 69,988 windows that
+    # start as it does (a scan of the first 65,536 misses it, a start held in 16 bits wraps, the
+    # first 10,000 starts that share its first token do not hold it)
+    late = [2, 8] + [1] * 69_988 + [1, 2, 3] + [1] * 5 + [1, 2]
     real.append((late, 2, 1))
-    shown[id(late)] = "[7] * 19990 + [1, 2, 3] + [7] * 5 + [1, 2]"
+    shown[id(late)] = "[2, 8] + [1] * 69988 + [1, 2, 3] + [1] * 5 + [1, 2]"
+    # window sums of large ids in float32 (a filter by sum) round the one match away
+    sums = [50_001] * 1_000 + [1, 2, 3, 1, 2]
+    real.append((sums, 2, 1))
+    shown[id(sums)] = "[50001] * 1000 + [1, 2, 3, 1, 2]"
     # the windows [1, 50256 - B] for every B from 2 to 50256, each followed by 9, then the tail
     # [0, 50256], which matches none: a window packed into one number a * B + b (or hashed so,
     # unchecked) with any B short of the vocabulary takes [1, 50256 - B] for it
@@ -83,12 +89,30 @@ def cases(seed=None):
     # unchecked takes one of them for a match
     real.append(([42730, 2037, 11, 42730, 2038, 12, 19897, 36478, 13, 19897, 36480, 14, 19862,
                   39819, 15, 0, 0], 2, 1))
-    # a match of 100 tokens, 12 drafted (n-grams capped at 32 or 64 take a shorter, earlier one)
-    pattern = list(range(1, 101))
+    # ... 5-grams whose hash wraps to the trailing one's modulo 2^64 (int64 or uint64 keys), then
+    # modulo 2^61 - 1
+    real += [([3201, 0, 0, 0, 1396, 77, 0, 1694, 887, 1440, 0], 5, 1),
+             ([1046, 1251, 2173, 2208, 0, 77, 0, 0, 0, 0, 3028], 5, 1)]
+    # windows of 33 alike in their first and last 16 tokens, apart in between (a long n-gram
+    # compared at its ends only takes the wrong one)
+    A, B = list(range(100, 116)), list(range(200, 216))
+    sampled = B + [5] + A + [1] + B + [9] + A + [2] + B
+    real.append((sampled, 33, 1))
+    shown[id(sampled)] = ("B + [5] + A + [1] + B + [9] + A + [2] + B, A = [100, ..., 115], "
+                          "B = [200, ..., 215]")
+    # a match of 300 tokens, 12 drafted (n-grams capped at 32, 64 or 128 take a shorter, earlier
+    # one)
+    pattern = list(range(1, 301))
     ngram = pattern[1:] + [900] + pattern + list(range(901, 912)) + pattern
-    real.append((ngram, 102, 12))
-    shown[id(ngram)] = ("[2, 3, ..., 100, 900, 1, 2, ..., 100, 901, 902, ..., 911, 1, 2, ..., "
-                        "100]")
+    real.append((ngram, 302, 12))
+    shown[id(ngram)] = ("[2, 3, ..., 300, 900, 1, 2, ..., 300, 901, 902, ..., 911, 1, 2, ..., "
+                        "300]")
+    # two prompts alike in their first and last 101 tokens and length, their match followed by 3,
+    # then 4: a draft kept by the prompt's ends is the other prompt's
+    ends = list(range(200, 300)) + [99], list(range(300, 400)) + [99]
+    for middle in (3, 4):
+        real.append((x := ends[0] + [middle] + ends[1], 1, 1))
+        shown[id(x)] = f"[200, 201, ..., 299, 99, {middle}, 300, 301, ..., 399, 99]"
     return [(f"x={shown.get(id(x), x)}, max_ngram_size={n}, num_pred_tokens={k}", (x, n, k))
             for x, n, k in small + real]
 

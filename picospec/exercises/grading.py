@@ -495,13 +495,18 @@ def rare_token_calls(exercise, fn, calls, even, read):
             continue
         shown = (show(a) if a.size < 20 else f"a [{', '.join(map(str, a.shape))}] array"
                  for a in map(np.asarray, args))
-        V = args[2].shape[-1]
-        why = (f"token {token}, of mass {args[2][0][token]:g}, never came out; a law is drawn "
-               f"from whole, whatever its largest masses (no argmax for a law that is nearly "
-               f"certain, no top-k)") if all(0 <= t < V for t in outs) else (
-            f"there is no token {max(outs)} (V = {V}): a cumulative sum rounds to just below 1, "
-            f"and a uniform past its last entry runs off the end; compare u times the sum's last "
-            f"entry, as picospec.sampling.sample does")
+        V, law = args[2].shape[-1], args[2][0]  # [V]: Q[0], the law (or residual) drawn from
+        fix = "compare u times the sum's last entry, as picospec.sampling.sample does"
+        if not all(0 <= t < V for t in outs):
+            why = (f"there is no token {max(outs)} (V = {V}): a cumulative sum rounds to just "
+                   f"below 1, and a uniform past its last entry runs off the end; {fix}")
+        elif zero := [t for t in outs if law[t] == 0]:
+            why = (f"token {zero[0]} has no mass: a cumulative sum rounds to just below 1, and a "
+                   f"uniform past its last entry was taken for the last token; {fix}")
+        else:
+            why = (f"token {token}, of mass {law[token]:g}, never came out; a law is drawn from "
+                   f"whole, whatever its largest masses (no argmax for a law that is nearly "
+                   f"certain, no top-k)")
         return Verdict(exercise, False, "one call with every uniform 0, then 1 - 2^-53, once the "
                        "law passed", "\n".join(
                            ["the call:", *(f"  {name} = {s}"

@@ -63,15 +63,21 @@ def cases(seed=None):
     out.append(([5, *range(1, 10), 6], [42, *range(1, 10)], 12))  # 9 of 10, max_suffix past it
     # ids compared as digits joined ("1", "12" is "11", "2") or as float16 (40000 is 40001)
     out += [([1, 12, 5], [11, 2], 2), ([40000, 7], [40001], 1)]
-    # 5,000 3s, then the one 1, 3: only the last occurrence of 3 extends
-    threes = [3] * 5_000 + [1, 3]
-    out.append((threes, [1, 3], 2))
-    # corpora of 20,000 tokens whose one match lies near the end, then at the start (a corpus
-    # cut to its head or tail misses one); a match of 1,100 tokens (a suffix capped at REST's 16,
-    # or 64, or 1,024, is short)
-    tail, head = [7] * 19_990 + [1, 2, 3, 9] + [7] * 6, [1, 2, 3, 9] + [7] * 19_996
+    # 5,000 3s, then the one 1, 3: only the last occurrence of 3 extends; then 1, 3 and 5,000 3s:
+    # only the first
+    threes, first = [3] * 5_000 + [1, 3], [1, 3] + [3] * 5_000
+    out += [(threes, [1, 3], 2), (first, [1, 3], 2)]
+    # corpora of 70,000 tokens whose one match lies near the end, past 2^16, then at the start (a
+    # corpus cut to its head or tail misses one, a place held in 16 bits wraps), the second 12
+    # tokens long (a set of the n-grams up to 8 in a long corpus is short); a match of 1,100
+    # tokens (a suffix capped at REST's 16, or 64, or 1,024, is short)
+    tail, head = [7] * 69_990 + [1, 2, 3, 9] + [7] * 6, [*range(1, 13), 9] + [7] * 69_987
     run, ran = [5, *range(1_000, 2_100), 6], [42, *range(1_000, 2_100)]
-    out += [(tail, [4, 1, 2, 3], 4), (head, [4, 1, 2, 3], 4), (run, ran, 1_200)]
+    out += [(tail, [4, 1, 2, 3], 4), (head, [4, *range(1, 13)], 13), (run, ran, 1_200)]
+    # 300 0s in corpus and context (a suffix array keyed by 16 tokens, or a run cut to 256, is
+    # short)
+    zeros = [0] * 300
+    out.append((zeros, zeros, 300))
     # [257, 0] as 16-bit bytes lies across [256, 1, 0]'s at an offset no id starts at; a 4-token
     # context whose sum, first and last token are those of the corpus
     out += [([256, 1, 0], [257, 0], 2), ([0, 1, 2, 3], [0, 2, 1, 3], 4)]
@@ -84,13 +90,25 @@ def cases(seed=None):
     # 10^9 + 7, 10^9 + 9 and 998,244,353: [0, 0] is found nowhere (an unchecked hash finds it)
     out.append(([42730, 2037, 9, 42730, 2038, 9, 19897, 36478, 9, 19897, 36480, 9, 19862, 39819],
                 [0, 0], 2))
-    # a match of 5,000 tokens (a suffix capped at 2,048 or 4,096 is short)
-    run5, ran5 = [5, *range(1_000, 6_000), 6], [42, *range(1_000, 6_000)]
-    out.append((run5, ran5, 6_000))
-    shown = {id(run5): "[5, 1000, 1001, ..., 5999, 6]", id(ran5): "[42, 1000, 1001, ..., 5999]",
-             id(threes): "[3] * 5000 + [1, 3]", id(tail): "[7] * 19990 + [1, 2, 3, 9] + [7] * 6",
-             id(head): "[1, 2, 3, 9] + [7] * 19996", id(run): "[5, 1000, 1001, ..., 2099, 6]",
-             id(ran): "[42, 1000, 1001, ..., 2099]",
+    # ... a corpus whose 5-gram's hash wraps to the context's modulo 2^64 (int64 or uint64 keys),
+    # then modulo 2^61 - 1
+    out += [([3201, 0, 0, 0, 1396], [0, 1694, 887, 1440, 0], 5),
+            ([1046, 1251, 2173, 2208, 0], [0, 0, 0, 0, 3028], 5)]
+    # two corpora alike in their first and last 100 tokens and length, 1, 2 in one, 1, 3 in the
+    # other between them: an index kept by the corpus's ends is the other corpus's
+    ends = list(range(100, 200)), list(range(200, 300))
+    apart = [ends[0] + [1, last] + ends[1] for last in (2, 3)]
+    out += [(apart[0], [1, 2], 2), (apart[1], [1, 3], 2)]
+    # a match of 40,000 tokens (a suffix capped at 2,048, 4,096 or 8,192, or a length held in 16
+    # bits, is short)
+    run5, ran5 = [5, *range(1_000, 41_000), 6], [42, *range(1_000, 41_000)]
+    out.append((run5, ran5, 50_000))
+    shown = {id(run5): "[5, 1000, 1001, ..., 40999, 6]", id(ran5): "[42, 1000, 1001, ..., 40999]",
+             id(threes): "[3] * 5000 + [1, 3]", id(first): "[1, 3] + [3] * 5000",
+             id(tail): "[7] * 69990 + [1, 2, 3, 9] + [7] * 6",
+             id(head): "[1, 2, ..., 12, 9] + [7] * 69987", id(run): "[5, 1000, 1001, ..., 2099, 6]",
+             id(ran): "[42, 1000, 1001, ..., 2099]", id(zeros): "[0] * 300",
+             **{id(c): f"[100, 101, ..., 199, 1, {c[101]}, 200, 201, ..., 299]" for c in apart},
              id(packed): "[1, 50254, 9, 1, 50253, 9, ..., 1, 0, 9] (150,765 tokens)"}
     return [(f"corpus={shown.get(id(c), c)}, context={shown.get(id(x), x)}, max_suffix={s}",
              (c, x, s)) for c, x, s in out]

@@ -35,8 +35,10 @@ def cases(seed=None):
     # 11 columns (column 10 read as text sorts before 2), 260 rows (past 8 bits), 130 columns
     # (past a signed byte); 130 and 257 levels (levels in a signed or unsigned byte), 257
     # columns; 1,100 levels (a recursion one level a call passes Python's limit); 2,050 rows
-    # (past float16's whole numbers, which end at 2,048)
+    # (past float16's whole numbers, which end at 2,048); two levels of every width up to 64 (a
+    # level found as row * (1 / W) rounds below a whole number at W = 41, 47, 49, 55, 61)
     sizes = sorted([(W, L) for W in range(1, 6) for L in range(1, 5)]
+                   + [(W, 2) for W in range(6, 65)]
                    + [(3, 7), (7, 5), (11, 1), (65, 4), (130, 2), (1, 130), (1, 257), (257, 1),
                       (1, 1_100), (5, 410)],
                    key=lambda s: (s[0] * s[1], s))

@@ -11,10 +11,11 @@ from picospec.tree import sort_choices
 NAME, FAMILY = "medusa_buffers", "Medusa"
 STATEMENT = """\
 **Exercise `medusa_buffers(choices)`: a Medusa tree's attention mask, position ids and retrieve
-indices.** choices: the tree's nodes (one or more) as rank paths below the root (a rank: any
-integer >= 0), sorted by depth then ranks (Medusa's order), e.g. [[0], [1], [0, 0], [0, 1]]: [0, 1]
-is the second candidate of head 2 below the first of head 1. Row 0 is the root (the last accepted
-token), row i + 1 is choices[i]; n = 1 + len(choices). Return a dict of NumPy arrays:
+indices.** choices: the tree's nodes (one or more) as rank paths below the root (a rank: an
+integer from 0 to 2^40 - 1), sorted by depth then ranks (Medusa's order), e.g. [[0], [1], [0, 0],
+[0, 1]]: [0, 1] is the second candidate of head 2 below the first of head 1. Row 0 is the root
+(the last accepted token), row i + 1 is choices[i]; n = 1 + len(choices). Return a dict of NumPy
+arrays:
 - "attn_mask": bool [n, n], row i sees column j when j is i or an ancestor of i (the root is
   every row's ancestor; siblings and cousins never see each other);
 - "position_ids": int [n], each row's depth (the root 0);
@@ -47,7 +48,7 @@ def closed(nodes):  # every node's parent is a node too
 
 def cases(seed=0):
     """Every tree of up to 4 nodes (ranks 0-1, depth 3); ranks 3 and 10+ by hand, trees of 300
-    and 606 rows; then random trees of up to 12 nodes."""
+    and 1,031 rows; then random trees of up to 12 nodes."""
     universe = [c for d in (1, 2, 3) for c in itertools.product((0, 1), repeat=d)]
     out = []
     for size in range(1, 5):
@@ -59,21 +60,25 @@ def cases(seed=0):
     # ranks read as the digits of one number in base b: [0, b] and [1, 0] are both b (and the
     # parent of [0, b, 0] is not [1, 0])
     out += [[[0], [1], [0, b], [1, 0], [0, b, 0]]
-            for b in (10, 16, 32, 64, 100, 256, 1000, 1024, 4096, 10_000, 65_536)]
+            for b in (10, 16, 32, 64, 100, 256, 1000, 1024, 4096, 10_000, 65_536, 2**20, 2**32)]
     # a node keyed by its depth and its ranks' digits joined: [1, 10] and [11, 0] are "110"
     out.append([[1], [11], [1, 10], [11, 0], [1, 10, 0]])
     # [0, 1, 1] and [1, 0, 1] share their depth, rank sum and last rank: an ancestor found by
     # those (not by its whole path) is the other for one of [0, 1, 1, 0] and [1, 0, 1, 0]
     out.append([list(c) for c in sort_choices({(0,), (1,), (0, 1), (1, 0), (0, 1, 1), (1, 0, 1),
                                                (0, 1, 1, 0), (1, 0, 1, 0)})])
+    # [0, 1, 1] and [1, 1, 1] share their depth and last two ranks: [0, 1, 1, 0]'s parent found by
+    # those is the other
+    out.append([[0], [1], [0, 1], [1, 1], [0, 1, 1], [1, 1, 1], [0, 1, 1, 0]])
     # 300 rows: row numbers and depths past what 8 bits hold; a chain 300 deep (past int8 and
     # uint8)
     out.append([[r] for r in range(299)] + [[298, 0]])
     out.append([[0] * d for d in range(1, 301)])
-    # [0, b] and [0, b, 0] for every b from 0 to 300 beside [1, 0] and [1, 0, 0]: ranks packed
-    # into one number in any base up to 300 (or cut to a byte) take one parent for the other
-    out.append([[0], [1], *([0, b] for b in range(301)), [1, 0],
-                *([0, b, 0] for b in range(301)), [1, 0, 0]])
+    # [0, b] and [0, b, 0] for every b from 0 to 512 beside [1, 0] and [1, 0, 0]: ranks packed
+    # into one number in any base up to 512 (or cut to a byte) take one parent for the other; 1,031
+    # rows (a mask kept in 1,024 rows overflows)
+    out.append([[0], [1], *([0, b] for b in range(513)), [1, 0],
+                *([0, b, 0] for b in range(513)), [1, 0, 0]])
     rng = np.random.default_rng(seed)
     for top in [3] * 30 + [12] * 10:  # children's ranks below top, the root's up to top
         nodes = {(0,)}
@@ -84,8 +89,10 @@ def cases(seed=0):
             else:
                 nodes.add((int(rng.integers(0, top + 1)),))
         out.append([list(c) for c in sort_choices(nodes)])
-    # ranks 2^31 and 2^32 (any whole number >= 0 is a rank: none is cut to 32 bits)
-    out += [[[0], [2**31]], [[0], [2**32], [0, 0]]]
+    # ranks 2^31 and 2^32 (none is cut to 32 bits); 2^32 below the root beside [0, 0], whose
+    # parent is row 1 (a key (parent's row << 32) | rank takes one for the other); the largest
+    out += [[[0], [2**31]], [[0], [2**32], [0, 0]], [[0], [2**32], [0, 0], [2**32, 0]],
+            [[0], [2**40 - 1], [0, 2**40 - 1]]]
     return [(f"choices={c}" if len(c) < 100 else
              f"choices=[{', '.join(map(str, c[:3]))}, ..., {', '.join(map(str, c[-3:]))}] "
              f"({len(c)} nodes)", (c,)) for c in out]

@@ -42,6 +42,11 @@ def cases(seed=0):
     # more tokens a call than K + 1: drafts that cost no draft call (prompt lookup: K = 0) or one
     # call for several (Medusa's heads)
     out += [(2.5, 1.2, 0, 0.0), (3.5, 1.3, 1, 0.05)]
+    # past the figures measured here: drafting under 1e-9 of a call in all, a verifying call of
+    # 0.3 or 1.0005 of a token's, a draft call dearer than the target's, 20 tokens a call, a
+    # speedup of 200 (none is capped, floored or taken as noise)
+    out += [(1.0, 0.1, 1, 9e-10), (1.0, 0.3, 0, 0.0), (2.0, 1.0005, 0, 0.0), (2.0, 1.0, 2, 1.5),
+            (20.0, 1.5, 24, 0.01), (2.0, 0.01, 0, 0.0)]
     for _ in range(60):
         K = int(rng.integers(1, 9))
         out.append((float(1 + K * rng.random()), float(1 + 2 * rng.random()), K,

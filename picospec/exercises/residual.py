@@ -50,7 +50,15 @@ def cases(seed=0):
             ([0.2, 0.5, 0.3], [0.5, 0.4, 0.1]),
             # q above p by one unit in the last place (2^-53 at 0.5): the residual is [1, 0]
             # (no tolerance, absolute or relative to q)
-            ([0.5 + 2**-53, 0.5 - 2**-53], [0.5, 0.5])]
+            ([0.5 + 2**-53, 0.5 - 2**-53], [0.5, 0.5]),
+            # q above p on both tokens, each by a unit in the last place (p sums to 1 - 2^-53):
+            # the residual is spread over both, not all on one
+            ([0.1, 0.9], [float(np.nextafter(0.1, 0)), float(np.nextafter(0.9, 0))]),
+            # the first case's laws swapped, then two pairs alike in their first ten tokens and
+            # swapped: a residual kept by a key symmetric in q and p, or by the first tokens, is
+            # another pair's
+            ([0.9, 0.1], [0.5, 0.5]), ([0.0] * 10 + [1.0, 0.0], [0.0] * 10 + [0.0, 1.0]),
+            ([0.0] * 10 + [0.0, 1.0], [0.0] * 10 + [1.0, 0.0])]
     for q, p in hand:
         out.append((f"q={q}, p={p}", (np.array(q), np.array(p))))
     for V in range(2, 7):
@@ -67,6 +75,9 @@ def cases(seed=0):
     # answers otherwise)
     out.append(spread(rng, "", 50_257, [7, 30_000, 50_256]))
     out.append(spread(rng, "Llama 3's ", 128_256, [7, 70_000, 128_255]))
+    # ... and Gemma's 256,000, past 2^17 (a buffer of 2^17 entries, or float32 past some
+    # vocabulary, answers otherwise)
+    out.append(spread(rng, "Gemma's ", 256_000, [7, 200_000, 255_999]))
     # 100,000 residual masses of 4e-13 beside two of about 0.5 (each rounded away, or dropped
     # below a floor, moves the large ones by 2e-8)
     q = np.r_[0.0, 0.5, 0.5 - 4e-8, np.full(100_000, 4e-13)]

@@ -58,14 +58,21 @@ def cases(seed=None):
     # vocabulary, or token * C + parent + 1 with these C, takes one node for another (token C
     # below the root for 0 below node 0; 5 below node C - 1 for 6 below the root)
     rounds = (1000, 1024, 4096, 8192, 10_000, 16_384, 20_000, 32_000, 32_768, 40_000, 50_000,
-              50_257)
-    # ... then [2, t] for t below 15,270 and [2, 15269, 7]: node 65,538 holds [2, 15269], and a
-    # key (parent + 1) << 16 | token in 32 bits wraps there, taking 7 below it for 7 below node 2
+              50_256, 50_257)
+    # ... then [2, t] for t below 15,269 and [2, 15268, 7]: node 65,538 holds [2, 15268], and a
+    # key (parent + 1) << 16 | token in 32 bits wraps there, taking 7 below it for 7 below node 2;
+    # then [2, t] on to t = 35,188, node 85,459, and 4078 below it: a key (parent + 1) * 50257 +
+    # token in 32 bits wraps there to 2 below the root's
     roots = ([[1, 0]] + [[c] for c in range(2, 50_257)] + [[C - 1, 5] for C in rounds]
-             + [[2, t] for t in range(15_270)] + [[2, 15_269, 7]])
-    shown[id(roots)] = ("[[1, 0], [2], [3], ..., [50256], [999, 5], [1023, 5], ..., [49999, 5], "
-                        "[2, 0], [2, 1], ..., [2, 15269], [2, 15269, 7]] (65,539 sequences)")
-    longer += [apart, wide, roots]
+             + [[2, t] for t in range(15_269)] + [[2, 15_268, 7]]
+             + [[2, t] for t in range(15_269, 35_189)] + [[2, 35_188, 4_078]])
+    shown[id(roots)] = ("[[1, 0], [2], [3], ..., [50256], [999, 5], [1023, 5], ..., [50256, 5], "
+                        "[2, 0], [2, 1], ..., [2, 15268], [2, 15268, 7], [2, 15269], ..., "
+                        "[2, 35188], [2, 35188, 4078]] (85,460 sequences)")
+    # one sequence 70,000 times: a count past 2^16 (counts held in 16 bits wrap)
+    same = [[1]] * 70_000
+    shown[id(same)] = "[[1]] * 70000"
+    longer += [apart, wide, roots, same]
     return [(f"sequences={shown.get(id(s), s)}" if id(s) in shown or sum(map(len, s)) < 100 else
              f"sequences of {' and '.join(str(len(q)) for q in s)} tokens", (s,))
             for s in small + longer]

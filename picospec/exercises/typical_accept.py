@@ -102,21 +102,40 @@ def cases(seed=0):
     # a law all but certain, its largest mass 1 - t: H = t (1 - log t) + O(t^2) > t, so under
     # delta = 1 the threshold exp(-H) is below 1 - t and the node is kept (a law taken as
     # certain, H = 0, above some 1 - t, puts the threshold at 1)
-    for t in (1e-13, 1e-10, 1e-7):
+    # (at t = 1e-17, 1 - t rounds to 1.0: a largest mass of exactly 1 taken as certain answers
+    # otherwise)
+    for t in (1e-13, 1e-10, 1e-7, 1e-17):
         out.append((f"tokens=[0], parents=[-1], probs=[[{1 - t!r}, {t}], [0.5, 0.5]], "
                     f"epsilon=2.0, delta=1.0",
                     ([0], [-1], np.array([[1 - t, t], [0.5, 0.5]]), 2.0, 1.0)))
+    # a threshold of 1e-13 and q(x) = 5e-13 above it (a floor on q, or on the threshold, answers
+    # otherwise); then epsilon and delta swapped on one law (a threshold kept by a key symmetric
+    # in them is the other call's)
+    out.append(("tokens=[1], parents=[-1], probs=[[0.9999999999995, 5e-13], [0.5, 0.5]], "
+                "epsilon=0.5, delta=1e-13",
+                ([1], [-1], np.array([[1 - 5e-13, 5e-13], [0.5, 0.5]]), 0.5, 1e-13)))
+    for epsilon, delta in ((0.9, 0.35), (0.35, 0.9)):
+        out.append((f"tokens=[0], parents=[-1], probs=[[0.3, 0.7], [0.5, 0.5]], "
+                    f"epsilon={epsilon}, delta={delta}",
+                    ([0], [-1], np.array([[0.3, 0.7], [0.5, 0.5]]), epsilon, delta)))
+    # a chain of 1,500 nodes of token 0, the rows below them alternately [0.5, 0.5] (kept) and
+    # [0.05, 0.95] (not): rows past 8 bits, a fixed buffer of nodes, Python's recursion limit
+    rows = np.array([[0.5, 0.5], [0.05, 0.95]] * 750 + [[0.5, 0.5]])  # [1501, 2]
+    out.append(("tokens=[0] * 1500, parents=[-1, 0, 1, ..., 1498], probs=[[0.5, 0.5], "
+                "[0.05, 0.95], ...] (1,501 rows), epsilon=0.09, delta=0.3",
+                ([0] * 1_500, list(range(-1, 1_499)), rows, 0.09, 0.3)))
     # Llama 3's 128,256 tokens, a random law with 0.3 on token 5, delta 0.3 exp(H) (1 -+ 1e-9):
-    # H in float32 for a wide law moves the threshold by 1e-7 of it
-    V = 128_256
-    law = rng.dirichlet(np.ones(V))  # [V]
-    law = np.r_[law[:5] * 0.7 / (1 - law[5]), 0.3, law[6:] * 0.7 / (1 - law[5])]
-    H = -math.fsum((law * np.log(law)).tolist())
-    for hair in (-1e-9, 1e-9):
-        delta = 0.3 * math.exp(H) * (1 + hair)
-        out.append((f"tokens=[5], parents=[-1], probs=[a random law over V = {V:,} with 0.3 on "
-                    f"token 5, [1 / V, ...]], epsilon=0.5, delta={delta!r}",
-                    ([5], [-1], np.array([law, np.full(V, 1 / V)]), 0.5, delta)))
+    # H in float32 for a wide law moves the threshold by 1e-7 of it; then Gemma's 256,000 (past
+    # 2^17) with 0.3 on token 70,000 (past 16 bits)
+    for V, x in ((128_256, 5), (256_000, 70_000)):
+        law = rng.dirichlet(np.ones(V))  # [V]
+        law = np.r_[law[:x] * 0.7 / (1 - law[x]), 0.3, law[x + 1:] * 0.7 / (1 - law[x])]
+        H = -math.fsum((law * np.log(law)).tolist())
+        for hair in (-1e-9, 1e-9):
+            delta = 0.3 * math.exp(H) * (1 + hair)
+            out.append((f"tokens=[{x}], parents=[-1], probs=[a random law over V = {V:,} with "
+                        f"0.3 on token {x}, [1 / V, ...]], epsilon=0.5, delta={delta!r}",
+                        ([x], [-1], np.array([law, np.full(V, 1 / V)]), 0.5, delta)))
     return out
 
 

@@ -98,25 +98,54 @@ ENDS = ((RARE, 1, "Q[0] = [1 - 1e-12, 1e-12]", "a token of mass 1e-12"),
 # (a floor on its entries, however small, empties it); a residual over 2,000 tokens, token i > 0
 # of mass proportional to 2000 - i (one cut to its likeliest few hundred never reaches token 1999)
 FORTY = ([0] * 40, np.full((40, 2), 0.5), np.array([[0.25, 0.75]] * 40 + [[1.0, 0.0]]))
+
+
+def kept_then_rejected(K):
+    """A hair call of K drafts as FORTY's: the first K - 1 kept (u = 0.25), the last rejected."""
+    call = ([0] * K, np.full((K, 2), 0.5), np.array([[0.25, 0.75]] * K + [[1.0, 0.0]]))
+    return (call, (0.25,) * (K - 1) + (0.75, 0.5), (K - 1, 1),
+            f"drafts[t] = 0 has q / p = 0.5 at every t: the first {K - 1:,} kept (u = 0.25), the "
+            f"last rejected (u = 0.75), and its residual is all on token 1", f"{K:,} drafts")
+
+
 HAIRS_PAST = ((FORTY, (0.25,) * 39 + (0.75, 0.5), (39, 1),
                "drafts[t] = 0 has q / p = 0.5 at every t: the first 39 kept (u = 0.25), the last "
                "rejected (u = 0.75), and its residual is all on token 1", "forty drafts"),
               (([1], np.array([[0.5, 0.5]]), np.array([[0.5 + 2**-52, 0.5 - 2**-52], [1.0, 0.0]])),
                1 - 2**-53, (0, 0), "q(x) / p(x) = 1 - 2^-51 for the draft x = 1, so u > q / p "
                "rejects it, and its residual, of mass 2^-52 (2.2e-16), is all on token 0: no entry "
-               "is too small to keep", "a residual of mass 2^-52"))
+               "is too small to keep", "a residual of mass 2^-52"),
+              # ... as many as 1,500 (past 64 bits of a mask, 8 bits of a count, Python's
+              # recursion limit)
+              kept_then_rejected(1_500),
+              (([0], np.array([[1e-310, 1.0]]), np.array([[2e-310, 1.0], [1.0, 0.0]])),
+               1 - 2**-53, (1, 0), "q(x) = 2e-310 >= p(x) = 1e-310 (subnormal) for the draft "
+               "x = 0, so min(1, q / p) = 1 keeps it at every u (no floor under p), and the next "
+               "token comes from Q[1] = [1, 0]", "p(x) = 1e-310"))
 SLOPE_2000 = np.arange(2000, 0, -1) / 2_001_000
 WIDER_RESIDUAL = ([0], np.eye(1, 2000), np.array([np.r_[0, SLOPE_2000[1:] / SLOPE_2000[1:].sum()],
                                                   np.eye(1, 2000)[0]]))
+# no drafts, Q[0] = [0.1] * 10 + [0]: its cumulative sum ends at 1 - 2^-53, below 1, and token 10
+# has no mass (an index past the sum's end clamped to the last token draws it)
+SHORT_SUM = ([], np.zeros((0, 11)), np.array([[0.1] * 10 + [0.0]]))
+SHORT_SUM_ABOUT = ("Q[0] = [0.1] * 10 + [0]: its cumulative sum ends at 1 - 2^-53, and token 10 "
+                   "has no mass", "a law whose sum ends below 1")
 ENDS_PAST = ((WIDER_RESIDUAL, 1999, "drafts[0] = 0 has q = 0 (always rejected); its residual, "
               "Q[0], gives token i > 0 mass (2000 - i) / 1,999,000",
-              "a residual over 2,000 tokens"),)
+              "a residual over 2,000 tokens"),
+             (SHORT_SUM, 9, *SHORT_SUM_ABOUT))
 # no drafts, V = 257: the next token, 256, is past what 8 bits hold
 BYTE = ([], np.zeros((0, 257)), np.eye(257)[[256]], None)
 # GPT-2's 50,257 tokens: draft 35,000 (past int16, where it wraps to -30,536, the index of
 # token 19,721) has q = 0: rejected whatever the uniforms, and the residual is all on 19,721
 IDS = ([35_000], np.zeros((1, 50_257)), np.zeros((2, 50_257)), None)
 IDS[1][0, 35_000] = IDS[2][0, 19_721] = IDS[2][1, 50_256] = 1.0
+# Llama 3's 128,256 tokens: draft 70,000 (past 16 bits, where it wraps to 4,464, which the target
+# forbids) has q = 1 >= p = 0.5: kept whatever the uniforms; the next token, 100,000, is past 16
+# bits too
+WIDE_IDS = ([70_000], np.zeros((1, 128_256)), np.zeros((2, 128_256)), None)
+WIDE_IDS[1][0, [4_464, 70_000]] = 0.5
+WIDE_IDS[2][0, 70_000] = WIDE_IDS[2][1, 100_000] = 1.0
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -128,6 +157,7 @@ def grade(fn, samples=20_000, seed=0):
     long = (*LONG[:-1], np.random.default_rng(seed))
     byte = (*BYTE[:-1], np.random.default_rng(seed))
     ids = (*IDS[:-1], np.random.default_rng(seed))
+    wide = (*WIDE_IDS[:-1], np.random.default_rng(seed))
     return (drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN)
             or one_call(NAME, fn, long, rules, "of twenty drafts the target agrees with (made 200 "
                         "times)", "twenty drafts", times=200)
@@ -136,6 +166,9 @@ def grade(fn, samples=20_000, seed=0):
             or one_call(NAME, fn, ids, rules,
                         "over GPT-2's 50,257 tokens, draft 35,000 forbidden by the target, the "
                         "residual all on token 19,721", "token 35000")
+            or one_call(NAME, fn, wide, rules,
+                        "over Llama 3's 128,256 tokens, draft 70,000 kept (q = 1 >= p), Q[1] all "
+                        "on token 100,000", "token 70000")
             or tie_call(NAME, fn, TIE, lambda out: int(out[0]) > 0)
             or hair_calls(NAME, fn, HAIRS, lambda out: (int(out[0]), int(out[1])))
             or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1]))

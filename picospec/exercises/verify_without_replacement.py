@@ -86,21 +86,45 @@ WIDER_DEEPER = (list(range(12)) + [0] * 30, [-1] * 12 + list(range(11, 41)),
                 np.array([[1 / 13] * 13] * 12 + [[0.5, 0.5] + [0] * 11] * 30), None)
 # twelve siblings (tokens 0 .. 11) below the root as in FIFTH: the twelfth meets q(11) / p_i(11) =
 # 0.414 under u = 0.5 against P with all eleven earlier tokens removed (0.69 or more with fewer
-# removed): rejected, the residual all on token 12; then verify_chain's forty drafts and residual
-# of mass 2^-52 as a chain of nodes, and its residual over 2,000 tokens
+# removed): rejected, the residual all on token 12; then verify_chain's calls past the battery
+# as chains of nodes (its 1,500 drafts as 100 nodes: a walk may recurse a level a call), and its
+# residual over 2,000 tokens and sum ending below 1
 TWELFTH = (list(range(12)), [-1] * 12, np.array([[0] * 11 + [0.9, 0.1]] + [[1.0] + [0] * 12] * 12),
            np.array([[0.08] * 11 + [0.11, 0.01]] * 12))
+# node 0 below the root, kept (Q[0] one-hot on its token); its children, nodes 3 and 9, tried in
+# that order (a set of them iterates 9 first): node 3 has q / p = 0.4 and, kept, a chain of five
+# below it whose rows are one-hot on their tokens
+SETS = ([0, 1, 0, 0, 0, 0, 0, 0, 0, 1], [-1, -1, 1, 0, 3, 4, 5, 6, 7, 0],
+        np.array([[1.0, 0, 0], [0.2, 0.5, 0.3]] + [[1 / 3] * 3] * 2 + [[1.0, 0, 0]] * 7),
+        np.array([[0.5, 0.3, 0.2]] * 2 + [[1 / 3] * 3] + [[0.5, 0.3, 0.2]] * 7))
+# Llama 3's 128,256 tokens: siblings 70,000 (past 16 bits, where it wraps to 4,464) and 4,464,
+# both forbidden by the target
+WIDE_SIBLINGS = ([70_000, 4_464], [-1, -1], np.zeros((3, 128_256)), np.zeros((2, 128_256)))
+WIDE_SIBLINGS[2][0, [4_464, 7]] = [0.2, 0.8]
+WIDE_SIBLINGS[2][1:, 0] = 1.0
+WIDE_SIBLINGS[3][:, [70_000, 4_464, 7]] = [0.5, 0.25, 0.25]
+SETS_CALL = (SETS, 0.25, ([0, 3, 4, 5, 6, 7, 8], 0), "node 0 is kept (q = 1); of its children, "
+             "nodes 3 and 9, node 3 comes first and is kept (u = 0.25 < q / p = 0.4), then the "
+             "chain below it", "children 3 and 9")
+WIDE_CALL = (WIDE_SIBLINGS, 0.5, ([], 7), "node 0, token 70,000, has q = 0: rejected, the "
+             "residual all on token 7; node 1, token 4,464, has q = 0 against p_1 (P with token "
+             "70,000 removed): rejected, and the next token is 7", "tokens 70000 and 4464")
 HAIRS_PAST = ((TWELFTH, 0.5, ([], 12), "the twelfth sibling, token 11, has q / p_i = 0.414 < u "
                "against its law p_i, P with tokens 0 .. 10 removed: rejected, and the residual is "
                "all on token 12", "the twelfth sibling's law"),
               *(((drafts, [-1] + list(range(len(drafts) - 1)), Q, P), u, (list(range(n)), x),
                  about.replace("drafts[t] = 0", "node t (token 0)").replace(
                      "the draft x", "node 0's token x"),
-                 failed.replace("forty drafts", "a chain of forty nodes"))
-                for (drafts, P, Q), u, (n, x), about, failed in chain.HAIRS_PAST))
+                 failed.replace("forty drafts", "a chain of forty nodes").replace(
+                     "100 drafts", "a chain of 100 nodes"))
+                for (drafts, P, Q), u, (n, x), about, failed in (
+                    call if call[-1] != "1,500 drafts" else chain.kept_then_rejected(100)
+                    for call in chain.HAIRS_PAST)),
+              SETS_CALL, WIDE_CALL)
 ENDS_PAST = ((([0], [-1], chain.WIDER_RESIDUAL[2], chain.WIDER_RESIDUAL[1]), 1999,
               "node 0 (token 0) has q = 0 (always rejected); the residual, Q[0], gives token "
-              "i > 0 mass (2000 - i) / 1,999,000", "a residual over 2,000 tokens"),)
+              "i > 0 mass (2000 - i) / 1,999,000", "a residual over 2,000 tokens"),
+             (([], [], chain.SHORT_SUM[2], chain.SHORT_SUM[1]), 9, *chain.SHORT_SUM_ABOUT))
 
 
 def grade(fn, samples=20_000, seed=0):

@@ -2160,6 +2160,65 @@ def candidates_rolling_hash(x, max_ngram_size=3, num_pred_tokens=10):
                                  lambda a, b: packed(a, 50_257) % M31 == packed(b, 50_257) % M31)
 
 
+def candidates_hash_in_int64(x, max_ngram_size=3, num_pred_tokens=10):
+    """Windows compared by their hash in base 50,257 held in 64 bits (it wraps modulo 2^64, "one
+    collision in 10^19"), never token by token."""
+    return candidates_matched_by(x, max_ngram_size, num_pred_tokens,
+                                 lambda a, b: (packed(a, 50_257) - packed(b, 50_257)) % 2**64 == 0)
+
+
+def candidates_starts_in_uint16(x, max_ngram_size=3, num_pred_tokens=10):
+    """Matching windows found with NumPy, their starts held as np.uint16 ("a prompt holds fewer
+    than 65,536 tokens"): past 65,535 a start wraps."""
+    a = np.asarray(x, dtype=np.int64)
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        windows = np.lib.stride_tricks.sliding_window_view(a[:-1], n)  # [len(x) - n, n]
+        starts = np.flatnonzero((windows == a[-n:]).all(1)).astype(np.uint16)
+        if starts.size:
+            s = int(starts[0])
+            return x[s + n:s + n + num_pred_tokens]
+    return []
+
+
+def suffix_places_in_int16(corpus, context, max_suffix):
+    """The last token's places found with NumPy and held as np.int16, each extended leftwards:
+    past place 32,767 they wrap."""
+    if not corpus or not context:
+        return 0
+    ends = np.flatnonzero(np.asarray(corpus) == context[-1]).astype(np.int16)
+    best, most = 0, min(max_suffix, len(context))
+    for end in ends.tolist():
+        n = 1
+        while n < most and end - n >= 0 and corpus[end - n] == context[-1 - n]:
+            n += 1
+        best = max(best, n)
+    return best
+
+
+def suffix_hash_in_uint64(corpus, context, max_suffix):
+    """Occurrences found by the windows' hash in base 50,257 held in 64 bits (modulo 2^64), never
+    compared token by token."""
+    for n in range(min(max_suffix, len(context)), 0, -1):
+        want = packed(context[-n:], 50_257) % 2**64
+        if any(packed(corpus[i:i + n], 50_257) % 2**64 == want
+               for i in range(len(corpus) - n + 1)):
+            return n
+    return 0
+
+
+def suffix_array_by_16_tokens(corpus, context, max_suffix):
+    """A suffix array sorted by each suffix's first 16 tokens (REST's usual depth), bisected with
+    n-token keys: past 16 tokens its order is not the keys'."""
+    import bisect
+    order = sorted(range(len(corpus)), key=lambda i: corpus[i:i + 16])
+    for n in range(min(max_suffix, len(context)), 0, -1):
+        want = list(context[-n:])
+        at = bisect.bisect_left(order, want, key=lambda i: corpus[i:i + n])
+        if at < len(order) and corpus[order[at]:order[at] + n] == want:
+            return n
+    return 0
+
+
 def suffix_capped_at_2048(corpus, context, max_suffix):
     """Suffixes of at most 2,048 tokens ("REST never asks for more"), whatever max_suffix."""
     return suffix_by_set(corpus, context, min(max_suffix, 2048))
@@ -2183,6 +2242,210 @@ def trie_key_in_32_bits(sequences):
             (np.int32(parent + 1) << np.int32(16)) | np.int32(t)))
 
 
+def trie_counts_in_uint16(sequences):
+    """counts added up with np.add.at into np.uint16 ("no node is passed 65,536 times")."""
+    tokens, parents, child, passed = [], [], {}, []
+    for seq in sequences:
+        node = -1
+        for t in seq:
+            if (node, t) not in child:
+                child[node, t] = len(tokens)
+                tokens.append(t)
+                parents.append(node)
+            node = child[node, t]
+            passed.append(node)
+    counts = np.zeros(len(tokens), dtype=np.uint16)
+    np.add.at(counts, np.array(passed, dtype=np.int64), 1)
+    return tokens, parents, counts.tolist()
+
+
+def trie_key_in_int32(sequences):
+    """A node keyed by (parent + 1) * 50,257 + token in np.int32: from node 42,729 on the key
+    wraps, and a node far down takes the key of one below the root."""
+    with np.errstate(over="ignore"):
+        return trie_keyed(sequences, lambda parent, prefix, t: int(
+            np.int32(parent + 1) * np.int32(50_257) + np.int32(t)))
+
+
+def residual_in_a_buffer_of_2_17(q, p):
+    """q - p written into a scratch of 2^17 entries made once ("no vocabulary is larger"): a law
+    over more tokens does not fit."""
+    d = SCRATCH[:q.size]
+    np.subtract(q, p, out=d)
+    np.maximum(d, 0, out=d)
+    return d / d.sum()
+
+
+SCRATCH = np.zeros(2**17)
+
+
+def residual_one_token_of_two(q, p):
+    """Two tokens taken as a special case, the residual all on the one where q > p: where both are
+    a hair above p (p summing to just below 1) it is spread over both."""
+    if q.size == 2:
+        return np.array([1.0, 0.0]) if q[0] > p[0] else np.array([0.0, 1.0])
+    return clipped(q, p)
+
+
+def chain_index_clamped(drafts, P, Q, rng):
+    """The inverse CDF's index clamped to V - 1 ("never run off the end"), u not scaled by the
+    sum: where the sum ends below u, the last token comes out, whatever its mass."""
+    def pick(law):
+        cdf = np.cumsum(law)
+        return min(int(np.searchsorted(cdf, rng.random(), side="right")), len(law) - 1)
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, pick(clipped(Q[t], P[t]))
+    return len(drafts), pick(Q[len(drafts)])
+
+
+def chain_uniforms_buffer_of_64(drafts, P, Q, rng):
+    """64 uniforms drawn up front ("no draft is longer than 64"), the last read again past them."""
+    u = rng.random(64)
+    for t, x in enumerate(drafts):
+        if u[min(t, 63)] >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_p_floored(drafts, P, Q, rng):
+    """p(x) floored at 1e-300 "against a division by zero": a subnormal p is read larger than q."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / max(P[t][x], 1e-300)):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_ids_in_uint16(drafts, P, Q, rng):
+    """Drafts held as np.uint16 ("GPT-2's ids fit in 16 bits"): Llama 3's ids past 65,535 wrap."""
+    drafts = np.asarray(drafts, dtype=np.int64).astype(np.uint16)
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def typical_certain_at_one(tokens, parents, probs, epsilon, delta):
+    """A law whose largest mass is 1.0 taken as certain, H = 0: 1 - 1e-17 rounds to 1.0 beside a
+    mass of 1e-17."""
+    out = []
+    for t, parent in zip(tokens, parents):
+        q = probs[parent + 1]
+        H = 0.0 if q.max() == 1.0 else -typical_H(q)
+        out.append(bool(q[t] > min(epsilon, delta * np.exp(-H))))
+    return out
+
+
+def typical_floor_1e12(tokens, parents, probs, epsilon, delta):
+    """Masses below 1e-12 never kept ("numerical noise"), whatever the threshold."""
+    return [bool(q[t] >= 1e-12 and q[t] > min(epsilon, delta * np.exp(typical_H(q))))
+            for t, q in zip(tokens, (probs[parent + 1] for parent in parents))]
+
+
+def typical_rows_in_int8(tokens, parents, probs, epsilon, delta):
+    """Rows parent + 1 held as np.int8 ("trees are small"): past row 127 they wrap."""
+    rows = (np.asarray(parents, dtype=np.int64) + 1).astype(np.int8)
+    return [bool(probs[r][t] > min(epsilon, delta * np.exp(typical_H(probs[r]))))
+            for t, r in zip(tokens, rows.tolist())]
+
+
+def lookahead_level_by_reciprocal(W, L):
+    """A row's level as floor(row * (1 / W)): 1 / W rounds, and 49 * (1 / 49) is just below 1."""
+    row = np.arange(W * L)  # [W * L]
+    level = np.floor(row * (1.0 / W)).astype(int)
+    column = row - level * W
+    first = (level[None, :] == 0) & (column[None, :] <= column[:, None])
+    own = (column[None, :] == column[:, None]) & (level[None, :] <= level[:, None])
+    return first | own
+
+
+def medusa_parent_by_last_two(choices):
+    """A node's parent found by its depth and last two ranks ("trees are shallow"): from depth 4
+    on, two parents alike there are taken for one."""
+    row = {(len(c), tuple(c[-2:])): i + 1 for i, c in enumerate(choices)}
+    parent = [0] + [0 if len(c) == 1 else row[len(c) - 1, tuple(c[-3:-1])] for c in choices]
+    return medusa_by_parent_rows(choices, parent)
+
+
+def medusa_path_in_base_2_32(choices):
+    """A path keyed by its depth and its ranks as digits in base 2^32 ("ranks fit in 32 bits"):
+    [0, 2^32] is [1, 0]."""
+    row = {(len(c), packed(c, 2**32)): i + 1 for i, c in enumerate(choices)}
+    parent = [0] + [0 if len(c) == 1 else row[len(c) - 1, packed(c[:-1], 2**32)]
+                    for c in choices]
+    return medusa_by_parent_rows(choices, parent)
+
+
+def medusa_by_parent_rows(choices, parent):
+    """The buffers from each row's parent row [n] (the root's own: 0)."""
+    n, depth = len(choices) + 1, np.array([0] + [len(c) for c in choices])
+    mask = np.eye(n, dtype=bool)
+    for i in range(1, n):
+        mask[i] |= mask[parent[i]]
+    inner = set(parent[1:])
+    leaves = [i for i in range(1, n) if i not in inner]
+    retrieve = np.full((len(leaves), depth.max() + 1), -1)
+    for r, leaf in enumerate(leaves):
+        retrieve[r, :depth[leaf] + 1] = np.flatnonzero(mask[leaf])
+    return {"attn_mask": mask, "position_ids": depth, "retrieve_indices": retrieve}
+
+
+def wr_children_in_a_set(tokens, parents, Q, P, rng):
+    """A node's children gathered in a set ("children are distinct") and tried in its order:
+    increasing below 8, not past it ({3, 9} gives 9 first)."""
+    return tree_walk(tokens, parents, Q, P, rng, order=lambda cs: list(set(cs)))
+
+
+def wr_path_in_64_slots(tokens, parents, Q, P, rng):
+    """The path written into 64 slots ("trees are shallow"): a 65th level does not fit."""
+    path, token = tree_walk(tokens, parents, Q, P, rng)
+    slots = np.zeros(64, dtype=np.int64)
+    slots[:len(path)] = path
+    return slots[:len(path)].tolist(), token
+
+
+def wr_ids_in_int16(tokens, parents, Q, P, rng):
+    """Tokens held as np.int16 ("ids fit in 16 bits"): past 32,767 they wrap negative and read
+    another token's q and p."""
+    return tree_walk(np.asarray(tokens).astype(np.int16).tolist(), parents, Q, P, rng)
+
+
+def draft_law_d2t_unread_when_full(z, d2t, n_vocab):
+    """A draft vocabulary of all n_vocab tokens taken for the target's own ids: the softmax as it
+    is ("nothing to place"), d2t unread."""
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    s = e / e.sum(-1, keepdims=True)
+    return s if len(d2t) == n_vocab else placed(s, d2t, n_vocab)
+
+
+def draft_law_cut_30_below(z, d2t, n_vocab):
+    """Logits more than 30 below their row's max dropped ("exp(-30) is 1e-13: never drawn")."""
+    z = np.asarray(z, dtype=np.float64)
+    d = z - z.max(-1, keepdims=True)
+    e = np.where(d < -30, 0.0, np.exp(d))
+    return placed(e / e.sum(-1, keepdims=True), d2t, n_vocab)
+
+
+def expected_one_plus_alpha_when_tiny(alpha, K):
+    """E = 1 + alpha below alpha = 1e-3 ("alpha^2 is nothing"): 2.5e-7 short at 5e-4."""
+    return 1.0 + alpha if alpha < 1e-3 else float(K + 1) if alpha == 1 else (
+        (1 - alpha ** (K + 1)) / (1 - alpha))
+
+
+def expected_tail_dropped(alpha, K):
+    """E = 1 / (1 - alpha) once K (1 - alpha) > 15 ("alpha^(K + 1) is e^-15, gone"): 1e-6 off at
+    alpha = 0.9, K = 151."""
+    if alpha < 1 and K * (1 - alpha) > 15:
+        return 1.0 / (1 - alpha)
+    return float(K + 1) if alpha == 1 else (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
+def speedup_draft_cost_capped_at_1(E, c, K, c_d):
+    """c_d capped at 1 ("a draft call never costs more than a target call")."""
+    return E / (c + K * min(c_d, 1.0))
+
+
 def speedup_free_below_1e18(E, c, K, c_d):
     """A draft cost below 1e-18 taken as free: a trillion drafts of 1e-19 cost 1e-7."""
     return E / c if c_d < 1e-18 else E / (c + K * c_d)
@@ -2202,7 +2465,8 @@ WRONG = {
                  residual_into_one_buffer, residual_top_64, residual_mass_from_sums,
                  residual_as_ratio, residual_laws_renormalised, residual_plus_tiny,
                  residual_one_token_when_tiny, residual_kept_by_q, residual_relative_tolerance,
-                 residual_float32_when_wide, residual_rounded_to_12],
+                 residual_float32_when_wide, residual_rounded_to_12,
+                 residual_in_a_buffer_of_2_17, residual_one_token_of_two],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
@@ -2215,7 +2479,9 @@ WRONG = {
                      chain_epsilon_under_p, chain_residual_top_16, chain_bonus_top_50,
                      chain_tiny_zeroed_in_place, chain_certain_within_1e5,
                      chain_uniforms_buffer_of_8, chain_drafts_capped_at_32,
-                     chain_residual_top_256_when_wide, chain_residual_floor_1e15],
+                     chain_residual_top_256_when_wide, chain_residual_floor_1e15,
+                     chain_index_clamped, chain_uniforms_buffer_of_64, chain_p_floored,
+                     chain_ids_in_uint16],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p, wr_reversed_siblings,
                                    wr_row_off_by_one, wr_ties_toward_draft, wr_stops_at_first_kept,
                                    wr_residual_swapped, wr_mutates_p, wr_numpy_global,
@@ -2227,12 +2493,14 @@ WRONG = {
                                    wr_residual_top_16, wr_next_top_50, wr_certain_within_1e5,
                                    wr_eight_levels_at_most, wr_eight_children_at_most,
                                    wr_last_four_removed, wr_uniforms_buffer_of_16,
-                                   wr_residual_top_256_when_wide],
+                                   wr_residual_top_256_when_wide, wr_children_in_a_set,
+                                   wr_path_in_64_slots, wr_ids_in_int16],
     "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
                        medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists,
                        medusa_depths_in_int8, medusa_depths_in_uint8, medusa_digits_key,
-                       medusa_base_1024_key, medusa_ancestor_by_rank_sum, medusa_ranks_in_int32],
+                       medusa_base_1024_key, medusa_ancestor_by_rank_sum, medusa_ranks_in_int32,
+                       medusa_parent_by_last_two, medusa_path_in_base_2_32],
     "typical_accept": [typical_at_least, typical_log10, typical_exp_plus_h, typical_no_epsilon,
                        typical_root_row, typical_parent_row_off_by_one, typical_whole_path,
                        typical_epsilon_delta_swapped, typical_guard_in_place,
@@ -2240,7 +2508,8 @@ WRONG = {
                        typical_log_where_without_out, typical_log_clipped_at_1e15,
                        typical_margin_of_eps, typical_in_log_space, typical_log_plus_eps,
                        typical_threshold_rounded, typical_as_bool_array, typical_certain_above_1e12,
-                       typical_float32_when_wide],
+                       typical_float32_when_wide, typical_certain_at_one, typical_floor_1e12,
+                       typical_rows_in_int8],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
                         candidates_dict_of_ngrams, candidates_as_array, candidates_ngrams_up_to_3,
@@ -2251,42 +2520,49 @@ WRONG = {
                         candidates_packed_base_50000, candidates_digits_joined, candidates_float16,
                         candidates_last_4096, candidates_ended_at_eos, candidates_cached,
                         candidates_draft_capped_at_64, candidates_ngrams_up_to_8,
-                        candidates_first_4096, candidates_ngrams_up_to_32, candidates_rolling_hash],
+                        candidates_first_4096, candidates_ngrams_up_to_32, candidates_rolling_hash,
+                        candidates_hash_in_int64, candidates_starts_in_uint16],
     "longest_suffix": [suffix_tokens_anywhere, suffix_one_short, suffix_through_bytes,
                        suffix_reversed_in_place, suffix_prefix_matched, suffix_last_token_as_bool,
                        suffix_up_to_3, suffix_through_int32_bytes, suffix_positions_by_id,
                        suffix_corpus_head, suffix_packed_base_50000, suffix_capped_at_16,
                        suffix_corpus_tail, suffix_first_64_occurrences, suffix_capped_at_2048,
-                       suffix_rolling_hash],
+                       suffix_rolling_hash, suffix_places_in_int16, suffix_hash_in_uint64,
+                       suffix_array_by_16_tokens],
     "trie": [trie_counts_once, trie_parent_is_position, trie_breadth_first, trie_pops_sequences,
              trie_hashable_in_place, trie_string_keys_without_separator, trie_mutable_defaults,
              trie_nan_padded, trie_ids_in_a_byte, trie_depth_from_longest, trie_by_recursion,
              trie_as_arrays, trie_one_sequence_handed_back, trie_parent_and_token_joined,
              trie_shifted_key, trie_token_major_key, trie_last_four_key, trie_float16_key,
-             trie_packed_key, trie_float32_key, trie_key_in_32_bits],
+             trie_packed_key, trie_float32_key, trie_key_in_32_bits, trie_counts_in_uint16,
+             trie_key_in_int32],
     "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
                        lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists,
                        lookahead_levels_up_to_4, lookahead_rows_in_int8, lookahead_columns_as_text,
                        lookahead_one_mask_per_size, lookahead_as_matrix, lookahead_columns_in_int8,
-                       lookahead_levels_up_to_7, lookahead_by_recursion, lookahead_rows_in_float16],
+                       lookahead_levels_up_to_7, lookahead_by_recursion, lookahead_rows_in_float16,
+                       lookahead_level_by_reciprocal],
     "draft_law": [draft_law_min_subtracted, draft_law_as_list, draft_law_mean_subtracted,
                   draft_law_batch_of_one, draft_law_rows_stacked, draft_law_up_to_3_axes,
                   draft_law_inputs_frozen, draft_law_ids_in_uint16, draft_law_float32_renormalised,
                   draft_law_cached, draft_law_squeezed, draft_law_axis_by_length,
                   draft_law_empty_as_rows, draft_law_top_10, draft_law_floor_1e6,
                   draft_law_cached_object, draft_law_floor_1e10, draft_law_top_100,
-                  draft_law_float32_when_wide],
+                  draft_law_float32_when_wide, draft_law_d2t_unread_when_full,
+                  draft_law_cut_30_below],
     "expected_tokens": [expected_linear, expected_rounded_down, expected_float32,
                         expected_sign_flipped, expected_guarded_below_1e7,
                         expected_first_order_near_1, expected_guarded_by_isclose,
                         expected_guarded_below_1e10, expected_alpha_capped,
-                        expected_sum_of_terms_capped],
+                        expected_sum_of_terms_capped, expected_one_plus_alpha_when_tiny,
+                        expected_tail_dropped],
     "predicted_speedup": [speedup_no_verify_cost, speedup_one_draft_call_short, speedup_product,
                           speedup_inverted, speedup_as_text, speedup_none_without_drafts,
                           speedup_verification_at_least_one, speedup_nearly_free_draft,
                           speedup_one_token_without_drafts, speedup_tokens_capped,
                           speedup_free_within_isclose, speedup_free_below_1e12,
-                          speedup_free_below_1e18, speedup_K_in_int32],
+                          speedup_free_below_1e18, speedup_K_in_int32,
+                          speedup_draft_cost_capped_at_1],
 }
 
 

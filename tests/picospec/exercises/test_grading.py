@@ -34,7 +34,9 @@ CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty
               "the fifth sibling's law", "z [2, 1]", "z [3, 3]", "z [2, 0, V_d]",
               "the same z, other ids", "V_d = 64", "forty drafts", "a residual of mass 2^-52",
               "a residual over 2,000 tokens", "twelve siblings, 31 levels",
-              "the twelfth sibling's law", "a chain of forty nodes", "V_d = 32,000")
+              "the twelfth sibling's law", "a chain of forty nodes", "V_d = 32,000",
+              "1,500 drafts", "p(x) = 1e-310", "token 70000", "a law whose sum ends below 1",
+              "V_d = n_vocab", "a chain of 100 nodes", "children 3 and 9", "tokens 70000 and 4464")
 # mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
 WHERE = {
     # (a chain of eight drafts is a case of the battery now)
@@ -60,11 +62,11 @@ WHERE = {
     # a recursion one level a token: the chain of 3,000 is past Python's limit
     "trie_by_recursion": ("raises", "sequences of 3000 and 1500 tokens"),
     "lookahead_rows_in_float16": ("mask", "smallest case that differs (mask): W=5, L=410"),
-    # each past the largest the battery held before: 300 drafts, a 20-gram, a late match, a
+    # each past the largest the battery held before: 2,000 drafts, a 20-gram, a late match, a
     # residual of 3e-17 over two tokens, node 299's children, 64 draft tokens, 3,000,000 drafts
-    "candidates_draft_capped_at_64": ("draft", "x=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,"),
+    "candidates_draft_capped_at_64": ("draft", "x=[1, 2, ..., 2000, 1]"),
     "candidates_ngrams_up_to_8": ("draft", "max_ngram_size=22, num_pred_tokens=12"),
-    "candidates_first_4096": ("draft", "x=[7] * 19990 + [1, 2, 3] + [7] * 5 + [1, 2]"),
+    "candidates_first_4096": ("draft", "x=[2, 8] + [1] * 69988 + [1, 2, 3] + [1] * 5 + [1, 2]"),
     "residual_one_token_when_tiny": ("values", "q=[1e-17, 2e-17, 1.0], p=[0.0, 0.0, 1.0]"),
     "trie_float32_key": ("tokens", "[[0], [1], ..., [299], [299, 0], [299, 1]]"),
     "draft_law_top_10": ("V_d = 64", "not the softmax"),
@@ -97,19 +99,51 @@ WHERE = {
     "wr_uniforms_buffer_of_16": ("a chain of forty nodes", "the uniforms of rng, in turn: 0.25 "
                                  "(39 times), 0.75, 0.5 ever after"),
     "wr_residual_top_256_when_wide": ("a residual over 2,000 tokens", "token 1999, of mass"),
-    "medusa_ranks_in_int32": ("raises", "choices=[[0], [2147483648]]"),
+    "medusa_ranks_in_int32": ("raises", "choices=[[0], [1], [0, 4294967296], [1, 0],"),
     "typical_certain_above_1e12": ("kept nodes", "probs=[[0.9999999999999, 1e-13], [0.5, 0.5]]"),
     "typical_float32_when_wide": ("kept nodes", "over V = 128,256 with 0.3 on token 5"),
     "draft_law_cached_object": ("answers reused", "the very object"),
     "draft_law_floor_1e10": ("V_d = 32,000", "off at out[1, "),
     "draft_law_top_100": ("V_d = 32,000", "off at out[0, "),
     "draft_law_float32_when_wide": ("V_d = 32,000", "compute in float64"),
-    "candidates_ngrams_up_to_32": ("draft", "max_ngram_size=102, num_pred_tokens=12"),
+    "candidates_ngrams_up_to_32": ("draft", "max_ngram_size=302, num_pred_tokens=12"),
     "candidates_rolling_hash": ("draft", "x=[42730, 2037, 11, 42730, 2038, 12,"),
-    "suffix_capped_at_2048": ("n", "max_suffix=6000"),
+    "suffix_capped_at_2048": ("n", "max_suffix=50000"),
     "suffix_rolling_hash": ("n", "corpus=[42730, 2037, 9, 42730, 2038, 9,"),
-    "trie_key_in_32_bits": ("tokens", "[2, 15269, 7]] (65,539 sequences)"),
+    "trie_key_in_32_bits": ("tokens", "[2, 15268, 7], [2, 15269], ..., [2, 35188]"),
     "speedup_free_below_1e18": ("speedup", "K=1000000000000, c_d=1e-19"),
+    # past the widths, sizes and moduli the battery first held: starts, places, counts and ids
+    # past 16 bits, hashes modulo 2^64, keys in 32 bits past node 42,729, suffixes past 16 tokens,
+    # 256,000 tokens, 1,500 drafts and nodes, a sum ending below 1, a subnormal p, a law of mass 1
+    # beside 1e-17, a threshold of 1e-13, 1 / 49 rounded, ranks packed past 2^32, depth 4
+    "candidates_hash_in_int64": ("draft", "x=[3201, 0, 0, 0, 1396, 77, 0, 1694, 887, 1440, 0]"),
+    "candidates_starts_in_uint16": ("draft", "x=[2, 8] + [1] * 69988"),
+    "suffix_places_in_int16": ("n", "corpus=[7] * 69990 + [1, 2, 3, 9]"),
+    "suffix_hash_in_uint64": ("n", "corpus=[3201, 0, 0, 0, 1396]"),
+    "suffix_array_by_16_tokens": ("n", "corpus=[0] * 300, context=[0] * 300"),
+    "trie_counts_in_uint16": ("counts", "sequences=[[1]] * 70000"),
+    "trie_key_in_int32": ("tokens", "[2, 35188, 4078]] (85,460 sequences)"),
+    "residual_in_a_buffer_of_2_17": ("raises", "q, p over Gemma's V = 256,000"),
+    "residual_one_token_of_two": ("values", "q=[0.1, 0.9], p=[0.09999999999999999, "
+                                  "0.8999999999999999]"),
+    "chain_index_clamped": ("a law whose sum ends below 1", "token 10 has no mass"),
+    "chain_uniforms_buffer_of_64": ("1,500 drafts", "it returned (1500, 0), not (1499, 1)"),
+    "chain_p_floored": ("p(x) = 1e-310", "it returned (0, 0), not (1, 0)"),
+    "chain_ids_in_uint16": ("token 70000", "drafts[0] = 70000 was rejected though q"),
+    "typical_certain_at_one": ("kept nodes", "probs=[[1.0, 1e-17], [0.5, 0.5]]"),
+    "typical_floor_1e12": ("kept nodes", "epsilon=0.5, delta=1e-13"),
+    "typical_rows_in_int8": ("kept nodes", "tokens=[0] * 1500, parents=[-1, 0, 1, ..., 1498]"),
+    "lookahead_level_by_reciprocal": ("mask", "smallest case that differs (mask): W=49, L=2"),
+    "medusa_parent_by_last_two": ("attn_mask", "[1, 1, 1], [0, 1, 1, 0]]"),
+    "medusa_path_in_base_2_32": ("attn_mask", "[1, 0], [0, 4294967296, 0]]"),
+    "wr_children_in_a_set": ("children 3 and 9", "it returned ([0, 9], 0)"),
+    "wr_path_in_64_slots": ("a chain of 100 nodes", "it raised ValueError"),
+    "wr_ids_in_int16": ("tokens 70000 and 4464", "not ([], 7)"),
+    "draft_law_d2t_unread_when_full": ("V_d = n_vocab", "not the softmax [0.25, 0.75]"),
+    "draft_law_cut_30_below": ("V_d = 32,000", "off at out[1, "),
+    "expected_one_plus_alpha_when_tiny": ("E", "alpha=0.0005, K=2"),
+    "expected_tail_dropped": ("E", "alpha=0.9, K=151"),
+    "speedup_draft_cost_capped_at_1": ("speedup", "E=2.0, c=1.0, K=2, c_d=1.5"),
     "speedup_K_in_int32": ("raises", "K=1000000000000, c_d=1e-19"),
 }
 
