@@ -113,6 +113,32 @@ def wider(k, K):
             Case(f"V=3 {k} target with zeros", 3, 5, K, target=7, target_zeros=0.5))
 
 
+def one_draft(k):
+    """One draft a call: a draft with zeros on a target with zeros (some rows of each one-hot,
+    some drafts forbidden), then V = 12 at T = 2 with a quarter of the calls given none (a path of
+    its own for K = 1, or a bonus or next token cut to the likeliest few, answers otherwise)."""
+    return (Case(f"V=4 {k} draft with zeros, target with zeros", 4, 4, 1, target=257,
+                 draft=("zeros", 0.6), target_zeros=0.5),
+            Case(f"V=12 {k} or 0 T=2", 12, 2, 1, dict(temperature=2), target=271,
+                 draft=("near", 0.3), no_drafts=0.25))
+
+
+# a node at depth 1, one at depth 2, two siblings at depth 3, two below the first of them at depth
+# 4: siblings below depth 2 (every case above has them at depth 1 or 2), leaves at depth 4
+DEEPER = (-1, 0, 1, 1, 2, 2)
+
+
+def deeper(siblings):
+    """Siblings at depths 3 and 4 (DEEPER; without replacement, an over-confident draft kept
+    long); then a tree of one node over V = 12 at T = 2 (its rejection replaced from the
+    residual, its bonus from the whole law)."""
+    draft = ("sharp", 0.5) if siblings == "without_replacement" else ("near", 0.3)
+    return (Case("V=3 siblings at depths 3 and 4", 3, 5, target=263, draft=draft, parents=DEEPER,
+                 siblings=siblings),
+            Case("V=12 one node T=2 draft with zeros", 12, 2, sampling=dict(temperature=2),
+                 target=271, draft=("zeros", 0.5), parents=(-1,), siblings=siblings))
+
+
 CASES = {
     "chain": [
         Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True,
@@ -153,6 +179,7 @@ CASES = {
         # five drafts kept often: the rule at the fifth (uniforms drawn four at a time, a last
         # block of one reading the block before's)
         Case("V=2 K=5 sharp draft", 2, 6, 5, target=57, draft=("sharp", 0.3)),
+        *one_draft("K=1"),
         # equal entries in every row, five of the target's nine even: a token found again by its
         # probability (tied tokens taken for one), an even row taken for padding, answer otherwise
         Case("V=3 K=2 ties and even rows", 3, 5, 2, target=251, ties=True),
@@ -205,6 +232,9 @@ CASES = {
         Case("V=6 one root child", 6, 3, target=197, parents=(-1, 0, 0, 1)),
         Case("V=3 sampled siblings, target with zeros", 3, 5, target=7, target_zeros=0.5,
              parents=(-1, -1, 0, 0)),
+        *deeper("iid"),
+        Case("V=3 top tokens at depths 3 and 4 T=0.7", 3, 5, sampling=dict(temperature=0.7),
+             target=263, draft=("near", 0.3), parents=DEEPER, siblings="top"),
         Case("V=3 sampled siblings, ties and even rows", 3, 5, target=251, parents=(-1, -1, 0, 0),
              ties=True),
     ],
@@ -254,6 +284,7 @@ CASES = {
              siblings="without_replacement"),
         Case("V=3 two pairs of siblings, target with zeros", 3, 5, target=7, target_zeros=0.5,
              parents=(-1, -1, 0, 0), siblings="without_replacement"),
+        *deeper("without_replacement"),
         Case("V=3 two pairs of siblings, ties and even rows", 3, 5, target=251,
              parents=(-1, -1, 0, 0), siblings="without_replacement", ties=True),
     ],
@@ -279,6 +310,8 @@ CASES = {
         Case("V=3 k=2 target of the last token", 3, 5, 2, target=167, last_only=True),
         *wider("k=2", 2),
         Case("V=2 k=8 sharp draft", 2, 7, 8, target=57, draft=("sharp", 0.3)),
+        *one_draft("k=1")[:1], Case("V=12 k=1 T=2", 12, 2, 1, dict(temperature=2), target=271,
+                                     draft=("near", 0.3)),
         Case("V=3 k=2 ties and even rows", 3, 5, 2, target=251, ties=True),
     ],
 }

@@ -107,7 +107,17 @@ LATE = {"inverse_cdf_by_argmax": "uniforms near 1: support",
         "without_replacement_sharp_target_taken_as_certain": SHARP,
         "without_replacement_no_nodes_argmax": "V=3 two pairs of siblings or no nodes",
         "close_draft_kept_untested": "V=2 K=3 draft = target but 2 tokens",
-        "batched_close_rows_kept_untested": "V=2 k=3 draft = target but 2 tokens"}
+        "batched_close_rows_kept_untested": "V=2 k=3 draft = target but 2 tokens",
+        "one_draft_forbidden_from_target": "V=4 K=1 draft with zeros, target with zeros",
+        "one_draft_residual_on_its_support": "V=4 K=1 draft with zeros, target with zeros",
+        "bonus_top_eight": "V=12 K=1 or 0 T=2", "no_drafts_top_four": "V=12 K=1 or 0 T=2",
+        "tree_siblings_against_q_below_depth_2": "V=3 siblings at depths 3 and 4",
+        "tree_one_node_from_target": "V=12 one node T=2 draft with zeros",
+        "tree_top_eight": "V=12 one node T=2 draft with zeros",
+        "without_replacement_not_removed_below_depth_2": "V=3 siblings at depths 3 and 4",
+        "without_replacement_one_node_from_target": "V=12 one node T=2 draft with zeros",
+        "batched_one_draft_residual_on_its_support": "V=4 k=1 draft with zeros, target with zeros",
+        "batched_bonus_top_eight": "V=12 k=1 T=2"}
 
 
 def command(*args, timeout=300):

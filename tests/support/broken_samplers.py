@@ -321,6 +321,40 @@ def even_target_row_kept(drafts, P, Q, rng):
     return len(drafts), sample(Q[-1], rng)
 
 
+def likeliest(q, k):
+    """q cut to its k likeliest tokens, renormalised."""
+    kept = np.where(q >= np.sort(q)[-k], q, 0.0) if len(q) > k else q
+    return kept / kept.sum()
+
+
+def one_draft_forbidden_from_target(drafts, P, Q, rng):
+    """One draft the target forbids replaced from q ("q - p is q where q(x) = 0"): right for a
+    one-hot draft, not for one spread over other tokens."""
+    one = len(drafts) == 1 and Q[0][drafts[0]] == 0
+    return chain(drafts, P, Q, rng, resample=lambda t, q, p: q if one else residual(q, p))
+
+
+def one_draft_residual_on_its_support(drafts, P, Q, rng):
+    """One draft a call: the residual kept to the tokens the draft could propose ("the others were
+    never at stake"), where it has mass there."""
+    def resample(t, q, p):
+        r = np.where(p > 0, np.maximum(q - p, 0), 0.0)
+        return r / r.sum() if len(drafts) == 1 and r.sum() > 0 else residual(q, p)
+    return chain(drafts, P, Q, rng, resample=resample)
+
+
+def bonus_top_eight(drafts, P, Q, rng):
+    """The extra token, every draft kept, drawn from Q[K] cut to its eight likeliest (a sampling
+    kernel of width 8)."""
+    return chain(drafts, P, Q, rng, bonus=lambda P, Q: likeliest(Q[-1], 8))
+
+
+def no_drafts_top_four(drafts, P, Q, rng):
+    """A call given no drafts draws its token from Q[0] cut to its four likeliest."""
+    return chain(drafts, P, Q, rng, bonus=lambda P, Q: likeliest(Q[-1], 4) if len(P) == 0
+                 else Q[-1])
+
+
 CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
          "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform",
          "ties_toward_draft_by_out", "inverse_cdf_side_left", "inverse_cdf_by_argmax",
@@ -330,7 +364,9 @@ CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "tie
          "residual_argmax_from_the_fifth", "close_draft_kept_untested",
          "residual_cached_by_target_row", "uniforms_in_a_buffer_of_six",
          "sharp_target_taken_as_certain", "draft_top_five", "uniforms_in_blocks_of_four",
-         "greedy_when_first_row_one_hot", "ties_found_by_value", "even_target_row_kept"]
+         "greedy_when_first_row_one_hot", "ties_found_by_value", "even_target_row_kept",
+         "one_draft_forbidden_from_target", "one_draft_residual_on_its_support", "bonus_top_eight",
+         "no_drafts_top_four"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
@@ -555,6 +591,38 @@ def tree_even_target_row_kept(tokens, parents, Q, rng, P=None):
     return tree(tokens, parents, Q, rng, P, untested=lambda q, p: even(q))
 
 
+def tree_siblings_against_q_below_depth_2(tokens, parents, Q, rng, P=None):
+    """Once the path holds two nodes, a node's later children are judged against its q, not the
+    residual of the children rejected before them (the residual itself kept right)."""
+    node, path = -1, []
+    while True:
+        q = r = Q[node + 1]
+        for c in [i for i, parent in enumerate(parents) if parent == node]:
+            p = P[c] if P is not None else np.eye(len(q))[tokens[c]]
+            judged = q if len(path) >= 2 else r
+            if rng.random() < min(1, judged[tokens[c]] / p[tokens[c]]):
+                node = c
+                path.append(c)
+                break
+            r = residual(r, p)
+        else:
+            return path, sample(r, rng)
+
+
+def tree_one_node_from_target(tokens, parents, Q, rng, P=None):
+    """A tree of one node, rejected: the next token from q, not the residual ("a single draft is
+    a plain rejection")."""
+    return tree(tokens, parents, Q, rng, P, last_residual=len(parents) != 1)
+
+
+def tree_top_eight(tokens, parents, Q, rng, P=None):
+    """The extra token after a leaf drawn from its law cut to the eight likeliest."""
+    path, token = verify_tree(tokens, parents, Q, rng, P=P)[:2]
+    if path and path[-1] not in parents:  # a leaf: redraw its extra token from the cut law
+        token = sample(likeliest(Q[path[-1] + 1], 8), rng)
+    return path, token
+
+
 TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
         "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped",
         "tree_ties_toward_draft_below_depth_2", "tree_residual_top_four",
@@ -563,7 +631,8 @@ TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_
         "tree_no_nodes_argmax", "tree_sharp_target_taken_as_certain",
         "tree_close_draft_kept_untested", "tree_draft_top_five", "tree_one_root_child_as_chain",
         "tree_greedy_when_root_row_one_hot", "tree_ties_found_by_value",
-        "tree_even_target_row_kept"]
+        "tree_even_target_row_kept", "tree_siblings_against_q_below_depth_2",
+        "tree_one_node_from_target", "tree_top_eight"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
@@ -698,6 +767,23 @@ def without_replacement_even_target_row_kept(tokens, parents, Q, P, rng):
                 untested=lambda q, p: even(q))
 
 
+def without_replacement_not_removed_below_depth_2(tokens, parents, Q, P, rng):
+    """Sequoia's rule with the earlier siblings' tokens removed only down to depth 2: deeper
+    siblings judged against P's row as it is."""
+    laws, depth = without_replacement_laws(tokens, parents, P), []
+    for parent in parents:
+        depth.append(1 if parent < 0 else depth[parent] + 1)
+    deep = np.array(depth) > 2  # [m]
+    laws[deep] = np.asarray(P, dtype=float)[deep]
+    return tree(tokens, parents, Q, rng, laws)
+
+
+def without_replacement_one_node_from_target(tokens, parents, Q, P, rng):
+    """Sequoia's rule, a tree of one node rejected: the next token from q, not the residual."""
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                last_residual=len(parents) != 1)
+
+
 WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_small_residual_guard",
                        "without_replacement_inverse_cdf_side_left",
@@ -713,7 +799,9 @@ WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_one_root_child_as_chain",
                        "without_replacement_greedy_when_root_row_one_hot",
                        "without_replacement_ties_found_by_value",
-                       "without_replacement_even_target_row_kept"]
+                       "without_replacement_even_target_row_kept",
+                       "without_replacement_not_removed_below_depth_2",
+                       "without_replacement_one_node_from_target"]
 
 
 def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
@@ -952,6 +1040,32 @@ def batched_even_target_row_kept(target_with_bonus_probs, bonus_token_ids, draft
                    accept=lambda u, ratio: (u < ratio) | (q.max(-1) == q.min(-1)))
 
 
+def batched_one_draft_residual_on_its_support(target_with_bonus_probs, bonus_token_ids,
+                                              draft_probs, draft_token_ids, rng):
+    """One draft a row (k = 1): the recovered law kept to the tokens the draft could propose,
+    where it has mass there."""
+    def recover(q, p):  # [B, k, V] each -> [B, k, V]
+        r = recovered_probs(q, p)
+        if p.shape[1] != 1:
+            return r
+        kept = np.where(p > 0, np.maximum(q - p, 0), 0.0)  # [B, 1, V]
+        mass = kept.sum(-1, keepdims=True)  # [B, 1, 1]
+        return np.where(mass > 0, kept / np.where(mass > 0, mass, 1), r)
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=recover)
+
+
+def batched_bonus_top_eight(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                            draft_token_ids, rng):
+    """A row that keeps every draft draws its own extra token from the bonus row cut to its eight
+    likeliest, in place of the caller's."""
+    out = batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng)
+    k = draft_token_ids.shape[1]
+    for b in np.flatnonzero(out[:, k] >= 0):
+        out[b, k] = sample(likeliest(target_with_bonus_probs[b, k], 8), rng)
+    return out
+
+
 REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ratio_inverted",
              "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
@@ -962,7 +1076,8 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_close_rows_kept_untested", "batched_recovered_cached_by_target_row",
              "batched_sharp_target_taken_as_certain", "batched_draft_top_five",
              "batched_uniforms_tiled_past_six", "batched_greedy_rows_by_first_row",
-             "batched_ties_found_by_value", "batched_even_target_row_kept"]
+             "batched_ties_found_by_value", "batched_even_target_row_kept",
+             "batched_one_draft_residual_on_its_support", "batched_bonus_top_eight"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract
