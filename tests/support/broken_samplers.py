@@ -444,20 +444,27 @@ def tree_fourth_sibling_against_q(tokens, parents, Q, rng, P=None):
     """Siblings that are the draft's top tokens (P None), from a node's fourth child on: judged
     against the node's own row of Q, not the residual the siblings before left. Only a node of
     four top-token children or more shows it."""
+    return judged_against(tokens, parents, Q, rng, P,
+                          lambda n, depth: P is None and n >= 3)
+
+
+def judged_against(tokens, parents, Q, rng, P, own_row):
+    """verify_tree's walk whose n-th child below a path of `depth` nodes is judged against its
+    node's own row of Q where own_row(n, depth), not the residual the children before it left
+    (the residual itself kept right)."""
     node, path = -1, []
     while True:
-        q = first = Q[node + 1]
-        kids = [i for i, parent in enumerate(parents) if parent == node]
-        for n, c in enumerate(kids):
+        q = r = Q[node + 1]
+        for n, c in enumerate([i for i, parent in enumerate(parents) if parent == node]):
             p = P[c] if P is not None else np.eye(len(q))[tokens[c]]
-            judge = first if P is None and n >= 3 else q
-            if rng.random() < min(1, judge[tokens[c]] / p[tokens[c]]):
+            judged = q if own_row(n, len(path)) else r
+            if rng.random() < min(1, judged[tokens[c]] / p[tokens[c]]):
                 node = c
                 path.append(c)
                 break
-            q = residual(q, p)
+            r = residual(r, p)
         else:
-            return path, sample(q, rng)
+            return path, sample(r, rng)
 
 
 def tree_fifth_sibling_kept_as_the_fourth(tokens, parents, Q, rng, P=None):
@@ -594,19 +601,7 @@ def tree_even_target_row_kept(tokens, parents, Q, rng, P=None):
 def tree_siblings_against_q_below_depth_2(tokens, parents, Q, rng, P=None):
     """Once the path holds two nodes, a node's later children are judged against its q, not the
     residual of the children rejected before them (the residual itself kept right)."""
-    node, path = -1, []
-    while True:
-        q = r = Q[node + 1]
-        for c in [i for i, parent in enumerate(parents) if parent == node]:
-            p = P[c] if P is not None else np.eye(len(q))[tokens[c]]
-            judged = q if len(path) >= 2 else r
-            if rng.random() < min(1, judged[tokens[c]] / p[tokens[c]]):
-                node = c
-                path.append(c)
-                break
-            r = residual(r, p)
-        else:
-            return path, sample(r, rng)
+    return judged_against(tokens, parents, Q, rng, P, lambda n, depth: depth >= 2)
 
 
 def tree_one_node_from_target(tokens, parents, Q, rng, P=None):

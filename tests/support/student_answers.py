@@ -2221,7 +2221,11 @@ def suffix_array_by_16_tokens(corpus, context, max_suffix):
 
 def suffix_capped_at_2048(corpus, context, max_suffix):
     """Suffixes of at most 2,048 tokens ("REST never asks for more"), whatever max_suffix."""
-    return suffix_by_set(corpus, context, min(max_suffix, 2048))
+    for n in range(min(max_suffix, 2048, len(context)), 0, -1):
+        want = list(context[-n:])
+        if any(corpus[i:i + n] == want for i in range(len(corpus) - n + 1) if corpus[i] == want[0]):
+            return n
+    return 0
 
 
 def suffix_rolling_hash(corpus, context, max_suffix):
