@@ -97,8 +97,8 @@ TWELFTH = (list(range(12)), [-1] * 12, np.array([[0] * 11 + [0.9, 0.1]] + [[1.0]
 SETS = ([0, 1, 0, 0, 0, 0, 0, 0, 0, 1], [-1, -1, 1, 0, 3, 4, 5, 6, 7, 0],
         np.array([[1.0, 0, 0], [0.2, 0.5, 0.3]] + [[1 / 3] * 3] * 2 + [[1.0, 0, 0]] * 7),
         np.array([[0.5, 0.3, 0.2]] * 2 + [[1 / 3] * 3] + [[0.5, 0.3, 0.2]] * 7))
-# Llama 3's 128,256 tokens: siblings 70,000 (past 16 bits, where it wraps to 4,464) and 4,464,
-# both forbidden by the target
+# Llama 3's 128,256 tokens: siblings 70,000 (past 16 bits, where it wraps to 4,464), which the
+# target forbids, and 4,464, which the residual it leaves forbids
 WIDE_SIBLINGS = ([70_000, 4_464], [-1, -1], np.zeros((3, 128_256)), np.zeros((2, 128_256)))
 WIDE_SIBLINGS[2][0, [4_464, 7]] = [0.2, 0.8]
 WIDE_SIBLINGS[2][1:, 0] = 1.0
@@ -107,8 +107,9 @@ SETS_CALL = (SETS, 0.25, ([0, 3, 4, 5, 6, 7, 8], 0), "node 0 is kept (q = 1); of
              "nodes 3 and 9, node 3 comes first and is kept (u = 0.25 < q / p = 0.4), then the "
              "chain below it", "children 3 and 9")
 WIDE_CALL = (WIDE_SIBLINGS, 0.5, ([], 7), "node 0, token 70,000, has q = 0: rejected, the "
-             "residual all on token 7; node 1, token 4,464, has q = 0 against p_1 (P with token "
-             "70,000 removed): rejected, and the next token is 7", "tokens 70000 and 4464")
+             "residual all on token 7; node 1, token 4,464, gets no mass from that residual: "
+             "rejected against p_1 (P with token 70,000 removed), and the next token is 7",
+             "tokens 70000 and 4464")
 HAIRS_PAST = ((TWELFTH, 0.5, ([], 12), "the twelfth sibling, token 11, has q / p_i = 0.414 < u "
                "against its law p_i, P with tokens 0 .. 10 removed: rejected, and the residual is "
                "all on token 12", "the twelfth sibling's law"),
