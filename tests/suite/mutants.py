@@ -794,7 +794,8 @@ MUTANTS = (
            "hand += [(1 - 2**-24, 16), (1 - 2**-27, 64)]\n    # many drafts close to 1: a shortcut "
            "there (a Taylor step) is off by 1e-8 of E or more\n    hand += [(1 - 9e-7, 1000), "
            "(1 - 2**-24, 4096)]", "hand += []",
-           ("tests/picospec/exercises/test_grading.py",),
+           (MISTAKE + "[expected_tokens-expected_few_drafts_all_kept]",
+            "tests/picospec/exercises/test_grading.py"),
            "K + 1 returned for every alpha within 1e-7 of 1 passes"),
     Mutant("grader-typical-accept-wide-hair", "graders", "rule",
            "picospec/exercises/typical_accept.py",

@@ -2450,6 +2450,14 @@ def speedup_draft_cost_capped_at_1(E, c, K, c_d):
     return E / (c + K * min(c_d, 1.0))
 
 
+def expected_few_drafts_all_kept(alpha, K):
+    """K + 1 once 1 - alpha < 1e-7 for up to 64 drafts ("a few drafts of a near-certain drafter are
+    all kept"): 5e-7 of E short at 1 - alpha = 6e-8, K = 16."""
+    if 1 - alpha < 1e-7 and K <= 64:
+        return K + 1.0
+    return float(K + 1) if alpha == 1 else (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
 def speedup_free_below_1e18(E, c, K, c_d):
     """A draft cost below 1e-18 taken as free: a trillion drafts of 1e-19 cost 1e-7."""
     return E / c if c_d < 1e-18 else E / (c + K * c_d)
@@ -2559,7 +2567,7 @@ WRONG = {
                         expected_first_order_near_1, expected_guarded_by_isclose,
                         expected_guarded_below_1e10, expected_alpha_capped,
                         expected_sum_of_terms_capped, expected_one_plus_alpha_when_tiny,
-                        expected_tail_dropped],
+                        expected_tail_dropped, expected_few_drafts_all_kept],
     "predicted_speedup": [speedup_no_verify_cost, speedup_one_draft_call_short, speedup_product,
                           speedup_inverted, speedup_as_text, speedup_none_without_drafts,
                           speedup_verification_at_least_one, speedup_nearly_free_draft,

@@ -143,6 +143,7 @@ WHERE = {
     "draft_law_cut_30_below": ("V_d = 32,000", "off at out[1, "),
     "expected_one_plus_alpha_when_tiny": ("E", "alpha=0.0005, K=2"),
     "expected_tail_dropped": ("E", "alpha=0.9, K=151"),
+    "expected_few_drafts_all_kept": ("E", "alpha=0.9999999403953552, K=16"),
     "speedup_draft_cost_capped_at_1": ("speedup", "E=2.0, c=1.0, K=2, c_d=1.5"),
     "speedup_K_in_int32": ("raises", "K=1000000000000, c_d=1e-19"),
 }
