@@ -223,9 +223,12 @@ def test_each_draft_equal_to_the_target_is_kept_whole_every_call():
 
 
 def test_the_one_hot_draft_case_drafts_token_0_where_the_target_may_forbid_it():
-    """The chain's "one-hot draft" cases: the draft gives token 0 probability 1 in every context,
-    and its target (a toy with zeros) gives it 0 in some, where that draft is rejected for sure."""
-    for case in [c for c in CASES["chain"] if c.draft[0] == "one-hot"]:
+    """The chain's "one-hot draft" cases (each case so named, and only those): the draft gives
+    token 0 probability 1 in every context, and its target (a toy with zeros) gives it 0 in some,
+    where that draft is rejected for sure."""
+    named = [c for c in CASES["chain"] if "one-hot draft" in c.name]
+    assert len(named) >= 2 and named == [c for c in CASES["chain"] if c.draft[0] == "one-hot"]
+    for case in named:
         q, p = case.laws()  # [V, V, V] each
         assert (p[..., 0] == 1).all() and (q[..., 0] == 0).any() and (q[..., 0] > 0).any()
 
