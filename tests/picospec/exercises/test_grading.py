@@ -144,6 +144,14 @@ WHERE = {
     "expected_one_plus_alpha_when_tiny": ("E", "alpha=0.0005, K=2"),
     "expected_tail_dropped": ("E", "alpha=0.9, K=151"),
     "expected_few_drafts_all_kept": ("E", "alpha=0.9999999403953552, K=16"),
+    # each caught by a later case or call too: pinned where it fails first, so that the case
+    # going unnoticed is seen
+    "chain_tokens_in_a_byte": ("token 256", "  drafts = []"),
+    "residual_below_eps_is_q": ("support: a token with q <= p must get exactly 0",
+                                "q=[1e-20, 0.6, 0.4], p=[0.0, 0.6, 0.4]"),
+    "draft_law_rows_stacked": ("z [0, V_d]", "need at least one array to stack"),
+    "expected_first_order_near_1": ("E", "alpha=0.9999991, K=1000"),
+    "speedup_none_without_drafts": ("speedup", "E=1.0, c=1.1, K=0, c_d=0.2"),
     "speedup_draft_cost_capped_at_1": ("speedup", "E=2.0, c=1.0, K=2, c_d=1.5"),
     "speedup_K_in_int32": ("raises", "K=1000000000000, c_d=1e-19"),
 }
