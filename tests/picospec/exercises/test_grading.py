@@ -152,6 +152,7 @@ WHERE = {
     "draft_law_rows_stacked": ("z [0, V_d]", "need at least one array to stack"),
     "expected_first_order_near_1": ("E", "alpha=0.9999991, K=1000"),
     "speedup_none_without_drafts": ("speedup", "E=1.0, c=1.1, K=0, c_d=0.2"),
+    "chain_drafts_in_int16": ("token 35000", "drafts[0] = 35000 was kept though the target"),
     "speedup_draft_cost_capped_at_1": ("speedup", "E=2.0, c=1.0, K=2, c_d=1.5"),
     "speedup_K_in_int32": ("raises", "K=1000000000000, c_d=1e-19"),
 }
