@@ -2008,9 +2008,14 @@ def residual_rounded_to_12(q, p):
 def chain_uniforms_buffer_of_8(drafts, P, Q, rng):
     """Eight uniforms drawn up front ("drafts are at most 8 long"), the last read again past
     them."""
-    u = rng.random(8)
+    return chain_from_a_buffer(drafts, P, Q, rng, 8)
+
+
+def chain_from_a_buffer(drafts, P, Q, rng, size):
+    """The chain rule with `size` uniforms drawn up front, the last read again past them."""
+    u = rng.random(size)
     for t, x in enumerate(drafts):
-        if u[min(t, 7)] >= min(1, Q[t][x] / P[t][x]):
+        if u[min(t, size - 1)] >= min(1, Q[t][x] / P[t][x]):
             return t, draw(clipped(Q[t], P[t]), rng)
     return len(drafts), draw(Q[len(drafts)], rng)
 
@@ -2305,11 +2310,7 @@ def chain_index_clamped(drafts, P, Q, rng):
 
 def chain_uniforms_buffer_of_64(drafts, P, Q, rng):
     """64 uniforms drawn up front ("no draft is longer than 64"), the last read again past them."""
-    u = rng.random(64)
-    for t, x in enumerate(drafts):
-        if u[min(t, 63)] >= min(1, Q[t][x] / P[t][x]):
-            return t, draw(clipped(Q[t], P[t]), rng)
-    return len(drafts), draw(Q[len(drafts)], rng)
+    return chain_from_a_buffer(drafts, P, Q, rng, 64)
 
 
 def chain_p_floored(drafts, P, Q, rng):
