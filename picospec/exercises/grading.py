@@ -435,39 +435,48 @@ def uniforms_said(u):
         f"{v!r}" + (f" ({n} times)" if n > 1 else "") for v, n in runs) + " ever after")
 
 
-def hair_calls(exercise, fn, calls, read):
+def hair_calls(exercise, fn, calls, read, rules):
     """A failing Verdict at the first of calls [(args, u, want, about, failed)] where fn(*args,
     rng), every uniform of rng u, answers other than want (read(out): the answer as want writes
-    it), else None."""
+    it), else None. An answer that draws elsewhere too is judged from then on by rules (what no
+    uniform allows) alone."""
     # each call's laws to draw from are one-hot, so the rule alone decides
+    elsewhere = False
     for args, u, want, about, failed in calls:
         try:
+            outs = answers_at(fn, args, u)
             # as in tie_call: an answer that draws elsewhere too (a coin from rng.binomial, say)
             # answers otherwise on some of 20 bit generators at the first call, whose q / p is
-            # 0.5, and none of the calls is its to judge (near q / p = 1 its coin would land the
-            # same on all)
-            outs = answers_at(fn, args, u, read)
-            if len({show(o) for o in outs}) > 1:
-                return None
-            if outs[0] == want:
+            # 0.5; u decides none of its calls (near q / p = 1 its coin would land the same on
+            # all), so each answer of it is held to rules alone: a draft q >= p always kept, a
+            # token the target forbids never
+            elsewhere = elsewhere or len({show(read(o)) for o in outs}) > 1
+            if elsewhere:
+                out = next(filter(None, (rules(*args, o) for o in outs)), None)
+                if out is None:
+                    continue
+                out = f"it returned {show(read(outs[0]))}: " + out
+            elif read(outs[0]) == want:
                 continue
-            out = f"it returned {show(outs[0])}"
+            else:
+                out = f"it returned {show(read(outs[0]))}, not {show(want)}"
         except Exception as e:
-            out = f"it raised {type(e).__name__}: {' '.join(str(e).split())}"
+            out = (f"it raised {type(e).__name__}: {' '.join(str(e).split())}, not "
+                   f"{show(want)}")
         said = f"every uniform {u!r}" if not isinstance(u, tuple) else "scripted uniforms"
         return Verdict(exercise, False, f"one call with {said}, once the law passed",
                        "\n".join(["the call (every digit):", *(
                            f"  {name} = {cut(repr(np.asarray(a).tolist()), 400)}"
                            for name, a in zip(ARGS[len(args)], args)),
-                                  f"  {uniforms_said(u)}; {about}",
-                                  f"{out}, not {show(want)}"]), failed)
+                                  f"  {uniforms_said(u)}; {about}", out]), failed)
     return None
 
 
-def rare_token_calls(exercise, fn, calls, even, read):
+def rare_token_calls(exercise, fn, calls, even, read, tails=(), seed=0):
     """A failing Verdict at the first of calls [(args, token, about, failed)] where fn(*args, rng)
     never returns `token` (read(out): the token it drew) under every uniform 0, nor under every
-    uniform 1 - 2^-53, else None."""
+    uniform 1 - 2^-53, else None. An answer that draws its tokens elsewhere (rng.gumbel) is judged
+    on tails instead (tail_calls)."""
     # an inverse CDF read either way reaches the token of least mass at one end, a law taken as
     # certain or cut to its largest masses never does; only an answer drawing its token from
     # rng's uniforms is judged: on `even` (a call whose law is [0.5, 0.5]) the two ends give it
@@ -484,7 +493,9 @@ def rare_token_calls(exercise, fn, calls, even, read):
         calibrated = ends(even)
     except Exception:  # the law passed it: what it raises here is no rule of this call's
         return None
-    if calibrated is None or len(set(calibrated)) < 2:
+    if calibrated is None:
+        return tail_calls(exercise, fn, tails, read, seed)
+    if len(set(calibrated)) < 2:
         return None
     for args, token, about, failed in calls:
         try:
@@ -515,6 +526,45 @@ def rare_token_calls(exercise, fn, calls, even, read):
                             f"it returned token {outs[0]} at u = 0 and {outs[1]} at u = "
                             f"1 - 2^-53: {why}"]), failed)
     return None
+
+
+def tail_calls(exercise, fn, tails, read, seed):
+    """A failing Verdict at the first of tails [(args, first, about, failed)] where fn(*args, rng),
+    on n fresh generators, never returns a token >= first (read(out)), else None; the rule gives
+    those tokens mass m together, n = 21 / m: a law drawn whole misses them all with probability
+    (1 - m)^n < 1e-9. For answers that draw their tokens other than from rng's uniforms."""
+    for i, (args, first, about, failed) in enumerate(tails):
+        V, mass = args[2].shape[-1], tail_mass(args, first)
+        n = int(np.ceil(21 / mass))
+        try:
+            drawn = {read(fn(*copied(args), np.random.default_rng([seed, i, k])))
+                     for k in range(n)}
+        except Exception:  # as in rare_token_calls: the law passed it
+            continue
+        if any(first <= t < V for t in drawn):
+            continue
+        shown = (show(a) if np.asarray(a).size < 20 else
+                 f"a [{', '.join(map(str, np.shape(a)))}] array" for a in args)
+        return Verdict(exercise, False, f"{n:,} calls with fresh generators, once the law passed",
+                       "\n".join(["the call:", *(f"  {name} = {s}"
+                                               for name, s in zip(ARGS[len(args)], shown)),
+                                  f"  {about}",
+                                  f"it returned no token >= {first:,} in {n:,} calls, each with "
+                                  f"np.random.default_rng([{seed}, {i}, k]) (its tokens drawn "
+                                  f"other than from rng's uniforms), though the rule gives them "
+                                  f"mass {mass:.3g} together (all miss with probability "
+                                  f"{(1 - mass) ** n:.1g}): a law is drawn from whole, whatever "
+                                  f"its largest masses (no argmax for a law that is nearly "
+                                  f"certain, no top-k)"]), failed)
+    return None
+
+
+def tail_mass(args, first):
+    """The mass the call's law to draw the next token from gives tokens >= first: Q[0] with no
+    drafts, or the residual of the first draft, which the target forbids."""
+    Q, P = (args[2], args[1]) if len(args) == 3 else (args[2], args[3])
+    law = Q[0] if len(P) == 0 else np.maximum(Q[0] - P[0], 0)  # [V]
+    return float(law[first:].sum() / law.sum())
 
 
 def tie_call(exercise, fn, args, kept):

@@ -124,6 +124,14 @@ def cases(seed=0):
     out.append(("tokens=[0] * 1500, parents=[-1, 0, 1, ..., 1498], probs=[[0.5, 0.5], "
                 "[0.05, 0.95], ...] (1,501 rows), epsilon=0.09, delta=0.3",
                 ([0] * 1_500, list(range(-1, 1_499)), rows, 0.09, 0.3)))
+    # a chain of 300 nodes of token 0, every row [0.5, 0.5] (kept) but row 1 (node 1 not): the
+    # chain above repeats every two rows, so a row index wrapped at 256 reads a row alike; here
+    # node 257 read as row 1 answers otherwise
+    rows = np.array([[0.5, 0.5]] * 301)  # [301, 2]
+    rows[1] = [0.05, 0.95]
+    out.append(("tokens=[0] * 300, parents=[-1, 0, 1, ..., 298], probs=[[0.5, 0.5], "
+                "[0.05, 0.95], then [0.5, 0.5] ...] (301 rows), epsilon=0.09, delta=0.3",
+                ([0] * 300, list(range(-1, 299)), rows, 0.09, 0.3)))
     # Llama 3's 128,256 tokens, a random law with 0.3 on token 5, delta 0.3 exp(H) (1 -+ 1e-9):
     # H in float32 for a wide law moves the threshold by 1e-7 of it; then Gemma's 256,000 (past
     # 2^17) with 0.3 on token 70,000 (past 16 bits)

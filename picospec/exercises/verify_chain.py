@@ -108,6 +108,19 @@ def kept_then_rejected(K):
             f"last rejected (u = 0.75), and its residual is all on token 1", f"{K:,} drafts")
 
 
+def kept_then_forbidden(K):
+    """K drafts, each kept whatever the uniforms (q = 1 >= p = 0.5) but the last, which the target
+    forbids, its residual all on token 1: (K - 1, 1) under any uniforms and any coin (a row index
+    held in 8 or 16 bits wraps to a row of a kept draft, a walk cut short rejects a draft
+    q >= p)."""
+    Q = np.array([[1.0, 0.0]] * (K + 1))
+    Q[K - 1] = [0.0, 1.0]
+    return (([0] * K, np.full((K, 2), 0.5), Q), 0.5, (K - 1, 1),
+            f"drafts[t] = 0 has q = 1 >= p = 0.5 (kept whatever the uniforms) but at the last, "
+            f"t = {K - 1:,}, where the target forbids it (q = 0): its residual is all on token 1",
+            f"{K:,} drafts, the last forbidden")
+
+
 HAIRS_PAST = ((FORTY, (0.25,) * 39 + (0.75, 0.5), (39, 1),
                "drafts[t] = 0 has q / p = 0.5 at every t: the first 39 kept (u = 0.25), the last "
                "rejected (u = 0.75), and its residual is all on token 1", "forty drafts"),
@@ -121,7 +134,8 @@ HAIRS_PAST = ((FORTY, (0.25,) * 39 + (0.75, 0.5), (39, 1),
               (([0], np.array([[1e-310, 1.0]]), np.array([[2e-310, 1.0], [1.0, 0.0]])),
                1 - 2**-53, (1, 0), "q(x) = 2e-310 >= p(x) = 1e-310 (subnormal) for the draft "
                "x = 0, so min(1, q / p) = 1 keeps it at every u (no floor under p), and the next "
-               "token comes from Q[1] = [1, 0]", "p(x) = 1e-310"))
+               "token comes from Q[1] = [1, 0]", "p(x) = 1e-310"),
+              kept_then_forbidden(1_500))
 SLOPE_2000 = np.arange(2000, 0, -1) / 2_001_000
 WIDER_RESIDUAL = ([0], np.eye(1, 2000), np.array([np.r_[0, SLOPE_2000[1:] / SLOPE_2000[1:].sum()],
                                                   np.eye(1, 2000)[0]]))
@@ -134,6 +148,16 @@ ENDS_PAST = ((WIDER_RESIDUAL, 1999, "drafts[0] = 0 has q = 0 (always rejected); 
               "Q[0], gives token i > 0 mass (2000 - i) / 1,999,000",
               "a residual over 2,000 tokens"),
              (SHORT_SUM, 9, *SHORT_SUM_ABOUT))
+# for answers that draw their tokens other than from rng's uniforms (rng.gumbel): no drafts, Q[0] =
+# [0.9995, 0.0005] (a law taken as certain past 0.999 never gives token 1); no drafts, Q[0] over
+# 2,000 tokens, and the residual over 2,000, whose last hundred tokens hold 0.0025 of each (a law
+# cut to its 1,900 likeliest misses them)
+CONFIDENT = ([], np.zeros((0, 2)), np.array([[0.9995, 0.0005]]))
+WIDEST = ([], np.zeros((0, 2000)), SLOPE_2000[None])
+TAILS = ((CONFIDENT, 1, "Q[0] = [0.9995, 0.0005]", "a law of 0.9995"),
+         (WIDEST, 1_900, "Q[0]: 2,000 tokens, token i of mass (2000 - i) / 2,001,000",
+          "the last hundred of 2,000 tokens"),
+         (WIDER_RESIDUAL, 1_900, ENDS_PAST[0][2], "the last hundred of a residual's 2,000"))
 # no drafts, V = 257: the next token, 256, is past what 8 bits hold
 BYTE = ([], np.zeros((0, 257)), np.eye(257)[[256]], None)
 # GPT-2's 50,257 tokens: draft 35,000 (past int16, where it wraps to -30,536, the index of
@@ -170,10 +194,12 @@ def grade(fn, samples=20_000, seed=0):
                         "over Llama 3's 128,256 tokens, draft 70,000 kept (q = 1 >= p), Q[1] all "
                         "on token 100,000", "token 70000")
             or tie_call(NAME, fn, TIE, lambda out: int(out[0]) > 0)
-            or hair_calls(NAME, fn, HAIRS, lambda out: (int(out[0]), int(out[1])))
+            or hair_calls(NAME, fn, HAIRS, lambda out: (int(out[0]), int(out[1])), rules)
             or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1]))
-            or hair_calls(NAME, fn, HAIRS_PAST, lambda out: (int(out[0]), int(out[1])))
-            or rare_token_calls(NAME, fn, ENDS_PAST, EVEN, lambda out: int(out[1])) or verdict)
+            or hair_calls(NAME, fn, HAIRS_PAST, lambda out: (int(out[0]), int(out[1])),
+                          rules)
+            or rare_token_calls(NAME, fn, ENDS_PAST, EVEN, lambda out: int(out[1]), TAILS, seed)
+            or verdict)
 
 
 def rules(drafts, P, Q, out):

@@ -92,10 +92,10 @@ WIDER_DEEPER = (list(range(12)) + [0] * 30, [-1] * 12 + list(range(11, 41)),
 TWELFTH = (list(range(12)), [-1] * 12, np.array([[0] * 11 + [0.9, 0.1]] + [[1.0] + [0] * 12] * 12),
            np.array([[0.08] * 11 + [0.11, 0.01]] * 12))
 # node 0 below the root, kept (Q[0] one-hot on its token); its children, nodes 3 and 9, tried in
-# that order (a set of them iterates 9 first): node 3 has q / p = 0.4 and, kept, a chain of five
-# below it whose rows are one-hot on their tokens
+# that order (a set of them iterates 9 first): node 3 has q / p = 1.2, kept whatever the uniforms
+# (and node 9 would be), and below it a chain of five whose rows are one-hot on their tokens
 SETS = ([0, 1, 0, 0, 0, 0, 0, 0, 0, 1], [-1, -1, 1, 0, 3, 4, 5, 6, 7, 0],
-        np.array([[1.0, 0, 0], [0.2, 0.5, 0.3]] + [[1 / 3] * 3] * 2 + [[1.0, 0, 0]] * 7),
+        np.array([[1.0, 0, 0], [0.6, 0.4, 0]] + [[1 / 3] * 3] * 2 + [[1.0, 0, 0]] * 7),
         np.array([[0.5, 0.3, 0.2]] * 2 + [[1 / 3] * 3] + [[0.5, 0.3, 0.2]] * 7))
 # Llama 3's 128,256 tokens: siblings 70,000 (past 16 bits, where it wraps to 4,464), which the
 # target forbids, and 4,464, which the residual it leaves forbids
@@ -104,8 +104,8 @@ WIDE_SIBLINGS[2][0, [4_464, 7]] = [0.2, 0.8]
 WIDE_SIBLINGS[2][1:, 0] = 1.0
 WIDE_SIBLINGS[3][:, [70_000, 4_464, 7]] = [0.5, 0.25, 0.25]
 SETS_CALL = (SETS, 0.25, ([0, 3, 4, 5, 6, 7, 8], 0), "node 0 is kept (q = 1); of its children, "
-             "nodes 3 and 9, node 3 comes first and is kept (u = 0.25 < q / p = 0.4), then the "
-             "chain below it", "children 3 and 9")
+             "nodes 3 and 9, node 3 comes first and is kept (q / p = 1.2: whatever the "
+             "uniforms), then the chain below it", "children 3 and 9")
 WIDE_CALL = (WIDE_SIBLINGS, 0.5, ([], 7), "node 0, token 70,000, has q = 0: rejected, the "
              "residual all on token 7; node 1, token 4,464, gets no mass from that residual: "
              "rejected against p_1 (P with token 70,000 removed), and the next token is 7",
@@ -117,15 +117,23 @@ HAIRS_PAST = ((TWELFTH, 0.5, ([], 12), "the twelfth sibling, token 11, has q / p
                  about.replace("drafts[t] = 0", "node t (token 0)").replace(
                      "the draft x", "node 0's token x"),
                  failed.replace("forty drafts", "a chain of forty nodes").replace(
-                     "100 drafts", "a chain of 100 nodes"))
+                     "100 drafts", "a chain of 100 nodes").replace(
+                     "300 drafts, the last", "a chain of 300 nodes, the last"))
                 for (drafts, P, Q), u, (n, x), about, failed in (
-                    call if call[-1] != "1,500 drafts" else chain.kept_then_rejected(100)
-                    for call in chain.HAIRS_PAST)),
+                    {"1,500 drafts": chain.kept_then_rejected(100),
+                     "1,500 drafts, the last forbidden": chain.kept_then_forbidden(300)}.get(
+                        call[-1], call) for call in chain.HAIRS_PAST)),
               SETS_CALL, WIDE_CALL)
 ENDS_PAST = ((([0], [-1], chain.WIDER_RESIDUAL[2], chain.WIDER_RESIDUAL[1]), 1999,
               "node 0 (token 0) has q = 0 (always rejected); the residual, Q[0], gives token "
               "i > 0 mass (2000 - i) / 1,999,000", "a residual over 2,000 tokens"),
              (([], [], chain.SHORT_SUM[2], chain.SHORT_SUM[1]), 9, *chain.SHORT_SUM_ABOUT))
+
+# verify_chain.TAILS with nodes for drafts
+TAILS = (*((([], [], Q, P), first, about, failed)
+           for (_, P, Q), first, about, failed in chain.TAILS[:2]),
+         (([0], [-1], chain.WIDER_RESIDUAL[2], chain.WIDER_RESIDUAL[1]), 1_900,
+          ENDS_PAST[0][2], chain.TAILS[2][3]))
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -138,13 +146,16 @@ def grade(fn, samples=20_000, seed=0):
     return (one_call(NAME, fn, wide, rules, "of five siblings, then five nodes below the fifth",
                      "five siblings, six levels")
             or tie_call(NAME, fn, TIE, lambda out: len(out[0]) > 0)
-            or hair_calls(NAME, fn, HAIRS, lambda out: ([int(i) for i in out[0]], int(out[1])))
+            or hair_calls(NAME, fn, HAIRS, lambda out: ([int(i) for i in out[0]], int(out[1])),
+                          rules)
             or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1]))
             or one_call(NAME, fn, (*WIDER_DEEPER[:-1], np.random.default_rng(seed)), rules,
                         "of twelve siblings, then 30 nodes below the twelfth",
                         "twelve siblings, 31 levels")
-            or hair_calls(NAME, fn, HAIRS_PAST, lambda out: ([int(i) for i in out[0]], int(out[1])))
-            or rare_token_calls(NAME, fn, ENDS_PAST, EVEN, lambda out: int(out[1])) or verdict)
+            or hair_calls(NAME, fn, HAIRS_PAST,
+                          lambda out: ([int(i) for i in out[0]], int(out[1])), rules)
+            or rare_token_calls(NAME, fn, ENDS_PAST, EVEN, lambda out: int(out[1]), TAILS, seed)
+            or verdict)
 
 
 def rules(tokens, parents, Q, P, out):

@@ -386,16 +386,35 @@ def test_the_near_one_case_has_a_residual_short_of_one_where_token_0_is_forbidde
     assert short, "no context where rounding leaves a residual short of 1 and token 0 forbidden"
 
 
+def test_the_near_one_case_has_a_residual_short_of_one_where_the_last_token_is_forbidden():
+    """The support cases' seed, again: in some context the target forbids the last token and the
+    residual against the far draft has a float64 cumsum that ends below 1, so an inverse CDF whose
+    index past the end is clamped to the last token emits a forbidden token."""
+    for contract in CASES:
+        [near] = [case for case in CASES[contract] if case.highest]
+        q, p = near.laws()  # [3, 3, 3] each
+        short = [(a, b) for a in range(3) for b in range(3) if q[a, b, -1] == 0
+                 and (q[a, b] < p[a, b]).any() and np.cumsum(residual(q[a, b], p[a, b]))[-1] < 1]
+        assert short, contract
+
+
 @pytest.mark.parametrize("contract, name, support", [
     ("chain", "inverse_cdf_side_left", "uniforms at 0: support"),
     ("chain", "inverse_cdf_by_argmax", "uniforms near 1: support"),
     ("tree", "tree_inverse_cdf_side_left", "uniforms at 0: support"),
     ("tree_without_replacement", "without_replacement_inverse_cdf_side_left",
      "uniforms at 0: support"),
-    ("rejection", "batched_inverse_cdf_strict", "uniforms at 0: support")])
-def test_an_inverse_cdf_that_falls_back_to_token_0_fails_its_support_case(contract, name, support):
+    ("rejection", "batched_inverse_cdf_strict", "uniforms at 0: support"),
+    ("chain", "inverse_cdf_clamped_to_last", "uniforms near 1: support"),
+    ("chain", "inverse_cdf_one_minus_u", "uniforms at 0: support"),
+    ("tree", "tree_inverse_cdf_clamped_to_last", "uniforms near 1: support"),
+    ("tree_without_replacement", "without_replacement_inverse_cdf_clamped_to_last",
+     "uniforms near 1: support"),
+    ("rejection", "batched_inverse_cdf_clamped_to_last", "uniforms near 1: support")])
+def test_an_inverse_cdf_that_falls_back_to_an_end_fails_its_support_case(contract, name, support):
     """searchsorted's default side='left' or cdf < u at u = 0, argmax(cdf > u) past cdf[-1] near
-    1: token 0 whatever its probability, caught where the target forbids it. picospec's own
+    1: token 0 whatever its probability; an index past cdf[-1] clamped to the last token (u near
+    1, or 1 - u at u = 0): token V - 1. Each caught where the target forbids it; picospec's own
     sampler passes the same case."""
     [(number, case)] = [(i, c) for i, c in enumerate(CASES[contract], 1) if c.name == support]
     broken = check_case(getattr(broken_samplers, name), contract, case, 300, (0, number))

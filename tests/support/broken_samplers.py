@@ -151,6 +151,33 @@ def inverse_cdf_side_left(drafts, P, Q, rng):
     return chain(drafts, P, Q, rng, draw=searchsorted_left)
 
 
+def clamped_to_last(p, rng):
+    """One token id from p [V] by np.searchsorted(cdf, u, side="right") on u unscaled, an index
+    past the end clamped to the last token: where rounding leaves cdf[-1] at 1 - 2^-53, u = 1 -
+    2^-53 lands on token V - 1 even where the law gives it 0."""
+    return min(int(np.searchsorted(np.cumsum(p), rng.random(), side="right")), len(p) - 1)
+
+
+def one_minus_u_clamped(p, rng):
+    """One token id from p [V] as the first id whose cdf is >= 1 - u (u ~ U[0, 1)), an index past
+    the end clamped to the last token: u = 0 asks for cdf >= 1, which a cdf ending at 1 - 2^-53
+    never reaches, and lands on token V - 1 even where the law gives it 0."""
+    return min(int(np.searchsorted(np.cumsum(p), 1 - rng.random())), len(p) - 1)
+
+
+def inverse_cdf_clamped_to_last(drafts, P, Q, rng):
+    """The replacement and the extra token drawn with clamped_to_last. The battery's "uniforms
+    near 1" case hands the sampler u = 1 - 2^-53, and its target forbids the last token where a
+    residual's cumsum ends short of 1."""
+    return chain(drafts, P, Q, rng, draw=clamped_to_last)
+
+
+def inverse_cdf_one_minus_u(drafts, P, Q, rng):
+    """The replacement and the extra token drawn with one_minus_u_clamped: the battery's "uniforms
+    at 0" case hands it u = 0."""
+    return chain(drafts, P, Q, rng, draw=one_minus_u_clamped)
+
+
 def inverse_cdf_by_argmax(drafts, P, Q, rng):
     """The replacement and the extra token drawn as argmax(cdf > u): a u at or past cdf[-1], which
     rounding can leave at 1 - 2^-53, finds no True and argmax falls back to token 0, forbidden or
@@ -428,6 +455,12 @@ def tree_inverse_cdf_side_left(tokens, parents, Q, rng, P=None):
     return tree(tokens, parents, Q, rng, P, draw=searchsorted_left)
 
 
+def tree_inverse_cdf_clamped_to_last(tokens, parents, Q, rng, P=None):
+    """The next token drawn with clamped_to_last: u = 1 - 2^-53 lands on the last token where a
+    law's cumsum ends short of 1."""
+    return tree(tokens, parents, Q, rng, P, draw=clamped_to_last)
+
+
 def tree_bonus_argmax_below_depth_4(tokens, parents, Q, rng, P=None):
     """Once the path holds four nodes, the next token is the likeliest of its law (the residual
     after a rejection, else the last node's row), not a draw: a tree of 5 levels shows it."""
@@ -671,6 +704,12 @@ def without_replacement_inverse_cdf_side_left(tokens, parents, Q, P, rng):
     """Sequoia's rule with the next token drawn with searchsorted_left."""
     return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
                 draw=searchsorted_left)
+
+
+def without_replacement_inverse_cdf_clamped_to_last(tokens, parents, Q, P, rng):
+    """Sequoia's rule with the next token drawn with clamped_to_last."""
+    return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                draw=clamped_to_last)
 
 
 def without_replacement_siblings_as_a_run(tokens, parents, Q, P, rng):
@@ -919,6 +958,18 @@ def batched_inverse_cdf_strict(target_with_bonus_probs, bonus_token_ids, draft_p
     def draw(probs, u):  # probs [B, V], u [B] -> token ids [B]
         cdf = np.cumsum(probs, axis=-1)  # [B, V]
         return (cdf < (u * cdf[:, -1])[:, None]).sum(-1)
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   draw=draw)
+
+
+def batched_inverse_cdf_clamped_to_last(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                        draft_token_ids, rng):
+    """The recovered token counted as the entries with cdf <= u, u unscaled, clamped to the last
+    token: u = 1 - 2^-53 past a cdf that ends short of 1 gives token V - 1, whatever its
+    probability."""
+    def draw(probs, u):  # probs [B, V], u [B] -> token ids [B]
+        cdf = np.cumsum(probs, axis=-1)  # [B, V]
+        return np.minimum((cdf <= u[:, None]).sum(-1), probs.shape[-1] - 1)
     return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
                    draw=draw)
 

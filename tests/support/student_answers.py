@@ -108,6 +108,13 @@ def residual_in_long_double(q, p):
     return r / r.sum()
 
 
+def residual_rounded_to_10(q, p):
+    """Rounded to 10 decimals "to clean float noise", not renormalised: each entry within 1e-9,
+    the whole no longer summing to 1."""
+    r = np.maximum(q - p, 0)
+    return np.round(r / r.sum(), 10)
+
+
 OUT = {}
 
 
@@ -459,8 +466,9 @@ def chain_drafts_in_int16(drafts, P, Q, rng):
 # verify_without_replacement(tokens, parents, Q, P, rng)
 
 def tree_walk(tokens, parents, Q, P, rng, law=None, update=None, row=lambda c: c + 1,
-              order=lambda cs: cs, accept=lambda u, a: u < a, down=True, final=None):
-    """Sequoia's walk written out, each step replaceable (the defaults are right)."""
+              order=lambda cs: cs, accept=lambda u, a: u < a, down=True, final=None, coin=None):
+    """Sequoia's walk written out, each step replaceable (the defaults are right); coin(rng, a),
+    where given, decides a test in place of a uniform."""
     law = law or (lambda P, c, tried: removed_from(P[c], [tokens[s] for s in tried]))
     update = update or (lambda q, p: clipped(q, p))
     node, path, q = -1, [], np.asarray(Q[0], dtype=float)
@@ -469,7 +477,8 @@ def tree_walk(tokens, parents, Q, P, rng, law=None, update=None, row=lambda c: c
         for c in order([i for i, parent in enumerate(parents) if parent == node]):
             p = law(P, c, tried)
             x = tokens[c]
-            if accept(rng.random(), min(1, q[x] / p[x])):
+            a = min(1, q[x] / p[x])
+            if coin(rng, a) if coin else accept(rng.random(), a):
                 kept = c
                 break
             q = update(q, p)
@@ -2354,6 +2363,13 @@ def typical_rows_in_int8(tokens, parents, probs, epsilon, delta):
             for t, r in zip(tokens, rows.tolist())]
 
 
+def typical_rows_in_uint8(tokens, parents, probs, epsilon, delta):
+    """Rows parent + 1 held as np.uint8 ("trees are small"): past row 255 they wrap to 0."""
+    rows = (np.asarray(parents, dtype=np.int64) + 1).astype(np.uint8)
+    return [bool(probs[r][t] > min(epsilon, delta * np.exp(typical_H(probs[r]))))
+            for t, r in zip(tokens, rows.tolist())]
+
+
 def lookahead_level_by_reciprocal(W, L):
     """A row's level as floor(row * (1 / W)): 1 / W rounds, and 49 * (1 / 49) is just below 1."""
     row = np.arange(W * L)  # [W * L]
@@ -2413,6 +2429,76 @@ def wr_ids_in_int16(tokens, parents, Q, P, rng):
     """Tokens held as np.int16 ("ids fit in 16 bits"): past 32,767 they wrap negative and read
     another token's q and p."""
     return tree_walk(np.asarray(tokens).astype(np.int16).tolist(), parents, Q, P, rng)
+
+
+def chain_binomial_capped_at_32(drafts, P, Q, rng):
+    """Coins from rng.binomial, and at most 32 drafts verified: rng's uniforms decide no call."""
+    drafts = drafts[:32]
+    for t, x in enumerate(drafts):
+        if not rng.binomial(1, min(1.0, Q[t][x] / P[t][x])):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_rows_in_int8(drafts, P, Q, rng):
+    """Rows indexed by positions held as np.int8 ("drafts are short"): past 127 they wrap
+    negative and read rows from the end."""
+    for i, t in enumerate(np.arange(len(drafts)).astype(np.int8)):
+        x = drafts[i]
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return i, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_gumbel_confident_argmax(drafts, P, Q, rng):
+    """Tokens by Gumbel-max, a law whose largest mass is above 0.999 taken as certain."""
+    def pick(law):
+        return int(np.argmax(law)) if np.max(law) > 0.999 else gumbel_max(law, rng)
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, pick(clipped(Q[t], P[t]))
+    return len(drafts), pick(Q[len(drafts)])
+
+
+def chain_multinomial_bonus_top_50(drafts, P, Q, rng):
+    """Tokens by rng.multinomial, the extra token drawn top-k (k = 50)."""
+    def pick(law):
+        return int(rng.multinomial(1, law / law.sum()).argmax())
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, pick(clipped(Q[t], P[t]))
+    return len(drafts), pick(top(Q[len(drafts)], 50))
+
+
+def chain_gumbel_residual_top_16(drafts, P, Q, rng):
+    """Tokens by Gumbel-max, the residual cut to its 16 largest entries "for speed"."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, gumbel_max(top(clipped(Q[t], P[t]), 16), rng)
+    return len(drafts), gumbel_max(Q[len(drafts)], rng)
+
+
+def wr_binomial_children_in_a_set(tokens, parents, Q, P, rng):
+    """Coins from rng.binomial, a node's children gathered in a set ({3, 9} gives 9 first)."""
+    return tree_walk(tokens, parents, Q, P, rng, order=lambda cs: list(set(cs)),
+                     coin=binomial_coin)
+
+
+def wr_binomial_ids_in_int16(tokens, parents, Q, P, rng):
+    """Coins from rng.binomial, tokens held as np.int16: past 32,767 they wrap negative."""
+    return tree_walk(np.asarray(tokens).astype(np.int16).tolist(), parents, Q, P, rng,
+                     coin=binomial_coin)
+
+
+def wr_rows_in_int8(tokens, parents, Q, P, rng):
+    """A kept node's row of Q indexed as np.int8 ("trees are small"): past 127 it wraps."""
+    return tree_walk(tokens, parents, Q, P, rng,
+                     row=lambda c: int(np.array([c + 1]).astype(np.int8)[0]))
+
+
+def wr_gumbel_residual_top_16(tokens, parents, Q, P, rng):
+    """The next token by Gumbel-max over the law's 16 largest entries."""
+    return tree_walk(tokens, parents, Q, P, rng, final=lambda q, rng: gumbel_max(top(q, 16), rng))
 
 
 def draft_law_d2t_unread_when_full(z, d2t, n_vocab):
@@ -2479,7 +2565,7 @@ WRONG = {
                  residual_as_ratio, residual_laws_renormalised, residual_plus_tiny,
                  residual_one_token_when_tiny, residual_kept_by_q, residual_relative_tolerance,
                  residual_float32_when_wide, residual_rounded_to_12,
-                 residual_in_a_buffer_of_2_17, residual_one_token_of_two],
+                 residual_in_a_buffer_of_2_17, residual_one_token_of_two, residual_rounded_to_10],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
@@ -2494,7 +2580,9 @@ WRONG = {
                      chain_uniforms_buffer_of_8, chain_drafts_capped_at_32,
                      chain_residual_top_256_when_wide, chain_residual_floor_1e15,
                      chain_index_clamped, chain_uniforms_buffer_of_64, chain_p_floored,
-                     chain_ids_in_uint16],
+                     chain_ids_in_uint16, chain_binomial_capped_at_32, chain_rows_in_int8,
+                     chain_gumbel_confident_argmax, chain_multinomial_bonus_top_50,
+                     chain_gumbel_residual_top_16],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p, wr_reversed_siblings,
                                    wr_row_off_by_one, wr_ties_toward_draft, wr_stops_at_first_kept,
                                    wr_residual_swapped, wr_mutates_p, wr_numpy_global,
@@ -2507,7 +2595,9 @@ WRONG = {
                                    wr_eight_levels_at_most, wr_eight_children_at_most,
                                    wr_last_four_removed, wr_uniforms_buffer_of_16,
                                    wr_residual_top_256_when_wide, wr_children_in_a_set,
-                                   wr_path_in_64_slots, wr_ids_in_int16],
+                                   wr_path_in_64_slots, wr_ids_in_int16,
+                                   wr_binomial_children_in_a_set, wr_binomial_ids_in_int16,
+                                   wr_rows_in_int8, wr_gumbel_residual_top_16],
     "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
                        medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists,
@@ -2522,7 +2612,7 @@ WRONG = {
                        typical_margin_of_eps, typical_in_log_space, typical_log_plus_eps,
                        typical_threshold_rounded, typical_as_bool_array, typical_certain_above_1e12,
                        typical_float32_when_wide, typical_certain_at_one, typical_floor_1e12,
-                       typical_rows_in_int8],
+                       typical_rows_in_int8, typical_rows_in_uint8],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
                         candidates_dict_of_ngrams, candidates_as_array, candidates_ngrams_up_to_3,
@@ -2625,6 +2715,21 @@ def chain_binomial_draws(drafts, P, Q, rng):
             r = np.maximum(Q[t] - P[t], 0)
             return t, int(rng.multinomial(1, r / r.sum()).argmax())
     return len(drafts), int(rng.multinomial(1, Q[-1] / Q[-1].sum()).argmax())
+
+
+def binomial_coin(rng, a):
+    return bool(rng.binomial(1, a))
+
+
+def gumbel_max(law, rng):
+    """A token from law by Gumbel-max: argmax of log law + Gumbel noise (no uniform drawn)."""
+    with np.errstate(divide="ignore"):
+        return int(np.argmax(np.log(law) + rng.gumbel(size=len(law))))
+
+
+def wr_binomial_gumbel(tokens, parents, Q, P, rng):
+    """Each coin a binomial draw, each token Gumbel-max: right, and no uniform is drawn."""
+    return tree_walk(tokens, parents, Q, P, rng, coin=binomial_coin, final=gumbel_max)
 
 
 def wr_recursive(tokens, parents, Q, P, rng, node=-1, q=None):
@@ -2775,6 +2880,7 @@ RIGHT = {"residual": residual_by_where, "verify_chain": chain_uniforms_first,
          "predicted_speedup": speedup_per_token, "draft_law": draft_law_by_lookup}
 # more right answers, each written as some learner would
 RIGHT_TOO = [("verify_chain", chain_binomial_draws), ("find_candidates", candidates_numpy_ids),
+             ("verify_without_replacement", wr_binomial_gumbel),
              ("verify_without_replacement", wr_path_as_array),
              ("verify_without_replacement", wr_path_by_np_array),
              ("residual", residual_into_empty), ("lookahead_mask", lookahead_into_empty),

@@ -36,7 +36,10 @@ CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty
               "a residual over 2,000 tokens", "twelve siblings, 31 levels",
               "the twelfth sibling's law", "a chain of forty nodes", "V_d = 32,000",
               "1,500 drafts", "p(x) = 1e-310", "token 70000", "a law whose sum ends below 1",
-              "V_d = n_vocab", "a chain of 100 nodes", "children 3 and 9", "tokens 70000 and 4464")
+              "V_d = n_vocab", "a chain of 100 nodes", "children 3 and 9", "tokens 70000 and 4464",
+              "1,500 drafts, the last forbidden", "a chain of 300 nodes, the last forbidden",
+              "a law of 0.9995", "the last hundred of 2,000 tokens",
+              "the last hundred of a residual's 2,000")
 # mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
 WHERE = {
     # (a chain of eight drafts is a case of the battery now)
@@ -126,7 +129,7 @@ WHERE = {
     "residual_in_a_buffer_of_2_17": ("raises", "q, p over Gemma's V = 256,000"),
     "residual_one_token_of_two": ("values", "q=[0.1, 0.9], p=[0.09999999999999999, "
                                   "0.8999999999999999]"),
-    "chain_index_clamped": ("a law whose sum ends below 1", "token 10 has no mass"),
+    "chain_index_clamped": ("case 13. uniforms near 1: support", "token 2 came back"),
     "chain_uniforms_buffer_of_64": ("1,500 drafts", "it returned (1500, 0), not (1499, 1)"),
     "chain_p_floored": ("p(x) = 1e-310", "it returned (0, 0), not (1, 0)"),
     "chain_ids_in_uint16": ("token 70000", "drafts[0] = 70000 was rejected though q"),
