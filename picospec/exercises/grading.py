@@ -531,11 +531,11 @@ def rare_token_calls(exercise, fn, calls, even, read, tails=(), seed=0):
 def tail_calls(exercise, fn, tails, read, seed):
     """A failing Verdict at the first of tails [(args, first, about, failed)] where fn(*args, rng),
     on n fresh generators, never returns a token >= first (read(out)), else None; the rule gives
-    those tokens mass m together, n = 21 / m: a law drawn whole misses them all with probability
-    (1 - m)^n < 1e-9. For answers that draw their tokens other than from rng's uniforms."""
+    those tokens mass m together, n = 16 / m: a law drawn whole misses them all with probability
+    (1 - m)^n < 1.2e-7. For answers that draw their tokens other than from rng's uniforms."""
     for i, (args, first, about, failed) in enumerate(tails):
         V, mass = args[2].shape[-1], tail_mass(args, first)
-        n = int(np.ceil(21 / mass))
+        n = int(np.ceil(16 / mass))
         try:
             drawn = {read(fn(*copied(args), np.random.default_rng([seed, i, k])))
                      for k in range(n)}

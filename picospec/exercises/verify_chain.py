@@ -149,12 +149,12 @@ ENDS_PAST = ((WIDER_RESIDUAL, 1999, "drafts[0] = 0 has q = 0 (always rejected); 
               "a residual over 2,000 tokens"),
              (SHORT_SUM, 9, *SHORT_SUM_ABOUT))
 # for answers that draw their tokens other than from rng's uniforms (rng.gumbel): no drafts, Q[0] =
-# [0.9995, 0.0005] (a law taken as certain past 0.999 never gives token 1); no drafts, Q[0] over
+# [0.9992, 0.0008] (a law taken as certain past 0.999 never gives token 1); no drafts, Q[0] over
 # 2,000 tokens, and the residual over 2,000, whose last hundred tokens hold 0.0025 of each (a law
 # cut to its 1,900 likeliest misses them)
-CONFIDENT = ([], np.zeros((0, 2)), np.array([[0.9995, 0.0005]]))
+CONFIDENT = ([], np.zeros((0, 2)), np.array([[0.9992, 0.0008]]))
 WIDEST = ([], np.zeros((0, 2000)), SLOPE_2000[None])
-TAILS = ((CONFIDENT, 1, "Q[0] = [0.9995, 0.0005]", "a law of 0.9995"),
+TAILS = ((CONFIDENT, 1, "Q[0] = [0.9992, 0.0008]", "a law of 0.9992"),
          (WIDEST, 1_900, "Q[0]: 2,000 tokens, token i of mass (2000 - i) / 2,001,000",
           "the last hundred of 2,000 tokens"),
          (WIDER_RESIDUAL, 1_900, ENDS_PAST[0][2], "the last hundred of a residual's 2,000"))

@@ -2814,7 +2814,7 @@ MUTANTS = (
     Mutant("grader-tails-skipped", "graders", "rule", "picospec/exercises/grading.py",
            "        return tail_calls(exercise, fn, tails, read, seed)", "        return None",
            (MISTAKE + "[verify_chain-chain_gumbel_confident_argmax]",),
-           "a law of 0.9995 taken as certain passes when tokens are Gumbel-max draws"),
+           "a law of 0.9992 taken as certain passes when tokens are Gumbel-max draws"),
     Mutant("grader-chain-no-late-forbidden-draft", "graders", "rule",
            "picospec/exercises/verify_chain.py", "              kept_then_forbidden(1_500))",
            "              )", (MISTAKE + "[verify_chain-chain_rows_in_int8]",),

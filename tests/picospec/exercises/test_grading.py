@@ -38,7 +38,7 @@ CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty
               "1,500 drafts", "p(x) = 1e-310", "token 70000", "a law whose sum ends below 1",
               "V_d = n_vocab", "a chain of 100 nodes", "children 3 and 9", "tokens 70000 and 4464",
               "1,500 drafts, the last forbidden", "a chain of 300 nodes, the last forbidden",
-              "a law of 0.9995", "the last hundred of 2,000 tokens",
+              "a law of 0.9992", "the last hundred of 2,000 tokens",
               "the last hundred of a residual's 2,000")
 # mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
 WHERE = {
