@@ -36,6 +36,9 @@ def cases(seed=0):
     # and 2e-9 beside 1 / (1 - alpha) = 10 and 100 (not yet gone), and alpha = 1 as NumPy's
     # float64 (whose 0 / 0 is nan, no ZeroDivisionError)
     hand += [(5e-4, 2), (5e-7, 2), (0.9, 151), (0.99, 1994), (np.float64(1.0), 2)]
+    # one draft nearly useless: E = 1 + alpha exactly, alpha^2 (8e-7, 8e-9) not in it (a shortcut
+    # below some small alpha that ignores K answers otherwise)
+    hand += [(9e-4, 1), (9e-5, 1)]
     drawn = [(float(rng.random()), int(rng.integers(1, 17))) for _ in range(60)]
     return [(f"alpha={a!r}, K={K}", (a, K)) for a, K in hand + drawn]
 

@@ -4,7 +4,7 @@ import itertools
 
 import numpy as np
 
-from picospec.exercises.grading import grade_cases, not_ids
+from picospec.exercises.grading import grade_cases, hash_twins, not_ids
 from picospec.prompt_lookup import find_candidates as reference
 
 NAME, FAMILY = "find_candidates", "model-free drafting (prompt lookup, REST)"
@@ -113,8 +113,25 @@ def cases(seed=None):
     for middle in (3, 4):
         real.append((x := ends[0] + [middle] + ends[1], 1, 1))
         shown[id(x)] = f"[200, 201, ..., 299, 99, {middle}, 300, 301, ..., 399, 99]"
-    return [(f"x={shown.get(id(x), x)}, max_ngram_size={n}, num_pred_tokens={k}", (x, n, k))
-            for x, n, k in small + real]
+    # windows whose polynomial hash is that of the tail [0, 0, 0] for popular bases and moduli
+    # (grading.HASH_BASES, HASH_MODULI), each followed by 9 (only the 2-gram [0, 0] inside the
+    # tail matches); [15505, 31842] before the tail [23022, 1073], whose hash(tuple) agree in
+    # their last 32 bits
+    twins = [t for w in hash_twins() for t in (*w, 9)] + [0, 0, 0]
+    real += [(twins, 3, 1), ([15505, 31842, 5, 23022, 1073], 2, 1)]
+    shown[id(twins)] = (f"[{', '.join(map(str, twins[:8]))}, ..., 9, 0, 0, 0] "
+                        f"({len(twins) // 4} windows of 3, each then 9, then 0, 0, 0)")
+    # ids zero-padded to 5 digits: "00001" (the tail, id 1) is found first across 4000 and 11,
+    # misaligned, and only then at the id itself
+    real.append(([4000, 11, 1, 9, 1], 1, 2))
+    out = [(f"x={shown.get(id(x), x)}, max_ngram_size={n}, num_pred_tokens={k}", (x, n, k))
+           for x, n, k in small + real]
+    # the defaults, 3 and 10: the 2-, 3- and 4-gram ending x first match apart, 20 tokens follow
+    # each
+    bare = [2, 3, 5, 9, 1, 2, 3, *range(20, 40), 0, 1, 2, 3, *range(40, 60), 0, 1, 2, 3]
+    return out + [("x=[2, 3, 5, 9, 1, 2, 3, 20, 21, ..., 39, 0, 1, 2, 3, 40, 41, ..., 59, 0, 1, "
+                   "2, 3], max_ngram_size and num_pred_tokens left to their defaults (3 and 10)",
+                   (bare,))]
 
 
 def compare(yours, expected):

@@ -978,3 +978,36 @@ def same_array(yours, expected, tol=1e-9):
     if not np.allclose(yours.astype(float), np.asarray(expected, dtype=float), atol=tol, rtol=tol):
         return "values"
     return None
+
+
+# polynomial hashes of token windows, h = h * base + token modulo m, as learners write them: bases
+# past GPT-2's vocabulary (below it, [1, b] and [0, base + b] hash alike, as the graders' packing
+# cases show) and primes that keep a hash within 32 bits
+HASH_BASES = (50_257, 65_537, 100_003, 1_000_003, 911_382_323, 1_000_000_007, 1_000_000_009)
+HASH_MODULI = (998_244_353, 10**9 + 7, 10**9 + 9, 2**31 - 1)
+
+
+def hash_twins(bases=HASH_BASES, moduli=HASH_MODULI, vocab=50_257):
+    """For each base and modulus, the first 3-token window [a, b, c] of ids 1 to
+    vocab - 1 (no 0) whose polynomial hash is that of [0, 0, 0]: a * base^2 + b * base + c is 0
+    modulo m, so a hash taken for equality finds [0, 0, 0] there -> [[a, b, c], ...]. A base
+    within vocab of a multiple of m is left out: modulo m it is a small base (packing)."""
+    out, b = [], np.arange(1, vocab, dtype=np.int64)
+    for base in bases:
+        for m in moduli:
+            if min(base % m, -base % m) < vocab:
+                continue
+            for a in range(1, vocab):
+                c = (-(a * base * base % m) - b * (base % m)) % m  # [vocab - 1], below 2^62
+                hit = np.flatnonzero((c >= 1) & (c < vocab))
+                if hit.size:
+                    out.append([a, int(b[hit[0]]), int(c[hit[0]])])
+                    break
+    return out
+
+
+def thue_morse(n, zero=0, one=1):
+    """The first n tokens of the Thue-Morse sequence (token k: the parity of k's 1 bits). With
+    n = 2^k, its polynomial hash and its complement's differ by (one - zero) times
+    prod over i < k of (1 - base^(2^i)), divisible by 2^64 for every odd base once k >= 10."""
+    return [one if bin(k).count("1") % 2 else zero for k in range(n)]

@@ -5,7 +5,7 @@ import itertools
 
 import numpy as np
 
-from picospec.exercises.grading import grade_cases
+from picospec.exercises.grading import grade_cases, hash_twins
 from picospec.rest import Datastore
 
 NAME, FAMILY = "longest_suffix", "model-free drafting (prompt lookup, REST)"
@@ -99,6 +99,23 @@ def cases(seed=None):
     ends = list(range(100, 200)), list(range(200, 300))
     apart = [ends[0] + [1, last] + ends[1] for last in (2, 3)]
     out += [(apart[0], [1, 2], 2), (apart[1], [1, 3], 2)]
+    # 1 then 0 as big-endian bytes of 16, 32 or 64 bits hold the bytes of 256 at an offset no id
+    # starts at
+    out.append(([1, 0], [256], 1))
+    # windows whose polynomial hash is that of [0, 0, 0] for popular bases and moduli
+    # (grading.HASH_BASES, HASH_MODULI), each followed by 9: [0, 0, 0] is found nowhere (an
+    # unchecked hash finds it); [23022, 1073] beside [15505, 31842], whose hash(tuple) agree in
+    # their last 32 bits
+    twins = [t for w in hash_twins() for t in (*w, 9)]
+    out += [(twins, [0, 0, 0], 3), ([15505, 31842], [23022, 1073], 2)]
+    # every corpus of 5 or 6 tokens over {0, 1} against every context of 3: a match that must fall
+    # back along two borders (KMP falling back once, a suffix automaton redirecting one
+    # transition to a clone, answer otherwise)
+    out += [(list(c), list(x), 3) for n in (5, 6) for c in itertools.product(range(2), repeat=n)
+            for x in itertools.product(range(2), repeat=3)]
+    # ids zero-padded to 5 digits: "00001" (id 1) is found first across 4000 and 11, misaligned,
+    # and only then at the id itself
+    out.append(([4000, 11, 1], [1], 1))
     # a match of 40,000 tokens (a suffix capped at 2,048, 4,096 or 8,192, or a length held in 16
     # bits, is short)
     run5, ran5 = [5, *range(1_000, 41_000), 6], [42, *range(1_000, 41_000)]
@@ -109,7 +126,9 @@ def cases(seed=None):
              id(head): "[1, 2, ..., 12, 9] + [7] * 69987", id(run): "[5, 1000, 1001, ..., 2099, 6]",
              id(ran): "[42, 1000, 1001, ..., 2099]", id(zeros): "[0] * 300",
              **{id(c): f"[100, 101, ..., 199, 1, {c[101]}, 200, 201, ..., 299]" for c in apart},
-             id(packed): "[1, 50254, 9, 1, 50253, 9, ..., 1, 0, 9] (150,765 tokens)"}
+             id(packed): "[1, 50254, 9, 1, 50253, 9, ..., 1, 0, 9] (150,765 tokens)",
+             id(twins): f"[{', '.join(map(str, twins[:8]))}, ...] ({len(twins) // 4} windows of "
+                        f"3, each then 9)"}
     return [(f"corpus={shown.get(id(c), c)}, context={shown.get(id(x), x)}, max_suffix={s}",
              (c, x, s)) for c, x, s in out]
 

@@ -4,7 +4,7 @@ import itertools
 
 import numpy as np
 
-from picospec.exercises.grading import grade_cases, named, same_array
+from picospec.exercises.grading import grade_cases, named, same_array, thue_morse
 from picospec.tree import medusa_buffers as buffers
 from picospec.tree import sort_choices
 
@@ -93,7 +93,27 @@ def cases(seed=0):
     # parent is row 1 (a key (parent's row << 32) | rank takes one for the other); the largest
     out += [[[0], [2**31]], [[0], [2**32], [0, 0]], [[0], [2**32], [0, 0], [2**32, 0]],
             [[0], [2**40 - 1], [0, 2**40 - 1]]]
-    return [(f"choices={c}" if len(c) < 100 else
+    # ranks 2^24 and 2^24 + 1, one in float32 (exact below 2^24), and a child of the second
+    out.append([[2**24], [2**24 + 1], [2**24 + 1, 0]])
+    # ranks a popular modulus apart below the root, then [0, 0]: a path keyed by a hash modulo
+    # 998,244,353, 10^9 + 7, 10^9 + 9 or 2^31 - 1 (whatever its base) takes [0] for the other
+    out.append([[0], [998_244_353], [10**9 + 7], [10**9 + 9], [2**31 - 1], [0, 0]])
+    # [71297665170] and [811007108076]: their hash(tuple) agree in the last 32 bits
+    out.append([[71_297_665_170], [811_007_108_076], [71_297_665_170, 0]])
+    # the Thue-Morse path of ranks 0 and 2^39 over 64 levels and its complement, a 0 below each:
+    # their polynomial hashes agree modulo 2^64 whatever the odd base (2^39 times a product
+    # divisible by 2^25); then two paths apart in their first rank and alike in the 65 after it,
+    # a 0 below each: alike modulo 2^64 for every even base
+    morse, shown = thue_morse(64, 0, 2**39), {}
+    for said, two in (("the Thue-Morse path of 0 and 2^39 over 64 levels and its complement, "
+                       "then 0", [morse + [0], [2**39 - t for t in morse] + [0]]),
+                      ("[0, 1, 1, ..., 1, 0] and [1, 1, ..., 1, 0] (65 1s after the first)",
+                       [[0] + [1] * 65 + [0], [1] + [1] * 65 + [0]])):
+        out.append([list(c) for c in sort_choices({tuple(p[:d]) for p in two
+                                                    for d in range(1, len(p) + 1)})])
+        shown[id(out[-1])] = f"every prefix of {said} ({len(out[-1])} nodes)"
+    return [(f"choices={shown[id(c)]}" if id(c) in shown else
+             f"choices={c}" if len(c) < 100 else
              f"choices=[{', '.join(map(str, c[:3]))}, ..., {', '.join(map(str, c[-3:]))}] "
              f"({len(c)} nodes)", (c,)) for c in out]
 

@@ -2,7 +2,9 @@
 section 3.2)."""
 import itertools
 
-from picospec.exercises.grading import grade_cases, not_ids
+import numpy as np
+
+from picospec.exercises.grading import grade_cases, hash_twins, not_ids, thue_morse
 from picospec.tree import trie as reference
 
 NAME, FAMILY = "trie", "model-free drafting (prompt lookup, REST)"
@@ -43,7 +45,16 @@ def cases(seed=None):
               # "11", "0"), by (parent << 15) | token, by token as float16 (40000 is 40001)
               [[5, 6, 10], [7] * 9 + [0]], [[0], [32768]], [[40000], [40001]],
               # one sequence twice, 8 tokens long (a repeat skipped counts it once)
-              [list(range(1, 9))] * 2]
+              [list(range(1, 9))] * 2,
+              # the middle of [0, 1, 2, 3, 0] in every order: prefixes of one length, sum,
+              # first and last token, set and sorted tokens, apart only in their order (a node
+              # keyed by those takes one for another)
+              [[0, *p, 0] for p in itertools.permutations((1, 2, 3))],
+              # [0, 0, 0] beside windows whose polynomial hash is its own for popular bases and
+              # moduli (grading.HASH_BASES, HASH_MODULI); [15505, 31842] beside [23022, 1073],
+              # whose hash(tuple) agree in their last 32 bits: a key so hashed takes one for the
+              # other
+              [[0, 0, 0], *hash_twins()], [[15505, 31842], [23022, 1073]]]
     shown = {}
     # two sequences of 1,100 tokens apart only in the first: a node keyed by its depth and the
     # last few (up to 1,024) tokens of its prefix merges them
@@ -72,7 +83,25 @@ def cases(seed=None):
     # one sequence 70,000 times: a count past 2^16 (counts held in 16 bits wrap)
     same = [[1]] * 70_000
     shown[id(same)] = "[[1]] * 70000"
-    longer += [apart, wide, roots, same]
+    # 150,000 sequences of 3 tokens, each one of 5,000 random 2-token heads and a random third
+    # token: 160,000 nodes, the deepest drawn at random over the vocabulary; a node keyed by a
+    # hash of its prefix modulo about 10^9 or 2^31 (a polynomial hash, whatever its base), its
+    # depth beside it or not, takes two of them for one (some 11 pairs collide modulo 10^9 + 7,
+    # 5 modulo 2^31 - 1; a hash cut to 32 bits, 2.6 on average: it may pass)
+    rng = np.random.default_rng(0)
+    heads = rng.integers(0, 50_257, size=(5_000, 2))
+    drawn = np.concatenate([heads[rng.integers(0, 5_000, 150_000)],
+                            rng.integers(0, 50_257, (150_000, 1))], 1).tolist()
+    shown[id(drawn)] = (f"[{drawn[0]}, {drawn[1]}, ..., {drawn[-1]}] (150,000 random sequences "
+                        f"of 3 tokens, 5,000 heads of 2)")
+    # the Thue-Morse sequence of 0 and 1 over 2,048 tokens, then its complement: their
+    # polynomial hashes agree modulo 2^64 whatever the odd base (h * B + token in uint64 wraps
+    # so); an even base's are caught by `apart`
+    morse = thue_morse(2_048)
+    thue = [morse, [1 - t for t in morse]]
+    shown[id(thue)] = ("[[0, 1, 1, 0, 1, 0, 0, 1, ...], [1, 0, 0, 1, 0, 1, 1, 0, ...]] (Thue-Morse "
+                       "over 2,048 tokens, then its complement)")
+    longer += [apart, wide, thue, roots, same, drawn]
     return [(f"sequences={shown.get(id(s), s)}" if id(s) in shown or sum(map(len, s)) < 100 else
              f"sequences of {' and '.join(str(len(q)) for q in s)} tokens", (s,))
             for s in small + longer]

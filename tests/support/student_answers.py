@@ -2555,6 +2555,194 @@ def speedup_K_in_int32(E, c, K, c_d):
     return float(E / (c + np.int32(K) * c_d))
 
 
+def trie_key_depth_sum_ends(sequences):
+    """A node keyed by its depth, its prefix's sum and first token, and its token ("a compact
+    signature"): [0, 1, 2, 3, 0] and [0, 2, 1, 3, 0] share their last node."""
+    return trie_keyed(sequences, lambda parent, prefix, t: (len(prefix), sum(prefix), prefix[0],
+                                                            t))
+
+
+def trie_by_rolling_hash(sequences, step):
+    """A node for each new (depth, h) of its prefix, h = step(h, token) from h = 0, its count
+    raised on each visit."""
+    tokens, parents, counts, node = [], [], [], {}
+    for seq in sequences:
+        parent, h = -1, 0
+        for depth, t in enumerate(seq):
+            h = step(h, t)
+            if (depth, h) not in node:
+                node[depth, h] = len(tokens)
+                tokens.append(t)
+                parents.append(parent)
+                counts.append(0)
+            parent = node[depth, h]
+            counts[parent] += 1
+    return tokens, parents, counts
+
+
+def trie_rolling_hash_key(sequences):
+    """A node keyed by its depth and its prefix's rolling hash, base 1,000,003 modulo 10^9 + 7,
+    instead of the prefix ("no two prefixes ever share a hash")."""
+    return trie_by_rolling_hash(sequences, lambda h, t: (h * 1_000_003 + t + 1) % (10**9 + 7))
+
+
+def trie_hash_in_uint64(sequences):
+    """A node keyed by its depth and a rolling hash h * 1,000,003 + token + 1 in np.uint64: it
+    wraps modulo 2^64 ("one collision in 10^19")."""
+    with np.errstate(over="ignore"):
+        return trie_by_rolling_hash(sequences, lambda h, t: np.uint64(h) * np.uint64(1_000_003)
+                                    + np.uint64(t + 1))
+
+
+def trie_hash_mod_mersenne(sequences):
+    """A node keyed by its depth and its prefix's hash in base 131,071 modulo 2^31 - 1 (a
+    Mersenne prime, "base and modulus both prime: no collisions")."""
+    return trie_by_rolling_hash(sequences, lambda h, t: (h * 131_071 + t + 1) % (2**31 - 1))
+
+
+def trie_hashed_prefix_32_bits(sequences):
+    """A node keyed by hash(tuple(prefix)) cut to 32 bits ("compact int keys")."""
+    return trie_keyed(sequences, lambda parent, prefix, t: hash(tuple(prefix)) & 0xFFFFFFFF)
+
+
+@functools.lru_cache(maxsize=None)
+def path_hash(path, base, modulus):
+    """The polynomial hash of a tuple of ids, each plus 1 (so that 0 counts), modulo modulus."""
+    return 0 if not path else (path_hash(path[:-1], base, modulus) * base + path[-1] + 1) % modulus
+
+
+def medusa_path_hash_mod_prime(choices):
+    """A node found by its depth and its path's hash in base 1,000,003 modulo 10^9 + 7 ("compact
+    keys"): ranks run to 2^40, so [0] and [10^9 + 7] share one."""
+    return medusa_keyed(choices, lambda path: (len(path), path_hash(path, 1_000_003, 10**9 + 7)))
+
+
+def medusa_ranks_in_float32(choices):
+    """A node found by its ranks as float32 bytes ("ranks are small numbers"): 2^24 + 1 is
+    2^24."""
+    return medusa_keyed(choices, lambda path: np.asarray(path, dtype=np.float32).tobytes())
+
+
+def medusa_hashed_path_32_bits(choices):
+    """A node found by hash(path) cut to 32 bits ("compact int keys")."""
+    return medusa_keyed(choices, lambda path: hash(path) & 0xFFFFFFFF)
+
+
+def medusa_path_hash_in_uint64(choices):
+    """A node found by its depth and its path's hash in base 1,000,003 kept in 64 bits (as
+    np.uint64 would: "one collision in 10^19")."""
+    return medusa_keyed(choices, lambda path: (len(path), path_hash(path, 1_000_003, 2**64)))
+
+
+def medusa_path_by_last_64(choices):
+    """A node found by its depth and its last 64 ranks ("no tree is that deep")."""
+    return medusa_keyed(choices, lambda path: (len(path), path[-64:]))
+
+
+def suffix_big_endian_bytes(corpus, context, max_suffix):
+    """Ids as big-endian uint16 bytes ("every GPT-2 id fits in 16 bits"), found with `in`: a
+    match may start inside an id (the bytes of 1 then 0 hold those of 256)."""
+    data = np.asarray(corpus, dtype=">u2").tobytes()
+    for n in range(min(max_suffix, len(context)), 0, -1):
+        if np.asarray(context[-n:], dtype=">u2").tobytes() in data:
+            return n
+    return 0
+
+
+def suffix_hash_base_1000003(corpus, context, max_suffix):
+    """Occurrences found by the windows' hash in base 1,000,003 ("a prime past the vocabulary")
+    modulo 10^9 + 7, never compared token by token."""
+    for n in range(min(max_suffix, len(context)), 0, -1):
+        want = packed(context[-n:], 1_000_003) % (10**9 + 7)
+        if any(packed(corpus[i:i + n], 1_000_003) % (10**9 + 7) == want
+               for i in range(len(corpus) - n + 1)):
+            return n
+    return 0
+
+
+def suffix_hashed_windows_32_bits(corpus, context, max_suffix):
+    """A set of the corpus windows' hash(tuple) cut to 32 bits for each length, the suffix's
+    looked up in it."""
+    for n in range(min(max_suffix, len(context)), 0, -1):
+        seen = {hash(tuple(corpus[i:i + n])) & 0xFFFFFFFF for i in range(len(corpus) - n + 1)}
+        if hash(tuple(context[-n:])) & 0xFFFFFFFF in seen:
+            return n
+    return 0
+
+
+def suffix_kmp_one_fallback(corpus, context, max_suffix):
+    """KMP over the reversed corpus, the reversed suffix as the pattern, the longest match kept;
+    on a mismatch the state falls back one border only (`if` where KMP has `while`)."""
+    m = min(max_suffix, len(context))
+    if m == 0 or not corpus:
+        return 0
+    p = context[::-1][:m]
+    fail, k = [0] * m, 0
+    for i in range(1, m):
+        while k > 0 and p[i] != p[k]:
+            k = fail[k - 1]
+        k += p[i] == p[k]
+        fail[i] = k
+    best = q = 0
+    for t in reversed(corpus):
+        if q == m:
+            q = fail[q - 1]
+        if q > 0 and p[q] != t:
+            q = fail[q - 1]
+        q += p[q] == t
+        best = max(best, q)
+    return best
+
+
+def suffix_padded_digits_first_find(corpus, context, max_suffix):
+    """Searched as text, each id zero-padded to 5 digits; str.find's hit must start on an id
+    (offset % 5 == 0), but only its first hit is looked at: one across two ids hides the rest."""
+    text = "".join(f"{t:05d}" for t in corpus)
+    for n in range(min(max_suffix, len(context)), 0, -1):
+        at = text.find("".join(f"{t:05d}" for t in context[-n:]))
+        if at >= 0 and at % 5 == 0:
+            return n
+    return 0
+
+
+def candidates_hash_base_1000003(x, max_ngram_size=3, num_pred_tokens=10):
+    """Windows compared by their hash in base 1,000,003 ("a prime past the vocabulary") modulo
+    10^9 + 7, never token by token."""
+    return candidates_matched_by(x, max_ngram_size, num_pred_tokens, lambda a, b: (
+        packed(a, 1_000_003) - packed(b, 1_000_003)) % (10**9 + 7) == 0)
+
+
+def candidates_hashed_windows_32_bits(x, max_ngram_size=3, num_pred_tokens=10):
+    """Windows compared by hash(tuple(window)) cut to 32 bits, never token by token."""
+    return candidates_matched_by(x, max_ngram_size, num_pred_tokens, lambda a, b: (
+        hash(tuple(a)) - hash(tuple(b))) & 0xFFFFFFFF == 0)
+
+
+def candidates_padded_digits_first_find(x, max_ngram_size=3, num_pred_tokens=10):
+    """Searched as text, each id zero-padded to 5 digits; str.find's hit must start on an id
+    (offset % 5 == 0), but only its first hit is looked at: one across two ids hides the rest."""
+    text = "".join(f"{t:05d}" for t in x)
+    for n in range(min(max_ngram_size, len(x) - 1), 0, -1):
+        at = text.find(text[-5 * n:])
+        if at % 5 == 0 and at // 5 + n < len(x):
+            return x[at // 5 + n:at // 5 + n + num_pred_tokens]
+    return []
+
+
+def candidates_other_defaults(x, max_ngram_size=2, num_pred_tokens=5):
+    """Right when every argument is given, but the defaults are 2 and 5, not the stub's 3 and
+    10."""
+    return candidates_matched_by(x, max_ngram_size, num_pred_tokens, lambda a, b: a == b)
+
+
+def expected_limit_when_tiny(alpha, K):
+    """Below alpha = 1e-3, 1 / (1 - alpha) ("alpha^(K + 1) is gone"), whatever K: 8e-7 over at
+    alpha = 9e-4 with one draft."""
+    if alpha < 1e-3:
+        return 1 / (1 - alpha)
+    return float(K + 1) if alpha == 1 else (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
 WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
                  residual_floor, residual_in_place_on_p, residual_float32,
@@ -2603,7 +2791,10 @@ WRONG = {
                        medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists,
                        medusa_depths_in_int8, medusa_depths_in_uint8, medusa_digits_key,
                        medusa_base_1024_key, medusa_ancestor_by_rank_sum, medusa_ranks_in_int32,
-                       medusa_parent_by_last_two, medusa_path_in_base_2_32],
+                       medusa_parent_by_last_two, medusa_path_in_base_2_32,
+                       medusa_path_hash_mod_prime, medusa_ranks_in_float32,
+                       medusa_hashed_path_32_bits, medusa_path_hash_in_uint64,
+                       medusa_path_by_last_64],
     "typical_accept": [typical_at_least, typical_log10, typical_exp_plus_h, typical_no_epsilon,
                        typical_root_row, typical_parent_row_off_by_one, typical_whole_path,
                        typical_epsilon_delta_swapped, typical_guard_in_place,
@@ -2624,21 +2815,26 @@ WRONG = {
                         candidates_last_4096, candidates_ended_at_eos, candidates_cached,
                         candidates_draft_capped_at_64, candidates_ngrams_up_to_8,
                         candidates_first_4096, candidates_ngrams_up_to_32, candidates_rolling_hash,
-                        candidates_hash_in_int64, candidates_starts_in_uint16],
+                        candidates_hash_in_int64, candidates_starts_in_uint16,
+                        candidates_hash_base_1000003, candidates_hashed_windows_32_bits,
+                        candidates_padded_digits_first_find, candidates_other_defaults],
     "longest_suffix": [suffix_tokens_anywhere, suffix_one_short, suffix_through_bytes,
                        suffix_reversed_in_place, suffix_prefix_matched, suffix_last_token_as_bool,
                        suffix_up_to_3, suffix_through_int32_bytes, suffix_positions_by_id,
                        suffix_corpus_head, suffix_packed_base_50000, suffix_capped_at_16,
                        suffix_corpus_tail, suffix_first_64_occurrences, suffix_capped_at_2048,
                        suffix_rolling_hash, suffix_places_in_int16, suffix_hash_in_uint64,
-                       suffix_array_by_16_tokens],
+                       suffix_array_by_16_tokens, suffix_big_endian_bytes,
+                       suffix_hash_base_1000003, suffix_hashed_windows_32_bits,
+                       suffix_kmp_one_fallback, suffix_padded_digits_first_find],
     "trie": [trie_counts_once, trie_parent_is_position, trie_breadth_first, trie_pops_sequences,
              trie_hashable_in_place, trie_string_keys_without_separator, trie_mutable_defaults,
              trie_nan_padded, trie_ids_in_a_byte, trie_depth_from_longest, trie_by_recursion,
              trie_as_arrays, trie_one_sequence_handed_back, trie_parent_and_token_joined,
              trie_shifted_key, trie_token_major_key, trie_last_four_key, trie_float16_key,
              trie_packed_key, trie_float32_key, trie_key_in_32_bits, trie_counts_in_uint16,
-             trie_key_in_int32],
+             trie_key_in_int32, trie_key_depth_sum_ends, trie_rolling_hash_key,
+             trie_hashed_prefix_32_bits, trie_hash_in_uint64, trie_hash_mod_mersenne],
     "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
                        lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists,
                        lookahead_levels_up_to_4, lookahead_rows_in_int8, lookahead_columns_as_text,
@@ -2658,7 +2854,8 @@ WRONG = {
                         expected_first_order_near_1, expected_guarded_by_isclose,
                         expected_guarded_below_1e10, expected_alpha_capped,
                         expected_sum_of_terms_capped, expected_one_plus_alpha_when_tiny,
-                        expected_tail_dropped, expected_few_drafts_all_kept],
+                        expected_tail_dropped, expected_few_drafts_all_kept,
+                        expected_limit_when_tiny],
     "predicted_speedup": [speedup_no_verify_cost, speedup_one_draft_call_short, speedup_product,
                           speedup_inverted, speedup_as_text, speedup_none_without_drafts,
                           speedup_verification_at_least_one, speedup_nearly_free_draft,

@@ -158,6 +158,31 @@ WHERE = {
     "chain_drafts_in_int16": ("token 35000", "drafts[0] = 35000 was kept though the target"),
     "speedup_draft_cost_capped_at_1": ("speedup", "E=2.0, c=1.0, K=2, c_d=1.5"),
     "speedup_K_in_int32": ("raises", "K=1000000000000, c_d=1e-19"),
+    # each at the case added for it: prefixes, paths and windows hashed (popular bases and
+    # moduli, hash(tuple) cut to 32 bits, odd bases modulo 2^64 against Thue-Morse, even bases
+    # against 65 ranks alike, a base unlisted among 160,000 random nodes), ranks in float32, a
+    # prefix told by its sum and ends, big-endian bytes, KMP falling back once, a padded id found
+    # across two, the defaults, one draft at a tiny alpha
+    "trie_key_depth_sum_ends": ("tokens", "sequences=[[0, 1, 2, 3, 0], [0, 1, 3, 2, 0],"),
+    "trie_rolling_hash_key": ("tokens", "sequences=[[0, 0, 0], [1, 9331, 18943],"),
+    "trie_hashed_prefix_32_bits": ("tokens", "sequences=[[15505, 31842], [23022, 1073]]\n"),
+    "trie_hash_in_uint64": ("tokens", "(Thue-Morse over 2,048 tokens, then its complement)"),
+    "trie_hash_mod_mersenne": ("tokens", "(150,000 random sequences of 3 tokens"),
+    "medusa_path_hash_mod_prime": ("attn_mask", "[[0], [998244353], [1000000007],"),
+    "medusa_ranks_in_float32": ("attn_mask", "[[16777216], [16777217], [16777217, 0]]"),
+    "medusa_hashed_path_32_bits": ("attn_mask", "[[71297665170], [811007108076],"),
+    "medusa_path_hash_in_uint64": ("attn_mask", "the Thue-Morse path of 0 and 2^39"),
+    "medusa_path_by_last_64": ("attn_mask", "(65 1s after the first)"),
+    "suffix_big_endian_bytes": ("n", "corpus=[1, 0], context=[256], max_suffix=1"),
+    "suffix_hash_base_1000003": ("n", "(24 windows of 3, each then 9), context=[0, 0, 0]"),
+    "suffix_hashed_windows_32_bits": ("n", "corpus=[15505, 31842], context=[23022, 1073]"),
+    "suffix_kmp_one_fallback": ("n", "corpus=[0, 0, 1, 0, 0], context=[0, 0, 0], max_suffix=3"),
+    "suffix_padded_digits_first_find": ("n", "corpus=[4000, 11, 1], context=[1], max_suffix=1"),
+    "candidates_hash_base_1000003": ("draft", "(24 windows of 3, each then 9, then 0, 0, 0)"),
+    "candidates_hashed_windows_32_bits": ("draft", "x=[15505, 31842, 5, 23022, 1073]"),
+    "candidates_padded_digits_first_find": ("draft", "x=[4000, 11, 1, 9, 1], max_ngram_size=1"),
+    "candidates_other_defaults": ("draft", "left to their defaults (3 and 10)"),
+    "expected_limit_when_tiny": ("E", "alpha=0.0009, K=1"),
 }
 
 
