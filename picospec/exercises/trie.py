@@ -2,8 +2,6 @@
 section 3.2)."""
 import itertools
 
-import numpy as np
-
 from picospec.exercises.grading import grade_cases, hash_twins, not_ids, thue_morse
 from picospec.tree import trie as reference
 
@@ -83,17 +81,6 @@ def cases(seed=None):
     # one sequence 70,000 times: a count past 2^16 (counts held in 16 bits wrap)
     same = [[1]] * 70_000
     shown[id(same)] = "[[1]] * 70000"
-    # 150,000 sequences of 3 tokens, each one of 5,000 random 2-token heads and a random third
-    # token: 160,000 nodes, the deepest drawn at random over the vocabulary; a node keyed by a
-    # hash of its prefix modulo about 10^9 or 2^31 (a polynomial hash, whatever its base), its
-    # depth beside it or not, takes two of them for one (some 11 pairs collide modulo 10^9 + 7,
-    # 5 modulo 2^31 - 1; a hash cut to 32 bits, 2.6 on average: it may pass)
-    rng = np.random.default_rng(0)
-    heads = rng.integers(0, 50_257, size=(5_000, 2))
-    drawn = np.concatenate([heads[rng.integers(0, 5_000, 150_000)],
-                            rng.integers(0, 50_257, (150_000, 1))], 1).tolist()
-    shown[id(drawn)] = (f"[{drawn[0]}, {drawn[1]}, ..., {drawn[-1]}] (150,000 random sequences "
-                        f"of 3 tokens, 5,000 heads of 2)")
     # the Thue-Morse sequence of 0 and 1 over 2,048 tokens, then its complement: their
     # polynomial hashes agree modulo 2^64 whatever the odd base (h * B + token in uint64 wraps
     # so); an even base's are caught by `apart`
@@ -101,7 +88,7 @@ def cases(seed=None):
     thue = [morse, [1 - t for t in morse]]
     shown[id(thue)] = ("[[0, 1, 1, 0, 1, 0, 0, 1, ...], [1, 0, 0, 1, 0, 1, 1, 0, ...]] (Thue-Morse "
                        "over 2,048 tokens, then its complement)")
-    longer += [apart, wide, thue, roots, same, drawn]
+    longer += [apart, wide, thue, roots, same]
     return [(f"sequences={shown.get(id(s), s)}" if id(s) in shown or sum(map(len, s)) < 100 else
              f"sequences of {' and '.join(str(len(q)) for q in s)} tokens", (s,))
             for s in small + longer]

@@ -2594,12 +2594,6 @@ def trie_hash_in_uint64(sequences):
                                     + np.uint64(t + 1))
 
 
-def trie_hash_mod_mersenne(sequences):
-    """A node keyed by its depth and its prefix's hash in base 131,071 modulo 2^31 - 1 (a
-    Mersenne prime, "base and modulus both prime: no collisions")."""
-    return trie_by_rolling_hash(sequences, lambda h, t: (h * 131_071 + t + 1) % (2**31 - 1))
-
-
 def trie_hashed_prefix_32_bits(sequences):
     """A node keyed by hash(tuple(prefix)) cut to 32 bits ("compact int keys")."""
     return trie_keyed(sequences, lambda parent, prefix, t: hash(tuple(prefix)) & 0xFFFFFFFF)
@@ -2834,7 +2828,7 @@ WRONG = {
              trie_shifted_key, trie_token_major_key, trie_last_four_key, trie_float16_key,
              trie_packed_key, trie_float32_key, trie_key_in_32_bits, trie_counts_in_uint16,
              trie_key_in_int32, trie_key_depth_sum_ends, trie_rolling_hash_key,
-             trie_hashed_prefix_32_bits, trie_hash_in_uint64, trie_hash_mod_mersenne],
+             trie_hashed_prefix_32_bits, trie_hash_in_uint64],
     "lookahead_mask": [lookahead_column_major, lookahead_transposed, lookahead_without_self,
                        lookahead_whole_first_level, lookahead_as_ints, lookahead_as_nested_lists,
                        lookahead_levels_up_to_4, lookahead_rows_in_int8, lookahead_columns_as_text,

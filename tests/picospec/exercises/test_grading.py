@@ -160,14 +160,13 @@ WHERE = {
     "speedup_K_in_int32": ("raises", "K=1000000000000, c_d=1e-19"),
     # each at the case added for it: prefixes, paths and windows hashed (popular bases and
     # moduli, hash(tuple) cut to 32 bits, odd bases modulo 2^64 against Thue-Morse, even bases
-    # against 65 ranks alike, a base unlisted among 160,000 random nodes), ranks in float32, a
+    # against 65 ranks alike), ranks in float32, a
     # prefix told by its sum and ends, big-endian bytes, KMP falling back once, a padded id found
     # across two, the defaults, one draft at a tiny alpha
     "trie_key_depth_sum_ends": ("tokens", "sequences=[[0, 1, 2, 3, 0], [0, 1, 3, 2, 0],"),
     "trie_rolling_hash_key": ("tokens", "sequences=[[0, 0, 0], [1, 9331, 18943],"),
     "trie_hashed_prefix_32_bits": ("tokens", "sequences=[[15505, 31842], [23022, 1073]]\n"),
     "trie_hash_in_uint64": ("tokens", "(Thue-Morse over 2,048 tokens, then its complement)"),
-    "trie_hash_mod_mersenne": ("tokens", "(150,000 random sequences of 3 tokens"),
     "medusa_path_hash_mod_prime": ("attn_mask", "[[0], [998244353], [1000000007],"),
     "medusa_ranks_in_float32": ("attn_mask", "[[16777216], [16777217], [16777217, 0]]"),
     "medusa_hashed_path_32_bits": ("attn_mask", "[[71297665170], [811007108076],"),
