@@ -129,11 +129,10 @@ ENDS_PAST = ((([0], [-1], chain.WIDER_RESIDUAL[2], chain.WIDER_RESIDUAL[1]), 199
               "i > 0 mass (2000 - i) / 1,999,000", "a residual over 2,000 tokens"),
              (([], [], chain.SHORT_SUM[2], chain.SHORT_SUM[1]), 9, *chain.SHORT_SUM_ABOUT))
 
-# verify_chain.TAILS with nodes for drafts
-TAILS = (*((([], [], Q, P), first, about, failed)
-           for (_, P, Q), first, about, failed in chain.TAILS[:2]),
-         (([0], [-1], chain.WIDER_RESIDUAL[2], chain.WIDER_RESIDUAL[1]), 1_900,
-          ENDS_PAST[0][2], chain.TAILS[2][3]))
+# verify_chain.TAILS with nodes for drafts (each a child of the root)
+TAILS = tuple(((drafts, [-1] * len(drafts), Q, P), first,
+               about.replace("drafts[0] = 0", "node 0 (token 0)"), failed)
+              for (drafts, P, Q), first, about, failed in chain.TAILS)
 
 
 def grade(fn, samples=20_000, seed=0):
