@@ -32,6 +32,12 @@ def cases(seed=0):
              (1.0, 100_000)]
     # 3,000,000 drafts at 1 - alpha = 1e-7: a sum of alpha^k over fewer terms is short
     hand += [(1 - 1e-7, 3_000_000)]
+    # K (1 - alpha) from 6e-8 to 4.5e-7, 1 - alpha from 2^-30 down to 2^-43 (every form of the
+    # sum, closed or summed, holds to half of 1e-9 there): E is below K + 1 by 30 to 230 times
+    # 1e-9 of it, so "K + 1 once K (1 - alpha) is small" or "alpha is 1 within 1e-12" answers
+    # otherwise
+    hand += [(1 - 2**-30, 64), (1 - 2**-33, 1300), (1 - 2**-36, 12_000), (1 - 2**-39, 100_000),
+             (1 - 2**-41, 1_000_000), (1 - 2**-43, 3_000_000)]
     # drafts nearly useless (alpha^2 still counts; alpha is not 0), a tail alpha^(K + 1) of 1e-7
     # and 2e-9 beside 1 / (1 - alpha) = 10 and 100 (not yet gone), and alpha = 1 as NumPy's
     # float64 (whose 0 / 0 is nan, no ZeroDivisionError)

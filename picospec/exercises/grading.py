@@ -644,9 +644,12 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             return Verdict(exercise, False, checked,
                            f"smallest case that differs ({part}): {label}\n  expected: "
                            f"{right}\n  yours:    {shown}{again}", part)
-    if (reused := reused_answer(fn, answers)) is not None:
+    if (reused := reused_answer(fn, answers, again=False)) is not None:
         return Verdict(exercise, False, checked, reused, "answers reused")
-    if (stale := refilled_call(fn, reference, cases, compare)) is not None:
+    firsts = {label: yours for label, yours, _, _ in answers}
+    if (stale := refilled_call(fn, reference, cases, compare, firsts)) is not None:
+        if stale[1] is SHARED:
+            return Verdict(exercise, False, checked, returned_again(stale[0]), "answers reused")
         return again_otherwise(exercise, checked, stale, "objects refilled in place", (
             "given new objects, your function returned the expected answer; given the list or "
             "array objects the case before was given, refilled in place with this case's values, "
@@ -687,7 +690,7 @@ def dirty_call(fn, reference, cases, compare):
         mine = copy.deepcopy(args)
         dirty()
         return mine
-    return answered_otherwise(fn, reference, cases, compare, given)
+    return answered_otherwise(fn, reference, cases, compare, given, {})
 
 
 def dirty():
@@ -698,26 +701,30 @@ def dirty():
     del held
 
 
-def reused_answer(fn, answers):
-    """What is wrong when an answer changed after the calls that followed it, or when a case
-    called again returns an object its first call returned, or None."""
+def reused_answer(fn, answers, again=True):
+    """What is wrong when an answer changed after the calls that followed it, or (again) when a
+    case called again returns an object its first call returned, or None."""
     for label, yours, was, _ in answers:  # (a copy is writeable: flags not compared)
         if not unchanged(yours, was, flags=False):
             return (f"the answer to {label} changed after the calls that followed it: now "
                     f"{apart(show(was), show(yours))[1]}; your function returns an object it "
                     f"writes into again (a module-level buffer, out= kept between calls): "
                     f"return a new one each call")
-    for label, first, _, args in answers:  # each case: a cache may keep only some
+    for label, first, _, args in answers if again else ():  # each case: a cache may keep some
         try:
             again = fn(*args)  # (a copy made before the first call: the answer did not change it)
         except Exception:  # the refilled pass's business (it calls every case again), not this
             continue
         if shared(first, again):
-            return (f"called again on {label}, your function returned the very object (or "
-                    f"memory) it returned the first time: a caller that changes one answer "
-                    f"changes the other (a cache such as functools.lru_cache handing out one "
-                    f"array); return a new object each call")
+            return returned_again(label)
     return None
+
+
+def returned_again(label):
+    return (f"called again on {label}, your function returned the very object (or memory) it "
+            f"returned the first time: a caller that changes one answer changes the other (a "
+            f"cache such as functools.lru_cache handing out one array); return a new object "
+            f"each call")
 
 
 def held_input(answer, args):
@@ -760,10 +767,11 @@ def shared(a, b):
     return False
 
 
-def refilled_call(fn, reference, cases, compare):
+def refilled_call(fn, reference, cases, compare, firsts=None):
     """The first case fn answers otherwise when each list and array argument is the object of
     its place (and shape) the case before was given, refilled in place with this case's values
-    -> (label, expected, yours shown), or None."""
+    -> (label, expected, yours shown), or None; firsts {label: the case's first answer}: an
+    answer sharing an object with it is (label, SHARED, None), a cache handing it out again."""
     pool = {}
 
     def given(args):
@@ -778,12 +786,16 @@ def refilled_call(fn, reference, cases, compare):
             else:
                 same.append(a)
         return same
-    return answered_otherwise(fn, reference, cases, compare, given)
+    return answered_otherwise(fn, reference, cases, compare, given, firsts or {})
 
 
-def answered_otherwise(fn, reference, cases, compare, given):
+SHARED = object()  # refilled_call's mark of an answer that shares an object with its first
+
+
+def answered_otherwise(fn, reference, cases, compare, given, firsts):
     """The first case fn answers otherwise when called on given(args) -> (label, expected, yours
-    shown), or None."""
+    shown), or None; (label, SHARED, None) where the answer shares an object with
+    firsts[label]."""
     for label, args in cases:
         expected = reference(*args)
         mine = given(args)
@@ -794,6 +806,8 @@ def answered_otherwise(fn, reference, cases, compare, given):
         except Exception as e:
             return label, expected, (f"raised {type(e).__name__}: {' '.join(str(e).split())}"
                                      f"{learners_line(e)}")
+        if label in firsts and shared(firsts[label], yours):
+            return label, SHARED, None
         if compared(compare, yours, expected) is not None:
             return label, expected, show(yours)
     return None

@@ -47,6 +47,10 @@ def cases(seed=0):
     # speedup of 200 (none is capped, floored or taken as noise)
     out += [(1.0, 0.1, 1, 9e-10), (1.0, 0.3, 0, 0.0), (2.0, 1.0005, 0, 0.0), (2.0, 1.0, 2, 1.5),
             (20.0, 1.5, 24, 0.01), (2.0, 0.01, 0, 0.0)]
+    # speedups of 2,000 to 10^12 (a verifying call a millionth of a token's, 1,000 tokens a call)
+    # and of 1e-4 and 1e-7 (drafts dearer than a thousand target calls): none is capped or floored
+    out += [(2.0, 1e-3, 0, 0.0), (1000.0, 0.5, 0, 0.0), (5.0, 1e-6, 0, 0.0),
+            (1000.0, 1e-9, 0, 0.0), (1.0, 1.0, 1000, 10.0), (1.0, 1000.0, 10**6, 10.0)]
     for _ in range(60):
         K = int(rng.integers(1, 9))
         out.append((float(1 + K * rng.random()), float(1 + 2 * rng.random()), K,

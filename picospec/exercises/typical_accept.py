@@ -114,6 +114,13 @@ def cases(seed=0):
     out.append(("tokens=[1], parents=[-1], probs=[[0.9999999999995, 5e-13], [0.5, 0.5]], "
                 "epsilon=0.5, delta=1e-13",
                 ([1], [-1], np.array([[1 - 5e-13, 5e-13], [0.5, 0.5]]), 0.5, 1e-13)))
+    # epsilon = 0, then delta = 0: the threshold is 0, so a token of any mass is kept and one of
+    # mass 0 is not (a 0 read as "that threshold is off" answers otherwise)
+    for epsilon, delta in ((0.0, 0.3), (0.5, 0.0)):
+        out.append((f"tokens=[0, 1], parents=[-1, -1], probs=[[0.05, 0.0, 0.95], "
+                    f"[0.5, 0.5, 0.0], [0.5, 0.5, 0.0]], epsilon={epsilon}, delta={delta}",
+                    ([0, 1], [-1, -1], np.array([[0.05, 0.0, 0.95], [0.5, 0.5, 0.0],
+                                                 [0.5, 0.5, 0.0]]), epsilon, delta)))
     for epsilon, delta in ((0.9, 0.35), (0.35, 0.9)):
         out.append((f"tokens=[0], parents=[-1], probs=[[0.3, 0.7], [0.5, 0.5]], "
                     f"epsilon={epsilon}, delta={delta}",

@@ -2737,6 +2737,53 @@ def expected_limit_when_tiny(alpha, K):
     return float(K + 1) if alpha == 1 else (1 - alpha ** (K + 1)) / (1 - alpha)
 
 
+
+def expected_guarded_by_product(alpha, K):
+    """K + 1 once K (1 - alpha) < 1e-7 ("no rejection expected"): 2e-6 short at 1 - alpha =
+    2^-30, K = 64."""
+    if K * (1 - alpha) < 1e-7:
+        return float(K + 1)
+    return (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
+def expected_one_within_1e12(alpha, K):
+    """alpha past 1 - 1e-12 taken as 1 ("float noise"): 0.23 over at 1 - alpha = 2^-41 with
+    1,000,000 drafts."""
+    if alpha > 1 - 1e-12:
+        return float(K + 1)
+    return (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
+def typical_epsilon_zero_as_off(tokens, parents, probs, epsilon, delta):
+    """epsilon = 0 read as "no hard threshold" (`min(epsilon, soft) if epsilon else soft`)."""
+    def H(q):
+        nz = q[q > 0]
+        return -float(np.sum(nz * np.log(nz)))
+    def threshold(q):
+        soft = delta * np.exp(-H(q))
+        return min(epsilon, soft) if epsilon else soft
+    return typical(tokens, parents, probs, epsilon, delta, threshold=threshold)
+
+
+def typical_delta_zero_as_off(tokens, parents, probs, epsilon, delta):
+    """delta = 0 read as "no entropy term" (`min(epsilon, delta * exp(-H)) if delta else
+    epsilon`)."""
+    def H(q):
+        nz = q[q > 0]
+        return -float(np.sum(nz * np.log(nz)))
+    return typical(tokens, parents, probs, epsilon, delta,
+                   threshold=lambda q: min(epsilon, delta * np.exp(-H(q))) if delta else epsilon)
+
+
+def speedup_capped_at_1000(E, c, K, c_d):
+    """The speedup capped at 1000 ("past that it is a measuring error")."""
+    return min(E / (c + K * c_d), 1000.0)
+
+
+def speedup_floored_at_1e3(E, c, K, c_d):
+    """The speedup floored at 1e-3 ("a method can't be that slow")."""
+    return max(E / (c + K * c_d), 1e-3)
+
 WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
                  residual_floor, residual_in_place_on_p, residual_float32,
@@ -2797,7 +2844,8 @@ WRONG = {
                        typical_margin_of_eps, typical_in_log_space, typical_log_plus_eps,
                        typical_threshold_rounded, typical_as_bool_array, typical_certain_above_1e12,
                        typical_float32_when_wide, typical_certain_at_one, typical_floor_1e12,
-                       typical_rows_in_int8, typical_rows_in_uint8],
+                       typical_rows_in_int8, typical_rows_in_uint8,
+                       typical_epsilon_zero_as_off, typical_delta_zero_as_off],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
                         candidates_dict_of_ngrams, candidates_as_array, candidates_ngrams_up_to_3,
@@ -2849,14 +2897,16 @@ WRONG = {
                         expected_guarded_below_1e10, expected_alpha_capped,
                         expected_sum_of_terms_capped, expected_one_plus_alpha_when_tiny,
                         expected_tail_dropped, expected_few_drafts_all_kept,
-                        expected_limit_when_tiny],
+                        expected_limit_when_tiny, expected_guarded_by_product,
+                        expected_one_within_1e12],
     "predicted_speedup": [speedup_no_verify_cost, speedup_one_draft_call_short, speedup_product,
                           speedup_inverted, speedup_as_text, speedup_none_without_drafts,
                           speedup_verification_at_least_one, speedup_nearly_free_draft,
                           speedup_one_token_without_drafts, speedup_tokens_capped,
                           speedup_free_within_isclose, speedup_free_below_1e12,
                           speedup_free_below_1e18, speedup_K_in_int32,
-                          speedup_draft_cost_capped_at_1],
+                          speedup_draft_cost_capped_at_1, speedup_capped_at_1000,
+                          speedup_floored_at_1e3],
 }
 
 

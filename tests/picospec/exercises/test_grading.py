@@ -777,6 +777,23 @@ def test_the_refilled_calls_are_stated_only_where_an_argument_is_a_list_or_array
     assert numbers.passed and numbers.checked.endswith(f"smallest first{dirty}"), str(numbers)
 
 
+
+def test_expected_tokens_reference_holds_to_half_the_tolerance_on_every_case():
+    """The closed form the grader holds answers to, against -expm1((K + 1) log1p(-d)) / d, d = 1 -
+    alpha (each step within a few ulps): cases near alpha = 1 are kept only where the closed form
+    is good."""
+    import math
+
+    exercise = EXERCISES["expected_tokens"]
+    for shown, (alpha, K) in exercise.cases():
+        d = 1 - float(alpha)
+        if d == 0 or d > 0.5:  # no cancellation in 1 - alpha^(K + 1) past 1/2
+            stable = K + 1.0 if d == 0 else (1 - float(alpha) ** (K + 1)) / d
+        else:
+            stable = -math.expm1((K + 1) * math.log1p(-d)) / d
+        tol = 1e-9 + 1e-9 * stable
+        assert abs(exercise.reference(alpha, K) - stable) < tol / 2, shown
+
 def test_a_kept_mistake_is_named_only_when_it_agrees_on_every_case():
     """returns_as by hand: the kept answer agreeing on every case is named, past one that raises;
     one agreeing on some cases only is not, nor is any when the learner's answer raises."""
