@@ -140,6 +140,15 @@ def deeper(siblings):
                  target=271, draft=("zeros", 0.5), parents=(-1,), siblings=siblings))
 
 
+def wide_and_long(k):
+    """V = 12 with every draft row its own (the V = 12 cases above have a one-hot draft or one
+    draft a call: a rule that reads the first draft row, or treats wide laws apart, answers
+    otherwise); then seven drafts over V = 4, an over-confident draft kept long (the residual
+    from the fourth draft on over more than two tokens, and K >= 7 past V = 2)."""
+    return (Case(f"V=12 {k}=2", 12, 2, 2, target=283),
+            Case(f"V=4 {k}=7 sharp draft", 4, 4, 7, target=27, draft=("sharp", 0.3)))
+
+
 CASES = {
     "chain": [
         Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True,
@@ -183,6 +192,7 @@ CASES = {
         *one_draft("K=1"),
         # equal entries in every row, five of the target's nine even: a token found again by its
         # probability (tied tokens taken for one), an even row taken for padding, answer otherwise
+        *wide_and_long("K"),
         Case("V=3 K=2 ties and even rows", 3, 5, 2, target=251, ties=True),
     ],
     "tree": [
@@ -236,6 +246,13 @@ CASES = {
         *deeper("iid"),
         Case("V=3 top tokens at depths 3 and 4 T=0.7", 3, 5, sampling=dict(temperature=0.7),
              target=263, draft=("near", 0.3), parents=DEEPER, siblings="top"),
+        # V = 12, each sibling's draft row its own (the V = 12 cases above have one-hot drafts or
+        # one node): a rule that reads another node's draft row on wide laws answers otherwise
+        Case("V=12 siblings from two drafts", 12, 2, target=283, parents=(-1, -1, -1, 0, 0),
+             siblings="two drafts"),
+        # a chain of five levels over V = 2 read to six tokens: the token after the whole chain
+        Case("V=2 chain of 5 sharp draft", 2, 6, target=57, draft=("sharp", 0.3),
+             parents=(-1, 0, 1, 2, 3)),
         Case("V=3 sampled siblings, ties and even rows", 3, 5, target=251, parents=(-1, -1, 0, 0),
              ties=True),
     ],
@@ -313,6 +330,7 @@ CASES = {
         Case("V=2 k=8 sharp draft", 2, 7, 8, target=57, draft=("sharp", 0.3)),
         *one_draft("k=1")[:1], Case("V=12 k=1 T=2", 12, 2, 1, dict(temperature=2), target=271,
                                      draft=("near", 0.3)),
+        *wide_and_long("k"),
         Case("V=3 k=2 ties and even rows", 3, 5, 2, target=251, ties=True),
     ],
 }

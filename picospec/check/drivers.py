@@ -205,10 +205,14 @@ def token_id(v, V):
 
 
 def snapshot(inputs):
-    """What each input holds (arrays as their bytes: cheap, and NaN equals NaN), to compare after a
-    call."""
-    return [x.tobytes() if isinstance(x, np.ndarray) else list(x) if isinstance(x, list) else x
+    """What each input holds (arrays as their bytes: cheap, and NaN equals NaN; with their shape,
+    strides and dtype, which `x.shape = ...` changes in place), to compare after a call."""
+    return [held(x) if isinstance(x, np.ndarray) else list(x) if isinstance(x, list) else x
             for x in inputs]
+
+
+def held(x):  # an array's bytes, shape, strides and dtype
+    return x.tobytes(), x.shape, x.strides, x.dtype.str
 
 
 def unchanged(before, inputs, names):
@@ -251,9 +255,9 @@ def step_chain(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
         if K < case.K:  # no drafts: [], P [0, V], Q [1, V]
             d, p, q = d[:K], p[:K], q[:K + 1]
         # snapshot((d, p, q)) and its comparison written out: they run at every call
-        before = (list(d), p.tobytes(), q.tobytes())
+        before = (list(d), held(p), held(q))
         out = fn(d, p, q, fn_rng)
-        if (d, p.tobytes(), q.tobytes()) != before or not (p.flags.writeable
+        if (d, held(p), held(q)) != before or not (p.flags.writeable
                                                           and q.flags.writeable):
             unchanged(before, (d, p, q), ("drafts", "P", "Q"))
         n, token = pair(out, "(n_accepted, next_token)")
@@ -317,12 +321,12 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
         if empty[row]:  # no nodes
             t, shape, q, p = [], [], q[:1], None if top else p[:0]
         # snapshot((t, shape, q, p)) and its comparison written out: they run at every call
-        before = (list(t), list(shape), q.tobytes(), None if top else p.tobytes())
+        before = (list(t), list(shape), held(q), None if top else held(p))
         if without:
             out = fn(t, shape, q, p, fn_rng)
         else:
             out = fn(t, shape, q, fn_rng, P=p)
-        if (t, shape, q.tobytes(), None if top else p.tobytes()) != before or not (
+        if (t, shape, held(q), None if top else held(p)) != before or not (
                 q.flags.writeable and (top or p.flags.writeable)):
             unchanged(before, (t, shape, q, p), ("tokens", "parents", "Q", "P"))
         path, token = pair(out, "(path, next_token)")

@@ -117,7 +117,15 @@ LATE = {"inverse_cdf_by_argmax": "uniforms near 1: support",
         "without_replacement_not_removed_below_depth_2": "V=3 siblings at depths 3 and 4",
         "without_replacement_one_node_from_target": "V=12 one node T=2 draft with zeros",
         "batched_one_draft_residual_on_its_support": "V=4 k=1 draft with zeros, target with zeros",
-        "batched_bonus_top_eight": "V=12 k=1 T=2"}
+        "batched_bonus_top_eight": "V=12 k=1 T=2",
+        "wide_residual_against_first_draft_row": "V=12 K=2",
+        "residual_top_two_from_the_fourth": "V=4 K=7 sharp draft",
+        "residual_argmax_given_seven_drafts": "V=4 K=7 sharp draft",
+        "batched_wide_first_draft_row": "V=12 k=2",
+        "batched_residual_top_two_from_the_fourth": "V=4 k=7 sharp draft",
+        "batched_recovered_argmax_given_seven_drafts": "V=4 k=7 sharp draft",
+        "tree_draft_law_hoisted_when_wide": "V=12 siblings from two drafts",
+        "tree_bonus_argmax_after_five_levels": "V=2 chain of 5 sharp draft"}
 
 
 def command(*args, timeout=300):

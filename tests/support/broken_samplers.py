@@ -382,6 +382,27 @@ def no_drafts_top_four(drafts, P, Q, rng):
                  else Q[-1])
 
 
+def wide_residual_against_first_draft_row(drafts, P, Q, rng):
+    """Past V = 8, every rejected draft's residual taken against the first draft row P[0] ("the
+    draft's law barely moves along a chain"): right at V <= 8, and wherever the rows are alike."""
+    return chain(drafts, P, Q, rng,
+                 resample=lambda t, q, p: residual(q, P[0] if len(q) > 8 else p))
+
+
+def residual_top_two_from_the_fourth(drafts, P, Q, rng):
+    """From the fourth draft on, the residual cut to its two likeliest tokens: right wherever the
+    residuals there hold two tokens or fewer (V <= 3 ensures it)."""
+    return chain(drafts, P, Q, rng, resample=lambda t, q, p: (
+        likeliest(residual(q, p), 2) if t >= 3 else residual(q, p)))
+
+
+def residual_argmax_given_seven_drafts(drafts, P, Q, rng):
+    """Given seven drafts or more, a rejected draft replaced by the residual's likeliest token
+    ("long drafts decode greedily"): right at V = 2, where a residual holds one token."""
+    return chain(drafts, P, Q, rng, resample=lambda t, q, p: (
+        np.eye(len(q))[np.argmax(residual(q, p))] if len(drafts) >= 7 else residual(q, p)))
+
+
 CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
          "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform",
          "ties_toward_draft_by_out", "inverse_cdf_side_left", "inverse_cdf_by_argmax",
@@ -393,7 +414,8 @@ CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "tie
          "sharp_target_taken_as_certain", "draft_top_five", "uniforms_in_blocks_of_four",
          "greedy_when_first_row_one_hot", "ties_found_by_value", "even_target_row_kept",
          "one_draft_forbidden_from_target", "one_draft_residual_on_its_support", "bonus_top_eight",
-         "no_drafts_top_four"]
+         "no_drafts_top_four", "wide_residual_against_first_draft_row",
+         "residual_top_two_from_the_fourth", "residual_argmax_given_seven_drafts"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
@@ -651,6 +673,24 @@ def tree_top_eight(tokens, parents, Q, rng, P=None):
     return path, token
 
 
+def tree_draft_law_hoisted_when_wide(tokens, parents, Q, rng, P=None):
+    """tree_draft_law_hoisted past V = 8 alone (siblings "from one law" on wide vocabularies):
+    right at V <= 8."""
+    if Q.shape[-1] <= 8:
+        return verify_tree(tokens, parents, Q, rng, P=P)[:2]
+    return tree_draft_law_hoisted(tokens, parents, Q, rng, P)
+
+
+def tree_bonus_argmax_after_five_levels(tokens, parents, Q, rng, P=None):
+    """A path of five nodes or more that ends at a leaf: the next token the leaf row's likeliest,
+    not a draw (a chain of five levels shows it once every node is kept and one token more is
+    read)."""
+    path, token = verify_tree(tokens, parents, Q, rng, P=P)[:2]
+    if len(path) >= 5 and path[-1] not in parents:
+        token = int(np.argmax(Q[path[-1] + 1]))
+    return path, token
+
+
 TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
         "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped",
         "tree_ties_toward_draft_below_depth_2", "tree_residual_top_four",
@@ -660,7 +700,8 @@ TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_
         "tree_close_draft_kept_untested", "tree_draft_top_five", "tree_one_root_child_as_chain",
         "tree_greedy_when_root_row_one_hot", "tree_ties_found_by_value",
         "tree_even_target_row_kept", "tree_siblings_against_q_below_depth_2",
-        "tree_one_node_from_target", "tree_top_eight"]
+        "tree_one_node_from_target", "tree_top_eight", "tree_draft_law_hoisted_when_wide",
+        "tree_bonus_argmax_after_five_levels"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
@@ -1112,6 +1153,42 @@ def batched_bonus_top_eight(target_with_bonus_probs, bonus_token_ids, draft_prob
     return out
 
 
+def batched_wide_first_draft_row(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                 draft_token_ids, rng):
+    """Past V = 8, every position's draft law read as the first position's (draft_probs[:, :1],
+    broadcast): right at V <= 8."""
+    p = draft_probs
+    if p.shape[-1] > 8:
+        p = np.repeat(p[:, :1], p.shape[1], axis=1)  # [B, k, V]
+    return batched(target_with_bonus_probs, bonus_token_ids, p, draft_token_ids, rng)
+
+
+def batched_residual_top_two_from_the_fourth(target_with_bonus_probs, bonus_token_ids,
+                                             draft_probs, draft_token_ids, rng):
+    """From the fourth draft on, the recovered law cut to its two likeliest tokens."""
+    def recover(q, p):  # [B, k, V] each
+        r = recovered_probs(q, p)
+        late = r[:, 3:]  # [B, k - 3, V]
+        np.put_along_axis(late, np.argsort(-late, -1, kind="stable")[..., 2:], 0, -1)
+        return r / r.sum(-1, keepdims=True)
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=recover)
+
+
+def batched_recovered_argmax_given_seven_drafts(target_with_bonus_probs, bonus_token_ids,
+                                                draft_probs, draft_token_ids, rng):
+    """Given seven drafts a row or more, a rejected draft recovers the residual's likeliest
+    token."""
+    q, bonus, p, drafts = target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids
+    out = rejection_sample(q, bonus, p, drafts, rng=rng)  # [B, k + 1]
+    if drafts.shape[1] < 7:
+        return out
+    n = (out >= 0).sum(1) - 1  # [B]: drafts kept
+    rows = np.flatnonzero(n < drafts.shape[1])  # rejected somewhere
+    out[rows, n[rows]] = recovered_probs(q[rows, n[rows]], p[rows, n[rows]]).argmax(-1)
+    return out
+
+
 REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ratio_inverted",
              "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
@@ -1123,7 +1200,9 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_sharp_target_taken_as_certain", "batched_draft_top_five",
              "batched_uniforms_tiled_past_six", "batched_greedy_rows_by_first_row",
              "batched_ties_found_by_value", "batched_even_target_row_kept",
-             "batched_one_draft_residual_on_its_support", "batched_bonus_top_eight"]
+             "batched_one_draft_residual_on_its_support", "batched_bonus_top_eight",
+             "batched_wide_first_draft_row", "batched_residual_top_two_from_the_fourth",
+             "batched_recovered_argmax_given_seven_drafts"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract
@@ -1180,6 +1259,16 @@ def batched_one_row_squeezed(target_with_bonus_probs, bonus_token_ids, draft_pro
                                        draft_token_ids, rng=rng))
 
 
+def batched_input_reshaped_in_place(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                    draft_token_ids, rng):
+    """picospec's rejection sampler, the caller's bonus_token_ids flattened in place
+    (`.shape = (-1,)`, to index it as a vector): its bytes are the same, and the caller's [B, 1]
+    is now [B]."""
+    bonus_token_ids.shape = (-1,)
+    return rejection_sample(target_with_bonus_probs, bonus_token_ids[:, None], draft_probs,
+                            draft_token_ids, rng=rng)
+
+
 def first_rejection_by_argmax(drafts, P, Q, rng):
     """The acceptance tests vectorised, the first rejection found as np.argmax of the rejected
     tests (0 when none is, then checked): np.argmax of an empty array raises ValueError, so a
@@ -1216,7 +1305,9 @@ CONTRACT = {"bonus_skipped": ("chain", 2, "next_token = -1: expected a token id 
             "no_drafts_n_minus_one": ("chain", 5, "n_accepted = -1 with K = 0 drafts"),
             "tree_bonus_skipped_at_a_leaf": ("tree", 2, "next_token = -1"),
             "batched_padded_with_minus_two": ("rejection", 2, "pads with -1 after the last token"),
-            "batched_one_row_squeezed": ("rejection", 2, "expected integer ids [1, 2]")}
+            "batched_one_row_squeezed": ("rejection", 2, "expected integer ids [1, 2]"),
+            "batched_input_reshaped_in_place": ("rejection", 2, "the sampler changed its input "
+                                                                "bonus_token_ids in place")}
 
 
 def ties_toward_draft_own_generator(drafts, P, Q, rng):
