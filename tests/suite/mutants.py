@@ -2483,6 +2483,12 @@ MUTANTS = (
            ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case"
             "[tree-tree_bonus_argmax_below_depth_4]",),
            "the tree's sharp chain of 3 levels: a rule wrong below depth 4 passes"),
+    Mutant('runner-no-time-estimate', "graders", "rule", "picospec/exercises/runner.py",
+           'if hasattr(module, "CONTRACT") and samples > 3 * TRIAL:',
+           'if hasattr(module, "CONTRACT") and samples > 3 * TRIAL and False:',
+           ("tests/picospec/exercises/test_runner.py::"
+            "test_a_grading_past_the_time_limit_says_so_before_it_runs",),
+           "a grading past the time limit runs until it is killed, not stopped with advice"),
     Mutant('checker-wide-case-one-draft', "checker", "rule", "picospec/check/cases.py",
            'return (Case(f"V=12 {k}=2", 12, 2, 2, target=283),',
            'return (Case(f"V=12 {k}=2", 12, 2, 1, target=283),',
