@@ -190,9 +190,9 @@ CASES = {
         # block of one reading the block before's)
         Case("V=2 K=5 sharp draft", 2, 6, 5, target=57, draft=("sharp", 0.3)),
         *one_draft("K=1"),
+        *wide_and_long("K"),
         # equal entries in every row, five of the target's nine even: a token found again by its
         # probability (tied tokens taken for one), an even row taken for padding, answer otherwise
-        *wide_and_long("K"),
         Case("V=3 K=2 ties and even rows", 3, 5, 2, target=251, ties=True),
     ],
     "tree": [

@@ -205,14 +205,15 @@ def token_id(v, V):
 
 
 def snapshot(inputs):
-    """What each input holds (arrays as their bytes: cheap, and NaN equals NaN; with their shape,
-    strides and dtype, which `x.shape = ...` changes in place), to compare after a call."""
+    """What each input holds (arrays as their bytes in C order: cheap, and NaN equals NaN; with
+    their shape and dtype, which `x.shape = ...` or `x.dtype = ...` changes in place beside the
+    same bytes), to compare after a call."""
     return [held(x) if isinstance(x, np.ndarray) else list(x) if isinstance(x, list) else x
             for x in inputs]
 
 
-def held(x):  # an array's bytes, shape, strides and dtype
-    return x.tobytes(), x.shape, x.strides, x.dtype.str
+def held(x):  # an array's bytes (its strides' effect among them), shape and dtype
+    return x.tobytes(), x.shape, x.dtype
 
 
 def unchanged(before, inputs, names):
@@ -257,8 +258,7 @@ def step_chain(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
         # snapshot((d, p, q)) and its comparison written out: they run at every call
         before = (list(d), held(p), held(q))
         out = fn(d, p, q, fn_rng)
-        if (d, held(p), held(q)) != before or not (p.flags.writeable
-                                                          and q.flags.writeable):
+        if (d, held(p), held(q)) != before or not (p.flags.writeable and q.flags.writeable):
             unchanged(before, (d, p, q), ("drafts", "P", "Q"))
         n, token = pair(out, "(n_accepted, next_token)")
         n, token = whole(n, "n_accepted"), token_id(token, case.V)

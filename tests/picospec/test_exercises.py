@@ -19,7 +19,7 @@ LEARNER = ROOT / "tests" / "support" / "learner_answers.py"
 SAMPLES = 1_000  # sequences per case of the law-graded exercises
 # a right answer passes a case with probability 1 - alpha at any number of sequences: graded at
 # fewer, faster; whole gradings in a process of their own at the fewest the command allows
-PASSING, FEWEST = 300, "100"
+PASSING, FEWEST = 100, "100"
 NOTEBOOK = ROOT / "notebooks" / "exercises.ipynb"
 
 

@@ -2508,7 +2508,7 @@ MUTANTS = (
             "[tree-tree_bonus_argmax_after_five_levels]",),
            "five tokens of a five-level chain: the token after the whole chain is never read"),
     Mutant('checker-input-shape-unseen', "checker", "rule", "picospec/check/drivers.py",
-           '    return x.tobytes(), x.shape, x.strides, x.dtype.str',
+           '    return x.tobytes(), x.shape, x.dtype',
            '    return x.tobytes()',
            ("tests/picospec/test_check.py::test_a_lossless_sampler_that_breaks_its_contract_"
             "fails_with_the_reason[batched_input_reshaped_in_place]",),
