@@ -952,15 +952,22 @@ def batched_small_residual_guard(target_with_bonus_probs, bonus_token_ids, draft
                    recover=recover)
 
 
+def recovered_top(keep, start=0):
+    """recovered_probs with each law from draft `start` on cut to its `keep` likeliest tokens
+    (top_four's cut, vectorised)."""
+    def recover(q, p):  # [B, k, V] each
+        r = recovered_probs(q, p)
+        late = r[:, start:]  # [B, k - start, V]: a view
+        np.put_along_axis(late, np.argsort(-late, -1, kind="stable")[..., keep:], 0, -1)
+        return r / r.sum(-1, keepdims=True)
+    return recover
+
+
 def batched_residual_top_four(target_with_bonus_probs, bonus_token_ids, draft_probs,
                               draft_token_ids, rng):
     """The recovered law cut to its four likeliest tokens in every row (top_four, vectorised)."""
-    def recover(q, p):  # [B, k, V] each
-        r = recovered_probs(q, p)
-        np.put_along_axis(r, np.argsort(-r, -1, kind="stable")[..., 4:], 0, -1)
-        return r / r.sum(-1, keepdims=True)
     return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
-                   recover=recover)
+                   recover=recovered_top(4))
 
 
 def batched_recovered_argmax_from_the_fourth(target_with_bonus_probs, bonus_token_ids,
@@ -1166,13 +1173,8 @@ def batched_wide_first_draft_row(target_with_bonus_probs, bonus_token_ids, draft
 def batched_residual_top_two_from_the_fourth(target_with_bonus_probs, bonus_token_ids,
                                              draft_probs, draft_token_ids, rng):
     """From the fourth draft on, the recovered law cut to its two likeliest tokens."""
-    def recover(q, p):  # [B, k, V] each
-        r = recovered_probs(q, p)
-        late = r[:, 3:]  # [B, k - 3, V]
-        np.put_along_axis(late, np.argsort(-late, -1, kind="stable")[..., 2:], 0, -1)
-        return r / r.sum(-1, keepdims=True)
     return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
-                   recover=recover)
+                   recover=recovered_top(2, start=3))
 
 
 def batched_recovered_argmax_given_seven_drafts(target_with_bonus_probs, bonus_token_ids,
