@@ -45,6 +45,9 @@ def cases(seed=0):
     # one draft nearly useless: E = 1 + alpha exactly, alpha^2 (8e-7, 8e-9) not in it (a shortcut
     # below some small alpha that ignores K answers otherwise)
     hand += [(9e-4, 1), (9e-5, 1)]
+    # alpha of 5e-8 and 5e-9, E = 1 + alpha (alpha below some floor taken as 0 answers otherwise);
+    # alpha as Python's int 0 and 1, E still a float (1 + alpha for one draft is an int there)
+    hand += [(5e-8, 1), (5e-9, 1), (0, 1), (1, 3)]
     drawn = [(float(rng.random()), int(rng.integers(1, 17))) for _ in range(60)]
     return [(f"alpha={a!r}, K={K}", (a, K)) for a, K in hand + drawn]
 

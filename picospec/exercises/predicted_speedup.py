@@ -51,6 +51,9 @@ def cases(seed=0):
     # and of 1e-4 and 1e-7 (drafts dearer than a thousand target calls): none is capped or floored
     out += [(2.0, 1e-3, 0, 0.0), (1000.0, 0.5, 0, 0.0), (5.0, 1e-6, 0, 0.0),
             (1000.0, 1e-9, 0, 0.0), (1.0, 1.0, 1000, 10.0), (1.0, 1000.0, 10**6, 10.0)]
+    # a step of 1e-13 of a call (a floor on the cost answers otherwise), a verifying call of 5,000
+    # and of 2e8 calls' time (c capped, or a speedup of 5e-9 taken as 0, answers otherwise)
+    out += [(1.0, 1e-13, 0, 0.0), (1.0, 5000.0, 1, 0.1), (1.0, 2e8, 0, 0.0)]
     for _ in range(60):
         K = int(rng.integers(1, 9))
         out.append((float(1 + K * rng.random()), float(1 + 2 * rng.random()), K,

@@ -37,6 +37,9 @@ def cases(seed=0):
             # ... and spread unequally over two tokens: [1/3, 2/3, 0] (one token, or even shares,
             # for a mass taken as too small to divide, answers otherwise)
             ([1e-17, 2e-17, 1.0], [0.0, 0.0, 1.0]), ([1e-310, 2e-310, 1.0], [0.0, 0.0, 1.0]),
+            # p holding a subnormal mass where q holds the same: token 0 gets exactly 0 (p's tiny
+            # mass flushed to 0, in place or not, gives it some)
+            ([1e-310, 0.5, 0.5], [1e-310, 0.3, 0.7]),
             # a mass of 2e-13 over two tokens: its sum over q > p less p's there cancels, and
             # q (1 - p / q) loses the digits q - p keeps
             ([0.1 + 1e-13, 0.2 + 1e-13, 0.7 - 2e-13], [0.1, 0.2, 0.7]),

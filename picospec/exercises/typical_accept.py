@@ -121,6 +121,18 @@ def cases(seed=0):
                     f"[0.5, 0.5, 0.0], [0.5, 0.5, 0.0]], epsilon={epsilon}, delta={delta}",
                     ([0, 1], [-1, -1], np.array([[0.05, 0.0, 0.95], [0.5, 0.5, 0.0],
                                                  [0.5, 0.5, 0.0]]), epsilon, delta)))
+    # a vocabulary of one token (H = 0, threshold min(2, 1) = 1: not kept); a law certain of its
+    # token under epsilon 2, delta 0.5 (threshold 0.5: kept); a mass of 1e-310 under epsilon 0
+    # (kept: a subnormal flushed to 0 answers otherwise); a child listed before its parent
+    out.append(("tokens=[0], parents=[-1], probs=[[1.0], [1.0]], epsilon=2.0, delta=1.0",
+                ([0], [-1], np.array([[1.0], [1.0]]), 2.0, 1.0)))
+    out.append(("tokens=[0], parents=[-1], probs=[[1.0, 0.0], [0.5, 0.5]], epsilon=2.0, "
+                "delta=0.5", ([0], [-1], np.array([[1.0, 0.0], [0.5, 0.5]]), 2.0, 0.5)))
+    out.append(("tokens=[0], parents=[-1], probs=[[1e-310, 1.0], [0.5, 0.5]], epsilon=0.0, "
+                "delta=0.3", ([0], [-1], np.array([[1e-310, 1.0], [0.5, 0.5]]), 0.0, 0.3)))
+    out.append(("tokens=[1, 0], parents=[1, -1], probs=[[0.6, 0.4], [0.5, 0.5], [0.3, 0.7]], "
+                "epsilon=0.5, delta=0.6",
+                ([1, 0], [1, -1], np.array([[0.6, 0.4], [0.5, 0.5], [0.3, 0.7]]), 0.5, 0.6)))
     for epsilon, delta in ((0.9, 0.35), (0.35, 0.9)):
         out.append((f"tokens=[0], parents=[-1], probs=[[0.3, 0.7], [0.5, 0.5]], "
                     f"epsilon={epsilon}, delta={delta}",

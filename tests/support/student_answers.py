@@ -2784,6 +2784,79 @@ def speedup_floored_at_1e3(E, c, K, c_d):
     """The speedup floored at 1e-3 ("a method can't be that slow")."""
     return max(E / (c + K * c_d), 1e-3)
 
+
+def expected_floor_1e8(alpha, K):
+    """alpha below 1e-8 taken as 0 ("a useless drafter"): E = 1, 5e-9 short at alpha = 5e-9."""
+    if alpha < 1e-8:
+        return 1.0
+    return float(K + 1) if alpha == 1 else (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
+def expected_one_draft_shortcut(alpha, K):
+    """One draft: 1 + alpha, an int where alpha is Python's 0 or 1."""
+    if K == 1:
+        return 1 + alpha
+    return float(K + 1) if alpha == 1 else (1 - alpha ** (K + 1)) / (1 - alpha)
+
+
+def speedup_cost_floored(E, c, K, c_d):
+    """The step's cost floored at 1e-12 of a call ("no division by a tiny number")."""
+    return E / max(c + K * c_d, 1e-12)
+
+
+def speedup_verify_cost_capped(E, c, K, c_d):
+    """c capped at 1000 one-token calls ("a verifying call is never dearer")."""
+    return E / (min(c, 1000.0) + K * c_d)
+
+
+def speedup_tiny_as_zero(E, c, K, c_d):
+    """A speedup below 1e-8 reported as 0.0."""
+    s = E / (c + K * c_d)
+    return 0.0 if s < 1e-8 else s
+
+
+def typical_parents_first(tokens, parents, probs, epsilon, delta):
+    """Each node's threshold made as it is visited: a child listed before its parent finds none
+    (KeyError)."""
+    def threshold(row):
+        q = probs[row]
+        nz = q[q > 0]
+        return min(epsilon, delta * np.exp(float(np.sum(nz * np.log(nz)))))
+    made, out = {0: threshold(0)}, []
+    for i, (token, parent) in enumerate(zip(tokens, parents)):
+        out.append(bool(probs[parent + 1][token] > made[parent + 1]))
+        made[i + 1] = threshold(i + 1)
+    return out
+
+
+def typical_subnormals_flushed(tokens, parents, probs, epsilon, delta):
+    """Subnormal masses set to 0 in the caller's probs ("denormals slow down log")."""
+    probs[(probs > 0) & (probs < np.finfo(float).tiny)] = 0.0
+    return typical(tokens, parents, probs, epsilon, delta)
+
+
+def typical_certain_by_epsilon(tokens, parents, probs, epsilon, delta):
+    """A law with one token of mass judged by epsilon alone ("H = 0: the entropy term is off")."""
+    def H(q):
+        nz = q[q > 0]
+        return -float(np.sum(nz * np.log(nz)))
+    return typical(tokens, parents, probs, epsilon, delta, threshold=lambda q: (
+        epsilon if (q > 0).sum() == 1 else min(epsilon, delta * np.exp(-H(q)))))
+
+
+def typical_one_token_kept(tokens, parents, probs, epsilon, delta):
+    """A vocabulary of one token: every node kept ("nothing else it could be")."""
+    if np.shape(probs)[-1] == 1:
+        return [True] * len(tokens)
+    return typical(tokens, parents, probs, epsilon, delta)
+
+
+def residual_subnormal_p_flushed(q, p):
+    """Subnormal masses of p set to 0 in the caller's p ("denormals are noise")."""
+    p[(p > 0) & (p < np.finfo(float).tiny)] = 0.0
+    r = np.maximum(q - p, 0)
+    return r / r.sum()
+
 WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
                  residual_floor, residual_in_place_on_p, residual_float32,
@@ -2794,7 +2867,8 @@ WRONG = {
                  residual_as_ratio, residual_laws_renormalised, residual_plus_tiny,
                  residual_one_token_when_tiny, residual_kept_by_q, residual_relative_tolerance,
                  residual_float32_when_wide, residual_rounded_to_12,
-                 residual_in_a_buffer_of_2_17, residual_one_token_of_two, residual_rounded_to_10],
+                 residual_in_a_buffer_of_2_17, residual_one_token_of_two, residual_rounded_to_10,
+                 residual_subnormal_p_flushed],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
@@ -2845,7 +2919,9 @@ WRONG = {
                        typical_threshold_rounded, typical_as_bool_array, typical_certain_above_1e12,
                        typical_float32_when_wide, typical_certain_at_one, typical_floor_1e12,
                        typical_rows_in_int8, typical_rows_in_uint8,
-                       typical_epsilon_zero_as_off, typical_delta_zero_as_off],
+                       typical_epsilon_zero_as_off, typical_delta_zero_as_off,
+                       typical_parents_first, typical_subnormals_flushed,
+                       typical_certain_by_epsilon, typical_one_token_kept],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
                         candidates_dict_of_ngrams, candidates_as_array, candidates_ngrams_up_to_3,
@@ -2898,7 +2974,8 @@ WRONG = {
                         expected_sum_of_terms_capped, expected_one_plus_alpha_when_tiny,
                         expected_tail_dropped, expected_few_drafts_all_kept,
                         expected_limit_when_tiny, expected_guarded_by_product,
-                        expected_one_within_1e12],
+                        expected_one_within_1e12,
+                        expected_floor_1e8, expected_one_draft_shortcut],
     "predicted_speedup": [speedup_no_verify_cost, speedup_one_draft_call_short, speedup_product,
                           speedup_inverted, speedup_as_text, speedup_none_without_drafts,
                           speedup_verification_at_least_one, speedup_nearly_free_draft,
@@ -2906,7 +2983,8 @@ WRONG = {
                           speedup_free_within_isclose, speedup_free_below_1e12,
                           speedup_free_below_1e18, speedup_K_in_int32,
                           speedup_draft_cost_capped_at_1, speedup_capped_at_1000,
-                          speedup_floored_at_1e3],
+                          speedup_floored_at_1e3,
+                          speedup_cost_floored, speedup_verify_cost_capped, speedup_tiny_as_zero],
 }
 
 
