@@ -644,7 +644,7 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             return Verdict(exercise, False, checked,
                            f"smallest case that differs ({part}): {label}\n  expected: "
                            f"{right}\n  yours:    {shown}{again}", part)
-    if (reused := reused_answer(fn, answers, again=False)) is not None:
+    if (reused := changed_answer(answers)) is not None:
         return Verdict(exercise, False, checked, reused, "answers reused")
     firsts = {label: yours for label, yours, _, _ in answers}
     if (stale := refilled_call(fn, reference, cases, compare, firsts)) is not None:
@@ -701,16 +701,23 @@ def dirty():
     del held
 
 
-def reused_answer(fn, answers, again=True):
-    """What is wrong when an answer changed after the calls that followed it, or (again) when a
-    case called again returns an object its first call returned, or None."""
+def changed_answer(answers):
+    """What is wrong when an answer changed after the calls that followed it, or None."""
     for label, yours, was, _ in answers:  # (a copy is writeable: flags not compared)
         if not unchanged(yours, was, flags=False):
             return (f"the answer to {label} changed after the calls that followed it: now "
                     f"{apart(show(was), show(yours))[1]}; your function returns an object it "
                     f"writes into again (a module-level buffer, out= kept between calls): "
                     f"return a new one each call")
-    for label, first, _, args in answers if again else ():  # each case: a cache may keep some
+    return None
+
+
+def reused_answer(fn, answers):
+    """changed_answer's finding, or what is wrong when a case called again returns an object its
+    first call returned, or None (grade_cases' refilled pass makes that call itself)."""
+    if (changed := changed_answer(answers)) is not None:
+        return changed
+    for label, first, _, args in answers:  # each case: a cache may keep only some
         try:
             again = fn(*args)  # (a copy made before the first call: the answer did not change it)
         except Exception:  # the refilled pass's business (it calls every case again), not this
