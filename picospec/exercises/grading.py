@@ -4,6 +4,7 @@ import copy
 import functools
 import inspect
 import itertools
+import operator
 import os
 import sys
 import warnings
@@ -122,7 +123,7 @@ def outside_rng(fn, args, calls=40):
                 random.seed(g)
                 np.random.seed(g)
                 try:
-                    outs.append(repr(fn(*copy.deepcopy(args[:-1]), np.random.default_rng(i))))
+                    outs.append(repr(fn(*clone(args[:-1]), np.random.default_rng(i))))
                 except Exception:  # the battery reports it with its case
                     return None
             if outs[0] != outs[1]:
@@ -157,7 +158,7 @@ def ignores_rng(fn, args, calls=40):
     outs = set()
     for i in range(calls):
         try:
-            outs.add(repr(fn(*copy.deepcopy(args[:-1]), np.random.default_rng(i))))
+            outs.add(repr(fn(*clone(args[:-1]), np.random.default_rng(i))))
         except Exception:  # the battery reports it with its case
             return False
     return len(outs) == 1
@@ -167,7 +168,7 @@ def wrong_return(fn, probe, contract):
     """What is wrong with fn's value on the probe for its contract, or None (a raise: the
     battery's)."""
     try:
-        value = fn(*copy.deepcopy(probe))
+        value = fn(*clone(probe))
     except Exception:
         return None
     whole = (np.integer, int)
@@ -194,7 +195,7 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
     """fn through `contract`'s battery (or battery), law cases first, to the first failing case
     -> Verdict with its evidence. uncertain: arguments of random outcomes; known: the kept wrong
     answers, named where fn behaves as one."""
-    if probe is not None and (stub := unanswered(exercise, fn, copy.deepcopy(probe))) is not None:
+    if probe is not None and (stub := unanswered(exercise, fn, clone(probe))) is not None:
         return stub
     if probe is not None and (wrong := wrong_return(fn, probe, contract)) is not None:
         return Verdict(exercise, False, "what your function returns", wrong, "what it returns")
@@ -334,10 +335,37 @@ def judged(call, rules, inputs, args, names, shown=None,
     return out, changed_input(args, inputs[:len(args)], names) or problem
 
 
+PLAIN = frozenset({int, float, bool, complex, str, bytes, type(None)})  # deepcopy keeps them
+
+
+def clone(x, memo=None):
+    """copy.deepcopy(x), at C speed on lists and tuples of plain numbers (the cases' sequences);
+    an object held twice is copied once, as deepcopy copies it."""
+    if type(x) not in (list, tuple):
+        return copy.deepcopy(x, memo)
+    memo = {} if memo is None else memo
+    if (made := memo.get(id(x))) is not None:
+        return made
+    if type(x) is tuple:
+        if set(map(type, x)) <= PLAIN:
+            return x
+        made = tuple(clone(v, memo) for v in x)
+        made = x if all(map(operator.is_, made, x)) else made
+    elif (kinds := set(map(type, x))) <= PLAIN:
+        made = x[:]
+    elif kinds == {list} and plain_rows(x) and not any(map(memo.__contains__, map(id, x))):
+        made = [row[:] for row in x]  # rows of numbers, none held twice: at C speed
+        memo.update(zip(map(id, x), made))
+    else:  # the list is its own copy's key before its items: a list holding itself ends
+        made = memo[id(x)] = []
+        made += (clone(v, memo) for v in x)
+    memo[id(x)] = made
+    return made
+
+
 def copied(args):
     """Copies of a call's lists and arrays, to compare after it and to show."""
-    return [a.copy() if isinstance(a, np.ndarray) else a[:] if type(a) is list and all(
-        type(x) is int for x in a) else copy.deepcopy(a) for a in args]  # a list of ints: at once
+    return [a.copy() if isinstance(a, np.ndarray) else clone(a) for a in args]
 
 
 @functools.lru_cache
@@ -408,7 +436,10 @@ class Halves(np.random.Generator):
         """u, or as many of the script's next uniforms as size holds."""
         if not isinstance(self.u, tuple):
             return self.u
-        n = int(np.prod(() if size is None else size))
+        if size is None:  # one uniform (the most asked, made faster)
+            self.given += 1
+            return self.u[min(self.given, len(self.u)) - 1]
+        n = int(np.prod(size))
         k = np.minimum(np.arange(self.given, self.given + n), len(self.u) - 1)
         self.given += n
         return self.u[k[0]] if size is None else np.reshape(np.take(self.u, k), size)
@@ -613,7 +644,7 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
     """fn against reference on cases [(label, args)] -> Verdict naming the first that differs;
     compare(yours, expected) -> the part that differs, or None; known: the kept wrong answers,
     named where fn returns what one returns."""
-    if cases and (stub := unanswered(exercise, fn, copy.deepcopy(cases[0][1]))) is not None:
+    if cases and (stub := unanswered(exercise, fn, clone(cases[0][1]))) is not None:
         return stub
     reference = remembered(reference)
     checked = f"your function against {about} on {len(cases)} cases, smallest first" + (
@@ -622,7 +653,7 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
         f"; the {min(len(cases), DIRTY)} smallest again on memory left holding NaN")
     answers = []  # [(label, yours, a copy of it, the case)]: each answer as it came back
     for label, args in cases:
-        expected, before = reference(*args), copy.deepcopy(args)
+        expected, before = reference(*args), clone(args)
         try:
             yours = fn(*args)
         except Exception as e:  # the learner's function raised: that case fails
@@ -634,7 +665,7 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
                 part = changed_input(args, before) or held_input(yours, args)
             shown = None if part is None else show(yours)  # a large answer's text costs time
             if not (isinstance(yours, Iterator) or inspect.isawaitable(yours)):
-                answers.append((label, yours, copy.deepcopy(yours), before))
+                answers.append((label, yours, clone(yours), before))
         if part is not None:
             again = "" if part == "raises" else second_call(fn, before, yours, shown)
             if part != "raises" and (like := returns_as(fn, known, cases, compare)) is not None:
@@ -687,7 +718,7 @@ def dirty_call(fn, reference, cases, compare):
     """The first case fn answers otherwise on memory left holding NaN -> (label, expected,
     yours shown), or None."""
     def given(args):
-        mine = copy.deepcopy(args)
+        mine = clone(args)
         dirty()
         return mine
     return answered_otherwise(fn, reference, cases, compare, given, {})
@@ -745,7 +776,7 @@ def held_input(answer, args):
             v = stack.pop()
             if not isinstance(v, tuple):
                 yield v
-            if isinstance(v, (list, tuple)):
+            if isinstance(v, (list, tuple)) and not set(map(type, v)) <= PLAIN:
                 stack += [x for x in v if isinstance(x, kinds)]
             elif isinstance(v, dict):
                 stack += [x for x in v.values() if isinstance(x, kinds)]
@@ -769,9 +800,12 @@ def shared(a, b):
         return True
     if isinstance(a, dict) and isinstance(b, dict):
         return any(shared(a[k], b[k]) for k in a if k in b)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return any(shared(x, y) for x, y in zip(a, b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):  # numbers share nothing
+        return any(shared(x, y) for x, y in zip(a, b) if isinstance(x, HOLDERS))
     return False
+
+
+HOLDERS = (list, tuple, dict, np.ndarray)
 
 
 def refilled_call(fn, reference, cases, compare, firsts=None):
@@ -786,7 +820,7 @@ def refilled_call(fn, reference, cases, compare, firsts=None):
         for k, a in enumerate(args):
             if isinstance(a, list):
                 same.append(pool.setdefault((k, "list"), []))
-                same[-1][:] = copy.deepcopy(a)
+                same[-1][:] = clone(a)
             elif isinstance(a, np.ndarray):
                 same.append(pool.setdefault((k, a.shape, a.dtype.str), a.copy()))
                 same[-1][...] = a
@@ -835,7 +869,7 @@ def returns_as(fn, known, cases, compare):
 
     def answer(k):  # fn's answer to case k, the cases before it answered first
         while len(yours) <= k:
-            mine = copy.deepcopy(cases[len(yours)][1])
+            mine = clone(cases[len(yours)][1])
             with np.errstate(all="ignore"):
                 yours.append(fn(*mine))
             if changed_input(mine, cases[len(yours) - 1][1]) is not None:
@@ -850,7 +884,7 @@ def returns_as(fn, known, cases, compare):
                 return None
             try:
                 with np.errstate(all="ignore"):
-                    if compared(compare, y, wrong(*copy.deepcopy(args))) is not None:
+                    if compared(compare, y, wrong(*clone(args))) is not None:
                         break
             except Exception:  # the kept answer raised: not this one
                 break
@@ -877,7 +911,7 @@ def second_call(fn, args, yours, shown):
     if isinstance(yours, Iterator) or inspect.isawaitable(yours):
         return ""
     try:
-        again = fn(*copy.deepcopy(args))
+        again = fn(*clone(args))
     except Exception:
         return ""
     if inspect.iscoroutine(again):
@@ -931,6 +965,8 @@ def unchanged(now, was, flags=True):
     if isinstance(was, (list, tuple)):
         if len(now) != len(was) or list(map(type, now)) != list(map(type, was)):
             return False
+        if type(was) is list and set(map(type, was)) == {list} and rows_unchanged(now, was):
+            return True  # lists of numbers, as the cases' sequences: at C speed
         if any(issubclass(k, (list, tuple, dict, np.ndarray)) for k in set(map(type, was))):
             # containers inside: each compared alike
             return all(unchanged(n, w, flags) for n, w in zip(now, was))
@@ -939,6 +975,21 @@ def unchanged(now, was, flags=True):
         return bool(now == was) or bool(now != now and was != was)  # NaN stays NaN
     except (TypeError, ValueError):
         return np.array_equal(np.asarray(now, dtype=object), np.asarray(was, dtype=object))
+
+
+def plain_rows(rows):
+    """Whether the list of lists `rows` holds plain numbers alone, and each row once."""
+    return (set(map(type, itertools.chain.from_iterable(rows))) <= PLAIN
+            and len(set(map(id, rows))) == len(rows))
+
+
+def rows_unchanged(now, was):
+    """Whether the lists of lists now and was hold plain numbers of the same types and values
+    row by row (False: unchanged() looks row by row)."""
+    return (list(map(len, now)) == list(map(len, was))
+            and set(map(type, itertools.chain.from_iterable(was))) <= PLAIN
+            and list(map(type, itertools.chain.from_iterable(now)))
+            == list(map(type, itertools.chain.from_iterable(was))) and now == was)
 
 
 def learners_line(e):
@@ -967,6 +1018,8 @@ def show(value):
 
 def not_ids(values):
     """What is wrong with values as token ids, node indices or counts (ints), or None."""
+    if type(values) is list and set(map(type, values)) <= {int}:  # at C speed
+        return None
     for v in values:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
             return f"{show(v)} ({type(v).__name__}), not an int"

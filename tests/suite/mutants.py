@@ -1514,9 +1514,9 @@ MUTANTS = (
             "test_arrays_agree_within_1e_9_and_no_further",),
            "tolerance ten times looser near 0 (NumPy's default atol)"),
     Mutant("grader-mistake-named-on-any-case", "graders", "rule", "picospec/exercises/grading.py",
-           "if compared(compare, y, wrong(*copy.deepcopy(args))) is not None:\n"
+           "if compared(compare, y, wrong(*clone(args))) is not None:\n"
            "                        break",
-           "if compared(compare, y, wrong(*copy.deepcopy(args))) is None:\n"
+           "if compared(compare, y, wrong(*clone(args))) is None:\n"
            "                        return wrong",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_kept_mistake_is_named_only_when_it_agrees_on_every_case",),
@@ -2831,6 +2831,14 @@ MUTANTS = (
            "picospec/exercises/grading.py",
            "        k = np.minimum(np.arange(self.given, self.given + n), len(self.u) - 1)",
            "        k = np.zeros(n, dtype=int)",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_right_answer_written_otherwise_passes[verify_chain-chain_uniforms_first]",),
+           "a script read as its first uniforms again and again: a right walk drawing its K "
+           "uniforms at once keeps all forty"),
+    Mutant("grader-scripted-uniform-always-first", "graders", "rule",
+           "picospec/exercises/grading.py",
+           "            return self.u[min(self.given, len(self.u)) - 1]",
+           "            return self.u[0]",
            ("tests/picospec/test_exercises.py::test_the_projects_answer_passes[verify_chain]",),
            "a script read as its first uniform again and again: the right walk keeps all forty"),
     Mutant("grader-wr-calls-past-skipped", "graders", "rule",
