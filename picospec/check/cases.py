@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 
 from picospec.check.exact_law import Toy, forbidding_toy, perturbed, random_toy
-from picospec.sampling import warp
+from picospec.sampling import residual, warp
 
 
 class Case(NamedTuple):
@@ -65,11 +65,30 @@ class Case(NamedTuple):
                  "one-hot": lambda: Toy(np.tile(np.eye(self.V)[0], (self.V, self.V, 1))),
                  "swap": lambda: swapped(target, self.draft[1]),
                  "sharp": lambda: Toy(warp(target.table, temperature=self.draft[1]))}[kind]()
-        return warp(target.table, **self.sampling), warp(draft.table, **self.sampling)
+        q, p = warp(target.table, **self.sampling), warp(draft.table, **self.sampling)
+        return short_of_one(q, p) if self.support else q, p
 
     def second_draft(self):
         """The warped table [V, V, V] of every second sibling ("two drafts")."""
         return warp(random_toy(self.V, self.target + 2).table, **self.sampling)
+
+
+def short_of_one(q, p):
+    """q [..., V] with each row's float64 cumsum ending below 1, its largest entry lowered by as
+    few ulps as that takes: a law as a float softmax may hand it (sums off 1 by ulps). A draw
+    from such a row by an inverse CDF with u unscaled runs past its end at the near-1 uniforms (at
+    u = 0, read at 1 - u), onto the last token or back to token 0, each forbidden in some row.
+    Rows whose residual norm(max(0, q - p)) against the draft p already ends short of 1 stay as
+    they are: lowering q there could move the residual's rounding, which SUPPORT's seed holds.
+    Example: q = p = [0.2, 0.3, 0.5] -> [0.2, 0.3, 0.4999999999999999]."""
+    q = q.copy()
+    for row, draft in zip(q.reshape(-1, q.shape[-1]), p.reshape(-1, p.shape[-1])):  # views
+        if (row < draft).any() and np.cumsum(residual(row, draft))[-1] < 1:
+            continue
+        top = row.argmax()
+        while np.cumsum(row)[-1] >= 1:
+            row[top] = np.nextafter(row[top], 0)
+    return q
 
 
 def ties_toy(V, seed):

@@ -152,14 +152,16 @@ AGAIN = ((np.array([0.0, 1.0]), np.array([1, 0]), 3), (np.array([0.0, 1.0]), np.
 # below a floor zeroed, exp in float32 for a wide row: each answers otherwise)
 SPREAD = (np.linspace(0.0, -28.0, 64), np.arange(64) * 785, 50_257)
 # EAGLE-3's head of V_d = 32,000 draft tokens, its ids in falling order (a law written as a
-# slice, or through sorted ids, is reversed), three rows: logits ~ N(0, 3) (exp in float32 is 1e-8
+# slice, or through sorted ids, is reversed), four rows: logits ~ N(0, 3) (exp in float32 is 1e-8
 # off, a law cut to its likeliest hundreds loses most of its tail); one logit 0 and 31,999 at
 # -30.5, each of mass 6e-14, 2e-9 in all (zeroed below a floor, however small, or cut at 30 below
 # the max, the rest is 2e-9 off); 1,024 logits at -1000, then 0s and a last one at 1000 (a max
-# over the first logits alone overflows)
+# over the first logits alone overflows); logits falling evenly from 10 to -10. z holds 128,000
+# entries (a shift by the max made in z itself past some size, to spare a copy, changes it)
 HEAD = (np.array([np.random.default_rng(0).normal(0.0, 3.0, 32_000),
                   np.r_[0.0, np.full(31_999, -30.5)],
-                  np.r_[np.full(1_024, -1000.0), np.zeros(30_975), 1000.0]]),
+                  np.r_[np.full(1_024, -1000.0), np.zeros(30_975), 1000.0],
+                  np.linspace(10.0, -10.0, 32_000)]),
         np.arange(32_000)[::-1] + 96, 32_096)
 CALLS = ((WIDE, "a call whose logits span 2000", "logits 2000 apart"),
          (BATCH, "a call with z [2, 2, V_d], a batch of two", "z [2, 2, V_d]"),

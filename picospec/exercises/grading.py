@@ -453,8 +453,15 @@ def answers_at(fn, args, u, read=lambda out: out):
     for i in range(20):
         rng = Halves(np.random.PCG64(i))
         rng.u = u
-        outs.append(read(fn(*copied(args), rng)))
+        call = copied(args)
+        outs.append(read(fn(*call, rng)))
+        if (changed := changed_input(call, args, ARGS.get(len(args)))) is not None:
+            raise InputChanged(changed)
     return outs
+
+
+class InputChanged(Exception):
+    """A call past the battery wrote into one of its inputs."""
 
 
 def uniforms_said(u):
@@ -491,6 +498,8 @@ def hair_calls(exercise, fn, calls, read, rules):
                 continue
             else:
                 out = f"it returned {show(read(outs[0]))}, not {show(want)}"
+        except InputChanged as e:
+            out = str(e)
         except Exception as e:
             out = (f"it raised {type(e).__name__}: {' '.join(str(e).split())}, not "
                    f"{show(want)}")
@@ -608,6 +617,8 @@ def tie_call(exercise, fn, args, kept):
         out = outs[0]
         if len({show(o) for o in outs}) > 1 or not kept(out):
             return None
+    except InputChanged as e:
+        out = str(e)
     except Exception as e:  # raised, or returned what kept() cannot read
         out = f"nothing: it raised {type(e).__name__}: {' '.join(str(e).split())}"
     return Verdict(exercise, False, "one call with every uniform 0.5, once the law passed",

@@ -86,6 +86,12 @@ def cases(seed=0):
     q = np.r_[0.0, 0.5, 0.5 - 4e-8, np.full(100_000, 4e-13)]
     out.append(("q = [0, 0.5, 0.5 - 4e-8, then 4e-13 100,000 times], p = [1, 0, 0, ...]",
                 (q, np.eye(1, q.size)[0])))
+    # ... of 4e-14 (1e-13 of the largest, 4e-9 in all), then a million of 4e-15: dropped below a
+    # floor relative to the largest entry (1e-13, 1e-14 of it), they move the large ones by 2e-9
+    for tiny, n in ((4e-14, 100_000), (4e-15, 1_000_000)):
+        q = np.r_[0.0, 0.5, 0.5 - 4e-9, np.full(n, tiny)]
+        out.append((f"q = [0, 0.5, 0.5 - 4e-9, then {tiny:g} {n:,} times], p = [1, 0, 0, ...]",
+                    (q, np.eye(1, q.size)[0])))
     return out
 
 

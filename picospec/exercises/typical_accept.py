@@ -82,6 +82,18 @@ def cases(seed=0):
                         ([V - 2], [-1], np.array([law, [1 / V] * V]), 0.5, delta)))
     out.append(("tokens=[], parents=[], probs=[[0.5, 0.5]], epsilon=0.09, delta=0.3 (no "
                 "candidates)", ([], [], np.array([[0.5, 0.5]]), 0.09, 0.3)))
+    # a row summing to 1 + 2^-52, q(0) = 0.3 one ulp above epsilon: kept (a row divided by its
+    # sum first puts 0.3 on epsilon, not kept)
+    law, below = [0.3, 0.7000000000000002], float(np.nextafter(0.3, 0))
+    out.append((f"tokens=[0], parents=[-1], probs=[{law}, [0.5, 0.5]], epsilon={below!r}, "
+                f"delta=10.0", ([0], [-1], np.array([law, [0.5, 0.5]]), below, 10.0)))
+    # Llama 3's 128,256 tokens, two rows with exact zeros: probs, 256,512 entries, left as it was
+    # (zeros replaced in place in a large probs, to spare a copy, change the caller's)
+    V = 128_256
+    wide = np.r_[0.0, 0.3, np.full(V - 2, 0.7 / (V - 2))]
+    out.append((f"tokens=[1], parents=[-1], probs=[[0, 0.3, 0.7 / {V - 2}, ...], [0, 0.3, ...]] "
+                f"(V = {V:,}), epsilon=0.09, delta=0.3",
+                ([1], [-1], np.array([wide, wide]), 0.09, 0.3)))
     # two calls alike but for row 1 (its threshold 0.3, then 0.3205 > q = 0.32): thresholds kept
     # by the shape, epsilon, delta and row 0 are the first call's
     for row in ([0.5, 0.5], [0.32, 0.68]):

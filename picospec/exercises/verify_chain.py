@@ -61,6 +61,21 @@ TIE = ([0], np.array([[0.5, 0.5]]), np.array([[0.25, 0.75], [0.5, 0.5]]))
 # np.allclose) under u = 1 - 2^-53 rejects, the residual of mass 1e-13 all on token 0; q / p =
 # 1e-12 under u = 0 keeps (no threshold on the ratio); q = 2e-200 >= p = 1e-200 keeps at every u
 # (nothing added to p)
+def float64_hair(x, P, Q, Q1, hair, want):
+    """A hair call of one draft x: u = q / p + hair keeps it (hair < 0) or rejects it."""
+    return (([x], np.array([P]), np.array([Q, Q1])), Q[x] / P[x] + hair, want,
+            f"q(x) / p(x) = {Q[x]} / {P[x]} for the draft x = {x}, so u = q / p {'-+'[hair > 0]} "
+            f"1e-9 {'keeps' if hair < 0 else 'rejects'} it (q / p compared in float64, not "
+            f"float32), and the next token comes from {'Q[1]' if hair < 0 else 'the residual'}, "
+            f"all on token {want[1]}", "q / p in float64")
+
+
+# q / p = 0.1 / 0.3 and 0.7 / 0.9, neither exact in float32 (which moves each by 1e-8 to 4e-8),
+# under u 1e-9 below it (kept) and above it (rejected): p, q or their ratio held in float32 (or
+# float16) answers otherwise in one of the three
+FLOAT64_HAIRS = (float64_hair(1, [0.7, 0.3], [0.9, 0.1], [1.0, 0.0], -1e-9, (1, 0)),
+                 float64_hair(1, [0.7, 0.3], [0.9, 0.1], [1.0, 0.0], 1e-9, (0, 0)),
+                 float64_hair(0, [0.9, 0.1], [0.7, 0.3], [0.0, 1.0], -1e-9, (1, 1)))
 HAIRS = ((([0], np.array([[0.5, 0.5]]), np.array([[0.25, 0.75], [1.0, 0.0]])), 0.5 - 1e-9,
           (1, 0), "q(x) / p(x) = 0.5 for the draft x = 0, so u < q / p keeps it (compared "
           "exactly: no tolerance such as np.isclose), and the next token comes from Q[1] = [1, 0]",
@@ -77,7 +92,8 @@ HAIRS = ((([0], np.array([[0.5, 0.5]]), np.array([[0.25, 0.75], [1.0, 0.0]])), 0
          (([0], np.array([[1e-200, 1.0]]), np.array([[2e-200, 1.0], [1.0, 0.0]])), 1 - 2**-53,
           (1, 0), "q(x) = 2e-200 >= p(x) = 1e-200 for the draft x = 0, so min(1, q / p) = 1 keeps "
           "it at every u (nothing added to p, nothing rounded to 0), and the next token comes "
-          "from Q[1] = [1, 0]", "p(x) = 1e-200"))
+          "from Q[1] = [1, 0]", "p(x) = 1e-200"),
+         *FLOAT64_HAIRS)
 # laws whose token of least mass an inverse CDF, read from either end, reaches at one extreme
 # uniform: no drafts, Q[0] = [1 - 1e-12, 1e-12]; no drafts, Q[0] over 300 tokens, token i of mass
 # proportional to 300 - i; one draft the target forbids, its residual (Q[0] itself) the same over
@@ -170,6 +186,18 @@ IDS[1][0, 35_000] = IDS[2][0, 19_721] = IDS[2][1, 50_256] = 1.0
 WIDE_IDS = ([70_000], np.zeros((1, 128_256)), np.zeros((2, 128_256)), None)
 WIDE_IDS[1][0, [4_464, 70_000]] = 0.5
 WIDE_IDS[2][0, 70_000] = WIDE_IDS[2][1, 100_000] = 1.0
+# ... and draft 70,000 forbidden by the target, p and q sharing token 100,000: the residual is all
+# on token 120,000, and a residual computed in Q's own row changes the caller's Q
+WIDE_RESIDUAL_IDS = ([70_000], np.zeros((1, 128_256)), np.zeros((2, 128_256)), None)
+WIDE_RESIDUAL_IDS[1][0, [70_000, 100_000]] = WIDE_RESIDUAL_IDS[2][0, [100_000, 120_000]] = 0.5
+WIDE_RESIDUAL_IDS[2][1, 7] = 1.0
+# random outcomes over Llama 3's 128,256 tokens: no drafts, Q[0] even; one draft the target
+# forbids, its residual (Q[0]) even over the rest (a wide law drawn otherwise than from rng,
+# np.random.choice say, shows only here)
+EVEN_WIDE = np.full(128_256, 1 / 128_256)
+WIDE_UNCERTAIN = (([], np.zeros((0, 128_256)), EVEN_WIDE[None], None),
+                  ([0], np.eye(1, 128_256), np.array([np.r_[0.0, np.full(128_255, 1 / 128_255)],
+                                                      EVEN_WIDE]), None))
 
 
 def grade(fn, samples=20_000, seed=0):
@@ -182,7 +210,7 @@ def grade(fn, samples=20_000, seed=0):
     byte = (*BYTE[:-1], np.random.default_rng(seed))
     ids = (*IDS[:-1], np.random.default_rng(seed))
     wide = (*WIDE_IDS[:-1], np.random.default_rng(seed))
-    return (drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN)
+    return (drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN, *WIDE_UNCERTAIN)
             or one_call(NAME, fn, long, rules, "of twenty drafts the target agrees with (made 200 "
                         "times)", "twenty drafts", times=200)
             or one_call(NAME, fn, byte, rules, "with no drafts over V = 257 tokens, Q[0] all on "
@@ -193,6 +221,9 @@ def grade(fn, samples=20_000, seed=0):
             or one_call(NAME, fn, wide, rules,
                         "over Llama 3's 128,256 tokens, draft 70,000 kept (q = 1 >= p), Q[1] all "
                         "on token 100,000", "token 70000")
+            or one_call(NAME, fn, (*WIDE_RESIDUAL_IDS[:-1], np.random.default_rng(seed)), rules,
+                        "over Llama 3's 128,256 tokens, draft 70,000 forbidden by the target, "
+                        "the residual all on token 120,000", "a residual over 128,256 tokens")
             or tie_call(NAME, fn, TIE, lambda out: int(out[0]) > 0)
             or hair_calls(NAME, fn, HAIRS, lambda out: (int(out[0]), int(out[1])), rules)
             or rare_token_calls(NAME, fn, ENDS, EVEN, lambda out: int(out[1]))

@@ -3,8 +3,8 @@ arXiv:2402.12374, Algorithm 1), graded by its law. p = draft, q = target; m tree
 import numpy as np
 
 from picospec.exercises import verify_chain as chain
-from picospec.exercises.grading import (grade_law, hair_calls, one_call, rare_token_calls,
-                                        tie_call)
+from picospec.exercises.grading import (drawn_elsewhere, grade_law, hair_calls, one_call,
+                                        rare_token_calls, tie_call)
 from picospec.sampling import residual, sample
 
 NAME, FAMILY = "verify_without_replacement", "token trees (SpecInfer, Sequoia)"
@@ -129,6 +129,9 @@ ENDS_PAST = ((([0], [-1], chain.WIDER_RESIDUAL[2], chain.WIDER_RESIDUAL[1]), 199
               "i > 0 mass (2000 - i) / 1,999,000", "a residual over 2,000 tokens"),
              (([], [], chain.SHORT_SUM[2], chain.SHORT_SUM[1]), 9, *chain.SHORT_SUM_ABOUT))
 
+# verify_chain.WIDE_UNCERTAIN with nodes for drafts: no nodes, then one the target forbids
+WIDE_UNCERTAIN = tuple((drafts, [-1] * len(drafts), Q, P, None)
+                       for drafts, P, Q, _ in chain.WIDE_UNCERTAIN)
 # verify_chain.TAILS with nodes for drafts (each a child of the root)
 TAILS = tuple(((drafts, [-1] * len(drafts), Q, P), first,
                about.replace("drafts[0] = 0", "node 0 (token 0)"), failed)
@@ -142,7 +145,8 @@ def grade(fn, samples=20_000, seed=0):
     if not verdict.passed:
         return verdict
     wide = (*WIDE_DEEP[:-1], np.random.default_rng(seed))
-    return (one_call(NAME, fn, wide, rules, "of five siblings, then five nodes below the fifth",
+    return (drawn_elsewhere(NAME, fn, *WIDE_UNCERTAIN)
+            or one_call(NAME, fn, wide, rules, "of five siblings, then five nodes below the fifth",
                      "five siblings, six levels")
             or tie_call(NAME, fn, TIE, lambda out: len(out[0]) > 0)
             or hair_calls(NAME, fn, HAIRS, lambda out: ([int(i) for i in out[0]], int(out[1])),

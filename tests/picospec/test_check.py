@@ -20,7 +20,7 @@ import pytest
 
 from picospec.check.__main__ import load, main
 from picospec.check.battery import DEFAULT_SAMPLES, FAILED, check_case, check_sampler
-from picospec.check.cases import CASES
+from picospec.check.cases import CASES, short_of_one
 from picospec.check.drivers import HighestUniforms, LowestUniforms, run
 from picospec.check.exact_law import (Toy, chi2_sf, exact_law, forbidding_toy, g_statistic, index,
                                       law_vector, random_toy)
@@ -406,6 +406,23 @@ def test_the_near_one_case_has_a_residual_short_of_one_where_the_last_token_is_f
         assert short, contract
 
 
+def test_the_support_cases_target_rows_end_short_of_one():
+    """Most rows of a support case's target have a float64 cumsum that ends below 1 (as a float
+    softmax's may; short_of_one lowers its largest entry by ulps), some forbidding token 0, some
+    the last, so that a draw from the target's own row run past its end (the extra token, the
+    token after a kept leaf) meets a forbidden token at the extreme uniforms; the rows are laws
+    still."""
+    for contract in CASES:
+        for case in [c for c in CASES[contract] if c.support]:
+            q, _ = case.laws()  # [V, V, V]
+            short = np.cumsum(q, -1)[..., -1] < 1  # [V, V]
+            assert short.mean() > 0.5, (contract, case.name)
+            assert np.allclose(q.sum(-1), 1, rtol=0, atol=1e-15) and (q >= 0).all()
+            assert (q[short][:, 0] == 0).any() and (q[short][:, -1] == 0).any(), case.name
+    law = np.array([0.2, 0.3, 0.5])
+    assert short_of_one(law, law).tolist() == [0.2, 0.3, 0.4999999999999999]
+
+
 @pytest.mark.parametrize("contract, name, support", [
     ("chain", "inverse_cdf_side_left", "uniforms at 0: support"),
     ("chain", "inverse_cdf_by_argmax", "uniforms near 1: support"),
@@ -418,14 +435,33 @@ def test_the_near_one_case_has_a_residual_short_of_one_where_the_last_token_is_f
     ("tree", "tree_inverse_cdf_clamped_to_last", "uniforms near 1: support"),
     ("tree_without_replacement", "without_replacement_inverse_cdf_clamped_to_last",
      "uniforms near 1: support"),
-    ("rejection", "batched_inverse_cdf_clamped_to_last", "uniforms near 1: support")])
+    ("rejection", "batched_inverse_cdf_clamped_to_last", "uniforms near 1: support"),
+    # on a residual's rows alone (the rows the support seed leaves short of 1)
+    ("chain", "residual_clamped_to_last", "uniforms near 1: support"),
+    ("chain", "residual_by_argmax", "uniforms near 1: support"),
+    ("tree", "tree_residual_clamped_to_last", "uniforms near 1: support"),
+    ("tree_without_replacement", "without_replacement_residual_clamped_to_last",
+     "uniforms near 1: support"),
+    # on the target's own rows (short of 1): the extra token, the token after a kept leaf
+    ("chain", "bonus_clamped_to_last", "uniforms near 1: support"),
+    ("chain", "bonus_by_argmax", "uniforms near 1: support"),
+    ("chain", "bonus_one_minus_u", "uniforms at 0: support"),
+    ("tree", "tree_leaf_next_clamped_to_last", "uniforms near 1: support"),
+    ("tree_without_replacement", "without_replacement_leaf_next_clamped_to_last",
+     "uniforms near 1: support"),
+    # a residual's mass as one minus the overlap, larger than its cumsum where q is short of 1
+    ("chain", "residual_scaled_by_overlap", "uniforms near 1: support"),
+    ("chain", "residual_overlap_argmax", "uniforms near 1: support"),
+    ("rejection", "batched_recovered_by_overlap", "uniforms near 1: support")])
 def test_an_inverse_cdf_that_falls_back_to_an_end_fails_its_support_case(contract, name, support):
     """searchsorted's default side='left' or cdf < u at u = 0, argmax(cdf > u) past cdf[-1] near
     1: token 0 whatever its probability; an index past cdf[-1] clamped to the last token (u near
-    1, or 1 - u at u = 0): token V - 1. Each caught where the target forbids it; picospec's own
-    sampler passes the same case."""
+    1, or 1 - u at u = 0): token V - 1; on a residual's rows and on the target's own. Each caught
+    where the target forbids it; picospec's own sampler passes the same case."""
     [(number, case)] = [(i, c) for i, c in enumerate(CASES[contract], 1) if c.name == support]
-    broken = check_case(getattr(broken_samplers, name), contract, case, 300, (0, number))
+    # a kept leaf whose row forbids the last token: some 3 sequences in 1,000
+    n = 2000 if name == "without_replacement_leaf_next_clamped_to_last" else 300
+    broken = check_case(getattr(broken_samplers, name), contract, case, n, (0, number))
     assert broken.verdict == "FAIL" and "sequences the target forbids" in broken.detail, broken
     assert check_case(load(RIGHT[contract]), contract, case, 300, (0, number)).verdict == "pass"
 

@@ -850,7 +850,7 @@ MUTANTS = (
             "test_a_repeated_sigterm_does_not_cut_the_cleanup_short",),
            "a second SIGTERM stops the cleanup the first began"),
     Mutant("grader-chain-no-drafts-rng", "graders", "rule", "picospec/exercises/verify_chain.py",
-           "drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN)",
+           "drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN, *WIDE_UNCERTAIN)",
            "drawn_elsewhere(NAME, fn)",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_sampler_wrong_only_without_drafts_is_caught",),
@@ -965,8 +965,8 @@ MUTANTS = (
            "a draft law taking z[0] of a batch of two passes"),
     Mutant("wr-wide-deep-call-skipped", "graders", "rule",
            "picospec/exercises/verify_without_replacement.py",
-           "    return (one_call(NAME, fn, wide, rules,",
-           "    return verdict or (one_call(NAME, fn, wide, rules,",
+           "            or one_call(NAME, fn, wide, rules,",
+           "            or verdict or one_call(NAME, fn, wide, rules,",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where",),
            "a walk trying at most three siblings or three levels passes"),
@@ -1435,16 +1435,59 @@ MUTANTS = (
            ("tests/picospec/check/test_cases_shapes.py::"
             "test_the_one_hot_draft_case_drafts_token_0_where_the_target_may_forbid_it",),
            "the one-hot draft case drafts from a far law"),
+    Mutant("checker-support-rows-summing-to-one", "checker", "rule", "picospec/check/cases.py",
+           "        return short_of_one(q, p) if self.support else q, p",
+           "        return q, p",
+           ("tests/picospec/test_check.py::test_the_support_cases_target_rows_end_short_of_one",
+            "tests/picospec/test_check.py::test_an_inverse_cdf_that_falls_back_to_an_end_fails_"
+            "its_support_case[chain-bonus_clamped_to_last-uniforms near 1: support]"),
+           "an extra token drawn past the end of the target's row passes"),
+    Mutant("checker-support-residual-rows-lowered", "checker", "rule", "picospec/check/cases.py",
+           "        if (row < draft).any() and np.cumsum(residual(row, draft))[-1] < 1:\n"
+           "            continue\n",
+           "",
+           ("tests/picospec/test_check.py::"
+            "test_the_near_one_case_has_a_residual_short_of_one_where_token_0_is_forbidden",),
+           "the rows whose residual ends short of 1 lowered too: that residual's rounding lost"),
+    Mutant("grader-hair-calls-inputs-unread", "graders", "rule", "picospec/exercises/grading.py",
+           "            raise InputChanged(changed)",
+           "            pass",
+           ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
+            "naming_where[verify_without_replacement-wr_residual_in_q_when_wide]",),
+           "a residual computed in Q's own row past 1,024 tokens passes"),
+    Mutant("grader-chain-float64-hairs-skipped", "graders", "rule",
+           "picospec/exercises/verify_chain.py",
+           "         *FLOAT64_HAIRS)",
+           "         )",
+           ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
+            "naming_where[verify_chain-chain_p_in_float32]",),
+           "P held in float32 passes"),
+    Mutant("grader-chain-wide-randomness-unchecked", "graders", "rule",
+           "picospec/exercises/verify_chain.py",
+           "    return (drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN, *WIDE_UNCERTAIN)",
+           "    return (drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN)",
+           ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
+            "naming_where[verify_chain-chain_choice_when_wide]",),
+           "wide laws drawn by np.random.choice pass"),
+    Mutant("grader-wr-wide-randomness-unchecked", "graders", "rule",
+           "picospec/exercises/verify_without_replacement.py",
+           "    return (drawn_elsewhere(NAME, fn, *WIDE_UNCERTAIN)",
+           "    return (drawn_elsewhere(NAME, fn)",
+           ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
+            "naming_where[verify_without_replacement-wr_choice_when_wide]",),
+           "wide laws drawn by np.random.choice pass"),
     Mutant("checker-support-seed-of-token-0-alone", "checker", "rule", "picospec/check/cases.py",
            "SUPPORT = 833", "SUPPORT = 102",
            ("tests/picospec/test_check.py::"
-            "test_an_inverse_cdf_that_falls_back_to_an_end_fails_its_support_case",),
+            "test_an_inverse_cdf_that_falls_back_to_an_end_fails_its_support_case"
+            "[chain-residual_clamped_to_last-uniforms near 1: support]",),
            "an inverse CDF clamped to the last token passes the support cases"),
     Mutant("checker-near-one-siblings-at-the-root", "checker", "rule", "picospec/check/cases.py",
            '             parents=(-1, 0, 0, 1), highest=True, siblings="without_replacement"),',
            '             parents=(-1, -1, 0, 0), highest=True, siblings="without_replacement"),',
            ("tests/picospec/test_check.py::"
-            "test_an_inverse_cdf_that_falls_back_to_an_end_fails_its_support_case",),
+            "test_an_inverse_cdf_that_falls_back_to_an_end_fails_its_support_case[tree_without_"
+            "replacement-without_replacement_residual_clamped_to_last-uniforms near 1: support]",),
            "Sequoia's rule with an inverse CDF clamped to the last token passes"),
     Mutant("checker-control-errors-without-drafts", "checker", "rule", "picospec/check/controls.py",
            "    if not len(drafts):  # no drafts (P [0, V]): no draft law to take it"

@@ -186,6 +186,75 @@ def inverse_cdf_by_argmax(drafts, P, Q, rng):
                  draw=lambda p, rng: int(np.argmax(np.cumsum(p) > rng.random())))
 
 
+def bonus_drawn(drafts, P, Q, rng, draw):
+    """Chen et al.'s rule with the extra token alone (every draft kept, or none given) drawn by
+    draw(q, rng); the replacement drawn right."""
+    t, law = chain(drafts, P, Q, rng, draw=lambda q, rng: q)
+    return t, (draw if t == len(drafts) else sample)(law, rng)
+
+
+def replacement_drawn(drafts, P, Q, rng, draw):
+    """Chen et al.'s rule with the replacement alone (after a rejection, from the residual) drawn
+    by draw(q, rng); the extra token drawn right."""
+    t, law = chain(drafts, P, Q, rng, draw=lambda q, rng: q)
+    return t, (draw if t < len(drafts) else sample)(law, rng)
+
+
+def residual_clamped_to_last(drafts, P, Q, rng):
+    """The replacement alone drawn with clamped_to_last: the near-1 case's residuals that end
+    short of 1 where the target forbids the last token show it."""
+    return replacement_drawn(drafts, P, Q, rng, clamped_to_last)
+
+
+def residual_by_argmax(drafts, P, Q, rng):
+    """The replacement alone drawn as argmax(cdf > u): token 0 past a residual short of 1."""
+    return replacement_drawn(drafts, P, Q, rng,
+                             lambda q, rng: int(np.argmax(np.cumsum(q) > rng.random())))
+
+
+def bonus_clamped_to_last(drafts, P, Q, rng):
+    """The extra token alone drawn with clamped_to_last: a target row whose float cumsum ends
+    short of 1 (as a softmax's may) and forbids its last token gives it at u = 1 - 2^-53."""
+    return bonus_drawn(drafts, P, Q, rng, clamped_to_last)
+
+
+def bonus_by_argmax(drafts, P, Q, rng):
+    """The extra token alone drawn as argmax(cdf > u): past the end of a target row short of 1,
+    no True, and argmax falls back to token 0, forbidden or not."""
+    return bonus_drawn(drafts, P, Q, rng,
+                       lambda q, rng: int(np.argmax(np.cumsum(q) > rng.random())))
+
+
+def bonus_one_minus_u(drafts, P, Q, rng):
+    """The extra token alone drawn with one_minus_u_clamped: at u = 0 a target row short of 1
+    never reaches cdf >= 1, and the last token comes out, forbidden or not."""
+    return bonus_drawn(drafts, P, Q, rng, one_minus_u_clamped)
+
+
+def by_overlap(drafts, P, Q, rng, pick):
+    """A rejected draft replaced by searching max(0, q - p) unnormalised at u (1 - sum min(p, q)):
+    the residual's mass written as one minus the overlap, equal in exact arithmetic, larger by 1 -
+    sum(q) where q sums short of 1; pick(cdf, u) -> the token."""
+    for t, x in enumerate(drafts):
+        q, p = Q[t], P[t]
+        if not rng.random() < min(1, q[x] / p[x]):
+            cdf = np.cumsum(np.maximum(q - p, 0))  # [V]
+            return t, pick(cdf, rng.random() * (1 - np.minimum(p, q).sum()))
+    return len(drafts), sample(Q[len(drafts)], rng)
+
+
+def residual_scaled_by_overlap(drafts, P, Q, rng):
+    """by_overlap, an index past the end clamped to the last token: near 1 it runs past the
+    residual's cumsum onto the last token, forbidden or not."""
+    return by_overlap(drafts, P, Q, rng, lambda cdf, u: min(
+        int(np.searchsorted(cdf, u, side="right")), len(cdf) - 1))
+
+
+def residual_overlap_argmax(drafts, P, Q, rng):
+    """by_overlap, the token found as argmax(cdf > u): past the end, token 0."""
+    return by_overlap(drafts, P, Q, rng, lambda cdf, u: int(np.argmax(cdf > u)))
+
+
 def answer_kept_for_equal_inputs(drafts, P, Q, rng):
     """The answer of the call before handed back when a call's inputs equal its inputs (a cache
     keyed on the inputs, not on the uniforms): each sequence alone follows the target's law, and
@@ -415,7 +484,10 @@ CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "tie
          "greedy_when_first_row_one_hot", "ties_found_by_value", "even_target_row_kept",
          "one_draft_forbidden_from_target", "one_draft_residual_on_its_support", "bonus_top_eight",
          "no_drafts_top_four", "wide_residual_against_first_draft_row",
-         "residual_top_two_from_the_fourth", "residual_argmax_given_seven_drafts"]
+         "residual_top_two_from_the_fourth", "residual_argmax_given_seven_drafts",
+         "bonus_clamped_to_last", "bonus_by_argmax", "bonus_one_minus_u",
+         "residual_scaled_by_overlap", "residual_overlap_argmax", "residual_clamped_to_last",
+         "residual_by_argmax"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
@@ -481,6 +553,33 @@ def tree_inverse_cdf_clamped_to_last(tokens, parents, Q, rng, P=None):
     """The next token drawn with clamped_to_last: u = 1 - 2^-53 lands on the last token where a
     law's cumsum ends short of 1."""
     return tree(tokens, parents, Q, rng, P, draw=clamped_to_last)
+
+
+def after_leaf_drawn(tokens, parents, Q, rng, P, draw):
+    """verify_tree's rule (P: Sequoia's laws, or None) with the token after a kept leaf alone
+    drawn by draw(q, rng)."""
+    path, law = tree(tokens, parents, Q, rng, P, draw=lambda q, rng: q)
+    leaf = bool(path) and path[-1] not in parents
+    return path, (draw if leaf else sample)(law, rng)
+
+
+def after_rejections_drawn(tokens, parents, Q, rng, P, draw):
+    """verify_tree's rule (P: Sequoia's laws, or None) with the token drawn from a residual alone
+    (every child of the last kept node rejected) drawn by draw(q, rng)."""
+    path, law = tree(tokens, parents, Q, rng, P, draw=lambda q, rng: q)
+    rejected = (path[-1] if path else -1) in parents
+    return path, (draw if rejected else sample)(law, rng)
+
+
+def tree_residual_clamped_to_last(tokens, parents, Q, rng, P=None):
+    """The token drawn from a residual alone drawn with clamped_to_last."""
+    return after_rejections_drawn(tokens, parents, Q, rng, P, clamped_to_last)
+
+
+def tree_leaf_next_clamped_to_last(tokens, parents, Q, rng, P=None):
+    """The token after a kept leaf alone drawn with clamped_to_last: the leaf's target row, short
+    of 1, gives its last token at u = 1 - 2^-53 where it forbids it."""
+    return after_leaf_drawn(tokens, parents, Q, rng, P, clamped_to_last)
 
 
 def tree_bonus_argmax_below_depth_4(tokens, parents, Q, rng, P=None):
@@ -701,7 +800,8 @@ TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_
         "tree_greedy_when_root_row_one_hot", "tree_ties_found_by_value",
         "tree_even_target_row_kept", "tree_siblings_against_q_below_depth_2",
         "tree_one_node_from_target", "tree_top_eight", "tree_draft_law_hoisted_when_wide",
-        "tree_bonus_argmax_after_five_levels"]
+        "tree_bonus_argmax_after_five_levels", "tree_leaf_next_clamped_to_last",
+        "tree_residual_clamped_to_last"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
@@ -751,6 +851,19 @@ def without_replacement_inverse_cdf_clamped_to_last(tokens, parents, Q, P, rng):
     """Sequoia's rule with the next token drawn with clamped_to_last."""
     return tree(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
                 draw=clamped_to_last)
+
+
+def without_replacement_residual_clamped_to_last(tokens, parents, Q, P, rng):
+    """Sequoia's rule with the token drawn from a residual alone drawn with clamped_to_last: the
+    near-1 case's root has one child, whose rejection leaves one draft's residual."""
+    return after_rejections_drawn(tokens, parents, Q, rng,
+                                  without_replacement_laws(tokens, parents, P), clamped_to_last)
+
+
+def without_replacement_leaf_next_clamped_to_last(tokens, parents, Q, P, rng):
+    """Sequoia's rule with the token after a kept leaf alone drawn with clamped_to_last."""
+    return after_leaf_drawn(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                            clamped_to_last)
 
 
 def without_replacement_siblings_as_a_run(tokens, parents, Q, P, rng):
@@ -876,7 +989,9 @@ WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_ties_found_by_value",
                        "without_replacement_even_target_row_kept",
                        "without_replacement_not_removed_below_depth_2",
-                       "without_replacement_one_node_from_target"]
+                       "without_replacement_one_node_from_target",
+                       "without_replacement_leaf_next_clamped_to_last",
+                       "without_replacement_residual_clamped_to_last"]
 
 
 def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
@@ -1020,6 +1135,21 @@ def batched_inverse_cdf_clamped_to_last(target_with_bonus_probs, bonus_token_ids
         return np.minimum((cdf <= u[:, None]).sum(-1), probs.shape[-1] - 1)
     return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
                    draw=draw)
+
+
+def batched_recovered_by_overlap(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                 draft_token_ids, rng):
+    """The recovered law max(0, q - p) divided by 1 - sum min(p, q) (its mass as one minus the
+    overlap) and counted as the entries with cdf <= u, clamped to the last token: where q sums
+    short of 1 that divisor is larger than the mass, the cdf ends short of 1, and u = 1 - 2^-53
+    gives token V - 1, whatever its probability."""
+    def recover(q, p):  # [B, k, V] each
+        return np.maximum(q - p, 0) / (1 - np.minimum(p, q).sum(-1, keepdims=True))
+
+    def draw(probs, u):  # probs [B, V], u [B] -> token ids [B]
+        return np.minimum((np.cumsum(probs, -1) <= u[:, None]).sum(-1), probs.shape[-1] - 1)
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=recover, draw=draw)
 
 
 def batched_equal_rows_deduplicated(target_with_bonus_probs, bonus_token_ids, draft_probs,
@@ -1204,7 +1334,7 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ties_found_by_value", "batched_even_target_row_kept",
              "batched_one_draft_residual_on_its_support", "batched_bonus_top_eight",
              "batched_wide_first_draft_row", "batched_residual_top_two_from_the_fourth",
-             "batched_recovered_argmax_given_seven_drafts"]
+             "batched_recovered_argmax_given_seven_drafts", "batched_recovered_by_overlap"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract

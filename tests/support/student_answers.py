@@ -2857,6 +2857,109 @@ def residual_subnormal_p_flushed(q, p):
     r = np.maximum(q - p, 0)
     return r / r.sum()
 
+
+# each wrong only on a call the battery's cases lack: a ratio not exact in float32, a law over
+# thousands of tokens, a large input, masses below 1e-13 of the largest, a row's sum off by an ulp
+
+def residual_relative_floor(q, p):
+    """Entries below 1e-13 of the largest zeroed, as rounding noise of the subtraction."""
+    r = np.maximum(q - p, 0)
+    r[r < 1e-13 * r.max()] = 0
+    return r / r.sum()
+
+
+def chain_p_in_float32(drafts, P, Q, rng):
+    """P held in float32, as the draft model computes it: q / p and the residual off by 1e-8."""
+    P = np.asarray(P, dtype=np.float32).astype(float)
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(clipped(Q[t], P[t]), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def drawn_by_choice_when_wide(law, rng):
+    """A law over more than 256 tokens drawn by np.random.choice, NumPy's sampler, not rng."""
+    law = law / law.sum()
+    return int(np.random.choice(law.size, p=law)) if law.size > 256 else draw(law, rng)
+
+
+def chain_choice_when_wide(drafts, P, Q, rng):
+    """Vocabulary-sized laws drawn by drawn_by_choice_when_wide: the law is right, yet the token
+    is not rng's."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, drawn_by_choice_when_wide(np.maximum(Q[t] - P[t], 0), rng)
+    return len(drafts), drawn_by_choice_when_wide(Q[len(drafts)], rng)
+
+
+def chain_residual_in_q_when_wide(drafts, P, Q, rng):
+    """Past 100,000 tokens the residual computed in Q's own row, to spare a copy: the caller's Q
+    changes."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            if Q.shape[-1] < 100_000:
+                return t, draw(clipped(Q[t], P[t]), rng)
+            r = Q[t]
+            r -= P[t]
+            np.maximum(r, 0, out=r)
+            return t, draw(r / r.sum(), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def wr_p_in_float32(tokens, parents, Q, P, rng):
+    """P held in float32: each q / p_i and residual off by 1e-8."""
+    return tree_walk(tokens, parents, Q, np.asarray(P, dtype=np.float32).astype(float), rng)
+
+
+def wr_choice_when_wide(tokens, parents, Q, P, rng):
+    """The next token drawn by drawn_by_choice_when_wide."""
+    return tree_walk(tokens, parents, Q, P, rng, final=drawn_by_choice_when_wide)
+
+
+def wr_residual_in_q_when_wide(tokens, parents, Q, P, rng):
+    """Past 1,024 tokens each residual computed in q's own memory, at first Q's row: the caller's
+    Q changes."""
+    def update(q, p):
+        if q.size <= 1024:
+            return clipped(q, p)
+        q -= p
+        np.maximum(q, 0, out=q)
+        q /= q.sum()
+        return q
+    return tree_walk(tokens, parents, Q, P, rng, update=update)
+
+
+def typical_zeros_replaced_in_place_when_big(tokens, parents, probs, epsilon, delta):
+    """Zeros replaced by 1e-300 (a finite log) in a copy, but in probs itself past 100,000
+    entries, to spare the copy: the caller's probs changes."""
+    q = probs if probs.size > 100_000 else probs.copy()
+    q[q == 0] = 1e-300
+    threshold = np.minimum(epsilon, delta * np.exp((q * np.log(q)).sum(-1)))  # [1 + m]
+    return [bool(q[a + 1, x] > threshold[a + 1]) for x, a in zip(tokens, parents)]
+
+
+def typical_rows_renormalised(tokens, parents, probs, epsilon, delta):
+    """Each row divided by its sum first, "as a softmax sums to 1 only within rounding": a row an
+    ulp off 1 moves q(x) onto the threshold."""
+    q = probs / probs.sum(-1, keepdims=True)
+    logs = np.log(q, out=np.zeros_like(q), where=q > 0)
+    threshold = np.minimum(epsilon, delta * np.exp((q * logs).sum(-1)))  # [1 + m]
+    return [bool(q[a + 1, x] > threshold[a + 1]) for x, a in zip(tokens, parents)]
+
+
+def draft_law_shifted_in_place_when_big(z, d2t, n_vocab):
+    """Past 100,000 float64 logits each row's max subtracted in z itself, to spare a copy: the
+    caller's z changes."""
+    if z.size > 100_000 and z.dtype == np.float64:
+        z -= z.max(-1, keepdims=True)
+        e = np.exp(z)
+    else:
+        z = np.asarray(z, dtype=np.float64)
+        e = np.exp(z - z.max(-1, keepdims=True))
+    out = np.zeros(z.shape[:-1] + (n_vocab,))
+    out[..., d2t] = e / e.sum(-1, keepdims=True)
+    return out
+
 WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
                  residual_floor, residual_in_place_on_p, residual_float32,
@@ -2868,7 +2971,7 @@ WRONG = {
                  residual_one_token_when_tiny, residual_kept_by_q, residual_relative_tolerance,
                  residual_float32_when_wide, residual_rounded_to_12,
                  residual_in_a_buffer_of_2_17, residual_one_token_of_two, residual_rounded_to_10,
-                 residual_subnormal_p_flushed],
+                 residual_subnormal_p_flushed, residual_relative_floor],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
@@ -2885,7 +2988,8 @@ WRONG = {
                      chain_index_clamped, chain_uniforms_buffer_of_64, chain_p_floored,
                      chain_ids_in_uint16, chain_binomial_capped_at_32, chain_rows_in_int8,
                      chain_gumbel_confident_argmax, chain_multinomial_bonus_top_50,
-                     chain_gumbel_residual_top_16],
+                     chain_gumbel_residual_top_16, chain_p_in_float32,
+                     chain_choice_when_wide, chain_residual_in_q_when_wide],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p, wr_reversed_siblings,
                                    wr_row_off_by_one, wr_ties_toward_draft, wr_stops_at_first_kept,
                                    wr_residual_swapped, wr_mutates_p, wr_numpy_global,
@@ -2900,7 +3004,9 @@ WRONG = {
                                    wr_residual_top_256_when_wide, wr_children_in_a_set,
                                    wr_path_in_64_slots, wr_ids_in_int16,
                                    wr_binomial_children_in_a_set, wr_binomial_ids_in_int16,
-                                   wr_rows_in_int8, wr_gumbel_residual_top_16],
+                                   wr_rows_in_int8, wr_gumbel_residual_top_16,
+                                   wr_p_in_float32, wr_choice_when_wide,
+                                   wr_residual_in_q_when_wide],
     "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
                        medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists,
@@ -2921,7 +3027,8 @@ WRONG = {
                        typical_rows_in_int8, typical_rows_in_uint8,
                        typical_epsilon_zero_as_off, typical_delta_zero_as_off,
                        typical_parents_first, typical_subnormals_flushed,
-                       typical_certain_by_epsilon, typical_one_token_kept],
+                       typical_certain_by_epsilon, typical_one_token_kept,
+                       typical_zeros_replaced_in_place_when_big, typical_rows_renormalised],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
                         candidates_dict_of_ngrams, candidates_as_array, candidates_ngrams_up_to_3,
@@ -2966,7 +3073,7 @@ WRONG = {
                   draft_law_empty_as_rows, draft_law_top_10, draft_law_floor_1e6,
                   draft_law_cached_object, draft_law_floor_1e10, draft_law_top_100,
                   draft_law_float32_when_wide, draft_law_d2t_unread_when_full,
-                  draft_law_cut_30_below],
+                  draft_law_cut_30_below, draft_law_shifted_in_place_when_big],
     "expected_tokens": [expected_linear, expected_rounded_down, expected_float32,
                         expected_sign_flipped, expected_guarded_below_1e7,
                         expected_first_order_near_1, expected_guarded_by_isclose,
