@@ -52,6 +52,38 @@ ONE_ROW = {"batched_one_row_reuses_uniform"}
 FOUR_SIBLINGS = {"without_replacement_last_two_removed"}
 # wrong in the last row of a batch only: the rows drawn three a call show it, 400 at 4,000
 LAST_ROW = {"batched_last_row_from_target"}
+# an inverse CDF run past the end of a law, on a residual or on the target's own row: each run
+# on its support case alone (test_an_inverse_cdf_that_falls_back_to_an_end_fails_its_support_case)
+END_OF_CDF = [
+    ("chain", "inverse_cdf_side_left", "uniforms at 0: support"),
+    ("chain", "inverse_cdf_by_argmax", "uniforms near 1: support"),
+    ("tree", "tree_inverse_cdf_side_left", "uniforms at 0: support"),
+    ("tree_without_replacement", "without_replacement_inverse_cdf_side_left",
+     "uniforms at 0: support"),
+    ("rejection", "batched_inverse_cdf_strict", "uniforms at 0: support"),
+    ("chain", "inverse_cdf_clamped_to_last", "uniforms near 1: support"),
+    ("chain", "inverse_cdf_one_minus_u", "uniforms at 0: support"),
+    ("tree", "tree_inverse_cdf_clamped_to_last", "uniforms near 1: support"),
+    ("tree_without_replacement", "without_replacement_inverse_cdf_clamped_to_last",
+     "uniforms near 1: support"),
+    ("rejection", "batched_inverse_cdf_clamped_to_last", "uniforms near 1: support"),
+    # on a residual's rows alone (the rows the support seed leaves short of 1)
+    ("chain", "residual_clamped_to_last", "uniforms near 1: support"),
+    ("chain", "residual_by_argmax", "uniforms near 1: support"),
+    ("tree", "tree_residual_clamped_to_last", "uniforms near 1: support"),
+    ("tree_without_replacement", "without_replacement_residual_clamped_to_last",
+     "uniforms near 1: support"),
+    # on the target's own rows (short of 1): the extra token, the token after a kept leaf
+    ("chain", "bonus_clamped_to_last", "uniforms near 1: support"),
+    ("chain", "bonus_by_argmax", "uniforms near 1: support"),
+    ("chain", "bonus_one_minus_u", "uniforms at 0: support"),
+    ("tree", "tree_leaf_next_clamped_to_last", "uniforms near 1: support"),
+    ("tree_without_replacement", "without_replacement_leaf_next_clamped_to_last",
+     "uniforms near 1: support"),
+    # a residual's mass as one minus the overlap, larger than its cumsum where q is short of 1
+    ("chain", "residual_scaled_by_overlap", "uniforms near 1: support"),
+    ("chain", "residual_overlap_argmax", "uniforms near 1: support"),
+    ("rejection", "batched_recovered_by_overlap", "uniforms near 1: support")]
 # wrong only where a late case of the battery reaches (wide residuals, deep chains, a node of four
 # children at u = 0, support cases, siblings from two drafts or numbered depth first): the first
 # case to fail each, run on that case alone, a battery's worth of time saved each
@@ -139,7 +171,8 @@ def test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one(contra
     """One command per contract (its negative controls run once): picospec's verifier, then the
     broken samplers."""
     broken = [f"tests/support/broken_samplers.py:{name}" for name in BROKEN[contract]
-              if name not in set(CLOSE_DRAFT) | ONE_ROW | FOUR_SIBLINGS | LAST_ROW | set(LATE)]
+              if name not in set(CLOSE_DRAFT) | ONE_ROW | FOUR_SIBLINGS | LAST_ROW | set(LATE)
+              | {name for _, name, _ in END_OF_CDF}]
     out = command(RIGHT[contract], *broken, "--contract", contract, "--samples", str(SAMPLES),
                   "--first_failure", "--json")
     assert out.returncode == 1, out.stdout + out.stderr
@@ -423,36 +456,7 @@ def test_the_support_cases_target_rows_end_short_of_one():
     assert short_of_one(law, law).tolist() == [0.2, 0.3, 0.4999999999999999]
 
 
-@pytest.mark.parametrize("contract, name, support", [
-    ("chain", "inverse_cdf_side_left", "uniforms at 0: support"),
-    ("chain", "inverse_cdf_by_argmax", "uniforms near 1: support"),
-    ("tree", "tree_inverse_cdf_side_left", "uniforms at 0: support"),
-    ("tree_without_replacement", "without_replacement_inverse_cdf_side_left",
-     "uniforms at 0: support"),
-    ("rejection", "batched_inverse_cdf_strict", "uniforms at 0: support"),
-    ("chain", "inverse_cdf_clamped_to_last", "uniforms near 1: support"),
-    ("chain", "inverse_cdf_one_minus_u", "uniforms at 0: support"),
-    ("tree", "tree_inverse_cdf_clamped_to_last", "uniforms near 1: support"),
-    ("tree_without_replacement", "without_replacement_inverse_cdf_clamped_to_last",
-     "uniforms near 1: support"),
-    ("rejection", "batched_inverse_cdf_clamped_to_last", "uniforms near 1: support"),
-    # on a residual's rows alone (the rows the support seed leaves short of 1)
-    ("chain", "residual_clamped_to_last", "uniforms near 1: support"),
-    ("chain", "residual_by_argmax", "uniforms near 1: support"),
-    ("tree", "tree_residual_clamped_to_last", "uniforms near 1: support"),
-    ("tree_without_replacement", "without_replacement_residual_clamped_to_last",
-     "uniforms near 1: support"),
-    # on the target's own rows (short of 1): the extra token, the token after a kept leaf
-    ("chain", "bonus_clamped_to_last", "uniforms near 1: support"),
-    ("chain", "bonus_by_argmax", "uniforms near 1: support"),
-    ("chain", "bonus_one_minus_u", "uniforms at 0: support"),
-    ("tree", "tree_leaf_next_clamped_to_last", "uniforms near 1: support"),
-    ("tree_without_replacement", "without_replacement_leaf_next_clamped_to_last",
-     "uniforms near 1: support"),
-    # a residual's mass as one minus the overlap, larger than its cumsum where q is short of 1
-    ("chain", "residual_scaled_by_overlap", "uniforms near 1: support"),
-    ("chain", "residual_overlap_argmax", "uniforms near 1: support"),
-    ("rejection", "batched_recovered_by_overlap", "uniforms near 1: support")])
+@pytest.mark.parametrize("contract, name, support", END_OF_CDF)
 def test_an_inverse_cdf_that_falls_back_to_an_end_fails_its_support_case(contract, name, support):
     """searchsorted's default side='left' or cdf < u at u = 0, argmax(cdf > u) past cdf[-1] near
     1: token 0 whatever its probability; an index past cdf[-1] clamped to the last token (u near
