@@ -447,8 +447,8 @@ class Halves(np.random.Generator):
 
 def answers_at(fn, args, u, read=lambda out: out):
     """fn(*args, rng) on 20 bit generators, every uniform of rng u (or u's script in turn) -> their
-    20 answers, read. An answer that draws elsewhere too (rng.binomial, rng.gumbel) answers
-    otherwise on some."""
+    20 answers, read; InputChanged where a call wrote into its inputs. An answer that draws
+    elsewhere too (rng.binomial, rng.gumbel) answers otherwise on some."""
     outs = []
     for i in range(20):
         rng = Halves(np.random.PCG64(i))
