@@ -56,8 +56,9 @@ def cases(seed=0):
         out.append((f"tokens=[0], parents=[-1], probs=[[0.3, 0.7], [0.5, 0.5]], epsilon=0.5, "
                     f"delta={delta}", ([0], [-1], np.array([[0.3, 0.7], [0.5, 0.5]]), 0.5, delta)))
     # masses of 1e-10 and 1e-12 beside 0.3: their q log q moves H by 2e-9 and 3e-11, so a
-    # log clipped at 1e-8 (or 1e-11) puts 0.3 on the wrong side of a threshold a hair from it
-    for tiny in (1e-10, 1e-12):
+    # log clipped at 1e-8 (or 1e-11) puts 0.3 on the wrong side of a threshold a hair from it;
+    # then 1e-17, whose log taken as log1p(q - 1) is -inf (1e-17 - 1 rounds to -1): H infinite
+    for tiny in (1e-10, 1e-12, 1e-17):
         law = [tiny, 0.3, 0.7 - tiny]
         H = -math.fsum(q * math.log(q) for q in law)
         for hair in (-1e-13, 1e-13):

@@ -1476,6 +1476,12 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
             "naming_where[verify_without_replacement-wr_choice_when_wide]",),
            "wide laws drawn by np.random.choice pass"),
+    Mutant("grader-typical-tiny-1e17-skipped", "graders", "rule",
+           "picospec/exercises/typical_accept.py",
+           "    for tiny in (1e-10, 1e-12, 1e-17):", "    for tiny in (1e-10, 1e-12):",
+           ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
+            "naming_where[typical_accept-typical_log_by_log1p]",),
+           "a log of 1e-17 taken as -inf (log1p(q - 1)) passes"),
     Mutant("checker-support-seed-of-token-0-alone", "checker", "rule", "picospec/check/cases.py",
            "SUPPORT = 833", "SUPPORT = 102",
            ("tests/picospec/test_check.py::"

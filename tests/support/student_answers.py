@@ -2947,6 +2947,15 @@ def typical_rows_renormalised(tokens, parents, probs, epsilon, delta):
     return [bool(q[a + 1, x] > threshold[a + 1]) for x, a in zip(tokens, parents)]
 
 
+def typical_log_by_log1p(tokens, parents, probs, epsilon, delta):
+    """log q as log1p(q - 1), "exact near 1": 1e-17 - 1 rounds to -1, its log is -inf and H
+    infinite, so the threshold falls to 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(probs > 0, probs * np.log1p(probs - 1), 0.0)  # [1 + m, V]
+    threshold = np.minimum(epsilon, delta * np.exp(terms.sum(-1)))  # [1 + m]
+    return [bool(probs[a + 1, x] > threshold[a + 1]) for x, a in zip(tokens, parents)]
+
+
 def draft_law_shifted_in_place_when_big(z, d2t, n_vocab):
     """Past 100,000 float64 logits each row's max subtracted in z itself, to spare a copy: the
     caller's z changes."""
@@ -3028,7 +3037,8 @@ WRONG = {
                        typical_epsilon_zero_as_off, typical_delta_zero_as_off,
                        typical_parents_first, typical_subnormals_flushed,
                        typical_certain_by_epsilon, typical_one_token_kept,
-                       typical_zeros_replaced_in_place_when_big, typical_rows_renormalised],
+                       typical_zeros_replaced_in_place_when_big, typical_rows_renormalised,
+                       typical_log_by_log1p],
     "find_candidates": [candidates_skip_last_window, candidates_one_too_many, candidates_as_text,
                         candidates_none_when_missing, candidates_pops_the_tail,
                         candidates_dict_of_ngrams, candidates_as_array, candidates_ngrams_up_to_3,
