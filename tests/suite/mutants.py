@@ -2281,7 +2281,7 @@ MUTANTS = (
             "test_a_wrong_answer_fails_where_expected[trie-counts_in_floats]",),
            "counts returned as floats pass"),
     Mutant("grader-typical-no-tiny-mass", "graders", "rule",
-           "picospec/exercises/typical_accept.py", "    for tiny in (1e-10, 1e-12):",
+           "picospec/exercises/typical_accept.py", "    for tiny in (1e-10, 1e-12, 1e-17):",
            "    for tiny in ():", ("tests/picospec/test_exercises.py::"
             "test_a_wrong_answer_fails_where_expected[typical_accept-log_clipped]",),
            "an entropy whose log is clipped at 1e-8 passes typical_accept"),
