@@ -56,11 +56,8 @@ LONG = ([2, 0, 1, 2, 0, 1, 0, 2, 1, 0, 2, 0, 1, 0, 2, 2, 0, 1, 0, 0], np.tile(LA
 
 # one draft with q / p = 0.5 exactly: at u = 0.5 the rule rejects it
 TIE = ([0], np.array([[0.5, 0.5]]), np.array([[0.25, 0.75], [0.5, 0.5]]))
-# a uniform a hair from q / p, where every law a token is drawn from is one-hot (the rule alone
-# decides): q / p = 0.5 under u = 0.5 - 1e-9 keeps (no tolerance); q / p = 1 - 2e-13 (P and Q
-# np.allclose) under u = 1 - 2^-53 rejects, the residual of mass 1e-13 all on token 0; q / p =
-# 1e-12 under u = 0 keeps (no threshold on the ratio); q = 2e-200 >= p = 1e-200 keeps at every u
-# (nothing added to p)
+
+
 def float64_hair(x, P, Q, Q1, hair, want):
     """A hair call of one draft x: u = q / p + hair keeps it (hair < 0) or rejects it."""
     return (([x], np.array([P]), np.array([Q, Q1])), Q[x] / P[x] + hair, want,
@@ -76,6 +73,12 @@ def float64_hair(x, P, Q, Q1, hair, want):
 FLOAT64_HAIRS = (float64_hair(1, [0.7, 0.3], [0.9, 0.1], [1.0, 0.0], -1e-9, (1, 0)),
                  float64_hair(1, [0.7, 0.3], [0.9, 0.1], [1.0, 0.0], 1e-9, (0, 0)),
                  float64_hair(0, [0.9, 0.1], [0.7, 0.3], [0.0, 1.0], -1e-9, (1, 1)))
+
+# a uniform a hair from q / p, where every law a token is drawn from is one-hot (the rule alone
+# decides): q / p = 0.5 under u = 0.5 - 1e-9 keeps (no tolerance); q / p = 1 - 2e-13 (P and Q
+# np.allclose) under u = 1 - 2^-53 rejects, the residual of mass 1e-13 all on token 0; q / p =
+# 1e-12 under u = 0 keeps (no threshold on the ratio); q = 2e-200 >= p = 1e-200 keeps at every u
+# (nothing added to p); then FLOAT64_HAIRS
 HAIRS = ((([0], np.array([[0.5, 0.5]]), np.array([[0.25, 0.75], [1.0, 0.0]])), 0.5 - 1e-9,
           (1, 0), "q(x) / p(x) = 0.5 for the draft x = 0, so u < q / p keeps it (compared "
           "exactly: no tolerance such as np.isclose), and the next token comes from Q[1] = [1, 0]",
