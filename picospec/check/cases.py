@@ -64,13 +64,23 @@ class Case(NamedTuple):
                  "same": lambda: target,
                  "one-hot": lambda: Toy(np.tile(np.eye(self.V)[0], (self.V, self.V, 1))),
                  "swap": lambda: swapped(target, self.draft[1]),
-                 "sharp": lambda: Toy(warp(target.table, temperature=self.draft[1]))}[kind]()
+                 "sharp": lambda: Toy(warp(target.table, temperature=self.draft[1])),
+                 "part": lambda: in_half(target, perturbed(target, self.draft[1],
+                                                           self.target + 1))}[kind]()
         q, p = warp(target.table, **self.sampling), warp(draft.table, **self.sampling)
         return short_of_one(q, p) if self.support else q, p
 
     def second_draft(self):
         """The warped table [V, V, V] of every second sibling ("two drafts")."""
         return warp(random_toy(self.V, self.target + 2).table, **self.sampling)
+
+
+def in_half(target, other):
+    """A draft equal to the target in the contexts (a, b) with a + b even, `other` elsewhere: a
+    call's first rows may be the target's exactly and its later ones not."""
+    V = target.table.shape[0]
+    same = (np.add.outer(np.arange(V), np.arange(V)) % 2 == 0)[..., None]  # [V, V, 1]
+    return Toy(np.where(same, target.table, other.table))
 
 
 def short_of_one(q, p):
@@ -210,6 +220,12 @@ CASES = {
         Case("V=2 K=5 sharp draft", 2, 6, 5, target=57, draft=("sharp", 0.3)),
         *one_draft("K=1"),
         *wide_and_long("K"),
+        # four drafts, residuals of up to three tokens (the other K = 4 case cuts them to about
+        # one), the draft the target's own in half the contexts: a call's first row may equal the
+        # target's and its later ones not (a rule for K = 4 alone, or a call whose first row is
+        # equal taken for "draft = target", answers otherwise)
+        Case("V=4 K=4 draft = target in half its rows", 4, 4, 4, target=293,
+             draft=("part", 0.5)),
         # equal entries in every row, five of the target's nine even: a token found again by its
         # probability (tied tokens taken for one), an even row taken for padding, answer otherwise
         Case("V=3 K=2 ties and even rows", 3, 5, 2, target=251, ties=True),
@@ -350,6 +366,10 @@ CASES = {
         *one_draft("k=1")[:1], Case("V=12 k=1 T=2", 12, 2, 1, dict(temperature=2), target=271,
                                      draft=("near", 0.3)),
         *wide_and_long("k"),
+        # ... and in float32 (a row whose first position's laws are equal taken for "draft =
+        # target" answers otherwise; a path for float32 inputs alone is seen here only)
+        Case("V=4 k=4 float32 draft = target in half its rows", 4, 4, 4, target=293,
+             draft=("part", 0.5), dtype="float32"),
         Case("V=3 k=2 ties and even rows", 3, 5, 2, target=251, ties=True),
     ],
 }

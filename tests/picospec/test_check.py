@@ -157,7 +157,10 @@ LATE = {"inverse_cdf_by_argmax": "uniforms near 1: support",
         "batched_residual_top_two_from_the_fourth": "V=4 k=7 sharp draft",
         "batched_recovered_argmax_given_seven_drafts": "V=4 k=7 sharp draft",
         "tree_draft_law_hoisted_when_wide": "V=12 siblings from two drafts",
-        "tree_bonus_argmax_after_five_levels": "V=2 chain of 5 sharp draft"}
+        "tree_bonus_argmax_after_five_levels": "V=2 chain of 5 sharp draft",
+        "greedy_replacement_at_four_drafts": "V=4 K=4 draft = target in half its rows",
+        "first_row_equal_kept_whole": "V=4 K=4 draft = target in half its rows",
+        "batched_first_row_equal_kept_whole": "V=4 k=4 float32 draft = target in half its rows"}
 
 
 def command(*args, timeout=300):

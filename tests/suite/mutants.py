@@ -1482,6 +1482,20 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
             "naming_where[typical_accept-typical_log_by_log1p]",),
            "a log of 1e-17 taken as -inf (log1p(q - 1)) passes"),
+    Mutant("checker-half-rows-drafted-near", "checker", "rule", "picospec/check/cases.py",
+           '        Case("V=4 K=4 draft = target in half its rows", 4, 4, 4, target=293,\n'
+           '             draft=("part", 0.5)),',
+           '        Case("V=4 K=4 draft = target in half its rows", 4, 4, 4, target=293,\n'
+           '             draft=("near", 0.5)),',
+           ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case"
+            "[chain-first_row_equal_kept_whole]",),
+           "a first row equal to the target's taken for draft = target passes"),
+    Mutant("checker-half-rows-mask-of-none", "checker", "rule", "picospec/check/cases.py",
+           "    same = (np.add.outer(np.arange(V), np.arange(V)) % 2 == 0)[..., None]  # [V, V, 1]",
+           "    same = (np.add.outer(np.arange(V), np.arange(V)) < 0)[..., None]  # [V, V, 1]",
+           ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case"
+            "[rejection-batched_first_row_equal_kept_whole]",),
+           "no row equal: a first position taken for draft = target passes"),
     Mutant("checker-support-seed-of-token-0-alone", "checker", "rule", "picospec/check/cases.py",
            "SUPPORT = 833", "SUPPORT = 102",
            ("tests/picospec/test_check.py::"

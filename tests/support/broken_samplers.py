@@ -255,6 +255,33 @@ def residual_overlap_argmax(drafts, P, Q, rng):
     return by_overlap(drafts, P, Q, rng, lambda cdf, u: int(np.argmax(cdf > u)))
 
 
+def greedy_replacement_at_four_drafts(drafts, P, Q, rng):
+    """Given exactly four drafts, a rejected one replaced by the residual's likeliest token (a
+    path written for K = 4 alone): the case of four drafts whose residuals hold up to three
+    tokens shows it."""
+    return chain(drafts, P, Q, rng, resample=lambda t, q, p: (
+        np.eye(len(q))[np.argmax(residual(q, p))] if len(drafts) == 4 else residual(q, p)))
+
+
+def one_hot_target(Q):
+    """Whether every row of Q is one-hot (greedy decoding)."""
+    return bool((np.asarray(Q).max(-1) == 1).all())
+
+
+def first_row_equal_kept_whole(drafts, P, Q, rng):
+    """Greedy where every target row is one-hot (right there); else a call whose first draft row
+    equals the target's taken for "draft = target" (self-drafting): every draft kept untested,
+    though its later rows differ."""
+    if one_hot_target(Q):
+        for t, x in enumerate(drafts):
+            if x != int(np.argmax(Q[t])):
+                return t, int(np.argmax(Q[t]))
+        return len(drafts), int(np.argmax(Q[len(drafts)]))
+    if len(drafts) and np.array_equal(P[0], Q[0]):
+        return len(drafts), sample(Q[len(drafts)], rng)
+    return verify_chain(drafts, P, Q, rng)
+
+
 def answer_kept_for_equal_inputs(drafts, P, Q, rng):
     """The answer of the call before handed back when a call's inputs equal its inputs (a cache
     keyed on the inputs, not on the uniforms): each sequence alone follows the target's law, and
@@ -487,7 +514,7 @@ CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "tie
          "residual_top_two_from_the_fourth", "residual_argmax_given_seven_drafts",
          "bonus_clamped_to_last", "bonus_by_argmax", "bonus_one_minus_u",
          "residual_scaled_by_overlap", "residual_overlap_argmax", "residual_clamped_to_last",
-         "residual_by_argmax"]
+         "residual_by_argmax", "greedy_replacement_at_four_drafts", "first_row_equal_kept_whole"]
 
 
 def tree(tokens, parents, Q, rng, P=None, accept=lambda u, q, p: u < min(1, q / p),
@@ -1152,6 +1179,23 @@ def batched_recovered_by_overlap(target_with_bonus_probs, bonus_token_ids, draft
                    recover=recover, draw=draw)
 
 
+def batched_first_row_equal_kept_whole(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                       draft_token_ids, rng):
+    """Rows whose target laws are all one-hot verified greedily (right there); else a row whose
+    first position's laws are equal taken for "draft = target": all its drafts kept untested."""
+    q, bonus, p, drafts = target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids
+    out = rejection_sample(q, bonus, p, drafts, rng=rng)  # [B, k + 1]
+    k = p.shape[1]
+    for b in range(len(p)):
+        if one_hot_target(q[b]):
+            greedy = q[b].argmax(-1)  # [k + 1]
+            n = next((t for t in range(k) if drafts[b, t] != greedy[t]), k)
+            out[b] = np.r_[drafts[b, :n], greedy[n], np.full(k - n, -1)]
+        elif np.array_equal(p[b, 0], q[b, 0]):
+            out[b] = np.r_[drafts[b], bonus[b, 0]]
+    return out
+
+
 def batched_equal_rows_deduplicated(target_with_bonus_probs, bonus_token_ids, draft_probs,
                                     draft_token_ids, rng):
     """A row whose inputs equal the row before's is given that row's answer (a batch deduplicated
@@ -1334,7 +1378,8 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ties_found_by_value", "batched_even_target_row_kept",
              "batched_one_draft_residual_on_its_support", "batched_bonus_top_eight",
              "batched_wide_first_draft_row", "batched_residual_top_two_from_the_fourth",
-             "batched_recovered_argmax_given_seven_drafts", "batched_recovered_by_overlap"]
+             "batched_recovered_argmax_given_seven_drafts", "batched_recovered_by_overlap",
+             "batched_first_row_equal_kept_whole"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract

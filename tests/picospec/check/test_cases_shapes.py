@@ -277,9 +277,9 @@ def test_each_battery_has_one_support_case_at_0_and_one_near_1(contract):
 def test_each_case_is_what_its_name_in_the_verdict_table_says(contract):
     """A case's name is the row the user reads: V=, K= (k=), T=, top_k=, top_p=, float32, "or 0"
     (calls with no drafts; "or no nodes": trees of none), top tokens, two drafts, far draft, draft
-    with zeros, draft = target name its fields, and those fields set are named (a far draft may go
-    unnamed, and the support cases' names say neither their draft nor their calls with no
-    drafts)."""
+    with zeros, draft = target (in half its rows) name its fields, and those fields set are named
+    (a far draft may go unnamed, and the support cases' names say neither their draft nor their
+    calls with no drafts)."""
     for case in CASES[contract]:
         name, sampling = case.name, case.sampling
         words = dict(w.split("=") for w in name.replace(" = ", " ").split() if "=" in w)
@@ -295,7 +295,8 @@ def test_each_case_is_what_its_name_in_the_verdict_table_says(contract):
         assert ("two drafts" in name) == (case.siblings == "two drafts"), name
         assert "far draft" not in name or case.draft[0] == "far", name
         assert ("draft with zeros" in name) == (case.draft[0] == "zeros"), name
-        assert ("draft = target" in name) == (case.draft[0] in ("same", "swap")), name
+        assert ("draft = target" in name) == (case.draft[0] in ("same", "swap", "part")), name
+        assert ("in half its rows" in name) == (case.draft[0] == "part"), name
 
 
 @pytest.mark.parametrize("contract", list(CASES))
