@@ -370,6 +370,10 @@ CASES = {
         # target" answers otherwise; a path for float32 inputs alone is seen here only)
         Case("V=4 k=4 float32 draft = target in half its rows", 4, 4, 4, target=293,
              draft=("part", 0.5), dtype="float32"),
+        # float32 with every residual 0.04 on one token (as case 10 in float64): a guard that
+        # swaps a small residual for q on float32 inputs alone acts at every rejection
+        Case("V=4 k=3 float32 draft = target but 2 tokens", 4, 4, 3, target=107,
+             draft=("swap", 0.04), dtype="float32"),
         Case("V=3 k=2 ties and even rows", 3, 5, 2, target=251, ties=True),
     ],
 }

@@ -44,6 +44,8 @@ SHARP = "V=3 T=0.4 sharp target, draft near it"
 CLOSE_DRAFT = {"small_residual_guard": "V=4 K=3 draft = target but 2 tokens",
                "without_replacement_small_residual_guard": "V=4 draft = target but 2 tokens",
                "batched_small_residual_guard": "V=4 k=3 draft = target but 2 tokens",
+               "batched_float32_small_residual_guard":
+                   "V=4 k=3 float32 draft = target but 2 tokens",
                "tree_close_draft_kept_untested": SHARP,
                "without_replacement_close_draft_kept_untested": SHARP}
 # wrong at batch size 1 only: a tenth of the rows show it, 400 at 4,000 sequences (too few)

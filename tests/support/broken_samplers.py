@@ -1094,6 +1094,18 @@ def batched_small_residual_guard(target_with_bonus_probs, bonus_token_ids, draft
                    recover=recover)
 
 
+def batched_float32_small_residual_guard(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                         draft_token_ids, rng):
+    """On float32 inputs alone, a recovered law of mass below 0.1 taken for float32 cancellation
+    noise and swapped for q (float64 inputs are verified right)."""
+    def recover(q, p):
+        r = np.maximum(q - p, 0)  # [B, k, V]
+        small = (r.sum(-1, keepdims=True) < 0.1) & (p.dtype == np.float32)  # [B, k, 1]
+        return np.where(small, q, r / np.where(small, 1, r.sum(-1, keepdims=True)))
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=recover)
+
+
 def recovered_top(keep, start=0):
     """recovered_probs with each law from draft `start` on cut to its `keep` likeliest tokens
     (top_four's cut, vectorised)."""
@@ -1379,7 +1391,7 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_one_draft_residual_on_its_support", "batched_bonus_top_eight",
              "batched_wide_first_draft_row", "batched_residual_top_two_from_the_fourth",
              "batched_recovered_argmax_given_seven_drafts", "batched_recovered_by_overlap",
-             "batched_first_row_equal_kept_whole"]
+             "batched_first_row_equal_kept_whole", "batched_float32_small_residual_guard"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract
