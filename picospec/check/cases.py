@@ -75,22 +75,22 @@ class Case(NamedTuple):
         return warp(random_toy(self.V, self.target + 2).table, **self.sampling)
 
 
+# a call's first rows may be the target's exactly and its later ones not
 def in_half(target, other):
-    """A draft equal to the target in the contexts (a, b) with a + b even, `other` elsewhere: a
-    call's first rows may be the target's exactly and its later ones not."""
+    """A draft equal to the target in the contexts (a, b) with a + b even, `other` elsewhere."""
     V = target.table.shape[0]
     same = (np.add.outer(np.arange(V), np.arange(V)) % 2 == 0)[..., None]  # [V, V, 1]
     return Toy(np.where(same, target.table, other.table))
 
 
+# A law as a float softmax may hand it (sums off 1 by ulps): a draw from such a row by an inverse
+# CDF with u unscaled runs past its end at the near-1 uniforms (at u = 0, read at 1 - u), onto the
+# last token or back to token 0, each forbidden in some row. Rows whose residual norm(max(0, q -
+# p)) against the draft already ends short of 1 stay as they are: lowering q there could move the
+# residual's rounding, which SUPPORT's seed holds.
 def short_of_one(q, p):
     """q [..., V] with each row's float64 cumsum ending below 1, its largest entry lowered by as
-    few ulps as that takes: a law as a float softmax may hand it (sums off 1 by ulps). A draw
-    from such a row by an inverse CDF with u unscaled runs past its end at the near-1 uniforms (at
-    u = 0, read at 1 - u), onto the last token or back to token 0, each forbidden in some row.
-    Rows whose residual norm(max(0, q - p)) against the draft p already ends short of 1 stay as
-    they are: lowering q there could move the residual's rounding, which SUPPORT's seed holds.
-    Example: q = p = [0.2, 0.3, 0.5] -> [0.2, 0.3, 0.4999999999999999]."""
+    few ulps as that takes. Example: q = p = [0.2, 0.3, 0.5] -> [0.2, 0.3, 0.4999999999999999]."""
     q = q.copy()
     for row, draft in zip(q.reshape(-1, q.shape[-1]), p.reshape(-1, p.shape[-1])):  # views
         if (row < draft).any() and np.cumsum(residual(row, draft))[-1] < 1:
