@@ -336,6 +336,7 @@ def judged(call, rules, inputs, args, names, shown=None,
 
 
 PLAIN = frozenset({int, float, bool, complex, str, bytes, type(None)})  # deepcopy keeps them
+HOLDERS = (list, tuple, dict, np.ndarray)  # what an input or an answer holds others in
 
 
 def clone(x, memo=None):
@@ -442,7 +443,7 @@ class Halves(np.random.Generator):
         n = int(np.prod(size))
         k = np.minimum(np.arange(self.given, self.given + n), len(self.u) - 1)
         self.given += n
-        return self.u[k[0]] if size is None else np.reshape(np.take(self.u, k), size)
+        return np.reshape(np.take(self.u, k), size)
 
 
 def answers_at(fn, args, u, read=lambda out: out):
@@ -779,8 +780,6 @@ def returned_again(label):
 def held_input(answer, args):
     """"input N handed back" when the answer holds one of the call's lists or arrays (its memory,
     for arrays), else None."""
-    kinds = (list, tuple, dict, np.ndarray)
-
     def parts(v):  # the lists, dicts and arrays inside v (and v), the numbers between skipped
         stack = [v]
         while stack:
@@ -788,13 +787,13 @@ def held_input(answer, args):
             if not isinstance(v, tuple):
                 yield v
             if isinstance(v, (list, tuple)) and not set(map(type, v)) <= PLAIN:
-                stack += [x for x in v if isinstance(x, kinds)]
+                stack += [x for x in v if isinstance(x, HOLDERS)]
             elif isinstance(v, dict):
-                stack += [x for x in v.values() if isinstance(x, kinds)]
-    mine = list(parts(answer)) if isinstance(answer, kinds) else []
+                stack += [x for x in v.values() if isinstance(x, HOLDERS)]
+    mine = list(parts(answer)) if isinstance(answer, HOLDERS) else []
     ids, arrays = {id(x) for x in mine}, [x for x in mine if isinstance(x, np.ndarray) and x.size]
     for i, a in enumerate(args):
-        for b in parts(a) if isinstance(a, kinds) else ():
+        for b in parts(a) if isinstance(a, HOLDERS) else ():
             if id(b) in ids or isinstance(b, np.ndarray) and any(
                     np.shares_memory(x, b) for x in arrays):
                 return (f"input {i + 1} handed back: the answer holds the caller's own "
@@ -815,8 +814,6 @@ def shared(a, b):
         return any(shared(x, y) for x, y in zip(a, b) if isinstance(x, HOLDERS))
     return False
 
-
-HOLDERS = (list, tuple, dict, np.ndarray)
 
 
 def refilled_call(fn, reference, cases, compare, firsts=None):
@@ -976,9 +973,10 @@ def unchanged(now, was, flags=True):
     if isinstance(was, (list, tuple)):
         if len(now) != len(was) or list(map(type, now)) != list(map(type, was)):
             return False
-        if type(was) is list and set(map(type, was)) == {list} and rows_unchanged(now, was):
+        kinds = set(map(type, was))
+        if type(was) is list and kinds == {list} and rows_unchanged(now, was):
             return True  # lists of numbers, as the cases' sequences: at C speed
-        if any(issubclass(k, (list, tuple, dict, np.ndarray)) for k in set(map(type, was))):
+        if any(issubclass(k, HOLDERS) for k in kinds):
             # containers inside: each compared alike
             return all(unchanged(n, w, flags) for n, w in zip(now, was))
         return now == was or all(map(unchanged, now, was))  # numbers: at C speed, then NaNs

@@ -147,7 +147,7 @@ def grade(fn, samples=20_000, seed=0):
     wide = (*WIDE_DEEP[:-1], np.random.default_rng(seed))
     return (drawn_elsewhere(NAME, fn, *WIDE_UNCERTAIN)
             or one_call(NAME, fn, wide, rules, "of five siblings, then five nodes below the fifth",
-                     "five siblings, six levels")
+                        "five siblings, six levels")
             or tie_call(NAME, fn, TIE, lambda out: len(out[0]) > 0)
             or hair_calls(NAME, fn, HAIRS, lambda out: ([int(i) for i in out[0]], int(out[1])),
                           rules)

@@ -89,8 +89,7 @@ END_OF_CDF = [
 # wrong only where a late case of the battery reaches (wide residuals, deep chains, a node of four
 # children at u = 0, support cases, siblings from two drafts or numbered depth first): the first
 # case to fail each, run on that case alone, a battery's worth of time saved each
-LATE = {"inverse_cdf_by_argmax": "uniforms near 1: support",
-        "ties_toward_draft_from_the_fourth": "uniforms at 0, 6 drafts: support",
+LATE = {"ties_toward_draft_from_the_fourth": "uniforms at 0, 6 drafts: support",
         "tree_draft_law_hoisted": "V=4 siblings from two drafts",
         "tree_children_as_a_run": "V=4 numbered depth first",
         "tree_ties_toward_draft_below_depth_2": "uniforms at 0, five levels: support",

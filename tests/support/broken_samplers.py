@@ -158,6 +158,12 @@ def clamped_to_last(p, rng):
     return min(int(np.searchsorted(np.cumsum(p), rng.random(), side="right")), len(p) - 1)
 
 
+def by_argmax(p, rng):
+    """One token id from p [V] as argmax(cdf > u), u unscaled: past cdf[-1] no entry is True and
+    argmax falls back to token 0, whatever its probability."""
+    return int(np.argmax(np.cumsum(p) > rng.random()))
+
+
 def one_minus_u_clamped(p, rng):
     """One token id from p [V] as the first id whose cdf is >= 1 - u (u ~ U[0, 1)), an index past
     the end clamped to the last token: u = 0 asks for cdf >= 1, which a cdf ending at 1 - 2^-53
@@ -182,53 +188,43 @@ def inverse_cdf_by_argmax(drafts, P, Q, rng):
     """The replacement and the extra token drawn as argmax(cdf > u): a u at or past cdf[-1], which
     rounding can leave at 1 - 2^-53, finds no True and argmax falls back to token 0, forbidden or
     not. The battery's "uniforms near 1" case hands the sampler u = 1 - 2^-53."""
-    return chain(drafts, P, Q, rng,
-                 draw=lambda p, rng: int(np.argmax(np.cumsum(p) > rng.random())))
+    return chain(drafts, P, Q, rng, draw=by_argmax)
 
 
-def bonus_drawn(drafts, P, Q, rng, draw):
-    """Chen et al.'s rule with the extra token alone (every draft kept, or none given) drawn by
-    draw(q, rng); the replacement drawn right."""
+def drawn_alone(drafts, P, Q, rng, draw, bonus):
+    """Chen et al.'s rule with one of its draws alone made by draw(q, rng): the extra token (bonus:
+    every draft kept, or none given) or the replacement (from the residual); the other right."""
     t, law = chain(drafts, P, Q, rng, draw=lambda q, rng: q)
-    return t, (draw if t == len(drafts) else sample)(law, rng)
-
-
-def replacement_drawn(drafts, P, Q, rng, draw):
-    """Chen et al.'s rule with the replacement alone (after a rejection, from the residual) drawn
-    by draw(q, rng); the extra token drawn right."""
-    t, law = chain(drafts, P, Q, rng, draw=lambda q, rng: q)
-    return t, (draw if t < len(drafts) else sample)(law, rng)
+    return t, (draw if (t == len(drafts)) == bonus else sample)(law, rng)
 
 
 def residual_clamped_to_last(drafts, P, Q, rng):
     """The replacement alone drawn with clamped_to_last: the near-1 case's residuals that end
     short of 1 where the target forbids the last token show it."""
-    return replacement_drawn(drafts, P, Q, rng, clamped_to_last)
+    return drawn_alone(drafts, P, Q, rng, clamped_to_last, bonus=False)
 
 
 def residual_by_argmax(drafts, P, Q, rng):
     """The replacement alone drawn as argmax(cdf > u): token 0 past a residual short of 1."""
-    return replacement_drawn(drafts, P, Q, rng,
-                             lambda q, rng: int(np.argmax(np.cumsum(q) > rng.random())))
+    return drawn_alone(drafts, P, Q, rng, by_argmax, bonus=False)
 
 
 def bonus_clamped_to_last(drafts, P, Q, rng):
     """The extra token alone drawn with clamped_to_last: a target row whose float cumsum ends
     short of 1 (as a softmax's may) and forbids its last token gives it at u = 1 - 2^-53."""
-    return bonus_drawn(drafts, P, Q, rng, clamped_to_last)
+    return drawn_alone(drafts, P, Q, rng, clamped_to_last, bonus=True)
 
 
 def bonus_by_argmax(drafts, P, Q, rng):
     """The extra token alone drawn as argmax(cdf > u): past the end of a target row short of 1,
     no True, and argmax falls back to token 0, forbidden or not."""
-    return bonus_drawn(drafts, P, Q, rng,
-                       lambda q, rng: int(np.argmax(np.cumsum(q) > rng.random())))
+    return drawn_alone(drafts, P, Q, rng, by_argmax, bonus=True)
 
 
 def bonus_one_minus_u(drafts, P, Q, rng):
     """The extra token alone drawn with one_minus_u_clamped: at u = 0 a target row short of 1
     never reaches cdf >= 1, and the last token comes out, forbidden or not."""
-    return bonus_drawn(drafts, P, Q, rng, one_minus_u_clamped)
+    return drawn_alone(drafts, P, Q, rng, one_minus_u_clamped, bonus=True)
 
 
 def by_overlap(drafts, P, Q, rng, pick):
@@ -582,31 +578,24 @@ def tree_inverse_cdf_clamped_to_last(tokens, parents, Q, rng, P=None):
     return tree(tokens, parents, Q, rng, P, draw=clamped_to_last)
 
 
-def after_leaf_drawn(tokens, parents, Q, rng, P, draw):
-    """verify_tree's rule (P: Sequoia's laws, or None) with the token after a kept leaf alone
-    drawn by draw(q, rng)."""
-    path, law = tree(tokens, parents, Q, rng, P, draw=lambda q, rng: q)
-    leaf = bool(path) and path[-1] not in parents
-    return path, (draw if leaf else sample)(law, rng)
-
-
-def after_rejections_drawn(tokens, parents, Q, rng, P, draw):
-    """verify_tree's rule (P: Sequoia's laws, or None) with the token drawn from a residual alone
-    (every child of the last kept node rejected) drawn by draw(q, rng)."""
+def tree_drawn_alone(tokens, parents, Q, rng, P, draw, leaf):
+    """verify_tree's rule (P: Sequoia's laws, or None) with one of its draws alone made by
+    draw(q, rng): the token after a kept leaf (leaf), or from a residual (every child of the last
+    kept node rejected); the others right."""
     path, law = tree(tokens, parents, Q, rng, P, draw=lambda q, rng: q)
     rejected = (path[-1] if path else -1) in parents
-    return path, (draw if rejected else sample)(law, rng)
+    return path, (draw if (bool(path) and not rejected if leaf else rejected) else sample)(law, rng)
 
 
 def tree_residual_clamped_to_last(tokens, parents, Q, rng, P=None):
     """The token drawn from a residual alone drawn with clamped_to_last."""
-    return after_rejections_drawn(tokens, parents, Q, rng, P, clamped_to_last)
+    return tree_drawn_alone(tokens, parents, Q, rng, P, clamped_to_last, leaf=False)
 
 
 def tree_leaf_next_clamped_to_last(tokens, parents, Q, rng, P=None):
     """The token after a kept leaf alone drawn with clamped_to_last: the leaf's target row, short
     of 1, gives its last token at u = 1 - 2^-53 where it forbids it."""
-    return after_leaf_drawn(tokens, parents, Q, rng, P, clamped_to_last)
+    return tree_drawn_alone(tokens, parents, Q, rng, P, clamped_to_last, leaf=True)
 
 
 def tree_bonus_argmax_below_depth_4(tokens, parents, Q, rng, P=None):
@@ -883,14 +872,14 @@ def without_replacement_inverse_cdf_clamped_to_last(tokens, parents, Q, P, rng):
 def without_replacement_residual_clamped_to_last(tokens, parents, Q, P, rng):
     """Sequoia's rule with the token drawn from a residual alone drawn with clamped_to_last: the
     near-1 case's root has one child, whose rejection leaves one draft's residual."""
-    return after_rejections_drawn(tokens, parents, Q, rng,
-                                  without_replacement_laws(tokens, parents, P), clamped_to_last)
+    return tree_drawn_alone(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                            clamped_to_last, leaf=False)
 
 
 def without_replacement_leaf_next_clamped_to_last(tokens, parents, Q, P, rng):
     """Sequoia's rule with the token after a kept leaf alone drawn with clamped_to_last."""
-    return after_leaf_drawn(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
-                            clamped_to_last)
+    return tree_drawn_alone(tokens, parents, Q, rng, without_replacement_laws(tokens, parents, P),
+                            clamped_to_last, leaf=True)
 
 
 def without_replacement_siblings_as_a_run(tokens, parents, Q, P, rng):
