@@ -143,11 +143,11 @@ def outside(exercise, i):
         f"your own"), "randomness outside rng")
 
 
-def drawn_elsewhere(exercise, fn, *uncertain):
+def drawn_elsewhere(exercise, fn, *uncertain, calls=40):
     """outside()'s Verdict for the first of `uncertain` (arguments of a random outcome) whose
-    answer changes with the global generators' seeds, else None."""
+    answer changes with the global generators' seeds within `calls` calls, else None."""
     for args in uncertain:
-        if (i := outside_rng(fn, args)) is not None:
+        if (i := outside_rng(fn, args, calls)) is not None:
             return outside(exercise, i)
     return None
 

@@ -145,7 +145,7 @@ def grade(fn, samples=20_000, seed=0):
     if not verdict.passed:
         return verdict
     wide = (*WIDE_DEEP[:-1], np.random.default_rng(seed))
-    return (drawn_elsewhere(NAME, fn, *WIDE_UNCERTAIN)
+    return (drawn_elsewhere(NAME, fn, *WIDE_UNCERTAIN, calls=chain.WIDE_CALLS)
             or one_call(NAME, fn, wide, rules, "of five siblings, then five nodes below the fifth",
                         "five siblings, six levels")
             or tie_call(NAME, fn, TIE, lambda out: len(out[0]) > 0)

@@ -850,7 +850,8 @@ MUTANTS = (
             "test_a_repeated_sigterm_does_not_cut_the_cleanup_short",),
            "a second SIGTERM stops the cleanup the first began"),
     Mutant("grader-chain-no-drafts-rng", "graders", "rule", "picospec/exercises/verify_chain.py",
-           "drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN, *WIDE_UNCERTAIN)",
+           "drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN)\n"
+           "            or drawn_elsewhere(NAME, fn, *WIDE_UNCERTAIN, calls=WIDE_CALLS)",
            "drawn_elsewhere(NAME, fn)",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_sampler_wrong_only_without_drafts_is_caught",),
@@ -1464,14 +1465,14 @@ MUTANTS = (
            "P held in float32 passes"),
     Mutant("grader-chain-wide-randomness-unchecked", "graders", "rule",
            "picospec/exercises/verify_chain.py",
-           "    return (drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN, *WIDE_UNCERTAIN)",
-           "    return (drawn_elsewhere(NAME, fn, EMPTY_UNCERTAIN)",
+           "            or drawn_elsewhere(NAME, fn, *WIDE_UNCERTAIN, calls=WIDE_CALLS)\n",
+           "",
            ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
             "naming_where[verify_chain-chain_choice_when_wide]",),
            "wide laws drawn by np.random.choice pass"),
     Mutant("grader-wr-wide-randomness-unchecked", "graders", "rule",
            "picospec/exercises/verify_without_replacement.py",
-           "    return (drawn_elsewhere(NAME, fn, *WIDE_UNCERTAIN)",
+           "    return (drawn_elsewhere(NAME, fn, *WIDE_UNCERTAIN, calls=chain.WIDE_CALLS)",
            "    return (drawn_elsewhere(NAME, fn)",
            ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
             "naming_where[verify_without_replacement-wr_choice_when_wide]",),
