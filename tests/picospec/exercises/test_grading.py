@@ -4,6 +4,7 @@ call that shows it, and every right answer written otherwise passes. A law-grade
 out the first call that broke a rule (its inputs, the uniforms it drew, what it returned), so
 different sampler bugs get different lines."""
 import copy
+import functools
 import re
 
 import numpy as np
@@ -20,10 +21,20 @@ pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"),  # students 
               pytest.mark.filterwarnings("ignore:'where' used without 'out'"),
               pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")]  # np.matrix
 SAMPLES = 1_000  # sequences per case of the law-graded exercises, as in test_exercises.py
-# a law-graded mistake is graded at fewer sequences first (the battery's controls are caught at
-# 100 as at 1,000): rejected there, where and as its pin below says if it has one, that verdict
-# stands; else it is made again at SAMPLES
-FIRST = 100
+
+
+@functools.cache
+def first(module, counts=(25, 50, 100)):
+    """The fewest sequences of `counts` at which the exercise's battery catches its own broken
+    samplers (chain: 25; without replacement: 50; draft_law: 100). A law-graded mistake is graded
+    there first: rejected there, where and as its pin below says if it has one, that verdict
+    stands; else it is made again at SAMPLES. A right answer passes a case with probability
+    1 - alpha at any number of sequences."""
+    battery = getattr(module, "BATTERY", None)
+    return next((n for n in counts if all(case for _, case in grading.controls(
+        module.CONTRACT, n, 0, battery))), counts[-1])
+
+
 MISTAKES = [(name, fn.__name__) for name, fns in student_answers.WRONG.items() for fn in fns]
 # the calls graded after the battery passed, each of a size or shape it lacks
 CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty drafts",
@@ -190,7 +201,7 @@ WHERE = {
 @pytest.mark.parametrize("name, wrong", MISTAKES, ids=[f"{n}-{w}" for n, w in MISTAKES])
 def test_a_students_mistake_is_rejected_naming_where(name, wrong):
     module, fn = EXERCISES[name], getattr(student_answers, wrong)
-    verdict = module.grade(fn, samples=FIRST) if hasattr(module, "CONTRACT") else None
+    verdict = module.grade(fn, samples=first(module)) if hasattr(module, "CONTRACT") else None
     failed, line = WHERE.get(wrong, (None, ""))
     if verdict is None or verdict.passed or verdict.failed in ("no verdict", "not answered") or (
             failed is not None and (verdict.failed != failed or line not in verdict.evidence)):
@@ -224,7 +235,8 @@ def test_every_pinned_mistake_is_a_kept_one():
                                           *student_answers.RIGHT_TOO],
                          ids=lambda v: getattr(v, "__name__", v))
 def test_a_right_answer_written_otherwise_passes(name, answer):
-    verdict = EXERCISES[name].grade(answer, samples=FIRST)  # passed with 1 - alpha at any size
+    module = EXERCISES[name]
+    verdict = module.grade(answer, samples=first(module) if hasattr(module, "CONTRACT") else None)
     assert verdict.passed, str(verdict)
     if answer is student_answers.chain_binomial_draws:  # the support cases: untested, and said
         n = len(cases_of("chain"))
