@@ -160,14 +160,17 @@ def table(spec, contract, values, report, controls=True):
     lines += ["", f" #  {'case':<{width}}  {'samples':>8}  {'p-value':>8}  {'tv90':>6}  verdict"]
     for (i, _), r in zip(cases_of(contract, values["cases"]), report.cases):
         lines.append(f"{i:>2}  {r.name:<{width}}  {r.samples:>8,}  {number(r.p_value):>8}  "
-                     f"{number(r.tv90):>6}  {r.verdict}")
+                     f"{'>1' if r.tv90 >= 1 else number(r.tv90):>6}  {r.verdict}")
         if r.detail:
             lines.append(f"      {r.detail}")
     passed = sum(r.verdict == "pass" for r in report.cases)
     untested = sum(r.verdict == "untested" for r in report.cases)
     tvs = [r.tv90 for r in report.cases if r.tv90 == r.tv90]  # NaN (the support case) left out
-    caught = (f"; each law case catches any error of TV >= {max(tvs):.3f} with probability 0.9"
-              if tvs else "")
+    # a TV of 1 or more is no error's: too few samples for the case to promise one caught
+    caught = ("" if not tvs else f"; each law case catches any error of TV >= {max(tvs):.3f} "
+              "with probability 0.9" if max(tvs) < 1 else "; too few samples for every law case "
+              "to catch even the largest error with probability 0.9 (more --samples: a power "
+              "stated)")
     unset = (f", {untested} untested: the sampler's uniforms are not all the rng's, so ties at "
              f"u = q/p and the ends of its laws went unchecked" if untested else "")
     lines.append(f"verdict: {report.verdict} ({passed} of {len(report.cases)} cases passed"

@@ -220,6 +220,20 @@ def test_the_power_table_explains_a_dash_only_where_one_is_printed(monkeypatch, 
     assert ("\n-: no error of that shape" in out) == missing
 
 
+def test_a_tv90_past_1_is_no_error_s_and_the_verdict_promises_none():
+    """A case's tv90 of 1 or more (few samples, the pooled mass added) is no total variation an
+    error can have: the table shows >1 and the verdict says the samples are too few, with no
+    figure; one case below 1 beside it does not make the run's promise."""
+    cases = [CaseResult("V=3", 100, 0.5, 0.8, "pass"), CaseResult("V=4", 100, 0.4, 1.25, "pass")]
+    values = {"samples": 100, "seed": 0, "cases": [1, 2]}
+    text = table("m:f", "chain", values, Report("pass", cases, []))
+    rows = [line.split() for line in text.splitlines() if line.startswith((" 1", " 2"))]
+    assert [row[-2] for row in rows] == ["0.800", ">1"], text
+    assert text.splitlines()[-1] == ("verdict: pass (2 of 2 cases passed; too few samples for "
+                                     "every law case to catch even the largest error with "
+                                     "probability 0.9 (more --samples: a power stated))"), text
+
+
 def test_the_table_lines_its_columns_up_under_the_longest_name_and_sums_up_the_cases():
     """Names of three lengths: every row's columns start where the header's do; only a case with a
     detail has a line under it; the verdict line counts the passes and the untested case and

@@ -4,7 +4,6 @@ call that shows it, and every right answer written otherwise passes. A law-grade
 out the first call that broke a rule (its inputs, the uniforms it drew, what it returned), so
 different sampler bugs get different lines."""
 import copy
-import functools
 import re
 
 import numpy as np
@@ -15,26 +14,15 @@ from picospec.exercises import EXERCISES, grading
 from picospec.exercises.verify_chain import rules as chain_rules
 
 from tests.support import student_answers
+from tests.support.fewest import fewest
 
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"),  # students divide by zero
               # and leave out= out (NumPy's warning, which the learner sees too)
               pytest.mark.filterwarnings("ignore:'where' used without 'out'"),
               pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")]  # np.matrix
 SAMPLES = 1_000  # sequences per case of the law-graded exercises, as in test_exercises.py
-
-
-@functools.cache
-def first(module, counts=(25, 50, 100)):
-    """The fewest sequences of `counts` at which the exercise's battery catches its own broken
-    samplers (chain: 25; without replacement: 50; draft_law: 100). A law-graded mistake is graded
-    there first: rejected there, where and as its pin below says if it has one, that verdict
-    stands; else it is made again at SAMPLES. A right answer passes a case with probability
-    1 - alpha at any number of sequences."""
-    battery = getattr(module, "BATTERY", None)
-    return next((n for n in counts if all(case for _, case in grading.controls(
-        module.CONTRACT, n, 0, battery))), counts[-1])
-
-
+# a law-graded mistake is graded first at fewest(module) sequences: rejected there, where and as its
+# pin below says if it has one, that verdict stands; else it is made again at SAMPLES
 MISTAKES = [(name, fn.__name__) for name, fns in student_answers.WRONG.items() for fn in fns]
 # the calls graded after the battery passed, each of a size or shape it lacks
 CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty drafts",
@@ -201,7 +189,7 @@ WHERE = {
 @pytest.mark.parametrize("name, wrong", MISTAKES, ids=[f"{n}-{w}" for n, w in MISTAKES])
 def test_a_students_mistake_is_rejected_naming_where(name, wrong):
     module, fn = EXERCISES[name], getattr(student_answers, wrong)
-    verdict = module.grade(fn, samples=first(module)) if hasattr(module, "CONTRACT") else None
+    verdict = module.grade(fn, samples=fewest(module)) if fewest(module) else None
     failed, line = WHERE.get(wrong, (None, ""))
     if verdict is None or verdict.passed or verdict.failed in ("no verdict", "not answered") or (
             failed is not None and (verdict.failed != failed or line not in verdict.evidence)):
@@ -235,8 +223,7 @@ def test_every_pinned_mistake_is_a_kept_one():
                                           *student_answers.RIGHT_TOO],
                          ids=lambda v: getattr(v, "__name__", v))
 def test_a_right_answer_written_otherwise_passes(name, answer):
-    module = EXERCISES[name]
-    verdict = module.grade(answer, samples=first(module) if hasattr(module, "CONTRACT") else None)
+    verdict = EXERCISES[name].grade(answer, samples=fewest(EXERCISES[name]))
     assert verdict.passed, str(verdict)
     if answer is student_answers.chain_binomial_draws:  # the support cases: untested, and said
         n = len(cases_of("chain"))
@@ -755,7 +742,7 @@ def test_a_right_answer_saying_where_its_token_came_from_passes(name):
     def answer(*args):
         return (*getattr(learner_answers, name)(*args), "resample")
 
-    verdict = EXERCISES[name].grade(answer, samples=first(EXERCISES[name]))
+    verdict = EXERCISES[name].grade(answer, samples=fewest(EXERCISES[name]))
     assert verdict.passed, str(verdict)
 
 
@@ -881,7 +868,7 @@ def test_a_call_returning_what_no_rule_can_read_is_told_so():
         return learner_answers.verify_chain(drafts, P, Q, rng)
 
     module = EXERCISES["verify_chain"]
-    verdict = module.grade(verify_chain, samples=first(module))
+    verdict = module.grade(verify_chain, samples=fewest(module))
     assert not verdict.passed and verdict.failed == "twenty drafts", str(verdict)
     assert verdict.evidence.endswith(
         "it returned (20, None): not what the statement asks the function to return")
@@ -900,11 +887,11 @@ def test_a_call_past_the_battery_that_writes_into_q_is_told_so():
         return out
 
     module = EXERCISES["verify_chain"]
-    verdict = module.grade(verify_chain, samples=first(module))
+    verdict = module.grade(verify_chain, samples=fewest(module))
     assert not verdict.passed and verdict.failed == "twenty drafts", str(verdict)
     assert verdict.evidence.endswith("Q changed: an answer must leave its inputs as they were")
     # the write stayed in the call's own copy: a right answer graded next still passes
-    right = module.grade(learner_answers.verify_chain, samples=first(module))
+    right = module.grade(learner_answers.verify_chain, samples=fewest(module))
     assert right.passed, str(right)
 
 
