@@ -42,8 +42,8 @@ def warp(probs, temperature=1.0, top_k=None, top_p=None):
 def sample(p, rng):
     """One token id from p [V] by inverse CDF; a token of probability 0 is never returned."""
     # [V] float64 sum: float32 rounding never shifts mass between tokens
-    cdf = np.cumsum(p, dtype=np.float64)
-    return int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+    cdf = np.asarray(p).cumsum(dtype=np.float64)
+    return int(cdf.searchsorted(rng.random() * cdf[-1], side="right"))
 
 
 def sample_without_replacement(p, k, rng):

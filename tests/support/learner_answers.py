@@ -9,8 +9,8 @@ def residual(q, p):
 
 
 def draw(law, rng):
-    cdf = np.cumsum(law, dtype=float)  # u scaled by its last entry: no u runs past it
-    return int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+    cdf = np.asarray(law).cumsum(dtype=float)  # u scaled by its last entry: none runs past it
+    return int(cdf.searchsorted(rng.random() * cdf[-1], side="right"))
 
 
 def verify_chain(drafts, P, Q, rng):
