@@ -4,7 +4,7 @@ import itertools
 
 import numpy as np
 
-from picospec.exercises.grading import grade_cases, hash_twins, not_ids
+from picospec.exercises.grading import grade_cases, hash_twins, not_ids, thue_morse
 from picospec.prompt_lookup import find_candidates as reference
 
 NAME, FAMILY = "find_candidates", "model-free drafting (prompt lookup, REST)"
@@ -124,6 +124,17 @@ def cases(seed=None):
     # ids zero-padded to 5 digits: "00001" (the tail, id 1) is found first across 4000 and 11,
     # misaligned, and only then at the id itself
     real.append(([4000, 11, 1, 9, 1], 1, 2))
+    # the Thue-Morse sequence of 0 and 1 over 128 tokens, 9, its complement, 7 and the complement
+    # again: the first two agree in their polynomial hash modulo 2^32 whatever the odd base (h * B
+    # + token wraps so in uint32), so such a hash unchecked takes the first for the trailing
+    # 128-gram's match (modulo 2^64 it takes 1,024 tokens, and an index of every n-gram up to
+    # 1,024, a right answer, gigabytes)
+    morse = thue_morse(128)
+    twin = [1 - t for t in morse]
+    thue = morse + [9] + twin + [7] + twin
+    real.append((thue, 128, 1))
+    shown[id(thue)] = ("M + [9] + C + [7] + C, M the Thue-Morse sequence [0, 1, 1, 0, 1, 0, 0, 1, "
+                       "...] over 128 tokens, C its complement")
     out = [(f"x={shown.get(id(x), x)}, max_ngram_size={n}, num_pred_tokens={k}", (x, n, k))
            for x, n, k in small + real]
     # the defaults, 3 and 10: the 2-, 3- and 4-gram ending x first match apart, 20 tokens follow

@@ -5,7 +5,7 @@ import itertools
 
 import numpy as np
 
-from picospec.exercises.grading import grade_cases, hash_twins
+from picospec.exercises.grading import grade_cases, hash_twins, thue_morse
 from picospec.rest import Datastore
 
 NAME, FAMILY = "longest_suffix", "model-free drafting (prompt lookup, REST)"
@@ -120,6 +120,14 @@ def cases(seed=None):
     # bits, is short)
     run5, ran5 = [5, *range(1_000, 41_000), 6], [42, *range(1_000, 41_000)]
     out.append((run5, ran5, 50_000))
+    # the Thue-Morse sequence of 0 and 1 over 1,024 tokens, 9, then its complement but the first
+    # token, against the whole complement: the sequence and its complement agree in their
+    # polynomial hash modulo 2^64 whatever the odd base (h * B + token wraps so in uint64, and
+    # modulo 2^32 too), so such a hash unchecked finds all 1,024 (1,023 are)
+    morse = thue_morse(1_024)
+    twin = [1 - t for t in morse]
+    thue = morse + [9] + twin[1:]
+    out.append((thue, twin, 1_024))
     shown = {id(run5): "[5, 1000, 1001, ..., 40999, 6]", id(ran5): "[42, 1000, 1001, ..., 40999]",
              id(threes): "[3] * 5000 + [1, 3]", id(first): "[1, 3] + [3] * 5000",
              id(tail): "[7] * 69990 + [1, 2, 3, 9] + [7] * 6",
@@ -128,7 +136,9 @@ def cases(seed=None):
              **{id(c): f"[100, 101, ..., 199, 1, {c[101]}, 200, 201, ..., 299]" for c in apart},
              id(packed): "[1, 50254, 9, 1, 50253, 9, ..., 1, 0, 9] (150,765 tokens)",
              id(twins): f"[{', '.join(map(str, twins[:8]))}, ...] ({len(twins) // 4} windows of "
-                        f"3, each then 9)"}
+                        f"3, each then 9)",
+             id(thue): "M + [9] + C[1:], M the Thue-Morse sequence [0, 1, 1, 0, 1, 0, 0, 1, ...] "
+                       "over 1,024 tokens, C its complement", id(twin): "C"}
     return [(f"corpus={shown.get(id(c), c)}, context={shown.get(id(x), x)}, max_suffix={s}",
              (c, x, s)) for c, x, s in out]
 

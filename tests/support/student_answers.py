@@ -2220,6 +2220,32 @@ def suffix_hash_in_uint64(corpus, context, max_suffix):
     return 0
 
 
+def wrapped(ids, base, bits=64):
+    """ids hashed as h * base + token, held in `bits` bits (NumPy's uint64 wraps so)."""
+    key = 0
+    for t in ids:
+        key = (key * base + t) % 2**bits
+    return key
+
+
+def suffix_hash_uint64_base_1000000007(corpus, context, max_suffix):
+    """Occurrences found by the windows' hash in base 10^9 + 7 ("a large prime, so no pattern")
+    held in uint64, never compared token by token."""
+    for n in range(min(max_suffix, len(context)), 0, -1):
+        want = wrapped(context[-n:], 10**9 + 7)
+        if any(wrapped(corpus[i:i + n], 10**9 + 7) == want for i in range(len(corpus) - n + 1)):
+            return n
+    return 0
+
+
+def candidates_hash_uint32_base_1000003(x, max_ngram_size=3, num_pred_tokens=10):
+    """Windows compared by their hash in base 1,000,003 held in 32 bits ("a prime past the
+    vocabulary"), never token by token."""
+    return candidates_matched_by(x, max_ngram_size, num_pred_tokens,
+                                 lambda a, b: wrapped(a, 1_000_003, 32) == wrapped(b, 1_000_003,
+                                                                                   32))
+
+
 def suffix_array_by_16_tokens(corpus, context, max_suffix):
     """A suffix array sorted by each suffix's first 16 tokens (REST's usual depth), bisected with
     n-token keys: past 16 tokens its order is not the keys'."""
@@ -3052,7 +3078,8 @@ WRONG = {
                         candidates_first_4096, candidates_ngrams_up_to_32, candidates_rolling_hash,
                         candidates_hash_in_int64, candidates_starts_in_uint16,
                         candidates_hash_base_1000003, candidates_hashed_windows_32_bits,
-                        candidates_padded_digits_first_find, candidates_other_defaults],
+                        candidates_padded_digits_first_find, candidates_other_defaults,
+                        candidates_hash_uint32_base_1000003],
     "longest_suffix": [suffix_tokens_anywhere, suffix_one_short, suffix_through_bytes,
                        suffix_reversed_in_place, suffix_prefix_matched, suffix_last_token_as_bool,
                        suffix_up_to_3, suffix_through_int32_bytes, suffix_positions_by_id,
@@ -3061,7 +3088,8 @@ WRONG = {
                        suffix_rolling_hash, suffix_places_in_int16, suffix_hash_in_uint64,
                        suffix_array_by_16_tokens, suffix_big_endian_bytes,
                        suffix_hash_base_1000003, suffix_hashed_windows_32_bits,
-                       suffix_kmp_one_fallback, suffix_padded_digits_first_find],
+                       suffix_kmp_one_fallback, suffix_padded_digits_first_find,
+                       suffix_hash_uint64_base_1000000007],
     "trie": [trie_counts_once, trie_parent_is_position, trie_breadth_first, trie_pops_sequences,
              trie_hashable_in_place, trie_string_keys_without_separator, trie_mutable_defaults,
              trie_nan_padded, trie_ids_in_a_byte, trie_depth_from_longest, trie_by_recursion,

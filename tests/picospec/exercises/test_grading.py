@@ -179,6 +179,10 @@ WHERE = {
     "suffix_kmp_one_fallback": ("n", "corpus=[0, 0, 1, 0, 0], context=[0, 0, 0], max_suffix=3"),
     "suffix_padded_digits_first_find": ("n", "corpus=[4000, 11, 1], context=[1], max_suffix=1"),
     "candidates_hash_base_1000003": ("draft", "(24 windows of 3, each then 9, then 0, 0, 0)"),
+    "candidates_hash_uint32_base_1000003": ("draft", "x=M + [9] + C + [7] + C, M the Thue-Morse "
+                                            "sequence [0, 1, 1, 0, 1, 0, 0, 1, ...] over 128"),
+    "suffix_hash_uint64_base_1000000007": ("n", "corpus=M + [9] + C[1:], M the Thue-Morse "
+                                           "sequence [0, 1, 1, 0, 1, 0, 0, 1, ...] over 1,024"),
     "candidates_hashed_windows_32_bits": ("draft", "x=[15505, 31842, 5, 23022, 1073]"),
     "candidates_padded_digits_first_find": ("draft", "x=[4000, 11, 1, 9, 1], max_ngram_size=1"),
     "candidates_other_defaults": ("draft", "left to their defaults (3 and 10)"),
