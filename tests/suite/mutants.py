@@ -1463,6 +1463,16 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
             "naming_where[verify_chain-chain_p_in_float32]",),
            "P held in float32 passes"),
+    Mutant("grader-candidates-thue-morse-dropped", "graders", "rule",
+           "picospec/exercises/find_candidates.py", "    real.append((thue, 128, 1))\n", "",
+           ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
+            "naming_where[find_candidates-candidates_hash_uint32_base_1000003]",),
+           "windows matched by a uint32 hash of an odd base pass"),
+    Mutant("grader-suffix-thue-morse-dropped", "graders", "rule",
+           "picospec/exercises/longest_suffix.py", "    out.append((thue, twin, 1_024))\n", "",
+           ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
+            "naming_where[longest_suffix-suffix_hash_uint64_base_1000000007]",),
+           "occurrences found by a uint64 hash of an odd base pass"),
     Mutant("grader-chain-wide-randomness-unchecked", "graders", "rule",
            "picospec/exercises/verify_chain.py",
            "            or drawn_elsewhere(NAME, fn, *WIDE_UNCERTAIN, calls=WIDE_CALLS)\n",
