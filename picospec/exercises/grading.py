@@ -208,7 +208,7 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
     # a total variation of 1 or more (or none found) is no error's: too few sequences to promise
     power = (f"each case catches any error of total variation >= {tv90:.3f} with probability 0.9"
              if tv90 < 1 else "too few sequences for each case to catch even the largest error "
-             "with probability 0.9 (more samples: a power stated)")
+             "with probability 0.9 (more --samples: a power stated)")
     checked = (f"the law of whole sequences sampled through your function on {where}, "
                f"{samples:,} sequences each, G-test at alpha {ALPHA:g}; {power}"
                + (f"; each case's first {WATCHED:,} calls checked one by one (inputs left as "
