@@ -166,11 +166,13 @@ def table(spec, contract, values, report, controls=True):
     passed = sum(r.verdict == "pass" for r in report.cases)
     untested = sum(r.verdict == "untested" for r in report.cases)
     tvs = [r.tv90 for r in report.cases if r.tv90 == r.tv90]  # NaN (the support case) left out
-    # a TV of 1 or more is no error's: too few samples for the case to promise one caught
-    caught = ("" if not tvs else f"; each law case catches any error of TV >= {max(tvs):.3f} "
-              "with probability 0.9" if max(tvs) < 1 else "; too few samples for every law case "
-              "to catch even the largest error with probability 0.9 (more --samples: a power "
-              "stated)")
+    if not tvs:
+        caught = ""
+    elif max(tvs) < 1:
+        caught = f"; each law case catches any error of TV >= {max(tvs):.3f} with probability 0.9"
+    else:  # a TV of 1 or more is no error's: too few samples for a case to promise one caught
+        caught = ("; too few samples for every law case to catch even the largest error with "
+                  "probability 0.9 (more --samples: a power stated)")
     unset = (f", {untested} untested: the sampler's uniforms are not all the rng's, so ties at "
              f"u = q/p and the ends of its laws went unchecked" if untested else "")
     lines.append(f"verdict: {report.verdict} ({passed} of {len(report.cases)} cases passed"

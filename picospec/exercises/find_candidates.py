@@ -129,8 +129,7 @@ def cases(seed=None):
     # + token wraps so in uint32), so such a hash unchecked takes the first for the trailing
     # 128-gram's match (modulo 2^64 it takes 1,024 tokens, and an index of every n-gram up to
     # 1,024, a right answer, gigabytes)
-    morse = thue_morse(128)
-    twin = [1 - t for t in morse]
+    morse, twin = thue_morse(128), thue_morse(128, 1, 0)
     thue = morse + [9] + twin + [7] + twin
     real.append((thue, 128, 1))
     shown[id(thue)] = ("M + [9] + C + [7] + C, M the Thue-Morse sequence [0, 1, 1, 0, 1, 0, 0, 1, "

@@ -205,10 +205,18 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
     n_cases, tv90 = len(cases), battery_tv90(contract, samples, battery)
     where = (f"the checker's {n_cases} toy cases of the {contract} contract (picospec.check)"
              if battery is None else battery.about)
-    # a total variation of 1 or more (or none found) is no error's: too few sequences to promise
-    power = (f"each case catches any error of total variation >= {tv90:.3f} with probability 0.9"
-             if tv90 < 1 else "too few sequences for each case to catch even the largest error "
-             "with probability 0.9 (more --samples: a power stated)")
+    # what the run promises, checked and when passed: a total variation of 1 or more (or none
+    # found) is no error's, so too few sequences to promise one caught
+    if tv90 < 1:
+        power = f"each case catches any error of total variation >= {tv90:.3f} with probability 0.9"
+        seen = (f"no difference from the target's exact law as large as total variation "
+                f"{tv90:.3f}, the smallest this run catches with probability 0.9 (more --samples: "
+                f"smaller)")
+    else:
+        power = ("too few sequences for each case to catch even the largest error with "
+                 "probability 0.9 (more --samples: a power stated)")
+        seen = ("no difference from the target's exact law seen, at too few sequences to promise "
+                "any is caught with probability 0.9 (more --samples: a power stated)")
     checked = (f"the law of whole sequences sampled through your function on {where}, "
                f"{samples:,} sequences each, G-test at alpha {ALPHA:g}; {power}"
                + (f"; each case's first {WATCHED:,} calls checked one by one (inputs left as "
@@ -237,13 +245,7 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
                   f"{'; '.join(untested)}." if untested else f"all {n_cases} cases passed")
         return Verdict(exercise, True, checked, f"{passed} (smallest p-value "
                        f"{low:.3g}; the checker's broken samplers "
-                       f"{' and '.join(name for name, _ in caught)} were caught): " + (
-                           f"no difference from the target's exact law as large as total "
-                           f"variation {tv90:.3f}, the smallest this run catches with "
-                           f"probability 0.9 (more --samples: smaller)" if tv90 < 1 else
-                           "no difference from the target's exact law seen, at too few "
-                           "sequences to promise any is caught with probability 0.9 (more "
-                           "--samples: a power stated)"))
+                       f"{' and '.join(name for name, _ in caught)} were caught): {seen}")
     if getattr(sampler, "broken", None):
         why = sampler.broken
     elif bad.verdict == "error":

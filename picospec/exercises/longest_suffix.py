@@ -124,8 +124,7 @@ def cases(seed=None):
     # token, against the whole complement: the sequence and its complement agree in their
     # polynomial hash modulo 2^64 whatever the odd base (h * B + token wraps so in uint64, and
     # modulo 2^32 too), so such a hash unchecked finds all 1,024 (1,023 are)
-    morse = thue_morse(1_024)
-    twin = [1 - t for t in morse]
+    morse, twin = thue_morse(1_024), thue_morse(1_024, 1, 0)
     thue = morse + [9] + twin[1:]
     out.append((thue, twin, 1_024))
     shown = {id(run5): "[5, 1000, 1001, ..., 40999, 6]", id(ran5): "[42, 1000, 1001, ..., 40999]",

@@ -85,7 +85,7 @@ def cases(seed=None):
     # polynomial hashes agree modulo 2^64 whatever the odd base (h * B + token in uint64 wraps
     # so); an even base's are caught by `apart`
     morse = thue_morse(2_048)
-    thue = [morse, [1 - t for t in morse]]
+    thue = [morse, thue_morse(2_048, 1, 0)]
     shown[id(thue)] = ("[[0, 1, 1, 0, 1, 0, 0, 1, ...], [1, 0, 0, 1, 0, 1, 1, 0, ...]] (Thue-Morse "
                        "over 2,048 tokens, then its complement)")
     longer += [apart, wide, thue, roots, same]

@@ -3635,14 +3635,12 @@ MUTANTS = (
            ("tests/picospec/test_exercises.py",),
            "residual + 1e-12 passes: a token the target forbids gets mass"),
     Mutant("grader-power-past-1-stated", "graders", "rule", "picospec/exercises/grading.py",
-           "             if tv90 < 1 else \"too few sequences",
-           "             if tv90 < 2 else \"too few sequences",
+           "    if tv90 < 1:\n        power = ", "    if tv90 < 2:\n        power = ",
            ("tests/picospec/test_exercises.py::"
             "test_a_pass_states_the_smallest_difference_it_could_see",),
            "a grading at 100 sequences promises errors of total variation 1.35 caught"),
     Mutant("checker-power-past-1-stated", "checker", "rule", "picospec/check/__main__.py",
-           "\"with probability 0.9\" if max(tvs) < 1 else",
-           "\"with probability 0.9\" if max(tvs) < 2 else",
+           "    elif max(tvs) < 1:", "    elif max(tvs) < 2:",
            ("tests/picospec/test_check_command.py::"
             "test_a_tv90_past_1_is_no_error_s_and_the_verdict_promises_none",),
            "a check at 100 samples promises errors of TV 1.25 caught"),
