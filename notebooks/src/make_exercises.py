@@ -60,7 +60,7 @@ from picospec_app.settings import engine_choices
 ENGINE = engine_choices()  # as main.py: its PICOSPEC_* settings and the cores idle now
 import numpy as np
 from picospec.exercises import grade
-SAMPLES = 300 if QUICK else 20_000  # sequences per case of the law-graded exercises"""),
+SAMPLES = 100 if QUICK else 20_000  # sequences per case of the law-graded exercises"""),
 ]
 family = None
 for name, module in EXERCISES.items():

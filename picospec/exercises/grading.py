@@ -275,28 +275,39 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
 def same_mistake(fn, known, contract, seed, n=200, battery=None, first=None):
     """The kept wrong answer among `known` whose n sequences are fn's on every case of the
     battery, or None; case `first` (where fn failed, and most mistakes differ) compared first."""
-    from picospec.check.drivers import run
-
-    def sequences(f, i, case):  # [n, N], or what it raised
-        sampler = f if battery is None else case.sampler(f)
-        try:
-            with np.errstate(all="ignore"):
-                return run(sampler, contract, case, n, (seed, i))
-        except Exception as e:
-            return f"{type(e).__name__}: {e}"
-
     cases = sorted(cases_of(contract) if battery is None else battery.cases,
                    key=lambda ic: ic[0] != first)
     yours = {}
     for wrong in known:
         for i, case in cases:
             if i not in yours:
-                yours[i] = sequences(fn, i, case)
-            if not np.array_equal(yours[i], sequences(wrong, i, case)):
+                yours[i] = sequences(fn, contract, case, n, (seed, i), battery)
+            if not np.array_equal(yours[i], drawn_by(wrong, contract, seed, n, battery, i)):
                 break
         else:
             return wrong
     return None
+
+
+def sequences(fn, contract, case, n, seed, battery):
+    """fn's n sequences [n, N] on the case, or what it raised."""
+    from picospec.check.drivers import run
+
+    sampler = fn if battery is None else case.sampler(fn)
+    try:
+        with np.errstate(all="ignore"):
+            return run(sampler, contract, case, n, seed)
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+
+
+@functools.lru_cache(maxsize=4096)
+def drawn_by(wrong, contract, seed, n, battery, i):
+    """A kept wrong answer's sequences on case i, drawn once per process: drawn from the case's
+    seeded generators they are the same at every grading; one that also draws from NumPy's global
+    generator matches no answer, drawn again or not."""
+    case = dict(cases_of(contract) if battery is None else battery.cases)[i]
+    return sequences(wrong, contract, case, n, (seed, i), battery)
 
 
 WATCHED = 1_000  # calls of each case checked one by one against the exercise's rules
