@@ -8,7 +8,7 @@ import numpy as np
 
 from picospec.check.cases import CASES, PROMPT
 from picospec.check.controls import CONTROLS
-from picospec.check.drivers import HighestUniforms, LowestUniforms, alone, in_threes, run
+from picospec.check.drivers import HighestUniforms, LowestUniforms, alone, in_small_batches, run
 from picospec.check.exact_law import (ALPHA, KEPT_ALPHA, PAIRS_ALPHA, Toy, chi2_sf,
                                       detectable_tv, g_statistic, index, kept_p_value, law_vector,
                                       pairs_p_value)
@@ -48,10 +48,25 @@ class Report(NamedTuple):
     controls: list  # [(control name, the first case that caught it, or None)]
 
 
+LAWS = {}  # repr(case) -> its target_law: a case is a NamedTuple, whose fields make its laws
+
+
+def target_law(case):
+    """The exact law [V^N] of the case's N new tokens after PROMPT under its warped target, made
+    once per case (read-only): each sampler checked and each grading asks it again."""
+    key = repr(case) if isinstance(case, tuple) else None
+    probs = LAWS.get(key)
+    if probs is None:
+        probs = law_vector(Toy(case.laws()[0]), PROMPT, case.N)
+        probs.flags.writeable = False
+        if key is not None:
+            LAWS[key] = probs
+    return probs
+
+
 def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
     """Run fn on one case and G-test the law of its sequences -> CaseResult (tv=False: no tv90)."""
-    T, _ = case.laws()
-    probs = law_vector(Toy(T), PROMPT, case.N)  # [V^N]: the warped target's exact law
+    probs = target_law(case)  # [V^N]: the warped target's exact law
     # chain, rejection, a tree that is one chain: [(the rule's chance of keeping every draft, kept
     # every one)]
     kept = []
@@ -81,13 +96,13 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
                           "FAIL" if forbidden else "pass", detail)
     p = g_p_value(counts, probs)
     pairs = pairs_p_value(seqs, probs, case.V)
-    # the rejection contract's sequences drawn a row a call, then three rows a call: each part's
-    # law on its own, at the pairs test's level (a bug at batch size 1, or at a row's place in a
-    # batch, is diluted tenfold or more in the whole case's)
-    one, three = alone(contract, samples), in_threes(contract, samples)
+    # the rejection contract's sequences drawn a row a call, then two and three rows a call: each
+    # part's law on its own, at the pairs test's level (a bug at batch size 1 or 2, or at a row's
+    # place in a batch, is diluted tenfold or more in the whole case's)
+    one, few = alone(contract, samples), in_small_batches(contract, samples)
     single, small = (g_p_value(np.bincount(index(part, case.V), minlength=case.V**case.N)
                                .astype(float), probs) if len(part) else 1.0
-                     for part in (seqs[:one], seqs[one:one + three]))
+                     for part in (seqs[:one], seqs[one:one + few]))
     # [calls] each: did the call keep every draft, and the token rule's chance of that
     full = np.concatenate([f for _, f in kept]) if kept else np.zeros(0)
     rule = np.concatenate([r for r, _ in kept]) if kept else np.zeros(0)
@@ -107,9 +122,9 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
         detail = (f"the {one:,} sequences drawn a row a call (batches of one row) do not follow "
                   f"the target's law (p = {single:.1e}): a bug at batch size 1")
     elif small < PAIRS_ALPHA:
-        detail = (f"the {three:,} sequences drawn three rows a call do not follow the target's law "
-                  f"(p = {small:.1e}): a bug in small batches (a row's place in its batch, first "
-                  f"or last)")
+        detail = (f"the {few:,} sequences drawn two and three rows a call do not follow the "
+                  f"target's law (p = {small:.1e}): a bug in small batches (a batch of two rows, "
+                  f"or a row's place in its batch, first or last)")
     elif short < KEPT_ALPHA and contract.startswith("tree"):  # a tree that is one chain
         detail = (f"keeps fewer drafts than the rule: the whole chain of {len(case.parents)} nodes "
                   f"in {int(full.sum()):,} of {len(full):,} calls where the rule expects about "

@@ -3,6 +3,7 @@ draft, laws from the toy target, each output checked against the contract. Shape
 new tokens, K (k) drafts, m tree nodes, W tokens a step emits at most, rows the unfinished ones.
 """
 import copy
+import itertools
 from collections import Counter
 
 import numpy as np
@@ -101,9 +102,11 @@ def run(fn, contract, case, n, seed, kept=None):
         last1 = seqs[rows, length[rows] - 1]  # [rows]
         last2 = np.where(length[rows] >= 2, seqs[rows, length[rows] - 2], 0)  # [rows]
         # the rejection contract's calls: each row of the first alone(n) sequences by itself (a
-        # batch of one), the next in_threes(n) three rows a call, then the others together
+        # batch of one), the next in_small_batches(n) two and three rows a call in turn, then the
+        # others together
         ones = alone(contract, n)
-        cuts = tuple(int(np.searchsorted(rows, m)) for m in (ones, ones + in_threes(contract, n)))
+        cuts = tuple(int(np.searchsorted(rows, m))
+                     for m in (ones, ones + in_small_batches(contract, n)))
         # [rows, W]: new tokens, then -1
         new = STEPS[contract](fn, case, T, D, last2, last1, rng, fn_rng,
                               [] if kept is None else kept, cuts)
@@ -168,11 +171,14 @@ def alone(contract, n):
     return n // 10 if contract == "rejection" else 0
 
 
-def in_threes(contract, n):
-    """How many sequences, after those drawn alone, are drawn in calls of three rows: as many
-    (in the rejection contract), where a row's place in the one large batch is otherwise rarely
-    last (or first)."""
+def in_small_batches(contract, n):
+    """How many sequences, after those drawn alone, are drawn in calls of two and three rows in
+    turn: as many (in the rejection contract), where a row's place in the one large batch is
+    otherwise rarely last (or first), and a batch of exactly two rows rare."""
     return alone(contract, n)
+
+
+SMALL = (2, 3)  # the sizes of the small batches, in turn
 
 
 def pair(out, want):
@@ -360,8 +366,9 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
 
 def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
     """Draw every row's drafts and bonus token, call fn on rows [:cuts[0]] one at a time (B = 1),
-    on rows [cuts[0]:cuts[1]] three at a time, then on the others together -> [rows, k + 1]."""
-    (cut, threes), k, rows = cuts, case.K, len(last1)
+    on rows [cuts[0]:cuts[1]] two and three at a time in turn (SMALL), then on the others
+    together -> [rows, k + 1]."""
+    (cut, small), k, rows = cuts, case.K, len(last1)
     # [rows, k + 1]: the checker's uniforms in the order of the calls: a row alone draws its k
     # drafts then its bonus token, the batch a draft position at a time, then its bonus tokens
     u = np.concatenate([rng.random((cut, k + 1)), rng.random((k + 1, rows - cut)).T])
@@ -369,9 +376,13 @@ def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0))
     # [rows, 1]: the caller samples it, as in vLLM
     bonus = sample_rows(Q[:, -1], u[:, k])[:, None]
     rule = rule_keeps_all(drafts, P, Q)  # [rows]
-    parts = ([slice(j, j + 1) for j in range(cut)] + [slice(j, min(j + 3, threes))
-                                                       for j in range(cut, threes, 3)]
-             + ([slice(threes, rows)] if threes < rows else []))
+    parts = [slice(j, j + 1) for j in range(cut)]  # a row a call
+    j, sizes = cut, itertools.cycle(SMALL)
+    while j < small:  # then two rows a call, three, two, ... up to small
+        size = next(sizes)
+        parts.append(slice(j, min(j + size, small)))
+        j += size
+    parts += [slice(small, rows)] if small < rows else []
     outs = []
     for part in parts:
         outs.append(call_rejection(fn, case, Q[part], bonus[part], P[part], drafts[part], fn_rng))

@@ -14,11 +14,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from picospec.check.battery import FAILED, cases_of, check_case, first_catch
-from picospec.check.cases import PROMPT
+from picospec.check.battery import FAILED, cases_of, check_case, first_catch, target_law
 from picospec.check.drivers import filled
 from picospec.check.controls import CONTROLS
-from picospec.check.exact_law import ALPHA, Toy, detectable_tv, law_vector
+from picospec.check.exact_law import ALPHA, detectable_tv
 
 
 PICOSPEC = str(Path(__file__).resolve().parents[1])  # the package's frames are not the learner's
@@ -668,7 +667,7 @@ def battery_tv90(contract, samples, battery=None):
     """The largest tv90 of the battery's law cases at `samples` sequences: the total variation
     error every case catches with probability 0.9, wherever it lies."""
     cases = cases_of(contract) if battery is None else battery.cases
-    return max(detectable_tv(law_vector(Toy(case.laws()[0]), PROMPT, case.N), samples, "anywhere")
+    return max(detectable_tv(target_law(case), samples, "anywhere")
                for _, case in cases if not case.support)
 
 

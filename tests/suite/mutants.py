@@ -1637,9 +1637,14 @@ MUTANTS = (
            ("tests/picospec/check/test_drivers_contract.py::"
             "test_a_tree_sampler_that_changes_its_inputs_fails_with_the_reason",),
            "in-place check inverted"),
+    Mutant("checker-no-batch-of-two", "checker", "rule", "picospec/check/drivers.py",
+           "SMALL = (2, 3)", "SMALL = (3, 3)",
+           ("tests/picospec/test_check.py::test_a_bug_in_small_batches_fails_on_the_rows_drawn_"
+            "two_and_three_a_call",),
+           "no batch of exactly two rows"),
     Mutant("checker-empty-batch-handed", "checker", "rule", "picospec/check/drivers.py",
-           "([slice(threes, rows)] if threes < rows else [])",
-           "([slice(threes, rows)] if threes <= rows else [])",
+           "parts += [slice(small, rows)] if small < rows else []",
+           "parts += [slice(small, rows)] if small <= rows else []",
            ("tests/picospec/check/test_drivers_contract.py::"
             "test_the_rejection_battery_never_calls_with_an_empty_batch",),
            "empty batch handed over"),
@@ -2387,11 +2392,11 @@ MUTANTS = (
            "             parents=(-1, -1, 0, 1), lowest=True),",
            ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case",),
            "a tree's tie given to the draft below depth 2 only passes"),
-    Mutant("checker-no-calls-of-three", "checker", "rule", "picospec/check/battery.py",
+    Mutant("checker-no-small-batches", "checker", "rule", "picospec/check/battery.py",
            "    p = min(p, single * alpha / PAIRS_ALPHA, small * alpha / PAIRS_ALPHA)",
            "    p = min(p, single * alpha / PAIRS_ALPHA)",
-           ("tests/picospec/test_check.py::"
-            "test_a_bug_in_a_batchs_last_row_fails_on_the_rows_drawn_three_a_call",),
+           ("tests/picospec/test_check.py::test_a_bug_in_small_batches_fails_on_the_rows_drawn_"
+            "two_and_three_a_call",),
            "a rejection sampler wrong in a batch's last row only passes"),
     Mutant("grader-chain-rng-checked-to-two-drafts", "graders", "rule",
            "picospec/exercises/verify_chain.py",
@@ -3661,8 +3666,8 @@ MUTANTS = (
            "returns"),
     Mutant("grader-known-mistake-never-named", "graders", "record",
            "picospec/exercises/grading.py",
-           "            if not np.array_equal(yours[i], sequences(wrong, i, case)):",
-           "            if yours[i] is not sequences(wrong, i, case):",
+           "if not np.array_equal(yours[i], drawn_by(wrong, contract, seed, n, battery, i)):",
+           "if yours[i] is not drawn_by(wrong, contract, seed, n, battery, i):",
            ("tests/picospec/test_exercises.py::"
             "test_a_law_failure_names_the_known_mistake_it_behaves_as",),
            "a law failure that is a known mistake is not named as one"),

@@ -1045,6 +1045,16 @@ def batched_last_row_from_target(target_with_bonus_probs, bonus_token_ids, draft
                    recover=recover)
 
 
+def batched_pair_recovered_from_target(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                       draft_token_ids, rng):
+    """A path for batches of exactly two rows (a pair kernel, say) that replaces a rejected draft
+    from q, not the residual: right at one row and at three or more. Only the battery's rows drawn
+    two and three a call show it."""
+    recover = (lambda q, p: q) if len(draft_token_ids) == 2 else recovered_probs
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=recover)
+
+
 def batched_ties_toward_draft_from_the_fourth(target_with_bonus_probs, bonus_token_ids,
                                              draft_probs, draft_token_ids, rng):
     """accepted = u <= q/p from the fourth draft on only: the "uniforms at 0" case of 6 drafts
@@ -1372,6 +1382,7 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_inverse_cdf_strict", "batched_equal_rows_deduplicated",
              "batched_one_row_reuses_uniform", "batched_bonus_dropped",
              "batched_ties_toward_draft_from_the_fourth", "batched_last_row_from_target",
+             "batched_pair_recovered_from_target",
              "batched_residual_top_four", "batched_recovered_argmax_from_the_fourth",
              "batched_close_rows_kept_untested", "batched_recovered_cached_by_target_row",
              "batched_sharp_target_taken_as_certain", "batched_draft_top_five",

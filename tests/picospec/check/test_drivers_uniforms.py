@@ -140,9 +140,11 @@ def test_a_rejection_support_case_repeats_every_batch_and_the_rows_alone_by_numb
     n = 10 * first + 1000
     run(spy, "rejection", CASES["rejection"][0], n, (0, 1))
     made = repeats_after_each_call(calls)
-    tenth = n // 10  # rows drawn alone, then as many three a call
-    assert [rows for rows, _ in made[:tenth + tenth // 3 + 1]] == (
-        [1] * tenth + [3] * (tenth // 3) + [n - 2 * tenth])
+    tenth = n // 10  # rows drawn alone, then as many two and three a call in turn
+    small = [2, 3] * (tenth // 5)
+    assert sum(small) == tenth
+    assert [rows for rows, _ in made[:tenth + len(small) + 1]] == (
+        [1] * tenth + small + [n - 2 * tenth])
     assert sum(rows == 1 for rows, _ in made) > first + 2 * every
     assert sum(rows > 1 for rows, _ in made) >= 2
     for c, (rows, again) in enumerate(made, 1):
