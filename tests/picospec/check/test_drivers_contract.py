@@ -173,11 +173,11 @@ def test_a_token_out_of_range_is_named_in_the_row_that_emitted_it():
 
 def batched_last_row_ends_with_minus_2(target_with_bonus_probs, bonus_token_ids, draft_probs,
                                        draft_token_ids, rng):
-    """picospec's rejection sampler whose batches of 2 rows or more end their last row with -2,
-    a negative id other than the pad -1; its rows drawn alone are right."""
+    """picospec's rejection sampler whose batches holding a row padded with -1 before their last
+    end that last row with -2, a negative id other than the pad; its other calls are right."""
     out = rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
                            rng=rng)
-    if len(out) > 1:
+    if (out[:-1] == -1).any():
         out[-1, -1] = -2
     return out
 
