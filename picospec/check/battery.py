@@ -1,6 +1,7 @@
 """Run a sampler on every case of its contract, after the negative controls -> a verdict.
 Example: check_sampler(picospec.verify.verify_chain, contract="chain").verdict -> "pass".
 """
+import functools
 import inspect
 from typing import NamedTuple
 
@@ -48,19 +49,34 @@ class Report(NamedTuple):
     controls: list  # [(control name, the first case that caught it, or None)]
 
 
-LAWS = {}  # repr(case) -> its target_law: a case is a NamedTuple, whose fields make its laws
-
-
 def target_law(case):
     """The exact law [V^N] of the case's N new tokens after PROMPT under its warped target, made
     once per case (read-only): each sampler checked and each grading asks it again."""
-    key = repr(case) if isinstance(case, tuple) else None
-    probs = LAWS.get(key)
-    if probs is None:
-        probs = law_vector(Toy(case.laws()[0]), PROMPT, case.N)
-        probs.flags.writeable = False
-        if key is not None:
-            LAWS[key] = probs
+    return kept_law(Fields(case)) if isinstance(case, tuple) else made_law(case)
+
+
+class Fields:
+    """A case (a NamedTuple: its fields make its laws) as a key, equal to another of equal
+    fields: a case's `sampling` dict makes the case itself unhashable."""
+
+    def __init__(self, case):
+        self.case, self.text = case, repr(case)
+
+    def __eq__(self, other):
+        return self.text == other.text
+
+    def __hash__(self):
+        return hash(self.text)
+
+
+@functools.lru_cache(maxsize=512)
+def kept_law(fields):
+    return made_law(fields.case)
+
+
+def made_law(case):
+    probs = law_vector(Toy(case.laws()[0]), PROMPT, case.N)  # [V^N]
+    probs.flags.writeable = False
     return probs
 
 
