@@ -50,14 +50,11 @@ class Report(NamedTuple):
 
 
 def target_law(case):
-    """The exact law [V^N] of the case's N new tokens after PROMPT under its warped target, made
-    once per case (read-only): each sampler checked and each grading asks it again."""
+    """The case's exact law [V^N] after PROMPT, made once per case (read-only)."""
     return kept_law(Fields(case)) if isinstance(case, tuple) else made_law(case)
 
 
-class Fields:
-    """A case (a NamedTuple: its fields make its laws) as a key, equal to another of equal
-    fields: a case's `sampling` dict makes the case itself unhashable."""
+class Fields:  # a case as a key by its fields (its repr): its `sampling` dict is unhashable
 
     def __init__(self, case):
         self.case, self.text = case, repr(case)

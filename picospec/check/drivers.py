@@ -172,9 +172,8 @@ def alone(contract, n):
 
 
 def in_small_batches(contract, n):
-    """How many sequences, after those drawn alone, are drawn in calls of two and three rows in
-    turn: as many (in the rejection contract), where a row's place in the one large batch is
-    otherwise rarely last (or first), and a batch of exactly two rows rare."""
+    """How many sequences, after those drawn alone, are drawn two and three rows a call in turn:
+    as many (rejection), where a row's place in a batch and a batch of two rows are rare."""
     return alone(contract, n)
 
 
