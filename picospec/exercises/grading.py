@@ -300,7 +300,7 @@ def sequences(fn, contract, case, n, seed, battery):
         return f"{type(e).__name__}: {e}"
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)  # [200, N] each: 13 MB at most
 def drawn_by(wrong, contract, seed, n, battery, i):
     """A kept wrong answer's sequences on case i, drawn once per process: drawn from the case's
     seeded generators they are the same at every grading; one that also draws from NumPy's global
