@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from picospec.check.battery import FAILED, cases_of, check_case, first_catch, target_law
-from picospec.check.drivers import filled
+from picospec.check.drivers import filled, run
 from picospec.check.controls import CONTROLS
 from picospec.check.exact_law import ALPHA, detectable_tv
 
@@ -200,7 +200,7 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
         return Verdict(exercise, False, "what your function returns", wrong, "what it returns")
     if uncertain is not None and (elsewhere := drawn_elsewhere(exercise, fn, *uncertain)):
         return elsewhere
-    cases = cases_of(contract) if battery is None else battery.cases
+    cases = battery_cases(contract, battery)
     n_cases, tv90 = len(cases), battery_tv90(contract, samples, battery)
     where = (f"the checker's {n_cases} toy cases of the {contract} contract (picospec.check)"
              if battery is None else battery.about)
@@ -274,8 +274,7 @@ def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=Non
 def same_mistake(fn, known, contract, seed, n=200, battery=None, first=None):
     """The kept wrong answer among `known` whose n sequences are fn's on every case of the
     battery, or None; case `first` (where fn failed, and most mistakes differ) compared first."""
-    cases = sorted(cases_of(contract) if battery is None else battery.cases,
-                   key=lambda ic: ic[0] != first)
+    cases = sorted(battery_cases(contract, battery), key=lambda ic: ic[0] != first)
     yours = {}
     for wrong in known:
         for i, case in cases:
@@ -290,8 +289,6 @@ def same_mistake(fn, known, contract, seed, n=200, battery=None, first=None):
 
 def sequences(fn, contract, case, n, seed, battery):
     """fn's n sequences [n, N] on the case, or what it raised."""
-    from picospec.check.drivers import run
-
     sampler = fn if battery is None else case.sampler(fn)
     try:
         with np.errstate(all="ignore"):
@@ -305,7 +302,7 @@ def drawn_by(wrong, contract, seed, n, battery, i):
     """A kept wrong answer's sequences on case i, drawn once per process: drawn from the case's
     seeded generators they are the same at every grading; one that also draws from NumPy's global
     generator matches no answer, drawn again or not."""
-    case = dict(cases_of(contract) if battery is None else battery.cases)[i]
+    case = dict(battery_cases(contract, battery))[i]
     return sequences(wrong, contract, case, n, (seed, i), battery)
 
 
@@ -652,11 +649,16 @@ def tie_call(exercise, fn, args, kept):
                    "a tie u == q / p")
 
 
+def battery_cases(contract, battery=None):
+    """[(number, case)]: the checker's battery of the contract, or an exercise's own battery."""
+    return cases_of(contract) if battery is None else battery.cases
+
+
 @functools.lru_cache
 def controls(contract, samples, seed, battery=None):
     """The negative controls over the law cases of contract's battery (or battery), once per
     samples and seed, as run_controls runs them -> [(name, the first case to catch it, or None)]."""
-    cases = cases_of(contract) if battery is None else battery.cases
+    cases = battery_cases(contract, battery)
     law_cases = [(i, case) for i, case in cases if not case.support]
     return [(control.__name__, first_catch(control, contract, law_cases, samples, seed))
             for control in CONTROLS[contract]]
@@ -666,7 +668,7 @@ def controls(contract, samples, seed, battery=None):
 def battery_tv90(contract, samples, battery=None):
     """The largest tv90 of the battery's law cases at `samples` sequences: the total variation
     error every case catches with probability 0.9, wherever it lies."""
-    cases = cases_of(contract) if battery is None else battery.cases
+    cases = battery_cases(contract, battery)
     return max(detectable_tv(target_law(case), samples, "anywhere")
                for _, case in cases if not case.support)
 
