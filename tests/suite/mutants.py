@@ -3666,11 +3666,29 @@ MUTANTS = (
            "returns"),
     Mutant("grader-known-mistake-never-named", "graders", "record",
            "picospec/exercises/grading.py",
-           "if not np.array_equal(yours[i], drawn_by(wrong, contract, seed, n, battery, i)):",
-           "if yours[i] is not drawn_by(wrong, contract, seed, n, battery, i):",
+           "if not np.array_equal(yours[i, m], drawn_by(wrong, contract, seed, m, battery, i)):",
+           "if yours[i, m] is not drawn_by(wrong, contract, seed, m, battery, i):",
            ("tests/picospec/test_exercises.py::"
             "test_a_law_failure_names_the_known_mistake_it_behaves_as",),
            "a law failure that is a known mistake is not named as one"),
+    Mutant("grader-known-mistake-by-its-glance", "graders", "rule",
+           "picospec/exercises/grading.py",
+           "product(cases, (min(GLANCE, n), n))", "product(cases, (min(GLANCE, n),))",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_same_mistake_compares_every_case_at_its_full_count",),
+           "an answer that differs from a kept one past the first 25 sequences is named as it"),
+    Mutant("grader-input-unchanged-by-value", "graders", "rule", "picospec/exercises/grading.py",
+           "if all(map(operator.is_, now, was)):", "if all(map(operator.eq, now, was)):",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_an_input_written_back_as_other_types_is_changed",),
+           "an input whose numbers were replaced in place by equal ones of another type (1 by "
+           "True, 1 by 1.0) passes as unchanged"),
+    Mutant("grader-dirty-memory-zeros", "graders", "rule", "picospec/exercises/grading.py",
+           "buffer.fill(0xFF)", "buffer.fill(0)",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where",),
+           "the pass on memory left dirty leaves zeros, which a where= without out= reads as "
+           "right"),
     Mutant("shape-lint-any-brackets", "tree checks", "rule", "tests/test_architecture.py",
            'SHAPE_NOTE = re.compile(rf"#.*(\\[\\s*{DIM}(?:\\s*,\\s*{DIM})*\\s*\\]|\\bscalar\\b)")',
            'SHAPE_NOTE = re.compile(r"#.*(\\[.*\\]|\\bscalar\\b|\\bshape)")',
@@ -3710,7 +3728,7 @@ MUTANTS = (
            "the watched calls draw other uniforms than the learner's rng would"),
     Mutant("grader-mistake-named-on-one-case", "graders", "record",
            "picospec/exercises/grading.py",
-           "        for i, case in cases:", "        for i, case in cases[:1]:",
+           "itertools.product(cases, (", "itertools.product(cases[:1], (",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_kept_mistake_agreeing_only_on_the_failing_case_is_not_named",
             "tests/picospec/exercises/test_grading.py::test_five_sampler_bugs_get_five_lines_and_their_names"),

@@ -273,7 +273,8 @@ def test_an_input_written_back_as_other_types_is_changed():
     from picospec.exercises.grading import changed_input
 
     for now, was in (([(0,), (1,)], [[0], [1]]), ([0.0, 1.0], [0, 1]), ([[0.0]], [[0]]),
-                     (np.zeros(2, np.float32), np.zeros(2)), ([np.int64(1)], [1])):
+                     (np.zeros(2, np.float32), np.zeros(2)), ([np.int64(1)], [1]),
+                     ([0, True], [0, 1])):
         assert changed_input([now], [was]) is not None, (now, was)
     for same in ([[0], [1, 2]], [0, float("nan")], np.array([1.0, np.nan]), {"a": [1]}):
         assert changed_input([same], [copy.deepcopy(same)]) is None, same
@@ -929,6 +930,21 @@ def test_a_kept_mistake_agreeing_only_on_the_failing_case_is_not_named():
     wrong = EXERCISES["verify_chain"].WRONG
     assert grading.same_mistake(there_only, wrong, "chain", 0, first=first) is None
     assert grading.same_mistake(kept, wrong, "chain", 0, first=first) is kept
+
+
+def test_same_mistake_compares_every_case_at_its_full_count(monkeypatch):
+    """Each case is compared at GLANCE sequences, then at the full count: an answer whose first
+    sequences are a kept mistake's on every case, and whose later ones are right, is not it."""
+    from picospec.verify import verify_chain
+
+    kept, drawn = EXERCISES["verify_chain"].resample_from_target, grading.sequences
+
+    def glanced(fn, contract, case, n, seed, battery):  # the kept mistake's at a glance only
+        return drawn(kept if fn is verify_chain and n <= grading.GLANCE else fn, contract, case,
+                     n, seed, battery)
+    monkeypatch.setattr(grading, "sequences", glanced)
+    assert grading.same_mistake(verify_chain, [kept], "chain", 0) is None
+    assert grading.same_mistake(kept, [kept], "chain", 0) is kept
 
 
 def test_a_control_caught_by_a_support_case_alone_leaves_the_run_without_a_verdict():
