@@ -278,6 +278,8 @@ def same_mistake(fn, known, contract, seed, n=200, battery=None, first=None):
     cases = sorted(battery_cases(contract, battery), key=lambda ic: ic[0] != first)
     yours = {}
     for wrong in known:
+        if wrong is fn:  # the kept answer itself, handed in whole: it is its own mistake
+            return wrong
         for (i, case), m in itertools.product(cases, (min(GLANCE, n), n)):
             if (i, m) not in yours:
                 yours[i, m] = sequences(fn, contract, case, m, (seed, i), battery)

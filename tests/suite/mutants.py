@@ -3683,6 +3683,11 @@ MUTANTS = (
             "test_an_input_written_back_as_other_types_is_changed",),
            "an input whose numbers were replaced in place by equal ones of another type (1 by "
            "True, 1 by 1.0) passes as unchanged"),
+    Mutant("grader-every-answer-its-own-mistake", "graders", "rule",
+           "picospec/exercises/grading.py", "        if wrong is fn:", "        if True:",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_law_failure_names_the_known_mistake_it_behaves_as",),
+           "a law failure unlike every kept mistake is named as the first of them"),
     Mutant("grader-dirty-memory-zeros", "graders", "rule", "picospec/exercises/grading.py",
            "buffer.fill(0xFF)", "buffer.fill(0)",
            ("tests/picospec/exercises/test_grading.py::"
