@@ -3688,6 +3688,12 @@ MUTANTS = (
            ("tests/picospec/test_exercises.py::"
             "test_a_law_failure_names_the_known_mistake_it_behaves_as",),
            "a law failure unlike every kept mistake is named as the first of them"),
+    Mutant("grader-tail-calls-one-short", "graders", "rule", "picospec/exercises/grading.py",
+           "                   for k in range(n)):", "                   for k in range(n // 16)):",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_right_answer_written_otherwise_passes",),
+           "a right answer drawing its tokens elsewhere is called too few times to reach the "
+           "tail its law gives mass, and fails"),
     Mutant("grader-dirty-memory-zeros", "graders", "rule", "picospec/exercises/grading.py",
            "buffer.fill(0xFF)", "buffer.fill(0)",
            ("tests/picospec/exercises/test_grading.py::"
