@@ -88,4 +88,10 @@ def int_at_one(alpha, K):
     return K + 1 if alpha == 1 else (1 - alpha ** (K + 1)) / (1 - alpha)
 
 
-WRONG = (no_own_token, one_draft_short, no_edge_case, guarded_near_one, int_at_one)
+def array_of_one_number(alpha, K):
+    """np.array(E, dtype=np.float64): an array of shape (), not the float64 asked."""
+    return np.array(reference(alpha, K), dtype=np.float64)
+
+
+WRONG = (no_own_token, one_draft_short, no_edge_case, guarded_near_one, int_at_one,
+         array_of_one_number)

@@ -1086,6 +1086,8 @@ def same_array(yours, expected, tol=1e-9):
     differs."""
     if isinstance(expected, np.ndarray) and expected.ndim and (odd := not_ndarray(yours)):
         return odd  # a list is no mask, no law
+    if not np.ndim(expected) and isinstance(yours, np.ndarray):  # json.dumps, hash refuse it
+        return f"a NumPy array of shape {yours.shape}, expected a number: return .item() of it"
     yours, right = np.asarray(yours), np.asarray(expected).dtype
     if yours.shape != np.shape(expected):
         return f"shape {yours.shape}, expected {np.shape(expected)}"

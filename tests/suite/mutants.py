@@ -2285,6 +2285,14 @@ MUTANTS = (
            ("tests/picospec/test_exercises.py::"
             "test_a_wrong_answer_fails_where_expected[expected_tokens-int_at_one]",),
            "an int returned where the statement asks for a float64 passes"),
+    Mutant("grader-array-for-a-number", "graders", "rule", "picospec/exercises/grading.py",
+           "    if not np.ndim(expected) and isinstance(yours, np.ndarray):",
+           "    if not np.ndim(expected) and isinstance(yours, np.matrix):",
+           ("tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[expected_tokens-array_of_one_number]",
+            "tests/picospec/test_exercises.py::"
+            "test_a_wrong_answer_fails_where_expected[predicted_speedup-speedup_by_where]"),
+           "an array of shape () returned where the statement asks for a float64 passes"),
     Mutant("grader-medusa-no-digit-keys", "graders", "rule",
            "picospec/exercises/medusa_buffers.py",
            "            for b in (10, 16, 32, 64, 100, 256, 1000, 1024, 4096, 10_000, 65_536, "
