@@ -580,7 +580,7 @@ def rare_token_calls(exercise, fn, calls, even, read, tails=(), seed=0):
         else:
             why = (f"token {token}, of mass {law[token]:g}, never came out; a law is drawn from "
                    f"whole, whatever its largest masses (no argmax for a law that is nearly "
-                   f"certain, no top-k)")
+                   f"certain, no top-k, no floor under its small entries)")
         return Verdict(exercise, False, "one call with every uniform 0, then 1 - 2^-53, once the "
                        "law passed", "\n".join(
                            ["the call:", *(f"  {name} = {s}"
@@ -617,7 +617,7 @@ def tail_calls(exercise, fn, tails, read, seed):
                                   f"mass {mass:.3g} together (all miss with probability "
                                   f"{(1 - mass) ** n:.1g}): a law is drawn from whole, whatever "
                                   f"its largest masses (no argmax for a law that is nearly "
-                                  f"certain, no top-k)"]), failed)
+                                  f"certain, no top-k, no floor under its small entries)"]), failed)
     return None
 
 

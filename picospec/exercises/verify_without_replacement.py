@@ -127,7 +127,9 @@ HAIRS_PAST = ((TWELFTH, 0.5, ([], 12), "the twelfth sibling, token 11, has q / p
 ENDS_PAST = ((([0], [-1], chain.WIDER_RESIDUAL[2], chain.WIDER_RESIDUAL[1]), 1999,
               "node 0 (token 0) has q = 0 (always rejected); the residual, Q[0], gives token "
               "i > 0 mass (2000 - i) / 1,999,000", "a residual over 2,000 tokens"),
-             (([], [], chain.SHORT_SUM[2], chain.SHORT_SUM[1]), 9, *chain.SHORT_SUM_ABOUT))
+             (([], [], chain.SHORT_SUM[2], chain.SHORT_SUM[1]), 9, *chain.SHORT_SUM_ABOUT),
+             *((([0], [-1], Q, P), token, about.replace("drafts[0] = 0", "node 0 (token 0)"),
+                failed) for (_, P, Q), token, about, failed in chain.ENDS_PAST[2:]))
 
 # verify_chain.WIDE_UNCERTAIN with nodes for drafts: no nodes, then one the target forbids
 WIDE_UNCERTAIN = tuple((drafts, [-1] * len(drafts), Q, P, None)

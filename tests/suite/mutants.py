@@ -2293,6 +2293,20 @@ MUTANTS = (
             "tests/picospec/test_exercises.py::"
             "test_a_wrong_answer_fails_where_expected[predicted_speedup-speedup_by_where]"),
            "an array of shape () returned where the statement asks for a float64 passes"),
+    Mutant("grader-no-long-tail-at-the-ends", "graders", "rule",
+           "picospec/exercises/verify_chain.py",
+           "             (long_tail(1e-10), 128_255, *long_tail_about(1e-10)))", "             )",
+           ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
+            "naming_where[verify_chain-chain_residual_relative_floor]",
+            "tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
+            "naming_where[verify_without_replacement-wr_residual_relative_floor]"),
+           "a residual floored at 1e-6 of its largest entry passes verify_chain"),
+    Mutant("grader-no-long-tail-in-the-tails", "graders", "rule",
+           "picospec/exercises/verify_chain.py",
+           "         (long_tail(1e-6), 28_256, *long_tail_about(1e-6)))", "         )",
+           ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
+            "naming_where[verify_chain-chain_gumbel_residual_relative_floor]",),
+           "a Gumbel-max answer whose residual is floored at 1e-5 of its largest entry passes"),
     Mutant("grader-medusa-no-digit-keys", "graders", "rule",
            "picospec/exercises/medusa_buffers.py",
            "            for b in (10, 16, 32, 64, 100, 256, 1000, 1024, 4096, 10_000, 65_536, "

@@ -2056,6 +2056,35 @@ def chain_residual_floor_1e15(drafts, P, Q, rng):
     return len(drafts), draw(Q[len(drafts)], rng)
 
 
+def relative_floor(law, share):
+    """law with entries below share of its largest zeroed, renormalised."""
+    law = np.array(law, dtype=float)
+    law[law < share * law.max()] = 0
+    return law / law.sum()
+
+
+def chain_residual_relative_floor(drafts, P, Q, rng):
+    """Residual entries below 1e-6 of its largest zeroed "as rounding noise"."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(relative_floor(clipped(Q[t], P[t]), 1e-6), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_gumbel_residual_relative_floor(drafts, P, Q, rng):
+    """Tokens by Gumbel-max, residual entries below 1e-5 of its largest zeroed."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, gumbel_max(relative_floor(clipped(Q[t], P[t]), 1e-5), rng)
+    return len(drafts), gumbel_max(Q[len(drafts)], rng)
+
+
+def wr_residual_relative_floor(tokens, parents, Q, P, rng):
+    """Each residual's entries below 1e-4 of its largest zeroed "as rounding noise"."""
+    return tree_walk(tokens, parents, Q, P, rng,
+                     update=lambda q, p: relative_floor(clipped(q, p), 1e-4))
+
+
 def wr_eight_levels_at_most(tokens, parents, Q, P, rng):
     """The walk stopped 8 levels down ("Sequoia's trees are at most 8 deep")."""
     return wr_three_levels_at_most(tokens, parents, Q, P, rng, levels=8)
@@ -3020,6 +3049,7 @@ WRONG = {
                      chain_tiny_zeroed_in_place, chain_certain_within_1e5,
                      chain_uniforms_buffer_of_8, chain_drafts_capped_at_32,
                      chain_residual_top_256_when_wide, chain_residual_floor_1e15,
+                     chain_residual_relative_floor, chain_gumbel_residual_relative_floor,
                      chain_index_clamped, chain_uniforms_buffer_of_64, chain_p_floored,
                      chain_ids_in_uint16, chain_binomial_capped_at_32, chain_rows_in_int8,
                      chain_gumbel_confident_argmax, chain_multinomial_bonus_top_50,
@@ -3041,7 +3071,7 @@ WRONG = {
                                    wr_binomial_children_in_a_set, wr_binomial_ids_in_int16,
                                    wr_rows_in_int8, wr_gumbel_residual_top_16,
                                    wr_p_in_float32, wr_choice_when_wide,
-                                   wr_residual_in_q_when_wide],
+                                   wr_residual_in_q_when_wide, wr_residual_relative_floor],
     "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
                        medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists,
