@@ -178,15 +178,22 @@ def wrong_return(fn, probe, contract):
     else:
         want = "(path, next token): a list of node indices and an integer"
         ok = (isinstance(value, (tuple, list)) and len(value) in (2, 3)
-              and (isinstance(value[0], (list, tuple)) or isinstance(value[0], np.ndarray)
-                   and value[0].ndim == 1 and (value[0].dtype.kind in "iu" or not value[0].size))
+              and (isinstance(value[0], (list, tuple))  # node indices, not 0.0 (the probe's: [0])
+                   and all(isinstance(v, whole) and not isinstance(v, bool) for v in value[0])
+                   or isinstance(value[0], np.ndarray) and value[0].ndim == 1
+                   and (value[0].dtype.kind in "iu" or not value[0].size))
               and isinstance(value[1], whole))
     if ok:
         return None
     kinds = type(value).__name__  # an array shows as a list: its type named, and each part's
     if isinstance(value, (tuple, list)):
-        kinds = f"a {kinds} of {', '.join(type(v).__name__ for v in value)}"
+        kinds = f"a {kinds} of {', '.join(map(kind_of, value))}"
     return f"your function returned {show(value)} ({kinds}); it must return {want}"
+
+
+def kind_of(v):  # a list's type with its first part's: "list of float"
+    inner = f" of {type(v[0]).__name__}" if isinstance(v, (list, tuple)) and v else ""
+    return type(v).__name__ + inner
 
 
 def grade_law(exercise, fn, contract, samples, seed=0, probe=None, uncertain=None, known=(),

@@ -2307,6 +2307,11 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
             "naming_where[verify_chain-chain_gumbel_residual_relative_floor]",),
            "a Gumbel-max answer whose residual is floored at 1e-5 of its largest entry passes"),
+    Mutant("grader-path-of-floats", "graders", "rule", "picospec/exercises/grading.py",
+           "                   and all(isinstance(v, whole) and not isinstance(v, bool) for v in "
+           "value[0])\n", "",
+           ("tests/picospec/exercises/test_grading.py::test_a_path_of_floats_is_named",),
+           "a path of floats ([0.0]) passes verify_without_replacement"),
     Mutant("grader-medusa-no-digit-keys", "graders", "rule",
            "picospec/exercises/medusa_buffers.py",
            "            for b in (10, 16, 32, 64, 100, 256, 1000, 1024, 4096, 10_000, 65_536, "
@@ -3225,8 +3230,9 @@ MUTANTS = (
             "test_a_wrong_kind_of_value_or_a_changed_input_is_named",),
            "an array of text crashes the grader, told to the learner as their function raising"),
     Mutant("grader-path-array-refused", "graders", "rule", "picospec/exercises/grading.py",
-           "isinstance(value[0], (list, tuple)) or isinstance(value[0], np.ndarray)",
-           "isinstance(value[0], (list, tuple)) or False and isinstance(value[0], np.ndarray)",
+           "                   or isinstance(value[0], np.ndarray) and value[0].ndim == 1",
+           "                   or False and isinstance(value[0], np.ndarray) and "
+           "value[0].ndim == 1",
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_right_answer_written_otherwise_passes",),
            "a right verify_without_replacement returning its path as an int array fails"),

@@ -2085,6 +2085,12 @@ def wr_residual_relative_floor(tokens, parents, Q, P, rng):
                      update=lambda q, p: relative_floor(clipped(q, p), 1e-4))
 
 
+def wr_path_of_floats(tokens, parents, Q, P, rng):
+    """The path's nodes as floats, found in a float array of parents (0.0, not node 0)."""
+    path, token = wr_recursive(tokens, parents, Q, P, rng)
+    return [float(c) for c in path], token
+
+
 def wr_eight_levels_at_most(tokens, parents, Q, P, rng):
     """The walk stopped 8 levels down ("Sequoia's trees are at most 8 deep")."""
     return wr_three_levels_at_most(tokens, parents, Q, P, rng, levels=8)

@@ -321,6 +321,16 @@ def test_a_wrong_return_names_each_parts_type():
         verdict)
 
 
+def test_a_path_of_floats_is_named():
+    """Node 0.0 is no node index: the path's parts are named, though the checker's contract
+    reads 0.0 as 0."""
+    verdict = EXERCISES["verify_without_replacement"].grade(student_answers.wr_path_of_floats,
+                                                             samples=SAMPLES)
+    assert verdict.failed == "what it returns", str(verdict)
+    assert "returned ([0.0], 0) (a tuple of list of float, int); it must return (path, next " \
+           "token): a list of node indices" in str(verdict)
+
+
 def test_a_generator_of_the_learners_own_is_named():
     """rng ignored for a generator made once at import: right in law, and told to use rng."""
     verdict = EXERCISES["verify_chain"].grade(student_answers.chain_own_generator,
