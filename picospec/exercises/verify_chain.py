@@ -161,16 +161,16 @@ WIDER_RESIDUAL = ([0], np.eye(1, 2000), np.array([np.r_[0, SLOPE_2000[1:] / SLOP
 
 
 def long_tail(high):
-    """Llama 3's 128,256 tokens, draft 0 forbidden by the target: its residual, Q[0], is token
-    1's but for a tail over tokens 2 to 128,255 falling from high to high / 2 of token 1's mass
-    (a floor relative to the largest entry, or a top-k cut, leaves the last token nothing)."""
-    law = np.r_[0.0, 1.0, np.linspace(high, high / 2, 128_254)]  # [V]
-    return [0], np.eye(1, 128_256), np.array([law / law.sum(), np.eye(1, 128_256)[0]])
+    """GPT-2's 50,257 tokens, draft 0 forbidden by the target: its residual, Q[0], is token 1's
+    but for a tail over tokens 2 to 50,256 falling from high to high / 2 of token 1's mass (a
+    floor relative to the largest entry, or a top-k cut, leaves the last token nothing)."""
+    law = np.r_[0.0, 1.0, np.linspace(high, high / 2, 50_255)]  # [V]
+    return [0], np.eye(1, 50_257), np.array([law / law.sum(), np.eye(1, 50_257)[0]])
 
 
 def long_tail_about(high):
     return (f"drafts[0] = 0 has q = 0 (always rejected); its residual, Q[0], is token 1's but "
-            f"for a tail over tokens 2 to 128,255 falling from {high:g} to {high / 2:g} of token "
+            f"for a tail over tokens 2 to 50,256 falling from {high:g} to {high / 2:g} of token "
             f"1's mass", f"a residual's tail {high:g} of its largest entry")
 
 
@@ -183,7 +183,7 @@ ENDS_PAST = ((WIDER_RESIDUAL, 1999, "drafts[0] = 0 has q = 0 (always rejected); 
               "Q[0], gives token i > 0 mass (2000 - i) / 1,999,000",
               "a residual over 2,000 tokens"),
              (SHORT_SUM, 9, *SHORT_SUM_ABOUT),
-             (long_tail(1e-10), 128_255, *long_tail_about(1e-10)))
+             (long_tail(1e-10), 50_256, *long_tail_about(1e-10)))
 # for answers that draw their tokens other than from rng's uniforms (rng.gumbel): no drafts, Q[0] =
 # [0.9992, 0.0008] (a law taken as certain past 0.999 never gives token 1); no drafts, Q[0] over
 # 2,000 tokens, and the residual over 2,000, whose last hundred tokens hold 0.0025 of each (a law
@@ -194,7 +194,7 @@ TAILS = ((CONFIDENT, 1, "Q[0] = [0.9992, 0.0008]", "a law of 0.9992"),
          (WIDEST, 1_900, "Q[0]: 2,000 tokens, token i of mass (2000 - i) / 2,001,000",
           "the last hundred of 2,000 tokens"),
          (WIDER_RESIDUAL, 1_900, ENDS_PAST[0][2], "the last hundred of a residual's 2,000"),
-         (long_tail(1e-6), 28_256, *long_tail_about(1e-6)))
+         (long_tail(1e-5), 10_000, *long_tail_about(1e-5)))
 # no drafts, V = 257: the next token, 256, is past what 8 bits hold
 BYTE = ([], np.zeros((0, 257)), np.eye(257)[[256]], None)
 # GPT-2's 50,257 tokens: draft 35,000 (past int16, where it wraps to -30,536, the index of

@@ -2295,7 +2295,7 @@ MUTANTS = (
            "an array of shape () returned where the statement asks for a float64 passes"),
     Mutant("grader-no-long-tail-at-the-ends", "graders", "rule",
            "picospec/exercises/verify_chain.py",
-           "             (long_tail(1e-10), 128_255, *long_tail_about(1e-10)))", "             )",
+           "             (long_tail(1e-10), 50_256, *long_tail_about(1e-10)))", "             )",
            ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
             "naming_where[verify_chain-chain_residual_relative_floor]",
             "tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
@@ -2303,7 +2303,7 @@ MUTANTS = (
            "a residual floored at 1e-6 of its largest entry passes verify_chain"),
     Mutant("grader-no-long-tail-in-the-tails", "graders", "rule",
            "picospec/exercises/verify_chain.py",
-           "         (long_tail(1e-6), 28_256, *long_tail_about(1e-6)))", "         )",
+           "         (long_tail(1e-5), 10_000, *long_tail_about(1e-5)))", "         )",
            ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
             "naming_where[verify_chain-chain_gumbel_residual_relative_floor]",),
            "a Gumbel-max answer whose residual is floored at 1e-5 of its largest entry passes"),

@@ -40,7 +40,7 @@ CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty
               "a law of 0.9992", "the last hundred of 2,000 tokens",
               "the last hundred of a residual's 2,000", "q / p in float64",
               "a residual over 128,256 tokens", "a residual's tail 1e-10 of its largest entry",
-              "a residual's tail 1e-06 of its largest entry")
+              "a residual's tail 1e-05 of its largest entry")
 # mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
 WHERE = {
     # (a chain of eight drafts is a case of the battery now)
@@ -100,11 +100,11 @@ WHERE = {
     # a floor relative to the residual's largest entry: at the ends of a long tail, or (Gumbel-max)
     # in the tail's share
     "chain_residual_relative_floor": ("a residual's tail 1e-10 of its largest entry",
-                                      "token 128255, of mass"),
-    "chain_gumbel_residual_relative_floor": ("a residual's tail 1e-06 of its largest entry",
-                                             "it returned no token >= 28,256"),
+                                      "token 50256, of mass"),
+    "chain_gumbel_residual_relative_floor": ("a residual's tail 1e-05 of its largest entry",
+                                             "it returned no token >= 10,000"),
     "wr_residual_relative_floor": ("a residual's tail 1e-10 of its largest entry",
-                                   "token 128255, of mass"),
+                                   "token 50256, of mass"),
     "wr_eight_levels_at_most": ("twelve siblings, 31 levels", "was rejected though"),
     "wr_eight_children_at_most": ("twelve siblings, 31 levels", "node 11 (token 11) was rejected"),
     "wr_last_four_removed": ("the twelfth sibling's law", "not ([], 12)"),
