@@ -4,6 +4,7 @@ need the models (lengths against the context window, --batch's rows against memo
 
     argv -> read_plan -> Plan -> (load) -> check_loaded -> (run, report)
 """
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -20,6 +21,10 @@ from picospec_app.settings import engine_choices, read_settings
 from picospec_cli import Option, UsageError, convert, read, settle, usage
 
 DEFAULT_PROMPT = "def read_lines(path):\n"
+# characters read at most from --prompt_file or --batch: thousands of times a prompt (GPT-2 reads
+# 1,024 tokens, about 4 characters each), so a file past it holds no prompt, and an endless input
+# (/dev/zero) is refused in a moment, not read until memory runs out
+MOST_TEXT = 16_000_000
 # what --help says the command does (this module's docstring is about the plan, not the command)
 ABOUT = ("Decode a prompt with a speculative method and with plain autoregressive decoding, side "
          "by side:\nthe texts, the times, tokens per target call, acceptance and the speedup.")
@@ -142,8 +147,8 @@ def read_prompts(values, given):
 def batch_prompts(values):
     """--batch FILE's prompts, one per line, blank lines skipped."""
     path = values["batch"]
-    if path != "-":  # the door's checks of an existing file
-        convert(Option("batch", "file"), path)
+    if path != "-" and not os.path.isdir(path):  # the door's checks of an existing file (a
+        convert(Option("batch", "file"), path)  # folder: read_text says so, as --prompt_file's)
     text = read_text("--batch", path, "the prompts", newline="")
     # lines end at "\n" or "\r\n" only (str.splitlines also cuts at a form feed or U+2028)
     lines = [line.removesuffix("\r") for line in text.split("\n")]
@@ -156,12 +161,16 @@ def batch_prompts(values):
 
 
 def read_text(flag, path, what, newline=None):
-    """The UTF-8 text of the file at `path`, or of standard input for "-"."""
+    """The UTF-8 text of the file at `path`, or of standard input for "-"; past MOST_TEXT
+    characters (an endless input: /dev/zero, `yes |`) refused, not read until memory runs out."""
     if path == "-" and sys.stdin is None:
         raise UsageError(f"{flag} -: standard input is closed; pipe {what} in or name a file")
     try:
-        text = (sys.stdin.read() if path == "-" else
-                open(path, encoding="utf-8-sig", newline=newline).read())  # -sig: a BOM is no text
+        if path == "-":
+            text = sys.stdin.read(MOST_TEXT + 1)
+        else:
+            with open(path, encoding="utf-8-sig", newline=newline) as f:  # -sig: a BOM is no text
+                text = f.read(MOST_TEXT + 1)
     except IsADirectoryError:
         raise UsageError(f"{flag} {path}: it is a folder; name a file") from None
     except FileNotFoundError:
@@ -171,6 +180,10 @@ def read_text(flag, path, what, newline=None):
     except UnicodeDecodeError as e:
         raise UsageError(f"{flag} {path}: cannot read it as UTF-8 text ({e}); save it as "
                          f"UTF-8") from None
+    if len(text) > MOST_TEXT:
+        raise UsageError(f"{flag} {path}: more than {MOST_TEXT:,} characters (is it endless?); "
+                         f"a prompt is a few thousand at most (GPT-2 reads 1,024 tokens): name "
+                         f"the file of {what}")
     try:  # standard input's bytes that were not UTF-8 arrive as lone surrogates
         text.encode("utf-8")
     except UnicodeEncodeError:

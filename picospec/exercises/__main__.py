@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from picospec.exercises import EXERCISES
-from picospec.exercises.answers import Unreadable, handout, handout_problem
+from picospec.exercises.answers import Unreadable, handout, handout_problem, is_device
 from picospec.exercises.runner import grade_in_process, near_names
 from picospec_cli import Option, UsageError, guarded, nearest, parse, usage
 
@@ -248,7 +248,16 @@ def main(argv=None):
         elif command == "template":
             print(template(word))
         elif command == "handout":
-            n = handout(word, values["out"])
+            out = values["out"]
+            then = (": give another --out" if is_device(out) else
+                    "; the file is as it was: free space on its disk, or give another --out"
+                    if Path(out).is_file() else
+                    "; no file was made: free space on the disk, or give another --out")
+            try:
+                n = handout(word, out)
+            except OSError as e:  # a full disk, a file-size limit, a device that refuses
+                raise UsageError(f"--out {out}: cannot write the handout ({e.strerror or e})"
+                                 f"{then}") from None
             print(f"wrote {values['out']}: {n} answer cells back to stubs, outputs cleared")
         elif Path(word).is_dir():
             return grade_folder(word, values)

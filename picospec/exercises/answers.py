@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from picospec.exercises import EXERCISES
+from picospec_cli import replace_file
 
 TAG = "answer"  # the tag of a notebook's answer cells; metadata "exercise" names the exercise
 _loaded = itertools.count()
@@ -83,8 +84,18 @@ def handout(notebook, out):
         cell["source"] = ("# your answer: replace the line raising NotImplementedError\n"
                           f"import numpy as np\n\n\n{stub}")
     text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
-    Path(out).write_text(text, encoding="utf-8")
+    if is_device(out):
+        Path(out).write_text(text, encoding="utf-8")
+    else:  # written whole beside it, then renamed: a failed write leaves the old file as it was
+        replace_file(Path(out).resolve(), [text.encode("utf-8")])  # a link stays a link
     return len(answers)
+
+
+def is_device(path):
+    """A path to write in place, not to replace: a device or a pipe (/dev/full, /dev/stdout)."""
+    real = Path(path).resolve()
+    return (real.exists() and not real.is_file()
+            or Path(path).absolute().parts[1:2] in (("dev",), ("proc",)))
 
 
 def handout_problem(notebook):

@@ -1,6 +1,8 @@
 """Each answer file graded in its own process, under a time limit, its output captured: the
 child runs `child` and writes each step as a JSON line to a file the parent reads."""
+import codecs
 import difflib
+import io
 import json
 import os
 import signal
@@ -19,21 +21,37 @@ SHOWN = 600  # characters of an answer's own output shown
 TRIAL = 100  # sequences per case of the first timed run of a law-graded exercise (then 3x)
 
 
-class Capped:
-    """A text stream that keeps its first SHOWN characters and counts the rest."""
+class Capped(io.RawIOBase):
+    """What an answer prints, as bytes of UTF-8: its first SHOWN characters kept, all counted.
+    fileno() is the grader's pipe, a real descriptor (faulthandler.enable() writes there)."""
 
-    def __init__(self):
-        self.kept, self.total = [], 0
+    name = "<stdout>"
 
-    def write(self, text):
-        room = SHOWN - sum(map(len, self.kept))
-        if room > 0:
-            self.kept.append(text[:room])
+    def __init__(self, fd=1):
+        self.kept, self.total, self.fd = [], 0, fd
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")  # a character may be cut
+
+    def writable(self):
+        return True
+
+    def write(self, data):
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        text = self.decoder.decode(bytes(data))
+        if self.total < SHOWN:  # what is kept is what came first
+            self.kept.append(text[:SHOWN - self.total])
         self.total += len(text)
-        return len(text)
+        return len(data)
 
-    def flush(self):
-        pass
+    def fileno(self):
+        return self.fd
+
+
+def captured(capped):
+    """sys.stdout for an answer: a text stream as a file's (isatty() False, encoding, buffer,
+    reconfigure, close), each write passed on to `capped` at once."""
+    return io.TextIOWrapper(capped, encoding="utf-8", errors="backslashreplace",
+                            write_through=True)
 
 
 def uses_own(name, namespace):
@@ -51,7 +69,8 @@ def child(path, events, samples, seed, names):
     from picospec.exercises.answers import Unreadable, read_answers
 
     out = open(events, "a", encoding="utf-8", buffering=1)
-    printed = Capped()
+    capped = Capped(1)  # fd 1: the pipe the grader reads, fd 2's too
+    printed = captured(capped)
     grading.FORBID_OWN = True  # a learner's file: no call of picospec's own answer
 
     def event(**fields):
@@ -96,7 +115,9 @@ def child(path, events, samples, seed, names):
             continue
         event(name=name, passed=verdict.passed, line=verdict.line(), text=str(verdict),
               answered=verdict.answered)
-    event(printed=printed.total, head="".join(printed.kept))
+    if not printed.closed:  # the answer may have turned write_through off
+        printed.flush()
+    event(printed=capped.total, head="".join(capped.kept))
 
 
 def raised(e, path):

@@ -420,6 +420,35 @@ def test_batch_from_standard_input_and_a_closed_one(monkeypatch, tmp_path):
     assert read_plan(["--batch", str(tmp_path / "p.txt")]).prompts == ["x = 1"]
 
 
+def test_a_prompt_file_past_the_bound_is_refused_naming_it(monkeypatch, tmp_path):
+    """--prompt_file and --batch read at most MOST_TEXT characters (here 10), a file's or standard
+    input's: the bound itself is read, one character past it is refused in one line (an endless
+    /dev/zero too, not read until memory runs out)."""
+    import sys
+
+    from picospec_app import plan
+    from picospec_cli import UsageError
+
+    monkeypatch.setattr(plan, "MOST_TEXT", 10)
+    (tmp_path / "ten.txt").write_text("def f(x):\n")
+    (tmp_path / "eleven.txt").write_text("def fg(x):\n")
+    assert read_plan(["--prompt_file", str(tmp_path / "ten.txt")]).prompts == ["def f(x):\n"]
+    assert read_plan(["--batch", str(tmp_path / "ten.txt")]).prompts == ["def f(x):"]
+    for flag in ("--prompt_file", "--batch"):
+        for path, stdin in ((str(tmp_path / "eleven.txt"), None), ("-", "def fg(x):\n"),
+                            ("/dev/zero", None)):
+            monkeypatch.setattr(sys, "stdin", io.StringIO(stdin or ""))
+            with pytest.raises(UsageError) as refused:
+                read_plan([flag, path])
+            assert str(refused.value) == (
+                f"{flag} {path}: more than 10 characters (is it endless?); a prompt is a few "
+                f"thousand at most (GPT-2 reads 1,024 tokens): name the file of the prompt"
+                + "s" * (flag == "--batch"))
+        monkeypatch.setattr(sys, "stdin", io.StringIO("def f(x):\n"))
+        assert read_plan([flag, "-"]).prompts == [
+            "def f(x):\n" if flag == "--prompt_file" else "def f(x):"]
+
+
 def test_a_byte_order_mark_is_no_text(tmp_path):
     """A file saved with a UTF-8 byte order mark (as some editors do): the mark is not the first
     character of the prompt, nor of --batch's first line."""

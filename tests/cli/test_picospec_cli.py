@@ -112,6 +112,12 @@ MAIN_CASES = [
     (["--prompt_file", "/nonexistent/p.txt"], r"^error: --prompt_file /nonexistent/p.txt: no such "
                                               r"file$", False),
     (["--prompt_file", "."], r"^error: --prompt_file \.: it is a folder; name a file$", False),
+    (["--batch", "."], r"^error: --batch \.: it is a folder; name a file$", False),
+    # an endless input is refused at a bound, not read until memory runs out
+    (["--prompt_file", "/dev/zero"], r"^error: --prompt_file /dev/zero: more than 16,000,000 "
+                                     r"characters \(is it endless\?\); a prompt is a few", False),
+    (["--batch", "/dev/zero"], r"^error: --batch /dev/zero: more than 16,000,000 characters",
+     False),
     (["--prompt_file", "blank.txt"], r"--prompt_file blank.txt: it is empty; put the prompt in it",
      False),
     ([b"--prompt=def f\xff(x):"], r"--prompt is not UTF-8 text .*--prompt_file", False),

@@ -13,7 +13,7 @@ from picospec.exercises.answers import TAG
 from picospec.exercises.grading import battery_tv90
 from picospec.exercises.grading import show as grading_show
 
-from tests.support.clitools import ROOT, assert_refused, run_cli, run_here
+from tests.support.clitools import ROOT, assert_refused, files_under, run_cli, run_here
 from tests.support.fewest import fewest
 
 LEARNER = ROOT / "tests" / "support" / "learner_answers.py"
@@ -611,6 +611,40 @@ def test_a_handout_may_replace_another_file(tmp_path):
                  tmp_path)
     assert r.returncode == 0, r.stderr
     assert len(answer_cells(json.loads((tmp_path / "old.ipynb").read_text()))) == len(EXERCISES)
+
+
+@pytest.mark.parametrize("old, then", [("an older copy", "the file is as it was"),
+                                       (None, "no file was made")])
+def test_a_handout_that_cannot_be_written_whole_leaves_the_old_file(tmp_path, old, then):
+    """A write that fails mid-file (a file-size limit in a child process stands in for a full
+    disk: the same OSError) is one line naming --out, and leaves the file there as it was (or
+    none), with no temporary file beside it."""
+    if old is not None:
+        (tmp_path / "old.ipynb").write_text(old)
+    before = files_under(tmp_path)
+    script = ("import resource, runpy, signal, sys\n"
+              "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))\n"
+              f"sys.argv = ['x', 'handout', {str(NOTEBOOK)!r}, '--out', 'old.ipynb']\n"
+              "runpy.run_module('picospec.exercises', run_name='__main__', alter_sys=True)\n")
+    # no bytecode written under the limit: Python would keep a .pyc cut at 8 kB and fail on it
+    r = run_cli(["-c", script], tmp_path, env={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert r.returncode == 2
+    assert_refused(r, rf"^error: --out old.ipynb: cannot write the handout \(File too large\); "
+                      rf"{then}: free space on .* disk, or give another --out$", tmp_path, before)
+    if old is not None:
+        assert (tmp_path / "old.ipynb").read_text() == old
+
+
+def test_a_handout_to_a_full_device_is_one_line_naming_it(tmp_path):
+    """/dev/full (a device that is always full) is written in place, never replaced by a file."""
+    if not Path("/dev/full").is_char_device():
+        pytest.skip("no /dev/full here")
+    r = run_here(["-m", "picospec.exercises", "handout", str(NOTEBOOK), "--out", "/dev/full"],
+                 tmp_path)
+    assert r.returncode == 2
+    assert_refused(r, r"^error: --out /dev/full: ", tmp_path, [])
+    assert Path("/dev/full").is_char_device()
 
 
 def test_grading_needs_numpy_alone(tmp_path):

@@ -84,6 +84,25 @@ def test_what_an_answer_prints_is_captured_and_cut(tmp_path):
     assert len(r.stdout) < 5_000
 
 
+def test_a_right_answer_may_use_its_output_as_a_file_is_used(tmp_path):
+    """The captured output is a text stream as a file's (not a terminal's): isatty() is False,
+    it has an encoding, writelines, a buffer of bytes and reconfigure, and fileno() is a real
+    descriptor (faulthandler.enable() takes it; what faulthandler writes there is shown)."""
+    path = answer(tmp_path, "import faulthandler\nimport sys\n\nfaulthandler.enable()\n"
+                  "print('a terminal?', sys.stdout.isatty(), sys.stderr.isatty(), flush=True)\n"
+                  "sys.stdout.reconfigure(line_buffering=True)\n"
+                  "sys.stdout.writelines(['encoding ', sys.stdout.encoding, '\\n'])\n"
+                  "sys.stdout.buffer.write('bytes \u00e9\\n'.encode())\n"
+                  "sys.stderr.write('to stderr\\n')\n"
+                  "faulthandler.dump_traceback(all_threads=False)\n\n\n" + RESIDUAL)
+    r = grade(tmp_path, path, "--exercise", "residual", "--timeout", BOUND)
+    assert r.returncode == 0 and "residual: pass" in r.stdout, r.stdout + r.stderr
+    assert ("mine.py printed 57 characters while graded; the first:\n    a terminal? False False\n"
+            "    encoding utf-8\n    bytes \u00e9\n    to stderr\n    Stack (most recent call "
+            "first)") in r.stdout, r.stdout
+    assert r.stderr == ""
+
+
 def test_output_past_print_neither_blocks_nor_floods(tmp_path):
     """200 kB written straight to the output's file descriptor (as a C library writes, past print)
     is more than a pipe holds: the answer is still graded, not stopped at the time limit."""

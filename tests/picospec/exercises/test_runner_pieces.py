@@ -6,19 +6,28 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from picospec.exercises import runner
-from picospec.exercises.runner import SHOWN, Capped, doing, drain, near_names, stop, take
+from picospec.exercises.runner import (SHOWN, Capped, captured, doing, drain, near_names, stop,
+                                       take)
 
 
 def test_what_an_answer_prints_keeps_its_first_600_characters_and_counts_all():
     assert SHOWN == 600
-    printed = Capped()
+    capped = Capped()
+    printed = captured(capped)
     assert printed.write("a" * 500) == 500
     assert printed.write("b" * 200) == 200  # 100 kept, 100 counted
     assert printed.write("c") == 1
-    assert "".join(printed.kept) == "a" * 500 + "b" * 100
-    assert printed.total == 701
+    assert "".join(capped.kept) == "a" * 500 + "b" * 100
+    assert capped.total == 701
+    # characters, not bytes: a character of 2 bytes written a byte at a time counts once
+    assert printed.buffer.write("é".encode()[:1]) == 1 and capped.total == 701
+    assert printed.buffer.write("é".encode()[1:]) == 1 and capped.total == 702
+    printed.close()
+    with pytest.raises(ValueError):  # closed, as a file is
+        printed.buffer.write(b"x")
 
 
 def test_what_bypasses_print_keeps_its_first_2400_bytes_read_to_the_end():
