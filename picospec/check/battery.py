@@ -9,7 +9,8 @@ import numpy as np
 
 from picospec.check.cases import CASES, PROMPT
 from picospec.check.controls import CONTROLS
-from picospec.check.drivers import HighestUniforms, LowestUniforms, alone, in_small_batches, run
+from picospec.check.drivers import (HighestUniforms, LowestUniforms, alone, in_medium_batches,
+                                     in_small_batches, run)
 from picospec.check.exact_law import (ALPHA, KEPT_ALPHA, PAIRS_ALPHA, Toy, chi2_sf,
                                       detectable_tv, g_statistic, index, kept_p_value, law_vector,
                                       pairs_p_value)
@@ -109,13 +110,16 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
                           "FAIL" if forbidden else "pass", detail)
     p = g_p_value(counts, probs)
     pairs = pairs_p_value(seqs, probs, case.V)
-    # the rejection contract's sequences drawn a row a call, then two and three rows a call: each
-    # part's law on its own, at the pairs test's level (a bug at batch size 1 or 2, or at a row's
-    # place in a batch, is diluted tenfold or more in the whole case's)
+    # the rejection contract's sequences drawn a row a call, two and three rows a call, then in
+    # batches of 4 to 512 rows: each part's law on its own, at the pairs test's level (a bug at
+    # batch size 1 or 2, at a row's place in a batch, or at a range of sizes, is diluted fivefold
+    # or more in the whole case's)
     one, few = alone(contract, samples), in_small_batches(contract, samples)
-    single, small = (g_p_value(np.bincount(index(part, case.V), minlength=case.V**case.N)
-                               .astype(float), probs) if len(part) else 1.0
-                     for part in (seqs[:one], seqs[one:one + few]))
+    mid = in_medium_batches(contract, samples)
+    single, small, medium = (g_p_value(np.bincount(index(part, case.V), minlength=case.V**case.N)
+                                       .astype(float), probs) if len(part) else 1.0
+                             for part in (seqs[:one], seqs[one:one + few],
+                                          seqs[one + few:one + few + mid]))
     # [calls] each: did the call keep every draft, and the token rule's chance of that
     full = np.concatenate([f for _, f in kept]) if kept else np.zeros(0)
     rule = np.concatenate([r for r, _ in kept]) if kept else np.zeros(0)
@@ -138,6 +142,10 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
         detail = (f"the {few:,} sequences drawn two and three rows a call do not follow the "
                   f"target's law (p = {small:.1e}): a bug in small batches (a batch of two rows, "
                   f"or a row's place in its batch, first or last)")
+    elif medium < PAIRS_ALPHA:
+        detail = (f"the {mid:,} sequences drawn in batches of 4 to 512 rows do not follow the "
+                  f"target's law (p = {medium:.1e}): a bug at some batch sizes (a path taken by "
+                  f"size, as for CUDA graphs, or a kernel's partial tile)")
     elif short < KEPT_ALPHA and contract.startswith("tree"):  # a tree that is one chain
         detail = (f"keeps fewer drafts than the rule: the whole chain of {len(case.parents)} nodes "
                   f"in {int(full.sum()):,} of {len(full):,} calls where the rule expects about "
@@ -156,7 +164,8 @@ def check_case(fn, contract, case, samples, seed, alpha=ALPHA, tv=True):
     # the case's p-value: the smallest of the tests', the pairs, one-row and kept tests' on alpha's
     # scale
     p = min(p, 1.0, pairs * alpha / PAIRS_ALPHA)
-    p = min(p, single * alpha / PAIRS_ALPHA, small * alpha / PAIRS_ALPHA)
+    p = min(p, single * alpha / PAIRS_ALPHA, small * alpha / PAIRS_ALPHA,
+            medium * alpha / PAIRS_ALPHA)
     p = min(p, short * alpha / KEPT_ALPHA)
     return CaseResult(case.name, samples, p, tv90, "pass" if p >= alpha else "FAIL", detail)
 

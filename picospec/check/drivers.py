@@ -102,11 +102,11 @@ def run(fn, contract, case, n, seed, kept=None):
         last1 = seqs[rows, length[rows] - 1]  # [rows]
         last2 = np.where(length[rows] >= 2, seqs[rows, length[rows] - 2], 0)  # [rows]
         # the rejection contract's calls: each row of the first alone(n) sequences by itself (a
-        # batch of one), the next in_small_batches(n) two and three rows a call in turn, then the
-        # others together
-        ones = alone(contract, n)
+        # batch of one), the next in_small_batches(n) two and three rows a call in turn, the next
+        # in_medium_batches(n) in batches of MEDIUM's sizes in turn, then the others together
+        ones, few = alone(contract, n), in_small_batches(contract, n)
         cuts = tuple(int(np.searchsorted(rows, m))
-                     for m in (ones, ones + in_small_batches(contract, n)))
+                     for m in (ones, ones + few, ones + few + in_medium_batches(contract, n)))
         # [rows, W]: new tokens, then -1
         new = STEPS[contract](fn, case, T, D, last2, last1, rng, fn_rng,
                               [] if kept is None else kept, cuts)
@@ -178,6 +178,19 @@ def in_small_batches(contract, n):
 
 
 SMALL = (2, 3)  # the sizes of the small batches, in turn
+
+
+def in_medium_batches(contract, n):
+    """How many sequences, after the small batches, are drawn in batches of MEDIUM's sizes in
+    turn: a fifth (rejection), where the others come in one batch of thousands."""
+    return n // 5 if contract == "rejection" else 0
+
+
+# the sizes of the medium batches, in turn, large and small alternating (a fifth of 4,000
+# sequences reaches 255): serving systems take another path by a batch's size (CUDA graphs
+# captured for batches of up to 512 rows), and a kernel tiled by 32, 64 or 256 rows leaves most
+# of a tile partial at a size one short of a multiple of it
+MEDIUM = (511, 4, 383, 5, 255, 7, 127, 9, 63, 17, 31, 33, 100, 512)
 
 
 def pair(out, want):
@@ -363,11 +376,11 @@ def step_tree(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
     return new
 
 
-def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0)):
+def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0, 0)):
     """Draw every row's drafts and bonus token, call fn on rows [:cuts[0]] one at a time (B = 1),
-    on rows [cuts[0]:cuts[1]] two and three at a time in turn (SMALL), then on the others
-    together -> [rows, k + 1]."""
-    (cut, small), k, rows = cuts, case.K, len(last1)
+    on rows [cuts[0]:cuts[1]] two and three at a time in turn (SMALL), on rows [cuts[1]:cuts[2]]
+    in batches of MEDIUM's sizes in turn, then on the others together -> [rows, k + 1]."""
+    (cut, small, medium), k, rows = cuts, case.K, len(last1)
     # [rows, k + 1]: the checker's uniforms in the order of the calls: a row alone draws its k
     # drafts then its bonus token, the batch a draft position at a time, then its bonus tokens
     u = np.concatenate([rng.random((cut, k + 1)), rng.random((k + 1, rows - cut)).T])
@@ -381,7 +394,12 @@ def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0))
         size = next(sizes)
         parts.append(slice(j, min(j + size, small)))
         j += size
-    parts += [slice(small, rows)] if small < rows else []
+    j, sizes = small, itertools.cycle(MEDIUM)
+    while j < medium:  # then 512 rows a call, 4, 257, ... up to medium
+        size = next(sizes)
+        parts.append(slice(j, min(j + size, medium)))
+        j += size
+    parts += [slice(medium, rows)] if medium < rows else []
     outs = []
     for part in parts:
         outs.append(call_rejection(fn, case, Q[part], bonus[part], P[part], drafts[part], fn_rng))

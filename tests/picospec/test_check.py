@@ -191,6 +191,12 @@ def test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one(contra
         assert r["verdict"] == "fail" and r["cases"][-1]["verdict"] == "FAIL", r
 
 
+# its case's one sequence in 100 that the residual cut to two tokens never gives (observed 0,
+# expected 41 at 4,000) weighs little in a G-test: p = 2e-4 to 1e-12 at 4,000 as the seed goes,
+# 5e-64 at 20,000
+LATE_AT_DEFAULT = {"batched_residual_top_two_from_the_fourth"}
+
+
 @pytest.mark.parametrize("contract, name",
                          [(c, name) for c in BROKEN for name in BROKEN[c] if name in LATE])
 def test_a_bug_only_a_late_case_shows_fails_that_case(contract, name):
@@ -198,7 +204,8 @@ def test_a_bug_only_a_late_case_shows_fails_that_case(contract, name):
     fails it at the suite's 4,000 sequences (by its law, or by a path the tree does not hold);
     picospec's own passes every case beside it."""
     [(number, case)] = [(i, c) for i, c in enumerate(CASES[contract], 1) if c.name == LATE[name]]
-    result = check_case(getattr(broken_samplers, name), contract, case, SAMPLES, (0, number))
+    samples = DEFAULT_SAMPLES if name in LATE_AT_DEFAULT else SAMPLES
+    result = check_case(getattr(broken_samplers, name), contract, case, samples, (0, number))
     assert result.verdict in FAILED, result
 
 
@@ -243,6 +250,20 @@ def test_a_bug_in_small_batches_fails_on_the_rows_drawn_two_and_three_a_call(nam
     assert result.verdict == "FAIL" and "drawn two and three rows a call" in result.detail, result
     right = check_case(rejection_sample, "rejection", case, DEFAULT_SAMPLES, (0, number),
                        tv=False)
+    assert right.verdict == "pass", right
+
+
+@pytest.mark.slow
+def test_a_bug_at_a_range_of_batch_sizes_fails_on_the_rows_drawn_in_medium_batches():
+    """batched_graph_sizes_recovered_from_target is right at one to three rows and past 512 (the
+    large batch of the others): the fifth of the sequences drawn in batches of 4 to 512 rows fails
+    case 2 on its own law at 20,000 sequences; picospec's own passes the same case."""
+    case = CASES["rejection"][1]
+    result = check_case(broken_samplers.batched_graph_sizes_recovered_from_target, "rejection",
+                        case, DEFAULT_SAMPLES, (0, 2), tv=False)
+    assert result.verdict == "FAIL" and "drawn in batches of 4 to 512 rows" in result.detail, (
+        result)
+    right = check_case(rejection_sample, "rejection", case, DEFAULT_SAMPLES, (0, 2), tv=False)
     assert right.verdict == "pass", right
 
 
@@ -580,7 +601,8 @@ def test_a_broken_contract_fails_its_case_with_a_reason(fn, contract, case, mess
 def test_the_rejection_battery_calls_batches_of_one_row_too():
     """Its batches shrink as rows finish and are never of one row: each row of the first tenth of
     a case's sequences is drawn by a call of its own (30 of 300 here), the next tenth two and
-    three rows a call in turn, the others in one batch, in every case.
+    three rows a call in turn, the next fifth in batches of drivers.MEDIUM's sizes (here one of
+    60 rows at first), the others in one batch, in every case.
     broken_samplers.batched_one_row_squeezed fails through it (CONTRACT)."""
     sizes = Counter()
 
@@ -592,8 +614,9 @@ def test_the_rejection_battery_calls_batches_of_one_row_too():
     for number, case in enumerate(CASES["rejection"], 1):
         sizes.clear()
         assert check_case(spy, "rejection", case, 300, (0, number)).verdict == "pass"
-        assert sizes[1] >= 30 and sizes[2] >= 6 and sizes[3] >= 6 and max(sizes) >= 240, (
+        assert sizes[1] >= 30 and sizes[2] >= 6 and sizes[3] >= 6 and sizes[60] >= 1, (
             case.name, sizes)
+        assert max(sizes) >= 180, (case.name, sizes)
 
 
 @pytest.mark.parametrize("name", list(broken_samplers.CONTRACT))

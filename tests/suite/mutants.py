@@ -1637,14 +1637,38 @@ MUTANTS = (
            ("tests/picospec/check/test_drivers_contract.py::"
             "test_a_tree_sampler_that_changes_its_inputs_fails_with_the_reason",),
            "in-place check inverted"),
+    Mutant("handout-written-in-place", "door", "rule", "picospec/exercises/answers.py",
+           "    if is_device(out):\n", "    if True:\n",
+           ("tests/picospec/test_exercises.py::test_a_handout_that_cannot_be_written_whole_leaves_"
+            "the_old_file",),
+           "a handout that fails mid-write leaves half a notebook in place of the old file"),
+    Mutant("prompt-file-read-endlessly", "door", "rule", "picospec_app/plan.py",
+           "    if len(text) > MOST_TEXT:", "    if len(text) > MOST_TEXT + 1:",
+           ("tests/app/test_plan.py::test_a_prompt_file_past_the_bound_is_refused_naming_it",),
+           "--prompt_file /dev/zero is read past its bound, then taken as a prompt"),
+    Mutant("grader-output-no-stream", "graders", "rule", "picospec/exercises/runner.py",
+           "    printed = captured(capped)", "    printed = capped",
+           ("tests/picospec/exercises/test_runner.py::test_a_right_answer_may_use_its_output_as_a_"
+            "file_is_used",),
+           "a right answer calling sys.stdout.isatty() or faulthandler.enable() fails"),
+    Mutant("checker-no-medium-batches", "checker", "rule", "picospec/check/drivers.py",
+           'return n // 5 if contract == "rejection" else 0', "return 0",
+           ("tests/picospec/test_check.py::test_a_bug_at_a_range_of_batch_sizes_fails_on_the_"
+            "rows_drawn_in_medium_batches",),
+           "a rejection path wrong for every batch of 4 to 512 rows passes"),
+    Mutant("checker-medium-law-unweighed", "checker", "rule", "picospec/check/battery.py",
+           "            medium * alpha / PAIRS_ALPHA)", "            1.0)",
+           ("tests/picospec/test_check.py::test_a_bug_at_a_range_of_batch_sizes_fails_on_the_"
+            "rows_drawn_in_medium_batches",),
+           "the law of the rows drawn in batches of 4 to 512 is tested but not counted"),
     Mutant("checker-no-batch-of-two", "checker", "rule", "picospec/check/drivers.py",
            "SMALL = (2, 3)", "SMALL = (3, 3)",
            ("tests/picospec/test_check.py::test_a_bug_in_small_batches_fails_on_the_rows_drawn_"
             "two_and_three_a_call",),
            "no batch of exactly two rows"),
     Mutant("checker-empty-batch-handed", "checker", "rule", "picospec/check/drivers.py",
-           "parts += [slice(small, rows)] if small < rows else []",
-           "parts += [slice(small, rows)] if small <= rows else []",
+           "parts += [slice(medium, rows)] if medium < rows else []",
+           "parts += [slice(medium, rows)] if medium <= rows else []",
            ("tests/picospec/check/test_drivers_contract.py::"
             "test_the_rejection_battery_never_calls_with_an_empty_batch",),
            "empty batch handed over"),
@@ -2420,8 +2444,8 @@ MUTANTS = (
            ("tests/picospec/test_check.py::test_a_bug_only_a_late_case_shows_fails_that_case",),
            "a tree's tie given to the draft below depth 2 only passes"),
     Mutant("checker-no-small-batches", "checker", "rule", "picospec/check/battery.py",
-           "    p = min(p, single * alpha / PAIRS_ALPHA, small * alpha / PAIRS_ALPHA)",
-           "    p = min(p, single * alpha / PAIRS_ALPHA)",
+           "    p = min(p, single * alpha / PAIRS_ALPHA, small * alpha / PAIRS_ALPHA,",
+           "    p = min(p, single * alpha / PAIRS_ALPHA,",
            ("tests/picospec/test_check.py::test_a_bug_in_small_batches_fails_on_the_rows_drawn_"
             "two_and_three_a_call",),
            "a rejection sampler wrong in a batch's last row only passes"),
@@ -3275,8 +3299,8 @@ MUTANTS = (
            ("tests/picospec/test_check.py",),
            "the rejection battery never calls with one row: a bug at batch size 1 passes"),
     Mutant("checker-one-row-law-not-in-p", "checker", "rule", "picospec/check/battery.py",
-           "    p = min(p, single * alpha / PAIRS_ALPHA, small * alpha / PAIRS_ALPHA)",
-           "    p = min(p, small * alpha / PAIRS_ALPHA)",
+           "    p = min(p, single * alpha / PAIRS_ALPHA, small * alpha / PAIRS_ALPHA,",
+           "    p = min(p, small * alpha / PAIRS_ALPHA,",
            ("tests/picospec/test_check.py::"
             "test_a_bug_at_batch_size_1_fails_on_the_rows_drawn_a_call_each",),
            "the law of the rows drawn a call each is tested but never fails the case"),

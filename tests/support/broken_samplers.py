@@ -1055,6 +1055,28 @@ def batched_pair_recovered_from_target(target_with_bonus_probs, bonus_token_ids,
                    recover=recover)
 
 
+def batched_graph_sizes_recovered_from_target(target_with_bonus_probs, bonus_token_ids,
+                                              draft_probs, draft_token_ids, rng):
+    """A path for batches of 4 to 512 rows (the sizes a server captures CUDA graphs for) that
+    replaces a rejected draft from q, not the residual: right at one to three rows and past 512.
+    The battery's rows drawn in batches of 4 to 512 show it."""
+    recover = (lambda q, p: q) if 4 <= len(draft_token_ids) <= 512 else recovered_probs
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=recover)
+
+
+def batched_partial_tile_from_target(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                                     draft_token_ids, rng):
+    """A kernel tiled by 256 rows whose last, partial tile (past 256 rows) replaces a rejected
+    draft from q, not the residual: right in whole tiles and below 257 rows."""
+    def recover(q, p):  # [B, k, V] each
+        out, whole = recovered_probs(q, p), len(q) // 256 * 256
+        return np.concatenate([out[:whole], q[whole:]]) if len(q) > 256 else out
+
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=recover)
+
+
 def batched_ties_toward_draft_from_the_fourth(target_with_bonus_probs, bonus_token_ids,
                                              draft_probs, draft_token_ids, rng):
     """accepted = u <= q/p from the fourth draft on only: the "uniforms at 0" case of 6 drafts
@@ -1382,7 +1404,8 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_inverse_cdf_strict", "batched_equal_rows_deduplicated",
              "batched_one_row_reuses_uniform", "batched_bonus_dropped",
              "batched_ties_toward_draft_from_the_fourth", "batched_last_row_from_target",
-             "batched_pair_recovered_from_target",
+             "batched_pair_recovered_from_target", "batched_graph_sizes_recovered_from_target",
+             "batched_partial_tile_from_target",
              "batched_residual_top_four", "batched_recovered_argmax_from_the_fourth",
              "batched_close_rows_kept_untested", "batched_recovered_cached_by_target_row",
              "batched_sharp_target_taken_as_certain", "batched_draft_top_five",

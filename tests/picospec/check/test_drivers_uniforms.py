@@ -3,6 +3,7 @@ HighestUniforms) through every way a sampler may ask for a uniform: each draw is
 with none says "untested", the uniforms came from elsewhere) and each value is the extreme its
 case promises, whatever the bounds given to uniform().
 """
+import itertools
 import re
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import numpy as np
 from picospec.batched.rejection import rejection_sample
 from picospec.check.battery import check_case
 from picospec.check.cases import CASES
-from picospec.check.drivers import HighestUniforms, LowestUniforms, repeated, run
+from picospec.check.drivers import MEDIUM, HighestUniforms, LowestUniforms, repeated, run
 from picospec.verify import verify_chain
 
 from tests.support import broken_samplers
@@ -143,8 +144,16 @@ def test_a_rejection_support_case_repeats_every_batch_and_the_rows_alone_by_numb
     tenth = n // 10  # rows drawn alone, then as many two and three a call in turn
     small = [2, 3] * (tenth // 5)
     assert sum(small) == tenth
-    assert [rows for rows, _ in made[:tenth + len(small) + 1]] == (
-        [1] * tenth + small + [n - 2 * tenth])
+    medium, left = [], n // 5  # then a fifth in batches of MEDIUM's sizes in turn
+    for size in itertools.cycle(MEDIUM):
+        if not left:
+            break
+        medium.append(min(size, left))
+        left -= medium[-1]
+    assert 4 in medium and 511 in medium and 512 not in medium  # 1,200 rows: 511, 4, 383, ...
+    calls = tenth + len(small) + len(medium) + 1
+    assert [rows for rows, _ in made[:calls]] == (
+        [1] * tenth + small + medium + [n - 2 * tenth - n // 5])
     assert sum(rows == 1 for rows, _ in made) > first + 2 * every
     assert sum(rows > 1 for rows, _ in made) >= 2
     for c, (rows, again) in enumerate(made, 1):
