@@ -10,6 +10,7 @@ draft within 0.05 of the target shows (guards on the residual's mass) are too ra
 4,000 sequences: they are checked on that case alone at the default 20,000.
 """
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -819,6 +820,23 @@ def test_usage_errors_are_one_line(capsys, argv, message, tmp_path, monkeypatch)
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+
+
+@pytest.mark.parametrize("source, status, line", [
+    ("import os\nos._exit(0)\n", 2, "error: importing HARD.py raised HardExit: os._exit(0)"),
+    ("import os\n\n\ndef f(drafts, P, Q, rng):\n    os._exit(0)\n", 1,
+     "HardExit: os._exit(0): a sampler returns its answer, it does not end the process"),
+    ("from os import _exit\n\n\ndef f(drafts, P, Q, rng):\n    _exit(0)\n", 1,
+     "HardExit: os._exit(0)")])
+def test_a_sampler_that_ends_the_process_fails_with_a_reason(tmp_path, source, status, line):
+    """os._exit(0) at import or in a call would end the command with no report and status 0,
+    a pass to a CI script: it is refused as sys.exit is."""
+    (tmp_path / "HARD.py").write_text(source)
+    out = subprocess.run([sys.executable, "-m", "picospec.check", "HARD.py:f", "--samples", "200",
+                          "--first_failure"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == status and line in out.stdout + out.stderr, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_usage_error_from_the_shell_and_help():

@@ -1651,6 +1651,11 @@ MUTANTS = (
            ("tests/picospec/exercises/test_runner.py::test_a_right_answer_may_use_its_output_as_a_"
             "file_is_used",),
            "a right answer calling sys.stdout.isatty() or faulthandler.enable() fails"),
+    Mutant("checker-hard-exit-allowed", "checker", "rule", "picospec/check/__main__.py",
+           "    os._exit = refused\n", "",
+           ("tests/picospec/test_check.py::test_a_sampler_that_ends_the_process_fails_with_a_"
+            "reason",),
+           "a sampler calling os._exit(0) ends the check with no report and exit status 0"),
     Mutant("checker-no-medium-batches", "checker", "rule", "picospec/check/drivers.py",
            'return n // 5 if contract == "rejection" else 0', "return 0",
            ("tests/picospec/test_check.py::test_a_bug_at_a_range_of_batch_sizes_fails_on_the_"
