@@ -44,6 +44,9 @@ def parse_tree(tree, names=TREES):
         choices = json.loads(tree) if isinstance(tree, str) else tree
     except (json.JSONDecodeError, RecursionError):  # RecursionError: brackets nested thousands deep
         choices = None
+    if choices and isinstance(choices, list) and all(isinstance(c, list) for c in choices) and (
+            bad := next((c for c in choices if not all(type(r) is int for r in c)), None)):
+        raise ValueError(f"node {json.dumps(bad)[:40]}: ranks must be non-negative integers")
     if not rank_paths(choices):
         shown = repr(tree) if len(repr(tree)) <= 80 else repr(tree)[:76] + "...'"
         raise ValueError(f"--tree {shown}: use {', '.join(names)} or a JSON list of rank paths "

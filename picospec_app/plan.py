@@ -284,18 +284,28 @@ def read_plan(argv):
                 runs=values["runs"], json=values["json"], batch=values["batch"],
                 batch_memory=values["batch_memory"], progress=progress_wanted(values),
                 color=sys.stdout.isatty() and settings.color,
-                notes=notes(values, values["threads"] or settings.threads),
+                notes=notes(values, values["threads"] or settings.threads, given),
                 engine=engine_choices(settings, threads=values["threads"]))
 
 
-def notes(values, threads):
-    """Lines for stderr: filters that do nothing at temperature 0, more threads than CPUs."""
+def notes(values, threads, given=()):
+    """Lines for stderr: filters and posteriors that do nothing at temperature 0, a posterior's
+    thresholds given where it is not used, more threads than CPUs."""
     found = []
     filters = [f"--{k}" for k in ("top_k", "top_p") if values[k] is not None]
     if values["temperature"] == 0 and filters:  # the run means something, the option not
         has, applies = ("have", "they apply") if len(filters) == 2 else ("has", "it applies")
         found.append(f"note: {' and '.join(filters)} {has} no effect at --temperature 0 (greedy "
                      f"decoding takes the argmax); {applies} when sampling, at --temperature > 0")
+    if (posterior := values.get("posterior")) in ("typical", "nucleus") and (
+            values["temperature"] == 0):  # medusa.evaluate_posterior: the argmax there
+        found.append(f"note: --posterior {posterior} has no effect at --temperature 0 (every "
+                     f"posterior but lossless takes the argmax); it applies at --temperature > 0")
+    used = posterior if values["temperature"] > 0 else None  # auto: lossless, or greedy at 0
+    for name, of in (("epsilon", "typical"), ("delta", "typical"), ("nucleus_p", "nucleus")):
+        if name in given and used != of:
+            found.append(f"note: --{name} has no effect here: it is the {of} posterior's "
+                         f"(--posterior {of}, at --temperature > 0)")
     cpus = usable_cpus()[1]  # its affinity, within a cgroup CPU quota
     if values["device"] == "cpu" and threads is not None and threads > (cpus or 1):
         fewer = f"{cpus} or fewer" if cpus > 1 else "1"

@@ -177,6 +177,25 @@ def test_the_filters_note_agrees_with_how_many_were_given(argv, said):
     assert all(words in note for words in said), note
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["--posterior", "typical"], ["--posterior typical has no effect at --temperature 0"]),
+    (["--posterior", "nucleus", "--nucleus_p", "0.5"],
+     ["--posterior nucleus has no effect at", "--nucleus_p has no effect here"]),
+    (["--epsilon", "0.2", "--temperature", "0.7"], ["--epsilon has no effect here: it is the "
+                                                    "typical posterior's"]),
+    (["--delta", "0.2", "--posterior", "nucleus", "--temperature", "0.7"],
+     ["--delta has no effect here"]),
+    (["--posterior", "typical", "--epsilon", "0.2", "--delta", "0.5", "--temperature", "0.7"],
+     []),
+    (["--posterior", "nucleus", "--nucleus_p", "0.5", "--temperature", "0.7"], []),
+    (["--posterior", "lossless"], [])])
+def test_a_posterior_or_threshold_that_does_nothing_is_noted(argv, said):
+    """At temperature 0 every Medusa posterior but lossless takes the argmax; epsilon and delta
+    serve the typical posterior alone, nucleus_p the nucleus one."""
+    notes = read_plan(["--method", "medusa", *argv]).notes
+    assert len(notes) == len(said) and all(w in n for w, n in zip(said, notes)), notes
+
+
 class Stream(io.StringIO):
     def __init__(self, tty):
         super().__init__()

@@ -72,6 +72,12 @@ MAIN_CASES = [
     (["--method", "medusa", "--topk", "1"],
      r"--tree sparse \(the default.*--topk 1 offers ranks 0..0: give --topk 4 or more", True),
     (["--method", "medusa", "--tree", "[[0],[0]]"], r"lists node \[0\] twice", False),
+    # a list of paths whose ranks are not whole numbers: the node named
+    (["--method", "medusa", "--tree", "[[0],[0.5]]"],
+     r"^error: --tree \[\[0\],\[0\.5\]\]: node \[0\.5\]: ranks must be non-negative "
+     r"integers$", False),
+    (["--method", "eagle", "--tree", "[[true]]"], r"node \[true\]: ranks must be non-negative",
+     False),
     (["--method", "layer_skip", "--skip", "a9"], r"^error: --skip a9: .*layer 0\.\.5", True),
     (["--method", "medusa", "--tree", "[[0],[1,0]]"], r"has no parent", False),
     (["--method", "medusa", "--tree", "[[0],[0,0],[0,0,0]]"], r"only 2 heads", True),
