@@ -210,14 +210,14 @@ def print_power(values):
               "probability 0.9 at that many samples")
 
 
-class HardExit(SystemExit):
-    """os._exit called by a sampler (or its module), raised instead of ending the process."""
+class HardExit(SystemExit):  # os._exit called by a sampler or its module
+    pass
 
 
 @contextlib.contextmanager
 def no_hard_exit():
-    """os._exit raises HardExit while samplers load and run: it would end the process at once,
-    with no report and the status it is given (0 reads as a pass)."""
+    """os._exit raises HardExit while samplers load and run (it would end the process at once,
+    with no report: exit status 0 reads as a pass)."""
     def refused(status):
         raise HardExit(f"os._exit({status}): a sampler returns its answer, it does not end the "
                        f"process")
@@ -236,8 +236,7 @@ def main(argv=None):
         return checked(argv)
 
 
-def checked(argv):
-    """main's work, samplers loaded and run under no_hard_exit."""
+def checked(argv):  # main's work
     try:
         specs, values = parse_command(sys.argv[1:] if argv is None else argv)
         if values["power"]:

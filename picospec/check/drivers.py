@@ -181,8 +181,8 @@ SMALL = (2, 3)  # the sizes of the small batches, in turn
 
 
 def in_medium_batches(contract, n):
-    """How many sequences, after the small batches, are drawn in batches of MEDIUM's sizes in
-    turn: a fifth (rejection), where the others come in one batch of thousands."""
+    """How many sequences, after the small batches, come in batches of MEDIUM's sizes: a fifth
+    (rejection)."""
     return n // 5 if contract == "rejection" else 0
 
 
