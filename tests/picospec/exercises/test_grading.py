@@ -99,6 +99,10 @@ WHERE = {
     "chain_residual_floor_1e15": ("a residual of mass 2^-52", "it returned (0, 2), not (0, 0)"),
     # a floor relative to the residual's largest entry: at the ends of a long tail, or (Gumbel-max)
     # in the tail's share
+    # a wide law drawn by np.random.choice: named as randomness outside rng at the wide calls
+    # (the long tail's residual, nearly certain, would show it only as its tail never drawn)
+    "chain_choice_when_wide": ("randomness outside rng", "draw every random number from rng"),
+    "wr_choice_when_wide": ("randomness outside rng", "draw every random number from rng"),
     "chain_residual_relative_floor": ("a residual's tail 1e-10 of its largest entry",
                                       "token 50256, of mass"),
     "chain_gumbel_residual_relative_floor": ("a residual's tail 1e-05 of its largest entry",
