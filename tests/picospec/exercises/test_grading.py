@@ -99,6 +99,9 @@ WHERE = {
     "chain_residual_floor_1e15": ("a residual of mass 2^-52", "it returned (0, 2), not (0, 0)"),
     # a floor relative to the residual's largest entry: at the ends of a long tail, or (Gumbel-max)
     # in the tail's share
+    # at the first calls of extreme uniforms (the long tail after them catches both too)
+    "wr_certain_within_1e5": ("a token of mass 1e-12", "token 1, of mass 1e-12, never came out"),
+    "wr_residual_top_16": ("a residual over 300 tokens", "token 299, of mass"),
     # a wide law drawn by np.random.choice: named as randomness outside rng at the wide calls
     # (the long tail's residual, nearly certain, would show it only as its tail never drawn)
     "chain_choice_when_wide": ("randomness outside rng", "draw every random number from rng"),
