@@ -100,6 +100,8 @@ WHERE = {
     # a floor relative to the residual's largest entry: at the ends of a long tail, or (Gumbel-max)
     # in the tail's share
     # at the first calls of extreme uniforms (the long tail after them catches both too)
+    "chain_certain_within_1e5": ("a token of mass 1e-12",
+                                 "token 1, of mass 1e-12, never came out"),
     "wr_certain_within_1e5": ("a token of mass 1e-12", "token 1, of mass 1e-12, never came out"),
     "wr_residual_top_16": ("a residual over 300 tokens", "token 299, of mass"),
     # a wide law drawn by np.random.choice: named as randomness outside rng at the wide calls
