@@ -72,7 +72,7 @@ def prepare_medusa(options, loaded, sampling):
     """--tree read; --posterior auto: greedy at temperature 0, lossless above."""
     heads, tree = loaded["heads"], options.pop("tree")
     if options["posterior"] == "auto":
-        options["posterior"] = "greedy" if sampling.get("temperature", 1) == 0 else "lossless"
+        options["posterior"] = medusa_posterior(options, sampling.get("temperature", 1))
     choices = medusa_tree(tree, heads["n_heads"], heads.get("sparse"))
     rank, topk = max(max(c) for c in choices), options["topk"]
     if rank >= topk:  # a head offers its topk likeliest tokens: ranks 0 .. topk - 1
@@ -139,13 +139,19 @@ def prepare_self_draft(options, loaded, sampling):
     return {k: searched[k] if v is None and k in searched else v for k, v in options.items()}
 
 
-def medusa_law(options, temperature=None):
-    """The posterior's law; "auto" as prepare_medusa resolves it. At temperature 0 every posterior
-    but lossless takes the argmax (medusa.evaluate_posterior): greedy."""
+def medusa_posterior(options, temperature=None):
+    """The posterior a run decodes with: auto is greedy at temperature 0, lossless above; at
+    temperature 0 every posterior but lossless takes the argmax (medusa.evaluate_posterior)."""
     posterior = options.get("posterior", "auto")
     if temperature == 0 and posterior != "lossless":
-        posterior = "greedy"
-    return {"greedy": "greedy", "typical": "lossy", "nucleus": "lossy"}.get(posterior, "lossless")
+        return "greedy"
+    return "lossless" if posterior == "auto" else posterior
+
+
+def medusa_law(options, temperature=None):
+    """The law of the posterior a run decodes with (medusa_posterior)."""
+    return {"greedy": "greedy", "typical": "lossy",
+            "nucleus": "lossy"}.get(medusa_posterior(options, temperature), "lossless")
 
 
 METHODS = (

@@ -14,7 +14,8 @@ from typing import NamedTuple
 from gpt2.backend import DEVICE_WORDS, DEVICES
 from gpt2.fast.policy import usable_cpus
 from gpt2.hub import BUILTIN, is_local
-from picospec.methods import ALSO, METHODS, TABLE, batch_refusal, check_temperature
+from picospec.methods import (ALSO, METHODS, TABLE, batch_refusal, check_temperature,
+                              medusa_posterior)
 from picospec_app.load import batch_row_bytes, check_cache_dir, check_needs, check_target
 from picospec_app.machine import free_memory
 from picospec_app.settings import engine_choices, read_settings
@@ -297,15 +298,16 @@ def notes(values, threads, given=()):
         has, applies = ("have", "they apply") if len(filters) == 2 else ("has", "it applies")
         found.append(f"note: {' and '.join(filters)} {has} no effect at --temperature 0 (greedy "
                      f"decoding takes the argmax); {applies} when sampling, at --temperature > 0")
-    if (posterior := values.get("posterior")) in ("typical", "nucleus") and (
-            values["temperature"] == 0):  # medusa.evaluate_posterior: the argmax there
-        found.append(f"note: --posterior {posterior} has no effect at --temperature 0 (every "
-                     f"posterior but lossless takes the argmax); it applies at --temperature > 0")
-    used = posterior if values["temperature"] > 0 else None  # auto: lossless, or greedy at 0
-    for name, of in (("epsilon", "typical"), ("delta", "typical"), ("nucleus_p", "nucleus")):
-        if name in given and used != of:
-            found.append(f"note: --{name} has no effect here: it is the {of} posterior's "
-                         f"(--posterior {of}, at --temperature > 0)")
+    if "posterior" in values:  # Medusa's: the posterior the run decodes with
+        used = medusa_posterior(values, values["temperature"])
+        if (posterior := values["posterior"]) in ("typical", "nucleus") and used == "greedy":
+            found.append(f"note: --posterior {posterior} has no effect at --temperature 0 (every "
+                         f"posterior but lossless takes the argmax); it applies at --temperature "
+                         f"> 0")
+        for name, of in (("epsilon", "typical"), ("delta", "typical"), ("nucleus_p", "nucleus")):
+            if name in given and used != of:
+                found.append(f"note: --{name} has no effect here: it is the {of} posterior's "
+                             f"(--posterior {of}, at --temperature > 0)")
     cpus = usable_cpus()[1]  # its affinity, within a cgroup CPU quota
     if values["device"] == "cpu" and threads is not None and threads > (cpus or 1):
         fewer = f"{cpus} or fewer" if cpus > 1 else "1"

@@ -388,17 +388,8 @@ def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0, 
     # [rows, 1]: the caller samples it, as in vLLM
     bonus = sample_rows(Q[:, -1], u[:, k])[:, None]
     rule = rule_keeps_all(drafts, P, Q)  # [rows]
-    parts = [slice(j, j + 1) for j in range(cut)]  # a row a call
-    j, sizes = cut, itertools.cycle(SMALL)
-    while j < small:  # then two rows a call, three, two, ... up to small
-        size = next(sizes)
-        parts.append(slice(j, min(j + size, small)))
-        j += size
-    j, sizes = small, itertools.cycle(MEDIUM)
-    while j < medium:  # then 512 rows a call, 4, 257, ... up to medium
-        size = next(sizes)
-        parts.append(slice(j, min(j + size, medium)))
-        j += size
+    # a row a call, then two rows, three, two, ... up to small, then 511, 4, 383, ... up to medium
+    parts = in_turn(0, cut, (1,)) + in_turn(cut, small, SMALL) + in_turn(small, medium, MEDIUM)
     parts += [slice(medium, rows)] if medium < rows else []
     outs = []
     for part in parts:
@@ -406,6 +397,16 @@ def step_rejection(fn, case, T, D, last2, last1, rng, fn_rng, kept, cuts=(0, 0, 
         # read before the next call can overwrite a buffer the sampler returned
         kept.append((rule[part], (outs[-1] >= 0).sum(1) == k + 1))
     return np.concatenate(outs)
+
+
+def in_turn(start, end, sizes):
+    """Rows [start, end) as slices of sizes in turn, the last cut at end."""
+    out, sizes = [], itertools.cycle(sizes)
+    while start < end:
+        size = next(sizes)
+        out.append(slice(start, min(start + size, end)))
+        start += size
+    return out
 
 
 def call_rejection(fn, case, Q, bonus, P, drafts, fn_rng):
