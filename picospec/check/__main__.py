@@ -158,11 +158,17 @@ def table(spec, contract, values, report, controls=True):
         return "\n".join(lines)
     width = max(len(r.name) for r in report.cases)
     lines += ["", f" #  {'case':<{width}}  {'samples':>8}  {'p-value':>8}  {'tv90':>6}  verdict"]
+    # every case raised the same error (a sampler that cannot run at all): said once, below
+    errors = {r.detail for r in report.cases if r.verdict == "error"}
+    shared = len(report.cases) > 1 and len(errors) == 1 and all(r.verdict == "error"
+                                                                 for r in report.cases)
     for (i, _), r in zip(cases_of(contract, values["cases"]), report.cases):
         lines.append(f"{i:>2}  {r.name:<{width}}  {r.samples:>8,}  {number(r.p_value):>8}  "
                      f"{'>1' if r.tv90 >= 1 else number(r.tv90):>6}  {r.verdict}")
-        if r.detail:
+        if r.detail and not shared:
             lines.append(f"      {r.detail}")
+    if shared:
+        lines.append(f"every case: {errors.pop()}")
     passed = sum(r.verdict == "pass" for r in report.cases)
     untested = sum(r.verdict == "untested" for r in report.cases)
     tvs = [r.tv90 for r in report.cases if r.tv90 == r.tv90]  # NaN (the support case) left out

@@ -176,12 +176,17 @@ def g_p_value(counts, probs):
     return 0.0 if G == np.inf else chi2_sf(float(G), df) if df > 0 else 1.0
 
 
-# how each contract calls its sampler (drivers.STEPS), with placeholders for the arguments
-CALLS = {"chain": ("fn(drafts, P, Q, rng)", (0,) * 4, {}),
-         "tree": ("fn(tokens, parents, Q, rng, P=P)", (0,) * 4, {"P": None}),
-         "tree_without_replacement": ("fn(tokens, parents, Q, P, rng)", (0,) * 5, {}),
-         "rejection": ("fn(target_with_bonus_probs, bonus_token_ids, draft_probs, "
-                       "draft_token_ids, rng=rng)", (0,) * 4, {"rng": None})}
+# how each contract calls its sampler (drivers.STEPS): the names it passes by place, then by name
+CALLS = {"chain": (("drafts", "P", "Q", "rng"), ()),
+         "tree": (("tokens", "parents", "Q", "rng"), ("P",)),
+         "tree_without_replacement": (("tokens", "parents", "Q", "P", "rng"), ()),
+         "rejection": (("target_with_bonus_probs", "bonus_token_ids", "draft_probs",
+                        "draft_token_ids"), ("rng",))}
+
+
+def call_text(contract):  # e.g. "fn(tokens, parents, Q, rng, P=P)"
+    by_place, by_name = CALLS[contract]
+    return f"fn({', '.join(by_place + tuple(f'{k}={k}' for k in by_name))})"
 
 
 def signature_problem(fn, contract):
@@ -197,19 +202,25 @@ def signature_problem(fn, contract):
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # a builtin or C function: its cases will tell
         return None
-    call, args, kwargs = CALLS[contract]
-    try:
-        signature.bind(*args, **kwargs)
-    except TypeError:
-        fits = [c for c, (_, a, k) in CALLS.items() if bindable(signature, a, k)]
-        return (f"it takes {signature} and the {contract} contract calls {call}: "
+    if not bindable(signature, contract):
+        fits = [c for c in CALLS if bindable(signature, c)]
+        return (f"it takes {signature} and the {contract} contract calls {call_text(contract)}: "
                 + (f"give --contract {fits[0]}" if fits else "wrap it in a contract's signature"))
+    # it binds, but its parameters are another contract's, in that contract's order: a tree
+    # sampler given the chain contract would take the drafts as its tokens
+    names = tuple(signature.parameters)
+    named = [c for c in CALLS if names[:len(sum(CALLS[c], ()))] == sum(CALLS[c], ())]
+    if named and contract not in named:
+        return (f"it takes {signature}, the parameters of the {named[0]} contract's call "
+                f"{call_text(named[0])}, and the {contract} contract calls {call_text(contract)}: "
+                f"give --contract {named[0]}")
     return None
 
 
-def bindable(signature, args, kwargs):
+def bindable(signature, contract):
+    by_place, by_name = CALLS[contract]
     try:
-        signature.bind(*args, **kwargs)
+        signature.bind(*(0,) * len(by_place), **dict.fromkeys(by_name))
     except TypeError:
         return False
     return True

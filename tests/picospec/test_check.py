@@ -728,6 +728,30 @@ def test_what_a_sampler_prints_goes_to_standard_error(capsys, tmp_path, monkeypa
     assert err.startswith("--samples 300: each case runs 10 times the default's sequences")
 
 
+def test_an_error_in_every_case_is_said_once(capsys, tmp_path, monkeypatch):
+    """A sampler that cannot run at all: a row per case and its error once, not once a case;
+    errors that differ stay under their cases."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "broken.py").write_text("def same(drafts, P, Q, rng):\n    return {}[drafts]\n\n\n"
+                                        "def varied(drafts, P, Q, rng):\n"
+                                        "    raise ValueError(len(drafts))\n\n\n"
+                                        "def mixed(drafts, P, Q, rng):\n"
+                                        "    if len(drafts) == 3:\n"
+                                        "        raise ValueError('three')\n"
+                                        "    from picospec.verify import verify_chain\n"
+                                        "    return verify_chain(drafts, P, Q, rng)\n")
+    assert main(["broken.py:same", "--cases", "2,3", "--samples", "2000"]) == 1
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[-1] for line in lines[-4:-2]] == ["error"] * 2, lines
+    assert lines[-2].startswith("every case: TypeError: unhashable type: "), lines
+    assert main(["broken.py:varied", "--cases", "2,9", "--samples", "2000"]) == 1
+    out = capsys.readouterr().out
+    assert "every case" not in out and out.count("ValueError: ") == 2, out
+    assert main(["broken.py:mixed", "--cases", "2,9", "--samples", "2000"]) == 1
+    out = capsys.readouterr().out
+    assert "every case" not in out and "\n      ValueError: three\n" in out, out
+
+
 def test_chi2_sf_by_hand():
     assert abs(chi2_sf(3.841458820694124, 1) - 0.05) < 1e-12
     for x in (0.5, 7.0, 300.0):  # df = 2: exactly exp(-x / 2)
@@ -805,6 +829,16 @@ def test_exact_law_by_hand_and_as_a_vector():
                    "wrap it in a contract's signature"),
     (["picospec.verify:verify_chain", "--contract", "tree"],
      "the tree contract calls fn(tokens, parents, Q, rng, P=P): give --contract chain"),
+    # the call binds, but the parameters are another contract's, in its order
+    (["picospec.verify:verify_tree"], "verify_tree: it takes (tokens, parents, Q, rng, P=None), "
+     "the parameters of the tree contract's call fn(tokens, parents, Q, rng, P=P), and the chain "
+     "contract calls fn(drafts, P, Q, rng): give --contract tree"),
+    (["picospec.verify:verify_tree", "--contract", "tree_without_replacement"],
+     "the tree_without_replacement contract calls fn(tokens, parents, Q, P, rng): give "
+     "--contract tree"),
+    (["S.py:rows"], "the parameters of the rejection contract's call fn(target_with_bonus_probs, "
+                    "bonus_token_ids, draft_probs, draft_token_ids, rng=rng), and the chain "
+                    "contract calls fn(drafts, P, Q, rng): give --contract rejection"),
 ])
 def test_usage_errors_are_one_line(capsys, argv, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -816,7 +850,9 @@ def test_usage_errors_are_one_line(capsys, argv, message, tmp_path, monkeypatch)
                                      "raise Odd('at import')\n")
     (tmp_path / "S.py").write_text("X = 3\n\n\ndef two(a, b):\n    return 0, 0\n\n\n"
                                    "async def later(drafts, P, Q, rng):\n    return 0, 0\n\n\n"
-                                   "def step(drafts, P, Q, rng):\n    yield 0\n")
+                                   "def step(drafts, P, Q, rng):\n    yield 0\n\n\n"
+                                   "def rows(target_with_bonus_probs, bonus_token_ids, draft_probs,"
+                                   " draft_token_ids, rng=None):\n    return 0\n")
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
