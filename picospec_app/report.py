@@ -24,7 +24,7 @@ def result(plan, xs, rounds, encoder, threads):
            "prompts": plan.prompts, "prompt_ids": [[int(t) for t in x] for x in xs],
            "groups": rounds[-1][0].get("groups", [1]), "runs": runs, "speedup": None,
            "speedup_range": None, "rounds": len(rounds[-1]),
-           "same_output": [True] * len(xs), "cost_model": None}
+           "same_output": None, "cost_model": None}  # one decoder: nothing compared
     if len(runs) == 2:
         speedup = speedup_of(*rounds)  # the median of the rounds' ratios, and their range
         out.update(speedup=speedup["median"],  # one round has no range
@@ -187,15 +187,18 @@ def shown(value, digits):
     return float(f"{value:.{digits}f}")
 
 
-def equation_digits(costs, most=6):
-    """The fewest decimals, from 2, at which the printed figures give the prediction."""
-    # within 0.005 (c_d one decimal more). Example: E = 1, r_0 = 0.0349, c = 0.5549, r = 0.0449
-    # predict 1.73, but 1.00 x 1.03 / (0.55 + 0.04) = 1.75; 1.000 x 1.035 / (0.555 + 0.045) = 1.725
+def equation_digits(costs, most=8):
+    """The fewest decimals, from 2, at which the printed figures give the prediction printed."""
+    # to its two decimals, no tie a reader may round either way, and within 0.005 (c_d one
+    # decimal more). Example: E = 1, r_0 = 0.0349, c = 0.5549, r = 0.0449 predict 1.73, but
+    # 1.00 x 1.03 / (0.55 + 0.04) = 1.75 and 1.000 x 1.035 / (0.555 + 0.045) = 1.725: 4 decimals
+    predicted = f"{costs['predicted']:.2f}"
     for n in range(2, most):
         drafting = sum(shown(d["per_target_call"], n) * shown(d["c_d"], n + 1)
                        for d in costs["drafts"].values())
         step = shown(costs["c"], n) + drafting + shown(costs["rest"], n)
         tokens = shown(costs["E"], n) * (1 + shown(costs["rest_base"], n))
-        if step > 0 and abs(tokens / step - costs["predicted"]) <= 0.005:
+        if step > 0 and f"{tokens / step - 1e-9:.2f}" == f"{tokens / step + 1e-9:.2f}" == predicted \
+                and abs(tokens / step - costs["predicted"]) <= 0.005:
             return n
     return most

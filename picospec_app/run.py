@@ -117,11 +117,13 @@ def run_batch(method, xs, loaded, groups, n, seed, sampling, options, progress):
 
 
 def interleaved(runs, rounds=None, seconds=1.0, least=3, most=50):
-    """Call run functions in turns (A B A B ...), `rounds` times or until `seconds` are spent
-    -> a list of run dicts per function."""
+    """Call run functions in turns, the order turned each round (A B, B A, A B ...: the one run
+    second gains from the first's warm caches), `rounds` times or until `seconds` are spent -> a
+    list of run dicts per function."""
     out = [[] for _ in runs]
     while True:
-        for f, done in zip(runs, out):
+        turn = list(zip(runs, out))
+        for f, done in turn[::-1] if len(out[0]) % 2 else turn:
             done.append(f())
         n, spent = len(out[0]), sum(r["seconds"] for done in out for r in done)
         if rounds is not None:

@@ -20,11 +20,16 @@ def stub_runs(log, name, seconds):
     return lambda: log.append(name) or {"seconds": next(times)}
 
 
-def test_rounds_run_in_turns():
+def turns(rounds):  # A B, B A, A B, ...: the one run second gains from the first's warm caches
+    return [name for i in range(rounds) for name in ("AB" if i % 2 == 0 else "BA")]
+
+
+def test_rounds_run_in_turns_the_order_turned_each_round():
     log = []
     runs = [stub_runs(log, "A", [1.0] * 4), stub_runs(log, "B", [0.5] * 4)]
     a, b = run.interleaved(runs, rounds=4)
-    assert log == ["A", "B"] * 4 and len(a) == len(b) == 4
+    assert log == ["A", "B", "B", "A"] * 2 and len(a) == len(b) == 4
+    assert [r["seconds"] for r in a] == [1.0] * 4 and [r["seconds"] for r in b] == [0.5] * 4
 
 
 @pytest.mark.parametrize("each, rounds", [(0.125, 4), (1.0, 3), (1e-4, 50)])
@@ -32,7 +37,7 @@ def test_default_rounds_fill_about_a_second_and_at_least_three(each, rounds):
     """Rounds of two runs of `each` seconds until 1 s of measurement, at least 3, at most 50."""
     log = []
     out = run.interleaved([stub_runs(log, "A", [each] * 99), stub_runs(log, "B", [each] * 99)])
-    assert len(out[0]) == rounds and log == ["A", "B"] * rounds
+    assert len(out[0]) == rounds and log == turns(rounds)
 
 
 def test_speedup_is_the_median_of_the_rounds_ratios():
@@ -103,8 +108,9 @@ ROUND_METHOD = [0.020, 0.030, 0.024, 0.020]  # median of ratios 1.8, ratio of me
 @pytest.fixture
 def main_with_stub_clock(monkeypatch):
     real, cache, log = run.run_method, {}, []
-    clocks = {"autoregressive": itertools.cycle(ROUND_BASE),
-              "speculative": itertools.cycle(ROUND_METHOD)}
+    # each run first once unclocked (its time left out), then in the rounds
+    clocks = {"autoregressive": itertools.chain([1.0], itertools.cycle(ROUND_BASE)),
+              "speculative": itertools.chain([1.0], itertools.cycle(ROUND_METHOD))}
 
     def stub(method, x, loaded, N, seed, sampling=None, **options):
         log.append(method)
@@ -125,7 +131,9 @@ def test_main_prints_the_median_and_the_prediction_of_its_costs(main_with_stub_c
     main, log = main_with_stub_clock
     main(["--method", "speculative", "--K", "4", "--n_tokens", "24", "--runs", "4", "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert log == ["autoregressive", "speculative"] * 4  # interleaved
+    # one unclocked run of each, then the rounds in turns, the order turned each round
+    assert log == ["autoregressive", "speculative"] + [
+        {"A": "autoregressive", "B": "speculative"}[name] for name in turns(4)]
     ratios = [b / m for b, m in zip(ROUND_BASE, ROUND_METHOD)]
     assert out["speedup"] == pytest.approx(np.median(ratios))
     assert out["speedup_range"] == [min(ratios), max(ratios)]
