@@ -40,6 +40,10 @@ class Case(NamedTuple):
     # target and draft of whole weights 1 or 2 per entry, normalised (ties_toy): at V = 3 every row
     # has equal entries, and a row is even (all entries equal) with probability 1/4
     ties: bool = False
+    # the vocabulary the sampler is handed: the V tokens as ids spread over `wide`, every other id
+    # of probability 0 in P and Q (drivers.widened); 0: V itself. A path taken by large calls alone
+    # (a vectorised one past some size, as every real call's) runs only here
+    wide: int = 0
 
     @property
     def support(self):
@@ -178,6 +182,10 @@ def wide_and_long(k):
             Case(f"V=4 {k}=7 sharp draft", 4, 4, 7, target=27, draft=("sharp", 0.3)))
 
 
+# the wide cases' tree: two pairs of siblings, the second below the first pair's first node (depth
+# 3), over 4,096 ids
+WIDE_TREE = (-1, -1, 0, 0, 2, 2)
+
 CASES = {
     "chain": [
         Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True,
@@ -229,6 +237,7 @@ CASES = {
         # equal entries in every row, five of the target's nine even: a token found again by its
         # probability (tied tokens taken for one), an even row taken for padding, answer otherwise
         Case("V=3 K=2 ties and even rows", 3, 5, 2, target=251, ties=True),
+        Case("V=6 K=4 over 4,096 ids", 6, 3, 4, target=311, wide=4096),
     ],
     "tree": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 1),
@@ -290,6 +299,8 @@ CASES = {
              parents=(-1, 0, 1, 2, 3)),
         Case("V=3 sampled siblings, ties and even rows", 3, 5, target=251, parents=(-1, -1, 0, 0),
              ties=True),
+        Case("V=6 siblings at depth 3 over 4,096 ids", 6, 3, target=311, parents=WIDE_TREE,
+             wide=4096),
     ],
     "tree_without_replacement": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 0),
@@ -340,6 +351,9 @@ CASES = {
         *deeper("without_replacement"),
         Case("V=3 two pairs of siblings, ties and even rows", 3, 5, target=251,
              parents=(-1, -1, 0, 0), siblings="without_replacement", ties=True),
+        # an over-confident draft: siblings drawn alike would repeat its likeliest token often
+        Case("V=6 sharp draft, siblings at depth 3 over 4,096 ids", 6, 3, target=311,
+             draft=("sharp", 0.5), parents=WIDE_TREE, siblings="without_replacement", wide=4096),
     ],
     "rejection": [
         Case("uniforms at 0: support", 3, 5, 3, target=SUPPORT, draft=("far",), lowest=True),
@@ -375,5 +389,7 @@ CASES = {
         Case("V=4 k=3 float32 draft = target but 2 tokens", 4, 4, 3, target=107,
              draft=("swap", 0.04), dtype="float32"),
         Case("V=3 k=2 ties and even rows", 3, 5, 2, target=251, ties=True),
+        # the batches' laws over 256 ids, not 4,096: the rows of a step come in one call
+        Case("V=6 k=4 over 256 ids", 6, 3, 4, target=311, wide=256),
     ],
 }

@@ -91,6 +91,8 @@ def run(fn, contract, case, n, seed, kept=None):
     # the sampler's own draws: extreme uniforms in a support case
     extreme = LowestUniforms if case.lowest else HighestUniforms if case.highest else None
     fn_rng = (extreme or np.random.Generator)(np.random.PCG64([*seed, 1]))
+    if getattr(case, "wide", 0):  # the exercises' own cases have no `wide`
+        fn = widened(fn, contract, case.V, case.wide)
     if extreme:
         extreme.draws = extreme.varied = 0  # the uniforms this run's sampler draws, counted
         fn = repeated(fn, contract, fn_rng, seed)
@@ -120,6 +122,74 @@ def run(fn, contract, case, n, seed, kept=None):
         seqs[np.broadcast_to(rows[:, None], at.shape)[keep], at[keep]] = new[keep]
         length[rows] = np.minimum(length[rows] + count, seqs.shape[1])
     return seqs[:, L:L + case.N]  # [n, N]
+
+
+def wide_ids(V, W):
+    """The ids [V] a wide case hands its V tokens as, spread over [0, W), the last id W - 1 among
+    them. Example: wide_ids(12, 4096)[:3] -> three ids of 4,096, in no order."""
+    ids = np.random.default_rng(W).permutation(W)[:V]
+    if W - 1 not in ids:
+        ids[-1] = W - 1
+    return ids
+
+
+def widened(fn, contract, V, W):
+    """fn called as a case of V tokens would call it, handed them as wide_ids(V, W) out of a
+    vocabulary of W, every other id of probability 0 in P and Q; its tokens read back as the
+    case's own. A sampler that takes another path for large calls takes it here."""
+    ids = wide_ids(V, W)  # [V]
+    back = np.full(W, -1, dtype=np.int64)  # [W]: the case's token of each id, or -1
+    back[ids] = np.arange(V)
+
+    def wide(laws):  # [..., V] -> [..., W], zeros but at ids
+        out = np.zeros(laws.shape[:-1] + (W,), dtype=laws.dtype)
+        out[..., ids] = laws
+        return out
+
+    def narrow(tokens, floats=False):
+        """The sampler's ids (a token; an array of them in the rejection contract) as the case's
+        tokens; what is no id (-1, a fraction, not a number) stays as it is, for its step to
+        name. floats: a whole float (2.0) is an id, as the step would take it."""
+        try:
+            a = np.asarray(tokens)
+        except ValueError:  # ragged lists
+            return tokens
+        if floats and a.dtype.kind == "f" and np.isfinite(a).all() and (a == np.round(a)).all():
+            a = a.astype(np.int64)
+        if a.dtype.kind not in "iu":
+            return tokens
+        if (a >= W).any():
+            raise ContractError(f"token {int(a[a >= W].flat[0])}: expected ids in [0, {W:,}) (the "
+                                f"case's {V} tokens were handed as ids of a vocabulary of {W:,})")
+        held = a >= 0
+        mapped = back[a[held]]
+        if (mapped < 0).any():
+            raise ContractError(f"token {int(a[held][mapped < 0][0])}: P and Q give it "
+                                f"probability 0 (the case's {V} tokens were handed as ids of a "
+                                f"vocabulary of {W:,}, the others 0)")
+        out = a.copy()
+        out[held] = mapped
+        return out if a.ndim else out.item()
+
+    if contract == "chain":
+        def call(drafts, P, Q, rng):
+            n, token = pair(fn(ids[drafts].tolist(), wide(P), wide(Q), rng),
+                            "(n_accepted, next_token)")
+            return n, narrow(token, floats=True)
+    elif contract == "rejection":
+        def call(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
+            return narrow(fn(wide(target_with_bonus_probs), ids[bonus_token_ids],
+                             wide(draft_probs), ids[draft_token_ids], rng=rng))
+    else:
+        def call(tokens, parents, Q, *rest, P=None):
+            if contract == "tree":  # fn(tokens, parents, Q, rng, P=P)
+                out = fn(ids[tokens].tolist(), parents, wide(Q), *rest,
+                         P=None if P is None else wide(P))
+            else:  # fn(tokens, parents, Q, P, rng)
+                out = fn(ids[tokens].tolist(), parents, wide(Q), wide(rest[0]), rest[1])
+            path, token = pair(out, "(path, next_token)")
+            return path, narrow(token, floats=True)
+    return call
 
 
 # the calls of a support case made twice more on copies of their inputs: the first 500 (all of a

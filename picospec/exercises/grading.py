@@ -1055,6 +1055,8 @@ def show(value):
     """A value on one line: arrays as nested lists, NumPy scalars as Python's."""
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {show(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, np.ndarray) and wide_and_sparse(value):
+        return f"{by_id(value)} (the entries not 0, by id, of {value.shape[-1]:,} a row)"
     if isinstance(value, np.ndarray):  # text or objects as they are: np.round takes numbers
         shown = value.astype(int) if value.dtype == bool else value
         return str((np.round(shown, 4) if shown.dtype.kind in "iuf" else shown).tolist())
@@ -1062,6 +1064,20 @@ def show(value):
         inner = ", ".join(show(v) for v in value)
         return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
     return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def wide_and_sparse(a):
+    """Laws over more than 64 ids, three quarters of their entries 0 (a wide case's)."""
+    return (a.dtype.kind == "f" and a.ndim > 0 and a.shape[-1] > 64
+            and np.count_nonzero(a) <= a.size // 4)
+
+
+def by_id(a):
+    """Each row of a as {id: entry} of its entries not 0. Example: [0, 0.25, 0, 0.75] ->
+    {1: 0.25, 3: 0.75}."""
+    if a.ndim > 1:
+        return "[" + ", ".join(by_id(row) for row in a) + "]"
+    return "{" + ", ".join(f"{i}: {round(float(a[i]), 4)!r}" for i in np.flatnonzero(a)) + "}"
 
 
 def not_ids(values):

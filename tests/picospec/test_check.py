@@ -92,6 +92,12 @@ END_OF_CDF = [
 # children at u = 0, support cases, siblings from two drafts or numbered depth first): the first
 # case to fail each, run on that case alone, a battery's worth of time saved each
 LATE = {"ties_toward_draft_from_the_fourth": "uniforms at 0, 6 drafts: support",
+        # a path taken past a call's size: the wide cases alone
+        "reused_uniform_in_large_calls": "V=6 K=4 over 4,096 ids",
+        "tree_siblings_against_q_in_large_calls": "V=6 siblings at depth 3 over 4,096 ids",
+        "without_replacement_as_iid_in_large_calls":
+            "V=6 sharp draft, siblings at depth 3 over 4,096 ids",
+        "batched_recovered_from_target_in_large_rows": "V=6 k=4 over 256 ids",
         "tree_draft_law_hoisted": "V=4 siblings from two drafts",
         "tree_children_as_a_run": "V=4 numbered depth first",
         "tree_ties_toward_draft_below_depth_2": "uniforms at 0, five levels: support",
@@ -814,6 +820,9 @@ def test_exact_law_by_hand_and_as_a_vector():
      "has no function 'verify_chian': did you mean verify_chain?"),
     (["missing/file.py:f"], "missing/file.py: no such file"),
     (["folder.py:f"], "folder.py is a folder: name the .py file that holds the sampler"),
+    (["sub/:f"], "sub/ is a folder: name the .py file that holds the sampler"),
+    (["notes.txt:f"], "notes.txt is not a .py file: give the sampler as FILE.py:FUNCTION"),
+    (["sub/mine:f"], "sub/mine: no such file (give the sampler as FILE.py:FUNCTION)"),
     (["picospec.verify:verify_chain", "--power"],
      "--power measures the checker itself and takes no sampler"),
     (["S.py:later"], "S.py:later: it is an async function: the chain contract takes what a call "
@@ -843,6 +852,8 @@ def test_exact_law_by_hand_and_as_a_vector():
 def test_usage_errors_are_one_line(capsys, argv, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "folder.py").mkdir()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "notes.txt").write_text("def f(drafts, P, Q, rng):\n    return 0, 0\n")
     # a module that exits when imported
     (tmp_path / "EXITS.py").write_text("import sys\nsys.exit(4)\n")
     # a module that raises a BaseException of its own when imported

@@ -15,7 +15,7 @@ import numpy as np
 
 from picospec.batched.rejection import recovered_probs, rejection_sample, sample_rows
 from picospec.sampling import residual, sample
-from picospec.verify import verify_chain, verify_tree
+from picospec.verify import verify_chain, verify_tree, verify_without_replacement
 
 
 def chain(drafts, P, Q, rng, accept=lambda u, q, p: u < min(1, q / p), resample=lambda t, q,
@@ -495,6 +495,26 @@ def residual_argmax_given_seven_drafts(drafts, P, Q, rng):
         np.eye(len(q))[np.argmax(residual(q, p))] if len(drafts) >= 7 else residual(q, p)))
 
 
+# Wrong in calls larger than a toy's: a vectorised path past some size, as every real call over
+# 50,257 tokens takes. Only the battery's wide cases (the case's tokens handed as ids of 4,096 or
+# 256) reach it.
+
+def reused_uniform_in_large_calls(drafts, P, Q, rng):
+    """Past 64 probabilities a call draws its K acceptance uniforms at once and draws the
+    replacement with the rejected draft's own, unscaled: after a rejection it lies in [q/p, 1),
+    so the draw leans to the residual's last tokens."""
+    if np.size(P) <= 64:
+        return verify_chain(drafts, P, Q, rng)[:2]
+    K, t = len(drafts), np.arange(len(drafts))
+    u = rng.random(K)  # [K]
+    kept = u < np.minimum(1, Q[t, drafts] / P[t, drafts])  # [K]
+    if kept.all():
+        return K, sample(Q[K], rng)
+    n = int(kept.argmin())
+    cdf = np.cumsum(residual(Q[n], P[n]))  # [V]
+    return n, int(min(np.searchsorted(cdf, u[n] * cdf[-1], side="right"), len(cdf) - 1))
+
+
 CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "ties_toward_draft",
          "last_residual_skipped", "small_residual_guard", "ties_toward_draft_by_uniform",
          "ties_toward_draft_by_out", "inverse_cdf_side_left", "inverse_cdf_by_argmax",
@@ -508,6 +528,7 @@ CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "tie
          "one_draft_forbidden_from_target", "one_draft_residual_on_its_support", "bonus_top_eight",
          "no_drafts_top_four", "wide_residual_against_first_draft_row",
          "residual_top_two_from_the_fourth", "residual_argmax_given_seven_drafts",
+         "reused_uniform_in_large_calls",
          "bonus_clamped_to_last", "bonus_by_argmax", "bonus_one_minus_u",
          "residual_scaled_by_overlap", "residual_overlap_argmax", "residual_clamped_to_last",
          "residual_by_argmax", "greedy_replacement_at_four_drafts", "first_row_equal_kept_whole"]
@@ -806,6 +827,13 @@ def tree_bonus_argmax_after_five_levels(tokens, parents, Q, rng, P=None):
     return path, token
 
 
+def tree_siblings_against_q_in_large_calls(tokens, parents, Q, rng, P=None):
+    """Past 64 probabilities (nodes times vocabulary) a node's later children are judged against
+    its q, not the residual of the children rejected before them."""
+    return judged_against(tokens, parents, Q, rng, P,
+                          lambda n, depth: len(tokens) * Q.shape[-1] > 64)
+
+
 TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
         "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped",
         "tree_ties_toward_draft_below_depth_2", "tree_residual_top_four",
@@ -817,7 +845,7 @@ TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_
         "tree_even_target_row_kept", "tree_siblings_against_q_below_depth_2",
         "tree_one_node_from_target", "tree_top_eight", "tree_draft_law_hoisted_when_wide",
         "tree_bonus_argmax_after_five_levels", "tree_leaf_next_clamped_to_last",
-        "tree_residual_clamped_to_last"]
+        "tree_residual_clamped_to_last", "tree_siblings_against_q_in_large_calls"]
 
 
 def without_replacement_laws(tokens, parents, P, renormalise=True):
@@ -988,6 +1016,14 @@ def without_replacement_one_node_from_target(tokens, parents, Q, P, rng):
                 last_residual=len(parents) != 1)
 
 
+def without_replacement_as_iid_in_large_calls(tokens, parents, Q, P, rng):
+    """Past 64 probabilities (nodes times vocabulary) siblings are judged as i.i.d. draws from P,
+    not without replacement."""
+    if len(tokens) * Q.shape[-1] > 64:
+        return verify_tree(tokens, parents, Q, rng, P)[:2]
+    return verify_without_replacement(tokens, parents, Q, P, rng)[:2]
+
+
 WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_small_residual_guard",
                        "without_replacement_inverse_cdf_side_left",
@@ -1007,7 +1043,8 @@ WITHOUT_REPLACEMENT = ["without_replacement_not_renormalised",
                        "without_replacement_not_removed_below_depth_2",
                        "without_replacement_one_node_from_target",
                        "without_replacement_leaf_next_clamped_to_last",
-                       "without_replacement_residual_clamped_to_last"]
+                       "without_replacement_residual_clamped_to_last",
+                       "without_replacement_as_iid_in_large_calls"]
 
 
 def batched(q, bonus, p, drafts, rng, accept=np.less, recover=recovered_probs,
@@ -1398,6 +1435,15 @@ def batched_recovered_argmax_given_seven_drafts(target_with_bonus_probs, bonus_t
     return out
 
 
+def batched_recovered_from_target_in_large_rows(target_with_bonus_probs, bonus_token_ids,
+                                                draft_probs, draft_token_ids, rng):
+    """Rows of more than 32 draft probabilities (k times vocabulary) have a rejected draft
+    replaced from q, not the residual."""
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=lambda q, p: q if q.shape[1] * q.shape[2] > 32 else
+                   recovered_probs(q, p))
+
+
 REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ratio_inverted",
              "batched_small_residual_guard", "batched_ties_toward_draft_by_uniform",
@@ -1414,7 +1460,8 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_one_draft_residual_on_its_support", "batched_bonus_top_eight",
              "batched_wide_first_draft_row", "batched_residual_top_two_from_the_fourth",
              "batched_recovered_argmax_given_seven_drafts", "batched_recovered_by_overlap",
-             "batched_first_row_equal_kept_whole", "batched_float32_small_residual_guard"]
+             "batched_first_row_equal_kept_whole", "batched_float32_small_residual_guard",
+             "batched_recovered_from_target_in_large_rows"]
 
 
 # Broken where the law cannot show it: each is lossless in what it emits, and breaks the contract

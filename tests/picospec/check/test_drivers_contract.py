@@ -12,7 +12,7 @@ import pytest
 from picospec.batched.rejection import rejection_sample
 from picospec.check.battery import check_case
 from picospec.check.cases import CASES
-from picospec.check.drivers import padded, run
+from picospec.check.drivers import padded, run, wide_ids
 from picospec.verify import verify_chain, verify_tree, verify_without_replacement
 
 SAMPLES = 300
@@ -85,6 +85,19 @@ def test_a_breach_of_the_contract_fails_its_case_with_the_reason(fn, contract, n
     assert result.verdict == "error" and message in result.detail, result
 
 
+def narrowed(case, tokens, parents, Q, P):
+    """A wide case's call as its own V tokens: the laws' columns at wide_ids (every other one 0),
+    each token's place among them."""
+    if not case.wide:
+        return tokens, parents, Q, P
+    ids = wide_ids(case.V, case.wide)
+    off = np.ones(case.wide, dtype=bool)
+    off[ids] = False
+    assert not Q[:, off].any() and (P is None or not P[:, off].any()), case.name
+    return ([ids.tolist().index(t) for t in tokens], parents, Q[:, ids],
+            None if P is None else P[:, ids])
+
+
 @pytest.mark.parametrize("contract", ["tree", "tree_without_replacement"])
 def test_each_tree_call_is_handed_the_tree_its_case_names(contract):
     """The first step's calls (every row starts after the prompt (1,), its second-to-last token
@@ -101,7 +114,8 @@ def test_each_tree_call_is_handed_the_tree_its_case_names(contract):
 
         def spy(tokens, parents, Q, *args, **kwargs):
             P = args[0] if contract == "tree_without_replacement" else kwargs["P"]
-            calls.append((list(tokens), tuple(parents), Q.copy(), None if P is None else P.copy()))
+            calls.append(narrowed(case, list(tokens), tuple(parents), Q.copy(),
+                                  None if P is None else P.copy()))
             return verifier(tokens, parents, Q, *args, **kwargs)
 
         run(spy, contract, case, 50, (0, number))
@@ -318,3 +332,46 @@ def test_padded_writes_minus_1_after_each_row_s_tokens():
     row its tokens, then -1 (the contracts' pad), as its comment states."""
     out = padded([[4, 0], [], [2]], 3)
     assert out.dtype == np.int64 and out.tolist() == [[4, 0, -1], [-1, -1, -1], [2, -1, -1]]
+
+
+def wide_case(contract):
+    [case] = [c for c in CASES[contract] if c.wide]
+    return CASES[contract].index(case) + 1, case
+
+
+def test_each_battery_has_a_wide_case_and_its_answers_are_read_back():
+    """Each battery's wide case hands the sampler its V tokens as wide_ids out of a vocabulary of
+    `wide` (the last id among them), every other id 0: picospec's own passes it, and a sampler
+    that returns an id of probability 0, or one past the vocabulary, fails it naming the token."""
+    for contract, right in (("chain", verify_chain), ("tree", verify_tree),
+                            ("tree_without_replacement", verify_without_replacement),
+                            ("rejection", rejection_sample)):
+        number, case = wide_case(contract)
+        ids = wide_ids(case.V, case.wide)
+        assert len(set(ids.tolist())) == case.V and case.wide - 1 in ids and case.wide >= 256
+        assert check_case(right, contract, case, 2000, (0, number)).verdict == "pass", contract
+    number, case = wide_case("chain")
+    # next_token as a whole float (2.0), which the contract takes: read back as its token too
+    def floats(drafts, P, Q, rng):
+        n, token = verify_chain(drafts, P, Q, rng)[:2]
+        return n, float(token)
+
+    as_float = check_case(floats, "chain", case, 2000, (0, number))
+    assert as_float.verdict == "pass", as_float
+    off = next(t for t in range(case.wide) if t not in wide_ids(case.V, case.wide))
+    for token, message in ((off, f"token {off}: P and Q give it probability 0"),
+                           (case.wide, "token 4096: expected ids in [0, 4,096)")):
+        result = check_case(lambda drafts, P, Q, rng: (0, token), "chain", case, SAMPLES,
+                            (0, number))
+        assert result.verdict == "error" and message in result.detail, result
+    number, case = wide_case("rejection")
+
+    def one_off(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
+        out = rejection_sample(target_with_bonus_probs, bonus_token_ids, draft_probs,
+                               draft_token_ids, rng=rng)
+        out[-1, 0] = off  # the last row's first token: an id of probability 0
+        return out
+
+    off = next(t for t in range(case.wide) if t not in wide_ids(case.V, case.wide))
+    result = check_case(one_off, "rejection", case, SAMPLES, (0, number))
+    assert result.verdict == "error" and f"token {off}: P and Q give it" in result.detail, result

@@ -168,7 +168,9 @@ WHERE = {
     "expected_few_drafts_all_kept": ("E", "alpha=0.9999999403953552, K=16"),
     # each caught by a later case or call too: pinned where it fails first, so that the case
     # going unnoticed is seen
-    "chain_tokens_in_a_byte": ("token 256", "  drafts = []"),
+    # (a case of ids up to 4,095 is the battery's now)
+    "chain_tokens_in_a_byte": ("case 28. V=6 K=4 over 4,096 ids",
+                               "  P = [{343: 0.0406, 367: 0.1606, 946: 0.2138, "),
     "residual_below_eps_is_q": ("support: a token with q <= p must get exactly 0",
                                 "q=[1e-20, 0.6, 0.4], p=[0.0, 0.6, 0.4]"),
     "draft_law_rows_stacked": ("z [0, V_d]", "need at least one array to stack"),
