@@ -72,6 +72,10 @@ def check_lookahead(x, N, window, ngram, guesses, pool_cap, sampling_options):  
     if pool_cap is not None and (int(pool_cap) != pool_cap or pool_cap < 1):
         raise ValueError(f"pool_cap (continuations kept per key) must be a positive integer or "
                          f"None; got {pool_cap}")
+    if (nodes := (window + guesses) * (ngram - 1)) > 256:  # the window's W L, the guesses' G L
+        raise ValueError(f"window W = {window}, ngram N = {ngram} and guesses G = {guesses} make "
+                         f"trees of up to (W + G)(N - 1) = {nodes} nodes, more than the 256 one "
+                         f"target call scores: lower W, N or G")
     return int(window), int(ngram) - 1, int(pool_cap or 4 * max(guesses, 1))
 
 

@@ -235,15 +235,19 @@ METHODS = (
                            "sparse (built from the head's measured accuracy per step ahead), "
                            "chain, or JSON rank paths like '[[0],[0,0],[1]]'",
                            check=eagle_tree_check),
-                    Option("nodes", int, 10, "nodes of the sparse tree", low=1, high=256),
+                    Option("nodes", int, 10, "nodes of the sparse tree", low=1, high=256,
+                           unused=lambda v: v["tree"] != "sparse" and "it sizes --tree sparse"),
                     Option("depth", int, 5, "most levels of the sparse tree; the chain's length",
-                           low=1, high=64),
+                           low=1, high=64, unused=lambda v: v["tree"] not in ("sparse", "chain")
+                           and "it bounds --tree sparse and chain, not paths given"),
                     Option("candidates", str, "sample",
                            "children at temperature > 0: sample (drawn without replacement from "
                            "the head's warped law, judged against it) or topk (the head's top "
                            "tokens, verified as one-hot proposals); temperature 0 always takes the "
                            "top tokens",
-                           choices=CANDIDATES)), batch=batch_eagle_decoding),
+                           choices=CANDIDATES, unused=lambda v: v["temperature"] == 0
+                           and "temperature 0 always takes the top tokens")),
+           batch=batch_eagle_decoding),
     Method("eagle2", eagle2_decoding, ("x", "target", "heads", "N", "rng"),
            "EAGLE-2: the EAGLE head grows a dynamic tree by cumulative draft log-probability, "
            "reranked, one tree call",
@@ -310,7 +314,9 @@ METHODS = (
                            "(Draft & Verify's rule); --no-adaptive keeps it fixed"),
                     Option("alpha", float, 0.9,
                            "the acceptance rate the adaptive threshold aims at", above=0,
-                           high=1)), batch=batch_self_speculative_decoding,
+                           high=1, unused=lambda v: not v["adaptive"]
+                           and "it is the adaptive threshold's aim, and --no-adaptive keeps the "
+                               "threshold fixed")), batch=batch_self_speculative_decoding,
            also=("draft_and_verify", "self_speculative")),
     Method("early_exit", self_speculative_decoding, ("x", "draft", "target", "N", "K", "rng"),
            "self-drafting: the first E layers draft, the rest verify reusing their KV cache",
@@ -355,7 +361,9 @@ METHODS = (
                            "node remembers the law it was drawn from"),
                     Option("draft2", str, "ngram",
                            "the second drafter of --merge: ngram, tiny-draft, ...",
-                           load=True)), batch=batch_specinfer_decoding),
+                           load=True, unused=lambda v: not v["merge"]
+                           and "it is the second drafter of --merge")),
+           batch=batch_specinfer_decoding),
     Method("sequoia", sequoia_decoding, ("x", "draft", "target", "N", "rng"),
            "the token tree that maximises expected accepted tokens (a dynamic program), drawn "
            "without replacement",

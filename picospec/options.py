@@ -74,9 +74,12 @@ def medusa_tree(tree, n_heads, sparse=None):
 
 def tree_check(text, names=TREES):
     try:
-        parse_tree(text, names)
+        tree = parse_tree(text, names)
     except ValueError as e:
         return str(e)
+    if isinstance(tree, list) and len(tree) > 256:  # one node a path
+        return (f"a tree of {len(tree)} nodes, more than the 256 one target call scores: give "
+                f"fewer paths")
     return None
 
 

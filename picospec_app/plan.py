@@ -285,11 +285,11 @@ def read_plan(argv):
                 runs=values["runs"], json=values["json"], batch=values["batch"],
                 batch_memory=values["batch_memory"], progress=progress_wanted(values),
                 color=sys.stdout.isatty() and settings.color,
-                notes=notes(values, values["threads"] or settings.threads, given),
+                notes=notes(values, values["threads"] or settings.threads, given, method),
                 engine=engine_choices(settings, threads=values["threads"]))
 
 
-def notes(values, threads, given=()):
+def notes(values, threads, given, method):
     """Lines for stderr: filters and posteriors that do nothing at temperature 0, a posterior's
     thresholds given where it is not used, more threads than CPUs."""
     found = []
@@ -308,6 +308,9 @@ def notes(values, threads, given=()):
             if name in given and used != of:
                 found.append(f"note: --{name} has no effect here: it is the {of} posterior's "
                              f"(--posterior {of}, at --temperature > 0)")
+    for option in method.options:  # an option of the method given where the others void it
+        if option.name in given and option.unused and (why := option.unused(values)):
+            found.append(f"note: --{option.name} has no effect here: {why}")
     cpus = usable_cpus()[1]  # its affinity, within a cgroup CPU quota
     if values["device"] == "cpu" and threads is not None and threads > (cpus or 1):
         fewer = f"{cpus} or fewer" if cpus > 1 else "1"

@@ -198,7 +198,7 @@ def equation_digits(costs, most=8):
                        for d in costs["drafts"].values())
         step = shown(costs["c"], n) + drafting + shown(costs["rest"], n)
         tokens = shown(costs["E"], n) * (1 + shown(costs["rest_base"], n))
-        if step > 0 and f"{tokens / step - 1e-9:.2f}" == f"{tokens / step + 1e-9:.2f}" == predicted \
-                and abs(tokens / step - costs["predicted"]) <= 0.005:
+        if step > 0 and f"{tokens / step - 1e-9:.2f}" == f"{tokens / step + 1e-9:.2f}" \
+                == predicted and abs(tokens / step - costs["predicted"]) <= 0.005:
             return n
     return most

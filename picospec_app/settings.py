@@ -37,6 +37,7 @@ class Settings:
     offline: bool = False
     cache: str | None = None
     color: bool = True  # NO_COLOR unset or empty, and TERM not dumb
+    quick: bool = False  # the notebooks read it; checked here like the others
 
 
 def env_value(name, environ):  # the value, or None where unset, empty or only spaces
@@ -94,6 +95,7 @@ def read_settings(environ=None):
                     fused=env_flag("PICOSPEC_FUSED", True, environ),
                     offline=env_flag("PICOSPEC_OFFLINE", False, environ),
                     cache=env_cache(environ),
+                    quick=env_flag("PICOSPEC_QUICK", False, environ),
                     color=not environ.get("NO_COLOR") and environ.get("TERM") != "dumb")
 
 

@@ -25,9 +25,11 @@ from pathlib import Path
 #   also        names a user may type for it, answered with "did you mean --name?" (a trainer's
 #               --backbone is the app's --target)
 #   means       {word: choice}: other words a user may type for a choice (--method assisted)
-FIELDS = "name type default help low high above choices check required load check_list also means"
-Option = namedtuple("Option", FIELDS,
-                    defaults=(None, "", None, None, None, None, None, False, False, None, (), None))
+#   unused      unused(values) -> why a value given has no effect with the others, or None
+FIELDS = ("name type default help low high above choices check required load check_list also "
+          "means unused")
+Option = namedtuple("Option", FIELDS, defaults=(None, "", None, None, None, None, None, False,
+                                                False, None, (), None, None))
 
 
 class UsageError(ValueError):  # a command line that cannot run: one line, exit status 2
@@ -85,7 +87,7 @@ def path_problem(kind, path):  # -> why path cannot be the option's "file", "dir
     if kind == "file" and (not path.exists() or path.is_dir()):  # a pipe (/dev/stdin) is a file
         why = ": no such file" + " (it is a folder)" * path.is_dir()
     elif kind == "dir" and not path.is_dir():
-        why = ": no such folder"
+        why = ": no such folder" + " (it is a file)" * path.exists()
     elif kind == "out":
         where = path.resolve().parent
         above = next((p for p in path.absolute().parents if p.exists()), None)  # what exists
@@ -110,7 +112,9 @@ def check_value(option, value):
         if number and bound is not None and not ok(float(value), bound):
             raise UsageError(f"{flag} must be {sign} {bound}; got {value}")
     if option.check is not None and (message := option.check(value)):
-        raise UsageError(message if message.startswith("--") else f"{flag} {value}: {message}")
+        # a long text (a JSON tree) cut short; a path is shown whole
+        shown = f"{value[:60]}..." if option.type is str and len(value) > 80 else value
+        raise UsageError(message if message.startswith("--") else f"{flag} {shown}: {message}")
 
 
 MARK = "\0"  # argv never holds it: it marks a value argparse would take for an option

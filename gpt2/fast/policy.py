@@ -117,13 +117,16 @@ def free_cores():
     # idle and load are of all the CPUs of the affinity, more than a CPU quota lets this use
     quota = f" of {len(ids)} CPUs, {cpus} within the CPU quota" if cpus < len(ids) else ""
     idle = idle_cpus(ids)
-    if idle is not None:
-        return max(1, min(cpus, round(idle))), cpus, f"{idle:.1f} idle now{quota}"
+    if idle is not None:  # (cores_free reads NONE_FREE: 1 taken, though none is free)
+        none = NONE_FREE * (round(idle) < 1)
+        return max(1, min(cpus, round(idle))), cpus, f"{none}{idle:.1f} idle now{quota}"
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):  # no load average here (Windows), or none to read
         return cpus, cpus, "not measured"
-    return max(1, min(cpus, round(len(ids) - load))), cpus, f"1-minute load {load:.1f}{quota}"
+    none = NONE_FREE * (round(len(ids) - load) < 1)
+    return (max(1, min(cpus, round(len(ids) - load))), cpus,
+            f"{none}1-minute load {load:.1f}{quota}")
 
 
 def usable_cores():
@@ -158,10 +161,16 @@ def choose_wide(n_params, threads, requested=None, free=None):
     return Wide(n, cores_free(n, cpus, how))
 
 
+NONE_FREE = "none free: "  # free_cores' how when no core is idle and one is taken anyway
+
+
 def cores_free(n, cpus, how):
     # unmeasured, every usable core is taken: not "free", which nobody looked at
-    return f"all {cpus} cores (their load not measured)" if how == "not measured" else \
-        f"{n} of {cpus} cores free ({how})"
+    if how == "not measured":
+        return f"all {cpus} cores (their load not measured)"
+    if how.startswith(NONE_FREE):
+        return f"1 of {cpus} cores ({how})"  # "1 of 2 cores (none free: 0.2 idle now)"
+    return f"{n} of {cpus} cores free ({how})"
 
 
 @functools.lru_cache(maxsize=1)

@@ -196,6 +196,26 @@ def test_a_posterior_or_threshold_that_does_nothing_is_noted(argv, said):
     assert len(notes) == len(said) and all(w in n for w, n in zip(said, notes)), notes
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["--method", "eagle", "--tree", "chain", "--nodes", "3"], "--nodes has no effect here"),
+    (["--method", "eagle", "--tree", "[[0],[0,0]]", "--depth", "3"], "--depth has no effect here"),
+    (["--method", "eagle", "--candidates", "topk"], "--candidates has no effect here: temperature"),
+    (["--method", "layer_skip", "--alpha", "0.5", "--no-adaptive"], "--alpha has no effect here"),
+    (["--method", "specinfer", "--draft2", "tiny-draft"], "--draft2 has no effect here: it is the "
+                                                          "second drafter of --merge"),
+    (["--method", "eagle", "--tree", "chain", "--depth", "3"], None),
+    (["--method", "eagle", "--nodes", "3", "--candidates", "topk", "--temperature", "1"], None),
+    (["--method", "layer_skip", "--alpha", "0.5"], None),
+    (["--method", "specinfer", "--merge", "--draft2", "tiny-draft"], None),
+    (["--method", "specinfer", "--no-merge"], None)])  # --draft2 left at its default: no note
+def test_a_method_option_the_others_void_is_noted(argv, said):
+    """An option whose value the method's other options (or temperature 0) leave unread: a note,
+    and none where it is read or was not given."""
+    notes = read_plan(argv).notes
+    assert list(notes) == ([] if said is None else [notes[0]]) and (said is None
+                                                                      or said in notes[0]), notes
+
+
 class Stream(io.StringIO):
     def __init__(self, tty):
         super().__init__()

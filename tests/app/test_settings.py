@@ -54,6 +54,7 @@ def test_engine_choices_read_the_environment_and_measure_the_idle_cores(monkeypa
     ("PICOSPEC_PANELS", "2", "set it to 1 (on) or 0 (off)"),
     ("PICOSPEC_STATIC", "maybe", "set it to 1 (on) or 0 (off)"),
     ("PICOSPEC_FUSED", "2", "set it to 1 (on) or 0 (off)"),
+    ("PICOSPEC_QUICK", "maybe", "set it to 1 (on) or 0 (off)"),
 ])
 def test_a_bad_value_is_named(name, value, message):
     with pytest.raises(ValueError, match=re.escape(f"{name}='{value}': {message}")):
@@ -61,7 +62,7 @@ def test_a_bad_value_is_named(name, value, message):
 
 
 SETTINGS = ("PICOSPEC_THREADS", "PICOSPEC_PANELS", "PICOSPEC_STATIC", "PICOSPEC_FUSED",
-            "PICOSPEC_OFFLINE", "PICOSPEC_CACHE")
+            "PICOSPEC_OFFLINE", "PICOSPEC_CACHE", "PICOSPEC_QUICK")
 
 
 @pytest.mark.parametrize("name", SETTINGS)

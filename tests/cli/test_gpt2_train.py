@@ -131,7 +131,7 @@ BAD = [  # (command, arguments, what the one line must say)
     # gpt2.train.gpt2: the folders and files
     ("gpt2.train.gpt2", ["--data", "nope", "--out", "runs/m"], r"--data nope: no such folder"),
     ("gpt2.train.gpt2", ["--data", "notes.txt", "--out", "runs/m"],
-     r"--data notes.txt: no such folder"),
+     r"--data notes.txt: no such folder \(it is a file\)"),
     ("gpt2.train.gpt2", ["--data", "empty", "--out", "runs/m"],
      r"--data empty has no train.bin: make the token files"),
     ("gpt2.train.gpt2", ["--data", "data", "--out", "notes.txt"],

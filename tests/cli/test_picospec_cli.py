@@ -99,6 +99,13 @@ MAIN_CASES = [
                                                           r"than the 256 one target call scores",
                                                           False),
     (["--method", "specinfer", "--expansion", "1,0"], r"--expansion must be >= 1; got 0", False),
+    # a tree larger than one target call scores: said at the start, not after some tokens
+    (["--method", "lookahead", "--window", "16", "--ngram", "16", "--guesses", "16"],
+     r"^error: window W = 16, ngram N = 16 and guesses G = 16 make trees of up to \(W \+ G\)\(N "
+     r"- 1\) = 480 nodes, more than the 256 one target call scores: lower W, N or G$", True),
+    (["--method", "medusa", "--tree", json.dumps([[i] for i in range(300)])],
+     r"^error: --tree \[\[0\], \[1\], .{30,60}\.\.\.: a tree of 300 nodes, more than the 256 "
+     r"one target call scores: give fewer paths$", False),
     (["--method", "rest", "--datastore", "missing.npz"],
      r"--datastore missing.npz does not exist.*--build_datastore", False),
     (["--method", "rest", "--datastore", "nodir/x.npz", "--build_datastore"],

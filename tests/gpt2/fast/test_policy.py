@@ -641,9 +641,14 @@ def test_no_idle_figure_and_no_load_average_is_not_measured(monkeypatch, loadavg
     assert policy.free_cores() == (3, 3, "not measured")
     monkeypatch.setattr(os, "getloadavg", lambda: (1.2, 1.0, 1.0), raising=False)
     assert policy.free_cores() == (2, 3, "1-minute load 1.2")
-    # a load above the CPUs leaves none idle: still 1 to run on
+    # a load above the CPUs leaves none idle: still 1 to run on, and the line says none is free
     monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 1.0, 1.0), raising=False)
-    assert policy.free_cores() == (1, 3, "1-minute load 5.0")
+    assert policy.free_cores() == (1, 3, "none free: 1-minute load 5.0")
+    assert policy.cores_free(*policy.free_cores()) == "1 of 3 cores (none free: 1-minute load 5.0)"
+    monkeypatch.setattr(policy, "idle_cpus", lambda ids: 0.2)
+    assert policy.cores_free(*policy.free_cores()) == "1 of 3 cores (none free: 0.2 idle now)"
+    monkeypatch.setattr(policy, "idle_cpus", lambda ids: 0.6)  # rounds to one free core
+    assert policy.cores_free(*policy.free_cores()) == "1 of 3 cores free (0.6 idle now)"
 
 
 def test_numpy_blas_is_numpys_where_another_library_loaded_its_own_first():
