@@ -167,11 +167,13 @@ def cost_line(costs, measured):
     """E, c, each drafter's c_d, the rest of a step and of an autoregressive token, and the
     predicted speedup beside the measured one, in equation_digits' decimals."""
     drafts, n = costs["drafts"], equation_digits(costs)
-    calls = "".join(f", a {name} call c_d = {d['c_d']:.{n + 1}f} ({d['per_target_call']:.{n}f} per "
-                    f"target call)" for name, d in drafts.items())
+    # each drafter's symbols: k c_d for --draft, k_2 c_d2 for --draft2 (cascade's smaller one)
+    symbols = {name: ("k", "c_d") if name == "draft" else ("k_2", "c_d2") for name in drafts}
+    calls = "".join(f", a {name} call {symbols[name][1]} = {d['c_d']:.{n + 1}f} "
+                    f"({d['per_target_call']:.{n}f} per target call)" for name, d in drafts.items())
     sums = "".join(f" + {d['per_target_call']:.{n}f} x {d['c_d']:.{n + 1}f}"
                    for d in drafts.values())
-    k_c_d = " + k c_d" if drafts else ""
+    k_c_d = "".join(f" + {k} {c}" for k, c in symbols.values())
     rest_base = shown(costs["rest_base"], n)  # 1 + r_0 printed as 1 + the r_0 printed
     return (f"why: {costs['E']:.2f} tokens per target call; a target call costs c = "
             f"{costs['c']:.{n}f} one-token calls{calls}; the rest of a step r = "

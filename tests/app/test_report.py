@@ -91,7 +91,7 @@ def printed_equation(line):
     E, tokens, step, predicted = m[1], m[2], m[3].split(" + "), m[4]
     total = sum(float(a) * float(b) for a, b in (t.split(" x ") for t in step if " x " in t))
     total += sum(float(t) for t in step if " x " not in t)
-    said = re.findall(r"(?:c|c_d|r|r_0) = ([\d.]+)", line.split("; cost model")[0])
+    said = re.findall(r"(?:c|c_d|c_d2|r|r_0) = ([\d.]+)", line.split("; cost model")[0])
     r_0 = float(said[-1])
     shown = [step[0], *(t.split(" x ")[1] for t in step if " x " in t), step[-1]]
     return float(E) * float(tokens) / total, float(predicted), said[:-1], shown, r_0, tokens
@@ -150,12 +150,17 @@ def test_the_cost_models_equation_as_printed_gives_the_prediction_printed():
 
 def test_the_cost_models_formula_names_k_c_d_only_where_there_are_drafters():
     """The formula before the figures is E (1 + r_0) / (c + k c_d + r) with a drafter (README's
-    why line), and E (1 + r_0) / (c + r) with none (prompt lookup: no draft calls to count)."""
+    why line), E (1 + r_0) / (c + r) with none (prompt lookup: no draft calls to count), and a
+    term per drafter with two (cascade's --draft2: k_2 calls of c_d2, each named in the
+    sentence)."""
     from picospec_app.report import cost_line
 
-    for costs, formula in zip(COSTS, ["(c + r)", "(c + k c_d + r)"]):
+    one = {**COSTS[1], "drafts": {"draft": COSTS[1]["drafts"]["draft"]}}
+    for costs, formula in zip(COSTS + [one], ["(c + r)", "(c + k c_d + k_2 c_d2 + r)",
+                                             "(c + k c_d + r)"]):
         line = cost_line({**costs, "predicted": 1.0}, 1.0)
         assert f"; cost model E (1 + r_0) / {formula} = " in line, line
+        assert ("a draft2 call c_d2 = " in line) == ("k_2" in formula), line
 
 
 def test_the_equation_takes_the_fewest_decimals_that_give_the_prediction():

@@ -2205,7 +2205,8 @@ MUTANTS = (
             "test_batch_text_figures_by_hand",),
            "--batch's text loses every row's prompt and decoded text"),
     Mutant("report-kcd-where-no-drafter", "report", "rule", "picospec_app/report.py",
-           'k_c_d = " + k c_d" if drafts else ""', 'k_c_d = " + k c_d" if not drafts else ""',
+           'k_c_d = "".join(f" + {k} {c}" for k, c in symbols.values())',
+           'k_c_d = "" if symbols else " + k c_d"',
            ("tests/app/test_report.py::"
             "test_the_cost_models_formula_names_k_c_d_only_where_there_are_drafters",),
            "the why line's formula drops k c_d when there is a drafter"),
@@ -3915,6 +3916,11 @@ MUTANTS = (
            "        none = NONE_FREE * (round(idle) < 1)", '        none = ""',
            ("tests/gpt2/fast/test_policy.py",),
            "the thread line says 1 of 2 cores free beside 0.0 idle now"),
+    Mutant("report-second-drafter-unnamed", "report", "record", "picospec_app/report.py",
+           'if name == "draft" else ("k_2", "c_d2")', 'if name else ("k_2", "c_d2")',
+           ("tests/app/test_report.py::"
+            "test_the_cost_models_formula_names_k_c_d_only_where_there_are_drafters",),
+           "cascade's two drafters both printed as k c_d"),
     Mutant("checker-prints-on-stdout", "checker", "rule", "picospec/check/__main__.py",
            "with contextlib.redirect_stdout(sys.stderr):", "with contextlib.nullcontext():",
            ("tests/picospec/test_check.py::test_what_a_sampler_prints_goes_to_standard_error",),
