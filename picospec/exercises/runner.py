@@ -73,8 +73,11 @@ def child(path, events, samples, seed, names):
     printed = captured(capped)
     grading.FORBID_OWN = True  # a learner's file: no call of picospec's own answer
 
+    lock = threading.Lock()  # the case watcher writes events too
+
     def event(**fields):
-        out.write(json.dumps(fields) + "\n")
+        with lock:
+            out.write(json.dumps(fields) + "\n")
 
     sys.stdout = sys.stderr = printed
     try:
@@ -89,6 +92,7 @@ def child(path, events, samples, seed, names):
                      and getattr(v, "__module__", None) == namespace["__name__"])
     event(loaded=[n for n in EXERCISES if callable(namespace.get(n))], defined=defined,
           untagged=namespace.get("__untagged__", []))
+    threading.Thread(target=watch_cases, args=(event,), daemon=True).start()
     for name in names:
         fn = namespace.get(name)
         if not callable(fn):
@@ -218,8 +222,28 @@ def estimate(module, fn, samples, seed):
     return seconds[1] + (samples - 3 * TRIAL) * per_sequence
 
 
+def watch_cases(event, every=1.0):
+    """Each second, the case grading.grade_cases is on in the main thread, as an event when it
+    changes: a stop at the time limit names the case a slow answer had not finished."""
+    main, said = threading.main_thread().ident, None
+    while True:
+        time.sleep(every)
+        frame = sys._current_frames().get(main)
+        while frame is not None and frame.f_code is not grading.grade_cases.__code__:
+            frame = frame.f_back
+        seen = frame.f_locals if frame is not None else {}
+        # before the loop, the stub check calls the first case
+        label = seen.get("label") or (seen["cases"][0][0] if seen.get("cases") else None)
+        if label != said:
+            said = label
+            event(case=label)
+
+
 def doing(result):
     """What the child was doing when it stopped."""
+    if result.get("running") and result.get("case"):
+        case = result["case"] if len(result["case"]) <= 300 else result["case"][:300] + "..."
+        return f"while grading {result['running']}, on its case {case}"
     if result.get("running"):
         return f"while grading {result['running']}"
     if "loaded" in result:
@@ -236,7 +260,9 @@ def take(event, result, left, say):
             result.update(loaded=event["loaded"], defined=event["defined"],
                           untagged=event["untagged"])
     elif "start" in event:
-        result["running"] = event["start"]
+        result["running"], result["case"] = event["start"], None
+    elif "case" in event:
+        result["case"] = event["case"]
     elif "estimate" in event:
         seconds = event["seconds"]
         if seconds > left:

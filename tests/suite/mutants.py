@@ -3921,6 +3921,10 @@ MUTANTS = (
            ("tests/app/test_report.py::"
             "test_the_cost_models_formula_names_k_c_d_only_where_there_are_drafters",),
            "cascade's two drafters both printed as k c_d"),
+    Mutant("grader-stop-names-no-case", "graders", "record", "picospec/exercises/runner.py",
+           "    threading.Thread(target=watch_cases, args=(event,), daemon=True).start()\n", "",
+           ("tests/picospec/exercises/test_runner_interrupted.py",),
+           "a right answer too slow for one large case is stopped with no case named"),
     Mutant("checker-prints-on-stdout", "checker", "rule", "picospec/check/__main__.py",
            "with contextlib.redirect_stdout(sys.stderr):", "with contextlib.nullcontext():",
            ("tests/picospec/test_check.py::test_what_a_sampler_prints_goes_to_standard_error",),
