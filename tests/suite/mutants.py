@@ -1855,8 +1855,8 @@ MUTANTS = (
             "test_the_class_table_rows_marks_counts_and_notes",),
            "a learner passing some counts as passing all"),
     Mutant("runner-reader-not-daemon", "graders", "rule", "picospec/exercises/runner.py",
-           "daemon=True)",
-           "daemon=False)",
+           "args=(child_process.stdout, raw), daemon=True)",
+           "args=(child_process.stdout, raw), daemon=False)",
            ("tests/picospec/exercises/test_runner_interrupted.py::"
             "test_a_process_that_leaves_the_answers_group_holds_no_grading_open",),
            "grader hangs on a process that left the group"),

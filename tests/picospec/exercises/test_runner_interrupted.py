@@ -112,8 +112,9 @@ def test_a_process_that_leaves_the_answers_group_holds_no_grading_open(tmp_path)
     assert grader.returncode == 1 and "trie: FAIL\n  not answered" in out, out + err
 
 
-@pytest.mark.parametrize("learner, where", [("import", "while reading the file ("),
-                                            ("function", "while grading trie, on its case sequences=[[0]]")])
+@pytest.mark.parametrize("learner, where", [
+    ("import", "while reading the file ("),
+    ("function", "while grading trie, on its case sequences=[[0]]")])
 def test_an_answer_that_never_returns_is_stopped_at_the_time_limit(tmp_path, learner, where):
     """An answer asleep for 600 s, graded with --timeout 2: the grader ends by itself within a
     bound (it never waits on the answer past its limit) and says where the answer was: the file
