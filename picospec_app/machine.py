@@ -25,9 +25,11 @@ def policy(model):
     plan = getattr(model, "plan", None)
     if plan is None or not hasattr(plan, "threads"):
         return {"threads": 1, "why": "no BLAS products", "blas": None, "ops": None,
+                "static": False,
                 "wide": {"threads": 1, "rows": 0, "why": "as every product", "blas": None},
                 "panels": {"on": False, "why": "no weights"}}
-    return {**plan.threads.report(), "panels": plan.panels_report, "ops": plan.kind}
+    return {**plan.threads.report(), "panels": plan.panels_report, "ops": plan.kind,
+            "static": plan.static}
 
 
 def blas_line(policy, environ=None):
@@ -45,8 +47,9 @@ def blas_line(policy, environ=None):
     if ran is None and library is None:  # no library to set (Apple's Accelerate): its own count
         capped = "; not applied: threadpoolctl finds no BLAS library to set"
     threads = f"{n} thread{'s' if n != 1 else ''} ({policy['why']}{capped}{wide_line(policy)})"
+    static = "; the static-shape step (PICOSPEC_STATIC)" * bool(policy.get("static"))
     return (f"BLAS: {library or 'unknown'}, {arch or 'unknown'} kernels{chosen} on {machine()}; "
-            f"{threads}; small-matrix path {panels_line(policy)}")
+            f"{threads}; small-matrix path {panels_line(policy)}{static}")
 
 
 def panels_line(policy):  # -> "on (why)" / "off (why)"

@@ -114,3 +114,18 @@ def test_a_benchmark_header_gives_the_panels_on_the_cpu_only(monkeypatch, arch, 
     assert panels["on"] and form in panels["why"]
     assert machine.thread_policy(5_850_000, 1, device="gpu")["panels"] == {
         "on": False, "why": "the model runs on the GPU"}
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_the_static_shape_step_is_said_where_it_runs(monkeypatch, static):
+    """PICOSPEC_STATIC=on builds the static-shape step on the CPU too: the --json object's threads
+    say so, and so does the BLAS line (nothing where it is off)."""
+    from gpt2.load import load_model
+    from picospec_app.settings import Settings, engine_choices
+
+    monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
+    model, _ = load_model("tiny-target", **engine_choices(Settings(static=static), threads=1))
+    report = machine.policy(model)
+    assert report["static"] is static
+    said = "; the static-shape step (PICOSPEC_STATIC)"
+    assert (said in machine.blas_line(report)) is static
