@@ -73,14 +73,19 @@ def prepare_medusa(options, loaded, sampling):
     heads, tree = loaded["heads"], options.pop("tree")
     if options["posterior"] == "auto":
         options["posterior"] = medusa_posterior(options, sampling.get("temperature", 1))
-    choices = medusa_tree(tree, heads["n_heads"], heads.get("sparse"))
+    given = f"--tree {tree}" + (" (the default: the heads' medusa_choices.json)"
+                                if tree == "sparse" else "")
+    try:
+        choices = medusa_tree(tree, heads["n_heads"], heads.get("sparse"))
+    except ValueError as e:  # deeper than the heads, say
+        raise ValueError(f"{given}: {e}") from None
     rank, topk = max(max(c) for c in choices), options["topk"]
     if rank >= topk:  # a head offers its topk likeliest tokens: ranks 0 .. topk - 1
-        given = f"--tree {tree}" + (" (the default: the heads' medusa_choices.json)"
-                                    if tree == "sparse" else "")
+        most = next(o.high for o in find("medusa").options if o.name == "topk")
+        fix = (f"give --topk {rank + 1} or more" if rank < most else
+               f"--topk is at most {most}: use ranks below {most}")
         raise ValueError(f"{given} asks for candidate rank {rank}, but --topk {topk} offers ranks "
-                         f"0..{topk - 1}: give --topk {rank + 1} or more, or a tree of smaller "
-                         f"ranks (--tree chain)")
+                         f"0..{topk - 1}: {fix}, or a tree of smaller ranks (--tree chain)")
     return {**options, "heads": heads["fn"], "medusa_choices": choices}
 
 

@@ -23,7 +23,7 @@ def check_choices(choices, n_heads=None, topk=None):
             raise ValueError(f"node {list(c)}: ranks must be non-negative integers")
         if n_heads is not None and len(c) > n_heads:
             raise ValueError(f"node {list(c)} has depth {len(c)} but there are only {n_heads} "
-                             f"heads: one head per level")
+                             f"heads, one per level: keep paths of at most {n_heads} nodes")
         if topk is not None and max(c) >= topk:
             raise ValueError(f"node {list(c)} asks for candidate rank {max(c)} but each head "
                              f"offers only topk = {topk} candidates (ranks 0..{topk - 1}): raise "

@@ -80,7 +80,13 @@ MAIN_CASES = [
      False),
     (["--method", "layer_skip", "--skip", "a9"], r"^error: --skip a9: .*layer 0\.\.5", True),
     (["--method", "medusa", "--tree", "[[0],[1,0]]"], r"has no parent", False),
-    (["--method", "medusa", "--tree", "[[0],[0,0],[0,0,0]]"], r"only 2 heads", True),
+    (["--method", "medusa", "--tree", "[[0],[0,0],[0,0,0]]"],
+     r"^error: --tree \[\[0\],\[0,0\],\[0,0,0\]\]: node \[0, 0, 0\] has depth 3 but there are "
+     r"only 2 heads, one per level: keep paths of at most 2 nodes$", True),
+    # a rank past --topk's bound: no advice to give a --topk the door refuses
+    (["--method", "medusa", "--tree", "[[200]]"],
+     r"--tree \[\[200\]\] asks for candidate rank 200, but --topk 10 offers ranks 0..9: --topk is "
+     r"at most 100: use ranks below 100", True),
     (["--method", "medusa", "--heads", "/nonexistent"], r"--heads /nonexistent: no such folder",
      False),
     (["--method", "medusa", "--topk", "0"], r"--topk must be >= 1", False),
