@@ -171,22 +171,35 @@ def widened(fn, contract, V, W):
         out[held] = mapped
         return out if a.ndim else out.item()
 
+    def kept_whole(names, *inputs):  # fn on the wide inputs, left as they were (as each step's)
+        *inputs, run = inputs
+        before = snapshot(inputs)
+        out = run(*inputs)
+        unchanged(before, inputs, names)
+        return out
+
     if contract == "chain":
         def call(drafts, P, Q, rng):
-            n, token = pair(fn(ids[drafts].tolist(), wide(P), wide(Q), rng),
-                            "(n_accepted, next_token)")
+            out = kept_whole(("drafts", "P", "Q"), ids[drafts].tolist(), wide(P), wide(Q),
+                             lambda d, p, q: fn(d, p, q, rng))
+            n, token = pair(out, "(n_accepted, next_token)")
             return n, narrow(token, floats=True)
     elif contract == "rejection":
         def call(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng):
-            return narrow(fn(wide(target_with_bonus_probs), ids[bonus_token_ids],
-                             wide(draft_probs), ids[draft_token_ids], rng=rng))
+            return narrow(kept_whole(
+                ("target_with_bonus_probs", "bonus_token_ids", "draft_probs", "draft_token_ids"),
+                wide(target_with_bonus_probs), ids[bonus_token_ids], wide(draft_probs),
+                ids[draft_token_ids], lambda q, b, p, d: fn(q, b, p, d, rng=rng)))
     else:
         def call(tokens, parents, Q, *rest, P=None):
+            P = rest[0] if contract == "tree_without_replacement" else P
+            p = None if P is None else wide(P)
             if contract == "tree":  # fn(tokens, parents, Q, rng, P=P)
-                out = fn(ids[tokens].tolist(), parents, wide(Q), *rest,
-                         P=None if P is None else wide(P))
+                run = lambda t, s, q, p: fn(t, s, q, rest[0], P=p)  # noqa: E731
             else:  # fn(tokens, parents, Q, P, rng)
-                out = fn(ids[tokens].tolist(), parents, wide(Q), wide(rest[0]), rest[1])
+                run = lambda t, s, q, p: fn(t, s, q, p, rest[1])  # noqa: E731
+            out = kept_whole(("tokens", "parents", "Q", "P"), ids[tokens].tolist(), parents,
+                             wide(Q), p, run)
             path, token = pair(out, "(path, next_token)")
             return path, narrow(token, floats=True)
     return call

@@ -3934,6 +3934,12 @@ MUTANTS = (
            'fix = (f"give --topk {rank + 1} or more" if True else',
            ("tests/cli/test_picospec_cli.py",),
            "a rank of 200 advises --topk 201, which the door refuses"),
+    Mutant("checker-wide-inputs-changed-unseen", "checker", "rule", "picospec/check/drivers.py",
+           "        unchanged(before, inputs, names)\n        return out",
+           "        return out",
+           ("tests/picospec/check/test_drivers_contract.py::"
+            "test_each_battery_has_a_wide_case_and_its_answers_are_read_back",),
+           "a sampler changing the caller's Q in place in wide calls alone passes"),
     Mutant("checker-prints-on-stdout", "checker", "rule", "picospec/check/__main__.py",
            "with contextlib.redirect_stdout(sys.stderr):", "with contextlib.nullcontext():",
            ("tests/picospec/test_check.py::test_what_a_sampler_prints_goes_to_standard_error",),

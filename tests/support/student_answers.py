@@ -2978,10 +2978,10 @@ def wr_choice_when_wide(tokens, parents, Q, P, rng):
 
 
 def wr_residual_in_q_when_wide(tokens, parents, Q, P, rng):
-    """Past 1,024 tokens each residual computed in q's own memory, at first Q's row: the caller's
+    """Past 8,192 tokens each residual computed in q's own memory, at first Q's row: the caller's
     Q changes."""
     def update(q, p):
-        if q.size <= 1024:
+        if q.size <= 8192:
             return clipped(q, p)
         q -= p
         np.maximum(q, 0, out=q)

@@ -132,6 +132,7 @@ def test_main_batch_runs_batched_rows(shipped, tmp_path, method):
         greedy = autoregressive_sampling(x, target, 12, np.random.default_rng(0), temperature=0)
         assert text == encoder.decode(greedy[len(x):])
     assert len(mine["texts"]) == len(mine["tokens_per_target_call_by_row"]) == 3
-    assert base["texts"] == mine["texts"] and result["same_output"] == [True] * 3
+    assert base["texts"] == mine["texts"]  # one decoder alone: nothing compared
+    assert result["same_output"] == (None if method == "autoregressive" else [True] * 3)
     assert base["target_calls"] == 12
     assert result["speedup"] is None if method == "autoregressive" else result["speedup"] > 0

@@ -160,6 +160,7 @@ def test_the_rejection_battery_hands_float32_laws_where_its_case_says_so():
 
         run(spy, "rejection", case, 50, (0, number))
         assert dtypes == {np.dtype(case.dtype)}, (case.name, dtypes)
+        assert (case.dtype == "float32") == ("float32" in case.name), case.name  # as it says
         seen |= dtypes
     assert seen == {np.dtype(np.float32), np.dtype(np.float64)}, seen
 
@@ -375,3 +376,14 @@ def test_each_battery_has_a_wide_case_and_its_answers_are_read_back():
     off = next(t for t in range(case.wide) if t not in wide_ids(case.V, case.wide))
     result = check_case(one_off, "rejection", case, SAMPLES, (0, number))
     assert result.verdict == "error" and f"token {off}: P and Q give it" in result.detail, result
+    # the wide inputs are the caller's too: one changed in place, in wide calls alone, is named
+    number, case = wide_case("tree_without_replacement")
+
+    def in_place_when_wide(tokens, parents, Q, P, rng):
+        if Q.shape[-1] > 1024:
+            Q[0] = np.maximum(Q[0] - P[0], 0)
+        return verify_without_replacement(tokens, parents, Q, P, rng)
+
+    result = check_case(in_place_when_wide, "tree_without_replacement", case, SAMPLES,
+                        (0, number))
+    assert result.verdict == "error" and "changed its input Q in place" in result.detail, result
