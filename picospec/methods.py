@@ -153,6 +153,13 @@ def medusa_posterior(options, temperature=None):
     return "lossless" if posterior == "auto" else posterior
 
 
+def posterior_unused(of):
+    """An Option's unused for a threshold of the posterior `of` alone."""
+    return lambda values: (medusa_posterior(values, values["temperature"]) != of
+                           and f"it is the {of} posterior's (--posterior {of}, at --temperature "
+                               f"> 0)")
+
+
 def medusa_law(options, temperature=None):
     """The law of the posterior a run decodes with (medusa_posterior)."""
     return {"greedy": "greedy", "typical": "lossy",
@@ -207,12 +214,13 @@ METHODS = (
                            "(lossy), lossless; auto = greedy at temperature 0, lossless above",
                            choices=("auto",) + POSTERIORS),
                     Option("epsilon", float, 0.09, "typical acceptance's hard threshold (Medusa's "
-                           "posterior_threshold)", above=0, high=1),
+                           "posterior_threshold)", above=0, high=1,
+                           unused=posterior_unused("typical")),
                     Option("delta", float, 0.3,
                            "typical acceptance's entropy factor (Medusa's posterior_alpha)",
-                           above=0),
+                           above=0, unused=posterior_unused("typical")),
                     Option("nucleus_p", float, 0.8, "the nucleus posterior's top-p", above=0,
-                           high=1)),
+                           high=1, unused=posterior_unused("nucleus"))),
            batch=batch_medusa_decoding),
     Method("blockwise", blockwise_decoding, ("x", "target", "heads", "N", "K"),
            "Blockwise parallel decoding: k - 1 heads propose a block, the model keeps its greedy "

@@ -304,10 +304,6 @@ def notes(values, threads, given, method):
             found.append(f"note: --posterior {posterior} has no effect at --temperature 0 (every "
                          f"posterior but lossless takes the argmax); it applies at --temperature "
                          f"> 0")
-        for name, of in (("epsilon", "typical"), ("delta", "typical"), ("nucleus_p", "nucleus")):
-            if name in given and used != of:
-                found.append(f"note: --{name} has no effect here: it is the {of} posterior's "
-                             f"(--posterior {of}, at --temperature > 0)")
     for option in method.options:  # an option of the method given where the others void it
         if option.name in given and option.unused and (why := option.unused(values)):
             found.append(f"note: --{option.name} has no effect here: {why}")
