@@ -13,7 +13,7 @@ comes from earlier steps), and the window's tokens are never output."""
 import numpy as np
 
 from picospec.sampling import check_inputs, warp
-from picospec.tree import depth, trie
+from picospec.tree import MOST_NODES, depth, trie
 from picospec.verify import step_record, verify_tree
 
 
@@ -72,10 +72,11 @@ def check_lookahead(x, N, window, ngram, guesses, pool_cap, sampling_options):  
     if pool_cap is not None and (int(pool_cap) != pool_cap or pool_cap < 1):
         raise ValueError(f"pool_cap (continuations kept per key) must be a positive integer or "
                          f"None; got {pool_cap}")
-    if (nodes := (window + guesses) * (ngram - 1)) > 256:  # the window's W L, the guesses' G L
+    # the window's W L nodes and the guesses' G L
+    if (nodes := (window + guesses) * (ngram - 1)) > MOST_NODES:
         raise ValueError(f"window W = {window}, ngram N = {ngram} and guesses G = {guesses} make "
-                         f"trees of up to (W + G)(N - 1) = {nodes} nodes, more than the 256 one "
-                         f"target call scores: lower W, N or G")
+                         f"trees of up to (W + G)(N - 1) = {nodes} nodes, more than the "
+                         f"{MOST_NODES} one target call scores: lower W, N or G")
     return int(window), int(ngram) - 1, int(pool_cap or 4 * max(guesses, 1))
 
 

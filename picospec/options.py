@@ -2,7 +2,7 @@
 import json
 import math
 
-from picospec.tree import cartesian_choices, chain_choices, check_choices
+from picospec.tree import MOST_NODES, cartesian_choices, chain_choices, check_choices
 from picospec_cli import Option
 
 
@@ -77,9 +77,9 @@ def tree_check(text, names=TREES):
         tree = parse_tree(text, names)
     except ValueError as e:
         return str(e)
-    if isinstance(tree, list) and len(tree) > 256:  # one node a path
-        return (f"a tree of {len(tree)} nodes, more than the 256 one target call scores: give "
-                f"fewer paths")
+    if isinstance(tree, list) and len(tree) > MOST_NODES:  # one node a path
+        return (f"a tree of {len(tree)} nodes, more than the {MOST_NODES} one target call scores: "
+                f"give fewer paths")
     return None
 
 
@@ -93,9 +93,9 @@ def eagle_tree_check(text):
 def expansion_check(expansion):
     """At most 256 draft nodes: 1,1,2 -> 4 nodes."""
     nodes = sum(math.prod(expansion[:i + 1]) for i in range(len(expansion)))
-    if nodes > 256:
-        return (f"a tree of {nodes} draft nodes, more than the 256 one target call scores: use "
-                f"fewer levels or children")
+    if nodes > MOST_NODES:
+        return (f"a tree of {nodes} draft nodes, more than the {MOST_NODES} one target call "
+                f"scores: use fewer levels or children")
     return None
 
 

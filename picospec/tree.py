@@ -2,6 +2,8 @@
 depth, V = n_vocab; parents[i] < i, -1 the root."""
 import numpy as np
 
+MOST_NODES = 256  # the draft nodes one target call scores (gpt2.engine's TREE_SLOTS)
+
 
 def sort_choices(choices):
     """Medusa's node order: by depth, then by ranks."""

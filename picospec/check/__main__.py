@@ -93,12 +93,13 @@ def load(spec):
     if not colon or not where or not name:
         raise UsageError(f"give the sampler as MODULE:FUNCTION or FILE.py:FUNCTION, e.g. "
                          f"picospec.verify:verify_chain; got {spec!r}")
-    if not where.endswith(".py") and ("/" in where or os.sep in where or Path(where).is_file()):
+    given = Path(where)
+    if not where.endswith(".py") and ("/" in where or os.sep in where or given.is_file()):
         # a path, not a module's dotted name (a package's folder, named bare, imports)
         raise UsageError(f"{where} is a folder: name the .py file that holds the sampler"
-                         if Path(where).is_dir() else
+                         if given.is_dir() else
                          f"{where} is not a .py file: give the sampler as FILE.py:FUNCTION"
-                         if Path(where).exists() else
+                         if given.exists() else
                          f"{where}: no such file (give the sampler as FILE.py:FUNCTION)")
     try:
         if where.endswith(".py"):
