@@ -165,7 +165,8 @@ def local_folder(name):
     try:
         path = Path(name).expanduser()
     except RuntimeError:  # ~someone/x where no such user exists
-        raise ValueError(f"local folder {name}: cannot expand {name.split('/')[0]}") from None
+        raise ValueError(f"local folder {name}: cannot expand {name.split('/')[0]} (no such "
+                         f"user): write the folder's path in full") from None
     try:
         found = path.exists()
     except OSError as error:  # a name too long for a path, a folder that cannot be entered

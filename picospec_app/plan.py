@@ -185,12 +185,24 @@ def read_text(flag, path, what, newline=None):
         raise UsageError(f"{flag} {path}: more than {MOST_TEXT:,} characters (is it endless?); "
                          f"a prompt is a few thousand at most (GPT-2 reads 1,024 tokens): name "
                          f"the file of {what}")
-    try:  # standard input's bytes that were not UTF-8 arrive as lone surrogates
-        text.encode("utf-8")
-    except UnicodeEncodeError:
+    if path == "-" and (text := as_utf8(text, sys.stdin.encoding)) is None:
         raise UsageError(f"{flag} {path}: standard input is not UTF-8 text; pipe UTF-8 text in, "
-                         f"or save {what} as UTF-8 and pass its file") from None
+                         f"or save {what} as UTF-8 and pass its file")
     return text
+
+
+def as_utf8(text, encoding):
+    """Text read in a locale that is not UTF-8 (LC_ALL=C: the bytes it cannot read arrive as lone
+    surrogates) -> those bytes read as UTF-8, or None where they are not UTF-8 text either."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode(encoding or "ascii", "surrogateescape").decode("utf-8")
+    except (UnicodeError, LookupError):
+        return None
 
 
 def read_prompt(values, given):
@@ -202,14 +214,10 @@ def read_prompt(values, given):
         if not prompt:
             raise UsageError(f"--prompt_file {path}: it is empty; put the prompt in it")
     else:
-        prompt = values["prompt"]
-        try:
-            # bytes that were not UTF-8 arrive from the shell as lone surrogates
-            prompt.encode("utf-8")
-        except UnicodeEncodeError:
+        prompt = as_utf8(values["prompt"], sys.getfilesystemencoding())  # argv's own decoding
+        if prompt is None:
             raise UsageError("--prompt is not UTF-8 text (the terminal sent other bytes): set a "
-                             "UTF-8 locale, or save the prompt as UTF-8 and pass --prompt_file"
-                             ) from None
+                             "UTF-8 locale, or save the prompt as UTF-8 and pass --prompt_file")
     prompt = unescape(prompt) if values["escapes"] else prompt
     if not prompt:
         raise UsageError("the prompt is empty: pass some text with --prompt")

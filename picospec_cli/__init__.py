@@ -5,6 +5,7 @@ against its `Option` (fields below) before any work. A mistake is one `error:` l
 """
 import argparse
 import difflib
+import errno
 import math
 import os
 import signal
@@ -289,8 +290,9 @@ def cannot_write_in(folder):  # -> why no file can be made in folder (one is tri
         fd, path = tempfile.mkstemp(dir=folder, prefix=".picospec-write-check-")
         os.close(fd)
         os.remove(path)
-    except OSError as e:
-        return e.strerror or str(e)
+    except OSError as e:  # ENOENT in a folder that is there: one that holds no new file (/proc)
+        return ("it takes no new files" if e.errno == errno.ENOENT and os.path.isdir(folder)
+                else e.strerror or str(e))
 
 
 def cannot_make(folder):  # -> (nearest existing part, "a file" or why not writable), or None
@@ -327,14 +329,72 @@ def terminate(signum, frame):
     raise Terminated
 
 
+class Unwritten(OSError):  # a standard stream's failed write, naming the stream
+    def __init__(self, stream, *args):
+        super().__init__(*args)
+        self.stream = stream
+
+
+def tell(line):  # the guard's last word on stderr; a stderr that cannot take it is left be
+    try:
+        print(line, file=sys.stderr)
+    except OSError:
+        pass
+
+
+def to_devnull(stream):  # what Python flushes at exit goes nowhere: no second error
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    except (OSError, ValueError):  # a stream with no file descriptor holds nothing for the exit
+        pass
+
+
+class Said:
+    """A standard stream whose failed write names it ("the standard output: No space left on
+    device"), and whose text its encoding cannot write is written escaped (a `\\u2603`), not
+    lost with the work done before."""
+
+    def __init__(self, stream, name):
+        self.stream, self.name = stream, name
+
+    def write(self, text):
+        try:
+            return self.said(self.stream.write, text)
+        except UnicodeEncodeError:  # PYTHONIOENCODING=ascii, a latin-1 terminal
+            encoding = self.stream.encoding or "ascii"
+            return self.said(self.stream.write,
+                             text.encode(encoding, "backslashreplace").decode(encoding))
+
+    def flush(self):
+        return self.said(self.stream.flush)
+
+    def said(self, fn, *args):
+        try:
+            return fn(*args)
+        except BrokenPipeError:  # a reader gone: quiet, exit 141
+            raise
+        except OSError as e:
+            raise Unwritten(self.stream, e.errno,
+                            f"cannot write the {self.name} ({e.strerror or e})") from None
+
+    def __getattr__(self, name):  # fileno, isatty, encoding, buffer: the stream's own
+        return getattr(self.stream, name)
+
+
 def guarded(work):
     """work(); a ValueError or OSError: one `error:` line, exit 2; Ctrl-C: 130; SIGTERM: 143;
-    closed pipe: 141; a standard output closed before the start (`>&-`): one line, exit 2."""
-    if sys.stdout is None or sys.stderr is None:  # Python's stand-in for a closed stream
+    closed pipe: 141; a standard output closed before the start (`>&-`): one line, exit 2; a
+    standard error closed (`2>&-`): the work runs, its notes and errors go nowhere."""
+    if sys.stdout is None:  # Python's stand-in for a closed stream
         if sys.stderr is not None:
             print("error: the standard output is closed: send it to a file or a terminal",
                   file=sys.stderr)
         sys.exit(2)
+    streams = sys.stdout, sys.stderr
+    # print(file=None) writes to stdout: a closed stderr's notes would land in the output
+    sys.stderr = Said(open(os.devnull, "w") if sys.stderr is None else sys.stderr,
+                      "standard error")
+    sys.stdout = Said(sys.stdout, "standard output")
     # SIGTERM as Ctrl-C, unless ignored or handled already (or off the main thread)
     mine = (threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
@@ -349,21 +409,24 @@ def guarded(work):
         if mine:  # a signal while saying so would be a traceback from here
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        print("\nterminated" if isinstance(e, Terminated) else "\ninterrupted", file=sys.stderr)
+        tell("\nterminated" if isinstance(e, Terminated) else "\ninterrupted")
         sys.exit(143 if isinstance(e, Terminated) else 130)
-    except BrokenPipeError:  # no second error when Python flushes stdout
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:
+        to_devnull(streams[0])
         sys.exit(141)
     except MemoryError:  # a model, a batch or a cache larger than the memory free
-        print("error: out of memory: close other programs, or ask for less (a smaller model, "
-              "fewer tokens, --batch_memory for --batch)", file=sys.stderr)
+        tell("error: out of memory: close other programs, or ask for less (a smaller model, "
+             "fewer tokens, --batch_memory for --batch)")
         sys.exit(2)
     except (ValueError, OSError) as e:
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
         text = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        print(f"error: {where}{' '.join(text.split())}", file=sys.stderr)
+        tell(f"error: {where}{' '.join(text.split())}")
+        if isinstance(e, Unwritten) and e.stream is streams[0]:
+            to_devnull(streams[0])
         sys.exit(2)
     finally:
+        sys.stdout, sys.stderr = streams
         if mine:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             if ctrl_c is not None:  # None: set outside Python, cannot be put back

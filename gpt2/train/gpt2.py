@@ -378,11 +378,15 @@ def finite(params):
     return all(bool(xp_of(p).isfinite(p).all()) for p in flatten(params).values())
 
 
-def diverged(bar, what, step, lr):
-    """The one line of a run whose numbers are no longer finite; the progress bar is taken away."""
+def diverged(bar, what, step, lr, saved=None):
+    """The one line of a run whose numbers are no longer finite; the progress bar is taken away.
+    saved: the step of the checkpoint a rerun resumes from (None: no checkpoint)."""
     bar.leave = False
     bar.close()
     lower = "lower the learning rate" if lr is None else f"lower --lr ({lr:g} now)"
+    if saved is not None and saved == step - 1:  # the loss or gradient of its weights: any rate
+        lower += (f" and start over with --no-resume (the checkpoint at step {saved} holds the "
+                  f"weights that diverged: a run resumed from it diverges too)")
     return ValueError(f"{what} at step {step}: training diverged; {lower}")
 
 
@@ -413,38 +417,43 @@ def train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, clip
         log.update(saved)
         print(f"resumed from step {log['step']}")
     start, t0, first = time.time() - log["seconds"], time.time(), log["step"]
-    bar = tqdm(range(log["step"], max_steps), initial=log["step"], total=max_steps, desc=desc,
+    saved_at = first if first else None  # the step of the checkpoint in ckpt
+    # updated by hand after each step: a bar iterated over would miss the step the loop breaks at
+    bar = tqdm(initial=log["step"], total=max_steps, desc=desc,
                mininterval=1 if os.isatty(2) else 60)
-    for step in bar:
-        # what overflows shows as a loss, a norm or weights that are not finite, checked here
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            losses, grads = loss_and_grads(params, step, rng)
-            loss = float(next(iter(losses.values())))
-            if not math.isfinite(loss):
-                raise diverged(bar, f"the loss is {loss}", step + 1, lr)
-            grads = flatten(grads)
-            norm = clip_grads(grads, clip)
-            if not math.isfinite(norm):
-                raise diverged(bar, f"the gradient's norm is {norm}", step + 1, lr)
-            opt.step(params, grads, learning_rate(step))
-        elapsed = time.time() - start
-        log.update(step=step + 1, seconds=elapsed)
-        shown = {k: f"{v:.3f}" if np.isscalar(v) else " ".join(f"{x:.2f}" for x in v) for k,
-                 v in losses.items()}
-        if tokens_per_step:
-            shown["tok_s"] = f"{(step + 1 - first) * tokens_per_step / (time.time() - t0):.0f}"
-        bar.set_postfix(shown, refresh=False)
-        last = step + 1 in (max_steps, stop_at) or (max_minutes and elapsed > 60 * max_minutes)
-        if (step + 1) % eval_every == 0 or last:
-            if not finite(params):
-                raise diverged(bar, "the weights are not finite", step + 1, lr)
-            log["history"].append({"step": step + 1, **losses,
-                                   **(evaluate(step + 1) if evaluate else {}),
-                                   "grad_norm": norm, "seconds": elapsed})
-            bar.write(json.dumps(log["history"][-1]))
-            save_state(ckpt, params, opt, step + 1, rng, {"log": log})
-        if last:
-            break
+    with bar:  # closed however the loop ends (a failed write: the error on its own line)
+        for step in range(log["step"], max_steps):
+            # what overflows shows as a loss, a norm or weights that are not finite, checked here
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                losses, grads = loss_and_grads(params, step, rng)
+                loss = float(next(iter(losses.values())))
+                if not math.isfinite(loss):
+                    raise diverged(bar, f"the loss is {loss}", step + 1, lr, saved_at)
+                grads = flatten(grads)
+                norm = clip_grads(grads, clip)
+                if not math.isfinite(norm):
+                    raise diverged(bar, f"the gradient's norm is {norm}", step + 1, lr, saved_at)
+                opt.step(params, grads, learning_rate(step))
+            elapsed = time.time() - start
+            log.update(step=step + 1, seconds=elapsed)
+            shown = {k: f"{v:.3f}" if np.isscalar(v) else " ".join(f"{x:.2f}" for x in v) for k,
+                     v in losses.items()}
+            if tokens_per_step:
+                shown["tok_s"] = f"{(step + 1 - first) * tokens_per_step / (time.time() - t0):.0f}"
+            bar.set_postfix(shown, refresh=False)
+            bar.update()
+            last = step + 1 in (max_steps, stop_at) or (max_minutes and elapsed > 60 * max_minutes)
+            if (step + 1) % eval_every == 0 or last:
+                if not finite(params):
+                    raise diverged(bar, "the weights are not finite", step + 1, lr)
+                log["history"].append({"step": step + 1, **losses,
+                                       **(evaluate(step + 1) if evaluate else {}),
+                                       "grad_norm": norm, "seconds": elapsed})
+                bar.write(json.dumps(log["history"][-1]))
+                save_state(ckpt, params, opt, step + 1, rng, {"log": log})
+                saved_at = step + 1
+            if last:
+                break
     return log
 
 

@@ -14,8 +14,12 @@ _loaded = itertools.count()
 DEFINES = re.compile(r"^def (\w+)\s*\(", re.M)
 
 
-class Unreadable(ValueError):  # the file itself, not the learner's code: one line
-    pass
+class Unreadable(ValueError):
+    """The file itself, not the learner's code: "PATH: why", the why alone in .why (for a line
+    that names the file already)."""
+    def __init__(self, path, why):
+        super().__init__(f"{path}: {why}")
+        self.why = why
 
 
 def notebook_cells(path):
@@ -23,11 +27,12 @@ def notebook_cells(path):
     try:
         nb = json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError:
-        raise Unreadable(f"{path}: not UTF-8 text, so not a notebook") from None
-    except json.JSONDecodeError as e:
-        raise Unreadable(f"{path}: not a notebook (not JSON: {e.msg} at line {e.lineno})") from None
+        raise Unreadable(path, "not UTF-8 text, so not a notebook") from None
+    except json.JSONDecodeError as e:  # e.msg: "Expecting value", "Unterminated string starting at"
+        raise Unreadable(path, f"not a notebook (not JSON: {e.msg.removesuffix(' at')} at line "
+                               f"{e.lineno}, column {e.colno})") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        raise Unreadable(f"{path}: not a notebook (no list of cells)")
+        raise Unreadable(path, "not a notebook (no list of cells)")
     return nb, [c for c in nb["cells"] if isinstance(c, dict) and c.get("cell_type") == "code"]
 
 
@@ -63,7 +68,7 @@ def read_answers(path):
         try:
             units = [(path.read_text(encoding="utf-8-sig"), str(path))]  # -sig: Notepad's BOM
         except UnicodeDecodeError:
-            raise Unreadable(f"{path}: not UTF-8 text: save it as UTF-8") from None
+            raise Unreadable(path, "not UTF-8 text: save it as UTF-8") from None
     sys.path.insert(0, str(path.resolve().parent))  # the file may import its neighbours
     try:
         for source, name in units:

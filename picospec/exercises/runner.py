@@ -83,7 +83,7 @@ def child(path, events, samples, seed, names):
     try:
         namespace = read_answers(path)
     except Unreadable as e:
-        event(loaded=None, why=str(e))
+        event(loaded=None, why=e.why)  # the line that says it names the file
         return
     except BaseException as e:  # the learner's file: SystemExit and KeyboardInterrupt too
         event(loaded=None, why=f"reading it raised {raised(e, path)}")

@@ -14,6 +14,7 @@ python -m gpt2.train.eagle3.
 import errno
 import inspect
 import json
+import re
 import os
 import shutil
 import signal
@@ -646,6 +647,44 @@ def test_a_diverging_run_stops_with_one_line_and_writes_no_model(tmp_path, modul
     assert all("[00:" in line for line in bars), r.stderr  # progress bars, nothing else
     kept = {"runs/x", "runs/x/distill.bin", "runs/x/distill.json"} if "eagle" in module else set()
     assert set(files_under(tmp_path)) == set(before) | kept
+
+
+@pytest.mark.parametrize("module", ["gpt2.train.gpt2", "gpt2.train.heads"])
+def test_a_run_diverging_from_its_checkpoints_weights_says_to_start_over(tmp_path, module):
+    """--lr 1e30 leaves finite but huge weights after step 1, checkpointed (--eval_every 1); the
+    loss of those weights is not finite at step 2 whatever the rate, so lowering --lr and resuming
+    cannot help: the line says to start over, and a lower rate that does trains."""
+    make_inputs(tmp_path)
+    own = RUNS[module][0]  # its options but --eval_every's and --warmup's
+    own = [a for i, a in enumerate(own) if a not in ("--eval_every", "--warmup")
+           and (i == 0 or own[i - 1] not in ("--eval_every", "--warmup"))]
+    args = ["-m", module, "--data", "data", "--out", "runs/x", *own, "--max_steps", "3",
+            "--warmup", "0", "--eval_every", "1"]
+    r = run_cli([*args, "--lr", "1e30"], tmp_path)
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 2 and re.fullmatch(
+        r"error: the (loss|gradient's norm) is (nan|inf) at step 2: training diverged; lower --lr "
+        r"\(1e\+30 now\) and start over with --no-resume \(the checkpoint at step 1 holds the "
+        r"weights that diverged: a run resumed from it diverges too\)", last), r.stderr
+    r = run_cli([*args, "--lr", "1e-3"], tmp_path)  # resumed from step 1: as the line said
+    assert r.returncode == 2 and "at step 2: training diverged" in r.stderr, r.stderr
+    r = run_cli([*args, "--lr", "1e-3", "--no-resume"], tmp_path)
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_progress_bar_ends_at_the_step_the_run_ends_at(tmp_path, capsys):
+    """The bar counts the step the loop stops at (--stop_at, the last): 2/2, not 1/2."""
+    from gpt2.train.gpt2 import train_loop
+
+    params = {"w": np.zeros(2, np.float32)}
+
+    def loss_and_grads(params, step, rng):
+        return {"loss": 1.0}, {"w": np.ones(2, np.float32)}
+    for steps, stop_at, shown in ((2, None, "2/2"), (10, 3, "3/10")):
+        train_loop(params, loss_and_grads, tmp_path / f"ckpt{steps}", steps, lambda step: 0.1,
+                   np.random.default_rng(0), stop_at=stop_at)
+        bars = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()
+        assert f" {shown} " in bars[-1], bars
 
 
 def drop_backbone_record(ckpt):

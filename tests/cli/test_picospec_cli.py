@@ -142,6 +142,9 @@ MAIN_CASES = [
     ([b"--prompt=def f\xff(x):"], r"--prompt is not UTF-8 text .*--prompt_file", False),
     (["--n_tokens", "1000"],
      r"exceeds the context window of the target 'tiny-target', 256 tokens", True),
+    (["--target", "~no-such-user-picospec/x"], r"^error: local folder ~no-such-user-picospec/x: "
+     r"cannot expand ~no-such-user-picospec \(no such user\): write the folder's path in full$",
+     False),
     (["--device", "tpu"], r"unknown --device 'tpu'", False),
     (["--device", "cuda"], r"unknown --device 'cuda' \(did you mean gpu\?\): choose one of cpu, "
                            r"gpu$", False),
@@ -563,6 +566,22 @@ def test_a_prompt_on_standard_input_that_is_not_utf8_is_one_line_before_loading(
     assert r.returncode == 2
     assert_refused(r, r"^error: --prompt_file -: (standard input is not|cannot read it as) UTF-8 "
                       r"text", tmp_path, [], max_seconds=FAST)
+
+
+@pytest.mark.parametrize("where", ["argv", "stdin"])
+def test_utf8_text_read_in_a_c_locale_is_the_prompt(where, tmp_path):
+    """LC_ALL=C without UTF-8 mode: Python reads argv's and stdin's UTF-8 bytes as surrogates;
+    the prompt is those bytes read as UTF-8, not a refusal that calls them something else."""
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "PICOSPEC_OFFLINE": "1",
+           "HOME": str(tmp_path), "LC_ALL": "C", "PYTHONUTF8": "0"}
+    text = "\u2603 caf\u00e9"
+    args = ["--prompt_file", "-"] if where == "stdin" else ["--prompt", text.encode()]
+    r = subprocess.run([sys.executable, str(ROOT / "main.py"), *args, "--method",
+                        "autoregressive", "--n_tokens", "1", "--json"],
+                       input=text.encode() if where == "stdin" else None, capture_output=True,
+                       env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    assert json.loads(r.stdout)["prompts"] == [text]
 
 
 def test_help_lists_methods_and_a_methods_options(tmp_path):

@@ -52,6 +52,15 @@ def test_why_a_folder_takes_no_file_is_the_system_s_reason_alone(tmp_path):
     assert cannot_write_in(tmp_path / "missing") == os.strerror(errno.ENOENT)  # no number, no path
 
 
+def test_a_folder_that_is_there_but_holds_no_new_file_is_said_so(tmp_path, monkeypatch):
+    """/proc: making a file in it fails with ENOENT, "No such file or directory", which is not
+    true of the folder."""
+    def enoent(**kwargs):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+    monkeypatch.setattr(tempfile, "mkstemp", enoent)
+    assert cannot_write_in(tmp_path) == "it takes no new files"
+
+
 def test_the_trial_file_is_hidden_and_named_after_its_maker(tmp_path, monkeypatch):
     """The file that tries whether a folder takes files is one a user who lists the folder at
     that moment can tell: hidden, and named picospec's write check."""

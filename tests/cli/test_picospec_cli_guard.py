@@ -85,8 +85,8 @@ def test_out_of_memory_is_one_error_line_on_stderr_and_exit_2(handlers, capsys):
     assert err.startswith("error: out of memory: ") and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("closed", ["stdout", "stderr", "both"])
-def test_a_stream_closed_before_the_start_is_exit_2(closed, monkeypatch, capsys):
+@pytest.mark.parametrize("closed", ["stdout", "both"])
+def test_a_standard_output_closed_before_the_start_is_exit_2(closed, monkeypatch, capsys):
     for name in ("stdout", "stderr") if closed == "both" else (closed,):
         monkeypatch.setattr(sys, name, None)
     ran = []
@@ -97,6 +97,53 @@ def test_a_stream_closed_before_the_start_is_exit_2(closed, monkeypatch, capsys)
     assert e.value.code == 2 and ran == [] and out == ""
     assert err == ("error: the standard output is closed: send it to a file or a terminal\n"
                    if closed == "stdout" else "")
+
+
+def test_a_standard_error_closed_before_the_start_leaves_the_output_whole(monkeypatch, capsys):
+    """`2>&-`: the work runs; what it says on stderr goes nowhere, not into the output (Python's
+    print(file=None) writes to stdout), and an error is its exit status alone."""
+    monkeypatch.setattr(sys, "stderr", None)
+
+    def work():
+        print("a note", file=sys.stderr)
+        print("the result")
+        return 0
+    assert guarded(work) == 0
+    with pytest.raises(SystemExit) as e:
+        guarded(raising(ValueError("bad input")))
+    assert sys.stderr is None  # put back as it was
+    monkeypatch.undo()
+    assert e.value.code == 2 and capsys.readouterr() == ("the result\n", "")
+
+
+class Full(io.StringIO):
+    """An output on a full disk: every write fails with ENOSPC."""
+    def write(self, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("name, said", [("stdout", "standard output"),
+                                        ("stderr", "standard error")])
+def test_a_failed_write_names_its_stream(name, said, monkeypatch, capsys):
+    """`> /dev/full`: one line naming the stream and the system's reason, exit 2."""
+    err = io.StringIO()
+    monkeypatch.setattr(sys, name, Full())
+    if name == "stdout":
+        monkeypatch.setattr(sys, "stderr", err)
+    with pytest.raises(SystemExit) as e:
+        guarded(lambda: print("the result", file=getattr(sys, name)))
+    assert e.value.code == 2
+    assert err.getvalue() == (f"error: cannot write the {said} (No space left on device)\n"
+                              if name == "stdout" else "")
+
+
+def test_text_the_output_cannot_encode_is_written_escaped(monkeypatch):
+    """PYTHONIOENCODING=ascii, a latin-1 terminal: the result is written, its other characters
+    escaped, rather than lost with the run behind it."""
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="ascii"))
+    guarded(lambda: print("speedup 1.5\u00d7, \u2603"))
+    assert raw.getvalue() == b"speedup 1.5\\xd7, \\u2603\n"
 
 
 def test_a_closed_pipe_is_exit_141_and_quiet(tmp_path, monkeypatch, capsys):

@@ -348,6 +348,18 @@ def grade(*args, folder):
     return run_here(["-m", "picospec.exercises", "grade", *map(str, args)], folder)
 
 
+def test_a_notebook_that_is_not_json_is_named_once_with_where_it_breaks(tmp_path):
+    """A notebook cut short (a copy stopped half-way): the line names the file once and says
+    where its JSON breaks, in words that read whole."""
+    path = tmp_path / "cut.ipynb"
+    path.write_text('{"cells": [{"source": "def resid')
+    r = grade(path, "--exercise", "residual", folder=tmp_path)
+    assert r.returncode == 1
+    assert ("cut.ipynb: not a notebook (not JSON: Unterminated string starting at line 1, column "
+            "23)") in r.stdout.splitlines(), r.stdout
+    assert str(path) not in r.stdout and " at at " not in r.stdout
+
+
 def test_grade_a_file_exit_0_when_every_answer_passes(tmp_path):
     r = grade(learner(tmp_path / "answers.py"), "--samples", FEWEST, folder=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
