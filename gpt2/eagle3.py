@@ -78,6 +78,10 @@ class Eagle3Head(EagleHead):
         self.d2t = self.params["d2t"][:n]  # [n]
         self.lm_head = aligned(self.params["lm"]["w"][:, :n])  # [C, n]
 
+    @property
+    def settings(self):  # what a run drafts with, as --json reports it
+        return {"draft_vocab": len(getattr(self, "d2t", self.params["d2t"]))}
+
     def features(self, F):  # [n, 3C] -> a [n, C]: the three depths fused
         return linear(F, **self.params["fuse"], ops=self.ops)
 

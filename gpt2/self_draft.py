@@ -328,7 +328,7 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
                              "the draft would have no layers at all: keep at least one sublayer "
                              "(the search's set is the default)")
         engine = SelfDraft(hparams, params, skipped, plan=plan)
-        engine.settings = settings
+        engine.settings = {**settings, "skip": ",".join(f"{'am'[i % 2]}{i // 2}" for i in skipped)}
         return engine
     if exit_layer is None and "exit_layer" not in config:
         raise ValueError(f"no exit layer for this model in {folder}/{CONFIG}: pass --exit_layer E")
@@ -343,5 +343,5 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
         exit_head["head"] = {k: {n: xp_of(params["wte"]).asarray(a) for n, a in v.items()}
                              for k, v in exit_head["head"].items()}
     engine = SelfDraft(hparams, params, exit_skip(E, L), exit_head, plan=plan)
-    engine.settings = settings
+    engine.settings = {**settings, "exit_layer": E, "adapter": exit_head is not None}
     return engine

@@ -438,8 +438,9 @@ def batch_refusal(method):
             f"none")
 
 
-def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, batch=False):
-    """Run one row: fn(*args, **options, **sampling options) -> x then N tokens."""
+def prepared(method, options, loaded, sampling):
+    """The options fn takes, settled by the row's prepare from what loaded -> (options,
+    sampling); the loader's own options (load=True) left out."""
     sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
     options = {**defaults(method), **(options or {})}
     check_temperature(method, options, sampling.get("temperature", 1.0))
@@ -447,6 +448,30 @@ def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, bat
                if not next(o for o in method.options if o.name == k).load}
     if method.prepare:
         options = method.prepare(dict(options), loaded, sampling)
+    return options, sampling
+
+
+def settled(method, options, loaded, sampling=None):
+    """The options as a run decodes with them -> {name: value}: what prepare settles (--posterior
+    auto, the self-draft path's searched --K and --threshold, Sequoia's measured acceptance), and
+    what the loaded models settled (their `settings`: the skip set, the exit layer and its
+    adapter, EAGLE-3's draft vocabulary); the rest as given."""
+    ready, _ = prepared(method, options, loaded, sampling)  # fn's keywords: its models too
+    found = {**loaded.get("self_draft", {}), **getattr(loaded.get("heads"), "settings", {})}
+    loader = {o.name for o in method.options if o.load}  # --heads: a folder, not the heads
+    return {k: plain(ready[k] if k in ready and k not in loader else found.get(k, v))
+            for k, v in {**defaults(method), **(options or {})}.items()}
+
+
+def plain(v):  # a value as JSON writes it: arrays and tuples as lists, NumPy numbers as Python's
+    if isinstance(v, (list, tuple)) or hasattr(v, "tolist"):
+        return v.tolist() if hasattr(v, "tolist") else [plain(x) for x in v]
+    return v
+
+
+def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, batch=False):
+    """Run one row: fn(*args, **options, **sampling options) -> x then N tokens."""
+    options, sampling = prepared(method, options, loaded, sampling)
     given = {"x": x, "N": N, "rng": rng, **loaded, **options}
     keywords = {k: v for k, v in options.items() if k not in method.args}
     if law(method, options) == "greedy":

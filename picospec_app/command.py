@@ -15,7 +15,7 @@ import sys
 from tqdm import tqdm
 
 from gpt2.load import load_model
-from picospec.methods import TABLE
+from picospec.methods import TABLE, settled
 from picospec_app import report, run
 from picospec_app.load import load_needs
 from picospec_app.machine import policy
@@ -35,7 +35,8 @@ def main(argv=None):
     xs = [encoder.encode(p) for p in plan.prompts]
     groups = check_loaded(plan, xs, loaded)
     rounds = run_rounds(plan, xs, target, loaded, groups)
-    out = report.result(plan, xs, rounds, encoder, policy(target))
+    options = settled(plan.method, plan.options, loaded, plan.sampling)  # what ran, as --json says
+    out = report.result(plan, xs, rounds, encoder, policy(target), options)
     if plan.json:
         print(json.dumps(out))
     else:

@@ -192,8 +192,8 @@ def read_text(flag, path, what, newline=None):
 
 
 def as_utf8(text, encoding):
-    """Text read in a locale that is not UTF-8 (LC_ALL=C: the bytes it cannot read arrive as lone
-    surrogates) -> those bytes read as UTF-8, or None where they are not UTF-8 text either."""
+    # text read in a locale that is not UTF-8 (LC_ALL=C: the bytes it cannot read arrive as lone
+    # surrogates) -> those bytes read as UTF-8, or None where they are not UTF-8 text either
     try:
         text.encode("utf-8")
         return text

@@ -13,14 +13,13 @@ LEGEND = ("green: draft token accepted, yellow: target's correction, blue: bonus
           "target")
 
 
-def result(plan, xs, rounds, encoder, threads):
-    """The runs of every decoder of plan.order -> the --json object."""
+def result(plan, xs, rounds, encoder, threads, options):
+    """The runs of every decoder of plan.order, the options they ran with -> the --json object."""
     runs = [decoder_run(plan, m, xs, r, encoder) for m, r in zip(plan.order, rounds)]
     out = {"method": plan.method.name, "law": law(plan.method, plan.options,
                                                   plan.sampling["temperature"]),
            "target": plan.target, "draft": plan.draft, "seed": plan.seed, **plan.sampling,
-           "options": {k: list(v) if isinstance(v, (list, tuple)) else v  # --expansion 1,1,2
-                       for k, v in plan.options.items()},
+           "options": options,
            "prompts": plan.prompts, "prompt_ids": [[int(t) for t in x] for x in xs],
            "groups": rounds[-1][0].get("groups", [1]), "runs": runs, "speedup": None,
            "speedup_range": None, "rounds": len(rounds[-1]),

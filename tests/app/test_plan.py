@@ -153,6 +153,28 @@ def test_the_json_options_hold_every_option_of_the_method(argv, name, value):
     assert options[name] == value
 
 
+@pytest.mark.parametrize("argv, settled", [
+    (["--method", "layer_skip"], {"K": int, "skip": str, "threshold": float}),
+    (["--method", "early_exit"], {"K": int, "exit_layer": int, "adapter": bool}),
+    (["--method", "medusa"], {"posterior": "greedy"}),  # auto at temperature 0
+    (["--method", "medusa", "--temperature", "0.7"], {"posterior": "lossless"}),
+    (["--method", "sequoia"], {"acceptance": list}),
+    (["--method", "eagle3"], {"draft_vocab": int}),
+])
+def test_the_json_options_are_those_the_run_decoded_with(argv, settled):
+    """An option left to be settled (None, --posterior auto) is reported as what the run took:
+    the searched --K and --threshold, the skip set, the exit layer, Sequoia's measured vector,
+    EAGLE-3's draft vocabulary; a reader of --json can rerun with them."""
+    from picospec.methods import TABLE, settled as settle
+
+    options = json_of(argv)["options"]
+    for name, want in settled.items():
+        assert (isinstance(options[name], want) and options[name] is not None
+                if isinstance(want, type) else options[name] == want), (name, options)
+    assert set(options) == {o.name for o in TABLE[argv[1]].options}
+    assert settle(TABLE["speculative"], {"K": 3}, {}) == {"K": 3}  # given: as given
+
+
 def test_the_help_of_escapes_names_every_prompt_it_decodes(tmp_path):
     """--escapes decodes \\n in --prompt, in --prompt_file's text and in --batch lines: its help
     names each of them (it named --prompt and --batch only)."""
