@@ -62,7 +62,7 @@ from gpt2.fast.policy import Wide
 from picospec_app.settings import engine_choices
 from picospec_cli import Option
 from tools.families import command
-from tools.page import gpu_name, header, page_of_output
+from tools.page import gpu_name, header, measured_command, page_of_output
 
 PAIRS = ("tiny", "124M")
 
@@ -277,11 +277,7 @@ def run(pair, method, batch, n_tokens, K, temperature, repeats, device, wide):
                 into.setdefault(name, []).append(value)
     tokens = len(prompts) * n_tokens
     c, w = ({name: float(np.median(v)) for name, v in d.items()} for d in (cpu, wall))
-    print(f"\n`python -m bench.batch --pair {pair} --method {method} --batch {batch} --n_tokens "
-          f"{n_tokens} --K {K} "
-          f"--temperature {temperature} --repeats "
-          f"{repeats}{' --device gpu' if device == 'gpu' else ''}"
-          f"{' --wide ' + ','.join(map(str, wide)) if wide else ''}` "
+    print(f"\n`{measured_command()}` "
           f"({len(prompts)} prompts of 24-66 tokens; 1-minute load {os.getloadavg()[0]:.1f} at the "
           f"end)\n")
     print("| way | decode tokens/s (CPU time) | decode tokens/s (wall) | x single (CPU / wall) | x "

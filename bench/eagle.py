@@ -25,7 +25,7 @@ from gpt2.load import load_draft
 from picospec_app.load import check_target, load_eagle, load_heads
 from picospec_app.compare import compare
 from tools.families import command
-from tools.page import header, write_page, write_text
+from tools.page import header, measured_command, write_page, write_text
 
 HEADER = ["| method | setting | T | tokens/target call E (median) | acceptance | c: target call / "
           "1-token call (median) | drafting per step (median) "
@@ -81,9 +81,7 @@ def main(target="tiny-target", heads=None, temperatures=(0.0, 1.0), n_prompts=8,
     top = header(thread_policy(model.n_params))
     print(top, flush=True)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
-    temps = ",".join(f"{t:g}" for t in temperatures)
-    lines = [f"`python -m bench.eagle --temperatures {temps} --n_prompts {n_prompts} --n_tokens "
-             f"{n_tokens} --seeds {seeds}` ({top})", ""] + HEADER
+    lines = [f"`{measured_command()}` ({top})", ""] + HEADER
     measured = []
     for T in temperatures:
         for method, setting, options, need in rows(T):

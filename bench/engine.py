@@ -51,7 +51,7 @@ from picospec_cli import Option
 from gpt2.engine import GPT2
 from gpt2.weights import flatten
 from tools.families import command
-from tools.page import header, page_of_output
+from tools.page import header, measured_command, page_of_output
 
 GPT2_SHAPE = dict(n_vocab=50257, n_ctx=1024)
 SHAPES = {"124M": dict(n_layer=12, n_embd=768, n_head=12),
@@ -348,8 +348,7 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
     print(header(thread_policy(0, threads)), flush=True)
     Ms = list(range(1, max_M + 1))
     rows = [bench(s, device, n_cache, Ms, repeats, threads) for s in sizes]
-    print(f"\n`python -m bench.engine --sizes {','.join(sizes)} --device {device} --n_cache "
-          f"{n_cache} --max_M {max_M} --repeats {repeats} --threads {threads}` (1-minute load "
+    print(f"\n`{measured_command()}` (1-minute load "
           f"{os.getloadavg()[0]:.1f} at the end)\n")
     print("Each pair of numbers is CPU time / wall time (bandwidth: bytes per CPU second / per "
           "wall second).\n")

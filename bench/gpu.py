@@ -39,7 +39,7 @@ from picospec_app.machine import thread_policy
 from picospec_app.settings import engine_choices
 from picospec_cli import Option
 from picospec.methods import METHODS, defaults, law
-from tools.page import gpu_name, header, write_page
+from tools.page import gpu_name, header, measured_command, write_page
 
 TARGET, DRAFT = "tiny-target", "tiny-draft"
 
@@ -277,8 +277,7 @@ def main(task="check", n_prompts=4, n_tokens=32, repeats=9, out=None):
     lines = {"check": lambda: check(n_prompts, n_tokens),
              "speed": lambda: speed(n_prompts, n_tokens * 2),
              "large": lambda: large(repeats)}[task]()
-    line = (f"`python -m bench.gpu --task {task} --n_prompts {n_prompts} --n_tokens {n_tokens} "
-            f"--repeats {repeats}`")
+    line = f"`{measured_command()}`"
     text = "\n".join([gpu, "", line, ""] + lines)
     print(text)
     if out:

@@ -21,7 +21,7 @@ from gpt2.load import load_draft
 from picospec_app.load import check_target
 from picospec_app.compare import compare, copy_prompts, measure_alpha
 from tools.families import command
-from tools.page import header, write_page
+from tools.page import header, measured_command, write_page
 
 
 def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures=(0.0, 1.0),
@@ -47,9 +47,7 @@ def main(drafts=("tiny-draft", "ngram"), target="tiny-target", K=4, temperatures
     print(top, flush=True)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
     temps = list(temperatures)
-    lines = [f"`python -m bench.harness --drafts {','.join(drafts)} --K {K} --temperatures "
-             f"{','.join(map(str, temps))} "
-             f"--n_prompts {n_prompts} --n_tokens {n_tokens} --seeds {seeds}`", "",
+    lines = [f"`{measured_command()}`", "",
              "| draft | T | method | alpha | tokens/target call (theory) | tokens/target call "
              "(measured, median) | per-position acceptance | c_d = draft/target call | (K+1)-token "
              "verify / 1-token call | speedup vs autoregressive (median, IQR) | theory speedup "

@@ -18,7 +18,7 @@ import contextlib
 import multiprocessing
 import os
 import time
-from tools.page import header, write_page
+from tools.page import header, measured_command, write_page
 
 
 def spin():  # one busy core, like a browser tab or a compile beside the user's run
@@ -94,8 +94,7 @@ def main(shapes=(), K=4, n_prompts=8, prompt_tokens=48, n_tokens=48, seeds=2, sh
         xs = [rng.integers(0, t.n_vocab, prompt_tokens).tolist() for _ in range(shape_prompts)]
         pairs.append((f"{shape} shape, random weights (T=1)", t, d, xs, range(1), 1.0))
     lines = [header(thread_policy(target.n_params)) + f"; BLAS default {default} threads", "",
-             f"`python -m bench.load{' --shapes ' + ','.join(shapes) if shapes else ''} --K {K} "
-             f"--n_prompts {n_prompts} --n_tokens {n_tokens} --seeds {seeds}`", "",
+             f"`{measured_command()}`", "",
              "| models | BLAS threads, quiet and loaded | speedup, quiet (median, IQR) | speedup, "
              "one busy core (median, IQR) "
              "| loaded / quiet | autoregressive ms/token quiet, loaded |",

@@ -27,7 +27,7 @@ from picospec_app.machine import thread_policy
 from picospec_cli import Option
 from picospec.methods import METHODS
 from tools.families import command
-from tools.page import header, write_page
+from tools.page import header, measured_command, write_page
 
 
 def limit_cell(r):  # compare's result -> "verification (without it 1.52x)"
@@ -68,7 +68,7 @@ def main(n_prompts=4, n_tokens=64, out=None):
                          f"{r[False]['ms_per_token']:.2f} / {r[True]['ms_per_token']:.2f}",
                          *speedups, f"{r[chosen]['predicted']:.2f}x", limit_cell(r[chosen])])
         print(rows_out[-1], flush=True)
-    line = (f"\n`python -m bench.panels --n_prompts {n_prompts} --n_tokens {n_tokens}` "
+    line = (f"\n`{measured_command()}` "
             f"({n_prompts} held-out prompts x {n_tokens} new tokens, temperature 0 except the last "
             f"row; the policy's layout here: weight panels {'on' if chosen else 'off'}"
             f"{' (' + panel_form() + ')' if chosen else ''}, its "

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 from tools.families import command
-from tools.page import header, write_page
+from tools.page import header, measured_command, write_page
 
 
 def hf_model(folder, torch):
@@ -98,8 +98,7 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
     counter = CallCounter(hf_target)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
     lines = [header(threads) + f"; torch threads {torch.get_num_threads()}", "",
-             f"`python -m bench.peers --target {target} --draft {draft} --K {K} --n_prompts "
-             f"{n_prompts} --n_tokens {n_tokens}`", "",
+             f"`{measured_command()}`", "",
              "| row | prompts | picospec s (median) | transformers s (median) | picospec / "
              "transformers time "
              "| tokens per target call (picospec, transformers) | identical tokens |",

@@ -27,7 +27,7 @@ from picospec_app.compare import compare, measure_alpha
 from picospec_app.settings import engine_choices, read_settings
 from picospec_cli import Option
 from tools.families import command
-from tools.page import header, write_page
+from tools.page import header, measured_command, write_page
 
 
 # ---- the bench table: each method against autoregressive decoding, side by side ----
@@ -92,8 +92,7 @@ def bench(target, encoder, target_name, n_prompts, prompt_tokens, n_tokens, seed
              {"K": 3, "K_inner": 0, "K_tail": 2}, None),
             ("cascade", "both", {"draft": tiny, "draft2": ngram},
              {"K": 3, "K_inner": 2, "K_tail": 2}, None)]
-    lines = [f"`python -m bench.self_draft --bench_prompts {n_prompts} --n_tokens {n_tokens} "
-             f"--seeds {seeds} --temperatures {','.join(map(str, temperatures))}`", "",
+    lines = [f"`{measured_command()}`", "",
              "| method | drafter | options | T | tokens/target call (median) | draft calls per "
              "target call (tiny-draft or self / ngram) | c_d = draft call / target call | c = "
              "verify call / 1-token call | speedup vs autoregressive (median, IQR) | theory "

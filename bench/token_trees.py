@@ -39,7 +39,7 @@ from picospec_cli import replace_file
 from picospec.sequoia import (acceptance_vector, build_choices, choose_size, sequoia_table,
                               sequoia_tree, tree_value)
 from tools.families import command
-from tools.page import header, write_page
+from tools.page import header, measured_command, write_page
 
 # SpecInfer expansions of that many nodes, shaped
 CONFIGS = {4: (1, 1, 2), 8: (1, 1, 3, 1), 16: (1, 3, 1, 1, 1, 1)}
@@ -121,10 +121,7 @@ def main(draft="tiny-draft", second_draft="ngram", budgets=(4, 8), temperatures=
     check_room(target.n_ctx, prompt_tokens, n_tokens)
     drafts = {name: load_draft(name, target, "tiny-target") for name in (draft, second_draft)}
     lines = [header(thread_policy(target.n_params)), "",
-             f"`python -m bench.token_trees --draft {draft} --second_draft {second_draft} "
-             f"--budgets "
-             f"{','.join(map(str, budgets))} --temperatures {','.join(map(str, temperatures))} "
-             f"--n_prompts {n_prompts} --n_tokens {n_tokens} --seeds {seeds}`"]
+             f"`{measured_command()}`"]
     print("\n".join(lines), flush=True)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
     calibration = heldout_prompts(encoder, calibration_prompts, prompt_tokens, seed=1)

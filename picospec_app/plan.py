@@ -298,14 +298,17 @@ def read_plan(argv):
 
 
 def notes(values, threads, given, method):
-    """Lines for stderr: filters and posteriors that do nothing at temperature 0, a posterior's
-    thresholds given where it is not used, more threads than CPUs."""
+    """Lines for stderr: a seed, filters and posteriors that do nothing at temperature 0, a
+    posterior's thresholds given where it is not used, more threads than CPUs."""
     found = []
     filters = [f"--{k}" for k in ("top_k", "top_p") if values[k] is not None]
     if values["temperature"] == 0 and filters:  # the run means something, the option not
         has, applies = ("have", "they apply") if len(filters) == 2 else ("has", "it applies")
         found.append(f"note: {' and '.join(filters)} {has} no effect at --temperature 0 (greedy "
                      f"decoding takes the argmax); {applies} when sampling, at --temperature > 0")
+    if values["temperature"] == 0 and "seed" in given:  # every method: nothing drawn at T = 0
+        found.append("note: --seed has no effect at --temperature 0 (greedy decoding draws "
+                     "nothing); it seeds the sampling, at --temperature > 0")
     if "posterior" in values:  # Medusa's: the posterior the run decodes with
         used = medusa_posterior(values, values["temperature"])
         if (posterior := values["posterior"]) in ("typical", "nucleus") and used == "greedy":

@@ -121,6 +121,11 @@ def show_prompt(out, plan, encoder):
             rounds = f"median of {out['rounds']} interleaved rounds, range {low:.2f}-{high:.2f}x"
         print(f"speedup {out['speedup']:.2f}x over autoregressive ({rounds}); texts "
               f"{'identical' if out['same_output'][0] else 'different'}{texts_note(plan)}")
+        base, mine = out["runs"]
+        if (mine["acceptance_rate"] is None and not mine["draft_calls"]
+                and mine["target_calls"] == base["target_calls"]):  # nothing drafted
+            print(f"the same work: {count(base['target_calls'], 'target call')} each and no "
+                  f"draft, so the speedup is the clock's noise (ask for more --n_tokens)")
         print(cost_line(out["cost_model"], out["speedup"]))
         print(out["cost_model"]["limit"])
 

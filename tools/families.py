@@ -55,6 +55,9 @@ def families_here():
     return [f for f in FAMILIES if runs(f)]
 
 
+PART = "BENCH_FAMILY_PAGE"  # a child's page, which the parent combines into OUT
+
+
 def family_env(family):
     """This process's environment with OPENBLAS_CORETYPE = family and the repository importable
     (a child finds bench from any folder)."""
@@ -155,7 +158,8 @@ def by_family(module, families, quiet, out):
                 os.close(fd)
             args = [sys.executable, "-m", module, *argv, "--child"] + (["--out", page] if out
                                                                          else [])
-            code = run_child(args, family_env(family))
+            # the child's page is this process's to combine: it says "wrote" of OUT alone
+            code = run_child(args, {**family_env(family), PART: page or ""})
             if code:
                 raise SystemExit(code)
             if out:

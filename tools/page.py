@@ -35,6 +35,16 @@ def command_line():
     return " ".join(["python", "-m", name] + [shlex.quote(a) for a in sys.argv[1:]])
 
 
+def measured_command():
+    """The command of what is measured, as typed, less where its page goes and how the kernel
+    families run (--out, --families, --quiet, --child): what reproduces the figures printed."""
+    from tools.families import without
+
+    args = [a for a in sys.argv[1:] if a.split("=")[0] not in ("--child", "--no-child")]
+    args = without(args, ("--out", "--families", "--quiet"))
+    return " ".join(command_line().split()[:3] + [shlex.quote(a) for a in args])
+
+
 def commit(root=ROOT):
     """The short commit id, and whether the measured code (CODE's tracked files) differs from it."""
     def git(*args):
@@ -138,7 +148,8 @@ def write_page(path, text, threads=None, fenced=False, blas=None):
     body = f"```\n{text.strip()}\n```" if fenced else text.strip()
     page += protocol(threads, blas) + ["", body, ""]
     write_text(path, "\n".join(page))
-    print(f"wrote {path}", file=sys.stderr)
+    if os.environ.get("BENCH_FAMILY_PAGE") != str(path):  # a family's part: its parent says
+        print(f"wrote {path}", file=sys.stderr)
 
 
 def read_page(path):

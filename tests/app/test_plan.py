@@ -199,6 +199,17 @@ def test_the_filters_note_agrees_with_how_many_were_given(argv, said):
     assert all(words in note for words in said), note
 
 
+@pytest.mark.parametrize("argv, noted", [(["--seed", "7"], True),
+                                          (["--seed", "7", "--temperature", "0.5"], False),
+                                          (["--temperature", "0"], False)])
+def test_a_seed_at_temperature_0_is_noted(argv, noted):
+    """Greedy decoding draws nothing (every method: the same tokens and calls whatever the seed),
+    so --seed given at temperature 0 gets a note; a seed left to its default does not."""
+    notes = [n for n in read_plan(argv).notes if "--seed" in n]  # temperature 0 by default
+    assert notes == (["note: --seed has no effect at --temperature 0 (greedy decoding draws "
+                      "nothing); it seeds the sampling, at --temperature > 0"] if noted else [])
+
+
 @pytest.mark.parametrize("argv, said", [
     (["--posterior", "typical"], ["--posterior typical has no effect at --temperature 0"]),
     (["--posterior", "nucleus", "--nucleus_p", "0.5"],

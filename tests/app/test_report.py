@@ -507,3 +507,14 @@ def test_an_acceptance_of_zero_is_printed():
         line = next(line for line in text.getvalue().splitlines() if " tokens/s), " in line)
         assert line.endswith(end), line
         assert text.getvalue().startswith("── speculative ")
+
+
+@pytest.mark.parametrize("argv, same", [(["--n_tokens", "1"], True),
+                                        (["--method", "rest", "--n_tokens", "1"], True),
+                                        (["--n_tokens", "8"], False)])
+def test_a_speedup_of_the_same_work_is_said_to_be_noise(argv, same):
+    """One token: the method makes the one target call autoregressive decoding makes, and drafts
+    nothing; the ratio of their times is then the clock's noise, and the text says so."""
+    text = text_of([*argv, "--runs", "1"])
+    assert ("the same work: 1 target call each and no draft, so the speedup is the clock's noise"
+            in text) == same, text

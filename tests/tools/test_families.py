@@ -16,9 +16,10 @@ def test_without_drops_the_options_and_their_values():
                                                                          "--x"]
 
 
-def test_each_family_runs_in_its_own_process_on_one_page(tmp_path, monkeypatch):
+def test_each_family_runs_in_its_own_process_on_one_page(tmp_path, monkeypatch, capfd):
     """bench.ops on the tiny shape, once per family: each section's BLAS row names the kernels its
-    child process really loaded, and the page names them all in its header."""
+    child process really loaded, and the page names them all in its header; "wrote" names that
+    page alone, not a child's part of it."""
     out = tmp_path / "ops.md"
     monkeypatch.setattr(sys, "argv", ["bench.ops", "--shapes", "tiny", "--repeats", "1"])
     here = families.families_here()
@@ -31,6 +32,8 @@ def test_each_family_runs_in_its_own_process_on_one_page(tmp_path, monkeypatch):
         assert f"kernel family {family}, OPENBLAS_CORETYPE={family}" in section
         assert f"The library reports {family} kernels." in section
     assert not list(tmp_path.glob("*.tmp"))  # the children's pages are gone
+    said = [line for line in "".join(capfd.readouterr()).splitlines() if line.startswith("wrote")]
+    assert said == [f"wrote {out}"], said
 
 
 def test_a_family_the_cpu_cannot_run_is_skipped_and_said(tmp_path, monkeypatch, capsys):

@@ -136,3 +136,24 @@ def test_a_stale_page_is_caught(tmp_path):
     assert options_missing(command(text)[2:], shown.stdout) == []
     no_load = re.sub(r"^\| load \| .*\n", "", text, count=1, flags=re.M)
     assert "load" in header(text) and "load" not in header(no_load)
+
+
+def test_the_measured_command_is_the_one_typed_less_the_page_and_the_families(monkeypatch):
+    """What a benchmark prints as its command reproduces what it measured: every option typed
+    (not a hand-kept list that drops some), less where the page goes (--out, a family's own
+    page) and how the families run (--families, --quiet, --child)."""
+    from tools.page import measured_command
+
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", SimpleNamespace(name="bench.x"))
+    monkeypatch.setattr(sys, "argv", ["x", "--prompt_tokens", "8", "--K", "3", "--quiet=0.5",
+                                      "--families", "Haswell", "--child", "--out", "p.md.tmp",
+                                      "--prompt", "a b"])
+    assert measured_command() == "python -m bench.x --prompt_tokens 8 --K 3 --prompt 'a b'"
+
+
+def test_a_benchmark_prints_the_options_it_was_given(tmp_path):
+    r = run_here(["-m", "bench.engine", "--sizes", "tiny", "--max_M", "2", "--repeats", "1",
+                  "--n_cache", "16", "--child"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert ("`python -m bench.engine --sizes tiny --max_M 2 --repeats 1 --n_cache 16`"
+            in r.stdout), r.stdout
