@@ -56,6 +56,8 @@ def build_tree(folder, budget=7):
                        "from": f"heads.json accuracy.rank_share, measured on "
                                f"{record['accuracy'].get('on', 'held-out text')}"}) + "\n"
     replace_file(folder / "medusa_choices.json", [text.encode()])
+    print(f"wrote {folder / 'medusa_choices.json'}: a sparse tree of {len(choices)} nodes, "
+          f"{expected:.3f} tokens a step expected")
     return choices, expected
 
 
@@ -129,7 +131,7 @@ def main(medusa=None, blockwise=None, drafting=False, build=None, budgets=(7, 15
     from picospec_app.settings import engine_choices
 
     if build:
-        print(build_tree(build, budgets[0]))
+        build_tree(build, budgets[0])
         return
     from picospec_app.machine import thread_policy
 
@@ -240,4 +242,5 @@ if __name__ == "__main__":
         Option("greedy_only", bool, False, "Medusa rows at temperature 0 only"),
         Option("pld_sweep", "ints", None, "prompt lookup num_pred_tokens values to sweep", low=1,
                high=64),
-        Option("out", "out", None, "also write the tables to this file")])
+        Option("out", "out", None, "also write the tables to this file")],
+        alone=lambda values: values["build"] is not None)  # --build measures nothing

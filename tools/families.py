@@ -193,9 +193,10 @@ FAMILY_OPTIONS = [
 ]
 
 
-def command(main, options):
+def command(main, options, alone=lambda values: False):
     """`command(main, OPTIONS)` under `if __name__ == "__main__"`: main's command line, run once per
-    kernel family (or, with --child, in this process)."""
+    kernel family (or, with --child, in this process; alone(values): a run that measures nothing,
+    in this process too)."""
     module = sys.modules[main.__module__].__spec__.name
 
     @functools.wraps(main)
@@ -211,7 +212,7 @@ def command(main, options):
                 raise UsageError("--families picks OpenBLAS's kernels, which a --device gpu run "
                                  "does not time: drop --families")
             return main(**values)
-        if child:
+        if child or alone(values):
             return main(**values)
         return by_family(module, families or families_here(), 0.5 if quiet is None else quiet,
                          values.get("out"))
