@@ -9,6 +9,8 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from picospec.check.battery import (DEFAULT_SAMPLES, Report, cases_of, check_sampler, run_controls,
                                     signature_problem)
 from picospec.check.cases import CASES
@@ -101,20 +103,24 @@ def load(spec):
                          f"{where} is not a .py file: give the sampler as FILE.py:FUNCTION"
                          if given.exists() else
                          f"{where}: no such file (give the sampler as FILE.py:FUNCTION)")
+    if where.endswith(".py"):
+        path = Path(where)
+        if path.is_dir():
+            raise UsageError(f"{where} is a folder: name the .py file that holds the sampler")
+        if not path.is_file():
+            raise UsageError(f"{where}: no such file")
+        sys.path.insert(0, str(path.resolve().parent))  # so the file can import its neighbours
+    errors = np.geterr()
     try:
-        if where.endswith(".py"):
-            path = Path(where)
-            if path.is_dir():
-                raise UsageError(f"{where} is a folder: name the .py file that holds the sampler")
-            if not path.is_file():
-                raise UsageError(f"{where}: no such file")
-            sys.path.insert(0, str(path.resolve().parent))  # so the file can import its neighbours
-            module_spec = importlib.util.spec_from_file_location(path.stem, path)
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[path.stem] = module
-            module_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(where)
+        # what the module prints goes to stderr, not into the report (--json)
+        with contextlib.redirect_stdout(sys.stderr):
+            if where.endswith(".py"):
+                module_spec = importlib.util.spec_from_file_location(path.stem, path)
+                module = importlib.util.module_from_spec(module_spec)
+                sys.modules[path.stem] = module
+                module_spec.loader.exec_module(module)
+            else:
+                module = importlib.import_module(where)
     except UsageError:
         raise
     except ModuleNotFoundError as e:
@@ -133,6 +139,8 @@ def load(spec):
     # the module itself fails to import (or calls sys.exit, or raises any BaseException)
     except BaseException as e:
         raise UsageError(f"importing {where} raised {type(e).__name__}: {e}") from None
+    finally:  # a module's np.seterr(all="raise") is its own: the checker's statistics underflow
+        np.seterr(**errors)
     fn = module
     for part in name.split("."):
         fn = getattr(fn, part, None)
@@ -267,7 +275,7 @@ def checked(argv):  # main's work
         print(f"--samples {values['samples']:,}: each case runs {times:,.0f} times the default's "
               f"sequences, and takes about that many times as long", file=sys.stderr, flush=True)
     out = sys.stdout  # the report's; what the samplers print goes to standard error
-    with contextlib.redirect_stdout(sys.stderr):
+    with contextlib.redirect_stdout(sys.stderr):  # the samplers' prints too
         # the negative controls, run once for every sampler
         controls = run_controls(contract, values["samples"], values["seed"], values["cases"])
         reports = []

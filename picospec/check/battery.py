@@ -26,8 +26,10 @@ UNTESTED = ("the sampler drew no uniform from the rng it was handed (rng.random(
 # gave another answer
 PARTLY = ("a call repeated on the same inputs, every uniform of rng set again, gave another "
           "answer: some of the sampler's draws come from elsewhere (NumPy's global generator, "
-          "Python's random, torch, rng.integers()), so this case could not set them: draw every "
-          "random number from rng.random(), rng.uniform() or rng.choice() to have them checked")
+          "Python's random, torch, rng.integers()), or its answers from state kept between calls "
+          "(a call counter, a cache), so this case could not set them: draw every random number "
+          "from rng.random(), rng.uniform() or rng.choice(), and answer each call from its "
+          "inputs alone, to have them checked")
 FAILED = ("FAIL", "error")  # the verdicts of a case that fails a sampler; "untested" does not
 
 
@@ -202,19 +204,31 @@ def signature_problem(fn, contract):
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # a builtin or C function: its cases will tell
         return None
-    if not bindable(signature, contract):
-        fits = [c for c in CALLS if bindable(signature, c)]
-        return (f"it takes {signature} and the {contract} contract calls {call_text(contract)}: "
-                + (f"give --contract {fits[0]}" if fits else "wrap it in a contract's signature"))
-    # it binds, but its parameters are another contract's, in that contract's order: a tree
-    # sampler given the chain contract would take the drafts as its tokens
     names = tuple(signature.parameters)
-    named = [c for c in CALLS if names[:len(sum(CALLS[c], ()))] == sum(CALLS[c], ())]
+    if not bindable(signature, contract):
+        # the contracts the call binds to, the one whose names it shares most first
+        fits = sorted((c for c in CALLS if bindable(signature, c)), key=lambda c: -shared(names, c))
+        if fits and shared(names, fits[0]) >= shared(names, contract):
+            return (f"it takes {signature} and the {contract} contract calls "
+                    f"{call_text(contract)}: give --contract {fits[0]}")
+        missing = [n for n in sum(CALLS[contract], ()) if n not in names]
+        return (f"it takes {signature} and the {contract} contract calls {call_text(contract)}: "
+                + (f"name its parameters as the call does ({', '.join(missing)} missing)"
+                   if shared(names, contract) and missing else
+                   "wrap it in a contract's signature"))
+    # it binds, but its parameters are another contract's: a tree sampler given the chain
+    # contract would take the drafts as its tokens
+    named = [c for c in CALLS if names[:len(CALLS[c][0])] == CALLS[c][0]
+             and set(CALLS[c][1]) <= set(names)]
     if named and contract not in named:
         return (f"it takes {signature}, the parameters of the {named[0]} contract's call "
                 f"{call_text(named[0])}, and the {contract} contract calls {call_text(contract)}: "
                 f"give --contract {named[0]}")
     return None
+
+
+def shared(names, contract):  # how many of the contract's parameter names a signature has
+    return len(set(names) & set(sum(CALLS[contract], ())))
 
 
 def bindable(signature, contract):

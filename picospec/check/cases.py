@@ -179,7 +179,7 @@ def wide_and_long(k):
     otherwise); then seven drafts over V = 4, an over-confident draft kept long (the residual
     from the fourth draft on over more than two tokens, and K >= 7 past V = 2)."""
     return (Case(f"V=12 {k}=2", 12, 2, 2, target=283),
-            Case(f"V=4 {k}=7 sharp draft", 4, 4, 7, target=27, draft=("sharp", 0.3)))
+            Case(f"V=4 {k}=7 sharp draft", 4, 5, 7, target=27, draft=("sharp", 0.3)))
 
 
 # the wide cases' tree: two pairs of siblings, the second below the first pair's first node (depth
@@ -232,7 +232,7 @@ CASES = {
         # one), the draft the target's own in half the contexts: a call's first row may equal the
         # target's and its later ones not (a rule for K = 4 alone, or a call whose first row is
         # equal taken for "draft = target", answers otherwise)
-        Case("V=4 K=4 draft = target in half its rows", 4, 4, 4, target=293,
+        Case("V=4 K=4 draft = target in half its rows", 4, 5, 4, target=293,
              draft=("part", 0.5)),
         # equal entries in every row, five of the target's nine even: a token found again by its
         # probability (tied tokens taken for one), an even row taken for padding, answer otherwise
@@ -382,7 +382,7 @@ CASES = {
         *wide_and_long("k"),
         # ... and in float32 (a row whose first position's laws are equal taken for "draft =
         # target" answers otherwise; a path for float32 inputs alone is seen here only)
-        Case("V=4 k=4 float32 draft = target in half its rows", 4, 4, 4, target=293,
+        Case("V=4 k=4 float32 draft = target in half its rows", 4, 5, 4, target=293,
              draft=("part", 0.5), dtype="float32"),
         # float32 with every residual 0.04 on one token (as case 10 in float64): a guard that
         # swaps a small residual for q on float32 inputs alone acts at every rejection

@@ -418,7 +418,9 @@ def recording(base):
 def written(number, inputs, drawn, what):
     """A call and what went wrong in it, a line each."""
     names = ARGS.get(len(inputs)) or [f"input {k}" for k in range(1, len(inputs) + 1)]
-    uniforms = ", ".join(f"{u:.4g}" for u in drawn[:8]) + (", ..." if len(drawn) > 8 else "")
+    # 4 digits, unless that rounds a uniform to 1, which rng.random() never gives
+    uniforms = ", ".join(f"{u:.4g}" if float(f"{u:.4g}") < 1 else repr(float(u))
+                         for u in drawn[:8]) + (", ..." if len(drawn) > 8 else "")
     return "\n".join([f"call {number} of this case, the first that broke a rule:",
                       *(f"  {name} = {show(value)}" for name, value in zip(names, inputs)),
                       f"  the uniforms your rng gave: [{uniforms}]", what])
@@ -695,7 +697,9 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
     checked = f"your function against {about} on {len(cases)} cases, smallest first" + (
         ", then again on one list or array per argument refilled in place"
         if any(isinstance(a, (list, np.ndarray)) for _, args in cases for a in args) else "") + (
-        f"; the {min(len(cases), DIRTY)} smallest again on memory left holding NaN")
+        f"; the {min(len(cases), DIRTY)} smallest again on memory left holding NaN") + (
+        "; each law given again as its twin, two of its inner values changed"
+        if any(twin_of(args) is not None for _, args in cases) else "")
     answers = []  # [(label, yours, a copy of it, the case)]: each answer as it came back
     for label, args in cases:
         expected, before = reference(*args), clone(args)
@@ -716,7 +720,10 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             if part != "raises" and (like := returns_as(fn, known, cases, compare)) is not None:
                 again += (f"\n  your answer returns what a known mistake returns on every case: "
                           f"{' '.join((like.__doc__ or like.__name__).split())}")
-            right, shown = apart(show(expected), shown)
+            right = show(expected)
+            if part != "raises" and right == shown:  # apart past the rounding: both in full
+                right, shown = show(expected, None), show(yours, None)
+            right, shown = apart(right, shown)
             return Verdict(exercise, False, checked,
                            f"smallest case that differs ({part}): {label}\n  expected: "
                            f"{right}\n  yours:    {shown}{again}", part)
@@ -740,7 +747,56 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             "out=, such as np.log(q, where=q > 0), whose skipped entries keep what the memory "
             "held); write every entry you read, e.g. np.log(q, out=np.zeros_like(q), "
             "where=q > 0)"))
+    if (twin := twin_call(fn, reference, cases, compare)) is not None:
+        return again_otherwise(exercise, checked, twin, "a law alike at its ends and middle", (
+            "called on the case, then at once on its twin (each law among the arguments with "
+            "half the mass of one inner token moved to another, its first, middle and last "
+            "entries kept), your function returned the above for the twin: it keeps answers by a "
+            "few of a law's entries (a cache keyed by its ends, say), another law's once two laws "
+            "share them; compute every answer from the whole law"))
     return Verdict(exercise, True, checked, f"all {len(cases)} cases agree")
+
+
+def twin_call(fn, reference, cases, compare):
+    """The first case whose twin (twin_of) fn answers otherwise, called on it right after the
+    case itself -> (label, expected, yours shown), or None."""
+    for label, args in cases:
+        if (twin := twin_of(args)) is None:
+            continue
+        expected, label = reference(*twin), f"the twin of {label}"
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the first pass showed them
+                fn(*clone(args))
+                yours = fn(*clone(twin))
+        except Exception as e:
+            return label, expected, (f"raised {type(e).__name__}: {' '.join(str(e).split())}"
+                                     f"{learners_line(e)}")
+        if compared(compare, yours, expected) is not None:
+            return label, expected, show(yours)
+    return None
+
+
+def twin_of(args):
+    """args with each law among them (float rows over 5 tokens or more, each summing to 1) given
+    half the mass of its heaviest inner token moved to the next heaviest, its first, middle and
+    last entries kept; None where no argument is such a law."""
+    out, twinned = [], False
+    for a in args:
+        n = a.shape[-1] if isinstance(a, np.ndarray) and a.ndim else 0
+        if (n < 5 or a.dtype.kind != "f" or not a.size or not np.all(a >= 0)
+                or not np.allclose(a.sum(-1), 1)):
+            out.append(a)
+            continue
+        inner = [k for k in range(1, n - 1) if k not in (n // 2, (n - 1) // 2)]
+        mass = a[..., inner].reshape(-1, len(inner)).sum(0)  # [inner] over every row
+        j, i = (inner[k] for k in np.argsort(-mass, kind="stable")[:2])
+        b, moved = a.copy(), a[..., j] / 2
+        b[..., i] += moved
+        b[..., j] -= moved
+        out.append(b)
+        twinned |= bool(mass.max() > 0)
+    return out if twinned else None
 
 
 DIRTY = 50  # the smallest cases called again on memory left holding NaN
@@ -1051,17 +1107,19 @@ def learners_line(e):
     return at
 
 
-def show(value):
-    """A value on one line: arrays as nested lists, NumPy scalars as Python's."""
+def show(value, digits=4):
+    """A value on one line: arrays as nested lists (rounded to `digits`; None: in full), NumPy
+    scalars as Python's."""
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {show(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {show(v, digits)}" for k, v in value.items()) + "}"
     if isinstance(value, np.ndarray) and wide_and_sparse(value):
         return f"{by_id(value)} (the entries not 0, by id, of {value.shape[-1]:,} a row)"
     if isinstance(value, np.ndarray):  # text or objects as they are: np.round takes numbers
         shown = value.astype(int) if value.dtype == bool else value
-        return str((np.round(shown, 4) if shown.dtype.kind in "iuf" else shown).tolist())
+        rounded = digits is not None and shown.dtype.kind in "iuf"
+        return str((np.round(shown, digits) if rounded else shown).tolist())
     if isinstance(value, (tuple, list)):
-        inner = ", ".join(show(v) for v in value)
+        inner = ", ".join(show(v, digits) for v in value)
         return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
     return repr(value.item() if isinstance(value, np.generic) else value)
 

@@ -12,7 +12,8 @@ and the draft's next-token laws, float64 arrays [V]. Chen et al. 2023 (Algorithm
 a rejection, the next token is drawn from (q(x) - p(x))_+ normalised, that is
 norm(max(0, q - p)). Return that law, a float64 NumPy array [V] summing to 1, each entry to 1e-9.
 (When q = p there is no rejection and the residual is never used; the grader skips that case.)
-Tokens with q <= p must get exactly 0 (no small constant added); leave q and p as they were."""
+Tokens with q <= p must get exactly 0 (no small constant added), and tokens with q > p more than 0
+(none dropped, however small); leave q and p as they were."""
 STUB = '''def residual(q, p):
     """norm(max(0, q - p)): q, p [V] -> [V]."""
     raise NotImplementedError'''
@@ -57,6 +58,10 @@ def cases(seed=0):
             # q above p on both tokens, each by a unit in the last place (p sums to 1 - 2^-53):
             # the residual is spread over both, not all on one
             ([0.1, 0.9], [float(np.nextafter(0.1, 0)), float(np.nextafter(0.9, 0))]),
+            # a share of 1.5e-17 beside 1, then of 2e-300: more than 0 (a floor relative to the
+            # largest entry, eps or far below it, drops the token, never drawn after a rejection)
+            ([0.9, 0.1], [0.0, float(np.nextafter(0.1, 0))]),
+            ([0.5, 0.5, 2e-300], [0.0, 1.0, 1e-300]),
             # the first case's laws swapped, then two pairs alike in their first ten tokens and
             # swapped: a residual kept by a key symmetric in q and p, or by the first tokens, is
             # another pair's
@@ -106,13 +111,18 @@ def spread(rng, whose, V, at):
 
 
 def compare(yours, expected):
-    """Exactly 0 where q <= p (a token the residual forbids gets no mass), then within 1e-9, then
+    """Exactly 0 where q <= p (a token the residual forbids gets no mass), more than 0 where
+    q > p, then within 1e-9, then
     a sum of 1 within 1e-9 (entries each within 1e-9 of theirs, rounded say, may not sum to 1)."""
     if (part := same_array(yours, expected)) not in (None, "values"):  # its kind, shape or dtype
         return part
     forbidden = np.asarray(yours, dtype=float)[np.asarray(expected) == 0]  # nan: 0 / 0, values
     if np.any((forbidden != 0) & ~np.isnan(forbidden)):
         return "support: a token with q <= p must get exactly 0"
+    # ... and more than 0 where q > p: a token dropped, however small its share, is never drawn
+    # after a rejection (the reference gives every such token its share, subnormal ones too)
+    if np.any(np.asarray(yours, dtype=float)[np.asarray(expected) > 0] <= 0):  # nan: values
+        return "support: a token with q > p must get more than 0"
     if part is None and not abs((total := float(np.sum(yours))) - 1) <= 1e-9:
         return f"sum: a law sums to 1 (within 1e-9), yours to {total!r}"
     return part
@@ -120,7 +130,8 @@ def compare(yours, expected):
 
 def grade(fn, samples=None, seed=0):
     return grade_cases(NAME, fn, reference, cases(seed), compare,
-                       "picospec.sampling.residual (exactly 0 where q <= p, else to 1e-9)")
+                       "picospec.sampling.residual (exactly 0 where q <= p, more than 0 "
+                       "where q > p, each to 1e-9)")
 
 
 # WRONG: plausible mistakes, each one the grader rejects

@@ -83,6 +83,16 @@ def cases(seed=0):
                         ([V - 2], [-1], np.array([law, [1 / V] * V]), 0.5, delta)))
     out.append(("tokens=[], parents=[], probs=[[0.5, 0.5]], epsilon=0.09, delta=0.3 (no "
                 "candidates)", ([], [], np.array([[0.5, 0.5]]), 0.09, 0.3)))
+    # laws alike at their ends and middle (and, over 9 tokens, at both ends' first two), one
+    # right after the other: H 0.50 then 1.35, token 2's 0.2, then 0.17, above both thresholds
+    # (0.182, 0.078); an entropy kept by a few entries gives the second the first's, and drops it
+    for first, second in (([0, 0.8, 0.2, 0, 0, 0, 0], [0, 0.3, 0.17, 0, 0.3, 0.23, 0]),
+                          ([0, 0, 0.8, 0, 0, 0.2, 0, 0, 0], [0, 0, 0.3, 0.3, 0, 0.17, 0.23, 0, 0])):
+        x = first.index(0.2)
+        for law in (first, second):
+            rows = np.array([law, np.full(len(law), 1 / len(law))])
+            out.append((f"tokens=[{x}], parents=[-1], probs=[{law}, [1 / {len(law)}, ...]], "
+                        f"epsilon=0.5, delta=0.3", ([x], [-1], rows, 0.5, 0.3)))
     # a row summing to 1 + 2^-52, q(0) = 0.3 one ulp above epsilon: kept (a row divided by its
     # sum first puts 0.3 on epsilon, not kept)
     law, below = [0.3, 0.7000000000000002], float(np.nextafter(0.3, 0))

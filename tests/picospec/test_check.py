@@ -109,6 +109,11 @@ LATE = {"ties_toward_draft_from_the_fourth": "uniforms at 0, 6 drafts: support",
         "without_replacement_residual_top_four": "V=12 T=2 draft with zeros",
         "batched_residual_top_four": "V=12 k=2 T=2 one-hot draft",
         "residual_argmax_from_the_fifth": "V=3 K=6 sharp draft",
+        # a late rejection's residual over three tokens, or the bonus after four drafts over four,
+        # lands within the tokens compared at V=4 alone (N = 5)
+        "residual_top_two_from_the_fifth": "V=4 K=7 sharp draft",
+        "batched_residual_top_two_from_the_fifth": "V=4 k=7 sharp draft",
+        "bonus_top_two_after_four_drafts": "V=4 K=4 draft = target in half its rows",
         "tree_bonus_argmax_below_depth_4": "V=3 chain of 5 sharp draft",
         "without_replacement_residual_skipped_below_depth_3": "V=3 chain of 4 sharp draft",
         "batched_recovered_argmax_from_the_fourth": "V=3 k=6 sharp draft",
@@ -845,6 +850,16 @@ def test_exact_law_by_hand_and_as_a_vector():
     (["picospec.verify:verify_tree", "--contract", "tree_without_replacement"],
      "the tree_without_replacement contract calls fn(tokens, parents, Q, P, rng): give "
      "--contract tree"),
+    # a signature that binds two contracts' calls is pointed to the one whose names it takes,
+    # and one that takes a contract's names but one is told the name it lacks
+    (["picospec.batched.rejection:rejection_sample", "--contract", "tree"],
+     "the tree contract calls fn(tokens, parents, Q, rng, P=P): give --contract rejection"),
+    (["picospec.batched.rejection:rejection_sample", "--contract", "chain"],
+     "and the chain contract calls fn(drafts, P, Q, rng): give --contract rejection"),
+    (["S.py:named", "--contract", "rejection"], "S.py:named: it takes (target_with_bonus_probs, "
+     "bonus_token_ids, draft_probs, draft_token_ids, generator) and the rejection contract calls "
+     "fn(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng=rng): name "
+     "its parameters as the call does (rng missing)"),
     (["S.py:rows"], "the parameters of the rejection contract's call fn(target_with_bonus_probs, "
                     "bonus_token_ids, draft_probs, draft_token_ids, rng=rng), and the chain "
                     "contract calls fn(drafts, P, Q, rng): give --contract rejection"),
@@ -863,10 +878,25 @@ def test_usage_errors_are_one_line(capsys, argv, message, tmp_path, monkeypatch)
                                    "async def later(drafts, P, Q, rng):\n    return 0, 0\n\n\n"
                                    "def step(drafts, P, Q, rng):\n    yield 0\n\n\n"
                                    "def rows(target_with_bonus_probs, bonus_token_ids, draft_probs,"
-                                   " draft_token_ids, rng=None):\n    return 0\n")
+                                   " draft_token_ids, rng=None):\n    return 0\n\n\n"
+                                   "def named(target_with_bonus_probs, bonus_token_ids, "
+                                   "draft_probs, draft_token_ids, generator):\n    return 0\n")
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+
+
+def test_a_module_that_prints_or_sets_numpy_errors_at_import_keeps_the_report_whole(tmp_path):
+    """A sampler's module that prints when imported, and sets np.seterr(all="raise") for itself:
+    the --json report is JSON alone (the print on stderr), and the checker's own statistics
+    (the negative controls' p-values underflow) run as they do for any sampler."""
+    (tmp_path / "loud.py").write_text("import numpy as np\n\nnp.seterr(all='raise')\n"
+                                      "print('imported')\n\nfrom picospec.verify import "
+                                      "verify_chain  # noqa: E402\n")
+    out = command(f"{tmp_path / 'loud.py'}:verify_chain", "--cases", "2", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout)["results"][0]["verdict"] == "pass"
+    assert "imported" in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.parametrize("source, status, line", [

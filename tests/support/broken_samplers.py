@@ -488,6 +488,20 @@ def residual_top_two_from_the_fourth(drafts, P, Q, rng):
         likeliest(residual(q, p), 2) if t >= 3 else residual(q, p)))
 
 
+def residual_top_two_from_the_fifth(drafts, P, Q, rng):
+    """From the fifth draft on, the residual cut to its two likeliest tokens: right at V <= 3,
+    and wherever a rejection that late lands past the tokens a case compares."""
+    return chain(drafts, P, Q, rng, resample=lambda t, q, p: (
+        likeliest(residual(q, p), 2) if t >= 4 else residual(q, p)))
+
+
+def bonus_top_two_after_four_drafts(drafts, P, Q, rng):
+    """Every draft of four or more kept, the extra token drawn from Q[K] cut to its two
+    likeliest ("long accepted runs are confident"): right at V <= 2."""
+    return chain(drafts, P, Q, rng, bonus=lambda P, Q: likeliest(Q[-1], 2) if len(P) >= 4
+                 else Q[-1])
+
+
 def residual_argmax_given_seven_drafts(drafts, P, Q, rng):
     """Given seven drafts or more, a rejected draft replaced by the residual's likeliest token
     ("long drafts decode greedily"): right at V = 2, where a residual holds one token."""
@@ -528,6 +542,7 @@ CHAIN = ["residual_not_renormalised", "bonus_from_draft", "ratio_inverted", "tie
          "one_draft_forbidden_from_target", "one_draft_residual_on_its_support", "bonus_top_eight",
          "no_drafts_top_four", "wide_residual_against_first_draft_row",
          "residual_top_two_from_the_fourth", "residual_argmax_given_seven_drafts",
+         "residual_top_two_from_the_fifth", "bonus_top_two_after_four_drafts",
          "reused_uniform_in_large_calls",
          "bonus_clamped_to_last", "bonus_by_argmax", "bonus_one_minus_u",
          "residual_scaled_by_overlap", "residual_overlap_argmax", "residual_clamped_to_last",
@@ -1421,6 +1436,13 @@ def batched_residual_top_two_from_the_fourth(target_with_bonus_probs, bonus_toke
                    recover=recovered_top(2, start=3))
 
 
+def batched_residual_top_two_from_the_fifth(target_with_bonus_probs, bonus_token_ids,
+                                            draft_probs, draft_token_ids, rng):
+    """From the fifth draft on, the recovered law cut to its two likeliest tokens."""
+    return batched(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, rng,
+                   recover=recovered_top(2, start=4))
+
+
 def batched_recovered_argmax_given_seven_drafts(target_with_bonus_probs, bonus_token_ids,
                                                 draft_probs, draft_token_ids, rng):
     """Given seven drafts a row or more, a rejected draft recovers the residual's likeliest
@@ -1459,6 +1481,7 @@ REJECTION = ["batched_ties_toward_draft", "batched_residual_not_renormalised",
              "batched_ties_found_by_value", "batched_even_target_row_kept",
              "batched_one_draft_residual_on_its_support", "batched_bonus_top_eight",
              "batched_wide_first_draft_row", "batched_residual_top_two_from_the_fourth",
+             "batched_residual_top_two_from_the_fifth",
              "batched_recovered_argmax_given_seven_drafts", "batched_recovered_by_overlap",
              "batched_first_row_equal_kept_whole", "batched_float32_small_residual_guard",
              "batched_recovered_from_target_in_large_rows"]

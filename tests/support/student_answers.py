@@ -3030,6 +3030,58 @@ def draft_law_shifted_in_place_when_big(z, d2t, n_vocab):
     out[..., d2t] = e / e.sum(-1, keepdims=True)
     return out
 
+_ENDS = {}  # the answers of the three mistakes below, by a few entries of their inputs
+
+
+def residual_cached_by_ends(q, p):
+    """Residuals kept "for speed" by V and q's and p's first, middle and last entries: two pairs
+    alike there get the first one's."""
+    key = ("residual", len(q), *(float(a[i]) for a in (q, p) for i in (0, len(a) // 2, -1)))
+    if key not in _ENDS:
+        r = np.maximum(q - p, 0)
+        _ENDS[key] = r / r.sum()
+    return _ENDS[key].copy()
+
+
+def residual_floor_at_eps(q, p):
+    """Entries below eps times the largest zeroed "to clean cancellation noise": a token of q > p
+    by a tiny share is never drawn after a rejection (within 1e-9 of the law, and summing to 1)."""
+    r = np.maximum(q - p, 0)
+    r = r / r.sum()
+    r[r < np.finfo(float).eps * r.max()] = 0
+    return r / r.sum()
+
+
+def typical_entropy_cached_by_ends(tokens, parents, probs, epsilon, delta):
+    """Each row's entropy kept by its size and first, middle and last entries (rows recur step
+    after step): two laws alike there get the first one's threshold."""
+    out = []
+    for t, parent in zip(tokens, parents):
+        q = probs[1 + parent]
+        key = ("typical", q.size, float(q[0]), float(q[q.size // 2]), float(q[-1]))
+        if key not in _ENDS:
+            nz = q[q > 0]
+            _ENDS[key] = float(-np.sum(nz * np.log(nz)))
+        out.append(bool(q[t] > min(epsilon, delta * np.exp(-_ENDS[key]))))
+    return out
+
+
+def draft_law_cached_by_ends(z, d2t, n_vocab):
+    """Laws kept by z's shape and first and last logits, d2t and n_vocab: two rows alike at their
+    ends get the first one's law."""
+    z = np.asarray(z)
+    key = ("draft_law", z.shape, z.dtype.str, *(float(z.flat[i]) for i in (0, -1) if z.size),
+           tuple(np.asarray(d2t).tolist()), n_vocab)
+    if key not in _ENDS:
+        zz = z.astype(np.float64)
+        out = np.zeros(z.shape[:-1] + (n_vocab,))
+        if zz.size:
+            e = np.exp(zz - zz.max(-1, keepdims=True))
+            out[..., d2t] = e / e.sum(-1, keepdims=True)
+        _ENDS[key] = out
+    return _ENDS[key].copy()
+
+
 WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
                  residual_floor, residual_in_place_on_p, residual_float32,
@@ -3041,7 +3093,8 @@ WRONG = {
                  residual_one_token_when_tiny, residual_kept_by_q, residual_relative_tolerance,
                  residual_float32_when_wide, residual_rounded_to_12,
                  residual_in_a_buffer_of_2_17, residual_one_token_of_two, residual_rounded_to_10,
-                 residual_subnormal_p_flushed, residual_relative_floor],
+                 residual_subnormal_p_flushed, residual_relative_floor,
+                 residual_cached_by_ends, residual_floor_at_eps],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
@@ -3098,6 +3151,7 @@ WRONG = {
                        typical_rows_in_int8, typical_rows_in_uint8,
                        typical_epsilon_zero_as_off, typical_delta_zero_as_off,
                        typical_parents_first, typical_subnormals_flushed,
+                       typical_entropy_cached_by_ends,
                        typical_certain_by_epsilon, typical_one_token_kept,
                        typical_zeros_replaced_in_place_when_big, typical_rows_renormalised,
                        typical_log_by_log1p],
@@ -3147,7 +3201,8 @@ WRONG = {
                   draft_law_empty_as_rows, draft_law_top_10, draft_law_floor_1e6,
                   draft_law_cached_object, draft_law_floor_1e10, draft_law_top_100,
                   draft_law_float32_when_wide, draft_law_d2t_unread_when_full,
-                  draft_law_cut_30_below, draft_law_shifted_in_place_when_big],
+                  draft_law_cut_30_below, draft_law_shifted_in_place_when_big,
+                  draft_law_cached_by_ends],
     "expected_tokens": [expected_linear, expected_rounded_down, expected_float32,
                         expected_sign_flipped, expected_guarded_below_1e7,
                         expected_first_order_near_1, expected_guarded_by_isclose,

@@ -40,9 +40,16 @@ CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty
               "a law of 0.9992", "the last hundred of 2,000 tokens",
               "the last hundred of a residual's 2,000", "q / p in float64",
               "a residual over 128,256 tokens", "a residual's tail 1e-10 of its largest entry",
-              "a residual's tail 1e-05 of its largest entry")
+              "a residual's tail 1e-05 of its largest entry", "z alike at its ends")
+# a residual that drops a token of q > p (a share cut, rounded or floored away)
+MORE_THAN_0 = "support: a token with q > p must get more than 0"
 # mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
 WHERE = {
+    # answers kept by a few entries of a law: a law alike there, right after it, gets the first's
+    "residual_cached_by_ends": ("a law alike at its ends and middle", "the twin of q="),
+    "typical_entropy_cached_by_ends": ("kept nodes", "probs=[[0, 0.3, 0.17, 0, 0.3, 0.23, 0]"),
+    "draft_law_cached_by_ends": ("z alike at its ends", "z = [0.0, 1.0, -1.0, 3.0, 0.5, 5.0, 6.0]"),
+    "residual_floor_at_eps": (MORE_THAN_0, "q=[0.9, 0.1], p=[0.0, 0.09999999999999999]"),
     # (a chain of eight drafts is a case of the battery now)
     "chain_six_drafts_at_most": (
         "case 18. V=2 K=8 sharp draft", "after drafts[6] was rejected, token 1 came back, but q = "
@@ -71,7 +78,7 @@ WHERE = {
     "candidates_draft_capped_at_64": ("draft", "x=[1, 2, ..., 2000, 1]"),
     "candidates_ngrams_up_to_8": ("draft", "max_ngram_size=22, num_pred_tokens=12"),
     "candidates_first_4096": ("draft", "x=[2, 8] + [1] * 69988 + [1, 2, 3] + [1] * 5 + [1, 2]"),
-    "residual_one_token_when_tiny": ("values", "q=[1e-17, 2e-17, 1.0], p=[0.0, 0.0, 1.0]"),
+    "residual_one_token_when_tiny": (MORE_THAN_0, "q=[1e-17, 2e-17, 1.0], p=[0.0, 0.0, 1.0]"),
     "trie_float32_key": ("tokens", "[[0], [1], ..., [299], [299, 0], [299, 1]]"),
     "draft_law_top_10": ("V_d = 64", "not the softmax"),
     "draft_law_floor_1e6": ("V_d = 64", "not the softmax"),
@@ -91,8 +98,8 @@ WHERE = {
     "residual_relative_tolerance": ("values", "q=[0.5000000000000001, 0.4999999999999999], "
                                     "p=[0.5, 0.5]"),
     "residual_float32_when_wide": ("values", "q, p over Llama 3's V = 128,256"),
-    "residual_top_64": ("values", "q, p over V = 50,257"),  # before Llama 3's 128,256
-    "residual_rounded_to_12": ("values", "then 4e-13 100,000 times"),
+    "residual_top_64": (MORE_THAN_0, "q, p over V = 50,257"),  # before Llama 3's 128,256
+    "residual_rounded_to_12": (MORE_THAN_0, "q=[0.9, 0.1], p=[0.0, 0.09999999999999999]"),
     "chain_uniforms_buffer_of_8": ("forty drafts", "it returned (40, 0), not (39, 1)"),
     "chain_drafts_capped_at_32": ("forty drafts", "it returned (32, 1), not (39, 1)"),
     "chain_residual_top_256_when_wide": ("a residual over 2,000 tokens", "token 1999, of mass"),
@@ -145,7 +152,7 @@ WHERE = {
     "trie_counts_in_uint16": ("counts", "sequences=[[1]] * 70000"),
     "trie_key_in_int32": ("tokens", "[2, 35188, 4078]] (85,460 sequences)"),
     "residual_in_a_buffer_of_2_17": ("raises", "q, p over Gemma's V = 256,000"),
-    "residual_one_token_of_two": ("values", "q=[0.1, 0.9], p=[0.09999999999999999, "
+    "residual_one_token_of_two": (MORE_THAN_0, "q=[0.1, 0.9], p=[0.09999999999999999, "
                                   "0.8999999999999999]"),
     "chain_index_clamped": ("case 13. uniforms near 1: support",
                             "then token 2, which Q[3] gives probability 0"),
@@ -1006,3 +1013,27 @@ def test_a_control_caught_by_a_support_case_alone_leaves_the_run_without_a_verdi
                                 battery=battery)
     assert not verdict.passed and verdict.failed == "no verdict", str(verdict)
     assert f"the broken sampler {missed.__name__} passed every case" in verdict.evidence
+
+
+def test_values_apart_only_past_the_rounding_are_shown_in_full():
+    """A law 2.3e-5 off, or one dropping a share of 1.5e-17: rounded to 4 digits, "expected" and
+    "yours" would read the same; they are shown in full instead."""
+    from picospec.exercises import grade
+    from picospec.sampling import residual
+
+    def off(q, p):
+        r = residual(q, p)
+        r[np.argmax(r)] *= 1 + 2.3e-5
+        return r
+    evidence = grade("residual", off).evidence.splitlines()
+    expected, yours = (line.split(":", 1)[1].strip() for line in evidence[1:3])
+    assert evidence[1].lstrip().startswith("expected:") and expected != yours, evidence
+
+
+def test_a_uniform_is_never_shown_as_1():
+    """rng.random() is below 1: one a hair below is written in full, not rounded to 1."""
+    from picospec.exercises.grading import written
+
+    line = written(1, ([0], np.eye(2), np.eye(2)), [0.5, 1 - 2**-53], "")
+    assert "the uniforms your rng gave: [0.5, 0.9999999999999999]" in line, line
+
