@@ -79,19 +79,6 @@ def wait_quiet(below, most=QUIET_WAIT):
     return os.getloadavg()[0]
 
 
-def without(argv, names):
-    """argv without the options `names` and their values (--name value, --name=value)."""
-    out, skip = [], False
-    for word in argv:
-        if skip:
-            skip = False
-        elif word.split("=")[0] in names:
-            skip = "=" not in word
-        else:
-            out.append(word)
-    return out
-
-
 def relay(stream, to, ended=None):
     """Copy a child's output to this process's stream as it comes (progress bars included); once
     the reader is gone (a pipe to `head` closed), or `ended` is set (this process ends the child and
@@ -139,7 +126,7 @@ def run_child(args, env):
 
 def by_family(module, families, quiet, out):
     """Run `python -m module ARGS --child` once per family; with out, one page of their pages."""
-    from tools.page import read_page, write_page
+    from tools.page import read_page, without, write_page
 
     argv, sections = without(sys.argv[1:], ("--out", "--families", "--quiet")), []
     for family in families:

@@ -35,11 +35,22 @@ def command_line():
     return " ".join(["python", "-m", name] + [shlex.quote(a) for a in sys.argv[1:]])
 
 
+def without(argv, names):
+    """argv without the options `names` and their values (--name value, --name=value)."""
+    out, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word.split("=")[0] in names:
+            skip = "=" not in word
+        else:
+            out.append(word)
+    return out
+
+
 def measured_command():
     """The command of what is measured, as typed, less where its page goes and how the kernel
     families run (--out, --families, --quiet, --child): what reproduces the figures printed."""
-    from tools.families import without
-
     args = [a for a in sys.argv[1:] if a.split("=")[0] not in ("--child", "--no-child")]
     args = without(args, ("--out", "--families", "--quiet"))
     return " ".join(command_line().split()[:3] + [shlex.quote(a) for a in args])

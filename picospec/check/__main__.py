@@ -147,6 +147,9 @@ def load(spec):
     if fn is not None and not callable(fn):
         raise UsageError(f"{where}: {name} is not a function (its type: {type(fn).__name__}): name "
                          f"the sampler function")
+    if not callable(fn) and getattr(module, "__file__", None) is None:  # a folder, imported bare
+        raise UsageError(f"{where} is a folder (a package with no __init__.py): name the .py file "
+                         f"that holds the sampler, as FILE.py:FUNCTION")
     if not callable(fn):
         functions = [n for n in dir(module) if callable(getattr(module, n))]
         near = difflib.get_close_matches(name, functions, 1)

@@ -886,6 +886,18 @@ def test_usage_errors_are_one_line(capsys, argv, message, tmp_path, monkeypatch)
     assert out == "" and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
 
 
+def test_a_folder_imported_bare_is_named_as_a_folder(tmp_path):
+    """`python -m picospec.check mine:f` where mine is a folder with no __init__.py: Python imports
+    it as an empty package; the line says it is a folder, not that it lacks the function."""
+    (tmp_path / "mine").mkdir()
+    out = subprocess.run([sys.executable, "-m", "picospec.check", "mine:f"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 2 and out.stderr == (
+        "error: mine is a folder (a package with no __init__.py): name the .py file that holds "
+        "the sampler, as FILE.py:FUNCTION\n"), out.stderr
+
+
 def test_a_module_that_prints_or_sets_numpy_errors_at_import_keeps_the_report_whole(tmp_path):
     """A sampler's module that prints when imported, and sets np.seterr(all="raise") for itself:
     the --json report is JSON alone (the print on stderr), and the checker's own statistics

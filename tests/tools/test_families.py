@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from tools import families
+from tools.page import without
 
 
 def test_without_drops_the_options_and_their_values():
     argv = ["--shapes", "tiny", "--out", "a.md", "--families=Haswell", "--quiet", "0", "--x"]
-    assert families.without(argv, ("--out", "--families", "--quiet")) == ["--shapes", "tiny",
-                                                                         "--x"]
+    assert without(argv, ("--out", "--families", "--quiet")) == ["--shapes", "tiny", "--x"]
 
 
 def test_each_family_runs_in_its_own_process_on_one_page(tmp_path, monkeypatch, capfd):
