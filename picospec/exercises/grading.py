@@ -748,18 +748,20 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
             "held); write every entry you read, e.g. np.log(q, out=np.zeros_like(q), "
             "where=q > 0)"))
     if (twin := twin_call(fn, reference, cases, compare)) is not None:
-        return again_otherwise(exercise, checked, twin, "a law alike at its ends and middle", (
-            "called on the case, then at once on its twin (each law among the arguments with "
-            "half the mass of one inner token moved to another, its first, middle and last "
-            "entries kept), your function returned the above for the twin: it keeps answers by a "
-            "few of a law's entries (a cache keyed by its ends, say), another law's once two laws "
-            "share them; compute every answer from the whole law"))
+        found, as_the_case = twin
+        return again_otherwise(exercise, checked, found, "a law's twin", (
+            "called on the case, then at once on its twin (each law among the arguments with half "
+            "the mass of its heaviest inner token moved to the next, its first, middle and last "
+            "entries kept), your function returned the above for the twin"
+            + (": the case's answer, as an answer kept by a few of a law's entries (a cache keyed "
+               "by its ends, say) does once two laws share them; compute every answer from the "
+               "whole law" if as_the_case else "")))
     return Verdict(exercise, True, checked, f"all {len(cases)} cases agree")
 
 
 def twin_call(fn, reference, cases, compare):
     """The first case whose twin (twin_of) fn answers otherwise, called on it right after the
-    case itself -> (label, expected, yours shown), or None."""
+    case itself -> ((label, expected, yours shown), whether yours is the case's answer), or None."""
     for label, args in cases:
         if (twin := twin_of(args)) is None:
             continue
@@ -770,10 +772,11 @@ def twin_call(fn, reference, cases, compare):
                 fn(*clone(args))
                 yours = fn(*clone(twin))
         except Exception as e:
-            return label, expected, (f"raised {type(e).__name__}: {' '.join(str(e).split())}"
-                                     f"{learners_line(e)}")
+            return (label, expected, f"raised {type(e).__name__}: {' '.join(str(e).split())}"
+                                     f"{learners_line(e)}"), False
         if compared(compare, yours, expected) is not None:
-            return label, expected, show(yours)
+            return ((label, expected, show(yours)),
+                    compared(compare, yours, reference(*args)) is None)
     return None
 
 

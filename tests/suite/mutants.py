@@ -1492,7 +1492,7 @@ MUTANTS = (
            "    for tiny in (1e-10, 1e-12, 1e-17):", "    for tiny in (1e-10, 1e-12):",
            ("tests/picospec/exercises/test_grading.py::test_a_students_mistake_is_rejected_"
             "naming_where[typical_accept-typical_log_by_log1p]",),
-           "a log of 1e-17 taken as -inf (log1p(q - 1)) passes"),
+           "a log of 1e-17 taken as -inf (log1p(q - 1)) is caught only by a twin, not its case"),
     Mutant("checker-half-rows-drafted-near", "checker", "rule", "picospec/check/cases.py",
            '        Case("V=4 K=4 draft = target in half its rows", 4, 5, 4, target=293,\n'
            '             draft=("part", 0.5)),',
@@ -4095,6 +4095,12 @@ MUTANTS = (
            "if False:",
            ("tests/picospec/test_check.py::test_a_folder_imported_bare_is_named_as_a_folder",),
            "a folder without __init__.py is said to lack the function"),
+    Mutant("grader-twin-cause-unsaid", "graders", "record", "picospec/exercises/grading.py",
+           "                    compared(compare, yours, reference(*args)) is None)",
+           "                    False)",
+           ("tests/picospec/exercises/test_grading.py::"
+            "test_a_students_mistake_is_rejected_naming_where[residual-residual_cached_by_ends]",),
+           "a twin answered with the case's answer does not say so, nor what keeps it"),
     Mutant("checker-prints-on-stdout", "checker", "rule", "picospec/check/__main__.py",
            "    with contextlib.redirect_stdout(sys.stderr):  #",
            "    with contextlib.nullcontext():  #",

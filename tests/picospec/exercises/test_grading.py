@@ -46,7 +46,10 @@ MORE_THAN_0 = "support: a token with q > p must get more than 0"
 # mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
 WHERE = {
     # answers kept by a few entries of a law: a law alike there, right after it, gets the first's
-    "residual_cached_by_ends": ("a law alike at its ends and middle", "the twin of q="),
+    "residual_cached_by_ends": ("a law's twin", "returned the above for the twin: the case's "
+                                                "answer, as an answer kept by a few of a law's"),
+    # a log of 1e-17 taken as -inf: the case of that mass, before any twin
+    "typical_log_by_log1p": ("kept nodes", "probs=[[1e-17, 0.3, 0.7], [0.3, 0.3, 0.4]]"),
     "typical_entropy_cached_by_ends": ("kept nodes", "probs=[[0, 0.3, 0.17, 0, 0.3, 0.23, 0]"),
     "draft_law_cached_by_ends": ("z alike at its ends", "z = [0.0, 1.0, -1.0, 3.0, 0.5, 5.0, 6.0]"),
     "residual_floor_at_eps": (MORE_THAN_0, "q=[0.9, 0.1], p=[0.0, 0.09999999999999999]"),
