@@ -415,7 +415,10 @@ def train_loop(params, loss_and_grads, ckpt, max_steps, learning_rate, rng, clip
         saved = load_state(ckpt, params, opt, rng)["log"]
         log.clear()
         log.update(saved)
-        print(f"resumed from step {log['step']}")
+        was = saved.get("args", {}).get("lr")  # a rate changed on resuming is said, not kept quiet
+        changed = lr is not None and was is not None and lr != was
+        print(f"resumed from step {log['step']}" + (f" (--lr {lr:g} now, {was:g} before)"
+                                                     if changed else ""))
     start, t0, first = time.time() - log["seconds"], time.time(), log["step"]
     saved_at = first if first else None  # the step of the checkpoint in ckpt
     # updated by hand after each step: a bar iterated over would miss the step the loop breaks at

@@ -668,6 +668,7 @@ def test_a_run_diverging_from_its_checkpoints_weights_says_to_start_over(tmp_pat
         r"weights that diverged: a run resumed from it diverges too\)", last), r.stderr
     r = run_cli([*args, "--lr", "1e-3"], tmp_path)  # resumed from step 1: as the line said
     assert r.returncode == 2 and "at step 2: training diverged" in r.stderr, r.stderr
+    assert "resumed from step 1 (--lr 0.001 now, 1e+30 before)" in r.stdout, r.stdout
     r = run_cli([*args, "--lr", "1e-3", "--no-resume"], tmp_path)
     assert r.returncode == 0, r.stderr
 

@@ -4101,6 +4101,12 @@ MUTANTS = (
            ("tests/picospec/exercises/test_grading.py::"
             "test_a_students_mistake_is_rejected_naming_where[residual-residual_cached_by_ends]",),
            "a twin answered with the case's answer does not say so, nor what keeps it"),
+    Mutant("train-resume-rate-change-unsaid", "training", "record", "gpt2/train/gpt2.py",
+           "        changed = lr is not None and was is not None and lr != was",
+           "        changed = False",
+           ("tests/cli/test_gpt2_train.py::"
+            "test_a_run_diverging_from_its_checkpoints_weights_says_to_start_over",),
+           "a run resumed with another --lr says nothing of it"),
     Mutant("checker-prints-on-stdout", "checker", "rule", "picospec/check/__main__.py",
            "    with contextlib.redirect_stdout(sys.stderr):  #",
            "    with contextlib.nullcontext():  #",
