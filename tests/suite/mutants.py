@@ -2960,7 +2960,7 @@ MUTANTS = (
            "n_vocab"),
     Mutant("grader-residual-sum-unchecked", "graders", "rule", "picospec/exercises/residual.py",
            "    if part is None and not abs((total := float(np.sum(yours))) - 1) <= 1e-9:",
-           "    if False:", (MISTAKE + "[residual-residual_rounded_to_10]",),
+           "    if False:", (MISTAKE + "[residual-residual_rounded_to_10_support_kept]",),
            "a residual rounded to 10 decimals, not summing to 1, passes"),
     Mutant("grader-typical-no-aperiodic-rows", "graders", "rule",
            "picospec/exercises/typical_accept.py", "    rows[1] = [0.05, 0.95]\n", "",

@@ -115,6 +115,14 @@ def residual_rounded_to_10(q, p):
     return np.round(r / r.sum(), 10)
 
 
+def residual_rounded_to_10_support_kept(q, p):
+    """The same, a share rounded to 0 kept as it was ("never drop a token"): the support whole,
+    each entry within 1e-9, the whole not summing to 1."""
+    r = clipped(q, p)
+    rounded = np.round(r, 10)
+    return np.where((rounded == 0) & (r > 0), r, rounded)
+
+
 OUT = {}
 
 
@@ -3094,7 +3102,8 @@ WRONG = {
                  residual_float32_when_wide, residual_rounded_to_12,
                  residual_in_a_buffer_of_2_17, residual_one_token_of_two, residual_rounded_to_10,
                  residual_subnormal_p_flushed, residual_relative_floor,
-                 residual_cached_by_ends, residual_floor_at_eps],
+                 residual_cached_by_ends, residual_floor_at_eps,
+                 residual_rounded_to_10_support_kept],
     "verify_chain": [chain_one_uniform, chain_bonus_off_by_one, chain_no_bonus,
                      chain_residual_next_row, chain_accept_below_q, chain_counts_the_rejected,
                      chain_argmax_residual, chain_residual_unclipped, chain_wrong_axis,
