@@ -328,7 +328,7 @@ def load_self_draft(hparams, params, folder, kind, skip=None, exit_layer=None, a
                              "the draft would have no layers at all: keep at least one sublayer "
                              "(the search's set is the default)")
         engine = SelfDraft(hparams, params, skipped, plan=plan)
-        engine.settings = {**settings, "skip": ",".join(f"{'am'[i % 2]}{i // 2}" for i in skipped)}
+        engine.settings = {**settings, "skip": ",".join(map(sublayer_name, skipped))}
         return engine
     if exit_layer is None and "exit_layer" not in config:
         raise ValueError(f"no exit layer for this model in {folder}/{CONFIG}: pass --exit_layer E")

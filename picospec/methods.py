@@ -464,9 +464,9 @@ def settled(method, options, loaded, sampling=None):
 
 
 def plain(v):  # a value as JSON writes it: arrays and tuples as lists, NumPy numbers as Python's
-    if isinstance(v, (list, tuple)) or hasattr(v, "tolist"):
-        return v.tolist() if hasattr(v, "tolist") else [plain(x) for x in v]
-    return v
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    return [plain(x) for x in v] if isinstance(v, (list, tuple)) else v
 
 
 def call(method, x, N, rng, loaded, sampling=None, options=None, stats=None, batch=False):

@@ -392,8 +392,8 @@ def guarded(work):
         sys.exit(2)
     streams = sys.stdout, sys.stderr
     # print(file=None) writes to stdout: a closed stderr's notes would land in the output
-    sys.stderr = Said(open(os.devnull, "w") if sys.stderr is None else sys.stderr,
-                      "standard error")
+    null = open(os.devnull, "w") if sys.stderr is None else None
+    sys.stderr = Said(null or sys.stderr, "standard error")
     sys.stdout = Said(sys.stdout, "standard output")
     # SIGTERM as Ctrl-C, unless ignored or handled already (or off the main thread)
     mine = (threading.current_thread() is threading.main_thread()
@@ -427,6 +427,8 @@ def guarded(work):
         sys.exit(2)
     finally:
         sys.stdout, sys.stderr = streams
+        if null is not None:
+            null.close()
         if mine:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             if ctrl_c is not None:  # None: set outside Python, cannot be put back

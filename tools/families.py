@@ -55,9 +55,6 @@ def families_here():
     return [f for f in FAMILIES if runs(f)]
 
 
-PART = "BENCH_FAMILY_PAGE"  # a child's page, which the parent combines into OUT
-
-
 def family_env(family):
     """This process's environment with OPENBLAS_CORETYPE = family and the repository importable
     (a child finds bench from any folder)."""
@@ -126,7 +123,7 @@ def run_child(args, env):
 
 def by_family(module, families, quiet, out):
     """Run `python -m module ARGS --child` once per family; with out, one page of their pages."""
-    from tools.page import read_page, without, write_page
+    from tools.page import FAMILY_PAGE, read_page, without, write_page
 
     argv, sections = without(sys.argv[1:], ("--out", "--families", "--quiet")), []
     for family in families:
@@ -146,7 +143,7 @@ def by_family(module, families, quiet, out):
             args = [sys.executable, "-m", module, *argv, "--child"] + (["--out", page] if out
                                                                          else [])
             # the child's page is this process's to combine: it says "wrote" of OUT alone
-            code = run_child(args, {**family_env(family), PART: page or ""})
+            code = run_child(args, {**family_env(family), FAMILY_PAGE: page or ""})
             if code:
                 raise SystemExit(code)
             if out:

@@ -28,11 +28,20 @@ ROOT = Path(__file__).resolve().parents[1]
 CODE = ("main.py", "bench", "gpt2", "picospec", "picospec_app", "picospec_cli", "tools")
 
 
-def command_line():
-    """The command as it was typed: python -m bench.NAME ARGS."""
+# a family's own part of a page (tools/families.py), which its parent combines and announces
+FAMILY_PAGE = "BENCH_FAMILY_PAGE"
+
+
+def program():
+    """The module run, as typed: bench.NAME."""
     module = getattr(sys.modules["__main__"], "__spec__", None)
-    name = module.name if module else Path(sys.argv[0]).name
-    return " ".join(["python", "-m", name] + [shlex.quote(a) for a in sys.argv[1:]])
+    return module.name if module else Path(sys.argv[0]).name
+
+
+def command_line(args=None):
+    """The command as it was typed (or with args): python -m bench.NAME ARGS."""
+    args = sys.argv[1:] if args is None else args
+    return " ".join(["python", "-m", program()] + [shlex.quote(a) for a in args])
 
 
 def without(argv, names):
@@ -52,8 +61,7 @@ def measured_command():
     """The command of what is measured, as typed, less where its page goes and how the kernel
     families run (--out, --families, --quiet, --child): what reproduces the figures printed."""
     args = [a for a in sys.argv[1:] if a.split("=")[0] not in ("--child", "--no-child")]
-    args = without(args, ("--out", "--families", "--quiet"))
-    return " ".join(command_line().split()[:3] + [shlex.quote(a) for a in args])
+    return command_line(without(args, ("--out", "--families", "--quiet")))
 
 
 def commit(root=ROOT):
@@ -152,14 +160,14 @@ def write_page(path, text, threads=None, fenced=False, blas=None):
     """Write the results page at path atomically: title, protocol header, then text (Markdown;
     fenced: plain lines, kept as printed in a code block; blas: the BLAS row, if not this
     process's)."""
-    name = command_line().split()[2]
+    name = program()
     page = [f"# Results: `{name}`", "",
             "Written by the command below; run it again to regenerate this page. Timings depend "
             "on the machine and its load, both recorded here.", ""]
     body = f"```\n{text.strip()}\n```" if fenced else text.strip()
     page += protocol(threads, blas) + ["", body, ""]
     write_text(path, "\n".join(page))
-    if os.environ.get("BENCH_FAMILY_PAGE") != str(path):  # a family's part: its parent says
+    if os.environ.get(FAMILY_PAGE) != str(path):  # a family's part: its parent says
         print(f"wrote {path}", file=sys.stderr)
 
 

@@ -95,16 +95,15 @@ def load(spec):
     if not colon or not where or not name:
         raise UsageError(f"give the sampler as MODULE:FUNCTION or FILE.py:FUNCTION, e.g. "
                          f"picospec.verify:verify_chain; got {spec!r}")
-    given = Path(where)
-    if not where.endswith(".py") and ("/" in where or os.sep in where or given.is_file()):
+    path = Path(where)
+    if not where.endswith(".py") and ("/" in where or os.sep in where or path.is_file()):
         # a path, not a module's dotted name (a package's folder, named bare, imports)
         raise UsageError(f"{where} is a folder: name the .py file that holds the sampler"
-                         if given.is_dir() else
+                         if path.is_dir() else
                          f"{where} is not a .py file: give the sampler as FILE.py:FUNCTION"
-                         if given.exists() else
+                         if path.exists() else
                          f"{where}: no such file (give the sampler as FILE.py:FUNCTION)")
     if where.endswith(".py"):
-        path = Path(where)
         if path.is_dir():
             raise UsageError(f"{where} is a folder: name the .py file that holds the sampler")
         if not path.is_file():

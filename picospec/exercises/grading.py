@@ -699,7 +699,7 @@ def grade_cases(exercise, fn, reference, cases, compare, about, known=()):
         if any(isinstance(a, (list, np.ndarray)) for _, args in cases for a in args) else "") + (
         f"; the {min(len(cases), DIRTY)} smallest again on memory left holding NaN") + (
         "; each law given again as its twin, two of its inner values changed"
-        if any(twin_of(args) is not None for _, args in cases) else "")
+        if any(heaviest_inner(a) is not None for _, args in cases for a in args) else "")
     answers = []  # [(label, yours, a copy of it, the case)]: each answer as it came back
     for label, args in cases:
         expected, before = reference(*args), clone(args)
@@ -781,25 +781,34 @@ def twin_call(fn, reference, cases, compare):
 
 
 def twin_of(args):
-    """args with each law among them (float rows over 5 tokens or more, each summing to 1) given
-    half the mass of its heaviest inner token moved to the next heaviest, its first, middle and
-    last entries kept; None where no argument is such a law."""
-    out, twinned = [], False
-    for a in args:
-        n = a.shape[-1] if isinstance(a, np.ndarray) and a.ndim else 0
-        if (n < 5 or a.dtype.kind != "f" or not a.size or not np.all(a >= 0)
-                or not np.allclose(a.sum(-1), 1)):
-            out.append(a)
-            continue
-        inner = [k for k in range(1, n - 1) if k not in (n // 2, (n - 1) // 2)]
-        mass = a[..., inner].reshape(-1, len(inner)).sum(0)  # [inner] over every row
-        j, i = (inner[k] for k in np.argsort(-mass, kind="stable")[:2])
-        b, moved = a.copy(), a[..., j] / 2
-        b[..., i] += moved
-        b[..., j] -= moved
-        out.append(b)
-        twinned |= bool(mass.max() > 0)
-    return out if twinned else None
+    """args with each law among them twinned (heaviest_inner), or None where none is a law."""
+    out = [a if (pair := heaviest_inner(a)) is None else twinned(a, *pair) for a in args]
+    return None if all(b is a for a, b in zip(args, out)) else out
+
+
+def heaviest_inner(a):
+    """A law's (float rows over 5 tokens or more, each summing to 1) two heaviest inner tokens
+    over all its rows, its first, middle and last left out -> (heaviest, next), or None where a
+    is no such law or its inner tokens hold no mass."""
+    n = a.shape[-1] if isinstance(a, np.ndarray) and a.ndim else 0
+    if (n < 5 or a.dtype.kind != "f" or not a.size or not np.all(a >= 0)
+            or not np.allclose(a.sum(-1), 1)):
+        return None
+    mass = a.reshape(-1, n).sum(0)  # [n]: each token's over every row
+    mass[[0, n // 2, (n - 1) // 2, n - 1]] = -1  # the entries a twin keeps
+    j = int(np.argmax(mass))
+    if mass[j] <= 0:
+        return None
+    mass[j] = -1
+    return j, int(np.argmax(mass))
+
+
+def twinned(a, j, i):
+    """a with half the mass of token j moved to token i, in every row."""
+    b, moved = a.copy(), a[..., j] / 2
+    b[..., i] += moved
+    b[..., j] -= moved
+    return b
 
 
 DIRTY = 50  # the smallest cases called again on memory left holding NaN

@@ -112,16 +112,17 @@ def spread(rng, whose, V, at):
 
 def compare(yours, expected):
     """Exactly 0 where q <= p (a token the residual forbids gets no mass), more than 0 where
-    q > p, then within 1e-9, then
-    a sum of 1 within 1e-9 (entries each within 1e-9 of theirs, rounded say, may not sum to 1)."""
+    q > p, then within 1e-9, then a sum of 1 within 1e-9 (entries each within 1e-9 of theirs,
+    rounded say, may not sum to 1)."""
     if (part := same_array(yours, expected)) not in (None, "values"):  # its kind, shape or dtype
         return part
-    forbidden = np.asarray(yours, dtype=float)[np.asarray(expected) == 0]  # nan: 0 / 0, values
+    mine, allowed = np.asarray(yours, dtype=float), np.asarray(expected) > 0
+    forbidden = mine[~allowed]  # nan: 0 / 0, values
     if np.any((forbidden != 0) & ~np.isnan(forbidden)):
         return "support: a token with q <= p must get exactly 0"
     # ... and more than 0 where q > p: a token dropped, however small its share, is never drawn
     # after a rejection (the reference gives every such token its share, subnormal ones too)
-    if np.any(np.asarray(yours, dtype=float)[np.asarray(expected) > 0] <= 0):  # nan: values
+    if np.any(mine[allowed] <= 0):  # nan: values
         return "support: a token with q > p must get more than 0"
     if part is None and not abs((total := float(np.sum(yours))) - 1) <= 1e-9:
         return f"sum: a law sums to 1 (within 1e-9), yours to {total!r}"
