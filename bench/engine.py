@@ -213,8 +213,9 @@ BREAKDOWN = ("QKV", "attention out", "MLP up", "MLP down", "LM head", "layer_nor
 def breakdown(model, x, n_cache, Ms, repeats):
     """Where an M-token call's time goes, M in Ms: each product (by weight), each other operation,
     and the rest (attention's own products over the cache, reshapes, the cache, the engine's and
-    model.py's Python between them) -> {M: {part: wall seconds}}, medians, with "call" (the
-    untimed call) and "clocks" (what timing every operation added)."""
+    model.py's Python between them: the timed call's time outside the timed operations, never
+    below 0) -> {M: {part: wall seconds}}, medians, with "call" (the untimed call) and "clocks"
+    (what timing every operation added: the timed call less the untimed, noise and all)."""
     C, V = model.hparams["n_embd"], model.hparams["n_vocab"]
     names = {(C, 3 * C): "QKV", (C, C): "attention out", (C, 4 * C): "MLP up",
              (4 * C, C): "MLP down", (C, V): "LM head"}
@@ -231,15 +232,18 @@ def breakdown(model, x, n_cache, Ms, repeats):
                 model.logits(x[:n_cache + M], M)
             finally:
                 model.plan = model.engine.plan = plan
-            t.seconds["timed call"] = time.perf_counter() - start
+            whole = time.perf_counter() - start
+            # the same call's own time outside its operations (the untimed call's median less
+            # the parts' medians goes below 0 once the noise exceeds it)
+            t.seconds["rest"] = whole - sum(t.seconds.values())
+            t.seconds["timed call"] = whole
             calls.append(timed(lambda: model.logits(x[:n_cache + M], M), lambda: None)[1])
             for k, v in t.seconds.items():
                 parts.setdefault(k, []).append(v)
         med = {k: float(np.median(v)) for k, v in parts.items()}
         call = float(np.median(calls))
-        ops_time = sum(v for k, v in med.items() if k != "timed call")
         out[M] = {**{k: med.get(k, 0.0) for k in BREAKDOWN}, "call": call,
-                  "clocks": med["timed call"] - call, "rest": call - ops_time}
+                  "clocks": med["timed call"] - call, "rest": med["rest"]}
     return out
 
 
@@ -427,7 +431,8 @@ def run(sizes, device, n_cache, max_M, repeats, threads):
           "same M back to back: each product by weight, the other operations, and the rest "
           "(attention's products over the cache, reshapes, the cache, the Python between them); "
           "wall ms, each operation timed by a clock around it (what the clocks added is the last "
-          "column, left out of the others):\n")
+          "column, left out of the others: the timed call less the untimed, below 0 where the "
+          "machine's noise exceeds it):\n")
     print("| shape | ops | M | call | " + " | ".join(BREAKDOWN) + " | rest | clocks |")
     print("|---|---|---|---|" + "---|" * (len(BREAKDOWN) + 2))
     for r in rows:

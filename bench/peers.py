@@ -65,6 +65,13 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
     if draft == "ngram":  # the command line first: refused before torch loads
         raise ValueError("--draft ngram: transformers runs the same checkpoints as picospec, and "
                          "the n-gram has none; give a GPT-2 draft such as tiny-draft")
+    from gpt2.hub import resolve
+    from picospec_app.load import check_target
+    from picospec_app.settings import read_settings
+
+    check_target(target)
+    offline = read_settings().offline  # PICOSPEC_OFFLINE, as main.py reads it
+    folders = [resolve(name, offline=offline) for name in (target, draft)]  # before torch loads
     try:
         import torch
         import transformers  # noqa: F401
@@ -72,18 +79,13 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
         raise ValueError(f"the peer benchmark needs torch and transformers ({e}): pip install -r "
                          "requirements-reference.txt") from None
     from bench.harness import check_room
-    from picospec_app.load import check_target
     from picospec_app.compare import copy_prompts
     from picospec_app.run import run_method
     from picospec_app.machine import thread_policy
     from gpt2.train.corpus import heldout_prompts
-    from picospec_app.settings import read_settings
-    from gpt2.hub import resolve
     from gpt2.load import load_model
     from picospec_app.settings import engine_choices
 
-    check_target(target)
-    offline = read_settings().offline  # PICOSPEC_OFFLINE, as main.py reads it
     ours_target, encoder = load_model(target, offline=offline, **engine_choices())
     # the prompt lookup rows run copy-heavy prompts
     check_room(ours_target.n_ctx, prompt_tokens, n_tokens, encoder)
@@ -93,8 +95,7 @@ def main(target="tiny-target", draft="tiny-draft", K=4, n_prompts=8, prompt_toke
     threads = thread_policy(ours_target.n_params,
                             requested=thread_policy(ours_target.n_params)["threads"])
     torch.set_num_threads(threads["threads"])
-    hf_target, hf_draft = (hf_model(resolve(name, offline=offline), torch)
-                           for name in (target, draft))
+    hf_target, hf_draft = (hf_model(folder, torch) for folder in folders)
     counter = CallCounter(hf_target)
     prompts = heldout_prompts(encoder, n_prompts, prompt_tokens)
     lines = [header(threads) + f"; torch threads {torch.get_num_threads()}", "",

@@ -53,6 +53,10 @@ def resolve(name, offline=False, cache=None, endpoint=None):
     if all(isinstance(path, str) for path in found):
         return Path(found[0]).parent  # the snapshot folder of the cached revision
     if offline or constants.HF_HUB_OFFLINE:
+        if (blocked := file_in_the_way(cache)) is not None:  # going online would not help
+            raise DownloadError(f"the Hugging Face cache {cache} is not a folder (a file is in "
+                                f"the way: {blocked}); set HF_HUB_CACHE (or HF_HOME) to the "
+                                f"folder that holds the model")
         missing = ", ".join(f for f, path in zip(FILES, found) if not isinstance(path, str))
         undo = {"--offline": "drop --offline", "PICOSPEC_OFFLINE": "unset PICOSPEC_OFFLINE (or "
                 "give --no-offline)"}.get(offline, "drop --offline and unset PICOSPEC_OFFLINE")
@@ -75,9 +79,9 @@ def download(repo, cache, endpoint):
     level = log.level
     log.setLevel(logging.ERROR)  # its retries' warnings: the one line below says what came of them
     try:
+        if (blocked := file_in_the_way(cache)) is not None:
+            raise NotADirectoryError(20, "a file is in the way", str(blocked))
         existing = next(p for p in (cache, *cache.parents) if p.exists())  # writable, or none made
-        if not existing.is_dir():
-            raise NotADirectoryError(20, "a file is in the way", str(existing))
         tempfile.TemporaryFile(dir=existing).close()  # permission bits say nothing for root, /proc
         try:  # one request, no retries: a hub that does not answer at all fails at once
             get_hf_file_metadata(hf_hub_url(repo, file, endpoint=endpoint))
@@ -122,6 +126,12 @@ def download(repo, cache, endpoint):
                             f"check HF_TOKEN if it is set, or run again") from None
     finally:
         log.setLevel(level)
+
+
+def file_in_the_way(folder):
+    """The file that stands where folder or one of its parents should be, or None."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    return None if existing.is_dir() else existing
 
 
 def refusal(error, endpoint, file, repo):

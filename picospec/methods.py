@@ -27,7 +27,8 @@ from picospec.greedy import SCHEDULES, greedy_decoding
 from picospec.lookahead import lookahead_decoding
 from picospec.medusa import POSTERIORS, medusa_decoding
 from picospec.options import (K_ALSO, K_option, dynamic_tree_options, eagle_tree_check,
-                              expansion_check, medusa_tree, parse_tree, skip_check, tree_check)
+                              expansion_check, medusa_tree, parse_tree, ranks_past_the_tree,
+                              skip_check, tree_check)
 from picospec.prompt_lookup import prompt_lookup_decoding
 from picospec.rest import rest_decoding
 from picospec.self_draft import self_speculative_decoding
@@ -208,7 +209,8 @@ METHODS = (
                     Option("tree", str, "sparse",
                            "sparse (the heads' own), chain, cartesian, or JSON rank paths "
                            "like '[[0],[0,0],[1]]'", check=tree_check),
-                    Option("topk", int, 10, "candidates per head", low=1, high=100),
+                    Option("topk", int, 10, "candidates per head", low=1, high=100,
+                           unused=ranks_past_the_tree),
                     Option("posterior", str, "auto",
                            "how much of the tree to accept: greedy, typical (lossy), nucleus "
                            "(lossy), lossless; auto = greedy at temperature 0, lossless above",

@@ -14,7 +14,30 @@ def dynamic_tree_options():
                    "(named so beside --top_k, the sampling option)", low=1, high=64),
             Option("total_tokens", int, 16,
                    "draft nodes kept after reranking (the tree the target scores)", low=1,
-                   high=256))
+                   high=256, unused=more_than_drafted))
+
+
+def more_than_drafted(values):
+    """--total_tokens past the nodes --depth and --tree_top_k draft: the first level's top_k, then
+    top_k children of each of a level's top_k nodes."""
+    d, k, kept = values["depth"], values["tree_top_k"], values["total_tokens"]
+    drafted = k + (d - 1) * k * k
+    return kept > drafted and (
+        f"--total_tokens {kept} is more than the {drafted} nodes --depth {d} and --tree_top_k {k} "
+        f"draft ({k} + {d - 1} x {k} x {k}): every one is kept, as at --total_tokens {drafted}")
+
+
+def ranks_past_the_tree(values):
+    """Medusa's --topk past the ranks a tree known before loading reads."""
+    tree = parse_tree(values["tree"])
+    if tree == "sparse":  # the heads' own, read when they load
+        return None
+    paths = cartesian_choices(3, 2) if tree == "cartesian" else [[0]] if tree == "chain" else tree
+    rank = max(max(path) for path in paths)
+    return values["topk"] > rank + 1 and (
+        f"--topk {values['topk']} offers more candidates than --tree {values['tree']} reads: its "
+        f"paths use {f'ranks 0..{rank}' if rank else 'rank 0 alone'}, so the run is the one at "
+        f"--topk {rank + 1}")
 
 
 # what other libraries call K (Hugging Face's assisted generation, vLLM), for did-you-mean

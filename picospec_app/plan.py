@@ -317,7 +317,13 @@ def notes(values, threads, given, method):
                          f"> 0")
     for option in method.options:  # an option of the method given where the others void it
         if option.name in given and option.unused and (why := option.unused(values)):
-            found.append(f"note: --{option.name} has no effect here: {why}")
+            found.append(f"note: {why}" if why.startswith(f"--{option.name} ") else
+                         f"note: --{option.name} has no effect here: {why}")
+    if "draft" in method.needs and same_model(values["draft"], values["target"]):
+        smaller = [n for n in ("tiny-draft", "ngram") if not same_model(n, values["target"])]
+        found.append(f"note: --draft {values['draft']} is the target itself: every draft is "
+                     f"accepted, but each costs a target call, so the run is slower than "
+                     f"autoregressive decoding; give a smaller draft ({', '.join(smaller)})")
     cpus = usable_cpus()[1]  # its affinity, within a cgroup CPU quota
     if values["device"] == "cpu" and threads is not None and threads > (cpus or 1):
         fewer = f"{cpus} or fewer" if cpus > 1 else "1"

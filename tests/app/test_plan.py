@@ -240,7 +240,22 @@ def test_a_posterior_or_threshold_that_does_nothing_is_noted(argv, said):
     (["--method", "eagle", "--nodes", "3", "--candidates", "topk", "--temperature", "1"], None),
     (["--method", "layer_skip", "--alpha", "0.5"], None),
     (["--method", "specinfer", "--merge", "--draft2", "tiny-draft"], None),
-    (["--method", "specinfer", "--no-merge"], None)])  # --draft2 left at its default: no note
+    (["--method", "specinfer", "--no-merge"], None),  # --draft2 left at its default: no note
+    # a value past what the others let it reach: the run is the one at the largest that counts
+    (["--method", "eagle2", "--total_tokens", "100"],
+     "note: --total_tokens 100 is more than the 68 nodes --depth 5 and --tree_top_k 4 draft (4 + 4 "
+     "x 4 x 4): every one is kept, as at --total_tokens 68"),
+    (["--method", "eagle3", "--depth", "2", "--tree_top_k", "3", "--total_tokens", "13"],
+     "more than the 12 nodes --depth 2 and --tree_top_k 3 draft (3 + 1 x 3 x 3)"),
+    (["--method", "eagle3", "--depth", "2", "--tree_top_k", "3", "--total_tokens", "12"], None),
+    (["--method", "medusa", "--tree", "chain", "--topk", "2"],
+     "note: --topk 2 offers more candidates than --tree chain reads: its paths use rank 0 alone, "
+     "so the run is the one at --topk 1"),
+    (["--method", "medusa", "--tree", "[[0],[0,4]]", "--topk", "6"], "ranks 0..4, so the run is "
+                                                                     "the one at --topk 5"),
+    (["--method", "medusa", "--tree", "cartesian", "--topk", "3"], "ranks 0..1"),
+    (["--method", "medusa", "--tree", "[[0],[0,4]]", "--topk", "5"], None),
+    (["--method", "medusa", "--topk", "100"], None)])  # the heads' own tree: read as they load
 def test_a_method_option_the_others_void_is_noted(argv, said):
     """An option whose value the method's other options (or temperature 0) leave unread: a note,
     and none where it is read or was not given."""
@@ -550,3 +565,20 @@ def test_a_file_that_cannot_be_read_is_named_with_the_systems_reason(monkeypatch
             with pytest.raises(UsageError) as refused:
                 read_plan([flag, str(path)])
             assert str(refused.value) == f"{flag} {path}: cannot read it ({said})"
+
+
+@pytest.mark.parametrize("argv, noted", [
+    (["--draft", "tiny-target"], True),
+    (["--method", "cascade", "--draft", "gpt2/assets/tiny-target/"], True),  # one folder, named so
+    (["--method", "specinfer", "--target", "tiny-draft", "--draft", "tiny-draft"], True),
+    (["--target", "tiny-draft"], True),  # the default draft: the note names the n-gram alone
+    (["--draft", "tiny-draft"], False),
+    (["--draft", "ngram"], False)])
+def test_a_draft_that_is_the_target_is_noted(argv, noted):
+    """A draft that is the target itself has every draft accepted, yet each costs a target call:
+    a note says so and names smaller drafts."""
+    notes = [n for n in read_plan(argv).notes if "is the target itself" in n]
+    assert len(notes) == noted and all(n.startswith("note: --draft ") and "slower than "
+                                       "autoregressive decoding" in n for n in notes), notes
+    if "--target" in argv:
+        assert notes[0].endswith("give a smaller draft (ngram)"), notes

@@ -1,5 +1,6 @@
 """bench.engine's layouts: each one a GPU engine can be built with (the CPU's forced panels crashed
-bench.engine --device gpu before any figure), and the curves on each device among its layouts."""
+bench.engine --device gpu before any figure), and the curves on each device among its layouts;
+the breakdown's rest is the timed call's own time outside its operations."""
 import pytest
 
 from bench.engine import CURVES, GPU_LAYOUTS, LAYOUTS
@@ -27,3 +28,16 @@ def test_the_cpu_layouts_would_not_run_on_a_gpu():
 def test_each_device_draws_its_curves_from_its_own_layouts(device, layouts):
     assert CURVES[device][0] == "default" and set(CURVES[device]) <= set(layouts)
     assert "static step" in layouts  # the first table's static column reads it
+
+
+def test_the_rest_of_a_call_is_its_own_time_outside_the_operations(tiny_target, monkeypatch):
+    """Measured within each timed call, the rest never goes below 0, however the untimed call's
+    clock reads (here as 0 s: the noise of a loaded machine, at its worst)."""
+    import bench.engine as engine
+
+    monkeypatch.setattr(engine, "timed", lambda f, sync: (f(), 0.0, 0.0)[1:])
+    model, encoder = tiny_target
+    x = encoder.encode("The rest of a call is its own time.")
+    for M, d in engine.breakdown(model, x, 4, [1, 3], repeats=3).items():
+        assert d["call"] == 0.0 and d["rest"] > 0 and d["clocks"] > 0, (M, d)
+        assert d["rest"] < d["clocks"]  # within the timed call: the parts and the rest

@@ -26,3 +26,13 @@ def test_an_ngram_draft_is_refused_before_torch_loads(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
     with pytest.raises(ValueError, match="^--draft ngram: transformers runs the same checkpoints"):
         main(draft="ngram")
+
+
+@pytest.mark.parametrize("side", ["target", "draft"])
+def test_a_checkpoint_that_is_not_there_is_refused_before_torch_loads(monkeypatch, tmp_path, side):
+    """A target or draft folder that does not exist is named before torch is imported."""
+    from bench.peers import main
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    with pytest.raises(ValueError, match=f"^local folder {tmp_path / 'none'} does not exist"):
+        main(**{side: str(tmp_path / "none")})

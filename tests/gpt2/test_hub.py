@@ -409,6 +409,12 @@ def test_a_cache_folder_that_is_a_file_costs_no_request(hub, tmp_path):
                                f"{cache} (a file is in the way: {tmp_path / 'file'}); set "
                                f"HF_HUB_CACHE (or HF_HOME) to a folder you can write to, with room "
                                f"for the model")
+        # offline, going online would not help: the cache itself is named
+        with pytest.raises(DownloadError) as e:
+            resolve("gpt2", offline=True, cache=cache, endpoint=hub.url)
+        assert one_line(e) == (f"the Hugging Face cache {cache} is not a folder (a file is in the "
+                               f"way: {tmp_path / 'file'}); set HF_HUB_CACHE (or HF_HOME) to the "
+                               f"folder that holds the model")
     assert hub.requests == []
 
 
