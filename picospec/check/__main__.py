@@ -28,7 +28,8 @@ OPTIONS = [
            "seed of the run (every case and control derives its generators from it)", low=0),
     Option("cases", "ints", None, "run only these cases of the battery, e.g. 1,3 (default: all)",
            low=1),
-    Option("first_failure", bool, False, "stop a sampler's battery at its first failing case"),
+    Option("first_failure", bool, False, "stop a sampler's battery at its first failing case (the "
+           "first law case runs first, then the others by number)"),
     Option("json", bool, False, "print one JSON object instead of the table"),
     Option("power", bool, False, "print the checker's power, measured by simulation, and exit"),
 ]
@@ -180,7 +181,8 @@ def table(spec, contract, values, report, controls=True):
     errors = {r.detail for r in report.cases if r.verdict == "error"}
     shared = len(report.cases) > 1 and len(errors) == 1 and all(r.verdict == "error"
                                                                  for r in report.cases)
-    for (i, _), r in zip(cases_of(contract, values["cases"]), report.cases):
+    numbers = report.numbers or [i for i, _ in cases_of(contract, values["cases"])]
+    for i, r in zip(numbers, report.cases):
         lines.append(f"{i:>2}  {r.name:<{width}}  {r.samples:>8,}  {number(r.p_value):>8}  "
                      f"{'>1' if r.tv90 >= 1 else number(r.tv90):>6}  {r.verdict}")
         if r.detail and not shared:
@@ -208,12 +210,11 @@ def as_json(contract, values, reports):
     """One JSON object for the run (NaN, which JSON lacks, as null)."""
     def row(i, case):
         return {"number": i, **{k: None if v != v else v for k, v in case._asdict().items()}}
-    numbers = cases_of(contract, values["cases"])
     return json.dumps({"contract": contract, "samples": values["samples"], "seed": values["seed"],
                        "alpha": ALPHA,
                        "controls": [{"name": n, "caught_by": c} for n, c in reports[0][1].controls],
                        "results": [{"sampler": spec, "verdict": r.verdict,
-                                    "cases": [row(i, c) for (i, _), c in zip(numbers, r.cases)]}
+                                    "cases": [row(i, c) for i, c in zip(r.numbers, r.cases)]}
                                    for spec, r in reports]})
 
 

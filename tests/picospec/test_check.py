@@ -199,8 +199,34 @@ def test_picospec_verifier_passes_every_case_and_broken_samplers_fail_one(contra
     assert [r["sampler"] for r in report["results"]] == [RIGHT[contract]] + broken
     assert right["verdict"] == "pass" and len(right["cases"]) == len(CASES[contract])
     assert all(c["verdict"] == "pass" and c["samples"] == SAMPLES for c in right["cases"])
-    for r in wrong:
-        assert r["verdict"] == "fail" and r["cases"][-1]["verdict"] == "FAIL", r
+    for r in wrong:  # stopped at the case that failed (the first law case runs first)
+        assert r["verdict"] == "fail" and [c["verdict"] for c in r["cases"]].count("FAIL") == 1, r
+
+
+@pytest.mark.parametrize("contract, right, broken", [
+    ("chain", verify_chain, broken_samplers.residual_not_renormalised),
+    ("rejection", rejection_sample, broken_samplers.batched_bonus_dropped)])
+def test_a_sampler_wrong_while_it_warms_up_fails_the_first_law_case(contract, right, broken):
+    """A sampler wrong for its first calls (a warm-up, an autotune) fails the first law case, which
+    the battery runs first. Run by number, support case 1 (uniforms at 0: no draft rejected, so no
+    residual drawn) would take every one of those calls and pass it, and so would the law case
+    after it. The report lists the cases by number."""
+    def calls(fn, number):  # how many calls case `number` makes of fn
+        made = []
+        check_case(lambda *a, **k: made.append(1) or fn(*a, **k), contract,
+                   CASES[contract][number - 1], SAMPLES, (0, number))
+        return len(made)
+
+    warm = calls(right, 1)
+    report = check_sampler(broken_samplers.while_warming_up(broken, right, warm), contract,
+                           SAMPLES, cases=[1, 2], controls=False)
+    assert report.numbers == (1, 2) and [r.name for r in report.cases] == [
+        c.name for c in CASES[contract][:2]]
+    assert report.verdict == "fail" and report.cases[1].verdict == "FAIL", report
+    assert report.cases[0].verdict == "pass", report  # its calls came after the warm-up's
+    sampler = broken_samplers.while_warming_up(broken, right, warm)  # by number: it passes
+    assert all(check_case(sampler, contract, case, SAMPLES, (0, i)).verdict == "pass"
+               for i, case in enumerate(CASES[contract][:2], 1))
 
 
 # its case's one sequence in 100 that the residual cut to two tokens never gives (observed 0,

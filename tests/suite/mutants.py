@@ -4135,6 +4135,12 @@ MUTANTS = (
            ("tests/bench/test_engine.py::"
             "test_the_rest_of_a_call_is_its_own_time_outside_the_operations",),
            "the rest is the untimed call less the parts' medians: below 0 once noise exceeds it"),
+    Mutant("checker-support-case-takes-the-warm-up", "checker", "rule", "picospec/check/battery.py",
+           "    for i, case in sorted(battery, key=lambda ic: ic[0] != first):  # (a stable sort)",
+           "    for i, case in battery:",
+           ("tests/picospec/test_check.py::"
+            "test_a_sampler_wrong_while_it_warms_up_fails_the_first_law_case",),
+           "the battery runs by number: support case 1 takes a sampler's first 75,000 calls"),
     Mutant("checker-prints-on-stdout", "checker", "rule", "picospec/check/__main__.py",
            "    with contextlib.redirect_stdout(sys.stderr):  #",
            "    with contextlib.nullcontext():  #",
