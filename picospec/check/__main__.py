@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from picospec.check.battery import (DEFAULT_SAMPLES, Report, cases_of, check_sampler, run_controls,
-                                    signature_problem)
+from picospec.check.battery import (DEFAULT_SAMPLES, PARTLY, Report, cases_of, check_sampler,
+                                    run_controls, signature_problem)
 from picospec.check.cases import CASES
 from picospec.check.exact_law import ALPHA, SAMPLES, SAMPLES_HIGH, SHAPES, power_table
 from picospec_cli import Option, UsageError, guarded, parse, usage
@@ -199,8 +199,12 @@ def table(spec, contract, values, report, controls=True):
     else:  # a TV of 1 or more is no error's: too few samples for a case to promise one caught
         caught = ("; too few samples for every law case to catch even the largest error with "
                   "probability 0.9 (more --samples: a power stated)")
-    unset = (f", {untested} untested: the sampler's uniforms are not all the rng's, so ties at "
-             f"u = q/p and the ends of its laws went unchecked" if untested else "")
+    # a call repeated gave another answer: draws from elsewhere, or state kept between calls
+    partly = any(r.verdict == "untested" and r.detail == PARTLY for r in report.cases)
+    why = ("the sampler's uniforms are not all the rng's, or it answers from state kept between "
+           "calls" if partly else "the sampler's uniforms are not all the rng's")
+    unset = (f", {untested} untested: {why}, so ties at u = q/p and the ends of its laws went "
+             f"unchecked" if untested else "")
     lines.append(f"verdict: {report.verdict} ({passed} of {len(report.cases)} cases passed"
                  f"{unset}{caught})")
     return "\n".join(lines)

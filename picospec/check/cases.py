@@ -301,6 +301,12 @@ CASES = {
              ties=True),
         Case("V=6 siblings at depth 3 over 4,096 ids", 6, 3, target=311, parents=WIDE_TREE,
              wide=4096),
+        # the root's second child has two children: reached after its sibling's rejection, its own
+        # second child is judged against the residual its first leaves (every node above with two
+        # children is a first child; a walk that judges it against the node's own row, once a
+        # sibling above was rejected, answers otherwise)
+        Case("V=2 two children below the second, draft with zeros", 2, 6, target=229,
+             draft=("zeros", 0.4), parents=(-1, -1, 1, 1)),
     ],
     "tree_without_replacement": [
         Case("uniforms at 0: support", 3, 5, target=SUPPORT, draft=("far",), parents=(-1, -1, 0, 0),

@@ -174,6 +174,13 @@ def cases(seed=0):
     out.append(("tokens=[0] * 300, parents=[-1, 0, 1, ..., 298], probs=[[0.5, 0.5], "
                 "[0.05, 0.95], then [0.5, 0.5] ...] (301 rows), epsilon=0.09, delta=0.3",
                 ([0] * 300, list(range(-1, 299)), rows, 0.09, 0.3)))
+    # a chain of 33,000 nodes of token 0, every row [0.5, 0.5] but row 233: node 32,768's row,
+    # 32,768, wraps in 16 bits to -32,768, which reads row 233 (33,001 - 32,768)
+    rows = np.array([[0.5, 0.5]] * 33_001)  # [33001, 2]
+    rows[233] = [0.05, 0.95]
+    out.append(("tokens=[0] * 33000, parents=[-1, 0, 1, ..., 32998], probs=[[0.5, 0.5] (233 "
+                "rows), [0.05, 0.95], then [0.5, 0.5] ...] (33,001 rows), epsilon=0.09, "
+                "delta=0.3", ([0] * 33_000, list(range(-1, 32_999)), rows, 0.09, 0.3)))
     # Llama 3's 128,256 tokens, a random law with 0.3 on token 5, delta 0.3 exp(H) (1 -+ 1e-9):
     # H in float32 for a wide law moves the threshold by 1e-7 of it; then Gemma's 256,000 (past
     # 2^17) with 0.3 on token 70,000 (past 16 bits)

@@ -154,7 +154,14 @@ HAIRS_PAST = ((FORTY, (0.25,) * 39 + (0.75, 0.5), (39, 1),
                1 - 2**-53, (1, 0), "q(x) = 2e-310 >= p(x) = 1e-310 (subnormal) for the draft "
                "x = 0, so min(1, q / p) = 1 keeps it at every u (no floor under p), and the next "
                "token comes from Q[1] = [1, 0]", "p(x) = 1e-310"),
-              kept_then_forbidden(1_500))
+              kept_then_forbidden(1_500),
+              # a residual of subnormal mass (a guard on its mass, however small, or subnormals
+              # flushed to 0, empties it)
+              (([0], np.array([[2e-308, 1.0, 0.0]]), np.array([[1e-308, 1.0, 1e-310],
+                                                                 [1.0, 0.0, 0.0]])),
+               1 - 2**-53, (0, 2), "q(x) / p(x) = 0.5 for the draft x = 0, so u > q / p rejects "
+               "it, and its residual, of mass 1e-310 (subnormal), is all on token 2: no mass is "
+               "too small to draw from", "a residual of mass 1e-310"))
 SLOPE_2000 = np.arange(2000, 0, -1) / 2_001_000
 WIDER_RESIDUAL = ([0], np.eye(1, 2000), np.array([np.r_[0, SLOPE_2000[1:] / SLOPE_2000[1:].sum()],
                                                   np.eye(1, 2000)[0]]))
@@ -179,11 +186,29 @@ def long_tail_about(high):
 SHORT_SUM = ([], np.zeros((0, 11)), np.array([[0.1] * 10 + [0.0]]))
 SHORT_SUM_ABOUT = ("Q[0] = [0.1] * 10 + [0]: its cumulative sum ends at 1 - 2^-53, and token 10 "
                    "has no mass", "a law whose sum ends below 1")
+# Llama 3's 128,256 tokens, token i of mass proportional to 128,256 - i: no drafts, and a residual
+# over the tokens after the one draft, which the target forbids (a law cut to its likeliest
+# 100,000, as GPT-2's whole vocabulary fits, never reaches the last)
+SLOPE_LLAMA = np.arange(128_256, 0, -1) / (128_256 * 128_257 / 2)
+LLAMA_RESIDUAL = ([0], np.eye(1, 128_256), np.array([np.r_[0, SLOPE_LLAMA[1:]
+                                                           / SLOPE_LLAMA[1:].sum()],
+                                                      np.eye(1, 128_256)[0]]))
 ENDS_PAST = ((WIDER_RESIDUAL, 1999, "drafts[0] = 0 has q = 0 (always rejected); its residual, "
               "Q[0], gives token i > 0 mass (2000 - i) / 1,999,000",
               "a residual over 2,000 tokens"),
              (SHORT_SUM, 9, *SHORT_SUM_ABOUT),
-             (long_tail(1e-10), 50_256, *long_tail_about(1e-10)))
+             (long_tail(1e-10), 50_256, *long_tail_about(1e-10)),
+             # a residual whose tail is 1e-15 of its largest entry, which u = 1 - 2^-53 reaches
+             (([0], np.array([[1.0, 0.0, 0.0]]), np.array([[0.0, 1 - 1e-15, 1e-15],
+                                                           [1.0, 0.0, 0.0]])), 2,
+              "drafts[0] = 0 has q = 0 (always rejected); its residual, Q[0] = [0, 1 - 1e-15, "
+              "1e-15], reaches token 2 at u = 1 - 2^-53", "a residual's tail 1e-15 of its "
+              "largest entry"),
+             (([], np.zeros((0, 128_256)), SLOPE_LLAMA[None]), 128_255, "Q[0]: Llama 3's 128,256 "
+              "tokens, token i of mass proportional to 128,256 - i", "the last of 128,256 tokens"),
+             (LLAMA_RESIDUAL, 128_255, "drafts[0] = 0 has q = 0 (always rejected); its residual, "
+              "Q[0], gives token i > 0 of Llama 3's 128,256 mass proportional to 128,256 - i",
+              "the last of a residual's 128,256"))
 # for answers that draw their tokens other than from rng's uniforms (rng.gumbel): no drafts, Q[0] =
 # [0.9992, 0.0008] (a law taken as certain past 0.999 never gives token 1); no drafts, Q[0] over
 # 2,000 tokens, and the residual over 2,000, whose last hundred tokens hold 0.0025 of each (a law

@@ -110,6 +110,17 @@ WIDE_CALL = (WIDE_SIBLINGS, 0.5, ([], 7), "node 0, token 70,000, has q = 0: reje
              "residual all on token 7; node 1, token 4,464, gets no mass from that residual: "
              "rejected against p_1 (P with token 70,000 removed), and the next token is 7",
              "tokens 70000 and 4464")
+# two siblings below the root, tokens 0 and 1, P = [1 - 1e-15, 1e-15, 0]: the first rejected (q / p
+# = 0.5 < u = 0.7), the second judged against p_1 = P with token 0 removed, of mass 1e-15 before it
+# is renormalised to [0, 1, 0] (a law left as it is below a threshold keeps the second always):
+# q / p_1 = 0.5 < 0.7 rejects it, and the residual is all on token 2
+FAINT = ([0, 1], [-1, -1], np.array([[0.5, 0.25, 0.25], [1.0, 0, 0], [1.0, 0, 0]]),
+         np.array([[1 - 1e-15, 1e-15, 0.0]] * 2))
+# 300 siblings below the root, tokens 0 .. 299 drawn from an even draft: the target forbids all
+# but the last, token 299, which it holds certain: the first 299 rejected, the 300th kept whatever
+# the uniforms (a node's children cut to 8, 16 or 256 never reach it)
+CROWD = (list(range(300)), [-1] * 300, np.r_[np.eye(1, 300, 299), np.eye(1, 300, 0).repeat(300, 0)],
+         np.full((300, 300), 1 / 300))
 HAIRS_PAST = ((TWELFTH, 0.5, ([], 12), "the twelfth sibling, token 11, has q / p_i = 0.414 < u "
                "against its law p_i, P with tokens 0 .. 10 removed: rejected, and the residual is "
                "all on token 12", "the twelfth sibling's law"),
@@ -123,13 +134,22 @@ HAIRS_PAST = ((TWELFTH, 0.5, ([], 12), "the twelfth sibling, token 11, has q / p
                     {"1,500 drafts": chain.kept_then_rejected(100),
                      "1,500 drafts, the last forbidden": chain.kept_then_forbidden(300)}.get(
                         call[-1], call) for call in chain.HAIRS_PAST)),
-              SETS_CALL, WIDE_CALL)
+              SETS_CALL, WIDE_CALL,
+              (FAINT, (0.7, 0.7, 0.5), ([], 2), "node 0, token 0, has q / p = 0.5 < u = 0.7: "
+               "rejected; node 1, token 1, is judged against p_1, P with token 0 removed, of mass "
+               "1e-15 before it is renormalised: q / p_1 = 0.5 < u rejects it, and the residual "
+               "is all on token 2", "a sibling's law of mass 1e-15"),
+              (CROWD, 0.5, ([299], 0), "300 siblings below the root, tokens 0 .. 299: the target "
+               "forbids all but token 299, which it holds certain, so the first 299 are rejected "
+               "and the 300th kept whatever the uniforms; then Q[300] is all on token 0",
+               "a node of 300 children"))
 ENDS_PAST = ((([0], [-1], chain.WIDER_RESIDUAL[2], chain.WIDER_RESIDUAL[1]), 1999,
               "node 0 (token 0) has q = 0 (always rejected); the residual, Q[0], gives token "
               "i > 0 mass (2000 - i) / 1,999,000", "a residual over 2,000 tokens"),
              (([], [], chain.SHORT_SUM[2], chain.SHORT_SUM[1]), 9, *chain.SHORT_SUM_ABOUT),
-             *((([0], [-1], Q, P), token, about.replace("drafts[0] = 0", "node 0 (token 0)"),
-                failed) for (_, P, Q), token, about, failed in chain.ENDS_PAST[2:]))
+             *(((drafts, [-1] * len(drafts), Q, P), token,
+                about.replace("drafts[0] = 0", "node 0 (token 0)"), failed)
+               for (drafts, P, Q), token, about, failed in chain.ENDS_PAST[2:]))
 
 # verify_chain.WIDE_UNCERTAIN with nodes for drafts: no nodes, then one the target forbids
 WIDE_UNCERTAIN = tuple((drafts, [-1] * len(drafts), Q, P, None)

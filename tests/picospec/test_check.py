@@ -26,7 +26,7 @@ from picospec.check.drivers import HighestUniforms, LowestUniforms, run
 from picospec.check.exact_law import (Toy, chi2_sf, exact_law, forbidding_toy, g_statistic, index,
                                       law_vector, random_toy)
 from picospec.batched.rejection import rejection_sample
-from picospec.sampling import residual
+from picospec.sampling import residual, sample
 from picospec.verify import verify_chain
 
 from tests.support import broken_samplers
@@ -95,6 +95,8 @@ LATE = {"ties_toward_draft_from_the_fourth": "uniforms at 0, 6 drafts: support",
         # a path taken past a call's size: the wide cases alone
         "reused_uniform_in_large_calls": "V=6 K=4 over 4,096 ids",
         "tree_siblings_against_q_in_large_calls": "V=6 siblings at depth 3 over 4,096 ids",
+        # a second child judged against its node's row below a node kept after a rejection
+        "tree_second_child_against_its_row": "V=2 two children below the second, draft with zeros",
         "without_replacement_as_iid_in_large_calls":
             "V=6 sharp draft, siblings at depth 3 over 4,096 ids",
         "batched_recovered_from_target_in_large_rows": "V=6 k=4 over 256 ids",
@@ -736,6 +738,33 @@ def test_untested_support_cases_are_counted_in_the_verdict_line(capsys):
                          "are not all the rng's, so ties at u = q/p and the ends of its laws went "
                          "unchecked)"), out
     assert [line.split()[-1] for line in lines if line[:2] in (" 1", "12")] == ["untested"] * 2
+
+
+KEPT = []  # bonus_uniform_kept_a_call's state between calls
+
+
+def bonus_uniform_kept_a_call(drafts, P, Q, rng, kept=KEPT):
+    """The bonus token drawn with the call before's uniform (state kept between calls; every
+    uniform from rng)."""
+    for t, x in enumerate(drafts):
+        if not rng.random() < min(1, Q[t][x] / P[t][x]):
+            return t, sample(residual(Q[t], P[t]), rng)
+    u = kept[0] if kept else rng.random()
+    kept[:] = [rng.random()]
+    cdf = np.cumsum(Q[len(drafts)])
+    return len(drafts), int(np.searchsorted(cdf, u * cdf[-1], side="right"))
+
+
+def test_a_support_case_untested_for_state_kept_between_calls_says_so_in_the_verdict(capsys):
+    """Every uniform from rng, the answers from state: the verdict line names that state too."""
+    KEPT.clear()  # no state from an earlier run
+    assert main(["tests.picospec.test_check:bonus_uniform_kept_a_call", "--cases", "1,13",
+                 "--samples", "300"]) == 0
+    out, _ = capsys.readouterr()
+    assert out.strip().splitlines()[-1] == (
+        "verdict: pass (1 of 2 cases passed, 1 untested: the sampler's uniforms are not all the "
+        "rng's, or it answers from state kept between calls, so ties at u = q/p and the ends of "
+        "its laws went unchecked)"), out
 
 
 def test_power_at_too_few_samples_is_a_dash_and_json_null(capsys):

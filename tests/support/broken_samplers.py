@@ -869,7 +869,32 @@ def tree_siblings_against_q_in_large_calls(tokens, parents, Q, rng, P=None):
                           lambda n, depth: len(tokens) * Q.shape[-1] > 64)
 
 
-TREE = ["tree_ties_toward_draft", "tree_last_residual_skipped", "tree_draft_law_hoisted",
+
+def tree_second_child_against_its_row(tokens, parents, Q, rng, P=None):
+    """Below a node kept after a rejected sibling, a second child is judged against the node's
+    own target row, not the residual its first child left (a flag of the level above read
+    wrongly)."""
+    node, path, rejected_above = -1, [], False
+    while True:
+        row = q = Q[node + 1]
+        kids = [i for i, parent in enumerate(parents) if parent == node]
+        kept, rejected = None, False
+        for c in kids:
+            x = tokens[c]
+            p = P[c] if P is not None else np.eye(len(q))[x]
+            judged = row if rejected_above and P is not None else q
+            if rng.random() < min(1, judged[x] / p[x]):
+                kept = c
+                break
+            rejected, q = True, residual(q, p)
+        if kept is None:
+            return path, sample(q, rng)
+        node, rejected_above = kept, rejected
+        path.append(kept)
+
+
+TREE = ["tree_second_child_against_its_row", "tree_ties_toward_draft", "tree_last_residual_skipped",
+        "tree_draft_law_hoisted",
         "tree_inverse_cdf_side_left", "tree_children_as_a_run", "tree_leaf_dropped",
         "tree_ties_toward_draft_below_depth_2", "tree_residual_top_four",
         "tree_bonus_argmax_below_depth_4", "tree_fourth_sibling_against_q",

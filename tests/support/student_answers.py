@@ -3090,6 +3090,102 @@ def draft_law_cached_by_ends(z, d2t, n_vocab):
     return _ENDS[key].copy()
 
 
+def chain_residual_guard_below_1e16(drafts, P, Q, rng):
+    """A residual of mass below 1e-16 taken for rounding, q drawn in its place."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            r = np.maximum(Q[t] - P[t], 0)
+            return t, draw(Q[t] if r.sum() < 1e-16 else r, rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def subnormals_flushed(law):
+    """law with its subnormal entries zeroed (as a flush-to-zero mode would)."""
+    law = np.array(law, dtype=float)
+    law[law < np.finfo(float).tiny] = 0
+    return law
+
+
+def chain_residual_relative_floor_1e11(drafts, P, Q, rng):
+    """Residual entries below 1e-11 of its largest zeroed, "far below any uniform's step"."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(relative_floor(clipped(Q[t], P[t]), 1e-11), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def chain_residual_subnormals_flushed(drafts, P, Q, rng):
+    """The residual's subnormal entries flushed to 0 before it is drawn from."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(subnormals_flushed(np.maximum(Q[t] - P[t], 0)), rng)
+    return len(drafts), draw(Q[len(drafts)], rng)
+
+
+def cut_to_100000(law):
+    """A law past 100,000 tokens cut to its likeliest 100,000 ("GPT-2's whole vocabulary fits")."""
+    return top(law, 100_000) if len(law) > 100_000 else law
+
+
+def chain_laws_cut_to_100000(drafts, P, Q, rng):
+    """Residuals and the bonus row cut to their likeliest 100,000 tokens."""
+    for t, x in enumerate(drafts):
+        if rng.random() >= min(1, Q[t][x] / P[t][x]):
+            return t, draw(cut_to_100000(clipped(Q[t], P[t])), rng)
+    return len(drafts), draw(cut_to_100000(Q[len(drafts)]), rng)
+
+
+def wr_residual_guard_below_1e16(tokens, parents, Q, P, rng):
+    """A residual of mass below 1e-16 taken for rounding, q kept in its place."""
+    return tree_walk(tokens, parents, Q, P, rng, update=lambda q, p: (
+        q if np.maximum(q - p, 0).sum() < 1e-16 else clipped(q, p)))
+
+
+def wr_residual_relative_floor_1e11(tokens, parents, Q, P, rng):
+    """Each residual's entries below 1e-11 of its largest zeroed."""
+    return tree_walk(tokens, parents, Q, P, rng,
+                     update=lambda q, p: relative_floor(clipped(q, p), 1e-11))
+
+
+def wr_residual_subnormals_flushed(tokens, parents, Q, P, rng):
+    """Each residual's subnormal entries flushed to 0."""
+    def update(q, p):
+        r = subnormals_flushed(np.maximum(q - p, 0))
+        return r / r.sum()
+    return tree_walk(tokens, parents, Q, P, rng, update=update)
+
+
+def wr_sibling_law_kept_below_1e12(tokens, parents, Q, P, rng):
+    """A sibling's law of mass 1e-12 or less left as it is ("nothing left to renormalise")."""
+    def law(P, c, tried):
+        p = np.array(P[c], dtype=float)
+        p[[tokens[s] for s in tried]] = 0
+        return p / p.sum() if p.sum() > 1e-12 else p
+    return tree_walk(tokens, parents, Q, P, rng, law=law)
+
+
+def wr_children_cut_to_16(tokens, parents, Q, P, rng):
+    """At most 16 children of a node tried ("Sequoia's trees are at most 16 wide")."""
+    return tree_walk(tokens, parents, Q, P, rng, order=lambda cs: cs[:16])
+
+
+def wr_residual_cut_to_100000(tokens, parents, Q, P, rng):
+    """Residuals cut to their likeliest 100,000 tokens."""
+    return tree_walk(tokens, parents, Q, P, rng,
+                     update=lambda q, p: cut_to_100000(clipped(q, p)))
+
+
+def typical_rows_in_int16(tokens, parents, probs, epsilon, delta):
+    """Vectorised, the rows parent + 1 held as np.int16 ("no tree has 32,768 nodes")."""
+    if not tokens:
+        return []
+    with np.errstate(divide="ignore", invalid="ignore"):
+        H = -np.sum(np.where(probs > 0, probs * np.log(probs), 0.0), -1)  # [rows]
+    rows = (np.asarray(parents) + 1).astype(np.int16)
+    threshold = np.minimum(epsilon, delta * np.exp(-H))  # [rows]
+    return (probs[rows, np.asarray(tokens)] > threshold[rows]).tolist()
+
+
 WRONG = {
     "residual": [residual_absolute, residual_over_target_mass, residual_over_euclidean_norm,
                  residual_floor, residual_in_place_on_p, residual_float32,
@@ -3122,7 +3218,9 @@ WRONG = {
                      chain_ids_in_uint16, chain_binomial_capped_at_32, chain_rows_in_int8,
                      chain_gumbel_confident_argmax, chain_multinomial_bonus_top_50,
                      chain_gumbel_residual_top_16, chain_p_in_float32,
-                     chain_choice_when_wide, chain_residual_in_q_when_wide],
+                     chain_choice_when_wide, chain_residual_in_q_when_wide,
+                     chain_residual_guard_below_1e16, chain_residual_relative_floor_1e11,
+                     chain_residual_subnormals_flushed, chain_laws_cut_to_100000],
     "verify_without_replacement": [wr_not_renormalised, wr_residual_against_p, wr_reversed_siblings,
                                    wr_row_off_by_one, wr_ties_toward_draft, wr_stops_at_first_kept,
                                    wr_residual_swapped, wr_mutates_p, wr_numpy_global,
@@ -3139,7 +3237,10 @@ WRONG = {
                                    wr_binomial_children_in_a_set, wr_binomial_ids_in_int16,
                                    wr_rows_in_int8, wr_gumbel_residual_top_16,
                                    wr_p_in_float32, wr_choice_when_wide,
-                                   wr_residual_in_q_when_wide, wr_residual_relative_floor],
+                                   wr_residual_in_q_when_wide, wr_residual_relative_floor,
+                                   wr_residual_guard_below_1e16, wr_residual_relative_floor_1e11,
+                                   wr_residual_subnormals_flushed, wr_sibling_law_kept_below_1e12,
+                                   wr_children_cut_to_16, wr_residual_cut_to_100000],
     "medusa_buffers": [medusa_mask_transposed, medusa_mask_without_self, medusa_padded_with_zero,
                        medusa_every_node_a_row, medusa_float_positions, medusa_int_mask,
                        medusa_deepest_leaves_only, medusa_leaf_to_root, medusa_as_lists,
@@ -3157,7 +3258,7 @@ WRONG = {
                        typical_margin_of_eps, typical_in_log_space, typical_log_plus_eps,
                        typical_threshold_rounded, typical_as_bool_array, typical_certain_above_1e12,
                        typical_float32_when_wide, typical_certain_at_one, typical_floor_1e12,
-                       typical_rows_in_int8, typical_rows_in_uint8,
+                       typical_rows_in_int8, typical_rows_in_uint8, typical_rows_in_int16,
                        typical_epsilon_zero_as_off, typical_delta_zero_as_off,
                        typical_parents_first, typical_subnormals_flushed,
                        typical_entropy_cached_by_ends,

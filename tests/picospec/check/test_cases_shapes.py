@@ -236,13 +236,12 @@ def test_the_one_hot_draft_case_drafts_token_0_where_the_target_may_forbid_it():
         assert (p[..., 0] == 1).all() and (q[..., 0] == 0).any() and (q[..., 0] > 0).any()
 
 
-def test_each_battery_ends_with_ties_in_every_row_and_even_rows():
-    """The last case of each battery over its own vocabulary (the wide one follows it): target
-    and draft rows of whole weights 1 or 2, so every row holds two equal entries; several of the
-    target's rows are even (all entries equal), and the draft differs from the target there (an
-    even row taken for padding moves the law)."""
+def test_each_battery_has_ties_in_every_row_and_even_rows_before_its_wide_case():
+    """The case before each battery's wide one: target and draft rows of whole weights 1 or 2, so
+    every row holds two equal entries; several of the target's rows are even (all entries equal),
+    and the draft differs from the target there (an even row taken for padding moves the law)."""
     for contract, cases in CASES.items():
-        case = [c for c in cases if not c.wide][-1]
+        case = cases[next(i for i, c in enumerate(cases) if c.wide) - 1]
         q, p = case.laws()  # [V, V, V] each
         assert case.ties and not case.support, contract
         for law in (q, p):

@@ -40,7 +40,10 @@ CALLS_PAST = ("logits 2000 apart", "z [2, 2, V_d]", "logits near -1000", "twenty
               "a law of 0.9992", "the last hundred of 2,000 tokens",
               "the last hundred of a residual's 2,000", "q / p in float64",
               "a residual over 128,256 tokens", "a residual's tail 1e-10 of its largest entry",
-              "a residual's tail 1e-05 of its largest entry", "z alike at its ends")
+              "a residual's tail 1e-05 of its largest entry", "z alike at its ends",
+              "a residual of mass 1e-310", "a residual's tail 1e-15 of its largest entry",
+              "the last of 128,256 tokens", "the last of a residual's 128,256",
+              "a sibling's law of mass 1e-15", "a node of 300 children")
 # a residual that drops a token of q > p (a share cut, rounded or floored away)
 MORE_THAN_0 = "support: a token with q > p must get more than 0"
 # mistakes pinned to where they fail (a case, or a call past the battery) and a line of evidence
@@ -109,6 +112,22 @@ WHERE = {
     "chain_drafts_capped_at_32": ("forty drafts", "it returned (32, 1), not (39, 1)"),
     "chain_residual_top_256_when_wide": ("a residual over 2,000 tokens", "token 1999, of mass"),
     "chain_residual_floor_1e15": ("a residual of mass 2^-52", "it returned (0, 2), not (0, 0)"),
+    # guards, floors and flushes below what the battery's residuals reach: a residual of subnormal
+    # mass, a tail 1e-15 of the largest entry, Llama 3's vocabulary
+    "chain_residual_guard_below_1e16": ("a residual of mass 1e-310", "not (0, 2)"),
+    "chain_residual_subnormals_flushed": ("a residual of mass 1e-310", "not (0, 2)"),
+    "chain_residual_relative_floor_1e11": ("a residual's tail 1e-15 of its largest entry",
+                                           "token 2, of mass 1e-15, never came out"),
+    "chain_laws_cut_to_100000": ("the last of 128,256 tokens", "token 128255, of mass"),
+    "wr_residual_guard_below_1e16": ("a residual of mass 1e-310", "not ([], 2)"),
+    "wr_residual_subnormals_flushed": ("a residual of mass 1e-310", "not ([], 2)"),
+    "wr_residual_relative_floor_1e11": ("a residual's tail 1e-15 of its largest entry",
+                                        "token 2, of mass 1e-15, never came out"),
+    "wr_residual_cut_to_100000": ("the last of a residual's 128,256", "token 128255, of mass"),
+    "wr_sibling_law_kept_below_1e12": ("a sibling's law of mass 1e-15",
+                                       "it returned ([1], 0), not ([], 2)"),
+    "wr_children_cut_to_16": ("a node of 300 children", "not ([299], 0)"),
+    "typical_rows_in_int16": ("kept nodes", "tokens=[0] * 33000"),
     # a floor relative to the residual's largest entry: at the ends of a long tail, or (Gumbel-max)
     # in the tail's share
     # at the first calls of extreme uniforms (the long tail after them catches both too)
