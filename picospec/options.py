@@ -30,14 +30,19 @@ def more_than_drafted(values):
 def ranks_past_the_tree(values):
     """Medusa's --topk past the ranks a tree known before loading reads."""
     tree = parse_tree(values["tree"])
-    if tree == "sparse":  # the heads' own, read when they load
+    if tree == "sparse":  # the heads' own, read when they load (ranks_past then)
         return None
     paths = cartesian_choices(3, 2) if tree == "cartesian" else [[0]] if tree == "chain" else tree
+    return ranks_past(values["topk"], paths, f"--tree {values['tree']}")
+
+
+def ranks_past(topk, paths, tree):
+    """Why --topk offers more candidates than the rank paths of `tree` read, or None."""
     rank = max(max(path) for path in paths)
-    return values["topk"] > rank + 1 and (
-        f"--topk {values['topk']} offers more candidates than --tree {values['tree']} reads: its "
-        f"paths use {f'ranks 0..{rank}' if rank else 'rank 0 alone'}, so the run is the one at "
-        f"--topk {rank + 1}")
+    return topk > rank + 1 and (
+        f"--topk {topk} offers more candidates than {tree} reads: its paths use "
+        f"{f'ranks 0..{rank}' if rank else 'rank 0 alone'}, so the run is the one at --topk "
+        f"{rank + 1}")
 
 
 # what other libraries call K (Hugging Face's assisted generation, vLLM), for did-you-mean

@@ -16,6 +16,7 @@ from gpt2.fast.policy import usable_cpus
 from gpt2.hub import BUILTIN, is_local
 from picospec.methods import (ALSO, METHODS, TABLE, batch_refusal, check_temperature,
                               medusa_posterior)
+from picospec.options import ranks_past
 from picospec_app.load import batch_row_bytes, check_cache_dir, check_needs, check_target
 from picospec_app.machine import free_memory
 from picospec_app.settings import engine_choices, read_settings
@@ -247,6 +248,7 @@ class Plan:
     progress: bool  # bars on stderr
     color: bool  # the text's colors: stdout a terminal, and NO_COLOR unset
     notes: tuple  # lines for stderr: what the run will not do as the user may think
+    given: frozenset  # the options the command line named
     engine: dict  # how every engine of the run is built (threads, panels, static step, ...)
 
 
@@ -294,6 +296,7 @@ def read_plan(argv):
                 batch_memory=values["batch_memory"], progress=progress_wanted(values),
                 color=sys.stdout.isatty() and settings.color,
                 notes=notes(values, values["threads"] or settings.threads, given, method),
+                given=frozenset(given),
                 engine=engine_choices(settings, threads=values["threads"]))
 
 
@@ -332,6 +335,17 @@ def notes(values, threads, given, method):
                      f"threads that share a core (slower, often many times); give --threads "
                      f"{fewer}")
     return tuple(found)
+
+
+def notes_once_loaded(plan, loaded):
+    """The notes that need the loaded models: Medusa's --topk past the ranks of the heads' own
+    tree (--tree sparse, read as they load)."""
+    heads = loaded.get("heads")
+    if ("topk" not in plan.given or plan.options.get("tree") != "sparse"
+            or not isinstance(heads, dict) or not heads.get("sparse")):
+        return ()
+    why = ranks_past(plan.options["topk"], heads["sparse"], "the heads' own tree (--tree sparse)")
+    return (f"note: {why}",) if why else ()
 
 
 def progress_wanted(values):

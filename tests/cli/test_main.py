@@ -74,6 +74,18 @@ def test_lossless_medusa_samples():
     assert len(json.loads(r.stdout)["runs"][1]["output_ids"][0]) == 16
 
 
+@pytest.mark.parametrize("topk, noted", [("5", True), ("4", False)])
+def test_a_topk_past_the_heads_own_tree_is_noted_once_they_load(topk, noted):
+    """The built-in Medusa heads' tree reads ranks 0..3: --topk 5 runs as --topk 4, and says so
+    (the tree is read as the heads load, after the other notes)."""
+    r = run("--method", "medusa", "--topk", topk, "--n_tokens", "4", "--json")
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if line.startswith("note: --topk")]
+    assert said == ([f"note: --topk {topk} offers more candidates than the heads' own tree (--tree "
+                     f"sparse) reads: its paths use ranks 0..3, so the run is the one at --topk 4"]
+                    if noted else []), r.stderr
+
+
 def test_ngram_draft_and_sampling():
     r = run("--draft", "ngram", "--temperature", "0.8", "--top_p", "0.95", "--n_tokens", "16",
             "--json")
