@@ -360,8 +360,11 @@ def same_model(a, b):
     def folder(name):
         if name in BUILTIN:
             return BUILTIN[name].resolve()
-        path = Path(name).expanduser()
-        return path.resolve() if is_local(name) and path.exists() else name
+        try:  # ~nouser, a name too long for a path: the loader names them, not a note
+            path = Path(name).expanduser()
+            return path.resolve() if is_local(name) and path.exists() else name
+        except (RuntimeError, OSError):
+            return name
 
     return a == b or folder(a) == folder(b)
 
