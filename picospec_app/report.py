@@ -169,7 +169,8 @@ def texts_note(plan):
 
 def cost_line(costs, measured):
     """E, c, each drafter's c_d, the rest of a step and of an autoregressive token, and the
-    predicted speedup beside the measured one, in equation_digits' decimals."""
+    speedup they give beside the measured one (the run's own costs: they account for it, up to
+    the medians), in equation_digits' decimals."""
     drafts, n = costs["drafts"], equation_digits(costs)
     # each drafter's symbols: k c_d for --draft, k_2 c_d2 for --draft2 (cascade's smaller one)
     symbols = {name: ("k", "c_d") if name == "draft" else ("k_2", "c_d2") for name in drafts}
@@ -184,8 +185,8 @@ def cost_line(costs, measured):
             f"{costs['rest']:.{n}f} (sampling, acceptance, Python), of an autoregressive token "
             f"r_0 = {rest_base:.{n}f}; cost model E (1 + r_0) / (c{k_c_d} + r) = "
             f"{costs['E']:.{n}f} x {1 + rest_base:.{n}f} / ({costs['c']:.{n}f}{sums} + "
-            f"{costs['rest']:.{n}f}) = {costs['predicted']:.2f}x predicted, {measured:.2f}x "
-            f"measured")
+            f"{costs['rest']:.{n}f}) = {costs['predicted']:.2f}x from this run's own costs, "
+            f"{measured:.2f}x measured")
 
 
 def shown(value, digits):

@@ -87,7 +87,8 @@ def test_counts_of_one_read_in_the_singular(tmp_path):
 def printed_equation(line):
     """The why line's equation as printed -> (its value from the printed figures, the printed
     prediction, the figures the sentence before it printed (c, c_d, r, r_0), the equation's)."""
-    m = re.search(r"= ([\d.]+) x ([\d.]+) / \(([^)]*)\) = ([\d.]+)x predicted", line)
+    m = re.search(r"= ([\d.]+) x ([\d.]+) / \(([^)]*)\) = ([\d.]+)x from this run's own costs",
+                  line)
     E, tokens, step, predicted = m[1], m[2], m[3].split(" + "), m[4]
     total = sum(float(a) * float(b) for a, b in (t.split(" x ") for t in step if " x " in t))
     total += sum(float(t) for t in step if " x " not in t)
@@ -173,14 +174,17 @@ def test_the_equation_takes_the_fewest_decimals_that_give_the_prediction():
     costs = {"E": 2.0, "rest_base": 0.05, "c": 1.0, "rest": 0.1, "predicted": 2.1 / 1.3,
              "drafts": {"draft": {"per_target_call": 2.0, "c_d": 0.1}}}
     line = cost_line(costs, 1.0)
-    assert ("(c + k c_d + r) = 2.00 x 1.05 / (1.00 + 2.00 x 0.100 + 0.10) = 1.62x predicted"
+    assert ("(c + k c_d + r) = 2.00 x 1.05 / (1.00 + 2.00 x 0.100 + 0.10) = 1.62x from this run's "
+            "own costs"
             in line), line
     tiny = {"E": 1.0, "rest_base": 0.0, "c": 0.004, "rest": 0.0, "drafts": {}, "predicted": 250.0}
-    assert "(c + r) = 1.000 x 1.000 / (0.004 + 0.000) = 250.00x predicted" in cost_line(tiny, 1.0)
+    assert ("(c + r) = 1.000 x 1.000 / (0.004 + 0.000) = 250.00x from this run's own costs"
+            in cost_line(tiny, 1.0))
     # a step too small to print at any count of decimals tried: the line still prints, with its
     # prediction
     tinier = {**tiny, "c": 1e-9, "predicted": 1e9}
-    assert cost_line(tinier, 1.0).endswith(" = 1000000000.00x predicted, 1.00x measured")
+    assert cost_line(tinier, 1.0).endswith(" = 1000000000.00x from this run's own costs, 1.00x "
+                                           "measured")
 
 
 def test_a_method_with_no_draft_model_prints_no_draft_calls(monkeypatch):
@@ -237,7 +241,7 @@ def test_a_runs_line_of_several_rounds(monkeypatch):
     why = next(line for line in text_of(["--n_tokens", "3", "--runs", "2"]).splitlines()
                if line.startswith("why: "))
     assert re.match(r"why: \d+\.\d\d tokens per target call; ", why), why
-    assert re.search(r" = \d+\.\d\dx predicted, \d+\.\d\dx measured$", why), why
+    assert re.search(r" = \d+\.\d\dx from this run's own costs, \d+\.\d\dx measured$", why), why
 
 
 def test_the_speedup_line_of_several_rounds_then_why_and_the_limit(monkeypatch):

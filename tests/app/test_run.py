@@ -158,7 +158,8 @@ def test_main_prints_the_median_and_the_prediction_of_its_costs(main_with_stub_c
     assert re.search(rf"c = {C_TARGET:.2f} one-token calls, a draft call c_d = {C_DRAFT:.3f} "
                      rf"\({k:.2f} per target", line), line
     predicted = E * (1 + rest_0) / (C_TARGET + k * C_DRAFT + rest)
-    assert line.endswith(f"= {predicted:.2f}x predicted, {np.median(ratios):.2f}x measured")
+    assert line.endswith(f"= {predicted:.2f}x from this run's own costs, "
+                         f"{np.median(ratios):.2f}x measured")
     gpu = E * (1 + rest_0) / (GPU_VERIFY_COST + k * C_DRAFT + rest)
     assert (f"limit here: verification (a target call of this method costs c = {C_TARGET:.2f} "
             f"one-token calls); with c = {GPU_VERIFY_COST} (verification nearly free, as on a GPU) "
