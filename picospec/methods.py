@@ -67,6 +67,8 @@ class Method(NamedTuple):
     prepare: Callable = None
     batch: Callable = None  # the batched form, for --batch (None: the method refuses --batch)
     also: tuple = ()  # names other projects or papers give it, answered with "did you mean"
+    # what the seed draws at temperature 0, where it draws anything (the tokens never change)
+    seeded: str = None
 
 
 def prepare_medusa(options, loaded, sampling):
@@ -88,6 +90,19 @@ def prepare_medusa(options, loaded, sampling):
         raise ValueError(f"{given} asks for candidate rank {rank}, but --topk {topk} offers ranks "
                          f"0..{topk - 1}: {fix}, or a tree of smaller ranks (--tree chain)")
     return {**options, "heads": heads["fn"], "medusa_choices": choices}
+
+
+def inner_past_K(values):
+    """Cascade's --K_inner past what --K lets --draft review: K - 1 of --draft2's tokens a call
+    (its review call adds the K-th)."""
+    K, inner = values["K"], values["K_inner"]
+    if inner <= K - 1:
+        return None
+    if K == 1:
+        return (f"--K_inner {inner} has no effect at --K 1: --draft samples its one token, "
+                f"reviewing none of --draft2's")
+    return (f"--K_inner {inner} runs as --K_inner {K - 1}: a --draft review call checks at most "
+            f"--K - 1 = {K - 1} of --draft2's tokens (the call adds the K-th)")
 
 
 def prepare_blockwise(options, loaded, sampling):
@@ -307,7 +322,7 @@ METHODS = (
                     Option("ngram", int, 3, "N: n-gram size (window levels + 1)", low=2, high=16),
                     Option("guesses", int, 4, "G: pooled n-grams verified per step", low=0,
                            high=64)),
-           batch=batch_lookahead_decoding),
+           batch=batch_lookahead_decoding, seeded="first window of guesses (prompt tokens)"),
     Method("layer_skip", self_speculative_decoding, ("x", "draft", "target", "N", "K", "rng"),
            "self-drafting: the target with a searched set of sublayers skipped drafts until unsure "
            "(adaptive)",
@@ -355,12 +370,15 @@ METHODS = (
            options=(K_option("tokens of --draft per target step"),
                     Option("K_inner", int, 2,
                            "--draft2 tokens per --draft review call (vertical cascade; 0: "
-                           "--draft drafts alone)", low=0, high=64),
+                           "--draft drafts alone)", low=0, high=64, unused=inner_past_K),
                     Option("K_tail", int, 2,
                            "--draft2 tokens after --draft's (horizontal cascade; 0: none)",
                            low=0, high=64),
                     Option("draft2", str, "ngram", "the smaller drafter: ngram, tiny-draft, ...",
-                           load=True)),
+                           load=True, unused=lambda v: v["K_tail"] == 0 and (
+                               v["K_inner"] == 0 or v["K"] == 1) and (
+                               f"--K {v['K']}, --K_inner {v['K_inner']} and --K_tail 0 leave it "
+                               f"no token to draft"))),
            batch=batch_cascade_decoding, also=("cs_drafting", "cascade_drafting")),
     Method("specinfer", specinfer_decoding, ("x", "draft", "target", "N", "rng"),
            "a token tree of draft samples grown by an expansion configuration (several drafts "

@@ -309,7 +309,17 @@ def notes(values, threads, given, method):
         has, applies = ("have", "they apply") if len(filters) == 2 else ("has", "it applies")
         found.append(f"note: {' and '.join(filters)} {has} no effect at --temperature 0 (greedy "
                      f"decoding takes the argmax); {applies} when sampling, at --temperature > 0")
-    if values["temperature"] == 0 and "seed" in given:  # every method: nothing drawn at T = 0
+    elif values["top_p"] == 1:  # sampling: the nucleus of mass 1 is the whole law
+        found.append("note: --top_p 1 keeps the whole law (to float64's rounding): it has no "
+                     "effect (a nucleus below 1 cuts the law's tail)")
+    elif values["top_k"] == 1 and values["top_p"] is not None:
+        found.append("note: --top_p has no effect with --top_k 1: the one token left is the whole "
+                     "nucleus (sampling from a single token is greedy decoding)")
+    if values["temperature"] == 0 and "seed" in given and method.seeded:  # drafts drawn at T = 0
+        found.append(f"note: --seed changes no token at --temperature 0 (greedy decoding); it "
+                     f"draws {method.name}'s {method.seeded}, so its calls and acceptance move "
+                     f"with it")
+    elif values["temperature"] == 0 and "seed" in given:  # the others draw nothing at T = 0
         found.append("note: --seed has no effect at --temperature 0 (greedy decoding draws "
                      "nothing); it seeds the sampling, at --temperature > 0")
     if "posterior" in values:  # Medusa's: the posterior the run decodes with
@@ -338,14 +348,19 @@ def notes(values, threads, given, method):
 
 
 def notes_once_loaded(plan, loaded):
-    """The notes that need the loaded models: Medusa's --topk past the ranks of the heads' own
-    tree (--tree sparse, read as they load)."""
-    heads = loaded.get("heads")
-    if ("topk" not in plan.given or plan.options.get("tree") != "sparse"
-            or not isinstance(heads, dict) or not heads.get("sparse")):
-        return ()
-    why = ranks_past(plan.options["topk"], heads["sparse"], "the heads' own tree (--tree sparse)")
-    return (f"note: {why}",) if why else ()
+    """The notes that need the loaded models: --top_k past the vocabulary, Medusa's --topk past the
+    ranks of the heads' own tree (--tree sparse, read as they load)."""
+    found, heads = [], loaded.get("heads")
+    V, top_k = getattr(loaded.get("target"), "n_vocab", None), plan.sampling["top_k"]
+    if top_k is not None and V is not None and top_k >= V and plan.sampling["temperature"] != 0:
+        found.append(f"note: --top_k {top_k} keeps every token of the target's {V:,}: it has no "
+                     f"effect")
+    if ("topk" in plan.given and plan.options.get("tree") == "sparse" and isinstance(heads, dict)
+            and heads.get("sparse")):
+        why = ranks_past(plan.options["topk"], heads["sparse"], "the heads' own tree (--tree "
+                         "sparse)")
+        found += [f"note: {why}"] if why else []
+    return tuple(found)
 
 
 def progress_wanted(values):

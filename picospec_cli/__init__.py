@@ -180,7 +180,9 @@ def parser(options, prog=None, doc=None, words=None, epilog=None):
     if words:
         p.add_argument("words", nargs="*", default=[], help=argparse.SUPPRESS)
     for o in options:
-        shown = ",".join(map(str, o.default)) if isinstance(o.default, list) else o.default
+        # a list or tuple as the command line writes it (A,B), none for an empty one
+        shown = (",".join(map(str, o.default)) or "none" if isinstance(o.default, (list, tuple))
+                 else o.default)
         shown = (str(shown).lower() if o.type is bool else repr(shown) if isinstance(shown, str)
                  and not shown.isprintable() else shown)  # a newline shown as \n
         p.add_argument(f"--{o.name}", *[f"--no-{o.name}"] * (o.type is bool), action=Once,

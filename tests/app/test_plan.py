@@ -210,6 +210,16 @@ def test_a_seed_at_temperature_0_is_noted(argv, noted):
                       "nothing); it seeds the sampling, at --temperature > 0"] if noted else [])
 
 
+def test_a_seed_at_temperature_0_is_noted_as_drawing_what_the_row_draws():
+    """Lookahead draws its first window of guesses from the seed at temperature 0 too: the
+    tokens stay, its calls move."""
+    (note,) = [n for n in read_plan(["--method", "lookahead", "--seed", "3"]).notes
+               if "--seed" in n]
+    assert note == ("note: --seed changes no token at --temperature 0 (greedy decoding); it draws "
+                    "lookahead's first window of guesses (prompt tokens), so its calls and "
+                    "acceptance move with it")
+
+
 @pytest.mark.parametrize("argv, said", [
     (["--posterior", "typical"], ["--posterior typical has no effect at --temperature 0"]),
     (["--posterior", "nucleus", "--nucleus_p", "0.5"],
@@ -255,7 +265,16 @@ def test_a_posterior_or_threshold_that_does_nothing_is_noted(argv, said):
                                                                      "the one at --topk 5"),
     (["--method", "medusa", "--tree", "cartesian", "--topk", "3"], "ranks 0..1"),
     (["--method", "medusa", "--tree", "[[0],[0,4]]", "--topk", "5"], None),
-    (["--method", "medusa", "--topk", "100"], None)])  # the heads' own tree: read as they load
+    (["--method", "medusa", "--topk", "100"], None),  # the heads' own tree: read as they load
+    (["--method", "cascade", "--K", "4", "--K_inner", "8"],
+     "note: --K_inner 8 runs as --K_inner 3: a --draft review call checks at most --K - 1 = 3"),
+    (["--method", "cascade", "--K", "4", "--K_inner", "4"],
+     "note: --K_inner 4 runs as --K_inner 3"),
+    (["--method", "cascade", "--K", "4", "--K_inner", "3"], None),
+    (["--method", "cascade", "--K", "1", "--K_inner", "2"], "--K_inner 2 has no effect at --K 1"),
+    (["--method", "cascade", "--K_inner", "0", "--K_tail", "0", "--draft2", "tiny-draft"],
+     "note: --draft2 has no effect here: --K 4, --K_inner 0 and --K_tail 0 leave it no token"),
+    (["--method", "cascade", "--K_tail", "0", "--draft2", "tiny-draft"], None)])
 def test_a_method_option_the_others_void_is_noted(argv, said):
     """An option whose value the method's other options (or temperature 0) leave unread: a note,
     and none where it is read or was not given."""
@@ -582,3 +601,16 @@ def test_a_draft_that_is_the_target_is_noted(argv, noted):
                                        "autoregressive decoding" in n for n in notes), notes
     if "--target" in argv:
         assert notes[0].endswith("give a smaller draft (ngram)"), notes
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--temperature", "1", "--top_p", "1"], "note: --top_p 1 keeps the whole law"),
+    (["--temperature", "0.7", "--top_k", "1", "--top_p", "0.5"],
+     "note: --top_p has no effect with --top_k 1"),
+    (["--temperature", "1", "--top_p", "0.99"], None),
+    (["--temperature", "1", "--top_k", "2", "--top_p", "0.5"], None)])
+def test_a_filter_that_keeps_the_whole_law_is_noted(argv, said):
+    """When sampling, a nucleus of mass 1, or one taken after top-k has left one token, cuts
+    nothing: a note says so."""
+    notes = [n for n in read_plan(argv).notes if "--top_" in n]
+    assert notes == [] if said is None else len(notes) == 1 and notes[0].startswith(said), notes

@@ -86,6 +86,16 @@ def test_a_topk_past_the_heads_own_tree_is_noted_once_they_load(topk, noted):
                     if noted else []), r.stderr
 
 
+@pytest.mark.parametrize("top_k, noted", [("4097", True), ("4096", False)])
+def test_a_top_k_past_the_vocabulary_is_noted_once_the_target_loads(top_k, noted):
+    """The tiny target's 4,097 tokens: --top_k 4097 or more keeps them all."""
+    r = run("--temperature", "1", "--top_k", top_k, "--n_tokens", "4", "--json")
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if line.startswith("note: --top_k")]
+    assert said == ([f"note: --top_k {top_k} keeps every token of the target's 4,097: it has no "
+                     f"effect"] if noted else []), r.stderr
+
+
 def test_ngram_draft_and_sampling():
     r = run("--draft", "ngram", "--temperature", "0.8", "--top_p", "0.95", "--n_tokens", "16",
             "--json")

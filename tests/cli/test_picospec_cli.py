@@ -450,8 +450,9 @@ def test_help_lists_every_option_with_its_default(tmp_path):
     from picospec.methods import METHODS
     from picospec_app.plan import SHARED, options_for
 
-    def shown(o):
-        value = ",".join(map(str, o.default)) if isinstance(o.default, list) else o.default
+    def shown(o):  # a list or tuple as the command line takes it: A,B
+        value = (",".join(map(str, o.default)) or "none" if isinstance(o.default, (list, tuple))
+                 else o.default)
         if isinstance(value, str) and not value.isprintable():
             value = repr(value)
         return f"(default: {str(value).lower() if o.type is bool else value})"
@@ -466,6 +467,8 @@ def test_help_lists_every_option_with_its_default(tmp_path):
             assert f"--{o.name}" in entries, (args, o.name)
             if o.default is not None:
                 assert "".join(shown(o).split()) in entries[f"--{o.name}"], (args, o.name)
+    r = run_here(["main.py", "--method", "specinfer", "--help"], tmp_path)
+    assert "(default: 1,1,2)" in r.stdout, r.stdout  # a tuple, not (1, 1, 2)
 
 
 def test_one_escape_rule_for_prompt_and_batch(tmp_path):

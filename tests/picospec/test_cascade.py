@@ -94,6 +94,22 @@ def test_one_target_call_per_step_and_exactly_N_tokens():
     assert all(s["drafted"] <= 5 and s["calls"] == 1 for s in stats) and stats[0]["drafted"] == 5
 
 
+@pytest.mark.parametrize("K, inner, same", [(4, 8, 3), (1, 3, 0)])
+def test_K_inner_past_K_minus_1_runs_as_K_minus_1(K, inner, same):
+    """A --draft review call checks at most K - 1 of --draft2's tokens: a larger K_inner draws the
+    same tokens with the same calls (main.py's note on --K_inner says so)."""
+    def run(K_inner):
+        stats, calls = [], []
+
+        def counted(x, M=1):
+            calls.append(M)
+            return DRAFT2(x, M)
+        out = cascade_decoding([0], TARGET, DRAFT, counted, 12, K, np.random.default_rng(5),
+                               K_inner=K_inner, K_tail=0, stats=stats)
+        return out, stats, calls
+    assert run(inner) == run(same)
+
+
 # ---- the walltime model with two drafters ----
 
 def test_cascade_model_reduces_to_leviathan():

@@ -64,6 +64,12 @@ def test_every_row_equals_autoregressive_at_temperature_zero(name, models):
                       {"temperature": 0})
     run = run_method(method, x, needs_of(method, models), 24, 0, {"temperature": 0})
     assert run["output"] == base["output"]
+    # another seed changes no token; nor, where the row draws nothing at temperature 0 (no
+    # `seeded`), a call or a step (main.py's note on --seed says so)
+    other = run_method(method, x, needs_of(method, models), 24, 7, {"temperature": 0})
+    assert other["output"] == base["output"]
+    if method.seeded is None:
+        assert (other["target_calls"], other["stats"]) == (run["target_calls"], run["stats"])
     # one step record, the same keys for every method, consistent with itself
     for s in run["stats"]:
         assert set(s) == RECORD and len(s["tokens"]) == len(s["origins"]) >= 1

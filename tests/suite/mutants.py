@@ -4199,6 +4199,45 @@ MUTANTS = (
            "    for note in ():",
            ("tests/cli/test_main.py::test_a_topk_past_the_heads_own_tree_is_noted_once_they_load",),
            "--topk past the ranks of the heads' own tree runs as the smaller without a note"),
+    Mutant("methods-lookahead-seed-unsaid", "door", "record", "picospec/methods.py",
+           '           batch=batch_lookahead_decoding, seeded="first window of guesses (prompt '
+           'tokens)"),',
+           "           batch=batch_lookahead_decoding),",
+           ("tests/picospec/test_methods.py::"
+            "test_every_row_equals_autoregressive_at_temperature_zero[lookahead]",
+            "tests/app/test_plan.py::"
+            "test_a_seed_at_temperature_0_is_noted_as_drawing_what_the_row_draws"),
+           "lookahead's seed at temperature 0 is said to have no effect, though its calls move"),
+    Mutant("plan-top-p-of-1-unsaid", "door", "record", "picospec_app/plan.py",
+           '    elif values["top_p"] == 1:  # sampling: the nucleus of mass 1 is the whole law',
+           '    elif False:',
+           ("tests/app/test_plan.py::test_a_filter_that_keeps_the_whole_law_is_noted",),
+           "--top_p 1 when sampling runs without a word that it cuts nothing"),
+    Mutant("plan-top-k-past-the-vocabulary-unsaid", "door", "record", "picospec_app/plan.py",
+           '    if top_k is not None and V is not None and top_k >= V and '
+           'plan.sampling["temperature"] != 0:',
+           '    if top_k is not None and V is not None and top_k > V and '
+           'plan.sampling["temperature"] != 0:',
+           ("tests/cli/test_main.py::"
+            "test_a_top_k_past_the_vocabulary_is_noted_once_the_target_loads",),
+           "--top_k equal to the vocabulary runs without a word that it keeps every token"),
+    Mutant("door-list-defaults-as-tuples", "door", "record", "picospec_cli/__init__.py",
+           '        shown = (",".join(map(str, o.default)) or "none" if isinstance(o.default, '
+           '(list, tuple))',
+           '        shown = (",".join(map(str, o.default)) or "none" if isinstance(o.default, '
+           'list)',
+           ("tests/cli/test_picospec_cli.py::test_help_lists_every_option_with_its_default",),
+           "a tuple default is shown as Python writes it, not as the command line takes it"),
+    Mutant("methods-cascade-inner-past-K-unsaid", "settings", "record", "picospec/methods.py",
+           "    if inner <= K - 1:",
+           "    if inner <= K:",
+           ("tests/app/test_plan.py::test_a_method_option_the_others_void_is_noted",),
+           "--K_inner at --K runs as K - 1 without a note"),
+    Mutant("methods-cascade-draft2-idle-unsaid", "settings", "record", "picospec/methods.py",
+           '                           load=True, unused=lambda v: v["K_tail"] == 0 and (',
+           '                           load=True, unused=lambda v: v["K_tail"] == -1 and (',
+           ("tests/app/test_plan.py::test_a_method_option_the_others_void_is_noted",),
+           "cascade's --draft2 given where it drafts nothing runs without a note"),
     Mutant("checker-prints-on-stdout", "checker", "rule", "picospec/check/__main__.py",
            "    with contextlib.redirect_stdout(sys.stderr):  #",
            "    with contextlib.nullcontext():  #",
