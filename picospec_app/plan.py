@@ -63,7 +63,7 @@ SHARED = [
            high=1000),
     Option("json", bool, False, "print one JSON object instead of text"),
     Option("batch", "path", None, "decode every line of FILE as one batch (- for standard input; "
-           "methods with a batched form)"),
+           "blank lines, or lines of spaces alone, skipped; methods with a batched form)"),
     Option("batch_memory", int, None, "MB the --batch rows may take at once (KV caches, "
            "activations): rows run in groups that fit (default: half the free memory)", low=1),
     Option("progress", bool, None, "progress bars on stderr (default: when stderr is a terminal, "

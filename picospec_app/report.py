@@ -118,7 +118,9 @@ def show_prompt(out, plan, encoder):
         rounds = "1 round"
         if out["speedup_range"] is not None:
             low, high = out["speedup_range"]
-            rounds = f"median of {out['rounds']} interleaved rounds, range {low:.2f}-{high:.2f}x"
+            # the rounds' own ratios: their median need not be the ratio of the median times
+            rounds = (f"median of {out['rounds']} interleaved rounds' ratios, range "
+                      f"{low:.2f}-{high:.2f}x")
         print(f"speedup {out['speedup']:.2f}x over autoregressive ({rounds}); texts "
               f"{'identical' if out['same_output'][0] else 'different'}{texts_note(plan)}")
         base, mine = out["runs"]
@@ -150,7 +152,7 @@ def show_batch(out, plan):
         spread = ""  # the median of the rounds' ratios, not the ratio of the median times
         if out["speedup_range"] is not None:
             low, high = out["speedup_range"]
-            spread = (f" (median of {out['rounds']} interleaved rounds, range "
+            spread = (f" (median of {out['rounds']} interleaved rounds' ratios, range "
                       f"{low:.2f}-{high:.2f}x)")
         print(f"speedup {out['speedup']:.2f}x over batched autoregressive{spread}; "
               f"{same}/{len(out['prompts'])} texts identical{texts_note(plan)}")

@@ -251,7 +251,8 @@ def test_the_speedup_line_of_several_rounds_then_why_and_the_limit(monkeypatch):
     monkeypatch.setenv("PICOSPEC_OFFLINE", "1")
     lines = text_of(["--n_tokens", "3", "--runs", "2", "--temperature", "0"]).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("speedup "))
-    m = re.fullmatch(r"speedup (\d+\.\d\d)x over autoregressive \(median of 2 interleaved rounds, "
+    m = re.fullmatch(r"speedup (\d+\.\d\d)x over autoregressive \(median of 2 interleaved rounds' "
+                     r"ratios, "
                      r"range (\d+\.\d\d)-(\d+\.\d\d)x\); texts identical \(temperature 0: "
                      r"they must be identical\)", lines[at])
     assert m and float(m[2]) <= float(m[1]) <= float(m[3]), lines[at]
@@ -415,7 +416,8 @@ def test_batch_text_of_several_rounds_gives_the_speedups_median_and_range(monkey
     assert " in 1.500 s (median of 2 rounds), " in text, text
     assert "batched the same way: 3.500 s (median of 2 rounds), " in text, text
     assert (f"speedup {np.median(ratios):.2f}x over batched autoregressive (median of 2 "
-            f"interleaved rounds, range {min(ratios):.2f}-{max(ratios):.2f}x); ") in text, text
+            f"interleaved rounds' ratios, range {min(ratios):.2f}-{max(ratios):.2f}x); ") in text, \
+        text
 
 
 @pytest.mark.parametrize("args, env, why", [
