@@ -185,7 +185,7 @@ DEMO_FIGURES = {  # what the table shows of each family's run -> its pattern in 
                                                    r"range ([\d.]+-[\d.]+x)",
     "c": r"^why: .*a target call costs c = ([\d.]+)",
     "c_d": r"^why: .*a draft call c_d = ([\d.]+)",
-    "cost model": r"^why: .* = ([\d.]+x) predicted",
+    "cost model": r"^why: .* = ([\d.]+x) from this run's own costs",
     "limit here": r"^limit here: (\w+)"}
 
 
