@@ -8,8 +8,10 @@ in a child process: Haswell on every x86-64 CPU with AVX2, SkylakeX where the CP
 default there); --families may also name the older families of KERNELS where the CPU runs them.
 Before each family of a page (--out) the parent waits for the machine to be quiet (1-minute load
 below --quiet, at most QUIET_WAIT seconds) and records the load it starts at; each child writes its
-own page, and the parent keeps their bodies, a section per family, under one header. A --device gpu
-run is one process: the BLAS kernels time nothing of it.
+own page, and the parent keeps their bodies, a section per family, under one header. Each family's
+output comes under its header, which a command line its process refuses (before any output) does
+not get: that is its one line. A --device gpu run is one process: the BLAS kernels time nothing of
+it.
 """
 import codecs
 import functools
@@ -100,22 +102,73 @@ def ignore_ctrl_c():  # in a family's process: Ctrl-C reaches the whole group; i
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def run_child(args, env):
-    """Run a family's process, its output relayed through sys.stdout and sys.stderr -> exit code.
-    Ctrl-C or SIGTERM here ends it (SIGTERM), its words about that dropped: one line says it."""
-    ended = threading.Event()
+class Headed:
+    """The family's header, printed before the first of its process's output; what the process
+    says on stderr before anything on stdout is held (at most HELD seconds), so that a command
+    line the process refuses (exit status 2, nothing on stdout) shows as its one line alone."""
+
+    def __init__(self, header):
+        self.header, self.held, self.lock = header, [], threading.Lock()
+
+    def say(self):  # the header, then what was held (under the lock)
+        if self.header is not None:
+            print(self.header, flush=True)
+            self.header = None
+            sys.stderr.write("".join(self.held))
+            sys.stderr.flush()
+
+    def stream(self, to):
+        """A writer into `to` that says the header first (stderr's text held until then)."""
+        headed = self
+
+        class Writer:
+            def write(self, text):
+                with headed.lock:
+                    if to is sys.stderr and headed.header is not None:
+                        headed.held.append(text)
+                        return
+                    headed.say()
+                    to.write(text)
+
+            def flush(self):
+                to.flush()
+        return Writer()
+
+    def end(self, code):
+        """At the process's end: a refusal before any output is its line alone."""
+        with self.lock:
+            if code == 2 and self.header is not None:
+                sys.stderr.write("".join(self.held))
+                sys.stderr.flush()
+                self.header = None
+            self.say()
+
+
+HELD = 3.0  # seconds stderr waits for stdout before the header comes (a progress bar first)
+
+
+def run_child(args, env, header=None):
+    """Run a family's process, its output relayed through sys.stdout and sys.stderr (after
+    header) -> exit code. Ctrl-C or SIGTERM here ends it (SIGTERM), its words about that dropped:
+    one line says it."""
+    ended, headed = threading.Event(), Headed(header)
     child = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              preexec_fn=ignore_ctrl_c)
-    relays = [threading.Thread(target=relay, args=(*pair, ended)) for pair in
-              ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
-    for r in relays:
+    relays = [threading.Thread(target=relay, args=(pipe, headed.stream(to), ended)) for pipe, to
+              in ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
+    timer = threading.Timer(HELD, lambda: headed.end(None))  # a bar on stderr shows, headed
+    for r in (*relays, timer):
         r.start()
     try:
         for r in relays:
             r.join()
-        return child.wait()
+        code = child.wait()
+        timer.cancel()
+        headed.end(code)
+        return code
     except BaseException:  # Ctrl-C, or SIGTERM sent to this process: the family's ends too
         ended.set()  # before it is ended: what it says from then on is not relayed
+        timer.cancel()
         child.terminate()
         child.wait()
         raise
@@ -132,8 +185,8 @@ def by_family(module, families, quiet, out):
                   f"skipped", flush=True)
             continue
         load = wait_quiet(quiet) if quiet and out else os.getloadavg()[0]
-        print(f"\n── {family} kernels (OPENBLAS_CORETYPE={family}; 1-minute load {load:.2f} at "
-              f"the start) ──", flush=True)
+        header = (f"\n── {family} kernels (OPENBLAS_CORETYPE={family}; 1-minute load "
+                  f"{load:.2f} at the start) ──")
         page = None
         try:
             if out:  # the child's page: a fresh name beside OUT, never a file of the user's
@@ -143,7 +196,7 @@ def by_family(module, families, quiet, out):
             args = [sys.executable, "-m", module, *argv, "--child"] + (["--out", page] if out
                                                                          else [])
             # the child's page is this process's to combine: it says "wrote" of OUT alone
-            code = run_child(args, {**family_env(family), FAMILY_PAGE: page or ""})
+            code = run_child(args, {**family_env(family), FAMILY_PAGE: page or ""}, header)
             if code:
                 raise SystemExit(code)
             if out:

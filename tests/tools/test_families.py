@@ -72,12 +72,25 @@ def test_cpu_flags_are_the_words_after_the_colon_of_the_flags_line():
     assert flags == set(line.split(":", 1)[1].split()) and "flags" not in flags
 
 
-def test_a_failing_family_stops_with_its_exit_status(tmp_path, monkeypatch):
+def test_a_failing_family_stops_with_its_exit_status(tmp_path, monkeypatch, capfd):
+    """A command line the family's process refuses, before printing anything, is its one line
+    alone: no family header before it."""
     monkeypatch.setattr(sys, "argv", ["bench.ops", "--shapes", "nonsense"])
     with pytest.raises(SystemExit) as stop:
         families.by_family("bench.ops", ["Haswell"], 0, str(tmp_path / "ops.md"))
     assert stop.value.code == 2
     assert not list(tmp_path.iterdir())
+    out, err = capfd.readouterr()
+    assert out == "" and err.startswith("error: unknown --shapes") and err.count("\n") == 1, \
+        (out, err)
+
+
+def test_a_family_that_runs_is_headed_before_its_first_line(tmp_path, monkeypatch, capfd):
+    monkeypatch.setattr(sys, "argv", ["bench.ops", "--shapes", "tiny", "--repeats", "1"])
+    families.by_family("bench.ops", ["Haswell"], 0, None)
+    out = capfd.readouterr().out
+    assert out.startswith("\n── Haswell kernels (OPENBLAS_CORETYPE=Haswell; 1-minute load "), out
+    assert out.count("── Haswell kernels") == 1
 
 
 def test_a_family_that_fails_after_writing_its_page_leaves_nothing(tmp_path, monkeypatch):
@@ -85,8 +98,8 @@ def test_a_family_that_fails_after_writing_its_page_leaves_nothing(tmp_path, mon
     child = tmp_path / "child.py"
     child.write_text("import sys\nopen(sys.argv[sys.argv.index('--out') + 1], 'w').write('x')\n"
                      "sys.exit(1)\n")
-    monkeypatch.setattr(families, "run_child", lambda args, env: __import__("subprocess").run(
-        [sys.executable, str(child), *args[3:]], env=env).returncode)
+    monkeypatch.setattr(families, "run_child", lambda args, env, header: __import__(
+        "subprocess").run([sys.executable, str(child), *args[3:]], env=env).returncode)
     monkeypatch.setattr(sys, "argv", ["bench.ops"])
     with pytest.raises(SystemExit) as stop:
         families.by_family("bench.ops", ["Haswell"], 0, str(tmp_path / "ops.md"))
@@ -105,7 +118,7 @@ def test_a_page_waits_for_a_quiet_machine_and_says_so(monkeypatch, capsys):
 def test_no_page_no_wait(monkeypatch):
     """Without --out nothing waits for a quiet machine, whatever --quiet says."""
     monkeypatch.setattr(families, "wait_quiet", lambda *a: pytest.fail("waited with no page"))
-    monkeypatch.setattr(families, "run_child", lambda args, env: 0)
+    monkeypatch.setattr(families, "run_child", lambda args, env, header: 0)
     monkeypatch.setattr(sys, "argv", ["bench.ops"])
     families.by_family("bench.ops", families.families_here(), 0.5, None)
 
@@ -147,7 +160,7 @@ def test_a_file_of_the_users_beside_the_page_stays(tmp_path, monkeypatch):
 
 def test_ctrl_c_during_a_family_leaves_no_page(tmp_path, monkeypatch):
     """Ctrl-C while a family's child runs (after it wrote its page): no page is left beside OUT."""
-    def interrupted(args, env):
+    def interrupted(args, env, header):
         Path(args[args.index("--out") + 1]).write_text("a page\n")
         raise KeyboardInterrupt
 
