@@ -153,7 +153,7 @@ def test_main_prints_the_median_and_the_prediction_of_its_costs(main_with_stub_c
     main(["--method", "speculative", "--K", "4", "--n_tokens", "24", "--runs", "4"])
     text = capsys.readouterr().out
     assert (f"speedup {np.median(ratios):.2f}x over autoregressive (median of 4 interleaved "
-            f"rounds, range {min(ratios):.2f}-{max(ratios):.2f}x)") in text
+            f"rounds' ratios, range {min(ratios):.2f}-{max(ratios):.2f}x)") in text
     line = next(line for line in text.splitlines() if line.startswith("why: "))
     assert re.search(rf"c = {C_TARGET:.2f} one-token calls, a draft call c_d = {C_DRAFT:.3f} "
                      rf"\({k:.2f} per target", line), line
