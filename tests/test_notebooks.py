@@ -132,14 +132,14 @@ def test_a_verdict_that_contradicts_its_figures_is_rejected():
     boundary passes, and the same figures with the other words fail."""
     from verdicts import check, gains, versus
 
-    assert "beats" in versus(1.30, 1.10) and "falls short of" in versus(0.80, 1.00)
-    assert "matches" in versus(1.02, 1.00) and "no gain" in gains(1.00)
+    assert "is above" in versus(1.30, 1.10) and "is below" in versus(0.80, 1.00)
+    assert "agrees with" in versus(1.02, 1.00) and "no gain" in gains(1.00)
     assert "a gain" in gains(1.01) and check(gains(1.004)) and check(versus(1.0549, 1.0))
     for line in (versus(1.30, 1.10), versus(0.80, 1.00), versus(1.02, 1.0), gains(0.92),
                  gains(1.15)):
         assert check("copy-heavy REST " + line)
-    broken = [versus(1.30, 1.10).replace("beats", "falls short of"),
-              versus(1.02, 1.00).replace("matches", "beats"),
+    broken = [versus(1.30, 1.10).replace("is above", "is below"),
+              versus(1.02, 1.00).replace("agrees with", "is above"),
               gains(0.92).replace("no gain", "a gain"), gains(1.15).replace("a gain", "no gain")]
     assert not any(check(line) for line in broken)
     with pytest.raises(ValueError):
@@ -162,13 +162,13 @@ def test_an_iid_verdict_that_contradicts_its_figures_is_rejected():
 
 
 def test_every_verdict_on_a_line_is_checked():
-    """A line carrying two verdicts ("measured ... matches ...; the cost model's ... predicts ...")
-    was judged by its first alone: a wrong second one passed. Each is checked now."""
+    """A line carrying two verdicts ("measured ... agrees with ...; the costs' ... is ...") was
+    judged by its first alone: a wrong second one passed. Each is checked now."""
     from verdicts import check, gains, versus
 
     assert check(f"{versus(1.30, 1.10)}; {gains(0.92)}")
     assert not check(f"{versus(1.30, 1.10)}; {gains(0.92).replace('no gain', 'a gain')}")
-    assert not check(f"{versus(1.30, 1.10).replace('beats', 'matches')}; {gains(0.92)}")
+    assert not check(f"{versus(1.30, 1.10).replace('is above', 'agrees with')}; {gains(0.92)}")
     with pytest.raises(ValueError):
         check(f"{versus(1.30, 1.10)}; verdict: the figures look fine")
 

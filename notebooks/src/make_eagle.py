@@ -238,7 +238,8 @@ temperature 0 produces the same text as greedy decoding. Beside each measured sp
 model's (picospec_app.compare.explain): E tokens per target call, c the target call's cost in
 one-token calls, the drafting cost of a step in the same unit (EAGLE's head calls, Medusa's heads,
 or the draft model's), the rest of a step outside the model calls r (r_0 the same for an
-autoregressive token), the speedup E (1 + r_0) / (c + drafting + r) they predict, the same with c =
+autoregressive token), the speedup E (1 + r_0) / (c + drafting + r) they give (the run's own costs:
+they account for its measured speedup), the same with c =
 1.2 (verification nearly free, as on a GPU), and which cost limits the row. Where a target call
 over a tree of 10-16 nodes costs several one-token calls (c, in each row), a row that decodes 3
 tokens per call can still lose; the verdict under each row says what its figures imply, and the

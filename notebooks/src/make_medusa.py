@@ -111,7 +111,8 @@ Each row also prints the cost model (picospec_app.compare.explain): with E token
 a target call costing c one-token calls, the heads' call on the accepted row's hidden state costing
 "drafting" (the heads are the drafter, timed apart from the target) and r the rest of a step
 outside the calls (building the tree, verifying it, the Python between them; r_0 the same for an
-autoregressive token), the predicted speedup is E (1 + r_0) / (c + drafting + r); beside it, the
+autoregressive token), the speedup they give is E (1 + r_0) / (c + drafting + r), which accounts for
+the measured one (the costs are the run's own); beside it, the
 same with c = 1.2, verification nearly free as on a GPU. How fast c grows with the tree is the
 CPU's (the BLAS line below names its kernels): where it grows faster than E, each extra node costs
 more than the tokens it adds, and the verdict under each row says whether its figures show a gain.

@@ -119,7 +119,8 @@ autoregressive, ...; 5 in full mode). The full table is docs/results/trees.md
 None of the three has a draft model, so the cost model is E (1 + r_0) / (c + r): E tokens per
 target call, c the cost of the method's target call in one-token calls, r the rest of a step
 outside the model calls (finding the drafts, verifying them, the Python between the calls) and r_0
-the same for an autoregressive token (picospec_app.compare.explain prints them, the prediction, and
+the same for an autoregressive token (picospec_app.compare.explain prints them, the speedup they
+give, which accounts for the measured one as the costs are the run's own, and
 the same with c = 1.2, verification nearly free as on a GPU). By the cost model a method gains on a
 prompt only where E (1 + r_0) exceeds c + r, and under each row a verdict line says what its
 figures imply: lookahead pays for its whole window on every call, so its c is the one to read

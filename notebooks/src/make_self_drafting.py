@@ -199,14 +199,15 @@ Each row prints the cost model (picospec_app.compare.explain), every cost measur
 one-token target calls of autoregressive decoding: E tokens per target call, c the verification
 call, c_d one draft call and "drafting" the draft calls of a step (k c_d), r the rest of a step
 outside the model calls (r_0 the same for an autoregressive token), the speedup E (1 + r_0) / (c +
-drafting + r) they predict beside the measured one, the same with c = 1.2 (verification nearly free,
+drafting + r) they give beside the measured one (the run's own costs: they account for it), the
+same with c = 1.2 (verification nearly free,
 as on a GPU), and the largest cost beyond the one call autoregressive decoding pays. A self-drafting
 verification call skips, for the tokens the draft has read, the sublayers below the draft's first
 skipped one (the draft already ran them as the target does: every layer before an early exit's exit,
 none for a skip set that skips a0); what it still costs is the row's c. By the cost model a row
 gains only where E (1 + r_0) exceeds c + drafting + r, and with verification nearly free only where
 it exceeds 1.2 + drafting + r: each row prints E, c, drafting and r, and the verdict printed under
-it follows from them, not from the method's name. The measured speedup of a row whose prediction is
+it follows from them, not from the method's name. The measured speedup of a row whose costs give
 near 1 can land on either side of 1 with the machine's load."""),
 code("""from picospec_app.load import load_self_draft as load_as_main
 from picospec_app.compare import compare, explain

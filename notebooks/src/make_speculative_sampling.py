@@ -120,7 +120,8 @@ small-matrix path (OpenBLAS's direct SGEMM in its AVX-512 kernels, which the eng
 use; with OpenBLAS's other kernels the engine sends a few rows through the panels one row at a time,
 which spares the packing but reads the weights once per row; the BLAS line above says which kernels
 run here). The cell below reads c, c_d, r and r_0 from
-the run above, as its calls spent them, checks the prediction against the measured speed-up, and
+the run above, as its calls spent them: from the run's own costs the formula accounts for the
+measured speed-up (it predicts with costs measured apart, as the c(M) curve below does), and
 gives the same step at a GPU's verification cost."""),
 code("""E, c, drafting = r["tokens_per_call"], r["c"], r["drafting"]  # drafting: k c_d a step
 rest, rest_0 = r["rest"], r["rest_base"]

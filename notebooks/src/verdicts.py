@@ -4,24 +4,28 @@ A verdict line names its figures, so `check` can recompute what they imply: a se
 contradicts the numbers printed in it fails."""
 import re
 
-NOISE = 0.05  # measured and predicted within 5% of each other: "matches"
+NOISE = 0.05  # measured and predicted within 5% of each other: "agrees with", "matches"
 
 
-def versus(measured, predicted):
-    """Measured against predicted speedup -> one sentence with both figures (as printed)."""
-    measured, predicted = round(measured, 2), round(predicted, 2)
-    if abs(measured - predicted) <= NOISE * predicted:
-        word = "matches"
+def versus(measured, accounted):
+    """The measured speedup against the one the same run's costs give -> one sentence with both
+    figures (as printed). The costs are the run's own, so the two agree but for the medians: a gap
+    says the rounds' costs moved from round to round."""
+    measured, accounted = round(measured, 2), round(accounted, 2)
+    if abs(measured - accounted) <= NOISE * accounted:
+        word = "agrees with"
     else:
-        word = "beats" if measured > predicted else "falls short of"
-    return f"verdict: measured {measured:.2f}x {word} the cost model's {predicted:.2f}x"
+        word = "is above" if measured > accounted else "is below"
+    return (f"verdict: measured {measured:.2f}x {word} the {accounted:.2f}x this run's own costs "
+            f"give")
 
 
-def gains(predicted):
-    """The cost model's speedup -> one sentence: whether it predicts a gain (as printed)."""
-    predicted = round(predicted, 2)
-    word = "a gain" if predicted > 1 else "no gain"
-    return f"verdict: the cost model's {predicted:.2f}x predicts {word}"
+def gains(accounted):
+    """The cost model's speedup from a run's costs -> one sentence: a gain or none (as
+    printed)."""
+    accounted = round(accounted, 2)
+    word = "a gain" if accounted > 1 else "no gain"
+    return f"verdict: the costs' {accounted:.2f}x is {word}"
 
 
 def iid(measured, predicted):
@@ -50,9 +54,9 @@ def band(measured, low, high):
     return f"verdict: measured {measured:.2f} {word} the band {low:.2f}-{high:.2f} of alpha's error"
 
 
-VERSUS = re.compile(r"verdict: measured ([\d.]+)x (matches|beats|falls short of) "
-                    r"the cost model's ([\d.]+)x")
-GAINS = re.compile(r"verdict: the cost model's ([\d.]+)x predicts (a gain|no gain)")
+VERSUS = re.compile(r"verdict: measured ([\d.]+)x (agrees with|is above|is below) "
+                    r"the ([\d.]+)x this run's own costs give")
+GAINS = re.compile(r"verdict: the costs' ([\d.]+)x is (a gain|no gain)")
 IID = re.compile(r"verdict: measured ([\d.]+) tokens per call (matches|is above|is below) "
                  r"the i\.i\.d\. prediction's ([\d.]+)")
 BAND = re.compile(r"verdict: measured ([\d.]+) (is above|is below|is inside) the band "
