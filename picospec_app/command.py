@@ -19,7 +19,7 @@ from picospec.methods import TABLE, settled
 from picospec_app import report, run
 from picospec_app.load import load_needs
 from picospec_app.machine import policy
-from picospec_app.plan import check_loaded, notes_once_loaded, read_plan
+from picospec_app.plan import check_loaded, read_plan
 
 
 def main(argv=None):
@@ -32,8 +32,6 @@ def main(argv=None):
     target, encoder = load_model(plan.target, plan.device, plan.offline or None, **plan.engine)
     loaded = load_needs(plan.method, plan.options, target, plan.target, encoder, plan.draft,
                         plan.device, plan.offline or None, plan.progress)
-    for note in notes_once_loaded(plan, loaded):
-        print(note, file=sys.stderr)
     xs = [encoder.encode(p) for p in plan.prompts]
     groups = check_loaded(plan, xs, loaded)
     rounds = run_rounds(plan, xs, target, loaded, groups)

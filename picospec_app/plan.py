@@ -347,22 +347,6 @@ def notes(values, threads, given, method):
     return tuple(found)
 
 
-def notes_once_loaded(plan, loaded):
-    """The notes that need the loaded models: --top_k past the vocabulary, Medusa's --topk past the
-    ranks of the heads' own tree (--tree sparse, read as they load)."""
-    found, heads = [], loaded.get("heads")
-    V, top_k = getattr(loaded.get("target"), "n_vocab", None), plan.sampling["top_k"]
-    if top_k is not None and V is not None and top_k >= V and plan.sampling["temperature"] != 0:
-        found.append(f"note: --top_k {top_k} keeps every token of the target's {V:,}: it has no "
-                     f"effect")
-    if ("topk" in plan.given and plan.options.get("tree") == "sparse" and isinstance(heads, dict)
-            and heads.get("sparse")):
-        why = ranks_past(plan.options["topk"], heads["sparse"], "the heads' own tree (--tree "
-                         "sparse)")
-        found += [f"note: {why}"] if why else []
-    return tuple(found)
-
-
 def progress_wanted(values):
     """--progress as given; else bars on a terminal, none for --json to a pipe."""
     if values["progress"] is not None:
@@ -394,12 +378,25 @@ class Groups(NamedTuple):
 
 def check_loaded(plan, xs, loaded):
     """The checks that need the loaded models: every prompt's tokens plus --n_tokens fit each
-    model's context window; --batch's rows fit memory -> their Groups (None for one prompt)."""
+    model's context window; --batch's rows fit memory -> their Groups (None for one prompt).
+    Once they pass, the notes that need the models go to stderr: --top_k past the vocabulary,
+    Medusa's --topk past the ranks of the heads' own tree (--tree sparse, read as they load)."""
     models = {k: v for k, v in loaded.items() if k in ("target", "draft")}
     names = {"target": plan.target, "draft": plan.draft}
     for x, name in zip(xs, plan.names):  # the methods stop drafting at the context window's end
         check_length(x, plan.n_tokens, models, names, name)
-    return row_groups(plan, xs, loaded) if plan.batch is not None else None
+    groups = row_groups(plan, xs, loaded) if plan.batch is not None else None
+    V, top_k, heads = getattr(models["target"], "n_vocab", 0), plan.sampling["top_k"], \
+        loaded.get("heads")
+    if top_k is not None and V and top_k >= V and plan.sampling["temperature"] != 0:
+        print(f"note: --top_k {top_k} keeps every token of the target's {V:,}: it has no effect",
+              file=sys.stderr)
+    if ("topk" in plan.given and plan.options.get("tree") == "sparse" and isinstance(heads, dict)
+            and heads.get("sparse")):
+        if why := ranks_past(plan.options["topk"], heads["sparse"], "the heads' own tree "
+                             "(--tree sparse)"):
+            print(f"note: {why}", file=sys.stderr)
+    return groups
 
 
 def check_length(x, n_tokens, models, names, which="the prompt"):

@@ -4194,9 +4194,11 @@ MUTANTS = (
             "tree-tree_second_child_against_its_row]",),
            "a second child judged against its node's row below a node kept after a rejection "
            "passes"),
-    Mutant("door-topk-past-the-heads-tree-unsaid", "door", "record", "picospec_app/command.py",
-           "    for note in notes_once_loaded(plan, loaded):",
-           "    for note in ():",
+    Mutant("door-topk-past-the-heads-tree-unsaid", "door", "record", "picospec_app/plan.py",
+           '    if ("topk" in plan.given and plan.options.get("tree") == "sparse" and '
+           'isinstance(heads, dict)',
+           '    if ("topk" in () and plan.options.get("tree") == "sparse" and '
+           'isinstance(heads, dict)',
            ("tests/cli/test_main.py::test_a_topk_past_the_heads_own_tree_is_noted_once_they_load",),
            "--topk past the ranks of the heads' own tree runs as the smaller without a note"),
     Mutant("methods-lookahead-seed-unsaid", "door", "record", "picospec/methods.py",
@@ -4214,10 +4216,8 @@ MUTANTS = (
            ("tests/app/test_plan.py::test_a_filter_that_keeps_the_whole_law_is_noted",),
            "--top_p 1 when sampling runs without a word that it cuts nothing"),
     Mutant("plan-top-k-past-the-vocabulary-unsaid", "door", "record", "picospec_app/plan.py",
-           '    if top_k is not None and V is not None and top_k >= V and '
-           'plan.sampling["temperature"] != 0:',
-           '    if top_k is not None and V is not None and top_k > V and '
-           'plan.sampling["temperature"] != 0:',
+           '    if top_k is not None and V and top_k >= V and plan.sampling["temperature"] != 0:',
+           '    if top_k is not None and V and top_k > V and plan.sampling["temperature"] != 0:',
            ("tests/cli/test_main.py::"
             "test_a_top_k_past_the_vocabulary_is_noted_once_the_target_loads",),
            "--top_k equal to the vocabulary runs without a word that it keeps every token"),
