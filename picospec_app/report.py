@@ -62,7 +62,7 @@ def decoder_run(plan, method, xs, rounds, encoder):
             "origins": [[o for s in stats for o in s["origins"]]] if plan.batch is None else None,
             "time_s": seconds, "times_s": [r["seconds"] for r in rounds], "rounds": len(rounds),
             "tokens_per_s": n_new / seconds, "target_calls": first["target_calls"],
-            "draft_calls": first.get("draft_calls"),
+            "row_target_calls": row_calls, "draft_calls": first.get("draft_calls"),
             "tokens_per_target_call": n_new / row_calls, "tokens_per_target_call_by_row": by_row,
             "acceptance_rate": counts["acceptance"],
             "accepted_per_node": counts["accepted_per_node"]}

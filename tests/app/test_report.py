@@ -226,6 +226,7 @@ def test_autoregressive_alone_is_one_decoder_with_no_speedup(monkeypatch):
     assert out["speedup_range"] is None  # null, as for one round: no ratio measured at all
     run = out["runs"][0]
     assert run["tokens_per_target_call_by_row"] == [len(run["output_ids"][0]) / run["target_calls"]]
+    assert run["row_target_calls"] == run["target_calls"]  # one row: each call its own
 
 
 def test_a_runs_line_of_several_rounds(monkeypatch):
@@ -345,10 +346,11 @@ def test_batch_tokens_per_target_call_counts_each_rows_calls(monkeypatch, tmp_pa
     took_part = [sum(1 for s in stats if s["accepted"][b] >= 0) for b in range(3)]
     assert len(set(took_part)) > 1  # the rows finished at different steps
     base, mine = out["runs"]
-    assert mine["target_calls"] == len(stats) < sum(took_part)
-    assert mine["tokens_per_target_call"] == pytest.approx(3 * n / sum(took_part))
+    assert mine["target_calls"] == len(stats) < sum(took_part) == mine["row_target_calls"]
+    assert mine["tokens_per_target_call"] == pytest.approx(3 * n / mine["row_target_calls"])
     assert mine["tokens_per_target_call_by_row"] == [pytest.approx(n / k) for k in took_part]
     assert base["target_calls"] == n and base["tokens_per_target_call"] == 1.0
+    assert base["row_target_calls"] == 3 * n  # each of the 3 rows in each batched call
     assert base["tokens_per_target_call_by_row"] == [1.0] * 3
 
 

@@ -4248,6 +4248,14 @@ MUTANTS = (
            '        word = "is above"',
            ("tests/test_notebooks.py::test_a_verdict_that_contradicts_its_figures_is_rejected",),
            "a measured speedup below the run's own costs' is said to be above it"),
+    Mutant("report-row-calls-unsaid", "report", "record", "picospec_app/report.py",
+           '            "row_target_calls": row_calls, "draft_calls": first.get("draft_calls"),',
+           '            "row_target_calls": first["target_calls"], "draft_calls": '
+           'first.get("draft_calls"),',
+           ("tests/app/test_report.py::"
+            "test_batch_tokens_per_target_call_counts_each_rows_calls",),
+           "--batch --json's row calls are the batched calls: tokens per target call cannot be "
+           "rebuilt"),
     Mutant("checker-prints-on-stdout", "checker", "rule", "picospec/check/__main__.py",
            "    with contextlib.redirect_stdout(sys.stderr):  #",
            "    with contextlib.nullcontext():  #",
