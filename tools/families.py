@@ -110,38 +110,39 @@ class Headed:
     def __init__(self, header):
         self.header, self.held, self.lock = header, [], threading.Lock()
 
-    def say(self):  # the header, then what was held (under the lock)
-        if self.header is not None:
-            print(self.header, flush=True)
-            self.header = None
+    def release(self, headed=True):  # under the lock: the header, then what was held
+        if self.held is not None:
+            if headed and self.header is not None:
+                print(self.header, flush=True)
             sys.stderr.write("".join(self.held))
             sys.stderr.flush()
+            self.held = None  # from now on everything streams
 
-    def stream(self, to):
-        """A writer into `to` that says the header first (stderr's text held until then)."""
-        headed = self
-
-        class Writer:
-            def write(self, text):
-                with headed.lock:
-                    if to is sys.stderr and headed.header is not None:
-                        headed.held.append(text)
-                        return
-                    headed.say()
-                    to.write(text)
-
-            def flush(self):
-                to.flush()
-        return Writer()
+    def write(self, to, text):
+        with self.lock:
+            if self.held is not None and to is sys.stderr:
+                self.held.append(text)
+                return
+            self.release()
+            to.write(text)
 
     def end(self, code):
-        """At the process's end: a refusal before any output is its line alone."""
+        """At the process's end (None: HELD passed): a refusal before any output is its line."""
         with self.lock:
-            if code == 2 and self.header is not None:
-                sys.stderr.write("".join(self.held))
-                sys.stderr.flush()
-                self.header = None
-            self.say()
+            self.release(headed=code != 2)
+
+
+class HeadedStream:
+    """`to`, written through its family's Headed."""
+
+    def __init__(self, headed, to):
+        self.headed, self.to = headed, to
+
+    def write(self, text):
+        self.headed.write(self.to, text)
+
+    def flush(self):
+        self.to.flush()
 
 
 HELD = 3.0  # seconds stderr waits for stdout before the header comes (a progress bar first)
@@ -154,8 +155,8 @@ def run_child(args, env, header=None):
     ended, headed = threading.Event(), Headed(header)
     child = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              preexec_fn=ignore_ctrl_c)
-    relays = [threading.Thread(target=relay, args=(pipe, headed.stream(to), ended)) for pipe, to
-              in ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
+    relays = [threading.Thread(target=relay, args=(pipe, HeadedStream(headed, to), ended))
+              for pipe, to in ((child.stdout, sys.stdout), (child.stderr, sys.stderr))]
     timer = threading.Timer(HELD, lambda: headed.end(None))  # a bar on stderr shows, headed
     for r in (*relays, timer):
         r.start()

@@ -104,9 +104,17 @@ HAIRS = ((([0], np.array([[0.5, 0.5]]), np.array([[0.25, 0.75], [1.0, 0.0]])), 0
 RARE = ([], np.zeros((0, 2)), np.array([[1 - 1e-12, 1e-12]]))
 EVEN = ([], np.zeros((0, 2)), np.array([[0.5, 0.5]]))
 SLOPE = np.arange(300, 0, -1) / 45_150
+
+
+def forbidden_draft(law):
+    """A call of one draft, token 0, which the target forbids: its residual, Q[0], is law over
+    tokens 1.. (renormalised), and Q[1] is all on token 0."""
+    V = len(law)
+    return [0], np.eye(1, V), np.array([np.r_[0, law[1:] / law[1:].sum()], np.eye(1, V)[0]])
+
+
 WIDE = ([], np.zeros((0, 300)), SLOPE[None])
-WIDE_RESIDUAL = ([0], np.eye(1, 300), np.array([np.r_[0, SLOPE[1:] / SLOPE[1:].sum()],
-                                                np.eye(1, 300)[0]]))
+WIDE_RESIDUAL = forbidden_draft(SLOPE)
 ENDS = ((RARE, 1, "Q[0] = [1 - 1e-12, 1e-12]", "a token of mass 1e-12"),
         (WIDE, 299, "Q[0]: 300 tokens, token i of mass (300 - i) / 45,150", "token 299 of 300"),
         (WIDE_RESIDUAL, 299, "drafts[0] = 0 has q = 0 (always rejected); its residual, Q[0], "
@@ -163,8 +171,7 @@ HAIRS_PAST = ((FORTY, (0.25,) * 39 + (0.75, 0.5), (39, 1),
                "it, and its residual, of mass 1e-310 (subnormal), is all on token 2: no mass is "
                "too small to draw from", "a residual of mass 1e-310"))
 SLOPE_2000 = np.arange(2000, 0, -1) / 2_001_000
-WIDER_RESIDUAL = ([0], np.eye(1, 2000), np.array([np.r_[0, SLOPE_2000[1:] / SLOPE_2000[1:].sum()],
-                                                  np.eye(1, 2000)[0]]))
+WIDER_RESIDUAL = forbidden_draft(SLOPE_2000)
 
 
 def long_tail(high):
@@ -190,9 +197,7 @@ SHORT_SUM_ABOUT = ("Q[0] = [0.1] * 10 + [0]: its cumulative sum ends at 1 - 2^-5
 # over the tokens after the one draft, which the target forbids (a law cut to its likeliest
 # 100,000, as GPT-2's whole vocabulary fits, never reaches the last)
 SLOPE_LLAMA = np.arange(128_256, 0, -1) / (128_256 * 128_257 / 2)
-LLAMA_RESIDUAL = ([0], np.eye(1, 128_256), np.array([np.r_[0, SLOPE_LLAMA[1:]
-                                                           / SLOPE_LLAMA[1:].sum()],
-                                                      np.eye(1, 128_256)[0]]))
+LLAMA_RESIDUAL = forbidden_draft(SLOPE_LLAMA)
 ENDS_PAST = ((WIDER_RESIDUAL, 1999, "drafts[0] = 0 has q = 0 (always rejected); its residual, "
               "Q[0], gives token i > 0 mass (2000 - i) / 1,999,000",
               "a residual over 2,000 tokens"),
